@@ -1,0 +1,188 @@
+/*
+ * etch/reader.h - read any Perfetto track-event trace from C.
+ *
+ * The reader resolves everything a track-event trace uses (packet sequences,
+ * incremental state, interned data, track descriptors, packet defaults,
+ * clock snapshots, compressed packets) and hands out resolved events:
+ * timestamp in the trace clock, process, thread, track, category, name and
+ * args by name and type.
+ *
+ *   etch_reader *r;
+ *   etch_reader_open_file(&r, "app.pftrace");
+ *   etch_reader_on(r, "render", NULL, on_render_event, &my_state);
+ *   if (etch_reader_run(r) != ETCH_OK) fprintf(stderr, "%s\n", etch_last_error());
+ *   etch_reader_close(r);
+ *
+ * Analyzers subscribe by category and/or event name (NULL matches any), as
+ * Unreal Insights' analyzers subscribe by logger and event name. Every string
+ * and pointer inside a callback argument is valid only during the callback.
+ *
+ * Link with libetch_reader (pkg-config etch-reader).
+ */
+#ifndef ETCH_READER_H
+#define ETCH_READER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "etch/common.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct etch_reader etch_reader;
+
+typedef enum etch_track_kind {
+  ETCH_TRACK_GLOBAL = 0,  /* uuid 0 / default track */
+  ETCH_TRACK_PROCESS = 1, /* TrackDescriptor with a ProcessDescriptor */
+  ETCH_TRACK_THREAD = 2,  /* TrackDescriptor with a ThreadDescriptor */
+  ETCH_TRACK_NAMED = 3,   /* any other TrackDescriptor */
+  ETCH_TRACK_COUNTER = 4  /* TrackDescriptor with a CounterDescriptor */
+} etch_track_kind;
+
+typedef struct etch_track_info {
+  uint64_t uuid;
+  uint64_t parent_uuid; /* 0 = none */
+  etch_track_kind kind;
+  const char *name;     /* track name, or process/thread name; may be "" */
+  int32_t pid;          /* 0 when unknown (resolved through parents) */
+  int32_t tid;          /* 0 unless a thread track */
+  /* Counter tracks only. */
+  int32_t counter_unit;        /* CounterDescriptor.Unit */
+  const char *counter_unit_name;
+  int64_t unit_multiplier;     /* 0 or 1 = none */
+  bool is_incremental;
+} etch_track_info;
+
+typedef enum etch_value_type {
+  ETCH_VALUE_NULL = 0,
+  ETCH_VALUE_BOOL = 1,
+  ETCH_VALUE_INT = 2,
+  ETCH_VALUE_UINT = 3,
+  ETCH_VALUE_DOUBLE = 4,
+  ETCH_VALUE_STRING = 5,
+  ETCH_VALUE_POINTER = 6,
+  ETCH_VALUE_JSON = 7 /* legacy_json_value, as a string */
+} etch_value_type;
+
+/*
+ * One flattened debug-annotation arg, keyed as trace_processor keys them:
+ * flat_key "debug.request.ids", key "debug.request.ids[2]".
+ */
+typedef struct etch_arg {
+  const char *flat_key;
+  const char *key;
+  etch_value_type type;
+  union {
+    bool b;
+    int64_t i;
+    uint64_t u; /* also POINTER */
+    double d;
+    const char *s; /* STRING and JSON */
+  } v;
+} etch_arg;
+
+typedef enum etch_event_type {
+  ETCH_EVENT_SLICE_BEGIN = 1,
+  ETCH_EVENT_SLICE_END = 2,
+  ETCH_EVENT_INSTANT = 3,
+  ETCH_EVENT_COUNTER = 4
+} etch_event_type;
+
+typedef struct etch_event {
+  etch_event_type type;
+  int64_t ts;                   /* ns in the trace clock (BOOTTIME default) */
+  uint32_t sequence_id;         /* trusted_packet_sequence_id */
+  const etch_track_info *track; /* never NULL */
+  int32_t pid;                  /* resolved via the track; 0 if unknown */
+  int32_t tid;
+  const char *category;         /* categories joined by ","; "" if none */
+  const char *name;             /* "" for SLICE_END without a name */
+  /* COUNTER */
+  bool counter_is_double;
+  int64_t counter_int;
+  double counter_double;
+  /* flows */
+  const uint64_t *flow_ids;
+  size_t flow_ids_count;
+  const uint64_t *terminating_flow_ids;
+  size_t terminating_flow_ids_count;
+  /* args, flattened */
+  const etch_arg *args;
+  size_t args_count;
+  /* offset of the TracePacket in the (decompressed) input, for messages */
+  uint64_t packet_offset;
+} etch_event;
+
+/* Data-loss and import statistics, named after trace_processor's stats. */
+typedef struct etch_reader_stats {
+  uint64_t bytes;
+  uint64_t packets;
+  uint64_t track_events;
+  uint64_t sequences;
+  uint64_t compressed_packets;        /* compressed_packets + zstd packets */
+  uint64_t previous_packet_dropped;   /* packets carrying the flag */
+  uint64_t packet_skipped_seq_needs_incremental_state_invalid;
+  uint64_t interned_data_missing;     /* iid with no definition */
+  uint64_t misplaced_end_event;       /* SLICE_END with no open slice */
+  uint64_t unknown_track;             /* track_uuid with no descriptor */
+  uint64_t clock_conversion_failed;
+  uint64_t trace_stats_chunks_discarded;     /* from TraceStats packets */
+  uint64_t trace_stats_chunks_overwritten;
+  uint64_t trace_stats_writer_packet_loss;
+} etch_reader_stats;
+
+typedef void (*etch_event_cb)(const etch_event *ev, void *user);
+typedef void (*etch_track_cb)(const etch_track_info *track, void *user);
+
+typedef enum etch_reader_order {
+  /* Events delivered in timestamp order (stable; memory grows with the
+   * number of events held for sorting). The default. */
+  ETCH_ORDER_TIMESTAMP = 0,
+  /* Events delivered as decoded (per sequence in order; streaming). */
+  ETCH_ORDER_FILE = 1
+} etch_reader_order;
+
+/* Opens a trace file. On error returns a negative status; the message from
+ * etch_last_error() names the file and the problem. */
+ETCH_API int etch_reader_open_file(etch_reader **out, const char *path);
+/* Reads a trace held in memory; the bytes must outlive the reader. */
+ETCH_API int etch_reader_open_memory(etch_reader **out, const void *data,
+                                     size_t len);
+ETCH_API void etch_reader_close(etch_reader *r);
+
+ETCH_API int etch_reader_set_order(etch_reader *r, etch_reader_order order);
+
+/*
+ * Subscribes `cb` to events whose category (any of an event's categories)
+ * equals `category` and whose name equals `name`; NULL matches anything.
+ * Several subscriptions may match one event: each is called, in the order
+ * they were registered.
+ */
+ETCH_API int etch_reader_on(etch_reader *r, const char *category,
+                            const char *name, etch_event_cb cb, void *user);
+/* Called once per track, before the first event on it is delivered. */
+ETCH_API int etch_reader_on_track(etch_reader *r, etch_track_cb cb, void *user);
+
+/*
+ * Reads the whole trace and delivers events. Returns ETCH_OK, or a negative
+ * status with etch_last_error() naming the byte offset of the bad input,
+ * e.g. "app.pftrace: offset 1234: length field larger than the file".
+ * Events decoded before the error have been delivered.
+ */
+ETCH_API int etch_reader_run(etch_reader *r);
+
+ETCH_API void etch_reader_get_stats(const etch_reader *r,
+                                    etch_reader_stats *out);
+
+/* Trace duration as seen so far: first and last event timestamps. */
+ETCH_API int etch_reader_time_bounds(const etch_reader *r, int64_t *first,
+                                     int64_t *last);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* ETCH_READER_H */

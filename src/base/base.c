@@ -1,0 +1,110 @@
+/*
+ * base.c - error table lookups, the thread-local error slot, thread ids,
+ * hashing and checked allocation.
+ */
+#define _GNU_SOURCE
+#include "base/base.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#define ETCH_ERRMSG_LEN 512
+
+static __thread char tls_errmsg[ETCH_ERRMSG_LEN];
+static __thread int32_t tls_tid;
+
+void etch__check_failed(const char *file, int line, const char *what) {
+  fprintf(stderr, "etch: internal check failed at %s:%d: %s\n", file, line,
+          what);
+  abort();
+}
+
+const char *etch_strerror(int status) {
+  switch (status) {
+#define ETCH__ERR_MSG(name, value, msg) \
+  case value:                           \
+    return msg;
+    ETCH_ERRNO_MAP(ETCH__ERR_MSG)
+#undef ETCH__ERR_MSG
+    default:
+      return "unknown etch status";
+  }
+}
+
+const char *etch_err_name(int status) {
+  switch (status) {
+#define ETCH__ERR_NAME(name, value, msg) \
+  case value:                            \
+    return "ETCH_" #name;
+    ETCH_ERRNO_MAP(ETCH__ERR_NAME)
+#undef ETCH__ERR_NAME
+    default:
+      return "ETCH_UNKNOWN";
+  }
+}
+
+const char *etch_last_error(void) { return tls_errmsg; }
+
+void etch_free(void *p) { free(p); }
+
+int etch__verror(int status, const char *fmt, va_list ap) {
+  vsnprintf(tls_errmsg, sizeof tls_errmsg, fmt, ap);
+  return status;
+}
+
+int etch__error(int status, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  etch__verror(status, fmt, ap);
+  va_end(ap);
+  return status;
+}
+
+void etch__error_clear(void) { tls_errmsg[0] = '\0'; }
+
+int32_t etch__gettid(void) {
+  if (ETCH_UNLIKELY(tls_tid == 0)) tls_tid = (int32_t)syscall(SYS_gettid);
+  return tls_tid;
+}
+
+void etch__tid_reset(void) { tls_tid = 0; }
+
+uint64_t etch__hash_bytes(const void *data, size_t len, uint64_t seed) {
+  const uint8_t *p = (const uint8_t *)data;
+  uint64_t h = 0xcbf29ce484222325ull ^ seed;
+  for (size_t i = 0; i < len; i++) {
+    h ^= p[i];
+    h *= 0x100000001b3ull;
+  }
+  return h;
+}
+
+void *etch__malloc(size_t n) {
+  void *p = malloc(n ? n : 1);
+  if (!p) etch__error(ETCH_ENOMEM, "out of memory allocating %zu bytes", n);
+  return p;
+}
+
+void *etch__calloc(size_t n, size_t size) {
+  void *p = calloc(n ? n : 1, size ? size : 1);
+  if (!p) etch__error(ETCH_ENOMEM, "out of memory allocating %zu x %zu bytes",
+                      n, size);
+  return p;
+}
+
+void *etch__realloc(void *old, size_t n) {
+  void *p = realloc(old, n ? n : 1);
+  if (!p) etch__error(ETCH_ENOMEM, "out of memory allocating %zu bytes", n);
+  return p;
+}
+
+char *etch__strdup(const char *s) {
+  size_t n = strlen(s) + 1;
+  char *p = (char *)etch__malloc(n);
+  if (p) memcpy(p, s, n);
+  return p;
+}

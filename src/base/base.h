@@ -1,0 +1,70 @@
+/*
+ * base.h - the bottom layer of etch: compiler helpers, assertions, error
+ * reporting into the thread-local message slot, thread ids.
+ *
+ * Internal, non-static functions are named etch__<part>_<verb> and are hidden
+ * (the build uses -fvisibility=hidden); only ETCH_API symbols are exported.
+ */
+#ifndef ETCH_BASE_H
+#define ETCH_BASE_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "etch/common.h"
+
+#define ETCH_INLINE static inline __attribute__((always_inline))
+#define ETCH_NOINLINE __attribute__((noinline))
+#define ETCH_COLD __attribute__((cold, noinline))
+#define ETCH_PRINTF(f, a) __attribute__((format(printf, f, a)))
+#define ETCH_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+#define ETCH_MIN(a, b) ((a) < (b) ? (a) : (b))
+#define ETCH_MAX(a, b) ((a) > (b) ? (a) : (b))
+
+/* Invariant checks: abort with file and line. Never used on untrusted input. */
+#define ETCH_CHECK(cond)                                                     \
+  do {                                                                       \
+    if (ETCH_UNLIKELY(!(cond))) etch__check_failed(__FILE__, __LINE__, #cond); \
+  } while (0)
+#ifdef NDEBUG
+#define ETCH_DCHECK(cond) ((void)0)
+#else
+#define ETCH_DCHECK(cond) ETCH_CHECK(cond)
+#endif
+
+__attribute__((noreturn)) void etch__check_failed(const char *file, int line,
+                                                   const char *what);
+
+/*
+ * Records `status` and a formatted message in this thread's error slot and
+ * returns `status`, so callers write `return etch__error(ETCH_EINVAL, ...)`.
+ */
+int etch__error(int status, const char *fmt, ...) ETCH_PRINTF(2, 3);
+int etch__verror(int status, const char *fmt, va_list ap);
+/* Clears this thread's error slot. */
+void etch__error_clear(void);
+
+/* The kernel thread id of the calling thread (cached per thread). */
+int32_t etch__gettid(void);
+/* Forgets the cached tid (called in a fork child). */
+void etch__tid_reset(void);
+
+/* 64-bit FNV-1a over bytes; used for uuids and hash tables. */
+uint64_t etch__hash_bytes(const void *data, size_t len, uint64_t seed);
+/* A 64-bit finalizer mixing all input bits (splitmix64). */
+static inline uint64_t etch__mix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+/* malloc wrappers that set the error slot on failure. */
+void *etch__malloc(size_t n);
+void *etch__calloc(size_t n, size_t size);
+void *etch__realloc(void *p, size_t n);
+char *etch__strdup(const char *s);
+
+#endif /* ETCH_BASE_H */

@@ -1,0 +1,75 @@
+/*
+ * clock.h - the event clock.
+ *
+ * Events are stamped with a raw tick counter read in a single instruction
+ * (rdtsc on x86-64 with an invariant TSC, else CLOCK_BOOTTIME in ns) and
+ * converted to nanoseconds with a per-writer anchor:
+ *
+ *   ns = anchor_ns + ((ticks - anchor_ticks) * mult) >> 32
+ *
+ * The anchor pairs a tick reading with a CLOCK_BOOTTIME reading taken at the
+ * same moment; writers refresh it at every incremental-state reset and write
+ * it into the trace as a ClockSnapshot, so readers map the trace back onto
+ * BOOTTIME exactly at each snapshot. `mult` is calibrated against BOOTTIME
+ * and refined over the life of the process (see docs/clock.md).
+ */
+#ifndef ETCH_BASE_CLOCK_H
+#define ETCH_BASE_CLOCK_H
+
+#include <stdint.h>
+#include <time.h>
+
+#include "base/base.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <x86intrin.h>
+#define ETCH_HAVE_TSC 1
+#else
+#define ETCH_HAVE_TSC 0
+#endif
+
+/* True when ticks come from the TSC; false when they are BOOTTIME ns. */
+extern int etch__clock_tsc;
+
+static inline uint64_t etch__boottime_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_BOOTTIME, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static inline uint64_t etch__monotonic_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+ETCH_INLINE uint64_t etch__ticks(void) {
+#if ETCH_HAVE_TSC
+  if (ETCH_LIKELY(etch__clock_tsc)) return __rdtsc();
+#endif
+  return etch__boottime_ns();
+}
+
+/* A tick reading paired with the BOOTTIME ns of the same moment. */
+typedef struct etch_clock_anchor {
+  uint64_t ticks;
+  uint64_t ns;
+  uint64_t mult; /* ns per tick, fixed point 32.32 */
+} etch_clock_anchor;
+
+ETCH_INLINE uint64_t etch__ticks_to_ns(const etch_clock_anchor *a,
+                                       uint64_t ticks) {
+  /* Ticks read on another core can trail the anchor by a few cycles. */
+  if (ETCH_UNLIKELY(ticks < a->ticks)) return a->ns;
+  return a->ns +
+         (uint64_t)(((unsigned __int128)(ticks - a->ticks) * a->mult) >> 32);
+}
+
+/* Calibrates the clock once per process; idempotent and thread-safe. */
+void etch__clock_init(void);
+/* Takes a fresh anchor with the best multiplier known now. */
+void etch__clock_anchor_now(etch_clock_anchor *a);
+/* Ticks to ns through a fresh global view (slow; for out-of-line users). */
+uint64_t etch__clock_ticks_to_boottime(uint64_t ticks);
+
+#endif /* ETCH_BASE_CLOCK_H */
