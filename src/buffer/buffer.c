@@ -1,0 +1,269 @@
+/*
+ * buffer.c - the trace buffer: chunk hand-out (ring or discard) and reading
+ * whole packets back out of the chunks.
+ */
+#define _GNU_SOURCE
+#include "buffer/buffer.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "pb/pb.h"
+
+uint32_t etch__buffer_chunk_size(uint64_t size) {
+  if (size >= (4u << 20)) return 16384;
+  if (size >= (256u << 10)) return 8192;
+  return 4096;
+}
+
+int etch__buffer_init(etch_buffer *b, uint64_t size, etch_buffer_fill fill) {
+  memset(b, 0, sizeof *b);
+  b->chunk_size = etch__buffer_chunk_size(size);
+  uint64_t n = size / b->chunk_size;
+  if (n < 2) n = 2;
+  if (n > UINT32_MAX / 2) n = UINT32_MAX / 2;
+  b->nchunks = (uint32_t)n;
+  size_t bytes = (size_t)n * b->chunk_size;
+  void *mem = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (mem == MAP_FAILED)
+    return etch__error(ETCH_ENOMEM, "cannot map a trace buffer of %zu bytes",
+                       bytes);
+  b->mem = (uint8_t *)mem;
+  b->fill = fill;
+  b->stats.buffer_size = bytes;
+  pthread_mutex_init(&b->lock, NULL);
+  return ETCH_OK;
+}
+
+void etch__buffer_destroy(etch_buffer *b) {
+  if (b->mem) munmap(b->mem, (size_t)b->nchunks * b->chunk_size);
+  b->mem = NULL;
+  pthread_mutex_destroy(&b->lock);
+}
+
+static void chunk_init(etch_chunk *c, uint32_t writer_id, uint32_t chunk_id,
+                       uint32_t flags) {
+  c->writer_id = writer_id;
+  c->chunk_id = chunk_id;
+  __atomic_store_n(&c->used, flags << ETCH_CHUNK_FLAGS_SHIFT, __ATOMIC_RELAXED);
+  __atomic_store_n(&c->state, ETCH_CHUNK_WRITING, __ATOMIC_RELEASE);
+}
+
+etch_chunk *etch__buffer_acquire(etch_buffer *b, uint32_t writer_id,
+                                 uint32_t chunk_id, uint32_t flags) {
+  if (b->fill == ETCH_BUFFER_DISCARD &&
+      __atomic_load_n(&b->full, __ATOMIC_RELAXED)) {
+    __atomic_fetch_add(&b->discarded, 1, __ATOMIC_RELAXED);
+    return NULL;
+  }
+  etch_chunk *got = NULL;
+  pthread_mutex_lock(&b->lock);
+  if (b->fill == ETCH_BUFFER_DISCARD) {
+    if (b->next < b->nchunks) {
+      got = etch__buffer_chunk(b, b->next++);
+    } else {
+      __atomic_store_n(&b->full, 1, __ATOMIC_RELAXED);
+      __atomic_fetch_add(&b->discarded, 1, __ATOMIC_RELAXED);
+    }
+  } else {
+    for (uint32_t k = 0; k < b->nchunks; k++) {
+      etch_chunk *c = etch__buffer_chunk(b, b->next);
+      if (++b->next == b->nchunks) {
+        b->next = 0;
+        b->stats.write_wrap_count++;
+      }
+      uint32_t st = __atomic_load_n(&c->state, __ATOMIC_ACQUIRE);
+      if (st == ETCH_CHUNK_WRITING) continue;
+      if (st == ETCH_CHUNK_COMPLETE) {
+        b->stats.chunks_overwritten++;
+        b->stats.bytes_overwritten +=
+            __atomic_load_n(&c->used, __ATOMIC_RELAXED) & ETCH_CHUNK_USED_MASK;
+      }
+      got = c;
+      break;
+    }
+    if (!got)
+      __atomic_fetch_add(&b->discarded, 1, __ATOMIC_RELAXED);
+  }
+  if (got) {
+    chunk_init(got, writer_id, chunk_id, flags);
+    b->stats.chunks_written++;
+    __atomic_store_n(&b->acquired, b->acquired + 1, __ATOMIC_RELAXED);
+  }
+  pthread_mutex_unlock(&b->lock);
+  return got;
+}
+
+void etch__buffer_complete(etch_chunk *c) {
+  __atomic_store_n(&c->state, ETCH_CHUNK_COMPLETE, __ATOMIC_RELEASE);
+}
+
+void etch__buffer_get_stats(etch_buffer *b, etch_buffer_stats *out) {
+  pthread_mutex_lock(&b->lock);
+  *out = b->stats;
+  out->chunks_discarded =
+      __atomic_load_n(&b->discarded, __ATOMIC_RELAXED);
+  pthread_mutex_unlock(&b->lock);
+}
+
+/* ---- reading ---------------------------------------------------------------- */
+
+typedef struct snap_chunk {
+  uint32_t writer_id;
+  uint32_t chunk_id;
+  uint32_t flags;
+  uint32_t used;
+  uint64_t off; /* into the snapshot data */
+} snap_chunk;
+
+static int snap_cmp(const void *a, const void *b) {
+  const snap_chunk *x = (const snap_chunk *)a, *y = (const snap_chunk *)b;
+  if (x->writer_id != y->writer_id) return x->writer_id < y->writer_id ? -1 : 1;
+  if (x->chunk_id != y->chunk_id) return x->chunk_id < y->chunk_id ? -1 : 1;
+  return 0;
+}
+
+/* A packet being reassembled from fragments of consecutive chunks. */
+typedef struct pending {
+  uint8_t *data;
+  size_t len, cap;
+  bool active;
+} pending;
+
+static int pending_append(pending *p, const uint8_t *d, size_t n) {
+  if (p->len + n > p->cap) {
+    size_t cap = p->cap ? p->cap : 4096;
+    while (cap < p->len + n) cap *= 2;
+    uint8_t *nd = (uint8_t *)etch__realloc(p->data, cap);
+    if (!nd) return ETCH_ENOMEM;
+    p->data = nd;
+    p->cap = cap;
+  }
+  memcpy(p->data + p->len, d, n);
+  p->len += n;
+  return ETCH_OK;
+}
+
+int etch__buffer_read(etch_buffer *b, etch_packet_fn emit, void *ctx,
+                      uint64_t *lost_fragments) {
+  *lost_fragments = 0;
+  snap_chunk *chunks = (snap_chunk *)etch__calloc(b->nchunks, sizeof *chunks);
+  if (!chunks) return ETCH_ENOMEM;
+  uint32_t n = 0;
+  uint64_t total = 0;
+  uint8_t *data = NULL;
+
+  pthread_mutex_lock(&b->lock);
+  for (uint32_t i = 0; i < b->nchunks; i++) {
+    etch_chunk *c = etch__buffer_chunk(b, i);
+    uint32_t st = __atomic_load_n(&c->state, __ATOMIC_ACQUIRE);
+    if (st == ETCH_CHUNK_FREE) continue;
+    uint32_t word = __atomic_load_n(&c->used, __ATOMIC_ACQUIRE);
+    uint32_t used = word & ETCH_CHUNK_USED_MASK;
+    if (used > etch__buffer_payload_size(b)) used = 0; /* never trust */
+    snap_chunk *s = &chunks[n++];
+    s->writer_id = c->writer_id;
+    s->chunk_id = c->chunk_id;
+    s->flags = word >> ETCH_CHUNK_FLAGS_SHIFT;
+    s->used = used;
+    s->off = total;
+    total += used;
+  }
+  data = (uint8_t *)etch__malloc(total ? total : 1);
+  if (data) {
+    uint32_t k = 0;
+    for (uint32_t i = 0; i < b->nchunks && k < n; i++) {
+      etch_chunk *c = etch__buffer_chunk(b, i);
+      if (__atomic_load_n(&c->state, __ATOMIC_ACQUIRE) == ETCH_CHUNK_FREE)
+        continue;
+      memcpy(data + chunks[k].off, etch__chunk_payload(c), chunks[k].used);
+      k++;
+    }
+  }
+  pthread_mutex_unlock(&b->lock);
+  if (!data) {
+    free(chunks);
+    return ETCH_ENOMEM;
+  }
+
+  qsort(chunks, n, sizeof *chunks, snap_cmp);
+
+  int rc = ETCH_OK;
+  pending pend = {0};
+  uint32_t cur_writer = 0;
+  uint32_t expect = 0;
+  bool dropped = false;
+  for (uint32_t i = 0; i < n && rc == ETCH_OK; i++) {
+    snap_chunk *s = &chunks[i];
+    if (i == 0 || s->writer_id != cur_writer) {
+      if (pend.active) (*lost_fragments)++;
+      pend.active = false;
+      pend.len = 0;
+      cur_writer = s->writer_id;
+      expect = 0;
+      dropped = false;
+    }
+    if (s->chunk_id != expect) {
+      if (pend.active) (*lost_fragments)++;
+      pend.active = false;
+      pend.len = 0;
+      dropped = true;
+    }
+    expect = s->chunk_id + 1;
+
+    const uint8_t *p = data + s->off, *end = p + s->used;
+    bool first = true;
+    while (p < end && rc == ETCH_OK) {
+      uint64_t size;
+      if (!etch_pb_read_varint(&p, end, &size) || size > (uint64_t)(end - p)) {
+        (*lost_fragments)++; /* corrupt chunk: drop the rest of it */
+        pend.active = false;
+        pend.len = 0;
+        dropped = true;
+        break;
+      }
+      const uint8_t *frag = p;
+      p += size;
+      bool cont_prev = first && (s->flags & ETCH_CHUNK_FIRST_CONTINUES);
+      bool cont_next = p == end && (s->flags & ETCH_CHUNK_LAST_CONTINUES);
+      first = false;
+      if (cont_prev) {
+        if (!pend.active) {
+          (*lost_fragments)++; /* its beginning is gone */
+          dropped = true;
+          continue;
+        }
+        rc = pending_append(&pend, frag, size);
+        if (rc) break;
+        if (cont_next) continue;
+        rc = emit(ctx, s->writer_id, pend.data, (uint32_t)pend.len, dropped);
+        dropped = false;
+        pend.active = false;
+        pend.len = 0;
+        continue;
+      }
+      if (pend.active) { /* previous packet never finished */
+        (*lost_fragments)++;
+        pend.active = false;
+        pend.len = 0;
+        dropped = true;
+      }
+      if (cont_next) {
+        pend.active = true;
+        pend.len = 0;
+        rc = pending_append(&pend, frag, size);
+        continue;
+      }
+      if (size == 0) continue; /* padding */
+      rc = emit(ctx, s->writer_id, frag, (uint32_t)size, dropped);
+      dropped = false;
+    }
+  }
+  if (pend.active) (*lost_fragments)++;
+  free(pend.data);
+  free(data);
+  free(chunks);
+  return rc;
+}

@@ -1,0 +1,262 @@
+/*
+ * sdk.h - internals of the part instrumented code links: categories, tracks,
+ * per-thread writers, sessions and the in-process backend.
+ *
+ * Data flow: a macro checks cat->enabled (a bitmask of session slots), then
+ * calls an emitter with the mask. For each session in the mask the emitter
+ * uses this thread's writer for that session (tls.w[slot]); the writer
+ * encodes a TracePacket into its chunk of the session's trace buffer. A
+ * writer is valid while tls.gen[slot] equals etch__slot_gen[slot]; freeing a
+ * session bumps the generation, and the thread detaches its stale writer the
+ * next time it notices (or when it exits). A session's memory is freed when
+ * its owner and every attached writer have let go (refcount), so a thread in
+ * the middle of an event never writes into freed memory.
+ */
+#ifndef ETCH_SDK_H
+#define ETCH_SDK_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "base/base.h"
+#include "base/clock.h"
+#include "buffer/buffer.h"
+#include "etch/etch.h"
+#include "pb/pb.h"
+#include "proto/perfetto.h"
+
+/* Sequence id of etch's own packets (clock snapshot, stats, drop reports). */
+#define ETCH_SERVICE_SEQ_ID 1
+/* The sequence-scoped incremental clock writers stamp events with. */
+#define ETCH_CLOCK_INCREMENTAL 64
+/* Bytes the fast encoder may use for one packet (with its size prefix). */
+#define ETCH_FAST_MAX 64
+/* Chunks one packet may span before it is abandoned. */
+#define ETCH_MAX_HELD 64
+/* Longest string arg or name written; longer ones are cut. */
+#define ETCH_MAX_STRING (64u * 1024u)
+
+/* ---- small containers ------------------------------------------------------- */
+
+typedef struct etch_bitset {
+  uint64_t *w;
+  uint32_t nbits;
+} etch_bitset;
+
+ETCH_INLINE bool etch__bitset_has(const etch_bitset *b, uint32_t i) {
+  return i < b->nbits && ((b->w[i >> 6] >> (i & 63)) & 1);
+}
+bool etch__bitset_set(etch_bitset *b, uint32_t i);
+void etch__bitset_clear(etch_bitset *b);
+void etch__bitset_free(etch_bitset *b);
+
+/* Writer-local interning of strings (debug annotation names). */
+typedef struct etch_strtab_slot {
+  uint64_t hash;
+  uint32_t iid;
+  uint32_t len;
+  char *str;
+} etch_strtab_slot;
+
+typedef struct etch_strtab {
+  etch_strtab_slot *slots;
+  uint32_t cap;
+  uint32_t count;
+} etch_strtab;
+
+/* Returns the iid of `s` (len bytes); *is_new tells whether it was added.
+ * 0 when out of memory or the table is at its limit. */
+uint32_t etch__strtab_intern(etch_strtab *t, const char *s, uint32_t len,
+                             bool *is_new);
+void etch__strtab_clear(etch_strtab *t);
+
+/* ---- tracks -------------------------------------------------------------------- */
+
+enum { ETCH_TRACK_KIND_NAMED = 1, ETCH_TRACK_KIND_COUNTER = 2,
+       ETCH_TRACK_KIND_PROCESS = 3 };
+
+struct etch_track {
+  uint64_t key; /* uuid = mix(process uuid ^ key); stable across fork */
+  const etch_track *parent; /* NULL = the process */
+  char *name;
+  char *unit_name;
+  uint32_t id;  /* global, for per-writer "descriptor written" bits */
+  uint8_t kind;
+  uint8_t unit;
+  etch_track *next; /* registry */
+};
+
+uint64_t etch__track_uuid(const etch_track *t);
+uint64_t etch__process_uuid(void);
+uint64_t etch__thread_uuid(int32_t tid);
+/* The implicit counter track of a counter name (created on first use). */
+const etch_track *etch__counter_track_for(const char *name);
+
+/* ---- config and sessions ----------------------------------------------------- */
+
+struct etch_config {
+  char *categories;
+  uint64_t buffer_kb;
+  uint32_t fill;
+  uint64_t duration_ms;
+  uint64_t reset_interval_ms;
+  char *output;
+  uint32_t compression; /* 0 none, 1 deflate */
+};
+
+typedef struct etch_cat_filter {
+  char **incl;
+  uint32_t nincl;
+  char **excl;
+  uint32_t nexcl;
+} etch_cat_filter;
+
+int etch__filter_parse(etch_cat_filter *f, const char *spec);
+void etch__filter_free(etch_cat_filter *f);
+bool etch__filter_match(const etch_cat_filter *f, const etch_category *cat);
+
+enum { ETCH_SESS_NEW = 0, ETCH_SESS_RUNNING = 1, ETCH_SESS_STOPPED = 2 };
+
+typedef struct etch_writer etch_writer;
+
+struct etch_session {
+  uint32_t slot;
+  uint32_t gen;
+  uint32_t state;       /* atomic */
+  etch_config cfg;
+  etch_cat_filter filter;
+  etch_buffer buf;
+  pthread_mutex_t lock; /* writers list, refs, timer */
+  pthread_cond_t cond;
+  etch_writer *writers;
+  uint32_t refs;
+  bool owner_released;
+  bool timer_started;
+  bool output_written;
+  pthread_t timer;
+  uint64_t reset_interval_ns;
+  uint64_t start_ns;
+  uint64_t stop_ns;
+};
+
+/* Global state shared by the sdk files. */
+typedef struct etch_global {
+  pthread_mutex_t lock; /* slots, categories, tracks */
+  etch_session *slots[ETCH_MAX_SESSIONS];
+  etch_category *cats;
+  uint32_t next_cat_id;
+  uint32_t next_site_id;
+  uint32_t next_track_id;
+  uint32_t next_seq_id;
+  etch_track *tracks;
+  etch_track process_track;
+  uint64_t process_uuid;
+  int32_t pid;
+  char process_name[256];
+  bool process_name_set;
+  uint32_t names_gen; /* bumped when a process/thread name changes */
+} etch_global;
+
+extern etch_global etch__g;
+extern uint32_t etch__slot_gen[ETCH_MAX_SESSIONS];
+
+/* Lazily sets up globals (clock, process uuid, fork handler). */
+void etch__global_init(void);
+/* Recomputes every category's bit for session slot `slot`. Global lock held. */
+void etch__categories_apply(etch_session *s, bool enable);
+
+/* Forgets the environment session in a fork child (session.c). */
+void etch__session_atfork_child(void);
+
+/* Drops a reference; frees the session when none is left. */
+void etch__session_release(etch_session *s);
+
+/* Serialises a session's buffer into a whole trace (file bytes). */
+int etch__session_serialize(etch_session *s, uint8_t **data, size_t *len);
+int etch__session_write_output(etch_session *s, const char *path);
+
+/* ---- writers -------------------------------------------------------------------- */
+
+typedef struct etch_held {
+  etch_chunk *c;
+  uint8_t *payload;
+  uint8_t *seg;     /* first packet byte in this chunk */
+  uint64_t seg_off; /* its logical offset in the packet */
+  uint32_t used;    /* final committed length */
+  uint32_t flags;
+} etch_held;
+
+struct etch_writer {
+  /* Hot: the stream's cur/end is the chunk cursor used by the fast path. */
+  etch_pb_stream st;
+  etch_clock_anchor anchor;
+  uint64_t last_ns;          /* incremental clock value */
+  uint64_t reset_deadline;   /* ns; UINT64_MAX = never */
+  etch_bitset seen_names;    /* site iids interned on this sequence */
+  uint32_t depth;            /* open slices on the thread track */
+  uint32_t chunk_flags;      /* flags of the current chunk */
+  etch_chunk *chunk;
+  uint8_t *payload;
+
+  /* Cold. */
+  etch_session *sess;
+  uint32_t slot;
+  uint32_t seq_id;
+  uint32_t next_chunk_id;
+  int32_t tid;
+  etch_bitset seen_cats;
+  etch_bitset seen_tracks;
+  etch_strtab da_names;
+  uint64_t dropped;          /* events lost (atomic, relaxed) */
+  uint64_t first_drop_ns;
+  uint64_t last_drop_ns;
+  uint64_t acq_at_reset;
+  uint32_t names_gen;
+  bool need_reset;
+  bool drops_unreported;     /* next reset packet says previous_packet_dropped */
+  bool in_packet;
+  bool packet_failed;
+  etch_writer *next;         /* session list */
+  /* The packet being written. */
+  uint8_t *frag_hdr;         /* reserved 4-byte size of the current fragment */
+  uint32_t pkt_start_used;   /* chunk used before the packet began */
+  uint32_t nheld;
+  etch_held held[ETCH_MAX_HELD];
+  char thread_name[64];
+};
+
+typedef struct etch_tls {
+  etch_writer *w[ETCH_MAX_SESSIONS];
+  uint32_t gen[ETCH_MAX_SESSIONS];
+  bool dtor_registered;
+  uint8_t busy; /* re-entrancy guard */
+  char thread_name[64];
+  bool thread_name_set;
+} etch_tls;
+
+extern __thread etch_tls etch__tls __attribute__((tls_model("initial-exec")));
+
+/*
+ * Returns this thread's writer for `slot`, creating/replacing it as needed
+ * and making sure it has a chunk with room for a fast packet and a fresh
+ * incremental state. NULL when the event must be dropped (session gone,
+ * buffer full: then the drop is counted).
+ */
+etch_writer *etch__writer_prepare(uint32_t slot, uint64_t ticks);
+/* Records an event that could not be written. */
+void etch__writer_drop(etch_writer *w, uint64_t ticks);
+/* Resets incremental state: anchor, clock snapshot, descriptors. */
+void etch__writer_reset(etch_writer *w, uint64_t ticks);
+/* Writes the descriptor of `t` (and parents) if not yet on this sequence. */
+void etch__writer_ensure_track(etch_writer *w, const etch_track *t);
+
+/* Packet framing for the general encoder. */
+bool etch__packet_begin(etch_writer *w);
+void etch__packet_end(etch_writer *w);
+
+/* Detaches a writer from its thread: completes its chunk, drops its ref. */
+void etch__writer_detach(etch_writer *w);
+void etch__writer_free(etch_writer *w);
+
+#endif /* ETCH_SDK_H */

@@ -1,0 +1,506 @@
+/*
+ * session.c - configs, sessions and the environment-driven session.
+ *
+ * Every config option is declared once in `options[]` (name, type, bounds,
+ * help); etch_config_set, etch_config_parse and the ETCH_* environment
+ * variables all go through it.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "sdk/sdk.h"
+
+/* ---- config ------------------------------------------------------------------ */
+
+enum { OPT_STRING, OPT_UINT, OPT_ENUM };
+
+typedef struct option {
+  const char *name;
+  int type;
+  size_t off;
+  uint64_t min, max;
+  const char *const *values; /* OPT_ENUM: index = stored value */
+  const char *help;
+} option;
+
+static const char *const fill_values[] = {"ring", "discard", NULL};
+static const char *const compression_values[] = {"none", "deflate", NULL};
+
+#define OFF(f) offsetof(struct etch_config, f)
+static const option options[] = {
+    {"categories", OPT_STRING, OFF(categories), 0, 0, NULL,
+     "category patterns: name, prefix*, *, -excluded"},
+    {"buffer_kb", OPT_UINT, OFF(buffer_kb), 16, 4194304, NULL,
+     "trace buffer size in KiB"},
+    {"fill", OPT_ENUM, OFF(fill), 0, 0, fill_values,
+     "what a full buffer does: ring or discard"},
+    {"duration_ms", OPT_UINT, OFF(duration_ms), 0, 86400000ull * 365, NULL,
+     "stop after this many ms (0: until stopped)"},
+    {"reset_interval_ms", OPT_UINT, OFF(reset_interval_ms), 0,
+     86400000ull, NULL, "incremental-state reset period in ms (0: never)"},
+    {"output", OPT_STRING, OFF(output), 0, 0, NULL,
+     "file written when the session stops"},
+    {"compression", OPT_ENUM, OFF(compression), 0, 0, compression_values,
+     "output compression: none or deflate"},
+};
+#undef OFF
+
+int etch_config_new(etch_config **out) {
+  if (!out) return etch__error(ETCH_EINVAL, "etch_config_new: out is NULL");
+  etch__global_init();
+  etch_config *c = (etch_config *)etch__calloc(1, sizeof *c);
+  if (!c) return ETCH_ENOMEM;
+  c->categories = etch__strdup("*");
+  if (!c->categories) {
+    free(c);
+    return ETCH_ENOMEM;
+  }
+  c->buffer_kb = 8192;
+  c->fill = ETCH_FILL_RING;
+  c->reset_interval_ms = 1000;
+  c->compression = 1;
+  *out = c;
+  return ETCH_OK;
+}
+
+void etch_config_free(etch_config *c) {
+  if (!c) return;
+  free(c->categories);
+  free(c->output);
+  free(c);
+}
+
+static int config_copy(etch_config *dst, const etch_config *src) {
+  *dst = *src;
+  dst->categories = src->categories ? etch__strdup(src->categories) : NULL;
+  dst->output = src->output ? etch__strdup(src->output) : NULL;
+  if ((src->categories && !dst->categories) || (src->output && !dst->output)) {
+    free(dst->categories);
+    free(dst->output);
+    return ETCH_ENOMEM;
+  }
+  return ETCH_OK;
+}
+
+static int parse_uint(const char *v, uint64_t *out) {
+  if (!*v) return -1;
+  uint64_t x = 0;
+  for (const char *p = v; *p; p++) {
+    if (*p < '0' || *p > '9') return -1;
+    uint64_t d = (uint64_t)(*p - '0');
+    if (x > (UINT64_MAX - d) / 10) return -1;
+    x = x * 10 + d;
+  }
+  *out = x;
+  return 0;
+}
+
+int etch_config_set(etch_config *cfg, const char *key, const char *value) {
+  if (!cfg || !key || !value)
+    return etch__error(ETCH_EINVAL, "etch_config_set: NULL argument");
+  const option *o = NULL;
+  for (size_t i = 0; i < ETCH_ARRAY_SIZE(options); i++)
+    if (strcmp(options[i].name, key) == 0) o = &options[i];
+  if (!o) {
+    char known[256] = "";
+    for (size_t i = 0; i < ETCH_ARRAY_SIZE(options); i++) {
+      strncat(known, options[i].name, sizeof known - strlen(known) - 1);
+      if (i + 1 < ETCH_ARRAY_SIZE(options))
+        strncat(known, ", ", sizeof known - strlen(known) - 1);
+    }
+    return etch__error(ETCH_EOPTION, "config: unknown option '%s' (known: %s)",
+                       key, known);
+  }
+  char *base = (char *)cfg;
+  switch (o->type) {
+    case OPT_STRING: {
+      if (strcmp(key, "categories") == 0) {
+        etch_cat_filter f;
+        int rc = etch__filter_parse(&f, value);
+        if (rc) return rc;
+        etch__filter_free(&f);
+      }
+      if (strcmp(key, "output") == 0 && !*value)
+        return etch__error(ETCH_ECONFIG, "config: output: empty path");
+      char *copy = etch__strdup(value);
+      if (!copy) return ETCH_ENOMEM;
+      char **slot = (char **)(base + o->off);
+      free(*slot);
+      *slot = copy;
+      return ETCH_OK;
+    }
+    case OPT_UINT: {
+      uint64_t x;
+      if (parse_uint(value, &x) != 0)
+        return etch__error(ETCH_ECONFIG,
+                           "config: %s: '%s' is not a non-negative integer",
+                           key, value);
+      if (x < o->min || x > o->max)
+        return etch__error(ETCH_ECONFIG,
+                           "config: %s: %llu is out of range [%llu, %llu]",
+                           key, (unsigned long long)x,
+                           (unsigned long long)o->min,
+                           (unsigned long long)o->max);
+      *(uint64_t *)(base + o->off) = x;
+      return ETCH_OK;
+    }
+    case OPT_ENUM:
+      for (uint32_t i = 0; o->values[i]; i++) {
+        if (strcmp(o->values[i], value) == 0) {
+          *(uint32_t *)(base + o->off) = i;
+          return ETCH_OK;
+        }
+      }
+      return etch__error(ETCH_ECONFIG, "config: %s: '%s' is not one of %s%s%s",
+                         key, value, o->values[0], o->values[1] ? " | " : "",
+                         o->values[1] ? o->values[1] : "");
+  }
+  return ETCH_EINVAL;
+}
+
+static char *trim(char *s) {
+  while (*s == ' ' || *s == '\t' || *s == '\r') s++;
+  char *e = s + strlen(s);
+  while (e > s && (e[-1] == ' ' || e[-1] == '\t' || e[-1] == '\r')) *--e = '\0';
+  return s;
+}
+
+int etch_config_parse(etch_config *cfg, const char *text) {
+  if (!cfg || !text)
+    return etch__error(ETCH_EINVAL, "etch_config_parse: NULL argument");
+  char *copy = etch__strdup(text);
+  if (!copy) return ETCH_ENOMEM;
+  int rc = ETCH_OK;
+  char *save = NULL;
+  for (char *item = strtok_r(copy, ";\n", &save); item && rc == ETCH_OK;
+       item = strtok_r(NULL, ";\n", &save)) {
+    char *hash = strchr(item, '#');
+    if (hash) *hash = '\0';
+    item = trim(item);
+    if (!*item) continue;
+    char *eq = strchr(item, '=');
+    if (!eq) {
+      rc = etch__error(ETCH_ECONFIG, "config: '%s' is not key=value", item);
+      break;
+    }
+    *eq = '\0';
+    rc = etch_config_set(cfg, trim(item), trim(eq + 1));
+  }
+  free(copy);
+  return rc;
+}
+
+/* ---- sessions ----------------------------------------------------------------- */
+
+int etch_session_new(const etch_config *cfg, etch_session **out) {
+  if (!out) return etch__error(ETCH_EINVAL, "etch_session_new: out is NULL");
+  *out = NULL;
+  etch__global_init();
+  etch_config *owned = NULL;
+  if (!cfg) {
+    int rc = etch_config_new(&owned);
+    if (rc) return rc;
+    cfg = owned;
+  }
+  etch_session *s = (etch_session *)etch__calloc(1, sizeof *s);
+  int rc = s ? config_copy(&s->cfg, cfg) : ETCH_ENOMEM;
+  etch_config_free(owned);
+  if (rc) {
+    free(s);
+    return rc;
+  }
+  rc = etch__filter_parse(&s->filter, s->cfg.categories);
+  if (rc == ETCH_OK)
+    rc = etch__buffer_init(&s->buf, s->cfg.buffer_kb * 1024,
+                           s->cfg.fill == ETCH_FILL_DISCARD ? ETCH_BUFFER_DISCARD
+                                                            : ETCH_BUFFER_RING);
+  if (rc) {
+    etch__filter_free(&s->filter);
+    free(s->cfg.categories);
+    free(s->cfg.output);
+    free(s);
+    return rc;
+  }
+  s->reset_interval_ns = s->cfg.reset_interval_ms * 1000000ull;
+  s->refs = 1;
+  pthread_mutex_init(&s->lock, NULL);
+  pthread_condattr_t ca;
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  pthread_cond_init(&s->cond, &ca);
+  pthread_condattr_destroy(&ca);
+
+  pthread_mutex_lock(&etch__g.lock);
+  uint32_t slot = ETCH_MAX_SESSIONS;
+  for (uint32_t i = 0; i < ETCH_MAX_SESSIONS; i++)
+    if (!etch__g.slots[i]) {
+      slot = i;
+      break;
+    }
+  if (slot == ETCH_MAX_SESSIONS) {
+    pthread_mutex_unlock(&etch__g.lock);
+    s->owner_released = true;
+    s->refs = 0;
+    etch__buffer_destroy(&s->buf);
+    etch__filter_free(&s->filter);
+    free(s->cfg.categories);
+    free(s->cfg.output);
+    pthread_mutex_destroy(&s->lock);
+    pthread_cond_destroy(&s->cond);
+    free(s);
+    return etch__error(ETCH_EBUSY, "all %d session slots are in use",
+                       ETCH_MAX_SESSIONS);
+  }
+  s->slot = slot;
+  s->gen = __atomic_load_n(&etch__slot_gen[slot], __ATOMIC_RELAXED);
+  etch__g.slots[slot] = s;
+  pthread_mutex_unlock(&etch__g.lock);
+  *out = s;
+  return ETCH_OK;
+}
+
+static void *timer_main(void *arg) {
+  etch_session *s = (etch_session *)arg;
+  struct timespec deadline;
+  clock_gettime(CLOCK_MONOTONIC, &deadline);
+  uint64_t ms = s->cfg.duration_ms;
+  deadline.tv_sec += (time_t)(ms / 1000);
+  deadline.tv_nsec += (long)(ms % 1000) * 1000000L;
+  if (deadline.tv_nsec >= 1000000000L) {
+    deadline.tv_sec++;
+    deadline.tv_nsec -= 1000000000L;
+  }
+  pthread_mutex_lock(&s->lock);
+  int rc = 0;
+  while (__atomic_load_n(&s->state, __ATOMIC_RELAXED) == ETCH_SESS_RUNNING &&
+         rc != ETIMEDOUT)
+    rc = pthread_cond_timedwait(&s->cond, &s->lock, &deadline);
+  pthread_mutex_unlock(&s->lock);
+  if (__atomic_load_n(&s->state, __ATOMIC_RELAXED) == ETCH_SESS_RUNNING)
+    etch_session_stop(s);
+  etch__session_release(s);
+  return NULL;
+}
+
+int etch_session_start(etch_session *s) {
+  if (!s) return etch__error(ETCH_EINVAL, "etch_session_start: NULL session");
+  pthread_mutex_lock(&etch__g.lock);
+  if (s->state != ETCH_SESS_NEW) {
+    pthread_mutex_unlock(&etch__g.lock);
+    return etch__error(ETCH_ESTATE, "session already %s",
+                       s->state == ETCH_SESS_RUNNING ? "started" : "stopped");
+  }
+  s->start_ns = etch__boottime_ns();
+  __atomic_store_n(&s->state, ETCH_SESS_RUNNING, __ATOMIC_RELAXED);
+  etch__categories_apply(s, true);
+  pthread_mutex_unlock(&etch__g.lock);
+  if (s->cfg.duration_ms) {
+    pthread_mutex_lock(&s->lock);
+    s->refs++;
+    pthread_mutex_unlock(&s->lock);
+    pthread_attr_t a;
+    pthread_attr_init(&a);
+    pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+    if (pthread_create(&s->timer, &a, timer_main, s) != 0) {
+      etch__session_release(s);
+      pthread_attr_destroy(&a);
+      etch_session_stop(s);
+      return etch__error(ETCH_ENOMEM, "cannot start the duration timer");
+    }
+    pthread_attr_destroy(&a);
+    s->timer_started = true;
+  }
+  return ETCH_OK;
+}
+
+int etch_session_flush(etch_session *s) {
+  if (!s) return etch__error(ETCH_EINVAL, "etch_session_flush: NULL session");
+  /* Writers publish every packet as they finish it; a full fence orders
+   * this thread's view after them. */
+  __atomic_thread_fence(__ATOMIC_SEQ_CST);
+  return ETCH_OK;
+}
+
+int etch_session_stop(etch_session *s) {
+  if (!s) return etch__error(ETCH_EINVAL, "etch_session_stop: NULL session");
+  pthread_mutex_lock(&etch__g.lock);
+  bool was_running = s->state == ETCH_SESS_RUNNING;
+  if (s->state != ETCH_SESS_STOPPED) {
+    etch__categories_apply(s, false);
+    s->stop_ns = etch__boottime_ns();
+    __atomic_store_n(&s->state, ETCH_SESS_STOPPED, __ATOMIC_RELAXED);
+  }
+  pthread_mutex_unlock(&etch__g.lock);
+  pthread_mutex_lock(&s->lock);
+  pthread_cond_broadcast(&s->cond);
+  bool write = was_running && s->cfg.output && !s->output_written;
+  if (write) s->output_written = true;
+  pthread_mutex_unlock(&s->lock);
+  if (write) return etch__session_write_output(s, s->cfg.output);
+  return ETCH_OK;
+}
+
+int etch_session_write_file(etch_session *s, const char *path) {
+  if (!s || !path || !*path)
+    return etch__error(ETCH_EINVAL, "etch_session_write_file: %s",
+                       !s ? "NULL session" : "empty path");
+  return etch__session_write_output(s, path);
+}
+
+int etch_session_read(etch_session *s, uint8_t **data, size_t *len) {
+  if (!s || !data || !len)
+    return etch__error(ETCH_EINVAL, "etch_session_read: NULL argument");
+  return etch__session_serialize(s, data, len);
+}
+
+void etch__session_release(etch_session *s) {
+  pthread_mutex_lock(&s->lock);
+  bool last = --s->refs == 0;
+  pthread_mutex_unlock(&s->lock);
+  if (!last) return;
+  etch__buffer_destroy(&s->buf);
+  for (etch_writer *w = s->writers, *next; w; w = next) {
+    next = w->next;
+    etch__writer_free(w);
+  }
+  etch__filter_free(&s->filter);
+  free(s->cfg.categories);
+  free(s->cfg.output);
+  pthread_mutex_destroy(&s->lock);
+  pthread_cond_destroy(&s->cond);
+  free(s);
+}
+
+void etch_session_free(etch_session *s) {
+  if (!s) return;
+  etch_session_stop(s);
+  pthread_mutex_lock(&etch__g.lock);
+  if (etch__g.slots[s->slot] == s) {
+    etch__g.slots[s->slot] = NULL;
+    __atomic_store_n(&etch__slot_gen[s->slot], etch__slot_gen[s->slot] + 1,
+                     __ATOMIC_RELAXED);
+  }
+  pthread_mutex_unlock(&etch__g.lock);
+  /* This thread's own writer can go now; others go when their thread
+   * notices or exits. */
+  etch_writer *mine = etch__tls.w[s->slot];
+  if (mine && mine->sess == s) {
+    etch__tls.w[s->slot] = NULL;
+    etch__writer_detach(mine);
+  }
+  etch__session_release(s);
+}
+
+int etch_session_get_stats(etch_session *s, etch_session_stats *out) {
+  if (!s || !out)
+    return etch__error(ETCH_EINVAL, "etch_session_get_stats: NULL argument");
+  memset(out, 0, sizeof *out);
+  etch_buffer_stats bs;
+  etch__buffer_get_stats(&s->buf, &bs);
+  out->buffer_size = bs.buffer_size;
+  out->chunks_written = bs.chunks_written;
+  out->chunks_overwritten = bs.chunks_overwritten;
+  out->bytes_written = bs.chunks_written * s->buf.chunk_size;
+  pthread_mutex_lock(&s->lock);
+  for (etch_writer *w = s->writers; w; w = w->next) {
+    uint64_t d = __atomic_load_n(&w->dropped, __ATOMIC_RELAXED);
+    out->writers++;
+    out->events_dropped += d;
+    if (d) out->writers_with_drops++;
+  }
+  pthread_mutex_unlock(&s->lock);
+  return ETCH_OK;
+}
+
+/* ---- the environment session ------------------------------------------------- */
+
+static pthread_mutex_t env_lock = PTHREAD_MUTEX_INITIALIZER;
+static bool env_inited;
+static etch_session *env_session;
+static pid_t env_pid;
+
+void etch__session_atfork_child(void) {
+  pthread_mutex_init(&env_lock, NULL);
+  env_session = NULL; /* the parent's; never touched here */
+}
+
+static void env_atexit(void) {
+  if (getpid() != env_pid) return;
+  etch_shutdown();
+}
+
+static int env_set(etch_config *cfg, const char *var, const char *key) {
+  const char *v = getenv(var);
+  if (!v) return ETCH_OK;
+  int rc = etch_config_set(cfg, key, v);
+  if (rc) {
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s", etch_last_error());
+    return etch__error(rc, "%s: %s", var, msg);
+  }
+  return ETCH_OK;
+}
+
+int etch_init(void) {
+  etch__global_init();
+  pthread_mutex_lock(&env_lock);
+  if (env_inited) {
+    pthread_mutex_unlock(&env_lock);
+    return ETCH_OK;
+  }
+  env_inited = true;
+  const char *out = getenv("ETCH_OUT");
+  if (!out || !*out) {
+    pthread_mutex_unlock(&env_lock);
+    return ETCH_OK;
+  }
+  etch_config *cfg;
+  int rc = etch_config_new(&cfg);
+  if (rc == ETCH_OK) {
+    const char *text = getenv("ETCH_CONFIG");
+    if (text) {
+      rc = etch_config_parse(cfg, text);
+      if (rc) {
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s", etch_last_error());
+        etch__error(rc, "ETCH_CONFIG: %s", msg);
+      }
+    }
+    if (!rc) rc = env_set(cfg, "ETCH_CATEGORIES", "categories");
+    if (!rc) rc = env_set(cfg, "ETCH_BUFFER_KB", "buffer_kb");
+    if (!rc) rc = env_set(cfg, "ETCH_FILL", "fill");
+    if (!rc) rc = env_set(cfg, "ETCH_DURATION_MS", "duration_ms");
+    if (!rc) rc = env_set(cfg, "ETCH_COMPRESSION", "compression");
+    if (!rc) rc = etch_config_set(cfg, "output", out);
+    etch_session *s = NULL;
+    if (!rc) rc = etch_session_new(cfg, &s);
+    if (!rc) rc = etch_session_start(s);
+    if (!rc) {
+      env_session = s;
+      env_pid = getpid();
+      atexit(env_atexit);
+    } else if (s) {
+      etch_session_free(s);
+    }
+    etch_config_free(cfg);
+  }
+  pthread_mutex_unlock(&env_lock);
+  if (rc) fprintf(stderr, "etch: not tracing: %s\n", etch_last_error());
+  return rc;
+}
+
+int etch_shutdown(void) {
+  pthread_mutex_lock(&env_lock);
+  etch_session *s = env_session;
+  env_session = NULL;
+  pthread_mutex_unlock(&env_lock);
+  if (!s) return ETCH_OK;
+  int rc = etch_session_stop(s);
+  if (rc) fprintf(stderr, "etch: %s\n", etch_last_error());
+  etch_session_free(s);
+  return rc;
+}

@@ -1,0 +1,398 @@
+/*
+ * track_event.c - the emitters behind the ETCH_* macros.
+ *
+ * Fast path (etch__emit_site, etch__emit_end): a site already interned on
+ * this thread's sequence, a chunk with room and no reset due. The packet is
+ *
+ *   [size] 40 <ts delta varint> 68 02 <site template>
+ *
+ * i.e. a one-byte fragment size, TracePacket.timestamp (a delta on the
+ * sequence's incremental clock), sequence_flags = NEEDS_INCREMENTAL_STATE and
+ * the TrackEvent bytes pre-encoded in the site (type, category iid, name
+ * iid). The track comes from the sequence's TracePacketDefaults; the
+ * sequence id is added when the buffer is read out. Everything else goes
+ * through emit_general(), which interns, writes descriptors and encodes args.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "sdk/sdk.h"
+
+/* ---- sites ---------------------------------------------------------------- */
+
+static ETCH_COLD void site_prepare(etch_site *site) {
+  etch_category *cat = site->cat;
+  if (cat && !__atomic_load_n(&cat->id, __ATOMIC_RELAXED))
+    etch_category_register(cat);
+  const etch_track *ctrack = NULL;
+  if (site->type == ETCH_TYPE_COUNTER)
+    ctrack = etch__counter_track_for(site->name ? site->name : "");
+  pthread_mutex_lock(&etch__g.lock);
+  if (!site->id) {
+    uint32_t id = ++etch__g.next_site_id;
+    uint8_t body[20];
+    uint8_t *q = body;
+    *q++ = (uint8_t)etch_pb_tag(ETCH_TE_TYPE, ETCH_PB_VARINT);
+    *q++ = site->type;
+    if (cat) {
+      *q++ = (uint8_t)etch_pb_tag(ETCH_TE_CATEGORY_IIDS, ETCH_PB_VARINT);
+      q = etch_pb_put_varint(q, cat->id);
+    }
+    *q++ = (uint8_t)etch_pb_tag(ETCH_TE_NAME_IID, ETCH_PB_VARINT);
+    q = etch_pb_put_varint(q, id);
+    uint8_t *t = site->tmpl;
+    *t++ = (uint8_t)etch_pb_tag(ETCH_PKT_TRACK_EVENT, ETCH_PB_LEN);
+    *t++ = (uint8_t)(q - body);
+    memcpy(t, body, (size_t)(q - body));
+    site->tmpl_len = (uint8_t)(2 + (q - body));
+    site->counter_track = ctrack;
+    __atomic_store_n(&site->id, id, __ATOMIC_RELEASE);
+  }
+  pthread_mutex_unlock(&etch__g.lock);
+}
+
+/* ---- fast path ------------------------------------------------------------- */
+
+ETCH_INLINE uint64_t next_ts(etch_writer *w, uint64_t ticks) {
+  uint64_t ns = etch__ticks_to_ns(&w->anchor, ticks);
+  return ns < w->last_ns ? w->last_ns : ns;
+}
+
+ETCH_INLINE void fast_put(etch_writer *w, uint64_t ns, const uint8_t *tmpl,
+                          uint32_t tmpl_len) {
+  uint8_t *p = w->st.cur;
+  uint8_t *q = p + 1;
+  *q++ = (uint8_t)etch_pb_tag(ETCH_PKT_TIMESTAMP, ETCH_PB_VARINT);
+  q = etch_pb_put_varint(q, ns - w->last_ns);
+  w->last_ns = ns;
+  *q++ = (uint8_t)etch_pb_tag(ETCH_PKT_SEQUENCE_FLAGS, ETCH_PB_VARINT);
+  *q++ = ETCH_SEQ_NEEDS_INCREMENTAL_STATE;
+  memcpy(q, tmpl, 16);
+  if (ETCH_UNLIKELY(tmpl_len > 16)) memcpy(q + 16, tmpl + 16, 8);
+  q += tmpl_len;
+  p[0] = (uint8_t)(q - p - 1);
+  w->st.cur = q;
+  etch__chunk_publish(w->chunk, (uint32_t)(q - w->payload), w->chunk_flags);
+}
+
+/* True when `w` can take a fast packet for slot `i`. */
+ETCH_INLINE etch_writer *fast_writer(etch_tls *t, uint32_t i) {
+  etch_writer *w = t->w[i];
+  if (ETCH_LIKELY(w && t->gen[i] == __atomic_load_n(&etch__slot_gen[i],
+                                                    __ATOMIC_RELAXED) &&
+                  w->st.end - w->st.cur >= ETCH_FAST_MAX))
+    return w;
+  return NULL;
+}
+
+static void emit_general(etch_writer *w, etch_site *site, etch_category *cat,
+                         uint32_t type, const char *dyn_name,
+                         const etch_extra *x, uint32_t n, uint64_t ticks);
+
+static ETCH_NOINLINE void emit_site_slow(etch_site *site, uint32_t slot,
+                                         uint64_t ticks) {
+  if (!__atomic_load_n(&site->id, __ATOMIC_ACQUIRE)) site_prepare(site);
+  etch_writer *w = etch__writer_prepare(slot, ticks);
+  if (!w) return;
+  emit_general(w, site, site->cat, site->type, NULL, NULL, 0, ticks);
+}
+
+void etch__emit_site(etch_site *site, uint32_t mask) {
+  uint64_t ticks = etch__ticks();
+  etch_tls *t = &etch__tls;
+  do {
+    uint32_t i = (uint32_t)__builtin_ctz(mask);
+    mask &= mask - 1;
+    etch_writer *w = fast_writer(t, i);
+    if (ETCH_LIKELY(w)) {
+      uint32_t id = __atomic_load_n(&site->id, __ATOMIC_ACQUIRE);
+      uint64_t ns = next_ts(w, ticks);
+      if (ETCH_LIKELY(etch__bitset_has(&w->seen_names, id) &&
+                      ns < w->reset_deadline)) {
+        if (site->type == ETCH_TYPE_SLICE_BEGIN) w->depth++;
+        fast_put(w, ns, site->tmpl, site->tmpl_len);
+        continue;
+      }
+    }
+    emit_site_slow(site, i, ticks);
+  } while (mask);
+}
+
+static const uint8_t end_tmpl[16] = {
+    (ETCH_PKT_TRACK_EVENT << 3) | ETCH_PB_LEN, 2,
+    (ETCH_TE_TYPE << 3) | ETCH_PB_VARINT, ETCH_TE_TYPE_SLICE_END};
+
+void etch__emit_end(etch_category *cat, uint32_t mask) {
+  uint64_t ticks = etch__ticks();
+  etch_tls *t = &etch__tls;
+  do {
+    uint32_t i = (uint32_t)__builtin_ctz(mask);
+    mask &= mask - 1;
+    etch_writer *w = fast_writer(t, i);
+    if (ETCH_LIKELY(w)) {
+      uint64_t ns = next_ts(w, ticks);
+      if (ETCH_LIKELY(ns < w->reset_deadline)) {
+        if (w->depth == 0) continue; /* its begin was never recorded */
+        w->depth--;
+        fast_put(w, ns, end_tmpl, 4);
+        continue;
+      }
+    }
+    w = etch__writer_prepare(i, ticks);
+    if (w) emit_general(w, NULL, cat, ETCH_TYPE_SLICE_END, NULL, NULL, 0, ticks);
+  } while (mask);
+}
+
+/* ---- general path ---------------------------------------------------------- */
+
+#define MAX_ARGS 64
+
+typedef struct parsed {
+  bool has_ts;
+  uint64_t ts;
+  const etch_track *track;
+  const char *dyn_name;
+  int counter_kind; /* 0 none, 1 int, 2 double */
+  int64_t counter_i;
+  double counter_d;
+  uint32_t nargs;
+  const etch_extra *args[MAX_ARGS];
+  uint32_t da_iid[MAX_ARGS];
+} parsed;
+
+static void parse_extras(parsed *p, const etch_extra *x, uint32_t n) {
+  memset(p, 0, offsetof(parsed, args));
+  for (uint32_t i = 0; i < n; i++) {
+    switch (x[i].kind) {
+      case ETCH_X_TIMESTAMP:
+        p->has_ts = true;
+        p->ts = x[i].v.u;
+        break;
+      case ETCH_X_TRACK:
+        p->track = x[i].v.t;
+        break;
+      case ETCH_X_DYNAMIC_NAME:
+        p->dyn_name = x[i].v.s ? x[i].v.s : "";
+        break;
+      case ETCH_X_COUNTER_INT:
+        p->counter_kind = 1;
+        p->counter_i = x[i].v.i;
+        break;
+      case ETCH_X_COUNTER_DOUBLE:
+        p->counter_kind = 2;
+        p->counter_d = x[i].v.d;
+        break;
+      case ETCH_X_ARG_BOOL:
+      case ETCH_X_ARG_INT:
+      case ETCH_X_ARG_UINT:
+      case ETCH_X_ARG_DOUBLE:
+      case ETCH_X_ARG_STRING:
+      case ETCH_X_ARG_POINTER:
+        if (p->nargs < MAX_ARGS) p->args[p->nargs++] = &x[i];
+        break;
+      default:
+        break;
+    }
+  }
+}
+
+static uint32_t clamp_len(const char *s) {
+  size_t n = strlen(s);
+  return n > ETCH_MAX_STRING ? ETCH_MAX_STRING : (uint32_t)n;
+}
+
+static void put_interned(etch_pb_stream *s, uint32_t field, uint64_t iid,
+                         const char *name, uint32_t len) {
+  etch_pb_nested e;
+  etch_pb_nested_begin(s, field, &e);
+  etch_pb_write_varint_field(s, ETCH_INTERNED_IID, iid);
+  etch_pb_write_bytes_field(s, ETCH_INTERNED_NAME, name, len);
+  etch_pb_nested_end(s, &e);
+}
+
+static void put_arg(etch_pb_stream *s, const etch_extra *a, uint32_t iid) {
+  etch_pb_nested da;
+  etch_pb_nested_begin(s, ETCH_TE_DEBUG_ANNOTATIONS, &da);
+  const char *name = a->name ? a->name : "";
+  if (iid)
+    etch_pb_write_varint_field(s, ETCH_DA_NAME_IID, iid);
+  else
+    etch_pb_write_bytes_field(s, ETCH_DA_NAME, name, clamp_len(name));
+  switch (a->kind) {
+    case ETCH_X_ARG_BOOL:
+      etch_pb_write_varint_field(s, ETCH_DA_BOOL_VALUE, a->v.b ? 1 : 0);
+      break;
+    case ETCH_X_ARG_INT:
+      etch_pb_write_varint_field(s, ETCH_DA_INT_VALUE, (uint64_t)a->v.i);
+      break;
+    case ETCH_X_ARG_UINT:
+      etch_pb_write_varint_field(s, ETCH_DA_UINT_VALUE, a->v.u);
+      break;
+    case ETCH_X_ARG_DOUBLE:
+      etch_pb_write_double_field(s, ETCH_DA_DOUBLE_VALUE, a->v.d);
+      break;
+    case ETCH_X_ARG_STRING: {
+      const char *v = a->v.s ? a->v.s : "(null)";
+      etch_pb_write_bytes_field(s, ETCH_DA_STRING_VALUE, v, clamp_len(v));
+      break;
+    }
+    case ETCH_X_ARG_POINTER:
+      etch_pb_write_varint_field(s, ETCH_DA_POINTER_VALUE,
+                                 (uint64_t)(uintptr_t)a->v.p);
+      break;
+  }
+  etch_pb_nested_end(s, &da);
+}
+
+static void emit_general(etch_writer *w, etch_site *site, etch_category *cat,
+                         uint32_t type, const char *dyn_name,
+                         const etch_extra *x, uint32_t n, uint64_t ticks) {
+  parsed p;
+  parse_extras(&p, x, n);
+  if (dyn_name) p.dyn_name = dyn_name;
+  if (cat && !__atomic_load_n(&cat->id, __ATOMIC_RELAXED))
+    etch_category_register(cat);
+
+  const etch_track *track = p.track;
+  if (!track && type == ETCH_TYPE_COUNTER) {
+    if (site && !p.dyn_name)
+      track = site->counter_track;
+    else
+      track = etch__counter_track_for(p.dyn_name ? p.dyn_name : "");
+  }
+  bool thread_track = track == NULL;
+  if (type == ETCH_TYPE_SLICE_END && thread_track) {
+    if (w->depth == 0) return; /* its begin was never recorded */
+    w->depth--;
+  }
+
+  uint64_t ns = p.has_ts ? p.ts : next_ts(w, ticks);
+  if (track) etch__writer_ensure_track(w, track);
+
+  bool with_name = type != ETCH_TYPE_SLICE_END || p.dyn_name;
+  bool new_name = with_name && site && !p.dyn_name &&
+                  !etch__bitset_has(&w->seen_names, site->id);
+  bool new_cat = cat && type != ETCH_TYPE_SLICE_END &&
+                 !etch__bitset_has(&w->seen_cats, cat->id);
+  bool new_da[MAX_ARGS];
+  bool any_new_da = false;
+  for (uint32_t i = 0; i < p.nargs; i++) {
+    const char *an = p.args[i]->name ? p.args[i]->name : "";
+    p.da_iid[i] = etch__strtab_intern(&w->da_names, an, clamp_len(an),
+                                      &new_da[i]);
+    any_new_da |= new_da[i];
+  }
+
+  if (!etch__packet_begin(w)) {
+    etch__writer_drop(w, ticks);
+    return;
+  }
+  etch_pb_stream *s = &w->st;
+  if (p.has_ts) {
+    etch_pb_write_varint_field(s, ETCH_PKT_TIMESTAMP, p.ts);
+    etch_pb_write_varint_field(s, ETCH_PKT_TIMESTAMP_CLOCK_ID,
+                               ETCH_CLOCK_BOOTTIME);
+  } else {
+    etch_pb_write_varint_field(s, ETCH_PKT_TIMESTAMP, ns - w->last_ns);
+    w->last_ns = ns;
+  }
+  etch_pb_write_varint_field(s, ETCH_PKT_SEQUENCE_FLAGS,
+                             ETCH_SEQ_NEEDS_INCREMENTAL_STATE);
+  if (new_name || new_cat || any_new_da) {
+    etch_pb_nested id;
+    etch_pb_nested_begin(s, ETCH_PKT_INTERNED_DATA, &id);
+    if (new_cat)
+      put_interned(s, ETCH_ID_EVENT_CATEGORIES, cat->id, cat->name,
+                   clamp_len(cat->name));
+    if (new_name) {
+      const char *nm = site->name ? site->name : "";
+      put_interned(s, ETCH_ID_EVENT_NAMES, site->id, nm, clamp_len(nm));
+    }
+    for (uint32_t i = 0; i < p.nargs; i++) {
+      if (!new_da[i]) continue;
+      const char *an = p.args[i]->name ? p.args[i]->name : "";
+      put_interned(s, ETCH_ID_DEBUG_ANNOTATION_NAMES, p.da_iid[i], an,
+                   clamp_len(an));
+    }
+    etch_pb_nested_end(s, &id);
+  }
+
+  etch_pb_nested te;
+  etch_pb_nested_begin(s, ETCH_PKT_TRACK_EVENT, &te);
+  etch_pb_write_varint_field(s, ETCH_TE_TYPE, type);
+  if (cat && type != ETCH_TYPE_SLICE_END)
+    etch_pb_write_varint_field(s, ETCH_TE_CATEGORY_IIDS, cat->id);
+  if (with_name) {
+    if (p.dyn_name)
+      etch_pb_write_bytes_field(s, ETCH_TE_NAME, p.dyn_name,
+                                clamp_len(p.dyn_name));
+    else if (site)
+      etch_pb_write_varint_field(s, ETCH_TE_NAME_IID, site->id);
+  }
+  if (track)
+    etch_pb_write_varint_field(s, ETCH_TE_TRACK_UUID, etch__track_uuid(track));
+  if (type == ETCH_TYPE_COUNTER) {
+    if (p.counter_kind == 2)
+      etch_pb_write_double_field(s, ETCH_TE_DOUBLE_COUNTER_VALUE, p.counter_d);
+    else
+      etch_pb_write_varint_field(s, ETCH_TE_COUNTER_VALUE,
+                                 (uint64_t)p.counter_i);
+  }
+  for (uint32_t i = 0; i < n; i++) {
+    if (x[i].kind == ETCH_X_FLOW)
+      etch_pb_write_fixed64_field(s, ETCH_TE_FLOW_IDS, x[i].v.u);
+    else if (x[i].kind == ETCH_X_TERMINATING_FLOW)
+      etch_pb_write_fixed64_field(s, ETCH_TE_TERMINATING_FLOW_IDS, x[i].v.u);
+  }
+  for (uint32_t i = 0; i < p.nargs; i++) put_arg(s, p.args[i], p.da_iid[i]);
+  etch_pb_nested_end(s, &te);
+  etch__packet_end(w);
+  if (w->packet_failed) {
+    etch__writer_drop(w, ticks);
+    return;
+  }
+  if (new_name) etch__bitset_set(&w->seen_names, site->id);
+  if (new_cat) etch__bitset_set(&w->seen_cats, cat->id);
+  if (type == ETCH_TYPE_SLICE_BEGIN && thread_track) w->depth++;
+}
+
+void etch__emit(etch_site *site, uint32_t mask, const etch_extra *extras,
+                uint32_t n_extras) {
+  uint64_t ticks = etch__ticks();
+  if (!__atomic_load_n(&site->id, __ATOMIC_ACQUIRE)) site_prepare(site);
+  do {
+    uint32_t i = (uint32_t)__builtin_ctz(mask);
+    mask &= mask - 1;
+    etch_writer *w = etch__writer_prepare(i, ticks);
+    if (w)
+      emit_general(w, site, site->cat, site->type, NULL, extras, n_extras,
+                   ticks);
+  } while (mask);
+}
+
+void etch__emit_end_x(etch_category *cat, uint32_t mask,
+                      const etch_extra *extras, uint32_t n_extras) {
+  uint64_t ticks = etch__ticks();
+  do {
+    uint32_t i = (uint32_t)__builtin_ctz(mask);
+    mask &= mask - 1;
+    etch_writer *w = etch__writer_prepare(i, ticks);
+    if (w)
+      emit_general(w, NULL, cat, ETCH_TYPE_SLICE_END, NULL, extras, n_extras,
+                   ticks);
+  } while (mask);
+}
+
+void etch__emit_dyn(etch_category *cat, uint32_t mask, uint32_t type,
+                    const char *name, const etch_extra *extras,
+                    uint32_t n_extras) {
+  if (type < ETCH_TYPE_SLICE_BEGIN || type > ETCH_TYPE_COUNTER) return;
+  uint64_t ticks = etch__ticks();
+  const char *dn = type == ETCH_TYPE_SLICE_END ? NULL : (name ? name : "");
+  do {
+    uint32_t i = (uint32_t)__builtin_ctz(mask);
+    mask &= mask - 1;
+    etch_writer *w = etch__writer_prepare(i, ticks);
+    if (w) emit_general(w, NULL, cat, type, dn, extras, n_extras, ticks);
+  } while (mask);
+}

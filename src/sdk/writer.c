@@ -1,0 +1,443 @@
+/*
+ * writer.c - per-thread trace writers: the slow path behind every event.
+ *
+ * A writer is one thread's sequence in one session. Everything here runs out
+ * of line: creating the writer, handing it chunks, framing packets that may
+ * cross chunks, incremental-state resets (clock anchor, ClockSnapshot,
+ * packet defaults, process and thread descriptors) and track descriptors.
+ */
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "sdk/sdk.h"
+
+static pthread_key_t tls_key;
+
+static void copy_name(char dst[64], const char *src) {
+  size_t n = strnlen(src, 63);
+  memcpy(dst, src, n);
+  dst[n] = '\0';
+}
+static pthread_once_t tls_key_once = PTHREAD_ONCE_INIT;
+
+static void tls_destroy(void *arg) {
+  etch_tls *t = (etch_tls *)arg;
+  for (uint32_t i = 0; i < ETCH_MAX_SESSIONS; i++) {
+    if (t->w[i]) {
+      etch__writer_detach(t->w[i]);
+      t->w[i] = NULL;
+    }
+  }
+}
+
+static void tls_key_create(void) { pthread_key_create(&tls_key, tls_destroy); }
+
+/* ---- chunks ------------------------------------------------------------------ */
+
+static void set_no_chunk(etch_writer *w) {
+  w->chunk = NULL;
+  w->payload = NULL;
+  w->st.cur = w->st.end = w->st.seg = NULL;
+  w->chunk_flags = 0;
+}
+
+/* Publishes and completes the current chunk. */
+static void retire_chunk(etch_writer *w) {
+  if (!w->chunk) return;
+  etch__chunk_publish(w->chunk, (uint32_t)(w->st.cur - w->payload),
+                      w->chunk_flags);
+  etch__buffer_complete(w->chunk);
+  set_no_chunk(w);
+}
+
+static bool take_chunk(etch_writer *w, uint32_t flags) {
+  etch_buffer *b = &w->sess->buf;
+  etch_chunk *c = etch__buffer_acquire(b, w->seq_id, w->next_chunk_id, flags);
+  if (!c) return false;
+  w->next_chunk_id++;
+  w->chunk = c;
+  w->chunk_flags = flags;
+  w->payload = etch__chunk_payload(c);
+  w->st.cur = w->payload;
+  w->st.seg = w->payload;
+  w->st.end = w->payload + etch__buffer_payload_size(b);
+  if (b->fill == ETCH_BUFFER_RING) {
+    /* Keep a reset in the newest part of a ring that wraps quickly. */
+    uint64_t span = b->nchunks / 4 ? b->nchunks / 4 : 1;
+    if (__atomic_load_n(&b->acquired, __ATOMIC_RELAXED) - w->acq_at_reset >=
+        span)
+      w->need_reset = true;
+  }
+  return true;
+}
+
+static bool next_chunk(etch_writer *w) {
+  retire_chunk(w);
+  if (take_chunk(w, 0)) return true;
+  w->drops_unreported = true;
+  w->need_reset = true;
+  return false;
+}
+
+/* ---- packets ----------------------------------------------------------------- */
+
+static bool writer_grow(etch_pb_stream *s, size_t need) {
+  etch_writer *w = (etch_writer *)s;
+  etch_buffer *b = &w->sess->buf;
+  if (!w->in_packet || !w->chunk) return false;
+  if (need + ETCH_PB_NESTED_LEN > etch__buffer_payload_size(b)) return false;
+  if (w->nheld == ETCH_MAX_HELD) return false;
+  uint32_t frag_len = (uint32_t)(s->cur - (w->frag_hdr + ETCH_PB_NESTED_LEN));
+  etch_pb_put_redundant4(w->frag_hdr, frag_len);
+  etch_held *h = &w->held[w->nheld++];
+  h->c = w->chunk;
+  h->payload = w->payload;
+  h->seg = s->seg;
+  h->seg_off = s->seg_off;
+  h->used = (uint32_t)(s->cur - w->payload);
+  h->flags = w->chunk_flags | ETCH_CHUNK_LAST_CONTINUES;
+  uint64_t next_off = s->seg_off + (uint64_t)(s->cur - s->seg);
+  if (!take_chunk(w, ETCH_CHUNK_FIRST_CONTINUES)) {
+    w->chunk = NULL; /* the held chunks are settled in packet_end */
+    return false;
+  }
+  w->frag_hdr = w->payload;
+  s->cur = w->payload + ETCH_PB_NESTED_LEN;
+  s->seg = s->cur;
+  s->seg_off = next_off;
+  return need <= (size_t)(s->end - s->cur);
+}
+
+static uint8_t *writer_resolve(etch_pb_stream *s, uint64_t off) {
+  etch_writer *w = (etch_writer *)s;
+  for (uint32_t i = w->nheld; i-- > 0;) {
+    etch_held *h = &w->held[i];
+    if (off >= h->seg_off) return h->seg + (off - h->seg_off);
+  }
+  return NULL;
+}
+
+bool etch__packet_begin(etch_writer *w) {
+  if (!w->chunk) return false;
+  if ((size_t)(w->st.end - w->st.cur) < 64 && !next_chunk(w)) return false;
+  w->pkt_start_used = (uint32_t)(w->st.cur - w->payload);
+  w->frag_hdr = w->st.cur;
+  w->st.cur += ETCH_PB_NESTED_LEN;
+  w->st.seg = w->st.cur;
+  w->st.seg_off = 0;
+  w->st.failed = false;
+  w->nheld = 0;
+  w->in_packet = true;
+  w->packet_failed = false;
+  return true;
+}
+
+/* Gives up the packet in progress: no byte of it becomes visible. */
+static void packet_abandon(etch_writer *w) {
+  if (w->nheld > 0) {
+    etch_held *first = &w->held[0];
+    etch__chunk_publish(first->c, w->pkt_start_used,
+                        first->flags & ~(uint32_t)ETCH_CHUNK_LAST_CONTINUES);
+    etch__buffer_complete(first->c);
+    for (uint32_t i = 1; i < w->nheld; i++) {
+      etch__chunk_publish(w->held[i].c, 0, w->held[i].flags &
+                                              ~(uint32_t)ETCH_CHUNK_LAST_CONTINUES);
+      etch__buffer_complete(w->held[i].c);
+    }
+    if (w->chunk) {
+      etch__chunk_publish(w->chunk, 0, 0);
+      etch__buffer_complete(w->chunk);
+    }
+    set_no_chunk(w);
+  } else if (w->chunk) {
+    w->st.cur = w->payload + w->pkt_start_used;
+  }
+  w->nheld = 0;
+  w->packet_failed = true;
+  /* Interning done for the lost packet is void: start over. */
+  w->need_reset = true;
+  w->drops_unreported = true;
+}
+
+void etch__packet_end(etch_writer *w) {
+  w->in_packet = false;
+  if (w->st.failed || !w->chunk) {
+    packet_abandon(w);
+    return;
+  }
+  uint32_t frag_len =
+      (uint32_t)(w->st.cur - (w->frag_hdr + ETCH_PB_NESTED_LEN));
+  etch_pb_put_redundant4(w->frag_hdr, frag_len);
+  etch__chunk_publish(w->chunk, (uint32_t)(w->st.cur - w->payload),
+                      w->chunk_flags);
+  for (uint32_t i = 0; i < w->nheld; i++) {
+    etch__chunk_publish(w->held[i].c, w->held[i].used, w->held[i].flags);
+    etch__buffer_complete(w->held[i].c);
+  }
+  w->nheld = 0;
+}
+
+/* ---- descriptors ------------------------------------------------------------- */
+
+static void read_small_file(const char *path, char *out, size_t cap,
+                            size_t *len) {
+  *len = 0;
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return;
+  ssize_t n = read(fd, out, cap - 1);
+  close(fd);
+  if (n > 0) *len = (size_t)n;
+  out[*len] = '\0';
+}
+
+static void process_name(char *out, size_t cap) {
+  pthread_mutex_lock(&etch__g.lock);
+  if (!etch__g.process_name_set) {
+    size_t n;
+    read_small_file("/proc/self/comm", etch__g.process_name,
+                    sizeof etch__g.process_name, &n);
+    while (n && etch__g.process_name[n - 1] == '\n')
+      etch__g.process_name[--n] = '\0';
+    etch__g.process_name_set = true;
+  }
+  snprintf(out, cap, "%s", etch__g.process_name);
+  pthread_mutex_unlock(&etch__g.lock);
+}
+
+static void put_abs_ts(etch_pb_stream *s, uint64_t ns) {
+  etch_pb_write_varint_field(s, ETCH_PKT_TIMESTAMP, ns);
+  etch_pb_write_varint_field(s, ETCH_PKT_TIMESTAMP_CLOCK_ID,
+                             ETCH_CLOCK_BOOTTIME);
+}
+
+static void write_process_descriptor(etch_writer *w, uint64_t ns) {
+  char name[256];
+  char cmdline[1024];
+  size_t clen;
+  process_name(name, sizeof name);
+  read_small_file("/proc/self/cmdline", cmdline, sizeof cmdline, &clen);
+  if (!etch__packet_begin(w)) return;
+  etch_pb_stream *s = &w->st;
+  put_abs_ts(s, ns);
+  etch_pb_nested td, pd;
+  etch_pb_nested_begin(s, ETCH_PKT_TRACK_DESCRIPTOR, &td);
+  etch_pb_write_varint_field(s, ETCH_TD_UUID, etch__process_uuid());
+  etch_pb_nested_begin(s, ETCH_TD_PROCESS, &pd);
+  etch_pb_write_varint_field(s, ETCH_PD_PID, (uint64_t)etch__g.pid);
+  for (size_t i = 0; i < clen;) {
+    size_t n = strnlen(cmdline + i, clen - i);
+    etch_pb_write_bytes_field(s, ETCH_PD_CMDLINE, cmdline + i, n);
+    i += n + 1;
+  }
+  etch_pb_write_string_field(s, ETCH_PD_PROCESS_NAME, name);
+  etch_pb_nested_end(s, &pd);
+  etch_pb_nested_end(s, &td);
+  etch__packet_end(w);
+}
+
+static void write_thread_descriptor(etch_writer *w, uint64_t ns) {
+  if (!etch__packet_begin(w)) return;
+  etch_pb_stream *s = &w->st;
+  put_abs_ts(s, ns);
+  etch_pb_nested td, thd;
+  etch_pb_nested_begin(s, ETCH_PKT_TRACK_DESCRIPTOR, &td);
+  etch_pb_write_varint_field(s, ETCH_TD_UUID, etch__thread_uuid(w->tid));
+  etch_pb_nested_begin(s, ETCH_TD_THREAD, &thd);
+  etch_pb_write_varint_field(s, ETCH_THD_PID, (uint64_t)etch__g.pid);
+  etch_pb_write_varint_field(s, ETCH_THD_TID, (uint64_t)w->tid);
+  if (w->thread_name[0])
+    etch_pb_write_string_field(s, ETCH_THD_THREAD_NAME, w->thread_name);
+  etch_pb_nested_end(s, &thd);
+  etch_pb_nested_end(s, &td);
+  etch__packet_end(w);
+}
+
+void etch__writer_ensure_track(etch_writer *w, const etch_track *t) {
+  if (!t || t->kind == ETCH_TRACK_KIND_PROCESS) return;
+  if (etch__bitset_has(&w->seen_tracks, t->id)) return;
+  if (t->parent) etch__writer_ensure_track(w, t->parent);
+  if (!etch__packet_begin(w)) return;
+  etch_pb_stream *s = &w->st;
+  put_abs_ts(s, w->last_ns);
+  etch_pb_nested td;
+  etch_pb_nested_begin(s, ETCH_PKT_TRACK_DESCRIPTOR, &td);
+  etch_pb_write_varint_field(s, ETCH_TD_UUID, etch__track_uuid(t));
+  etch_pb_write_varint_field(s, ETCH_TD_PARENT_UUID,
+                             etch__track_uuid(t->parent));
+  etch_pb_write_string_field(s, ETCH_TD_NAME, t->name);
+  if (t->kind == ETCH_TRACK_KIND_COUNTER) {
+    etch_pb_nested cd;
+    etch_pb_nested_begin(s, ETCH_TD_COUNTER, &cd);
+    if (t->unit) etch_pb_write_varint_field(s, ETCH_CD_UNIT, t->unit);
+    if (t->unit_name)
+      etch_pb_write_string_field(s, ETCH_CD_UNIT_NAME, t->unit_name);
+    etch_pb_nested_end(s, &cd);
+  }
+  etch_pb_nested_end(s, &td);
+  etch__packet_end(w);
+  if (!w->packet_failed) etch__bitset_set(&w->seen_tracks, t->id);
+}
+
+void etch__writer_reset(etch_writer *w, uint64_t ticks) {
+  etch_clock_anchor a;
+  etch__clock_anchor_now(&a);
+  if (ticks < a.ticks) {
+    /* Anchor at the event that triggered the reset, so it keeps its time. */
+    uint64_t back =
+        (uint64_t)(((unsigned __int128)(a.ticks - ticks) * a.mult) >> 32);
+    a.ns -= back;
+    a.ticks = ticks;
+  }
+  w->anchor = a;
+  w->last_ns = a.ns;
+  w->reset_deadline =
+      w->sess->reset_interval_ns ? a.ns + w->sess->reset_interval_ns : UINT64_MAX;
+  etch__bitset_clear(&w->seen_names);
+  etch__bitset_clear(&w->seen_cats);
+  etch__bitset_clear(&w->seen_tracks);
+  etch__strtab_clear(&w->da_names);
+  w->need_reset = false;
+  w->acq_at_reset = __atomic_load_n(&w->sess->buf.acquired, __ATOMIC_RELAXED);
+  w->names_gen = __atomic_load_n(&etch__g.names_gen, __ATOMIC_RELAXED);
+  if (etch__tls.thread_name_set)
+    copy_name(w->thread_name, etch__tls.thread_name);
+
+  if (!etch__packet_begin(w)) return;
+  etch_pb_stream *s = &w->st;
+  put_abs_ts(s, a.ns);
+  etch_pb_write_varint_field(s, ETCH_PKT_SEQUENCE_FLAGS,
+                             ETCH_SEQ_INCREMENTAL_STATE_CLEARED);
+  if (w->drops_unreported)
+    etch_pb_write_varint_field(s, ETCH_PKT_PREVIOUS_PACKET_DROPPED, 1);
+  etch_pb_nested d, ted, cs, c;
+  etch_pb_nested_begin(s, ETCH_PKT_TRACE_PACKET_DEFAULTS, &d);
+  etch_pb_write_varint_field(s, ETCH_DEFAULTS_TIMESTAMP_CLOCK_ID,
+                             ETCH_CLOCK_INCREMENTAL);
+  etch_pb_nested_begin(s, ETCH_DEFAULTS_TRACK_EVENT_DEFAULTS, &ted);
+  etch_pb_write_varint_field(s, ETCH_TEDEFAULTS_TRACK_UUID,
+                             etch__thread_uuid(w->tid));
+  etch_pb_nested_end(s, &ted);
+  etch_pb_nested_end(s, &d);
+  etch_pb_nested_begin(s, ETCH_PKT_CLOCK_SNAPSHOT, &cs);
+  etch_pb_nested_begin(s, ETCH_CLOCKSNAP_CLOCKS, &c);
+  etch_pb_write_varint_field(s, ETCH_CLOCK_CLOCK_ID, ETCH_CLOCK_BOOTTIME);
+  etch_pb_write_varint_field(s, ETCH_CLOCK_TIMESTAMP, a.ns);
+  etch_pb_nested_end(s, &c);
+  etch_pb_nested_begin(s, ETCH_CLOCKSNAP_CLOCKS, &c);
+  etch_pb_write_varint_field(s, ETCH_CLOCK_CLOCK_ID, ETCH_CLOCK_INCREMENTAL);
+  etch_pb_write_varint_field(s, ETCH_CLOCK_TIMESTAMP, a.ns);
+  etch_pb_write_varint_field(s, ETCH_CLOCK_IS_INCREMENTAL, 1);
+  etch_pb_nested_end(s, &c);
+  etch_pb_nested_end(s, &cs);
+  etch__packet_end(w);
+  if (w->packet_failed) return;
+  w->drops_unreported = false;
+  write_process_descriptor(w, a.ns);
+  write_thread_descriptor(w, a.ns);
+}
+
+/* ---- lifecycle ---------------------------------------------------------------- */
+
+static etch_writer *writer_create(uint32_t slot, uint32_t gen) {
+  etch_tls *t = &etch__tls;
+  pthread_once(&tls_key_once, tls_key_create);
+  if (!t->dtor_registered) {
+    pthread_setspecific(tls_key, t);
+    t->dtor_registered = true;
+  }
+  etch_writer *w = (etch_writer *)calloc(1, sizeof *w);
+  if (!w) return NULL;
+  pthread_mutex_lock(&etch__g.lock);
+  etch_session *s = etch__g.slots[slot];
+  if (!s || s->gen != gen ||
+      __atomic_load_n(&s->state, __ATOMIC_RELAXED) != ETCH_SESS_RUNNING) {
+    pthread_mutex_unlock(&etch__g.lock);
+    free(w);
+    return NULL;
+  }
+  w->seq_id = ++etch__g.next_seq_id;
+  pthread_mutex_lock(&s->lock);
+  s->refs++;
+  w->next = s->writers;
+  s->writers = w;
+  pthread_mutex_unlock(&s->lock);
+  pthread_mutex_unlock(&etch__g.lock);
+
+  w->sess = s;
+  w->slot = slot;
+  w->tid = etch__gettid();
+  w->st.grow = writer_grow;
+  w->st.resolve = writer_resolve;
+  w->need_reset = true;
+  if (t->thread_name_set)
+    copy_name(w->thread_name, t->thread_name);
+  else
+    pthread_getname_np(pthread_self(), w->thread_name, sizeof w->thread_name);
+  t->w[slot] = w;
+  t->gen[slot] = gen;
+  return w;
+}
+
+void etch__writer_detach(etch_writer *w) {
+  etch_session *s = w->sess;
+  retire_chunk(w);
+  etch__session_release(s);
+}
+
+void etch__writer_free(etch_writer *w) {
+  etch__bitset_free(&w->seen_names);
+  etch__bitset_free(&w->seen_cats);
+  etch__bitset_free(&w->seen_tracks);
+  etch__strtab_clear(&w->da_names);
+  free(w);
+}
+
+void etch__writer_drop(etch_writer *w, uint64_t ticks) {
+  uint64_t ns = etch__ticks_to_ns(&w->anchor, ticks);
+  if (w->dropped == 0) w->first_drop_ns = ns ? ns : etch__boottime_ns();
+  w->last_drop_ns = ns;
+  __atomic_store_n(&w->dropped, w->dropped + 1, __ATOMIC_RELAXED);
+  w->drops_unreported = true;
+  w->need_reset = true;
+}
+
+etch_writer *etch__writer_prepare(uint32_t slot, uint64_t ticks) {
+  etch_tls *t = &etch__tls;
+  uint32_t gen = __atomic_load_n(&etch__slot_gen[slot], __ATOMIC_RELAXED);
+  etch_writer *w = t->w[slot];
+  if (w && t->gen[slot] != gen) {
+    t->w[slot] = NULL;
+    etch__writer_detach(w);
+    w = NULL;
+  }
+  if (!w) {
+    w = writer_create(slot, gen);
+    if (!w) return NULL;
+  }
+  if (__atomic_load_n(&w->sess->state, __ATOMIC_RELAXED) != ETCH_SESS_RUNNING)
+    return NULL;
+  if (w->in_packet) return NULL; /* re-entered from inside a packet */
+  if ((!w->chunk || (size_t)(w->st.end - w->st.cur) < ETCH_FAST_MAX) &&
+      !next_chunk(w)) {
+    etch__writer_drop(w, ticks);
+    return NULL;
+  }
+  uint64_t ns = etch__ticks_to_ns(&w->anchor, ticks);
+  if (w->need_reset || ns >= w->reset_deadline ||
+      w->names_gen != __atomic_load_n(&etch__g.names_gen, __ATOMIC_RELAXED)) {
+    etch__writer_reset(w, ticks);
+    if (w->packet_failed || !w->chunk) {
+      etch__writer_drop(w, ticks);
+      return NULL;
+    }
+  }
+  if ((size_t)(w->st.end - w->st.cur) < ETCH_FAST_MAX && !next_chunk(w)) {
+    etch__writer_drop(w, ticks);
+    return NULL;
+  }
+  return w;
+}
