@@ -1,0 +1,83 @@
+/*
+ * sdk_loss_test.c - full buffers: a ring keeps the newest data decodable,
+ * a discard buffer counts what it drops, per thread, in stats and trace.
+ */
+#define _GNU_SOURCE
+#include <unistd.h>
+
+#include "sdk_common.h"
+
+ETCH_CATEGORY_DEFINE(work, "work", "", "");
+
+TEST(ring_wraps_and_newest_events_decode) {
+  etch_session *s =
+      start_session("buffer_kb=64;fill=ring;compression=none;reset_interval_ms=0");
+  const int N = 20000; /* ~20 bytes each with the arg: far more than 64 KiB */
+  for (int i = 0; i < N; i++) {
+    ETCH_SLICE_BEGIN(work, "step", ETCH_ARG_INT("i", i));
+    ETCH_SLICE_END(work);
+  }
+  etch_session_stop(s);
+  etch_session_stats st;
+  etch_session_get_stats(s, &st);
+  ASSERT_TRUE(st.chunks_overwritten > 0);
+  ASSERT_EQ_U64(st.events_dropped, 0);
+  td_trace t;
+  read_trace(s, "ring", &t); /* asserts: nothing unresolved or skipped */
+  size_t begins = td_count(&t, 1, "step");
+  ASSERT_TRUE(begins > 100);
+  ASSERT_TRUE(begins < (size_t)N);
+  /* The kept events are the newest ones, consecutive, ending at N-1. */
+  const td_event *last = NULL, *first = NULL;
+  for (size_t i = 0; i < t.nev; i++)
+    if (t.ev[i].type == 1) {
+      if (!first) first = &t.ev[i];
+      last = &t.ev[i];
+    }
+  ASSERT_EQ_INT(td_arg_of(last, "i")->i, N - 1);
+  int64_t expect = td_arg_of(first, "i")->i;
+  for (size_t i = 0; i < t.nev; i++)
+    if (t.ev[i].type == 1) ASSERT_EQ_INT(td_arg_of(&t.ev[i], "i")->i, expect++);
+  /* Every end has its begin (orphans were left out), loss is flagged. */
+  ASSERT_EQ_U64(td_count(&t, 2, NULL), begins);
+  ASSERT_TRUE(t.ev[0].type == 1);
+  ASSERT_EQ_U64(t.prev_dropped, 1);
+  ASSERT_TRUE(t.stat_overwritten > 0);
+  td_free(&t);
+  etch_session_free(s);
+}
+
+TEST(discard_counts_drops_in_stats_and_trace) {
+  etch_session *s = start_session("buffer_kb=64;fill=discard;compression=none");
+  const int N = 50000;
+  for (int i = 0; i < N; i++) ETCH_INSTANT(work, "tick", ETCH_ARG_INT("i", i));
+  etch_session_stop(s);
+  etch_session_stats st;
+  ASSERT_OK(etch_session_get_stats(s, &st));
+  ASSERT_TRUE(st.events_dropped > 0);
+  ASSERT_EQ_U64(st.writers_with_drops, 1);
+  td_trace t;
+  read_trace(s, "discard", &t);
+  size_t kept = td_count(&t, 3, "tick");
+  /* Nothing lost silently: kept + dropped = emitted. */
+  ASSERT_EQ_U64(kept + st.events_dropped, (uint64_t)N);
+  /* The oldest events are kept, in order. */
+  for (size_t i = 0, k = 0; i < t.nev; i++)
+    if (t.ev[i].name && strcmp(t.ev[i].name, "tick") == 0)
+      ASSERT_EQ_INT(td_arg_of(&t.ev[i], "i")->i, (int64_t)k++);
+  /* The trace says so, on the thread's track. */
+  const td_event *d = NULL;
+  for (size_t i = 0; i < t.nev; i++)
+    if (t.ev[i].name && strcmp(t.ev[i].name, "etch.dropped_events") == 0)
+      d = &t.ev[i];
+  ASSERT_TRUE(d != NULL);
+  ASSERT_EQ_STR(d->cat, "etch");
+  ASSERT_EQ_U64(td_arg_of(d, "count")->i, st.events_dropped);
+  const td_track *tr = td_track_of(&t, d->track);
+  ASSERT_TRUE(tr && tr->is_thread);
+  ASSERT_EQ_INT(tr->tid, gettid());
+  ASSERT_TRUE(t.stat_discarded > 0);
+  ASSERT_EQ_U64(t.stat_writer_loss, 1);
+  td_free(&t);
+  etch_session_free(s);
+}

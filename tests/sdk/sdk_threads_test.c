@@ -1,0 +1,164 @@
+/*
+ * sdk_threads_test.c - many threads, exiting threads, fork.
+ */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "sdk_common.h"
+
+ETCH_CATEGORY_DEFINE(work, "work", "", "");
+
+#define NTHREADS 4
+#define PER_THREAD 20000
+
+static void *worker(void *arg) {
+  long id = (long)arg;
+  char name[16];
+  snprintf(name, sizeof name, "worker-%ld", id);
+  etch_thread_set_name(name);
+  for (int i = 0; i < PER_THREAD; i++) {
+    ETCH_SLICE_BEGIN(work, "job", ETCH_ARG_INT("n", i));
+    ETCH_COUNTER(work, "progress", i);
+    ETCH_SLICE_END(work);
+  }
+  return (void *)(long)gettid();
+}
+
+TEST(threads_each_write_their_own_sequence) {
+  etch_session *s = start_session("buffer_kb=32768;compression=none");
+  pthread_t th[NTHREADS];
+  long tids[NTHREADS];
+  for (long i = 0; i < NTHREADS; i++)
+    pthread_create(&th[i], NULL, worker, (void *)i);
+  for (int i = 0; i < NTHREADS; i++) {
+    void *r;
+    pthread_join(th[i], &r); /* threads are gone before the read */
+    tids[i] = (long)r;
+  }
+  etch_session_stop(s);
+  td_trace t;
+  read_trace(s, "threads", &t);
+  for (int k = 0; k < NTHREADS; k++) {
+    /* Find this thread's track and check its events, in order. */
+    const td_track *tr = NULL;
+    for (size_t i = 0; i < t.ntracks; i++)
+      if (t.tracks[i].is_thread && t.tracks[i].tid == tids[k]) tr = &t.tracks[i];
+    ASSERT_TRUE(tr != NULL);
+    char name[16];
+    snprintf(name, sizeof name, "worker-%d", k);
+    ASSERT_EQ_STR(tr->name, name);
+    int64_t next_n = 0;
+    size_t ends = 0;
+    uint64_t last_ts = 0;
+    uint32_t seq = 0;
+    for (size_t i = 0; i < t.nev; i++) {
+      const td_event *e = &t.ev[i];
+      if (e->track != tr->uuid) continue;
+      if (!seq) seq = e->seq;
+      ASSERT_EQ_U64(e->seq, seq); /* one sequence per thread */
+      ASSERT_TRUE(e->ts >= last_ts);
+      last_ts = e->ts;
+      if (e->type == 1) ASSERT_EQ_INT(td_arg_of(e, "n")->i, next_n++);
+      if (e->type == 2) ends++;
+    }
+    ASSERT_EQ_INT(next_n, PER_THREAD);
+    ASSERT_EQ_U64(ends, PER_THREAD);
+  }
+  ASSERT_EQ_U64(td_count(&t, 4, NULL), (size_t)NTHREADS * PER_THREAD);
+  td_free(&t);
+  etch_session_free(s);
+}
+
+/* Reads while threads write: every read decodes. */
+static volatile int stop_flag;
+static void *spinner(void *arg) {
+  (void)arg;
+  while (!__atomic_load_n(&stop_flag, __ATOMIC_RELAXED)) {
+    ETCH_SLICE_BEGIN(work, "spin", ETCH_ARG_STRING("s", "some text to make packets longer"));
+    ETCH_SLICE_END(work);
+  }
+  return NULL;
+}
+
+TEST(read_while_writing) {
+  etch_session *s = start_session("buffer_kb=256;compression=none");
+  pthread_t th[2];
+  for (int i = 0; i < 2; i++) pthread_create(&th[i], NULL, spinner, NULL);
+  for (int r = 0; r < 20; r++) {
+    uint8_t *d;
+    size_t n;
+    ASSERT_OK(etch_session_read(s, &d, &n));
+    td_trace t;
+    ASSERT_EQ_INT(td_decode(d, n, &t), 0);
+    ASSERT_EQ_U64(t.unresolved, 0);
+    ASSERT_EQ_U64(t.skipped, 0);
+    td_free(&t);
+    etch_free(d);
+    usleep(2000);
+  }
+  __atomic_store_n(&stop_flag, 1, __ATOMIC_RELAXED);
+  for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);
+  etch_session_free(s);
+}
+
+/* Sessions freed while other threads still hold writers for them. */
+TEST(free_session_while_threads_write) {
+  for (int round = 0; round < 20; round++) {
+    etch_session *s = start_session("buffer_kb=64");
+    __atomic_store_n(&stop_flag, 0, __ATOMIC_RELAXED);
+    pthread_t th[2];
+    for (int i = 0; i < 2; i++) pthread_create(&th[i], NULL, spinner, NULL);
+    usleep(1000);
+    etch_session_free(s);
+    usleep(500);
+    __atomic_store_n(&stop_flag, 1, __ATOMIC_RELAXED);
+    for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);
+  }
+}
+
+TEST(fork_child_does_not_inherit_or_corrupt) {
+  etch_session *s = start_session("compression=none");
+  ETCH_INSTANT(work, "parent before");
+  pid_t pid = fork();
+  if (pid == 0) {
+    /* No session here: the parent's is not ours. */
+    if (etch_category_enabled(&ETCH_CAT(work))) _exit(1);
+    for (int i = 0; i < 1000; i++) ETCH_INSTANT(work, "child ignored");
+    /* A session of its own works. */
+    etch_config *c;
+    etch_config_new(&c);
+    etch_config_set(c, "compression", "none");
+    etch_session *cs;
+    if (etch_session_new(c, &cs) || etch_session_start(cs)) _exit(2);
+    etch_config_free(c);
+    ETCH_INSTANT(work, "child own");
+    etch_session_stop(cs);
+    uint8_t *d;
+    size_t n;
+    if (etch_session_read(cs, &d, &n)) _exit(3);
+    td_trace t;
+    if (td_decode(d, n, &t) || t.nev != 1 || strcmp(t.ev[0].name, "child own"))
+      _exit(4);
+    const td_track *tr = td_track_of(&t, t.ev[0].track);
+    if (!tr || tr->pid != getpid()) _exit(5);
+    _exit(0);
+  }
+  for (int i = 0; i < 10; i++) ETCH_INSTANT(work, "parent during");
+  int st;
+  waitpid(pid, &st, 0);
+  ASSERT_TRUE(WIFEXITED(st));
+  ASSERT_EQ_INT(WEXITSTATUS(st), 0);
+  ETCH_INSTANT(work, "parent after");
+  etch_session_stop(s);
+  td_trace t;
+  read_trace(s, "fork_parent", &t);
+  ASSERT_EQ_U64(t.nev, 12);
+  ASSERT_EQ_STR(t.ev[0].name, "parent before");
+  ASSERT_EQ_STR(t.ev[11].name, "parent after");
+  for (size_t i = 0; i < t.nev; i++)
+    ASSERT_EQ_INT(td_track_of(&t, t.ev[i].track)->pid, getpid());
+  td_free(&t);
+  etch_session_free(s);
+}
