@@ -319,9 +319,11 @@ int etch_session_start(etch_session *s) {
 
 int etch_session_flush(etch_session *s) {
   if (!s) return etch__error(ETCH_EINVAL, "etch_session_flush: NULL session");
-  /* Writers publish every packet as they finish it; a full fence orders
-   * this thread's view after them. */
-  __atomic_thread_fence(__ATOMIC_SEQ_CST);
+  /* Writers publish every packet with a release store as they finish it,
+   * and reads take the buffer lock and acquire-load each chunk's length:
+   * whatever completed before this call is already visible to a read. */
+  if (__atomic_load_n(&s->state, __ATOMIC_ACQUIRE) == ETCH_SESS_NEW)
+    return etch__error(ETCH_ESTATE, "session not started");
   return ETCH_OK;
 }
 
