@@ -266,6 +266,7 @@ enum {
 
 /* Out-of-line emitters used by the macros; `mask` is cat->enabled. */
 ETCH_API void etch__emit_site(etch_site *site, uint32_t mask);
+ETCH_API void etch__emit_begin(etch_site *site, uint32_t mask);
 ETCH_API void etch__emit_end(etch_category *cat, uint32_t mask);
 ETCH_API void etch__emit(etch_site *site, uint32_t mask,
                          const etch_extra *extras, uint32_t n_extras);
@@ -306,11 +307,13 @@ static inline void etch__scope_end(etch__scope *s) {
     if (ETCH_UNLIKELY(etch__m)) {                                            \
       static etch_site etch__s = ETCH__SITE_INIT(catvar, name, type);        \
       const etch_extra etch__xs[] = {etch__x(ETCH_X_NONE, 0), ##__VA_ARGS__}; \
-      if (sizeof(etch__xs) == sizeof(etch_extra))                            \
-        etch__emit_site(&etch__s, etch__m);                                  \
-      else                                                                   \
+      if (sizeof(etch__xs) != sizeof(etch_extra))                            \
         etch__emit(&etch__s, etch__m, etch__xs + 1,                          \
                    (uint32_t)(sizeof(etch__xs) / sizeof(etch_extra)) - 1);   \
+      else if ((type) == ETCH_TYPE_SLICE_BEGIN)                              \
+        etch__emit_begin(&etch__s, etch__m);                                 \
+      else                                                                   \
+        etch__emit_site(&etch__s, etch__m);                                  \
     }                                                                        \
   } while (0)
 
@@ -348,7 +351,7 @@ static inline void etch__scope_end(etch__scope *s) {
           ETCH__SITE_INIT(catvar, name, ETCH_TYPE_SLICE_BEGIN);              \
       const etch_extra etch__xs[] = {etch__x(ETCH_X_NONE, 0), ##__VA_ARGS__}; \
       if (sizeof(etch__xs) == sizeof(etch_extra))                            \
-        etch__emit_site(&etch__s, var.mask);                                 \
+        etch__emit_begin(&etch__s, var.mask);                                \
       else                                                                   \
         etch__emit(&etch__s, var.mask, etch__xs + 1,                         \
                    (uint32_t)(sizeof(etch__xs) / sizeof(etch_extra)) - 1);   \

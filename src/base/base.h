@@ -16,6 +16,8 @@
 #include "etch/common.h"
 
 #define ETCH_INLINE static inline __attribute__((always_inline))
+/* For internal globals read on the hot path: no GOT indirection. */
+#define ETCH_HIDDEN __attribute__((visibility("hidden")))
 #define ETCH_NOINLINE __attribute__((noinline))
 #define ETCH_COLD __attribute__((cold, noinline))
 #define ETCH_PRINTF(f, a) __attribute__((format(printf, f, a)))

@@ -16,6 +16,8 @@
 
 int etch__clock_tsc;
 
+uint64_t etch__ticks_slow(void) { return etch__boottime_ns(); }
+
 static pthread_once_t clock_once = PTHREAD_ONCE_INIT;
 static etch_clock_anchor clock_origin;
 static uint64_t clock_mult; /* atomically updated */

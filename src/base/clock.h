@@ -29,7 +29,7 @@
 #endif
 
 /* True when ticks come from the TSC; false when they are BOOTTIME ns. */
-extern int etch__clock_tsc;
+extern ETCH_HIDDEN int etch__clock_tsc;
 
 static inline uint64_t etch__boottime_ns(void) {
   struct timespec ts;
@@ -43,11 +43,15 @@ static inline uint64_t etch__monotonic_ns(void) {
   return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/* The fallback when there is no invariant TSC (out of line: keeps the
+ * callers' hot path free of the clock_gettime call frame). */
+uint64_t etch__ticks_slow(void);
+
 ETCH_INLINE uint64_t etch__ticks(void) {
 #if ETCH_HAVE_TSC
   if (ETCH_LIKELY(etch__clock_tsc)) return __rdtsc();
 #endif
-  return etch__boottime_ns();
+  return etch__ticks_slow();
 }
 
 /* A tick reading paired with the BOOTTIME ns of the same moment. */

@@ -32,6 +32,8 @@
 #define ETCH_CLOCK_INCREMENTAL 64
 /* Bytes the fast encoder may use for one packet (with its size prefix). */
 #define ETCH_FAST_MAX 64
+/* Site ids below this are tracked in a writer's inline bitset (fast path). */
+#define ETCH_FAST_SITES 16384
 /* Chunks one packet may span before it is abandoned. */
 #define ETCH_MAX_HELD 64
 /* Longest string arg or name written; longer ones are cut. */
@@ -158,8 +160,10 @@ typedef struct etch_global {
   uint32_t names_gen; /* bumped when a process/thread name changes */
 } etch_global;
 
-extern etch_global etch__g;
-extern uint32_t etch__slot_gen[ETCH_MAX_SESSIONS];
+extern ETCH_HIDDEN etch_global etch__g;
+/* Generation of each session slot; never 0 while a session holds the slot,
+ * so a thread's tls.gen of 0 means "no writer". */
+extern ETCH_HIDDEN uint32_t etch__slot_gen[ETCH_MAX_SESSIONS];
 
 /* Lazily sets up globals (clock, process uuid, fork handler). */
 void etch__global_init(void);
@@ -192,12 +196,17 @@ struct etch_writer {
   etch_pb_stream st;
   etch_clock_anchor anchor;
   uint64_t last_ns;          /* incremental clock value */
-  uint64_t reset_deadline;   /* ns; UINT64_MAX = never */
-  etch_bitset seen_names;    /* site iids interned on this sequence */
+  uint64_t reset_deadline;   /* ns; always finite */
   uint32_t depth;            /* open slices on the thread track */
   uint32_t chunk_flags;      /* flags of the current chunk */
   etch_chunk *chunk;
+  /* chunk->used = cur - pub_base: the payload start less the flag bits. */
+  uintptr_t pub_base;
   uint8_t *payload;
+  /* Site iids interned on this sequence: ids < ETCH_FAST_SITES here, the
+   * rest in seen_names_more. */
+  uint64_t seen_fast[ETCH_FAST_SITES / 64];
+  etch_bitset seen_names_more;
 
   /* Cold. */
   etch_session *sess;
@@ -226,6 +235,19 @@ struct etch_writer {
   char thread_name[64];
 };
 
+ETCH_INLINE bool etch__writer_seen_name(const etch_writer *w, uint32_t id) {
+  if (ETCH_LIKELY(id < ETCH_FAST_SITES))
+    return (w->seen_fast[id >> 6] >> (id & 63)) & 1;
+  return etch__bitset_has(&w->seen_names_more, id);
+}
+
+ETCH_INLINE void etch__writer_mark_name(etch_writer *w, uint32_t id) {
+  if (id < ETCH_FAST_SITES)
+    w->seen_fast[id >> 6] |= 1ull << (id & 63);
+  else
+    etch__bitset_set(&w->seen_names_more, id);
+}
+
 typedef struct etch_tls {
   etch_writer *w[ETCH_MAX_SESSIONS];
   uint32_t gen[ETCH_MAX_SESSIONS];
@@ -235,7 +257,8 @@ typedef struct etch_tls {
   bool thread_name_set;
 } etch_tls;
 
-extern __thread etch_tls etch__tls __attribute__((tls_model("initial-exec")));
+extern ETCH_HIDDEN __thread etch_tls etch__tls
+    __attribute__((tls_model("initial-exec")));
 
 /*
  * Returns this thread's writer for `slot`, creating/replacing it as needed

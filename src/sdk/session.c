@@ -256,6 +256,8 @@ int etch_session_new(const etch_config *cfg, etch_session **out) {
                        ETCH_MAX_SESSIONS);
   }
   s->slot = slot;
+  if (!etch__slot_gen[slot])
+    __atomic_store_n(&etch__slot_gen[slot], 1, __ATOMIC_RELAXED);
   s->gen = __atomic_load_n(&etch__slot_gen[slot], __ATOMIC_RELAXED);
   etch__g.slots[slot] = s;
   pthread_mutex_unlock(&etch__g.lock);
@@ -383,8 +385,8 @@ void etch_session_free(etch_session *s) {
   pthread_mutex_lock(&etch__g.lock);
   if (etch__g.slots[s->slot] == s) {
     etch__g.slots[s->slot] = NULL;
-    __atomic_store_n(&etch__slot_gen[s->slot], etch__slot_gen[s->slot] + 1,
-                     __ATOMIC_RELAXED);
+    uint32_t g = etch__slot_gen[s->slot] + 1;
+    __atomic_store_n(&etch__slot_gen[s->slot], g ? g : 1, __ATOMIC_RELAXED);
   }
   pthread_mutex_unlock(&etch__g.lock);
   /* This thread's own writer can go now; others go when their thread
@@ -392,6 +394,7 @@ void etch_session_free(etch_session *s) {
   etch_writer *mine = etch__tls.w[s->slot];
   if (mine && mine->sess == s) {
     etch__tls.w[s->slot] = NULL;
+    etch__tls.gen[s->slot] = 0;
     etch__writer_detach(mine);
   }
   etch__session_release(s);

@@ -45,8 +45,8 @@ static void atfork_child(void) {
   pthread_mutex_init(&etch__g.lock, NULL);
   for (uint32_t i = 0; i < ETCH_MAX_SESSIONS; i++) {
     etch__g.slots[i] = NULL;
-    __atomic_store_n(&etch__slot_gen[i], etch__slot_gen[i] + 1,
-                     __ATOMIC_RELAXED);
+    uint32_t g = etch__slot_gen[i] + 1;
+    __atomic_store_n(&etch__slot_gen[i], g ? g : 1, __ATOMIC_RELAXED);
   }
   for (etch_category *c = etch__g.cats; c; c = c->next)
     __atomic_store_n(&c->enabled, 0, __ATOMIC_RELAXED);

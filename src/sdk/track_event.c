@@ -45,6 +45,7 @@ static ETCH_COLD void site_prepare(etch_site *site) {
     *t++ = (uint8_t)(q - body);
     memcpy(t, body, (size_t)(q - body));
     site->tmpl_len = (uint8_t)(2 + (q - body));
+    ETCH_CHECK(site->tmpl_len <= 16);
     site->counter_track = ctrack;
     __atomic_store_n(&site->id, id, __ATOMIC_RELEASE);
   }
@@ -53,11 +54,22 @@ static ETCH_COLD void site_prepare(etch_site *site) {
 
 /* ---- fast path ------------------------------------------------------------- */
 
+/* Ticks to the writer's clock, never behind the previous event. A reading
+ * from before the anchor wraps to a far-future time, past reset_deadline,
+ * and so ends up in the slow path. */
+ETCH_INLINE uint64_t fast_ns(const etch_writer *w, uint64_t ticks) {
+  uint64_t ns = w->anchor.ns +
+                (uint64_t)(((unsigned __int128)(ticks - w->anchor.ticks) *
+                            w->anchor.mult) >> 32);
+  return ns < w->last_ns ? w->last_ns : ns;
+}
+
 ETCH_INLINE uint64_t next_ts(etch_writer *w, uint64_t ticks) {
   uint64_t ns = etch__ticks_to_ns(&w->anchor, ticks);
   return ns < w->last_ns ? w->last_ns : ns;
 }
 
+/* [size] 40 <delta> 68 02 <16 template bytes, tmpl_len of them used> */
 ETCH_INLINE void fast_put(etch_writer *w, uint64_t ns, const uint8_t *tmpl,
                           uint32_t tmpl_len) {
   uint8_t *p = w->st.cur;
@@ -65,24 +77,14 @@ ETCH_INLINE void fast_put(etch_writer *w, uint64_t ns, const uint8_t *tmpl,
   *q++ = (uint8_t)etch_pb_tag(ETCH_PKT_TIMESTAMP, ETCH_PB_VARINT);
   q = etch_pb_put_varint(q, ns - w->last_ns);
   w->last_ns = ns;
-  *q++ = (uint8_t)etch_pb_tag(ETCH_PKT_SEQUENCE_FLAGS, ETCH_PB_VARINT);
-  *q++ = ETCH_SEQ_NEEDS_INCREMENTAL_STATE;
-  memcpy(q, tmpl, 16);
-  if (ETCH_UNLIKELY(tmpl_len > 16)) memcpy(q + 16, tmpl + 16, 8);
-  q += tmpl_len;
+  q[0] = (uint8_t)etch_pb_tag(ETCH_PKT_SEQUENCE_FLAGS, ETCH_PB_VARINT);
+  q[1] = ETCH_SEQ_NEEDS_INCREMENTAL_STATE;
+  memcpy(q + 2, tmpl, 16);
+  q += 2 + tmpl_len;
   p[0] = (uint8_t)(q - p - 1);
   w->st.cur = q;
-  etch__chunk_publish(w->chunk, (uint32_t)(q - w->payload), w->chunk_flags);
-}
-
-/* True when `w` can take a fast packet for slot `i`. */
-ETCH_INLINE etch_writer *fast_writer(etch_tls *t, uint32_t i) {
-  etch_writer *w = t->w[i];
-  if (ETCH_LIKELY(w && t->gen[i] == __atomic_load_n(&etch__slot_gen[i],
-                                                    __ATOMIC_RELAXED) &&
-                  w->st.end - w->st.cur >= ETCH_FAST_MAX))
-    return w;
-  return NULL;
+  __atomic_store_n(&w->chunk->used, (uint32_t)((uintptr_t)q - w->pub_base),
+                   __ATOMIC_RELEASE);
 }
 
 static void emit_general(etch_writer *w, etch_site *site, etch_category *cat,
@@ -97,50 +99,106 @@ static ETCH_NOINLINE void emit_site_slow(etch_site *site, uint32_t slot,
   emit_general(w, site, site->cat, site->type, NULL, NULL, 0, ticks);
 }
 
-void etch__emit_site(etch_site *site, uint32_t mask) {
-  uint64_t ticks = etch__ticks();
-  etch_tls *t = &etch__tls;
-  do {
-    uint32_t i = (uint32_t)__builtin_ctz(mask);
-    mask &= mask - 1;
-    etch_writer *w = fast_writer(t, i);
-    if (ETCH_LIKELY(w)) {
-      uint32_t id = __atomic_load_n(&site->id, __ATOMIC_ACQUIRE);
-      uint64_t ns = next_ts(w, ticks);
-      if (ETCH_LIKELY(etch__bitset_has(&w->seen_names, id) &&
-                      ns < w->reset_deadline)) {
-        if (site->type == ETCH_TYPE_SLICE_BEGIN) w->depth++;
-        fast_put(w, ns, site->tmpl, site->tmpl_len);
-        continue;
-      }
+static ETCH_NOINLINE void emit_end_slow(etch_category *cat, uint32_t slot,
+                                        uint64_t ticks) {
+  etch_writer *w = etch__writer_prepare(slot, ticks);
+  if (w) emit_general(w, NULL, cat, ETCH_TYPE_SLICE_END, NULL, NULL, 0, ticks);
+}
+
+/* One session's share of a site event; `begin` is a compile-time constant. */
+/*
+ * tls.gen[i] matches the slot's generation only while this thread has a
+ * current writer there (tls.gen is 0 for "none"; slot generations are never
+ * 0 while a session holds the slot).
+ */
+ETCH_INLINE bool tls_current(uint32_t i) {
+  return etch__tls.gen[i] ==
+         __atomic_load_n(&etch__slot_gen[i], __ATOMIC_RELAXED);
+}
+
+ETCH_INLINE void site_one(etch_site *site, uint32_t i, uint64_t ticks,
+                          bool begin) {
+  if (ETCH_LIKELY(tls_current(i))) {
+    etch_writer *w = etch__tls.w[i];
+    uint32_t id = __atomic_load_n(&site->id, __ATOMIC_ACQUIRE);
+    uint64_t ns = fast_ns(w, ticks);
+    if (ETCH_LIKELY(w->st.end - w->st.cur >= ETCH_FAST_MAX &&
+                    ns < w->reset_deadline && id < ETCH_FAST_SITES &&
+                    ((w->seen_fast[id >> 6] >> (id & 63)) & 1))) {
+      if (begin) w->depth++;
+      fast_put(w, ns, site->tmpl, site->tmpl_len);
+      return;
     }
-    emit_site_slow(site, i, ticks);
-  } while (mask);
+  }
+  emit_site_slow(site, i, ticks);
 }
 
 static const uint8_t end_tmpl[16] = {
     (ETCH_PKT_TRACK_EVENT << 3) | ETCH_PB_LEN, 2,
     (ETCH_TE_TYPE << 3) | ETCH_PB_VARINT, ETCH_TE_TYPE_SLICE_END};
 
-void etch__emit_end(etch_category *cat, uint32_t mask) {
-  uint64_t ticks = etch__ticks();
-  etch_tls *t = &etch__tls;
+ETCH_INLINE void end_one(etch_category *cat, uint32_t i, uint64_t ticks) {
+  if (ETCH_LIKELY(tls_current(i))) {
+    etch_writer *w = etch__tls.w[i];
+    uint64_t ns = fast_ns(w, ticks);
+    if (ETCH_LIKELY(w->st.end - w->st.cur >= ETCH_FAST_MAX &&
+                    ns < w->reset_deadline)) {
+      if (w->depth == 0) return; /* its begin was never recorded */
+      w->depth--;
+      fast_put(w, ns, end_tmpl, 4);
+      return;
+    }
+  }
+  emit_end_slow(cat, i, ticks);
+}
+
+/* Events recorded by several sessions at once: one packet per session. */
+static ETCH_NOINLINE void site_multi(etch_site *site, uint32_t mask,
+                                     uint64_t ticks) {
   do {
     uint32_t i = (uint32_t)__builtin_ctz(mask);
     mask &= mask - 1;
-    etch_writer *w = fast_writer(t, i);
-    if (ETCH_LIKELY(w)) {
-      uint64_t ns = next_ts(w, ticks);
-      if (ETCH_LIKELY(ns < w->reset_deadline)) {
-        if (w->depth == 0) continue; /* its begin was never recorded */
-        w->depth--;
-        fast_put(w, ns, end_tmpl, 4);
-        continue;
-      }
-    }
-    w = etch__writer_prepare(i, ticks);
-    if (w) emit_general(w, NULL, cat, ETCH_TYPE_SLICE_END, NULL, NULL, 0, ticks);
+    if (site->type == ETCH_TYPE_SLICE_BEGIN)
+      site_one(site, i, ticks, true);
+    else
+      site_one(site, i, ticks, false);
   } while (mask);
+}
+
+static ETCH_NOINLINE void end_multi(etch_category *cat, uint32_t mask,
+                                    uint64_t ticks) {
+  do {
+    uint32_t i = (uint32_t)__builtin_ctz(mask);
+    mask &= mask - 1;
+    end_one(cat, i, ticks);
+  } while (mask);
+}
+
+void etch__emit_site(etch_site *site, uint32_t mask) {
+  uint64_t ticks = etch__ticks();
+  if (ETCH_UNLIKELY(mask & (mask - 1))) {
+    site_multi(site, mask, ticks);
+    return;
+  }
+  site_one(site, (uint32_t)__builtin_ctz(mask), ticks, false);
+}
+
+void etch__emit_begin(etch_site *site, uint32_t mask) {
+  uint64_t ticks = etch__ticks();
+  if (ETCH_UNLIKELY(mask & (mask - 1))) {
+    site_multi(site, mask, ticks);
+    return;
+  }
+  site_one(site, (uint32_t)__builtin_ctz(mask), ticks, true);
+}
+
+void etch__emit_end(etch_category *cat, uint32_t mask) {
+  uint64_t ticks = etch__ticks();
+  if (ETCH_UNLIKELY(mask & (mask - 1))) {
+    end_multi(cat, mask, ticks);
+    return;
+  }
+  end_one(cat, (uint32_t)__builtin_ctz(mask), ticks);
 }
 
 /* ---- general path ---------------------------------------------------------- */
@@ -271,7 +329,7 @@ static void emit_general(etch_writer *w, etch_site *site, etch_category *cat,
 
   bool with_name = type != ETCH_TYPE_SLICE_END || p.dyn_name;
   bool new_name = with_name && site && !p.dyn_name &&
-                  !etch__bitset_has(&w->seen_names, site->id);
+                  !etch__writer_seen_name(w, site->id);
   bool new_cat = cat && type != ETCH_TYPE_SLICE_END &&
                  !etch__bitset_has(&w->seen_cats, cat->id);
   bool new_da[MAX_ARGS];
@@ -351,7 +409,7 @@ static void emit_general(etch_writer *w, etch_site *site, etch_category *cat,
     etch__writer_drop(w, ticks);
     return;
   }
-  if (new_name) etch__bitset_set(&w->seen_names, site->id);
+  if (new_name) etch__writer_mark_name(w, site->id);
   if (new_cat) etch__bitset_set(&w->seen_cats, cat->id);
   if (type == ETCH_TYPE_SLICE_BEGIN && thread_track) w->depth++;
 }

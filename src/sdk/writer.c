@@ -28,8 +28,10 @@ static void tls_destroy(void *arg) {
   etch_tls *t = (etch_tls *)arg;
   for (uint32_t i = 0; i < ETCH_MAX_SESSIONS; i++) {
     if (t->w[i]) {
-      etch__writer_detach(t->w[i]);
+      etch_writer *w = t->w[i];
       t->w[i] = NULL;
+      t->gen[i] = 0;
+      etch__writer_detach(w);
     }
   }
 }
@@ -62,6 +64,8 @@ static bool take_chunk(etch_writer *w, uint32_t flags) {
   w->chunk = c;
   w->chunk_flags = flags;
   w->payload = etch__chunk_payload(c);
+  w->pub_base = (uintptr_t)w->payload -
+                ((uintptr_t)flags << ETCH_CHUNK_FLAGS_SHIFT);
   w->st.cur = w->payload;
   w->st.seg = w->payload;
   w->st.end = w->payload + etch__buffer_payload_size(b);
@@ -294,9 +298,13 @@ void etch__writer_reset(etch_writer *w, uint64_t ticks) {
   }
   w->anchor = a;
   w->last_ns = a.ns;
+  /* Finite even with periodic resets off: a tick reading from before the
+   * anchor then shows up as a far-future time and takes the slow path. */
   w->reset_deadline =
-      w->sess->reset_interval_ns ? a.ns + w->sess->reset_interval_ns : UINT64_MAX;
-  etch__bitset_clear(&w->seen_names);
+      a.ns + (w->sess->reset_interval_ns ? w->sess->reset_interval_ns
+                                         : (1ull << 60));
+  memset(w->seen_fast, 0, sizeof w->seen_fast);
+  etch__bitset_clear(&w->seen_names_more);
   etch__bitset_clear(&w->seen_cats);
   etch__bitset_clear(&w->seen_tracks);
   etch__strtab_clear(&w->da_names);
@@ -389,7 +397,7 @@ void etch__writer_detach(etch_writer *w) {
 }
 
 void etch__writer_free(etch_writer *w) {
-  etch__bitset_free(&w->seen_names);
+  etch__bitset_free(&w->seen_names_more);
   etch__bitset_free(&w->seen_cats);
   etch__bitset_free(&w->seen_tracks);
   etch__strtab_clear(&w->da_names);
@@ -411,6 +419,7 @@ etch_writer *etch__writer_prepare(uint32_t slot, uint64_t ticks) {
   etch_writer *w = t->w[slot];
   if (w && t->gen[slot] != gen) {
     t->w[slot] = NULL;
+    t->gen[slot] = 0;
     etch__writer_detach(w);
     w = NULL;
   }
