@@ -223,6 +223,7 @@ struct etch_writer {
   uint64_t acq_at_reset;
   uint32_t names_gen;
   bool need_reset;
+  bool started;              /* the sequence's first packet is written */
   bool drops_unreported;     /* next reset packet says previous_packet_dropped */
   bool in_packet;
   bool packet_failed;

@@ -321,6 +321,8 @@ void etch__writer_reset(etch_writer *w, uint64_t ticks) {
                              ETCH_SEQ_INCREMENTAL_STATE_CLEARED);
   if (w->drops_unreported)
     etch_pb_write_varint_field(s, ETCH_PKT_PREVIOUS_PACKET_DROPPED, 1);
+  if (!w->started) /* readers tell "starts here" from "earlier data lost" */
+    etch_pb_write_varint_field(s, ETCH_PKT_FIRST_PACKET_ON_SEQUENCE, 1);
   etch_pb_nested d, ted, cs, c;
   etch_pb_nested_begin(s, ETCH_PKT_TRACE_PACKET_DEFAULTS, &d);
   etch_pb_write_varint_field(s, ETCH_DEFAULTS_TIMESTAMP_CLOCK_ID,
@@ -343,6 +345,7 @@ void etch__writer_reset(etch_writer *w, uint64_t ticks) {
   etch_pb_nested_end(s, &cs);
   etch__packet_end(w);
   if (w->packet_failed) return;
+  w->started = true;
   w->drops_unreported = false;
   write_process_descriptor(w, a.ns);
   write_thread_descriptor(w, a.ns);

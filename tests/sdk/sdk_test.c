@@ -67,6 +67,7 @@ TEST(slices_names_categories_nesting) {
     }
   ASSERT_EQ_INT(procs, 1);
   ASSERT_EQ_U64(t.cleared, 1);
+  ASSERT_EQ_U64(t.first_on_seq, 1);
   ASSERT_EQ_U64(t.prev_dropped, 0);
   ASSERT_TRUE(t.has_stats);
   td_free(&t);

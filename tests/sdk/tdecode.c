@@ -400,6 +400,7 @@ static int packet(dec *d, span sp) {
       has_clock = true;
     }
     if (f.id == 42 && f.v) dropped = true;
+    if (f.id == 87 && f.v) t->first_on_seq++;
     if (f.id == 50 && f.wt == 2) {
       t->compressed++;
       return inflate_all(d, f.d, f.n);

@@ -65,6 +65,7 @@ typedef struct td_trace {
   size_t packets;
   size_t cleared;      /* packets with SEQ_INCREMENTAL_STATE_CLEARED */
   size_t prev_dropped; /* packets with previous_packet_dropped */
+  size_t first_on_seq; /* packets with first_packet_on_sequence */
   size_t skipped;      /* NEEDS packets skipped after a loss */
   size_t unresolved;   /* iids without definition */
   size_t compressed;   /* compressed_packets packets */
