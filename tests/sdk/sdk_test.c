@@ -525,3 +525,38 @@ TEST(session_stats) {
   ASSERT_EQ_INT(etch_session_get_stats(NULL, &st), ETCH_EINVAL);
   etch_session_free(s);
 }
+
+/* Garbage configs: always an error code with a message or success, never a
+ * crash; a fixed seed keeps the run repeatable. */
+TEST(config_parse_survives_garbage) {
+  static const char alphabet[] = "=;#\n ab*-_,.0123456789categoriesbufferfillring";
+  uint64_t x = 0x9e3779b97f4a7c15ull;
+  etch_config *c;
+  ASSERT_OK(etch_config_new(&c));
+  int errors = 0;
+  for (int round = 0; round < 20000; round++) {
+    char text[64];
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    int n = (int)((x >> 33) % 63);
+    for (int i = 0; i < n; i++) {
+      x ^= x << 13;
+      x ^= x >> 7;
+      x ^= x << 17;
+      text[i] = alphabet[x % (sizeof alphabet - 1)];
+    }
+    text[n] = 0;
+    int rc = etch_config_parse(c, text);
+    if (rc) {
+      errors++;
+      ASSERT_TRUE(rc == ETCH_ECONFIG || rc == ETCH_EOPTION);
+      ASSERT_TRUE(etch_last_error()[0] != 0);
+    }
+  }
+  ASSERT_TRUE(errors > 1000);
+  /* Whatever was accepted still makes a session. */
+  etch_session *s;
+  int rc = etch_session_new(c, &s);
+  ASSERT_TRUE(rc == ETCH_OK);
+  etch_session_free(s);
+  etch_config_free(c);
+}
