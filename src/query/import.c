@@ -1,0 +1,855 @@
+/*
+ * import.c - resolved events into the SQLite tables.
+ *
+ * Slices nest per track with a stack, in the order events arrive (the reader
+ * delivers them in timestamp order, or per sequence in file order; either way
+ * one track's events come in the order they happened). A slice gets its id at
+ * its begin, so ids follow begin order, but its row is written when it ends,
+ * once dur and self time are known: no row is ever updated. Slices still open
+ * at the end are written with dur -1; their self_dur counts up to the end of
+ * the trace. Instants are slices of dur 0 nested under the open slice.
+ *
+ * Flows: a flow id links the slice carrying it to the next slice carrying
+ * the same id; a terminating id ends the chain. A flow on a SLICE_END
+ * attaches to the slice that ends.
+ *
+ * Tracks, processes and threads are few: they are kept in memory and written
+ * at the end, when every parent is known.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/base.h"
+#include "query/query.h"
+
+/* ---- small containers ------------------------------------------------------ */
+
+/* uint64 -> int64 open-addressing map; values are never removed. */
+typedef struct u64map {
+  uint64_t *keys;
+  int64_t *vals;
+  uint8_t *used;
+  size_t cap, n; /* cap is a power of two */
+} u64map;
+
+static size_t u64map_slot(const u64map *m, uint64_t key) {
+  size_t mask = m->cap - 1;
+  size_t i = (size_t)etch__mix64(key) & mask;
+  while (m->used[i] && m->keys[i] != key) i = (i + 1) & mask;
+  return i;
+}
+
+static bool u64map_get(const u64map *m, uint64_t key, int64_t *val) {
+  if (!m->cap) return false;
+  size_t i = u64map_slot(m, key);
+  if (!m->used[i]) return false;
+  *val = m->vals[i];
+  return true;
+}
+
+static bool u64map_grow(u64map *m) {
+  u64map g = {0};
+  g.cap = m->cap ? m->cap * 2 : 64;
+  g.keys = etch__malloc(g.cap * sizeof *g.keys);
+  g.vals = etch__malloc(g.cap * sizeof *g.vals);
+  g.used = etch__calloc(g.cap, 1);
+  if (!g.keys || !g.vals || !g.used) {
+    free(g.keys);
+    free(g.vals);
+    free(g.used);
+    return false;
+  }
+  for (size_t i = 0; i < m->cap; i++) {
+    if (!m->used[i]) continue;
+    size_t j = u64map_slot(&g, m->keys[i]);
+    g.used[j] = 1;
+    g.keys[j] = m->keys[i];
+    g.vals[j] = m->vals[i];
+    g.n++;
+  }
+  free(m->keys);
+  free(m->vals);
+  free(m->used);
+  *m = g;
+  return true;
+}
+
+static bool u64map_put(u64map *m, uint64_t key, int64_t val) {
+  if ((m->n + 1) * 4 > m->cap * 3 && !u64map_grow(m)) return false;
+  size_t i = u64map_slot(m, key);
+  if (!m->used[i]) {
+    m->used[i] = 1;
+    m->keys[i] = key;
+    m->n++;
+  }
+  m->vals[i] = val;
+  return true;
+}
+
+static void u64map_free(u64map *m) {
+  free(m->keys);
+  free(m->vals);
+  free(m->used);
+  memset(m, 0, sizeof *m);
+}
+
+/*
+ * Interned strings: each distinct string is copied once into an arena whose
+ * blocks never move, so open slices can hold plain pointers.
+ */
+typedef struct str_block {
+  struct str_block *next;
+  size_t used, cap;
+  char data[];
+} str_block;
+
+typedef struct str_pool {
+  const char **slots; /* hash set of interned pointers */
+  uint64_t *hashes;
+  size_t cap, n;
+  str_block *blocks;
+} str_pool;
+
+static const char *pool_copy(str_pool *p, const char *s, size_t len) {
+  str_block *b = p->blocks;
+  if (!b || b->cap - b->used < len + 1) {
+    size_t cap = len + 1 > 65536 ? len + 1 : 65536;
+    b = etch__malloc(sizeof *b + cap);
+    if (!b) return NULL;
+    b->next = p->blocks;
+    b->used = 0;
+    b->cap = cap;
+    p->blocks = b;
+  }
+  char *out = b->data + b->used;
+  memcpy(out, s, len);
+  out[len] = '\0';
+  b->used += len + 1;
+  return out;
+}
+
+static bool pool_grow(str_pool *p) {
+  size_t cap = p->cap ? p->cap * 2 : 256;
+  const char **slots = etch__calloc(cap, sizeof *slots);
+  uint64_t *hashes = etch__malloc(cap * sizeof *hashes);
+  if (!slots || !hashes) {
+    free(slots);
+    free(hashes);
+    return false;
+  }
+  for (size_t i = 0; i < p->cap; i++) {
+    if (!p->slots[i]) continue;
+    size_t j = (size_t)p->hashes[i] & (cap - 1);
+    while (slots[j]) j = (j + 1) & (cap - 1);
+    slots[j] = p->slots[i];
+    hashes[j] = p->hashes[i];
+  }
+  free(p->slots);
+  free(p->hashes);
+  p->slots = slots;
+  p->hashes = hashes;
+  p->cap = cap;
+  return true;
+}
+
+/* Returns the interned copy of `s`, or NULL when `s` is NULL or empty. */
+static const char *pool_intern(str_pool *p, const char *s) {
+  if (!s || !*s) return NULL;
+  size_t len = strlen(s);
+  uint64_t h = etch__hash_bytes(s, len, 0);
+  if ((p->n + 1) * 2 > p->cap && !pool_grow(p)) return NULL;
+  size_t mask = p->cap - 1, i = (size_t)h & mask;
+  for (; p->slots[i]; i = (i + 1) & mask) {
+    if (p->hashes[i] == h && strcmp(p->slots[i], s) == 0) return p->slots[i];
+  }
+  const char *copy = pool_copy(p, s, len);
+  if (!copy) return NULL;
+  p->slots[i] = copy;
+  p->hashes[i] = h;
+  p->n++;
+  return copy;
+}
+
+static void pool_free(str_pool *p) {
+  free(p->slots);
+  free(p->hashes);
+  for (str_block *b = p->blocks, *next; b; b = next) {
+    next = b->next;
+    free(b);
+  }
+  memset(p, 0, sizeof *p);
+}
+
+/* ---- importer state ------------------------------------------------------ */
+
+typedef struct open_slice {
+  int64_t id;
+  int64_t ts;
+  int64_t child_dur; /* sum of the durations of closed children */
+  int64_t arg_set_id; /* 0 = none */
+  const char *name;   /* interned; NULL = none */
+  const char *cat;
+} open_slice;
+
+typedef struct qtrack {
+  uint64_t uuid, parent_uuid;
+  etch_track_kind kind;
+  const char *name; /* interned */
+  int32_t pid, tid;
+  int64_t id;           /* row id in track */
+  const char *unit;     /* interned */
+  int64_t unit_multiplier;
+  bool is_incremental;
+  open_slice *stack;
+  uint32_t depth, cap;
+} qtrack;
+
+typedef struct qproc {
+  int32_t pid;
+  const char *name;
+} qproc;
+
+typedef struct qthread {
+  int32_t pid, tid;
+  const char *name;
+} qthread;
+
+struct etch__importer {
+  sqlite3 *db;
+  etch__import_opts opts;
+  int err;
+  bool in_txn;
+  sqlite3_stmt *ins_slice, *ins_counter, *ins_arg, *ins_flow;
+
+  str_pool strings;
+  qtrack *tracks; /* tracks[i] has row id i + 1 */
+  size_t ntracks, cap_tracks;
+  u64map track_by_uuid; /* uuid -> index in tracks */
+  qtrack *last_track;   /* cache: consecutive events share a track */
+  qproc *procs;         /* procs[i] has upid i + 1 */
+  size_t nprocs, cap_procs;
+  u64map proc_by_pid;
+  qthread *threads; /* threads[i] has utid i + 1 */
+  size_t nthreads, cap_threads;
+  u64map thread_by_key; /* (pid << 32 | tid) -> index */
+  u64map flows;         /* flow id -> slice id waiting for its next hop */
+
+  int64_t next_slice_id;
+  int64_t next_arg_set_id;
+  etch__import_counts counts;
+};
+
+static void fail(etch__importer *imp, int rc) {
+  if (!imp->err) imp->err = rc;
+}
+
+static void fail_sql(etch__importer *imp) {
+  if (!imp->err)
+    imp->err = etch__error(ETCH_ESQL, "import: SQL error: %s",
+                           sqlite3_errmsg(imp->db));
+}
+
+static void fail_nomem(etch__importer *imp) {
+  if (!imp->err) imp->err = etch__error(ETCH_ENOMEM, "import: out of memory");
+}
+
+static bool grow_array(void **arr, size_t *cap, size_t need, size_t elem) {
+  if (need <= *cap) return true;
+  size_t cap2 = *cap ? *cap * 2 : 16;
+  while (cap2 < need) cap2 *= 2;
+  void *p = etch__realloc(*arr, cap2 * elem);
+  if (!p) return false;
+  *arr = p;
+  *cap = cap2;
+  return true;
+}
+
+static void step_reset(etch__importer *imp, sqlite3_stmt *st) {
+  if (sqlite3_step(st) != SQLITE_DONE) fail_sql(imp);
+  sqlite3_reset(st);
+}
+
+static void bind_text(sqlite3_stmt *st, int col, const char *s) {
+  if (s)
+    sqlite3_bind_text(st, col, s, -1, SQLITE_STATIC);
+  else
+    sqlite3_bind_null(st, col);
+}
+
+static void bind_id(sqlite3_stmt *st, int col, int64_t id) {
+  if (id > 0)
+    sqlite3_bind_int64(st, col, id);
+  else
+    sqlite3_bind_null(st, col);
+}
+
+/* ---- processes, threads, tracks --------------------------------------------- */
+
+static int64_t get_process(etch__importer *imp, int32_t pid) {
+  int64_t idx;
+  if (u64map_get(&imp->proc_by_pid, (uint32_t)pid, &idx)) return idx + 1;
+  if (!grow_array((void **)&imp->procs, &imp->cap_procs, imp->nprocs + 1,
+                  sizeof *imp->procs) ||
+      !u64map_put(&imp->proc_by_pid, (uint32_t)pid, (int64_t)imp->nprocs)) {
+    fail_nomem(imp);
+    return 0;
+  }
+  imp->procs[imp->nprocs] = (qproc){.pid = pid};
+  return (int64_t)++imp->nprocs;
+}
+
+static int64_t get_thread(etch__importer *imp, int32_t pid, int32_t tid) {
+  uint64_t key = (uint64_t)(uint32_t)pid << 32 | (uint32_t)tid;
+  int64_t idx;
+  if (u64map_get(&imp->thread_by_key, key, &idx)) return idx + 1;
+  if (!grow_array((void **)&imp->threads, &imp->cap_threads,
+                  imp->nthreads + 1, sizeof *imp->threads) ||
+      !u64map_put(&imp->thread_by_key, key, (int64_t)imp->nthreads)) {
+    fail_nomem(imp);
+    return 0;
+  }
+  imp->threads[imp->nthreads] = (qthread){.pid = pid, .tid = tid};
+  return (int64_t)++imp->nthreads;
+}
+
+/* Copies what the importer keeps of a track description. */
+static void track_update(etch__importer *imp, qtrack *t,
+                         const etch_track_info *info) {
+  const char *name = pool_intern(&imp->strings, info->name);
+  if (name) t->name = name;
+  if (info->pid) t->pid = info->pid;
+  if (info->tid) t->tid = info->tid;
+  if (info->parent_uuid) t->parent_uuid = info->parent_uuid;
+  t->kind = info->kind;
+  if (info->kind == ETCH_TRACK_COUNTER) {
+    const char *unit = pool_intern(&imp->strings, info->counter_unit_name);
+    if (!unit) {
+      switch (info->counter_unit) {
+        case 1: unit = "ns"; break;
+        case 2: unit = "count"; break;
+        case 3: unit = "bytes"; break;
+        default: break;
+      }
+    }
+    t->unit = unit;
+    t->unit_multiplier = info->unit_multiplier;
+    t->is_incremental = info->is_incremental;
+  }
+  /* Names of processes and threads come from their tracks. */
+  if (t->kind == ETCH_TRACK_PROCESS && t->pid) {
+    int64_t upid = get_process(imp, t->pid);
+    if (upid && name) imp->procs[upid - 1].name = name;
+  } else if (t->kind == ETCH_TRACK_THREAD && t->tid) {
+    if (t->pid) get_process(imp, t->pid);
+    int64_t utid = get_thread(imp, t->pid, t->tid);
+    if (utid && name) imp->threads[utid - 1].name = name;
+  } else if (t->pid) {
+    get_process(imp, t->pid);
+  }
+}
+
+static qtrack *get_track(etch__importer *imp, const etch_track_info *info) {
+  qtrack *t = imp->last_track;
+  if (t && t->uuid == info->uuid) return t;
+  int64_t idx;
+  if (u64map_get(&imp->track_by_uuid, info->uuid, &idx)) {
+    t = &imp->tracks[idx];
+  } else {
+    if (!grow_array((void **)&imp->tracks, &imp->cap_tracks,
+                    imp->ntracks + 1, sizeof *imp->tracks) ||
+        !u64map_put(&imp->track_by_uuid, info->uuid,
+                    (int64_t)imp->ntracks)) {
+      fail_nomem(imp);
+      return NULL;
+    }
+    t = &imp->tracks[imp->ntracks++];
+    memset(t, 0, sizeof *t);
+    t->uuid = info->uuid;
+    t->id = (int64_t)imp->ntracks;
+    track_update(imp, t, info);
+  }
+  imp->last_track = t;
+  return t;
+}
+
+void etch__importer_track(etch__importer *imp, const etch_track_info *info) {
+  if (imp->err) return;
+  int64_t idx;
+  if (u64map_get(&imp->track_by_uuid, info->uuid, &idx))
+    track_update(imp, &imp->tracks[idx], info);
+  else
+    get_track(imp, info);
+}
+
+/* ---- events ------------------------------------------------------------------ */
+
+static bool keep_args(const etch__importer *imp, const etch_event *ev) {
+  if (imp->opts.all_args) return true;
+  /* Without all_args only etch's own reports (etch.dropped_events). */
+  return ev->name && strncmp(ev->name, "etch.", 5) == 0;
+}
+
+static void write_args(etch__importer *imp, const etch_event *ev,
+                       int64_t arg_set_id) {
+  sqlite3_stmt *st = imp->ins_arg;
+  for (size_t i = 0; i < ev->args_count && !imp->err; i++) {
+    const etch_arg *a = &ev->args[i];
+    sqlite3_bind_int64(st, 1, arg_set_id);
+    bind_text(st, 2, a->flat_key);
+    bind_text(st, 3, a->key);
+    const char *type = "null";
+    switch (a->type) {
+      case ETCH_VALUE_BOOL:
+        sqlite3_bind_int64(st, 4, a->v.b ? 1 : 0);
+        type = "bool";
+        break;
+      case ETCH_VALUE_INT:
+        sqlite3_bind_int64(st, 4, a->v.i);
+        type = "int";
+        break;
+      case ETCH_VALUE_UINT:
+        sqlite3_bind_int64(st, 4, (int64_t)a->v.u);
+        type = "uint";
+        break;
+      case ETCH_VALUE_POINTER:
+        sqlite3_bind_int64(st, 4, (int64_t)a->v.u);
+        type = "pointer";
+        break;
+      case ETCH_VALUE_DOUBLE:
+        sqlite3_bind_double(st, 6, a->v.d);
+        type = "real";
+        break;
+      case ETCH_VALUE_STRING:
+        sqlite3_bind_text(st, 5, a->v.s ? a->v.s : "", -1, SQLITE_STATIC);
+        type = "string";
+        break;
+      case ETCH_VALUE_JSON:
+        sqlite3_bind_text(st, 5, a->v.s ? a->v.s : "", -1, SQLITE_STATIC);
+        type = "json";
+        break;
+      case ETCH_VALUE_NULL:
+        break;
+    }
+    sqlite3_bind_text(st, 7, type, -1, SQLITE_STATIC);
+    step_reset(imp, st);
+    sqlite3_clear_bindings(st);
+    imp->counts.args++;
+  }
+}
+
+static void insert_slice(etch__importer *imp, const qtrack *t, int64_t id,
+                         int64_t ts, int64_t dur, const char *cat,
+                         const char *name, uint32_t depth, int64_t parent_id,
+                         int64_t arg_set_id, int64_t self_dur) {
+  sqlite3_stmt *st = imp->ins_slice;
+  sqlite3_bind_int64(st, 1, id);
+  sqlite3_bind_int64(st, 2, ts);
+  sqlite3_bind_int64(st, 3, dur);
+  sqlite3_bind_int64(st, 4, t->id);
+  bind_text(st, 5, cat);
+  bind_text(st, 6, name);
+  sqlite3_bind_int64(st, 7, depth);
+  bind_id(st, 8, parent_id);
+  bind_id(st, 9, arg_set_id);
+  sqlite3_bind_int64(st, 10, self_dur);
+  step_reset(imp, st);
+  imp->counts.slices++;
+}
+
+static void insert_flow(etch__importer *imp, int64_t out, int64_t in) {
+  sqlite3_bind_int64(imp->ins_flow, 1, out);
+  sqlite3_bind_int64(imp->ins_flow, 2, in);
+  step_reset(imp, imp->ins_flow);
+  imp->counts.flows++;
+}
+
+static void link_flows(etch__importer *imp, const etch_event *ev,
+                       int64_t slice_id) {
+  int64_t prev;
+  for (size_t i = 0; i < ev->flow_ids_count; i++) {
+    uint64_t fid = ev->flow_ids[i];
+    if (u64map_get(&imp->flows, fid, &prev) && prev > 0 && prev != slice_id)
+      insert_flow(imp, prev, slice_id);
+    if (!u64map_put(&imp->flows, fid, slice_id)) fail_nomem(imp);
+  }
+  for (size_t i = 0; i < ev->terminating_flow_ids_count; i++) {
+    uint64_t fid = ev->terminating_flow_ids[i];
+    if (u64map_get(&imp->flows, fid, &prev) && prev > 0) {
+      if (prev != slice_id) insert_flow(imp, prev, slice_id);
+      if (!u64map_put(&imp->flows, fid, 0)) fail_nomem(imp);
+    }
+  }
+}
+
+static open_slice *push_slice(etch__importer *imp, qtrack *t) {
+  if (t->depth == t->cap) {
+    uint32_t cap = t->cap ? t->cap * 2 : 16;
+    open_slice *s = etch__realloc(t->stack, cap * sizeof *s);
+    if (!s) {
+      fail_nomem(imp);
+      return NULL;
+    }
+    t->stack = s;
+    t->cap = cap;
+  }
+  return &t->stack[t->depth++];
+}
+
+static void on_begin(etch__importer *imp, qtrack *t, const etch_event *ev) {
+  open_slice *s = push_slice(imp, t);
+  if (!s) return;
+  s->id = ++imp->next_slice_id;
+  s->ts = ev->ts;
+  s->child_dur = 0;
+  s->arg_set_id = 0;
+  s->name = pool_intern(&imp->strings, ev->name);
+  s->cat = pool_intern(&imp->strings, ev->category);
+  if (ev->args_count && keep_args(imp, ev)) {
+    s->arg_set_id = ++imp->next_arg_set_id;
+    write_args(imp, ev, s->arg_set_id);
+  }
+  if (ev->flow_ids_count || ev->terminating_flow_ids_count)
+    link_flows(imp, ev, s->id);
+}
+
+/* Writes the top slice of `t`, ended at `end` (dur -1 when `open`). */
+static void close_top(etch__importer *imp, qtrack *t, int64_t end, bool open) {
+  open_slice *s = &t->stack[--t->depth];
+  open_slice *parent = t->depth ? &t->stack[t->depth - 1] : NULL;
+  int64_t dur = end - s->ts;
+  if (dur < 0) dur = 0; /* an end stamped before its begin */
+  if (parent) parent->child_dur += dur;
+  int64_t self = dur - s->child_dur;
+  insert_slice(imp, t, s->id, s->ts, open ? -1 : dur, s->cat, s->name,
+               t->depth, parent ? parent->id : 0, s->arg_set_id,
+               self < 0 ? 0 : self);
+  if (open) imp->counts.open_slices++;
+}
+
+static void on_end(etch__importer *imp, qtrack *t, const etch_event *ev) {
+  if (!t->depth) {
+    imp->counts.unmatched_ends++;
+    return;
+  }
+  open_slice *s = &t->stack[t->depth - 1];
+  if (ev->args_count && keep_args(imp, ev)) {
+    if (!s->arg_set_id) s->arg_set_id = ++imp->next_arg_set_id;
+    write_args(imp, ev, s->arg_set_id);
+  }
+  if (ev->flow_ids_count || ev->terminating_flow_ids_count)
+    link_flows(imp, ev, s->id);
+  close_top(imp, t, ev->ts, false);
+}
+
+static void on_instant(etch__importer *imp, qtrack *t, const etch_event *ev) {
+  int64_t id = ++imp->next_slice_id;
+  int64_t arg_set_id = 0;
+  if (ev->args_count && keep_args(imp, ev)) {
+    arg_set_id = ++imp->next_arg_set_id;
+    write_args(imp, ev, arg_set_id);
+  }
+  if (ev->flow_ids_count || ev->terminating_flow_ids_count)
+    link_flows(imp, ev, id);
+  const open_slice *parent = t->depth ? &t->stack[t->depth - 1] : NULL;
+  /* Strings are bound for the step only: the event's own are fine. */
+  insert_slice(imp, t, id, ev->ts, 0,
+               ev->category && ev->category[0] ? ev->category : NULL,
+               ev->name && ev->name[0] ? ev->name : NULL, t->depth,
+               parent ? parent->id : 0, arg_set_id, 0);
+  imp->counts.instants++;
+}
+
+static void on_counter(etch__importer *imp, qtrack *t, const etch_event *ev) {
+  sqlite3_stmt *st = imp->ins_counter;
+  sqlite3_bind_int64(st, 1, ev->ts);
+  sqlite3_bind_int64(st, 2, t->id);
+  sqlite3_bind_double(st, 3, ev->counter_is_double ? ev->counter_double
+                                                   : (double)ev->counter_int);
+  step_reset(imp, st);
+  imp->counts.counters++;
+}
+
+void etch__importer_event(etch__importer *imp, const etch_event *ev) {
+  if (imp->err) return;
+  imp->counts.events++;
+  qtrack *t = get_track(imp, ev->track);
+  if (!t) return;
+  switch (ev->type) {
+    case ETCH_EVENT_SLICE_BEGIN:
+      on_begin(imp, t, ev);
+      break;
+    case ETCH_EVENT_SLICE_END:
+      on_end(imp, t, ev);
+      break;
+    case ETCH_EVENT_INSTANT:
+      on_instant(imp, t, ev);
+      break;
+    case ETCH_EVENT_COUNTER:
+      on_counter(imp, t, ev);
+      break;
+  }
+}
+
+/* ---- start and finish ---------------------------------------------------------- */
+
+static int prepare(etch__importer *imp, const char *sql, sqlite3_stmt **st) {
+  if (sqlite3_prepare_v3(imp->db, sql, -1, SQLITE_PREPARE_PERSISTENT, st,
+                         NULL) != SQLITE_OK)
+    return etch__error(ETCH_ESQL, "import: %s", sqlite3_errmsg(imp->db));
+  return ETCH_OK;
+}
+
+int etch__importer_new(etch__importer **out, sqlite3 *db,
+                       const etch__import_opts *opts) {
+  *out = NULL;
+  etch__importer *imp = etch__calloc(1, sizeof *imp);
+  if (!imp) return ETCH_ENOMEM;
+  imp->db = db;
+  if (opts) imp->opts = *opts;
+  int rc = etch__query_exec(db, "BEGIN;");
+  if (rc) {
+    free(imp);
+    return rc;
+  }
+  imp->in_txn = true;
+  rc = prepare(imp,
+               "INSERT INTO slice(id, ts, dur, track_id, category, name, "
+               "depth, parent_id, arg_set_id, self_dur) "
+               "VALUES(?,?,?,?,?,?,?,?,?,?)",
+               &imp->ins_slice);
+  if (!rc)
+    rc = prepare(imp,
+                 "INSERT INTO counter(ts, track_id, value) VALUES(?,?,?)",
+                 &imp->ins_counter);
+  if (!rc)
+    rc = prepare(imp,
+                 "INSERT INTO args(arg_set_id, flat_key, key, int_value, "
+                 "string_value, real_value, value_type) VALUES(?,?,?,?,?,?,?)",
+                 &imp->ins_arg);
+  if (!rc)
+    rc = prepare(imp, "INSERT INTO flow(slice_out, slice_in) VALUES(?,?)",
+                 &imp->ins_flow);
+  if (rc) {
+    etch__importer_free(imp);
+    return rc;
+  }
+  *out = imp;
+  return ETCH_OK;
+}
+
+static const char *track_type(etch_track_kind k) {
+  switch (k) {
+    case ETCH_TRACK_PROCESS: return "process";
+    case ETCH_TRACK_THREAD: return "thread";
+    case ETCH_TRACK_NAMED: return "named";
+    case ETCH_TRACK_COUNTER: return "counter";
+    case ETCH_TRACK_GLOBAL: break;
+  }
+  return "global";
+}
+
+static int write_tracks(etch__importer *imp) {
+  sqlite3_stmt *st;
+  int rc = prepare(imp,
+                   "INSERT INTO track(id, name, type, parent_id, uuid, utid, "
+                   "upid, unit, unit_multiplier, is_incremental) "
+                   "VALUES(?,?,?,?,?,?,?,?,?,?)",
+                   &st);
+  if (rc) return rc;
+  for (size_t i = 0; i < imp->ntracks && !imp->err; i++) {
+    const qtrack *t = &imp->tracks[i];
+    int64_t parent = -1, upid = 0, utid = 0, v;
+    if (t->parent_uuid && u64map_get(&imp->track_by_uuid, t->parent_uuid, &v))
+      parent = v + 1;
+    if (t->pid && u64map_get(&imp->proc_by_pid, (uint32_t)t->pid, &v))
+      upid = v + 1;
+    if (t->kind == ETCH_TRACK_THREAD &&
+        u64map_get(&imp->thread_by_key,
+                   (uint64_t)(uint32_t)t->pid << 32 | (uint32_t)t->tid, &v))
+      utid = v + 1;
+    sqlite3_bind_int64(st, 1, t->id);
+    bind_text(st, 2, t->name);
+    sqlite3_bind_text(st, 3, track_type(t->kind), -1, SQLITE_STATIC);
+    bind_id(st, 4, parent);
+    sqlite3_bind_int64(st, 5, (int64_t)t->uuid);
+    bind_id(st, 6, utid);
+    bind_id(st, 7, upid);
+    if (t->kind == ETCH_TRACK_COUNTER) {
+      bind_text(st, 8, t->unit);
+      sqlite3_bind_int64(st, 9, t->unit_multiplier > 1 ? t->unit_multiplier : 1);
+      sqlite3_bind_int64(st, 10, t->is_incremental);
+    } else {
+      sqlite3_bind_null(st, 8);
+      sqlite3_bind_null(st, 9);
+      sqlite3_bind_null(st, 10);
+    }
+    step_reset(imp, st);
+  }
+  sqlite3_finalize(st);
+  return imp->err;
+}
+
+static int write_procs_threads(etch__importer *imp) {
+  sqlite3_stmt *st;
+  int rc = prepare(imp, "INSERT INTO process(upid, pid, name) VALUES(?,?,?)",
+                   &st);
+  if (rc) return rc;
+  for (size_t i = 0; i < imp->nprocs && !imp->err; i++) {
+    sqlite3_bind_int64(st, 1, (int64_t)i + 1);
+    sqlite3_bind_int64(st, 2, imp->procs[i].pid);
+    bind_text(st, 3, imp->procs[i].name);
+    step_reset(imp, st);
+  }
+  sqlite3_finalize(st);
+  if (imp->err) return imp->err;
+  rc = prepare(imp,
+               "INSERT INTO thread(utid, tid, name, upid, is_main_thread) "
+               "VALUES(?,?,?,?,?)",
+               &st);
+  if (rc) return rc;
+  for (size_t i = 0; i < imp->nthreads && !imp->err; i++) {
+    const qthread *th = &imp->threads[i];
+    int64_t upid = 0, v;
+    if (th->pid && u64map_get(&imp->proc_by_pid, (uint32_t)th->pid, &v))
+      upid = v + 1;
+    sqlite3_bind_int64(st, 1, (int64_t)i + 1);
+    sqlite3_bind_int64(st, 2, th->tid);
+    bind_text(st, 3, th->name);
+    bind_id(st, 4, upid);
+    if (th->pid)
+      sqlite3_bind_int(st, 5, th->pid == th->tid);
+    else
+      sqlite3_bind_null(st, 5);
+    step_reset(imp, st);
+  }
+  sqlite3_finalize(st);
+  return imp->err;
+}
+
+typedef struct stat_row {
+  const char *name, *severity, *source, *description;
+  uint64_t value;
+} stat_row;
+
+static int write_stats(etch__importer *imp, const etch_reader_stats *rs) {
+  etch_reader_stats z = {0};
+  if (!rs) rs = &z;
+  uint64_t misplaced = rs->misplaced_end_event > imp->counts.unmatched_ends
+                           ? rs->misplaced_end_event
+                           : imp->counts.unmatched_ends;
+  const stat_row rows[] = {
+      {"trace_bytes", "info", "trace", "bytes of trace read", rs->bytes},
+      {"packets", "info", "trace", "trace packets", rs->packets},
+      {"track_events", "info", "trace", "track events", rs->track_events},
+      {"sequences", "info", "trace", "packet sequences", rs->sequences},
+      {"compressed_packets", "info", "trace",
+       "compressed packets (deflate and zstd)", rs->compressed_packets},
+      {"previous_packet_dropped", "data_loss", "trace",
+       "packets saying earlier packets of their sequence were lost",
+       rs->previous_packet_dropped},
+      {"packet_skipped_seq_needs_incremental_state_invalid", "data_loss",
+       "trace",
+       "packets skipped because their sequence lost its incremental state",
+       rs->packet_skipped_seq_needs_incremental_state_invalid},
+      {"misplaced_end_event", "data_loss", "analysis",
+       "slice ends without a matching begin", misplaced},
+      {"traced_buf_chunks_discarded", "data_loss", "trace",
+       "chunks the tracing buffer discarded (buffer full)",
+       rs->trace_stats_chunks_discarded},
+      {"traced_buf_chunks_overwritten", "data_loss", "trace",
+       "chunks the ring buffer overwrote before they were read",
+       rs->trace_stats_chunks_overwritten},
+      {"traced_buf_trace_writer_packet_loss", "data_loss", "trace",
+       "writers that lost packets", rs->trace_stats_writer_packet_loss},
+      {"clock_conversion_failed", "data_loss", "trace",
+       "events dropped because their clock could not be converted",
+       rs->clock_conversion_failed},
+      {"interned_data_missing", "error", "trace",
+       "interned ids used without a definition", rs->interned_data_missing},
+      {"unknown_track", "error", "trace",
+       "events on a track uuid without a descriptor", rs->unknown_track},
+      {"slices", "info", "analysis", "slices (instants included)",
+       imp->counts.slices},
+      {"instants", "info", "analysis", "instant events",
+       imp->counts.instants},
+      {"open_slices", "info", "analysis",
+       "slices still open at the end of the trace (dur -1)",
+       imp->counts.open_slices},
+      {"counter_values", "info", "analysis", "counter values",
+       imp->counts.counters},
+      {"flows", "info", "analysis", "flow links", imp->counts.flows},
+  };
+  sqlite3_stmt *st;
+  int rc = prepare(imp,
+                   "INSERT INTO stats(name, idx, severity, source, value, "
+                   "description) VALUES(?,NULL,?,?,?,?)",
+                   &st);
+  if (rc) return rc;
+  for (size_t i = 0; i < ETCH_ARRAY_SIZE(rows) && !imp->err; i++) {
+    sqlite3_bind_text(st, 1, rows[i].name, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 2, rows[i].severity, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 3, rows[i].source, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 4, (int64_t)rows[i].value);
+    sqlite3_bind_text(st, 5, rows[i].description, -1, SQLITE_STATIC);
+    step_reset(imp, st);
+  }
+  sqlite3_finalize(st);
+  return imp->err;
+}
+
+int etch__importer_finish(etch__importer *imp, const etch_reader_stats *st,
+                          int64_t first, int64_t last) {
+  if (imp->err) return imp->err;
+  /* Slices still open: dur -1, self time up to the end of the trace. */
+  for (size_t i = 0; i < imp->ntracks && !imp->err; i++) {
+    qtrack *t = &imp->tracks[i];
+    while (t->depth && !imp->err) {
+      int64_t end = first <= last ? last : t->stack[t->depth - 1].ts;
+      close_top(imp, t, end, true);
+    }
+  }
+  int rc = imp->err;
+  if (!rc) rc = write_tracks(imp);
+  if (!rc) rc = write_procs_threads(imp);
+  if (!rc) rc = write_stats(imp, st);
+  if (!rc && first <= last) {
+    char sql[128];
+    snprintf(sql, sizeof sql,
+             "INSERT INTO trace_bounds VALUES(%lld, %lld);", (long long)first,
+             (long long)last);
+    rc = etch__query_exec(imp->db, sql);
+  } else if (!rc) {
+    rc = etch__query_exec(imp->db,
+                          "INSERT INTO trace_bounds VALUES(NULL, NULL);");
+  }
+  if (!rc && imp->opts.indexes) rc = etch__query_schema_indexes(imp->db);
+  if (!rc) rc = etch__query_exec(imp->db, "COMMIT;");
+  if (!rc) imp->in_txn = false;
+  imp->counts.tracks = imp->ntracks;
+  if (rc) fail(imp, rc);
+  return rc;
+}
+
+void etch__importer_counts(const etch__importer *imp,
+                           etch__import_counts *out) {
+  *out = imp->counts;
+}
+
+void etch__importer_free(etch__importer *imp) {
+  if (!imp) return;
+  sqlite3_finalize(imp->ins_slice);
+  sqlite3_finalize(imp->ins_counter);
+  sqlite3_finalize(imp->ins_arg);
+  sqlite3_finalize(imp->ins_flow);
+  if (imp->in_txn) sqlite3_exec(imp->db, "ROLLBACK;", NULL, NULL, NULL);
+  for (size_t i = 0; i < imp->ntracks; i++) free(imp->tracks[i].stack);
+  free(imp->tracks);
+  free(imp->procs);
+  free(imp->threads);
+  u64map_free(&imp->track_by_uuid);
+  u64map_free(&imp->proc_by_pid);
+  u64map_free(&imp->thread_by_key);
+  u64map_free(&imp->flows);
+  pool_free(&imp->strings);
+  free(imp);
+}

@@ -1,0 +1,175 @@
+/*
+ * query.h - the query part: a trace imported into SQLite tables shaped like
+ * trace_processor's, and what the etch command builds on them (SQL results
+ * as aligned tables or CSV, the `etch stats` report, Chrome JSON export).
+ *
+ * Import has two layers:
+ *  - the importer (import.c) turns resolved reader events into rows: it nests
+ *    slices per track with a stack, links flows, flattens args, and at the
+ *    end writes tracks, processes, threads, stats and trace bounds. It knows
+ *    nothing about files, so tests can feed it events directly;
+ *  - etch__query_import_* (import_reader.c) runs an etch_reader over a file
+ *    or a memory buffer and feeds the importer.
+ *
+ * Schema (schema.c, documented in docs/analysis.md): process, thread, track
+ * (+ thread_track, process_track, counter_track views), slice, counter,
+ * args, flow, stats, trace_bounds.
+ *
+ * Every function returns ETCH_OK or a negative etch status and leaves a
+ * message in etch_last_error().
+ */
+#ifndef ETCH_QUERY_H
+#define ETCH_QUERY_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include <sqlite3.h>
+
+#include "etch/reader.h"
+
+/* ---- database ------------------------------------------------------------ */
+
+/*
+ * Opens a database for an import: in memory when `path` is NULL, else the
+ * file `path` (an existing file is replaced). Applies the bulk-load pragmas
+ * (journal off, synchronous off, exclusive locking).
+ */
+int etch__query_db_open(sqlite3 **out, const char *path);
+/* Opens an existing database file (one written with --db) read-write. */
+int etch__query_db_open_existing(sqlite3 **out, const char *path);
+/* Creates the tables (not the indexes) in an empty database. */
+int etch__query_schema_create(sqlite3 *db);
+/* Creates the indexes queries use; called after the bulk insert. */
+int etch__query_schema_indexes(sqlite3 *db);
+/* Runs `sql` (no result rows expected); on failure the message names it. */
+int etch__query_exec(sqlite3 *db, const char *sql);
+/* True if the file starts with the SQLite database header. */
+bool etch__query_is_sqlite_file(const char *path);
+
+/* ---- import -------------------------------------------------------------- */
+
+typedef struct etch__import_opts {
+  /* Store the args of every event. When false only the args of etch's own
+   * events (category "etch") are kept: enough for `etch stats`. */
+  bool all_args;
+  /* Create indexes after the bulk insert (for ad-hoc queries). */
+  bool indexes;
+  /* Show progress on stderr after a second (the caller checks isatty). */
+  bool progress;
+  /* Deliver events in timestamp order (trace_processor's order) rather
+   * than file order. */
+  bool timestamp_order;
+} etch__import_opts;
+
+/* Counts of what an import produced. */
+typedef struct etch__import_counts {
+  uint64_t events;       /* track events seen */
+  uint64_t slices;       /* rows in slice, instants included */
+  uint64_t instants;
+  uint64_t open_slices;  /* still open at the end: dur -1 */
+  uint64_t unmatched_ends;
+  uint64_t counters;
+  uint64_t flows;
+  uint64_t args;
+  uint64_t tracks;
+} etch__import_counts;
+
+typedef struct etch__importer etch__importer;
+
+/* Starts an import into `db`, which must hold the schema and no rows; opens
+ * the transaction that etch__importer_finish commits. */
+int etch__importer_new(etch__importer **out, sqlite3 *db,
+                       const etch__import_opts *opts);
+/* A track (may be called again for a known uuid: names are refreshed). */
+void etch__importer_track(etch__importer *imp, const etch_track_info *t);
+/* One event. Errors are kept and returned by etch__importer_finish. */
+void etch__importer_event(etch__importer *imp, const etch_event *ev);
+/*
+ * Ends the import: closes the slices still open (dur -1), writes tracks,
+ * processes, threads, the stats table (from `st`, may be NULL) and the trace
+ * bounds (`first` > `last` = none), creates indexes if asked, commits.
+ */
+int etch__importer_finish(etch__importer *imp, const etch_reader_stats *st,
+                          int64_t first, int64_t last);
+void etch__importer_counts(const etch__importer *imp,
+                           etch__import_counts *out);
+void etch__importer_free(etch__importer *imp);
+
+/*
+ * Imports a whole trace file (or `len` bytes at `data`) into `db`, which
+ * must be empty: creates the schema, runs the reader, finishes. `name`
+ * prefixes error messages. `counts` may be NULL.
+ */
+int etch__query_import_file(sqlite3 *db, const char *path,
+                            const etch__import_opts *opts,
+                            etch__import_counts *counts);
+int etch__query_import_memory(sqlite3 *db, const void *data, size_t len,
+                              const char *name, const etch__import_opts *opts,
+                              etch__import_counts *counts);
+
+/* ---- results ------------------------------------------------------------- */
+
+typedef enum etch__out_mode {
+  ETCH__OUT_TABLE = 0, /* aligned columns with a header */
+  ETCH__OUT_CSV = 1    /* RFC 4180 quoting, header row, "\n" rows */
+} etch__out_mode;
+
+/*
+ * Steps a prepared statement to the end and prints its rows. Statements
+ * without result columns print nothing. Returns ETCH_ESQL with SQLite's
+ * message on failure.
+ */
+int etch__query_print_stmt(sqlite3_stmt *st, FILE *out, etch__out_mode mode);
+/*
+ * Runs every statement of `sql` in turn, printing each result (results are
+ * separated by a blank line in table mode). On an error the message names
+ * SQLite's complaint.
+ */
+int etch__query_run_sql(sqlite3 *db, const char *sql, FILE *out,
+                        etch__out_mode mode);
+
+/* An interactive prompt on `in`/`out`: SQL ending with ';', .tables,
+ * .schema [table], .mode table|csv, .help, .quit. */
+int etch__query_shell(sqlite3 *db, FILE *in, FILE *out, etch__out_mode mode);
+
+/* ---- text tables (shared by results and stats) ---------------------------- */
+
+typedef struct etch__tt etch__tt;
+etch__tt *etch__tt_new(size_t ncols);
+/* Column header and alignment (right = numbers). */
+void etch__tt_header(etch__tt *t, size_t col, const char *name, bool right);
+/* Appends a cell to the current row; rows fill left to right. */
+void etch__tt_cell(etch__tt *t, const char *text);
+void etch__tt_cellf(etch__tt *t, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* Prints the header (if any column has one), dashes (if asked) and the
+ * rows, every line prefixed by `indent`. */
+void etch__tt_print(const etch__tt *t, FILE *out, const char *indent,
+                    bool dashes);
+size_t etch__tt_rows(const etch__tt *t);
+void etch__tt_free(etch__tt *t);
+
+/* ---- reports --------------------------------------------------------------- */
+
+/* "999 ns", "1.23 us", "45.60 ms", "2.50 s". */
+void etch__fmt_dur(char *buf, size_t n, int64_t ns);
+
+typedef struct etch__stats_opts {
+  int top;      /* rows per top-slices table (default 10) */
+  bool compact; /* trace summary, top by total, data loss only */
+  bool json;    /* machine-readable output */
+} etch__stats_opts;
+
+/* Prints the `etch stats` report from the imported tables. */
+int etch__query_stats(sqlite3 *db, FILE *out, const etch__stats_opts *opts);
+
+/* Writes the Chrome JSON trace event format from the imported tables. */
+int etch__query_export_json(sqlite3 *db, FILE *out);
+
+/* JSON string escaping: quotes, backslashes, control characters; invalid
+ * UTF-8 becomes U+FFFD. Writes the surrounding quotes. */
+void etch__json_string(FILE *out, const char *s, size_t len);
+
+#endif /* ETCH_QUERY_H */

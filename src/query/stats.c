@@ -1,0 +1,495 @@
+/*
+ * stats.c - the `etch stats` report: where the time went, from the imported
+ * tables (one import, then a handful of aggregate queries).
+ *
+ * Sections: trace (duration and counts), top slices by total and by self
+ * time, per-thread busy time (depth-0 slices), counters, data loss. Slices
+ * still open at the end (dur -1) count up to the end of the trace. Instants
+ * (dur 0) are left out of the time tables.
+ */
+#define _GNU_SOURCE
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/base.h"
+#include "query/query.h"
+
+void etch__fmt_dur(char *buf, size_t n, int64_t ns) {
+  static const struct {
+    double div;
+    const char *unit;
+  } units[] = {{1e3, "us"}, {1e6, "ms"}, {1e9, "s"}};
+  const char *sign = ns < 0 ? "-" : "";
+  double a = fabs((double)ns);
+  if (a < 1000) {
+    snprintf(buf, n, "%s%.0f ns", sign, a);
+    return;
+  }
+  for (size_t i = 0; i < ETCH_ARRAY_SIZE(units); i++) {
+    double v = a / units[i].div;
+    /* Move to the next unit when rounding would print 1000.00. */
+    if (i + 1 < ETCH_ARRAY_SIZE(units) && round(v * 100) >= 100000) continue;
+    snprintf(buf, n, "%s%.2f %s", sign, v, units[i].unit);
+    return;
+  }
+}
+
+static void fmt_num(char *buf, size_t n, double v) {
+  if (v == floor(v) && fabs(v) < 1e15)
+    snprintf(buf, n, "%.0f", v);
+  else
+    snprintf(buf, n, "%.6g", v);
+}
+
+typedef struct report {
+  sqlite3 *db;
+  FILE *out;
+  const etch__stats_opts *o;
+  int rc;
+  int64_t start, end; /* trace bounds; start > end: no events */
+  bool first_section;
+  bool json_first; /* no member written yet in the current JSON object */
+} report;
+
+static sqlite3_stmt *prep(report *r, const char *sql) {
+  sqlite3_stmt *st = NULL;
+  if (r->rc) return NULL;
+  if (sqlite3_prepare_v2(r->db, sql, -1, &st, NULL) != SQLITE_OK) {
+    r->rc = etch__error(ETCH_ESQL, "stats: %s", sqlite3_errmsg(r->db));
+    return NULL;
+  }
+  return st;
+}
+
+static void finish(report *r, sqlite3_stmt *st, int step_rc) {
+  if (step_rc != SQLITE_DONE && !r->rc)
+    r->rc = etch__error(ETCH_ESQL, "stats: %s", sqlite3_errmsg(r->db));
+  sqlite3_finalize(st);
+}
+
+/* A single integer from `sql` (0 when NULL or no row). */
+static int64_t scalar(report *r, const char *sql) {
+  sqlite3_stmt *st = prep(r, sql);
+  if (!st) return 0;
+  int64_t v = 0;
+  int rc = sqlite3_step(st);
+  if (rc == SQLITE_ROW) {
+    v = sqlite3_column_int64(st, 0);
+    rc = SQLITE_DONE;
+  }
+  finish(r, st, rc);
+  return v;
+}
+
+static void section(report *r, const char *title) {
+  if (!r->first_section) fputc('\n', r->out);
+  r->first_section = false;
+  fprintf(r->out, "%s\n", title);
+}
+
+static const char *text_or(sqlite3_stmt *st, int col, const char *dflt) {
+  const char *s = (const char *)sqlite3_column_text(st, col);
+  return s ? s : dflt;
+}
+
+/* The effective duration of a slice: open ones run to the end. */
+#define EFF_DUR \
+  "CASE WHEN dur < 0 THEN max((SELECT coalesce(end_ts, 0) FROM " \
+  "trace_bounds) - ts, 0) ELSE dur END"
+
+/* ---- JSON helpers ------------------------------------------------------------ */
+
+static void jkey(report *r, const char *key) {
+  if (!r->json_first) fputc(',', r->out);
+  r->json_first = false;
+  etch__json_string(r->out, key, strlen(key));
+  fputc(':', r->out);
+}
+
+static void jint(report *r, const char *key, int64_t v) {
+  jkey(r, key);
+  fprintf(r->out, "%lld", (long long)v);
+}
+
+static void jnum(report *r, const char *key, double v) {
+  jkey(r, key);
+  if (isfinite(v))
+    fprintf(r->out, "%.17g", v);
+  else
+    fputs("null", r->out);
+}
+
+static void jstr(report *r, const char *key, const char *s) {
+  jkey(r, key);
+  if (s)
+    etch__json_string(r->out, s, strlen(s));
+  else
+    fputs("null", r->out);
+}
+
+static void jopen(report *r, const char *key, char bracket) {
+  if (key) jkey(r, key);
+  else if (!r->json_first) fputc(',', r->out);
+  fputc(bracket, r->out);
+  r->json_first = true;
+}
+
+static void jclose(report *r, char bracket) {
+  fputc(bracket, r->out);
+  r->json_first = false;
+}
+
+/* ---- sections ------------------------------------------------------------------ */
+
+static void trace_section(report *r) {
+  int64_t dur = r->start <= r->end ? r->end - r->start : 0;
+  int64_t events = scalar(r, "SELECT value FROM stats WHERE name='track_events'");
+  int64_t slices = scalar(r, "SELECT count(*) FROM slice");
+  int64_t instants = scalar(r, "SELECT value FROM stats WHERE name='instants'");
+  int64_t open = scalar(r, "SELECT count(*) FROM slice WHERE dur < 0");
+  int64_t counters = scalar(r, "SELECT count(*) FROM counter");
+  int64_t ctracks = scalar(r, "SELECT count(*) FROM track WHERE type='counter'");
+  int64_t flows = scalar(r, "SELECT count(*) FROM flow");
+  int64_t tracks = scalar(r, "SELECT count(*) FROM track");
+  int64_t procs = scalar(r, "SELECT count(*) FROM process");
+  int64_t threads = scalar(r, "SELECT count(*) FROM thread");
+  if (r->rc) return;
+  if (r->o->json) {
+    jopen(r, "trace", '{');
+    if (r->start <= r->end) {
+      jint(r, "start_ts", r->start);
+      jint(r, "end_ts", r->end);
+    }
+    jint(r, "duration_ns", dur);
+    jint(r, "events", events);
+    jint(r, "slices", slices);
+    jint(r, "instants", instants);
+    jint(r, "open_slices", open);
+    jint(r, "counter_values", counters);
+    jint(r, "counter_tracks", ctracks);
+    jint(r, "flows", flows);
+    jint(r, "tracks", tracks);
+    jint(r, "processes", procs);
+    jint(r, "threads", threads);
+    jclose(r, '}');
+    return;
+  }
+  char d[32];
+  etch__fmt_dur(d, sizeof d, dur);
+  section(r, "trace");
+  etch__tt *t = etch__tt_new(2);
+  etch__tt_cell(t, "duration");
+  if (r->start <= r->end)
+    etch__tt_cellf(t, "%s (%lld .. %lld ns)", d, (long long)r->start,
+                   (long long)r->end);
+  else
+    etch__tt_cell(t, "0 (no events)");
+  etch__tt_cell(t, "events");
+  etch__tt_cellf(t, "%lld", (long long)events);
+  etch__tt_cell(t, "slices");
+  etch__tt_cellf(t, "%lld (%lld instant%s, %lld open at the end)",
+                 (long long)slices, (long long)instants,
+                 instants == 1 ? "" : "s", (long long)open);
+  etch__tt_cell(t, "counters");
+  etch__tt_cellf(t, "%lld values on %lld track%s", (long long)counters,
+                 (long long)ctracks, ctracks == 1 ? "" : "s");
+  etch__tt_cell(t, "flows");
+  etch__tt_cellf(t, "%lld", (long long)flows);
+  etch__tt_cell(t, "tracks");
+  etch__tt_cellf(t, "%lld", (long long)tracks);
+  etch__tt_cell(t, "processes");
+  etch__tt_cellf(t, "%lld", (long long)procs);
+  etch__tt_cell(t, "threads");
+  etch__tt_cellf(t, "%lld", (long long)threads);
+  /* No header line: print rows only. */
+  etch__tt_print(t, r->out, "  ", false);
+  etch__tt_free(t);
+}
+
+static void top_section(report *r, bool by_self) {
+  char sql[768];
+  snprintf(sql, sizeof sql,
+           "SELECT name, count(*), sum(d) AS total, sum(self_dur) AS self, "
+           "max(d) FROM (SELECT name, self_dur, " EFF_DUR " AS d FROM slice "
+           "WHERE dur != 0) GROUP BY name ORDER BY %s DESC, name LIMIT %d",
+           by_self ? "self" : "total", r->o->top > 0 ? r->o->top : 10);
+  sqlite3_stmt *st = prep(r, sql);
+  if (!st) return;
+  etch__tt *t = NULL;
+  if (r->o->json) {
+    jopen(r, by_self ? "top_by_self" : "top_by_total", '[');
+  } else {
+    section(r, by_self ? "top slices by self time" : "top slices by total time");
+    t = etch__tt_new(6);
+    const char *h[] = {"name", "count", "total", "self", "avg", "max"};
+    for (size_t i = 0; i < 6; i++) etch__tt_header(t, i, h[i], i > 0);
+  }
+  int rc;
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    const char *name = (const char *)sqlite3_column_text(st, 0);
+    int64_t count = sqlite3_column_int64(st, 1);
+    int64_t total = sqlite3_column_int64(st, 2);
+    int64_t self = sqlite3_column_int64(st, 3);
+    int64_t max = sqlite3_column_int64(st, 4);
+    int64_t avg = count ? total / count : 0;
+    if (r->o->json) {
+      jopen(r, NULL, '{');
+      jstr(r, "name", name);
+      jint(r, "count", count);
+      jint(r, "total_ns", total);
+      jint(r, "self_ns", self);
+      jint(r, "avg_ns", avg);
+      jint(r, "max_ns", max);
+      jclose(r, '}');
+      continue;
+    }
+    char a[32], b[32], c[32], d[32];
+    etch__fmt_dur(a, sizeof a, total);
+    etch__fmt_dur(b, sizeof b, self);
+    etch__fmt_dur(c, sizeof c, avg);
+    etch__fmt_dur(d, sizeof d, max);
+    etch__tt_cell(t, name ? name : "NULL");
+    etch__tt_cellf(t, "%lld", (long long)count);
+    etch__tt_cell(t, a);
+    etch__tt_cell(t, b);
+    etch__tt_cell(t, c);
+    etch__tt_cell(t, d);
+  }
+  finish(r, st, rc);
+  if (r->o->json) {
+    jclose(r, ']');
+  } else {
+    if (etch__tt_rows(t))
+      etch__tt_print(t, r->out, "  ", true);
+    else
+      fprintf(r->out, "  no slices\n");
+    etch__tt_free(t);
+  }
+}
+
+static void threads_section(report *r) {
+  sqlite3_stmt *st = prep(
+      r,
+      "SELECT th.name, th.tid, p.pid, p.name, sum(" EFF_DUR ") AS busy, "
+      "count(*) FROM slice s JOIN track tr ON s.track_id = tr.id "
+      "JOIN thread th ON tr.utid = th.utid "
+      "LEFT JOIN process p ON th.upid = p.upid "
+      "WHERE s.depth = 0 AND s.dur != 0 "
+      "GROUP BY th.utid ORDER BY busy DESC, th.tid");
+  if (!st) return;
+  int64_t dur = r->start <= r->end ? r->end - r->start : 0;
+  etch__tt *t = NULL;
+  if (r->o->json) {
+    jopen(r, "threads", '[');
+  } else {
+    section(r, "threads (busy = time in depth-0 slices)");
+    t = etch__tt_new(6);
+    const char *h[] = {"thread", "tid", "process", "pid", "busy", "of trace"};
+    const bool right[] = {false, true, false, true, true, true};
+    for (size_t i = 0; i < 6; i++) etch__tt_header(t, i, h[i], right[i]);
+  }
+  int rc;
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    int64_t busy = sqlite3_column_int64(st, 4);
+    if (r->o->json) {
+      jopen(r, NULL, '{');
+      jstr(r, "thread", (const char *)sqlite3_column_text(st, 0));
+      jint(r, "tid", sqlite3_column_int64(st, 1));
+      jstr(r, "process", (const char *)sqlite3_column_text(st, 3));
+      jint(r, "pid", sqlite3_column_int64(st, 2));
+      jint(r, "busy_ns", busy);
+      jclose(r, '}');
+      continue;
+    }
+    char b[32];
+    etch__fmt_dur(b, sizeof b, busy);
+    etch__tt_cell(t, text_or(st, 0, "-"));
+    etch__tt_cell(t, text_or(st, 1, "-"));
+    etch__tt_cell(t, text_or(st, 3, "-"));
+    etch__tt_cell(t, text_or(st, 2, "-"));
+    etch__tt_cell(t, b);
+    if (dur > 0)
+      etch__tt_cellf(t, "%.1f%%", 100.0 * (double)busy / (double)dur);
+    else
+      etch__tt_cell(t, "-");
+  }
+  finish(r, st, rc);
+  if (r->o->json) {
+    jclose(r, ']');
+  } else {
+    if (etch__tt_rows(t))
+      etch__tt_print(t, r->out, "  ", true);
+    else
+      fprintf(r->out, "  no slices on thread tracks\n");
+    etch__tt_free(t);
+  }
+}
+
+static void counters_section(report *r) {
+  sqlite3_stmt *st = prep(
+      r,
+      "SELECT tr.name, tr.unit, a.n, a.lo, a.hi, a.mean, "
+      "(SELECT value FROM (SELECT value, max(ts) FROM counter c "
+      " WHERE c.track_id = tr.id)) "
+      "FROM (SELECT track_id, count(*) AS n, min(value) AS lo, "
+      "max(value) AS hi, avg(value) AS mean FROM counter GROUP BY track_id) a "
+      "JOIN track tr ON tr.id = a.track_id ORDER BY tr.name, tr.id");
+  if (!st) return;
+  etch__tt *t = NULL;
+  if (r->o->json) {
+    jopen(r, "counters", '[');
+  } else {
+    section(r, "counters");
+    t = etch__tt_new(7);
+    const char *h[] = {"track", "unit", "count", "min", "max", "mean", "last"};
+    for (size_t i = 0; i < 7; i++) etch__tt_header(t, i, h[i], i > 1);
+  }
+  int rc;
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    if (r->o->json) {
+      jopen(r, NULL, '{');
+      jstr(r, "track", (const char *)sqlite3_column_text(st, 0));
+      jstr(r, "unit", (const char *)sqlite3_column_text(st, 1));
+      jint(r, "count", sqlite3_column_int64(st, 2));
+      jnum(r, "min", sqlite3_column_double(st, 3));
+      jnum(r, "max", sqlite3_column_double(st, 4));
+      jnum(r, "mean", sqlite3_column_double(st, 5));
+      jnum(r, "last", sqlite3_column_double(st, 6));
+      jclose(r, '}');
+      continue;
+    }
+    etch__tt_cell(t, text_or(st, 0, "-"));
+    etch__tt_cell(t, text_or(st, 1, "-"));
+    etch__tt_cellf(t, "%lld", (long long)sqlite3_column_int64(st, 2));
+    for (int c = 3; c <= 6; c++) {
+      char v[48];
+      fmt_num(v, sizeof v, sqlite3_column_double(st, c));
+      etch__tt_cell(t, v);
+    }
+  }
+  finish(r, st, rc);
+  if (r->o->json) {
+    jclose(r, ']');
+  } else {
+    if (etch__tt_rows(t))
+      etch__tt_print(t, r->out, "  ", true);
+    else
+      fprintf(r->out, "  no counters\n");
+    etch__tt_free(t);
+  }
+}
+
+static void loss_section(report *r) {
+  sqlite3_stmt *st = prep(r,
+                          "SELECT name, value, description FROM stats "
+                          "WHERE severity IN ('data_loss', 'error') "
+                          "AND value != 0 ORDER BY rowid");
+  if (!st) return;
+  etch__tt *t = NULL;
+  if (r->o->json) {
+    jopen(r, "data_loss", '{');
+    jopen(r, "stats", '{');
+  } else {
+    section(r, "data loss");
+    t = etch__tt_new(3);
+    etch__tt_header(t, 0, "stat", false);
+    etch__tt_header(t, 1, "value", true);
+    etch__tt_header(t, 2, "meaning", false);
+  }
+  int rc;
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    if (r->o->json) {
+      jint(r, text_or(st, 0, ""), sqlite3_column_int64(st, 1));
+      continue;
+    }
+    etch__tt_cell(t, text_or(st, 0, ""));
+    etch__tt_cellf(t, "%lld", (long long)sqlite3_column_int64(st, 1));
+    etch__tt_cell(t, text_or(st, 2, ""));
+  }
+  finish(r, st, rc);
+  size_t nstats = etch__tt_rows(t);
+  if (r->o->json) jclose(r, '}');
+  else if (nstats) etch__tt_print(t, r->out, "  ", true);
+  etch__tt_free(t);
+
+  /* Events the SDK dropped, reported per thread as etch.dropped_events. */
+  st = prep(r,
+            "SELECT th.name, th.tid, p.pid, sum(a.int_value) FROM slice s "
+            "JOIN args a ON a.arg_set_id = s.arg_set_id "
+            "AND a.key = 'debug.count' "
+            "JOIN track tr ON s.track_id = tr.id "
+            "LEFT JOIN thread th ON tr.utid = th.utid "
+            "LEFT JOIN process p ON th.upid = p.upid "
+            "WHERE s.name = 'etch.dropped_events' "
+            "GROUP BY tr.id ORDER BY th.tid");
+  if (!st) return;
+  if (r->o->json) {
+    jopen(r, "dropped_events", '[');
+  } else {
+    t = etch__tt_new(4);
+    const char *h[] = {"thread", "tid", "pid", "dropped events"};
+    for (size_t i = 0; i < 4; i++) etch__tt_header(t, i, h[i], i > 0);
+  }
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    if (r->o->json) {
+      jopen(r, NULL, '{');
+      jstr(r, "thread", (const char *)sqlite3_column_text(st, 0));
+      jint(r, "tid", sqlite3_column_int64(st, 1));
+      jint(r, "pid", sqlite3_column_int64(st, 2));
+      jint(r, "dropped", sqlite3_column_int64(st, 3));
+      jclose(r, '}');
+      continue;
+    }
+    etch__tt_cell(t, text_or(st, 0, "-"));
+    etch__tt_cell(t, text_or(st, 1, "-"));
+    etch__tt_cell(t, text_or(st, 2, "-"));
+    etch__tt_cellf(t, "%lld", (long long)sqlite3_column_int64(st, 3));
+  }
+  finish(r, st, rc);
+  if (r->o->json) {
+    jclose(r, ']');
+    jclose(r, '}');
+    return;
+  }
+  if (etch__tt_rows(t)) {
+    if (nstats) fputc('\n', r->out);
+    etch__tt_print(t, r->out, "  ", true);
+  } else if (!nstats) {
+    fprintf(r->out, "  none\n");
+  }
+  etch__tt_free(t);
+}
+
+int etch__query_stats(sqlite3 *db, FILE *out, const etch__stats_opts *opts) {
+  etch__stats_opts dflt = {.top = 10};
+  report r = {.db = db, .out = out, .o = opts ? opts : &dflt};
+  r.first_section = true;
+  r.start = 1;
+  r.end = 0;
+  sqlite3_stmt *st = prep(&r, "SELECT start_ts, end_ts FROM trace_bounds");
+  if (!st) return r.rc;
+  int rc = sqlite3_step(st);
+  if (rc == SQLITE_ROW) {
+    if (sqlite3_column_type(st, 0) != SQLITE_NULL) {
+      r.start = sqlite3_column_int64(st, 0);
+      r.end = sqlite3_column_int64(st, 1);
+    }
+    rc = SQLITE_DONE;
+  }
+  finish(&r, st, rc);
+  if (r.o->json) {
+    r.json_first = true;
+    fputc('{', out);
+  }
+  trace_section(&r);
+  top_section(&r, false);
+  if (!r.o->compact) {
+    top_section(&r, true);
+    threads_section(&r);
+    counters_section(&r);
+  }
+  loss_section(&r);
+  if (r.o->json) fputs("}\n", out);
+  return r.rc;
+}

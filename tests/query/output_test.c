@@ -1,0 +1,295 @@
+/*
+ * output_test.c - exact text of query results (aligned and CSV), the
+ * `etch stats` report and the Chrome JSON export, on a fixture trace.
+ */
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include "query/query.h"
+#include "query_test_util.h"
+#include "test.h"
+
+static char *run(sqlite3 *db, const char *sql, etch__out_mode mode) {
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  int rc = etch__query_run_sql(db, sql, f, mode);
+  fclose(f);
+  if (rc) FAIL("%s: %s", sql, etch_last_error());
+  return buf;
+}
+
+TEST(table_aligns_numbers_right_text_left_null_shown) {
+  sqlite3 *db = qt_new_db();
+  char *got = run(db,
+                  "SELECT 'a' AS name, 1 AS n, 2.5 AS x, NULL AS z "
+                  "UNION ALL SELECT 'longer name', 12345, NULL, 'text' "
+                  "UNION ALL SELECT NULL, -7, 0.125, NULL",
+                  ETCH__OUT_TABLE);
+  ASSERT_TEXT(got,
+              "name             n      x  z\n"
+              "-----------  -----  -----  ----\n"
+              "a                1    2.5  NULL\n"
+              "longer name  12345   NULL  text\n"
+              "NULL            -7  0.125  NULL\n");
+  free(got);
+  sqlite3_close(db);
+}
+
+TEST(table_empty_result_and_several_statements) {
+  sqlite3 *db = qt_new_db();
+  char *got = run(db,
+                  "CREATE TABLE t(a); SELECT a FROM t; "
+                  "INSERT INTO t VALUES (1); SELECT a, a * 2 AS b FROM t;"
+                  " -- trailing comment\n",
+                  ETCH__OUT_TABLE);
+  ASSERT_TEXT(got,
+              "a\n"
+              "-\n"
+              "\n"
+              "a  b\n"
+              "-  -\n"
+              "1  2\n");
+  free(got);
+  sqlite3_close(db);
+}
+
+TEST(table_streams_rows_beyond_the_first_thousand) {
+  sqlite3 *db = qt_new_db();
+  char *got = run(db,
+                  "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 "
+                  "FROM n WHERE i < 1002) SELECT i FROM n",
+                  ETCH__OUT_TABLE);
+  /* Widths come from the first 1000 rows (4 digits), then rows stream. */
+  const char *tail = strstr(got, "1000\n1001\n1002\n");
+  ASSERT_TRUE(tail != NULL);
+  ASSERT_TRUE(strncmp(got, "   i\n----\n   1\n", 15) == 0);
+  free(got);
+  sqlite3_close(db);
+}
+
+TEST(csv_quotes_as_rfc4180) {
+  sqlite3 *db = qt_new_db();
+  char *got = run(db,
+                  "SELECT 'plain' AS \"a,b\", 'with,comma' AS q, "
+                  "'say \"hi\"' AS r, 'two' || char(10) || 'lines' AS s, "
+                  "'cr' || char(13) AS t, NULL AS u, 1.5 AS v, x'00ff' AS w",
+                  ETCH__OUT_CSV);
+  ASSERT_TEXT(got,
+              "\"a,b\",q,r,s,t,u,v,w\n"
+              "plain,\"with,comma\",\"say \"\"hi\"\"\",\"two\nlines\","
+              "\"cr\r\",,1.5,X'00ff'\n");
+  free(got);
+  sqlite3_close(db);
+}
+
+TEST(sql_error_names_the_problem) {
+  sqlite3 *db = qt_new_db();
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  int rc = etch__query_run_sql(db, "selec 1", f, ETCH__OUT_TABLE);
+  fclose(f);
+  ASSERT_EQ_INT(rc, ETCH_ESQL);
+  ASSERT_EQ_STR(etch_last_error(), "SQL error: near \"selec\": syntax error");
+  rc = etch__query_run_sql(db, "select nope from slice", stdout,
+                           ETCH__OUT_TABLE);
+  ASSERT_EQ_INT(rc, ETCH_ESQL);
+  ASSERT_EQ_STR(etch_last_error(), "SQL error: no such column: nope");
+  free(buf);
+  sqlite3_close(db);
+}
+
+TEST(fmt_dur_units) {
+  char b[32];
+  const struct {
+    int64_t ns;
+    const char *want;
+  } cases[] = {{0, "0 ns"},           {999, "999 ns"},
+               {1000, "1.00 us"},     {1234, "1.23 us"},
+               {999994, "999.99 us"}, {999999, "1.00 ms"},
+               {45600000, "45.60 ms"}, {2500000000, "2.50 s"},
+               {-1500, "-1.50 us"},   {7200000000000, "7200.00 s"}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    etch__fmt_dur(b, sizeof b, cases[i].ns);
+    ASSERT_EQ_STR(b, cases[i].want);
+  }
+}
+
+static int stats_full(sqlite3 *db, FILE *out) {
+  etch__stats_opts o = {.top = 10};
+  return etch__query_stats(db, out, &o);
+}
+
+static int stats_compact(sqlite3 *db, FILE *out) {
+  etch__stats_opts o = {.top = 2, .compact = true};
+  return etch__query_stats(db, out, &o);
+}
+
+static int stats_json(sqlite3 *db, FILE *out) {
+  etch__stats_opts o = {.top = 10, .json = true};
+  return etch__query_stats(db, out, &o);
+}
+
+TEST(stats_report_exact) {
+  sqlite3 *db = qt_fixture_db(false);
+  char *got = qt_capture(stats_full, db);
+  ASSERT_TEXT(got,
+              "trace\n"
+              "  duration   19.00 us (1000 .. 20000 ns)\n"
+              "  events     21\n"
+              "  slices     10 (2 instants, 1 open at the end)\n"
+              "  counters   3 values on 1 track\n"
+              "  flows      1\n"
+              "  tracks     5\n"
+              "  processes  1\n"
+              "  threads    2\n"
+              "\n"
+              "top slices by total time\n"
+              "  name   count     total      self      avg       max\n"
+              "  -----  -----  --------  --------  -------  --------\n"
+              "  frame      2  18.00 us  11.00 us  9.00 us  10.00 us\n"
+              "  draw       3   7.00 us   7.00 us  2.33 us   4.00 us\n"
+              "  req        1   6.00 us   6.00 us  6.00 us   6.00 us\n"
+              "  job        1   4.00 us   4.00 us  4.00 us   4.00 us\n"
+              "  wait       1   2.00 us   2.00 us  2.00 us   2.00 us\n"
+              "\n"
+              "top slices by self time\n"
+              "  name   count     total      self      avg       max\n"
+              "  -----  -----  --------  --------  -------  --------\n"
+              "  frame      2  18.00 us  11.00 us  9.00 us  10.00 us\n"
+              "  draw       3   7.00 us   7.00 us  2.33 us   4.00 us\n"
+              "  req        1   6.00 us   6.00 us  6.00 us   6.00 us\n"
+              "  job        1   4.00 us   4.00 us  4.00 us   4.00 us\n"
+              "  wait       1   2.00 us   2.00 us  2.00 us   2.00 us\n"
+              "\n"
+              "threads (busy = time in depth-0 slices)\n"
+              "  thread  tid  process  pid      busy  of trace\n"
+              "  ------  ---  -------  ---  --------  --------\n"
+              "  main     10  app       10  18.00 us     94.7%\n"
+              "  worker   11  app       10   6.00 us     31.6%\n"
+              "\n"
+              "counters\n"
+              "  track  unit   count  min  max  mean  last\n"
+              "  -----  -----  -----  ---  ---  ----  ----\n"
+              "  heap   bytes      3  100  300   200   200\n"
+              "\n"
+              "data loss\n"
+              "  stat                     value  meaning\n"
+              "  -----------------------  -----  ----------------------------------------------------------\n"
+              "  previous_packet_dropped      2  packets saying earlier packets of their sequence were lost\n"
+              "  misplaced_end_event          1  slice ends without a matching begin\n"
+              "\n"
+              "  thread  tid  pid  dropped events\n"
+              "  ------  ---  ---  --------------\n"
+              "  worker   11   10               5\n");
+  free(got);
+  sqlite3_close(db);
+}
+
+TEST(stats_compact_exact) {
+  sqlite3 *db = qt_fixture_db(false);
+  char *got = qt_capture(stats_compact, db);
+  ASSERT_TEXT(got,
+              "trace\n"
+              "  duration   19.00 us (1000 .. 20000 ns)\n"
+              "  events     21\n"
+              "  slices     10 (2 instants, 1 open at the end)\n"
+              "  counters   3 values on 1 track\n"
+              "  flows      1\n"
+              "  tracks     5\n"
+              "  processes  1\n"
+              "  threads    2\n"
+              "\n"
+              "top slices by total time\n"
+              "  name   count     total      self      avg       max\n"
+              "  -----  -----  --------  --------  -------  --------\n"
+              "  frame      2  18.00 us  11.00 us  9.00 us  10.00 us\n"
+              "  draw       3   7.00 us   7.00 us  2.33 us   4.00 us\n"
+              "\n"
+              "data loss\n"
+              "  stat                     value  meaning\n"
+              "  -----------------------  -----  ----------------------------------------------------------\n"
+              "  previous_packet_dropped      2  packets saying earlier packets of their sequence were lost\n"
+              "  misplaced_end_event          1  slice ends without a matching begin\n"
+              "\n"
+              "  thread  tid  pid  dropped events\n"
+              "  ------  ---  ---  --------------\n"
+              "  worker   11   10               5\n");
+  free(got);
+  sqlite3_close(db);
+}
+
+/* Writes `text` to a file and checks that python3's json module loads it. */
+static void assert_valid_json(const char *text) {
+  char path[512];
+  snprintf(path, sizeof path, "%s/out.json", etch_test_tmpdir());
+  FILE *f = fopen(path, "w");
+  ASSERT_TRUE(f != NULL);
+  fputs(text, f);
+  fclose(f);
+  char cmd[1024];
+  snprintf(cmd, sizeof cmd,
+           "python3 -c 'import json,sys; json.load(open(sys.argv[1]))' %s",
+           path);
+  int st = system(cmd);
+  ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+}
+
+TEST(stats_json_parses) {
+  sqlite3 *db = qt_fixture_db(false);
+  char *got = qt_capture(stats_json, db);
+  assert_valid_json(got);
+  ASSERT_TRUE(strstr(got, "\"misplaced_end_event\":1") != NULL);
+  ASSERT_TRUE(strstr(got, "\"dropped\":5") != NULL);
+  free(got);
+  sqlite3_close(db);
+}
+
+TEST(json_export_exact_and_parses) {
+  sqlite3 *db = qt_fixture_db(true);
+  char *got = qt_capture(etch__query_export_json, db);
+  ASSERT_TEXT(got,
+              "{\"traceEvents\":[\n"
+              "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":10,\"tid\":0,\"args\":{\"name\":\"app\"}},\n"
+              "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":10,\"tid\":10,\"args\":{\"name\":\"main\"}},\n"
+              "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":10,\"tid\":11,\"args\":{\"name\":\"worker\"}},\n"
+              "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":10,\"tid\":1073741828,\"args\":{\"name\":\"io queue\"}},\n"
+              "{\"ph\":\"X\",\"name\":\"frame\",\"cat\":\"app\",\"pid\":10,\"tid\":10,\"ts\":1.000,\"dur\":10.000},\n"
+              "{\"ph\":\"X\",\"name\":\"job\",\"cat\":\"app\",\"pid\":10,\"tid\":11,\"ts\":1.500,\"dur\":4.000,\"args\":{\"path\":\"a\\\"b\\\\c\\n\\u0001\\ufffd/é\"}},\n"
+              "{\"ph\":\"X\",\"name\":\"draw\",\"cat\":\"app\",\"pid\":10,\"tid\":10,\"ts\":2.000,\"dur\":4.000},\n"
+              "{\"ph\":\"X\",\"name\":\"req\",\"cat\":\"app\",\"pid\":10,\"tid\":1073741828,\"ts\":2.500,\"dur\":6.000},\n"
+              "{\"ph\":\"i\",\"s\":\"t\",\"name\":\"vsync\",\"cat\":\"app\",\"pid\":10,\"tid\":10,\"ts\":3.000,\"args\":{\"frame\":1,\"pos\":{\"x\":0.5,\"ok\":true},\"ids\":[-1,null,3],\"ptr\":\"0xbeef\"}},\n"
+              "{\"ph\":\"X\",\"name\":\"draw\",\"cat\":\"app\",\"pid\":10,\"tid\":10,\"ts\":7.000,\"dur\":2.000},\n"
+              "{\"ph\":\"X\",\"name\":\"frame\",\"cat\":\"app\",\"pid\":10,\"tid\":10,\"ts\":12.000,\"dur\":8.000},\n"
+              "{\"ph\":\"X\",\"name\":\"draw\",\"cat\":\"app\",\"pid\":10,\"tid\":10,\"ts\":13.000,\"dur\":1.000},\n"
+              "{\"ph\":\"B\",\"name\":\"wait\",\"cat\":\"app\",\"pid\":10,\"tid\":11,\"ts\":18.000},\n"
+              "{\"ph\":\"i\",\"s\":\"t\",\"name\":\"etch.dropped_events\",\"cat\":\"app\",\"pid\":10,\"tid\":11,\"ts\":19.000,\"args\":{\"count\":5}},\n"
+              "{\"ph\":\"C\",\"name\":\"heap\",\"pid\":10,\"ts\":1.000,\"args\":{\"value\":100}},\n"
+              "{\"ph\":\"C\",\"name\":\"heap\",\"pid\":10,\"ts\":5.000,\"args\":{\"value\":300}},\n"
+              "{\"ph\":\"C\",\"name\":\"heap\",\"pid\":10,\"ts\":15.000,\"args\":{\"value\":200}},\n"
+              "{\"ph\":\"s\",\"name\":\"flow\",\"cat\":\"flow\",\"id\":1,\"pid\":10,\"tid\":10,\"ts\":1.000},\n"
+              "{\"ph\":\"f\",\"name\":\"flow\",\"cat\":\"flow\",\"id\":1,\"pid\":10,\"tid\":11,\"ts\":1.500,\"bp\":\"e\"}\n"
+              "],\"displayTimeUnit\":\"ns\"}\n");
+  assert_valid_json(got);
+  free(got);
+  sqlite3_close(db);
+}
+
+TEST(json_string_escapes) {
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  const char s[] = "q\"b\\n\n\t\x01\x1f\x7f \xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80"
+                   " bad:\xff\xc3 \xed\xa0\x80 \xc0\xaf end";
+  etch__json_string(f, s, sizeof s - 1);
+  fclose(f);
+  ASSERT_TEXT(buf,
+              "\"q\\\"b\\\\n\\n\\t\\u0001\\u001f\x7f \xc3\xa9 \xe2\x82\xac "
+              "\xf0\x9f\x98\x80 bad:\\ufffd\\ufffd \\ufffd\\ufffd\\ufffd "
+              "\\ufffd\\ufffd end\"");
+  free(buf);
+}
