@@ -132,6 +132,11 @@ typedef struct etch_reader_stats {
   uint64_t trace_stats_chunks_discarded;     /* from TraceStats packets */
   uint64_t trace_stats_chunks_overwritten;
   uint64_t trace_stats_writer_packet_loss;
+  /* Fields below were added with the reader implementation. */
+  uint64_t packet_sequence_id_missing; /* NEEDS_INCREMENTAL_STATE on a packet
+                                          without a sequence id (skipped) */
+  uint64_t etch_dropped_events;        /* sum of the "count" args of etch's
+                                          etch.dropped_events instants */
 } etch_reader_stats;
 
 typedef void (*etch_event_cb)(const etch_event *ev, void *user);

@@ -1,0 +1,24 @@
+/*
+ * dump.h - a readable dump of every packet of a trace, for `etch print`.
+ *
+ * Internal to etch (hidden symbol, reachable from libetch_reader's static
+ * archive): the CLI links etch_reader_static and includes this header.
+ */
+#ifndef ETCH_READER_DUMP_H
+#define ETCH_READER_DUMP_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+/*
+ * Writes every packet of the trace in data[0..len) to `out`: its offset,
+ * sequence id, flags, raw and resolved timestamp, then its fields decoded by
+ * name (track events with resolved names, categories and args, descriptors,
+ * interned data, clock snapshots, defaults, trace stats; compressed packets
+ * expanded inline; unknown fields as "field N: <wire type> value"). Ends
+ * with a summary line. Returns ETCH_OK or the reader's error status (the
+ * error, naming its offset, is also printed).
+ */
+int etch__reader_dump(const void *data, size_t len, FILE *out);
+
+#endif /* ETCH_READER_DUMP_H */

@@ -1,0 +1,638 @@
+/*
+ * packet.c - decoding one TracePacket: its sequence and incremental state,
+ * interned data, packet defaults, track descriptors, clock snapshots, trace
+ * stats, and track events with their flattened debug annotations.
+ *
+ * A packet is scanned twice at most. The first pass reads the scalar fields
+ * (timestamp, clock, flags, sequence id - which etch writes last) and notes
+ * which sub-messages are present; the state-changing sub-messages are then
+ * applied in dependency order (defaults, interned data, clock snapshot before
+ * the timestamp; descriptors before the event), whatever their order in the
+ * packet.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "proto/perfetto.h"
+#include "reader/reader_int.h"
+
+/* TracePacket.incremental_state_cleared (deprecated bool form of flag 1). */
+#define PKT_INCREMENTAL_STATE_CLEARED 41
+/* TracePacket.thread_descriptor etc. are not read (legacy). */
+
+static const char *wt_name(unsigned wt) {
+  switch (wt) {
+    case ETCH_PB_VARINT: return "varint";
+    case ETCH_PB_FIXED64: return "fixed64";
+    case ETCH_PB_LEN: return "length-delimited";
+    case ETCH_PB_FIXED32: return "fixed32";
+    default: return "group";
+  }
+}
+
+/* A known field with the wrong wire type is malformed input. */
+int etch__rd_bad_wt(etch_reader *r, const rd_src *src, const uint8_t *msg,
+                  const etch_pb_field *f, const char *what) {
+  return etch__rd_fail(r, src, msg + f->off, ETCH_EFORMAT,
+                       "%s (field %u) has wire type %s", what, f->id,
+                       wt_name(f->wt));
+}
+
+#define RD_EXPECT(f, w, what)                                  \
+  do {                                                      \
+    if (ETCH_UNLIKELY((f).wt != (w)))                       \
+      return etch__rd_bad_wt(r, src, d.start, &(f), what);           \
+  } while (0)
+
+/* ---- sequences -------------------------------------------------------------------- */
+
+static rd_seq *seq_get(etch_reader *r, uint32_t id) {
+  rd_seq *s = r->last_seq;
+  if (s && s->id == id) return s;
+  s = (rd_seq *)rd_map_get(&r->seqs, id);
+  if (!s) {
+    if (r->nseq >= RD_MAX_SEQUENCES) {
+      etch__error(ETCH_ELIMIT, "more than %u packet sequences",
+                  RD_MAX_SEQUENCES);
+      return NULL;
+    }
+    s = (rd_seq *)etch__calloc(1, sizeof *s);
+    if (!s) return NULL;
+    s->id = id;
+    s->valid = true;
+    etch__rd_arena_init(&s->srcloc_arena, 4096);
+    etch__rd_arena_init(&s->recs, 256 * 1024);
+    s->last_ts = INT64_MIN;
+    if (r->nseq == r->cap_seq) {
+      size_t nc = r->cap_seq ? r->cap_seq * 2 : 16;
+      rd_seq **l = (rd_seq **)etch__realloc(r->seq_list, nc * sizeof *l);
+      if (!l) {
+        free(s);
+        return NULL;
+      }
+      r->seq_list = l;
+      r->cap_seq = nc;
+    }
+    if (etch__rd_map_put(&r->seqs, id, s)) {
+      free(s);
+      return NULL;
+    }
+    r->seq_list[r->nseq++] = s;
+    if (id != 0) r->stats.sequences++;
+  }
+  r->last_seq = s;
+  return s;
+}
+
+static void seq_clear(rd_seq *s) {
+  etch__rd_map_clear(&s->names);
+  etch__rd_map_clear(&s->cats);
+  etch__rd_map_clear(&s->da_names);
+  etch__rd_map_clear(&s->da_strings);
+  etch__rd_map_clear(&s->srclocs);
+  etch__rd_arena_reset(&s->srcloc_arena);
+  s->has_clock_default = false;
+  s->has_track_default = false;
+  s->n_extra_counter_default = 0;
+  s->n_extra_dcounter_default = 0;
+  s->valid = true;
+  s->gen++;
+}
+
+/* ---- tracks ------------------------------------------------------------------------- */
+
+rd_track *etch__rd_track_get(etch_reader *r, uint64_t uuid, bool create) {
+  if (uuid == 0) return &r->global_track;
+  rd_track *t = (rd_track *)rd_map_get(&r->tracks, uuid);
+  if (t || !create) return t;
+  if (r->ntracks >= RD_MAX_TRACKS) {
+    etch__error(ETCH_ELIMIT, "more than %u tracks", RD_MAX_TRACKS);
+    return NULL;
+  }
+  t = (rd_track *)rd_alloc(&r->track_arena, sizeof *t);
+  if (!t) return NULL;
+  memset(t, 0, sizeof *t);
+  t->info.uuid = uuid;
+  t->info.kind = ETCH_TRACK_NAMED;
+  t->info.name = r->empty;
+  t->info.counter_unit_name = r->empty;
+  if (etch__rd_map_put(&r->tracks, uuid, t)) return NULL;
+  if (r->ntracks == r->cap_track_list) {
+    size_t nc = r->cap_track_list ? r->cap_track_list * 2 : 64;
+    rd_track **l = (rd_track **)etch__realloc(r->track_list, nc * sizeof *l);
+    if (!l) return NULL;
+    r->track_list = l;
+    r->cap_track_list = nc;
+  }
+  r->track_list[r->ntracks++] = t;
+  return t;
+}
+
+void etch__rd_track_resolve(etch_reader *r, rd_track *t) {
+  if (t->res_gen == r->track_gen && t->res_gen != 0) return;
+  int32_t pid = 0, tid = 0;
+  const rd_track *cur = t;
+  for (int i = 0; cur && i < RD_MAX_NESTING; i++) {
+    if (cur->info.kind == ETCH_TRACK_THREAD) {
+      if (!tid) tid = cur->info.tid;
+      if (cur->info.pid) {
+        pid = cur->info.pid;
+        break;
+      }
+    } else if (cur->info.kind == ETCH_TRACK_PROCESS) {
+      pid = cur->info.pid;
+      break;
+    }
+    if (!cur->info.parent_uuid || cur->info.parent_uuid == cur->info.uuid) break;
+    cur = (const rd_track *)rd_map_get(&r->tracks, cur->info.parent_uuid);
+  }
+  t->ev_pid = pid;
+  t->ev_tid = tid;
+  if (t->info.kind != ETCH_TRACK_PROCESS && t->info.kind != ETCH_TRACK_THREAD)
+    t->info.pid = pid;
+  else if (t->info.kind == ETCH_TRACK_THREAD && !t->info.pid)
+    t->info.pid = pid;
+  t->res_gen = r->track_gen ? r->track_gen : 1;
+}
+
+static int track_descriptor(etch_reader *r, const rd_src *src,
+                            const uint8_t *msg, size_t len) {
+  etch_pb_dec d;
+  etch_pb_field f;
+  uint64_t uuid = 0, parent = 0;
+  const char *name = NULL, *pname = NULL;
+  bool has_parent = false, is_proc = false, is_thread = false,
+       is_counter = false;
+  int32_t pid = 0, tid = 0;
+  int32_t unit = 0;
+  int64_t mult = 0;
+  bool incr = false;
+  const char *unit_name = NULL;
+
+  etch_pb_dec_init(&d, msg, len);
+  while (etch_pb_next(&d, &f)) {
+    switch (f.id) {
+      case ETCH_TD_UUID:
+        RD_EXPECT(f, ETCH_PB_VARINT, "TrackDescriptor.uuid");
+        uuid = f.u;
+        break;
+      case ETCH_TD_PARENT_UUID:
+        RD_EXPECT(f, ETCH_PB_VARINT, "TrackDescriptor.parent_uuid");
+        parent = f.u;
+        has_parent = true;
+        break;
+      case ETCH_TD_NAME:
+      case ETCH_TD_STATIC_NAME:
+        RD_EXPECT(f, ETCH_PB_LEN, "TrackDescriptor.name");
+        if (!(name = rd_pool_field(r, &f))) return ETCH_ELIMIT;
+        break;
+      case ETCH_TD_PROCESS:
+      case ETCH_TD_THREAD: {
+        RD_EXPECT(f, ETCH_PB_LEN, "TrackDescriptor.process/thread");
+        bool thread = f.id == ETCH_TD_THREAD;
+        if (thread)
+          is_thread = true;
+        else
+          is_proc = true;
+        etch_pb_dec sd;
+        etch_pb_field sf;
+        etch_pb_dec_init(&sd, f.data, f.len);
+        while (etch_pb_next(&sd, &sf)) {
+          if (sf.id == ETCH_PD_PID && sf.wt == ETCH_PB_VARINT) {
+            if (thread == is_thread && (thread || !is_thread)) pid = (int32_t)sf.u;
+          } else if (thread && sf.id == ETCH_THD_TID && sf.wt == ETCH_PB_VARINT) {
+            tid = (int32_t)sf.u;
+          } else if (sf.wt == ETCH_PB_LEN &&
+                     ((thread && sf.id == ETCH_THD_THREAD_NAME) ||
+                      (!thread && sf.id == ETCH_PD_PROCESS_NAME))) {
+            if (!(pname = rd_pool_field(r, &sf))) return ETCH_ELIMIT;
+          }
+        }
+        if (sd.err) return etch__rd_fail_dec(r, src, &sd);
+        break;
+      }
+      case ETCH_TD_COUNTER: {
+        RD_EXPECT(f, ETCH_PB_LEN, "TrackDescriptor.counter");
+        is_counter = true;
+        etch_pb_dec sd;
+        etch_pb_field sf;
+        etch_pb_dec_init(&sd, f.data, f.len);
+        while (etch_pb_next(&sd, &sf)) {
+          if (sf.wt == ETCH_PB_VARINT) {
+            if (sf.id == ETCH_CD_UNIT) unit = (int32_t)sf.u;
+            if (sf.id == ETCH_CD_UNIT_MULTIPLIER) mult = (int64_t)sf.u;
+            if (sf.id == ETCH_CD_IS_INCREMENTAL) incr = sf.u != 0;
+          } else if (sf.wt == ETCH_PB_LEN && sf.id == ETCH_CD_UNIT_NAME) {
+            if (!(unit_name = rd_pool_field(r, &sf))) return ETCH_ELIMIT;
+          }
+        }
+        if (sd.err) return etch__rd_fail_dec(r, src, &sd);
+        break;
+      }
+      default:
+        break;
+    }
+  }
+  if (d.err) return etch__rd_fail_dec(r, src, &d);
+  if (uuid == 0) return 0; /* the global track is not described */
+  rd_track *t = etch__rd_track_get(r, uuid, true);
+  if (!t) return ETCH_ENOMEM;
+  etch_track_info *ti = &t->info;
+  ti->kind = is_thread    ? ETCH_TRACK_THREAD
+             : is_proc    ? ETCH_TRACK_PROCESS
+             : is_counter ? ETCH_TRACK_COUNTER
+                          : ETCH_TRACK_NAMED;
+  ti->parent_uuid = has_parent ? parent : 0;
+  ti->name = name && *name ? name : pname ? pname : r->empty;
+  ti->pid = (is_thread || is_proc) ? pid : 0;
+  ti->tid = is_thread ? tid : 0;
+  if (is_counter) {
+    ti->counter_unit = unit;
+    ti->counter_unit_name = unit_name ? unit_name : r->empty;
+    ti->unit_multiplier = mult;
+    ti->is_incremental = incr;
+  }
+  t->described = true;
+  r->track_gen++;
+  return 0;
+}
+
+/* ---- interned data, defaults, stats ------------------------------------------------------- */
+
+static int intern_put(etch_reader *r, const rd_src *src, const uint8_t *at,
+                      rd_map *m, uint64_t iid, void *val) {
+  if (m->count >= RD_MAX_INTERNED && !rd_map_get(m, iid))
+    return etch__rd_fail(r, src, at, ETCH_ELIMIT,
+                         "more than %u interned entries of one kind on a "
+                         "sequence",
+                         RD_MAX_INTERNED);
+  return etch__rd_map_put(m, iid, val);
+}
+
+static int interned_data(etch_reader *r, const rd_src *src, rd_seq *seq,
+                         const uint8_t *msg, size_t len) {
+  etch_pb_dec d;
+  etch_pb_field f;
+  etch_pb_dec_init(&d, msg, len);
+  while (etch_pb_next(&d, &f)) {
+    rd_map *m;
+    switch (f.id) {
+      case ETCH_ID_EVENT_CATEGORIES: m = &seq->cats; break;
+      case ETCH_ID_EVENT_NAMES: m = &seq->names; break;
+      case ETCH_ID_DEBUG_ANNOTATION_NAMES: m = &seq->da_names; break;
+      case ETCH_ID_DEBUG_ANNOTATION_STRING_VALUES: m = &seq->da_strings; break;
+      case ETCH_ID_SOURCE_LOCATIONS: m = &seq->srclocs; break;
+      default: continue;
+    }
+    RD_EXPECT(f, ETCH_PB_LEN, "InternedData entry");
+    etch_pb_dec ed;
+    etch_pb_field ef;
+    uint64_t iid = 0;
+    const char *str = NULL;
+    const char *file = NULL, *func = NULL;
+    uint32_t line = 0;
+    bool srcloc = m == &seq->srclocs;
+    etch_pb_dec_init(&ed, f.data, f.len);
+    while (etch_pb_next(&ed, &ef)) {
+      if (ef.id == ETCH_INTERNED_IID && ef.wt == ETCH_PB_VARINT) {
+        iid = ef.u;
+      } else if (ef.wt == ETCH_PB_LEN && ef.id == ETCH_INTERNED_NAME) {
+        /* name (EventName...), str (InternedString), file_name (SourceLocation) */
+        if (!(str = rd_pool_field(r, &ef))) return ETCH_ELIMIT;
+      } else if (srcloc && ef.wt == ETCH_PB_LEN &&
+                 ef.id == ETCH_SRCLOC_FUNCTION_NAME) {
+        if (!(func = rd_pool_field(r, &ef))) return ETCH_ELIMIT;
+      } else if (srcloc && ef.wt == ETCH_PB_VARINT &&
+                 ef.id == ETCH_SRCLOC_LINE_NUMBER) {
+        line = (uint32_t)ef.u;
+      }
+    }
+    if (ed.err) return etch__rd_fail_dec(r, src, &ed);
+    if (iid == 0) continue; /* iid 0 is "not set" */
+    void *val;
+    if (srcloc) {
+      file = str;
+      rd_srcloc *sl = (rd_srcloc *)rd_alloc(&seq->srcloc_arena, sizeof *sl);
+      if (!sl) return ETCH_ENOMEM;
+      sl->file = file ? file : "";
+      sl->function = func ? func : "";
+      sl->line = line;
+      val = sl;
+    } else {
+      val = (void *)(str ? str : r->empty);
+    }
+    int rc = intern_put(r, src, d.start + f.off, m, iid, val);
+    if (rc) return rc;
+  }
+  if (d.err) return etch__rd_fail_dec(r, src, &d);
+  return 0;
+}
+
+/* Appends varints of a repeated field (plain or packed) to an array. */
+static int push_u64(uint64_t **arr, size_t *n, size_t *cap, uint64_t v) {
+  if (*n == *cap) {
+    size_t nc = *cap ? *cap * 2 : 8;
+    if (nc > (1u << 20)) return etch__error(ETCH_ELIMIT, "repeated field too long");
+    uint64_t *p = (uint64_t *)etch__realloc(*arr, nc * sizeof *p);
+    if (!p) return ETCH_ENOMEM;
+    *arr = p;
+    *cap = nc;
+  }
+  (*arr)[(*n)++] = v;
+  return 0;
+}
+
+/* Reads one element or a packed run of a repeated integer field. */
+int etch__rd_repeated(etch_reader *r, const rd_src *src, const uint8_t *msg,
+                    const etch_pb_field *f, bool fixed64, uint64_t **arr,
+                    size_t *n, size_t *cap) {
+  if (f->wt == (fixed64 ? ETCH_PB_FIXED64 : ETCH_PB_VARINT))
+    return push_u64(arr, n, cap, f->u);
+  if (f->wt != ETCH_PB_LEN) return etch__rd_bad_wt(r, src, msg, f, "repeated field");
+  const uint8_t *p = f->data, *end = f->data + f->len;
+  while (p < end) {
+    uint64_t v = 0;
+    if (fixed64) {
+      if (end - p < 8)
+        return etch__rd_fail(r, src, p, ETCH_EFORMAT, "truncated packed fixed64");
+      for (int i = 7; i >= 0; i--) v = (v << 8) | p[i];
+      p += 8;
+    } else if (!etch_pb_read_varint(&p, end, &v)) {
+      return etch__rd_fail(r, src, p, ETCH_EFORMAT, "truncated packed varint");
+    }
+    int rc = push_u64(arr, n, cap, v);
+    if (rc) return rc;
+  }
+  return 0;
+}
+
+static int packet_defaults(etch_reader *r, const rd_src *src, rd_seq *seq,
+                           const uint8_t *msg, size_t len) {
+  etch_pb_dec d;
+  etch_pb_field f;
+  etch_pb_dec_init(&d, msg, len);
+  while (etch_pb_next(&d, &f)) {
+    if (f.id == ETCH_DEFAULTS_TIMESTAMP_CLOCK_ID) {
+      RD_EXPECT(f, ETCH_PB_VARINT, "TracePacketDefaults.timestamp_clock_id");
+      seq->has_clock_default = true;
+      seq->clock_default = (uint32_t)f.u;
+    } else if (f.id == ETCH_DEFAULTS_TRACK_EVENT_DEFAULTS) {
+      RD_EXPECT(f, ETCH_PB_LEN, "TracePacketDefaults.track_event_defaults");
+      etch_pb_dec td;
+      etch_pb_field tf;
+      seq->n_extra_counter_default = 0;
+      seq->n_extra_dcounter_default = 0;
+      etch_pb_dec_init(&td, f.data, f.len);
+      while (etch_pb_next(&td, &tf)) {
+        int rc = 0;
+        if (tf.id == ETCH_TEDEFAULTS_TRACK_UUID && tf.wt == ETCH_PB_VARINT) {
+          seq->has_track_default = true;
+          seq->track_default = tf.u;
+        } else if (tf.id == ETCH_TEDEFAULTS_EXTRA_COUNTER_TRACK_UUIDS) {
+          rc = etch__rd_repeated(r, src, td.start, &tf, false,
+                        &seq->extra_counter_default,
+                        &seq->n_extra_counter_default,
+                        &seq->cap_extra_counter_default);
+        } else if (tf.id == ETCH_TEDEFAULTS_EXTRA_DOUBLE_COUNTER_TRACK_UUIDS) {
+          rc = etch__rd_repeated(r, src, td.start, &tf, false,
+                        &seq->extra_dcounter_default,
+                        &seq->n_extra_dcounter_default,
+                        &seq->cap_extra_dcounter_default);
+        }
+        if (rc) return rc;
+      }
+      if (td.err) return etch__rd_fail_dec(r, src, &td);
+    }
+  }
+  if (d.err) return etch__rd_fail_dec(r, src, &d);
+  return 0;
+}
+
+static int trace_stats(etch_reader *r, const rd_src *src, const uint8_t *msg,
+                       size_t len) {
+  etch_pb_dec d;
+  etch_pb_field f;
+  uint64_t disc = 0, over = 0, loss = 0;
+  etch_pb_dec_init(&d, msg, len);
+  while (etch_pb_next(&d, &f)) {
+    if (f.id != ETCH_TS_BUFFER_STATS || f.wt != ETCH_PB_LEN) continue;
+    etch_pb_dec bd;
+    etch_pb_field bf;
+    etch_pb_dec_init(&bd, f.data, f.len);
+    while (etch_pb_next(&bd, &bf)) {
+      if (bf.wt != ETCH_PB_VARINT) continue;
+      if (bf.id == ETCH_BS_CHUNKS_DISCARDED) disc += bf.u;
+      if (bf.id == ETCH_BS_CHUNKS_OVERWRITTEN) over += bf.u;
+      if (bf.id == ETCH_BS_TRACE_WRITER_PACKET_LOSS) loss += bf.u;
+    }
+    if (bd.err) return etch__rd_fail_dec(r, src, &bd);
+  }
+  if (d.err) return etch__rd_fail_dec(r, src, &d);
+  /* Stats packets are cumulative snapshots: the last one wins. */
+  r->stats.trace_stats_chunks_discarded = disc;
+  r->stats.trace_stats_chunks_overwritten = over;
+  r->stats.trace_stats_writer_packet_loss = loss;
+  r->trace_stats_seen = true;
+  return 0;
+}
+
+/* ---- the packet ------------------------------------------------------------------------ */
+
+enum {
+  HAS_DEFAULTS = 1,
+  HAS_INTERNED = 2,
+  HAS_SNAPSHOT = 4,
+  HAS_DESCRIPTOR = 8,
+  HAS_STATS = 16,
+  HAS_COMPRESSED = 32,
+};
+
+/* Resolves the packet timestamp to the trace clock. Returns false when it
+ * cannot be converted. Incremental clocks advance even then. */
+static bool packet_time(etch_reader *r, rd_seq *seq, bool has_ts,
+                        uint64_t raw, uint32_t clock_id, int64_t *out) {
+  if (!has_ts) {
+    *out = r->latest_ts;
+    return true;
+  }
+  rd_clock *k;
+  if (clock_id == r->clocks.trace_clock) {
+    r->clocks.converted = true;
+    *out = (int64_t)raw;
+    if (*out > r->latest_ts) r->latest_ts = *out;
+    return true;
+  }
+  if (clock_id >= ETCH_CLOCK_SEQ_SCOPED_FIRST &&
+      clock_id <= ETCH_CLOCK_SEQ_SCOPED_LAST) {
+    k = seq->clocks[clock_id - ETCH_CLOCK_SEQ_SCOPED_FIRST];
+  } else {
+    k = etch__rd_clock_get(r, clock_id, false);
+  }
+  if (!k) return false;
+  uint64_t v = raw;
+  if (k->incremental) {
+    if (!k->has_last) return false;
+    v = k->last + raw;
+    k->last = v;
+  }
+  if (!etch__rd_clock_convert(r, k, v * k->unit_ns, out)) return false;
+  if (*out > r->latest_ts) r->latest_ts = *out;
+  return true;
+}
+
+int etch__rd_packet(etch_reader *r, const rd_src *src, uint64_t rec_off,
+                    const uint8_t *pkt, size_t len) {
+  etch_pb_dec d;
+  etch_pb_field f;
+  uint64_t raw_ts = 0;
+  bool has_ts = false, has_clock = false, prev_dropped = false,
+       cleared_legacy = false;
+  uint32_t clock = 0, flags = 0, seq_id = 0;
+  const uint8_t *te = NULL;
+  size_t te_len = 0;
+  unsigned present = 0;
+  int rc;
+
+  r->stats.packets++;
+  etch_pb_dec_init(&d, pkt, len);
+  while (etch_pb_next(&d, &f)) {
+    switch (f.id) {
+      case ETCH_PKT_TIMESTAMP:
+        RD_EXPECT(f, ETCH_PB_VARINT, "TracePacket.timestamp");
+        raw_ts = f.u;
+        has_ts = true;
+        break;
+      case ETCH_PKT_SEQUENCE_FLAGS:
+        RD_EXPECT(f, ETCH_PB_VARINT, "TracePacket.sequence_flags");
+        flags = (uint32_t)f.u;
+        break;
+      case ETCH_PKT_TRACK_EVENT:
+        RD_EXPECT(f, ETCH_PB_LEN, "TracePacket.track_event");
+        te = f.data;
+        te_len = f.len;
+        break;
+      case ETCH_PKT_TRUSTED_SEQ_ID:
+        RD_EXPECT(f, ETCH_PB_VARINT, "TracePacket.trusted_packet_sequence_id");
+        seq_id = (uint32_t)f.u;
+        break;
+      case ETCH_PKT_TIMESTAMP_CLOCK_ID:
+        RD_EXPECT(f, ETCH_PB_VARINT, "TracePacket.timestamp_clock_id");
+        clock = (uint32_t)f.u;
+        has_clock = true;
+        break;
+      case ETCH_PKT_INTERNED_DATA:
+        RD_EXPECT(f, ETCH_PB_LEN, "TracePacket.interned_data");
+        present |= HAS_INTERNED;
+        break;
+      case ETCH_PKT_TRACE_PACKET_DEFAULTS:
+        RD_EXPECT(f, ETCH_PB_LEN, "TracePacket.trace_packet_defaults");
+        present |= HAS_DEFAULTS;
+        break;
+      case ETCH_PKT_CLOCK_SNAPSHOT:
+        RD_EXPECT(f, ETCH_PB_LEN, "TracePacket.clock_snapshot");
+        present |= HAS_SNAPSHOT;
+        break;
+      case ETCH_PKT_TRACK_DESCRIPTOR:
+        RD_EXPECT(f, ETCH_PB_LEN, "TracePacket.track_descriptor");
+        present |= HAS_DESCRIPTOR;
+        break;
+      case ETCH_PKT_TRACE_STATS:
+        RD_EXPECT(f, ETCH_PB_LEN, "TracePacket.trace_stats");
+        present |= HAS_STATS;
+        break;
+      case ETCH_PKT_COMPRESSED_PACKETS:
+      case ETCH_PKT_ZSTD_COMPRESSED_PACKETS:
+        RD_EXPECT(f, ETCH_PB_LEN, "TracePacket.compressed_packets");
+        present |= HAS_COMPRESSED;
+        break;
+      case ETCH_PKT_PREVIOUS_PACKET_DROPPED:
+        RD_EXPECT(f, ETCH_PB_VARINT, "TracePacket.previous_packet_dropped");
+        if (f.u) prev_dropped = true;
+        break;
+      case PKT_INCREMENTAL_STATE_CLEARED:
+        RD_EXPECT(f, ETCH_PB_VARINT, "TracePacket.incremental_state_cleared");
+        if (f.u) cleared_legacy = true;
+        break;
+      default:
+        break;
+    }
+  }
+  if (d.err) return etch__rd_fail_dec(r, src, &d);
+
+  rd_seq *seq = seq_get(r, seq_id);
+  if (!seq) return r->nseq >= RD_MAX_SEQUENCES ? ETCH_ELIMIT : ETCH_ENOMEM;
+
+  /* Incremental state and data loss, as trace_processor does it. */
+  bool cleared = (flags & ETCH_SEQ_INCREMENTAL_STATE_CLEARED) || cleared_legacy;
+  if (prev_dropped) r->stats.previous_packet_dropped++;
+  if (cleared)
+    seq_clear(seq);
+  else if (prev_dropped && seq_id != 0)
+    seq->valid = false;
+  bool skipped = false;
+  if (flags & ETCH_SEQ_NEEDS_INCREMENTAL_STATE) {
+    if (seq_id == 0) {
+      r->stats.packet_sequence_id_missing++;
+      skipped = true;
+    } else if (!seq->valid) {
+      r->stats.packet_skipped_seq_needs_incremental_state_invalid++;
+      skipped = true;
+    }
+  }
+  if (skipped) {
+    if (r->dump)
+      etch__rd_dump_packet(r, src, rec_off, pkt, len, seq, flags, has_ts, raw_ts,
+                           has_clock ? clock : 0, false, 0, true);
+    return 0;
+  }
+
+  /* State the rest of the packet depends on. */
+  if (present & (HAS_DEFAULTS | HAS_INTERNED | HAS_SNAPSHOT)) {
+    etch_pb_dec_init(&d, pkt, len);
+    while (etch_pb_next(&d, &f)) {
+      rc = 0;
+      if (f.id == ETCH_PKT_TRACE_PACKET_DEFAULTS)
+        rc = packet_defaults(r, src, seq, f.data, f.len);
+      else if (f.id == ETCH_PKT_INTERNED_DATA)
+        rc = interned_data(r, src, seq, f.data, f.len);
+      else if (f.id == ETCH_PKT_CLOCK_SNAPSHOT)
+        rc = etch__rd_clock_snapshot(r, src, seq, f.data, f.len);
+      if (rc) return rc;
+    }
+  }
+
+  uint32_t clock_id = has_clock                ? clock
+                      : seq->has_clock_default ? seq->clock_default
+                                               : ETCH_CLOCK_BOOTTIME;
+  int64_t ts = 0;
+  bool ts_ok = packet_time(r, seq, has_ts, raw_ts, clock_id, &ts);
+  if (r->dump)
+    etch__rd_dump_packet(r, src, rec_off, pkt, len, seq, flags, has_ts, raw_ts,
+                         clock_id, ts_ok, ts, false);
+
+  if (present & (HAS_DESCRIPTOR | HAS_STATS | HAS_COMPRESSED)) {
+    etch_pb_dec_init(&d, pkt, len);
+    while (etch_pb_next(&d, &f)) {
+      rc = 0;
+      if (f.id == ETCH_PKT_TRACK_DESCRIPTOR) {
+        rc = track_descriptor(r, src, f.data, f.len);
+      } else if (f.id == ETCH_PKT_TRACE_STATS) {
+        rc = trace_stats(r, src, f.data, f.len);
+      } else if (f.id == ETCH_PKT_COMPRESSED_PACKETS ||
+                 f.id == ETCH_PKT_ZSTD_COMPRESSED_PACKETS) {
+        rc = etch__rd_decompress(r, src, pkt + f.off, f.data, f.len,
+                                 f.id == ETCH_PKT_ZSTD_COMPRESSED_PACKETS);
+      }
+      if (rc) return rc;
+    }
+  }
+
+  if (te) {
+    if (!ts_ok) {
+      r->stats.clock_conversion_failed++;
+      return 0;
+    }
+    return etch__rd_track_event(r, src, seq, te, te_len, ts, rec_off);
+  }
+  return 0;
+}

@@ -1,0 +1,744 @@
+/*
+ * reader.c - the public reader API: opening traces, the Trace framing,
+ * decompression of compressed packets, holding and sorting events for
+ * timestamp order, delivery to subscribers, progress and error messages.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include <zlib.h>
+#include <zstd.h>
+
+#include "proto/perfetto.h"
+#include "reader/dump.h"
+#include "reader/reader_int.h"
+
+/* ---- errors ---------------------------------------------------------------------- */
+
+static void error_prefixed(etch_reader *r, int status, uint64_t off,
+                           const rd_src *src, uint64_t inner_off,
+                           const char *msg) {
+  const char *name = r->name ? r->name : "";
+  const char *sep = r->name ? ": " : "";
+  if (!src || src->depth == 0)
+    etch__error(status, "%s%soffset %llu: %s", name, sep,
+                (unsigned long long)off, msg);
+  else
+    etch__error(status,
+                "%s%soffset %llu: in compressed packets: decompressed offset "
+                "%llu: %s",
+                name, sep, (unsigned long long)src->wrapper_off,
+                (unsigned long long)inner_off, msg);
+  r->err_formatted = true;
+}
+
+int etch__rd_fail(etch_reader *r, const rd_src *src, const uint8_t *at,
+                  int status, const char *fmt, ...) {
+  char msg[400];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  uint64_t off = (uint64_t)(at - src->start);
+  error_prefixed(r, status, off, src, off, msg);
+  return status;
+}
+
+int etch__rd_fail_dec(etch_reader *r, const rd_src *src, const etch_pb_dec *d) {
+  return etch__rd_fail(r, src, d->start + d->err_off, d->err ? d->err : ETCH_EFORMAT,
+                       "%s", d->err_msg ? d->err_msg : "malformed protobuf");
+}
+
+/* ---- progress ---------------------------------------------------------------------- */
+
+static uint64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+void etch__rd_progress(etch_reader *r, uint64_t done, uint64_t total,
+                       const char *what) {
+  if (!r->progress || (++r->progress_tick & 1023)) return;
+  uint64_t t = now_ns();
+  if (t - r->progress_t0 < 1000000000ull) return;
+  if (r->progress_shown && t - r->progress_last < 200000000ull) return;
+  r->progress_last = t;
+  r->progress_shown = true;
+  double pct = total ? 100.0 * (double)done / (double)total : 0;
+  fprintf(stderr, "\retch: %s %5.1f%%", what, pct);
+  fflush(stderr);
+}
+
+static void progress_end(etch_reader *r) {
+  if (r->progress_shown) {
+    fputs("\r\033[K", stderr);
+    fflush(stderr);
+  }
+}
+
+/* ---- decompression ----------------------------------------------------------------- */
+
+static int inflate_zlib(etch_reader *r, const rd_src *src, const uint8_t *at,
+                        const uint8_t *data, size_t len, rd_vec *out) {
+  z_stream *zs = (z_stream *)r->zs;
+  if (!zs) {
+    zs = (z_stream *)etch__calloc(1, sizeof *zs);
+    if (!zs) return ETCH_ENOMEM;
+    /* 15 + 32: zlib or gzip header, detected. */
+    if (inflateInit2(zs, 15 + 32) != Z_OK) {
+      free(zs);
+      return etch__error(ETCH_ENOMEM, "cannot initialise zlib");
+    }
+    r->zs = zs;
+  } else {
+    inflateReset(zs);
+  }
+  zs->next_in = (Bytef *)(uintptr_t)data;
+  zs->avail_in = 0;
+  size_t in_left = len;
+  for (;;) {
+    if (zs->avail_in == 0 && in_left) {
+      uInt n = in_left > (1u << 30) ? (1u << 30) : (uInt)in_left;
+      zs->avail_in = n;
+      in_left -= n;
+    }
+    if (out->len == out->cap) {
+      if (out->cap >= RD_MAX_INFLATE)
+        return etch__rd_fail(r, src, at, ETCH_ELIMIT,
+                             "compressed packets expand to more than %u MiB",
+                             RD_MAX_INFLATE >> 20);
+      size_t want = out->cap ? out->cap : 64 * 1024;
+      if (want > RD_MAX_INFLATE - out->cap) want = RD_MAX_INFLATE - out->cap;
+      if (etch__rd_vec_reserve(out, want)) return ETCH_ENOMEM;
+      if (out->cap > RD_MAX_INFLATE) out->cap = RD_MAX_INFLATE;
+    }
+    size_t room = out->cap - out->len;
+    uInt chunk = room > (1u << 30) ? (1u << 30) : (uInt)room;
+    zs->next_out = out->data + out->len;
+    zs->avail_out = chunk;
+    int zr = inflate(zs, Z_NO_FLUSH);
+    out->len += chunk - zs->avail_out;
+    if (zr == Z_STREAM_END) return 0;
+    if (zr == Z_BUF_ERROR && zs->avail_in == 0 && in_left == 0)
+      return etch__rd_fail(r, src, at, ETCH_ETRUNC,
+                           "compressed packets: truncated deflate stream");
+    if (zr != Z_OK && zr != Z_BUF_ERROR)
+      return etch__rd_fail(r, src, at, ETCH_EFORMAT,
+                           "compressed packets: corrupt deflate stream (%s)",
+                           zs->msg ? zs->msg : "zlib error");
+    if (zr == Z_OK && zs->avail_in == 0 && in_left == 0 && zs->avail_out != 0)
+      return etch__rd_fail(r, src, at, ETCH_ETRUNC,
+                           "compressed packets: truncated deflate stream");
+  }
+}
+
+static int inflate_zstd(etch_reader *r, const rd_src *src, const uint8_t *at,
+                        const uint8_t *data, size_t len, rd_vec *out) {
+  ZSTD_DCtx *z = (ZSTD_DCtx *)r->zstd;
+  if (!z) {
+    z = ZSTD_createDCtx();
+    if (!z) return etch__error(ETCH_ENOMEM, "cannot create a zstd context");
+    r->zstd = z;
+  } else {
+    ZSTD_DCtx_reset(z, ZSTD_reset_session_only);
+  }
+  ZSTD_inBuffer in = {data, len, 0};
+  size_t ret = 1;
+  while (in.pos < in.size || ret != 0) {
+    if (out->len == out->cap) {
+      if (out->cap >= RD_MAX_INFLATE)
+        return etch__rd_fail(r, src, at, ETCH_ELIMIT,
+                             "compressed packets expand to more than %u MiB",
+                             RD_MAX_INFLATE >> 20);
+      size_t want = out->cap ? out->cap : 64 * 1024;
+      if (want > RD_MAX_INFLATE - out->cap) want = RD_MAX_INFLATE - out->cap;
+      if (etch__rd_vec_reserve(out, want)) return ETCH_ENOMEM;
+      if (out->cap > RD_MAX_INFLATE) out->cap = RD_MAX_INFLATE;
+    }
+    ZSTD_outBuffer ob = {out->data, out->cap, out->len};
+    size_t in_before = in.pos, out_before = ob.pos;
+    ret = ZSTD_decompressStream(z, &ob, &in);
+    out->len = ob.pos;
+    if (ZSTD_isError(ret))
+      return etch__rd_fail(r, src, at, ETCH_EFORMAT,
+                           "zstd compressed packets: %s",
+                           ZSTD_getErrorName(ret));
+    if (ret != 0 && in.pos == in.size && ob.pos < ob.size &&
+        in.pos == in_before && ob.pos == out_before)
+      return etch__rd_fail(r, src, at, ETCH_ETRUNC,
+                           "zstd compressed packets: truncated frame");
+    if (ret != 0 && in.pos == in.size && ob.pos < ob.size) {
+      /* All input consumed, output room left, frame not done: truncated
+       * unless the decoder still flushes; loop once more to find out. */
+      continue;
+    }
+  }
+  return 0;
+}
+
+int etch__rd_decompress(etch_reader *r, const rd_src *src, const uint8_t *at,
+                        const uint8_t *data, size_t len, bool zstd) {
+  r->stats.compressed_packets++;
+  int depth = src->depth + 1;
+  if (depth > RD_MAX_COMPRESSION_DEPTH)
+    return etch__rd_fail(r, src, at, ETCH_ELIMIT,
+                         "compressed packets nested more than %d deep",
+                         RD_MAX_COMPRESSION_DEPTH);
+  rd_vec *out = &r->inflate[depth];
+  out->len = 0;
+  int rc = zstd ? inflate_zstd(r, src, at, data, len, out)
+                : inflate_zlib(r, src, at, data, len, out);
+  if (rc) return rc;
+  rd_src sub;
+  sub.start = out->data;
+  sub.wrapper_off =
+      src->depth == 0 ? (uint64_t)(at - src->start) : src->wrapper_off;
+  sub.depth = depth;
+  sub.parent = src;
+  if (r->dump) r->dump_indent++;
+  rc = etch__rd_parse_records(r, &sub, out->len);
+  if (r->dump) r->dump_indent--;
+  return rc;
+}
+
+/* ---- framing ---------------------------------------------------------------------------- */
+
+int etch__rd_parse_records(etch_reader *r, const rd_src *src, size_t len) {
+  const uint8_t *start = src->start, *p = start, *end = start + len;
+  while (p < end) {
+    const uint8_t *rec = p;
+    if (src->depth == 0) {
+      r->cur_off = (uint64_t)(rec - start);
+      etch__rd_progress(r, r->cur_off, len, "reading");
+    }
+    uint64_t tag, plen;
+    if (ETCH_LIKELY(*p == 0x0A)) {
+      p++;
+    } else {
+      if (!etch_pb_read_varint(&p, end, &tag))
+        return etch__rd_fail(r, src, rec, end - rec < 10 ? ETCH_ETRUNC : ETCH_EFORMAT,
+                             "truncated or malformed field tag");
+      return etch__rd_fail(r, src, rec, ETCH_EFORMAT,
+                           "not a Perfetto protobuf trace: field %llu with wire "
+                           "type %u where a packet (field 1) was expected",
+                           (unsigned long long)(tag >> 3), (unsigned)(tag & 7));
+    }
+    if (p < end && *p < 0x80) {
+      plen = *p++;
+    } else if (!etch_pb_read_varint(&p, end, &plen)) {
+      return etch__rd_fail(r, src, rec, end - p < 10 ? ETCH_ETRUNC : ETCH_EFORMAT,
+                           "truncated or malformed packet length");
+    }
+    if (plen > (uint64_t)(end - p))
+      return etch__rd_fail(r, src, rec, ETCH_ETRUNC,
+                           "packet length %llu larger than the %zu bytes left "
+                           "in the %s",
+                           (unsigned long long)plen, (size_t)(end - p),
+                           src->depth ? "decompressed data" : "file");
+    int rc = etch__rd_packet(r, src, (uint64_t)(rec - start), p, (size_t)plen);
+    if (rc) return rc;
+    p += plen;
+  }
+  return 0;
+}
+
+/* ---- delivery ------------------------------------------------------------------------- */
+
+static bool cat_match(const char *want, const char *cats) {
+  if (want == cats) return true;
+  if (!strchr(cats, ',')) return false;
+  size_t wl = strlen(want);
+  const char *p = cats;
+  for (;;) {
+    const char *c = strchr(p, ',');
+    size_t n = c ? (size_t)(c - p) : strlen(p);
+    if (n == wl && memcmp(p, want, n) == 0) return true;
+    if (!c) return false;
+    p = c + 1;
+  }
+}
+
+static void announce_track(etch_reader *r, rd_track *t, int depth) {
+  if (t->delivered) return;
+  t->delivered = true;
+  etch__rd_track_resolve(r, t);
+  /* Ancestors first, so a consumer can build the hierarchy. */
+  if (t->info.parent_uuid && depth < RD_MAX_NESTING) {
+    rd_track *p = etch__rd_track_get(r, t->info.parent_uuid, false);
+    if (p && p != t) announce_track(r, p, depth + 1);
+  }
+  if (r->track_cb) r->track_cb(&t->info, r->track_user);
+}
+
+void etch__rd_deliver(etch_reader *r, etch_event *ev, rd_track *t) {
+  if (ev->type == ETCH_EVENT_SLICE_BEGIN) {
+    t->open++;
+  } else if (ev->type == ETCH_EVENT_SLICE_END) {
+    if (t->open == 0) {
+      r->stats.misplaced_end_event++;
+      return;
+    }
+    t->open--;
+  }
+  if (!r->have_bounds) {
+    r->have_bounds = true;
+    r->first_ts = r->last_ts = ev->ts;
+  } else if (ev->ts < r->first_ts) {
+    r->first_ts = ev->ts;
+  } else if (ev->ts > r->last_ts) {
+    r->last_ts = ev->ts;
+  }
+  if (!t->delivered) announce_track(r, t, 0);
+  etch__rd_track_resolve(r, t);
+  ev->pid = t->ev_pid;
+  ev->tid = t->ev_tid;
+  for (size_t i = 0; i < r->nsubs; i++) {
+    const rd_sub *s = &r->subs[i];
+    if (s->name && s->name != ev->name) continue;
+    if (s->category && !cat_match(s->category, ev->category)) continue;
+    s->cb(ev, s->user);
+  }
+}
+
+/* Copies an event into its sequence's record arena (timestamp order). */
+static int hold(etch_reader *r, rd_seq *seq, const etch_event *ev,
+                rd_track *t) {
+  size_t size = sizeof(rd_rec);
+  bool extra = ev->flow_ids_count || ev->terminating_flow_ids_count ||
+               ev->args_count;
+  size_t strbytes = 0;
+  if (extra) {
+    size += sizeof(rd_rec_extra) +
+            8 * (ev->flow_ids_count + ev->terminating_flow_ids_count) +
+            sizeof(etch_arg) * ev->args_count;
+    for (size_t i = 0; i < ev->args_count; i++)
+      if (ev->args[i].type == ETCH_VALUE_STRING ||
+          ev->args[i].type == ETCH_VALUE_JSON)
+        strbytes += strlen(ev->args[i].v.s) + 1;
+  }
+  if (size + strbytes > UINT32_MAX)
+    return etch__error(ETCH_ELIMIT, "event too large");
+  rd_rec *rec = (rd_rec *)rd_alloc(&seq->recs, size + strbytes);
+  if (!rec) return ETCH_ENOMEM;
+  if (rd_vec_push(&seq->idx, &rec, sizeof rec)) return ETCH_ENOMEM;
+  rec->ts = ev->ts;
+  rec->gidx = r->gidx++;
+  rec->track = t;
+  rec->name = ev->name;
+  rec->category = ev->category;
+  rec->packet_offset = ev->packet_offset;
+  if (ev->counter_is_double)
+    rec->counter.d = ev->counter_double;
+  else
+    rec->counter.i = ev->counter_int;
+  rec->size = (uint32_t)(size + strbytes);
+  rec->type = (uint8_t)ev->type;
+  rec->counter_is_double = ev->counter_is_double;
+  rec->extra = extra;
+  rec->seq = ev->sequence_id;
+  if (extra) {
+    rd_rec_extra *x = (rd_rec_extra *)(rec + 1);
+    x->nflows = (uint32_t)ev->flow_ids_count;
+    x->nterm = (uint32_t)ev->terminating_flow_ids_count;
+    x->nargs = (uint32_t)ev->args_count;
+    uint64_t *u = (uint64_t *)(x + 1);
+    if (x->nflows) memcpy(u, ev->flow_ids, 8 * x->nflows);
+    u += x->nflows;
+    if (x->nterm) memcpy(u, ev->terminating_flow_ids, 8 * x->nterm);
+    u += x->nterm;
+    etch_arg *a = (etch_arg *)u;
+    if (x->nargs) memcpy(a, ev->args, sizeof(etch_arg) * x->nargs);
+    char *s = (char *)(a + x->nargs);
+    for (size_t i = 0; i < x->nargs; i++) {
+      if (a[i].type != ETCH_VALUE_STRING && a[i].type != ETCH_VALUE_JSON)
+        continue;
+      size_t n = strlen(a[i].v.s) + 1;
+      memcpy(s, a[i].v.s, n);
+      a[i].v.s = s;
+      s += n;
+    }
+  }
+  if (ev->ts < seq->last_ts) seq->unsorted = true;
+  if (ev->ts > seq->last_ts) seq->last_ts = ev->ts;
+  seq->nrecs++;
+  return 0;
+}
+
+int etch__rd_emit(etch_reader *r, rd_seq *seq, const etch_event *ev,
+                  rd_track *t) {
+  if (r->dump) {
+    etch__rd_dump_event(r, ev);
+    return 0;
+  }
+  if (r->order == ETCH_ORDER_FILE) {
+    etch_event e = *ev;
+    etch__rd_deliver(r, &e, t);
+    return 0;
+  }
+  return hold(r, seq, ev, t);
+}
+
+static void rec_event(const rd_rec *rec, etch_event *ev) {
+  memset(ev, 0, sizeof *ev);
+  ev->type = (etch_event_type)rec->type;
+  ev->ts = rec->ts;
+  ev->sequence_id = rec->seq;
+  ev->track = &rec->track->info;
+  ev->category = rec->category;
+  ev->name = rec->name;
+  ev->counter_is_double = rec->counter_is_double;
+  if (rec->counter_is_double)
+    ev->counter_double = rec->counter.d;
+  else
+    ev->counter_int = rec->counter.i;
+  ev->packet_offset = rec->packet_offset;
+  if (rec->extra) {
+    const rd_rec_extra *x = (const rd_rec_extra *)(rec + 1);
+    const uint64_t *u = (const uint64_t *)(x + 1);
+    if (x->nflows) ev->flow_ids = u;
+    ev->flow_ids_count = x->nflows;
+    u += x->nflows;
+    if (x->nterm) ev->terminating_flow_ids = u;
+    ev->terminating_flow_ids_count = x->nterm;
+    u += x->nterm;
+    if (x->nargs) ev->args = (const etch_arg *)u;
+    ev->args_count = x->nargs;
+  }
+}
+
+static bool rec_less(const rd_rec *a, const rd_rec *b) {
+  return a->ts < b->ts || (a->ts == b->ts && a->gidx < b->gidx);
+}
+
+/* Stable merge sort of record pointers by (ts, gidx). */
+static int sort_recs(rd_rec **a, size_t n) {
+  rd_rec **tmp = (rd_rec **)etch__malloc(n * sizeof *tmp);
+  if (!tmp) return ETCH_ENOMEM;
+  for (size_t w = 1; w < n; w *= 2) {
+    for (size_t lo = 0; lo < n; lo += 2 * w) {
+      size_t mid = lo + w < n ? lo + w : n;
+      size_t hi = lo + 2 * w < n ? lo + 2 * w : n;
+      size_t i = lo, j = mid, k = lo;
+      if (mid == hi || !rec_less(a[mid], a[mid - 1])) {
+        memcpy(tmp + lo, a + lo, (hi - lo) * sizeof *a);
+        continue;
+      }
+      while (i < mid && j < hi) tmp[k++] = rec_less(a[j], a[i]) ? a[j++] : a[i++];
+      while (i < mid) tmp[k++] = a[i++];
+      while (j < hi) tmp[k++] = a[j++];
+    }
+    rd_rec **t = a;
+    memcpy(t, tmp, n * sizeof *a);
+  }
+  free(tmp);
+  return 0;
+}
+
+typedef struct rd_cursor {
+  rd_rec **cur, **end;
+} rd_cursor;
+
+static void heap_down(rd_cursor *h, size_t n, size_t i) {
+  for (;;) {
+    size_t l = 2 * i + 1, m = i;
+    if (l < n && rec_less(*h[l].cur, *h[m].cur)) m = l;
+    if (l + 1 < n && rec_less(*h[l + 1].cur, *h[m].cur)) m = l + 1;
+    if (m == i) return;
+    rd_cursor t = h[i];
+    h[i] = h[m];
+    h[m] = t;
+    i = m;
+  }
+}
+
+/* Sorts each sequence's held events and merges them into timestamp order. */
+static int deliver_held(etch_reader *r) {
+  size_t k = 0;
+  uint64_t total = 0, done = 0;
+  rd_cursor *h = (rd_cursor *)etch__calloc(r->nseq ? r->nseq : 1, sizeof *h);
+  if (!h) return ETCH_ENOMEM;
+  for (size_t i = 0; i < r->nseq; i++) {
+    rd_seq *s = r->seq_list[i];
+    if (!s->nrecs) continue;
+    rd_rec **a = (rd_rec **)s->idx.data;
+    if (s->unsorted && sort_recs(a, s->nrecs)) {
+      free(h);
+      return ETCH_ENOMEM;
+    }
+    h[k].cur = a;
+    h[k].end = a + s->nrecs;
+    k++;
+    total += s->nrecs;
+  }
+  for (size_t i = k; i-- > 0;) heap_down(h, k, i);
+  etch_event ev;
+  while (k) {
+    rd_rec *rec = *h[0].cur;
+    rec_event(rec, &ev);
+    etch__rd_deliver(r, &ev, rec->track);
+    etch__rd_progress(r, ++done, total, "delivering");
+    if (++h[0].cur == h[0].end) h[0] = h[--k];
+    heap_down(h, k, 0);
+  }
+  free(h);
+  for (size_t i = 0; i < r->nseq; i++) {
+    rd_seq *s = r->seq_list[i];
+    etch__rd_arena_free(&s->recs);
+    free(s->idx.data);
+    memset(&s->idx, 0, sizeof s->idx);
+    s->nrecs = 0;
+  }
+  return 0;
+}
+
+/* ---- public API --------------------------------------------------------------------- */
+
+static int reader_new(etch_reader **out) {
+  etch_reader *r = (etch_reader *)etch__calloc(1, sizeof *r);
+  if (!r) return ETCH_ENOMEM;
+  if (etch__rd_pool_init(&r->pool)) {
+    free(r);
+    return ETCH_ENOMEM;
+  }
+  r->empty = etch__rd_pool_get(&r->pool, "", 0);
+  etch__rd_clocks_init(&r->clocks);
+  etch__rd_arena_init(&r->track_arena, 64 * 1024);
+  etch__rd_arena_init(&r->scratch, 16 * 1024);
+  r->global_track.info.uuid = 0;
+  r->global_track.info.kind = ETCH_TRACK_GLOBAL;
+  r->global_track.info.name = r->empty;
+  r->global_track.info.counter_unit_name = r->empty;
+  r->order = ETCH_ORDER_TIMESTAMP;
+  r->latest_ts = 0;
+  *out = r;
+  return 0;
+}
+
+int etch_reader_open_memory(etch_reader **out, const void *data, size_t len) {
+  if (!out || (!data && len)) return etch__error(ETCH_EINVAL, "reader: no data");
+  int rc = reader_new(out);
+  if (rc) return rc;
+  (*out)->data = (const uint8_t *)data;
+  (*out)->len = len;
+  return 0;
+}
+
+int etch_reader_open_file(etch_reader **out, const char *path) {
+  if (!out || !path) return etch__error(ETCH_EINVAL, "reader: no path");
+  *out = NULL;
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return etch__error(ETCH_EIO, "%s: cannot open: %s", path, strerror(errno));
+  struct stat st;
+  if (fstat(fd, &st) != 0) {
+    int e = errno;
+    close(fd);
+    return etch__error(ETCH_EIO, "%s: cannot stat: %s", path, strerror(e));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    close(fd);
+    return etch__error(ETCH_EIO, "%s: not a regular file", path);
+  }
+  void *map = NULL;
+  size_t len = (size_t)st.st_size;
+  if (len) {
+    map = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (map == MAP_FAILED) {
+      int e = errno;
+      close(fd);
+      return etch__error(ETCH_EIO, "%s: cannot map: %s", path, strerror(e));
+    }
+    madvise(map, len, MADV_SEQUENTIAL);
+  }
+  close(fd);
+  etch_reader *r;
+  int rc = reader_new(&r);
+  if (rc == 0 && !(r->name = etch__strdup(path))) {
+    etch_reader_close(r);
+    rc = ETCH_ENOMEM;
+  }
+  if (rc) {
+    if (map) munmap(map, len);
+    return rc;
+  }
+  r->map = map;
+  r->map_len = len;
+  r->data = (const uint8_t *)map;
+  r->len = len;
+  *out = r;
+  return 0;
+}
+
+void etch_reader_close(etch_reader *r) {
+  if (!r) return;
+  for (size_t i = 0; i < r->nseq; i++) {
+    rd_seq *s = r->seq_list[i];
+    etch__rd_map_free(&s->names);
+    etch__rd_map_free(&s->cats);
+    etch__rd_map_free(&s->da_names);
+    etch__rd_map_free(&s->da_strings);
+    etch__rd_map_free(&s->srclocs);
+    etch__rd_arena_free(&s->srcloc_arena);
+    etch__rd_arena_free(&s->recs);
+    free(s->idx.data);
+    free(s->extra_counter_default);
+    free(s->extra_dcounter_default);
+    free(s);
+  }
+  free(r->seq_list);
+  etch__rd_map_free(&r->seqs);
+  etch__rd_map_free(&r->tracks);
+  free(r->track_list);
+  etch__rd_arena_free(&r->track_arena);
+  etch__rd_clocks_free(&r->clocks);
+  etch__rd_pool_free(&r->pool);
+  free(r->args);
+  free(r->flows);
+  free(r->terms);
+  for (int i = 0; i < RD_NREP; i++) free(r->rep[i].a);
+  etch__rd_arena_free(&r->scratch);
+  free(r->catbuf.data);
+  for (size_t i = 0; i < ETCH_ARRAY_SIZE(r->inflate); i++)
+    free(r->inflate[i].data);
+  if (r->zs) {
+    inflateEnd((z_stream *)r->zs);
+    free(r->zs);
+  }
+  if (r->zstd) ZSTD_freeDCtx((ZSTD_DCtx *)r->zstd);
+  free(r->subs);
+  free(r->name);
+  if (r->map) munmap(r->map, r->map_len);
+  free(r);
+}
+
+int etch_reader_set_order(etch_reader *r, etch_reader_order order) {
+  if (!r) return etch__error(ETCH_EINVAL, "reader: NULL");
+  if (r->ran) return etch__error(ETCH_ESTATE, "reader: already run");
+  if (order != ETCH_ORDER_TIMESTAMP && order != ETCH_ORDER_FILE)
+    return etch__error(ETCH_EINVAL, "reader: unknown order %d", (int)order);
+  r->order = order;
+  return 0;
+}
+
+int etch_reader_on(etch_reader *r, const char *category, const char *name,
+                   etch_event_cb cb, void *user) {
+  if (!r || !cb) return etch__error(ETCH_EINVAL, "reader: NULL callback");
+  if (r->ran) return etch__error(ETCH_ESTATE, "reader: already run");
+  if (r->nsubs == r->cap_subs) {
+    size_t nc = r->cap_subs ? r->cap_subs * 2 : 4;
+    rd_sub *s = (rd_sub *)etch__realloc(r->subs, nc * sizeof *s);
+    if (!s) return ETCH_ENOMEM;
+    r->subs = s;
+    r->cap_subs = nc;
+  }
+  rd_sub *s = &r->subs[r->nsubs];
+  s->category = category ? etch__rd_pool_get(&r->pool, category, strlen(category))
+                         : NULL;
+  s->name = name ? etch__rd_pool_get(&r->pool, name, strlen(name)) : NULL;
+  if ((category && !s->category) || (name && !s->name)) return ETCH_ENOMEM;
+  s->cb = cb;
+  s->user = user;
+  r->nsubs++;
+  return 0;
+}
+
+int etch_reader_on_track(etch_reader *r, etch_track_cb cb, void *user) {
+  if (!r) return etch__error(ETCH_EINVAL, "reader: NULL");
+  if (r->ran) return etch__error(ETCH_ESTATE, "reader: already run");
+  r->track_cb = cb;
+  r->track_user = user;
+  return 0;
+}
+
+static int run(etch_reader *r) {
+  if (!r) return etch__error(ETCH_EINVAL, "reader: NULL");
+  if (r->ran) return etch__error(ETCH_ESTATE, "reader: already run");
+  r->ran = true;
+  etch__error_clear();
+  r->stats.bytes = r->len;
+  if (!r->dump && isatty(2)) {
+    r->progress = true;
+    r->progress_t0 = now_ns();
+  }
+  rd_src top;
+  top.start = r->data;
+  top.wrapper_off = 0;
+  top.depth = 0;
+  top.parent = NULL;
+  int rc = etch__rd_parse_records(r, &top, r->len);
+  if (rc && !r->err_formatted) {
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s", etch_last_error());
+    error_prefixed(r, rc, r->cur_off, NULL, 0, msg[0] ? msg : etch_strerror(rc));
+  }
+  /* Events decoded before an error are still delivered. */
+  if (r->order == ETCH_ORDER_TIMESTAMP && !r->dump) {
+    char saved[512];
+    snprintf(saved, sizeof saved, "%s", etch_last_error());
+    int drc = deliver_held(r);
+    if (rc == 0)
+      rc = drc;
+    else
+      etch__error(rc, "%s", saved);
+  }
+  /* Tracks without events are announced last. */
+  if (!r->dump && r->track_cb) {
+    for (size_t i = 0; i < r->ntracks; i++)
+      if (r->track_list[i]->described) announce_track(r, r->track_list[i], 0);
+  }
+  progress_end(r);
+  return rc;
+}
+
+int etch_reader_run(etch_reader *r) { return run(r); }
+
+void etch_reader_get_stats(const etch_reader *r, etch_reader_stats *out) {
+  if (!r || !out) return;
+  *out = r->stats;
+}
+
+int etch_reader_time_bounds(const etch_reader *r, int64_t *first,
+                            int64_t *last) {
+  if (!r) return etch__error(ETCH_EINVAL, "reader: NULL");
+  if (!r->have_bounds) {
+    if (first) *first = 0;
+    if (last) *last = 0;
+    return etch__error(ETCH_ENOTFOUND, "no events");
+  }
+  if (first) *first = r->first_ts;
+  if (last) *last = r->last_ts;
+  return 0;
+}
+
+/* ---- dump entry point ---------------------------------------------------------------- */
+
+int etch__reader_dump(const void *data, size_t len, FILE *out) {
+  etch_reader *r;
+  int rc = etch_reader_open_memory(&r, data, len);
+  if (rc) return rc;
+  r->dump = out;
+  r->order = ETCH_ORDER_FILE;
+  rc = run(r);
+  if (rc) fprintf(out, "error: %s\n", etch_last_error());
+  etch_reader_stats st = r->stats;
+  fprintf(out,
+          "-- %llu packets, %llu track events, %llu sequences, %llu "
+          "compressed, %llu skipped (incremental state lost), %llu "
+          "interned data missing\n",
+          (unsigned long long)st.packets, (unsigned long long)st.track_events,
+          (unsigned long long)st.sequences,
+          (unsigned long long)st.compressed_packets,
+          (unsigned long long)
+              st.packet_skipped_seq_needs_incremental_state_invalid,
+          (unsigned long long)st.interned_data_missing);
+  etch_reader_close(r);
+  return rc;
+}

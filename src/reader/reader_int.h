@@ -1,0 +1,430 @@
+/*
+ * reader_int.h - the reader's internal state, shared by its files.
+ *
+ * Divisions of the reader:
+ *   util.c    arenas, the string pool and the u64 hash map;
+ *   clock.c   clock snapshots and conversion to the trace clock;
+ *   packet.c  one TracePacket: sequences, incremental state, interned data,
+ *             defaults, descriptors, track events, debug annotations;
+ *   reader.c  the public API, the Trace framing, decompression, ordering
+ *             and delivery of events;
+ *   dump.c    the readable dump of every packet (etch print).
+ *
+ * Memory: every string the reader hands out is either in the string pool
+ * (deduplicated, lives until etch_reader_close) or in a per-event scratch
+ * arena (file order) / per-sequence record arena (timestamp order). Nothing is
+ * allocated per event in the steady state: arenas keep their blocks, hash
+ * maps keep their capacity across incremental-state resets.
+ */
+#ifndef ETCH_READER_INT_H
+#define ETCH_READER_INT_H
+
+#include <stdio.h>
+
+#include "base/base.h"
+#include "etch/reader.h"
+#include "pb/pb.h"
+
+/* ---- limits ------------------------------------------------------------------ */
+
+/* Bytes one compressed packet may expand to (Perfetto writes < 1 MiB). */
+#define RD_MAX_INFLATE (64u << 20)
+/* Compressed packets inside compressed packets. */
+#define RD_MAX_COMPRESSION_DEPTH 2
+/* Nesting of debug annotations (dicts / arrays) and of dumped messages. */
+#define RD_MAX_NESTING 64
+/* Entries of one interning table of one sequence. */
+#define RD_MAX_INTERNED (1u << 20)
+/* Bytes held by the string pool. */
+#define RD_MAX_POOL_BYTES ((size_t)1 << 30)
+/* Tracks, sequences and clocks. */
+#define RD_MAX_TRACKS (1u << 22)
+#define RD_MAX_SEQUENCES (1u << 20)
+#define RD_MAX_CLOCKS (1u << 16)
+/* Flattened args of one event. */
+#define RD_MAX_ARGS 4096
+/* Length of one flattened arg key. */
+#define RD_MAX_KEY 1024
+
+/* Repeated integer fields of a TrackEvent kept in reader scratch. */
+#define RD_NREP 5
+
+/* ---- arena -------------------------------------------------------------------- */
+
+typedef struct rd_block rd_block;
+
+/* A bump allocator over a list of blocks; rd_arena_reset keeps the blocks. */
+typedef struct rd_arena {
+  rd_block *first; /* all blocks, in allocation order */
+  rd_block *cur;   /* block being filled */
+  uint8_t *p, *end;
+  size_t block_size;
+  size_t total; /* bytes of all blocks */
+} rd_arena;
+
+void etch__rd_arena_init(rd_arena *a, size_t block_size);
+void etch__rd_arena_free(rd_arena *a);
+void etch__rd_arena_reset(rd_arena *a);
+void *etch__rd_arena_alloc_slow(rd_arena *a, size_t n);
+
+/* 8-byte aligned allocation; NULL (error set) when out of memory. */
+ETCH_INLINE void *rd_alloc(rd_arena *a, size_t n) {
+  n = (n + 7) & ~(size_t)7;
+  if (ETCH_LIKELY((size_t)(a->end - a->p) >= n)) {
+    void *r = a->p;
+    a->p += n;
+    return r;
+  }
+  return etch__rd_arena_alloc_slow(a, n);
+}
+
+/* Copies `len` bytes and a NUL. */
+char *etch__rd_arena_strdup(rd_arena *a, const void *s, size_t len);
+
+/* ---- string pool --------------------------------------------------------------- */
+
+typedef struct rd_pool_slot {
+  uint64_t hash;
+  const char *s;
+  uint32_t len;
+} rd_pool_slot;
+
+/* Deduplicated NUL-terminated strings with stable addresses. */
+typedef struct rd_pool {
+  rd_arena arena;
+  rd_pool_slot *slots;
+  size_t mask; /* capacity - 1 */
+  size_t count;
+  size_t bytes;
+} rd_pool;
+
+int etch__rd_pool_init(rd_pool *p);
+void etch__rd_pool_free(rd_pool *p);
+/* Returns the pooled copy of s[0..len); NULL (error set) past the limit. */
+const char *etch__rd_pool_get(rd_pool *p, const void *s, size_t len);
+
+/* ---- u64 -> pointer hash map ------------------------------------------------------ */
+
+typedef struct rd_map_slot {
+  uint64_t key;
+  void *val; /* NULL = empty */
+} rd_map_slot;
+
+typedef struct rd_map {
+  rd_map_slot *slots;
+  size_t mask;
+  size_t count;
+} rd_map;
+
+ETCH_INLINE void *rd_map_get(const rd_map *m, uint64_t key) {
+  if (!m->slots) return NULL;
+  size_t i = (size_t)etch__mix64(key) & m->mask;
+  for (;;) {
+    const rd_map_slot *s = &m->slots[i];
+    if (!s->val) return NULL;
+    if (s->key == key) return s->val;
+    i = (i + 1) & m->mask;
+  }
+}
+
+/* Inserts or replaces; val must not be NULL. Returns 0 or ETCH_ENOMEM. */
+int etch__rd_map_put(rd_map *m, uint64_t key, void *val);
+void etch__rd_map_clear(rd_map *m);
+void etch__rd_map_free(rd_map *m);
+
+/* ---- growable vector of bytes --------------------------------------------------- */
+
+typedef struct rd_vec {
+  uint8_t *data;
+  size_t len, cap;
+} rd_vec;
+
+int etch__rd_vec_reserve(rd_vec *v, size_t extra);
+ETCH_INLINE int rd_vec_push(rd_vec *v, const void *p, size_t n) {
+  if (ETCH_UNLIKELY(v->cap - v->len < n) && etch__rd_vec_reserve(v, n))
+    return ETCH_ENOMEM;
+  memcpy(v->data + v->len, p, n);
+  v->len += n;
+  return 0;
+}
+
+/* ---- clocks ----------------------------------------------------------------------- */
+
+typedef struct rd_clock_pair {
+  uint64_t src; /* value of this clock, ns */
+  uint64_t dst; /* value of the trace clock, ns */
+} rd_clock_pair;
+
+typedef struct rd_clock_ref {
+  uint32_t snap;  /* index of a snapshot containing this clock */
+  uint64_t value; /* this clock's value in it, ns */
+} rd_clock_ref;
+
+typedef struct rd_clock {
+  uint64_t key;       /* id, or RD_SEQ_CLOCK_KEY(seq, id) */
+  uint64_t unit_ns;   /* unit_multiplier_ns, default 1 */
+  bool incremental;
+  bool has_last;
+  uint64_t last;      /* incremental clocks: last value, in units */
+  rd_clock_pair *pairs; /* snapshots with the trace clock, sorted by src */
+  size_t npairs, cap_pairs;
+  size_t hint;        /* last pair used */
+  rd_clock_ref *refs; /* every snapshot containing this clock */
+  size_t nrefs, cap_refs;
+} rd_clock;
+
+#define RD_SEQ_CLOCK_KEY(seq, id) \
+  ((1ull << 63) | ((uint64_t)(seq) << 8) | (uint64_t)(id))
+
+typedef struct rd_snap_entry {
+  rd_clock *clock;
+  uint64_t value; /* ns */
+} rd_snap_entry;
+
+typedef struct rd_snap {
+  rd_snap_entry *e;
+  uint32_t n;
+} rd_snap;
+
+typedef struct rd_clocks {
+  rd_map by_key;
+  rd_clock **all;
+  size_t nall, cap_all;
+  rd_snap *snaps;
+  size_t nsnaps, cap_snaps;
+  uint32_t trace_clock; /* BOOTTIME unless primary_trace_clock said else */
+  bool converted;       /* a timestamp was converted: trace clock is fixed */
+  rd_arena arena;
+} rd_clocks;
+
+/* ---- tracks --------------------------------------------------------------------- */
+
+typedef struct rd_track {
+  etch_track_info info;
+  bool delivered;    /* track callback called */
+  bool described;    /* a descriptor was seen */
+  uint32_t open;     /* open slices (for misplaced_end_event) */
+  uint64_t res_gen;  /* descriptor generation of the cached resolution */
+  int32_t ev_pid, ev_tid;
+  /* Incremental counter tracks. */
+  uint32_t acc_seq;
+  uint64_t acc_gen;
+  int64_t acc_i;
+  double acc_d;
+} rd_track;
+
+/* ---- sequences -------------------------------------------------------------------- */
+
+typedef struct rd_srcloc {
+  const char *file;
+  const char *function;
+  uint32_t line;
+} rd_srcloc;
+
+typedef struct rd_seq {
+  uint32_t id;
+  bool valid;       /* incremental state usable */
+  uint64_t gen;     /* bumped at every CLEARED */
+  bool has_clock_default;
+  uint32_t clock_default;
+  bool has_track_default;
+  uint64_t track_default;
+  uint64_t *extra_counter_default; /* TrackEventDefaults.extra_counter... */
+  size_t n_extra_counter_default, cap_extra_counter_default;
+  uint64_t *extra_dcounter_default;
+  size_t n_extra_dcounter_default, cap_extra_dcounter_default;
+  rd_map names, cats, da_names, da_strings, srclocs;
+  rd_arena srcloc_arena;
+  rd_clock *clocks[64]; /* sequence-scoped clocks 64..127 */
+  /* Held events (timestamp order): records in file order. */
+  rd_arena recs;
+  rd_vec idx; /* rd_rec pointers in file order */
+  uint64_t nrecs;
+  int64_t last_ts;
+  bool unsorted;
+} rd_seq;
+
+/* ---- events ---------------------------------------------------------------------- */
+
+/* A held event (timestamp order); args etc. follow when `extra` is set. */
+typedef struct rd_rec {
+  int64_t ts;
+  uint64_t gidx;
+  rd_track *track;
+  const char *name;
+  const char *category;
+  uint64_t packet_offset;
+  union {
+    int64_t i;
+    double d;
+  } counter;
+  uint32_t size; /* bytes of this record including the tail */
+  uint8_t type;
+  uint8_t counter_is_double;
+  uint8_t extra;
+  uint8_t pad;
+  uint32_t seq;
+  uint32_t pad2;
+} rd_rec;
+
+typedef struct rd_rec_extra {
+  uint32_t nflows, nterm, nargs, pad;
+} rd_rec_extra;
+
+typedef struct rd_sub {
+  const char *category; /* pooled, or NULL */
+  const char *name;     /* pooled, or NULL */
+  etch_event_cb cb;
+  void *user;
+} rd_sub;
+
+/* Where bytes being decoded live, for error offsets. */
+typedef struct rd_src {
+  const uint8_t *start;   /* start of the buffer */
+  uint64_t wrapper_off;   /* offset of the compressed packet (depth > 0) */
+  int depth;              /* 0 = the file */
+  const struct rd_src *parent;
+} rd_src;
+
+struct etch_reader {
+  const uint8_t *data;
+  size_t len;
+  void *map; /* mmap of the file, or NULL */
+  size_t map_len;
+  char *name; /* file name for messages, or NULL */
+  etch_reader_order order;
+  bool ran;
+  bool failed;
+
+  rd_sub *subs;
+  size_t nsubs, cap_subs;
+  etch_track_cb track_cb;
+  void *track_user;
+
+  rd_pool pool;
+  rd_map seqs;
+  rd_seq *last_seq;
+  rd_seq **seq_list;
+  size_t nseq, cap_seq;
+  rd_map tracks;
+  rd_track global_track;
+  rd_track **track_list; /* in creation order */
+  size_t cap_track_list;
+  rd_arena track_arena;
+  uint64_t track_gen; /* bumped when any descriptor changes */
+  size_t ntracks;
+  rd_clocks clocks;
+
+  /* Per-event scratch. */
+  etch_arg *args;
+  size_t nargs, cap_args;
+  uint64_t *flows, *terms;
+  size_t nflows, cap_flows, nterms, cap_terms;
+  struct {
+    uint64_t *a;
+    size_t n, cap;
+  } rep[RD_NREP]; /* repeated integer fields of one event */
+  rd_arena scratch;
+  char key[RD_MAX_KEY + 32];
+  char flat[RD_MAX_KEY + 32];
+  rd_vec catbuf;
+
+  /* Decompression buffers, one per depth. */
+  rd_vec inflate[RD_MAX_COMPRESSION_DEPTH + 1];
+  void *zstd; /* ZSTD_DCtx */
+  /* Held events (timestamp order): one index of rd_rec pointers per seq. */
+
+  const char *empty; /* pooled "" */
+  void *zs;          /* z_stream */
+  bool err_formatted; /* the error message already names an offset */
+  uint64_t cur_off;   /* offset of the file-level packet being decoded */
+
+  int64_t latest_ts;
+  bool have_bounds;
+  int64_t first_ts, last_ts;
+  uint64_t gidx;
+  etch_reader_stats stats;
+  bool trace_stats_seen;
+  rd_clock *trace_clock_k; /* cached clock object of the trace clock */
+
+  /* Progress on a terminal. */
+  bool progress;
+  bool progress_shown;
+  uint64_t progress_t0, progress_last;
+  uint64_t progress_tick;
+
+  /* Dump mode (etch print). */
+  FILE *dump;
+  int dump_indent;
+};
+
+/* ---- shared functions ---------------------------------------------------------------- */
+
+/* Sets the error "[name: ]offset N: msg" for a position inside `src`. */
+int etch__rd_fail(etch_reader *r, const rd_src *src, const uint8_t *at,
+                  int status, const char *fmt, ...) ETCH_PRINTF(5, 6);
+/* The same for a decoder error of `d` (decoding bytes of `src`). */
+int etch__rd_fail_dec(etch_reader *r, const rd_src *src, const etch_pb_dec *d);
+
+/* Decodes a run of Trace records (field 1) from src->start[0..len). */
+int etch__rd_parse_records(etch_reader *r, const rd_src *src, size_t len);
+/* Decodes one TracePacket whose record starts at `rec_off` of src. */
+int etch__rd_packet(etch_reader *r, const rd_src *src, uint64_t rec_off,
+                    const uint8_t *pkt, size_t len);
+/* A known field of `msg` with the wrong wire type: EFORMAT naming it. */
+int etch__rd_bad_wt(etch_reader *r, const rd_src *src, const uint8_t *msg,
+                    const etch_pb_field *f, const char *what);
+#define RD_EXPECT(f, w, what)                                  \
+  do {                                                         \
+    if (ETCH_UNLIKELY((f).wt != (w)))                          \
+      return etch__rd_bad_wt(r, src, d.start, &(f), what);     \
+  } while (0)
+/* Appends one element, or a packed run, of a repeated integer field. */
+int etch__rd_repeated(etch_reader *r, const rd_src *src, const uint8_t *msg,
+                      const etch_pb_field *f, bool fixed64, uint64_t **arr,
+                      size_t *n, size_t *cap);
+/* Decodes a TrackEvent at `ts` and emits the resulting event(s). */
+int etch__rd_track_event(etch_reader *r, const rd_src *src, rd_seq *seq,
+                         const uint8_t *msg, size_t len, int64_t ts,
+                         uint64_t pkt_off);
+ETCH_INLINE const char *rd_pool_field(etch_reader *r, const etch_pb_field *f) {
+  return etch__rd_pool_get(&r->pool, f->data, f->len);
+}
+
+/* Decompresses and parses a compressed_packets / zstd payload. */
+int etch__rd_decompress(etch_reader *r, const rd_src *src, const uint8_t *at,
+                        const uint8_t *data, size_t len, bool zstd);
+
+/* Hands a fully built event to ordering (hold) or delivery. */
+int etch__rd_emit(etch_reader *r, rd_seq *seq, const etch_event *ev,
+                  rd_track *track);
+/* Delivers one event to the track callback and the subscribers. */
+void etch__rd_deliver(etch_reader *r, etch_event *ev, rd_track *track);
+
+rd_track *etch__rd_track_get(etch_reader *r, uint64_t uuid, bool create);
+void etch__rd_track_resolve(etch_reader *r, rd_track *t);
+
+/* Clocks. */
+int etch__rd_clocks_init(rd_clocks *c);
+void etch__rd_clocks_free(rd_clocks *c);
+rd_clock *etch__rd_clock_get(etch_reader *r, uint64_t key, bool create);
+/* Adds one ClockSnapshot message. */
+int etch__rd_clock_snapshot(etch_reader *r, const rd_src *src, rd_seq *seq,
+                            const uint8_t *msg, size_t len);
+/* Converts `value_ns` of `clock` to the trace clock; false if no path. */
+bool etch__rd_clock_convert(etch_reader *r, rd_clock *clock, uint64_t value_ns,
+                            int64_t *out);
+
+/* Progress on stderr (no-op unless enabled). */
+void etch__rd_progress(etch_reader *r, uint64_t done, uint64_t total,
+                       const char *what);
+
+/* Dump hooks (r->dump != NULL). */
+void etch__rd_dump_packet(etch_reader *r, const rd_src *src, uint64_t rec_off,
+                          const uint8_t *pkt, size_t len, rd_seq *seq,
+                          uint32_t flags, bool has_ts, uint64_t raw_ts,
+                          uint32_t clock_id, bool ts_ok, int64_t ts,
+                          bool skipped);
+void etch__rd_dump_event(etch_reader *r, const etch_event *ev);
+
+#endif /* ETCH_READER_INT_H */
