@@ -1,0 +1,612 @@
+/*
+ * main.c - the etch command line: record, stats, query, convert, print.
+ *
+ * Exit status: 0 success, 1 runtime error (bad trace, SQL error, I/O),
+ * 2 usage error. Errors go to stderr as "etch: <message>".
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "etch/common.h"
+#include "query/query.h"
+
+#if defined(__has_include)
+#if __has_include("reader/dump.h")
+#include "reader/dump.h"
+#define ETCH_HAVE_DUMP 1
+#endif
+#endif
+
+extern char **environ;
+
+enum { EXIT_OK = 0, EXIT_RUNTIME = 1, EXIT_USAGE = 2 };
+
+typedef struct command {
+  const char *name;
+  int (*fn)(int argc, char **argv);
+  const char *summary;
+  const char *usage;
+} command;
+
+static const command *find_command(const char *name);
+
+static int runtime_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int runtime_error(const char *fmt, ...) {
+  va_list ap;
+  fputs("etch: ", stderr);
+  va_start(ap, fmt);
+  vfprintf(stderr, fmt, ap);
+  va_end(ap);
+  fputc('\n', stderr);
+  return EXIT_RUNTIME;
+}
+
+static int usage_error(const command *cmd, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static int usage_error(const command *cmd, const char *fmt, ...) {
+  va_list ap;
+  fputs("etch: ", stderr);
+  va_start(ap, fmt);
+  vfprintf(stderr, fmt, ap);
+  va_end(ap);
+  fputc('\n', stderr);
+  if (cmd)
+    fprintf(stderr, "usage: %.*s\nRun 'etch %s --help' for details.\n",
+            (int)strcspn(cmd->usage, "\n"), cmd->usage, cmd->name);
+  else
+    fputs("Run 'etch help' for the list of commands.\n", stderr);
+  return EXIT_USAGE;
+}
+
+/* ---- option parsing ---------------------------------------------------------- */
+
+/*
+ * A small getopt: options may come before or after operands; "--" ends
+ * them. `stop_at_operand` makes the first operand end the options (record).
+ */
+typedef struct opts {
+  int argc;
+  char **argv;
+  int i;
+  bool stop_at_operand;
+  bool done;
+  char **operands;
+  int noperands;
+} opts;
+
+/* Returns the option at the cursor (e.g. "-o", "--csv"), or NULL when the
+ * options are over. Operands met on the way are collected. */
+static const char *next_opt(opts *o) {
+  while (o->i < o->argc) {
+    char *a = o->argv[o->i];
+    if (o->done || a[0] != '-' || a[1] == '\0') {
+      o->operands[o->noperands++] = a;
+      o->i++;
+      if (o->stop_at_operand) o->done = true;
+      continue;
+    }
+    o->i++;
+    if (!strcmp(a, "--")) {
+      o->done = true;
+      continue;
+    }
+    return a;
+  }
+  return NULL;
+}
+
+/* The value of an option: "--name=value" or the next argument. */
+static const char *opt_value(opts *o, const char *opt, const command *cmd,
+                             int *err) {
+  const char *eq = strchr(opt, '=');
+  if (eq && opt[1] == '-') return eq + 1;
+  if (o->i >= o->argc) {
+    *err = usage_error(cmd, "option %s needs a value", opt);
+    return NULL;
+  }
+  return o->argv[o->i++];
+}
+
+/* True if `opt` is `name` or "name=..." */
+static bool is_opt(const char *opt, const char *name) {
+  size_t n = strlen(name);
+  return !strncmp(opt, name, n) && (opt[n] == '\0' || (opt[n] == '=' && name[1] == '-'));
+}
+
+static int opts_init(opts *o, int argc, char **argv, bool stop_at_operand) {
+  memset(o, 0, sizeof *o);
+  o->argc = argc;
+  o->argv = argv;
+  o->i = 1;
+  o->stop_at_operand = stop_at_operand;
+  o->operands = calloc((size_t)argc + 1, sizeof *o->operands);
+  return o->operands ? 0 : runtime_error("out of memory");
+}
+
+static int print_help(const command *cmd) {
+  fprintf(stdout, "usage: %s", cmd->usage);
+  return EXIT_OK;
+}
+
+/* ---- loading a trace ---------------------------------------------------------- */
+
+static int check_readable(const char *path) {
+  struct stat sb;
+  if (stat(path, &sb) != 0)
+    return runtime_error("%s: %s", path, strerror(errno));
+  if (S_ISDIR(sb.st_mode)) return runtime_error("%s: is a directory", path);
+  if (access(path, R_OK) != 0)
+    return runtime_error("%s: %s", path, strerror(errno));
+  return EXIT_OK;
+}
+
+/*
+ * Opens `path` as a database: an existing SQLite file (one written by
+ * `etch query --db`) as is, else a trace imported into memory or into
+ * `db_path`.
+ */
+static int load(const char *path, const char *db_path, bool all_args,
+                bool indexes, sqlite3 **out) {
+  *out = NULL;
+  int rc = check_readable(path);
+  if (rc) return rc;
+  if (etch__query_is_sqlite_file(path)) {
+    if (etch__query_db_open_existing(out, path) != ETCH_OK)
+      return runtime_error("%s", etch_last_error());
+    return EXIT_OK;
+  }
+  sqlite3 *db;
+  if (etch__query_db_open(&db, db_path) != ETCH_OK)
+    return runtime_error("%s", etch_last_error());
+  etch__import_opts o = {.all_args = all_args,
+                         .indexes = indexes,
+                         .progress = isatty(STDERR_FILENO) != 0,
+                         .timestamp_order = true};
+  if (etch__query_import_file(db, path, &o, NULL) != ETCH_OK) {
+    int err = runtime_error("%s", etch_last_error());
+    sqlite3_close(db);
+    if (db_path) unlink(db_path);
+    return err;
+  }
+  *out = db;
+  return EXIT_OK;
+}
+
+/* ---- stats --------------------------------------------------------------------- */
+
+static int cmd_stats(int argc, char **argv) {
+  const command *cmd = find_command("stats");
+  opts o;
+  int rc = opts_init(&o, argc, argv, false);
+  if (rc) return rc;
+  etch__stats_opts so = {.top = 10};
+  const char *opt;
+  while (!rc && (opt = next_opt(&o))) {
+    if (!strcmp(opt, "-h") || !strcmp(opt, "--help")) {
+      free(o.operands);
+      return print_help(cmd);
+    } else if (!strcmp(opt, "--json")) {
+      so.json = true;
+    } else if (!strcmp(opt, "--compact")) {
+      so.compact = true;
+    } else if (is_opt(opt, "-n") || is_opt(opt, "--top")) {
+      const char *v = opt_value(&o, opt, cmd, &rc);
+      if (v) {
+        char *end;
+        long n = strtol(v, &end, 10);
+        if (*end || n < 1 || n > 1000000)
+          rc = usage_error(cmd, "%s: '%s' is not a count from 1", opt, v);
+        so.top = (int)n;
+      }
+    } else {
+      rc = usage_error(cmd, "unknown option %s", opt);
+    }
+  }
+  if (!rc && o.noperands != 1)
+    rc = usage_error(cmd, o.noperands ? "too many arguments"
+                                      : "missing the trace file");
+  sqlite3 *db = NULL;
+  if (!rc) rc = load(o.operands[0], NULL, false, false, &db);
+  if (!rc && etch__query_stats(db, stdout, &so) != ETCH_OK)
+    rc = runtime_error("%s", etch_last_error());
+  sqlite3_close(db);
+  free(o.operands);
+  return rc;
+}
+
+/* ---- query ---------------------------------------------------------------------- */
+
+static char *read_all(FILE *f) {
+  size_t cap = 4096, n = 0;
+  char *buf = malloc(cap);
+  if (!buf) return NULL;
+  size_t r;
+  while ((r = fread(buf + n, 1, cap - n - 1, f)) > 0) {
+    n += r;
+    if (n + 1 == cap) {
+      char *g = realloc(buf, cap *= 2);
+      if (!g) {
+        free(buf);
+        return NULL;
+      }
+      buf = g;
+    }
+  }
+  buf[n] = '\0';
+  return buf;
+}
+
+static int cmd_query(int argc, char **argv) {
+  const command *cmd = find_command("query");
+  opts o;
+  int rc = opts_init(&o, argc, argv, false);
+  if (rc) return rc;
+  etch__out_mode mode = ETCH__OUT_TABLE;
+  const char *file = NULL, *db_path = NULL;
+  const char *opt;
+  while (!rc && (opt = next_opt(&o))) {
+    if (!strcmp(opt, "-h") || !strcmp(opt, "--help")) {
+      free(o.operands);
+      return print_help(cmd);
+    } else if (!strcmp(opt, "--csv")) {
+      mode = ETCH__OUT_CSV;
+    } else if (is_opt(opt, "-f") || is_opt(opt, "--file")) {
+      file = opt_value(&o, opt, cmd, &rc);
+    } else if (is_opt(opt, "--db")) {
+      db_path = opt_value(&o, opt, cmd, &rc);
+    } else {
+      rc = usage_error(cmd, "unknown option %s", opt);
+    }
+  }
+  if (!rc && o.noperands < 1) rc = usage_error(cmd, "missing the trace file");
+  if (!rc && o.noperands > 2) rc = usage_error(cmd, "too many arguments (quote the SQL)");
+  if (!rc && o.noperands == 2 && file)
+    rc = usage_error(cmd, "give the SQL either as an argument or with -f");
+  char *sql = NULL;
+  if (!rc && file) {
+    FILE *f = !strcmp(file, "-") ? stdin : fopen(file, "r");
+    if (!f) {
+      rc = runtime_error("%s: %s", file, strerror(errno));
+    } else {
+      sql = read_all(f);
+      if (f != stdin) fclose(f);
+      if (!sql) rc = runtime_error("%s: cannot read", file);
+    }
+  }
+  sqlite3 *db = NULL;
+  if (!rc) rc = load(o.operands[0], db_path, true, true, &db);
+  if (!rc) {
+    const char *text = sql ? sql : o.noperands == 2 ? o.operands[1] : NULL;
+    if (!text && isatty(STDIN_FILENO)) {
+      etch__query_shell(db, stdin, stdout, mode);
+    } else {
+      if (!text) text = sql = read_all(stdin);
+      if (text && etch__query_run_sql(db, text, stdout, mode) != ETCH_OK)
+        rc = runtime_error("%s", etch_last_error());
+    }
+  }
+  if (db && sqlite3_close(db) != SQLITE_OK && !rc)
+    rc = runtime_error("closing the database: %s", sqlite3_errmsg(db));
+  free(sql);
+  free(o.operands);
+  return rc;
+}
+
+/* ---- convert --------------------------------------------------------------------- */
+
+static int cmd_convert(int argc, char **argv) {
+  const command *cmd = find_command("convert");
+  opts o;
+  int rc = opts_init(&o, argc, argv, false);
+  if (rc) return rc;
+  const char *out_path = NULL;
+  const char *opt;
+  while (!rc && (opt = next_opt(&o))) {
+    if (!strcmp(opt, "-h") || !strcmp(opt, "--help")) {
+      free(o.operands);
+      return print_help(cmd);
+    } else if (is_opt(opt, "-o") || is_opt(opt, "--output")) {
+      out_path = opt_value(&o, opt, cmd, &rc);
+    } else {
+      rc = usage_error(cmd, "unknown option %s", opt);
+    }
+  }
+  if (!rc && o.noperands != 1)
+    rc = usage_error(cmd, o.noperands ? "too many arguments"
+                                      : "missing the trace file");
+  sqlite3 *db = NULL;
+  if (!rc) rc = load(o.operands[0], NULL, true, true, &db);
+  if (!rc) {
+    bool to_stdout = !out_path || !strcmp(out_path, "-");
+    FILE *out = to_stdout ? stdout : fopen(out_path, "w");
+    if (!out) {
+      rc = runtime_error("%s: %s", out_path, strerror(errno));
+    } else {
+      if (etch__query_export_json(db, out) != ETCH_OK)
+        rc = runtime_error("%s", etch_last_error());
+      if (!to_stdout && fclose(out) != 0 && !rc)
+        rc = runtime_error("%s: %s", out_path, strerror(errno));
+      if (rc && !to_stdout) unlink(out_path);
+    }
+  }
+  sqlite3_close(db);
+  free(o.operands);
+  return rc;
+}
+
+/* ---- print ----------------------------------------------------------------------- */
+
+static int cmd_print(int argc, char **argv) {
+  const command *cmd = find_command("print");
+  opts o;
+  int rc = opts_init(&o, argc, argv, false);
+  if (rc) return rc;
+  const char *opt;
+  while (!rc && (opt = next_opt(&o))) {
+    if (!strcmp(opt, "-h") || !strcmp(opt, "--help")) {
+      free(o.operands);
+      return print_help(cmd);
+    }
+    rc = usage_error(cmd, "unknown option %s", opt);
+  }
+  if (!rc && o.noperands != 1)
+    rc = usage_error(cmd, o.noperands ? "too many arguments"
+                                      : "missing the trace file");
+  if (!rc) rc = check_readable(o.operands[0]);
+#ifdef ETCH_HAVE_DUMP
+  if (!rc) {
+    const char *path = o.operands[0];
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    struct stat sb;
+    if (fd < 0 || fstat(fd, &sb) != 0) {
+      rc = runtime_error("%s: %s", path, strerror(errno));
+    } else {
+      size_t len = (size_t)sb.st_size;
+      void *data = len ? mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0) : NULL;
+      if (len && data == MAP_FAILED) {
+        rc = runtime_error("%s: %s", path, strerror(errno));
+      } else {
+        if (etch__reader_dump(len ? data : "", len, stdout) != ETCH_OK)
+          rc = runtime_error("%s: %s", path, etch_last_error());
+        if (len) munmap(data, len);
+      }
+    }
+    if (fd >= 0) close(fd);
+  }
+#else
+  if (!rc) rc = runtime_error("print: not available in this build");
+#endif
+  free(o.operands);
+  return rc;
+}
+
+/* ---- record ---------------------------------------------------------------------- */
+
+static void fmt_size(char *buf, size_t n, long long bytes) {
+  if (bytes < 10 * 1024)
+    snprintf(buf, n, "%lld bytes", bytes);
+  else if (bytes < 10 * 1024 * 1024)
+    snprintf(buf, n, "%.1f KiB", (double)bytes / 1024);
+  else
+    snprintf(buf, n, "%.1f MiB", (double)bytes / (1024 * 1024));
+}
+
+static int cmd_record(int argc, char **argv) {
+  const command *cmd = find_command("record");
+  opts o;
+  int rc = opts_init(&o, argc, argv, true);
+  if (rc) return rc;
+  const char *out_path = NULL, *cats = NULL;
+  const char *opt;
+  while (!rc && (opt = next_opt(&o))) {
+    if (!strcmp(opt, "-h") || !strcmp(opt, "--help")) {
+      free(o.operands);
+      return print_help(cmd);
+    } else if (is_opt(opt, "-o") || is_opt(opt, "--output")) {
+      out_path = opt_value(&o, opt, cmd, &rc);
+    } else if (is_opt(opt, "-c") || is_opt(opt, "--categories")) {
+      cats = opt_value(&o, opt, cmd, &rc);
+    } else {
+      rc = usage_error(cmd, "unknown option %s", opt);
+    }
+  }
+  if (!rc && o.noperands == 0) rc = usage_error(cmd, "missing the program to run");
+  if (rc) {
+    free(o.operands);
+    return rc;
+  }
+  char def[64];
+  if (!out_path) {
+    time_t now = time(NULL);
+    struct tm tm;
+    localtime_r(&now, &tm);
+    strftime(def, sizeof def, "etch-%Y%m%d-%H%M%S.pftrace", &tm);
+    out_path = def;
+  }
+  /* A trace left from an earlier run must not pass for this one's. */
+  if (unlink(out_path) != 0 && errno != ENOENT) {
+    rc = runtime_error("%s: %s", out_path, strerror(errno));
+    free(o.operands);
+    return rc;
+  }
+  setenv("ETCH_OUT", out_path, 1);
+  if (cats) setenv("ETCH_CATEGORIES", cats, 1);
+
+  /* Ctrl-C goes to the program (same process group); etch waits for it. */
+  struct sigaction ign = {.sa_handler = SIG_IGN}, old_int, old_quit;
+  sigaction(SIGINT, &ign, &old_int);
+  sigaction(SIGQUIT, &ign, &old_quit);
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  sigset_t dflt;
+  sigemptyset(&dflt);
+  sigaddset(&dflt, SIGINT);
+  sigaddset(&dflt, SIGQUIT);
+  posix_spawnattr_setsigdefault(&attr, &dflt);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGDEF);
+  pid_t pid;
+  int err = posix_spawnp(&pid, o.operands[0], NULL, &attr, o.operands, environ);
+  posix_spawnattr_destroy(&attr);
+  int status = 0;
+  if (!err) {
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+  }
+  sigaction(SIGINT, &old_int, NULL);
+  sigaction(SIGQUIT, &old_quit, NULL);
+  if (err) {
+    rc = runtime_error("cannot run %s: %s", o.operands[0], strerror(err));
+    free(o.operands);
+    return rc;
+  }
+  bool failed = false;
+  if (WIFEXITED(status) && WEXITSTATUS(status) != 0) {
+    fprintf(stderr, "etch: %s exited with status %d\n", o.operands[0],
+            WEXITSTATUS(status));
+    failed = true;
+  } else if (WIFSIGNALED(status)) {
+    fprintf(stderr, "etch: %s was killed by signal %d (%s)\n", o.operands[0],
+            WTERMSIG(status), strsignal(WTERMSIG(status)));
+    failed = true;
+  }
+  struct stat sb;
+  if (stat(out_path, &sb) != 0) {
+    rc = runtime_error("%s wrote no trace to %s (is it linked with libetch "
+                       "and does it call etch_init()?)",
+                       o.operands[0], out_path);
+    free(o.operands);
+    return rc;
+  }
+  char size[32];
+  fmt_size(size, sizeof size, (long long)sb.st_size);
+  printf("trace: %s (%s)\n\n", out_path, size);
+  fflush(stdout);
+  sqlite3 *db = NULL;
+  rc = load(out_path, NULL, false, false, &db);
+  etch__stats_opts so = {.top = 5, .compact = true};
+  if (!rc && etch__query_stats(db, stdout, &so) != ETCH_OK)
+    rc = runtime_error("%s", etch_last_error());
+  sqlite3_close(db);
+  free(o.operands);
+  if (!rc && failed) rc = EXIT_RUNTIME;
+  return rc;
+}
+
+/* ---- help and dispatch ------------------------------------------------------------ */
+
+static int cmd_help(int argc, char **argv);
+
+static const command kCommands[] = {
+    {"record", cmd_record, "run a program and record a trace of it",
+     "etch record [-o OUT.pftrace] [-c CATEGORIES] [--] PROGRAM [ARGS...]\n"
+     "\n"
+     "Runs PROGRAM with ETCH_OUT (and ETCH_CATEGORIES) in its environment, so\n"
+     "the etch SDK in it records the whole run, waits for it, then prints\n"
+     "where the trace is and a short summary of what is in it.\n"
+     "\n"
+     "  -o, --output PATH      trace file (default etch-YYYYmmdd-HHMMSS.pftrace)\n"
+     "  -c, --categories LIST  categories to record, e.g. 'render,io,-debug'\n"
+     "\n"
+     "Exit status 1 if the program failed or wrote no trace.\n"},
+    {"stats", cmd_stats, "where the time went: top slices, threads, counters, data loss",
+     "etch stats [--top N] [--compact] [--json] TRACE\n"
+     "\n"
+     "Prints the trace's duration and contents, the top slices by total and\n"
+     "by self time, busy time per thread, counter summaries and every data\n"
+     "loss the trace records.\n"
+     "\n"
+     "  -n, --top N   rows in the top-slices tables (default 10)\n"
+     "  --compact     only the summary, top slices by total time, data loss\n"
+     "  --json        machine-readable output\n"},
+    {"query", cmd_query, "SQL over the trace's tables",
+     "etch query [--csv] [-f FILE.sql] [--db OUT.sqlite] TRACE [SQL]\n"
+     "\n"
+     "Imports TRACE into SQLite tables shaped like trace_processor's (process,\n"
+     "thread, track, slice, counter, args, flow, stats, trace_bounds) and\n"
+     "runs SQL on them. Without SQL, reads statements from stdin, or opens a\n"
+     "prompt when stdin is a terminal. TRACE may also be a database written\n"
+     "with --db.\n"
+     "\n"
+     "  --csv            CSV output (RFC 4180 quoting) instead of a table\n"
+     "  -f, --file FILE  run the statements in FILE ('-' = stdin)\n"
+     "  --db PATH        build the database in PATH and keep it\n"
+     "\n"
+     "Example:\n"
+     "  etch query app.pftrace \"select name, count(*), sum(dur) from slice group by name\"\n"},
+    {"convert", cmd_convert, "to the Chrome JSON trace event format",
+     "etch convert TRACE [-o OUT.json]\n"
+     "\n"
+     "Writes the trace in the Chrome JSON trace event format, which\n"
+     "chrome://tracing, the Perfetto UI and speedscope open.\n"
+     "\n"
+     "  -o, --output PATH  output file (default: stdout)\n"},
+    {"print", cmd_print, "dump every packet and event, for debugging",
+     "etch print TRACE\n"
+     "\n"
+     "Prints every packet of the trace and the events in it, as decoded.\n"},
+    {"help", cmd_help, "this text, or help on a command",
+     "etch help [COMMAND]\n"},
+};
+
+static const command *find_command(const char *name) {
+  for (size_t i = 0; i < sizeof kCommands / sizeof kCommands[0]; i++)
+    if (!strcmp(kCommands[i].name, name)) return &kCommands[i];
+  return NULL;
+}
+
+static void main_usage(FILE *out) {
+  fprintf(out,
+          "usage: etch COMMAND [OPTIONS] [ARGS]\n"
+          "\n"
+          "etch %s: record and analyse Perfetto traces.\n"
+          "\n"
+          "Commands:\n",
+          ETCH_VERSION_STRING);
+  for (size_t i = 0; i < sizeof kCommands / sizeof kCommands[0]; i++)
+    fprintf(out, "  %-8s %s\n", kCommands[i].name, kCommands[i].summary);
+  fprintf(out, "\nRun 'etch COMMAND --help' for a command's options.\n");
+}
+
+static int cmd_help(int argc, char **argv) {
+  if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
+    main_usage(stdout);
+    return EXIT_OK;
+  }
+  const command *cmd = find_command(argv[1]);
+  if (!cmd) return usage_error(NULL, "unknown command '%s'", argv[1]);
+  return print_help(cmd);
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    main_usage(stderr);
+    return EXIT_USAGE;
+  }
+  const char *verb = argv[1];
+  if (!strcmp(verb, "-h") || !strcmp(verb, "--help")) {
+    main_usage(stdout);
+    return EXIT_OK;
+  }
+  if (!strcmp(verb, "--version") || !strcmp(verb, "version")) {
+    printf("etch %s\n", ETCH_VERSION_STRING);
+    return EXIT_OK;
+  }
+  const command *cmd = find_command(verb);
+  if (!cmd) return usage_error(NULL, "unknown command '%s'", verb);
+  int rc = cmd->fn(argc - 1, argv + 1);
+  if (fflush(stdout) != 0 && !rc) rc = runtime_error("write error: %s", strerror(errno));
+  return rc;
+}
