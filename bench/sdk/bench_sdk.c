@@ -1,0 +1,552 @@
+/*
+ * bench_sdk.c - what an event costs the instrumented thread.
+ *
+ *   bench_sdk [--n N] [--reps R]        timing table (1 and 2 threads)
+ *   bench_sdk --callgrind CASE [--n N]  one case between callgrind toggles
+ *   bench_sdk --bytes [--n PAIRS]       bytes of trace per event
+ *   bench_sdk --list                    case names
+ *
+ * Timing: every case runs N iterations on 1 thread, then on 2 threads at
+ * once (each its own loop, its own clock); a run reports ns per event per
+ * thread (the 2-thread figure is the mean of the two threads). Each run is
+ * repeated R times, interleaved with the other cases, and the median is
+ * printed. The references run in the same process: a bare rdtsc, a bare
+ * clock_gettime(CLOCK_BOOTTIME), and LTTng-UST tracepoints with the same
+ * payloads (when built with it; recording only if an LTTng session enabled
+ * the etchbench events before the process started, see scripts/bench.sh).
+ *
+ * etch records into an in-process session: an 8 MiB ring buffer (default
+ * size), categories "bench", default reset interval (1 s). The session is
+ * restarted for every repetition and its ring is filled once before any
+ * case runs, so every page of it is mapped and the cases see the steady
+ * state of a long recording (a fresh buffer's page faults are measured on
+ * their own, "fresh buffer" row).
+ */
+#define _GNU_SOURCE
+#include <etch/etch.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include <x86intrin.h>
+
+#ifdef ETCH_BENCH_CALLGRIND
+#include <valgrind/callgrind.h>
+#endif
+#ifdef ETCH_BENCH_LTTNG
+#include "tp.h"
+#endif
+
+#define NOINLINE __attribute__((noinline))
+
+ETCH_CATEGORY_DEFINE(bench, "bench", "benchmark events", "");
+ETCH_CATEGORY_DEFINE(off, "benchoff", "never enabled by the benchmark", "");
+
+static volatile uint64_t g_sink;
+
+static uint64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void die(const char *what) {
+  fprintf(stderr, "bench_sdk: %s: %s\n", what, etch_last_error());
+  exit(1);
+}
+
+/* ---- the cases -------------------------------------------------------------- */
+
+/* Each run function is a plain loop of n iterations, not inlined, so that
+ * callgrind's toggles bracket exactly the loop. */
+
+static NOINLINE void run_empty(uint64_t n) {
+  for (uint64_t i = 0; i < n; i++) __asm__ volatile("");
+}
+
+static NOINLINE void run_rdtsc(uint64_t n) {
+  uint64_t s = 0;
+  for (uint64_t i = 0; i < n; i++) s += __rdtsc();
+  g_sink = s;
+}
+
+static NOINLINE void run_boottime(uint64_t n) {
+  uint64_t s = 0;
+  for (uint64_t i = 0; i < n; i++) {
+    struct timespec ts;
+    clock_gettime(CLOCK_BOOTTIME, &ts);
+    s += (uint64_t)ts.tv_nsec;
+  }
+  g_sink = s;
+}
+
+static NOINLINE void run_etch_disabled(uint64_t n) {
+  for (uint64_t i = 0; i < n; i++) ETCH_SLICE_BEGIN(off, "disabled");
+}
+
+static NOINLINE void run_etch_begin(uint64_t n) {
+  for (uint64_t i = 0; i < n; i++) ETCH_SLICE_BEGIN(bench, "begin");
+}
+
+/* Ends need open slices (an end with nothing open is dropped early). */
+static NOINLINE void prep_etch_end(uint64_t n) {
+  for (uint64_t i = 0; i < n; i++) ETCH_SLICE_BEGIN(bench, "open");
+}
+
+static NOINLINE void run_etch_end(uint64_t n) {
+  for (uint64_t i = 0; i < n; i++) ETCH_SLICE_END(bench);
+}
+
+static NOINLINE void run_etch_pair(uint64_t n) {
+  for (uint64_t i = 0; i < n; i++) {
+    ETCH_SLICE_BEGIN(bench, "pair");
+    ETCH_SLICE_END(bench);
+  }
+}
+
+static NOINLINE void run_etch_instant(uint64_t n) {
+  for (uint64_t i = 0; i < n; i++)
+    ETCH_INSTANT(bench, "instant", ETCH_ARG_INT("v", i));
+}
+
+static NOINLINE void run_etch_counter(uint64_t n) {
+  for (uint64_t i = 0; i < n; i++) ETCH_COUNTER(bench, "counter", i);
+}
+
+#ifdef ETCH_BENCH_LTTNG
+static NOINLINE void run_lttng_disabled(uint64_t n) {
+  for (uint64_t i = 0; i < n; i++) lttng_ust_tracepoint(etchbench, off);
+}
+static NOINLINE void run_lttng_begin(uint64_t n) {
+  for (uint64_t i = 0; i < n; i++) lttng_ust_tracepoint(etchbench, slice_begin);
+}
+static NOINLINE void run_lttng_end(uint64_t n) {
+  for (uint64_t i = 0; i < n; i++) lttng_ust_tracepoint(etchbench, slice_end);
+}
+static NOINLINE void run_lttng_pair(uint64_t n) {
+  for (uint64_t i = 0; i < n; i++) {
+    lttng_ust_tracepoint(etchbench, slice_begin);
+    lttng_ust_tracepoint(etchbench, slice_end);
+  }
+}
+static NOINLINE void run_lttng_instant(uint64_t n) {
+  for (uint64_t i = 0; i < n; i++)
+    lttng_ust_tracepoint(etchbench, instant, (int64_t)i);
+}
+static NOINLINE void run_lttng_counter(uint64_t n) {
+  for (uint64_t i = 0; i < n; i++)
+    lttng_ust_tracepoint(etchbench, counter, (int64_t)i);
+}
+static bool lttng_recording(void) {
+  return lttng_ust_tracepoint_enabled(etchbench, slice_begin);
+}
+#endif
+
+enum { K_CLOCK, K_ETCH, K_LTTNG };
+
+typedef struct bench_case {
+  const char *id;    /* for --callgrind */
+  const char *label; /* table row */
+  int kind;
+  uint32_t per_iter; /* events per iteration */
+  void (*prep)(uint64_t n);
+  void (*run)(uint64_t n);
+  const char *lttng; /* id of the LTTng case with the same payload */
+  bool timed;        /* in the timing table */
+} bench_case;
+
+static const bench_case cases[] = {
+    {"empty", "empty loop", K_CLOCK, 1, 0, run_empty, 0, false},
+    {"rdtsc", "clock: rdtsc", K_CLOCK, 1, 0, run_rdtsc, 0, true},
+    {"boottime", "clock: clock_gettime(BOOTTIME)", K_CLOCK, 1, 0,
+     run_boottime, 0, true},
+    {"disabled", "etch disabled", K_ETCH, 1, 0, run_etch_disabled,
+     "lttng_disabled", true},
+    {"begin", "etch slice begin", K_ETCH, 1, 0, run_etch_begin, "lttng_begin",
+     true},
+    {"end", "etch slice end", K_ETCH, 1, prep_etch_end, run_etch_end,
+     "lttng_end", true},
+    {"pair", "etch begin+end pair (per event)", K_ETCH, 2, 0, run_etch_pair,
+     "lttng_pair", true},
+    {"instant", "etch instant + 1 int arg", K_ETCH, 1, 0, run_etch_instant,
+     "lttng_instant", true},
+    {"counter", "etch counter (int)", K_ETCH, 1, 0, run_etch_counter,
+     "lttng_counter", true},
+#ifdef ETCH_BENCH_LTTNG
+    {"lttng_disabled", "lttng disabled tracepoint", K_LTTNG, 1, 0,
+     run_lttng_disabled, 0, true},
+    {"lttng_begin", "lttng slice begin", K_LTTNG, 1, 0, run_lttng_begin, 0,
+     true},
+    {"lttng_end", "lttng slice end", K_LTTNG, 1, 0, run_lttng_end, 0, true},
+    {"lttng_pair", "lttng begin+end pair (per event)", K_LTTNG, 2, 0,
+     run_lttng_pair, 0, true},
+    {"lttng_instant", "lttng instant + 1 int", K_LTTNG, 1, 0,
+     run_lttng_instant, 0, true},
+    {"lttng_counter", "lttng counter (int)", K_LTTNG, 1, 0, run_lttng_counter,
+     0, true},
+#endif
+};
+#define NCASES (sizeof cases / sizeof cases[0])
+
+static const bench_case *find_case(const char *id) {
+  for (size_t i = 0; i < NCASES; i++)
+    if (id && strcmp(cases[i].id, id) == 0) return &cases[i];
+  return NULL;
+}
+
+/* ---- sessions ----------------------------------------------------------------- */
+
+static etch_session *session_start(const char *config) {
+  etch_config *cfg;
+  etch_session *s;
+  if (etch_config_new(&cfg)) die("config");
+  if (etch_config_parse(cfg, config)) die("config");
+  if (etch_session_new(cfg, &s)) die("session");
+  etch_config_free(cfg);
+  if (etch_session_start(s)) die("session start");
+  return s;
+}
+
+#define TIMING_CONFIG "categories=bench;buffer_kb=8192;fill=ring"
+
+/* Fills the ring once from a thread of its own, so that every page of the
+ * buffer is mapped before anything is timed. */
+static void *warm_main(void *arg) {
+  etch_session *s = (etch_session *)arg;
+  etch_session_stats st;
+  do {
+    run_etch_pair(10000);
+    if (etch_session_get_stats(s, &st)) die("stats");
+  } while (st.chunks_overwritten == 0);
+  return NULL;
+}
+
+static void warm_ring(etch_session *s) {
+  pthread_t t;
+  pthread_create(&t, NULL, warm_main, s);
+  pthread_join(t, NULL);
+}
+
+/* ---- timing ------------------------------------------------------------------- */
+
+typedef struct run_arg {
+  const bench_case *c;
+  uint64_t n;
+  pthread_barrier_t *bar;
+  double ns_per_ev;
+} run_arg;
+
+static void *run_main(void *p) {
+  run_arg *a = (run_arg *)p;
+  /* A few events first: the thread's writer and the site's interning are
+   * set up once per thread and session, outside the timed loop. */
+  a->c->run(16);
+  if (a->c->prep) a->c->prep(a->n);
+  pthread_barrier_wait(a->bar);
+  uint64_t t0 = now_ns();
+  a->c->run(a->n);
+  uint64_t t1 = now_ns();
+  a->ns_per_ev = (double)(t1 - t0) / ((double)a->n * a->c->per_iter);
+  return NULL;
+}
+
+/* Runs `c` on `threads` threads at once; mean per-thread ns per event, and
+ * the slower thread's in *slowest. */
+static double run_case(const bench_case *c, int threads, uint64_t n,
+                       double *slowest) {
+  pthread_barrier_t bar;
+  pthread_barrier_init(&bar, NULL, (unsigned)threads);
+  run_arg a[2];
+  pthread_t t[2];
+  for (int i = 0; i < threads; i++) {
+    a[i] = (run_arg){c, n, &bar, 0};
+    pthread_create(&t[i], NULL, run_main, &a[i]);
+  }
+  double sum = 0, max = 0;
+  for (int i = 0; i < threads; i++) {
+    pthread_join(t[i], NULL);
+    sum += a[i].ns_per_ev;
+    if (a[i].ns_per_ev > max) max = a[i].ns_per_ev;
+  }
+  if (slowest) *slowest = max;
+  pthread_barrier_destroy(&bar);
+  return sum / threads;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+static double median(double *v, int n) {
+  qsort(v, (size_t)n, sizeof *v, cmp_double);
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+#define MAX_REPS 31
+
+static int timing(uint64_t n, int reps) {
+  static double res[NCASES][2][MAX_REPS];
+  static double slow2[NCASES][MAX_REPS]; /* slower of the 2 threads */
+  double fresh[MAX_REPS];
+  const char *lttng_state = "not built";
+#ifdef ETCH_BENCH_LTTNG
+  lttng_state = lttng_recording() ? "recording (session enabled etchbench:*)"
+                                  : "no session: disabled cost only";
+#endif
+  const bench_case *begin = find_case("begin");
+  for (int r = 0; r < reps; r++) {
+    etch_session *s = session_start(TIMING_CONFIG);
+    /* A fresh buffer: its pages fault in as the writers reach them. The
+     * events fit in the 8 MiB ring without wrapping. */
+    fresh[r] = run_case(begin, 1, n < 500000 ? n : 500000, NULL);
+    warm_ring(s);
+    for (size_t c = 0; c < NCASES; c++) {
+      if (!cases[c].timed) continue;
+      res[c][0][r] = run_case(&cases[c], 1, n, NULL);
+      res[c][1][r] = run_case(&cases[c], 2, n, &slow2[c][r]);
+    }
+    etch_session_stats st;
+    etch_session_get_stats(s, &st);
+    if (st.events_dropped) fprintf(stderr, "warning: events dropped\n");
+    etch_session_free(s);
+  }
+
+  double med[NCASES][2];
+  for (size_t c = 0; c < NCASES; c++)
+    for (int t = 0; t < 2; t++)
+      med[c][t] = cases[c].timed ? median(res[c][t], reps) : 0;
+  const bench_case *rdtsc = find_case("rdtsc");
+  double tsc[2] = {med[rdtsc - cases][0], med[rdtsc - cases][1]};
+
+  printf("SDK timing: %llu events per thread per run, median of %d runs\n",
+         (unsigned long long)n, reps);
+  printf("etch: in-process session, 8 MiB ring (filled once before timing), "
+         "library %s\n",
+#ifdef ETCH_BENCH_STATIC
+         "linked statically"
+#else
+         "linked as a shared library"
+#endif
+  );
+  printf("lttng-ust: %s\n\n", lttng_state);
+  printf("%-34s %9s %9s %7s %8s %8s %8s\n", "case", "1T ns/ev", "2T ns/ev",
+         "2T/1T", "/rdtsc", "lttng/1T", "lttng/2T");
+  for (size_t c = 0; c < NCASES; c++) {
+    if (!cases[c].timed) continue;
+    const double *m = med[c];
+    char r1[16], l1[16] = "-", l2[16] = "-";
+    snprintf(r1, sizeof r1, "%.2f", m[0] / tsc[0]);
+    const bench_case *l = find_case(cases[c].lttng);
+    if (l) {
+      snprintf(l1, sizeof l1, "%.1fx", med[l - cases][0] / m[0]);
+      snprintf(l2, sizeof l2, "%.1fx", med[l - cases][1] / m[1]);
+    }
+    printf("%-34s %9.2f %9.2f %7.2f %8s %8s %8s\n", cases[c].label, m[0], m[1],
+           m[1] / m[0], r1, l1, l2);
+  }
+  printf("%-34s %9.2f %9s %7s %8.2f\n", "etch slice begin, fresh buffer",
+         median(fresh, reps), "-", "-", median(fresh, reps) / tsc[0]);
+  /* The goals of the issue that this table can answer. */
+  double dis = med[find_case("disabled") - cases][0];
+  printf("\ngoals (1T unless said):\n");
+  printf("  disabled <= 1 ns: %.2f ns: %s\n", dis, dis <= 1.0 ? "met" : "MISSED");
+  const char *ids[] = {"begin", "end"};
+  for (int i = 0; i < 2; i++) {
+    const bench_case *c = find_case(ids[i]);
+    const double *m = med[c - cases];
+    double x = m[0] / tsc[0];
+    printf("  %s <= 1.5x rdtsc: %.2fx: %s\n", c->label, x,
+           x <= 1.5 ? "met" : "MISSED");
+    double r2 = median(slow2[c - cases], reps) / m[0];
+    printf("  %s, each of 2 threads within 10%% of 1 (slower thread): "
+           "%+.1f%%: %s\n",
+           c->label, (r2 - 1) * 100, r2 <= 1.10 ? "met" : "MISSED");
+#ifdef ETCH_BENCH_LTTNG
+    const bench_case *l = find_case(c->lttng);
+    for (int t = 0; t < 2; t++) {
+      double r = med[l - cases][t] / m[t];
+      printf("  %s >= 6x cheaper than LTTng (%dT): %.1fx: %s%s\n", c->label,
+             t + 1, r, r >= 6 ? "met" : "MISSED",
+             lttng_recording() ? "" : " (LTTng not recording)");
+    }
+#endif
+  }
+  printf(
+      "\n2T ns/ev: mean of the two threads' own ns/event, both running at "
+      "once.\n/rdtsc: 1-thread ns/ev over a bare rdtsc's. lttng/1T, "
+      "lttng/2T: LTTng-UST's ns/ev for the same payload over etch's (how "
+      "many times cheaper etch is).\n");
+  return 0;
+}
+
+/* ---- callgrind --------------------------------------------------------------- */
+
+static int callgrind(const char *id, uint64_t n) {
+  const bench_case *c = find_case(id);
+  if (!c) {
+    fprintf(stderr, "bench_sdk: unknown case '%s' (see --list)\n", id);
+    return 2;
+  }
+  etch_session *s = NULL;
+  if (c->kind == K_ETCH) s = session_start(TIMING_CONFIG);
+  /* Set-up outside the measured part: writer, interning, open slices. */
+  c->run(1000);
+  if (c->prep) c->prep(n);
+#ifdef ETCH_BENCH_CALLGRIND
+  CALLGRIND_TOGGLE_COLLECT;
+#endif
+  c->run(n);
+#ifdef ETCH_BENCH_CALLGRIND
+  CALLGRIND_TOGGLE_COLLECT;
+#endif
+  if (s) etch_session_free(s);
+  printf("%s: %llu iterations, %u events each\n", c->id, (unsigned long long)n,
+         c->per_iter);
+  return 0;
+}
+
+/* ---- bytes per event ---------------------------------------------------------- */
+
+/* Waits `ns` from now (no catching up after a stall: every gap is kept). */
+static void spin_for(uint64_t ns) {
+  if (!ns) return;
+  uint64_t t = now_ns() + ns;
+  while (now_ns() < t) {
+  }
+}
+
+/* Eight call sites, so the stream interns several names. */
+#define PAIR(k)                         \
+  case k:                               \
+    spin_for(a->gap_ns);                \
+    ETCH_SLICE_BEGIN(bench, "site" #k); \
+    spin_for(a->gap_ns);                \
+    ETCH_SLICE_END(bench);              \
+    break
+
+typedef struct bytes_arg {
+  uint64_t pairs;
+  uint64_t gap_ns; /* time between events; 0 = back to back */
+} bytes_arg;
+
+static void *bytes_main(void *p) {
+  const bytes_arg *a = (const bytes_arg *)p;
+  for (uint64_t i = 0; i < a->pairs; i++) {
+    switch (i & 7) {
+      PAIR(0);
+      PAIR(1);
+      PAIR(2);
+      PAIR(3);
+      PAIR(4);
+      PAIR(5);
+      PAIR(6);
+      PAIR(7);
+    }
+  }
+  return NULL;
+}
+
+static double bytes_one(const char *compression, uint64_t pairs,
+                        uint64_t gap_ns, uint64_t *size_out) {
+  char config[256];
+  snprintf(config, sizeof config,
+           "categories=bench;buffer_kb=131072;fill=discard;compression=%s",
+           compression);
+  etch_session *s = session_start(config);
+  bytes_arg a = {pairs, gap_ns};
+  pthread_t t;
+  pthread_create(&t, NULL, bytes_main, &a);
+  pthread_join(t, NULL);
+  if (etch_session_stop(s)) die("stop");
+  etch_session_stats st;
+  etch_session_get_stats(s, &st);
+  if (st.events_dropped || st.chunks_overwritten) {
+    fprintf(stderr, "bench_sdk: events were lost; raise buffer_kb\n");
+    exit(1);
+  }
+  /* ETCH_BENCH_KEEP=dir keeps the traces there for inspection. */
+  const char *keep = getenv("ETCH_BENCH_KEEP");
+  const char *dir = keep && *keep ? keep : getenv("TMPDIR");
+  char path[512];
+  snprintf(path, sizeof path, "%s/etch-bench-%s-%s.pftrace",
+           dir && *dir ? dir : "/tmp", gap_ns ? "spaced" : "tight",
+           compression);
+  if (etch_session_write_file(s, path)) die("write");
+  struct stat sb;
+  if (stat(path, &sb)) die("stat");
+  if (!(keep && *keep)) unlink(path);
+  etch_session_free(s);
+  *size_out = (uint64_t)sb.st_size;
+  return (double)sb.st_size / (double)(2 * pairs);
+}
+
+static int bytes(uint64_t pairs) {
+  struct {
+    const char *label;
+    uint64_t pairs, gap;
+  } runs[] = {
+      {"back to back (tight loop)", pairs, 0},
+      {"one event every ~1 us", pairs / 10, 1000},
+  };
+  printf("Bytes of trace per event: begin/end pairs from one thread, 8 call "
+         "sites, file size / events\n\n");
+  printf("%-28s %9s %14s %10s %14s %10s\n", "stream", "events",
+         "none: bytes", "B/event", "deflate: bytes", "B/event");
+  for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
+    uint64_t sz_none, sz_defl;
+    double b_none = bytes_one("none", runs[i].pairs, runs[i].gap, &sz_none);
+    double b_defl =
+        bytes_one("deflate", runs[i].pairs, runs[i].gap, &sz_defl);
+    printf("%-28s %9llu %14llu %10.2f %14llu %10.2f\n", runs[i].label,
+           (unsigned long long)(2 * runs[i].pairs),
+           (unsigned long long)sz_none, b_none, (unsigned long long)sz_defl,
+           b_defl);
+  }
+  return 0;
+}
+
+/* ---- main ----------------------------------------------------------------------- */
+
+int main(int argc, char **argv) {
+  uint64_t n = 0;
+  int reps = 5;
+  const char *cg = NULL;
+  bool do_bytes = false;
+  for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "--n") == 0 && i + 1 < argc) {
+      n = strtoull(argv[++i], NULL, 10);
+    } else if (strcmp(argv[i], "--reps") == 0 && i + 1 < argc) {
+      reps = atoi(argv[++i]);
+      if (reps < 1) reps = 1;
+      if (reps > MAX_REPS) reps = MAX_REPS;
+    } else if (strcmp(argv[i], "--callgrind") == 0 && i + 1 < argc) {
+      cg = argv[++i];
+    } else if (strcmp(argv[i], "--bytes") == 0) {
+      do_bytes = true;
+    } else if (strcmp(argv[i], "--list") == 0) {
+      for (size_t c = 0; c < NCASES; c++)
+        printf("%-16s %s\n", cases[c].id, cases[c].label);
+      return 0;
+    } else if (strcmp(argv[i], "--lttng-state") == 0) {
+#ifdef ETCH_BENCH_LTTNG
+      printf("%s\n", lttng_recording() ? "recording" : "disabled");
+#else
+      printf("not built\n");
+#endif
+      return 0;
+    } else {
+      fprintf(stderr,
+              "usage: %s [--n N] [--reps R] | --callgrind CASE [--n N] | "
+              "--bytes [--n PAIRS] | --list | --lttng-state\n",
+              argv[0]);
+      return 2;
+    }
+  }
+  if (cg) return callgrind(cg, n ? n : 100000);
+  if (do_bytes) return bytes(n ? n : 1000000);
+  return timing(n ? n : 2000000, reps);
+}

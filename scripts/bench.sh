@@ -1,0 +1,211 @@
+#!/usr/bin/env bash
+# bench.sh - build etch optimised in a build directory of its own and run the
+# SDK benchmarks, printing every table of docs/performance.md:
+#
+#   1. ns per event, 1 and 2 threads, against a bare clock read and LTTng-UST
+#   2. instructions per event under callgrind (what is left besides the clock)
+#   3. bytes of trace per event (compression none and deflate)
+#   4. the stripped size of the SDK library
+#
+# Usage: scripts/bench.sh            everything
+#        scripts/bench.sh timing     one part: timing | callgrind | bytes | size
+#
+# Environment:
+#   BUILD_DIR   build directory          default <repo>/build-bench
+#   BUILD_TYPE  CMake build type         default RelWithDebInfo (-O2 -g)
+#   JOBS        parallel build jobs      default 2
+#   N           events per thread/run    default 2000000
+#   REPS        timing repetitions       default 5 (the median is printed)
+#   CG_N        iterations per callgrind case   default 100000
+#   PAIRS       begin/end pairs for the bytes table  default 1000000
+#   LTTNG       0 to skip setting up an LTTng session  default 1
+#   ANNOTATE    1 to print callgrind_annotate of etch's slice begin and end
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+BUILD=${BUILD_DIR:-$ROOT/build-bench}
+TYPE=${BUILD_TYPE:-RelWithDebInfo}
+JOBS=${JOBS:-2}
+N=${N:-2000000}
+REPS=${REPS:-5}
+CG_N=${CG_N:-100000}
+PAIRS=${PAIRS:-1000000}
+WHAT=${1:-all}
+
+want() { [ "$WHAT" = all ] || [ "$WHAT" = "$1" ]; }
+
+echo "== build ($TYPE) in $(basename "$BUILD")"
+cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE="$TYPE" >/dev/null
+cmake --build "$BUILD" --target etch etch_static bench_sdk bench_sdk_static \
+  -j"$JOBS" >/dev/null
+BIN=$BUILD/bench/sdk/bench_sdk
+BIN_STATIC=$BUILD/bench/sdk/bench_sdk_static
+
+TMP=$(mktemp -d)
+LTTNG_SESSION=""
+SESSIOND_PID=""
+
+cleanup() {
+  if [ -n "$LTTNG_SESSION" ]; then
+    lttng stop "$LTTNG_SESSION" >/dev/null 2>&1 || true
+    lttng destroy "$LTTNG_SESSION" >/dev/null 2>&1 || true
+  fi
+  if [ -n "$SESSIOND_PID" ]; then kill "$SESSIOND_PID" 2>/dev/null || true; fi
+  rm -rf "$TMP"
+}
+trap cleanup EXIT
+
+echo
+echo "== machine"
+echo "cpu:      $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'), $(nproc) cores"
+echo "tsc:      $(grep -m1 -o -w -e constant_tsc /proc/cpuinfo || echo no) $(grep -m1 -o -w -e nonstop_tsc /proc/cpuinfo || echo no)"
+echo "kernel:   $(uname -r)"
+echo "compiler: $(${CC:-cc} --version | head -1)"
+echo "commit:   $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?')"
+echo "load:     $(cut -d' ' -f1-3 /proc/loadavg) (1/5/15 min; other work on the machine adds noise)"
+
+# ---- LTTng-UST: a recording session, so tracepoints cost their full price.
+# Snapshot mode keeps the channel in overwrite mode: no event is discarded
+# however fast the benchmark goes, and nothing is written to disk.
+lttng_setup() {
+  [ "${LTTNG:-1}" = 1 ] || return 1
+  command -v lttng >/dev/null && command -v lttng-sessiond >/dev/null || return 1
+  if ! lttng list >/dev/null 2>&1; then
+    lttng-sessiond --daemonize --no-kernel >/dev/null 2>&1 || return 1
+    local pidfile=/var/run/lttng/lttng-sessiond.pid
+    [ "$(id -u)" = 0 ] || pidfile=$HOME/.lttng/lttng-sessiond.pid
+    for _ in 1 2 3 4 5 6 7 8 9 10; do
+      [ -s "$pidfile" ] && break
+      sleep 0.2
+    done
+    SESSIOND_PID=$(cat "$pidfile" 2>/dev/null || true)
+    lttng list >/dev/null 2>&1 || return 1
+  fi
+  LTTNG_SESSION=etchbench-$$
+  lttng create "$LTTNG_SESSION" --snapshot --output="$TMP/lttng" >/dev/null 2>&1 ||
+    { LTTNG_SESSION=""; return 1; }
+  # Every etchbench event but `off`, which stays a disabled tracepoint.
+  lttng enable-event -u -s "$LTTNG_SESSION" \
+    etchbench:slice_begin,etchbench:slice_end,etchbench:instant,etchbench:counter \
+    >/dev/null 2>&1 || return 1
+  lttng start "$LTTNG_SESSION" >/dev/null 2>&1 || return 1
+}
+
+lttng_teardown() {
+  if [ -n "$LTTNG_SESSION" ]; then
+    lttng stop "$LTTNG_SESSION" >/dev/null 2>&1 || true
+    lttng destroy "$LTTNG_SESSION" >/dev/null 2>&1 || true
+    LTTNG_SESSION=""
+  fi
+}
+
+if want timing || want callgrind; then
+  if lttng_setup; then
+    echo "lttng:    session $LTTNG_SESSION (snapshot, overwrite mode) recording etchbench:*"
+  else
+    echo "lttng:    no session could be set up: LTTng columns are the disabled cost"
+  fi
+  echo "          benchmark sees: $("$BIN" --lttng-state)"
+fi
+
+# ---- 1. timing
+if want timing; then
+  echo
+  echo "== 1. ns per event"
+  "$BIN" --n "$N" --reps "$REPS"
+fi
+
+# ---- 2. instructions
+# Ir of one case between CALLGRIND_TOGGLE_COLLECT (the loop only) / events.
+cg_ir() { # bin case -> "Ir_per_event"
+  local bin=$1 c=$2 out=$TMP/cg.$(basename "$1").$2
+  local info
+  info=$(valgrind --tool=callgrind --collect-atstart=no \
+    --callgrind-out-file="$out" "$bin" --callgrind "$c" --n "$CG_N" 2>/dev/null)
+  local per
+  per=$(echo "$info" | sed -n 's/.*iterations, \([0-9]*\) events each/\1/p')
+  local ir
+  ir=$(sed -n 's/^summary: *//p' "$out")
+  mkdir -p "$BUILD/callgrind"
+  cp "$out" "$BUILD/callgrind/$(basename "$bin").$c.out"
+  awk -v ir="$ir" -v n="$CG_N" -v per="$per" 'BEGIN { printf "%.1f", ir / (n * per) }'
+}
+
+if want callgrind; then
+  echo
+  if ! command -v valgrind >/dev/null; then
+    echo "== 2. instructions per event: valgrind not installed, skipped"
+  else
+    echo "== 2. instructions per event (callgrind, $CG_N iterations per case, loop included)"
+    echo
+    printf "%-34s %10s %10s %12s %12s\n" "case" "shared" "static" \
+      "shared-clock" "static-clock"
+    declare -A IR_SH IR_ST
+    cases=$("$BIN" --list | awk '{print $1}')
+    for c in $cases; do
+      IR_SH[$c]=$(cg_ir "$BIN" "$c")
+      IR_ST[$c]=$(cg_ir "$BIN_STATIC" "$c")
+    done
+    for c in $cases; do
+      label=$("$BIN" --list | awk -v c="$c" '$1 == c { $1 = ""; sub(/^ /, ""); print }')
+      case $c in
+        empty|rdtsc|boottime) ref="" ;;
+        disabled) ref=empty ;;
+        lttng_disabled) ref=empty ;;
+        lttng_*) ref=boottime ;;
+        *) ref=rdtsc ;;
+      esac
+      if [ -n "$ref" ]; then
+        d1=$(awk -v a="${IR_SH[$c]}" -v b="${IR_SH[$ref]}" 'BEGIN { printf "%.1f", a - b }')
+        d2=$(awk -v a="${IR_ST[$c]}" -v b="${IR_ST[$ref]}" 'BEGIN { printf "%.1f", a - b }')
+      else
+        d1=-; d2=-
+      fi
+      printf "%-34s %10s %10s %12s %12s\n" "$label" "${IR_SH[$c]}" "${IR_ST[$c]}" "$d1" "$d2"
+    done
+    echo
+    echo "Instructions per event of the whole loop body (loop counter, category"
+    echo "check, call, emitter). 'clock' is the same loop around the clock alone:"
+    echo "rdtsc for etch, clock_gettime for LTTng (it reads CLOCK_MONOTONIC through"
+    echo "the vDSO, the same code path as BOOTTIME), the empty loop for 'disabled'."
+    echo "So the last two columns are what each event costs besides reading the clock."
+    echo "shared: libetch.so through the PLT; static: libetch.a."
+    if [ "${ANNOTATE:-0}" = 1 ]; then
+      for c in begin end; do
+        echo
+        echo "-- callgrind_annotate, etch $c (static)"
+        callgrind_annotate --auto=yes "$BUILD/callgrind/bench_sdk_static.$c.out" 2>/dev/null |
+          sed -n '/Ir.*file:function/,$p' | head -200
+      done
+    fi
+  fi
+fi
+
+lttng_teardown
+
+# ---- 3. bytes
+if want bytes; then
+  echo
+  echo "== 3. bytes of trace per event"
+  TMPDIR=$TMP "$BIN" --bytes --n "$PAIRS"
+fi
+
+# ---- 4. size
+if want size; then
+  echo
+  echo "== 4. SDK size (what instrumented code links: base, pb, buffer, sdk)"
+  so=$(readlink -f "$BUILD/src/libetch.so")
+  cp "$so" "$TMP/libetch.so"
+  strip "$TMP/libetch.so"
+  cp "$BUILD/src/libetch.a" "$TMP/libetch.a"
+  strip --strip-debug "$TMP/libetch.a"
+  printf "%-44s %10s\n" "file" "bytes"
+  printf "%-44s %10s\n" "libetch.so, as built (-g)" "$(stat -c %s "$so")"
+  printf "%-44s %10s\n" "libetch.so, stripped" "$(stat -c %s "$TMP/libetch.so")"
+  printf "%-44s %10s\n" "libetch.a, debug info stripped" "$(stat -c %s "$TMP/libetch.a")"
+  printf "%-44s %10s\n" "libetch.a, code+data of its objects (size -t)" \
+    "$(size -t "$TMP/libetch.a" | awk 'END { print $4 }')"
+  echo
+  echo "Sections of the stripped libetch.so:"
+  size -A "$TMP/libetch.so" | awk '$2 > 0 && NR > 2 && $1 != "Total" { printf "  %-20s %8d\n", $1, $2 } $1 == "Total" { printf "  %-20s %8d\n", "total", $2 }'
+fi
