@@ -1,0 +1,488 @@
+/*
+ * reader_test.c - golden tests: traces built byte by byte (tbuild.c), read
+ * back, and the exact events, tracks and stats compared.
+ *
+ * Event lines (tbuild.c format_event):
+ *   <B|E|I|C> <ts> seq= track= pid= tid= [cat=] [name=] [value=] [flows=]
+ *   [term=] [flat_key|key=type:value ...]
+ */
+#define _GNU_SOURCE
+#include <etch/reader.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "proto/perfetto.h"
+#include "reader/dump.h"
+#include "reader/tbuild.h"
+#include "test.h"
+
+static void read_sample(int which, etch_reader_order order, tb_out *o) {
+  tb t;
+  tb_init(&t);
+  tb_sample(&t, which);
+  tb_read(t.data, t.len, order, o);
+  tb_free(&t);
+  if (o->rc) FAIL("sample %s: %d %s", tb_sample_name(which), o->rc, o->error);
+}
+
+/* ---- what etch writes ----------------------------------------------------------------- */
+
+static const char etch_events[] =
+    "B 1010 seq=2 track=1001 pid=42 tid=43 cat=render name=draw flows=77 "
+    "debug.frame=i:7\n"
+    "E 1015 seq=2 track=1001 pid=42 tid=43\n"
+    "C 1016 seq=2 track=2000 pid=42 tid=0 cat=render name=queue value=-3\n"
+    "C 1020 seq=2 track=2000 pid=42 tid=0 name=queue value=2.5\n"
+    "I 1120 seq=2 track=1001 pid=42 tid=43 name=draw term=77\n"
+    "I 5000 seq=2 track=1001 pid=42 tid=43 cat=render name=draw\n";
+static const char etch_tracks[] =
+    "1000 process \"app\" pid=42 tid=0 parent=0\n"
+    "1001 thread \"main\" pid=42 tid=43 parent=1000\n"
+    "2000 counter \"queue\" pid=42 tid=0 parent=1000 unit=2 unit_name= mult=0 "
+    "incr=0\n";
+
+static void check_etch_stats(const etch_reader_stats *s, uint64_t packets,
+                             uint64_t compressed) {
+  ASSERT_EQ_U64(s->packets, packets);
+  ASSERT_EQ_U64(s->track_events, 6);
+  ASSERT_EQ_U64(s->sequences, 1);
+  ASSERT_EQ_U64(s->compressed_packets, compressed);
+  ASSERT_EQ_U64(s->previous_packet_dropped, 0);
+  ASSERT_EQ_U64(s->packet_skipped_seq_needs_incremental_state_invalid, 0);
+  ASSERT_EQ_U64(s->interned_data_missing, 0);
+  ASSERT_EQ_U64(s->misplaced_end_event, 0);
+  ASSERT_EQ_U64(s->unknown_track, 0);
+  ASSERT_EQ_U64(s->clock_conversion_failed, 0);
+}
+
+/* Incremental clock 64 (deltas), an explicit BOOTTIME event that does not
+ * move it, defaults' thread track, interned data in the packet of first use,
+ * sequence id last in the packet, counters int/double, flows. */
+TEST(reader_etch_sequence) {
+  tb_out o;
+  read_sample(0, ETCH_ORDER_TIMESTAMP, &o);
+  ASSERT_EQ_STR(o.events, etch_events);
+  ASSERT_EQ_STR(o.tracks, etch_tracks);
+  check_etch_stats(&o.stats, 10, 0);
+  ASSERT_EQ_INT(o.first, 1010);
+  ASSERT_EQ_INT(o.last, 5000);
+  tb_out_free(&o);
+
+  /* File order: as written. */
+  read_sample(0, ETCH_ORDER_FILE, &o);
+  ASSERT_EQ_STR(o.events,
+                "B 1010 seq=2 track=1001 pid=42 tid=43 cat=render name=draw "
+                "flows=77 debug.frame=i:7\n"
+                "I 5000 seq=2 track=1001 pid=42 tid=43 cat=render name=draw\n"
+                "E 1015 seq=2 track=1001 pid=42 tid=43\n"
+                "C 1016 seq=2 track=2000 pid=42 tid=0 cat=render name=queue "
+                "value=-3\n"
+                "C 1020 seq=2 track=2000 pid=42 tid=0 name=queue value=2.5\n"
+                "I 1120 seq=2 track=1001 pid=42 tid=43 name=draw term=77\n");
+  tb_out_free(&o);
+}
+
+TEST(reader_compressed_zlib_zstd_gzip) {
+  for (int which = 2; which <= 4; which++) {
+    tb_out o;
+    read_sample(which, ETCH_ORDER_TIMESTAMP, &o);
+    ASSERT_EQ_STR(o.events, etch_events);
+    ASSERT_EQ_STR(o.tracks, etch_tracks);
+    check_etch_stats(&o.stats, 12, 2);
+    tb_out_free(&o);
+  }
+}
+
+/* ---- debug annotations ------------------------------------------------------------------ */
+
+TEST(reader_nested_debug_annotations) {
+  tb_out o;
+  read_sample(1, ETCH_ORDER_TIMESTAMP, &o);
+  ASSERT_EQ_STR(o.events,
+                "I 101 seq=2 track=1001 pid=0 tid=0 name=request "
+                "debug.req.method=s:GET "
+                "debug.req.ids|debug.req.ids[0]=u:1 "
+                "debug.req.ids|debug.req.ids[1]=u:2 "
+                "debug.req.ids.x|debug.req.ids[2].x=b:1 "
+                "debug.req.nested.deep=d:1.5 "
+                "debug.s=s:hi debug.neg=i:-5 debug.ptr=p:0xdead "
+                "debug.json=j:{\"a\":1} "
+                "debug.legacy.k|debug.legacy.k[0]=i:3 "
+                "debug.legacy.k|debug.legacy.k[1]=s:v\n");
+  /* The defaults' track 1001 was never described. */
+  ASSERT_EQ_STR(o.tracks, "1001 named \"\" pid=0 tid=0 parent=0\n");
+  ASSERT_EQ_U64(o.stats.unknown_track, 1);
+  ASSERT_EQ_U64(o.stats.interned_data_missing, 0);
+  tb_out_free(&o);
+}
+
+/* ---- data loss ------------------------------------------------------------------------- */
+
+TEST(reader_data_loss) {
+  static const char want[] =
+      "B 1010 seq=2 track=1001 pid=10 tid=11 name=work\n"
+      "B 1020 seq=3 track=1002 pid=10 tid=12 name=work\n"
+      "E 1030 seq=3 track=1002 pid=10 tid=12\n"
+      "I 1500 seq=2 track=1001 pid=10 tid=11 name=marker\n"
+      "B 2001 seq=2 track=1001 pid=10 tid=11 name=work\n"
+      "E 2002 seq=2 track=1001 pid=10 tid=11\n"
+      "E 2003 seq=2 track=1001 pid=10 tid=11\n";
+  for (int order = 0; order < 2; order++) {
+    tb_out o;
+    read_sample(5, (etch_reader_order)order, &o);
+    ASSERT_EQ_STR(o.events, want);
+    const etch_reader_stats *s = &o.stats;
+    ASSERT_EQ_U64(s->packets, 19);
+    ASSERT_EQ_U64(s->track_events, 8);
+    ASSERT_EQ_U64(s->sequences, 2);
+    /* The loss packet and the recovery packet carry the flag. */
+    ASSERT_EQ_U64(s->previous_packet_dropped, 2);
+    /* The loss packet itself and the next NEEDS packet on sequence 2. */
+    ASSERT_EQ_U64(s->packet_skipped_seq_needs_incremental_state_invalid, 2);
+    ASSERT_EQ_U64(s->packet_sequence_id_missing, 1);
+    ASSERT_EQ_U64(s->misplaced_end_event, 1);
+    ASSERT_EQ_U64(s->interned_data_missing, 0);
+    tb_out_free(&o);
+  }
+}
+
+/* ---- defaults, clocks, legacy fields, stats ---------------------------------------------- */
+
+TEST(reader_defaults_clocks_legacy_stats) {
+  tb_out o;
+  read_sample(6, ETCH_ORDER_TIMESTAMP, &o);
+  ASSERT_EQ_STR(
+      o.events,
+      /* MONOTONIC 4100 via the file snapshot (BOOTTIME 10000 = MONO 4000) */
+      "B 10100 seq=5 track=3000 pid=77 tid=0 cat=io,net name=job flows=5,6,7 "
+      "term=6 source.file_name=s:a.c source.function_name=s:f "
+      "source.line_number=i:12\n"
+      /* extra counter value 3 on the defaults' counter track: x1024 */
+      "C 10100 seq=5 track=3001 pid=77 tid=0 cat=io,net value=3072\n"
+      /* REALTIME -> MONOTONIC -> BOOTTIME */
+      "E 11050 seq=5 track=3000 pid=77 tid=0 term=8,9\n"
+      /* incremental counter: 3072 + 2048 */
+      "C 11050 seq=5 track=3001 pid=77 tid=0 value=5120\n"
+      "I 12000 seq=6 track=999 pid=0 tid=0 name=stray\n"
+      "I 12001 seq=6 track=0 pid=0 tid=0 name=global\n"
+      "I 12003 seq=1 track=4000 pid=77 tid=78 cat=etch "
+      "name=etch.dropped_events debug.count=i:17\n");
+  ASSERT_EQ_STR(o.tracks,
+                "3002 process \"srv\" pid=77 tid=0 parent=0\n"
+                "3000 named \"jobs\" pid=77 tid=0 parent=3002\n"
+                "3001 counter \"mem\" pid=77 tid=0 parent=3002 unit=3 "
+                "unit_name=KiB mult=1024 incr=1\n"
+                "999 named \"\" pid=0 tid=0 parent=0\n"
+                "0 global \"\" pid=0 tid=0 parent=0\n"
+                "4000 thread \"worker\" pid=77 tid=78 parent=3002\n");
+  const etch_reader_stats *s = &o.stats;
+  ASSERT_EQ_U64(s->packets, 13);
+  ASSERT_EQ_U64(s->track_events, 5);
+  ASSERT_EQ_U64(s->sequences, 3);
+  ASSERT_EQ_U64(s->unknown_track, 1);
+  ASSERT_EQ_U64(s->clock_conversion_failed, 1);
+  ASSERT_EQ_U64(s->trace_stats_chunks_discarded, 4);
+  ASSERT_EQ_U64(s->trace_stats_chunks_overwritten, 2);
+  ASSERT_EQ_U64(s->trace_stats_writer_packet_loss, 1);
+  ASSERT_EQ_U64(s->etch_dropped_events, 17);
+  ASSERT_EQ_U64(s->misplaced_end_event, 0);
+  tb_out_free(&o);
+}
+
+/* Sequence-scoped incremental clock in µs units; a second snapshot on the
+ * same sequence; TracePacketDefaults without track defaults. */
+TEST(reader_clock_units_and_snapshots) {
+  tb t;
+  tb_init(&t);
+  for (int reset = 0; reset < 2; reset++) {
+    uint64_t boot = reset ? 2000000 : 1000000, base = reset ? 2000 : 1000;
+    tb_begin(&t);
+    tb_u(&t, ETCH_PKT_SEQUENCE_FLAGS, ETCH_SEQ_INCREMENTAL_STATE_CLEARED);
+    tb_open(&t, ETCH_PKT_TRACE_PACKET_DEFAULTS);
+    tb_u(&t, ETCH_DEFAULTS_TIMESTAMP_CLOCK_ID, 70);
+    tb_close(&t);
+    tb_open(&t, ETCH_PKT_CLOCK_SNAPSHOT);
+    tb_open(&t, ETCH_CLOCKSNAP_CLOCKS);
+    tb_u(&t, ETCH_CLOCK_CLOCK_ID, 70);
+    tb_u(&t, ETCH_CLOCK_TIMESTAMP, base);
+    tb_u(&t, ETCH_CLOCK_IS_INCREMENTAL, 1);
+    tb_u(&t, ETCH_CLOCK_UNIT_MULTIPLIER_NS, 1000);
+    tb_close(&t);
+    tb_open(&t, ETCH_CLOCKSNAP_CLOCKS);
+    tb_u(&t, ETCH_CLOCK_CLOCK_ID, ETCH_CLOCK_BOOTTIME);
+    tb_u(&t, ETCH_CLOCK_TIMESTAMP, boot + (reset ? 7 : 0));
+    tb_close(&t);
+    tb_close(&t);
+    tb_u(&t, ETCH_PKT_TRUSTED_SEQ_ID, 9);
+    tb_end(&t);
+    for (int i = 0; i < 2; i++) {
+      tb_begin(&t);
+      tb_u(&t, ETCH_PKT_TRUSTED_SEQ_ID, 9); /* sequence id first this time */
+      tb_u(&t, ETCH_PKT_TIMESTAMP, (uint64_t)(2 + i));
+      tb_u(&t, ETCH_PKT_SEQUENCE_FLAGS, ETCH_SEQ_NEEDS_INCREMENTAL_STATE);
+      tb_open(&t, ETCH_PKT_TRACK_EVENT);
+      tb_u(&t, ETCH_TE_TYPE, ETCH_TE_TYPE_INSTANT);
+      tb_s(&t, ETCH_TE_NAME, reset ? "second" : "first");
+      tb_close(&t);
+      tb_end(&t);
+    }
+  }
+  tb_out o;
+  tb_read(t.data, t.len, ETCH_ORDER_TIMESTAMP, &o);
+  ASSERT_OK(o.rc);
+  /* 1000+2 units = 1002000 ns; then +3 units. After the reset the
+   * snapshot maps 2000 units to BOOTTIME 2000007. */
+  ASSERT_EQ_STR(o.events,
+                "I 1002000 seq=9 track=0 pid=0 tid=0 name=first\n"
+                "I 1005000 seq=9 track=0 pid=0 tid=0 name=first\n"
+                "I 2002007 seq=9 track=0 pid=0 tid=0 name=second\n"
+                "I 2005007 seq=9 track=0 pid=0 tid=0 name=second\n");
+  tb_out_free(&o);
+  tb_free(&t);
+}
+
+/* A snapshot naming MONOTONIC the primary trace clock: BOOTTIME events are
+ * converted into it. */
+TEST(reader_primary_trace_clock) {
+  tb t;
+  tb_init(&t);
+  tb_begin(&t);
+  tb_open(&t, ETCH_PKT_CLOCK_SNAPSHOT);
+  tb_open(&t, ETCH_CLOCKSNAP_CLOCKS);
+  tb_u(&t, ETCH_CLOCK_CLOCK_ID, ETCH_CLOCK_BOOTTIME);
+  tb_u(&t, ETCH_CLOCK_TIMESTAMP, 500);
+  tb_close(&t);
+  tb_open(&t, ETCH_CLOCKSNAP_CLOCKS);
+  tb_u(&t, ETCH_CLOCK_CLOCK_ID, ETCH_CLOCK_MONOTONIC);
+  tb_u(&t, ETCH_CLOCK_TIMESTAMP, 100);
+  tb_close(&t);
+  tb_u(&t, ETCH_CLOCKSNAP_PRIMARY_TRACE_CLOCK, ETCH_CLOCK_MONOTONIC);
+  tb_close(&t);
+  tb_end(&t);
+  tb_begin(&t);
+  tb_u(&t, ETCH_PKT_TIMESTAMP, 600);
+  tb_open(&t, ETCH_PKT_TRACK_EVENT);
+  tb_u(&t, ETCH_TE_TYPE, ETCH_TE_TYPE_INSTANT);
+  tb_s(&t, ETCH_TE_NAME, "x");
+  tb_close(&t);
+  tb_end(&t);
+  tb_out o;
+  tb_read(t.data, t.len, ETCH_ORDER_TIMESTAMP, &o);
+  ASSERT_OK(o.rc);
+  ASSERT_EQ_STR(o.events, "I 200 seq=0 track=0 pid=0 tid=0 name=x\n");
+  tb_out_free(&o);
+  tb_free(&t);
+}
+
+/* ---- ordering ---------------------------------------------------------------------------- */
+
+static void instant(tb *t, uint32_t seq, uint64_t ts, uint64_t track,
+                    uint64_t type, const char *name) {
+  tb_begin(t);
+  tb_u(t, ETCH_PKT_TIMESTAMP, ts);
+  tb_open(t, ETCH_PKT_TRACK_EVENT);
+  tb_u(t, ETCH_TE_TYPE, type);
+  tb_u(t, ETCH_TE_TRACK_UUID, track);
+  if (name) tb_s(t, ETCH_TE_NAME, name);
+  tb_close(t);
+  tb_u(t, ETCH_PKT_TRUSTED_SEQ_ID, seq);
+  tb_end(t);
+}
+
+/* Timestamp order is a stable sort over all sequences; begin/end matching
+ * (misplaced_end_event) follows the delivery order. */
+TEST(reader_order_stable_and_matching) {
+  tb t;
+  tb_init(&t);
+  tb_begin(&t);
+  tb_open(&t, ETCH_PKT_TRACK_DESCRIPTOR);
+  tb_u(&t, ETCH_TD_UUID, 7);
+  tb_s(&t, ETCH_TD_NAME, "async");
+  tb_close(&t);
+  tb_end(&t);
+  instant(&t, 2, 30, 7, ETCH_TE_TYPE_INSTANT, "a30");
+  instant(&t, 3, 20, 7, ETCH_TE_TYPE_SLICE_END, NULL);  /* end before begin */
+  instant(&t, 2, 10, 7, ETCH_TE_TYPE_SLICE_BEGIN, "b");
+  instant(&t, 3, 30, 7, ETCH_TE_TYPE_INSTANT, "b30"); /* tie with a30 */
+  instant(&t, 2, 30, 7, ETCH_TE_TYPE_INSTANT, "c30"); /* tie, later in file */
+  instant(&t, 2, 5, 7, ETCH_TE_TYPE_INSTANT, "first");
+  tb_out o;
+  tb_read(t.data, t.len, ETCH_ORDER_TIMESTAMP, &o);
+  ASSERT_OK(o.rc);
+  ASSERT_EQ_STR(o.events,
+                "I 5 seq=2 track=7 pid=0 tid=0 name=first\n"
+                "B 10 seq=2 track=7 pid=0 tid=0 name=b\n"
+                "E 20 seq=3 track=7 pid=0 tid=0\n"
+                "I 30 seq=2 track=7 pid=0 tid=0 name=a30\n"
+                "I 30 seq=3 track=7 pid=0 tid=0 name=b30\n"
+                "I 30 seq=2 track=7 pid=0 tid=0 name=c30\n");
+  ASSERT_EQ_U64(o.stats.misplaced_end_event, 0);
+  ASSERT_EQ_INT(o.first, 5);
+  ASSERT_EQ_INT(o.last, 30);
+  tb_out_free(&o);
+
+  /* In file order the end comes first: not delivered, counted. */
+  tb_read(t.data, t.len, ETCH_ORDER_FILE, &o);
+  ASSERT_OK(o.rc);
+  ASSERT_EQ_STR(o.events,
+                "I 30 seq=2 track=7 pid=0 tid=0 name=a30\n"
+                "B 10 seq=2 track=7 pid=0 tid=0 name=b\n"
+                "I 30 seq=3 track=7 pid=0 tid=0 name=b30\n"
+                "I 30 seq=2 track=7 pid=0 tid=0 name=c30\n"
+                "I 5 seq=2 track=7 pid=0 tid=0 name=first\n");
+  ASSERT_EQ_U64(o.stats.misplaced_end_event, 1);
+  tb_out_free(&o);
+  tb_free(&t);
+}
+
+/* ---- subscriptions ------------------------------------------------------------------------ */
+
+typedef struct sub_log {
+  char text[4096];
+  size_t len;
+} sub_log;
+
+static void log_event(const etch_event *ev, void *user, const char *tag) {
+  sub_log *l = (sub_log *)user;
+  l->len += (size_t)snprintf(l->text + l->len, sizeof l->text - l->len,
+                             "%s:%s/%s ", tag, ev->category, ev->name);
+}
+static void sub_a(const etch_event *ev, void *user) { log_event(ev, user, "a"); }
+static void sub_b(const etch_event *ev, void *user) { log_event(ev, user, "b"); }
+static void sub_c(const etch_event *ev, void *user) { log_event(ev, user, "c"); }
+
+TEST(reader_subscriptions) {
+  tb t;
+  tb_init(&t);
+  const char *cats[][2] = {{"io", NULL}, {"net", "io"}, {"gpu", NULL}};
+  for (int i = 0; i < 3; i++) {
+    tb_begin(&t);
+    tb_u(&t, ETCH_PKT_TIMESTAMP, (uint64_t)(10 + i));
+    tb_open(&t, ETCH_PKT_TRACK_EVENT);
+    tb_u(&t, ETCH_TE_TYPE, ETCH_TE_TYPE_INSTANT);
+    tb_s(&t, ETCH_TE_CATEGORIES, cats[i][0]);
+    if (cats[i][1]) tb_s(&t, ETCH_TE_CATEGORIES, cats[i][1]);
+    tb_s(&t, ETCH_TE_NAME, i == 2 ? "draw" : "read");
+    tb_close(&t);
+    tb_end(&t);
+  }
+  etch_reader *r;
+  sub_log l = {{0}, 0};
+  ASSERT_OK(etch_reader_open_memory(&r, t.data, t.len));
+  ASSERT_OK(etch_reader_on(r, "io", NULL, sub_a, &l));
+  ASSERT_OK(etch_reader_on(r, NULL, "read", sub_b, &l));
+  ASSERT_OK(etch_reader_on(r, "gpu", "read", sub_c, &l));
+  ASSERT_OK(etch_reader_run(r));
+  ASSERT_EQ_STR(l.text, "a:io/read b:io/read a:net,io/read b:net,io/read ");
+  /* Registering or re-running after the run is a state error. */
+  ASSERT_EQ_INT(etch_reader_on(r, NULL, NULL, sub_a, &l), ETCH_ESTATE);
+  ASSERT_EQ_INT(etch_reader_run(r), ETCH_ESTATE);
+  etch_reader_close(r);
+  tb_free(&t);
+}
+
+TEST(reader_empty_trace) {
+  etch_reader *r;
+  ASSERT_OK(etch_reader_open_memory(&r, NULL, 0));
+  ASSERT_OK(etch_reader_run(r));
+  int64_t a = 1, b = 1;
+  ASSERT_EQ_INT(etch_reader_time_bounds(r, &a, &b), ETCH_ENOTFOUND);
+  ASSERT_EQ_INT(a, 0);
+  ASSERT_EQ_INT(b, 0);
+  etch_reader_stats s;
+  etch_reader_get_stats(r, &s);
+  ASSERT_EQ_U64(s.packets, 0);
+  etch_reader_close(r);
+}
+
+/* ---- files -------------------------------------------------------------------------------- */
+
+static void on_count(const etch_event *ev, void *user) {
+  (void)ev;
+  (*(int *)user)++;
+}
+
+TEST(reader_open_file) {
+  tb t;
+  tb_init(&t);
+  tb_sample(&t, 2);
+  char path[512];
+  snprintf(path, sizeof path, "%s/t.pftrace", etch_test_tmpdir());
+  FILE *f = fopen(path, "wb");
+  ASSERT_TRUE(f != NULL);
+  ASSERT_EQ_U64(fwrite(t.data, 1, t.len, f), t.len);
+  fclose(f);
+
+  etch_reader *r;
+  int n = 0;
+  ASSERT_OK(etch_reader_open_file(&r, path));
+  ASSERT_OK(etch_reader_on(r, NULL, NULL, on_count, &n));
+  ASSERT_OK(etch_reader_run(r));
+  ASSERT_EQ_INT(n, 6);
+  etch_reader_close(r);
+
+  /* A truncated file: the message names the file and an offset. */
+  ASSERT_EQ_INT(truncate(path, (off_t)(t.len - 3)), 0);
+  ASSERT_OK(etch_reader_open_file(&r, path));
+  int rc = etch_reader_run(r);
+  ASSERT_EQ_INT(rc, ETCH_ETRUNC);
+  char want[600];
+  snprintf(want, sizeof want, "%s: offset ", path);
+  ASSERT_TRUE(strncmp(etch_last_error(), want, strlen(want)) == 0);
+  etch_reader_close(r);
+
+  snprintf(path, sizeof path, "%s/missing.pftrace", etch_test_tmpdir());
+  ASSERT_EQ_INT(etch_reader_open_file(&r, path), ETCH_EIO);
+  ASSERT_TRUE(strstr(etch_last_error(), "missing.pftrace") != NULL);
+  tb_free(&t);
+}
+
+/* ---- dump -------------------------------------------------------------------------------- */
+
+TEST(reader_dump) {
+  tb t;
+  tb_init(&t);
+  tb_sample(&t, 2); /* compressed etch sequence */
+  tb_begin(&t);
+  tb_u(&t, 900, 5); /* an unknown field */
+  tb_end(&t);
+  char *text = NULL;
+  size_t size = 0;
+  FILE *f = open_memstream(&text, &size);
+  ASSERT_OK(etch__reader_dump(t.data, t.len, f));
+  fclose(f);
+  static const char *const want[] = {
+      "packet #1 offset 0",
+      "compressed_packets: ",
+      "packet #2 decompressed offset 0",
+      "flags 1 (INCREMENTAL_STATE_CLEARED)",
+      "clock_id: 64 (sequence-scoped)",
+      "is_incremental: true",
+      "process_name: \"app\"",
+      "ts 10 clock 64 -> 1010",
+      "event_names {",
+      "name: \"draw\"",
+      "type: SLICE_BEGIN",
+      "=> SLICE_BEGIN ts 1010 track 1001 (thread \"main\") pid 42 tid 43 cat "
+      "\"render\" name \"draw\" flow 77",
+      "debug.frame = 7",
+      "=> COUNTER ts 1020 track 2000 (counter \"queue\") pid 42 tid 0 name "
+      "\"queue\" value 2.5",
+      "flow_ids: 77",
+      "field 900: varint 5",
+      "-- 13 packets, 6 track events",
+  };
+  for (size_t i = 0; i < sizeof want / sizeof *want; i++)
+    if (!strstr(text, want[i])) FAIL("dump lacks \"%s\":\n%s", want[i], text);
+  free(text);
+
+  /* A bad trace: the error is printed too. */
+  static const uint8_t bad[] = {0x0A, 0x05, 0x40};
+  f = open_memstream(&text, &size);
+  ASSERT_EQ_INT(etch__reader_dump(bad, sizeof bad, f), ETCH_ETRUNC);
+  fclose(f);
+  ASSERT_TRUE(strstr(text, "error: offset 0: ") != NULL);
+  free(text);
+  tb_free(&t);
+}
