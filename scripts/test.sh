@@ -1,0 +1,234 @@
+#!/usr/bin/env bash
+# test.sh - runs the whole test suite; the second command of the README, and
+# what CI runs (.ci/run).
+#
+#   scripts/test.sh            everything (about 10 minutes on 2 cores)
+#   scripts/test.sh --quick    the normal build only
+#
+# Stages:
+#   normal      RelWithDebInfo build, every test (ctest)
+#   protobuf    every .pftrace the tests wrote (into $ETCH_TEST_OUT) must
+#               decode with protoc --decode_raw
+#   demo        scripts/demo.sh (the README's first command) works
+#   asan+ubsan  AddressSanitizer + UndefinedBehaviorSanitizer build, every test
+#   tsan        ThreadSanitizer build, the tests labelled `threads`
+#
+# Ends with "N passed, N failed" (tests of all stages) and exits non-zero if
+# anything failed. Environment: ETCH_BUILD_DIR (default build; the sanitizer
+# builds go to <dir>-asan and <dir>-tsan), ETCH_JOBS (default 2),
+# ETCH_NO_SETUP=1 to skip scripts/setup.sh.
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+self=$root/scripts/$(basename "${BASH_SOURCE[0]}")
+cd "$root"
+
+quick=0
+for arg in "$@"; do
+  case $arg in
+    --quick) quick=1 ;;
+    -h | --help) sed -n '2,/^set -euo/p' "$self" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    *) echo "test.sh: unknown option $arg (try --help)" >&2; exit 2 ;;
+  esac
+done
+
+build=${ETCH_BUILD_DIR:-build}
+jobs=${ETCH_JOBS:-2}
+start=$SECONDS
+passed=0
+failed=0
+summary=()
+
+say() { printf '\n==== %s\n' "$*"; }
+elapsed() {
+  local s=$(($SECONDS - $1))
+  printf '%dm%02ds' $((s / 60)) $((s % 60))
+}
+# record STAGE PASS|FAIL DETAIL T0
+record() {
+  summary+=("$(printf '  %-11s %-4s  %-40s %s' "$1" "$2" "$3" "$(elapsed "$4")")")
+}
+
+if [ "${ETCH_NO_SETUP:-0}" != 1 ]; then
+  say "setup: scripts/setup.sh"
+  scripts/setup.sh
+fi
+
+# Configures and builds DIR with the given cmake options; the log goes to
+# DIR/test-build.log and its end is shown on failure. TARGETS (may be empty)
+# limits the build.
+build_tree() {
+  local dir=$1 targets=$2
+  shift 2
+  mkdir -p "$dir"
+  local log=$dir/test-build.log
+  echo "configure + build $dir ($*)"
+  if ! cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@" \
+       > "$log" 2>&1; then
+    tail -n 60 "$log"
+    echo "configure of $dir failed (log: $log)"
+    return 1
+  fi
+  # shellcheck disable=SC2086
+  if ! cmake --build "$dir" -j "$jobs" ${targets:+--target $targets} \
+       >> "$log" 2>&1; then
+    grep -E -B2 -A6 'error|Error [0-9]' "$log" | head -n 120
+    echo "build of $dir failed (log: $log)"
+    return 1
+  fi
+}
+
+# Runs ctest in DIR with extra arguments (prefixed by the command in
+# ctest_wrap, if any); adds its counts to the totals. Sets ctest_detail.
+ctest_wrap=()
+run_ctest() {
+  local dir=$1
+  shift
+  local log=$dir/test-ctest.log rc=0
+  (cd "$dir" &&
+   "${ctest_wrap[@]}" ctest --output-on-failure --no-tests=error -j "$jobs" "$@") \
+    < /dev/null 2>&1 | tee "$log" || rc=$?
+  local line total nfail
+  line=$(grep -E '[0-9]+% tests passed, [0-9]+ tests? failed out of [0-9]+' \
+         "$log" | tail -n 1 || true)
+  if [ -z "$line" ]; then
+    failed=$((failed + 1))
+    ctest_detail="ctest did not run (exit $rc)"
+    return 1
+  fi
+  total=$(sed -E 's/.* out of ([0-9]+).*/\1/' <<< "$line")
+  nfail=$(sed -E 's/.*passed, ([0-9]+) tests? failed.*/\1/' <<< "$line")
+  passed=$((passed + total - nfail))
+  failed=$((failed + nfail))
+  ctest_detail="$((total - nfail))/$total tests passed"
+  [ "$rc" -eq 0 ] && [ "$nfail" -eq 0 ]
+}
+
+# ---- normal build ----------------------------------------------------------------
+t0=$SECONDS
+say "normal build: $build"
+mkdir -p "$build"
+trace_dir=$(cd "$build" && pwd)/test-traces
+rm -rf "$trace_dir"
+mkdir -p "$trace_dir"
+normal_built=0
+if build_tree "$build" ""; then
+  normal_built=1
+  if ETCH_TEST_OUT=$trace_dir run_ctest "$build"; then
+    record normal PASS "$ctest_detail" "$t0"
+  else
+    record normal FAIL "$ctest_detail" "$t0"
+  fi
+else
+  failed=$((failed + 1))
+  record normal FAIL "build failed: $build/test-build.log" "$t0"
+fi
+
+# ---- every trace written by the tests is well-formed protobuf ---------------------
+t0=$SECONDS
+say "protobuf: protoc --decode_raw on the traces the tests wrote"
+if [ $normal_built = 1 ]; then
+  n=0
+  bad=0
+  while IFS= read -r -d '' f; do
+    n=$((n + 1))
+    if ! err=$(protoc --decode_raw < "$f" 2>&1 > /dev/null); then
+      bad=$((bad + 1))
+      echo "not valid protobuf: $f: $(head -c 300 <<< "$err")"
+    fi
+  done < <(find "$trace_dir" -name '*.pftrace' -print0 | sort -z)
+  echo "$n traces checked, $bad invalid"
+  if [ $n -gt 0 ] && [ $bad -eq 0 ]; then
+    passed=$((passed + 1))
+    record protobuf PASS "$n traces decode" "$t0"
+  else
+    failed=$((failed + 1))
+    [ $n -gt 0 ] || echo "no traces were written to ETCH_TEST_OUT=$trace_dir"
+    record protobuf FAIL "$bad of $n traces invalid" "$t0"
+  fi
+else
+  failed=$((failed + 1))
+  record protobuf FAIL "no build" "$t0"
+fi
+
+# ---- the README's first command ----------------------------------------------------
+t0=$SECONDS
+say "demo: scripts/demo.sh"
+if ETCH_BUILD_DIR=$build ETCH_JOBS=$jobs scripts/demo.sh < /dev/null \
+     > "$build/test-demo.log" 2>&1 &&
+   [ -s out/basic.pftrace ] && protoc --decode_raw < out/basic.pftrace > /dev/null; then
+  grep -E '^trace: |\.pftrace \(' "$build/test-demo.log" | head -n 2
+  passed=$((passed + 1))
+  record demo PASS "out/basic.pftrace" "$t0"
+else
+  tail -n 40 "$build/test-demo.log"
+  failed=$((failed + 1))
+  record demo FAIL "log: $build/test-demo.log" "$t0"
+fi
+
+if [ $quick = 0 ]; then
+  # ---- AddressSanitizer + UndefinedBehaviorSanitizer -------------------------------
+  t0=$SECONDS
+  say "asan+ubsan build: $build-asan"
+  if build_tree "$build-asan" "" -DETCH_SANITIZE=address,undefined \
+       -DETCH_BUILD_BENCH=OFF; then
+    if ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:strict_string_checks=1 \
+       UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+       run_ctest "$build-asan"; then
+      record asan+ubsan PASS "$ctest_detail" "$t0"
+    else
+      record asan+ubsan FAIL "$ctest_detail" "$t0"
+    fi
+  else
+    failed=$((failed + 1))
+    record asan+ubsan FAIL "build failed: $build-asan/test-build.log" "$t0"
+  fi
+
+  # ---- ThreadSanitizer: the concurrent parts ----------------------------------------
+  t0=$SECONDS
+  say "tsan build: $build-tsan (tests labelled threads)"
+  tsan_ok=0
+  # Configure, then build only the programs of the `threads` tests (test
+  # name = target name); everything if that does not work.
+  if cmake -S . -B "$build-tsan" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+       -DETCH_SANITIZE=thread -DETCH_BUILD_BENCH=OFF > /dev/null 2>&1; then
+    targets=$(cd "$build-tsan" && ctest -N -L threads | \
+              sed -nE 's/^ *Test +#[0-9]+: +([A-Za-z0-9_.-]+).*/\1/p' | tr '\n' ' ')
+    if [ -n "$targets" ] &&
+       build_tree "$build-tsan" "$targets" -DETCH_SANITIZE=thread \
+         -DETCH_BUILD_BENCH=OFF; then
+      tsan_ok=1
+    elif build_tree "$build-tsan" "" -DETCH_SANITIZE=thread \
+           -DETCH_BUILD_BENCH=OFF; then
+      tsan_ok=1
+    fi
+  else
+    build_tree "$build-tsan" "" -DETCH_SANITIZE=thread -DETCH_BUILD_BENCH=OFF ||
+      true
+  fi
+  if [ $tsan_ok = 1 ]; then
+    # setarch -R: TSan's runtime needs a fixed memory layout on kernels with
+    # high ASLR entropy.
+    norand=()
+    if command -v setarch > /dev/null && setarch "$(uname -m)" -R true 2> /dev/null; then
+      norand=(setarch "$(uname -m)" -R)
+    fi
+    ctest_wrap=("${norand[@]}")
+    if TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
+       run_ctest "$build-tsan" -L threads; then
+      record tsan PASS "$ctest_detail (label threads)" "$t0"
+    else
+      record tsan FAIL "$ctest_detail (label threads)" "$t0"
+    fi
+    ctest_wrap=()
+  else
+    failed=$((failed + 1))
+    record tsan FAIL "build failed: $build-tsan/test-build.log" "$t0"
+  fi
+fi
+
+say "summary ($(elapsed "$start"))"
+for line in "${summary[@]}"; do echo "$line"; done
+[ $quick = 1 ] && echo "  (--quick: sanitizer builds skipped)"
+echo "$passed passed, $failed failed"
+[ $failed -eq 0 ]
