@@ -21,6 +21,7 @@
 
 #include "base/base.h"
 #include "query/query.h"
+#include "query/rows.h"
 
 /* ---- small containers ------------------------------------------------------ */
 
@@ -219,7 +220,7 @@ struct etch__importer {
   etch__import_opts opts;
   int err;
   bool in_txn;
-  sqlite3_stmt *ins_slice, *ins_counter, *ins_arg, *ins_flow;
+  etch__rows *rows; /* slice, counter, args and flow rows */
 
   str_pool strings;
   qtrack *tracks; /* tracks[i] has row id i + 1 */
@@ -391,75 +392,32 @@ static bool keep_args(const etch__importer *imp, const etch_event *ev) {
 
 static void write_args(etch__importer *imp, const etch_event *ev,
                        int64_t arg_set_id) {
-  sqlite3_stmt *st = imp->ins_arg;
-  for (size_t i = 0; i < ev->args_count && !imp->err; i++) {
-    const etch_arg *a = &ev->args[i];
-    sqlite3_bind_int64(st, 1, arg_set_id);
-    bind_text(st, 2, a->flat_key);
-    bind_text(st, 3, a->key);
-    const char *type = "null";
-    switch (a->type) {
-      case ETCH_VALUE_BOOL:
-        sqlite3_bind_int64(st, 4, a->v.b ? 1 : 0);
-        type = "bool";
-        break;
-      case ETCH_VALUE_INT:
-        sqlite3_bind_int64(st, 4, a->v.i);
-        type = "int";
-        break;
-      case ETCH_VALUE_UINT:
-        sqlite3_bind_int64(st, 4, (int64_t)a->v.u);
-        type = "uint";
-        break;
-      case ETCH_VALUE_POINTER:
-        sqlite3_bind_int64(st, 4, (int64_t)a->v.u);
-        type = "pointer";
-        break;
-      case ETCH_VALUE_DOUBLE:
-        sqlite3_bind_double(st, 6, a->v.d);
-        type = "real";
-        break;
-      case ETCH_VALUE_STRING:
-        sqlite3_bind_text(st, 5, a->v.s ? a->v.s : "", -1, SQLITE_STATIC);
-        type = "string";
-        break;
-      case ETCH_VALUE_JSON:
-        sqlite3_bind_text(st, 5, a->v.s ? a->v.s : "", -1, SQLITE_STATIC);
-        type = "json";
-        break;
-      case ETCH_VALUE_NULL:
-        break;
-    }
-    sqlite3_bind_text(st, 7, type, -1, SQLITE_STATIC);
-    step_reset(imp, st);
-    sqlite3_clear_bindings(st);
-    imp->counts.args++;
-  }
+  for (size_t i = 0; i < ev->args_count; i++)
+    etch__rows_arg(imp->rows, arg_set_id, &ev->args[i]);
+  imp->counts.args += ev->args_count;
 }
 
+/* `cat` and `name` must be interned (they outlive the call). */
 static void insert_slice(etch__importer *imp, const qtrack *t, int64_t id,
                          int64_t ts, int64_t dur, const char *cat,
                          const char *name, uint32_t depth, int64_t parent_id,
                          int64_t arg_set_id, int64_t self_dur) {
-  sqlite3_stmt *st = imp->ins_slice;
-  sqlite3_bind_int64(st, 1, id);
-  sqlite3_bind_int64(st, 2, ts);
-  sqlite3_bind_int64(st, 3, dur);
-  sqlite3_bind_int64(st, 4, t->id);
-  bind_text(st, 5, cat);
-  bind_text(st, 6, name);
-  sqlite3_bind_int64(st, 7, depth);
-  bind_id(st, 8, parent_id);
-  bind_id(st, 9, arg_set_id);
-  sqlite3_bind_int64(st, 10, self_dur);
-  step_reset(imp, st);
+  etch__slice_row row = {.id = id,
+                         .ts = ts,
+                         .dur = dur,
+                         .track_id = t->id,
+                         .parent_id = parent_id,
+                         .arg_set_id = arg_set_id,
+                         .self_dur = self_dur,
+                         .depth = depth,
+                         .category = cat,
+                         .name = name};
+  etch__rows_slice(imp->rows, &row);
   imp->counts.slices++;
 }
 
 static void insert_flow(etch__importer *imp, int64_t out, int64_t in) {
-  sqlite3_bind_int64(imp->ins_flow, 1, out);
-  sqlite3_bind_int64(imp->ins_flow, 2, in);
-  step_reset(imp, imp->ins_flow);
+  etch__rows_flow(imp->rows, out, in);
   imp->counts.flows++;
 }
 
@@ -551,21 +509,17 @@ static void on_instant(etch__importer *imp, qtrack *t, const etch_event *ev) {
   if (ev->flow_ids_count || ev->terminating_flow_ids_count)
     link_flows(imp, ev, id);
   const open_slice *parent = t->depth ? &t->stack[t->depth - 1] : NULL;
-  /* Strings are bound for the step only: the event's own are fine. */
   insert_slice(imp, t, id, ev->ts, 0,
-               ev->category && ev->category[0] ? ev->category : NULL,
-               ev->name && ev->name[0] ? ev->name : NULL, t->depth,
+               pool_intern(&imp->strings, ev->category),
+               pool_intern(&imp->strings, ev->name), t->depth,
                parent ? parent->id : 0, arg_set_id, 0);
   imp->counts.instants++;
 }
 
 static void on_counter(etch__importer *imp, qtrack *t, const etch_event *ev) {
-  sqlite3_stmt *st = imp->ins_counter;
-  sqlite3_bind_int64(st, 1, ev->ts);
-  sqlite3_bind_int64(st, 2, t->id);
-  sqlite3_bind_double(st, 3, ev->counter_is_double ? ev->counter_double
-                                                   : (double)ev->counter_int);
-  step_reset(imp, st);
+  etch__rows_counter(imp->rows, ev->ts, t->id,
+                     ev->counter_is_double ? ev->counter_double
+                                           : (double)ev->counter_int);
   imp->counts.counters++;
 }
 
@@ -612,23 +566,7 @@ int etch__importer_new(etch__importer **out, sqlite3 *db,
     return rc;
   }
   imp->in_txn = true;
-  rc = prepare(imp,
-               "INSERT INTO slice(id, ts, dur, track_id, category, name, "
-               "depth, parent_id, arg_set_id, self_dur) "
-               "VALUES(?,?,?,?,?,?,?,?,?,?)",
-               &imp->ins_slice);
-  if (!rc)
-    rc = prepare(imp,
-                 "INSERT INTO counter(ts, track_id, value) VALUES(?,?,?)",
-                 &imp->ins_counter);
-  if (!rc)
-    rc = prepare(imp,
-                 "INSERT INTO args(arg_set_id, flat_key, key, int_value, "
-                 "string_value, real_value, value_type) VALUES(?,?,?,?,?,?,?)",
-                 &imp->ins_arg);
-  if (!rc)
-    rc = prepare(imp, "INSERT INTO flow(slice_out, slice_in) VALUES(?,?)",
-                 &imp->ins_flow);
+  rc = etch__rows_new(&imp->rows, db, !imp->opts.single_thread);
   if (rc) {
     etch__importer_free(imp);
     return rc;
@@ -764,6 +702,12 @@ static int write_stats(etch__importer *imp, const etch_reader_stats *rs) {
       {"clock_conversion_failed", "data_loss", "trace",
        "events dropped because their clock could not be converted",
        rs->clock_conversion_failed},
+      {"etch_dropped_events", "data_loss", "trace",
+       "events the etch SDK dropped (buffer full), all threads",
+       rs->etch_dropped_events},
+      {"packet_sequence_id_missing", "error", "trace",
+       "packets needing incremental state but without a sequence id",
+       rs->packet_sequence_id_missing},
       {"interned_data_missing", "error", "trace",
        "interned ids used without a definition", rs->interned_data_missing},
       {"unknown_track", "error", "trace",
@@ -808,7 +752,8 @@ int etch__importer_finish(etch__importer *imp, const etch_reader_stats *st,
       close_top(imp, t, end, true);
     }
   }
-  int rc = imp->err;
+  int rc = etch__rows_finish(imp->rows);
+  if (!rc) rc = imp->err;
   if (!rc) rc = write_tracks(imp);
   if (!rc) rc = write_procs_threads(imp);
   if (!rc) rc = write_stats(imp, st);
@@ -837,10 +782,7 @@ void etch__importer_counts(const etch__importer *imp,
 
 void etch__importer_free(etch__importer *imp) {
   if (!imp) return;
-  sqlite3_finalize(imp->ins_slice);
-  sqlite3_finalize(imp->ins_counter);
-  sqlite3_finalize(imp->ins_arg);
-  sqlite3_finalize(imp->ins_flow);
+  etch__rows_free(imp->rows);
   if (imp->in_txn) sqlite3_exec(imp->db, "ROLLBACK;", NULL, NULL, NULL);
   for (size_t i = 0; i < imp->ntracks; i++) free(imp->tracks[i].stack);
   free(imp->tracks);

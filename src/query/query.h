@@ -61,6 +61,8 @@ typedef struct etch__import_opts {
   /* Deliver events in timestamp order (trace_processor's order) rather
    * than file order. */
   bool timestamp_order;
+  /* Insert rows on the calling thread instead of a second one. */
+  bool single_thread;
 } etch__import_opts;
 
 /* Counts of what an import produced. */

@@ -120,7 +120,12 @@ static int apply_pragmas(sqlite3 *db) {
 }
 
 static int open_db(sqlite3 **out, const char *path, int flags) {
+  /* Before SQLite initialises (later calls fail harmlessly): no memory
+   * statistics, whose upkeep takes a global mutex on every allocation. */
+  sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0);
   sqlite3 *db = NULL;
+  /* A connection is used by one thread at a time: no per-call mutex. */
+  flags |= SQLITE_OPEN_NOMUTEX;
   int rc = sqlite3_open_v2(path ? path : ":memory:", &db, flags, NULL);
   if (rc != SQLITE_OK) {
     int err = etch__error(ETCH_EIO, "%s: cannot open database: %s",
@@ -142,7 +147,7 @@ int etch__query_db_open(sqlite3 **out, const char *path) {
   int rc = open_db(&db, path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
   if (rc) return rc;
   /* Larger pages make the bulk insert cheaper; set before the first table. */
-  rc = etch__query_exec(db, "PRAGMA page_size=8192;");
+  rc = etch__query_exec(db, "PRAGMA page_size=16384;");
   if (!rc) rc = apply_pragmas(db);
   if (rc) {
     sqlite3_close(db);

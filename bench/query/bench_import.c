@@ -1,0 +1,350 @@
+/*
+ * bench_import.c - how fast a trace goes into SQLite.
+ *
+ * Generates a synthetic trace in memory shaped like what libetch writes
+ * (docs/format.md): per-thread sequences that start with a cleared
+ * incremental state, defaults and a clock snapshot making clock 64 an
+ * incremental clock, process and thread descriptors, then small packets
+ * with a time delta, interned category and name ids, and interned_data in
+ * the packet of a name's first use. The mix: nested begin/end pairs, some
+ * instants, counters on two counter tracks, args on one event in eight.
+ * Sequences interleave in blocks of 1000 packets, as chunks do.
+ *
+ * Each measurement runs in a forked child so that its peak RSS is its own:
+ *   reader only        decode and deliver every event, no database
+ *   import (stats)     what `etch stats` does: no args, no indexes
+ *   stats report       the import above plus the report's queries
+ *   import (query)     what `etch query` does: every arg, then indexes
+ *
+ *   bench_query_import [events (default 5000000)] [threads (default 4)]
+ *                      [mode: 0..3, runs only that one, in-process (perf)]
+ */
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "pb/pb.h"
+#include "proto/perfetto.h"
+#include "query/query.h"
+
+enum { kNames = 64, kBlock = 1000 };
+
+typedef struct seq_state {
+  uint32_t id;
+  int32_t tid;
+  uint64_t uuid;
+  uint64_t ts;
+  int depth;
+  uint8_t interned[kNames];
+  uint8_t cat_interned;
+  uint8_t arg_interned;
+} seq_state;
+
+static etch_pb_buf g_buf;
+
+static void packet_begin(etch_pb_nested *n) {
+  etch_pb_nested_begin(&g_buf.s, ETCH_TRACE_PACKET, n);
+}
+
+static void seq_start(seq_state *s, int32_t pid) {
+  etch_pb_stream *o = &g_buf.s;
+  etch_pb_nested pkt, n1, n2, n3;
+  packet_begin(&pkt);
+  etch_pb_write_varint_field(o, ETCH_PKT_TIMESTAMP, s->ts);
+  etch_pb_write_varint_field(o, ETCH_PKT_TIMESTAMP_CLOCK_ID, ETCH_CLOCK_BOOTTIME);
+  etch_pb_write_varint_field(o, ETCH_PKT_SEQUENCE_FLAGS,
+                             ETCH_SEQ_INCREMENTAL_STATE_CLEARED);
+  etch_pb_write_varint_field(o, ETCH_PKT_FIRST_PACKET_ON_SEQUENCE, 1);
+  etch_pb_nested_begin(o, ETCH_PKT_TRACE_PACKET_DEFAULTS, &n1);
+  etch_pb_write_varint_field(o, ETCH_DEFAULTS_TIMESTAMP_CLOCK_ID, 64);
+  etch_pb_nested_begin(o, ETCH_DEFAULTS_TRACK_EVENT_DEFAULTS, &n2);
+  etch_pb_write_varint_field(o, ETCH_TEDEFAULTS_TRACK_UUID, s->uuid);
+  etch_pb_nested_end(o, &n2);
+  etch_pb_nested_end(o, &n1);
+  etch_pb_nested_begin(o, ETCH_PKT_CLOCK_SNAPSHOT, &n1);
+  etch_pb_nested_begin(o, ETCH_CLOCKSNAP_CLOCKS, &n2);
+  etch_pb_write_varint_field(o, ETCH_CLOCK_CLOCK_ID, ETCH_CLOCK_BOOTTIME);
+  etch_pb_write_varint_field(o, ETCH_CLOCK_TIMESTAMP, s->ts);
+  etch_pb_nested_end(o, &n2);
+  etch_pb_nested_begin(o, ETCH_CLOCKSNAP_CLOCKS, &n2);
+  etch_pb_write_varint_field(o, ETCH_CLOCK_CLOCK_ID, 64);
+  etch_pb_write_varint_field(o, ETCH_CLOCK_TIMESTAMP, s->ts);
+  etch_pb_write_varint_field(o, ETCH_CLOCK_IS_INCREMENTAL, 1);
+  etch_pb_nested_end(o, &n2);
+  etch_pb_nested_end(o, &n1);
+  etch_pb_write_varint_field(o, ETCH_PKT_TRUSTED_SEQ_ID, s->id);
+  etch_pb_nested_end(o, &pkt);
+
+  packet_begin(&pkt);
+  etch_pb_nested_begin(o, ETCH_PKT_TRACK_DESCRIPTOR, &n1);
+  etch_pb_write_varint_field(o, ETCH_TD_UUID, 1000);
+  etch_pb_nested_begin(o, ETCH_TD_PROCESS, &n2);
+  etch_pb_write_varint_field(o, ETCH_PD_PID, (uint64_t)pid);
+  etch_pb_write_string_field(o, ETCH_PD_PROCESS_NAME, "bench");
+  etch_pb_nested_end(o, &n2);
+  etch_pb_nested_end(o, &n1);
+  etch_pb_write_varint_field(o, ETCH_PKT_TRUSTED_SEQ_ID, s->id);
+  etch_pb_nested_end(o, &pkt);
+
+  packet_begin(&pkt);
+  etch_pb_nested_begin(o, ETCH_PKT_TRACK_DESCRIPTOR, &n1);
+  etch_pb_write_varint_field(o, ETCH_TD_UUID, s->uuid);
+  etch_pb_write_varint_field(o, ETCH_TD_PARENT_UUID, 1000);
+  etch_pb_nested_begin(o, ETCH_TD_THREAD, &n2);
+  etch_pb_write_varint_field(o, ETCH_THD_PID, (uint64_t)pid);
+  etch_pb_write_varint_field(o, ETCH_THD_TID, (uint64_t)s->tid);
+  char name[32];
+  snprintf(name, sizeof name, "worker-%d", s->tid);
+  etch_pb_write_string_field(o, ETCH_THD_THREAD_NAME, name);
+  etch_pb_nested_end(o, &n2);
+  etch_pb_nested_end(o, &n1);
+  etch_pb_write_varint_field(o, ETCH_PKT_TRUSTED_SEQ_ID, s->id);
+  etch_pb_nested_end(o, &pkt);
+  (void)n3;
+}
+
+static void counter_tracks(uint32_t seq) {
+  etch_pb_stream *o = &g_buf.s;
+  static const char *names[] = {"queue_depth", "heap_bytes"};
+  for (int i = 0; i < 2; i++) {
+    etch_pb_nested pkt, td, cd;
+    packet_begin(&pkt);
+    etch_pb_nested_begin(o, ETCH_PKT_TRACK_DESCRIPTOR, &td);
+    etch_pb_write_varint_field(o, ETCH_TD_UUID, 2000 + (uint64_t)i);
+    etch_pb_write_varint_field(o, ETCH_TD_PARENT_UUID, 1000);
+    etch_pb_write_string_field(o, ETCH_TD_NAME, names[i]);
+    etch_pb_nested_begin(o, ETCH_TD_COUNTER, &cd);
+    etch_pb_write_varint_field(o, ETCH_CD_UNIT,
+                               i ? ETCH_CD_UNIT_SIZE_BYTES : ETCH_CD_UNIT_COUNT);
+    etch_pb_nested_end(o, &cd);
+    etch_pb_nested_end(o, &td);
+    etch_pb_write_varint_field(o, ETCH_PKT_TRUSTED_SEQ_ID, seq);
+    etch_pb_nested_end(o, &pkt);
+  }
+}
+
+static uint64_t rng_state = 0x243f6a8885a308d3ull;
+static uint32_t rnd(void) {
+  rng_state ^= rng_state << 13;
+  rng_state ^= rng_state >> 7;
+  rng_state ^= rng_state << 17;
+  return (uint32_t)rng_state;
+}
+
+/* One event packet on sequence `s`. */
+static void event(seq_state *s) {
+  etch_pb_stream *o = &g_buf.s;
+  uint32_t r = rnd();
+  int type;
+  if (s->depth > 0 && (s->depth >= 4 || (r & 3) == 0))
+    type = ETCH_TE_TYPE_SLICE_END;
+  else if ((r & 31) == 1)
+    type = ETCH_TE_TYPE_INSTANT;
+  else if ((r & 31) == 2)
+    type = ETCH_TE_TYPE_COUNTER;
+  else
+    type = ETCH_TE_TYPE_SLICE_BEGIN;
+  uint32_t name = (r >> 8) % kNames;
+  bool with_arg = type == ETCH_TE_TYPE_SLICE_BEGIN && ((r >> 16) & 7) == 0;
+  uint64_t delta = 50 + ((r >> 20) & 1023);
+  s->ts += delta;
+
+  etch_pb_nested pkt, id, e, te, da;
+  packet_begin(&pkt);
+  etch_pb_write_varint_field(o, ETCH_PKT_TIMESTAMP, delta);
+  etch_pb_write_varint_field(o, ETCH_PKT_SEQUENCE_FLAGS,
+                             ETCH_SEQ_NEEDS_INCREMENTAL_STATE);
+  bool need_name = (type == ETCH_TE_TYPE_SLICE_BEGIN ||
+                    type == ETCH_TE_TYPE_INSTANT) && !s->interned[name];
+  bool need_cat = need_name && !s->cat_interned;
+  bool need_arg = with_arg && !s->arg_interned;
+  if (need_name || need_cat || need_arg) {
+    etch_pb_nested_begin(o, ETCH_PKT_INTERNED_DATA, &id);
+    if (need_cat) {
+      etch_pb_nested_begin(o, ETCH_ID_EVENT_CATEGORIES, &e);
+      etch_pb_write_varint_field(o, ETCH_INTERNED_IID, 1);
+      etch_pb_write_string_field(o, ETCH_INTERNED_NAME, "bench");
+      etch_pb_nested_end(o, &e);
+      s->cat_interned = 1;
+    }
+    if (need_name) {
+      char buf[32];
+      snprintf(buf, sizeof buf, "function_%02u", name);
+      etch_pb_nested_begin(o, ETCH_ID_EVENT_NAMES, &e);
+      etch_pb_write_varint_field(o, ETCH_INTERNED_IID, name + 1);
+      etch_pb_write_string_field(o, ETCH_INTERNED_NAME, buf);
+      etch_pb_nested_end(o, &e);
+      s->interned[name] = 1;
+    }
+    if (need_arg) {
+      etch_pb_nested_begin(o, ETCH_ID_DEBUG_ANNOTATION_NAMES, &e);
+      etch_pb_write_varint_field(o, ETCH_INTERNED_IID, 1);
+      etch_pb_write_string_field(o, ETCH_INTERNED_NAME, "item");
+      etch_pb_nested_end(o, &e);
+      s->arg_interned = 1;
+    }
+    etch_pb_nested_end(o, &id);
+  }
+  etch_pb_nested_begin(o, ETCH_PKT_TRACK_EVENT, &te);
+  etch_pb_write_varint_field(o, ETCH_TE_TYPE, (uint64_t)type);
+  if (type == ETCH_TE_TYPE_COUNTER) {
+    etch_pb_write_varint_field(o, ETCH_TE_TRACK_UUID, 2000 + (r >> 30 & 1));
+    etch_pb_write_varint_field(o, ETCH_TE_COUNTER_VALUE, r >> 12);
+  } else if (type != ETCH_TE_TYPE_SLICE_END) {
+    etch_pb_write_varint_field(o, ETCH_TE_CATEGORY_IIDS, 1);
+    etch_pb_write_varint_field(o, ETCH_TE_NAME_IID, name + 1);
+  }
+  if (with_arg) {
+    etch_pb_nested_begin(o, ETCH_TE_DEBUG_ANNOTATIONS, &da);
+    etch_pb_write_varint_field(o, ETCH_DA_NAME_IID, 1);
+    etch_pb_write_varint_field(o, ETCH_DA_INT_VALUE, r & 0xffff);
+    etch_pb_nested_end(o, &da);
+  }
+  etch_pb_nested_end(o, &te);
+  etch_pb_write_varint_field(o, ETCH_PKT_TRUSTED_SEQ_ID, s->id);
+  etch_pb_nested_end(o, &pkt);
+  if (type == ETCH_TE_TYPE_SLICE_BEGIN) s->depth++;
+  if (type == ETCH_TE_TYPE_SLICE_END) s->depth--;
+}
+
+static void generate(uint64_t events, int threads) {
+  etch_pb_buf_init(&g_buf, 64u << 20, 0);
+  seq_state *seqs = calloc((size_t)threads, sizeof *seqs);
+  for (int i = 0; i < threads; i++) {
+    seqs[i].id = (uint32_t)i + 2;
+    seqs[i].tid = 1001 + i;
+    seqs[i].uuid = 5000 + (uint64_t)i;
+    seqs[i].ts = 1000000000;
+    seq_start(&seqs[i], 1000);
+  }
+  counter_tracks(seqs[0].id);
+  for (uint64_t n = 0; n < events;) {
+    for (int i = 0; i < threads && n < events; i++)
+      for (int k = 0; k < kBlock && n < events; k++, n++) event(&seqs[i]);
+  }
+  free(seqs);
+}
+
+static double now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+typedef struct result {
+  double seconds;
+  double report_seconds;
+  uint64_t events;
+  int rc;
+} result;
+
+static void count_event(const etch_event *ev, void *user) {
+  (void)ev;
+  ++*(uint64_t *)user;
+}
+
+enum { kReaderOnly, kImportStats, kStatsReport, kImportQuery };
+
+static result run_mode(int mode) {
+  result res = {0};
+  const void *data = etch_pb_buf_data(&g_buf);
+  size_t len = etch_pb_buf_len(&g_buf);
+  double t0 = now();
+  if (mode == kReaderOnly) {
+    etch_reader *r;
+    res.rc = etch_reader_open_memory(&r, data, len);
+    if (!res.rc) {
+      etch_reader_set_order(r, ETCH_ORDER_TIMESTAMP);
+      etch_reader_on(r, NULL, NULL, count_event, &res.events);
+      res.rc = etch_reader_run(r);
+      etch_reader_close(r);
+    }
+    res.seconds = now() - t0;
+    return res;
+  }
+  sqlite3 *db;
+  res.rc = etch__query_db_open(&db, NULL);
+  if (res.rc) return res;
+  etch__import_opts o = {.all_args = mode == kImportQuery,
+                         .indexes = mode == kImportQuery,
+                         .timestamp_order = true};
+  etch__import_counts c;
+  res.rc = etch__query_import_memory(db, data, len, "bench", &o, &c);
+  res.events = c.events;
+  res.seconds = now() - t0;
+  if (!res.rc && mode == kStatsReport) {
+    FILE *devnull = fopen("/dev/null", "w");
+    double t1 = now();
+    etch__stats_opts so = {.top = 10};
+    res.rc = etch__query_stats(db, devnull, &so);
+    res.report_seconds = now() - t1;
+    fclose(devnull);
+  }
+  sqlite3_close(db);
+  return res;
+}
+
+/* Runs a mode in a child; returns its result and peak RSS in KiB. */
+static result run_child(int mode, long *rss_kb) {
+  int fds[2];
+  result res = {.rc = -1};
+  if (pipe(fds) != 0) return res;
+  pid_t pid = fork();
+  if (pid == 0) {
+    close(fds[0]);
+    result r = run_mode(mode);
+    if (write(fds[1], &r, sizeof r) != (ssize_t)sizeof r) _exit(1);
+    _exit(0);
+  }
+  close(fds[1]);
+  if (read(fds[0], &res, sizeof res) != (ssize_t)sizeof res) res.rc = -1;
+  close(fds[0]);
+  int status;
+  struct rusage ru;
+  wait4(pid, &status, 0, &ru);
+  *rss_kb = ru.ru_maxrss;
+  return res;
+}
+
+int main(int argc, char **argv) {
+  uint64_t events = argc > 1 ? strtoull(argv[1], NULL, 10) : 5000000;
+  int threads = argc > 2 ? atoi(argv[2]) : 4;
+  if (threads < 1) threads = 1;
+  double t0 = now();
+  generate(events, threads);
+  double gen = now() - t0;
+  size_t len = etch_pb_buf_len(&g_buf);
+  printf("trace: %llu events on %d threads, %.1f MB (%.1f bytes/event), "
+         "generated in %.2f s\n\n",
+         (unsigned long long)events, threads, (double)len / 1e6,
+         (double)len / (double)events, gen);
+  printf("%-24s %10s %12s %12s %10s\n", "what", "time (s)", "events/s",
+         "MB/s", "peak RSS");
+  static const char *names[] = {"reader only", "import (etch stats)",
+                                "stats report", "import (etch query)"};
+  int only = argc > 3 ? atoi(argv[3]) : -1;
+  for (int mode = kReaderOnly; mode <= kImportQuery; mode++) {
+    long rss = 0;
+    if (only >= 0 && mode != only) continue;
+    result r = only >= 0 ? run_mode(mode) : run_child(mode, &rss);
+    if (r.rc) {
+      printf("%-24s failed (%d)\n", names[mode], r.rc);
+      continue;
+    }
+    if (mode == kStatsReport) {
+      printf("%-24s %10.2f %12s %12s %8.0f MB   (after the import)\n",
+             names[mode], r.report_seconds, "", "", (double)rss / 1024);
+      continue;
+    }
+    printf("%-24s %10.2f %12.0f %12.1f %8.0f MB\n", names[mode], r.seconds,
+           (double)r.events / r.seconds, (double)len / 1e6 / r.seconds,
+           (double)rss / 1024);
+  }
+  etch_pb_buf_free(&g_buf);
+  return 0;
+}

@@ -1,0 +1,490 @@
+/*
+ * rows.c - batches of rows inserted into SQLite by a second thread.
+ *
+ * The producer (the importer, on the reader's thread) fills one batch at a
+ * time out of a ring of kBatches; a full batch is handed over under a mutex
+ * and the producer moves to the next free one, waiting only when the
+ * inserting thread is kBatches - 1 batches behind. The inserting thread
+ * takes batches in ring order, so rows reach SQLite in the order they were
+ * added. After an SQLite error the inserting thread keeps releasing
+ * batches without inserting them, so the producer never blocks for good;
+ * the error is reported at the next hand-over and by etch__rows_finish.
+ */
+#include "query/rows.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/base.h"
+
+enum { kOpsPerBatch = 8192, kBatches = 4, kMultiRows = 32 };
+
+typedef enum op_kind { OP_SLICE, OP_COUNTER, OP_ARG, OP_FLOW } op_kind;
+
+/* Per op kind: the insert's table, columns and their number. */
+static const char *const kInsert[4] = {
+    "INSERT INTO slice(id, ts, dur, track_id, category, name, depth, "
+    "parent_id, arg_set_id, self_dur) VALUES",
+    "INSERT INTO counter(ts, track_id, value) VALUES",
+    "INSERT INTO args(arg_set_id, flat_key, key, int_value, string_value, "
+    "real_value, value_type) VALUES",
+    "INSERT INTO flow(slice_out, slice_in) VALUES"};
+static const int kCols[4] = {10, 3, 7, 2};
+
+/* One row. Arg strings live in the batch's arena (offset, length). */
+typedef struct op {
+  uint8_t kind;
+  uint8_t vtype; /* etch_value_type of an arg */
+  uint32_t depth;
+  int64_t v[7];
+  double d;
+  const char *s1, *s2;
+  uint32_t off[3], len[3];
+} op;
+
+typedef struct batch {
+  op *ops;
+  size_t n;
+  char *arena;
+  size_t used, cap;
+  bool ready; /* handed over, not yet inserted */
+} batch;
+
+struct etch__rows {
+  sqlite3 *db;
+  /* Per op kind: a one-row and a kMultiRows-row insert. */
+  sqlite3_stmt *ins[4][2];
+  const op **sorted; /* slices of the batch being inserted, by id */
+  bool threaded, started, mutex_ready;
+  pthread_t thread;
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  batch b[kBatches];
+  size_t fill;  /* producer's batch */
+  size_t drain; /* inserting thread's next batch */
+  bool stop;
+  int err;          /* first error of the inserting side (under mu) */
+  char errmsg[256]; /* its message: the error slot is per thread */
+  int local_err;    /* producer-side errors (memory) */
+};
+
+/* ---- inserting side ------------------------------------------------------------ */
+
+static void set_err(etch__rows *r, const char *what) {
+  pthread_mutex_lock(&r->mu);
+  if (!r->err) {
+    snprintf(r->errmsg, sizeof r->errmsg, "import: %s: %s", what,
+             sqlite3_errmsg(r->db));
+    r->err = ETCH_ESQL;
+  }
+  pthread_mutex_unlock(&r->mu);
+}
+
+static void bind_text_or_null(sqlite3_stmt *st, int col, const char *s) {
+  if (s)
+    sqlite3_bind_text(st, col, s, -1, SQLITE_STATIC);
+  else
+    sqlite3_bind_null(st, col);
+}
+
+static void bind_id(sqlite3_stmt *st, int col, int64_t id) {
+  if (id > 0)
+    sqlite3_bind_int64(st, col, id);
+  else
+    sqlite3_bind_null(st, col);
+}
+
+static const char *value_type_name(uint8_t t) {
+  switch (t) {
+    case ETCH_VALUE_BOOL: return "bool";
+    case ETCH_VALUE_INT: return "int";
+    case ETCH_VALUE_UINT: return "uint";
+    case ETCH_VALUE_DOUBLE: return "real";
+    case ETCH_VALUE_STRING: return "string";
+    case ETCH_VALUE_POINTER: return "pointer";
+    case ETCH_VALUE_JSON: return "json";
+    default: return "null";
+  }
+}
+
+/* Binds row `o` at parameter `p` (1-based) onward. */
+static void bind_op(sqlite3_stmt *st, int p, const batch *b, const op *o) {
+  switch (o->kind) {
+    case OP_SLICE:
+      sqlite3_bind_int64(st, p, o->v[0]);
+      sqlite3_bind_int64(st, p + 1, o->v[1]);
+      sqlite3_bind_int64(st, p + 2, o->v[2]);
+      sqlite3_bind_int64(st, p + 3, o->v[3]);
+      bind_text_or_null(st, p + 4, o->s1);
+      bind_text_or_null(st, p + 5, o->s2);
+      sqlite3_bind_int64(st, p + 6, o->depth);
+      bind_id(st, p + 7, o->v[4]);
+      bind_id(st, p + 8, o->v[5]);
+      sqlite3_bind_int64(st, p + 9, o->v[6]);
+      break;
+    case OP_COUNTER:
+      sqlite3_bind_int64(st, p, o->v[1]);
+      sqlite3_bind_int64(st, p + 1, o->v[3]);
+      sqlite3_bind_double(st, p + 2, o->d);
+      break;
+    case OP_FLOW:
+      sqlite3_bind_int64(st, p, o->v[0]);
+      sqlite3_bind_int64(st, p + 1, o->v[1]);
+      break;
+    default: /* OP_ARG */
+      sqlite3_bind_int64(st, p, o->v[0]);
+      sqlite3_bind_text(st, p + 1, b->arena + o->off[0], (int)o->len[0],
+                        SQLITE_STATIC);
+      sqlite3_bind_text(st, p + 2, b->arena + o->off[1], (int)o->len[1],
+                        SQLITE_STATIC);
+      sqlite3_bind_null(st, p + 3);
+      sqlite3_bind_null(st, p + 4);
+      sqlite3_bind_null(st, p + 5);
+      switch (o->vtype) {
+        case ETCH_VALUE_BOOL:
+        case ETCH_VALUE_INT:
+        case ETCH_VALUE_UINT:
+        case ETCH_VALUE_POINTER:
+          sqlite3_bind_int64(st, p + 3, o->v[1]);
+          break;
+        case ETCH_VALUE_DOUBLE:
+          sqlite3_bind_double(st, p + 5, o->d);
+          break;
+        case ETCH_VALUE_STRING:
+        case ETCH_VALUE_JSON:
+          sqlite3_bind_text(st, p + 4, b->arena + o->off[2], (int)o->len[2],
+                            SQLITE_STATIC);
+          break;
+        default:
+          break;
+      }
+      sqlite3_bind_text(st, p + 6, value_type_name(o->vtype), -1,
+                        SQLITE_STATIC);
+      break;
+  }
+}
+
+static bool step(etch__rows *r, sqlite3_stmt *st) {
+  int rc = sqlite3_step(st);
+  sqlite3_reset(st);
+  if (rc == SQLITE_DONE) return true;
+  set_err(r, "insert");
+  return false;
+}
+
+/*
+ * Inserts the rows of one batch, table by table (each table's rows keep
+ * their order; the order between tables does not matter), kMultiRows rows
+ * per statement where possible: one statement per row costs more in SQLite
+ * than binding. Returns false after an SQLite error.
+ */
+static int cmp_slice_id(const void *a, const void *b) {
+  int64_t x = (*(const op *const *)a)->v[0], y = (*(const op *const *)b)->v[0];
+  return (x > y) - (x < y);
+}
+
+/*
+ * Slices: a slice's row is added when it ends but its id is given at its
+ * begin, so a parent comes after its children. Sorted by id, the batch's
+ * rows mostly append at the end of the table's b-tree, which SQLite does
+ * much faster (and with full pages) than inserting in the middle.
+ */
+static bool apply_slices(etch__rows *r, const batch *b) {
+  size_t n = 0;
+  for (size_t i = 0; i < b->n; i++)
+    if (b->ops[i].kind == OP_SLICE) r->sorted[n++] = &b->ops[i];
+  qsort(r->sorted, n, sizeof *r->sorted, cmp_slice_id);
+  sqlite3_stmt *one = r->ins[OP_SLICE][0], *multi = r->ins[OP_SLICE][1];
+  size_t i = 0;
+  for (; i + kMultiRows <= n; i += kMultiRows) {
+    for (int k = 0; k < kMultiRows; k++)
+      bind_op(multi, 1 + k * kCols[OP_SLICE], b, r->sorted[i + (size_t)k]);
+    if (!step(r, multi)) return false;
+  }
+  for (; i < n; i++) {
+    bind_op(one, 1, b, r->sorted[i]);
+    if (!step(r, one)) return false;
+  }
+  return true;
+}
+
+static bool apply(etch__rows *r, const batch *b) {
+  if (!apply_slices(r, b)) return false;
+  for (int kind = OP_COUNTER; kind <= OP_FLOW; kind++) {
+    sqlite3_stmt *one = r->ins[kind][0], *multi = r->ins[kind][1];
+    int ncols = kCols[kind];
+    size_t i = 0;
+    int pending = 0; /* rows bound into `multi` */
+    for (; i < b->n; i++) {
+      const op *o = &b->ops[i];
+      if (o->kind != kind) continue;
+      bind_op(multi, 1 + pending * ncols, b, o);
+      if (++pending == kMultiRows) {
+        if (!step(r, multi)) return false;
+        pending = 0;
+      }
+    }
+    /* The tail, one row at a time: the last `pending` rows of this kind. */
+    if (pending) {
+      size_t left = (size_t)pending;
+      size_t j = b->n;
+      while (left) {
+        if (b->ops[--j].kind == kind) left--;
+      }
+      for (; j < b->n; j++) {
+        if (b->ops[j].kind != kind) continue;
+        bind_op(one, 1, b, &b->ops[j]);
+        if (!step(r, one)) return false;
+      }
+    }
+  }
+  return true;
+}
+
+static void *insert_thread(void *arg) {
+  etch__rows *r = arg;
+  for (;;) {
+    batch *b = &r->b[r->drain];
+    pthread_mutex_lock(&r->mu);
+    while (!b->ready && !r->stop) pthread_cond_wait(&r->cv, &r->mu);
+    if (!b->ready) { /* stopped and drained */
+      pthread_mutex_unlock(&r->mu);
+      break;
+    }
+    bool ok = !r->err;
+    pthread_mutex_unlock(&r->mu);
+    if (ok) apply(r, b);
+    pthread_mutex_lock(&r->mu);
+    b->ready = false;
+    b->n = 0;
+    b->used = 0;
+    pthread_cond_broadcast(&r->cv);
+    pthread_mutex_unlock(&r->mu);
+    r->drain = (r->drain + 1) % kBatches;
+  }
+  return NULL;
+}
+
+/* ---- producing side ------------------------------------------------------------ */
+
+/* The inserting side's error without touching the error slot. */
+static int rows_err_peek(etch__rows *r) {
+  pthread_mutex_lock(&r->mu);
+  int err = r->err;
+  pthread_mutex_unlock(&r->mu);
+  return err;
+}
+
+/* Hands the current batch over and moves to the next one. */
+static void submit(etch__rows *r) {
+  batch *b = &r->b[r->fill];
+  if (!b->n) return;
+  if (!r->threaded) {
+    if (!rows_err_peek(r)) apply(r, b);
+    b->n = 0;
+    b->used = 0;
+    return;
+  }
+  pthread_mutex_lock(&r->mu);
+  b->ready = true;
+  pthread_cond_broadcast(&r->cv);
+  r->fill = (r->fill + 1) % kBatches;
+  while (r->b[r->fill].ready) pthread_cond_wait(&r->cv, &r->mu);
+  pthread_mutex_unlock(&r->mu);
+}
+
+static op *next_op(etch__rows *r) {
+  batch *b = &r->b[r->fill];
+  if (b->n == kOpsPerBatch) {
+    submit(r);
+    b = &r->b[r->fill];
+  }
+  return &b->ops[b->n++];
+}
+
+/* Copies `s` into the batch arena; false when out of memory. */
+static bool arena_put(etch__rows *r, const char *s, uint32_t *off,
+                      uint32_t *len) {
+  batch *b = &r->b[r->fill];
+  size_t n = s ? strlen(s) : 0;
+  if (n > UINT32_MAX / 2) n = UINT32_MAX / 2;
+  if (b->used + n + 1 > b->cap) {
+    size_t cap = b->cap ? b->cap : 65536;
+    while (cap < b->used + n + 1) cap *= 2;
+    char *a = etch__realloc(b->arena, cap);
+    if (!a) return false;
+    b->arena = a;
+    b->cap = cap;
+  }
+  memcpy(b->arena + b->used, s ? s : "", n);
+  b->arena[b->used + n] = '\0';
+  *off = (uint32_t)b->used;
+  *len = (uint32_t)n;
+  b->used += n + 1;
+  return true;
+}
+
+void etch__rows_slice(etch__rows *r, const etch__slice_row *s) {
+  op *o = next_op(r);
+  o->kind = OP_SLICE;
+  o->depth = s->depth;
+  o->v[0] = s->id;
+  o->v[1] = s->ts;
+  o->v[2] = s->dur;
+  o->v[3] = s->track_id;
+  o->v[4] = s->parent_id;
+  o->v[5] = s->arg_set_id;
+  o->v[6] = s->self_dur;
+  o->s1 = s->category;
+  o->s2 = s->name;
+}
+
+void etch__rows_counter(etch__rows *r, int64_t ts, int64_t track_id,
+                        double value) {
+  op *o = next_op(r);
+  o->kind = OP_COUNTER;
+  o->v[1] = ts;
+  o->v[3] = track_id;
+  o->d = value;
+}
+
+void etch__rows_flow(etch__rows *r, int64_t slice_out, int64_t slice_in) {
+  op *o = next_op(r);
+  o->kind = OP_FLOW;
+  o->v[0] = slice_out;
+  o->v[1] = slice_in;
+}
+
+void etch__rows_arg(etch__rows *r, int64_t arg_set_id, const etch_arg *a) {
+  op *o = next_op(r);
+  o->kind = OP_ARG;
+  o->vtype = (uint8_t)a->type;
+  o->v[0] = arg_set_id;
+  bool ok = arena_put(r, a->flat_key, &o->off[0], &o->len[0]) &&
+            arena_put(r, a->key ? a->key : a->flat_key, &o->off[1],
+                      &o->len[1]);
+  switch (a->type) {
+    case ETCH_VALUE_BOOL: o->v[1] = a->v.b ? 1 : 0; break;
+    case ETCH_VALUE_INT: o->v[1] = a->v.i; break;
+    case ETCH_VALUE_UINT:
+    case ETCH_VALUE_POINTER: o->v[1] = (int64_t)a->v.u; break;
+    case ETCH_VALUE_DOUBLE: o->d = a->v.d; break;
+    case ETCH_VALUE_STRING:
+    case ETCH_VALUE_JSON:
+      ok = ok && arena_put(r, a->v.s, &o->off[2], &o->len[2]);
+      break;
+    default: break;
+  }
+  if (!ok) {
+    r->b[r->fill].n--; /* drop the half-made row */
+    if (!r->local_err)
+      r->local_err = etch__error(ETCH_ENOMEM, "import: out of memory");
+  }
+}
+
+int etch__rows_error(const etch__rows *r) {
+  if (r->local_err) return r->local_err;
+  etch__rows *m = (etch__rows *)r;
+  pthread_mutex_lock(&m->mu);
+  int err = r->err ? etch__error(r->err, "%s", r->errmsg) : ETCH_OK;
+  pthread_mutex_unlock(&m->mu);
+  return err;
+}
+
+/* ---- life cycle ------------------------------------------------------------------ */
+
+/* Prepares the insert of `rows` rows of `kind`. */
+static int prepare(etch__rows *r, int kind, int rows, sqlite3_stmt **st) {
+  size_t cap = strlen(kInsert[kind]) + (size_t)rows * (size_t)(kCols[kind] * 2 + 3);
+  char *sql = etch__malloc(cap);
+  if (!sql) return ETCH_ENOMEM;
+  size_t n = (size_t)snprintf(sql, cap, "%s", kInsert[kind]);
+  for (int i = 0; i < rows; i++) {
+    sql[n++] = i ? ',' : ' ';
+    sql[n++] = '(';
+    for (int c = 0; c < kCols[kind]; c++) {
+      if (c) sql[n++] = ',';
+      sql[n++] = '?';
+    }
+    sql[n++] = ')';
+  }
+  sql[n] = '\0';
+  int rc = sqlite3_prepare_v3(r->db, sql, -1, SQLITE_PREPARE_PERSISTENT, st,
+                              NULL);
+  free(sql);
+  if (rc != SQLITE_OK)
+    return etch__error(ETCH_ESQL, "import: %s", sqlite3_errmsg(r->db));
+  return ETCH_OK;
+}
+
+int etch__rows_new(etch__rows **out, sqlite3 *db, bool threaded) {
+  *out = NULL;
+  etch__rows *r = etch__calloc(1, sizeof *r);
+  if (!r) return ETCH_ENOMEM;
+  r->db = db;
+  int rc = ETCH_OK;
+  for (int kind = OP_SLICE; !rc && kind <= OP_FLOW; kind++) {
+    rc = prepare(r, kind, 1, &r->ins[kind][0]);
+    if (!rc) rc = prepare(r, kind, kMultiRows, &r->ins[kind][1]);
+  }
+  r->sorted = etch__malloc(kOpsPerBatch * sizeof *r->sorted);
+  if (!r->sorted) rc = ETCH_ENOMEM;
+  for (size_t i = 0; !rc && i < kBatches; i++) {
+    r->b[i].ops = etch__malloc(kOpsPerBatch * sizeof(op));
+    if (!r->b[i].ops) rc = ETCH_ENOMEM;
+  }
+  if (rc) {
+    etch__rows_free(r);
+    return rc;
+  }
+  pthread_mutex_init(&r->mu, NULL);
+  pthread_cond_init(&r->cv, NULL);
+  r->mutex_ready = true;
+  r->threaded = threaded;
+  if (threaded) {
+    if (pthread_create(&r->thread, NULL, insert_thread, r) != 0)
+      r->threaded = false; /* insert inline instead */
+    else
+      r->started = true;
+  }
+  *out = r;
+  return ETCH_OK;
+}
+
+static void stop_thread(etch__rows *r) {
+  if (!r->started) return;
+  pthread_mutex_lock(&r->mu);
+  r->stop = true;
+  pthread_cond_broadcast(&r->cv);
+  pthread_mutex_unlock(&r->mu);
+  pthread_join(r->thread, NULL);
+  r->started = false;
+}
+
+int etch__rows_finish(etch__rows *r) {
+  if (!r->local_err) submit(r);
+  stop_thread(r);
+  r->threaded = false;
+  return etch__rows_error(r);
+}
+
+void etch__rows_free(etch__rows *r) {
+  if (!r) return;
+  stop_thread(r);
+  for (int kind = OP_SLICE; kind <= OP_FLOW; kind++) {
+    sqlite3_finalize(r->ins[kind][0]);
+    sqlite3_finalize(r->ins[kind][1]);
+  }
+  free(r->sorted);
+  for (size_t i = 0; i < kBatches; i++) {
+    free(r->b[i].ops);
+    free(r->b[i].arena);
+  }
+  if (r->mutex_ready) {
+    pthread_mutex_destroy(&r->mu);
+    pthread_cond_destroy(&r->cv);
+  }
+  free(r);
+}
