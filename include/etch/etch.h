@@ -396,16 +396,31 @@ static inline void etch__scope_end(etch__scope *s) {
 
 #else /* ETCH_COMPILE_OUT */
 
-#define ETCH_SLICE_BEGIN(cat, name, ...) ((void)0)
-#define ETCH_SLICE_END(cat, ...) ((void)0)
-#define ETCH_SCOPE(cat, name, ...) typedef int ETCH__UNIQ(etch__unused_)
-#define ETCH_INSTANT(cat, name, ...) ((void)0)
-#define ETCH_COUNTER(cat, name, value, ...) ((void)0)
-#define ETCH_COUNTER_DOUBLE(cat, name, value, ...) ((void)0)
-#define ETCH_SLICE_BEGIN_C(catp, name, ...) ((void)0)
-#define ETCH_SLICE_END_C(catp, ...) ((void)0)
-#define ETCH_INSTANT_C(catp, name, ...) ((void)0)
-#define ETCH_COUNTER_C(catp, name, value, ...) ((void)0)
+/*
+ * Compiled out: nothing is evaluated and nothing is referenced, but every
+ * argument still appears inside sizeof, so variables used only for tracing
+ * raise no "unused" warnings. etch__unused is declared, never defined.
+ */
+int etch__unused(int, ...);
+#define ETCH__NOTHING(...) ((void)sizeof(etch__unused(0, __VA_ARGS__)))
+#define ETCH_SLICE_BEGIN(cat, name, ...) \
+  ETCH__NOTHING(ETCH_CAT(cat).enabled, name, ##__VA_ARGS__)
+#define ETCH_SLICE_END(cat, ...) \
+  ETCH__NOTHING(ETCH_CAT(cat).enabled, ##__VA_ARGS__)
+#define ETCH_SCOPE(cat, name, ...) \
+  ETCH__NOTHING(ETCH_CAT(cat).enabled, name, ##__VA_ARGS__)
+#define ETCH_INSTANT(cat, name, ...) \
+  ETCH__NOTHING(ETCH_CAT(cat).enabled, name, ##__VA_ARGS__)
+#define ETCH_COUNTER(cat, name, value, ...) \
+  ETCH__NOTHING(ETCH_CAT(cat).enabled, name, value, ##__VA_ARGS__)
+#define ETCH_COUNTER_DOUBLE(cat, name, value, ...) \
+  ETCH__NOTHING(ETCH_CAT(cat).enabled, name, value, ##__VA_ARGS__)
+#define ETCH_SLICE_BEGIN_C(catp, name, ...) \
+  ETCH__NOTHING(catp, name, ##__VA_ARGS__)
+#define ETCH_SLICE_END_C(catp, ...) ETCH__NOTHING(catp, ##__VA_ARGS__)
+#define ETCH_INSTANT_C(catp, name, ...) ETCH__NOTHING(catp, name, ##__VA_ARGS__)
+#define ETCH_COUNTER_C(catp, name, value, ...) \
+  ETCH__NOTHING(catp, name, value, ##__VA_ARGS__)
 
 #endif /* ETCH_COMPILE_OUT */
 

@@ -141,21 +141,26 @@ uint8_t *etch_pb_buf_take(etch_pb_buf *b, size_t *len) {
 
 /* ---- decoder ---------------------------------------------------------------- */
 
-bool etch_pb_read_varint(const uint8_t **pp, const uint8_t *end,
-                         uint64_t *out) {
+/* 1: read, 0: input ends inside the varint, -1: longer than 10 bytes. */
+static int varint_read(const uint8_t **pp, const uint8_t *end, uint64_t *out) {
   const uint8_t *p = *pp;
   uint64_t v = 0;
-  for (int shift = 0; shift < 64; shift += 7) {
-    if (p >= end) return false;
+  for (int shift = 0; shift < 70; shift += 7) {
+    if (p >= end) return 0;
     uint8_t b = *p++;
-    v |= (uint64_t)(b & 0x7f) << shift;
+    if (shift < 64) v |= (uint64_t)(b & 0x7f) << shift;
     if (!(b & 0x80)) {
       *out = v;
       *pp = p;
-      return true;
+      return 1;
     }
   }
-  return false; /* more than 10 bytes */
+  return -1;
+}
+
+bool etch_pb_read_varint(const uint8_t **pp, const uint8_t *end,
+                         uint64_t *out) {
+  return varint_read(pp, end, out) == 1;
 }
 
 static bool dec_fail(etch_pb_dec *d, const uint8_t *at, int err,
@@ -172,9 +177,10 @@ bool etch_pb_next(etch_pb_dec *d, etch_pb_field *f) {
   const uint8_t *at = d->p;
   const uint8_t *p = d->p;
   uint64_t tag;
-  if (!etch_pb_read_varint(&p, d->end, &tag))
-    return dec_fail(d, at, p >= d->end ? ETCH_ETRUNC : ETCH_EFORMAT,
-                    "truncated or overlong field tag");
+  int vr = varint_read(&p, d->end, &tag);
+  if (vr != 1)
+    return dec_fail(d, at, vr == 0 ? ETCH_ETRUNC : ETCH_EFORMAT,
+                    vr == 0 ? "truncated field tag" : "overlong field tag");
   uint64_t id = tag >> 3;
   if (id == 0 || id > 536870911u)
     return dec_fail(d, at, ETCH_EFORMAT, "invalid field number");
@@ -186,8 +192,10 @@ bool etch_pb_next(etch_pb_dec *d, etch_pb_field *f) {
   f->u = 0;
   switch (f->wt) {
     case ETCH_PB_VARINT:
-      if (!etch_pb_read_varint(&p, d->end, &f->u))
-        return dec_fail(d, at, ETCH_ETRUNC, "truncated varint");
+      vr = varint_read(&p, d->end, &f->u);
+      if (vr != 1)
+        return dec_fail(d, at, vr == 0 ? ETCH_ETRUNC : ETCH_EFORMAT,
+                        vr == 0 ? "truncated varint" : "overlong varint");
       break;
     case ETCH_PB_FIXED64:
       if ((size_t)(d->end - p) < 8)
@@ -203,8 +211,10 @@ bool etch_pb_next(etch_pb_dec *d, etch_pb_field *f) {
       break;
     case ETCH_PB_LEN: {
       uint64_t len;
-      if (!etch_pb_read_varint(&p, d->end, &len))
-        return dec_fail(d, at, ETCH_ETRUNC, "truncated length");
+      vr = varint_read(&p, d->end, &len);
+      if (vr != 1)
+        return dec_fail(d, at, vr == 0 ? ETCH_ETRUNC : ETCH_EFORMAT,
+                        vr == 0 ? "truncated length" : "overlong length");
       if (len > (uint64_t)(d->end - p))
         return dec_fail(d, at, ETCH_ETRUNC,
                         "length field larger than the remaining data");
