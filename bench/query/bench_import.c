@@ -18,6 +18,9 @@
  *
  *   bench_query_import [events (default 5000000)] [threads (default 4)]
  *                      [mode: 0..3, runs only that one, in-process (perf)]
+ *
+ * With BENCH_TRACE_OUT=path in the environment the trace is also written to
+ * that file (to try the etch command on it).
  */
 #define _GNU_SOURCE
 #include <stdio.h>
@@ -230,6 +233,12 @@ static void generate(uint64_t events, int threads) {
   free(seqs);
 }
 
+static double cpu_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
 static double now(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -238,6 +247,7 @@ static double now(void) {
 
 typedef struct result {
   double seconds;
+  double cpu; /* process CPU time (both threads) */
   double report_seconds;
   uint64_t events;
   int rc;
@@ -254,7 +264,7 @@ static result run_mode(int mode) {
   result res = {0};
   const void *data = etch_pb_buf_data(&g_buf);
   size_t len = etch_pb_buf_len(&g_buf);
-  double t0 = now();
+  double t0 = now(), c0 = cpu_now();
   if (mode == kReaderOnly) {
     etch_reader *r;
     res.rc = etch_reader_open_memory(&r, data, len);
@@ -265,6 +275,7 @@ static result run_mode(int mode) {
       etch_reader_close(r);
     }
     res.seconds = now() - t0;
+    res.cpu = cpu_now() - c0;
     return res;
   }
   sqlite3 *db;
@@ -277,12 +288,14 @@ static result run_mode(int mode) {
   res.rc = etch__query_import_memory(db, data, len, "bench", &o, &c);
   res.events = c.events;
   res.seconds = now() - t0;
+  res.cpu = cpu_now() - c0;
   if (!res.rc && mode == kStatsReport) {
     FILE *devnull = fopen("/dev/null", "w");
-    double t1 = now();
+    double t1 = now(), c1 = cpu_now();
     etch__stats_opts so = {.top = 10};
     res.rc = etch__query_stats(db, devnull, &so);
     res.report_seconds = now() - t1;
+    res.cpu = cpu_now() - c1;
     fclose(devnull);
   }
   sqlite3_close(db);
@@ -319,12 +332,21 @@ int main(int argc, char **argv) {
   generate(events, threads);
   double gen = now() - t0;
   size_t len = etch_pb_buf_len(&g_buf);
+  const char *out = getenv("BENCH_TRACE_OUT");
+  if (out) {
+    FILE *f = fopen(out, "wb");
+    if (!f || fwrite(etch_pb_buf_data(&g_buf), 1, len, f) != len) {
+      perror(out);
+      return 1;
+    }
+    fclose(f);
+  }
   printf("trace: %llu events on %d threads, %.1f MB (%.1f bytes/event), "
          "generated in %.2f s\n\n",
          (unsigned long long)events, threads, (double)len / 1e6,
          (double)len / (double)events, gen);
-  printf("%-24s %10s %12s %12s %10s\n", "what", "time (s)", "events/s",
-         "MB/s", "peak RSS");
+  printf("%-22s %9s %9s %11s %8s %10s\n", "what", "wall (s)", "CPU (s)",
+         "events/s", "MB/s", "peak RSS");
   static const char *names[] = {"reader only", "import (etch stats)",
                                 "stats report", "import (etch query)"};
   int only = argc > 3 ? atoi(argv[3]) : -1;
@@ -337,13 +359,13 @@ int main(int argc, char **argv) {
       continue;
     }
     if (mode == kStatsReport) {
-      printf("%-24s %10.2f %12s %12s %8.0f MB   (after the import)\n",
-             names[mode], r.report_seconds, "", "", (double)rss / 1024);
+      printf("%-22s %9.2f %9.2f %11s %8s %7.0f MB  (after the import)\n",
+             names[mode], r.report_seconds, r.cpu, "", "", (double)rss / 1024);
       continue;
     }
-    printf("%-24s %10.2f %12.0f %12.1f %8.0f MB\n", names[mode], r.seconds,
-           (double)r.events / r.seconds, (double)len / 1e6 / r.seconds,
-           (double)rss / 1024);
+    printf("%-22s %9.2f %9.2f %11.0f %8.1f %7.0f MB\n", names[mode],
+           r.seconds, r.cpu, (double)r.events / r.seconds,
+           (double)len / 1e6 / r.seconds, (double)rss / 1024);
   }
   etch_pb_buf_free(&g_buf);
   return 0;

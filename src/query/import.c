@@ -205,6 +205,11 @@ typedef struct qtrack {
   uint32_t depth, cap;
 } qtrack;
 
+typedef struct name_summary {
+  const char *name; /* interned */
+  int64_t count, total, self, max;
+} name_summary;
+
 typedef struct qproc {
   int32_t pid;
   const char *name;
@@ -234,6 +239,9 @@ struct etch__importer {
   size_t nthreads, cap_threads;
   u64map thread_by_key; /* (pid << 32 | tid) -> index */
   u64map flows;         /* flow id -> slice id waiting for its next hop */
+  name_summary *summary;
+  size_t nsummary, cap_summary;
+  u64map summary_by_name;
 
   int64_t next_slice_id;
   int64_t next_arg_set_id;
@@ -470,6 +478,33 @@ static void on_begin(etch__importer *imp, qtrack *t, const etch_event *ev) {
     link_flows(imp, ev, s->id);
 }
 
+/*
+ * Per-name totals of slices with a duration (open ones counted up to the
+ * end of the trace), kept as the slices close and written to slice_summary:
+ * `etch stats` reads them instead of grouping every slice row by name.
+ */
+static void summary_add(etch__importer *imp, const char *name, int64_t dur,
+                        int64_t self) {
+  int64_t idx;
+  /* Names are interned: the pointer identifies the name. */
+  uint64_t key = (uint64_t)(uintptr_t)name;
+  if (!u64map_get(&imp->summary_by_name, key, &idx)) {
+    if (!grow_array((void **)&imp->summary, &imp->cap_summary,
+                    imp->nsummary + 1, sizeof *imp->summary) ||
+        !u64map_put(&imp->summary_by_name, key, (int64_t)imp->nsummary)) {
+      fail_nomem(imp);
+      return;
+    }
+    idx = (int64_t)imp->nsummary++;
+    imp->summary[idx] = (name_summary){.name = name};
+  }
+  name_summary *n = &imp->summary[idx];
+  n->count++;
+  n->total += dur;
+  n->self += self;
+  if (dur > n->max) n->max = dur;
+}
+
 /* Writes the top slice of `t`, ended at `end` (dur -1 when `open`). */
 static void close_top(etch__importer *imp, qtrack *t, int64_t end, bool open) {
   open_slice *s = &t->stack[--t->depth];
@@ -482,6 +517,7 @@ static void close_top(etch__importer *imp, qtrack *t, int64_t end, bool open) {
                t->depth, parent ? parent->id : 0, s->arg_set_id,
                self < 0 ? 0 : self);
   if (open) imp->counts.open_slices++;
+  if (open || dur) summary_add(imp, s->name, dur, self < 0 ? 0 : self);
 }
 
 static void on_end(etch__importer *imp, qtrack *t, const etch_event *ev) {
@@ -664,6 +700,26 @@ static int write_procs_threads(etch__importer *imp) {
   return imp->err;
 }
 
+static int write_summary(etch__importer *imp) {
+  sqlite3_stmt *st;
+  int rc = prepare(imp,
+                   "INSERT INTO slice_summary(name, count, total_dur, "
+                   "self_dur, max_dur) VALUES(?,?,?,?,?)",
+                   &st);
+  if (rc) return rc;
+  for (size_t i = 0; i < imp->nsummary && !imp->err; i++) {
+    const name_summary *n = &imp->summary[i];
+    bind_text(st, 1, n->name);
+    sqlite3_bind_int64(st, 2, n->count);
+    sqlite3_bind_int64(st, 3, n->total);
+    sqlite3_bind_int64(st, 4, n->self);
+    sqlite3_bind_int64(st, 5, n->max);
+    step_reset(imp, st);
+  }
+  sqlite3_finalize(st);
+  return imp->err;
+}
+
 typedef struct stat_row {
   const char *name, *severity, *source, *description;
   uint64_t value;
@@ -757,6 +813,7 @@ int etch__importer_finish(etch__importer *imp, const etch_reader_stats *st,
   if (!rc) rc = write_tracks(imp);
   if (!rc) rc = write_procs_threads(imp);
   if (!rc) rc = write_stats(imp, st);
+  if (!rc) rc = write_summary(imp);
   if (!rc && first <= last) {
     char sql[128];
     snprintf(sql, sizeof sql,
@@ -792,6 +849,8 @@ void etch__importer_free(etch__importer *imp) {
   u64map_free(&imp->proc_by_pid);
   u64map_free(&imp->thread_by_key);
   u64map_free(&imp->flows);
+  u64map_free(&imp->summary_by_name);
+  free(imp->summary);
   pool_free(&imp->strings);
   free(imp);
 }

@@ -88,7 +88,13 @@ static const char kSchema[] =
     " source TEXT NOT NULL,"
     " value INTEGER NOT NULL,"
     " description TEXT);"
-    "CREATE TABLE trace_bounds(start_ts INTEGER, end_ts INTEGER);";
+    "CREATE TABLE trace_bounds(start_ts INTEGER, end_ts INTEGER);"
+    "CREATE TABLE slice_summary("
+    " name TEXT,"
+    " count INTEGER NOT NULL,"
+    " total_dur INTEGER NOT NULL,"
+    " self_dur INTEGER NOT NULL,"
+    " max_dur INTEGER NOT NULL);";
 
 static const char kIndexes[] =
     "CREATE INDEX slice_track_ts ON slice(track_id, ts);"

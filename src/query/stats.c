@@ -209,11 +209,12 @@ static void trace_section(report *r) {
 
 static void top_section(report *r, bool by_self) {
   char sql[768];
+  /* slice_summary: per-name totals the importer kept (dur != 0 slices,
+   * open ones up to the end of the trace). */
   snprintf(sql, sizeof sql,
-           "SELECT name, count(*), sum(d) AS total, sum(self_dur) AS self, "
-           "max(d) FROM (SELECT name, self_dur, " EFF_DUR " AS d FROM slice "
-           "WHERE dur != 0) GROUP BY name ORDER BY %s DESC, name LIMIT %d",
-           by_self ? "self" : "total", r->o->top > 0 ? r->o->top : 10);
+           "SELECT name, count, total_dur, self_dur, max_dur FROM "
+           "slice_summary ORDER BY %s DESC, name LIMIT %d",
+           by_self ? "self_dur" : "total_dur", r->o->top > 0 ? r->o->top : 10);
   sqlite3_stmt *st = prep(r, sql);
   if (!st) return;
   etch__tt *t = NULL;
@@ -269,13 +270,15 @@ static void top_section(report *r, bool by_self) {
 }
 
 static void threads_section(report *r) {
+  /* Grouped by track first (one pass over depth-0 slices), then joined. */
   sqlite3_stmt *st = prep(
       r,
-      "SELECT th.name, th.tid, p.pid, p.name, sum(" EFF_DUR ") AS busy, "
-      "count(*) FROM slice s JOIN track tr ON s.track_id = tr.id "
+      "SELECT th.name, th.tid, p.pid, p.name, sum(b.busy) AS busy "
+      "FROM (SELECT track_id, sum(" EFF_DUR ") AS busy FROM slice "
+      "WHERE depth = 0 AND dur != 0 GROUP BY track_id) b "
+      "JOIN track tr ON b.track_id = tr.id "
       "JOIN thread th ON tr.utid = th.utid "
       "LEFT JOIN process p ON th.upid = p.upid "
-      "WHERE s.depth = 0 AND s.dur != 0 "
       "GROUP BY th.utid ORDER BY busy DESC, th.tid");
   if (!st) return;
   int64_t dur = r->start <= r->end ? r->end - r->start : 0;
@@ -327,13 +330,15 @@ static void threads_section(report *r) {
 }
 
 static void counters_section(report *r) {
+  /* "last" is the value at the largest ts (SQLite takes a bare column
+   * from the row that gives max()). */
   sqlite3_stmt *st = prep(
       r,
-      "SELECT tr.name, tr.unit, a.n, a.lo, a.hi, a.mean, "
-      "(SELECT value FROM (SELECT value, max(ts) FROM counter c "
-      " WHERE c.track_id = tr.id)) "
+      "SELECT tr.name, tr.unit, a.n, a.lo, a.hi, a.mean, l.value "
       "FROM (SELECT track_id, count(*) AS n, min(value) AS lo, "
       "max(value) AS hi, avg(value) AS mean FROM counter GROUP BY track_id) a "
+      "JOIN (SELECT track_id, value, max(ts) FROM counter GROUP BY track_id) l "
+      "ON l.track_id = a.track_id "
       "JOIN track tr ON tr.id = a.track_id ORDER BY tr.name, tr.id");
   if (!st) return;
   etch__tt *t = NULL;

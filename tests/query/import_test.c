@@ -102,6 +102,13 @@ TEST(import_nesting_instants_open_and_unmatched) {
             "value\n2\n");
   QT_ASSERT(db, "SELECT * FROM trace_bounds",
             "start_ts,end_ts\n90,400\n");
+  /* Per-name totals: instants left out, open slices up to the end. */
+  QT_ASSERT(db, "SELECT * FROM slice_summary ORDER BY name",
+            "name,count,total_dur,self_dur,max_dur\n"
+            "draw,2,30,30,20\n"
+            "frame,1,100,70,100\n"
+            "inner,1,50,50,50\n"
+            "read,1,100,50,100\n");
   sqlite3_close(db);
 }
 
