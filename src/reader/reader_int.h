@@ -141,6 +141,7 @@ typedef struct rd_vec {
 
 int etch__rd_vec_reserve(rd_vec *v, size_t extra);
 ETCH_INLINE int rd_vec_push(rd_vec *v, const void *p, size_t n) {
+  if (n == 0) return 0;
   if (ETCH_UNLIKELY(v->cap - v->len < n) && etch__rd_vec_reserve(v, n))
     return ETCH_ENOMEM;
   memcpy(v->data + v->len, p, n);
