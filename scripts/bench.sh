@@ -174,8 +174,9 @@ if want callgrind; then
       for c in begin end; do
         echo
         echo "-- callgrind_annotate, etch $c (static)"
-        callgrind_annotate --auto=yes "$BUILD/callgrind/bench_sdk_static.$c.out" 2>/dev/null |
-          sed -n '/Ir.*file:function/,$p' | head -200
+        callgrind_annotate --auto=yes "$BUILD/callgrind/bench_sdk_static.$c.out" \
+          >"$TMP/annotate.txt" 2>/dev/null || true
+        sed -n '/Ir.*file:function/,$p' "$TMP/annotate.txt" | awk 'NR <= 200'
       done
     fi
   fi
