@@ -1,0 +1,414 @@
+/*
+ * cli_test.c - the etch command run as a program: exact output of stats,
+ * query (table, CSV, -f, stdin, --db), convert; usage errors (exit 2),
+ * runtime errors (exit 1) with their messages; print; record.
+ *
+ * ETCH_BIN is the path of the built etch binary, ETCH_RECORDEE a small
+ * program instrumented with libetch (recordee.c).
+ */
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "query_test_util.h"
+#include "test.h"
+#include "trace_builder.h"
+
+extern char **environ;
+
+typedef struct run_result {
+  int status; /* exit status, or 128 + signal */
+  char *out, *err;
+} run_result;
+
+static char *slurp(const char *path) {
+  size_t len;
+  char *s = (char *)etch_test_read_file(path, &len);
+  if (!s) return strdup("");
+  s = realloc(s, len + 1);
+  s[len] = '\0';
+  return s;
+}
+
+/* Runs `argv` (argv[0] = ETCH_BIN if NULL) with stdin from `in` (NULL =
+ * /dev/null). */
+static run_result run_in(const char *in, const char *const *args) {
+  const char *dir = etch_test_tmpdir();
+  char out_path[512], err_path[512];
+  snprintf(out_path, sizeof out_path, "%s/stdout", dir);
+  snprintf(err_path, sizeof err_path, "%s/stderr", dir);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 0, in ? in : "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&fa, 1, out_path,
+                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_addopen(&fa, 2, err_path,
+                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  char *argv[32];
+  int n = 0;
+  argv[n++] = (char *)ETCH_BIN;
+  for (; args[n - 1] && n < 31; n++) argv[n] = (char *)args[n - 1];
+  argv[n] = NULL;
+  pid_t pid;
+  if (posix_spawn(&pid, argv[0], &fa, NULL, argv, environ) != 0)
+    FAIL("cannot run %s", argv[0]);
+  posix_spawn_file_actions_destroy(&fa);
+  int st;
+  waitpid(pid, &st, 0);
+  run_result r;
+  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  r.out = slurp(out_path);
+  r.err = slurp(err_path);
+  return r;
+}
+
+#define RUN(...) run_in(NULL, (const char *const[]){__VA_ARGS__, NULL})
+#define RUN_IN(in, ...) run_in(in, (const char *const[]){__VA_ARGS__, NULL})
+
+static void done(run_result *r) {
+  free(r->out);
+  free(r->err);
+}
+
+#define ASSERT_CONTAINS(hay, needle)                                    \
+  do {                                                                  \
+    if (!strstr((hay), (needle)))                                       \
+      FAIL("expected \"%s\" in:\n%s", (needle), (hay));                 \
+  } while (0)
+
+/* A small trace: process app (pid 10), thread main (10): frame [1000,
+ * 5000) > draw [2000, 3000) with arg n=3, an instant at 2500, an open slice
+ * at 6000; a counter "heap"; an end without a begin on thread 11. */
+static const char *small_trace(void) {
+  tb t;
+  tb_init(&t);
+  tb_process_track(&t, 1, 1, 10, "app");
+  tb_thread_track(&t, 1, 2, 10, 10, "main");
+  tb_thread_track(&t, 2, 3, 10, 11, "worker");
+  tb_counter_track(&t, 1, 4, 1, "heap", ETCH_CD_UNIT_SIZE_BYTES);
+  tb_event(&t, 1, 1000, 2, ETCH_TE_TYPE_SLICE_BEGIN, "render", "frame");
+  tb_counter(&t, 1, 1000, 4, 100);
+  tb_event(&t, 2, 1500, 3, ETCH_TE_TYPE_SLICE_END, NULL, NULL);
+  tb_event_open(&t, 1, 2000, 2, ETCH_TE_TYPE_SLICE_BEGIN, "render", "draw");
+  tb_open(&t, ETCH_TE_DEBUG_ANNOTATIONS);
+  tb_string(&t, ETCH_DA_NAME, "n");
+  tb_varint(&t, ETCH_DA_INT_VALUE, 3);
+  tb_close(&t);
+  tb_end(&t);
+  tb_event(&t, 1, 2500, 2, ETCH_TE_TYPE_INSTANT, "render", "vsync");
+  tb_event(&t, 1, 3000, 2, ETCH_TE_TYPE_SLICE_END, NULL, NULL);
+  tb_counter(&t, 1, 4000, 4, 300);
+  tb_event(&t, 1, 5000, 2, ETCH_TE_TYPE_SLICE_END, NULL, NULL);
+  tb_event(&t, 1, 6000, 2, ETCH_TE_TYPE_SLICE_BEGIN, "io", "open, \"quoted\"");
+  const char *path = tb_write_file(&t, "small.pftrace");
+  tb_free(&t);
+  return path;
+}
+
+TEST(cli_usage_errors_exit_2) {
+  run_result r = RUN(NULL);
+  ASSERT_EQ_INT(r.status, 2);
+  ASSERT_CONTAINS(r.err, "usage: etch COMMAND");
+  done(&r);
+  r = RUN("frobnicate");
+  ASSERT_EQ_INT(r.status, 2);
+  ASSERT_EQ_STR(r.err,
+                "etch: unknown command 'frobnicate'\n"
+                "Run 'etch help' for the list of commands.\n");
+  done(&r);
+  r = RUN("stats");
+  ASSERT_EQ_INT(r.status, 2);
+  ASSERT_EQ_STR(r.err,
+                "etch: missing the trace file\n"
+                "usage: etch stats [--top N] [--compact] [--json] TRACE\n"
+                "Run 'etch stats --help' for details.\n");
+  done(&r);
+  r = RUN("query", "--bogus", "x.pftrace");
+  ASSERT_EQ_INT(r.status, 2);
+  ASSERT_CONTAINS(r.err, "etch: unknown option --bogus\n");
+  done(&r);
+  r = RUN("stats", "--top", "zero", "x.pftrace");
+  ASSERT_EQ_INT(r.status, 2);
+  ASSERT_CONTAINS(r.err, "--top: 'zero' is not a count from 1");
+  done(&r);
+  r = RUN("convert", "a", "b");
+  ASSERT_EQ_INT(r.status, 2);
+  done(&r);
+  r = RUN("record");
+  ASSERT_EQ_INT(r.status, 2);
+  ASSERT_CONTAINS(r.err, "missing the program to run");
+  done(&r);
+  r = RUN("convert", "x.pftrace", "-o");
+  ASSERT_EQ_INT(r.status, 2);
+  ASSERT_CONTAINS(r.err, "option -o needs a value");
+  done(&r);
+}
+
+TEST(cli_help) {
+  run_result r = RUN("help");
+  ASSERT_EQ_INT(r.status, 0);
+  ASSERT_CONTAINS(r.out, "Commands:\n  record ");
+  ASSERT_CONTAINS(r.out, "  query    SQL over the trace's tables\n");
+  done(&r);
+  const char *verbs[] = {"record", "stats", "query", "convert", "print"};
+  for (size_t i = 0; i < 5; i++) {
+    r = RUN(verbs[i], "--help");
+    ASSERT_EQ_INT(r.status, 0);
+    char want[64];
+    snprintf(want, sizeof want, "usage: etch %s", verbs[i]);
+    ASSERT_TRUE(strncmp(r.out, want, strlen(want)) == 0);
+    done(&r);
+    r = RUN("help", verbs[i]);
+    ASSERT_EQ_INT(r.status, 0);
+    ASSERT_TRUE(strncmp(r.out, want, strlen(want)) == 0);
+    done(&r);
+  }
+  r = RUN("--version");
+  ASSERT_EQ_INT(r.status, 0);
+  ASSERT_TRUE(strncmp(r.out, "etch ", 5) == 0);
+  done(&r);
+}
+
+TEST(cli_runtime_errors_exit_1) {
+  run_result r = RUN("stats", "/nonexistent/app.pftrace");
+  ASSERT_EQ_INT(r.status, 1);
+  ASSERT_EQ_STR(r.err,
+                "etch: /nonexistent/app.pftrace: No such file or directory\n");
+  done(&r);
+
+  /* A packet whose length runs past the end of the file. */
+  tb t;
+  tb_init(&t);
+  tb_thread_track(&t, 1, 2, 10, 10, "main");
+  tb_bytes(&t, ETCH_TRACE_PACKET, "\x08\x01", 2);
+  const char *bad = tb_write_file(&t, "bad.pftrace");
+  FILE *f = fopen(bad, "ab");
+  fputs("\x0a\x7f\x08", f); /* says 127 bytes, has 1 */
+  fclose(f);
+  tb_free(&t);
+  const char *verbs[] = {"stats", "query", "convert"};
+  for (size_t i = 0; i < 3; i++) {
+    r = RUN(verbs[i], bad);
+    ASSERT_EQ_INT(r.status, 1);
+    ASSERT_CONTAINS(r.err, "offset");
+    ASSERT_TRUE(strncmp(r.err, "etch: ", 6) == 0);
+    done(&r);
+  }
+
+  const char *small = small_trace();
+  r = RUN("query", small, "selec name from slice");
+  ASSERT_EQ_INT(r.status, 1);
+  ASSERT_EQ_STR(r.err, "etch: SQL error: near \"selec\": syntax error\n");
+  ASSERT_EQ_STR(r.out, "");
+  done(&r);
+  r = RUN("query", small, "select nope from slice");
+  ASSERT_EQ_INT(r.status, 1);
+  ASSERT_EQ_STR(r.err, "etch: SQL error: no such column: nope\n");
+  done(&r);
+  r = RUN("query", small, "-f", "/nonexistent.sql");
+  ASSERT_EQ_INT(r.status, 1);
+  ASSERT_EQ_STR(r.err, "etch: /nonexistent.sql: No such file or directory\n");
+  done(&r);
+}
+
+TEST(cli_query_table_csv_file_stdin) {
+  const char *small = small_trace();
+  run_result r = RUN("query", small,
+                     "select s.name, s.ts, s.dur, s.depth, t.name as track "
+                     "from slice s join track t on s.track_id = t.id "
+                     "order by s.ts");
+  ASSERT_EQ_INT(r.status, 0);
+  ASSERT_EQ_STR(r.err, "");
+  ASSERT_EQ_STR(r.out,
+                "name              ts   dur  depth  track\n"
+                "--------------  ----  ----  -----  -----\n"
+                "frame           1000  4000      0  main\n"
+                "draw            2000  1000      1  main\n"
+                "vsync           2500     0      2  main\n"
+                "open, \"quoted\"  6000    -1      0  main\n");
+  done(&r);
+  r = RUN("query", "--csv", small,
+          "select name, dur from slice order by ts; "
+          "select key, int_value from args");
+  ASSERT_EQ_INT(r.status, 0);
+  ASSERT_EQ_STR(r.out,
+                "name,dur\nframe,4000\ndraw,1000\nvsync,0\n"
+                "\"open, \"\"quoted\"\"\",-1\n"
+                "key,int_value\ndebug.n,3\n");
+  done(&r);
+
+  char sql_path[512];
+  snprintf(sql_path, sizeof sql_path, "%s/q.sql", etch_test_tmpdir());
+  FILE *f = fopen(sql_path, "w");
+  fputs("-- two queries\nselect count(*) as n from slice;\n"
+        "select name, value from stats where name = 'misplaced_end_event';\n",
+        f);
+  fclose(f);
+  const char *want =
+      "n\n-\n4\n\nname                 value\n"
+      "-------------------  -----\nmisplaced_end_event      1\n";
+  r = RUN("query", small, "-f", sql_path);
+  ASSERT_EQ_INT(r.status, 0);
+  ASSERT_EQ_STR(r.out, want);
+  done(&r);
+  /* Without SQL and with stdin not a terminal: statements from stdin. */
+  r = RUN_IN(sql_path, "query", small);
+  ASSERT_EQ_INT(r.status, 0);
+  ASSERT_EQ_STR(r.out, want);
+  done(&r);
+}
+
+TEST(cli_query_db_kept_and_reopened) {
+  const char *small = small_trace();
+  char db[512];
+  snprintf(db, sizeof db, "%s/out.sqlite", etch_test_tmpdir());
+  run_result r = RUN("query", small, "--db", db, "select count(*) from slice");
+  ASSERT_EQ_INT(r.status, 0);
+  done(&r);
+  struct stat sb;
+  ASSERT_TRUE(stat(db, &sb) == 0 && sb.st_size > 0);
+  r = RUN("query", "--csv", db, "select name from slice where dur = -1");
+  ASSERT_EQ_INT(r.status, 0);
+  ASSERT_EQ_STR(r.out, "name\n\"open, \"\"quoted\"\"\"\n");
+  done(&r);
+  r = RUN("stats", "--compact", db);
+  ASSERT_EQ_INT(r.status, 0);
+  ASSERT_CONTAINS(r.out, "top slices by total time");
+  done(&r);
+}
+
+TEST(cli_stats_exact) {
+  const char *small = small_trace();
+  run_result r = RUN("stats", small);
+  ASSERT_EQ_INT(r.status, 0);
+  ASSERT_EQ_STR(r.err, "");
+  ASSERT_TEXT(r.out,
+              "trace\n"
+              "  duration   5.00 us (1000 .. 6000 ns)\n"
+              "  events     9\n"
+              "  slices     4 (1 instant, 1 open at the end)\n"
+              "  counters   2 values on 1 track\n"
+              "  flows      0\n"
+              "  tracks     4\n"
+              "  processes  1\n"
+              "  threads    2\n"
+              "\n"
+              "top slices by total time\n"
+              "  name            count    total     self      avg      max\n"
+              "  --------------  -----  -------  -------  -------  -------\n"
+              "  frame               1  4.00 us  3.00 us  4.00 us  4.00 us\n"
+              "  draw                1  1.00 us  1.00 us  1.00 us  1.00 us\n"
+              "  open, \"quoted\"      1     0 ns     0 ns     0 ns     0 ns\n"
+              "\n"
+              "top slices by self time\n"
+              "  name            count    total     self      avg      max\n"
+              "  --------------  -----  -------  -------  -------  -------\n"
+              "  frame               1  4.00 us  3.00 us  4.00 us  4.00 us\n"
+              "  draw                1  1.00 us  1.00 us  1.00 us  1.00 us\n"
+              "  open, \"quoted\"      1     0 ns     0 ns     0 ns     0 ns\n"
+              "\n"
+              "threads (busy = time in depth-0 slices)\n"
+              "  thread  tid  process  pid     busy  of trace\n"
+              "  ------  ---  -------  ---  -------  --------\n"
+              "  main     10  app       10  4.00 us     80.0%\n"
+              "\n"
+              "counters\n"
+              "  track  unit   count  min  max  mean  last\n"
+              "  -----  -----  -----  ---  ---  ----  ----\n"
+              "  heap   bytes      2  100  300   200   300\n"
+              "\n"
+              "data loss\n"
+              "  stat                 value  meaning\n"
+              "  -------------------  -----  -----------------------------------\n"
+              "  misplaced_end_event      1  slice ends without a matching begin\n");
+  done(&r);
+}
+
+TEST(cli_convert_exact_and_parses) {
+  const char *small = small_trace();
+  char out[512];
+  snprintf(out, sizeof out, "%s/small.json", etch_test_tmpdir());
+  run_result r = RUN("convert", small, "-o", out);
+  ASSERT_EQ_INT(r.status, 0);
+  ASSERT_EQ_STR(r.out, "");
+  ASSERT_EQ_STR(r.err, "");
+  done(&r);
+  char *json = slurp(out);
+  ASSERT_TEXT(json,
+              "{\"traceEvents\":[\n"
+              "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":10,\"tid\":0,\"args\":{\"name\":\"app\"}},\n"
+              "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":10,\"tid\":10,\"args\":{\"name\":\"main\"}},\n"
+              "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":10,\"tid\":11,\"args\":{\"name\":\"worker\"}},\n"
+              "{\"ph\":\"X\",\"name\":\"frame\",\"cat\":\"render\",\"pid\":10,\"tid\":10,\"ts\":1.000,\"dur\":4.000},\n"
+              "{\"ph\":\"X\",\"name\":\"draw\",\"cat\":\"render\",\"pid\":10,\"tid\":10,\"ts\":2.000,\"dur\":1.000,\"args\":{\"n\":3}},\n"
+              "{\"ph\":\"i\",\"s\":\"t\",\"name\":\"vsync\",\"cat\":\"render\",\"pid\":10,\"tid\":10,\"ts\":2.500},\n"
+              "{\"ph\":\"B\",\"name\":\"open, \\\"quoted\\\"\",\"cat\":\"io\",\"pid\":10,\"tid\":10,\"ts\":6.000},\n"
+              "{\"ph\":\"C\",\"name\":\"heap\",\"pid\":10,\"ts\":1.000,\"args\":{\"value\":100}},\n"
+              "{\"ph\":\"C\",\"name\":\"heap\",\"pid\":10,\"ts\":4.000,\"args\":{\"value\":300}}\n"
+              "],\"displayTimeUnit\":\"ns\"}\n");
+  free(json);
+  char cmd[1024];
+  snprintf(cmd, sizeof cmd,
+           "python3 -c 'import json,sys; json.load(open(sys.argv[1]))' %s",
+           out);
+  int st = system(cmd);
+  ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  /* To stdout without -o. */
+  r = RUN("convert", small);
+  ASSERT_EQ_INT(r.status, 0);
+  ASSERT_TRUE(strncmp(r.out, "{\"traceEvents\":[", 16) == 0);
+  done(&r);
+}
+
+TEST(cli_print) {
+  const char *small = small_trace();
+  run_result r = RUN("print", small);
+  ASSERT_EQ_INT(r.status, 0);
+  ASSERT_CONTAINS(r.out, "frame");
+  done(&r);
+  r = RUN("print", "/nonexistent.pftrace");
+  ASSERT_EQ_INT(r.status, 1);
+  done(&r);
+}
+
+TEST(cli_record) {
+  char trace[512];
+  snprintf(trace, sizeof trace, "%s/rec.pftrace", etch_test_tmpdir());
+  run_result r = RUN("record", "-o", trace, "-c", "test", "--", ETCH_RECORDEE,
+                     "3");
+  ASSERT_EQ_INT(r.status, 0);
+  char want[600];
+  snprintf(want, sizeof want, "trace: %s (", trace);
+  ASSERT_TRUE(strncmp(r.out, want, strlen(want)) == 0);
+  ASSERT_CONTAINS(r.out, "top slices by total time");
+  ASSERT_CONTAINS(r.out, "  work ");
+  ASSERT_CONTAINS(r.out, "data loss\n  none\n");
+  done(&r);
+  r = RUN("query", "--csv", trace,
+          "select name, count(*) from slice group by name order by name");
+  ASSERT_EQ_INT(r.status, 0);
+  ASSERT_EQ_STR(r.out, "name,count(*)\nstep,3\nwork,1\n");
+  done(&r);
+  /* The category filter reaches the program. */
+  r = RUN("record", "-o", trace, "-c", "other", ETCH_RECORDEE, "2");
+  ASSERT_EQ_INT(r.status, 0);
+  done(&r);
+  r = RUN("query", "--csv", trace, "select count(*) from slice");
+  ASSERT_EQ_STR(r.out, "count(*)\n0\n");
+  done(&r);
+
+  r = RUN("record", "-o", trace, "/nonexistent/program");
+  ASSERT_EQ_INT(r.status, 1);
+  ASSERT_CONTAINS(r.err, "cannot run /nonexistent/program");
+  done(&r);
+  r = RUN("record", "-o", trace, "true");
+  ASSERT_EQ_INT(r.status, 1);
+  ASSERT_CONTAINS(r.err, "wrote no trace");
+  done(&r);
+}
