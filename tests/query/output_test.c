@@ -293,3 +293,33 @@ TEST(json_string_escapes) {
               "\\ufffd\\ufffd end\"");
   free(buf);
 }
+
+TEST(shell_statements_over_lines_and_dot_commands) {
+  sqlite3 *db = qt_new_db();
+  const char input[] =
+      ".tables\n"
+      "select 1 as a,\n"
+      "  2 as b;\n"
+      ".mode csv\n"
+      "select 'x,y' as c; selec;\n"
+      ".schema trace_bounds\n"
+      ".nope\n"
+      ".quit\n"
+      "select 'never';\n";
+  FILE *in = fmemopen((void *)input, sizeof input - 1, "r");
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *out = open_memstream(&buf, &len);
+  ASSERT_OK(etch__query_shell(db, in, out, ETCH__OUT_TABLE));
+  fclose(in);
+  fclose(out);
+  ASSERT_TRUE(strstr(buf, "slice          table\n") != NULL);
+  ASSERT_TRUE(strstr(buf, "thread_track   view\n") != NULL);
+  ASSERT_TRUE(strstr(buf, "etch>    ...> a  b\n-  -\n1  2\n") != NULL);
+  ASSERT_TRUE(strstr(buf, "c\n\"x,y\"\nSQL error: near \"selec\": syntax error\n") != NULL);
+  ASSERT_TRUE(strstr(buf, "CREATE TABLE trace_bounds(start_ts INTEGER, end_ts INTEGER);\n") != NULL);
+  ASSERT_TRUE(strstr(buf, "unknown command .nope (try .help)\n") != NULL);
+  ASSERT_TRUE(strstr(buf, "never") == NULL);
+  free(buf);
+  sqlite3_close(db);
+}
