@@ -51,6 +51,32 @@ static uint64_t decode_varint_all(const uint8_t *p, size_t n) {
   return v;
 }
 
+/* Decodes a whole message: `nfields` top-level fields and no error; with
+ * `depth` > 0, LEN fields whose payload starts like a message are decoded
+ * the same way (nested messages). Returns the number of fields seen at all
+ * levels. */
+static size_t decode_all(const uint8_t *data, size_t n, int depth) {
+  etch_pb_dec d;
+  etch_pb_field f;
+  size_t count = 0;
+  etch_pb_dec_init(&d, data, n);
+  while (etch_pb_next(&d, &f)) {
+    count++;
+    if (f.wt == ETCH_PB_LEN && depth > 0 && f.len > 0) {
+      etch_pb_dec probe;
+      etch_pb_field g;
+      etch_pb_dec_init(&probe, f.data, f.len);
+      while (etch_pb_next(&probe, &g)) {
+      }
+      if (probe.err == 0) count += decode_all(f.data, f.len, depth - 1);
+    }
+  }
+  if (d.err) FAIL("decode error %d at %zu: %s", d.err, d.err_off, d.err_msg);
+  return count;
+}
+#define EXPECT_DECODES(b, depth, nfields) \
+  ASSERT_EQ_U64(decode_all(etch_pb_buf_data(b), etch_pb_buf_len(b), depth), nfields)
+
 /* ---- varints ------------------------------------------------------------------ */
 
 static void check_varint(uint64_t v, const uint8_t *want, size_t want_len) {
@@ -143,6 +169,7 @@ TEST(pb_zigzag) {
   etch_pb_write_sint_field(&b.s, 3, INT64_MIN);
   EXPECT_BUF(&b, 0x18, 0x01, 0x18, 0x7f, 0x18, 0xff, 0xff, 0xff, 0xff, 0xff,
              0xff, 0xff, 0xff, 0xff, 0x01);
+  EXPECT_DECODES(&b, 0, 3);
   ASSERT_FALSE(b.s.failed);
   etch_pb_buf_free(&b);
 }
@@ -169,6 +196,7 @@ TEST(pb_fixed_fields) {
              0x15, 0xef, 0xbe, 0xad, 0xde,
              0x19, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0xf8, 0x3f,
              0x21, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x80);
+  EXPECT_DECODES(&b, 0, 4);
   etch_pb_buf_free(&b);
 }
 
@@ -192,6 +220,7 @@ TEST(pb_tags) {
              0xf8, 0x7f, 0x00,
              0xf8, 0xff, 0xff, 0xff, 0x0f,
              0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01);
+  EXPECT_DECODES(&b, 0, 3);
   etch_pb_buf_free(&b);
 }
 
@@ -206,6 +235,7 @@ TEST(pb_length_delimited) {
   etch_pb_write_bytes_field(&b.s, 5, "\0\xff", 2);
   EXPECT_BUF(&b, 0x12, 0x03, 'a', 'b', 'c', 0x1a, 0x00, 0x22, 0x00, 0x2a, 0x02,
              0x00, 0xff);
+  EXPECT_DECODES(&b, 0, 4);
   etch_pb_buf_reset(&b);
   ASSERT_EQ_U64(etch_pb_buf_len(&b), 0);
   /* 200 bytes: a 2-byte length, and the buffer grows past its first 256. */
@@ -220,6 +250,7 @@ TEST(pb_length_delimited) {
   ASSERT_TRUE(memcmp(d + 3, big, 200) == 0);
   EXPECT_BYTES(d + 203, 3, 0x0a, 0xac, 0x02);
   ASSERT_TRUE(memcmp(d + 206, big, 300) == 0);
+  EXPECT_DECODES(&b, 0, 2);
   /* Raw bytes, no tag. */
   etch_pb_buf_reset(&b);
   etch_pb_write_bytes(&b.s, "xyz", 3);
@@ -267,6 +298,7 @@ TEST(pb_nested_patched_length) {
   etch_pb_write_varint_field(&b.s, 2, 150);
   etch_pb_nested_end(&b.s, &n);
   EXPECT_BUF(&b, 0x0a, 0x83, 0x80, 0x80, 0x00, 0x08 + 8, 0x96, 0x01);
+  EXPECT_DECODES(&b, 1, 2);
 
   /* Empty, and nested three deep. */
   etch_pb_buf_reset(&b);
@@ -288,6 +320,9 @@ TEST(pb_nested_patched_length) {
              0x22, 0x84, 0x80, 0x80, 0x00,         /* 4 */
              0x2a, 0x02, 'h', 'i',
              0x30, 0x01);
+  /* 2 top-level fields, 1 in the outer message, 2 in the middle one, 1 in
+   * the inner one. */
+  EXPECT_DECODES(&b, 3, 6);
   etch_pb_buf_free(&b);
 
   /* The largest and the smallest reserved values. */
@@ -474,6 +509,7 @@ TEST(pb_seven_byte_segments) {
   ASSERT_EQ_U64(len, 5 + 36);
   EXPECT_BYTES(got, 5, 0x0a, 0xa4, 0x80, 0x80, 0x00);
   ASSERT_TRUE(memcmp(got + 5, "0123456789abcdefghijklmnopqrstuvwxyz", 36) == 0);
+  ASSERT_EQ_U64(decode_all(got, len, 0), 1);
   /* Segment 0 was grown to the 9 bytes nested_begin needs: 5 bytes of
    * header and the first 4 bytes of the body, then 32 bytes in five 7-byte
    * segments. */
