@@ -134,7 +134,7 @@ static int debug_annotation(etch_reader *r, const rd_src *src, rd_seq *seq,
     const char *name = NULL;
     size_t nlen = 0;
     etch_pb_dec_init(&d, msg, len);
-    while (etch_pb_next(&d, &f)) {
+    while (rd_next(&d, &f)) {
       if (f.id == ETCH_DA_NAME_IID && f.wt == ETCH_PB_VARINT) {
         const char *s = (const char *)rd_map_get(&seq->da_names, f.u);
         if (!s) {
@@ -156,7 +156,7 @@ static int debug_annotation(etch_reader *r, const rd_src *src, rd_seq *seq,
   }
   size_t index = 0;
   etch_pb_dec_init(&d, msg, len);
-  while (etch_pb_next(&d, &f)) {
+  while (rd_next(&d, &f)) {
     bool handled;
     int rc = da_value(r, src, seq, d.start, &f, flat_len, key_len, &handled);
     if (rc) return rc;
@@ -199,14 +199,14 @@ static int nested_value(etch_reader *r, const rd_src *src, rd_seq *seq,
   etch_pb_field f, kf;
   uint64_t type = 0;
   etch_pb_dec_init(&d, msg, len);
-  while (etch_pb_next(&d, &f))
+  while (rd_next(&d, &f))
     if (f.id == NV_TYPE && f.wt == ETCH_PB_VARINT) type = f.u;
   if (d.err) return etch__rd_fail_dec(r, src, &d);
 
   size_t index = 0;
   etch_pb_dec_init(&kd, msg, len); /* walks dict_keys alongside dict_values */
   etch_pb_dec_init(&d, msg, len);
-  while (etch_pb_next(&d, &f)) {
+  while (rd_next(&d, &f)) {
     int rc = 0;
     etch_arg v;
     if (type == 1 && f.id == NV_DVALS && f.wt == ETCH_PB_LEN) {
@@ -303,6 +303,7 @@ static void counter_value(rd_seq *seq, rd_track *t, etch_event *ev) {
 }
 
 static rd_track *event_track(etch_reader *r, uint64_t uuid) {
+  if (uuid == 0) return &r->global_track;
   rd_track *t = etch__rd_track_get(r, uuid, false);
   if (t) return t;
   t = etch__rd_track_get(r, uuid, true);
@@ -374,7 +375,7 @@ int etch__rd_track_event(etch_reader *r, const rd_src *src, rd_seq *seq,
   r->stats.track_events++;
 
   etch_pb_dec_init(&d, msg, len);
-  while (etch_pb_next(&d, &f)) {
+  while (rd_next(&d, &f)) {
     switch (f.id) {
       case ETCH_TE_TYPE:
         RD_EXPECT(f, ETCH_PB_VARINT, "TrackEvent.type");
@@ -394,6 +395,10 @@ int etch__rd_track_event(etch_reader *r, const rd_src *src, rd_seq *seq,
         has_name_iid = false;
         break;
       case ETCH_TE_CATEGORY_IIDS:
+        if (f.wt == ETCH_PB_VARINT && r->rep[REP_CAT].n < r->rep[REP_CAT].cap) {
+          r->rep[REP_CAT].a[r->rep[REP_CAT].n++] = f.u;
+          break;
+        }
         rc = etch__rd_repeated(r, src, d.start, &f, false, &r->rep[REP_CAT].a,
                       &r->rep[REP_CAT].n, &r->rep[REP_CAT].cap);
         if (rc) return rc;
@@ -476,7 +481,6 @@ int etch__rd_track_event(etch_reader *r, const rd_src *src, rd_seq *seq,
     return 0; /* unspecified / legacy events are not read */
 
   etch_event ev;
-  memset(&ev, 0, sizeof ev);
   ev.type = (etch_event_type)type;
   ev.ts = ts;
   ev.sequence_id = seq->id;
@@ -498,36 +502,47 @@ int etch__rd_track_event(etch_reader *r, const rd_src *src, rd_seq *seq,
   }
 
   /* Categories: interned ones first, then inline ones, joined by ",". */
-  const char *single = NULL;
-  size_t ncat = 0;
-  r->catbuf.len = 0;
-  for (size_t i = 0; i < r->rep[REP_CAT].n + n_inline_cats; i++) {
-    const char *c;
-    if (i < r->rep[REP_CAT].n) {
-      c = (const char *)rd_map_get(&seq->cats, r->rep[REP_CAT].a[i]);
-      if (!c) {
-        r->stats.interned_data_missing++;
-        continue;
+  size_t ncat_iids = r->rep[REP_CAT].n;
+  if (ncat_iids == 1 && n_inline_cats == 0) {
+    const char *c = (const char *)rd_map_get(&seq->cats, r->rep[REP_CAT].a[0]);
+    if (!c) {
+      r->stats.interned_data_missing++;
+      c = r->empty;
+    }
+    ev.category = c;
+  } else if (ncat_iids == 0 && n_inline_cats <= 1) {
+    ev.category = n_inline_cats ? inline_cats[0] : r->empty;
+  } else {
+    const char *single = NULL;
+    size_t ncat = 0;
+    r->catbuf.len = 0;
+    for (size_t i = 0; i < ncat_iids + n_inline_cats; i++) {
+      const char *c;
+      if (i < ncat_iids) {
+        c = (const char *)rd_map_get(&seq->cats, r->rep[REP_CAT].a[i]);
+        if (!c) {
+          r->stats.interned_data_missing++;
+          continue;
+        }
+      } else {
+        c = inline_cats[i - ncat_iids];
       }
-    } else {
-      c = inline_cats[i - r->rep[REP_CAT].n];
+      if (ncat == 0) {
+        single = c;
+      } else if (rd_vec_push(&r->catbuf, ",", 1)) {
+        return ETCH_ENOMEM;
+      }
+      if (rd_vec_push(&r->catbuf, c, strlen(c))) return ETCH_ENOMEM;
+      ncat++;
     }
-    size_t cl = strlen(c);
-    if (ncat == 0) {
-      single = c;
-    } else if (rd_vec_push(&r->catbuf, ",", 1)) {
-      return ETCH_ENOMEM;
-    }
-    if (rd_vec_push(&r->catbuf, c, cl)) return ETCH_ENOMEM;
-    ncat++;
+    if (ncat == 0)
+      ev.category = r->empty;
+    else if (ncat == 1)
+      ev.category = single;
+    else if (!(ev.category = etch__rd_pool_get(&r->pool, r->catbuf.data,
+                                               r->catbuf.len)))
+      return ETCH_ELIMIT;
   }
-  if (ncat == 0)
-    ev.category = r->empty;
-  else if (ncat == 1)
-    ev.category = single;
-  else if (!(ev.category = etch__rd_pool_get(&r->pool, r->catbuf.data,
-                                             r->catbuf.len)))
-    return ETCH_ELIMIT;
 
   /* Track. */
   if (!has_uuid) {
@@ -537,8 +552,11 @@ int etch__rd_track_event(etch_reader *r, const rd_src *src, rd_seq *seq,
       uuid = 0;
     }
   }
-  rd_track *t = event_track(r, uuid);
-  if (!t) return ETCH_ENOMEM;
+  rd_track *t = seq->last_track;
+  if (!t || t->info.uuid != uuid) {
+    if (!(t = event_track(r, uuid))) return ETCH_ENOMEM;
+    seq->last_track = t;
+  }
   ev.track = &t->info;
 
   if (srcloc_iid) {
@@ -550,6 +568,8 @@ int etch__rd_track_event(etch_reader *r, const rd_src *src, rd_seq *seq,
     }
   }
 
+  ev.pid = 0;
+  ev.tid = 0;
   ev.counter_is_double = counter_is_double;
   ev.counter_int = counter_is_double ? 0 : counter_int;
   ev.counter_double = counter_is_double ? counter_double : 0;
@@ -578,6 +598,7 @@ int etch__rd_track_event(etch_reader *r, const rd_src *src, rd_seq *seq,
   if (rc) return rc;
 
   /* Extra counter values become counter events on their tracks. */
+  if (ETCH_LIKELY(!r->rep[REP_XC_V].n && !r->rep[REP_XD_V].n)) return 0;
   rc = extra_counters(r, seq, &ev, r->rep[REP_XC_U].a, r->rep[REP_XC_U].n,
                       r->rep[REP_XC_V].a, r->rep[REP_XC_V].n, false);
   if (rc) return rc;

@@ -170,7 +170,7 @@ static int track_descriptor(etch_reader *r, const rd_src *src,
   const char *unit_name = NULL;
 
   etch_pb_dec_init(&d, msg, len);
-  while (etch_pb_next(&d, &f)) {
+  while (rd_next(&d, &f)) {
     switch (f.id) {
       case ETCH_TD_UUID:
         RD_EXPECT(f, ETCH_PB_VARINT, "TrackDescriptor.uuid");
@@ -274,7 +274,7 @@ static int interned_data(etch_reader *r, const rd_src *src, rd_seq *seq,
   etch_pb_dec d;
   etch_pb_field f;
   etch_pb_dec_init(&d, msg, len);
-  while (etch_pb_next(&d, &f)) {
+  while (rd_next(&d, &f)) {
     rd_map *m;
     switch (f.id) {
       case ETCH_ID_EVENT_CATEGORIES: m = &seq->cats; break;
@@ -371,7 +371,7 @@ static int packet_defaults(etch_reader *r, const rd_src *src, rd_seq *seq,
   etch_pb_dec d;
   etch_pb_field f;
   etch_pb_dec_init(&d, msg, len);
-  while (etch_pb_next(&d, &f)) {
+  while (rd_next(&d, &f)) {
     if (f.id == ETCH_DEFAULTS_TIMESTAMP_CLOCK_ID) {
       RD_EXPECT(f, ETCH_PB_VARINT, "TracePacketDefaults.timestamp_clock_id");
       seq->has_clock_default = true;
@@ -414,7 +414,7 @@ static int trace_stats(etch_reader *r, const rd_src *src, const uint8_t *msg,
   etch_pb_field f;
   uint64_t disc = 0, over = 0, loss = 0;
   etch_pb_dec_init(&d, msg, len);
-  while (etch_pb_next(&d, &f)) {
+  while (rd_next(&d, &f)) {
     if (f.id != ETCH_TS_BUFFER_STATS || f.wt != ETCH_PB_LEN) continue;
     etch_pb_dec bd;
     etch_pb_field bf;
@@ -495,7 +495,7 @@ int etch__rd_packet(etch_reader *r, const rd_src *src, uint64_t rec_off,
 
   r->stats.packets++;
   etch_pb_dec_init(&d, pkt, len);
-  while (etch_pb_next(&d, &f)) {
+  while (rd_next(&d, &f)) {
     switch (f.id) {
       case ETCH_PKT_TIMESTAMP:
         RD_EXPECT(f, ETCH_PB_VARINT, "TracePacket.timestamp");
@@ -589,7 +589,7 @@ int etch__rd_packet(etch_reader *r, const rd_src *src, uint64_t rec_off,
   /* State the rest of the packet depends on. */
   if (present & (HAS_DEFAULTS | HAS_INTERNED | HAS_SNAPSHOT)) {
     etch_pb_dec_init(&d, pkt, len);
-    while (etch_pb_next(&d, &f)) {
+    while (rd_next(&d, &f)) {
       rc = 0;
       if (f.id == ETCH_PKT_TRACE_PACKET_DEFAULTS)
         rc = packet_defaults(r, src, seq, f.data, f.len);
@@ -612,7 +612,7 @@ int etch__rd_packet(etch_reader *r, const rd_src *src, uint64_t rec_off,
 
   if (present & (HAS_DESCRIPTOR | HAS_STATS | HAS_COMPRESSED)) {
     etch_pb_dec_init(&d, pkt, len);
-    while (etch_pb_next(&d, &f)) {
+    while (rd_next(&d, &f)) {
       rc = 0;
       if (f.id == ETCH_PKT_TRACK_DESCRIPTOR) {
         rc = track_descriptor(r, src, f.data, f.len);

@@ -324,8 +324,6 @@ static int hold(etch_reader *r, rd_seq *seq, const etch_event *ev,
           ev->args[i].type == ETCH_VALUE_JSON)
         strbytes += strlen(ev->args[i].v.s) + 1;
   }
-  if (size + strbytes > UINT32_MAX)
-    return etch__error(ETCH_ELIMIT, "event too large");
   rd_rec *rec = (rd_rec *)rd_alloc(&seq->recs, size + strbytes);
   if (!rec) return ETCH_ENOMEM;
   if (rd_vec_push(&seq->idx, &rec, sizeof rec)) return ETCH_ENOMEM;
@@ -339,7 +337,6 @@ static int hold(etch_reader *r, rd_seq *seq, const etch_event *ev,
     rec->counter.d = ev->counter_double;
   else
     rec->counter.i = ev->counter_int;
-  rec->size = (uint32_t)(size + strbytes);
   rec->type = (uint8_t)ev->type;
   rec->counter_is_double = ev->counter_is_double;
   rec->extra = extra;

@@ -235,6 +235,7 @@ typedef struct rd_seq {
   uint64_t *extra_dcounter_default;
   size_t n_extra_dcounter_default, cap_extra_dcounter_default;
   rd_map names, cats, da_names, da_strings, srclocs;
+  rd_track *last_track; /* cache of the last event track of the sequence */
   rd_arena srcloc_arena;
   rd_clock *clocks[64]; /* sequence-scoped clocks 64..127 */
   /* Held events (timestamp order): records in file order. */
@@ -259,14 +260,12 @@ typedef struct rd_rec {
     int64_t i;
     double d;
   } counter;
-  uint32_t size; /* bytes of this record including the tail */
+  uint32_t seq;
   uint8_t type;
   uint8_t counter_is_double;
   uint8_t extra;
   uint8_t pad;
-  uint32_t seq;
-  uint32_t pad2;
-} rd_rec;
+} rd_rec; /* 64 bytes */
 
 typedef struct rd_rec_extra {
   uint32_t nflows, nterm, nargs, pad;
@@ -358,6 +357,38 @@ struct etch_reader {
   FILE *dump;
   int dump_indent;
 };
+
+/* ---- decoding ------------------------------------------------------------------ */
+
+/*
+ * etch_pb_next with an inline fast path for the common shapes (one-byte tag
+ * and one-byte varint or length), which are most fields of a track event.
+ * Same results as etch_pb_next in every case.
+ */
+ETCH_INLINE bool rd_next(etch_pb_dec *d, etch_pb_field *f) {
+  const uint8_t *p = d->p;
+  if (ETCH_LIKELY(d->end - p >= 2 && p[0] < 0x80 && p[0] >= 8 && p[1] < 0x80)) {
+    uint8_t tag = p[0];
+    f->id = tag >> 3;
+    f->wt = tag & 7;
+    f->off = (size_t)(p - d->start);
+    if (f->wt == ETCH_PB_VARINT) {
+      f->u = p[1];
+      f->data = NULL;
+      f->len = 0;
+      d->p = p + 2;
+      return true;
+    }
+    if (f->wt == ETCH_PB_LEN && p[1] <= d->end - p - 2) {
+      f->u = 0;
+      f->data = p + 2;
+      f->len = p[1];
+      d->p = p + 2 + p[1];
+      return true;
+    }
+  }
+  return etch_pb_next(d, f);
+}
 
 /* ---- shared functions ---------------------------------------------------------------- */
 
