@@ -55,7 +55,7 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 
 echo "setup.sh: installing ${missing[*]}"
-log=$(mktemp "${TMPDIR:-/tmp}/etch-setup.XXXXXX")
+log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 export DEBIAN_FRONTEND=noninteractive
 if ! { "${sudo[@]}" apt-get update -q &&
