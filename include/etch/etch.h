@@ -251,10 +251,11 @@ typedef struct etch_site {
   const char *name;
   uint8_t type;      /* TrackEvent.Type */
   uint8_t tmpl_len;
-  uint16_t pad;
+  uint16_t seen_word; /* where a writer keeps this site's "interned" bit */
   uint32_t id;       /* event-name iid once prepared; 0 before */
   const etch_track *counter_track; /* implicit counter track (counters) */
-  uint8_t tmpl[24];  /* pre-encoded TrackEvent bytes */
+  uint64_t seen_mask; /* that bit; 0 until prepared (published last) */
+  uint8_t tmpl[16];  /* pre-encoded TrackEvent bytes */
 } etch_site;
 
 enum {
@@ -294,7 +295,7 @@ static inline void etch__scope_end(etch__scope *s) {
 #define ETCH__UNIQ(p) ETCH__CONCAT(p, __LINE__)
 
 #define ETCH__SITE_INIT(cat, name, type) \
-  {&(cat), name, type, 0, 0, 0, 0, {0}}
+  {&(cat), name, type, 0, 0, 0, 0, 0, {0}}
 
 /*
  * The event macro body: a site, and either the fast emitter (no extras) or

@@ -26,7 +26,7 @@ int etch__buffer_init(etch_buffer *b, uint64_t size, etch_buffer_fill fill) {
   b->nchunks = (uint32_t)n;
   size_t bytes = (size_t)n * b->chunk_size;
   void *mem = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
   if (mem == MAP_FAILED)
     return etch__error(ETCH_ENOMEM, "cannot map a trace buffer of %zu bytes",
                        bytes);

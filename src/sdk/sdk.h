@@ -202,10 +202,12 @@ struct etch_writer {
   etch_chunk *chunk;
   /* chunk->used = cur - pub_base: the payload start less the flag bits. */
   uintptr_t pub_base;
+  /* The fast path may write when cur < fast_end (room for ETCH_FAST_MAX). */
+  uintptr_t fast_end;
   uint8_t *payload;
   /* Site iids interned on this sequence: ids < ETCH_FAST_SITES here, the
    * rest in seen_names_more. */
-  uint64_t seen_fast[ETCH_FAST_SITES / 64];
+  uint64_t seen_fast[ETCH_FAST_SITES / 64 + 1]; /* last word: always 0 */
   etch_bitset seen_names_more;
 
   /* Cold. */

@@ -41,13 +41,20 @@ static ETCH_COLD void site_prepare(etch_site *site) {
     *q++ = (uint8_t)etch_pb_tag(ETCH_TE_NAME_IID, ETCH_PB_VARINT);
     q = etch_pb_put_varint(q, id);
     uint8_t *t = site->tmpl;
+    *t++ = (uint8_t)etch_pb_tag(ETCH_PKT_SEQUENCE_FLAGS, ETCH_PB_VARINT);
+    *t++ = ETCH_SEQ_NEEDS_INCREMENTAL_STATE;
     *t++ = (uint8_t)etch_pb_tag(ETCH_PKT_TRACK_EVENT, ETCH_PB_LEN);
     *t++ = (uint8_t)(q - body);
     memcpy(t, body, (size_t)(q - body));
-    site->tmpl_len = (uint8_t)(2 + (q - body));
+    site->tmpl_len = (uint8_t)(4 + (q - body));
     ETCH_CHECK(site->tmpl_len <= 16);
     site->counter_track = ctrack;
+    /* Sites past the inline bitset point at its always-zero last word and
+     * so always take the general path. */
+    site->seen_word = (uint16_t)(id < ETCH_FAST_SITES ? id >> 6
+                                                      : ETCH_FAST_SITES / 64);
     __atomic_store_n(&site->id, id, __ATOMIC_RELEASE);
+    __atomic_store_n(&site->seen_mask, 1ull << (id & 63), __ATOMIC_RELEASE);
   }
   pthread_mutex_unlock(&etch__g.lock);
 }
@@ -69,7 +76,10 @@ ETCH_INLINE uint64_t next_ts(etch_writer *w, uint64_t ticks) {
   return ns < w->last_ns ? w->last_ns : ns;
 }
 
-/* [size] 40 <delta> 68 02 <16 template bytes, tmpl_len of them used> */
+/*
+ * [size] 40 <delta> <template: 68 02 5A len TrackEvent...>. The template is
+ * copied as 16 bytes whatever its length (the chunk has room to spare).
+ */
 ETCH_INLINE void fast_put(etch_writer *w, uint64_t ns, const uint8_t *tmpl,
                           uint32_t tmpl_len) {
   uint8_t *p = w->st.cur;
@@ -77,10 +87,8 @@ ETCH_INLINE void fast_put(etch_writer *w, uint64_t ns, const uint8_t *tmpl,
   *q++ = (uint8_t)etch_pb_tag(ETCH_PKT_TIMESTAMP, ETCH_PB_VARINT);
   q = etch_pb_put_varint(q, ns - w->last_ns);
   w->last_ns = ns;
-  q[0] = (uint8_t)etch_pb_tag(ETCH_PKT_SEQUENCE_FLAGS, ETCH_PB_VARINT);
-  q[1] = ETCH_SEQ_NEEDS_INCREMENTAL_STATE;
-  memcpy(q + 2, tmpl, 16);
-  q += 2 + tmpl_len;
+  memcpy(q, tmpl, 16);
+  q += tmpl_len;
   p[0] = (uint8_t)(q - p - 1);
   w->st.cur = q;
   __atomic_store_n(&w->chunk->used, (uint32_t)((uintptr_t)q - w->pub_base),
@@ -93,7 +101,7 @@ static void emit_general(etch_writer *w, etch_site *site, etch_category *cat,
 
 static ETCH_NOINLINE void emit_site_slow(etch_site *site, uint32_t slot,
                                          uint64_t ticks) {
-  if (!__atomic_load_n(&site->id, __ATOMIC_ACQUIRE)) site_prepare(site);
+  if (!__atomic_load_n(&site->seen_mask, __ATOMIC_ACQUIRE)) site_prepare(site);
   etch_writer *w = etch__writer_prepare(slot, ticks);
   if (!w) return;
   emit_general(w, site, site->cat, site->type, NULL, NULL, 0, ticks);
@@ -111,45 +119,48 @@ static ETCH_NOINLINE void emit_end_slow(etch_category *cat, uint32_t slot,
  * current writer there (tls.gen is 0 for "none"; slot generations are never
  * 0 while a session holds the slot).
  */
-ETCH_INLINE bool tls_current(uint32_t i) {
+ETCH_INLINE bool tls_current(size_t i) {
   return etch__tls.gen[i] ==
          __atomic_load_n(&etch__slot_gen[i], __ATOMIC_RELAXED);
 }
 
-ETCH_INLINE void site_one(etch_site *site, uint32_t i, uint64_t ticks,
+ETCH_INLINE void site_one(etch_site *site, size_t i, uint64_t ticks,
                           bool begin) {
   if (ETCH_LIKELY(tls_current(i))) {
     etch_writer *w = etch__tls.w[i];
-    uint32_t id = __atomic_load_n(&site->id, __ATOMIC_ACQUIRE);
+    /* The mask is published last: once seen, the template is complete. */
+    uint64_t bit = __atomic_load_n(&site->seen_mask, __ATOMIC_ACQUIRE);
     uint64_t ns = fast_ns(w, ticks);
-    if (ETCH_LIKELY(w->st.end - w->st.cur >= ETCH_FAST_MAX &&
-                    ns < w->reset_deadline && id < ETCH_FAST_SITES &&
-                    ((w->seen_fast[id >> 6] >> (id & 63)) & 1))) {
+    if (ETCH_LIKELY((uintptr_t)w->st.cur < w->fast_end &&
+                    ns < w->reset_deadline &&
+                    (w->seen_fast[site->seen_word] & bit))) {
       if (begin) w->depth++;
       fast_put(w, ns, site->tmpl, site->tmpl_len);
       return;
     }
   }
-  emit_site_slow(site, i, ticks);
+  emit_site_slow(site, (uint32_t)i, ticks);
 }
 
 static const uint8_t end_tmpl[16] = {
+    (ETCH_PKT_SEQUENCE_FLAGS << 3) | ETCH_PB_VARINT,
+    ETCH_SEQ_NEEDS_INCREMENTAL_STATE,
     (ETCH_PKT_TRACK_EVENT << 3) | ETCH_PB_LEN, 2,
     (ETCH_TE_TYPE << 3) | ETCH_PB_VARINT, ETCH_TE_TYPE_SLICE_END};
 
-ETCH_INLINE void end_one(etch_category *cat, uint32_t i, uint64_t ticks) {
+ETCH_INLINE void end_one(etch_category *cat, size_t i, uint64_t ticks) {
   if (ETCH_LIKELY(tls_current(i))) {
     etch_writer *w = etch__tls.w[i];
     uint64_t ns = fast_ns(w, ticks);
-    if (ETCH_LIKELY(w->st.end - w->st.cur >= ETCH_FAST_MAX &&
+    if (ETCH_LIKELY((uintptr_t)w->st.cur < w->fast_end &&
                     ns < w->reset_deadline)) {
       if (w->depth == 0) return; /* its begin was never recorded */
       w->depth--;
-      fast_put(w, ns, end_tmpl, 4);
+      fast_put(w, ns, end_tmpl, 6);
       return;
     }
   }
-  emit_end_slow(cat, i, ticks);
+  emit_end_slow(cat, (uint32_t)i, ticks);
 }
 
 /* Events recorded by several sessions at once: one packet per session. */
@@ -174,31 +185,75 @@ static ETCH_NOINLINE void end_multi(etch_category *cat, uint32_t mask,
   } while (mask);
 }
 
+/*
+ * The exported emitters read the TSC inline and hand everything else to tail
+ * calls, so they need no stack frame. Without an invariant TSC they pass the
+ * whole event to an out-of-line twin that reads CLOCK_BOOTTIME.
+ */
+static ETCH_NOINLINE void site_any(etch_site *site, uint32_t mask,
+                                   uint64_t ticks, bool begin) {
+  if (mask & (mask - 1)) {
+    site_multi(site, mask, ticks);
+  } else if (begin) {
+    site_one(site, (size_t)__builtin_ctz(mask), ticks, true);
+  } else {
+    site_one(site, (size_t)__builtin_ctz(mask), ticks, false);
+  }
+}
+
+static ETCH_NOINLINE void end_any(etch_category *cat, uint32_t mask,
+                                  uint64_t ticks) {
+  if (mask & (mask - 1))
+    end_multi(cat, mask, ticks);
+  else
+    end_one(cat, (size_t)__builtin_ctz(mask), ticks);
+}
+
+#if ETCH_HAVE_TSC
+#define FAST_TICKS() __rdtsc()
+#define CLOCK_IS_FAST() ETCH_LIKELY(etch__clock_tsc)
+#else
+#define FAST_TICKS() 0
+#define CLOCK_IS_FAST() 0
+#endif
+
 void etch__emit_site(etch_site *site, uint32_t mask) {
-  uint64_t ticks = etch__ticks();
+  if (!CLOCK_IS_FAST()) {
+    site_any(site, mask, etch__ticks_slow(), false);
+    return;
+  }
+  uint64_t ticks = FAST_TICKS();
   if (ETCH_UNLIKELY(mask & (mask - 1))) {
     site_multi(site, mask, ticks);
     return;
   }
-  site_one(site, (uint32_t)__builtin_ctz(mask), ticks, false);
+  site_one(site, (size_t)__builtin_ctz(mask), ticks, false);
 }
 
 void etch__emit_begin(etch_site *site, uint32_t mask) {
-  uint64_t ticks = etch__ticks();
+  if (!CLOCK_IS_FAST()) {
+    site_any(site, mask, etch__ticks_slow(), true);
+    return;
+  }
+  uint64_t ticks = FAST_TICKS();
   if (ETCH_UNLIKELY(mask & (mask - 1))) {
     site_multi(site, mask, ticks);
     return;
   }
-  site_one(site, (uint32_t)__builtin_ctz(mask), ticks, true);
+  site_one(site, (size_t)__builtin_ctz(mask), ticks, true);
 }
 
 void etch__emit_end(etch_category *cat, uint32_t mask) {
-  uint64_t ticks = etch__ticks();
+  if (!CLOCK_IS_FAST()) {
+    end_any(cat, mask, etch__ticks_slow());
+    return;
+  }
+  uint64_t ticks = FAST_TICKS();
   if (ETCH_UNLIKELY(mask & (mask - 1))) {
     end_multi(cat, mask, ticks);
     return;
   }
-  end_one(cat, (uint32_t)__builtin_ctz(mask), ticks);
+  end_one(cat, (size_t)__builtin_ctz(mask), ticks);
 }
 
 /* ---- general path ---------------------------------------------------------- */
@@ -417,7 +472,7 @@ static void emit_general(etch_writer *w, etch_site *site, etch_category *cat,
 void etch__emit(etch_site *site, uint32_t mask, const etch_extra *extras,
                 uint32_t n_extras) {
   uint64_t ticks = etch__ticks();
-  if (!__atomic_load_n(&site->id, __ATOMIC_ACQUIRE)) site_prepare(site);
+  if (!__atomic_load_n(&site->seen_mask, __ATOMIC_ACQUIRE)) site_prepare(site);
   do {
     uint32_t i = (uint32_t)__builtin_ctz(mask);
     mask &= mask - 1;

@@ -45,6 +45,7 @@ static void set_no_chunk(etch_writer *w) {
   w->payload = NULL;
   w->st.cur = w->st.end = w->st.seg = NULL;
   w->chunk_flags = 0;
+  w->fast_end = 0;
 }
 
 /* Publishes and completes the current chunk. */
@@ -69,6 +70,7 @@ static bool take_chunk(etch_writer *w, uint32_t flags) {
   w->st.cur = w->payload;
   w->st.seg = w->payload;
   w->st.end = w->payload + etch__buffer_payload_size(b);
+  w->fast_end = (uintptr_t)w->st.end - ETCH_FAST_MAX;
   if (b->fill == ETCH_BUFFER_RING) {
     /* Keep a reset in the newest part of a ring that wraps quickly. */
     uint64_t span = b->nchunks / 4 ? b->nchunks / 4 : 1;
