@@ -15,9 +15,11 @@
  *   import (stats)     what `etch stats` does: no args, no indexes
  *   stats report       the import above plus the report's queries
  *   import (query)     what `etch query` does: every arg, then indexes
+ *   import, file order the stats import with events in file order (no
+ *                      sorting in the reader: memory stays flat)
  *
  *   bench_query_import [events (default 5000000)] [threads (default 4)]
- *                      [mode: 0..3, runs only that one, in-process (perf)]
+ *                      [mode: 0..4, runs only that one, in-process (perf)]
  *
  * With BENCH_TRACE_OUT=path in the environment the trace is also written to
  * that file (to try the etch command on it).
@@ -258,7 +260,7 @@ static void count_event(const etch_event *ev, void *user) {
   ++*(uint64_t *)user;
 }
 
-enum { kReaderOnly, kImportStats, kStatsReport, kImportQuery };
+enum { kReaderOnly, kImportStats, kStatsReport, kImportQuery, kImportFileOrder };
 
 static result run_mode(int mode) {
   result res = {0};
@@ -283,7 +285,7 @@ static result run_mode(int mode) {
   if (res.rc) return res;
   etch__import_opts o = {.all_args = mode == kImportQuery,
                          .indexes = mode == kImportQuery,
-                         .timestamp_order = true};
+                         .timestamp_order = mode != kImportFileOrder};
   etch__import_counts c;
   res.rc = etch__query_import_memory(db, data, len, "bench", &o, &c);
   res.events = c.events;
@@ -348,9 +350,10 @@ int main(int argc, char **argv) {
   printf("%-22s %9s %9s %11s %8s %10s\n", "what", "wall (s)", "CPU (s)",
          "events/s", "MB/s", "peak RSS");
   static const char *names[] = {"reader only", "import (etch stats)",
-                                "stats report", "import (etch query)"};
+                                "stats report", "import (etch query)",
+                                "import, file order"};
   int only = argc > 3 ? atoi(argv[3]) : -1;
-  for (int mode = kReaderOnly; mode <= kImportQuery; mode++) {
+  for (int mode = kReaderOnly; mode <= kImportFileOrder; mode++) {
     long rss = 0;
     if (only >= 0 && mode != only) continue;
     result r = only >= 0 ? run_mode(mode) : run_child(mode, &rss);
