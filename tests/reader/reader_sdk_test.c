@@ -1,0 +1,147 @@
+/*
+ * reader_sdk_test.c - traces written by libetch itself, read back by the
+ * reader: names, categories, args, flows, counters, threads, timestamps in
+ * BOOTTIME, with and without deflate, and no data-loss stats.
+ */
+#define _GNU_SOURCE
+#include <etch/etch.h>
+#include <etch/reader.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "test.h"
+
+ETCH_CATEGORY_DEFINE(render, "render", "Rendering", "");
+ETCH_CATEGORY_DEFINE(io, "io", "I/O", "");
+
+typedef struct seen {
+  char text[8192];
+  size_t len;
+  int64_t min_ts, max_ts, last_ts;
+  int32_t pid, main_tid, other_tid;
+  size_t main_events, other_events, scoped;
+  bool order_ok;
+} seen;
+
+static void on_event(const etch_event *ev, void *user) {
+  seen *s = (seen *)user;
+  if (ev->ts < s->min_ts) s->min_ts = ev->ts;
+  if (ev->ts > s->max_ts) s->max_ts = ev->ts;
+  if (ev->ts < s->last_ts) s->order_ok = false;
+  s->last_ts = ev->ts;
+  if (ev->pid != s->pid) s->order_ok = false;
+  if (ev->tid == s->main_tid) s->main_events++;
+  if (ev->tid == s->other_tid) {
+    /* The other thread's 500 scopes: counted, not listed. */
+    s->other_events++;
+    if (strcmp(ev->name, "scoped") == 0) s->scoped++;
+    return;
+  }
+  s->len += (size_t)snprintf(s->text + s->len, sizeof s->text - s->len,
+                             "%c %s/%s", "?BEIC"[ev->type], ev->category,
+                             ev->name);
+  if (ev->type == ETCH_EVENT_COUNTER)
+    s->len += (size_t)snprintf(s->text + s->len, sizeof s->text - s->len,
+                               " =%lld", (long long)ev->counter_int);
+  for (size_t i = 0; i < ev->flow_ids_count; i++)
+    s->len += (size_t)snprintf(s->text + s->len, sizeof s->text - s->len,
+                               " flow %llu", (unsigned long long)ev->flow_ids[i]);
+  for (size_t i = 0; i < ev->args_count; i++) {
+    const etch_arg *a = &ev->args[i];
+    s->len += (size_t)snprintf(s->text + s->len, sizeof s->text - s->len,
+                               " %s=", a->key);
+    if (a->type == ETCH_VALUE_STRING)
+      s->len += (size_t)snprintf(s->text + s->len, sizeof s->text - s->len,
+                                 "%s", a->v.s);
+    else
+      s->len += (size_t)snprintf(s->text + s->len, sizeof s->text - s->len,
+                                 "%lld", (long long)a->v.i);
+  }
+  s->len += (size_t)snprintf(s->text + s->len, sizeof s->text - s->len, "\n");
+}
+
+static void *other_thread(void *arg) {
+  *(int32_t *)arg = (int32_t)gettid();
+  for (int i = 0; i < 500; i++) {
+    ETCH_SCOPE(io, "scoped");
+  }
+  return NULL;
+}
+
+static void record(const char *config, uint8_t **data, size_t *len,
+                   int64_t *t0, int64_t *t1, int32_t *other_tid) {
+  etch_config *cfg;
+  ASSERT_OK(etch_config_new(&cfg));
+  ASSERT_OK(etch_config_parse(cfg, config));
+  etch_session *s;
+  ASSERT_OK(etch_session_new(cfg, &s));
+  etch_config_free(cfg);
+  *t0 = (int64_t)etch_now();
+  ASSERT_OK(etch_session_start(s));
+  ETCH_SLICE_BEGIN(render, "frame", ETCH_ARG_INT("n", 1), ETCH_FLOW(5));
+  ETCH_INSTANT(io, "read", ETCH_ARG_STRING("path", "/x"));
+  ETCH_COUNTER(render, "queue", 3);
+  ETCH_SLICE_END(render);
+  pthread_t th;
+  pthread_create(&th, NULL, other_thread, other_tid);
+  pthread_join(th, NULL);
+  ETCH_INSTANT(render, "late", ETCH_FLOW_END(5));
+  ASSERT_OK(etch_session_stop(s));
+  *t1 = (int64_t)etch_now();
+  ASSERT_OK(etch_session_read(s, data, len));
+  etch_session_free(s);
+}
+
+static void check(const char *config) {
+  uint8_t *data;
+  size_t len;
+  int64_t t0, t1;
+  int32_t other = 0;
+  record(config, &data, &len, &t0, &t1, &other);
+  for (int order = 0; order < 2; order++) {
+    seen s;
+    memset(&s, 0, sizeof s);
+    s.min_ts = INT64_MAX;
+    s.max_ts = INT64_MIN;
+    s.last_ts = INT64_MIN;
+    s.pid = (int32_t)getpid();
+    s.main_tid = (int32_t)gettid();
+    s.other_tid = other;
+    s.order_ok = true;
+    etch_reader *r;
+    ASSERT_OK(etch_reader_open_memory(&r, data, len));
+    ASSERT_OK(etch_reader_set_order(r, (etch_reader_order)order));
+    ASSERT_OK(etch_reader_on(r, NULL, NULL, on_event, &s));
+    ASSERT_OK(etch_reader_run(r));
+    etch_reader_stats st;
+    etch_reader_get_stats(r, &st);
+    etch_reader_close(r);
+    if (order == ETCH_ORDER_TIMESTAMP) ASSERT_TRUE(s.order_ok);
+    ASSERT_EQ_STR(s.text,
+                  "B render/frame flow 5 debug.n=1\n"
+                  "I io/read debug.path=/x\n"
+                  "C render/queue =3\n"
+                  "E /\n"
+                  "I render/late\n");
+    ASSERT_EQ_U64(s.scoped, 500);
+    ASSERT_EQ_U64(s.main_events, 4); /* the counter is on a process track */
+    ASSERT_EQ_U64(s.other_events, 1000);
+    ASSERT_TRUE(s.min_ts >= t0);
+    ASSERT_TRUE(s.max_ts <= t1);
+    ASSERT_EQ_U64(st.packet_skipped_seq_needs_incremental_state_invalid, 0);
+    ASSERT_EQ_U64(st.interned_data_missing, 0);
+    ASSERT_EQ_U64(st.unknown_track, 0);
+    ASSERT_EQ_U64(st.misplaced_end_event, 0);
+    ASSERT_EQ_U64(st.clock_conversion_failed, 0);
+    ASSERT_EQ_U64(st.packet_sequence_id_missing, 0);
+    ASSERT_EQ_U64(st.previous_packet_dropped, 0);
+    ASSERT_EQ_U64(st.track_events, 1005);
+  }
+  free(data);
+}
+
+TEST(reader_sdk_uncompressed) { check("categories=render,io;compression=none"); }
+TEST(reader_sdk_deflate) { check("categories=render,io"); }
