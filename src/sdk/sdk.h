@@ -235,6 +235,8 @@ struct etch_writer {
   uint32_t pkt_start_used;   /* chunk used before the packet began */
   uint32_t nheld;
   etch_held held[ETCH_MAX_HELD];
+  uint8_t *scratch;           /* the general path encodes packets here */
+  size_t scratch_cap;
   char thread_name[64];
 };
 
@@ -276,6 +278,10 @@ void etch__writer_drop(etch_writer *w, uint64_t ticks);
 void etch__writer_reset(etch_writer *w, uint64_t ticks);
 /* Writes the descriptor of `t` (and parents) if not yet on this sequence. */
 void etch__writer_ensure_track(etch_writer *w, const etch_track *t);
+
+/* Writes `len` bytes as one whole packet (crossing chunks if needed).
+ * False when it could not be written (then the loss is recorded). */
+bool etch__writer_put_packet(etch_writer *w, const uint8_t *data, size_t len);
 
 /* Packet framing for the general encoder. */
 bool etch__packet_begin(etch_writer *w);

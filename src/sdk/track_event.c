@@ -314,47 +314,86 @@ static uint32_t clamp_len(const char *s) {
   return n > ETCH_MAX_STRING ? ETCH_MAX_STRING : (uint32_t)n;
 }
 
-static void put_interned(etch_pb_stream *s, uint32_t field, uint64_t iid,
-                         const char *name, uint32_t len) {
-  etch_pb_nested e;
-  etch_pb_nested_begin(s, field, &e);
-  etch_pb_write_varint_field(s, ETCH_INTERNED_IID, iid);
-  etch_pb_write_bytes_field(s, ETCH_INTERNED_NAME, name, len);
-  etch_pb_nested_end(s, &e);
+/*
+ * Raw encoding into the writer's scratch buffer. Sizes are bounded up front
+ * (so no write is checked), nested messages assume a one-byte length and
+ * move their body in the rare case it is longer, and the finished packet is
+ * copied into the chunk in one go (etch__writer_put_packet crosses chunks
+ * when it has to).
+ */
+ETCH_INLINE uint8_t *raw_tag(uint8_t *q, uint32_t field, uint32_t wt) {
+  return etch_pb_put_varint(q, etch_pb_tag(field, wt));
+}
+ETCH_INLINE uint8_t *raw_varint(uint8_t *q, uint32_t field, uint64_t v) {
+  return etch_pb_put_varint(raw_tag(q, field, ETCH_PB_VARINT), v);
+}
+ETCH_INLINE uint8_t *raw_fixed64(uint8_t *q, uint32_t field, uint64_t v) {
+  return etch_pb_put_fixed64(raw_tag(q, field, ETCH_PB_FIXED64), v);
+}
+ETCH_INLINE uint8_t *raw_bytes(uint8_t *q, uint32_t field, const void *d,
+                               uint32_t n) {
+  q = etch_pb_put_varint(raw_tag(q, field, ETCH_PB_LEN), n);
+  memcpy(q, d, n);
+  return q + n;
+}
+/* Opens a nested message: returns where its length byte goes. */
+ETCH_INLINE uint8_t *raw_open(uint8_t **q, uint32_t field) {
+  uint8_t *len = raw_tag(*q, field, ETCH_PB_LEN);
+  *q = len + 1;
+  return len;
+}
+static uint8_t *raw_close(uint8_t *len, uint8_t *end) {
+  size_t n = (size_t)(end - (len + 1));
+  if (ETCH_LIKELY(n < 128)) {
+    *len = (uint8_t)n;
+    return end;
+  }
+  size_t vs = etch_pb_varint_size(n);
+  memmove(len + vs, len + 1, n);
+  etch_pb_put_varint(len, n);
+  return len + vs + n;
 }
 
-static void put_arg(etch_pb_stream *s, const etch_extra *a, uint32_t iid) {
-  etch_pb_nested da;
-  etch_pb_nested_begin(s, ETCH_TE_DEBUG_ANNOTATIONS, &da);
+static uint8_t *raw_interned(uint8_t *q, uint32_t field, uint64_t iid,
+                             const char *name, uint32_t len) {
+  uint8_t *l = raw_open(&q, field);
+  q = raw_varint(q, ETCH_INTERNED_IID, iid);
+  q = raw_bytes(q, ETCH_INTERNED_NAME, name, len);
+  return raw_close(l, q);
+}
+
+static uint8_t *raw_arg(uint8_t *q, const etch_extra *a, uint32_t iid,
+                        uint32_t slen) {
+  uint8_t *l = raw_open(&q, ETCH_TE_DEBUG_ANNOTATIONS);
   const char *name = a->name ? a->name : "";
   if (iid)
-    etch_pb_write_varint_field(s, ETCH_DA_NAME_IID, iid);
+    q = raw_varint(q, ETCH_DA_NAME_IID, iid);
   else
-    etch_pb_write_bytes_field(s, ETCH_DA_NAME, name, clamp_len(name));
+    q = raw_bytes(q, ETCH_DA_NAME, name, clamp_len(name));
   switch (a->kind) {
     case ETCH_X_ARG_BOOL:
-      etch_pb_write_varint_field(s, ETCH_DA_BOOL_VALUE, a->v.b ? 1 : 0);
+      q = raw_varint(q, ETCH_DA_BOOL_VALUE, a->v.b ? 1 : 0);
       break;
     case ETCH_X_ARG_INT:
-      etch_pb_write_varint_field(s, ETCH_DA_INT_VALUE, (uint64_t)a->v.i);
+      q = raw_varint(q, ETCH_DA_INT_VALUE, (uint64_t)a->v.i);
       break;
     case ETCH_X_ARG_UINT:
-      etch_pb_write_varint_field(s, ETCH_DA_UINT_VALUE, a->v.u);
+      q = raw_varint(q, ETCH_DA_UINT_VALUE, a->v.u);
       break;
-    case ETCH_X_ARG_DOUBLE:
-      etch_pb_write_double_field(s, ETCH_DA_DOUBLE_VALUE, a->v.d);
-      break;
-    case ETCH_X_ARG_STRING: {
-      const char *v = a->v.s ? a->v.s : "(null)";
-      etch_pb_write_bytes_field(s, ETCH_DA_STRING_VALUE, v, clamp_len(v));
+    case ETCH_X_ARG_DOUBLE: {
+      uint64_t u;
+      memcpy(&u, &a->v.d, sizeof u);
+      q = raw_fixed64(q, ETCH_DA_DOUBLE_VALUE, u);
       break;
     }
+    case ETCH_X_ARG_STRING:
+      q = raw_bytes(q, ETCH_DA_STRING_VALUE, a->v.s ? a->v.s : "(null)", slen);
+      break;
     case ETCH_X_ARG_POINTER:
-      etch_pb_write_varint_field(s, ETCH_DA_POINTER_VALUE,
-                                 (uint64_t)(uintptr_t)a->v.p);
+      q = raw_varint(q, ETCH_DA_POINTER_VALUE, (uint64_t)(uintptr_t)a->v.p);
       break;
   }
-  etch_pb_nested_end(s, &da);
+  return raw_close(l, q);
 }
 
 static void emit_general(etch_writer *w, etch_site *site, etch_category *cat,
@@ -387,83 +426,113 @@ static void emit_general(etch_writer *w, etch_site *site, etch_category *cat,
                   !etch__writer_seen_name(w, site->id);
   bool new_cat = cat && type != ETCH_TYPE_SLICE_END &&
                  !etch__bitset_has(&w->seen_cats, cat->id);
+
+  /* An upper bound of the packet, so the raw writes need no checks. */
+  size_t bound = 128;
+  uint32_t name_len = 0, cat_len = 0, dyn_len = 0;
+  if (new_name) {
+    name_len = clamp_len(site->name ? site->name : "");
+    bound += name_len + 24;
+  }
+  if (new_cat) {
+    cat_len = clamp_len(cat->name);
+    bound += cat_len + 24;
+  }
+  if (p.dyn_name) {
+    dyn_len = clamp_len(p.dyn_name);
+    bound += dyn_len + 8;
+  }
+  for (uint32_t i = 0; i < n; i++)
+    if (x[i].kind == ETCH_X_FLOW || x[i].kind == ETCH_X_TERMINATING_FLOW)
+      bound += 10;
   bool new_da[MAX_ARGS];
-  bool any_new_da = false;
+  uint32_t slen[MAX_ARGS];
   for (uint32_t i = 0; i < p.nargs; i++) {
-    const char *an = p.args[i]->name ? p.args[i]->name : "";
-    p.da_iid[i] = etch__strtab_intern(&w->da_names, an, clamp_len(an),
-                                      &new_da[i]);
-    any_new_da |= new_da[i];
+    const etch_extra *a = p.args[i];
+    const char *an = a->name ? a->name : "";
+    uint32_t al = clamp_len(an);
+    p.da_iid[i] = etch__strtab_intern(&w->da_names, an, al, &new_da[i]);
+    slen[i] = a->kind == ETCH_X_ARG_STRING
+                  ? clamp_len(a->v.s ? a->v.s : "(null)")
+                  : 0;
+    bound += 48 + slen[i] + (new_da[i] || !p.da_iid[i] ? 2 * al + 24 : 0);
+  }
+  if (bound > w->scratch_cap) {
+    size_t cap = w->scratch_cap ? w->scratch_cap : 1024;
+    while (cap < bound) cap *= 2;
+    uint8_t *ns_buf = (uint8_t *)realloc(w->scratch, cap);
+    if (!ns_buf) {
+      etch__writer_drop(w, ticks);
+      return;
+    }
+    w->scratch = ns_buf;
+    w->scratch_cap = cap;
   }
 
-  if (!etch__packet_begin(w)) {
-    etch__writer_drop(w, ticks);
-    return;
-  }
-  etch_pb_stream *s = &w->st;
+  uint8_t *q = w->scratch;
+  uint64_t last_ns = w->last_ns;
   if (p.has_ts) {
-    etch_pb_write_varint_field(s, ETCH_PKT_TIMESTAMP, p.ts);
-    etch_pb_write_varint_field(s, ETCH_PKT_TIMESTAMP_CLOCK_ID,
-                               ETCH_CLOCK_BOOTTIME);
+    q = raw_varint(q, ETCH_PKT_TIMESTAMP, p.ts);
+    q = raw_varint(q, ETCH_PKT_TIMESTAMP_CLOCK_ID, ETCH_CLOCK_BOOTTIME);
   } else {
-    etch_pb_write_varint_field(s, ETCH_PKT_TIMESTAMP, ns - w->last_ns);
-    w->last_ns = ns;
+    q = raw_varint(q, ETCH_PKT_TIMESTAMP, ns - last_ns);
   }
-  etch_pb_write_varint_field(s, ETCH_PKT_SEQUENCE_FLAGS,
-                             ETCH_SEQ_NEEDS_INCREMENTAL_STATE);
+  q = raw_varint(q, ETCH_PKT_SEQUENCE_FLAGS, ETCH_SEQ_NEEDS_INCREMENTAL_STATE);
+  bool any_new_da = false;
+  for (uint32_t i = 0; i < p.nargs; i++) any_new_da |= new_da[i];
   if (new_name || new_cat || any_new_da) {
-    etch_pb_nested id;
-    etch_pb_nested_begin(s, ETCH_PKT_INTERNED_DATA, &id);
+    uint8_t *l = raw_open(&q, ETCH_PKT_INTERNED_DATA);
     if (new_cat)
-      put_interned(s, ETCH_ID_EVENT_CATEGORIES, cat->id, cat->name,
-                   clamp_len(cat->name));
-    if (new_name) {
-      const char *nm = site->name ? site->name : "";
-      put_interned(s, ETCH_ID_EVENT_NAMES, site->id, nm, clamp_len(nm));
-    }
+      q = raw_interned(q, ETCH_ID_EVENT_CATEGORIES, cat->id, cat->name, cat_len);
+    if (new_name)
+      q = raw_interned(q, ETCH_ID_EVENT_NAMES, site->id,
+                       site->name ? site->name : "", name_len);
     for (uint32_t i = 0; i < p.nargs; i++) {
       if (!new_da[i]) continue;
       const char *an = p.args[i]->name ? p.args[i]->name : "";
-      put_interned(s, ETCH_ID_DEBUG_ANNOTATION_NAMES, p.da_iid[i], an,
-                   clamp_len(an));
+      q = raw_interned(q, ETCH_ID_DEBUG_ANNOTATION_NAMES, p.da_iid[i], an,
+                       clamp_len(an));
     }
-    etch_pb_nested_end(s, &id);
+    q = raw_close(l, q);
   }
 
-  etch_pb_nested te;
-  etch_pb_nested_begin(s, ETCH_PKT_TRACK_EVENT, &te);
-  etch_pb_write_varint_field(s, ETCH_TE_TYPE, type);
+  uint8_t *te = raw_open(&q, ETCH_PKT_TRACK_EVENT);
+  q = raw_varint(q, ETCH_TE_TYPE, type);
   if (cat && type != ETCH_TYPE_SLICE_END)
-    etch_pb_write_varint_field(s, ETCH_TE_CATEGORY_IIDS, cat->id);
+    q = raw_varint(q, ETCH_TE_CATEGORY_IIDS, cat->id);
   if (with_name) {
     if (p.dyn_name)
-      etch_pb_write_bytes_field(s, ETCH_TE_NAME, p.dyn_name,
-                                clamp_len(p.dyn_name));
+      q = raw_bytes(q, ETCH_TE_NAME, p.dyn_name, dyn_len);
     else if (site)
-      etch_pb_write_varint_field(s, ETCH_TE_NAME_IID, site->id);
+      q = raw_varint(q, ETCH_TE_NAME_IID, site->id);
   }
-  if (track)
-    etch_pb_write_varint_field(s, ETCH_TE_TRACK_UUID, etch__track_uuid(track));
+  if (track) q = raw_varint(q, ETCH_TE_TRACK_UUID, etch__track_uuid(track));
   if (type == ETCH_TYPE_COUNTER) {
-    if (p.counter_kind == 2)
-      etch_pb_write_double_field(s, ETCH_TE_DOUBLE_COUNTER_VALUE, p.counter_d);
-    else
-      etch_pb_write_varint_field(s, ETCH_TE_COUNTER_VALUE,
-                                 (uint64_t)p.counter_i);
+    if (p.counter_kind == 2) {
+      uint64_t u;
+      memcpy(&u, &p.counter_d, sizeof u);
+      q = raw_fixed64(q, ETCH_TE_DOUBLE_COUNTER_VALUE, u);
+    } else {
+      q = raw_varint(q, ETCH_TE_COUNTER_VALUE, (uint64_t)p.counter_i);
+    }
   }
   for (uint32_t i = 0; i < n; i++) {
     if (x[i].kind == ETCH_X_FLOW)
-      etch_pb_write_fixed64_field(s, ETCH_TE_FLOW_IDS, x[i].v.u);
+      q = raw_fixed64(q, ETCH_TE_FLOW_IDS, x[i].v.u);
     else if (x[i].kind == ETCH_X_TERMINATING_FLOW)
-      etch_pb_write_fixed64_field(s, ETCH_TE_TERMINATING_FLOW_IDS, x[i].v.u);
+      q = raw_fixed64(q, ETCH_TE_TERMINATING_FLOW_IDS, x[i].v.u);
   }
-  for (uint32_t i = 0; i < p.nargs; i++) put_arg(s, p.args[i], p.da_iid[i]);
-  etch_pb_nested_end(s, &te);
-  etch__packet_end(w);
-  if (w->packet_failed) {
+  for (uint32_t i = 0; i < p.nargs; i++)
+    q = raw_arg(q, p.args[i], p.da_iid[i], slen[i]);
+  q = raw_close(te, q);
+  ETCH_DCHECK((size_t)(q - w->scratch) <= bound);
+
+  if (!etch__writer_put_packet(w, w->scratch, (size_t)(q - w->scratch))) {
+    /* Interning recorded in the strtab for a lost packet is void. */
     etch__writer_drop(w, ticks);
     return;
   }
+  if (!p.has_ts) w->last_ns = ns;
   if (new_name) etch__writer_mark_name(w, site->id);
   if (new_cat) etch__bitset_set(&w->seen_cats, cat->id);
   if (type == ETCH_TYPE_SLICE_BEGIN && thread_track) w->depth++;

@@ -187,6 +187,24 @@ void etch__packet_end(etch_writer *w) {
   w->nheld = 0;
 }
 
+bool etch__writer_put_packet(etch_writer *w, const uint8_t *data,
+                             size_t len) {
+  if (!w->chunk) return false;
+  size_t room = (size_t)(w->st.end - w->st.cur);
+  if (ETCH_LIKELY(len + ETCH_PB_MAX_VARINT <= room)) {
+    uint8_t *q = etch_pb_put_varint(w->st.cur, len);
+    memcpy(q, data, len);
+    w->st.cur = q + len;
+    etch__chunk_publish(w->chunk, (uint32_t)(w->st.cur - w->payload),
+                        w->chunk_flags);
+    return true;
+  }
+  if (!etch__packet_begin(w)) return false;
+  etch_pb_write_bytes(&w->st, data, len);
+  etch__packet_end(w);
+  return !w->packet_failed;
+}
+
 /* ---- descriptors ------------------------------------------------------------- */
 
 static void read_small_file(const char *path, char *out, size_t cap,
@@ -409,6 +427,7 @@ void etch__writer_free(etch_writer *w) {
   etch__bitset_free(&w->seen_cats);
   etch__bitset_free(&w->seen_tracks);
   etch__strtab_clear(&w->da_names);
+  free(w->scratch);
   free(w);
 }
 
