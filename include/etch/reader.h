@@ -91,16 +91,24 @@ typedef enum etch_event_type {
   ETCH_EVENT_COUNTER = 4
 } etch_event_type;
 
+/*
+ * One resolved event. SLICE_END events are matched to SLICE_BEGINs per track
+ * in delivery order (timestamp order by default): an end with no open slice
+ * on its track is not delivered and counts in misplaced_end_event. Slices
+ * still open at the end of the trace are not reported specially.
+ */
 typedef struct etch_event {
   etch_event_type type;
   int64_t ts;                   /* ns in the trace clock (BOOTTIME default) */
   uint32_t sequence_id;         /* trusted_packet_sequence_id */
   const etch_track_info *track; /* never NULL */
   int32_t pid;                  /* resolved via the track; 0 if unknown */
-  int32_t tid;
+  int32_t tid;                  /* of the nearest thread track among the
+                                   track and its parents; 0 if none */
   const char *category;         /* categories joined by ","; "" if none */
   const char *name;             /* "" for SLICE_END without a name */
-  /* COUNTER */
+  /* COUNTER: the value after the counter track's unit_multiplier and, for
+   * incremental counter tracks, accumulation. */
   bool counter_is_double;
   int64_t counter_int;
   double counter_double;
@@ -116,7 +124,13 @@ typedef struct etch_event {
   uint64_t packet_offset;
 } etch_event;
 
-/* Data-loss and import statistics, named after trace_processor's stats. */
+/*
+ * Data-loss and import statistics, named after trace_processor's stats.
+ * packets counts every TracePacket, including compressed_packets wrappers
+ * and the packets inside them; track_events counts the TrackEvents decoded
+ * (not those of skipped packets). The trace_stats_* fields come from the
+ * last TraceStats packet (summed over its buffers).
+ */
 typedef struct etch_reader_stats {
   uint64_t bytes;
   uint64_t packets;
@@ -168,7 +182,11 @@ ETCH_API int etch_reader_set_order(etch_reader *r, etch_reader_order order);
  */
 ETCH_API int etch_reader_on(etch_reader *r, const char *category,
                             const char *name, etch_event_cb cb, void *user);
-/* Called once per track, before the first event on it is delivered. */
+/*
+ * Called once per track, before the first event on it is delivered; a
+ * track's parents are announced before it. Described tracks that carry no
+ * event are announced after the last event.
+ */
 ETCH_API int etch_reader_on_track(etch_reader *r, etch_track_cb cb, void *user);
 
 /*
@@ -182,7 +200,8 @@ ETCH_API int etch_reader_run(etch_reader *r);
 ETCH_API void etch_reader_get_stats(const etch_reader *r,
                                     etch_reader_stats *out);
 
-/* Trace duration as seen so far: first and last event timestamps. */
+/* Trace duration as seen so far: first and last delivered event
+ * timestamps. ETCH_ENOTFOUND (and zeros) when no event was delivered. */
 ETCH_API int etch_reader_time_bounds(const etch_reader *r, int64_t *first,
                                      int64_t *last);
 
