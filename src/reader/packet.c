@@ -486,7 +486,7 @@ int etch__rd_packet(etch_reader *r, const rd_src *src, uint64_t rec_off,
   etch_pb_field f;
   uint64_t raw_ts = 0;
   bool has_ts = false, has_clock = false, prev_dropped = false,
-       cleared_legacy = false;
+       cleared_legacy = false, first_on_seq = false;
   uint32_t clock = 0, flags = 0, seq_id = 0;
   const uint8_t *te = NULL;
   size_t te_len = 0;
@@ -549,6 +549,10 @@ int etch__rd_packet(etch_reader *r, const rd_src *src, uint64_t rec_off,
         RD_EXPECT(f, ETCH_PB_VARINT, "TracePacket.previous_packet_dropped");
         if (f.u) prev_dropped = true;
         break;
+      case ETCH_PKT_FIRST_PACKET_ON_SEQUENCE:
+        RD_EXPECT(f, ETCH_PB_VARINT, "TracePacket.first_packet_on_sequence");
+        if (f.u) first_on_seq = true;
+        break;
       case PKT_INCREMENTAL_STATE_CLEARED:
         RD_EXPECT(f, ETCH_PB_VARINT, "TracePacket.incremental_state_cleared");
         if (f.u) cleared_legacy = true;
@@ -562,7 +566,10 @@ int etch__rd_packet(etch_reader *r, const rd_src *src, uint64_t rec_off,
   rd_seq *seq = seq_get(r, seq_id);
   if (!seq) return r->nseq >= RD_MAX_SEQUENCES ? ETCH_ELIMIT : ETCH_ENOMEM;
 
-  /* Incremental state and data loss, as trace_processor does it. */
+  /* Incremental state and data loss, as trace_processor does it. Writers
+   * that cannot know mark their first packet "dropped" too, with
+   * first_packet_on_sequence: that is no loss. */
+  if (first_on_seq) prev_dropped = false;
   bool cleared = (flags & ETCH_SEQ_INCREMENTAL_STATE_CLEARED) || cleared_legacy;
   if (prev_dropped) r->stats.previous_packet_dropped++;
   if (cleared)

@@ -147,6 +147,32 @@ TEST(reader_data_loss) {
   }
 }
 
+/* Perfetto's SDK marks the first packet of each sequence as "dropped" (it
+ * cannot know) together with first_packet_on_sequence: not a loss. */
+TEST(reader_first_packet_on_sequence_is_no_loss) {
+  tb t;
+  tb_init(&t);
+  tb_begin(&t);
+  tb_u(&t, ETCH_PKT_PREVIOUS_PACKET_DROPPED, 1);
+  tb_u(&t, ETCH_PKT_FIRST_PACKET_ON_SEQUENCE, 1);
+  tb_u(&t, ETCH_PKT_SEQUENCE_FLAGS, ETCH_SEQ_NEEDS_INCREMENTAL_STATE);
+  tb_u(&t, ETCH_PKT_TIMESTAMP, 5);
+  tb_open(&t, ETCH_PKT_TRACK_EVENT);
+  tb_u(&t, ETCH_TE_TYPE, ETCH_TE_TYPE_INSTANT);
+  tb_s(&t, ETCH_TE_NAME, "x");
+  tb_close(&t);
+  tb_u(&t, ETCH_PKT_TRUSTED_SEQ_ID, 3);
+  tb_end(&t);
+  tb_out o;
+  tb_read(t.data, t.len, ETCH_ORDER_TIMESTAMP, &o);
+  ASSERT_OK(o.rc);
+  ASSERT_EQ_STR(o.events, "I 5 seq=3 track=0 pid=0 tid=0 name=x\n");
+  ASSERT_EQ_U64(o.stats.previous_packet_dropped, 0);
+  ASSERT_EQ_U64(o.stats.packet_skipped_seq_needs_incremental_state_invalid, 0);
+  tb_out_free(&o);
+  tb_free(&t);
+}
+
 /* ---- defaults, clocks, legacy fields, stats ---------------------------------------------- */
 
 TEST(reader_defaults_clocks_legacy_stats) {
