@@ -608,9 +608,12 @@ int etch__rd_packet(etch_reader *r, const rd_src *src, uint64_t rec_off,
     }
   }
 
+  /* No clock id (or 0): the timestamp is in the trace clock already, as
+   * trace_processor takes it (BOOTTIME unless a snapshot said otherwise). */
   uint32_t clock_id = has_clock                ? clock
                       : seq->has_clock_default ? seq->clock_default
-                                               : ETCH_CLOCK_BOOTTIME;
+                                               : 0;
+  if (clock_id == 0) clock_id = r->clocks.trace_clock;
   int64_t ts = 0;
   bool ts_ok = packet_time(r, seq, has_ts, raw_ts, clock_id, &ts);
   if (r->dump)

@@ -268,8 +268,8 @@ TEST(reader_clock_units_and_snapshots) {
   tb_free(&t);
 }
 
-/* A snapshot naming MONOTONIC the primary trace clock: BOOTTIME events are
- * converted into it. */
+/* A snapshot naming MONOTONIC the primary trace clock: BOOTTIME timestamps
+ * are converted into it. */
 TEST(reader_primary_trace_clock) {
   tb t;
   tb_init(&t);
@@ -286,17 +286,25 @@ TEST(reader_primary_trace_clock) {
   tb_u(&t, ETCH_CLOCKSNAP_PRIMARY_TRACE_CLOCK, ETCH_CLOCK_MONOTONIC);
   tb_close(&t);
   tb_end(&t);
-  tb_begin(&t);
-  tb_u(&t, ETCH_PKT_TIMESTAMP, 600);
-  tb_open(&t, ETCH_PKT_TRACK_EVENT);
-  tb_u(&t, ETCH_TE_TYPE, ETCH_TE_TYPE_INSTANT);
-  tb_s(&t, ETCH_TE_NAME, "x");
-  tb_close(&t);
-  tb_end(&t);
+  for (int explicit_clock = 0; explicit_clock < 2; explicit_clock++) {
+    tb_begin(&t);
+    tb_u(&t, ETCH_PKT_TIMESTAMP, 600);
+    if (explicit_clock)
+      tb_u(&t, ETCH_PKT_TIMESTAMP_CLOCK_ID, ETCH_CLOCK_BOOTTIME);
+    tb_open(&t, ETCH_PKT_TRACK_EVENT);
+    tb_u(&t, ETCH_TE_TYPE, ETCH_TE_TYPE_INSTANT);
+    tb_s(&t, ETCH_TE_NAME, explicit_clock ? "boottime" : "no_clock_id");
+    tb_close(&t);
+    tb_end(&t);
+  }
   tb_out o;
   tb_read(t.data, t.len, ETCH_ORDER_TIMESTAMP, &o);
   ASSERT_OK(o.rc);
-  ASSERT_EQ_STR(o.events, "I 200 seq=0 track=0 pid=0 tid=0 name=x\n");
+  /* Without a clock id a timestamp is taken as trace time (as
+   * trace_processor does); BOOTTIME 600 is MONOTONIC 200. */
+  ASSERT_EQ_STR(o.events,
+                "I 200 seq=0 track=0 pid=0 tid=0 name=boottime\n"
+                "I 600 seq=0 track=0 pid=0 tid=0 name=no_clock_id\n");
   tb_out_free(&o);
   tb_free(&t);
 }
