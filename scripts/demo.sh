@@ -19,12 +19,14 @@ log=$build/demo-build.log
 say() { printf '\n== %s\n' "$*"; }
 
 say "building etch ($build/, RelWithDebInfo, -j$jobs)"
-if ! { cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo &&
+if ! { cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+           -DETCH_BUILD_TOOLS=ON &&
        cmake --build "$build" -j "$jobs"; } > "$log" 2>&1; then
   # Build what the demo needs (the library and the example; the etch tool
   # if it builds) rather than give up on a problem elsewhere in the tree.
   echo "(the full build failed, see $log; building only the example)"
-  if ! { cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo ||
+  if ! { cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+             -DETCH_BUILD_TOOLS=ON ||
          cmake -S . -B "$build" -DETCH_BUILD_TOOLS=OFF; } >> "$log" 2>&1 ||
      ! cmake --build "$build" -j "$jobs" --target etch_example_basic \
        >> "$log" 2>&1; then

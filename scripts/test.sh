@@ -112,7 +112,10 @@ trace_dir=$(cd "$build" && pwd)/test-traces
 rm -rf "$trace_dir"
 mkdir -p "$trace_dir"
 normal_built=0
-if build_tree "$build" ""; then
+# Options given explicitly, so that a cache left by another configuration
+# of the same directory does not change what this stage tests.
+if build_tree "$build" "" -DETCH_SANITIZE= -DETCH_BUILD_TESTS=ON \
+     -DETCH_BUILD_TOOLS=ON; then
   normal_built=1
   if ETCH_TEST_OUT=$trace_dir run_ctest "$build"; then
     record normal PASS "$ctest_detail" "$t0"
