@@ -129,7 +129,7 @@ rd_track *etch__rd_track_get(etch_reader *r, uint64_t uuid, bool create) {
 }
 
 void etch__rd_track_resolve(etch_reader *r, rd_track *t) {
-  if (t->res_gen == r->track_gen && t->res_gen != 0) return;
+  if (t->res_gen == r->track_gen) return; /* track_gen starts at 1 */
   int32_t pid = 0, tid = 0;
   const rd_track *cur = t;
   for (int i = 0; cur && i < RD_MAX_NESTING; i++) {
@@ -152,7 +152,7 @@ void etch__rd_track_resolve(etch_reader *r, rd_track *t) {
     t->info.pid = pid;
   else if (t->info.kind == ETCH_TRACK_THREAD && !t->info.pid)
     t->info.pid = pid;
-  t->res_gen = r->track_gen ? r->track_gen : 1;
+  t->res_gen = r->track_gen;
 }
 
 static int track_descriptor(etch_reader *r, const rd_src *src,

@@ -370,6 +370,40 @@ TEST(reader_order_stable_and_matching) {
   tb_free(&t);
 }
 
+/* A track resolved before any descriptor existed is resolved again once
+ * descriptors arrive (file order: the parent comes after the first event). */
+TEST(reader_track_resolution_refreshes) {
+  tb t;
+  tb_init(&t);
+  instant(&t, 2, 10, 50, ETCH_TE_TYPE_INSTANT, "before");
+  tb_begin(&t);
+  tb_open(&t, ETCH_PKT_TRACK_DESCRIPTOR);
+  tb_u(&t, ETCH_TD_UUID, 50);
+  tb_u(&t, ETCH_TD_PARENT_UUID, 60);
+  tb_s(&t, ETCH_TD_NAME, "child");
+  tb_close(&t);
+  tb_end(&t);
+  tb_begin(&t);
+  tb_open(&t, ETCH_PKT_TRACK_DESCRIPTOR);
+  tb_u(&t, ETCH_TD_UUID, 60);
+  tb_open(&t, ETCH_TD_THREAD);
+  tb_i(&t, ETCH_THD_PID, 5);
+  tb_i(&t, ETCH_THD_TID, 6);
+  tb_close(&t);
+  tb_close(&t);
+  tb_end(&t);
+  instant(&t, 2, 20, 50, ETCH_TE_TYPE_INSTANT, "after");
+  tb_out o;
+  tb_read(t.data, t.len, ETCH_ORDER_FILE, &o);
+  ASSERT_OK(o.rc);
+  ASSERT_EQ_STR(o.events,
+                "I 10 seq=2 track=50 pid=0 tid=0 name=before\n"
+                "I 20 seq=2 track=50 pid=5 tid=6 name=after\n");
+  ASSERT_EQ_U64(o.stats.unknown_track, 1);
+  tb_out_free(&o);
+  tb_free(&t);
+}
+
 /* ---- subscriptions ------------------------------------------------------------------------ */
 
 typedef struct sub_log {
