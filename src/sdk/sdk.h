@@ -235,6 +235,14 @@ struct etch_writer {
   uint32_t pkt_start_used;   /* chunk used before the packet began */
   uint32_t nheld;
   etch_held held[ETCH_MAX_HELD];
+  /* Arg-name iids by name pointer (names must not change, like event
+   * names); an entry is valid while its gen equals reset_gen. */
+  struct {
+    const char *ptr;
+    uint32_t iid;
+    uint32_t gen;
+  } da_cache[64];
+  uint32_t reset_gen;
   uint8_t *scratch;           /* the general path encodes packets here */
   size_t scratch_cap;
   char thread_name[64];

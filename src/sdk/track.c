@@ -52,7 +52,7 @@ static void atfork_child(void) {
     __atomic_store_n(&c->enabled, 0, __ATOMIC_RELAXED);
   memset(etch__tls.w, 0, sizeof etch__tls.w);
   memset(etch__tls.gen, 0, sizeof etch__tls.gen);
-  etch__g.process_uuid = new_process_uuid();
+  __atomic_store_n(&etch__g.process_uuid, new_process_uuid(), __ATOMIC_RELAXED);
   etch__g.pid = (int32_t)getpid();
   etch__tid_reset();
   etch__session_atfork_child();
@@ -60,7 +60,7 @@ static void atfork_child(void) {
 
 static void global_setup(void) {
   etch__clock_init();
-  etch__g.process_uuid = new_process_uuid();
+  __atomic_store_n(&etch__g.process_uuid, new_process_uuid(), __ATOMIC_RELAXED);
   etch__g.pid = (int32_t)getpid();
   etch__g.next_seq_id = ETCH_SERVICE_SEQ_ID;
   etch__g.process_track.kind = ETCH_TRACK_KIND_PROCESS;
@@ -71,6 +71,10 @@ static void global_setup(void) {
 void etch__global_init(void) { pthread_once(&global_once, global_setup); }
 
 uint64_t etch__process_uuid(void) {
+  /* Set once by global_setup (and in a fork child); events only happen
+   * after a session exists, so the once-check is off their path. */
+  uint64_t u = __atomic_load_n(&etch__g.process_uuid, __ATOMIC_RELAXED);
+  if (ETCH_LIKELY(u)) return u;
   etch__global_init();
   return etch__g.process_uuid;
 }

@@ -450,12 +450,24 @@ static void emit_general(etch_writer *w, etch_site *site, etch_category *cat,
   for (uint32_t i = 0; i < p.nargs; i++) {
     const etch_extra *a = p.args[i];
     const char *an = a->name ? a->name : "";
-    uint32_t al = clamp_len(an);
-    p.da_iid[i] = etch__strtab_intern(&w->da_names, an, al, &new_da[i]);
     slen[i] = a->kind == ETCH_X_ARG_STRING
                   ? clamp_len(a->v.s ? a->v.s : "(null)")
                   : 0;
-    bound += 48 + slen[i] + (new_da[i] || !p.da_iid[i] ? 2 * al + 24 : 0);
+    bound += 48 + slen[i];
+    new_da[i] = false;
+    typeof(&w->da_cache[0]) c = &w->da_cache[((uintptr_t)an >> 3) & 63];
+    if (c->ptr == an && c->gen == w->reset_gen) {
+      p.da_iid[i] = c->iid;
+      continue;
+    }
+    uint32_t al = clamp_len(an);
+    p.da_iid[i] = etch__strtab_intern(&w->da_names, an, al, &new_da[i]);
+    if (p.da_iid[i]) {
+      c->ptr = an;
+      c->iid = p.da_iid[i];
+      c->gen = w->reset_gen;
+    }
+    bound += 2 * al + 24;
   }
   if (bound > w->scratch_cap) {
     size_t cap = w->scratch_cap ? w->scratch_cap : 1024;
@@ -538,6 +550,18 @@ static void emit_general(etch_writer *w, etch_site *site, etch_category *cat,
   if (type == ETCH_TYPE_SLICE_BEGIN && thread_track) w->depth++;
 }
 
+/* This thread's writer for slot `i`, ready for a packet: the quick checks
+ * inline, everything else in etch__writer_prepare. */
+ETCH_INLINE etch_writer *ready_writer(uint32_t i, uint64_t ticks) {
+  if (ETCH_LIKELY(tls_current(i))) {
+    etch_writer *w = etch__tls.w[i];
+    if (ETCH_LIKELY((uintptr_t)w->st.cur < w->fast_end &&
+                    fast_ns(w, ticks) < w->reset_deadline))
+      return w;
+  }
+  return etch__writer_prepare(i, ticks);
+}
+
 void etch__emit(etch_site *site, uint32_t mask, const etch_extra *extras,
                 uint32_t n_extras) {
   uint64_t ticks = etch__ticks();
@@ -545,7 +569,7 @@ void etch__emit(etch_site *site, uint32_t mask, const etch_extra *extras,
   do {
     uint32_t i = (uint32_t)__builtin_ctz(mask);
     mask &= mask - 1;
-    etch_writer *w = etch__writer_prepare(i, ticks);
+    etch_writer *w = ready_writer(i, ticks);
     if (w)
       emit_general(w, site, site->cat, site->type, NULL, extras, n_extras,
                    ticks);
@@ -558,7 +582,7 @@ void etch__emit_end_x(etch_category *cat, uint32_t mask,
   do {
     uint32_t i = (uint32_t)__builtin_ctz(mask);
     mask &= mask - 1;
-    etch_writer *w = etch__writer_prepare(i, ticks);
+    etch_writer *w = ready_writer(i, ticks);
     if (w)
       emit_general(w, NULL, cat, ETCH_TYPE_SLICE_END, NULL, extras, n_extras,
                    ticks);
@@ -574,7 +598,7 @@ void etch__emit_dyn(etch_category *cat, uint32_t mask, uint32_t type,
   do {
     uint32_t i = (uint32_t)__builtin_ctz(mask);
     mask &= mask - 1;
-    etch_writer *w = etch__writer_prepare(i, ticks);
+    etch_writer *w = ready_writer(i, ticks);
     if (w) emit_general(w, NULL, cat, type, dn, extras, n_extras, ticks);
   } while (mask);
 }

@@ -328,6 +328,7 @@ void etch__writer_reset(etch_writer *w, uint64_t ticks) {
   etch__bitset_clear(&w->seen_cats);
   etch__bitset_clear(&w->seen_tracks);
   etch__strtab_clear(&w->da_names);
+  w->reset_gen++;
   w->need_reset = false;
   w->acq_at_reset = __atomic_load_n(&w->sess->buf.acquired, __ATOMIC_RELAXED);
   w->names_gen = __atomic_load_n(&etch__g.names_gen, __ATOMIC_RELAXED);
