@@ -273,6 +273,9 @@ ETCH_API void etch__emit(etch_site *site, uint32_t mask,
                          const etch_extra *extras, uint32_t n_extras);
 ETCH_API void etch__emit_end_x(etch_category *cat, uint32_t mask,
                                const etch_extra *extras, uint32_t n_extras);
+ETCH_API void etch__emit_counter(etch_site *site, uint32_t mask, int64_t v);
+ETCH_API void etch__emit_counter_double(etch_site *site, uint32_t mask,
+                                        double v);
 /* Events of runtime categories and names (no static site). */
 ETCH_API void etch__emit_dyn(etch_category *cat, uint32_t mask, uint32_t type,
                              const char *name, const etch_extra *extras,
@@ -343,6 +346,22 @@ static inline void etch__scope_end(etch__scope *s) {
     }                                                                        \
   } while (0)
 
+/* Counters: a fast emitter when the value is the only extra. */
+#define ETCH__COUNTER(catvar, name, xfn, fastfn, vtype, value, ...)           \
+  do {                                                                       \
+    uint32_t etch__m = __atomic_load_n(&(catvar).enabled, __ATOMIC_RELAXED); \
+    if (ETCH_UNLIKELY(etch__m)) {                                            \
+      static etch_site etch__s =                                             \
+          ETCH__SITE_INIT(catvar, name, ETCH_TYPE_COUNTER);                  \
+      const etch_extra etch__xs[] = {xfn((vtype)(value)), ##__VA_ARGS__};    \
+      if (sizeof(etch__xs) == sizeof(etch_extra))                            \
+        fastfn(&etch__s, etch__m, (vtype)(value));                           \
+      else                                                                   \
+        etch__emit(&etch__s, etch__m, etch__xs,                              \
+                   (uint32_t)(sizeof(etch__xs) / sizeof(etch_extra)));       \
+    }                                                                        \
+  } while (0)
+
 #define ETCH__SCOPE(var, catvar, name, ...)                                   \
   etch__scope var __attribute__((cleanup(etch__scope_end))) = {              \
       &(catvar), __atomic_load_n(&(catvar).enabled, __ATOMIC_RELAXED)};      \
@@ -373,13 +392,13 @@ static inline void etch__scope_end(etch__scope *s) {
 #define ETCH_INSTANT(cat, name, ...) \
   ETCH__EVENT(ETCH_CAT(cat), ETCH_TYPE_INSTANT, name, ##__VA_ARGS__)
 /* Sets counter `name` (a counter track of the process) to an int64 value. */
-#define ETCH_COUNTER(cat, name, value, ...)                         \
-  ETCH__EVENT(ETCH_CAT(cat), ETCH_TYPE_COUNTER, name,               \
-              etch__x_counter_int((int64_t)(value)), ##__VA_ARGS__)
+#define ETCH_COUNTER(cat, name, value, ...)                                  \
+  ETCH__COUNTER(ETCH_CAT(cat), name, etch__x_counter_int, etch__emit_counter, \
+                int64_t, value, ##__VA_ARGS__)
 /* Sets counter `name` to a double value. */
-#define ETCH_COUNTER_DOUBLE(cat, name, value, ...)                  \
-  ETCH__EVENT(ETCH_CAT(cat), ETCH_TYPE_COUNTER, name,               \
-              etch__x_counter_double((double)(value)), ##__VA_ARGS__)
+#define ETCH_COUNTER_DOUBLE(cat, name, value, ...)                        \
+  ETCH__COUNTER(ETCH_CAT(cat), name, etch__x_counter_double,               \
+                etch__emit_counter_double, double, value, ##__VA_ARGS__)
 
 /*
  * The same with a category pointer (e.g. from etch_category_get) and a name

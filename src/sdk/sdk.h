@@ -78,8 +78,12 @@ void etch__strtab_clear(etch_strtab *t);
 enum { ETCH_TRACK_KIND_NAMED = 1, ETCH_TRACK_KIND_COUNTER = 2,
        ETCH_TRACK_KIND_PROCESS = 3 };
 
+/* Track uuids are 56-bit: 8 bytes as a varint instead of 10. */
+#define ETCH_UUID_MASK 0x00ffffffffffffffull
+
 struct etch_track {
-  uint64_t key; /* uuid = mix(process uuid ^ key); stable across fork */
+  uint64_t key;  /* uuid = mix(process uuid ^ key): moves with a fork */
+  uint64_t uuid; /* cached; recomputed in a fork child */
   const etch_track *parent; /* NULL = the process */
   char *name;
   char *unit_name;

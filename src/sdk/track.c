@@ -29,7 +29,13 @@ static uint64_t new_process_uuid(void) {
   uint64_t v = 0;
   if (getrandom(&v, sizeof v, GRND_NONBLOCK) != (ssize_t)sizeof v)
     v = etch__boottime_ns() ^ ((uint64_t)getpid() << 32);
-  v = etch__mix64(v);
+  v = etch__mix64(v) & ETCH_UUID_MASK;
+  return v ? v : 1;
+}
+
+/* A derived uuid: 56 bits (an 8-byte varint on the wire), never 0. */
+static uint64_t derive_uuid(uint64_t key) {
+  uint64_t v = etch__mix64(etch__process_uuid() ^ key) & ETCH_UUID_MASK;
   return v ? v : 1;
 }
 
@@ -54,6 +60,8 @@ static void atfork_child(void) {
   memset(etch__tls.gen, 0, sizeof etch__tls.gen);
   __atomic_store_n(&etch__g.process_uuid, new_process_uuid(), __ATOMIC_RELAXED);
   etch__g.pid = (int32_t)getpid();
+  for (etch_track *t = etch__g.tracks; t; t = t->next)
+    __atomic_store_n(&t->uuid, derive_uuid(t->key), __ATOMIC_RELAXED);
   etch__tid_reset();
   etch__session_atfork_child();
 }
@@ -80,13 +88,12 @@ uint64_t etch__process_uuid(void) {
 }
 
 uint64_t etch__thread_uuid(int32_t tid) {
-  return etch__mix64(etch__process_uuid() ^
-                     (0x7468726561640000ull + (uint64_t)(uint32_t)tid));
+  return derive_uuid(0x7468726561640000ull + (uint64_t)(uint32_t)tid);
 }
 
 uint64_t etch__track_uuid(const etch_track *t) {
   if (!t || t->kind == ETCH_TRACK_KIND_PROCESS) return etch__process_uuid();
-  return etch__mix64(etch__process_uuid() ^ t->key);
+  return __atomic_load_n(&t->uuid, __ATOMIC_RELAXED);
 }
 
 uint64_t etch_track_uuid(const etch_track *t) { return etch__track_uuid(t); }
@@ -127,6 +134,7 @@ static const etch_track *track_get(uint8_t kind, const char *name, uint64_t id,
     }
     if (t) {
       t->key = key;
+      t->uuid = derive_uuid(key);
       t->kind = kind;
       t->unit = unit;
       t->parent = parent;

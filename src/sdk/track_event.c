@@ -256,6 +256,82 @@ void etch__emit_end(etch_category *cat, uint32_t mask) {
   end_one(cat, (size_t)__builtin_ctz(mask), ticks);
 }
 
+/*
+ * Counters: [size] 40 <delta> 68 02 5A <len> 48 04 18 <cat> 50 <name>
+ * 58 <track uuid> F0 01 <int64> (or E1 02 <double>), once the site's name
+ * and its track's descriptor are on the sequence (the site's bit, set by
+ * the general path).
+ */
+static ETCH_NOINLINE void counter_slow(etch_site *site, uint32_t mask,
+                                       uint64_t ticks, etch_extra x) {
+  if (!__atomic_load_n(&site->seen_mask, __ATOMIC_ACQUIRE)) site_prepare(site);
+  do {
+    uint32_t i = (uint32_t)__builtin_ctz(mask);
+    mask &= mask - 1;
+    etch_writer *w = etch__writer_prepare(i, ticks);
+    if (w) emit_general(w, site, site->cat, ETCH_TYPE_COUNTER, NULL, &x, 1, ticks);
+  } while (mask);
+}
+
+ETCH_INLINE void counter_one(etch_site *site, uint32_t mask, uint64_t raw,
+                             bool is_double, etch_extra x) {
+  uint64_t ticks = etch__ticks();
+  if (ETCH_LIKELY((mask & (mask - 1)) == 0)) {
+    size_t i = (size_t)__builtin_ctz(mask);
+    if (ETCH_LIKELY(tls_current(i))) {
+      etch_writer *w = etch__tls.w[i];
+      uint64_t bit = __atomic_load_n(&site->seen_mask, __ATOMIC_ACQUIRE);
+      uint64_t ns = fast_ns(w, ticks);
+      if (ETCH_LIKELY((uintptr_t)w->st.cur < w->fast_end &&
+                      ns < w->reset_deadline &&
+                      (w->seen_fast[site->seen_word] & bit))) {
+        uint8_t *p = w->st.cur;
+        uint8_t *q = p + 1;
+        *q++ = (uint8_t)etch_pb_tag(ETCH_PKT_TIMESTAMP, ETCH_PB_VARINT);
+        q = etch_pb_put_varint(q, ns - w->last_ns);
+        w->last_ns = ns;
+        q[0] = (uint8_t)etch_pb_tag(ETCH_PKT_SEQUENCE_FLAGS, ETCH_PB_VARINT);
+        q[1] = ETCH_SEQ_NEEDS_INCREMENTAL_STATE;
+        q[2] = (uint8_t)etch_pb_tag(ETCH_PKT_TRACK_EVENT, ETCH_PB_LEN);
+        uint8_t *te = q + 3;
+        q[4] = (uint8_t)etch_pb_tag(ETCH_TE_TYPE, ETCH_PB_VARINT);
+        q[5] = ETCH_TE_TYPE_COUNTER;
+        q[6] = (uint8_t)etch_pb_tag(ETCH_TE_CATEGORY_IIDS, ETCH_PB_VARINT);
+        q = etch_pb_put_varint(q + 7, site->cat->id);
+        *q++ = (uint8_t)etch_pb_tag(ETCH_TE_NAME_IID, ETCH_PB_VARINT);
+        q = etch_pb_put_varint(q, site->id);
+        *q++ = (uint8_t)etch_pb_tag(ETCH_TE_TRACK_UUID, ETCH_PB_VARINT);
+        q = etch_pb_put_varint(q, site->counter_track->uuid);
+        if (is_double) {
+          q = etch_pb_put_tag(q, ETCH_TE_DOUBLE_COUNTER_VALUE, ETCH_PB_FIXED64);
+          q = etch_pb_put_fixed64(q, raw);
+        } else {
+          q = etch_pb_put_tag(q, ETCH_TE_COUNTER_VALUE, ETCH_PB_VARINT);
+          q = etch_pb_put_varint(q, raw);
+        }
+        *te = (uint8_t)(q - te - 1);
+        p[0] = (uint8_t)(q - p - 1);
+        w->st.cur = q;
+        __atomic_store_n(&w->chunk->used,
+                         (uint32_t)((uintptr_t)q - w->pub_base),
+                         __ATOMIC_RELEASE);
+        return;
+      }
+    }
+  }
+  counter_slow(site, mask, ticks, x);
+}
+
+void etch__emit_counter(etch_site *site, uint32_t mask, int64_t v) {
+  counter_one(site, mask, (uint64_t)v, false, etch__x_counter_int(v));
+}
+
+void etch__emit_counter_double(etch_site *site, uint32_t mask, double v) {
+  uint64_t raw;
+  memcpy(&raw, &v, sizeof raw);
+  counter_one(site, mask, raw, true, etch__x_counter_double(v));
+}
+
 /* ---- general path ---------------------------------------------------------- */
 
 #define MAX_ARGS 64
@@ -421,11 +497,14 @@ static void emit_general(etch_writer *w, etch_site *site, etch_category *cat,
   uint64_t ns = p.has_ts ? p.ts : next_ts(w, ticks);
   if (track) etch__writer_ensure_track(w, track);
 
+  /* Counters keep their name and category too, so readers can route them
+   * like any other event (the track carries the name as well). */
+  bool counter = type == ETCH_TYPE_COUNTER;
   bool with_name = type != ETCH_TYPE_SLICE_END || p.dyn_name;
+  bool with_cat = cat && type != ETCH_TYPE_SLICE_END;
   bool new_name = with_name && site && !p.dyn_name &&
                   !etch__writer_seen_name(w, site->id);
-  bool new_cat = cat && type != ETCH_TYPE_SLICE_END &&
-                 !etch__bitset_has(&w->seen_cats, cat->id);
+  bool new_cat = with_cat && !etch__bitset_has(&w->seen_cats, cat->id);
 
   /* An upper bound of the packet, so the raw writes need no checks. */
   size_t bound = 128;
@@ -510,8 +589,7 @@ static void emit_general(etch_writer *w, etch_site *site, etch_category *cat,
 
   uint8_t *te = raw_open(&q, ETCH_PKT_TRACK_EVENT);
   q = raw_varint(q, ETCH_TE_TYPE, type);
-  if (cat && type != ETCH_TYPE_SLICE_END)
-    q = raw_varint(q, ETCH_TE_CATEGORY_IIDS, cat->id);
+  if (with_cat) q = raw_varint(q, ETCH_TE_CATEGORY_IIDS, cat->id);
   if (with_name) {
     if (p.dyn_name)
       q = raw_bytes(q, ETCH_TE_NAME, p.dyn_name, dyn_len);
@@ -546,6 +624,9 @@ static void emit_general(etch_writer *w, etch_site *site, etch_category *cat,
   }
   if (!p.has_ts) w->last_ns = ns;
   if (new_name) etch__writer_mark_name(w, site->id);
+  /* A counter site's bit: its track's descriptor is on this sequence. */
+  if (counter && site && !p.dyn_name && !p.track && !p.has_ts)
+    etch__writer_mark_name(w, site->id);
   if (new_cat) etch__bitset_set(&w->seen_cats, cat->id);
   if (type == ETCH_TYPE_SLICE_BEGIN && thread_track) w->depth++;
 }
