@@ -44,7 +44,7 @@ __attribute__((noreturn)) void etch__check_failed(const char *file, int line,
  * returns `status`, so callers write `return etch__error(ETCH_EINVAL, ...)`.
  */
 int etch__error(int status, const char *fmt, ...) ETCH_PRINTF(2, 3);
-int etch__verror(int status, const char *fmt, va_list ap);
+int etch__verror(int status, const char *fmt, va_list ap) ETCH_PRINTF(2, 0);
 /* Clears this thread's error slot. */
 void etch__error_clear(void);
 
