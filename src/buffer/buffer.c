@@ -54,10 +54,8 @@ static void chunk_init(etch_chunk *c, uint32_t writer_id, uint32_t chunk_id,
 etch_chunk *etch__buffer_acquire(etch_buffer *b, uint32_t writer_id,
                                  uint32_t chunk_id, uint32_t flags) {
   if (b->fill == ETCH_BUFFER_DISCARD &&
-      __atomic_load_n(&b->full, __ATOMIC_RELAXED)) {
-    __atomic_fetch_add(&b->discarded, 1, __ATOMIC_RELAXED);
+      __atomic_load_n(&b->full, __ATOMIC_RELAXED))
     return NULL;
-  }
   etch_chunk *got = NULL;
   pthread_mutex_lock(&b->lock);
   if (b->fill == ETCH_BUFFER_DISCARD) {
@@ -65,7 +63,6 @@ etch_chunk *etch__buffer_acquire(etch_buffer *b, uint32_t writer_id,
       got = etch__buffer_chunk(b, b->next++);
     } else {
       __atomic_store_n(&b->full, 1, __ATOMIC_RELAXED);
-      __atomic_fetch_add(&b->discarded, 1, __ATOMIC_RELAXED);
     }
   } else {
     for (uint32_t k = 0; k < b->nchunks; k++) {
@@ -84,8 +81,7 @@ etch_chunk *etch__buffer_acquire(etch_buffer *b, uint32_t writer_id,
       got = c;
       break;
     }
-    if (!got)
-      __atomic_fetch_add(&b->discarded, 1, __ATOMIC_RELAXED);
+
   }
   if (got) {
     chunk_init(got, writer_id, chunk_id, flags);

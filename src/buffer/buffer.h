@@ -78,7 +78,8 @@ typedef struct etch_buffer_stats {
   uint64_t chunks_written;     /* chunks handed to writers */
   uint64_t chunks_overwritten; /* complete chunks reused by the ring */
   uint64_t bytes_overwritten;
-  uint64_t chunks_discarded;   /* acquisitions refused (discard, full) */
+  uint64_t chunks_discarded;   /* times a writer found no chunk and began
+                                  dropping (etch__buffer_note_discard) */
   uint64_t write_wrap_count;
 } etch_buffer_stats;
 
@@ -118,6 +119,11 @@ ETCH_INLINE uint32_t etch__buffer_payload_size(const etch_buffer *b) {
  */
 etch_chunk *etch__buffer_acquire(etch_buffer *b, uint32_t writer_id,
                                  uint32_t chunk_id, uint32_t flags);
+/* Counts a writer that found no chunk and starts dropping events. */
+ETCH_INLINE void etch__buffer_note_discard(etch_buffer *b) {
+  __atomic_fetch_add(&b->discarded, 1, __ATOMIC_RELAXED);
+}
+
 /* Marks a chunk complete (the writer is done with it). */
 void etch__buffer_complete(etch_chunk *c);
 

@@ -84,6 +84,7 @@ static bool take_chunk(etch_writer *w, uint32_t flags) {
 static bool next_chunk(etch_writer *w) {
   retire_chunk(w);
   if (take_chunk(w, 0)) return true;
+  if (!w->drops_unreported) etch__buffer_note_discard(&w->sess->buf);
   w->drops_unreported = true;
   w->need_reset = true;
   return false;
