@@ -217,9 +217,9 @@ static ETCH_NOINLINE void end_any(etch_category *cat, uint32_t mask,
 #define CLOCK_IS_FAST() 0
 #endif
 
-void etch__emit_site(etch_site *site, uint32_t mask) {
+ETCH_INLINE void site_entry(etch_site *site, uint32_t mask, bool begin) {
   if (!CLOCK_IS_FAST()) {
-    site_any(site, mask, etch__ticks_slow(), false);
+    site_any(site, mask, etch__ticks_slow(), begin);
     return;
   }
   uint64_t ticks = FAST_TICKS();
@@ -227,20 +227,15 @@ void etch__emit_site(etch_site *site, uint32_t mask) {
     site_multi(site, mask, ticks);
     return;
   }
-  site_one(site, (size_t)__builtin_ctz(mask), ticks, false);
+  site_one(site, (size_t)__builtin_ctz(mask), ticks, begin);
+}
+
+void etch__emit_site(etch_site *site, uint32_t mask) {
+  site_entry(site, mask, false);
 }
 
 void etch__emit_begin(etch_site *site, uint32_t mask) {
-  if (!CLOCK_IS_FAST()) {
-    site_any(site, mask, etch__ticks_slow(), true);
-    return;
-  }
-  uint64_t ticks = FAST_TICKS();
-  if (ETCH_UNLIKELY(mask & (mask - 1))) {
-    site_multi(site, mask, ticks);
-    return;
-  }
-  site_one(site, (size_t)__builtin_ctz(mask), ticks, true);
+  site_entry(site, mask, true);
 }
 
 void etch__emit_end(etch_category *cat, uint32_t mask) {
