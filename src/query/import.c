@@ -181,6 +181,32 @@ static void pool_free(str_pool *p) {
   memset(p, 0, sizeof *p);
 }
 
+/* Bump allocation of 8-byte aligned bytes in `*list` (freed with it). */
+static void *keep_alloc(str_block **list, size_t n) {
+  n = (n + 7) & ~(size_t)7;
+  str_block *b = *list;
+  if (!b || b->cap - b->used < n) {
+    size_t cap = n > 65536 ? n : 65536;
+    b = etch__malloc(sizeof *b + cap);
+    if (!b) return NULL;
+    b->next = *list;
+    b->used = 0;
+    b->cap = cap;
+    *list = b;
+  }
+  void *out = b->data + b->used;
+  b->used += n;
+  return out;
+}
+
+static void keep_free(str_block **list) {
+  for (str_block *b = *list, *next; b; b = next) {
+    next = b->next;
+    free(b);
+  }
+  *list = NULL;
+}
+
 /* ---- importer state ------------------------------------------------------ */
 
 typedef struct open_slice {
@@ -191,6 +217,29 @@ typedef struct open_slice {
   const char *name;   /* interned; NULL = none */
   const char *cat;
 } open_slice;
+
+/* An event of a held track, nested at the end in timestamp order. */
+typedef struct held_ev {
+  int64_t ts;
+  uint64_t gidx;       /* arrival order */
+  const char *name;    /* interned (begin, instant) */
+  const char *cat;
+  int64_t arg_set_id;  /* begin, instant: args already written; 0 = none */
+  const etch_arg *end_args; /* end: args kept until it is matched */
+  uint32_t nend_args;
+  uint32_t flow_at, nflows, nterms; /* in importer.hflows */
+  uint8_t type;
+} held_ev;
+
+/* A flow id on an event, linked at the end in timestamp order. */
+typedef struct flow_step {
+  int64_t ts;
+  uint64_t gidx;
+  int64_t slice_id;
+  uint64_t fid;
+  uint32_t k; /* position on the event: flow ids first, then terminating */
+  bool term;
+} flow_step;
 
 typedef struct qtrack {
   uint64_t uuid, parent_uuid;
@@ -203,6 +252,19 @@ typedef struct qtrack {
   bool is_incremental;
   open_slice *stack;
   uint32_t depth, cap;
+  /* file_order: held (nested at the end) or nested as events come. */
+  bool held;
+  bool has_last;
+  int64_t last_ts;
+  held_ev *hev;
+  size_t nhev, cap_hev;
+  /* Totals for etch stats without a database. */
+  bool has_busy, has_dropped;
+  int64_t busy;    /* depth-0 slices with a duration */
+  int64_t dropped; /* debug.count of etch.dropped_events */
+  uint64_t cn;     /* counter values */
+  double cmin, cmax, csum, clast;
+  int64_t clast_ts;
 } qtrack;
 
 typedef struct name_summary {
@@ -246,6 +308,21 @@ struct etch__importer {
   int64_t next_slice_id;
   int64_t next_arg_set_id;
   etch__import_counts counts;
+
+  uint64_t gidx;      /* events so far: arrival order */
+  bool restart;       /* file_order: a thread track went back in time */
+  flow_step *steps;   /* file_order: flows to link at the end */
+  size_t nsteps, cap_steps;
+  uint64_t *hflows;   /* flow ids of held events */
+  size_t nhflows, cap_hflows;
+  str_block *keep;    /* copies of held end args */
+  const char *dropped_name; /* interned "etch.dropped_events" */
+  /* stable_strings: reader pointer -> interned copy, direct-mapped. */
+  struct {
+    const char *from, *to;
+  } icache[1024];
+  int64_t first_ts, last_ts; /* bounds given to finish */
+  etch_reader_stats rstats;  /* stats given to finish */
 };
 
 static void fail(etch__importer *imp, int rc) {
@@ -376,6 +453,10 @@ static qtrack *get_track(etch__importer *imp, const etch_track_info *info) {
     t->uuid = info->uuid;
     t->id = (int64_t)imp->ntracks;
     track_update(imp, t, info);
+    /* In file order, tracks other than thread tracks may get events from
+     * several sequences, out of time order: their slices are held. */
+    t->held = imp->opts.file_order && t->kind != ETCH_TRACK_COUNTER &&
+              (imp->opts.hold_all || t->kind != ETCH_TRACK_THREAD);
   }
   imp->last_track = t;
   return t;
@@ -392,17 +473,39 @@ void etch__importer_track(etch__importer *imp, const etch_track_info *info) {
 
 /* ---- events ------------------------------------------------------------------ */
 
+static const char *pool_copy_keep(etch__importer *imp, const char *s) {
+  size_t n = strlen(s) + 1;
+  char *d = keep_alloc(&imp->keep, n);
+  if (d) memcpy(d, s, n);
+  return d;
+}
+
+/* The interned copy of a string the reader handed out. */
+static const char *intern_ev(etch__importer *imp, const char *s) {
+  if (!s || !*s) return NULL;
+  if (!imp->opts.stable_strings) return pool_intern(&imp->strings, s);
+  size_t i = ((uintptr_t)s >> 3) & (ETCH_ARRAY_SIZE(imp->icache) - 1);
+  if (imp->icache[i].from == s) return imp->icache[i].to;
+  const char *to = pool_intern(&imp->strings, s);
+  if (to) {
+    imp->icache[i].from = s;
+    imp->icache[i].to = to;
+  }
+  return to;
+}
+
 static bool keep_args(const etch__importer *imp, const etch_event *ev) {
   if (imp->opts.all_args) return true;
   /* Without all_args only etch's own reports (etch.dropped_events). */
   return ev->name && strncmp(ev->name, "etch.", 5) == 0;
 }
 
-static void write_args(etch__importer *imp, const etch_event *ev,
+static void write_args(etch__importer *imp, const etch_arg *args, size_t n,
                        int64_t arg_set_id) {
-  for (size_t i = 0; i < ev->args_count; i++)
-    etch__rows_arg(imp->rows, arg_set_id, &ev->args[i]);
-  imp->counts.args += ev->args_count;
+  if (imp->rows)
+    for (size_t i = 0; i < n; i++)
+      etch__rows_arg(imp->rows, arg_set_id, &args[i]);
+  imp->counts.args += n;
 }
 
 /* `cat` and `name` must be interned (they outlive the call). */
@@ -410,6 +513,8 @@ static void insert_slice(etch__importer *imp, const qtrack *t, int64_t id,
                          int64_t ts, int64_t dur, const char *cat,
                          const char *name, uint32_t depth, int64_t parent_id,
                          int64_t arg_set_id, int64_t self_dur) {
+  imp->counts.slices++;
+  if (!imp->rows) return;
   etch__slice_row row = {.id = id,
                          .ts = ts,
                          .dur = dur,
@@ -421,30 +526,74 @@ static void insert_slice(etch__importer *imp, const qtrack *t, int64_t id,
                          .category = cat,
                          .name = name};
   etch__rows_slice(imp->rows, &row);
-  imp->counts.slices++;
 }
 
 static void insert_flow(etch__importer *imp, int64_t out, int64_t in) {
-  etch__rows_flow(imp->rows, out, in);
+  if (imp->rows) etch__rows_flow(imp->rows, out, in);
   imp->counts.flows++;
 }
 
-static void link_flows(etch__importer *imp, const etch_event *ev,
-                       int64_t slice_id) {
+/* One flow id on the slice `slice_id`: links it to the previous hop. */
+static void link_one(etch__importer *imp, uint64_t fid, bool term,
+                     int64_t slice_id) {
   int64_t prev;
-  for (size_t i = 0; i < ev->flow_ids_count; i++) {
-    uint64_t fid = ev->flow_ids[i];
+  if (!term) {
     if (u64map_get(&imp->flows, fid, &prev) && prev > 0 && prev != slice_id)
       insert_flow(imp, prev, slice_id);
     if (!u64map_put(&imp->flows, fid, slice_id)) fail_nomem(imp);
+  } else if (u64map_get(&imp->flows, fid, &prev) && prev > 0) {
+    if (prev != slice_id) insert_flow(imp, prev, slice_id);
+    if (!u64map_put(&imp->flows, fid, 0)) fail_nomem(imp);
   }
-  for (size_t i = 0; i < ev->terminating_flow_ids_count; i++) {
-    uint64_t fid = ev->terminating_flow_ids[i];
-    if (u64map_get(&imp->flows, fid, &prev) && prev > 0) {
-      if (prev != slice_id) insert_flow(imp, prev, slice_id);
-      if (!u64map_put(&imp->flows, fid, 0)) fail_nomem(imp);
-    }
+}
+
+static void add_step(etch__importer *imp, int64_t ts, uint64_t gidx,
+                     int64_t slice_id, uint64_t fid, uint32_t k, bool term) {
+  if (!grow_array((void **)&imp->steps, &imp->cap_steps, imp->nsteps + 1,
+                  sizeof *imp->steps)) {
+    fail_nomem(imp);
+    return;
   }
+  imp->steps[imp->nsteps++] = (flow_step){.ts = ts, .gidx = gidx,
+                                          .slice_id = slice_id, .fid = fid,
+                                          .k = k, .term = term};
+}
+
+/*
+ * The flows of an event at (ts, gidx) on slice `slice_id`. In file order
+ * they are linked at the end, in timestamp order (as the timestamp-order
+ * import links them); otherwise now.
+ */
+static void flows_of(etch__importer *imp, int64_t ts, uint64_t gidx,
+                     const uint64_t *ids, size_t n, const uint64_t *terms,
+                     size_t nterms, int64_t slice_id) {
+  for (size_t i = 0; i < n; i++) {
+    if (imp->opts.file_order)
+      add_step(imp, ts, gidx, slice_id, ids[i], (uint32_t)i, false);
+    else
+      link_one(imp, ids[i], false, slice_id);
+  }
+  for (size_t i = 0; i < nterms; i++) {
+    if (imp->opts.file_order)
+      add_step(imp, ts, gidx, slice_id, terms[i], (uint32_t)(n + i), true);
+    else
+      link_one(imp, terms[i], true, slice_id);
+  }
+}
+
+static int cmp_step(const void *a, const void *b) {
+  const flow_step *x = a, *y = b;
+  if (x->ts != y->ts) return x->ts < y->ts ? -1 : 1;
+  if (x->gidx != y->gidx) return x->gidx < y->gidx ? -1 : 1;
+  return (x->k > y->k) - (x->k < y->k);
+}
+
+static void link_steps(etch__importer *imp) {
+  if (!imp->nsteps) return;
+  qsort(imp->steps, imp->nsteps, sizeof *imp->steps, cmp_step);
+  for (size_t i = 0; i < imp->nsteps && !imp->err; i++)
+    link_one(imp, imp->steps[i].fid, imp->steps[i].term,
+             imp->steps[i].slice_id);
 }
 
 static open_slice *push_slice(etch__importer *imp, qtrack *t) {
@@ -459,23 +608,6 @@ static open_slice *push_slice(etch__importer *imp, qtrack *t) {
     t->cap = cap;
   }
   return &t->stack[t->depth++];
-}
-
-static void on_begin(etch__importer *imp, qtrack *t, const etch_event *ev) {
-  open_slice *s = push_slice(imp, t);
-  if (!s) return;
-  s->id = ++imp->next_slice_id;
-  s->ts = ev->ts;
-  s->child_dur = 0;
-  s->arg_set_id = 0;
-  s->name = pool_intern(&imp->strings, ev->name);
-  s->cat = pool_intern(&imp->strings, ev->category);
-  if (ev->args_count && keep_args(imp, ev)) {
-    s->arg_set_id = ++imp->next_arg_set_id;
-    write_args(imp, ev, s->arg_set_id);
-  }
-  if (ev->flow_ids_count || ev->terminating_flow_ids_count)
-    link_flows(imp, ev, s->id);
 }
 
 /*
@@ -517,67 +649,260 @@ static void close_top(etch__importer *imp, qtrack *t, int64_t end, bool open) {
                t->depth, parent ? parent->id : 0, s->arg_set_id,
                self < 0 ? 0 : self);
   if (open) imp->counts.open_slices++;
-  if (open || dur) summary_add(imp, s->name, dur, self < 0 ? 0 : self);
+  if (open || dur) {
+    summary_add(imp, s->name, dur, self < 0 ? 0 : self);
+    if (!parent) {
+      t->busy += dur;
+      t->has_busy = true;
+    }
+  }
 }
 
-static void on_end(etch__importer *imp, qtrack *t, const etch_event *ev) {
+/* The nesting of one begin, end or instant, in the track's time order. */
+static void nest_begin(etch__importer *imp, qtrack *t, int64_t ts,
+                       uint64_t gidx, const char *cat, const char *name,
+                       int64_t arg_set_id, const uint64_t *flows, size_t nf,
+                       const uint64_t *terms, size_t nt) {
+  open_slice *s = push_slice(imp, t);
+  if (!s) return;
+  s->id = ++imp->next_slice_id;
+  s->ts = ts;
+  s->child_dur = 0;
+  s->arg_set_id = arg_set_id;
+  s->name = name;
+  s->cat = cat;
+  if (nf || nt) flows_of(imp, ts, gidx, flows, nf, terms, nt, s->id);
+}
+
+static void nest_end(etch__importer *imp, qtrack *t, int64_t ts,
+                     uint64_t gidx, const etch_arg *args, size_t nargs,
+                     const uint64_t *flows, size_t nf, const uint64_t *terms,
+                     size_t nt) {
   if (!t->depth) {
     imp->counts.unmatched_ends++;
     return;
   }
   open_slice *s = &t->stack[t->depth - 1];
-  if (ev->args_count && keep_args(imp, ev)) {
+  if (nargs) {
     if (!s->arg_set_id) s->arg_set_id = ++imp->next_arg_set_id;
-    write_args(imp, ev, s->arg_set_id);
+    write_args(imp, args, nargs, s->arg_set_id);
   }
-  if (ev->flow_ids_count || ev->terminating_flow_ids_count)
-    link_flows(imp, ev, s->id);
-  close_top(imp, t, ev->ts, false);
+  if (nf || nt) flows_of(imp, ts, gidx, flows, nf, terms, nt, s->id);
+  close_top(imp, t, ts, false);
 }
 
-static void on_instant(etch__importer *imp, qtrack *t, const etch_event *ev) {
+static void nest_instant(etch__importer *imp, qtrack *t, int64_t ts,
+                         uint64_t gidx, const char *cat, const char *name,
+                         int64_t arg_set_id, const uint64_t *flows, size_t nf,
+                         const uint64_t *terms, size_t nt) {
   int64_t id = ++imp->next_slice_id;
-  int64_t arg_set_id = 0;
-  if (ev->args_count && keep_args(imp, ev)) {
-    arg_set_id = ++imp->next_arg_set_id;
-    write_args(imp, ev, arg_set_id);
-  }
-  if (ev->flow_ids_count || ev->terminating_flow_ids_count)
-    link_flows(imp, ev, id);
+  if (nf || nt) flows_of(imp, ts, gidx, flows, nf, terms, nt, id);
   const open_slice *parent = t->depth ? &t->stack[t->depth - 1] : NULL;
-  insert_slice(imp, t, id, ev->ts, 0,
-               pool_intern(&imp->strings, ev->category),
-               pool_intern(&imp->strings, ev->name), t->depth,
+  insert_slice(imp, t, id, ts, 0, cat, name, t->depth,
                parent ? parent->id : 0, arg_set_id, 0);
   imp->counts.instants++;
 }
 
+/* Args of a begin or instant, written now under a new set id. */
+static int64_t args_now(etch__importer *imp, const etch_event *ev) {
+  if (!ev->args_count || !keep_args(imp, ev)) return 0;
+  int64_t id = ++imp->next_arg_set_id;
+  write_args(imp, ev->args, ev->args_count, id);
+  return id;
+}
+
+/* etch's own drop reports, per track, for etch stats without a database. */
+static void count_dropped(etch__importer *imp, qtrack *t,
+                          const etch_event *ev, const char *name) {
+  if (name != imp->dropped_name || !name) return;
+  for (size_t i = 0; i < ev->args_count; i++) {
+    const etch_arg *a = &ev->args[i];
+    const char *key = a->key ? a->key : a->flat_key;
+    if (!key || strcmp(key, "debug.count") != 0) continue;
+    switch (a->type) {
+      case ETCH_VALUE_BOOL: t->dropped += a->v.b ? 1 : 0; break;
+      case ETCH_VALUE_INT: t->dropped += a->v.i; break;
+      case ETCH_VALUE_UINT:
+      case ETCH_VALUE_POINTER: t->dropped += (int64_t)a->v.u; break;
+      default: break;
+    }
+    t->has_dropped = true;
+  }
+}
+
+/* Copies an event of a held track. */
+static void hold(etch__importer *imp, qtrack *t, const etch_event *ev,
+                 uint64_t gidx) {
+  if (!grow_array((void **)&t->hev, &t->cap_hev, t->nhev + 1,
+                  sizeof *t->hev)) {
+    fail_nomem(imp);
+    return;
+  }
+  held_ev h = {.ts = ev->ts, .gidx = gidx, .type = (uint8_t)ev->type};
+  if (ev->type == ETCH_EVENT_SLICE_END) {
+    /* Kept until the end is matched: an unmatched end leaves no args. */
+    if (ev->args_count && keep_args(imp, ev)) {
+      etch_arg *a = keep_alloc(&imp->keep, ev->args_count * sizeof *a);
+      if (!a) {
+        fail_nomem(imp);
+        return;
+      }
+      for (size_t i = 0; i < ev->args_count; i++) {
+        a[i] = ev->args[i];
+        const char *fk = ev->args[i].flat_key ? ev->args[i].flat_key : "";
+        const char *k = ev->args[i].key ? ev->args[i].key : fk;
+        a[i].flat_key = pool_copy_keep(imp, fk);
+        a[i].key = pool_copy_keep(imp, k);
+        if ((a[i].type == ETCH_VALUE_STRING || a[i].type == ETCH_VALUE_JSON) &&
+            a[i].v.s)
+          a[i].v.s = pool_copy_keep(imp, a[i].v.s);
+        if (!a[i].flat_key || !a[i].key ||
+            ((a[i].type == ETCH_VALUE_STRING || a[i].type == ETCH_VALUE_JSON) &&
+             ev->args[i].v.s && !a[i].v.s)) {
+          fail_nomem(imp);
+          return;
+        }
+      }
+      h.end_args = a;
+      h.nend_args = (uint32_t)ev->args_count;
+    }
+  } else {
+    const char *name = intern_ev(imp, ev->name);
+    h.name = name;
+    h.cat = intern_ev(imp, ev->category);
+    h.arg_set_id = args_now(imp, ev);
+    count_dropped(imp, t, ev, name);
+  }
+  size_t nf = ev->flow_ids_count, nt = ev->terminating_flow_ids_count;
+  if (nf || nt) {
+    if (!grow_array((void **)&imp->hflows, &imp->cap_hflows,
+                    imp->nhflows + nf + nt, sizeof *imp->hflows)) {
+      fail_nomem(imp);
+      return;
+    }
+    h.flow_at = (uint32_t)imp->nhflows;
+    h.nflows = (uint32_t)nf;
+    h.nterms = (uint32_t)nt;
+    memcpy(imp->hflows + imp->nhflows, ev->flow_ids, nf * sizeof(uint64_t));
+    imp->nhflows += nf;
+    memcpy(imp->hflows + imp->nhflows, ev->terminating_flow_ids,
+           nt * sizeof(uint64_t));
+    imp->nhflows += nt;
+  }
+  t->hev[t->nhev++] = h;
+}
+
+static int cmp_held(const void *a, const void *b) {
+  const held_ev *x = a, *y = b;
+  if (x->ts != y->ts) return x->ts < y->ts ? -1 : 1;
+  return (x->gidx > y->gidx) - (x->gidx < y->gidx);
+}
+
+/* Nests the held events of `t` in timestamp order (ties: arrival order). */
+static void nest_held(etch__importer *imp, qtrack *t) {
+  if (!t->nhev) return;
+  qsort(t->hev, t->nhev, sizeof *t->hev, cmp_held);
+  for (size_t i = 0; i < t->nhev && !imp->err; i++) {
+    const held_ev *h = &t->hev[i];
+    const uint64_t *f = imp->hflows + h->flow_at;
+    switch (h->type) {
+      case ETCH_EVENT_SLICE_BEGIN:
+        nest_begin(imp, t, h->ts, h->gidx, h->cat, h->name, h->arg_set_id, f,
+                   h->nflows, f + h->nflows, h->nterms);
+        break;
+      case ETCH_EVENT_SLICE_END:
+        nest_end(imp, t, h->ts, h->gidx, h->end_args, h->nend_args, f,
+                 h->nflows, f + h->nflows, h->nterms);
+        break;
+      default:
+        nest_instant(imp, t, h->ts, h->gidx, h->cat, h->name, h->arg_set_id,
+                     f, h->nflows, f + h->nflows, h->nterms);
+        break;
+    }
+  }
+  free(t->hev);
+  t->hev = NULL;
+  t->nhev = t->cap_hev = 0;
+}
+
 static void on_counter(etch__importer *imp, qtrack *t, const etch_event *ev) {
-  etch__rows_counter(imp->rows, ev->ts, t->id,
-                     ev->counter_is_double ? ev->counter_double
-                                           : (double)ev->counter_int);
+  double v = ev->counter_is_double ? ev->counter_double
+                                   : (double)ev->counter_int;
+  if (imp->rows) etch__rows_counter(imp->rows, ev->ts, t->id, v);
   imp->counts.counters++;
+  if (!t->cn++) {
+    t->cmin = t->cmax = t->csum = t->clast = v;
+    t->clast_ts = ev->ts;
+    return;
+  }
+  if (v < t->cmin) t->cmin = v;
+  if (v > t->cmax) t->cmax = v;
+  t->csum += v;
+  /* The value at the latest timestamp; the first of equal ones. */
+  if (ev->ts > t->clast_ts) {
+    t->clast = v;
+    t->clast_ts = ev->ts;
+  }
 }
 
 void etch__importer_event(etch__importer *imp, const etch_event *ev) {
-  if (imp->err) return;
+  if (imp->err || imp->restart) return;
   imp->counts.events++;
+  uint64_t gidx = imp->gidx++;
   qtrack *t = get_track(imp, ev->track);
   if (!t) return;
+  if (ev->type == ETCH_EVENT_COUNTER) {
+    on_counter(imp, t, ev);
+    return;
+  }
+  if (ev->type < ETCH_EVENT_SLICE_BEGIN || ev->type > ETCH_EVENT_INSTANT)
+    return;
+  if (t->held) {
+    hold(imp, t, ev, gidx);
+    return;
+  }
+  if (imp->opts.file_order) {
+    /* Nested as they come only while the track's time goes forward. */
+    if (t->has_last && ev->ts < t->last_ts) {
+      imp->restart = true;
+      return;
+    }
+    t->has_last = true;
+    t->last_ts = ev->ts;
+  }
+  const char *name, *cat;
+  int64_t arg_set_id;
   switch (ev->type) {
     case ETCH_EVENT_SLICE_BEGIN:
-      on_begin(imp, t, ev);
+      name = intern_ev(imp, ev->name);
+      cat = intern_ev(imp, ev->category);
+      arg_set_id = args_now(imp, ev);
+      count_dropped(imp, t, ev, name);
+      nest_begin(imp, t, ev->ts, gidx, cat, name, arg_set_id, ev->flow_ids,
+                 ev->flow_ids_count, ev->terminating_flow_ids,
+                 ev->terminating_flow_ids_count);
       break;
-    case ETCH_EVENT_SLICE_END:
-      on_end(imp, t, ev);
+    case ETCH_EVENT_SLICE_END: {
+      bool args = ev->args_count && keep_args(imp, ev);
+      nest_end(imp, t, ev->ts, gidx, ev->args, args ? ev->args_count : 0,
+               ev->flow_ids, ev->flow_ids_count, ev->terminating_flow_ids,
+               ev->terminating_flow_ids_count);
       break;
-    case ETCH_EVENT_INSTANT:
-      on_instant(imp, t, ev);
-      break;
-    case ETCH_EVENT_COUNTER:
-      on_counter(imp, t, ev);
+    }
+    default:
+      name = intern_ev(imp, ev->name);
+      cat = intern_ev(imp, ev->category);
+      arg_set_id = args_now(imp, ev);
+      count_dropped(imp, t, ev, name);
+      nest_instant(imp, t, ev->ts, gidx, cat, name, arg_set_id, ev->flow_ids,
+                   ev->flow_ids_count, ev->terminating_flow_ids,
+                   ev->terminating_flow_ids_count);
       break;
   }
+}
+
+bool etch__importer_needs_restart(const etch__importer *imp) {
+  return imp->restart;
 }
 
 /* ---- start and finish ---------------------------------------------------------- */
@@ -596,16 +921,23 @@ int etch__importer_new(etch__importer **out, sqlite3 *db,
   if (!imp) return ETCH_ENOMEM;
   imp->db = db;
   if (opts) imp->opts = *opts;
-  int rc = etch__query_exec(db, "BEGIN;");
-  if (rc) {
+  imp->dropped_name = pool_intern(&imp->strings, "etch.dropped_events");
+  if (!imp->dropped_name) {
     free(imp);
-    return rc;
+    return ETCH_ENOMEM;
   }
-  imp->in_txn = true;
-  rc = etch__rows_new(&imp->rows, db, !imp->opts.single_thread);
-  if (rc) {
-    etch__importer_free(imp);
-    return rc;
+  if (db) {
+    int rc = etch__query_exec(db, "BEGIN;");
+    if (rc) {
+      etch__importer_free(imp);
+      return rc;
+    }
+    imp->in_txn = true;
+    rc = etch__rows_new(&imp->rows, db, !imp->opts.single_thread);
+    if (rc) {
+      etch__importer_free(imp);
+      return rc;
+    }
   }
   *out = imp;
   return ETCH_OK;
@@ -800,6 +1132,12 @@ static int write_stats(etch__importer *imp, const etch_reader_stats *rs) {
 int etch__importer_finish(etch__importer *imp, const etch_reader_stats *st,
                           int64_t first, int64_t last) {
   if (imp->err) return imp->err;
+  imp->first_ts = first;
+  imp->last_ts = last;
+  if (st) imp->rstats = *st;
+  /* Held tracks, nested in timestamp order. */
+  for (size_t i = 0; i < imp->ntracks && !imp->err; i++)
+    nest_held(imp, &imp->tracks[i]);
   /* Slices still open: dur -1, self time up to the end of the trace. */
   for (size_t i = 0; i < imp->ntracks && !imp->err; i++) {
     qtrack *t = &imp->tracks[i];
@@ -808,6 +1146,9 @@ int etch__importer_finish(etch__importer *imp, const etch_reader_stats *st,
       close_top(imp, t, end, true);
     }
   }
+  link_steps(imp);
+  imp->counts.tracks = imp->ntracks;
+  if (!imp->rows) return imp->err;
   int rc = etch__rows_finish(imp->rows);
   if (!rc) rc = imp->err;
   if (!rc) rc = write_tracks(imp);
@@ -837,11 +1178,27 @@ void etch__importer_counts(const etch__importer *imp,
   *out = imp->counts;
 }
 
+void etch__importer_discard(etch__importer *imp) {
+  if (!imp) return;
+  etch__rows_free(imp->rows);
+  imp->rows = NULL;
+  /* No journal: end the transaction with what it holds. */
+  if (imp->in_txn) sqlite3_exec(imp->db, "COMMIT;", NULL, NULL, NULL);
+  imp->in_txn = false;
+  etch__importer_free(imp);
+}
+
 void etch__importer_free(etch__importer *imp) {
   if (!imp) return;
   etch__rows_free(imp->rows);
   if (imp->in_txn) sqlite3_exec(imp->db, "ROLLBACK;", NULL, NULL, NULL);
-  for (size_t i = 0; i < imp->ntracks; i++) free(imp->tracks[i].stack);
+  for (size_t i = 0; i < imp->ntracks; i++) {
+    free(imp->tracks[i].stack);
+    free(imp->tracks[i].hev);
+  }
+  free(imp->steps);
+  free(imp->hflows);
+  keep_free(&imp->keep);
   free(imp->tracks);
   free(imp->procs);
   free(imp->threads);

@@ -13,9 +13,11 @@
 
 #include "base/base.h"
 #include "query/query.h"
+#include "reader/reader_priv.h"
 
 typedef struct feed {
   etch__importer *imp;
+  etch_reader *reader;
   bool progress;
   bool shown;
   uint64_t events;
@@ -41,7 +43,10 @@ static void report(feed *f, const etch_event *ev) {
 static void on_event(const etch_event *ev, void *user) {
   feed *f = user;
   etch__importer_event(f->imp, ev);
-  if (ETCH_UNLIKELY((++f->events & 0xffff) == 0) && f->progress) report(f, ev);
+  if (ETCH_UNLIKELY((++f->events & 0xffff) == 0)) {
+    if (etch__importer_needs_restart(f->imp)) etch__reader_stop(f->reader);
+    if (f->progress) report(f, ev);
+  }
 }
 
 static void on_track(const etch_track_info *t, void *user) {
@@ -49,26 +54,86 @@ static void on_track(const etch_track_info *t, void *user) {
   etch__importer_track(f->imp, t);
 }
 
-static int run(sqlite3 *db, etch_reader *r, const etch__import_opts *opts,
-               etch__import_counts *counts) {
-  etch__import_opts o = {0};
-  if (opts) o = *opts;
-  int rc = etch__query_schema_create(db);
+/* Where the trace comes from: a file or memory. */
+typedef struct source {
+  const char *path;
+  const void *data;
+  size_t len;
+} source;
+
+static int open_source(const source *src, etch_reader **r) {
+  if (src->path) return etch_reader_open_file(r, src->path);
+  return etch_reader_open_memory(r, src->data, src->len);
+}
+
+/* Drops every table and view: the database is empty again. */
+static int empty_db(sqlite3 *db) {
+  static const char *const kinds[] = {"view", "table"};
+  for (size_t k = 0; k < 2; k++) {
+    for (;;) {
+      sqlite3_stmt *st;
+      char sql[192];
+      snprintf(sql, sizeof sql,
+               "SELECT name FROM sqlite_schema WHERE type = '%s' AND "
+               "name NOT LIKE 'sqlite_%%' LIMIT 1",
+               kinds[k]);
+      if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
+        return etch__error(ETCH_ESQL, "import: %s", sqlite3_errmsg(db));
+      char drop[256] = "";
+      if (sqlite3_step(st) == SQLITE_ROW)
+        snprintf(drop, sizeof drop, "DROP %s \"%s\";", kinds[k],
+                 (const char *)sqlite3_column_text(st, 0));
+      sqlite3_finalize(st);
+      if (!drop[0]) break;
+      int rc = etch__query_exec(db, drop);
+      if (rc) return rc;
+    }
+  }
+  return ETCH_OK;
+}
+
+/*
+ * One read of the trace into the importer. In file order (the default) the
+ * importer nests thread tracks as events come and holds the others; when a
+ * thread track goes back in time the read stops and *restart is set.
+ */
+static int run_once(sqlite3 *db, const source *src, const etch__import_opts *o,
+                    etch__importer **out, etch_reader **rout, bool *restart) {
+  *out = NULL;
+  *rout = NULL;
+  *restart = false;
+  int rc;
+  if (db && (rc = etch__query_schema_create(db))) return rc;
+  etch_reader *r;
+  rc = open_source(src, &r);
   if (rc) return rc;
   feed f = {0};
-  f.progress = o.progress;
+  f.reader = r;
+  f.progress = o->progress;
   f.start = now_s();
   f.next_report = f.start + 1.0;
-  rc = etch__importer_new(&f.imp, db, &o);
-  if (rc) return rc;
-  rc = etch_reader_set_order(r, o.timestamp_order ? ETCH_ORDER_TIMESTAMP
-                                                  : ETCH_ORDER_FILE);
+  rc = etch__importer_new(&f.imp, db, o);
+  if (rc) {
+    etch_reader_close(r);
+    return rc;
+  }
+  rc = etch_reader_set_order(r, o->timestamp_order ? ETCH_ORDER_TIMESTAMP
+                                                   : ETCH_ORDER_FILE);
+  /* In file order the importer matches ends itself, per track in time
+   * order; the reader must not drop the ends it cannot match yet. */
+  if (!o->timestamp_order) etch__reader_set_match_ends(r, false);
   if (!rc) rc = etch_reader_on_track(r, on_track, &f);
   if (!rc) rc = etch_reader_on(r, NULL, NULL, on_event, &f);
   if (!rc) rc = etch_reader_run(r);
   if (f.shown) {
     fprintf(stderr, "\r\033[K");
     fflush(stderr);
+  }
+  if (!rc && etch__importer_needs_restart(f.imp)) {
+    *restart = true;
+    etch__importer_discard(f.imp);
+    etch_reader_close(r);
+    return db ? empty_db(db) : ETCH_OK;
   }
   if (!rc) {
     etch_reader_stats st;
@@ -80,30 +145,85 @@ static int run(sqlite3 *db, etch_reader *r, const etch__import_opts *opts,
     }
     rc = etch__importer_finish(f.imp, &st, first, last);
   }
-  if (counts) etch__importer_counts(f.imp, counts);
-  etch__importer_free(f.imp);
+  *out = f.imp;
+  *rout = r;
+  return rc;
+}
+
+/* Imports, redoing the read with every track held if a thread track went
+ * back in time. The importer is returned for its counts or stats. */
+static int run(sqlite3 *db, const source *src, const etch__import_opts *opts,
+               etch__importer **out) {
+  etch__import_opts o = {0};
+  if (opts) o = *opts;
+  o.file_order = !o.timestamp_order;
+  o.hold_all = false;
+  o.stable_strings = true; /* the reader pools names and categories */
+  etch_reader *r = NULL;
+  bool restart;
+  int rc = run_once(db, src, &o, out, &r, &restart);
+  if (!rc && restart) {
+    o.hold_all = true;
+    rc = run_once(db, src, &o, out, &r, &restart);
+  }
+  /* The reader owns the strings the importer's pointer cache saw; the
+   * importer keeps its own copies, so the reader can go now. */
+  etch_reader_close(r);
+  return rc;
+}
+
+static int import(sqlite3 *db, const source *src,
+                  const etch__import_opts *opts,
+                  etch__import_counts *counts) {
+  etch__importer *imp = NULL;
+  int rc = run(db, src, opts, &imp);
+  if (counts && imp) etch__importer_counts(imp, counts);
+  etch__importer_free(imp);
   return rc;
 }
 
 int etch__query_import_file(sqlite3 *db, const char *path,
                             const etch__import_opts *opts,
                             etch__import_counts *counts) {
-  etch_reader *r;
-  int rc = etch_reader_open_file(&r, path);
-  if (rc) return rc;
-  rc = run(db, r, opts, counts);
-  etch_reader_close(r);
-  return rc;
+  source src = {.path = path};
+  return import(db, &src, opts, counts);
 }
 
 int etch__query_import_memory(sqlite3 *db, const void *data, size_t len,
                               const char *name, const etch__import_opts *opts,
                               etch__import_counts *counts) {
-  etch_reader *r;
   (void)name;
-  int rc = etch_reader_open_memory(&r, data, len);
+  source src = {.data = data, .len = len};
+  return import(db, &src, opts, counts);
+}
+
+/* ---- etch stats without a database ------------------------------------------ */
+
+static int stats_run(const source *src, FILE *out,
+                     const etch__stats_opts *opts) {
+  etch__stats_opts dflt = {.top = 10};
+  if (!opts) opts = &dflt;
+  etch__import_opts o = {.progress = isatty(STDERR_FILENO) != 0};
+  etch__importer *imp = NULL;
+  int rc = run(NULL, src, &o, &imp);
+  etch__stats_data d;
+  if (!rc) rc = etch__importer_stats_data(imp, opts->top > 0 ? opts->top : 10,
+                                          &d);
+  etch__importer_free(imp);
   if (rc) return rc;
-  rc = run(db, r, opts, counts);
-  etch_reader_close(r);
-  return rc;
+  etch__stats_print(&d, out, opts);
+  etch__stats_data_free(&d);
+  return ETCH_OK;
+}
+
+int etch__query_stats_file(const char *path, FILE *out,
+                           const etch__stats_opts *opts) {
+  source src = {.path = path};
+  return stats_run(&src, out, opts);
+}
+
+int etch__query_stats_memory(const void *data, size_t len, FILE *out,
+                             const etch__stats_opts *opts) {
+  source src = {.data = data, .len = len};
+  return stats_run(&src, out, opts);
 }

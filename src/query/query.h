@@ -63,6 +63,22 @@ typedef struct etch__import_opts {
   bool timestamp_order;
   /* Insert rows on the calling thread instead of a second one. */
   bool single_thread;
+  /*
+   * Importer only (set by etch__query_import_*): events arrive in file
+   * order. Slices of thread tracks are nested as they come; those of other
+   * tracks (process, named, global: possibly written by several sequences)
+   * are held per track and nested in timestamp order at the end; flows are
+   * linked in timestamp order at the end. A thread track whose events go
+   * back in time makes etch__importer_needs_restart true.
+   */
+  bool file_order;
+  /* With file_order: hold every slice track (the restart after a thread
+   * track went back in time). */
+  bool hold_all;
+  /* The event's name and category pointers stay valid and keep their
+   * content for the whole import (the reader pools them): interning can be
+   * cached by pointer. */
+  bool stable_strings;
 } etch__import_opts;
 
 /* Counts of what an import produced. */
@@ -81,7 +97,8 @@ typedef struct etch__import_counts {
 typedef struct etch__importer etch__importer;
 
 /* Starts an import into `db`, which must hold the schema and no rows; opens
- * the transaction that etch__importer_finish commits. */
+ * the transaction that etch__importer_finish commits. With `db` NULL no
+ * rows are written: only the totals behind etch__importer_stats_data. */
 int etch__importer_new(etch__importer **out, sqlite3 *db,
                        const etch__import_opts *opts);
 /* A track (may be called again for a known uuid: names are refreshed). */
@@ -97,6 +114,12 @@ int etch__importer_finish(etch__importer *imp, const etch_reader_stats *st,
                           int64_t first, int64_t last);
 void etch__importer_counts(const etch__importer *imp,
                            etch__import_counts *out);
+/* With file_order: a thread track's events went back in time; the import
+ * must be redone with hold_all (after etch__importer_discard). */
+bool etch__importer_needs_restart(const etch__importer *imp);
+/* Ends an import whose rows are not wanted: commits what was inserted (the
+ * caller then empties the database) and frees the importer. */
+void etch__importer_discard(etch__importer *imp);
 void etch__importer_free(etch__importer *imp);
 
 /*
@@ -164,8 +187,73 @@ typedef struct etch__stats_opts {
   bool json;    /* machine-readable output */
 } etch__stats_opts;
 
+/*
+ * What the `etch stats` report shows, filled from the imported tables
+ * (etch__stats_data_from_db) or while reading a trace without a database
+ * (etch__importer_stats_data); printed by etch__stats_print. Strings are
+ * owned by the struct; NULL = SQL NULL.
+ */
+typedef struct etch__stats_top {
+  char *name;
+  int64_t count, total, self, max;
+} etch__stats_top;
+typedef struct etch__stats_thread {
+  char *thread, *process;
+  int64_t tid, pid, busy;
+  bool has_pid;
+} etch__stats_thread;
+typedef struct etch__stats_counter {
+  char *track, *unit;
+  int64_t count;
+  double min, max, mean, last;
+} etch__stats_counter;
+typedef struct etch__stats_loss {
+  char *name, *description;
+  int64_t value;
+} etch__stats_loss;
+typedef struct etch__stats_dropped {
+  char *thread;
+  int64_t tid, pid, dropped;
+  bool has_tid, has_pid;
+} etch__stats_dropped;
+typedef struct etch__stats_data {
+  int64_t start, end; /* trace bounds; start > end: no events */
+  int64_t events, slices, instants, open_slices, counter_values,
+      counter_tracks, flows, tracks, processes, threads;
+  etch__stats_top *by_total, *by_self; /* sorted, at most `top` rows */
+  size_t n_by_total, n_by_self;
+  etch__stats_thread *thr; /* sorted: busy desc, tid */
+  size_t nthr;
+  etch__stats_counter *ctr; /* sorted: track name, track id */
+  size_t nctr;
+  etch__stats_loss *loss; /* non-zero data_loss and error stats */
+  size_t nloss;
+  etch__stats_dropped *drop; /* etch.dropped_events per track, by tid */
+  size_t ndrop;
+} etch__stats_data;
+
+int etch__stats_data_from_db(sqlite3 *db, int top, etch__stats_data *out);
+/* From an importer run with `db` NULL, after etch__importer_finish. */
+int etch__importer_stats_data(const etch__importer *imp, int top,
+                              etch__stats_data *out);
+void etch__stats_print(const etch__stats_data *d, FILE *out,
+                       const etch__stats_opts *opts);
+void etch__stats_data_free(etch__stats_data *d);
+/* Sorts the rows of slice_summary-like totals as the report does and keeps
+ * the first `top` (takes ownership of `rows`). */
+void etch__stats_sort_top(etch__stats_top *rows, size_t n, bool by_self,
+                          size_t top, etch__stats_top **out, size_t *nout);
+
 /* Prints the `etch stats` report from the imported tables. */
 int etch__query_stats(sqlite3 *db, FILE *out, const etch__stats_opts *opts);
+/*
+ * The `etch stats` report of a trace file, computed while reading it (no
+ * database: nesting, totals and counters are kept in memory).
+ */
+int etch__query_stats_file(const char *path, FILE *out,
+                           const etch__stats_opts *opts);
+int etch__query_stats_memory(const void *data, size_t len, FILE *out,
+                             const etch__stats_opts *opts);
 
 /* Writes the Chrome JSON trace event format from the imported tables. */
 int etch__query_export_json(sqlite3 *db, FILE *out);

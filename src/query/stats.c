@@ -46,6 +46,7 @@ typedef struct report {
   sqlite3 *db;
   FILE *out;
   const etch__stats_opts *o;
+  const etch__stats_data *d;
   int rc;
   int64_t start, end; /* trace bounds; start > end: no events */
   bool first_section;
@@ -140,21 +141,244 @@ static void jclose(report *r, char bracket) {
   r->json_first = false;
 }
 
+/* ---- the report's data, from the tables ------------------------------------------- */
+
+static char *dup_or_null(const unsigned char *s) {
+  return s ? etch__strdup((const char *)s) : NULL;
+}
+
+static bool grow(void **arr, size_t *cap, size_t need, size_t elem) {
+  if (need <= *cap) return true;
+  size_t c = *cap ? *cap * 2 : 16;
+  while (c < need) c *= 2;
+  void *p = etch__realloc(*arr, c * elem);
+  if (!p) return false;
+  *arr = p;
+  *cap = c;
+  return true;
+}
+
+static int cmp_null_str(const char *a, const char *b) {
+  if (!a || !b) return (a != NULL) - (b != NULL); /* NULL first, as SQL */
+  return strcmp(a, b);
+}
+
+static int cmp_top_total(const void *x, const void *y) {
+  const etch__stats_top *a = x, *b = y;
+  if (a->total != b->total) return a->total > b->total ? -1 : 1;
+  return cmp_null_str(a->name, b->name);
+}
+
+static int cmp_top_self(const void *x, const void *y) {
+  const etch__stats_top *a = x, *b = y;
+  if (a->self != b->self) return a->self > b->self ? -1 : 1;
+  return cmp_null_str(a->name, b->name);
+}
+
+void etch__stats_sort_top(etch__stats_top *rows, size_t n, bool by_self,
+                          size_t top, etch__stats_top **out, size_t *nout) {
+  if (n) qsort(rows, n, sizeof *rows, by_self ? cmp_top_self : cmp_top_total);
+  for (size_t i = top; i < n; i++) free(rows[i].name);
+  *out = rows;
+  *nout = n < top ? n : top;
+}
+
+static void top_from_db(report *r, bool by_self, int top,
+                        etch__stats_data *d) {
+  char sql[256];
+  snprintf(sql, sizeof sql,
+           "SELECT name, count, total_dur, self_dur, max_dur FROM "
+           "slice_summary ORDER BY %s DESC, name LIMIT %d",
+           by_self ? "self_dur" : "total_dur", top);
+  sqlite3_stmt *st = prep(r, sql);
+  if (!st) return;
+  etch__stats_top *rows = NULL;
+  size_t n = 0, cap = 0;
+  int rc;
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    if (!grow((void **)&rows, &cap, n + 1, sizeof *rows)) break;
+    rows[n++] = (etch__stats_top){
+        .name = dup_or_null(sqlite3_column_text(st, 0)),
+        .count = sqlite3_column_int64(st, 1),
+        .total = sqlite3_column_int64(st, 2),
+        .self = sqlite3_column_int64(st, 3),
+        .max = sqlite3_column_int64(st, 4)};
+  }
+  finish(r, st, rc == SQLITE_ROW ? SQLITE_NOMEM : rc);
+  if (by_self) {
+    d->by_self = rows;
+    d->n_by_self = n;
+  } else {
+    d->by_total = rows;
+    d->n_by_total = n;
+  }
+}
+
+int etch__stats_data_from_db(sqlite3 *db, int top, etch__stats_data *d) {
+  memset(d, 0, sizeof *d);
+  report rr = {.db = db};
+  report *r = &rr;
+  d->start = 1;
+  d->end = 0;
+  sqlite3_stmt *st = prep(r, "SELECT start_ts, end_ts FROM trace_bounds");
+  if (!st) return r->rc;
+  int rc = sqlite3_step(st);
+  if (rc == SQLITE_ROW) {
+    if (sqlite3_column_type(st, 0) != SQLITE_NULL) {
+      d->start = sqlite3_column_int64(st, 0);
+      d->end = sqlite3_column_int64(st, 1);
+    }
+    rc = SQLITE_DONE;
+  }
+  finish(r, st, rc);
+  d->events = scalar(r, "SELECT value FROM stats WHERE name='track_events'");
+  d->slices = scalar(r, "SELECT count(*) FROM slice");
+  d->instants = scalar(r, "SELECT value FROM stats WHERE name='instants'");
+  d->open_slices = scalar(r, "SELECT count(*) FROM slice WHERE dur < 0");
+  d->counter_values = scalar(r, "SELECT count(*) FROM counter");
+  d->counter_tracks =
+      scalar(r, "SELECT count(*) FROM track WHERE type='counter'");
+  d->flows = scalar(r, "SELECT count(*) FROM flow");
+  d->tracks = scalar(r, "SELECT count(*) FROM track");
+  d->processes = scalar(r, "SELECT count(*) FROM process");
+  d->threads = scalar(r, "SELECT count(*) FROM thread");
+  top_from_db(r, false, top, d);
+  top_from_db(r, true, top, d);
+
+  /* Threads: grouped by track first (one pass over depth-0 slices). */
+  st = prep(r,
+            "SELECT th.name, th.tid, p.pid, p.name, sum(b.busy) AS busy "
+            "FROM (SELECT track_id, sum(" EFF_DUR ") AS busy FROM slice "
+            "WHERE depth = 0 AND dur != 0 GROUP BY track_id) b "
+            "JOIN track tr ON b.track_id = tr.id "
+            "JOIN thread th ON tr.utid = th.utid "
+            "LEFT JOIN process p ON th.upid = p.upid "
+            "GROUP BY th.utid ORDER BY busy DESC, th.tid");
+  if (st) {
+    size_t cap = 0;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+      if (!grow((void **)&d->thr, &cap, d->nthr + 1, sizeof *d->thr)) break;
+      d->thr[d->nthr++] = (etch__stats_thread){
+          .thread = dup_or_null(sqlite3_column_text(st, 0)),
+          .tid = sqlite3_column_int64(st, 1),
+          .pid = sqlite3_column_int64(st, 2),
+          .has_pid = sqlite3_column_type(st, 2) != SQLITE_NULL,
+          .process = dup_or_null(sqlite3_column_text(st, 3)),
+          .busy = sqlite3_column_int64(st, 4)};
+    }
+    finish(r, st, rc == SQLITE_ROW ? SQLITE_NOMEM : rc);
+  }
+
+  /* Counters: "last" is the value at the largest ts (SQLite takes a bare
+   * column from the row that gives max()). */
+  st = prep(r,
+            "SELECT tr.name, tr.unit, a.n, a.lo, a.hi, a.mean, l.value "
+            "FROM (SELECT track_id, count(*) AS n, min(value) AS lo, "
+            "max(value) AS hi, avg(value) AS mean FROM counter "
+            "GROUP BY track_id) a "
+            "JOIN (SELECT track_id, value, max(ts) FROM counter "
+            "GROUP BY track_id) l ON l.track_id = a.track_id "
+            "JOIN track tr ON tr.id = a.track_id ORDER BY tr.name, tr.id");
+  if (st) {
+    size_t cap = 0;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+      if (!grow((void **)&d->ctr, &cap, d->nctr + 1, sizeof *d->ctr)) break;
+      d->ctr[d->nctr++] = (etch__stats_counter){
+          .track = dup_or_null(sqlite3_column_text(st, 0)),
+          .unit = dup_or_null(sqlite3_column_text(st, 1)),
+          .count = sqlite3_column_int64(st, 2),
+          .min = sqlite3_column_double(st, 3),
+          .max = sqlite3_column_double(st, 4),
+          .mean = sqlite3_column_double(st, 5),
+          .last = sqlite3_column_double(st, 6)};
+    }
+    finish(r, st, rc == SQLITE_ROW ? SQLITE_NOMEM : rc);
+  }
+
+  st = prep(r,
+            "SELECT name, value, description FROM stats "
+            "WHERE severity IN ('data_loss', 'error') "
+            "AND value != 0 ORDER BY rowid");
+  if (st) {
+    size_t cap = 0;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+      if (!grow((void **)&d->loss, &cap, d->nloss + 1, sizeof *d->loss))
+        break;
+      const unsigned char *name = sqlite3_column_text(st, 0);
+      const unsigned char *desc = sqlite3_column_text(st, 2);
+      d->loss[d->nloss++] = (etch__stats_loss){
+          .name = etch__strdup(name ? (const char *)name : ""),
+          .value = sqlite3_column_int64(st, 1),
+          .description = etch__strdup(desc ? (const char *)desc : "")};
+    }
+    finish(r, st, rc == SQLITE_ROW ? SQLITE_NOMEM : rc);
+  }
+
+  /* Events the SDK dropped, reported per thread as etch.dropped_events. */
+  st = prep(r,
+            "SELECT th.name, th.tid, p.pid, sum(a.int_value) FROM slice s "
+            "JOIN args a ON a.arg_set_id = s.arg_set_id "
+            "AND a.key = 'debug.count' "
+            "JOIN track tr ON s.track_id = tr.id "
+            "LEFT JOIN thread th ON tr.utid = th.utid "
+            "LEFT JOIN process p ON th.upid = p.upid "
+            "WHERE s.name = 'etch.dropped_events' "
+            "GROUP BY tr.id ORDER BY th.tid");
+  if (st) {
+    size_t cap = 0;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+      if (!grow((void **)&d->drop, &cap, d->ndrop + 1, sizeof *d->drop))
+        break;
+      d->drop[d->ndrop++] = (etch__stats_dropped){
+          .thread = dup_or_null(sqlite3_column_text(st, 0)),
+          .tid = sqlite3_column_int64(st, 1),
+          .has_tid = sqlite3_column_type(st, 1) != SQLITE_NULL,
+          .pid = sqlite3_column_int64(st, 2),
+          .has_pid = sqlite3_column_type(st, 2) != SQLITE_NULL,
+          .dropped = sqlite3_column_int64(st, 3)};
+    }
+    finish(r, st, rc == SQLITE_ROW ? SQLITE_NOMEM : rc);
+  }
+  if (r->rc) etch__stats_data_free(d);
+  return r->rc;
+}
+
+void etch__stats_data_free(etch__stats_data *d) {
+  for (size_t i = 0; i < d->n_by_total; i++) free(d->by_total[i].name);
+  for (size_t i = 0; i < d->n_by_self; i++) free(d->by_self[i].name);
+  for (size_t i = 0; i < d->nthr; i++) {
+    free(d->thr[i].thread);
+    free(d->thr[i].process);
+  }
+  for (size_t i = 0; i < d->nctr; i++) {
+    free(d->ctr[i].track);
+    free(d->ctr[i].unit);
+  }
+  for (size_t i = 0; i < d->nloss; i++) {
+    free(d->loss[i].name);
+    free(d->loss[i].description);
+  }
+  for (size_t i = 0; i < d->ndrop; i++) free(d->drop[i].thread);
+  free(d->by_total);
+  free(d->by_self);
+  free(d->thr);
+  free(d->ctr);
+  free(d->loss);
+  free(d->drop);
+  memset(d, 0, sizeof *d);
+}
+
 /* ---- sections ------------------------------------------------------------------ */
 
+static const char *or_dash(const char *s) { return s ? s : "-"; }
+
 static void trace_section(report *r) {
+  const etch__stats_data *x = r->d;
   int64_t dur = r->start <= r->end ? r->end - r->start : 0;
-  int64_t events = scalar(r, "SELECT value FROM stats WHERE name='track_events'");
-  int64_t slices = scalar(r, "SELECT count(*) FROM slice");
-  int64_t instants = scalar(r, "SELECT value FROM stats WHERE name='instants'");
-  int64_t open = scalar(r, "SELECT count(*) FROM slice WHERE dur < 0");
-  int64_t counters = scalar(r, "SELECT count(*) FROM counter");
-  int64_t ctracks = scalar(r, "SELECT count(*) FROM track WHERE type='counter'");
-  int64_t flows = scalar(r, "SELECT count(*) FROM flow");
-  int64_t tracks = scalar(r, "SELECT count(*) FROM track");
-  int64_t procs = scalar(r, "SELECT count(*) FROM process");
-  int64_t threads = scalar(r, "SELECT count(*) FROM thread");
-  if (r->rc) return;
+  int64_t events = x->events, slices = x->slices, instants = x->instants,
+          open = x->open_slices, counters = x->counter_values,
+          ctracks = x->counter_tracks, flows = x->flows, tracks = x->tracks,
+          procs = x->processes, threads = x->threads;
   if (r->o->json) {
     jopen(r, "trace", '{');
     if (r->start <= r->end) {

@@ -19,6 +19,7 @@
 #include "proto/perfetto.h"
 #include "reader/dump.h"
 #include "reader/reader_int.h"
+#include "reader/reader_priv.h"
 
 /* ---- errors ---------------------------------------------------------------------- */
 
@@ -213,7 +214,7 @@ int etch__rd_decompress(etch_reader *r, const rd_src *src, const uint8_t *at,
 
 int etch__rd_parse_records(etch_reader *r, const rd_src *src, size_t len) {
   const uint8_t *start = src->start, *p = start, *end = start + len;
-  while (p < end) {
+  while (p < end && !r->stop) {
     const uint8_t *rec = p;
     if (src->depth == 0) {
       r->cur_off = (uint64_t)(rec - start);
@@ -281,7 +282,7 @@ static void announce_track(etch_reader *r, rd_track *t, int depth) {
 void etch__rd_deliver(etch_reader *r, etch_event *ev, rd_track *t) {
   if (ev->type == ETCH_EVENT_SLICE_BEGIN) {
     t->open++;
-  } else if (ev->type == ETCH_EVENT_SLICE_END) {
+  } else if (ev->type == ETCH_EVENT_SLICE_END && !r->no_end_matching) {
     if (t->open == 0) {
       r->stats.misplaced_end_event++;
       return;
@@ -624,6 +625,14 @@ int etch_reader_set_order(etch_reader *r, etch_reader_order order) {
     return etch__error(ETCH_EINVAL, "reader: unknown order %d", (int)order);
   r->order = order;
   return 0;
+}
+
+void etch__reader_set_match_ends(etch_reader *r, bool match) {
+  if (r && !r->ran) r->no_end_matching = !match;
+}
+
+void etch__reader_stop(etch_reader *r) {
+  if (r) r->stop = true;
 }
 
 int etch_reader_on(etch_reader *r, const char *category, const char *name,

@@ -295,6 +295,8 @@ struct etch_reader {
   etch_reader_order order;
   bool ran;
   bool failed;
+  bool no_end_matching; /* deliver every SLICE_END (etch__reader_set_match_ends) */
+  bool stop;            /* etch__reader_stop was called */
 
   rd_sub *subs;
   size_t nsubs, cap_subs;

@@ -5,10 +5,12 @@
  * Data flow: a macro checks cat->enabled (a bitmask of session slots), then
  * calls an emitter with the mask. For each session in the mask the emitter
  * uses this thread's writer for that session (tls.w[slot]); the writer
- * encodes a TracePacket into its chunk of the session's trace buffer. A
- * writer is valid while tls.gen[slot] equals etch__slot_gen[slot]; freeing a
- * session bumps the generation, and the thread detaches its stale writer the
- * next time it notices (or when it exits). A session's memory is freed when
+ * encodes a TracePacket into its chunk of the session's trace buffer.
+ * tls.w[slot] is never NULL: etch__null_writer, whose room check always
+ * fails, stands for "none", so the fast path needs no other test. Freeing a
+ * session bumps the slot's generation and zeroes the room of each of its
+ * writers; the thread then takes the slow path, sees the new generation and
+ * detaches its stale writer (or does so when it exits). A session's memory is freed when
  * its owner and every attached writer have let go (refcount), so a thread in
  * the middle of an event never writes into freed memory.
  */
@@ -276,6 +278,23 @@ typedef struct etch_tls {
 
 extern ETCH_HIDDEN __thread etch_tls etch__tls
     __attribute__((tls_model("initial-exec")));
+/* "No writer": all zeros, so its room check (cur < fast_end) fails. */
+extern ETCH_HIDDEN etch_writer etch__null_writer;
+
+/* This thread's writer for `slot`, or NULL. */
+ETCH_INLINE etch_writer *etch__tls_writer(uint32_t slot) {
+  etch_writer *w = etch__tls.w[slot];
+  return w == &etch__null_writer ? NULL : w;
+}
+ETCH_INLINE void etch__tls_forget(uint32_t slot) {
+  etch__tls.w[slot] = &etch__null_writer;
+  etch__tls.gen[slot] = 0;
+}
+/* The fast path's room check; fast_end is zeroed from other threads when
+ * the writer's session is freed. */
+ETCH_INLINE bool etch__writer_has_room(const etch_writer *w) {
+  return (uintptr_t)w->st.cur < __atomic_load_n(&w->fast_end, __ATOMIC_RELAXED);
+}
 
 /*
  * Returns this thread's writer for `slot`, creating/replacing it as needed

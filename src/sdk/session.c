@@ -386,15 +386,20 @@ void etch_session_free(etch_session *s) {
   if (etch__g.slots[s->slot] == s) {
     etch__g.slots[s->slot] = NULL;
     uint32_t g = etch__slot_gen[s->slot] + 1;
-    __atomic_store_n(&etch__slot_gen[s->slot], g ? g : 1, __ATOMIC_RELAXED);
+    __atomic_store_n(&etch__slot_gen[s->slot], g ? g : 1, __ATOMIC_SEQ_CST);
   }
   pthread_mutex_unlock(&etch__g.lock);
+  /* Send every writer still attached to its slow path (after the new
+   * generation, which that path checks; see etch__writer_set_room). */
+  pthread_mutex_lock(&s->lock);
+  for (etch_writer *w = s->writers; w; w = w->next)
+    __atomic_store_n(&w->fast_end, 0, __ATOMIC_SEQ_CST);
+  pthread_mutex_unlock(&s->lock);
   /* This thread's own writer can go now; others go when their thread
    * notices or exits. */
-  etch_writer *mine = etch__tls.w[s->slot];
+  etch_writer *mine = etch__tls_writer(s->slot);
   if (mine && mine->sess == s) {
-    etch__tls.w[s->slot] = NULL;
-    etch__tls.gen[s->slot] = 0;
+    etch__tls_forget(s->slot);
     etch__writer_detach(mine);
   }
   etch__session_release(s);

@@ -19,7 +19,12 @@
 
 etch_global etch__g = {.lock = PTHREAD_MUTEX_INITIALIZER};
 uint32_t etch__slot_gen[ETCH_MAX_SESSIONS] __attribute__((aligned(64)));
-__thread etch_tls etch__tls __attribute__((tls_model("initial-exec")));
+etch_writer etch__null_writer;
+#define NW &etch__null_writer
+__thread etch_tls etch__tls __attribute__((tls_model("initial-exec"))) = {
+    .w = {NW, NW, NW, NW, NW, NW, NW, NW}};
+#undef NW
+_Static_assert(ETCH_MAX_SESSIONS == 8, "etch__tls initializer");
 
 static pthread_once_t global_once = PTHREAD_ONCE_INIT;
 
@@ -56,8 +61,7 @@ static void atfork_child(void) {
   }
   for (etch_category *c = etch__g.cats; c; c = c->next)
     __atomic_store_n(&c->enabled, 0, __ATOMIC_RELAXED);
-  memset(etch__tls.w, 0, sizeof etch__tls.w);
-  memset(etch__tls.gen, 0, sizeof etch__tls.gen);
+  for (uint32_t i = 0; i < ETCH_MAX_SESSIONS; i++) etch__tls_forget(i);
   __atomic_store_n(&etch__g.process_uuid, new_process_uuid(), __ATOMIC_RELAXED);
   etch__g.pid = (int32_t)getpid();
   for (etch_track *t = etch__g.tracks; t; t = t->next)
@@ -177,7 +181,7 @@ void etch_thread_set_name(const char *name) {
   etch__tls.thread_name_set = true;
   /* Writers of this thread re-emit their descriptor at the next event. */
   for (uint32_t i = 0; i < ETCH_MAX_SESSIONS; i++)
-    if (etch__tls.w[i]) etch__tls.w[i]->reset_deadline = 0;
+    if (etch__tls_writer(i)) etch__tls.w[i]->reset_deadline = 0;
 }
 
 void etch_process_set_name(const char *name) {

@@ -114,30 +114,17 @@ static ETCH_NOINLINE void emit_end_slow(etch_category *cat, uint32_t slot,
 }
 
 /* One session's share of a site event; `begin` is a compile-time constant. */
-/*
- * tls.gen[i] matches the slot's generation only while this thread has a
- * current writer there (tls.gen is 0 for "none"; slot generations are never
- * 0 while a session holds the slot).
- */
-ETCH_INLINE bool tls_current(size_t i) {
-  return etch__tls.gen[i] ==
-         __atomic_load_n(&etch__slot_gen[i], __ATOMIC_RELAXED);
-}
-
 ETCH_INLINE void site_one(etch_site *site, size_t i, uint64_t ticks,
                           bool begin) {
-  if (ETCH_LIKELY(tls_current(i))) {
-    etch_writer *w = etch__tls.w[i];
-    /* The mask is published last: once seen, the template is complete. */
-    uint64_t bit = __atomic_load_n(&site->seen_mask, __ATOMIC_ACQUIRE);
-    uint64_t ns = fast_ns(w, ticks);
-    if (ETCH_LIKELY((uintptr_t)w->st.cur < w->fast_end &&
-                    ns < w->reset_deadline &&
-                    (w->seen_fast[site->seen_word] & bit))) {
-      if (begin) w->depth++;
-      fast_put(w, ns, site->tmpl, site->tmpl_len);
-      return;
-    }
+  etch_writer *w = etch__tls.w[i]; /* never NULL */
+  /* The mask is published last: once seen, the template is complete. */
+  uint64_t bit = __atomic_load_n(&site->seen_mask, __ATOMIC_ACQUIRE);
+  uint64_t ns = fast_ns(w, ticks);
+  if (ETCH_LIKELY(etch__writer_has_room(w) && ns < w->reset_deadline &&
+                  (w->seen_fast[site->seen_word] & bit))) {
+    if (begin) w->depth++;
+    fast_put(w, ns, site->tmpl, site->tmpl_len);
+    return;
   }
   emit_site_slow(site, (uint32_t)i, ticks);
 }
@@ -149,16 +136,13 @@ static const uint8_t end_tmpl[16] = {
     (ETCH_TE_TYPE << 3) | ETCH_PB_VARINT, ETCH_TE_TYPE_SLICE_END};
 
 ETCH_INLINE void end_one(etch_category *cat, size_t i, uint64_t ticks) {
-  if (ETCH_LIKELY(tls_current(i))) {
-    etch_writer *w = etch__tls.w[i];
-    uint64_t ns = fast_ns(w, ticks);
-    if (ETCH_LIKELY((uintptr_t)w->st.cur < w->fast_end &&
-                    ns < w->reset_deadline)) {
-      if (w->depth == 0) return; /* its begin was never recorded */
-      w->depth--;
-      fast_put(w, ns, end_tmpl, 6);
-      return;
-    }
+  etch_writer *w = etch__tls.w[i]; /* never NULL */
+  uint64_t ns = fast_ns(w, ticks);
+  if (ETCH_LIKELY(etch__writer_has_room(w) && ns < w->reset_deadline)) {
+    if (w->depth == 0) return; /* its begin was never recorded */
+    w->depth--;
+    fast_put(w, ns, end_tmpl, 6);
+    return;
   }
   emit_end_slow(cat, (uint32_t)i, ticks);
 }
@@ -273,12 +257,11 @@ ETCH_INLINE void counter_one(etch_site *site, uint32_t mask, uint64_t raw,
   uint64_t ticks = etch__ticks();
   if (ETCH_LIKELY((mask & (mask - 1)) == 0)) {
     size_t i = (size_t)__builtin_ctz(mask);
-    if (ETCH_LIKELY(tls_current(i))) {
-      etch_writer *w = etch__tls.w[i];
+    {
+      etch_writer *w = etch__tls.w[i]; /* never NULL */
       uint64_t bit = __atomic_load_n(&site->seen_mask, __ATOMIC_ACQUIRE);
       uint64_t ns = fast_ns(w, ticks);
-      if (ETCH_LIKELY((uintptr_t)w->st.cur < w->fast_end &&
-                      ns < w->reset_deadline &&
+      if (ETCH_LIKELY(etch__writer_has_room(w) && ns < w->reset_deadline &&
                       (w->seen_fast[site->seen_word] & bit))) {
         uint8_t *p = w->st.cur;
         uint8_t *q = p + 1;
@@ -629,12 +612,10 @@ static void emit_general(etch_writer *w, etch_site *site, etch_category *cat,
 /* This thread's writer for slot `i`, ready for a packet: the quick checks
  * inline, everything else in etch__writer_prepare. */
 ETCH_INLINE etch_writer *ready_writer(uint32_t i, uint64_t ticks) {
-  if (ETCH_LIKELY(tls_current(i))) {
-    etch_writer *w = etch__tls.w[i];
-    if (ETCH_LIKELY((uintptr_t)w->st.cur < w->fast_end &&
-                    fast_ns(w, ticks) < w->reset_deadline))
-      return w;
-  }
+  etch_writer *w = etch__tls.w[i]; /* never NULL */
+  if (ETCH_LIKELY(etch__writer_has_room(w) &&
+                  fast_ns(w, ticks) < w->reset_deadline))
+    return w;
   return etch__writer_prepare(i, ticks);
 }
 

@@ -25,12 +25,11 @@ static void copy_name(char dst[64], const char *src) {
 static pthread_once_t tls_key_once = PTHREAD_ONCE_INIT;
 
 static void tls_destroy(void *arg) {
-  etch_tls *t = (etch_tls *)arg;
+  (void)arg; /* &etch__tls of the exiting thread */
   for (uint32_t i = 0; i < ETCH_MAX_SESSIONS; i++) {
-    if (t->w[i]) {
-      etch_writer *w = t->w[i];
-      t->w[i] = NULL;
-      t->gen[i] = 0;
+    etch_writer *w = etch__tls_writer(i);
+    if (w) {
+      etch__tls_forget(i);
       etch__writer_detach(w);
     }
   }
@@ -45,7 +44,7 @@ static void set_no_chunk(etch_writer *w) {
   w->payload = NULL;
   w->st.cur = w->st.end = w->st.seg = NULL;
   w->chunk_flags = 0;
-  w->fast_end = 0;
+  __atomic_store_n(&w->fast_end, 0, __ATOMIC_RELAXED);
 }
 
 /* Publishes and completes the current chunk. */
@@ -70,7 +69,13 @@ static bool take_chunk(etch_writer *w, uint32_t flags) {
   w->st.cur = w->payload;
   w->st.seg = w->payload;
   w->st.end = w->payload + etch__buffer_payload_size(b);
-  w->fast_end = (uintptr_t)w->st.end - ETCH_FAST_MAX;
+  /* Seq-cst store, then the generation: either etch_session_free's zero
+   * lands after this store, or this load sees its new generation. */
+  __atomic_store_n(&w->fast_end, (uintptr_t)w->st.end - ETCH_FAST_MAX,
+                   __ATOMIC_SEQ_CST);
+  if (__atomic_load_n(&etch__slot_gen[w->slot], __ATOMIC_SEQ_CST) !=
+      w->sess->gen)
+    __atomic_store_n(&w->fast_end, 0, __ATOMIC_RELAXED);
   if (b->fill == ETCH_BUFFER_RING) {
     /* Keep a reset in the newest part of a ring that wraps quickly. */
     uint64_t span = b->nchunks / 4 ? b->nchunks / 4 : 1;
@@ -445,10 +450,9 @@ void etch__writer_drop(etch_writer *w, uint64_t ticks) {
 etch_writer *etch__writer_prepare(uint32_t slot, uint64_t ticks) {
   etch_tls *t = &etch__tls;
   uint32_t gen = __atomic_load_n(&etch__slot_gen[slot], __ATOMIC_RELAXED);
-  etch_writer *w = t->w[slot];
+  etch_writer *w = etch__tls_writer(slot);
   if (w && t->gen[slot] != gen) {
-    t->w[slot] = NULL;
-    t->gen[slot] = 0;
+    etch__tls_forget(slot);
     etch__writer_detach(w);
     w = NULL;
   }

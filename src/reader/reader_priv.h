@@ -1,0 +1,25 @@
+/*
+ * reader_priv.h - knobs of the reader for the query part (not public API).
+ */
+#ifndef ETCH_READER_PRIV_H
+#define ETCH_READER_PRIV_H
+
+#include <stdbool.h>
+
+#include "etch/reader.h"
+
+/*
+ * With `match` false, SLICE_END events are delivered even when no slice is
+ * open on their track (and misplaced_end_event is not counted): for a
+ * consumer that reads in file order and matches ends itself, after putting
+ * a track's events in timestamp order. Call before etch_reader_run.
+ */
+void etch__reader_set_match_ends(etch_reader *r, bool match);
+
+/*
+ * From inside a callback: stop reading after the current packet.
+ * etch_reader_run then returns ETCH_OK with what was read so far.
+ */
+void etch__reader_stop(etch_reader *r);
+
+#endif /* ETCH_READER_PRIV_H */
