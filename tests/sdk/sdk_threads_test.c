@@ -162,3 +162,34 @@ TEST(fork_child_does_not_inherit_or_corrupt) {
   td_free(&t);
   etch_session_free(s);
 }
+
+/* A thread holds a writer for a session that another thread frees; a new
+ * session takes the same slot. The thread's next events must reach the new
+ * session, not the stale writer. */
+static int phase;
+static void *phased(void *arg) {
+  (void)arg;
+  ETCH_INSTANT(work, "to a");
+  __atomic_store_n(&phase, 1, __ATOMIC_SEQ_CST);
+  while (__atomic_load_n(&phase, __ATOMIC_SEQ_CST) != 2) usleep(100);
+  for (int i = 0; i < 100; i++) ETCH_INSTANT(work, "to b");
+  return NULL;
+}
+
+TEST(freed_session_slot_reused_while_thread_holds_writer) {
+  etch_session *a = start_session("compression=none");
+  pthread_t th;
+  pthread_create(&th, NULL, phased, NULL);
+  while (__atomic_load_n(&phase, __ATOMIC_SEQ_CST) != 1) usleep(100);
+  etch_session_free(a);
+  etch_session *b = start_session("compression=none");
+  __atomic_store_n(&phase, 2, __ATOMIC_SEQ_CST);
+  pthread_join(th, NULL);
+  etch_session_stop(b);
+  td_trace t;
+  read_trace(b, "slot_reuse_threads", &t);
+  ASSERT_EQ_U64(td_count(&t, 3, "to b"), 100);
+  ASSERT_EQ_U64(td_count(&t, 3, "to a"), 0);
+  td_free(&t);
+  etch_session_free(b);
+}
