@@ -89,10 +89,6 @@ static void section(report *r, const char *title) {
   fprintf(r->out, "%s\n", title);
 }
 
-static const char *text_or(sqlite3_stmt *st, int col, const char *dflt) {
-  const char *s = (const char *)sqlite3_column_text(st, col);
-  return s ? s : dflt;
-}
 
 /* The effective duration of a slice: open ones run to the end. */
 #define EFF_DUR \
@@ -432,15 +428,8 @@ static void trace_section(report *r) {
 }
 
 static void top_section(report *r, bool by_self) {
-  char sql[768];
-  /* slice_summary: per-name totals the importer kept (dur != 0 slices,
-   * open ones up to the end of the trace). */
-  snprintf(sql, sizeof sql,
-           "SELECT name, count, total_dur, self_dur, max_dur FROM "
-           "slice_summary ORDER BY %s DESC, name LIMIT %d",
-           by_self ? "self_dur" : "total_dur", r->o->top > 0 ? r->o->top : 10);
-  sqlite3_stmt *st = prep(r, sql);
-  if (!st) return;
+  const etch__stats_top *rows = by_self ? r->d->by_self : r->d->by_total;
+  size_t n = by_self ? r->d->n_by_self : r->d->n_by_total;
   etch__tt *t = NULL;
   if (r->o->json) {
     jopen(r, by_self ? "top_by_self" : "top_by_total", '[');
@@ -450,13 +439,11 @@ static void top_section(report *r, bool by_self) {
     const char *h[] = {"name", "count", "total", "self", "avg", "max"};
     for (size_t i = 0; i < 6; i++) etch__tt_header(t, i, h[i], i > 0);
   }
-  int rc;
-  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-    const char *name = (const char *)sqlite3_column_text(st, 0);
-    int64_t count = sqlite3_column_int64(st, 1);
-    int64_t total = sqlite3_column_int64(st, 2);
-    int64_t self = sqlite3_column_int64(st, 3);
-    int64_t max = sqlite3_column_int64(st, 4);
+  size_t limit = r->o->top > 0 ? (size_t)r->o->top : 10;
+  for (size_t i = 0; i < n && i < limit; i++) {
+    const char *name = rows[i].name;
+    int64_t count = rows[i].count, total = rows[i].total,
+            self = rows[i].self, max = rows[i].max;
     int64_t avg = count ? total / count : 0;
     if (r->o->json) {
       jopen(r, NULL, '{');
@@ -481,7 +468,6 @@ static void top_section(report *r, bool by_self) {
     etch__tt_cell(t, c);
     etch__tt_cell(t, d);
   }
-  finish(r, st, rc);
   if (r->o->json) {
     jclose(r, ']');
   } else {
@@ -494,17 +480,6 @@ static void top_section(report *r, bool by_self) {
 }
 
 static void threads_section(report *r) {
-  /* Grouped by track first (one pass over depth-0 slices), then joined. */
-  sqlite3_stmt *st = prep(
-      r,
-      "SELECT th.name, th.tid, p.pid, p.name, sum(b.busy) AS busy "
-      "FROM (SELECT track_id, sum(" EFF_DUR ") AS busy FROM slice "
-      "WHERE depth = 0 AND dur != 0 GROUP BY track_id) b "
-      "JOIN track tr ON b.track_id = tr.id "
-      "JOIN thread th ON tr.utid = th.utid "
-      "LEFT JOIN process p ON th.upid = p.upid "
-      "GROUP BY th.utid ORDER BY busy DESC, th.tid");
-  if (!st) return;
   int64_t dur = r->start <= r->end ? r->end - r->start : 0;
   etch__tt *t = NULL;
   if (r->o->json) {
@@ -516,32 +491,34 @@ static void threads_section(report *r) {
     const bool right[] = {false, true, false, true, true, true};
     for (size_t i = 0; i < 6; i++) etch__tt_header(t, i, h[i], right[i]);
   }
-  int rc;
-  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-    int64_t busy = sqlite3_column_int64(st, 4);
+  for (size_t i = 0; i < r->d->nthr; i++) {
+    const etch__stats_thread *th = &r->d->thr[i];
+    int64_t busy = th->busy;
     if (r->o->json) {
       jopen(r, NULL, '{');
-      jstr(r, "thread", (const char *)sqlite3_column_text(st, 0));
-      jint(r, "tid", sqlite3_column_int64(st, 1));
-      jstr(r, "process", (const char *)sqlite3_column_text(st, 3));
-      jint(r, "pid", sqlite3_column_int64(st, 2));
+      jstr(r, "thread", th->thread);
+      jint(r, "tid", th->tid);
+      jstr(r, "process", th->process);
+      jint(r, "pid", th->has_pid ? th->pid : 0);
       jint(r, "busy_ns", busy);
       jclose(r, '}');
       continue;
     }
     char b[32];
     etch__fmt_dur(b, sizeof b, busy);
-    etch__tt_cell(t, text_or(st, 0, "-"));
-    etch__tt_cell(t, text_or(st, 1, "-"));
-    etch__tt_cell(t, text_or(st, 3, "-"));
-    etch__tt_cell(t, text_or(st, 2, "-"));
+    etch__tt_cell(t, or_dash(th->thread));
+    etch__tt_cellf(t, "%lld", (long long)th->tid);
+    etch__tt_cell(t, or_dash(th->process));
+    if (th->has_pid)
+      etch__tt_cellf(t, "%lld", (long long)th->pid);
+    else
+      etch__tt_cell(t, "-");
     etch__tt_cell(t, b);
     if (dur > 0)
       etch__tt_cellf(t, "%.1f%%", 100.0 * (double)busy / (double)dur);
     else
       etch__tt_cell(t, "-");
   }
-  finish(r, st, rc);
   if (r->o->json) {
     jclose(r, ']');
   } else {
@@ -554,17 +531,6 @@ static void threads_section(report *r) {
 }
 
 static void counters_section(report *r) {
-  /* "last" is the value at the largest ts (SQLite takes a bare column
-   * from the row that gives max()). */
-  sqlite3_stmt *st = prep(
-      r,
-      "SELECT tr.name, tr.unit, a.n, a.lo, a.hi, a.mean, l.value "
-      "FROM (SELECT track_id, count(*) AS n, min(value) AS lo, "
-      "max(value) AS hi, avg(value) AS mean FROM counter GROUP BY track_id) a "
-      "JOIN (SELECT track_id, value, max(ts) FROM counter GROUP BY track_id) l "
-      "ON l.track_id = a.track_id "
-      "JOIN track tr ON tr.id = a.track_id ORDER BY tr.name, tr.id");
-  if (!st) return;
   etch__tt *t = NULL;
   if (r->o->json) {
     jopen(r, "counters", '[');
@@ -574,30 +540,30 @@ static void counters_section(report *r) {
     const char *h[] = {"track", "unit", "count", "min", "max", "mean", "last"};
     for (size_t i = 0; i < 7; i++) etch__tt_header(t, i, h[i], i > 1);
   }
-  int rc;
-  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+  for (size_t i = 0; i < r->d->nctr; i++) {
+    const etch__stats_counter *c = &r->d->ctr[i];
     if (r->o->json) {
       jopen(r, NULL, '{');
-      jstr(r, "track", (const char *)sqlite3_column_text(st, 0));
-      jstr(r, "unit", (const char *)sqlite3_column_text(st, 1));
-      jint(r, "count", sqlite3_column_int64(st, 2));
-      jnum(r, "min", sqlite3_column_double(st, 3));
-      jnum(r, "max", sqlite3_column_double(st, 4));
-      jnum(r, "mean", sqlite3_column_double(st, 5));
-      jnum(r, "last", sqlite3_column_double(st, 6));
+      jstr(r, "track", c->track);
+      jstr(r, "unit", c->unit);
+      jint(r, "count", c->count);
+      jnum(r, "min", c->min);
+      jnum(r, "max", c->max);
+      jnum(r, "mean", c->mean);
+      jnum(r, "last", c->last);
       jclose(r, '}');
       continue;
     }
-    etch__tt_cell(t, text_or(st, 0, "-"));
-    etch__tt_cell(t, text_or(st, 1, "-"));
-    etch__tt_cellf(t, "%lld", (long long)sqlite3_column_int64(st, 2));
-    for (int c = 3; c <= 6; c++) {
+    etch__tt_cell(t, or_dash(c->track));
+    etch__tt_cell(t, or_dash(c->unit));
+    etch__tt_cellf(t, "%lld", (long long)c->count);
+    const double v4[4] = {c->min, c->max, c->mean, c->last};
+    for (int k = 0; k < 4; k++) {
       char v[48];
-      fmt_num(v, sizeof v, sqlite3_column_double(st, c));
+      fmt_num(v, sizeof v, v4[k]);
       etch__tt_cell(t, v);
     }
   }
-  finish(r, st, rc);
   if (r->o->json) {
     jclose(r, ']');
   } else {
@@ -610,11 +576,6 @@ static void counters_section(report *r) {
 }
 
 static void loss_section(report *r) {
-  sqlite3_stmt *st = prep(r,
-                          "SELECT name, value, description FROM stats "
-                          "WHERE severity IN ('data_loss', 'error') "
-                          "AND value != 0 ORDER BY rowid");
-  if (!st) return;
   etch__tt *t = NULL;
   if (r->o->json) {
     jopen(r, "data_loss", '{');
@@ -626,33 +587,21 @@ static void loss_section(report *r) {
     etch__tt_header(t, 1, "value", true);
     etch__tt_header(t, 2, "meaning", false);
   }
-  int rc;
-  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+  for (size_t i = 0; i < r->d->nloss; i++) {
+    const etch__stats_loss *l = &r->d->loss[i];
     if (r->o->json) {
-      jint(r, text_or(st, 0, ""), sqlite3_column_int64(st, 1));
+      jint(r, l->name, l->value);
       continue;
     }
-    etch__tt_cell(t, text_or(st, 0, ""));
-    etch__tt_cellf(t, "%lld", (long long)sqlite3_column_int64(st, 1));
-    etch__tt_cell(t, text_or(st, 2, ""));
+    etch__tt_cell(t, l->name);
+    etch__tt_cellf(t, "%lld", (long long)l->value);
+    etch__tt_cell(t, l->description);
   }
-  finish(r, st, rc);
   size_t nstats = etch__tt_rows(t);
   if (r->o->json) jclose(r, '}');
   else if (nstats) etch__tt_print(t, r->out, "  ", true);
   etch__tt_free(t);
 
-  /* Events the SDK dropped, reported per thread as etch.dropped_events. */
-  st = prep(r,
-            "SELECT th.name, th.tid, p.pid, sum(a.int_value) FROM slice s "
-            "JOIN args a ON a.arg_set_id = s.arg_set_id "
-            "AND a.key = 'debug.count' "
-            "JOIN track tr ON s.track_id = tr.id "
-            "LEFT JOIN thread th ON tr.utid = th.utid "
-            "LEFT JOIN process p ON th.upid = p.upid "
-            "WHERE s.name = 'etch.dropped_events' "
-            "GROUP BY tr.id ORDER BY th.tid");
-  if (!st) return;
   if (r->o->json) {
     jopen(r, "dropped_events", '[');
   } else {
@@ -660,22 +609,28 @@ static void loss_section(report *r) {
     const char *h[] = {"thread", "tid", "pid", "dropped events"};
     for (size_t i = 0; i < 4; i++) etch__tt_header(t, i, h[i], i > 0);
   }
-  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+  for (size_t i = 0; i < r->d->ndrop; i++) {
+    const etch__stats_dropped *x = &r->d->drop[i];
     if (r->o->json) {
       jopen(r, NULL, '{');
-      jstr(r, "thread", (const char *)sqlite3_column_text(st, 0));
-      jint(r, "tid", sqlite3_column_int64(st, 1));
-      jint(r, "pid", sqlite3_column_int64(st, 2));
-      jint(r, "dropped", sqlite3_column_int64(st, 3));
+      jstr(r, "thread", x->thread);
+      jint(r, "tid", x->has_tid ? x->tid : 0);
+      jint(r, "pid", x->has_pid ? x->pid : 0);
+      jint(r, "dropped", x->dropped);
       jclose(r, '}');
       continue;
     }
-    etch__tt_cell(t, text_or(st, 0, "-"));
-    etch__tt_cell(t, text_or(st, 1, "-"));
-    etch__tt_cell(t, text_or(st, 2, "-"));
-    etch__tt_cellf(t, "%lld", (long long)sqlite3_column_int64(st, 3));
+    etch__tt_cell(t, or_dash(x->thread));
+    if (x->has_tid)
+      etch__tt_cellf(t, "%lld", (long long)x->tid);
+    else
+      etch__tt_cell(t, "-");
+    if (x->has_pid)
+      etch__tt_cellf(t, "%lld", (long long)x->pid);
+    else
+      etch__tt_cell(t, "-");
+    etch__tt_cellf(t, "%lld", (long long)x->dropped);
   }
-  finish(r, st, rc);
   if (r->o->json) {
     jclose(r, ']');
     jclose(r, '}');
@@ -690,23 +645,13 @@ static void loss_section(report *r) {
   etch__tt_free(t);
 }
 
-int etch__query_stats(sqlite3 *db, FILE *out, const etch__stats_opts *opts) {
+void etch__stats_print(const etch__stats_data *d, FILE *out,
+                       const etch__stats_opts *opts) {
   etch__stats_opts dflt = {.top = 10};
-  report r = {.db = db, .out = out, .o = opts ? opts : &dflt};
+  report r = {.out = out, .o = opts ? opts : &dflt, .d = d};
   r.first_section = true;
-  r.start = 1;
-  r.end = 0;
-  sqlite3_stmt *st = prep(&r, "SELECT start_ts, end_ts FROM trace_bounds");
-  if (!st) return r.rc;
-  int rc = sqlite3_step(st);
-  if (rc == SQLITE_ROW) {
-    if (sqlite3_column_type(st, 0) != SQLITE_NULL) {
-      r.start = sqlite3_column_int64(st, 0);
-      r.end = sqlite3_column_int64(st, 1);
-    }
-    rc = SQLITE_DONE;
-  }
-  finish(&r, st, rc);
+  r.start = d->start;
+  r.end = d->end;
   if (r.o->json) {
     r.json_first = true;
     fputc('{', out);
@@ -720,5 +665,15 @@ int etch__query_stats(sqlite3 *db, FILE *out, const etch__stats_opts *opts) {
   }
   loss_section(&r);
   if (r.o->json) fputs("}\n", out);
-  return r.rc;
+}
+
+int etch__query_stats(sqlite3 *db, FILE *out, const etch__stats_opts *opts) {
+  etch__stats_opts dflt = {.top = 10};
+  if (!opts) opts = &dflt;
+  etch__stats_data d;
+  int rc = etch__stats_data_from_db(db, opts->top > 0 ? opts->top : 10, &d);
+  if (rc) return rc;
+  etch__stats_print(&d, out, opts);
+  etch__stats_data_free(&d);
+  return ETCH_OK;
 }

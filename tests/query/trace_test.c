@@ -305,3 +305,160 @@ TEST(trace_empty_is_fine) {
   QT_ASSERT(db, "SELECT * FROM trace_bounds", "start_ts,end_ts\n,\n");
   sqlite3_close(db);
 }
+
+/* ---- file order: held tracks, restarts, stats without a database ------------ */
+
+static sqlite3 *import_order(const tb *t, bool ts_order) {
+  sqlite3 *db;
+  ASSERT_OK(etch__query_db_open(&db, NULL));
+  etch__import_opts o = {.all_args = true, .indexes = true,
+                         .timestamp_order = ts_order};
+  ASSERT_OK(etch__query_import_memory(db, tb_data(t), tb_len(t), "test", &o,
+                                     NULL));
+  return db;
+}
+
+/*
+ * A named track written by two sequences whose chunks are in the file one
+ * after the other, so its events arrive out of time order: sequence 1 has
+ * a [100, 400) and c [500, 700), sequence 2 (later in the file) has
+ * b [200, 300) with an instant at 250, d [600, 650) and an end at 800 with
+ * nothing open. In time order b nests in a and d in c. The end of a carries
+ * an arg (attached to a); a flow goes from b to c in time order although c
+ * comes first in the file. A thread track is interleaved with them.
+ */
+static void build_interleaved(tb *t) {
+  const int B = ETCH_TE_TYPE_SLICE_BEGIN, E = ETCH_TE_TYPE_SLICE_END,
+            I = ETCH_TE_TYPE_INSTANT;
+  tb_process_track(t, 1, kProc, 10, "app");
+  tb_thread_track(t, 1, kMain, 10, 10, "main");
+  tb_named_track(t, 1, kQueue, kProc, "async");
+  tb_event(t, 1, 100, kQueue, B, "c", "a");
+  tb_event(t, 1, 150, kMain, B, "c", "m");
+  tb_event_open(t, 1, 400, kQueue, E, NULL, NULL);
+  da_open(t, "status");
+  tb_varint(t, ETCH_DA_INT_VALUE, 7);
+  tb_close(t);
+  tb_end(t);
+  tb_event_open(t, 1, 500, kQueue, B, "c", "c");
+  tb_fixed64(t, ETCH_TE_FLOW_IDS, 5);
+  tb_end(t);
+  tb_event(t, 1, 700, kQueue, E, NULL, NULL);
+  tb_event(t, 1, 900, kMain, E, NULL, NULL);
+  tb_event_open(t, 2, 200, kQueue, B, "c", "b");
+  tb_fixed64(t, ETCH_TE_FLOW_IDS, 5);
+  tb_end(t);
+  tb_event(t, 2, 250, kQueue, I, "c", "i");
+  tb_event(t, 2, 300, kQueue, E, NULL, NULL);
+  tb_event(t, 2, 600, kQueue, B, "c", "d");
+  tb_event(t, 2, 650, kQueue, E, NULL, NULL);
+  tb_event(t, 2, 800, kQueue, E, NULL, NULL);
+}
+
+TEST(stream_named_track_from_two_sequences_nests_in_time_order) {
+  tb t;
+  tb_init(&t);
+  build_interleaved(&t);
+  for (int ts_order = 0; ts_order <= 1; ts_order++) {
+    sqlite3 *db = import_order(&t, ts_order);
+    QT_ASSERT(db,
+              "SELECT s.name, s.ts, s.dur, s.depth, p.name AS parent, "
+              "s.self_dur, tr.name AS track FROM slice s "
+              "JOIN track tr ON tr.id = s.track_id "
+              "LEFT JOIN slice p ON p.id = s.parent_id ORDER BY s.ts",
+              "name,ts,dur,depth,parent,self_dur,track\n"
+              "a,100,300,0,,200,async\n"
+              "m,150,750,0,,750,main\n"
+              "b,200,100,1,a,100,async\n"
+              "i,250,0,2,b,0,async\n"
+              "c,500,200,0,,150,async\n"
+              "d,600,50,1,c,50,async\n");
+    QT_ASSERT(db,
+              "SELECT s.name, a.key, a.int_value FROM slice s "
+              "JOIN args a USING(arg_set_id)",
+              "name,key,int_value\na,debug.status,7\n");
+    QT_ASSERT(db,
+              "SELECT o.name AS out, i.name AS inn FROM flow f "
+              "JOIN slice o ON o.id = f.slice_out "
+              "JOIN slice i ON i.id = f.slice_in",
+              "out,inn\nb,c\n");
+    QT_ASSERT(db, "SELECT value FROM stats WHERE name = 'misplaced_end_event'",
+              "value\n1\n");
+    /* Ids: unique, parents before children. */
+    QT_ASSERT(db,
+              "SELECT count(*) FROM slice c JOIN slice p ON p.id = c.parent_id "
+              "WHERE p.id >= c.id",
+              "count(*)\n0\n");
+    sqlite3_close(db);
+  }
+  tb_free(&t);
+}
+
+/*
+ * A thread track whose timestamps go back (explicit timestamps): y
+ * [200, 300) comes after x [100, 500) in the file but nests in it. The
+ * file-order import notices and reads again with every track held.
+ */
+TEST(stream_thread_track_back_in_time_reads_again) {
+  const int B = ETCH_TE_TYPE_SLICE_BEGIN, E = ETCH_TE_TYPE_SLICE_END;
+  tb t;
+  tb_init(&t);
+  tb_thread_track(&t, 1, kMain, 10, 10, "main");
+  tb_event(&t, 1, 100, kMain, B, "c", "x");
+  tb_event(&t, 1, 500, kMain, E, NULL, NULL);
+  tb_event(&t, 1, 200, kMain, B, "c", "y");
+  tb_event(&t, 1, 300, kMain, E, NULL, NULL);
+  sqlite3 *db = import_order(&t, false);
+  QT_ASSERT(db,
+            "SELECT s.name, s.ts, s.dur, s.depth, p.name AS parent "
+            "FROM slice s LEFT JOIN slice p ON p.id = s.parent_id "
+            "ORDER BY s.ts",
+            "name,ts,dur,depth,parent\nx,100,400,0,\ny,200,100,1,x\n");
+  QT_ASSERT(db, "SELECT count(*) FROM thread", "count(*)\n1\n");
+  sqlite3_close(db);
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  etch__stats_opts so = {.top = 10};
+  ASSERT_OK(etch__query_stats_memory(tb_data(&t), tb_len(&t), f, &so));
+  fclose(f);
+  if (!strstr(buf, "x         1  400 ns  300 ns  400 ns  400 ns"))
+    FAIL("%s", buf);
+  free(buf);
+  tb_free(&t);
+}
+
+static char *stats_text(sqlite3 *db, const tb *t, bool json) {
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  etch__stats_opts so = {.top = 10, .json = json};
+  if (db)
+    ASSERT_OK(etch__query_stats(db, f, &so));
+  else
+    ASSERT_OK(etch__query_stats_memory(tb_data(t), tb_len(t), f, &so));
+  fclose(f);
+  return buf;
+}
+
+/* The report computed while reading equals the one from the tables. */
+TEST(stream_stats_equal_the_tables) {
+  void (*builders[])(tb *) = {build_basic, build_interleaved};
+  for (size_t k = 0; k < ETCH_ARRAY_SIZE(builders); k++) {
+    tb t;
+    tb_init(&t);
+    builders[k](&t);
+    for (int json = 0; json <= 1; json++) {
+      char *streamed = stats_text(NULL, &t, json);
+      for (int ts_order = 0; ts_order <= 1; ts_order++) {
+        sqlite3 *db = import_order(&t, ts_order);
+        char *tables = stats_text(db, &t, json);
+        ASSERT_TEXT(streamed, tables);
+        free(tables);
+        sqlite3_close(db);
+      }
+      free(streamed);
+    }
+    tb_free(&t);
+  }
+}

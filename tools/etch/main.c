@@ -173,8 +173,7 @@ static int load(const char *path, const char *db_path, bool all_args,
     return runtime_error("%s", etch_last_error());
   etch__import_opts o = {.all_args = all_args,
                          .indexes = indexes,
-                         .progress = isatty(STDERR_FILENO) != 0,
-                         .timestamp_order = true};
+                         .progress = isatty(STDERR_FILENO) != 0};
   if (etch__query_import_file(db, path, &o, NULL) != ETCH_OK) {
     int err = runtime_error("%s", etch_last_error());
     sqlite3_close(db);
@@ -186,6 +185,34 @@ static int load(const char *path, const char *db_path, bool all_args,
 }
 
 /* ---- stats --------------------------------------------------------------------- */
+
+/*
+ * The stats report of a database written by `etch query --db` (from its
+ * tables), or of a trace (computed while reading it, without a database).
+ */
+static int stats_of(const char *path, const etch__stats_opts *so) {
+  int rc = check_readable(path);
+  if (rc) return rc;
+  if (etch__query_is_sqlite_file(path)) {
+    sqlite3 *db = NULL;
+    rc = load(path, NULL, false, false, &db);
+    if (!rc && etch__query_stats(db, stdout, so) != ETCH_OK)
+      rc = runtime_error("%s", etch_last_error());
+    sqlite3_close(db);
+    return rc;
+  }
+  /* Into memory first: an error must not leave half a report. */
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *mem = open_memstream(&buf, &len);
+  if (!mem) return runtime_error("out of memory");
+  if (etch__query_stats_file(path, mem, so) != ETCH_OK)
+    rc = runtime_error("%s", etch_last_error());
+  fclose(mem);
+  if (!rc) fwrite(buf, 1, len, stdout);
+  free(buf);
+  return rc;
+}
 
 static int cmd_stats(int argc, char **argv) {
   const command *cmd = find_command("stats");
@@ -218,11 +245,7 @@ static int cmd_stats(int argc, char **argv) {
   if (!rc && o.noperands != 1)
     rc = usage_error(cmd, o.noperands ? "too many arguments"
                                       : "missing the trace file");
-  sqlite3 *db = NULL;
-  if (!rc) rc = load(o.operands[0], NULL, false, false, &db);
-  if (!rc && etch__query_stats(db, stdout, &so) != ETCH_OK)
-    rc = runtime_error("%s", etch_last_error());
-  sqlite3_close(db);
+  if (!rc) rc = stats_of(o.operands[0], &so);
   free(o.operands);
   return rc;
 }
@@ -494,12 +517,8 @@ static int cmd_record(int argc, char **argv) {
   fmt_size(size, sizeof size, (long long)sb.st_size);
   printf("trace: %s (%s)\n\n", out_path, size);
   fflush(stdout);
-  sqlite3 *db = NULL;
-  rc = load(out_path, NULL, false, false, &db);
   etch__stats_opts so = {.top = 5, .compact = true};
-  if (!rc && etch__query_stats(db, stdout, &so) != ETCH_OK)
-    rc = runtime_error("%s", etch_last_error());
-  sqlite3_close(db);
+  rc = stats_of(out_path, &so);
   free(o.operands);
   if (!rc && failed) rc = EXIT_RUNTIME;
   return rc;
