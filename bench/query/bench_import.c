@@ -11,12 +11,13 @@
  * Sequences interleave in blocks of 1000 packets, as chunks do.
  *
  * Each measurement runs in a forked child so that its peak RSS is its own:
- *   reader only        decode and deliver every event, no database
- *   import (stats)     what `etch stats` does: no args, no indexes
- *   stats report       the import above plus the report's queries
+ *   reader only        decode and deliver every event in file order
+ *   import, no args    the streaming import (file order) without args or
+ *                      indexes
+ *   etch stats         the report computed while reading, no database
  *   import (query)     what `etch query` does: every arg, then indexes
- *   import, file order the stats import with events in file order (no
- *                      sorting in the reader: memory stays flat)
+ *   import, ts order   the import with the reader in timestamp order (the
+ *                      C API's default: every event held and sorted)
  *
  *   bench_query_import [events (default 5000000)] [threads (default 4)]
  *                      [mode: 0..4, runs only that one, in-process (perf)]
@@ -51,6 +52,7 @@ typedef struct seq_state {
 } seq_state;
 
 static etch_pb_buf g_buf;
+static uint64_t g_events;
 
 static void packet_begin(etch_pb_nested *n) {
   etch_pb_nested_begin(&g_buf.s, ETCH_TRACE_PACKET, n);
@@ -260,7 +262,7 @@ static void count_event(const etch_event *ev, void *user) {
   ++*(uint64_t *)user;
 }
 
-enum { kReaderOnly, kImportStats, kStatsReport, kImportQuery, kImportFileOrder };
+enum { kReaderOnly, kImportStats, kStatsReport, kImportQuery, kImportTsOrder };
 
 static result run_mode(int mode) {
   result res = {0};
@@ -271,11 +273,21 @@ static result run_mode(int mode) {
     etch_reader *r;
     res.rc = etch_reader_open_memory(&r, data, len);
     if (!res.rc) {
-      etch_reader_set_order(r, ETCH_ORDER_TIMESTAMP);
+      etch_reader_set_order(r, ETCH_ORDER_FILE);
       etch_reader_on(r, NULL, NULL, count_event, &res.events);
       res.rc = etch_reader_run(r);
       etch_reader_close(r);
     }
+    res.seconds = now() - t0;
+    res.cpu = cpu_now() - c0;
+    return res;
+  }
+  if (mode == kStatsReport) {
+    FILE *devnull = fopen("/dev/null", "w");
+    etch__stats_opts so = {.top = 10};
+    res.rc = etch__query_stats_memory(data, len, devnull, &so);
+    fclose(devnull);
+    res.events = g_events;
     res.seconds = now() - t0;
     res.cpu = cpu_now() - c0;
     return res;
@@ -285,21 +297,12 @@ static result run_mode(int mode) {
   if (res.rc) return res;
   etch__import_opts o = {.all_args = mode == kImportQuery,
                          .indexes = mode == kImportQuery,
-                         .timestamp_order = mode != kImportFileOrder};
+                         .timestamp_order = mode == kImportTsOrder};
   etch__import_counts c;
   res.rc = etch__query_import_memory(db, data, len, "bench", &o, &c);
   res.events = c.events;
   res.seconds = now() - t0;
   res.cpu = cpu_now() - c0;
-  if (!res.rc && mode == kStatsReport) {
-    FILE *devnull = fopen("/dev/null", "w");
-    double t1 = now(), c1 = cpu_now();
-    etch__stats_opts so = {.top = 10};
-    res.rc = etch__query_stats(db, devnull, &so);
-    res.report_seconds = now() - t1;
-    res.cpu = cpu_now() - c1;
-    fclose(devnull);
-  }
   sqlite3_close(db);
   return res;
 }
@@ -332,6 +335,7 @@ int main(int argc, char **argv) {
   if (threads < 1) threads = 1;
   double t0 = now();
   generate(events, threads);
+  g_events = events;
   double gen = now() - t0;
   size_t len = etch_pb_buf_len(&g_buf);
   const char *out = getenv("BENCH_TRACE_OUT");
@@ -349,21 +353,16 @@ int main(int argc, char **argv) {
          (double)len / (double)events, gen);
   printf("%-22s %9s %9s %11s %8s %10s\n", "what", "wall (s)", "CPU (s)",
          "events/s", "MB/s", "peak RSS");
-  static const char *names[] = {"reader only", "import (etch stats)",
-                                "stats report", "import (etch query)",
-                                "import, file order"};
+  static const char *names[] = {"reader only", "import, no args",
+                                "etch stats (no db)", "import (etch query)",
+                                "import, ts order"};
   int only = argc > 3 ? atoi(argv[3]) : -1;
-  for (int mode = kReaderOnly; mode <= kImportFileOrder; mode++) {
+  for (int mode = kReaderOnly; mode <= kImportTsOrder; mode++) {
     long rss = 0;
     if (only >= 0 && mode != only) continue;
     result r = only >= 0 ? run_mode(mode) : run_child(mode, &rss);
     if (r.rc) {
       printf("%-24s failed (%d)\n", names[mode], r.rc);
-      continue;
-    }
-    if (mode == kStatsReport) {
-      printf("%-22s %9.2f %9.2f %11s %8s %7.0f MB  (after the import)\n",
-             names[mode], r.report_seconds, r.cpu, "", "", (double)rss / 1024);
       continue;
     }
     printf("%-22s %9.2f %9.2f %11.0f %8.1f %7.0f MB\n", names[mode],

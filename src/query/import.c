@@ -783,10 +783,12 @@ static void hold(etch__importer *imp, qtrack *t, const etch_event *ev,
     h.flow_at = (uint32_t)imp->nhflows;
     h.nflows = (uint32_t)nf;
     h.nterms = (uint32_t)nt;
-    memcpy(imp->hflows + imp->nhflows, ev->flow_ids, nf * sizeof(uint64_t));
+    if (nf)
+      memcpy(imp->hflows + imp->nhflows, ev->flow_ids, nf * sizeof(uint64_t));
     imp->nhflows += nf;
-    memcpy(imp->hflows + imp->nhflows, ev->terminating_flow_ids,
-           nt * sizeof(uint64_t));
+    if (nt)
+      memcpy(imp->hflows + imp->nhflows, ev->terminating_flow_ids,
+             nt * sizeof(uint64_t));
     imp->nhflows += nt;
   }
   t->hev[t->nhev++] = h;

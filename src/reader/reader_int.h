@@ -369,19 +369,38 @@ struct etch_reader {
  */
 ETCH_INLINE bool rd_next(etch_pb_dec *d, etch_pb_field *f) {
   const uint8_t *p = d->p;
-  if (ETCH_LIKELY(d->end - p >= 2 && p[0] < 0x80 && p[0] >= 8 && p[1] < 0x80)) {
+  ptrdiff_t left = d->end - p;
+  if (ETCH_LIKELY(left >= 2 && p[0] < 0x80 && p[0] >= 8)) {
     uint8_t tag = p[0];
-    f->id = tag >> 3;
-    f->wt = tag & 7;
-    f->off = (size_t)(p - d->start);
-    if (f->wt == ETCH_PB_VARINT) {
-      f->u = p[1];
+    uint32_t wt = tag & 7;
+    if (wt == ETCH_PB_VARINT) {
+      /* Varints of up to 3 bytes (timestamp deltas, iids, uuids < 2^21). */
+      uint64_t v = p[1];
+      size_t n = 2;
+      if (v >= 0x80) {
+        if (left >= 3 && p[2] < 0x80) {
+          v = (v & 0x7f) | (uint64_t)p[2] << 7;
+          n = 3;
+        } else if (left >= 4 && p[2] >= 0x80 && p[3] < 0x80) {
+          v = (v & 0x7f) | (uint64_t)(p[2] & 0x7f) << 7 | (uint64_t)p[3] << 14;
+          n = 4;
+        } else {
+          return etch_pb_next(d, f);
+        }
+      }
+      f->id = tag >> 3;
+      f->wt = wt;
+      f->off = (size_t)(p - d->start);
+      f->u = v;
       f->data = NULL;
       f->len = 0;
-      d->p = p + 2;
+      d->p = p + n;
       return true;
     }
-    if (f->wt == ETCH_PB_LEN && p[1] <= d->end - p - 2) {
+    if (wt == ETCH_PB_LEN && p[1] < 0x80 && p[1] <= left - 2) {
+      f->id = tag >> 3;
+      f->wt = wt;
+      f->off = (size_t)(p - d->start);
       f->u = 0;
       f->data = p + 2;
       f->len = p[1];
