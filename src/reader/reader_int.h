@@ -140,8 +140,9 @@ typedef struct rd_vec {
 } rd_vec;
 
 int etch__rd_vec_reserve(rd_vec *v, size_t extra);
+/* Appends n bytes of p; nothing (and no memcpy) when n is 0 or p is NULL. */
 ETCH_INLINE int rd_vec_push(rd_vec *v, const void *p, size_t n) {
-  if (n == 0) return 0;
+  if (n == 0 || !p) return 0;
   if (ETCH_UNLIKELY(v->cap - v->len < n) && etch__rd_vec_reserve(v, n))
     return ETCH_ENOMEM;
   memcpy(v->data + v->len, p, n);
