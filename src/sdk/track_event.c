@@ -619,9 +619,94 @@ ETCH_INLINE etch_writer *ready_writer(uint32_t i, uint64_t ticks) {
   return etch__writer_prepare(i, ticks);
 }
 
+/*
+ * Site events whose extras are one or two scalar args (bool, int, uint,
+ * double, pointer) with keys this sequence has interned (the arg-key cache
+ * hit): the site template plus the annotations, written in place.
+ *
+ *   [size] 40 <delta> 68 02 5A <len+args> <site TrackEvent bytes>
+ *     22 <len> 08 <key iid> <value field>     (per arg)
+ *
+ * Returns false, having written nothing, when any condition fails.
+ */
+#define ARGS_FAST_MAX 2
+
+static bool args_fast(etch_writer *w, etch_site *site, const etch_extra *x,
+                      uint32_t n, uint64_t ticks) {
+  if (n > ARGS_FAST_MAX) return false;
+  uint32_t iid[ARGS_FAST_MAX];
+  for (uint32_t i = 0; i < n; i++) {
+    uint32_t k = x[i].kind;
+    if (k < ETCH_X_ARG_BOOL || k > ETCH_X_ARG_POINTER || k == ETCH_X_ARG_STRING)
+      return false;
+    typeof(&w->da_cache[0]) c = &w->da_cache[((uintptr_t)x[i].name >> 3) & 63];
+    if (c->ptr != x[i].name || c->gen != w->reset_gen || !x[i].name)
+      return false;
+    iid[i] = c->iid;
+  }
+  uint64_t bit = __atomic_load_n(&site->seen_mask, __ATOMIC_ACQUIRE);
+  uint64_t ns = fast_ns(w, ticks);
+  if (!(etch__writer_has_room(w) && ns < w->reset_deadline &&
+        (w->seen_fast[site->seen_word] & bit)))
+    return false;
+  uint8_t *p = w->st.cur;
+  uint8_t *q = p + 1;
+  *q++ = (uint8_t)etch_pb_tag(ETCH_PKT_TIMESTAMP, ETCH_PB_VARINT);
+  q = etch_pb_put_varint(q, ns - w->last_ns);
+  uint8_t *te_len = q + 3; /* the template is 68 02 5A <len> ... */
+  memcpy(q, site->tmpl, 16);
+  q += site->tmpl_len;
+  uint8_t *args = q;
+  for (uint32_t i = 0; i < n; i++) {
+    const etch_extra *a = &x[i];
+    *q = (uint8_t)etch_pb_tag(ETCH_TE_DEBUG_ANNOTATIONS, ETCH_PB_LEN);
+    uint8_t *len = q + 1;
+    q[2] = (uint8_t)etch_pb_tag(ETCH_DA_NAME_IID, ETCH_PB_VARINT);
+    q = etch_pb_put_varint(q + 3, iid[i]);
+    switch (a->kind) {
+      case ETCH_X_ARG_BOOL:
+        *q++ = (uint8_t)etch_pb_tag(ETCH_DA_BOOL_VALUE, ETCH_PB_VARINT);
+        *q++ = a->v.b ? 1 : 0;
+        break;
+      case ETCH_X_ARG_INT:
+        *q++ = (uint8_t)etch_pb_tag(ETCH_DA_INT_VALUE, ETCH_PB_VARINT);
+        q = etch_pb_put_varint(q, (uint64_t)a->v.i);
+        break;
+      case ETCH_X_ARG_UINT:
+        *q++ = (uint8_t)etch_pb_tag(ETCH_DA_UINT_VALUE, ETCH_PB_VARINT);
+        q = etch_pb_put_varint(q, a->v.u);
+        break;
+      case ETCH_X_ARG_DOUBLE: {
+        uint64_t u;
+        memcpy(&u, &a->v.d, sizeof u);
+        *q++ = (uint8_t)etch_pb_tag(ETCH_DA_DOUBLE_VALUE, ETCH_PB_FIXED64);
+        q = etch_pb_put_fixed64(q, u);
+        break;
+      }
+      default: /* ETCH_X_ARG_POINTER */
+        *q++ = (uint8_t)etch_pb_tag(ETCH_DA_POINTER_VALUE, ETCH_PB_VARINT);
+        q = etch_pb_put_varint(q, (uint64_t)(uintptr_t)a->v.p);
+        break;
+    }
+    *len = (uint8_t)(q - len - 1);
+  }
+  *te_len = (uint8_t)(*te_len + (q - args));
+  if (site->type == ETCH_TYPE_SLICE_BEGIN) w->depth++;
+  w->last_ns = ns;
+  p[0] = (uint8_t)(q - p - 1);
+  w->st.cur = q;
+  __atomic_store_n(&w->chunk->used, (uint32_t)((uintptr_t)q - w->pub_base),
+                   __ATOMIC_RELEASE);
+  return true;
+}
+
 void etch__emit(etch_site *site, uint32_t mask, const etch_extra *extras,
                 uint32_t n_extras) {
   uint64_t ticks = etch__ticks();
+  if (ETCH_LIKELY((mask & (mask - 1)) == 0) &&
+      args_fast(etch__tls.w[__builtin_ctz(mask)], site, extras, n_extras,
+                ticks))
+    return;
   if (!__atomic_load_n(&site->seen_mask, __ATOMIC_ACQUIRE)) site_prepare(site);
   do {
     uint32_t i = (uint32_t)__builtin_ctz(mask);

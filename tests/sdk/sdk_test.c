@@ -560,3 +560,40 @@ TEST(config_parse_survives_garbage) {
   etch_session_free(s);
   etch_config_free(c);
 }
+
+/* The same call site many times: after the first event its args take the
+ * fast path; every encoding must decode to the same values. */
+TEST(repeated_args_fast_path) {
+  etch_session *s = start_session("compression=none");
+  int x;
+  for (int i = 0; i < 50; i++) {
+    ETCH_INSTANT(render, "a2", ETCH_ARG_DOUBLE("d", i * 0.5),
+                 ETCH_ARG_POINTER("p", (char *)&x + i));
+    ETCH_SLICE_BEGIN(render, "a1", ETCH_ARG_UINT("u", 1000000u * (unsigned)i));
+    ETCH_INSTANT(render, "b", ETCH_ARG_BOOL("flag", i % 2));
+    ETCH_SLICE_END(render);
+    ETCH_INSTANT(render, "neg", ETCH_ARG_INT("v", -i));
+  }
+  etch_session_stop(s);
+  td_trace t;
+  read_trace(s, "fast_args", &t);
+  ASSERT_EQ_U64(t.nev, 250);
+  for (int i = 0; i < 50; i++) {
+    const td_event *e = &t.ev[i * 5];
+    ASSERT_EQ_STR(e->name, "a2");
+    ASSERT_EQ_INT(e->nargs, 2);
+    ASSERT_EQ_DBL(td_arg_of(e, "d")->d, i * 0.5);
+    ASSERT_EQ_U64(td_arg_of(e, "p")->u, (uintptr_t)((char *)&x + i));
+    e = &t.ev[i * 5 + 1];
+    ASSERT_EQ_INT(e->type, 1);
+    ASSERT_EQ_STR(e->cat, "render");
+    ASSERT_EQ_U64(td_arg_of(e, "u")->u, 1000000ull * (unsigned)i);
+    e = &t.ev[i * 5 + 2];
+    ASSERT_EQ_INT(td_arg_of(e, "flag")->type, TD_BOOL);
+    ASSERT_EQ_U64(td_arg_of(e, "flag")->u, (uint64_t)(i % 2));
+    ASSERT_EQ_INT(t.ev[i * 5 + 3].type, 2);
+    ASSERT_EQ_INT(td_arg_of(&t.ev[i * 5 + 4], "v")->i, -i);
+  }
+  td_free(&t);
+  etch_session_free(s);
+}
