@@ -86,6 +86,8 @@ enum { ETCH_TRACK_KIND_NAMED = 1, ETCH_TRACK_KIND_COUNTER = 2,
 struct etch_track {
   uint64_t key;  /* uuid = mix(process uuid ^ key): moves with a fork */
   uint64_t uuid; /* cached; recomputed in a fork child */
+  uint8_t uuid_enc[16]; /* uuid as a varint, for the counter fast path */
+  uint8_t uuid_len;
   const etch_track *parent; /* NULL = the process */
   char *name;
   char *unit_name;

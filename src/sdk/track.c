@@ -38,6 +38,12 @@ static uint64_t new_process_uuid(void) {
   return v ? v : 1;
 }
 
+static void set_uuid(etch_track *t, uint64_t uuid) {
+  uint8_t *e = etch_pb_put_varint(t->uuid_enc, uuid);
+  t->uuid_len = (uint8_t)(e - t->uuid_enc);
+  __atomic_store_n(&t->uuid, uuid, __ATOMIC_RELAXED);
+}
+
 /* A derived uuid: 56 bits (an 8-byte varint on the wire), never 0. */
 static uint64_t derive_uuid(uint64_t key) {
   uint64_t v = etch__mix64(etch__process_uuid() ^ key) & ETCH_UUID_MASK;
@@ -65,7 +71,7 @@ static void atfork_child(void) {
   __atomic_store_n(&etch__g.process_uuid, new_process_uuid(), __ATOMIC_RELAXED);
   etch__g.pid = (int32_t)getpid();
   for (etch_track *t = etch__g.tracks; t; t = t->next)
-    __atomic_store_n(&t->uuid, derive_uuid(t->key), __ATOMIC_RELAXED);
+    set_uuid(t, derive_uuid(t->key));
   etch__tid_reset();
   etch__session_atfork_child();
 }
@@ -138,7 +144,7 @@ static const etch_track *track_get(uint8_t kind, const char *name, uint64_t id,
     }
     if (t) {
       t->key = key;
-      t->uuid = derive_uuid(key);
+      set_uuid(t, derive_uuid(key));
       t->kind = kind;
       t->unit = unit;
       t->parent = parent;

@@ -279,7 +279,8 @@ ETCH_INLINE void counter_one(etch_site *site, uint32_t mask, uint64_t raw,
         *q++ = (uint8_t)etch_pb_tag(ETCH_TE_NAME_IID, ETCH_PB_VARINT);
         q = etch_pb_put_varint(q, site->id);
         *q++ = (uint8_t)etch_pb_tag(ETCH_TE_TRACK_UUID, ETCH_PB_VARINT);
-        q = etch_pb_put_varint(q, site->counter_track->uuid);
+        memcpy(q, site->counter_track->uuid_enc, 16);
+        q += site->counter_track->uuid_len;
         if (is_double) {
           q = etch_pb_put_tag(q, ETCH_TE_DOUBLE_COUNTER_VALUE, ETCH_PB_FIXED64);
           q = etch_pb_put_fixed64(q, raw);
