@@ -376,6 +376,7 @@ int etch__rd_track_event(etch_reader *r, const rd_src *src, rd_seq *seq,
 
   etch_pb_dec_init(&d, msg, len);
   while (rd_next(&d, &f)) {
+    etch_pb_field fr; /* a copy for the calls taking a field's address */
     switch (f.id) {
       case ETCH_TE_TYPE:
         RD_EXPECT(f, ETCH_PB_VARINT, "TrackEvent.type");
@@ -399,7 +400,8 @@ int etch__rd_track_event(etch_reader *r, const rd_src *src, rd_seq *seq,
           r->rep[REP_CAT].a[r->rep[REP_CAT].n++] = f.u;
           break;
         }
-        rc = etch__rd_repeated(r, src, d.start, &f, false, &r->rep[REP_CAT].a,
+        fr = f;
+        rc = etch__rd_repeated(r, src, d.start, &fr, false, &r->rep[REP_CAT].a,
                       &r->rep[REP_CAT].n, &r->rep[REP_CAT].cap);
         if (rc) return rc;
         break;
@@ -436,33 +438,39 @@ int etch__rd_track_event(etch_reader *r, const rd_src *src, rd_seq *seq,
         break;
       case ETCH_TE_FLOW_IDS:
       case ETCH_TE_FLOW_IDS_OLD:
-        rc = etch__rd_repeated(r, src, d.start, &f, f.id == ETCH_TE_FLOW_IDS, &r->flows,
+        fr = f;
+        rc = etch__rd_repeated(r, src, d.start, &fr, f.id == ETCH_TE_FLOW_IDS, &r->flows,
                       &r->nflows, &r->cap_flows);
         if (rc) return rc;
         break;
       case ETCH_TE_TERMINATING_FLOW_IDS:
       case ETCH_TE_TERMINATING_FLOW_IDS_OLD:
-        rc = etch__rd_repeated(r, src, d.start, &f, f.id == ETCH_TE_TERMINATING_FLOW_IDS,
+        fr = f;
+        rc = etch__rd_repeated(r, src, d.start, &fr, f.id == ETCH_TE_TERMINATING_FLOW_IDS,
                       &r->terms, &r->nterms, &r->cap_terms);
         if (rc) return rc;
         break;
       case ETCH_TE_EXTRA_COUNTER_TRACK_UUIDS:
-        rc = etch__rd_repeated(r, src, d.start, &f, false, &r->rep[REP_XC_U].a,
+        fr = f;
+        rc = etch__rd_repeated(r, src, d.start, &fr, false, &r->rep[REP_XC_U].a,
                       &r->rep[REP_XC_U].n, &r->rep[REP_XC_U].cap);
         if (rc) return rc;
         break;
       case ETCH_TE_EXTRA_COUNTER_VALUES:
-        rc = etch__rd_repeated(r, src, d.start, &f, false, &r->rep[REP_XC_V].a,
+        fr = f;
+        rc = etch__rd_repeated(r, src, d.start, &fr, false, &r->rep[REP_XC_V].a,
                       &r->rep[REP_XC_V].n, &r->rep[REP_XC_V].cap);
         if (rc) return rc;
         break;
       case ETCH_TE_EXTRA_DOUBLE_COUNTER_TRACK_UUIDS:
-        rc = etch__rd_repeated(r, src, d.start, &f, false, &r->rep[REP_XD_U].a,
+        fr = f;
+        rc = etch__rd_repeated(r, src, d.start, &fr, false, &r->rep[REP_XD_U].a,
                       &r->rep[REP_XD_U].n, &r->rep[REP_XD_U].cap);
         if (rc) return rc;
         break;
       case ETCH_TE_EXTRA_DOUBLE_COUNTER_VALUES:
-        rc = etch__rd_repeated(r, src, d.start, &f, true, &r->rep[REP_XD_V].a,
+        fr = f;
+        rc = etch__rd_repeated(r, src, d.start, &fr, true, &r->rep[REP_XD_V].a,
                       &r->rep[REP_XD_V].n, &r->rep[REP_XD_V].cap);
         if (rc) return rc;
         break;
@@ -474,7 +482,7 @@ int etch__rd_track_event(etch_reader *r, const rd_src *src, rd_seq *seq,
         break;
     }
   }
-  if (d.err) return etch__rd_fail_dec(r, src, &d);
+  if (d.err) RD_DEC_FAIL(d);
   (void)cats_overflow;
 
   if (type < ETCH_TE_TYPE_SLICE_BEGIN || type > ETCH_TE_TYPE_COUNTER)

@@ -38,11 +38,6 @@ int etch__rd_bad_wt(etch_reader *r, const rd_src *src, const uint8_t *msg,
                        wt_name(f->wt));
 }
 
-#define RD_EXPECT(f, w, what)                                  \
-  do {                                                      \
-    if (ETCH_UNLIKELY((f).wt != (w)))                       \
-      return etch__rd_bad_wt(r, src, d.start, &(f), what);           \
-  } while (0)
 
 /* ---- sequences -------------------------------------------------------------------- */
 
@@ -475,7 +470,7 @@ static bool packet_time(etch_reader *r, rd_seq *seq, bool has_ts,
     v = k->last + raw;
     k->last = v;
   }
-  if (!etch__rd_clock_convert(r, k, v * k->unit_ns, out)) return false;
+  if (!rd_clock_convert(r, k, v * k->unit_ns, out)) return false;
   if (*out > r->latest_ts) r->latest_ts = *out;
   return true;
 }
@@ -561,7 +556,7 @@ int etch__rd_packet(etch_reader *r, const rd_src *src, uint64_t rec_off,
         break;
     }
   }
-  if (d.err) return etch__rd_fail_dec(r, src, &d);
+  if (d.err) RD_DEC_FAIL(d);
 
   rd_seq *seq = seq_get(r, seq_id);
   if (!seq) return r->nseq >= RD_MAX_SEQUENCES ? ETCH_ELIMIT : ETCH_ENOMEM;

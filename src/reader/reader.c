@@ -218,7 +218,8 @@ int etch__rd_parse_records(etch_reader *r, const rd_src *src, size_t len) {
     const uint8_t *rec = p;
     if (src->depth == 0) {
       r->cur_off = (uint64_t)(rec - start);
-      etch__rd_progress(r, r->cur_off, len, "reading");
+      if (ETCH_UNLIKELY(r->progress))
+        etch__rd_progress(r, r->cur_off, len, "reading");
     }
     uint64_t tag, plen;
     if (ETCH_LIKELY(*p == 0x0A)) {
@@ -232,8 +233,9 @@ int etch__rd_parse_records(etch_reader *r, const rd_src *src, size_t len) {
                            "type %u where a packet (field 1) was expected",
                            (unsigned long long)(tag >> 3), (unsigned)(tag & 7));
     }
-    if (p < end && *p < 0x80) {
-      plen = *p++;
+    const uint8_t *q = rd_varint5(p, end, &plen);
+    if (ETCH_LIKELY(q != NULL)) {
+      p = q;
     } else if (!etch_pb_read_varint(&p, end, &plen)) {
       return etch__rd_fail(r, src, rec, end - p < 10 ? ETCH_ETRUNC : ETCH_EFORMAT,
                            "truncated or malformed packet length");
@@ -298,7 +300,7 @@ void etch__rd_deliver(etch_reader *r, etch_event *ev, rd_track *t) {
     r->last_ts = ev->ts;
   }
   if (!t->delivered) announce_track(r, t, 0);
-  etch__rd_track_resolve(r, t);
+  if (t->res_gen != r->track_gen) etch__rd_track_resolve(r, t);
   ev->pid = t->ev_pid;
   ev->tid = t->ev_tid;
   for (size_t i = 0; i < r->nsubs; i++) {
@@ -370,15 +372,14 @@ static int hold(etch_reader *r, rd_seq *seq, const etch_event *ev,
   return 0;
 }
 
-int etch__rd_emit(etch_reader *r, rd_seq *seq, const etch_event *ev,
+int etch__rd_emit(etch_reader *r, rd_seq *seq, etch_event *ev,
                   rd_track *t) {
   if (r->dump) {
     etch__rd_dump_event(r, ev);
     return 0;
   }
   if (r->order == ETCH_ORDER_FILE) {
-    etch_event e = *ev;
-    etch__rd_deliver(r, &e, t);
+    etch__rd_deliver(r, ev, t); /* fills ev->pid and ev->tid in */
     return 0;
   }
   return hold(r, seq, ev, t);

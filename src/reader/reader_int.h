@@ -58,11 +58,16 @@ typedef struct rd_arena {
   rd_block *first; /* all blocks, in allocation order */
   rd_block *cur;   /* block being filled */
   uint8_t *p, *end;
+  uint8_t *first_p; /* start of the first block's data */
   size_t block_size;
   size_t total; /* bytes of all blocks */
 } rd_arena;
 
 void etch__rd_arena_init(rd_arena *a, size_t block_size);
+/* True when nothing was allocated since the last reset (or ever). */
+ETCH_INLINE bool rd_arena_empty(const rd_arena *a) {
+  return a->cur == a->first && (!a->cur || a->p == a->first_p);
+}
 void etch__rd_arena_free(rd_arena *a);
 void etch__rd_arena_reset(rd_arena *a);
 void *etch__rd_arena_alloc_slow(rd_arena *a, size_t n);
@@ -364,52 +369,119 @@ struct etch_reader {
 /* ---- decoding ------------------------------------------------------------------ */
 
 /*
- * etch_pb_next with an inline fast path for the common shapes (one-byte tag
- * and one-byte varint or length), which are most fields of a track event.
+ * A varint of at most 5 bytes at q (bounded by end), inline: the values of
+ * a track event (deltas, iids, small uuids, lengths) and the 4-byte
+ * redundant lengths libetch reserves for nested messages. NULL when longer
+ * or truncated (the caller falls back to the full decoder).
+ */
+ETCH_INLINE const uint8_t *rd_varint5(const uint8_t *q, const uint8_t *end,
+                                      uint64_t *out) {
+  if (ETCH_LIKELY(q < end && q[0] < 0x80)) {
+    *out = q[0];
+    return q + 1;
+  }
+  if (ETCH_LIKELY(end - q >= 5)) {
+    uint64_t b = q[0], v = b & 0x7f;
+    if (b < 0x80) goto done1;
+    b = q[1];
+    v |= (b & 0x7f) << 7;
+    if (b < 0x80) goto done2;
+    b = q[2];
+    v |= (b & 0x7f) << 14;
+    if (b < 0x80) goto done3;
+    b = q[3];
+    v |= (b & 0x7f) << 21;
+    if (b < 0x80) goto done4;
+    b = q[4];
+    if (b >= 0x80) return NULL;
+    v |= b << 28;
+    *out = v;
+    return q + 5;
+  done1:
+    *out = v;
+    return q + 1;
+  done2:
+    *out = v;
+    return q + 2;
+  done3:
+    *out = v;
+    return q + 3;
+  done4:
+    *out = v;
+    return q + 4;
+  }
+  uint64_t v = 0;
+  for (unsigned i = 0; q + i < end; i++) {
+    uint64_t b = q[i];
+    v |= (b & 0x7f) << (7 * i);
+    if (b < 0x80) {
+      *out = v;
+      return q + i + 1;
+    }
+  }
+  return NULL;
+}
+
+/*
+ * etch_pb_next with an inline fast path for the common shapes (tags of one
+ * or two bytes; varints and lengths of up to 5 bytes, redundant ones
+ * included; fixed64), which are every field of the packets libetch writes.
  * Same results as etch_pb_next in every case.
  */
+/* etch_pb_next through copies, so that the callers' decoder and field do
+ * not escape and can live in registers. */
+ETCH_INLINE bool etch__rd_next_slow(etch_pb_dec *d, etch_pb_field *f) {
+  etch_pb_dec dd = *d;
+  etch_pb_field ff;
+  bool ok = etch_pb_next(&dd, &ff);
+  *d = dd;
+  if (ok) *f = ff;
+  return ok;
+}
+
 ETCH_INLINE bool rd_next(etch_pb_dec *d, etch_pb_field *f) {
-  const uint8_t *p = d->p;
-  ptrdiff_t left = d->end - p;
-  if (ETCH_LIKELY(left >= 2 && p[0] < 0x80 && p[0] >= 8)) {
-    uint8_t tag = p[0];
+  const uint8_t *p = d->p, *end = d->end;
+  if (ETCH_UNLIKELY(p >= end)) return false;
+  if (ETCH_LIKELY(end - p >= 2)) {
+    const uint8_t *q = p + 1;
+    uint32_t tag = p[0];
+    if (tag >= 0x80) {
+      if (q[0] >= 0x80) goto slow;
+      tag = (tag & 0x7f) | (uint32_t)q[0] << 7;
+      q++;
+    }
+    if (ETCH_UNLIKELY(tag < 8)) goto slow; /* field 0 */
     uint32_t wt = tag & 7;
+    uint64_t v;
     if (wt == ETCH_PB_VARINT) {
-      /* Varints of up to 3 bytes (timestamp deltas, iids, uuids < 2^21). */
-      uint64_t v = p[1];
-      size_t n = 2;
-      if (v >= 0x80) {
-        if (left >= 3 && p[2] < 0x80) {
-          v = (v & 0x7f) | (uint64_t)p[2] << 7;
-          n = 3;
-        } else if (left >= 4 && p[2] >= 0x80 && p[3] < 0x80) {
-          v = (v & 0x7f) | (uint64_t)(p[2] & 0x7f) << 7 | (uint64_t)p[3] << 14;
-          n = 4;
-        } else {
-          return etch_pb_next(d, f);
-        }
-      }
-      f->id = tag >> 3;
-      f->wt = wt;
-      f->off = (size_t)(p - d->start);
+      if (!(q = rd_varint5(q, end, &v))) goto slow;
       f->u = v;
       f->data = NULL;
       f->len = 0;
-      d->p = p + n;
-      return true;
-    }
-    if (wt == ETCH_PB_LEN && p[1] < 0x80 && p[1] <= left - 2) {
-      f->id = tag >> 3;
-      f->wt = wt;
-      f->off = (size_t)(p - d->start);
+    } else if (wt == ETCH_PB_LEN) {
+      if (!(q = rd_varint5(q, end, &v)) || v > (uint64_t)(end - q)) goto slow;
       f->u = 0;
-      f->data = p + 2;
-      f->len = p[1];
-      d->p = p + 2 + p[1];
-      return true;
+      f->data = q;
+      f->len = (size_t)v;
+      q += v;
+    } else if (wt == ETCH_PB_FIXED64 && end - q >= 8) {
+      v = 0;
+      for (int i = 7; i >= 0; i--) v = (v << 8) | q[i];
+      f->u = v;
+      f->data = NULL;
+      f->len = 0;
+      q += 8;
+    } else {
+      goto slow;
     }
+    f->id = tag >> 3;
+    f->wt = (uint8_t)wt;
+    f->off = (size_t)(p - d->start);
+    d->p = q;
+    return true;
   }
-  return etch_pb_next(d, f);
+slow:
+  return etch__rd_next_slow(d, f);
 }
 
 /* ---- shared functions ---------------------------------------------------------------- */
@@ -430,8 +502,16 @@ int etch__rd_bad_wt(etch_reader *r, const rd_src *src, const uint8_t *msg,
                     const etch_pb_field *f, const char *what);
 #define RD_EXPECT(f, w, what)                                  \
   do {                                                         \
-    if (ETCH_UNLIKELY((f).wt != (w)))                          \
-      return etch__rd_bad_wt(r, src, d.start, &(f), what);     \
+    if (ETCH_UNLIKELY((f).wt != (w))) {                        \
+      etch_pb_field bad_ = (f); /* keeps f from escaping */    \
+      return etch__rd_bad_wt(r, src, d.start, &bad_, what);    \
+    }                                                          \
+  } while (0)
+/* etch__rd_fail_dec through a copy of the decoder, for the same reason. */
+#define RD_DEC_FAIL(d)                                         \
+  do {                                                         \
+    etch_pb_dec failed_ = (d);                                 \
+    return etch__rd_fail_dec(r, src, &failed_);                \
   } while (0)
 /* Appends one element, or a packed run, of a repeated integer field. */
 int etch__rd_repeated(etch_reader *r, const rd_src *src, const uint8_t *msg,
@@ -449,8 +529,9 @@ ETCH_INLINE const char *rd_pool_field(etch_reader *r, const etch_pb_field *f) {
 int etch__rd_decompress(etch_reader *r, const rd_src *src, const uint8_t *at,
                         const uint8_t *data, size_t len, bool zstd);
 
-/* Hands a fully built event to ordering (hold) or delivery. */
-int etch__rd_emit(etch_reader *r, rd_seq *seq, const etch_event *ev,
+/* Hands a fully built event to ordering (hold) or delivery (which sets its
+ * pid and tid). */
+int etch__rd_emit(etch_reader *r, rd_seq *seq, etch_event *ev,
                   rd_track *track);
 /* Delivers one event to the track callback and the subscribers. */
 void etch__rd_deliver(etch_reader *r, etch_event *ev, rd_track *track);
@@ -468,6 +549,19 @@ int etch__rd_clock_snapshot(etch_reader *r, const rd_src *src, rd_seq *seq,
 /* Converts `value_ns` of `clock` to the trace clock; false if no path. */
 bool etch__rd_clock_convert(etch_reader *r, rd_clock *clock, uint64_t value_ns,
                             int64_t *out);
+/* The same, inline when the value falls in the last snapshot pair used. */
+ETCH_INLINE bool rd_clock_convert(etch_reader *r, rd_clock *k, uint64_t v,
+                                  int64_t *out) {
+  size_t i = k->hint, n = k->npairs;
+  if (ETCH_LIKELY(i < n && k->key != r->clocks.trace_clock &&
+                  k->pairs[i].src <= v &&
+                  (i + 1 == n || k->pairs[i + 1].src > v))) {
+    r->clocks.converted = true;
+    *out = (int64_t)(k->pairs[i].dst + (v - k->pairs[i].src));
+    return true;
+  }
+  return etch__rd_clock_convert(r, k, v, out);
+}
 
 /* Progress on stderr (no-op unless enabled). */
 void etch__rd_progress(etch_reader *r, uint64_t done, uint64_t total,

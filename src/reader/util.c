@@ -32,6 +32,7 @@ void etch__rd_arena_free(rd_arena *a) {
 }
 
 void etch__rd_arena_reset(rd_arena *a) {
+  if (rd_arena_empty(a)) return;
   a->cur = a->first;
   if (a->cur) {
     a->p = (uint8_t *)a->cur->data;
@@ -66,6 +67,7 @@ void *etch__rd_arena_alloc_slow(rd_arena *a, size_t n) {
     while (*pp) pp = &(*pp)->next;
     *pp = b;
   }
+  if (a->first == b) a->first_p = (uint8_t *)b->data;
   a->cur = b;
   a->total += size;
   a->p = (uint8_t *)b->data + n;
