@@ -153,7 +153,7 @@ int etch__query_db_open(sqlite3 **out, const char *path) {
   if (path && unlink(path) != 0 && errno != ENOENT)
     return etch__error(ETCH_EIO, "%s: cannot replace: %s", path,
                        strerror(errno));
-  sqlite3 *db;
+  sqlite3 *db = NULL;
   int rc = open_db(&db, path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
   if (rc) return rc;
   /* Larger pages make the bulk insert cheaper; set before the first table. */
@@ -169,7 +169,7 @@ int etch__query_db_open(sqlite3 **out, const char *path) {
 
 int etch__query_db_open_existing(sqlite3 **out, const char *path) {
   *out = NULL;
-  sqlite3 *db;
+  sqlite3 *db = NULL;
   int rc = open_db(&db, path, SQLITE_OPEN_READWRITE);
   if (rc) return rc;
   /* Fail now, not at the first query, if this is not a database. */
