@@ -1,17 +1,20 @@
 /*
  * track_event.c - the emitters behind the ETCH_* macros.
  *
- * Fast path (etch__emit_site, etch__emit_end): a site already interned on
- * this thread's sequence, a chunk with room and no reset due. The packet is
+ * Fast paths, taken when the thread has a writer for the session, its chunk
+ * has room, no reset is due and the call site is interned on the sequence:
  *
- *   [size] 40 <ts delta varint> 68 02 <site template>
+ *   begin/instant/end  [size] 40 <ts delta> <site template: 68 02 5A len
+ *                      48 type 18 cat 50 name>  (end: a fixed template)
+ *   counter            the same with 58 <track uuid> F0 01 <value>
+ *   1-2 scalar args    the site template plus 22 len 08 <key iid> <value>
  *
  * i.e. a one-byte fragment size, TracePacket.timestamp (a delta on the
  * sequence's incremental clock), sequence_flags = NEEDS_INCREMENTAL_STATE and
- * the TrackEvent bytes pre-encoded in the site (type, category iid, name
- * iid). The track comes from the sequence's TracePacketDefaults; the
- * sequence id is added when the buffer is read out. Everything else goes
- * through emit_general(), which interns, writes descriptors and encodes args.
+ * the TrackEvent. The thread track comes from the sequence's
+ * TracePacketDefaults; the sequence id is added when the buffer is read out.
+ * Everything else goes through emit_general(), which interns, writes
+ * descriptors and encodes any extras into the writer's scratch buffer.
  */
 #include <stdlib.h>
 #include <string.h>
