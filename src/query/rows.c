@@ -40,8 +40,8 @@ typedef struct op {
   uint32_t depth;
   int64_t v[7];
   double d;
-  const char *s1, *s2;
-  uint32_t off[3], len[3];
+  const char *s1, *s2; /* slice category, name (interned) */
+  uint32_t off[3], len[3]; /* arg strings in the arena; slice: len[0..1] */
 } op;
 
 typedef struct batch {
@@ -52,11 +52,34 @@ typedef struct batch {
   bool ready; /* handed over, not yet inserted */
 } batch;
 
+/*
+ * What a statement parameter holds. Bindings survive sqlite3_reset, and a
+ * bind call costs more in SQLite than the comparison: a value already bound
+ * at that parameter is not bound again. Only values that stay valid are
+ * remembered (integers, reals, NULL, interned and static strings); arena
+ * strings are bound every time, their bytes change between batches.
+ */
+typedef struct bound {
+  uint8_t type; /* 0 unknown, 1 NULL, 2 int, 3 real, 4 stable text */
+  int64_t i;    /* int value, or text length */
+  const void *p; /* stable text */
+  double d;
+} bound;
+
+typedef struct stmt {
+  sqlite3_stmt *st;
+  bound *b; /* per parameter, 1-based index - 1 */
+} stmt;
+
 struct etch__rows {
   sqlite3 *db;
   /* Per op kind: a one-row and a kMultiRows-row insert. */
-  sqlite3_stmt *ins[4][2];
+  stmt ins[4][2];
+  /* Largest slice id inserted so far: a slice whose id follows it gets its
+   * id from SQLite (id NULL), which appends without searching the table. */
+  int64_t max_slice_id;
   const op **sorted; /* slices of the batch being inserted, by id */
+  const op **late;   /* those that came after a larger id */
   bool threaded, started, mutex_ready;
   pthread_t thread;
   pthread_mutex_t mu;
@@ -82,18 +105,56 @@ static void set_err(etch__rows *r, const char *what) {
   pthread_mutex_unlock(&r->mu);
 }
 
-static void bind_text_or_null(sqlite3_stmt *st, int col, const char *s) {
-  if (s)
-    sqlite3_bind_text(st, col, s, -1, SQLITE_STATIC);
-  else
-    sqlite3_bind_null(st, col);
+static void bind_null(const stmt *x, int col) {
+  bound *b = &x->b[col - 1];
+  if (b->type == 1) return;
+  b->type = 1;
+  sqlite3_bind_null(x->st, col);
 }
 
-static void bind_id(sqlite3_stmt *st, int col, int64_t id) {
+static void bind_i64(const stmt *x, int col, int64_t v) {
+  bound *b = &x->b[col - 1];
+  if (b->type == 2 && b->i == v) return;
+  b->type = 2;
+  b->i = v;
+  sqlite3_bind_int64(x->st, col, v);
+}
+
+static void bind_real(const stmt *x, int col, double v) {
+  bound *b = &x->b[col - 1];
+  if (b->type == 3 && memcmp(&b->d, &v, sizeof v) == 0) return;
+  b->type = 3;
+  b->d = v;
+  sqlite3_bind_double(x->st, col, v);
+}
+
+/* `s` (length `n`) stays valid until the rows are finished; NULL = NULL. */
+static void bind_stable_text(const stmt *x, int col, const char *s,
+                             uint32_t n) {
+  if (!s) {
+    bind_null(x, col);
+    return;
+  }
+  bound *b = &x->b[col - 1];
+  if (b->type == 4 && b->p == s && b->i == (int64_t)n) return;
+  b->type = 4;
+  b->p = s;
+  b->i = (int64_t)n;
+  sqlite3_bind_text(x->st, col, s, (int)n, SQLITE_STATIC);
+}
+
+/* Arena text: valid for this batch only, bound every time. */
+static void bind_arena_text(const stmt *x, int col, const char *s,
+                            uint32_t n) {
+  x->b[col - 1].type = 0;
+  sqlite3_bind_text(x->st, col, s, (int)n, SQLITE_STATIC);
+}
+
+static void bind_id(const stmt *x, int col, int64_t id) {
   if (id > 0)
-    sqlite3_bind_int64(st, col, id);
+    bind_i64(x, col, id);
   else
-    sqlite3_bind_null(st, col);
+    bind_null(x, col);
 }
 
 static const char *value_type_name(uint8_t t) {
@@ -109,66 +170,79 @@ static const char *value_type_name(uint8_t t) {
   }
 }
 
-/* Binds row `o` at parameter `p` (1-based) onward. */
-static void bind_op(sqlite3_stmt *st, int p, const batch *b, const op *o) {
+/*
+ * Binds row `o` at parameter `p` (1-based) onward. A slice's id is bound
+ * only when `auto_id` is false; otherwise it is NULL and SQLite gives the
+ * next rowid, which the caller made sure is the slice's id.
+ */
+static void bind_op(const stmt *x, int p, const batch *b, const op *o,
+                    bool auto_id) {
   switch (o->kind) {
     case OP_SLICE:
-      sqlite3_bind_int64(st, p, o->v[0]);
-      sqlite3_bind_int64(st, p + 1, o->v[1]);
-      sqlite3_bind_int64(st, p + 2, o->v[2]);
-      sqlite3_bind_int64(st, p + 3, o->v[3]);
-      bind_text_or_null(st, p + 4, o->s1);
-      bind_text_or_null(st, p + 5, o->s2);
-      sqlite3_bind_int64(st, p + 6, o->depth);
-      bind_id(st, p + 7, o->v[4]);
-      bind_id(st, p + 8, o->v[5]);
-      sqlite3_bind_int64(st, p + 9, o->v[6]);
+      if (auto_id)
+        bind_null(x, p);
+      else
+        bind_i64(x, p, o->v[0]);
+      bind_i64(x, p + 1, o->v[1]);
+      bind_i64(x, p + 2, o->v[2]);
+      bind_i64(x, p + 3, o->v[3]);
+      bind_stable_text(x, p + 4, o->s1, o->len[0]);
+      bind_stable_text(x, p + 5, o->s2, o->len[1]);
+      bind_i64(x, p + 6, o->depth);
+      bind_id(x, p + 7, o->v[4]);
+      bind_id(x, p + 8, o->v[5]);
+      bind_i64(x, p + 9, o->v[6]);
       break;
     case OP_COUNTER:
-      sqlite3_bind_int64(st, p, o->v[1]);
-      sqlite3_bind_int64(st, p + 1, o->v[3]);
-      sqlite3_bind_double(st, p + 2, o->d);
+      bind_i64(x, p, o->v[1]);
+      bind_i64(x, p + 1, o->v[3]);
+      bind_real(x, p + 2, o->d);
       break;
     case OP_FLOW:
-      sqlite3_bind_int64(st, p, o->v[0]);
-      sqlite3_bind_int64(st, p + 1, o->v[1]);
+      bind_i64(x, p, o->v[0]);
+      bind_i64(x, p + 1, o->v[1]);
       break;
     default: /* OP_ARG */
-      sqlite3_bind_int64(st, p, o->v[0]);
-      sqlite3_bind_text(st, p + 1, b->arena + o->off[0], (int)o->len[0],
-                        SQLITE_STATIC);
-      sqlite3_bind_text(st, p + 2, b->arena + o->off[1], (int)o->len[1],
-                        SQLITE_STATIC);
-      sqlite3_bind_null(st, p + 3);
-      sqlite3_bind_null(st, p + 4);
-      sqlite3_bind_null(st, p + 5);
+      bind_i64(x, p, o->v[0]);
+      bind_arena_text(x, p + 1, b->arena + o->off[0], o->len[0]);
+      bind_arena_text(x, p + 2, b->arena + o->off[1], o->len[1]);
       switch (o->vtype) {
         case ETCH_VALUE_BOOL:
         case ETCH_VALUE_INT:
         case ETCH_VALUE_UINT:
         case ETCH_VALUE_POINTER:
-          sqlite3_bind_int64(st, p + 3, o->v[1]);
+          bind_i64(x, p + 3, o->v[1]);
+          bind_null(x, p + 4);
+          bind_null(x, p + 5);
           break;
         case ETCH_VALUE_DOUBLE:
-          sqlite3_bind_double(st, p + 5, o->d);
+          bind_null(x, p + 3);
+          bind_null(x, p + 4);
+          bind_real(x, p + 5, o->d);
           break;
         case ETCH_VALUE_STRING:
         case ETCH_VALUE_JSON:
-          sqlite3_bind_text(st, p + 4, b->arena + o->off[2], (int)o->len[2],
-                            SQLITE_STATIC);
+          bind_null(x, p + 3);
+          bind_arena_text(x, p + 4, b->arena + o->off[2], o->len[2]);
+          bind_null(x, p + 5);
           break;
         default:
+          bind_null(x, p + 3);
+          bind_null(x, p + 4);
+          bind_null(x, p + 5);
           break;
       }
-      sqlite3_bind_text(st, p + 6, value_type_name(o->vtype), -1,
-                        SQLITE_STATIC);
+      {
+        const char *vt = value_type_name(o->vtype);
+        bind_stable_text(x, p + 6, vt, (uint32_t)strlen(vt));
+      }
       break;
   }
 }
 
-static bool step(etch__rows *r, sqlite3_stmt *st) {
-  int rc = sqlite3_step(st);
-  sqlite3_reset(st);
+static bool step(etch__rows *r, const stmt *x) {
+  int rc = sqlite3_step(x->st);
+  sqlite3_reset(x->st);
   if (rc == SQLITE_DONE) return true;
   set_err(r, "insert");
   return false;
@@ -186,25 +260,60 @@ static int cmp_slice_id(const void *a, const void *b) {
 }
 
 /*
- * Slices: a slice's row is added when it ends but its id is given at its
- * begin, so a parent comes after its children. Sorted by id, the batch's
- * rows mostly append at the end of the table's b-tree, which SQLite does
- * much faster (and with full pages) than inserting in the middle.
+ * The batch's slices by id into r->sorted. A slice's row is added when it
+ * ends but its id is given at its begin, so most rows come in id order and
+ * a few (the parents, ending after their children) come late: the rows in
+ * order are kept as they are, the late ones sorted apart and merged in.
+ */
+static size_t sort_slices(etch__rows *r, const batch *b) {
+  const op **run = r->sorted, **late = r->late;
+  size_t nrun = 0, nlate = 0;
+  for (size_t i = 0; i < b->n; i++) {
+    const op *o = &b->ops[i];
+    if (o->kind != OP_SLICE) continue;
+    if (!nrun || o->v[0] > run[nrun - 1]->v[0])
+      run[nrun++] = o;
+    else
+      late[nlate++] = o;
+  }
+  if (!nlate) return nrun;
+  qsort(late, nlate, sizeof *late, cmp_slice_id);
+  /* Merge from the back, in place: r->sorted has room for both. */
+  size_t i = nrun, j = nlate, k = nrun + nlate;
+  while (j) {
+    if (i && run[i - 1]->v[0] > late[j - 1]->v[0])
+      run[--k] = run[--i];
+    else
+      run[--k] = late[--j];
+  }
+  return nrun + nlate;
+}
+
+/*
+ * Slices, by id: the batch's rows mostly append at the end of the table's
+ * b-tree, which SQLite does much faster (and with full pages) than
+ * inserting in the middle. A row whose id is one above the largest id so
+ * far goes in with a NULL id: SQLite then takes the next rowid (that id)
+ * from the end of the table instead of searching the b-tree for it.
  */
 static bool apply_slices(etch__rows *r, const batch *b) {
-  size_t n = 0;
-  for (size_t i = 0; i < b->n; i++)
-    if (b->ops[i].kind == OP_SLICE) r->sorted[n++] = &b->ops[i];
-  qsort(r->sorted, n, sizeof *r->sorted, cmp_slice_id);
-  sqlite3_stmt *one = r->ins[OP_SLICE][0], *multi = r->ins[OP_SLICE][1];
+  size_t n = sort_slices(r, b);
+  const stmt *one = &r->ins[OP_SLICE][0], *multi = &r->ins[OP_SLICE][1];
   size_t i = 0;
   for (; i + kMultiRows <= n; i += kMultiRows) {
-    for (int k = 0; k < kMultiRows; k++)
-      bind_op(multi, 1 + k * kCols[OP_SLICE], b, r->sorted[i + (size_t)k]);
+    for (int k = 0; k < kMultiRows; k++) {
+      const op *o = r->sorted[i + (size_t)k];
+      bool auto_id = o->v[0] == r->max_slice_id + 1;
+      if (o->v[0] > r->max_slice_id) r->max_slice_id = o->v[0];
+      bind_op(multi, 1 + k * kCols[OP_SLICE], b, o, auto_id);
+    }
     if (!step(r, multi)) return false;
   }
   for (; i < n; i++) {
-    bind_op(one, 1, b, r->sorted[i]);
+    const op *o = r->sorted[i];
+    bool auto_id = o->v[0] == r->max_slice_id + 1;
+    if (o->v[0] > r->max_slice_id) r->max_slice_id = o->v[0];
+    bind_op(one, 1, b, o, auto_id);
     if (!step(r, one)) return false;
   }
   return true;
@@ -213,14 +322,14 @@ static bool apply_slices(etch__rows *r, const batch *b) {
 static bool apply(etch__rows *r, const batch *b) {
   if (!apply_slices(r, b)) return false;
   for (int kind = OP_COUNTER; kind <= OP_FLOW; kind++) {
-    sqlite3_stmt *one = r->ins[kind][0], *multi = r->ins[kind][1];
+    const stmt *one = &r->ins[kind][0], *multi = &r->ins[kind][1];
     int ncols = kCols[kind];
     size_t i = 0;
     int pending = 0; /* rows bound into `multi` */
     for (; i < b->n; i++) {
       const op *o = &b->ops[i];
       if (o->kind != kind) continue;
-      bind_op(multi, 1 + pending * ncols, b, o);
+      bind_op(multi, 1 + pending * ncols, b, o, false);
       if (++pending == kMultiRows) {
         if (!step(r, multi)) return false;
         pending = 0;
@@ -235,7 +344,7 @@ static bool apply(etch__rows *r, const batch *b) {
       }
       for (; j < b->n; j++) {
         if (b->ops[j].kind != kind) continue;
-        bind_op(one, 1, b, &b->ops[j]);
+        bind_op(one, 1, b, &b->ops[j], false);
         if (!step(r, one)) return false;
       }
     }
@@ -339,6 +448,8 @@ void etch__rows_slice(etch__rows *r, const etch__slice_row *s) {
   o->v[6] = s->self_dur;
   o->s1 = s->category;
   o->s2 = s->name;
+  o->len[0] = s->category ? (uint32_t)strlen(s->category) : 0;
+  o->len[1] = s->name ? (uint32_t)strlen(s->name) : 0;
 }
 
 void etch__rows_counter(etch__rows *r, int64_t ts, int64_t track_id,
@@ -396,7 +507,7 @@ int etch__rows_error(const etch__rows *r) {
 /* ---- life cycle ------------------------------------------------------------------ */
 
 /* Prepares the insert of `rows` rows of `kind`. */
-static int prepare(etch__rows *r, int kind, int rows, sqlite3_stmt **st) {
+static int prepare(etch__rows *r, int kind, int rows, stmt *x) {
   size_t cap = strlen(kInsert[kind]) + (size_t)rows * (size_t)(kCols[kind] * 2 + 3);
   char *sql = etch__malloc(cap);
   if (!sql) return ETCH_ENOMEM;
@@ -411,12 +522,13 @@ static int prepare(etch__rows *r, int kind, int rows, sqlite3_stmt **st) {
     sql[n++] = ')';
   }
   sql[n] = '\0';
-  int rc = sqlite3_prepare_v3(r->db, sql, -1, SQLITE_PREPARE_PERSISTENT, st,
-                              NULL);
+  int rc = sqlite3_prepare_v3(r->db, sql, -1, SQLITE_PREPARE_PERSISTENT,
+                              &x->st, NULL);
   free(sql);
   if (rc != SQLITE_OK)
     return etch__error(ETCH_ESQL, "import: %s", sqlite3_errmsg(r->db));
-  return ETCH_OK;
+  x->b = etch__calloc((size_t)rows * (size_t)kCols[kind], sizeof *x->b);
+  return x->b ? ETCH_OK : ETCH_ENOMEM;
 }
 
 int etch__rows_new(etch__rows **out, sqlite3 *db, bool threaded) {
@@ -430,7 +542,8 @@ int etch__rows_new(etch__rows **out, sqlite3 *db, bool threaded) {
     if (!rc) rc = prepare(r, kind, kMultiRows, &r->ins[kind][1]);
   }
   r->sorted = etch__malloc(kOpsPerBatch * sizeof *r->sorted);
-  if (!r->sorted) rc = ETCH_ENOMEM;
+  r->late = etch__malloc(kOpsPerBatch * sizeof *r->late);
+  if (!r->sorted || !r->late) rc = ETCH_ENOMEM;
   for (size_t i = 0; !rc && i < kBatches; i++) {
     r->b[i].ops = etch__malloc(kOpsPerBatch * sizeof(op));
     if (!r->b[i].ops) rc = ETCH_ENOMEM;
@@ -474,10 +587,13 @@ void etch__rows_free(etch__rows *r) {
   if (!r) return;
   stop_thread(r);
   for (int kind = OP_SLICE; kind <= OP_FLOW; kind++) {
-    sqlite3_finalize(r->ins[kind][0]);
-    sqlite3_finalize(r->ins[kind][1]);
+    for (int k = 0; k < 2; k++) {
+      sqlite3_finalize(r->ins[kind][k].st);
+      free(r->ins[kind][k].b);
+    }
   }
   free(r->sorted);
+  free(r->late);
   for (size_t i = 0; i < kBatches; i++) {
     free(r->b[i].ops);
     free(r->b[i].arena);
