@@ -427,6 +427,20 @@ static void trace_section(report *r) {
   etch__tt_free(t);
 }
 
+/* Ends a list section: the JSON array, or the table (or `empty` when it
+ * has no row). */
+static void list_end(report *r, etch__tt *t, const char *empty) {
+  if (r->o->json) {
+    jclose(r, ']');
+    return;
+  }
+  if (etch__tt_rows(t))
+    etch__tt_print(t, r->out, "  ", true);
+  else
+    fprintf(r->out, "  %s\n", empty);
+  etch__tt_free(t);
+}
+
 static void top_section(report *r, bool by_self) {
   const etch__stats_top *rows = by_self ? r->d->by_self : r->d->by_total;
   size_t n = by_self ? r->d->n_by_self : r->d->n_by_total;
@@ -468,15 +482,7 @@ static void top_section(report *r, bool by_self) {
     etch__tt_cell(t, c);
     etch__tt_cell(t, d);
   }
-  if (r->o->json) {
-    jclose(r, ']');
-  } else {
-    if (etch__tt_rows(t))
-      etch__tt_print(t, r->out, "  ", true);
-    else
-      fprintf(r->out, "  no slices\n");
-    etch__tt_free(t);
-  }
+  list_end(r, t, "no slices");
 }
 
 static void threads_section(report *r) {
@@ -519,15 +525,7 @@ static void threads_section(report *r) {
     else
       etch__tt_cell(t, "-");
   }
-  if (r->o->json) {
-    jclose(r, ']');
-  } else {
-    if (etch__tt_rows(t))
-      etch__tt_print(t, r->out, "  ", true);
-    else
-      fprintf(r->out, "  no slices on thread tracks\n");
-    etch__tt_free(t);
-  }
+  list_end(r, t, "no slices on thread tracks");
 }
 
 static void counters_section(report *r) {
@@ -564,15 +562,7 @@ static void counters_section(report *r) {
       etch__tt_cell(t, v);
     }
   }
-  if (r->o->json) {
-    jclose(r, ']');
-  } else {
-    if (etch__tt_rows(t))
-      etch__tt_print(t, r->out, "  ", true);
-    else
-      fprintf(r->out, "  no counters\n");
-    etch__tt_free(t);
-  }
+  list_end(r, t, "no counters");
 }
 
 static void loss_section(report *r) {
