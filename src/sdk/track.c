@@ -22,9 +22,21 @@ uint32_t etch__slot_gen[ETCH_MAX_SESSIONS] __attribute__((aligned(64)));
 etch_writer etch__null_writer;
 #define NW &etch__null_writer
 __thread etch_tls etch__tls __attribute__((tls_model("initial-exec"))) = {
-    .w = {NW, NW, NW, NW, NW, NW, NW, NW}};
+    .w = {NW, NW, NW, NW, NW, NW, NW, NW, NW}};
 #undef NW
 _Static_assert(ETCH_MAX_SESSIONS == 8, "etch__tls initializer");
+
+#define MS1(m) \
+  ((m) && !((m) & ((m) - 1)) ? __builtin_ctz((m) | 256u) : ETCH_MAX_SESSIONS)
+#define MS4(m) MS1(m), MS1(m + 1), MS1(m + 2), MS1(m + 3)
+#define MS16(m) MS4(m), MS4(m + 4), MS4(m + 8), MS4(m + 12)
+#define MS64(m) MS16(m), MS16(m + 16), MS16(m + 32), MS16(m + 48)
+const uint8_t etch__mask_slot[1u << ETCH_MAX_SESSIONS] = {
+    MS64(0u), MS64(64u), MS64(128u), MS64(192u)};
+#undef MS64
+#undef MS16
+#undef MS4
+#undef MS1
 
 static pthread_once_t global_once = PTHREAD_ONCE_INIT;
 
@@ -187,7 +199,11 @@ void etch_thread_set_name(const char *name) {
   etch__tls.thread_name_set = true;
   /* Writers of this thread re-emit their descriptor at the next event. */
   for (uint32_t i = 0; i < ETCH_MAX_SESSIONS; i++)
-    if (etch__tls_writer(i)) etch__tls.w[i]->reset_deadline = 0;
+    if (etch__tls_writer(i)) {
+      etch__tls.w[i]->reset_deadline = 0;
+      etch__tls.w[i]->deadline_ticks = 0;
+      etch__tls.w[i]->budget = 0;
+    }
 }
 
 void etch_process_set_name(const char *name) {

@@ -43,19 +43,28 @@ static ETCH_COLD void site_prepare(etch_site *site) {
     }
     *q++ = (uint8_t)etch_pb_tag(ETCH_TE_NAME_IID, ETCH_PB_VARINT);
     q = etch_pb_put_varint(q, id);
-    uint8_t *t = site->tmpl;
-    *t++ = (uint8_t)etch_pb_tag(ETCH_PKT_SEQUENCE_FLAGS, ETCH_PB_VARINT);
-    *t++ = ETCH_SEQ_NEEDS_INCREMENTAL_STATE;
-    *t++ = (uint8_t)etch_pb_tag(ETCH_PKT_TRACK_EVENT, ETCH_PB_LEN);
-    *t++ = (uint8_t)(q - body);
-    memcpy(t, body, (size_t)(q - body));
-    site->tmpl_len = (uint8_t)(4 + (q - body));
-    ETCH_CHECK(site->tmpl_len <= 16);
+    /* [size] 68 02 5A len <body> 40: fast_put's template; the size counts
+     * a one-byte timestamp delta after it. */
+    size_t blen = (size_t)(q - body);
+    bool fits = 6 + blen <= sizeof site->tmpl;
+    if (fits) {
+      uint8_t *t = site->tmpl;
+      *t++ = (uint8_t)(6 + blen);
+      *t++ = (uint8_t)etch_pb_tag(ETCH_PKT_SEQUENCE_FLAGS, ETCH_PB_VARINT);
+      *t++ = ETCH_SEQ_NEEDS_INCREMENTAL_STATE;
+      *t++ = (uint8_t)etch_pb_tag(ETCH_PKT_TRACK_EVENT, ETCH_PB_LEN);
+      *t++ = (uint8_t)blen;
+      memcpy(t, body, blen);
+      t += blen;
+      *t++ = (uint8_t)etch_pb_tag(ETCH_PKT_TIMESTAMP, ETCH_PB_VARINT);
+      site->tmpl_len = (uint8_t)(t - site->tmpl);
+    }
     site->counter_track = ctrack;
     /* Sites past the inline bitset point at its always-zero last word and
      * so always take the general path. */
-    site->seen_word = (uint16_t)(id < ETCH_FAST_SITES ? id >> 6
-                                                      : ETCH_FAST_SITES / 64);
+    site->seen_word = (uint16_t)(id < ETCH_FAST_SITES && fits
+                                     ? id >> 6
+                                     : ETCH_FAST_SITES / 64);
     __atomic_store_n(&site->id, id, __ATOMIC_RELEASE);
     __atomic_store_n(&site->seen_mask, 1ull << (id & 63), __ATOMIC_RELEASE);
   }
@@ -64,138 +73,175 @@ static ETCH_COLD void site_prepare(etch_site *site) {
 
 /* ---- fast path ------------------------------------------------------------- */
 
-/* Ticks to the writer's clock, never behind the previous event. A reading
- * from before the anchor wraps to a far-future time, past reset_deadline,
- * and so ends up in the slow path. */
-ETCH_INLINE uint64_t fast_ns(const etch_writer *w, uint64_t ticks) {
-  uint64_t ns = w->anchor.ns +
-                (uint64_t)(((unsigned __int128)(ticks - w->anchor.ticks) *
-                            w->anchor.mult) >> 32);
-  return ns < w->last_ns ? w->last_ns : ns;
-}
-
-ETCH_INLINE uint64_t next_ts(etch_writer *w, uint64_t ticks) {
-  uint64_t ns = etch__ticks_to_ns(&w->anchor, ticks);
-  return ns < w->last_ns ? w->last_ns : ns;
-}
-
 /*
- * [size] 40 <delta> <template: 68 02 5A len TrackEvent...>. The template is
- * copied as 16 bytes whatever its length (the chunk has room to spare).
+ * The fast paths' clock. dt is the ticks since the writer's last event; it
+ * is below the budget only when the event is not behind that one, no reset
+ * is due and the product below cannot overflow. The event's timestamp delta
+ * is then acc >> 32 with acc = dt * mult + frac, exactly what converting
+ * both readings from the anchor and subtracting would give.
  */
-ETCH_INLINE void fast_put(etch_writer *w, uint64_t ns, const uint8_t *tmpl,
-                          uint32_t tmpl_len) {
-  uint8_t *p = w->st.cur;
-  uint8_t *q = p + 1;
-  *q++ = (uint8_t)etch_pb_tag(ETCH_PKT_TIMESTAMP, ETCH_PB_VARINT);
-  q = etch_pb_put_varint(q, ns - w->last_ns);
-  w->last_ns = ns;
-  memcpy(q, tmpl, 16);
-  q += tmpl_len;
-  p[0] = (uint8_t)(q - p - 1);
+ETCH_INLINE uint64_t fast_dt(const etch_writer *w, uint64_t ticks) {
+  uint64_t dt = ticks - w->last_ticks;
+#if defined(__GNUC__) && !defined(__clang__)
+  /* Keeps GCC from rebuilding dt from last_ticks later, which costs it a
+   * saved register on the fast path. */
+  __asm__("" : "+r"(dt));
+#endif
+  return dt;
+}
+
+ETCH_INLINE bool fast_ok(const etch_writer *w, uint64_t dt) {
+  return etch__writer_has_room(w) && dt < w->budget;
+}
+
+ETCH_INLINE uint64_t fast_acc(const etch_writer *w, uint64_t dt) {
+  return dt * w->anchor.mult + w->frac;
+}
+
+/* The slow paths' clock: never behind the previous event. */
+ETCH_INLINE uint64_t next_ts(etch_writer *w, uint64_t ticks) {
+  return ticks > w->last_ticks ? etch__ticks_to_ns(&w->anchor, ticks)
+                               : etch__writer_last_ns(w);
+}
+
+/* Moves the clock to the event and publishes its packet, ending at q. */
+ETCH_INLINE void fast_commit(etch_writer *w, uint64_t ticks, uint64_t dt,
+                             uint64_t acc, uint8_t *q) {
+  w->last_ticks = ticks;
+  etch__writer_set_frac(w, acc);
+  w->budget -= dt;
   w->st.cur = q;
   __atomic_store_n(&w->chunk->used, (uint32_t)((uintptr_t)q - w->pub_base),
                    __ATOMIC_RELEASE);
+}
+
+/*
+ * Writes a template and the timestamp delta after it: the template is
+ * [size] 68 02 5A len <TrackEvent> 40, its size byte counting a one-byte
+ * delta. `copy` bytes are copied whatever its length, a constant the
+ * compiler turns into one or two moves (the chunk has room to spare).
+ */
+/* fast_put's tail for a delta of three bytes or more (16 us and longer),
+ * out of line so that the common cases need no loop and no saved register. */
+static ETCH_NOINLINE void fast_put_long(etch_writer *w, uint64_t ticks,
+                                        uint64_t dt, uint64_t acc, uint8_t *p,
+                                        uint8_t *q) {
+  q = etch_pb_put_varint(q, acc >> 32);
+  p[0] = (uint8_t)(q - p - 1);
+  fast_commit(w, ticks, dt, acc, q);
+}
+
+ETCH_INLINE void fast_put(etch_writer *w, uint64_t ticks, uint64_t dt,
+                          const uint8_t *tmpl, uint32_t tmpl_len,
+                          size_t copy) {
+  uint64_t acc = fast_acc(w, dt);
+  uint64_t delta = acc >> 32;
+  uint8_t *p = w->st.cur;
+  memcpy(p, tmpl, copy);
+  uint8_t *q = p + tmpl_len;
+  if (ETCH_LIKELY(delta < 0x80)) {
+    *q++ = (uint8_t)delta;
+  } else if (delta < 0x4000) { /* 128 ns to 16 us: two bytes */
+    q[0] = (uint8_t)(delta | 0x80);
+    q[1] = (uint8_t)(delta >> 7);
+    q += 2;
+    p[0]++;
+  } else {
+    fast_put_long(w, ticks, dt, acc, p, q);
+    return;
+  }
+  fast_commit(w, ticks, dt, acc, q);
 }
 
 static void emit_general(etch_writer *w, etch_site *site, etch_category *cat,
                          uint32_t type, const char *dyn_name,
                          const etch_extra *x, uint32_t n, uint64_t ticks);
 
-static ETCH_NOINLINE void emit_site_slow(etch_site *site, uint32_t slot,
-                                         uint64_t ticks) {
-  if (!__atomic_load_n(&site->seen_mask, __ATOMIC_ACQUIRE)) site_prepare(site);
-  etch_writer *w = etch__writer_prepare(slot, ticks);
-  if (!w) return;
-  emit_general(w, site, site->cat, site->type, NULL, NULL, 0, ticks);
-}
-
-static ETCH_NOINLINE void emit_end_slow(etch_category *cat, uint32_t slot,
-                                        uint64_t ticks) {
-  etch_writer *w = etch__writer_prepare(slot, ticks);
-  if (w) emit_general(w, NULL, cat, ETCH_TYPE_SLICE_END, NULL, NULL, 0, ticks);
-}
-
-/* One session's share of a site event; `begin` is a compile-time constant. */
-ETCH_INLINE void site_one(etch_site *site, size_t i, uint64_t ticks,
-                          bool begin) {
-  etch_writer *w = etch__tls.w[i]; /* never NULL */
-  /* The mask is published last: once seen, the template is complete. */
-  uint64_t bit = __atomic_load_n(&site->seen_mask, __ATOMIC_ACQUIRE);
-  uint64_t ns = fast_ns(w, ticks);
-  if (ETCH_LIKELY(etch__writer_has_room(w) && ns < w->reset_deadline &&
-                  (w->seen_fast[site->seen_word] & bit))) {
-    if (begin) w->depth++;
-    fast_put(w, ns, site->tmpl, site->tmpl_len);
-    return;
-  }
-  emit_site_slow(site, (uint32_t)i, ticks);
-}
-
-static const uint8_t end_tmpl[16] = {
+/* [08] 68 02 5A 02 48 02 40, then the delta. */
+static const uint8_t end_tmpl[8] = {
+    8,
     (ETCH_PKT_SEQUENCE_FLAGS << 3) | ETCH_PB_VARINT,
     ETCH_SEQ_NEEDS_INCREMENTAL_STATE,
     (ETCH_PKT_TRACK_EVENT << 3) | ETCH_PB_LEN, 2,
-    (ETCH_TE_TYPE << 3) | ETCH_PB_VARINT, ETCH_TE_TYPE_SLICE_END};
+    (ETCH_TE_TYPE << 3) | ETCH_PB_VARINT, ETCH_TE_TYPE_SLICE_END,
+    (ETCH_PKT_TIMESTAMP << 3) | ETCH_PB_VARINT};
 
-ETCH_INLINE void end_one(etch_category *cat, size_t i, uint64_t ticks) {
-  etch_writer *w = etch__tls.w[i]; /* never NULL */
-  uint64_t ns = fast_ns(w, ticks);
-  if (ETCH_LIKELY(etch__writer_has_room(w) && ns < w->reset_deadline)) {
-    if (w->depth == 0) return; /* its begin was never recorded */
-    w->depth--;
-    fast_put(w, ns, end_tmpl, 6);
-    return;
+/*
+ * A site event on one writer: written when the writer has room, no reset is
+ * due and the site is interned on its sequence. `begin` is a compile-time
+ * constant.
+ */
+ETCH_INLINE bool site_put(etch_writer *w, etch_site *site, uint64_t ticks,
+                          bool begin) {
+  /* The mask is published last: once seen, the template is complete. */
+  uint64_t bit = __atomic_load_n(&site->seen_mask, __ATOMIC_ACQUIRE);
+  uint64_t dt = fast_dt(w, ticks);
+  if (ETCH_LIKELY(fast_ok(w, dt) && (w->seen_fast[site->seen_word] & bit))) {
+    if (begin) w->depth++;
+    fast_put(w, ticks, dt, site->tmpl, site->tmpl_len, 16);
+    return true;
   }
-  emit_end_slow(cat, (uint32_t)i, ticks);
+  return false;
 }
 
-/* Events recorded by several sessions at once: one packet per session. */
-static ETCH_NOINLINE void site_multi(etch_site *site, uint32_t mask,
-                                     uint64_t ticks) {
-  do {
-    uint32_t i = (uint32_t)__builtin_ctz(mask);
-    mask &= mask - 1;
-    if (site->type == ETCH_TYPE_SLICE_BEGIN)
-      site_one(site, i, ticks, true);
-    else
-      site_one(site, i, ticks, false);
-  } while (mask);
+ETCH_INLINE bool end_put(etch_writer *w, uint64_t ticks) {
+  uint64_t dt = fast_dt(w, ticks);
+  if (ETCH_LIKELY(fast_ok(w, dt))) {
+    if (w->depth) { /* else its begin was never recorded */
+      w->depth--;
+      fast_put(w, ticks, dt, end_tmpl, 8, 8);
+    }
+    return true;
+  }
+  return false;
 }
 
-static ETCH_NOINLINE void end_multi(etch_category *cat, uint32_t mask,
+/* Several sessions, or a writer that needs more than the fast path. */
+static ETCH_NOINLINE void site_slow(etch_site *site, uintptr_t mask,
                                     uint64_t ticks) {
+  if (!__atomic_load_n(&site->seen_mask, __ATOMIC_ACQUIRE)) site_prepare(site);
+  bool begin = site->type == ETCH_TYPE_SLICE_BEGIN;
   do {
-    uint32_t i = (uint32_t)__builtin_ctz(mask);
+    uint32_t i = (uint32_t)__builtin_ctz((uint32_t)mask);
     mask &= mask - 1;
-    end_one(cat, i, ticks);
+    if (begin ? site_put(etch__tls.w[i], site, ticks, true)
+              : site_put(etch__tls.w[i], site, ticks, false))
+      continue;
+    etch_writer *w = etch__writer_prepare(i, ticks);
+    if (w) emit_general(w, site, site->cat, site->type, NULL, NULL, 0, ticks);
   } while (mask);
+}
+
+static ETCH_NOINLINE void end_slow(etch_category *cat, uintptr_t mask,
+                                   uint64_t ticks) {
+  do {
+    uint32_t i = (uint32_t)__builtin_ctz((uint32_t)mask);
+    mask &= mask - 1;
+    if (end_put(etch__tls.w[i], ticks)) continue;
+    etch_writer *w = etch__writer_prepare(i, ticks);
+    if (w)
+      emit_general(w, NULL, cat, ETCH_TYPE_SLICE_END, NULL, NULL, 0, ticks);
+  } while (mask);
+}
+
+/* One session's event, its writer found with one table load (an event for
+ * several sessions finds the null writer, whose room check fails). */
+ETCH_INLINE void site_fast(etch_site *site, uintptr_t mask, uint64_t ticks,
+                           bool begin) {
+  if (!site_put(etch__tls.w[etch__mask_slot[mask]], site, ticks, begin))
+    site_slow(site, mask, ticks);
+}
+
+ETCH_INLINE void end_fast(etch_category *cat, uintptr_t mask, uint64_t ticks) {
+  if (!end_put(etch__tls.w[etch__mask_slot[mask]], ticks))
+    end_slow(cat, mask, ticks);
 }
 
 /*
  * The exported emitters read the TSC inline and hand everything else to tail
  * calls, so they need no stack frame. Without an invariant TSC they pass the
- * whole event to an out-of-line twin that reads CLOCK_BOOTTIME.
+ * whole event to a twin that reads CLOCK_BOOTTIME.
  */
-static ETCH_NOINLINE void site_any(etch_site *site, uint32_t mask,
-                                   uint64_t ticks, bool begin) {
-  if (mask & (mask - 1)) {
-    site_multi(site, mask, ticks);
-  } else if (begin) {
-    site_one(site, (size_t)__builtin_ctz(mask), ticks, true);
-  } else {
-    site_one(site, (size_t)__builtin_ctz(mask), ticks, false);
-  }
-}
-
-static ETCH_NOINLINE void end_any(etch_category *cat, uint32_t mask,
-                                  uint64_t ticks) {
-  if (mask & (mask - 1))
-    end_multi(cat, mask, ticks);
-  else
-    end_one(cat, (size_t)__builtin_ctz(mask), ticks);
-}
-
 #if ETCH_HAVE_TSC
 #define FAST_TICKS() __rdtsc()
 #define CLOCK_IS_FAST() ETCH_LIKELY(etch__clock_tsc)
@@ -204,38 +250,36 @@ static ETCH_NOINLINE void end_any(etch_category *cat, uint32_t mask,
 #define CLOCK_IS_FAST() 0
 #endif
 
-ETCH_INLINE void site_entry(etch_site *site, uint32_t mask, bool begin) {
+static ETCH_NOINLINE void site_boottime(etch_site *site, uintptr_t mask) {
+  site_slow(site, mask, etch__ticks_slow());
+}
+
+static ETCH_NOINLINE void end_boottime(etch_category *cat, uintptr_t mask) {
+  end_slow(cat, mask, etch__ticks_slow());
+}
+
+void etch__emit_site(etch_site *site, uintptr_t mask) {
   if (!CLOCK_IS_FAST()) {
-    site_any(site, mask, etch__ticks_slow(), begin);
+    site_boottime(site, mask);
     return;
   }
-  uint64_t ticks = FAST_TICKS();
-  if (ETCH_UNLIKELY(mask & (mask - 1))) {
-    site_multi(site, mask, ticks);
-    return;
-  }
-  site_one(site, (size_t)__builtin_ctz(mask), ticks, begin);
+  site_fast(site, mask, FAST_TICKS(), false);
 }
 
-void etch__emit_site(etch_site *site, uint32_t mask) {
-  site_entry(site, mask, false);
-}
-
-void etch__emit_begin(etch_site *site, uint32_t mask) {
-  site_entry(site, mask, true);
-}
-
-void etch__emit_end(etch_category *cat, uint32_t mask) {
+void etch__emit_begin(etch_site *site, uintptr_t mask) {
   if (!CLOCK_IS_FAST()) {
-    end_any(cat, mask, etch__ticks_slow());
+    site_boottime(site, mask);
     return;
   }
-  uint64_t ticks = FAST_TICKS();
-  if (ETCH_UNLIKELY(mask & (mask - 1))) {
-    end_multi(cat, mask, ticks);
+  site_fast(site, mask, FAST_TICKS(), true);
+}
+
+void etch__emit_end(etch_category *cat, uintptr_t mask) {
+  if (!CLOCK_IS_FAST()) {
+    end_boottime(cat, mask);
     return;
   }
-  end_one(cat, (size_t)__builtin_ctz(mask), ticks);
+  end_fast(cat, mask, FAST_TICKS());
 }
 
 /*
@@ -244,7 +288,7 @@ void etch__emit_end(etch_category *cat, uint32_t mask) {
  * and its track's descriptor are on the sequence (the site's bit, set by
  * the general path).
  */
-static ETCH_NOINLINE void counter_slow(etch_site *site, uint32_t mask,
+static ETCH_NOINLINE void counter_slow(etch_site *site, uintptr_t mask,
                                        uint64_t ticks, etch_extra x) {
   if (!__atomic_load_n(&site->seen_mask, __ATOMIC_ACQUIRE)) site_prepare(site);
   do {
@@ -255,60 +299,51 @@ static ETCH_NOINLINE void counter_slow(etch_site *site, uint32_t mask,
   } while (mask);
 }
 
-ETCH_INLINE void counter_one(etch_site *site, uint32_t mask, uint64_t raw,
+ETCH_INLINE void counter_one(etch_site *site, uintptr_t mask, uint64_t raw,
                              bool is_double, etch_extra x) {
   uint64_t ticks = etch__ticks();
-  if (ETCH_LIKELY((mask & (mask - 1)) == 0)) {
-    size_t i = (size_t)__builtin_ctz(mask);
-    {
-      etch_writer *w = etch__tls.w[i]; /* never NULL */
-      uint64_t bit = __atomic_load_n(&site->seen_mask, __ATOMIC_ACQUIRE);
-      uint64_t ns = fast_ns(w, ticks);
-      if (ETCH_LIKELY(etch__writer_has_room(w) && ns < w->reset_deadline &&
-                      (w->seen_fast[site->seen_word] & bit))) {
-        uint8_t *p = w->st.cur;
-        uint8_t *q = p + 1;
-        *q++ = (uint8_t)etch_pb_tag(ETCH_PKT_TIMESTAMP, ETCH_PB_VARINT);
-        q = etch_pb_put_varint(q, ns - w->last_ns);
-        w->last_ns = ns;
-        q[0] = (uint8_t)etch_pb_tag(ETCH_PKT_SEQUENCE_FLAGS, ETCH_PB_VARINT);
-        q[1] = ETCH_SEQ_NEEDS_INCREMENTAL_STATE;
-        q[2] = (uint8_t)etch_pb_tag(ETCH_PKT_TRACK_EVENT, ETCH_PB_LEN);
-        uint8_t *te = q + 3;
-        q[4] = (uint8_t)etch_pb_tag(ETCH_TE_TYPE, ETCH_PB_VARINT);
-        q[5] = ETCH_TE_TYPE_COUNTER;
-        q[6] = (uint8_t)etch_pb_tag(ETCH_TE_CATEGORY_IIDS, ETCH_PB_VARINT);
-        q = etch_pb_put_varint(q + 7, site->cat->id);
-        *q++ = (uint8_t)etch_pb_tag(ETCH_TE_NAME_IID, ETCH_PB_VARINT);
-        q = etch_pb_put_varint(q, site->id);
-        *q++ = (uint8_t)etch_pb_tag(ETCH_TE_TRACK_UUID, ETCH_PB_VARINT);
-        memcpy(q, site->counter_track->uuid_enc, 16);
-        q += site->counter_track->uuid_len;
-        if (is_double) {
-          q = etch_pb_put_tag(q, ETCH_TE_DOUBLE_COUNTER_VALUE, ETCH_PB_FIXED64);
-          q = etch_pb_put_fixed64(q, raw);
-        } else {
-          q = etch_pb_put_tag(q, ETCH_TE_COUNTER_VALUE, ETCH_PB_VARINT);
-          q = etch_pb_put_varint(q, raw);
-        }
-        *te = (uint8_t)(q - te - 1);
-        p[0] = (uint8_t)(q - p - 1);
-        w->st.cur = q;
-        __atomic_store_n(&w->chunk->used,
-                         (uint32_t)((uintptr_t)q - w->pub_base),
-                         __ATOMIC_RELEASE);
-        return;
-      }
+  etch_writer *w = etch__tls.w[etch__mask_slot[mask]]; /* never NULL */
+  uint64_t bit = __atomic_load_n(&site->seen_mask, __ATOMIC_ACQUIRE);
+  uint64_t dt = fast_dt(w, ticks);
+  if (ETCH_LIKELY(fast_ok(w, dt) && (w->seen_fast[site->seen_word] & bit))) {
+    uint64_t acc = fast_acc(w, dt);
+    uint8_t *p = w->st.cur;
+    uint8_t *q = p + 1;
+    *q++ = (uint8_t)etch_pb_tag(ETCH_PKT_TIMESTAMP, ETCH_PB_VARINT);
+    q = etch_pb_put_varint(q, acc >> 32);
+    q[0] = (uint8_t)etch_pb_tag(ETCH_PKT_SEQUENCE_FLAGS, ETCH_PB_VARINT);
+    q[1] = ETCH_SEQ_NEEDS_INCREMENTAL_STATE;
+    q[2] = (uint8_t)etch_pb_tag(ETCH_PKT_TRACK_EVENT, ETCH_PB_LEN);
+    uint8_t *te = q + 3;
+    q[4] = (uint8_t)etch_pb_tag(ETCH_TE_TYPE, ETCH_PB_VARINT);
+    q[5] = ETCH_TE_TYPE_COUNTER;
+    q[6] = (uint8_t)etch_pb_tag(ETCH_TE_CATEGORY_IIDS, ETCH_PB_VARINT);
+    q = etch_pb_put_varint(q + 7, site->cat->id);
+    *q++ = (uint8_t)etch_pb_tag(ETCH_TE_NAME_IID, ETCH_PB_VARINT);
+    q = etch_pb_put_varint(q, site->id);
+    *q++ = (uint8_t)etch_pb_tag(ETCH_TE_TRACK_UUID, ETCH_PB_VARINT);
+    memcpy(q, site->counter_track->uuid_enc, 16);
+    q += site->counter_track->uuid_len;
+    if (is_double) {
+      q = etch_pb_put_tag(q, ETCH_TE_DOUBLE_COUNTER_VALUE, ETCH_PB_FIXED64);
+      q = etch_pb_put_fixed64(q, raw);
+    } else {
+      q = etch_pb_put_tag(q, ETCH_TE_COUNTER_VALUE, ETCH_PB_VARINT);
+      q = etch_pb_put_varint(q, raw);
     }
+    *te = (uint8_t)(q - te - 1);
+    p[0] = (uint8_t)(q - p - 1);
+    fast_commit(w, ticks, dt, acc, q);
+    return;
   }
   counter_slow(site, mask, ticks, x);
 }
 
-void etch__emit_counter(etch_site *site, uint32_t mask, int64_t v) {
+void etch__emit_counter(etch_site *site, uintptr_t mask, int64_t v) {
   counter_one(site, mask, (uint64_t)v, false, etch__x_counter_int(v));
 }
 
-void etch__emit_counter_double(etch_site *site, uint32_t mask, double v) {
+void etch__emit_counter_double(etch_site *site, uintptr_t mask, double v) {
   uint64_t raw;
   memcpy(&raw, &v, sizeof raw);
   counter_one(site, mask, raw, true, etch__x_counter_double(v));
@@ -543,7 +578,7 @@ static void emit_general(etch_writer *w, etch_site *site, etch_category *cat,
   }
 
   uint8_t *q = w->scratch;
-  uint64_t last_ns = w->last_ns;
+  uint64_t last_ns = etch__writer_last_ns(w);
   if (p.has_ts) {
     q = raw_varint(q, ETCH_PKT_TIMESTAMP, p.ts);
     q = raw_varint(q, ETCH_PKT_TIMESTAMP_CLOCK_ID, ETCH_CLOCK_BOOTTIME);
@@ -604,7 +639,7 @@ static void emit_general(etch_writer *w, etch_site *site, etch_category *cat,
     etch__writer_drop(w, ticks);
     return;
   }
-  if (!p.has_ts) w->last_ns = ns;
+  if (!p.has_ts) etch__writer_advance(w, ticks);
   if (new_name) etch__writer_mark_name(w, site->id);
   /* A counter site's bit: its track's descriptor is on this sequence. */
   if (counter && site && !p.dyn_name && !p.track && !p.has_ts)
@@ -617,9 +652,7 @@ static void emit_general(etch_writer *w, etch_site *site, etch_category *cat,
  * inline, everything else in etch__writer_prepare. */
 ETCH_INLINE etch_writer *ready_writer(uint32_t i, uint64_t ticks) {
   etch_writer *w = etch__tls.w[i]; /* never NULL */
-  if (ETCH_LIKELY(etch__writer_has_room(w) &&
-                  fast_ns(w, ticks) < w->reset_deadline))
-    return w;
+  if (ETCH_LIKELY(fast_ok(w, fast_dt(w, ticks)))) return w;
   return etch__writer_prepare(i, ticks);
 }
 
@@ -649,17 +682,16 @@ static bool args_fast(etch_writer *w, etch_site *site, const etch_extra *x,
     iid[i] = c->iid;
   }
   uint64_t bit = __atomic_load_n(&site->seen_mask, __ATOMIC_ACQUIRE);
-  uint64_t ns = fast_ns(w, ticks);
-  if (!(etch__writer_has_room(w) && ns < w->reset_deadline &&
-        (w->seen_fast[site->seen_word] & bit)))
+  uint64_t dt = fast_dt(w, ticks);
+  if (!(fast_ok(w, dt) && (w->seen_fast[site->seen_word] & bit)))
     return false;
+  uint64_t acc = fast_acc(w, dt);
+  /* The site template without its size byte and timestamp tag. */
   uint8_t *p = w->st.cur;
   uint8_t *q = p + 1;
-  *q++ = (uint8_t)etch_pb_tag(ETCH_PKT_TIMESTAMP, ETCH_PB_VARINT);
-  q = etch_pb_put_varint(q, ns - w->last_ns);
-  uint8_t *te_len = q + 3; /* the template is 68 02 5A <len> ... */
-  memcpy(q, site->tmpl, 16);
-  q += site->tmpl_len;
+  uint8_t *te_len = q + 3; /* 68 02 5A <len> ... */
+  memcpy(q, site->tmpl + 1, 15);
+  q += site->tmpl_len - 2;
   uint8_t *args = q;
   for (uint32_t i = 0; i < n; i++) {
     const etch_extra *a = &x[i];
@@ -695,20 +727,18 @@ static bool args_fast(etch_writer *w, etch_site *site, const etch_extra *x,
     *len = (uint8_t)(q - len - 1);
   }
   *te_len = (uint8_t)(*te_len + (q - args));
+  *q++ = (uint8_t)etch_pb_tag(ETCH_PKT_TIMESTAMP, ETCH_PB_VARINT);
+  q = etch_pb_put_varint(q, acc >> 32);
   if (site->type == ETCH_TYPE_SLICE_BEGIN) w->depth++;
-  w->last_ns = ns;
   p[0] = (uint8_t)(q - p - 1);
-  w->st.cur = q;
-  __atomic_store_n(&w->chunk->used, (uint32_t)((uintptr_t)q - w->pub_base),
-                   __ATOMIC_RELEASE);
+  fast_commit(w, ticks, dt, acc, q);
   return true;
 }
 
 void etch__emit(etch_site *site, uint32_t mask, const etch_extra *extras,
                 uint32_t n_extras) {
   uint64_t ticks = etch__ticks();
-  if (ETCH_LIKELY((mask & (mask - 1)) == 0) &&
-      args_fast(etch__tls.w[__builtin_ctz(mask)], site, extras, n_extras,
+  if (args_fast(etch__tls.w[etch__mask_slot[mask]], site, extras, n_extras,
                 ticks))
     return;
   if (!__atomic_load_n(&site->seen_mask, __ATOMIC_ACQUIRE)) site_prepare(site);

@@ -292,7 +292,7 @@ void etch__writer_ensure_track(etch_writer *w, const etch_track *t) {
   if (t->parent) etch__writer_ensure_track(w, t->parent);
   if (!etch__packet_begin(w)) return;
   etch_pb_stream *s = &w->st;
-  put_abs_ts(s, w->last_ns);
+  put_abs_ts(s, etch__writer_last_ns(w));
   etch_pb_nested td;
   etch_pb_nested_begin(s, ETCH_PKT_TRACK_DESCRIPTOR, &td);
   etch_pb_write_varint_field(s, ETCH_TD_UUID, etch__track_uuid(t));
@@ -323,12 +323,18 @@ void etch__writer_reset(etch_writer *w, uint64_t ticks) {
     a.ticks = ticks;
   }
   w->anchor = a;
-  w->last_ns = a.ns;
   /* Finite even with periodic resets off: a tick reading from before the
    * anchor then shows up as a far-future time and takes the slow path. */
-  w->reset_deadline =
-      a.ns + (w->sess->reset_interval_ns ? w->sess->reset_interval_ns
-                                         : (1ull << 60));
+  uint64_t interval = w->sess->reset_interval_ns ? w->sess->reset_interval_ns
+                                                  : (1ull << 60);
+  w->reset_deadline = a.ns + interval;
+  unsigned __int128 iticks = ((unsigned __int128)interval << 32) / a.mult;
+  w->deadline_ticks = iticks > UINT64_MAX - a.ticks ? UINT64_MAX
+                                                    : a.ticks + (uint64_t)iticks;
+  w->dt_cap = (UINT64_MAX - UINT32_MAX) / a.mult;
+  w->last_ticks = a.ticks;
+  w->frac = 0;
+  etch__writer_set_budget(w);
   memset(w->seen_fast, 0, sizeof w->seen_fast);
   etch__bitset_clear(&w->seen_names_more);
   etch__bitset_clear(&w->seen_cats);

@@ -3,6 +3,7 @@
  */
 #define _GNU_SOURCE
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "sdk_common.h"
@@ -594,6 +595,79 @@ TEST(repeated_args_fast_path) {
     ASSERT_EQ_INT(t.ev[i * 5 + 3].type, 2);
     ASSERT_EQ_INT(td_arg_of(&t.ev[i * 5 + 4], "v")->i, -i);
   }
+  td_free(&t);
+  etch_session_free(s);
+}
+
+static uint64_t boottime_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_BOOTTIME, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void spin_ns(uint64_t ns) {
+  uint64_t end = boottime_ns() + ns;
+  while (boottime_ns() < end) {
+  }
+}
+
+/*
+ * Events stamped on the fast path carry deltas of one, two and three or
+ * more bytes (< 128 ns, < 16 us, longer). Each event's decoded time must
+ * fall between BOOTTIME readings taken around it, also after 200,000
+ * back-to-back events: rounding each delta on its own instead of carrying
+ * the fraction of a ns would drift by tens of microseconds.
+ */
+TEST(timestamps_follow_boottime_across_delta_sizes) {
+  etch_session *s =
+      start_session("categories=render;compression=none;buffer_kb=16384");
+  enum { BURST = 200000, GAPS = 5 };
+  static const uint64_t gap_ns[GAPS] = {0, 300, 5000, 40000, 3000000};
+  uint64_t lo[GAPS * 2], hi[GAPS * 2];
+  ETCH_INSTANT(render, "warm"); /* writer, interning: the slow path */
+  for (int g = 0; g < GAPS; g++) {
+    for (int i = 0; i < BURST / GAPS; i++) {
+      ETCH_SLICE_BEGIN(render, "burst");
+      ETCH_SLICE_END(render);
+    }
+    spin_ns(gap_ns[g]);
+    lo[2 * g] = boottime_ns();
+    ETCH_SLICE_BEGIN(render, "probe");
+    hi[2 * g] = boottime_ns();
+    spin_ns(gap_ns[g]);
+    lo[2 * g + 1] = boottime_ns();
+    ETCH_SLICE_END(render);
+    hi[2 * g + 1] = boottime_ns();
+  }
+  etch_session_stop(s);
+  td_trace t;
+  read_trace(s, "delta_sizes", &t);
+  ASSERT_EQ_U64(t.nev, 1 + 2 * (BURST + GAPS));
+  ASSERT_EQ_U64(t.prev_dropped, 0);
+  for (size_t i = 1; i < t.nev; i++) ASSERT_TRUE(t.ev[i].ts >= t.ev[i - 1].ts);
+  /* The TSC multiplier is calibrated to well under 1e-4; the test runs for
+   * tens of milliseconds, so 20 us covers it. */
+  const uint64_t tol = 20000;
+  int k = 0;
+  for (size_t i = 0; i < t.nev; i++) {
+    const td_event *e = &t.ev[i];
+    bool probe = e->type == 1 && e->name && strcmp(e->name, "probe") == 0;
+    if (!probe) continue;
+    const td_event *end = &t.ev[i + 1];
+    ASSERT_EQ_INT(end->type, 2);
+    int g = k++;
+    if (e->ts + tol < lo[2 * g] || e->ts > hi[2 * g] + tol)
+      FAIL("gap %d: begin at %llu, not in [%llu, %llu]", g,
+           (unsigned long long)e->ts, (unsigned long long)lo[2 * g],
+           (unsigned long long)hi[2 * g]);
+    if (end->ts + tol < lo[2 * g + 1] || end->ts > hi[2 * g + 1] + tol)
+      FAIL("gap %d: end at %llu, not in [%llu, %llu]", g,
+           (unsigned long long)end->ts, (unsigned long long)lo[2 * g + 1],
+           (unsigned long long)hi[2 * g + 1]);
+    /* The slice lasts the spin, to within the clock reads around it. */
+    ASSERT_TRUE(end->ts - e->ts + tol >= gap_ns[g]);
+  }
+  ASSERT_EQ_INT(k, GAPS);
   td_free(&t);
   etch_session_free(s);
 }
