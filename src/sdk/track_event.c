@@ -4,15 +4,18 @@
  * Fast paths, taken when the thread has a writer for the session, its chunk
  * has room, no reset is due and the call site is interned on the sequence:
  *
- *   begin/instant/end  [size] 40 <ts delta> <site template: 68 02 5A len
- *                      48 type 18 cat 50 name>  (end: a fixed template)
- *   counter            the same with 58 <track uuid> F0 01 <value>
- *   1-2 scalar args    the site template plus 22 len 08 <key iid> <value>
+ *   begin/instant/end  <site template: [size] 68 02 5A len 48 type 18 cat
+ *                      50 name 40> <ts delta>  (end: a fixed template)
+ *   counter            [size] 40 <delta> 68 02 5A len 48 04 18 cat 50 name
+ *                      58 <track uuid> F0 01 <value>
+ *   1-2 scalar args    [size] 68 02 5A len <site TrackEvent> 22 len 08
+ *                      <key iid> <value> ... 40 <delta>
  *
- * i.e. a one-byte fragment size, TracePacket.timestamp (a delta on the
- * sequence's incremental clock), sequence_flags = NEEDS_INCREMENTAL_STATE and
- * the TrackEvent. The thread track comes from the sequence's
- * TracePacketDefaults; the sequence id is added when the buffer is read out.
+ * i.e. a one-byte fragment size, sequence_flags = NEEDS_INCREMENTAL_STATE,
+ * the TrackEvent and TracePacket.timestamp (a delta on the sequence's
+ * incremental clock; field order is free in protobuf). The thread track
+ * comes from the sequence's TracePacketDefaults; the sequence id is added
+ * when the buffer is read out.
  * Everything else goes through emit_general(), which interns, writes
  * descriptors and encodes any extras into the writer's scratch buffer.
  */
