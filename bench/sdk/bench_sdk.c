@@ -159,7 +159,7 @@ typedef struct bench_case {
 } bench_case;
 
 static const bench_case cases[] = {
-    {"empty", "empty loop", K_CLOCK, 1, 0, run_empty, 0, false},
+    {"empty", "empty loop", K_CLOCK, 1, 0, run_empty, 0, true},
     {"rdtsc", "clock: rdtsc", K_CLOCK, 1, 0, run_rdtsc, 0, true},
     {"boottime", "clock: clock_gettime(BOOTTIME)", K_CLOCK, 1, 0,
      run_boottime, 0, true},
@@ -351,9 +351,14 @@ static int timing(uint64_t n, int reps) {
   printf("%-34s %9.2f %9s %7s %8.2f\n", "etch slice begin, fresh buffer",
          median(fresh, reps), "-", "-", median(fresh, reps) / tsc[0]);
   /* The goals of the issue that this table can answer. */
-  double dis = med[find_case("disabled") - cases][0];
+  /* A disabled event is what its loop costs beyond the empty loop's. */
+  double dis_loop = med[find_case("disabled") - cases][0];
+  double empty = med[find_case("empty") - cases][0];
+  double dis = dis_loop - empty;
   printf("\ngoals (1T unless said):\n");
-  printf("  disabled <= 1 ns: %.2f ns: %s\n", dis, dis <= 1.0 ? "met" : "MISSED");
+  printf("  disabled <= 1 ns: %.2f ns (its loop %.2f ns less the empty loop's "
+         "%.2f): %s\n",
+         dis, dis_loop, empty, dis <= 1.0 ? "met" : "MISSED");
   const char *ids[] = {"begin", "end"};
   for (int i = 0; i < 2; i++) {
     const bench_case *c = find_case(ids[i]);
