@@ -328,10 +328,11 @@ void etch__writer_reset(etch_writer *w, uint64_t ticks) {
   uint64_t interval = w->sess->reset_interval_ns ? w->sess->reset_interval_ns
                                                   : (1ull << 60);
   w->reset_deadline = a.ns + interval;
-  unsigned __int128 iticks = ((unsigned __int128)interval << 32) / a.mult;
+  uint64_t mult = a.mult ? a.mult : 1;
+  unsigned __int128 iticks = ((unsigned __int128)interval << 32) / mult;
   w->deadline_ticks = iticks > UINT64_MAX - a.ticks ? UINT64_MAX
                                                     : a.ticks + (uint64_t)iticks;
-  w->dt_cap = (UINT64_MAX - UINT32_MAX) / a.mult;
+  w->dt_cap = (UINT64_MAX - UINT32_MAX) / mult;
   w->last_ticks = a.ticks;
   w->frac = 0;
   etch__writer_set_budget(w);
