@@ -68,13 +68,23 @@ ETCH_INLINE int64_t etch_pb_unzigzag(uint64_t v) {
   return (int64_t)(v >> 1) ^ -(int64_t)(v & 1);
 }
 
+/* Fixed-width fields are little-endian on the wire: one store on
+ * little-endian machines, bytes in order elsewhere. */
 ETCH_INLINE uint8_t *etch_pb_put_fixed64(uint8_t *p, uint64_t v) {
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+  memcpy(p, &v, 8);
+#else
   for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
+#endif
   return p + 8;
 }
 
 ETCH_INLINE uint8_t *etch_pb_put_fixed32(uint8_t *p, uint32_t v) {
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+  memcpy(p, &v, 4);
+#else
   for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
+#endif
   return p + 4;
 }
 

@@ -664,26 +664,66 @@ ETCH_INLINE etch_writer *ready_writer(uint32_t i, uint64_t ticks) {
  * double, pointer) with keys this sequence has interned (the arg-key cache
  * hit): the site template plus the annotations, written in place.
  *
- *   [size] 40 <delta> 68 02 5A <len+args> <site TrackEvent bytes>
+ *   [size] 68 02 5A <len+args> <site TrackEvent bytes>
  *     22 <len> 08 <key iid> <value field>     (per arg)
+ *   40 <delta>
  *
  * Returns false, having written nothing, when any condition fails.
  */
-#define ARGS_FAST_MAX 2
+/* An arg the fast path can write: a scalar whose key this sequence has
+ * interned (the arg-key cache holds its iid for the current reset). */
+ETCH_INLINE bool arg_iid(const etch_writer *w, const etch_extra *a,
+                         uint32_t *iid) {
+  uint32_t k = a->kind;
+  if (k < ETCH_X_ARG_BOOL || k > ETCH_X_ARG_POINTER || k == ETCH_X_ARG_STRING)
+    return false;
+  typeof(&w->da_cache[0]) c = &w->da_cache[((uintptr_t)a->name >> 3) & 63];
+  if (c->ptr != a->name || c->gen != w->reset_gen || !a->name) return false;
+  *iid = c->iid;
+  return true;
+}
 
-static bool args_fast(etch_writer *w, etch_site *site, const etch_extra *x,
-                      uint32_t n, uint64_t ticks) {
-  if (n > ARGS_FAST_MAX) return false;
-  uint32_t iid[ARGS_FAST_MAX];
-  for (uint32_t i = 0; i < n; i++) {
-    uint32_t k = x[i].kind;
-    if (k < ETCH_X_ARG_BOOL || k > ETCH_X_ARG_POINTER || k == ETCH_X_ARG_STRING)
-      return false;
-    typeof(&w->da_cache[0]) c = &w->da_cache[((uintptr_t)x[i].name >> 3) & 63];
-    if (c->ptr != x[i].name || c->gen != w->reset_gen || !x[i].name)
-      return false;
-    iid[i] = c->iid;
+/* 22 <len> 08 <key iid> <value field>: one debug annotation. */
+ETCH_INLINE uint8_t *arg_put(uint8_t *q, uint32_t iid, const etch_extra *a) {
+  q[0] = (uint8_t)etch_pb_tag(ETCH_TE_DEBUG_ANNOTATIONS, ETCH_PB_LEN);
+  uint8_t *len = q + 1;
+  q[2] = (uint8_t)etch_pb_tag(ETCH_DA_NAME_IID, ETCH_PB_VARINT);
+  q = etch_pb_put_varint(q + 3, iid);
+  uint32_t k = a->kind;
+  if (k == ETCH_X_ARG_DOUBLE) {
+    uint64_t u;
+    memcpy(&u, &a->v.d, sizeof u);
+    *q++ = (uint8_t)etch_pb_tag(ETCH_DA_DOUBLE_VALUE, ETCH_PB_FIXED64);
+    q = etch_pb_put_fixed64(q, u);
+  } else {
+    uint64_t v;
+    uint32_t field;
+    if (k == ETCH_X_ARG_INT) {
+      v = (uint64_t)a->v.i;
+      field = ETCH_DA_INT_VALUE;
+    } else if (k == ETCH_X_ARG_UINT) {
+      v = a->v.u;
+      field = ETCH_DA_UINT_VALUE;
+    } else if (k == ETCH_X_ARG_BOOL) {
+      v = a->v.b ? 1 : 0;
+      field = ETCH_DA_BOOL_VALUE;
+    } else {
+      v = (uint64_t)(uintptr_t)a->v.p;
+      field = ETCH_DA_POINTER_VALUE;
+    }
+    *q++ = (uint8_t)etch_pb_tag(field, ETCH_PB_VARINT);
+    q = etch_pb_put_varint(q, v);
   }
+  *len = (uint8_t)(q - len - 1);
+  return q;
+}
+
+ETCH_INLINE bool args_fast(etch_writer *w, etch_site *site, const etch_extra *x,
+                           uint32_t n, uint64_t ticks) {
+  uint32_t iid0, iid1 = 0;
+  if (n - 1 > 1 || !arg_iid(w, &x[0], &iid0) ||
+      (n == 2 && !arg_iid(w, &x[1], &iid1)))
+    return false;
   uint64_t bit = __atomic_load_n(&site->seen_mask, __ATOMIC_ACQUIRE);
   uint64_t dt = fast_dt(w, ticks);
   if (!(fast_ok(w, dt) && (w->seen_fast[site->seen_word] & bit)))
@@ -696,39 +736,8 @@ static bool args_fast(etch_writer *w, etch_site *site, const etch_extra *x,
   memcpy(q, site->tmpl + 1, 15);
   q += site->tmpl_len - 2;
   uint8_t *args = q;
-  for (uint32_t i = 0; i < n; i++) {
-    const etch_extra *a = &x[i];
-    *q = (uint8_t)etch_pb_tag(ETCH_TE_DEBUG_ANNOTATIONS, ETCH_PB_LEN);
-    uint8_t *len = q + 1;
-    q[2] = (uint8_t)etch_pb_tag(ETCH_DA_NAME_IID, ETCH_PB_VARINT);
-    q = etch_pb_put_varint(q + 3, iid[i]);
-    switch (a->kind) {
-      case ETCH_X_ARG_BOOL:
-        *q++ = (uint8_t)etch_pb_tag(ETCH_DA_BOOL_VALUE, ETCH_PB_VARINT);
-        *q++ = a->v.b ? 1 : 0;
-        break;
-      case ETCH_X_ARG_INT:
-        *q++ = (uint8_t)etch_pb_tag(ETCH_DA_INT_VALUE, ETCH_PB_VARINT);
-        q = etch_pb_put_varint(q, (uint64_t)a->v.i);
-        break;
-      case ETCH_X_ARG_UINT:
-        *q++ = (uint8_t)etch_pb_tag(ETCH_DA_UINT_VALUE, ETCH_PB_VARINT);
-        q = etch_pb_put_varint(q, a->v.u);
-        break;
-      case ETCH_X_ARG_DOUBLE: {
-        uint64_t u;
-        memcpy(&u, &a->v.d, sizeof u);
-        *q++ = (uint8_t)etch_pb_tag(ETCH_DA_DOUBLE_VALUE, ETCH_PB_FIXED64);
-        q = etch_pb_put_fixed64(q, u);
-        break;
-      }
-      default: /* ETCH_X_ARG_POINTER */
-        *q++ = (uint8_t)etch_pb_tag(ETCH_DA_POINTER_VALUE, ETCH_PB_VARINT);
-        q = etch_pb_put_varint(q, (uint64_t)(uintptr_t)a->v.p);
-        break;
-    }
-    *len = (uint8_t)(q - len - 1);
-  }
+  q = arg_put(q, iid0, &x[0]);
+  if (n == 2) q = arg_put(q, iid1, &x[1]);
   *te_len = (uint8_t)(*te_len + (q - args));
   *q++ = (uint8_t)etch_pb_tag(ETCH_PKT_TIMESTAMP, ETCH_PB_VARINT);
   q = etch_pb_put_varint(q, acc >> 32);
@@ -738,12 +747,9 @@ static bool args_fast(etch_writer *w, etch_site *site, const etch_extra *x,
   return true;
 }
 
-void etch__emit(etch_site *site, uint32_t mask, const etch_extra *extras,
-                uint32_t n_extras) {
-  uint64_t ticks = etch__ticks();
-  if (args_fast(etch__tls.w[etch__mask_slot[mask]], site, extras, n_extras,
-                ticks))
-    return;
+static ETCH_NOINLINE void emit_slow(etch_site *site, uint32_t mask,
+                                    const etch_extra *extras,
+                                    uint32_t n_extras, uint64_t ticks) {
   if (!__atomic_load_n(&site->seen_mask, __ATOMIC_ACQUIRE)) site_prepare(site);
   do {
     uint32_t i = (uint32_t)__builtin_ctz(mask);
@@ -753,6 +759,31 @@ void etch__emit(etch_site *site, uint32_t mask, const etch_extra *extras,
       emit_general(w, site, site->cat, site->type, NULL, extras, n_extras,
                    ticks);
   } while (mask);
+}
+
+/* The args fast path inline, everything else in emit_slow: the common case
+ * then saves no registers. */
+ETCH_INLINE void emit_any(etch_site *site, uint32_t mask,
+                          const etch_extra *extras, uint32_t n_extras,
+                          uint64_t ticks) {
+  if (!args_fast(etch__tls.w[etch__mask_slot[mask]], site, extras, n_extras,
+                 ticks))
+    emit_slow(site, mask, extras, n_extras, ticks);
+}
+
+static ETCH_NOINLINE void emit_boottime(etch_site *site, uint32_t mask,
+                                        const etch_extra *extras,
+                                        uint32_t n_extras) {
+  emit_any(site, mask, extras, n_extras, etch__ticks_slow());
+}
+
+void etch__emit(etch_site *site, uint32_t mask, const etch_extra *extras,
+                uint32_t n_extras) {
+  if (!CLOCK_IS_FAST()) {
+    emit_boottime(site, mask, extras, n_extras);
+    return;
+  }
+  emit_any(site, mask, extras, n_extras, FAST_TICKS());
 }
 
 void etch__emit_end_x(etch_category *cat, uint32_t mask,
