@@ -20,6 +20,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include "sdk/sdk.h"
@@ -298,24 +300,51 @@ int etch__session_serialize(etch_session *sess, uint8_t **data, size_t *len) {
   return ETCH_OK;
 }
 
+static int write_all(const char *path, const char *name, const uint8_t *data,
+                     size_t len) {
+  FILE *f = fopen(path, "wb");
+  if (!f)
+    return etch__error(ETCH_EIO, "cannot write trace to '%s': %s", name,
+                       strerror(errno));
+  size_t n = fwrite(data, 1, len, f);
+  int e = errno;
+  int closed = fclose(f);
+  if (n != len || closed != 0)
+    return etch__error(ETCH_EIO, "cannot write trace to '%s': %s", name,
+                       strerror(n != len ? e : errno));
+  return ETCH_OK;
+}
+
+/*
+ * A regular file (or a new one) is written under a temporary name next to
+ * it and renamed into place, so that nobody ever sees half a trace and a
+ * failed write leaves the old file alone. Anything else (a pipe, a device)
+ * is written directly.
+ */
 int etch__session_write_output(etch_session *s, const char *path) {
   uint8_t *data;
   size_t len;
   int rc = etch__session_serialize(s, &data, &len);
   if (rc) return rc;
-  FILE *f = fopen(path, "wb");
-  if (!f) {
-    int e = errno;
+  struct stat st;
+  if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+    rc = write_all(path, path, data, len);
     free(data);
-    return etch__error(ETCH_EIO, "cannot write trace to '%s': %s", path,
-                       strerror(e));
+    return rc;
   }
-  size_t n = fwrite(data, 1, len, f);
-  int e = errno;
-  int closed = fclose(f);
+  size_t plen = strlen(path);
+  char *tmp = (char *)malloc(plen + 32);
+  if (!tmp) {
+    free(data);
+    return etch__error(ETCH_ENOMEM, "out of memory writing '%s'", path);
+  }
+  snprintf(tmp, plen + 32, "%s.tmp%ld", path, (long)getpid());
+  rc = write_all(tmp, path, data, len);
   free(data);
-  if (n != len || closed != 0)
-    return etch__error(ETCH_EIO, "cannot write trace to '%s': %s", path,
-                       strerror(n != len ? e : errno));
-  return ETCH_OK;
+  if (!rc && rename(tmp, path) != 0)
+    rc = etch__error(ETCH_EIO, "cannot write trace to '%s': %s", path,
+                     strerror(errno));
+  if (rc) unlink(tmp);
+  free(tmp);
+  return rc;
 }

@@ -6,8 +6,8 @@
  *
  *   begin/instant/end  <site template: [size] 68 02 5A len 48 type 18 cat
  *                      50 name 40> <ts delta>  (end: a fixed template)
- *   counter            [size] 40 <delta> 68 02 5A len 48 04 18 cat 50 name
- *                      58 <track uuid> F0 01 <value>
+ *   counter            <site template, no 40> 58 <track uuid> F0 01
+ *                      <value> 40 <delta>
  *   1-2 scalar args    [size] 68 02 5A len <site TrackEvent> 22 len 08
  *                      <key iid> <value> ... 40 <delta>
  *
@@ -286,10 +286,10 @@ void etch__emit_end(etch_category *cat, uintptr_t mask) {
 }
 
 /*
- * Counters: [size] 40 <delta> 68 02 5A <len> 48 04 18 <cat> 50 <name>
- * 58 <track uuid> F0 01 <int64> (or E1 02 <double>), once the site's name
- * and its track's descriptor are on the sequence (the site's bit, set by
- * the general path).
+ * Counters: [size] 68 02 5A <len> 48 04 18 <cat> 50 <name> 58 <track uuid>
+ * F0 01 <int64> (or E1 02 <double>) 40 <delta>, once the site's name and
+ * its track's descriptor are on the sequence (the site's bit, set by the
+ * general path).
  */
 static ETCH_NOINLINE void counter_slow(etch_site *site, uintptr_t mask,
                                        uint64_t ticks, etch_extra x) {
@@ -310,20 +310,11 @@ ETCH_INLINE void counter_one(etch_site *site, uintptr_t mask, uint64_t raw,
   uint64_t dt = fast_dt(w, ticks);
   if (ETCH_LIKELY(fast_ok(w, dt) && (w->seen_fast[site->seen_word] & bit))) {
     uint64_t acc = fast_acc(w, dt);
+    /* The site template without its timestamp tag, then the track. */
     uint8_t *p = w->st.cur;
-    uint8_t *q = p + 1;
-    *q++ = (uint8_t)etch_pb_tag(ETCH_PKT_TIMESTAMP, ETCH_PB_VARINT);
-    q = etch_pb_put_varint(q, acc >> 32);
-    q[0] = (uint8_t)etch_pb_tag(ETCH_PKT_SEQUENCE_FLAGS, ETCH_PB_VARINT);
-    q[1] = ETCH_SEQ_NEEDS_INCREMENTAL_STATE;
-    q[2] = (uint8_t)etch_pb_tag(ETCH_PKT_TRACK_EVENT, ETCH_PB_LEN);
-    uint8_t *te = q + 3;
-    q[4] = (uint8_t)etch_pb_tag(ETCH_TE_TYPE, ETCH_PB_VARINT);
-    q[5] = ETCH_TE_TYPE_COUNTER;
-    q[6] = (uint8_t)etch_pb_tag(ETCH_TE_CATEGORY_IIDS, ETCH_PB_VARINT);
-    q = etch_pb_put_varint(q + 7, site->cat->id);
-    *q++ = (uint8_t)etch_pb_tag(ETCH_TE_NAME_IID, ETCH_PB_VARINT);
-    q = etch_pb_put_varint(q, site->id);
+    memcpy(p, site->tmpl, 16);
+    uint8_t *q = p + site->tmpl_len - 1;
+    uint8_t *te = p + 4; /* [size] 68 02 5A <len> */
     *q++ = (uint8_t)etch_pb_tag(ETCH_TE_TRACK_UUID, ETCH_PB_VARINT);
     memcpy(q, site->counter_track->uuid_enc, 16);
     q += site->counter_track->uuid_len;
@@ -335,6 +326,8 @@ ETCH_INLINE void counter_one(etch_site *site, uintptr_t mask, uint64_t raw,
       q = etch_pb_put_varint(q, raw);
     }
     *te = (uint8_t)(q - te - 1);
+    *q++ = (uint8_t)etch_pb_tag(ETCH_PKT_TIMESTAMP, ETCH_PB_VARINT);
+    q = etch_pb_put_varint(q, acc >> 32);
     p[0] = (uint8_t)(q - p - 1);
     fast_commit(w, ticks, dt, acc, q);
     return;

@@ -2,6 +2,7 @@
  * sdk_test.c - what libetch writes, decoded and checked field by field.
  */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -111,15 +112,17 @@ TEST(args_of_every_type) {
 
 TEST(counters_on_counter_tracks) {
   etch_session *s = start_session("compression=none");
-  for (int i = 0; i < 3; i++) ETCH_COUNTER(render, "queue", i * 10);
-  ETCH_COUNTER_DOUBLE(render, "load", 0.75);
+  /* Repeated sites: the first value takes the general path, the others the
+   * counter fast path. */
+  for (int i = 0; i < 3; i++) ETCH_COUNTER(render, "queue", i * 10 - 10);
+  for (int i = 0; i < 3; i++) ETCH_COUNTER_DOUBLE(render, "load", 0.75 + i);
   const etch_track *mem =
       etch_counter_track_new("heap", ETCH_UNIT_SIZE_BYTES, NULL, NULL);
   ETCH_COUNTER(render, "ignored name", -5, ETCH_TRACK(mem));
   etch_session_stop(s);
   td_trace t;
   read_trace(s, "counters", &t);
-  ASSERT_EQ_U64(td_count(&t, 4, NULL), 5);
+  ASSERT_EQ_U64(td_count(&t, 4, NULL), 7);
   const td_event *q0 = nth(&t, 4, NULL, 0);
   const td_track *qt = td_track_of(&t, q0->track);
   ASSERT_TRUE(qt && qt->is_counter);
@@ -128,13 +131,19 @@ TEST(counters_on_counter_tracks) {
     const td_event *e = nth(&t, 4, NULL, (size_t)i);
     ASSERT_EQ_U64(e->track, q0->track);
     ASSERT_FALSE(e->counter_is_double);
-    ASSERT_EQ_INT(e->counter_i, i * 10);
+    ASSERT_EQ_INT(e->counter_i, i * 10 - 10);
+    ASSERT_EQ_STR(e->cat, "render");
   }
-  const td_event *l = nth(&t, 4, NULL, 3);
-  ASSERT_TRUE(l->counter_is_double);
-  ASSERT_EQ_DBL(l->counter_d, 0.75);
-  ASSERT_EQ_STR(td_track_of(&t, l->track)->name, "load");
-  const td_event *h = nth(&t, 4, NULL, 4);
+  const td_event *l0 = nth(&t, 4, NULL, 3);
+  ASSERT_EQ_STR(td_track_of(&t, l0->track)->name, "load");
+  for (int i = 0; i < 3; i++) {
+    const td_event *l = nth(&t, 4, NULL, 3 + (size_t)i);
+    ASSERT_TRUE(l->counter_is_double);
+    ASSERT_EQ_DBL(l->counter_d, 0.75 + i);
+    ASSERT_EQ_U64(l->track, l0->track);
+  }
+  ASSERT_TRUE(l0->track != q0->track);
+  const td_event *h = nth(&t, 4, NULL, 6);
   ASSERT_EQ_INT(h->counter_i, -5);
   ASSERT_EQ_U64(h->track, etch_track_uuid(mem));
   const td_track *ht = td_track_of(&t, h->track);
@@ -143,6 +152,7 @@ TEST(counters_on_counter_tracks) {
   ASSERT_EQ_INT(ht->unit, ETCH_UNIT_SIZE_BYTES);
   /* Counter tracks hang under the process. */
   ASSERT_EQ_U64(ht->parent, etch_track_uuid(etch_process_track()));
+  for (size_t i = 1; i < t.nev; i++) ASSERT_TRUE(t.ev[i].ts >= t.ev[i - 1].ts);
   td_free(&t);
   etch_session_free(s);
 }
@@ -385,6 +395,19 @@ TEST(write_file_and_errors) {
   ASSERT_EQ_INT(td_decode_file(path, &t), 0);
   ASSERT_EQ_U64(t.nev, 1);
   td_free(&t);
+  /* Written again: replaced in one rename, no temporary file left over. */
+  ETCH_INSTANT(render, "two");
+  ASSERT_OK(etch_session_write_file(s, path));
+  ASSERT_EQ_INT(td_decode_file(path, &t), 0);
+  ASSERT_EQ_U64(t.nev, 2);
+  td_free(&t);
+  DIR *dir = opendir(etch_test_tmpdir());
+  ASSERT_TRUE(dir != NULL);
+  for (struct dirent *de; (de = readdir(dir));)
+    ASSERT_TRUE(strstr(de->d_name, ".tmp") == NULL);
+  closedir(dir);
+  /* Not a regular file: written in place. */
+  ASSERT_OK(etch_session_write_file(s, "/dev/null"));
   ASSERT_EQ_INT(etch_session_write_file(s, "/nonexistent-dir/x.pftrace"),
                 ETCH_EIO);
   ASSERT_TRUE(strstr(etch_last_error(), "/nonexistent-dir/x.pftrace") != NULL);
