@@ -338,7 +338,9 @@ int etch__session_write_output(etch_session *s, const char *path) {
     free(data);
     return etch__error(ETCH_ENOMEM, "out of memory writing '%s'", path);
   }
-  snprintf(tmp, plen + 32, "%s.tmp%ld", path, (long)getpid());
+  static uint32_t seq; /* two writes of one process at once: two names */
+  snprintf(tmp, plen + 32, "%s.tmp%ld.%u", path, (long)getpid(),
+           __atomic_fetch_add(&seq, 1, __ATOMIC_RELAXED));
   rc = write_all(tmp, path, data, len);
   free(data);
   if (!rc && rename(tmp, path) != 0)
