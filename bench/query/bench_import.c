@@ -10,6 +10,18 @@
  * instants, counters on two counter tracks, args on one event in eight.
  * Sequences interleave in blocks of 1000 packets, as chunks do.
  *
+ * Packet layout, as libetch writes it: an event whose names are already
+ * interned takes the SDK's fast path,
+ *   0A len 68 02 5A len <TrackEvent> 40 <delta> 50 <sequence id>
+ * (sequence_flags, track_event, the timestamp last; counters add their
+ * track uuid and value, args 22 len 08 <key iid> <value>); an event that
+ * interns something takes the general path, timestamp first and nested
+ * lengths as redundant 4-byte varints:
+ *   0A len 40 <delta> 68 02 62 len <InternedData> 5A len <TrackEvent> 50 <seq>
+ * With BENCH_LAYOUT=old in the environment every event is written the
+ * general way, without names on counters (the generator's layout before
+ * libetch moved the timestamp last), to compare with older figures.
+ *
  * Each measurement runs in a forked child so that its peak RSS is its own:
  *   reader only        decode and deliver every event in file order
  *   import, no args    the streaming import (file order) without args or
@@ -39,6 +51,8 @@
 #include "query/query.h"
 
 enum { kNames = 64, kBlock = 1000 };
+/* Counter names are interned after the slice names: iids kNames + 1, + 2. */
+static const char *const kCounterNames[2] = {"queue_depth", "heap_bytes"};
 
 typedef struct seq_state {
   uint32_t id;
@@ -46,13 +60,14 @@ typedef struct seq_state {
   uint64_t uuid;
   uint64_t ts;
   int depth;
-  uint8_t interned[kNames];
+  uint8_t interned[kNames + 2];
   uint8_t cat_interned;
   uint8_t arg_interned;
 } seq_state;
 
 static etch_pb_buf g_buf;
 static uint64_t g_events;
+static bool g_old_layout;
 
 static void packet_begin(etch_pb_nested *n) {
   etch_pb_nested_begin(&g_buf.s, ETCH_TRACE_PACKET, n);
@@ -117,7 +132,7 @@ static void seq_start(seq_state *s, int32_t pid) {
 
 static void counter_tracks(uint32_t seq) {
   etch_pb_stream *o = &g_buf.s;
-  static const char *names[] = {"queue_depth", "heap_bytes"};
+  const char *const *names = kCounterNames;
   for (int i = 0; i < 2; i++) {
     etch_pb_nested pkt, td, cd;
     packet_begin(&pkt);
@@ -143,6 +158,48 @@ static uint32_t rnd(void) {
   return (uint32_t)rng_state;
 }
 
+/* A packet in the SDK fast path's layout (see the top). */
+static void fast_packet(seq_state *s, int type, uint32_t name_iid,
+                        uint64_t delta, uint32_t r, bool with_arg) {
+  uint8_t b[64], *q = b;
+  *q++ = (uint8_t)etch_pb_tag(ETCH_PKT_SEQUENCE_FLAGS, ETCH_PB_VARINT);
+  *q++ = ETCH_SEQ_NEEDS_INCREMENTAL_STATE;
+  *q++ = (uint8_t)etch_pb_tag(ETCH_PKT_TRACK_EVENT, ETCH_PB_LEN);
+  uint8_t *te = q++;
+  q = etch_pb_put_tag(q, ETCH_TE_TYPE, ETCH_PB_VARINT);
+  q = etch_pb_put_varint(q, (uint64_t)type);
+  if (type != ETCH_TE_TYPE_SLICE_END) {
+    q = etch_pb_put_tag(q, ETCH_TE_CATEGORY_IIDS, ETCH_PB_VARINT);
+    q = etch_pb_put_varint(q, 1);
+    q = etch_pb_put_tag(q, ETCH_TE_NAME_IID, ETCH_PB_VARINT);
+    q = etch_pb_put_varint(q, name_iid);
+  }
+  if (type == ETCH_TE_TYPE_COUNTER) {
+    q = etch_pb_put_tag(q, ETCH_TE_TRACK_UUID, ETCH_PB_VARINT);
+    q = etch_pb_put_varint(q, 2000 + (r >> 30 & 1));
+    q = etch_pb_put_tag(q, ETCH_TE_COUNTER_VALUE, ETCH_PB_VARINT);
+    q = etch_pb_put_varint(q, r >> 12);
+  }
+  if (with_arg) {
+    *q++ = (uint8_t)etch_pb_tag(ETCH_TE_DEBUG_ANNOTATIONS, ETCH_PB_LEN);
+    uint8_t *da = q++;
+    q = etch_pb_put_tag(q, ETCH_DA_NAME_IID, ETCH_PB_VARINT);
+    q = etch_pb_put_varint(q, 1);
+    q = etch_pb_put_tag(q, ETCH_DA_INT_VALUE, ETCH_PB_VARINT);
+    q = etch_pb_put_varint(q, r & 0xffff);
+    *da = (uint8_t)(q - da - 1);
+  }
+  *te = (uint8_t)(q - te - 1);
+  q = etch_pb_put_tag(q, ETCH_PKT_TIMESTAMP, ETCH_PB_VARINT);
+  q = etch_pb_put_varint(q, delta);
+  q = etch_pb_put_tag(q, ETCH_PKT_TRUSTED_SEQ_ID, ETCH_PB_VARINT);
+  q = etch_pb_put_varint(q, s->id);
+  uint8_t hdr[2] = {(uint8_t)etch_pb_tag(ETCH_TRACE_PACKET, ETCH_PB_LEN),
+                    (uint8_t)(q - b)};
+  etch_pb_write_bytes(&g_buf.s, hdr, 2);
+  etch_pb_write_bytes(&g_buf.s, b, (size_t)(q - b));
+}
+
 /* One event packet on sequence `s`. */
 static void event(seq_state *s) {
   etch_pb_stream *o = &g_buf.s;
@@ -160,16 +217,26 @@ static void event(seq_state *s) {
   bool with_arg = type == ETCH_TE_TYPE_SLICE_BEGIN && ((r >> 16) & 7) == 0;
   uint64_t delta = 50 + ((r >> 20) & 1023);
   s->ts += delta;
+  /* Counters are named after their track (new layout). */
+  bool named_counter = type == ETCH_TE_TYPE_COUNTER && !g_old_layout;
+  if (named_counter) name = kNames + (r >> 30 & 1);
 
   etch_pb_nested pkt, id, e, te, da;
+  bool need_name = (type == ETCH_TE_TYPE_SLICE_BEGIN ||
+                    type == ETCH_TE_TYPE_INSTANT || named_counter) &&
+                   !s->interned[name];
+  bool need_cat = need_name && !s->cat_interned;
+  bool need_arg = with_arg && !s->arg_interned;
+  if (!g_old_layout && !need_name && !need_cat && !need_arg) {
+    fast_packet(s, type, name + 1, delta, r, with_arg);
+    if (type == ETCH_TE_TYPE_SLICE_BEGIN) s->depth++;
+    if (type == ETCH_TE_TYPE_SLICE_END) s->depth--;
+    return;
+  }
   packet_begin(&pkt);
   etch_pb_write_varint_field(o, ETCH_PKT_TIMESTAMP, delta);
   etch_pb_write_varint_field(o, ETCH_PKT_SEQUENCE_FLAGS,
                              ETCH_SEQ_NEEDS_INCREMENTAL_STATE);
-  bool need_name = (type == ETCH_TE_TYPE_SLICE_BEGIN ||
-                    type == ETCH_TE_TYPE_INSTANT) && !s->interned[name];
-  bool need_cat = need_name && !s->cat_interned;
-  bool need_arg = with_arg && !s->arg_interned;
   if (need_name || need_cat || need_arg) {
     etch_pb_nested_begin(o, ETCH_PKT_INTERNED_DATA, &id);
     if (need_cat) {
@@ -181,7 +248,10 @@ static void event(seq_state *s) {
     }
     if (need_name) {
       char buf[32];
-      snprintf(buf, sizeof buf, "function_%02u", name);
+      if (name < kNames)
+        snprintf(buf, sizeof buf, "function_%02u", name);
+      else
+        snprintf(buf, sizeof buf, "%s", kCounterNames[name - kNames]);
       etch_pb_nested_begin(o, ETCH_ID_EVENT_NAMES, &e);
       etch_pb_write_varint_field(o, ETCH_INTERNED_IID, name + 1);
       etch_pb_write_string_field(o, ETCH_INTERNED_NAME, buf);
@@ -199,12 +269,14 @@ static void event(seq_state *s) {
   }
   etch_pb_nested_begin(o, ETCH_PKT_TRACK_EVENT, &te);
   etch_pb_write_varint_field(o, ETCH_TE_TYPE, (uint64_t)type);
+  if (named_counter || (type != ETCH_TE_TYPE_COUNTER &&
+                        type != ETCH_TE_TYPE_SLICE_END)) {
+    etch_pb_write_varint_field(o, ETCH_TE_CATEGORY_IIDS, 1);
+    etch_pb_write_varint_field(o, ETCH_TE_NAME_IID, name + 1);
+  }
   if (type == ETCH_TE_TYPE_COUNTER) {
     etch_pb_write_varint_field(o, ETCH_TE_TRACK_UUID, 2000 + (r >> 30 & 1));
     etch_pb_write_varint_field(o, ETCH_TE_COUNTER_VALUE, r >> 12);
-  } else if (type != ETCH_TE_TYPE_SLICE_END) {
-    etch_pb_write_varint_field(o, ETCH_TE_CATEGORY_IIDS, 1);
-    etch_pb_write_varint_field(o, ETCH_TE_NAME_IID, name + 1);
   }
   if (with_arg) {
     etch_pb_nested_begin(o, ETCH_TE_DEBUG_ANNOTATIONS, &da);
@@ -333,6 +405,8 @@ int main(int argc, char **argv) {
   uint64_t events = argc > 1 ? strtoull(argv[1], NULL, 10) : 5000000;
   int threads = argc > 2 ? atoi(argv[2]) : 4;
   if (threads < 1) threads = 1;
+  const char *layout = getenv("BENCH_LAYOUT");
+  g_old_layout = layout && strcmp(layout, "old") == 0;
   double t0 = now();
   generate(events, threads);
   g_events = events;

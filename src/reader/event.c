@@ -100,7 +100,7 @@ static int da_value(etch_reader *r, const rd_src *src, rd_seq *seq,
     case ETCH_DA_STRING_VALUE_IID: {
       if (f->wt != ETCH_PB_VARINT)
         return etch__rd_bad_wt(r, src, msg, f, "string_value_iid");
-      const char *s = (const char *)rd_map_get(&seq->da_strings, f->u);
+      const char *s = (const char *)rd_itab_get(&seq->da_strings, f->u);
       if (!s) {
         r->stats.interned_data_missing++;
         s = "";
@@ -136,7 +136,7 @@ static int debug_annotation(etch_reader *r, const rd_src *src, rd_seq *seq,
     etch_pb_dec_init(&d, msg, len);
     while (rd_next(&d, &f)) {
       if (f.id == ETCH_DA_NAME_IID && f.wt == ETCH_PB_VARINT) {
-        const char *s = (const char *)rd_map_get(&seq->da_names, f.u);
+        const char *s = (const char *)rd_itab_get(&seq->da_names, f.u);
         if (!s) {
           r->stats.interned_data_missing++;
           s = "";
@@ -276,7 +276,7 @@ static int source_location_args(etch_reader *r, const rd_srcloc *sl) {
 }
 
 /* Applies a counter track's unit multiplier and incremental accumulation. */
-static void counter_value(rd_seq *seq, rd_track *t, etch_event *ev) {
+void etch__rd_counter_value(rd_seq *seq, rd_track *t, etch_event *ev) {
   if (t->info.kind != ETCH_TRACK_COUNTER) return;
   int64_t m = t->info.unit_multiplier;
   if (m > 1) {
@@ -302,7 +302,7 @@ static void counter_value(rd_seq *seq, rd_track *t, etch_event *ev) {
   }
 }
 
-static rd_track *event_track(etch_reader *r, uint64_t uuid) {
+rd_track *etch__rd_event_track(etch_reader *r, uint64_t uuid) {
   if (uuid == 0) return &r->global_track;
   rd_track *t = etch__rd_track_get(r, uuid, false);
   if (t) return t;
@@ -320,7 +320,7 @@ static int extra_counters(etch_reader *r, rd_seq *seq, etch_event *base,
     nu = dbl ? seq->n_extra_dcounter_default : seq->n_extra_counter_default;
   }
   for (size_t i = 0; i < nv && i < nu; i++) {
-    rd_track *t = event_track(r, uuids[i]);
+    rd_track *t = etch__rd_event_track(r, uuids[i]);
     if (!t) return ETCH_ENOMEM;
     etch_event ev = *base;
     ev.type = ETCH_EVENT_COUNTER;
@@ -340,7 +340,7 @@ static int extra_counters(etch_reader *r, rd_seq *seq, etch_event *base,
     ev.flow_ids_count = ev.terminating_flow_ids_count = 0;
     ev.args = NULL;
     ev.args_count = 0;
-    counter_value(seq, t, &ev);
+    etch__rd_counter_value(seq, t, &ev);
     int rc = etch__rd_emit(r, seq, &ev, t);
     if (rc) return rc;
   }
@@ -496,7 +496,7 @@ int etch__rd_track_event(etch_reader *r, const rd_src *src, rd_seq *seq,
 
   /* Name. */
   if (has_name_iid) {
-    const char *s = (const char *)rd_map_get(&seq->names, name_iid);
+    const char *s = (const char *)rd_itab_get(&seq->names, name_iid);
     if (!s) {
       r->stats.interned_data_missing++;
       s = r->empty;
@@ -512,7 +512,7 @@ int etch__rd_track_event(etch_reader *r, const rd_src *src, rd_seq *seq,
   /* Categories: interned ones first, then inline ones, joined by ",". */
   size_t ncat_iids = r->rep[REP_CAT].n;
   if (ncat_iids == 1 && n_inline_cats == 0) {
-    const char *c = (const char *)rd_map_get(&seq->cats, r->rep[REP_CAT].a[0]);
+    const char *c = (const char *)rd_itab_get(&seq->cats, r->rep[REP_CAT].a[0]);
     if (!c) {
       r->stats.interned_data_missing++;
       c = r->empty;
@@ -527,7 +527,7 @@ int etch__rd_track_event(etch_reader *r, const rd_src *src, rd_seq *seq,
     for (size_t i = 0; i < ncat_iids + n_inline_cats; i++) {
       const char *c;
       if (i < ncat_iids) {
-        c = (const char *)rd_map_get(&seq->cats, r->rep[REP_CAT].a[i]);
+        c = (const char *)rd_itab_get(&seq->cats, r->rep[REP_CAT].a[i]);
         if (!c) {
           r->stats.interned_data_missing++;
           continue;
@@ -562,13 +562,13 @@ int etch__rd_track_event(etch_reader *r, const rd_src *src, rd_seq *seq,
   }
   rd_track *t = seq->last_track;
   if (!t || t->info.uuid != uuid) {
-    if (!(t = event_track(r, uuid))) return ETCH_ENOMEM;
+    if (!(t = etch__rd_event_track(r, uuid))) return ETCH_ENOMEM;
     seq->last_track = t;
   }
   ev.track = &t->info;
 
   if (srcloc_iid) {
-    const rd_srcloc *sl = (const rd_srcloc *)rd_map_get(&seq->srclocs, srcloc_iid);
+    const rd_srcloc *sl = (const rd_srcloc *)rd_itab_get(&seq->srclocs, srcloc_iid);
     if (!sl) {
       r->stats.interned_data_missing++;
     } else if ((rc = source_location_args(r, sl))) {
@@ -581,7 +581,7 @@ int etch__rd_track_event(etch_reader *r, const rd_src *src, rd_seq *seq,
   ev.counter_is_double = counter_is_double;
   ev.counter_int = counter_is_double ? 0 : counter_int;
   ev.counter_double = counter_is_double ? counter_double : 0;
-  if (ev.type == ETCH_EVENT_COUNTER) counter_value(seq, t, &ev);
+  if (ev.type == ETCH_EVENT_COUNTER) etch__rd_counter_value(seq, t, &ev);
   ev.flow_ids = r->nflows ? r->flows : NULL;
   ev.flow_ids_count = r->nflows;
   ev.terminating_flow_ids = r->nterms ? r->terms : NULL;

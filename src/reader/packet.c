@@ -41,7 +41,7 @@ int etch__rd_bad_wt(etch_reader *r, const rd_src *src, const uint8_t *msg,
 
 /* ---- sequences -------------------------------------------------------------------- */
 
-static rd_seq *seq_get(etch_reader *r, uint32_t id) {
+rd_seq *etch__rd_seq_get(etch_reader *r, uint32_t id) {
   rd_seq *s = r->last_seq;
   if (s && s->id == id) return s;
   s = (rd_seq *)rd_map_get(&r->seqs, id);
@@ -80,11 +80,11 @@ static rd_seq *seq_get(etch_reader *r, uint32_t id) {
 }
 
 static void seq_clear(rd_seq *s) {
-  etch__rd_map_clear(&s->names);
-  etch__rd_map_clear(&s->cats);
-  etch__rd_map_clear(&s->da_names);
-  etch__rd_map_clear(&s->da_strings);
-  etch__rd_map_clear(&s->srclocs);
+  etch__rd_itab_clear(&s->names);
+  etch__rd_itab_clear(&s->cats);
+  etch__rd_itab_clear(&s->da_names);
+  etch__rd_itab_clear(&s->da_strings);
+  etch__rd_itab_clear(&s->srclocs);
   etch__rd_arena_reset(&s->srcloc_arena);
   s->has_clock_default = false;
   s->has_track_default = false;
@@ -255,13 +255,13 @@ static int track_descriptor(etch_reader *r, const rd_src *src,
 /* ---- interned data, defaults, stats ------------------------------------------------------- */
 
 static int intern_put(etch_reader *r, const rd_src *src, const uint8_t *at,
-                      rd_map *m, uint64_t iid, void *val) {
-  if (m->count >= RD_MAX_INTERNED && !rd_map_get(m, iid))
+                      rd_itab *m, uint64_t iid, void *val) {
+  if (m->count >= RD_MAX_INTERNED && !rd_itab_get(m, iid))
     return etch__rd_fail(r, src, at, ETCH_ELIMIT,
                          "more than %u interned entries of one kind on a "
                          "sequence",
                          RD_MAX_INTERNED);
-  return etch__rd_map_put(m, iid, val);
+  return etch__rd_itab_put(m, iid, val);
 }
 
 static int interned_data(etch_reader *r, const rd_src *src, rd_seq *seq,
@@ -270,7 +270,7 @@ static int interned_data(etch_reader *r, const rd_src *src, rd_seq *seq,
   etch_pb_field f;
   etch_pb_dec_init(&d, msg, len);
   while (rd_next(&d, &f)) {
-    rd_map *m;
+    rd_itab *m;
     switch (f.id) {
       case ETCH_ID_EVENT_CATEGORIES: m = &seq->cats; break;
       case ETCH_ID_EVENT_NAMES: m = &seq->names; break;
@@ -444,8 +444,8 @@ enum {
 
 /* Resolves the packet timestamp to the trace clock. Returns false when it
  * cannot be converted. Incremental clocks advance even then. */
-static bool packet_time(etch_reader *r, rd_seq *seq, bool has_ts,
-                        uint64_t raw, uint32_t clock_id, int64_t *out) {
+bool etch__rd_packet_time(etch_reader *r, rd_seq *seq, bool has_ts,
+                          uint64_t raw, uint32_t clock_id, int64_t *out) {
   if (!has_ts) {
     *out = r->latest_ts;
     return true;
@@ -558,7 +558,7 @@ int etch__rd_packet(etch_reader *r, const rd_src *src, uint64_t rec_off,
   }
   if (d.err) RD_DEC_FAIL(d);
 
-  rd_seq *seq = seq_get(r, seq_id);
+  rd_seq *seq = rd_seq_get(r, seq_id);
   if (!seq) return r->nseq >= RD_MAX_SEQUENCES ? ETCH_ELIMIT : ETCH_ENOMEM;
 
   /* Incremental state and data loss, as trace_processor does it. Writers
@@ -610,7 +610,7 @@ int etch__rd_packet(etch_reader *r, const rd_src *src, uint64_t rec_off,
                                                : 0;
   if (clock_id == 0) clock_id = r->clocks.trace_clock;
   int64_t ts = 0;
-  bool ts_ok = packet_time(r, seq, has_ts, raw_ts, clock_id, &ts);
+  bool ts_ok = etch__rd_packet_time(r, seq, has_ts, raw_ts, clock_id, &ts);
   if (r->dump)
     etch__rd_dump_packet(r, src, rec_off, pkt, len, seq, flags, has_ts, raw_ts,
                          clock_id, ts_ok, ts, false);

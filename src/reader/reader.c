@@ -246,7 +246,12 @@ int etch__rd_parse_records(etch_reader *r, const rd_src *src, size_t len) {
                            "in the %s",
                            (unsigned long long)plen, (size_t)(end - p),
                            src->depth ? "decompressed data" : "file");
-    int rc = etch__rd_packet(r, src, (uint64_t)(rec - start), p, (size_t)plen);
+    int rc = ETCH_LIKELY(r->fast)
+                 ? etch__rd_fast_packet(r, (uint64_t)(rec - start), p,
+                                        (size_t)plen)
+                 : RD_FAST_NO;
+    if (rc == RD_FAST_NO)
+      rc = etch__rd_packet(r, src, (uint64_t)(rec - start), p, (size_t)plen);
     if (rc) return rc;
     p += plen;
   }
@@ -255,7 +260,7 @@ int etch__rd_parse_records(etch_reader *r, const rd_src *src, size_t len) {
 
 /* ---- delivery ------------------------------------------------------------------------- */
 
-static bool cat_match(const char *want, const char *cats) {
+bool etch__rd_cat_match(const char *want, const char *cats) {
   if (want == cats) return true;
   if (!strchr(cats, ',')) return false;
   size_t wl = strlen(want);
@@ -269,46 +274,20 @@ static bool cat_match(const char *want, const char *cats) {
   }
 }
 
-static void announce_track(etch_reader *r, rd_track *t, int depth) {
+void etch__rd_announce_track(etch_reader *r, rd_track *t, int depth) {
   if (t->delivered) return;
   t->delivered = true;
   etch__rd_track_resolve(r, t);
   /* Ancestors first, so a consumer can build the hierarchy. */
   if (t->info.parent_uuid && depth < RD_MAX_NESTING) {
     rd_track *p = etch__rd_track_get(r, t->info.parent_uuid, false);
-    if (p && p != t) announce_track(r, p, depth + 1);
+    if (p && p != t) etch__rd_announce_track(r, p, depth + 1);
   }
   if (r->track_cb) r->track_cb(&t->info, r->track_user);
 }
 
 void etch__rd_deliver(etch_reader *r, etch_event *ev, rd_track *t) {
-  if (ev->type == ETCH_EVENT_SLICE_BEGIN) {
-    t->open++;
-  } else if (ev->type == ETCH_EVENT_SLICE_END && !r->no_end_matching) {
-    if (t->open == 0) {
-      r->stats.misplaced_end_event++;
-      return;
-    }
-    t->open--;
-  }
-  if (!r->have_bounds) {
-    r->have_bounds = true;
-    r->first_ts = r->last_ts = ev->ts;
-  } else if (ev->ts < r->first_ts) {
-    r->first_ts = ev->ts;
-  } else if (ev->ts > r->last_ts) {
-    r->last_ts = ev->ts;
-  }
-  if (!t->delivered) announce_track(r, t, 0);
-  if (t->res_gen != r->track_gen) etch__rd_track_resolve(r, t);
-  ev->pid = t->ev_pid;
-  ev->tid = t->ev_tid;
-  for (size_t i = 0; i < r->nsubs; i++) {
-    const rd_sub *s = &r->subs[i];
-    if (s->name && s->name != ev->name) continue;
-    if (s->category && !cat_match(s->category, ev->category)) continue;
-    s->cb(ev, s->user);
-  }
+  rd_deliver(r, ev, t);
 }
 
 /* Copies an event into its sequence's record arena (timestamp order). */
@@ -581,11 +560,11 @@ void etch_reader_close(etch_reader *r) {
   if (!r) return;
   for (size_t i = 0; i < r->nseq; i++) {
     rd_seq *s = r->seq_list[i];
-    etch__rd_map_free(&s->names);
-    etch__rd_map_free(&s->cats);
-    etch__rd_map_free(&s->da_names);
-    etch__rd_map_free(&s->da_strings);
-    etch__rd_map_free(&s->srclocs);
+    etch__rd_itab_free(&s->names);
+    etch__rd_itab_free(&s->cats);
+    etch__rd_itab_free(&s->da_names);
+    etch__rd_itab_free(&s->da_strings);
+    etch__rd_itab_free(&s->srclocs);
     etch__rd_arena_free(&s->srcloc_arena);
     etch__rd_arena_free(&s->recs);
     free(s->idx.data);
@@ -636,6 +615,14 @@ void etch__reader_stop(etch_reader *r) {
   if (r) r->stop = true;
 }
 
+void etch__reader_set_fast(etch_reader *r, bool on) {
+  if (r && !r->ran) r->fast_off = !on;
+}
+
+uint64_t etch__reader_fast_packets(const etch_reader *r) {
+  return r ? r->fast_packets : 0;
+}
+
 int etch_reader_on(etch_reader *r, const char *category, const char *name,
                    etch_event_cb cb, void *user) {
   if (!r || !cb) return etch__error(ETCH_EINVAL, "reader: NULL callback");
@@ -670,6 +657,7 @@ static int run(etch_reader *r) {
   if (!r) return etch__error(ETCH_EINVAL, "reader: NULL");
   if (r->ran) return etch__error(ETCH_ESTATE, "reader: already run");
   r->ran = true;
+  r->fast = !r->fast_off && !r->dump;
   etch__error_clear();
   r->stats.bytes = r->len;
   if (!r->dump && isatty(2)) {
@@ -700,7 +688,8 @@ static int run(etch_reader *r) {
   /* Tracks without events are announced last. */
   if (!r->dump && r->track_cb) {
     for (size_t i = 0; i < r->ntracks; i++)
-      if (r->track_list[i]->described) announce_track(r, r->track_list[i], 0);
+      if (r->track_list[i]->described)
+        etch__rd_announce_track(r, r->track_list[i], 0);
   }
   progress_end(r);
   return rc;

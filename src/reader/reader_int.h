@@ -137,6 +137,39 @@ int etch__rd_map_put(rd_map *m, uint64_t key, void *val);
 void etch__rd_map_clear(rd_map *m);
 void etch__rd_map_free(rd_map *m);
 
+/* ---- interning tables ------------------------------------------------------------ */
+
+/*
+ * iid -> value of one kind of interned data on one sequence. Writers number
+ * their iids densely from 1, so small iids live in a direct array (no
+ * hashing); an iid far past the entries seen so far goes to a hash map, so
+ * that memory stays proportional to the entries (the array grows to cover
+ * an iid only while iid < 2 * entries + 64). Iids below `cap` are only in
+ * the array, the others only in the map.
+ */
+typedef struct rd_itab {
+  void **dir;       /* values of iids < cap; NULL = none */
+  const char **aux; /* optional, same indexing: a value derived from dir[iid]
+                       (debug annotation names: the pooled "debug.<name>");
+                       reset whenever dir[iid] is set */
+  uint32_t cap;     /* entries of dir (and aux), 0 or a power of two */
+  uint32_t hi;      /* dir[hi..cap) are NULL */
+  size_t count;     /* distinct iids held */
+  rd_map big;       /* iids >= cap */
+} rd_itab;
+
+ETCH_INLINE void *rd_itab_get(const rd_itab *t, uint64_t iid) {
+  if (ETCH_LIKELY(iid < t->cap)) return t->dir[iid];
+  return t->big.count ? rd_map_get(&t->big, iid) : NULL;
+}
+
+/* Inserts or replaces; val must not be NULL. Returns 0 or ETCH_ENOMEM. */
+int etch__rd_itab_put(rd_itab *t, uint64_t iid, void *val);
+/* Allocates `aux` (all NULL) if it is not yet. Returns 0 or ETCH_ENOMEM. */
+int etch__rd_itab_want_aux(rd_itab *t);
+void etch__rd_itab_clear(rd_itab *t);
+void etch__rd_itab_free(rd_itab *t);
+
 /* ---- growable vector of bytes --------------------------------------------------- */
 
 typedef struct rd_vec {
@@ -240,7 +273,7 @@ typedef struct rd_seq {
   size_t n_extra_counter_default, cap_extra_counter_default;
   uint64_t *extra_dcounter_default;
   size_t n_extra_dcounter_default, cap_extra_dcounter_default;
-  rd_map names, cats, da_names, da_strings, srclocs;
+  rd_itab names, cats, da_names, da_strings, srclocs;
   rd_track *last_track; /* cache of the last event track of the sequence */
   rd_arena srcloc_arena;
   rd_clock *clocks[64]; /* sequence-scoped clocks 64..127 */
@@ -303,6 +336,9 @@ struct etch_reader {
   bool failed;
   bool no_end_matching; /* deliver every SLICE_END (etch__reader_set_match_ends) */
   bool stop;            /* etch__reader_stop was called */
+  bool fast_off;        /* etch__reader_set_fast(r, false) was called */
+  bool fast;            /* the fast path is on for this run */
+  uint64_t fast_packets; /* packets it decoded */
 
   rd_sub *subs;
   size_t nsubs, cap_subs;
@@ -535,6 +571,10 @@ int etch__rd_emit(etch_reader *r, rd_seq *seq, etch_event *ev,
                   rd_track *track);
 /* Delivers one event to the track callback and the subscribers. */
 void etch__rd_deliver(etch_reader *r, etch_event *ev, rd_track *track);
+/* Announces a track (and its ancestors first) to the track callback. */
+void etch__rd_announce_track(etch_reader *r, rd_track *t, int depth);
+/* `cats` (categories joined by ",") holds the pooled category `want`. */
+bool etch__rd_cat_match(const char *want, const char *cats);
 
 rd_track *etch__rd_track_get(etch_reader *r, uint64_t uuid, bool create);
 void etch__rd_track_resolve(etch_reader *r, rd_track *t);
@@ -562,6 +602,69 @@ ETCH_INLINE bool rd_clock_convert(etch_reader *r, rd_clock *k, uint64_t v,
   }
   return etch__rd_clock_convert(r, k, v, out);
 }
+
+/* etch__rd_deliver, inline. SLICE_END events are matched per track in
+ * delivery order unless the consumer matches them itself. */
+ETCH_INLINE void rd_deliver(etch_reader *r, etch_event *ev, rd_track *t) {
+  if (ev->type == ETCH_EVENT_SLICE_BEGIN) {
+    t->open++;
+  } else if (ev->type == ETCH_EVENT_SLICE_END && !r->no_end_matching) {
+    if (t->open == 0) {
+      r->stats.misplaced_end_event++;
+      return;
+    }
+    t->open--;
+  }
+  if (ETCH_UNLIKELY(!r->have_bounds)) {
+    r->have_bounds = true;
+    r->first_ts = r->last_ts = ev->ts;
+  } else if (ev->ts < r->first_ts) {
+    r->first_ts = ev->ts;
+  } else if (ev->ts > r->last_ts) {
+    r->last_ts = ev->ts;
+  }
+  if (ETCH_UNLIKELY(!t->delivered)) etch__rd_announce_track(r, t, 0);
+  if (ETCH_UNLIKELY(t->res_gen != r->track_gen)) etch__rd_track_resolve(r, t);
+  ev->pid = t->ev_pid;
+  ev->tid = t->ev_tid;
+  const rd_sub *s = r->subs, *e = r->subs + r->nsubs;
+  for (; s < e; s++) {
+    if (s->name && s->name != ev->name) continue;
+    if (s->category && !etch__rd_cat_match(s->category, ev->category)) continue;
+    s->cb(ev, s->user);
+  }
+}
+
+/* ---- the fast path (fast.c) and what it shares --------------------------------------- */
+
+rd_seq *etch__rd_seq_get(etch_reader *r, uint32_t id);
+ETCH_INLINE rd_seq *rd_seq_get(etch_reader *r, uint32_t id) {
+  rd_seq *s = r->last_seq;
+  if (ETCH_LIKELY(s && s->id == id)) return s;
+  return etch__rd_seq_get(r, id);
+}
+/* Resolves a packet timestamp to the trace clock; false when it cannot be
+ * converted (incremental clocks advance even then). */
+bool etch__rd_packet_time(etch_reader *r, rd_seq *seq, bool has_ts,
+                          uint64_t raw, uint32_t clock_id, int64_t *out);
+/* The track of an event's track_uuid (0: the global track), created and
+ * counted in unknown_track when no descriptor came first. */
+rd_track *etch__rd_event_track(etch_reader *r, uint64_t uuid);
+/* Applies a counter track's unit multiplier and incremental accumulation. */
+void etch__rd_counter_value(rd_seq *seq, rd_track *t, etch_event *ev);
+
+/* etch__rd_fast_packet's answer when the packet is not one it decodes. */
+#define RD_FAST_NO 1
+/*
+ * Decodes a packet of the shapes libetch's fast paths write (a track event
+ * with its timestamp, flags and sequence id, fields in any order) and
+ * delivers its event, as etch__rd_packet would. Returns RD_FAST_NO, having
+ * changed nothing that etch__rd_packet does not do the same way, for any
+ * other packet (and for malformed ones, so the generic decoder reports
+ * them); otherwise 0 or a negative status.
+ */
+int etch__rd_fast_packet(etch_reader *r, uint64_t rec_off, const uint8_t *pkt,
+                         size_t len);
 
 /* Progress on stderr (no-op unless enabled). */
 void etch__rd_progress(etch_reader *r, uint64_t done, uint64_t total,

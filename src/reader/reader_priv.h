@@ -5,6 +5,7 @@
 #define ETCH_READER_PRIV_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "etch/reader.h"
 
@@ -21,5 +22,14 @@ void etch__reader_set_match_ends(etch_reader *r, bool match);
  * etch_reader_run then returns ETCH_OK with what was read so far.
  */
 void etch__reader_stop(etch_reader *r);
+
+/*
+ * With `on` false, every packet goes through the generic decoder (the fast
+ * path for libetch's packet shapes is off): for tests that compare the two.
+ * Call before etch_reader_run.
+ */
+void etch__reader_set_fast(etch_reader *r, bool on);
+/* Packets the fast path decoded (tests). */
+uint64_t etch__reader_fast_packets(const etch_reader *r);
 
 #endif /* ETCH_READER_PRIV_H */

@@ -210,6 +210,86 @@ void etch__rd_map_free(rd_map *m) {
   memset(m, 0, sizeof *m);
 }
 
+/* ---- interning tables ------------------------------------------------------------- */
+
+/* Grows the direct array to `cap` entries and moves the map's iids below it
+ * into it (the map is rebuilt with the others). */
+static int itab_grow(rd_itab *t, uint32_t cap) {
+  void **d = (void **)etch__realloc(t->dir, (size_t)cap * sizeof *d);
+  if (!d) return ETCH_ENOMEM;
+  memset(d + t->cap, 0, (size_t)(cap - t->cap) * sizeof *d);
+  t->dir = d;
+  if (t->aux) {
+    const char **a =
+        (const char **)etch__realloc((void *)t->aux, (size_t)cap * sizeof *a);
+    if (!a) return ETCH_ENOMEM;
+    memset((void *)(a + t->cap), 0, (size_t)(cap - t->cap) * sizeof *a);
+    t->aux = a;
+  }
+  t->cap = cap;
+  if (t->big.count) {
+    rd_map old = t->big;
+    memset(&t->big, 0, sizeof t->big);
+    int rc = 0;
+    for (size_t i = 0; i <= old.mask; i++) {
+      const rd_map_slot *s = &old.slots[i];
+      if (!s->val) continue;
+      if (s->key < cap) {
+        t->dir[s->key] = s->val;
+        if (s->key >= t->hi) t->hi = (uint32_t)s->key + 1;
+      } else if (!rc) {
+        rc = etch__rd_map_put(&t->big, s->key, s->val);
+      }
+    }
+    etch__rd_map_free(&old);
+    if (rc) return rc;
+  }
+  return 0;
+}
+
+int etch__rd_itab_put(rd_itab *t, uint64_t iid, void *val) {
+  if (iid >= t->cap && iid < 2 * (uint64_t)t->count + 64 &&
+      iid < RD_MAX_INTERNED) {
+    uint32_t cap = t->cap ? t->cap : 64;
+    while (cap <= iid) cap *= 2;
+    if (itab_grow(t, cap)) return ETCH_ENOMEM;
+  }
+  if (iid < t->cap) {
+    if (!t->dir[iid]) t->count++;
+    t->dir[iid] = val;
+    if (t->aux) t->aux[iid] = NULL;
+    if (iid >= t->hi) t->hi = (uint32_t)iid + 1;
+    return 0;
+  }
+  size_t before = t->big.count;
+  if (etch__rd_map_put(&t->big, iid, val)) return ETCH_ENOMEM;
+  t->count += t->big.count - before;
+  return 0;
+}
+
+int etch__rd_itab_want_aux(rd_itab *t) {
+  if (t->aux || !t->cap) return 0;
+  t->aux = (const char **)etch__calloc(t->cap, sizeof *t->aux);
+  return t->aux ? 0 : ETCH_ENOMEM;
+}
+
+void etch__rd_itab_clear(rd_itab *t) {
+  if (t->hi) {
+    memset(t->dir, 0, (size_t)t->hi * sizeof *t->dir);
+    if (t->aux) memset((void *)t->aux, 0, (size_t)t->hi * sizeof *t->aux);
+  }
+  t->hi = 0;
+  t->count = 0;
+  etch__rd_map_clear(&t->big);
+}
+
+void etch__rd_itab_free(rd_itab *t) {
+  free(t->dir);
+  free((void *)t->aux);
+  etch__rd_map_free(&t->big);
+  memset(t, 0, sizeof *t);
+}
+
 /* ---- vector ---------------------------------------------------------------------------- */
 
 int etch__rd_vec_reserve(rd_vec *v, size_t extra) {
