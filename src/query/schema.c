@@ -97,13 +97,18 @@ static const char kSchema[] =
     " max_dur INTEGER NOT NULL);";
 
 /*
- * Only the indexes joins need all the time: each index over slice costs
- * about as much as a tenth of the import. Queries filtering on name or
- * parent_id scan (a second or two for tens of millions of slices) unless
- * the user creates an index (docs/analysis.md).
+ * The indexes built at import: those that lookups by id need, where SQLite
+ * would otherwise scan a table once per outer row (args of a slice, flows
+ * of a slice: the JSON export runs one such lookup per slice), and
+ * counter(track_id, ts) (counter rows are few next to slices, and counters
+ * are read per track). Not slice(track_id, ts): it was most of the import's
+ * serial tail (sorting every slice) and no documented query, export or
+ * report plan uses it; joins on track_id go through track's rowid. Filtering
+ * slices by name, parent or track scans the table (a fraction of a second
+ * per ten million slices) unless the user creates an index
+ * (docs/analysis.md: `create index slice_track_ts on slice(track_id, ts)`).
  */
 static const char kIndexes[] =
-    "CREATE INDEX slice_track_ts ON slice(track_id, ts);"
     "CREATE INDEX counter_track_ts ON counter(track_id, ts);"
     "CREATE INDEX args_set ON args(arg_set_id);"
     "CREATE INDEX flow_out ON flow(slice_out);"
