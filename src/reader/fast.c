@@ -59,6 +59,9 @@ enum {
 #define TAG2_LO(t) (uint8_t)(((t) & 0x7f) | 0x80)
 #define TAG2_HI(t) (uint8_t)((t) >> 7)
 
+/* fast_packet's answer for a packet it does not take. */
+#define RD_FAST_NO 1
+
 /* Debug annotations of one event taken here (more: the generic decoder). */
 #define FAST_MAX_ARGS 8
 
@@ -83,15 +86,13 @@ static ETCH_NOINLINE const uint8_t *varint_long(const uint8_t *q,
 /* The same, one- and two-byte varints inline. */
 ETCH_INLINE const uint8_t *varint(const uint8_t *q, const uint8_t *end,
                                   uint64_t *out) {
-  if (ETCH_LIKELY(end - q >= 2)) {
-    if (q[0] < 0x80) {
-      *out = q[0];
-      return q + 1;
-    }
-    if (q[1] < 0x80) {
-      *out = (uint64_t)(q[0] & 0x7f) | (uint64_t)q[1] << 7;
-      return q + 2;
-    }
+  if (ETCH_LIKELY(q < end && q[0] < 0x80)) {
+    *out = q[0];
+    return q + 1;
+  }
+  if (ETCH_LIKELY(end - q >= 2 && q[1] < 0x80)) {
+    *out = (uint64_t)(q[0] & 0x7f) | (uint64_t)q[1] << 7;
+    return q + 2;
   }
   return varint_long(q, end, out);
 }
@@ -186,34 +187,61 @@ static int grow_args(etch_reader *r, size_t n) {
   return 0;
 }
 
-/* etch__rd_packet_time, the incremental clock of the sequence inline. */
+/* etch__rd_packet_time, the sequence's incremental clock inline. */
 ETCH_INLINE bool packet_time(etch_reader *r, rd_seq *seq, bool has_ts,
                              uint64_t raw, int64_t *out) {
-  uint32_t clock_id = seq->has_clock_default ? seq->clock_default : 0;
-  if (clock_id == 0) clock_id = r->clocks.trace_clock;
-  if (ETCH_LIKELY(has_ts && clock_id != r->clocks.trace_clock &&
-                  clock_id >= ETCH_CLOCK_SEQ_SCOPED_FIRST &&
-                  clock_id <= ETCH_CLOCK_SEQ_SCOPED_LAST)) {
-    rd_clock *k = seq->clocks[clock_id - ETCH_CLOCK_SEQ_SCOPED_FIRST];
+  /* A sequence-scoped clock (64..127) is never the trace clock (< 64). */
+  uint32_t idx = seq->clock_default - ETCH_CLOCK_SEQ_SCOPED_FIRST;
+  if (ETCH_LIKELY(has_ts && seq->has_clock_default && idx < 64)) {
+    rd_clock *k = seq->clocks[idx];
     if (ETCH_LIKELY(k && k->incremental && k->has_last)) {
-      uint64_t v = k->last + raw;
+      uint64_t v = (k->last + raw);
       k->last = v;
-      if (!rd_clock_convert(r, k, v * k->unit_ns, out)) return false;
+      v *= k->unit_ns;
+      /* rd_clock_convert: the pair last used, if v still falls in it (the
+       * key of a sequence-scoped clock is never the trace clock's). */
+      size_t i = k->hint, n = k->npairs;
+      if (ETCH_LIKELY(i < n && k->pairs[i].src <= v &&
+                      (i + 1 == n || k->pairs[i + 1].src > v))) {
+        r->clocks.converted = true;
+        *out = (int64_t)(k->pairs[i].dst + (v - k->pairs[i].src));
+      } else if (!etch__rd_clock_convert(r, k, v, out)) {
+        return false;
+      }
       if (*out > r->latest_ts) r->latest_ts = *out;
       return true;
     }
   }
+  uint32_t clock_id = seq->has_clock_default ? seq->clock_default : 0;
+  if (clock_id == 0) clock_id = r->clocks.trace_clock;
   return etch__rd_packet_time(r, seq, has_ts, raw, clock_id, out);
 }
 
-int etch__rd_fast_packet(etch_reader *r, uint64_t rec_off, const uint8_t *pkt,
-                         size_t len) {
+ETCH_INLINE int fast_packet(etch_reader *r, uint64_t rec_off,
+                            const uint8_t *pkt, size_t len) {
   const uint8_t *p = pkt, *end = pkt + len;
   const uint8_t *te = NULL, *te_end = NULL;
   uint64_t raw_ts = 0, flags = 0, seq_id = 0;
   bool has_ts = false;
 
-  /* The packet: last one wins, as in etch__rd_packet. */
+  /* The packet: last one wins, as in etch__rd_packet. The fields in
+   * libetch's order first, straight on; any other order (or field) goes
+   * through the loop, which carries on from there. */
+  if (ETCH_LIKELY(end - p >= 4 && p[0] == T_PKT_FLAGS &&
+                  p[1] == ETCH_SEQ_NEEDS_INCREMENTAL_STATE &&
+                  p[2] == T_PKT_TRACK_EVENT && p[3] < 0x80 &&
+                  p[3] <= end - p - 4)) {
+    flags = ETCH_SEQ_NEEDS_INCREMENTAL_STATE;
+    te = p + 4;
+    te_end = p = te + p[3];
+    if (ETCH_LIKELY(p < end && p[0] == T_PKT_TIMESTAMP)) {
+      if (!(p = varint(p + 1, end, &raw_ts))) return RD_FAST_NO;
+      has_ts = true;
+      if (ETCH_LIKELY(p < end && p[0] == T_PKT_SEQ_ID)) {
+        if (!(p = varint(p + 1, end, &seq_id))) return RD_FAST_NO;
+      }
+    }
+  }
   while (p < end) {
     uint8_t tag = *p++;
     uint64_t v;
@@ -255,6 +283,21 @@ int etch__rd_fast_packet(etch_reader *r, uint64_t rec_off, const uint8_t *pkt,
   fast_arg args[FAST_MAX_ARGS];
   size_t nargs = 0;
   const uint8_t *q = te;
+  /* 48 type 18 category 50 name straight on, as above. */
+  if (ETCH_LIKELY(te_end - q >= 2 && q[0] == T_TE_TYPE && q[1] < 0x80)) {
+    type = q[1];
+    q += 2;
+    if (ETCH_LIKELY(te_end - q >= 2 && q[0] == T_TE_CATEGORY_IID &&
+                    q[1] < 0x80)) {
+      has_cat = true;
+      cat_iid = q[1];
+      q += 2;
+    }
+    if (ETCH_LIKELY(q < te_end && q[0] == T_TE_NAME_IID)) {
+      has_name = true;
+      if (!(q = varint(q + 1, te_end, &name_iid))) return RD_FAST_NO;
+    }
+  }
   while (q < te_end) {
     uint8_t tag = *q++;
     switch (tag) {
@@ -383,4 +426,32 @@ int etch__rd_fast_packet(etch_reader *r, uint64_t rec_off, const uint8_t *pkt,
     return 0;
   }
   return etch__rd_emit(r, seq, &ev, t);
+}
+
+int etch__rd_fast_records(etch_reader *r, const rd_src *src,
+                          const uint8_t **pp, const uint8_t *end) {
+  const uint8_t *start = src->start, *p = *pp;
+  bool top = src->depth == 0;
+  while (p < end) {
+    const uint8_t *rec = p;
+    uint64_t plen;
+    const uint8_t *q;
+    if (*p != 0x0A || !(q = rd_varint5(p + 1, end, &plen)) ||
+        plen > (uint64_t)(end - q))
+      break;
+    if (ETCH_UNLIKELY(r->progress) && top)
+      etch__rd_progress(r, (uint64_t)(rec - start), (uint64_t)(end - start),
+                        "reading");
+    int rc = fast_packet(r, (uint64_t)(rec - start), q, (size_t)plen);
+    if (rc == RD_FAST_NO) break;
+    if (ETCH_UNLIKELY(rc)) {
+      if (top) r->cur_off = (uint64_t)(rec - start);
+      *pp = rec;
+      return rc;
+    }
+    p = q + plen;
+    if (ETCH_UNLIKELY(r->stop)) break;
+  }
+  *pp = p;
+  return 0;
 }

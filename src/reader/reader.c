@@ -215,6 +215,12 @@ int etch__rd_decompress(etch_reader *r, const rd_src *src, const uint8_t *at,
 int etch__rd_parse_records(etch_reader *r, const rd_src *src, size_t len) {
   const uint8_t *start = src->start, *p = start, *end = start + len;
   while (p < end && !r->stop) {
+    if (ETCH_LIKELY(r->fast)) {
+      /* Runs of libetch's packets; this loop takes whatever they are not. */
+      int rc = etch__rd_fast_records(r, src, &p, end);
+      if (rc) return rc;
+      if (p >= end || r->stop) break;
+    }
     const uint8_t *rec = p;
     if (src->depth == 0) {
       r->cur_off = (uint64_t)(rec - start);
@@ -246,12 +252,7 @@ int etch__rd_parse_records(etch_reader *r, const rd_src *src, size_t len) {
                            "in the %s",
                            (unsigned long long)plen, (size_t)(end - p),
                            src->depth ? "decompressed data" : "file");
-    int rc = ETCH_LIKELY(r->fast)
-                 ? etch__rd_fast_packet(r, (uint64_t)(rec - start), p,
-                                        (size_t)plen)
-                 : RD_FAST_NO;
-    if (rc == RD_FAST_NO)
-      rc = etch__rd_packet(r, src, (uint64_t)(rec - start), p, (size_t)plen);
+    int rc = etch__rd_packet(r, src, (uint64_t)(rec - start), p, (size_t)plen);
     if (rc) return rc;
     p += plen;
   }

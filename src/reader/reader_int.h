@@ -653,18 +653,21 @@ rd_track *etch__rd_event_track(etch_reader *r, uint64_t uuid);
 /* Applies a counter track's unit multiplier and incremental accumulation. */
 void etch__rd_counter_value(rd_seq *seq, rd_track *t, etch_event *ev);
 
-/* etch__rd_fast_packet's answer when the packet is not one it decodes. */
-#define RD_FAST_NO 1
 /*
- * Decodes a packet of the shapes libetch's fast paths write (a track event
- * with its timestamp, flags and sequence id, fields in any order) and
- * delivers its event, as etch__rd_packet would. Returns RD_FAST_NO, having
- * changed nothing that etch__rd_packet does not do the same way, for any
- * other packet (and for malformed ones, so the generic decoder reports
- * them); otherwise 0 or a negative status.
+ * The fast path decodes packets of the shapes libetch's fast paths write
+ * (a track event with its timestamp, flags and sequence id, fields in any
+ * order) and delivers their events as etch__rd_packet would. For any other
+ * packet, and for malformed ones (so that the generic decoder reports
+ * them), it stops having changed nothing that etch__rd_packet does not do
+ * the same way.
  */
-int etch__rd_fast_packet(etch_reader *r, uint64_t rec_off, const uint8_t *pkt,
-                         size_t len);
+/*
+ * The Trace records from *pp on (Trace field 1, bytes of `src`) while they
+ * are such packets: *pp is left at the first record it did not take (or
+ * `end`, or after the packet that asked to stop). 0 or a negative status.
+ */
+int etch__rd_fast_records(etch_reader *r, const rd_src *src,
+                          const uint8_t **pp, const uint8_t *end);
 
 /* Progress on stderr (no-op unless enabled). */
 void etch__rd_progress(etch_reader *r, uint64_t done, uint64_t total,
