@@ -19,19 +19,33 @@
 
 #include "base/base.h"
 
-enum { kOpsPerBatch = 8192, kBatches = 4, kMultiRows = 32 };
+/* Inserts take 1, 2, 4, ... kMultiRows rows (kSizes statements). */
+enum { kOpsPerBatch = 8192, kBatches = 4, kSizes = 6, kMultiRows = 32 };
 
-typedef enum op_kind { OP_SLICE, OP_COUNTER, OP_ARG, OP_FLOW } op_kind;
+/*
+ * OP_SLICE_AUTO is not a kind of op but a statement: a slice inserted
+ * without its id, which SQLite then takes as the largest rowid + 1.
+ */
+typedef enum op_kind {
+  OP_SLICE,
+  OP_COUNTER,
+  OP_ARG,
+  OP_FLOW,
+  OP_SLICE_AUTO,
+  kStmtKinds
+} op_kind;
 
-/* Per op kind: the insert's table, columns and their number. */
-static const char *const kInsert[4] = {
+/* Per statement kind: the insert's table, columns and their number. */
+static const char *const kInsert[kStmtKinds] = {
     "INSERT INTO slice(id, ts, dur, track_id, category, name, depth, "
     "parent_id, arg_set_id, self_dur) VALUES",
     "INSERT INTO counter(ts, track_id, value) VALUES",
     "INSERT INTO args(arg_set_id, flat_key, key, int_value, string_value, "
     "real_value, value_type) VALUES",
-    "INSERT INTO flow(slice_out, slice_in) VALUES"};
-static const int kCols[4] = {10, 3, 7, 2};
+    "INSERT INTO flow(slice_out, slice_in) VALUES",
+    "INSERT INTO slice(ts, dur, track_id, category, name, depth, "
+    "parent_id, arg_set_id, self_dur) VALUES"};
+static const int kCols[kStmtKinds] = {10, 3, 7, 2, 9};
 
 /* One row. Arg strings live in the batch's arena (offset, length). */
 typedef struct op {
@@ -73,13 +87,14 @@ typedef struct stmt {
 
 struct etch__rows {
   sqlite3 *db;
-  /* Per op kind: a one-row and a kMultiRows-row insert. */
-  stmt ins[4][2];
+  /* Per statement kind: inserts of 1 << k rows, k < kSizes. */
+  stmt ins[kStmtKinds][kSizes];
   /* Largest slice id inserted so far: a slice whose id follows it gets its
    * id from SQLite (id NULL), which appends without searching the table. */
   int64_t max_slice_id;
   const op **sorted; /* slices of the batch being inserted, by id */
   const op **late;   /* those that came after a larger id */
+  const op *pending[kMultiRows]; /* rows of one statement kind to insert */
   bool threaded, started, mutex_ready;
   pthread_t thread;
   pthread_mutex_t mu;
@@ -172,15 +187,16 @@ static const char *value_type_name(uint8_t t) {
 
 /*
  * Binds row `o` at parameter `p` (1-based) onward. A slice's id is bound
- * only when `auto_id` is false; otherwise it is NULL and SQLite gives the
- * next rowid, which the caller made sure is the slice's id.
+ * only when `auto_id` is false; otherwise the statement has no id column
+ * and SQLite gives the next rowid, which the caller made sure is the
+ * slice's id.
  */
 static void bind_op(const stmt *x, int p, const batch *b, const op *o,
                     bool auto_id) {
   switch (o->kind) {
     case OP_SLICE:
       if (auto_id)
-        bind_null(x, p);
+        p--;
       else
         bind_i64(x, p, o->v[0]);
       bind_i64(x, p + 1, o->v[1]);
@@ -249,11 +265,27 @@ static bool step(etch__rows *r, const stmt *x) {
 }
 
 /*
- * Inserts the rows of one batch, table by table (each table's rows keep
- * their order; the order between tables does not matter), kMultiRows rows
- * per statement where possible: one statement per row costs more in SQLite
- * than binding. Returns false after an SQLite error.
+ * Inserts the `n` rows of r->pending (n <= kMultiRows), all of statement
+ * kind `kind`, in their order: kMultiRows rows per statement where
+ * possible (one statement per row costs more in SQLite than binding), a
+ * shorter tail in statements of 16, 8, ... 1 rows. Returns false after an
+ * SQLite error.
  */
+static bool flush(etch__rows *r, int kind, const batch *b, size_t n) {
+  size_t i = 0;
+  for (int k = kSizes - 1; k >= 0 && i < n; k--) {
+    size_t rows = (size_t)1 << k;
+    if (n - i < rows) continue;
+    const stmt *x = &r->ins[kind][k];
+    for (size_t j = 0; j < rows; j++)
+      bind_op(x, 1 + (int)j * kCols[kind], b, r->pending[i + j],
+              kind == OP_SLICE_AUTO);
+    if (!step(r, x)) return false;
+    i += rows;
+  }
+  return true;
+}
+
 static int cmp_slice_id(const void *a, const void *b) {
   int64_t x = (*(const op *const *)a)->v[0], y = (*(const op *const *)b)->v[0];
   return (x > y) - (x < y);
@@ -293,61 +325,53 @@ static size_t sort_slices(etch__rows *r, const batch *b) {
  * Slices, by id: the batch's rows mostly append at the end of the table's
  * b-tree, which SQLite does much faster (and with full pages) than
  * inserting in the middle. A row whose id is one above the largest id so
- * far goes in with a NULL id: SQLite then takes the next rowid (that id)
- * from the end of the table instead of searching the b-tree for it.
+ * far goes in without an id: SQLite then takes the next rowid (that id)
+ * from the end of the table, with no search for it and no check that it is
+ * free. Other rows (late parents, and the first row after a gap left by a
+ * slice still open) go in with their id, after the rows before them.
  */
 static bool apply_slices(etch__rows *r, const batch *b) {
-  size_t n = sort_slices(r, b);
-  const stmt *one = &r->ins[OP_SLICE][0], *multi = &r->ins[OP_SLICE][1];
-  size_t i = 0;
-  for (; i + kMultiRows <= n; i += kMultiRows) {
-    for (int k = 0; k < kMultiRows; k++) {
-      const op *o = r->sorted[i + (size_t)k];
-      bool auto_id = o->v[0] == r->max_slice_id + 1;
-      if (o->v[0] > r->max_slice_id) r->max_slice_id = o->v[0];
-      bind_op(multi, 1 + k * kCols[OP_SLICE], b, o, auto_id);
-    }
-    if (!step(r, multi)) return false;
-  }
-  for (; i < n; i++) {
+  size_t n = sort_slices(r, b), np = 0;
+  const stmt *one = &r->ins[OP_SLICE][0];
+  for (size_t i = 0; i < n; i++) {
     const op *o = r->sorted[i];
-    bool auto_id = o->v[0] == r->max_slice_id + 1;
+    if (o->v[0] == r->max_slice_id + 1) {
+      r->max_slice_id = o->v[0];
+      r->pending[np++] = o;
+      if (np == kMultiRows) {
+        if (!flush(r, OP_SLICE_AUTO, b, np)) return false;
+        np = 0;
+      }
+      continue;
+    }
+    if (np && !flush(r, OP_SLICE_AUTO, b, np)) return false;
+    np = 0;
     if (o->v[0] > r->max_slice_id) r->max_slice_id = o->v[0];
-    bind_op(one, 1, b, o, auto_id);
+    bind_op(one, 1, b, o, false);
     if (!step(r, one)) return false;
   }
-  return true;
+  return !np || flush(r, OP_SLICE_AUTO, b, np);
 }
 
+/*
+ * Inserts the rows of one batch, table by table (each table's rows keep
+ * their order; the order between tables does not matter). Returns false
+ * after an SQLite error.
+ */
 static bool apply(etch__rows *r, const batch *b) {
   if (!apply_slices(r, b)) return false;
   for (int kind = OP_COUNTER; kind <= OP_FLOW; kind++) {
-    const stmt *one = &r->ins[kind][0], *multi = &r->ins[kind][1];
-    int ncols = kCols[kind];
-    size_t i = 0;
-    int pending = 0; /* rows bound into `multi` */
-    for (; i < b->n; i++) {
+    size_t np = 0;
+    for (size_t i = 0; i < b->n; i++) {
       const op *o = &b->ops[i];
       if (o->kind != kind) continue;
-      bind_op(multi, 1 + pending * ncols, b, o, false);
-      if (++pending == kMultiRows) {
-        if (!step(r, multi)) return false;
-        pending = 0;
+      r->pending[np++] = o;
+      if (np == kMultiRows) {
+        if (!flush(r, kind, b, np)) return false;
+        np = 0;
       }
     }
-    /* The tail, one row at a time: the last `pending` rows of this kind. */
-    if (pending) {
-      size_t left = (size_t)pending;
-      size_t j = b->n;
-      while (left) {
-        if (b->ops[--j].kind == kind) left--;
-      }
-      for (; j < b->n; j++) {
-        if (b->ops[j].kind != kind) continue;
-        bind_op(one, 1, b, &b->ops[j], false);
-        if (!step(r, one)) return false;
-      }
-    }
+    if (np && !flush(r, kind, b, np)) return false;
   }
   return true;
 }
@@ -537,10 +561,9 @@ int etch__rows_new(etch__rows **out, sqlite3 *db, bool threaded) {
   if (!r) return ETCH_ENOMEM;
   r->db = db;
   int rc = ETCH_OK;
-  for (int kind = OP_SLICE; !rc && kind <= OP_FLOW; kind++) {
-    rc = prepare(r, kind, 1, &r->ins[kind][0]);
-    if (!rc) rc = prepare(r, kind, kMultiRows, &r->ins[kind][1]);
-  }
+  for (int kind = 0; !rc && kind < kStmtKinds; kind++)
+    for (int k = 0; !rc && k < kSizes; k++)
+      rc = prepare(r, kind, 1 << k, &r->ins[kind][k]);
   r->sorted = etch__malloc(kOpsPerBatch * sizeof *r->sorted);
   r->late = etch__malloc(kOpsPerBatch * sizeof *r->late);
   if (!r->sorted || !r->late) rc = ETCH_ENOMEM;
@@ -586,8 +609,8 @@ int etch__rows_finish(etch__rows *r) {
 void etch__rows_free(etch__rows *r) {
   if (!r) return;
   stop_thread(r);
-  for (int kind = OP_SLICE; kind <= OP_FLOW; kind++) {
-    for (int k = 0; k < 2; k++) {
+  for (int kind = 0; kind < kStmtKinds; kind++) {
+    for (int k = 0; k < kSizes; k++) {
       sqlite3_finalize(r->ins[kind][k].st);
       free(r->ins[kind][k].b);
     }

@@ -97,16 +97,17 @@ static const char kSchema[] =
     " max_dur INTEGER NOT NULL);";
 
 /*
- * The indexes built at import: those that lookups by id need, where SQLite
- * would otherwise scan a table once per outer row (args of a slice, flows
- * of a slice: the JSON export runs one such lookup per slice), and
- * counter(track_id, ts) (counter rows are few next to slices, and counters
- * are read per track). Not slice(track_id, ts): it was most of the import's
- * serial tail (sorting every slice) and no documented query, export or
- * report plan uses it; joins on track_id go through track's rowid. Filtering
- * slices by name, parent or track scans the table (a fraction of a second
- * per ten million slices) unless the user creates an index
- * (docs/analysis.md: `create index slice_track_ts on slice(track_id, ts)`).
+ * The indexes built at import: those lookups by id need, where SQLite would
+ * otherwise scan a table once per outer row (args of a slice, flows of a
+ * slice: the JSON export looks up the args of every slice), and
+ * counter(track_id, ts) (counters are read per track; their rows are few
+ * next to slices). Not slice(track_id, ts): sorting every slice for it was
+ * most of the import's serial tail, and the documented queries do not use
+ * it (joins on track_id go through track's rowid). Without it, filtering
+ * slices by track scans the table, like filtering by name or parent (a
+ * fraction of a second per ten million slices); so does the JSON export's
+ * "does this track have slices" test, once per track. docs/analysis.md says
+ * how to add it: `create index slice_track_ts on slice(track_id, ts)`.
  */
 static const char kIndexes[] =
     "CREATE INDEX counter_track_ts ON counter(track_id, ts);"
