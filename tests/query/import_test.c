@@ -292,6 +292,232 @@ TEST(import_flows_chain_terminate_and_end) {
   sqlite3_close(db);
 }
 
+/*
+ * Many rows, so that they cross the row writer's batches (8192 rows) and
+ * its multi-row statements: two thread tracks interleaved in blocks, a
+ * slice open from the first event to the last (its row comes after every
+ * other), one still open at the end, a held named track, counters, begin
+ * and end args. Every slice and arg row is checked against a model.
+ */
+typedef struct model_row {
+  int64_t ts, dur, track, depth, parent, self;
+} model_row;
+
+typedef struct model_track {
+  const etch_track_info *t;
+  int64_t uuid;
+  int depth;
+  int64_t sid[16], sts[16], child[16];
+  int64_t args[16]; /* arg set id of the open slice, 0 = none */
+} model_track;
+
+typedef struct model {
+  model_row *rows; /* by slice id - 1 */
+  int64_t nids;    /* ids given to thread-track slices */
+  int64_t held[4096][2]; /* named track: (local index, row) until finish */
+  int64_t *arg_set; /* arg rows in insertion order: set id, value */
+  int64_t *arg_val;
+  size_t nargs;
+  int64_t next_set;
+} model;
+
+static void model_close(model *m, model_track *mt, int64_t end, bool open) {
+  int d = --mt->depth;
+  int64_t id = mt->sid[d], dur = end - mt->sts[d];
+  if (d) mt->child[d - 1] += dur;
+  m->rows[id - 1] = (model_row){.ts = mt->sts[d],
+                                .dur = open ? -1 : dur,
+                                .track = mt->uuid,
+                                .depth = d,
+                                .parent = d ? mt->sid[d - 1] : 0,
+                                .self = dur - mt->child[d]};
+}
+
+static void model_arg(model *m, int64_t set, int64_t v) {
+  m->arg_set[m->nargs] = set;
+  m->arg_val[m->nargs++] = v;
+}
+
+static void run_many_rows(bool single_thread) {
+  enum { kEvents = 60000 };
+  sqlite3 *db = qt_new_db();
+  etch__importer *imp;
+  etch__import_opts o = {.all_args = true,
+                         .indexes = true,
+                         .file_order = true,
+                         .single_thread = single_thread};
+  ASSERT_OK(etch__importer_new(&imp, db, &o));
+  model *m = calloc(1, sizeof *m);
+  m->rows = calloc(kEvents, sizeof *m->rows);
+  m->arg_set = calloc(kEvents, sizeof *m->arg_set);
+  m->arg_val = calloc(kEvents, sizeof *m->arg_val);
+  ASSERT_TRUE(m->rows && m->arg_set && m->arg_val);
+  /* Slices name their track by uuid. */
+  model_track mt[2] = {{.t = &kMain, .uuid = 2}, {.t = &kWorker, .uuid = 3}};
+  int64_t named_ts[4096], named_end[4096];
+  size_t nnamed = 0;
+  uint64_t rng = 0x9e3779b97f4a7c15ull;
+  int64_t ts = 100, counters = 0;
+  etch_arg arg = {.flat_key = "debug.v", .key = "debug.v",
+                  .type = ETCH_VALUE_INT};
+  for (int i = 0; i < kEvents; i++) {
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    uint32_t r = (uint32_t)(rng >> 20);
+    ts += 1 + (r & 7);
+    /* Blocks of 700 events per thread, as chunks come. */
+    model_track *t = &mt[(i / 700) & 1];
+    etch_event e;
+    bool first = i == 0, last = i == kEvents - 1;
+    if (!first && !last && (r % 97) == 0 && nnamed < 4096) {
+      /* A short slice on the named (held) track. */
+      feed(imp, &kNamed, ETCH_EVENT_SLICE_BEGIN, ts, "io", "req");
+      feed(imp, &kNamed, ETCH_EVENT_SLICE_END, ts + 3, NULL, NULL);
+      named_ts[nnamed] = ts;
+      named_end[nnamed++] = ts + 3;
+      ts += 3; /* no overlap: the next one does not nest */
+      continue;
+    }
+    if (!first && !last && (r % 53) == 0) {
+      e = mk(&kMem, ETCH_EVENT_COUNTER, ts, NULL, NULL);
+      e.counter_int = (int64_t)r;
+      etch__importer_event(imp, &e);
+      counters++;
+      continue;
+    }
+    /* The root of main stays open until the last event; worker's last
+     * slice stays open at the end. */
+    bool end = !first && t->depth > (t == &mt[0] ? 1 : 0) &&
+               (t->depth >= 12 || (r & 3) < 2);
+    if (last) end = true;
+    if (end) {
+      e = mk(t->t, ETCH_EVENT_SLICE_END, ts, NULL, NULL);
+      bool with_arg = (r >> 8) % 5 == 0;
+      if (with_arg) {
+        arg.v.i = (int64_t)i;
+        e.args = &arg;
+        e.args_count = 1;
+        int64_t *set = &t->args[t->depth - 1];
+        if (!*set) *set = ++m->next_set;
+        model_arg(m, *set, i);
+      }
+      etch__importer_event(imp, &e);
+      model_close(m, t, ts, false);
+    } else if ((r >> 4) % 16 == 0) {
+      feed(imp, t->t, ETCH_EVENT_INSTANT, ts, "c", "tick");
+      int64_t id = ++m->nids;
+      m->rows[id - 1] = (model_row){
+          .ts = ts, .track = t->uuid, .depth = t->depth,
+          .parent = t->depth ? t->sid[t->depth - 1] : 0};
+    } else {
+      e = mk(t->t, ETCH_EVENT_SLICE_BEGIN, ts, "c", (r & 8) ? "a" : "b");
+      bool with_arg = (r >> 12) % 8 == 0;
+      if (with_arg) {
+        arg.v.i = (int64_t)i;
+        e.args = &arg;
+        e.args_count = 1;
+      }
+      etch__importer_event(imp, &e);
+      int d = t->depth++;
+      t->sid[d] = ++m->nids;
+      t->sts[d] = ts;
+      t->child[d] = 0;
+      t->args[d] = 0;
+      if (with_arg) {
+        t->args[d] = ++m->next_set;
+        model_arg(m, t->args[d], i);
+      }
+      if (first) {
+        /* Worker's first slice too, so that it has one open at the end. */
+        e = mk(&kWorker, ETCH_EVENT_SLICE_BEGIN, ts, "c", "open");
+        e.args_count = 0;
+        etch__importer_event(imp, &e);
+        mt[1].sid[0] = ++m->nids;
+        mt[1].sts[0] = ts;
+        mt[1].child[0] = 0;
+        mt[1].args[0] = 0;
+        mt[1].depth = 1;
+      }
+    }
+  }
+  /* Open at the end: dur -1, self time up to the trace's end (ts). */
+  for (int k = 0; k < 2; k++)
+    while (mt[k].depth) model_close(m, &mt[k], ts, true);
+  /* The named track's slices get their ids after every other. */
+  for (size_t k = 0; k < nnamed; k++)
+    m->rows[m->nids + (int64_t)k] = (model_row){
+        .ts = named_ts[k], .dur = named_end[k] - named_ts[k], .track = 4,
+        .self = named_end[k] - named_ts[k]};
+  int64_t nslices = m->nids + (int64_t)nnamed;
+  ASSERT_OK(etch__importer_finish(imp, NULL, 100, ts));
+  etch__importer_free(imp);
+
+  sqlite3_stmt *st;
+  ASSERT_TRUE(sqlite3_prepare_v2(db,
+                                 "SELECT s.id, s.ts, s.dur, t.uuid, s.depth, "
+                                 "coalesce(s.parent_id, 0), s.self_dur "
+                                 "FROM slice s JOIN track t "
+                                 "ON t.id = s.track_id ORDER BY s.id",
+                                 -1, &st, NULL) == SQLITE_OK);
+  int64_t n = 0;
+  while (sqlite3_step(st) == SQLITE_ROW) {
+    const model_row *w = &m->rows[n++];
+    int64_t got[7], want[7] = {n,        w->ts,    w->dur,  w->track,
+                               w->depth, w->parent, w->self};
+    for (int c = 0; c < 7; c++) got[c] = sqlite3_column_int64(st, c);
+    if (memcmp(got, want, sizeof got) != 0)
+      FAIL("slice row %lld: got %lld,%lld,%lld,%lld,%lld,%lld,%lld want "
+           "%lld,%lld,%lld,%lld,%lld,%lld,%lld",
+           (long long)n, (long long)got[0], (long long)got[1],
+           (long long)got[2], (long long)got[3], (long long)got[4],
+           (long long)got[5], (long long)got[6], (long long)want[0],
+           (long long)want[1], (long long)want[2], (long long)want[3],
+           (long long)want[4], (long long)want[5], (long long)want[6]);
+  }
+  sqlite3_finalize(st);
+  ASSERT_EQ_INT(n, nslices);
+  ASSERT_TRUE(nslices > 3 * 8192);
+
+  ASSERT_TRUE(sqlite3_prepare_v2(db,
+                                 "SELECT id, arg_set_id, int_value FROM args "
+                                 "ORDER BY id",
+                                 -1, &st, NULL) == SQLITE_OK);
+  size_t na = 0;
+  while (sqlite3_step(st) == SQLITE_ROW) {
+    ASSERT_TRUE(na < m->nargs);
+    ASSERT_EQ_INT(sqlite3_column_int64(st, 0), (int64_t)na + 1);
+    ASSERT_EQ_INT(sqlite3_column_int64(st, 1), m->arg_set[na]);
+    ASSERT_EQ_INT(sqlite3_column_int64(st, 2), m->arg_val[na]);
+    na++;
+  }
+  sqlite3_finalize(st);
+  ASSERT_EQ_INT(na, m->nargs);
+  /* Every slice's arg set holds its args (begin and end together). */
+  char *got = qt_query(db,
+                       "SELECT count(*) FROM args a LEFT JOIN slice s "
+                       "ON s.arg_set_id = a.arg_set_id WHERE s.id IS NULL");
+  ASSERT_EQ_STR(got, "count(*)\n0\n");
+  free(got);
+  char want[64];
+  snprintf(want, sizeof want, "count(*)\n%lld\n", (long long)counters);
+  got = qt_query(db,
+                 "SELECT count(*) FROM counter c JOIN track t "
+                 "ON t.id = c.track_id WHERE t.uuid = 5");
+  ASSERT_EQ_STR(got, want);
+  free(got);
+  free(m->rows);
+  free(m->arg_set);
+  free(m->arg_val);
+  free(m);
+  sqlite3_close(db);
+}
+
+TEST(import_many_rows_across_batches) {
+  run_many_rows(false);
+  run_many_rows(true);
+}
+
 TEST(import_indexes_and_free_without_finish) {
   sqlite3 *db = qt_new_db();
   etch__importer *imp;
