@@ -73,6 +73,20 @@ rd_clock *etch__rd_clock_get(etch_reader *r, uint64_t key, bool create) {
   return k;
 }
 
+/* Caches pairs[hint] as the range [src, next src) for rd_clock_convert. */
+static void clock_cache(rd_clock *k) {
+  size_t i = k->hint, n = k->npairs;
+  if (i >= n) {
+    k->c_lo = k->c_span = k->c_dst = 0;
+    return;
+  }
+  k->c_lo = k->pairs[i].src;
+  k->c_dst = k->pairs[i].dst;
+  /* The last pair reaches to the end of the range: 2^64 - src, which is 0
+   * (no range, the slow path) only for src 0. */
+  k->c_span = (i + 1 < n ? k->pairs[i + 1].src : 0) - k->c_lo;
+}
+
 /* Inserts (src, dst) keeping pairs sorted by src (snapshots mostly come in
  * increasing order, so this is an append). */
 static int add_pair(rd_clock *k, uint64_t src, uint64_t dst) {
@@ -86,12 +100,16 @@ static int add_pair(rd_clock *k, uint64_t src, uint64_t dst) {
   k->pairs[i].src = src;
   k->pairs[i].dst = dst;
   k->npairs++;
+  clock_cache(k);
   return 0;
 }
 
 /* Rebuilds every clock's direct pairs for a new trace clock. */
 static int rebuild_pairs(rd_clocks *c) {
-  for (size_t i = 0; i < c->nall; i++) c->all[i]->npairs = 0;
+  for (size_t i = 0; i < c->nall; i++) {
+    c->all[i]->npairs = 0;
+    clock_cache(c->all[i]);
+  }
   for (size_t s = 0; s < c->nsnaps; s++) {
     const rd_snap *sn = &c->snaps[s];
     const rd_snap_entry *t = NULL;
@@ -221,6 +239,7 @@ static bool convert_direct(rd_clock *k, uint64_t v, uint64_t *out) {
       i = lo;
     }
     k->hint = i;
+    clock_cache(k);
   }
   *out = k->pairs[i].dst + (v - k->pairs[i].src);
   return true;

@@ -113,6 +113,17 @@ ETCH_INLINE uint64_t load_le64(const uint8_t *q) {
   return v;
 }
 
+/* 68 02 5A (flags NEEDS_INCREMENTAL_STATE, then a track event), read as
+ * the low three bytes of a little-endian word. */
+#define PREFIX                                                      \
+  ((uint32_t)T_PKT_FLAGS | (uint32_t)ETCH_SEQ_NEEDS_INCREMENTAL_STATE << 8 | \
+   (uint32_t)T_PKT_TRACK_EVENT << 16)
+
+ETCH_INLINE uint32_t load_le32(const uint8_t *q) {
+  return (uint32_t)q[0] | (uint32_t)q[1] << 8 | (uint32_t)q[2] << 16 |
+         (uint32_t)q[3] << 24;
+}
+
 typedef struct fast_arg {
   uint64_t iid;
   uint64_t v;
@@ -200,11 +211,9 @@ ETCH_INLINE bool packet_time(etch_reader *r, rd_seq *seq, bool has_ts,
       v *= k->unit_ns;
       /* rd_clock_convert: the pair last used, if v still falls in it (the
        * key of a sequence-scoped clock is never the trace clock's). */
-      size_t i = k->hint, n = k->npairs;
-      if (ETCH_LIKELY(i < n && k->pairs[i].src <= v &&
-                      (i + 1 == n || k->pairs[i + 1].src > v))) {
+      if (ETCH_LIKELY(v - k->c_lo < k->c_span)) {
         r->clocks.converted = true;
-        *out = (int64_t)(k->pairs[i].dst + (v - k->pairs[i].src));
+        *out = (int64_t)(k->c_dst + (v - k->c_lo));
       } else if (!etch__rd_clock_convert(r, k, v, out)) {
         return false;
       }
@@ -224,22 +233,34 @@ ETCH_INLINE int fast_packet(etch_reader *r, uint64_t rec_off,
   uint64_t raw_ts = 0, flags = 0, seq_id = 0;
   bool has_ts = false;
 
-  /* The packet: last one wins, as in etch__rd_packet. The fields in
-   * libetch's order first, straight on; any other order (or field) goes
-   * through the loop, which carries on from there. */
-  if (ETCH_LIKELY(end - p >= 4 && p[0] == T_PKT_FLAGS &&
-                  p[1] == ETCH_SEQ_NEEDS_INCREMENTAL_STATE &&
-                  p[2] == T_PKT_TRACK_EVENT && p[3] < 0x80 &&
-                  p[3] <= end - p - 4)) {
+  /* The packet: last one wins, as in etch__rd_packet. libetch's orders
+   * first, straight on - [40 ts] 68 02 5A len <te> [40 ts] [50 seq], the
+   * timestamp first (general path, older writers) or after the event (fast
+   * path) - then the loop for whatever is left, in any order. */
+  if (ETCH_LIKELY(end - p >= 4 && (load_le32(p) & 0xffffffu) == PREFIX)) {
+    goto event; /* fast path */
+  } else if (p < end && p[0] == T_PKT_TIMESTAMP) {
+    if (!(p = varint(p + 1, end, &raw_ts))) return RD_FAST_NO;
+    has_ts = true;
+    if (end - p >= 4 && (load_le32(p) & 0xffffffu) == PREFIX) goto event;
+  }
+  if (0) {
+  event:
     flags = ETCH_SEQ_NEEDS_INCREMENTAL_STATE;
     te = p + 4;
-    te_end = p = te + p[3];
+    if (ETCH_LIKELY(p[3] < 0x80)) {
+      if (p[3] > end - te) return RD_FAST_NO;
+      te_end = te + p[3];
+    } else if (!(te = length(p + 3, end, &te_end))) {
+      return RD_FAST_NO;
+    }
+    p = te_end;
     if (ETCH_LIKELY(p < end && p[0] == T_PKT_TIMESTAMP)) {
       if (!(p = varint(p + 1, end, &raw_ts))) return RD_FAST_NO;
       has_ts = true;
-      if (ETCH_LIKELY(p < end && p[0] == T_PKT_SEQ_ID)) {
-        if (!(p = varint(p + 1, end, &seq_id))) return RD_FAST_NO;
-      }
+    }
+    if (ETCH_LIKELY(p < end && p[0] == T_PKT_SEQ_ID)) {
+      if (!(p = varint(p + 1, end, &seq_id))) return RD_FAST_NO;
     }
   }
   while (p < end) {

@@ -659,6 +659,7 @@ static int run(etch_reader *r) {
   if (r->ran) return etch__error(ETCH_ESTATE, "reader: already run");
   r->ran = true;
   r->fast = !r->fast_off && !r->dump;
+  r->sub_all = r->nsubs == 1 && !r->subs[0].name && !r->subs[0].category;
   etch__error_clear();
   r->stats.bytes = r->len;
   if (!r->dump && isatty(2)) {

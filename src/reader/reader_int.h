@@ -209,6 +209,9 @@ typedef struct rd_clock {
   rd_clock_pair *pairs; /* snapshots with the trace clock, sorted by src */
   size_t npairs, cap_pairs;
   size_t hint;        /* last pair used */
+  /* pairs[hint] as a range: a value v with v - c_lo < c_span converts to
+   * c_dst + (v - c_lo) (c_span 0: no range; kept by clock_cache()). */
+  uint64_t c_lo, c_span, c_dst;
   rd_clock_ref *refs; /* every snapshot containing this clock */
   size_t nrefs, cap_refs;
 } rd_clock;
@@ -338,6 +341,7 @@ struct etch_reader {
   bool stop;            /* etch__reader_stop was called */
   bool fast_off;        /* etch__reader_set_fast(r, false) was called */
   bool fast;            /* the fast path is on for this run */
+  bool sub_all;         /* one subscription, category and name NULL */
   uint64_t fast_packets; /* packets it decoded */
 
   rd_sub *subs;
@@ -592,12 +596,10 @@ bool etch__rd_clock_convert(etch_reader *r, rd_clock *clock, uint64_t value_ns,
 /* The same, inline when the value falls in the last snapshot pair used. */
 ETCH_INLINE bool rd_clock_convert(etch_reader *r, rd_clock *k, uint64_t v,
                                   int64_t *out) {
-  size_t i = k->hint, n = k->npairs;
-  if (ETCH_LIKELY(i < n && k->key != r->clocks.trace_clock &&
-                  k->pairs[i].src <= v &&
-                  (i + 1 == n || k->pairs[i + 1].src > v))) {
+  if (ETCH_LIKELY(v - k->c_lo < k->c_span &&
+                  k->key != r->clocks.trace_clock)) {
     r->clocks.converted = true;
-    *out = (int64_t)(k->pairs[i].dst + (v - k->pairs[i].src));
+    *out = (int64_t)(k->c_dst + (v - k->c_lo));
     return true;
   }
   return etch__rd_clock_convert(r, k, v, out);
@@ -627,6 +629,10 @@ ETCH_INLINE void rd_deliver(etch_reader *r, etch_event *ev, rd_track *t) {
   if (ETCH_UNLIKELY(t->res_gen != r->track_gen)) etch__rd_track_resolve(r, t);
   ev->pid = t->ev_pid;
   ev->tid = t->ev_tid;
+  if (ETCH_LIKELY(r->sub_all)) { /* one subscription, to everything */
+    r->subs[0].cb(ev, r->subs[0].user);
+    return;
+  }
   const rd_sub *s = r->subs, *e = r->subs + r->nsubs;
   for (; s < e; s++) {
     if (s->name && s->name != ev->name) continue;
