@@ -237,15 +237,13 @@ ETCH_INLINE int fast_packet(etch_reader *r, uint64_t rec_off,
    * first, straight on - [40 ts] 68 02 5A len <te> [40 ts] [50 seq], the
    * timestamp first (general path, older writers) or after the event (fast
    * path) - then the loop for whatever is left, in any order. */
-  if (ETCH_LIKELY(end - p >= 4 && (load_le32(p) & 0xffffffu) == PREFIX)) {
-    goto event; /* fast path */
-  } else if (p < end && p[0] == T_PKT_TIMESTAMP) {
+  bool prefix = end - p >= 4 && (load_le32(p) & 0xffffffu) == PREFIX;
+  if (!prefix && p < end && p[0] == T_PKT_TIMESTAMP) {
     if (!(p = varint(p + 1, end, &raw_ts))) return RD_FAST_NO;
     has_ts = true;
-    if (end - p >= 4 && (load_le32(p) & 0xffffffu) == PREFIX) goto event;
+    prefix = end - p >= 4 && (load_le32(p) & 0xffffffu) == PREFIX;
   }
-  if (0) {
-  event:
+  if (ETCH_LIKELY(prefix)) {
     flags = ETCH_SEQ_NEEDS_INCREMENTAL_STATE;
     te = p + 4;
     if (ETCH_LIKELY(p[3] < 0x80)) {
