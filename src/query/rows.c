@@ -110,15 +110,21 @@ struct etch__rows {
 
 /* ---- inserting side ------------------------------------------------------------ */
 
-static void set_err(etch__rows *r, const char *what) {
+/* `code` ETCH_ESQL (SQLite's message) or ETCH_ENOMEM. */
+static void set_err(etch__rows *r, int code, const char *what) {
   pthread_mutex_lock(&r->mu);
   if (!r->err) {
-    snprintf(r->errmsg, sizeof r->errmsg, "import: %s: %s", what,
-             sqlite3_errmsg(r->db));
-    r->err = ETCH_ESQL;
+    if (code == ETCH_ENOMEM)
+      snprintf(r->errmsg, sizeof r->errmsg, "import: out of memory");
+    else
+      snprintf(r->errmsg, sizeof r->errmsg, "import: %s: %s", what,
+               sqlite3_errmsg(r->db));
+    r->err = code;
   }
   pthread_mutex_unlock(&r->mu);
 }
+
+static int prepare(etch__rows *r, int kind, int k);
 
 static void bind_null(const stmt *x, int col) {
   bound *b = &x->b[col - 1];
@@ -260,7 +266,7 @@ static bool step(etch__rows *r, const stmt *x) {
   int rc = sqlite3_step(x->st);
   sqlite3_reset(x->st);
   if (rc == SQLITE_DONE) return true;
-  set_err(r, "insert");
+  set_err(r, ETCH_ESQL, "insert");
   return false;
 }
 
@@ -277,6 +283,14 @@ static bool flush(etch__rows *r, int kind, const batch *b, size_t n) {
     size_t rows = (size_t)1 << k;
     if (n - i < rows) continue;
     const stmt *x = &r->ins[kind][k];
+    if (!x->st) {
+      /* Prepared at first use: small imports need few of them. */
+      int rc = prepare(r, kind, k);
+      if (rc) {
+        set_err(r, rc == SQLITE_NOMEM ? ETCH_ENOMEM : ETCH_ESQL, "prepare");
+        return false;
+      }
+    }
     for (size_t j = 0; j < rows; j++)
       bind_op(x, 1 + (int)j * kCols[kind], b, r->pending[i + j],
               kind == OP_SLICE_AUTO);
@@ -531,10 +545,17 @@ int etch__rows_error(const etch__rows *r) {
 /* ---- life cycle ------------------------------------------------------------------ */
 
 /* Prepares the insert of `rows` rows of `kind`. */
-static int prepare(etch__rows *r, int kind, int rows, stmt *x) {
-  size_t cap = strlen(kInsert[kind]) + (size_t)rows * (size_t)(kCols[kind] * 2 + 3);
+/*
+ * Prepares r->ins[kind][k], the insert of 1 << k rows of `kind`. Returns
+ * SQLITE_OK, SQLITE_NOMEM or SQLite's error (message in the db handle).
+ */
+static int prepare(etch__rows *r, int kind, int k) {
+  stmt *x = &r->ins[kind][k];
+  int rows = 1 << k;
+  size_t cap =
+      strlen(kInsert[kind]) + (size_t)rows * (size_t)(kCols[kind] * 2 + 3);
   char *sql = etch__malloc(cap);
-  if (!sql) return ETCH_ENOMEM;
+  if (!sql) return SQLITE_NOMEM;
   size_t n = (size_t)snprintf(sql, cap, "%s", kInsert[kind]);
   for (int i = 0; i < rows; i++) {
     sql[n++] = i ? ',' : ' ';
@@ -549,10 +570,12 @@ static int prepare(etch__rows *r, int kind, int rows, stmt *x) {
   int rc = sqlite3_prepare_v3(r->db, sql, -1, SQLITE_PREPARE_PERSISTENT,
                               &x->st, NULL);
   free(sql);
-  if (rc != SQLITE_OK)
-    return etch__error(ETCH_ESQL, "import: %s", sqlite3_errmsg(r->db));
+  if (rc != SQLITE_OK) return rc;
   x->b = etch__calloc((size_t)rows * (size_t)kCols[kind], sizeof *x->b);
-  return x->b ? ETCH_OK : ETCH_ENOMEM;
+  if (x->b) return SQLITE_OK;
+  sqlite3_finalize(x->st);
+  x->st = NULL;
+  return SQLITE_NOMEM;
 }
 
 int etch__rows_new(etch__rows **out, sqlite3 *db, bool threaded) {
@@ -561,9 +584,15 @@ int etch__rows_new(etch__rows **out, sqlite3 *db, bool threaded) {
   if (!r) return ETCH_ENOMEM;
   r->db = db;
   int rc = ETCH_OK;
-  for (int kind = 0; !rc && kind < kStmtKinds; kind++)
-    for (int k = 0; !rc && k < kSizes; k++)
-      rc = prepare(r, kind, 1 << k, &r->ins[kind][k]);
+  /* The one-row inserts now, which checks the schema; the others (more
+   * rows) when first used. */
+  for (int kind = 0; !rc && kind < kStmtKinds; kind++) {
+    int src = prepare(r, kind, 0);
+    if (src == SQLITE_NOMEM)
+      rc = ETCH_ENOMEM;
+    else if (src)
+      rc = etch__error(ETCH_ESQL, "import: %s", sqlite3_errmsg(db));
+  }
   r->sorted = etch__malloc(kOpsPerBatch * sizeof *r->sorted);
   r->late = etch__malloc(kOpsPerBatch * sizeof *r->late);
   if (!r->sorted || !r->late) rc = ETCH_ENOMEM;
