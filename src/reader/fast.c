@@ -97,12 +97,41 @@ ETCH_INLINE const uint8_t *varint(const uint8_t *q, const uint8_t *end,
   return varint_long(q, end, out);
 }
 
+ETCH_INLINE uint32_t load_le32(const uint8_t *q) {
+  return (uint32_t)q[0] | (uint32_t)q[1] << 8 | (uint32_t)q[2] << 16 |
+         (uint32_t)q[3] << 24;
+}
+
+/* rd_varint5 with the two shapes of lengths libetch writes inline: one
+ * byte, and the 4-byte redundant varint of a length reserved and patched
+ * (three bytes with the continuation bit, then one without). */
+ETCH_INLINE const uint8_t *len_varint(const uint8_t *q, const uint8_t *end,
+                                      uint64_t *out) {
+  if (ETCH_LIKELY(q < end && q[0] < 0x80)) {
+    *out = q[0];
+    return q + 1;
+  }
+  if (end - q >= 4) {
+    uint32_t w = load_le32(q);
+    if ((w & 0xffffff80u) == 0x00808080u) { /* below 128, the usual case */
+      *out = w & 0x7f;
+      return q + 4;
+    }
+    if ((w & 0x80808080u) == 0x00808080u) {
+      *out = (w & 0x7f) | (w >> 1 & 0x3f80) | (w >> 2 & 0x1fc000) |
+             (w >> 3 & 0xfe00000);
+      return q + 4;
+    }
+  }
+  return rd_varint5(q, end, out);
+}
+
 /* A length (up to 5 bytes, redundant ones included) that fits in [q, end);
  * NULL otherwise. */
 ETCH_INLINE const uint8_t *length(const uint8_t *q, const uint8_t *end,
                                   const uint8_t **body_end) {
   uint64_t n;
-  if (!(q = rd_varint5(q, end, &n)) || n > (uint64_t)(end - q)) return NULL;
+  if (!(q = len_varint(q, end, &n)) || n > (uint64_t)(end - q)) return NULL;
   *body_end = q + n;
   return q;
 }
@@ -118,11 +147,6 @@ ETCH_INLINE uint64_t load_le64(const uint8_t *q) {
 #define PREFIX                                                      \
   ((uint32_t)T_PKT_FLAGS | (uint32_t)ETCH_SEQ_NEEDS_INCREMENTAL_STATE << 8 | \
    (uint32_t)T_PKT_TRACK_EVENT << 16)
-
-ETCH_INLINE uint32_t load_le32(const uint8_t *q) {
-  return (uint32_t)q[0] | (uint32_t)q[1] << 8 | (uint32_t)q[2] << 16 |
-         (uint32_t)q[3] << 24;
-}
 
 typedef struct fast_arg {
   uint64_t iid;
@@ -455,7 +479,7 @@ int etch__rd_fast_records(etch_reader *r, const rd_src *src,
     const uint8_t *rec = p;
     uint64_t plen;
     const uint8_t *q;
-    if (*p != 0x0A || !(q = rd_varint5(p + 1, end, &plen)) ||
+    if (*p != 0x0A || !(q = len_varint(p + 1, end, &plen)) ||
         plen > (uint64_t)(end - q))
       break;
     if (ETCH_UNLIKELY(r->progress) && top)

@@ -424,6 +424,37 @@ TEST(reader_fast_takes_libetch_packets) {
   }
 }
 
+/* Lengths of 128 bytes and more: two-byte minimal varints, and redundant
+ * 4- and 5-byte ones holding more than seven bits. */
+TEST(reader_fast_long_lengths) {
+  int widths[] = {0, 4, 5};
+  for (size_t w = 0; w < ETCH_ARRAY_SIZE(widths); w++) {
+    tb t;
+    tb_init(&t);
+    prelude(&t);
+    for (int k = 0; k < 3; k++) {
+      bb te = {0}, p = {0};
+      te_site(&te, ETCH_TE_TYPE_SLICE_BEGIN, 1, 2);
+      bb_u(&te, ETCH_TE_TRACK_UUID, THREAD);
+      for (int i = 0; i < 8; i++)
+        te_arg(&te, 1 + (uint64_t)i % 3, ETCH_DA_INT_VALUE,
+               (uint64_t)-1 - (uint64_t)i, widths[w]);
+      ASSERT_TRUE(te.n >= 128);
+      if (k == 1) {
+        bb_u(&p, ETCH_PKT_TIMESTAMP, 9);
+        bb_u(&p, ETCH_PKT_SEQUENCE_FLAGS, ETCH_SEQ_NEEDS_INCREMENTAL_STATE);
+        bb_msg(&p, ETCH_PKT_TRACK_EVENT, &te, widths[w]);
+        bb_u(&p, ETCH_PKT_TRUSTED_SEQ_ID, SEQ);
+      } else {
+        pkt_new(&p, &te, 9, SEQ, widths[w]);
+      }
+      put_record(&t, &p, widths[w]);
+    }
+    ASSERT_EQ_U64(same_both_ways(t.data, t.len, "long lengths"), 3);
+    tb_free(&t);
+  }
+}
+
 TEST(reader_fast_old_layout_and_counts) {
   /* Timestamp first, as the general path and the old layout write it. */
   tb t;
