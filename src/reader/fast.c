@@ -222,28 +222,38 @@ static int grow_args(etch_reader *r, size_t n) {
   return 0;
 }
 
+/* Fills the sequence's fast-path view in (see rd_seq.fgen). */
+static ETCH_NOINLINE void seq_look(etch_reader *r, rd_seq *seq) {
+  seq->fgen = r->gen;
+  seq->fok = seq->id != 0 && seq->valid;
+  seq->fclk = NULL;
+  /* A sequence-scoped clock (64..127) is never the trace clock (< 64). */
+  uint32_t idx = seq->clock_default - ETCH_CLOCK_SEQ_SCOPED_FIRST;
+  if (seq->has_clock_default && idx < 64) {
+    rd_clock *k = seq->clocks[idx];
+    if (k && k->incremental && k->has_last) seq->fclk = k;
+  }
+  seq->fuuid = seq->has_track_default ? seq->track_default : 0;
+}
+
 /* etch__rd_packet_time, the sequence's incremental clock inline. */
 ETCH_INLINE bool packet_time(etch_reader *r, rd_seq *seq, bool has_ts,
                              uint64_t raw, int64_t *out) {
-  /* A sequence-scoped clock (64..127) is never the trace clock (< 64). */
-  uint32_t idx = seq->clock_default - ETCH_CLOCK_SEQ_SCOPED_FIRST;
-  if (ETCH_LIKELY(has_ts && seq->has_clock_default && idx < 64)) {
-    rd_clock *k = seq->clocks[idx];
-    if (ETCH_LIKELY(k && k->incremental && k->has_last)) {
-      uint64_t v = (k->last + raw);
-      k->last = v;
-      v *= k->unit_ns;
-      /* rd_clock_convert: the pair last used, if v still falls in it (the
-       * key of a sequence-scoped clock is never the trace clock's). */
-      if (ETCH_LIKELY(v - k->c_lo < k->c_span)) {
-        r->clocks.converted = true;
-        *out = (int64_t)(k->c_dst + (v - k->c_lo));
-      } else if (!etch__rd_clock_convert(r, k, v, out)) {
-        return false;
-      }
-      if (*out > r->latest_ts) r->latest_ts = *out;
-      return true;
+  rd_clock *k = seq->fclk;
+  if (ETCH_LIKELY(has_ts && k)) {
+    uint64_t v = (k->last + raw);
+    k->last = v;
+    v *= k->unit_ns;
+    /* rd_clock_convert: the pair last used, if v still falls in it (the
+     * key of a sequence-scoped clock is never the trace clock's). */
+    if (ETCH_LIKELY(v - k->c_lo < k->c_span)) {
+      r->clocks.converted = true;
+      *out = (int64_t)(k->c_dst + (v - k->c_lo));
+    } else if (!etch__rd_clock_convert(r, k, v, out)) {
+      return false;
     }
+    if (*out > r->latest_ts) r->latest_ts = *out;
+    return true;
   }
   uint32_t clock_id = seq->has_clock_default ? seq->clock_default : 0;
   if (clock_id == 0) clock_id = r->clocks.trace_clock;
@@ -317,7 +327,9 @@ ETCH_INLINE int fast_packet(etch_reader *r, uint64_t rec_off,
   /* Finding (or creating) the sequence is what etch__rd_packet does first
    * either way. */
   rd_seq *seq = rd_seq_get(r, (uint32_t)seq_id);
-  if (!seq || (fl && (seq->id == 0 || !seq->valid))) return RD_FAST_NO;
+  if (!seq) return RD_FAST_NO;
+  if (ETCH_UNLIKELY(seq->fgen != r->gen)) seq_look(r, seq);
+  if (fl && !seq->fok) return RD_FAST_NO;
 
   /* The track event. */
   uint64_t type = 0, name_iid = 0, cat_iid = 0, uuid = 0, counter = 0;
@@ -422,7 +434,7 @@ ETCH_INLINE int fast_packet(etch_reader *r, uint64_t rec_off,
   r->stats.track_events++;
   r->nargs = nargs;
 
-  if (!has_uuid) uuid = seq->has_track_default ? seq->track_default : 0;
+  if (!has_uuid) uuid = seq->fuuid;
   rd_track *t = seq->last_track;
   if (ETCH_UNLIKELY(!t || t->info.uuid != uuid)) {
     if (!(t = etch__rd_event_track(r, uuid))) return ETCH_ENOMEM;

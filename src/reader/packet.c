@@ -489,6 +489,7 @@ int etch__rd_packet(etch_reader *r, const rd_src *src, uint64_t rec_off,
   int rc;
 
   r->stats.packets++;
+  r->gen++; /* sequence state may change: the fast path looks again */
   etch_pb_dec_init(&d, pkt, len);
   while (rd_next(&d, &f)) {
     switch (f.id) {

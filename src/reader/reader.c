@@ -497,6 +497,7 @@ static int reader_new(etch_reader **out) {
   r->global_track.info.counter_unit_name = r->empty;
   r->order = ETCH_ORDER_TIMESTAMP;
   r->track_gen = 1; /* rd_track.res_gen 0 = never resolved */
+  r->gen = 1;       /* rd_seq.fgen 0 = never looked at */
   r->latest_ts = 0;
   *out = r;
   return 0;

@@ -278,6 +278,14 @@ typedef struct rd_seq {
   size_t n_extra_dcounter_default, cap_extra_dcounter_default;
   rd_itab names, cats, da_names, da_strings, srclocs;
   rd_track *last_track; /* cache of the last event track of the sequence */
+  /* The fast path's view of this sequence's state, valid while fgen equals
+   * etch_reader.gen (which every packet of the generic decoder, the only
+   * one changing sequence state, bumps). */
+  uint64_t fgen;
+  bool fok;      /* NEEDS_INCREMENTAL_STATE packets are read (id != 0, valid) */
+  rd_clock *fclk; /* the default clock, when sequence-scoped, incremental and
+                     set: timestamps convert inline; else NULL */
+  uint64_t fuuid; /* track of events without a track_uuid */
   rd_arena srcloc_arena;
   rd_clock *clocks[64]; /* sequence-scoped clocks 64..127 */
   /* Held events (timestamp order): records in file order. */
@@ -342,6 +350,7 @@ struct etch_reader {
   bool fast_off;        /* etch__reader_set_fast(r, false) was called */
   bool fast;            /* the fast path is on for this run */
   bool sub_all;         /* one subscription, category and name NULL */
+  uint64_t gen;         /* packets through the generic decoder, from 1 */
   uint64_t fast_packets; /* packets it decoded */
 
   rd_sub *subs;
