@@ -4,9 +4,11 @@
  * The producer (the importer, on the reader's thread) fills one batch at a
  * time out of a ring of kBatches; a full batch is handed over under a mutex
  * and the producer moves to the next free one, waiting only when the
- * inserting thread is kBatches - 1 batches behind. The inserting thread
- * takes batches in ring order, so rows reach SQLite in the order they were
- * added. After an SQLite error the inserting thread keeps releasing
+ * inserting thread is kBatches - 1 batches behind. Before handing a batch
+ * over, the producer works out the order of its rows (order_batch: slices
+ * by id, then each other table's rows as added), so that the inserting
+ * thread, which bounds the import, only binds and steps. The inserting
+ * thread takes batches in ring order. After an SQLite error the inserting thread keeps releasing
  * batches without inserting them, so the producer never blocks for good;
  * the error is reported at the next hand-over and by etch__rows_finish.
  */
@@ -50,7 +52,8 @@ static const int kCols[kStmtKinds] = {10, 3, 7, 2, 9};
 /* One row. Arg strings live in the batch's arena (offset, length). */
 typedef struct op {
   uint8_t kind;
-  uint8_t vtype; /* etch_value_type of an arg */
+  uint8_t vtype;   /* etch_value_type of an arg */
+  uint8_t auto_id; /* slice: inserted without its id (see order_batch) */
   uint32_t depth;
   int64_t v[7];
   double d;
@@ -61,6 +64,7 @@ typedef struct op {
 typedef struct batch {
   op *ops;
   size_t n;
+  op **order; /* the ops in insertion order (order_batch) */
   char *arena;
   size_t used, cap;
   bool ready; /* handed over, not yet inserted */
@@ -89,12 +93,11 @@ struct etch__rows {
   sqlite3 *db;
   /* Per statement kind: inserts of 1 << k rows, k < kSizes. */
   stmt ins[kStmtKinds][kSizes];
-  /* Largest slice id inserted so far: a slice whose id follows it gets its
-   * id from SQLite (id NULL), which appends without searching the table. */
+  /* Producer side (order_batch): the largest slice id handed over so far,
+   * and room for the slices of a batch that came after a larger id. */
   int64_t max_slice_id;
-  const op **sorted; /* slices of the batch being inserted, by id */
-  const op **late;   /* those that came after a larger id */
-  const op *pending[kMultiRows]; /* rows of one statement kind to insert */
+  op **late;
+  const op *pending[kMultiRows]; /* rows of one statement to insert */
   bool threaded, started, mutex_ready;
   pthread_t thread;
   pthread_mutex_t mu;
@@ -300,94 +303,27 @@ static bool flush(etch__rows *r, int kind, const batch *b, size_t n) {
   return true;
 }
 
-static int cmp_slice_id(const void *a, const void *b) {
-  int64_t x = (*(const op *const *)a)->v[0], y = (*(const op *const *)b)->v[0];
-  return (x > y) - (x < y);
-}
-
 /*
- * The batch's slices by id into r->sorted. A slice's row is added when it
- * ends but its id is given at its begin, so most rows come in id order and
- * a few (the parents, ending after their children) come late: the rows in
- * order are kept as they are, the late ones sorted apart and merged in.
- */
-static size_t sort_slices(etch__rows *r, const batch *b) {
-  const op **run = r->sorted, **late = r->late;
-  size_t nrun = 0, nlate = 0;
-  for (size_t i = 0; i < b->n; i++) {
-    const op *o = &b->ops[i];
-    if (o->kind != OP_SLICE) continue;
-    if (!nrun || o->v[0] > run[nrun - 1]->v[0])
-      run[nrun++] = o;
-    else
-      late[nlate++] = o;
-  }
-  if (!nlate) return nrun;
-  qsort(late, nlate, sizeof *late, cmp_slice_id);
-  /* Merge from the back, in place: r->sorted has room for both. */
-  size_t i = nrun, j = nlate, k = nrun + nlate;
-  while (j) {
-    if (i && run[i - 1]->v[0] > late[j - 1]->v[0])
-      run[--k] = run[--i];
-    else
-      run[--k] = late[--j];
-  }
-  return nrun + nlate;
-}
-
-/*
- * Slices, by id: the batch's rows mostly append at the end of the table's
- * b-tree, which SQLite does much faster (and with full pages) than
- * inserting in the middle. A row whose id is one above the largest id so
- * far goes in without an id: SQLite then takes the next rowid (that id)
- * from the end of the table, with no search for it and no check that it is
- * free. Other rows (late parents, and the first row after a gap left by a
- * slice still open) go in with their id, after the rows before them.
- */
-static bool apply_slices(etch__rows *r, const batch *b) {
-  size_t n = sort_slices(r, b), np = 0;
-  const stmt *one = &r->ins[OP_SLICE][0];
-  for (size_t i = 0; i < n; i++) {
-    const op *o = r->sorted[i];
-    if (o->v[0] == r->max_slice_id + 1) {
-      r->max_slice_id = o->v[0];
-      r->pending[np++] = o;
-      if (np == kMultiRows) {
-        if (!flush(r, OP_SLICE_AUTO, b, np)) return false;
-        np = 0;
-      }
-      continue;
-    }
-    if (np && !flush(r, OP_SLICE_AUTO, b, np)) return false;
-    np = 0;
-    if (o->v[0] > r->max_slice_id) r->max_slice_id = o->v[0];
-    bind_op(one, 1, b, o, false);
-    if (!step(r, one)) return false;
-  }
-  return !np || flush(r, OP_SLICE_AUTO, b, np);
-}
-
-/*
- * Inserts the rows of one batch, table by table (each table's rows keep
- * their order; the order between tables does not matter). Returns false
- * after an SQLite error.
+ * Inserts the rows of one batch in the order order_batch gave them: table
+ * by table (each table's rows keep their order; the order between tables
+ * does not matter), slices by id. Consecutive rows of one statement kind go
+ * in together. Returns false after an SQLite error.
  */
 static bool apply(etch__rows *r, const batch *b) {
-  if (!apply_slices(r, b)) return false;
-  for (int kind = OP_COUNTER; kind <= OP_FLOW; kind++) {
-    size_t np = 0;
-    for (size_t i = 0; i < b->n; i++) {
-      const op *o = &b->ops[i];
-      if (o->kind != kind) continue;
-      r->pending[np++] = o;
-      if (np == kMultiRows) {
-        if (!flush(r, kind, b, np)) return false;
-        np = 0;
-      }
+  int kind = -1;
+  size_t np = 0;
+  for (size_t i = 0; i < b->n; i++) {
+    const op *o = b->order[i];
+    int k = o->kind;
+    if (k == OP_SLICE && o->auto_id) k = OP_SLICE_AUTO;
+    if (k != kind || np == kMultiRows) {
+      if (np && !flush(r, kind, b, np)) return false;
+      np = 0;
+      kind = k;
     }
-    if (np && !flush(r, kind, b, np)) return false;
+    r->pending[np++] = o;
   }
-  return true;
+  return !np || flush(r, kind, b, np);
 }
 
 static void *insert_thread(void *arg) {
@@ -424,10 +360,68 @@ static int rows_err_peek(etch__rows *r) {
   return err;
 }
 
+static int cmp_slice_id(const void *a, const void *b) {
+  int64_t x = (*(const op *const *)a)->v[0], y = (*(const op *const *)b)->v[0];
+  return (x > y) - (x < y);
+}
+
+/*
+ * The order in which the inserting side takes a batch's rows, worked out
+ * here so that the thread that bounds the import does less.
+ *
+ * Slices first, by id: the rows then mostly append at the end of the
+ * table's b-tree, which SQLite does much faster (and with full pages) than
+ * inserting in the middle. A slice's row is added when it ends but its id
+ * is given at its begin, so most rows come in id order and a few (the
+ * parents, ending after their children) come late: the rows in order are
+ * kept as they are, the late ones sorted apart and merged in. A row whose
+ * id is one above the largest id so far is marked auto_id: it goes in
+ * without an id and SQLite takes the next rowid (that id) from the end of
+ * the table, with no search for it and no check that it is free. Other
+ * rows (late parents, the first row after a gap left by a slice still
+ * open) go in with their id. Batches are inserted in the order they are
+ * handed over, so the largest id so far is known here.
+ *
+ * Then counters, args and flows, each in the order they were added.
+ */
+static void order_batch(etch__rows *r, batch *b) {
+  op **run = b->order, **late = r->late;
+  size_t nrun = 0, nlate = 0;
+  for (size_t i = 0; i < b->n; i++) {
+    op *o = &b->ops[i];
+    if (o->kind != OP_SLICE) continue;
+    if (!nrun || o->v[0] > run[nrun - 1]->v[0])
+      run[nrun++] = o;
+    else
+      late[nlate++] = o;
+  }
+  size_t n = nrun + nlate;
+  if (nlate) {
+    qsort(late, nlate, sizeof *late, cmp_slice_id);
+    /* Merge from the back, in place: b->order has room for both. */
+    size_t i = nrun, j = nlate, k = n;
+    while (j) {
+      if (i && run[i - 1]->v[0] > late[j - 1]->v[0])
+        run[--k] = run[--i];
+      else
+        run[--k] = late[--j];
+    }
+  }
+  for (size_t i = 0; i < n; i++) {
+    op *o = run[i];
+    o->auto_id = o->v[0] == r->max_slice_id + 1;
+    if (o->v[0] > r->max_slice_id) r->max_slice_id = o->v[0];
+  }
+  for (int kind = OP_COUNTER; kind <= OP_FLOW; kind++)
+    for (size_t i = 0; i < b->n; i++)
+      if (b->ops[i].kind == kind) run[n++] = &b->ops[i];
+}
+
 /* Hands the current batch over and moves to the next one. */
 static void submit(etch__rows *r) {
   batch *b = &r->b[r->fill];
   if (!b->n) return;
+  order_batch(r, b);
   if (!r->threaded) {
     if (!rows_err_peek(r)) apply(r, b);
     b->n = 0;
@@ -593,12 +587,12 @@ int etch__rows_new(etch__rows **out, sqlite3 *db, bool threaded) {
     else if (src)
       rc = etch__error(ETCH_ESQL, "import: %s", sqlite3_errmsg(db));
   }
-  r->sorted = etch__malloc(kOpsPerBatch * sizeof *r->sorted);
   r->late = etch__malloc(kOpsPerBatch * sizeof *r->late);
-  if (!r->sorted || !r->late) rc = ETCH_ENOMEM;
+  if (!r->late) rc = ETCH_ENOMEM;
   for (size_t i = 0; !rc && i < kBatches; i++) {
     r->b[i].ops = etch__malloc(kOpsPerBatch * sizeof(op));
-    if (!r->b[i].ops) rc = ETCH_ENOMEM;
+    r->b[i].order = etch__malloc(kOpsPerBatch * sizeof(op *));
+    if (!r->b[i].ops || !r->b[i].order) rc = ETCH_ENOMEM;
   }
   if (rc) {
     etch__rows_free(r);
@@ -644,10 +638,10 @@ void etch__rows_free(etch__rows *r) {
       free(r->ins[kind][k].b);
     }
   }
-  free(r->sorted);
   free(r->late);
   for (size_t i = 0; i < kBatches; i++) {
     free(r->b[i].ops);
+    free(r->b[i].order);
     free(r->b[i].arena);
   }
   if (r->mutex_ready) {
