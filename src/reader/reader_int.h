@@ -144,7 +144,7 @@ void etch__rd_map_free(rd_map *m);
  * their iids densely from 1, so small iids live in a direct array (no
  * hashing); an iid far past the entries seen so far goes to a hash map, so
  * that memory stays proportional to the entries (the array grows to cover
- * an iid only while iid < 2 * entries + 64). Iids below `cap` are only in
+ * an iid only while iid < 2 * entries + 16). Iids below `cap` are only in
  * the array, the others only in the map.
  */
 typedef struct rd_itab {

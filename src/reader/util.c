@@ -248,9 +248,9 @@ static int itab_grow(rd_itab *t, uint32_t cap) {
 }
 
 int etch__rd_itab_put(rd_itab *t, uint64_t iid, void *val) {
-  if (iid >= t->cap && iid < 2 * (uint64_t)t->count + 64 &&
+  if (iid >= t->cap && iid < 2 * (uint64_t)t->count + 16 &&
       iid < RD_MAX_INTERNED) {
-    uint32_t cap = t->cap ? t->cap : 64;
+    uint32_t cap = t->cap ? t->cap : 16;
     while (cap <= iid) cap *= 2;
     if (itab_grow(t, cap)) return ETCH_ENOMEM;
   }
