@@ -808,8 +808,81 @@ static void sample_misc(tb *t) {
   tb_end(t);
 }
 
+/* One fast-path packet of libetch's current layout: flags, the track event,
+ * then the timestamp delta, then the sequence id (added at read-out). */
+static void fast_event(tb *t, uint64_t delta, uint64_t type, uint64_t name,
+                       int64_t arg) {
+  tb_begin(t);
+  tb_u(t, ETCH_PKT_SEQUENCE_FLAGS, ETCH_SEQ_NEEDS_INCREMENTAL_STATE);
+  tb_open(t, ETCH_PKT_TRACK_EVENT);
+  tb_u(t, ETCH_TE_TYPE, type);
+  if (type != ETCH_TE_TYPE_SLICE_END) {
+    tb_u(t, ETCH_TE_CATEGORY_IIDS, 1);
+    tb_u(t, ETCH_TE_NAME_IID, name);
+  }
+  if (type == ETCH_TE_TYPE_COUNTER) {
+    tb_u(t, ETCH_TE_TRACK_UUID, 2100);
+    tb_i(t, ETCH_TE_COUNTER_VALUE, arg);
+  } else if (arg) {
+    tb_open(t, ETCH_TE_DEBUG_ANNOTATIONS);
+    tb_u(t, ETCH_DA_NAME_IID, 1);
+    tb_i(t, ETCH_DA_INT_VALUE, arg);
+    tb_close(t);
+  }
+  tb_close(t);
+  tb_u(t, ETCH_PKT_TIMESTAMP, delta);
+  tb_u(t, ETCH_PKT_TRUSTED_SEQ_ID, SEQ_A);
+  tb_end(t);
+}
+
+/* What libetch's fast paths write today (timestamp last), after a general
+ * path packet that interns the names: nested slices, an instant with an int
+ * arg, counters, 1-, 2- and 3-byte deltas. */
+static void sample_fast(tb *t) {
+  tb_etch_seq_start(t, SEQ_A, 1000, THREAD_A, false);
+  tb_process_track(t, SEQ_A, 1000, PROC_UUID, 42, "app");
+  tb_thread_track(t, SEQ_A, 1000, THREAD_A, PROC_UUID, 42, 43, "main");
+  tb_begin(t);
+  tb_u(t, ETCH_PKT_TIMESTAMP, 1000);
+  tb_u(t, ETCH_PKT_TIMESTAMP_CLOCK_ID, ETCH_CLOCK_BOOTTIME);
+  tb_open(t, ETCH_PKT_TRACK_DESCRIPTOR);
+  tb_u(t, ETCH_TD_UUID, 2100);
+  tb_u(t, ETCH_TD_PARENT_UUID, PROC_UUID);
+  tb_s(t, ETCH_TD_NAME, "depth");
+  tb_open(t, ETCH_TD_COUNTER);
+  tb_close(t);
+  tb_close(t);
+  tb_u(t, ETCH_PKT_TRUSTED_SEQ_ID, SEQ_A);
+  tb_end(t);
+  tb_begin(t);
+  tb_u(t, ETCH_PKT_TIMESTAMP, 3);
+  tb_u(t, ETCH_PKT_SEQUENCE_FLAGS, ETCH_SEQ_NEEDS_INCREMENTAL_STATE);
+  tb_open(t, ETCH_PKT_INTERNED_DATA);
+  tb_interned(t, ETCH_ID_EVENT_CATEGORIES, 1, "render");
+  tb_interned(t, ETCH_ID_EVENT_NAMES, 1, "frame");
+  tb_interned(t, ETCH_ID_EVENT_NAMES, 2, "draw");
+  tb_interned(t, ETCH_ID_EVENT_NAMES, 3, "mark");
+  tb_interned(t, ETCH_ID_EVENT_NAMES, 4, "depth");
+  tb_interned(t, ETCH_ID_DEBUG_ANNOTATION_NAMES, 1, "v");
+  tb_close(t);
+  tb_open(t, ETCH_PKT_TRACK_EVENT);
+  tb_u(t, ETCH_TE_TYPE, ETCH_TE_TYPE_SLICE_BEGIN);
+  tb_u(t, ETCH_TE_CATEGORY_IIDS, 1);
+  tb_u(t, ETCH_TE_NAME_IID, 1);
+  tb_close(t);
+  tb_u(t, ETCH_PKT_TRUSTED_SEQ_ID, SEQ_A);
+  tb_end(t);
+  for (int i = 0; i < 3; i++) {
+    fast_event(t, 25, ETCH_TE_TYPE_SLICE_BEGIN, 2, 0);
+    fast_event(t, 300, ETCH_TE_TYPE_INSTANT, 3, 1000 * i - 7);
+    fast_event(t, 20000, ETCH_TE_TYPE_COUNTER, 4, i - 1);
+    fast_event(t, 90, ETCH_TE_TYPE_SLICE_END, 0, 0);
+  }
+  fast_event(t, 5, ETCH_TE_TYPE_SLICE_END, 0, 0);
+}
+
 static const char *const sample_names[] = {
-    "etch", "nested", "zlib", "zstd", "gzip", "loss", "misc",
+    "etch", "nested", "zlib", "zstd", "gzip", "loss", "misc", "fast",
 };
 
 int tb_sample_count(void) { return (int)(sizeof sample_names / sizeof *sample_names); }
@@ -824,6 +897,7 @@ void tb_sample(tb *t, int which) {
     case 4: sample_compressed(t, false, true); break;
     case 5: sample_loss(t); break;
     case 6: sample_misc(t); break;
+    case 7: sample_fast(t); break;
     default: abort();
   }
 }
