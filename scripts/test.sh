@@ -12,6 +12,9 @@
 #   demo        scripts/demo.sh (the README's first command) works
 #   asan+ubsan  AddressSanitizer + UndefinedBehaviorSanitizer build, every test
 #   tsan        ThreadSanitizer build, the tests labelled `threads`
+#   fuzz        clang build of fuzz/ (libFuzzer, ASan, UBSan); every target
+#               runs its seed corpus and then fuzzes for ETCH_FUZZ_SECONDS
+#               (default 15)
 #
 # Ends with "N passed, N failed" (tests of all stages) and exits non-zero if
 # anything failed. Environment: ETCH_BUILD_DIR (default build; the sanitizer
@@ -174,7 +177,7 @@ if [ $quick = 0 ]; then
   t0=$SECONDS
   say "asan+ubsan build: $build-asan"
   if build_tree "$build-asan" "" -DETCH_SANITIZE=address,undefined \
-       -DETCH_BUILD_BENCH=OFF; then
+       -DETCH_BUILD_BENCH=OFF -DETCH_BUILD_TESTS=ON -DETCH_BUILD_TOOLS=ON; then
     if ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:strict_string_checks=1 \
        UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
        run_ctest "$build-asan"; then
@@ -194,7 +197,8 @@ if [ $quick = 0 ]; then
   # Configure, then build only the programs of the `threads` tests (test
   # name = target name); everything if that does not work.
   if cmake -S . -B "$build-tsan" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-       -DETCH_SANITIZE=thread -DETCH_BUILD_BENCH=OFF > /dev/null 2>&1; then
+       -DETCH_SANITIZE=thread -DETCH_BUILD_BENCH=OFF -DETCH_BUILD_TESTS=ON \
+       -DETCH_BUILD_TOOLS=ON > /dev/null 2>&1; then
     targets=$(cd "$build-tsan" && ctest -N -L threads | \
               sed -nE 's/^ *Test +#[0-9]+: +([A-Za-z0-9_.-]+).*/\1/p' | tr '\n' ' ')
     if [ -n "$targets" ] &&
@@ -227,6 +231,43 @@ if [ $quick = 0 ]; then
   else
     failed=$((failed + 1))
     record tsan FAIL "build failed: $build-tsan/test-build.log" "$t0"
+  fi
+fi
+
+# ---- fuzz targets: build with clang and run each a few seconds -------------------
+if [ $quick = 0 ]; then
+  t0=$SECONDS
+  say "fuzz: $build-fuzz (clang, libFuzzer; ${ETCH_FUZZ_SECONDS:-15} s per target)"
+  if CC=clang build_tree "$build-fuzz" "fuzz_reader fuzz_reader_fast fuzz_config" \
+       -DETCH_BUILD_FUZZ=ON; then
+    fuzz_bad=0
+    fuzz_n=0
+    for target in "$build-fuzz"/fuzz/fuzz_*; do
+      [ -x "$target" ] || continue
+      name=$(basename "$target")
+      case $name in fuzz_config) seeds=fuzz/corpus/config ;; *) seeds=fuzz/corpus/reader ;; esac
+      work=$(mktemp -d)
+      cp "$seeds"/* "$work"/ 2> /dev/null || true
+      fuzz_n=$((fuzz_n + 1))
+      if "$target" -max_len=65536 -max_total_time="${ETCH_FUZZ_SECONDS:-15}" \
+           -print_final_stats=1 "$work" > "$build-fuzz/$name.log" 2>&1; then
+        echo "$name: $(grep -E 'number_of_executed_units' "$build-fuzz/$name.log" | sed 's/.*: *//') inputs, clean"
+      else
+        fuzz_bad=$((fuzz_bad + 1))
+        tail -n 40 "$build-fuzz/$name.log"
+      fi
+      rm -rf "$work"
+    done
+    if [ $fuzz_n -gt 0 ] && [ $fuzz_bad -eq 0 ]; then
+      passed=$((passed + 1))
+      record fuzz PASS "$fuzz_n targets clean" "$t0"
+    else
+      failed=$((failed + 1))
+      record fuzz FAIL "$fuzz_bad of $fuzz_n targets failed" "$t0"
+    fi
+  else
+    failed=$((failed + 1))
+    record fuzz FAIL "build failed: $build-fuzz/test-build.log" "$t0"
   fi
 fi
 
