@@ -54,6 +54,9 @@ typedef struct etch_track_info {
   const char *counter_unit_name;
   int64_t unit_multiplier;     /* 0 or 1 = none */
   bool is_incremental;
+  /* Process tracks only: ProcessDescriptor.cmdline, the arguments joined by
+   * single spaces; "" when the descriptor has none. */
+  const char *cmdline;
 } etch_track_info;
 
 typedef enum etch_value_type {

@@ -275,6 +275,7 @@ typedef struct name_summary {
 typedef struct qproc {
   int32_t pid;
   const char *name;
+  const char *cmdline;
 } qproc;
 
 typedef struct qthread {
@@ -425,6 +426,10 @@ static void track_update(etch__importer *imp, qtrack *t,
   if (t->kind == ETCH_TRACK_PROCESS && t->pid) {
     int64_t upid = get_process(imp, t->pid);
     if (upid && name) imp->procs[upid - 1].name = name;
+    const char *cmd = info->cmdline && *info->cmdline
+                          ? pool_intern(&imp->strings, info->cmdline)
+                          : NULL;
+    if (upid && cmd) imp->procs[upid - 1].cmdline = cmd;
   } else if (t->kind == ETCH_TRACK_THREAD && t->tid) {
     if (t->pid) get_process(imp, t->pid);
     int64_t utid = get_thread(imp, t->pid, t->tid);
@@ -999,13 +1004,15 @@ static int write_tracks(etch__importer *imp) {
 
 static int write_procs_threads(etch__importer *imp) {
   sqlite3_stmt *st;
-  int rc = prepare(imp, "INSERT INTO process(upid, pid, name) VALUES(?,?,?)",
-                   &st);
+  int rc = prepare(
+      imp, "INSERT INTO process(upid, pid, name, cmdline) VALUES(?,?,?,?)",
+      &st);
   if (rc) return rc;
   for (size_t i = 0; i < imp->nprocs && !imp->err; i++) {
     sqlite3_bind_int64(st, 1, (int64_t)i + 1);
     sqlite3_bind_int64(st, 2, imp->procs[i].pid);
     bind_text(st, 3, imp->procs[i].name);
+    bind_text(st, 4, imp->procs[i].cmdline);
     step_reset(imp, st);
   }
   sqlite3_finalize(st);

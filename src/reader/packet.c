@@ -111,6 +111,7 @@ rd_track *etch__rd_track_get(etch_reader *r, uint64_t uuid, bool create) {
   t->info.kind = ETCH_TRACK_NAMED;
   t->info.name = r->empty;
   t->info.counter_unit_name = r->empty;
+  t->info.cmdline = r->empty;
   if (etch__rd_map_put(&r->tracks, uuid, t)) return NULL;
   if (r->ntracks == r->cap_track_list) {
     size_t nc = r->cap_track_list ? r->cap_track_list * 2 : 64;
@@ -155,7 +156,10 @@ static int track_descriptor(etch_reader *r, const rd_src *src,
   etch_pb_dec d;
   etch_pb_field f;
   uint64_t uuid = 0, parent = 0;
-  const char *name = NULL, *pname = NULL;
+  const char *name = NULL, *pname = NULL, *cmdline = NULL;
+  /* ProcessDescriptor.cmdline: repeated; joined by spaces, up to 4 KiB. */
+  char cmd[4096];
+  size_t cmd_len = 0;
   bool has_parent = false, is_proc = false, is_thread = false,
        is_counter = false;
   int32_t pid = 0, tid = 0;
@@ -201,6 +205,13 @@ static int track_descriptor(etch_reader *r, const rd_src *src,
                      ((thread && sf.id == ETCH_THD_THREAD_NAME) ||
                       (!thread && sf.id == ETCH_PD_PROCESS_NAME))) {
             if (!(pname = rd_pool_field(r, &sf))) return ETCH_ELIMIT;
+          } else if (!thread && sf.id == ETCH_PD_CMDLINE &&
+                     sf.wt == ETCH_PB_LEN) {
+            if (cmd_len && cmd_len < sizeof cmd) cmd[cmd_len++] = ' ';
+            size_t room = sizeof cmd - cmd_len;
+            size_t n = sf.len < room ? sf.len : room;
+            memcpy(cmd + cmd_len, sf.data, n);
+            cmd_len += n;
           }
         }
         if (sd.err) return etch__rd_fail_dec(r, src, &sd);
@@ -230,6 +241,8 @@ static int track_descriptor(etch_reader *r, const rd_src *src,
   }
   if (d.err) return etch__rd_fail_dec(r, src, &d);
   if (uuid == 0) return 0; /* the global track is not described */
+  if (cmd_len && !(cmdline = etch__rd_pool_get(&r->pool, cmd, cmd_len)))
+    return ETCH_ELIMIT;
   rd_track *t = etch__rd_track_get(r, uuid, true);
   if (!t) return ETCH_ENOMEM;
   etch_track_info *ti = &t->info;
@@ -241,6 +254,7 @@ static int track_descriptor(etch_reader *r, const rd_src *src,
   ti->name = name && *name ? name : pname ? pname : r->empty;
   ti->pid = (is_thread || is_proc) ? pid : 0;
   ti->tid = is_thread ? tid : 0;
+  ti->cmdline = is_proc && cmdline ? cmdline : r->empty;
   if (is_counter) {
     ti->counter_unit = unit;
     ti->counter_unit_name = unit_name ? unit_name : r->empty;

@@ -14,7 +14,8 @@
 #include "test.h"
 
 static const etch_track_info kProc = {
-    .uuid = 1, .kind = ETCH_TRACK_PROCESS, .name = "app", .pid = 10};
+    .uuid = 1, .kind = ETCH_TRACK_PROCESS, .name = "app", .pid = 10,
+    .cmdline = "app --level 3"};
 static const etch_track_info kMain = {.uuid = 2,
                                       .parent_uuid = 1,
                                       .kind = ETCH_TRACK_THREAD,
@@ -136,7 +137,7 @@ TEST(import_tracks_processes_threads) {
 
   QT_ASSERT(db, "SELECT * FROM process",
             "upid,pid,name,cmdline,start_ts,end_ts,parent_upid\n"
-            "1,10,app,,,,\n");
+            "1,10,app,app --level 3,,,\n");
   QT_ASSERT(db, "SELECT * FROM thread ORDER BY utid",
             "utid,tid,name,upid,start_ts,end_ts,is_main_thread\n"
             "1,11,worker,1,,,0\n"

@@ -24,7 +24,29 @@ typedef struct seen {
   int32_t pid, main_tid, other_tid;
   size_t main_events, other_events, scoped;
   bool order_ok;
+  char cmdline[4096]; /* of the process track */
+  int processes;
 } seen;
+
+static void on_track(const etch_track_info *t, void *user) {
+  seen *s = (seen *)user;
+  if (t->kind != ETCH_TRACK_PROCESS) return;
+  s->processes++;
+  snprintf(s->cmdline, sizeof s->cmdline, "%s", t->cmdline);
+}
+
+/* /proc/self/cmdline with its NULs turned into spaces: what the process
+ * track's cmdline must read. */
+static void own_cmdline(char *out, size_t cap) {
+  FILE *f = fopen("/proc/self/cmdline", "rb");
+  ASSERT_TRUE(f != NULL);
+  size_t n = fread(out, 1, cap - 1, f);
+  fclose(f);
+  while (n && out[n - 1] == '\0') n--;
+  for (size_t i = 0; i < n; i++)
+    if (out[i] == '\0') out[i] = ' ';
+  out[n] = '\0';
+}
 
 static void on_event(const etch_event *ev, void *user) {
   seen *s = (seen *)user;
@@ -115,6 +137,7 @@ static void check(const char *config) {
     ASSERT_OK(etch_reader_open_memory(&r, data, len));
     ASSERT_OK(etch_reader_set_order(r, (etch_reader_order)order));
     ASSERT_OK(etch_reader_on(r, NULL, NULL, on_event, &s));
+    ASSERT_OK(etch_reader_on_track(r, on_track, &s));
     ASSERT_OK(etch_reader_run(r));
     etch_reader_stats st;
     etch_reader_get_stats(r, &st);
@@ -139,6 +162,11 @@ static void check(const char *config) {
     ASSERT_EQ_U64(st.packet_sequence_id_missing, 0);
     ASSERT_EQ_U64(st.previous_packet_dropped, 0);
     ASSERT_EQ_U64(st.track_events, 1005);
+    char want[4096];
+    own_cmdline(want, sizeof want);
+    ASSERT_TRUE(s.processes >= 1);
+    ASSERT_TRUE(want[0] != '\0');
+    ASSERT_EQ_STR(s.cmdline, want);
   }
   free(data);
 }

@@ -554,3 +554,48 @@ TEST(reader_dump) {
   free(text);
   tb_free(&t);
 }
+
+typedef struct cmd_seen {
+  char process[256], thread[256];
+  int n;
+} cmd_seen;
+
+static void on_cmd_track(const etch_track_info *t, void *user) {
+  cmd_seen *c = (cmd_seen *)user;
+  c->n++;
+  if (t->kind == ETCH_TRACK_PROCESS)
+    snprintf(c->process, sizeof c->process, "%s", t->cmdline);
+  else
+    snprintf(c->thread, sizeof c->thread, "%s", t->cmdline);
+}
+
+/* ProcessDescriptor.cmdline (repeated) joined by spaces; other tracks "". */
+TEST(reader_process_cmdline) {
+  tb t;
+  tb_init(&t);
+  tb_begin(&t);
+  tb_u(&t, ETCH_PKT_TIMESTAMP, 5);
+  tb_open(&t, ETCH_PKT_TRACK_DESCRIPTOR);
+  tb_u(&t, ETCH_TD_UUID, 7);
+  tb_open(&t, ETCH_TD_PROCESS);
+  tb_i(&t, ETCH_PD_PID, 42);
+  tb_s(&t, ETCH_PD_CMDLINE, "./app");
+  tb_s(&t, ETCH_PD_CMDLINE, "--level");
+  tb_s(&t, ETCH_PD_CMDLINE, "3");
+  tb_s(&t, ETCH_PD_PROCESS_NAME, "app");
+  tb_close(&t);
+  tb_close(&t);
+  tb_u(&t, ETCH_PKT_TRUSTED_SEQ_ID, 1);
+  tb_end(&t);
+  tb_thread_track(&t, 1, 6, 8, 7, 42, 43, "main");
+  etch_reader *r;
+  ASSERT_OK(etch_reader_open_memory(&r, t.data, t.len));
+  cmd_seen c = {{0}, {0}, 0};
+  ASSERT_OK(etch_reader_on_track(r, on_cmd_track, &c));
+  ASSERT_OK(etch_reader_run(r));
+  etch_reader_close(r);
+  ASSERT_EQ_INT(c.n, 2);
+  ASSERT_EQ_STR(c.process, "./app --level 3");
+  ASSERT_EQ_STR(c.thread, "");
+  tb_free(&t);
+}
