@@ -20,6 +20,9 @@
 #   PAIRS       begin/end pairs for the bytes table  default 1000000
 #   LTTNG       0 to skip setting up an LTTng session  default 1
 #   ANNOTATE    1 to print callgrind_annotate of etch's slice begin and end
+#   BENCH_NO_SETUP  1 to skip scripts/setup.sh --bench (installs what is
+#               missing, lttng-tools included)
+#   BENCH_BUFFER_KB, BENCH_CASES  passed to bench_sdk (see its header)
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -33,6 +36,12 @@ PAIRS=${PAIRS:-1000000}
 WHAT=${1:-all}
 
 want() { [ "$WHAT" = all ] || [ "$WHAT" = "$1" ]; }
+
+# Installs what is missing, LTTng's session daemon included (BENCH_NO_SETUP=1
+# skips it).
+if [ "${BENCH_NO_SETUP:-0}" != 1 ]; then
+  "$ROOT/scripts/setup.sh" --bench
+fi
 
 echo "== build ($TYPE) in $(basename "$BUILD")"
 cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE="$TYPE" >/dev/null

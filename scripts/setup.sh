@@ -3,7 +3,9 @@
 # packages, and only what is missing. Safe to run again: it then does
 # nothing. Needs root (or sudo) only when something has to be installed.
 #
-#   scripts/setup.sh
+#   scripts/setup.sh           what building and testing need
+#   scripts/setup.sh --bench   also what scripts/bench.sh needs (lttng-tools:
+#                              the session daemon that makes LTTng-UST record)
 set -euo pipefail
 
 packages=(
@@ -19,6 +21,15 @@ packages=(
   valgrind
   python3
 )
+
+bench_packages=(
+  lttng-tools         # lttng, lttng-sessiond: an LTTng session to compare with
+)
+case ${1:-} in
+  "") ;;
+  --bench) packages+=("${bench_packages[@]}") ;;
+  *) echo "setup.sh: unknown option $1 (usage: setup.sh [--bench])" >&2; exit 2 ;;
+esac
 
 installed() {
   dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'
