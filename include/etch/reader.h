@@ -178,6 +178,15 @@ ETCH_API void etch_reader_close(etch_reader *r);
 ETCH_API int etch_reader_set_order(etch_reader *r, etch_reader_order order);
 
 /*
+ * With `on` non-zero, etch_reader_run shows its progress on stderr when
+ * stderr is a terminal and the read has taken more than a second:
+ * "etch: reading  42.0%", then "etch: delivering  80.0%" in timestamp order,
+ * refreshed five times a second on one line that is erased at the end. Off
+ * by default: the reader prints nothing unless asked.
+ */
+ETCH_API int etch_reader_set_progress(etch_reader *r, int on);
+
+/*
  * Subscribes `cb` to events whose category (any of an event's categories)
  * equals `category` and whose name equals `name`; NULL matches anything.
  * Several subscriptions may match one event: each is called, in the order

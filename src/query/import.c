@@ -18,6 +18,8 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "base/base.h"
 #include "query/query.h"
@@ -284,6 +286,7 @@ typedef struct qthread {
 } qthread;
 
 struct etch__importer {
+  uint64_t t0_ns; /* when the import began (progress) */
   sqlite3 *db;
   etch__import_opts opts;
   int err;
@@ -921,6 +924,32 @@ static int prepare(etch__importer *imp, const char *sql, sqlite3_stmt **st) {
   return ETCH_OK;
 }
 
+static uint64_t mono_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/*
+ * The database part of a long import (the rows still queued for the
+ * inserting thread, tracks, stats, indexes) has a progress line of its own
+ * once the import has taken a second: the reader's line is gone by then.
+ */
+static bool phase_show(etch__importer *imp, const char *what) {
+  if (!imp->opts.progress || !isatty(STDERR_FILENO) ||
+      mono_ns() - imp->t0_ns < 1000000000ull)
+    return false;
+  fprintf(stderr, "\retch: %s\033[K", what);
+  fflush(stderr);
+  return true;
+}
+
+static void phase_end(bool shown) {
+  if (!shown) return;
+  fputs("\r\033[K", stderr);
+  fflush(stderr);
+}
+
 int etch__importer_new(etch__importer **out, sqlite3 *db,
                        const etch__import_opts *opts) {
   *out = NULL;
@@ -928,6 +957,7 @@ int etch__importer_new(etch__importer **out, sqlite3 *db,
   if (!imp) return ETCH_ENOMEM;
   imp->db = db;
   if (opts) imp->opts = *opts;
+  imp->t0_ns = mono_ns();
   imp->dropped_name = pool_intern(&imp->strings, "etch.dropped_events");
   if (!imp->dropped_name) {
     free(imp);
@@ -1169,6 +1199,9 @@ int etch__importer_finish(etch__importer *imp, const etch_reader_stats *st,
   link_steps(imp);
   imp->counts.tracks = imp->ntracks;
   if (!imp->rows) return imp->err;
+  bool shown = phase_show(imp, imp->opts.indexes ? "writing the database "
+                                                   "and its indexes"
+                                                 : "writing the database");
   int rc = etch__rows_finish(imp->rows);
   if (!rc) rc = imp->err;
   if (!rc) rc = write_tracks(imp);
@@ -1188,6 +1221,7 @@ int etch__importer_finish(etch__importer *imp, const etch_reader_stats *st,
   if (!rc && imp->opts.indexes) rc = etch__query_schema_indexes(imp->db);
   if (!rc) rc = etch__query_exec(imp->db, "COMMIT;");
   if (!rc) imp->in_txn = false;
+  phase_end(shown);
   imp->counts.tracks = imp->ntracks;
   if (rc) fail(imp, rc);
   return rc;

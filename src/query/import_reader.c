@@ -1,9 +1,8 @@
 /*
  * import_reader.c - runs an etch_reader over a trace and feeds the importer.
  *
- * Progress: when asked, a line on stderr ("importing: 12.3M events") is
- * refreshed every half second once the import has taken a second, and
- * erased at the end.
+ * Progress: when asked (etch__import_opts.progress), the reader's own line
+ * on stderr (etch_reader_set_progress).
  */
 #define _GNU_SOURCE
 #include <stdio.h>
@@ -18,34 +17,14 @@
 typedef struct feed {
   etch__importer *imp;
   etch_reader *reader;
-  bool progress;
-  bool shown;
   uint64_t events;
-  double start, next_report;
 } feed;
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static void report(feed *f, const etch_event *ev) {
-  double t = now_s();
-  if (t < f->next_report) return;
-  f->next_report = t + 0.5;
-  fprintf(stderr, "\rimporting: %.1fM events, offset %.1f MB ",
-          (double)f->events / 1e6, (double)ev->packet_offset / 1e6);
-  fflush(stderr);
-  f->shown = true;
-}
 
 static void on_event(const etch_event *ev, void *user) {
   feed *f = user;
   etch__importer_event(f->imp, ev);
   if (ETCH_UNLIKELY((++f->events & 0xffff) == 0)) {
     if (etch__importer_needs_restart(f->imp)) etch__reader_stop(f->reader);
-    if (f->progress) report(f, ev);
   }
 }
 
@@ -109,9 +88,6 @@ static int run_once(sqlite3 *db, const source *src, const etch__import_opts *o,
   if (rc) return rc;
   feed f = {0};
   f.reader = r;
-  f.progress = o->progress;
-  f.start = now_s();
-  f.next_report = f.start + 1.0;
   rc = etch__importer_new(&f.imp, db, o);
   if (rc) {
     etch_reader_close(r);
@@ -122,13 +98,10 @@ static int run_once(sqlite3 *db, const source *src, const etch__import_opts *o,
   /* In file order the importer matches ends itself, per track in time
    * order; the reader must not drop the ends it cannot match yet. */
   if (!o->timestamp_order) etch__reader_set_match_ends(r, false);
+  if (!rc) rc = etch_reader_set_progress(r, o->progress);
   if (!rc) rc = etch_reader_on_track(r, on_track, &f);
   if (!rc) rc = etch_reader_on(r, NULL, NULL, on_event, &f);
   if (!rc) rc = etch_reader_run(r);
-  if (f.shown) {
-    fprintf(stderr, "\r\033[K");
-    fflush(stderr);
-  }
   if (!rc && etch__importer_needs_restart(f.imp)) {
     *restart = true;
     etch__importer_discard(f.imp);

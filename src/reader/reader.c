@@ -69,20 +69,33 @@ void etch__rd_progress(etch_reader *r, uint64_t done, uint64_t total,
                        const char *what) {
   if (!r->progress || (++r->progress_tick & 1023)) return;
   uint64_t t = now_ns();
-  if (t - r->progress_t0 < 1000000000ull) return;
-  if (r->progress_shown && t - r->progress_last < 200000000ull) return;
+  if (t - r->progress_t0 < r->progress_delay) return;
+  if (r->progress_shown && t - r->progress_last < r->progress_every) return;
   r->progress_last = t;
   r->progress_shown = true;
   double pct = total ? 100.0 * (double)done / (double)total : 0;
-  fprintf(stderr, "\retch: %s %5.1f%%", what, pct);
-  fflush(stderr);
+  /* The line is rewritten whole: \033[K clears what a longer one left. */
+  dprintf(r->progress_fd, "\retch: %s %5.1f%%\033[K", what, pct);
 }
 
 static void progress_end(etch_reader *r) {
-  if (r->progress_shown) {
-    fputs("\r\033[K", stderr);
-    fflush(stderr);
-  }
+  if (r->progress_shown) dprintf(r->progress_fd, "\r\033[K");
+  r->progress_shown = false;
+}
+
+int etch_reader_set_progress(etch_reader *r, int on) {
+  if (!r) return etch__error(ETCH_EINVAL, "reader: NULL");
+  if (r->ran) return etch__error(ETCH_ESTATE, "reader: already run");
+  r->progress_want = on != 0;
+  return ETCH_OK;
+}
+
+void etch__reader_set_progress_to(etch_reader *r, int fd, uint64_t delay_ns) {
+  r->progress_want = true;
+  r->progress_forced = true;
+  r->progress_fd = fd;
+  r->progress_delay = delay_ns;
+  r->progress_every = delay_ns;
 }
 
 /* ---- decompression ----------------------------------------------------------------- */
@@ -496,6 +509,9 @@ static int reader_new(etch_reader **out) {
   r->global_track.info.name = r->empty;
   r->global_track.info.counter_unit_name = r->empty;
   r->order = ETCH_ORDER_TIMESTAMP;
+  r->progress_fd = 2;
+  r->progress_delay = 1000000000ull;
+  r->progress_every = 200000000ull;
   r->track_gen = 1; /* rd_track.res_gen 0 = never resolved */
   r->gen = 1;       /* rd_seq.fgen 0 = never looked at */
   r->latest_ts = 0;
@@ -663,7 +679,8 @@ static int run(etch_reader *r) {
   r->sub_all = r->nsubs == 1 && !r->subs[0].name && !r->subs[0].category;
   etch__error_clear();
   r->stats.bytes = r->len;
-  if (!r->dump && isatty(2)) {
+  if (!r->dump && r->progress_want &&
+      (r->progress_forced || isatty(r->progress_fd))) {
     r->progress = true;
     r->progress_t0 = now_ns();
   }

@@ -404,8 +404,13 @@ struct etch_reader {
   bool trace_stats_seen;
   rd_clock *trace_clock_k; /* cached clock object of the trace clock */
 
-  /* Progress on a terminal. */
-  bool progress;
+  /* Progress on a terminal (etch_reader_set_progress). */
+  bool progress_want;   /* asked for */
+  bool progress_forced; /* shown even when not a terminal (tests) */
+  int progress_fd;      /* 2 unless a test says otherwise */
+  uint64_t progress_delay; /* ns before the first line */
+  uint64_t progress_every; /* ns between lines */
+  bool progress;        /* showing: asked for and the fd is a terminal */
   bool progress_shown;
   uint64_t progress_t0, progress_last;
   uint64_t progress_tick;

@@ -32,4 +32,11 @@ void etch__reader_set_fast(etch_reader *r, bool on);
 /* Packets the fast path decoded (tests). */
 uint64_t etch__reader_fast_packets(const etch_reader *r);
 
+/*
+ * Progress on `fd` instead of stderr, shown whether or not it is a terminal,
+ * once the read has taken `delay_ns` and then at most every `delay_ns`
+ * (tests). Call before etch_reader_run.
+ */
+void etch__reader_set_progress_to(etch_reader *r, int fd, uint64_t delay_ns);
+
 #endif /* ETCH_READER_PRIV_H */

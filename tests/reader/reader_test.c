@@ -8,12 +8,15 @@
  */
 #define _GNU_SOURCE
 #include <etch/reader.h>
+#include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "proto/perfetto.h"
 #include "reader/dump.h"
+#include "reader/reader_priv.h"
 #include "reader/tbuild.h"
 #include "test.h"
 
@@ -597,5 +600,131 @@ TEST(reader_process_cmdline) {
   ASSERT_EQ_INT(c.n, 2);
   ASSERT_EQ_STR(c.process, "./app --level 3");
   ASSERT_EQ_STR(c.thread, "");
+  tb_free(&t);
+}
+
+/* ---- progress ------------------------------------------------------------------------------ */
+
+/* 5000 instants on one sequence, each its own packet with an inline name. */
+static void progress_trace(tb *t) {
+  tb_init(t);
+  tb_etch_seq_start(t, 2, 1000, 1001, false);
+  tb_process_track(t, 2, 1000, 1000, 42, "app");
+  tb_thread_track(t, 2, 1000, 1001, 1000, 42, 43, "main");
+  for (int i = 0; i < 5000; i++) {
+    tb_begin(t);
+    tb_u(t, 13, 2); /* SEQ_NEEDS_INCREMENTAL_STATE */
+    tb_u(t, 8, 1);  /* +1 ns on the incremental clock */
+    tb_open(t, 11);
+    tb_u(t, 9, 3);
+    tb_s(t, 23, "tick");
+    tb_close(t);
+    tb_u(t, 10, 2);
+    tb_end(t);
+  }
+}
+
+/* Reads what the reader wrote into the file behind `fd`. */
+static char *read_fd(int fd) {
+  off_t n = lseek(fd, 0, SEEK_END);
+  char *buf = (char *)calloc(1, (size_t)n + 1);
+  if (!buf || pread(fd, buf, (size_t)n, 0) != n) FAIL("read back");
+  return buf;
+}
+
+/*
+ * Checks progress output: lines "\retch: <what> <pct>%\033[K" with <what>
+ * from `whats` in that order, percentages in 0..100 and not going down
+ * within one phase, and "\r\033[K" at the end. Returns the number of lines.
+ */
+static int check_progress(const char *out, const char *const *whats,
+                          int nwhat) {
+  int lines = 0, w = 0;
+  double last = -1;
+  const char *p = out;
+  while (strncmp(p, "\retch: ", 7) == 0) {
+    p += 7;
+    size_t n = strcspn(p, " ");
+    while (w < nwhat && (strlen(whats[w]) != n || strncmp(p, whats[w], n)))
+      w++, last = -1;
+    if (w == nwhat) FAIL("unexpected progress phase in %s", out);
+    p += n;
+    char *end;
+    double pct = strtod(p, &end);
+    if (end == p || pct < last || pct < 0 || pct > 100)
+      FAIL("bad percentage at %s", p);
+    last = pct;
+    p = end;
+    if (strncmp(p, "%\033[K", 4) != 0) FAIL("line does not end: %s", p);
+    p += 4;
+    lines++;
+  }
+  ASSERT_EQ_STR(p, "\r\033[K");
+  return lines;
+}
+
+TEST(reader_progress) {
+  tb t;
+  progress_trace(&t);
+  char path[512];
+  snprintf(path, sizeof path, "%s/progress.txt", etch_test_tmpdir());
+
+  /* File order: "reading" only; the line is erased at the end. */
+  int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
+  ASSERT_TRUE(fd >= 0);
+  etch_reader *r;
+  int n = 0;
+  ASSERT_OK(etch_reader_open_memory(&r, t.data, t.len));
+  ASSERT_OK(etch_reader_set_order(r, ETCH_ORDER_FILE));
+  ASSERT_OK(etch_reader_on(r, NULL, NULL, on_count, &n));
+  etch__reader_set_progress_to(r, fd, 0);
+  ASSERT_OK(etch_reader_run(r));
+  ASSERT_EQ_INT(n, 5000);
+  etch_reader_close(r);
+  char *out = read_fd(fd);
+  static const char *const reading[] = {"reading"};
+  ASSERT_TRUE(check_progress(out, reading, 1) >= 1);
+  free(out);
+  close(fd);
+
+  /* Timestamp order: "reading", then "delivering". */
+  fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
+  ASSERT_TRUE(fd >= 0);
+  ASSERT_OK(etch_reader_open_memory(&r, t.data, t.len));
+  etch__reader_set_progress_to(r, fd, 0);
+  ASSERT_OK(etch_reader_run(r));
+  etch_reader_close(r);
+  out = read_fd(fd);
+  static const char *const both[] = {"reading", "delivering"};
+  ASSERT_TRUE(check_progress(out, both, 2) >= 2);
+  ASSERT_TRUE(strstr(out, "delivering") != NULL);
+  free(out);
+  close(fd);
+
+  /* Asked for, but stderr is not a terminal; and not asked for: nothing.
+   * stderr goes to the file meanwhile. */
+  fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
+  ASSERT_TRUE(fd >= 0);
+  fflush(stderr);
+  int saved = dup(2);
+  ASSERT_TRUE(saved >= 0);
+  ASSERT_TRUE(dup2(fd, 2) == 2);
+  for (int on = 0; on < 2; on++) {
+    ASSERT_OK(etch_reader_open_memory(&r, t.data, t.len));
+    ASSERT_OK(etch_reader_set_progress(r, on));
+    ASSERT_OK(etch_reader_run(r));
+    etch_reader_close(r);
+  }
+  ASSERT_TRUE(dup2(saved, 2) == 2);
+  close(saved);
+  ASSERT_EQ_INT((int)lseek(fd, 0, SEEK_END), 0);
+  close(fd);
+
+  /* Errors. */
+  ASSERT_EQ_INT(etch_reader_set_progress(NULL, 1), ETCH_EINVAL);
+  ASSERT_OK(etch_reader_open_memory(&r, t.data, t.len));
+  ASSERT_OK(etch_reader_run(r));
+  ASSERT_EQ_INT(etch_reader_set_progress(r, 1), ETCH_ESTATE);
+  etch_reader_close(r);
   tb_free(&t);
 }
