@@ -204,23 +204,20 @@ struct etch_writer {
   etch_pb_stream st;
   etch_clock_anchor anchor;
   /*
-   * The incremental clock, kept in ticks: the last event's tick reading
-   * (never behind the anchor) and the fraction of a ns its conversion left,
-   * so that an event's delta is (dt * mult + frac) >> 32 with no 128-bit
-   * product. The clock's value in ns is etch__writer_last_ns().
+   * The incremental clock: the last event's time as ns since the anchor.
+   * An event at `ticks` is at rel = ticks - anchor.ticks, i.e. at
+   * (rel * mult) >> 32 ns past the anchor, and its delta is that less
+   * rel_ns: consecutive deltas add up to the exact conversion, with no
+   * rounding carried from event to event. The clock's value in ns is
+   * etch__writer_last_ns().
    */
-  uint64_t last_ticks;
-  union {
-    uint64_t frac;           /* < 2^32 */
-    uint32_t frac_words[2];  /* the fast path stores its low word only */
-  };
-  /* Ticks the next event may be past last_ticks and still take the fast
-   * path: up to the next reset, and small enough that dt * mult + frac
-   * fits 64 bits. 0 sends every event to the slow path. */
-  uint64_t budget;
+  uint64_t rel_ns;
+  /* The fast path takes events with rel < lim: before the next reset, and
+   * small enough that rel * mult fits 64 bits. 0 sends every event to the
+   * slow path. */
+  uint64_t lim;
   uint64_t reset_deadline;   /* ns; always finite */
-  uint64_t deadline_ticks;   /* reset_deadline in ticks, roughly */
-  uint64_t dt_cap;           /* the largest dt that cannot overflow */
+  uint64_t rel_cap;          /* the largest rel whose product fits */
   uint32_t depth;            /* open slices on the thread track */
   uint32_t chunk_flags;      /* flags of the current chunk */
   etch_chunk *chunk;
@@ -310,38 +307,27 @@ ETCH_INLINE void etch__tls_forget(uint32_t slot) {
   etch__tls.w[slot] = &etch__null_writer;
   etch__tls.gen[slot] = 0;
 }
+/* An upper bound on writers' rel_cap, UINT64_MAX but in tests that make
+ * the fast path's anchor move often (set before a session starts). */
+extern ETCH_HIDDEN uint64_t etch__rel_cap_max;
 /* Slot of a one-session mask, ETCH_MAX_SESSIONS for any other mask. */
 extern ETCH_HIDDEN const uint8_t etch__mask_slot[1u << ETCH_MAX_SESSIONS];
 
 /* The incremental clock's value: the last event's time in ns. */
 ETCH_INLINE uint64_t etch__writer_last_ns(const etch_writer *w) {
-  return etch__ticks_to_ns(&w->anchor, w->last_ticks);
+  return w->anchor.ns + w->rel_ns;
 }
 
-ETCH_INLINE void etch__writer_set_budget(etch_writer *w) {
-  uint64_t left = w->deadline_ticks > w->last_ticks
-                      ? w->deadline_ticks - w->last_ticks
-                      : 0;
-  w->budget = left < w->dt_cap ? left : w->dt_cap;
-}
-
-/* frac = acc mod 2^32: on little-endian machines one 32-bit store. */
-ETCH_INLINE void etch__writer_set_frac(etch_writer *w, uint64_t acc) {
-#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-  w->frac_words[0] = (uint32_t)acc;
-#else
-  w->frac = (uint32_t)acc;
-#endif
+/* ns since the anchor of a tick reading (0 for one behind the anchor). */
+ETCH_INLINE uint64_t etch__writer_rel_ns(const etch_writer *w,
+                                         uint64_t ticks) {
+  return etch__ticks_to_ns(&w->anchor, ticks) - w->anchor.ns;
 }
 
 /* Moves the clock to an event at `ticks` (never backwards). */
 ETCH_INLINE void etch__writer_advance(etch_writer *w, uint64_t ticks) {
-  if (ticks > w->last_ticks) {
-    w->last_ticks = ticks;
-    w->frac = (uint32_t)((ticks - w->anchor.ticks) * w->anchor.mult);
-
-  }
-  etch__writer_set_budget(w);
+  uint64_t rel = etch__writer_rel_ns(w, ticks);
+  if (rel > w->rel_ns) w->rel_ns = rel;
 }
 
 /* The fast path's room check; fast_end is zeroed from other threads when

@@ -201,8 +201,7 @@ void etch_thread_set_name(const char *name) {
   for (uint32_t i = 0; i < ETCH_MAX_SESSIONS; i++)
     if (etch__tls_writer(i)) {
       etch__tls.w[i]->reset_deadline = 0;
-      etch__tls.w[i]->deadline_ticks = 0;
-      etch__tls.w[i]->budget = 0;
+      etch__tls.w[i]->lim = 0;
     }
 }
 

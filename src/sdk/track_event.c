@@ -77,42 +77,54 @@ static ETCH_COLD void site_prepare(etch_site *site) {
 /* ---- fast path ------------------------------------------------------------- */
 
 /*
- * The fast paths' clock. dt is the ticks since the writer's last event; it
- * is below the budget only when the event is not behind that one, no reset
- * is due and the product below cannot overflow. The event's timestamp delta
- * is then acc >> 32 with acc = dt * mult + frac, exactly what converting
- * both readings from the anchor and subtracting would give.
+ * The fast paths' clock. rel is the ticks since the writer's anchor; it is
+ * below lim only when no reset is due and rel * mult cannot overflow. The
+ * event is then (rel * mult) >> 32 ns past the anchor, and its timestamp
+ * delta that less the previous event's: consecutive deltas telescope to the
+ * exact conversion. A reading behind the previous event (a TSC that
+ * differs a little between cores) gives a "negative" delta, which only the
+ * out-of-line tails see and clamp to 0.
  */
-ETCH_INLINE uint64_t fast_dt(const etch_writer *w, uint64_t ticks) {
-  uint64_t dt = ticks - w->last_ticks;
+ETCH_INLINE uint64_t fast_rel(const etch_writer *w, uint64_t ticks) {
+  uint64_t rel = ticks - w->anchor.ticks;
 #if defined(__GNUC__) && !defined(__clang__)
-  /* Keeps GCC from rebuilding dt from last_ticks later, which costs it a
-   * saved register on the fast path. */
-  __asm__("" : "+r"(dt));
+  /* Keeps GCC from rebuilding rel from the anchor later, which costs it a
+   * register and a move on the fast path. */
+  __asm__("" : "+r"(rel));
 #endif
-  return dt;
+  return rel;
 }
 
-ETCH_INLINE bool fast_ok(const etch_writer *w, uint64_t dt) {
-  return etch__writer_has_room(w) && dt < w->budget;
+ETCH_INLINE bool fast_ok(const etch_writer *w, uint64_t rel) {
+  return etch__writer_has_room(w) && rel < w->lim;
 }
 
-ETCH_INLINE uint64_t fast_acc(const etch_writer *w, uint64_t dt) {
-  return dt * w->anchor.mult + w->frac;
+/* The event's time in ns since the anchor. */
+ETCH_INLINE uint64_t fast_ns(const etch_writer *w, uint64_t rel) {
+  return (rel * w->anchor.mult) >> 32;
+}
+
+/* Its delta from the previous event, never negative: *ns is moved up to
+ * the previous event's time when the reading was behind it. */
+ETCH_INLINE uint64_t fast_delta(const etch_writer *w, uint64_t *ns) {
+  uint64_t delta = *ns - w->rel_ns;
+  if (ETCH_UNLIKELY((int64_t)delta < 0)) {
+    *ns = w->rel_ns;
+    delta = 0;
+  }
+  return delta;
 }
 
 /* The slow paths' clock: never behind the previous event. */
 ETCH_INLINE uint64_t next_ts(etch_writer *w, uint64_t ticks) {
-  return ticks > w->last_ticks ? etch__ticks_to_ns(&w->anchor, ticks)
-                               : etch__writer_last_ns(w);
+  uint64_t rel = etch__writer_rel_ns(w, ticks);
+  return w->anchor.ns + (rel > w->rel_ns ? rel : w->rel_ns);
 }
 
-/* Moves the clock to the event and publishes its packet, ending at q. */
-ETCH_INLINE void fast_commit(etch_writer *w, uint64_t ticks, uint64_t dt,
-                             uint64_t acc, uint8_t *q) {
-  w->last_ticks = ticks;
-  etch__writer_set_frac(w, acc);
-  w->budget -= dt;
+/* Moves the clock to the event (ns since the anchor) and publishes its
+ * packet, ending at q. */
+ETCH_INLINE void fast_commit(etch_writer *w, uint64_t ns, uint8_t *q) {
+  w->rel_ns = ns;
   w->st.cur = q;
   __atomic_store_n(&w->chunk->used, (uint32_t)((uintptr_t)q - w->pub_base),
                    __ATOMIC_RELEASE);
@@ -124,21 +136,21 @@ ETCH_INLINE void fast_commit(etch_writer *w, uint64_t ticks, uint64_t dt,
  * delta. `copy` bytes are copied whatever its length, a constant the
  * compiler turns into one or two moves (the chunk has room to spare).
  */
-/* fast_put's tail for a delta of three bytes or more (16 us and longer),
- * out of line so that the common cases need no loop and no saved register. */
-static ETCH_NOINLINE void fast_put_long(etch_writer *w, uint64_t ticks,
-                                        uint64_t dt, uint64_t acc, uint8_t *p,
-                                        uint8_t *q) {
-  q = etch_pb_put_varint(q, acc >> 32);
+/* fast_put's tail for a delta of three bytes or more (16 us and longer) or
+ * a reading behind the previous event, out of line so that the common
+ * cases need no loop and no saved register. */
+static ETCH_NOINLINE void fast_put_long(etch_writer *w, uint64_t ns,
+                                        uint8_t *p, uint8_t *q) {
+  uint64_t delta = fast_delta(w, &ns);
+  q = etch_pb_put_varint(q, delta);
   p[0] = (uint8_t)(q - p - 1);
-  fast_commit(w, ticks, dt, acc, q);
+  fast_commit(w, ns, q);
 }
 
-ETCH_INLINE void fast_put(etch_writer *w, uint64_t ticks, uint64_t dt,
-                          const uint8_t *tmpl, uint32_t tmpl_len,
-                          size_t copy) {
-  uint64_t acc = fast_acc(w, dt);
-  uint64_t delta = acc >> 32;
+ETCH_INLINE void fast_put(etch_writer *w, uint64_t rel, const uint8_t *tmpl,
+                          uint32_t tmpl_len, size_t copy) {
+  uint64_t ns = fast_ns(w, rel);
+  uint64_t delta = ns - w->rel_ns;
   uint8_t *p = w->st.cur;
   memcpy(p, tmpl, copy);
   uint8_t *q = p + tmpl_len;
@@ -150,10 +162,10 @@ ETCH_INLINE void fast_put(etch_writer *w, uint64_t ticks, uint64_t dt,
     q += 2;
     p[0]++;
   } else {
-    fast_put_long(w, ticks, dt, acc, p, q);
+    fast_put_long(w, ns, p, q);
     return;
   }
-  fast_commit(w, ticks, dt, acc, q);
+  fast_commit(w, ns, q);
 }
 
 static void emit_general(etch_writer *w, etch_site *site, etch_category *cat,
@@ -178,21 +190,21 @@ ETCH_INLINE bool site_put(etch_writer *w, etch_site *site, uint64_t ticks,
                           bool begin) {
   /* The mask is published last: once seen, the template is complete. */
   uint64_t bit = __atomic_load_n(&site->seen_mask, __ATOMIC_ACQUIRE);
-  uint64_t dt = fast_dt(w, ticks);
-  if (ETCH_LIKELY(fast_ok(w, dt) && (w->seen_fast[site->seen_word] & bit))) {
+  uint64_t rel = fast_rel(w, ticks);
+  if (ETCH_LIKELY(fast_ok(w, rel) && (w->seen_fast[site->seen_word] & bit))) {
     if (begin) w->depth++;
-    fast_put(w, ticks, dt, site->tmpl, site->tmpl_len, 16);
+    fast_put(w, rel, site->tmpl, site->tmpl_len, 16);
     return true;
   }
   return false;
 }
 
 ETCH_INLINE bool end_put(etch_writer *w, uint64_t ticks) {
-  uint64_t dt = fast_dt(w, ticks);
-  if (ETCH_LIKELY(fast_ok(w, dt))) {
+  uint64_t rel = fast_rel(w, ticks);
+  if (ETCH_LIKELY(fast_ok(w, rel))) {
     if (w->depth) { /* else its begin was never recorded */
       w->depth--;
-      fast_put(w, ticks, dt, end_tmpl, 8, 8);
+      fast_put(w, rel, end_tmpl, 8, 8);
     }
     return true;
   }
@@ -227,17 +239,34 @@ static ETCH_NOINLINE void end_slow(etch_category *cat, uintptr_t mask,
   } while (mask);
 }
 
+/*
+ * When the fast path declines, the slow path reads the category's mask
+ * again instead of being handed the one the call site read, so the fast
+ * path need not keep it in a register. The two differ only when a session
+ * started or stopped in between, and then the event goes to the sessions
+ * enabled now.
+ */
+static ETCH_NOINLINE void site_miss(etch_site *site, uint64_t ticks) {
+  uint32_t mask = __atomic_load_n(&site->cat->enabled, __ATOMIC_RELAXED);
+  if (mask) site_slow(site, mask, ticks);
+}
+
+static ETCH_NOINLINE void end_miss(etch_category *cat, uint64_t ticks) {
+  uint32_t mask = __atomic_load_n(&cat->enabled, __ATOMIC_RELAXED);
+  if (mask) end_slow(cat, mask, ticks);
+}
+
 /* One session's event, its writer found with one table load (an event for
  * several sessions finds the null writer, whose room check fails). */
 ETCH_INLINE void site_fast(etch_site *site, uintptr_t mask, uint64_t ticks,
                            bool begin) {
   if (!site_put(etch__tls.w[etch__mask_slot[mask]], site, ticks, begin))
-    site_slow(site, mask, ticks);
+    site_miss(site, ticks);
 }
 
 ETCH_INLINE void end_fast(etch_category *cat, uintptr_t mask, uint64_t ticks) {
   if (!end_put(etch__tls.w[etch__mask_slot[mask]], ticks))
-    end_slow(cat, mask, ticks);
+    end_miss(cat, ticks);
 }
 
 /*
@@ -307,9 +336,10 @@ ETCH_INLINE void counter_one(etch_site *site, uintptr_t mask, uint64_t raw,
   uint64_t ticks = etch__ticks();
   etch_writer *w = etch__tls.w[etch__mask_slot[mask]]; /* never NULL */
   uint64_t bit = __atomic_load_n(&site->seen_mask, __ATOMIC_ACQUIRE);
-  uint64_t dt = fast_dt(w, ticks);
-  if (ETCH_LIKELY(fast_ok(w, dt) && (w->seen_fast[site->seen_word] & bit))) {
-    uint64_t acc = fast_acc(w, dt);
+  uint64_t rel = fast_rel(w, ticks);
+  if (ETCH_LIKELY(fast_ok(w, rel) && (w->seen_fast[site->seen_word] & bit))) {
+    uint64_t ns = fast_ns(w, rel);
+    uint64_t delta = fast_delta(w, &ns);
     /* The site template without its timestamp tag, then the track. */
     uint8_t *p = w->st.cur;
     memcpy(p, site->tmpl, 16);
@@ -327,9 +357,9 @@ ETCH_INLINE void counter_one(etch_site *site, uintptr_t mask, uint64_t raw,
     }
     *te = (uint8_t)(q - te - 1);
     *q++ = (uint8_t)etch_pb_tag(ETCH_PKT_TIMESTAMP, ETCH_PB_VARINT);
-    q = etch_pb_put_varint(q, acc >> 32);
+    q = etch_pb_put_varint(q, delta);
     p[0] = (uint8_t)(q - p - 1);
-    fast_commit(w, ticks, dt, acc, q);
+    fast_commit(w, ns, q);
     return;
   }
   counter_slow(site, mask, ticks, x);
@@ -648,7 +678,7 @@ static void emit_general(etch_writer *w, etch_site *site, etch_category *cat,
  * inline, everything else in etch__writer_prepare. */
 ETCH_INLINE etch_writer *ready_writer(uint32_t i, uint64_t ticks) {
   etch_writer *w = etch__tls.w[i]; /* never NULL */
-  if (ETCH_LIKELY(fast_ok(w, fast_dt(w, ticks)))) return w;
+  if (ETCH_LIKELY(fast_ok(w, fast_rel(w, ticks)))) return w;
   return etch__writer_prepare(i, ticks);
 }
 
@@ -718,10 +748,11 @@ ETCH_INLINE bool args_fast(etch_writer *w, etch_site *site, const etch_extra *x,
       (n == 2 && !arg_iid(w, &x[1], &iid1)))
     return false;
   uint64_t bit = __atomic_load_n(&site->seen_mask, __ATOMIC_ACQUIRE);
-  uint64_t dt = fast_dt(w, ticks);
-  if (!(fast_ok(w, dt) && (w->seen_fast[site->seen_word] & bit)))
+  uint64_t rel = fast_rel(w, ticks);
+  if (!(fast_ok(w, rel) && (w->seen_fast[site->seen_word] & bit)))
     return false;
-  uint64_t acc = fast_acc(w, dt);
+  uint64_t ns = fast_ns(w, rel);
+  uint64_t delta = fast_delta(w, &ns);
   /* The site template without its size byte and timestamp tag. */
   uint8_t *p = w->st.cur;
   uint8_t *q = p + 1;
@@ -733,10 +764,10 @@ ETCH_INLINE bool args_fast(etch_writer *w, etch_site *site, const etch_extra *x,
   if (n == 2) q = arg_put(q, iid1, &x[1]);
   *te_len = (uint8_t)(*te_len + (q - args));
   *q++ = (uint8_t)etch_pb_tag(ETCH_PKT_TIMESTAMP, ETCH_PB_VARINT);
-  q = etch_pb_put_varint(q, acc >> 32);
+  q = etch_pb_put_varint(q, delta);
   if (site->type == ETCH_TYPE_SLICE_BEGIN) w->depth++;
   p[0] = (uint8_t)(q - p - 1);
-  fast_commit(w, ticks, dt, acc, q);
+  fast_commit(w, ns, q);
   return true;
 }
 

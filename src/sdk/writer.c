@@ -312,6 +312,37 @@ void etch__writer_ensure_track(etch_writer *w, const etch_track *t) {
   if (!w->packet_failed) etch__bitset_set(&w->seen_tracks, t->id);
 }
 
+/* The fast path's limit on ticks past the anchor: the reset deadline, and
+ * the largest count whose product with the multiplier fits 64 bits. */
+uint64_t etch__rel_cap_max = UINT64_MAX;
+
+static void set_lim(etch_writer *w) {
+  uint64_t mult = w->anchor.mult ? w->anchor.mult : 1;
+  w->rel_cap = UINT64_MAX / mult;
+  if (w->rel_cap > etch__rel_cap_max) w->rel_cap = etch__rel_cap_max;
+  uint64_t left = w->reset_deadline > w->anchor.ns
+                      ? w->reset_deadline - w->anchor.ns
+                      : 0;
+  unsigned __int128 iticks = ((unsigned __int128)left << 32) / mult;
+  w->lim = iticks < w->rel_cap ? (uint64_t)iticks : w->rel_cap;
+}
+
+/*
+ * Moves the anchor up to the last event (no packet: the sequence's clock
+ * does not change), so that the events after it fit the fast path's
+ * product again. Needed only when resets are further apart than rel_cap
+ * (about 4 s at 1 ns a tick) or turned off. The anchor's tick is the last
+ * event's rounded down, so later events are never behind it.
+ */
+static void writer_reanchor(etch_writer *w) {
+  uint64_t mult = w->anchor.mult ? w->anchor.mult : 1;
+  w->anchor.ticks +=
+      (uint64_t)(((unsigned __int128)w->rel_ns << 32) / mult);
+  w->anchor.ns += w->rel_ns;
+  w->rel_ns = 0;
+  set_lim(w);
+}
+
 void etch__writer_reset(etch_writer *w, uint64_t ticks) {
   etch_clock_anchor a;
   etch__clock_anchor_now(&a);
@@ -322,20 +353,18 @@ void etch__writer_reset(etch_writer *w, uint64_t ticks) {
     a.ns -= back;
     a.ticks = ticks;
   }
+  /* Never behind the sequence's last event: the fresh BOOTTIME reading can
+   * trail the old anchor's extrapolation by the multiplier's error. */
+  uint64_t last = etch__writer_last_ns(w);
+  if (a.ns < last) a.ns = last;
   w->anchor = a;
   /* Finite even with periodic resets off: a tick reading from before the
    * anchor then shows up as a far-future time and takes the slow path. */
   uint64_t interval = w->sess->reset_interval_ns ? w->sess->reset_interval_ns
                                                   : (1ull << 60);
   w->reset_deadline = a.ns + interval;
-  uint64_t mult = a.mult ? a.mult : 1;
-  unsigned __int128 iticks = ((unsigned __int128)interval << 32) / mult;
-  w->deadline_ticks = iticks > UINT64_MAX - a.ticks ? UINT64_MAX
-                                                    : a.ticks + (uint64_t)iticks;
-  w->dt_cap = (UINT64_MAX - UINT32_MAX) / mult;
-  w->last_ticks = a.ticks;
-  w->frac = 0;
-  etch__writer_set_budget(w);
+  w->rel_ns = 0;
+  set_lim(w);
   memset(w->seen_fast, 0, sizeof w->seen_fast);
   etch__bitset_clear(&w->seen_names_more);
   etch__bitset_clear(&w->seen_cats);
@@ -483,6 +512,9 @@ etch_writer *etch__writer_prepare(uint32_t slot, uint64_t ticks) {
       etch__writer_drop(w, ticks);
       return NULL;
     }
+  } else if (ticks > w->anchor.ticks &&
+             ticks - w->anchor.ticks >= w->rel_cap) {
+    writer_reanchor(w);
   }
   if ((size_t)(w->st.end - w->st.cur) < ETCH_FAST_MAX && !next_chunk(w)) {
     etch__writer_drop(w, ticks);

@@ -694,3 +694,52 @@ TEST(timestamps_follow_boottime_across_delta_sizes) {
   td_free(&t);
   etch_session_free(s);
 }
+
+/*
+ * With periodic resets off, a writer's fast path moves its anchor up to
+ * the last event whenever the ticks since the anchor would overflow its
+ * product (every few seconds on real clocks). A small cap here makes that
+ * happen every few microseconds: times must still follow BOOTTIME, never
+ * go back, and no reset may be written for it.
+ */
+extern uint64_t etch__rel_cap_max;
+
+TEST(anchor_moves_without_a_reset) {
+  etch__rel_cap_max = 20000; /* ticks: 7-20 us on the TSC, 20 us on BOOTTIME */
+  etch_session *s = start_session(
+      "categories=render;compression=none;buffer_kb=16384;reset_interval_ms=0");
+  enum { N = 400 };
+  static const uint64_t gap_ns[4] = {0, 3000, 30000, 200000};
+  uint64_t lo[N], hi[N];
+  ETCH_INSTANT(render, "warm");
+  for (int i = 0; i < N; i++) {
+    for (int k = 0; k < 50; k++) ETCH_INSTANT(render, "filler");
+    spin_ns(gap_ns[i & 3]);
+    lo[i] = boottime_ns();
+    ETCH_SLICE_BEGIN(render, "probe");
+    hi[i] = boottime_ns();
+    ETCH_SLICE_END(render);
+  }
+  etch_session_stop(s);
+  etch__rel_cap_max = UINT64_MAX;
+  td_trace t;
+  read_trace(s, "reanchor", &t);
+  ASSERT_EQ_U64(t.nev, 1 + (size_t)N * 52);
+  ASSERT_EQ_U64(t.cleared, 1);
+  ASSERT_EQ_U64(t.prev_dropped, 0);
+  for (size_t i = 1; i < t.nev; i++) ASSERT_TRUE(t.ev[i].ts >= t.ev[i - 1].ts);
+  const uint64_t tol = 20000;
+  int k = 0;
+  for (size_t i = 0; i < t.nev; i++) {
+    const td_event *e = &t.ev[i];
+    if (e->type != 1) continue;
+    if (e->ts + tol < lo[k] || e->ts > hi[k] + tol)
+      FAIL("probe %d: at %llu, not in [%llu, %llu]", k,
+           (unsigned long long)e->ts, (unsigned long long)lo[k],
+           (unsigned long long)hi[k]);
+    k++;
+  }
+  ASSERT_EQ_INT(k, N);
+  td_free(&t);
+  etch_session_free(s);
+}
