@@ -22,7 +22,8 @@
 #   ANNOTATE    1 to print callgrind_annotate of etch's slice begin and end
 #   BENCH_NO_SETUP  1 to skip scripts/setup.sh --bench (installs what is
 #               missing, lttng-tools included)
-#   BENCH_BUFFER_KB, BENCH_CASES  passed to bench_sdk (see its header)
+#   BENCH_BUFFER_KB, BENCH_CASES, BENCH_PIN  passed to bench_sdk (see its
+#               header)
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)

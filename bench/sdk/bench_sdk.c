@@ -26,8 +26,14 @@
  * writing the same 14-byte records into a ring of its own: its 2-thread
  * slowdown is the machine's, and etch's is judged against it.
  *
+ * Threads are pinned when CPUs 0 and 1 are both available: the 1-thread
+ * run is made on each (its figure is the mean), the 2-thread run puts one
+ * thread on each, and the 2-thread goal compares each thread with the
+ * 1-thread run on its own CPU (on a VM the vCPUs need not be equally fast).
+ *
  * Environment: BENCH_BUFFER_KB=K records into a K KiB ring instead;
- * BENCH_CASES=id,id,... times only those cases (ids: --list).
+ * BENCH_CASES=id,id,... times only those cases (ids: --list); BENCH_PIN=0
+ * leaves threads unpinned (the 2-thread goal then uses the slower thread).
  */
 #define _GNU_SOURCE
 #include <etch/etch.h>
