@@ -320,8 +320,19 @@ void etch__emit_end(etch_category *cat, uintptr_t mask) {
  * its track's descriptor are on the sequence (the site's bit, set by the
  * general path).
  */
+/* The value travels as its bits so that the fast path builds no etch_extra
+ * and the call stays a tail call. */
 static ETCH_NOINLINE void counter_slow(etch_site *site, uintptr_t mask,
-                                       uint64_t ticks, etch_extra x) {
+                                       uint64_t ticks, uint64_t raw,
+                                       bool is_double) {
+  etch_extra x;
+  if (is_double) {
+    double v;
+    memcpy(&v, &raw, sizeof v);
+    x = etch__x_counter_double(v);
+  } else {
+    x = etch__x_counter_int((int64_t)raw);
+  }
   if (!__atomic_load_n(&site->seen_mask, __ATOMIC_ACQUIRE)) site_prepare(site);
   do {
     uint32_t i = (uint32_t)__builtin_ctz(mask);
@@ -331,9 +342,8 @@ static ETCH_NOINLINE void counter_slow(etch_site *site, uintptr_t mask,
   } while (mask);
 }
 
-ETCH_INLINE void counter_one(etch_site *site, uintptr_t mask, uint64_t raw,
-                             bool is_double, etch_extra x) {
-  uint64_t ticks = etch__ticks();
+ETCH_INLINE void counter_one(etch_site *site, uintptr_t mask, uint64_t ticks,
+                             uint64_t raw, bool is_double) {
   etch_writer *w = etch__tls.w[etch__mask_slot[mask]]; /* never NULL */
   uint64_t bit = __atomic_load_n(&site->seen_mask, __ATOMIC_ACQUIRE);
   uint64_t rel = fast_rel(w, ticks);
@@ -362,17 +372,32 @@ ETCH_INLINE void counter_one(etch_site *site, uintptr_t mask, uint64_t raw,
     fast_commit(w, ns, q);
     return;
   }
-  counter_slow(site, mask, ticks, x);
+  counter_slow(site, mask, ticks, raw, is_double);
+}
+
+/* Without an invariant TSC the whole event goes to the slow path, out of
+ * line, so that the fast path makes no call and saves no register. */
+static ETCH_NOINLINE void counter_boottime(etch_site *site, uintptr_t mask,
+                                           uint64_t raw, bool is_double) {
+  counter_slow(site, mask, etch__ticks_slow(), raw, is_double);
 }
 
 void etch__emit_counter(etch_site *site, uintptr_t mask, int64_t v) {
-  counter_one(site, mask, (uint64_t)v, false, etch__x_counter_int(v));
+  if (!CLOCK_IS_FAST()) {
+    counter_boottime(site, mask, (uint64_t)v, false);
+    return;
+  }
+  counter_one(site, mask, FAST_TICKS(), (uint64_t)v, false);
 }
 
 void etch__emit_counter_double(etch_site *site, uintptr_t mask, double v) {
   uint64_t raw;
   memcpy(&raw, &v, sizeof raw);
-  counter_one(site, mask, raw, true, etch__x_counter_double(v));
+  if (!CLOCK_IS_FAST()) {
+    counter_boottime(site, mask, raw, true);
+    return;
+  }
+  counter_one(site, mask, FAST_TICKS(), raw, true);
 }
 
 /* ---- general path ---------------------------------------------------------- */
