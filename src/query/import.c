@@ -18,10 +18,10 @@
  */
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "base/base.h"
+#include "base/clock.h"
 #include "query/query.h"
 #include "query/rows.h"
 
@@ -924,12 +924,6 @@ static int prepare(etch__importer *imp, const char *sql, sqlite3_stmt **st) {
   return ETCH_OK;
 }
 
-static uint64_t mono_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 /*
  * The database part of a long import (the rows still queued for the
  * inserting thread, tracks, stats, indexes) has a progress line of its own
@@ -937,7 +931,7 @@ static uint64_t mono_ns(void) {
  */
 static bool phase_show(etch__importer *imp, const char *what) {
   if (!imp->opts.progress || !isatty(STDERR_FILENO) ||
-      mono_ns() - imp->t0_ns < 1000000000ull)
+      etch__monotonic_ns() - imp->t0_ns < 1000000000ull)
     return false;
   fprintf(stderr, "\retch: %s\033[K", what);
   fflush(stderr);
@@ -957,7 +951,7 @@ int etch__importer_new(etch__importer **out, sqlite3 *db,
   if (!imp) return ETCH_ENOMEM;
   imp->db = db;
   if (opts) imp->opts = *opts;
-  imp->t0_ns = mono_ns();
+  imp->t0_ns = etch__monotonic_ns();
   imp->dropped_name = pool_intern(&imp->strings, "etch.dropped_events");
   if (!imp->dropped_name) {
     free(imp);

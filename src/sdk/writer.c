@@ -312,10 +312,10 @@ void etch__writer_ensure_track(etch_writer *w, const etch_track *t) {
   if (!w->packet_failed) etch__bitset_set(&w->seen_tracks, t->id);
 }
 
-/* The fast path's limit on ticks past the anchor: the reset deadline, and
- * the largest count whose product with the multiplier fits 64 bits. */
 uint64_t etch__rel_cap_max = UINT64_MAX;
 
+/* The fast path's limit on ticks past the anchor: the reset deadline, and
+ * the largest count whose product with the multiplier fits 64 bits. */
 static void set_lim(etch_writer *w) {
   uint64_t mult = w->anchor.mult ? w->anchor.mult : 1;
   w->rel_cap = UINT64_MAX / mult;

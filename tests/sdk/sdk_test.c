@@ -25,6 +25,15 @@ static const td_event *nth(const td_trace *t, int type, const char *name,
   FAIL("no event %d of type %d named %s", (int)k, type, name ? name : "*");
 }
 
+/* Decoded times never go back. */
+static void check_monotonic(const td_trace *t) {
+  for (size_t i = 1; i < t->nev; i++)
+    if (t->ev[i].ts < t->ev[i - 1].ts)
+      FAIL("event %zu at %llu, before event %zu at %llu", i,
+           (unsigned long long)t->ev[i].ts, i - 1,
+           (unsigned long long)t->ev[i - 1].ts);
+}
+
 TEST(slices_names_categories_nesting) {
   etch_session *s = start_session("categories=render,io;compression=none");
   ETCH_SLICE_BEGIN(render, "frame");
@@ -152,7 +161,7 @@ TEST(counters_on_counter_tracks) {
   ASSERT_EQ_INT(ht->unit, ETCH_UNIT_SIZE_BYTES);
   /* Counter tracks hang under the process. */
   ASSERT_EQ_U64(ht->parent, etch_track_uuid(etch_process_track()));
-  for (size_t i = 1; i < t.nev; i++) ASSERT_TRUE(t.ev[i].ts >= t.ev[i - 1].ts);
+  check_monotonic(&t);
   td_free(&t);
   etch_session_free(s);
 }
@@ -337,7 +346,7 @@ TEST(incremental_state_resets_periodically) {
   ASSERT_EQ_U64(td_count(&t, 2, NULL), 20);
   ASSERT_TRUE(t.cleared >= 10); /* one per interval that saw an event */
   ASSERT_EQ_U64(t.cleared, t.clock_snapshots - 1); /* + the file's own */
-  for (size_t i = 1; i < t.nev; i++) ASSERT_TRUE(t.ev[i].ts >= t.ev[i - 1].ts);
+  check_monotonic(&t);
   for (int i = 0; i < 20; i++)
     ASSERT_EQ_INT(td_arg_of(nth(&t, 1, "tick", (size_t)i), "i")->i, i);
   /* slices last at least the sleep */
@@ -634,6 +643,16 @@ static void spin_ns(uint64_t ns) {
   }
 }
 
+/* An event's decoded time is within `tol` of the BOOTTIME readings taken
+ * just before and after it. */
+static void check_near(const char *what, int k, uint64_t ts, uint64_t lo,
+                       uint64_t hi, uint64_t tol) {
+  if (ts + tol < lo || ts > hi + tol)
+    FAIL("%s %d: at %llu, not in [%llu, %llu]", what, k,
+         (unsigned long long)ts, (unsigned long long)lo,
+         (unsigned long long)hi);
+}
+
 /*
  * Events stamped on the fast path carry deltas of one, two and three or
  * more bytes (< 128 ns, < 16 us, longer). Each event's decoded time must
@@ -667,7 +686,7 @@ TEST(timestamps_follow_boottime_across_delta_sizes) {
   read_trace(s, "delta_sizes", &t);
   ASSERT_EQ_U64(t.nev, 1 + 2 * (BURST + GAPS));
   ASSERT_EQ_U64(t.prev_dropped, 0);
-  for (size_t i = 1; i < t.nev; i++) ASSERT_TRUE(t.ev[i].ts >= t.ev[i - 1].ts);
+  check_monotonic(&t);
   /* The TSC multiplier is calibrated to well under 1e-4; the test runs for
    * tens of milliseconds, so 20 us covers it. */
   const uint64_t tol = 20000;
@@ -679,14 +698,8 @@ TEST(timestamps_follow_boottime_across_delta_sizes) {
     const td_event *end = &t.ev[i + 1];
     ASSERT_EQ_INT(end->type, 2);
     int g = k++;
-    if (e->ts + tol < lo[2 * g] || e->ts > hi[2 * g] + tol)
-      FAIL("gap %d: begin at %llu, not in [%llu, %llu]", g,
-           (unsigned long long)e->ts, (unsigned long long)lo[2 * g],
-           (unsigned long long)hi[2 * g]);
-    if (end->ts + tol < lo[2 * g + 1] || end->ts > hi[2 * g + 1] + tol)
-      FAIL("gap %d: end at %llu, not in [%llu, %llu]", g,
-           (unsigned long long)end->ts, (unsigned long long)lo[2 * g + 1],
-           (unsigned long long)hi[2 * g + 1]);
+    check_near("begin after gap", g, e->ts, lo[2 * g], hi[2 * g], tol);
+    check_near("end after gap", g, end->ts, lo[2 * g + 1], hi[2 * g + 1], tol);
     /* The slice lasts the spin, to within the clock reads around it. */
     ASSERT_TRUE(end->ts - e->ts + tol >= gap_ns[g]);
   }
@@ -727,16 +740,11 @@ TEST(anchor_moves_without_a_reset) {
   ASSERT_EQ_U64(t.nev, 1 + (size_t)N * 52);
   ASSERT_EQ_U64(t.cleared, 1);
   ASSERT_EQ_U64(t.prev_dropped, 0);
-  for (size_t i = 1; i < t.nev; i++) ASSERT_TRUE(t.ev[i].ts >= t.ev[i - 1].ts);
-  const uint64_t tol = 20000;
+  check_monotonic(&t);
   int k = 0;
   for (size_t i = 0; i < t.nev; i++) {
-    const td_event *e = &t.ev[i];
-    if (e->type != 1) continue;
-    if (e->ts + tol < lo[k] || e->ts > hi[k] + tol)
-      FAIL("probe %d: at %llu, not in [%llu, %llu]", k,
-           (unsigned long long)e->ts, (unsigned long long)lo[k],
-           (unsigned long long)hi[k]);
+    if (t.ev[i].type != 1) continue;
+    check_near("probe", k, t.ev[i].ts, lo[k], hi[k], 20000);
     k++;
   }
   ASSERT_EQ_INT(k, N);
