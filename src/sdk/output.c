@@ -196,10 +196,14 @@ static int put_clock_snapshot(out_ctx *o, etch_pb_buf *tmp) {
 }
 
 /* Per thread that lost events: its descriptor and an instant saying so. */
+/* Called with the session's lock held (the writer list, thread names); the
+ * drop times are atomics the writer thread may still be updating. */
 static int put_drop_report(out_ctx *o, etch_pb_buf *tmp, etch_writer *w,
                            uint64_t dropped) {
   etch_pb_stream *s = &tmp->s;
-  uint64_t ts = w->first_drop_ns;
+  uint64_t ts = __atomic_load_n(&w->first_drop_ns, __ATOMIC_RELAXED);
+  uint64_t last = __atomic_load_n(&w->last_drop_ns, __ATOMIC_RELAXED);
+  if (last < ts) last = ts;
   uint64_t uuid = etch__thread_uuid(w->tid);
   etch_pb_nested td, thd, te, da;
   etch_pb_write_varint_field(s, ETCH_PKT_TIMESTAMP, ts);
@@ -229,7 +233,7 @@ static int put_drop_report(out_ctx *o, etch_pb_buf *tmp, etch_writer *w,
   etch_pb_nested_end(s, &da);
   etch_pb_nested_begin(s, ETCH_TE_DEBUG_ANNOTATIONS, &da);
   etch_pb_write_string_field(s, ETCH_DA_NAME, "last_drop_ns");
-  etch_pb_write_varint_field(s, ETCH_DA_UINT_VALUE, w->last_drop_ns);
+  etch_pb_write_varint_field(s, ETCH_DA_UINT_VALUE, last);
   etch_pb_nested_end(s, &da);
   etch_pb_nested_end(s, &te);
   return put_service(o, tmp);
@@ -282,7 +286,7 @@ int etch__session_serialize(etch_session *sess, uint8_t **data, size_t *len) {
   uint64_t writers_with_loss = 0;
   pthread_mutex_lock(&sess->lock);
   for (etch_writer *w = sess->writers; w && !rc; w = w->next) {
-    uint64_t d = __atomic_load_n(&w->dropped, __ATOMIC_RELAXED);
+    uint64_t d = __atomic_load_n(&w->dropped, __ATOMIC_ACQUIRE);
     if (!d) continue;
     writers_with_loss++;
     rc = put_drop_report(&o, &tmp, w, d);

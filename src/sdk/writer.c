@@ -374,8 +374,13 @@ void etch__writer_reset(etch_writer *w, uint64_t ticks) {
   w->need_reset = false;
   w->acq_at_reset = __atomic_load_n(&w->sess->buf.acquired, __ATOMIC_RELAXED);
   w->names_gen = __atomic_load_n(&etch__g.names_gen, __ATOMIC_RELAXED);
-  if (etch__tls.thread_name_set)
+  if (etch__tls.thread_name_set &&
+      strncmp(w->thread_name, etch__tls.thread_name, sizeof w->thread_name)) {
+    /* The drop report reads the name under the session's lock. */
+    pthread_mutex_lock(&w->sess->lock);
     copy_name(w->thread_name, etch__tls.thread_name);
+    pthread_mutex_unlock(&w->sess->lock);
+  }
 
   if (!etch__packet_begin(w)) return;
   etch_pb_stream *s = &w->st;
@@ -437,6 +442,13 @@ static etch_writer *writer_create(uint32_t slot, uint32_t gen) {
     return NULL;
   }
   w->seq_id = ++etch__g.next_seq_id;
+  /* Set before the writer is on the session's list, where the drop
+   * report can see it. */
+  w->tid = etch__gettid();
+  if (t->thread_name_set)
+    copy_name(w->thread_name, t->thread_name);
+  else
+    pthread_getname_np(pthread_self(), w->thread_name, sizeof w->thread_name);
   pthread_mutex_lock(&s->lock);
   s->refs++;
   w->next = s->writers;
@@ -446,14 +458,9 @@ static etch_writer *writer_create(uint32_t slot, uint32_t gen) {
 
   w->sess = s;
   w->slot = slot;
-  w->tid = etch__gettid();
   w->st.grow = writer_grow;
   w->st.resolve = writer_resolve;
   w->need_reset = true;
-  if (t->thread_name_set)
-    copy_name(w->thread_name, t->thread_name);
-  else
-    pthread_getname_np(pthread_self(), w->thread_name, sizeof w->thread_name);
   t->w[slot] = w;
   t->gen[slot] = gen;
   return w;
@@ -474,11 +481,19 @@ void etch__writer_free(etch_writer *w) {
   free(w);
 }
 
+/*
+ * The drop counters are read by whoever serialises the session, from
+ * another thread, so they are stored atomically (relaxed: each is one
+ * value; the report reads the count first and the times after it). A
+ * writer that never had a chunk has no anchor yet (mult 0): its drop
+ * times then come from BOOTTIME directly.
+ */
 void etch__writer_drop(etch_writer *w, uint64_t ticks) {
-  uint64_t ns = etch__ticks_to_ns(&w->anchor, ticks);
-  if (w->dropped == 0) w->first_drop_ns = ns ? ns : etch__boottime_ns();
-  w->last_drop_ns = ns;
-  __atomic_store_n(&w->dropped, w->dropped + 1, __ATOMIC_RELAXED);
+  uint64_t ns = w->anchor.mult ? etch__ticks_to_ns(&w->anchor, ticks)
+                               : etch__clock_ticks_to_boottime(ticks);
+  if (w->dropped == 0) __atomic_store_n(&w->first_drop_ns, ns, __ATOMIC_RELAXED);
+  __atomic_store_n(&w->last_drop_ns, ns, __ATOMIC_RELAXED);
+  __atomic_store_n(&w->dropped, w->dropped + 1, __ATOMIC_RELEASE);
   w->drops_unreported = true;
   w->need_reset = true;
 }

@@ -3,6 +3,8 @@
  * a discard buffer counts what it drops, per thread, in stats and trace.
  */
 #define _GNU_SOURCE
+#include <pthread.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "sdk_common.h"
@@ -78,6 +80,50 @@ TEST(discard_counts_drops_in_stats_and_trace) {
   ASSERT_EQ_INT(tr->tid, gettid());
   ASSERT_TRUE(t.stat_discarded > 0);
   ASSERT_EQ_U64(t.stat_writer_loss, 1);
+  td_free(&t);
+  etch_session_free(s);
+}
+
+/* A thread whose first event already finds the discard buffer full never
+ * gets a chunk (nor a clock anchor): its drop report still carries the
+ * times of its drops, on BOOTTIME. */
+static void *late_dropper(void *arg) {
+  uint64_t *bounds = (uint64_t *)arg;
+  struct timespec ts;
+  clock_gettime(CLOCK_BOOTTIME, &ts);
+  bounds[0] = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+  for (int i = 0; i < 10; i++) ETCH_INSTANT(work, "late");
+  clock_gettime(CLOCK_BOOTTIME, &ts);
+  bounds[1] = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+  return NULL;
+}
+
+TEST(drop_report_of_a_thread_that_never_had_a_chunk) {
+  etch_session *s = start_session("buffer_kb=64;fill=discard;compression=none");
+  for (int i = 0; i < 50000; i++) ETCH_INSTANT(work, "tick", ETCH_ARG_INT("i", i));
+  uint64_t bounds[2];
+  pthread_t th;
+  pthread_create(&th, NULL, late_dropper, bounds);
+  pthread_join(th, NULL);
+  etch_session_stop(s);
+  td_trace t;
+  read_trace(s, "discard_late", &t);
+  ASSERT_EQ_U64(td_count(&t, 3, "late"), 0);
+  int reports = 0;
+  for (size_t i = 0; i < t.nev; i++) {
+    const td_event *d = &t.ev[i];
+    if (!d->name || strcmp(d->name, "etch.dropped_events") != 0) continue;
+    const td_track *tr = td_track_of(&t, d->track);
+    ASSERT_TRUE(tr && tr->is_thread);
+    if (tr->tid == gettid()) continue;
+    reports++;
+    ASSERT_EQ_INT(td_arg_of(d, "count")->i, 10);
+    uint64_t last = td_arg_of(d, "last_drop_ns")->u;
+    /* first drop = the report's time; both inside the thread's run. */
+    ASSERT_TRUE(d->ts >= bounds[0] && d->ts <= bounds[1]);
+    ASSERT_TRUE(last >= d->ts && last <= bounds[1]);
+  }
+  ASSERT_EQ_INT(reports, 1);
   td_free(&t);
   etch_session_free(s);
 }

@@ -193,3 +193,41 @@ TEST(freed_session_slot_reused_while_thread_holds_writer) {
   td_free(&t);
   etch_session_free(b);
 }
+
+/* A discard session that is dropping events while it is read, threads
+ * being named meanwhile: the drop report reads other threads' writers
+ * (counts, times, names). Run under ThreadSanitizer by the test script. */
+static void *named_dropper(void *arg) {
+  char name[16];
+  snprintf(name, sizeof name, "dropper-%d", (int)(intptr_t)arg);
+  for (int i = 0; !__atomic_load_n(&stop_flag, __ATOMIC_RELAXED); i++) {
+    if (i % 512 == 0) etch_thread_set_name(name);
+    ETCH_INSTANT(work, "drop-me", ETCH_ARG_INT("i", i));
+  }
+  return NULL;
+}
+
+TEST(read_while_dropping) {
+  etch_session *s = start_session("buffer_kb=64;fill=discard;compression=none");
+  __atomic_store_n(&stop_flag, 0, __ATOMIC_RELAXED);
+  pthread_t th[2];
+  for (int i = 0; i < 2; i++)
+    pthread_create(&th[i], NULL, named_dropper, (void *)(intptr_t)i);
+  uint64_t dropped = 0;
+  for (int r = 0; r < 20 || !dropped; r++) {
+    uint8_t *d;
+    size_t n;
+    ASSERT_OK(etch_session_read(s, &d, &n));
+    td_trace t;
+    ASSERT_EQ_INT(td_decode(d, n, &t), 0);
+    ASSERT_EQ_U64(t.unresolved, 0);
+    dropped = td_count(&t, 3, "etch.dropped_events");
+    td_free(&t);
+    etch_free(d);
+    usleep(1000);
+    ASSERT_TRUE(r < 5000);
+  }
+  __atomic_store_n(&stop_flag, 1, __ATOMIC_RELAXED);
+  for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);
+  etch_session_free(s);
+}
