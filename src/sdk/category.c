@@ -113,6 +113,12 @@ int etch__filter_parse(etch_cat_filter *f, const char *spec) {
       f->incl[f->nincl++] = s;
     p = e;
   }
+  if (f->nincl == 0 && f->nexcl == 0) {
+    etch__filter_free(f);
+    return etch__error(ETCH_ECONFIG,
+                       "categories: an empty list records nothing ('*' "
+                       "records every category)");
+  }
   if (f->nincl == 0 && f->nexcl > 0) {
     /* Only exclusions: everything else is in. */
     f->incl[f->nincl++] = etch__strdup("*");

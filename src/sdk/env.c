@@ -2,30 +2,145 @@
  * env.c - the environment-driven session: etch_init() records the whole run
  * into the file named by ETCH_OUT, configured by the other ETCH_* variables,
  * and etch_shutdown() (or exit) writes it.
+ *
+ * What makes that dependable:
+ *
+ * - The output path is resolved and checked at etch_init (session.c,
+ *   etch__output_resolve): %p is the pid, a relative path is fixed against
+ *   the directory the process started tracing in, an unwritable path is
+ *   reported before the run rather than after it.
+ * - Exit waits for a write already in progress (the duration timer's).
+ * - Termination by SIGINT, SIGTERM or SIGHUP that the program does not
+ *   handle itself writes the trace first: the handler only wakes a watcher
+ *   thread, which stops the session, writes it and then re-raises the
+ *   signal with its default action, so the process still ends as the signal
+ *   says. Fatal signals (SIGSEGV, SIGABRT, SIGBUS, SIGFPE, SIGILL) wake the
+ *   same thread and wait for it a bounded time (ETCH_CRASH_WAIT_MS, default
+ *   2000): the write is best effort, since the crashed thread may hold a
+ *   lock the write needs or have corrupted memory; when it does not finish
+ *   in time stderr says plainly that the trace is lost. _exit() and SIGKILL
+ *   run nothing: that trace is lost, and `etch record` says so.
+ * - Several processes of one `etch record` run: etch record names a run
+ *   directory in ETCH_RECORD_DIR. Each process claims its output path there
+ *   (the first one keeps the name, later ones write PATH.PID.ext) and leaves
+ *   a status file saying what became of its trace, which etch record reads
+ *   to list every trace and to explain a missing one.
  */
 #define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "sdk/sdk.h"
 
+/* ---- the run directory's status file ------------------------------------------ */
+
+/* <run dir>/<pid>.status, prepared at init so that a signal handler can
+ * append to it (open, write and close are async-signal-safe). */
+static char status_path[4096];
+
+/* Appends one line. Async-signal-safe when `line` is prepared. */
+static void status_put(const char *line, size_t len) {
+  if (!status_path[0]) return;
+  int fd = open(status_path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0) return;
+  ssize_t n = write(fd, line, len);
+  (void)n;
+  close(fd);
+}
+
+static void status_printf(const char *fmt, ...) ETCH_PRINTF(1, 2);
+static void status_printf(const char *fmt, ...) {
+  if (!status_path[0]) return;
+  char line[4096 + 512];
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(line, sizeof line - 1, fmt, ap);
+  va_end(ap);
+  if (n < 0) return;
+  if ((size_t)n > sizeof line - 2) n = (int)sizeof line - 2;
+  /* One line per record: a message never spans two. */
+  for (int i = 0; i < n; i++)
+    if (line[i] == '\n') line[i] = ' ';
+  line[n++] = '\n';
+  status_put(line, (size_t)n);
+}
+
+static void status_init(void) {
+  const char *dir = getenv("ETCH_RECORD_DIR");
+  status_path[0] = '\0';
+  if (!dir || dir[0] != '/') return;
+  int n = snprintf(status_path, sizeof status_path, "%s/%ld.status", dir,
+                   (long)getpid());
+  if (n < 0 || (size_t)n >= sizeof status_path) status_path[0] = '\0';
+}
+
+/*
+ * The output path this process may use: under etch record, the first
+ * process to claim a path keeps it; the others get PATH.PID.ext. The claim
+ * is a file in the run directory named after the path's hash.
+ */
+static char *claim_output(char *path) {
+  const char *dir = getenv("ETCH_RECORD_DIR");
+  if (!dir || dir[0] != '/') return path;
+  char claim[4096];
+  snprintf(claim, sizeof claim, "%s/claim.%016llx", dir,
+           (unsigned long long)etch__hash_bytes(path, strlen(path), 0));
+  int fd = open(claim, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd >= 0) {
+    close(fd);
+    return path;
+  }
+  if (errno != EEXIST) return path;
+  char *own = etch__output_per_pid(path, (long)getpid());
+  if (!own) return path;
+  free(path);
+  return own;
+}
+
 /* ---- the environment session ------------------------------------------------- */
 
 static pthread_mutex_t env_lock = PTHREAD_MUTEX_INITIALIZER;
+/* Held for a whole etch_shutdown: a second caller (the signal watcher while
+ * exit is writing, or the other way round) waits for the first's write. */
+static pthread_mutex_t shutdown_lock = PTHREAD_MUTEX_INITIALIZER;
 static bool env_inited;
 static etch_session *env_session;
 static pid_t env_pid;
 
+static void signals_atfork_child(void);
+
 void etch__session_atfork_child(void) {
   pthread_mutex_init(&env_lock, NULL);
+  pthread_mutex_init(&shutdown_lock, NULL);
   env_session = NULL; /* the parent's; never touched here */
+  status_path[0] = '\0';
+  signals_atfork_child();
 }
 
 static void env_atexit(void) {
   if (getpid() != env_pid) return;
   etch_shutdown();
+}
+
+/* The session's output is written (or failed): say so on stderr (failures)
+ * and in the run directory. */
+static void env_on_output(etch_session *s, int rc, const char *path,
+                          size_t bytes) {
+  (void)s;
+  if (rc) {
+    fprintf(stderr, "etch: %s\n", etch_last_error());
+    status_printf("failed %s", etch_last_error());
+  } else {
+    status_printf("wrote %zu %s", bytes, path);
+  }
 }
 
 static int env_set(etch_config *cfg, const char *var, const char *key) {
@@ -38,6 +153,19 @@ static int env_set(etch_config *cfg, const char *var, const char *key) {
     return etch__error(rc, "%s: %s", var, msg);
   }
   return ETCH_OK;
+}
+
+static void signals_install(void);
+
+static void read_comm(char *out, size_t cap) {
+  out[0] = '\0';
+  int fd = open("/proc/self/comm", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return;
+  ssize_t n = read(fd, out, cap - 1);
+  close(fd);
+  if (n <= 0) return;
+  out[n] = '\0';
+  if (out[n - 1] == '\n') out[n - 1] = '\0';
 }
 
 int etch_init(void) {
@@ -53,6 +181,9 @@ int etch_init(void) {
     pthread_mutex_unlock(&env_lock);
     return ETCH_OK;
   }
+  status_init();
+  char comm[64];
+  read_comm(comm, sizeof comm);
   etch_config *cfg;
   int rc = etch_config_new(&cfg);
   if (rc == ETCH_OK) {
@@ -70,32 +201,215 @@ int etch_init(void) {
     if (!rc) rc = env_set(cfg, "ETCH_FILL", "fill");
     if (!rc) rc = env_set(cfg, "ETCH_DURATION_MS", "duration_ms");
     if (!rc) rc = env_set(cfg, "ETCH_COMPRESSION", "compression");
-    if (!rc) rc = etch_config_set(cfg, "output", out);
+    char *path = NULL;
+    if (!rc) {
+      path = etch__output_resolve(out);
+      if (!path) rc = ETCH_EIO;
+    }
+    if (!rc) {
+      path = claim_output(path);
+      rc = etch_config_set(cfg, "output", path);
+    }
     etch_session *s = NULL;
     if (!rc) rc = etch_session_new(cfg, &s);
-    if (!rc) rc = etch_session_start(s);
+    if (!rc) {
+      s->on_output = env_on_output;
+      rc = etch_session_start(s);
+    }
     if (!rc) {
       env_session = s;
       env_pid = getpid();
       atexit(env_atexit);
+      status_printf("tracing %ld %s\t%s", (long)env_pid, comm, s->cfg.output);
     } else if (s) {
       etch_session_free(s);
     }
+    free(path);
     etch_config_free(cfg);
   }
+  if (!rc) signals_install();
   pthread_mutex_unlock(&env_lock);
-  if (rc) fprintf(stderr, "etch: not tracing: %s\n", etch_last_error());
+  if (rc) {
+    fprintf(stderr, "etch: not tracing: %s\n", etch_last_error());
+    status_printf("error %ld %s\t%s", (long)getpid(), comm, etch_last_error());
+  }
   return rc;
 }
 
 int etch_shutdown(void) {
+  pthread_mutex_lock(&shutdown_lock);
   pthread_mutex_lock(&env_lock);
   etch_session *s = env_session;
   env_session = NULL;
   pthread_mutex_unlock(&env_lock);
-  if (!s) return ETCH_OK;
-  int rc = etch_session_stop(s);
-  if (rc) fprintf(stderr, "etch: %s\n", etch_last_error());
-  etch_session_free(s);
+  int rc = ETCH_OK;
+  if (s) {
+    /* A failed write was reported by env_on_output, whichever thread did
+     * it. */
+    rc = etch_session_stop(s);
+    etch_session_free(s);
+  }
+  pthread_mutex_unlock(&shutdown_lock);
   return rc;
+}
+
+/* ---- signals ------------------------------------------------------------------ */
+
+static const int stop_signals[] = {SIGINT, SIGTERM, SIGHUP};
+static const int fatal_signals[] = {SIGSEGV, SIGABRT, SIGBUS, SIGFPE, SIGILL};
+#define NSIG_HANDLED 8
+
+/* Which signals have etch's handler (installed over SIG_DFL only). */
+static int sig_installed[NSIG_HANDLED];
+static int sig_wake[2] = {-1, -1}; /* handler -> watcher */
+static int sig_done[2] = {-1, -1}; /* watcher -> a waiting fatal handler */
+static int sig_pending;            /* the first signal, atomic */
+static pid_t watcher_tid; /* atomic */
+static uint64_t crash_wait_ms = 2000;
+
+static bool is_fatal(int sig) {
+  for (size_t i = 0; i < ETCH_ARRAY_SIZE(fatal_signals); i++)
+    if (fatal_signals[i] == sig) return true;
+  return false;
+}
+
+/* Async-signal-safe "etch: " + msg on stderr and in the status file. */
+static void say_lost(int sig) {
+  static const char msg[] =
+      "etch: the trace of this process is lost (it died of a signal before "
+      "the trace could be written)\n";
+  ssize_t n = write(2, msg, sizeof msg - 1);
+  (void)n;
+  char line[64] = "lost signal ";
+  size_t len = strlen(line);
+  if (sig >= 10) line[len++] = (char)('0' + sig / 10);
+  line[len++] = (char)('0' + sig % 10);
+  line[len++] = '\n';
+  status_put(line, len);
+}
+
+static void die_of(int sig) {
+  signal(sig, SIG_DFL);
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, sig);
+  pthread_sigmask(SIG_UNBLOCK, &set, NULL);
+  raise(sig);
+}
+
+static void on_signal(int sig) {
+  int saved = errno;
+  if (getpid() != env_pid) { /* a forked child that kept the handler */
+    die_of(sig);
+    errno = saved;
+    return;
+  }
+  int expect = 0;
+  bool first = __atomic_compare_exchange_n(&sig_pending, &expect, sig, false,
+                                           __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+  bool fatal = is_fatal(sig);
+  if (!first || (fatal && gettid() == __atomic_load_n(&watcher_tid, __ATOMIC_RELAXED))) {
+    /* A second signal, or the write itself crashed: give up. */
+    if (fatal || first) say_lost(sig);
+    die_of(sig);
+    errno = saved;
+    return;
+  }
+  unsigned char b = (unsigned char)sig;
+  ssize_t n = write(sig_wake[1], &b, 1);
+  (void)n;
+  if (fatal) {
+    /* Wait for the watcher's write, a bounded time; then die. */
+    struct pollfd p = {.fd = sig_done[0], .events = POLLIN};
+    if (poll(&p, 1, (int)crash_wait_ms) <= 0) say_lost(sig);
+    die_of(sig);
+  }
+  errno = saved;
+}
+
+static void *watcher_main(void *arg) {
+  (void)arg;
+  __atomic_store_n(&watcher_tid, gettid(), __ATOMIC_RELAXED);
+  unsigned char b;
+  ssize_t n;
+  do {
+    n = read(sig_wake[0], &b, 1);
+  } while (n < 0 && errno == EINTR);
+  if (n != 1) return NULL;
+  int sig = b;
+  if (is_fatal(sig))
+    fprintf(stderr, "etch: %s: writing the trace before the process dies\n",
+            strsignal(sig));
+  etch_shutdown();
+  unsigned char done = 1;
+  n = write(sig_done[1], &done, 1);
+  if (!is_fatal(sig)) {
+    status_printf("signal %d", sig);
+    die_of(sig);
+  }
+  return NULL;
+}
+
+static void signals_install(void) {
+  const char *w = getenv("ETCH_CRASH_WAIT_MS");
+  if (w && *w) crash_wait_ms = strtoull(w, NULL, 10);
+  if (pipe2(sig_wake, O_CLOEXEC) != 0) return;
+  if (pipe2(sig_done, O_CLOEXEC) != 0) {
+    close(sig_wake[0]);
+    close(sig_wake[1]);
+    sig_wake[0] = sig_wake[1] = -1;
+    return;
+  }
+  /* The watcher takes no asynchronous signals: they go to the program's
+   * threads, whose handlers only wake it. */
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, &old);
+  pthread_t t;
+  pthread_attr_t a;
+  pthread_attr_init(&a);
+  pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+  int rc = pthread_create(&t, &a, watcher_main, NULL);
+  pthread_attr_destroy(&a);
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  if (rc != 0) return;
+  pthread_setname_np(t, "etch-signals");
+  size_t k = 0;
+  const int *lists[2] = {stop_signals, fatal_signals};
+  size_t lens[2] = {ETCH_ARRAY_SIZE(stop_signals),
+                    ETCH_ARRAY_SIZE(fatal_signals)};
+  for (int l = 0; l < 2; l++) {
+    for (size_t i = 0; i < lens[l]; i++) {
+      int sig = lists[l][i];
+      struct sigaction cur;
+      if (sigaction(sig, NULL, &cur) != 0) continue;
+      /* Only where the program has not put a handler of its own. */
+      if ((cur.sa_flags & SA_SIGINFO) || cur.sa_handler != SIG_DFL) continue;
+      struct sigaction sa;
+      memset(&sa, 0, sizeof sa);
+      sa.sa_handler = on_signal;
+      sigemptyset(&sa.sa_mask);
+      sa.sa_flags = SA_RESTART;
+      if (sigaction(sig, &sa, NULL) == 0 && k < NSIG_HANDLED)
+        sig_installed[k++] = sig;
+    }
+  }
+}
+
+/* A fork child has no watcher and no session of the parent's: its signals
+ * take their default action again (where etch had put its handler). */
+static void signals_atfork_child(void) {
+  for (size_t i = 0; i < NSIG_HANDLED && sig_installed[i]; i++) {
+    struct sigaction cur;
+    if (sigaction(sig_installed[i], NULL, &cur) == 0 &&
+        !(cur.sa_flags & SA_SIGINFO) && cur.sa_handler == on_signal)
+      signal(sig_installed[i], SIG_DFL);
+    sig_installed[i] = 0;
+  }
+  for (int i = 0; i < 2; i++) {
+    if (sig_wake[i] >= 0) close(sig_wake[i]);
+    if (sig_done[i] >= 0) close(sig_done[i]);
+    sig_wake[i] = sig_done[i] = -1;
+  }
+  __atomic_store_n(&sig_pending, 0, __ATOMIC_RELAXED);
 }

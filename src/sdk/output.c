@@ -319,13 +319,33 @@ static int write_all(const char *path, const char *name, const uint8_t *data,
   return ETCH_OK;
 }
 
+/* True when `path` is a regular file that is not the one that was there
+ * when the session was made: another process wrote it meanwhile. */
+static bool written_by_another(const etch_session *s, const char *path) {
+  struct stat st;
+  if (stat(path, &st) != 0 || !S_ISREG(st.st_mode)) return false;
+  if (!s->out_existed) return true;
+  uint64_t mtime = (uint64_t)st.st_mtim.tv_sec * 1000000000ull +
+                   (uint64_t)st.st_mtim.tv_nsec;
+  return (uint64_t)st.st_dev != s->out_dev ||
+         (uint64_t)st.st_ino != s->out_ino || mtime != s->out_mtime_ns;
+}
+
 /*
  * A regular file (or a new one) is written under a temporary name next to
  * it and renamed into place, so that nobody ever sees half a trace and a
  * failed write leaves the old file alone. Anything else (a pipe, a device)
  * is written directly.
+ *
+ * The session's own output is never written over another process's trace:
+ * when the file changed since the session was made (two processes with one
+ * ETCH_OUT at once), this one goes to PATH with ".PID" before its
+ * extension, and a line on stderr says so.
  */
-int etch__session_write_output(etch_session *s, const char *path) {
+int etch__session_write_output(etch_session *s, const char *path,
+                               char **written, size_t *bytes) {
+  if (written) *written = NULL;
+  if (bytes) *bytes = 0;
   uint8_t *data;
   size_t len;
   int rc = etch__session_serialize(s, &data, &len);
@@ -334,12 +354,29 @@ int etch__session_write_output(etch_session *s, const char *path) {
   if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
     rc = write_all(path, path, data, len);
     free(data);
+    if (!rc && bytes) *bytes = len;
+    if (!rc && written) *written = etch__strdup(path);
     return rc;
+  }
+  char *own = NULL;
+  if (s->cfg.output && strcmp(path, s->cfg.output) == 0 &&
+      written_by_another(s, path)) {
+    own = etch__output_per_pid(path, (long)getpid());
+    if (!own) {
+      free(data);
+      return etch__error(ETCH_ENOMEM, "out of memory writing '%s'", path);
+    }
+    fprintf(stderr,
+            "etch: %s was written by another process while this one (pid %ld) "
+            "ran; its trace goes to %s\n",
+            path, (long)getpid(), own);
+    path = own;
   }
   size_t plen = strlen(path);
   char *tmp = (char *)malloc(plen + 32);
   if (!tmp) {
     free(data);
+    free(own);
     return etch__error(ETCH_ENOMEM, "out of memory writing '%s'", path);
   }
   static uint32_t seq; /* two writes of one process at once: two names */
@@ -352,5 +389,8 @@ int etch__session_write_output(etch_session *s, const char *path) {
                      strerror(errno));
   if (rc) unlink(tmp);
   free(tmp);
+  if (!rc && bytes) *bytes = len;
+  if (!rc && written) *written = own ? own : etch__strdup(path);
+  else free(own);
   return rc;
 }

@@ -143,7 +143,17 @@ struct etch_session {
   uint32_t refs;
   bool owner_released;
   bool timer_started;
-  bool output_written;
+  bool output_written;  /* the output write has begun (once per session) */
+  bool output_busy;     /* ... and has not finished: stop waits for it */
+  int output_rc;        /* its result, and its message */
+  char output_err[256];
+  /* The output file as it was when the session was made, to notice
+   * another process writing it meanwhile (etch__session_write_output). */
+  bool out_existed;
+  uint64_t out_dev, out_ino, out_mtime_ns;
+  /* Called once the output write is over (rc, the path written, bytes);
+   * set by the environment session. */
+  void (*on_output)(etch_session *s, int rc, const char *path, size_t bytes);
   pthread_t timer;
   uint64_t reset_interval_ns;
   uint64_t start_ns;
@@ -186,7 +196,21 @@ void etch__session_release(etch_session *s);
 
 /* Serialises a session's buffer into a whole trace (file bytes). */
 int etch__session_serialize(etch_session *s, uint8_t **data, size_t *len);
-int etch__session_write_output(etch_session *s, const char *path);
+/* Writes the trace to `path`; *written (if not NULL) gets the path really
+ * written (malloc'd: another name when another process wrote `path`
+ * during the session) and *bytes its size. */
+int etch__session_write_output(etch_session *s, const char *path,
+                               char **written, size_t *bytes);
+/*
+ * The output path of a config as the session will use it: %p becomes the
+ * pid, %% a percent sign, and a relative path is made absolute against the
+ * current directory (so a later chdir() does not move the trace). The
+ * directory must be writable. Returns a malloc'd path, or NULL with the
+ * error set.
+ */
+char *etch__output_resolve(const char *spec);
+/* `path` with ".PID" before its extension ("t.pftrace" -> "t.123.pftrace"). */
+char *etch__output_per_pid(const char *path, long pid);
 
 /* ---- writers -------------------------------------------------------------------- */
 

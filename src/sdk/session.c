@@ -7,9 +7,11 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "sdk/sdk.h"
@@ -194,6 +196,86 @@ int etch_config_parse(etch_config *cfg, const char *text) {
   return rc;
 }
 
+/* ---- output paths ------------------------------------------------------------- */
+
+char *etch__output_resolve(const char *spec) {
+  char pid[24];
+  snprintf(pid, sizeof pid, "%ld", (long)getpid());
+  size_t cap = strlen(spec) * 22 + 2;
+  char *exp = (char *)etch__malloc(cap);
+  if (!exp) return NULL;
+  size_t n = 0;
+  for (const char *p = spec; *p; p++) {
+    if (p[0] == '%' && p[1] == 'p') {
+      memcpy(exp + n, pid, strlen(pid));
+      n += strlen(pid);
+      p++;
+    } else if (p[0] == '%' && p[1] == '%') {
+      exp[n++] = '%';
+      p++;
+    } else {
+      exp[n++] = *p;
+    }
+  }
+  exp[n] = '\0';
+  char *abs = exp;
+  if (exp[0] != '/') {
+    char *cwd = getcwd(NULL, 0);
+    if (!cwd) {
+      etch__error(ETCH_EIO, "cannot write trace to '%s': current directory: %s",
+                  exp, strerror(errno));
+      free(exp);
+      return NULL;
+    }
+    size_t len = strlen(cwd) + 1 + n + 1;
+    abs = (char *)etch__malloc(len);
+    if (abs) snprintf(abs, len, "%s/%s", cwd, exp);
+    free(cwd);
+    free(exp);
+    if (!abs) return NULL;
+  }
+  /* Checked now rather than after the whole run: a file that is there
+   * must be writable unless it is replaced (regular files are written
+   * under a temporary name and renamed, which needs the directory). */
+  struct stat st;
+  int bad = 0;
+  if (stat(abs, &st) == 0 && !S_ISREG(st.st_mode)) {
+    if (access(abs, W_OK) != 0) bad = errno;
+  } else {
+    char *d = etch__strdup(abs);
+    if (!d) {
+      free(abs);
+      return NULL;
+    }
+    const char *dir = dirname(d);
+    if (stat(dir, &st) != 0)
+      bad = errno;
+    else if (!S_ISDIR(st.st_mode))
+      bad = ENOTDIR;
+    else if (access(dir, W_OK | X_OK) != 0)
+      bad = errno;
+    free(d);
+  }
+  if (bad) {
+    etch__error(ETCH_EIO, "cannot write trace to '%s': %s", abs, strerror(bad));
+    free(abs);
+    return NULL;
+  }
+  return abs;
+}
+
+char *etch__output_per_pid(const char *path, long pid) {
+  const char *slash = strrchr(path, '/');
+  const char *base = slash ? slash + 1 : path;
+  const char *dot = strrchr(base, '.');
+  if (!dot || dot == base) dot = base + strlen(base);
+  size_t head = (size_t)(dot - path);
+  size_t len = strlen(path) + 24;
+  char *out = (char *)etch__malloc(len);
+  if (out) snprintf(out, len, "%.*s.%ld%s", (int)head, path, pid, dot);
+  return out;
+}
+
 /* ---- sessions ----------------------------------------------------------------- */
 
 int etch_session_new(const etch_config *cfg, etch_session **out) {
@@ -212,6 +294,25 @@ int etch_session_new(const etch_config *cfg, etch_session **out) {
   if (rc) {
     free(s);
     return rc;
+  }
+  if (s->cfg.output) {
+    char *abs = etch__output_resolve(s->cfg.output);
+    if (!abs) {
+      free(s->cfg.categories);
+      free(s->cfg.output);
+      free(s);
+      return ETCH_EIO;
+    }
+    free(s->cfg.output);
+    s->cfg.output = abs;
+    struct stat st;
+    if (stat(abs, &st) == 0 && S_ISREG(st.st_mode)) {
+      s->out_existed = true;
+      s->out_dev = (uint64_t)st.st_dev;
+      s->out_ino = (uint64_t)st.st_ino;
+      s->out_mtime_ns = (uint64_t)st.st_mtim.tv_sec * 1000000000ull +
+                        (uint64_t)st.st_mtim.tv_nsec;
+    }
   }
   rc = etch__filter_parse(&s->filter, s->cfg.categories);
   if (rc == ETCH_OK)
@@ -329,6 +430,12 @@ int etch_session_flush(etch_session *s) {
   return ETCH_OK;
 }
 
+/*
+ * Stopping writes the output once. Whoever stops a session that is being
+ * written by another thread (the duration timer, a signal) waits for that
+ * write and returns its result, so an exit right after the timer fired
+ * still leaves the whole trace behind.
+ */
 int etch_session_stop(etch_session *s) {
   if (!s) return etch__error(ETCH_EINVAL, "etch_session_stop: NULL session");
   pthread_mutex_lock(&etch__g.lock);
@@ -342,17 +449,37 @@ int etch_session_stop(etch_session *s) {
   pthread_mutex_lock(&s->lock);
   pthread_cond_broadcast(&s->cond);
   bool write = was_running && s->cfg.output && !s->output_written;
-  if (write) s->output_written = true;
+  if (write) {
+    s->output_written = true;
+    s->output_busy = true;
+  }
+  while (!write && s->output_busy) pthread_cond_wait(&s->cond, &s->lock);
+  int rc = write ? ETCH_OK : s->output_rc;
+  char msg[sizeof s->output_err];
+  memcpy(msg, s->output_err, sizeof msg);
   pthread_mutex_unlock(&s->lock);
-  if (write) return etch__session_write_output(s, s->cfg.output);
-  return ETCH_OK;
+  if (!write) return rc ? etch__error(rc, "%s", msg) : ETCH_OK;
+
+  char *path = NULL;
+  size_t bytes = 0;
+  rc = etch__session_write_output(s, s->cfg.output, &path, &bytes);
+  if (rc) snprintf(msg, sizeof msg, "%s", etch_last_error());
+  if (s->on_output) s->on_output(s, rc, path ? path : s->cfg.output, bytes);
+  free(path);
+  pthread_mutex_lock(&s->lock);
+  s->output_busy = false;
+  s->output_rc = rc;
+  if (rc) memcpy(s->output_err, msg, sizeof msg);
+  pthread_cond_broadcast(&s->cond);
+  pthread_mutex_unlock(&s->lock);
+  return rc ? etch__error(rc, "%s", msg) : ETCH_OK;
 }
 
 int etch_session_write_file(etch_session *s, const char *path) {
   if (!s || !path || !*path)
     return etch__error(ETCH_EINVAL, "etch_session_write_file: %s",
                        !s ? "NULL session" : "empty path");
-  return etch__session_write_output(s, path);
+  return etch__session_write_output(s, path, NULL, NULL);
 }
 
 int etch_session_read(etch_session *s, uint8_t **data, size_t *len) {

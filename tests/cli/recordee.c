@@ -1,19 +1,46 @@
 /*
  * recordee.c - a program for `etch record` tests: one "work" slice holding
- * N "step" slices (N from argv[1]), all in category "test".
+ * N "step" slices (N from argv[1]), all in category "test". argv[2], if
+ * given, says how the run ends:
+ *
+ *   chdir DIR     chdir(DIR) after etch_init, then return
+ *   sleep MS      sleep MS milliseconds after the slices, then return
+ *   wait FILE     create FILE after the slices, then wait for a signal
+ *   abort         abort() after the slices
+ *   _exit         _exit(0) after the slices
  */
+#define _GNU_SOURCE
 #include <etch/etch.h>
+#include <fcntl.h>
 #include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 ETCH_CATEGORY_DEFINE(test, "test", "etch record tests", "");
 
 int main(int argc, char **argv) {
   int n = argc > 1 ? atoi(argv[1]) : 1;
+  const char *mode = argc > 2 ? argv[2] : "";
+  const char *arg = argc > 3 ? argv[3] : "";
   etch_init();
+  if (!strcmp(mode, "chdir") && chdir(arg) != 0) return 3;
   ETCH_SLICE_BEGIN(test, "work");
   for (int i = 0; i < n; i++) {
     ETCH_SCOPE(test, "step", ETCH_ARG_INT("i", i));
   }
   ETCH_SLICE_END(test);
+  if (!strcmp(mode, "sleep")) {
+    struct timespec ts = {atoi(arg) / 1000, (atoi(arg) % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+  } else if (!strcmp(mode, "wait")) {
+    int fd = open(arg, O_WRONLY | O_CREAT, 0644);
+    if (fd >= 0) close(fd);
+    for (;;) pause();
+  } else if (!strcmp(mode, "abort")) {
+    abort();
+  } else if (!strcmp(mode, "_exit")) {
+    _exit(0);
+  }
   return 0;
 }

@@ -5,6 +5,7 @@
  * 2 usage error. Errors go to stderr as "etch: <message>".
  */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -427,6 +428,119 @@ static void fmt_size(char *buf, size_t n, long long bytes) {
     snprintf(buf, n, "%.1f MiB", (double)bytes / (1024 * 1024));
 }
 
+/*
+ * What became of one process's trace, from the status file libetch leaves
+ * in the run directory (ETCH_RECORD_DIR): "tracing PID COMM\tPATH" once it
+ * started, then "wrote BYTES PATH", "failed MESSAGE", "lost signal N" or
+ * "signal N"; "error PID COMM\tMESSAGE" when it could not start.
+ */
+typedef struct rec_proc {
+  long pid;
+  char comm[64];
+  char *path;  /* the trace written, or the one it meant to write */
+  char *msg;   /* error or failure */
+  long long bytes;
+  bool started, wrote, failed, error;
+  int lost_sig;
+} rec_proc;
+
+static char *dup_str(const char *s) {
+  char *d = strdup(s ? s : "");
+  if (!d) abort();
+  return d;
+}
+
+static void rec_parse(rec_proc *p, char *text) {
+  for (char *save = NULL, *line = strtok_r(text, "\n", &save); line;
+       line = strtok_r(NULL, "\n", &save)) {
+    char *tab = strchr(line, '\t');
+    if (!strncmp(line, "tracing ", 8) || !strncmp(line, "error ", 6)) {
+      bool err = line[0] == 'e';
+      if (tab) *tab = '\0';
+      char *rest = line + (err ? 6 : 8);
+      p->pid = strtol(rest, &rest, 10);
+      if (*rest == ' ') rest++;
+      snprintf(p->comm, sizeof p->comm, "%s", rest);
+      if (err) {
+        p->error = true;
+        free(p->msg);
+        p->msg = dup_str(tab ? tab + 1 : "");
+      } else {
+        p->started = true;
+        free(p->path);
+        p->path = dup_str(tab ? tab + 1 : "");
+      }
+    } else if (!strncmp(line, "wrote ", 6)) {
+      char *rest = line + 6;
+      p->bytes = strtoll(rest, &rest, 10);
+      if (*rest == ' ') rest++;
+      p->wrote = true;
+      free(p->path);
+      p->path = dup_str(rest);
+    } else if (!strncmp(line, "failed ", 7)) {
+      p->failed = true;
+      free(p->msg);
+      p->msg = dup_str(line + 7);
+    } else if (!strncmp(line, "lost signal ", 12)) {
+      p->lost_sig = atoi(line + 12);
+    }
+  }
+}
+
+static int rec_cmp(const void *a, const void *b) {
+  const rec_proc *x = (const rec_proc *)a, *y = (const rec_proc *)b;
+  return (x->pid > y->pid) - (x->pid < y->pid);
+}
+
+/* Reads and removes the run directory; returns the processes by pid. */
+static rec_proc *rec_collect(const char *dir, size_t *n) {
+  rec_proc *procs = NULL;
+  size_t cap = 0;
+  *n = 0;
+  DIR *d = opendir(dir);
+  if (!d) return NULL;
+  struct dirent *e;
+  while ((e = readdir(d))) {
+    if (e->d_name[0] == '.') continue;
+    char path[PATH_MAX + 256];
+    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+    size_t len = strlen(e->d_name);
+    if (len > 7 && !strcmp(e->d_name + len - 7, ".status")) {
+      FILE *f = fopen(path, "r");
+      if (f) {
+        char *text = NULL;
+        size_t tcap = 0;
+        ssize_t got = getdelim(&text, &tcap, '\0', f);
+        fclose(f);
+        if (got > 0) {
+          if (*n == cap) {
+            cap = cap ? cap * 2 : 8;
+            procs = (rec_proc *)realloc(procs, cap * sizeof *procs);
+            if (!procs) abort();
+          }
+          rec_proc *p = &procs[(*n)++];
+          memset(p, 0, sizeof *p);
+          p->pid = atol(e->d_name);
+          rec_parse(p, text);
+        }
+        free(text);
+      }
+    }
+    unlink(path);
+  }
+  closedir(d);
+  rmdir(dir);
+  if (*n) qsort(procs, *n, sizeof *procs, rec_cmp);
+  return procs;
+}
+
+/* `path` relative to the current directory when it lies under it. */
+static const char *rec_show(const char *path, const char *cwd) {
+  size_t n = cwd ? strlen(cwd) : 0;
+  if (n && !strncmp(path, cwd, n) && path[n] == '/') return path + n + 1;
+  return path;
+}
+
 static int cmd_record(int argc, char **argv) {
   const command *cmd = find_command("record");
   opts o;
@@ -442,6 +556,9 @@ static int cmd_record(int argc, char **argv) {
       out_path = opt_value(&o, opt, cmd, &rc);
     } else if (is_opt(opt, "-c") || is_opt(opt, "--categories")) {
       cats = opt_value(&o, opt, cmd, &rc);
+      if (!rc && cats && !*cats)
+        rc = usage_error(cmd, "%s: an empty category list records nothing "
+                              "('*' records every category)", opt);
     } else {
       rc = usage_error(cmd, "unknown option %s", opt);
     }
@@ -465,10 +582,24 @@ static int cmd_record(int argc, char **argv) {
     free(o.operands);
     return rc;
   }
+  /* The run directory where each traced process says what became of its
+   * trace (libetch's env.c). */
+  const char *tmpdir = getenv("TMPDIR");
+  char run_dir[PATH_MAX];
+  snprintf(run_dir, sizeof run_dir, "%s/etch-record.XXXXXX",
+           tmpdir && *tmpdir ? tmpdir : "/tmp");
+  if (!mkdtemp(run_dir)) {
+    rc = runtime_error("cannot make a run directory in %s: %s",
+                       tmpdir && *tmpdir ? tmpdir : "/tmp", strerror(errno));
+    free(o.operands);
+    return rc;
+  }
+  setenv("ETCH_RECORD_DIR", run_dir, 1);
   setenv("ETCH_OUT", out_path, 1);
   if (cats) setenv("ETCH_CATEGORIES", cats, 1);
 
-  /* Ctrl-C goes to the program (same process group); etch waits for it. */
+  /* Ctrl-C goes to the program (same process group), whose libetch writes
+   * the trace before it ends; etch waits for it. */
   struct sigaction ign = {.sa_handler = SIG_IGN}, old_int, old_quit;
   sigaction(SIGINT, &ign, &old_int);
   sigaction(SIGQUIT, &ign, &old_quit);
@@ -490,37 +621,95 @@ static int cmd_record(int argc, char **argv) {
   }
   sigaction(SIGINT, &old_int, NULL);
   sigaction(SIGQUIT, &old_quit, NULL);
+  size_t nprocs;
+  rec_proc *procs = rec_collect(run_dir, &nprocs);
   if (err) {
     rc = runtime_error("cannot run %s: %s", o.operands[0], strerror(err));
+    free(procs);
     free(o.operands);
     return rc;
   }
+  const char *prog = o.operands[0];
   bool failed = false;
   if (WIFEXITED(status) && WEXITSTATUS(status) != 0) {
-    fprintf(stderr, "etch: %s exited with status %d\n", o.operands[0],
+    fprintf(stderr, "etch: %s exited with status %d\n", prog,
             WEXITSTATUS(status));
     failed = true;
+  } else if (WIFSIGNALED(status) && WTERMSIG(status) == SIGINT) {
+    fprintf(stderr, "etch: %s was interrupted (SIGINT)\n", prog);
   } else if (WIFSIGNALED(status)) {
-    fprintf(stderr, "etch: %s was killed by signal %d (%s)\n", o.operands[0],
+    fprintf(stderr, "etch: %s was killed by signal %d (%s)\n", prog,
             WTERMSIG(status), strsignal(WTERMSIG(status)));
     failed = true;
   }
-  struct stat sb;
-  if (stat(out_path, &sb) != 0) {
-    rc = runtime_error("%s wrote no trace to %s (is it linked with libetch "
-                       "and does it call etch_init()?)",
-                       o.operands[0], out_path);
-    free(o.operands);
-    return rc;
+
+  /* What each process did with its trace. */
+  char *cwd = getcwd(NULL, 0);
+  size_t nwrote = 0;
+  for (size_t i = 0; i < nprocs; i++) {
+    rec_proc *p = &procs[i];
+    if (p->wrote) {
+      nwrote++;
+    } else if (p->error) {
+      fprintf(stderr, "etch: %s (pid %ld) did not trace: %s\n", p->comm,
+              p->pid, p->msg);
+    } else if (p->failed) {
+      fprintf(stderr, "etch: %s (pid %ld) could not write its trace: %s\n",
+              p->comm, p->pid, p->msg);
+    } else if (p->lost_sig) {
+      fprintf(stderr,
+              "etch: %s (pid %ld) died of signal %d (%s) before its trace "
+              "could be written: the trace is lost\n",
+              p->comm, p->pid, p->lost_sig, strsignal(p->lost_sig));
+    } else if (p->started) {
+      fprintf(stderr,
+              "etch: %s (pid %ld) ended without writing its trace (it was "
+              "killed by SIGKILL, called _exit(), or replaced itself with "
+              "exec): the trace is lost\n",
+              p->comm, p->pid);
+    }
   }
-  char size[32];
-  fmt_size(size, sizeof size, (long long)sb.st_size);
-  printf("trace: %s (%s)\n\n", out_path, size);
-  fflush(stdout);
-  etch__stats_opts so = {.top = 5, .compact = true};
-  rc = stats_of(out_path, &so);
+  if (nprocs == 0) {
+    rc = runtime_error("%s wrote no trace: no process of it started tracing "
+                       "(is it linked with libetch, and does it call "
+                       "etch_init()?)",
+                       prog);
+  } else if (nwrote == 0) {
+    rc = runtime_error("%s wrote no trace (see above)", prog);
+  } else {
+    if (nwrote > 1)
+      printf("%zu processes wrote traces:\n", nwrote);
+    for (size_t i = 0; i < nprocs; i++) {
+      rec_proc *p = &procs[i];
+      if (!p->wrote) continue;
+      char size[32];
+      fmt_size(size, sizeof size, p->bytes);
+      if (nwrote == 1)
+        printf("trace: %s (%s)\n", rec_show(p->path, cwd), size);
+      else
+        printf("  %s (%s)  %s, pid %ld\n", rec_show(p->path, cwd), size,
+               p->comm, p->pid);
+    }
+    for (size_t i = 0; i < nprocs && !rc; i++) {
+      rec_proc *p = &procs[i];
+      if (!p->wrote) continue;
+      if (nwrote > 1)
+        printf("\n== %s (%s, pid %ld)\n", rec_show(p->path, cwd), p->comm,
+               p->pid);
+      printf("\n");
+      fflush(stdout);
+      etch__stats_opts so = {.top = 5, .compact = true};
+      rc = stats_of(p->path, &so);
+    }
+  }
+  for (size_t i = 0; i < nprocs; i++) {
+    free(procs[i].path);
+    free(procs[i].msg);
+  }
+  free(procs);
+  free(cwd);
   free(o.operands);
-  if (!rc && failed) rc = EXIT_RUNTIME;
+  if (!rc && (failed || nwrote < nprocs)) rc = EXIT_RUNTIME;
   return rc;
 }
 
@@ -534,12 +723,17 @@ static const command kCommands[] = {
      "\n"
      "Runs PROGRAM with ETCH_OUT (and ETCH_CATEGORIES) in its environment, so\n"
      "the etch SDK in it records the whole run, waits for it, then prints\n"
-     "where the trace is and a short summary of what is in it.\n"
+     "where the trace is and a short summary of what is in it. Every process\n"
+     "of the run that links libetch writes a trace: the first keeps OUT, the\n"
+     "others write OUT.PID.pftrace, and all are listed. Ctrl-C ends the\n"
+     "program with its trace written. A process that dies without writing\n"
+     "its trace (SIGKILL, _exit(), a crash) is named, with the reason.\n"
      "\n"
      "  -o, --output PATH      trace file (default etch-YYYYmmdd-HHMMSS.pftrace)\n"
      "  -c, --categories LIST  categories to record, e.g. 'render,io,-debug'\n"
      "\n"
-     "Exit status 1 if the program failed or wrote no trace.\n"},
+     "Exit status 1 if the program failed (other than by Ctrl-C) or a\n"
+     "process of it lost its trace.\n"},
     {"stats", cmd_stats, "where the time went: top slices, threads, counters, data loss",
      "etch stats [--top N] [--compact] [--json] TRACE\n"
      "\n"

@@ -1,0 +1,335 @@
+/*
+ * record_test.c - nothing lost between a traced program and its trace file:
+ * the duration timer against a quick exit, several processes of one run,
+ * a program that changes directory, an unwritable ETCH_OUT, Ctrl-C,
+ * abort() and _exit() under `etch record`, and what etch record says.
+ *
+ * ETCH_BIN is the built etch binary, ETCH_RECORDEE tests/cli/recordee.c.
+ * Traces are checked with `etch query` (exact counts of each slice name).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "test.h"
+
+extern char **environ;
+
+typedef struct proc_result {
+  int status; /* exit status, or 128 + signal */
+  char *out, *err;
+} proc_result;
+
+static char *slurp(const char *path) {
+  size_t len;
+  char *s = (char *)etch_test_read_file(path, &len);
+  if (!s) return strdup("");
+  s = realloc(s, len + 1);
+  s[len] = '\0';
+  return s;
+}
+
+static pid_t spawn(const char *const *argv, bool own_group, int *n_run) {
+  const char *dir = etch_test_tmpdir();
+  char out_path[512], err_path[512];
+  snprintf(out_path, sizeof out_path, "%s/stdout.%d", dir, *n_run);
+  snprintf(err_path, sizeof err_path, "%s/stderr.%d", dir, *n_run);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&fa, 1, out_path,
+                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_addopen(&fa, 2, err_path,
+                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  if (own_group) {
+    posix_spawnattr_setpgroup(&attr, 0);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+  }
+  pid_t pid;
+  if (posix_spawn(&pid, argv[0], &fa, &attr, (char *const *)argv, environ) != 0)
+    FAIL("cannot run %s", argv[0]);
+  posix_spawn_file_actions_destroy(&fa);
+  posix_spawnattr_destroy(&attr);
+  return pid;
+}
+
+static proc_result finish(pid_t pid, int n_run) {
+  int st;
+  while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+  }
+  const char *dir = etch_test_tmpdir();
+  char out_path[512], err_path[512];
+  snprintf(out_path, sizeof out_path, "%s/stdout.%d", dir, n_run);
+  snprintf(err_path, sizeof err_path, "%s/stderr.%d", dir, n_run);
+  proc_result r;
+  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  r.out = slurp(out_path);
+  r.err = slurp(err_path);
+  return r;
+}
+
+static int n_runs;
+static proc_result run(const char *const *argv) {
+  int n = n_runs++;
+  return finish(spawn(argv, false, &n), n);
+}
+#define RUN(...) run((const char *const[]){__VA_ARGS__, NULL})
+
+static void done(proc_result *r) {
+  free(r->out);
+  free(r->err);
+}
+
+#define ASSERT_CONTAINS(hay, needle)                    \
+  do {                                                  \
+    if (!strstr((hay), (needle)))                       \
+      FAIL("expected \"%s\" in:\n%s", (needle), (hay)); \
+  } while (0)
+
+/* "step,N\nwork,1\n" for a recordee run of N steps. */
+static void assert_steps(const char *trace, int steps) {
+  proc_result r = RUN(ETCH_BIN, "query", "--csv", trace,
+                      "select name, count(*) from slice group by name "
+                      "order by name");
+  if (r.status != 0) FAIL("etch query %s: %s", trace, r.err);
+  char want[128];
+  snprintf(want, sizeof want, "name,count(*)\nstep,%d\nwork,1\n", steps);
+  ASSERT_EQ_STR(r.out, want);
+  done(&r);
+}
+
+static const char *tmp_path(const char *name) {
+  static char buf[8][512];
+  static int k;
+  char *p = buf[k++ % 8];
+  snprintf(p, 512, "%s/%s", etch_test_tmpdir(), name);
+  return p;
+}
+
+static bool exists(const char *path) {
+  struct stat st;
+  return stat(path, &st) == 0;
+}
+
+/* The duration timer fires while the program is about to return: exit
+ * waits for the write in progress (a 256 MiB ring makes it long). */
+TEST(duration_timer_then_quick_exit_keeps_the_trace) {
+  for (int round = 0; round < 3; round++) {
+    const char *trace = tmp_path("d.pftrace");
+    unlink(trace);
+    setenv("ETCH_OUT", trace, 1);
+    setenv("ETCH_DURATION_MS", "20", 1);
+    setenv("ETCH_BUFFER_KB", "262144", 1);
+    proc_result r = RUN(ETCH_RECORDEE, "4", "sleep", "25");
+    ASSERT_EQ_INT(r.status, 0);
+    ASSERT_EQ_STR(r.err, "");
+    if (!exists(trace)) FAIL("round %d: no trace written", round);
+    done(&r);
+    assert_steps(trace, 4);
+  }
+}
+
+/* Two processes of one run, one after the other: both traces kept and
+ * listed, each with its own events. */
+TEST(record_keeps_every_process_trace) {
+  const char *trace = tmp_path("multi.pftrace");
+  char script[1024];
+  snprintf(script, sizeof script, "%s 2 && %s 3", ETCH_RECORDEE,
+           ETCH_RECORDEE);
+  proc_result r = RUN(ETCH_BIN, "record", "-o", trace, "--", "/bin/sh", "-c",
+                      script);
+  ASSERT_EQ_INT(r.status, 0);
+  ASSERT_CONTAINS(r.out, "2 processes wrote traces:\n");
+  /* The first keeps the name, the second writes NAME.PID.pftrace. */
+  char first[600];
+  snprintf(first, sizeof first, "  %s (", trace);
+  ASSERT_CONTAINS(r.out, first);
+  const char *second = strstr(r.out, "multi.");
+  ASSERT_TRUE(second != NULL);
+  second = strstr(second + 1, "multi.");
+  ASSERT_TRUE(second != NULL);
+  long pid = strtol(second + 6, NULL, 10);
+  ASSERT_TRUE(pid > 0);
+  char other[600];
+  snprintf(other, sizeof other, "%s/multi.%ld.pftrace", etch_test_tmpdir(), pid);
+  ASSERT_CONTAINS(r.out, other);
+  ASSERT_EQ_STR(r.err, "");
+  done(&r);
+  assert_steps(trace, 2);
+  assert_steps(other, 3);
+}
+
+/* Without etch record: two processes at once with one ETCH_OUT. The one
+ * that finishes second finds the file written during its run and writes
+ * its own name instead, saying so. */
+TEST(concurrent_processes_one_out_never_overwrite) {
+  const char *trace = tmp_path("both.pftrace");
+  setenv("ETCH_OUT", trace, 1);
+  int na = n_runs++, nb = n_runs++;
+  pid_t a = spawn((const char *const[]){ETCH_RECORDEE, "2", "sleep", "300",
+                                        NULL},
+                  false, &na);
+  pid_t b = spawn((const char *const[]){ETCH_RECORDEE, "5", "sleep", "10",
+                                        NULL},
+                  false, &nb);
+  proc_result rb = finish(b, nb);
+  proc_result ra = finish(a, na);
+  ASSERT_EQ_INT(ra.status, 0);
+  ASSERT_EQ_INT(rb.status, 0);
+  ASSERT_EQ_STR(rb.err, "");
+  char other[600];
+  snprintf(other, sizeof other, "%s/both.%ld.pftrace", etch_test_tmpdir(),
+           (long)a);
+  char want[2048];
+  snprintf(want, sizeof want,
+           "etch: %s was written by another process while this one (pid %ld) "
+           "ran; its trace goes to %s\n",
+           trace, (long)a, other);
+  ASSERT_EQ_STR(ra.err, want);
+  done(&ra);
+  done(&rb);
+  assert_steps(trace, 5);
+  assert_steps(other, 2);
+}
+
+TEST(out_with_pid_pattern) {
+  setenv("ETCH_OUT", tmp_path("p-%p.pftrace"), 1);
+  int n = n_runs++;
+  pid_t pid = spawn((const char *const[]){ETCH_RECORDEE, "3", NULL}, false, &n);
+  proc_result r = finish(pid, n);
+  ASSERT_EQ_INT(r.status, 0);
+  done(&r);
+  char want[600];
+  snprintf(want, sizeof want, "%s/p-%ld.pftrace", etch_test_tmpdir(), (long)pid);
+  assert_steps(want, 3);
+}
+
+/* A relative ETCH_OUT means the directory the program started tracing in,
+ * whatever it does after. */
+TEST(relative_out_resolved_at_init) {
+  if (chdir(etch_test_tmpdir()) != 0) FAIL("chdir");
+  mkdir("elsewhere", 0755);
+  setenv("ETCH_OUT", "rel.pftrace", 1);
+  proc_result r = RUN(ETCH_RECORDEE, "2", "chdir", "elsewhere");
+  ASSERT_EQ_INT(r.status, 0);
+  done(&r);
+  ASSERT_FALSE(exists("elsewhere/rel.pftrace"));
+  assert_steps(tmp_path("rel.pftrace"), 2);
+}
+
+/* An unwritable ETCH_OUT is reported when the program starts tracing. */
+TEST(unwritable_out_reported_at_init) {
+  setenv("ETCH_OUT", "/nonexistent-dir/t.pftrace", 1);
+  proc_result r = RUN(ETCH_RECORDEE, "1");
+  ASSERT_EQ_INT(r.status, 0);
+  ASSERT_EQ_STR(r.err,
+                "etch: not tracing: cannot write trace to "
+                "'/nonexistent-dir/t.pftrace': No such file or directory\n");
+  done(&r);
+  r = RUN(ETCH_BIN, "record", "-o", "/nonexistent-dir/t.pftrace", "--",
+          ETCH_RECORDEE, "1");
+  ASSERT_EQ_INT(r.status, 1);
+  ASSERT_CONTAINS(r.err, "did not trace: cannot write trace to "
+                         "'/nonexistent-dir/t.pftrace'");
+  ASSERT_CONTAINS(r.err, "wrote no trace (see above)");
+  done(&r);
+}
+
+/* etch record's messages say what happened, not a guess. */
+TEST(record_says_what_happened) {
+  const char *trace = tmp_path("w.pftrace");
+  proc_result r = RUN(ETCH_BIN, "record", "-o", trace, "--", "/bin/true");
+  ASSERT_EQ_INT(r.status, 1);
+  ASSERT_CONTAINS(r.err, "no process of it started tracing");
+  done(&r);
+  r = RUN(ETCH_BIN, "record", "-o", trace, "-c", "", "--", ETCH_RECORDEE);
+  ASSERT_EQ_INT(r.status, 2);
+  ASSERT_CONTAINS(r.err, "-c: an empty category list records nothing");
+  done(&r);
+  setenv("ETCH_CATEGORIES", "", 1);
+  setenv("ETCH_OUT", trace, 1);
+  r = RUN(ETCH_RECORDEE, "1");
+  ASSERT_CONTAINS(r.err, "etch: not tracing: ETCH_CATEGORIES: ");
+  ASSERT_CONTAINS(r.err, "records nothing");
+  done(&r);
+  unsetenv("ETCH_CATEGORIES");
+  r = RUN(ETCH_BIN, "record", "-o", trace, "-c", "[", "--", ETCH_RECORDEE);
+  ASSERT_EQ_INT(r.status, 1);
+  ASSERT_CONTAINS(r.err, "did not trace: ETCH_CATEGORIES: ");
+  done(&r);
+  /* _exit(): nothing can write the trace; etch record names the process. */
+  r = RUN(ETCH_BIN, "record", "-o", trace, "--", ETCH_RECORDEE, "2", "_exit");
+  ASSERT_EQ_INT(r.status, 1);
+  ASSERT_CONTAINS(r.err, "ended without writing its trace");
+  ASSERT_CONTAINS(r.err, "wrote no trace (see above)");
+  done(&r);
+}
+
+/* Ctrl-C: SIGINT to the foreground process group (etch and the program);
+ * the program's libetch writes the trace, then dies of the signal. */
+TEST(ctrl_c_under_record_writes_the_trace) {
+  const char *trace = tmp_path("int.pftrace");
+  const char *ready = tmp_path("ready");
+  int n = n_runs++;
+  pid_t pid = spawn((const char *const[]){ETCH_BIN, "record", "-o", trace,
+                                          "--", ETCH_RECORDEE, "7", "wait",
+                                          ready, NULL},
+                    true, &n);
+  for (int i = 0; !exists(ready); i++) {
+    if (i > 3000) FAIL("the program never got ready");
+    usleep(10000);
+  }
+  kill(-pid, SIGINT);
+  proc_result r = finish(pid, n);
+  ASSERT_EQ_INT(r.status, 0);
+  ASSERT_CONTAINS(r.err, "was interrupted (SIGINT)");
+  char want[600];
+  snprintf(want, sizeof want, "trace: %s (", trace);
+  ASSERT_CONTAINS(r.out, want);
+  done(&r);
+  assert_steps(trace, 7);
+}
+
+/* SIGTERM without etch record: the trace is written, and the process
+ * still dies of SIGTERM. */
+TEST(sigterm_writes_the_trace_and_still_terminates) {
+  const char *trace = tmp_path("term.pftrace");
+  const char *ready = tmp_path("ready-term");
+  setenv("ETCH_OUT", trace, 1);
+  int n = n_runs++;
+  pid_t pid = spawn((const char *const[]){ETCH_RECORDEE, "4", "wait", ready,
+                                          NULL},
+                    false, &n);
+  for (int i = 0; !exists(ready); i++) {
+    if (i > 3000) FAIL("the program never got ready");
+    usleep(10000);
+  }
+  kill(pid, SIGTERM);
+  proc_result r = finish(pid, n);
+  ASSERT_EQ_INT(r.status, 128 + SIGTERM);
+  done(&r);
+  assert_steps(trace, 4);
+}
+
+/* abort(): best effort, and here it works: the trace is written. */
+TEST(abort_under_record) {
+  const char *trace = tmp_path("abort.pftrace");
+  proc_result r = RUN(ETCH_BIN, "record", "-o", trace, "--", ETCH_RECORDEE,
+                      "3", "abort");
+  ASSERT_EQ_INT(r.status, 1);
+  ASSERT_CONTAINS(r.err, "Aborted: writing the trace before the process dies");
+  ASSERT_CONTAINS(r.err, "was killed by signal 6");
+  done(&r);
+  assert_steps(trace, 3);
+}
