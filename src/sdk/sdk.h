@@ -40,6 +40,11 @@
 #define ETCH_MAX_HELD 64
 /* Longest string arg or name written; longer ones are cut. */
 #define ETCH_MAX_STRING (64u * 1024u)
+/* Named tracks whose open slices a session counts: ETCH_TRACK_PAGES pages
+ * of ETCH_TRACK_PAGE counters (a million tracks); ends on tracks beyond
+ * are written unchecked. */
+#define ETCH_TRACK_PAGE 1024u
+#define ETCH_TRACK_PAGES 1024u
 
 /* ---- small containers ------------------------------------------------------- */
 
@@ -155,6 +160,10 @@ struct etch_session {
    * set by the environment session. */
   void (*on_output)(etch_session *s, int rc, const char *path, size_t bytes);
   pthread_t timer;
+  /* Slices open on each named track (by track id), in pages allocated on
+   * first use: an end whose begin this session never recorded is not
+   * written, as on thread tracks (etch__session_track_open/close). */
+  uint32_t *track_open[ETCH_TRACK_PAGES];
   uint64_t reset_interval_ns;
   uint64_t start_ns;
   uint64_t stop_ns;
@@ -193,6 +202,12 @@ void etch__session_atfork_child(void);
 
 /* Drops a reference; frees the session when none is left. */
 void etch__session_release(etch_session *s);
+/* A begin on named track `t` is about to be written: its counter, or NULL
+ * when it cannot be had (no memory: the begin is dropped instead). */
+uint32_t *etch__session_track_open(etch_session *s, const etch_track *t);
+/* An end on named track `t`: whether a begin is open there (and if so,
+ * closes it). Any thread. */
+bool etch__session_track_close(etch_session *s, const etch_track *t);
 
 /* Serialises a session's buffer into a whole trace (file bytes). */
 int etch__session_serialize(etch_session *s, uint8_t **data, size_t *len);

@@ -488,6 +488,37 @@ int etch_session_read(etch_session *s, uint8_t **data, size_t *len) {
   return etch__session_serialize(s, data, len);
 }
 
+uint32_t *etch__session_track_open(etch_session *s, const etch_track *t) {
+  static uint32_t untracked; /* beyond the table: never read */
+  uint32_t page = t->id / ETCH_TRACK_PAGE;
+  if (page >= ETCH_TRACK_PAGES) return &untracked;
+  uint32_t *p = __atomic_load_n(&s->track_open[page], __ATOMIC_ACQUIRE);
+  if (!p) {
+    uint32_t *fresh = (uint32_t *)calloc(ETCH_TRACK_PAGE, sizeof *fresh);
+    if (!fresh) return NULL;
+    if (__atomic_compare_exchange_n(&s->track_open[page], &p, fresh, false,
+                                    __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+      p = fresh;
+    else
+      free(fresh); /* another thread's page won; p is it */
+  }
+  return &p[t->id % ETCH_TRACK_PAGE];
+}
+
+bool etch__session_track_close(etch_session *s, const etch_track *t) {
+  uint32_t page = t->id / ETCH_TRACK_PAGE;
+  if (page >= ETCH_TRACK_PAGES) return true;
+  uint32_t *p = __atomic_load_n(&s->track_open[page], __ATOMIC_ACQUIRE);
+  if (!p) return false;
+  uint32_t *c = &p[t->id % ETCH_TRACK_PAGE];
+  uint32_t n = __atomic_load_n(c, __ATOMIC_RELAXED);
+  do {
+    if (!n) return false;
+  } while (!__atomic_compare_exchange_n(c, &n, n - 1, true, __ATOMIC_RELAXED,
+                                        __ATOMIC_RELAXED));
+  return true;
+}
+
 void etch__session_release(etch_session *s) {
   pthread_mutex_lock(&s->lock);
   bool last = --s->refs == 0;
@@ -498,6 +529,7 @@ void etch__session_release(etch_session *s) {
     next = w->next;
     etch__writer_free(w);
   }
+  for (uint32_t i = 0; i < ETCH_TRACK_PAGES; i++) free(s->track_open[i]);
   etch__filter_free(&s->filter);
   free(s->cfg.categories);
   free(s->cfg.output);

@@ -556,13 +556,26 @@ static void emit_general(etch_writer *w, etch_site *site, etch_category *cat,
     else
       track = etch__counter_track_for(p.dyn_name ? p.dyn_name : "");
   }
+  /* An end whose begin was never recorded is not written. Thread tracks
+   * count their open slices in the writer, named tracks (where a slice may
+   * end on another thread) in the session. */
   bool thread_track = track == NULL;
-  if (type == ETCH_TYPE_SLICE_END && thread_track) {
-    if (w->depth == 0) return; /* its begin was never recorded */
-    w->depth--;
+  uint32_t *track_open = NULL;
+  if (type == ETCH_TYPE_SLICE_END) {
+    if (thread_track) {
+      if (w->depth == 0) return;
+      w->depth--;
+    } else if (!etch__session_track_close(w->sess, track)) {
+      return;
+    }
+  } else if (type == ETCH_TYPE_SLICE_BEGIN && !thread_track) {
+    track_open = etch__session_track_open(w->sess, track);
+    if (!track_open) {
+      etch__writer_drop(w, ticks);
+      return;
+    }
   }
 
-  uint64_t ns = p.has_ts ? p.ts : next_ts(w, ticks);
   if (track) etch__writer_ensure_track(w, track);
 
   /* Counters keep their name and category too, so readers can route them
@@ -627,6 +640,12 @@ static void emit_general(etch_writer *w, etch_site *site, etch_category *cat,
     w->scratch = ns_buf;
     w->scratch_cap = cap;
   }
+
+  /* A begin is stamped after etch's own work for it (the writer's setup,
+   * interning, the track's descriptor, the scratch buffer), so that work
+   * is not billed to the slice; other events keep the time of the call. */
+  if (type == ETCH_TYPE_SLICE_BEGIN && !p.has_ts) ticks = etch__ticks();
+  uint64_t ns = p.has_ts ? p.ts : next_ts(w, ticks);
 
   uint8_t *q = w->scratch;
   uint64_t last_ns = etch__writer_last_ns(w);
@@ -697,6 +716,7 @@ static void emit_general(etch_writer *w, etch_site *site, etch_category *cat,
     etch__writer_mark_name(w, site->id);
   if (new_cat) etch__bitset_set(&w->seen_cats, cat->id);
   if (type == ETCH_TYPE_SLICE_BEGIN && thread_track) w->depth++;
+  if (track_open) __atomic_fetch_add(track_open, 1, __ATOMIC_RELAXED);
 }
 
 /* This thread's writer for slot `i`, ready for a packet: the quick checks

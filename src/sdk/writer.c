@@ -244,12 +244,28 @@ static void put_abs_ts(etch_pb_stream *s, uint64_t ns) {
                              ETCH_CLOCK_BOOTTIME);
 }
 
+/* The command line, read once (every reset writes it): a process's
+ * command line changes only with exec, which starts etch afresh. */
+static void process_cmdline(char *out, size_t cap, size_t *len) {
+  static char cached[1024];
+  static size_t cached_len;
+  static bool have;
+  pthread_mutex_lock(&etch__g.lock);
+  if (!have) {
+    read_small_file("/proc/self/cmdline", cached, sizeof cached, &cached_len);
+    have = true;
+  }
+  *len = cached_len < cap ? cached_len : cap;
+  memcpy(out, cached, *len);
+  pthread_mutex_unlock(&etch__g.lock);
+}
+
 static void write_process_descriptor(etch_writer *w, uint64_t ns) {
   char name[256];
   char cmdline[1024];
   size_t clen;
   process_name(name, sizeof name);
-  read_small_file("/proc/self/cmdline", cmdline, sizeof cmdline, &clen);
+  process_cmdline(cmdline, sizeof cmdline, &clen);
   if (!etch__packet_begin(w)) return;
   etch_pb_stream *s = &w->st;
   put_abs_ts(s, ns);

@@ -3,6 +3,7 @@
  */
 #define _GNU_SOURCE
 #include <dirent.h>
+#include <pthread.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -307,6 +308,51 @@ TEST(end_without_recorded_begin_is_not_written) {
   ASSERT_EQ_INT(t.ev[1].type, 2);
   td_free(&t);
   etch_session_free(s);
+}
+
+/* The same rule on named tracks, where a slice may end on another thread;
+ * each session keeps its own count. */
+static void *end_on_track(void *arg) {
+  ETCH_SLICE_END(render, ETCH_TRACK((const etch_track *)arg));
+  return NULL;
+}
+
+TEST(end_on_named_track_without_recorded_begin_is_not_written) {
+  const etch_track *tr = etch_track_new("jobs", 7, NULL);
+  const etch_track *other = etch_track_new("other jobs", 8, NULL);
+  ETCH_SLICE_BEGIN(render, "before session", ETCH_TRACK(tr));
+  etch_session *s = start_session("compression=none");
+  ETCH_SLICE_BEGIN(render, "inside", ETCH_TRACK(tr));
+  pthread_t th;
+  pthread_create(&th, NULL, end_on_track, (void *)tr); /* ends "inside" */
+  pthread_join(th, NULL);
+  ETCH_SLICE_END(render, ETCH_TRACK(tr));    /* "before session": dropped */
+  ETCH_SLICE_END(render, ETCH_TRACK(other)); /* never begun: dropped */
+  ETCH_SLICE_BEGIN(render, "again", ETCH_TRACK(tr));
+  etch_session *late = start_session("compression=none");
+  ETCH_SLICE_END(render, ETCH_TRACK(tr)); /* ends "again" in s only */
+  etch_session_stop(s);
+  etch_session_stop(late);
+  td_trace t, tl;
+  read_trace(s, "unmatched_track", &t);
+  read_trace(late, "unmatched_track_late", &tl);
+  /* Two begins and their two ends, one of them from the other thread's
+   * sequence (events are listed sequence by sequence). */
+  ASSERT_EQ_U64(t.nev, 4);
+  ASSERT_EQ_INT(td_count(&t, 1, "inside"), 1);
+  ASSERT_EQ_INT(td_count(&t, 1, "again"), 1);
+  ASSERT_EQ_INT(td_count(&t, 2, NULL), 2);
+  int other_seq = 0;
+  for (size_t i = 0; i < t.nev; i++) {
+    ASSERT_EQ_U64(t.ev[i].track, etch_track_uuid(tr));
+    other_seq += t.ev[i].seq != t.ev[0].seq;
+  }
+  ASSERT_EQ_INT(other_seq, 1);
+  ASSERT_EQ_U64(tl.nev, 0);
+  td_free(&t);
+  td_free(&tl);
+  etch_session_free(s);
+  etch_session_free(late);
 }
 
 TEST(large_packet_crosses_chunks) {
