@@ -1,34 +1,39 @@
 /*
  * clock.c - TSC calibration against CLOCK_BOOTTIME.
  *
- * At first use we spin ~2 ms to get a multiplier; afterwards every call to
- * etch__clock_anchor_now() re-derives it from the span between the very
- * first anchor and now, so its error shrinks as the process lives on (50 ns
- * of read jitter over 1 s is 5e-8). Anchors are re-taken at every writer
- * reset, which bounds the drift any event can accumulate.
+ * At first use we spin ~2 ms to get a multiplier, after checking that the
+ * CPU and the kernel trust the TSC (else ticks are BOOTTIME ns). Every later
+ * anchor re-derives the multiplier from the span between the very first
+ * anchor and itself, so its error shrinks as the process lives on (50 ns of
+ * read jitter over 1 s is 5e-8). An anchor is used only for as long as the
+ * multiplier's error keeps its conversions within a few tens of ns of
+ * BOOTTIME (etch__clock_anchor_span): writers re-anchor after that.
  */
 #define _GNU_SOURCE
 #include "base/clock.h"
 
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 int etch__clock_tsc;
+const char *etch__clock_root = "";
 
 uint64_t etch__ticks_slow(void) { return etch__boottime_ns(); }
 
 static pthread_once_t clock_once = PTHREAD_ONCE_INIT;
 static etch_clock_anchor clock_origin;
 static uint64_t clock_mult; /* atomically updated */
+static const char *clock_note; /* why the TSC is not used, or NULL */
 
 /* Reads (ticks, boottime) pairs and keeps the one with the tightest window. */
 static void read_pair(uint64_t *ticks, uint64_t *ns) {
   uint64_t best = UINT64_MAX;
   for (int i = 0; i < 5; i++) {
-    uint64_t t0 = etch__ticks();
+    uint64_t t0 = etch__ticks_raw();
     uint64_t n = etch__boottime_ns();
-    uint64_t t1 = etch__ticks();
+    uint64_t t1 = etch__ticks_raw();
     if (t1 - t0 < best) {
       best = t1 - t0;
       *ticks = t0 + (t1 - t0) / 2;
@@ -37,22 +42,53 @@ static void read_pair(uint64_t *ticks, uint64_t *ns) {
   }
 }
 
-static int cpu_has_invariant_tsc(void) {
-#if ETCH_HAVE_TSC
-  FILE *f = fopen("/proc/cpuinfo", "r");
-  if (!f) return 0;
-  char line[4096];
-  int ok = 0;
-  while (fgets(line, sizeof line, f)) {
-    if (strncmp(line, "flags", 5) == 0) {
-      ok = strstr(line, " constant_tsc") && strstr(line, " nonstop_tsc");
-      break;
-    }
-  }
+/* Reads a small file under etch__clock_root into buf (NUL-terminated);
+ * false when it cannot be read. */
+static bool read_text(const char *path, char *buf, size_t cap) {
+  char full[512];
+  snprintf(full, sizeof full, "%s%s", etch__clock_root, path);
+  FILE *f = fopen(full, "r");
+  if (!f) return false;
+  size_t n = fread(buf, 1, cap - 1, f);
+  buf[n] = 0;
   fclose(f);
-  return ok;
+  return true;
+}
+
+/* Whether `word` is one of the blank-separated words of `list`. */
+static bool has_word(const char *list, const char *word) {
+  size_t n = strlen(word);
+  for (const char *p = list; (p = strstr(p, word)) != NULL; p += n)
+    if ((p == list || p[-1] == ' ' || p[-1] == '\t') &&
+        (p[n] == 0 || p[n] == ' ' || p[n] == '\n' || p[n] == '\t'))
+      return true;
+  return false;
+}
+
+/* NULL when the TSC can be trusted, else why not. */
+static const char *tsc_distrust(void) {
+#if ETCH_HAVE_TSC
+  static char cpuinfo[1 << 16];
+  if (!read_text("/proc/cpuinfo", cpuinfo, sizeof cpuinfo))
+    return "the CPU's flags cannot be read (/proc/cpuinfo)";
+  char *flags = strstr(cpuinfo, "\nflags");
+  if (!flags) flags = strncmp(cpuinfo, "flags", 5) == 0 ? cpuinfo : NULL;
+  if (!flags) return "the CPU's flags cannot be read (/proc/cpuinfo)";
+  char *eol = strchr(flags + 1, '\n');
+  if (eol) *eol = 0;
+  if (!has_word(flags, "constant_tsc") || !has_word(flags, "nonstop_tsc"))
+    return "the CPU has no invariant TSC (constant_tsc, nonstop_tsc)";
+  /* The kernel takes the TSC off its clock sources when it finds it
+   * unstable (unsynchronized across CPUs, stopped in idle, rate changes). */
+  char avail[512];
+  if (read_text("/sys/devices/system/clocksource/clocksource0/"
+                "available_clocksource",
+                avail, sizeof avail) &&
+      !has_word(avail, "tsc"))
+    return "the kernel marked the TSC unstable (not among its clock sources)";
+  return NULL;
 #else
-  return 0;
+  return "no TSC on this architecture";
 #endif
 }
 
@@ -62,43 +98,92 @@ static uint64_t mult_between(uint64_t t0, uint64_t n0, uint64_t t1,
   return (uint64_t)(((unsigned __int128)(n1 - n0) << 32) / (t1 - t0));
 }
 
-static void clock_calibrate(void) {
-  const char *force = getenv("ETCH_CLOCK");
-  etch__clock_tsc = cpu_has_invariant_tsc();
-  if (force && strcmp(force, "boottime") == 0) etch__clock_tsc = 0;
-  if (!etch__clock_tsc) {
-    clock_mult = 1ull << 32;
-    clock_origin.ticks = clock_origin.ns = etch__boottime_ns();
-    clock_origin.mult = clock_mult;
-    return;
-  }
-  uint64_t t0, n0, t1, n1;
+/* Multipliers over two consecutive spans of ~1 ms; the TSC's rate must
+ * agree with BOOTTIME's to within 2e-4 (a changing rate, or a TSC that
+ * does not count, fails). */
+static bool calibrate_tsc(void) {
+  uint64_t t0, n0, t1, n1, t2, n2;
   read_pair(&t0, &n0);
   do {
     read_pair(&t1, &n1);
-  } while (n1 - n0 < 2000000);
+  } while (n1 - n0 < 1000000);
+  do {
+    read_pair(&t2, &n2);
+  } while (n2 - n1 < 1000000);
+  uint64_t m1 = mult_between(t0, n0, t1, n1);
+  uint64_t m2 = mult_between(t1, n1, t2, n2);
+  if (t1 <= t0 || t2 <= t1) return false;
+  uint64_t d = m1 > m2 ? m1 - m2 : m2 - m1;
+  if (d > m1 / 5000) return false;
   clock_origin.ticks = t0;
   clock_origin.ns = n0;
-  clock_mult = mult_between(t0, n0, t1, n1);
+  clock_mult = mult_between(t0, n0, t2, n2);
   clock_origin.mult = clock_mult;
+  return true;
+}
+
+static void clock_calibrate(void) {
+  const char *force = getenv("ETCH_CLOCK");
+  bool boottime = false;
+  if (force && strcmp(force, "boottime") == 0) {
+    boottime = true;
+  } else if (force && *force && strcmp(force, "auto") != 0) {
+    fprintf(stderr,
+            "etch: ETCH_CLOCK=%s is not a clock etch knows (auto or "
+            "boottime); using auto\n",
+            force);
+  }
+  const char *why = boottime ? NULL : tsc_distrust();
+  bool tsc = !boottime && !why;
+  if (tsc && !calibrate_tsc()) {
+    tsc = false;
+    why = "the TSC's rate did not match BOOTTIME's during calibration";
+  }
+#if ETCH_HAVE_TSC
+  clock_note = why;
+#endif
+  if (!tsc) {
+    clock_mult = 1ull << 32;
+    clock_origin.ticks = clock_origin.ns = etch__boottime_ns();
+    clock_origin.mult = clock_mult;
+  }
+  /* Published last: the hot path reads it without taking the once. */
+  __atomic_store_n(&etch__clock_tsc, tsc ? 1 : 0, __ATOMIC_RELEASE);
+}
+
+const char *etch__clock_fallback_note(void) {
+  etch__clock_init();
+  return clock_note;
 }
 
 void etch__clock_init(void) { pthread_once(&clock_once, clock_calibrate); }
 
 void etch__clock_anchor_now(etch_clock_anchor *a) {
   etch__clock_init();
-  read_pair(&a->ticks, &a->ns);
-  if (!etch__clock_tsc) {
+  if (!etch__clock_is_tsc()) {
+    a->ticks = a->ns = etch__boottime_ns();
     a->mult = 1ull << 32;
     return;
   }
+  read_pair(&a->ticks, &a->ns);
+  /* The longest baseline there is: from the first anchor to this one. */
   uint64_t mult = __atomic_load_n(&clock_mult, __ATOMIC_RELAXED);
-  /* Refine once the baseline is long enough to beat the first estimate. */
-  if (a->ns - clock_origin.ns > 50000000ull) {
+  if (a->ns - clock_origin.ns > 2000000ull) {
     mult = mult_between(clock_origin.ticks, clock_origin.ns, a->ticks, a->ns);
     __atomic_store_n(&clock_mult, mult, __ATOMIC_RELAXED);
   }
   a->mult = mult;
+}
+
+uint64_t etch__clock_anchor_span(const etch_clock_anchor *a) {
+  if (!etch__clock_is_tsc()) return UINT64_MAX / 4; /* exact: no limit */
+  /* The multiplier's error is about 40 ns over its baseline (two readings'
+   * jitter), so conversions up to one baseline past the anchor stay within
+   * ~40 ns of BOOTTIME; 10 ms at most, which also bounds what a change in
+   * the kernel's (NTP-adjusted) rate can add. */
+  uint64_t base = a->ns > clock_origin.ns ? a->ns - clock_origin.ns : 0;
+  if (base < 1000000ull) base = 1000000ull;
+  return base < ETCH_ANCHOR_SPAN_MAX ? base : ETCH_ANCHOR_SPAN_MAX;
 }
 
 uint64_t etch__clock_ticks_to_boottime(uint64_t ticks) {

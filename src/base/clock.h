@@ -28,8 +28,19 @@
 #define ETCH_HAVE_TSC 0
 #endif
 
-/* True when ticks come from the TSC; false when they are BOOTTIME ns. */
+/* True when ticks come from the TSC; false when they are BOOTTIME ns (also
+ * before the clock is calibrated). Read it with etch__clock_is_tsc(). */
 extern ETCH_HIDDEN int etch__clock_tsc;
+/* Prefix of the /proc and /sys files the calibration reads ("" but in
+ * tests, which point it at made-up ones before the first calibration). */
+extern ETCH_HIDDEN const char *etch__clock_root;
+
+ETCH_INLINE int etch__clock_is_tsc(void) {
+  return __atomic_load_n(&etch__clock_tsc, __ATOMIC_RELAXED);
+}
+
+/* How long an anchor may be used at most (ns), whatever its baseline. */
+#define ETCH_ANCHOR_SPAN_MAX 10000000ull
 
 static inline uint64_t etch__boottime_ns(void) {
   struct timespec ts;
@@ -49,9 +60,18 @@ uint64_t etch__ticks_slow(void);
 
 ETCH_INLINE uint64_t etch__ticks(void) {
 #if ETCH_HAVE_TSC
-  if (ETCH_LIKELY(etch__clock_tsc)) return __rdtsc();
+  if (ETCH_LIKELY(etch__clock_is_tsc())) return __rdtsc();
 #endif
   return etch__ticks_slow();
+}
+
+/* The TSC itself, for calibration (0 without one). */
+ETCH_INLINE uint64_t etch__ticks_raw(void) {
+#if ETCH_HAVE_TSC
+  return __rdtsc();
+#else
+  return 0;
+#endif
 }
 
 /* A tick reading paired with the BOOTTIME ns of the same moment. */
@@ -73,6 +93,12 @@ ETCH_INLINE uint64_t etch__ticks_to_ns(const etch_clock_anchor *a,
 void etch__clock_init(void);
 /* Takes a fresh anchor with the best multiplier known now. */
 void etch__clock_anchor_now(etch_clock_anchor *a);
+/* How long (ns past a->ns) conversions through anchor `a` stay within a
+ * few tens of ns of BOOTTIME; writers take a new anchor after that. */
+uint64_t etch__clock_anchor_span(const etch_clock_anchor *a);
+/* Why ticks are BOOTTIME ns on a CPU that has a TSC, or NULL (the TSC is
+ * used, there is none, or ETCH_CLOCK=boottime asked for it). */
+const char *etch__clock_fallback_note(void);
 /* Ticks to ns through a fresh global view (slow; for out-of-line users). */
 uint64_t etch__clock_ticks_to_boottime(uint64_t ticks);
 

@@ -195,6 +195,39 @@ static int put_clock_snapshot(out_ctx *o, etch_pb_buf *tmp) {
   return put_service(o, tmp);
 }
 
+/* When the clock fell back from the TSC to clock_gettime on a CPU that has
+ * one: an instant `etch.clock_fallback` on the process track, arg `reason`. */
+static int put_clock_note(out_ctx *o, etch_pb_buf *tmp) {
+  const char *why = etch__clock_fallback_note();
+  if (!why) return ETCH_OK;
+  etch_pb_stream *s = &tmp->s;
+  uint64_t ts = clock_ns(CLOCK_BOOTTIME);
+  etch_pb_nested td, pd, te, da;
+  etch_pb_write_varint_field(s, ETCH_PKT_TIMESTAMP, ts);
+  etch_pb_write_varint_field(s, ETCH_PKT_TIMESTAMP_CLOCK_ID, ETCH_CLOCK_BOOTTIME);
+  etch_pb_nested_begin(s, ETCH_PKT_TRACK_DESCRIPTOR, &td);
+  etch_pb_write_varint_field(s, ETCH_TD_UUID, etch__process_uuid());
+  etch_pb_nested_begin(s, ETCH_TD_PROCESS, &pd);
+  etch_pb_write_varint_field(s, ETCH_PD_PID, (uint64_t)etch__g.pid);
+  etch_pb_nested_end(s, &pd);
+  etch_pb_nested_end(s, &td);
+  int rc = put_service(o, tmp);
+  if (rc) return rc;
+  etch_pb_write_varint_field(s, ETCH_PKT_TIMESTAMP, ts);
+  etch_pb_write_varint_field(s, ETCH_PKT_TIMESTAMP_CLOCK_ID, ETCH_CLOCK_BOOTTIME);
+  etch_pb_nested_begin(s, ETCH_PKT_TRACK_EVENT, &te);
+  etch_pb_write_varint_field(s, ETCH_TE_TYPE, ETCH_TE_TYPE_INSTANT);
+  etch_pb_write_string_field(s, ETCH_TE_CATEGORIES, "etch");
+  etch_pb_write_string_field(s, ETCH_TE_NAME, "etch.clock_fallback");
+  etch_pb_write_varint_field(s, ETCH_TE_TRACK_UUID, etch__process_uuid());
+  etch_pb_nested_begin(s, ETCH_TE_DEBUG_ANNOTATIONS, &da);
+  etch_pb_write_string_field(s, ETCH_DA_NAME, "reason");
+  etch_pb_write_string_field(s, ETCH_DA_STRING_VALUE, why);
+  etch_pb_nested_end(s, &da);
+  etch_pb_nested_end(s, &te);
+  return put_service(o, tmp);
+}
+
 /* Per thread that lost events: its descriptor and an instant saying so. */
 /* Called with the session's lock held (the writer list, thread names); the
  * drop times are atomics the writer thread may still be updating. */
@@ -279,6 +312,7 @@ int etch__session_serialize(etch_session *sess, uint8_t **data, size_t *len) {
   etch_pb_buf_init(&tmp, 512, 0);
 
   int rc = put_clock_snapshot(&o, &tmp);
+  if (!rc) rc = put_clock_note(&o, &tmp);
   uint64_t lost = 0;
   if (!rc) rc = etch__buffer_read(&sess->buf, on_packet, &o, &lost);
 

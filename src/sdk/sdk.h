@@ -256,6 +256,7 @@ struct etch_writer {
    * slow path. */
   uint64_t lim;
   uint64_t reset_deadline;   /* ns; always finite */
+  uint64_t anchor_expiry;    /* ns; a fresh anchor is taken after it */
   uint64_t rel_cap;          /* the largest rel whose product fits */
   uint32_t depth;            /* open slices on the thread track */
   uint32_t chunk_flags;      /* flags of the current chunk */

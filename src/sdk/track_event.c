@@ -276,7 +276,7 @@ ETCH_INLINE void end_fast(etch_category *cat, uintptr_t mask, uint64_t ticks) {
  */
 #if ETCH_HAVE_TSC
 #define FAST_TICKS() __rdtsc()
-#define CLOCK_IS_FAST() ETCH_LIKELY(etch__clock_tsc)
+#define CLOCK_IS_FAST() ETCH_LIKELY(etch__clock_is_tsc())
 #else
 #define FAST_TICKS() 0
 #define CLOCK_IS_FAST() 0

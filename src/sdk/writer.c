@@ -330,31 +330,49 @@ void etch__writer_ensure_track(etch_writer *w, const etch_track *t) {
 
 uint64_t etch__rel_cap_max = UINT64_MAX;
 
-/* The fast path's limit on ticks past the anchor: the reset deadline, and
- * the largest count whose product with the multiplier fits 64 bits. */
+/* The fast path's limit on ticks past the anchor: the reset deadline, the
+ * anchor's expiry, and the largest count whose product with the multiplier
+ * fits 64 bits. */
 static void set_lim(etch_writer *w) {
   uint64_t mult = w->anchor.mult ? w->anchor.mult : 1;
   w->rel_cap = UINT64_MAX / mult;
   if (w->rel_cap > etch__rel_cap_max) w->rel_cap = etch__rel_cap_max;
-  uint64_t left = w->reset_deadline > w->anchor.ns
-                      ? w->reset_deadline - w->anchor.ns
-                      : 0;
+  uint64_t until = w->reset_deadline < w->anchor_expiry ? w->reset_deadline
+                                                        : w->anchor_expiry;
+  uint64_t left = until > w->anchor.ns ? until - w->anchor.ns : 0;
   unsigned __int128 iticks = ((unsigned __int128)left << 32) / mult;
   w->lim = iticks < w->rel_cap ? (uint64_t)iticks : w->rel_cap;
 }
 
 /*
- * Moves the anchor up to the last event (no packet: the sequence's clock
- * does not change), so that the events after it fit the fast path's
- * product again. Needed only when resets are further apart than rel_cap
- * (about 4 s at 1 ns a tick) or turned off. The anchor's tick is the last
- * event's rounded down, so later events are never behind it.
+ * Takes a fresh anchor without a packet: the sequence's clock goes on from
+ * its last event, so the anchor is put at that event on the line through
+ * the fresh (ticks, BOOTTIME) reading. Taken when the old anchor expires
+ * (its multiplier's error would grow past a few tens of ns) or when events
+ * outgrow the fast path's product; events after it are converted from the
+ * fresh reading. Should the old anchor have run ahead of BOOTTIME, the new
+ * one is put where the last event was and events keep that time until
+ * BOOTTIME catches up.
  */
 static void writer_reanchor(etch_writer *w) {
-  uint64_t mult = w->anchor.mult ? w->anchor.mult : 1;
-  w->anchor.ticks +=
-      (uint64_t)(((unsigned __int128)w->rel_ns << 32) / mult);
-  w->anchor.ns += w->rel_ns;
+  etch_clock_anchor a;
+  etch__clock_anchor_now(&a);
+  uint64_t last = etch__writer_last_ns(w);
+  if (a.ns >= last) {
+    uint64_t back =
+        (uint64_t)(((unsigned __int128)(a.ns - last) << 32) / a.mult);
+    /* After a long pause the next event can be beyond the product's
+     * range from here: it takes the slow path, which converts it exactly,
+     * and the anchor moves up to it at the event after. */
+    a.ticks = back <= a.ticks ? a.ticks - back : 0;
+    a.ns = last;
+  } else {
+    a.ticks += (uint64_t)(((unsigned __int128)(last - a.ns) << 32) / a.mult);
+    a.ns = last;
+  }
+  uint64_t now_ns = a.ns > last ? a.ns : last;
+  w->anchor = a;
+  w->anchor_expiry = now_ns + etch__clock_anchor_span(&a);
   w->rel_ns = 0;
   set_lim(w);
 }
@@ -379,6 +397,7 @@ void etch__writer_reset(etch_writer *w, uint64_t ticks) {
   uint64_t interval = w->sess->reset_interval_ns ? w->sess->reset_interval_ns
                                                   : (1ull << 60);
   w->reset_deadline = a.ns + interval;
+  w->anchor_expiry = a.ns + etch__clock_anchor_span(&a);
   w->rel_ns = 0;
   set_lim(w);
   memset(w->seen_fast, 0, sizeof w->seen_fast);
@@ -543,9 +562,8 @@ etch_writer *etch__writer_prepare(uint32_t slot, uint64_t ticks) {
       etch__writer_drop(w, ticks);
       return NULL;
     }
-  } else if (ticks > w->anchor.ticks &&
-             ticks - w->anchor.ticks >= w->rel_cap) {
-    writer_reanchor(w);
+  } else if (ticks > w->anchor.ticks && ticks - w->anchor.ticks >= w->lim) {
+    writer_reanchor(w); /* expired, or beyond the product's range */
   }
   if ((size_t)(w->st.end - w->st.cur) < ETCH_FAST_MAX && !next_chunk(w)) {
     etch__writer_drop(w, ticks);
