@@ -485,6 +485,11 @@ typedef enum etch_fill_policy {
   ETCH_FILL_DISCARD = 1
 } etch_fill_policy;
 
+/* Makes a session from `cfg` (copied: free or reuse it afterwards); a NULL
+ * `cfg` means every option at its default, as etch_config_new() makes it
+ * (categories "*", an 8 MiB ring buffer, deflate, no output file). The session
+ * records nothing until etch_session_start(). ETCH_EBUSY when 8 sessions
+ * exist; ETCH_EIO when the output file cannot be written. */
 ETCH_API int etch_session_new(const etch_config *cfg, etch_session **out);
 ETCH_API int etch_session_start(etch_session *s);
 /* Makes every event completed before the call visible to a read. */

@@ -48,8 +48,24 @@ step "pkg-config: $(pkg-config --modversion etch)"
 # shellcheck disable=SC2046
 "$cc" -std=gnu11 -Wall -Wextra -Werror -o "$work/pc_shared" \
   "$here/consumer.c" $(pkg-config --cflags --libs etch) \
-  -Wl,-rpath,"$prefix/$libdir"
+  -Wl,-rpath,"$(pkg-config --variable=libdir etch)"
 run_consumer "$work/pc_shared" pc_shared
+# Without a run path, as docs/building.md says: the loader does not find
+# libetch.so.0 in the prefix; LD_LIBRARY_PATH or ld.so.conf.d is the cure.
+# shellcheck disable=SC2046
+"$cc" -std=gnu11 -Wall -Wextra -Werror -o "$work/pc_norpath" \
+  "$here/consumer.c" $(pkg-config --cflags --libs etch)
+if ldconfig -p 2>/dev/null | grep -q 'libetch\.so\.0'; then
+  echo "skip: a libetch.so.0 is installed in the loader's path"
+elif ETCH_OUT="$work/norpath.pftrace" "$work/pc_norpath" 2> "$work/norpath.err"; then
+  echo "FAIL: pc_norpath started without a run path to $prefix/$libdir"; exit 1
+elif ! grep -q 'libetch.so.0: cannot open shared object file' "$work/norpath.err"; then
+  echo "FAIL: unexpected loader error:"; cat "$work/norpath.err"; exit 1
+else
+  echo "ok: without a run path: $(head -1 "$work/norpath.err" | sed 's/.*: error/error/')"
+fi
+LD_LIBRARY_PATH="$(pkg-config --variable=libdir etch)" \
+  run_consumer "$work/pc_norpath" pc_norpath_ld_library_path
 # Static: the same flags with --static, libetch.a instead of libetch.so.
 static_libs=$(pkg-config --static --libs etch | sed 's/-letch\b/-l:libetch.a/')
 # shellcheck disable=SC2046,SC2086

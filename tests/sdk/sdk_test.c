@@ -355,6 +355,26 @@ TEST(end_on_named_track_without_recorded_begin_is_not_written) {
   etch_session_free(late);
 }
 
+/* A NULL config: every option at its default. */
+TEST(session_with_null_config_uses_defaults) {
+  etch_session *s;
+  ASSERT_OK(etch_session_new(NULL, &s));
+  ASSERT_OK(etch_session_start(s));
+  ETCH_INSTANT(render, "r");
+  ETCH_INSTANT(dbg, "tagged debug: not in *");
+  etch_session_stop(s);
+  etch_session_stats st;
+  ASSERT_OK(etch_session_get_stats(s, &st));
+  ASSERT_EQ_U64(st.buffer_size, 8192u * 1024u);
+  td_trace t;
+  read_trace(s, "null_config", &t);
+  ASSERT_EQ_U64(t.nev, 1);
+  ASSERT_EQ_STR(t.ev[0].name, "r");
+  ASSERT_TRUE(t.compressed > 0); /* deflate */
+  td_free(&t);
+  etch_session_free(s);
+}
+
 TEST(large_packet_crosses_chunks) {
   /* 64 KiB buffer: 4 KiB chunks; a 20000-byte arg spans six of them. */
   etch_session *s = start_session("buffer_kb=64;compression=none");
