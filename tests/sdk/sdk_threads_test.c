@@ -314,3 +314,48 @@ TEST(first_slice_excludes_writer_setup) {
   }
   if (!ok) FAIL("%s", why);
 }
+
+/* Threads emitting before etch's global init while another thread starts
+ * the first session (which calibrates the clock): under TSan, no race on the
+ * clock's state; in the trace, the counters recorded once the session ran,
+ * in order, in BOOTTIME. */
+static volatile int early_stop;
+
+static void *early_emitter(void *arg) {
+  (void)arg;
+  int64_t i = 0;
+  while (!__atomic_load_n(&early_stop, __ATOMIC_ACQUIRE)) {
+    ETCH_COUNTER(work, "early", i++);
+    (void)etch_now();
+  }
+  return NULL;
+}
+
+TEST(emitting_while_the_clock_is_calibrated) {
+  pthread_t th[2];
+  for (int i = 0; i < 2; i++) pthread_create(&th[i], NULL, early_emitter, NULL);
+  uint64_t t0 = etch_now();
+  etch_session *s = start_session("compression=none");
+  struct timespec d = {0, 5000000};
+  nanosleep(&d, NULL);
+  etch_session_stop(s);
+  uint64_t t1 = etch_now();
+  __atomic_store_n(&early_stop, 1, __ATOMIC_RELEASE);
+  for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);
+  td_trace t;
+  read_trace(s, "early", &t);
+  size_t n = 0;
+  for (size_t i = 0; i < t.nev; i++) {
+    const td_event *e = &t.ev[i];
+    if (e->type != 4) continue;
+    ASSERT_EQ_STR(e->name, "early");
+    if (e->ts < t0 || e->ts > t1)
+      FAIL("counter at %llu, outside the session [%llu, %llu]",
+           (unsigned long long)e->ts, (unsigned long long)t0,
+           (unsigned long long)t1);
+    n++;
+  }
+  ASSERT_TRUE(n > 0);
+  td_free(&t);
+  etch_session_free(s);
+}
