@@ -275,7 +275,7 @@ static int put_drop_report(out_ctx *o, etch_pb_buf *tmp, etch_writer *w,
 static int put_trace_stats(out_ctx *o, etch_pb_buf *tmp, etch_session *sess,
                            uint64_t writers_with_loss) {
   etch_buffer_stats bs;
-  etch__buffer_get_stats(&sess->buf, &bs);
+  sess->backend->ops->stats(sess->backend, &bs);
   etch_pb_stream *s = &tmp->s;
   etch_pb_write_varint_field(s, ETCH_PKT_TIMESTAMP, clock_ns(CLOCK_BOOTTIME));
   etch_pb_write_varint_field(s, ETCH_PKT_TIMESTAMP_CLOCK_ID, ETCH_CLOCK_BOOTTIME);
@@ -284,7 +284,7 @@ static int put_trace_stats(out_ctx *o, etch_pb_buf *tmp, etch_session *sess,
   etch_pb_nested_begin(s, ETCH_TS_BUFFER_STATS, &b);
   etch_pb_write_varint_field(s, ETCH_BS_BUFFER_SIZE, bs.buffer_size);
   etch_pb_write_varint_field(s, ETCH_BS_BYTES_WRITTEN,
-                             bs.chunks_written * sess->buf.chunk_size);
+                             bs.chunks_written * sess->backend->chunk_size);
   etch_pb_write_varint_field(s, ETCH_BS_CHUNKS_WRITTEN, bs.chunks_written);
   etch_pb_write_varint_field(s, ETCH_BS_CHUNKS_OVERWRITTEN,
                              bs.chunks_overwritten);
@@ -314,7 +314,7 @@ int etch__session_serialize(etch_session *sess, uint8_t **data, size_t *len) {
   int rc = put_clock_snapshot(&o, &tmp);
   if (!rc) rc = put_clock_note(&o, &tmp);
   uint64_t lost = 0;
-  if (!rc) rc = etch__buffer_read(&sess->buf, on_packet, &o, &lost);
+  if (!rc) rc = sess->backend->ops->read(sess->backend, on_packet, &o, &lost);
 
   /* Drop reports, then the stats. */
   uint64_t writers_with_loss = 0;

@@ -24,6 +24,7 @@
 #include "base/base.h"
 #include "base/clock.h"
 #include "buffer/buffer.h"
+#include "sdk/backend.h"
 #include "etch/etch.h"
 #include "pb/pb.h"
 #include "proto/perfetto.h"
@@ -141,7 +142,7 @@ struct etch_session {
   uint32_t state;       /* atomic */
   etch_config cfg;
   etch_cat_filter filter;
-  etch_buffer buf;
+  etch_backend *backend; /* where its chunks come from and go */
   pthread_mutex_t lock; /* writers list, refs, timer */
   pthread_cond_t cond;
   etch_writer *writers;

@@ -316,9 +316,11 @@ int etch_session_new(const etch_config *cfg, etch_session **out) {
   }
   rc = etch__filter_parse(&s->filter, s->cfg.categories);
   if (rc == ETCH_OK)
-    rc = etch__buffer_init(&s->buf, s->cfg.buffer_kb * 1024,
-                           s->cfg.fill == ETCH_FILL_DISCARD ? ETCH_BUFFER_DISCARD
-                                                            : ETCH_BUFFER_RING);
+    rc = etch__backend_inproc_new(s->cfg.buffer_kb * 1024,
+                                  s->cfg.fill == ETCH_FILL_DISCARD
+                                      ? ETCH_BUFFER_DISCARD
+                                      : ETCH_BUFFER_RING,
+                                  &s->backend);
   if (rc) {
     etch__filter_free(&s->filter);
     free(s->cfg.categories);
@@ -346,7 +348,7 @@ int etch_session_new(const etch_config *cfg, etch_session **out) {
     pthread_mutex_unlock(&etch__g.lock);
     s->owner_released = true;
     s->refs = 0;
-    etch__buffer_destroy(&s->buf);
+    s->backend->ops->destroy(s->backend);
     etch__filter_free(&s->filter);
     free(s->cfg.categories);
     free(s->cfg.output);
@@ -524,7 +526,7 @@ void etch__session_release(etch_session *s) {
   bool last = --s->refs == 0;
   pthread_mutex_unlock(&s->lock);
   if (!last) return;
-  etch__buffer_destroy(&s->buf);
+  s->backend->ops->destroy(s->backend);
   for (etch_writer *w = s->writers, *next; w; w = next) {
     next = w->next;
     etch__writer_free(w);
@@ -569,11 +571,11 @@ int etch_session_get_stats(etch_session *s, etch_session_stats *out) {
     return etch__error(ETCH_EINVAL, "etch_session_get_stats: NULL argument");
   memset(out, 0, sizeof *out);
   etch_buffer_stats bs;
-  etch__buffer_get_stats(&s->buf, &bs);
+  s->backend->ops->stats(s->backend, &bs);
   out->buffer_size = bs.buffer_size;
   out->chunks_written = bs.chunks_written;
   out->chunks_overwritten = bs.chunks_overwritten;
-  out->bytes_written = bs.chunks_written * s->buf.chunk_size;
+  out->bytes_written = bs.chunks_written * s->backend->chunk_size;
   pthread_mutex_lock(&s->lock);
   for (etch_writer *w = s->writers; w; w = w->next) {
     uint64_t d = __atomic_load_n(&w->dropped, __ATOMIC_RELAXED);

@@ -47,18 +47,23 @@ static void set_no_chunk(etch_writer *w) {
   __atomic_store_n(&w->fast_end, 0, __ATOMIC_RELAXED);
 }
 
+/* Hands a chunk the writer is done with back to its session's backend. */
+static void give_back(etch_writer *w, etch_chunk *c) {
+  w->sess->backend->ops->complete(w->sess->backend, c);
+}
+
 /* Publishes and completes the current chunk. */
 static void retire_chunk(etch_writer *w) {
   if (!w->chunk) return;
   etch__chunk_publish(w->chunk, (uint32_t)(w->st.cur - w->payload),
                       w->chunk_flags);
-  etch__buffer_complete(w->chunk);
+  give_back(w, w->chunk);
   set_no_chunk(w);
 }
 
 static bool take_chunk(etch_writer *w, uint32_t flags) {
-  etch_buffer *b = &w->sess->buf;
-  etch_chunk *c = etch__buffer_acquire(b, w->seq_id, w->next_chunk_id, flags);
+  etch_backend *b = w->sess->backend;
+  etch_chunk *c = b->ops->acquire(b, w->seq_id, w->next_chunk_id, flags);
   if (!c) return false;
   w->next_chunk_id++;
   w->chunk = c;
@@ -68,7 +73,7 @@ static bool take_chunk(etch_writer *w, uint32_t flags) {
                 ((uintptr_t)flags << ETCH_CHUNK_FLAGS_SHIFT);
   w->st.cur = w->payload;
   w->st.seg = w->payload;
-  w->st.end = w->payload + etch__buffer_payload_size(b);
+  w->st.end = w->payload + b->payload_size;
   /* Seq-cst store, then the generation: either etch_session_free's zero
    * lands after this store, or this load sees its new generation. */
   __atomic_store_n(&w->fast_end, (uintptr_t)w->st.end - ETCH_FAST_MAX,
@@ -76,20 +81,17 @@ static bool take_chunk(etch_writer *w, uint32_t flags) {
   if (__atomic_load_n(&etch__slot_gen[w->slot], __ATOMIC_SEQ_CST) !=
       w->sess->gen)
     __atomic_store_n(&w->fast_end, 0, __ATOMIC_RELAXED);
-  if (b->fill == ETCH_BUFFER_RING) {
-    /* Keep a reset in the newest part of a ring that wraps quickly. */
-    uint64_t span = b->nchunks / 4 ? b->nchunks / 4 : 1;
-    if (__atomic_load_n(&b->acquired, __ATOMIC_RELAXED) - w->acq_at_reset >=
-        span)
-      w->need_reset = true;
-  }
+  /* Keep a reset in the newest part of a ring that wraps quickly. */
+  if (b->reset_span &&
+      b->ops->chunks_handed(b) - w->acq_at_reset >= b->reset_span)
+    w->need_reset = true;
   return true;
 }
 
 static bool next_chunk(etch_writer *w) {
   retire_chunk(w);
   if (take_chunk(w, 0)) return true;
-  if (!w->drops_unreported) etch__buffer_note_discard(&w->sess->buf);
+  if (!w->drops_unreported) w->sess->backend->ops->note_drop(w->sess->backend);
   w->drops_unreported = true;
   w->need_reset = true;
   return false;
@@ -99,9 +101,8 @@ static bool next_chunk(etch_writer *w) {
 
 static bool writer_grow(etch_pb_stream *s, size_t need) {
   etch_writer *w = (etch_writer *)s;
-  etch_buffer *b = &w->sess->buf;
   if (!w->in_packet || !w->chunk) return false;
-  if (need + ETCH_PB_NESTED_LEN > etch__buffer_payload_size(b)) return false;
+  if (need + ETCH_PB_NESTED_LEN > w->sess->backend->payload_size) return false;
   if (w->nheld == ETCH_MAX_HELD) return false;
   uint32_t frag_len = (uint32_t)(s->cur - (w->frag_hdr + ETCH_PB_NESTED_LEN));
   etch_pb_put_redundant4(w->frag_hdr, frag_len);
@@ -154,15 +155,15 @@ static void packet_abandon(etch_writer *w) {
     etch_held *first = &w->held[0];
     etch__chunk_publish(first->c, w->pkt_start_used,
                         first->flags & ~(uint32_t)ETCH_CHUNK_LAST_CONTINUES);
-    etch__buffer_complete(first->c);
+    give_back(w, first->c);
     for (uint32_t i = 1; i < w->nheld; i++) {
       etch__chunk_publish(w->held[i].c, 0, w->held[i].flags &
                                               ~(uint32_t)ETCH_CHUNK_LAST_CONTINUES);
-      etch__buffer_complete(w->held[i].c);
+      give_back(w, w->held[i].c);
     }
     if (w->chunk) {
       etch__chunk_publish(w->chunk, 0, 0);
-      etch__buffer_complete(w->chunk);
+      give_back(w, w->chunk);
     }
     set_no_chunk(w);
   } else if (w->chunk) {
@@ -188,7 +189,7 @@ void etch__packet_end(etch_writer *w) {
                       w->chunk_flags);
   for (uint32_t i = 0; i < w->nheld; i++) {
     etch__chunk_publish(w->held[i].c, w->held[i].used, w->held[i].flags);
-    etch__buffer_complete(w->held[i].c);
+    give_back(w, w->held[i].c);
   }
   w->nheld = 0;
 }
@@ -407,7 +408,7 @@ void etch__writer_reset(etch_writer *w, uint64_t ticks) {
   etch__strtab_clear(&w->da_names);
   w->reset_gen++;
   w->need_reset = false;
-  w->acq_at_reset = __atomic_load_n(&w->sess->buf.acquired, __ATOMIC_RELAXED);
+  w->acq_at_reset = w->sess->backend->ops->chunks_handed(w->sess->backend);
   w->names_gen = __atomic_load_n(&etch__g.names_gen, __ATOMIC_RELAXED);
   if (etch__tls.thread_name_set &&
       strncmp(w->thread_name, etch__tls.thread_name, sizeof w->thread_name)) {

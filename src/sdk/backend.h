@@ -1,0 +1,54 @@
+/*
+ * backend.h - where a session's chunks come from and where they go.
+ *
+ * A writer fills chunks without locks; everything else about them goes
+ * through its session's backend: handing a chunk out, taking a finished one
+ * back, counting a writer that found none, and reading what was committed.
+ * The in-process backend (backend_inproc.c) keeps the chunks in a trace
+ * buffer of the process's own memory. Every call here is off the fast path
+ * (one per chunk, not per event).
+ */
+#ifndef ETCH_SDK_BACKEND_H
+#define ETCH_SDK_BACKEND_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "buffer/buffer.h"
+
+typedef struct etch_backend etch_backend;
+
+typedef struct etch_backend_ops {
+  /* A chunk for writer `writer_id`'s chunk `chunk_id` (state WRITING,
+   * nothing committed, `flags` its ETCH_CHUNK_*_CONTINUES bits), or NULL
+   * when there is none to be had: the writer drops events. */
+  etch_chunk *(*acquire)(etch_backend *b, uint32_t writer_id,
+                         uint32_t chunk_id, uint32_t flags);
+  /* Takes back a chunk the writer is done with (all it holds committed). */
+  void (*complete)(etch_backend *b, etch_chunk *c);
+  /* A writer found no chunk and starts dropping events. */
+  void (*note_drop)(etch_backend *b);
+  /* Chunks handed out so far, any writer (the ring's reset cadence). */
+  uint64_t (*chunks_handed)(etch_backend *b);
+  /* Calls `emit` for every whole packet committed, as etch__buffer_read. */
+  int (*read)(etch_backend *b, etch_packet_fn emit, void *ctx,
+              uint64_t *lost_fragments);
+  void (*stats)(etch_backend *b, etch_buffer_stats *out);
+  void (*destroy)(etch_backend *b);
+} etch_backend_ops;
+
+struct etch_backend {
+  const etch_backend_ops *ops;
+  uint32_t payload_size; /* bytes of payload in every chunk */
+  uint32_t chunk_size;   /* the same with the header */
+  /* A writer resets its incremental state after this many chunks were
+   * handed out since its last reset (0: never), so that a ring that wraps
+   * quickly keeps a reset in its newest part. */
+  uint64_t reset_span;
+};
+
+/* An in-process backend with a trace buffer of `size` bytes. */
+int etch__backend_inproc_new(uint64_t size, etch_buffer_fill fill,
+                             etch_backend **out);
+
+#endif /* ETCH_SDK_BACKEND_H */
