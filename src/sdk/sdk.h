@@ -24,13 +24,14 @@
 #include "base/base.h"
 #include "base/clock.h"
 #include "buffer/buffer.h"
+#include "buffer/tracefile.h"
 #include "sdk/backend.h"
 #include "etch/etch.h"
 #include "pb/pb.h"
 #include "proto/perfetto.h"
 
 /* Sequence id of etch's own packets (clock snapshot, stats, drop reports). */
-#define ETCH_SERVICE_SEQ_ID 1
+#define ETCH_SERVICE_SEQ_ID ETCH_TRACEFILE_SERVICE_SEQ
 /* The sequence-scoped incremental clock writers stamp events with. */
 #define ETCH_CLOCK_INCREMENTAL 64
 /* Bytes the fast encoder may use for one packet (with its size prefix). */

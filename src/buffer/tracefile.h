@@ -1,0 +1,62 @@
+/*
+ * tracefile.h - the trace-file writer both backends use: committed packets
+ * (from etch__buffer_read or a service's trace buffer) in, a Perfetto trace
+ * file out, with sequence ids stamped, undecodable leftovers of lost data
+ * left out, optional deflate, and the service's own packets (clock
+ * snapshot, TraceStats) on a sequence of their own.
+ *
+ *   etch_tracefile t;
+ *   etch__tracefile_init(&t, compress);
+ *   etch__tracefile_put_clock_snapshot(&t);
+ *   etch__buffer_read(buf, etch__tracefile_on_packet, &t, &lost);
+ *   ...build a packet in t.tmp.s, then etch__tracefile_put_service(&t)...
+ *   etch__tracefile_put_stats(&t, &stats, chunk_size, writers_with_loss);
+ *   etch__tracefile_finish(&t, &data, &len);   (frees t, also on error)
+ */
+#ifndef ETCH_BUFFER_TRACEFILE_H
+#define ETCH_BUFFER_TRACEFILE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "buffer/buffer.h"
+#include "pb/pb.h"
+
+/* The trusted_packet_sequence_id of the writer's own packets. */
+#define ETCH_TRACEFILE_SERVICE_SEQ 1
+/* Uncompressed bytes per compressed_packets batch at most. */
+#define ETCH_TRACEFILE_BATCH (256u * 1024u)
+
+typedef struct etch_tracefile {
+  etch_pb_buf out;   /* the file */
+  etch_pb_buf batch; /* records waiting to be compressed */
+  etch_pb_buf tmp;   /* a service packet being built */
+  bool compress;
+  int err;
+  /* per-sequence filter state */
+  uint32_t cur_writer;
+  bool invalid;      /* lost data, no reset seen since */
+  bool mark_dropped; /* next emitted packet carries the flag */
+  uint32_t depth;    /* open slices on the default track */
+  uint64_t skipped;  /* packets left out after a loss */
+} etch_tracefile;
+
+void etch__tracefile_init(etch_tracefile *t, bool compress);
+void etch__tracefile_free(etch_tracefile *t);
+/* An etch_packet_fn: one committed packet of sequence `writer_id`. */
+int etch__tracefile_on_packet(void *ctx, uint32_t writer_id,
+                              const uint8_t *data, uint32_t len,
+                              bool dropped_before);
+/* Appends the packet built in t->tmp on the service's sequence and empties
+ * t->tmp. */
+int etch__tracefile_put_service(etch_tracefile *t);
+/* A ClockSnapshot of BOOTTIME, MONOTONIC and REALTIME (BOOTTIME primary). */
+int etch__tracefile_put_clock_snapshot(etch_tracefile *t);
+/* A TraceStats packet with one buffer's stats. */
+int etch__tracefile_put_stats(etch_tracefile *t, const etch_buffer_stats *bs,
+                              uint32_t chunk_size, uint64_t writers_with_loss);
+/* The file's bytes (free() them); frees t's buffers either way. */
+int etch__tracefile_finish(etch_tracefile *t, uint8_t **data, size_t *len);
+
+#endif /* ETCH_BUFFER_TRACEFILE_H */
