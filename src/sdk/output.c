@@ -106,16 +106,20 @@ int etch__session_serialize(etch_session *sess, uint8_t **data, size_t *len) {
   if (!rc) rc = put_clock_note(&o);
   uint64_t lost = 0;
   etch_backend *b = sess->backend;
+  /* The lock from the buffer's read to the last drop report: a writer
+   * reports its drops on its own sequence under it (report_drops in
+   * writer.c), so each drop is counted once, in the buffer or here. */
+  pthread_mutex_lock(&sess->lock);
   if (!rc) rc = b->ops->read(b, etch__tracefile_on_packet, &o, &lost);
 
-  /* Drop reports, then the stats. */
+  /* Drops no writer has reported yet, then the stats. */
   uint64_t writers_with_loss = 0;
-  pthread_mutex_lock(&sess->lock);
   for (etch_writer *w = sess->writers; w && !rc; w = w->next) {
     uint64_t d = __atomic_load_n(&w->dropped, __ATOMIC_ACQUIRE);
     if (!d) continue;
     writers_with_loss++;
-    rc = put_drop_report(&o, w, d);
+    uint64_t r = __atomic_load_n(&w->reported, __ATOMIC_RELAXED);
+    if (d > r) rc = put_drop_report(&o, w, d - r);
   }
   pthread_mutex_unlock(&sess->lock);
   if (!rc) {

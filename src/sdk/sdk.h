@@ -283,7 +283,10 @@ struct etch_writer {
   etch_bitset seen_tracks;
   etch_strtab da_names;
   uint64_t dropped;          /* events lost (atomic, relaxed) */
-  uint64_t first_drop_ns;
+  /* Of those, reported on the writer's own sequence (etch.dropped_events
+   * when it has chunks again); changed under the session's lock. */
+  uint64_t reported;
+  uint64_t first_drop_ns;    /* the first unreported drop's time */
   uint64_t last_drop_ns;
   uint64_t acq_at_reset;
   uint32_t names_gen;

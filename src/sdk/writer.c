@@ -378,6 +378,46 @@ static void writer_reanchor(etch_writer *w) {
   set_lim(w);
 }
 
+/*
+ * The events dropped since the last report, said on the writer's own
+ * sequence now that it has chunks again (after the reset that follows every
+ * loss): an instant etch.dropped_events on its thread track at the first
+ * drop's time, args count and last_drop_ns. A service's writer has nowhere
+ * else to say it. Under the session's lock, so that a read of the session
+ * (which holds it from reading the buffer until it has reported what is
+ * still unreported) counts every drop once; taken only if free: while a
+ * read runs, the report waits for the next reset.
+ */
+static void report_drops(etch_writer *w) {
+  if (w->dropped == w->reported || w->packet_failed) return;
+  if (pthread_mutex_trylock(&w->sess->lock) != 0) return;
+  uint64_t count = w->dropped - w->reported;
+  uint64_t first = w->first_drop_ns;
+  uint64_t last = w->last_drop_ns < first ? first : w->last_drop_ns;
+  if (etch__packet_begin(w)) {
+    etch_pb_stream *s = &w->st;
+    etch_pb_nested te, da;
+    put_abs_ts(s, first);
+    etch_pb_nested_begin(s, ETCH_PKT_TRACK_EVENT, &te);
+    etch_pb_write_varint_field(s, ETCH_TE_TYPE, ETCH_TE_TYPE_INSTANT);
+    etch_pb_write_string_field(s, ETCH_TE_CATEGORIES, "etch");
+    etch_pb_write_string_field(s, ETCH_TE_NAME, "etch.dropped_events");
+    etch_pb_nested_begin(s, ETCH_TE_DEBUG_ANNOTATIONS, &da);
+    etch_pb_write_string_field(s, ETCH_DA_NAME, "count");
+    etch_pb_write_varint_field(s, ETCH_DA_INT_VALUE, count);
+    etch_pb_nested_end(s, &da);
+    etch_pb_nested_begin(s, ETCH_TE_DEBUG_ANNOTATIONS, &da);
+    etch_pb_write_string_field(s, ETCH_DA_NAME, "last_drop_ns");
+    etch_pb_write_varint_field(s, ETCH_DA_UINT_VALUE, last);
+    etch_pb_nested_end(s, &da);
+    etch_pb_nested_end(s, &te);
+    etch__packet_end(w);
+    if (!w->packet_failed)
+      __atomic_store_n(&w->reported, w->reported + count, __ATOMIC_RELAXED);
+  }
+  pthread_mutex_unlock(&w->sess->lock);
+}
+
 void etch__writer_reset(etch_writer *w, uint64_t ticks) {
   etch_clock_anchor a;
   etch__clock_anchor_now(&a);
@@ -453,6 +493,7 @@ void etch__writer_reset(etch_writer *w, uint64_t ticks) {
   w->drops_unreported = false;
   write_process_descriptor(w, a.ns);
   write_thread_descriptor(w, a.ns);
+  report_drops(w);
 }
 
 /* ---- lifecycle ---------------------------------------------------------------- */
@@ -527,7 +568,8 @@ void etch__writer_free(etch_writer *w) {
 void etch__writer_drop(etch_writer *w, uint64_t ticks) {
   uint64_t ns = w->anchor.mult ? etch__ticks_to_ns(&w->anchor, ticks)
                                : etch__clock_ticks_to_boottime(ticks);
-  if (w->dropped == 0) __atomic_store_n(&w->first_drop_ns, ns, __ATOMIC_RELAXED);
+  if (w->dropped == w->reported) /* the first since the last report */
+    __atomic_store_n(&w->first_drop_ns, ns, __ATOMIC_RELAXED);
   __atomic_store_n(&w->last_drop_ns, ns, __ATOMIC_RELAXED);
   __atomic_store_n(&w->dropped, w->dropped + 1, __ATOMIC_RELEASE);
   w->drops_unreported = true;

@@ -127,3 +127,57 @@ TEST(drop_report_of_a_thread_that_never_had_a_chunk) {
   td_free(&t);
   etch_session_free(s);
 }
+
+/* A writer that dropped events and then got a chunk again reports the drops
+ * itself, on its own sequence (as it must under a service, which cannot
+ * look into a producer's writers), and the end of the file does not report
+ * them again. A 16 KiB ring has 4 chunks: 4 threads holding one each leave
+ * none for the main thread until they exit. */
+static pthread_barrier_t hold_bar;
+
+static void *holder(void *arg) {
+  (void)arg;
+  ETCH_INSTANT(work, "hold");
+  pthread_barrier_wait(&hold_bar); /* chunks taken */
+  pthread_barrier_wait(&hold_bar); /* main thread dropped */
+  return NULL;
+}
+
+TEST(drops_reported_on_the_writers_own_sequence) {
+  etch_session *s = start_session("buffer_kb=16;fill=ring;compression=none");
+  pthread_barrier_init(&hold_bar, NULL, 5);
+  pthread_t th[4];
+  for (int i = 0; i < 4; i++) pthread_create(&th[i], NULL, holder, NULL);
+  pthread_barrier_wait(&hold_bar);
+  for (int i = 0; i < 3; i++) ETCH_INSTANT(work, "dropped");
+  pthread_barrier_wait(&hold_bar);
+  for (int i = 0; i < 4; i++) pthread_join(th[i], NULL); /* chunks back */
+  ETCH_INSTANT(work, "after");
+  etch_session_stop(s);
+  etch_session_stats st;
+  ASSERT_OK(etch_session_get_stats(s, &st));
+  ASSERT_EQ_U64(st.events_dropped, 3);
+  td_trace t;
+  read_trace(s, "drops_in_band", &t);
+  pthread_barrier_destroy(&hold_bar);
+  /* The main thread's chunk is the ring's oldest: one holder's, overwritten. */
+  ASSERT_EQ_U64(td_count(&t, 3, "hold"), 3);
+  ASSERT_EQ_U64(td_count(&t, 3, "dropped"), 0);
+  ASSERT_EQ_U64(td_count(&t, 3, "after"), 1);
+  ASSERT_EQ_U64(td_count(&t, 3, "etch.dropped_events"), 1);
+  const td_event *after = NULL, *rep = NULL;
+  for (size_t i = 0; i < t.nev; i++) {
+    if (!t.ev[i].name) continue;
+    if (!strcmp(t.ev[i].name, "after")) after = &t.ev[i];
+    if (!strcmp(t.ev[i].name, "etch.dropped_events")) rep = &t.ev[i];
+  }
+  ASSERT_EQ_U64(rep->seq, after->seq); /* the main thread's own sequence */
+  ASSERT_TRUE(rep->seq != 1);
+  ASSERT_EQ_U64(rep->track, after->track);
+  ASSERT_EQ_INT(td_arg_of(rep, "count")->i, 3);
+  ASSERT_TRUE(rep->ts <= td_arg_of(rep, "last_drop_ns")->u);
+  ASSERT_TRUE(td_arg_of(rep, "last_drop_ns")->u <= after->ts);
+  ASSERT_TRUE(t.prev_dropped >= 1); /* the reset after the loss says so */
+  td_free(&t);
+  etch_session_free(s);
+}
