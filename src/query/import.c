@@ -16,6 +16,7 @@
  * Tracks, processes and threads are few: they are kept in memory and written
  * at the end, when every parent is known.
  */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -265,6 +266,7 @@ typedef struct qtrack {
   int64_t busy;    /* depth-0 slices with a duration */
   int64_t dropped; /* debug.count of etch.dropped_events */
   uint64_t cn;     /* counter values */
+  uint64_t cnum;   /* ... that are numbers (NaN is "no value", as in SQL) */
   double cmin, cmax, csum, clast;
   int64_t clast_ts;
 } qtrack;
@@ -840,19 +842,21 @@ static void on_counter(etch__importer *imp, qtrack *t, const etch_event *ev) {
                                    : (double)ev->counter_int;
   if (imp->rows) etch__rows_counter(imp->rows, ev->ts, t->id, v);
   imp->counts.counters++;
-  if (!t->cn++) {
-    t->cmin = t->cmax = t->csum = t->clast = v;
+  /* The value at the latest timestamp; the first of equal ones. */
+  if (!t->cn++ || ev->ts > t->clast_ts) {
+    t->clast = v;
     t->clast_ts = ev->ts;
+  }
+  /* NaN counts as a value but not for min, max and mean: the counter
+   * table stores it as NULL, which SQL's min(), max() and avg() skip. */
+  if (isnan(v)) return;
+  if (!t->cnum++) {
+    t->cmin = t->cmax = t->csum = v;
     return;
   }
   if (v < t->cmin) t->cmin = v;
   if (v > t->cmax) t->cmax = v;
   t->csum += v;
-  /* The value at the latest timestamp; the first of equal ones. */
-  if (ev->ts > t->clast_ts) {
-    t->clast = v;
-    t->clast_ts = ev->ts;
-  }
 }
 
 void etch__importer_event(etch__importer *imp, const etch_event *ev) {
@@ -1344,9 +1348,9 @@ int etch__importer_stats_data(const etch__importer *imp, int top,
         .track = dup_or_null(t->name),
         .unit = t->kind == ETCH_TRACK_COUNTER ? dup_or_null(t->unit) : NULL,
         .count = (int64_t)t->cn,
-        .min = t->cmin,
-        .max = t->cmax,
-        .mean = t->csum / (double)t->cn,
+        .min = t->cnum ? t->cmin : NAN,
+        .max = t->cnum ? t->cmax : NAN,
+        .mean = t->cnum ? t->csum / (double)t->cnum : NAN,
         .last = t->clast};
   }
   free(refs);

@@ -463,7 +463,10 @@ static void counters(exporter *x) {
     fprintf(x->out, ",\"pid\":%" PRId64 ",\"ts\":", t->pid);
     json_ts(x->out, sqlite3_column_int64(st, 0));
     fputs(",\"args\":{\"value\":", x->out);
-    json_double(x->out, sqlite3_column_double(st, 2));
+    if (sqlite3_column_type(st, 2) == SQLITE_NULL) /* NaN is stored as NULL */
+      fputs("null", x->out);
+    else
+      json_double(x->out, sqlite3_column_double(st, 2));
     fputs("}}", x->out);
   }
   done(x, st, rc);

@@ -35,11 +35,20 @@ void etch__fmt_dur(char *buf, size_t n, int64_t ns) {
   }
 }
 
+/* NaN (no value: a NaN sample, or no number at all) prints as "-". */
 static void fmt_num(char *buf, size_t n, double v) {
-  if (v == floor(v) && fabs(v) < 1e15)
+  if (isnan(v))
+    snprintf(buf, n, "-");
+  else if (v == floor(v) && fabs(v) < 1e15)
     snprintf(buf, n, "%.0f", v);
   else
     snprintf(buf, n, "%.6g", v);
+}
+
+/* A REAL column; NULL (how SQLite stores NaN) comes back as NaN. */
+static double col_num(sqlite3_stmt *st, int i) {
+  return sqlite3_column_type(st, i) == SQLITE_NULL ? NAN
+                                                    : sqlite3_column_double(st, i);
 }
 
 typedef struct report {
@@ -283,10 +292,10 @@ int etch__stats_data_from_db(sqlite3 *db, int top, etch__stats_data *d) {
           .track = dup_or_null(sqlite3_column_text(st, 0)),
           .unit = dup_or_null(sqlite3_column_text(st, 1)),
           .count = sqlite3_column_int64(st, 2),
-          .min = sqlite3_column_double(st, 3),
-          .max = sqlite3_column_double(st, 4),
-          .mean = sqlite3_column_double(st, 5),
-          .last = sqlite3_column_double(st, 6)};
+          .min = col_num(st, 3),
+          .max = col_num(st, 4),
+          .mean = col_num(st, 5),
+          .last = col_num(st, 6)};
     }
     finish(r, st, rc == SQLITE_ROW ? SQLITE_NOMEM : rc);
   }

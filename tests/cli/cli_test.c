@@ -8,6 +8,7 @@
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
+#include <math.h>
 #include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -363,6 +364,52 @@ TEST(cli_convert_exact_and_parses) {
   r = RUN("convert", small);
   ASSERT_EQ_INT(r.status, 0);
   ASSERT_TRUE(strncmp(r.out, "{\"traceEvents\":[", 16) == 0);
+  done(&r);
+}
+
+/* NaN counter values: "no value" (the counter table stores NULL), counted
+ * but left out of min, max and mean, shown as "-" and written as null. */
+TEST(cli_nan_counters) {
+  tb t;
+  tb_init(&t);
+  tb_process_track(&t, 1, 1, 10, "app");
+  tb_counter_track(&t, 1, 4, 1, "ratio", 0);
+  tb_counter_track(&t, 1, 5, 1, "none", 0);
+  tb_counter_double(&t, 1, 1000, 4, 1.5);
+  tb_counter_double(&t, 1, 2000, 4, NAN);
+  tb_counter_double(&t, 1, 3000, 4, 3.5);
+  tb_counter_double(&t, 1, 4000, 5, NAN);
+  const char *path = tb_write_file(&t, "nan.pftrace");
+  tb_free(&t);
+  run_result r = RUN("stats", path);
+  ASSERT_EQ_INT(r.status, 0);
+  ASSERT_CONTAINS(r.out,
+                  "counters\n"
+                  "  track  unit  count  min  max  mean  last\n"
+                  "  -----  ----  -----  ---  ---  ----  ----\n"
+                  "  none   -         1    -    -     -     -\n"
+                  "  ratio  -         3  1.5  3.5   2.5   3.5\n");
+  done(&r);
+  r = RUN("stats", "--json", path);
+  ASSERT_EQ_INT(r.status, 0);
+  ASSERT_CONTAINS(r.out,
+                  "\"counters\":[{\"track\":\"none\",\"unit\":null,"
+                  "\"count\":1,\"min\":null,\"max\":null,\"mean\":null,"
+                  "\"last\":null},{\"track\":\"ratio\",\"unit\":null,"
+                  "\"count\":3,\"min\":1.5,\"max\":3.5,\"mean\":2.5,"
+                  "\"last\":3.5}]");
+  done(&r);
+  r = RUN("convert", path);
+  ASSERT_EQ_INT(r.status, 0);
+  ASSERT_CONTAINS(r.out,
+                  "{\"ph\":\"C\",\"name\":\"ratio\",\"pid\":10,\"ts\":1.000,"
+                  "\"args\":{\"value\":1.5}},\n"
+                  "{\"ph\":\"C\",\"name\":\"ratio\",\"pid\":10,\"ts\":2.000,"
+                  "\"args\":{\"value\":null}},\n"
+                  "{\"ph\":\"C\",\"name\":\"ratio\",\"pid\":10,\"ts\":3.000,"
+                  "\"args\":{\"value\":3.5}},\n"
+                  "{\"ph\":\"C\",\"name\":\"none\",\"pid\":10,\"ts\":4.000,"
+                  "\"args\":{\"value\":null}}\n");
   done(&r);
 }
 
