@@ -51,6 +51,35 @@ void etch__tt_header(etch__tt *t, size_t col, const char *name, bool right) {
   t->right[col] = right;
 }
 
+/* A copy of `s` fit for one line of a table: control characters (a
+ * newline in a string arg, a tab) written as \n, \r, \t or \xNN, so rows
+ * stay rows and columns line up. CSV and JSON keep the bytes as they are. */
+static char *escape_controls(const char *s) {
+  size_t n = 0, extra = 0;
+  for (; s[n]; n++)
+    if ((unsigned char)s[n] < 0x20 || s[n] == 0x7f) extra += 3;
+  char *out = malloc(n + extra + 1);
+  if (!out) return NULL;
+  char *q = out;
+  for (const char *p = s; *p; p++) {
+    unsigned char c = (unsigned char)*p;
+    if (c >= 0x20 && c != 0x7f) {
+      *q++ = (char)c;
+    } else if (c == '\n' || c == '\r' || c == '\t') {
+      *q++ = '\\';
+      *q++ = c == '\n' ? 'n' : c == '\r' ? 'r' : 't';
+    } else {
+      static const char hex[] = "0123456789abcdef";
+      *q++ = '\\';
+      *q++ = 'x';
+      *q++ = hex[c >> 4];
+      *q++ = hex[c & 15];
+    }
+  }
+  *q = '\0';
+  return out;
+}
+
 void etch__tt_cell(etch__tt *t, const char *text) {
   if (!t) return;
   if (t->ncells == t->cap) {
@@ -60,7 +89,7 @@ void etch__tt_cell(etch__tt *t, const char *text) {
     t->cells = c;
     t->cap = cap;
   }
-  t->cells[t->ncells++] = strdup(text ? text : "");
+  t->cells[t->ncells++] = escape_controls(text ? text : "");
 }
 
 void etch__tt_cellf(etch__tt *t, const char *fmt, ...) {
@@ -157,7 +186,7 @@ static char *cell_text(sqlite3_stmt *st, int c) {
     }
     default: {
       const char *s = (const char *)sqlite3_column_text(st, c);
-      return strdup(s ? s : "");
+      return escape_controls(s ? s : "");
     }
   }
 }

@@ -744,7 +744,8 @@ int etch__reader_dump(const void *data, size_t len, FILE *out) {
   r->dump = out;
   r->order = ETCH_ORDER_FILE;
   rc = run(r);
-  if (rc) fprintf(out, "error: %s\n", etch_last_error());
+  /* An error is the caller's to report (etch print says it once, on
+   * stderr); the listing stops where it happened. */
   etch_reader_stats st = r->stats;
   fprintf(out,
           "-- %llu packets, %llu track events, %llu sequences, %llu "

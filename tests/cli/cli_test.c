@@ -265,6 +265,28 @@ TEST(cli_query_table_csv_file_stdin) {
   done(&r);
 }
 
+/* SQL that starts with a comment is SQL, not an unknown option; an
+ * option-looking word after the trace still is an option. */
+TEST(cli_query_sql_starting_with_a_comment) {
+  const char *small = small_trace();
+  run_result r = RUN("query", small, "-- how many\nselect count(*) from counter");
+  ASSERT_EQ_INT(r.status, 0);
+  ASSERT_EQ_STR(r.err, "");
+  ASSERT_EQ_STR(r.out, "count(*)\n--------\n       2\n");
+  done(&r);
+  r = RUN("query", small, "--csv", "-- a comment, then\nselect 7");
+  ASSERT_EQ_INT(r.status, 0);
+  ASSERT_EQ_STR(r.out, "7\n7\n");
+  done(&r);
+  r = RUN("query", small, "--", "--also\nselect 1");
+  ASSERT_EQ_INT(r.status, 0);
+  done(&r);
+  r = RUN("query", small, "-x");
+  ASSERT_EQ_INT(r.status, 2);
+  ASSERT_CONTAINS(r.err, "etch: unknown option -x\n");
+  done(&r);
+}
+
 TEST(cli_query_db_kept_and_reopened) {
   const char *small = small_trace();
   char db[512];
@@ -421,6 +443,24 @@ TEST(cli_print) {
   done(&r);
   r = RUN("print", "/nonexistent.pftrace");
   ASSERT_EQ_INT(r.status, 1);
+  done(&r);
+  /* A broken trace: the error once, on stderr; the listing up to it on
+   * stdout. */
+  char cut[512];
+  snprintf(cut, sizeof cut, "%s/cut.pftrace", etch_test_tmpdir());
+  size_t len;
+  uint8_t *data = etch_test_read_file(small, &len);
+  FILE *f = fopen(cut, "wb");
+  fwrite(data, 1, len - 3, f);
+  fclose(f);
+  free(data);
+  r = RUN("print", cut);
+  ASSERT_EQ_INT(r.status, 1);
+  ASSERT_TRUE(strncmp(r.err, "etch: ", 6) == 0);
+  ASSERT_CONTAINS(r.err, "bytes left in the file\n");
+  ASSERT_TRUE(strchr(r.err, '\n') == r.err + strlen(r.err) - 1); /* 1 line */
+  ASSERT_TRUE(strstr(r.out, "bytes left in the file") == NULL);
+  ASSERT_CONTAINS(r.out, "frame");
   done(&r);
 }
 

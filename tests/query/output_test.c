@@ -39,6 +39,24 @@ TEST(table_aligns_numbers_right_text_left_null_shown) {
   sqlite3_close(db);
 }
 
+/* Control characters in strings (a newline in an arg) would break the
+ * table's rows: the table shows them escaped, CSV keeps the bytes. */
+TEST(table_escapes_control_characters_csv_keeps_them) {
+  sqlite3 *db = qt_new_db();
+  const char *sql = "SELECT 'a' || char(10) || 'b' AS s, 'x' || char(9) || "
+                    "'y' || char(13) || char(1) AS t, 2 AS n";
+  char *got = run(db, sql, ETCH__OUT_TABLE);
+  ASSERT_TEXT(got,
+              "s     t           n\n"
+              "----  ----------  -\n"
+              "a\\nb  x\\ty\\r\\x01  2\n");
+  free(got);
+  got = run(db, sql, ETCH__OUT_CSV);
+  ASSERT_TEXT(got, "s,t,n\n\"a\nb\",\"x\ty\r\x01\",2\n");
+  free(got);
+  sqlite3_close(db);
+}
+
 TEST(table_empty_result_and_several_statements) {
   sqlite3 *db = qt_new_db();
   char *got = run(db,

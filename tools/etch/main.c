@@ -291,6 +291,11 @@ static int cmd_query(int argc, char **argv) {
       file = opt_value(&o, opt, cmd, &rc);
     } else if (is_opt(opt, "--db")) {
       db_path = opt_value(&o, opt, cmd, &rc);
+    } else if (o.noperands == 1 && strpbrk(opt, " \t\n\r")) {
+      /* After the trace, an argument with blanks is the SQL even when it
+       * starts with '-' (an SQL comment: "-- why\nselect ..."); options
+       * have none. */
+      o.operands[o.noperands++] = (char *)opt;
     } else {
       rc = usage_error(cmd, "unknown option %s", opt);
     }
@@ -751,7 +756,8 @@ static const command kCommands[] = {
      "thread, track, slice, counter, args, flow, stats, trace_bounds) and\n"
      "runs SQL on them. Without SQL, reads statements from stdin, or opens a\n"
      "prompt when stdin is a terminal. TRACE may also be a database written\n"
-     "with --db.\n"
+     "with --db. SQL that starts with '-' (a comment) is taken as SQL when it\n"
+     "holds a blank or a newline, or after --.\n"
      "\n"
      "  --csv            CSV output (RFC 4180 quoting) instead of a table\n"
      "  -f, --file FILE  run the statements in FILE ('-' = stdin)\n"
