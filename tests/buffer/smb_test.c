@@ -198,7 +198,6 @@ static void *producer(void *arg) {
           uint8_t *p = put_fragment(c + 8, 16, 0, (uint8_t)next_id);
           (void)p;
           set_count(c, 1, 0);
-          __atomic_thread_fence(__ATOMIC_RELEASE);
           ASSERT_TRUE(etch__smb_release_complete(&g_smb, pg, k));
           next_id++;
         }
