@@ -125,6 +125,11 @@ typedef struct etch_event {
   size_t args_count;
   /* offset of the TracePacket in the (decompressed) input, for messages */
   uint64_t packet_offset;
+  /* The first event of its sequence after packets of that sequence were
+   * lost (previous_packet_dropped, or packets skipped because the
+   * sequence's incremental state was lost): what came between this event
+   * and the sequence's previous one is incomplete. */
+  bool after_loss;
 } etch_event;
 
 /*

@@ -307,6 +307,9 @@ struct etch__importer {
   size_t nthreads, cap_threads;
   u64map thread_by_key; /* (pid << 32 | tid) -> index */
   u64map flows;         /* flow id -> slice id waiting for its next hop */
+  u64map flow_ts;       /* flow id -> that hop's time */
+  int64_t *losses;      /* times of events right after lost data, sorted */
+  size_t nlosses, cap_losses;
   name_summary *summary;
   size_t nsummary, cap_summary;
   u64map summary_by_name;
@@ -543,15 +546,54 @@ static void insert_flow(etch__importer *imp, int64_t out, int64_t in) {
   imp->counts.flows++;
 }
 
-/* One flow id on the slice `slice_id`: links it to the previous hop. */
+/* An event at `ts` is the first of its sequence after lost data. */
+static void add_loss(etch__importer *imp, int64_t ts) {
+  if (!grow_array((void **)&imp->losses, &imp->cap_losses, imp->nlosses + 1,
+                  sizeof *imp->losses)) {
+    fail_nomem(imp);
+    return;
+  }
+  size_t i = imp->nlosses++;
+  for (; i > 0 && imp->losses[i - 1] > ts; i--)
+    imp->losses[i] = imp->losses[i - 1];
+  imp->losses[i] = ts;
+}
+
+/* Whether data was lost on some sequence in (from, to]: a flow's next hop
+ * may have been in it. */
+static bool loss_between(const etch__importer *imp, int64_t from, int64_t to) {
+  size_t lo = 0, hi = imp->nlosses;
+  while (lo < hi) { /* the first loss after `from` */
+    size_t mid = lo + (hi - lo) / 2;
+    if (imp->losses[mid] <= from)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo < imp->nlosses && imp->losses[lo] <= to;
+}
+
+/*
+ * One flow id on the slice `slice_id` at `ts`: links it to the previous
+ * hop. Not when data was lost on any sequence between the two: the true
+ * next hop may have been lost with it, and the id reused since (a flow
+ * whose other end was lost is not a flow); the chain starts again here.
+ */
 static void link_one(etch__importer *imp, uint64_t fid, bool term,
-                     int64_t slice_id) {
-  int64_t prev;
+                     int64_t slice_id, int64_t ts) {
+  int64_t prev, prev_ts;
+  bool have = u64map_get(&imp->flows, fid, &prev) && prev > 0;
+  if (have && imp->nlosses && u64map_get(&imp->flow_ts, fid, &prev_ts) &&
+      loss_between(imp, prev_ts, ts)) {
+    have = false;
+    imp->counts.flows_cut++;
+  }
   if (!term) {
-    if (u64map_get(&imp->flows, fid, &prev) && prev > 0 && prev != slice_id)
-      insert_flow(imp, prev, slice_id);
-    if (!u64map_put(&imp->flows, fid, slice_id)) fail_nomem(imp);
-  } else if (u64map_get(&imp->flows, fid, &prev) && prev > 0) {
+    if (have && prev != slice_id) insert_flow(imp, prev, slice_id);
+    if (!u64map_put(&imp->flows, fid, slice_id) ||
+        !u64map_put(&imp->flow_ts, fid, ts))
+      fail_nomem(imp);
+  } else if (have) {
     if (prev != slice_id) insert_flow(imp, prev, slice_id);
     if (!u64map_put(&imp->flows, fid, 0)) fail_nomem(imp);
   }
@@ -581,13 +623,13 @@ static void flows_of(etch__importer *imp, int64_t ts, uint64_t gidx,
     if (imp->opts.file_order)
       add_step(imp, ts, gidx, slice_id, ids[i], (uint32_t)i, false);
     else
-      link_one(imp, ids[i], false, slice_id);
+      link_one(imp, ids[i], false, slice_id, ts);
   }
   for (size_t i = 0; i < nterms; i++) {
     if (imp->opts.file_order)
       add_step(imp, ts, gidx, slice_id, terms[i], (uint32_t)(n + i), true);
     else
-      link_one(imp, terms[i], true, slice_id);
+      link_one(imp, terms[i], true, slice_id, ts);
   }
 }
 
@@ -603,7 +645,7 @@ static void link_steps(etch__importer *imp) {
   qsort(imp->steps, imp->nsteps, sizeof *imp->steps, cmp_step);
   for (size_t i = 0; i < imp->nsteps && !imp->err; i++)
     link_one(imp, imp->steps[i].fid, imp->steps[i].term,
-             imp->steps[i].slice_id);
+             imp->steps[i].slice_id, imp->steps[i].ts);
 }
 
 static open_slice *push_slice(etch__importer *imp, qtrack *t) {
@@ -863,6 +905,7 @@ void etch__importer_event(etch__importer *imp, const etch_event *ev) {
   if (imp->err || imp->restart) return;
   imp->counts.events++;
   uint64_t gidx = imp->gidx++;
+  if (ev->after_loss) add_loss(imp, ev->ts);
   qtrack *t = get_track(imp, ev->track);
   if (!t) return;
   if (ev->type == ETCH_EVENT_COUNTER) {
@@ -1094,7 +1137,7 @@ typedef struct stat_row {
   uint64_t value;
 } stat_row;
 
-enum { kStatRows = 21 };
+enum { kStatRows = 22 };
 
 /* The rows of the stats table. */
 static void fill_stat_rows(const etch__importer *imp,
@@ -1118,6 +1161,9 @@ static void fill_stat_rows(const etch__importer *imp,
        rs->packet_skipped_seq_needs_incremental_state_invalid},
       {"misplaced_end_event", "data_loss", "analysis",
        "slice ends without a matching begin", misplaced},
+      {"flow_cut_by_data_loss", "data_loss", "analysis",
+       "flow links not made: data was lost between two uses of the id",
+       imp->counts.flows_cut},
       {"traced_buf_chunks_discarded", "data_loss", "trace",
        "chunks the tracing buffer discarded (buffer full)",
        rs->trace_stats_chunks_discarded},
@@ -1431,6 +1477,8 @@ void etch__importer_free(etch__importer *imp) {
   u64map_free(&imp->proc_by_pid);
   u64map_free(&imp->thread_by_key);
   u64map_free(&imp->flows);
+  u64map_free(&imp->flow_ts);
+  free(imp->losses);
   u64map_free(&imp->summary_by_name);
   free(imp->summary);
   pool_free(&imp->strings);

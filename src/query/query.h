@@ -90,6 +90,7 @@ typedef struct etch__import_counts {
   uint64_t unmatched_ends;
   uint64_t counters;
   uint64_t flows;
+  uint64_t flows_cut;    /* links not made across lost data */
   uint64_t args;
   uint64_t tracks;
 } etch__import_counts;

@@ -323,6 +323,7 @@ static int extra_counters(etch_reader *r, rd_seq *seq, etch_event *base,
     rd_track *t = etch__rd_event_track(r, uuids[i]);
     if (!t) return ETCH_ENOMEM;
     etch_event ev = *base;
+    ev.after_loss = false;
     ev.type = ETCH_EVENT_COUNTER;
     ev.name = r->empty;
     ev.track = &t->info;
@@ -493,6 +494,7 @@ int etch__rd_track_event(etch_reader *r, const rd_src *src, rd_seq *seq,
   ev.ts = ts;
   ev.sequence_id = seq->id;
   ev.packet_offset = pkt_off;
+  ev.after_loss = false;
 
   /* Name. */
   if (has_name_iid) {

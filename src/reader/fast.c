@@ -461,6 +461,7 @@ ETCH_INLINE int fast_packet(etch_reader *r, uint64_t rec_off,
   ev.args = nargs ? r->args : NULL;
   ev.args_count = nargs;
   ev.packet_offset = rec_off;
+  ev.after_loss = false;
   if (ev.type == ETCH_EVENT_COUNTER) etch__rd_counter_value(seq, t, &ev);
 
   /* etch's own drop reports. */
@@ -477,6 +478,10 @@ ETCH_INLINE int fast_packet(etch_reader *r, uint64_t rec_off,
   }
 
   if (ETCH_LIKELY(r->order == ETCH_ORDER_FILE)) {
+    if (ETCH_UNLIKELY(seq->loss_pending)) {
+      ev.after_loss = true;
+      seq->loss_pending = false;
+    }
     rd_deliver(r, &ev, t);
     return 0;
   }

@@ -581,7 +581,10 @@ int etch__rd_packet(etch_reader *r, const rd_src *src, uint64_t rec_off,
    * first_packet_on_sequence: that is no loss. */
   if (first_on_seq) prev_dropped = false;
   bool cleared = (flags & ETCH_SEQ_INCREMENTAL_STATE_CLEARED) || cleared_legacy;
-  if (prev_dropped) r->stats.previous_packet_dropped++;
+  if (prev_dropped) {
+    r->stats.previous_packet_dropped++;
+    seq->loss_pending = true;
+  }
   if (cleared)
     seq_clear(seq);
   else if (prev_dropped && seq_id != 0)
@@ -597,6 +600,7 @@ int etch__rd_packet(etch_reader *r, const rd_src *src, uint64_t rec_off,
     }
   }
   if (skipped) {
+    seq->loss_pending = true;
     if (r->dump)
       etch__rd_dump_packet(r, src, rec_off, pkt, len, seq, flags, has_ts, raw_ts,
                            has_clock ? clock : 0, false, 0, true);

@@ -336,6 +336,7 @@ static int hold(etch_reader *r, rd_seq *seq, const etch_event *ev,
   rec->type = (uint8_t)ev->type;
   rec->counter_is_double = ev->counter_is_double;
   rec->extra = extra;
+  rec->after_loss = ev->after_loss;
   rec->seq = ev->sequence_id;
   if (extra) {
     rd_rec_extra *x = (rd_rec_extra *)(rec + 1);
@@ -367,6 +368,10 @@ static int hold(etch_reader *r, rd_seq *seq, const etch_event *ev,
 
 int etch__rd_emit(etch_reader *r, rd_seq *seq, etch_event *ev,
                   rd_track *t) {
+  if (seq->loss_pending) { /* the callers start with after_loss false */
+    ev->after_loss = true;
+    seq->loss_pending = false;
+  }
   if (r->dump) {
     etch__rd_dump_event(r, ev);
     return 0;
@@ -392,6 +397,7 @@ static void rec_event(const rd_rec *rec, etch_event *ev) {
   else
     ev->counter_int = rec->counter.i;
   ev->packet_offset = rec->packet_offset;
+  ev->after_loss = rec->after_loss;
   if (rec->extra) {
     const rd_rec_extra *x = (const rd_rec_extra *)(rec + 1);
     const uint64_t *u = (const uint64_t *)(x + 1);

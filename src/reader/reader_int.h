@@ -267,6 +267,7 @@ typedef struct rd_srcloc {
 typedef struct rd_seq {
   uint32_t id;
   bool valid;       /* incremental state usable */
+  bool loss_pending; /* packets lost since the last event delivered */
   uint64_t gen;     /* bumped at every CLEARED */
   bool has_clock_default;
   uint32_t clock_default;
@@ -314,7 +315,7 @@ typedef struct rd_rec {
   uint8_t type;
   uint8_t counter_is_double;
   uint8_t extra;
-  uint8_t pad;
+  uint8_t after_loss;
 } rd_rec; /* 64 bytes */
 
 typedef struct rd_rec_extra {

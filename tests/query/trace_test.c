@@ -462,3 +462,57 @@ TEST(stream_stats_equal_the_tables) {
     tb_free(&t);
   }
 }
+
+/*
+ * Flow id 9 used twice: slice a (sequence 1, t=100) starts it; its other
+ * end was on sequence 2 and was lost (the next packet of sequence 2 says
+ * previous_packet_dropped, at t=300); later the id is reused, c (t=500) to
+ * d (t=600). a must not link to c: only c -> d is a flow. Without the loss
+ * flag the same trace links a -> c -> d.
+ */
+static void build_flow_reuse(tb *t, bool lost) {
+  const int B = ETCH_TE_TYPE_SLICE_BEGIN, E = ETCH_TE_TYPE_SLICE_END;
+  tb_process_track(t, 1, kProc, 10, "app");
+  tb_thread_track(t, 1, kMain, 10, 10, "main");
+  tb_thread_track(t, 2, kQueue, 10, 11, "worker");
+  tb_event_open(t, 1, 100, kMain, B, "c", "a");
+  tb_fixed64(t, ETCH_TE_FLOW_IDS, 9);
+  tb_end(t);
+  tb_event(t, 1, 200, kMain, E, NULL, NULL);
+  tb_packet(t, 2, 300);
+  if (lost) tb_varint(t, ETCH_PKT_PREVIOUS_PACKET_DROPPED, 1);
+  tb_open(t, ETCH_PKT_TRACK_EVENT);
+  tb_varint(t, ETCH_TE_TYPE, ETCH_TE_TYPE_INSTANT);
+  tb_varint(t, ETCH_TE_TRACK_UUID, kQueue);
+  tb_string(t, ETCH_TE_NAME, "after");
+  tb_end(t);
+  tb_event_open(t, 2, 500, kQueue, B, "c", "c");
+  tb_fixed64(t, ETCH_TE_FLOW_IDS, 9);
+  tb_end(t);
+  tb_event(t, 2, 550, kQueue, E, NULL, NULL);
+  tb_event_open(t, 1, 600, kMain, B, "c", "d");
+  tb_fixed64(t, ETCH_TE_TERMINATING_FLOW_IDS, 9);
+  tb_end(t);
+  tb_event(t, 1, 650, kMain, E, NULL, NULL);
+}
+
+TEST(flow_not_linked_across_lost_data) {
+  for (int lost = 0; lost <= 1; lost++) {
+    tb t;
+    tb_init(&t);
+    build_flow_reuse(&t, lost);
+    for (int ts_order = 0; ts_order <= 1; ts_order++) {
+      sqlite3 *db = import_order(&t, ts_order);
+      QT_ASSERT(db,
+                "SELECT o.name AS out, i.name AS inn FROM flow f "
+                "JOIN slice o ON o.id = f.slice_out "
+                "JOIN slice i ON i.id = f.slice_in ORDER BY o.ts",
+                lost ? "out,inn\nc,d\n" : "out,inn\na,c\nc,d\n");
+      QT_ASSERT(db,
+                "SELECT value FROM stats WHERE name = 'flow_cut_by_data_loss'",
+                lost ? "value\n1\n" : "value\n0\n");
+      sqlite3_close(db);
+    }
+    tb_free(&t);
+  }
+}
