@@ -701,12 +701,12 @@ static void close_top(etch__importer *imp, qtrack *t, int64_t end, bool open) {
                t->depth, parent ? parent->id : 0, s->arg_set_id,
                self < 0 ? 0 : self);
   if (open) imp->counts.open_slices++;
-  if (open || dur) {
-    summary_add(imp, s->name, dur, self < 0 ? 0 : self);
-    if (!parent) {
-      t->busy += dur;
-      t->has_busy = true;
-    }
+  /* Every slice counts, a zero-length one too: an instant is an instant
+   * event (nest_instant), not a slice that happened to last 0 ns. */
+  summary_add(imp, s->name, dur, self < 0 ? 0 : self);
+  if (!parent) {
+    t->busy += dur;
+    t->has_busy = true;
   }
 }
 

@@ -435,6 +435,31 @@ TEST(cli_nan_counters) {
   done(&r);
 }
 
+/* A slice that lasts 0 ns is a slice: counted in the top lists (which
+ * count slices, not instant events) like any other. */
+TEST(cli_stats_zero_length_slices_are_slices) {
+  tb t;
+  tb_init(&t);
+  tb_process_track(&t, 1, 1, 10, "app");
+  tb_thread_track(&t, 1, 2, 10, 10, "main");
+  tb_event(&t, 1, 1000, 2, ETCH_TE_TYPE_SLICE_BEGIN, "c", "z");
+  tb_event(&t, 1, 1000, 2, ETCH_TE_TYPE_SLICE_END, NULL, NULL);
+  tb_event(&t, 1, 2000, 2, ETCH_TE_TYPE_SLICE_BEGIN, "c", "z");
+  tb_event(&t, 1, 2500, 2, ETCH_TE_TYPE_SLICE_END, NULL, NULL);
+  tb_event(&t, 1, 3000, 2, ETCH_TE_TYPE_INSTANT, "c", "z");
+  const char *path = tb_write_file(&t, "zero.pftrace");
+  tb_free(&t);
+  run_result r = RUN("stats", path);
+  ASSERT_EQ_INT(r.status, 0);
+  ASSERT_CONTAINS(r.out, "  slices     3 (1 instant, 0 open at the end)\n");
+  ASSERT_CONTAINS(r.out,
+                  "top slices by total time\n"
+                  "  name  count   total    self     avg     max\n"
+                  "  ----  -----  ------  ------  ------  ------\n"
+                  "  z         2  500 ns  500 ns  250 ns  500 ns\n");
+  done(&r);
+}
+
 TEST(cli_print) {
   const char *small = small_trace();
   run_result r = RUN("print", small);
