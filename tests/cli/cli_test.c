@@ -460,6 +460,26 @@ TEST(cli_stats_zero_length_slices_are_slices) {
   done(&r);
 }
 
+/* An empty file: an empty trace, with a warning that says so. */
+TEST(cli_empty_file_warns) {
+  char path[512];
+  snprintf(path, sizeof path, "%s/empty.pftrace", etch_test_tmpdir());
+  FILE *f = fopen(path, "wb");
+  fclose(f);
+  char want[700];
+  snprintf(want, sizeof want,
+           "etch: warning: %s is empty (0 bytes): no trace in it\n", path);
+  run_result r = RUN("stats", path);
+  ASSERT_EQ_INT(r.status, 0);
+  ASSERT_EQ_STR(r.err, want);
+  ASSERT_CONTAINS(r.out, "  events     0\n");
+  done(&r);
+  r = RUN("query", path, "select count(*) from slice");
+  ASSERT_EQ_INT(r.status, 0);
+  ASSERT_EQ_STR(r.err, want);
+  done(&r);
+}
+
 TEST(cli_print) {
   const char *small = small_trace();
   run_result r = RUN("print", small);

@@ -151,6 +151,11 @@ static int check_readable(const char *path) {
   if (S_ISDIR(sb.st_mode)) return runtime_error("%s: is a directory", path);
   if (access(path, R_OK) != 0)
     return runtime_error("%s: %s", path, strerror(errno));
+  /* An empty file reads as an empty trace; say that it is empty, as a
+   * truncated copy or a trace never written often is. */
+  if (S_ISREG(sb.st_mode) && sb.st_size == 0)
+    fprintf(stderr, "etch: warning: %s is empty (0 bytes): no trace in it\n",
+            path);
   return EXIT_OK;
 }
 
