@@ -159,6 +159,11 @@ typedef struct etch_reader_stats {
                                           without a sequence id (skipped) */
   uint64_t etch_dropped_events;        /* sum of the "count" args of etch's
                                           etch.dropped_events instants */
+  /* With etch_reader_set_allow_truncated: where the trace was cut short
+   * (the offset of its incomplete last packet) and the bytes lost there;
+   * both 0 for a complete trace. */
+  uint64_t truncated_offset;
+  uint64_t truncated_bytes;
 } etch_reader_stats;
 
 typedef void (*etch_event_cb)(const etch_event *ev, void *user);
@@ -190,6 +195,12 @@ ETCH_API int etch_reader_set_order(etch_reader *r, etch_reader_order order);
  * by default: the reader prints nothing unless asked.
  */
 ETCH_API int etch_reader_set_progress(etch_reader *r, int on);
+/* A trace cut short (a last packet longer than what is left of the file, or
+ * its length itself cut): with `on`, read everything before the cut and
+ * report it in truncated_offset / truncated_bytes instead of failing with
+ * ETCH_ETRUNC (the default). Corruption before the end is an error either
+ * way. */
+ETCH_API int etch_reader_set_allow_truncated(etch_reader *r, int on);
 
 /*
  * Subscribes `cb` to events whose category (any of an event's categories)

@@ -1137,7 +1137,7 @@ typedef struct stat_row {
   uint64_t value;
 } stat_row;
 
-enum { kStatRows = 22 };
+enum { kStatRows = 23 };
 
 /* The rows of the stats table. */
 static void fill_stat_rows(const etch__importer *imp,
@@ -1159,6 +1159,9 @@ static void fill_stat_rows(const etch__importer *imp,
        "trace",
        "packets skipped because their sequence lost its incremental state",
        rs->packet_skipped_seq_needs_incremental_state_invalid},
+      {"trace_truncated_bytes", "data_loss", "trace",
+       "bytes at the end of a trace cut short (an incomplete packet)",
+       rs->truncated_bytes},
       {"misplaced_end_event", "data_loss", "analysis",
        "slice ends without a matching begin", misplaced},
       {"flow_cut_by_data_loss", "data_loss", "analysis",

@@ -99,6 +99,7 @@ static int run_once(sqlite3 *db, const source *src, const etch__import_opts *o,
    * order; the reader must not drop the ends it cannot match yet. */
   if (!o->timestamp_order) etch__reader_set_match_ends(r, false);
   if (!rc) rc = etch_reader_set_progress(r, o->progress);
+  if (!rc) rc = etch_reader_set_allow_truncated(r, o->allow_truncated);
   if (!rc) rc = etch_reader_on_track(r, on_track, &f);
   if (!rc) rc = etch_reader_on(r, NULL, NULL, on_event, &f);
   if (!rc) rc = etch_reader_run(r);
@@ -139,6 +140,17 @@ static int run(sqlite3 *db, const source *src, const etch__import_opts *opts,
     o.hold_all = true;
     rc = run_once(db, src, &o, out, &r, &restart);
   }
+  if (!rc && r) {
+    etch_reader_stats st;
+    etch_reader_get_stats(r, &st);
+    if (st.truncated_bytes)
+      fprintf(stderr,
+              "etch: warning: %s is cut short: the %llu bytes from offset "
+              "%llu are an incomplete packet; what precedes them is read\n",
+              src->path ? src->path : "the trace",
+              (unsigned long long)st.truncated_bytes,
+              (unsigned long long)st.truncated_offset);
+  }
   /* The reader owns the strings the importer's pointer cache saw; the
    * importer keeps its own copies, so the reader can go now. */
   etch_reader_close(r);
@@ -176,7 +188,8 @@ static int stats_run(const source *src, FILE *out,
                      const etch__stats_opts *opts) {
   etch__stats_opts dflt = {.top = 10};
   if (!opts) opts = &dflt;
-  etch__import_opts o = {.progress = isatty(STDERR_FILENO) != 0};
+  etch__import_opts o = {.progress = isatty(STDERR_FILENO) != 0,
+                         .allow_truncated = opts->allow_truncated};
   etch__importer *imp = NULL;
   int rc = run(NULL, src, &o, &imp);
   etch__stats_data d;

@@ -63,6 +63,9 @@ typedef struct etch__import_opts {
   bool timestamp_order;
   /* Insert rows on the calling thread instead of a second one. */
   bool single_thread;
+  /* A trace cut short: import what precedes the cut, warn on stderr and
+   * count it (stat trace_truncated_bytes) instead of failing. */
+  bool allow_truncated;
   /*
    * Importer only (set by etch__query_import_*): events arrive in file
    * order. Slices of thread tracks are nested as they come; those of other
@@ -186,6 +189,7 @@ typedef struct etch__stats_opts {
   int top;      /* rows per top-slices table (default 10) */
   bool compact; /* trace summary, top by total, data loss only */
   bool json;    /* machine-readable output */
+  bool allow_truncated; /* as etch__import_opts.allow_truncated */
 } etch__stats_opts;
 
 /*

@@ -90,6 +90,13 @@ int etch_reader_set_progress(etch_reader *r, int on) {
   return ETCH_OK;
 }
 
+int etch_reader_set_allow_truncated(etch_reader *r, int on) {
+  if (!r) return etch__error(ETCH_EINVAL, "reader: NULL");
+  if (r->ran) return etch__error(ETCH_ESTATE, "reader: already run");
+  r->allow_truncated = on != 0;
+  return ETCH_OK;
+}
+
 void etch__reader_set_progress_to(etch_reader *r, int fd, uint64_t delay_ns) {
   r->progress_want = true;
   r->progress_forced = true;
@@ -225,6 +232,15 @@ int etch__rd_decompress(etch_reader *r, const rd_src *src, const uint8_t *at,
 
 /* ---- framing ---------------------------------------------------------------------------- */
 
+/* The file ends inside the packet at `rec`: the trace was cut short there
+ * (etch_reader_set_allow_truncated). */
+static int cut_short(etch_reader *r, const uint8_t *start, const uint8_t *rec,
+                     const uint8_t *end) {
+  r->stats.truncated_offset = (uint64_t)(rec - start);
+  r->stats.truncated_bytes = (uint64_t)(end - rec);
+  return 0;
+}
+
 int etch__rd_parse_records(etch_reader *r, const rd_src *src, size_t len) {
   const uint8_t *start = src->start, *p = start, *end = start + len;
   while (p < end && !r->stop) {
@@ -256,9 +272,13 @@ int etch__rd_parse_records(etch_reader *r, const rd_src *src, size_t len) {
     if (ETCH_LIKELY(q != NULL)) {
       p = q;
     } else if (!etch_pb_read_varint(&p, end, &plen)) {
+      if (src->depth == 0 && r->allow_truncated && end - p < 10)
+        return cut_short(r, start, rec, end);
       return etch__rd_fail(r, src, rec, end - p < 10 ? ETCH_ETRUNC : ETCH_EFORMAT,
                            "truncated or malformed packet length");
     }
+    if (plen > (uint64_t)(end - p) && src->depth == 0 && r->allow_truncated)
+      return cut_short(r, start, rec, end);
     if (plen > (uint64_t)(end - p))
       return etch__rd_fail(r, src, rec, ETCH_ETRUNC,
                            "packet length %llu larger than the %zu bytes left "

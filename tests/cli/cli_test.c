@@ -127,7 +127,7 @@ TEST(cli_usage_errors_exit_2) {
   ASSERT_EQ_INT(r.status, 2);
   ASSERT_EQ_STR(r.err,
                 "etch: missing the trace file\n"
-                "usage: etch stats [--top N] [--compact] [--json] TRACE\n"
+                "usage: etch stats [--top N] [--compact] [--json] [--strict] TRACE\n"
                 "Run 'etch stats --help' for details.\n");
   done(&r);
   r = RUN("query", "--bogus", "x.pftrace");
@@ -193,12 +193,28 @@ TEST(cli_runtime_errors_exit_1) {
   fputs("\x0a\x7f\x08", f); /* says 127 bytes, has 1 */
   fclose(f);
   tb_free(&t);
+  /* A trace cut short is an error with --strict (by default a warning:
+   * cli_truncated_trace_reads_the_prefix). */
   const char *verbs[] = {"stats", "query", "convert"};
   for (size_t i = 0; i < 3; i++) {
-    r = RUN(verbs[i], bad);
+    r = RUN(verbs[i], "--strict", bad);
     ASSERT_EQ_INT(r.status, 1);
     ASSERT_CONTAINS(r.err, "offset");
     ASSERT_TRUE(strncmp(r.err, "etch: ", 6) == 0);
+    done(&r);
+  }
+  /* Corruption before the end stays an error either way. */
+  tb_init(&t);
+  tb_thread_track(&t, 1, 2, 10, 10, "main");
+  tb_bytes(&t, ETCH_TRACE_PACKET, "\x08\x01", 2);
+  tb_bytes(&t, 7, "\x01", 1); /* field 7 where a packet belongs */
+  tb_bytes(&t, ETCH_TRACE_PACKET, "\x08\x01", 2);
+  const char *mid = tb_write_file(&t, "mid.pftrace");
+  tb_free(&t);
+  for (size_t i = 0; i < 3; i++) {
+    r = RUN(verbs[i], mid);
+    ASSERT_EQ_INT(r.status, 1);
+    ASSERT_CONTAINS(r.err, "not a Perfetto protobuf trace");
     done(&r);
   }
 
@@ -477,6 +493,65 @@ TEST(cli_empty_file_warns) {
   r = RUN("query", path, "select count(*) from slice");
   ASSERT_EQ_INT(r.status, 0);
   ASSERT_EQ_STR(r.err, want);
+  done(&r);
+}
+
+/* A trace cut short inside its last packet: what precedes the cut is read,
+ * with a warning naming the offset and the bytes lost, and counted as data
+ * loss; --strict makes it the error it used to be. */
+static void cut_trace(tb *t, bool last) {
+  tb_process_track(t, 1, 1, 10, "app");
+  tb_thread_track(t, 1, 2, 10, 10, "main");
+  tb_event(t, 1, 1000, 2, ETCH_TE_TYPE_SLICE_BEGIN, "c", "kept");
+  tb_event(t, 1, 2000, 2, ETCH_TE_TYPE_SLICE_END, NULL, NULL);
+  if (last) tb_event(t, 1, 3000, 2, ETCH_TE_TYPE_INSTANT, "c", "lost one");
+}
+
+TEST(cli_truncated_trace_reads_the_prefix) {
+  tb whole, prefix;
+  tb_init(&whole);
+  tb_init(&prefix);
+  cut_trace(&whole, true);
+  cut_trace(&prefix, false);
+  size_t cut_at = tb_len(&prefix), len = tb_len(&whole) - 3;
+  char path[512];
+  snprintf(path, sizeof path, "%s/cut.pftrace", etch_test_tmpdir());
+  FILE *f = fopen(path, "wb");
+  fwrite(tb_data(&whole), 1, len, f);
+  fclose(f);
+  tb_free(&whole);
+  tb_free(&prefix);
+  char want[800];
+  snprintf(want, sizeof want,
+           "etch: warning: %s is cut short: the %zu bytes from offset %zu "
+           "are an incomplete packet; what precedes them is read\n",
+           path, len - cut_at, cut_at);
+  run_result r = RUN("stats", path);
+  ASSERT_EQ_INT(r.status, 0);
+  ASSERT_EQ_STR(r.err, want);
+  ASSERT_CONTAINS(r.out, "  slices     1 (0 instants, 0 open at the end)\n");
+  ASSERT_CONTAINS(r.out, "trace_truncated_bytes");
+  done(&r);
+  r = RUN("query", path,
+          "select name from slice; select value from stats where name = "
+          "'trace_truncated_bytes'");
+  ASSERT_EQ_INT(r.status, 0);
+  ASSERT_EQ_STR(r.err, want);
+  char out[200];
+  snprintf(out, sizeof out, "name\n----\nkept\n\nvalue\n-----\n%5zu\n",
+           len - cut_at);
+  ASSERT_EQ_STR(r.out, out);
+  done(&r);
+  r = RUN("stats", "--strict", path);
+  ASSERT_EQ_INT(r.status, 1);
+  ASSERT_CONTAINS(r.err, "bytes left in the file\n");
+  done(&r);
+  r = RUN("convert", "--strict", path);
+  ASSERT_EQ_INT(r.status, 1);
+  done(&r);
+  r = RUN("convert", path);
+  ASSERT_EQ_INT(r.status, 0);
+  ASSERT_CONTAINS(r.out, "\"name\":\"kept\"");
   done(&r);
 }
 

@@ -73,6 +73,65 @@ TEST(reader_bad_truncated_everywhere) {
   }
 }
 
+/* With etch_reader_set_allow_truncated, every cut of a sample reads the
+ * packets before the cut, and the stats say where the cut is: the offset
+ * of the last whole packet's end and the bytes after it. Without, the same
+ * cuts fail with ETCH_ETRUNC. */
+static void count_event(const etch_event *ev, void *user) {
+  (void)ev;
+  ++*(size_t *)user;
+}
+
+TEST(reader_allow_truncated_reads_the_prefix) {
+  tb t;
+  tb_init(&t);
+  tb_sample(&t, 0);
+  /* Packet boundaries: walk the top-level records. */
+  size_t bounds[4096], nb = 0, off = 0;
+  while (off < t.len && nb < 4096) {
+    const uint8_t *p = t.data + off + 1, *end = t.data + t.len;
+    uint64_t plen;
+    ASSERT_TRUE(etch_pb_read_varint(&p, end, &plen));
+    off = (size_t)(p - t.data) + (size_t)plen;
+    bounds[nb++] = off;
+  }
+  size_t whole_events = 0;
+  {
+    etch_reader *r;
+    ASSERT_OK(etch_reader_open_memory(&r, t.data, t.len));
+    etch_reader_on(r, NULL, NULL, count_event, &whole_events);
+    ASSERT_OK(etch_reader_run(r));
+    etch_reader_close(r);
+  }
+  for (size_t cut = 1; cut < t.len; cut++) {
+    size_t last = 0; /* the end of the last whole packet before the cut */
+    for (size_t i = 0; i < nb && bounds[i] <= cut; i++) last = bounds[i];
+    for (int allow = 0; allow <= 1; allow++) {
+      etch_reader *r;
+      size_t n = 0;
+      ASSERT_OK(etch_reader_open_memory(&r, t.data, cut));
+      ASSERT_OK(etch_reader_set_allow_truncated(r, allow));
+      etch_reader_on(r, NULL, NULL, count_event, &n);
+      int rc = etch_reader_run(r);
+      etch_reader_stats st;
+      etch_reader_get_stats(r, &st);
+      if (last == cut) { /* a cut between packets: a complete trace */
+        ASSERT_OK(rc);
+        ASSERT_EQ_U64(st.truncated_bytes, 0);
+      } else if (allow) {
+        ASSERT_OK(rc);
+        ASSERT_EQ_U64(st.truncated_offset, last);
+        ASSERT_EQ_U64(st.truncated_bytes, cut - last);
+        ASSERT_TRUE(n <= whole_events);
+      } else {
+        ASSERT_EQ_INT(rc, ETCH_ETRUNC);
+      }
+      etch_reader_close(r);
+    }
+  }
+  tb_free(&t);
+}
+
 TEST(reader_bad_corrupted_bytes) {
   static const uint8_t patterns[] = {0x00, 0xff, 0x80, 0x01};
   for (int s = 0; s < tb_sample_count(); s++) {

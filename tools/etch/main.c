@@ -164,6 +164,9 @@ static int check_readable(const char *path) {
  * `etch query --db`) as is, else a trace imported into memory or into
  * `db_path`.
  */
+/* --strict: a trace cut short is an error instead of a warning. */
+static bool g_strict;
+
 static int load(const char *path, const char *db_path, bool all_args,
                 bool indexes, sqlite3 **out) {
   *out = NULL;
@@ -179,7 +182,8 @@ static int load(const char *path, const char *db_path, bool all_args,
     return runtime_error("%s", etch_last_error());
   etch__import_opts o = {.all_args = all_args,
                          .indexes = indexes,
-                         .progress = isatty(STDERR_FILENO) != 0};
+                         .progress = isatty(STDERR_FILENO) != 0,
+                         .allow_truncated = !g_strict};
   if (etch__query_import_file(db, path, &o, NULL) != ETCH_OK) {
     int err = runtime_error("%s", etch_last_error());
     sqlite3_close(db);
@@ -208,6 +212,9 @@ static int stats_of(const char *path, const etch__stats_opts *so) {
     return rc;
   }
   /* Into memory first: an error must not leave half a report. */
+  etch__stats_opts sopts = *so;
+  sopts.allow_truncated = !g_strict;
+  so = &sopts;
   char *buf = NULL;
   size_t len = 0;
   FILE *mem = open_memstream(&buf, &len);
@@ -235,6 +242,8 @@ static int cmd_stats(int argc, char **argv) {
       so.json = true;
     } else if (!strcmp(opt, "--compact")) {
       so.compact = true;
+    } else if (!strcmp(opt, "--strict")) {
+      g_strict = true;
     } else if (is_opt(opt, "-n") || is_opt(opt, "--top")) {
       const char *v = opt_value(&o, opt, cmd, &rc);
       if (v) {
@@ -292,6 +301,8 @@ static int cmd_query(int argc, char **argv) {
       return print_help(cmd);
     } else if (!strcmp(opt, "--csv")) {
       mode = ETCH__OUT_CSV;
+    } else if (!strcmp(opt, "--strict")) {
+      g_strict = true;
     } else if (is_opt(opt, "-f") || is_opt(opt, "--file")) {
       file = opt_value(&o, opt, cmd, &rc);
     } else if (is_opt(opt, "--db")) {
@@ -354,6 +365,8 @@ static int cmd_convert(int argc, char **argv) {
       return print_help(cmd);
     } else if (is_opt(opt, "-o") || is_opt(opt, "--output")) {
       out_path = opt_value(&o, opt, cmd, &rc);
+    } else if (!strcmp(opt, "--strict")) {
+      g_strict = true;
     } else {
       rc = usage_error(cmd, "unknown option %s", opt);
     }
@@ -745,7 +758,7 @@ static const command kCommands[] = {
      "Exit status 1 if the program failed (other than by Ctrl-C) or a\n"
      "process of it lost its trace.\n"},
     {"stats", cmd_stats, "where the time went: top slices, threads, counters, data loss",
-     "etch stats [--top N] [--compact] [--json] TRACE\n"
+     "etch stats [--top N] [--compact] [--json] [--strict] TRACE\n"
      "\n"
      "Prints the trace's duration and contents, the top slices by total and\n"
      "by self time, busy time per thread, counter summaries and every data\n"
@@ -753,9 +766,11 @@ static const command kCommands[] = {
      "\n"
      "  -n, --top N   rows in the top-slices tables (default 10)\n"
      "  --compact     only the summary, top slices by total time, data loss\n"
-     "  --json        machine-readable output\n"},
+     "  --json        machine-readable output\n"
+     "  --strict      a trace cut short is an error (default: a warning, and\n"
+     "                what precedes the cut is read)\n"},
     {"query", cmd_query, "SQL over the trace's tables",
-     "etch query [--csv] [-f FILE.sql] [--db OUT.sqlite] TRACE [SQL]\n"
+     "etch query [--csv] [-f FILE.sql] [--db OUT.sqlite] [--strict] TRACE [SQL]\n"
      "\n"
      "Imports TRACE into SQLite tables shaped like trace_processor's (process,\n"
      "thread, track, slice, counter, args, flow, stats, trace_bounds) and\n"
@@ -767,16 +782,18 @@ static const command kCommands[] = {
      "  --csv            CSV output (RFC 4180 quoting) instead of a table\n"
      "  -f, --file FILE  run the statements in FILE ('-' = stdin)\n"
      "  --db PATH        build the database in PATH and keep it\n"
+     "  --strict         a trace cut short is an error, not a warning\n"
      "\n"
      "Example:\n"
      "  etch query app.pftrace \"select name, count(*), sum(dur) from slice group by name\"\n"},
     {"convert", cmd_convert, "to the Chrome JSON trace event format",
-     "etch convert TRACE [-o OUT.json]\n"
+     "etch convert [--strict] TRACE [-o OUT.json]\n"
      "\n"
      "Writes the trace in the Chrome JSON trace event format, which\n"
      "chrome://tracing, the Perfetto UI and speedscope open.\n"
      "\n"
-     "  -o, --output PATH  output file (default: stdout)\n"},
+     "  -o, --output PATH  output file (default: stdout)\n"
+     "  --strict           a trace cut short is an error, not a warning\n"},
     {"print", cmd_print, "dump every packet and event, for debugging",
      "etch print TRACE\n"
      "\n"
