@@ -51,8 +51,22 @@ const char *etch_last_error(void) { return tls_errmsg; }
 
 void etch_free(void *p) { free(p); }
 
+/*
+ * The error slot the messages go to. libetch.so and libetch_reader.so each
+ * carry base, and a program may load both: each copy has its own
+ * tls_errmsg, and each library's etch_last_error() would read its own. The
+ * address of the exported etch_last_error, taken through the GOT, is the
+ * one definition the dynamic linker chose for the whole process (the first
+ * library in lookup order), so every copy of base writes where that one
+ * reads: one slot per thread, whatever the link order.
+ */
+static char *err_slot(void) {
+  const char *(*volatile last)(void) = etch_last_error;
+  return (char *)last();
+}
+
 int etch__verror(int status, const char *fmt, va_list ap) {
-  vsnprintf(tls_errmsg, sizeof tls_errmsg, fmt, ap);
+  vsnprintf(err_slot(), ETCH_ERRMSG_LEN, fmt, ap);
   return status;
 }
 
@@ -64,7 +78,7 @@ int etch__error(int status, const char *fmt, ...) {
   return status;
 }
 
-void etch__error_clear(void) { tls_errmsg[0] = '\0'; }
+void etch__error_clear(void) { err_slot()[0] = '\0'; }
 
 int32_t etch__gettid(void) {
   if (ETCH_UNLIKELY(tls_tid == 0)) tls_tid = (int32_t)syscall(SYS_gettid);
