@@ -91,6 +91,14 @@ lttng_setup() {
     SESSIOND_PID=$(cat "$pidfile" 2>/dev/null || true)
     lttng list >/dev/null 2>&1 || return 1
   fi
+  # Another recording session would record every tracepoint a second time
+  # (and count it twice): no LTTng figures then.
+  local others
+  others=$(lttng list 2>/dev/null | sed -nE 's/^ *[0-9]+\) ([^ ]+) .*\[active\].*/\1/p' | tr '\n' ' ')
+  if [ -n "$others" ]; then
+    echo "lttng:    other LTTng sessions are recording ($others): not measured" >&2
+    return 1
+  fi
   LTTNG_SESSION=etchbench-$$
   lttng create "$LTTNG_SESSION" --snapshot --output="$TMP/lttng" >/dev/null 2>&1 ||
     { LTTNG_SESSION=""; return 1; }
@@ -153,6 +161,17 @@ if want callgrind; then
     declare -A IR_SH IR_ST
     cases=$("$BIN" --list | awk '{print $1}')
     for c in $cases; do
+      case $c in
+        lttng_disabled | lttng_off) ;;
+        lttng_*)
+          # Recording tracepoints: only the shared build registers its
+          # provider with a session (the static build's tracepoints stay
+          # disabled), and only when a session records: never a peer at
+          # a cost it did not pay.
+          IR_ST[$c]=-
+          if [ -n "$LTTNG_SESSION" ]; then IR_SH[$c]=$(cg_ir "$BIN" "$c"); else IR_SH[$c]=-; fi
+          continue ;;
+      esac
       IR_SH[$c]=$(cg_ir "$BIN" "$c")
       IR_ST[$c]=$(cg_ir "$BIN_STATIC" "$c")
     done
@@ -165,11 +184,12 @@ if want callgrind; then
         lttng_*) ref=boottime ;;
         *) ref=rdtsc ;;
       esac
-      if [ -n "$ref" ]; then
+      d1=-; d2=-
+      if [ -n "$ref" ] && [ "${IR_SH[$c]}" != - ]; then
         d1=$(awk -v a="${IR_SH[$c]}" -v b="${IR_SH[$ref]}" 'BEGIN { printf "%.1f", a - b }')
+      fi
+      if [ -n "$ref" ] && [ "${IR_ST[$c]}" != - ]; then
         d2=$(awk -v a="${IR_ST[$c]}" -v b="${IR_ST[$ref]}" 'BEGIN { printf "%.1f", a - b }')
-      else
-        d1=-; d2=-
       fi
       printf "%-34s %10s %10s %12s %12s\n" "$label" "${IR_SH[$c]}" "${IR_ST[$c]}" "$d1" "$d2"
     done
@@ -179,7 +199,9 @@ if want callgrind; then
     echo "rdtsc for etch, clock_gettime for LTTng (it reads CLOCK_MONOTONIC through"
     echo "the vDSO, the same code path as BOOTTIME), the empty loop for 'disabled'."
     echo "So the last two columns are what each event costs besides reading the clock."
-    echo "shared: libetch.so through the PLT; static: libetch.a."
+    echo "shared: libetch.so through the PLT; static: libetch.a. LTTng recording"
+    echo "cases: shared build only, and only with a session of this run recording"
+    echo "(- otherwise: a tracepoint that does not record measures nothing)."
     if [ "${ANNOTATE:-0}" = 1 ]; then
       for c in begin end; do
         echo
