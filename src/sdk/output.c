@@ -27,7 +27,7 @@ static int put_clock_note(etch_tracefile *o) {
   if (!why) return ETCH_OK;
   etch_pb_stream *s = &o->tmp.s;
   uint64_t ts = clock_ns(CLOCK_BOOTTIME);
-  etch_pb_nested td, pd, te, da;
+  etch_pb_nested td, pd;
   etch_pb_write_varint_field(s, ETCH_PKT_TIMESTAMP, ts);
   etch_pb_write_varint_field(s, ETCH_PKT_TIMESTAMP_CLOCK_ID, ETCH_CLOCK_BOOTTIME);
   etch_pb_nested_begin(s, ETCH_PKT_TRACK_DESCRIPTOR, &td);
@@ -40,16 +40,9 @@ static int put_clock_note(etch_tracefile *o) {
   if (rc) return rc;
   etch_pb_write_varint_field(s, ETCH_PKT_TIMESTAMP, ts);
   etch_pb_write_varint_field(s, ETCH_PKT_TIMESTAMP_CLOCK_ID, ETCH_CLOCK_BOOTTIME);
-  etch_pb_nested_begin(s, ETCH_PKT_TRACK_EVENT, &te);
-  etch_pb_write_varint_field(s, ETCH_TE_TYPE, ETCH_TE_TYPE_INSTANT);
-  etch_pb_write_string_field(s, ETCH_TE_CATEGORIES, "etch");
-  etch_pb_write_string_field(s, ETCH_TE_NAME, "etch.clock_fallback");
-  etch_pb_write_varint_field(s, ETCH_TE_TRACK_UUID, etch__process_uuid());
-  etch_pb_nested_begin(s, ETCH_TE_DEBUG_ANNOTATIONS, &da);
-  etch_pb_write_string_field(s, ETCH_DA_NAME, "reason");
-  etch_pb_write_string_field(s, ETCH_DA_STRING_VALUE, why);
-  etch_pb_nested_end(s, &da);
-  etch_pb_nested_end(s, &te);
+  etch_note_arg arg = {.name = "reason", .str = why};
+  etch__put_etch_instant(s, "etch.clock_fallback", etch__process_uuid(), &arg,
+                         1);
   return etch__tracefile_put_service(o);
 }
 
@@ -63,7 +56,7 @@ static int put_drop_report(etch_tracefile *o, etch_writer *w,
   uint64_t last = __atomic_load_n(&w->last_drop_ns, __ATOMIC_RELAXED);
   if (last < ts) last = ts;
   uint64_t uuid = etch__thread_uuid(w->tid);
-  etch_pb_nested td, thd, te, da;
+  etch_pb_nested td, thd;
   etch_pb_write_varint_field(s, ETCH_PKT_TIMESTAMP, ts);
   etch_pb_write_varint_field(s, ETCH_PKT_TIMESTAMP_CLOCK_ID, ETCH_CLOCK_BOOTTIME);
   etch_pb_nested_begin(s, ETCH_PKT_TRACK_DESCRIPTOR, &td);
@@ -80,20 +73,9 @@ static int put_drop_report(etch_tracefile *o, etch_writer *w,
 
   etch_pb_write_varint_field(s, ETCH_PKT_TIMESTAMP, ts);
   etch_pb_write_varint_field(s, ETCH_PKT_TIMESTAMP_CLOCK_ID, ETCH_CLOCK_BOOTTIME);
-  etch_pb_nested_begin(s, ETCH_PKT_TRACK_EVENT, &te);
-  etch_pb_write_varint_field(s, ETCH_TE_TYPE, ETCH_TE_TYPE_INSTANT);
-  etch_pb_write_string_field(s, ETCH_TE_CATEGORIES, "etch");
-  etch_pb_write_string_field(s, ETCH_TE_NAME, "etch.dropped_events");
-  etch_pb_write_varint_field(s, ETCH_TE_TRACK_UUID, uuid);
-  etch_pb_nested_begin(s, ETCH_TE_DEBUG_ANNOTATIONS, &da);
-  etch_pb_write_string_field(s, ETCH_DA_NAME, "count");
-  etch_pb_write_varint_field(s, ETCH_DA_INT_VALUE, dropped);
-  etch_pb_nested_end(s, &da);
-  etch_pb_nested_begin(s, ETCH_TE_DEBUG_ANNOTATIONS, &da);
-  etch_pb_write_string_field(s, ETCH_DA_NAME, "last_drop_ns");
-  etch_pb_write_varint_field(s, ETCH_DA_UINT_VALUE, last);
-  etch_pb_nested_end(s, &da);
-  etch_pb_nested_end(s, &te);
+  etch_note_arg args[2] = {{.name = "count", .value = dropped},
+                           {.name = "last_drop_ns", .value = last, .is_uint = true}};
+  etch__put_etch_instant(s, "etch.dropped_events", uuid, args, 2);
   return etch__tracefile_put_service(o);
 }
 

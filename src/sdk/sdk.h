@@ -76,6 +76,20 @@ typedef struct etch_strtab {
   uint32_t count;
 } etch_strtab;
 
+/* An instant of etch's own (category "etch") written as the TrackEvent
+ * field of the packet being built in `s`; on `track_uuid`'s track, or on
+ * the sequence's default track when it is 0. Each arg is a debug
+ * annotation: a string when `str` is set, else `value` as int or uint. */
+typedef struct etch_note_arg {
+  const char *name;
+  const char *str;
+  uint64_t value;
+  bool is_uint;
+} etch_note_arg;
+void etch__put_etch_instant(etch_pb_stream *s, const char *name,
+                            uint64_t track_uuid, const etch_note_arg *args,
+                            uint32_t nargs);
+
 /* Returns the iid of `s` (len bytes); *is_new tells whether it was added.
  * 0 when out of memory or the table is at its limit. */
 uint32_t etch__strtab_intern(etch_strtab *t, const char *s, uint32_t len,

@@ -396,21 +396,11 @@ static void report_drops(etch_writer *w) {
   uint64_t last = w->last_drop_ns < first ? first : w->last_drop_ns;
   if (etch__packet_begin(w)) {
     etch_pb_stream *s = &w->st;
-    etch_pb_nested te, da;
     put_abs_ts(s, first);
-    etch_pb_nested_begin(s, ETCH_PKT_TRACK_EVENT, &te);
-    etch_pb_write_varint_field(s, ETCH_TE_TYPE, ETCH_TE_TYPE_INSTANT);
-    etch_pb_write_string_field(s, ETCH_TE_CATEGORIES, "etch");
-    etch_pb_write_string_field(s, ETCH_TE_NAME, "etch.dropped_events");
-    etch_pb_nested_begin(s, ETCH_TE_DEBUG_ANNOTATIONS, &da);
-    etch_pb_write_string_field(s, ETCH_DA_NAME, "count");
-    etch_pb_write_varint_field(s, ETCH_DA_INT_VALUE, count);
-    etch_pb_nested_end(s, &da);
-    etch_pb_nested_begin(s, ETCH_TE_DEBUG_ANNOTATIONS, &da);
-    etch_pb_write_string_field(s, ETCH_DA_NAME, "last_drop_ns");
-    etch_pb_write_varint_field(s, ETCH_DA_UINT_VALUE, last);
-    etch_pb_nested_end(s, &da);
-    etch_pb_nested_end(s, &te);
+    etch_note_arg args[2] = {
+        {.name = "count", .value = count},
+        {.name = "last_drop_ns", .value = last, .is_uint = true}};
+    etch__put_etch_instant(s, "etch.dropped_events", 0, args, 2);
     etch__packet_end(w);
     if (!w->packet_failed)
       __atomic_store_n(&w->reported, w->reported + count, __ATOMIC_RELAXED);
