@@ -8,6 +8,14 @@
  * read jitter over 1 s is 5e-8). An anchor is used only for as long as the
  * multiplier's error keeps its conversions within a few tens of ns of
  * BOOTTIME (etch__clock_anchor_span): writers re-anchor after that.
+ *
+ * Anchors also watch the TSC while the process runs: at most once a
+ * millisecond an anchor compares the TSC's rate since the previous check
+ * with the calibrated one. A disagreement is measured again over a fresh
+ * millisecond: a TSC whose rate still disagrees (a VM moved to a host with
+ * another TSC rate, a frequency change) is given up for clock_gettime for
+ * the rest of the process; one whose rate agrees only jumped (a suspend, a
+ * TSC written by the hypervisor), and the long baseline starts afresh.
  */
 #define _GNU_SOURCE
 #include "base/clock.h"
@@ -19,13 +27,23 @@
 
 int etch__clock_tsc;
 const char *etch__clock_root = "";
+void (*etch__clock_check_hook)(uint64_t *ticks, uint64_t *ns);
 
-uint64_t etch__ticks_slow(void) { return etch__boottime_ns(); }
+uint64_t etch__ticks_slow(void) {
+  return etch__boottime_ns() | ETCH_TICKS_NS_TAG;
+}
 
 static pthread_once_t clock_once = PTHREAD_ONCE_INIT;
+/* The long baseline's start, the multiplier, the last run-time check and
+ * the note: read and written under clock_lock after calibration. */
+static pthread_mutex_t clock_lock = PTHREAD_MUTEX_INITIALIZER;
 static etch_clock_anchor clock_origin;
-static uint64_t clock_mult; /* atomically updated */
+static uint64_t clock_mult;
+static uint64_t check_ticks, check_ns;
+static etch_clock_anchor last_tsc; /* the TSC's last view, once given up */
 static const char *clock_note; /* why the TSC is not used, or NULL */
+static uint64_t clock_note_ns; /* since when */
+static char clock_note_buf[160];
 
 /* Reads (ticks, boottime) pairs and keeps the one with the tightest window. */
 static void read_pair(uint64_t *ticks, uint64_t *ns) {
@@ -119,6 +137,8 @@ static bool calibrate_tsc(void) {
   clock_origin.ns = n0;
   clock_mult = mult_between(t0, n0, t2, n2);
   clock_origin.mult = clock_mult;
+  check_ticks = t2;
+  check_ns = n2;
   return true;
 }
 
@@ -144,35 +164,101 @@ static void clock_calibrate(void) {
 #endif
   if (!tsc) {
     clock_mult = 1ull << 32;
-    clock_origin.ticks = clock_origin.ns = etch__boottime_ns();
+    clock_origin.ns = etch__boottime_ns();
+    clock_origin.ticks = clock_origin.ns | ETCH_TICKS_NS_TAG;
     clock_origin.mult = clock_mult;
   }
+  clock_note_ns = etch__boottime_ns();
   /* Published last: the hot path reads it without taking the once. */
   __atomic_store_n(&etch__clock_tsc, tsc ? 1 : 0, __ATOMIC_RELEASE);
 }
 
-const char *etch__clock_fallback_note(void) {
+const char *etch__clock_fallback_note(uint64_t *since_ns) {
   etch__clock_init();
-  return clock_note;
+  pthread_mutex_lock(&clock_lock);
+  const char *note = clock_note;
+  if (since_ns) *since_ns = clock_note_ns;
+  pthread_mutex_unlock(&clock_lock);
+  return note;
+}
+
+static void check_pair(uint64_t *ticks, uint64_t *ns) {
+  if (etch__clock_check_hook)
+    etch__clock_check_hook(ticks, ns);
+  else
+    read_pair(ticks, ns);
+}
+
+/* The run-time check (see the top of the file), under clock_lock with a
+ * TSC in use; false when the TSC was given up. */
+static bool tsc_check(void) {
+  uint64_t t, n;
+  check_pair(&t, &n);
+  if (n < check_ns + 1000000ull) return true;
+  uint64_t want = clock_mult;
+  uint64_t got = mult_between(check_ticks, check_ns, t, n);
+  uint64_t d = got > want ? got - want : want - got;
+  bool forward = t > check_ticks;
+  check_ticks = t;
+  check_ns = n;
+  /* 2e-3: four times what NTP may slew BOOTTIME's rate by. */
+  if (forward && d <= want / 500) return true;
+  uint64_t t0, n0, t1, n1;
+  check_pair(&t0, &n0);
+  do {
+    check_pair(&t1, &n1);
+  } while (n1 - n0 < 1000000ull);
+  uint64_t fresh = mult_between(t0, n0, t1, n1);
+  d = fresh > want ? fresh - want : want - fresh;
+  if (t1 > t0 && d <= want / 500) {
+    /* Same rate, new offset: the long baseline restarts here. */
+    read_pair(&clock_origin.ticks, &clock_origin.ns);
+    check_ticks = t1;
+    check_ns = n1;
+    return true;
+  }
+  snprintf(clock_note_buf, sizeof clock_note_buf,
+           "the TSC's rate changed while the process ran (%.6f ns per tick "
+           "calibrated, %.6f measured)",
+           (double)want / 4294967296.0, (double)fresh / 4294967296.0);
+  clock_note = clock_note_buf;
+  clock_note_ns = n1;
+  /* Events read the TSC until they see it given up: their readings are
+   * converted through this last view. */
+  read_pair(&last_tsc.ticks, &last_tsc.ns);
+  last_tsc.mult = want;
+  __atomic_store_n(&etch__clock_tsc, 0, __ATOMIC_RELEASE);
+  return false;
 }
 
 void etch__clock_init(void) { pthread_once(&clock_once, clock_calibrate); }
 
+static void anchor_ns(etch_clock_anchor *a) {
+  a->ns = etch__boottime_ns();
+  a->ticks = a->ns | ETCH_TICKS_NS_TAG;
+  a->mult = 1ull << 32;
+}
+
 void etch__clock_anchor_now(etch_clock_anchor *a) {
   etch__clock_init();
   if (!etch__clock_is_tsc()) {
-    a->ticks = a->ns = etch__boottime_ns();
-    a->mult = 1ull << 32;
+    anchor_ns(a);
+    return;
+  }
+  pthread_mutex_lock(&clock_lock);
+  if (!etch__clock_is_tsc() || !tsc_check()) {
+    pthread_mutex_unlock(&clock_lock);
+    anchor_ns(a);
     return;
   }
   read_pair(&a->ticks, &a->ns);
   /* The longest baseline there is: from the first anchor to this one. */
-  uint64_t mult = __atomic_load_n(&clock_mult, __ATOMIC_RELAXED);
-  if (a->ns - clock_origin.ns > 2000000ull) {
-    mult = mult_between(clock_origin.ticks, clock_origin.ns, a->ticks, a->ns);
-    __atomic_store_n(&clock_mult, mult, __ATOMIC_RELAXED);
-  }
-  a->mult = mult;
+  if (a->ns > clock_origin.ns && a->ticks > clock_origin.ticks &&
+      a->ns - clock_origin.ns > 2000000ull)
+    clock_mult =
+        mult_between(clock_origin.ticks, clock_origin.ns, a->ticks, a->ns);
+  a->mult = clock_mult;
+  pthread_mutex_unlock(&clock_lock);
 }
 
 uint64_t etch__clock_anchor_span(const etch_clock_anchor *a) {
@@ -181,14 +267,29 @@ uint64_t etch__clock_anchor_span(const etch_clock_anchor *a) {
    * jitter), so conversions up to one baseline past the anchor stay within
    * ~40 ns of BOOTTIME; 10 ms at most, which also bounds what a change in
    * the kernel's (NTP-adjusted) rate can add. */
-  uint64_t base = a->ns > clock_origin.ns ? a->ns - clock_origin.ns : 0;
+  pthread_mutex_lock(&clock_lock);
+  uint64_t origin = clock_origin.ns;
+  pthread_mutex_unlock(&clock_lock);
+  uint64_t base = a->ns > origin ? a->ns - origin : 0;
   if (base < 1000000ull) base = 1000000ull;
   return base < ETCH_ANCHOR_SPAN_MAX ? base : ETCH_ANCHOR_SPAN_MAX;
 }
 
+static uint64_t convert(const etch_clock_anchor *a, uint64_t ticks) {
+  if (ticks >= a->ticks) return etch__ticks_to_ns(a, ticks);
+  uint64_t back = (uint64_t)(((unsigned __int128)(a->ticks - ticks) * a->mult) >> 32);
+  return back < a->ns ? a->ns - back : 0;
+}
+
 uint64_t etch__clock_ticks_to_boottime(uint64_t ticks) {
+  if (ticks & ETCH_TICKS_NS_TAG) return ticks & ~ETCH_TICKS_NS_TAG;
   etch_clock_anchor a;
   etch__clock_anchor_now(&a);
-  if (ticks >= a.ticks) return etch__ticks_to_ns(&a, ticks);
-  return a.ns - (uint64_t)(((unsigned __int128)(a.ticks - ticks) * a.mult) >> 32);
+  if (a.ticks & ETCH_TICKS_NS_TAG) { /* the TSC was given up */
+    pthread_mutex_lock(&clock_lock);
+    a = last_tsc;
+    pthread_mutex_unlock(&clock_lock);
+    if (!a.mult) return ticks; /* never had one: cannot happen */
+  }
+  return convert(&a, ticks);
 }

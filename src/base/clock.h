@@ -54,8 +54,16 @@ static inline uint64_t etch__monotonic_ns(void) {
   return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/* Ticks read from clock_gettime carry this bit on top of BOOTTIME ns, so
+ * that a reading says which clock it came from: once the TSC is given up
+ * while the process runs, a writer still anchored on it converts the new
+ * readings exactly instead of taking them for TSC counts (a TSC reaches
+ * 2^63 only after decades). */
+#define ETCH_TICKS_NS_TAG (1ull << 63)
+
 /* The fallback when there is no invariant TSC (out of line: keeps the
- * callers' hot path free of the clock_gettime call frame). */
+ * callers' hot path free of the clock_gettime call frame): BOOTTIME ns
+ * with ETCH_TICKS_NS_TAG. */
 uint64_t etch__ticks_slow(void);
 
 ETCH_INLINE uint64_t etch__ticks(void) {
@@ -81,8 +89,17 @@ typedef struct etch_clock_anchor {
   uint64_t mult; /* ns per tick, fixed point 32.32 */
 } etch_clock_anchor;
 
+/* Ticks to BOOTTIME ns without an anchor (slow; for out-of-line users): a
+ * clock_gettime reading is its own time, a TSC reading is converted through
+ * a fresh view (or, once the TSC was given up, through the last one). */
+uint64_t etch__clock_ticks_to_boottime(uint64_t ticks);
+
 ETCH_INLINE uint64_t etch__ticks_to_ns(const etch_clock_anchor *a,
                                        uint64_t ticks) {
+  /* A reading from the other clock than the anchor's (the TSC was given
+   * up between the two): converted on its own. */
+  if (ETCH_UNLIKELY((ticks ^ a->ticks) & ETCH_TICKS_NS_TAG))
+    return etch__clock_ticks_to_boottime(ticks);
   /* Ticks read on another core can trail the anchor by a few cycles. */
   if (ETCH_UNLIKELY(ticks < a->ticks)) return a->ns;
   return a->ns +
@@ -97,9 +114,12 @@ void etch__clock_anchor_now(etch_clock_anchor *a);
  * few tens of ns of BOOTTIME; writers take a new anchor after that. */
 uint64_t etch__clock_anchor_span(const etch_clock_anchor *a);
 /* Why ticks are BOOTTIME ns on a CPU that has a TSC, or NULL (the TSC is
- * used, there is none, or ETCH_CLOCK=boottime asked for it). */
-const char *etch__clock_fallback_note(void);
-/* Ticks to ns through a fresh global view (slow; for out-of-line users). */
-uint64_t etch__clock_ticks_to_boottime(uint64_t ticks);
+ * used, there is none, or ETCH_CLOCK=boottime asked for it); *since_ns
+ * (if not NULL) gets the BOOTTIME ns when etch stopped using the TSC. */
+const char *etch__clock_fallback_note(uint64_t *since_ns);
+/* Test hook: when set, the run-time check of the TSC's rate reads its
+ * (ticks, BOOTTIME) pairs through it instead of the clocks. */
+extern ETCH_HIDDEN void (*etch__clock_check_hook)(uint64_t *ticks,
+                                                  uint64_t *ns);
 
 #endif /* ETCH_BASE_CLOCK_H */

@@ -14,19 +14,14 @@
 #include "buffer/tracefile.h"
 #include "sdk/sdk.h"
 
-static uint64_t clock_ns(clockid_t id) {
-  struct timespec ts;
-  clock_gettime(id, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 /* When the clock fell back from the TSC to clock_gettime on a CPU that has
- * one: an instant `etch.clock_fallback` on the process track, arg `reason`. */
+ * one: an instant `etch.clock_fallback` on the process track at the time
+ * it did, arg `reason`. */
 static int put_clock_note(etch_tracefile *o) {
-  const char *why = etch__clock_fallback_note();
+  uint64_t ts = 0;
+  const char *why = etch__clock_fallback_note(&ts);
   if (!why) return ETCH_OK;
   etch_pb_stream *s = &o->tmp.s;
-  uint64_t ts = clock_ns(CLOCK_BOOTTIME);
   etch_pb_nested td, pd;
   etch_pb_write_varint_field(s, ETCH_PKT_TIMESTAMP, ts);
   etch_pb_write_varint_field(s, ETCH_PKT_TIMESTAMP_CLOCK_ID, ETCH_CLOCK_BOOTTIME);

@@ -595,8 +595,10 @@ etch_writer *etch__writer_prepare(uint32_t slot, uint64_t ticks) {
       etch__writer_drop(w, ticks);
       return NULL;
     }
-  } else if (ticks > w->anchor.ticks && ticks - w->anchor.ticks >= w->lim) {
-    writer_reanchor(w); /* expired, or beyond the product's range */
+  } else if (ticks - w->anchor.ticks >= w->lim) {
+    /* Expired, beyond the product's range, behind the anchor (a TSC that
+     * jumped back) or from clock_gettime (the TSC was given up). */
+    writer_reanchor(w);
   }
   if ((size_t)(w->st.end - w->st.cur) < ETCH_FAST_MAX && !next_chunk(w)) {
     etch__writer_drop(w, ticks);

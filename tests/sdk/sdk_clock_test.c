@@ -17,6 +17,10 @@
 
 #include "sdk_common.h"
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <x86intrin.h>
+#endif
+
 ETCH_CATEGORY_DEFINE(clk, "clk", "", "");
 
 #define THREADS 3
@@ -283,4 +287,140 @@ TEST(unknown_clock_is_reported) {
   ASSERT_EQ_INT(td_count(&t, 3, "after"), 1);
   td_free(&t);
   etch_session_free(s);
+}
+
+/* ---- a TSC that changes while the process runs ---------------------------- */
+
+/* The run-time check reads its pairs through this hook: the tests make it
+ * see a TSC running at 1.5 times its rate (a VM moved to another host), or
+ * one that jumped by a second's worth of ticks (a suspend). Anchors and
+ * events still read the real clocks, so every event must stay inside its
+ * brackets whatever the check concludes. */
+extern void (*etch__clock_check_hook)(uint64_t *ticks, uint64_t *ns);
+extern int etch__clock_tsc;
+const char *etch__clock_fallback_note(uint64_t *since_ns);
+static uint64_t hook_base;
+static int hook_mode; /* 1: rate x1.5, 2: jump */
+
+static void fake_pair(uint64_t *ticks, uint64_t *ns) {
+#if defined(__x86_64__) || defined(__i386__)
+  uint64_t t = __rdtsc();
+  *ns = boottime();
+  *ticks = hook_mode == 1 ? t + (t - hook_base) / 2 : t + 3000000000ull;
+#else
+  *ticks = *ns = boottime();
+#endif
+}
+
+#define CHANGE_EVENTS 150
+
+static void *bracketed_short(void *arg) {
+  thread_run *r = (thread_run *)arg;
+  r->tid = gettid();
+  for (int i = 0; i < CHANGE_EVENTS; i++) {
+    r->b[i].before = boottime();
+    ETCH_INSTANT(clk, "tick");
+    r->b[i].after = boottime();
+    pause_us(300);
+  }
+  return NULL;
+}
+
+/* Runs two bracketing threads, installs the hook after 10 ms, and returns
+ * the trace, the BOOTTIME when the hook went in, and when the main thread
+ * first saw the TSC given up (0 if never). */
+static void run_with_hook(int mode, td_trace *t, uint64_t *hook_ns,
+                          uint64_t *flip_ns, thread_run *runs) {
+  etch_session *s = start_session("buffer_kb=4096;compression=none");
+  pthread_t th[2];
+  for (int i = 0; i < 2; i++)
+    pthread_create(&th[i], NULL, bracketed_short, &runs[i]);
+  pause_us(10000);
+#if defined(__x86_64__) || defined(__i386__)
+  hook_base = __rdtsc();
+#endif
+  hook_mode = mode;
+  *hook_ns = boottime();
+  etch__clock_check_hook = fake_pair;
+  *flip_ns = 0;
+  for (int i = 0; i < 400 && !*flip_ns; i++) {
+    if (!__atomic_load_n(&etch__clock_tsc, __ATOMIC_ACQUIRE))
+      *flip_ns = boottime();
+    pause_us(100);
+  }
+  for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);
+  etch__clock_check_hook = NULL;
+  etch_session_stop(s);
+  read_trace(s, "clock_change", t);
+  etch_session_free(s);
+}
+
+static void assert_bracketed(const td_trace *t, const thread_run *runs) {
+  for (int k = 0; k < 2; k++) {
+    const td_track *tr = NULL;
+    for (size_t i = 0; i < t->ntracks; i++)
+      if (t->tracks[i].is_thread && t->tracks[i].tid == runs[k].tid)
+        tr = &t->tracks[i];
+    ASSERT_TRUE(tr != NULL);
+    int n = 0;
+    for (size_t i = 0; i < t->nev; i++) {
+      const td_event *e = &t->ev[i];
+      if (e->track != tr->uuid || e->type != 3 || strcmp(e->name, "tick"))
+        continue;
+      ASSERT_TRUE(n < CHANGE_EVENTS);
+      const bracket *b = &runs[k].b[n];
+      if (e->ts + SLACK_NS < b->before || e->ts > b->after + SLACK_NS)
+        FAIL("thread %d event %d at %llu outside [%llu, %llu]", k, n,
+             (unsigned long long)e->ts, (unsigned long long)b->before,
+             (unsigned long long)b->after);
+      n++;
+    }
+    ASSERT_EQ_INT(n, CHANGE_EVENTS);
+  }
+}
+
+static bool tsc_in_use(void) {
+  if (getenv("ETCH_CLOCK")) return false;
+  return etch__clock_fallback_note(NULL) == NULL &&
+         __atomic_load_n(&etch__clock_tsc, __ATOMIC_ACQUIRE);
+}
+
+TEST(tsc_given_up_when_its_rate_changes_at_run_time) {
+  if (!tsc_in_use()) return; /* no TSC here: nothing to give up */
+  static thread_run runs[2];
+  td_trace t;
+  uint64_t hook_ns, flip_ns;
+  run_with_hook(1, &t, &hook_ns, &flip_ns, runs);
+  /* Noticed within the anchors' 10 ms span (and its 1 ms re-measure). */
+  ASSERT_TRUE(flip_ns != 0);
+  ASSERT_TRUE(flip_ns - hook_ns < 40000000ull);
+  ASSERT_EQ_INT(__atomic_load_n(&etch__clock_tsc, __ATOMIC_ACQUIRE), 0);
+  /* Events before, during and after the change, on both threads, inside
+   * their brackets: writers anchored on the TSC move to clock_gettime. */
+  assert_bracketed(&t, runs);
+  ASSERT_EQ_INT(td_count(&t, 3, "etch.clock_fallback"), 1);
+  const td_event *e = NULL;
+  for (size_t i = 0; i < t.nev; i++)
+    if (t.ev[i].name && strcmp(t.ev[i].name, "etch.clock_fallback") == 0)
+      e = &t.ev[i];
+  const td_arg *why = td_arg_of(e, "reason");
+  ASSERT_TRUE(why && why->s);
+  if (!strstr(why->s, "rate changed while the process ran"))
+    FAIL("reason \"%s\"", why->s);
+  /* Stamped when it happened. */
+  ASSERT_TRUE(e->ts >= hook_ns && e->ts <= flip_ns);
+  td_free(&t);
+}
+
+TEST(tsc_kept_when_it_only_jumps) {
+  if (!tsc_in_use()) return;
+  static thread_run runs[2];
+  td_trace t;
+  uint64_t hook_ns, flip_ns;
+  run_with_hook(2, &t, &hook_ns, &flip_ns, runs);
+  ASSERT_EQ_INT((int)(flip_ns != 0), 0);
+  ASSERT_EQ_INT(__atomic_load_n(&etch__clock_tsc, __ATOMIC_ACQUIRE), 1);
+  assert_bracketed(&t, runs);
+  ASSERT_EQ_INT(td_count(&t, 3, "etch.clock_fallback"), 0);
+  td_free(&t);
 }
