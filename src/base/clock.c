@@ -183,8 +183,10 @@ const char *etch__clock_fallback_note(uint64_t *since_ns) {
 }
 
 static void check_pair(uint64_t *ticks, uint64_t *ns) {
-  if (etch__clock_check_hook)
-    etch__clock_check_hook(ticks, ns);
+  void (*hook)(uint64_t *, uint64_t *) =
+      __atomic_load_n(&etch__clock_check_hook, __ATOMIC_ACQUIRE);
+  if (hook)
+    hook(ticks, ns);
   else
     read_pair(ticks, ns);
 }

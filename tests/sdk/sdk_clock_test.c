@@ -341,7 +341,7 @@ static void run_with_hook(int mode, td_trace *t, uint64_t *hook_ns,
 #endif
   hook_mode = mode;
   *hook_ns = boottime();
-  etch__clock_check_hook = fake_pair;
+  __atomic_store_n(&etch__clock_check_hook, fake_pair, __ATOMIC_RELEASE);
   *flip_ns = 0;
   for (int i = 0; i < 400 && !*flip_ns; i++) {
     if (!__atomic_load_n(&etch__clock_tsc, __ATOMIC_ACQUIRE))
@@ -349,7 +349,7 @@ static void run_with_hook(int mode, td_trace *t, uint64_t *hook_ns,
     pause_us(100);
   }
   for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);
-  etch__clock_check_hook = NULL;
+  __atomic_store_n(&etch__clock_check_hook, NULL, __ATOMIC_RELEASE);
   etch_session_stop(s);
   read_trace(s, "clock_change", t);
   etch_session_free(s);
