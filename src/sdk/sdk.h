@@ -60,6 +60,8 @@ ETCH_INLINE bool etch__bitset_has(const etch_bitset *b, uint32_t i) {
 }
 bool etch__bitset_set(etch_bitset *b, uint32_t i);
 void etch__bitset_clear(etch_bitset *b);
+/* Makes room for bit i without setting it (false when out of memory). */
+bool etch__bitset_reserve(etch_bitset *b, uint32_t i);
 void etch__bitset_free(etch_bitset *b);
 
 /* Writer-local interning of strings (debug annotation names). */

@@ -642,8 +642,12 @@ static void emit_general(etch_writer *w, etch_site *site, etch_category *cat,
   }
 
   /* A begin is stamped after etch's own work for it (the writer's setup,
-   * interning, the track's descriptor, the scratch buffer), so that work
+   * interning, the track's descriptor, the scratch buffer, the bitsets
+   * that remember what this sequence has seen), so that work
    * is not billed to the slice; other events keep the time of the call. */
+  if (new_cat) etch__bitset_reserve(&w->seen_cats, cat->id);
+  if (new_name && site->id >= ETCH_FAST_SITES)
+    etch__bitset_reserve(&w->seen_names_more, site->id);
   if (type == ETCH_TYPE_SLICE_BEGIN && !p.has_ts) ticks = etch__ticks();
   uint64_t ns = p.has_ts ? p.ts : next_ts(w, ticks);
 

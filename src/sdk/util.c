@@ -10,7 +10,7 @@
 /* Limit of one writer's string table; past it names are written inline. */
 #define STRTAB_MAX 65536
 
-bool etch__bitset_set(etch_bitset *b, uint32_t i) {
+bool etch__bitset_reserve(etch_bitset *b, uint32_t i) {
   if (i >= b->nbits) {
     uint32_t words = b->nbits / 64;
     uint32_t need = i / 64 + 1;
@@ -22,6 +22,11 @@ bool etch__bitset_set(etch_bitset *b, uint32_t i) {
     b->w = w;
     b->nbits = nw * 64;
   }
+  return true;
+}
+
+bool etch__bitset_set(etch_bitset *b, uint32_t i) {
+  if (!etch__bitset_reserve(b, i)) return false;
   b->w[i >> 6] |= 1ull << (i & 63);
   return true;
 }
