@@ -1,0 +1,551 @@
+/*
+ * ipc.c - IPCFrame encoding and decoding, and non-blocking connections
+ * over Unix stream sockets with descriptor passing.
+ */
+#define _GNU_SOURCE
+#include "ipc/ipc.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "proto/ipc.h"
+
+/* ---- frames ---- */
+
+static bool take_bytes(const etch_pb_field *fl, etch_ipc_bytes *out) {
+  if (fl->wt != 2) return false;
+  out->data = fl->data;
+  out->len = (uint32_t)fl->len;
+  return true;
+}
+
+static int bad(const char *what) {
+  return etch__error(ETCH_EFORMAT, "malformed IPC frame: %s", what);
+}
+
+static int decode_bind_reply(const uint8_t *p, size_t n, etch_ipc_frame *f) {
+  etch_pb_dec d;
+  etch_pb_field fl;
+  etch_pb_dec_init(&d, p, n);
+  while (etch_pb_next(&d, &fl)) {
+    if (fl.id == ETCH_IPC_BIND_REPLY_SUCCESS && fl.wt == 0) {
+      f->success = fl.u != 0;
+    } else if (fl.id == ETCH_IPC_BIND_REPLY_SERVICE_ID && fl.wt == 0) {
+      f->service_id = (uint32_t)fl.u;
+    } else if (fl.id == ETCH_IPC_BIND_REPLY_METHODS && fl.wt == 2) {
+      if (f->nmethods == ETCH_IPC_MAX_METHODS) return bad("too many methods");
+      etch_ipc_method *m = &f->methods[f->nmethods++];
+      memset(m, 0, sizeof *m);
+      etch_pb_dec md;
+      etch_pb_field mf;
+      etch_pb_dec_init(&md, fl.data, fl.len);
+      while (etch_pb_next(&md, &mf)) {
+        if (mf.id == ETCH_IPC_METHOD_INFO_ID && mf.wt == 0)
+          m->id = (uint32_t)mf.u;
+        else if (mf.id == ETCH_IPC_METHOD_INFO_NAME)
+          take_bytes(&mf, &m->name);
+      }
+      if (md.err) return bad("method info");
+    }
+  }
+  return d.err ? bad("bind reply") : ETCH_OK;
+}
+
+int etch__ipc_frame_decode(const uint8_t *data, size_t len, etch_ipc_frame *f) {
+  memset(f, 0, offsetof(etch_ipc_frame, methods));
+  etch_pb_dec d;
+  etch_pb_field fl;
+  etch_pb_dec_init(&d, data, len);
+  while (etch_pb_next(&d, &fl)) {
+    etch_pb_dec s;
+    etch_pb_field sf;
+    switch (fl.id) {
+    case ETCH_IPCF_REQUEST_ID:
+      if (fl.wt != 0) return bad("request_id is not a varint");
+      f->request_id = fl.u;
+      break;
+    case ETCH_IPCF_BIND_SERVICE:
+      if (fl.wt != 2) return bad("bind_service is not a message");
+      f->kind = ETCH_IPC_BIND;
+      f->name.data = NULL;
+      f->name.len = 0;
+      etch_pb_dec_init(&s, fl.data, fl.len);
+      while (etch_pb_next(&s, &sf))
+        if (sf.id == ETCH_IPC_BIND_SERVICE_NAME) take_bytes(&sf, &f->name);
+      if (s.err) return bad("bind_service");
+      break;
+    case ETCH_IPCF_BIND_SERVICE_REPLY: {
+      if (fl.wt != 2) return bad("bind_service_reply is not a message");
+      f->kind = ETCH_IPC_BIND_REPLY;
+      f->nmethods = 0;
+      int rc = decode_bind_reply(fl.data, fl.len, f);
+      if (rc) return rc;
+      break;
+    }
+    case ETCH_IPCF_INVOKE_METHOD:
+      if (fl.wt != 2) return bad("invoke_method is not a message");
+      f->kind = ETCH_IPC_INVOKE;
+      etch_pb_dec_init(&s, fl.data, fl.len);
+      while (etch_pb_next(&s, &sf)) {
+        if (sf.id == ETCH_IPC_INVOKE_SERVICE_ID && sf.wt == 0)
+          f->service_id = (uint32_t)sf.u;
+        else if (sf.id == ETCH_IPC_INVOKE_METHOD_ID && sf.wt == 0)
+          f->method_id = (uint32_t)sf.u;
+        else if (sf.id == ETCH_IPC_INVOKE_ARGS)
+          take_bytes(&sf, &f->body);
+        else if (sf.id == ETCH_IPC_INVOKE_DROP_REPLY && sf.wt == 0)
+          f->drop_reply = sf.u != 0;
+      }
+      if (s.err) return bad("invoke_method");
+      break;
+    case ETCH_IPCF_INVOKE_METHOD_REPLY:
+      if (fl.wt != 2) return bad("invoke_method_reply is not a message");
+      f->kind = ETCH_IPC_REPLY;
+      etch_pb_dec_init(&s, fl.data, fl.len);
+      while (etch_pb_next(&s, &sf)) {
+        if (sf.id == ETCH_IPC_REPLY_SUCCESS && sf.wt == 0)
+          f->success = sf.u != 0;
+        else if (sf.id == ETCH_IPC_REPLY_HAS_MORE && sf.wt == 0)
+          f->has_more = sf.u != 0;
+        else if (sf.id == ETCH_IPC_REPLY_PROTO)
+          take_bytes(&sf, &f->body);
+      }
+      if (s.err) return bad("invoke_method_reply");
+      break;
+    case ETCH_IPCF_REQUEST_ERROR:
+      if (fl.wt != 2) return bad("request_error is not a message");
+      f->kind = ETCH_IPC_ERROR;
+      etch_pb_dec_init(&s, fl.data, fl.len);
+      while (etch_pb_next(&s, &sf))
+        if (sf.id == ETCH_IPC_ERROR_ERROR) take_bytes(&sf, &f->name);
+      if (s.err) return bad("request_error");
+      break;
+    default: /* data_for_testing and fields of later versions */
+      break;
+    }
+  }
+  if (d.err) return bad(d.err_msg ? d.err_msg : "not a protobuf message");
+  return ETCH_OK;
+}
+
+static void put_bytes(etch_pb_stream *s, uint32_t field, etch_ipc_bytes b) {
+  etch_pb_write_bytes_field(s, field, b.data ? b.data : (const uint8_t *)"",
+                            b.len);
+}
+
+void etch__ipc_frame_encode(etch_pb_buf *b, const etch_ipc_frame *f) {
+  etch_pb_stream *s = &b->s;
+  size_t at = etch_pb_buf_len(b);
+  static const uint8_t zero[4];
+  etch_pb_write_bytes(s, zero, 4);
+  etch_pb_write_varint_field(s, ETCH_IPCF_REQUEST_ID, f->request_id);
+  etch_pb_nested m, mi;
+  switch (f->kind) {
+  case ETCH_IPC_BIND:
+    etch_pb_nested_begin(s, ETCH_IPCF_BIND_SERVICE, &m);
+    put_bytes(s, ETCH_IPC_BIND_SERVICE_NAME, f->name);
+    etch_pb_nested_end(s, &m);
+    break;
+  case ETCH_IPC_BIND_REPLY:
+    etch_pb_nested_begin(s, ETCH_IPCF_BIND_SERVICE_REPLY, &m);
+    etch_pb_write_varint_field(s, ETCH_IPC_BIND_REPLY_SUCCESS, f->success);
+    if (f->success) {
+      etch_pb_write_varint_field(s, ETCH_IPC_BIND_REPLY_SERVICE_ID,
+                                 f->service_id);
+      for (uint32_t i = 0; i < f->nmethods; i++) {
+        etch_pb_nested_begin(s, ETCH_IPC_BIND_REPLY_METHODS, &mi);
+        etch_pb_write_varint_field(s, ETCH_IPC_METHOD_INFO_ID,
+                                   f->methods[i].id);
+        put_bytes(s, ETCH_IPC_METHOD_INFO_NAME, f->methods[i].name);
+        etch_pb_nested_end(s, &mi);
+      }
+    }
+    etch_pb_nested_end(s, &m);
+    break;
+  case ETCH_IPC_INVOKE:
+    etch_pb_nested_begin(s, ETCH_IPCF_INVOKE_METHOD, &m);
+    etch_pb_write_varint_field(s, ETCH_IPC_INVOKE_SERVICE_ID, f->service_id);
+    etch_pb_write_varint_field(s, ETCH_IPC_INVOKE_METHOD_ID, f->method_id);
+    put_bytes(s, ETCH_IPC_INVOKE_ARGS, f->body);
+    if (f->drop_reply)
+      etch_pb_write_varint_field(s, ETCH_IPC_INVOKE_DROP_REPLY, 1);
+    etch_pb_nested_end(s, &m);
+    break;
+  case ETCH_IPC_REPLY:
+    etch_pb_nested_begin(s, ETCH_IPCF_INVOKE_METHOD_REPLY, &m);
+    etch_pb_write_varint_field(s, ETCH_IPC_REPLY_SUCCESS, f->success);
+    if (f->has_more) etch_pb_write_varint_field(s, ETCH_IPC_REPLY_HAS_MORE, 1);
+    if (f->success) put_bytes(s, ETCH_IPC_REPLY_PROTO, f->body);
+    etch_pb_nested_end(s, &m);
+    break;
+  case ETCH_IPC_ERROR:
+    etch_pb_nested_begin(s, ETCH_IPCF_REQUEST_ERROR, &m);
+    put_bytes(s, ETCH_IPC_ERROR_ERROR, f->name);
+    etch_pb_nested_end(s, &m);
+    break;
+  case ETCH_IPC_NONE:
+    break;
+  }
+  if (s->failed) return;
+  uint32_t n = (uint32_t)(etch_pb_buf_len(b) - at - 4);
+  uint8_t *p = etch_pb_buf_data(b) + at;
+  p[0] = (uint8_t)n;
+  p[1] = (uint8_t)(n >> 8);
+  p[2] = (uint8_t)(n >> 16);
+  p[3] = (uint8_t)(n >> 24);
+}
+
+bool etch__ipc_bytes_eq(etch_ipc_bytes b, const char *s) {
+  size_t n = strlen(s);
+  return b.len == n && (n == 0 || memcmp(b.data, s, n) == 0);
+}
+
+uint32_t etch__ipc_method_id(const etch_ipc_frame *r, const char *name) {
+  for (uint32_t i = 0; i < r->nmethods; i++)
+    if (etch__ipc_bytes_eq(r->methods[i].name, name)) return r->methods[i].id;
+  return 0;
+}
+
+/* ---- sockets ---- */
+
+static int sock_addr(const char *path, struct sockaddr_un *a) {
+  memset(a, 0, sizeof *a);
+  a->sun_family = AF_UNIX;
+  if (strlen(path) >= sizeof a->sun_path)
+    return etch__error(ETCH_EINVAL, "socket path '%s' is longer than %zu bytes",
+                       path, sizeof a->sun_path - 1);
+  strcpy(a->sun_path, path);
+  return ETCH_OK;
+}
+
+int etch__ipc_connect(const char *path, int *fd_out) {
+  *fd_out = -1;
+  struct sockaddr_un a;
+  int rc = sock_addr(path, &a);
+  if (rc) return rc;
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0)
+    return etch__error(ETCH_EIO, "cannot create a socket: %s", strerror(errno));
+  if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
+    int e = errno;
+    close(fd);
+    return etch__error(ETCH_EIO, "cannot connect to '%s': %s", path,
+                       strerror(e));
+  }
+  fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+  *fd_out = fd;
+  return ETCH_OK;
+}
+
+int etch__ipc_listen(const char *path, bool group_rw, int *fd_out) {
+  *fd_out = -1;
+  struct sockaddr_un a;
+  int rc = sock_addr(path, &a);
+  if (rc) return rc;
+  /* A socket file nobody listens on is left by a service that died. */
+  int probe;
+  if (etch__ipc_connect(path, &probe) == ETCH_OK) {
+    close(probe);
+    return etch__error(ETCH_EBUSY, "a service already listens on '%s'", path);
+  }
+  struct stat st;
+  if (lstat(path, &st) == 0) {
+    if (!S_ISSOCK(st.st_mode))
+      return etch__error(ETCH_EBUSY, "'%s' exists and is not a socket", path);
+    unlink(path);
+  }
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd < 0)
+    return etch__error(ETCH_EIO, "cannot create a socket: %s", strerror(errno));
+  /* Created with the right mode: no moment when others could connect. */
+  mode_t old = umask(group_rw ? 0117 : 0177);
+  int b = bind(fd, (struct sockaddr *)&a, sizeof a);
+  int e = errno;
+  umask(old);
+  if (b != 0 || listen(fd, 64) != 0) {
+    if (b == 0) e = errno;
+    close(fd);
+    return etch__error(ETCH_EIO, "cannot listen on '%s': %s", path,
+                       strerror(e));
+  }
+  *fd_out = fd;
+  return ETCH_OK;
+}
+
+int etch__ipc_accept(int listen_fd, int *fd_out) {
+  int fd = accept4(listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+  *fd_out = fd;
+  if (fd >= 0) return ETCH_OK;
+  if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ||
+      errno == ECONNABORTED)
+    return ETCH_OK;
+  return etch__error(ETCH_EIO, "accept: %s", strerror(errno));
+}
+
+/* ---- connections ---- */
+
+void etch__ipc_conn_init(etch_ipc_conn *c, int fd, size_t tx_limit) {
+  memset(c, 0, sizeof *c);
+  c->fd = fd;
+  c->tx_limit = tx_limit;
+  c->peer_pid = -1;
+  c->peer_uid = (uid_t)-1;
+  struct ucred cr;
+  socklen_t n = sizeof cr;
+  if (fd >= 0 && getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &n) == 0) {
+    c->peer_pid = cr.pid;
+    c->peer_uid = cr.uid;
+  }
+}
+
+void etch__ipc_conn_close(etch_ipc_conn *c) {
+  if (c->fd >= 0) close(c->fd);
+  c->fd = -1;
+  for (uint32_t i = 0; i < c->nfds; i++) close(c->fds[i]);
+  for (uint32_t i = 0; i < c->ntxfds; i++) close(c->txfds[i].fd);
+  c->nfds = c->ntxfds = 0;
+  free(c->rx);
+  free(c->tx);
+  c->rx = c->tx = NULL;
+  c->rx_len = c->rx_off = c->rx_cap = 0;
+  c->tx_len = c->tx_off = c->tx_cap = 0;
+}
+
+int etch__ipc_conn_fail(etch_ipc_conn *c, const char *fmt, ...) {
+  if (!c->failed) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(c->err, sizeof c->err, fmt, ap);
+    va_end(ap);
+    c->failed = true;
+  }
+  return ETCH_EIO;
+}
+
+static void keep_fds(etch_ipc_conn *c, struct msghdr *m) {
+  for (struct cmsghdr *h = CMSG_FIRSTHDR(m); h; h = CMSG_NXTHDR(m, h)) {
+    if (h->cmsg_level != SOL_SOCKET || h->cmsg_type != SCM_RIGHTS) continue;
+    size_t n = (h->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    int *fds = (int *)CMSG_DATA(h);
+    for (size_t i = 0; i < n; i++) {
+      int fd;
+      memcpy(&fd, fds + i, sizeof fd);
+      if (c->nfds < ETCH_IPC_MAX_FDS)
+        c->fds[c->nfds++] = fd;
+      else {
+        close(fd); /* more than any frame needs: the peer misbehaves */
+        etch__ipc_conn_fail(c, "peer sent more file descriptors than frames "
+                               "that take them");
+      }
+    }
+  }
+}
+
+int etch__ipc_conn_read(etch_ipc_conn *c) {
+  if (c->failed) return ETCH_EIO;
+  for (;;) {
+    /* Room for at least one whole frame after what is pending. */
+    if (c->rx_off && c->rx_off == c->rx_len) c->rx_off = c->rx_len = 0;
+    if (c->rx_cap - c->rx_len < 4096) {
+      if (c->rx_off) {
+        memmove(c->rx, c->rx + c->rx_off, c->rx_len - c->rx_off);
+        c->rx_len -= c->rx_off;
+        c->rx_off = 0;
+      }
+      if (c->rx_cap - c->rx_len < 4096) {
+        size_t cap = c->rx_cap ? c->rx_cap * 2 : 16384;
+        if (cap > 2 * (ETCH_IPC_MAX_FRAME + 4)) {
+          /* Full of frames not yet taken: let the caller take them. */
+          if (c->rx_cap - c->rx_len == 0) return ETCH_OK;
+          cap = c->rx_cap;
+        }
+        if (cap != c->rx_cap) {
+          uint8_t *n = (uint8_t *)etch__realloc(c->rx, cap);
+          if (!n) return etch__ipc_conn_fail(c, "out of memory");
+          c->rx = n;
+          c->rx_cap = cap;
+        }
+      }
+    }
+    struct iovec iov = {c->rx + c->rx_len, c->rx_cap - c->rx_len};
+    union {
+      struct cmsghdr h;
+      char buf[CMSG_SPACE(sizeof(int) * ETCH_IPC_MAX_FDS)];
+    } ctl;
+    struct msghdr m = {0};
+    m.msg_iov = &iov;
+    m.msg_iovlen = 1;
+    m.msg_control = ctl.buf;
+    m.msg_controllen = sizeof ctl.buf;
+    ssize_t n = recvmsg(c->fd, &m, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return ETCH_OK;
+      return etch__ipc_conn_fail(c, "read: %s", strerror(errno));
+    }
+    keep_fds(c, &m);
+    if (m.msg_flags & MSG_CTRUNC)
+      etch__ipc_conn_fail(c, "peer sent more file descriptors than allowed");
+    if (n == 0) return etch__ipc_conn_fail(c, "peer closed the connection");
+    c->rx_len += (size_t)n;
+    if (c->failed) return ETCH_EIO;
+    if ((size_t)n < iov.iov_len) return ETCH_OK;
+  }
+}
+
+int etch__ipc_conn_next(etch_ipc_conn *c, etch_ipc_frame *f) {
+  if (c->failed) return ETCH_EFORMAT;
+  size_t have = c->rx_len - c->rx_off;
+  if (have < 4) return 0;
+  const uint8_t *p = c->rx + c->rx_off;
+  uint32_t n = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+               (uint32_t)p[3] << 24;
+  if (n > ETCH_IPC_MAX_FRAME) {
+    etch__ipc_conn_fail(c, "frame of %u bytes, larger than the limit of %u",
+                        n, ETCH_IPC_MAX_FRAME);
+    return ETCH_EFORMAT;
+  }
+  if (have - 4 < n) return 0;
+  c->rx_off += 4 + (size_t)n;
+  if (etch__ipc_frame_decode(p + 4, n, f) != ETCH_OK) {
+    etch__ipc_conn_fail(c, "%s", etch_last_error());
+    return ETCH_EFORMAT;
+  }
+  return 1;
+}
+
+int etch__ipc_conn_take_fd(etch_ipc_conn *c) {
+  if (!c->nfds) return -1;
+  int fd = c->fds[0];
+  memmove(c->fds, c->fds + 1, (c->nfds - 1) * sizeof(int));
+  c->nfds--;
+  return fd;
+}
+
+int etch__ipc_conn_send(etch_ipc_conn *c, const etch_ipc_frame *f, int fd) {
+  if (c->failed) return ETCH_EIO;
+  etch_pb_buf b;
+  etch_pb_buf_init(&b, 256, ETCH_IPC_MAX_FRAME + 4);
+  etch__ipc_frame_encode(&b, f);
+  if (b.s.failed) {
+    etch_pb_buf_free(&b);
+    return etch__error(ETCH_ELIMIT, "IPC frame larger than %u bytes",
+                       ETCH_IPC_MAX_FRAME);
+  }
+  size_t n = etch_pb_buf_len(&b);
+  if (c->tx_off == c->tx_len) { /* nothing queued: start afresh */
+    c->tx_base += c->tx_len;
+    c->tx_off = c->tx_len = 0;
+  }
+  if (c->tx_len - c->tx_off + n > c->tx_limit) {
+    etch_pb_buf_free(&b);
+    return etch__ipc_conn_fail(c, "peer does not read its socket (%zu bytes "
+                                  "queued)",
+                               c->tx_len - c->tx_off);
+  }
+  if (c->tx_cap - c->tx_len < n && c->tx_off) {
+    memmove(c->tx, c->tx + c->tx_off, c->tx_len - c->tx_off);
+    c->tx_len -= c->tx_off;
+    c->tx_base += c->tx_off;
+    c->tx_off = 0;
+  }
+  if (c->tx_cap - c->tx_len < n) {
+    size_t cap = c->tx_cap ? c->tx_cap : 4096;
+    while (cap - c->tx_len < n) cap *= 2;
+    uint8_t *t = (uint8_t *)etch__realloc(c->tx, cap);
+    if (!t) {
+      etch_pb_buf_free(&b);
+      return etch__ipc_conn_fail(c, "out of memory");
+    }
+    c->tx = t;
+    c->tx_cap = cap;
+  }
+  if (fd >= 0) {
+    if (c->ntxfds == ETCH_IPC_MAX_FDS) {
+      etch_pb_buf_free(&b);
+      return etch__ipc_conn_fail(c, "too many descriptors queued");
+    }
+    int d = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+    if (d < 0) {
+      etch_pb_buf_free(&b);
+      return etch__ipc_conn_fail(c, "dup: %s", strerror(errno));
+    }
+    c->txfds[c->ntxfds].at = c->tx_base + c->tx_len;
+    c->txfds[c->ntxfds++].fd = d;
+  }
+  memcpy(c->tx + c->tx_len, etch_pb_buf_data(&b), n);
+  c->tx_len += n;
+  etch_pb_buf_free(&b);
+  return etch__ipc_conn_flush(c);
+}
+
+int etch__ipc_conn_flush(etch_ipc_conn *c) {
+  if (c->failed) return ETCH_EIO;
+  while (c->tx_off < c->tx_len) {
+    uint64_t pos = c->tx_base + c->tx_off;
+    size_t len = c->tx_len - c->tx_off;
+    int fd = -1;
+    if (c->ntxfds) {
+      if (c->txfds[0].at == pos)
+        fd = c->txfds[0].fd;
+      else if (c->txfds[0].at < pos + len)
+        len = (size_t)(c->txfds[0].at - pos); /* the fd starts its frame */
+    }
+    struct iovec iov = {c->tx + c->tx_off, len};
+    union {
+      struct cmsghdr h;
+      char buf[CMSG_SPACE(sizeof(int))];
+    } ctl;
+    struct msghdr m = {0};
+    m.msg_iov = &iov;
+    m.msg_iovlen = 1;
+    if (fd >= 0) {
+      memset(&ctl, 0, sizeof ctl);
+      m.msg_control = ctl.buf;
+      m.msg_controllen = sizeof ctl.buf;
+      struct cmsghdr *h = CMSG_FIRSTHDR(&m);
+      h->cmsg_level = SOL_SOCKET;
+      h->cmsg_type = SCM_RIGHTS;
+      h->cmsg_len = CMSG_LEN(sizeof(int));
+      memcpy(CMSG_DATA(h), &fd, sizeof fd);
+    }
+    ssize_t n = sendmsg(c->fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return ETCH_OK;
+      return etch__ipc_conn_fail(c, "write: %s", strerror(errno));
+    }
+    if (fd >= 0) { /* sent with the frame's first bytes */
+      close(fd);
+      memmove(c->txfds, c->txfds + 1, (c->ntxfds - 1) * sizeof c->txfds[0]);
+      c->ntxfds--;
+    }
+    c->tx_off += (size_t)n;
+  }
+  return ETCH_OK;
+}
+
+int etch__ipc_conn_wait(etch_ipc_conn *c, int timeout_ms) {
+  if (c->failed) return ETCH_EIO;
+  struct pollfd p = {c->fd, POLLIN, 0};
+  if (etch__ipc_conn_want_write(c)) p.events |= POLLOUT;
+  int r = poll(&p, 1, timeout_ms);
+  if (r < 0 && errno != EINTR)
+    return etch__ipc_conn_fail(c, "poll: %s", strerror(errno));
+  if (r <= 0) return ETCH_OK;
+  if (p.revents & POLLOUT) {
+    int rc = etch__ipc_conn_flush(c);
+    if (rc) return rc;
+  }
+  if (p.revents & (POLLIN | POLLHUP | POLLERR)) return etch__ipc_conn_read(c);
+  return ETCH_OK;
+}

@@ -1,0 +1,149 @@
+/*
+ * ipc.h - Perfetto's IPC over Unix stream sockets.
+ *
+ * The wire: frames of [4-byte little-endian length][IPCFrame], at most
+ * ETCH_IPC_MAX_FRAME bytes each (Perfetto's limit: a larger frame is a
+ * protocol error and the connection is dropped). An IPCFrame carries a
+ * request id and one of BindService (client: which service by name),
+ * BindServiceReply (host: the service's id and its methods' ids and names),
+ * InvokeMethod (client: service id, method id, the request's bytes,
+ * drop_reply), InvokeMethodReply (host: success, has_more for streaming
+ * replies, the reply's bytes) or RequestError. A file descriptor travels
+ * with SCM_RIGHTS on the bytes of the frame it belongs to; the receiver
+ * queues what it gets and the handler of the frame that expects one takes
+ * it (etch__ipc_conn_take_fd).
+ *
+ * A connection here is non-blocking on both sides: etch__ipc_conn_read()
+ * takes what the socket has, etch__ipc_conn_next() hands out whole frames
+ * (pointers into the receive buffer, valid until the next call), and
+ * etch__ipc_conn_send() queues a frame and writes what the socket takes.
+ * Whatever the peer sends is checked: a frame too large, a length that
+ * lies, bytes that are not an IPCFrame or more descriptors than expected
+ * make the connection fail with a message (etch__ipc_conn_error), never
+ * read out of bounds. A peer that stops reading makes the queue grow to
+ * its limit, then the connection fails: the sender never blocks on it.
+ */
+#ifndef ETCH_IPC_H
+#define ETCH_IPC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "base/base.h"
+#include "pb/pb.h"
+
+#define ETCH_IPC_MAX_FRAME (128u * 1024u)
+#define ETCH_IPC_MAX_METHODS 32u
+#define ETCH_IPC_MAX_FDS 4u
+
+typedef enum etch_ipc_kind {
+  ETCH_IPC_NONE = 0, /* a frame with no message (ignored) */
+  ETCH_IPC_BIND,
+  ETCH_IPC_BIND_REPLY,
+  ETCH_IPC_INVOKE,
+  ETCH_IPC_REPLY,
+  ETCH_IPC_ERROR,
+} etch_ipc_kind;
+
+typedef struct etch_ipc_bytes {
+  const uint8_t *data;
+  uint32_t len;
+} etch_ipc_bytes;
+
+typedef struct etch_ipc_method {
+  uint32_t id;
+  etch_ipc_bytes name;
+} etch_ipc_method;
+
+typedef struct etch_ipc_frame {
+  uint64_t request_id;
+  etch_ipc_kind kind;
+  etch_ipc_bytes name; /* BIND: the service; ERROR: the message */
+  bool success;        /* BIND_REPLY, REPLY */
+  bool has_more;       /* REPLY */
+  bool drop_reply;     /* INVOKE */
+  uint32_t service_id; /* BIND_REPLY, INVOKE */
+  uint32_t method_id;  /* INVOKE */
+  etch_ipc_bytes body; /* INVOKE: the request; REPLY: the reply */
+  uint32_t nmethods;   /* BIND_REPLY */
+  etch_ipc_method methods[ETCH_IPC_MAX_METHODS];
+} etch_ipc_frame;
+
+/* Decodes one IPCFrame (without its length prefix); ETCH_EFORMAT with a
+ * message for bytes that are not one. Pointers in *f point into data. */
+int etch__ipc_frame_decode(const uint8_t *data, size_t len, etch_ipc_frame *f);
+/* Appends f as [length][IPCFrame] to b. */
+void etch__ipc_frame_encode(etch_pb_buf *b, const etch_ipc_frame *f);
+/* Whether bytes equal a C string. */
+bool etch__ipc_bytes_eq(etch_ipc_bytes b, const char *s);
+/* The id of method `name` in a BIND_REPLY frame, 0 if it has none. */
+uint32_t etch__ipc_method_id(const etch_ipc_frame *bind_reply,
+                             const char *name);
+
+/* ---- connections ---- */
+
+typedef struct etch_ipc_fdpos {
+  uint64_t at; /* stream offset of the frame it goes with */
+  int fd;
+} etch_ipc_fdpos;
+
+typedef struct etch_ipc_conn {
+  int fd;
+  /* received bytes: [rx_off, rx_len) not yet handed out */
+  uint8_t *rx;
+  size_t rx_len, rx_off, rx_cap;
+  int fds[ETCH_IPC_MAX_FDS];
+  uint32_t nfds;
+  /* queued bytes: [tx_off, tx_len), stream offset tx_base at tx[0] */
+  uint8_t *tx;
+  size_t tx_len, tx_off, tx_cap, tx_limit;
+  uint64_t tx_base;
+  etch_ipc_fdpos txfds[ETCH_IPC_MAX_FDS];
+  uint32_t ntxfds;
+  /* the peer, from SO_PEERCRED */
+  pid_t peer_pid;
+  uid_t peer_uid;
+  bool failed;
+  char err[200];
+} etch_ipc_conn;
+
+/* Creates a listening socket at `path` (a stale socket file with no one
+ * listening is replaced; a live one is ETCH_EBUSY), mode 0600 unless
+ * `group_rw` (0660). Non-blocking, close-on-exec. */
+int etch__ipc_listen(const char *path, bool group_rw, int *fd_out);
+/* Connects to `path` (non-blocking after the connect). */
+int etch__ipc_connect(const char *path, int *fd_out);
+/* Accepts one connection: ETCH_OK with *fd_out = -1 when none waits. */
+int etch__ipc_accept(int listen_fd, int *fd_out);
+
+/* Takes ownership of a connected socket; reads the peer's credentials. */
+void etch__ipc_conn_init(etch_ipc_conn *c, int fd, size_t tx_limit);
+/* Closes the socket and every descriptor still queued. */
+void etch__ipc_conn_close(etch_ipc_conn *c);
+/* Reads what the socket has; ETCH_EIO on end of stream or error (with the
+ * reason in c->err), ETCH_OK otherwise (also when nothing was there). */
+int etch__ipc_conn_read(etch_ipc_conn *c);
+/* 1 with the next whole frame in *f, 0 when none is complete yet, or
+ * ETCH_EFORMAT (c->failed, c->err says why) for a frame that is not one. */
+int etch__ipc_conn_next(etch_ipc_conn *c, etch_ipc_frame *f);
+/* The oldest descriptor received and not yet taken, or -1. */
+int etch__ipc_conn_take_fd(etch_ipc_conn *c);
+/* Queues frame f (with descriptor `fd` unless it is -1; the connection
+ * dups it) and writes what the socket takes. ETCH_EIO when the connection
+ * failed or its queue is over its limit. */
+int etch__ipc_conn_send(etch_ipc_conn *c, const etch_ipc_frame *f, int fd);
+/* Writes queued bytes; ETCH_EIO when the socket is gone. */
+int etch__ipc_conn_flush(etch_ipc_conn *c);
+ETCH_INLINE bool etch__ipc_conn_want_write(const etch_ipc_conn *c) {
+  return c->tx_off < c->tx_len;
+}
+/* Client helper: waits up to `timeout_ms` (-1: forever) for the socket,
+ * flushing queued bytes and reading what arrives. */
+int etch__ipc_conn_wait(etch_ipc_conn *c, int timeout_ms);
+/* Sets c->failed with a message; returns ETCH_EIO. */
+int etch__ipc_conn_fail(etch_ipc_conn *c, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+#endif /* ETCH_IPC_H */

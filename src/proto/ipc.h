@@ -1,0 +1,140 @@
+/*
+ * proto/ipc.h - field numbers of the messages of Perfetto's IPC: the frame
+ * (protos/perfetto/ipc/wire_protocol.proto), the producer port
+ * (producer_port.proto), the consumer port (consumer_port.proto) and the
+ * CommitDataRequest (protos/perfetto/common/commit_data_request.proto).
+ * Facts from the public schemas; the names follow them.
+ */
+#ifndef ETCH_PROTO_IPC_H
+#define ETCH_PROTO_IPC_H
+
+/* IPCFrame */
+enum {
+  ETCH_IPCF_DATA_FOR_TESTING = 1,
+  ETCH_IPCF_REQUEST_ID = 2,
+  ETCH_IPCF_BIND_SERVICE = 3,
+  ETCH_IPCF_BIND_SERVICE_REPLY = 4,
+  ETCH_IPCF_INVOKE_METHOD = 5,
+  ETCH_IPCF_INVOKE_METHOD_REPLY = 6,
+  ETCH_IPCF_REQUEST_ERROR = 7,
+};
+/* IPCFrame.BindService */
+enum { ETCH_IPC_BIND_SERVICE_NAME = 1 };
+/* IPCFrame.BindServiceReply (and its MethodInfo) */
+enum {
+  ETCH_IPC_BIND_REPLY_SUCCESS = 1,
+  ETCH_IPC_BIND_REPLY_SERVICE_ID = 2,
+  ETCH_IPC_BIND_REPLY_METHODS = 3,
+  ETCH_IPC_METHOD_INFO_ID = 1,
+  ETCH_IPC_METHOD_INFO_NAME = 2,
+};
+/* IPCFrame.InvokeMethod */
+enum {
+  ETCH_IPC_INVOKE_SERVICE_ID = 1,
+  ETCH_IPC_INVOKE_METHOD_ID = 2,
+  ETCH_IPC_INVOKE_ARGS = 3,
+  ETCH_IPC_INVOKE_DROP_REPLY = 4,
+};
+/* IPCFrame.InvokeMethodReply */
+enum {
+  ETCH_IPC_REPLY_SUCCESS = 1,
+  ETCH_IPC_REPLY_HAS_MORE = 2,
+  ETCH_IPC_REPLY_PROTO = 3,
+};
+/* IPCFrame.RequestError */
+enum { ETCH_IPC_ERROR_ERROR = 1 };
+
+/* ---- producer port ---- */
+
+/* InitializeConnectionRequest / Response */
+enum {
+  ETCH_ICR_PAGE_SIZE_HINT = 1,
+  ETCH_ICR_SIZE_HINT = 2,
+  ETCH_ICR_PRODUCER_NAME = 3,
+  ETCH_ICR_SMB_SCRAPING_MODE = 4,
+  ETCH_ICR_PRODUCER_PROVIDED_SHMEM = 6,
+  ETCH_ICR_SDK_VERSION = 8,
+  ETCH_ICRESP_USING_PRODUCER_SHMEM = 1,
+  ETCH_ICRESP_DIRECT_SMB_PATCHING = 2,
+  ETCH_ICRESP_USE_SHMEM_EMULATION = 3,
+};
+/* RegisterDataSourceRequest / Response, UnregisterDataSourceRequest */
+enum {
+  ETCH_RDS_DESCRIPTOR = 1,
+  ETCH_RDS_RESP_ERROR = 1,
+  ETCH_UDS_NAME = 1,
+};
+/* RegisterTraceWriterRequest, UnregisterTraceWriterRequest */
+enum {
+  ETCH_RTW_WRITER_ID = 1,
+  ETCH_RTW_TARGET_BUFFER = 2,
+};
+/* NotifyDataSourceStarted/StoppedRequest */
+enum { ETCH_NDS_DATA_SOURCE_ID = 1 };
+/* ActivateTriggersRequest */
+enum { ETCH_ATR_TRIGGER_NAMES = 1 };
+/* GetAsyncCommandResponse */
+enum {
+  ETCH_GAC_START_DATA_SOURCE = 1,
+  ETCH_GAC_STOP_DATA_SOURCE = 2,
+  ETCH_GAC_SETUP_TRACING = 3,
+  ETCH_GAC_FLUSH = 5,
+  ETCH_GAC_SETUP_DATA_SOURCE = 6,
+  ETCH_GAC_CLEAR_INCREMENTAL_STATE = 7,
+  /* SetupDataSource / StartDataSource */
+  ETCH_GAC_DS_INSTANCE_ID = 1,
+  ETCH_GAC_DS_CONFIG = 2,
+  /* StopDataSource */
+  ETCH_GAC_STOP_INSTANCE_ID = 1,
+  /* SetupTracing */
+  ETCH_GAC_SETUP_PAGE_SIZE_KB = 1,
+  /* Flush */
+  ETCH_GAC_FLUSH_DATA_SOURCE_IDS = 1,
+  ETCH_GAC_FLUSH_REQUEST_ID = 2,
+  ETCH_GAC_FLUSH_FLAGS = 3,
+  /* ClearIncrementalState */
+  ETCH_GAC_CLEAR_DATA_SOURCE_IDS = 1,
+};
+/* CommitDataRequest */
+enum {
+  ETCH_CDR_CHUNKS_TO_MOVE = 1,
+  ETCH_CDR_CHUNKS_TO_PATCH = 2,
+  ETCH_CDR_FLUSH_REQUEST_ID = 3,
+  /* ChunksToMove */
+  ETCH_CDR_MOVE_PAGE = 1,
+  ETCH_CDR_MOVE_CHUNK = 2,
+  ETCH_CDR_MOVE_TARGET_BUFFER = 3,
+  /* ChunkToPatch */
+  ETCH_CDR_PATCH_TARGET_BUFFER = 1,
+  ETCH_CDR_PATCH_WRITER_ID = 2,
+  ETCH_CDR_PATCH_CHUNK_ID = 3,
+  ETCH_CDR_PATCH_PATCHES = 4,
+  ETCH_CDR_PATCH_HAS_MORE = 5,
+  /* ChunkToPatch.Patch */
+  ETCH_CDR_PATCH_OFFSET = 1,
+  ETCH_CDR_PATCH_DATA = 2,
+};
+
+/* ---- consumer port ---- */
+
+enum {
+  /* EnableTracingRequest / Response */
+  ETCH_ETR_TRACE_CONFIG = 1,
+  ETCH_ETR_ATTACH_NOTIFICATION_ONLY = 2,
+  ETCH_ETRESP_DISABLED = 1,
+  ETCH_ETRESP_ERROR = 3,
+  /* ReadBuffersResponse and its Slice */
+  ETCH_RBR_SLICES = 2,
+  ETCH_RBR_SLICE_DATA = 1,
+  ETCH_RBR_SLICE_LAST = 2,
+  /* FreeBuffersRequest */
+  ETCH_FBR_BUFFER_IDS = 1,
+  /* FlushRequest */
+  ETCH_FR_TIMEOUT_MS = 1,
+  /* QueryServiceStateResponse */
+  ETCH_QSS_SERVICE_STATE = 1,
+  /* GetTraceStatsResponse */
+  ETCH_GTS_TRACE_STATS = 1,
+};
+
+#endif /* ETCH_PROTO_IPC_H */

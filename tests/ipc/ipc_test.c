@@ -1,0 +1,318 @@
+/*
+ * ipc_test.c - Perfetto's IPC framing (src/ipc): frames byte for byte,
+ * connections over socket pairs and paths, descriptors, hostile peers.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "ipc/ipc.h"
+#include "test.h"
+
+static etch_ipc_bytes B(const char *s) {
+  etch_ipc_bytes b = {(const uint8_t *)s, (uint32_t)strlen(s)};
+  return b;
+}
+
+static void pair(etch_ipc_conn *a, etch_ipc_conn *b, size_t limit) {
+  int sv[2];
+  ASSERT_TRUE(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv) == 0);
+  etch__ipc_conn_init(a, sv[0], limit);
+  etch__ipc_conn_init(b, sv[1], limit);
+}
+
+/* Reads until a frame is there (or fails the test). */
+static void next(etch_ipc_conn *c, etch_ipc_frame *f) {
+  for (int i = 0; i < 1000; i++) {
+    int r = etch__ipc_conn_next(c, f);
+    if (r == 1) return;
+    ASSERT_EQ_INT(r, 0);
+    if (etch__ipc_conn_wait(c, 1000) != ETCH_OK) FAIL("connection failed: %s", c->err);
+  }
+  FAIL("no frame arrived");
+}
+
+/* The example of Perfetto's docs, byte for byte: a BindService for
+ * "producer_port" with request id 1. */
+TEST(bind_frame_bytes) {
+  etch_ipc_frame f = {.request_id = 1, .kind = ETCH_IPC_BIND};
+  f.name = B("producer_port");
+  etch_pb_buf b;
+  etch_pb_buf_init(&b, 64, 0);
+  etch__ipc_frame_encode(&b, &f);
+  static const uint8_t want[] = {
+      22, 0, 0, 0,   /* length */
+      0x10, 0x01,    /* request_id = 1 */
+      0x1a, 0x8f, 0x80, 0x80, 0x00, /* msg_bind_service, 15 bytes: etch
+                                       writes nested lengths in 4 bytes */
+      0x0a, 13, 'p', 'r', 'o', 'd', 'u', 'c', 'e', 'r', '_', 'p', 'o', 'r', 't'};
+  ASSERT_EQ_INT((int)etch_pb_buf_len(&b), (int)sizeof want);
+  ASSERT_TRUE(memcmp(etch_pb_buf_data(&b), want, sizeof want) == 0);
+  etch_ipc_frame g;
+  ASSERT_OK(etch__ipc_frame_decode(want + 4, sizeof want - 4, &g));
+  ASSERT_EQ_INT(g.kind, ETCH_IPC_BIND);
+  ASSERT_EQ_U64(g.request_id, 1);
+  ASSERT_TRUE(etch__ipc_bytes_eq(g.name, "producer_port"));
+  etch_pb_buf_free(&b);
+}
+
+TEST(every_kind_round_trips) {
+  etch_ipc_frame in[5];
+  memset(in, 0, sizeof in);
+  in[0].kind = ETCH_IPC_BIND_REPLY;
+  in[0].request_id = 7;
+  in[0].success = true;
+  in[0].service_id = 42;
+  in[0].nmethods = 2;
+  in[0].methods[0].id = 2;
+  in[0].methods[0].name = B("InitializeConnection");
+  in[0].methods[1].id = 5;
+  in[0].methods[1].name = B("RegisterDataSource");
+  in[1].kind = ETCH_IPC_INVOKE;
+  in[1].request_id = 8;
+  in[1].service_id = 42;
+  in[1].method_id = 5;
+  in[1].body = B("\x0a\x03" "abc");
+  in[1].drop_reply = true;
+  in[2].kind = ETCH_IPC_REPLY;
+  in[2].request_id = 8;
+  in[2].success = true;
+  in[2].has_more = true;
+  in[2].body = B("xyz");
+  in[3].kind = ETCH_IPC_ERROR;
+  in[3].request_id = 9;
+  in[3].name = B("unknown method");
+  in[4].kind = ETCH_IPC_REPLY;
+  in[4].request_id = 1ull << 40;
+  etch_pb_buf b;
+  etch_pb_buf_init(&b, 64, 0);
+  for (int i = 0; i < 5; i++) etch__ipc_frame_encode(&b, &in[i]);
+  const uint8_t *p = etch_pb_buf_data(&b);
+  size_t left = etch_pb_buf_len(&b);
+  for (int i = 0; i < 5; i++) {
+    ASSERT_TRUE(left >= 4);
+    uint32_t n = p[0] | p[1] << 8 | p[2] << 16 | (uint32_t)p[3] << 24;
+    ASSERT_TRUE(n <= left - 4);
+    etch_ipc_frame g;
+    ASSERT_OK(etch__ipc_frame_decode(p + 4, n, &g));
+    ASSERT_EQ_INT(g.kind, in[i].kind);
+    ASSERT_EQ_U64(g.request_id, in[i].request_id);
+    ASSERT_EQ_INT(g.success, in[i].success);
+    ASSERT_EQ_INT(g.has_more, in[i].has_more);
+    ASSERT_EQ_INT(g.drop_reply, in[i].drop_reply);
+    ASSERT_EQ_INT((int)g.service_id, (int)in[i].service_id);
+    ASSERT_EQ_INT((int)g.method_id, (int)in[i].method_id);
+    ASSERT_EQ_INT((int)g.body.len, (int)in[i].body.len);
+    if (g.body.len) ASSERT_TRUE(memcmp(g.body.data, in[i].body.data, g.body.len) == 0);
+    ASSERT_EQ_INT((int)g.name.len, (int)in[i].name.len);
+    ASSERT_EQ_INT((int)g.nmethods, (int)in[i].nmethods);
+    p += 4 + n;
+    left -= 4 + n;
+  }
+  ASSERT_EQ_INT((int)left, 0);
+  ASSERT_EQ_INT((int)etch__ipc_method_id(&in[0], "RegisterDataSource"), 5);
+  ASSERT_EQ_INT((int)etch__ipc_method_id(&in[0], "Flush"), 0);
+  etch_pb_buf_free(&b);
+}
+
+TEST(garbage_is_refused_with_a_message) {
+  /* bind_service as a varint; a truncated length; a bad wire type 7 */
+  static const uint8_t bad1[] = {0x18, 0x01};
+  static const uint8_t bad2[] = {0x1a, 0x10, 0x0a};
+  static const uint8_t bad3[] = {0x0f};
+  etch_ipc_frame f;
+  ASSERT_EQ_INT(etch__ipc_frame_decode(bad1, sizeof bad1, &f), ETCH_EFORMAT);
+  ASSERT_TRUE(strstr(etch_last_error(), "bind_service") != NULL);
+  ASSERT_EQ_INT(etch__ipc_frame_decode(bad2, sizeof bad2, &f), ETCH_EFORMAT);
+  ASSERT_EQ_INT(etch__ipc_frame_decode(bad3, sizeof bad3, &f), ETCH_EFORMAT);
+  ASSERT_TRUE(strstr(etch_last_error(), "malformed IPC frame") != NULL);
+  /* Unknown fields are skipped, as protobuf says. */
+  static const uint8_t later[] = {0x10, 0x05, 0xf8, 0x01, 0x01};
+  ASSERT_OK(etch__ipc_frame_decode(later, sizeof later, &f));
+  ASSERT_EQ_INT(f.kind, ETCH_IPC_NONE);
+  ASSERT_EQ_U64(f.request_id, 5);
+}
+
+TEST(frames_cross_the_socket_whole_and_in_pieces) {
+  etch_ipc_conn a, b;
+  pair(&a, &b, 1 << 20);
+  ASSERT_EQ_INT((int)a.peer_pid, (int)getpid());
+  ASSERT_EQ_INT((int)a.peer_uid, (int)getuid());
+  /* 100 frames of growing size, the last near the limit. */
+  static uint8_t big[ETCH_IPC_MAX_FRAME];
+  for (size_t i = 0; i < sizeof big; i++) big[i] = (uint8_t)(i * 7);
+  for (int i = 0; i < 100; i++) {
+    etch_ipc_frame f = {.kind = ETCH_IPC_REPLY, .request_id = (uint64_t)i,
+                        .success = true};
+    f.body.data = big;
+    f.body.len = i == 99 ? ETCH_IPC_MAX_FRAME - 64 : (uint32_t)i * 97;
+    ASSERT_OK(etch__ipc_conn_send(&a, &f, -1));
+    etch_ipc_frame g;
+    while (etch__ipc_conn_want_write(&a)) {
+      ASSERT_OK(etch__ipc_conn_flush(&a));
+      ASSERT_OK(etch__ipc_conn_read(&b));
+    }
+    next(&b, &g);
+    ASSERT_EQ_U64(g.request_id, (uint64_t)i);
+    ASSERT_EQ_INT((int)g.body.len, (int)f.body.len);
+    ASSERT_TRUE(memcmp(g.body.data, big, g.body.len) == 0);
+  }
+  /* A frame written one byte at a time is handed out only when whole. */
+  etch_ipc_frame f = {.kind = ETCH_IPC_BIND, .request_id = 3};
+  f.name = B("consumer_port");
+  etch_pb_buf buf;
+  etch_pb_buf_init(&buf, 64, 0);
+  etch__ipc_frame_encode(&buf, &f);
+  etch_ipc_frame g;
+  for (size_t i = 0; i < etch_pb_buf_len(&buf); i++) {
+    ASSERT_EQ_INT(etch__ipc_conn_next(&b, &g), 0);
+    ASSERT_TRUE(write(a.fd, etch_pb_buf_data(&buf) + i, 1) == 1);
+    ASSERT_OK(etch__ipc_conn_read(&b));
+  }
+  ASSERT_EQ_INT(etch__ipc_conn_next(&b, &g), 1);
+  ASSERT_TRUE(etch__ipc_bytes_eq(g.name, "consumer_port"));
+  etch_pb_buf_free(&buf);
+  etch__ipc_conn_close(&a);
+  etch__ipc_conn_close(&b);
+}
+
+TEST(descriptors_travel_with_their_frame) {
+  etch_ipc_conn a, b;
+  pair(&a, &b, 1 << 20);
+  int mfd = memfd_create("etch-test", MFD_CLOEXEC);
+  ASSERT_TRUE(mfd >= 0);
+  ASSERT_TRUE(ftruncate(mfd, 4096) == 0);
+  uint8_t *m = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, mfd, 0);
+  ASSERT_TRUE(m != MAP_FAILED);
+  strcpy((char *)m, "shared");
+  /* A frame before it without one, then the one with it. */
+  etch_ipc_frame f = {.kind = ETCH_IPC_REPLY, .request_id = 1, .success = true};
+  ASSERT_OK(etch__ipc_conn_send(&a, &f, -1));
+  f.request_id = 2;
+  ASSERT_OK(etch__ipc_conn_send(&a, &f, mfd));
+  close(mfd); /* the connection has its own copy until sent */
+  etch_ipc_frame g;
+  next(&b, &g);
+  ASSERT_EQ_U64(g.request_id, 1);
+  next(&b, &g);
+  ASSERT_EQ_U64(g.request_id, 2);
+  int got = etch__ipc_conn_take_fd(&b);
+  ASSERT_TRUE(got >= 0);
+  ASSERT_EQ_INT(etch__ipc_conn_take_fd(&b), -1);
+  uint8_t *m2 = mmap(NULL, 4096, PROT_READ, MAP_SHARED, got, 0);
+  ASSERT_TRUE(m2 != MAP_FAILED);
+  ASSERT_EQ_STR((const char *)m2, "shared");
+  ASSERT_TRUE((fcntl(got, F_GETFD) & FD_CLOEXEC) != 0);
+  munmap(m, 4096);
+  munmap(m2, 4096);
+  close(got);
+  etch__ipc_conn_close(&a);
+  etch__ipc_conn_close(&b);
+}
+
+TEST(an_oversized_frame_fails_the_connection) {
+  etch_ipc_conn a, b;
+  pair(&a, &b, 1 << 20);
+  uint8_t hdr[8] = {0x01, 0x00, 0x02, 0x00, 0x10, 0x01, 0, 0}; /* 128K + 1 */
+  ASSERT_TRUE(write(a.fd, hdr, sizeof hdr) == (ssize_t)sizeof hdr);
+  ASSERT_OK(etch__ipc_conn_wait(&b, 1000));
+  etch_ipc_frame g;
+  ASSERT_EQ_INT(etch__ipc_conn_next(&b, &g), ETCH_EFORMAT);
+  ASSERT_TRUE(b.failed);
+  ASSERT_TRUE(strstr(b.err, "larger than the limit") != NULL);
+  /* Sending one is refused before anything is written. */
+  static uint8_t big[ETCH_IPC_MAX_FRAME + 1];
+  etch_ipc_frame f = {.kind = ETCH_IPC_REPLY, .success = true};
+  f.body.data = big;
+  f.body.len = sizeof big;
+  ASSERT_EQ_INT(etch__ipc_conn_send(&a, &f, -1), ETCH_ELIMIT);
+  ASSERT_FALSE(etch__ipc_conn_want_write(&a));
+  /* A malformed frame too. */
+  etch_ipc_conn c, d;
+  pair(&c, &d, 1 << 20);
+  uint8_t junk[] = {3, 0, 0, 0, 0x1a, 0x05, 0x0a};
+  ASSERT_TRUE(write(c.fd, junk, sizeof junk) == (ssize_t)sizeof junk);
+  ASSERT_OK(etch__ipc_conn_wait(&d, 1000));
+  ASSERT_EQ_INT(etch__ipc_conn_next(&d, &g), ETCH_EFORMAT);
+  ASSERT_TRUE(strstr(d.err, "malformed IPC frame") != NULL);
+  etch__ipc_conn_close(&a);
+  etch__ipc_conn_close(&b);
+  etch__ipc_conn_close(&c);
+  etch__ipc_conn_close(&d);
+}
+
+/* A peer that never reads: the sender's queue fills to its limit and the
+ * connection fails; the sender never blocks. */
+TEST(a_peer_that_does_not_read_cannot_block_the_sender) {
+  etch_ipc_conn a, b;
+  pair(&a, &b, 256 * 1024);
+  static uint8_t body[60000];
+  etch_ipc_frame f = {.kind = ETCH_IPC_REPLY, .success = true};
+  f.body.data = body;
+  f.body.len = sizeof body;
+  int rc = ETCH_OK, sent = 0;
+  while (rc == ETCH_OK && sent < 10000) {
+    rc = etch__ipc_conn_send(&a, &f, -1);
+    sent++;
+  }
+  ASSERT_EQ_INT(rc, ETCH_EIO);
+  ASSERT_TRUE(strstr(a.err, "does not read") != NULL);
+  ASSERT_TRUE(sent < 100);
+  etch__ipc_conn_close(&a);
+  etch__ipc_conn_close(&b);
+}
+
+TEST(listen_and_connect_on_a_path) {
+  char path[512];
+  snprintf(path, sizeof path, "%s/p.sock", etch_test_tmpdir());
+  int l;
+  ASSERT_OK(etch__ipc_listen(path, false, &l));
+  struct stat st;
+  ASSERT_TRUE(stat(path, &st) == 0);
+  ASSERT_EQ_INT((int)(st.st_mode & 0777), 0600);
+  int cfd, sfd = -1;
+  ASSERT_OK(etch__ipc_connect(path, &cfd));
+  for (int i = 0; i < 100 && sfd < 0; i++) {
+    ASSERT_OK(etch__ipc_accept(l, &sfd));
+    if (sfd < 0) usleep(1000);
+  }
+  ASSERT_TRUE(sfd >= 0);
+  etch_ipc_conn c, s;
+  etch__ipc_conn_init(&c, cfd, 1 << 20);
+  etch__ipc_conn_init(&s, sfd, 1 << 20);
+  ASSERT_EQ_INT((int)s.peer_pid, (int)getpid());
+  etch_ipc_frame f = {.kind = ETCH_IPC_BIND, .request_id = 1};
+  f.name = B("producer_port");
+  ASSERT_OK(etch__ipc_conn_send(&c, &f, -1));
+  etch_ipc_frame g;
+  next(&s, &g);
+  ASSERT_TRUE(etch__ipc_bytes_eq(g.name, "producer_port"));
+  /* The peer going away is an end of stream with a reason. */
+  etch__ipc_conn_close(&c);
+  ASSERT_EQ_INT(etch__ipc_conn_wait(&s, 1000), ETCH_EIO);
+  ASSERT_TRUE(strstr(s.err, "closed") != NULL);
+  etch__ipc_conn_close(&s);
+  /* A second service on the same path is refused (its probe
+   * is one more connection the live service sees open and close). */
+  int l2;
+  ASSERT_EQ_INT(etch__ipc_listen(path, false, &l2), ETCH_EBUSY);
+  ASSERT_TRUE(strstr(etch_last_error(), "already listens") != NULL);
+  close(l);
+  /* A stale socket file (its service died) is replaced. */
+  ASSERT_OK(etch__ipc_listen(path, true, &l));
+  ASSERT_TRUE(stat(path, &st) == 0);
+  ASSERT_EQ_INT((int)(st.st_mode & 0777), 0660);
+  close(l);
+  /* A file that is not a socket is left alone. */
+  unlink(path);
+  FILE *fp = fopen(path, "w");
+  fclose(fp);
+  ASSERT_EQ_INT(etch__ipc_listen(path, false, &l), ETCH_EBUSY);
+  ASSERT_EQ_INT(etch__ipc_connect(path, &cfd), ETCH_EIO);
+  ASSERT_TRUE(strstr(etch_last_error(), "cannot connect") != NULL);
+}
