@@ -1,0 +1,89 @@
+/*
+ * trace_config.h - Perfetto's TraceConfig (protos/perfetto/config/
+ * trace_config.proto), the subset etch's service runs: buffers (size and
+ * fill policy), data sources (name, target buffer, producer name filter,
+ * the track_event config's category and tag filters), duration, deferred
+ * start, write into file (period, size limit), flush period and timeouts,
+ * the incremental state's clear period and a unique session name.
+ *
+ * Two ways in: the binary message (what a consumer sends in EnableTracing)
+ * and Perfetto's text format (what `perfetto --txt -c` and `etch record
+ * --config` read). Both refuse what etch would not honour: an option etch
+ * knows but does not support, or a field it does not know, is an error
+ * that names it, never silently dropped. One way out: the binary message,
+ * as etch's consumer sends it.
+ */
+#ifndef ETCH_PROTO_TRACE_CONFIG_H
+#define ETCH_PROTO_TRACE_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pb/pb.h"
+
+#define ETCH_TC_MAX_BUFFERS 16u
+#define ETCH_TC_MAX_SOURCES 32u
+#define ETCH_TC_MAX_FILTERS 64u /* per list */
+#define ETCH_TC_MAX_NAME 128u   /* bytes of a name or pattern, with the NUL */
+
+enum {
+  ETCH_TC_FILL_UNSPECIFIED = 0,
+  ETCH_TC_FILL_RING = 1,
+  ETCH_TC_FILL_DISCARD = 2,
+};
+
+typedef struct etch_tc_list {
+  uint32_t n;
+  char item[ETCH_TC_MAX_FILTERS][ETCH_TC_MAX_NAME];
+} etch_tc_list;
+
+typedef struct etch_tc_source {
+  char name[ETCH_TC_MAX_NAME];
+  uint32_t target_buffer;
+  etch_tc_list producer_name_filter;
+  bool has_track_event_config;
+  etch_tc_list enabled_categories, disabled_categories;
+  etch_tc_list enabled_tags, disabled_tags;
+} etch_tc_source;
+
+typedef struct etch_trace_config {
+  uint32_t nbuffers;
+  struct {
+    uint32_t size_kb;
+    uint32_t fill_policy; /* ETCH_TC_FILL_* */
+  } buffers[ETCH_TC_MAX_BUFFERS];
+  uint32_t nsources;
+  etch_tc_source sources[ETCH_TC_MAX_SOURCES];
+  uint32_t duration_ms;
+  bool deferred_start;
+  bool write_into_file;
+  uint32_t file_write_period_ms;
+  uint64_t max_file_size_bytes;
+  uint32_t flush_period_ms;
+  uint32_t flush_timeout_ms;
+  uint32_t data_source_stop_timeout_ms;
+  uint32_t clear_period_ms; /* incremental_state_config */
+  char unique_session_name[ETCH_TC_MAX_NAME];
+} etch_trace_config;
+
+/* Decodes a binary TraceConfig into *out (heap-sized: ~0.5 MB); ETCH_EFORMAT
+ * for bytes that are not one, ETCH_EUNSUPPORTED naming the field etch does
+ * not run, ETCH_ELIMIT past the limits above. */
+int etch__trace_config_decode(const uint8_t *data, size_t len,
+                              etch_trace_config *out);
+/* Parses the text format into the binary message (appended to out);
+ * ETCH_ECONFIG with "line L: ..." for text that is not a TraceConfig,
+ * ETCH_EUNSUPPORTED naming an option etch does not support. */
+int etch__trace_config_text_to_binary(const char *text, size_t len,
+                                      etch_pb_buf *out);
+/* Both steps: text to *out. */
+int etch__trace_config_parse_text(const char *text, size_t len,
+                                  etch_trace_config *out);
+/* Appends the binary TraceConfig for *c to out. */
+void etch__trace_config_encode(const etch_trace_config *c, etch_pb_buf *out);
+/* Checks what the decoders cannot: at least one buffer, sizes, every data
+ * source's target buffer within the buffers. ETCH_ECONFIG naming it. */
+int etch__trace_config_check(const etch_trace_config *c);
+
+#endif /* ETCH_PROTO_TRACE_CONFIG_H */
