@@ -194,6 +194,22 @@ static void write_file(const char *dir, const char *rel, const char *text) {
   fclose(f);
 }
 
+/* The trace's one etch.clock_fallback instant, whose reason must say
+ * `reason_part`. */
+static const td_event *fallback_note(const td_trace *t,
+                                     const char *reason_part) {
+  ASSERT_EQ_INT(td_count(t, 3, "etch.clock_fallback"), 1);
+  const td_event *e = NULL;
+  for (size_t i = 0; i < t->nev; i++)
+    if (t->ev[i].name && strcmp(t->ev[i].name, "etch.clock_fallback") == 0)
+      e = &t->ev[i];
+  const td_arg *why = td_arg_of(e, "reason");
+  ASSERT_TRUE(why && why->s);
+  if (!strstr(why->s, reason_part))
+    FAIL("reason \"%s\" does not say \"%s\"", why->s, reason_part);
+  return e;
+}
+
 static void check_fallback(const char *avail, const char *flags,
                            const char *reason_part) {
 #if !defined(__x86_64__) && !defined(__i386__)
@@ -214,15 +230,7 @@ static void check_fallback(const char *avail, const char *flags,
   td_trace t;
   read_trace(s, "clock_fallback", &t);
   ASSERT_EQ_INT(td_count(&t, 3, "after"), 1);
-  ASSERT_EQ_INT(td_count(&t, 3, "etch.clock_fallback"), 1);
-  const td_event *e = NULL;
-  for (size_t i = 0; i < t.nev; i++)
-    if (t.ev[i].name && strcmp(t.ev[i].name, "etch.clock_fallback") == 0)
-      e = &t.ev[i];
-  const td_arg *why = td_arg_of(e, "reason");
-  ASSERT_TRUE(why && why->s);
-  if (!strstr(why->s, reason_part))
-    FAIL("reason \"%s\" does not say \"%s\"", why->s, reason_part);
+  const td_event *e = fallback_note(&t, reason_part);
   const td_track *pt = td_track_of(&t, e->track);
   ASSERT_TRUE(pt && pt->is_process);
   /* The event between the session's start and its read, in BOOTTIME. */
@@ -398,15 +406,8 @@ TEST(tsc_given_up_when_its_rate_changes_at_run_time) {
   /* Events before, during and after the change, on both threads, inside
    * their brackets: writers anchored on the TSC move to clock_gettime. */
   assert_bracketed(&t, runs);
-  ASSERT_EQ_INT(td_count(&t, 3, "etch.clock_fallback"), 1);
-  const td_event *e = NULL;
-  for (size_t i = 0; i < t.nev; i++)
-    if (t.ev[i].name && strcmp(t.ev[i].name, "etch.clock_fallback") == 0)
-      e = &t.ev[i];
-  const td_arg *why = td_arg_of(e, "reason");
-  ASSERT_TRUE(why && why->s);
-  if (!strstr(why->s, "rate changed while the process ran"))
-    FAIL("reason \"%s\"", why->s);
+  const td_event *e =
+      fallback_note(&t, "rate changed while the process ran");
   /* Stamped when it happened. */
   ASSERT_TRUE(e->ts >= hook_ns && e->ts <= flip_ns);
   td_free(&t);
