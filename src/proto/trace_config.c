@@ -165,8 +165,9 @@ static int copy_name(const mdesc *m, const char *field, char *dst,
                        field, ETCH_TC_MAX_NAME - 1);
   if (memchr(f->data, 0, f->len))
     return bad(m, "a string holds a NUL byte");
+  /* A name given twice: the last wins, nothing of the first stays. */
+  memset(dst, 0, ETCH_TC_MAX_NAME);
   memcpy(dst, f->data, f->len);
-  dst[f->len] = 0;
   return ETCH_OK;
 }
 

@@ -217,3 +217,26 @@ TEST(binary_errors) {
   ASSERT_OK(etch__trace_config_decode((const uint8_t *)"\xd8\x01\x05", 3, c));
   free(c);
 }
+
+/* A field given twice: the last value wins and nothing of the first stays
+ * (the fuzzer found a longer first name's tail left after the second). */
+TEST(the_last_of_a_repeated_field_wins) {
+  const char *t = "data_sources { config { name: \"track_event\" "
+                  "name: \"abc\" target_buffer: 3 target_buffer: 0 } } "
+                  "buffers { size_kb: 1 }";
+  etch_trace_config *c = cfg(), *d = cfg();
+  ASSERT_OK(etch__trace_config_parse_text(t, strlen(t), c));
+  ASSERT_EQ_STR(c->sources[0].name, "abc");
+  ASSERT_EQ_INT((int)c->sources[0].target_buffer, 0);
+  ASSERT_EQ_INT(c->sources[0].name[4], 0);
+  ASSERT_EQ_INT(c->sources[0].name[7], 0);
+  etch_pb_buf b;
+  etch_pb_buf_init(&b, 256, 0);
+  etch__trace_config_encode(c, &b);
+  ASSERT_OK(etch__trace_config_decode(etch_pb_buf_data(&b),
+                                      etch_pb_buf_len(&b), d));
+  ASSERT_TRUE(memcmp(c, d, sizeof *c) == 0);
+  etch_pb_buf_free(&b);
+  free(c);
+  free(d);
+}
