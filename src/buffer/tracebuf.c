@@ -1,0 +1,397 @@
+/*
+ * tracebuf.c - the service's trace buffer (see tracebuf.h): chunks in
+ * arrival order with a hash index by (sequence, chunk id), per-sequence
+ * read watermarks, consuming reads.
+ */
+#include "buffer/tracebuf.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "buffer/smb.h"
+#include "pb/pb.h"
+
+typedef struct tchunk {
+  struct tchunk *older, *newer; /* arrival order */
+  uint32_t seq, chunk_id, flags, count;
+  uint32_t len;
+  uint32_t done; /* fragments already read */
+  uint8_t data[];
+} tchunk;
+
+/* What a sequence has had read: every chunk before done_id, and the first
+ * done_frags fragments of chunk done_id. */
+typedef struct tseq {
+  uint32_t seq;
+  bool seen;
+  uint32_t done_id, done_frags;
+} tseq;
+
+struct etch_tracebuf {
+  uint64_t size, used;
+  etch_buffer_fill fill;
+  tchunk *oldest, *newest;
+  tchunk **slots; /* open addressing, linear probing */
+  uint32_t nslots, nchunks;
+  tseq *seqs;
+  uint32_t nseqs, capseqs;
+  etch_tracebuf_stats st;
+};
+
+static uint32_t hash_key(uint32_t seq, uint32_t id) {
+  uint64_t k = ((uint64_t)seq << 32 | id) * 0x9e3779b97f4a7c15ull;
+  return (uint32_t)(k >> 32);
+}
+
+int etch__tracebuf_new(uint64_t size, etch_buffer_fill fill,
+                       etch_tracebuf **out) {
+  *out = NULL;
+  etch_tracebuf *tb = (etch_tracebuf *)etch__calloc(1, sizeof *tb);
+  if (!tb) return ETCH_ENOMEM;
+  tb->size = size;
+  tb->fill = fill;
+  tb->nslots = 1024;
+  tb->slots = (tchunk **)etch__calloc(tb->nslots, sizeof *tb->slots);
+  if (!tb->slots) {
+    free(tb);
+    return ETCH_ENOMEM;
+  }
+  tb->st.buffer_size = size;
+  *out = tb;
+  return ETCH_OK;
+}
+
+void etch__tracebuf_free(etch_tracebuf *tb) {
+  if (!tb) return;
+  for (tchunk *c = tb->oldest, *n; c; c = n) {
+    n = c->newer;
+    free(c);
+  }
+  free(tb->slots);
+  free(tb->seqs);
+  free(tb);
+}
+
+static uint32_t find_slot(const etch_tracebuf *tb, uint32_t seq, uint32_t id) {
+  uint32_t m = tb->nslots - 1, i = hash_key(seq, id) & m;
+  while (tb->slots[i] &&
+         (tb->slots[i]->seq != seq || tb->slots[i]->chunk_id != id))
+    i = (i + 1) & m;
+  return i;
+}
+
+static tchunk *lookup(const etch_tracebuf *tb, uint32_t seq, uint32_t id) {
+  return tb->slots[find_slot(tb, seq, id)];
+}
+
+static void index_remove(etch_tracebuf *tb, const tchunk *c) {
+  uint32_t m = tb->nslots - 1, i = find_slot(tb, c->seq, c->chunk_id);
+  if (!tb->slots[i]) return;
+  tb->slots[i] = NULL;
+  tb->nchunks--;
+  /* Backward shift: entries after the hole that probed past it move up. */
+  for (uint32_t j = (i + 1) & m; tb->slots[j]; j = (j + 1) & m) {
+    tchunk *e = tb->slots[j];
+    uint32_t home = hash_key(e->seq, e->chunk_id) & m;
+    bool move = i <= j ? (home <= i || home > j) : (home <= i && home > j);
+    if (move) {
+      tb->slots[i] = e;
+      tb->slots[j] = NULL;
+      i = j;
+    }
+  }
+}
+
+static int index_grow(etch_tracebuf *tb) {
+  uint32_t n = tb->nslots * 2;
+  tchunk **s = (tchunk **)etch__calloc(n, sizeof *s);
+  if (!s) return ETCH_ENOMEM;
+  tchunk **old = tb->slots;
+  uint32_t oldn = tb->nslots;
+  tb->slots = s;
+  tb->nslots = n;
+  for (uint32_t i = 0; i < oldn; i++)
+    if (old[i]) tb->slots[find_slot(tb, old[i]->seq, old[i]->chunk_id)] = old[i];
+  free(old);
+  return ETCH_OK;
+}
+
+static void unlink_chunk(etch_tracebuf *tb, tchunk *c) {
+  if (c->older) c->older->newer = c->newer; else tb->oldest = c->newer;
+  if (c->newer) c->newer->older = c->older; else tb->newest = c->older;
+  index_remove(tb, c);
+  tb->used -= c->len;
+}
+
+static tseq *seq_state(etch_tracebuf *tb, uint32_t seq, bool create) {
+  for (uint32_t i = 0; i < tb->nseqs; i++)
+    if (tb->seqs[i].seq == seq) return &tb->seqs[i];
+  if (!create) return NULL;
+  if (tb->nseqs == tb->capseqs) {
+    uint32_t cap = tb->capseqs ? tb->capseqs * 2 : 16;
+    tseq *n = (tseq *)etch__realloc(tb->seqs, cap * sizeof *n);
+    if (!n) return NULL;
+    tb->seqs = n;
+    tb->capseqs = cap;
+  }
+  tseq *s = &tb->seqs[tb->nseqs++];
+  memset(s, 0, sizeof *s);
+  s->seq = seq;
+  return s;
+}
+
+int etch__tracebuf_put(etch_tracebuf *tb, uint32_t seq, uint32_t chunk_id,
+                       uint32_t flags, uint32_t count, const uint8_t *payload,
+                       uint32_t len) {
+  if (len > tb->size)
+    return etch__error(ETCH_EINVAL, "chunk of %u bytes in a buffer of %llu",
+                       len, (unsigned long long)tb->size);
+  /* A copy of a chunk that has been read up to or past what it holds. */
+  const tseq *s = seq_state(tb, seq, false);
+  if (s && s->seen &&
+      ((int32_t)(chunk_id - s->done_id) < 0 ||
+       (chunk_id == s->done_id && count <= s->done_frags))) {
+    tb->st.chunks_stale++;
+    return ETCH_OK;
+  }
+  tchunk *old = lookup(tb, seq, chunk_id);
+  uint32_t done = 0;
+  if (old) {
+    if (old->len >= len && old->count >= count) {
+      tb->st.chunks_stale++;
+      return ETCH_OK;
+    }
+    done = old->done;
+    unlink_chunk(tb, old);
+    free(old);
+    tb->st.chunks_rewritten++;
+  }
+  while (tb->used + len > tb->size) {
+    if (tb->fill == ETCH_BUFFER_DISCARD || !tb->oldest) {
+      tb->st.chunks_discarded++;
+      return etch__error(ETCH_ELIMIT, "trace buffer full");
+    }
+    tchunk *o = tb->oldest;
+    tb->st.chunks_overwritten++;
+    tb->st.bytes_overwritten += o->len;
+    unlink_chunk(tb, o);
+    free(o);
+  }
+  /* The rest of a chunk read in part: go on after what was read. */
+  if (s && s->seen && chunk_id == s->done_id && done < s->done_frags)
+    done = s->done_frags;
+  if ((tb->nchunks + 1) * 2 > tb->nslots && index_grow(tb)) return ETCH_ENOMEM;
+  tchunk *c = (tchunk *)etch__malloc(sizeof *c + (len ? len : 1));
+  if (!c) return ETCH_ENOMEM;
+  c->seq = seq;
+  c->chunk_id = chunk_id;
+  c->flags = flags;
+  c->count = count;
+  c->len = len;
+  c->done = done;
+  memcpy(c->data, payload, len);
+  c->older = tb->newest;
+  c->newer = NULL;
+  if (tb->newest) tb->newest->newer = c; else tb->oldest = c;
+  tb->newest = c;
+  tb->slots[find_slot(tb, seq, chunk_id)] = c;
+  tb->nchunks++;
+  tb->used += len;
+  tb->st.chunks_written++;
+  tb->st.bytes_written += len;
+  return ETCH_OK;
+}
+
+int etch__tracebuf_patch(etch_tracebuf *tb, uint32_t seq, uint32_t chunk_id,
+                         uint32_t offset, const uint8_t *data, uint32_t len) {
+  tchunk *c = lookup(tb, seq, chunk_id);
+  if (!c) {
+    tb->st.patches_failed++;
+    return etch__error(ETCH_ENOTFOUND, "patch for chunk %u of sequence %u, "
+                       "which is not in the buffer", chunk_id, seq);
+  }
+  if (offset > c->len || len > c->len - offset) {
+    tb->st.patches_failed++;
+    return etch__error(ETCH_EINVAL, "patch of %u bytes at %u outside chunk "
+                       "%u of sequence %u (%u bytes)", len, offset, chunk_id,
+                       seq, c->len);
+  }
+  memcpy(c->data + offset, data, len);
+  tb->st.patches_succeeded++;
+  return ETCH_OK;
+}
+
+/* ---- reading ---- */
+
+static int cmp_chunk(const void *a, const void *b) {
+  const tchunk *x = *(tchunk *const *)a, *y = *(tchunk *const *)b;
+  if (x->seq != y->seq) return x->seq < y->seq ? -1 : 1;
+  if (x->chunk_id != y->chunk_id) return x->chunk_id < y->chunk_id ? -1 : 1;
+  return 0;
+}
+
+/* Fragment `i` of chunk c starting at *off: 1 with (data, len), 0 past the
+ * last, -1 for one that does not fit. */
+static int fragment(const tchunk *c, uint32_t *off, const uint8_t **d,
+                    uint32_t *n) {
+  if (*off >= c->len) return 0;
+  const uint8_t *p = c->data + *off, *end = c->data + c->len;
+  uint64_t size = 0;
+  int shift = 0, k = 0;
+  for (;;) {
+    if (p >= end || k == 4) return -1;
+    uint8_t b = *p++;
+    size |= (uint64_t)(b & 0x7f) << shift;
+    shift += 7;
+    k++;
+    if (!(b & 0x80)) break;
+  }
+  if (size > (uint64_t)(end - p)) return -1;
+  *d = p;
+  *n = (uint32_t)size;
+  *off = (uint32_t)(p + size - c->data);
+  return 1;
+}
+
+typedef struct asm_buf {
+  uint8_t *data;
+  size_t len, cap;
+} asm_buf;
+
+static int asm_add(asm_buf *a, const uint8_t *d, size_t n) {
+  if (a->len + n > a->cap) {
+    size_t cap = a->cap ? a->cap : 4096;
+    while (cap < a->len + n) cap *= 2;
+    uint8_t *nd = (uint8_t *)etch__realloc(a->data, cap);
+    if (!nd) return ETCH_ENOMEM;
+    a->data = nd;
+    a->cap = cap;
+  }
+  memcpy(a->data + a->len, d, n);
+  a->len += n;
+  return ETCH_OK;
+}
+
+/* Reads one sequence's chunks g[0..n) (in chunk id order). */
+static int read_seq(etch_tracebuf *tb, tchunk **g, uint32_t n,
+                    etch_packet_fn emit, void *ctx, asm_buf *pend) {
+  tseq *s = seq_state(tb, g[0]->seq, true);
+  if (!s) return ETCH_ENOMEM;
+  bool dropped = false;
+  bool have_prev = s->seen;
+  uint32_t prev_id = s->done_id;
+  bool pending = false;
+  uint32_t pend_chunk = 0, pend_frag = 0; /* where the pending packet began */
+  pend->len = 0;
+  int rc = ETCH_OK;
+  uint32_t i;
+  for (i = 0; i < n && rc == ETCH_OK; i++) {
+    tchunk *c = g[i];
+    bool contiguous = have_prev ? (c->chunk_id == prev_id ||
+                                   c->chunk_id == prev_id + 1)
+                                : c->chunk_id == 0;
+    if (!contiguous) {
+      dropped = true;
+      if (pending) pending = false; /* its middle is gone */
+    }
+    have_prev = true;
+    prev_id = c->chunk_id;
+    uint32_t off = 0, idx = 0;
+    const uint8_t *d;
+    uint32_t len;
+    /* Skip what an earlier read took. */
+    while (idx < c->done && fragment(c, &off, &d, &len) == 1) idx++;
+    for (; idx < c->count && rc == ETCH_OK; idx++) {
+      uint32_t at = idx;
+      int r = fragment(c, &off, &d, &len);
+      if (r != 1) { /* lies about its count or sizes: the rest is lost */
+        tb->st.abi_violations++;
+        pending = false;
+        dropped = true;
+        idx = c->count;
+        break;
+      }
+      bool first = at == 0, last = at + 1 == c->count;
+      bool cont_prev = first && (c->flags & ETCH_SMB_FIRST_CONTINUES);
+      bool cont_next = last && (c->flags & ETCH_SMB_LAST_CONTINUES);
+      if (cont_prev) {
+        if (!pending) { /* its beginning is gone */
+          dropped = true;
+          continue;
+        }
+        rc = asm_add(pend, d, len);
+        if (rc || cont_next) continue;
+        rc = emit(ctx, c->seq, pend->data, (uint32_t)pend->len, dropped);
+        dropped = false;
+        pending = false;
+        continue;
+      }
+      if (pending) { /* the previous packet never ended */
+        pending = false;
+        dropped = true;
+      }
+      if (cont_next) {
+        pending = true;
+        pend_chunk = i;
+        pend_frag = at;
+        pend->len = 0;
+        rc = asm_add(pend, d, len);
+        continue;
+      }
+      if (len == 0) continue; /* padding */
+      rc = emit(ctx, c->seq, d, len, dropped);
+      dropped = false;
+    }
+    c->done = c->count;
+  }
+  /* Everything up to a packet still waiting for its next fragment is read;
+   * that packet's chunks stay, from its first fragment on. */
+  uint32_t keep_from = n;
+  if (pending) {
+    keep_from = pend_chunk;
+    g[pend_chunk]->done = pend_frag;
+    for (uint32_t k = pend_chunk + 1; k < n; k++) g[k]->done = 0;
+  }
+  s->seen = true;
+  if (keep_from < n) {
+    s->done_id = g[keep_from]->chunk_id;
+    s->done_frags = g[keep_from]->done;
+  } else {
+    s->done_id = g[n - 1]->chunk_id;
+    s->done_frags = g[n - 1]->count;
+  }
+  for (uint32_t k = 0; k < keep_from; k++) {
+    tb->st.chunks_read++;
+    tb->st.bytes_read += g[k]->len;
+    unlink_chunk(tb, g[k]);
+    free(g[k]);
+    g[k] = NULL;
+  }
+  return rc;
+}
+
+int etch__tracebuf_read(etch_tracebuf *tb, etch_packet_fn emit, void *ctx) {
+  if (!tb->nchunks) return ETCH_OK;
+  tchunk **all = (tchunk **)etch__malloc(tb->nchunks * sizeof *all);
+  if (!all) return ETCH_ENOMEM;
+  uint32_t n = 0;
+  for (tchunk *c = tb->oldest; c; c = c->newer) all[n++] = c;
+  qsort(all, n, sizeof *all, cmp_chunk);
+  asm_buf pend = {0};
+  int rc = ETCH_OK;
+  for (uint32_t i = 0; i < n && rc == ETCH_OK;) {
+    uint32_t j = i + 1;
+    while (j < n && all[j]->seq == all[i]->seq) j++;
+    rc = read_seq(tb, all + i, j - i, emit, ctx, &pend);
+    i = j;
+  }
+  free(pend.data);
+  free(all);
+  return rc;
+}
+
+void etch__tracebuf_stats(const etch_tracebuf *tb, etch_tracebuf_stats *out) {
+  *out = tb->st;
+}
+
+uint64_t etch__tracebuf_used(const etch_tracebuf *tb) { return tb->used; }

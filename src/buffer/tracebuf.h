@@ -1,0 +1,73 @@
+/*
+ * tracebuf.h - the service's trace buffer: chunks that producers committed,
+ * copied out of their shared memory buffers, kept until a consumer reads
+ * them.
+ *
+ * Chunks are keyed by (sequence, chunk id), where the service gives every
+ * (producer, writer) pair a sequence of its own, and kept in arrival order
+ * with their exact size (no slots: a producer with small chunks uses as
+ * much buffer as its data). When the buffer is full, a ring buffer drops
+ * its oldest chunks and a discard buffer refuses new ones; either way the
+ * loss is counted and shows on the sequence as a gap in chunk ids.
+ *
+ * A chunk whose id is already stored replaces it when it holds more: a
+ * producer's flush sends a copy of a chunk still being written, and the
+ * whole chunk later. Patches rewrite bytes of a stored chunk (a packet's
+ * size that was not known when its chunk left the producer).
+ *
+ * Reading consumes: each whole packet is handed out once, sequence by
+ * sequence in chunk id order; what was read is freed. A packet whose
+ * fragments are not all there yet stays for the next read. A sequence with
+ * a missing chunk goes on after the gap with `dropped_before` set on its
+ * next packet; other sequences are untouched. Every size in a chunk is
+ * checked against the chunk: the bytes come from a producer, which may
+ * lie.
+ */
+#ifndef ETCH_BUFFER_TRACEBUF_H
+#define ETCH_BUFFER_TRACEBUF_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "buffer/buffer.h"
+
+typedef struct etch_tracebuf etch_tracebuf;
+
+typedef struct etch_tracebuf_stats {
+  uint64_t buffer_size;
+  uint64_t bytes_written;      /* payload bytes of chunks stored */
+  uint64_t chunks_written;
+  uint64_t chunks_rewritten;   /* replaced by a longer copy */
+  uint64_t chunks_overwritten; /* dropped by the ring before being read */
+  uint64_t bytes_overwritten;
+  uint64_t chunks_discarded;   /* refused: discard buffer full */
+  uint64_t chunks_stale;       /* copies of chunks already read */
+  uint64_t patches_succeeded;
+  uint64_t patches_failed;     /* chunk gone or bytes out of range */
+  uint64_t chunks_read;
+  uint64_t bytes_read;
+  uint64_t abi_violations;     /* fragments that did not fit their chunk */
+} etch_tracebuf_stats;
+
+int etch__tracebuf_new(uint64_t size, etch_buffer_fill fill,
+                       etch_tracebuf **out);
+void etch__tracebuf_free(etch_tracebuf *tb);
+
+/* Stores a copy of a chunk: `count` fragments in `payload`, `flags` the
+ * SMB's FIRST/LAST_CONTINUES bits. ETCH_ELIMIT when a discard buffer is
+ * full, ETCH_EINVAL for a chunk larger than the whole buffer. */
+int etch__tracebuf_put(etch_tracebuf *tb, uint32_t seq, uint32_t chunk_id,
+                       uint32_t flags, uint32_t count, const uint8_t *payload,
+                       uint32_t len);
+/* Rewrites `len` bytes at `offset` of a stored chunk's payload;
+ * ETCH_ENOTFOUND when the chunk is not (or no longer) there, ETCH_EINVAL
+ * when the bytes fall outside it. */
+int etch__tracebuf_patch(etch_tracebuf *tb, uint32_t seq, uint32_t chunk_id,
+                         uint32_t offset, const uint8_t *data, uint32_t len);
+/* Hands out every whole packet not read yet and frees what was read. */
+int etch__tracebuf_read(etch_tracebuf *tb, etch_packet_fn emit, void *ctx);
+void etch__tracebuf_stats(const etch_tracebuf *tb, etch_tracebuf_stats *out);
+/* Bytes held now. */
+uint64_t etch__tracebuf_used(const etch_tracebuf *tb);
+
+#endif /* ETCH_BUFFER_TRACEBUF_H */

@@ -1,0 +1,326 @@
+/*
+ * tracebuf_test.c - the service's trace buffer (src/buffer/tracebuf.c):
+ * packets across chunks, consuming reads, copies that grow, losses, ring
+ * and discard, patches, and chunks that lie.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "buffer/smb.h"
+#include "buffer/tracebuf.h"
+#include "pb/pb.h"
+#include "test.h"
+
+typedef struct chunk_b {
+  uint8_t data[4096];
+  uint32_t len, count;
+} chunk_b;
+
+/* Appends a fragment: a 1-byte size (or the 4-byte padded form) and text. */
+static void frag(chunk_b *c, const char *text, bool padded) {
+  uint32_t n = (uint32_t)strlen(text);
+  if (padded) {
+    etch_pb_put_redundant4(c->data + c->len, n);
+    c->len += 4;
+  } else {
+    c->data[c->len++] = (uint8_t)n;
+  }
+  memcpy(c->data + c->len, text, n);
+  c->len += n;
+  c->count++;
+}
+
+typedef struct got {
+  char text[64][64];
+  uint32_t seq[64];
+  bool dropped[64];
+  int n;
+} got;
+
+static int collect(void *ctx, uint32_t seq, const uint8_t *d, uint32_t len,
+                   bool dropped) {
+  got *g = (got *)ctx;
+  if (g->n == 64 || len >= 64) return ETCH_ELIMIT;
+  memcpy(g->text[g->n], d, len);
+  g->text[g->n][len] = 0;
+  g->seq[g->n] = seq;
+  g->dropped[g->n] = dropped;
+  g->n++;
+  return ETCH_OK;
+}
+
+static void read_all(etch_tracebuf *tb, got *g) {
+  memset(g, 0, sizeof *g);
+  ASSERT_OK(etch__tracebuf_read(tb, collect, g));
+}
+
+static void put(etch_tracebuf *tb, uint32_t seq, uint32_t id, uint32_t flags,
+                const chunk_b *c) {
+  ASSERT_OK(etch__tracebuf_put(tb, seq, id, flags, c->count, c->data, c->len));
+}
+
+TEST(packets_across_chunks_read_once) {
+  etch_tracebuf *tb;
+  ASSERT_OK(etch__tracebuf_new(1 << 20, ETCH_BUFFER_RING, &tb));
+  chunk_b a = {0}, b = {0};
+  frag(&a, "one", false);
+  frag(&a, "two", true);
+  frag(&a, "thr", true); /* continues */
+  put(tb, 7, 0, ETCH_SMB_LAST_CONTINUES, &a);
+  got g;
+  read_all(tb, &g);
+  ASSERT_EQ_INT(g.n, 2);
+  ASSERT_EQ_STR(g.text[0], "one");
+  ASSERT_EQ_STR(g.text[1], "two");
+  ASSERT_FALSE(g.dropped[0]);
+  frag(&b, "ee", false);
+  frag(&b, "four", false);
+  put(tb, 7, 1, ETCH_SMB_FIRST_CONTINUES, &b);
+  read_all(tb, &g);
+  ASSERT_EQ_INT(g.n, 2);
+  ASSERT_EQ_STR(g.text[0], "three");
+  ASSERT_EQ_STR(g.text[1], "four");
+  ASSERT_EQ_INT((int)g.seq[0], 7);
+  ASSERT_FALSE(g.dropped[0]);
+  read_all(tb, &g);
+  ASSERT_EQ_INT(g.n, 0);
+  ASSERT_EQ_U64(etch__tracebuf_used(tb), 0);
+  etch__tracebuf_free(tb);
+}
+
+/* A flush's copy of a chunk still being written, read, then the whole
+ * chunk: only what the copy did not have comes out. */
+TEST(a_longer_copy_adds_only_what_is_new) {
+  etch_tracebuf *tb;
+  ASSERT_OK(etch__tracebuf_new(1 << 20, ETCH_BUFFER_RING, &tb));
+  chunk_b c = {0};
+  frag(&c, "a", false);
+  put(tb, 1, 0, 0, &c);
+  got g;
+  read_all(tb, &g);
+  ASSERT_EQ_INT(g.n, 1);
+  frag(&c, "b", false);
+  frag(&c, "c", false);
+  put(tb, 1, 0, 0, &c);
+  /* The same copy again, and an older shorter one: nothing new. */
+  put(tb, 1, 0, 0, &c);
+  read_all(tb, &g);
+  ASSERT_EQ_INT(g.n, 2);
+  ASSERT_EQ_STR(g.text[0], "b");
+  ASSERT_EQ_STR(g.text[1], "c");
+  ASSERT_FALSE(g.dropped[0]);
+  chunk_b shorter = {0};
+  frag(&shorter, "a", false);
+  put(tb, 1, 0, 0, &shorter);
+  read_all(tb, &g);
+  ASSERT_EQ_INT(g.n, 0);
+  etch_tracebuf_stats st;
+  etch__tracebuf_stats(tb, &st);
+  ASSERT_EQ_U64(st.chunks_stale, 2);
+  /* Before a read, a longer copy replaces the stored one. */
+  chunk_b d = {0};
+  frag(&d, "x", false);
+  put(tb, 1, 1, 0, &d);
+  frag(&d, "y", false);
+  put(tb, 1, 1, 0, &d);
+  read_all(tb, &g);
+  ASSERT_EQ_INT(g.n, 2);
+  ASSERT_EQ_STR(g.text[1], "y");
+  etch__tracebuf_stats(tb, &st);
+  ASSERT_EQ_U64(st.chunks_rewritten, 1);
+  etch__tracebuf_free(tb);
+}
+
+TEST(a_missing_chunk_cuts_only_its_sequence) {
+  etch_tracebuf *tb;
+  ASSERT_OK(etch__tracebuf_new(1 << 20, ETCH_BUFFER_RING, &tb));
+  chunk_b c0 = {0}, c1 = {0}, c3 = {0}, o = {0};
+  frag(&c0, "s0", false);
+  frag(&c1, "s1", false);
+  frag(&c1, "half", false);
+  frag(&c3, "s3", false);
+  frag(&o, "other", false);
+  put(tb, 5, 0, 0, &c0);
+  put(tb, 5, 1, ETCH_SMB_LAST_CONTINUES, &c1); /* its end was in chunk 2 */
+  put(tb, 5, 3, 0, &c3);
+  put(tb, 6, 0, 0, &o);
+  got g;
+  read_all(tb, &g);
+  ASSERT_EQ_INT(g.n, 4);
+  ASSERT_EQ_STR(g.text[0], "s0");
+  ASSERT_EQ_STR(g.text[1], "s1");
+  ASSERT_EQ_STR(g.text[2], "s3");
+  ASSERT_TRUE(g.dropped[2]);
+  ASSERT_EQ_STR(g.text[3], "other");
+  ASSERT_FALSE(g.dropped[3]);
+  /* A sequence whose first chunk is not chunk 0 lost its start. */
+  chunk_b late = {0};
+  frag(&late, "late", false);
+  put(tb, 9, 4, 0, &late);
+  read_all(tb, &g);
+  ASSERT_EQ_INT(g.n, 1);
+  ASSERT_TRUE(g.dropped[0]);
+  etch__tracebuf_free(tb);
+}
+
+TEST(ring_overwrites_oldest_discard_refuses) {
+  etch_tracebuf *tb;
+  ASSERT_OK(etch__tracebuf_new(100, ETCH_BUFFER_RING, &tb));
+  for (uint32_t i = 0; i < 10; i++) {
+    chunk_b c = {0};
+    char t[32];
+    snprintf(t, sizeof t, "chunk-%u-padding-padding--", i); /* 26 bytes with its size */
+    frag(&c, t, false);
+    put(tb, 2, i, 0, &c);
+  }
+  got g;
+  read_all(tb, &g);
+  ASSERT_EQ_INT(g.n, 3); /* 3 x 26 bytes fit in 100, 4 do not */
+  ASSERT_EQ_STR(g.text[0], "chunk-7-padding-padding--");
+  ASSERT_TRUE(g.dropped[0]);
+  ASSERT_FALSE(g.dropped[1]);
+  etch_tracebuf_stats st;
+  etch__tracebuf_stats(tb, &st);
+  ASSERT_EQ_U64(st.chunks_overwritten, 7);
+  ASSERT_EQ_U64(st.bytes_overwritten, 7 * 26);
+  etch__tracebuf_free(tb);
+
+  ASSERT_OK(etch__tracebuf_new(100, ETCH_BUFFER_DISCARD, &tb));
+  int refused = 0;
+  for (uint32_t i = 0; i < 10; i++) {
+    chunk_b c = {0};
+    frag(&c, "chunk-x-padding-padding..", false);
+    int rc = etch__tracebuf_put(tb, 2, i, 0, c.count, c.data, c.len);
+    if (rc == ETCH_ELIMIT) refused++;
+    else ASSERT_OK(rc);
+  }
+  ASSERT_EQ_INT(refused, 7);
+  read_all(tb, &g);
+  ASSERT_EQ_INT(g.n, 3);
+  ASSERT_FALSE(g.dropped[0]);
+  etch__tracebuf_stats(tb, &st);
+  ASSERT_EQ_U64(st.chunks_discarded, 7);
+  /* Bigger than the whole buffer. */
+  static uint8_t big[200];
+  ASSERT_EQ_INT(etch__tracebuf_put(tb, 3, 0, 0, 1, big, sizeof big),
+                ETCH_EINVAL);
+  etch__tracebuf_free(tb);
+}
+
+TEST(patches_in_range_only) {
+  etch_tracebuf *tb;
+  ASSERT_OK(etch__tracebuf_new(1 << 20, ETCH_BUFFER_RING, &tb));
+  chunk_b c = {0};
+  frag(&c, "hello", true);
+  put(tb, 4, 0, 0, &c);
+  ASSERT_OK(etch__tracebuf_patch(tb, 4, 0, 4, (const uint8_t *)"J", 1));
+  ASSERT_EQ_INT(etch__tracebuf_patch(tb, 4, 0, 8, (const uint8_t *)"xy", 2),
+                ETCH_EINVAL);
+  ASSERT_TRUE(strstr(etch_last_error(), "outside chunk 0") != NULL);
+  ASSERT_EQ_INT(
+      etch__tracebuf_patch(tb, 4, 0, 0xffffffffu, (const uint8_t *)"x", 1),
+      ETCH_EINVAL);
+  ASSERT_EQ_INT(etch__tracebuf_patch(tb, 4, 1, 0, (const uint8_t *)"x", 1),
+                ETCH_ENOTFOUND);
+  got g;
+  read_all(tb, &g);
+  ASSERT_EQ_INT(g.n, 1);
+  ASSERT_EQ_STR(g.text[0], "Jello");
+  etch_tracebuf_stats st;
+  etch__tracebuf_stats(tb, &st);
+  ASSERT_EQ_U64(st.patches_succeeded, 1);
+  ASSERT_EQ_U64(st.patches_failed, 3);
+  etch__tracebuf_free(tb);
+}
+
+/* A chunk whose count or sizes lie loses its own data, nothing else. */
+TEST(lying_chunks_are_contained) {
+  etch_tracebuf *tb;
+  ASSERT_OK(etch__tracebuf_new(1 << 20, ETCH_BUFFER_RING, &tb));
+  chunk_b ok = {0}, liar = {0}, after = {0};
+  frag(&ok, "fine", false);
+  put(tb, 1, 0, 0, &ok);
+  frag(&liar, "good", false);
+  liar.data[liar.len++] = 0x7f; /* 127 bytes claimed, none there */
+  liar.count = 5;
+  put(tb, 2, 0, 0, &liar);
+  /* 5 continuation bytes: no varint of at most 4 bytes */
+  chunk_b bad = {0};
+  memset(bad.data, 0x80, 5);
+  bad.len = 5;
+  bad.count = 1;
+  put(tb, 3, 0, 0, &bad);
+  frag(&after, "next", false);
+  put(tb, 2, 1, 0, &after);
+  got g;
+  read_all(tb, &g);
+  ASSERT_EQ_INT(g.n, 3);
+  ASSERT_EQ_STR(g.text[0], "fine");
+  ASSERT_EQ_STR(g.text[1], "good");
+  ASSERT_EQ_STR(g.text[2], "next");
+  ASSERT_TRUE(g.dropped[2]);
+  etch_tracebuf_stats st;
+  etch__tracebuf_stats(tb, &st);
+  ASSERT_EQ_U64(st.abi_violations, 2);
+  etch__tracebuf_free(tb);
+}
+
+typedef struct order {
+  uint32_t n, bad, patched, seq, next;
+} order;
+
+/* Each sequence's packets "seq.id" in id order, once each. */
+static int in_order(void *ctx, uint32_t seq, const uint8_t *d, uint32_t len,
+                    bool dropped) {
+  order *o = (order *)ctx;
+  char t[32];
+  if (len >= sizeof t || dropped) {
+    o->bad++;
+    return ETCH_OK;
+  }
+  memcpy(t, d, len);
+  t[len] = 0;
+  if (seq != o->seq) {
+    o->seq = seq;
+    o->next = 0;
+  }
+  char want[32];
+  snprintf(want, sizeof want, "%u.%u", seq, o->next);
+  if (o->next == 250) want[0] = 'X'; /* the patch: offset 1 is the text's
+                                          first byte, after its size */
+  if (strcmp(t, want) == 0) {
+    if (o->next == 250) o->patched++;
+  } else {
+    o->bad++;
+  }
+  o->next++;
+  o->n++;
+  return ETCH_OK;
+}
+
+/* Many sequences and chunks: the index keeps finding each one. */
+TEST(thousands_of_chunks) {
+  etch_tracebuf *tb;
+  ASSERT_OK(etch__tracebuf_new(64 << 20, ETCH_BUFFER_RING, &tb));
+  for (uint32_t id = 0; id < 500; id++)
+    for (uint32_t seq = 1; seq <= 20; seq++) {
+      chunk_b c = {0};
+      char t[16];
+      snprintf(t, sizeof t, "%u.%u", seq, id);
+      frag(&c, t, false);
+      put(tb, seq, id, 0, &c);
+    }
+  for (uint32_t seq = 1; seq <= 20; seq++)
+    ASSERT_OK(etch__tracebuf_patch(tb, seq, 250, 1, (const uint8_t *)"X", 1));
+  etch_tracebuf_stats st;
+  etch__tracebuf_stats(tb, &st);
+  ASSERT_EQ_U64(st.chunks_written, 10000);
+  ASSERT_EQ_U64(st.patches_succeeded, 20);
+  order o = {0};
+  ASSERT_OK(etch__tracebuf_read(tb, in_order, &o));
+  ASSERT_EQ_INT((int)o.n, 10000);
+  ASSERT_EQ_INT((int)o.bad, 0);
+  ASSERT_EQ_INT((int)o.patched, 20);
+  etch__tracebuf_free(tb);
+}
