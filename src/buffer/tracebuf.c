@@ -259,6 +259,7 @@ typedef struct asm_buf {
 } asm_buf;
 
 static int asm_add(asm_buf *a, const uint8_t *d, size_t n) {
+  if (n == 0) return ETCH_OK;
   if (a->len + n > a->cap) {
     size_t cap = a->cap ? a->cap : 4096;
     while (cap < a->len + n) cap *= 2;
@@ -321,9 +322,10 @@ static int read_seq(etch_tracebuf *tb, tchunk **g, uint32_t n,
         }
         rc = asm_add(pend, d, len);
         if (rc || cont_next) continue;
+        pending = false;
+        if (pend->len == 0) continue; /* nothing in it: padding */
         rc = emit(ctx, c->seq, pend->data, (uint32_t)pend->len, dropped);
         dropped = false;
-        pending = false;
         continue;
       }
       if (pending) { /* the previous packet never ended */

@@ -324,3 +324,22 @@ TEST(thousands_of_chunks) {
   ASSERT_EQ_INT((int)o.patched, 20);
   etch__tracebuf_free(tb);
 }
+
+/* A packet made of empty fragments across two chunks is padding, not a
+ * packet (the fuzzer found it reached the packet callback with no bytes). */
+TEST(an_empty_packet_across_chunks_is_padding) {
+  etch_tracebuf *tb;
+  ASSERT_OK(etch__tracebuf_new(1 << 20, ETCH_BUFFER_RING, &tb));
+  chunk_b a = {0}, b = {0};
+  frag(&a, "", false);
+  frag(&b, "", false);
+  frag(&b, "real", false);
+  put(tb, 1, 0, ETCH_SMB_LAST_CONTINUES, &a);
+  put(tb, 1, 1, ETCH_SMB_FIRST_CONTINUES, &b);
+  got g;
+  read_all(tb, &g);
+  ASSERT_EQ_INT(g.n, 1);
+  ASSERT_EQ_STR(g.text[0], "real");
+  ASSERT_FALSE(g.dropped[0]);
+  etch__tracebuf_free(tb);
+}
