@@ -420,6 +420,10 @@ bool etch__packet_begin(etch_writer *w);
 void etch__packet_end(etch_writer *w);
 
 /* Detaches a writer from its thread: completes its chunk, drops its ref. */
+/* A session whose chunks go to backend `b` (the session's from now on:
+ * destroyed with it, or at once when this fails). */
+int etch__session_new_with_backend(const etch_config *cfg, etch_backend *b,
+                                   etch_session **out);
 void etch__writer_detach(etch_writer *w);
 void etch__writer_free(etch_writer *w);
 

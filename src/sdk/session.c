@@ -278,8 +278,24 @@ char *etch__output_per_pid(const char *path, long pid) {
 
 /* ---- sessions ----------------------------------------------------------------- */
 
+static int session_new(const etch_config *cfg, etch_backend *given,
+                       etch_session **out);
+
 int etch_session_new(const etch_config *cfg, etch_session **out) {
   if (!out) return etch__error(ETCH_EINVAL, "etch_session_new: out is NULL");
+  return session_new(cfg, NULL, out);
+}
+
+int etch__session_new_with_backend(const etch_config *cfg, etch_backend *b,
+                                   etch_session **out) {
+  return session_new(cfg, b, out);
+}
+
+/* A session whose chunks go to `given`, or to an in-process buffer made
+ * from the config when it is NULL; `given` is the session's (destroyed
+ * with it, or here on failure). */
+static int session_new(const etch_config *cfg, etch_backend *given,
+                       etch_session **out) {
   *out = NULL;
   etch__global_init();
   etch_config *owned = NULL;
@@ -293,6 +309,7 @@ int etch_session_new(const etch_config *cfg, etch_session **out) {
   etch_config_free(owned);
   if (rc) {
     free(s);
+    if (given) given->ops->destroy(given);
     return rc;
   }
   if (s->cfg.output) {
@@ -301,6 +318,7 @@ int etch_session_new(const etch_config *cfg, etch_session **out) {
       free(s->cfg.categories);
       free(s->cfg.output);
       free(s);
+      if (given) given->ops->destroy(given);
       return ETCH_EIO;
     }
     free(s->cfg.output);
@@ -315,12 +333,17 @@ int etch_session_new(const etch_config *cfg, etch_session **out) {
     }
   }
   rc = etch__filter_parse(&s->filter, s->cfg.categories);
-  if (rc == ETCH_OK)
+  if (rc == ETCH_OK && given) {
+    s->backend = given;
+    given = NULL;
+  } else if (rc == ETCH_OK) {
     rc = etch__backend_inproc_new(s->cfg.buffer_kb * 1024,
                                   s->cfg.fill == ETCH_FILL_DISCARD
                                       ? ETCH_BUFFER_DISCARD
                                       : ETCH_BUFFER_RING,
                                   &s->backend);
+  }
+  if (given) given->ops->destroy(given);
   if (rc) {
     etch__filter_free(&s->filter);
     free(s->cfg.categories);
