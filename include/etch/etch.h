@@ -521,9 +521,24 @@ ETCH_API int etch_session_get_stats(etch_session *s, etch_session_stats *out);
  *   ETCH_CATEGORIES=...  categories for that session (default "*")
  *   ETCH_BUFFER_KB, ETCH_FILL, ETCH_DURATION_MS, ETCH_COMPRESSION
  *   ETCH_CONFIG="key=value;..."  any config option
+ *   ETCH_BACKEND=system  also record for a tracing service (etch_system_start)
  * Returns ETCH_OK also when ETCH_OUT is not set. Safe to call more than once.
  */
 ETCH_API int etch_init(void);
+
+/*
+ * System mode: the process becomes a producer of the tracing service
+ * (etchd, or Perfetto's traced) at the socket named by
+ * $PERFETTO_PRODUCER_SOCK_NAME, else etch's default
+ * ($XDG_RUNTIME_DIR/etch/producer.sock or /tmp/etch-$UID/producer.sock). A
+ * background thread connects (and reconnects, when there is no service yet
+ * or it restarts), registers the `track_event` data source with the
+ * process's categories and records whatever the service's sessions ask
+ * for; in-process sessions keep working beside it. `producer_name` is how
+ * the service lists the process (NULL: the process name). Returns at once;
+ * safe to call more than once.
+ */
+ETCH_API int etch_system_start(const char *producer_name);
 /* Stops and writes the ETCH_OUT session now (also done at exit). */
 ETCH_API int etch_shutdown(void);
 

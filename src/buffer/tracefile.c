@@ -4,8 +4,9 @@
  * The file is a run of `Trace.packet` records. Packets come in sequence by
  * sequence (etch__buffer_read's order); each gets its
  * trusted_packet_sequence_id appended here (writers never write it, as a
- * service stamps it), and the first packet after missing data gets
- * previous_packet_dropped.
+ * service stamps it), in the service also the trusted_uid and trusted_pid
+ * of the producer that wrote it, and the first packet after missing data
+ * gets previous_packet_dropped.
  *
  * Where data went missing (a ring that overwrote its oldest chunks), the
  * packets that can no longer be decoded are left out rather than handed to
@@ -65,8 +66,15 @@ static int flush_batch(etch_tracefile *o) {
 /* Appends one Trace.packet record: the packet bytes plus trailing fields. */
 static int put_record(etch_tracefile *o, const uint8_t *data, uint32_t len,
                       uint32_t seq_id, bool dropped) {
-  uint8_t tail[16];
+  uint8_t tail[48];
   uint8_t *t = tail;
+  int32_t pid, uid;
+  if (seq_id && o->trust && o->trust(o->trust_ctx, seq_id, &pid, &uid)) {
+    t = etch_pb_put_tag(t, ETCH_PKT_TRUSTED_UID, ETCH_PB_VARINT);
+    t = etch_pb_put_varint(t, (uint64_t)(int64_t)uid);
+    t = etch_pb_put_tag(t, ETCH_PKT_TRUSTED_PID, ETCH_PB_VARINT);
+    t = etch_pb_put_varint(t, (uint64_t)(int64_t)pid);
+  }
   if (seq_id) {
     t = etch_pb_put_tag(t, ETCH_PKT_TRUSTED_SEQ_ID, ETCH_PB_VARINT);
     t = etch_pb_put_varint(t, seq_id);

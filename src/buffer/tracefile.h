@@ -28,7 +28,14 @@
 /* Uncompressed bytes per compressed_packets batch at most. */
 #define ETCH_TRACEFILE_BATCH (256u * 1024u)
 
+/* Who wrote sequence `seq`, for the service's trusted_uid and trusted_pid
+ * (false: nothing to add). */
+typedef bool (*etch_tracefile_trust_fn)(void *ctx, uint32_t seq, int32_t *pid,
+                                        int32_t *uid);
+
 typedef struct etch_tracefile {
+  etch_tracefile_trust_fn trust; /* NULL in process */
+  void *trust_ctx;
   etch_pb_buf out;   /* the file */
   etch_pb_buf batch; /* records waiting to be compressed */
   etch_pb_buf tmp;   /* a service packet being built */

@@ -395,7 +395,11 @@ int etch__ipc_conn_read(etch_ipc_conn *c) {
     keep_fds(c, &m);
     if (m.msg_flags & MSG_CTRUNC)
       etch__ipc_conn_fail(c, "peer sent more file descriptors than allowed");
-    if (n == 0) return etch__ipc_conn_fail(c, "peer closed the connection");
+    if (n == 0) {
+      etch__ipc_conn_fail(c, "peer closed the connection");
+      c->eof = true;
+      return ETCH_EIO;
+    }
     c->rx_len += (size_t)n;
     if (c->failed) return ETCH_EIO;
     if ((size_t)n < iov.iov_len) return ETCH_OK;
@@ -403,13 +407,14 @@ int etch__ipc_conn_read(etch_ipc_conn *c) {
 }
 
 int etch__ipc_conn_next(etch_ipc_conn *c, etch_ipc_frame *f) {
-  if (c->failed) return ETCH_EFORMAT;
+  if (c->failed && !c->eof) return ETCH_EFORMAT;
   size_t have = c->rx_len - c->rx_off;
   if (have < 4) return 0;
   const uint8_t *p = c->rx + c->rx_off;
   uint32_t n = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
                (uint32_t)p[3] << 24;
   if (n > ETCH_IPC_MAX_FRAME) {
+    c->eof = false;
     etch__ipc_conn_fail(c, "frame of %u bytes, larger than the limit of %u",
                         n, ETCH_IPC_MAX_FRAME);
     return ETCH_EFORMAT;
@@ -417,6 +422,8 @@ int etch__ipc_conn_next(etch_ipc_conn *c, etch_ipc_frame *f) {
   if (have - 4 < n) return 0;
   c->rx_off += 4 + (size_t)n;
   if (etch__ipc_frame_decode(p + 4, n, f) != ETCH_OK) {
+    c->eof = false;
+    c->failed = false;
     etch__ipc_conn_fail(c, "%s", etch_last_error());
     return ETCH_EFORMAT;
   }
@@ -547,5 +554,29 @@ int etch__ipc_conn_wait(etch_ipc_conn *c, int timeout_ms) {
     if (rc) return rc;
   }
   if (p.revents & (POLLIN | POLLHUP | POLLERR)) return etch__ipc_conn_read(c);
+  return ETCH_OK;
+}
+
+int etch__ipc_default_paths(char *producer, char *consumer, size_t cap,
+                            bool make_dir) {
+  const char *p = getenv("PERFETTO_PRODUCER_SOCK_NAME");
+  const char *c = getenv("PERFETTO_CONSUMER_SOCK_NAME");
+  char dir[256];
+  const char *xdg = getenv("XDG_RUNTIME_DIR");
+  if (xdg && *xdg)
+    snprintf(dir, sizeof dir, "%s/etch", xdg);
+  else
+    snprintf(dir, sizeof dir, "/tmp/etch-%u", (unsigned)getuid());
+  if (make_dir && (!p || !*p || !c || !*c)) {
+    if (mkdir(dir, 0700) != 0 && errno != EEXIST)
+      return etch__error(ETCH_EIO, "cannot create '%s': %s", dir,
+                         strerror(errno));
+  }
+  int n1 = p && *p ? snprintf(producer, cap, "%s", p)
+                   : snprintf(producer, cap, "%s/producer.sock", dir);
+  int n2 = c && *c ? snprintf(consumer, cap, "%s", c)
+                   : snprintf(consumer, cap, "%s/consumer.sock", dir);
+  if (n1 < 0 || (size_t)n1 >= cap || n2 < 0 || (size_t)n2 >= cap)
+    return etch__error(ETCH_EINVAL, "socket path too long");
   return ETCH_OK;
 }

@@ -106,6 +106,7 @@ typedef struct etch_ipc_conn {
   pid_t peer_pid;
   uid_t peer_uid;
   bool failed;
+  bool eof; /* failed because the peer closed: frames before it still count */
   char err[200];
 } etch_ipc_conn;
 
@@ -126,7 +127,8 @@ void etch__ipc_conn_close(etch_ipc_conn *c);
  * reason in c->err), ETCH_OK otherwise (also when nothing was there). */
 int etch__ipc_conn_read(etch_ipc_conn *c);
 /* 1 with the next whole frame in *f, 0 when none is complete yet, or
- * ETCH_EFORMAT (c->failed, c->err says why) for a frame that is not one. */
+ * ETCH_EFORMAT (c->failed, c->err says why) for a frame that is not one.
+ * Frames that arrived before the peer closed are still handed out. */
 int etch__ipc_conn_next(etch_ipc_conn *c, etch_ipc_frame *f);
 /* The oldest descriptor received and not yet taken, or -1. */
 int etch__ipc_conn_take_fd(etch_ipc_conn *c);
@@ -145,5 +147,13 @@ int etch__ipc_conn_wait(etch_ipc_conn *c, int timeout_ms);
 /* Sets c->failed with a message; returns ETCH_EIO. */
 int etch__ipc_conn_fail(etch_ipc_conn *c, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+
+/* The service's socket paths: $PERFETTO_PRODUCER_SOCK_NAME and
+ * $PERFETTO_CONSUMER_SOCK_NAME when set (as Perfetto's tools use them),
+ * else etch's own under $XDG_RUNTIME_DIR/etch/ or /tmp/etch-$UID/ (the
+ * directory made, mode 0700, when `make_dir`). ETCH_EINVAL when a path does
+ * not fit `cap`. */
+int etch__ipc_default_paths(char *producer, char *consumer, size_t cap,
+                            bool make_dir);
 
 #endif /* ETCH_IPC_H */

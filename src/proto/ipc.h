@@ -137,4 +137,49 @@ enum {
   ETCH_GTS_TRACE_STATS = 1,
 };
 
+/* ---- messages the ports carry ---- */
+
+/* DataSourceDescriptor (protos/perfetto/common/data_source_descriptor.proto)
+ * and TrackEventDescriptor { repeated TrackEventCategory
+ * available_categories = 1 { name = 1, description = 2, tags = 3 } } */
+enum {
+  ETCH_DSD_NAME = 1,
+  ETCH_DSD_WILL_NOTIFY_ON_STOP = 2,
+  ETCH_DSD_WILL_NOTIFY_ON_START = 3,
+  ETCH_DSD_HANDLES_INCREMENTAL_STATE_CLEAR = 4,
+  ETCH_DSD_TRACK_EVENT_DESCRIPTOR = 6,
+  ETCH_DSD_ID = 7,
+  ETCH_DSD_NO_FLUSH = 9,
+  ETCH_TED_AVAILABLE_CATEGORIES = 1,
+  ETCH_TEC_NAME = 1,
+  ETCH_TEC_DESCRIPTION = 2,
+  ETCH_TEC_TAGS = 3,
+};
+/* DataSourceConfig fields the service fills in when passing it on */
+enum {
+  ETCH_DSC_NAME = 1,
+  ETCH_DSC_TARGET_BUFFER = 2,
+  ETCH_DSC_TRACE_DURATION_MS = 3,
+  ETCH_DSC_TRACING_SESSION_ID = 4,
+  ETCH_DSC_STOP_TIMEOUT_MS = 7,
+  ETCH_DSC_TRACK_EVENT_CONFIG = 113,
+  ETCH_TEC_DISABLED_CATEGORIES = 1,
+  ETCH_TEC_ENABLED_CATEGORIES = 2,
+  ETCH_TEC_DISABLED_TAGS = 3,
+  ETCH_TEC_ENABLED_TAGS = 4,
+};
+/* TracingServiceState (protos/perfetto/common/tracing_service_state.proto) */
+enum {
+  ETCH_TSS_PRODUCERS = 1,
+  ETCH_TSS_DATA_SOURCES = 2,
+  ETCH_TSS_NUM_SESSIONS = 3,
+  ETCH_TSS_NUM_SESSIONS_STARTED = 4,
+  ETCH_TSS_PRODUCER_ID = 1,
+  ETCH_TSS_PRODUCER_NAME = 2,
+  ETCH_TSS_PRODUCER_UID = 3,
+  ETCH_TSS_PRODUCER_PID = 5,
+  ETCH_TSS_DS_DESCRIPTOR = 1,
+  ETCH_TSS_DS_PRODUCER_ID = 2,
+};
+
 #endif /* ETCH_PROTO_IPC_H */

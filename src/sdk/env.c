@@ -176,6 +176,14 @@ int etch_init(void) {
     return ETCH_OK;
   }
   env_inited = true;
+  const char *backend = getenv("ETCH_BACKEND");
+  if (backend && !strcmp(backend, "system")) {
+    int src = etch_system_start(NULL);
+    if (src) fprintf(stderr, "etch: system mode: %s\n", etch_last_error());
+  } else if (backend && *backend && strcmp(backend, "inproc") != 0) {
+    fprintf(stderr, "etch: ETCH_BACKEND=%s is not a backend etch knows "
+                    "(system or inproc)\n", backend);
+  }
   const char *out = getenv("ETCH_OUT");
   if (!out || !*out) {
     pthread_mutex_unlock(&env_lock);

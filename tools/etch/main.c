@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -23,6 +24,7 @@
 
 #include "etch/common.h"
 #include "query/query.h"
+#include "record_service.h"
 
 #if defined(__has_include)
 #if __has_include("reader/dump.h")
@@ -564,6 +566,37 @@ static const char *rec_show(const char *path, const char *cwd) {
   return path;
 }
 
+/* "10s", "500ms", "2m", "1h" or plain milliseconds. */
+static int parse_duration_ms(const char *v, uint32_t *out) {
+  char *e;
+  if (!v || !*v) return -1;
+  double x = strtod(v, &e);
+  double mul = 1;
+  if (!strcmp(e, "ms") || !*e) mul = 1;
+  else if (!strcmp(e, "s")) mul = 1000;
+  else if (!strcmp(e, "m")) mul = 60000;
+  else if (!strcmp(e, "h")) mul = 3600000;
+  else return -1;
+  if (!(x > 0) || x * mul > 4e9) return -1;
+  *out = (uint32_t)(x * mul);
+  return 0;
+}
+
+/* "64MB", "512KB", "1GB" (binary units) or plain KiB. */
+static int parse_size_kb(const char *v, uint32_t *out) {
+  char *e;
+  if (!v || !*v) return -1;
+  double x = strtod(v, &e);
+  double kb;
+  if (!strcasecmp(e, "kb") || !strcasecmp(e, "k") || !*e) kb = x;
+  else if (!strcasecmp(e, "mb") || !strcasecmp(e, "m")) kb = x * 1024;
+  else if (!strcasecmp(e, "gb") || !strcasecmp(e, "g")) kb = x * 1024 * 1024;
+  else return -1;
+  if (!(kb >= 4) || kb > 4e9) return -1;
+  *out = (uint32_t)kb;
+  return 0;
+}
+
 static int cmd_record(int argc, char **argv) {
   const command *cmd = find_command("record");
   opts o;
@@ -571,10 +604,36 @@ static int cmd_record(int argc, char **argv) {
   if (rc) return rc;
   const char *out_path = NULL, *cats = NULL;
   const char *opt;
+  rec_service_opts so_ = {0};
+  bool service = false;
   while (!rc && (opt = next_opt(&o))) {
     if (!strcmp(opt, "-h") || !strcmp(opt, "--help")) {
       free(o.operands);
       return print_help(cmd);
+    } else if (!strcmp(opt, "--system")) {
+      service = true;
+    } else if (!strcmp(opt, "--list")) {
+      service = so_.list = true;
+    } else if (!strcmp(opt, "--ring")) {
+      service = true;
+      so_.discard = false;
+    } else if (!strcmp(opt, "--discard")) {
+      service = so_.discard = true;
+    } else if (is_opt(opt, "--config")) {
+      service = true;
+      so_.config_path = opt_value(&o, opt, cmd, &rc);
+    } else if (is_opt(opt, "-t") || is_opt(opt, "--time")) {
+      service = true;
+      const char *v = opt_value(&o, opt, cmd, &rc);
+      if (!rc && parse_duration_ms(v, &so_.duration_ms) != 0)
+        rc = usage_error(cmd, "%s: '%s' is not a duration (e.g. 10s, 500ms, "
+                              "2m)", opt, v);
+    } else if (is_opt(opt, "--buffer")) {
+      service = true;
+      const char *v = opt_value(&o, opt, cmd, &rc);
+      if (!rc && parse_size_kb(v, &so_.buffer_kb) != 0)
+        rc = usage_error(cmd, "%s: '%s' is not a size (e.g. 64MB, 512KB)",
+                         opt, v);
     } else if (is_opt(opt, "-o") || is_opt(opt, "--output")) {
       out_path = opt_value(&o, opt, cmd, &rc);
     } else if (is_opt(opt, "-c") || is_opt(opt, "--categories")) {
@@ -586,7 +645,9 @@ static int cmd_record(int argc, char **argv) {
       rc = usage_error(cmd, "unknown option %s", opt);
     }
   }
-  if (!rc && o.noperands == 0) rc = usage_error(cmd, "missing the program to run");
+  if (!rc && o.noperands == 0 && !service)
+    rc = usage_error(cmd, "missing the program to run (or --system to record "
+                          "from a tracing service)");
   if (rc) {
     free(o.operands);
     return rc;
@@ -598,6 +659,25 @@ static int cmd_record(int argc, char **argv) {
     localtime_r(&now, &tm);
     strftime(def, sizeof def, "etch-%Y%m%d-%H%M%S.pftrace", &tm);
     out_path = def;
+  }
+  if (service) {
+    so_.out_path = out_path;
+    so_.categories = cats;
+    if (o.noperands) {
+      o.operands[o.noperands] = NULL;
+      so_.argv = o.operands;
+    }
+    size_t bytes = 0;
+    rc = etch_cli_record_service(&so_, &bytes);
+    free(o.operands);
+    if (rc) return runtime_error("%s", etch_last_error());
+    if (so_.list) return 0;
+    char size[32];
+    fmt_size(size, sizeof size, (long long)bytes);
+    printf("trace: %s (%s)\n\n", out_path, size);
+    fflush(stdout);
+    etch__stats_opts st = {.top = 5, .compact = true};
+    return stats_of(out_path, &st);
   }
   /* A trace left from an earlier run must not pass for this one's. */
   if (unlink(out_path) != 0 && errno != ENOENT) {
@@ -743,6 +823,7 @@ static int cmd_help(int argc, char **argv);
 static const command kCommands[] = {
     {"record", cmd_record, "run a program and record a trace of it",
      "etch record [-o OUT.pftrace] [-c CATEGORIES] [--] PROGRAM [ARGS...]\n"
+     "       etch record --system [-t DURATION] [--config FILE] [-o OUT] [-- PROGRAM...]\n"
      "\n"
      "Runs PROGRAM with ETCH_OUT (and ETCH_CATEGORIES) in its environment, so\n"
      "the etch SDK in it records the whole run, waits for it, then prints\n"
@@ -754,6 +835,18 @@ static const command kCommands[] = {
      "\n"
      "  -o, --output PATH      trace file (default etch-YYYYmmdd-HHMMSS.pftrace)\n"
      "  -c, --categories LIST  categories to record, e.g. 'render,io,-debug'\n"
+     "\n"
+     "Through a tracing service (etchd, or Perfetto's traced): every\n"
+     "producer connected to it lands in one trace.\n"
+     "  --system               record from the service (with PROGRAM: run it\n"
+     "                         in system mode and record until it ends)\n"
+     "  -t, --time DURATION    stop after DURATION (10s, 500ms, 2m)\n"
+     "  --buffer SIZE          the service's buffer (default 32MB)\n"
+     "  --ring, --discard      when the buffer is full: overwrite the oldest\n"
+     "                         (default) or keep the first\n"
+     "  --config FILE          a TraceConfig in Perfetto's text format\n"
+     "  --list                 the service's producers, data sources, sessions\n"
+     "The service's sockets: $PERFETTO_CONSUMER_SOCK_NAME, else etch's own.\n"
      "\n"
      "Exit status 1 if the program failed (other than by Ctrl-C) or a\n"
      "process of it lost its trace.\n"},

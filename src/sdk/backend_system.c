@@ -1,0 +1,723 @@
+/*
+ * backend_system.c - the system backend: the process is a producer of a
+ * tracing service (etchd, or Perfetto's traced) and its sessions are the
+ * data source instances the service starts.
+ *
+ * One background thread per process holds the connection: it binds the
+ * producer port, initializes the connection, registers the `track_event`
+ * data source with the process's categories and listens for the service's
+ * commands (SetupTracing brings the shared memory buffer, Start/Stop
+ * DataSource make and end an etch session with this backend, Flush asks
+ * for what writers hold). When there is no service it waits and tries
+ * again; when the service goes away its sessions end and it reconnects.
+ *
+ * Writers fill chunks of their own memory exactly as in process (one
+ * encoder, one fast path); completing a chunk (once per chunk, on the
+ * writer's slow path) copies it into a free chunk of the shared memory
+ * buffer in Perfetto's layout and queues a CommitData that the thread
+ * sends. Nothing here waits for the service: with no free chunk in the
+ * shared buffer the chunk is lost, counted, and the service sees the gap
+ * in the writer's chunk ids. A flush copies the published part of every
+ * chunk still being written (the service keeps the longer copy when the
+ * whole chunk follows). See docs/backends.md.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "buffer/smb.h"
+#include "ipc/ipc.h"
+#include "proto/ipc.h"
+#include "sdk/sdk.h"
+
+#define SYS_LAYOUT ETCH_SMB_DIV4
+#define MAX_COMMITS 4096u
+#define MAX_INSTANCES ETCH_MAX_SESSIONS
+#define RETRY_MS 500
+
+typedef struct sysb sysb;
+
+typedef struct commit {
+  uint32_t page, chunk, buffer;
+} commit;
+
+typedef struct sys_instance {
+  uint64_t id;
+  etch_session *s;
+  sysb *b;
+} sys_instance;
+
+/* The process's producer. Everything but the thread's own connection
+ * state is under `lock`. */
+static struct {
+  pthread_mutex_t lock;
+  bool started, stop;
+  pthread_t thread;
+  int wake; /* eventfd */
+  char name[128];
+  etch_ipc_conn conn;
+  bool connected;
+  uint32_t svc;
+  uint32_t m_init, m_register, m_commit, m_async, m_stopped, m_started;
+  uint64_t next_req, async_req;
+  uint8_t *smb_mem;
+  uint64_t smb_size;
+  uint32_t page_kb;
+  etch_smb smb;
+  bool have_smb;
+  uint32_t cursor;
+  commit commits[MAX_COMMITS];
+  uint32_t ncommits;
+  uint64_t flush_id; /* to acknowledge with the next commit */
+  sys_instance inst[MAX_INSTANCES];
+  uint32_t ninst;
+  uint64_t chunks_lost; /* no free chunk in the shared buffer */
+} P = {.lock = PTHREAD_MUTEX_INITIALIZER, .wake = -1};
+
+struct sysb {
+  etch_backend base;
+  uint32_t target_buffer;
+  bool dead;                /* its instance ended: chunks go nowhere */
+  etch_chunk **out;         /* chunks being written, for flushes */
+  uint32_t nout, capout;
+  uint64_t handed, drops;
+};
+
+/* ---- the shared buffer (under P.lock) ---- */
+
+/* Fragments in a chunk's published payload. */
+static uint32_t count_fragments(const uint8_t *p, uint32_t len) {
+  uint32_t n = 0, off = 0;
+  while (off < len) {
+    const uint8_t *q = p + off;
+    uint64_t size;
+    if (!etch_pb_read_varint(&q, p + len, &size) ||
+        size > (uint64_t)(p + len - q))
+      break;
+    off = (uint32_t)(q - p + size);
+    n++;
+  }
+  return n;
+}
+
+/* Copies a chunk's published part into a free chunk of the shared buffer
+ * and queues its commit; false when there is none (or no buffer). */
+static bool copy_out(sysb *b, const etch_chunk *c, uint32_t used,
+                     uint32_t flags) {
+  if (!P.have_smb || b->dead || P.ncommits == MAX_COMMITS) return false;
+  uint32_t csize = etch__smb_chunk_size(P.smb.page_size, SYS_LAYOUT);
+  if (used > csize - ETCH_SMB_CHUNK_HEADER) return false;
+  uint32_t nchunks = etch__smb_layout_chunks(SYS_LAYOUT);
+  for (uint32_t k = 0; k < P.smb.npages; k++) {
+    uint32_t page = (P.cursor + k) % P.smb.npages;
+    uint32_t layout = etch__smb_bitmap_layout(etch__smb_bitmap(&P.smb, page));
+    if (layout == ETCH_SMB_NOT_PARTITIONED) {
+      etch__smb_try_partition(&P.smb, page, SYS_LAYOUT);
+      layout = etch__smb_bitmap_layout(etch__smb_bitmap(&P.smb, page));
+    }
+    if (layout != SYS_LAYOUT) continue;
+    for (uint32_t i = 0; i < nchunks; i++) {
+      uint16_t f = (uint16_t)(flags & (ETCH_SMB_FIRST_CONTINUES |
+                                       ETCH_SMB_LAST_CONTINUES));
+      uint8_t *dst = etch__smb_try_acquire_write(
+          &P.smb, page, i, (uint16_t)c->writer_id, c->chunk_id, f);
+      if (!dst) continue;
+      const uint8_t *src = (const uint8_t *)c + ETCH_CHUNK_HEADER_SIZE;
+      memcpy(dst + ETCH_SMB_CHUNK_HEADER, src, used);
+      uint32_t count = count_fragments(src, used);
+      if (count > ETCH_SMB_MAX_COUNT) count = ETCH_SMB_MAX_COUNT;
+      etch_smb_chunk_header *h = (etch_smb_chunk_header *)dst;
+      __atomic_store_n(&h->packets, (uint16_t)(count | (uint32_t)f << 10),
+                       __ATOMIC_RELAXED);
+      etch__smb_release_complete(&P.smb, page, i);
+      P.commits[P.ncommits].page = page;
+      P.commits[P.ncommits].chunk = i;
+      P.commits[P.ncommits].buffer = b->target_buffer;
+      P.ncommits++;
+      P.cursor = page;
+      return true;
+    }
+  }
+  return false;
+}
+
+static void wake_thread(void) {
+  uint64_t one = 1;
+  if (P.wake >= 0 && write(P.wake, &one, sizeof one) < 0) { /* full: awake */
+  }
+}
+
+/* ---- backend ops ---- */
+
+static etch_chunk *sys_acquire(etch_backend *be, uint32_t writer_id,
+                               uint32_t chunk_id, uint32_t flags) {
+  sysb *b = (sysb *)be;
+  etch_chunk *c = (etch_chunk *)etch__malloc(be->chunk_size);
+  if (!c) return NULL;
+  memset(c, 0, ETCH_CHUNK_HEADER_SIZE);
+  c->writer_id = writer_id;
+  c->chunk_id = chunk_id;
+  etch__chunk_publish(c, 0, flags);
+  __atomic_store_n(&c->state, ETCH_CHUNK_WRITING, __ATOMIC_RELEASE);
+  pthread_mutex_lock(&P.lock);
+  if (b->dead) {
+    pthread_mutex_unlock(&P.lock);
+    free(c);
+    return NULL;
+  }
+  if (b->nout == b->capout) {
+    uint32_t cap = b->capout ? b->capout * 2 : 16;
+    etch_chunk **n = (etch_chunk **)etch__realloc(b->out, cap * sizeof *n);
+    if (!n) {
+      pthread_mutex_unlock(&P.lock);
+      free(c);
+      return NULL;
+    }
+    b->out = n;
+    b->capout = cap;
+  }
+  b->out[b->nout++] = c;
+  __atomic_store_n(&b->handed, b->handed + 1, __ATOMIC_RELAXED);
+  pthread_mutex_unlock(&P.lock);
+  return c;
+}
+
+static void sys_complete(etch_backend *be, etch_chunk *c) {
+  sysb *b = (sysb *)be;
+  uint32_t word = __atomic_load_n(&c->used, __ATOMIC_ACQUIRE);
+  pthread_mutex_lock(&P.lock);
+  for (uint32_t i = 0; i < b->nout; i++)
+    if (b->out[i] == c) {
+      b->out[i] = b->out[--b->nout];
+      break;
+    }
+  bool first = P.ncommits == 0;
+  if (!copy_out(b, c, word & ETCH_CHUNK_USED_MASK,
+                word >> ETCH_CHUNK_FLAGS_SHIFT)) {
+    if (!b->dead) P.chunks_lost++;
+  } else if (first) {
+    wake_thread();
+  }
+  pthread_mutex_unlock(&P.lock);
+  free(c);
+}
+
+static void sys_note_drop(etch_backend *be) {
+  sysb *b = (sysb *)be;
+  __atomic_fetch_add(&b->drops, 1, __ATOMIC_RELAXED);
+}
+
+static uint64_t sys_chunks_handed(etch_backend *be) {
+  return __atomic_load_n(&((sysb *)be)->handed, __ATOMIC_RELAXED);
+}
+
+static int sys_read(etch_backend *be, etch_packet_fn emit, void *ctx,
+                    uint64_t *lost) {
+  (void)be, (void)emit, (void)ctx;
+  *lost = 0;
+  return etch__error(ETCH_EUNSUPPORTED, "a session of the system backend is "
+                     "read by the tracing service's consumer, not here");
+}
+
+static void sys_stats(etch_backend *be, etch_buffer_stats *out) {
+  sysb *b = (sysb *)be;
+  memset(out, 0, sizeof *out);
+  out->chunks_written = __atomic_load_n(&b->handed, __ATOMIC_RELAXED);
+  out->chunks_discarded = __atomic_load_n(&b->drops, __ATOMIC_RELAXED);
+}
+
+static void sys_destroy(etch_backend *be) {
+  sysb *b = (sysb *)be;
+  if (!b) return;
+  pthread_mutex_lock(&P.lock);
+  for (uint32_t i = 0; i < P.ninst; i++)
+    if (P.inst[i].b == b) P.inst[i].b = NULL;
+  pthread_mutex_unlock(&P.lock);
+  free(b->out);
+  free(b);
+}
+
+static const etch_backend_ops sys_ops = {
+    .acquire = sys_acquire,
+    .complete = sys_complete,
+    .note_drop = sys_note_drop,
+    .chunks_handed = sys_chunks_handed,
+    .read = sys_read,
+    .stats = sys_stats,
+    .destroy = sys_destroy,
+};
+
+/* Copies what every chunk being written has published (under P.lock). */
+static void scrape(sysb *b) {
+  for (uint32_t i = 0; i < b->nout; i++) {
+    etch_chunk *c = b->out[i];
+    uint32_t word = __atomic_load_n(&c->used, __ATOMIC_ACQUIRE);
+    uint32_t used = word & ETCH_CHUNK_USED_MASK;
+    /* A chunk that ends in a packet still open is copied with that flag:
+     * the service keeps the packet until its end comes. */
+    if (used && !copy_out(b, c, used, word >> ETCH_CHUNK_FLAGS_SHIFT))
+      P.chunks_lost++;
+  }
+}
+
+/* ---- talking to the service (the thread) ---- */
+
+static int invoke(uint32_t method, const etch_pb_buf *args, bool drop_reply,
+                  uint64_t *req_out) {
+  etch_ipc_frame f;
+  memset(&f, 0, offsetof(etch_ipc_frame, methods));
+  f.kind = ETCH_IPC_INVOKE;
+  f.request_id = ++P.next_req;
+  f.service_id = P.svc;
+  f.method_id = method;
+  f.drop_reply = drop_reply;
+  if (args) {
+    f.body.data = etch_pb_buf_data(args);
+    f.body.len = (uint32_t)etch_pb_buf_len(args);
+  }
+  if (req_out) *req_out = f.request_id;
+  return etch__ipc_conn_send(&P.conn, &f, -1);
+}
+
+/* Sends the queued commits (under P.lock). */
+static void send_commits(void) {
+  if (!P.connected || !P.m_commit || (!P.ncommits && !P.flush_id)) return;
+  etch_pb_buf b;
+  etch_pb_buf_init(&b, 256, ETCH_IPC_MAX_FRAME - 256);
+  uint32_t i = 0;
+  while (i < P.ncommits || P.flush_id) {
+    etch_pb_buf_reset(&b);
+    for (; i < P.ncommits && etch_pb_buf_len(&b) < ETCH_IPC_MAX_FRAME / 2; i++) {
+      etch_pb_nested m;
+      etch_pb_nested_begin(&b.s, ETCH_CDR_CHUNKS_TO_MOVE, &m);
+      etch_pb_write_varint_field(&b.s, ETCH_CDR_MOVE_PAGE, P.commits[i].page);
+      etch_pb_write_varint_field(&b.s, ETCH_CDR_MOVE_CHUNK, P.commits[i].chunk);
+      etch_pb_write_varint_field(&b.s, ETCH_CDR_MOVE_TARGET_BUFFER,
+                                 P.commits[i].buffer);
+      etch_pb_nested_end(&b.s, &m);
+    }
+    if (i == P.ncommits && P.flush_id) {
+      etch_pb_write_varint_field(&b.s, ETCH_CDR_FLUSH_REQUEST_ID, P.flush_id);
+      P.flush_id = 0;
+    }
+    invoke(P.m_commit, &b, true, NULL);
+  }
+  P.ncommits = 0;
+  etch_pb_buf_free(&b);
+}
+
+static void register_sources(void) {
+  etch_pb_buf b;
+  etch_pb_buf_init(&b, 1024, ETCH_IPC_MAX_FRAME - 256);
+  etch_pb_nested d, t, c;
+  etch_pb_nested_begin(&b.s, ETCH_RDS_DESCRIPTOR, &d);
+  etch_pb_write_string_field(&b.s, ETCH_DSD_NAME, "track_event");
+  etch_pb_write_varint_field(&b.s, ETCH_DSD_WILL_NOTIFY_ON_STOP, 1);
+  etch_pb_nested_begin(&b.s, ETCH_DSD_TRACK_EVENT_DESCRIPTOR, &t);
+  pthread_mutex_lock(&etch__g.lock);
+  for (etch_category *cat = etch__g.cats; cat; cat = cat->next) {
+    etch_pb_nested_begin(&b.s, ETCH_TED_AVAILABLE_CATEGORIES, &c);
+    etch_pb_write_string_field(&b.s, ETCH_TEC_NAME, cat->name);
+    if (cat->description && *cat->description)
+      etch_pb_write_string_field(&b.s, ETCH_TEC_DESCRIPTION, cat->description);
+    etch_pb_nested_end(&b.s, &c);
+  }
+  pthread_mutex_unlock(&etch__g.lock);
+  etch_pb_nested_end(&b.s, &t);
+  etch_pb_nested_end(&b.s, &d);
+  invoke(P.m_register, &b, false, NULL);
+  etch_pb_buf_free(&b);
+}
+
+/* etch's category filter for a track_event config (docs/backends.md):
+ * with "*" among the disabled categories only the enabled ones record;
+ * else everything but the disabled ones that are not also enabled. */
+static char *filter_of(const uint8_t *te, size_t len) {
+  etch_pb_buf b;
+  etch_pb_buf_init(&b, 64, 1 << 16);
+  bool all_off = false, any_enabled = false;
+  etch_pb_dec d;
+  etch_pb_field f;
+  etch_pb_dec_init(&d, te, len);
+  while (etch_pb_next(&d, &f))
+    if (f.id == ETCH_TEC_DISABLED_CATEGORIES && f.wt == 2 && f.len == 1 &&
+        f.data[0] == '*')
+      all_off = true;
+  if (!all_off) etch_pb_write_bytes(&b.s, "*", 1);
+  etch_pb_dec_init(&d, te, len);
+  while (etch_pb_next(&d, &f)) {
+    if (f.wt != 2) continue;
+    if (f.id == ETCH_TEC_ENABLED_CATEGORIES && all_off) {
+      if (etch_pb_buf_len(&b)) etch_pb_write_bytes(&b.s, ",", 1);
+      etch_pb_write_bytes(&b.s, f.data, f.len);
+      any_enabled = true;
+    } else if (f.id == ETCH_TEC_DISABLED_CATEGORIES && !all_off) {
+      /* Unless also enabled by name. */
+      bool en = false;
+      etch_pb_dec e;
+      etch_pb_field g;
+      etch_pb_dec_init(&e, te, len);
+      while (etch_pb_next(&e, &g))
+        if (g.id == ETCH_TEC_ENABLED_CATEGORIES && g.wt == 2 &&
+            g.len == f.len && !memcmp(g.data, f.data, f.len))
+          en = true;
+      if (en) continue;
+      etch_pb_write_bytes(&b.s, ",-", 2);
+      etch_pb_write_bytes(&b.s, f.data, f.len);
+    }
+  }
+  if (all_off && !any_enabled) etch_pb_write_bytes(&b.s, "-*", 2);
+  etch_pb_write_bytes(&b.s, "", 1);
+  size_t n;
+  char *s = b.s.failed ? NULL : (char *)etch_pb_buf_take(&b, &n);
+  etch_pb_buf_free(&b);
+  return s;
+}
+
+static void start_instance(uint64_t id, const uint8_t *cfg, size_t len) {
+  uint32_t buffer = 0;
+  const uint8_t *te = NULL;
+  size_t te_len = 0;
+  etch_pb_dec d;
+  etch_pb_field f;
+  etch_pb_dec_init(&d, cfg, len);
+  char name[64] = "";
+  while (etch_pb_next(&d, &f)) {
+    if (f.id == ETCH_DSC_TARGET_BUFFER && f.wt == 0) buffer = (uint32_t)f.u;
+    else if (f.id == ETCH_DSC_TRACK_EVENT_CONFIG && f.wt == 2) {
+      te = f.data;
+      te_len = f.len;
+    } else if (f.id == ETCH_DSC_NAME && f.wt == 2 && f.len < sizeof name) {
+      memcpy(name, f.data, f.len);
+      name[f.len] = 0;
+    }
+  }
+  if (strcmp(name, "track_event") != 0) return;
+  pthread_mutex_lock(&P.lock);
+  bool have = P.have_smb;
+  bool dup = false;
+  for (uint32_t i = 0; i < P.ninst; i++) dup |= P.inst[i].id == id;
+  pthread_mutex_unlock(&P.lock);
+  if (!have || dup || P.ninst == MAX_INSTANCES) return;
+  char *filter = te ? filter_of(te, te_len) : etch__strdup("*");
+  sysb *b = (sysb *)etch__calloc(1, sizeof *b);
+  etch_config *c = NULL;
+  etch_session *s = NULL;
+  int rc = filter && b ? etch_config_new(&c) : ETCH_ENOMEM;
+  if (!rc) rc = etch_config_set(c, "categories", filter);
+  if (!rc) {
+    b->base.ops = &sys_ops;
+    b->base.chunk_size = etch__smb_chunk_size(P.smb.page_size, SYS_LAYOUT) -
+                         ETCH_SMB_CHUNK_HEADER + ETCH_CHUNK_HEADER_SIZE;
+    b->base.payload_size = b->base.chunk_size - ETCH_CHUNK_HEADER_SIZE;
+    b->target_buffer = buffer;
+    rc = etch__session_new_with_backend(c, &b->base, &s);
+    b = NULL; /* the session's now, or destroyed */
+  }
+  if (!rc) rc = etch_session_start(s);
+  if (rc) {
+    fprintf(stderr, "etch: the service's session %llu cannot start here: %s\n",
+            (unsigned long long)id, etch_last_error());
+    if (s) etch_session_free(s);
+    free(b);
+  } else {
+    pthread_mutex_lock(&P.lock);
+    P.inst[P.ninst].id = id;
+    P.inst[P.ninst].s = s;
+    P.inst[P.ninst].b = (sysb *)s->backend;
+    P.ninst++;
+    pthread_mutex_unlock(&P.lock);
+  }
+  etch_config_free(c);
+  free(filter);
+}
+
+/* Ends instance i: stops its session, sends what its writers hold, says
+ * so to the service (notify) and frees it. */
+static void end_instance(uint32_t i, bool notify) {
+  pthread_mutex_lock(&P.lock);
+  sys_instance in = P.inst[i];
+  P.inst[i] = P.inst[--P.ninst];
+  pthread_mutex_unlock(&P.lock);
+  etch_session_stop(in.s);
+  pthread_mutex_lock(&P.lock);
+  sysb *b = (sysb *)in.s->backend;
+  scrape(b);
+  b->dead = true; /* chunks completed from now on go nowhere */
+  send_commits();
+  if (notify && P.connected && P.m_stopped) {
+    etch_pb_buf a;
+    etch_pb_buf_init(&a, 16, 0);
+    etch_pb_write_varint_field(&a.s, ETCH_NDS_DATA_SOURCE_ID, in.id);
+    invoke(P.m_stopped, &a, true, NULL);
+    etch_pb_buf_free(&a);
+  }
+  pthread_mutex_unlock(&P.lock);
+  etch_session_free(in.s);
+}
+
+static void on_command(const uint8_t *p, size_t n) {
+  etch_pb_dec d;
+  etch_pb_field f;
+  etch_pb_dec_init(&d, p, n);
+  while (etch_pb_next(&d, &f)) {
+    if (f.wt != 2) continue;
+    etch_pb_dec m;
+    etch_pb_field g;
+    uint64_t id = 0;
+    const uint8_t *cfg = NULL;
+    size_t cl = 0;
+    switch (f.id) {
+    case ETCH_GAC_SETUP_TRACING: {
+      int fd = etch__ipc_conn_take_fd(&P.conn);
+      uint32_t page_kb = 0;
+      etch_pb_dec_init(&m, f.data, f.len);
+      while (etch_pb_next(&m, &g))
+        if (g.id == ETCH_GAC_SETUP_PAGE_SIZE_KB && g.wt == 0 && g.u <= 64)
+          page_kb = (uint32_t)g.u;
+      struct stat st;
+      pthread_mutex_lock(&P.lock);
+      if (fd >= 0 && !P.have_smb && fstat(fd, &st) == 0 && st.st_size > 0 &&
+          (uint64_t)st.st_size <= (256u << 20)) {
+        void *mem = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE,
+                         MAP_SHARED, fd, 0);
+        if (mem != MAP_FAILED) {
+          if (etch__smb_init(&P.smb, mem, (uint64_t)st.st_size,
+                             (page_kb ? page_kb : 4) * 1024) == ETCH_OK) {
+            P.smb_mem = (uint8_t *)mem;
+            P.smb_size = (uint64_t)st.st_size;
+            P.have_smb = true;
+          } else {
+            munmap(mem, (size_t)st.st_size);
+          }
+        }
+      }
+      pthread_mutex_unlock(&P.lock);
+      if (fd >= 0) close(fd);
+      break;
+    }
+    case ETCH_GAC_START_DATA_SOURCE:
+      etch_pb_dec_init(&m, f.data, f.len);
+      while (etch_pb_next(&m, &g)) {
+        if (g.id == ETCH_GAC_DS_INSTANCE_ID && g.wt == 0) id = g.u;
+        if (g.id == ETCH_GAC_DS_CONFIG && g.wt == 2) {
+          cfg = g.data;
+          cl = g.len;
+        }
+      }
+      if (id && cfg) start_instance(id, cfg, cl);
+      break;
+    case ETCH_GAC_STOP_DATA_SOURCE:
+      etch_pb_dec_init(&m, f.data, f.len);
+      while (etch_pb_next(&m, &g))
+        if (g.id == ETCH_GAC_STOP_INSTANCE_ID && g.wt == 0) id = g.u;
+      for (uint32_t i = 0; i < P.ninst; i++)
+        if (P.inst[i].id == id) {
+          end_instance(i, true);
+          break;
+        }
+      break;
+    case ETCH_GAC_FLUSH: {
+      uint64_t req = 0;
+      etch_pb_dec_init(&m, f.data, f.len);
+      while (etch_pb_next(&m, &g))
+        if (g.id == ETCH_GAC_FLUSH_REQUEST_ID && g.wt == 0) req = g.u;
+      pthread_mutex_lock(&P.lock);
+      for (uint32_t i = 0; i < P.ninst; i++)
+        if (P.inst[i].b) scrape(P.inst[i].b);
+      P.flush_id = req ? req : P.flush_id;
+      send_commits();
+      pthread_mutex_unlock(&P.lock);
+      break;
+    }
+    default: /* SetupDataSource (Start has the same config),
+                ClearIncrementalState (writers reset on their own clock) */
+      break;
+    }
+  }
+}
+
+static void on_frame(const etch_ipc_frame *f) {
+  if (f->kind == ETCH_IPC_BIND_REPLY) {
+    if (!f->success) {
+      etch__ipc_conn_fail(&P.conn, "the service has no producer port");
+      return;
+    }
+    P.svc = f->service_id;
+    P.m_init = etch__ipc_method_id(f, "InitializeConnection");
+    P.m_register = etch__ipc_method_id(f, "RegisterDataSource");
+    P.m_commit = etch__ipc_method_id(f, "CommitData");
+    P.m_async = etch__ipc_method_id(f, "GetAsyncCommand");
+    P.m_stopped = etch__ipc_method_id(f, "NotifyDataSourceStopped");
+    P.m_started = etch__ipc_method_id(f, "NotifyDataSourceStarted");
+    if (!P.m_init || !P.m_register || !P.m_commit || !P.m_async) {
+      etch__ipc_conn_fail(&P.conn, "the producer port lacks methods");
+      return;
+    }
+    etch_pb_buf b;
+    etch_pb_buf_init(&b, 128, 0);
+    etch_pb_write_varint_field(&b.s, ETCH_ICR_PAGE_SIZE_HINT, 32768);
+    etch_pb_write_varint_field(&b.s, ETCH_ICR_SIZE_HINT, 2u << 20);
+    etch_pb_write_string_field(&b.s, ETCH_ICR_PRODUCER_NAME, P.name);
+    etch_pb_write_string_field(&b.s, ETCH_ICR_SDK_VERSION, "etch");
+    pthread_mutex_lock(&P.lock);
+    invoke(P.m_init, &b, false, NULL);
+    register_sources();
+    invoke(P.m_async, NULL, false, &P.async_req);
+    pthread_mutex_unlock(&P.lock);
+    etch_pb_buf_free(&b);
+    return;
+  }
+  if (f->kind == ETCH_IPC_REPLY && f->request_id == P.async_req &&
+      f->success)
+    on_command(f->body.data, f->body.len);
+}
+
+static void disconnect(void) {
+  while (P.ninst) end_instance(P.ninst - 1, false);
+  pthread_mutex_lock(&P.lock);
+  etch__ipc_conn_close(&P.conn);
+  P.connected = false;
+  if (P.smb_mem) munmap(P.smb_mem, P.smb_size);
+  P.smb_mem = NULL;
+  P.have_smb = false;
+  P.ncommits = 0;
+  P.flush_id = 0;
+  pthread_mutex_unlock(&P.lock);
+}
+
+static void try_connect(void) {
+  char prod[512], cons[512];
+  int fd;
+  if (etch__ipc_default_paths(prod, cons, sizeof prod, false) != ETCH_OK ||
+      etch__ipc_connect(prod, &fd) != ETCH_OK)
+    return;
+  pthread_mutex_lock(&P.lock);
+  etch__ipc_conn_init(&P.conn, fd, 16u << 20);
+  P.connected = true;
+  P.next_req = 0;
+  P.async_req = 0;
+  etch_ipc_frame f;
+  memset(&f, 0, offsetof(etch_ipc_frame, methods));
+  f.kind = ETCH_IPC_BIND;
+  f.request_id = ++P.next_req;
+  f.name.data = (const uint8_t *)"producer_port";
+  f.name.len = 13;
+  etch__ipc_conn_send(&P.conn, &f, -1);
+  pthread_mutex_unlock(&P.lock);
+}
+
+static void *producer_main(void *arg) {
+  (void)arg;
+  etch_ipc_frame *f = (etch_ipc_frame *)etch__malloc(sizeof *f);
+  if (!f) return NULL;
+  while (!P.stop) {
+    if (!P.connected) try_connect();
+    struct pollfd pf[2] = {{P.wake, POLLIN, 0}, {-1, POLLIN, 0}};
+    if (P.connected) {
+      pf[1].fd = P.conn.fd;
+      pthread_mutex_lock(&P.lock);
+      if (etch__ipc_conn_want_write(&P.conn)) pf[1].events |= POLLOUT;
+      pthread_mutex_unlock(&P.lock);
+    }
+    int r = poll(pf, 2, P.connected ? 1000 : RETRY_MS);
+    if (r < 0) continue;
+    if (pf[0].revents & POLLIN) {
+      uint64_t v;
+      if (read(P.wake, &v, sizeof v) < 0) { /* nothing */
+      }
+    }
+    if (!P.connected) continue;
+    pthread_mutex_lock(&P.lock);
+    send_commits();
+    if (pf[1].revents & POLLOUT) etch__ipc_conn_flush(&P.conn);
+    if (pf[1].revents & (POLLIN | POLLHUP | POLLERR))
+      etch__ipc_conn_read(&P.conn);
+    pthread_mutex_unlock(&P.lock);
+    int n;
+    while ((n = etch__ipc_conn_next(&P.conn, f)) == 1) on_frame(f);
+    if (P.conn.failed) disconnect();
+  }
+  free(f);
+  return NULL;
+}
+
+/* At exit: what every writer holds goes to the service (best effort). */
+static void flush_at_exit(void) {
+  if (!P.started) return;
+  P.stop = true;
+  pthread_mutex_lock(&P.lock);
+  for (uint32_t i = 0; i < P.ninst; i++)
+    if (P.inst[i].b) scrape(P.inst[i].b);
+  send_commits();
+  /* Write what is queued, waiting a little for the socket. */
+  for (int k = 0; k < 50 && P.connected && etch__ipc_conn_want_write(&P.conn);
+       k++) {
+    struct pollfd pf = {P.conn.fd, POLLOUT, 0};
+    poll(&pf, 1, 20);
+    if (etch__ipc_conn_flush(&P.conn)) break;
+  }
+  pthread_mutex_unlock(&P.lock);
+}
+
+int etch_system_start(const char *producer_name) {
+  etch__global_init();
+  pthread_mutex_lock(&P.lock);
+  if (P.started) {
+    pthread_mutex_unlock(&P.lock);
+    return ETCH_OK;
+  }
+  if (producer_name && *producer_name) {
+    snprintf(P.name, sizeof P.name, "%s", producer_name);
+  } else {
+    char comm[64] = "";
+    int fd = open("/proc/self/comm", O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+      ssize_t n = read(fd, comm, sizeof comm - 1);
+      close(fd);
+      if (n > 0) comm[n - (comm[n - 1] == '\n')] = 0;
+    }
+    snprintf(P.name, sizeof P.name, "%s", comm[0] ? comm : "etch");
+  }
+  P.wake = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (P.wake < 0) {
+    pthread_mutex_unlock(&P.lock);
+    return etch__error(ETCH_EIO, "eventfd: %s", strerror(errno));
+  }
+  pthread_attr_t a;
+  pthread_attr_init(&a);
+  pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+  int e = pthread_create(&P.thread, &a, producer_main, NULL);
+  pthread_attr_destroy(&a);
+  if (e) {
+    close(P.wake);
+    P.wake = -1;
+    pthread_mutex_unlock(&P.lock);
+    return etch__error(ETCH_ENOMEM, "cannot start the producer thread");
+  }
+  P.started = true;
+  pthread_mutex_unlock(&P.lock);
+  atexit(flush_at_exit);
+  /* A program started by `etch record` waits (a bounded time) for the
+   * session that is already waiting for it, so its first events count. */
+  const char *w = getenv("ETCH_SYSTEM_WAIT_MS");
+  long wait_ms = w ? strtol(w, NULL, 10) : 0;
+  for (long k = 0; k < wait_ms; k++) {
+    pthread_mutex_lock(&P.lock);
+    bool ready = P.ninst > 0;
+    pthread_mutex_unlock(&P.lock);
+    if (ready) break;
+    struct timespec d = {0, 1000000};
+    nanosleep(&d, NULL);
+  }
+  return ETCH_OK;
+}

@@ -1,0 +1,1481 @@
+/*
+ * service.c - the tracing service (see service.h and docs/service.md).
+ *
+ * Life of a session, as Perfetto's "life of a tracing session" tells it:
+ * producers connect and register data sources; a consumer enables tracing
+ * with a config; the service makes the session's buffers and, for every
+ * producer with a matching data source, sends SetupTracing (with the
+ * shared memory buffer, once per producer), SetupDataSource and
+ * StartDataSource; producers fill chunks of their buffer and ask the
+ * service to move them (CommitData); the consumer flushes, disables and
+ * reads the buffers (or the service writes them into the consumer's file
+ * as it goes); the buffers are freed when the consumer says so or leaves.
+ */
+#define _GNU_SOURCE
+#include "service/service.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "buffer/smb.h"
+#include "buffer/tracebuf.h"
+#include "buffer/tracefile.h"
+#include "ipc/ipc.h"
+#include "proto/ipc.h"
+#include "proto/perfetto.h"
+#include "proto/trace_config.h"
+
+#define TX_LIMIT (8u << 20)        /* queued bytes per peer before it is cut */
+#define MAX_DS_PER_PRODUCER 64u
+#define MAX_WRITERS 4096u          /* sequences per producer */
+#define DEFAULT_FLUSH_TIMEOUT_MS 5000u
+#define DEFAULT_STOP_TIMEOUT_MS 5000u
+#define MIN_WRITE_PERIOD_MS 100u
+#define DEFAULT_WRITE_PERIOD_MS 5000u
+#define SLICE_MAX (ETCH_IPC_MAX_FRAME - 1024u)
+
+static const char *const producer_methods[] = {
+    "InitializeConnection", "RegisterDataSource", "UnregisterDataSource",
+    "CommitData", "GetAsyncCommand", "RegisterTraceWriter",
+    "UnregisterTraceWriter", "NotifyDataSourceStarted",
+    "NotifyDataSourceStopped", "ActivateTriggers", "Sync",
+    "UpdateDataSource"};
+enum {
+  PM_INIT = 1, PM_REGISTER, PM_UNREGISTER, PM_COMMIT, PM_ASYNC,
+  PM_REG_WRITER, PM_UNREG_WRITER, PM_STARTED, PM_STOPPED, PM_TRIGGERS,
+  PM_SYNC, PM_UPDATE, PM_COUNT = PM_UPDATE
+};
+static const char *const consumer_methods[] = {
+    "EnableTracing", "DisableTracing", "ReadBuffers", "FreeBuffers",
+    "Flush", "StartTracing", "ChangeTraceConfig", "Detach", "Attach",
+    "GetTraceStats", "ObserveEvents", "QueryServiceState",
+    "QueryCapabilities", "SaveTraceForBugreport"};
+enum {
+  CM_ENABLE = 1, CM_DISABLE, CM_READ, CM_FREE, CM_FLUSH, CM_START,
+  CM_CHANGE, CM_DETACH, CM_ATTACH, CM_STATS, CM_OBSERVE, CM_QUERY,
+  CM_CAPS, CM_BUGREPORT, CM_COUNT = CM_BUGREPORT
+};
+#define PRODUCER_SERVICE_ID 1u
+#define CONSUMER_SERVICE_ID 2u
+
+typedef struct ds_reg {
+  char name[ETCH_TC_MAX_NAME];
+  uint8_t *desc; /* the descriptor as registered, for QueryServiceState */
+  uint32_t desc_len;
+  bool notify_stop, notify_start;
+} ds_reg;
+
+typedef struct wmap {
+  uint16_t writer_id;
+  uint32_t seq;
+} wmap;
+
+typedef struct producer {
+  uint32_t id;
+  etch_ipc_conn conn;
+  bool bound, initialized;
+  char name[128];
+  uint32_t page_hint, size_hint;
+  uint8_t *smb_mem;
+  uint64_t smb_size;
+  etch_smb smb;
+  int smb_fd;         /* the service's memfd until sent */
+  bool smb_sent;
+  bool has_async;
+  uint64_t async_req;
+  ds_reg ds[MAX_DS_PER_PRODUCER];
+  uint32_t nds;
+  wmap *writers;
+  uint32_t nwriters;
+  struct producer *next;
+} producer;
+
+typedef struct instance {
+  uint64_t id;
+  uint32_t producer_id;
+  char name[ETCH_TC_MAX_NAME];
+  uint32_t source_index; /* in the session's config */
+  bool started, stop_sent, stopped, notify_stop;
+} instance;
+
+enum { S_CONFIGURED, S_STARTED, S_STOPPING, S_DISABLED };
+
+typedef struct session {
+  uint32_t id;
+  uint32_t consumer_id;
+  int state;
+  etch_trace_config *cfg;
+  uint32_t buf_ids[ETCH_TC_MAX_BUFFERS]; /* global buffer ids */
+  instance *inst;
+  uint32_t ninst, capinst;
+  bool enable_pending;
+  uint64_t enable_req;
+  int out_fd;
+  uint64_t bytes_written;
+  uint64_t next_write_ns, deadline_ns, stop_deadline_ns;
+  bool wrote_header;
+  /* a flush in progress */
+  bool flushing;
+  uint64_t flush_id, flush_deadline_ns, flush_req;
+  bool flush_for_consumer, flush_for_stop;
+  uint32_t *flush_wait; /* producer ids that have not acked */
+  uint32_t nflush_wait;
+  struct session *next;
+} session;
+
+typedef struct consumer {
+  uint32_t id;
+  etch_ipc_conn conn;
+  bool bound;
+  uint32_t session_id;
+  struct consumer *next;
+} consumer;
+
+struct etch_service {
+  etch_service_opts o;
+  int lp, lc; /* listening sockets */
+  producer *producers;
+  consumer *consumers;
+  session *sessions;
+  etch_tracebuf **bufs; /* by global buffer id */
+  uint32_t *buf_session;
+  uint32_t nbufs;
+  uint32_t next_producer, next_consumer, next_session, next_seq;
+  /* Who wrote each sequence (by sequence id), kept after the producer
+   * leaves so that a later read still stamps its packets. */
+  struct { int32_t pid, uid; } *seqinfo;
+  uint32_t nseqinfo;
+  uint64_t next_instance, next_flush;
+  volatile sig_atomic_t stop;
+  etch_smb_chunk *chunk; /* scratch for CommitData */
+};
+
+static uint64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void logf_(const etch_service *s, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void logf_(const etch_service *s, const char *fmt, ...) {
+  if (!s->o.verbose) return;
+  va_list ap;
+  va_start(ap, fmt);
+  fprintf(stderr, "etchd: ");
+  vfprintf(stderr, fmt, ap);
+  fputc('\n', stderr);
+  va_end(ap);
+}
+
+/* ---- sending ---- */
+
+static void send_reply(etch_ipc_conn *c, uint64_t req, bool ok,
+                       const etch_pb_buf *body, bool more, int fd) {
+  etch_ipc_frame f;
+  memset(&f, 0, offsetof(etch_ipc_frame, methods));
+  f.kind = ETCH_IPC_REPLY;
+  f.request_id = req;
+  f.success = ok;
+  f.has_more = more;
+  if (body) {
+    f.body.data = etch_pb_buf_data(body);
+    f.body.len = (uint32_t)etch_pb_buf_len(body);
+  }
+  etch__ipc_conn_send(c, &f, fd);
+}
+
+static void reply_empty(etch_ipc_conn *c, const etch_ipc_frame *f, bool ok) {
+  if (!f->drop_reply) send_reply(c, f->request_id, ok, NULL, false, -1);
+}
+
+static void send_bind_reply(etch_ipc_conn *c, uint64_t req, bool ok,
+                            uint32_t service_id, const char *const *names,
+                            uint32_t n) {
+  etch_ipc_frame f;
+  memset(&f, 0, sizeof f);
+  f.kind = ETCH_IPC_BIND_REPLY;
+  f.request_id = req;
+  f.success = ok;
+  f.service_id = service_id;
+  if (ok) {
+    f.nmethods = n;
+    for (uint32_t i = 0; i < n; i++) {
+      f.methods[i].id = i + 1;
+      f.methods[i].name.data = (const uint8_t *)names[i];
+      f.methods[i].name.len = (uint32_t)strlen(names[i]);
+    }
+  }
+  etch__ipc_conn_send(c, &f, -1);
+}
+
+/* ---- lookups ---- */
+
+static producer *find_producer(etch_service *s, uint32_t id) {
+  for (producer *p = s->producers; p; p = p->next)
+    if (p->id == id) return p;
+  return NULL;
+}
+
+static session *find_session(etch_service *s, uint32_t id) {
+  for (session *x = s->sessions; x; x = x->next)
+    if (x->id == id) return x;
+  return NULL;
+}
+
+static consumer *find_consumer(etch_service *s, uint32_t id) {
+  for (consumer *c = s->consumers; c; c = c->next)
+    if (c->id == id) return c;
+  return NULL;
+}
+
+/* The service's sequence id for a producer's writer. */
+static uint32_t seq_of(etch_service *s, producer *p, uint16_t writer_id) {
+  for (uint32_t i = 0; i < p->nwriters; i++)
+    if (p->writers[i].writer_id == writer_id) return p->writers[i].seq;
+  if (p->nwriters == MAX_WRITERS) return 0;
+  wmap *n = (wmap *)etch__realloc(p->writers,
+                                  (p->nwriters + 1) * sizeof *n);
+  if (!n) return 0;
+  p->writers = n;
+  if (s->next_seq >= s->nseqinfo) {
+    uint32_t cap = s->nseqinfo ? s->nseqinfo * 2 : 256;
+    void *si = etch__realloc(s->seqinfo, cap * sizeof *s->seqinfo);
+    if (!si) return 0;
+    s->seqinfo = si;
+    s->nseqinfo = cap;
+  }
+  s->seqinfo[s->next_seq].pid = (int32_t)p->conn.peer_pid;
+  s->seqinfo[s->next_seq].uid = (int32_t)p->conn.peer_uid;
+  p->writers[p->nwriters].writer_id = writer_id;
+  p->writers[p->nwriters].seq = s->next_seq++;
+  return p->writers[p->nwriters++].seq;
+}
+
+typedef struct trust_ctx {
+  etch_service *s;
+} trust_ctx;
+
+static bool trust(void *ctx, uint32_t seq, int32_t *pid, int32_t *uid) {
+  etch_service *s = ((trust_ctx *)ctx)->s;
+  if (seq < 2 || seq >= s->next_seq || seq >= s->nseqinfo) return false;
+  *pid = s->seqinfo[seq].pid;
+  *uid = s->seqinfo[seq].uid;
+  return true;
+}
+
+/* Whether producer p may write into global buffer `buf`: one of its data
+ * source instances targets it. */
+static bool may_write(etch_service *s, const producer *p, uint32_t buf) {
+  if (buf >= s->nbufs || !s->bufs[buf]) return false;
+  session *x = find_session(s, s->buf_session[buf]);
+  if (!x) return false;
+  for (uint32_t i = 0; i < x->ninst; i++) {
+    const instance *in = &x->inst[i];
+    if (in->producer_id != p->id) continue;
+    if (x->buf_ids[x->cfg->sources[in->source_index].target_buffer] == buf)
+      return true;
+  }
+  return false;
+}
+
+/* ---- async commands to producers ---- */
+
+static void send_command(producer *p, const etch_pb_buf *cmd, int fd) {
+  if (!p->has_async) return;
+  send_reply(&p->conn, p->async_req, true, cmd, true, fd);
+}
+
+static void put_source_config(etch_pb_stream *st, const session *x,
+                              const etch_tc_source *src, uint32_t buf) {
+  etch_pb_write_string_field(st, ETCH_DSC_NAME, src->name);
+  etch_pb_write_varint_field(st, ETCH_DSC_TARGET_BUFFER, buf);
+  if (x->cfg->duration_ms)
+    etch_pb_write_varint_field(st, ETCH_DSC_TRACE_DURATION_MS,
+                               x->cfg->duration_ms);
+  etch_pb_write_varint_field(st, ETCH_DSC_TRACING_SESSION_ID, x->id);
+  etch_pb_write_varint_field(st, ETCH_DSC_STOP_TIMEOUT_MS,
+                             x->cfg->data_source_stop_timeout_ms
+                                 ? x->cfg->data_source_stop_timeout_ms
+                                 : DEFAULT_STOP_TIMEOUT_MS);
+  if (src->has_track_event_config) {
+    etch_pb_nested t;
+    etch_pb_nested_begin(st, ETCH_DSC_TRACK_EVENT_CONFIG, &t);
+    const etch_tc_list *l[4] = {&src->disabled_categories,
+                                &src->enabled_categories, &src->disabled_tags,
+                                &src->enabled_tags};
+    for (uint32_t k = 0; k < 4; k++)
+      for (uint32_t i = 0; i < l[k]->n; i++)
+        etch_pb_write_string_field(st, k + 1, l[k]->item[i]);
+    etch_pb_nested_end(st, &t);
+  }
+}
+
+static int make_smb(etch_service *s, producer *p) {
+  uint32_t page = p->page_hint ? p->page_hint : s->o.smb_page_kb * 1024;
+  if (page < ETCH_SMB_PAGE_MIN || page > 32768 || page % 4096) page = 32768;
+  uint64_t size = p->size_hint ? p->size_hint : (uint64_t)s->o.smb_kb * 1024;
+  if (size < 4u * page) size = 4u * page;
+  if (size > (64u << 20)) size = 64u << 20;
+  size -= size % page;
+  int fd = memfd_create("etch-smb", MFD_CLOEXEC);
+  if (fd < 0) return etch__error(ETCH_EIO, "memfd: %s", strerror(errno));
+  if (ftruncate(fd, (off_t)size) != 0) {
+    close(fd);
+    return etch__error(ETCH_EIO, "ftruncate: %s", strerror(errno));
+  }
+  void *m = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (m == MAP_FAILED) {
+    close(fd);
+    return etch__error(ETCH_EIO, "mmap: %s", strerror(errno));
+  }
+  p->smb_mem = (uint8_t *)m;
+  p->smb_size = size;
+  p->smb_fd = fd;
+  return etch__smb_init(&p->smb, m, size, page);
+}
+
+static void start_instance(etch_service *s, session *x, producer *p,
+                           uint32_t src_index) {
+  const etch_tc_source *src = &x->cfg->sources[src_index];
+  if (!p->smb_mem && make_smb(s, p) != ETCH_OK) {
+    logf_(s, "producer %u: %s", p->id, etch_last_error());
+    return;
+  }
+  if (x->ninst == x->capinst) {
+    uint32_t cap = x->capinst ? x->capinst * 2 : 8;
+    instance *n = (instance *)etch__realloc(x->inst, cap * sizeof *n);
+    if (!n) return;
+    x->inst = n;
+    x->capinst = cap;
+  }
+  instance *in = &x->inst[x->ninst++];
+  memset(in, 0, sizeof *in);
+  in->id = ++s->next_instance;
+  in->producer_id = p->id;
+  in->source_index = src_index;
+  snprintf(in->name, sizeof in->name, "%s", src->name);
+  for (uint32_t i = 0; i < p->nds; i++)
+    if (!strcmp(p->ds[i].name, src->name)) in->notify_stop = p->ds[i].notify_stop;
+  uint32_t buf = x->buf_ids[src->target_buffer];
+  etch_pb_buf b;
+  etch_pb_buf_init(&b, 512, ETCH_IPC_MAX_FRAME - 64);
+  etch_pb_nested m, c;
+  if (!p->smb_sent) {
+    etch_pb_nested_begin(&b.s, ETCH_GAC_SETUP_TRACING, &m);
+    etch_pb_write_varint_field(&b.s, ETCH_GAC_SETUP_PAGE_SIZE_KB,
+                               p->smb.page_size / 1024);
+    etch_pb_nested_end(&b.s, &m);
+    send_command(p, &b, p->smb_fd);
+    if (p->smb_fd >= 0 && p->has_async) {
+      close(p->smb_fd);
+      p->smb_fd = -1;
+      p->smb_sent = true;
+    }
+    etch_pb_buf_reset(&b);
+  }
+  for (int k = 0; k < 2; k++) { /* SetupDataSource, then StartDataSource */
+    bool start = k == 1;
+    if (start && x->state != S_STARTED) break;
+    etch_pb_nested_begin(&b.s, start ? ETCH_GAC_START_DATA_SOURCE
+                                     : ETCH_GAC_SETUP_DATA_SOURCE, &m);
+    etch_pb_write_varint_field(&b.s, ETCH_GAC_DS_INSTANCE_ID, in->id);
+    etch_pb_nested_begin(&b.s, ETCH_GAC_DS_CONFIG, &c);
+    put_source_config(&b.s, x, src, buf);
+    etch_pb_nested_end(&b.s, &c);
+    etch_pb_nested_end(&b.s, &m);
+    send_command(p, &b, -1);
+    etch_pb_buf_reset(&b);
+    if (start) in->started = true;
+  }
+  etch_pb_buf_free(&b);
+  logf_(s, "session %u: data source '%s' on producer %u (%s), instance %llu",
+        x->id, src->name, p->id, p->name, (unsigned long long)in->id);
+}
+
+static bool name_matches(const etch_tc_source *src, const producer *p) {
+  if (!src->producer_name_filter.n) return true;
+  for (uint32_t i = 0; i < src->producer_name_filter.n; i++)
+    if (!strcmp(src->producer_name_filter.item[i], p->name)) return true;
+  return false;
+}
+
+/* Starts every data source of session x that producer p offers and does
+ * not run yet. */
+static void match_producer(etch_service *s, session *x, producer *p) {
+  if (x->state >= S_STOPPING || !p->has_async) return;
+  for (uint32_t i = 0; i < x->cfg->nsources; i++) {
+    const etch_tc_source *src = &x->cfg->sources[i];
+    bool offered = false, running = false;
+    for (uint32_t k = 0; k < p->nds; k++)
+      if (!strcmp(p->ds[k].name, src->name)) offered = true;
+    for (uint32_t k = 0; k < x->ninst; k++)
+      if (x->inst[k].producer_id == p->id && x->inst[k].source_index == i)
+        running = true;
+    if (offered && !running && name_matches(src, p))
+      start_instance(s, x, p, i);
+  }
+}
+
+static void start_session_sources(etch_service *s, session *x) {
+  for (uint32_t i = 0; i < x->ninst; i++) {
+    instance *in = &x->inst[i];
+    producer *p = find_producer(s, in->producer_id);
+    if (!p || in->started) continue;
+    etch_pb_buf b;
+    etch_pb_buf_init(&b, 512, ETCH_IPC_MAX_FRAME - 64);
+    etch_pb_nested m, c;
+    const etch_tc_source *src = &x->cfg->sources[in->source_index];
+    etch_pb_nested_begin(&b.s, ETCH_GAC_START_DATA_SOURCE, &m);
+    etch_pb_write_varint_field(&b.s, ETCH_GAC_DS_INSTANCE_ID, in->id);
+    etch_pb_nested_begin(&b.s, ETCH_GAC_DS_CONFIG, &c);
+    put_source_config(&b.s, x, src, x->buf_ids[src->target_buffer]);
+    etch_pb_nested_end(&b.s, &c);
+    etch_pb_nested_end(&b.s, &m);
+    send_command(p, &b, -1);
+    etch_pb_buf_free(&b);
+    in->started = true;
+  }
+}
+
+/* ---- reading a session ---- */
+
+static int emit_packet(void *ctx, uint32_t seq, const uint8_t *d,
+                       uint32_t len, bool dropped) {
+  return etch__tracefile_on_packet(ctx, seq, d, len, dropped);
+}
+
+/* Everything the session's buffers hold now, as trace file bytes
+ * (packets not yet read, consumed by this read). */
+static int drain(etch_service *s, session *x, bool header, bool stats,
+                 uint8_t **data, size_t *len) {
+  etch_tracefile o;
+  trust_ctx tc = {s};
+  etch__tracefile_init(&o, false);
+  o.trust = trust;
+  o.trust_ctx = &tc;
+  int rc = header ? etch__tracefile_put_clock_snapshot(&o) : ETCH_OK;
+  for (uint32_t i = 0; i < x->cfg->nbuffers && !rc; i++) {
+    etch_tracebuf *tb = s->bufs[x->buf_ids[i]];
+    if (tb) rc = etch__tracebuf_read(tb, emit_packet, &o);
+  }
+  if (!rc && stats) {
+    etch_buffer_stats bs;
+    memset(&bs, 0, sizeof bs);
+    for (uint32_t i = 0; i < x->cfg->nbuffers; i++) {
+      etch_tracebuf_stats t;
+      etch__tracebuf_stats(s->bufs[x->buf_ids[i]], &t);
+      bs.buffer_size += t.buffer_size;
+      bs.chunks_written += t.chunks_written;
+      bs.chunks_overwritten += t.chunks_overwritten;
+      bs.bytes_overwritten += t.bytes_overwritten;
+      bs.chunks_discarded += t.chunks_discarded;
+    }
+    rc = etch__tracefile_put_stats(&o, &bs, 0, 0);
+  }
+  if (rc) {
+    etch__tracefile_free(&o);
+    return rc;
+  }
+  return etch__tracefile_finish(&o, data, len);
+}
+
+static void write_out(etch_service *s, session *x, bool final) {
+  if (x->out_fd < 0) return;
+  uint8_t *data;
+  size_t len;
+  bool header = !x->wrote_header;
+  if (drain(s, x, header, final, &data, &len) != ETCH_OK) {
+    logf_(s, "session %u: %s", x->id, etch_last_error());
+    return;
+  }
+  x->wrote_header = true;
+  size_t off = 0;
+  uint64_t max = x->cfg->max_file_size_bytes;
+  if (max && x->bytes_written + len > max) len = max > x->bytes_written
+                                                    ? (size_t)(max - x->bytes_written)
+                                                    : 0;
+  while (off < len) {
+    ssize_t n = write(x->out_fd, data + off, len - off);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      logf_(s, "session %u: writing the trace file: %s", x->id,
+            strerror(errno));
+      break;
+    }
+    off += (size_t)n;
+  }
+  x->bytes_written += off;
+  free(data);
+}
+
+/* ---- stopping ---- */
+
+static void begin_flush(etch_service *s, session *x, uint32_t timeout_ms,
+                        bool for_consumer, uint64_t req, bool for_stop);
+
+static void finish_disable(etch_service *s, session *x) {
+  if (x->state == S_DISABLED) return;
+  x->state = S_DISABLED;
+  write_out(s, x, true);
+  consumer *c = find_consumer(s, x->consumer_id);
+  if (c && x->enable_pending) {
+    etch_pb_buf b;
+    etch_pb_buf_init(&b, 16, 0);
+    etch_pb_write_varint_field(&b.s, ETCH_ETRESP_DISABLED, 1);
+    send_reply(&c->conn, x->enable_req, true, &b, false, -1);
+    etch_pb_buf_free(&b);
+    x->enable_pending = false;
+  }
+  logf_(s, "session %u: disabled (%llu bytes written to file)", x->id,
+        (unsigned long long)x->bytes_written);
+}
+
+static void stop_sources(etch_service *s, session *x) {
+  x->state = S_STOPPING;
+  uint32_t t = x->cfg->data_source_stop_timeout_ms
+                   ? x->cfg->data_source_stop_timeout_ms
+                   : DEFAULT_STOP_TIMEOUT_MS;
+  x->stop_deadline_ns = now_ns() + (uint64_t)t * 1000000ull;
+  bool waiting = false;
+  for (uint32_t i = 0; i < x->ninst; i++) {
+    instance *in = &x->inst[i];
+    producer *p = find_producer(s, in->producer_id);
+    if (!p || in->stop_sent) continue;
+    etch_pb_buf b;
+    etch_pb_buf_init(&b, 32, 0);
+    etch_pb_nested m;
+    etch_pb_nested_begin(&b.s, ETCH_GAC_STOP_DATA_SOURCE, &m);
+    etch_pb_write_varint_field(&b.s, ETCH_GAC_STOP_INSTANCE_ID, in->id);
+    etch_pb_nested_end(&b.s, &m);
+    send_command(p, &b, -1);
+    etch_pb_buf_free(&b);
+    in->stop_sent = true;
+    if (in->notify_stop) waiting = true;
+    else in->stopped = true;
+  }
+  if (!waiting) finish_disable(s, x);
+}
+
+/* Disabling: flush, then stop the data sources, then answer. */
+static void disable_session(etch_service *s, session *x) {
+  if (x->state >= S_STOPPING) return;
+  if (x->state == S_CONFIGURED) {
+    finish_disable(s, x);
+    return;
+  }
+  x->state = S_STOPPING;
+  begin_flush(s, x, x->cfg->flush_timeout_ms, false, 0, true);
+}
+
+static void end_flush(etch_service *s, session *x, bool ok) {
+  x->flushing = false;
+  free(x->flush_wait);
+  x->flush_wait = NULL;
+  x->nflush_wait = 0;
+  if (x->flush_for_consumer) {
+    consumer *c = find_consumer(s, x->consumer_id);
+    if (c) send_reply(&c->conn, x->flush_req, ok, NULL, false, -1);
+  }
+  if (x->flush_for_stop) stop_sources(s, x);
+}
+
+static void begin_flush(etch_service *s, session *x, uint32_t timeout_ms,
+                        bool for_consumer, uint64_t req, bool for_stop) {
+  if (x->flushing) { /* one at a time: the older one ends now */
+    end_flush(s, x, false);
+    if (x->state == S_DISABLED) return;
+  }
+  x->flushing = true;
+  x->flush_id = ++s->next_flush;
+  x->flush_for_consumer = for_consumer;
+  x->flush_for_stop = for_stop;
+  x->flush_req = req;
+  x->flush_deadline_ns = now_ns() + (uint64_t)(timeout_ms ? timeout_ms
+                                               : DEFAULT_FLUSH_TIMEOUT_MS) *
+                                        1000000ull;
+  x->flush_wait = (uint32_t *)etch__calloc(x->ninst + 1, sizeof(uint32_t));
+  x->nflush_wait = 0;
+  for (producer *p = s->producers; p; p = p->next) {
+    etch_pb_buf b;
+    etch_pb_buf_init(&b, 64, ETCH_IPC_MAX_FRAME - 64);
+    etch_pb_nested m;
+    bool any = false;
+    etch_pb_nested_begin(&b.s, ETCH_GAC_FLUSH, &m);
+    for (uint32_t i = 0; i < x->ninst; i++)
+      if (x->inst[i].producer_id == p->id && x->inst[i].started) {
+        etch_pb_write_varint_field(&b.s, ETCH_GAC_FLUSH_DATA_SOURCE_IDS,
+                                   x->inst[i].id);
+        any = true;
+      }
+    etch_pb_write_varint_field(&b.s, ETCH_GAC_FLUSH_REQUEST_ID, x->flush_id);
+    etch_pb_nested_end(&b.s, &m);
+    if (any && p->has_async && x->flush_wait) {
+      send_command(p, &b, -1);
+      x->flush_wait[x->nflush_wait++] = p->id;
+    }
+    etch_pb_buf_free(&b);
+  }
+  if (x->nflush_wait == 0) end_flush(s, x, true);
+}
+
+static void flush_acked(etch_service *s, producer *p, uint64_t id) {
+  for (session *x = s->sessions; x; x = x->next) {
+    if (!x->flushing || x->flush_id != id) continue;
+    for (uint32_t i = 0; i < x->nflush_wait; i++)
+      if (x->flush_wait[i] == p->id) {
+        x->flush_wait[i] = x->flush_wait[--x->nflush_wait];
+        break;
+      }
+    if (x->nflush_wait == 0) end_flush(s, x, true);
+    return;
+  }
+}
+
+static void free_session(etch_service *s, session *x) {
+  if (x->state < S_STOPPING) {
+    /* Stop its data sources without waiting. */
+    for (uint32_t i = 0; i < x->ninst; i++) {
+      producer *p = find_producer(s, x->inst[i].producer_id);
+      if (!p || x->inst[i].stop_sent) continue;
+      etch_pb_buf b;
+      etch_pb_buf_init(&b, 32, 0);
+      etch_pb_nested m;
+      etch_pb_nested_begin(&b.s, ETCH_GAC_STOP_DATA_SOURCE, &m);
+      etch_pb_write_varint_field(&b.s, ETCH_GAC_STOP_INSTANCE_ID,
+                                 x->inst[i].id);
+      etch_pb_nested_end(&b.s, &m);
+      send_command(p, &b, -1);
+      etch_pb_buf_free(&b);
+    }
+  }
+  for (session **pp = &s->sessions; *pp; pp = &(*pp)->next)
+    if (*pp == x) {
+      *pp = x->next;
+      break;
+    }
+  for (uint32_t i = 0; i < x->cfg->nbuffers; i++) {
+    etch__tracebuf_free(s->bufs[x->buf_ids[i]]);
+    s->bufs[x->buf_ids[i]] = NULL;
+  }
+  if (x->out_fd >= 0) close(x->out_fd);
+  logf_(s, "session %u: freed", x->id);
+  free(x->flush_wait);
+  free(x->inst);
+  free(x->cfg);
+  free(x);
+}
+
+/* ---- producer port ---- */
+
+static int producer_init(etch_service *s, producer *p, const etch_ipc_frame *f) {
+  if (p->initialized) return etch__error(ETCH_ESTATE, "initialized twice");
+  bool provided = false;
+  etch_pb_dec d;
+  etch_pb_field fl;
+  etch_pb_dec_init(&d, f->body.data, f->body.len);
+  while (etch_pb_next(&d, &fl)) {
+    if (fl.id == ETCH_ICR_PAGE_SIZE_HINT && fl.wt == 0)
+      p->page_hint = fl.u <= 65536 ? (uint32_t)fl.u : 0;
+    else if (fl.id == ETCH_ICR_SIZE_HINT && fl.wt == 0)
+      p->size_hint = fl.u <= (64u << 20) ? (uint32_t)fl.u : 0;
+    else if (fl.id == ETCH_ICR_PRODUCER_NAME && fl.wt == 2)
+      snprintf(p->name, sizeof p->name, "%.*s", (int)fl.len,
+               (const char *)fl.data);
+    else if (fl.id == ETCH_ICR_PRODUCER_PROVIDED_SHMEM && fl.wt == 0)
+      provided = fl.u != 0;
+  }
+  if (d.err) return etch__error(ETCH_EFORMAT, "bad InitializeConnectionRequest");
+  p->initialized = true;
+  bool using_provided = false;
+  int fd = etch__ipc_conn_take_fd(&p->conn);
+  if (provided && fd >= 0) {
+    struct stat st;
+    uint32_t page = p->page_hint;
+    if (fstat(fd, &st) == 0 && st.st_size > 0 && page >= ETCH_SMB_PAGE_MIN &&
+        page <= 32768 && page % 4096 == 0 && (uint64_t)st.st_size % page == 0 &&
+        (uint64_t)st.st_size <= (64u << 20)) {
+      void *m = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE,
+                     MAP_SHARED, fd, 0);
+      if (m != MAP_FAILED) {
+        p->smb_mem = (uint8_t *)m;
+        p->smb_size = (uint64_t)st.st_size;
+        if (etch__smb_init(&p->smb, m, p->smb_size, page) == ETCH_OK) {
+          using_provided = true;
+          p->smb_sent = true; /* nothing to send: it is theirs */
+        } else {
+          munmap(m, p->smb_size);
+          p->smb_mem = NULL;
+        }
+      }
+    }
+  }
+  if (fd >= 0) close(fd);
+  etch_pb_buf b;
+  etch_pb_buf_init(&b, 16, 0);
+  etch_pb_write_varint_field(&b.s, ETCH_ICRESP_USING_PRODUCER_SHMEM,
+                             using_provided);
+  etch_pb_write_varint_field(&b.s, ETCH_ICRESP_DIRECT_SMB_PATCHING, 0);
+  if (!f->drop_reply) send_reply(&p->conn, f->request_id, true, &b, false, -1);
+  etch_pb_buf_free(&b);
+  logf_(s, "producer %u: '%s' pid %d uid %d%s", p->id, p->name,
+        (int)p->conn.peer_pid, (int)p->conn.peer_uid,
+        using_provided ? " (its own shared memory)" : "");
+  return ETCH_OK;
+}
+
+static int producer_register(etch_service *s, producer *p,
+                             const etch_ipc_frame *f) {
+  etch_pb_dec d;
+  etch_pb_field fl;
+  const uint8_t *desc = NULL;
+  size_t desc_len = 0;
+  etch_pb_dec_init(&d, f->body.data, f->body.len);
+  while (etch_pb_next(&d, &fl))
+    if (fl.id == ETCH_RDS_DESCRIPTOR && fl.wt == 2) {
+      desc = fl.data;
+      desc_len = fl.len;
+    }
+  if (d.err || !desc) return etch__error(ETCH_EFORMAT, "bad RegisterDataSourceRequest");
+  ds_reg r;
+  memset(&r, 0, sizeof r);
+  etch_pb_dec_init(&d, desc, desc_len);
+  while (etch_pb_next(&d, &fl)) {
+    if (fl.id == ETCH_DSD_NAME && fl.wt == 2 && fl.len < sizeof r.name) {
+      memcpy(r.name, fl.data, fl.len);
+      r.name[fl.len] = 0;
+    } else if (fl.id == ETCH_DSD_WILL_NOTIFY_ON_STOP && fl.wt == 0) {
+      r.notify_stop = fl.u != 0;
+    } else if (fl.id == ETCH_DSD_WILL_NOTIFY_ON_START && fl.wt == 0) {
+      r.notify_start = fl.u != 0;
+    }
+  }
+  etch_pb_buf b;
+  etch_pb_buf_init(&b, 64, 0);
+  const char *err = NULL;
+  if (d.err || !r.name[0]) err = "a data source needs a name";
+  else if (p->nds == MAX_DS_PER_PRODUCER) err = "too many data sources";
+  for (uint32_t i = 0; i < p->nds && !err; i++)
+    if (!strcmp(p->ds[i].name, r.name)) err = "data source registered twice";
+  if (!err) {
+    r.desc = (uint8_t *)etch__malloc(desc_len ? desc_len : 1);
+    if (!r.desc) err = "out of memory";
+  }
+  if (err) {
+    etch_pb_write_string_field(&b.s, ETCH_RDS_RESP_ERROR, err);
+  } else {
+    memcpy(r.desc, desc, desc_len);
+    r.desc_len = (uint32_t)desc_len;
+    p->ds[p->nds++] = r;
+  }
+  if (!f->drop_reply) send_reply(&p->conn, f->request_id, true, &b, false, -1);
+  etch_pb_buf_free(&b);
+  if (!err) {
+    logf_(s, "producer %u: data source '%s'", p->id, r.name);
+    for (session *x = s->sessions; x; x = x->next) match_producer(s, x, p);
+  }
+  return ETCH_OK;
+}
+
+static int producer_commit(etch_service *s, producer *p,
+                           const etch_ipc_frame *f) {
+  etch_pb_dec d;
+  etch_pb_field fl;
+  uint64_t flush_id = 0;
+  etch_pb_dec_init(&d, f->body.data, f->body.len);
+  while (etch_pb_next(&d, &fl)) {
+    etch_pb_dec m;
+    etch_pb_field g;
+    if (fl.id == ETCH_CDR_CHUNKS_TO_MOVE && fl.wt == 2) {
+      uint64_t page = UINT64_MAX, chunk = UINT64_MAX, buf = UINT64_MAX;
+      etch_pb_dec_init(&m, fl.data, fl.len);
+      while (etch_pb_next(&m, &g)) {
+        if (g.wt != 0) continue;
+        if (g.id == ETCH_CDR_MOVE_PAGE) page = g.u;
+        else if (g.id == ETCH_CDR_MOVE_CHUNK) chunk = g.u;
+        else if (g.id == ETCH_CDR_MOVE_TARGET_BUFFER) buf = g.u;
+      }
+      if (m.err || !p->smb_mem || page >= p->smb.npages ||
+          chunk >= ETCH_SMB_MAX_CHUNKS)
+        return etch__error(ETCH_EFORMAT, "chunk to move outside the shared "
+                           "memory (page %llu, chunk %llu)",
+                           (unsigned long long)page, (unsigned long long)chunk);
+      if (!etch__smb_try_acquire_read(&p->smb, (uint32_t)page, (uint32_t)chunk))
+        continue; /* not complete: nothing to move (Perfetto does the same) */
+      int rc = etch__smb_chunk_read(&p->smb, (uint32_t)page, (uint32_t)chunk,
+                                    s->chunk);
+      etch__smb_release_free(&p->smb, (uint32_t)page, (uint32_t)chunk);
+      if (rc) return rc;
+      if (buf > UINT32_MAX || !may_write(s, p, (uint32_t)buf))
+        continue; /* a buffer it may not write: dropped (a session ended) */
+      uint32_t seq = seq_of(s, p, s->chunk->writer_id);
+      if (!seq) return etch__error(ETCH_ELIMIT, "too many writers");
+      etch__tracebuf_put(s->bufs[buf], seq, s->chunk->chunk_id,
+                         s->chunk->flags & 3u, s->chunk->count,
+                         s->chunk->payload, s->chunk->payload_len);
+    } else if (fl.id == ETCH_CDR_CHUNKS_TO_PATCH && fl.wt == 2) {
+      uint64_t buf = UINT64_MAX, writer = UINT64_MAX, chunk_id = UINT64_MAX;
+      etch_pb_dec_init(&m, fl.data, fl.len);
+      while (etch_pb_next(&m, &g)) {
+        if (g.id == ETCH_CDR_PATCH_TARGET_BUFFER && g.wt == 0) buf = g.u;
+        else if (g.id == ETCH_CDR_PATCH_WRITER_ID && g.wt == 0) writer = g.u;
+        else if (g.id == ETCH_CDR_PATCH_CHUNK_ID && g.wt == 0) chunk_id = g.u;
+      }
+      if (m.err || writer > 0xffff || chunk_id > UINT32_MAX)
+        return etch__error(ETCH_EFORMAT, "bad chunk to patch");
+      if (buf > UINT32_MAX || !may_write(s, p, (uint32_t)buf)) continue;
+      uint32_t seq = seq_of(s, p, (uint16_t)writer);
+      etch_pb_dec_init(&m, fl.data, fl.len);
+      while (etch_pb_next(&m, &g)) {
+        if (g.id != ETCH_CDR_PATCH_PATCHES || g.wt != 2) continue;
+        etch_pb_dec pd;
+        etch_pb_field h;
+        uint64_t off = UINT64_MAX;
+        const uint8_t *data = NULL;
+        size_t dlen = 0;
+        etch_pb_dec_init(&pd, g.data, g.len);
+        while (etch_pb_next(&pd, &h)) {
+          if (h.id == ETCH_CDR_PATCH_OFFSET && h.wt == 0) off = h.u;
+          else if (h.id == ETCH_CDR_PATCH_DATA && h.wt == 2) {
+            data = h.data;
+            dlen = h.len;
+          }
+        }
+        if (pd.err || off > UINT32_MAX || !data || dlen > 1024)
+          return etch__error(ETCH_EFORMAT, "bad patch");
+        /* Out of range or for a chunk that is gone: counted, not fatal. */
+        etch__tracebuf_patch(s->bufs[buf], seq, (uint32_t)chunk_id,
+                             (uint32_t)off, data, (uint32_t)dlen);
+      }
+    } else if (fl.id == ETCH_CDR_FLUSH_REQUEST_ID && fl.wt == 0) {
+      flush_id = fl.u;
+    }
+  }
+  if (d.err) return etch__error(ETCH_EFORMAT, "bad CommitDataRequest");
+  reply_empty(&p->conn, f, true);
+  if (flush_id) flush_acked(s, p, flush_id);
+  return ETCH_OK;
+}
+
+static void instance_stopped(etch_service *s, producer *p, uint64_t id) {
+  for (session *x = s->sessions; x; x = x->next)
+    for (uint32_t i = 0; i < x->ninst; i++) {
+      instance *in = &x->inst[i];
+      if (in->id != id || in->producer_id != p->id) continue;
+      in->stopped = true;
+      if (x->state != S_STOPPING) return;
+      for (uint32_t k = 0; k < x->ninst; k++)
+        if (!x->inst[k].stopped && find_producer(s, x->inst[k].producer_id))
+          return;
+      if (!x->flushing) finish_disable(s, x);
+      return;
+    }
+}
+
+static int on_producer_frame(etch_service *s, producer *p,
+                             const etch_ipc_frame *f) {
+  if (f->kind == ETCH_IPC_BIND) {
+    bool ok = etch__ipc_bytes_eq(f->name, "producer_port");
+    send_bind_reply(&p->conn, f->request_id, ok, PRODUCER_SERVICE_ID,
+                    producer_methods, PM_COUNT);
+    p->bound = p->bound || ok;
+    return ETCH_OK;
+  }
+  if (f->kind != ETCH_IPC_INVOKE) return ETCH_OK;
+  if (!p->bound || f->service_id != PRODUCER_SERVICE_ID) {
+    reply_empty(&p->conn, f, false);
+    return ETCH_OK;
+  }
+  if (f->method_id != PM_INIT && !p->initialized)
+    return etch__error(ETCH_ESTATE, "a call before InitializeConnection");
+  etch_pb_dec d;
+  etch_pb_field fl;
+  switch (f->method_id) {
+  case PM_INIT: return producer_init(s, p, f);
+  case PM_REGISTER: return producer_register(s, p, f);
+  case PM_UNREGISTER: {
+    etch_pb_dec_init(&d, f->body.data, f->body.len);
+    while (etch_pb_next(&d, &fl))
+      if (fl.id == ETCH_UDS_NAME && fl.wt == 2)
+        for (uint32_t i = 0; i < p->nds; i++)
+          if (strlen(p->ds[i].name) == fl.len &&
+              !memcmp(p->ds[i].name, fl.data, fl.len)) {
+            free(p->ds[i].desc);
+            p->ds[i] = p->ds[--p->nds];
+            break;
+          }
+    reply_empty(&p->conn, f, true);
+    return ETCH_OK;
+  }
+  case PM_COMMIT: return producer_commit(s, p, f);
+  case PM_ASYNC:
+    p->has_async = true;
+    p->async_req = f->request_id;
+    for (session *x = s->sessions; x; x = x->next) match_producer(s, x, p);
+    return ETCH_OK;
+  case PM_STARTED:
+    reply_empty(&p->conn, f, true);
+    return ETCH_OK;
+  case PM_STOPPED:
+    etch_pb_dec_init(&d, f->body.data, f->body.len);
+    while (etch_pb_next(&d, &fl))
+      if (fl.id == ETCH_NDS_DATA_SOURCE_ID && fl.wt == 0) {
+        reply_empty(&p->conn, f, true);
+        instance_stopped(s, p, fl.u);
+        return ETCH_OK;
+      }
+    reply_empty(&p->conn, f, true);
+    return ETCH_OK;
+  case PM_REG_WRITER:
+  case PM_UNREG_WRITER:
+  case PM_SYNC:
+  case PM_UPDATE:
+    reply_empty(&p->conn, f, true);
+    return ETCH_OK;
+  default: /* ActivateTriggers: etch runs no triggers */
+    reply_empty(&p->conn, f, false);
+    return ETCH_OK;
+  }
+}
+
+/* ---- consumer port ---- */
+
+static int consumer_enable(etch_service *s, consumer *c,
+                           const etch_ipc_frame *f) {
+  const char *err = NULL;
+  char msg[300];
+  etch_trace_config *cfg = (etch_trace_config *)etch__malloc(sizeof *cfg);
+  if (!cfg) return ETCH_ENOMEM;
+  const uint8_t *cb = NULL;
+  size_t cl = 0;
+  etch_pb_dec d;
+  etch_pb_field fl;
+  etch_pb_dec_init(&d, f->body.data, f->body.len);
+  while (etch_pb_next(&d, &fl))
+    if (fl.id == ETCH_ETR_TRACE_CONFIG && fl.wt == 2) {
+      cb = fl.data;
+      cl = fl.len;
+    }
+  int fd = etch__ipc_conn_take_fd(&c->conn);
+  if (d.err) {
+    err = "malformed EnableTracingRequest";
+  } else if (c->session_id) {
+    err = "this consumer already has a session";
+  } else if (etch__trace_config_decode(cb ? cb : (const uint8_t *)"", cl,
+                                       cfg) != ETCH_OK ||
+             etch__trace_config_check(cfg) != ETCH_OK) {
+    snprintf(msg, sizeof msg, "%s", etch_last_error());
+    err = msg;
+  } else if (cfg->write_into_file && fd < 0) {
+    err = "write_into_file without a file descriptor";
+  }
+  if (!err) {
+    bool clash = false;
+    if (cfg->unique_session_name[0])
+      for (session *x = s->sessions; x; x = x->next)
+        if (!strcmp(x->cfg->unique_session_name, cfg->unique_session_name))
+          clash = true;
+    if (clash) err = "a session with this unique_session_name runs already";
+  }
+  session *x = NULL;
+  if (!err) {
+    x = (session *)etch__calloc(1, sizeof *x);
+    if (!x) err = "out of memory";
+  }
+  if (!err) {
+    x->id = ++s->next_session;
+    x->consumer_id = c->id;
+    x->cfg = cfg;
+    x->out_fd = cfg->write_into_file ? fd : -1;
+    if (cfg->write_into_file) fd = -1;
+    for (uint32_t i = 0; i < cfg->nbuffers && !err; i++) {
+      etch_tracebuf *tb;
+      if (etch__tracebuf_new((uint64_t)cfg->buffers[i].size_kb * 1024,
+                             cfg->buffers[i].fill_policy == ETCH_TC_FILL_DISCARD
+                                 ? ETCH_BUFFER_DISCARD : ETCH_BUFFER_RING,
+                             &tb) != ETCH_OK) {
+        err = "cannot make a buffer";
+        break;
+      }
+      etch_tracebuf **nb = (etch_tracebuf **)etch__realloc(
+          s->bufs, (s->nbufs + 1) * sizeof *nb);
+      uint32_t *ns = nb ? (uint32_t *)etch__realloc(
+                              s->buf_session, (s->nbufs + 1) * sizeof *ns)
+                        : NULL;
+      if (nb) s->bufs = nb;
+      if (ns) s->buf_session = ns;
+      if (!nb || !ns) {
+        etch__tracebuf_free(tb);
+        err = "out of memory";
+        break;
+      }
+      s->bufs[s->nbufs] = tb;
+      s->buf_session[s->nbufs] = x->id;
+      x->buf_ids[i] = s->nbufs++;
+    }
+  }
+  if (fd >= 0) close(fd);
+  if (err) {
+    if (x) {
+      for (uint32_t i = 0; i < cfg->nbuffers; i++)
+        if (x->buf_ids[i] && s->bufs[x->buf_ids[i]] &&
+            s->buf_session[x->buf_ids[i]] == x->id) {
+          etch__tracebuf_free(s->bufs[x->buf_ids[i]]);
+          s->bufs[x->buf_ids[i]] = NULL;
+        }
+      if (x->out_fd >= 0) close(x->out_fd);
+      free(x);
+    }
+    free(cfg);
+    etch_pb_buf b;
+    etch_pb_buf_init(&b, 64, 0);
+    etch_pb_write_varint_field(&b.s, ETCH_ETRESP_DISABLED, 1);
+    etch_pb_write_string_field(&b.s, ETCH_ETRESP_ERROR, err);
+    send_reply(&c->conn, f->request_id, true, &b, false, -1);
+    etch_pb_buf_free(&b);
+    logf_(s, "consumer %u: session refused: %s", c->id, err);
+    return ETCH_OK;
+  }
+  c->session_id = x->id;
+  x->enable_pending = true;
+  x->enable_req = f->request_id;
+  x->state = cfg->deferred_start ? S_CONFIGURED : S_STARTED;
+  x->next = s->sessions;
+  s->sessions = x;
+  uint64_t now = now_ns();
+  if (cfg->duration_ms && x->state == S_STARTED)
+    x->deadline_ns = now + (uint64_t)cfg->duration_ms * 1000000ull;
+  if (x->out_fd >= 0) {
+    uint32_t per = cfg->file_write_period_ms ? cfg->file_write_period_ms
+                                             : DEFAULT_WRITE_PERIOD_MS;
+    if (per < MIN_WRITE_PERIOD_MS) per = MIN_WRITE_PERIOD_MS;
+    x->next_write_ns = now + (uint64_t)per * 1000000ull;
+  }
+  logf_(s, "consumer %u: session %u, %u buffers, %u data sources", c->id,
+        x->id, cfg->nbuffers, cfg->nsources);
+  for (producer *p = s->producers; p; p = p->next) match_producer(s, x, p);
+  return ETCH_OK;
+}
+
+static void consumer_read(etch_service *s, consumer *c,
+                          const etch_ipc_frame *f) {
+  session *x = find_session(s, c->session_id);
+  if (!x || x->out_fd >= 0) {
+    send_reply(&c->conn, f->request_id, false, NULL, false, -1);
+    return;
+  }
+  uint8_t *data;
+  size_t len;
+  if (drain(s, x, !x->wrote_header, x->state == S_DISABLED, &data, &len) !=
+      ETCH_OK) {
+    send_reply(&c->conn, f->request_id, false, NULL, false, -1);
+    return;
+  }
+  x->wrote_header = true;
+  /* The file is Trace.packet records: each becomes slices of at most
+   * SLICE_MAX bytes, several packets to a reply. */
+  etch_pb_buf b;
+  etch_pb_buf_init(&b, 4096, 0);
+  etch_pb_dec d;
+  etch_pb_field fl;
+  etch_pb_dec_init(&d, data, len);
+  while (etch_pb_next(&d, &fl)) {
+    if (fl.wt != 2) continue;
+    size_t off = 0;
+    do {
+      size_t n = fl.len - off < SLICE_MAX ? fl.len - off : SLICE_MAX;
+      if (etch_pb_buf_len(&b) + n + 32 > SLICE_MAX) {
+        send_reply(&c->conn, f->request_id, true, &b, true, -1);
+        etch_pb_buf_reset(&b);
+      }
+      etch_pb_nested sl;
+      etch_pb_nested_begin(&b.s, ETCH_RBR_SLICES, &sl);
+      etch_pb_write_bytes_field(&b.s, ETCH_RBR_SLICE_DATA, fl.data + off, n);
+      if (off + n == fl.len)
+        etch_pb_write_varint_field(&b.s, ETCH_RBR_SLICE_LAST, 1);
+      etch_pb_nested_end(&b.s, &sl);
+      off += n;
+    } while (off < fl.len);
+  }
+  send_reply(&c->conn, f->request_id, true, &b, false, -1);
+  etch_pb_buf_free(&b);
+  free(data);
+}
+
+static void consumer_query(etch_service *s, consumer *c,
+                           const etch_ipc_frame *f) {
+  etch_pb_buf b;
+  etch_pb_buf_init(&b, 1024, 0);
+  etch_pb_nested st, m;
+  etch_pb_nested_begin(&b.s, ETCH_QSS_SERVICE_STATE, &st);
+  for (producer *p = s->producers; p; p = p->next) {
+    if (!p->initialized) continue;
+    etch_pb_nested_begin(&b.s, ETCH_TSS_PRODUCERS, &m);
+    etch_pb_write_varint_field(&b.s, ETCH_TSS_PRODUCER_ID, p->id);
+    etch_pb_write_string_field(&b.s, ETCH_TSS_PRODUCER_NAME, p->name);
+    etch_pb_write_varint_field(&b.s, ETCH_TSS_PRODUCER_UID, p->conn.peer_uid);
+    etch_pb_write_varint_field(&b.s, ETCH_TSS_PRODUCER_PID,
+                               (uint64_t)p->conn.peer_pid);
+    etch_pb_nested_end(&b.s, &m);
+  }
+  for (producer *p = s->producers; p; p = p->next)
+    for (uint32_t i = 0; i < p->nds; i++) {
+      etch_pb_nested_begin(&b.s, ETCH_TSS_DATA_SOURCES, &m);
+      etch_pb_write_bytes_field(&b.s, ETCH_TSS_DS_DESCRIPTOR, p->ds[i].desc,
+                                p->ds[i].desc_len);
+      etch_pb_write_varint_field(&b.s, ETCH_TSS_DS_PRODUCER_ID, p->id);
+      etch_pb_nested_end(&b.s, &m);
+    }
+  uint32_t n = 0, started = 0;
+  for (session *x = s->sessions; x; x = x->next) {
+    n++;
+    if (x->state == S_STARTED) started++;
+  }
+  etch_pb_write_varint_field(&b.s, ETCH_TSS_NUM_SESSIONS, n);
+  etch_pb_write_varint_field(&b.s, ETCH_TSS_NUM_SESSIONS_STARTED, started);
+  etch_pb_nested_end(&b.s, &st);
+  /* Larger than a frame: the reply says so rather than cut it. */
+  send_reply(&c->conn, f->request_id, !b.s.failed &&
+                 etch_pb_buf_len(&b) < SLICE_MAX, &b, false, -1);
+  etch_pb_buf_free(&b);
+}
+
+static int on_consumer_frame(etch_service *s, consumer *c,
+                             const etch_ipc_frame *f) {
+  if (f->kind == ETCH_IPC_BIND) {
+    bool ok = etch__ipc_bytes_eq(f->name, "consumer_port");
+    send_bind_reply(&c->conn, f->request_id, ok, CONSUMER_SERVICE_ID,
+                    consumer_methods, CM_COUNT);
+    c->bound = c->bound || ok;
+    return ETCH_OK;
+  }
+  if (f->kind != ETCH_IPC_INVOKE) return ETCH_OK;
+  if (!c->bound || f->service_id != CONSUMER_SERVICE_ID) {
+    reply_empty(&c->conn, f, false);
+    return ETCH_OK;
+  }
+  session *x = find_session(s, c->session_id);
+  etch_pb_dec d;
+  etch_pb_field fl;
+  switch (f->method_id) {
+  case CM_ENABLE: return consumer_enable(s, c, f);
+  case CM_START:
+    if (x && x->state == S_CONFIGURED) {
+      x->state = S_STARTED;
+      if (x->cfg->duration_ms)
+        x->deadline_ns = now_ns() + (uint64_t)x->cfg->duration_ms * 1000000ull;
+      start_session_sources(s, x);
+    }
+    reply_empty(&c->conn, f, x != NULL);
+    return ETCH_OK;
+  case CM_DISABLE:
+    reply_empty(&c->conn, f, x != NULL);
+    if (x) disable_session(s, x);
+    return ETCH_OK;
+  case CM_FLUSH: {
+    uint32_t timeout = 0;
+    etch_pb_dec_init(&d, f->body.data, f->body.len);
+    while (etch_pb_next(&d, &fl))
+      if (fl.id == ETCH_FR_TIMEOUT_MS && fl.wt == 0 && fl.u <= 600000)
+        timeout = (uint32_t)fl.u;
+    if (!x || x->state != S_STARTED) {
+      reply_empty(&c->conn, f, false);
+      return ETCH_OK;
+    }
+    begin_flush(s, x, timeout, true, f->request_id, false);
+    return ETCH_OK;
+  }
+  case CM_READ:
+    consumer_read(s, c, f);
+    return ETCH_OK;
+  case CM_FREE:
+    if (x) free_session(s, x);
+    c->session_id = 0;
+    reply_empty(&c->conn, f, true);
+    return ETCH_OK;
+  case CM_QUERY:
+    consumer_query(s, c, f);
+    return ETCH_OK;
+  default: /* not supported by etch: said, not ignored */
+    reply_empty(&c->conn, f, false);
+    return ETCH_OK;
+  }
+}
+
+/* ---- connections ---- */
+
+static void drop_producer(etch_service *s, producer *p, const char *why) {
+  logf_(s, "producer %u (%s, pid %d) gone: %s", p->id, p->name,
+        (int)p->conn.peer_pid, why);
+  for (producer **pp = &s->producers; *pp; pp = &(*pp)->next)
+    if (*pp == p) {
+      *pp = p->next;
+      break;
+    }
+  /* Sessions waiting on it stop waiting. */
+  for (session *x = s->sessions; x; x = x->next) {
+    if (x->flushing)
+      for (uint32_t i = 0; i < x->nflush_wait; i++)
+        if (x->flush_wait[i] == p->id) {
+          x->flush_wait[i] = x->flush_wait[--x->nflush_wait];
+          if (x->nflush_wait == 0) end_flush(s, x, true);
+          break;
+        }
+    for (uint32_t i = 0; i < x->ninst; i++)
+      if (x->inst[i].producer_id == p->id) x->inst[i].stopped = true;
+  }
+  etch__ipc_conn_close(&p->conn);
+  if (p->smb_mem) munmap(p->smb_mem, p->smb_size);
+  if (p->smb_fd >= 0) close(p->smb_fd);
+  for (uint32_t i = 0; i < p->nds; i++) free(p->ds[i].desc);
+  free(p->writers);
+  free(p);
+  for (session *x = s->sessions; x; x = x->next) {
+    if (x->state != S_STOPPING || x->flushing) continue;
+    bool all = true;
+    for (uint32_t k = 0; k < x->ninst; k++)
+      if (!x->inst[k].stopped) all = false;
+    if (all) finish_disable(s, x);
+  }
+}
+
+static void drop_consumer(etch_service *s, consumer *c, const char *why) {
+  logf_(s, "consumer %u gone: %s", c->id, why);
+  session *x = find_session(s, c->session_id);
+  if (x) free_session(s, x);
+  for (consumer **pp = &s->consumers; *pp; pp = &(*pp)->next)
+    if (*pp == c) {
+      *pp = c->next;
+      break;
+    }
+  etch__ipc_conn_close(&c->conn);
+  free(c);
+}
+
+static void accept_all(etch_service *s, bool is_producer) {
+  for (;;) {
+    int fd;
+    if (etch__ipc_accept(is_producer ? s->lp : s->lc, &fd) != ETCH_OK ||
+        fd < 0)
+      return;
+    if (is_producer) {
+      producer *p = (producer *)etch__calloc(1, sizeof *p);
+      if (!p) {
+        close(fd);
+        return;
+      }
+      p->id = ++s->next_producer;
+      p->smb_fd = -1;
+      snprintf(p->name, sizeof p->name, "producer-%u", p->id);
+      etch__ipc_conn_init(&p->conn, fd, TX_LIMIT);
+      p->next = s->producers;
+      s->producers = p;
+    } else {
+      consumer *c = (consumer *)etch__calloc(1, sizeof *c);
+      if (!c) {
+        close(fd);
+        return;
+      }
+      c->id = ++s->next_consumer;
+      etch__ipc_conn_init(&c->conn, fd, TX_LIMIT);
+      c->next = s->consumers;
+      s->consumers = c;
+    }
+  }
+}
+
+static void service_producer(etch_service *s, producer *p, short rev) {
+  if (rev & POLLOUT) etch__ipc_conn_flush(&p->conn);
+  if (rev & (POLLIN | POLLHUP | POLLERR)) etch__ipc_conn_read(&p->conn);
+  etch_ipc_frame *f = (etch_ipc_frame *)etch__malloc(sizeof *f);
+  if (!f) return;
+  int r;
+  while ((r = etch__ipc_conn_next(&p->conn, f)) == 1) {
+    if (on_producer_frame(s, p, f) != ETCH_OK) {
+      p->conn.eof = false;
+      etch__ipc_conn_fail(&p->conn, "%s", etch_last_error());
+      break;
+    }
+  }
+  free(f);
+  if (p->conn.failed) drop_producer(s, p, p->conn.err);
+}
+
+static void service_consumer(etch_service *s, consumer *c, short rev) {
+  if (rev & POLLOUT) etch__ipc_conn_flush(&c->conn);
+  if (rev & (POLLIN | POLLHUP | POLLERR)) etch__ipc_conn_read(&c->conn);
+  etch_ipc_frame *f = (etch_ipc_frame *)etch__malloc(sizeof *f);
+  if (!f) return;
+  int r;
+  while ((r = etch__ipc_conn_next(&c->conn, f)) == 1) {
+    if (on_consumer_frame(s, c, f) != ETCH_OK) {
+      c->conn.eof = false;
+      etch__ipc_conn_fail(&c->conn, "%s", etch_last_error());
+      break;
+    }
+  }
+  free(f);
+  if (c->conn.failed) drop_consumer(s, c, c->conn.err);
+}
+
+static uint64_t timers(etch_service *s) {
+  uint64_t now = now_ns(), next = UINT64_MAX;
+  for (session *x = s->sessions, *nx; x; x = nx) {
+    nx = x->next;
+    if (x->state == S_STARTED && x->deadline_ns && now >= x->deadline_ns) {
+      x->deadline_ns = 0;
+      disable_session(s, x);
+    }
+    if (x->flushing && now >= x->flush_deadline_ns) end_flush(s, x, false);
+    if (x->state == S_STOPPING && !x->flushing && now >= x->stop_deadline_ns)
+      finish_disable(s, x);
+    if (x->out_fd >= 0 && x->state == S_STARTED && now >= x->next_write_ns) {
+      write_out(s, x, false);
+      uint32_t per = x->cfg->file_write_period_ms ? x->cfg->file_write_period_ms
+                                                  : DEFAULT_WRITE_PERIOD_MS;
+      if (per < MIN_WRITE_PERIOD_MS) per = MIN_WRITE_PERIOD_MS;
+      x->next_write_ns = now + (uint64_t)per * 1000000ull;
+      if (x->cfg->max_file_size_bytes &&
+          x->bytes_written >= x->cfg->max_file_size_bytes)
+        disable_session(s, x);
+    }
+    uint64_t t[4] = {x->state == S_STARTED ? x->deadline_ns : 0,
+                     x->flushing ? x->flush_deadline_ns : 0,
+                     x->state == S_STOPPING ? x->stop_deadline_ns : 0,
+                     x->out_fd >= 0 && x->state == S_STARTED ? x->next_write_ns
+                                                             : 0};
+    for (int i = 0; i < 4; i++)
+      if (t[i] && t[i] < next) next = t[i];
+  }
+  return next;
+}
+
+int etch__service_poll(etch_service *s, int timeout_ms) {
+  uint64_t next = timers(s);
+  if (next != UINT64_MAX) {
+    uint64_t now = now_ns();
+    int64_t ms = next > now ? (int64_t)((next - now) / 1000000ull) + 1 : 0;
+    if (timeout_ms < 0 || ms < timeout_ms) timeout_ms = (int)ms;
+  }
+  uint32_t n = 2;
+  for (producer *p = s->producers; p; p = p->next) n++;
+  for (consumer *c = s->consumers; c; c = c->next) n++;
+  struct pollfd *fds = (struct pollfd *)etch__calloc(n, sizeof *fds);
+  uint32_t *ids = (uint32_t *)etch__calloc(n, sizeof *ids);
+  if (!fds || !ids) {
+    free(fds);
+    free(ids);
+    return ETCH_ENOMEM;
+  }
+  fds[0].fd = s->lp;
+  fds[0].events = POLLIN;
+  fds[1].fd = s->lc;
+  fds[1].events = POLLIN;
+  uint32_t k = 2;
+  for (producer *p = s->producers; p; p = p->next, k++) {
+    fds[k].fd = p->conn.fd;
+    fds[k].events = POLLIN | (etch__ipc_conn_want_write(&p->conn) ? POLLOUT : 0);
+    ids[k] = p->id;
+  }
+  uint32_t first_consumer = k;
+  for (consumer *c = s->consumers; c; c = c->next, k++) {
+    fds[k].fd = c->conn.fd;
+    fds[k].events = POLLIN | (etch__ipc_conn_want_write(&c->conn) ? POLLOUT : 0);
+    ids[k] = c->id;
+  }
+  int r = poll(fds, n, timeout_ms);
+  if (r > 0) {
+    if (fds[0].revents & POLLIN) accept_all(s, true);
+    if (fds[1].revents & POLLIN) accept_all(s, false);
+    for (uint32_t i = 2; i < n; i++) {
+      if (!fds[i].revents) continue;
+      if (i < first_consumer) {
+        producer *p = find_producer(s, ids[i]);
+        if (p) service_producer(s, p, fds[i].revents);
+      } else {
+        consumer *c = find_consumer(s, ids[i]);
+        if (c) service_consumer(s, c, fds[i].revents);
+      }
+    }
+  }
+  free(fds);
+  free(ids);
+  /* Whoever failed while we wrote to them. */
+  for (producer *p = s->producers, *np; p; p = np) {
+    np = p->next;
+    if (p->conn.failed) drop_producer(s, p, p->conn.err);
+  }
+  for (consumer *c = s->consumers, *nc; c; c = nc) {
+    nc = c->next;
+    if (c->conn.failed) drop_consumer(s, c, c->conn.err);
+  }
+  timers(s);
+  return ETCH_OK;
+}
+
+int etch__service_new(const etch_service_opts *o, etch_service **out) {
+  *out = NULL;
+  etch_service *s = (etch_service *)etch__calloc(1, sizeof *s);
+  if (!s) return ETCH_ENOMEM;
+  s->o = *o;
+  if (!s->o.smb_kb) s->o.smb_kb = 2048;
+  if (!s->o.smb_page_kb) s->o.smb_page_kb = 32;
+  s->lp = s->lc = -1;
+  s->next_seq = 2; /* 1 is the service's own */
+  s->nbufs = 1;    /* buffer id 0 is never used: a zero is no buffer */
+  s->bufs = (etch_tracebuf **)etch__calloc(1, sizeof *s->bufs);
+  s->buf_session = (uint32_t *)etch__calloc(1, sizeof *s->buf_session);
+  s->chunk = (etch_smb_chunk *)etch__malloc(sizeof *s->chunk);
+  if (!s->bufs || !s->buf_session || !s->chunk) {
+    etch__service_free(s);
+    return ETCH_ENOMEM;
+  }
+  int rc = etch__ipc_listen(o->producer_socket, o->group_rw, &s->lp);
+  if (!rc) rc = etch__ipc_listen(o->consumer_socket, o->group_rw, &s->lc);
+  if (rc) {
+    etch__service_free(s);
+    return rc;
+  }
+  *out = s;
+  return ETCH_OK;
+}
+
+int etch__service_run(etch_service *s) {
+  while (!s->stop) {
+    int rc = etch__service_poll(s, 1000);
+    if (rc) return rc;
+  }
+  return ETCH_OK;
+}
+
+void etch__service_stop(etch_service *s) { s->stop = 1; }
+
+void etch__service_free(etch_service *s) {
+  if (!s) return;
+  while (s->consumers) drop_consumer(s, s->consumers, "service stopped");
+  while (s->sessions) free_session(s, s->sessions);
+  while (s->producers) drop_producer(s, s->producers, "service stopped");
+  if (s->lp >= 0) {
+    close(s->lp);
+    unlink(s->o.producer_socket);
+  }
+  if (s->lc >= 0) {
+    close(s->lc);
+    unlink(s->o.consumer_socket);
+  }
+  for (uint32_t i = 0; i < s->nbufs; i++) etch__tracebuf_free(s->bufs[i]);
+  free(s->bufs);
+  free(s->buf_session);
+  free(s->seqinfo);
+  free(s->chunk);
+  free(s);
+}
