@@ -1,0 +1,409 @@
+/*
+ * service_test.c - etchd end to end: a private etchd on sockets in the
+ * test's directory, producer processes linked with libetch in system mode,
+ * `etch record --system` as the consumer, the trace decoded and checked
+ * event by event; then producers and peers that misbehave.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ipc/ipc.h"
+#include "pb/pb.h"
+#include "proto/ipc.h"
+#include "tdecode.h"
+#include "test.h"
+
+extern char **environ;
+
+typedef struct svc {
+  pid_t pid;
+  char dir[512], prod[600], cons[600], log[600];
+} svc;
+
+static void sleep_ms(long ms) {
+  struct timespec d = {ms / 1000, (ms % 1000) * 1000000L};
+  nanosleep(&d, NULL);
+}
+
+static pid_t spawn(char *const argv[], const char *out) {
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  if (out) {
+    posix_spawn_file_actions_addopen(&fa, 1, out, O_WRONLY | O_CREAT | O_APPEND, 0644);
+    posix_spawn_file_actions_addopen(&fa, 2, out, O_WRONLY | O_CREAT | O_APPEND, 0644);
+  }
+  pid_t pid;
+  int e = posix_spawn(&pid, argv[0], &fa, NULL, argv, environ);
+  posix_spawn_file_actions_destroy(&fa);
+  if (e) FAIL("cannot run %s: %s", argv[0], strerror(e));
+  return pid;
+}
+
+static int wait_exit(pid_t pid) {
+  int st;
+  while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+  }
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* A private etchd; the clients find it through Perfetto's variables. */
+static void svc_start(svc *s) {
+  snprintf(s->dir, sizeof s->dir, "%s", etch_test_tmpdir());
+  snprintf(s->prod, sizeof s->prod, "%s/p.sock", s->dir);
+  snprintf(s->cons, sizeof s->cons, "%s/c.sock", s->dir);
+  snprintf(s->log, sizeof s->log, "%s/etchd.log", s->dir);
+  setenv("PERFETTO_PRODUCER_SOCK_NAME", s->prod, 1);
+  setenv("PERFETTO_CONSUMER_SOCK_NAME", s->cons, 1);
+  char *argv[] = {(char *)ETCHD_BIN, "-v", NULL};
+  s->pid = spawn(argv, s->log);
+  for (int i = 0; i < 500; i++) {
+    struct stat st;
+    if (stat(s->cons, &st) == 0) return;
+    sleep_ms(10);
+  }
+  FAIL("etchd did not start (see %s)", s->log);
+}
+
+static void svc_stop(svc *s) {
+  kill(s->pid, SIGTERM);
+  int rc = wait_exit(s->pid);
+  if (rc != 0) FAIL("etchd ended with %d (see %s)", rc, s->log);
+}
+
+/* `etch record --system -o OUT` in the background, until SIGINT. */
+static pid_t record_start(const svc *s, const char *out, const char *extra) {
+  char log[700];
+  snprintf(log, sizeof log, "%s/record.log", s->dir);
+  char *argv[8] = {(char *)ETCH_BIN, "record", "--system", "-o", (char *)out,
+                   NULL, NULL, NULL};
+  if (extra) argv[5] = (char *)extra;
+  pid_t pid = spawn(argv, log);
+  sleep_ms(300); /* its session is set up */
+  return pid;
+}
+
+static pid_t producer(const char *name, int threads, long events) {
+  char t[16], e[24];
+  snprintf(t, sizeof t, "%d", threads);
+  snprintf(e, sizeof e, "%ld", events);
+  setenv("ETCH_SYSTEM_WAIT_MS", "3000", 1);
+  char *argv[] = {(char *)SVC_PRODUCER, (char *)name, t, e, NULL};
+  return spawn(argv, NULL);
+}
+
+/* trusted_pid of each sequence, from the packets themselves. */
+static void seq_pids(const uint8_t *d, size_t n, int32_t *pids, size_t cap) {
+  etch_pb_dec dec;
+  etch_pb_field f;
+  etch_pb_dec_init(&dec, d, n);
+  while (etch_pb_next(&dec, &f)) {
+    if (f.id != 1 || f.wt != 2) continue;
+    etch_pb_dec p;
+    etch_pb_field g;
+    uint64_t seq = 0;
+    int64_t pid = -1;
+    etch_pb_dec_init(&p, f.data, f.len);
+    while (etch_pb_next(&p, &g)) {
+      if (g.id == 10) seq = g.u;
+      if (g.id == 79) pid = (int64_t)g.u;
+    }
+    if (seq < cap && pid >= 0) pids[seq] = (int32_t)pid;
+  }
+}
+
+/* Checks that thread `k` of process `pid` recorded ticks 0..n-1 in order
+ * (n < 0: a prefix 0..m-1 of any length m >= 1), returns how many. */
+static long check_ticks(const td_trace *t, const int32_t *pids, size_t cap,
+                        int32_t pid, int k, long n) {
+  char name[32];
+  snprintf(name, sizeof name, "worker-%d", k);
+  const td_track *tr = NULL;
+  for (size_t i = 0; i < t->ntracks; i++)
+    if (t->tracks[i].is_thread && t->tracks[i].pid == pid &&
+        t->tracks[i].name && !strcmp(t->tracks[i].name, name))
+      tr = &t->tracks[i];
+  if (!tr) FAIL("no track %s of pid %d", name, (int)pid);
+  long next = 0;
+  for (size_t i = 0; i < t->nev; i++) {
+    const td_event *e = &t->ev[i];
+    if (e->track != tr->uuid || !e->name || strcmp(e->name, "tick")) continue;
+    const td_arg *a = td_arg_of(e, "i");
+    if (!a || a->i != next)
+      FAIL("pid %d %s: tick %ld where %ld was due", (int)pid, name,
+           a ? (long)a->i : -1L, next);
+    if (e->seq >= cap || pids[e->seq] != pid)
+      FAIL("pid %d %s: sequence %u stamped with pid %d", (int)pid, name,
+           e->seq, e->seq < cap ? (int)pids[e->seq] : -1);
+    next++;
+  }
+  if (n >= 0 && next != n)
+    FAIL("pid %d %s: %ld ticks, expected %ld", (int)pid, name, next, n);
+  if (n < 0 && next < 1) FAIL("pid %d %s: no ticks", (int)pid, name);
+  return next;
+}
+
+static void decode(const char *path, td_trace *t, int32_t *pids, size_t cap) {
+  size_t n;
+  uint8_t *d = etch_test_read_file(path, &n);
+  if (!d) FAIL("no trace at %s", path);
+  memset(pids, 0xff, cap * sizeof *pids);
+  seq_pids(d, n, pids, cap);
+  if (td_decode(d, n, t) != 0) FAIL("trace does not decode: %s", t->error);
+  free(d);
+}
+
+#define NPROD 4
+#define NTHREADS 2
+#define NEVENTS 2000
+
+/* Four processes of two threads each, started after the session: every
+ * event arrives once, in order per thread, stamped with its process. */
+TEST(many_producers_one_trace) {
+  svc s;
+  svc_start(&s);
+  char out[700];
+  snprintf(out, sizeof out, "%s/all.pftrace", s.dir);
+  pid_t rec = record_start(&s, out, NULL);
+  pid_t p[NPROD];
+  for (int i = 0; i < NPROD; i++) {
+    char name[16];
+    snprintf(name, sizeof name, "prod-%d", i);
+    p[i] = producer(name, NTHREADS, NEVENTS);
+  }
+  for (int i = 0; i < NPROD; i++) ASSERT_EQ_INT(wait_exit(p[i]), 0);
+  kill(rec, SIGINT);
+  ASSERT_EQ_INT(wait_exit(rec), 0);
+  td_trace t;
+  static int32_t pids[4096];
+  decode(out, &t, pids, 4096);
+  for (int i = 0; i < NPROD; i++)
+    for (int k = 0; k < NTHREADS; k++)
+      check_ticks(&t, pids, 4096, p[i], k, NEVENTS);
+  ASSERT_EQ_INT((int)td_count(&t, 3, "tick"), NPROD * NTHREADS * NEVENTS);
+  ASSERT_EQ_INT((int)t.prev_dropped, 0);
+  /* Each process is named on its own track. */
+  int named = 0;
+  for (size_t i = 0; i < t.ntracks; i++)
+    for (int k = 0; k < NPROD; k++)
+      if (t.tracks[i].is_process && t.tracks[i].pid == p[k]) named++;
+  ASSERT_TRUE(named >= NPROD);
+  td_free(&t);
+  svc_stop(&s);
+}
+
+/* A producer killed with SIGKILL while it writes: the service goes on,
+ * another producer's data is whole, the killed one's is a clean prefix. */
+TEST(a_producer_killed_mid_write_harms_no_one) {
+  svc s;
+  svc_start(&s);
+  char out[700];
+  snprintf(out, sizeof out, "%s/kill.pftrace", s.dir);
+  pid_t rec = record_start(&s, out, NULL);
+  pid_t victim = producer("victim", 2, 0);
+  sleep_ms(300);
+  pid_t good = producer("good", 2, NEVENTS);
+  sleep_ms(100);
+  kill(victim, SIGKILL);
+  wait_exit(victim);
+  ASSERT_EQ_INT(wait_exit(good), 0);
+  kill(rec, SIGINT);
+  ASSERT_EQ_INT(wait_exit(rec), 0);
+  td_trace t;
+  static int32_t pids[4096];
+  decode(out, &t, pids, 4096);
+  for (int k = 0; k < 2; k++) {
+    check_ticks(&t, pids, 4096, good, k, NEVENTS);
+    check_ticks(&t, pids, 4096, victim, k, -1);
+  }
+  td_free(&t);
+  svc_stop(&s);
+}
+
+static int raw_connect(const char *path) {
+  int fd;
+  if (etch__ipc_connect(path, &fd) != ETCH_OK) FAIL("%s", etch_last_error());
+  return fd;
+}
+
+/* Bytes that are not frames, and a frame that lies about its length: the
+ * service drops that peer and keeps serving. */
+TEST(malformed_frames_cost_only_their_sender) {
+  svc s;
+  svc_start(&s);
+  int a = raw_connect(s.prod);
+  const char junk[] = "\x05\x00\x00\x00\xff\xff\xff\xff\xff";
+  ASSERT_TRUE(write(a, junk, sizeof junk - 1) > 0);
+  int b = raw_connect(s.prod);
+  const uint8_t huge[4] = {0xff, 0xff, 0xff, 0x7f};
+  ASSERT_TRUE(write(b, huge, 4) == 4);
+  int c = raw_connect(s.cons);
+  ASSERT_TRUE(write(c, junk, sizeof junk - 1) > 0);
+  /* Each is closed by the service. */
+  int fds[3] = {a, b, c};
+  for (int i = 0; i < 3; i++) {
+    char buf[64];
+    struct timeval tv = {5, 0};
+    setsockopt(fds[i], SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    ssize_t n = read(fds[i], buf, sizeof buf);
+    /* An end of stream, or a reset (the service closed with our bytes
+     * unread); not a timeout. */
+    if (!(n == 0 || (n < 0 && errno == ECONNRESET)))
+      FAIL("peer %d: read gave %zd (%s), not a close", i, n, strerror(errno));
+    close(fds[i]);
+  }
+  /* And the service still records. */
+  char out[700];
+  snprintf(out, sizeof out, "%s/after.pftrace", s.dir);
+  pid_t rec = record_start(&s, out, NULL);
+  pid_t p = producer("after", 1, 100);
+  ASSERT_EQ_INT(wait_exit(p), 0);
+  kill(rec, SIGINT);
+  ASSERT_EQ_INT(wait_exit(rec), 0);
+  td_trace t;
+  static int32_t pids[4096];
+  decode(out, &t, pids, 4096);
+  check_ticks(&t, pids, 4096, p, 0, 100);
+  td_free(&t);
+  FILE *log = fopen(s.log, "r");
+  char line[512];
+  int dropped = 0;
+  while (log && fgets(line, sizeof line, log))
+    if (strstr(line, "gone: malformed IPC frame") ||
+        strstr(line, "larger than the limit"))
+      dropped++;
+  if (log) fclose(log);
+  ASSERT_EQ_INT(dropped, 3);
+  svc_stop(&s);
+}
+
+/* A producer that asks the service to move a chunk outside its shared
+ * memory is disconnected with the reason. */
+TEST(a_commit_outside_the_shared_memory_is_refused) {
+  svc s;
+  svc_start(&s);
+  etch_ipc_conn c;
+  etch__ipc_conn_init(&c, raw_connect(s.prod), 1 << 20);
+  etch_ipc_frame f, g;
+  memset(&f, 0, sizeof f);
+  f.kind = ETCH_IPC_BIND;
+  f.request_id = 1;
+  f.name.data = (const uint8_t *)"producer_port";
+  f.name.len = 13;
+  ASSERT_OK(etch__ipc_conn_send(&c, &f, -1));
+  int r = 0;
+  for (int i = 0; i < 100 && r != 1; i++) {
+    etch__ipc_conn_wait(&c, 100);
+    r = etch__ipc_conn_next(&c, &g);
+  }
+  ASSERT_EQ_INT(r, 1);
+  uint32_t init = etch__ipc_method_id(&g, "InitializeConnection");
+  uint32_t commit = etch__ipc_method_id(&g, "CommitData");
+  uint32_t svc_id = g.service_id;
+  ASSERT_TRUE(init && commit);
+  memset(&f, 0, sizeof f);
+  f.kind = ETCH_IPC_INVOKE;
+  f.service_id = svc_id;
+  f.request_id = 2;
+  f.method_id = init;
+  ASSERT_OK(etch__ipc_conn_send(&c, &f, -1));
+  /* chunks_to_move { page: 1000000 chunk: 3 target_buffer: 1 } */
+  etch_pb_buf b;
+  etch_pb_buf_init(&b, 64, 0);
+  etch_pb_nested m;
+  etch_pb_nested_begin(&b.s, ETCH_CDR_CHUNKS_TO_MOVE, &m);
+  etch_pb_write_varint_field(&b.s, ETCH_CDR_MOVE_PAGE, 1000000);
+  etch_pb_write_varint_field(&b.s, ETCH_CDR_MOVE_CHUNK, 3);
+  etch_pb_write_varint_field(&b.s, ETCH_CDR_MOVE_TARGET_BUFFER, 1);
+  etch_pb_nested_end(&b.s, &m);
+  f.request_id = 3;
+  f.method_id = commit;
+  f.body.data = etch_pb_buf_data(&b);
+  f.body.len = (uint32_t)etch_pb_buf_len(&b);
+  ASSERT_OK(etch__ipc_conn_send(&c, &f, -1));
+  etch_pb_buf_free(&b);
+  for (int i = 0; i < 100 && !c.failed; i++) {
+    etch__ipc_conn_wait(&c, 100);
+    while (etch__ipc_conn_next(&c, &g) == 1) {
+    }
+  }
+  ASSERT_TRUE(c.failed);
+  etch__ipc_conn_close(&c);
+  sleep_ms(100);
+  FILE *log = fopen(s.log, "r");
+  char line[512];
+  bool said = false;
+  while (log && fgets(line, sizeof line, log))
+    if (strstr(line, "outside the shared memory (page 1000000, chunk 3)"))
+      said = true;
+  if (log) fclose(log);
+  ASSERT_TRUE(said);
+  svc_stop(&s);
+}
+
+/* A consumer that leaves frees its session; --list shows the state. */
+TEST(a_consumer_that_leaves_frees_its_session) {
+  svc s;
+  svc_start(&s);
+  char out[700], list[700];
+  snprintf(out, sizeof out, "%s/gone.pftrace", s.dir);
+  pid_t rec = record_start(&s, out, NULL);
+  pid_t p = producer("lister", 1, 0);
+  sleep_ms(300);
+  snprintf(list, sizeof list, "%s/list.txt", s.dir);
+  char *argv[] = {(char *)ETCH_BIN, "record", "--list", NULL};
+  ASSERT_EQ_INT(wait_exit(spawn(argv, list)), 0);
+  size_t n;
+  char *text = (char *)etch_test_read_file(list, &n);
+  ASSERT_TRUE(text != NULL);
+  char want[64];
+  snprintf(want, sizeof want, "lister  pid %d", (int)p);
+  if (!memmem(text, n, want, strlen(want))) FAIL("--list says:\n%.*s", (int)n, text);
+  ASSERT_TRUE(memmem(text, n, "track_event (producer", 21) != NULL);
+  ASSERT_TRUE(memmem(text, n, ": svc", 5) != NULL);
+  ASSERT_TRUE(memmem(text, n, "sessions: 1", 11) != NULL);
+  free(text);
+  kill(rec, SIGKILL); /* no goodbye */
+  wait_exit(rec);
+  sleep_ms(200);
+  unlink(list);
+  ASSERT_EQ_INT(wait_exit(spawn(argv, list)), 0);
+  text = (char *)etch_test_read_file(list, &n);
+  ASSERT_TRUE(memmem(text, n, "sessions: 0", 11) != NULL);
+  free(text);
+  kill(p, SIGKILL);
+  wait_exit(p);
+  svc_stop(&s);
+}
+
+/* A config with an option etch does not run is refused by name. */
+TEST(record_refuses_a_config_it_would_not_honour) {
+  svc s;
+  svc_start(&s);
+  char cfg[700], log[700];
+  snprintf(cfg, sizeof cfg, "%s/c.pbtx", s.dir);
+  snprintf(log, sizeof log, "%s/refuse.log", s.dir);
+  FILE *f = fopen(cfg, "w");
+  fputs("buffers { size_kb: 1024 }\ntrigger_config { trigger_timeout_ms: 1 }\n", f);
+  fclose(f);
+  char *argv[] = {(char *)ETCH_BIN, "record", "--config", cfg, "-o",
+                  "/dev/null", NULL};
+  ASSERT_EQ_INT(wait_exit(spawn(argv, log)), 1);
+  size_t n;
+  char *text = (char *)etch_test_read_file(log, &n);
+  ASSERT_TRUE(text && memmem(text, n, "line 2: option 'trigger_config' of "
+                                      "TraceConfig is not supported", 59));
+  free(text);
+  svc_stop(&s);
+}

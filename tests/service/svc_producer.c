@@ -1,0 +1,44 @@
+/*
+ * svc_producer.c - a producer for the service tests: THREADS threads each
+ * record EVENTS instants "tick" (category "svc") with arg i = 0, 1, ...
+ * into the tracing service (system mode), then the process exits normally.
+ * With EVENTS = 0 the threads record until the process is killed.
+ *
+ *   svc_producer NAME THREADS EVENTS
+ */
+#define _GNU_SOURCE
+#include <etch/etch.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+ETCH_CATEGORY_DEFINE(svc, "svc", "service tests", "");
+
+static long events;
+
+static void *work(void *arg) {
+  char name[32];
+  snprintf(name, sizeof name, "worker-%ld", (long)(intptr_t)arg);
+  etch_thread_set_name(name);
+  for (long i = 0; events == 0 || i < events; i++) {
+    ETCH_INSTANT(svc, "tick", ETCH_ARG_INT("i", i));
+    if (events == 0 && i % 64 == 0) {
+      struct timespec d = {0, 100000};
+      nanosleep(&d, NULL);
+    }
+  }
+  return NULL;
+}
+
+int main(int argc, char **argv) {
+  if (argc < 4) return 2;
+  int threads = atoi(argv[2]);
+  events = atol(argv[3]);
+  if (etch_system_start(argv[1]) != ETCH_OK) return 3;
+  pthread_t th[16];
+  for (int i = 0; i < threads && i < 16; i++)
+    pthread_create(&th[i], NULL, work, (void *)(intptr_t)i);
+  for (int i = 0; i < threads && i < 16; i++) pthread_join(th[i], NULL);
+  return 0;
+}
