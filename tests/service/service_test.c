@@ -255,6 +255,7 @@ TEST(malformed_frames_cost_only_their_sender) {
   for (int i = 0; i < 3; i++) {
     char buf[64];
     struct timeval tv = {5, 0};
+    fcntl(fds[i], F_SETFL, fcntl(fds[i], F_GETFL) & ~O_NONBLOCK);
     setsockopt(fds[i], SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     ssize_t n = read(fds[i], buf, sizeof buf);
     /* An end of stream, or a reset (the service closed with our bytes
