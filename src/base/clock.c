@@ -11,8 +11,8 @@
  *
  * Anchors also watch the TSC while the process runs: at most once a
  * millisecond an anchor compares the TSC's rate since the previous check
- * with the calibrated one. A disagreement is measured again over a fresh
- * millisecond: a TSC whose rate still disagrees (a VM moved to a host with
+ * with the calibrated one. A disagreement is measured again, twice, over
+ * fresh spans of 2 ms: a TSC whose rate still disagrees both times (a VM moved to a host with
  * another TSC rate, a frequency change) is given up for clock_gettime for
  * the rest of the process; one whose rate agrees only jumped (a suspend, a
  * TSC written by the hypervisor), and the long baseline starts afresh.
@@ -205,26 +205,32 @@ static bool tsc_check(void) {
   check_ns = n;
   /* 2e-3: four times what NTP may slew BOOTTIME's rate by. */
   if (forward && d <= want / 500) return true;
-  uint64_t t0, n0, t1, n1;
-  check_pair(&t0, &n0);
-  do {
-    check_pair(&t1, &n1);
-  } while (n1 - n0 < 1000000ull);
-  uint64_t fresh = mult_between(t0, n0, t1, n1);
-  d = fresh > want ? fresh - want : want - fresh;
-  if (t1 > t0 && d <= want / 500) {
-    /* Same rate, new offset: the long baseline restarts here. */
-    read_pair(&clock_origin.ticks, &clock_origin.ns);
-    check_ticks = t1;
-    check_ns = n1;
-    return true;
+  /* Measured again, twice over 2 ms: a reading delayed by preemption
+   * (microseconds on a loaded machine) must not pass for a new rate. The
+   * TSC is given up only when both measurements disagree. */
+  uint64_t fresh = want;
+  for (int attempt = 0; attempt < 2; attempt++) {
+    uint64_t t0, n0, t1, n1;
+    check_pair(&t0, &n0);
+    do {
+      check_pair(&t1, &n1);
+    } while (n1 - n0 < 2000000ull);
+    fresh = mult_between(t0, n0, t1, n1);
+    d = fresh > want ? fresh - want : want - fresh;
+    if (t1 > t0 && d <= want / 500) {
+      /* Same rate, new offset: the long baseline restarts here. */
+      read_pair(&clock_origin.ticks, &clock_origin.ns);
+      check_ticks = t1;
+      check_ns = n1;
+      return true;
+    }
   }
   snprintf(clock_note_buf, sizeof clock_note_buf,
            "the TSC's rate changed while the process ran (%.6f ns per tick "
            "calibrated, %.6f measured)",
            (double)want / 4294967296.0, (double)fresh / 4294967296.0);
   clock_note = clock_note_buf;
-  clock_note_ns = n1;
+  clock_note_ns = etch__boottime_ns();
   /* Events read the TSC until they see it given up: their readings are
    * converted through this last view. */
   read_pair(&last_tsc.ticks, &last_tsc.ns);

@@ -312,8 +312,17 @@ static int hook_mode; /* 1: rate x1.5, 2: jump */
 
 static void fake_pair(uint64_t *ticks, uint64_t *ns) {
 #if defined(__x86_64__) || defined(__i386__)
-  uint64_t t = __rdtsc();
-  *ns = boottime();
+  /* The tightest of five (rdtsc, BOOTTIME, rdtsc) windows, as etch's own
+   * readings are taken. */
+  uint64_t best = UINT64_MAX, t = 0;
+  for (int i = 0; i < 5; i++) {
+    uint64_t a = __rdtsc(), n = boottime(), b = __rdtsc();
+    if (b - a < best) {
+      best = b - a;
+      t = a + (b - a) / 2;
+      *ns = n;
+    }
+  }
   *ticks = hook_mode == 1 ? t + (t - hook_base) / 2 : t + 3000000000ull;
 #else
   *ticks = *ns = boottime();
@@ -399,7 +408,7 @@ TEST(tsc_given_up_when_its_rate_changes_at_run_time) {
   td_trace t;
   uint64_t hook_ns, flip_ns;
   run_with_hook(1, &t, &hook_ns, &flip_ns, runs);
-  /* Noticed within the anchors' 10 ms span (and its 1 ms re-measure). */
+  /* Noticed within the anchors' 10 ms span (and its two 2 ms re-measures). */
   ASSERT_TRUE(flip_ns != 0);
   ASSERT_TRUE(flip_ns - hook_ns < 40000000ull);
   ASSERT_EQ_INT(__atomic_load_n(&etch__clock_tsc, __ATOMIC_ACQUIRE), 0);
