@@ -15,7 +15,9 @@
  * encoder, one fast path); completing a chunk (once per chunk, on the
  * writer's slow path) copies it into a free chunk of the shared memory
  * buffer in Perfetto's layout and queues a CommitData that the thread
- * sends. Nothing here waits for the service: with no free chunk in the
+ * sends. Only that thread touches the connection (at exit too: the exit
+ * handler asks it for a last flush and waits a bounded time). Nothing here
+ * waits for the service: with no free chunk in the
  * shared buffer the chunk is lost, counted, and the service sees the gap
  * in the writer's chunk ids. A flush copies the published part of every
  * chunk still being written (the service keeps the longer copy when the
@@ -60,7 +62,8 @@ typedef struct sys_instance {
  * state is under `lock`. */
 static struct {
   pthread_mutex_t lock;
-  bool started, stop;
+  pthread_cond_t exit_cond;
+  bool started, exit_req, exit_done;
   pthread_t thread;
   int wake; /* eventfd */
   char name[128];
@@ -81,7 +84,9 @@ static struct {
   sys_instance inst[MAX_INSTANCES];
   uint32_t ninst;
   uint64_t chunks_lost; /* no free chunk in the shared buffer */
-} P = {.lock = PTHREAD_MUTEX_INITIALIZER, .wake = -1};
+} P = {.lock = PTHREAD_MUTEX_INITIALIZER,
+       .exit_cond = PTHREAD_COND_INITIALIZER,
+       .wake = -1};
 
 struct sysb {
   etch_backend base;
@@ -136,8 +141,10 @@ static bool copy_out(sysb *b, const etch_chunk *c, uint32_t used,
       uint32_t count = count_fragments(src, used);
       if (count > ETCH_SMB_MAX_COUNT) count = ETCH_SMB_MAX_COUNT;
       etch_smb_chunk_header *h = (etch_smb_chunk_header *)dst;
+      /* After the bytes: a service scraping the chunk meanwhile sees a
+       * count only for fragments that are there. */
       __atomic_store_n(&h->packets, (uint16_t)(count | (uint32_t)f << 10),
-                       __ATOMIC_RELAXED);
+                       __ATOMIC_RELEASE);
       etch__smb_release_complete(&P.smb, page, i);
       P.commits[P.ncommits].page = page;
       P.commits[P.ncommits].chunk = i;
@@ -315,27 +322,25 @@ static void send_commits(void) {
   etch_pb_buf_free(&b);
 }
 
-static void register_sources(void) {
-  etch_pb_buf b;
-  etch_pb_buf_init(&b, 1024, ETCH_IPC_MAX_FRAME - 256);
+/* The RegisterDataSourceRequest for track_event (takes etch__g.lock: never
+ * called under P.lock, which etch__g.lock's holders may take). */
+static void register_args(etch_pb_buf *bp) {
   etch_pb_nested d, t, c;
-  etch_pb_nested_begin(&b.s, ETCH_RDS_DESCRIPTOR, &d);
-  etch_pb_write_string_field(&b.s, ETCH_DSD_NAME, "track_event");
-  etch_pb_write_varint_field(&b.s, ETCH_DSD_WILL_NOTIFY_ON_STOP, 1);
-  etch_pb_nested_begin(&b.s, ETCH_DSD_TRACK_EVENT_DESCRIPTOR, &t);
+  etch_pb_nested_begin(&bp->s, ETCH_RDS_DESCRIPTOR, &d);
+  etch_pb_write_string_field(&bp->s, ETCH_DSD_NAME, "track_event");
+  etch_pb_write_varint_field(&bp->s, ETCH_DSD_WILL_NOTIFY_ON_STOP, 1);
+  etch_pb_nested_begin(&bp->s, ETCH_DSD_TRACK_EVENT_DESCRIPTOR, &t);
   pthread_mutex_lock(&etch__g.lock);
   for (etch_category *cat = etch__g.cats; cat; cat = cat->next) {
-    etch_pb_nested_begin(&b.s, ETCH_TED_AVAILABLE_CATEGORIES, &c);
-    etch_pb_write_string_field(&b.s, ETCH_TEC_NAME, cat->name);
+    etch_pb_nested_begin(&bp->s, ETCH_TED_AVAILABLE_CATEGORIES, &c);
+    etch_pb_write_string_field(&bp->s, ETCH_TEC_NAME, cat->name);
     if (cat->description && *cat->description)
-      etch_pb_write_string_field(&b.s, ETCH_TEC_DESCRIPTION, cat->description);
-    etch_pb_nested_end(&b.s, &c);
+      etch_pb_write_string_field(&bp->s, ETCH_TEC_DESCRIPTION, cat->description);
+    etch_pb_nested_end(&bp->s, &c);
   }
   pthread_mutex_unlock(&etch__g.lock);
-  etch_pb_nested_end(&b.s, &t);
-  etch_pb_nested_end(&b.s, &d);
-  invoke(P.m_register, &b, false, NULL);
-  etch_pb_buf_free(&b);
+  etch_pb_nested_end(&bp->s, &t);
+  etch_pb_nested_end(&bp->s, &d);
 }
 
 /* etch's category filter for a track_event config (docs/backends.md):
@@ -563,18 +568,21 @@ static void on_frame(const etch_ipc_frame *f) {
       etch__ipc_conn_fail(&P.conn, "the producer port lacks methods");
       return;
     }
-    etch_pb_buf b;
+    etch_pb_buf b, r;
     etch_pb_buf_init(&b, 128, 0);
+    etch_pb_buf_init(&r, 1024, ETCH_IPC_MAX_FRAME - 256);
     etch_pb_write_varint_field(&b.s, ETCH_ICR_PAGE_SIZE_HINT, 32768);
     etch_pb_write_varint_field(&b.s, ETCH_ICR_SIZE_HINT, 2u << 20);
     etch_pb_write_string_field(&b.s, ETCH_ICR_PRODUCER_NAME, P.name);
     etch_pb_write_string_field(&b.s, ETCH_ICR_SDK_VERSION, "etch");
+    register_args(&r);
     pthread_mutex_lock(&P.lock);
     invoke(P.m_init, &b, false, NULL);
-    register_sources();
+    invoke(P.m_register, &r, false, NULL);
     invoke(P.m_async, NULL, false, &P.async_req);
     pthread_mutex_unlock(&P.lock);
     etch_pb_buf_free(&b);
+    etch_pb_buf_free(&r);
     return;
   }
   if (f->kind == ETCH_IPC_REPLY && f->request_id == P.async_req &&
@@ -616,18 +624,32 @@ static void try_connect(void) {
   pthread_mutex_unlock(&P.lock);
 }
 
+/* The last flush, on the thread at the exit handler's request (under
+ * P.lock): what every writer holds goes to the service, best effort. */
+static void last_flush(void) {
+  for (uint32_t i = 0; i < P.ninst; i++)
+    if (P.inst[i].b) scrape(P.inst[i].b);
+  send_commits();
+  for (int k = 0; k < 50 && P.connected && etch__ipc_conn_want_write(&P.conn);
+       k++) {
+    struct pollfd pf = {P.conn.fd, POLLOUT, 0};
+    poll(&pf, 1, 20);
+    if (etch__ipc_conn_flush(&P.conn)) break;
+  }
+  P.exit_done = true;
+  pthread_cond_broadcast(&P.exit_cond);
+}
+
 static void *producer_main(void *arg) {
   (void)arg;
   etch_ipc_frame *f = (etch_ipc_frame *)etch__malloc(sizeof *f);
   if (!f) return NULL;
-  while (!P.stop) {
+  for (;;) {
     if (!P.connected) try_connect();
     struct pollfd pf[2] = {{P.wake, POLLIN, 0}, {-1, POLLIN, 0}};
     if (P.connected) {
       pf[1].fd = P.conn.fd;
-      pthread_mutex_lock(&P.lock);
       if (etch__ipc_conn_want_write(&P.conn)) pf[1].events |= POLLOUT;
-      pthread_mutex_unlock(&P.lock);
     }
     int r = poll(pf, 2, P.connected ? 1000 : RETRY_MS);
     if (r < 0) continue;
@@ -636,8 +658,16 @@ static void *producer_main(void *arg) {
       if (read(P.wake, &v, sizeof v) < 0) { /* nothing */
       }
     }
-    if (!P.connected) continue;
     pthread_mutex_lock(&P.lock);
+    if (P.exit_req) {
+      last_flush();
+      pthread_mutex_unlock(&P.lock);
+      break;
+    }
+    if (!P.connected) {
+      pthread_mutex_unlock(&P.lock);
+      continue;
+    }
     send_commits();
     if (pf[1].revents & POLLOUT) etch__ipc_conn_flush(&P.conn);
     if (pf[1].revents & (POLLIN | POLLHUP | POLLERR))
@@ -651,22 +681,72 @@ static void *producer_main(void *arg) {
   return NULL;
 }
 
-/* At exit: what every writer holds goes to the service (best effort). */
+/* At exit: the thread sends what every writer holds (waiting at most a
+ * second for it). */
 static void flush_at_exit(void) {
-  if (!P.started) return;
-  P.stop = true;
   pthread_mutex_lock(&P.lock);
-  for (uint32_t i = 0; i < P.ninst; i++)
-    if (P.inst[i].b) scrape(P.inst[i].b);
-  send_commits();
-  /* Write what is queued, waiting a little for the socket. */
-  for (int k = 0; k < 50 && P.connected && etch__ipc_conn_want_write(&P.conn);
-       k++) {
-    struct pollfd pf = {P.conn.fd, POLLOUT, 0};
-    poll(&pf, 1, 20);
-    if (etch__ipc_conn_flush(&P.conn)) break;
+  if (!P.started || P.exit_done) {
+    pthread_mutex_unlock(&P.lock);
+    return;
+  }
+  P.exit_req = true;
+  wake_thread();
+  struct timespec until;
+  clock_gettime(CLOCK_REALTIME, &until);
+  until.tv_sec += 1;
+  while (!P.exit_done &&
+         pthread_cond_timedwait(&P.exit_cond, &P.lock, &until) == 0) {
   }
   pthread_mutex_unlock(&P.lock);
+}
+
+static void start_thread_locked(void);
+
+static void sys_atfork_prepare(void) { pthread_mutex_lock(&P.lock); }
+static void sys_atfork_parent(void) { pthread_mutex_unlock(&P.lock); }
+
+/*
+ * A forked child is a producer of its own: it drops the parent's
+ * connection and shared memory (the parent's, not to be written by
+ * another process) and the sessions (gone with the SDK's own fork
+ * handling, src/sdk/track.c), then connects afresh with its own pid.
+ */
+static void sys_atfork_child(void) {
+  pthread_mutex_init(&P.lock, NULL);
+  if (!P.started) return;
+  if (P.connected) etch__ipc_conn_close(&P.conn);
+  P.connected = false;
+  if (P.smb_mem) munmap(P.smb_mem, P.smb_size);
+  P.smb_mem = NULL;
+  P.have_smb = false;
+  P.ninst = 0;
+  P.ncommits = 0;
+  P.flush_id = 0;
+  if (P.wake >= 0) close(P.wake);
+  P.wake = -1;
+  P.started = false;
+  P.exit_req = P.exit_done = false;
+  pthread_cond_init(&P.exit_cond, NULL);
+  pthread_mutex_lock(&P.lock);
+  start_thread_locked();
+  pthread_mutex_unlock(&P.lock);
+}
+
+/* Starts the producer thread (under P.lock). */
+static void start_thread_locked(void) {
+  P.wake = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (P.wake < 0) return;
+  pthread_attr_t a;
+  pthread_attr_init(&a);
+  pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+  int e = pthread_create(&P.thread, &a, producer_main, NULL);
+  pthread_attr_destroy(&a);
+  if (e) {
+    close(P.wake);
+    P.wake = -1;
+    return;
+  }
+  P.started = true;
 }
 
 int etch_system_start(const char *producer_name) {
@@ -688,25 +768,20 @@ int etch_system_start(const char *producer_name) {
     }
     snprintf(P.name, sizeof P.name, "%s", comm[0] ? comm : "etch");
   }
-  P.wake = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  if (P.wake < 0) {
+  start_thread_locked();
+  if (!P.started) {
     pthread_mutex_unlock(&P.lock);
-    return etch__error(ETCH_EIO, "eventfd: %s", strerror(errno));
+    return etch__error(ETCH_EIO, "cannot start the producer thread: %s",
+                       strerror(errno));
   }
-  pthread_attr_t a;
-  pthread_attr_init(&a);
-  pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
-  int e = pthread_create(&P.thread, &a, producer_main, NULL);
-  pthread_attr_destroy(&a);
-  if (e) {
-    close(P.wake);
-    P.wake = -1;
-    pthread_mutex_unlock(&P.lock);
-    return etch__error(ETCH_ENOMEM, "cannot start the producer thread");
-  }
-  P.started = true;
+  static bool once;
+  bool first = !once;
+  once = true;
   pthread_mutex_unlock(&P.lock);
-  atexit(flush_at_exit);
+  if (first) {
+    atexit(flush_at_exit);
+    pthread_atfork(sys_atfork_prepare, sys_atfork_parent, sys_atfork_child);
+  }
   /* A program started by `etch record` waits (a bounded time) for the
    * session that is already waiting for it, so its first events count. */
   const char *w = getenv("ETCH_SYSTEM_WAIT_MS");
