@@ -77,6 +77,7 @@ typedef struct ds_reg {
 typedef struct wmap {
   uint16_t writer_id;
   uint32_t seq;
+  uint32_t buffer; /* from RegisterTraceWriter, 0 when not said */
 } wmap;
 
 typedef struct producer {
@@ -257,6 +258,7 @@ static uint32_t seq_of(etch_service *s, producer *p, uint16_t writer_id) {
   s->seqinfo[s->next_seq].pid = (int32_t)p->conn.peer_pid;
   s->seqinfo[s->next_seq].uid = (int32_t)p->conn.peer_uid;
   p->writers[p->nwriters].writer_id = writer_id;
+  p->writers[p->nwriters].buffer = 0;
   p->writers[p->nwriters].seq = s->next_seq++;
   return p->writers[p->nwriters++].seq;
 }
@@ -577,11 +579,67 @@ static void disable_session(etch_service *s, session *x) {
   begin_flush(s, x, x->cfg->flush_timeout_ms, false, 0, true);
 }
 
+/* The buffer of session x that writer `w` of producer p writes into: the
+ * one it registered, else the one of p's only instance in x (0: none). */
+static uint32_t writer_buffer(etch_service *s, session *x, producer *p,
+                              uint16_t w) {
+  for (uint32_t i = 0; i < p->nwriters; i++)
+    if (p->writers[i].writer_id == w && p->writers[i].buffer)
+      return may_write(s, p, p->writers[i].buffer) &&
+                     s->buf_session[p->writers[i].buffer] == x->id
+                 ? p->writers[i].buffer
+                 : 0;
+  uint32_t buf = 0, n = 0;
+  for (uint32_t i = 0; i < x->ninst; i++)
+    if (x->inst[i].producer_id == p->id) {
+      buf = x->buf_ids[x->cfg->sources[x->inst[i].source_index].target_buffer];
+      n++;
+    }
+  return n == 1 ? buf : 0;
+}
+
+/*
+ * Copies the packets of the chunks a producer is still writing: data
+ * sources that do nothing on a flush (Perfetto's track_event among them)
+ * leave their last chunk to the service. The last fragment of such a
+ * chunk may be half written and is left out; when the whole chunk is
+ * committed later it replaces the copy (src/buffer/tracebuf.c). Nothing in
+ * the shared memory is changed.
+ */
+static void scrape_producer(etch_service *s, session *x, producer *p) {
+  if (!p->smb_mem) return;
+  for (uint32_t page = 0; page < p->smb.npages; page++) {
+    uint32_t bm = etch__smb_bitmap(&p->smb, page);
+    uint32_t layout = etch__smb_bitmap_layout(bm);
+    uint32_t n = etch__smb_layout_chunks(layout);
+    for (uint32_t i = 0; i < n; i++) {
+      if (etch__smb_bitmap_state(bm, i) != ETCH_SMB_WRITING) continue;
+      if (etch__smb_chunk_read(&p->smb, page, i, s->chunk) != ETCH_OK ||
+          s->chunk->count < 2)
+        continue;
+      /* The first count - 1 fragments. */
+      uint32_t idx = 0, off = 0, len, keep = 0;
+      const uint8_t *d;
+      while (idx + 1 < s->chunk->count &&
+             etch__smb_next_fragment(s->chunk, &idx, &off, &d, &len) == 1)
+        keep = off;
+      if (idx + 1 != s->chunk->count) continue; /* did not parse: skip */
+      uint32_t buf = writer_buffer(s, x, p, s->chunk->writer_id);
+      uint32_t seq = buf ? seq_of(s, p, s->chunk->writer_id) : 0;
+      if (!seq) continue;
+      etch__tracebuf_put(s->bufs[buf], seq, s->chunk->chunk_id,
+                         s->chunk->flags & ETCH_SMB_FIRST_CONTINUES, idx,
+                         s->chunk->payload, keep);
+    }
+  }
+}
+
 static void end_flush(etch_service *s, session *x, bool ok) {
   x->flushing = false;
   free(x->flush_wait);
   x->flush_wait = NULL;
   x->nflush_wait = 0;
+  for (producer *p = s->producers; p; p = p->next) scrape_producer(s, x, p);
   if (x->flush_for_consumer) {
     consumer *c = find_consumer(s, x->consumer_id);
     if (c) send_reply(&c->conn, x->flush_req, ok, NULL, false, -1);
@@ -935,7 +993,19 @@ static int on_producer_frame(etch_service *s, producer *p,
       }
     reply_empty(&p->conn, f, true);
     return ETCH_OK;
-  case PM_REG_WRITER:
+  case PM_REG_WRITER: {
+    uint64_t w = 0, buf = 0;
+    etch_pb_dec_init(&d, f->body.data, f->body.len);
+    while (etch_pb_next(&d, &fl)) {
+      if (fl.id == ETCH_RTW_WRITER_ID && fl.wt == 0) w = fl.u;
+      if (fl.id == ETCH_RTW_TARGET_BUFFER && fl.wt == 0) buf = fl.u;
+    }
+    if (w && w <= 0xffff && buf && buf < s->nbufs && seq_of(s, p, (uint16_t)w))
+      for (uint32_t i = 0; i < p->nwriters; i++)
+        if (p->writers[i].writer_id == w) p->writers[i].buffer = (uint32_t)buf;
+    reply_empty(&p->conn, f, true);
+    return ETCH_OK;
+  }
   case PM_UNREG_WRITER:
   case PM_SYNC:
   case PM_UPDATE:

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -19,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "buffer/smb.h"
 #include "ipc/ipc.h"
 #include "pb/pb.h"
 #include "proto/ipc.h"
@@ -406,5 +408,204 @@ TEST(record_refuses_a_config_it_would_not_honour) {
   ASSERT_TRUE(text && memmem(text, n, "line 2: option 'trigger_config' of "
                                       "TraceConfig is not supported", 59));
   free(text);
+  svc_stop(&s);
+}
+
+/* ---- a producer written by hand, as Perfetto's SDK behaves ---- */
+
+typedef struct raw {
+  etch_ipc_conn c;
+  etch_ipc_frame bind;
+  uint8_t *names;
+  uint32_t svc;
+  uint64_t req;
+} raw;
+
+static void raw_next(raw *r, etch_ipc_frame *f) {
+  for (int i = 0; i < 200; i++) {
+    int n = etch__ipc_conn_next(&r->c, f);
+    if (n == 1) return;
+    if (n < 0 || (r->c.failed && !r->c.eof)) FAIL("raw: %s", r->c.err);
+    etch__ipc_conn_wait(&r->c, 50);
+  }
+  FAIL("raw: nothing from the service");
+}
+
+static void raw_invoke(raw *r, const char *method, const etch_pb_buf *b) {
+  etch_ipc_frame f;
+  memset(&f, 0, sizeof f);
+  f.kind = ETCH_IPC_INVOKE;
+  f.request_id = ++r->req;
+  f.service_id = r->svc;
+  f.method_id = etch__ipc_method_id(&r->bind, method);
+  ASSERT_TRUE(f.method_id != 0);
+  if (b) {
+    f.body.data = etch_pb_buf_data(b);
+    f.body.len = (uint32_t)etch_pb_buf_len(b);
+  }
+  ASSERT_OK(etch__ipc_conn_send(&r->c, &f, -1));
+}
+
+static void raw_open(raw *r, const svc *s) {
+  memset(r, 0, sizeof *r);
+  etch__ipc_conn_init(&r->c, raw_connect(s->prod), 1 << 20);
+  etch_ipc_frame f;
+  memset(&f, 0, sizeof f);
+  f.kind = ETCH_IPC_BIND;
+  f.request_id = ++r->req;
+  f.name.data = (const uint8_t *)"producer_port";
+  f.name.len = 13;
+  ASSERT_OK(etch__ipc_conn_send(&r->c, &f, -1));
+  raw_next(r, &r->bind);
+  ASSERT_EQ_INT(r->bind.kind, ETCH_IPC_BIND_REPLY);
+  r->svc = r->bind.service_id;
+  /* keep the method names: they point into the receive buffer */
+  r->names = malloc(4096);
+  size_t off = 0;
+  for (uint32_t i = 0; i < r->bind.nmethods; i++) {
+    memcpy(r->names + off, r->bind.methods[i].name.data,
+           r->bind.methods[i].name.len);
+    r->bind.methods[i].name.data = r->names + off;
+    off += r->bind.methods[i].name.len;
+  }
+}
+
+/* Writes fragments "pkt-0".."pkt-{n-1}" (each a TracePacket with only
+ * for_testing = 900) into chunk (page, idx) of the shared memory, state
+ * being written, as a writer in the middle of its chunk leaves it. */
+static void raw_write_chunk(uint8_t *smb, uint32_t page_size, uint32_t page,
+                            uint16_t writer, uint32_t chunk_id, int n) {
+  etch_smb m;
+  ASSERT_OK(etch__smb_init(&m, smb, (uint64_t)page_size * 4, page_size));
+  if (etch__smb_bitmap_layout(etch__smb_bitmap(&m, page)) == 0)
+    ASSERT_TRUE(etch__smb_try_partition(&m, page, ETCH_SMB_DIV1));
+  uint8_t *c = etch__smb_try_acquire_write(&m, page, 0, writer, chunk_id, 0);
+  ASSERT_TRUE(c != NULL);
+  uint8_t *p = c + ETCH_SMB_CHUNK_HEADER;
+  for (int i = 0; i < n; i++) {
+    char text[16];
+    int tl = snprintf(text, sizeof text, "pkt-%d", i);
+    /* fragment: 4-byte size, then 0xa2 0x38 (field 900, LEN) len text */
+    uint32_t sz = (uint32_t)(3 + tl);
+    etch_pb_put_redundant4(p, sz);
+    p += 4;
+    *p++ = 0xa2;
+    *p++ = 0x38;
+    *p++ = (uint8_t)tl;
+    memcpy(p, text, (size_t)tl);
+    p += tl;
+  }
+  etch_smb_chunk_header *h = (etch_smb_chunk_header *)c;
+  __atomic_store_n(&h->packets, (uint16_t)n, __ATOMIC_RELEASE);
+}
+
+/* Counts the for_testing payloads "pkt-N" in a trace file. */
+static int count_testing(const char *path, int *max_n) {
+  size_t n;
+  uint8_t *d = etch_test_read_file(path, &n);
+  if (!d) return -1;
+  int count = 0;
+  *max_n = -1;
+  etch_pb_dec dec;
+  etch_pb_field f;
+  etch_pb_dec_init(&dec, d, n);
+  while (etch_pb_next(&dec, &f)) {
+    etch_pb_dec p;
+    etch_pb_field g;
+    etch_pb_dec_init(&p, f.data, f.len);
+    while (etch_pb_next(&p, &g))
+      if (g.id == 900 && g.wt == 2 && g.len > 4 && !memcmp(g.data, "pkt-", 4)) {
+        count++;
+        int k = atoi((const char *)g.data + 4);
+        if (k > *max_n) *max_n = k;
+      }
+  }
+  free(d);
+  return count;
+}
+
+/* A producer that never commits its last chunk and never answers the
+ * flush (Perfetto's track_event leaves the last chunk to the service): the
+ * flush ends at its timeout, and the service copies that chunk's whole
+ * packets out of the shared memory itself. */
+TEST(the_service_scrapes_what_a_silent_producer_left) {
+  svc s;
+  svc_start(&s);
+  char cfg[700], out[700];
+  snprintf(cfg, sizeof cfg, "%s/c.pbtx", s.dir);
+  snprintf(out, sizeof out, "%s/scraped.pftrace", s.dir);
+  FILE *f = fopen(cfg, "w");
+  fputs("buffers { size_kb: 1024 }\n"
+        "data_sources { config { name: \"raw.source\" } }\n"
+        "flush_timeout_ms: 300\ndata_source_stop_timeout_ms: 300\n", f);
+  fclose(f);
+  char log[700];
+  snprintf(log, sizeof log, "%s/record.log", s.dir);
+  char *argv[] = {(char *)ETCH_BIN, "record", "--config", cfg, "-o", out, NULL};
+  pid_t rec = spawn(argv, log);
+  sleep_ms(300);
+  raw r;
+  raw_open(&r, &s);
+  etch_pb_buf b;
+  etch_pb_buf_init(&b, 64, 0);
+  etch_pb_write_string_field(&b.s, ETCH_ICR_PRODUCER_NAME, "raw");
+  raw_invoke(&r, "InitializeConnection", &b);
+  etch_pb_buf_reset(&b);
+  etch_pb_nested d;
+  etch_pb_nested_begin(&b.s, ETCH_RDS_DESCRIPTOR, &d);
+  etch_pb_write_string_field(&b.s, ETCH_DSD_NAME, "raw.source");
+  etch_pb_nested_end(&b.s, &d);
+  raw_invoke(&r, "RegisterDataSource", &b);
+  raw_invoke(&r, "GetAsyncCommand", NULL);
+  /* Until StartDataSource, taking the shared memory on the way. */
+  uint8_t *smb = NULL;
+  uint32_t page_kb = 0;
+  bool started = false;
+  for (int i = 0; i < 20 && !started; i++) {
+    etch_ipc_frame g;
+    raw_next(&r, &g);
+    if (g.kind != ETCH_IPC_REPLY || !g.has_more) continue;
+    etch_pb_dec dec;
+    etch_pb_field fl;
+    etch_pb_dec_init(&dec, g.body.data, g.body.len);
+    while (etch_pb_next(&dec, &fl)) {
+      if (fl.id == ETCH_GAC_SETUP_TRACING) {
+        etch_pb_dec sd;
+        etch_pb_field sf;
+        etch_pb_dec_init(&sd, fl.data, fl.len);
+        while (etch_pb_next(&sd, &sf))
+          if (sf.id == ETCH_GAC_SETUP_PAGE_SIZE_KB) page_kb = (uint32_t)sf.u;
+        int fd = etch__ipc_conn_take_fd(&r.c);
+        ASSERT_TRUE(fd >= 0);
+        struct stat st;
+        ASSERT_TRUE(fstat(fd, &st) == 0);
+        smb = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE,
+                   MAP_SHARED, fd, 0);
+        ASSERT_TRUE(smb != MAP_FAILED);
+        close(fd);
+      } else if (fl.id == ETCH_GAC_START_DATA_SOURCE) {
+        started = true;
+      }
+    }
+  }
+  ASSERT_TRUE(started && smb && page_kb);
+  /* Writer 1 registers its buffer, as Perfetto's SDK does... */
+  etch_pb_buf_reset(&b);
+  etch_pb_write_varint_field(&b.s, ETCH_RTW_WRITER_ID, 1);
+  etch_pb_write_varint_field(&b.s, ETCH_RTW_TARGET_BUFFER, 1);
+  raw_invoke(&r, "RegisterTraceWriter", &b);
+  /* ... and leaves 5 packets in its first chunk, the last one maybe half
+   * written, uncommitted. */
+  raw_write_chunk(smb, page_kb * 1024, 0, 1, 0, 5);
+  etch__ipc_conn_flush(&r.c);
+  sleep_ms(100);
+  kill(rec, SIGINT);
+  ASSERT_EQ_INT(wait_exit(rec), 0);
+  int max_n;
+  ASSERT_EQ_INT(count_testing(out, &max_n), 4);
+  ASSERT_EQ_INT(max_n, 3);
+  etch_pb_buf_free(&b);
+  free(r.names);
+  etch__ipc_conn_close(&r.c);
   svc_stop(&s);
 }
