@@ -138,6 +138,10 @@ typedef struct consumer {
   etch_ipc_conn conn;
   bool bound;
   uint32_t session_id;
+  /* A ReadBuffers being streamed: the trace's records not sent yet. */
+  uint8_t *rd;
+  size_t rd_len, rd_off;
+  uint64_t rd_req;
   struct consumer *next;
 } consumer;
 
@@ -1136,10 +1140,62 @@ static int consumer_enable(etch_service *s, consumer *c,
   return ETCH_OK;
 }
 
+/* Sends ReadBuffers replies while the consumer's socket keeps up: at most
+ * READ_AHEAD bytes queued, the rest when it has read them, so a large
+ * trace never fills the send queue. */
+#define READ_AHEAD (1u << 20)
+
+static void pump_read(consumer *c) {
+  while (c->rd && c->conn.tx_len - c->conn.tx_off < READ_AHEAD &&
+         !c->conn.failed) {
+    etch_pb_buf b;
+    etch_pb_buf_init(&b, 4096, 0);
+    etch_pb_dec d;
+    etch_pb_field fl;
+    etch_pb_dec_init(&d, c->rd + c->rd_off, c->rd_len - c->rd_off);
+    size_t base = c->rd_off, consumed = 0;
+    /* The records of this reply: whole ones while they fit, a large one
+     * in slices of its own. */
+    while (etch_pb_next(&d, &fl)) {
+      size_t rec_end = (size_t)(d.p - d.start);
+      if (fl.wt != 2) {
+        consumed = rec_end;
+        continue;
+      }
+      if (etch_pb_buf_len(&b) && etch_pb_buf_len(&b) + fl.len + 32 > SLICE_MAX)
+        break;
+      size_t off = 0;
+      do {
+        size_t n = fl.len - off < SLICE_MAX ? fl.len - off : SLICE_MAX;
+        if (etch_pb_buf_len(&b) && etch_pb_buf_len(&b) + n + 32 > SLICE_MAX) {
+          send_reply(&c->conn, c->rd_req, true, &b, true, -1);
+          etch_pb_buf_reset(&b);
+        }
+        etch_pb_nested sl;
+        etch_pb_nested_begin(&b.s, ETCH_RBR_SLICES, &sl);
+        etch_pb_write_bytes_field(&b.s, ETCH_RBR_SLICE_DATA, fl.data + off, n);
+        if (off + n == fl.len)
+          etch_pb_write_varint_field(&b.s, ETCH_RBR_SLICE_LAST, 1);
+        etch_pb_nested_end(&b.s, &sl);
+        off += n;
+      } while (off < fl.len);
+      consumed = rec_end;
+    }
+    c->rd_off = base + consumed;
+    bool last = c->rd_off >= c->rd_len || d.err;
+    send_reply(&c->conn, c->rd_req, true, &b, !last, -1);
+    etch_pb_buf_free(&b);
+    if (last) {
+      free(c->rd);
+      c->rd = NULL;
+    }
+  }
+}
+
 static void consumer_read(etch_service *s, consumer *c,
                           const etch_ipc_frame *f) {
   session *x = find_session(s, c->session_id);
-  if (!x || x->out_fd >= 0) {
+  if (!x || x->out_fd >= 0 || c->rd) {
     send_reply(&c->conn, f->request_id, false, NULL, false, -1);
     return;
   }
@@ -1151,34 +1207,11 @@ static void consumer_read(etch_service *s, consumer *c,
     return;
   }
   x->wrote_header = true;
-  /* The file is Trace.packet records: each becomes slices of at most
-   * SLICE_MAX bytes, several packets to a reply. */
-  etch_pb_buf b;
-  etch_pb_buf_init(&b, 4096, 0);
-  etch_pb_dec d;
-  etch_pb_field fl;
-  etch_pb_dec_init(&d, data, len);
-  while (etch_pb_next(&d, &fl)) {
-    if (fl.wt != 2) continue;
-    size_t off = 0;
-    do {
-      size_t n = fl.len - off < SLICE_MAX ? fl.len - off : SLICE_MAX;
-      if (etch_pb_buf_len(&b) + n + 32 > SLICE_MAX) {
-        send_reply(&c->conn, f->request_id, true, &b, true, -1);
-        etch_pb_buf_reset(&b);
-      }
-      etch_pb_nested sl;
-      etch_pb_nested_begin(&b.s, ETCH_RBR_SLICES, &sl);
-      etch_pb_write_bytes_field(&b.s, ETCH_RBR_SLICE_DATA, fl.data + off, n);
-      if (off + n == fl.len)
-        etch_pb_write_varint_field(&b.s, ETCH_RBR_SLICE_LAST, 1);
-      etch_pb_nested_end(&b.s, &sl);
-      off += n;
-    } while (off < fl.len);
-  }
-  send_reply(&c->conn, f->request_id, true, &b, false, -1);
-  etch_pb_buf_free(&b);
-  free(data);
+  c->rd = data;
+  c->rd_len = len;
+  c->rd_off = 0;
+  c->rd_req = f->request_id;
+  pump_read(c);
 }
 
 static void consumer_query(etch_service *s, consumer *c,
@@ -1328,6 +1361,7 @@ static void drop_consumer(etch_service *s, consumer *c, const char *why) {
       break;
     }
   etch__ipc_conn_close(&c->conn);
+  free(c->rd);
   free(c);
 }
 
@@ -1381,7 +1415,10 @@ static void service_producer(etch_service *s, producer *p, short rev) {
 }
 
 static void service_consumer(etch_service *s, consumer *c, short rev) {
-  if (rev & POLLOUT) etch__ipc_conn_flush(&c->conn);
+  if (rev & POLLOUT) {
+    etch__ipc_conn_flush(&c->conn);
+    pump_read(c);
+  }
   if (rev & (POLLIN | POLLHUP | POLLERR)) etch__ipc_conn_read(&c->conn);
   etch_ipc_frame *f = (etch_ipc_frame *)etch__malloc(sizeof *f);
   if (!f) return;
@@ -1459,7 +1496,8 @@ int etch__service_poll(etch_service *s, int timeout_ms) {
   uint32_t first_consumer = k;
   for (consumer *c = s->consumers; c; c = c->next, k++) {
     fds[k].fd = c->conn.fd;
-    fds[k].events = POLLIN | (etch__ipc_conn_want_write(&c->conn) ? POLLOUT : 0);
+    fds[k].events = POLLIN | (etch__ipc_conn_want_write(&c->conn) || c->rd
+                                  ? POLLOUT : 0);
     ids[k] = c->id;
   }
   int r = poll(fds, n, timeout_ms);

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -39,17 +40,26 @@ static void sleep_ms(long ms) {
   nanosleep(&d, NULL);
 }
 
+/* Runs a program that dies with the test (a failed test leaves no etchd,
+ * recorder or producer behind). */
 static pid_t spawn(char *const argv[], const char *out) {
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  if (out) {
-    posix_spawn_file_actions_addopen(&fa, 1, out, O_WRONLY | O_CREAT | O_APPEND, 0644);
-    posix_spawn_file_actions_addopen(&fa, 2, out, O_WRONLY | O_CREAT | O_APPEND, 0644);
+  pid_t parent = getpid();
+  pid_t pid = fork();
+  if (pid < 0) FAIL("fork: %s", strerror(errno));
+  if (pid == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(127);
+    if (out) {
+      int fd = open(out, O_WRONLY | O_CREAT | O_APPEND, 0644);
+      if (fd >= 0) {
+        dup2(fd, 1);
+        dup2(fd, 2);
+        close(fd);
+      }
+    }
+    execve(argv[0], argv, environ);
+    _exit(127);
   }
-  pid_t pid;
-  int e = posix_spawn(&pid, argv[0], &fa, NULL, argv, environ);
-  posix_spawn_file_actions_destroy(&fa);
-  if (e) FAIL("cannot run %s: %s", argv[0], strerror(e));
   return pid;
 }
 
@@ -607,5 +617,83 @@ TEST(the_service_scrapes_what_a_silent_producer_left) {
   etch_pb_buf_free(&b);
   free(r.names);
   etch__ipc_conn_close(&r.c);
+  svc_stop(&s);
+}
+
+static pid_t producer_mode(const char *name, int threads, long events,
+                           const char *mode) {
+  char t[16], e[24];
+  snprintf(t, sizeof t, "%d", threads);
+  snprintf(e, sizeof e, "%ld", events);
+  setenv("ETCH_SYSTEM_WAIT_MS", "3000", 1);
+  char *argv[] = {(char *)SVC_PRODUCER, (char *)name, t, e, (char *)mode, NULL};
+  return spawn(argv, NULL);
+}
+
+/* A traced program that forks: the child is a producer of its own (its
+ * pid, its connection, its shared memory), with none of the parent's
+ * writers; both record everything. */
+TEST(a_forked_child_is_a_producer_of_its_own) {
+  svc s;
+  svc_start(&s);
+  char out[700];
+  snprintf(out, sizeof out, "%s/fork.pftrace", s.dir);
+  pid_t rec = record_start(&s, out, NULL);
+  pid_t parent = producer_mode("forker", 2, 1000, "fork");
+  ASSERT_EQ_INT(wait_exit(parent), 0);
+  kill(rec, SIGINT);
+  ASSERT_EQ_INT(wait_exit(rec), 0);
+  td_trace t;
+  static int32_t pids[4096];
+  decode(out, &t, pids, 4096);
+  int32_t child = -1;
+  for (size_t i = 0; i < t.ntracks; i++)
+    if (t.tracks[i].is_thread && t.tracks[i].pid != parent &&
+        t.tracks[i].name && !strcmp(t.tracks[i].name, "worker-0"))
+      child = t.tracks[i].pid;
+  ASSERT_TRUE(child > 0);
+  for (int k = 0; k < 2; k++) {
+    check_ticks(&t, pids, 4096, parent, k, 1000);
+    check_ticks(&t, pids, 4096, child, k, 1000);
+  }
+  td_free(&t);
+  FILE *log = fopen(s.log, "r");
+  char line[512];
+  int producers = 0;
+  while (log && fgets(line, sizeof line, log))
+    if (strstr(line, ": 'forker' pid ")) producers++;
+  if (log) fclose(log);
+  ASSERT_EQ_INT(producers, 2);
+  svc_stop(&s);
+}
+
+/* etchd killed and started again: a running producer reconnects by itself
+ * and records into the new service's sessions. */
+TEST(producers_reconnect_when_the_service_restarts) {
+  svc s;
+  svc_start(&s);
+  pid_t p = producer("survivor", 1, 0);
+  sleep_ms(300);
+  kill(s.pid, SIGKILL);
+  wait_exit(s.pid);
+  svc_start(&s); /* a stale socket file is replaced */
+  char out[700];
+  snprintf(out, sizeof out, "%s/again.pftrace", s.dir);
+  pid_t rec = record_start(&s, out, NULL);
+  sleep_ms(1500); /* it retries every 0.5 s */
+  kill(rec, SIGINT);
+  ASSERT_EQ_INT(wait_exit(rec), 0);
+  kill(p, SIGKILL);
+  wait_exit(p);
+  td_trace t;
+  static int32_t pids[4096];
+  decode(out, &t, pids, 4096);
+  size_t n = 0;
+  for (size_t i = 0; i < t.nev; i++)
+    if (t.ev[i].name && !strcmp(t.ev[i].name, "tick") &&
+        t.ev[i].seq < 4096 && pids[t.ev[i].seq] == p)
+      n++;
+  ASSERT_TRUE(n > 100);
+  td_free(&t);
   svc_stop(&s);
 }

@@ -4,14 +4,20 @@
  * into the tracing service (system mode), then the process exits normally.
  * With EVENTS = 0 the threads record until the process is killed.
  *
- *   svc_producer NAME THREADS EVENTS
+ *   svc_producer NAME THREADS EVENTS [fork]
+ *
+ * With "fork" the process forks after starting: the child (a producer of
+ * its own, its own pid) waits half a second for its session, records the
+ * same, and exits; the parent records and waits for it.
  */
 #define _GNU_SOURCE
 #include <etch/etch.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 ETCH_CATEGORY_DEFINE(svc, "svc", "service tests", "");
 
@@ -36,9 +42,24 @@ int main(int argc, char **argv) {
   int threads = atoi(argv[2]);
   events = atol(argv[3]);
   if (etch_system_start(argv[1]) != ETCH_OK) return 3;
+  pid_t child = -1;
+  if (argc > 4 && argv[4][0] == 'f') {
+    child = fork();
+    if (child < 0) return 4;
+    if (child == 0) {
+      struct timespec d = {0, 500000000};
+      nanosleep(&d, NULL);
+    }
+  }
   pthread_t th[16];
   for (int i = 0; i < threads && i < 16; i++)
     pthread_create(&th[i], NULL, work, (void *)(intptr_t)i);
   for (int i = 0; i < threads && i < 16; i++) pthread_join(th[i], NULL);
+  if (child > 0) {
+    int st;
+    if (waitpid(child, &st, 0) != child || !WIFEXITED(st) ||
+        WEXITSTATUS(st) != 0)
+      return 5;
+  }
   return 0;
 }
