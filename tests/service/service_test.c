@@ -697,3 +697,75 @@ TEST(producers_reconnect_when_the_service_restarts) {
   td_free(&t);
   svc_stop(&s);
 }
+
+/* Sixteen processes of two threads into a discard buffer sized for the
+ * run: every event arrives exactly once, in order per thread. */
+TEST(sixteen_producers_lose_nothing) {
+  svc s;
+  svc_start(&s);
+  char out[700];
+  snprintf(out, sizeof out, "%s/sixteen.pftrace", s.dir);
+  pid_t rec = record_start(&s, out, "--discard");
+  pid_t p[16];
+  for (int i = 0; i < 16; i++) {
+    char name[16];
+    snprintf(name, sizeof name, "p%d", i);
+    p[i] = producer(name, 2, 20000);
+  }
+  for (int i = 0; i < 16; i++) ASSERT_EQ_INT(wait_exit(p[i]), 0);
+  kill(rec, SIGINT);
+  ASSERT_EQ_INT(wait_exit(rec), 0);
+  td_trace t;
+  static int32_t pids[4096];
+  decode(out, &t, pids, 4096);
+  for (int i = 0; i < 16; i++)
+    for (int k = 0; k < 2; k++) check_ticks(&t, pids, 4096, p[i], k, 20000);
+  ASSERT_EQ_INT((int)t.prev_dropped, 0);
+  ASSERT_TRUE(t.has_stats);
+  ASSERT_EQ_U64(t.stat_discarded, 0);
+  td_free(&t);
+  svc_stop(&s);
+}
+
+/* The same into a buffer far too small: what is kept is each thread's
+ * first events in order, the loss is counted, nothing is corrupted. */
+TEST(a_full_discard_buffer_keeps_clean_prefixes) {
+  svc s;
+  svc_start(&s);
+  char cfg[700], out[700], log[700];
+  snprintf(cfg, sizeof cfg, "%s/small.pbtx", s.dir);
+  snprintf(out, sizeof out, "%s/small.pftrace", s.dir);
+  snprintf(log, sizeof log, "%s/record.log", s.dir);
+  FILE *f = fopen(cfg, "w");
+  fputs("buffers { size_kb: 256 fill_policy: DISCARD }\n"
+        "data_sources { config { name: \"track_event\" } }\n", f);
+  fclose(f);
+  char *argv[] = {(char *)ETCH_BIN, "record", "--config", cfg, "-o", out, NULL};
+  pid_t rec = spawn(argv, log);
+  sleep_ms(300);
+  pid_t p[4];
+  for (int i = 0; i < 4; i++) p[i] = producer("small", 2, 50000);
+  for (int i = 0; i < 4; i++) ASSERT_EQ_INT(wait_exit(p[i]), 0);
+  kill(rec, SIGINT);
+  ASSERT_EQ_INT(wait_exit(rec), 0);
+  td_trace t;
+  static int32_t pids[4096];
+  decode(out, &t, pids, 4096);
+  long kept = 0;
+  for (int i = 0; i < 4; i++)
+    for (int k = 0; k < 2; k++) {
+      char name[32];
+      snprintf(name, sizeof name, "worker-%d", k);
+      bool has = false;
+      for (size_t j = 0; j < t.ntracks; j++)
+        if (t.tracks[j].is_thread && t.tracks[j].pid == p[i] &&
+            t.tracks[j].name && !strcmp(t.tracks[j].name, name))
+          has = true;
+      if (has) kept += check_ticks(&t, pids, 4096, p[i], k, -1);
+    }
+  ASSERT_TRUE(kept > 1000 && kept < 4 * 2 * 50000);
+  ASSERT_TRUE(t.has_stats);
+  ASSERT_TRUE(t.stat_discarded > 0);
+  td_free(&t);
+  svc_stop(&s);
+}
