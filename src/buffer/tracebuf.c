@@ -292,6 +292,7 @@ static int read_seq(etch_tracebuf *tb, tchunk **g, uint32_t n,
                                    c->chunk_id == prev_id + 1)
                                 : c->chunk_id == 0;
     if (!contiguous) {
+      tb->st.sequence_gaps++;
       dropped = true;
       if (pending) pending = false; /* its middle is gone */
     }

@@ -47,6 +47,7 @@ typedef struct etch_tracebuf_stats {
   uint64_t chunks_read;
   uint64_t bytes_read;
   uint64_t abi_violations;     /* fragments that did not fit their chunk */
+  uint64_t sequence_gaps;      /* places where a sequence lost chunks */
 } etch_tracebuf_stats;
 
 int etch__tracebuf_new(uint64_t size, etch_buffer_fill fill,

@@ -12,14 +12,14 @@
  * again; when the service goes away its sessions end and it reconnects.
  *
  * Writers fill chunks of their own memory exactly as in process (one
- * encoder, one fast path); completing a chunk (once per chunk, on the
- * writer's slow path) copies it into a free chunk of the shared memory
- * buffer in Perfetto's layout and queues a CommitData that the thread
- * sends. Only that thread touches the connection (at exit too: the exit
- * handler asks it for a last flush and waits a bounded time). Nothing here
- * waits for the service: with no free chunk in the
- * shared buffer the chunk is lost, counted, and the service sees the gap
- * in the writer's chunk ids. A flush copies the published part of every
+ * encoder, one fast path). Taking a chunk reserves a free chunk of the
+ * shared memory buffer (Perfetto's layout) for it; completing it (once per
+ * chunk, on the writer's slow path) copies it there and queues a
+ * CommitData that the thread sends in batches. Only that thread touches
+ * the connection (at exit too: the exit handler asks it for a last flush
+ * and waits a bounded time). Nothing here waits for the service: with no
+ * free chunk in the shared buffer the writer gets none and drops events,
+ * counted and reported on its sequence as in process. A flush copies the published part of every
  * chunk still being written (the service keeps the longer copy when the
  * whole chunk follows). See docs/backends.md.
  */
@@ -41,10 +41,19 @@
 #include "proto/ipc.h"
 #include "sdk/sdk.h"
 
-#define SYS_LAYOUT ETCH_SMB_DIV4
-#define MAX_COMMITS 4096u
+/* Seven chunks to a page (4.6 KiB of a 32 KiB page): the header counts
+ * at most 1023 fragments, and no packet etch writes is under 5 bytes. */
+#define SYS_LAYOUT ETCH_SMB_DIV7
 #define MAX_INSTANCES ETCH_MAX_SESSIONS
 #define RETRY_MS 500
+/* Commits wait for this many chunks, or for the thread's next round (at
+ * most COMMIT_PERIOD_MS), so that a busy writer does not wake the thread
+ * (and the service) for every chunk. */
+#define COMMIT_BATCH 16u
+#define COMMIT_PERIOD_MS 10
+#define POOL_MAX 64u
+/* How long writers drop without looking once the shared memory is full. */
+#define FULL_BACKOFF_NS 200000ull
 
 typedef struct sysb sysb;
 
@@ -58,10 +67,13 @@ typedef struct sys_instance {
   sysb *b;
 } sys_instance;
 
-/* The process's producer. Everything but the thread's own connection
- * state is under `lock`. */
+/* The process's producer. The connection is the thread's alone; the shared
+ * memory's mapping is held by `smb_rw` (read: a chunk being copied in;
+ * write: mapping or unmapping it); the rest is under `lock`, taken before
+ * `smb_rw` when both are. */
 static struct {
   pthread_mutex_t lock;
+  pthread_rwlock_t smb_rw;
   pthread_cond_t exit_cond;
   bool started, exit_req, exit_done;
   pthread_t thread;
@@ -77,14 +89,19 @@ static struct {
   uint32_t page_kb;
   etch_smb smb;
   bool have_smb;
-  uint32_t cursor;
-  commit commits[MAX_COMMITS];
-  uint32_t ncommits;
+  uint32_t smb_gen;   /* counts mappings: a commit is for one of them */
+  uint32_t cursor;    /* atomic: the page to look at first */
+  commit *commits;    /* one per chunk of the shared memory at most */
+  uint32_t ncommits, capcommits;
   uint64_t flush_id; /* to acknowledge with the next commit */
   sys_instance inst[MAX_INSTANCES];
   uint32_t ninst;
   uint64_t chunks_lost; /* no free chunk in the shared buffer */
+  /* Chunks of writers' memory given back, for the next acquire. */
+  etch_chunk *pool[64];
+  uint32_t npool, pool_size;
 } P = {.lock = PTHREAD_MUTEX_INITIALIZER,
+       .smb_rw = PTHREAD_RWLOCK_INITIALIZER,
        .exit_cond = PTHREAD_COND_INITIALIZER,
        .wake = -1};
 
@@ -99,31 +116,42 @@ struct sysb {
 
 /* ---- the shared buffer (under P.lock) ---- */
 
-/* Fragments in a chunk's published payload. */
+/* Fragments in a chunk's published payload: a size varint and its bytes
+ * each (mostly one-byte sizes: the loop stays in registers). */
 static uint32_t count_fragments(const uint8_t *p, uint32_t len) {
   uint32_t n = 0, off = 0;
   while (off < len) {
-    const uint8_t *q = p + off;
-    uint64_t size;
-    if (!etch_pb_read_varint(&q, p + len, &size) ||
-        size > (uint64_t)(p + len - q))
-      break;
-    off = (uint32_t)(q - p + size);
+    uint32_t size = 0, shift = 0;
+    uint8_t b;
+    do {
+      if (off >= len || shift > 21) return n;
+      b = p[off++];
+      size |= (uint32_t)(b & 0x7f) << shift;
+      shift += 7;
+    } while (b & 0x80);
+    if (size > len - off) return n;
+    off += size;
     n++;
   }
   return n;
 }
 
-/* Copies a chunk's published part into a free chunk of the shared buffer
- * and queues its commit; false when there is none (or no buffer). */
+/* Copies a chunk's published part into a free chunk of the shared memory
+ * and says in *cm what to commit; false when there is none (or no shared
+ * memory). Takes neither lock but `smb_rw` for reading: writers copy in
+ * parallel, each into a chunk it won by compare-and-swap. */
 static bool copy_out(sysb *b, const etch_chunk *c, uint32_t used,
-                     uint32_t flags) {
-  if (!P.have_smb || b->dead || P.ncommits == MAX_COMMITS) return false;
+                     uint32_t flags, commit *cm, uint32_t *gen) {
+  if (__atomic_load_n(&b->dead, __ATOMIC_ACQUIRE)) return false;
+  pthread_rwlock_rdlock(&P.smb_rw);
+  bool ok = false;
+  if (!P.have_smb) goto out;
   uint32_t csize = etch__smb_chunk_size(P.smb.page_size, SYS_LAYOUT);
-  if (used > csize - ETCH_SMB_CHUNK_HEADER) return false;
+  if (used > csize - ETCH_SMB_CHUNK_HEADER) goto out;
   uint32_t nchunks = etch__smb_layout_chunks(SYS_LAYOUT);
-  for (uint32_t k = 0; k < P.smb.npages; k++) {
-    uint32_t page = (P.cursor + k) % P.smb.npages;
+  uint32_t start = __atomic_load_n(&P.cursor, __ATOMIC_RELAXED);
+  for (uint32_t k = 0; k < P.smb.npages && !ok; k++) {
+    uint32_t page = (start + k) % P.smb.npages;
     uint32_t layout = etch__smb_bitmap_layout(etch__smb_bitmap(&P.smb, page));
     if (layout == ETCH_SMB_NOT_PARTITIONED) {
       etch__smb_try_partition(&P.smb, page, SYS_LAYOUT);
@@ -146,15 +174,107 @@ static bool copy_out(sysb *b, const etch_chunk *c, uint32_t used,
       __atomic_store_n(&h->packets, (uint16_t)(count | (uint32_t)f << 10),
                        __ATOMIC_RELEASE);
       etch__smb_release_complete(&P.smb, page, i);
-      P.commits[P.ncommits].page = page;
-      P.commits[P.ncommits].chunk = i;
-      P.commits[P.ncommits].buffer = b->target_buffer;
-      P.ncommits++;
-      P.cursor = page;
-      return true;
+      cm->page = page;
+      cm->chunk = i;
+      cm->buffer = b->target_buffer;
+      *gen = P.smb_gen;
+      __atomic_store_n(&P.cursor, page, __ATOMIC_RELAXED);
+      ok = true;
+      break;
     }
   }
-  return false;
+out:
+  pthread_rwlock_unlock(&P.smb_rw);
+  return ok;
+}
+
+/* Takes a free chunk of the shared memory for a writer's chunk (state
+ * being written, its header's ids set), so that completing it can never
+ * find the shared memory full: a writer that gets none drops events
+ * (counted and reported, as in process) instead of losing a whole chunk
+ * it already wrote. Where it is goes into the private chunk's reserved
+ * words: page, chunk, mapping generation, 1. */
+static uint64_t full_until; /* atomic: no free chunk was found before this */
+
+static bool reserve_chunk(etch_chunk *c, uint32_t flags) {
+  /* Once the shared memory was found full, writers drop for a while
+   * instead of each scanning it again for every event. */
+  uint64_t now = etch__monotonic_ns();
+  if (now < __atomic_load_n(&full_until, __ATOMIC_RELAXED)) return false;
+  pthread_rwlock_rdlock(&P.smb_rw);
+  bool ok = false;
+  if (P.have_smb) {
+    uint32_t nchunks = etch__smb_layout_chunks(SYS_LAYOUT);
+    uint32_t start = __atomic_load_n(&P.cursor, __ATOMIC_RELAXED);
+    for (uint32_t k = 0; k < P.smb.npages && !ok; k++) {
+      uint32_t page = (start + k) % P.smb.npages;
+      uint32_t layout =
+          etch__smb_bitmap_layout(etch__smb_bitmap(&P.smb, page));
+      if (layout == ETCH_SMB_NOT_PARTITIONED) {
+        etch__smb_try_partition(&P.smb, page, SYS_LAYOUT);
+        layout = etch__smb_bitmap_layout(etch__smb_bitmap(&P.smb, page));
+      }
+      if (layout != SYS_LAYOUT) continue;
+      for (uint32_t i = 0; i < nchunks; i++) {
+        if (!etch__smb_try_acquire_write(
+                &P.smb, page, i, (uint16_t)c->writer_id, c->chunk_id,
+                (uint16_t)(flags & (ETCH_SMB_FIRST_CONTINUES |
+                                    ETCH_SMB_LAST_CONTINUES))))
+          continue;
+        c->reserved[0] = page;
+        c->reserved[1] = i;
+        c->reserved[2] = P.smb_gen;
+        c->reserved[3] = 1;
+        __atomic_store_n(&P.cursor, page, __ATOMIC_RELAXED);
+        ok = true;
+        break;
+      }
+    }
+    if (!ok) __atomic_store_n(&full_until, now + FULL_BACKOFF_NS, __ATOMIC_RELAXED);
+  }
+  pthread_rwlock_unlock(&P.smb_rw);
+  return ok;
+}
+
+/* Fills the chunk reserved for c with its published part and marks it
+ * complete; *cm says what to commit. False when the mapping it was
+ * reserved in is gone (the service went away meanwhile). */
+static bool fill_reserved(sysb *b, const etch_chunk *c, uint32_t used,
+                          uint32_t flags, commit *cm, uint32_t *gen) {
+  pthread_rwlock_rdlock(&P.smb_rw);
+  bool ok = P.have_smb && c->reserved[3] && c->reserved[2] == P.smb_gen;
+  if (ok) {
+    uint32_t csize = etch__smb_chunk_size(P.smb.page_size, SYS_LAYOUT);
+    uint8_t *dst = etch__smb_chunk_at(&P.smb, c->reserved[0], SYS_LAYOUT,
+                                      c->reserved[1]);
+    const uint8_t *src = (const uint8_t *)c + ETCH_CHUNK_HEADER_SIZE;
+    if (used > csize - ETCH_SMB_CHUNK_HEADER) used = 0; /* cannot happen */
+    /* A chunk of an instance that ended is committed empty: the service
+     * frees it. */
+    if (__atomic_load_n(&b->dead, __ATOMIC_ACQUIRE)) used = 0;
+    memcpy(dst + ETCH_SMB_CHUNK_HEADER, src, used);
+    uint32_t count = count_fragments(src, used);
+    if (count > ETCH_SMB_MAX_COUNT) count = ETCH_SMB_MAX_COUNT;
+    uint16_t f = (uint16_t)(flags & (ETCH_SMB_FIRST_CONTINUES |
+                                     ETCH_SMB_LAST_CONTINUES));
+    etch_smb_chunk_header *h = (etch_smb_chunk_header *)dst;
+    __atomic_store_n(&h->packets, (uint16_t)(count | (uint32_t)f << 10),
+                     __ATOMIC_RELEASE);
+    etch__smb_release_complete(&P.smb, c->reserved[0], c->reserved[1]);
+    cm->page = c->reserved[0];
+    cm->chunk = c->reserved[1];
+    cm->buffer = b->target_buffer;
+    *gen = P.smb_gen;
+  }
+  pthread_rwlock_unlock(&P.smb_rw);
+  return ok;
+}
+
+/* Queues a commit (under P.lock); false when it is for an older mapping. */
+static bool push_commit(const commit *cm, uint32_t gen) {
+  if (gen != P.smb_gen || P.ncommits == P.capcommits) return false;
+  P.commits[P.ncommits++] = *cm;
+  return true;
 }
 
 static void wake_thread(void) {
@@ -165,28 +285,44 @@ static void wake_thread(void) {
 
 /* ---- backend ops ---- */
 
+static void sys_complete(etch_backend *be, etch_chunk *c);
+
 static etch_chunk *sys_acquire(etch_backend *be, uint32_t writer_id,
                                uint32_t chunk_id, uint32_t flags) {
   sysb *b = (sysb *)be;
-  etch_chunk *c = (etch_chunk *)etch__malloc(be->chunk_size);
+  etch_chunk *c = NULL;
+  pthread_mutex_lock(&P.lock);
+  if (P.pool_size != be->chunk_size) { /* a new geometry: drop the pool */
+    while (P.npool) free(P.pool[--P.npool]);
+    P.pool_size = be->chunk_size;
+  }
+  if (P.npool) c = P.pool[--P.npool];
+  pthread_mutex_unlock(&P.lock);
+  if (!c) c = (etch_chunk *)etch__malloc(be->chunk_size);
   if (!c) return NULL;
   memset(c, 0, ETCH_CHUNK_HEADER_SIZE);
   c->writer_id = writer_id;
   c->chunk_id = chunk_id;
+  if (__atomic_load_n(&b->dead, __ATOMIC_RELAXED) || !reserve_chunk(c, flags)) {
+    pthread_mutex_lock(&P.lock);
+    if (P.npool < POOL_MAX && be->chunk_size == P.pool_size) {
+      P.pool[P.npool++] = c;
+      c = NULL;
+    }
+    pthread_mutex_unlock(&P.lock);
+    free(c);
+    return NULL; /* the writer drops, counts and reports */
+  }
   etch__chunk_publish(c, 0, flags);
   __atomic_store_n(&c->state, ETCH_CHUNK_WRITING, __ATOMIC_RELEASE);
   pthread_mutex_lock(&P.lock);
-  if (b->dead) {
-    pthread_mutex_unlock(&P.lock);
-    free(c);
-    return NULL;
-  }
   if (b->nout == b->capout) {
     uint32_t cap = b->capout ? b->capout * 2 : 16;
     etch_chunk **n = (etch_chunk **)etch__realloc(b->out, cap * sizeof *n);
-    if (!n) {
+    if (!n) { /* keep the reservation: completed at once, empty */
       pthread_mutex_unlock(&P.lock);
-      free(c);
+      etch__chunk_publish(c, 0, flags);
+      sys_complete(be, c);
       return NULL;
     }
     b->out = n;
@@ -207,12 +343,18 @@ static void sys_complete(etch_backend *be, etch_chunk *c) {
       b->out[i] = b->out[--b->nout];
       break;
     }
-  bool first = P.ncommits == 0;
-  if (!copy_out(b, c, word & ETCH_CHUNK_USED_MASK,
-                word >> ETCH_CHUNK_FLAGS_SHIFT)) {
-    if (!b->dead) P.chunks_lost++;
-  } else if (first) {
-    wake_thread();
+  pthread_mutex_unlock(&P.lock);
+  commit cm;
+  uint32_t gen = 0;
+  bool ok = fill_reserved(b, c, word & ETCH_CHUNK_USED_MASK,
+                          word >> ETCH_CHUNK_FLAGS_SHIFT, &cm, &gen);
+  pthread_mutex_lock(&P.lock);
+  if (ok) ok = push_commit(&cm, gen);
+  if (!ok && !__atomic_load_n(&b->dead, __ATOMIC_RELAXED)) P.chunks_lost++;
+  if (ok && P.ncommits == COMMIT_BATCH) wake_thread();
+  if (P.npool < POOL_MAX && be->chunk_size == P.pool_size) {
+    P.pool[P.npool++] = c;
+    c = NULL;
   }
   pthread_mutex_unlock(&P.lock);
   free(c);
@@ -271,7 +413,11 @@ static void scrape(sysb *b) {
     uint32_t used = word & ETCH_CHUNK_USED_MASK;
     /* A chunk that ends in a packet still open is copied with that flag:
      * the service keeps the packet until its end comes. */
-    if (used && !copy_out(b, c, used, word >> ETCH_CHUNK_FLAGS_SHIFT))
+    commit cm;
+    uint32_t gen = 0;
+    if (used && !(copy_out(b, c, used, word >> ETCH_CHUNK_FLAGS_SHIFT, &cm,
+                           &gen) &&
+                  push_commit(&cm, gen)))
       P.chunks_lost++;
   }
 }
@@ -295,31 +441,44 @@ static int invoke(uint32_t method, const etch_pb_buf *args, bool drop_reply,
   return etch__ipc_conn_send(&P.conn, &f, -1);
 }
 
-/* Sends the queued commits (under P.lock). */
+/* Sends the queued commits (on the thread, P.lock not held). */
 static void send_commits(void) {
-  if (!P.connected || !P.m_commit || (!P.ncommits && !P.flush_id)) return;
+  pthread_mutex_lock(&P.lock);
+  uint32_t n = P.ncommits;
+  uint64_t flush_id = P.flush_id;
+  commit *mine = NULL;
+  if (P.connected && P.m_commit && (n || flush_id)) {
+    mine = (commit *)etch__malloc((n ? n : 1) * sizeof *mine);
+    if (mine) {
+      if (n) memcpy(mine, P.commits, n * sizeof *mine);
+      P.ncommits = 0;
+      P.flush_id = 0;
+    }
+  }
+  pthread_mutex_unlock(&P.lock);
+  if (!mine) return;
   etch_pb_buf b;
   etch_pb_buf_init(&b, 256, ETCH_IPC_MAX_FRAME - 256);
   uint32_t i = 0;
-  while (i < P.ncommits || P.flush_id) {
+  while (i < n || flush_id) {
     etch_pb_buf_reset(&b);
-    for (; i < P.ncommits && etch_pb_buf_len(&b) < ETCH_IPC_MAX_FRAME / 2; i++) {
+    for (; i < n && etch_pb_buf_len(&b) < ETCH_IPC_MAX_FRAME / 2; i++) {
       etch_pb_nested m;
       etch_pb_nested_begin(&b.s, ETCH_CDR_CHUNKS_TO_MOVE, &m);
-      etch_pb_write_varint_field(&b.s, ETCH_CDR_MOVE_PAGE, P.commits[i].page);
-      etch_pb_write_varint_field(&b.s, ETCH_CDR_MOVE_CHUNK, P.commits[i].chunk);
+      etch_pb_write_varint_field(&b.s, ETCH_CDR_MOVE_PAGE, mine[i].page);
+      etch_pb_write_varint_field(&b.s, ETCH_CDR_MOVE_CHUNK, mine[i].chunk);
       etch_pb_write_varint_field(&b.s, ETCH_CDR_MOVE_TARGET_BUFFER,
-                                 P.commits[i].buffer);
+                                 mine[i].buffer);
       etch_pb_nested_end(&b.s, &m);
     }
-    if (i == P.ncommits && P.flush_id) {
-      etch_pb_write_varint_field(&b.s, ETCH_CDR_FLUSH_REQUEST_ID, P.flush_id);
-      P.flush_id = 0;
+    if (i == n && flush_id) {
+      etch_pb_write_varint_field(&b.s, ETCH_CDR_FLUSH_REQUEST_ID, flush_id);
+      flush_id = 0;
     }
     invoke(P.m_commit, &b, true, NULL);
   }
-  P.ncommits = 0;
   etch_pb_buf_free(&b);
+  free(mine);
 }
 
 /* The RegisterDataSourceRequest for track_event (takes etch__g.lock: never
@@ -457,7 +616,9 @@ static void end_instance(uint32_t i, bool notify) {
   pthread_mutex_lock(&P.lock);
   sysb *b = (sysb *)in.s->backend;
   scrape(b);
-  b->dead = true; /* chunks completed from now on go nowhere */
+  /* Chunks completed from now on go nowhere. */
+  __atomic_store_n(&b->dead, true, __ATOMIC_RELEASE);
+  pthread_mutex_unlock(&P.lock);
   send_commits();
   if (notify && P.connected && P.m_stopped) {
     etch_pb_buf a;
@@ -466,7 +627,6 @@ static void end_instance(uint32_t i, bool notify) {
     invoke(P.m_stopped, &a, true, NULL);
     etch_pb_buf_free(&a);
   }
-  pthread_mutex_unlock(&P.lock);
   etch_session_free(in.s);
 }
 
@@ -496,11 +656,26 @@ static void on_command(const uint8_t *p, size_t n) {
         void *mem = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE,
                          MAP_SHARED, fd, 0);
         if (mem != MAP_FAILED) {
-          if (etch__smb_init(&P.smb, mem, (uint64_t)st.st_size,
+          etch_smb sm;
+          uint32_t cap = 0;
+          commit *cms = NULL;
+          if (etch__smb_init(&sm, mem, (uint64_t)st.st_size,
                              (page_kb ? page_kb : 4) * 1024) == ETCH_OK) {
+            cap = sm.npages * etch__smb_layout_chunks(SYS_LAYOUT);
+            cms = (commit *)etch__malloc(cap * sizeof *cms);
+          }
+          if (cms) {
+            pthread_rwlock_wrlock(&P.smb_rw);
+            P.smb = sm;
             P.smb_mem = (uint8_t *)mem;
             P.smb_size = (uint64_t)st.st_size;
             P.have_smb = true;
+            P.smb_gen++;
+            free(P.commits);
+            P.commits = cms;
+            P.capcommits = cap;
+            P.ncommits = 0;
+            pthread_rwlock_unlock(&P.smb_rw);
           } else {
             munmap(mem, (size_t)st.st_size);
           }
@@ -540,8 +715,8 @@ static void on_command(const uint8_t *p, size_t n) {
       for (uint32_t i = 0; i < P.ninst; i++)
         if (P.inst[i].b) scrape(P.inst[i].b);
       P.flush_id = req ? req : P.flush_id;
-      send_commits();
       pthread_mutex_unlock(&P.lock);
+      send_commits();
       break;
     }
     default: /* SetupDataSource (Start has the same config),
@@ -595,10 +770,13 @@ static void disconnect(void) {
   pthread_mutex_lock(&P.lock);
   etch__ipc_conn_close(&P.conn);
   P.connected = false;
+  pthread_rwlock_wrlock(&P.smb_rw);
   if (P.smb_mem) munmap(P.smb_mem, P.smb_size);
   P.smb_mem = NULL;
   P.have_smb = false;
+  P.smb_gen++;
   P.ncommits = 0;
+  pthread_rwlock_unlock(&P.smb_rw);
   P.flush_id = 0;
   pthread_mutex_unlock(&P.lock);
 }
@@ -624,11 +802,13 @@ static void try_connect(void) {
   pthread_mutex_unlock(&P.lock);
 }
 
-/* The last flush, on the thread at the exit handler's request (under
- * P.lock): what every writer holds goes to the service, best effort. */
+/* The last flush, on the thread at the exit handler's request: what every
+ * writer holds goes to the service, best effort. */
 static void last_flush(void) {
+  pthread_mutex_lock(&P.lock);
   for (uint32_t i = 0; i < P.ninst; i++)
     if (P.inst[i].b) scrape(P.inst[i].b);
+  pthread_mutex_unlock(&P.lock);
   send_commits();
   for (int k = 0; k < 50 && P.connected && etch__ipc_conn_want_write(&P.conn);
        k++) {
@@ -636,8 +816,10 @@ static void last_flush(void) {
     poll(&pf, 1, 20);
     if (etch__ipc_conn_flush(&P.conn)) break;
   }
+  pthread_mutex_lock(&P.lock);
   P.exit_done = true;
   pthread_cond_broadcast(&P.exit_cond);
+  pthread_mutex_unlock(&P.lock);
 }
 
 static void *producer_main(void *arg) {
@@ -651,7 +833,11 @@ static void *producer_main(void *arg) {
       pf[1].fd = P.conn.fd;
       if (etch__ipc_conn_want_write(&P.conn)) pf[1].events |= POLLOUT;
     }
-    int r = poll(pf, 2, P.connected ? 1000 : RETRY_MS);
+    pthread_mutex_lock(&P.lock);
+    bool pending = P.ncommits > 0;
+    pthread_mutex_unlock(&P.lock);
+    int r = poll(pf, 2, !P.connected ? RETRY_MS : pending ? COMMIT_PERIOD_MS
+                                                          : 1000);
     if (r < 0) continue;
     if (pf[0].revents & POLLIN) {
       uint64_t v;
@@ -659,20 +845,17 @@ static void *producer_main(void *arg) {
       }
     }
     pthread_mutex_lock(&P.lock);
-    if (P.exit_req) {
+    bool exiting = P.exit_req;
+    pthread_mutex_unlock(&P.lock);
+    if (exiting) {
       last_flush();
-      pthread_mutex_unlock(&P.lock);
       break;
     }
-    if (!P.connected) {
-      pthread_mutex_unlock(&P.lock);
-      continue;
-    }
+    if (!P.connected) continue;
     send_commits();
     if (pf[1].revents & POLLOUT) etch__ipc_conn_flush(&P.conn);
     if (pf[1].revents & (POLLIN | POLLHUP | POLLERR))
       etch__ipc_conn_read(&P.conn);
-    pthread_mutex_unlock(&P.lock);
     int n;
     while ((n = etch__ipc_conn_next(&P.conn, f)) == 1) on_frame(f);
     if (P.conn.failed) disconnect();
@@ -716,9 +899,11 @@ static void sys_atfork_child(void) {
   if (!P.started) return;
   if (P.connected) etch__ipc_conn_close(&P.conn);
   P.connected = false;
+  pthread_rwlock_init(&P.smb_rw, NULL);
   if (P.smb_mem) munmap(P.smb_mem, P.smb_size);
   P.smb_mem = NULL;
   P.have_smb = false;
+  P.smb_gen++;
   P.ninst = 0;
   P.ncommits = 0;
   P.flush_id = 0;

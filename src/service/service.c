@@ -476,6 +476,7 @@ static int drain(etch_service *s, session *x, bool header, bool stats,
   }
   if (!rc && stats) {
     etch_buffer_stats bs;
+    uint64_t gaps = 0;
     memset(&bs, 0, sizeof bs);
     for (uint32_t i = 0; i < x->cfg->nbuffers; i++) {
       etch_tracebuf_stats t;
@@ -485,8 +486,9 @@ static int drain(etch_service *s, session *x, bool header, bool stats,
       bs.chunks_overwritten += t.chunks_overwritten;
       bs.bytes_overwritten += t.bytes_overwritten;
       bs.chunks_discarded += t.chunks_discarded;
+      gaps += t.sequence_gaps + t.abi_violations;
     }
-    rc = etch__tracefile_put_stats(&o, &bs, 0, 0);
+    rc = etch__tracefile_put_stats(&o, &bs, 0, gaps);
   }
   if (rc) {
     etch__tracefile_free(&o);

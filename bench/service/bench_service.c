@@ -1,0 +1,168 @@
+/*
+ * bench_service.c - what system mode costs, against in-process, in one
+ * run; and what etchd does with the data.
+ *
+ *   bench_service ETCHD ETCH [EVENTS_PER_THREAD]
+ *
+ * Starts a private etchd and `etch record --system --discard` (1 GiB
+ * buffer), then times instants on 1 and 2 threads into an in-process
+ * session and into the service (libetch in system mode: the same writer,
+ * chunks copied into the shared memory and committed), and reports the
+ * bytes etchd moved, its CPU time, and the trace it wrote back.
+ */
+#define _GNU_SOURCE
+#include <etch/etch.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+ETCH_CATEGORY_DEFINE(bench, "bench", "service benchmark", "");
+
+static long n_events = 2000000;
+
+static uint64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+typedef struct run {
+  pthread_barrier_t *start;
+  uint64_t ns;
+} run;
+
+static void *worker(void *arg) {
+  run *r = (run *)arg;
+  ETCH_INSTANT(bench, "warm");
+  pthread_barrier_wait(r->start);
+  uint64_t t0 = now_ns();
+  for (long i = 0; i < n_events; i++) ETCH_INSTANT(bench, "tick");
+  r->ns = now_ns() - t0;
+  return NULL;
+}
+
+/* ns per event, the slowest thread's. */
+static double timed(int threads) {
+  pthread_barrier_t b;
+  pthread_barrier_init(&b, NULL, (unsigned)threads);
+  pthread_t th[2];
+  run r[2] = {{&b, 0}, {&b, 0}};
+  for (int i = 0; i < threads; i++) pthread_create(&th[i], NULL, worker, &r[i]);
+  uint64_t worst = 0;
+  for (int i = 0; i < threads; i++) {
+    pthread_join(th[i], NULL);
+    if (r[i].ns > worst) worst = r[i].ns;
+  }
+  pthread_barrier_destroy(&b);
+  return (double)worst / (double)n_events;
+}
+
+static double cpu_s(pid_t pid) {
+  char path[64], buf[1024];
+  snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+  FILE *f = fopen(path, "r");
+  if (!f) return 0;
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[n] = 0;
+  char *p = strrchr(buf, ')');
+  unsigned long ut = 0, st = 0;
+  if (p && sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu",
+                  &ut, &st) == 2)
+    return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+  return 0;
+}
+
+static pid_t spawn(char *const argv[]) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    execv(argv[0], argv);
+    _exit(127);
+  }
+  return pid;
+}
+
+int main(int argc, char **argv) {
+  if (argc < 3) {
+    fprintf(stderr, "usage: bench_service ETCHD ETCH [EVENTS_PER_THREAD]\n");
+    return 2;
+  }
+  if (argc > 3) n_events = atol(argv[3]);
+  char dir[] = "/tmp/etch-bench-XXXXXX";
+  if (!mkdtemp(dir)) return 1;
+  char prod[256], cons[256], out[256];
+  snprintf(prod, sizeof prod, "%s/p.sock", dir);
+  snprintf(cons, sizeof cons, "%s/c.sock", dir);
+  snprintf(out, sizeof out, "%s/trace.pftrace", dir);
+  setenv("PERFETTO_PRODUCER_SOCK_NAME", prod, 1);
+  setenv("PERFETTO_CONSUMER_SOCK_NAME", cons, 1);
+  char *dargv[] = {argv[1], "--smb-kb", "8192", NULL};
+  pid_t d = spawn(dargv);
+  for (int i = 0; i < 500; i++) {
+    struct stat st;
+    if (stat(cons, &st) == 0) break;
+    usleep(10000);
+  }
+
+  /* In process first. */
+  etch_config *cfg;
+  etch_config_new(&cfg);
+  etch_config_set(cfg, "buffer_kb", "1048576");
+  etch_config_set(cfg, "fill", "discard");
+  etch_session *s;
+  if (etch_session_new(cfg, &s) || etch_session_start(s)) {
+    fprintf(stderr, "in-process session: %s\n", etch_last_error());
+    return 1;
+  }
+  double in1 = timed(1), in2 = timed(2);
+  etch_session_free(s);
+  etch_config_free(cfg);
+
+  /* Then the service. */
+  char *rargv[] = {argv[2], "record", "--system", "--discard", "--buffer",
+                   "1GB", "-o", out, NULL};
+  pid_t rec = spawn(rargv);
+  usleep(300000);
+  setenv("ETCH_SYSTEM_WAIT_MS", "3000", 1);
+  etch_system_start("bench");
+  double c0 = cpu_s(d);
+  uint64_t w0 = now_ns();
+  double sy1 = timed(1), sy2 = timed(2);
+  uint64_t wall = now_ns() - w0;
+  usleep(200000); /* the last commits */
+  double c1 = cpu_s(d);
+  kill(rec, SIGINT);
+  int st;
+  waitpid(rec, &st, 0);
+  double c2 = cpu_s(d);
+  struct stat fs;
+  long long bytes = stat(out, &fs) == 0 ? (long long)fs.st_size : 0;
+  kill(d, SIGTERM);
+  waitpid(d, &st, 0);
+
+  printf("%-34s %12s %12s\n", "case", "1 thread", "2 threads");
+  printf("%-34s %9.2f ns %9.2f ns\n", "instant, in-process session", in1, in2);
+  printf("%-34s %9.2f ns %9.2f ns\n", "instant, system mode (etchd)", sy1, sy2);
+  printf("%-34s %11.2fx %11.2fx\n", "system / in-process", sy1 / in1,
+         sy2 / in2);
+  double gb = (double)bytes / 1e9;
+  printf("\nevents into etchd            %ld\n", n_events * 3);
+  printf("trace read back              %.1f MB\n", (double)bytes / 1e6);
+  printf("producer wall time           %.3f s (%.2f GB/s committed)\n",
+         (double)wall / 1e9, gb / ((double)wall / 1e9));
+  printf("etchd CPU while recording    %.3f s (%.2f GB per CPU-second)\n",
+         c1 - c0, c1 > c0 ? gb / (c1 - c0) : 0.0);
+  printf("etchd CPU to stop and read   %.3f s\n", c2 - c1);
+  if (getenv("BENCH_KEEP")) printf("trace kept: %s\n", out);
+  else unlink(out);
+  unlink(prod);
+  unlink(cons);
+  rmdir(dir);
+  return 0;
+}
