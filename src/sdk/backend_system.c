@@ -824,7 +824,9 @@ static void last_flush(void) {
 
 static void *producer_main(void *arg) {
   (void)arg;
-  etch_ipc_frame *f = (etch_ipc_frame *)etch__malloc(sizeof *f);
+  /* Kept in a global: a forked child's copy stays reachable. */
+  static etch_ipc_frame *f;
+  if (!f) f = (etch_ipc_frame *)etch__malloc(sizeof *f);
   if (!f) return NULL;
   for (;;) {
     if (!P.connected) try_connect();
@@ -860,7 +862,6 @@ static void *producer_main(void *arg) {
     while ((n = etch__ipc_conn_next(&P.conn, f)) == 1) on_frame(f);
     if (P.conn.failed) disconnect();
   }
-  free(f);
   return NULL;
 }
 
@@ -885,6 +886,9 @@ static void flush_at_exit(void) {
 
 static void start_thread_locked(void);
 
+static etch_session *left_behind[MAX_INSTANCES * 4];
+static uint32_t left_behind_n;
+
 static void sys_atfork_prepare(void) { pthread_mutex_lock(&P.lock); }
 static void sys_atfork_parent(void) { pthread_mutex_unlock(&P.lock); }
 
@@ -904,6 +908,10 @@ static void sys_atfork_child(void) {
   P.smb_mem = NULL;
   P.have_smb = false;
   P.smb_gen++;
+  /* The parent's sessions: never used here, and not freed either (a
+   * parent thread may have held their locks at the fork); kept reachable. */
+  for (uint32_t i = 0; i < P.ninst && left_behind_n < MAX_INSTANCES * 4; i++)
+    left_behind[left_behind_n++] = P.inst[i].s;
   P.ninst = 0;
   P.ncommits = 0;
   P.flush_id = 0;
