@@ -24,6 +24,15 @@
  * whole chunk follows). See docs/backends.md.
  */
 #define _GNU_SOURCE
+#ifdef ETCH_NO_SYSTEM_BACKEND
+#include "sdk/sdk.h"
+
+int etch_system_start(const char *producer_name) {
+  (void)producer_name;
+  return etch__error(ETCH_EUNSUPPORTED, "this libetch was built without the "
+                     "system backend (ETCH_SYSTEM_BACKEND=OFF)");
+}
+#else
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -989,3 +998,4 @@ int etch_system_start(const char *producer_name) {
   }
   return ETCH_OK;
 }
+#endif /* ETCH_NO_SYSTEM_BACKEND */
