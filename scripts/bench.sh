@@ -6,9 +6,10 @@
 #   2. instructions per event under callgrind (what is left besides the clock)
 #   3. bytes of trace per event (compression none and deflate)
 #   4. the stripped size of the SDK library
+#   5. system mode (libetch into etchd) against in-process, etchd's throughput
 #
 # Usage: scripts/bench.sh            everything
-#        scripts/bench.sh timing     one part: timing | callgrind | bytes | size
+#        scripts/bench.sh timing     one part: timing | callgrind | bytes | size | service
 #
 # Environment:
 #   BUILD_DIR   build directory          default <repo>/build-bench
@@ -241,4 +242,12 @@ if want size; then
   echo
   echo "Sections of the stripped libetch.so:"
   size -A "$TMP/libetch.so" | awk '$2 > 0 && NR > 2 && $1 != "Total" { printf "  %-20s %8d\n", $1, $2 } $1 == "Total" { printf "  %-20s %8d\n", "total", $2 }'
+fi
+
+# ---- 5. system mode and etchd
+if want service; then
+  echo
+  echo "== 5. System mode (libetch into a private etchd) against in-process; etchd's throughput"
+  "$BUILD/bench/service/bench_service" "$BUILD/tools/etchd/etchd" \
+    "$BUILD/tools/etch/etch" "$N"
 fi
