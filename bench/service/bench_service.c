@@ -80,6 +80,18 @@ static double cpu_s(pid_t pid) {
   return 0;
 }
 
+/* A line of /proc/PID/status in kB ("VmRSS:", "VmHWM:"). */
+static long status_kb(pid_t pid, const char *key) {
+  char path[64], line[256];
+  snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+  FILE *f = fopen(path, "r");
+  long v = -1;
+  while (f && fgets(line, sizeof line, f))
+    if (!strncmp(line, key, strlen(key))) v = atol(line + strlen(key));
+  if (f) fclose(f);
+  return v;
+}
+
 static pid_t spawn(char *const argv[]) {
   pid_t pid = fork();
   if (pid == 0) {
@@ -140,10 +152,12 @@ int main(int argc, char **argv) {
   uint64_t wall = now_ns() - w0;
   usleep(200000); /* the last commits */
   double c1 = cpu_s(d);
+  long rss_rec = status_kb(d, "VmRSS:");
   kill(rec, SIGINT);
   int st;
   waitpid(rec, &st, 0);
   double c2 = cpu_s(d);
+  long hwm = status_kb(d, "VmHWM:"), rss_end = status_kb(d, "VmRSS:");
   struct stat fs;
   long long bytes = stat(out, &fs) == 0 ? (long long)fs.st_size : 0;
   kill(d, SIGTERM);
@@ -162,6 +176,8 @@ int main(int argc, char **argv) {
   printf("etchd CPU while recording    %.3f s (%.2f GB per CPU-second)\n",
          c1 - c0, c1 > c0 ? gb / (c1 - c0) : 0.0);
   printf("etchd CPU to stop and read   %.3f s\n", c2 - c1);
+  printf("etchd resident memory        %ld kB recording, %ld kB peak, %ld kB "
+         "after the session was freed\n", rss_rec, hwm, rss_end);
   if (getenv("BENCH_KEEP")) printf("trace kept: %s\n", out);
   else unlink(out);
   unlink(prod);

@@ -786,3 +786,68 @@ TEST(a_full_discard_buffer_keeps_clean_prefixes) {
   td_free(&t);
   svc_stop(&s);
 }
+
+/* A program and a plugin each linked with its own copy of libetch.a: in
+ * system mode each copy is a producer, and both land in the trace. */
+TEST(two_copies_of_libetch_in_one_process_both_record) {
+  svc s;
+  svc_start(&s);
+  char out[700];
+  snprintf(out, sizeof out, "%s/plugin.pftrace", s.dir);
+  pid_t rec = record_start(&s, out, NULL);
+  setenv("ETCH_SYSTEM_WAIT_MS", "3000", 1);
+  char *argv[] = {(char *)SVC_HOST, (char *)SVC_PLUGIN, "300", NULL};
+  pid_t p = spawn(argv, NULL);
+  ASSERT_EQ_INT(wait_exit(p), 0);
+  kill(rec, SIGINT);
+  ASSERT_EQ_INT(wait_exit(rec), 0);
+  td_trace t;
+  static int32_t pids[4096];
+  decode(out, &t, pids, 4096);
+  ASSERT_EQ_INT((int)td_count(&t, 3, "host_tick"), 300);
+  ASSERT_EQ_INT((int)td_count(&t, 3, "plugin_tick"), 300);
+  /* Each from its own sequence, both stamped with the one process. */
+  int host_seq = -1, plugin_seq = -1;
+  for (size_t i = 0; i < t.nev; i++) {
+    if (!t.ev[i].name) continue;
+    if (!strcmp(t.ev[i].name, "host_tick")) host_seq = (int)t.ev[i].seq;
+    if (!strcmp(t.ev[i].name, "plugin_tick")) plugin_seq = (int)t.ev[i].seq;
+  }
+  ASSERT_TRUE(host_seq > 0 && plugin_seq > 0 && host_seq != plugin_seq);
+  ASSERT_EQ_INT(pids[host_seq], (int)p);
+  ASSERT_EQ_INT(pids[plugin_seq], (int)p);
+  td_free(&t);
+  svc_stop(&s);
+}
+
+/* --daemon detaches and says where it went; SIGTERM ends it cleanly and
+ * removes its sockets. */
+TEST(etchd_as_a_daemon) {
+  const char *dir = etch_test_tmpdir();
+  char prod[600], cons[600], pidf[600];
+  snprintf(prod, sizeof prod, "%s/dp.sock", dir);
+  snprintf(cons, sizeof cons, "%s/dc.sock", dir);
+  snprintf(pidf, sizeof pidf, "%s/etchd.pid", dir);
+  char *argv[] = {(char *)ETCHD_BIN, "--daemon", "--pid-file", pidf,
+                  "--producer-socket", prod, "--consumer-socket", cons, NULL};
+  ASSERT_EQ_INT(wait_exit(spawn(argv, NULL)), 0);
+  long pid = 0;
+  for (int i = 0; i < 200 && pid <= 0; i++) {
+    FILE *f = fopen(pidf, "r");
+    if (f) {
+      if (fscanf(f, "%ld", &pid) != 1) pid = 0;
+      fclose(f);
+    }
+    if (pid <= 0) sleep_ms(10);
+  }
+  ASSERT_TRUE(pid > 0);
+  ASSERT_EQ_INT(kill((pid_t)pid, 0), 0);
+  struct stat st;
+  ASSERT_TRUE(stat(prod, &st) == 0 && S_ISSOCK(st.st_mode));
+  ASSERT_EQ_INT((int)(st.st_mode & 0777), 0600);
+  ASSERT_EQ_INT(kill((pid_t)pid, SIGTERM), 0);
+  for (int i = 0; i < 300 && kill((pid_t)pid, 0) == 0; i++) sleep_ms(10);
+  ASSERT_TRUE(kill((pid_t)pid, 0) != 0);
+  ASSERT_TRUE(stat(prod, &st) != 0 && stat(cons, &st) != 0);
+  ASSERT_TRUE(stat(pidf, &st) != 0);
+}

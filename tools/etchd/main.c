@@ -98,7 +98,8 @@ int main(int argc, char **argv) {
     return 1;
   }
   if (daemon_mode) {
-    if (daemon(0, 0) != 0) {
+    /* Stays in its directory: socket and pid paths may be relative. */
+    if (daemon(1, 0) != 0) {
       fprintf(stderr, "etchd: cannot detach: %s\n", strerror(errno));
       return 1;
     }
