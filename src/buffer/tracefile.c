@@ -134,7 +134,13 @@ int etch__tracefile_on_packet(void *ctx, uint32_t writer_id, const uint8_t *data
     o->invalid = false;
     o->mark_dropped = false;
     o->depth = 0;
+    o->lossy = false;
   }
+  /* Until data of the sequence goes missing there is nothing to leave out
+   * and nothing to track (the depth starts afresh at the loss). */
+  if (!dropped_before && !o->lossy)
+    return put_record(o, data, len, writer_id, false);
+  o->lossy = true;
   pkt_info pi;
   inspect(data, len, &pi);
   bool cleared = pi.flags & ETCH_SEQ_INCREMENTAL_STATE_CLEARED;

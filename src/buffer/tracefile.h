@@ -46,6 +46,7 @@ typedef struct etch_tracefile {
   bool invalid;      /* lost data, no reset seen since */
   bool mark_dropped; /* next emitted packet carries the flag */
   uint32_t depth;    /* open slices on the default track */
+  bool lossy;        /* data of this sequence went missing in this read */
   uint64_t skipped;  /* packets left out after a loss */
 } etch_tracefile;
 
