@@ -207,6 +207,12 @@ typedef struct etch_pb_dec {
 
 ETCH_INLINE void etch_pb_dec_init(etch_pb_dec *d, const void *data,
                                   size_t len) {
+  /* No bytes at all (a call without arguments): an empty message. */
+  static const uint8_t empty[1];
+  if (!data) {
+    data = empty;
+    len = 0;
+  }
   d->start = d->p = (const uint8_t *)data;
   d->end = d->start + len;
   d->err = 0;

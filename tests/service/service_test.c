@@ -92,6 +92,13 @@ static void svc_stop(svc *s) {
   kill(s->pid, SIGTERM);
   int rc = wait_exit(s->pid);
   if (rc != 0) FAIL("etchd ended with %d (see %s)", rc, s->log);
+  /* A sanitizer's report in etchd fails the test, though etchd went on. */
+  FILE *f = fopen(s->log, "r");
+  char line[512];
+  while (f && fgets(line, sizeof line, f))
+    if (strstr(line, "runtime error") || strstr(line, "Sanitizer"))
+      FAIL("etchd: %s", line);
+  if (f) fclose(f);
 }
 
 /* `etch record --system -o OUT` in the background, until SIGINT. */
