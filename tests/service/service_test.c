@@ -80,9 +80,14 @@ static void svc_start(svc *s) {
   setenv("PERFETTO_CONSUMER_SOCK_NAME", s->cons, 1);
   char *argv[] = {(char *)ETCHD_BIN, "-v", NULL};
   s->pid = spawn(argv, s->log);
+  /* Listening, not only there: a socket file left by a killed etchd is
+   * there before the new one replaces it. */
   for (int i = 0; i < 500; i++) {
-    struct stat st;
-    if (stat(s->cons, &st) == 0) return;
+    int fd;
+    if (etch__ipc_connect(s->cons, &fd) == ETCH_OK) {
+      close(fd);
+      return;
+    }
     sleep_ms(10);
   }
   FAIL("etchd did not start (see %s)", s->log);
