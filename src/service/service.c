@@ -509,9 +509,18 @@ static void write_out(etch_service *s, session *x, bool final) {
   x->wrote_header = true;
   size_t off = 0;
   uint64_t max = x->cfg->max_file_size_bytes;
-  if (max && x->bytes_written + len > max) len = max > x->bytes_written
-                                                    ? (size_t)(max - x->bytes_written)
-                                                    : 0;
+  if (max && x->bytes_written + len > max) {
+    /* Whole packets only, up to the limit: the file stays readable. */
+    size_t room = max > x->bytes_written ? (size_t)(max - x->bytes_written) : 0;
+    etch_pb_dec d;
+    etch_pb_field fl;
+    size_t keep = 0;
+    etch_pb_dec_init(&d, data, len);
+    while (etch_pb_next(&d, &fl) && (size_t)(d.p - d.start) <= room)
+      keep = (size_t)(d.p - d.start);
+    len = keep;
+    x->bytes_written = max; /* full: the session ends */
+  }
   while (off < len) {
     ssize_t n = write(x->out_fd, data + off, len - off);
     if (n < 0 && errno == EINTR) continue;
@@ -522,7 +531,7 @@ static void write_out(etch_service *s, session *x, bool final) {
     }
     off += (size_t)n;
   }
-  x->bytes_written += off;
+  if (!max || x->bytes_written < max) x->bytes_written += off;
   free(data);
 }
 

@@ -863,3 +863,89 @@ TEST(etchd_as_a_daemon) {
   ASSERT_TRUE(stat(prod, &st) != 0 && stat(cons, &st) != 0);
   ASSERT_TRUE(stat(pidf, &st) != 0);
 }
+
+/* write_into_file: etch record passes its output file with EnableTracing
+ * and etchd writes the trace into it every file_write_period_ms; every
+ * event lands once. */
+TEST(the_service_writes_into_the_consumers_file) {
+  svc s;
+  svc_start(&s);
+  char cfg[700], out[700], log[700];
+  snprintf(cfg, sizeof cfg, "%s/file.pbtx", s.dir);
+  snprintf(out, sizeof out, "%s/file.pftrace", s.dir);
+  snprintf(log, sizeof log, "%s/record.log", s.dir);
+  FILE *f = fopen(cfg, "w");
+  fputs("buffers { size_kb: 8192 }\n"
+        "data_sources { config { name: \"track_event\" } }\n"
+        "write_into_file: true\nfile_write_period_ms: 100\n", f);
+  fclose(f);
+  char *argv[] = {(char *)ETCH_BIN, "record", "--config", cfg, "-o", out, NULL};
+  pid_t rec = spawn(argv, log);
+  sleep_ms(300);
+  pid_t p[2];
+  for (int i = 0; i < 2; i++) p[i] = producer("filer", 2, 20000);
+  for (int i = 0; i < 2; i++) ASSERT_EQ_INT(wait_exit(p[i]), 0);
+  /* Written while the session still runs. */
+  sleep_ms(300);
+  struct stat st;
+  ASSERT_TRUE(stat(out, &st) == 0 && st.st_size > 100000);
+  kill(rec, SIGINT);
+  ASSERT_EQ_INT(wait_exit(rec), 0);
+  td_trace t;
+  static int32_t pids[4096];
+  decode(out, &t, pids, 4096);
+  for (int i = 0; i < 2; i++)
+    for (int k = 0; k < 2; k++) check_ticks(&t, pids, 4096, p[i], k, 20000);
+  ASSERT_EQ_INT((int)t.prev_dropped, 0);
+  ASSERT_TRUE(t.has_stats);
+  td_free(&t);
+  svc_stop(&s);
+}
+
+/* max_file_size_bytes ends the session by itself once reached; the file
+ * stays within it. */
+TEST(max_file_size_ends_the_session) {
+  svc s;
+  svc_start(&s);
+  char cfg[700], out[700], log[700];
+  snprintf(cfg, sizeof cfg, "%s/max.pbtx", s.dir);
+  snprintf(out, sizeof out, "%s/max.pftrace", s.dir);
+  snprintf(log, sizeof log, "%s/record.log", s.dir);
+  FILE *f = fopen(cfg, "w");
+  fputs("buffers { size_kb: 4096 }\n"
+        "data_sources { config { name: \"track_event\" } }\n"
+        "write_into_file: true\nfile_write_period_ms: 100\n"
+        "max_file_size_bytes: 65536\n", f);
+  fclose(f);
+  char *argv[] = {(char *)ETCH_BIN, "record", "--config", cfg, "-o", out, NULL};
+  pid_t rec = spawn(argv, log);
+  sleep_ms(300);
+  pid_t p = producer("endless", 1, 0);
+  int rc = -1;
+  for (int i = 0; i < 1000; i++) { /* it ends on its own */
+    int st;
+    if (waitpid(rec, &st, WNOHANG) == rec) {
+      rc = WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+      break;
+    }
+    sleep_ms(10);
+  }
+  kill(p, SIGKILL);
+  wait_exit(p);
+  if (rc < 0) {
+    kill(rec, SIGKILL);
+    wait_exit(rec);
+    FAIL("the session did not end at max_file_size_bytes");
+  }
+  ASSERT_EQ_INT(rc, 0);
+  struct stat st;
+  ASSERT_TRUE(stat(out, &st) == 0);
+  ASSERT_TRUE(st.st_size > 0 && st.st_size <= 65536);
+  /* Cut at a packet's end: it decodes whole. */
+  td_trace t;
+  static int32_t pids[4096];
+  decode(out, &t, pids, 4096);
+  ASSERT_TRUE(td_count(&t, 3, "tick") > 100);
+  td_free(&t);
+  svc_stop(&s);
+}

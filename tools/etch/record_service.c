@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -160,7 +161,9 @@ static void close_client(client *c) {
 
 /* ---- the config ---- */
 
-static int build_config(const rec_service_opts *o, etch_pb_buf *out) {
+static int build_config(const rec_service_opts *o, etch_pb_buf *out,
+                        bool *into_file) {
+  *into_file = false;
   if (o->config_path) {
     FILE *f = fopen(o->config_path, "r");
     if (!f)
@@ -195,9 +198,7 @@ static int build_config(const rec_service_opts *o, etch_pb_buf *out) {
     rc = etch__trace_config_decode(etch_pb_buf_data(out), etch_pb_buf_len(out),
                                    tc);
     if (!rc) rc = etch__trace_config_check(tc);
-    if (!rc && tc->write_into_file)
-      rc = etch__error(ETCH_EUNSUPPORTED, "%s: write_into_file: etch record "
-                       "reads the buffers itself", o->config_path);
+    if (!rc) *into_file = tc->write_into_file;
     free(tc);
     if (rc) {
       char msg[400];
@@ -403,12 +404,21 @@ int etch_cli_record_service(const rec_service_opts *o, size_t *bytes_out) {
   etch_pb_buf cfg, args;
   etch_pb_buf_init(&cfg, 1024, 0);
   etch_pb_buf_init(&args, 1024, 0);
-  rc = build_config(o, &cfg);
+  bool into_file = false;
+  int out_fd = -1;
+  rc = build_config(o, &cfg, &into_file);
+  if (!rc && into_file) {
+    /* The service writes the trace into our file as it goes. */
+    out_fd = open(o->out_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (out_fd < 0)
+      rc = etch__error(ETCH_EIO, "%s: %s", o->out_path, strerror(errno));
+  }
   if (!rc) {
     etch_pb_write_bytes_field(&args.s, ETCH_ETR_TRACE_CONFIG,
                               etch_pb_buf_data(&cfg), etch_pb_buf_len(&cfg));
-    rc = call(&c, "EnableTracing", &args, -1, &c.enable_req);
+    rc = call(&c, "EnableTracing", &args, out_fd, &c.enable_req);
   }
+  if (out_fd >= 0) close(out_fd); /* the connection sent its own copy */
   etch_pb_buf_free(&cfg);
   etch_pb_buf_free(&args);
   struct sigaction sa = {.sa_handler = on_int}, old_int, old_term;
@@ -465,7 +475,12 @@ int etch_cli_record_service(const rec_service_opts *o, size_t *bytes_out) {
     fprintf(stderr, "etch: the session ended with an error: %s\n",
             c.disable_err);
   size_t bytes = 0;
-  if (!rc) rc = read_trace(&c, o->out_path, &bytes);
+  if (!rc && into_file) {
+    struct stat st;
+    bytes = stat(o->out_path, &st) == 0 ? (size_t)st.st_size : 0;
+  } else if (!rc) {
+    rc = read_trace(&c, o->out_path, &bytes);
+  }
   if (!rc) {
     uint64_t r2;
     if (call(&c, "FreeBuffers", NULL, -1, &r2) == ETCH_OK)
