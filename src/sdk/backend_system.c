@@ -50,9 +50,8 @@ int etch_system_start(const char *producer_name) {
 #include "proto/ipc.h"
 #include "sdk/sdk.h"
 
-/* Seven chunks to a page (4.6 KiB of a 32 KiB page): the header counts
- * at most 1023 fragments, and no packet etch writes is under 5 bytes. */
-#define SYS_LAYOUT ETCH_SMB_DIV7
+/* The page layout used: set with the shared memory (sys_layout). */
+#define SYS_LAYOUT P.layout
 #define MAX_INSTANCES ETCH_MAX_SESSIONS
 #define RETRY_MS 500
 /* Commits wait for this many chunks, or for the thread's next round (at
@@ -96,6 +95,7 @@ static struct {
   uint8_t *smb_mem;
   uint64_t smb_size;
   uint32_t page_kb;
+  uint32_t layout; /* how pages are cut, for this mapping */
   etch_smb smb;
   bool have_smb;
   uint32_t smb_gen;   /* counts mappings: a commit is for one of them */
@@ -277,6 +277,18 @@ static bool fill_reserved(sysb *b, const etch_chunk *c, uint32_t used,
   }
   pthread_rwlock_unlock(&P.smb_rw);
   return ok;
+}
+
+/* The fewest chunks to a page whose payload stays at most 5115 bytes: a
+ * chunk's header counts at most 1023 fragments and no packet etch writes
+ * is under 5 bytes (4 KiB pages: 1 chunk, 8 KiB: 2, 16 KiB: 4, 32 KiB: 7,
+ * 64 KiB: 14). */
+static uint32_t sys_layout(uint32_t page_size) {
+  for (uint32_t l = ETCH_SMB_DIV1; l <= ETCH_SMB_DIV14; l++)
+    if (etch__smb_chunk_size(page_size, l) - ETCH_SMB_CHUNK_HEADER <=
+        ETCH_SMB_MAX_COUNT * 5u)
+      return l;
+  return ETCH_SMB_DIV14;
 }
 
 /* Queues a commit (under P.lock); false when it is for an older mapping. */
@@ -670,12 +682,14 @@ static void on_command(const uint8_t *p, size_t n) {
           commit *cms = NULL;
           if (etch__smb_init(&sm, mem, (uint64_t)st.st_size,
                              (page_kb ? page_kb : 4) * 1024) == ETCH_OK) {
-            cap = sm.npages * etch__smb_layout_chunks(SYS_LAYOUT);
+            cap = sm.npages *
+                  etch__smb_layout_chunks(sys_layout(sm.page_size));
             cms = (commit *)etch__malloc(cap * sizeof *cms);
           }
           if (cms) {
             pthread_rwlock_wrlock(&P.smb_rw);
             P.smb = sm;
+            P.layout = sys_layout(sm.page_size);
             P.smb_mem = (uint8_t *)mem;
             P.smb_size = (uint64_t)st.st_size;
             P.have_smb = true;
@@ -755,7 +769,13 @@ static void on_frame(const etch_ipc_frame *f) {
     etch_pb_buf b, r;
     etch_pb_buf_init(&b, 128, 0);
     etch_pb_buf_init(&r, 1024, ETCH_IPC_MAX_FRAME - 256);
-    etch_pb_write_varint_field(&b.s, ETCH_ICR_PAGE_SIZE_HINT, 32768);
+    /* 32 KiB pages unless ETCH_SYSTEM_PAGE_KB says (4, 8, 16 or 32). */
+    const char *pk = getenv("ETCH_SYSTEM_PAGE_KB");
+    long page_kb = pk ? strtol(pk, NULL, 10) : 32;
+    if (page_kb != 4 && page_kb != 8 && page_kb != 16 && page_kb != 32)
+      page_kb = 32;
+    etch_pb_write_varint_field(&b.s, ETCH_ICR_PAGE_SIZE_HINT,
+                               (uint64_t)page_kb * 1024);
     etch_pb_write_varint_field(&b.s, ETCH_ICR_SIZE_HINT, 2u << 20);
     etch_pb_write_string_field(&b.s, ETCH_ICR_PRODUCER_NAME, P.name);
     etch_pb_write_string_field(&b.s, ETCH_ICR_SDK_VERSION, "etch");

@@ -949,3 +949,28 @@ TEST(max_file_size_ends_the_session) {
   td_free(&t);
   svc_stop(&s);
 }
+
+/* Every page size Perfetto allows (4, 8, 16, 32 KiB): the producer cuts
+ * pages into chunks its fragment count can describe, and nothing is lost. */
+TEST(every_page_size_records_everything) {
+  svc s;
+  svc_start(&s);
+  const char *sizes[] = {"4", "8", "16", "32"};
+  for (int k = 0; k < 4; k++) {
+    char out[700];
+    snprintf(out, sizeof out, "%s/page%s.pftrace", s.dir, sizes[k]);
+    pid_t rec = record_start(&s, out, NULL);
+    setenv("ETCH_SYSTEM_PAGE_KB", sizes[k], 1);
+    pid_t p = producer("pages", 2, 5000);
+    unsetenv("ETCH_SYSTEM_PAGE_KB");
+    ASSERT_EQ_INT(wait_exit(p), 0);
+    kill(rec, SIGINT);
+    ASSERT_EQ_INT(wait_exit(rec), 0);
+    td_trace t;
+    static int32_t pids[4096];
+    decode(out, &t, pids, 4096);
+    for (int th = 0; th < 2; th++) check_ticks(&t, pids, 4096, p, th, 5000);
+    td_free(&t);
+  }
+  svc_stop(&s);
+}
