@@ -118,6 +118,24 @@ static pid_t record_start(const svc *s, const char *out, const char *extra) {
   return pid;
 }
 
+/* `etch record --config NAME.pbtx -o NAME.pftrace` with `text` as the
+ * config, in the background; the trace's path into out. */
+static pid_t record_config(const svc *s, const char *name, const char *text,
+                           char *out, size_t cap) {
+  char cfg[700], log[700];
+  snprintf(cfg, sizeof cfg, "%s/%s.pbtx", s->dir, name);
+  snprintf(log, sizeof log, "%s/record.log", s->dir);
+  snprintf(out, cap, "%s/%s.pftrace", s->dir, name);
+  FILE *f = fopen(cfg, "w");
+  ASSERT_TRUE(f != NULL);
+  fputs(text, f);
+  fclose(f);
+  char *argv[] = {(char *)ETCH_BIN, "record", "--config", cfg, "-o", out, NULL};
+  pid_t pid = spawn(argv, log);
+  sleep_ms(300); /* its session is set up */
+  return pid;
+}
+
 static pid_t producer(const char *name, int threads, long events) {
   char t[16], e[24];
   snprintf(t, sizeof t, "%d", threads);
@@ -565,19 +583,12 @@ static int count_testing(const char *path, int *max_n) {
 TEST(the_service_scrapes_what_a_silent_producer_left) {
   svc s;
   svc_start(&s);
-  char cfg[700], out[700];
-  snprintf(cfg, sizeof cfg, "%s/c.pbtx", s.dir);
-  snprintf(out, sizeof out, "%s/scraped.pftrace", s.dir);
-  FILE *f = fopen(cfg, "w");
-  fputs("buffers { size_kb: 1024 }\n"
-        "data_sources { config { name: \"raw.source\" } }\n"
-        "flush_timeout_ms: 300\ndata_source_stop_timeout_ms: 300\n", f);
-  fclose(f);
-  char log[700];
-  snprintf(log, sizeof log, "%s/record.log", s.dir);
-  char *argv[] = {(char *)ETCH_BIN, "record", "--config", cfg, "-o", out, NULL};
-  pid_t rec = spawn(argv, log);
-  sleep_ms(300);
+  char out[700];
+  pid_t rec = record_config(&s, "scraped",
+                            "buffers { size_kb: 1024 }\n"
+                            "data_sources { config { name: \"raw.source\" } }\n"
+                            "flush_timeout_ms: 300\ndata_source_stop_timeout_ms: 300\n",
+                            out, sizeof out);
   raw r;
   raw_open(&r, &s);
   etch_pb_buf b;
@@ -760,17 +771,11 @@ TEST(sixteen_producers_lose_nothing) {
 TEST(a_full_discard_buffer_keeps_clean_prefixes) {
   svc s;
   svc_start(&s);
-  char cfg[700], out[700], log[700];
-  snprintf(cfg, sizeof cfg, "%s/small.pbtx", s.dir);
-  snprintf(out, sizeof out, "%s/small.pftrace", s.dir);
-  snprintf(log, sizeof log, "%s/record.log", s.dir);
-  FILE *f = fopen(cfg, "w");
-  fputs("buffers { size_kb: 256 fill_policy: DISCARD }\n"
-        "data_sources { config { name: \"track_event\" } }\n", f);
-  fclose(f);
-  char *argv[] = {(char *)ETCH_BIN, "record", "--config", cfg, "-o", out, NULL};
-  pid_t rec = spawn(argv, log);
-  sleep_ms(300);
+  char out[700];
+  pid_t rec = record_config(&s, "small",
+                            "buffers { size_kb: 256 fill_policy: DISCARD }\n"
+                            "data_sources { config { name: \"track_event\" } }\n",
+                            out, sizeof out);
   pid_t p[4];
   for (int i = 0; i < 4; i++)
     p[i] = producer("small", 2, SANITIZED ? 20000 : 50000);
@@ -870,18 +875,12 @@ TEST(etchd_as_a_daemon) {
 TEST(the_service_writes_into_the_consumers_file) {
   svc s;
   svc_start(&s);
-  char cfg[700], out[700], log[700];
-  snprintf(cfg, sizeof cfg, "%s/file.pbtx", s.dir);
-  snprintf(out, sizeof out, "%s/file.pftrace", s.dir);
-  snprintf(log, sizeof log, "%s/record.log", s.dir);
-  FILE *f = fopen(cfg, "w");
-  fputs("buffers { size_kb: 8192 }\n"
-        "data_sources { config { name: \"track_event\" } }\n"
-        "write_into_file: true\nfile_write_period_ms: 100\n", f);
-  fclose(f);
-  char *argv[] = {(char *)ETCH_BIN, "record", "--config", cfg, "-o", out, NULL};
-  pid_t rec = spawn(argv, log);
-  sleep_ms(300);
+  char out[700];
+  pid_t rec = record_config(&s, "file",
+                            "buffers { size_kb: 8192 }\n"
+                            "data_sources { config { name: \"track_event\" } }\n"
+                            "write_into_file: true\nfile_write_period_ms: 100\n",
+                            out, sizeof out);
   pid_t p[2];
   for (int i = 0; i < 2; i++) p[i] = producer("filer", 2, 20000);
   for (int i = 0; i < 2; i++) ASSERT_EQ_INT(wait_exit(p[i]), 0);
@@ -907,19 +906,13 @@ TEST(the_service_writes_into_the_consumers_file) {
 TEST(max_file_size_ends_the_session) {
   svc s;
   svc_start(&s);
-  char cfg[700], out[700], log[700];
-  snprintf(cfg, sizeof cfg, "%s/max.pbtx", s.dir);
-  snprintf(out, sizeof out, "%s/max.pftrace", s.dir);
-  snprintf(log, sizeof log, "%s/record.log", s.dir);
-  FILE *f = fopen(cfg, "w");
-  fputs("buffers { size_kb: 4096 }\n"
-        "data_sources { config { name: \"track_event\" } }\n"
-        "write_into_file: true\nfile_write_period_ms: 100\n"
-        "max_file_size_bytes: 65536\n", f);
-  fclose(f);
-  char *argv[] = {(char *)ETCH_BIN, "record", "--config", cfg, "-o", out, NULL};
-  pid_t rec = spawn(argv, log);
-  sleep_ms(300);
+  char out[700];
+  pid_t rec = record_config(&s, "max",
+                            "buffers { size_kb: 4096 }\n"
+                            "data_sources { config { name: \"track_event\" } }\n"
+                            "write_into_file: true\nfile_write_period_ms: 100\n"
+                            "max_file_size_bytes: 65536\n",
+                            out, sizeof out);
   pid_t p = producer("endless", 1, 0);
   int rc = -1;
   for (int i = 0; i < 1000; i++) { /* it ends on its own */
