@@ -273,9 +273,14 @@ static int asm_add(asm_buf *a, const uint8_t *d, size_t n) {
   return ETCH_OK;
 }
 
-/* Reads one sequence's chunks g[0..n) (in chunk id order). */
+/* Reads one sequence's chunks g[0..n) (in chunk id order) until *budget
+ * bytes of packets were handed out; *stopped when it stopped early (at a
+ * packet's end: the rest stays for the next read). */
 static int read_seq(etch_tracebuf *tb, tchunk **g, uint32_t n,
-                    etch_packet_fn emit, void *ctx, asm_buf *pend) {
+                    etch_packet_fn emit, void *ctx, asm_buf *pend,
+                    uint64_t *budget, bool *stopped) {
+  *stopped = false;
+  uint32_t stop_chunk = 0, stop_frag = 0;
   tseq *s = seq_state(tb, g[0]->seq, true);
   if (!s) return ETCH_ENOMEM;
   bool dropped = false;
@@ -327,6 +332,13 @@ static int read_seq(etch_tracebuf *tb, tchunk **g, uint32_t n,
         if (pend->len == 0) continue; /* nothing in it: padding */
         rc = emit(ctx, c->seq, pend->data, (uint32_t)pend->len, dropped);
         dropped = false;
+        *budget = *budget > pend->len ? *budget - pend->len : 0;
+        if (!*budget) {
+          *stopped = true;
+          stop_chunk = i;
+          stop_frag = idx + 1;
+          break;
+        }
         continue;
       }
       if (pending) { /* the previous packet never ended */
@@ -344,13 +356,26 @@ static int read_seq(etch_tracebuf *tb, tchunk **g, uint32_t n,
       if (len == 0) continue; /* padding */
       rc = emit(ctx, c->seq, d, len, dropped);
       dropped = false;
+      *budget = *budget > len ? *budget - len : 0;
+      if (!*budget) {
+        *stopped = true;
+        stop_chunk = i;
+        stop_frag = idx + 1;
+        break;
+      }
     }
+    if (*stopped) break;
     c->done = c->count;
   }
   /* Everything up to a packet still waiting for its next fragment is read;
    * that packet's chunks stay, from its first fragment on. */
   uint32_t keep_from = n;
-  if (pending) {
+  if (*stopped) {
+    /* The chunks after the stop are untouched; the stopped one keeps what
+     * it has not handed out. */
+    g[stop_chunk]->done = stop_frag;
+    keep_from = stop_frag >= g[stop_chunk]->count ? stop_chunk + 1 : stop_chunk;
+  } else if (pending) {
     keep_from = pend_chunk;
     g[pend_chunk]->done = pend_frag;
     for (uint32_t k = pend_chunk + 1; k < n; k++) g[k]->done = 0;
@@ -374,6 +399,13 @@ static int read_seq(etch_tracebuf *tb, tchunk **g, uint32_t n,
 }
 
 int etch__tracebuf_read(etch_tracebuf *tb, etch_packet_fn emit, void *ctx) {
+  bool more;
+  return etch__tracebuf_read_some(tb, emit, ctx, UINT64_MAX, &more);
+}
+
+int etch__tracebuf_read_some(etch_tracebuf *tb, etch_packet_fn emit,
+                             void *ctx, uint64_t budget, bool *more) {
+  *more = false;
   if (!tb->nchunks) return ETCH_OK;
   tchunk **all = (tchunk **)etch__malloc(tb->nchunks * sizeof *all);
   if (!all) return ETCH_ENOMEM;
@@ -382,10 +414,11 @@ int etch__tracebuf_read(etch_tracebuf *tb, etch_packet_fn emit, void *ctx) {
   qsort(all, n, sizeof *all, cmp_chunk);
   asm_buf pend = {0};
   int rc = ETCH_OK;
-  for (uint32_t i = 0; i < n && rc == ETCH_OK;) {
+  if (!budget) budget = 1;
+  for (uint32_t i = 0; i < n && rc == ETCH_OK && !*more;) {
     uint32_t j = i + 1;
     while (j < n && all[j]->seq == all[i]->seq) j++;
-    rc = read_seq(tb, all + i, j - i, emit, ctx, &pend);
+    rc = read_seq(tb, all + i, j - i, emit, ctx, &pend, &budget, more);
     i = j;
   }
   free(pend.data);

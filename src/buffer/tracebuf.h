@@ -67,6 +67,11 @@ int etch__tracebuf_patch(etch_tracebuf *tb, uint32_t seq, uint32_t chunk_id,
                          uint32_t offset, const uint8_t *data, uint32_t len);
 /* Hands out every whole packet not read yet and frees what was read. */
 int etch__tracebuf_read(etch_tracebuf *tb, etch_packet_fn emit, void *ctx);
+/* The same, stopping at a packet's end once `budget` bytes of packets were
+ * handed out (*more: there is more to read), so that a large buffer can
+ * be read in pieces. */
+int etch__tracebuf_read_some(etch_tracebuf *tb, etch_packet_fn emit,
+                             void *ctx, uint64_t budget, bool *more);
 void etch__tracebuf_stats(const etch_tracebuf *tb, etch_tracebuf_stats *out);
 /* Bytes held now. */
 uint64_t etch__tracebuf_used(const etch_tracebuf *tb);

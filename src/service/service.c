@@ -138,7 +138,9 @@ typedef struct consumer {
   etch_ipc_conn conn;
   bool bound;
   uint32_t session_id;
-  /* A ReadBuffers being streamed: the trace's records not sent yet. */
+  /* A ReadBuffers being streamed: the reader, and the piece of trace
+   * file bytes whose records are not all sent yet. */
+  struct sreader *reader;
   uint8_t *rd;
   size_t rd_len, rd_off;
   uint64_t rd_req;
@@ -460,79 +462,143 @@ static int emit_packet(void *ctx, uint32_t seq, const uint8_t *d,
   return etch__tracefile_on_packet(ctx, seq, d, len, dropped);
 }
 
-/* Everything the session's buffers hold now, as trace file bytes
- * (packets not yet read, consumed by this read). */
-static int drain(etch_service *s, session *x, bool header, bool stats,
-                 uint8_t **data, size_t *len) {
+/*
+ * Reading a session in pieces: the trace-file writer (its per-sequence
+ * state kept from piece to piece) fed at most READ_PIECE bytes of packets
+ * at a time, so that a read never holds more than one piece besides the
+ * buffers themselves.
+ */
+#define READ_PIECE (4u << 20)
+
+typedef struct sreader {
   etch_tracefile o;
-  trust_ctx tc = {s};
-  etch__tracefile_init(&o, false);
-  o.trust = trust;
-  o.trust_ctx = &tc;
-  int rc = header ? etch__tracefile_put_clock_snapshot(&o) : ETCH_OK;
-  for (uint32_t i = 0; i < x->cfg->nbuffers && !rc; i++) {
+  trust_ctx tc;
+  uint32_t session_id;
+  uint32_t buf;  /* the session's buffer being read */
+  bool stats;    /* TraceStats at the end */
+  bool done;
+} sreader;
+
+static sreader *sreader_new(etch_service *s, session *x, bool header,
+                            bool stats) {
+  sreader *r = (sreader *)etch__calloc(1, sizeof *r);
+  if (!r) return NULL;
+  etch__tracefile_init(&r->o, false);
+  r->tc.s = s;
+  r->o.trust = trust;
+  r->o.trust_ctx = &r->tc;
+  r->session_id = x->id;
+  r->stats = stats;
+  if (header && etch__tracefile_put_clock_snapshot(&r->o) != ETCH_OK) {
+    etch__tracefile_free(&r->o);
+    free(r);
+    return NULL;
+  }
+  return r;
+}
+
+static void sreader_free(sreader *r) {
+  if (!r) return;
+  etch__tracefile_free(&r->o);
+  free(r);
+}
+
+static int put_session_stats(etch_service *s, session *x, etch_tracefile *o) {
+  etch_buffer_stats bs;
+  uint64_t gaps = 0;
+  memset(&bs, 0, sizeof bs);
+  for (uint32_t i = 0; i < x->cfg->nbuffers; i++) {
     etch_tracebuf *tb = s->bufs[x->buf_ids[i]];
-    if (tb) rc = etch__tracebuf_read(tb, emit_packet, &o);
+    if (!tb) continue;
+    etch_tracebuf_stats t;
+    etch__tracebuf_stats(tb, &t);
+    bs.buffer_size += t.buffer_size;
+    bs.chunks_written += t.chunks_written;
+    bs.chunks_overwritten += t.chunks_overwritten;
+    bs.bytes_overwritten += t.bytes_overwritten;
+    bs.chunks_discarded += t.chunks_discarded;
+    gaps += t.sequence_gaps + t.abi_violations;
   }
-  if (!rc && stats) {
-    etch_buffer_stats bs;
-    uint64_t gaps = 0;
-    memset(&bs, 0, sizeof bs);
-    for (uint32_t i = 0; i < x->cfg->nbuffers; i++) {
-      etch_tracebuf_stats t;
-      etch__tracebuf_stats(s->bufs[x->buf_ids[i]], &t);
-      bs.buffer_size += t.buffer_size;
-      bs.chunks_written += t.chunks_written;
-      bs.chunks_overwritten += t.chunks_overwritten;
-      bs.bytes_overwritten += t.bytes_overwritten;
-      bs.chunks_discarded += t.chunks_discarded;
-      gaps += t.sequence_gaps + t.abi_violations;
+  return etch__tracefile_put_stats(o, &bs, 0, gaps);
+}
+
+/* The next piece of trace file bytes (*data NULL, *len 0 when there is
+ * nothing more: then r->done). */
+static int sreader_next(etch_service *s, sreader *r, uint8_t **data,
+                        size_t *len) {
+  *data = NULL;
+  *len = 0;
+  int rc = ETCH_OK;
+  session *x = find_session(s, r->session_id);
+  while (!r->done && !rc && etch_pb_buf_len(&r->o.out) < READ_PIECE) {
+    if (x && r->buf < x->cfg->nbuffers) {
+      etch_tracebuf *tb = s->bufs[x->buf_ids[r->buf]];
+      bool more = false;
+      if (tb)
+        rc = etch__tracebuf_read_some(tb, emit_packet, &r->o, READ_PIECE,
+                                      &more);
+      if (!more) r->buf++;
+    } else {
+      if (x && r->stats) rc = put_session_stats(s, x, &r->o);
+      r->done = true;
     }
-    rc = etch__tracefile_put_stats(&o, &bs, 0, gaps);
   }
-  if (rc) {
-    etch__tracefile_free(&o);
-    return rc;
-  }
-  return etch__tracefile_finish(&o, data, len);
+  if (rc) return rc;
+  if (r->o.out.s.failed)
+    return etch__error(ETCH_ENOMEM, "out of memory reading a session");
+  if (etch_pb_buf_len(&r->o.out)) *data = etch_pb_buf_take(&r->o.out, len);
+  return ETCH_OK;
 }
 
 static void write_out(etch_service *s, session *x, bool final) {
   if (x->out_fd < 0) return;
-  uint8_t *data;
-  size_t len;
-  bool header = !x->wrote_header;
-  if (drain(s, x, header, final, &data, &len) != ETCH_OK) {
-    logf_(s, "session %u: %s", x->id, etch_last_error());
+  uint64_t max = x->cfg->max_file_size_bytes;
+  if (max && x->bytes_written >= max) return; /* full */
+  sreader *r = sreader_new(s, x, !x->wrote_header, final);
+  if (!r) {
+    logf_(s, "session %u: cannot read its buffers", x->id);
     return;
   }
   x->wrote_header = true;
-  size_t off = 0;
-  uint64_t max = x->cfg->max_file_size_bytes;
-  if (max && x->bytes_written + len > max) {
-    /* Whole packets only, up to the limit: the file stays readable. */
-    size_t room = max > x->bytes_written ? (size_t)(max - x->bytes_written) : 0;
-    etch_pb_dec d;
-    etch_pb_field fl;
-    size_t keep = 0;
-    etch_pb_dec_init(&d, data, len);
-    while (etch_pb_next(&d, &fl) && (size_t)(d.p - d.start) <= room)
-      keep = (size_t)(d.p - d.start);
-    len = keep;
-    x->bytes_written = max; /* full: the session ends */
-  }
-  while (off < len) {
-    ssize_t n = write(x->out_fd, data + off, len - off);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      logf_(s, "session %u: writing the trace file: %s", x->id,
-            strerror(errno));
+  while (!r->done) {
+    uint8_t *data;
+    size_t len;
+    if (sreader_next(s, r, &data, &len) != ETCH_OK) {
+      logf_(s, "session %u: %s", x->id, etch_last_error());
       break;
     }
-    off += (size_t)n;
+    bool full = false;
+    if (max && x->bytes_written + len > max) {
+      /* Whole packets only, up to the limit: the file stays readable. */
+      size_t room = (size_t)(max - x->bytes_written);
+      etch_pb_dec d;
+      etch_pb_field fl;
+      size_t keep = 0;
+      etch_pb_dec_init(&d, data, len);
+      while (etch_pb_next(&d, &fl) && (size_t)(d.p - d.start) <= room)
+        keep = (size_t)(d.p - d.start);
+      len = keep;
+      full = true;
+    }
+    size_t off = 0;
+    while (off < len) {
+      ssize_t n = write(x->out_fd, data + off, len - off);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        logf_(s, "session %u: writing the trace file: %s", x->id,
+              strerror(errno));
+        break;
+      }
+      off += (size_t)n;
+    }
+    x->bytes_written += off;
+    free(data);
+    if (full) {
+      x->bytes_written = max; /* the session ends */
+      break;
+    }
   }
-  if (!max || x->bytes_written < max) x->bytes_written += off;
-  free(data);
+  sreader_free(r);
 }
 
 /* ---- stopping ---- */
@@ -1156,14 +1222,27 @@ static int consumer_enable(etch_service *s, consumer *c,
  * trace never fills the send queue. */
 #define READ_AHEAD (1u << 20)
 
-static void pump_read(consumer *c) {
-  while (c->rd && c->conn.tx_len - c->conn.tx_off < READ_AHEAD &&
+static void pump_read(etch_service *s, consumer *c) {
+  while (c->reader && c->conn.tx_len - c->conn.tx_off < READ_AHEAD &&
          !c->conn.failed) {
+    if (c->rd_off >= c->rd_len) { /* the next piece */
+      free(c->rd);
+      c->rd = NULL;
+      c->rd_len = c->rd_off = 0;
+      if (!c->reader->done &&
+          sreader_next(s, c->reader, &c->rd, &c->rd_len) != ETCH_OK) {
+        send_reply(&c->conn, c->rd_req, false, NULL, false, -1);
+        sreader_free(c->reader);
+        c->reader = NULL;
+        return;
+      }
+    }
     etch_pb_buf b;
     etch_pb_buf_init(&b, 4096, 0);
     etch_pb_dec d;
     etch_pb_field fl;
-    etch_pb_dec_init(&d, c->rd + c->rd_off, c->rd_len - c->rd_off);
+    etch_pb_dec_init(&d, c->rd ? c->rd + c->rd_off : NULL,
+                     c->rd_len - c->rd_off);
     size_t base = c->rd_off, consumed = 0;
     /* The records of this reply: whole ones while they fit, a large one
      * in slices of its own. */
@@ -1192,13 +1271,16 @@ static void pump_read(consumer *c) {
       } while (off < fl.len);
       consumed = rec_end;
     }
-    c->rd_off = base + consumed;
-    bool last = c->rd_off >= c->rd_len || d.err;
-    send_reply(&c->conn, c->rd_req, true, &b, !last, -1);
+    c->rd_off = d.err ? c->rd_len : base + consumed;
+    bool last = c->rd_off >= c->rd_len && c->reader->done;
+    if (etch_pb_buf_len(&b) || last)
+      send_reply(&c->conn, c->rd_req, true, &b, !last, -1);
     etch_pb_buf_free(&b);
     if (last) {
       free(c->rd);
       c->rd = NULL;
+      sreader_free(c->reader);
+      c->reader = NULL;
     }
   }
 }
@@ -1206,23 +1288,20 @@ static void pump_read(consumer *c) {
 static void consumer_read(etch_service *s, consumer *c,
                           const etch_ipc_frame *f) {
   session *x = find_session(s, c->session_id);
-  if (!x || x->out_fd >= 0 || c->rd) {
+  if (!x || x->out_fd >= 0 || c->reader) {
     send_reply(&c->conn, f->request_id, false, NULL, false, -1);
     return;
   }
-  uint8_t *data;
-  size_t len;
-  if (drain(s, x, !x->wrote_header, x->state == S_DISABLED, &data, &len) !=
-      ETCH_OK) {
+  c->reader = sreader_new(s, x, !x->wrote_header, x->state == S_DISABLED);
+  if (!c->reader) {
     send_reply(&c->conn, f->request_id, false, NULL, false, -1);
     return;
   }
   x->wrote_header = true;
-  c->rd = data;
-  c->rd_len = len;
-  c->rd_off = 0;
+  c->rd = NULL;
+  c->rd_len = c->rd_off = 0;
   c->rd_req = f->request_id;
-  pump_read(c);
+  pump_read(s, c);
 }
 
 static void consumer_query(etch_service *s, consumer *c,
@@ -1373,6 +1452,7 @@ static void drop_consumer(etch_service *s, consumer *c, const char *why) {
     }
   etch__ipc_conn_close(&c->conn);
   free(c->rd);
+  sreader_free(c->reader);
   free(c);
 }
 
@@ -1428,7 +1508,7 @@ static void service_producer(etch_service *s, producer *p, short rev) {
 static void service_consumer(etch_service *s, consumer *c, short rev) {
   if (rev & POLLOUT) {
     etch__ipc_conn_flush(&c->conn);
-    pump_read(c);
+    pump_read(s, c);
   }
   if (rev & (POLLIN | POLLHUP | POLLERR)) etch__ipc_conn_read(&c->conn);
   etch_ipc_frame *f = (etch_ipc_frame *)etch__malloc(sizeof *f);
@@ -1507,7 +1587,7 @@ int etch__service_poll(etch_service *s, int timeout_ms) {
   uint32_t first_consumer = k;
   for (consumer *c = s->consumers; c; c = c->next, k++) {
     fds[k].fd = c->conn.fd;
-    fds[k].events = POLLIN | (etch__ipc_conn_want_write(&c->conn) || c->rd
+    fds[k].events = POLLIN | (etch__ipc_conn_want_write(&c->conn) || c->reader
                                   ? POLLOUT : 0);
     ids[k] = c->id;
   }
