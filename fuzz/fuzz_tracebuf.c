@@ -2,9 +2,9 @@
  * fuzz_tracebuf.c - libFuzzer target for the service's trace buffer: the
  * input is a stream of operations a hostile producer could cause (chunks
  * with any ids, flags, counts and bytes; patches anywhere; reads in
- * between). Nothing may crash or read outside a chunk, the buffer never
- * holds more than its size, and a packet is never longer than what was
- * put in.
+ * between, whole or in pieces). Nothing may crash or read outside a
+ * chunk, the buffer never holds more than its size, a packet is never
+ * longer than what was put in, and reading in pieces ends.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -52,6 +52,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       int rc = etch__tracebuf_patch(tb, a % 4, b % 8, n, data + p,
                                     (uint32_t)(len < 8 ? len : 8));
       if (rc != ETCH_OK && etch_last_error()[0] == '\0') abort();
+    } else if (op & 0x80) { /* a read in pieces of n bytes */
+      bool more = true;
+      for (int k = 0; k < 10000 && more; k++)
+        if (etch__tracebuf_read_some(tb, sink, NULL, n, &more) != ETCH_OK)
+          abort();
+      if (more) abort(); /* pieces must make progress */
     } else if (etch__tracebuf_read(tb, sink, NULL) != ETCH_OK) {
       abort();
     }
