@@ -967,3 +967,31 @@ TEST(every_page_size_records_everything) {
   }
   svc_stop(&s);
 }
+
+/* A program recording in process (ETCH_OUT, a local flight recorder) and
+ * for the service at once: both traces get every event. */
+TEST(in_process_and_system_at_once) {
+  svc s;
+  svc_start(&s);
+  char out[700], local[700];
+  snprintf(out, sizeof out, "%s/both.pftrace", s.dir);
+  snprintf(local, sizeof local, "%s/local.pftrace", s.dir);
+  pid_t rec = record_start(&s, out, NULL);
+  setenv("ETCH_OUT", local, 1);
+  pid_t p = producer("both", 2, 3000);
+  unsetenv("ETCH_OUT");
+  ASSERT_EQ_INT(wait_exit(p), 0);
+  kill(rec, SIGINT);
+  ASSERT_EQ_INT(wait_exit(rec), 0);
+  td_trace t;
+  static int32_t pids[4096];
+  decode(out, &t, pids, 4096);
+  for (int k = 0; k < 2; k++) check_ticks(&t, pids, 4096, p, k, 3000);
+  td_free(&t);
+  /* The local file: the same events (no service, so no trusted pids). */
+  td_trace l;
+  ASSERT_EQ_INT(td_decode_file(local, &l), 0);
+  ASSERT_EQ_INT((int)td_count(&l, 3, "tick"), 2 * 3000);
+  td_free(&l);
+  svc_stop(&s);
+}

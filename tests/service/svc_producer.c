@@ -6,6 +6,9 @@
  *
  *   svc_producer NAME THREADS EVENTS [fork]
  *
+ * With ETCH_OUT in the environment it also records in process (etch_init),
+ * both backends at once.
+ *
  * With "fork" the process forks after starting: the child (a producer of
  * its own, its own pid) waits half a second for its session, records the
  * same, and exits; the parent records and waits for it.
@@ -41,6 +44,7 @@ int main(int argc, char **argv) {
   if (argc < 4) return 2;
   int threads = atoi(argv[2]);
   events = atol(argv[3]);
+  etch_init(); /* with ETCH_OUT: an in-process session beside the service's */
   if (etch_system_start(argv[1]) != ETCH_OK) return 3;
   pid_t child = -1;
   if (argc > 4 && argv[4][0] == 'f') {
