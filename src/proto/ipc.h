@@ -135,6 +135,10 @@ enum {
   ETCH_QSS_SERVICE_STATE = 1,
   /* GetTraceStatsResponse */
   ETCH_GTS_TRACE_STATS = 1,
+  /* QueryCapabilitiesResponse { TracingServiceCapabilities capabilities = 1
+   * { has_query_capabilities = 1, observable_events = 2 } } */
+  ETCH_QCR_CAPABILITIES = 1,
+  ETCH_TSC_HAS_QUERY_CAPABILITIES = 1,
 };
 
 /* ---- messages the ports carry ---- */

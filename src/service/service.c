@@ -1398,6 +1398,17 @@ static int on_consumer_frame(etch_service *s, consumer *c,
   case CM_QUERY:
     consumer_query(s, c, f);
     return ETCH_OK;
+  case CM_CAPS: { /* it answers; it observes no events (ObserveEvents) */
+    etch_pb_buf b;
+    etch_pb_nested m;
+    etch_pb_buf_init(&b, 16, 0);
+    etch_pb_nested_begin(&b.s, ETCH_QCR_CAPABILITIES, &m);
+    etch_pb_write_varint_field(&b.s, ETCH_TSC_HAS_QUERY_CAPABILITIES, 1);
+    etch_pb_nested_end(&b.s, &m);
+    if (!f->drop_reply) send_reply(&c->conn, f->request_id, true, &b, false, -1);
+    etch_pb_buf_free(&b);
+    return ETCH_OK;
+  }
   default: /* not supported by etch: said, not ignored */
     reply_empty(&c->conn, f, false);
     return ETCH_OK;

@@ -995,3 +995,48 @@ TEST(in_process_and_system_at_once) {
   td_free(&l);
   svc_stop(&s);
 }
+
+/* QueryCapabilities answers as a service that knows the call (a consumer
+ * that finds no capabilities takes the service for an old one); methods
+ * etch does not run answer success: false, said rather than ignored. */
+TEST(consumer_port_capabilities_and_refusals) {
+  svc s;
+  svc_start(&s);
+  raw r;
+  memset(&r, 0, sizeof r);
+  etch__ipc_conn_init(&r.c, raw_connect(s.cons), 1 << 20);
+  etch_ipc_frame f;
+  memset(&f, 0, sizeof f);
+  f.kind = ETCH_IPC_BIND;
+  f.request_id = ++r.req;
+  f.name.data = (const uint8_t *)"consumer_port";
+  f.name.len = 13;
+  ASSERT_OK(etch__ipc_conn_send(&r.c, &f, -1));
+  raw_next(&r, &r.bind);
+  ASSERT_TRUE(r.bind.success);
+  r.svc = r.bind.service_id;
+  r.names = malloc(4096);
+  size_t off = 0;
+  for (uint32_t i = 0; i < r.bind.nmethods; i++) {
+    memcpy(r.names + off, r.bind.methods[i].name.data,
+           r.bind.methods[i].name.len);
+    r.bind.methods[i].name.data = r.names + off;
+    off += r.bind.methods[i].name.len;
+  }
+  raw_invoke(&r, "QueryCapabilities", NULL);
+  etch_ipc_frame g;
+  raw_next(&r, &g);
+  ASSERT_EQ_INT(g.kind, ETCH_IPC_REPLY);
+  ASSERT_TRUE(g.success);
+  /* capabilities { has_query_capabilities: true } */
+  static const uint8_t want[] = {0x0a, 0x82, 0x80, 0x80, 0x00, 0x08, 0x01};
+  ASSERT_EQ_INT((int)g.body.len, (int)sizeof want);
+  ASSERT_TRUE(memcmp(g.body.data, want, sizeof want) == 0);
+  raw_invoke(&r, "ObserveEvents", NULL);
+  raw_next(&r, &g);
+  ASSERT_EQ_INT(g.kind, ETCH_IPC_REPLY);
+  ASSERT_FALSE(g.success);
+  free(r.names);
+  etch__ipc_conn_close(&r.c);
+  svc_stop(&s);
+}
