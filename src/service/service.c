@@ -503,23 +503,66 @@ static void sreader_free(sreader *r) {
   free(r);
 }
 
-static int put_session_stats(etch_service *s, session *x, etch_tracefile *o) {
-  etch_buffer_stats bs;
-  uint64_t gaps = 0;
-  memset(&bs, 0, sizeof bs);
+/* TraceStats for session x: one BufferStats per buffer of its config, and
+ * the service's counts. */
+static void trace_stats(etch_service *s, const session *x, etch_pb_stream *st) {
+  etch_pb_nested b;
   for (uint32_t i = 0; i < x->cfg->nbuffers; i++) {
     etch_tracebuf *tb = s->bufs[x->buf_ids[i]];
     if (!tb) continue;
     etch_tracebuf_stats t;
     etch__tracebuf_stats(tb, &t);
-    bs.buffer_size += t.buffer_size;
-    bs.chunks_written += t.chunks_written;
-    bs.chunks_overwritten += t.chunks_overwritten;
-    bs.bytes_overwritten += t.bytes_overwritten;
-    bs.chunks_discarded += t.chunks_discarded;
-    gaps += t.sequence_gaps + t.abi_violations;
+    etch_pb_nested_begin(st, ETCH_TS_BUFFER_STATS, &b);
+    etch_pb_write_varint_field(st, ETCH_BS_BUFFER_SIZE, t.buffer_size);
+    etch_pb_write_varint_field(st, ETCH_BS_BYTES_WRITTEN, t.bytes_written);
+    etch_pb_write_varint_field(st, ETCH_BS_CHUNKS_WRITTEN, t.chunks_written);
+    etch_pb_write_varint_field(st, ETCH_BS_CHUNKS_REWRITTEN,
+                               t.chunks_rewritten);
+    etch_pb_write_varint_field(st, ETCH_BS_CHUNKS_OVERWRITTEN,
+                               t.chunks_overwritten);
+    etch_pb_write_varint_field(st, ETCH_BS_BYTES_OVERWRITTEN,
+                               t.bytes_overwritten);
+    etch_pb_write_varint_field(st, ETCH_BS_CHUNKS_DISCARDED,
+                               t.chunks_discarded);
+    etch_pb_write_varint_field(st, ETCH_BS_CHUNKS_READ, t.chunks_read);
+    etch_pb_write_varint_field(st, ETCH_BS_BYTES_READ, t.bytes_read);
+    etch_pb_write_varint_field(st, ETCH_BS_PATCHES_SUCCEEDED,
+                               t.patches_succeeded);
+    etch_pb_write_varint_field(st, ETCH_BS_PATCHES_FAILED, t.patches_failed);
+    etch_pb_write_varint_field(st, ETCH_BS_ABI_VIOLATIONS, t.abi_violations);
+    etch_pb_write_varint_field(st, ETCH_BS_TRACE_WRITER_PACKET_LOSS,
+                               t.sequence_gaps);
+    etch_pb_nested_end(st, &b);
   }
-  return etch__tracefile_put_stats(o, &bs, 0, gaps);
+  uint32_t producers = 0, sources = 0, sessions = 0, buffers = 0;
+  for (producer *p = s->producers; p; p = p->next) {
+    producers++;
+    sources += p->nds;
+  }
+  for (session *y = s->sessions; y; y = y->next) sessions++;
+  for (uint32_t i = 1; i < s->nbufs; i++) buffers += s->bufs[i] != NULL;
+  etch_pb_write_varint_field(st, ETCH_TS_PRODUCERS_CONNECTED, producers);
+  etch_pb_write_varint_field(st, ETCH_TS_PRODUCERS_SEEN, s->next_producer);
+  etch_pb_write_varint_field(st, ETCH_TS_DATA_SOURCES_REGISTERED, sources);
+  etch_pb_write_varint_field(st, ETCH_TS_TRACING_SESSIONS, sessions);
+  etch_pb_write_varint_field(st, ETCH_TS_TOTAL_BUFFERS, buffers);
+}
+
+/* The trace's last packet: the session's TraceStats, on sequence 1. */
+static int put_session_stats(etch_service *s, session *x, etch_tracefile *o) {
+  etch_pb_stream *st = &o->tmp.s;
+  struct timespec ts;
+  clock_gettime(CLOCK_BOOTTIME, &ts);
+  etch_pb_write_varint_field(st, ETCH_PKT_TIMESTAMP,
+                             (uint64_t)ts.tv_sec * 1000000000ull +
+                                 (uint64_t)ts.tv_nsec);
+  etch_pb_write_varint_field(st, ETCH_PKT_TIMESTAMP_CLOCK_ID,
+                             ETCH_CLOCK_BOOTTIME);
+  etch_pb_nested n;
+  etch_pb_nested_begin(st, ETCH_PKT_TRACE_STATS, &n);
+  trace_stats(s, x, st);
+  etch_pb_nested_end(st, &n);
+  return etch__tracefile_put_service(o);
 }
 
 /* The next piece of trace file bytes (*data NULL, *len 0 when there is
@@ -1398,6 +1441,21 @@ static int on_consumer_frame(etch_service *s, consumer *c,
   case CM_QUERY:
     consumer_query(s, c, f);
     return ETCH_OK;
+  case CM_STATS: { /* GetTraceStatsResponse { trace_stats } */
+    if (!x) {
+      reply_empty(&c->conn, f, false);
+      return ETCH_OK;
+    }
+    etch_pb_buf b;
+    etch_pb_nested m;
+    etch_pb_buf_init(&b, 256, 0);
+    etch_pb_nested_begin(&b.s, ETCH_GTS_TRACE_STATS, &m);
+    trace_stats(s, x, &b.s);
+    etch_pb_nested_end(&b.s, &m);
+    if (!f->drop_reply) send_reply(&c->conn, f->request_id, true, &b, false, -1);
+    etch_pb_buf_free(&b);
+    return ETCH_OK;
+  }
   case CM_CAPS: { /* it answers; it observes no events (ObserveEvents) */
     etch_pb_buf b;
     etch_pb_nested m;

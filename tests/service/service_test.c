@@ -25,6 +25,7 @@
 #include "ipc/ipc.h"
 #include "pb/pb.h"
 #include "proto/ipc.h"
+#include "proto/trace_config.h"
 #include "tdecode.h"
 #include "test.h"
 
@@ -1036,6 +1037,45 @@ TEST(consumer_port_capabilities_and_refusals) {
   raw_next(&r, &g);
   ASSERT_EQ_INT(g.kind, ETCH_IPC_REPLY);
   ASSERT_FALSE(g.success);
+  /* GetTraceStats: refused without a session; with one, its buffers. */
+  raw_invoke(&r, "GetTraceStats", NULL);
+  raw_next(&r, &g);
+  ASSERT_FALSE(g.success);
+  etch_pb_buf cfg, args;
+  etch_pb_buf_init(&cfg, 128, 0);
+  etch_pb_buf_init(&args, 128, 0);
+  const char *text = "buffers { size_kb: 1024 } buffers { size_kb: 64 }";
+  ASSERT_OK(etch__trace_config_text_to_binary(text, strlen(text), &cfg));
+  etch_pb_write_bytes_field(&args.s, ETCH_ETR_TRACE_CONFIG,
+                            etch_pb_buf_data(&cfg), etch_pb_buf_len(&cfg));
+  raw_invoke(&r, "EnableTracing", &args);
+  raw_invoke(&r, "GetTraceStats", NULL);
+  raw_next(&r, &g);
+  ASSERT_TRUE(g.success);
+  /* trace_stats { buffer_stats { buffer_size ... } x2, tracing_sessions 1 } */
+  etch_pb_dec d, ts, bs;
+  etch_pb_field fl, h, k;
+  uint64_t sizes[2] = {0, 0}, sessions = 0;
+  int nb = 0;
+  etch_pb_dec_init(&d, g.body.data, g.body.len);
+  while (etch_pb_next(&d, &fl)) {
+    ASSERT_EQ_INT((int)fl.id, 1);
+    etch_pb_dec_init(&ts, fl.data, fl.len);
+    while (etch_pb_next(&ts, &h)) {
+      if (h.id == 6) sessions = h.u;
+      if (h.id != 1 || nb == 2) continue;
+      etch_pb_dec_init(&bs, h.data, h.len);
+      while (etch_pb_next(&bs, &k))
+        if (k.id == 12) sizes[nb] = k.u;
+      nb++;
+    }
+  }
+  ASSERT_EQ_INT(nb, 2);
+  ASSERT_EQ_U64(sizes[0], 1024 * 1024);
+  ASSERT_EQ_U64(sizes[1], 64 * 1024);
+  ASSERT_EQ_U64(sessions, 1);
+  etch_pb_buf_free(&cfg);
+  etch_pb_buf_free(&args);
   free(r.names);
   etch__ipc_conn_close(&r.c);
   svc_stop(&s);
