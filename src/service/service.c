@@ -42,6 +42,9 @@
 #define MIN_WRITE_PERIOD_MS 100u
 #define DEFAULT_WRITE_PERIOD_MS 5000u
 #define SLICE_MAX (ETCH_IPC_MAX_FRAME - 1024u)
+/* Shared memory per producer at most, its own or ours: what one producer
+ * can make etchd map. */
+#define SMB_MAX (32u << 20)
 
 static const char *const producer_methods[] = {
     "InitializeConnection", "RegisterDataSource", "UnregisterDataSource",
@@ -333,7 +336,7 @@ static int make_smb(etch_service *s, producer *p) {
   if (page < ETCH_SMB_PAGE_MIN || page > 32768 || page % 4096) page = 32768;
   uint64_t size = p->size_hint ? p->size_hint : (uint64_t)s->o.smb_kb * 1024;
   if (size < 4u * page) size = 4u * page;
-  if (size > (64u << 20)) size = 64u << 20;
+  if (size > SMB_MAX) size = SMB_MAX;
   size -= size % page;
   int fd = memfd_create("etch-smb", MFD_CLOEXEC);
   if (fd < 0) return etch__error(ETCH_EIO, "memfd: %s", strerror(errno));
@@ -869,7 +872,7 @@ static int producer_init(etch_service *s, producer *p, const etch_ipc_frame *f) 
     if (fl.id == ETCH_ICR_PAGE_SIZE_HINT && fl.wt == 0)
       p->page_hint = fl.u <= 65536 ? (uint32_t)fl.u : 0;
     else if (fl.id == ETCH_ICR_SIZE_HINT && fl.wt == 0)
-      p->size_hint = fl.u <= (64u << 20) ? (uint32_t)fl.u : 0;
+      p->size_hint = fl.u <= SMB_MAX ? (uint32_t)fl.u : SMB_MAX;
     else if (fl.id == ETCH_ICR_PRODUCER_NAME && fl.wt == 2)
       snprintf(p->name, sizeof p->name, "%.*s", (int)fl.len,
                (const char *)fl.data);
@@ -885,7 +888,7 @@ static int producer_init(etch_service *s, producer *p, const etch_ipc_frame *f) 
     uint32_t page = p->page_hint;
     if (fstat(fd, &st) == 0 && st.st_size > 0 && page >= ETCH_SMB_PAGE_MIN &&
         page <= 32768 && page % 4096 == 0 && (uint64_t)st.st_size % page == 0 &&
-        (uint64_t)st.st_size <= (64u << 20)) {
+        (uint64_t)st.st_size <= SMB_MAX) {
       void *m = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE,
                      MAP_SHARED, fd, 0);
       if (m != MAP_FAILED) {
