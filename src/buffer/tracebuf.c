@@ -253,31 +253,18 @@ static int fragment(const tchunk *c, uint32_t *off, const uint8_t **d,
   return 1;
 }
 
-typedef struct asm_buf {
-  uint8_t *data;
-  size_t len, cap;
-} asm_buf;
-
-static int asm_add(asm_buf *a, const uint8_t *d, size_t n) {
-  if (n == 0) return ETCH_OK;
-  if (a->len + n > a->cap) {
-    size_t cap = a->cap ? a->cap : 4096;
-    while (cap < a->len + n) cap *= 2;
-    uint8_t *nd = (uint8_t *)etch__realloc(a->data, cap);
-    if (!nd) return ETCH_ENOMEM;
-    a->data = nd;
-    a->cap = cap;
-  }
-  memcpy(a->data + a->len, d, n);
-  a->len += n;
-  return ETCH_OK;
+/* Appends a fragment to the packet being put together (its bytes in a
+ * growable buffer of the pb part). */
+static int pend_add(etch_pb_buf *p, const uint8_t *d, size_t n) {
+  etch_pb_write_bytes(&p->s, d, n);
+  return p->s.failed ? ETCH_ENOMEM : ETCH_OK;
 }
 
 /* Reads one sequence's chunks g[0..n) (in chunk id order) until *budget
  * bytes of packets were handed out; *stopped when it stopped early (at a
  * packet's end: the rest stays for the next read). */
 static int read_seq(etch_tracebuf *tb, tchunk **g, uint32_t n,
-                    etch_packet_fn emit, void *ctx, asm_buf *pend,
+                    etch_packet_fn emit, void *ctx, etch_pb_buf *pend,
                     uint64_t *budget, bool *stopped) {
   *stopped = false;
   uint32_t stop_chunk = 0, stop_frag = 0;
@@ -288,7 +275,7 @@ static int read_seq(etch_tracebuf *tb, tchunk **g, uint32_t n,
   uint32_t prev_id = s->done_id;
   bool pending = false;
   uint32_t pend_chunk = 0, pend_frag = 0; /* where the pending packet began */
-  pend->len = 0;
+  etch_pb_buf_reset(pend);
   int rc = ETCH_OK;
   uint32_t i;
   for (i = 0; i < n && rc == ETCH_OK; i++) {
@@ -326,13 +313,14 @@ static int read_seq(etch_tracebuf *tb, tchunk **g, uint32_t n,
           dropped = true;
           continue;
         }
-        rc = asm_add(pend, d, len);
+        rc = pend_add(pend, d, len);
         if (rc || cont_next) continue;
         pending = false;
-        if (pend->len == 0) continue; /* nothing in it: padding */
-        rc = emit(ctx, c->seq, pend->data, (uint32_t)pend->len, dropped);
+        size_t plen = etch_pb_buf_len(pend);
+        if (plen == 0) continue; /* nothing in it: padding */
+        rc = emit(ctx, c->seq, etch_pb_buf_data(pend), (uint32_t)plen, dropped);
         dropped = false;
-        *budget = *budget > pend->len ? *budget - pend->len : 0;
+        *budget = *budget > plen ? *budget - plen : 0;
         if (!*budget) {
           *stopped = true;
           stop_chunk = i;
@@ -349,8 +337,8 @@ static int read_seq(etch_tracebuf *tb, tchunk **g, uint32_t n,
         pending = true;
         pend_chunk = i;
         pend_frag = at;
-        pend->len = 0;
-        rc = asm_add(pend, d, len);
+        etch_pb_buf_reset(pend);
+        rc = pend_add(pend, d, len);
         continue;
       }
       if (len == 0) continue; /* padding */
@@ -412,7 +400,8 @@ int etch__tracebuf_read_some(etch_tracebuf *tb, etch_packet_fn emit,
   uint32_t n = 0;
   for (tchunk *c = tb->oldest; c; c = c->newer) all[n++] = c;
   qsort(all, n, sizeof *all, cmp_chunk);
-  asm_buf pend = {0};
+  etch_pb_buf pend;
+  etch_pb_buf_init(&pend, 4096, 0);
   int rc = ETCH_OK;
   if (!budget) budget = 1;
   for (uint32_t i = 0; i < n && rc == ETCH_OK && !*more;) {
@@ -421,7 +410,7 @@ int etch__tracebuf_read_some(etch_tracebuf *tb, etch_packet_fn emit,
     rc = read_seq(tb, all + i, j - i, emit, ctx, &pend, &budget, more);
     i = j;
   }
-  free(pend.data);
+  etch_pb_buf_free(&pend);
   free(all);
   return rc;
 }
