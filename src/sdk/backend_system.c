@@ -145,21 +145,17 @@ static uint32_t count_fragments(const uint8_t *p, uint32_t len) {
   return n;
 }
 
-/* Copies a chunk's published part into a free chunk of the shared memory
- * and says in *cm what to commit; false when there is none (or no shared
- * memory). Takes neither lock but `smb_rw` for reading: writers copy in
- * parallel, each into a chunk it won by compare-and-swap. */
-static bool copy_out(sysb *b, const etch_chunk *c, uint32_t used,
-                     uint32_t flags, commit *cm, uint32_t *gen) {
-  if (__atomic_load_n(&b->dead, __ATOMIC_ACQUIRE)) return false;
+/* Takes a free chunk of the shared memory (state being written, its
+ * header's ids and flags set) and says where in res: page, chunk, mapping
+ * generation, 1. Under `smb_rw` for reading: writers take chunks in
+ * parallel, each one it won by compare-and-swap. */
+static bool smb_reserve(uint32_t writer_id, uint32_t chunk_id, uint32_t flags,
+                        uint32_t res[4]) {
   pthread_rwlock_rdlock(&P.smb_rw);
   bool ok = false;
-  if (!P.have_smb) goto out;
-  uint32_t csize = etch__smb_chunk_size(P.smb.page_size, SYS_LAYOUT);
-  if (used > csize - ETCH_SMB_CHUNK_HEADER) goto out;
-  uint32_t nchunks = etch__smb_layout_chunks(SYS_LAYOUT);
+  uint32_t nchunks = P.have_smb ? etch__smb_layout_chunks(SYS_LAYOUT) : 0;
   uint32_t start = __atomic_load_n(&P.cursor, __ATOMIC_RELAXED);
-  for (uint32_t k = 0; k < P.smb.npages && !ok; k++) {
+  for (uint32_t k = 0; nchunks && k < P.smb.npages && !ok; k++) {
     uint32_t page = (start + k) % P.smb.npages;
     uint32_t layout = etch__smb_bitmap_layout(etch__smb_bitmap(&P.smb, page));
     if (layout == ETCH_SMB_NOT_PARTITIONED) {
@@ -167,96 +163,35 @@ static bool copy_out(sysb *b, const etch_chunk *c, uint32_t used,
       layout = etch__smb_bitmap_layout(etch__smb_bitmap(&P.smb, page));
     }
     if (layout != SYS_LAYOUT) continue;
-    for (uint32_t i = 0; i < nchunks; i++) {
-      uint16_t f = (uint16_t)(flags & (ETCH_SMB_FIRST_CONTINUES |
-                                       ETCH_SMB_LAST_CONTINUES));
-      uint8_t *dst = etch__smb_try_acquire_write(
-          &P.smb, page, i, (uint16_t)c->writer_id, c->chunk_id, f);
-      if (!dst) continue;
-      const uint8_t *src = (const uint8_t *)c + ETCH_CHUNK_HEADER_SIZE;
-      memcpy(dst + ETCH_SMB_CHUNK_HEADER, src, used);
-      uint32_t count = count_fragments(src, used);
-      if (count > ETCH_SMB_MAX_COUNT) count = ETCH_SMB_MAX_COUNT;
-      etch_smb_chunk_header *h = (etch_smb_chunk_header *)dst;
-      /* After the bytes: a service scraping the chunk meanwhile sees a
-       * count only for fragments that are there. */
-      __atomic_store_n(&h->packets, (uint16_t)(count | (uint32_t)f << 10),
-                       __ATOMIC_RELEASE);
-      etch__smb_release_complete(&P.smb, page, i);
-      cm->page = page;
-      cm->chunk = i;
-      cm->buffer = b->target_buffer;
-      *gen = P.smb_gen;
+    for (uint32_t i = 0; i < nchunks && !ok; i++) {
+      if (!etch__smb_try_acquire_write(
+              &P.smb, page, i, (uint16_t)writer_id, chunk_id,
+              (uint16_t)(flags & (ETCH_SMB_FIRST_CONTINUES |
+                                  ETCH_SMB_LAST_CONTINUES))))
+        continue;
+      res[0] = page;
+      res[1] = i;
+      res[2] = P.smb_gen;
+      res[3] = 1;
       __atomic_store_n(&P.cursor, page, __ATOMIC_RELAXED);
       ok = true;
-      break;
     }
-  }
-out:
-  pthread_rwlock_unlock(&P.smb_rw);
-  return ok;
-}
-
-/* Takes a free chunk of the shared memory for a writer's chunk (state
- * being written, its header's ids set), so that completing it can never
- * find the shared memory full: a writer that gets none drops events
- * (counted and reported, as in process) instead of losing a whole chunk
- * it already wrote. Where it is goes into the private chunk's reserved
- * words: page, chunk, mapping generation, 1. */
-static uint64_t full_until; /* atomic: no free chunk was found before this */
-
-static bool reserve_chunk(etch_chunk *c, uint32_t flags) {
-  /* Once the shared memory was found full, writers drop for a while
-   * instead of each scanning it again for every event. */
-  uint64_t now = etch__monotonic_ns();
-  if (now < __atomic_load_n(&full_until, __ATOMIC_RELAXED)) return false;
-  pthread_rwlock_rdlock(&P.smb_rw);
-  bool ok = false;
-  if (P.have_smb) {
-    uint32_t nchunks = etch__smb_layout_chunks(SYS_LAYOUT);
-    uint32_t start = __atomic_load_n(&P.cursor, __ATOMIC_RELAXED);
-    for (uint32_t k = 0; k < P.smb.npages && !ok; k++) {
-      uint32_t page = (start + k) % P.smb.npages;
-      uint32_t layout =
-          etch__smb_bitmap_layout(etch__smb_bitmap(&P.smb, page));
-      if (layout == ETCH_SMB_NOT_PARTITIONED) {
-        etch__smb_try_partition(&P.smb, page, SYS_LAYOUT);
-        layout = etch__smb_bitmap_layout(etch__smb_bitmap(&P.smb, page));
-      }
-      if (layout != SYS_LAYOUT) continue;
-      for (uint32_t i = 0; i < nchunks; i++) {
-        if (!etch__smb_try_acquire_write(
-                &P.smb, page, i, (uint16_t)c->writer_id, c->chunk_id,
-                (uint16_t)(flags & (ETCH_SMB_FIRST_CONTINUES |
-                                    ETCH_SMB_LAST_CONTINUES))))
-          continue;
-        c->reserved[0] = page;
-        c->reserved[1] = i;
-        c->reserved[2] = P.smb_gen;
-        c->reserved[3] = 1;
-        __atomic_store_n(&P.cursor, page, __ATOMIC_RELAXED);
-        ok = true;
-        break;
-      }
-    }
-    if (!ok) __atomic_store_n(&full_until, now + FULL_BACKOFF_NS, __ATOMIC_RELAXED);
   }
   pthread_rwlock_unlock(&P.smb_rw);
   return ok;
 }
 
-/* Fills the chunk reserved for c with its published part and marks it
- * complete; *cm says what to commit. False when the mapping it was
- * reserved in is gone (the service went away meanwhile). */
-static bool fill_reserved(sysb *b, const etch_chunk *c, uint32_t used,
-                          uint32_t flags, commit *cm, uint32_t *gen) {
+/* Fills the chunk reserved at res with `used` bytes of fragments from src
+ * and marks it complete; *cm says what to commit. False when the mapping
+ * it was reserved in is gone (the service went away meanwhile). */
+static bool smb_fill(sysb *b, const uint8_t *src, uint32_t used,
+                     uint32_t flags, const uint32_t res[4], commit *cm,
+                     uint32_t *gen) {
   pthread_rwlock_rdlock(&P.smb_rw);
-  bool ok = P.have_smb && c->reserved[3] && c->reserved[2] == P.smb_gen;
+  bool ok = P.have_smb && res[3] && res[2] == P.smb_gen;
   if (ok) {
     uint32_t csize = etch__smb_chunk_size(P.smb.page_size, SYS_LAYOUT);
-    uint8_t *dst = etch__smb_chunk_at(&P.smb, c->reserved[0], SYS_LAYOUT,
-                                      c->reserved[1]);
-    const uint8_t *src = (const uint8_t *)c + ETCH_CHUNK_HEADER_SIZE;
+    uint8_t *dst = etch__smb_chunk_at(&P.smb, res[0], SYS_LAYOUT, res[1]);
     if (used > csize - ETCH_SMB_CHUNK_HEADER) used = 0; /* cannot happen */
     /* A chunk of an instance that ended is committed empty: the service
      * frees it. */
@@ -267,16 +202,56 @@ static bool fill_reserved(sysb *b, const etch_chunk *c, uint32_t used,
     uint16_t f = (uint16_t)(flags & (ETCH_SMB_FIRST_CONTINUES |
                                      ETCH_SMB_LAST_CONTINUES));
     etch_smb_chunk_header *h = (etch_smb_chunk_header *)dst;
+    /* After the bytes: a service scraping the chunk meanwhile sees a count
+     * only for fragments that are there. */
     __atomic_store_n(&h->packets, (uint16_t)(count | (uint32_t)f << 10),
                      __ATOMIC_RELEASE);
-    etch__smb_release_complete(&P.smb, c->reserved[0], c->reserved[1]);
-    cm->page = c->reserved[0];
-    cm->chunk = c->reserved[1];
+    etch__smb_release_complete(&P.smb, res[0], res[1]);
+    cm->page = res[0];
+    cm->chunk = res[1];
     cm->buffer = b->target_buffer;
     *gen = P.smb_gen;
   }
   pthread_rwlock_unlock(&P.smb_rw);
   return ok;
+}
+
+static const uint8_t *payload_of(const etch_chunk *c) {
+  return (const uint8_t *)c + ETCH_CHUNK_HEADER_SIZE;
+}
+
+/* A copy of a chunk's published part in a chunk of the shared memory of
+ * its own (a flush's copy of a chunk still being written). */
+static bool copy_out(sysb *b, const etch_chunk *c, uint32_t used,
+                     uint32_t flags, commit *cm, uint32_t *gen) {
+  uint32_t res[4];
+  if (__atomic_load_n(&b->dead, __ATOMIC_ACQUIRE) ||
+      !smb_reserve(c->writer_id, c->chunk_id, flags, res))
+    return false;
+  return smb_fill(b, payload_of(c), used, flags, res, cm, gen);
+}
+
+/* Reserves the shared memory's chunk for a writer's chunk when the writer
+ * takes it, so that completing it can never find the shared memory full:
+ * a writer that gets none drops events (counted and reported, as in
+ * process) instead of losing a whole chunk it already wrote. The
+ * reservation is kept in the private chunk's reserved words. */
+static uint64_t full_until; /* atomic: no free chunk was found before this */
+
+static bool reserve_chunk(etch_chunk *c, uint32_t flags) {
+  /* Once the shared memory was found full, writers drop for a while
+   * instead of each scanning it again for every event. */
+  uint64_t now = etch__monotonic_ns();
+  if (now < __atomic_load_n(&full_until, __ATOMIC_RELAXED)) return false;
+  if (smb_reserve(c->writer_id, c->chunk_id, flags, c->reserved)) return true;
+  __atomic_store_n(&full_until, now + FULL_BACKOFF_NS, __ATOMIC_RELAXED);
+  return false;
+}
+
+/* Fills the chunk reserved for c with its published part (see smb_fill). */
+static bool fill_reserved(sysb *b, const etch_chunk *c, uint32_t used,
+                          uint32_t flags, commit *cm, uint32_t *gen) {
+  return smb_fill(b, payload_of(c), used, flags, c->reserved, cm, gen);
 }
 
 /* The fewest chunks to a page whose payload stays at most 5115 bytes: a
