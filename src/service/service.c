@@ -331,6 +331,35 @@ static void put_source_config(etch_pb_stream *st, const session *x,
   }
 }
 
+/* SetupDataSource or StartDataSource (`field`) for instance `in`. */
+static void send_ds_command(producer *p, const session *x, const instance *in,
+                            uint32_t field) {
+  const etch_tc_source *src = &x->cfg->sources[in->source_index];
+  etch_pb_buf b;
+  etch_pb_nested m, c;
+  etch_pb_buf_init(&b, 512, ETCH_IPC_MAX_FRAME - 64);
+  etch_pb_nested_begin(&b.s, field, &m);
+  etch_pb_write_varint_field(&b.s, ETCH_GAC_DS_INSTANCE_ID, in->id);
+  etch_pb_nested_begin(&b.s, ETCH_GAC_DS_CONFIG, &c);
+  put_source_config(&b.s, x, src, x->buf_ids[src->target_buffer]);
+  etch_pb_nested_end(&b.s, &c);
+  etch_pb_nested_end(&b.s, &m);
+  send_command(p, &b, -1);
+  etch_pb_buf_free(&b);
+}
+
+/* StopDataSource for instance `id`. */
+static void send_stop(producer *p, uint64_t id) {
+  etch_pb_buf b;
+  etch_pb_nested m;
+  etch_pb_buf_init(&b, 32, 0);
+  etch_pb_nested_begin(&b.s, ETCH_GAC_STOP_DATA_SOURCE, &m);
+  etch_pb_write_varint_field(&b.s, ETCH_GAC_STOP_INSTANCE_ID, id);
+  etch_pb_nested_end(&b.s, &m);
+  send_command(p, &b, -1);
+  etch_pb_buf_free(&b);
+}
+
 static int make_smb(etch_service *s, producer *p) {
   uint32_t page = p->page_hint ? p->page_hint : s->o.smb_page_kb * 1024;
   if (page < ETCH_SMB_PAGE_MIN || page > 32768 || page % 4096) page = 32768;
@@ -377,10 +406,9 @@ static void start_instance(etch_service *s, session *x, producer *p,
   snprintf(in->name, sizeof in->name, "%s", src->name);
   for (uint32_t i = 0; i < p->nds; i++)
     if (!strcmp(p->ds[i].name, src->name)) in->notify_stop = p->ds[i].notify_stop;
-  uint32_t buf = x->buf_ids[src->target_buffer];
   etch_pb_buf b;
-  etch_pb_buf_init(&b, 512, ETCH_IPC_MAX_FRAME - 64);
-  etch_pb_nested m, c;
+  etch_pb_buf_init(&b, 64, 0);
+  etch_pb_nested m;
   if (!p->smb_sent) {
     etch_pb_nested_begin(&b.s, ETCH_GAC_SETUP_TRACING, &m);
     etch_pb_write_varint_field(&b.s, ETCH_GAC_SETUP_PAGE_SIZE_KB,
@@ -394,21 +422,12 @@ static void start_instance(etch_service *s, session *x, producer *p,
     }
     etch_pb_buf_reset(&b);
   }
-  for (int k = 0; k < 2; k++) { /* SetupDataSource, then StartDataSource */
-    bool start = k == 1;
-    if (start && x->state != S_STARTED) break;
-    etch_pb_nested_begin(&b.s, start ? ETCH_GAC_START_DATA_SOURCE
-                                     : ETCH_GAC_SETUP_DATA_SOURCE, &m);
-    etch_pb_write_varint_field(&b.s, ETCH_GAC_DS_INSTANCE_ID, in->id);
-    etch_pb_nested_begin(&b.s, ETCH_GAC_DS_CONFIG, &c);
-    put_source_config(&b.s, x, src, buf);
-    etch_pb_nested_end(&b.s, &c);
-    etch_pb_nested_end(&b.s, &m);
-    send_command(p, &b, -1);
-    etch_pb_buf_reset(&b);
-    if (start) in->started = true;
-  }
   etch_pb_buf_free(&b);
+  send_ds_command(p, x, in, ETCH_GAC_SETUP_DATA_SOURCE);
+  if (x->state == S_STARTED) {
+    send_ds_command(p, x, in, ETCH_GAC_START_DATA_SOURCE);
+    in->started = true;
+  }
   logf_(s, "session %u: data source '%s' on producer %u (%s), instance %llu",
         x->id, src->name, p->id, p->name, (unsigned long long)in->id);
 }
@@ -442,18 +461,7 @@ static void start_session_sources(etch_service *s, session *x) {
     instance *in = &x->inst[i];
     producer *p = find_producer(s, in->producer_id);
     if (!p || in->started) continue;
-    etch_pb_buf b;
-    etch_pb_buf_init(&b, 512, ETCH_IPC_MAX_FRAME - 64);
-    etch_pb_nested m, c;
-    const etch_tc_source *src = &x->cfg->sources[in->source_index];
-    etch_pb_nested_begin(&b.s, ETCH_GAC_START_DATA_SOURCE, &m);
-    etch_pb_write_varint_field(&b.s, ETCH_GAC_DS_INSTANCE_ID, in->id);
-    etch_pb_nested_begin(&b.s, ETCH_GAC_DS_CONFIG, &c);
-    put_source_config(&b.s, x, src, x->buf_ids[src->target_buffer]);
-    etch_pb_nested_end(&b.s, &c);
-    etch_pb_nested_end(&b.s, &m);
-    send_command(p, &b, -1);
-    etch_pb_buf_free(&b);
+    send_ds_command(p, x, in, ETCH_GAC_START_DATA_SOURCE);
     in->started = true;
   }
 }
@@ -680,14 +688,7 @@ static void stop_sources(etch_service *s, session *x) {
     instance *in = &x->inst[i];
     producer *p = find_producer(s, in->producer_id);
     if (!p || in->stop_sent) continue;
-    etch_pb_buf b;
-    etch_pb_buf_init(&b, 32, 0);
-    etch_pb_nested m;
-    etch_pb_nested_begin(&b.s, ETCH_GAC_STOP_DATA_SOURCE, &m);
-    etch_pb_write_varint_field(&b.s, ETCH_GAC_STOP_INSTANCE_ID, in->id);
-    etch_pb_nested_end(&b.s, &m);
-    send_command(p, &b, -1);
-    etch_pb_buf_free(&b);
+    send_stop(p, in->id);
     in->stop_sent = true;
     if (in->notify_stop) waiting = true;
     else in->stopped = true;
@@ -832,15 +833,7 @@ static void free_session(etch_service *s, session *x) {
     for (uint32_t i = 0; i < x->ninst; i++) {
       producer *p = find_producer(s, x->inst[i].producer_id);
       if (!p || x->inst[i].stop_sent) continue;
-      etch_pb_buf b;
-      etch_pb_buf_init(&b, 32, 0);
-      etch_pb_nested m;
-      etch_pb_nested_begin(&b.s, ETCH_GAC_STOP_DATA_SOURCE, &m);
-      etch_pb_write_varint_field(&b.s, ETCH_GAC_STOP_INSTANCE_ID,
-                                 x->inst[i].id);
-      etch_pb_nested_end(&b.s, &m);
-      send_command(p, &b, -1);
-      etch_pb_buf_free(&b);
+      send_stop(p, x->inst[i].id);
     }
   }
   for (session **pp = &s->sessions; *pp; pp = &(*pp)->next)
