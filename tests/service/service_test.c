@@ -94,17 +94,24 @@ static void svc_start(svc *s) {
   FAIL("etchd did not start (see %s)", s->log);
 }
 
+/* Lines of etchd's log that hold `needle`. */
+static int log_lines(const svc *s, const char *needle) {
+  FILE *f = fopen(s->log, "r");
+  char line[512];
+  int n = 0;
+  while (f && fgets(line, sizeof line, f))
+    if (strstr(line, needle)) n++;
+  if (f) fclose(f);
+  return n;
+}
+
 static void svc_stop(svc *s) {
   kill(s->pid, SIGTERM);
   int rc = wait_exit(s->pid);
   if (rc != 0) FAIL("etchd ended with %d (see %s)", rc, s->log);
   /* A sanitizer's report in etchd fails the test, though etchd went on. */
-  FILE *f = fopen(s->log, "r");
-  char line[512];
-  while (f && fgets(line, sizeof line, f))
-    if (strstr(line, "runtime error") || strstr(line, "Sanitizer"))
-      FAIL("etchd: %s", line);
-  if (f) fclose(f);
+  if (log_lines(s, "runtime error") || log_lines(s, "Sanitizer"))
+    FAIL("etchd's log (%s) has a sanitizer's report", s->log);
 }
 
 /* `etch record --system -o OUT` in the background, until SIGINT. */
@@ -332,16 +339,76 @@ TEST(malformed_frames_cost_only_their_sender) {
   decode(out, &t, pids, 4096);
   check_ticks(&t, pids, 4096, p, 0, 100);
   td_free(&t);
-  FILE *log = fopen(s.log, "r");
-  char line[512];
-  int dropped = 0;
-  while (log && fgets(line, sizeof line, log))
-    if (strstr(line, "gone: malformed IPC frame") ||
-        strstr(line, "larger than the limit"))
-      dropped++;
-  if (log) fclose(log);
-  ASSERT_EQ_INT(dropped, 3);
+  ASSERT_EQ_INT(log_lines(&s, "gone: malformed IPC frame") +
+                    log_lines(&s, "larger than the limit"),
+                3);
   svc_stop(&s);
+}
+
+/* ---- peers written by hand, as Perfetto's own behave ---- */
+
+typedef struct raw {
+  etch_ipc_conn c;
+  etch_ipc_frame bind;
+  uint8_t *names;
+  uint32_t svc;
+  uint64_t req;
+} raw;
+
+static void raw_close(raw *r) {
+  free(r->names);
+  etch__ipc_conn_close(&r->c);
+}
+
+static void raw_next(raw *r, etch_ipc_frame *f) {
+  for (int i = 0; i < 200; i++) {
+    int n = etch__ipc_conn_next(&r->c, f);
+    if (n == 1) return;
+    if (n < 0 || (r->c.failed && !r->c.eof)) FAIL("raw: %s", r->c.err);
+    etch__ipc_conn_wait(&r->c, 50);
+  }
+  FAIL("raw: nothing from the service");
+}
+
+static void raw_invoke(raw *r, const char *method, const etch_pb_buf *b) {
+  etch_ipc_frame f;
+  memset(&f, 0, sizeof f);
+  f.kind = ETCH_IPC_INVOKE;
+  f.request_id = ++r->req;
+  f.service_id = r->svc;
+  f.method_id = etch__ipc_method_id(&r->bind, method);
+  ASSERT_TRUE(f.method_id != 0);
+  if (b) {
+    f.body.data = etch_pb_buf_data(b);
+    f.body.len = (uint32_t)etch_pb_buf_len(b);
+  }
+  ASSERT_OK(etch__ipc_conn_send(&r->c, &f, -1));
+}
+
+/* Connects to `path` and binds `port` ("producer_port", "consumer_port"). */
+static void raw_open(raw *r, const char *path, const char *port) {
+  memset(r, 0, sizeof *r);
+  etch__ipc_conn_init(&r->c, raw_connect(path), 1 << 20);
+  etch_ipc_frame f;
+  memset(&f, 0, sizeof f);
+  f.kind = ETCH_IPC_BIND;
+  f.request_id = ++r->req;
+  f.name.data = (const uint8_t *)port;
+  f.name.len = (uint32_t)strlen(port);
+  ASSERT_OK(etch__ipc_conn_send(&r->c, &f, -1));
+  raw_next(r, &r->bind);
+  ASSERT_EQ_INT(r->bind.kind, ETCH_IPC_BIND_REPLY);
+  ASSERT_TRUE(r->bind.success);
+  r->svc = r->bind.service_id;
+  /* keep the method names: they point into the receive buffer */
+  r->names = malloc(4096);
+  size_t off = 0;
+  for (uint32_t i = 0; i < r->bind.nmethods; i++) {
+    memcpy(r->names + off, r->bind.methods[i].name.data,
+           r->bind.methods[i].name.len);
+    r->bind.methods[i].name.data = r->names + off;
+    off += r->bind.methods[i].name.len;
+  }
 }
 
 /* A producer that asks the service to move a chunk outside its shared
@@ -349,31 +416,9 @@ TEST(malformed_frames_cost_only_their_sender) {
 TEST(a_commit_outside_the_shared_memory_is_refused) {
   svc s;
   svc_start(&s);
-  etch_ipc_conn c;
-  etch__ipc_conn_init(&c, raw_connect(s.prod), 1 << 20);
-  etch_ipc_frame f, g;
-  memset(&f, 0, sizeof f);
-  f.kind = ETCH_IPC_BIND;
-  f.request_id = 1;
-  f.name.data = (const uint8_t *)"producer_port";
-  f.name.len = 13;
-  ASSERT_OK(etch__ipc_conn_send(&c, &f, -1));
-  int r = 0;
-  for (int i = 0; i < 100 && r != 1; i++) {
-    etch__ipc_conn_wait(&c, 100);
-    r = etch__ipc_conn_next(&c, &g);
-  }
-  ASSERT_EQ_INT(r, 1);
-  uint32_t init = etch__ipc_method_id(&g, "InitializeConnection");
-  uint32_t commit = etch__ipc_method_id(&g, "CommitData");
-  uint32_t svc_id = g.service_id;
-  ASSERT_TRUE(init && commit);
-  memset(&f, 0, sizeof f);
-  f.kind = ETCH_IPC_INVOKE;
-  f.service_id = svc_id;
-  f.request_id = 2;
-  f.method_id = init;
-  ASSERT_OK(etch__ipc_conn_send(&c, &f, -1));
+  raw r;
+  raw_open(&r, s.prod, "producer_port");
+  raw_invoke(&r, "InitializeConnection", NULL);
   /* chunks_to_move { page: 1000000 chunk: 3 target_buffer: 1 } */
   etch_pb_buf b;
   etch_pb_buf_init(&b, 64, 0);
@@ -383,28 +428,19 @@ TEST(a_commit_outside_the_shared_memory_is_refused) {
   etch_pb_write_varint_field(&b.s, ETCH_CDR_MOVE_CHUNK, 3);
   etch_pb_write_varint_field(&b.s, ETCH_CDR_MOVE_TARGET_BUFFER, 1);
   etch_pb_nested_end(&b.s, &m);
-  f.request_id = 3;
-  f.method_id = commit;
-  f.body.data = etch_pb_buf_data(&b);
-  f.body.len = (uint32_t)etch_pb_buf_len(&b);
-  ASSERT_OK(etch__ipc_conn_send(&c, &f, -1));
+  raw_invoke(&r, "CommitData", &b);
   etch_pb_buf_free(&b);
-  for (int i = 0; i < 100 && !c.failed; i++) {
-    etch__ipc_conn_wait(&c, 100);
-    while (etch__ipc_conn_next(&c, &g) == 1) {
+  etch_ipc_frame g;
+  for (int i = 0; i < 100 && !r.c.failed; i++) {
+    etch__ipc_conn_wait(&r.c, 100);
+    while (etch__ipc_conn_next(&r.c, &g) == 1) {
     }
   }
-  ASSERT_TRUE(c.failed);
-  etch__ipc_conn_close(&c);
+  ASSERT_TRUE(r.c.failed);
+  raw_close(&r);
   sleep_ms(100);
-  FILE *log = fopen(s.log, "r");
-  char line[512];
-  bool said = false;
-  while (log && fgets(line, sizeof line, log))
-    if (strstr(line, "outside the shared memory (page 1000000, chunk 3)"))
-      said = true;
-  if (log) fclose(log);
-  ASSERT_TRUE(said);
+  ASSERT_EQ_INT(
+      log_lines(&s, "outside the shared memory (page 1000000, chunk 3)"), 1);
   svc_stop(&s);
 }
 
@@ -462,65 +498,6 @@ TEST(record_refuses_a_config_it_would_not_honour) {
                                       "TraceConfig is not supported", 59));
   free(text);
   svc_stop(&s);
-}
-
-/* ---- a producer written by hand, as Perfetto's SDK behaves ---- */
-
-typedef struct raw {
-  etch_ipc_conn c;
-  etch_ipc_frame bind;
-  uint8_t *names;
-  uint32_t svc;
-  uint64_t req;
-} raw;
-
-static void raw_next(raw *r, etch_ipc_frame *f) {
-  for (int i = 0; i < 200; i++) {
-    int n = etch__ipc_conn_next(&r->c, f);
-    if (n == 1) return;
-    if (n < 0 || (r->c.failed && !r->c.eof)) FAIL("raw: %s", r->c.err);
-    etch__ipc_conn_wait(&r->c, 50);
-  }
-  FAIL("raw: nothing from the service");
-}
-
-static void raw_invoke(raw *r, const char *method, const etch_pb_buf *b) {
-  etch_ipc_frame f;
-  memset(&f, 0, sizeof f);
-  f.kind = ETCH_IPC_INVOKE;
-  f.request_id = ++r->req;
-  f.service_id = r->svc;
-  f.method_id = etch__ipc_method_id(&r->bind, method);
-  ASSERT_TRUE(f.method_id != 0);
-  if (b) {
-    f.body.data = etch_pb_buf_data(b);
-    f.body.len = (uint32_t)etch_pb_buf_len(b);
-  }
-  ASSERT_OK(etch__ipc_conn_send(&r->c, &f, -1));
-}
-
-static void raw_open(raw *r, const svc *s) {
-  memset(r, 0, sizeof *r);
-  etch__ipc_conn_init(&r->c, raw_connect(s->prod), 1 << 20);
-  etch_ipc_frame f;
-  memset(&f, 0, sizeof f);
-  f.kind = ETCH_IPC_BIND;
-  f.request_id = ++r->req;
-  f.name.data = (const uint8_t *)"producer_port";
-  f.name.len = 13;
-  ASSERT_OK(etch__ipc_conn_send(&r->c, &f, -1));
-  raw_next(r, &r->bind);
-  ASSERT_EQ_INT(r->bind.kind, ETCH_IPC_BIND_REPLY);
-  r->svc = r->bind.service_id;
-  /* keep the method names: they point into the receive buffer */
-  r->names = malloc(4096);
-  size_t off = 0;
-  for (uint32_t i = 0; i < r->bind.nmethods; i++) {
-    memcpy(r->names + off, r->bind.methods[i].name.data,
-           r->bind.methods[i].name.len);
-    r->bind.methods[i].name.data = r->names + off;
-    off += r->bind.methods[i].name.len;
-  }
 }
 
 /* Writes fragments "pkt-0".."pkt-{n-1}" (each a TracePacket with only
@@ -591,7 +568,7 @@ TEST(the_service_scrapes_what_a_silent_producer_left) {
                             "flush_timeout_ms: 300\ndata_source_stop_timeout_ms: 300\n",
                             out, sizeof out);
   raw r;
-  raw_open(&r, &s);
+  raw_open(&r, s.prod, "producer_port");
   etch_pb_buf b;
   etch_pb_buf_init(&b, 64, 0);
   etch_pb_write_string_field(&b.s, ETCH_ICR_PRODUCER_NAME, "raw");
@@ -651,8 +628,7 @@ TEST(the_service_scrapes_what_a_silent_producer_left) {
   ASSERT_EQ_INT(count_testing(out, &max_n), 4);
   ASSERT_EQ_INT(max_n, 3);
   etch_pb_buf_free(&b);
-  free(r.names);
-  etch__ipc_conn_close(&r.c);
+  raw_close(&r);
   svc_stop(&s);
 }
 
@@ -696,13 +672,7 @@ TEST(a_forked_child_is_a_producer_of_its_own) {
     check_ticks(&t, pids, 4096, child, k, 1000);
   }
   td_free(&t);
-  FILE *log = fopen(s.log, "r");
-  char line[512];
-  int producers = 0;
-  while (log && fgets(line, sizeof line, log))
-    if (strstr(line, ": 'forker' pid ")) producers++;
-  if (log) fclose(log);
-  ASSERT_EQ_INT(producers, 2);
+  ASSERT_EQ_INT(log_lines(&s, ": 'forker' pid "), 2);
   svc_stop(&s);
 }
 
@@ -1004,26 +974,7 @@ TEST(consumer_port_capabilities_and_refusals) {
   svc s;
   svc_start(&s);
   raw r;
-  memset(&r, 0, sizeof r);
-  etch__ipc_conn_init(&r.c, raw_connect(s.cons), 1 << 20);
-  etch_ipc_frame f;
-  memset(&f, 0, sizeof f);
-  f.kind = ETCH_IPC_BIND;
-  f.request_id = ++r.req;
-  f.name.data = (const uint8_t *)"consumer_port";
-  f.name.len = 13;
-  ASSERT_OK(etch__ipc_conn_send(&r.c, &f, -1));
-  raw_next(&r, &r.bind);
-  ASSERT_TRUE(r.bind.success);
-  r.svc = r.bind.service_id;
-  r.names = malloc(4096);
-  size_t off = 0;
-  for (uint32_t i = 0; i < r.bind.nmethods; i++) {
-    memcpy(r.names + off, r.bind.methods[i].name.data,
-           r.bind.methods[i].name.len);
-    r.bind.methods[i].name.data = r.names + off;
-    off += r.bind.methods[i].name.len;
-  }
+  raw_open(&r, s.cons, "consumer_port");
   raw_invoke(&r, "QueryCapabilities", NULL);
   etch_ipc_frame g;
   raw_next(&r, &g);
@@ -1076,7 +1027,6 @@ TEST(consumer_port_capabilities_and_refusals) {
   ASSERT_EQ_U64(sessions, 1);
   etch_pb_buf_free(&cfg);
   etch_pb_buf_free(&args);
-  free(r.names);
-  etch__ipc_conn_close(&r.c);
+  raw_close(&r);
   svc_stop(&s);
 }
