@@ -366,14 +366,9 @@ static int read_trace(client *c, const char *out_path, size_t *bytes) {
       if (dl) memcpy(pkt + plen, data, dl);
       plen += dl;
       if (last) { /* one Trace.packet record */
-        uint8_t hdr[16], *h = hdr;
-        *h++ = 0x0a;
-        uint64_t v = plen;
-        while (v >= 0x80) {
-          *h++ = (uint8_t)(v | 0x80);
-          v >>= 7;
-        }
-        *h++ = (uint8_t)v;
+        uint8_t hdr[16];
+        uint8_t *h = etch_pb_put_tag(hdr, 1, ETCH_PB_LEN); /* Trace.packet */
+        h = etch_pb_put_varint(h, plen);
         fwrite(hdr, 1, (size_t)(h - hdr), out);
         fwrite(pkt, 1, plen, out);
         *bytes += (size_t)(h - hdr) + plen;
