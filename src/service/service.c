@@ -26,6 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/clock.h"
 #include "buffer/smb.h"
 #include "buffer/tracebuf.h"
 #include "buffer/tracefile.h"
@@ -169,11 +170,6 @@ struct etch_service {
   etch_smb_chunk *chunk; /* scratch for CommitData */
 };
 
-static uint64_t now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 static void logf_(const etch_service *s, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
@@ -562,11 +558,7 @@ static void trace_stats(etch_service *s, const session *x, etch_pb_stream *st) {
 /* The trace's last packet: the session's TraceStats, on sequence 1. */
 static int put_session_stats(etch_service *s, session *x, etch_tracefile *o) {
   etch_pb_stream *st = &o->tmp.s;
-  struct timespec ts;
-  clock_gettime(CLOCK_BOOTTIME, &ts);
-  etch_pb_write_varint_field(st, ETCH_PKT_TIMESTAMP,
-                             (uint64_t)ts.tv_sec * 1000000000ull +
-                                 (uint64_t)ts.tv_nsec);
+  etch_pb_write_varint_field(st, ETCH_PKT_TIMESTAMP, etch__boottime_ns());
   etch_pb_write_varint_field(st, ETCH_PKT_TIMESTAMP_CLOCK_ID,
                              ETCH_CLOCK_BOOTTIME);
   etch_pb_nested n;
@@ -682,7 +674,7 @@ static void stop_sources(etch_service *s, session *x) {
   uint32_t t = x->cfg->data_source_stop_timeout_ms
                    ? x->cfg->data_source_stop_timeout_ms
                    : DEFAULT_STOP_TIMEOUT_MS;
-  x->stop_deadline_ns = now_ns() + (uint64_t)t * 1000000ull;
+  x->stop_deadline_ns = etch__monotonic_ns() + (uint64_t)t * 1000000ull;
   bool waiting = false;
   for (uint32_t i = 0; i < x->ninst; i++) {
     instance *in = &x->inst[i];
@@ -786,7 +778,7 @@ static void begin_flush(etch_service *s, session *x, uint32_t timeout_ms,
   x->flush_for_consumer = for_consumer;
   x->flush_for_stop = for_stop;
   x->flush_req = req;
-  x->flush_deadline_ns = now_ns() + (uint64_t)(timeout_ms ? timeout_ms
+  x->flush_deadline_ns = etch__monotonic_ns() + (uint64_t)(timeout_ms ? timeout_ms
                                                : DEFAULT_FLUSH_TIMEOUT_MS) *
                                         1000000ull;
   x->flush_wait = (uint32_t *)etch__calloc(x->ninst + 1, sizeof(uint32_t));
@@ -1241,7 +1233,7 @@ static int consumer_enable(etch_service *s, consumer *c,
   x->state = cfg->deferred_start ? S_CONFIGURED : S_STARTED;
   x->next = s->sessions;
   s->sessions = x;
-  uint64_t now = now_ns();
+  uint64_t now = etch__monotonic_ns();
   if (cfg->duration_ms && x->state == S_STARTED)
     x->deadline_ns = now + (uint64_t)cfg->duration_ms * 1000000ull;
   if (x->out_fd >= 0) {
@@ -1404,7 +1396,7 @@ static int on_consumer_frame(etch_service *s, consumer *c,
     if (x && x->state == S_CONFIGURED) {
       x->state = S_STARTED;
       if (x->cfg->duration_ms)
-        x->deadline_ns = now_ns() + (uint64_t)x->cfg->duration_ms * 1000000ull;
+        x->deadline_ns = etch__monotonic_ns() + (uint64_t)x->cfg->duration_ms * 1000000ull;
       start_session_sources(s, x);
     }
     reply_empty(&c->conn, f, x != NULL);
@@ -1591,7 +1583,7 @@ static void service_consumer(etch_service *s, consumer *c, short rev) {
 }
 
 static uint64_t timers(etch_service *s) {
-  uint64_t now = now_ns(), next = UINT64_MAX;
+  uint64_t now = etch__monotonic_ns(), next = UINT64_MAX;
   for (session *x = s->sessions, *nx; x; x = nx) {
     nx = x->next;
     if (x->state == S_STARTED && x->deadline_ns && now >= x->deadline_ns) {
@@ -1625,7 +1617,7 @@ static uint64_t timers(etch_service *s) {
 int etch__service_poll(etch_service *s, int timeout_ms) {
   uint64_t next = timers(s);
   if (next != UINT64_MAX) {
-    uint64_t now = now_ns();
+    uint64_t now = etch__monotonic_ns();
     int64_t ms = next > now ? (int64_t)((next - now) / 1000000ull) + 1 : 0;
     if (timeout_ms < 0 || ms < timeout_ms) timeout_ms = (int)ms;
   }

@@ -22,6 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/clock.h"
 #include "etch/etch.h"
 #include "ipc/ipc.h"
 #include "proto/ipc.h"
@@ -46,11 +47,7 @@ static void on_int(int sig) {
   interrupted = 1;
 }
 
-static uint64_t now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000ull + (uint64_t)ts.tv_nsec / 1000000ull;
-}
+static uint64_t now_ms(void) { return etch__monotonic_ns() / 1000000ull; }
 
 /* Handles a frame that is not the one being waited for. */
 static void other_frame(client *c, const etch_ipc_frame *f) {
