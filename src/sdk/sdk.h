@@ -408,6 +408,9 @@ etch_writer *etch__writer_prepare(uint32_t slot, uint64_t ticks);
 void etch__writer_drop(etch_writer *w, uint64_t ticks);
 /* Resets incremental state: anchor, clock snapshot, descriptors. */
 void etch__writer_reset(etch_writer *w, uint64_t ticks);
+/* Called, when set, at the end of every writer reset (a sequence's setup):
+ * tests make that setup take a known time with it. Slow path only. */
+extern void (*etch__writer_reset_hook)(void);
 /* Writes the descriptor of `t` (and parents) if not yet on this sequence. */
 void etch__writer_ensure_track(etch_writer *w, const etch_track *t);
 

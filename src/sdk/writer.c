@@ -408,6 +408,8 @@ static void report_drops(etch_writer *w) {
   pthread_mutex_unlock(&w->sess->lock);
 }
 
+void (*etch__writer_reset_hook)(void);
+
 void etch__writer_reset(etch_writer *w, uint64_t ticks) {
   etch_clock_anchor a;
   etch__clock_anchor_now(&a);
@@ -484,6 +486,8 @@ void etch__writer_reset(etch_writer *w, uint64_t ticks) {
   write_process_descriptor(w, a.ns);
   write_thread_descriptor(w, a.ns);
   report_drops(w);
+  void (*hook)(void) = __atomic_load_n(&etch__writer_reset_hook, __ATOMIC_ACQUIRE);
+  if (hook) hook();
 }
 
 /* ---- lifecycle ---------------------------------------------------------------- */
