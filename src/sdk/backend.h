@@ -35,6 +35,16 @@ typedef struct etch_backend_ops {
               uint64_t *lost_fragments);
   void (*stats)(etch_backend *b, etch_buffer_stats *out);
   void (*destroy)(etch_backend *b);
+  /* Optional. Set: the backend takes every packet as it is finished. The
+   * writer calls it after each packet it publishes in `c` (its current
+   * chunk) and never writes on the fast path. */
+  void (*packet_done)(etch_backend *b, etch_chunk *c);
+  /* Optional: the session starts (before its first event) and stops. */
+  void (*start)(etch_backend *b);
+  void (*stop)(etch_backend *b);
+  /* Optional: writer `writer_id` is gone (its thread exited or its
+   * session was freed), after its last chunk came back. */
+  void (*writer_done)(etch_backend *b, uint32_t writer_id);
 } etch_backend_ops;
 
 struct etch_backend {
@@ -50,5 +60,11 @@ struct etch_backend {
 /* An in-process backend with a trace buffer of `size` bytes. */
 int etch__backend_inproc_new(uint64_t size, etch_buffer_fill fill,
                              etch_backend **out);
+
+/* A backend that gives every packet to the interceptor the config names
+ * (intercept.c); its setup runs here and may fail the session. */
+struct etch_config;
+int etch__backend_intercept_new(const struct etch_config *cfg,
+                                etch_backend **out);
 
 #endif /* ETCH_SDK_BACKEND_H */

@@ -113,6 +113,8 @@ static pthread_mutex_t env_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_mutex_t shutdown_lock = PTHREAD_MUTEX_INITIALIZER;
 static bool env_inited;
 static etch_session *env_session;
+static etch_session *console_session; /* ETCH_CONSOLE's */
+static bool atexit_set;
 static pid_t env_pid;
 
 static void signals_atfork_child(void);
@@ -121,6 +123,7 @@ void etch__session_atfork_child(void) {
   pthread_mutex_init(&env_lock, NULL);
   pthread_mutex_init(&shutdown_lock, NULL);
   env_session = NULL; /* the parent's; never touched here */
+  console_session = NULL;
   status_path[0] = '\0';
   signals_atfork_child();
 }
@@ -156,6 +159,58 @@ static int env_set(etch_config *cfg, const char *var, const char *key) {
 }
 
 static void signals_install(void);
+static void env_atexit(void);
+
+/* Stops and frees the sessions at exit (once, in the process that made
+ * them). Environment lock held. */
+static void exit_hook(void) {
+  env_pid = getpid();
+  if (!atexit_set) atexit(env_atexit);
+  atexit_set = true;
+}
+
+/*
+ * ETCH_CONSOLE=1 (or stderr, stdout, fd:N): a session of its own whose
+ * packets the console interceptor prints as they happen, next to the
+ * ETCH_OUT one if there is one. ETCH_CATEGORIES applies to it;
+ * ETCH_CONSOLE_COLOR=auto|always|never to its colours. Environment lock
+ * held.
+ */
+static int console_init(void) {
+  const char *v = getenv("ETCH_CONSOLE");
+  if (!v || !*v || strcmp(v, "0") == 0) return ETCH_OK;
+  const char *fd;
+  if (strcmp(v, "1") == 0 || strcmp(v, "stderr") == 0)
+    fd = "2";
+  else if (strcmp(v, "stdout") == 0)
+    fd = "1";
+  else if (strncmp(v, "fd:", 3) == 0)
+    fd = v + 3;
+  else
+    return etch__error(ETCH_ECONFIG,
+                       "ETCH_CONSOLE=%s: expected 1, stderr, stdout or fd:N",
+                       v);
+  etch_config *cfg;
+  int rc = etch_config_new(&cfg);
+  if (rc) return rc;
+  rc = env_set(cfg, "ETCH_CATEGORIES", "categories");
+  if (!rc) rc = etch_config_set(cfg, "interceptor", "console");
+  if (!rc) rc = etch_config_set(cfg, "interceptor.fd", fd);
+  if (!rc) rc = env_set(cfg, "ETCH_CONSOLE_COLOR", "interceptor.color");
+  etch_session *s = NULL;
+  if (!rc) rc = etch_session_new(cfg, &s);
+  if (!rc) rc = etch_session_start(s);
+  etch_config_free(cfg);
+  if (rc) {
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s", etch_last_error());
+    etch_session_free(s);
+    return etch__error(rc, "ETCH_CONSOLE: %s", msg);
+  }
+  console_session = s;
+  exit_hook();
+  return ETCH_OK;
+}
 
 static void read_comm(char *out, size_t cap) {
   out[0] = '\0';
@@ -184,10 +239,12 @@ int etch_init(void) {
     fprintf(stderr, "etch: ETCH_BACKEND=%s is not a backend etch knows "
                     "(system or inproc)\n", backend);
   }
+  int crc = console_init();
+  if (crc) fprintf(stderr, "etch: not printing events: %s\n", etch_last_error());
   const char *out = getenv("ETCH_OUT");
   if (!out || !*out) {
     pthread_mutex_unlock(&env_lock);
-    return ETCH_OK;
+    return crc;
   }
   status_init();
   char comm[64];
@@ -226,8 +283,7 @@ int etch_init(void) {
     }
     if (!rc) {
       env_session = s;
-      env_pid = getpid();
-      atexit(env_atexit);
+      exit_hook();
       status_printf("tracing %ld %s\t%s", (long)env_pid, comm, s->cfg.output);
     } else if (s) {
       etch_session_free(s);
@@ -248,8 +304,11 @@ int etch_shutdown(void) {
   pthread_mutex_lock(&shutdown_lock);
   pthread_mutex_lock(&env_lock);
   etch_session *s = env_session;
+  etch_session *console = console_session;
   env_session = NULL;
+  console_session = NULL;
   pthread_mutex_unlock(&env_lock);
+  etch_session_free(console);
   int rc = ETCH_OK;
   if (s) {
     /* A failed write was reported by env_on_output, whichever thread did

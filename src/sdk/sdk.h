@@ -136,6 +136,10 @@ struct etch_config {
   uint64_t reset_interval_ms;
   char *output;
   uint32_t compression; /* 0 none, 1 deflate */
+  char *interceptor;    /* NULL: packets go to the buffer */
+  /* interceptor.KEY=VALUE options, in the order set */
+  char **iopt_keys, **iopt_values;
+  size_t n_iopts;
 };
 
 typedef struct etch_cat_filter {
@@ -209,6 +213,20 @@ extern ETCH_HIDDEN etch_global etch__g;
 /* Generation of each session slot; never 0 while a session holds the slot,
  * so a thread's tls.gen of 0 means "no writer". */
 extern ETCH_HIDDEN uint32_t etch__slot_gen[ETCH_MAX_SESSIONS];
+
+/* Interceptors (intercept.c, console.c). */
+struct etch_interceptor;
+int etch__interceptor_register_builtin(const struct etch_interceptor *ic);
+void etch__console_register(void);
+typedef struct etch__intercept_seq etch__intercept_seq;
+int etch__intercept_seq_for_test(void *instance, etch__intercept_seq **out);
+void etch__intercept_seq_free_for_test(etch__intercept_seq *s);
+/* The interceptor instance of an intercepting backend (tests). */
+void *etch__intercept_instance(etch_backend *b);
+/* Prints `n` packets of one sequence as the console interceptor would
+ * (no colour) to `fd`: for tests and the fuzz target. */
+int etch__console_feed(const uint8_t *const *packets, const size_t *lens,
+                       size_t n, int fd);
 
 /* Lazily sets up globals (clock, process uuid, fork handler). */
 void etch__global_init(void);
@@ -350,6 +368,7 @@ typedef struct etch_tls {
   uint32_t gen[ETCH_MAX_SESSIONS];
   bool dtor_registered;
   uint8_t busy; /* re-entrancy guard */
+  bool in_intercept; /* inside an interceptor's packet callback */
   char thread_name[64];
   bool thread_name_set;
 } etch_tls;

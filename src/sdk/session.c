@@ -48,6 +48,9 @@ static const option options[] = {
      "file written when the session stops"},
     {"compression", OPT_ENUM, OFF(compression), 0, 0, compression_values,
      "output compression: none or deflate"},
+    {"interceptor", OPT_STRING, OFF(interceptor), 0, 0, NULL,
+     "give packets to this interceptor instead of the buffer "
+     "(interceptor.KEY=VALUE: its options)"},
 };
 #undef OFF
 
@@ -69,22 +72,89 @@ int etch_config_new(etch_config **out) {
   return ETCH_OK;
 }
 
-void etch_config_free(etch_config *c) {
-  if (!c) return;
+/* Frees what a config owns (not the config itself). */
+static void config_release(etch_config *c) {
   free(c->categories);
   free(c->output);
+  free(c->interceptor);
+  for (size_t i = 0; i < c->n_iopts; i++) {
+    free(c->iopt_keys[i]);
+    free(c->iopt_values[i]);
+  }
+  free(c->iopt_keys);
+  free(c->iopt_values);
+}
+
+void etch_config_free(etch_config *c) {
+  if (!c) return;
+  config_release(c);
   free(c);
+}
+
+static char *dup_or_null(const char *s, bool *failed) {
+  if (!s) return NULL;
+  char *d = etch__strdup(s);
+  if (!d) *failed = true;
+  return d;
 }
 
 static int config_copy(etch_config *dst, const etch_config *src) {
   *dst = *src;
-  dst->categories = src->categories ? etch__strdup(src->categories) : NULL;
-  dst->output = src->output ? etch__strdup(src->output) : NULL;
-  if ((src->categories && !dst->categories) || (src->output && !dst->output)) {
-    free(dst->categories);
-    free(dst->output);
+  bool failed = false;
+  dst->categories = dup_or_null(src->categories, &failed);
+  dst->output = dup_or_null(src->output, &failed);
+  dst->interceptor = dup_or_null(src->interceptor, &failed);
+  dst->iopt_keys = dst->iopt_values = NULL;
+  dst->n_iopts = 0;
+  if (src->n_iopts) {
+    dst->iopt_keys = (char **)calloc(src->n_iopts, sizeof(char *));
+    dst->iopt_values = (char **)calloc(src->n_iopts, sizeof(char *));
+    if (!dst->iopt_keys || !dst->iopt_values) failed = true;
+    for (size_t i = 0; !failed && i < src->n_iopts; i++) {
+      dst->iopt_keys[i] = dup_or_null(src->iopt_keys[i], &failed);
+      dst->iopt_values[i] = dup_or_null(src->iopt_values[i], &failed);
+      dst->n_iopts = i + 1;
+    }
+  }
+  if (failed) {
+    config_release(dst);
+    return etch__error(ETCH_ENOMEM, "config: out of memory");
+  }
+  return ETCH_OK;
+}
+
+/* interceptor.KEY=VALUE: kept for the interceptor's setup, which judges
+ * it; a key set again replaces its value. */
+static int set_interceptor_option(etch_config *cfg, const char *key,
+                                  const char *value) {
+  if (!*key)
+    return etch__error(ETCH_EOPTION, "config: 'interceptor.' names no option");
+  for (size_t i = 0; i < cfg->n_iopts; i++) {
+    if (strcmp(cfg->iopt_keys[i], key) == 0) {
+      char *v = etch__strdup(value);
+      if (!v) return ETCH_ENOMEM;
+      free(cfg->iopt_values[i]);
+      cfg->iopt_values[i] = v;
+      return ETCH_OK;
+    }
+  }
+  char **k = (char **)realloc(cfg->iopt_keys,
+                              (cfg->n_iopts + 1) * sizeof(char *));
+  if (!k) return ETCH_ENOMEM;
+  cfg->iopt_keys = k;
+  char **v = (char **)realloc(cfg->iopt_values,
+                              (cfg->n_iopts + 1) * sizeof(char *));
+  if (!v) return ETCH_ENOMEM;
+  cfg->iopt_values = v;
+  char *kd = etch__strdup(key), *vd = etch__strdup(value);
+  if (!kd || !vd) {
+    free(kd);
+    free(vd);
     return ETCH_ENOMEM;
   }
+  k[cfg->n_iopts] = kd;
+  v[cfg->n_iopts] = vd;
+  cfg->n_iopts++;
   return ETCH_OK;
 }
 
@@ -104,6 +174,8 @@ static int parse_uint(const char *v, uint64_t *out) {
 int etch_config_set(etch_config *cfg, const char *key, const char *value) {
   if (!cfg || !key || !value)
     return etch__error(ETCH_EINVAL, "etch_config_set: NULL argument");
+  if (strncmp(key, "interceptor.", 12) == 0)
+    return set_interceptor_option(cfg, key + 12, value);
   const option *o = NULL;
   for (size_t i = 0; i < ETCH_ARRAY_SIZE(options); i++)
     if (strcmp(options[i].name, key) == 0) o = &options[i];
@@ -128,6 +200,8 @@ int etch_config_set(etch_config *cfg, const char *key, const char *value) {
       }
       if (strcmp(key, "output") == 0 && !*value)
         return etch__error(ETCH_ECONFIG, "config: output: empty path");
+      if (strcmp(key, "interceptor") == 0 && !*value)
+        return etch__error(ETCH_ECONFIG, "config: interceptor: empty name");
       char *copy = etch__strdup(value);
       if (!copy) return ETCH_ENOMEM;
       char **slot = (char **)(base + o->off);
@@ -315,8 +389,7 @@ static int session_new(const etch_config *cfg, etch_backend *given,
   if (s->cfg.output) {
     char *abs = etch__output_resolve(s->cfg.output);
     if (!abs) {
-      free(s->cfg.categories);
-      free(s->cfg.output);
+      config_release(&s->cfg);
       free(s);
       if (given) given->ops->destroy(given);
       return ETCH_EIO;
@@ -333,9 +406,18 @@ static int session_new(const etch_config *cfg, etch_backend *given,
     }
   }
   rc = etch__filter_parse(&s->filter, s->cfg.categories);
+  if (rc == ETCH_OK && s->cfg.interceptor && (given || s->cfg.output))
+    rc = etch__error(ETCH_ECONFIG,
+                     "config: interceptor=%s: an intercepted session's "
+                     "packets go to the interceptor, %s",
+                     s->cfg.interceptor,
+                     given ? "not to this session's service"
+                           : "so it writes no output file");
   if (rc == ETCH_OK && given) {
     s->backend = given;
     given = NULL;
+  } else if (rc == ETCH_OK && s->cfg.interceptor) {
+    rc = etch__backend_intercept_new(&s->cfg, &s->backend);
   } else if (rc == ETCH_OK) {
     rc = etch__backend_inproc_new(s->cfg.buffer_kb * 1024,
                                   s->cfg.fill == ETCH_FILL_DISCARD
@@ -346,8 +428,7 @@ static int session_new(const etch_config *cfg, etch_backend *given,
   if (given) given->ops->destroy(given);
   if (rc) {
     etch__filter_free(&s->filter);
-    free(s->cfg.categories);
-    free(s->cfg.output);
+    config_release(&s->cfg);
     free(s);
     return rc;
   }
@@ -373,8 +454,7 @@ static int session_new(const etch_config *cfg, etch_backend *given,
     s->refs = 0;
     s->backend->ops->destroy(s->backend);
     etch__filter_free(&s->filter);
-    free(s->cfg.categories);
-    free(s->cfg.output);
+    config_release(&s->cfg);
     pthread_mutex_destroy(&s->lock);
     pthread_cond_destroy(&s->cond);
     free(s);
@@ -416,6 +496,11 @@ static void *timer_main(void *arg) {
 
 int etch_session_start(etch_session *s) {
   if (!s) return etch__error(ETCH_EINVAL, "etch_session_start: NULL session");
+  /* The backend starts before the first event can reach it, outside the
+   * global lock (an interceptor's start may emit events). */
+  if (__atomic_load_n(&s->state, __ATOMIC_RELAXED) == ETCH_SESS_NEW &&
+      s->backend->ops->start)
+    s->backend->ops->start(s->backend);
   pthread_mutex_lock(&etch__g.lock);
   if (s->state != ETCH_SESS_NEW) {
     pthread_mutex_unlock(&etch__g.lock);
@@ -471,6 +556,9 @@ int etch_session_stop(etch_session *s) {
     __atomic_store_n(&s->state, ETCH_SESS_STOPPED, __ATOMIC_RELAXED);
   }
   pthread_mutex_unlock(&etch__g.lock);
+  /* Events already past the state check may still arrive; the backend
+   * waits for them. */
+  if (was_running && s->backend->ops->stop) s->backend->ops->stop(s->backend);
   pthread_mutex_lock(&s->lock);
   pthread_cond_broadcast(&s->cond);
   bool write = was_running && s->cfg.output && !s->output_written;
@@ -556,8 +644,7 @@ void etch__session_release(etch_session *s) {
   }
   for (uint32_t i = 0; i < ETCH_TRACK_PAGES; i++) free(s->track_open[i]);
   etch__filter_free(&s->filter);
-  free(s->cfg.categories);
-  free(s->cfg.output);
+  config_release(&s->cfg);
   pthread_mutex_destroy(&s->lock);
   pthread_cond_destroy(&s->cond);
   free(s);

@@ -79,7 +79,8 @@ static bool take_chunk(etch_writer *w, uint32_t flags) {
   __atomic_store_n(&w->fast_end, (uintptr_t)w->st.end - ETCH_FAST_MAX,
                    __ATOMIC_SEQ_CST);
   if (__atomic_load_n(&etch__slot_gen[w->slot], __ATOMIC_SEQ_CST) !=
-      w->sess->gen)
+          w->sess->gen ||
+      b->ops->packet_done) /* it takes each packet: no fast path */
     __atomic_store_n(&w->fast_end, 0, __ATOMIC_RELAXED);
   /* Keep a reset in the newest part of a ring that wraps quickly. */
   if (b->reset_span &&
@@ -132,6 +133,13 @@ static uint8_t *writer_resolve(etch_pb_stream *s, uint64_t off) {
     if (off >= h->seg_off) return h->seg + (off - h->seg_off);
   }
   return NULL;
+}
+
+/* Tells a backend that takes every packet that one was published (held
+ * chunks went back first, so it sees the packet's parts in order). */
+static void packet_done(etch_writer *w) {
+  etch_backend *b = w->sess->backend;
+  if (ETCH_UNLIKELY(b->ops->packet_done != NULL)) b->ops->packet_done(b, w->chunk);
 }
 
 bool etch__packet_begin(etch_writer *w) {
@@ -192,6 +200,7 @@ void etch__packet_end(etch_writer *w) {
     give_back(w, w->held[i].c);
   }
   w->nheld = 0;
+  packet_done(w);
 }
 
 bool etch__writer_put_packet(etch_writer *w, const uint8_t *data,
@@ -204,6 +213,7 @@ bool etch__writer_put_packet(etch_writer *w, const uint8_t *data,
     w->st.cur = q + len;
     etch__chunk_publish(w->chunk, (uint32_t)(w->st.cur - w->payload),
                         w->chunk_flags);
+    packet_done(w);
     return true;
   }
   if (!etch__packet_begin(w)) return false;
@@ -540,6 +550,8 @@ static etch_writer *writer_create(uint32_t slot, uint32_t gen) {
 void etch__writer_detach(etch_writer *w) {
   etch_session *s = w->sess;
   retire_chunk(w);
+  if (s->backend->ops->writer_done)
+    s->backend->ops->writer_done(s->backend, w->seq_id);
   etch__session_release(s);
 }
 
@@ -586,6 +598,10 @@ etch_writer *etch__writer_prepare(uint32_t slot, uint64_t ticks) {
   if (__atomic_load_n(&w->sess->state, __ATOMIC_RELAXED) != ETCH_SESS_RUNNING)
     return NULL;
   if (w->in_packet) return NULL; /* re-entered from inside a packet */
+  /* An event from inside an interceptor's callback: not intercepted (it
+   * would reach the callback again, or its chunk in the middle of a read). */
+  if (ETCH_UNLIKELY(t->in_intercept) && w->sess->backend->ops->packet_done)
+    return NULL;
   if ((!w->chunk || (size_t)(w->st.end - w->st.cur) < ETCH_FAST_MAX) &&
       !next_chunk(w)) {
     etch__writer_drop(w, ticks);
