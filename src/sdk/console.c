@@ -926,7 +926,8 @@ int etch__console_feed(const uint8_t *const *packets, const size_t *lens,
   for (size_t i = 0; rc == ETCH_OK && i < n; i++) {
     etch_intercepted p = {.data = packets[i], .size = lens[i],
                           .sequence_id = 1, .thread_state = q, .seq_ = seq};
-    p.state_cleared = false;
+    p.state_cleared = etch__packet_clears_state(p.data, p.size);
+    if (p.state_cleared) cseq_reset(NULL, q);
     console_packet(&p);
   }
   etch__intercept_seq_free_for_test(seq);

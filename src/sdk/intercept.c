@@ -265,8 +265,7 @@ static bool partial_add(etch__intercept_seq *s, const uint8_t *d, size_t n) {
   return true;
 }
 
-/* Whether the packet's sequence_flags clear the incremental state. */
-static bool clears_state(const uint8_t *d, size_t n) {
+bool etch__packet_clears_state(const uint8_t *d, size_t n) {
   etch_pb_dec dec;
   etch_pb_field f;
   etch_pb_dec_init(&dec, d, n);
@@ -288,7 +287,7 @@ static void deliver(icpt *b, etch__intercept_seq *s, const uint8_t *d,
         .data = d,
         .size = n,
         .sequence_id = s->writer_id,
-        .state_cleared = clears_state(d, n),
+        .state_cleared = etch__packet_clears_state(d, n),
         .global = ic->global,
         .thread_state = s->state,
         .seq_ = s,

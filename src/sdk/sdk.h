@@ -218,6 +218,8 @@ extern ETCH_HIDDEN uint32_t etch__slot_gen[ETCH_MAX_SESSIONS];
 struct etch_interceptor;
 int etch__interceptor_register_builtin(const struct etch_interceptor *ic);
 void etch__console_register(void);
+/* Whether a packet's sequence_flags clear the incremental state. */
+bool etch__packet_clears_state(const uint8_t *d, size_t n);
 typedef struct etch__intercept_seq etch__intercept_seq;
 int etch__intercept_seq_for_test(void *instance, etch__intercept_seq **out);
 void etch__intercept_seq_free_for_test(etch__intercept_seq *s);

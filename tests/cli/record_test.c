@@ -333,3 +333,77 @@ TEST(abort_under_record) {
   done(&r);
   assert_steps(trace, 3);
 }
+
+/* The console: `etch record --console` prints every event on stderr as it
+ * happens and still writes the trace; ETCH_CONSOLE alone prints without a
+ * trace; a wrong value is named. */
+static char *console_body(const char *out) {
+  /* Each line without its time column and its thread column. */
+  size_t cap = strlen(out) + 1, n = 0;
+  char *res = (char *)calloc(1, cap);
+  for (const char *l = out; *l;) {
+    const char *e = strchr(l, '\n');
+    if (!e) e = l + strlen(l);
+    const char *p = l;
+    while (p < e && *p == ' ') p++;
+    while (p < e && *p != ' ') p++; /* time */
+    while (p < e && *p == ' ') p++;
+    if (p + 16 < e && !strncmp(p, "etch_cli_record/", 16)) {
+      /* process/thread, padded to 24, then one space */
+      const char *who = p;
+      while (p < e && *p != ' ') p++;
+      if (p - who < 24) p = who + 24;
+      if (p < e) p++;
+      /* An end's duration varies: keep "< name". */
+      const char *q = p;
+      while (q < e && *q == ' ') q++;
+      if (q + 2 < e && q[0] == '<' && q[1] == ' ') {
+        const char *sp = memchr(q + 2, ' ', (size_t)(e - q - 2));
+        if (sp) e = sp;
+      }
+      n += (size_t)snprintf(res + n, cap - n, "%.*s\n", (int)(e - p), p);
+    }
+    l = strchr(l, '\n') ? strchr(l, '\n') + 1 : l + strlen(l);
+  }
+  return res;
+}
+
+TEST(record_console_prints_events_as_they_happen) {
+  const char *trace = tmp_path("console.pftrace");
+  proc_result r = RUN(ETCH_BIN, "record", "--console", "-o", trace, "--",
+                      ETCH_RECORDEE, "2");
+  ASSERT_EQ_INT(r.status, 0);
+  char *body = console_body(r.err);
+  ASSERT_EQ_STR(body,
+                "> work [test]\n"
+                "  > step [test] i=0\n"
+                "  < step\n"
+                "  > step [test] i=1\n"
+                "  < step\n"
+                "< work\n");
+  free(body);
+  done(&r);
+  assert_steps(trace, 2);
+
+  setenv("ETCH_CONSOLE", "stdout", 1);
+  setenv("NO_COLOR", "1", 1);
+  unsetenv("ETCH_OUT");
+  r = RUN(ETCH_RECORDEE, "1");
+  ASSERT_EQ_INT(r.status, 0);
+  body = console_body(r.out);
+  ASSERT_EQ_STR(body, "> work [test]\n  > step [test] i=0\n  < step\n< work\n");
+  ASSERT_TRUE(strchr(r.out, '\x1b') == NULL);
+  free(body);
+  done(&r);
+  setenv("ETCH_CONSOLE", "loud", 1);
+  r = RUN(ETCH_RECORDEE, "1");
+  ASSERT_EQ_STR(r.err, "etch: not printing events: ETCH_CONSOLE=loud: "
+                       "expected 1, stderr, stdout or fd:N\n");
+  done(&r);
+  unsetenv("ETCH_CONSOLE");
+  unsetenv("NO_COLOR");
+  r = RUN(ETCH_BIN, "record", "--console", "--system", "-o", trace);
+  ASSERT_EQ_INT(r.status, 2);
+  ASSERT_CONTAINS(r.err, "--console prints the events of a program");
+  done(&r);
+}

@@ -605,11 +605,13 @@ static int cmd_record(int argc, char **argv) {
   const char *out_path = NULL, *cats = NULL;
   const char *opt;
   rec_service_opts so_ = {0};
-  bool service = false;
+  bool service = false, console = false;
   while (!rc && (opt = next_opt(&o))) {
     if (!strcmp(opt, "-h") || !strcmp(opt, "--help")) {
       free(o.operands);
       return print_help(cmd);
+    } else if (!strcmp(opt, "--console")) {
+      console = true;
     } else if (!strcmp(opt, "--system")) {
       service = true;
     } else if (!strcmp(opt, "--list")) {
@@ -648,6 +650,13 @@ static int cmd_record(int argc, char **argv) {
   if (!rc && o.noperands == 0 && !service)
     rc = usage_error(cmd, "missing the program to run (or --system to record "
                           "from a tracing service)");
+  if (!rc && console && service)
+    rc = usage_error(cmd, "--console prints the events of a program etch "
+                          "record runs itself; with --system, put "
+                          "interceptor_config { name: \"console\" } in the "
+                          "data source's config instead");
+  if (!rc && console && o.noperands == 0)
+    rc = usage_error(cmd, "--console: missing the program to run");
   if (rc) {
     free(o.operands);
     return rc;
@@ -700,6 +709,7 @@ static int cmd_record(int argc, char **argv) {
   setenv("ETCH_RECORD_DIR", run_dir, 1);
   setenv("ETCH_OUT", out_path, 1);
   if (cats) setenv("ETCH_CATEGORIES", cats, 1);
+  if (console) setenv("ETCH_CONSOLE", "stderr", 1);
 
   /* Ctrl-C goes to the program (same process group), whose libetch writes
    * the trace before it ends; etch waits for it. */
@@ -822,7 +832,7 @@ static int cmd_help(int argc, char **argv);
 
 static const command kCommands[] = {
     {"record", cmd_record, "run a program and record a trace of it",
-     "etch record [-o OUT.pftrace] [-c CATEGORIES] [--] PROGRAM [ARGS...]\n"
+     "etch record [-o OUT.pftrace] [-c CATEGORIES] [--console] [--] PROGRAM [ARGS...]\n"
      "       etch record --system [-t DURATION] [--config FILE] [-o OUT] [-- PROGRAM...]\n"
      "\n"
      "Runs PROGRAM with ETCH_OUT (and ETCH_CATEGORIES) in its environment, so\n"
@@ -835,6 +845,9 @@ static const command kCommands[] = {
      "\n"
      "  -o, --output PATH      trace file (default etch-YYYYmmdd-HHMMSS.pftrace)\n"
      "  -c, --categories LIST  categories to record, e.g. 'render,io,-debug'\n"
+     "  --console              also print every event on stderr as it happens\n"
+     "                         (ETCH_CONSOLE=1; colours on a terminal unless\n"
+     "                         NO_COLOR is set)\n"
      "\n"
      "Through a tracing service (etchd, or Perfetto's traced): every\n"
      "producer connected to it lands in one trace.\n"
