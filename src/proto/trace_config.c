@@ -60,6 +60,23 @@ static const fdesc te_fields[] = {
 };
 static const mdesc te_msg = {"TrackEventConfig", te_fields, 6};
 
+static const enumval console_outputs[] = {{"OUTPUT_UNSPECIFIED", 0},
+                                          {"OUTPUT_STDOUT", 1},
+                                          {"OUTPUT_STDERR", 2},
+                                          {NULL, 0}};
+
+static const fdesc console_fields[] = {
+    {"output", 1, T_ENUM, SUPPORTED, NULL, console_outputs},
+    {"enable_colors", 2, T_BOOL, SUPPORTED, NULL, NULL},
+};
+static const mdesc console_msg = {"ConsoleConfig", console_fields, 2};
+
+static const fdesc icpt_fields[] = {
+    {"name", 1, T_STRING, SUPPORTED, NULL, NULL},
+    {"console_config", 100, T_MSG, SUPPORTED, &console_msg, NULL},
+};
+static const mdesc icpt_msg = {"InterceptorConfig", icpt_fields, 2};
+
 static const fdesc dsc_fields[] = {
     {"name", 1, T_STRING, SUPPORTED, NULL, NULL},
     {"target_buffer", 2, T_U32, SUPPORTED, NULL, NULL},
@@ -72,7 +89,7 @@ static const fdesc dsc_fields[] = {
     {"buffer_exhausted_policy", 9, T_ENUM, UNSUPPORTED, NULL, NULL},
     {"target_buffer_name", 11, T_STRING, UNSUPPORTED, NULL, NULL},
     {"track_event_config", 113, T_MSG, SUPPORTED, &te_msg, NULL},
-    {"interceptor_config", 115, T_MSG, UNSUPPORTED, NULL, NULL},
+    {"interceptor_config", 115, T_MSG, SUPPORTED, &icpt_msg, NULL},
     {"legacy_config", 1000, T_STRING, UNSUPPORTED, NULL, NULL},
 };
 static const mdesc dsc_msg = {"DataSourceConfig", dsc_fields, 12};
@@ -222,6 +239,44 @@ static int decode_te(const uint8_t *p, size_t n, etch_tc_source *s) {
   return ETCH_OK;
 }
 
+static int decode_console(const uint8_t *p, size_t n, etch_tc_source *s) {
+  const mdesc *m = &console_msg;
+  WALK(m, p, n, {
+    switch (f.id) {
+    case 1:
+      rc_ = want_varint(m, &f);
+      if (!rc_ && f.u > 2)
+        rc_ = etch__error(ETCH_EUNSUPPORTED,
+                          "output %llu of %s is not known to etch",
+                          (unsigned long long)f.u, m->name);
+      s->console_output = (uint32_t)f.u;
+      break;
+    case 2:
+      rc_ = want_varint(m, &f);
+      s->console_colors = f.u ? 1 : 0;
+      break;
+    default: rc_ = other(m, &f);
+    }
+  });
+  return ETCH_OK;
+}
+
+static int decode_icpt(const uint8_t *p, size_t n, etch_tc_source *s) {
+  const mdesc *m = &icpt_msg;
+  WALK(m, p, n, {
+    switch (f.id) {
+    case 1: rc_ = copy_name(m, "name", s->interceptor, &f); break;
+    case 100:
+      if (f.wt != 2) { rc_ = bad(m, "console_config is not a message"); break; }
+      s->has_console_config = true;
+      rc_ = decode_console(f.data, f.len, s);
+      break;
+    default: rc_ = other(m, &f);
+    }
+  });
+  return ETCH_OK;
+}
+
 static int decode_dsc(const uint8_t *p, size_t n, etch_tc_source *s) {
   const mdesc *m = &dsc_msg;
   WALK(m, p, n, {
@@ -236,6 +291,12 @@ static int decode_dsc(const uint8_t *p, size_t n, etch_tc_source *s) {
       if (f.wt != 2) { rc_ = bad(m, "track_event_config is not a message"); break; }
       s->has_track_event_config = true;
       rc_ = decode_te(f.data, f.len, s);
+      break;
+    case 115:
+      if (f.wt != 2) { rc_ = bad(m, "interceptor_config is not a message"); break; }
+      s->has_interceptor_config = true;
+      s->console_colors = -1;
+      rc_ = decode_icpt(f.data, f.len, s);
       break;
     default: rc_ = other(m, &f);
     }
@@ -358,6 +419,10 @@ int etch__trace_config_check(const etch_trace_config *c) {
     const etch_tc_source *s = &c->sources[i];
     if (!s->name[0])
       return etch__error(ETCH_ECONFIG, "data source %u has no name", i);
+    if (s->has_interceptor_config && !s->interceptor[0])
+      return etch__error(ETCH_ECONFIG,
+                         "data source '%s': interceptor_config has no name",
+                         s->name);
     if (s->target_buffer >= c->nbuffers)
       return etch__error(ETCH_ECONFIG,
                          "data source '%s' targets buffer %u but the config "
@@ -368,6 +433,20 @@ int etch__trace_config_check(const etch_trace_config *c) {
 }
 
 /* ---- encoding ---- */
+
+void etch__tc_put_interceptor(etch_pb_stream *s, const etch_tc_source *d) {
+  etch_pb_nested i, c;
+  etch_pb_nested_begin(s, 115, &i);
+  etch_pb_write_string_field(s, 1, d->interceptor);
+  if (d->has_console_config) {
+    etch_pb_nested_begin(s, 100, &c);
+    if (d->console_output) etch_pb_write_varint_field(s, 1, d->console_output);
+    if (d->console_colors >= 0)
+      etch_pb_write_varint_field(s, 2, (uint64_t)d->console_colors);
+    etch_pb_nested_end(s, &c);
+  }
+  etch_pb_nested_end(s, &i);
+}
 
 static void put_list(etch_pb_stream *s, uint32_t field, const etch_tc_list *l) {
   for (uint32_t i = 0; i < l->n; i++)
@@ -398,6 +477,7 @@ void etch__trace_config_encode(const etch_trace_config *c, etch_pb_buf *out) {
       put_list(s, 4, &d->enabled_tags);
       etch_pb_nested_end(s, &t);
     }
+    if (d->has_interceptor_config) etch__tc_put_interceptor(s, d);
     etch_pb_nested_end(s, &b);
     put_list(s, 2, &d->producer_name_filter);
     etch_pb_nested_end(s, &a);

@@ -45,6 +45,13 @@ typedef struct etch_tc_source {
   bool has_track_event_config;
   etch_tc_list enabled_categories, disabled_categories;
   etch_tc_list enabled_tags, disabled_tags;
+  /* interceptor_config: the packets go to this interceptor in the
+   * producer instead of the buffer (console_config for "console"). */
+  bool has_interceptor_config;
+  char interceptor[ETCH_TC_MAX_NAME];
+  bool has_console_config;
+  uint32_t console_output; /* 0 unspecified, 1 stdout, 2 stderr */
+  int console_colors;      /* -1 unset, 0, 1 */
 } etch_tc_source;
 
 typedef struct etch_trace_config {
@@ -82,6 +89,8 @@ int etch__trace_config_parse_text(const char *text, size_t len,
                                   etch_trace_config *out);
 /* Appends the binary TraceConfig for *c to out. */
 void etch__trace_config_encode(const etch_trace_config *c, etch_pb_buf *out);
+/* A source's InterceptorConfig as DataSourceConfig field 115. */
+void etch__tc_put_interceptor(etch_pb_stream *s, const etch_tc_source *d);
 /* Checks what the decoders cannot: at least one buffer, sizes, every data
  * source's target buffer within the buffers. ETCH_ECONFIG naming it. */
 int etch__trace_config_check(const etch_trace_config *c);

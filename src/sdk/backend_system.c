@@ -543,10 +543,46 @@ static char *filter_of(const uint8_t *te, size_t len) {
   return s;
 }
 
+/*
+ * An interceptor_config: the session's packets go to that interceptor in
+ * this process instead of the service (its console_config as the console's
+ * options). Sets `c`'s interceptor options; false when the config has
+ * none.
+ */
+static int interceptor_of(const uint8_t *ic, size_t len, etch_config *c) {
+  char name[64] = "";
+  int output = 0, colors = -1;
+  etch_pb_dec d, e;
+  etch_pb_field f, g;
+  etch_pb_dec_init(&d, ic, len);
+  while (etch_pb_next(&d, &f)) {
+    if (f.id == ETCH_ICC_NAME && f.wt == 2 && f.len < sizeof name) {
+      memcpy(name, f.data, f.len);
+      name[f.len] = 0;
+    } else if (f.id == ETCH_ICC_CONSOLE_CONFIG && f.wt == 2) {
+      etch_pb_dec_init(&e, f.data, f.len);
+      while (etch_pb_next(&e, &g)) {
+        if (g.id == ETCH_CONSOLE_OUTPUT && g.wt == 0) output = (int)g.u;
+        if (g.id == ETCH_CONSOLE_ENABLE_COLORS && g.wt == 0) colors = g.u != 0;
+      }
+    }
+  }
+  if (!name[0])
+    return etch__error(ETCH_ECONFIG, "interceptor_config without a name");
+  int rc = etch_config_set(c, "interceptor", name);
+  if (!rc && strcmp(name, "console") == 0) {
+    /* etch's console writes to stderr unless told stdout. */
+    rc = etch_config_set(c, "interceptor.fd", output == 1 ? "1" : "2");
+    if (!rc && colors >= 0)
+      rc = etch_config_set(c, "interceptor.color", colors ? "always" : "never");
+  }
+  return rc;
+}
+
 static void start_instance(uint64_t id, const uint8_t *cfg, size_t len) {
   uint32_t buffer = 0;
-  const uint8_t *te = NULL;
-  size_t te_len = 0;
+  const uint8_t *te = NULL, *ic = NULL;
+  size_t te_len = 0, ic_len = 0;
   etch_pb_dec d;
   etch_pb_field f;
   etch_pb_dec_init(&d, cfg, len);
@@ -556,6 +592,9 @@ static void start_instance(uint64_t id, const uint8_t *cfg, size_t len) {
     else if (f.id == ETCH_DSC_TRACK_EVENT_CONFIG && f.wt == 2) {
       te = f.data;
       te_len = f.len;
+    } else if (f.id == ETCH_DSC_INTERCEPTOR_CONFIG && f.wt == 2) {
+      ic = f.data;
+      ic_len = f.len;
     } else if (f.id == ETCH_DSC_NAME && f.wt == 2 && f.len < sizeof name) {
       memcpy(name, f.data, f.len);
       name[f.len] = 0;
@@ -574,7 +613,14 @@ static void start_instance(uint64_t id, const uint8_t *cfg, size_t len) {
   etch_session *s = NULL;
   int rc = filter && b ? etch_config_new(&c) : ETCH_ENOMEM;
   if (!rc) rc = etch_config_set(c, "categories", filter);
-  if (!rc) {
+  if (!rc && ic) {
+    /* Intercepted: an ordinary in-process session with the interceptor;
+     * nothing of it reaches the shared memory. */
+    rc = interceptor_of(ic, ic_len, c);
+    if (!rc) rc = etch_session_new(c, &s);
+    free(b);
+    b = NULL;
+  } else if (!rc) {
     b->base.ops = &sys_ops;
     b->base.chunk_size = etch__smb_chunk_size(P.smb.page_size, SYS_LAYOUT) -
                          ETCH_SMB_CHUNK_HEADER + ETCH_CHUNK_HEADER_SIZE;
@@ -593,7 +639,7 @@ static void start_instance(uint64_t id, const uint8_t *cfg, size_t len) {
     pthread_mutex_lock(&P.lock);
     P.inst[P.ninst].id = id;
     P.inst[P.ninst].s = s;
-    P.inst[P.ninst].b = (sysb *)s->backend;
+    P.inst[P.ninst].b = ic ? NULL : (sysb *)s->backend;
     P.ninst++;
     pthread_mutex_unlock(&P.lock);
   }
@@ -609,13 +655,14 @@ static void end_instance(uint32_t i, bool notify) {
   P.inst[i] = P.inst[--P.ninst];
   pthread_mutex_unlock(&P.lock);
   etch_session_stop(in.s);
-  pthread_mutex_lock(&P.lock);
-  sysb *b = (sysb *)in.s->backend;
-  scrape(b);
-  /* Chunks completed from now on go nowhere. */
-  __atomic_store_n(&b->dead, true, __ATOMIC_RELEASE);
-  pthread_mutex_unlock(&P.lock);
-  send_commits();
+  if (in.b) { /* not intercepted */
+    pthread_mutex_lock(&P.lock);
+    scrape(in.b);
+    /* Chunks completed from now on go nowhere. */
+    __atomic_store_n(&in.b->dead, true, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&P.lock);
+    send_commits();
+  }
   if (notify && P.connected && P.m_stopped) {
     etch_pb_buf a;
     etch_pb_buf_init(&a, 16, 0);

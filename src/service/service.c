@@ -325,6 +325,7 @@ static void put_source_config(etch_pb_stream *st, const session *x,
         etch_pb_write_string_field(st, k + 1, l[k]->item[i]);
     etch_pb_nested_end(st, &t);
   }
+  if (src->has_interceptor_config) etch__tc_put_interceptor(st, src);
 }
 
 /* SetupDataSource or StartDataSource (`field`) for instance `in`. */

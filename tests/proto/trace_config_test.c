@@ -25,6 +25,8 @@ static const char full[] =
     "      enabled_tags: \"slow\"\n"
     "      disabled_tags: \"debug\"\n"
     "    }\n"
+    "    interceptor_config { name: \"console\"\n"
+    "      console_config { output: OUTPUT_STDERR enable_colors: true } }\n"
     "  }\n"
     "  producer_name_filter: \"game\"\n"
     "}\n"
@@ -68,6 +70,12 @@ static void check_full(const etch_trace_config *c) {
   ASSERT_EQ_STR(s->disabled_tags.item[0], "debug");
   ASSERT_EQ_INT((int)s->producer_name_filter.n, 1);
   ASSERT_EQ_STR(s->producer_name_filter.item[0], "game");
+  ASSERT_TRUE(s->has_interceptor_config);
+  ASSERT_EQ_STR(s->interceptor, "console");
+  ASSERT_TRUE(s->has_console_config);
+  ASSERT_EQ_INT((int)s->console_output, 2);
+  ASSERT_EQ_INT(s->console_colors, 1);
+  ASSERT_FALSE(c->sources[1].has_interceptor_config);
   ASSERT_EQ_STR(c->sources[1].name, "other");
   ASSERT_FALSE(c->sources[1].has_track_event_config);
   ASSERT_EQ_INT((int)c->sources[1].target_buffer, 0);
@@ -173,6 +181,12 @@ TEST(check_finds_what_decoding_cannot) {
   ASSERT_TRUE(strstr(etch_last_error(),
                      "'track_event' targets buffer 1 but the config has 1") !=
               NULL);
+  t = "buffers { size_kb: 8 } data_sources { config { name: \"x\" "
+      "interceptor_config { } } }";
+  ASSERT_OK(etch__trace_config_parse_text(t, strlen(t), c));
+  ASSERT_EQ_INT(etch__trace_config_check(c), ETCH_ECONFIG);
+  ASSERT_TRUE(strstr(etch_last_error(),
+                     "'x': interceptor_config has no name") != NULL);
   t = "buffers { } data_sources { config { } }";
   ASSERT_OK(etch__trace_config_parse_text(t, strlen(t), c));
   ASSERT_EQ_INT(etch__trace_config_check(c), ETCH_ECONFIG);
@@ -191,6 +205,10 @@ static void binary_error(const uint8_t *p, size_t n, int want,
 }
 
 TEST(binary_errors) {
+  /* data_sources { config { interceptor_config { console_config {
+   * output: 7 } } } } */
+  binary_error((const uint8_t *)"\x12\x0a\x0a\x08\x9a\x07\x05\xa2\x06\x02\x08\x07",
+               12, ETCH_EUNSUPPORTED, "output 7 of ConsoleConfig is not known");
   /* field 17 (trigger_config), empty */
   binary_error((const uint8_t *)"\x8a\x01\x00", 3, ETCH_EUNSUPPORTED,
                "'trigger_config' of TraceConfig is not supported");

@@ -967,6 +967,60 @@ TEST(in_process_and_system_at_once) {
   svc_stop(&s);
 }
 
+/* A data source with interceptor_config { name: "console" }: the producer
+ * prints that instance's events (its console_config: stdout, no colours)
+ * and sends none of them to the service; a second track_event source in
+ * the same config records as usual. */
+TEST(an_intercepted_data_source_prints_in_the_producer) {
+  svc s;
+  svc_start(&s);
+  char out[700], printed[700];
+  pid_t rec = record_config(
+      &s, "console",
+      "buffers { size_kb: 4096 }\n"
+      "data_sources { config { name: \"track_event\"\n"
+      "  interceptor_config { name: \"console\"\n"
+      "    console_config { output: OUTPUT_STDOUT enable_colors: false } } } }\n"
+      "data_sources { config { name: \"track_event\" } }\n",
+      out, sizeof out);
+  snprintf(printed, sizeof printed, "%s/printed.txt", s.dir);
+  setenv("ETCH_SYSTEM_WAIT_MS", "3000", 1);
+  char *argv[] = {(char *)SVC_PRODUCER, "printer", "1", "5", NULL};
+  pid_t p = spawn(argv, printed);
+  ASSERT_EQ_INT(wait_exit(p), 0);
+  kill(rec, SIGINT);
+  ASSERT_EQ_INT(wait_exit(rec), 0);
+  /* The service's trace: the second source's ticks, once each. */
+  td_trace t;
+  static int32_t pids[4096];
+  decode(out, &t, pids, 4096);
+  check_ticks(&t, pids, 4096, p, 0, 5);
+  ASSERT_EQ_INT((int)td_count(&t, 3, "tick"), 5);
+  td_free(&t);
+  /* The producer's stdout: the first source's ticks as console lines. */
+  size_t len;
+  char *text = (char *)etch_test_read_file(printed, &len);
+  ASSERT_TRUE(text != NULL);
+  text = realloc(text, len + 1);
+  text[len] = 0;
+  ASSERT_TRUE(strchr(text, '\x1b') == NULL);
+  int lines = 0;
+  for (char *l = text; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
+    char want[64];
+    snprintf(want, sizeof want, "/worker-0 ");
+    if (!strstr(l, want) || strstr(l, want) > strchr(l, '\n')) continue;
+    snprintf(want, sizeof want, "* tick [svc] i=%d\n", lines);
+    char *e = strchr(l, '\n');
+    size_t wl = strlen(want);
+    ASSERT_TRUE(e && (size_t)(e + 1 - l) >= wl &&
+                !memcmp(e + 1 - wl, want, wl));
+    lines++;
+  }
+  ASSERT_EQ_INT(lines, 5);
+  free(text);
+  svc_stop(&s);
+}
+
 /* QueryCapabilities answers as a service that knows the call (a consumer
  * that finds no capabilities takes the service for an old one); methods
  * etch does not run answer success: false, said rather than ignored. */
