@@ -7,9 +7,11 @@
 #   3. bytes of trace per event (compression none and deflate)
 #   4. the stripped size of the SDK library
 #   5. system mode (libetch into etchd) against in-process, etchd's throughput
+#   6. interceptors: a no-op one and the console against in-process
 #
 # Usage: scripts/bench.sh            everything
-#        scripts/bench.sh timing     one part: timing | callgrind | bytes | size | service
+#        scripts/bench.sh timing     one part: timing | callgrind | bytes | size |
+#                                    service | intercept
 #
 # Environment:
 #   BUILD_DIR   build directory          default <repo>/build-bench
@@ -250,4 +252,12 @@ if want service; then
   echo "== 5. System mode (libetch into a private etchd) against in-process; etchd's throughput"
   "$BUILD/bench/service/bench_service" "$BUILD/tools/etchd/etchd" \
     "$BUILD/tools/etch/etch" "$N"
+fi
+
+# ---- 6. interceptors
+if want intercept; then
+  echo
+  echo "== 6. Interceptors: a no-op one and the console against in-process"
+  cmake --build "$BUILD" --target bench_intercept -j"$JOBS" >/dev/null
+  "$BUILD/bench/intercept/bench_intercept" "${INTERCEPT_N:-200000}" "$REPS"
 fi
