@@ -79,6 +79,45 @@ static void sb_printf(sbuf *b, const char *fmt, ...) {
   if (n > 0) sb_put(b, tmp, (size_t)n < sizeof tmp ? (size_t)n : sizeof tmp - 1);
 }
 
+/* Decimal digits without printf (the console's hot path). */
+static void sb_u64(sbuf *b, uint64_t v) {
+  char tmp[24];
+  int n = 0;
+  do {
+    tmp[sizeof tmp - 1 - n++] = (char)('0' + v % 10);
+    v /= 10;
+  } while (v);
+  sb_put(b, tmp + sizeof tmp - n, (size_t)n);
+}
+
+static void sb_i64(sbuf *b, int64_t v) {
+  if (v < 0) {
+    sb_put(b, "-", 1);
+    sb_u64(b, (uint64_t)0 - (uint64_t)v);
+  } else {
+    sb_u64(b, (uint64_t)v);
+  }
+}
+
+/* v as exactly `width` digits, zeros in front. */
+static void sb_u64_zero(sbuf *b, uint64_t v, int width) {
+  char tmp[24];
+  for (int i = width - 1; i >= 0; i--) {
+    tmp[i] = (char)('0' + v % 10);
+    v /= 10;
+  }
+  sb_put(b, tmp, (size_t)width);
+}
+
+static void sb_spaces(sbuf *b, size_t n) {
+  static const char sp[32] = "                                ";
+  while (n) {
+    size_t k = n < sizeof sp ? n : sizeof sp;
+    sb_put(b, sp, k);
+    n -= k;
+  }
+}
+
 /* A string from the trace: printable ASCII and UTF-8 as they are, quotes
  * and backslashes escaped, control bytes as \xNN, at most `max` bytes. */
 static void sb_text(sbuf *b, const uint8_t *s, size_t n, size_t max,
@@ -168,6 +207,62 @@ static void imap_set(imap *m, uint64_t k, const uint8_t *s, size_t n) {
   m->vals[i] = v;
 }
 
+/* uuid -> track index + 1, open addressing (uuids are never 0). */
+typedef struct umap {
+  uint64_t *keys;
+  uint32_t *vals;
+  size_t cap, n;
+} umap;
+
+static void umap_clear(umap *m) {
+  free(m->keys);
+  free(m->vals);
+  memset(m, 0, sizeof *m);
+}
+
+static size_t umap_slot(const umap *m, uint64_t k) {
+  size_t i = (size_t)((k * 0x9e3779b97f4a7c15ull) >> 20) & (m->cap - 1);
+  while (m->keys[i] && m->keys[i] != k) i = (i + 1) & (m->cap - 1);
+  return i;
+}
+
+static uint32_t umap_get(const umap *m, uint64_t k) {
+  if (!m->cap || !k) return 0;
+  size_t i = umap_slot(m, k);
+  return m->keys[i] ? m->vals[i] : 0;
+}
+
+static bool umap_set(umap *m, uint64_t k, uint32_t v) {
+  if ((m->n + 1) * 2 > m->cap) {
+    umap old = *m;
+    size_t cap = old.cap ? old.cap * 2 : 16;
+    m->keys = (uint64_t *)calloc(cap, sizeof *m->keys);
+    m->vals = (uint32_t *)calloc(cap, sizeof *m->vals);
+    if (!m->keys || !m->vals) {
+      free(m->keys);
+      free(m->vals);
+      *m = old;
+      return false;
+    }
+    m->cap = cap;
+    m->n = 0;
+    for (size_t i = 0; i < old.cap; i++) {
+      if (!old.keys[i]) continue;
+      size_t j = umap_slot(m, old.keys[i]);
+      m->keys[j] = old.keys[i];
+      m->vals[j] = old.vals[i];
+      m->n++;
+    }
+    free(old.keys);
+    free(old.vals);
+  }
+  size_t i = umap_slot(m, k);
+  if (!m->keys[i]) m->n++;
+  m->keys[i] = k;
+  m->vals[i] = v;
+  return true;
+}
+
 /* ---- state ------------------------------------------------------------------- */
 
 /* A track as its descriptor on this sequence said. */
@@ -182,7 +277,7 @@ typedef struct ctrack {
 /* The decoding state of one sequence (the interceptor's thread state). */
 typedef struct cseq {
   imap names, cats, da_names, da_strings;
-  imap track_idx; /* uuid -> index + 1 into tracks, as a decimal string */
+  umap track_idx; /* uuid -> index + 1 into tracks */
   ctrack *tracks;
   size_t ntracks, tracks_cap;
   uint64_t default_track;
@@ -229,7 +324,7 @@ static void cseq_reset(void *global, void *state) {
 static void cseq_destroy(void *global, void *state) {
   cseq *q = (cseq *)state;
   cseq_reset(global, state);
-  imap_clear(&q->track_idx);
+  umap_clear(&q->track_idx);
   free(q->tracks);
   free(q->line.p);
   free(q->args.p);
@@ -237,9 +332,7 @@ static void cseq_destroy(void *global, void *state) {
 }
 
 static ctrack *track_find(cseq *q, uint64_t uuid) {
-  const char *v = imap_get(&q->track_idx, uuid);
-  if (!v) return NULL;
-  size_t i = (size_t)strtoull(v, NULL, 10);
+  uint32_t i = umap_get(&q->track_idx, uuid);
   return i && i <= q->ntracks ? &q->tracks[i - 1] : NULL;
 }
 
@@ -257,10 +350,7 @@ static ctrack *track_get(cseq *q, uint64_t uuid) {
   t = &q->tracks[q->ntracks++];
   memset(t, 0, sizeof *t);
   t->uuid = uuid;
-  char idx[24];
-  int n = snprintf(idx, sizeof idx, "%zu", q->ntracks);
-  imap_set(&q->track_idx, uuid, (const uint8_t *)idx, (size_t)n);
-  if (!imap_get(&q->track_idx, uuid)) {
+  if (!umap_set(&q->track_idx, uuid, (uint32_t)q->ntracks)) {
     q->ntracks--;
     return NULL;
   }
@@ -491,10 +581,10 @@ static void annotation_value(cseq *q, sbuf *b, const uint8_t *data,
         if (v) sb_puts(b, g.u ? "true" : "false"), any = true;
         break;
       case ETCH_DA_UINT_VALUE:
-        if (v) sb_printf(b, "%" PRIu64, g.u), any = true;
+        if (v) sb_u64(b, g.u), any = true;
         break;
       case ETCH_DA_INT_VALUE:
-        if (v) sb_printf(b, "%" PRId64, (int64_t)g.u), any = true;
+        if (v) sb_i64(b, (int64_t)g.u), any = true;
         break;
       case ETCH_DA_DOUBLE_VALUE:
         if (g.wt == ETCH_PB_FIXED64)
@@ -564,15 +654,18 @@ static tstack *stack_for(console *c, uint64_t uuid) {
   return s;
 }
 
+/* ns, or us / ms / s with three decimals (truncated). */
 static void put_duration(sbuf *b, uint64_t ns) {
-  if (ns < 1000)
-    sb_printf(b, "%" PRIu64 " ns", ns);
-  else if (ns < 1000000)
-    sb_printf(b, "%.3f us", (double)ns / 1e3);
-  else if (ns < 1000000000)
-    sb_printf(b, "%.3f ms", (double)ns / 1e6);
-  else
-    sb_printf(b, "%.3f s", (double)ns / 1e9);
+  if (ns < 1000) {
+    sb_u64(b, ns);
+    sb_puts(b, " ns");
+    return;
+  }
+  uint64_t unit = ns < 1000000 ? 1000 : ns < 1000000000 ? 1000000 : 1000000000;
+  sb_u64(b, ns / unit);
+  sb_put(b, ".", 1);
+  sb_u64_zero(b, ns % unit / (unit / 1000), 3);
+  sb_puts(b, unit == 1000 ? " us" : unit == 1000000 ? " ms" : " s");
 }
 
 /* A stable colour per thread: one of six, from the thread id. */
@@ -586,28 +679,42 @@ static void line_head(cseq *q, bool color, uint64_t ts, bool have_ts) {
   sbuf *b = &q->line;
   b->n = 0;
   if (have_ts) {
+    /* [-]SSSS.uuuuuu: seconds at least four wide, microseconds. */
     int64_t rel = (int64_t)(ts - q->start_ns);
     uint64_t mag = rel < 0 ? (uint64_t)-rel : (uint64_t)rel;
-    sb_printf(b, "%s%4" PRIu64 ".%06" PRIu64, rel < 0 ? "-" : " ",
-              mag / 1000000000u, (mag % 1000000000u) / 1000u);
+    uint64_t sec = mag / 1000000000u;
+    int digits = 1;
+    for (uint64_t x = sec; x >= 10; x /= 10) digits++;
+    sb_spaces(b, digits < 4 ? (size_t)(4 - digits) : 0);
+    sb_put(b, rel < 0 ? "-" : " ", 1);
+    sb_u64(b, sec);
+    sb_put(b, ".", 1);
+    sb_u64_zero(b, mag % 1000000000u / 1000u, 6);
   } else {
     sb_puts(b, "           ?");
   }
   ctrack *th = track_find(q, q->default_track);
-  char who[160];
   const char *proc = q->process_name[0] ? q->process_name : "?";
   const char *slash = strrchr(proc, '/');
   if (slash && slash[1]) proc = slash + 1;
-  if (th && th->name[0])
-    snprintf(who, sizeof who, "%s/%s", proc, th->name);
-  else if (th && th->tid)
-    snprintf(who, sizeof who, "%s/%d", proc, (int)th->tid);
-  else
-    snprintf(who, sizeof who, "%s/?", proc);
   sb_put(b, " ", 1);
-  if (color) sb_printf(b, "\x1b[%dm", thread_color(th ? th->tid : 0));
-  sb_printf(b, "%-24s", who);
+  if (color) {
+    sb_puts(b, "\x1b[");
+    sb_u64(b, (uint64_t)thread_color(th ? th->tid : 0));
+    sb_put(b, "m", 1);
+  }
+  size_t start = b->n;
+  sb_puts(b, proc);
+  sb_put(b, "/", 1);
+  if (th && th->name[0])
+    sb_puts(b, th->name);
+  else if (th && th->tid)
+    sb_i64(b, th->tid);
+  else
+    sb_put(b, "?", 1);
+  size_t w = b->n - start;
   if (color) sb_puts(b, "\x1b[0m");
+  sb_spaces(b, w < 24 ? 24 - w : 0);
   sb_put(b, " ", 1);
 }
 
@@ -834,18 +941,26 @@ static void console_packet(const etch_intercepted *p) {
         put_name(b, &ev);
       else
         sb_puts(b, tk && tk->name[0] ? tk->name : "?");
+      sb_puts(b, " = ");
       if (ev.counter_is_double)
-        sb_printf(b, " = %.17g", ev.counter_d);
+        sb_printf(b, "%.17g", ev.counter_d);
       else
-        sb_printf(b, " = %" PRId64, ev.counter_i);
-      if (tk && tk->unit[0]) sb_printf(b, " %s", tk->unit);
+        sb_i64(b, ev.counter_i);
+      if (tk && tk->unit[0]) {
+        sb_put(b, " ", 1);
+        sb_puts(b, tk->unit);
+      }
       break;
     default:
       sb_puts(b, "* ");
       put_name(b, &ev);
       break;
   }
-  if (ev.cat && ev.type != ETCH_TE_TYPE_SLICE_END) sb_printf(b, " [%s]", ev.cat);
+  if (ev.cat && ev.type != ETCH_TE_TYPE_SLICE_END) {
+    sb_puts(b, " [");
+    sb_puts(b, ev.cat);
+    sb_put(b, "]", 1);
+  }
   if (ev.has_track && track != q->default_track && tk && tk->name[0] &&
       ev.type != ETCH_TE_TYPE_COUNTER) {
     sb_puts(b, " on ");
