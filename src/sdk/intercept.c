@@ -14,6 +14,7 @@
  * a packet being joined, and a busy flag that lets stop wait for callbacks
  * in progress without a lock on the packet path).
  */
+#define _GNU_SOURCE
 #include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -474,7 +475,13 @@ int etch__backend_intercept_new(const etch_config *cfg, etch_backend **out) {
     free(b);
     return rc;
   }
-  pthread_mutex_init(&b->inst_lock, NULL);
+  /* Held for a packet's callback (the console's formatting and write):
+   * short, so a waiter spins a little before it sleeps. */
+  pthread_mutexattr_t ma;
+  pthread_mutexattr_init(&ma);
+  pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_ADAPTIVE_NP);
+  pthread_mutex_init(&b->inst_lock, &ma);
+  pthread_mutexattr_destroy(&ma);
   pthread_mutex_init(&b->lock, NULL);
   b->base.ops = &icpt_ops;
   b->base.payload_size = CHUNK_PAYLOAD;
