@@ -94,9 +94,8 @@ static const reg *find(const char *name) {
   char known[256] = "";
   for (uint32_t i = 0; i < nregs; i++) {
     if (strcmp(regs[i].name, name) == 0) r = &regs[i];
-    size_t n = strlen(known);
-    snprintf(known + n, sizeof known - n, "%s%s", i ? ", " : "",
-             regs[i].name);
+    if (i) strncat(known, ", ", sizeof known - strlen(known) - 1);
+    strncat(known, regs[i].name, sizeof known - strlen(known) - 1);
   }
   pthread_mutex_unlock(&reg_lock);
   if (!r)
