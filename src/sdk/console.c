@@ -139,75 +139,7 @@ static void sb_text(sbuf *b, const uint8_t *s, size_t n, size_t max,
   if (quote) sb_put(b, "\"", 1);
 }
 
-/* iid -> string, open addressing (keys are never 0). */
-typedef struct imap {
-  uint64_t *keys;
-  char **vals;
-  size_t cap, n;
-} imap;
-
-static void imap_clear(imap *m) {
-  for (size_t i = 0; i < m->cap; i++) free(m->vals[i]);
-  free(m->keys);
-  free(m->vals);
-  memset(m, 0, sizeof *m);
-}
-
-static size_t imap_slot(const imap *m, uint64_t k) {
-  size_t i = (size_t)((k * 0x9e3779b97f4a7c15ull) >> 20) & (m->cap - 1);
-  while (m->keys[i] && m->keys[i] != k) i = (i + 1) & (m->cap - 1);
-  return i;
-}
-
-static const char *imap_get(const imap *m, uint64_t k) {
-  if (!m->cap || !k) return NULL;
-  size_t i = imap_slot(m, k);
-  return m->keys[i] ? m->vals[i] : NULL;
-}
-
-/* The trace may send an iid again (after a reset): the last one wins. A
- * map that cannot grow keeps what it has (the string shows as ?). */
-static void imap_set(imap *m, uint64_t k, const uint8_t *s, size_t n) {
-  if (!k) return;
-  if ((m->n + 1) * 2 > m->cap) {
-    imap old = *m;
-    size_t cap = old.cap ? old.cap * 2 : 64;
-    m->keys = (uint64_t *)calloc(cap, sizeof *m->keys);
-    m->vals = (char **)calloc(cap, sizeof *m->vals);
-    if (!m->keys || !m->vals) {
-      free(m->keys);
-      free(m->vals);
-      *m = old;
-      return;
-    }
-    m->cap = cap;
-    m->n = 0;
-    for (size_t i = 0; i < old.cap; i++) {
-      if (!old.keys[i]) continue;
-      size_t j = imap_slot(m, old.keys[i]);
-      m->keys[j] = old.keys[i];
-      m->vals[j] = old.vals[i];
-      m->n++;
-    }
-    free(old.keys);
-    free(old.vals);
-  }
-  if (n > 1024) n = 1024;
-  char *v = (char *)malloc(n + 1);
-  if (!v) return;
-  memcpy(v, s, n);
-  v[n] = '\0';
-  size_t i = imap_slot(m, k);
-  if (m->keys[i]) {
-    free(m->vals[i]);
-  } else {
-    m->keys[i] = k;
-    m->n++;
-  }
-  m->vals[i] = v;
-}
-
-/* uuid -> track index + 1, open addressing (uuids are never 0). */
+/* uint64 -> uint32, open addressing (keys are never 0; 0 is "absent"). */
 typedef struct umap {
   uint64_t *keys;
   uint32_t *vals;
@@ -261,6 +193,58 @@ static bool umap_set(umap *m, uint64_t k, uint32_t v) {
   m->keys[i] = k;
   m->vals[i] = v;
   return true;
+}
+
+/* iid -> string: the map gives an index + 1 into the strings. */
+typedef struct imap {
+  umap idx;
+  char **strs;
+  size_t n, cap;
+} imap;
+
+static void imap_clear(imap *m) {
+  for (size_t i = 0; i < m->n; i++) free(m->strs[i]);
+  free(m->strs);
+  umap_clear(&m->idx);
+  memset(m, 0, sizeof *m);
+}
+
+static const char *imap_get(const imap *m, uint64_t k) {
+  uint32_t i = umap_get(&m->idx, k);
+  return i ? m->strs[i - 1] : NULL;
+}
+
+/* The trace may send an iid again (after a reset): the last one wins. A
+ * map that cannot grow keeps what it has (the string shows as ?). */
+static void imap_set(imap *m, uint64_t k, const uint8_t *s, size_t n) {
+  if (!k) return;
+  if (n > 1024) n = 1024;
+  char *v = (char *)malloc(n + 1);
+  if (!v) return;
+  memcpy(v, s, n);
+  v[n] = '\0';
+  uint32_t i = umap_get(&m->idx, k);
+  if (i) {
+    free(m->strs[i - 1]);
+    m->strs[i - 1] = v;
+    return;
+  }
+  if (m->n == m->cap) {
+    size_t cap = m->cap ? m->cap * 2 : 64;
+    char **ns = cap < (1u << 24) ? (char **)realloc(m->strs, cap * sizeof *ns)
+                                 : NULL;
+    if (!ns) {
+      free(v);
+      return;
+    }
+    m->strs = ns;
+    m->cap = cap;
+  }
+  if (!umap_set(&m->idx, k, (uint32_t)m->n + 1)) {
+    free(v);
+    return;
+  }
+  m->strs[m->n++] = v;
 }
 
 /* ---- state ------------------------------------------------------------------- */
@@ -395,7 +379,7 @@ static void interned(imap *m, const etch_pb_field *f, uint32_t str_field,
       n = g.len;
     }
   }
-  if (dec_ok(&d, e, base + (size_t)(f->data - d.start) + 0) && s)
+  if (dec_ok(&d, e, base) && s)
     imap_set(m, iid, s, n);
 }
 
