@@ -985,7 +985,8 @@ TEST(an_intercepted_data_source_prints_in_the_producer) {
       out, sizeof out);
   snprintf(printed, sizeof printed, "%s/printed.txt", s.dir);
   setenv("ETCH_SYSTEM_WAIT_MS", "3000", 1);
-  char *argv[] = {(char *)SVC_PRODUCER, "printer", "1", "5", NULL};
+  /* "late": both instances have started before the first tick. */
+  char *argv[] = {(char *)SVC_PRODUCER, "printer", "1", "5", "late", NULL};
   pid_t p = spawn(argv, printed);
   ASSERT_EQ_INT(wait_exit(p), 0);
   kill(rec, SIGINT);

@@ -4,7 +4,7 @@
  * into the tracing service (system mode), then the process exits normally.
  * With EVENTS = 0 the threads record until the process is killed.
  *
- *   svc_producer NAME THREADS EVENTS [fork]
+ *   svc_producer NAME THREADS EVENTS [fork | late]
  *
  * With ETCH_OUT in the environment it also records in process (etch_init),
  * both backends at once.
@@ -12,6 +12,9 @@
  * With "fork" the process forks after starting: the child (a producer of
  * its own, its own pid) waits half a second for its session, records the
  * same, and exits; the parent records and waits for it.
+ *
+ * With "late" the threads start half a second after the service's first
+ * session did (every data source instance of a config has started by then).
  */
 #define _GNU_SOURCE
 #include <etch/etch.h>
@@ -54,6 +57,10 @@ int main(int argc, char **argv) {
       struct timespec d = {0, 500000000};
       nanosleep(&d, NULL);
     }
+  }
+  if (argc > 4 && argv[4][0] == 'l') {
+    struct timespec d = {0, 500000000};
+    nanosleep(&d, NULL);
   }
   pthread_t th[16];
   for (int i = 0; i < threads && i < 16; i++)
