@@ -546,4 +546,7 @@ ETCH_API int etch_shutdown(void);
 }
 #endif
 
+/* Counters, bookmarks and frames. */
+#include <etch/insights.h>
+
 #endif /* ETCH_ETCH_H */

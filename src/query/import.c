@@ -326,6 +326,16 @@ struct etch__importer {
   size_t nhflows, cap_hflows;
   str_block *keep;    /* copies of held end args */
   const char *dropped_name; /* interned "etch.dropped_events" */
+  /* Frames and bookmarks for etch stats without a database: slices on
+   * tracks named "Frames", instants on tracks named "Bookmarks". */
+  const char *frames_name, *bookmarks_name; /* interned */
+  etch__stats_frame *frames;
+  size_t nframes, cap_frames;
+  struct {
+    int64_t ts;
+    const char *name; /* interned */
+  } *bookmarks;
+  size_t nbookmarks, cap_bookmarks;
   /* stable_strings: reader pointer -> interned copy, direct-mapped. */
   struct {
     const char *from, *to;
@@ -701,6 +711,13 @@ static void close_top(etch__importer *imp, qtrack *t, int64_t end, bool open) {
                t->depth, parent ? parent->id : 0, s->arg_set_id,
                self < 0 ? 0 : self);
   if (open) imp->counts.open_slices++;
+  if (!open && t->name == imp->frames_name && t->kind != ETCH_TRACK_COUNTER) {
+    if (!grow_array((void **)&imp->frames, &imp->cap_frames, imp->nframes + 1,
+                    sizeof *imp->frames))
+      fail_nomem(imp);
+    else
+      imp->frames[imp->nframes++] = (etch__stats_frame){s->ts, dur};
+  }
   /* Every slice counts, a zero-length one too: an instant is an instant
    * event (nest_instant), not a slice that happened to last 0 ns. */
   summary_add(imp, s->name, dur, self < 0 ? 0 : self);
@@ -753,6 +770,15 @@ static void nest_instant(etch__importer *imp, qtrack *t, int64_t ts,
   insert_slice(imp, t, id, ts, 0, cat, name, t->depth,
                parent ? parent->id : 0, arg_set_id, 0);
   imp->counts.instants++;
+  if (t->name == imp->bookmarks_name && t->kind != ETCH_TRACK_COUNTER) {
+    if (!grow_array((void **)&imp->bookmarks, &imp->cap_bookmarks,
+                    imp->nbookmarks + 1, sizeof *imp->bookmarks)) {
+      fail_nomem(imp);
+    } else {
+      imp->bookmarks[imp->nbookmarks].ts = ts;
+      imp->bookmarks[imp->nbookmarks++].name = name;
+    }
+  }
 }
 
 /* Args of a begin or instant, written now under a new set id. */
@@ -1000,7 +1026,10 @@ int etch__importer_new(etch__importer **out, sqlite3 *db,
   if (opts) imp->opts = *opts;
   imp->t0_ns = etch__monotonic_ns();
   imp->dropped_name = pool_intern(&imp->strings, "etch.dropped_events");
-  if (!imp->dropped_name) {
+  imp->frames_name = pool_intern(&imp->strings, "Frames");
+  imp->bookmarks_name = pool_intern(&imp->strings, "Bookmarks");
+  if (!imp->dropped_name || !imp->frames_name || !imp->bookmarks_name) {
+    pool_free(&imp->strings);
     free(imp);
     return ETCH_ENOMEM;
   }
@@ -1440,6 +1469,25 @@ int etch__importer_stats_data(const etch__importer *imp, int top,
     }
   }
   if (d->ndrop) qsort(d->drop, d->ndrop, sizeof *d->drop, cmp_drop);
+
+  /* Frames and bookmarks, in time order. */
+  if (imp->nframes) {
+    d->frames = etch__malloc(imp->nframes * sizeof *d->frames);
+    if (!d->frames) nomem = true;
+  }
+  for (size_t i = 0; !nomem && i < imp->nframes; i++)
+    d->frames[d->nframes++] = imp->frames[i];
+  if (d->nframes) qsort(d->frames, d->nframes, sizeof *d->frames,
+                        etch__stats_cmp_frame);
+  if (imp->nbookmarks) {
+    d->bookmarks = etch__calloc(imp->nbookmarks, sizeof *d->bookmarks);
+    if (!d->bookmarks) nomem = true;
+  }
+  for (size_t i = 0; !nomem && i < imp->nbookmarks; i++)
+    d->bookmarks[d->nbookmarks++] = (etch__stats_bookmark){
+        imp->bookmarks[i].ts, dup_or_null(imp->bookmarks[i].name)};
+  if (d->nbookmarks) qsort(d->bookmarks, d->nbookmarks, sizeof *d->bookmarks,
+                           etch__stats_cmp_bookmark);
   if (nomem) {
     etch__stats_data_free(d);
     return etch__error(ETCH_ENOMEM, "stats: out of memory");
@@ -1482,6 +1530,8 @@ void etch__importer_free(etch__importer *imp) {
   u64map_free(&imp->flows);
   u64map_free(&imp->flow_ts);
   free(imp->losses);
+  free(imp->frames);
+  free(imp->bookmarks);
   u64map_free(&imp->summary_by_name);
   free(imp->summary);
   pool_free(&imp->strings);

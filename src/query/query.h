@@ -221,6 +221,15 @@ typedef struct etch__stats_dropped {
   int64_t tid, pid, dropped;
   bool has_tid, has_pid;
 } etch__stats_dropped;
+/* A frame: a slice on a track named "Frames" (etch_frame_*). */
+typedef struct etch__stats_frame {
+  int64_t ts, dur;
+} etch__stats_frame;
+/* A bookmark: an instant on a track named "Bookmarks" (etch_bookmark). */
+typedef struct etch__stats_bookmark {
+  int64_t ts;
+  char *name;
+} etch__stats_bookmark;
 typedef struct etch__stats_data {
   int64_t start, end; /* trace bounds; start > end: no events */
   int64_t events, slices, instants, open_slices, counter_values,
@@ -235,9 +244,17 @@ typedef struct etch__stats_data {
   size_t nloss;
   etch__stats_dropped *drop; /* etch.dropped_events per track, by tid */
   size_t ndrop;
+  etch__stats_frame *frames; /* closed frames, by start time */
+  size_t nframes;
+  etch__stats_bookmark *bookmarks; /* by time */
+  size_t nbookmarks;
 } etch__stats_data;
 
 int etch__stats_data_from_db(sqlite3 *db, int top, etch__stats_data *out);
+/* The order of frames (start, then duration) and bookmarks (time, then
+ * name) in etch__stats_data, for qsort. */
+int etch__stats_cmp_frame(const void *a, const void *b);
+int etch__stats_cmp_bookmark(const void *a, const void *b);
 /* From an importer run with `db` NULL, after etch__importer_finish. */
 int etch__importer_stats_data(const etch__importer *imp, int top,
                               etch__stats_data *out);

@@ -3,7 +3,9 @@
  * tables (one import, then a handful of aggregate queries).
  *
  * Sections: trace (duration and counts), top slices by total and by self
- * time, per-thread busy time (depth-0 slices), counters, data loss. Slices
+ * time, per-thread busy time (depth-0 slices), counters, frames (slices on
+ * a track named "Frames") and bookmarks (instants on "Bookmarks") when the
+ * trace has any, data loss. Slices
  * still open at the end (dur -1) count up to the end of the trace. Instants
  * (dur 0) are left out of the time tables.
  */
@@ -344,8 +346,50 @@ int etch__stats_data_from_db(sqlite3 *db, int top, etch__stats_data *d) {
     }
     finish(r, st, rc == SQLITE_ROW ? SQLITE_NOMEM : rc);
   }
+  /* Frames and bookmarks (etch_frame_*, etch_bookmark). */
+  st = prep(r,
+            "SELECT s.ts, s.dur FROM slice s JOIN track t ON s.track_id = t.id "
+            "WHERE t.name = 'Frames' AND t.type != 'counter' AND s.dur >= 0 "
+            "ORDER BY s.ts, s.dur");
+  if (st) {
+    size_t cap = 0;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+      if (!grow((void **)&d->frames, &cap, d->nframes + 1, sizeof *d->frames))
+        break;
+      d->frames[d->nframes++] = (etch__stats_frame){
+          sqlite3_column_int64(st, 0), sqlite3_column_int64(st, 1)};
+    }
+    finish(r, st, rc == SQLITE_ROW ? SQLITE_NOMEM : rc);
+  }
+  st = prep(r,
+            "SELECT s.ts, s.name FROM slice s JOIN track t ON s.track_id = t.id "
+            "WHERE t.name = 'Bookmarks' AND t.type != 'counter' AND s.dur = 0 "
+            "ORDER BY s.ts, s.name");
+  if (st) {
+    size_t cap = 0;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+      if (!grow((void **)&d->bookmarks, &cap, d->nbookmarks + 1,
+                sizeof *d->bookmarks))
+        break;
+      d->bookmarks[d->nbookmarks++] = (etch__stats_bookmark){
+          sqlite3_column_int64(st, 0), dup_or_null(sqlite3_column_text(st, 1))};
+    }
+    finish(r, st, rc == SQLITE_ROW ? SQLITE_NOMEM : rc);
+  }
   if (r->rc) etch__stats_data_free(d);
   return r->rc;
+}
+
+int etch__stats_cmp_frame(const void *a, const void *b) {
+  const etch__stats_frame *x = a, *y = b;
+  if (x->ts != y->ts) return x->ts < y->ts ? -1 : 1;
+  return (x->dur > y->dur) - (x->dur < y->dur);
+}
+
+int etch__stats_cmp_bookmark(const void *a, const void *b) {
+  const etch__stats_bookmark *x = a, *y = b;
+  if (x->ts != y->ts) return x->ts < y->ts ? -1 : 1;
+  return cmp_null_str(x->name, y->name);
 }
 
 void etch__stats_data_free(etch__stats_data *d) {
@@ -364,6 +408,9 @@ void etch__stats_data_free(etch__stats_data *d) {
     free(d->loss[i].description);
   }
   for (size_t i = 0; i < d->ndrop; i++) free(d->drop[i].thread);
+  for (size_t i = 0; i < d->nbookmarks; i++) free(d->bookmarks[i].name);
+  free(d->frames);
+  free(d->bookmarks);
   free(d->by_total);
   free(d->by_self);
   free(d->thr);
@@ -574,6 +621,136 @@ static void counters_section(report *r) {
   list_end(r, t, "no counters");
 }
 
+static int cmp_i64(const void *a, const void *b) {
+  int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+  return (x > y) - (x < y);
+}
+
+/* The p-th percentile of sorted `v` by nearest rank: the smallest value
+ * with at least p% of the values at or below it. */
+static int64_t percentile(const int64_t *v, size_t n, int p) {
+  size_t rank = ((size_t)p * n + 99) / 100;
+  return v[rank ? rank - 1 : 0];
+}
+
+/* Frame times: count, mean, p50/p95/p99, worst, and the worst frames (by
+ * duration, the earlier first on ties) with where they are. */
+enum { WORST_FRAMES = 5 };
+
+static void frames_section(report *r) {
+  const etch__stats_data *d = r->d;
+  size_t n = d->nframes;
+  if (!n) return;
+  int64_t *dur = malloc(n * sizeof *dur);
+  size_t *worst = malloc(n * sizeof *worst);
+  if (!dur || !worst) {
+    free(dur);
+    free(worst);
+    return;
+  }
+  double total = 0;
+  for (size_t i = 0; i < n; i++) {
+    dur[i] = d->frames[i].dur;
+    total += (double)dur[i];
+    worst[i] = i;
+  }
+  qsort(dur, n, sizeof *dur, cmp_i64);
+  /* The worst few, by a partial selection (n can be large). */
+  size_t nw = n < WORST_FRAMES ? n : WORST_FRAMES;
+  for (size_t k = 0; k < nw; k++)
+    for (size_t i = k + 1; i < n; i++) {
+      const etch__stats_frame *a = &d->frames[worst[i]], *b = &d->frames[worst[k]];
+      if (a->dur > b->dur || (a->dur == b->dur && worst[i] < worst[k])) {
+        size_t x = worst[k];
+        worst[k] = worst[i];
+        worst[i] = x;
+      }
+    }
+  int64_t mean = (int64_t)llround(total / (double)n);
+  int64_t vals[5] = {percentile(dur, n, 50), percentile(dur, n, 95),
+                     percentile(dur, n, 99), dur[n - 1], mean};
+  if (r->o->json) {
+    jopen(r, "frames", '{');
+    jint(r, "count", (int64_t)n);
+    jint(r, "mean_ns", vals[4]);
+    jint(r, "p50_ns", vals[0]);
+    jint(r, "p95_ns", vals[1]);
+    jint(r, "p99_ns", vals[2]);
+    jint(r, "worst_ns", vals[3]);
+    jopen(r, "worst", '[');
+    for (size_t k = 0; k < nw; k++) {
+      jopen(r, NULL, '{');
+      jint(r, "frame", (int64_t)worst[k] + 1);
+      jint(r, "ts", d->frames[worst[k]].ts);
+      jint(r, "dur_ns", d->frames[worst[k]].dur);
+      jclose(r, '}');
+    }
+    jclose(r, ']');
+    jclose(r, '}');
+  } else {
+    section(r, "frames (slices on the Frames track)");
+    etch__tt *t = etch__tt_new(6);
+    const char *h[] = {"count", "mean", "p50", "p95", "p99", "worst"};
+    for (size_t i = 0; i < 6; i++) etch__tt_header(t, i, h[i], true);
+    etch__tt_cellf(t, "%zu", n);
+    const int64_t order[5] = {vals[4], vals[0], vals[1], vals[2], vals[3]};
+    for (int k = 0; k < 5; k++) {
+      char b[32];
+      etch__fmt_dur(b, sizeof b, order[k]);
+      etch__tt_cell(t, b);
+    }
+    etch__tt_print(t, r->out, "  ", true);
+    etch__tt_free(t);
+    fputc('\n', r->out);
+    t = etch__tt_new(3);
+    const char *h2[] = {"worst frames", "at", "duration"};
+    for (size_t i = 0; i < 3; i++) etch__tt_header(t, i, h2[i], true);
+    for (size_t k = 0; k < nw; k++) {
+      const etch__stats_frame *f = &d->frames[worst[k]];
+      char at[32], du[32];
+      etch__fmt_dur(at, sizeof at, f->ts - r->start);
+      etch__fmt_dur(du, sizeof du, f->dur);
+      etch__tt_cellf(t, "#%zu", worst[k] + 1);
+      etch__tt_cell(t, at);
+      etch__tt_cell(t, du);
+    }
+    etch__tt_print(t, r->out, "  ", true);
+    etch__tt_free(t);
+  }
+  free(dur);
+  free(worst);
+}
+
+/* Bookmarks in time order, at their time since the trace's start. */
+static void bookmarks_section(report *r) {
+  const etch__stats_data *d = r->d;
+  if (!d->nbookmarks) return;
+  etch__tt *t = NULL;
+  if (r->o->json) {
+    jopen(r, "bookmarks", '[');
+  } else {
+    section(r, "bookmarks");
+    t = etch__tt_new(2);
+    etch__tt_header(t, 0, "at", true);
+    etch__tt_header(t, 1, "bookmark", false);
+  }
+  for (size_t i = 0; i < d->nbookmarks; i++) {
+    const etch__stats_bookmark *b = &d->bookmarks[i];
+    if (r->o->json) {
+      jopen(r, NULL, '{');
+      jint(r, "ts", b->ts);
+      jstr(r, "name", b->name);
+      jclose(r, '}');
+      continue;
+    }
+    char at[32];
+    etch__fmt_dur(at, sizeof at, b->ts - r->start);
+    etch__tt_cell(t, at);
+    etch__tt_cell(t, or_dash(b->name));
+  }
+  list_end(r, t, "no bookmarks");
+}
+
 static void loss_section(report *r) {
   etch__tt *t = NULL;
   if (r->o->json) {
@@ -661,6 +838,8 @@ void etch__stats_print(const etch__stats_data *d, FILE *out,
     top_section(&r, true);
     threads_section(&r);
     counters_section(&r);
+    frames_section(&r);
+    bookmarks_section(&r);
   }
   loss_section(&r);
   if (r.o->json) fputs("}\n", out);

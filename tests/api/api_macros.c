@@ -14,6 +14,11 @@
 ETCH_CATEGORY_DEFINE(api_render, "api_render", "API test: rendering", "");
 ETCH_CATEGORY_DEFINE(api_debug, "api_debug", "API test: verbose", "debug,slow");
 ETCH_CATEGORY_DECLARE(api_render);
+ETCH_COUNTER_DEFINE_INT(api_hits, "api hits");
+ETCH_COUNTER_DEFINE_FLOAT(api_load, "api load");
+ETCH_COUNTER_DEFINE_MEMORY(api_mem, "api memory");
+ETCH_COUNTER_DEFINE_UNIT(api_reqs, "api requests", "requests");
+ETCH_COUNTER_DECLARE(api_hits);
 
 #ifdef __cplusplus
 extern "C" {
@@ -69,6 +74,20 @@ int api_use_all_macros(int n, const char *label) {
   ETCH_INSTANT_C(dyn, "dynamic instant with args", ETCH_ARG_DOUBLE("d", 1.5));
   ETCH_COUNTER_C(dyn, "dynamic counter", n);
   ETCH_COUNTER_C(dyn, "dynamic counter on track", n, ETCH_TRACK(bytes));
+  ETCH_COUNTER_SET(api_hits, n);
+  ETCH_COUNTER_ADD(api_hits, 2);
+  ETCH_COUNTER_SUB(api_hits, 1);
+  ETCH_COUNTER_INC(api_hits);
+  ETCH_COUNTER_DEC(api_hits);
+  ETCH_COUNTER_SET_FLOAT(api_load, ratio);
+  ETCH_COUNTER_ADD_FLOAT(api_load, 0.5);
+  ETCH_COUNTER_ADD(api_mem, 4096);
+  ETCH_COUNTER_INC(api_reqs);
+  ETCH_BOOKMARK("api bookmark");
+  ETCH_BOOKMARKF("api bookmark %d %s", n, label);
+  ETCH_FRAME_MARK();
+  ETCH_FRAME_BEGIN();
+  ETCH_FRAME_END();
   if (n > 0)
     ETCH_INSTANT(api_render, "in an if without braces");
   else

@@ -407,3 +407,63 @@ TEST(record_console_prints_events_as_they_happen) {
   ASSERT_CONTAINS(r.err, "--console prints the events of a program");
   done(&r);
 }
+
+/* Frames and bookmarks through etch stats, from the file (no database) and
+ * from a database: frame k of 100 lasts k ms. */
+static const char *section_of(const char *out, const char *title) {
+  const char *p = strstr(out, title);
+  if (!p) FAIL("no section '%s' in:\n%s", title, out);
+  return p;
+}
+
+TEST(stats_lists_frames_and_bookmarks) {
+  const char *trace = tmp_path("frames.pftrace");
+  proc_result r =
+      RUN(ETCH_BIN, "record", "-o", trace, "--", ETCH_RECORDEE, "1", "frames");
+  ASSERT_EQ_INT(r.status, 0);
+  done(&r);
+  static const char frames[] =
+      "frames (slices on the Frames track)\n"
+      "  count      mean       p50       p95       p99      worst\n"
+      "  -----  --------  --------  --------  --------  ---------\n"
+      "    100  50.50 ms  50.00 ms  95.00 ms  99.00 ms  100.00 ms\n"
+      "\n"
+      "  worst frames      at   duration\n"
+      "  ------------  ------  ---------\n"
+      "          #100  4.95 s  100.00 ms\n"
+      "           #99  4.85 s   99.00 ms\n"
+      "           #98  4.75 s   98.00 ms\n"
+      "           #97  4.66 s   97.00 ms\n"
+      "           #96  4.56 s   96.00 ms\n"
+      "\n"
+      "bookmarks\n";
+  const char *db = tmp_path("frames.sqlite");
+  for (int pass = 0; pass < 2; pass++) {
+    if (pass == 1) {
+      r = RUN(ETCH_BIN, "query", trace, "--db", db, "select 1");
+      ASSERT_EQ_INT(r.status, 0);
+      done(&r);
+    }
+    r = RUN(ETCH_BIN, "stats", pass ? db : trace);
+    ASSERT_EQ_INT(r.status, 0);
+    const char *f = section_of(r.out, "frames (");
+    if (strncmp(f, frames, strlen(frames)) != 0)
+      FAIL("pass %d: frames section:\n%.1200s\nwanted:\n%s", pass, f, frames);
+    /* The bookmarks, in order, about 10 s after the first frame. */
+    const char *b = section_of(f, "bookmarks\n");
+    const char *o = strstr(b, "  Inventory.Open\n");
+    const char *l = strstr(b, "  Level 3\n");
+    const char *c = strstr(b, "  Inventory.Close\n");
+    ASSERT_TRUE(o && l && c && o < l && l < c);
+    ASSERT_TRUE(strstr(b, "  10.0") != NULL);
+    done(&r);
+  }
+  r = RUN(ETCH_BIN, "stats", "--json", trace);
+  ASSERT_EQ_INT(r.status, 0);
+  ASSERT_CONTAINS(r.out, "\"frames\":{\"count\":100,\"mean_ns\":50500000,"
+                         "\"p50_ns\":50000000,\"p95_ns\":95000000,"
+                         "\"p99_ns\":99000000,\"worst_ns\":100000000,"
+                         "\"worst\":[{\"frame\":100,");
+  ASSERT_CONTAINS(r.out, "\"name\":\"Level 3\"");
+  done(&r);
+}

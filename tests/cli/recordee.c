@@ -8,6 +8,9 @@
  *   wait FILE     create FILE after the slices, then wait for a signal
  *   abort         abort() after the slices
  *   _exit         _exit(0) after the slices
+ *   frames        first 100 frames 10 s in the past, frame k lasting k ms
+ *                 back to back, then bookmarks "Inventory.Open", "Level 3"
+ *                 and "Inventory.Close"
  */
 #define _GNU_SOURCE
 #include <etch/etch.h>
@@ -25,6 +28,17 @@ int main(int argc, char **argv) {
   const char *arg = argc > 3 ? argv[3] : "";
   etch_init();
   if (!strcmp(mode, "chdir") && chdir(arg) != 0) return 3;
+  if (!strcmp(mode, "frames")) {
+    uint64_t t = etch_now() - 10000000000ull;
+    for (uint64_t k = 1; k <= 100; k++) {
+      etch_frame_mark_at(t);
+      t += k * 1000000ull;
+    }
+    etch_frame_end_at(t);
+    ETCH_BOOKMARK("Inventory.Open");
+    ETCH_BOOKMARKF("Level %d", 3);
+    ETCH_BOOKMARK("Inventory.Close");
+  }
   ETCH_SLICE_BEGIN(test, "work");
   for (int i = 0; i < n; i++) {
     ETCH_SCOPE(test, "step", ETCH_ARG_INT("i", i));
