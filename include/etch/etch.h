@@ -239,7 +239,9 @@ static inline etch_extra etch__x_counter_double(double v) {
 #define ETCH_FLOW(id) etch_x_flow((uint64_t)(id))
 /* Ends a flow at this event. */
 #define ETCH_FLOW_END(id) etch_x_flow_end((uint64_t)(id))
-/* Replaces the static name of the event with a runtime string. */
+/* Replaces the static name of the event with a runtime string (interned
+ * on the thread's sequence, up to 4096 names of up to 256 bytes between
+ * two incremental-state resets; others are written inline). */
 #define ETCH_NAME(str) etch_x_dynamic_name(str)
 
 /*
@@ -388,6 +390,11 @@ static inline void etch__scope_end(etch__scope *s) {
 /* A slice from here to the end of the enclosing block. */
 #define ETCH_SCOPE(cat, name, ...) \
   ETCH__SCOPE(ETCH__UNIQ(etch__scope_), ETCH_CAT(cat), name, ##__VA_ARGS__)
+/* A slice to the end of the block, named by a string built at run time
+ * (copied and interned on each thread's sequence: its bytes are written
+ * once, then referred to by an id). */
+#define ETCH_SCOPE_STR(cat, str, ...) \
+  ETCH_SCOPE(cat, "", ETCH_NAME(str), ##__VA_ARGS__)
 /* A zero-duration event. */
 #define ETCH_INSTANT(cat, name, ...) \
   ETCH__EVENT(ETCH_CAT(cat), ETCH_TYPE_INSTANT, name, ##__VA_ARGS__)
@@ -429,6 +436,8 @@ int etch__unused(int, ...);
   ETCH__NOTHING(ETCH_CAT(cat).enabled, ##__VA_ARGS__)
 #define ETCH_SCOPE(cat, name, ...) \
   ETCH__NOTHING(ETCH_CAT(cat).enabled, name, ##__VA_ARGS__)
+#define ETCH_SCOPE_STR(cat, str, ...) \
+  ETCH__NOTHING(ETCH_CAT(cat).enabled, str, ##__VA_ARGS__)
 #define ETCH_INSTANT(cat, name, ...) \
   ETCH__NOTHING(ETCH_CAT(cat).enabled, name, ##__VA_ARGS__)
 #define ETCH_COUNTER(cat, name, value, ...) \

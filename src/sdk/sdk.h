@@ -65,6 +65,10 @@ bool etch__bitset_reserve(etch_bitset *b, uint32_t i);
 void etch__bitset_free(etch_bitset *b);
 
 /* Writer-local interning of strings (debug annotation names). */
+/* Event-name iids of dynamic names start here, above every call site's
+ * (sites take 1, 2, ...): 4-byte varints. */
+#define ETCH_DYN_IID_BASE (1u << 24)
+
 typedef struct etch_strtab_slot {
   uint64_t hash;
   uint32_t iid;
@@ -318,6 +322,9 @@ struct etch_writer {
   etch_bitset seen_cats;
   etch_bitset seen_tracks;
   etch_strtab da_names;
+  /* Dynamic event names (ETCH_NAME, ETCH_SCOPE_STR) interned on this
+   * sequence, as event-name iids ETCH_DYN_IID_BASE + n. */
+  etch_strtab dyn_names;
   uint64_t dropped;          /* events lost (atomic, relaxed) */
   /* Of those, reported on the writer's own sequence (etch.dropped_events
    * when it has chunks again); changed under the session's lock. */

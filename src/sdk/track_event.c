@@ -540,6 +540,8 @@ static uint8_t *raw_arg(uint8_t *q, const etch_extra *a, uint32_t iid,
   return raw_close(l, q);
 }
 
+enum { DYN_MAX = 4096, DYN_MAX_LEN = 256 };
+
 static void emit_general(etch_writer *w, etch_site *site, etch_category *cat,
                          uint32_t type, const char *dyn_name,
                          const etch_extra *x, uint32_t n, uint64_t ticks) {
@@ -598,9 +600,19 @@ static void emit_general(etch_writer *w, etch_site *site, etch_category *cat,
     cat_len = clamp_len(cat->name);
     bound += cat_len + 24;
   }
+  /* A dynamic name is interned on the sequence (written once, then
+   * referred to by iid); inline when the table is full. */
+  uint32_t dyn_iid = 0;
+  bool new_dyn = false;
   if (p.dyn_name) {
     dyn_len = clamp_len(p.dyn_name);
-    bound += dyn_len + 8;
+    /* Bounded: a program that names every event differently costs a
+     * sequence at most DYN_MAX names of DYN_MAX_LEN bytes until its next
+     * reset. */
+    if (dyn_len <= DYN_MAX_LEN && w->dyn_names.count < DYN_MAX)
+      dyn_iid =
+          etch__strtab_intern(&w->dyn_names, p.dyn_name, dyn_len, &new_dyn);
+    bound += 2 * dyn_len + 32;
   }
   for (uint32_t i = 0; i < n; i++)
     if (x[i].kind == ETCH_X_FLOW || x[i].kind == ETCH_X_TERMINATING_FLOW)
@@ -662,13 +674,16 @@ static void emit_general(etch_writer *w, etch_site *site, etch_category *cat,
   q = raw_varint(q, ETCH_PKT_SEQUENCE_FLAGS, ETCH_SEQ_NEEDS_INCREMENTAL_STATE);
   bool any_new_da = false;
   for (uint32_t i = 0; i < p.nargs; i++) any_new_da |= new_da[i];
-  if (new_name || new_cat || any_new_da) {
+  if (new_name || new_cat || any_new_da || new_dyn) {
     uint8_t *l = raw_open(&q, ETCH_PKT_INTERNED_DATA);
     if (new_cat)
       q = raw_interned(q, ETCH_ID_EVENT_CATEGORIES, cat->id, cat->name, cat_len);
     if (new_name)
       q = raw_interned(q, ETCH_ID_EVENT_NAMES, site->id,
                        site->name ? site->name : "", name_len);
+    if (new_dyn)
+      q = raw_interned(q, ETCH_ID_EVENT_NAMES, ETCH_DYN_IID_BASE + dyn_iid,
+                       p.dyn_name, dyn_len);
     for (uint32_t i = 0; i < p.nargs; i++) {
       if (!new_da[i]) continue;
       const char *an = p.args[i]->name ? p.args[i]->name : "";
@@ -682,7 +697,9 @@ static void emit_general(etch_writer *w, etch_site *site, etch_category *cat,
   q = raw_varint(q, ETCH_TE_TYPE, type);
   if (with_cat) q = raw_varint(q, ETCH_TE_CATEGORY_IIDS, cat->id);
   if (with_name) {
-    if (p.dyn_name)
+    if (p.dyn_name && dyn_iid)
+      q = raw_varint(q, ETCH_TE_NAME_IID, ETCH_DYN_IID_BASE + dyn_iid);
+    else if (p.dyn_name)
       q = raw_bytes(q, ETCH_TE_NAME, p.dyn_name, dyn_len);
     else if (site)
       q = raw_varint(q, ETCH_TE_NAME_IID, site->id);

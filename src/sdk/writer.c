@@ -448,6 +448,7 @@ void etch__writer_reset(etch_writer *w, uint64_t ticks) {
   etch__bitset_clear(&w->seen_cats);
   etch__bitset_clear(&w->seen_tracks);
   etch__strtab_clear(&w->da_names);
+  etch__strtab_clear(&w->dyn_names);
   w->reset_gen++;
   w->need_reset = false;
   w->acq_at_reset = w->sess->backend->ops->chunks_handed(w->sess->backend);
@@ -560,6 +561,7 @@ void etch__writer_free(etch_writer *w) {
   etch__bitset_free(&w->seen_cats);
   etch__bitset_free(&w->seen_tracks);
   etch__strtab_clear(&w->da_names);
+  etch__strtab_clear(&w->dyn_names);
   free(w->scratch);
   free(w);
 }

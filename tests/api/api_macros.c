@@ -49,6 +49,8 @@ int api_use_all_macros(int n, const char *label) {
     ETCH_SCOPE(api_render, "scope with args", ETCH_ARG_INT("n", n),
                ETCH_ARG_BOOL("flag", true));
     ETCH_SCOPE(api_debug, "debug scope");
+    ETCH_SCOPE_STR(api_render, label);
+    ETCH_SCOPE_STR(api_render, label, ETCH_ARG_INT("n", n));
   }
   ETCH_SLICE_BEGIN(api_render, "slice");
   ETCH_SLICE_END(api_render);

@@ -9,6 +9,8 @@
 
 #include "sdk_common.h"
 
+ETCH_CATEGORY_DEFINE(timers, "timers", "", "");
+
 ETCH_COUNTER_DEFINE_INT(hits, "Alien/Hits");
 ETCH_COUNTER_DEFINE_MEMORY(bytes, "Alien/Bytes");
 ETCH_COUNTER_DEFINE_FLOAT(load, "Load");
@@ -260,4 +262,55 @@ TEST(frames_are_slices_on_the_frames_track) {
   td_free(&t);
   etch_session_free(s);
   etch_frame_end();
+}
+
+/* Names built at run time: each written once per sequence (interned),
+ * every event decoding to its own name; past the table's bound, names are
+ * written inline and still decode. */
+static size_t occurrences(const uint8_t *d, size_t n, const char *s) {
+  size_t k = 0, len = strlen(s);
+  for (size_t i = 0; i + len <= n; i++)
+    if (!memcmp(d + i, s, len)) k++;
+  return k;
+}
+
+TEST(dynamic_names_are_interned_per_sequence) {
+  etch_session *s = start_session("compression=none;reset_interval_ms=0");
+  const char *names[] = {"Load level_7", "Spawn wave 3", "Save slot-2"};
+  char buf[32];
+  for (int i = 0; i < 999; i++) {
+    snprintf(buf, sizeof buf, "%s", names[i % 3]); /* a new string each time */
+    ETCH_SCOPE_STR(timers, buf);
+  }
+  for (int i = 0; i < 5000; i++) { /* more distinct names than the table */
+    snprintf(buf, sizeof buf, "unique-%d", i);
+    ETCH_SCOPE_STR(timers, buf, ETCH_ARG_INT("i", i));
+  }
+  etch_session_stop(s);
+  uint8_t *d;
+  size_t n;
+  ASSERT_OK(etch_session_read(s, &d, &n));
+  for (int k = 0; k < 3; k++) ASSERT_EQ_U64(occurrences(d, n, names[k]), 1);
+  ASSERT_EQ_U64(occurrences(d, n, "unique-4999"), 1);
+  td_trace t;
+  ASSERT_EQ_INT(td_decode(d, n, &t), 0);
+  ASSERT_EQ_U64(t.unresolved, 0);
+  int b = 0;
+  for (size_t i = 0; i < t.nev; i++) {
+    const td_event *e = &t.ev[i];
+    if (e->type != 1) continue;
+    if (b < 999) {
+      ASSERT_EQ_STR(e->name, names[b % 3]);
+    } else {
+      snprintf(buf, sizeof buf, "unique-%d", b - 999);
+      ASSERT_EQ_STR(e->name, buf);
+      ASSERT_EQ_INT((int)td_arg_of(e, "i")->i, b - 999);
+    }
+    b++;
+  }
+  ASSERT_EQ_INT(b, 999 + 5000);
+  ASSERT_EQ_U64(td_count(&t, 2, NULL), 999 + 5000);
+  td_free(&t);
+  etch_free(d);
+  etch_session_free(s);
 }
