@@ -432,6 +432,11 @@ ETCH_INLINE bool etch__writer_has_room(const etch_writer *w) {
  * buffer full: then the drop is counted).
  */
 etch_writer *etch__writer_prepare(uint32_t slot, uint64_t ticks);
+/* The same for an event with an explicit timestamp: its ticks are not
+ * converted, so an expired clock anchor is left for the next event that
+ * needs it (a writer of explicit times only would otherwise re-anchor on
+ * every event: its clock never moves on). */
+etch_writer *etch__writer_prepare_explicit(uint32_t slot, uint64_t ticks);
 /* Records an event that could not be written. */
 void etch__writer_drop(etch_writer *w, uint64_t ticks);
 /* Resets incremental state: anchor, clock snapshot, descriptors. */

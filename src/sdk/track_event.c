@@ -742,10 +742,19 @@ static void emit_general(etch_writer *w, etch_site *site, etch_category *cat,
 
 /* This thread's writer for slot `i`, ready for a packet: the quick checks
  * inline, everything else in etch__writer_prepare. */
-ETCH_INLINE etch_writer *ready_writer(uint32_t i, uint64_t ticks) {
+ETCH_INLINE etch_writer *ready_writer(uint32_t i, uint64_t ticks,
+                                      bool explicit_ts) {
   etch_writer *w = etch__tls.w[i]; /* never NULL */
   if (ETCH_LIKELY(fast_ok(w, fast_rel(w, ticks)))) return w;
-  return etch__writer_prepare(i, ticks);
+  return explicit_ts ? etch__writer_prepare_explicit(i, ticks)
+                     : etch__writer_prepare(i, ticks);
+}
+
+/* Whether the extras give the event its time (ETCH_TS). */
+static bool has_explicit_ts(const etch_extra *x, uint32_t n) {
+  for (uint32_t i = 0; i < n; i++)
+    if (x[i].kind == ETCH_X_TIMESTAMP) return true;
+  return false;
 }
 
 /*
@@ -841,10 +850,11 @@ static ETCH_NOINLINE void emit_slow(etch_site *site, uint32_t mask,
                                     const etch_extra *extras,
                                     uint32_t n_extras, uint64_t ticks) {
   if (!__atomic_load_n(&site->seen_mask, __ATOMIC_ACQUIRE)) site_prepare(site);
+  bool explicit_ts = has_explicit_ts(extras, n_extras);
   do {
     uint32_t i = (uint32_t)__builtin_ctz(mask);
     mask &= mask - 1;
-    etch_writer *w = ready_writer(i, ticks);
+    etch_writer *w = ready_writer(i, ticks, explicit_ts);
     if (w)
       emit_general(w, site, site->cat, site->type, NULL, extras, n_extras,
                    ticks);
@@ -879,10 +889,11 @@ void etch__emit(etch_site *site, uint32_t mask, const etch_extra *extras,
 void etch__emit_end_x(etch_category *cat, uint32_t mask,
                       const etch_extra *extras, uint32_t n_extras) {
   uint64_t ticks = etch__ticks();
+  bool explicit_ts = has_explicit_ts(extras, n_extras);
   do {
     uint32_t i = (uint32_t)__builtin_ctz(mask);
     mask &= mask - 1;
-    etch_writer *w = ready_writer(i, ticks);
+    etch_writer *w = ready_writer(i, ticks, explicit_ts);
     if (w)
       emit_general(w, NULL, cat, ETCH_TYPE_SLICE_END, NULL, extras, n_extras,
                    ticks);
@@ -895,10 +906,11 @@ void etch__emit_dyn(etch_category *cat, uint32_t mask, uint32_t type,
   if (type < ETCH_TYPE_SLICE_BEGIN || type > ETCH_TYPE_COUNTER) return;
   uint64_t ticks = etch__ticks();
   const char *dn = type == ETCH_TYPE_SLICE_END ? NULL : (name ? name : "");
+  bool explicit_ts = has_explicit_ts(extras, n_extras);
   do {
     uint32_t i = (uint32_t)__builtin_ctz(mask);
     mask &= mask - 1;
-    etch_writer *w = ready_writer(i, ticks);
+    etch_writer *w = ready_writer(i, ticks, explicit_ts);
     if (w) emit_general(w, NULL, cat, type, dn, extras, n_extras, ticks);
   } while (mask);
 }

@@ -584,7 +584,17 @@ void etch__writer_drop(etch_writer *w, uint64_t ticks) {
   w->need_reset = true;
 }
 
+static etch_writer *prepare(uint32_t slot, uint64_t ticks, bool explicit_ts);
+
 etch_writer *etch__writer_prepare(uint32_t slot, uint64_t ticks) {
+  return prepare(slot, ticks, false);
+}
+
+etch_writer *etch__writer_prepare_explicit(uint32_t slot, uint64_t ticks) {
+  return prepare(slot, ticks, true);
+}
+
+static etch_writer *prepare(uint32_t slot, uint64_t ticks, bool explicit_ts) {
   etch_tls *t = &etch__tls;
   uint32_t gen = __atomic_load_n(&etch__slot_gen[slot], __ATOMIC_RELAXED);
   etch_writer *w = etch__tls_writer(slot);
@@ -617,7 +627,7 @@ etch_writer *etch__writer_prepare(uint32_t slot, uint64_t ticks) {
       etch__writer_drop(w, ticks);
       return NULL;
     }
-  } else if (ticks - w->anchor.ticks >= w->lim) {
+  } else if (!explicit_ts && ticks - w->anchor.ticks >= w->lim) {
     /* Expired, beyond the product's range, behind the anchor (a TSC that
      * jumped back) or from clock_gettime (the TSC was given up). */
     writer_reanchor(w);

@@ -7,6 +7,7 @@
 #include <pthread.h>
 #include <unistd.h>
 
+#include "base/clock.h" /* etch__clock_check_hook, etch__ticks_raw */
 #include "sdk_common.h"
 
 ETCH_CATEGORY_DEFINE(timers, "timers", "", "");
@@ -312,5 +313,60 @@ TEST(dynamic_names_are_interned_per_sequence) {
   ASSERT_EQ_U64(td_count(&t, 2, NULL), 999 + 5000);
   td_free(&t);
   etch_free(d);
+  etch_session_free(s);
+}
+
+/* A thread that records only events with explicit times (declared
+ * counters) does not take a fresh clock anchor for each of them once its
+ * anchor has expired (its sequence's clock never moves on, so it would:
+ * 600 ns an event). Anchors are counted through the clock check's hook,
+ * which every anchor of the TSC clock reads once. */
+static uint64_t anchor_reads;
+
+static void counting_pair(uint64_t *ticks, uint64_t *ns) {
+  __atomic_fetch_add(&anchor_reads, 1, __ATOMIC_RELAXED);
+  uint64_t best = UINT64_MAX;
+  for (int i = 0; i < 3; i++) {
+    uint64_t t0 = etch__ticks_raw(), n = etch__boottime_ns();
+    uint64_t t1 = etch__ticks_raw();
+    if (t1 - t0 < best) {
+      best = t1 - t0;
+      *ticks = t0 + (t1 - t0) / 2;
+      *ns = n;
+    }
+  }
+}
+
+static void *explicit_only(void *arg) {
+  (void)arg;
+  for (int round = 0; round < 40; round++) {
+    for (int i = 0; i < 500; i++) ETCH_COUNTER_INC(hits);
+    usleep(2000); /* 80 ms and more in all: the anchor expires (10 ms) */
+  }
+  return NULL;
+}
+
+TEST(explicit_times_do_not_re_anchor_every_event) {
+  etch_counter_set(ETCH_COUNTER_REF(hits), 0);
+  etch_session *s = start_session("compression=none;buffer_kb=16384");
+  if (!etch__clock_is_tsc()) { /* no anchors to count */
+    etch_session_free(s);
+    return;
+  }
+  __atomic_store_n(&etch__clock_check_hook, counting_pair, __ATOMIC_RELEASE);
+  pthread_t th;
+  pthread_create(&th, NULL, explicit_only, NULL);
+  pthread_join(th, NULL);
+  __atomic_store_n(&etch__clock_check_hook, NULL, __ATOMIC_RELEASE);
+  etch_session_stop(s);
+  uint64_t reads = __atomic_load_n(&anchor_reads, __ATOMIC_RELAXED);
+  if (reads > 20) FAIL("%llu clock anchors for 20000 counter changes",
+                       (unsigned long long)reads);
+  td_trace t;
+  read_trace(s, "insights_explicit", &t);
+  double v[4];
+  const td_track *k;
+  ASSERT_EQ_U64(values_of(&t, "Alien/Hits", v, 4, &k), 20000);
+  td_free(&t);
   etch_session_free(s);
 }
