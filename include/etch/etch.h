@@ -555,7 +555,8 @@ ETCH_API int etch_shutdown(void);
 }
 #endif
 
-/* Counters, bookmarks and frames. */
+/* Counters, bookmarks and frames; memory tracing. */
 #include <etch/insights.h>
+#include <etch/memory.h>
 
 #endif /* ETCH_ETCH_H */

@@ -266,6 +266,11 @@ void etch__stats_data_free(etch__stats_data *d);
 void etch__stats_sort_top(etch__stats_top *rows, size_t n, bool by_self,
                           size_t top, etch__stats_top **out, size_t *nout);
 
+/* The `etch leaks` report of a trace file: allocations never freed, by
+ * tag and size (at most `top` groups; 0: all), and the peak. */
+int etch__query_leaks_file(const char *path, FILE *out, int top,
+                           bool allow_truncated);
+
 /* Prints the `etch stats` report from the imported tables. */
 int etch__query_stats(sqlite3 *db, FILE *out, const etch__stats_opts *opts);
 /*

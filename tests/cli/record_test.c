@@ -467,3 +467,89 @@ TEST(stats_lists_frames_and_bookmarks) {
   ASSERT_CONTAINS(r.out, "\"name\":\"Level 3\"");
   done(&r);
 }
+
+/* Memory tracing of unmodified programs: the leaks of tests/cli/leaky.c,
+ * exactly, and Debian's sort on a large input, whose output the preload
+ * must not change. */
+static long field(const char *out, const char *key) {
+  const char *p = strstr(out, key);
+  if (!p) FAIL("no '%s' in:\n%s", key, out);
+  return strtol(p + strlen(key), NULL, 10);
+}
+
+TEST(record_malloc_reports_the_leaks_of_an_unmodified_program) {
+  const char *trace = tmp_path("leaky.pftrace");
+  proc_result r = RUN(ETCH_BIN, "record", "--malloc", "-o", trace, "--",
+                      ETCH_LEAKY);
+  ASSERT_EQ_INT(r.status, 0);
+  ASSERT_CONTAINS(r.out, "leaky: done\n");
+  done(&r);
+  r = RUN(ETCH_BIN, "leaks", trace);
+  ASSERT_EQ_INT(r.status, 0);
+  ASSERT_CONTAINS(r.out,
+                  "never freed, by tag and size\n"
+                  "  tag       size  count  bytes\n"
+                  "  --------  ----  -----  -----\n"
+                  "  untagged  3000      2   6000\n"
+                  "  untagged   100      3    300\n"
+                  "  untagged    64      1     64\n"
+                  "  untagged    48      1     48\n"
+                  "  untagged    40      1     40\n"
+                  "  untagged     7      1      7\n");
+  ASSERT_CONTAINS(r.out, "  never freed  9 allocations, 6459 bytes\n");
+  /* Every allocation of the run is freed or listed; the loop's 6000
+   * allocations and frees are all there (and the fork's child, which has
+   * no session, added nothing). */
+  long allocs = field(r.out, "  allocations  ");
+  long frees = field(r.out, "  frees        ");
+  ASSERT_EQ_INT((int)(allocs - frees), 9);
+  ASSERT_TRUE(frees >= 6002);
+  done(&r);
+  /* --top, and errors. */
+  r = RUN(ETCH_BIN, "leaks", "--top", "2", trace);
+  ASSERT_EQ_INT(r.status, 0);
+  ASSERT_CONTAINS(r.out, "   100      3    300\n  ... and 4 more groups\n");
+  done(&r);
+  r = RUN(ETCH_BIN, "leaks", tmp_path("missing.pftrace"));
+  ASSERT_EQ_INT(r.status, 1);
+  done(&r);
+  r = RUN(ETCH_BIN, "record", "--malloc", "--system", "-o", trace);
+  ASSERT_EQ_INT(r.status, 2);
+  ASSERT_CONTAINS(r.err, "--malloc traces the allocations of a program");
+  done(&r);
+}
+
+TEST(record_malloc_leaves_sort_working) {
+  const char *in = tmp_path("sort.in");
+  FILE *f = fopen(in, "w");
+  ASSERT_TRUE(f != NULL);
+  unsigned x = 12345;
+  for (int i = 0; i < 200000; i++) {
+    x = x * 1103515245u + 12345u;
+    fprintf(f, "line %u %d\n", x >> 8, i);
+  }
+  fclose(f);
+  const char *plain = tmp_path("sort.plain"), *traced = tmp_path("sort.traced");
+  const char *trace = tmp_path("sort.pftrace");
+  proc_result r = RUN("/usr/bin/sort", "-o", plain, in);
+  ASSERT_EQ_INT(r.status, 0);
+  done(&r);
+  /* sort does not call etch_init: the preload starts tracing itself. */
+  r = RUN(ETCH_BIN, "record", "--malloc", "-o", trace, "--", "/usr/bin/sort",
+          "-o", traced, in);
+  ASSERT_EQ_INT(r.status, 0);
+  done(&r);
+  char *a = slurp(plain), *b = slurp(traced);
+  ASSERT_TRUE(strlen(a) > 1000000);
+  ASSERT_TRUE(strcmp(a, b) == 0);
+  free(a);
+  free(b);
+  r = RUN(ETCH_BIN, "leaks", trace);
+  ASSERT_EQ_INT(r.status, 0);
+  long allocs = field(r.out, "  allocations  ");
+  long frees = field(r.out, "  frees        ");
+  long never = field(r.out, "  never freed  ");
+  ASSERT_TRUE(allocs >= 10);
+  ASSERT_EQ_INT((int)(allocs - frees), (int)never);
+  done(&r);
+}

@@ -229,6 +229,55 @@ static int stats_of(const char *path, const etch__stats_opts *so) {
   return rc;
 }
 
+static int cmd_leaks(int argc, char **argv) {
+  const command *cmd = find_command("leaks");
+  opts o;
+  int rc = opts_init(&o, argc, argv, false);
+  if (rc) return rc;
+  int top = 20;
+  const char *opt;
+  while (!rc && (opt = next_opt(&o))) {
+    if (!strcmp(opt, "-h") || !strcmp(opt, "--help")) {
+      free(o.operands);
+      return print_help(cmd);
+    } else if (!strcmp(opt, "--strict")) {
+      g_strict = true;
+    } else if (is_opt(opt, "-n") || is_opt(opt, "--top")) {
+      const char *v = opt_value(&o, opt, cmd, &rc);
+      if (v) {
+        char *end;
+        long n = strtol(v, &end, 10);
+        if (*end || n < 0 || n > 1000000)
+          rc = usage_error(cmd, "%s: '%s' is not a count (0: all)", opt, v);
+        top = (int)n;
+      }
+    } else {
+      rc = usage_error(cmd, "unknown option %s", opt);
+    }
+  }
+  if (!rc && o.noperands != 1)
+    rc = usage_error(cmd, o.noperands ? "too many arguments"
+                                      : "missing the trace file");
+  if (!rc) rc = check_readable(o.operands[0]);
+  if (!rc) {
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *mem = open_memstream(&buf, &len);
+    if (!mem) {
+      rc = runtime_error("out of memory");
+    } else {
+      if (etch__query_leaks_file(o.operands[0], mem, top, !g_strict) !=
+          ETCH_OK)
+        rc = runtime_error("%s", etch_last_error());
+      fclose(mem);
+      if (!rc) fwrite(buf, 1, len, stdout);
+      free(buf);
+    }
+  }
+  free(o.operands);
+  return rc;
+}
+
 static int cmd_stats(int argc, char **argv) {
   const command *cmd = find_command("stats");
   opts o;
@@ -597,6 +646,42 @@ static int parse_size_kb(const char *v, uint32_t *out) {
   return 0;
 }
 
+/*
+ * libetch_malloc.so for --malloc, as LD_PRELOAD's new value in `out` (with
+ * what LD_PRELOAD held before after it): $ETCH_MALLOC_LIB, else next to
+ * this etch in the build tree (tools/malloc) or the installed one
+ * (../LIBDIR).
+ */
+static bool malloc_lib(char *out, size_t cap) {
+  char lib[PATH_MAX] = "";
+  const char *env = getenv("ETCH_MALLOC_LIB");
+  if (env && *env) {
+    snprintf(lib, sizeof lib, "%s", env);
+  } else {
+    char self[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n <= 0) return false;
+    self[n] = '\0';
+    char *slash = strrchr(self, '/');
+    if (!slash) return false;
+    *slash = '\0';
+    const char *rel[] = {"/../malloc/libetch_malloc.so",
+                         "/../" ETCH_INSTALL_LIBDIR "/libetch_malloc.so"};
+    for (size_t i = 0; i < 2 && !lib[0]; i++) {
+      char cand[PATH_MAX * 2];
+      snprintf(cand, sizeof cand, "%s%s", self, rel[i]);
+      char *real = realpath(cand, NULL);
+      if (real && access(real, R_OK) == 0) snprintf(lib, sizeof lib, "%s", real);
+      free(real);
+    }
+  }
+  if (!lib[0] || access(lib, R_OK) != 0) return false;
+  const char *prev = getenv("LD_PRELOAD");
+  snprintf(out, cap, "%s%s%s", lib, prev && *prev ? ":" : "",
+           prev && *prev ? prev : "");
+  return true;
+}
+
 static int cmd_record(int argc, char **argv) {
   const command *cmd = find_command("record");
   opts o;
@@ -605,13 +690,15 @@ static int cmd_record(int argc, char **argv) {
   const char *out_path = NULL, *cats = NULL;
   const char *opt;
   rec_service_opts so_ = {0};
-  bool service = false, console = false;
+  bool service = false, console = false, malloc_trace = false;
   while (!rc && (opt = next_opt(&o))) {
     if (!strcmp(opt, "-h") || !strcmp(opt, "--help")) {
       free(o.operands);
       return print_help(cmd);
     } else if (!strcmp(opt, "--console")) {
       console = true;
+    } else if (!strcmp(opt, "--malloc")) {
+      malloc_trace = true;
     } else if (!strcmp(opt, "--system")) {
       service = true;
     } else if (!strcmp(opt, "--list")) {
@@ -657,6 +744,13 @@ static int cmd_record(int argc, char **argv) {
                           "data source's config instead");
   if (!rc && console && o.noperands == 0)
     rc = usage_error(cmd, "--console: missing the program to run");
+  if (!rc && malloc_trace && (service || o.noperands == 0))
+    rc = usage_error(cmd, "--malloc traces the allocations of a program etch "
+                          "record runs itself (not with --system)");
+  char preload[PATH_MAX * 2 + 2] = "";
+  if (!rc && malloc_trace && !malloc_lib(preload, sizeof preload))
+    rc = runtime_error("--malloc: libetch_malloc.so not found next to etch "
+                       "(set ETCH_MALLOC_LIB to its path)");
   if (rc) {
     free(o.operands);
     return rc;
@@ -710,6 +804,7 @@ static int cmd_record(int argc, char **argv) {
   setenv("ETCH_OUT", out_path, 1);
   if (cats) setenv("ETCH_CATEGORIES", cats, 1);
   if (console) setenv("ETCH_CONSOLE", "stderr", 1);
+  if (malloc_trace) setenv("LD_PRELOAD", preload, 1);
 
   /* Ctrl-C goes to the program (same process group), whose libetch writes
    * the trace before it ends; etch waits for it. */
@@ -832,7 +927,7 @@ static int cmd_help(int argc, char **argv);
 
 static const command kCommands[] = {
     {"record", cmd_record, "run a program and record a trace of it",
-     "etch record [-o OUT.pftrace] [-c CATEGORIES] [--console] [--] PROGRAM [ARGS...]\n"
+     "etch record [-o OUT.pftrace] [-c CATEGORIES] [--console] [--malloc] [--] PROGRAM [ARGS...]\n"
      "       etch record --system [-t DURATION] [--config FILE] [-o OUT] [-- PROGRAM...]\n"
      "\n"
      "Runs PROGRAM with ETCH_OUT (and ETCH_CATEGORIES) in its environment, so\n"
@@ -845,6 +940,8 @@ static const command kCommands[] = {
      "\n"
      "  -o, --output PATH      trace file (default etch-YYYYmmdd-HHMMSS.pftrace)\n"
      "  -c, --categories LIST  categories to record, e.g. 'render,io,-debug'\n"
+     "  --malloc               trace the program's allocations (preloads\n"
+     "                         libetch_malloc.so; see etch leaks)\n"
      "  --console              also print every event on stderr as it happens\n"
      "                         (ETCH_CONSOLE=1; colours on a terminal unless\n"
      "                         NO_COLOR is set)\n"
@@ -863,6 +960,16 @@ static const command kCommands[] = {
      "\n"
      "Exit status 1 if the program failed (other than by Ctrl-C) or a\n"
      "process of it lost its trace.\n"},
+    {"leaks", cmd_leaks, "memory never freed, by tag and size, and the peak",
+     "etch leaks [--top N] [--strict] TRACE\n"
+     "\n"
+     "Matches the allocations and frees a trace recorded (etch/memory.h, or\n"
+     "a program run with etch record --malloc) by process and address, and\n"
+     "lists the blocks never freed, grouped by tag and size, the biggest total\n"
+     "first, with the most bytes live at once and when.\n"
+     "\n"
+     "  -n, --top N   groups shown (default 20, 0: all)\n"
+     "  --strict      a trace cut short is an error\n"},
     {"stats", cmd_stats, "where the time went: top slices, threads, counters, data loss",
      "etch stats [--top N] [--compact] [--json] [--strict] TRACE\n"
      "\n"

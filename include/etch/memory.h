@@ -1,0 +1,87 @@
+/*
+ * etch/memory.h - memory tracing: allocations and frees as events, live
+ * bytes per tag as counter tracks (included by etch/etch.h).
+ *
+ * A custom allocator reports what it does with etch_mem_alloc / _free /
+ * _realloc; an unmodified program is traced by preloading
+ * libetch_malloc.so (LD_PRELOAD, or `etch record --malloc`), which reports
+ * malloc, calloc, realloc, free, posix_memalign, aligned_alloc, memalign
+ * (and so C++ new and delete). Allocations carry the thread's current tag,
+ * set for a scope with ETCH_MEM_SCOPE; `etch leaks` lists what a trace
+ * allocated and never freed.
+ *
+ * Recorded when a session takes the category "memory" (the default "*"
+ * does). In the trace: an instant named after the tag with args ptr and
+ * size for an allocation, an instant "free" with arg ptr for a free, both
+ * in category "memory" on the thread's track; and a counter track "Live
+ * bytes: TAG" per tag (bytes), written every 256 changes a thread makes.
+ * etch's own allocations are never reported.
+ */
+#ifndef ETCH_MEMORY_H
+#define ETCH_MEMORY_H
+
+#include <stddef.h>
+
+#include <etch/etch.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+ETCH_API extern etch_category etch_cat_etch_memory; /* "memory" */
+
+/* A tag: static storage, one per name. Fields after `name` are etch's. */
+typedef struct etch_mem_tag {
+  const char *name;
+  etch_site site; /* allocations: an instant named `name` */
+  uint32_t index; /* 1.. once registered (its live-bytes counter's) */
+} etch_mem_tag;
+
+/* Allocations outside any ETCH_MEM_SCOPE carry this tag ("untagged"). */
+ETCH_API extern etch_mem_tag etch_memtag_untagged;
+
+/* Makes `tag` the thread's current one; returns the one it replaces. */
+ETCH_API etch_mem_tag *etch_mem_scope_push(etch_mem_tag *tag);
+ETCH_API void etch_mem_scope_pop(etch_mem_tag *previous);
+ETCH_API etch_mem_tag *etch_mem_current_tag(void);
+
+/* What an allocator did. NULL pointers are ignored (a failed allocation,
+ * free(NULL)); a realloc to a new block reports the old one freed. */
+ETCH_API void etch_mem_alloc(const void *ptr, size_t size);
+ETCH_API void etch_mem_alloc_tagged(const void *ptr, size_t size,
+                                    etch_mem_tag *tag);
+ETCH_API void etch_mem_free(const void *ptr);
+ETCH_API void etch_mem_realloc(const void *old, const void *ptr, size_t size);
+
+static inline void etch__mem_scope_end(etch_mem_tag **previous) {
+  etch_mem_scope_pop(*previous);
+}
+
+#ifndef ETCH_COMPILE_OUT
+
+#define ETCH_MEM_TAG_DEFINE(var, name)                                      \
+  etch_mem_tag etch_memtag_##var = {                                        \
+      name, ETCH__SITE_INIT(etch_cat_etch_memory, name, ETCH_TYPE_INSTANT), \
+      0}
+#define ETCH_MEM_TAG_DECLARE(var) extern etch_mem_tag etch_memtag_##var
+#define ETCH_MEM_TAG(var) (&etch_memtag_##var)
+/* The tag of the allocations made from here to the end of the block. */
+#define ETCH_MEM_SCOPE(var)                                          \
+  etch_mem_tag *ETCH__UNIQ(etch__memscope_)                          \
+      __attribute__((cleanup(etch__mem_scope_end))) =               \
+          etch_mem_scope_push(&etch_memtag_##var)
+
+#else /* ETCH_COMPILE_OUT */
+
+#define ETCH_MEM_TAG_DEFINE(var, name) typedef int etch__memtag_out_##var
+#define ETCH_MEM_TAG_DECLARE(var) typedef int etch__memtag_out_decl_##var
+#define ETCH_MEM_TAG(var) ((etch_mem_tag *)0)
+#define ETCH_MEM_SCOPE(var) typedef int ETCH__UNIQ(etch__memscope_out_)
+
+#endif /* ETCH_COMPILE_OUT */
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* ETCH_MEMORY_H */

@@ -1,0 +1,322 @@
+/*
+ * memory.c - memory tracing (etch/memory.h): allocation and free events,
+ * live bytes per tag.
+ *
+ * While a session records "memory", every reported allocation goes into a
+ * map of live blocks (address -> size and tag), split in 64 shards each
+ * with its own short lock, so that a free finds its size and tag: the tag's
+ * live bytes go down by what its allocation added, and a free of a block
+ * allocated before recording began (or never reported) writes nothing. A
+ * thread adds to each tag's live bytes at once (atomically) and writes the
+ * tags' counters every 256 of its changes.
+ *
+ * Recursion: etch allocates while it records (a writer's buffers, the map
+ * growing). A thread-local flag is set around each report; a report made
+ * while it is set (etch's own allocation, through libetch_malloc.so) is not
+ * one.
+ */
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "etch/memory.h"
+#include "sdk/sdk.h"
+
+ETCH_CATEGORY_DEFINE(etch_memory, "memory",
+                     "allocations and frees (etch/memory.h)", "");
+
+etch_mem_tag etch_memtag_untagged = {
+    "untagged",
+    ETCH__SITE_INIT(etch_cat_etch_memory, "untagged", ETCH_TYPE_INSTANT), 0};
+
+/* ---- tags ------------------------------------------------------------------ */
+
+#define MAX_TAGS 256 /* more share the last index's counter */
+#define COUNTER_EVERY 256
+
+static pthread_mutex_t tag_lock = PTHREAD_MUTEX_INITIALIZER;
+static uint32_t ntags;
+static int64_t live[MAX_TAGS + 1];   /* atomic; by tag index */
+static etch_site live_site[MAX_TAGS + 1];
+static char live_name[MAX_TAGS + 1][80];
+
+static __thread etch_mem_tag *cur_tag;
+static __thread struct {
+  bool in;            /* inside a report: allocations are etch's */
+  uint32_t countdown; /* changes until this thread writes counters */
+  uint64_t dirty[(MAX_TAGS + 64) / 64];
+} mt;
+
+/* The tag's index (registering it on first use). */
+static uint32_t tag_index(etch_mem_tag *t) {
+  uint32_t i = __atomic_load_n(&t->index, __ATOMIC_ACQUIRE);
+  if (ETCH_LIKELY(i)) return i;
+  pthread_mutex_lock(&tag_lock);
+  i = t->index;
+  if (!i) {
+    if (ntags < MAX_TAGS) {
+      i = ++ntags;
+      snprintf(live_name[i], sizeof live_name[i], "Live bytes: %s",
+               t->name ? t->name : "?");
+    } else {
+      i = MAX_TAGS; /* shares "Live bytes: (other tags)" */
+      snprintf(live_name[i], sizeof live_name[i], "Live bytes: (other tags)");
+    }
+    /* The counter's track in bytes, made before its site makes one
+     * without a unit (it finds this one by name). */
+    etch_counter_track_new(live_name[i], ETCH_UNIT_SIZE_BYTES, NULL, NULL);
+    live_site[i] = (etch_site)ETCH__SITE_INIT(etch_cat_etch_memory,
+                                              live_name[i], ETCH_TYPE_COUNTER);
+    __atomic_store_n(&t->index, i, __ATOMIC_RELEASE);
+  }
+  pthread_mutex_unlock(&tag_lock);
+  return i;
+}
+
+etch_mem_tag *etch_mem_scope_push(etch_mem_tag *tag) {
+  etch_mem_tag *prev = cur_tag;
+  cur_tag = tag;
+  return prev;
+}
+
+void etch_mem_scope_pop(etch_mem_tag *previous) { cur_tag = previous; }
+
+etch_mem_tag *etch_mem_current_tag(void) {
+  return cur_tag ? cur_tag : &etch_memtag_untagged;
+}
+
+/* ---- the live map ------------------------------------------------------- */
+
+#define SHARDS 64
+
+typedef struct shard {
+  uint32_t lock;
+  size_t cap, n;
+  uintptr_t *keys; /* 0: empty */
+  uint64_t *vals;  /* size << 16 | tag index */
+} __attribute__((aligned(64))) shard;
+
+static shard shards[SHARDS];
+static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+
+static void shard_lock(shard *s) {
+  while (__atomic_exchange_n(&s->lock, 1, __ATOMIC_ACQUIRE))
+    while (__atomic_load_n(&s->lock, __ATOMIC_RELAXED)) sched_yield();
+}
+
+static void shard_unlock(shard *s) {
+  __atomic_store_n(&s->lock, 0, __ATOMIC_RELEASE);
+}
+
+/* fork() while another thread holds a shard would leave it held in the
+ * child: every shard is held across the fork. */
+static void fork_prepare(void) {
+  for (int i = 0; i < SHARDS; i++) shard_lock(&shards[i]);
+}
+static void fork_after(void) {
+  for (int i = SHARDS; i-- > 0;) shard_unlock(&shards[i]);
+}
+static void atfork_register(void) {
+  pthread_atfork(fork_prepare, fork_after, fork_after);
+}
+
+static inline uint64_t hash_ptr(uintptr_t p) {
+  return (uint64_t)(p >> 4) * 0x9e3779b97f4a7c15ull;
+}
+
+static shard *shard_of(uintptr_t p) { return &shards[hash_ptr(p) >> 58]; }
+
+static size_t slot_of(const shard *s, uintptr_t p) {
+  return (size_t)(hash_ptr(p) >> 20) & (s->cap - 1);
+}
+
+static bool shard_grow(shard *s) {
+  size_t cap = s->cap ? s->cap * 2 : 1024;
+  uintptr_t *k = (uintptr_t *)calloc(cap, sizeof *k);
+  uint64_t *v = (uint64_t *)malloc(cap * sizeof *v);
+  if (!k || !v) {
+    free(k);
+    free(v);
+    return false;
+  }
+  shard old = *s;
+  s->keys = k;
+  s->vals = v;
+  s->cap = cap;
+  for (size_t i = 0; i < old.cap; i++) {
+    if (!old.keys[i]) continue;
+    size_t j = slot_of(s, old.keys[i]);
+    while (s->keys[j]) j = (j + 1) & (cap - 1);
+    s->keys[j] = old.keys[i];
+    s->vals[j] = old.vals[i];
+  }
+  free(old.keys);
+  free(old.vals);
+  return true;
+}
+
+/* Adds or replaces p's entry; the replaced value in *old (0 if none).
+ * False when the map cannot grow (the allocation goes unreported). */
+static bool map_put(uintptr_t p, uint64_t val, uint64_t *old) {
+  shard *s = shard_of(p);
+  shard_lock(s);
+  *old = 0;
+  if ((s->n + 1) * 2 > s->cap && !shard_grow(s)) {
+    shard_unlock(s);
+    return false;
+  }
+  size_t j = slot_of(s, p);
+  while (s->keys[j] && s->keys[j] != p) j = (j + 1) & (s->cap - 1);
+  if (s->keys[j]) {
+    *old = s->vals[j];
+  } else {
+    s->keys[j] = p;
+    s->n++;
+  }
+  s->vals[j] = val;
+  shard_unlock(s);
+  return true;
+}
+
+/* Removes p's entry; false when there is none. Linear probing with
+ * backward-shift deletion: no tombstones. */
+static bool map_take(uintptr_t p, uint64_t *val) {
+  shard *s = shard_of(p);
+  shard_lock(s);
+  if (!s->cap) {
+    shard_unlock(s);
+    return false;
+  }
+  size_t mask = s->cap - 1, j = slot_of(s, p);
+  while (s->keys[j] && s->keys[j] != p) j = (j + 1) & mask;
+  if (!s->keys[j]) {
+    shard_unlock(s);
+    return false;
+  }
+  *val = s->vals[j];
+  size_t hole = j;
+  for (size_t k = (j + 1) & mask; s->keys[k]; k = (k + 1) & mask) {
+    size_t home = slot_of(s, s->keys[k]);
+    /* Move k into the hole unless its home lies cyclically in (hole, k]. */
+    bool stays = hole <= k ? (home > hole && home <= k)
+                           : (home > hole || home <= k);
+    if (stays) continue;
+    s->keys[hole] = s->keys[k];
+    s->vals[hole] = s->vals[k];
+    hole = k;
+  }
+  s->keys[hole] = 0;
+  s->n--;
+  shard_unlock(s);
+  return true;
+}
+
+/* ---- reports --------------------------------------------------------------- */
+
+static etch_site free_site =
+    ETCH__SITE_INIT(etch_cat_etch_memory, "free", ETCH_TYPE_INSTANT);
+
+static void mark_dirty(uint32_t ti) { mt.dirty[ti / 64] |= 1ull << (ti % 64); }
+
+/* Every COUNTER_EVERY changes: this thread's tags' live bytes. */
+static void maybe_write_counters(uint32_t mask) {
+  if (mt.countdown && --mt.countdown) return;
+  mt.countdown = COUNTER_EVERY;
+  for (uint32_t w = 0; w < sizeof mt.dirty / sizeof mt.dirty[0]; w++) {
+    uint64_t bits = mt.dirty[w];
+    mt.dirty[w] = 0;
+    while (bits) {
+      uint32_t ti = w * 64 + (uint32_t)__builtin_ctzll(bits);
+      bits &= bits - 1;
+      etch_extra x =
+          etch__x_counter_int(__atomic_load_n(&live[ti], __ATOMIC_RELAXED));
+      etch__emit(&live_site[ti], mask, &x, 1);
+    }
+  }
+}
+
+static void report_alloc(uint32_t mask, const void *ptr, size_t size,
+                         etch_mem_tag *tag) {
+  uint32_t ti = tag_index(tag);
+  uint64_t old;
+  if (size > (UINT64_MAX >> 16)) size = UINT64_MAX >> 16;
+  if (!map_put((uintptr_t)ptr, (uint64_t)size << 16 | ti, &old)) return;
+  if (old) { /* reported twice without a free: the first is gone */
+    __atomic_sub_fetch(&live[old & 0xffff], (int64_t)(old >> 16),
+                       __ATOMIC_RELAXED);
+    mark_dirty((uint32_t)(old & 0xffff));
+  }
+  __atomic_add_fetch(&live[ti], (int64_t)size, __ATOMIC_RELAXED);
+  mark_dirty(ti);
+  etch_extra xs[2] = {etch_arg_pointer("ptr", ptr),
+                      etch_arg_uint("size", (uint64_t)size)};
+  etch__emit(&tag->site, mask, xs, 2);
+  maybe_write_counters(mask);
+}
+
+/* False when `ptr` was not a reported live block; its size in *size. */
+static bool report_free(uint32_t mask, const void *ptr, uint64_t *size) {
+  uint64_t val;
+  if (!map_take((uintptr_t)ptr, &val)) return false;
+  if (size) *size = val >> 16;
+  uint32_t ti = (uint32_t)(val & 0xffff);
+  __atomic_sub_fetch(&live[ti], (int64_t)(val >> 16), __ATOMIC_RELAXED);
+  mark_dirty(ti);
+  etch_extra x = etch_arg_pointer("ptr", ptr);
+  etch__emit(&free_site, mask, &x, 1);
+  maybe_write_counters(mask);
+  return true;
+}
+
+/* The mask of sessions recording memory, with the thread marked inside a
+ * report; 0 when there is nothing to do. */
+static uint32_t report_begin(const void *ptr) {
+  if (!ptr || mt.in) return 0;
+  uint32_t mask =
+      __atomic_load_n(&etch_cat_etch_memory.enabled, __ATOMIC_RELAXED);
+  if (!mask) return 0;
+  mt.in = true;
+  pthread_once(&atfork_once, atfork_register);
+  return mask;
+}
+
+void etch_mem_alloc_tagged(const void *ptr, size_t size, etch_mem_tag *tag) {
+  uint32_t mask = report_begin(ptr);
+  if (!mask) return;
+  report_alloc(mask, ptr, size, tag ? tag : etch_mem_current_tag());
+  mt.in = false;
+}
+
+void etch_mem_alloc(const void *ptr, size_t size) {
+  etch_mem_alloc_tagged(ptr, size, NULL);
+}
+
+void etch_mem_free(const void *ptr) {
+  uint32_t mask = report_begin(ptr);
+  if (!mask) return;
+  report_free(mask, ptr, NULL);
+  mt.in = false;
+}
+
+void etch_mem_realloc(const void *old, const void *ptr, size_t size) {
+  uint32_t mask = report_begin(ptr ? ptr : old);
+  if (!mask) return;
+  if (old) report_free(mask, old, NULL);
+  if (ptr) report_alloc(mask, ptr, size, etch_mem_current_tag());
+  mt.in = false;
+}
+
+/* For libetch_malloc.so's realloc: reports `ptr` freed before the
+ * allocator may hand it to another thread; its size in *size (false when
+ * it was not a reported live block). */
+bool etch__mem_take(const void *ptr, size_t *size) {
+  uint32_t mask = report_begin(ptr);
+  if (!mask) return false;
+  uint64_t sz = 0;
+  bool found = report_free(mask, ptr, &sz);
+  mt.in = false;
+  if (size) *size = (size_t)sz;
+  return found;
+}
