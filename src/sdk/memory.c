@@ -7,8 +7,9 @@
  * with its own short lock, so that a free finds its size and tag: the tag's
  * live bytes go down by what its allocation added, and a free of a block
  * allocated before recording began (or never reported) writes nothing. A
- * thread adds to each tag's live bytes at once (atomically) and writes the
- * tags' counters every 256 of its changes.
+ * thread sums its changes to each tag's live bytes locally, adds them to
+ * the process's totals and writes the tags' counters every 256 of its
+ * changes (a counter is the sum of what every thread has added so far).
  *
  * Recursion: etch allocates while it records (a writer's buffers, the map
  * growing). A thread-local flag is set around each report; a report made
@@ -42,12 +43,15 @@ static int64_t live[MAX_TAGS + 1];   /* atomic; by tag index */
 static etch_site live_site[MAX_TAGS + 1];
 static char live_name[MAX_TAGS + 1][80];
 
-static __thread etch_mem_tag *cur_tag;
+static __thread etch_mem_tag *cur_tag __attribute__((tls_model("initial-exec")));
+#define LOCAL_TAGS 32 /* tags whose live bytes a thread sums locally */
+
 static __thread struct {
   bool in;            /* inside a report: allocations are etch's */
   uint32_t countdown; /* changes until this thread writes counters */
   uint64_t dirty[(MAX_TAGS + 64) / 64];
-} mt;
+  int64_t delta[LOCAL_TAGS + 1]; /* not yet added to live[] */
+} mt __attribute__((tls_model("initial-exec")));
 
 /* The tag's index (registering it on first use). */
 static uint32_t tag_index(etch_mem_tag *t) {
@@ -218,7 +222,15 @@ static bool map_take(uintptr_t p, uint64_t *val) {
 static etch_site free_site =
     ETCH__SITE_INIT(etch_cat_etch_memory, "free", ETCH_TYPE_INSTANT);
 
-static void mark_dirty(uint32_t ti) { mt.dirty[ti / 64] |= 1ull << (ti % 64); }
+/* Adds `d` to tag ti's live bytes: locally for the first tags (no shared
+ * cache line per change), added to the total when counters are written. */
+static void live_add(uint32_t ti, int64_t d) {
+  if (ti <= LOCAL_TAGS)
+    mt.delta[ti] += d;
+  else
+    __atomic_add_fetch(&live[ti], d, __ATOMIC_RELAXED);
+  mt.dirty[ti / 64] |= 1ull << (ti % 64);
+}
 
 /* Every COUNTER_EVERY changes: this thread's tags' live bytes. */
 static void maybe_write_counters(uint32_t mask) {
@@ -230,8 +242,14 @@ static void maybe_write_counters(uint32_t mask) {
     while (bits) {
       uint32_t ti = w * 64 + (uint32_t)__builtin_ctzll(bits);
       bits &= bits - 1;
-      etch_extra x =
-          etch__x_counter_int(__atomic_load_n(&live[ti], __ATOMIC_RELAXED));
+      int64_t v;
+      if (ti <= LOCAL_TAGS) {
+        v = __atomic_add_fetch(&live[ti], mt.delta[ti], __ATOMIC_RELAXED);
+        mt.delta[ti] = 0;
+      } else {
+        v = __atomic_load_n(&live[ti], __ATOMIC_RELAXED);
+      }
+      etch_extra x = etch__x_counter_int(v);
       etch__emit(&live_site[ti], mask, &x, 1);
     }
   }
@@ -243,13 +261,9 @@ static void report_alloc(uint32_t mask, const void *ptr, size_t size,
   uint64_t old;
   if (size > (UINT64_MAX >> 16)) size = UINT64_MAX >> 16;
   if (!map_put((uintptr_t)ptr, (uint64_t)size << 16 | ti, &old)) return;
-  if (old) { /* reported twice without a free: the first is gone */
-    __atomic_sub_fetch(&live[old & 0xffff], (int64_t)(old >> 16),
-                       __ATOMIC_RELAXED);
-    mark_dirty((uint32_t)(old & 0xffff));
-  }
-  __atomic_add_fetch(&live[ti], (int64_t)size, __ATOMIC_RELAXED);
-  mark_dirty(ti);
+  if (old) /* reported twice without a free: the first is gone */
+    live_add((uint32_t)(old & 0xffff), -(int64_t)(old >> 16));
+  live_add(ti, (int64_t)size);
   etch_extra xs[2] = {etch_arg_pointer("ptr", ptr),
                       etch_arg_uint("size", (uint64_t)size)};
   etch__emit(&tag->site, mask, xs, 2);
@@ -261,9 +275,7 @@ static bool report_free(uint32_t mask, const void *ptr, uint64_t *size) {
   uint64_t val;
   if (!map_take((uintptr_t)ptr, &val)) return false;
   if (size) *size = val >> 16;
-  uint32_t ti = (uint32_t)(val & 0xffff);
-  __atomic_sub_fetch(&live[ti], (int64_t)(val >> 16), __ATOMIC_RELAXED);
-  mark_dirty(ti);
+  live_add((uint32_t)(val & 0xffff), -(int64_t)(val >> 16));
   etch_extra x = etch_arg_pointer("ptr", ptr);
   etch__emit(&free_site, mask, &x, 1);
   maybe_write_counters(mask);
@@ -273,10 +285,9 @@ static bool report_free(uint32_t mask, const void *ptr, uint64_t *size) {
 /* The mask of sessions recording memory, with the thread marked inside a
  * report; 0 when there is nothing to do. */
 static uint32_t report_begin(const void *ptr) {
-  if (!ptr || mt.in) return 0;
   uint32_t mask =
       __atomic_load_n(&etch_cat_etch_memory.enabled, __ATOMIC_RELAXED);
-  if (!mask) return 0;
+  if (ETCH_LIKELY(!mask) || !ptr || mt.in) return 0;
   mt.in = true;
   pthread_once(&atfork_once, atfork_register);
   return mask;
@@ -308,15 +319,23 @@ void etch_mem_realloc(const void *old, const void *ptr, size_t size) {
   mt.in = false;
 }
 
-/* For libetch_malloc.so's realloc: reports `ptr` freed before the
- * allocator may hand it to another thread; its size in *size (false when
- * it was not a reported live block). */
-bool etch__mem_take(const void *ptr, size_t *size) {
-  uint32_t mask = report_begin(ptr);
-  if (!mask) return false;
-  uint64_t sz = 0;
-  bool found = report_free(mask, ptr, &sz);
+void etch__mem_thread_exit(void) {
+  uint32_t mask =
+      __atomic_load_n(&etch_cat_etch_memory.enabled, __ATOMIC_RELAXED);
+  bool any = false;
+  for (size_t w = 0; w < sizeof mt.dirty / sizeof mt.dirty[0]; w++)
+    any |= mt.dirty[w] != 0;
+  if (!any || mt.in) return;
+  if (!mask) { /* nobody records: the totals still take the changes */
+    for (uint32_t ti = 0; ti <= LOCAL_TAGS; ti++) {
+      __atomic_add_fetch(&live[ti], mt.delta[ti], __ATOMIC_RELAXED);
+      mt.delta[ti] = 0;
+    }
+    memset(mt.dirty, 0, sizeof mt.dirty);
+    return;
+  }
+  mt.in = true;
+  mt.countdown = 1;
+  maybe_write_counters(mask);
   mt.in = false;
-  if (size) *size = (size_t)sz;
-  return found;
 }

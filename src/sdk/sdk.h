@@ -218,8 +218,8 @@ extern ETCH_HIDDEN etch_global etch__g;
  * so a thread's tls.gen of 0 means "no writer". */
 extern ETCH_HIDDEN uint32_t etch__slot_gen[ETCH_MAX_SESSIONS];
 
-/* For libetch_malloc.so (memory.c): reports `ptr` freed; its size. */
-bool etch__mem_take(const void *ptr, size_t *size);
+/* Writes the thread's pending live-bytes counters (memory.c). */
+void etch__mem_thread_exit(void);
 
 /* Interceptors (intercept.c, console.c). */
 struct etch_interceptor;

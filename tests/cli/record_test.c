@@ -553,3 +553,28 @@ TEST(record_malloc_leaves_sort_working) {
   ASSERT_EQ_INT((int)(allocs - frees), (int)never);
   done(&r);
 }
+
+/* C++: operator new and delete of an unmodified program. */
+TEST(record_malloc_traces_cxx_new_and_delete) {
+  const char *trace = tmp_path("leaky_cxx.pftrace");
+  proc_result r = RUN(ETCH_BIN, "record", "--malloc", "-o", trace, "--",
+                      ETCH_LEAKY_CXX);
+  ASSERT_EQ_INT(r.status, 0);
+  done(&r);
+  r = RUN(ETCH_BIN, "leaks", "--top", "0", trace);
+  ASSERT_EQ_INT(r.status, 0);
+  ASSERT_CONTAINS(r.out,
+                  "never freed, by tag and size\n"
+                  "  tag       size  count  bytes\n"
+                  "  --------  ----  -----  -----\n"
+                  "  untagged   123      2    246\n"
+                  "  untagged    40      1     40\n");
+  ASSERT_CONTAINS(r.out, "  never freed  3 allocations, 286 bytes\n");
+  long allocs = field(r.out, "  allocations  ");
+  long frees = field(r.out, "  frees        ");
+  long never = field(r.out, "  never freed  ");
+  ASSERT_EQ_INT((int)(allocs - frees), (int)never);
+  /* 500 arrays and at least 1000 vector buffers, all freed. */
+  ASSERT_TRUE(frees >= 1500);
+  done(&r);
+}
