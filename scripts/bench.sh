@@ -8,10 +8,12 @@
 #   4. the stripped size of the SDK library
 #   5. system mode (libetch into etchd) against in-process, etchd's throughput
 #   6. interceptors: a no-op one and the console against in-process
+#   7. counters, bookmarks, frames, run-time names (bench/insights)
+#   8. memory tracing: a malloc/free pair without and with libetch_malloc.so
 #
 # Usage: scripts/bench.sh            everything
 #        scripts/bench.sh timing     one part: timing | callgrind | bytes | size |
-#                                    service | intercept
+#                                    service | intercept | insights | memory
 #
 # Environment:
 #   BUILD_DIR   build directory          default <repo>/build-bench
@@ -260,4 +262,35 @@ if want intercept; then
   echo "== 6. Interceptors: a no-op one and the console against in-process"
   cmake --build "$BUILD" --target bench_intercept -j"$JOBS" >/dev/null
   "$BUILD/bench/intercept/bench_intercept" "${INTERCEPT_N:-200000}" "$REPS"
+fi
+
+# ---- 7. counters, bookmarks, frames, run-time names
+if want insights; then
+  echo
+  echo "== 7. Counters, bookmarks, frames, run-time names"
+  cmake --build "$BUILD" --target bench_insights -j"$JOBS" >/dev/null
+  "$BUILD/bench/insights/bench_insights" "${INSIGHTS_N:-1000000}" "$REPS"
+fi
+
+# ---- 8. memory tracing
+if want memory; then
+  echo
+  echo "== 8. Memory tracing: ns per malloc/free pair (median of 5)"
+  cmake --build "$BUILD" --target bench_malloc etch_malloc -j"$JOBS" >/dev/null
+  MB=$BUILD/bench/memory/bench_malloc
+  ML=$BUILD/tools/malloc/libetch_malloc.so
+  MN=${MALLOC_N:-2000000}
+  plain=$("$MB" "$MN")
+  off=$(LD_PRELOAD=$ML "$MB" "$MN")
+  rec=$(LD_PRELOAD=$ML ETCH_OUT="$TMP/malloc.pftrace" ETCH_BUFFER_KB=262144 \
+        ETCH_COMPRESSION=none "$MB" "$MN")
+  printf "%-34s %10s %10s\n" "" "1 thread" "2 threads"
+  for row in "no preload:$plain" "preload, nothing recording:$off" \
+             "preload, recording:$rec"; do
+    name=${row%%:*}
+    vals=${row#*:}
+    printf "%-34s %10s %10s\n" "$name" \
+      "$(echo "$vals" | awk '$1 == 1 { print $2 }')" \
+      "$(echo "$vals" | awk '$1 == 2 { print $2 }')"
+  done
 fi

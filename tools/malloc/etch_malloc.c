@@ -74,7 +74,11 @@ static void resolve(void) {
 }
 
 #define READY() (real_malloc || (resolve(), real_malloc))
-#define REPORTING() __atomic_load_n(&reporting, __ATOMIC_RELAXED)
+/* Reporting, and a session records "memory": checked here, so that with
+ * nothing recording a call costs no call into libetch. */
+#define REPORTING()                                  \
+  (__atomic_load_n(&reporting, __ATOMIC_RELAXED) &&  \
+   __atomic_load_n(&etch_cat_etch_memory.enabled, __ATOMIC_RELAXED))
 
 EXPORT void *malloc(size_t n) {
   if (!READY()) return boot_alloc(n);
