@@ -41,6 +41,8 @@ static pthread_mutex_t tag_lock = PTHREAD_MUTEX_INITIALIZER;
 static uint32_t ntags;
 static int64_t live[MAX_TAGS + 1];   /* atomic; by tag index */
 static etch_site live_site[MAX_TAGS + 1];
+static uint32_t live_lock[MAX_TAGS + 1]; /* orders counter values */
+static uint64_t live_ts[MAX_TAGS + 1];   /* the last one's time */
 static char live_name[MAX_TAGS + 1][80];
 
 static __thread etch_mem_tag *cur_tag __attribute__((tls_model("initial-exec")));
@@ -91,6 +93,15 @@ etch_mem_tag *etch_mem_current_tag(void) {
   return cur_tag ? cur_tag : &etch_memtag_untagged;
 }
 
+static void spin_lock_u32(uint32_t *l) {
+  while (__atomic_exchange_n(l, 1, __ATOMIC_ACQUIRE))
+    while (__atomic_load_n(l, __ATOMIC_RELAXED)) sched_yield();
+}
+
+static void spin_unlock_u32(uint32_t *l) {
+  __atomic_store_n(l, 0, __ATOMIC_RELEASE);
+}
+
 /* ---- the live map ------------------------------------------------------- */
 
 #define SHARDS 64
@@ -105,14 +116,8 @@ typedef struct shard {
 static shard shards[SHARDS];
 static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
 
-static void shard_lock(shard *s) {
-  while (__atomic_exchange_n(&s->lock, 1, __ATOMIC_ACQUIRE))
-    while (__atomic_load_n(&s->lock, __ATOMIC_RELAXED)) sched_yield();
-}
-
-static void shard_unlock(shard *s) {
-  __atomic_store_n(&s->lock, 0, __ATOMIC_RELEASE);
-}
+static void shard_lock(shard *s) { spin_lock_u32(&s->lock); }
+static void shard_unlock(shard *s) { spin_unlock_u32(&s->lock); }
 
 /* fork() while another thread holds a shard would leave it held in the
  * child: every shard is held across the fork. */
@@ -242,6 +247,10 @@ static void maybe_write_counters(uint32_t mask) {
     while (bits) {
       uint32_t ti = w * 64 + (uint32_t)__builtin_ctzll(bits);
       bits &= bits - 1;
+      /* The total and its time together, each time after the last: the
+       * counter's latest value is the latest total, however the threads
+       * that write it interleave. */
+      spin_lock_u32(&live_lock[ti]);
       int64_t v;
       if (ti <= LOCAL_TAGS) {
         v = __atomic_add_fetch(&live[ti], mt.delta[ti], __ATOMIC_RELAXED);
@@ -249,8 +258,12 @@ static void maybe_write_counters(uint32_t mask) {
       } else {
         v = __atomic_load_n(&live[ti], __ATOMIC_RELAXED);
       }
-      etch_extra x = etch__x_counter_int(v);
-      etch__emit(&live_site[ti], mask, &x, 1);
+      uint64_t ts = etch_now();
+      if (ts <= live_ts[ti]) ts = live_ts[ti] + 1;
+      live_ts[ti] = ts;
+      etch_extra xs[2] = {etch__x_counter_int(v), etch_x_timestamp(ts)};
+      etch__emit(&live_site[ti], mask, xs, 2);
+      spin_unlock_u32(&live_lock[ti]);
     }
   }
 }

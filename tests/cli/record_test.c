@@ -513,6 +513,18 @@ TEST(record_malloc_reports_the_leaks_of_an_unmodified_program) {
   ASSERT_EQ_INT((int)(allocs - frees), 9);
   ASSERT_TRUE(frees >= 6002);
   done(&r);
+  /* A buffer too small for the run: the program works the same, the
+   * trace says what it lost. */
+  setenv("ETCH_BUFFER_KB", "16", 1);
+  setenv("ETCH_FILL", "discard", 1);
+  r = RUN(ETCH_BIN, "record", "--malloc", "-o", tmp_path("small.pftrace"),
+          "--", ETCH_LEAKY);
+  unsetenv("ETCH_BUFFER_KB");
+  unsetenv("ETCH_FILL");
+  ASSERT_EQ_INT(r.status, 0);
+  ASSERT_CONTAINS(r.out, "leaky: done\n");
+  ASSERT_CONTAINS(r.out, "dropped");
+  done(&r);
   /* --top, and errors. */
   r = RUN(ETCH_BIN, "leaks", "--top", "2", trace);
   ASSERT_EQ_INT(r.status, 0);

@@ -133,3 +133,53 @@ TEST(a_session_without_memory_records_none) {
   td_free(&t);
   etch_session_free(s);
 }
+
+/* Four threads allocating and freeing at once, one tag each half: every
+ * event recorded, and the live bytes they leave are exact. */
+enum { MT_THREADS = 4, MT_N = 20000 };
+static char mt_arena[MT_THREADS][MT_N * 16];
+
+static void *mt_worker(void *arg) {
+  long id = (long)arg;
+  for (int i = 0; i < MT_N; i++) {
+    void *p = &mt_arena[id][i * 16];
+    if (id % 2) {
+      ETCH_MEM_SCOPE(audio);
+      etch_mem_alloc(p, 16);
+    } else {
+      etch_mem_alloc_tagged(p, 16, ETCH_MEM_TAG(textures));
+    }
+    if (i % 4) etch_mem_free(p); /* a quarter stays */
+  }
+  return NULL;
+}
+
+TEST(threads_allocating_at_once) {
+  etch_session *s =
+      start_session("compression=none;buffer_kb=65536;fill=discard");
+  pthread_t th[MT_THREADS];
+  for (long i = 0; i < MT_THREADS; i++)
+    pthread_create(&th[i], NULL, mt_worker, (void *)i);
+  for (int i = 0; i < MT_THREADS; i++) pthread_join(th[i], NULL);
+  etch_session_stop(s);
+  td_trace t;
+  read_trace(s, "memory_threads", &t);
+  ASSERT_EQ_U64(t.prev_dropped, 0);
+  size_t allocs = 0, frees = 0;
+  for (size_t i = 0; i < t.nev; i++) {
+    const td_event *e = &t.ev[i];
+    if (!e->cat || strcmp(e->cat, "memory") || e->type != 3) continue;
+    if (!strcmp(e->name, "free"))
+      frees++;
+    else
+      allocs++;
+  }
+  ASSERT_EQ_U64(allocs, MT_THREADS * MT_N);
+  ASSERT_EQ_U64(frees, MT_THREADS * MT_N * 3 / 4);
+  /* Each tag (every test runs in a process of its own): 2 threads x a
+   * quarter of MT_N x 16 bytes, whatever order the threads wrote in. */
+  ASSERT_EQ_DBL(last_value(&t, "Live bytes: Textures"), 2 * (MT_N / 4) * 16);
+  ASSERT_EQ_DBL(last_value(&t, "Live bytes: Audio"), 2 * (MT_N / 4) * 16);
+  td_free(&t);
+  etch_session_free(s);
+}
