@@ -16,7 +16,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
+
+#include "bench_threads.h"
 
 ETCH_CATEGORY_DEFINE(bench, "bench", "insights benchmark", "");
 ETCH_COUNTER_DEFINE_INT(hits, "hits");
@@ -24,12 +25,6 @@ ETCH_COUNTER_DEFINE_MEMORY(bytes, "bytes");
 
 static long n_ops = 1000000;
 static int reps = 5;
-
-static uint64_t now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 enum {
   C_COUNTER_INC,
@@ -53,20 +48,11 @@ static const char *const names[C_N] = {
     "floor: etch_now()",
 };
 
-typedef struct run {
-  pthread_barrier_t *start;
-  int what;
-  uint64_t ns;
-} run;
-
-static void *worker(void *arg) {
-  run *r = (run *)arg;
+static void body(int what) {
   static const char *const dyn[3] = {"Load level", "Spawn wave", "Save slot"};
   volatile uint64_t sink = 0;
-  pthread_barrier_wait(r->start);
-  uint64_t t0 = now_ns();
   long n = n_ops;
-  switch (r->what) {
+  switch (what) {
     case C_COUNTER_INC:
       for (long i = 0; i < n; i++) ETCH_COUNTER_INC(hits);
       break;
@@ -99,29 +85,7 @@ static void *worker(void *arg) {
       for (long i = 0; i < n; i++) sink += etch_now();
       break;
   }
-  r->ns = now_ns() - t0;
   (void)sink;
-  return NULL;
-}
-
-static double once(int threads, int what) {
-  pthread_barrier_t b;
-  pthread_barrier_init(&b, NULL, (unsigned)threads);
-  pthread_t th[2];
-  run r[2] = {{&b, what, 0}, {&b, what, 0}};
-  for (int i = 0; i < threads; i++) pthread_create(&th[i], NULL, worker, &r[i]);
-  uint64_t worst = 0;
-  for (int i = 0; i < threads; i++) {
-    pthread_join(th[i], NULL);
-    if (r[i].ns > worst) worst = r[i].ns;
-  }
-  pthread_barrier_destroy(&b);
-  return (double)worst / (double)n_ops;
-}
-
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
 }
 
 static double timed(bool record, int threads, int what) {
@@ -139,11 +103,11 @@ static double timed(bool record, int threads, int what) {
       }
       etch_config_free(c);
     }
-    v[k] = once(threads, what);
+    const bench_job job = {NULL, body, what};
+    v[k] = bench_threads_once(threads, &job, n_ops);
     if (s) etch_session_free(s);
   }
-  qsort(v, (size_t)n, sizeof v[0], cmp_double);
-  return v[n / 2];
+  return bench_median(v, n);
 }
 
 int main(int argc, char **argv) {

@@ -24,8 +24,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
+
+#include "bench_threads.h"
 
 ETCH_CATEGORY_DEFINE(bench, "bench", "interceptor benchmark", "");
 
@@ -33,29 +34,18 @@ static long n_events = 200000;
 static int reps = 5;
 static int null_fd = -1;
 
-static uint64_t now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 enum { W_INSTANT, W_SCOPE, W_WRITE };
 
-typedef struct run {
-  pthread_barrier_t *start;
-  int what;
-  uint64_t ns;
-} run;
-
-static void *worker(void *arg) {
-  run *r = (run *)arg;
-  static const char line[64] =
-      "    0.001234 app/worker-1            * tick [bench] i=12345678\n";
+static void warm(int what) {
+  (void)what;
   ETCH_INSTANT(bench, "warm", ETCH_ARG_INT("i", 0));
   ETCH_SCOPE(bench, "warm-scope");
-  pthread_barrier_wait(r->start);
-  uint64_t t0 = now_ns();
-  switch (r->what) {
+}
+
+static void body(int what) {
+  static const char line[64] =
+      "    0.001234 app/worker-1            * tick [bench] i=12345678\n";
+  switch (what) {
     case W_INSTANT:
       for (long i = 0; i < n_events; i++)
         ETCH_INSTANT(bench, "tick", ETCH_ARG_INT("i", i));
@@ -70,28 +60,6 @@ static void *worker(void *arg) {
         if (write(null_fd, line, sizeof line) != sizeof line) abort();
       break;
   }
-  r->ns = now_ns() - t0;
-  return NULL;
-}
-
-static double once(int threads, int what) {
-  pthread_barrier_t b;
-  pthread_barrier_init(&b, NULL, (unsigned)threads);
-  pthread_t th[2];
-  run r[2] = {{&b, what, 0}, {&b, what, 0}};
-  for (int i = 0; i < threads; i++) pthread_create(&th[i], NULL, worker, &r[i]);
-  uint64_t worst = 0;
-  for (int i = 0; i < threads; i++) {
-    pthread_join(th[i], NULL);
-    if (r[i].ns > worst) worst = r[i].ns;
-  }
-  pthread_barrier_destroy(&b);
-  return (double)worst / (double)n_events;
-}
-
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
 }
 
 /* The median over reps, each in a fresh session made from `cfg` (NULL: no
@@ -110,11 +78,11 @@ static double timed(const char *cfg, int threads, int what) {
       }
       etch_config_free(c);
     }
-    v[k] = once(threads, what);
+    const bench_job job = {warm, body, what};
+    v[k] = bench_threads_once(threads, &job, n_events);
     if (s) etch_session_free(s);
   }
-  qsort(v, (size_t)n, sizeof v[0], cmp_double);
-  return v[n / 2];
+  return bench_median(v, n);
 }
 
 static int noop_setup(void *g, const etch_interceptor_config *c, void **in) {

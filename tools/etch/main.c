@@ -229,6 +229,23 @@ static int stats_of(const char *path, const etch__stats_opts *so) {
   return rc;
 }
 
+/* The count of -n / --top: from `min` (0 meaning all) to a million. */
+static int top_value(opts *o, const char *opt, const command *cmd, long min,
+                     int *out) {
+  int rc = 0;
+  const char *v = opt_value(o, opt, cmd, &rc);
+  if (!v) return rc;
+  char *end;
+  long n = strtol(v, &end, 10);
+  if (*end || !*v || n < min || n > 1000000)
+    return usage_error(cmd,
+                       min ? "%s: '%s' is not a count from 1"
+                           : "%s: '%s' is not a count (0: all)",
+                       opt, v);
+  *out = (int)n;
+  return 0;
+}
+
 static int cmd_leaks(int argc, char **argv) {
   const command *cmd = find_command("leaks");
   opts o;
@@ -243,14 +260,7 @@ static int cmd_leaks(int argc, char **argv) {
     } else if (!strcmp(opt, "--strict")) {
       g_strict = true;
     } else if (is_opt(opt, "-n") || is_opt(opt, "--top")) {
-      const char *v = opt_value(&o, opt, cmd, &rc);
-      if (v) {
-        char *end;
-        long n = strtol(v, &end, 10);
-        if (*end || n < 0 || n > 1000000)
-          rc = usage_error(cmd, "%s: '%s' is not a count (0: all)", opt, v);
-        top = (int)n;
-      }
+      rc = top_value(&o, opt, cmd, 0, &top);
     } else {
       rc = usage_error(cmd, "unknown option %s", opt);
     }
@@ -296,14 +306,7 @@ static int cmd_stats(int argc, char **argv) {
     } else if (!strcmp(opt, "--strict")) {
       g_strict = true;
     } else if (is_opt(opt, "-n") || is_opt(opt, "--top")) {
-      const char *v = opt_value(&o, opt, cmd, &rc);
-      if (v) {
-        char *end;
-        long n = strtol(v, &end, 10);
-        if (*end || n < 1 || n > 1000000)
-          rc = usage_error(cmd, "%s: '%s' is not a count from 1", opt, v);
-        so.top = (int)n;
-      }
+      rc = top_value(&o, opt, cmd, 1, &so.top);
     } else {
       rc = usage_error(cmd, "unknown option %s", opt);
     }

@@ -1,0 +1,75 @@
+/*
+ * bench_threads.h - the timing harness the benchmarks share: run a body on
+ * 1 or 2 threads started together at a barrier, take the slowest thread's
+ * time per operation, and the median of several runs.
+ */
+#ifndef ETCH_BENCH_THREADS_H
+#define ETCH_BENCH_THREADS_H
+
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <time.h>
+
+static inline uint64_t bench_now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* A thread's part: `warm` runs before the barrier (untimed), `body` after
+ * it; both get `what`. */
+typedef struct bench_job {
+  void (*warm)(int what);
+  void (*body)(int what);
+  int what;
+} bench_job;
+
+typedef struct bench_thread {
+  pthread_barrier_t *start;
+  const bench_job *job;
+  uint64_t ns;
+} bench_thread;
+
+static void *bench_thread_main(void *arg) {
+  bench_thread *t = (bench_thread *)arg;
+  if (t->job->warm) t->job->warm(t->job->what);
+  pthread_barrier_wait(t->start);
+  uint64_t t0 = bench_now_ns();
+  t->job->body(t->job->what);
+  t->ns = bench_now_ns() - t0;
+  return NULL;
+}
+
+/* ns per operation (`ops` per thread) of the slowest of `threads` (1-4). */
+static inline double bench_threads_once(int threads, const bench_job *job,
+                                        long ops) {
+  pthread_barrier_t b;
+  pthread_barrier_init(&b, NULL, (unsigned)threads);
+  pthread_t th[4];
+  bench_thread t[4];
+  for (int i = 0; i < threads; i++) {
+    t[i] = (bench_thread){&b, job, 0};
+    pthread_create(&th[i], NULL, bench_thread_main, &t[i]);
+  }
+  uint64_t worst = 0;
+  for (int i = 0; i < threads; i++) {
+    pthread_join(th[i], NULL);
+    if (t[i].ns > worst) worst = t[i].ns;
+  }
+  pthread_barrier_destroy(&b);
+  return (double)worst / (double)ops;
+}
+
+static int bench_cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* The median of v[0..n) (sorts v). */
+static inline double bench_median(double *v, int n) {
+  qsort(v, (size_t)n, sizeof v[0], bench_cmp_double);
+  return v[n / 2];
+}
+
+#endif /* ETCH_BENCH_THREADS_H */
