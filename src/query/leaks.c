@@ -166,14 +166,29 @@ static int cmp_group_key(const void *x, const void *y) {
   return (a->size > b->size) - (a->size < b->size);
 }
 
+static int leaks_of(etch_reader *r, FILE *out, int top);
+
 int etch__query_leaks_file(const char *path, FILE *out, int top,
                            bool allow_truncated) {
   etch_reader *r = NULL;
   int rc = etch_reader_open_file(&r, path);
   if (rc) return rc;
-  leaks L = {0};
   etch_reader_set_allow_truncated(r, allow_truncated);
-  rc = etch_reader_on(r, "memory", NULL, on_memory, &L);
+  return leaks_of(r, out, top);
+}
+
+int etch__query_leaks_memory(const void *data, size_t len, FILE *out,
+                             int top) {
+  etch_reader *r = NULL;
+  int rc = etch_reader_open_memory(&r, data, len);
+  if (rc) return rc;
+  return leaks_of(r, out, top);
+}
+
+/* Reads `r` (and closes it) and prints the report. */
+static int leaks_of(etch_reader *r, FILE *out, int top) {
+  leaks L = {0};
+  int rc = etch_reader_on(r, "memory", NULL, on_memory, &L);
   if (!rc) rc = etch_reader_run(r);
   int64_t first = 0, last = 0;
   if (!rc && etch_reader_time_bounds(r, &first, &last) != ETCH_OK) first = 0;

@@ -270,6 +270,8 @@ void etch__stats_sort_top(etch__stats_top *rows, size_t n, bool by_self,
  * tag and size (at most `top` groups; 0: all), and the peak. */
 int etch__query_leaks_file(const char *path, FILE *out, int top,
                            bool allow_truncated);
+int etch__query_leaks_memory(const void *data, size_t len, FILE *out,
+                             int top);
 
 /* Prints the `etch stats` report from the imported tables. */
 int etch__query_stats(sqlite3 *db, FILE *out, const etch__stats_opts *opts);
