@@ -466,7 +466,7 @@ typedef struct etch_session etch_session;
 
 /*
  * Configs are built from named options (one table, also used for the
- * ETCH_CONFIG environment variable and `etch record -o key=value`):
+ * ETCH_CONFIG environment variable and the ETCH_* variables):
  *
  *   categories         "render,io,-debug", "*", "render*"   default "*"
  *   buffer_kb          trace buffer size, 16..4194304         default 8192
@@ -475,6 +475,8 @@ typedef struct etch_session etch_session;
  *   reset_interval_ms  incremental-state reset period, 0=off  default 1000
  *   output             file written when the session stops   default none
  *   compression        "none" | "deflate"                      default deflate
+ *   interceptor        packets to this interceptor, not the buffer
+ *                      (etch/interceptor.h); interceptor.KEY=VALUE: its options
  *
  * A category pattern is a name, or a prefix ending in '*'; '-' excludes.
  * Categories tagged "debug" or "slow" are only enabled by name or by a

@@ -11,7 +11,7 @@
  * same moment; writers refresh it at every incremental-state reset and write
  * it into the trace as a ClockSnapshot, so readers map the trace back onto
  * BOOTTIME exactly at each snapshot. `mult` is calibrated against BOOTTIME
- * and refined over the life of the process (see docs/clock.md).
+ * and refined over the life of the process (docs/format.md, "Time").
  */
 #ifndef ETCH_BASE_CLOCK_H
 #define ETCH_BASE_CLOCK_H

@@ -661,7 +661,8 @@ void etch_session_free(etch_session *s) {
   }
   pthread_mutex_unlock(&etch__g.lock);
   /* Send every writer still attached to its slow path (after the new
-   * generation, which that path checks; see etch__writer_set_room). */
+   * generation, which take_chunk in writer.c checks after it sets the
+   * room: one of the two stores is seen). */
   pthread_mutex_lock(&s->lock);
   for (etch_writer *w = s->writers; w; w = w->next)
     __atomic_store_n(&w->fast_end, 0, __ATOMIC_SEQ_CST);

@@ -26,12 +26,7 @@
 #include "query/query.h"
 #include "record_service.h"
 
-#if defined(__has_include)
-#if __has_include("reader/dump.h")
 #include "reader/dump.h"
-#define ETCH_HAVE_DUMP 1
-#endif
-#endif
 
 extern char **environ;
 
@@ -467,7 +462,6 @@ static int cmd_print(int argc, char **argv) {
     rc = usage_error(cmd, o.noperands ? "too many arguments"
                                       : "missing the trace file");
   if (!rc) rc = check_readable(o.operands[0]);
-#ifdef ETCH_HAVE_DUMP
   if (!rc) {
     const char *path = o.operands[0];
     int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -487,9 +481,6 @@ static int cmd_print(int argc, char **argv) {
     }
     if (fd >= 0) close(fd);
   }
-#else
-  if (!rc) rc = runtime_error("print: not available in this build");
-#endif
   free(o.operands);
   return rc;
 }
