@@ -23,79 +23,11 @@
 
 #include "base/base.h"
 #include "base/clock.h"
+#include "base/map.h"
 #include "query/query.h"
 #include "query/rows.h"
 
 /* ---- small containers ------------------------------------------------------ */
-
-/* uint64 -> int64 open-addressing map; values are never removed. */
-typedef struct u64map {
-  uint64_t *keys;
-  int64_t *vals;
-  uint8_t *used;
-  size_t cap, n; /* cap is a power of two */
-} u64map;
-
-static size_t u64map_slot(const u64map *m, uint64_t key) {
-  size_t mask = m->cap - 1;
-  size_t i = (size_t)etch__mix64(key) & mask;
-  while (m->used[i] && m->keys[i] != key) i = (i + 1) & mask;
-  return i;
-}
-
-static bool u64map_get(const u64map *m, uint64_t key, int64_t *val) {
-  if (!m->cap) return false;
-  size_t i = u64map_slot(m, key);
-  if (!m->used[i]) return false;
-  *val = m->vals[i];
-  return true;
-}
-
-static bool u64map_grow(u64map *m) {
-  u64map g = {0};
-  g.cap = m->cap ? m->cap * 2 : 64;
-  g.keys = etch__malloc(g.cap * sizeof *g.keys);
-  g.vals = etch__malloc(g.cap * sizeof *g.vals);
-  g.used = etch__calloc(g.cap, 1);
-  if (!g.keys || !g.vals || !g.used) {
-    free(g.keys);
-    free(g.vals);
-    free(g.used);
-    return false;
-  }
-  for (size_t i = 0; i < m->cap; i++) {
-    if (!m->used[i]) continue;
-    size_t j = u64map_slot(&g, m->keys[i]);
-    g.used[j] = 1;
-    g.keys[j] = m->keys[i];
-    g.vals[j] = m->vals[i];
-    g.n++;
-  }
-  free(m->keys);
-  free(m->vals);
-  free(m->used);
-  *m = g;
-  return true;
-}
-
-static bool u64map_put(u64map *m, uint64_t key, int64_t val) {
-  if ((m->n + 1) * 4 > m->cap * 3 && !u64map_grow(m)) return false;
-  size_t i = u64map_slot(m, key);
-  if (!m->used[i]) {
-    m->used[i] = 1;
-    m->keys[i] = key;
-    m->n++;
-  }
-  m->vals[i] = val;
-  return true;
-}
-
-static void u64map_free(u64map *m) {
-  free(m->keys);
-  free(m->vals);
-  free(m->used);
-  memset(m, 0, sizeof *m);
-}
 
 /*
  * Interned strings: each distinct string is copied once into an arena whose
@@ -298,21 +230,21 @@ struct etch__importer {
   str_pool strings;
   qtrack *tracks; /* tracks[i] has row id i + 1 */
   size_t ntracks, cap_tracks;
-  u64map track_by_uuid; /* uuid -> index in tracks */
+  etch_u64map track_by_uuid; /* uuid -> index in tracks */
   qtrack *last_track;   /* cache: consecutive events share a track */
   qproc *procs;         /* procs[i] has upid i + 1 */
   size_t nprocs, cap_procs;
-  u64map proc_by_pid;
+  etch_u64map proc_by_pid;
   qthread *threads; /* threads[i] has utid i + 1 */
   size_t nthreads, cap_threads;
-  u64map thread_by_key; /* (pid << 32 | tid) -> index */
-  u64map flows;         /* flow id -> slice id waiting for its next hop */
-  u64map flow_ts;       /* flow id -> that hop's time */
+  etch_u64map thread_by_key; /* (pid << 32 | tid) -> index */
+  etch_u64map flows;         /* flow id -> slice id waiting for its next hop */
+  etch_u64map flow_ts;       /* flow id -> that hop's time */
   int64_t *losses;      /* times of events right after lost data, sorted */
   size_t nlosses, cap_losses;
   name_summary *summary;
   size_t nsummary, cap_summary;
-  u64map summary_by_name;
+  etch_u64map summary_by_name;
 
   int64_t next_slice_id;
   int64_t next_arg_set_id;
@@ -392,10 +324,10 @@ static void bind_id(sqlite3_stmt *st, int col, int64_t id) {
 
 static int64_t get_process(etch__importer *imp, int32_t pid) {
   int64_t idx;
-  if (u64map_get(&imp->proc_by_pid, (uint32_t)pid, &idx)) return idx + 1;
+  if (etch__u64map_get(&imp->proc_by_pid, (uint32_t)pid, &idx)) return idx + 1;
   if (!grow_array((void **)&imp->procs, &imp->cap_procs, imp->nprocs + 1,
                   sizeof *imp->procs) ||
-      !u64map_put(&imp->proc_by_pid, (uint32_t)pid, (int64_t)imp->nprocs)) {
+      !etch__u64map_put(&imp->proc_by_pid, (uint32_t)pid, (int64_t)imp->nprocs)) {
     fail_nomem(imp);
     return 0;
   }
@@ -406,10 +338,10 @@ static int64_t get_process(etch__importer *imp, int32_t pid) {
 static int64_t get_thread(etch__importer *imp, int32_t pid, int32_t tid) {
   uint64_t key = (uint64_t)(uint32_t)pid << 32 | (uint32_t)tid;
   int64_t idx;
-  if (u64map_get(&imp->thread_by_key, key, &idx)) return idx + 1;
+  if (etch__u64map_get(&imp->thread_by_key, key, &idx)) return idx + 1;
   if (!grow_array((void **)&imp->threads, &imp->cap_threads,
                   imp->nthreads + 1, sizeof *imp->threads) ||
-      !u64map_put(&imp->thread_by_key, key, (int64_t)imp->nthreads)) {
+      !etch__u64map_put(&imp->thread_by_key, key, (int64_t)imp->nthreads)) {
     fail_nomem(imp);
     return 0;
   }
@@ -461,12 +393,12 @@ static qtrack *get_track(etch__importer *imp, const etch_track_info *info) {
   qtrack *t = imp->last_track;
   if (t && t->uuid == info->uuid) return t;
   int64_t idx;
-  if (u64map_get(&imp->track_by_uuid, info->uuid, &idx)) {
+  if (etch__u64map_get(&imp->track_by_uuid, info->uuid, &idx)) {
     t = &imp->tracks[idx];
   } else {
     if (!grow_array((void **)&imp->tracks, &imp->cap_tracks,
                     imp->ntracks + 1, sizeof *imp->tracks) ||
-        !u64map_put(&imp->track_by_uuid, info->uuid,
+        !etch__u64map_put(&imp->track_by_uuid, info->uuid,
                     (int64_t)imp->ntracks)) {
       fail_nomem(imp);
       return NULL;
@@ -488,7 +420,7 @@ static qtrack *get_track(etch__importer *imp, const etch_track_info *info) {
 void etch__importer_track(etch__importer *imp, const etch_track_info *info) {
   if (imp->err) return;
   int64_t idx;
-  if (u64map_get(&imp->track_by_uuid, info->uuid, &idx))
+  if (etch__u64map_get(&imp->track_by_uuid, info->uuid, &idx))
     track_update(imp, &imp->tracks[idx], info);
   else
     get_track(imp, info);
@@ -592,20 +524,20 @@ static bool loss_between(const etch__importer *imp, int64_t from, int64_t to) {
 static void link_one(etch__importer *imp, uint64_t fid, bool term,
                      int64_t slice_id, int64_t ts) {
   int64_t prev, prev_ts;
-  bool have = u64map_get(&imp->flows, fid, &prev) && prev > 0;
-  if (have && imp->nlosses && u64map_get(&imp->flow_ts, fid, &prev_ts) &&
+  bool have = etch__u64map_get(&imp->flows, fid, &prev) && prev > 0;
+  if (have && imp->nlosses && etch__u64map_get(&imp->flow_ts, fid, &prev_ts) &&
       loss_between(imp, prev_ts, ts)) {
     have = false;
     imp->counts.flows_cut++;
   }
   if (!term) {
     if (have && prev != slice_id) insert_flow(imp, prev, slice_id);
-    if (!u64map_put(&imp->flows, fid, slice_id) ||
-        !u64map_put(&imp->flow_ts, fid, ts))
+    if (!etch__u64map_put(&imp->flows, fid, slice_id) ||
+        !etch__u64map_put(&imp->flow_ts, fid, ts))
       fail_nomem(imp);
   } else if (have) {
     if (prev != slice_id) insert_flow(imp, prev, slice_id);
-    if (!u64map_put(&imp->flows, fid, 0)) fail_nomem(imp);
+    if (!etch__u64map_put(&imp->flows, fid, 0)) fail_nomem(imp);
   }
 }
 
@@ -682,10 +614,10 @@ static void summary_add(etch__importer *imp, const char *name, int64_t dur,
   int64_t idx;
   /* Names are interned: the pointer identifies the name. */
   uint64_t key = (uint64_t)(uintptr_t)name;
-  if (!u64map_get(&imp->summary_by_name, key, &idx)) {
+  if (!etch__u64map_get(&imp->summary_by_name, key, &idx)) {
     if (!grow_array((void **)&imp->summary, &imp->cap_summary,
                     imp->nsummary + 1, sizeof *imp->summary) ||
-        !u64map_put(&imp->summary_by_name, key, (int64_t)imp->nsummary)) {
+        !etch__u64map_put(&imp->summary_by_name, key, (int64_t)imp->nsummary)) {
       fail_nomem(imp);
       return;
     }
@@ -1072,12 +1004,12 @@ static int write_tracks(etch__importer *imp) {
   for (size_t i = 0; i < imp->ntracks && !imp->err; i++) {
     const qtrack *t = &imp->tracks[i];
     int64_t parent = -1, upid = 0, utid = 0, v;
-    if (t->parent_uuid && u64map_get(&imp->track_by_uuid, t->parent_uuid, &v))
+    if (t->parent_uuid && etch__u64map_get(&imp->track_by_uuid, t->parent_uuid, &v))
       parent = v + 1;
-    if (t->pid && u64map_get(&imp->proc_by_pid, (uint32_t)t->pid, &v))
+    if (t->pid && etch__u64map_get(&imp->proc_by_pid, (uint32_t)t->pid, &v))
       upid = v + 1;
     if (t->kind == ETCH_TRACK_THREAD &&
-        u64map_get(&imp->thread_by_key,
+        etch__u64map_get(&imp->thread_by_key,
                    (uint64_t)(uint32_t)t->pid << 32 | (uint32_t)t->tid, &v))
       utid = v + 1;
     sqlite3_bind_int64(st, 1, t->id);
@@ -1125,7 +1057,7 @@ static int write_procs_threads(etch__importer *imp) {
   for (size_t i = 0; i < imp->nthreads && !imp->err; i++) {
     const qthread *th = &imp->threads[i];
     int64_t upid = 0, v;
-    if (th->pid && u64map_get(&imp->proc_by_pid, (uint32_t)th->pid, &v))
+    if (th->pid && etch__u64map_get(&imp->proc_by_pid, (uint32_t)th->pid, &v))
       upid = v + 1;
     sqlite3_bind_int64(st, 1, (int64_t)i + 1);
     sqlite3_bind_int64(st, 2, th->tid);
@@ -1391,7 +1323,7 @@ int etch__importer_stats_data(const etch__importer *imp, int top,
     int64_t v;
     if (t->kind == ETCH_TRACK_COUNTER) d->counter_tracks++;
     if (!t->has_busy || t->kind != ETCH_TRACK_THREAD ||
-        !u64map_get(&imp->thread_by_key,
+        !etch__u64map_get(&imp->thread_by_key,
                     (uint64_t)(uint32_t)t->pid << 32 | (uint32_t)t->tid, &v))
       continue;
     if (slot[v] < 0) {
@@ -1401,7 +1333,7 @@ int etch__importer_stats_data(const etch__importer *imp, int top,
       slot[v] = (int64_t)d->nthr++;
       x->thread = dup_or_null(th->name);
       x->tid = th->tid;
-      if (th->pid && u64map_get(&imp->proc_by_pid, (uint32_t)th->pid, &p)) {
+      if (th->pid && etch__u64map_get(&imp->proc_by_pid, (uint32_t)th->pid, &p)) {
         x->has_pid = true;
         x->pid = imp->procs[p].pid;
         x->process = dup_or_null(imp->procs[p].name);
@@ -1456,13 +1388,13 @@ int etch__importer_stats_data(const etch__importer *imp, int top,
     x->dropped = t->dropped;
     int64_t v, p;
     if (t->kind == ETCH_TRACK_THREAD &&
-        u64map_get(&imp->thread_by_key,
+        etch__u64map_get(&imp->thread_by_key,
                    (uint64_t)(uint32_t)t->pid << 32 | (uint32_t)t->tid, &v)) {
       const qthread *th = &imp->threads[v];
       x->thread = dup_or_null(th->name);
       x->has_tid = true;
       x->tid = th->tid;
-      if (th->pid && u64map_get(&imp->proc_by_pid, (uint32_t)th->pid, &p)) {
+      if (th->pid && etch__u64map_get(&imp->proc_by_pid, (uint32_t)th->pid, &p)) {
         x->has_pid = true;
         x->pid = imp->procs[p].pid;
       }
@@ -1524,15 +1456,15 @@ void etch__importer_free(etch__importer *imp) {
   free(imp->tracks);
   free(imp->procs);
   free(imp->threads);
-  u64map_free(&imp->track_by_uuid);
-  u64map_free(&imp->proc_by_pid);
-  u64map_free(&imp->thread_by_key);
-  u64map_free(&imp->flows);
-  u64map_free(&imp->flow_ts);
+  etch__u64map_free(&imp->track_by_uuid);
+  etch__u64map_free(&imp->proc_by_pid);
+  etch__u64map_free(&imp->thread_by_key);
+  etch__u64map_free(&imp->flows);
+  etch__u64map_free(&imp->flow_ts);
   free(imp->losses);
   free(imp->frames);
   free(imp->bookmarks);
-  u64map_free(&imp->summary_by_name);
+  etch__u64map_free(&imp->summary_by_name);
   free(imp->summary);
   pool_free(&imp->strings);
   free(imp);

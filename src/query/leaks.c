@@ -12,65 +12,37 @@
 #include <string.h>
 
 #include "base/base.h"
+#include "base/map.h"
 #include "query/query.h"
 
-typedef struct block {
-  uint64_t ptr; /* 0: empty slot */
+/* The live blocks of one process: address -> size << 16 | tag index. */
+typedef struct proc_blocks {
   int32_t pid;
-  uint32_t tag; /* index into tags */
-  uint64_t size;
-} block;
+  etch_u64map blocks;
+} proc_blocks;
 
 typedef struct leaks {
-  block *b;
-  size_t cap, n;
+  proc_blocks *procs;
+  size_t nprocs;
   char **tags;
   size_t ntags;
+  uint64_t n; /* live blocks, every process */
   uint64_t allocs, frees, unknown_frees, alloc_bytes;
   uint64_t live, peak;
   int64_t peak_ts;
   int err;
 } leaks;
 
-static uint64_t bhash(uint64_t ptr, int32_t pid) {
-  return ((ptr >> 3) ^ ((uint64_t)(uint32_t)pid << 40)) * 0x9e3779b97f4a7c15ull;
-}
+#define SIZE_MAX48 ((1ull << 48) - 1)
 
-static size_t bslot(const leaks *L, uint64_t ptr, int32_t pid) {
-  size_t i = (size_t)(bhash(ptr, pid) >> 16) & (L->cap - 1);
-  while (L->b[i].ptr && (L->b[i].ptr != ptr || L->b[i].pid != pid))
-    i = (i + 1) & (L->cap - 1);
-  return i;
-}
-
-static bool bgrow(leaks *L) {
-  leaks old = *L;
-  size_t cap = old.cap ? old.cap * 2 : 4096;
-  L->b = etch__calloc(cap, sizeof *L->b);
-  if (!L->b) {
-    L->b = old.b;
-    return false;
-  }
-  L->cap = cap;
-  for (size_t i = 0; i < old.cap; i++)
-    if (old.b[i].ptr) L->b[bslot(L, old.b[i].ptr, old.b[i].pid)] = old.b[i];
-  free(old.b);
-  return true;
-}
-
-/* Backward-shift deletion (linear probing, no tombstones). */
-static void bdel(leaks *L, size_t hole) {
-  size_t mask = L->cap - 1;
-  for (size_t k = (hole + 1) & mask; L->b[k].ptr; k = (k + 1) & mask) {
-    size_t home = (size_t)(bhash(L->b[k].ptr, L->b[k].pid) >> 16) & mask;
-    bool stays = hole <= k ? (home > hole && home <= k)
-                           : (home > hole || home <= k);
-    if (stays) continue;
-    L->b[hole] = L->b[k];
-    hole = k;
-  }
-  L->b[hole].ptr = 0;
-  L->n--;
+static etch_u64map *blocks_of(leaks *L, int32_t pid) {
+  for (size_t i = 0; i < L->nprocs; i++)
+    if (L->procs[i].pid == pid) return &L->procs[i].blocks;
+  proc_blocks *p = realloc(L->procs, (L->nprocs + 1) * sizeof *p);
+  if (!p) return NULL;
+  L->procs = p;
+  p[L->nprocs] = (proc_blocks){.pid = pid};
+  return &p[L->nprocs++].blocks;
 }
 
 static uint32_t tag_of(leaks *L, const char *name) {
@@ -115,35 +87,40 @@ static void on_memory(const etch_event *ev, void *user) {
   if (!arg_u64(arg(ev, "ptr"), &ptr) || !ptr) return;
   bool is_alloc = arg_u64(arg(ev, "size"), &size);
   if (!is_alloc && strcmp(ev->name, "free") != 0) return;
-  if ((L->n + 1) * 2 > L->cap && !bgrow(L)) {
+  etch_u64map *m = blocks_of(L, ev->pid);
+  if (!m) {
     L->err = ETCH_ENOMEM;
     return;
   }
-  size_t i = bslot(L, ptr, ev->pid);
+  int64_t old;
   if (!is_alloc) {
-    if (!L->b[i].ptr) {
+    if (!etch__u64map_del(m, ptr, &old)) {
       L->unknown_frees++;
       return;
     }
     L->frees++;
-    L->live -= L->b[i].size;
-    bdel(L, i);
+    L->n--;
+    L->live -= (uint64_t)old >> 16;
+    return;
+  }
+  if (size > SIZE_MAX48) size = SIZE_MAX48;
+  uint32_t tag = tag_of(L, ev->name);
+  bool had = etch__u64map_get(m, ptr, &old);
+  if (!etch__u64map_put(m, ptr, (int64_t)(size << 16 | tag))) {
+    L->err = ETCH_ENOMEM;
     return;
   }
   L->allocs++;
   L->alloc_bytes += size;
-  if (L->b[i].ptr) { /* allocated again without a free: the first is gone */
-    L->live -= L->b[i].size;
-  } else {
+  if (had) /* allocated again without a free: the first is gone */
+    L->live -= (uint64_t)old >> 16;
+  else
     L->n++;
-  }
-  L->b[i] = (block){ptr, ev->pid, tag_of(L, ev->name), size};
   L->live += size;
   if (L->live > L->peak) {
     L->peak = L->live;
     L->peak_ts = ev->ts;
   }
-  return;
 }
 
 typedef struct group {
@@ -201,8 +178,13 @@ static int leaks_of(etch_reader *r, FILE *out, int top) {
   if (!rc && L.n) {
     g = etch__malloc(L.n * sizeof *g);
     if (!g) rc = ETCH_ENOMEM;
-    for (size_t i = 0; g && i < L.cap; i++)
-      if (L.b[i].ptr) g[ng++] = (group){L.b[i].tag, L.b[i].size, 1};
+    for (size_t p = 0; g && p < L.nprocs; p++) {
+      const etch_u64map *m = &L.procs[p].blocks;
+      for (size_t i = 0; i < m->cap; i++)
+        if (m->used[i])
+          g[ng++] = (group){(uint32_t)(m->vals[i] & 0xffff),
+                            (uint64_t)m->vals[i] >> 16, 1};
+    }
     if (g) qsort(g, ng, sizeof *g, cmp_group_key);
     size_t k = 0;
     for (size_t i = 0; g && i < ng; i++) {
@@ -262,7 +244,8 @@ static int leaks_of(etch_reader *r, FILE *out, int top) {
     }
   }
   free(g);
-  free(L.b);
+  for (size_t p = 0; p < L.nprocs; p++) etch__u64map_free(&L.procs[p].blocks);
+  free(L.procs);
   for (size_t i = 0; i < L.ntags; i++) free(L.tags[i]);
   free(L.tags);
   return rc;

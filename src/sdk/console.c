@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include "etch/interceptor.h"
+#include "base/map.h"
 #include "pb/pb.h"
 #include "proto/perfetto.h"
 #include "sdk/sdk.h"
@@ -139,65 +140,15 @@ static void sb_text(sbuf *b, const uint8_t *s, size_t n, size_t max,
   if (quote) sb_put(b, "\"", 1);
 }
 
-/* uint64 -> uint32, open addressing (keys are never 0; 0 is "absent"). */
-typedef struct umap {
-  uint64_t *keys;
-  uint32_t *vals;
-  size_t cap, n;
-} umap;
-
-static void umap_clear(umap *m) {
-  free(m->keys);
-  free(m->vals);
-  memset(m, 0, sizeof *m);
-}
-
-static size_t umap_slot(const umap *m, uint64_t k) {
-  size_t i = (size_t)((k * 0x9e3779b97f4a7c15ull) >> 20) & (m->cap - 1);
-  while (m->keys[i] && m->keys[i] != k) i = (i + 1) & (m->cap - 1);
-  return i;
-}
-
-static uint32_t umap_get(const umap *m, uint64_t k) {
-  if (!m->cap || !k) return 0;
-  size_t i = umap_slot(m, k);
-  return m->keys[i] ? m->vals[i] : 0;
-}
-
-static bool umap_set(umap *m, uint64_t k, uint32_t v) {
-  if ((m->n + 1) * 2 > m->cap) {
-    umap old = *m;
-    size_t cap = old.cap ? old.cap * 2 : 16;
-    m->keys = (uint64_t *)calloc(cap, sizeof *m->keys);
-    m->vals = (uint32_t *)calloc(cap, sizeof *m->vals);
-    if (!m->keys || !m->vals) {
-      free(m->keys);
-      free(m->vals);
-      *m = old;
-      return false;
-    }
-    m->cap = cap;
-    m->n = 0;
-    for (size_t i = 0; i < old.cap; i++) {
-      if (!old.keys[i]) continue;
-      size_t j = umap_slot(m, old.keys[i]);
-      m->keys[j] = old.keys[i];
-      m->vals[j] = old.vals[i];
-      m->n++;
-    }
-    free(old.keys);
-    free(old.vals);
-  }
-  size_t i = umap_slot(m, k);
-  if (!m->keys[i]) m->n++;
-  m->keys[i] = k;
-  m->vals[i] = v;
-  return true;
+/* An index + 1 kept in a map; 0 when absent. */
+static uint32_t idx_get(const etch_u64map *m, uint64_t k) {
+  int64_t v;
+  return etch__u64map_get(m, k, &v) ? (uint32_t)v : 0;
 }
 
 /* iid -> string: the map gives an index + 1 into the strings. */
 typedef struct imap {
-  umap idx;
+  etch_u64map idx;
   char **strs;
   size_t n, cap;
 } imap;
@@ -205,12 +156,12 @@ typedef struct imap {
 static void imap_clear(imap *m) {
   for (size_t i = 0; i < m->n; i++) free(m->strs[i]);
   free(m->strs);
-  umap_clear(&m->idx);
+  etch__u64map_free(&m->idx);
   memset(m, 0, sizeof *m);
 }
 
 static const char *imap_get(const imap *m, uint64_t k) {
-  uint32_t i = umap_get(&m->idx, k);
+  uint32_t i = k ? idx_get(&m->idx, k) : 0;
   return i ? m->strs[i - 1] : NULL;
 }
 
@@ -223,7 +174,7 @@ static void imap_set(imap *m, uint64_t k, const uint8_t *s, size_t n) {
   if (!v) return;
   memcpy(v, s, n);
   v[n] = '\0';
-  uint32_t i = umap_get(&m->idx, k);
+  uint32_t i = idx_get(&m->idx, k);
   if (i) {
     free(m->strs[i - 1]);
     m->strs[i - 1] = v;
@@ -240,7 +191,7 @@ static void imap_set(imap *m, uint64_t k, const uint8_t *s, size_t n) {
     m->strs = ns;
     m->cap = cap;
   }
-  if (!umap_set(&m->idx, k, (uint32_t)m->n + 1)) {
+  if (!etch__u64map_put(&m->idx, k, (int64_t)m->n + 1)) {
     free(v);
     return;
   }
@@ -261,7 +212,7 @@ typedef struct ctrack {
 /* The decoding state of one sequence (the interceptor's thread state). */
 typedef struct cseq {
   imap names, cats, da_names, da_strings;
-  umap track_idx; /* uuid -> index + 1 into tracks */
+  etch_u64map track_idx; /* uuid -> index + 1 into tracks */
   ctrack *tracks;
   size_t ntracks, tracks_cap;
   uint64_t default_track;
@@ -308,7 +259,7 @@ static void cseq_reset(void *global, void *state) {
 static void cseq_destroy(void *global, void *state) {
   cseq *q = (cseq *)state;
   cseq_reset(global, state);
-  umap_clear(&q->track_idx);
+  etch__u64map_free(&q->track_idx);
   free(q->tracks);
   free(q->line.p);
   free(q->args.p);
@@ -316,7 +267,7 @@ static void cseq_destroy(void *global, void *state) {
 }
 
 static ctrack *track_find(cseq *q, uint64_t uuid) {
-  uint32_t i = umap_get(&q->track_idx, uuid);
+  uint32_t i = uuid ? idx_get(&q->track_idx, uuid) : 0;
   return i && i <= q->ntracks ? &q->tracks[i - 1] : NULL;
 }
 
@@ -334,7 +285,7 @@ static ctrack *track_get(cseq *q, uint64_t uuid) {
   t = &q->tracks[q->ntracks++];
   memset(t, 0, sizeof *t);
   t->uuid = uuid;
-  if (!umap_set(&q->track_idx, uuid, (uint32_t)q->ntracks)) {
+  if (!etch__u64map_put(&q->track_idx, uuid, (int64_t)q->ntracks)) {
     q->ntracks--;
     return NULL;
   }

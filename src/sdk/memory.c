@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/map.h"
 #include "etch/memory.h"
 #include "sdk/sdk.h"
 
@@ -108,9 +109,7 @@ static void spin_unlock_u32(uint32_t *l) {
 
 typedef struct shard {
   uint32_t lock;
-  size_t cap, n;
-  uintptr_t *keys; /* 0: empty */
-  uint64_t *vals;  /* size << 16 | tag index */
+  etch_u64map blocks; /* address -> size << 16 | tag index */
 } __attribute__((aligned(64))) shard;
 
 static shard shards[SHARDS];
@@ -131,95 +130,32 @@ static void atfork_register(void) {
   pthread_atfork(fork_prepare, fork_after, fork_after);
 }
 
-static inline uint64_t hash_ptr(uintptr_t p) {
-  return (uint64_t)(p >> 4) * 0x9e3779b97f4a7c15ull;
-}
-
-static shard *shard_of(uintptr_t p) { return &shards[hash_ptr(p) >> 58]; }
-
-static size_t slot_of(const shard *s, uintptr_t p) {
-  return (size_t)(hash_ptr(p) >> 20) & (s->cap - 1);
-}
-
-static bool shard_grow(shard *s) {
-  size_t cap = s->cap ? s->cap * 2 : 1024;
-  uintptr_t *k = (uintptr_t *)calloc(cap, sizeof *k);
-  uint64_t *v = (uint64_t *)malloc(cap * sizeof *v);
-  if (!k || !v) {
-    free(k);
-    free(v);
-    return false;
-  }
-  shard old = *s;
-  s->keys = k;
-  s->vals = v;
-  s->cap = cap;
-  for (size_t i = 0; i < old.cap; i++) {
-    if (!old.keys[i]) continue;
-    size_t j = slot_of(s, old.keys[i]);
-    while (s->keys[j]) j = (j + 1) & (cap - 1);
-    s->keys[j] = old.keys[i];
-    s->vals[j] = old.vals[i];
-  }
-  free(old.keys);
-  free(old.vals);
-  return true;
+static shard *shard_of(uintptr_t p) {
+  return &shards[((uint64_t)(p >> 4) * 0x9e3779b97f4a7c15ull) >> 58];
 }
 
 /* Adds or replaces p's entry; the replaced value in *old (0 if none).
  * False when the map cannot grow (the allocation goes unreported). */
 static bool map_put(uintptr_t p, uint64_t val, uint64_t *old) {
   shard *s = shard_of(p);
+  int64_t prev = 0;
   shard_lock(s);
-  *old = 0;
-  if ((s->n + 1) * 2 > s->cap && !shard_grow(s)) {
-    shard_unlock(s);
-    return false;
-  }
-  size_t j = slot_of(s, p);
-  while (s->keys[j] && s->keys[j] != p) j = (j + 1) & (s->cap - 1);
-  if (s->keys[j]) {
-    *old = s->vals[j];
-  } else {
-    s->keys[j] = p;
-    s->n++;
-  }
-  s->vals[j] = val;
+  bool had = etch__u64map_get(&s->blocks, p, &prev);
+  bool ok = etch__u64map_put(&s->blocks, p, (int64_t)val);
   shard_unlock(s);
-  return true;
+  *old = ok && had ? (uint64_t)prev : 0;
+  return ok;
 }
 
-/* Removes p's entry; false when there is none. Linear probing with
- * backward-shift deletion: no tombstones. */
+/* Removes p's entry; false when there is none. */
 static bool map_take(uintptr_t p, uint64_t *val) {
   shard *s = shard_of(p);
+  int64_t v = 0;
   shard_lock(s);
-  if (!s->cap) {
-    shard_unlock(s);
-    return false;
-  }
-  size_t mask = s->cap - 1, j = slot_of(s, p);
-  while (s->keys[j] && s->keys[j] != p) j = (j + 1) & mask;
-  if (!s->keys[j]) {
-    shard_unlock(s);
-    return false;
-  }
-  *val = s->vals[j];
-  size_t hole = j;
-  for (size_t k = (j + 1) & mask; s->keys[k]; k = (k + 1) & mask) {
-    size_t home = slot_of(s, s->keys[k]);
-    /* Move k into the hole unless its home lies cyclically in (hole, k]. */
-    bool stays = hole <= k ? (home > hole && home <= k)
-                           : (home > hole || home <= k);
-    if (stays) continue;
-    s->keys[hole] = s->keys[k];
-    s->vals[hole] = s->vals[k];
-    hole = k;
-  }
-  s->keys[hole] = 0;
-  s->n--;
+  bool found = etch__u64map_del(&s->blocks, p, &v);
   shard_unlock(s);
-  return true;
+  *val = (uint64_t)v;
+  return found;
 }
 
 /* ---- reports --------------------------------------------------------------- */
