@@ -63,19 +63,20 @@ static uint32_t tag_index(etch_mem_tag *t) {
   pthread_mutex_lock(&tag_lock);
   i = t->index;
   if (!i) {
-    if (ntags < MAX_TAGS) {
-      i = ++ntags;
-      snprintf(live_name[i], sizeof live_name[i], "Live bytes: %s",
-               t->name ? t->name : "?");
-    } else {
-      i = MAX_TAGS; /* shares "Live bytes: (other tags)" */
-      snprintf(live_name[i], sizeof live_name[i], "Live bytes: (other tags)");
-    }
+    /* The last index is shared by the tags past the others. */
+    i = ntags < MAX_TAGS - 1 ? ++ntags : MAX_TAGS;
     /* The counter's track in bytes, made before its site makes one
-     * without a unit (it finds this one by name). */
-    etch_counter_track_new(live_name[i], ETCH_UNIT_SIZE_BYTES, NULL, NULL);
-    live_site[i] = (etch_site)ETCH__SITE_INIT(etch_cat_etch_memory,
-                                              live_name[i], ETCH_TYPE_COUNTER);
+     * without a unit (it finds this one by name); the shared one once. */
+    if (!live_site[i].name) {
+      if (i < MAX_TAGS)
+        snprintf(live_name[i], sizeof live_name[i], "Live bytes: %s",
+                 t->name ? t->name : "?");
+      else
+        snprintf(live_name[i], sizeof live_name[i], "Live bytes: (other tags)");
+      etch_counter_track_new(live_name[i], ETCH_UNIT_SIZE_BYTES, NULL, NULL);
+      live_site[i] = (etch_site)ETCH__SITE_INIT(
+          etch_cat_etch_memory, live_name[i], ETCH_TYPE_COUNTER);
+    }
     __atomic_store_n(&t->index, i, __ATOMIC_RELEASE);
   }
   pthread_mutex_unlock(&tag_lock);

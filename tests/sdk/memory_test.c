@@ -183,3 +183,35 @@ TEST(threads_allocating_at_once) {
   td_free(&t);
   etch_session_free(s);
 }
+
+/* More tags than have counters of their own: the first 255 keep theirs,
+ * the rest share "Live bytes: (other tags)". */
+TEST(tags_past_the_limit_share_one_counter) {
+  static etch_mem_tag many[300];
+  static char names[300][16];
+  for (int i = 0; i < 300; i++) {
+    snprintf(names[i], sizeof names[i], "tag-%d", i);
+    many[i] = (etch_mem_tag){names[i],
+                             ETCH__SITE_INIT(etch_cat_etch_memory, names[i],
+                                             ETCH_TYPE_INSTANT),
+                             0};
+  }
+  etch_session *s = start_session("compression=none");
+  for (int i = 0; i < 300; i++) etch_mem_alloc_tagged(arena + i * 16, 10, &many[i]);
+  etch_mem_alloc(arena + 8000, 1); /* untagged: the 301st tag, shared too */
+  etch_session_stop(s);
+  td_trace t;
+  read_trace(s, "memory_many_tags", &t);
+  size_t allocs = 0;
+  for (size_t i = 0; i < t.nev; i++)
+    if (t.ev[i].cat && !strcmp(t.ev[i].cat, "memory") && t.ev[i].type == 3)
+      allocs++;
+  ASSERT_EQ_U64(allocs, 301);
+  td_free(&t);
+  etch_session_free(s);
+  /* The tags' indexes: 1..255 their own, then the shared one. */
+  ASSERT_EQ_INT((int)many[0].index, 1);
+  ASSERT_EQ_INT((int)many[254].index, 255);
+  ASSERT_EQ_INT((int)many[255].index, 256);
+  ASSERT_EQ_INT((int)many[299].index, 256);
+}
