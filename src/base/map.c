@@ -8,11 +8,11 @@
 
 #include "base/base.h"
 
-static size_t home(const etch_u64map *m, uint64_t key) {
+static inline size_t home(const etch_u64map *m, uint64_t key) {
   return (size_t)etch__mix64(key) & (m->cap - 1);
 }
 
-static size_t slot(const etch_u64map *m, uint64_t key) {
+static inline size_t slot(const etch_u64map *m, uint64_t key) {
   size_t mask = m->cap - 1, i = home(m, key);
   while (m->used[i] && m->keys[i] != key) i = (i + 1) & mask;
   return i;
@@ -53,16 +53,25 @@ static bool grow(etch_u64map *m) {
   return true;
 }
 
-bool etch__u64map_put(etch_u64map *m, uint64_t key, int64_t val) {
+bool etch__u64map_swap(etch_u64map *m, uint64_t key, int64_t val,
+                       int64_t *old, bool *had) {
   if ((m->n + 1) * 4 > m->cap * 3 && !grow(m)) return false;
   size_t i = slot(m, key);
-  if (!m->used[i]) {
+  bool h = m->used[i] != 0;
+  if (h) {
+    if (old) *old = m->vals[i];
+  } else {
     m->used[i] = 1;
     m->keys[i] = key;
     m->n++;
   }
+  if (had) *had = h;
   m->vals[i] = val;
   return true;
+}
+
+bool etch__u64map_put(etch_u64map *m, uint64_t key, int64_t val) {
+  return etch__u64map_swap(m, key, val, NULL, NULL);
 }
 
 bool etch__u64map_del(etch_u64map *m, uint64_t key, int64_t *val) {
@@ -82,6 +91,14 @@ bool etch__u64map_del(etch_u64map *m, uint64_t key, int64_t *val) {
   }
   m->used[hole] = 0;
   m->n--;
+  return true;
+}
+
+bool etch__u64map_at(const etch_u64map *m, size_t i, uint64_t *key,
+                     int64_t *val) {
+  if (i >= m->cap || !m->used[i]) return false;
+  if (key) *key = m->keys[i];
+  if (val) *val = m->vals[i];
   return true;
 }
 

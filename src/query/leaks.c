@@ -105,8 +105,8 @@ static void on_memory(const etch_event *ev, void *user) {
   }
   if (size > SIZE_MAX48) size = SIZE_MAX48;
   uint32_t tag = tag_of(L, ev->name);
-  bool had = etch__u64map_get(m, ptr, &old);
-  if (!etch__u64map_put(m, ptr, (int64_t)(size << 16 | tag))) {
+  bool had;
+  if (!etch__u64map_swap(m, ptr, (int64_t)(size << 16 | tag), &old, &had)) {
     L->err = ETCH_ENOMEM;
     return;
   }
@@ -180,10 +180,10 @@ static int leaks_of(etch_reader *r, FILE *out, int top) {
     if (!g) rc = ETCH_ENOMEM;
     for (size_t p = 0; g && p < L.nprocs; p++) {
       const etch_u64map *m = &L.procs[p].blocks;
+      int64_t v;
       for (size_t i = 0; i < m->cap; i++)
-        if (m->used[i])
-          g[ng++] = (group){(uint32_t)(m->vals[i] & 0xffff),
-                            (uint64_t)m->vals[i] >> 16, 1};
+        if (etch__u64map_at(m, i, NULL, &v))
+          g[ng++] = (group){(uint32_t)(v & 0xffff), (uint64_t)v >> 16, 1};
     }
     if (g) qsort(g, ng, sizeof *g, cmp_group_key);
     size_t k = 0;

@@ -140,9 +140,9 @@ static shard *shard_of(uintptr_t p) {
 static bool map_put(uintptr_t p, uint64_t val, uint64_t *old) {
   shard *s = shard_of(p);
   int64_t prev = 0;
+  bool had = false;
   shard_lock(s);
-  bool had = etch__u64map_get(&s->blocks, p, &prev);
-  bool ok = etch__u64map_put(&s->blocks, p, (int64_t)val);
+  bool ok = etch__u64map_swap(&s->blocks, p, (int64_t)val, &prev, &had);
   shard_unlock(s);
   *old = ok && had ? (uint64_t)prev : 0;
   return ok;
