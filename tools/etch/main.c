@@ -197,6 +197,34 @@ static int load(const char *path, const char *db_path, bool all_args,
  * The stats report of a database written by `etch query --db` (from its
  * tables), or of a trace (computed while reading it, without a database).
  */
+/*
+ * Runs a report into memory and prints it only when it succeeded: an error
+ * must not leave half a report on stdout.
+ */
+static int print_whole(int (*report)(const char *path, FILE *out,
+                                     const void *opts),
+                       const char *path, const void *opts) {
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *mem = open_memstream(&buf, &len);
+  if (!mem) return runtime_error("out of memory");
+  int rc = 0;
+  if (report(path, mem, opts) != ETCH_OK)
+    rc = runtime_error("%s", etch_last_error());
+  fclose(mem);
+  if (!rc) fwrite(buf, 1, len, stdout);
+  free(buf);
+  return rc;
+}
+
+static int stats_report(const char *path, FILE *out, const void *opts) {
+  return etch__query_stats_file(path, out, (const etch__stats_opts *)opts);
+}
+
+static int leaks_report(const char *path, FILE *out, const void *opts) {
+  return etch__query_leaks_file(path, out, *(const int *)opts, !g_strict);
+}
+
 static int stats_of(const char *path, const etch__stats_opts *so) {
   int rc = check_readable(path);
   if (rc) return rc;
@@ -208,20 +236,9 @@ static int stats_of(const char *path, const etch__stats_opts *so) {
     sqlite3_close(db);
     return rc;
   }
-  /* Into memory first: an error must not leave half a report. */
   etch__stats_opts sopts = *so;
   sopts.allow_truncated = !g_strict;
-  so = &sopts;
-  char *buf = NULL;
-  size_t len = 0;
-  FILE *mem = open_memstream(&buf, &len);
-  if (!mem) return runtime_error("out of memory");
-  if (etch__query_stats_file(path, mem, so) != ETCH_OK)
-    rc = runtime_error("%s", etch_last_error());
-  fclose(mem);
-  if (!rc) fwrite(buf, 1, len, stdout);
-  free(buf);
-  return rc;
+  return print_whole(stats_report, path, &sopts);
 }
 
 /* The count of -n / --top: from `min` (0 meaning all) to a million. */
@@ -264,21 +281,7 @@ static int cmd_leaks(int argc, char **argv) {
     rc = usage_error(cmd, o.noperands ? "too many arguments"
                                       : "missing the trace file");
   if (!rc) rc = check_readable(o.operands[0]);
-  if (!rc) {
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *mem = open_memstream(&buf, &len);
-    if (!mem) {
-      rc = runtime_error("out of memory");
-    } else {
-      if (etch__query_leaks_file(o.operands[0], mem, top, !g_strict) !=
-          ETCH_OK)
-        rc = runtime_error("%s", etch_last_error());
-      fclose(mem);
-      if (!rc) fwrite(buf, 1, len, stdout);
-      free(buf);
-    }
-  }
+  if (!rc) rc = print_whole(leaks_report, o.operands[0], &top);
   free(o.operands);
   return rc;
 }
