@@ -202,14 +202,14 @@ static int load(const char *path, const char *db_path, bool all_args,
  * must not leave half a report on stdout.
  */
 static int print_whole(int (*report)(const char *path, FILE *out,
-                                     const void *opts),
-                       const char *path, const void *opts) {
+                                     const void *arg),
+                       const char *path, const void *arg) {
   char *buf = NULL;
   size_t len = 0;
   FILE *mem = open_memstream(&buf, &len);
   if (!mem) return runtime_error("out of memory");
   int rc = 0;
-  if (report(path, mem, opts) != ETCH_OK)
+  if (report(path, mem, arg) != ETCH_OK)
     rc = runtime_error("%s", etch_last_error());
   fclose(mem);
   if (!rc) fwrite(buf, 1, len, stdout);
@@ -217,12 +217,12 @@ static int print_whole(int (*report)(const char *path, FILE *out,
   return rc;
 }
 
-static int stats_report(const char *path, FILE *out, const void *opts) {
-  return etch__query_stats_file(path, out, (const etch__stats_opts *)opts);
+static int stats_report(const char *path, FILE *out, const void *arg) {
+  return etch__query_stats_file(path, out, (const etch__stats_opts *)arg);
 }
 
-static int leaks_report(const char *path, FILE *out, const void *opts) {
-  return etch__query_leaks_file(path, out, *(const int *)opts, !g_strict);
+static int leaks_report(const char *path, FILE *out, const void *arg) {
+  return etch__query_leaks_file(path, out, *(const int *)arg, !g_strict);
 }
 
 static int stats_of(const char *path, const etch__stats_opts *so) {
