@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/map.h"
 #include "buffer/smb.h"
 #include "pb/pb.h"
 
@@ -35,6 +36,7 @@ struct etch_tracebuf {
   uint32_t nslots, nchunks;
   tseq *seqs;
   uint32_t nseqs, capseqs;
+  etch_u64map seq_index; /* sequence id -> index + 1 in seqs */
   etch_tracebuf_stats st;
 };
 
@@ -69,6 +71,7 @@ void etch__tracebuf_free(etch_tracebuf *tb) {
   }
   free(tb->slots);
   free(tb->seqs);
+  etch__u64map_free(&tb->seq_index);
   free(tb);
 }
 
@@ -123,9 +126,11 @@ static void unlink_chunk(etch_tracebuf *tb, tchunk *c) {
   tb->used -= c->len;
 }
 
+/* A sequence's read state, found through the index (a service with
+ * thousands of writer sequences looks one up for every chunk). */
 static tseq *seq_state(etch_tracebuf *tb, uint32_t seq, bool create) {
-  for (uint32_t i = 0; i < tb->nseqs; i++)
-    if (tb->seqs[i].seq == seq) return &tb->seqs[i];
+  int64_t i;
+  if (etch__u64map_get(&tb->seq_index, seq, &i)) return &tb->seqs[i - 1];
   if (!create) return NULL;
   if (tb->nseqs == tb->capseqs) {
     uint32_t cap = tb->capseqs ? tb->capseqs * 2 : 16;
@@ -134,6 +139,8 @@ static tseq *seq_state(etch_tracebuf *tb, uint32_t seq, bool create) {
     tb->seqs = n;
     tb->capseqs = cap;
   }
+  if (!etch__u64map_put(&tb->seq_index, seq, (int64_t)tb->nseqs + 1))
+    return NULL;
   tseq *s = &tb->seqs[tb->nseqs++];
   memset(s, 0, sizeof *s);
   s->seq = seq;
