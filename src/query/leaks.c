@@ -200,7 +200,7 @@ static int leaks_of(etch_reader *r, FILE *out, int top) {
     uint64_t leaked = 0;
     for (size_t i = 0; i < ng; i++) leaked += g[i].size * g[i].count;
     char at[32];
-    etch__fmt_dur(at, sizeof at, L.peak_ts - first);
+    etch__fmt_dur(at, sizeof at, etch__sat_sub(L.peak_ts, first));
     fprintf(out, "memory (category \"memory\")\n");
     etch__tt *t = etch__tt_new(2);
     etch__tt_cell(t, "allocations");

@@ -184,6 +184,13 @@ void etch__tt_free(etch__tt *t);
 
 /* "999 ns", "1.23 us", "45.60 ms", "2.50 s". */
 void etch__fmt_dur(char *buf, size_t n, int64_t ns);
+/* a - b, held at INT64_MIN / INT64_MAX instead of overflowing (times from
+ * a hostile trace can be anything). */
+static inline int64_t etch__sat_sub(int64_t a, int64_t b) {
+  int64_t d;
+  if (!__builtin_sub_overflow(a, b, &d)) return d;
+  return b < 0 ? INT64_MAX : INT64_MIN;
+}
 
 typedef struct etch__stats_opts {
   int top;      /* rows per top-slices table (default 10) */

@@ -426,7 +426,7 @@ static const char *or_dash(const char *s) { return s ? s : "-"; }
 
 static void trace_section(report *r) {
   const etch__stats_data *x = r->d;
-  int64_t dur = r->start <= r->end ? r->end - r->start : 0;
+  int64_t dur = r->start <= r->end ? etch__sat_sub(r->end, r->start) : 0;
   int64_t events = x->events, slices = x->slices, instants = x->instants,
           open = x->open_slices, counters = x->counter_values,
           ctracks = x->counter_tracks, flows = x->flows, tracks = x->tracks,
@@ -542,7 +542,7 @@ static void top_section(report *r, bool by_self) {
 }
 
 static void threads_section(report *r) {
-  int64_t dur = r->start <= r->end ? r->end - r->start : 0;
+  int64_t dur = r->start <= r->end ? etch__sat_sub(r->end, r->start) : 0;
   etch__tt *t = NULL;
   if (r->o->json) {
     jopen(r, "threads", '[');
@@ -708,7 +708,7 @@ static void frames_section(report *r) {
     for (size_t k = 0; k < nw; k++) {
       const etch__stats_frame *f = &d->frames[worst[k]];
       char at[32], du[32];
-      etch__fmt_dur(at, sizeof at, f->ts - r->start);
+      etch__fmt_dur(at, sizeof at, etch__sat_sub(f->ts, r->start));
       etch__fmt_dur(du, sizeof du, f->dur);
       etch__tt_cellf(t, "#%zu", worst[k] + 1);
       etch__tt_cell(t, at);
@@ -744,7 +744,7 @@ static void bookmarks_section(report *r) {
       continue;
     }
     char at[32];
-    etch__fmt_dur(at, sizeof at, b->ts - r->start);
+    etch__fmt_dur(at, sizeof at, etch__sat_sub(b->ts, r->start));
     etch__tt_cell(t, at);
     etch__tt_cell(t, or_dash(b->name));
   }
