@@ -83,4 +83,46 @@ const char *etch_test_tmpdir(void);
 /* Reads a whole file; returns NULL if missing. Caller frees. */
 uint8_t *etch_test_read_file(const char *path, size_t *len);
 
+
+/*
+ * The console interceptor's lines (docs/interceptors.md) of the threads
+ * whose process/thread column is `who` (or starts with it, when `who`
+ * ends with '/'), each without its time and that column (padded to 24, then
+ * one space), newline-terminated; with `no_durations` an end keeps only
+ * "< name" (its duration varies). The caller frees the result.
+ */
+static inline char *etch_test_console_lines(const char *out, const char *who,
+                                            bool no_durations) {
+  size_t cap = strlen(out) + 1, n = 0, wl = strlen(who);
+  bool prefix = wl && who[wl - 1] == '/';
+  char *lines = (char *)calloc(1, cap);
+  for (const char *l = out; *l;) {
+    const char *e = strchr(l, '\n');
+    const char *next = e ? e + 1 : l + strlen(l);
+    if (!e) e = l + strlen(l);
+    const char *p = l;
+    while (p < e && *p == ' ') p++;
+    while (p < e && *p != ' ') p++; /* the time */
+    if (p < e) p++;
+    const char *col = p;
+    while (p < e && *p != ' ') p++; /* process/thread */
+    size_t cl = (size_t)(p - col);
+    bool match = prefix ? cl > wl && !strncmp(col, who, wl)
+                        : cl == wl && !strncmp(col, who, wl);
+    if (match) {
+      if (cl < 24) p = col + 24;
+      if (p < e) p++;
+      const char *q = p;
+      while (q < e && *q == ' ') q++;
+      if (no_durations && q + 2 < e && q[0] == '<' && q[1] == ' ') {
+        const char *sp = (const char *)memchr(q + 2, ' ', (size_t)(e - q - 2));
+        if (sp) e = sp;
+      }
+      n += (size_t)snprintf(lines + n, cap - n, "%.*s\n", (int)(e - p), p);
+    }
+    l = next;
+  }
+  return lines;
+}
+
 #endif /* ETCH_TEST_H */

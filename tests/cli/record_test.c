@@ -338,34 +338,7 @@ TEST(abort_under_record) {
  * happens and still writes the trace; ETCH_CONSOLE alone prints without a
  * trace; a wrong value is named. */
 static char *console_body(const char *out) {
-  /* Each line without its time column and its thread column. */
-  size_t cap = strlen(out) + 1, n = 0;
-  char *res = (char *)calloc(1, cap);
-  for (const char *l = out; *l;) {
-    const char *e = strchr(l, '\n');
-    if (!e) e = l + strlen(l);
-    const char *p = l;
-    while (p < e && *p == ' ') p++;
-    while (p < e && *p != ' ') p++; /* time */
-    while (p < e && *p == ' ') p++;
-    if (p + 16 < e && !strncmp(p, "etch_cli_record/", 16)) {
-      /* process/thread, padded to 24, then one space */
-      const char *who = p;
-      while (p < e && *p != ' ') p++;
-      if (p - who < 24) p = who + 24;
-      if (p < e) p++;
-      /* An end's duration varies: keep "< name". */
-      const char *q = p;
-      while (q < e && *q == ' ') q++;
-      if (q + 2 < e && q[0] == '<' && q[1] == ' ') {
-        const char *sp = memchr(q + 2, ' ', (size_t)(e - q - 2));
-        if (sp) e = sp;
-      }
-      n += (size_t)snprintf(res + n, cap - n, "%.*s\n", (int)(e - p), p);
-    }
-    l = strchr(l, '\n') ? strchr(l, '\n') + 1 : l + strlen(l);
-  }
-  return res;
+  return etch_test_console_lines(out, "etch_cli_record/", true);
 }
 
 TEST(record_console_prints_events_as_they_happen) {

@@ -19,40 +19,9 @@ ETCH_COUNTER_DEFINE_UNIT(reqs, "Requests", "requests");
 ETCH_COUNTER_DEFINE_INT(shared, "Shared");
 ETCH_COUNTER_DEFINE_MEMORY(pool, "Pool");
 
-/* The values recorded on the counter track named `name`, in time order
- * (ties would be a failure: each change is stamped later than the last). */
-typedef struct tv {
-  uint64_t ts;
-  double v;
-} tv;
-
-static int cmp_tv(const void *a, const void *b) {
-  const tv *x = a, *y = b;
-  return (x->ts > y->ts) - (x->ts < y->ts);
-}
-
 static size_t values_of(const td_trace *t, const char *name, double *out,
                         size_t cap, const td_track **track) {
-  tv *all = malloc((t->nev + 1) * sizeof *all);
-  size_t n = 0;
-  *track = NULL;
-  for (size_t i = 0; i < t->nev; i++) {
-    const td_event *e = &t->ev[i];
-    if (e->type != 4) continue;
-    const td_track *k = td_track_of(t, e->track);
-    if (!k || !k->name || strcmp(k->name, name) != 0) continue;
-    *track = k;
-    all[n].ts = e->ts;
-    all[n++].v = e->counter_is_double ? e->counter_d : (double)e->counter_i;
-  }
-  qsort(all, n, sizeof *all, cmp_tv);
-  for (size_t i = 0; i < n; i++) {
-    if (i && all[i].ts == all[i - 1].ts)
-      FAIL("%s: values %zu and %zu at the same time", name, i - 1, i);
-    if (i < cap) out[i] = all[i].v;
-  }
-  free(all);
-  return n;
+  return counter_values(t, name, out, cap, NULL, track);
 }
 
 TEST(counter_operations_record_exact_values_and_units) {

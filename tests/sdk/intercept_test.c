@@ -39,34 +39,6 @@ static int tmp_fd(const char *name) {
   return fd;
 }
 
-/*
- * The lines of one thread (column 2 starts with `who`), with the time
- * column cut off and the thread column's padding collapsed: "who|rest".
- * Returns them joined by newlines.
- */
-static char *lines_of(const char *out, const char *who) {
-  size_t cap = strlen(out) + 1, n = 0;
-  char *res = (char *)calloc(1, cap);
-  for (const char *l = out; *l;) {
-    const char *e = strchr(l, '\n');
-    if (!e) e = l + strlen(l);
-    /* time: spaces, digits, '.', then one space */
-    const char *p = l;
-    while (p < e && *p == ' ') p++;
-    while (p < e && *p != ' ') p++;
-    if (p < e) p++;
-    size_t wl = strlen(who);
-    if ((size_t)(e - p) > wl && !strncmp(p, who, wl) && p[wl] == ' ') {
-      const char *rest = p + wl;
-      /* padding to the 24-wide column, then one space */
-      while (rest < e && *rest == ' ' && rest - p < 25) rest++;
-      n += (size_t)snprintf(res + n, cap - n, "%.*s\n", (int)(e - rest), rest);
-    }
-    l = *e ? e + 1 : e;
-  }
-  return res;
-}
-
 /* ---- the console interceptor ------------------------------------------------- */
 
 typedef struct wl_arg {
@@ -130,7 +102,7 @@ TEST(console_prints_each_thread_exactly) {
   for (int i = 0; i < 3; i++) {
     char who[32];
     snprintf(who, sizeof who, "itest/w%d", i);
-    char *got = lines_of(out, who);
+    char *got = etch_test_console_lines(out, who, false);
     char want[1024];
     snprintf(want, sizeof want,
              "> frame [alpha] n=%d ->0x%x\n"
@@ -197,7 +169,7 @@ TEST(console_prints_what_it_cannot_decode) {
   ASSERT_OK(etch__console_feed(pk, len, 4, fd));
   char *out = slurp_fd(fd);
   close(fd);
-  char *got = lines_of(out, "?/?");
+  char *got = etch_test_console_lines(out, "?/?", false);
   ASSERT_EQ_STR(got,
                 "! undecodable packet (4 bytes): length field larger than "
                 "the remaining data at offset 0\n"

@@ -54,18 +54,10 @@ static void *workload(void *arg) {
 
 /* The last value of the counter track `name` (time order), -1 if none. */
 static double last_value(const td_trace *t, const char *name) {
-  uint64_t best_ts = 0;
-  double v = -1;
-  for (size_t i = 0; i < t->nev; i++) {
-    const td_event *e = &t->ev[i];
-    const td_track *k = td_track_of(t, e->track);
-    if (e->type != 4 || !k || !k->name || strcmp(k->name, name)) continue;
-    if (e->ts >= best_ts) {
-      best_ts = e->ts;
-      v = e->counter_is_double ? e->counter_d : (double)e->counter_i;
-    }
-  }
-  return v;
+  double last = -1;
+  const td_track *k;
+  counter_values(t, name, NULL, 0, &last, &k);
+  return last;
 }
 
 TEST(allocator_hooks_record_tags_frees_and_live_bytes) {
