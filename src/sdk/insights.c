@@ -10,7 +10,6 @@
  * changes a few nanoseconds apart). Frames are ordered the same way by one
  * process-wide lock.
  */
-#include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -22,33 +21,8 @@ ETCH_CATEGORY_DEFINE(etch_counters, "counters",
 ETCH_CATEGORY_DEFINE(etch_bookmarks, "bookmarks", "ETCH_BOOKMARK", "");
 ETCH_CATEGORY_DEFINE(etch_frames, "frames", "ETCH_FRAME_*", "");
 
-/* A short lock: held for one value and its event. */
-static void spin_lock(uint32_t *l) {
-  for (unsigned k = 0; __atomic_exchange_n(l, 1, __ATOMIC_ACQUIRE); k++) {
-    while (__atomic_load_n(l, __ATOMIC_RELAXED)) {
-      if (++k > 100) {
-        sched_yield();
-        k = 0;
-      } else {
-#if defined(__x86_64__) || defined(__i386__)
-        __builtin_ia32_pause();
-#endif
-      }
-    }
-  }
-}
-
-static void spin_unlock(uint32_t *l) { __atomic_store_n(l, 0, __ATOMIC_RELEASE); }
-
-/* `t`, or 1 ns after `*last` if it is not later (and now `*last`). */
-static uint64_t ordered_at(uint64_t *last, uint64_t t) {
-  if (t <= *last) t = *last + 1;
-  *last = t;
-  return t;
-}
-
 static uint64_t ordered_now(uint64_t *last) {
-  return ordered_at(last, etch_now());
+  return etch__ordered_ts(last, etch_now());
 }
 
 /* ---- counters ------------------------------------------------------------ */
@@ -91,7 +65,7 @@ static void change(etch_counter *c, bool add, int64_t n, double d) {
   bool is_float = c->kind == ETCH_COUNTER_KIND_FLOAT;
   uint32_t mask =
       __atomic_load_n(&etch_cat_etch_counters.enabled, __ATOMIC_RELAXED);
-  if (mask) spin_lock(&c->lock);
+  if (mask) etch__spin_lock(&c->lock);
   int64_t now;
   if (!is_float && add) {
     now = __atomic_add_fetch(&c->value, n, __ATOMIC_RELAXED);
@@ -107,7 +81,7 @@ static void change(etch_counter *c, bool add, int64_t n, double d) {
   }
   if (mask) {
     record(c, mask, now);
-    spin_unlock(&c->lock);
+    etch__spin_unlock(&c->lock);
   }
 }
 
@@ -214,12 +188,12 @@ static void frame_begin_at(uint32_t mask, uint64_t ts) {
 static void frame_op(bool end, bool begin, uint64_t at) {
   uint32_t mask =
       __atomic_load_n(&etch_cat_etch_frames.enabled, __ATOMIC_RELAXED);
-  spin_lock(&frames.lock);
-  uint64_t ts = at ? ordered_at(&frames.last_ts, at)
+  etch__spin_lock(&frames.lock);
+  uint64_t ts = at ? etch__ordered_ts(&frames.last_ts, at)
                    : ordered_now(&frames.last_ts);
   if (end) frame_end_at(mask, ts);
   if (begin) frame_begin_at(mask, ts);
-  spin_unlock(&frames.lock);
+  etch__spin_unlock(&frames.lock);
 }
 
 void etch_frame_mark(void) { frame_op(true, true, 0); }
@@ -230,8 +204,8 @@ void etch_frame_begin_at(uint64_t ts) { frame_op(true, true, ts ? ts : 1); }
 void etch_frame_end_at(uint64_t ts) { frame_op(true, false, ts ? ts : 1); }
 
 uint64_t etch_frame_index(void) {
-  spin_lock(&frames.lock);
+  etch__spin_lock(&frames.lock);
   uint64_t i = frames.index;
-  spin_unlock(&frames.lock);
+  etch__spin_unlock(&frames.lock);
   return i;
 }

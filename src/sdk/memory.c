@@ -17,7 +17,6 @@
  * one.
  */
 #include <pthread.h>
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -95,15 +94,6 @@ etch_mem_tag *etch_mem_current_tag(void) {
   return cur_tag ? cur_tag : &etch_memtag_untagged;
 }
 
-static void spin_lock_u32(uint32_t *l) {
-  while (__atomic_exchange_n(l, 1, __ATOMIC_ACQUIRE))
-    while (__atomic_load_n(l, __ATOMIC_RELAXED)) sched_yield();
-}
-
-static void spin_unlock_u32(uint32_t *l) {
-  __atomic_store_n(l, 0, __ATOMIC_RELEASE);
-}
-
 /* ---- the live map ------------------------------------------------------- */
 
 #define SHARDS 64
@@ -116,8 +106,8 @@ typedef struct shard {
 static shard shards[SHARDS];
 static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
 
-static void shard_lock(shard *s) { spin_lock_u32(&s->lock); }
-static void shard_unlock(shard *s) { spin_unlock_u32(&s->lock); }
+static void shard_lock(shard *s) { etch__spin_lock(&s->lock); }
+static void shard_unlock(shard *s) { etch__spin_unlock(&s->lock); }
 
 /* fork() while another thread holds a shard would leave it held in the
  * child: every shard is held across the fork. */
@@ -187,7 +177,7 @@ static void maybe_write_counters(uint32_t mask) {
       /* The total and its time together, each time after the last: the
        * counter's latest value is the latest total, however the threads
        * that write it interleave. */
-      spin_lock_u32(&live_lock[ti]);
+      etch__spin_lock(&live_lock[ti]);
       int64_t v;
       if (ti <= LOCAL_TAGS) {
         v = __atomic_add_fetch(&live[ti], mt.delta[ti], __ATOMIC_RELAXED);
@@ -195,12 +185,10 @@ static void maybe_write_counters(uint32_t mask) {
       } else {
         v = __atomic_load_n(&live[ti], __ATOMIC_RELAXED);
       }
-      uint64_t ts = etch_now();
-      if (ts <= live_ts[ti]) ts = live_ts[ti] + 1;
-      live_ts[ti] = ts;
+      uint64_t ts = etch__ordered_ts(&live_ts[ti], etch_now());
       etch_extra xs[2] = {etch__x_counter_int(v), etch_x_timestamp(ts)};
       etch__emit(&live_site[ti], mask, xs, 2);
-      spin_unlock_u32(&live_lock[ti]);
+      etch__spin_unlock(&live_lock[ti]);
     }
   }
 }

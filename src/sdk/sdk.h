@@ -218,6 +218,20 @@ extern ETCH_HIDDEN etch_global etch__g;
  * so a thread's tls.gen of 0 means "no writer". */
 extern ETCH_HIDDEN uint32_t etch__slot_gen[ETCH_MAX_SESSIONS];
 
+/* A short lock (a value and its event; a shard of the live map): spins a
+ * little, then yields. util.c. */
+void etch__spin_lock(uint32_t *l);
+ETCH_INLINE void etch__spin_unlock(uint32_t *l) {
+  __atomic_store_n(l, 0, __ATOMIC_RELEASE);
+}
+/* `t`, or 1 ns after `*last` when it is not later; it becomes `*last`:
+ * the times of one counter or track, each after the one before. */
+ETCH_INLINE uint64_t etch__ordered_ts(uint64_t *last, uint64_t t) {
+  if (t <= *last) t = *last + 1;
+  *last = t;
+  return t;
+}
+
 /* Writes the thread's pending live-bytes counters (memory.c). */
 void etch__mem_thread_exit(void);
 

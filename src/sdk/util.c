@@ -2,6 +2,7 @@
  * util.c - the sdk's small containers (growable bitsets, a writer-local
  * string interning table) and the instants etch writes about itself.
  */
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -112,4 +113,19 @@ void etch__put_etch_instant(etch_pb_stream *s, const char *name,
     etch_pb_nested_end(s, &da);
   }
   etch_pb_nested_end(s, &te);
+}
+
+void etch__spin_lock(uint32_t *l) {
+  for (unsigned k = 0; __atomic_exchange_n(l, 1, __ATOMIC_ACQUIRE);) {
+    while (__atomic_load_n(l, __ATOMIC_RELAXED)) {
+      if (++k > 100) {
+        sched_yield();
+        k = 0;
+      } else {
+#if defined(__x86_64__) || defined(__i386__)
+        __builtin_ia32_pause();
+#endif
+      }
+    }
+  }
 }
