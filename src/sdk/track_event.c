@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sdk/encode.h"
 #include "sdk/sdk.h"
 
 /* ---- sites ---------------------------------------------------------------- */
@@ -33,7 +34,7 @@ ETCH_INLINE uint32_t da_slot(const char *key) {
   return (uint32_t)(((uintptr_t)key * 0x9e3779b97f4a7c15ull) >> 58);
 }
 
-static ETCH_COLD void site_prepare(etch_site *site) {
+ETCH_COLD void etch__site_prepare(etch_site *site) {
   etch_category *cat = site->cat;
   if (cat && !__atomic_load_n(&cat->id, __ATOMIC_RELAXED))
     etch_category_register(cat);
@@ -120,12 +121,6 @@ ETCH_INLINE uint64_t fast_delta(const etch_writer *w, uint64_t *ns) {
     delta = 0;
   }
   return delta;
-}
-
-/* The slow paths' clock: never behind the previous event. */
-ETCH_INLINE uint64_t next_ts(etch_writer *w, uint64_t ticks) {
-  uint64_t rel = etch__writer_rel_ns(w, ticks);
-  return w->anchor.ns + (rel > w->rel_ns ? rel : w->rel_ns);
 }
 
 /* Moves the clock to the event (ns since the anchor) and publishes its
@@ -221,7 +216,7 @@ ETCH_INLINE bool end_put(etch_writer *w, uint64_t ticks) {
 /* Several sessions, or a writer that needs more than the fast path. */
 static ETCH_NOINLINE void site_slow(etch_site *site, uintptr_t mask,
                                     uint64_t ticks) {
-  if (!__atomic_load_n(&site->seen_mask, __ATOMIC_ACQUIRE)) site_prepare(site);
+  if (!__atomic_load_n(&site->seen_mask, __ATOMIC_ACQUIRE)) etch__site_prepare(site);
   bool begin = site->type == ETCH_TYPE_SLICE_BEGIN;
   do {
     uint32_t i = (uint32_t)__builtin_ctz((uint32_t)mask);
@@ -340,7 +335,7 @@ static ETCH_NOINLINE void counter_slow(etch_site *site, uintptr_t mask,
   } else {
     x = etch__x_counter_int((int64_t)raw);
   }
-  if (!__atomic_load_n(&site->seen_mask, __ATOMIC_ACQUIRE)) site_prepare(site);
+  if (!__atomic_load_n(&site->seen_mask, __ATOMIC_ACQUIRE)) etch__site_prepare(site);
   do {
     uint32_t i = (uint32_t)__builtin_ctz(mask);
     mask &= mask - 1;
@@ -460,59 +455,6 @@ static void parse_extras(parsed *p, const etch_extra *x, uint32_t n) {
   }
 }
 
-static uint32_t clamp_len(const char *s) {
-  size_t n = strlen(s);
-  return n > ETCH_MAX_STRING ? ETCH_MAX_STRING : (uint32_t)n;
-}
-
-/*
- * Raw encoding into the writer's scratch buffer. Sizes are bounded up front
- * (so no write is checked), nested messages assume a one-byte length and
- * move their body in the rare case it is longer, and the finished packet is
- * copied into the chunk in one go (etch__writer_put_packet crosses chunks
- * when it has to).
- */
-ETCH_INLINE uint8_t *raw_tag(uint8_t *q, uint32_t field, uint32_t wt) {
-  return etch_pb_put_varint(q, etch_pb_tag(field, wt));
-}
-ETCH_INLINE uint8_t *raw_varint(uint8_t *q, uint32_t field, uint64_t v) {
-  return etch_pb_put_varint(raw_tag(q, field, ETCH_PB_VARINT), v);
-}
-ETCH_INLINE uint8_t *raw_fixed64(uint8_t *q, uint32_t field, uint64_t v) {
-  return etch_pb_put_fixed64(raw_tag(q, field, ETCH_PB_FIXED64), v);
-}
-ETCH_INLINE uint8_t *raw_bytes(uint8_t *q, uint32_t field, const void *d,
-                               uint32_t n) {
-  q = etch_pb_put_varint(raw_tag(q, field, ETCH_PB_LEN), n);
-  memcpy(q, d, n);
-  return q + n;
-}
-/* Opens a nested message: returns where its length byte goes. */
-ETCH_INLINE uint8_t *raw_open(uint8_t **q, uint32_t field) {
-  uint8_t *len = raw_tag(*q, field, ETCH_PB_LEN);
-  *q = len + 1;
-  return len;
-}
-static uint8_t *raw_close(uint8_t *len, uint8_t *end) {
-  size_t n = (size_t)(end - (len + 1));
-  if (ETCH_LIKELY(n < 128)) {
-    *len = (uint8_t)n;
-    return end;
-  }
-  size_t vs = etch_pb_varint_size(n);
-  memmove(len + vs, len + 1, n);
-  etch_pb_put_varint(len, n);
-  return len + vs + n;
-}
-
-static uint8_t *raw_interned(uint8_t *q, uint32_t field, uint64_t iid,
-                             const char *name, uint32_t len) {
-  uint8_t *l = raw_open(&q, field);
-  q = raw_varint(q, ETCH_INTERNED_IID, iid);
-  q = raw_bytes(q, ETCH_INTERNED_NAME, name, len);
-  return raw_close(l, q);
-}
-
 static uint8_t *raw_arg(uint8_t *q, const etch_extra *a, uint32_t iid,
                         uint32_t slen) {
   uint8_t *l = raw_open(&q, ETCH_TE_DEBUG_ANNOTATIONS);
@@ -520,7 +462,7 @@ static uint8_t *raw_arg(uint8_t *q, const etch_extra *a, uint32_t iid,
   if (iid)
     q = raw_varint(q, ETCH_DA_NAME_IID, iid);
   else
-    q = raw_bytes(q, ETCH_DA_NAME, name, clamp_len(name));
+    q = raw_bytes(q, ETCH_DA_NAME, name, etch__clamp_len(name));
   switch (a->kind) {
     case ETCH_X_ARG_BOOL:
       q = raw_varint(q, ETCH_DA_BOOL_VALUE, a->v.b ? 1 : 0);
@@ -600,11 +542,11 @@ static void emit_general(etch_writer *w, etch_site *site, etch_category *cat,
   size_t bound = 128;
   uint32_t name_len = 0, cat_len = 0, dyn_len = 0;
   if (new_name) {
-    name_len = clamp_len(site->name ? site->name : "");
+    name_len = etch__clamp_len(site->name ? site->name : "");
     bound += name_len + 24;
   }
   if (new_cat) {
-    cat_len = clamp_len(cat->name);
+    cat_len = etch__clamp_len(cat->name);
     bound += cat_len + 24;
   }
   /* A dynamic name is interned on the sequence (written once, then
@@ -612,7 +554,7 @@ static void emit_general(etch_writer *w, etch_site *site, etch_category *cat,
   uint32_t dyn_iid = 0;
   bool new_dyn = false;
   if (p.dyn_name) {
-    dyn_len = clamp_len(p.dyn_name);
+    dyn_len = etch__clamp_len(p.dyn_name);
     /* Bounded: a program that names every event differently costs a
      * sequence at most DYN_MAX names of DYN_MAX_LEN bytes until its next
      * reset. */
@@ -630,7 +572,7 @@ static void emit_general(etch_writer *w, etch_site *site, etch_category *cat,
     const etch_extra *a = p.args[i];
     const char *an = a->name ? a->name : "";
     slen[i] = a->kind == ETCH_X_ARG_STRING
-                  ? clamp_len(a->v.s ? a->v.s : "(null)")
+                  ? etch__clamp_len(a->v.s ? a->v.s : "(null)")
                   : 0;
     bound += 48 + slen[i];
     new_da[i] = false;
@@ -639,7 +581,7 @@ static void emit_general(etch_writer *w, etch_site *site, etch_category *cat,
       p.da_iid[i] = c->iid;
       continue;
     }
-    uint32_t al = clamp_len(an);
+    uint32_t al = etch__clamp_len(an);
     p.da_iid[i] = etch__strtab_intern(&w->da_names, an, al, &new_da[i]);
     if (p.da_iid[i]) {
       c->ptr = an;
@@ -668,7 +610,7 @@ static void emit_general(etch_writer *w, etch_site *site, etch_category *cat,
   if (new_name && site->id >= ETCH_FAST_SITES)
     etch__bitset_reserve(&w->seen_names_more, site->id);
   if (type == ETCH_TYPE_SLICE_BEGIN && !p.has_ts) ticks = etch__ticks();
-  uint64_t ns = p.has_ts ? p.ts : next_ts(w, ticks);
+  uint64_t ns = p.has_ts ? p.ts : etch__next_ts(w, ticks);
 
   uint8_t *q = w->scratch;
   uint64_t last_ns = etch__writer_last_ns(w);
@@ -695,7 +637,7 @@ static void emit_general(etch_writer *w, etch_site *site, etch_category *cat,
       if (!new_da[i]) continue;
       const char *an = p.args[i]->name ? p.args[i]->name : "";
       q = raw_interned(q, ETCH_ID_DEBUG_ANNOTATION_NAMES, p.da_iid[i], an,
-                       clamp_len(an));
+                       etch__clamp_len(an));
     }
     q = raw_close(l, q);
   }
@@ -856,7 +798,7 @@ ETCH_INLINE bool args_fast(etch_writer *w, etch_site *site, const etch_extra *x,
 static ETCH_NOINLINE void emit_slow(etch_site *site, uint32_t mask,
                                     const etch_extra *extras,
                                     uint32_t n_extras, uint64_t ticks) {
-  if (!__atomic_load_n(&site->seen_mask, __ATOMIC_ACQUIRE)) site_prepare(site);
+  if (!__atomic_load_n(&site->seen_mask, __ATOMIC_ACQUIRE)) etch__site_prepare(site);
   bool explicit_ts = has_explicit_ts(extras, n_extras);
   do {
     uint32_t i = (uint32_t)__builtin_ctz(mask);

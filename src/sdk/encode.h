@@ -1,0 +1,73 @@
+/*
+ * encode.h - the SDK's raw protobuf encoding into a writer's scratch buffer
+ * (the general path of track_event.c and the custom events of event.c).
+ *
+ * Sizes are bounded up front (so no write is checked), nested messages
+ * assume a one-byte length and move their body in the rare case it is
+ * longer, and the finished packet is copied into the chunk in one go
+ * (etch__writer_put_packet crosses chunks when it has to).
+ */
+#ifndef ETCH_SDK_ENCODE_H
+#define ETCH_SDK_ENCODE_H
+
+#include <string.h>
+
+#include "sdk/sdk.h"
+
+/* Prepares a call site: its event-name iid and fast-path template. */
+void etch__site_prepare(etch_site *site);
+
+/* The slow paths' clock: never behind the previous event. */
+ETCH_INLINE uint64_t etch__next_ts(etch_writer *w, uint64_t ticks) {
+  uint64_t rel = etch__writer_rel_ns(w, ticks);
+  return w->anchor.ns + (rel > w->rel_ns ? rel : w->rel_ns);
+}
+
+ETCH_INLINE uint32_t etch__clamp_len(const char *s) {
+  size_t n = strlen(s);
+  return n > ETCH_MAX_STRING ? ETCH_MAX_STRING : (uint32_t)n;
+}
+
+ETCH_INLINE uint8_t *raw_tag(uint8_t *q, uint32_t field, uint32_t wt) {
+  return etch_pb_put_varint(q, etch_pb_tag(field, wt));
+}
+ETCH_INLINE uint8_t *raw_varint(uint8_t *q, uint32_t field, uint64_t v) {
+  return etch_pb_put_varint(raw_tag(q, field, ETCH_PB_VARINT), v);
+}
+ETCH_INLINE uint8_t *raw_fixed64(uint8_t *q, uint32_t field, uint64_t v) {
+  return etch_pb_put_fixed64(raw_tag(q, field, ETCH_PB_FIXED64), v);
+}
+ETCH_INLINE uint8_t *raw_bytes(uint8_t *q, uint32_t field, const void *d,
+                               uint32_t n) {
+  q = etch_pb_put_varint(raw_tag(q, field, ETCH_PB_LEN), n);
+  memcpy(q, d, n);
+  return q + n;
+}
+/* Opens a nested message: returns where its length byte goes. */
+ETCH_INLINE uint8_t *raw_open(uint8_t **q, uint32_t field) {
+  uint8_t *len = raw_tag(*q, field, ETCH_PB_LEN);
+  *q = len + 1;
+  return len;
+}
+ETCH_INLINE uint8_t *raw_close(uint8_t *len, uint8_t *end) {
+  size_t n = (size_t)(end - (len + 1));
+  if (ETCH_LIKELY(n < 128)) {
+    *len = (uint8_t)n;
+    return end;
+  }
+  size_t vs = etch_pb_varint_size(n);
+  memmove(len + vs, len + 1, n);
+  etch_pb_put_varint(len, n);
+  return len + vs + n;
+}
+
+ETCH_INLINE uint8_t *raw_interned(uint8_t *q, uint32_t field, uint64_t iid,
+                             const char *name, uint32_t len) {
+  uint8_t *l = raw_open(&q, field);
+  q = raw_varint(q, ETCH_INTERNED_IID, iid);
+  q = raw_bytes(q, ETCH_INTERNED_NAME, name, len);
+  return raw_close(l, q);
+}
+
+
+#endif /* ETCH_SDK_ENCODE_H */
