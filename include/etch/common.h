@@ -74,6 +74,27 @@ ETCH_API const char *etch_last_error(void);
 /* Frees memory etch handed to the caller (etch_session_read, ...). */
 ETCH_API void etch_free(void *p);
 
+/* Field types of custom events (etch/event.h), as the trace's schema
+ * writes them (docs/format.md); readers see them too (etch/reader.h). */
+typedef enum etch_field_type {
+  ETCH_FIELD_INT8 = 1,
+  ETCH_FIELD_INT16 = 2,
+  ETCH_FIELD_INT32 = 3,
+  ETCH_FIELD_INT64 = 4,
+  ETCH_FIELD_UINT8 = 5,
+  ETCH_FIELD_UINT16 = 6,
+  ETCH_FIELD_UINT32 = 7,
+  ETCH_FIELD_UINT64 = 8,
+  ETCH_FIELD_FLOAT = 9,
+  ETCH_FIELD_DOUBLE = 10,
+  ETCH_FIELD_BOOL = 11,
+  ETCH_FIELD_STR = 12,   /* UTF-8 (or ANSI) */
+  ETCH_FIELD_WSTR = 13,  /* wchar_t, written as UTF-8 */
+  ETCH_FIELD_U16STR = 14, /* UTF-16, written as UTF-8 */
+  /* An array of the element type in the low bits (INT8 .. DOUBLE). */
+  ETCH_FIELD_ARRAY = 0x40
+} etch_field_type;
+
 #ifdef __cplusplus
 }
 #endif

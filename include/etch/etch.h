@@ -522,6 +522,11 @@ typedef struct etch_session_stats {
   uint64_t events_dropped;      /* discard: events that found no space */
   uint64_t writers;             /* threads that wrote to this session */
   uint64_t writers_with_drops;
+  /* The process's important-event cache (etch/event.h): events kept,
+   * the memory they hold, and events not kept because it was full. */
+  uint64_t important_events;
+  uint64_t important_bytes;
+  uint64_t important_dropped;
 } etch_session_stats;
 
 ETCH_API int etch_session_get_stats(etch_session *s, etch_session_stats *out);
@@ -560,5 +565,6 @@ ETCH_API int etch_shutdown(void);
 /* Counters, bookmarks and frames; memory tracing. */
 #include <etch/insights.h>
 #include <etch/memory.h>
+#include <etch/event.h>
 
 #endif /* ETCH_ETCH_H */

@@ -233,6 +233,110 @@ ETCH_API void etch_reader_get_stats(const etch_reader *r,
 ETCH_API int etch_reader_time_bounds(const etch_reader *r, int64_t *first,
                                      int64_t *last);
 
+/* ==== custom events (etch/event.h) ======================================= */
+
+/*
+ * Custom events carry their schema in the trace, so a reader that knows
+ * nothing about them decodes every field by name and type. An analyzer
+ * subscribes by logger and event name (NULL matches any) with a route id of
+ * its choice, and reads fields with the getters below:
+ *
+ *   static void on_packet(const etch_custom_event *ev, void *user) {
+ *     uint32_t size = etch_event_get_u32(ev, "size");
+ *     const char *peer = etch_event_get_str(ev, "peer", NULL);
+ *     ...
+ *     if (found) etch_reader_stop(ev->reader);   // enough read
+ *   }
+ *   etch_reader_route(r, ROUTE_PACKET, "Net", "Packet", on_packet, &state);
+ *
+ * Events of a type declared with ETCH_EVENT_SERIAL are delivered in the
+ * order of their serials (process by process), even across threads whose
+ * timestamps disagree; an important event written more than once (replayed
+ * into a session, etch/event.h) is delivered once.
+ */
+typedef struct etch_custom_field {
+  const char *name;
+  uint32_t type; /* etch_field_type (etch/event.h): the declared type */
+  bool set;      /* false: the event left it unset (the values are 0) */
+  union {
+    int64_t i; /* INT8 .. INT64 */
+    uint64_t u; /* UINT8 .. UINT64 */
+    double d;  /* FLOAT, DOUBLE */
+    bool b;    /* BOOL */
+  } v;
+  const char *str; /* STR, WSTR, U16STR: UTF-8, NUL-terminated */
+  size_t len;      /* its bytes */
+  const void *array; /* arrays: `count` elements of the element type */
+  size_t count;
+} etch_custom_field;
+
+typedef struct etch_custom_event {
+  uint32_t route;        /* the id given to etch_reader_route */
+  etch_reader *reader;   /* for etch_reader_stop */
+  const char *logger, *event;
+  const char *name;      /* "Logger.Event" */
+  const char *category;  /* its channels, joined by "," */
+  etch_event_type type;  /* INSTANT, or SLICE_BEGIN for a scoped event */
+  int64_t ts;
+  int32_t pid;
+  int32_t tid;           /* the OS thread id */
+  uint64_t thread_id;    /* etch's id of the thread, unique in the trace
+                            (its track's uuid) */
+  uint64_t track_uuid;
+  bool has_serial;
+  uint64_t serial;
+  uint64_t important_id; /* 0 unless its type is important */
+  size_t nfields;        /* every field of the schema, in declared order */
+  const etch_custom_field *fields;
+} etch_custom_event;
+
+typedef void (*etch_custom_cb)(const etch_custom_event *ev, void *user);
+
+/* Subscribes `cb` to custom events of `logger` and `event` (NULL: any). */
+ETCH_API int etch_reader_route(etch_reader *r, uint32_t route_id,
+                               const char *logger, const char *event,
+                               etch_custom_cb cb, void *user);
+/* From any callback: stop reading; etch_reader_run then returns ETCH_OK
+ * with what was delivered so far. */
+ETCH_API void etch_reader_stop(etch_reader *r);
+
+/* A field by name, NULL when the schema has none. */
+ETCH_API const etch_custom_field *etch_event_get_field(const etch_custom_event *ev,
+                                                   const char *name);
+/* Whether the event set that field. */
+ETCH_API bool etch_event_has(const etch_custom_event *ev, const char *name);
+/* A field's value converted to the type asked for (0 when unset, absent or
+ * not a number); a float or double field read as an integer is truncated. */
+ETCH_API int64_t etch_event_get_i64(const etch_custom_event *ev,
+                                    const char *name);
+ETCH_API uint64_t etch_event_get_u64(const etch_custom_event *ev,
+                                     const char *name);
+ETCH_API int32_t etch_event_get_i32(const etch_custom_event *ev,
+                                    const char *name);
+ETCH_API uint32_t etch_event_get_u32(const etch_custom_event *ev,
+                                     const char *name);
+ETCH_API int16_t etch_event_get_i16(const etch_custom_event *ev,
+                                    const char *name);
+ETCH_API uint16_t etch_event_get_u16(const etch_custom_event *ev,
+                                     const char *name);
+ETCH_API int8_t etch_event_get_i8(const etch_custom_event *ev,
+                                  const char *name);
+ETCH_API uint8_t etch_event_get_u8(const etch_custom_event *ev,
+                                   const char *name);
+ETCH_API double etch_event_get_f64(const etch_custom_event *ev,
+                                   const char *name);
+ETCH_API float etch_event_get_f32(const etch_custom_event *ev,
+                                  const char *name);
+ETCH_API bool etch_event_get_bool(const etch_custom_event *ev,
+                                  const char *name);
+/* A string field as UTF-8 (NULL when unset); its length in *len if asked. */
+ETCH_API const char *etch_event_get_str(const etch_custom_event *ev,
+                                        const char *name, size_t *len);
+/* An array field: its elements (of its declared element type) and count;
+ * NULL and 0 when unset or not an array. */
+ETCH_API const void *etch_event_get_array(const etch_custom_event *ev,
+                                          const char *name, size_t *count);
+
 #ifdef __cplusplus
 }
 #endif

@@ -121,6 +121,19 @@
 #define ETCH_ID_DEBUG_ANNOTATION_NAMES 3
 #define ETCH_ID_SOURCE_LOCATIONS 4
 #define ETCH_ID_DEBUG_ANNOTATION_STRING_VALUES 29
+/* etch's own InternedData field: custom event schemas (not in Perfetto's
+ * protos; readers that do not know it skip it, docs/format.md). EventSchema
+ * { iid 1 (the event name's iid), name 2, logger 3, event 4, flags 5,
+ * repeated field 6 { name 1, type 2 } } */
+#define ETCH_ID_EVENT_SCHEMAS 900
+#define ETCH_SCHEMA_IID 1
+#define ETCH_SCHEMA_NAME 2
+#define ETCH_SCHEMA_LOGGER 3
+#define ETCH_SCHEMA_EVENT 4
+#define ETCH_SCHEMA_FLAGS 5
+#define ETCH_SCHEMA_FIELD 6
+#define ETCH_SFIELD_NAME 1
+#define ETCH_SFIELD_TYPE 2
 /* EventCategory / EventName / DebugAnnotationName: { iid = 1, name = 2 } */
 #define ETCH_INTERNED_IID 1
 #define ETCH_INTERNED_NAME 2

@@ -155,6 +155,8 @@ static int debug_annotation(etch_reader *r, const rd_src *src, rd_seq *seq,
       return key_too_long(r, src, msg);
   }
   size_t index = 0;
+  size_t nargs_before = r->nargs;
+  bool container = false; /* an array or dict value */
   etch_pb_dec_init(&d, msg, len);
   while (rd_next(&d, &f)) {
     bool handled;
@@ -179,9 +181,17 @@ static int debug_annotation(etch_reader *r, const rd_src *src, rd_seq *seq,
       rc = nested_value(r, src, seq, f.data, f.len, flat_len, key_len,
                         depth + 1);
     }
+    container |= f.id == ETCH_DA_ARRAY_VALUES || f.id == ETCH_DA_NESTED_VALUE;
     if (rc) return rc;
   }
   if (d.err) return etch__rd_fail_dec(r, src, &d);
+  /* An empty array (or dict) is still a value: one NULL arg under its
+   * name, so that "set and empty" differs from "not there". */
+  if (named && container && r->nargs == nargs_before) {
+    etch_arg v;
+    v.v.u = 0;
+    return push_arg(r, flat_len, key_len, ETCH_VALUE_NULL, &v);
+  }
   return 0;
 }
 

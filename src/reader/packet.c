@@ -291,6 +291,12 @@ static int interned_data(etch_reader *r, const rd_src *src, rd_seq *seq,
       case ETCH_ID_DEBUG_ANNOTATION_NAMES: m = &seq->da_names; break;
       case ETCH_ID_DEBUG_ANNOTATION_STRING_VALUES: m = &seq->da_strings; break;
       case ETCH_ID_SOURCE_LOCATIONS: m = &seq->srclocs; break;
+      case ETCH_ID_EVENT_SCHEMAS: {
+        RD_EXPECT(f, ETCH_PB_LEN, "InternedData.etch_event_schemas");
+        int rc = etch__rd_schema(r, src, f.data, f.len);
+        if (rc) return rc;
+        continue;
+      }
       default: continue;
     }
     RD_EXPECT(f, ETCH_PB_LEN, "InternedData entry");

@@ -637,6 +637,7 @@ void etch_reader_close(etch_reader *r) {
   }
   if (r->zstd) ZSTD_freeDCtx((ZSTD_DCtx *)r->zstd);
   free(r->subs);
+  etch__rd_custom_free(r);
   free(r->name);
   if (r->map) munmap(r->map, r->map_len);
   free(r);
@@ -730,6 +731,10 @@ static int run(etch_reader *r) {
       rc = drc;
     else
       etch__error(rc, "%s", saved);
+  }
+  if (!r->dump) {
+    int crc = etch__rd_custom_finish(r);
+    if (rc == 0) rc = crc;
   }
   /* Tracks without events are announced last. */
   if (!r->dump && r->track_cb) {

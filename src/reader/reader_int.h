@@ -347,7 +347,9 @@ struct etch_reader {
   bool ran;
   bool failed;
   bool no_end_matching; /* deliver every SLICE_END (etch__reader_set_match_ends) */
-  bool stop;            /* etch__reader_stop was called */
+  bool stop;            /* etch_reader_stop was called */
+  struct rd_custom *custom; /* custom events (custom.c), or NULL */
+  bool custom_oom;
   bool fast_off;        /* etch__reader_set_fast(r, false) was called */
   bool fast;            /* the fast path is on for this run */
   bool sub_all;         /* one subscription, category and name NULL */
@@ -589,6 +591,13 @@ int etch__rd_decompress(etch_reader *r, const rd_src *src, const uint8_t *at,
  * pid and tid). */
 int etch__rd_emit(etch_reader *r, rd_seq *seq, etch_event *ev,
                   rd_track *track);
+/* Custom events (custom.c): a schema from InternedData; the end of the
+ * read (held serial events); freeing. */
+int etch__rd_schema(etch_reader *r, const rd_src *src, const uint8_t *msg,
+                    size_t len);
+int etch__rd_custom_finish(etch_reader *r);
+void etch__rd_custom_free(etch_reader *r);
+
 /* Delivers one event to the track callback and the subscribers. */
 void etch__rd_deliver(etch_reader *r, etch_event *ev, rd_track *track);
 /* Announces a track (and its ancestors first) to the track callback. */

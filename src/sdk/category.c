@@ -37,10 +37,22 @@ static int pattern_match(const char *pat, const char *name) {
   return strcmp(pat, name) == 0 ? 2 : 0;
 }
 
+/* The process-wide switch of a category (etch_channel_set): two bits of
+ * its flags. */
+#define SWITCH_MASK 3u
+static uint32_t cat_switch(const etch_category *cat) {
+  return __atomic_load_n(&cat->flags, __ATOMIC_RELAXED) & SWITCH_MASK;
+}
+
 bool etch__filter_match(const etch_cat_filter *f, const etch_category *cat) {
+  uint32_t sw = cat_switch(cat);
+  if (sw == ETCH_CAT_SWITCH_OFF) return false;
   for (uint32_t i = 0; i < f->nexcl; i++)
     if (pattern_match(f->excl[i], cat->name)) return false;
-  bool special = has_tag(cat, "debug") || has_tag(cat, "slow");
+  /* Off until asked for: debug and slow categories, and channels not
+   * switched on, are recorded when named (not by the bare "*"). */
+  bool special = has_tag(cat, "debug") || has_tag(cat, "slow") ||
+                 (sw != ETCH_CAT_SWITCH_ON && has_tag(cat, "channel"));
   for (uint32_t i = 0; i < f->nincl; i++) {
     int m = pattern_match(f->incl[i], cat->name);
     if (m == 2 || (m == 1 && !special)) return true;
@@ -148,9 +160,25 @@ void etch__categories_apply(etch_session *s, bool enable) {
   }
 }
 
+/* Switch rules in the order given (global lock): categories registered
+ * later get the last rule that matches them. */
+static struct {
+  char **pat;
+  bool *on;
+  uint32_t n, cap;
+} g_rules;
+
+static void switch_set(etch_category *cat, uint32_t sw) {
+  uint32_t f = __atomic_load_n(&cat->flags, __ATOMIC_RELAXED);
+  __atomic_store_n(&cat->flags, (f & ~SWITCH_MASK) | sw, __ATOMIC_RELAXED);
+}
+
 static void register_locked(etch_category *cat) {
   for (etch_category *c = etch__g.cats; c; c = c->next)
     if (c == cat) return;
+  for (uint32_t i = 0; i < g_rules.n; i++)
+    if (pattern_match(g_rules.pat[i], cat->name))
+      switch_set(cat, g_rules.on[i] ? ETCH_CAT_SWITCH_ON : ETCH_CAT_SWITCH_OFF);
   cat->id = ++etch__g.next_cat_id;
   cat->next = etch__g.cats;
   etch__g.cats = cat;
@@ -196,4 +224,51 @@ void etch_category_foreach(void (*fn)(const etch_category *, void *),
   pthread_mutex_lock(&etch__g.lock);
   for (etch_category *c = etch__g.cats; c; c = c->next) fn(c, user);
   pthread_mutex_unlock(&etch__g.lock);
+}
+
+int etch_channel_set(const char *pattern, bool on) {
+  if (!pattern)
+    return etch__error(ETCH_EINVAL, "etch_channel_set: pattern is NULL");
+  /* The same syntax as a session's categories, without exclusions. */
+  etch_cat_filter f;
+  int rc = etch__filter_parse(&f, pattern);
+  if (rc) return rc;
+  if (f.nexcl) {
+    etch__filter_free(&f);
+    return etch__error(ETCH_ECONFIG,
+                       "etch_channel_set: '%s': '-' has no meaning here (use "
+                       "on = false)", pattern);
+  }
+  int matched = 0;
+  pthread_mutex_lock(&etch__g.lock);
+  for (uint32_t i = 0; i < f.nincl; i++) {
+    if (g_rules.n == g_rules.cap) {
+      uint32_t cap = g_rules.cap ? 2 * g_rules.cap : 8;
+      char **np = (char **)realloc(g_rules.pat, cap * sizeof *np);
+      if (np) g_rules.pat = np;
+      bool *no = np ? (bool *)realloc(g_rules.on, cap * sizeof *no) : NULL;
+      if (no) g_rules.on = no;
+      if (!np || !no) {
+        pthread_mutex_unlock(&etch__g.lock);
+        etch__filter_free(&f);
+        return ETCH_ENOMEM;
+      }
+      g_rules.cap = cap;
+    }
+    g_rules.pat[g_rules.n] = f.incl[i];
+    g_rules.on[g_rules.n++] = on;
+    f.incl[i] = NULL;
+  }
+  for (etch_category *c = etch__g.cats; c; c = c->next) {
+    bool hit = false;
+    for (uint32_t i = g_rules.n - f.nincl; i < g_rules.n; i++)
+      hit |= pattern_match(g_rules.pat[i], c->name) != 0;
+    if (!hit) continue;
+    matched++;
+    switch_set(c, on ? ETCH_CAT_SWITCH_ON : ETCH_CAT_SWITCH_OFF);
+    __atomic_store_n(&c->enabled, mask_for(c), __ATOMIC_RELAXED);
+  }
+  pthread_mutex_unlock(&etch__g.lock);
+  etch__filter_free(&f);
+  return matched;
 }

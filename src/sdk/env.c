@@ -231,6 +231,10 @@ int etch_init(void) {
     return ETCH_OK;
   }
   env_inited = true;
+  /* Channels switched on for the whole run, before any session starts. */
+  const char *chans = getenv("ETCH_CHANNELS");
+  if (chans && *chans && etch_channel_set(chans, true) < 0)
+    fprintf(stderr, "etch: ETCH_CHANNELS: %s\n", etch_last_error());
   const char *backend = getenv("ETCH_BACKEND");
   if (backend && !strcmp(backend, "system")) {
     int src = etch_system_start(NULL);

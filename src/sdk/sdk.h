@@ -191,6 +191,10 @@ struct etch_session {
    * written, as on thread tracks (etch__session_track_open/close). */
   uint32_t *track_open[ETCH_TRACK_PAGES];
   uint64_t reset_interval_ns;
+  /* Important events (event.c): written once, then again after a ring's
+   * worth of chunks (under `lock`). */
+  bool imp_replayed;
+  uint64_t imp_replay_at;
   uint64_t start_ns;
   uint64_t stop_ns;
 };
@@ -231,6 +235,16 @@ ETCH_INLINE uint64_t etch__ordered_ts(uint64_t *last, uint64_t t) {
   *last = t;
   return t;
 }
+
+/* Custom events (event.c): after a writer's reset, writes the important
+ * events when its session needs them; the cache's size. */
+void etch__important_after_reset(etch_writer *w);
+void etch__important_stats(uint64_t *events, uint64_t *bytes,
+                           uint64_t *dropped);
+/* Whether a category is switched off process-wide (etch_channel_set), or,
+ * for a channel, not switched on (category.c). */
+enum { ETCH_CAT_SWITCH_DEFAULT = 0, ETCH_CAT_SWITCH_ON = 1,
+       ETCH_CAT_SWITCH_OFF = 2 };
 
 /* Writes the thread's pending live-bytes counters (memory.c). */
 void etch__mem_thread_exit(void);

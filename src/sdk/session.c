@@ -687,6 +687,8 @@ int etch_session_get_stats(etch_session *s, etch_session_stats *out) {
   out->chunks_written = bs.chunks_written;
   out->chunks_overwritten = bs.chunks_overwritten;
   out->bytes_written = bs.chunks_written * s->backend->chunk_size;
+  etch__important_stats(&out->important_events, &out->important_bytes,
+                        &out->important_dropped);
   pthread_mutex_lock(&s->lock);
   for (etch_writer *w = s->writers; w; w = w->next) {
     uint64_t d = __atomic_load_n(&w->dropped, __ATOMIC_RELAXED);

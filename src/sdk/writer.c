@@ -498,6 +498,7 @@ void etch__writer_reset(etch_writer *w, uint64_t ticks) {
   write_process_descriptor(w, a.ns);
   write_thread_descriptor(w, a.ns);
   report_drops(w);
+  etch__important_after_reset(w);
   void (*hook)(void) = __atomic_load_n(&etch__writer_reset_hook, __ATOMIC_ACQUIRE);
   if (hook) hook();
 }
