@@ -243,7 +243,7 @@ ETCH_API int etch_channel_set(const char *pattern, bool on);
   __attribute__((constructor)) static void etch__ev_register_##L##_##E(void) { \
     typedef ETCH__EV_T(L, E) etch__ev_cur;                                   \
     static const etch_event_field etch__f[] = {                              \
-        FIELDS(ETCH__EV_FIELD){0, 0, 0}};                                    \
+        FIELDS(ETCH__EV_FIELD){0, 0, (uint32_t)sizeof(etch__ev_cur)}};       \
     etch_event_register(&ETCH__EV_DEF(L, E), etch__f,                        \
                         (uint32_t)(sizeof etch__f / sizeof etch__f[0]) - 1); \
   }                                                                          \
@@ -252,6 +252,18 @@ ETCH_API int etch_channel_set(const char *pattern, bool on);
 #define ETCH_SET(field, value) .field = {1, (value)}
 #define ETCH_SET_STR(field, str, len) .field = {2, (str), (len)}
 #define ETCH_SET_ARRAY(field, ptr, count) .field = {1, (ptr), (count)}
+
+/* Fields left out of the designated initializer are meant to be zero:
+ * g++ -Wextra would warn about each. */
+#if defined(__cplusplus) && defined(__GNUC__)
+#define ETCH__MFI_OFF                \
+  _Pragma("GCC diagnostic push")     \
+  _Pragma("GCC diagnostic ignored \"-Wmissing-field-initializers\"")
+#define ETCH__MFI_ON _Pragma("GCC diagnostic pop")
+#else
+#define ETCH__MFI_OFF
+#define ETCH__MFI_ON
+#endif
 
 #define ETCH__CH_AND(ch) __atomic_load_n(&etch_cat_##ch.enabled, __ATOMIC_RELAXED) &
 #define ETCH__CH_PTR(ch) &etch_cat_##ch,
@@ -264,7 +276,9 @@ ETCH_API int etch_channel_set(const char *pattern, bool on);
                       (ETCH__EV_DEF(L, E).flags & ETCH_EVENT_IMPORTANT))) {  \
       static etch_category *const etch__chs[] = {                            \
           ETCH__PP_FOREACH(ETCH__CH_PTR, chs)};                              \
+      ETCH__MFI_OFF                                                          \
       const ETCH__EV_T(L, E) etch__v = {.etch__none = 0, __VA_ARGS__};       \
+      ETCH__MFI_ON                                                           \
       etch__log(&ETCH__EV_DEF(L, E), etch__chs,                              \
                 (uint32_t)ETCH__PP_COUNT(chs), etch__m, &etch__v, type);     \
     }                                                                        \
@@ -284,7 +298,9 @@ ETCH_API int etch_channel_set(const char *pattern, bool on);
     if (ETCH_UNLIKELY(var.mask)) {                                           \
       static etch_category *const etch__chs[] = {                            \
           ETCH__PP_FOREACH(ETCH__CH_PTR, chs)};                              \
+      ETCH__MFI_OFF                                                          \
       const ETCH__EV_T(L, E) etch__v = {.etch__none = 0, ##__VA_ARGS__};     \
+      ETCH__MFI_ON                                                           \
       etch__log(&ETCH__EV_DEF(L, E), etch__chs,                              \
                 (uint32_t)ETCH__PP_COUNT(chs), var.mask, &etch__v,           \
                 ETCH_TYPE_SLICE_BEGIN);                                      \

@@ -42,7 +42,7 @@
 #define RD_MAX_SEQUENCES (1u << 20)
 #define RD_MAX_CLOCKS (1u << 16)
 /* Flattened args of one event. */
-#define RD_MAX_ARGS 4096
+#define RD_MAX_ARGS 65536
 /* Length of one flattened arg key. */
 #define RD_MAX_KEY 1024
 

@@ -619,3 +619,57 @@ TEST(cli_record) {
   ASSERT_CONTAINS(r.err, "wrote no trace");
   done(&r);
 }
+
+/* examples/custom_events recorded by etch record, its custom events read by
+ * etch query: one row per event, every field in args, by name and type. */
+TEST(cli_custom_events_in_query) {
+  char trace[512];
+  snprintf(trace, sizeof trace, "%s/custom.pftrace", etch_test_tmpdir());
+  run_result r = RUN("record", "-o", trace, "--", ETCH_CUSTOM_EXAMPLE);
+  ASSERT_EQ_INT(r.status, 0);
+  done(&r);
+  r = RUN("query", "--csv", trace,
+          "select s.name, s.category, a.key, a.value_type, a.int_value, "
+          "a.string_value, a.real_value from slice s join args a using "
+          "(arg_set_id) where s.name = 'Demo.Sample' order by s.ts, a.rowid");
+  ASSERT_EQ_INT(r.status, 0);
+  ASSERT_EQ_STR(r.out,
+      "name,category,key,value_type,int_value,string_value,real_value\n"
+      "Demo.Sample,Demo,debug.i8,int,-8,,\n"
+      "Demo.Sample,Demo,debug.i16,int,-1600,,\n"
+      "Demo.Sample,Demo,debug.i32,int,-320000,,\n"
+      "Demo.Sample,Demo,debug.i64,int,-6400000000,,\n"
+      "Demo.Sample,Demo,debug.u8,uint,200,,\n"
+      "Demo.Sample,Demo,debug.u16,uint,60000,,\n"
+      "Demo.Sample,Demo,debug.u32,uint,4000000000,,\n"
+      "Demo.Sample,Demo,debug.u64,uint,-446744073709551616,,\n"
+      "Demo.Sample,Demo,debug.f32,real,,,1.5\n"
+      "Demo.Sample,Demo,debug.f64,real,,,3.25\n"
+      "Demo.Sample,Demo,debug.flag,bool,1,,\n"
+      "Demo.Sample,Demo,debug.text,string,,hello,\n"
+      "Demo.Sample,Demo,debug.wide,string,,w\xc3\xa9" "de,\n"
+      "Demo.Sample,Demo,debug.utf16,string,,Hi\xf0\x9f\x98\x80,\n"
+      "Demo.Sample,Demo,debug.bytes[0],uint,1,,\n"
+      "Demo.Sample,Demo,debug.bytes[1],uint,2,,\n"
+      "Demo.Sample,Demo,debug.bytes[2],uint,3,,\n"
+      "Demo.Sample,Demo,debug.bytes[3],uint,250,,\n"
+      "Demo.Sample,Demo,debug.ints[0],int,-1,,\n"
+      "Demo.Sample,Demo,debug.ints[1],int,0,,\n"
+      "Demo.Sample,Demo,debug.ints[2],int,1073741824,,\n"
+      "Demo.Sample,Demo,debug.reals[0],real,,,0.5\n"
+      "Demo.Sample,Demo,debug.reals[1],real,,,-2.25\n"
+      "Demo.Sample,Demo,debug.u32,uint,7,,\n"
+      "Demo.Sample,Demo,debug.text,string,,partial,\n");
+  done(&r);
+  /* The other types: the setting once, three serial jobs as slices. */
+  r = RUN("query", "--csv", trace,
+          "select name, count(*), sum(dur > 0) from slice where name like "
+          "'Demo.%' group by name order by name");
+  ASSERT_EQ_INT(r.status, 0);
+  ASSERT_EQ_STR(r.out,
+                "name,count(*),sum(dur > 0)\n"
+                "Demo.Job,3,3\n"
+                "Demo.Sample,2,0\n"
+                "Demo.Setting,1,0\n");
+  done(&r);
+}

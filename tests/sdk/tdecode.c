@@ -301,10 +301,23 @@ static void track_event(dec *d, seqst *s, span sp, uint32_t seq, uint64_t ts,
         e->type = (int)f.v;
         break;
       case 3: {
+        /* Repeated: joined by ",", in the order written. */
         const char *c = tab_get(&s->cats, f.v);
         if (!c) t->unresolved++;
-        free(e->cat);
-        e->cat = strdup(c ? c : "?");
+        if (!c) c = "?";
+        if (e->cat) {
+          size_t a = strlen(e->cat), b = strlen(c);
+          char *j = (char *)malloc(a + b + 2);
+          if (j) {
+            memcpy(j, e->cat, a);
+            j[a] = ',';
+            memcpy(j + a + 1, c, b + 1);
+          }
+          free(e->cat);
+          e->cat = j;
+        } else {
+          e->cat = strdup(c);
+        }
         break;
       }
       case 22:
