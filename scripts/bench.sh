@@ -10,10 +10,12 @@
 #   6. interceptors: a no-op one and the console against in-process
 #   7. counters, bookmarks, frames, run-time names (bench/insights)
 #   8. memory tracing: a malloc/free pair without and with libetch_malloc.so
+#   9. custom events against a slice with the same args (bench/custom)
 #
 # Usage: scripts/bench.sh            everything
 #        scripts/bench.sh timing     one part: timing | callgrind | bytes | size |
-#                                    service | intercept | insights | memory
+#                                    service | intercept | insights | memory |
+#                                    custom
 #
 # Environment:
 #   BUILD_DIR   build directory          default <repo>/build-bench
@@ -270,6 +272,14 @@ if want insights; then
   echo "== 7. Counters, bookmarks, frames, run-time names"
   cmake --build "$BUILD" --target bench_insights -j"$JOBS" >/dev/null
   "$BUILD/bench/insights/bench_insights" "${INSIGHTS_N:-1000000}" "$REPS"
+fi
+
+# ---- 9. custom events
+if want custom; then
+  echo
+  echo "== 9. Custom events: 3 fields against an instant with the same args"
+  cmake --build "$BUILD" --target bench_custom -j"$JOBS" >/dev/null
+  "$BUILD/bench/custom/bench_custom" "${CUSTOM_N:-1000000}" "$REPS"
 fi
 
 # ---- 8. memory tracing

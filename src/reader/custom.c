@@ -9,6 +9,7 @@
  * "debug.<field>" for scalars and strings, "debug.<field>[i]" for array
  * elements, a NULL arg for an empty array.
  */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -189,6 +190,14 @@ static void arg_nums(const etch_arg *a, int64_t *i, uint64_t *u, double *d) {
   }
 }
 
+/* A double as a float without undefined behaviour: out of range is
+ * infinite. */
+static float to_float(double d) {
+  if (d > 3.4028234663852886e38) return HUGE_VALF;
+  if (d < -3.4028234663852886e38) return -HUGE_VALF;
+  return (float)d;
+}
+
 static void store_elem(uint8_t *p, uint32_t e, const etch_arg *a) {
   int64_t i;
   uint64_t u;
@@ -203,7 +212,7 @@ static void store_elem(uint8_t *p, uint32_t e, const etch_arg *a) {
     case ETCH_FIELD_UINT16: { uint16_t v = (uint16_t)u; memcpy(p, &v, 2); break; }
     case ETCH_FIELD_UINT32: { uint32_t v = (uint32_t)u; memcpy(p, &v, 4); break; }
     case ETCH_FIELD_UINT64: memcpy(p, &u, 8); break;
-    case ETCH_FIELD_FLOAT: { float v = (float)d; memcpy(p, &v, 4); break; }
+    case ETCH_FIELD_FLOAT: { float v = to_float(d); memcpy(p, &v, 4); break; }
     default: memcpy(p, &d, 8); break;
   }
 }
@@ -392,8 +401,9 @@ static void release(etch_reader *r, rd_custom *c, int64_t now, bool all) {
     bool known = etch__u64map_get(&c->next_serial, (uint64_t)(uint32_t)e->pub.pid,
                                   &next);
     bool turn = known && (uint64_t)next == e->pub.serial;
-    if (!turn && !all && c->nheld < SERIAL_MAX_HELD &&
-        now - e->pub.ts < SERIAL_WINDOW_NS)
+    int64_t age;
+    if (__builtin_sub_overflow(now, e->pub.ts, &age)) age = now < 0 ? 0 : INT64_MAX;
+    if (!turn && !all && c->nheld < SERIAL_MAX_HELD && age < SERIAL_WINDOW_NS)
       return;
     heap_pop(c);
     etch__u64map_put(&c->next_serial, (uint64_t)(uint32_t)e->pub.pid,
@@ -593,7 +603,7 @@ double etch_event_get_f64(const etch_custom_event *ev, const char *name) {
   return d;
 }
 float etch_event_get_f32(const etch_custom_event *ev, const char *name) {
-  return (float)etch_event_get_f64(ev, name);
+  return to_float(etch_event_get_f64(ev, name));
 }
 bool etch_event_get_bool(const etch_custom_event *ev, const char *name) {
   return etch_event_get_u64(ev, name) != 0;

@@ -10,6 +10,7 @@
  * with the event's name, in InternedData field 900 under the same iid
  * (docs/format.md), so readers decode by name and type.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -21,6 +22,8 @@
 /* Longest array written; longer ones are cut to it. */
 #define MAX_ARRAY 16384u
 #define MAX_CHANNELS 8u
+/* Most fields an event type may have (readers take as many). */
+#define MAX_FIELDS 256u
 
 static etch_event_def *g_defs;
 static uint64_t g_serial;  /* next serial (atomic) */
@@ -108,10 +111,19 @@ void etch_event_register(etch_event_def *def, const etch_event_field *fields,
                          uint32_t nfields) {
   if (!def || !def->logger || !def->event) return;
   if (__atomic_load_n(&def->fields, __ATOMIC_ACQUIRE)) return;
-  for (uint32_t i = 0; i < nfields; i++) {
-    if (!fields[i].name || !type_valid(fields[i].type)) return;
-    for (uint32_t j = 0; j < i; j++)
-      if (strcmp(fields[i].name, fields[j].name) == 0) return;
+  /* A type etch cannot write is never registered: its logs do nothing,
+   * and the program hears why once, at start-up. */
+  const char *why = NULL;
+  if (nfields > MAX_FIELDS) why = "more than 256 fields";
+  for (uint32_t i = 0; !why && i < nfields; i++) {
+    if (!fields[i].name || !type_valid(fields[i].type)) why = "a bad field";
+    for (uint32_t j = 0; !why && j < i; j++)
+      if (strcmp(fields[i].name, fields[j].name) == 0) why = "a field twice";
+  }
+  if (why) {
+    fprintf(stderr, "etch: custom event %s.%s not registered: %s\n",
+            def->logger, def->event, why);
+    return;
   }
   size_t ll = strlen(def->logger), el = strlen(def->event);
   char *full = (char *)etch__malloc(ll + el + 2);
@@ -215,8 +227,12 @@ static size_t field_bound(const etch_event_field *f, const uint8_t *slot) {
     size_t n = a->v ? (a->len < MAX_ARRAY ? a->len : MAX_ARRAY) : 0;
     return 24 + n * 14;
   }
-  if (t == ETCH_FIELD_STR || t == ETCH_FIELD_WSTR || t == ETCH_FIELD_U16STR)
-    return 24 + ETCH_MAX_STRING;
+  if (t == ETCH_FIELD_STR || t == ETCH_FIELD_WSTR || t == ETCH_FIELD_U16STR) {
+    /* Each code unit is at most 4 bytes of UTF-8 (a UTF-16 pair 4 for 2). */
+    size_t n = str_units(t, (const plen_slot *)(const void *)slot);
+    if (t != ETCH_FIELD_STR) n = n > ETCH_MAX_STRING / 4 ? ETCH_MAX_STRING : 4 * n;
+    return 24 + (n < ETCH_MAX_STRING ? n : ETCH_MAX_STRING);
+  }
   return 24;
 }
 
@@ -367,9 +383,9 @@ static void encode(etch_writer *w, const ev_src *e, uint64_t ticks) {
     if (new_cat[c]) bound += strlen(e->chans[c]->name) + 24;
   }
   /* Field names: interned for live events. */
-  uint32_t fiid[64];
-  bool fnew[64];
-  uint32_t nf = d->nfields < 64 ? d->nfields : 64;
+  uint32_t fiid[MAX_FIELDS];
+  bool fnew[MAX_FIELDS];
+  uint32_t nf = d->nfields;
   if (e->values) {
     for (uint32_t i = 0; i < nf; i++) {
       const uint8_t *slot = e->values + fs[i].offset;
@@ -528,7 +544,7 @@ static void imp_add(etch_event_def *d, etch_category *const *chans,
                     uint32_t nchans, const uint8_t *values, uint64_t ts,
                     uint64_t id, bool has_serial, uint64_t serial) {
   size_t bound = 0;
-  uint32_t nf = d->nfields < 64 ? d->nfields : 64;
+  uint32_t nf = d->nfields;
   for (uint32_t i = 0; i < nf; i++) {
     const uint8_t *slot = values + d->fields[i].offset;
     if (slot[0])
@@ -544,7 +560,9 @@ static void imp_add(etch_event_def *d, etch_category *const *chans,
   if (!buf || !e) {
     free(buf);
     free(e);
-    __atomic_fetch_add(&g_imp.dropped, 1, __ATOMIC_RELAXED);
+    pthread_mutex_lock(&g_imp.lock);
+    g_imp.dropped++;
+    pthread_mutex_unlock(&g_imp.lock);
     return;
   }
   uint8_t *q = buf;
@@ -576,8 +594,8 @@ static void imp_add(etch_event_def *d, etch_category *const *chans,
   }
   if (g_imp.tail)
     g_imp.tail->next = e;
-  else
-    g_imp.head = e;
+  else /* read without the lock by etch__important_after_reset */
+    __atomic_store_n(&g_imp.head, e, __ATOMIC_RELEASE);
   g_imp.tail = e;
   g_imp.count++;
   g_imp.bytes += e->cost;

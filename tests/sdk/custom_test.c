@@ -655,3 +655,34 @@ TEST(custom_schema_once_per_sequence_and_after_resets) {
   ASSERT_EQ_STR(got, "Small0,Small1,Small2,Small3,Small4,");
   etch_session_free(s);
 }
+
+/* Threads keep important events while sessions start and replay them. */
+static void *imp_thread(void *arg) {
+  int k = (int)(intptr_t)arg;
+  for (int i = 0; i < 50; i++)
+    ETCH_LOG(T, Setting, ChanA, ETCH_SET(key, "t"), ETCH_SET(value, k * 100 + i));
+  return NULL;
+}
+
+TEST(custom_important_from_threads_while_sessions_replay) {
+  pthread_t th[4];
+  for (intptr_t k = 0; k < 4; k++)
+    ASSERT_EQ_INT(pthread_create(&th[k], NULL, imp_thread, (void *)k), 0);
+  for (int i = 0; i < 5; i++) {
+    etch_session *s = start_session("categories=ChanA");
+    ETCH_LOG(T, Small, ChanA, ETCH_SET(n, i));
+    ASSERT_OK(etch_session_stop(s));
+    etch_session_free(s);
+  }
+  for (int k = 0; k < 4; k++) pthread_join(th[k], NULL);
+  etch_session *s = start_session("categories=ChanA");
+  ETCH_LOG(T, Small, ChanA, ETCH_SET(n, 9));
+  ASSERT_OK(etch_session_stop(s));
+  size_t len;
+  uint8_t *data = session_bytes(s, &len);
+  routed got = {0};
+  read_routes(data, len, &got, "T", "Setting");
+  ASSERT_EQ_U64(got.n, 200);
+  etch_free(data);
+  etch_session_free(s);
+}
