@@ -8,6 +8,7 @@
 #include <pthread.h>
 #include <unistd.h>
 
+#include "custom_tu.h"
 #include "sdk_common.h"
 
 #include <sys/syscall.h>
@@ -61,6 +62,8 @@ ETCH_EVENT_DEFINE(T, Setting, SETTING_FIELDS, ETCH_EVENT_IMPORTANT);
 #define JOB_FIELDS(F) F(uint32, thread) F(uint32, i)
 ETCH_EVENT_DECLARE(T, Job, JOB_FIELDS);
 ETCH_EVENT_DEFINE(T, Job, JOB_FIELDS, ETCH_EVENT_SERIAL);
+
+ETCH_EVENT_DEFINE(Tu, Shared, SHARED_FIELDS, 0);
 
 #define EMPTY_FIELDS(F)
 ETCH_EVENT_DECLARE(Other, Ping, EMPTY_FIELDS);
@@ -683,6 +686,36 @@ TEST(custom_important_from_threads_while_sessions_replay) {
   routed got = {0};
   read_routes(data, len, &got, "T", "Setting");
   ASSERT_EQ_U64(got.n, 200);
+  etch_free(data);
+  etch_session_free(s);
+}
+
+typedef struct tu_seen {
+  char log[128];
+} tu_seen;
+
+static void on_tu(const etch_custom_event *ev, void *user) {
+  tu_seen *s = (tu_seen *)user;
+  size_t l = strlen(s->log);
+  snprintf(s->log + l, sizeof s->log - l, "%d:%s ",
+           etch_event_get_i32(ev, "from"), etch_event_get_str(ev, "where", NULL));
+}
+
+/* Declared in a header, defined here, logged from two files. */
+TEST(custom_event_declared_in_a_header_logged_from_two_files) {
+  etch_session *s = start_session("categories=ChanA");
+  ETCH_LOG(Tu, Shared, ChanA, ETCH_SET(from, 1), ETCH_SET(where, "main"));
+  custom_tu2_log();
+  ASSERT_OK(etch_session_stop(s));
+  size_t len;
+  uint8_t *data = session_bytes(s, &len);
+  tu_seen seen = {{0}};
+  etch_reader *r;
+  ASSERT_OK(etch_reader_open_memory(&r, data, len));
+  ASSERT_OK(etch_reader_route(r, 1, "Tu", "Shared", on_tu, &seen));
+  ASSERT_OK(etch_reader_run(r));
+  etch_reader_close(r);
+  ASSERT_EQ_STR(seen.log, "1:main 2:tu2 ");
   etch_free(data);
   etch_session_free(s);
 }
