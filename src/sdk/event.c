@@ -661,20 +661,28 @@ static void imp_replay(etch_writer *w) {
   }
 }
 
-/* Called at the end of a writer's reset: the session's first reset, and a
- * reset after a ring's worth of chunks since the last replay, write the
- * cache (one writer per session does it). */
+/* Called at the end of a writer's reset. The session's first reset writes
+ * the cache; later ones write it again once the data written since the last
+ * copy could have pushed it out: a ring's worth of chunks (the backend's
+ * reset span) when the backend counts them, else a reset interval (a
+ * service's buffer, whose ring etch cannot see). One writer per session
+ * does it. */
 void etch__important_after_reset(etch_writer *w) {
   etch_session *s = w->sess;
   if (!__atomic_load_n(&g_imp.head, __ATOMIC_ACQUIRE)) return;
   etch_backend *b = s->backend;
   uint64_t handed = b->ops->chunks_handed(b);
+  uint64_t now = etch__writer_last_ns(w);
   bool go = false;
   pthread_mutex_lock(&s->lock);
-  if (!s->imp_replayed ||
-      (b->reset_span && handed - s->imp_replay_at >= b->reset_span)) {
+  bool again = b->reset_span
+                   ? handed - s->imp_replay_at >= b->reset_span
+                   : s->reset_interval_ns &&
+                         now >= s->imp_replay_ns + s->reset_interval_ns;
+  if (!s->imp_replayed || again) {
     s->imp_replayed = true;
     s->imp_replay_at = handed;
+    s->imp_replay_ns = now;
     go = true;
   }
   pthread_mutex_unlock(&s->lock);

@@ -194,7 +194,8 @@ struct etch_session {
   /* Important events (event.c): written once, then again after a ring's
    * worth of chunks (under `lock`). */
   bool imp_replayed;
-  uint64_t imp_replay_at;
+  uint64_t imp_replay_at; /* chunks handed out then */
+  uint64_t imp_replay_ns;
   uint64_t start_ns;
   uint64_t stop_ns;
 };

@@ -4,6 +4,7 @@
  * API: every field type, schemas, channels, important events, serials.
  */
 #include <etch/reader.h>
+#include <fcntl.h>
 #include <math.h>
 #include <pthread.h>
 #include <unistd.h>
@@ -718,4 +719,50 @@ TEST(custom_event_declared_in_a_header_logged_from_two_files) {
   ASSERT_EQ_STR(seen.log, "1:main 2:tu2 ");
   etch_free(data);
   etch_session_free(s);
+}
+
+/* The console prints custom events with their fields, and an important
+ * event replayed into the session under the thread that logged it. */
+static void *console_worker(void *arg) {
+  (void)arg;
+  etch_thread_set_name("worker");
+  static const uint8_t b[] = {1, 2};
+  ETCH_LOG(T, All, ChanA, ETCH_SET(u8, 7), ETCH_SET(text, "x"),
+           ETCH_SET(wide, L"\u00e9"), ETCH_SET_ARRAY(a_u8, b, 2),
+           ETCH_SET_ARRAY(empty, b, 0));
+  return NULL;
+}
+
+TEST(custom_events_on_the_console) {
+  etch_process_set_name("ctest");
+  etch_thread_set_name("main");
+  ETCH_LOG(T, Setting, ChanA, ETCH_SET(key, "k"), ETCH_SET(value, 5));
+  char path[512];
+  snprintf(path, sizeof path, "%s/console.txt", etch_test_tmpdir());
+  int fd = open(path, O_CREAT | O_RDWR | O_TRUNC, 0644);
+  ASSERT_TRUE(fd >= 0);
+  char cfg[256];
+  snprintf(cfg, sizeof cfg,
+           "categories=ChanA;interceptor=console;interceptor.fd=%d;"
+           "interceptor.color=never", fd);
+  etch_session *s = start_session(cfg);
+  pthread_t th;
+  ASSERT_EQ_INT(pthread_create(&th, NULL, console_worker, NULL), 0);
+  pthread_join(th, NULL);
+  ASSERT_OK(etch_session_stop(s));
+  etch_session_free(s);
+  close(fd);
+  size_t len;
+  char *out = (char *)etch_test_read_file(path, &len);
+  ASSERT_TRUE(out != NULL);
+  out = (char *)realloc(out, len + 1);
+  out[len] = '\0';
+  char *w = etch_test_console_lines(out, "ctest/worker", false);
+  ASSERT_EQ_STR(w, "* T.All [ChanA] u8=7 text=\"x\" wide=\"\xc3\xa9\" "
+                   "a_u8=[1, 2] empty=[]\n");
+  char *m = etch_test_console_lines(out, "ctest/main", false);
+  ASSERT_EQ_STR(m, "* T.Setting [ChanA] key=\"k\" value=5 etch.important=1\n");
+  free(w);
+  free(m);
+  free(out);
 }

@@ -255,6 +255,22 @@ TEST(many_producers_one_trace) {
       check_ticks(&t, pids, 4096, p[i], k, NEVENTS);
   ASSERT_EQ_INT((int)td_count(&t, 3, "tick"), NPROD * NTHREADS * NEVENTS);
   ASSERT_EQ_INT((int)t.prev_dropped, 0);
+  /* Each logged an important event before its data source started: it
+   * reached the service's session, on that process's sequence. */
+  for (int i = 0; i < NPROD; i++) {
+    int found = 0;
+    for (size_t k = 0; k < t.nev; k++) {
+      const td_event *e = &t.ev[k];
+      if (!e->name || strcmp(e->name, "Svc.Start") || e->seq >= 4096 ||
+          pids[e->seq] != p[i])
+        continue;
+      const td_arg *a = td_arg_of(e, "pid");
+      ASSERT_TRUE(a != NULL);
+      ASSERT_EQ_INT((int)a->i, (int)p[i]);
+      found++;
+    }
+    if (!found) FAIL("no Svc.Start from pid %d", (int)p[i]);
+  }
   /* Each process is named on its own track. */
   int named = 0;
   for (size_t i = 0; i < t.ntracks; i++)

@@ -7,7 +7,8 @@
  *   svc_producer NAME THREADS EVENTS [fork | late]
  *
  * With ETCH_OUT in the environment it also records in process (etch_init),
- * both backends at once.
+ * both backends at once. Before anything it logs the important custom event
+ * Svc.Start {pid} (category "svc").
  *
  * With "fork" the process forks after starting: the child (a producer of
  * its own, its own pid) waits half a second for its session, records the
@@ -26,6 +27,12 @@
 #include <unistd.h>
 
 ETCH_CATEGORY_DEFINE(svc, "svc", "service tests", "");
+
+/* Logged once at start, before any session: important, so every session
+ * gets it (replayed when the service starts the data source). */
+#define START_FIELDS(F) F(int32, pid)
+ETCH_EVENT_DECLARE(Svc, Start, START_FIELDS);
+ETCH_EVENT_DEFINE(Svc, Start, START_FIELDS, ETCH_EVENT_IMPORTANT);
 
 static long events;
 
@@ -47,6 +54,7 @@ int main(int argc, char **argv) {
   if (argc < 4) return 2;
   int threads = atoi(argv[2]);
   events = atol(argv[3]);
+  ETCH_LOG(Svc, Start, svc, ETCH_SET(pid, (int32_t)getpid()));
   etch_init(); /* with ETCH_OUT: an in-process session beside the service's */
   if (etch_system_start(argv[1]) != ETCH_OK) return 3;
   pid_t child = -1;
