@@ -766,3 +766,25 @@ TEST(custom_events_on_the_console) {
   free(m);
   free(out);
 }
+
+/* ETCH_CHANNELS switches channels on for the whole run (etch_init). */
+TEST(custom_channels_from_the_environment) {
+  char path[512];
+  snprintf(path, sizeof path, "%s/env.pftrace", etch_test_tmpdir());
+  setenv("ETCH_OUT", path, 1);
+  setenv("ETCH_CATEGORIES", "*", 1);
+  setenv("ETCH_CHANNELS", "ChanB", 1);
+  ASSERT_OK(etch_init());
+  ETCH_LOG(T, Small, ChanA, ETCH_SET(n, 1)); /* off: not named anywhere */
+  ETCH_LOG(T, Small, ChanB, ETCH_SET(n, 2));
+  ASSERT_OK(etch_shutdown());
+  td_trace t;
+  if (td_decode_file(path, &t) != 0) FAIL("%s", t.error);
+  ASSERT_EQ_U64(td_count(&t, 3, "T.Small"), 1);
+  for (size_t i = 0; i < t.nev; i++)
+    if (!strcmp(t.ev[i].name, "T.Small")) {
+      ASSERT_EQ_STR(t.ev[i].cat, "ChanB");
+      ASSERT_EQ_U64(td_arg_of(&t.ev[i], "n")->u, 2);
+    }
+  td_free(&t);
+}
