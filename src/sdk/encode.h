@@ -14,6 +14,13 @@
 
 #include "sdk/sdk.h"
 
+/* The arg-key cache's slot for a key's address: multiplied, so that keys a
+ * few bytes apart ("ptr" and "size" side by side in .rodata) do not share
+ * a slot and evict each other on every event. */
+ETCH_INLINE uint32_t etch__da_slot(const char *key) {
+  return (uint32_t)(((uintptr_t)key * 0x9e3779b97f4a7c15ull) >> 58);
+}
+
 /* Prepares a call site: its event-name iid and fast-path template. */
 void etch__site_prepare(etch_site *site);
 

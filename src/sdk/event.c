@@ -352,10 +352,21 @@ static size_t schema_bound(const etch_event_def *d) {
 }
 
 /* Interns an annotation name on the writer's sequence: its iid (0 when the
- * table is full: written inline), *is_new when added now. */
+ * table is full: written inline), *is_new when added now. Names are static
+ * (field tables, literals): the writer's arg-key cache knows them by
+ * address until its next reset, as for the args of ETCH_* events. */
 static uint32_t da_iid(etch_writer *w, const char *name, bool *is_new) {
   *is_new = false;
-  return etch__strtab_intern(&w->da_names, name, etch__clamp_len(name), is_new);
+  typeof(&w->da_cache[0]) c = &w->da_cache[etch__da_slot(name)];
+  if (c->ptr == name && c->gen == w->reset_gen) return c->iid;
+  uint32_t iid =
+      etch__strtab_intern(&w->da_names, name, etch__clamp_len(name), is_new);
+  if (iid) {
+    c->ptr = name;
+    c->iid = iid;
+    c->gen = w->reset_gen;
+  }
+  return iid;
 }
 
 static bool scratch_fit(etch_writer *w, size_t bound) {
@@ -393,7 +404,9 @@ static void encode(etch_writer *w, const ev_src *e, uint64_t ticks) {
       fnew[i] = false;
       if (!slot[0]) continue;
       fiid[i] = da_iid(w, fs[i].name, &fnew[i]);
-      bound += field_bound(&fs[i], slot) + 2 * strlen(fs[i].name) + 24;
+      bound += field_bound(&fs[i], slot) + 24;
+      /* Written with the name: interned now, or inline (table full). */
+      if (fnew[i] || !fiid[i]) bound += 2 * strlen(fs[i].name) + 24;
     }
   }
   uint32_t serial_iid = 0, imp_iid = 0;

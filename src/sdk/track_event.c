@@ -27,13 +27,6 @@
 
 /* ---- sites ---------------------------------------------------------------- */
 
-/* The arg-key cache's slot for a key's address: multiplied, so that keys a
- * few bytes apart ("ptr" and "size" side by side in .rodata) do not share
- * a slot and evict each other on every event. */
-ETCH_INLINE uint32_t da_slot(const char *key) {
-  return (uint32_t)(((uintptr_t)key * 0x9e3779b97f4a7c15ull) >> 58);
-}
-
 ETCH_COLD void etch__site_prepare(etch_site *site) {
   etch_category *cat = site->cat;
   if (cat && !__atomic_load_n(&cat->id, __ATOMIC_RELAXED))
@@ -576,7 +569,7 @@ static void emit_general(etch_writer *w, etch_site *site, etch_category *cat,
                   : 0;
     bound += 48 + slen[i];
     new_da[i] = false;
-    typeof(&w->da_cache[0]) c = &w->da_cache[da_slot(an)];
+    typeof(&w->da_cache[0]) c = &w->da_cache[etch__da_slot(an)];
     if (c->ptr == an && c->gen == w->reset_gen) {
       p.da_iid[i] = c->iid;
       continue;
@@ -724,7 +717,7 @@ ETCH_INLINE bool arg_iid(const etch_writer *w, const etch_extra *a,
   uint32_t k = a->kind;
   if (k < ETCH_X_ARG_BOOL || k > ETCH_X_ARG_POINTER || k == ETCH_X_ARG_STRING)
     return false;
-  typeof(&w->da_cache[0]) c = &w->da_cache[da_slot(a->name)];
+  typeof(&w->da_cache[0]) c = &w->da_cache[etch__da_slot(a->name)];
   if (c->ptr != a->name || c->gen != w->reset_gen || !a->name) return false;
   *iid = c->iid;
   return true;
