@@ -90,13 +90,13 @@ static void seq_start(seq_state *s, int32_t pid) {
   etch_pb_nested_end(o, &n1);
   etch_pb_nested_begin(o, ETCH_PKT_CLOCK_SNAPSHOT, &n1);
   etch_pb_nested_begin(o, ETCH_CLOCKSNAP_CLOCKS, &n2);
-  etch_pb_write_varint_field(o, ETCH_CLOCK_CLOCK_ID, ETCH_CLOCK_BOOTTIME);
-  etch_pb_write_varint_field(o, ETCH_CLOCK_TIMESTAMP, s->ts);
+  etch_pb_write_varint_field(o, ETCH_SNAPCLOCK_CLOCK_ID, ETCH_CLOCK_BOOTTIME);
+  etch_pb_write_varint_field(o, ETCH_SNAPCLOCK_TIMESTAMP, s->ts);
   etch_pb_nested_end(o, &n2);
   etch_pb_nested_begin(o, ETCH_CLOCKSNAP_CLOCKS, &n2);
-  etch_pb_write_varint_field(o, ETCH_CLOCK_CLOCK_ID, 64);
-  etch_pb_write_varint_field(o, ETCH_CLOCK_TIMESTAMP, s->ts);
-  etch_pb_write_varint_field(o, ETCH_CLOCK_IS_INCREMENTAL, 1);
+  etch_pb_write_varint_field(o, ETCH_SNAPCLOCK_CLOCK_ID, 64);
+  etch_pb_write_varint_field(o, ETCH_SNAPCLOCK_TIMESTAMP, s->ts);
+  etch_pb_write_varint_field(o, ETCH_SNAPCLOCK_IS_INCREMENTAL, 1);
   etch_pb_nested_end(o, &n2);
   etch_pb_nested_end(o, &n1);
   etch_pb_write_varint_field(o, ETCH_PKT_TRUSTED_SEQ_ID, s->id);

@@ -191,8 +191,8 @@ static uint64_t clock_ns(clockid_t id) {
 static void clock_entry(etch_pb_stream *s, uint32_t id, uint64_t ts) {
   etch_pb_nested c;
   etch_pb_nested_begin(s, ETCH_CLOCKSNAP_CLOCKS, &c);
-  etch_pb_write_varint_field(s, ETCH_CLOCK_CLOCK_ID, id);
-  etch_pb_write_varint_field(s, ETCH_CLOCK_TIMESTAMP, ts);
+  etch_pb_write_varint_field(s, ETCH_SNAPCLOCK_CLOCK_ID, id);
+  etch_pb_write_varint_field(s, ETCH_SNAPCLOCK_TIMESTAMP, ts);
   etch_pb_nested_end(s, &c);
 }
 

@@ -52,11 +52,11 @@
 /* ClockSnapshot */
 #define ETCH_CLOCKSNAP_CLOCKS 1
 #define ETCH_CLOCKSNAP_PRIMARY_TRACE_CLOCK 2
-/* ClockSnapshot.Clock */
-#define ETCH_CLOCK_CLOCK_ID 1
-#define ETCH_CLOCK_TIMESTAMP 2
-#define ETCH_CLOCK_IS_INCREMENTAL 3
-#define ETCH_CLOCK_UNIT_MULTIPLIER_NS 4
+/* ClockSnapshot.Clock (field numbers; ETCH_CLOCK_* above are clock ids) */
+#define ETCH_SNAPCLOCK_CLOCK_ID 1
+#define ETCH_SNAPCLOCK_TIMESTAMP 2
+#define ETCH_SNAPCLOCK_IS_INCREMENTAL 3
+#define ETCH_SNAPCLOCK_UNIT_MULTIPLIER_NS 4
 
 /* TracePacketDefaults */
 #define ETCH_DEFAULTS_TIMESTAMP_CLOCK_ID 58

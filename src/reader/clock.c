@@ -167,10 +167,10 @@ int etch__rd_clock_snapshot(etch_reader *r, const rd_src *src, rd_seq *seq,
     while (etch_pb_next(&cd, &cf)) {
       if (cf.wt != ETCH_PB_VARINT) continue;
       switch (cf.id) {
-        case ETCH_CLOCK_CLOCK_ID: id = cf.u; break;
-        case ETCH_CLOCK_TIMESTAMP: ts = cf.u; break;
-        case ETCH_CLOCK_IS_INCREMENTAL: incr = cf.u != 0; break;
-        case ETCH_CLOCK_UNIT_MULTIPLIER_NS: unit = cf.u; break;
+        case ETCH_SNAPCLOCK_CLOCK_ID: id = cf.u; break;
+        case ETCH_SNAPCLOCK_TIMESTAMP: ts = cf.u; break;
+        case ETCH_SNAPCLOCK_IS_INCREMENTAL: incr = cf.u != 0; break;
+        case ETCH_SNAPCLOCK_UNIT_MULTIPLIER_NS: unit = cf.u; break;
         default: break;
       }
     }

@@ -137,10 +137,10 @@ MDEF(m_track_desc, {ETCH_TD_UUID, "uuid", K_U, NULL},
      {ETCH_TD_CHILD_ORDERING, "child_ordering", K_U, NULL},
      {ETCH_TD_SIBLING_ORDER_RANK, "sibling_order_rank", K_I, NULL});
 
-MDEF(m_clock, {ETCH_CLOCK_CLOCK_ID, "clock_id", K_CLOCK, NULL},
-     {ETCH_CLOCK_TIMESTAMP, "timestamp", K_U, NULL},
-     {ETCH_CLOCK_IS_INCREMENTAL, "is_incremental", K_B, NULL},
-     {ETCH_CLOCK_UNIT_MULTIPLIER_NS, "unit_multiplier_ns", K_U, NULL});
+MDEF(m_clock, {ETCH_SNAPCLOCK_CLOCK_ID, "clock_id", K_CLOCK, NULL},
+     {ETCH_SNAPCLOCK_TIMESTAMP, "timestamp", K_U, NULL},
+     {ETCH_SNAPCLOCK_IS_INCREMENTAL, "is_incremental", K_B, NULL},
+     {ETCH_SNAPCLOCK_UNIT_MULTIPLIER_NS, "unit_multiplier_ns", K_U, NULL});
 MDEF(m_clock_snapshot, {ETCH_CLOCKSNAP_CLOCKS, "clocks", K_M, &m_clock},
      {ETCH_CLOCKSNAP_PRIMARY_TRACE_CLOCK, "primary_trace_clock", K_CLOCK,
       NULL});

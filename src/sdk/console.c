@@ -448,9 +448,9 @@ static void clock_snapshot(cseq *q, const etch_pb_field *f, derr *e) {
     etch_pb_dec_init(&d2, g.data, g.len);
     while (etch_pb_next(&d2, &h)) {
       if (h.wt != ETCH_PB_VARINT) continue;
-      if (h.id == ETCH_CLOCK_CLOCK_ID) id = h.u;
-      if (h.id == ETCH_CLOCK_TIMESTAMP) ts = h.u;
-      if (h.id == ETCH_CLOCK_IS_INCREMENTAL) incremental = h.u != 0;
+      if (h.id == ETCH_SNAPCLOCK_CLOCK_ID) id = h.u;
+      if (h.id == ETCH_SNAPCLOCK_TIMESTAMP) ts = h.u;
+      if (h.id == ETCH_SNAPCLOCK_IS_INCREMENTAL) incremental = h.u != 0;
     }
     dec_ok(&d2, e, f->off);
     if (id == ETCH_CLOCK_BOOTTIME) {

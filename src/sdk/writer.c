@@ -482,13 +482,13 @@ void etch__writer_reset(etch_writer *w, uint64_t ticks) {
   etch_pb_nested_end(s, &d);
   etch_pb_nested_begin(s, ETCH_PKT_CLOCK_SNAPSHOT, &cs);
   etch_pb_nested_begin(s, ETCH_CLOCKSNAP_CLOCKS, &c);
-  etch_pb_write_varint_field(s, ETCH_CLOCK_CLOCK_ID, ETCH_CLOCK_BOOTTIME);
-  etch_pb_write_varint_field(s, ETCH_CLOCK_TIMESTAMP, a.ns);
+  etch_pb_write_varint_field(s, ETCH_SNAPCLOCK_CLOCK_ID, ETCH_CLOCK_BOOTTIME);
+  etch_pb_write_varint_field(s, ETCH_SNAPCLOCK_TIMESTAMP, a.ns);
   etch_pb_nested_end(s, &c);
   etch_pb_nested_begin(s, ETCH_CLOCKSNAP_CLOCKS, &c);
-  etch_pb_write_varint_field(s, ETCH_CLOCK_CLOCK_ID, ETCH_CLOCK_INCREMENTAL);
-  etch_pb_write_varint_field(s, ETCH_CLOCK_TIMESTAMP, a.ns);
-  etch_pb_write_varint_field(s, ETCH_CLOCK_IS_INCREMENTAL, 1);
+  etch_pb_write_varint_field(s, ETCH_SNAPCLOCK_CLOCK_ID, ETCH_CLOCK_INCREMENTAL);
+  etch_pb_write_varint_field(s, ETCH_SNAPCLOCK_TIMESTAMP, a.ns);
+  etch_pb_write_varint_field(s, ETCH_SNAPCLOCK_IS_INCREMENTAL, 1);
   etch_pb_nested_end(s, &c);
   etch_pb_nested_end(s, &cs);
   etch__packet_end(w);
