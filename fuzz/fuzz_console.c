@@ -21,10 +21,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   enum { MAX = 256 };
   const uint8_t *pk[MAX];
   size_t len[MAX], n = 0;
-  etch_pb_dec d;
-  etch_pb_field f;
-  etch_pb_dec_init(&d, data, size);
-  while (n < MAX && etch_pb_next(&d, &f))
+  etch__pb_dec d;
+  etch__pb_field f;
+  etch__pb_dec_init(&d, data, size);
+  while (n < MAX && etch__pb_next(&d, &f))
     if (f.id == 1 && f.wt == ETCH_PB_LEN) {
       pk[n] = f.data;
       len[n++] = f.len;

@@ -26,11 +26,11 @@ static void check(const etch_ipc_frame *f, const uint8_t *lo,
   if (!inside(f->name, lo, hi) || !inside(f->body, lo, hi)) abort();
   for (uint32_t i = 0; i < f->nmethods; i++)
     if (!inside(f->methods[i].name, lo, hi)) abort();
-  etch_pb_buf b;
-  etch_pb_buf_init(&b, 256, 0);
+  etch__pb_buf b;
+  etch__pb_buf_init(&b, 256, 0);
   etch__ipc_frame_encode(&b, f);
   etch_ipc_frame g;
-  if (etch__ipc_frame_decode(etch_pb_buf_data(&b) + 4, etch_pb_buf_len(&b) - 4,
+  if (etch__ipc_frame_decode(etch__pb_buf_data(&b) + 4, etch__pb_buf_len(&b) - 4,
                              &g) != ETCH_OK)
     abort();
   if (g.kind != f->kind || g.request_id != f->request_id) abort();
@@ -41,7 +41,7 @@ static void check(const etch_ipc_frame *f, const uint8_t *lo,
   if (f->kind == ETCH_IPC_BIND_REPLY && f->success &&
       g.nmethods != f->nmethods)
     abort();
-  etch_pb_buf_free(&b);
+  etch__pb_buf_free(&b);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {

@@ -59,23 +59,23 @@ static void setup(void) {
   pump(3);
   const char *text = "buffers { size_kb: 256 } data_sources { config { name: "
                      "\"track_event\" } }";
-  etch_pb_buf cfg, args;
-  etch_pb_buf_init(&cfg, 256, 0);
-  etch_pb_buf_init(&args, 256, 0);
+  etch__pb_buf cfg, args;
+  etch__pb_buf_init(&cfg, 256, 0);
+  etch__pb_buf_init(&args, 256, 0);
   if (etch__trace_config_text_to_binary(text, strlen(text), &cfg)) abort();
-  etch_pb_write_bytes_field(&args.s, ETCH_ETR_TRACE_CONFIG,
-                            etch_pb_buf_data(&cfg), etch_pb_buf_len(&cfg));
+  etch__pb_write_bytes_field(&args.s, ETCH_ETR_TRACE_CONFIG,
+                            etch__pb_buf_data(&cfg), etch__pb_buf_len(&cfg));
   memset(&f, 0, sizeof f);
   f.kind = ETCH_IPC_INVOKE;
   f.request_id = 2;
   f.service_id = 2; /* consumer_port */
   f.method_id = 1;  /* EnableTracing */
-  f.body.data = etch_pb_buf_data(&args);
-  f.body.len = (uint32_t)etch_pb_buf_len(&args);
+  f.body.data = etch__pb_buf_data(&args);
+  f.body.len = (uint32_t)etch__pb_buf_len(&args);
   etch__ipc_conn_send(&consumer, &f, -1);
   pump(3);
-  etch_pb_buf_free(&cfg);
-  etch_pb_buf_free(&args);
+  etch__pb_buf_free(&cfg);
+  etch__pb_buf_free(&args);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {

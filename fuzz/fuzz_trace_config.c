@@ -26,13 +26,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     return 0;
   }
   (void)etch__trace_config_check(&a);
-  etch_pb_buf buf;
-  etch_pb_buf_init(&buf, 256, 0);
+  etch__pb_buf buf;
+  etch__pb_buf_init(&buf, 256, 0);
   etch__trace_config_encode(&a, &buf);
-  if (etch__trace_config_decode(etch_pb_buf_data(&buf), etch_pb_buf_len(&buf),
+  if (etch__trace_config_decode(etch__pb_buf_data(&buf), etch__pb_buf_len(&buf),
                                 &b) != ETCH_OK)
     abort();
   if (memcmp(&a, &b, sizeof a) != 0) abort();
-  etch_pb_buf_free(&buf);
+  etch__pb_buf_free(&buf);
   return 0;
 }

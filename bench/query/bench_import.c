@@ -65,88 +65,88 @@ typedef struct seq_state {
   uint8_t arg_interned;
 } seq_state;
 
-static etch_pb_buf g_buf;
+static etch__pb_buf g_buf;
 static uint64_t g_events;
 static bool g_old_layout;
 
-static void packet_begin(etch_pb_nested *n) {
-  etch_pb_nested_begin(&g_buf.s, ETCH_TRACE_PACKET, n);
+static void packet_begin(etch__pb_nested *n) {
+  etch__pb_nested_begin(&g_buf.s, ETCH_TRACE_PACKET, n);
 }
 
 static void seq_start(seq_state *s, int32_t pid) {
-  etch_pb_stream *o = &g_buf.s;
-  etch_pb_nested pkt, n1, n2, n3;
+  etch__pb_stream *o = &g_buf.s;
+  etch__pb_nested pkt, n1, n2, n3;
   packet_begin(&pkt);
-  etch_pb_write_varint_field(o, ETCH_PKT_TIMESTAMP, s->ts);
-  etch_pb_write_varint_field(o, ETCH_PKT_TIMESTAMP_CLOCK_ID, ETCH_CLOCK_BOOTTIME);
-  etch_pb_write_varint_field(o, ETCH_PKT_SEQUENCE_FLAGS,
+  etch__pb_write_varint_field(o, ETCH_PKT_TIMESTAMP, s->ts);
+  etch__pb_write_varint_field(o, ETCH_PKT_TIMESTAMP_CLOCK_ID, ETCH_CLOCK_BOOTTIME);
+  etch__pb_write_varint_field(o, ETCH_PKT_SEQUENCE_FLAGS,
                              ETCH_SEQ_INCREMENTAL_STATE_CLEARED);
-  etch_pb_write_varint_field(o, ETCH_PKT_FIRST_PACKET_ON_SEQUENCE, 1);
-  etch_pb_nested_begin(o, ETCH_PKT_TRACE_PACKET_DEFAULTS, &n1);
-  etch_pb_write_varint_field(o, ETCH_DEFAULTS_TIMESTAMP_CLOCK_ID, 64);
-  etch_pb_nested_begin(o, ETCH_DEFAULTS_TRACK_EVENT_DEFAULTS, &n2);
-  etch_pb_write_varint_field(o, ETCH_TEDEFAULTS_TRACK_UUID, s->uuid);
-  etch_pb_nested_end(o, &n2);
-  etch_pb_nested_end(o, &n1);
-  etch_pb_nested_begin(o, ETCH_PKT_CLOCK_SNAPSHOT, &n1);
-  etch_pb_nested_begin(o, ETCH_CLOCKSNAP_CLOCKS, &n2);
-  etch_pb_write_varint_field(o, ETCH_SNAPCLOCK_CLOCK_ID, ETCH_CLOCK_BOOTTIME);
-  etch_pb_write_varint_field(o, ETCH_SNAPCLOCK_TIMESTAMP, s->ts);
-  etch_pb_nested_end(o, &n2);
-  etch_pb_nested_begin(o, ETCH_CLOCKSNAP_CLOCKS, &n2);
-  etch_pb_write_varint_field(o, ETCH_SNAPCLOCK_CLOCK_ID, 64);
-  etch_pb_write_varint_field(o, ETCH_SNAPCLOCK_TIMESTAMP, s->ts);
-  etch_pb_write_varint_field(o, ETCH_SNAPCLOCK_IS_INCREMENTAL, 1);
-  etch_pb_nested_end(o, &n2);
-  etch_pb_nested_end(o, &n1);
-  etch_pb_write_varint_field(o, ETCH_PKT_TRUSTED_SEQ_ID, s->id);
-  etch_pb_nested_end(o, &pkt);
+  etch__pb_write_varint_field(o, ETCH_PKT_FIRST_PACKET_ON_SEQUENCE, 1);
+  etch__pb_nested_begin(o, ETCH_PKT_TRACE_PACKET_DEFAULTS, &n1);
+  etch__pb_write_varint_field(o, ETCH_DEFAULTS_TIMESTAMP_CLOCK_ID, 64);
+  etch__pb_nested_begin(o, ETCH_DEFAULTS_TRACK_EVENT_DEFAULTS, &n2);
+  etch__pb_write_varint_field(o, ETCH_TEDEFAULTS_TRACK_UUID, s->uuid);
+  etch__pb_nested_end(o, &n2);
+  etch__pb_nested_end(o, &n1);
+  etch__pb_nested_begin(o, ETCH_PKT_CLOCK_SNAPSHOT, &n1);
+  etch__pb_nested_begin(o, ETCH_CLOCKSNAP_CLOCKS, &n2);
+  etch__pb_write_varint_field(o, ETCH_SNAPCLOCK_CLOCK_ID, ETCH_CLOCK_BOOTTIME);
+  etch__pb_write_varint_field(o, ETCH_SNAPCLOCK_TIMESTAMP, s->ts);
+  etch__pb_nested_end(o, &n2);
+  etch__pb_nested_begin(o, ETCH_CLOCKSNAP_CLOCKS, &n2);
+  etch__pb_write_varint_field(o, ETCH_SNAPCLOCK_CLOCK_ID, 64);
+  etch__pb_write_varint_field(o, ETCH_SNAPCLOCK_TIMESTAMP, s->ts);
+  etch__pb_write_varint_field(o, ETCH_SNAPCLOCK_IS_INCREMENTAL, 1);
+  etch__pb_nested_end(o, &n2);
+  etch__pb_nested_end(o, &n1);
+  etch__pb_write_varint_field(o, ETCH_PKT_TRUSTED_SEQ_ID, s->id);
+  etch__pb_nested_end(o, &pkt);
 
   packet_begin(&pkt);
-  etch_pb_nested_begin(o, ETCH_PKT_TRACK_DESCRIPTOR, &n1);
-  etch_pb_write_varint_field(o, ETCH_TD_UUID, 1000);
-  etch_pb_nested_begin(o, ETCH_TD_PROCESS, &n2);
-  etch_pb_write_varint_field(o, ETCH_PD_PID, (uint64_t)pid);
-  etch_pb_write_string_field(o, ETCH_PD_PROCESS_NAME, "bench");
-  etch_pb_nested_end(o, &n2);
-  etch_pb_nested_end(o, &n1);
-  etch_pb_write_varint_field(o, ETCH_PKT_TRUSTED_SEQ_ID, s->id);
-  etch_pb_nested_end(o, &pkt);
+  etch__pb_nested_begin(o, ETCH_PKT_TRACK_DESCRIPTOR, &n1);
+  etch__pb_write_varint_field(o, ETCH_TD_UUID, 1000);
+  etch__pb_nested_begin(o, ETCH_TD_PROCESS, &n2);
+  etch__pb_write_varint_field(o, ETCH_PD_PID, (uint64_t)pid);
+  etch__pb_write_string_field(o, ETCH_PD_PROCESS_NAME, "bench");
+  etch__pb_nested_end(o, &n2);
+  etch__pb_nested_end(o, &n1);
+  etch__pb_write_varint_field(o, ETCH_PKT_TRUSTED_SEQ_ID, s->id);
+  etch__pb_nested_end(o, &pkt);
 
   packet_begin(&pkt);
-  etch_pb_nested_begin(o, ETCH_PKT_TRACK_DESCRIPTOR, &n1);
-  etch_pb_write_varint_field(o, ETCH_TD_UUID, s->uuid);
-  etch_pb_write_varint_field(o, ETCH_TD_PARENT_UUID, 1000);
-  etch_pb_nested_begin(o, ETCH_TD_THREAD, &n2);
-  etch_pb_write_varint_field(o, ETCH_THD_PID, (uint64_t)pid);
-  etch_pb_write_varint_field(o, ETCH_THD_TID, (uint64_t)s->tid);
+  etch__pb_nested_begin(o, ETCH_PKT_TRACK_DESCRIPTOR, &n1);
+  etch__pb_write_varint_field(o, ETCH_TD_UUID, s->uuid);
+  etch__pb_write_varint_field(o, ETCH_TD_PARENT_UUID, 1000);
+  etch__pb_nested_begin(o, ETCH_TD_THREAD, &n2);
+  etch__pb_write_varint_field(o, ETCH_THD_PID, (uint64_t)pid);
+  etch__pb_write_varint_field(o, ETCH_THD_TID, (uint64_t)s->tid);
   char name[32];
   snprintf(name, sizeof name, "worker-%d", s->tid);
-  etch_pb_write_string_field(o, ETCH_THD_THREAD_NAME, name);
-  etch_pb_nested_end(o, &n2);
-  etch_pb_nested_end(o, &n1);
-  etch_pb_write_varint_field(o, ETCH_PKT_TRUSTED_SEQ_ID, s->id);
-  etch_pb_nested_end(o, &pkt);
+  etch__pb_write_string_field(o, ETCH_THD_THREAD_NAME, name);
+  etch__pb_nested_end(o, &n2);
+  etch__pb_nested_end(o, &n1);
+  etch__pb_write_varint_field(o, ETCH_PKT_TRUSTED_SEQ_ID, s->id);
+  etch__pb_nested_end(o, &pkt);
   (void)n3;
 }
 
 static void counter_tracks(uint32_t seq) {
-  etch_pb_stream *o = &g_buf.s;
+  etch__pb_stream *o = &g_buf.s;
   const char *const *names = kCounterNames;
   for (int i = 0; i < 2; i++) {
-    etch_pb_nested pkt, td, cd;
+    etch__pb_nested pkt, td, cd;
     packet_begin(&pkt);
-    etch_pb_nested_begin(o, ETCH_PKT_TRACK_DESCRIPTOR, &td);
-    etch_pb_write_varint_field(o, ETCH_TD_UUID, 2000 + (uint64_t)i);
-    etch_pb_write_varint_field(o, ETCH_TD_PARENT_UUID, 1000);
-    etch_pb_write_string_field(o, ETCH_TD_NAME, names[i]);
-    etch_pb_nested_begin(o, ETCH_TD_COUNTER, &cd);
-    etch_pb_write_varint_field(o, ETCH_CD_UNIT,
+    etch__pb_nested_begin(o, ETCH_PKT_TRACK_DESCRIPTOR, &td);
+    etch__pb_write_varint_field(o, ETCH_TD_UUID, 2000 + (uint64_t)i);
+    etch__pb_write_varint_field(o, ETCH_TD_PARENT_UUID, 1000);
+    etch__pb_write_string_field(o, ETCH_TD_NAME, names[i]);
+    etch__pb_nested_begin(o, ETCH_TD_COUNTER, &cd);
+    etch__pb_write_varint_field(o, ETCH_CD_UNIT,
                                i ? ETCH_CD_UNIT_SIZE_BYTES : ETCH_CD_UNIT_COUNT);
-    etch_pb_nested_end(o, &cd);
-    etch_pb_nested_end(o, &td);
-    etch_pb_write_varint_field(o, ETCH_PKT_TRUSTED_SEQ_ID, seq);
-    etch_pb_nested_end(o, &pkt);
+    etch__pb_nested_end(o, &cd);
+    etch__pb_nested_end(o, &td);
+    etch__pb_write_varint_field(o, ETCH_PKT_TRUSTED_SEQ_ID, seq);
+    etch__pb_nested_end(o, &pkt);
   }
 }
 
@@ -162,47 +162,47 @@ static uint32_t rnd(void) {
 static void fast_packet(seq_state *s, int type, uint32_t name_iid,
                         uint64_t delta, uint32_t r, bool with_arg) {
   uint8_t b[64], *q = b;
-  *q++ = (uint8_t)etch_pb_tag(ETCH_PKT_SEQUENCE_FLAGS, ETCH_PB_VARINT);
+  *q++ = (uint8_t)etch__pb_tag(ETCH_PKT_SEQUENCE_FLAGS, ETCH_PB_VARINT);
   *q++ = ETCH_SEQ_NEEDS_INCREMENTAL_STATE;
-  *q++ = (uint8_t)etch_pb_tag(ETCH_PKT_TRACK_EVENT, ETCH_PB_LEN);
+  *q++ = (uint8_t)etch__pb_tag(ETCH_PKT_TRACK_EVENT, ETCH_PB_LEN);
   uint8_t *te = q++;
-  q = etch_pb_put_tag(q, ETCH_TE_TYPE, ETCH_PB_VARINT);
-  q = etch_pb_put_varint(q, (uint64_t)type);
+  q = etch__pb_put_tag(q, ETCH_TE_TYPE, ETCH_PB_VARINT);
+  q = etch__pb_put_varint(q, (uint64_t)type);
   if (type != ETCH_TE_TYPE_SLICE_END) {
-    q = etch_pb_put_tag(q, ETCH_TE_CATEGORY_IIDS, ETCH_PB_VARINT);
-    q = etch_pb_put_varint(q, 1);
-    q = etch_pb_put_tag(q, ETCH_TE_NAME_IID, ETCH_PB_VARINT);
-    q = etch_pb_put_varint(q, name_iid);
+    q = etch__pb_put_tag(q, ETCH_TE_CATEGORY_IIDS, ETCH_PB_VARINT);
+    q = etch__pb_put_varint(q, 1);
+    q = etch__pb_put_tag(q, ETCH_TE_NAME_IID, ETCH_PB_VARINT);
+    q = etch__pb_put_varint(q, name_iid);
   }
   if (type == ETCH_TE_TYPE_COUNTER) {
-    q = etch_pb_put_tag(q, ETCH_TE_TRACK_UUID, ETCH_PB_VARINT);
-    q = etch_pb_put_varint(q, 2000 + (r >> 30 & 1));
-    q = etch_pb_put_tag(q, ETCH_TE_COUNTER_VALUE, ETCH_PB_VARINT);
-    q = etch_pb_put_varint(q, r >> 12);
+    q = etch__pb_put_tag(q, ETCH_TE_TRACK_UUID, ETCH_PB_VARINT);
+    q = etch__pb_put_varint(q, 2000 + (r >> 30 & 1));
+    q = etch__pb_put_tag(q, ETCH_TE_COUNTER_VALUE, ETCH_PB_VARINT);
+    q = etch__pb_put_varint(q, r >> 12);
   }
   if (with_arg) {
-    *q++ = (uint8_t)etch_pb_tag(ETCH_TE_DEBUG_ANNOTATIONS, ETCH_PB_LEN);
+    *q++ = (uint8_t)etch__pb_tag(ETCH_TE_DEBUG_ANNOTATIONS, ETCH_PB_LEN);
     uint8_t *da = q++;
-    q = etch_pb_put_tag(q, ETCH_DA_NAME_IID, ETCH_PB_VARINT);
-    q = etch_pb_put_varint(q, 1);
-    q = etch_pb_put_tag(q, ETCH_DA_INT_VALUE, ETCH_PB_VARINT);
-    q = etch_pb_put_varint(q, r & 0xffff);
+    q = etch__pb_put_tag(q, ETCH_DA_NAME_IID, ETCH_PB_VARINT);
+    q = etch__pb_put_varint(q, 1);
+    q = etch__pb_put_tag(q, ETCH_DA_INT_VALUE, ETCH_PB_VARINT);
+    q = etch__pb_put_varint(q, r & 0xffff);
     *da = (uint8_t)(q - da - 1);
   }
   *te = (uint8_t)(q - te - 1);
-  q = etch_pb_put_tag(q, ETCH_PKT_TIMESTAMP, ETCH_PB_VARINT);
-  q = etch_pb_put_varint(q, delta);
-  q = etch_pb_put_tag(q, ETCH_PKT_TRUSTED_SEQ_ID, ETCH_PB_VARINT);
-  q = etch_pb_put_varint(q, s->id);
-  uint8_t hdr[2] = {(uint8_t)etch_pb_tag(ETCH_TRACE_PACKET, ETCH_PB_LEN),
+  q = etch__pb_put_tag(q, ETCH_PKT_TIMESTAMP, ETCH_PB_VARINT);
+  q = etch__pb_put_varint(q, delta);
+  q = etch__pb_put_tag(q, ETCH_PKT_TRUSTED_SEQ_ID, ETCH_PB_VARINT);
+  q = etch__pb_put_varint(q, s->id);
+  uint8_t hdr[2] = {(uint8_t)etch__pb_tag(ETCH_TRACE_PACKET, ETCH_PB_LEN),
                     (uint8_t)(q - b)};
-  etch_pb_write_bytes(&g_buf.s, hdr, 2);
-  etch_pb_write_bytes(&g_buf.s, b, (size_t)(q - b));
+  etch__pb_write_bytes(&g_buf.s, hdr, 2);
+  etch__pb_write_bytes(&g_buf.s, b, (size_t)(q - b));
 }
 
 /* One event packet on sequence `s`. */
 static void event(seq_state *s) {
-  etch_pb_stream *o = &g_buf.s;
+  etch__pb_stream *o = &g_buf.s;
   uint32_t r = rnd();
   int type;
   if (s->depth > 0 && (s->depth >= 4 || (r & 3) == 0))
@@ -221,7 +221,7 @@ static void event(seq_state *s) {
   bool named_counter = type == ETCH_TE_TYPE_COUNTER && !g_old_layout;
   if (named_counter) name = kNames + (r >> 30 & 1);
 
-  etch_pb_nested pkt, id, e, te, da;
+  etch__pb_nested pkt, id, e, te, da;
   bool need_name = (type == ETCH_TE_TYPE_SLICE_BEGIN ||
                     type == ETCH_TE_TYPE_INSTANT || named_counter) &&
                    !s->interned[name];
@@ -234,16 +234,16 @@ static void event(seq_state *s) {
     return;
   }
   packet_begin(&pkt);
-  etch_pb_write_varint_field(o, ETCH_PKT_TIMESTAMP, delta);
-  etch_pb_write_varint_field(o, ETCH_PKT_SEQUENCE_FLAGS,
+  etch__pb_write_varint_field(o, ETCH_PKT_TIMESTAMP, delta);
+  etch__pb_write_varint_field(o, ETCH_PKT_SEQUENCE_FLAGS,
                              ETCH_SEQ_NEEDS_INCREMENTAL_STATE);
   if (need_name || need_cat || need_arg) {
-    etch_pb_nested_begin(o, ETCH_PKT_INTERNED_DATA, &id);
+    etch__pb_nested_begin(o, ETCH_PKT_INTERNED_DATA, &id);
     if (need_cat) {
-      etch_pb_nested_begin(o, ETCH_ID_EVENT_CATEGORIES, &e);
-      etch_pb_write_varint_field(o, ETCH_INTERNED_IID, 1);
-      etch_pb_write_string_field(o, ETCH_INTERNED_NAME, "bench");
-      etch_pb_nested_end(o, &e);
+      etch__pb_nested_begin(o, ETCH_ID_EVENT_CATEGORIES, &e);
+      etch__pb_write_varint_field(o, ETCH_INTERNED_IID, 1);
+      etch__pb_write_string_field(o, ETCH_INTERNED_NAME, "bench");
+      etch__pb_nested_end(o, &e);
       s->cat_interned = 1;
     }
     if (need_name) {
@@ -252,47 +252,47 @@ static void event(seq_state *s) {
         snprintf(buf, sizeof buf, "function_%02u", name);
       else
         snprintf(buf, sizeof buf, "%s", kCounterNames[name - kNames]);
-      etch_pb_nested_begin(o, ETCH_ID_EVENT_NAMES, &e);
-      etch_pb_write_varint_field(o, ETCH_INTERNED_IID, name + 1);
-      etch_pb_write_string_field(o, ETCH_INTERNED_NAME, buf);
-      etch_pb_nested_end(o, &e);
+      etch__pb_nested_begin(o, ETCH_ID_EVENT_NAMES, &e);
+      etch__pb_write_varint_field(o, ETCH_INTERNED_IID, name + 1);
+      etch__pb_write_string_field(o, ETCH_INTERNED_NAME, buf);
+      etch__pb_nested_end(o, &e);
       s->interned[name] = 1;
     }
     if (need_arg) {
-      etch_pb_nested_begin(o, ETCH_ID_DEBUG_ANNOTATION_NAMES, &e);
-      etch_pb_write_varint_field(o, ETCH_INTERNED_IID, 1);
-      etch_pb_write_string_field(o, ETCH_INTERNED_NAME, "item");
-      etch_pb_nested_end(o, &e);
+      etch__pb_nested_begin(o, ETCH_ID_DEBUG_ANNOTATION_NAMES, &e);
+      etch__pb_write_varint_field(o, ETCH_INTERNED_IID, 1);
+      etch__pb_write_string_field(o, ETCH_INTERNED_NAME, "item");
+      etch__pb_nested_end(o, &e);
       s->arg_interned = 1;
     }
-    etch_pb_nested_end(o, &id);
+    etch__pb_nested_end(o, &id);
   }
-  etch_pb_nested_begin(o, ETCH_PKT_TRACK_EVENT, &te);
-  etch_pb_write_varint_field(o, ETCH_TE_TYPE, (uint64_t)type);
+  etch__pb_nested_begin(o, ETCH_PKT_TRACK_EVENT, &te);
+  etch__pb_write_varint_field(o, ETCH_TE_TYPE, (uint64_t)type);
   if (named_counter || (type != ETCH_TE_TYPE_COUNTER &&
                         type != ETCH_TE_TYPE_SLICE_END)) {
-    etch_pb_write_varint_field(o, ETCH_TE_CATEGORY_IIDS, 1);
-    etch_pb_write_varint_field(o, ETCH_TE_NAME_IID, name + 1);
+    etch__pb_write_varint_field(o, ETCH_TE_CATEGORY_IIDS, 1);
+    etch__pb_write_varint_field(o, ETCH_TE_NAME_IID, name + 1);
   }
   if (type == ETCH_TE_TYPE_COUNTER) {
-    etch_pb_write_varint_field(o, ETCH_TE_TRACK_UUID, 2000 + (r >> 30 & 1));
-    etch_pb_write_varint_field(o, ETCH_TE_COUNTER_VALUE, r >> 12);
+    etch__pb_write_varint_field(o, ETCH_TE_TRACK_UUID, 2000 + (r >> 30 & 1));
+    etch__pb_write_varint_field(o, ETCH_TE_COUNTER_VALUE, r >> 12);
   }
   if (with_arg) {
-    etch_pb_nested_begin(o, ETCH_TE_DEBUG_ANNOTATIONS, &da);
-    etch_pb_write_varint_field(o, ETCH_DA_NAME_IID, 1);
-    etch_pb_write_varint_field(o, ETCH_DA_INT_VALUE, r & 0xffff);
-    etch_pb_nested_end(o, &da);
+    etch__pb_nested_begin(o, ETCH_TE_DEBUG_ANNOTATIONS, &da);
+    etch__pb_write_varint_field(o, ETCH_DA_NAME_IID, 1);
+    etch__pb_write_varint_field(o, ETCH_DA_INT_VALUE, r & 0xffff);
+    etch__pb_nested_end(o, &da);
   }
-  etch_pb_nested_end(o, &te);
-  etch_pb_write_varint_field(o, ETCH_PKT_TRUSTED_SEQ_ID, s->id);
-  etch_pb_nested_end(o, &pkt);
+  etch__pb_nested_end(o, &te);
+  etch__pb_write_varint_field(o, ETCH_PKT_TRUSTED_SEQ_ID, s->id);
+  etch__pb_nested_end(o, &pkt);
   if (type == ETCH_TE_TYPE_SLICE_BEGIN) s->depth++;
   if (type == ETCH_TE_TYPE_SLICE_END) s->depth--;
 }
 
 static void generate(uint64_t events, int threads) {
-  etch_pb_buf_init(&g_buf, 64u << 20, 0);
+  etch__pb_buf_init(&g_buf, 64u << 20, 0);
   seq_state *seqs = calloc((size_t)threads, sizeof *seqs);
   for (int i = 0; i < threads; i++) {
     seqs[i].id = (uint32_t)i + 2;
@@ -338,8 +338,8 @@ enum { kReaderOnly, kImportStats, kStatsReport, kImportQuery, kImportTsOrder };
 
 static result run_mode(int mode) {
   result res = {0};
-  const void *data = etch_pb_buf_data(&g_buf);
-  size_t len = etch_pb_buf_len(&g_buf);
+  const void *data = etch__pb_buf_data(&g_buf);
+  size_t len = etch__pb_buf_len(&g_buf);
   double t0 = now(), c0 = cpu_now();
   if (mode == kReaderOnly) {
     etch_reader *r;
@@ -411,11 +411,11 @@ int main(int argc, char **argv) {
   generate(events, threads);
   g_events = events;
   double gen = now() - t0;
-  size_t len = etch_pb_buf_len(&g_buf);
+  size_t len = etch__pb_buf_len(&g_buf);
   const char *out = getenv("BENCH_TRACE_OUT");
   if (out) {
     FILE *f = fopen(out, "wb");
-    if (!f || fwrite(etch_pb_buf_data(&g_buf), 1, len, f) != len) {
+    if (!f || fwrite(etch__pb_buf_data(&g_buf), 1, len, f) != len) {
       perror(out);
       return 1;
     }
@@ -443,6 +443,6 @@ int main(int argc, char **argv) {
            r.seconds, r.cpu, (double)r.events / r.seconds,
            (double)len / 1e6 / r.seconds, (double)rss / 1024);
   }
-  etch_pb_buf_free(&g_buf);
+  etch__pb_buf_free(&g_buf);
   return 0;
 }

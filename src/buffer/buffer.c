@@ -213,7 +213,7 @@ int etch__buffer_read(etch_buffer *b, etch_packet_fn emit, void *ctx,
     bool first = true;
     while (p < end && rc == ETCH_OK) {
       uint64_t size;
-      if (!etch_pb_read_varint(&p, end, &size) || size > (uint64_t)(end - p)) {
+      if (!etch__pb_read_varint(&p, end, &size) || size > (uint64_t)(end - p)) {
         (*lost_fragments)++; /* corrupt chunk: drop the rest of it */
         pend.active = false;
         pend.len = 0;

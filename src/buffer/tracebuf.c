@@ -262,8 +262,8 @@ static int fragment(const tchunk *c, uint32_t *off, const uint8_t **d,
 
 /* Appends a fragment to the packet being put together (its bytes in a
  * growable buffer of the pb part). */
-static int pend_add(etch_pb_buf *p, const uint8_t *d, size_t n) {
-  etch_pb_write_bytes(&p->s, d, n);
+static int pend_add(etch__pb_buf *p, const uint8_t *d, size_t n) {
+  etch__pb_write_bytes(&p->s, d, n);
   return p->s.failed ? ETCH_ENOMEM : ETCH_OK;
 }
 
@@ -271,7 +271,7 @@ static int pend_add(etch_pb_buf *p, const uint8_t *d, size_t n) {
  * bytes of packets were handed out; *stopped when it stopped early (at a
  * packet's end: the rest stays for the next read). */
 static int read_seq(etch_tracebuf *tb, tchunk **g, uint32_t n,
-                    etch_packet_fn emit, void *ctx, etch_pb_buf *pend,
+                    etch_packet_fn emit, void *ctx, etch__pb_buf *pend,
                     uint64_t *budget, bool *stopped) {
   *stopped = false;
   uint32_t stop_chunk = 0, stop_frag = 0;
@@ -282,7 +282,7 @@ static int read_seq(etch_tracebuf *tb, tchunk **g, uint32_t n,
   uint32_t prev_id = s->done_id;
   bool pending = false;
   uint32_t pend_chunk = 0, pend_frag = 0; /* where the pending packet began */
-  etch_pb_buf_reset(pend);
+  etch__pb_buf_reset(pend);
   int rc = ETCH_OK;
   uint32_t i;
   for (i = 0; i < n && rc == ETCH_OK; i++) {
@@ -323,9 +323,9 @@ static int read_seq(etch_tracebuf *tb, tchunk **g, uint32_t n,
         rc = pend_add(pend, d, len);
         if (rc || cont_next) continue;
         pending = false;
-        size_t plen = etch_pb_buf_len(pend);
+        size_t plen = etch__pb_buf_len(pend);
         if (plen == 0) continue; /* nothing in it: padding */
-        rc = emit(ctx, c->seq, etch_pb_buf_data(pend), (uint32_t)plen, dropped);
+        rc = emit(ctx, c->seq, etch__pb_buf_data(pend), (uint32_t)plen, dropped);
         dropped = false;
         *budget = *budget > plen ? *budget - plen : 0;
         if (!*budget) {
@@ -344,7 +344,7 @@ static int read_seq(etch_tracebuf *tb, tchunk **g, uint32_t n,
         pending = true;
         pend_chunk = i;
         pend_frag = at;
-        etch_pb_buf_reset(pend);
+        etch__pb_buf_reset(pend);
         rc = pend_add(pend, d, len);
         continue;
       }
@@ -407,8 +407,8 @@ int etch__tracebuf_read_some(etch_tracebuf *tb, etch_packet_fn emit,
   uint32_t n = 0;
   for (tchunk *c = tb->oldest; c; c = c->newer) all[n++] = c;
   qsort(all, n, sizeof *all, cmp_chunk);
-  etch_pb_buf pend;
-  etch_pb_buf_init(&pend, 4096, 0);
+  etch__pb_buf pend;
+  etch__pb_buf_init(&pend, 4096, 0);
   int rc = ETCH_OK;
   if (!budget) budget = 1;
   for (uint32_t i = 0; i < n && rc == ETCH_OK && !*more;) {
@@ -417,7 +417,7 @@ int etch__tracebuf_read_some(etch_tracebuf *tb, etch_packet_fn emit,
     rc = read_seq(tb, all + i, j - i, emit, ctx, &pend, &budget, more);
     i = j;
   }
-  etch_pb_buf_free(&pend);
+  etch__pb_buf_free(&pend);
   free(all);
   return rc;
 }

@@ -30,36 +30,36 @@
 void etch__tracefile_init(etch_tracefile *o, bool compress) {
   memset(o, 0, sizeof *o);
   o->compress = compress;
-  etch_pb_buf_init(&o->out, 1 << 16, 0);
-  etch_pb_buf_init(&o->batch, compress ? ETCH_TRACEFILE_BATCH + 4096 : 0, 0);
-  etch_pb_buf_init(&o->tmp, 512, 0);
+  etch__pb_buf_init(&o->out, 1 << 16, 0);
+  etch__pb_buf_init(&o->batch, compress ? ETCH_TRACEFILE_BATCH + 4096 : 0, 0);
+  etch__pb_buf_init(&o->tmp, 512, 0);
 }
 
 void etch__tracefile_free(etch_tracefile *o) {
-  etch_pb_buf_free(&o->out);
-  etch_pb_buf_free(&o->batch);
-  etch_pb_buf_free(&o->tmp);
+  etch__pb_buf_free(&o->out);
+  etch__pb_buf_free(&o->batch);
+  etch__pb_buf_free(&o->tmp);
 }
 
 
 static int flush_batch(etch_tracefile *o) {
-  size_t n = etch_pb_buf_len(&o->batch);
+  size_t n = etch__pb_buf_len(&o->batch);
   if (!n) return ETCH_OK;
   uLongf cap = compressBound((uLong)n);
   uint8_t *z = (uint8_t *)etch__malloc(cap);
   if (!z) return ETCH_ENOMEM;
-  int zrc = compress2(z, &cap, etch_pb_buf_data(&o->batch), (uLong)n, 6);
+  int zrc = compress2(z, &cap, etch__pb_buf_data(&o->batch), (uLong)n, 6);
   if (zrc != Z_OK) {
     free(z);
     return etch__error(ETCH_EIO, "deflate failed (%d)", zrc);
   }
-  etch_pb_stream *s = &o->out.s;
-  etch_pb_nested pkt;
-  etch_pb_nested_begin(s, ETCH_TRACE_PACKET, &pkt);
-  etch_pb_write_bytes_field(s, ETCH_PKT_COMPRESSED_PACKETS, z, cap);
-  etch_pb_nested_end(s, &pkt);
+  etch__pb_stream *s = &o->out.s;
+  etch__pb_nested pkt;
+  etch__pb_nested_begin(s, ETCH_TRACE_PACKET, &pkt);
+  etch__pb_write_bytes_field(s, ETCH_PKT_COMPRESSED_PACKETS, z, cap);
+  etch__pb_nested_end(s, &pkt);
   free(z);
-  etch_pb_buf_reset(&o->batch);
+  etch__pb_buf_reset(&o->batch);
   return o->out.s.failed ? ETCH_ENOMEM : ETCH_OK;
 }
 
@@ -70,31 +70,31 @@ static int put_record(etch_tracefile *o, const uint8_t *data, uint32_t len,
   uint8_t *t = tail;
   int32_t pid, uid;
   if (seq_id && o->trust && o->trust(o->trust_ctx, seq_id, &pid, &uid)) {
-    t = etch_pb_put_tag(t, ETCH_PKT_TRUSTED_UID, ETCH_PB_VARINT);
-    t = etch_pb_put_varint(t, (uint64_t)(int64_t)uid);
-    t = etch_pb_put_tag(t, ETCH_PKT_TRUSTED_PID, ETCH_PB_VARINT);
-    t = etch_pb_put_varint(t, (uint64_t)(int64_t)pid);
+    t = etch__pb_put_tag(t, ETCH_PKT_TRUSTED_UID, ETCH_PB_VARINT);
+    t = etch__pb_put_varint(t, (uint64_t)(int64_t)uid);
+    t = etch__pb_put_tag(t, ETCH_PKT_TRUSTED_PID, ETCH_PB_VARINT);
+    t = etch__pb_put_varint(t, (uint64_t)(int64_t)pid);
   }
   if (seq_id) {
-    t = etch_pb_put_tag(t, ETCH_PKT_TRUSTED_SEQ_ID, ETCH_PB_VARINT);
-    t = etch_pb_put_varint(t, seq_id);
+    t = etch__pb_put_tag(t, ETCH_PKT_TRUSTED_SEQ_ID, ETCH_PB_VARINT);
+    t = etch__pb_put_varint(t, seq_id);
   }
   if (dropped) {
-    t = etch_pb_put_tag(t, ETCH_PKT_PREVIOUS_PACKET_DROPPED, ETCH_PB_VARINT);
+    t = etch__pb_put_tag(t, ETCH_PKT_PREVIOUS_PACKET_DROPPED, ETCH_PB_VARINT);
     *t++ = 1;
   }
   size_t tl = (size_t)(t - tail);
-  etch_pb_buf *dst = o->compress ? &o->batch : &o->out;
-  if (o->compress && etch_pb_buf_len(&o->batch) + len + tl + 16 > ETCH_TRACEFILE_BATCH) {
+  etch__pb_buf *dst = o->compress ? &o->batch : &o->out;
+  if (o->compress && etch__pb_buf_len(&o->batch) + len + tl + 16 > ETCH_TRACEFILE_BATCH) {
     int rc = flush_batch(o);
     if (rc) return rc;
   }
-  etch_pb_stream *s = &dst->s;
-  if (!etch_pb_reserve(s, 16)) return ETCH_ENOMEM;
-  s->cur = etch_pb_put_tag(s->cur, ETCH_TRACE_PACKET, ETCH_PB_LEN);
-  s->cur = etch_pb_put_varint(s->cur, len + tl);
-  etch_pb_write_bytes(s, data, len);
-  etch_pb_write_bytes(s, tail, tl);
+  etch__pb_stream *s = &dst->s;
+  if (!etch__pb_reserve(s, 16)) return ETCH_ENOMEM;
+  s->cur = etch__pb_put_tag(s->cur, ETCH_TRACE_PACKET, ETCH_PB_LEN);
+  s->cur = etch__pb_put_varint(s->cur, len + tl);
+  etch__pb_write_bytes(s, data, len);
+  etch__pb_write_bytes(s, tail, tl);
   return s->failed ? ETCH_ENOMEM : ETCH_OK;
 }
 
@@ -107,18 +107,18 @@ typedef struct pkt_info {
 
 static void inspect(const uint8_t *data, uint32_t len, pkt_info *pi) {
   memset(pi, 0, sizeof *pi);
-  etch_pb_dec d;
-  etch_pb_field f;
-  etch_pb_dec_init(&d, data, len);
-  while (etch_pb_next(&d, &f)) {
+  etch__pb_dec d;
+  etch__pb_field f;
+  etch__pb_dec_init(&d, data, len);
+  while (etch__pb_next(&d, &f)) {
     if (f.id == ETCH_PKT_SEQUENCE_FLAGS && f.wt == ETCH_PB_VARINT) {
       pi->flags = f.u;
     } else if (f.id == ETCH_PKT_TRACK_EVENT && f.wt == ETCH_PB_LEN) {
-      etch_pb_dec te;
-      etch_pb_field g;
-      etch_pb_dec_init(&te, f.data, f.len);
+      etch__pb_dec te;
+      etch__pb_field g;
+      etch__pb_dec_init(&te, f.data, f.len);
       pi->te_type = -1;
-      while (etch_pb_next(&te, &g)) {
+      while (etch__pb_next(&te, &g)) {
         if (g.id == ETCH_TE_TYPE) pi->te_type = (int)g.u;
         if (g.id == ETCH_TE_TRACK_UUID) pi->te_has_track = true;
       }
@@ -171,14 +171,14 @@ int etch__tracefile_on_packet(void *ctx, uint32_t writer_id, const uint8_t *data
 }
 
 int etch__tracefile_put_service(etch_tracefile *o) {
-  etch_pb_buf *tmp = &o->tmp;
+  etch__pb_buf *tmp = &o->tmp;
   if (tmp->s.failed) {
-    etch_pb_buf_reset(tmp);
+    etch__pb_buf_reset(tmp);
     return etch__error(ETCH_ENOMEM, "out of memory writing trace");
   }
-  int rc = put_record(o, etch_pb_buf_data(tmp), (uint32_t)etch_pb_buf_len(tmp),
+  int rc = put_record(o, etch__pb_buf_data(tmp), (uint32_t)etch__pb_buf_len(tmp),
                       ETCH_TRACEFILE_SERVICE_SEQ, false);
-  etch_pb_buf_reset(tmp);
+  etch__pb_buf_reset(tmp);
   return rc;
 }
 
@@ -188,54 +188,54 @@ static uint64_t clock_ns(clockid_t id) {
   return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-static void clock_entry(etch_pb_stream *s, uint32_t id, uint64_t ts) {
-  etch_pb_nested c;
-  etch_pb_nested_begin(s, ETCH_CLOCKSNAP_CLOCKS, &c);
-  etch_pb_write_varint_field(s, ETCH_SNAPCLOCK_CLOCK_ID, id);
-  etch_pb_write_varint_field(s, ETCH_SNAPCLOCK_TIMESTAMP, ts);
-  etch_pb_nested_end(s, &c);
+static void clock_entry(etch__pb_stream *s, uint32_t id, uint64_t ts) {
+  etch__pb_nested c;
+  etch__pb_nested_begin(s, ETCH_CLOCKSNAP_CLOCKS, &c);
+  etch__pb_write_varint_field(s, ETCH_SNAPCLOCK_CLOCK_ID, id);
+  etch__pb_write_varint_field(s, ETCH_SNAPCLOCK_TIMESTAMP, ts);
+  etch__pb_nested_end(s, &c);
 }
 
 int etch__tracefile_put_clock_snapshot(etch_tracefile *o) {
-  etch_pb_buf *tmp = &o->tmp;
-  etch_pb_stream *s = &tmp->s;
+  etch__pb_buf *tmp = &o->tmp;
+  etch__pb_stream *s = &tmp->s;
   uint64_t boot = clock_ns(CLOCK_BOOTTIME);
-  etch_pb_write_varint_field(s, ETCH_PKT_TIMESTAMP, boot);
-  etch_pb_write_varint_field(s, ETCH_PKT_TIMESTAMP_CLOCK_ID, ETCH_CLOCK_BOOTTIME);
-  etch_pb_nested cs;
-  etch_pb_nested_begin(s, ETCH_PKT_CLOCK_SNAPSHOT, &cs);
+  etch__pb_write_varint_field(s, ETCH_PKT_TIMESTAMP, boot);
+  etch__pb_write_varint_field(s, ETCH_PKT_TIMESTAMP_CLOCK_ID, ETCH_CLOCK_BOOTTIME);
+  etch__pb_nested cs;
+  etch__pb_nested_begin(s, ETCH_PKT_CLOCK_SNAPSHOT, &cs);
   clock_entry(s, ETCH_CLOCK_BOOTTIME, boot);
   clock_entry(s, ETCH_CLOCK_MONOTONIC, clock_ns(CLOCK_MONOTONIC));
   clock_entry(s, ETCH_CLOCK_REALTIME, clock_ns(CLOCK_REALTIME));
-  etch_pb_write_varint_field(s, ETCH_CLOCKSNAP_PRIMARY_TRACE_CLOCK,
+  etch__pb_write_varint_field(s, ETCH_CLOCKSNAP_PRIMARY_TRACE_CLOCK,
                              ETCH_CLOCK_BOOTTIME);
-  etch_pb_nested_end(s, &cs);
+  etch__pb_nested_end(s, &cs);
   return etch__tracefile_put_service(o);
 }
 
 int etch__tracefile_put_stats(etch_tracefile *o, const etch_buffer_stats *bs,
                               uint32_t chunk_size, uint64_t writers_with_loss) {
-  etch_pb_stream *s = &o->tmp.s;
-  etch_pb_write_varint_field(s, ETCH_PKT_TIMESTAMP, clock_ns(CLOCK_BOOTTIME));
-  etch_pb_write_varint_field(s, ETCH_PKT_TIMESTAMP_CLOCK_ID, ETCH_CLOCK_BOOTTIME);
-  etch_pb_nested ts, b;
-  etch_pb_nested_begin(s, ETCH_PKT_TRACE_STATS, &ts);
-  etch_pb_nested_begin(s, ETCH_TS_BUFFER_STATS, &b);
-  etch_pb_write_varint_field(s, ETCH_BS_BUFFER_SIZE, bs->buffer_size);
-  etch_pb_write_varint_field(s, ETCH_BS_BYTES_WRITTEN,
+  etch__pb_stream *s = &o->tmp.s;
+  etch__pb_write_varint_field(s, ETCH_PKT_TIMESTAMP, clock_ns(CLOCK_BOOTTIME));
+  etch__pb_write_varint_field(s, ETCH_PKT_TIMESTAMP_CLOCK_ID, ETCH_CLOCK_BOOTTIME);
+  etch__pb_nested ts, b;
+  etch__pb_nested_begin(s, ETCH_PKT_TRACE_STATS, &ts);
+  etch__pb_nested_begin(s, ETCH_TS_BUFFER_STATS, &b);
+  etch__pb_write_varint_field(s, ETCH_BS_BUFFER_SIZE, bs->buffer_size);
+  etch__pb_write_varint_field(s, ETCH_BS_BYTES_WRITTEN,
                              bs->chunks_written * chunk_size);
-  etch_pb_write_varint_field(s, ETCH_BS_CHUNKS_WRITTEN, bs->chunks_written);
-  etch_pb_write_varint_field(s, ETCH_BS_CHUNKS_OVERWRITTEN,
+  etch__pb_write_varint_field(s, ETCH_BS_CHUNKS_WRITTEN, bs->chunks_written);
+  etch__pb_write_varint_field(s, ETCH_BS_CHUNKS_OVERWRITTEN,
                              bs->chunks_overwritten);
-  etch_pb_write_varint_field(s, ETCH_BS_BYTES_OVERWRITTEN, bs->bytes_overwritten);
-  etch_pb_write_varint_field(s, ETCH_BS_CHUNKS_DISCARDED, bs->chunks_discarded);
-  etch_pb_write_varint_field(s, ETCH_BS_WRITE_WRAP_COUNT, bs->write_wrap_count);
-  etch_pb_write_varint_field(s, ETCH_BS_TRACE_WRITER_PACKET_LOSS,
+  etch__pb_write_varint_field(s, ETCH_BS_BYTES_OVERWRITTEN, bs->bytes_overwritten);
+  etch__pb_write_varint_field(s, ETCH_BS_CHUNKS_DISCARDED, bs->chunks_discarded);
+  etch__pb_write_varint_field(s, ETCH_BS_WRITE_WRAP_COUNT, bs->write_wrap_count);
+  etch__pb_write_varint_field(s, ETCH_BS_TRACE_WRITER_PACKET_LOSS,
                              writers_with_loss);
-  etch_pb_nested_end(s, &b);
-  etch_pb_write_varint_field(s, ETCH_TS_TRACING_SESSIONS, 1);
-  etch_pb_write_varint_field(s, ETCH_TS_TOTAL_BUFFERS, 1);
-  etch_pb_nested_end(s, &ts);
+  etch__pb_nested_end(s, &b);
+  etch__pb_write_varint_field(s, ETCH_TS_TRACING_SESSIONS, 1);
+  etch__pb_write_varint_field(s, ETCH_TS_TOTAL_BUFFERS, 1);
+  etch__pb_nested_end(s, &ts);
   return etch__tracefile_put_service(o);
 }
 
@@ -247,7 +247,7 @@ int etch__tracefile_finish(etch_tracefile *o, uint8_t **data, size_t *len) {
     etch__tracefile_free(o);
     return rc ? rc : etch__error(ETCH_ENOMEM, "out of memory writing trace");
   }
-  *data = etch_pb_buf_take(&o->out, len);
+  *data = etch__pb_buf_take(&o->out, len);
   etch__tracefile_free(o);
   return ETCH_OK;
 }

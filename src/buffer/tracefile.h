@@ -36,9 +36,9 @@ typedef bool (*etch_tracefile_trust_fn)(void *ctx, uint32_t seq, int32_t *pid,
 typedef struct etch_tracefile {
   etch_tracefile_trust_fn trust; /* NULL in process */
   void *trust_ctx;
-  etch_pb_buf out;   /* the file */
-  etch_pb_buf batch; /* records waiting to be compressed */
-  etch_pb_buf tmp;   /* a service packet being built */
+  etch__pb_buf out;   /* the file */
+  etch__pb_buf batch; /* records waiting to be compressed */
+  etch__pb_buf tmp;   /* a service packet being built */
   bool compress;
   int err;
   /* per-sequence filter state */

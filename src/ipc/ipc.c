@@ -21,7 +21,7 @@
 
 /* ---- frames ---- */
 
-static bool take_bytes(const etch_pb_field *fl, etch_ipc_bytes *out) {
+static bool take_bytes(const etch__pb_field *fl, etch_ipc_bytes *out) {
   if (fl->wt != 2) return false;
   out->data = fl->data;
   out->len = (uint32_t)fl->len;
@@ -33,10 +33,10 @@ static int bad(const char *what) {
 }
 
 static int decode_bind_reply(const uint8_t *p, size_t n, etch_ipc_frame *f) {
-  etch_pb_dec d;
-  etch_pb_field fl;
-  etch_pb_dec_init(&d, p, n);
-  while (etch_pb_next(&d, &fl)) {
+  etch__pb_dec d;
+  etch__pb_field fl;
+  etch__pb_dec_init(&d, p, n);
+  while (etch__pb_next(&d, &fl)) {
     if (fl.id == ETCH_IPC_BIND_REPLY_SUCCESS && fl.wt == 0) {
       f->success = fl.u != 0;
     } else if (fl.id == ETCH_IPC_BIND_REPLY_SERVICE_ID && fl.wt == 0) {
@@ -45,10 +45,10 @@ static int decode_bind_reply(const uint8_t *p, size_t n, etch_ipc_frame *f) {
       if (f->nmethods == ETCH_IPC_MAX_METHODS) return bad("too many methods");
       etch_ipc_method *m = &f->methods[f->nmethods++];
       memset(m, 0, sizeof *m);
-      etch_pb_dec md;
-      etch_pb_field mf;
-      etch_pb_dec_init(&md, fl.data, fl.len);
-      while (etch_pb_next(&md, &mf)) {
+      etch__pb_dec md;
+      etch__pb_field mf;
+      etch__pb_dec_init(&md, fl.data, fl.len);
+      while (etch__pb_next(&md, &mf)) {
         if (mf.id == ETCH_IPC_METHOD_INFO_ID && mf.wt == 0)
           m->id = (uint32_t)mf.u;
         else if (mf.id == ETCH_IPC_METHOD_INFO_NAME)
@@ -62,12 +62,12 @@ static int decode_bind_reply(const uint8_t *p, size_t n, etch_ipc_frame *f) {
 
 int etch__ipc_frame_decode(const uint8_t *data, size_t len, etch_ipc_frame *f) {
   memset(f, 0, offsetof(etch_ipc_frame, methods));
-  etch_pb_dec d;
-  etch_pb_field fl;
-  etch_pb_dec_init(&d, data, len);
-  while (etch_pb_next(&d, &fl)) {
-    etch_pb_dec s;
-    etch_pb_field sf;
+  etch__pb_dec d;
+  etch__pb_field fl;
+  etch__pb_dec_init(&d, data, len);
+  while (etch__pb_next(&d, &fl)) {
+    etch__pb_dec s;
+    etch__pb_field sf;
     switch (fl.id) {
     case ETCH_IPCF_REQUEST_ID:
       if (fl.wt != 0) return bad("request_id is not a varint");
@@ -78,8 +78,8 @@ int etch__ipc_frame_decode(const uint8_t *data, size_t len, etch_ipc_frame *f) {
       f->kind = ETCH_IPC_BIND;
       f->name.data = NULL;
       f->name.len = 0;
-      etch_pb_dec_init(&s, fl.data, fl.len);
-      while (etch_pb_next(&s, &sf))
+      etch__pb_dec_init(&s, fl.data, fl.len);
+      while (etch__pb_next(&s, &sf))
         if (sf.id == ETCH_IPC_BIND_SERVICE_NAME) take_bytes(&sf, &f->name);
       if (s.err) return bad("bind_service");
       break;
@@ -94,8 +94,8 @@ int etch__ipc_frame_decode(const uint8_t *data, size_t len, etch_ipc_frame *f) {
     case ETCH_IPCF_INVOKE_METHOD:
       if (fl.wt != 2) return bad("invoke_method is not a message");
       f->kind = ETCH_IPC_INVOKE;
-      etch_pb_dec_init(&s, fl.data, fl.len);
-      while (etch_pb_next(&s, &sf)) {
+      etch__pb_dec_init(&s, fl.data, fl.len);
+      while (etch__pb_next(&s, &sf)) {
         if (sf.id == ETCH_IPC_INVOKE_SERVICE_ID && sf.wt == 0)
           f->service_id = (uint32_t)sf.u;
         else if (sf.id == ETCH_IPC_INVOKE_METHOD_ID && sf.wt == 0)
@@ -110,8 +110,8 @@ int etch__ipc_frame_decode(const uint8_t *data, size_t len, etch_ipc_frame *f) {
     case ETCH_IPCF_INVOKE_METHOD_REPLY:
       if (fl.wt != 2) return bad("invoke_method_reply is not a message");
       f->kind = ETCH_IPC_REPLY;
-      etch_pb_dec_init(&s, fl.data, fl.len);
-      while (etch_pb_next(&s, &sf)) {
+      etch__pb_dec_init(&s, fl.data, fl.len);
+      while (etch__pb_next(&s, &sf)) {
         if (sf.id == ETCH_IPC_REPLY_SUCCESS && sf.wt == 0)
           f->success = sf.u != 0;
         else if (sf.id == ETCH_IPC_REPLY_HAS_MORE && sf.wt == 0)
@@ -124,8 +124,8 @@ int etch__ipc_frame_decode(const uint8_t *data, size_t len, etch_ipc_frame *f) {
     case ETCH_IPCF_REQUEST_ERROR:
       if (fl.wt != 2) return bad("request_error is not a message");
       f->kind = ETCH_IPC_ERROR;
-      etch_pb_dec_init(&s, fl.data, fl.len);
-      while (etch_pb_next(&s, &sf))
+      etch__pb_dec_init(&s, fl.data, fl.len);
+      while (etch__pb_next(&s, &sf))
         if (sf.id == ETCH_IPC_ERROR_ERROR) take_bytes(&sf, &f->name);
       if (s.err) return bad("request_error");
       break;
@@ -137,67 +137,67 @@ int etch__ipc_frame_decode(const uint8_t *data, size_t len, etch_ipc_frame *f) {
   return ETCH_OK;
 }
 
-static void put_bytes(etch_pb_stream *s, uint32_t field, etch_ipc_bytes b) {
-  etch_pb_write_bytes_field(s, field, b.data ? b.data : (const uint8_t *)"",
+static void put_bytes(etch__pb_stream *s, uint32_t field, etch_ipc_bytes b) {
+  etch__pb_write_bytes_field(s, field, b.data ? b.data : (const uint8_t *)"",
                             b.len);
 }
 
-void etch__ipc_frame_encode(etch_pb_buf *b, const etch_ipc_frame *f) {
-  etch_pb_stream *s = &b->s;
-  size_t at = etch_pb_buf_len(b);
+void etch__ipc_frame_encode(etch__pb_buf *b, const etch_ipc_frame *f) {
+  etch__pb_stream *s = &b->s;
+  size_t at = etch__pb_buf_len(b);
   static const uint8_t zero[4];
-  etch_pb_write_bytes(s, zero, 4);
-  etch_pb_write_varint_field(s, ETCH_IPCF_REQUEST_ID, f->request_id);
-  etch_pb_nested m, mi;
+  etch__pb_write_bytes(s, zero, 4);
+  etch__pb_write_varint_field(s, ETCH_IPCF_REQUEST_ID, f->request_id);
+  etch__pb_nested m, mi;
   switch (f->kind) {
   case ETCH_IPC_BIND:
-    etch_pb_nested_begin(s, ETCH_IPCF_BIND_SERVICE, &m);
+    etch__pb_nested_begin(s, ETCH_IPCF_BIND_SERVICE, &m);
     put_bytes(s, ETCH_IPC_BIND_SERVICE_NAME, f->name);
-    etch_pb_nested_end(s, &m);
+    etch__pb_nested_end(s, &m);
     break;
   case ETCH_IPC_BIND_REPLY:
-    etch_pb_nested_begin(s, ETCH_IPCF_BIND_SERVICE_REPLY, &m);
-    etch_pb_write_varint_field(s, ETCH_IPC_BIND_REPLY_SUCCESS, f->success);
+    etch__pb_nested_begin(s, ETCH_IPCF_BIND_SERVICE_REPLY, &m);
+    etch__pb_write_varint_field(s, ETCH_IPC_BIND_REPLY_SUCCESS, f->success);
     if (f->success) {
-      etch_pb_write_varint_field(s, ETCH_IPC_BIND_REPLY_SERVICE_ID,
+      etch__pb_write_varint_field(s, ETCH_IPC_BIND_REPLY_SERVICE_ID,
                                  f->service_id);
       for (uint32_t i = 0; i < f->nmethods; i++) {
-        etch_pb_nested_begin(s, ETCH_IPC_BIND_REPLY_METHODS, &mi);
-        etch_pb_write_varint_field(s, ETCH_IPC_METHOD_INFO_ID,
+        etch__pb_nested_begin(s, ETCH_IPC_BIND_REPLY_METHODS, &mi);
+        etch__pb_write_varint_field(s, ETCH_IPC_METHOD_INFO_ID,
                                    f->methods[i].id);
         put_bytes(s, ETCH_IPC_METHOD_INFO_NAME, f->methods[i].name);
-        etch_pb_nested_end(s, &mi);
+        etch__pb_nested_end(s, &mi);
       }
     }
-    etch_pb_nested_end(s, &m);
+    etch__pb_nested_end(s, &m);
     break;
   case ETCH_IPC_INVOKE:
-    etch_pb_nested_begin(s, ETCH_IPCF_INVOKE_METHOD, &m);
-    etch_pb_write_varint_field(s, ETCH_IPC_INVOKE_SERVICE_ID, f->service_id);
-    etch_pb_write_varint_field(s, ETCH_IPC_INVOKE_METHOD_ID, f->method_id);
+    etch__pb_nested_begin(s, ETCH_IPCF_INVOKE_METHOD, &m);
+    etch__pb_write_varint_field(s, ETCH_IPC_INVOKE_SERVICE_ID, f->service_id);
+    etch__pb_write_varint_field(s, ETCH_IPC_INVOKE_METHOD_ID, f->method_id);
     put_bytes(s, ETCH_IPC_INVOKE_ARGS, f->body);
     if (f->drop_reply)
-      etch_pb_write_varint_field(s, ETCH_IPC_INVOKE_DROP_REPLY, 1);
-    etch_pb_nested_end(s, &m);
+      etch__pb_write_varint_field(s, ETCH_IPC_INVOKE_DROP_REPLY, 1);
+    etch__pb_nested_end(s, &m);
     break;
   case ETCH_IPC_REPLY:
-    etch_pb_nested_begin(s, ETCH_IPCF_INVOKE_METHOD_REPLY, &m);
-    etch_pb_write_varint_field(s, ETCH_IPC_REPLY_SUCCESS, f->success);
-    if (f->has_more) etch_pb_write_varint_field(s, ETCH_IPC_REPLY_HAS_MORE, 1);
+    etch__pb_nested_begin(s, ETCH_IPCF_INVOKE_METHOD_REPLY, &m);
+    etch__pb_write_varint_field(s, ETCH_IPC_REPLY_SUCCESS, f->success);
+    if (f->has_more) etch__pb_write_varint_field(s, ETCH_IPC_REPLY_HAS_MORE, 1);
     if (f->success) put_bytes(s, ETCH_IPC_REPLY_PROTO, f->body);
-    etch_pb_nested_end(s, &m);
+    etch__pb_nested_end(s, &m);
     break;
   case ETCH_IPC_ERROR:
-    etch_pb_nested_begin(s, ETCH_IPCF_REQUEST_ERROR, &m);
+    etch__pb_nested_begin(s, ETCH_IPCF_REQUEST_ERROR, &m);
     put_bytes(s, ETCH_IPC_ERROR_ERROR, f->name);
-    etch_pb_nested_end(s, &m);
+    etch__pb_nested_end(s, &m);
     break;
   case ETCH_IPC_NONE:
     break;
   }
   if (s->failed) return;
-  uint32_t n = (uint32_t)(etch_pb_buf_len(b) - at - 4);
-  uint8_t *p = etch_pb_buf_data(b) + at;
+  uint32_t n = (uint32_t)(etch__pb_buf_len(b) - at - 4);
+  uint8_t *p = etch__pb_buf_data(b) + at;
   p[0] = (uint8_t)n;
   p[1] = (uint8_t)(n >> 8);
   p[2] = (uint8_t)(n >> 16);
@@ -440,21 +440,21 @@ int etch__ipc_conn_take_fd(etch_ipc_conn *c) {
 
 int etch__ipc_conn_send(etch_ipc_conn *c, const etch_ipc_frame *f, int fd) {
   if (c->failed) return ETCH_EIO;
-  etch_pb_buf b;
-  etch_pb_buf_init(&b, 256, ETCH_IPC_MAX_FRAME + 4);
+  etch__pb_buf b;
+  etch__pb_buf_init(&b, 256, ETCH_IPC_MAX_FRAME + 4);
   etch__ipc_frame_encode(&b, f);
   if (b.s.failed) {
-    etch_pb_buf_free(&b);
+    etch__pb_buf_free(&b);
     return etch__error(ETCH_ELIMIT, "IPC frame larger than %u bytes",
                        ETCH_IPC_MAX_FRAME);
   }
-  size_t n = etch_pb_buf_len(&b);
+  size_t n = etch__pb_buf_len(&b);
   if (c->tx_off == c->tx_len) { /* nothing queued: start afresh */
     c->tx_base += c->tx_len;
     c->tx_off = c->tx_len = 0;
   }
   if (c->tx_len - c->tx_off + n > c->tx_limit) {
-    etch_pb_buf_free(&b);
+    etch__pb_buf_free(&b);
     return etch__ipc_conn_fail(c, "peer does not read its socket (%zu bytes "
                                   "queued)",
                                c->tx_len - c->tx_off);
@@ -470,7 +470,7 @@ int etch__ipc_conn_send(etch_ipc_conn *c, const etch_ipc_frame *f, int fd) {
     while (cap - c->tx_len < n) cap *= 2;
     uint8_t *t = (uint8_t *)etch__realloc(c->tx, cap);
     if (!t) {
-      etch_pb_buf_free(&b);
+      etch__pb_buf_free(&b);
       return etch__ipc_conn_fail(c, "out of memory");
     }
     c->tx = t;
@@ -478,20 +478,20 @@ int etch__ipc_conn_send(etch_ipc_conn *c, const etch_ipc_frame *f, int fd) {
   }
   if (fd >= 0) {
     if (c->ntxfds == ETCH_IPC_MAX_FDS) {
-      etch_pb_buf_free(&b);
+      etch__pb_buf_free(&b);
       return etch__ipc_conn_fail(c, "too many descriptors queued");
     }
     int d = fcntl(fd, F_DUPFD_CLOEXEC, 0);
     if (d < 0) {
-      etch_pb_buf_free(&b);
+      etch__pb_buf_free(&b);
       return etch__ipc_conn_fail(c, "dup: %s", strerror(errno));
     }
     c->txfds[c->ntxfds].at = c->tx_base + c->tx_len;
     c->txfds[c->ntxfds++].fd = d;
   }
-  memcpy(c->tx + c->tx_len, etch_pb_buf_data(&b), n);
+  memcpy(c->tx + c->tx_len, etch__pb_buf_data(&b), n);
   c->tx_len += n;
-  etch_pb_buf_free(&b);
+  etch__pb_buf_free(&b);
   return etch__ipc_conn_flush(c);
 }
 

@@ -75,7 +75,7 @@ typedef struct etch_ipc_frame {
  * message for bytes that are not one. Pointers in *f point into data. */
 int etch__ipc_frame_decode(const uint8_t *data, size_t len, etch_ipc_frame *f);
 /* Appends f as [length][IPCFrame] to b. */
-void etch__ipc_frame_encode(etch_pb_buf *b, const etch_ipc_frame *f);
+void etch__ipc_frame_encode(etch__pb_buf *b, const etch_ipc_frame *f);
 /* Whether bytes equal a C string. */
 bool etch__ipc_bytes_eq(etch_ipc_bytes b, const char *s);
 /* The id of method `name` in a BIND_REPLY frame, 0 if it has none. */

@@ -8,10 +8,10 @@
 
 /* ---- encoder --------------------------------------------------------------- */
 
-void etch_pb_write_bytes(etch_pb_stream *s, const void *data, size_t len) {
+void etch__pb_write_bytes(etch__pb_stream *s, const void *data, size_t len) {
   const uint8_t *src = (const uint8_t *)data;
   while (len > 0) {
-    if (s->cur == s->end && !etch_pb_reserve(s, 1)) return;
+    if (s->cur == s->end && !etch__pb_reserve(s, 1)) return;
     if (s->failed) return;
     size_t room = (size_t)(s->end - s->cur);
     size_t n = len < room ? len : room;
@@ -22,67 +22,67 @@ void etch_pb_write_bytes(etch_pb_stream *s, const void *data, size_t len) {
   }
 }
 
-void etch_pb_write_varint_field(etch_pb_stream *s, uint32_t field,
+void etch__pb_write_varint_field(etch__pb_stream *s, uint32_t field,
                                 uint64_t v) {
-  if (!etch_pb_reserve(s, 5 + ETCH_PB_MAX_VARINT)) return;
-  s->cur = etch_pb_put_tag(s->cur, field, ETCH_PB_VARINT);
-  s->cur = etch_pb_put_varint(s->cur, v);
+  if (!etch__pb_reserve(s, 5 + ETCH_PB_MAX_VARINT)) return;
+  s->cur = etch__pb_put_tag(s->cur, field, ETCH_PB_VARINT);
+  s->cur = etch__pb_put_varint(s->cur, v);
 }
 
-void etch_pb_write_sint_field(etch_pb_stream *s, uint32_t field, int64_t v) {
-  etch_pb_write_varint_field(s, field, etch_pb_zigzag(v));
+void etch__pb_write_sint_field(etch__pb_stream *s, uint32_t field, int64_t v) {
+  etch__pb_write_varint_field(s, field, etch__pb_zigzag(v));
 }
 
-void etch_pb_write_fixed64_field(etch_pb_stream *s, uint32_t field,
+void etch__pb_write_fixed64_field(etch__pb_stream *s, uint32_t field,
                                  uint64_t v) {
-  if (!etch_pb_reserve(s, 5 + 8)) return;
-  s->cur = etch_pb_put_tag(s->cur, field, ETCH_PB_FIXED64);
-  s->cur = etch_pb_put_fixed64(s->cur, v);
+  if (!etch__pb_reserve(s, 5 + 8)) return;
+  s->cur = etch__pb_put_tag(s->cur, field, ETCH_PB_FIXED64);
+  s->cur = etch__pb_put_fixed64(s->cur, v);
 }
 
-void etch_pb_write_fixed32_field(etch_pb_stream *s, uint32_t field,
+void etch__pb_write_fixed32_field(etch__pb_stream *s, uint32_t field,
                                  uint32_t v) {
-  if (!etch_pb_reserve(s, 5 + 4)) return;
-  s->cur = etch_pb_put_tag(s->cur, field, ETCH_PB_FIXED32);
-  s->cur = etch_pb_put_fixed32(s->cur, v);
+  if (!etch__pb_reserve(s, 5 + 4)) return;
+  s->cur = etch__pb_put_tag(s->cur, field, ETCH_PB_FIXED32);
+  s->cur = etch__pb_put_fixed32(s->cur, v);
 }
 
-void etch_pb_write_double_field(etch_pb_stream *s, uint32_t field, double v) {
+void etch__pb_write_double_field(etch__pb_stream *s, uint32_t field, double v) {
   uint64_t u;
   memcpy(&u, &v, sizeof u);
-  etch_pb_write_fixed64_field(s, field, u);
+  etch__pb_write_fixed64_field(s, field, u);
 }
 
-void etch_pb_write_bytes_field(etch_pb_stream *s, uint32_t field,
+void etch__pb_write_bytes_field(etch__pb_stream *s, uint32_t field,
                                const void *data, size_t len) {
-  if (!etch_pb_reserve(s, 5 + ETCH_PB_MAX_VARINT)) return;
-  s->cur = etch_pb_put_tag(s->cur, field, ETCH_PB_LEN);
-  s->cur = etch_pb_put_varint(s->cur, len);
-  etch_pb_write_bytes(s, data, len);
+  if (!etch__pb_reserve(s, 5 + ETCH_PB_MAX_VARINT)) return;
+  s->cur = etch__pb_put_tag(s->cur, field, ETCH_PB_LEN);
+  s->cur = etch__pb_put_varint(s->cur, len);
+  etch__pb_write_bytes(s, data, len);
 }
 
-void etch_pb_write_string_field(etch_pb_stream *s, uint32_t field,
+void etch__pb_write_string_field(etch__pb_stream *s, uint32_t field,
                                 const char *str) {
-  etch_pb_write_bytes_field(s, field, str, strlen(str));
+  etch__pb_write_bytes_field(s, field, str, strlen(str));
 }
 
-void etch_pb_nested_begin(etch_pb_stream *s, uint32_t field,
-                          etch_pb_nested *n) {
-  if (!etch_pb_reserve(s, 5 + ETCH_PB_NESTED_LEN)) {
+void etch__pb_nested_begin(etch__pb_stream *s, uint32_t field,
+                          etch__pb_nested *n) {
+  if (!etch__pb_reserve(s, 5 + ETCH_PB_NESTED_LEN)) {
     n->len_off = UINT64_MAX;
     return;
   }
-  s->cur = etch_pb_put_tag(s->cur, field, ETCH_PB_LEN);
-  n->len_off = etch_pb_stream_pos(s);
+  s->cur = etch__pb_put_tag(s->cur, field, ETCH_PB_LEN);
+  n->len_off = etch__pb_stream_pos(s);
   s->cur += ETCH_PB_NESTED_LEN;
 }
 
-void etch_pb_nested_end(etch_pb_stream *s, const etch_pb_nested *n) {
+void etch__pb_nested_end(etch__pb_stream *s, const etch__pb_nested *n) {
   if (s->failed || n->len_off == UINT64_MAX) {
     s->failed = true;
     return;
   }
-  uint64_t len = etch_pb_stream_pos(s) - n->len_off - ETCH_PB_NESTED_LEN;
+  uint64_t len = etch__pb_stream_pos(s) - n->len_off - ETCH_PB_NESTED_LEN;
   if (len > ETCH_PB_NESTED_MAX) {
     s->failed = true;
     return;
@@ -97,13 +97,13 @@ void etch_pb_nested_end(etch_pb_stream *s, const etch_pb_nested *n) {
       return;
     }
   }
-  etch_pb_put_redundant4(p, (uint32_t)len);
+  etch__pb_put_redundant4(p, (uint32_t)len);
 }
 
 /* ---- heap buffer ------------------------------------------------------------ */
 
-static bool buf_grow(etch_pb_stream *s, size_t need) {
-  etch_pb_buf *b = (etch_pb_buf *)s;
+static bool buf_grow(etch__pb_stream *s, size_t need) {
+  etch__pb_buf *b = (etch__pb_buf *)s;
   size_t len = (size_t)(s->cur - s->seg);
   size_t cap = (size_t)(s->end - s->seg);
   size_t want = cap ? cap * 2 : 256;
@@ -120,21 +120,21 @@ static bool buf_grow(etch_pb_stream *s, size_t need) {
   return true;
 }
 
-void etch_pb_buf_init(etch_pb_buf *b, size_t initial, size_t limit) {
+void etch__pb_buf_init(etch__pb_buf *b, size_t initial, size_t limit) {
   memset(b, 0, sizeof *b);
   b->s.grow = buf_grow;
   b->limit = limit;
   if (initial) buf_grow(&b->s, initial);
 }
 
-void etch_pb_buf_free(etch_pb_buf *b) {
+void etch__pb_buf_free(etch__pb_buf *b) {
   free(b->s.seg);
   memset(&b->s, 0, sizeof b->s);
 }
 
-uint8_t *etch_pb_buf_take(etch_pb_buf *b, size_t *len) {
+uint8_t *etch__pb_buf_take(etch__pb_buf *b, size_t *len) {
   uint8_t *p = b->s.seg;
-  *len = etch_pb_buf_len(b);
+  *len = etch__pb_buf_len(b);
   b->s.seg = b->s.cur = b->s.end = NULL;
   return p;
 }
@@ -158,12 +158,12 @@ static int varint_read(const uint8_t **pp, const uint8_t *end, uint64_t *out) {
   return -1;
 }
 
-bool etch_pb_read_varint(const uint8_t **pp, const uint8_t *end,
+bool etch__pb_read_varint(const uint8_t **pp, const uint8_t *end,
                          uint64_t *out) {
   return varint_read(pp, end, out) == 1;
 }
 
-static bool dec_fail(etch_pb_dec *d, const uint8_t *at, int err,
+static bool dec_fail(etch__pb_dec *d, const uint8_t *at, int err,
                      const char *msg) {
   d->err = err;
   d->err_off = (size_t)(at - d->start);
@@ -172,7 +172,7 @@ static bool dec_fail(etch_pb_dec *d, const uint8_t *at, int err,
   return false;
 }
 
-bool etch_pb_next(etch_pb_dec *d, etch_pb_field *f) {
+bool etch__pb_next(etch__pb_dec *d, etch__pb_field *f) {
   if (d->p >= d->end || d->err) return false;
   const uint8_t *at = d->p;
   const uint8_t *p = d->p;

@@ -2,9 +2,9 @@
  * pb.h - the protobuf wire format, without libprotobuf.
  *
  * Encoding has two levels:
- *  - raw helpers (etch_pb_put_*) that write into memory the caller has
+ *  - raw helpers (etch__pb_put_*) that write into memory the caller has
  *    already bounds-checked; the hot path uses these directly;
- *  - a stream (etch_pb_stream) that writes into a run of segments (a chunk of
+ *  - a stream (etch__pb_stream) that writes into a run of segments (a chunk of
  *    a trace buffer, a growing heap buffer). When a segment is full the
  *    stream's `grow` callback hands out the next one, so one message can
  *    cross chunk boundaries. Nested messages reserve a 4-byte redundant
@@ -12,7 +12,7 @@
  *    tracked by logical offsets, so the patch works even after the stream
  *    moved on to another segment.
  *
- * Decoding (etch_pb_dec) walks fields in place, never copies, and reports
+ * Decoding (etch__pb_dec) walks fields in place, never copies, and reports
  * malformed input (truncated varints, lengths beyond the buffer, invalid
  * wire types) as an error with the byte offset.
  */
@@ -43,7 +43,7 @@ enum {
 
 /* ---- raw helpers: caller guarantees room ---------------------------------- */
 
-ETCH_INLINE uint8_t *etch_pb_put_varint(uint8_t *p, uint64_t v) {
+ETCH_INLINE uint8_t *etch__pb_put_varint(uint8_t *p, uint64_t v) {
   while (v >= 0x80) {
     *p++ = (uint8_t)(v | 0x80);
     v >>= 7;
@@ -52,25 +52,25 @@ ETCH_INLINE uint8_t *etch_pb_put_varint(uint8_t *p, uint64_t v) {
   return p;
 }
 
-ETCH_INLINE uint32_t etch_pb_tag(uint32_t field, uint32_t wt) {
+ETCH_INLINE uint32_t etch__pb_tag(uint32_t field, uint32_t wt) {
   return (field << 3) | wt;
 }
 
-ETCH_INLINE uint8_t *etch_pb_put_tag(uint8_t *p, uint32_t field, uint32_t wt) {
-  return etch_pb_put_varint(p, etch_pb_tag(field, wt));
+ETCH_INLINE uint8_t *etch__pb_put_tag(uint8_t *p, uint32_t field, uint32_t wt) {
+  return etch__pb_put_varint(p, etch__pb_tag(field, wt));
 }
 
-ETCH_INLINE uint64_t etch_pb_zigzag(int64_t v) {
+ETCH_INLINE uint64_t etch__pb_zigzag(int64_t v) {
   return ((uint64_t)v << 1) ^ (uint64_t)(v >> 63);
 }
 
-ETCH_INLINE int64_t etch_pb_unzigzag(uint64_t v) {
+ETCH_INLINE int64_t etch__pb_unzigzag(uint64_t v) {
   return (int64_t)(v >> 1) ^ -(int64_t)(v & 1);
 }
 
 /* Fixed-width fields are little-endian on the wire: one store on
  * little-endian machines, bytes in order elsewhere. */
-ETCH_INLINE uint8_t *etch_pb_put_fixed64(uint8_t *p, uint64_t v) {
+ETCH_INLINE uint8_t *etch__pb_put_fixed64(uint8_t *p, uint64_t v) {
 #if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
   memcpy(p, &v, 8);
 #else
@@ -79,7 +79,7 @@ ETCH_INLINE uint8_t *etch_pb_put_fixed64(uint8_t *p, uint64_t v) {
   return p + 8;
 }
 
-ETCH_INLINE uint8_t *etch_pb_put_fixed32(uint8_t *p, uint32_t v) {
+ETCH_INLINE uint8_t *etch__pb_put_fixed32(uint8_t *p, uint32_t v) {
 #if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
   memcpy(p, &v, 4);
 #else
@@ -88,7 +88,7 @@ ETCH_INLINE uint8_t *etch_pb_put_fixed32(uint8_t *p, uint32_t v) {
   return p + 4;
 }
 
-ETCH_INLINE size_t etch_pb_varint_size(uint64_t v) {
+ETCH_INLINE size_t etch__pb_varint_size(uint64_t v) {
   size_t n = 1;
   while (v >= 0x80) {
     v >>= 7;
@@ -98,7 +98,7 @@ ETCH_INLINE size_t etch_pb_varint_size(uint64_t v) {
 }
 
 /* Writes `v` as a varint padded to exactly 4 bytes (v < 2^28). */
-ETCH_INLINE void etch_pb_put_redundant4(uint8_t *p, uint32_t v) {
+ETCH_INLINE void etch__pb_put_redundant4(uint8_t *p, uint32_t v) {
   p[0] = (uint8_t)(v | 0x80);
   p[1] = (uint8_t)((v >> 7) | 0x80);
   p[2] = (uint8_t)((v >> 14) | 0x80);
@@ -107,9 +107,9 @@ ETCH_INLINE void etch_pb_put_redundant4(uint8_t *p, uint32_t v) {
 
 /* ---- streams --------------------------------------------------------------- */
 
-typedef struct etch_pb_stream etch_pb_stream;
+typedef struct etch__pb_stream etch__pb_stream;
 
-struct etch_pb_stream {
+struct etch__pb_stream {
   uint8_t *cur;      /* next byte to write */
   uint8_t *end;      /* end of the current segment */
   uint8_t *seg;      /* start of the current segment */
@@ -119,25 +119,25 @@ struct etch_pb_stream {
    * reallocating). Returns false when no more space can be had; the stream
    * then sets `failed` and swallows further writes.
    */
-  bool (*grow)(etch_pb_stream *s, size_t need);
+  bool (*grow)(etch__pb_stream *s, size_t need);
   /* Maps a logical offset in an earlier segment back to memory (may be NULL
    * for single-segment streams). */
-  uint8_t *(*resolve)(etch_pb_stream *s, uint64_t off);
+  uint8_t *(*resolve)(etch__pb_stream *s, uint64_t off);
   void *ctx;
   bool failed;
 };
 
 /* A nested message in progress. */
-typedef struct etch_pb_nested {
+typedef struct etch__pb_nested {
   uint64_t len_off; /* logical offset of the reserved length */
-} etch_pb_nested;
+} etch__pb_nested;
 
-ETCH_INLINE uint64_t etch_pb_stream_pos(const etch_pb_stream *s) {
+ETCH_INLINE uint64_t etch__pb_stream_pos(const etch__pb_stream *s) {
   return s->seg_off + (uint64_t)(s->cur - s->seg);
 }
 
 /* Ensures `n` contiguous bytes; false if the stream failed. */
-ETCH_INLINE bool etch_pb_reserve(etch_pb_stream *s, size_t n) {
+ETCH_INLINE bool etch__pb_reserve(etch__pb_stream *s, size_t n) {
   if (ETCH_LIKELY((size_t)(s->end - s->cur) >= n)) return true;
   if (s->failed) return false;
   if (!s->grow(s, n)) {
@@ -147,65 +147,65 @@ ETCH_INLINE bool etch_pb_reserve(etch_pb_stream *s, size_t n) {
   return true;
 }
 
-void etch_pb_write_bytes(etch_pb_stream *s, const void *data, size_t len);
-void etch_pb_write_varint_field(etch_pb_stream *s, uint32_t field, uint64_t v);
-void etch_pb_write_sint_field(etch_pb_stream *s, uint32_t field, int64_t v);
-void etch_pb_write_fixed64_field(etch_pb_stream *s, uint32_t field, uint64_t v);
-void etch_pb_write_fixed32_field(etch_pb_stream *s, uint32_t field, uint32_t v);
-void etch_pb_write_double_field(etch_pb_stream *s, uint32_t field, double v);
-void etch_pb_write_bytes_field(etch_pb_stream *s, uint32_t field,
+void etch__pb_write_bytes(etch__pb_stream *s, const void *data, size_t len);
+void etch__pb_write_varint_field(etch__pb_stream *s, uint32_t field, uint64_t v);
+void etch__pb_write_sint_field(etch__pb_stream *s, uint32_t field, int64_t v);
+void etch__pb_write_fixed64_field(etch__pb_stream *s, uint32_t field, uint64_t v);
+void etch__pb_write_fixed32_field(etch__pb_stream *s, uint32_t field, uint32_t v);
+void etch__pb_write_double_field(etch__pb_stream *s, uint32_t field, double v);
+void etch__pb_write_bytes_field(etch__pb_stream *s, uint32_t field,
                                const void *data, size_t len);
-void etch_pb_write_string_field(etch_pb_stream *s, uint32_t field,
+void etch__pb_write_string_field(etch__pb_stream *s, uint32_t field,
                                 const char *str);
 /* Starts a nested message `field`; its length is patched by _end. */
-void etch_pb_nested_begin(etch_pb_stream *s, uint32_t field,
-                          etch_pb_nested *n);
-void etch_pb_nested_end(etch_pb_stream *s, const etch_pb_nested *n);
+void etch__pb_nested_begin(etch__pb_stream *s, uint32_t field,
+                          etch__pb_nested *n);
+void etch__pb_nested_end(etch__pb_stream *s, const etch__pb_nested *n);
 
 /*
  * A growable heap buffer as a single-segment stream. Owns `data` (free with
- * etch_pb_buf_free); `len` is valid after any write.
+ * etch__pb_buf_free); `len` is valid after any write.
  */
-typedef struct etch_pb_buf {
-  etch_pb_stream s;
+typedef struct etch__pb_buf {
+  etch__pb_stream s;
   size_t limit; /* 0 = unlimited; else max bytes */
-} etch_pb_buf;
+} etch__pb_buf;
 
-void etch_pb_buf_init(etch_pb_buf *b, size_t initial, size_t limit);
-void etch_pb_buf_free(etch_pb_buf *b);
-ETCH_INLINE size_t etch_pb_buf_len(const etch_pb_buf *b) {
+void etch__pb_buf_init(etch__pb_buf *b, size_t initial, size_t limit);
+void etch__pb_buf_free(etch__pb_buf *b);
+ETCH_INLINE size_t etch__pb_buf_len(const etch__pb_buf *b) {
   return (size_t)(b->s.cur - b->s.seg);
 }
-ETCH_INLINE uint8_t *etch_pb_buf_data(const etch_pb_buf *b) { return b->s.seg; }
+ETCH_INLINE uint8_t *etch__pb_buf_data(const etch__pb_buf *b) { return b->s.seg; }
 /* Drops the contents, keeps the memory. */
-ETCH_INLINE void etch_pb_buf_reset(etch_pb_buf *b) {
+ETCH_INLINE void etch__pb_buf_reset(etch__pb_buf *b) {
   b->s.cur = b->s.seg;
   b->s.failed = false;
 }
 /* Takes ownership of the bytes; the buffer is left empty. */
-uint8_t *etch_pb_buf_take(etch_pb_buf *b, size_t *len);
+uint8_t *etch__pb_buf_take(etch__pb_buf *b, size_t *len);
 
 /* ---- decoding -------------------------------------------------------------- */
 
-typedef struct etch_pb_field {
+typedef struct etch__pb_field {
   uint32_t id;
   uint8_t wt;
   uint64_t u;          /* varint, fixed64 or fixed32 value */
   const uint8_t *data; /* LEN payload */
   size_t len;
   size_t off;          /* offset of the field's tag from the decoder start */
-} etch_pb_field;
+} etch__pb_field;
 
-typedef struct etch_pb_dec {
+typedef struct etch__pb_dec {
   const uint8_t *start;
   const uint8_t *p;
   const uint8_t *end;
   int err;        /* 0 or ETCH_EFORMAT / ETCH_ETRUNC */
   size_t err_off; /* offset of the offending byte from `start` */
   const char *err_msg;
-} etch_pb_dec;
+} etch__pb_dec;
 
-ETCH_INLINE void etch_pb_dec_init(etch_pb_dec *d, const void *data,
+ETCH_INLINE void etch__pb_dec_init(etch__pb_dec *d, const void *data,
                                   size_t len) {
   /* No bytes at all (a call without arguments): an empty message. */
   static const uint8_t empty[1];
@@ -225,20 +225,20 @@ ETCH_INLINE void etch_pb_dec_init(etch_pb_dec *d, const void *data,
  * input or on error (then d->err is non-zero and d->err_off/err_msg say
  * where and what).
  */
-bool etch_pb_next(etch_pb_dec *d, etch_pb_field *f);
+bool etch__pb_next(etch__pb_dec *d, etch__pb_field *f);
 
 /* Reads a varint at *p (bounded by end); returns false on truncation or
  * overlong encoding. */
-bool etch_pb_read_varint(const uint8_t **p, const uint8_t *end, uint64_t *out);
+bool etch__pb_read_varint(const uint8_t **p, const uint8_t *end, uint64_t *out);
 
-ETCH_INLINE double etch_pb_field_double(const etch_pb_field *f) {
+ETCH_INLINE double etch__pb_field_double(const etch__pb_field *f) {
   double d;
   uint64_t u = f->u;
   memcpy(&d, &u, sizeof d);
   return d;
 }
 
-ETCH_INLINE float etch_pb_field_float(const etch_pb_field *f) {
+ETCH_INLINE float etch__pb_field_float(const etch__pb_field *f) {
   float x;
   uint32_t u = (uint32_t)f->u;
   memcpy(&x, &u, sizeof x);

@@ -175,7 +175,7 @@ static int bad(const mdesc *m, const char *what) {
 }
 
 static int copy_name(const mdesc *m, const char *field, char *dst,
-                     const etch_pb_field *f) {
+                     const etch__pb_field *f) {
   if (f->wt != 2) return bad(m, "a string field is not length-delimited");
   if (f->len >= ETCH_TC_MAX_NAME)
     return etch__error(ETCH_ELIMIT, "%s.%s is longer than %u bytes", m->name,
@@ -189,7 +189,7 @@ static int copy_name(const mdesc *m, const char *field, char *dst,
 }
 
 static int list_add(const mdesc *m, const char *field, etch_tc_list *l,
-                    const etch_pb_field *f) {
+                    const etch__pb_field *f) {
   if (l->n == ETCH_TC_MAX_FILTERS)
     return etch__error(ETCH_ELIMIT, "more than %u entries in %s.%s",
                        ETCH_TC_MAX_FILTERS, m->name, field);
@@ -200,7 +200,7 @@ static int list_add(const mdesc *m, const char *field, etch_tc_list *l,
 
 /* A field the switch did not take: skipped when etch ignores it, else an
  * error naming it. */
-static int other(const mdesc *m, const etch_pb_field *f) {
+static int other(const mdesc *m, const etch__pb_field *f) {
   const fdesc *d = by_num(m, f->id);
   if (d && d->support == IGNORED) return ETCH_OK;
   if (d) return unsupported(m, d);
@@ -208,16 +208,16 @@ static int other(const mdesc *m, const etch_pb_field *f) {
                      "field %u of %s is not known to etch", f->id, m->name);
 }
 
-static int want_varint(const mdesc *m, const etch_pb_field *f) {
+static int want_varint(const mdesc *m, const etch__pb_field *f) {
   return f->wt == 0 ? ETCH_OK : bad(m, "an integer field is not a varint");
 }
 
 #define WALK(msg, data, len, body)                                          \
   do {                                                                      \
-    etch_pb_dec d_;                                                         \
-    etch_pb_field f;                                                        \
-    etch_pb_dec_init(&d_, data, len);                                       \
-    while (etch_pb_next(&d_, &f)) {                                         \
+    etch__pb_dec d_;                                                         \
+    etch__pb_field f;                                                        \
+    etch__pb_dec_init(&d_, data, len);                                       \
+    while (etch__pb_next(&d_, &f)) {                                         \
       int rc_ = ETCH_OK;                                                    \
       body;                                                                 \
       if (rc_) return rc_;                                                  \
@@ -343,7 +343,7 @@ static int decode_buffer(const uint8_t *p, size_t n, etch_trace_config *c) {
   return ETCH_OK;
 }
 
-static int u32_field(const mdesc *m, const etch_pb_field *f, uint32_t *out) {
+static int u32_field(const mdesc *m, const etch__pb_field *f, uint32_t *out) {
   int rc = want_varint(m, f);
   if (rc) return rc;
   if (f->u > UINT32_MAX) {
@@ -434,73 +434,73 @@ int etch__trace_config_check(const etch_trace_config *c) {
 
 /* ---- encoding ---- */
 
-void etch__tc_put_interceptor(etch_pb_stream *s, const etch_tc_source *d) {
-  etch_pb_nested i, c;
-  etch_pb_nested_begin(s, 115, &i);
-  etch_pb_write_string_field(s, 1, d->interceptor);
+void etch__tc_put_interceptor(etch__pb_stream *s, const etch_tc_source *d) {
+  etch__pb_nested i, c;
+  etch__pb_nested_begin(s, 115, &i);
+  etch__pb_write_string_field(s, 1, d->interceptor);
   if (d->has_console_config) {
-    etch_pb_nested_begin(s, 100, &c);
-    if (d->console_output) etch_pb_write_varint_field(s, 1, d->console_output);
+    etch__pb_nested_begin(s, 100, &c);
+    if (d->console_output) etch__pb_write_varint_field(s, 1, d->console_output);
     if (d->console_colors >= 0)
-      etch_pb_write_varint_field(s, 2, (uint64_t)d->console_colors);
-    etch_pb_nested_end(s, &c);
+      etch__pb_write_varint_field(s, 2, (uint64_t)d->console_colors);
+    etch__pb_nested_end(s, &c);
   }
-  etch_pb_nested_end(s, &i);
+  etch__pb_nested_end(s, &i);
 }
 
-static void put_list(etch_pb_stream *s, uint32_t field, const etch_tc_list *l) {
+static void put_list(etch__pb_stream *s, uint32_t field, const etch_tc_list *l) {
   for (uint32_t i = 0; i < l->n; i++)
-    etch_pb_write_string_field(s, field, l->item[i]);
+    etch__pb_write_string_field(s, field, l->item[i]);
 }
 
-void etch__trace_config_encode(const etch_trace_config *c, etch_pb_buf *out) {
-  etch_pb_stream *s = &out->s;
-  etch_pb_nested a, b, t;
+void etch__trace_config_encode(const etch_trace_config *c, etch__pb_buf *out) {
+  etch__pb_stream *s = &out->s;
+  etch__pb_nested a, b, t;
   for (uint32_t i = 0; i < c->nbuffers; i++) {
-    etch_pb_nested_begin(s, 1, &a);
-    etch_pb_write_varint_field(s, 1, c->buffers[i].size_kb);
+    etch__pb_nested_begin(s, 1, &a);
+    etch__pb_write_varint_field(s, 1, c->buffers[i].size_kb);
     if (c->buffers[i].fill_policy)
-      etch_pb_write_varint_field(s, 4, c->buffers[i].fill_policy);
-    etch_pb_nested_end(s, &a);
+      etch__pb_write_varint_field(s, 4, c->buffers[i].fill_policy);
+    etch__pb_nested_end(s, &a);
   }
   for (uint32_t i = 0; i < c->nsources; i++) {
     const etch_tc_source *d = &c->sources[i];
-    etch_pb_nested_begin(s, 2, &a);
-    etch_pb_nested_begin(s, 1, &b);
-    etch_pb_write_string_field(s, 1, d->name);
-    etch_pb_write_varint_field(s, 2, d->target_buffer);
+    etch__pb_nested_begin(s, 2, &a);
+    etch__pb_nested_begin(s, 1, &b);
+    etch__pb_write_string_field(s, 1, d->name);
+    etch__pb_write_varint_field(s, 2, d->target_buffer);
     if (d->has_track_event_config) {
-      etch_pb_nested_begin(s, 113, &t);
+      etch__pb_nested_begin(s, 113, &t);
       put_list(s, 1, &d->disabled_categories);
       put_list(s, 2, &d->enabled_categories);
       put_list(s, 3, &d->disabled_tags);
       put_list(s, 4, &d->enabled_tags);
-      etch_pb_nested_end(s, &t);
+      etch__pb_nested_end(s, &t);
     }
     if (d->has_interceptor_config) etch__tc_put_interceptor(s, d);
-    etch_pb_nested_end(s, &b);
+    etch__pb_nested_end(s, &b);
     put_list(s, 2, &d->producer_name_filter);
-    etch_pb_nested_end(s, &a);
+    etch__pb_nested_end(s, &a);
   }
-  if (c->duration_ms) etch_pb_write_varint_field(s, 3, c->duration_ms);
-  if (c->write_into_file) etch_pb_write_varint_field(s, 8, 1);
+  if (c->duration_ms) etch__pb_write_varint_field(s, 3, c->duration_ms);
+  if (c->write_into_file) etch__pb_write_varint_field(s, 8, 1);
   if (c->file_write_period_ms)
-    etch_pb_write_varint_field(s, 9, c->file_write_period_ms);
+    etch__pb_write_varint_field(s, 9, c->file_write_period_ms);
   if (c->max_file_size_bytes)
-    etch_pb_write_varint_field(s, 10, c->max_file_size_bytes);
-  if (c->deferred_start) etch_pb_write_varint_field(s, 12, 1);
-  if (c->flush_period_ms) etch_pb_write_varint_field(s, 13, c->flush_period_ms);
+    etch__pb_write_varint_field(s, 10, c->max_file_size_bytes);
+  if (c->deferred_start) etch__pb_write_varint_field(s, 12, 1);
+  if (c->flush_period_ms) etch__pb_write_varint_field(s, 13, c->flush_period_ms);
   if (c->flush_timeout_ms)
-    etch_pb_write_varint_field(s, 14, c->flush_timeout_ms);
+    etch__pb_write_varint_field(s, 14, c->flush_timeout_ms);
   if (c->clear_period_ms) {
-    etch_pb_nested_begin(s, 21, &a);
-    etch_pb_write_varint_field(s, 1, c->clear_period_ms);
-    etch_pb_nested_end(s, &a);
+    etch__pb_nested_begin(s, 21, &a);
+    etch__pb_write_varint_field(s, 1, c->clear_period_ms);
+    etch__pb_nested_end(s, &a);
   }
   if (c->unique_session_name[0])
-    etch_pb_write_string_field(s, 22, c->unique_session_name);
+    etch__pb_write_string_field(s, 22, c->unique_session_name);
   if (c->data_source_stop_timeout_ms)
-    etch_pb_write_varint_field(s, 23, c->data_source_stop_timeout_ms);
+    etch__pb_write_varint_field(s, 23, c->data_source_stop_timeout_ms);
 }
 
 /* ---- text format ---- */
@@ -629,19 +629,19 @@ static int parse_uint(const char *t, size_t n, uint64_t max, uint64_t *out) {
   return 0;
 }
 
-static int parse_msg(lex *l, const mdesc *m, etch_pb_stream *s, char close,
+static int parse_msg(lex *l, const mdesc *m, etch__pb_stream *s, char close,
                      int depth);
 
-static int parse_field(lex *l, const fdesc *f, etch_pb_stream *s,
+static int parse_field(lex *l, const fdesc *f, etch__pb_stream *s,
                        int depth) {
   if (f->type == T_MSG) {
     if (l->p < l->end && (*l->p == '{' || *l->p == '<')) {
       char close = *l->p == '{' ? '}' : '>';
       l->p++;
-      etch_pb_nested n;
-      etch_pb_nested_begin(s, f->num, &n);
+      etch__pb_nested n;
+      etch__pb_nested_begin(s, f->num, &n);
       int rc = parse_msg(l, f->msg, s, close, depth + 1);
-      etch_pb_nested_end(s, &n);
+      etch__pb_nested_end(s, &n);
       return rc;
     }
     return lerr(l, "'%s' is a message: expected '{'", f->name);
@@ -651,7 +651,7 @@ static int parse_field(lex *l, const fdesc *f, etch_pb_stream *s,
       return lerr(l, "'%s' takes a quoted string", f->name);
     int rc = qstring(l);
     if (rc) return rc;
-    etch_pb_write_bytes_field(s, f->num, l->sbuf, l->slen - 1);
+    etch__pb_write_bytes_field(s, f->num, l->sbuf, l->slen - 1);
     return ETCH_OK;
   }
   size_t n;
@@ -691,11 +691,11 @@ static int parse_field(lex *l, const fdesc *f, etch_pb_stream *s,
                   shown);
     break;
   }
-  etch_pb_write_varint_field(s, f->num, v);
+  etch__pb_write_varint_field(s, f->num, v);
   return ETCH_OK;
 }
 
-static int parse_msg(lex *l, const mdesc *m, etch_pb_stream *s, char close,
+static int parse_msg(lex *l, const mdesc *m, etch__pb_stream *s, char close,
                      int depth) {
   if (depth > 16) return lerr(l, "nesting too deep");
   for (;;) {
@@ -758,7 +758,7 @@ static int parse_msg(lex *l, const mdesc *m, etch_pb_stream *s, char close,
 }
 
 int etch__trace_config_text_to_binary(const char *text, size_t len,
-                                      etch_pb_buf *out) {
+                                      etch__pb_buf *out) {
   lex l = {text, text + len, text, 1, NULL, 0, 0};
   int rc = parse_msg(&l, &tc_msg, &out->s, 0, 0);
   free(l.sbuf);
@@ -769,11 +769,11 @@ int etch__trace_config_text_to_binary(const char *text, size_t len,
 
 int etch__trace_config_parse_text(const char *text, size_t len,
                                   etch_trace_config *out) {
-  etch_pb_buf b;
-  etch_pb_buf_init(&b, 1024, 16u << 20);
+  etch__pb_buf b;
+  etch__pb_buf_init(&b, 1024, 16u << 20);
   int rc = etch__trace_config_text_to_binary(text, len, &b);
-  if (!rc) rc = etch__trace_config_decode(etch_pb_buf_data(&b),
-                                          etch_pb_buf_len(&b), out);
-  etch_pb_buf_free(&b);
+  if (!rc) rc = etch__trace_config_decode(etch__pb_buf_data(&b),
+                                          etch__pb_buf_len(&b), out);
+  etch__pb_buf_free(&b);
   return rc;
 }

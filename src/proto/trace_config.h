@@ -83,14 +83,14 @@ int etch__trace_config_decode(const uint8_t *data, size_t len,
  * ETCH_ECONFIG with "line L: ..." for text that is not a TraceConfig,
  * ETCH_EUNSUPPORTED naming an option etch does not support. */
 int etch__trace_config_text_to_binary(const char *text, size_t len,
-                                      etch_pb_buf *out);
+                                      etch__pb_buf *out);
 /* Both steps: text to *out. */
 int etch__trace_config_parse_text(const char *text, size_t len,
                                   etch_trace_config *out);
 /* Appends the binary TraceConfig for *c to out. */
-void etch__trace_config_encode(const etch_trace_config *c, etch_pb_buf *out);
+void etch__trace_config_encode(const etch_trace_config *c, etch__pb_buf *out);
 /* A source's InterceptorConfig as DataSourceConfig field 115. */
-void etch__tc_put_interceptor(etch_pb_stream *s, const etch_tc_source *d);
+void etch__tc_put_interceptor(etch__pb_stream *s, const etch_tc_source *d);
 /* Checks what the decoders cannot: at least one buffer, sizes, every data
  * source's target buffer within the buffers. ETCH_ECONFIG naming it. */
 int etch__trace_config_check(const etch_trace_config *c);

@@ -127,11 +127,11 @@ int etch__rd_clock_snapshot(etch_reader *r, const rd_src *src, rd_seq *seq,
                             const uint8_t *msg, size_t len) {
   rd_clocks *c = &r->clocks;
   /* Pass 1: count clocks and read primary_trace_clock. */
-  etch_pb_dec d;
-  etch_pb_field f;
+  etch__pb_dec d;
+  etch__pb_field f;
   uint32_t n = 0;
-  etch_pb_dec_init(&d, msg, len);
-  while (etch_pb_next(&d, &f)) {
+  etch__pb_dec_init(&d, msg, len);
+  while (etch__pb_next(&d, &f)) {
     if (f.id == ETCH_CLOCKSNAP_CLOCKS && f.wt == ETCH_PB_LEN) {
       n++;
     } else if (f.id == ETCH_CLOCKSNAP_PRIMARY_TRACE_CLOCK &&
@@ -156,15 +156,15 @@ int etch__rd_clock_snapshot(etch_reader *r, const rd_src *src, rd_seq *seq,
   const rd_snap_entry *t = NULL;
 
   /* Pass 2: the clocks. */
-  etch_pb_dec_init(&d, msg, len);
-  while (etch_pb_next(&d, &f)) {
+  etch__pb_dec_init(&d, msg, len);
+  while (etch__pb_next(&d, &f)) {
     if (f.id != ETCH_CLOCKSNAP_CLOCKS || f.wt != ETCH_PB_LEN) continue;
-    etch_pb_dec cd;
-    etch_pb_field cf;
+    etch__pb_dec cd;
+    etch__pb_field cf;
     uint64_t id = 0, ts = 0, unit = 0;
     bool incr = false;
-    etch_pb_dec_init(&cd, f.data, f.len);
-    while (etch_pb_next(&cd, &cf)) {
+    etch__pb_dec_init(&cd, f.data, f.len);
+    while (etch__pb_next(&cd, &cf)) {
       if (cf.wt != ETCH_PB_VARINT) continue;
       switch (cf.id) {
         case ETCH_SNAPCLOCK_CLOCK_ID: id = cf.u; break;

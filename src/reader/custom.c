@@ -70,13 +70,13 @@ int etch__rd_schema(etch_reader *r, const rd_src *src, const uint8_t *msg,
                     size_t len) {
   rd_custom *c = custom_get(r);
   if (!c) return ETCH_ENOMEM;
-  etch_pb_dec d;
-  etch_pb_field f;
+  etch__pb_dec d;
+  etch__pb_field f;
   rd_schema s;
   memset(&s, 0, sizeof s);
   const char *names[MAX_FIELDS];
   uint32_t types[MAX_FIELDS];
-  etch_pb_dec_init(&d, msg, len);
+  etch__pb_dec_init(&d, msg, len);
   while (rd_next(&d, &f)) {
     if (f.wt == ETCH_PB_LEN && f.id == ETCH_SCHEMA_NAME) {
       if (!(s.name = rd_pool_field(r, &f))) return ETCH_ENOMEM;
@@ -94,10 +94,10 @@ int etch__rd_schema(etch_reader *r, const rd_src *src, const uint8_t *msg,
                              MAX_FIELDS);
       const char *fname = NULL;
       uint32_t ftype = 0;
-      etch_pb_dec fd;
-      etch_pb_field ff;
-      etch_pb_dec_init(&fd, f.data, f.len);
-      while (etch_pb_next(&fd, &ff)) {
+      etch__pb_dec fd;
+      etch__pb_field ff;
+      etch__pb_dec_init(&fd, f.data, f.len);
+      while (etch__pb_next(&fd, &ff)) {
         if (ff.wt == ETCH_PB_LEN && ff.id == ETCH_SFIELD_NAME) {
           if (!(fname = rd_pool_field(r, &ff))) return ETCH_ENOMEM;
         } else if (ff.wt == ETCH_PB_VARINT && ff.id == ETCH_SFIELD_TYPE) {

@@ -284,7 +284,7 @@ static const char *wt_str(unsigned wt) {
   }
 }
 
-static void put_unknown(FILE *o, const etch_pb_field *f) {
+static void put_unknown(FILE *o, const etch__pb_field *f) {
   fprintf(o, "field %u: %s ", f->id, wt_str(f->wt));
   if (f->wt == ETCH_PB_LEN) {
     fprintf(o, "[%zu]", f->len);
@@ -314,10 +314,10 @@ static void put_msg(FILE *o, const mdef *m, const uint8_t *data, size_t len,
     fputs("... (nested too deep)\n", o);
     return;
   }
-  etch_pb_dec d;
-  etch_pb_field f;
-  etch_pb_dec_init(&d, data, len);
-  while (etch_pb_next(&d, &f)) {
+  etch__pb_dec d;
+  etch__pb_field f;
+  etch__pb_dec_init(&d, data, len);
+  while (etch__pb_next(&d, &f)) {
     const fdef *fd = NULL;
     for (size_t i = 0; m && i < m->n; i++)
       if (m->f[i].id == f.id) fd = &m->f[i];
@@ -339,7 +339,7 @@ static void put_msg(FILE *o, const mdef *m, const uint8_t *data, size_t len,
           const uint8_t *p = f.data, *end = f.data + f.len;
           uint64_t v;
           bool first = true;
-          while (p < end && etch_pb_read_varint(&p, end, &v)) {
+          while (p < end && etch__pb_read_varint(&p, end, &v)) {
             fprintf(o, first ? "%" PRIu64 : ", %" PRIu64, v);
             first = false;
           }
@@ -367,11 +367,11 @@ static void put_msg(FILE *o, const mdef *m, const uint8_t *data, size_t len,
         if (f.wt == ETCH_PB_LEN) {
           fprintf(o, "%s: [", fd->name);
           for (size_t i = 0; i + 8 <= f.len; i += 8) {
-            etch_pb_field e;
+            etch__pb_field e;
             e.u = 0;
             for (int b = 7; b >= 0; b--) e.u = (e.u << 8) | f.data[i + (size_t)b];
             if (fd->kind == K_D)
-              fprintf(o, i ? ", %.17g" : "%.17g", etch_pb_field_double(&e));
+              fprintf(o, i ? ", %.17g" : "%.17g", etch__pb_field_double(&e));
             else
               fprintf(o, i ? ", %" PRIu64 : "%" PRIu64, e.u);
           }
@@ -380,7 +380,7 @@ static void put_msg(FILE *o, const mdef *m, const uint8_t *data, size_t len,
         }
         if (f.wt != ETCH_PB_FIXED64) break;
         if (fd->kind == K_D)
-          fprintf(o, "%s: %.17g\n", fd->name, etch_pb_field_double(&f));
+          fprintf(o, "%s: %.17g\n", fd->name, etch__pb_field_double(&f));
         else
           fprintf(o, "%s: %" PRIu64 "\n", fd->name, f.u);
         continue;

@@ -57,7 +57,7 @@ static int nested_value(etch_reader *r, const rd_src *src, rd_seq *seq,
 
 /* Emits a leaf value held by field `f` of a DebugAnnotation, if it is one. */
 static int da_value(etch_reader *r, const rd_src *src, rd_seq *seq,
-                    const uint8_t *msg, const etch_pb_field *f,
+                    const uint8_t *msg, const etch__pb_field *f,
                     size_t flat_len, size_t key_len, bool *handled) {
   etch_arg v;
   etch_value_type type;
@@ -88,7 +88,7 @@ static int da_value(etch_reader *r, const rd_src *src, rd_seq *seq,
       if (f->wt != ETCH_PB_FIXED64)
         return etch__rd_bad_wt(r, src, msg, f, "double_value");
       type = ETCH_VALUE_DOUBLE;
-      v.v.d = etch_pb_field_double(f);
+      v.v.d = etch__pb_field_double(f);
       break;
     case ETCH_DA_STRING_VALUE:
     case ETCH_DA_LEGACY_JSON_VALUE:
@@ -128,12 +128,12 @@ static int debug_annotation(etch_reader *r, const rd_src *src, rd_seq *seq,
     return etch__rd_fail(r, src, msg, ETCH_ELIMIT,
                          "debug annotations nested deeper than %d",
                          RD_MAX_NESTING);
-  etch_pb_dec d;
-  etch_pb_field f;
+  etch__pb_dec d;
+  etch__pb_field f;
   if (named) {
     const char *name = NULL;
     size_t nlen = 0;
-    etch_pb_dec_init(&d, msg, len);
+    etch__pb_dec_init(&d, msg, len);
     while (rd_next(&d, &f)) {
       if (f.id == ETCH_DA_NAME_IID && f.wt == ETCH_PB_VARINT) {
         const char *s = (const char *)rd_itab_get(&seq->da_names, f.u);
@@ -157,7 +157,7 @@ static int debug_annotation(etch_reader *r, const rd_src *src, rd_seq *seq,
   size_t index = 0;
   size_t nargs_before = r->nargs;
   bool container = false; /* an array or dict value */
-  etch_pb_dec_init(&d, msg, len);
+  etch__pb_dec_init(&d, msg, len);
   while (rd_next(&d, &f)) {
     bool handled;
     int rc = da_value(r, src, seq, d.start, &f, flat_len, key_len, &handled);
@@ -205,23 +205,23 @@ static int nested_value(etch_reader *r, const rd_src *src, rd_seq *seq,
     return etch__rd_fail(r, src, msg, ETCH_ELIMIT,
                          "debug annotations nested deeper than %d",
                          RD_MAX_NESTING);
-  etch_pb_dec d, kd;
-  etch_pb_field f, kf;
+  etch__pb_dec d, kd;
+  etch__pb_field f, kf;
   uint64_t type = 0;
-  etch_pb_dec_init(&d, msg, len);
+  etch__pb_dec_init(&d, msg, len);
   while (rd_next(&d, &f))
     if (f.id == NV_TYPE && f.wt == ETCH_PB_VARINT) type = f.u;
   if (d.err) return etch__rd_fail_dec(r, src, &d);
 
   size_t index = 0;
-  etch_pb_dec_init(&kd, msg, len); /* walks dict_keys alongside dict_values */
-  etch_pb_dec_init(&d, msg, len);
+  etch__pb_dec_init(&kd, msg, len); /* walks dict_keys alongside dict_values */
+  etch__pb_dec_init(&d, msg, len);
   while (rd_next(&d, &f)) {
     int rc = 0;
     etch_arg v;
     if (type == 1 && f.id == NV_DVALS && f.wt == ETCH_PB_LEN) {
       bool found = false;
-      while (etch_pb_next(&kd, &kf)) {
+      while (etch__pb_next(&kd, &kf)) {
         if (kf.id == NV_KEYS && kf.wt == ETCH_PB_LEN) {
           found = true;
           break;
@@ -244,7 +244,7 @@ static int nested_value(etch_reader *r, const rd_src *src, rd_seq *seq,
       v.v.i = (int64_t)f.u;
       rc = push_arg(r, flat_len, key_len, ETCH_VALUE_INT, &v);
     } else if (type == 0 && f.id == NV_DOUBLE && f.wt == ETCH_PB_FIXED64) {
-      v.v.d = etch_pb_field_double(&f);
+      v.v.d = etch__pb_field_double(&f);
       rc = push_arg(r, flat_len, key_len, ETCH_VALUE_DOUBLE, &v);
     } else if (type == 0 && f.id == NV_BOOL && f.wt == ETCH_PB_VARINT) {
       v.v.b = f.u != 0;
@@ -363,8 +363,8 @@ enum { REP_CAT, REP_XC_U, REP_XC_V, REP_XD_U, REP_XD_V };
 int etch__rd_track_event(etch_reader *r, const rd_src *src, rd_seq *seq,
                          const uint8_t *msg, size_t len, int64_t ts,
                          uint64_t pkt_off) {
-  etch_pb_dec d;
-  etch_pb_field f;
+  etch__pb_dec d;
+  etch__pb_field f;
   uint64_t type = 0, name_iid = 0, uuid = 0, srcloc_iid = 0;
   bool has_uuid = false, has_name_iid = false;
   const uint8_t *name_inline = NULL;
@@ -385,9 +385,9 @@ int etch__rd_track_event(etch_reader *r, const rd_src *src, rd_seq *seq,
   etch__rd_arena_reset(&r->scratch);
   r->stats.track_events++;
 
-  etch_pb_dec_init(&d, msg, len);
+  etch__pb_dec_init(&d, msg, len);
   while (rd_next(&d, &f)) {
-    etch_pb_field fr; /* a copy for the calls taking a field's address */
+    etch__pb_field fr; /* a copy for the calls taking a field's address */
     switch (f.id) {
       case ETCH_TE_TYPE:
         RD_EXPECT(f, ETCH_PB_VARINT, "TrackEvent.type");
@@ -437,7 +437,7 @@ int etch__rd_track_event(etch_reader *r, const rd_src *src, rd_seq *seq,
         break;
       case ETCH_TE_DOUBLE_COUNTER_VALUE:
         RD_EXPECT(f, ETCH_PB_FIXED64, "TrackEvent.double_counter_value");
-        counter_double = etch_pb_field_double(&f);
+        counter_double = etch__pb_field_double(&f);
         counter_is_double = true;
         break;
       case ETCH_TE_DEBUG_ANNOTATIONS:

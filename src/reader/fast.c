@@ -65,7 +65,7 @@ enum {
 /* Debug annotations of one event taken here (more: the generic decoder). */
 #define FAST_MAX_ARGS 8
 
-/* A varint as etch_pb_next reads it (up to 10 bytes, bits past 64
+/* A varint as etch__pb_next reads it (up to 10 bytes, bits past 64
  * dropped); NULL when truncated or longer. */
 static ETCH_NOINLINE const uint8_t *varint_long(const uint8_t *q,
                                                 const uint8_t *end,

@@ -32,7 +32,7 @@ static const char *wt_name(unsigned wt) {
 
 /* A known field with the wrong wire type is malformed input. */
 int etch__rd_bad_wt(etch_reader *r, const rd_src *src, const uint8_t *msg,
-                  const etch_pb_field *f, const char *what) {
+                  const etch__pb_field *f, const char *what) {
   return etch__rd_fail(r, src, msg + f->off, ETCH_EFORMAT,
                        "%s (field %u) has wire type %s", what, f->id,
                        wt_name(f->wt));
@@ -153,8 +153,8 @@ void etch__rd_track_resolve(etch_reader *r, rd_track *t) {
 
 static int track_descriptor(etch_reader *r, const rd_src *src,
                             const uint8_t *msg, size_t len) {
-  etch_pb_dec d;
-  etch_pb_field f;
+  etch__pb_dec d;
+  etch__pb_field f;
   uint64_t uuid = 0, parent = 0;
   const char *name = NULL, *pname = NULL, *cmdline = NULL;
   /* ProcessDescriptor.cmdline: repeated; joined by spaces, up to 4 KiB. */
@@ -168,7 +168,7 @@ static int track_descriptor(etch_reader *r, const rd_src *src,
   bool incr = false;
   const char *unit_name = NULL;
 
-  etch_pb_dec_init(&d, msg, len);
+  etch__pb_dec_init(&d, msg, len);
   while (rd_next(&d, &f)) {
     switch (f.id) {
       case ETCH_TD_UUID:
@@ -193,10 +193,10 @@ static int track_descriptor(etch_reader *r, const rd_src *src,
           is_thread = true;
         else
           is_proc = true;
-        etch_pb_dec sd;
-        etch_pb_field sf;
-        etch_pb_dec_init(&sd, f.data, f.len);
-        while (etch_pb_next(&sd, &sf)) {
+        etch__pb_dec sd;
+        etch__pb_field sf;
+        etch__pb_dec_init(&sd, f.data, f.len);
+        while (etch__pb_next(&sd, &sf)) {
           if (sf.id == ETCH_PD_PID && sf.wt == ETCH_PB_VARINT) {
             if (thread == is_thread && (thread || !is_thread)) pid = (int32_t)sf.u;
           } else if (thread && sf.id == ETCH_THD_TID && sf.wt == ETCH_PB_VARINT) {
@@ -220,10 +220,10 @@ static int track_descriptor(etch_reader *r, const rd_src *src,
       case ETCH_TD_COUNTER: {
         RD_EXPECT(f, ETCH_PB_LEN, "TrackDescriptor.counter");
         is_counter = true;
-        etch_pb_dec sd;
-        etch_pb_field sf;
-        etch_pb_dec_init(&sd, f.data, f.len);
-        while (etch_pb_next(&sd, &sf)) {
+        etch__pb_dec sd;
+        etch__pb_field sf;
+        etch__pb_dec_init(&sd, f.data, f.len);
+        while (etch__pb_next(&sd, &sf)) {
           if (sf.wt == ETCH_PB_VARINT) {
             if (sf.id == ETCH_CD_UNIT) unit = (int32_t)sf.u;
             if (sf.id == ETCH_CD_UNIT_MULTIPLIER) mult = (int64_t)sf.u;
@@ -280,9 +280,9 @@ static int intern_put(etch_reader *r, const rd_src *src, const uint8_t *at,
 
 static int interned_data(etch_reader *r, const rd_src *src, rd_seq *seq,
                          const uint8_t *msg, size_t len) {
-  etch_pb_dec d;
-  etch_pb_field f;
-  etch_pb_dec_init(&d, msg, len);
+  etch__pb_dec d;
+  etch__pb_field f;
+  etch__pb_dec_init(&d, msg, len);
   while (rd_next(&d, &f)) {
     rd_itab *m;
     switch (f.id) {
@@ -300,15 +300,15 @@ static int interned_data(etch_reader *r, const rd_src *src, rd_seq *seq,
       default: continue;
     }
     RD_EXPECT(f, ETCH_PB_LEN, "InternedData entry");
-    etch_pb_dec ed;
-    etch_pb_field ef;
+    etch__pb_dec ed;
+    etch__pb_field ef;
     uint64_t iid = 0;
     const char *str = NULL;
     const char *file = NULL, *func = NULL;
     uint32_t line = 0;
     bool srcloc = m == &seq->srclocs;
-    etch_pb_dec_init(&ed, f.data, f.len);
-    while (etch_pb_next(&ed, &ef)) {
+    etch__pb_dec_init(&ed, f.data, f.len);
+    while (etch__pb_next(&ed, &ef)) {
       if (ef.id == ETCH_INTERNED_IID && ef.wt == ETCH_PB_VARINT) {
         iid = ef.u;
       } else if (ef.wt == ETCH_PB_LEN && ef.id == ETCH_INTERNED_NAME) {
@@ -359,7 +359,7 @@ static int push_u64(uint64_t **arr, size_t *n, size_t *cap, uint64_t v) {
 
 /* Reads one element or a packed run of a repeated integer field. */
 int etch__rd_repeated(etch_reader *r, const rd_src *src, const uint8_t *msg,
-                    const etch_pb_field *f, bool fixed64, uint64_t **arr,
+                    const etch__pb_field *f, bool fixed64, uint64_t **arr,
                     size_t *n, size_t *cap) {
   if (f->wt == (fixed64 ? ETCH_PB_FIXED64 : ETCH_PB_VARINT))
     return push_u64(arr, n, cap, f->u);
@@ -372,7 +372,7 @@ int etch__rd_repeated(etch_reader *r, const rd_src *src, const uint8_t *msg,
         return etch__rd_fail(r, src, p, ETCH_EFORMAT, "truncated packed fixed64");
       for (int i = 7; i >= 0; i--) v = (v << 8) | p[i];
       p += 8;
-    } else if (!etch_pb_read_varint(&p, end, &v)) {
+    } else if (!etch__pb_read_varint(&p, end, &v)) {
       return etch__rd_fail(r, src, p, ETCH_EFORMAT, "truncated packed varint");
     }
     int rc = push_u64(arr, n, cap, v);
@@ -383,9 +383,9 @@ int etch__rd_repeated(etch_reader *r, const rd_src *src, const uint8_t *msg,
 
 static int packet_defaults(etch_reader *r, const rd_src *src, rd_seq *seq,
                            const uint8_t *msg, size_t len) {
-  etch_pb_dec d;
-  etch_pb_field f;
-  etch_pb_dec_init(&d, msg, len);
+  etch__pb_dec d;
+  etch__pb_field f;
+  etch__pb_dec_init(&d, msg, len);
   while (rd_next(&d, &f)) {
     if (f.id == ETCH_DEFAULTS_TIMESTAMP_CLOCK_ID) {
       RD_EXPECT(f, ETCH_PB_VARINT, "TracePacketDefaults.timestamp_clock_id");
@@ -393,12 +393,12 @@ static int packet_defaults(etch_reader *r, const rd_src *src, rd_seq *seq,
       seq->clock_default = (uint32_t)f.u;
     } else if (f.id == ETCH_DEFAULTS_TRACK_EVENT_DEFAULTS) {
       RD_EXPECT(f, ETCH_PB_LEN, "TracePacketDefaults.track_event_defaults");
-      etch_pb_dec td;
-      etch_pb_field tf;
+      etch__pb_dec td;
+      etch__pb_field tf;
       seq->n_extra_counter_default = 0;
       seq->n_extra_dcounter_default = 0;
-      etch_pb_dec_init(&td, f.data, f.len);
-      while (etch_pb_next(&td, &tf)) {
+      etch__pb_dec_init(&td, f.data, f.len);
+      while (etch__pb_next(&td, &tf)) {
         int rc = 0;
         if (tf.id == ETCH_TEDEFAULTS_TRACK_UUID && tf.wt == ETCH_PB_VARINT) {
           seq->has_track_default = true;
@@ -425,16 +425,16 @@ static int packet_defaults(etch_reader *r, const rd_src *src, rd_seq *seq,
 
 static int trace_stats(etch_reader *r, const rd_src *src, const uint8_t *msg,
                        size_t len) {
-  etch_pb_dec d;
-  etch_pb_field f;
+  etch__pb_dec d;
+  etch__pb_field f;
   uint64_t disc = 0, over = 0, loss = 0;
-  etch_pb_dec_init(&d, msg, len);
+  etch__pb_dec_init(&d, msg, len);
   while (rd_next(&d, &f)) {
     if (f.id != ETCH_TS_BUFFER_STATS || f.wt != ETCH_PB_LEN) continue;
-    etch_pb_dec bd;
-    etch_pb_field bf;
-    etch_pb_dec_init(&bd, f.data, f.len);
-    while (etch_pb_next(&bd, &bf)) {
+    etch__pb_dec bd;
+    etch__pb_field bf;
+    etch__pb_dec_init(&bd, f.data, f.len);
+    while (etch__pb_next(&bd, &bf)) {
       if (bf.wt != ETCH_PB_VARINT) continue;
       if (bf.id == ETCH_BS_CHUNKS_DISCARDED) disc += bf.u;
       if (bf.id == ETCH_BS_CHUNKS_OVERWRITTEN) over += bf.u;
@@ -497,8 +497,8 @@ bool etch__rd_packet_time(etch_reader *r, rd_seq *seq, bool has_ts,
 
 int etch__rd_packet(etch_reader *r, const rd_src *src, uint64_t rec_off,
                     const uint8_t *pkt, size_t len) {
-  etch_pb_dec d;
-  etch_pb_field f;
+  etch__pb_dec d;
+  etch__pb_field f;
   uint64_t raw_ts = 0;
   bool has_ts = false, has_clock = false, prev_dropped = false,
        cleared_legacy = false, first_on_seq = false;
@@ -510,7 +510,7 @@ int etch__rd_packet(etch_reader *r, const rd_src *src, uint64_t rec_off,
 
   r->stats.packets++;
   r->gen++; /* sequence state may change: the fast path looks again */
-  etch_pb_dec_init(&d, pkt, len);
+  etch__pb_dec_init(&d, pkt, len);
   while (rd_next(&d, &f)) {
     switch (f.id) {
       case ETCH_PKT_TIMESTAMP:
@@ -615,7 +615,7 @@ int etch__rd_packet(etch_reader *r, const rd_src *src, uint64_t rec_off,
 
   /* State the rest of the packet depends on. */
   if (present & (HAS_DEFAULTS | HAS_INTERNED | HAS_SNAPSHOT)) {
-    etch_pb_dec_init(&d, pkt, len);
+    etch__pb_dec_init(&d, pkt, len);
     while (rd_next(&d, &f)) {
       rc = 0;
       if (f.id == ETCH_PKT_TRACE_PACKET_DEFAULTS)
@@ -641,7 +641,7 @@ int etch__rd_packet(etch_reader *r, const rd_src *src, uint64_t rec_off,
                          clock_id, ts_ok, ts, false);
 
   if (present & (HAS_DESCRIPTOR | HAS_STATS | HAS_COMPRESSED)) {
-    etch_pb_dec_init(&d, pkt, len);
+    etch__pb_dec_init(&d, pkt, len);
     while (rd_next(&d, &f)) {
       rc = 0;
       if (f.id == ETCH_PKT_TRACK_DESCRIPTOR) {

@@ -52,7 +52,7 @@ int etch__rd_fail(etch_reader *r, const rd_src *src, const uint8_t *at,
   return status;
 }
 
-int etch__rd_fail_dec(etch_reader *r, const rd_src *src, const etch_pb_dec *d) {
+int etch__rd_fail_dec(etch_reader *r, const rd_src *src, const etch__pb_dec *d) {
   return etch__rd_fail(r, src, d->start + d->err_off, d->err ? d->err : ETCH_EFORMAT,
                        "%s", d->err_msg ? d->err_msg : "malformed protobuf");
 }
@@ -260,7 +260,7 @@ int etch__rd_parse_records(etch_reader *r, const rd_src *src, size_t len) {
     if (ETCH_LIKELY(*p == 0x0A)) {
       p++;
     } else {
-      if (!etch_pb_read_varint(&p, end, &tag))
+      if (!etch__pb_read_varint(&p, end, &tag))
         return etch__rd_fail(r, src, rec, end - rec < 10 ? ETCH_ETRUNC : ETCH_EFORMAT,
                              "truncated or malformed field tag");
       return etch__rd_fail(r, src, rec, ETCH_EFORMAT,
@@ -271,7 +271,7 @@ int etch__rd_parse_records(etch_reader *r, const rd_src *src, size_t len) {
     const uint8_t *q = rd_varint5(p, end, &plen);
     if (ETCH_LIKELY(q != NULL)) {
       p = q;
-    } else if (!etch_pb_read_varint(&p, end, &plen)) {
+    } else if (!etch__pb_read_varint(&p, end, &plen)) {
       if (src->depth == 0 && r->allow_truncated && end - p < 10)
         return cut_short(r, start, rec, end);
       return etch__rd_fail(r, src, rec, end - p < 10 ? ETCH_ETRUNC : ETCH_EFORMAT,

@@ -481,23 +481,23 @@ ETCH_INLINE const uint8_t *rd_varint5(const uint8_t *q, const uint8_t *end,
 }
 
 /*
- * etch_pb_next with an inline fast path for the common shapes (tags of one
+ * etch__pb_next with an inline fast path for the common shapes (tags of one
  * or two bytes; varints and lengths of up to 5 bytes, redundant ones
  * included; fixed64), which are every field of the packets libetch writes.
- * Same results as etch_pb_next in every case.
+ * Same results as etch__pb_next in every case.
  */
-/* etch_pb_next through copies, so that the callers' decoder and field do
+/* etch__pb_next through copies, so that the callers' decoder and field do
  * not escape and can live in registers. */
-ETCH_INLINE bool etch__rd_next_slow(etch_pb_dec *d, etch_pb_field *f) {
-  etch_pb_dec dd = *d;
-  etch_pb_field ff;
-  bool ok = etch_pb_next(&dd, &ff);
+ETCH_INLINE bool etch__rd_next_slow(etch__pb_dec *d, etch__pb_field *f) {
+  etch__pb_dec dd = *d;
+  etch__pb_field ff;
+  bool ok = etch__pb_next(&dd, &ff);
   *d = dd;
   if (ok) *f = ff;
   return ok;
 }
 
-ETCH_INLINE bool rd_next(etch_pb_dec *d, etch_pb_field *f) {
+ETCH_INLINE bool rd_next(etch__pb_dec *d, etch__pb_field *f) {
   const uint8_t *p = d->p, *end = d->end;
   if (ETCH_UNLIKELY(p >= end)) return false;
   if (ETCH_LIKELY(end - p >= 2)) {
@@ -548,7 +548,7 @@ slow:
 int etch__rd_fail(etch_reader *r, const rd_src *src, const uint8_t *at,
                   int status, const char *fmt, ...) ETCH_PRINTF(5, 6);
 /* The same for a decoder error of `d` (decoding bytes of `src`). */
-int etch__rd_fail_dec(etch_reader *r, const rd_src *src, const etch_pb_dec *d);
+int etch__rd_fail_dec(etch_reader *r, const rd_src *src, const etch__pb_dec *d);
 
 /* Decodes a run of Trace records (field 1) from src->start[0..len). */
 int etch__rd_parse_records(etch_reader *r, const rd_src *src, size_t len);
@@ -557,29 +557,29 @@ int etch__rd_packet(etch_reader *r, const rd_src *src, uint64_t rec_off,
                     const uint8_t *pkt, size_t len);
 /* A known field of `msg` with the wrong wire type: EFORMAT naming it. */
 int etch__rd_bad_wt(etch_reader *r, const rd_src *src, const uint8_t *msg,
-                    const etch_pb_field *f, const char *what);
+                    const etch__pb_field *f, const char *what);
 #define RD_EXPECT(f, w, what)                                  \
   do {                                                         \
     if (ETCH_UNLIKELY((f).wt != (w))) {                        \
-      etch_pb_field bad_ = (f); /* keeps f from escaping */    \
+      etch__pb_field bad_ = (f); /* keeps f from escaping */    \
       return etch__rd_bad_wt(r, src, d.start, &bad_, what);    \
     }                                                          \
   } while (0)
 /* etch__rd_fail_dec through a copy of the decoder, for the same reason. */
 #define RD_DEC_FAIL(d)                                         \
   do {                                                         \
-    etch_pb_dec failed_ = (d);                                 \
+    etch__pb_dec failed_ = (d);                                 \
     return etch__rd_fail_dec(r, src, &failed_);                \
   } while (0)
 /* Appends one element, or a packed run, of a repeated integer field. */
 int etch__rd_repeated(etch_reader *r, const rd_src *src, const uint8_t *msg,
-                      const etch_pb_field *f, bool fixed64, uint64_t **arr,
+                      const etch__pb_field *f, bool fixed64, uint64_t **arr,
                       size_t *n, size_t *cap);
 /* Decodes a TrackEvent at `ts` and emits the resulting event(s). */
 int etch__rd_track_event(etch_reader *r, const rd_src *src, rd_seq *seq,
                          const uint8_t *msg, size_t len, int64_t ts,
                          uint64_t pkt_off);
-ETCH_INLINE const char *rd_pool_field(etch_reader *r, const etch_pb_field *f) {
+ETCH_INLINE const char *rd_pool_field(etch_reader *r, const etch__pb_field *f) {
   return etch__rd_pool_get(&r->pool, f->data, f->len);
 }
 

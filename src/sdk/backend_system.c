@@ -420,7 +420,7 @@ static void scrape(sysb *b) {
 
 /* ---- talking to the service (the thread) ---- */
 
-static int invoke(uint32_t method, const etch_pb_buf *args, bool drop_reply,
+static int invoke(uint32_t method, const etch__pb_buf *args, bool drop_reply,
                   uint64_t *req_out) {
   etch_ipc_frame f;
   memset(&f, 0, offsetof(etch_ipc_frame, methods));
@@ -430,8 +430,8 @@ static int invoke(uint32_t method, const etch_pb_buf *args, bool drop_reply,
   f.method_id = method;
   f.drop_reply = drop_reply;
   if (args) {
-    f.body.data = etch_pb_buf_data(args);
-    f.body.len = (uint32_t)etch_pb_buf_len(args);
+    f.body.data = etch__pb_buf_data(args);
+    f.body.len = (uint32_t)etch__pb_buf_len(args);
   }
   if (req_out) *req_out = f.request_id;
   return etch__ipc_conn_send(&P.conn, &f, -1);
@@ -453,93 +453,93 @@ static void send_commits(void) {
   }
   pthread_mutex_unlock(&P.lock);
   if (!mine) return;
-  etch_pb_buf b;
-  etch_pb_buf_init(&b, 256, ETCH_IPC_MAX_FRAME - 256);
+  etch__pb_buf b;
+  etch__pb_buf_init(&b, 256, ETCH_IPC_MAX_FRAME - 256);
   uint32_t i = 0;
   while (i < n || flush_id) {
-    etch_pb_buf_reset(&b);
-    for (; i < n && etch_pb_buf_len(&b) < ETCH_IPC_MAX_FRAME / 2; i++) {
-      etch_pb_nested m;
-      etch_pb_nested_begin(&b.s, ETCH_CDR_CHUNKS_TO_MOVE, &m);
-      etch_pb_write_varint_field(&b.s, ETCH_CDR_MOVE_PAGE, mine[i].page);
-      etch_pb_write_varint_field(&b.s, ETCH_CDR_MOVE_CHUNK, mine[i].chunk);
-      etch_pb_write_varint_field(&b.s, ETCH_CDR_MOVE_TARGET_BUFFER,
+    etch__pb_buf_reset(&b);
+    for (; i < n && etch__pb_buf_len(&b) < ETCH_IPC_MAX_FRAME / 2; i++) {
+      etch__pb_nested m;
+      etch__pb_nested_begin(&b.s, ETCH_CDR_CHUNKS_TO_MOVE, &m);
+      etch__pb_write_varint_field(&b.s, ETCH_CDR_MOVE_PAGE, mine[i].page);
+      etch__pb_write_varint_field(&b.s, ETCH_CDR_MOVE_CHUNK, mine[i].chunk);
+      etch__pb_write_varint_field(&b.s, ETCH_CDR_MOVE_TARGET_BUFFER,
                                  mine[i].buffer);
-      etch_pb_nested_end(&b.s, &m);
+      etch__pb_nested_end(&b.s, &m);
     }
     if (i == n && flush_id) {
-      etch_pb_write_varint_field(&b.s, ETCH_CDR_FLUSH_REQUEST_ID, flush_id);
+      etch__pb_write_varint_field(&b.s, ETCH_CDR_FLUSH_REQUEST_ID, flush_id);
       flush_id = 0;
     }
     invoke(P.m_commit, &b, true, NULL);
   }
-  etch_pb_buf_free(&b);
+  etch__pb_buf_free(&b);
   free(mine);
 }
 
 /* The RegisterDataSourceRequest for track_event (takes etch__g.lock: never
  * called under P.lock, which etch__g.lock's holders may take). */
-static void register_args(etch_pb_buf *bp) {
-  etch_pb_nested d, t, c;
-  etch_pb_nested_begin(&bp->s, ETCH_RDS_DESCRIPTOR, &d);
-  etch_pb_write_string_field(&bp->s, ETCH_DSD_NAME, "track_event");
-  etch_pb_write_varint_field(&bp->s, ETCH_DSD_WILL_NOTIFY_ON_STOP, 1);
-  etch_pb_nested_begin(&bp->s, ETCH_DSD_TRACK_EVENT_DESCRIPTOR, &t);
+static void register_args(etch__pb_buf *bp) {
+  etch__pb_nested d, t, c;
+  etch__pb_nested_begin(&bp->s, ETCH_RDS_DESCRIPTOR, &d);
+  etch__pb_write_string_field(&bp->s, ETCH_DSD_NAME, "track_event");
+  etch__pb_write_varint_field(&bp->s, ETCH_DSD_WILL_NOTIFY_ON_STOP, 1);
+  etch__pb_nested_begin(&bp->s, ETCH_DSD_TRACK_EVENT_DESCRIPTOR, &t);
   pthread_mutex_lock(&etch__g.lock);
   for (etch_category *cat = etch__g.cats; cat; cat = cat->next) {
-    etch_pb_nested_begin(&bp->s, ETCH_TED_AVAILABLE_CATEGORIES, &c);
-    etch_pb_write_string_field(&bp->s, ETCH_TEC_NAME, cat->name);
+    etch__pb_nested_begin(&bp->s, ETCH_TED_AVAILABLE_CATEGORIES, &c);
+    etch__pb_write_string_field(&bp->s, ETCH_TEC_NAME, cat->name);
     if (cat->description && *cat->description)
-      etch_pb_write_string_field(&bp->s, ETCH_TEC_DESCRIPTION, cat->description);
-    etch_pb_nested_end(&bp->s, &c);
+      etch__pb_write_string_field(&bp->s, ETCH_TEC_DESCRIPTION, cat->description);
+    etch__pb_nested_end(&bp->s, &c);
   }
   pthread_mutex_unlock(&etch__g.lock);
-  etch_pb_nested_end(&bp->s, &t);
-  etch_pb_nested_end(&bp->s, &d);
+  etch__pb_nested_end(&bp->s, &t);
+  etch__pb_nested_end(&bp->s, &d);
 }
 
 /* etch's category filter for a track_event config (docs/backends.md):
  * with "*" among the disabled categories only the enabled ones record;
  * else everything but the disabled ones that are not also enabled. */
 static char *filter_of(const uint8_t *te, size_t len) {
-  etch_pb_buf b;
-  etch_pb_buf_init(&b, 64, 1 << 16);
+  etch__pb_buf b;
+  etch__pb_buf_init(&b, 64, 1 << 16);
   bool all_off = false, any_enabled = false;
-  etch_pb_dec d;
-  etch_pb_field f;
-  etch_pb_dec_init(&d, te, len);
-  while (etch_pb_next(&d, &f))
+  etch__pb_dec d;
+  etch__pb_field f;
+  etch__pb_dec_init(&d, te, len);
+  while (etch__pb_next(&d, &f))
     if (f.id == ETCH_TEC_DISABLED_CATEGORIES && f.wt == 2 && f.len == 1 &&
         f.data[0] == '*')
       all_off = true;
-  if (!all_off) etch_pb_write_bytes(&b.s, "*", 1);
-  etch_pb_dec_init(&d, te, len);
-  while (etch_pb_next(&d, &f)) {
+  if (!all_off) etch__pb_write_bytes(&b.s, "*", 1);
+  etch__pb_dec_init(&d, te, len);
+  while (etch__pb_next(&d, &f)) {
     if (f.wt != 2) continue;
     if (f.id == ETCH_TEC_ENABLED_CATEGORIES && all_off) {
-      if (etch_pb_buf_len(&b)) etch_pb_write_bytes(&b.s, ",", 1);
-      etch_pb_write_bytes(&b.s, f.data, f.len);
+      if (etch__pb_buf_len(&b)) etch__pb_write_bytes(&b.s, ",", 1);
+      etch__pb_write_bytes(&b.s, f.data, f.len);
       any_enabled = true;
     } else if (f.id == ETCH_TEC_DISABLED_CATEGORIES && !all_off) {
       /* Unless also enabled by name. */
       bool en = false;
-      etch_pb_dec e;
-      etch_pb_field g;
-      etch_pb_dec_init(&e, te, len);
-      while (etch_pb_next(&e, &g))
+      etch__pb_dec e;
+      etch__pb_field g;
+      etch__pb_dec_init(&e, te, len);
+      while (etch__pb_next(&e, &g))
         if (g.id == ETCH_TEC_ENABLED_CATEGORIES && g.wt == 2 &&
             g.len == f.len && !memcmp(g.data, f.data, f.len))
           en = true;
       if (en) continue;
-      etch_pb_write_bytes(&b.s, ",-", 2);
-      etch_pb_write_bytes(&b.s, f.data, f.len);
+      etch__pb_write_bytes(&b.s, ",-", 2);
+      etch__pb_write_bytes(&b.s, f.data, f.len);
     }
   }
-  if (all_off && !any_enabled) etch_pb_write_bytes(&b.s, "-*", 2);
-  etch_pb_write_bytes(&b.s, "", 1);
+  if (all_off && !any_enabled) etch__pb_write_bytes(&b.s, "-*", 2);
+  etch__pb_write_bytes(&b.s, "", 1);
   size_t n;
-  char *s = b.s.failed ? NULL : (char *)etch_pb_buf_take(&b, &n);
-  etch_pb_buf_free(&b);
+  char *s = b.s.failed ? NULL : (char *)etch__pb_buf_take(&b, &n);
+  etch__pb_buf_free(&b);
   return s;
 }
 
@@ -552,16 +552,16 @@ static char *filter_of(const uint8_t *te, size_t len) {
 static int interceptor_of(const uint8_t *ic, size_t len, etch_config *c) {
   char name[64] = "";
   int output = 0, colors = -1;
-  etch_pb_dec d, e;
-  etch_pb_field f, g;
-  etch_pb_dec_init(&d, ic, len);
-  while (etch_pb_next(&d, &f)) {
+  etch__pb_dec d, e;
+  etch__pb_field f, g;
+  etch__pb_dec_init(&d, ic, len);
+  while (etch__pb_next(&d, &f)) {
     if (f.id == ETCH_ICC_NAME && f.wt == 2 && f.len < sizeof name) {
       memcpy(name, f.data, f.len);
       name[f.len] = 0;
     } else if (f.id == ETCH_ICC_CONSOLE_CONFIG && f.wt == 2) {
-      etch_pb_dec_init(&e, f.data, f.len);
-      while (etch_pb_next(&e, &g)) {
+      etch__pb_dec_init(&e, f.data, f.len);
+      while (etch__pb_next(&e, &g)) {
         if (g.id == ETCH_CONSOLE_OUTPUT && g.wt == 0) output = (int)g.u;
         if (g.id == ETCH_CONSOLE_ENABLE_COLORS && g.wt == 0) colors = g.u != 0;
       }
@@ -583,11 +583,11 @@ static void start_instance(uint64_t id, const uint8_t *cfg, size_t len) {
   uint32_t buffer = 0;
   const uint8_t *te = NULL, *ic = NULL;
   size_t te_len = 0, ic_len = 0;
-  etch_pb_dec d;
-  etch_pb_field f;
-  etch_pb_dec_init(&d, cfg, len);
+  etch__pb_dec d;
+  etch__pb_field f;
+  etch__pb_dec_init(&d, cfg, len);
   char name[64] = "";
-  while (etch_pb_next(&d, &f)) {
+  while (etch__pb_next(&d, &f)) {
     if (f.id == ETCH_DSC_TARGET_BUFFER && f.wt == 0) buffer = (uint32_t)f.u;
     else if (f.id == ETCH_DSC_TRACK_EVENT_CONFIG && f.wt == 2) {
       te = f.data;
@@ -664,23 +664,23 @@ static void end_instance(uint32_t i, bool notify) {
     send_commits();
   }
   if (notify && P.connected && P.m_stopped) {
-    etch_pb_buf a;
-    etch_pb_buf_init(&a, 16, 0);
-    etch_pb_write_varint_field(&a.s, ETCH_NDS_DATA_SOURCE_ID, in.id);
+    etch__pb_buf a;
+    etch__pb_buf_init(&a, 16, 0);
+    etch__pb_write_varint_field(&a.s, ETCH_NDS_DATA_SOURCE_ID, in.id);
     invoke(P.m_stopped, &a, true, NULL);
-    etch_pb_buf_free(&a);
+    etch__pb_buf_free(&a);
   }
   etch_session_free(in.s);
 }
 
 static void on_command(const uint8_t *p, size_t n) {
-  etch_pb_dec d;
-  etch_pb_field f;
-  etch_pb_dec_init(&d, p, n);
-  while (etch_pb_next(&d, &f)) {
+  etch__pb_dec d;
+  etch__pb_field f;
+  etch__pb_dec_init(&d, p, n);
+  while (etch__pb_next(&d, &f)) {
     if (f.wt != 2) continue;
-    etch_pb_dec m;
-    etch_pb_field g;
+    etch__pb_dec m;
+    etch__pb_field g;
     uint64_t id = 0;
     const uint8_t *cfg = NULL;
     size_t cl = 0;
@@ -688,8 +688,8 @@ static void on_command(const uint8_t *p, size_t n) {
     case ETCH_GAC_SETUP_TRACING: {
       int fd = etch__ipc_conn_take_fd(&P.conn);
       uint32_t page_kb = 0;
-      etch_pb_dec_init(&m, f.data, f.len);
-      while (etch_pb_next(&m, &g))
+      etch__pb_dec_init(&m, f.data, f.len);
+      while (etch__pb_next(&m, &g))
         if (g.id == ETCH_GAC_SETUP_PAGE_SIZE_KB && g.wt == 0 && g.u <= 64)
           page_kb = (uint32_t)g.u;
       struct stat st;
@@ -731,8 +731,8 @@ static void on_command(const uint8_t *p, size_t n) {
       break;
     }
     case ETCH_GAC_START_DATA_SOURCE:
-      etch_pb_dec_init(&m, f.data, f.len);
-      while (etch_pb_next(&m, &g)) {
+      etch__pb_dec_init(&m, f.data, f.len);
+      while (etch__pb_next(&m, &g)) {
         if (g.id == ETCH_GAC_DS_INSTANCE_ID && g.wt == 0) id = g.u;
         if (g.id == ETCH_GAC_DS_CONFIG && g.wt == 2) {
           cfg = g.data;
@@ -742,8 +742,8 @@ static void on_command(const uint8_t *p, size_t n) {
       if (id && cfg) start_instance(id, cfg, cl);
       break;
     case ETCH_GAC_STOP_DATA_SOURCE:
-      etch_pb_dec_init(&m, f.data, f.len);
-      while (etch_pb_next(&m, &g))
+      etch__pb_dec_init(&m, f.data, f.len);
+      while (etch__pb_next(&m, &g))
         if (g.id == ETCH_GAC_STOP_INSTANCE_ID && g.wt == 0) id = g.u;
       for (uint32_t i = 0; i < P.ninst; i++)
         if (P.inst[i].id == id) {
@@ -753,8 +753,8 @@ static void on_command(const uint8_t *p, size_t n) {
       break;
     case ETCH_GAC_FLUSH: {
       uint64_t req = 0;
-      etch_pb_dec_init(&m, f.data, f.len);
-      while (etch_pb_next(&m, &g))
+      etch__pb_dec_init(&m, f.data, f.len);
+      while (etch__pb_next(&m, &g))
         if (g.id == ETCH_GAC_FLUSH_REQUEST_ID && g.wt == 0) req = g.u;
       pthread_mutex_lock(&P.lock);
       for (uint32_t i = 0; i < P.ninst; i++)
@@ -788,27 +788,27 @@ static void on_frame(const etch_ipc_frame *f) {
       etch__ipc_conn_fail(&P.conn, "the producer port lacks methods");
       return;
     }
-    etch_pb_buf b, r;
-    etch_pb_buf_init(&b, 128, 0);
-    etch_pb_buf_init(&r, 1024, ETCH_IPC_MAX_FRAME - 256);
+    etch__pb_buf b, r;
+    etch__pb_buf_init(&b, 128, 0);
+    etch__pb_buf_init(&r, 1024, ETCH_IPC_MAX_FRAME - 256);
     /* 32 KiB pages unless ETCH_SYSTEM_PAGE_KB says (4, 8, 16 or 32). */
     const char *pk = getenv("ETCH_SYSTEM_PAGE_KB");
     long page_kb = pk ? strtol(pk, NULL, 10) : 32;
     if (page_kb != 4 && page_kb != 8 && page_kb != 16 && page_kb != 32)
       page_kb = 32;
-    etch_pb_write_varint_field(&b.s, ETCH_ICR_PAGE_SIZE_HINT,
+    etch__pb_write_varint_field(&b.s, ETCH_ICR_PAGE_SIZE_HINT,
                                (uint64_t)page_kb * 1024);
-    etch_pb_write_varint_field(&b.s, ETCH_ICR_SIZE_HINT, 2u << 20);
-    etch_pb_write_string_field(&b.s, ETCH_ICR_PRODUCER_NAME, P.name);
-    etch_pb_write_string_field(&b.s, ETCH_ICR_SDK_VERSION, "etch");
+    etch__pb_write_varint_field(&b.s, ETCH_ICR_SIZE_HINT, 2u << 20);
+    etch__pb_write_string_field(&b.s, ETCH_ICR_PRODUCER_NAME, P.name);
+    etch__pb_write_string_field(&b.s, ETCH_ICR_SDK_VERSION, "etch");
     register_args(&r);
     pthread_mutex_lock(&P.lock);
     invoke(P.m_init, &b, false, NULL);
     invoke(P.m_register, &r, false, NULL);
     invoke(P.m_async, NULL, false, &P.async_req);
     pthread_mutex_unlock(&P.lock);
-    etch_pb_buf_free(&b);
-    etch_pb_buf_free(&r);
+    etch__pb_buf_free(&b);
+    etch__pb_buf_free(&r);
     return;
   }
   if (f->kind == ETCH_IPC_REPLY && f->request_id == P.async_req &&

@@ -306,7 +306,7 @@ typedef struct derr {
   size_t off;
 } derr;
 
-static bool dec_ok(const etch_pb_dec *d, derr *e, size_t base) {
+static bool dec_ok(const etch__pb_dec *d, derr *e, size_t base) {
   if (!d->err) return true;
   if (!e->msg) {
     e->msg = d->err_msg ? d->err_msg : "malformed field";
@@ -315,15 +315,15 @@ static bool dec_ok(const etch_pb_dec *d, derr *e, size_t base) {
   return false;
 }
 
-static void interned(imap *m, const etch_pb_field *f, uint32_t str_field,
+static void interned(imap *m, const etch__pb_field *f, uint32_t str_field,
                      derr *e, size_t base) {
-  etch_pb_dec d;
-  etch_pb_field g;
+  etch__pb_dec d;
+  etch__pb_field g;
   uint64_t iid = 0;
   const uint8_t *s = NULL;
   size_t n = 0;
-  etch_pb_dec_init(&d, f->data, f->len);
-  while (etch_pb_next(&d, &g)) {
+  etch__pb_dec_init(&d, f->data, f->len);
+  while (etch__pb_next(&d, &g)) {
     if (g.id == ETCH_INTERNED_IID && g.wt == ETCH_PB_VARINT) iid = g.u;
     if (g.id == str_field && g.wt == ETCH_PB_LEN) {
       s = g.data;
@@ -334,11 +334,11 @@ static void interned(imap *m, const etch_pb_field *f, uint32_t str_field,
     imap_set(m, iid, s, n);
 }
 
-static void interned_data(cseq *q, const etch_pb_field *f, derr *e) {
-  etch_pb_dec d;
-  etch_pb_field g;
-  etch_pb_dec_init(&d, f->data, f->len);
-  while (etch_pb_next(&d, &g)) {
+static void interned_data(cseq *q, const etch__pb_field *f, derr *e) {
+  etch__pb_dec d;
+  etch__pb_field g;
+  etch__pb_dec_init(&d, f->data, f->len);
+  while (etch__pb_next(&d, &g)) {
     if (g.wt != ETCH_PB_LEN) continue;
     if (g.id == ETCH_ID_EVENT_CATEGORIES)
       interned(&q->cats, &g, ETCH_INTERNED_NAME, e, f->off);
@@ -352,15 +352,15 @@ static void interned_data(cseq *q, const etch_pb_field *f, derr *e) {
   dec_ok(&d, e, f->off);
 }
 
-static void track_descriptor(cseq *q, const etch_pb_field *f, derr *e) {
-  etch_pb_dec d;
-  etch_pb_field g, h;
+static void track_descriptor(cseq *q, const etch__pb_field *f, derr *e) {
+  etch__pb_dec d;
+  etch__pb_field g, h;
   uint64_t uuid = 0;
   const uint8_t *name = NULL;
   size_t name_len = 0;
-  etch_pb_field proc = {0}, thr = {0}, ctr = {0};
-  etch_pb_dec_init(&d, f->data, f->len);
-  while (etch_pb_next(&d, &g)) {
+  etch__pb_field proc = {0}, thr = {0}, ctr = {0};
+  etch__pb_dec_init(&d, f->data, f->len);
+  while (etch__pb_next(&d, &g)) {
     if (g.id == ETCH_TD_UUID && g.wt == ETCH_PB_VARINT) uuid = g.u;
     if ((g.id == ETCH_TD_NAME || g.id == ETCH_TD_STATIC_NAME) &&
         g.wt == ETCH_PB_LEN) {
@@ -378,8 +378,8 @@ static void track_descriptor(cseq *q, const etch_pb_field *f, derr *e) {
   if (name) copy_str(t->name, sizeof t->name, name, name_len);
   if (proc.data) {
     t->process = true;
-    etch_pb_dec_init(&d, proc.data, proc.len);
-    while (etch_pb_next(&d, &h)) {
+    etch__pb_dec_init(&d, proc.data, proc.len);
+    while (etch__pb_next(&d, &h)) {
       if (h.id == ETCH_PD_PID && h.wt == ETCH_PB_VARINT) t->pid = (int32_t)h.u;
       if (h.id == ETCH_PD_PROCESS_NAME && h.wt == ETCH_PB_LEN) {
         copy_str(t->name, sizeof t->name, h.data, h.len);
@@ -390,8 +390,8 @@ static void track_descriptor(cseq *q, const etch_pb_field *f, derr *e) {
   }
   if (thr.data) {
     t->thread = true;
-    etch_pb_dec_init(&d, thr.data, thr.len);
-    while (etch_pb_next(&d, &h)) {
+    etch__pb_dec_init(&d, thr.data, thr.len);
+    while (etch__pb_next(&d, &h)) {
       if (h.wt == ETCH_PB_VARINT && h.id == ETCH_THD_PID) t->pid = (int32_t)h.u;
       if (h.wt == ETCH_PB_VARINT && h.id == ETCH_THD_TID) t->tid = (int32_t)h.u;
       if (h.id == ETCH_THD_THREAD_NAME && h.wt == ETCH_PB_LEN)
@@ -401,8 +401,8 @@ static void track_descriptor(cseq *q, const etch_pb_field *f, derr *e) {
   }
   if (ctr.data) {
     t->counter = true;
-    etch_pb_dec_init(&d, ctr.data, ctr.len);
-    while (etch_pb_next(&d, &h)) {
+    etch__pb_dec_init(&d, ctr.data, ctr.len);
+    while (etch__pb_next(&d, &h)) {
       if (h.id == ETCH_CD_UNIT && h.wt == ETCH_PB_VARINT && !t->unit[0]) {
         const char *u = h.u == ETCH_CD_UNIT_TIME_NS     ? "ns"
                         : h.u == ETCH_CD_UNIT_SIZE_BYTES ? "bytes"
@@ -416,16 +416,16 @@ static void track_descriptor(cseq *q, const etch_pb_field *f, derr *e) {
   }
 }
 
-static void defaults(cseq *q, const etch_pb_field *f, derr *e) {
-  etch_pb_dec d, d2;
-  etch_pb_field g, h;
-  etch_pb_dec_init(&d, f->data, f->len);
-  while (etch_pb_next(&d, &g)) {
+static void defaults(cseq *q, const etch__pb_field *f, derr *e) {
+  etch__pb_dec d, d2;
+  etch__pb_field g, h;
+  etch__pb_dec_init(&d, f->data, f->len);
+  while (etch__pb_next(&d, &g)) {
     if (g.id == ETCH_DEFAULTS_TIMESTAMP_CLOCK_ID && g.wt == ETCH_PB_VARINT)
       q->default_clock = g.u;
     if (g.id == ETCH_DEFAULTS_TRACK_EVENT_DEFAULTS && g.wt == ETCH_PB_LEN) {
-      etch_pb_dec_init(&d2, g.data, g.len);
-      while (etch_pb_next(&d2, &h))
+      etch__pb_dec_init(&d2, g.data, g.len);
+      while (etch__pb_next(&d2, &h))
         if (h.id == ETCH_TEDEFAULTS_TRACK_UUID && h.wt == ETCH_PB_VARINT)
           q->default_track = h.u;
       dec_ok(&d2, e, f->off);
@@ -435,18 +435,18 @@ static void defaults(cseq *q, const etch_pb_field *f, derr *e) {
 }
 
 /* Incremental clocks (ids 64-127) and their BOOTTIME offsets. */
-static void clock_snapshot(cseq *q, const etch_pb_field *f, derr *e) {
-  etch_pb_dec d, d2;
-  etch_pb_field g, h;
+static void clock_snapshot(cseq *q, const etch__pb_field *f, derr *e) {
+  etch__pb_dec d, d2;
+  etch__pb_field g, h;
   uint64_t boot = 0, incr_id = 0, incr_ts = 0;
   bool have_boot = false;
-  etch_pb_dec_init(&d, f->data, f->len);
-  while (etch_pb_next(&d, &g)) {
+  etch__pb_dec_init(&d, f->data, f->len);
+  while (etch__pb_next(&d, &g)) {
     if (g.id != ETCH_CLOCKSNAP_CLOCKS || g.wt != ETCH_PB_LEN) continue;
     uint64_t id = 0, ts = 0;
     bool incremental = false;
-    etch_pb_dec_init(&d2, g.data, g.len);
-    while (etch_pb_next(&d2, &h)) {
+    etch__pb_dec_init(&d2, g.data, g.len);
+    while (etch__pb_next(&d2, &h)) {
       if (h.wt != ETCH_PB_VARINT) continue;
       if (h.id == ETCH_SNAPCLOCK_CLOCK_ID) id = h.u;
       if (h.id == ETCH_SNAPCLOCK_TIMESTAMP) ts = h.u;
@@ -470,11 +470,11 @@ static void clock_snapshot(cseq *q, const etch_pb_field *f, derr *e) {
 
 /* A NestedValue of type ARRAY (2) with no elements (field 4). */
 static bool nested_is_empty_array(const uint8_t *data, size_t len) {
-  etch_pb_dec d;
-  etch_pb_field g;
+  etch__pb_dec d;
+  etch__pb_field g;
   bool array = false;
-  etch_pb_dec_init(&d, data, len);
-  while (etch_pb_next(&d, &g)) {
+  etch__pb_dec_init(&d, data, len);
+  while (etch__pb_next(&d, &g)) {
     if (g.id == 1 && g.wt == ETCH_PB_VARINT) array = g.u == 2;
     if (g.id == 4) return false;
   }
@@ -487,13 +487,13 @@ static void annotation_value(cseq *q, sbuf *b, const uint8_t *data,
 
 static void annotation(cseq *q, sbuf *b, const uint8_t *data, size_t len,
                        int depth, derr *e, size_t base, bool with_name) {
-  etch_pb_dec d;
-  etch_pb_field g;
+  etch__pb_dec d;
+  etch__pb_field g;
   const char *name = NULL;
   const uint8_t *lit = NULL;
   size_t lit_len = 0;
-  etch_pb_dec_init(&d, data, len);
-  while (etch_pb_next(&d, &g)) {
+  etch__pb_dec_init(&d, data, len);
+  while (etch__pb_next(&d, &g)) {
     if (g.id == ETCH_DA_NAME_IID && g.wt == ETCH_PB_VARINT)
       name = imap_get(&q->da_names, g.u);
     if (g.id == ETCH_DA_NAME && g.wt == ETCH_PB_LEN) {
@@ -514,15 +514,15 @@ static void annotation(cseq *q, sbuf *b, const uint8_t *data, size_t len,
 
 static void annotation_value(cseq *q, sbuf *b, const uint8_t *data,
                              size_t len, int depth, derr *e, size_t base) {
-  etch_pb_dec d;
-  etch_pb_field g;
+  etch__pb_dec d;
+  etch__pb_field g;
   bool any = false;
   if (depth > 8) {
     sb_puts(b, "...");
     return;
   }
-  etch_pb_dec_init(&d, data, len);
-  while (etch_pb_next(&d, &g)) {
+  etch__pb_dec_init(&d, data, len);
+  while (etch__pb_next(&d, &g)) {
     bool v = g.wt == ETCH_PB_VARINT, l = g.wt == ETCH_PB_LEN;
     switch (g.id) {
       case ETCH_DA_BOOL_VALUE:
@@ -536,7 +536,7 @@ static void annotation_value(cseq *q, sbuf *b, const uint8_t *data,
         break;
       case ETCH_DA_DOUBLE_VALUE:
         if (g.wt == ETCH_PB_FIXED64)
-          sb_printf(b, "%.17g", etch_pb_field_double(&g)), any = true;
+          sb_printf(b, "%.17g", etch__pb_field_double(&g)), any = true;
         break;
       case ETCH_DA_POINTER_VALUE:
         if (v) sb_printf(b, "0x%" PRIx64, g.u), any = true;
@@ -579,9 +579,9 @@ static void annotation_value(cseq *q, sbuf *b, const uint8_t *data,
   }
   dec_ok(&d, e, base);
   /* Close what the entries opened: a dict's or an array's bracket. */
-  etch_pb_dec_init(&d, data, len);
+  etch__pb_dec_init(&d, data, len);
   int kind = 0;
-  while (etch_pb_next(&d, &g)) {
+  while (etch__pb_next(&d, &g)) {
     if (g.id == ETCH_DA_DICT_ENTRIES && g.wt == ETCH_PB_LEN) kind = 1;
     if (g.id == ETCH_DA_ARRAY_VALUES && g.wt == ETCH_PB_LEN) kind = 2;
   }
@@ -712,14 +712,14 @@ typedef struct tevent {
   double counter_d;
 } tevent;
 
-static void track_event(cseq *q, const etch_pb_field *f, tevent *ev,
+static void track_event(cseq *q, const etch__pb_field *f, tevent *ev,
                         derr *e) {
-  etch_pb_dec d;
-  etch_pb_field g;
+  etch__pb_dec d;
+  etch__pb_field g;
   sbuf *args = &q->args, *flows = &q->flows;
   args->n = flows->n = 0;
-  etch_pb_dec_init(&d, f->data, f->len);
-  while (etch_pb_next(&d, &g)) {
+  etch__pb_dec_init(&d, f->data, f->len);
+  while (etch__pb_next(&d, &g)) {
     bool v = g.wt == ETCH_PB_VARINT, l = g.wt == ETCH_PB_LEN;
     switch (g.id) {
       case ETCH_TE_TYPE:
@@ -743,7 +743,7 @@ static void track_event(cseq *q, const etch_pb_field *f, tevent *ev,
         break;
       case ETCH_TE_DOUBLE_COUNTER_VALUE:
         if (g.wt == ETCH_PB_FIXED64) {
-          ev->counter_d = etch_pb_field_double(&g);
+          ev->counter_d = etch__pb_field_double(&g);
           ev->counter_is_double = ev->has_counter = true;
         }
         break;
@@ -780,16 +780,16 @@ static void put_name(sbuf *b, const tevent *ev) {
 
 static void console_packet(const etch_intercepted *p) {
   cseq *q = (cseq *)p->thread_state;
-  etch_pb_dec d;
-  etch_pb_field f, te = {0};
+  etch__pb_dec d;
+  etch__pb_field f, te = {0};
   derr e = {0};
   uint64_t ts = 0, clock = 0;
   bool has_ts = false, has_clock = false, has_te = false;
 
   /* Everything but the TrackEvent first: its names may be interned in the
    * same packet, after it. */
-  etch_pb_dec_init(&d, p->data, p->size);
-  while (etch_pb_next(&d, &f)) {
+  etch__pb_dec_init(&d, p->data, p->size);
+  while (etch__pb_next(&d, &f)) {
     switch (f.id) {
       case ETCH_PKT_TIMESTAMP:
         if (f.wt == ETCH_PB_VARINT) ts = f.u, has_ts = true;

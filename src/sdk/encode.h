@@ -36,17 +36,17 @@ ETCH_INLINE uint32_t etch__clamp_len(const char *s) {
 }
 
 ETCH_INLINE uint8_t *raw_tag(uint8_t *q, uint32_t field, uint32_t wt) {
-  return etch_pb_put_varint(q, etch_pb_tag(field, wt));
+  return etch__pb_put_varint(q, etch__pb_tag(field, wt));
 }
 ETCH_INLINE uint8_t *raw_varint(uint8_t *q, uint32_t field, uint64_t v) {
-  return etch_pb_put_varint(raw_tag(q, field, ETCH_PB_VARINT), v);
+  return etch__pb_put_varint(raw_tag(q, field, ETCH_PB_VARINT), v);
 }
 ETCH_INLINE uint8_t *raw_fixed64(uint8_t *q, uint32_t field, uint64_t v) {
-  return etch_pb_put_fixed64(raw_tag(q, field, ETCH_PB_FIXED64), v);
+  return etch__pb_put_fixed64(raw_tag(q, field, ETCH_PB_FIXED64), v);
 }
 ETCH_INLINE uint8_t *raw_bytes(uint8_t *q, uint32_t field, const void *d,
                                uint32_t n) {
-  q = etch_pb_put_varint(raw_tag(q, field, ETCH_PB_LEN), n);
+  q = etch__pb_put_varint(raw_tag(q, field, ETCH_PB_LEN), n);
   memcpy(q, d, n);
   return q + n;
 }
@@ -62,9 +62,9 @@ ETCH_INLINE uint8_t *raw_close(uint8_t *len, uint8_t *end) {
     *len = (uint8_t)n;
     return end;
   }
-  size_t vs = etch_pb_varint_size(n);
+  size_t vs = etch__pb_varint_size(n);
   memmove(len + vs, len + 1, n);
-  etch_pb_put_varint(len, n);
+  etch__pb_put_varint(len, n);
   return len + vs + n;
 }
 

@@ -266,10 +266,10 @@ static bool partial_add(etch__intercept_seq *s, const uint8_t *d, size_t n) {
 }
 
 bool etch__packet_clears_state(const uint8_t *d, size_t n) {
-  etch_pb_dec dec;
-  etch_pb_field f;
-  etch_pb_dec_init(&dec, d, n);
-  while (etch_pb_next(&dec, &f))
+  etch__pb_dec dec;
+  etch__pb_field f;
+  etch__pb_dec_init(&dec, d, n);
+  while (etch__pb_next(&dec, &f))
     if (f.id == ETCH_PKT_SEQUENCE_FLAGS && f.wt == ETCH_PB_VARINT)
       return (f.u & ETCH_SEQ_INCREMENTAL_STATE_CLEARED) != 0;
   return false;
@@ -313,7 +313,7 @@ static void drain(icpt *b, ichunk *k) {
   while (p < end) {
     bool first = p == base;
     uint64_t size;
-    if (!etch_pb_read_varint(&p, end, &size) ||
+    if (!etch__pb_read_varint(&p, end, &size) ||
         size > (uint64_t)(end - p)) {
       s->joining = false; /* the writer's own chunk: cannot happen */
       break;

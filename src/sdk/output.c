@@ -21,20 +21,20 @@ static int put_clock_note(etch_tracefile *o) {
   uint64_t ts = 0;
   const char *why = etch__clock_fallback_note(&ts);
   if (!why) return ETCH_OK;
-  etch_pb_stream *s = &o->tmp.s;
-  etch_pb_nested td, pd;
-  etch_pb_write_varint_field(s, ETCH_PKT_TIMESTAMP, ts);
-  etch_pb_write_varint_field(s, ETCH_PKT_TIMESTAMP_CLOCK_ID, ETCH_CLOCK_BOOTTIME);
-  etch_pb_nested_begin(s, ETCH_PKT_TRACK_DESCRIPTOR, &td);
-  etch_pb_write_varint_field(s, ETCH_TD_UUID, etch__process_uuid());
-  etch_pb_nested_begin(s, ETCH_TD_PROCESS, &pd);
-  etch_pb_write_varint_field(s, ETCH_PD_PID, (uint64_t)etch__g.pid);
-  etch_pb_nested_end(s, &pd);
-  etch_pb_nested_end(s, &td);
+  etch__pb_stream *s = &o->tmp.s;
+  etch__pb_nested td, pd;
+  etch__pb_write_varint_field(s, ETCH_PKT_TIMESTAMP, ts);
+  etch__pb_write_varint_field(s, ETCH_PKT_TIMESTAMP_CLOCK_ID, ETCH_CLOCK_BOOTTIME);
+  etch__pb_nested_begin(s, ETCH_PKT_TRACK_DESCRIPTOR, &td);
+  etch__pb_write_varint_field(s, ETCH_TD_UUID, etch__process_uuid());
+  etch__pb_nested_begin(s, ETCH_TD_PROCESS, &pd);
+  etch__pb_write_varint_field(s, ETCH_PD_PID, (uint64_t)etch__g.pid);
+  etch__pb_nested_end(s, &pd);
+  etch__pb_nested_end(s, &td);
   int rc = etch__tracefile_put_service(o);
   if (rc) return rc;
-  etch_pb_write_varint_field(s, ETCH_PKT_TIMESTAMP, ts);
-  etch_pb_write_varint_field(s, ETCH_PKT_TIMESTAMP_CLOCK_ID, ETCH_CLOCK_BOOTTIME);
+  etch__pb_write_varint_field(s, ETCH_PKT_TIMESTAMP, ts);
+  etch__pb_write_varint_field(s, ETCH_PKT_TIMESTAMP_CLOCK_ID, ETCH_CLOCK_BOOTTIME);
   etch_note_arg arg = {.name = "reason", .str = why};
   etch__put_etch_instant(s, "etch.clock_fallback", etch__process_uuid(), &arg,
                          1);
@@ -46,28 +46,28 @@ static int put_clock_note(etch_tracefile *o) {
  * drop times are atomics the writer thread may still be updating. */
 static int put_drop_report(etch_tracefile *o, etch_writer *w,
                            uint64_t dropped) {
-  etch_pb_stream *s = &o->tmp.s;
+  etch__pb_stream *s = &o->tmp.s;
   uint64_t ts = __atomic_load_n(&w->first_drop_ns, __ATOMIC_RELAXED);
   uint64_t last = __atomic_load_n(&w->last_drop_ns, __ATOMIC_RELAXED);
   if (last < ts) last = ts;
   uint64_t uuid = etch__thread_uuid(w->tid);
-  etch_pb_nested td, thd;
-  etch_pb_write_varint_field(s, ETCH_PKT_TIMESTAMP, ts);
-  etch_pb_write_varint_field(s, ETCH_PKT_TIMESTAMP_CLOCK_ID, ETCH_CLOCK_BOOTTIME);
-  etch_pb_nested_begin(s, ETCH_PKT_TRACK_DESCRIPTOR, &td);
-  etch_pb_write_varint_field(s, ETCH_TD_UUID, uuid);
-  etch_pb_nested_begin(s, ETCH_TD_THREAD, &thd);
-  etch_pb_write_varint_field(s, ETCH_THD_PID, (uint64_t)etch__g.pid);
-  etch_pb_write_varint_field(s, ETCH_THD_TID, (uint64_t)w->tid);
+  etch__pb_nested td, thd;
+  etch__pb_write_varint_field(s, ETCH_PKT_TIMESTAMP, ts);
+  etch__pb_write_varint_field(s, ETCH_PKT_TIMESTAMP_CLOCK_ID, ETCH_CLOCK_BOOTTIME);
+  etch__pb_nested_begin(s, ETCH_PKT_TRACK_DESCRIPTOR, &td);
+  etch__pb_write_varint_field(s, ETCH_TD_UUID, uuid);
+  etch__pb_nested_begin(s, ETCH_TD_THREAD, &thd);
+  etch__pb_write_varint_field(s, ETCH_THD_PID, (uint64_t)etch__g.pid);
+  etch__pb_write_varint_field(s, ETCH_THD_TID, (uint64_t)w->tid);
   if (w->thread_name[0])
-    etch_pb_write_string_field(s, ETCH_THD_THREAD_NAME, w->thread_name);
-  etch_pb_nested_end(s, &thd);
-  etch_pb_nested_end(s, &td);
+    etch__pb_write_string_field(s, ETCH_THD_THREAD_NAME, w->thread_name);
+  etch__pb_nested_end(s, &thd);
+  etch__pb_nested_end(s, &td);
   int rc = etch__tracefile_put_service(o);
   if (rc) return rc;
 
-  etch_pb_write_varint_field(s, ETCH_PKT_TIMESTAMP, ts);
-  etch_pb_write_varint_field(s, ETCH_PKT_TIMESTAMP_CLOCK_ID, ETCH_CLOCK_BOOTTIME);
+  etch__pb_write_varint_field(s, ETCH_PKT_TIMESTAMP, ts);
+  etch__pb_write_varint_field(s, ETCH_PKT_TIMESTAMP_CLOCK_ID, ETCH_CLOCK_BOOTTIME);
   etch_note_arg args[2] = {{.name = "count", .value = dropped},
                            {.name = "last_drop_ns", .value = last, .is_uint = true}};
   etch__put_etch_instant(s, "etch.dropped_events", uuid, args, 2);

@@ -92,7 +92,7 @@ typedef struct etch_note_arg {
   uint64_t value;
   bool is_uint;
 } etch_note_arg;
-void etch__put_etch_instant(etch_pb_stream *s, const char *name,
+void etch__put_etch_instant(etch__pb_stream *s, const char *name,
                             uint64_t track_uuid, const etch_note_arg *args,
                             uint32_t nargs);
 
@@ -314,7 +314,7 @@ typedef struct etch_held {
 
 struct etch_writer {
   /* Hot: the stream's cur/end is the chunk cursor used by the fast path. */
-  etch_pb_stream st;
+  etch__pb_stream st;
   etch_clock_anchor anchor;
   /*
    * The incremental clock: the last event's time as ns since the anchor.

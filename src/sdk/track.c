@@ -51,7 +51,7 @@ static uint64_t new_process_uuid(void) {
 }
 
 static void set_uuid(etch_track *t, uint64_t uuid) {
-  uint8_t *e = etch_pb_put_varint(t->uuid_enc, uuid);
+  uint8_t *e = etch__pb_put_varint(t->uuid_enc, uuid);
   t->uuid_len = (uint8_t)(e - t->uuid_enc);
   __atomic_store_n(&t->uuid, uuid, __ATOMIC_RELAXED);
 }

@@ -39,14 +39,14 @@ ETCH_COLD void etch__site_prepare(etch_site *site) {
     uint32_t id = ++etch__g.next_site_id;
     uint8_t body[20];
     uint8_t *q = body;
-    *q++ = (uint8_t)etch_pb_tag(ETCH_TE_TYPE, ETCH_PB_VARINT);
+    *q++ = (uint8_t)etch__pb_tag(ETCH_TE_TYPE, ETCH_PB_VARINT);
     *q++ = site->type;
     if (cat) {
-      *q++ = (uint8_t)etch_pb_tag(ETCH_TE_CATEGORY_IIDS, ETCH_PB_VARINT);
-      q = etch_pb_put_varint(q, cat->id);
+      *q++ = (uint8_t)etch__pb_tag(ETCH_TE_CATEGORY_IIDS, ETCH_PB_VARINT);
+      q = etch__pb_put_varint(q, cat->id);
     }
-    *q++ = (uint8_t)etch_pb_tag(ETCH_TE_NAME_IID, ETCH_PB_VARINT);
-    q = etch_pb_put_varint(q, id);
+    *q++ = (uint8_t)etch__pb_tag(ETCH_TE_NAME_IID, ETCH_PB_VARINT);
+    q = etch__pb_put_varint(q, id);
     /* [size] 68 02 5A len <body> 40: fast_put's template; the size counts
      * a one-byte timestamp delta after it. */
     size_t blen = (size_t)(q - body);
@@ -54,13 +54,13 @@ ETCH_COLD void etch__site_prepare(etch_site *site) {
     if (fits) {
       uint8_t *t = site->tmpl;
       *t++ = (uint8_t)(6 + blen);
-      *t++ = (uint8_t)etch_pb_tag(ETCH_PKT_SEQUENCE_FLAGS, ETCH_PB_VARINT);
+      *t++ = (uint8_t)etch__pb_tag(ETCH_PKT_SEQUENCE_FLAGS, ETCH_PB_VARINT);
       *t++ = ETCH_SEQ_NEEDS_INCREMENTAL_STATE;
-      *t++ = (uint8_t)etch_pb_tag(ETCH_PKT_TRACK_EVENT, ETCH_PB_LEN);
+      *t++ = (uint8_t)etch__pb_tag(ETCH_PKT_TRACK_EVENT, ETCH_PB_LEN);
       *t++ = (uint8_t)blen;
       memcpy(t, body, blen);
       t += blen;
-      *t++ = (uint8_t)etch_pb_tag(ETCH_PKT_TIMESTAMP, ETCH_PB_VARINT);
+      *t++ = (uint8_t)etch__pb_tag(ETCH_PKT_TIMESTAMP, ETCH_PB_VARINT);
       site->tmpl_len = (uint8_t)(t - site->tmpl);
     }
     site->counter_track = ctrack;
@@ -137,7 +137,7 @@ ETCH_INLINE void fast_commit(etch_writer *w, uint64_t ns, uint8_t *q) {
 static ETCH_NOINLINE void fast_put_long(etch_writer *w, uint64_t ns,
                                         uint8_t *p, uint8_t *q) {
   uint64_t delta = fast_delta(w, &ns);
-  q = etch_pb_put_varint(q, delta);
+  q = etch__pb_put_varint(q, delta);
   p[0] = (uint8_t)(q - p - 1);
   fast_commit(w, ns, q);
 }
@@ -350,19 +350,19 @@ ETCH_INLINE void counter_one(etch_site *site, uintptr_t mask, uint64_t ticks,
     memcpy(p, site->tmpl, 16);
     uint8_t *q = p + site->tmpl_len - 1;
     uint8_t *te = p + 4; /* [size] 68 02 5A <len> */
-    *q++ = (uint8_t)etch_pb_tag(ETCH_TE_TRACK_UUID, ETCH_PB_VARINT);
+    *q++ = (uint8_t)etch__pb_tag(ETCH_TE_TRACK_UUID, ETCH_PB_VARINT);
     memcpy(q, site->counter_track->uuid_enc, 16);
     q += site->counter_track->uuid_len;
     if (is_double) {
-      q = etch_pb_put_tag(q, ETCH_TE_DOUBLE_COUNTER_VALUE, ETCH_PB_FIXED64);
-      q = etch_pb_put_fixed64(q, raw);
+      q = etch__pb_put_tag(q, ETCH_TE_DOUBLE_COUNTER_VALUE, ETCH_PB_FIXED64);
+      q = etch__pb_put_fixed64(q, raw);
     } else {
-      q = etch_pb_put_tag(q, ETCH_TE_COUNTER_VALUE, ETCH_PB_VARINT);
-      q = etch_pb_put_varint(q, raw);
+      q = etch__pb_put_tag(q, ETCH_TE_COUNTER_VALUE, ETCH_PB_VARINT);
+      q = etch__pb_put_varint(q, raw);
     }
     *te = (uint8_t)(q - te - 1);
-    *q++ = (uint8_t)etch_pb_tag(ETCH_PKT_TIMESTAMP, ETCH_PB_VARINT);
-    q = etch_pb_put_varint(q, delta);
+    *q++ = (uint8_t)etch__pb_tag(ETCH_PKT_TIMESTAMP, ETCH_PB_VARINT);
+    q = etch__pb_put_varint(q, delta);
     p[0] = (uint8_t)(q - p - 1);
     fast_commit(w, ns, q);
     return;
@@ -725,16 +725,16 @@ ETCH_INLINE bool arg_iid(const etch_writer *w, const etch_extra *a,
 
 /* 22 <len> 08 <key iid> <value field>: one debug annotation. */
 ETCH_INLINE uint8_t *arg_put(uint8_t *q, uint32_t iid, const etch_extra *a) {
-  q[0] = (uint8_t)etch_pb_tag(ETCH_TE_DEBUG_ANNOTATIONS, ETCH_PB_LEN);
+  q[0] = (uint8_t)etch__pb_tag(ETCH_TE_DEBUG_ANNOTATIONS, ETCH_PB_LEN);
   uint8_t *len = q + 1;
-  q[2] = (uint8_t)etch_pb_tag(ETCH_DA_NAME_IID, ETCH_PB_VARINT);
-  q = etch_pb_put_varint(q + 3, iid);
+  q[2] = (uint8_t)etch__pb_tag(ETCH_DA_NAME_IID, ETCH_PB_VARINT);
+  q = etch__pb_put_varint(q + 3, iid);
   uint32_t k = a->kind;
   if (k == ETCH_X_ARG_DOUBLE) {
     uint64_t u;
     memcpy(&u, &a->v.d, sizeof u);
-    *q++ = (uint8_t)etch_pb_tag(ETCH_DA_DOUBLE_VALUE, ETCH_PB_FIXED64);
-    q = etch_pb_put_fixed64(q, u);
+    *q++ = (uint8_t)etch__pb_tag(ETCH_DA_DOUBLE_VALUE, ETCH_PB_FIXED64);
+    q = etch__pb_put_fixed64(q, u);
   } else {
     uint64_t v;
     uint32_t field;
@@ -751,8 +751,8 @@ ETCH_INLINE uint8_t *arg_put(uint8_t *q, uint32_t iid, const etch_extra *a) {
       v = (uint64_t)(uintptr_t)a->v.p;
       field = ETCH_DA_POINTER_VALUE;
     }
-    *q++ = (uint8_t)etch_pb_tag(field, ETCH_PB_VARINT);
-    q = etch_pb_put_varint(q, v);
+    *q++ = (uint8_t)etch__pb_tag(field, ETCH_PB_VARINT);
+    q = etch__pb_put_varint(q, v);
   }
   *len = (uint8_t)(q - len - 1);
   return q;
@@ -780,8 +780,8 @@ ETCH_INLINE bool args_fast(etch_writer *w, etch_site *site, const etch_extra *x,
   q = arg_put(q, iid0, &x[0]);
   if (n == 2) q = arg_put(q, iid1, &x[1]);
   *te_len = (uint8_t)(*te_len + (q - args));
-  *q++ = (uint8_t)etch_pb_tag(ETCH_PKT_TIMESTAMP, ETCH_PB_VARINT);
-  q = etch_pb_put_varint(q, delta);
+  *q++ = (uint8_t)etch__pb_tag(ETCH_PKT_TIMESTAMP, ETCH_PB_VARINT);
+  q = etch__pb_put_varint(q, delta);
   if (site->type == ETCH_TYPE_SLICE_BEGIN) w->depth++;
   p[0] = (uint8_t)(q - p - 1);
   fast_commit(w, ns, q);

@@ -92,27 +92,27 @@ void etch__strtab_clear(etch_strtab *t) {
   t->cap = t->count = 0;
 }
 
-void etch__put_etch_instant(etch_pb_stream *s, const char *name,
+void etch__put_etch_instant(etch__pb_stream *s, const char *name,
                             uint64_t track_uuid, const etch_note_arg *args,
                             uint32_t nargs) {
-  etch_pb_nested te, da;
-  etch_pb_nested_begin(s, ETCH_PKT_TRACK_EVENT, &te);
-  etch_pb_write_varint_field(s, ETCH_TE_TYPE, ETCH_TE_TYPE_INSTANT);
-  etch_pb_write_string_field(s, ETCH_TE_CATEGORIES, "etch");
-  etch_pb_write_string_field(s, ETCH_TE_NAME, name);
-  if (track_uuid) etch_pb_write_varint_field(s, ETCH_TE_TRACK_UUID, track_uuid);
+  etch__pb_nested te, da;
+  etch__pb_nested_begin(s, ETCH_PKT_TRACK_EVENT, &te);
+  etch__pb_write_varint_field(s, ETCH_TE_TYPE, ETCH_TE_TYPE_INSTANT);
+  etch__pb_write_string_field(s, ETCH_TE_CATEGORIES, "etch");
+  etch__pb_write_string_field(s, ETCH_TE_NAME, name);
+  if (track_uuid) etch__pb_write_varint_field(s, ETCH_TE_TRACK_UUID, track_uuid);
   for (uint32_t i = 0; i < nargs; i++) {
     const etch_note_arg *a = &args[i];
-    etch_pb_nested_begin(s, ETCH_TE_DEBUG_ANNOTATIONS, &da);
-    etch_pb_write_string_field(s, ETCH_DA_NAME, a->name);
+    etch__pb_nested_begin(s, ETCH_TE_DEBUG_ANNOTATIONS, &da);
+    etch__pb_write_string_field(s, ETCH_DA_NAME, a->name);
     if (a->str)
-      etch_pb_write_string_field(s, ETCH_DA_STRING_VALUE, a->str);
+      etch__pb_write_string_field(s, ETCH_DA_STRING_VALUE, a->str);
     else
-      etch_pb_write_varint_field(
+      etch__pb_write_varint_field(
           s, a->is_uint ? ETCH_DA_UINT_VALUE : ETCH_DA_INT_VALUE, a->value);
-    etch_pb_nested_end(s, &da);
+    etch__pb_nested_end(s, &da);
   }
-  etch_pb_nested_end(s, &te);
+  etch__pb_nested_end(s, &te);
 }
 
 void etch__spin_lock(uint32_t *l) {

@@ -101,13 +101,13 @@ static bool next_chunk(etch_writer *w) {
 
 /* ---- packets ----------------------------------------------------------------- */
 
-static bool writer_grow(etch_pb_stream *s, size_t need) {
+static bool writer_grow(etch__pb_stream *s, size_t need) {
   etch_writer *w = (etch_writer *)s;
   if (!w->in_packet || !w->chunk) return false;
   if (need + ETCH_PB_NESTED_LEN > w->sess->backend->payload_size) return false;
   if (w->nheld == ETCH_MAX_HELD) return false;
   uint32_t frag_len = (uint32_t)(s->cur - (w->frag_hdr + ETCH_PB_NESTED_LEN));
-  etch_pb_put_redundant4(w->frag_hdr, frag_len);
+  etch__pb_put_redundant4(w->frag_hdr, frag_len);
   etch_held *h = &w->held[w->nheld++];
   h->c = w->chunk;
   h->payload = w->payload;
@@ -127,7 +127,7 @@ static bool writer_grow(etch_pb_stream *s, size_t need) {
   return need <= (size_t)(s->end - s->cur);
 }
 
-static uint8_t *writer_resolve(etch_pb_stream *s, uint64_t off) {
+static uint8_t *writer_resolve(etch__pb_stream *s, uint64_t off) {
   etch_writer *w = (etch_writer *)s;
   for (uint32_t i = w->nheld; i-- > 0;) {
     etch_held *h = &w->held[i];
@@ -193,7 +193,7 @@ void etch__packet_end(etch_writer *w) {
   }
   uint32_t frag_len =
       (uint32_t)(w->st.cur - (w->frag_hdr + ETCH_PB_NESTED_LEN));
-  etch_pb_put_redundant4(w->frag_hdr, frag_len);
+  etch__pb_put_redundant4(w->frag_hdr, frag_len);
   etch__chunk_publish(w->chunk, (uint32_t)(w->st.cur - w->payload),
                       w->chunk_flags);
   for (uint32_t i = 0; i < w->nheld; i++) {
@@ -209,7 +209,7 @@ bool etch__writer_put_packet(etch_writer *w, const uint8_t *data,
   if (!w->chunk) return false;
   size_t room = (size_t)(w->st.end - w->st.cur);
   if (ETCH_LIKELY(len + ETCH_PB_MAX_VARINT <= room)) {
-    uint8_t *q = etch_pb_put_varint(w->st.cur, len);
+    uint8_t *q = etch__pb_put_varint(w->st.cur, len);
     memcpy(q, data, len);
     w->st.cur = q + len;
     etch__chunk_publish(w->chunk, (uint32_t)(w->st.cur - w->payload),
@@ -218,7 +218,7 @@ bool etch__writer_put_packet(etch_writer *w, const uint8_t *data,
     return true;
   }
   if (!etch__packet_begin(w)) return false;
-  etch_pb_write_bytes(&w->st, data, len);
+  etch__pb_write_bytes(&w->st, data, len);
   etch__packet_end(w);
   return !w->packet_failed;
 }
@@ -250,9 +250,9 @@ static void process_name(char *out, size_t cap) {
   pthread_mutex_unlock(&etch__g.lock);
 }
 
-static void put_abs_ts(etch_pb_stream *s, uint64_t ns) {
-  etch_pb_write_varint_field(s, ETCH_PKT_TIMESTAMP, ns);
-  etch_pb_write_varint_field(s, ETCH_PKT_TIMESTAMP_CLOCK_ID,
+static void put_abs_ts(etch__pb_stream *s, uint64_t ns) {
+  etch__pb_write_varint_field(s, ETCH_PKT_TIMESTAMP, ns);
+  etch__pb_write_varint_field(s, ETCH_PKT_TIMESTAMP_CLOCK_ID,
                              ETCH_CLOCK_BOOTTIME);
 }
 
@@ -279,38 +279,38 @@ static void write_process_descriptor(etch_writer *w, uint64_t ns) {
   process_name(name, sizeof name);
   process_cmdline(cmdline, sizeof cmdline, &clen);
   if (!etch__packet_begin(w)) return;
-  etch_pb_stream *s = &w->st;
+  etch__pb_stream *s = &w->st;
   put_abs_ts(s, ns);
-  etch_pb_nested td, pd;
-  etch_pb_nested_begin(s, ETCH_PKT_TRACK_DESCRIPTOR, &td);
-  etch_pb_write_varint_field(s, ETCH_TD_UUID, etch__process_uuid());
-  etch_pb_nested_begin(s, ETCH_TD_PROCESS, &pd);
-  etch_pb_write_varint_field(s, ETCH_PD_PID, (uint64_t)etch__g.pid);
+  etch__pb_nested td, pd;
+  etch__pb_nested_begin(s, ETCH_PKT_TRACK_DESCRIPTOR, &td);
+  etch__pb_write_varint_field(s, ETCH_TD_UUID, etch__process_uuid());
+  etch__pb_nested_begin(s, ETCH_TD_PROCESS, &pd);
+  etch__pb_write_varint_field(s, ETCH_PD_PID, (uint64_t)etch__g.pid);
   for (size_t i = 0; i < clen;) {
     size_t n = strnlen(cmdline + i, clen - i);
-    etch_pb_write_bytes_field(s, ETCH_PD_CMDLINE, cmdline + i, n);
+    etch__pb_write_bytes_field(s, ETCH_PD_CMDLINE, cmdline + i, n);
     i += n + 1;
   }
-  etch_pb_write_string_field(s, ETCH_PD_PROCESS_NAME, name);
-  etch_pb_nested_end(s, &pd);
-  etch_pb_nested_end(s, &td);
+  etch__pb_write_string_field(s, ETCH_PD_PROCESS_NAME, name);
+  etch__pb_nested_end(s, &pd);
+  etch__pb_nested_end(s, &td);
   etch__packet_end(w);
 }
 
 static void write_thread_descriptor(etch_writer *w, uint64_t ns) {
   if (!etch__packet_begin(w)) return;
-  etch_pb_stream *s = &w->st;
+  etch__pb_stream *s = &w->st;
   put_abs_ts(s, ns);
-  etch_pb_nested td, thd;
-  etch_pb_nested_begin(s, ETCH_PKT_TRACK_DESCRIPTOR, &td);
-  etch_pb_write_varint_field(s, ETCH_TD_UUID, etch__thread_uuid(w->tid));
-  etch_pb_nested_begin(s, ETCH_TD_THREAD, &thd);
-  etch_pb_write_varint_field(s, ETCH_THD_PID, (uint64_t)etch__g.pid);
-  etch_pb_write_varint_field(s, ETCH_THD_TID, (uint64_t)w->tid);
+  etch__pb_nested td, thd;
+  etch__pb_nested_begin(s, ETCH_PKT_TRACK_DESCRIPTOR, &td);
+  etch__pb_write_varint_field(s, ETCH_TD_UUID, etch__thread_uuid(w->tid));
+  etch__pb_nested_begin(s, ETCH_TD_THREAD, &thd);
+  etch__pb_write_varint_field(s, ETCH_THD_PID, (uint64_t)etch__g.pid);
+  etch__pb_write_varint_field(s, ETCH_THD_TID, (uint64_t)w->tid);
   if (w->thread_name[0])
-    etch_pb_write_string_field(s, ETCH_THD_THREAD_NAME, w->thread_name);
-  etch_pb_nested_end(s, &thd);
-  etch_pb_nested_end(s, &td);
+    etch__pb_write_string_field(s, ETCH_THD_THREAD_NAME, w->thread_name);
+  etch__pb_nested_end(s, &thd);
+  etch__pb_nested_end(s, &td);
   etch__packet_end(w);
 }
 
@@ -319,23 +319,23 @@ void etch__writer_ensure_track(etch_writer *w, const etch_track *t) {
   if (etch__bitset_has(&w->seen_tracks, t->id)) return;
   if (t->parent) etch__writer_ensure_track(w, t->parent);
   if (!etch__packet_begin(w)) return;
-  etch_pb_stream *s = &w->st;
+  etch__pb_stream *s = &w->st;
   put_abs_ts(s, etch__writer_last_ns(w));
-  etch_pb_nested td;
-  etch_pb_nested_begin(s, ETCH_PKT_TRACK_DESCRIPTOR, &td);
-  etch_pb_write_varint_field(s, ETCH_TD_UUID, etch__track_uuid(t));
-  etch_pb_write_varint_field(s, ETCH_TD_PARENT_UUID,
+  etch__pb_nested td;
+  etch__pb_nested_begin(s, ETCH_PKT_TRACK_DESCRIPTOR, &td);
+  etch__pb_write_varint_field(s, ETCH_TD_UUID, etch__track_uuid(t));
+  etch__pb_write_varint_field(s, ETCH_TD_PARENT_UUID,
                              etch__track_uuid(t->parent));
-  etch_pb_write_string_field(s, ETCH_TD_NAME, t->name);
+  etch__pb_write_string_field(s, ETCH_TD_NAME, t->name);
   if (t->kind == ETCH_TRACK_KIND_COUNTER) {
-    etch_pb_nested cd;
-    etch_pb_nested_begin(s, ETCH_TD_COUNTER, &cd);
-    if (t->unit) etch_pb_write_varint_field(s, ETCH_CD_UNIT, t->unit);
+    etch__pb_nested cd;
+    etch__pb_nested_begin(s, ETCH_TD_COUNTER, &cd);
+    if (t->unit) etch__pb_write_varint_field(s, ETCH_CD_UNIT, t->unit);
     if (t->unit_name)
-      etch_pb_write_string_field(s, ETCH_CD_UNIT_NAME, t->unit_name);
-    etch_pb_nested_end(s, &cd);
+      etch__pb_write_string_field(s, ETCH_CD_UNIT_NAME, t->unit_name);
+    etch__pb_nested_end(s, &cd);
   }
-  etch_pb_nested_end(s, &td);
+  etch__pb_nested_end(s, &td);
   etch__packet_end(w);
   if (!w->packet_failed) etch__bitset_set(&w->seen_tracks, t->id);
 }
@@ -406,7 +406,7 @@ static void report_drops(etch_writer *w) {
   uint64_t first = w->first_drop_ns;
   uint64_t last = w->last_drop_ns < first ? first : w->last_drop_ns;
   if (etch__packet_begin(w)) {
-    etch_pb_stream *s = &w->st;
+    etch__pb_stream *s = &w->st;
     put_abs_ts(s, first);
     etch_note_arg args[2] = {
         {.name = "count", .value = count},
@@ -463,34 +463,34 @@ void etch__writer_reset(etch_writer *w, uint64_t ticks) {
   }
 
   if (!etch__packet_begin(w)) return;
-  etch_pb_stream *s = &w->st;
+  etch__pb_stream *s = &w->st;
   put_abs_ts(s, a.ns);
-  etch_pb_write_varint_field(s, ETCH_PKT_SEQUENCE_FLAGS,
+  etch__pb_write_varint_field(s, ETCH_PKT_SEQUENCE_FLAGS,
                              ETCH_SEQ_INCREMENTAL_STATE_CLEARED);
   if (w->drops_unreported)
-    etch_pb_write_varint_field(s, ETCH_PKT_PREVIOUS_PACKET_DROPPED, 1);
+    etch__pb_write_varint_field(s, ETCH_PKT_PREVIOUS_PACKET_DROPPED, 1);
   if (!w->started) /* readers tell "starts here" from "earlier data lost" */
-    etch_pb_write_varint_field(s, ETCH_PKT_FIRST_PACKET_ON_SEQUENCE, 1);
-  etch_pb_nested d, ted, cs, c;
-  etch_pb_nested_begin(s, ETCH_PKT_TRACE_PACKET_DEFAULTS, &d);
-  etch_pb_write_varint_field(s, ETCH_DEFAULTS_TIMESTAMP_CLOCK_ID,
+    etch__pb_write_varint_field(s, ETCH_PKT_FIRST_PACKET_ON_SEQUENCE, 1);
+  etch__pb_nested d, ted, cs, c;
+  etch__pb_nested_begin(s, ETCH_PKT_TRACE_PACKET_DEFAULTS, &d);
+  etch__pb_write_varint_field(s, ETCH_DEFAULTS_TIMESTAMP_CLOCK_ID,
                              ETCH_CLOCK_INCREMENTAL);
-  etch_pb_nested_begin(s, ETCH_DEFAULTS_TRACK_EVENT_DEFAULTS, &ted);
-  etch_pb_write_varint_field(s, ETCH_TEDEFAULTS_TRACK_UUID,
+  etch__pb_nested_begin(s, ETCH_DEFAULTS_TRACK_EVENT_DEFAULTS, &ted);
+  etch__pb_write_varint_field(s, ETCH_TEDEFAULTS_TRACK_UUID,
                              etch__thread_uuid(w->tid));
-  etch_pb_nested_end(s, &ted);
-  etch_pb_nested_end(s, &d);
-  etch_pb_nested_begin(s, ETCH_PKT_CLOCK_SNAPSHOT, &cs);
-  etch_pb_nested_begin(s, ETCH_CLOCKSNAP_CLOCKS, &c);
-  etch_pb_write_varint_field(s, ETCH_SNAPCLOCK_CLOCK_ID, ETCH_CLOCK_BOOTTIME);
-  etch_pb_write_varint_field(s, ETCH_SNAPCLOCK_TIMESTAMP, a.ns);
-  etch_pb_nested_end(s, &c);
-  etch_pb_nested_begin(s, ETCH_CLOCKSNAP_CLOCKS, &c);
-  etch_pb_write_varint_field(s, ETCH_SNAPCLOCK_CLOCK_ID, ETCH_CLOCK_INCREMENTAL);
-  etch_pb_write_varint_field(s, ETCH_SNAPCLOCK_TIMESTAMP, a.ns);
-  etch_pb_write_varint_field(s, ETCH_SNAPCLOCK_IS_INCREMENTAL, 1);
-  etch_pb_nested_end(s, &c);
-  etch_pb_nested_end(s, &cs);
+  etch__pb_nested_end(s, &ted);
+  etch__pb_nested_end(s, &d);
+  etch__pb_nested_begin(s, ETCH_PKT_CLOCK_SNAPSHOT, &cs);
+  etch__pb_nested_begin(s, ETCH_CLOCKSNAP_CLOCKS, &c);
+  etch__pb_write_varint_field(s, ETCH_SNAPCLOCK_CLOCK_ID, ETCH_CLOCK_BOOTTIME);
+  etch__pb_write_varint_field(s, ETCH_SNAPCLOCK_TIMESTAMP, a.ns);
+  etch__pb_nested_end(s, &c);
+  etch__pb_nested_begin(s, ETCH_CLOCKSNAP_CLOCKS, &c);
+  etch__pb_write_varint_field(s, ETCH_SNAPCLOCK_CLOCK_ID, ETCH_CLOCK_INCREMENTAL);
+  etch__pb_write_varint_field(s, ETCH_SNAPCLOCK_TIMESTAMP, a.ns);
+  etch__pb_write_varint_field(s, ETCH_SNAPCLOCK_IS_INCREMENTAL, 1);
+  etch__pb_nested_end(s, &c);
+  etch__pb_nested_end(s, &cs);
   etch__packet_end(w);
   if (w->packet_failed) return;
   w->started = true;

@@ -186,7 +186,7 @@ static void logf_(const etch_service *s, const char *fmt, ...) {
 /* ---- sending ---- */
 
 static void send_reply(etch_ipc_conn *c, uint64_t req, bool ok,
-                       const etch_pb_buf *body, bool more, int fd) {
+                       const etch__pb_buf *body, bool more, int fd) {
   etch_ipc_frame f;
   memset(&f, 0, offsetof(etch_ipc_frame, methods));
   f.kind = ETCH_IPC_REPLY;
@@ -194,8 +194,8 @@ static void send_reply(etch_ipc_conn *c, uint64_t req, bool ok,
   f.success = ok;
   f.has_more = more;
   if (body) {
-    f.body.data = etch_pb_buf_data(body);
-    f.body.len = (uint32_t)etch_pb_buf_len(body);
+    f.body.data = etch__pb_buf_data(body);
+    f.body.len = (uint32_t)etch__pb_buf_len(body);
   }
   etch__ipc_conn_send(c, &f, fd);
 }
@@ -297,33 +297,33 @@ static bool may_write(etch_service *s, const producer *p, uint32_t buf) {
 
 /* ---- async commands to producers ---- */
 
-static void send_command(producer *p, const etch_pb_buf *cmd, int fd) {
+static void send_command(producer *p, const etch__pb_buf *cmd, int fd) {
   if (!p->has_async) return;
   send_reply(&p->conn, p->async_req, true, cmd, true, fd);
 }
 
-static void put_source_config(etch_pb_stream *st, const session *x,
+static void put_source_config(etch__pb_stream *st, const session *x,
                               const etch_tc_source *src, uint32_t buf) {
-  etch_pb_write_string_field(st, ETCH_DSC_NAME, src->name);
-  etch_pb_write_varint_field(st, ETCH_DSC_TARGET_BUFFER, buf);
+  etch__pb_write_string_field(st, ETCH_DSC_NAME, src->name);
+  etch__pb_write_varint_field(st, ETCH_DSC_TARGET_BUFFER, buf);
   if (x->cfg->duration_ms)
-    etch_pb_write_varint_field(st, ETCH_DSC_TRACE_DURATION_MS,
+    etch__pb_write_varint_field(st, ETCH_DSC_TRACE_DURATION_MS,
                                x->cfg->duration_ms);
-  etch_pb_write_varint_field(st, ETCH_DSC_TRACING_SESSION_ID, x->id);
-  etch_pb_write_varint_field(st, ETCH_DSC_STOP_TIMEOUT_MS,
+  etch__pb_write_varint_field(st, ETCH_DSC_TRACING_SESSION_ID, x->id);
+  etch__pb_write_varint_field(st, ETCH_DSC_STOP_TIMEOUT_MS,
                              x->cfg->data_source_stop_timeout_ms
                                  ? x->cfg->data_source_stop_timeout_ms
                                  : DEFAULT_STOP_TIMEOUT_MS);
   if (src->has_track_event_config) {
-    etch_pb_nested t;
-    etch_pb_nested_begin(st, ETCH_DSC_TRACK_EVENT_CONFIG, &t);
+    etch__pb_nested t;
+    etch__pb_nested_begin(st, ETCH_DSC_TRACK_EVENT_CONFIG, &t);
     const etch_tc_list *l[4] = {&src->disabled_categories,
                                 &src->enabled_categories, &src->disabled_tags,
                                 &src->enabled_tags};
     for (uint32_t k = 0; k < 4; k++)
       for (uint32_t i = 0; i < l[k]->n; i++)
-        etch_pb_write_string_field(st, k + 1, l[k]->item[i]);
-    etch_pb_nested_end(st, &t);
+        etch__pb_write_string_field(st, k + 1, l[k]->item[i]);
+    etch__pb_nested_end(st, &t);
   }
   if (src->has_interceptor_config) etch__tc_put_interceptor(st, src);
 }
@@ -332,29 +332,29 @@ static void put_source_config(etch_pb_stream *st, const session *x,
 static void send_ds_command(producer *p, const session *x, const instance *in,
                             uint32_t field) {
   const etch_tc_source *src = &x->cfg->sources[in->source_index];
-  etch_pb_buf b;
-  etch_pb_nested m, c;
-  etch_pb_buf_init(&b, 512, ETCH_IPC_MAX_FRAME - 64);
-  etch_pb_nested_begin(&b.s, field, &m);
-  etch_pb_write_varint_field(&b.s, ETCH_GAC_DS_INSTANCE_ID, in->id);
-  etch_pb_nested_begin(&b.s, ETCH_GAC_DS_CONFIG, &c);
+  etch__pb_buf b;
+  etch__pb_nested m, c;
+  etch__pb_buf_init(&b, 512, ETCH_IPC_MAX_FRAME - 64);
+  etch__pb_nested_begin(&b.s, field, &m);
+  etch__pb_write_varint_field(&b.s, ETCH_GAC_DS_INSTANCE_ID, in->id);
+  etch__pb_nested_begin(&b.s, ETCH_GAC_DS_CONFIG, &c);
   put_source_config(&b.s, x, src, x->buf_ids[src->target_buffer]);
-  etch_pb_nested_end(&b.s, &c);
-  etch_pb_nested_end(&b.s, &m);
+  etch__pb_nested_end(&b.s, &c);
+  etch__pb_nested_end(&b.s, &m);
   send_command(p, &b, -1);
-  etch_pb_buf_free(&b);
+  etch__pb_buf_free(&b);
 }
 
 /* StopDataSource for instance `id`. */
 static void send_stop(producer *p, uint64_t id) {
-  etch_pb_buf b;
-  etch_pb_nested m;
-  etch_pb_buf_init(&b, 32, 0);
-  etch_pb_nested_begin(&b.s, ETCH_GAC_STOP_DATA_SOURCE, &m);
-  etch_pb_write_varint_field(&b.s, ETCH_GAC_STOP_INSTANCE_ID, id);
-  etch_pb_nested_end(&b.s, &m);
+  etch__pb_buf b;
+  etch__pb_nested m;
+  etch__pb_buf_init(&b, 32, 0);
+  etch__pb_nested_begin(&b.s, ETCH_GAC_STOP_DATA_SOURCE, &m);
+  etch__pb_write_varint_field(&b.s, ETCH_GAC_STOP_INSTANCE_ID, id);
+  etch__pb_nested_end(&b.s, &m);
   send_command(p, &b, -1);
-  etch_pb_buf_free(&b);
+  etch__pb_buf_free(&b);
 }
 
 static int make_smb(etch_service *s, producer *p) {
@@ -403,23 +403,23 @@ static void start_instance(etch_service *s, session *x, producer *p,
   snprintf(in->name, sizeof in->name, "%s", src->name);
   for (uint32_t i = 0; i < p->nds; i++)
     if (!strcmp(p->ds[i].name, src->name)) in->notify_stop = p->ds[i].notify_stop;
-  etch_pb_buf b;
-  etch_pb_buf_init(&b, 64, 0);
-  etch_pb_nested m;
+  etch__pb_buf b;
+  etch__pb_buf_init(&b, 64, 0);
+  etch__pb_nested m;
   if (!p->smb_sent) {
-    etch_pb_nested_begin(&b.s, ETCH_GAC_SETUP_TRACING, &m);
-    etch_pb_write_varint_field(&b.s, ETCH_GAC_SETUP_PAGE_SIZE_KB,
+    etch__pb_nested_begin(&b.s, ETCH_GAC_SETUP_TRACING, &m);
+    etch__pb_write_varint_field(&b.s, ETCH_GAC_SETUP_PAGE_SIZE_KB,
                                p->smb.page_size / 1024);
-    etch_pb_nested_end(&b.s, &m);
+    etch__pb_nested_end(&b.s, &m);
     send_command(p, &b, p->smb_fd);
     if (p->smb_fd >= 0 && p->has_async) {
       close(p->smb_fd);
       p->smb_fd = -1;
       p->smb_sent = true;
     }
-    etch_pb_buf_reset(&b);
+    etch__pb_buf_reset(&b);
   }
-  etch_pb_buf_free(&b);
+  etch__pb_buf_free(&b);
   send_ds_command(p, x, in, ETCH_GAC_SETUP_DATA_SOURCE);
   if (x->state == S_STARTED) {
     send_ds_command(p, x, in, ETCH_GAC_START_DATA_SOURCE);
@@ -513,34 +513,34 @@ static void sreader_free(sreader *r) {
 
 /* TraceStats for session x: one BufferStats per buffer of its config, and
  * the service's counts. */
-static void trace_stats(etch_service *s, const session *x, etch_pb_stream *st) {
-  etch_pb_nested b;
+static void trace_stats(etch_service *s, const session *x, etch__pb_stream *st) {
+  etch__pb_nested b;
   for (uint32_t i = 0; i < x->cfg->nbuffers; i++) {
     etch_tracebuf *tb = s->bufs[x->buf_ids[i]];
     if (!tb) continue;
     etch_tracebuf_stats t;
     etch__tracebuf_stats(tb, &t);
-    etch_pb_nested_begin(st, ETCH_TS_BUFFER_STATS, &b);
-    etch_pb_write_varint_field(st, ETCH_BS_BUFFER_SIZE, t.buffer_size);
-    etch_pb_write_varint_field(st, ETCH_BS_BYTES_WRITTEN, t.bytes_written);
-    etch_pb_write_varint_field(st, ETCH_BS_CHUNKS_WRITTEN, t.chunks_written);
-    etch_pb_write_varint_field(st, ETCH_BS_CHUNKS_REWRITTEN,
+    etch__pb_nested_begin(st, ETCH_TS_BUFFER_STATS, &b);
+    etch__pb_write_varint_field(st, ETCH_BS_BUFFER_SIZE, t.buffer_size);
+    etch__pb_write_varint_field(st, ETCH_BS_BYTES_WRITTEN, t.bytes_written);
+    etch__pb_write_varint_field(st, ETCH_BS_CHUNKS_WRITTEN, t.chunks_written);
+    etch__pb_write_varint_field(st, ETCH_BS_CHUNKS_REWRITTEN,
                                t.chunks_rewritten);
-    etch_pb_write_varint_field(st, ETCH_BS_CHUNKS_OVERWRITTEN,
+    etch__pb_write_varint_field(st, ETCH_BS_CHUNKS_OVERWRITTEN,
                                t.chunks_overwritten);
-    etch_pb_write_varint_field(st, ETCH_BS_BYTES_OVERWRITTEN,
+    etch__pb_write_varint_field(st, ETCH_BS_BYTES_OVERWRITTEN,
                                t.bytes_overwritten);
-    etch_pb_write_varint_field(st, ETCH_BS_CHUNKS_DISCARDED,
+    etch__pb_write_varint_field(st, ETCH_BS_CHUNKS_DISCARDED,
                                t.chunks_discarded);
-    etch_pb_write_varint_field(st, ETCH_BS_CHUNKS_READ, t.chunks_read);
-    etch_pb_write_varint_field(st, ETCH_BS_BYTES_READ, t.bytes_read);
-    etch_pb_write_varint_field(st, ETCH_BS_PATCHES_SUCCEEDED,
+    etch__pb_write_varint_field(st, ETCH_BS_CHUNKS_READ, t.chunks_read);
+    etch__pb_write_varint_field(st, ETCH_BS_BYTES_READ, t.bytes_read);
+    etch__pb_write_varint_field(st, ETCH_BS_PATCHES_SUCCEEDED,
                                t.patches_succeeded);
-    etch_pb_write_varint_field(st, ETCH_BS_PATCHES_FAILED, t.patches_failed);
-    etch_pb_write_varint_field(st, ETCH_BS_ABI_VIOLATIONS, t.abi_violations);
-    etch_pb_write_varint_field(st, ETCH_BS_TRACE_WRITER_PACKET_LOSS,
+    etch__pb_write_varint_field(st, ETCH_BS_PATCHES_FAILED, t.patches_failed);
+    etch__pb_write_varint_field(st, ETCH_BS_ABI_VIOLATIONS, t.abi_violations);
+    etch__pb_write_varint_field(st, ETCH_BS_TRACE_WRITER_PACKET_LOSS,
                                t.sequence_gaps);
-    etch_pb_nested_end(st, &b);
+    etch__pb_nested_end(st, &b);
   }
   uint32_t producers = 0, sources = 0, sessions = 0, buffers = 0;
   for (producer *p = s->producers; p; p = p->next) {
@@ -549,23 +549,23 @@ static void trace_stats(etch_service *s, const session *x, etch_pb_stream *st) {
   }
   for (session *y = s->sessions; y; y = y->next) sessions++;
   for (uint32_t i = 1; i < s->nbufs; i++) buffers += s->bufs[i] != NULL;
-  etch_pb_write_varint_field(st, ETCH_TS_PRODUCERS_CONNECTED, producers);
-  etch_pb_write_varint_field(st, ETCH_TS_PRODUCERS_SEEN, s->next_producer);
-  etch_pb_write_varint_field(st, ETCH_TS_DATA_SOURCES_REGISTERED, sources);
-  etch_pb_write_varint_field(st, ETCH_TS_TRACING_SESSIONS, sessions);
-  etch_pb_write_varint_field(st, ETCH_TS_TOTAL_BUFFERS, buffers);
+  etch__pb_write_varint_field(st, ETCH_TS_PRODUCERS_CONNECTED, producers);
+  etch__pb_write_varint_field(st, ETCH_TS_PRODUCERS_SEEN, s->next_producer);
+  etch__pb_write_varint_field(st, ETCH_TS_DATA_SOURCES_REGISTERED, sources);
+  etch__pb_write_varint_field(st, ETCH_TS_TRACING_SESSIONS, sessions);
+  etch__pb_write_varint_field(st, ETCH_TS_TOTAL_BUFFERS, buffers);
 }
 
 /* The trace's last packet: the session's TraceStats, on sequence 1. */
 static int put_session_stats(etch_service *s, session *x, etch_tracefile *o) {
-  etch_pb_stream *st = &o->tmp.s;
-  etch_pb_write_varint_field(st, ETCH_PKT_TIMESTAMP, etch__boottime_ns());
-  etch_pb_write_varint_field(st, ETCH_PKT_TIMESTAMP_CLOCK_ID,
+  etch__pb_stream *st = &o->tmp.s;
+  etch__pb_write_varint_field(st, ETCH_PKT_TIMESTAMP, etch__boottime_ns());
+  etch__pb_write_varint_field(st, ETCH_PKT_TIMESTAMP_CLOCK_ID,
                              ETCH_CLOCK_BOOTTIME);
-  etch_pb_nested n;
-  etch_pb_nested_begin(st, ETCH_PKT_TRACE_STATS, &n);
+  etch__pb_nested n;
+  etch__pb_nested_begin(st, ETCH_PKT_TRACE_STATS, &n);
   trace_stats(s, x, st);
-  etch_pb_nested_end(st, &n);
+  etch__pb_nested_end(st, &n);
   return etch__tracefile_put_service(o);
 }
 
@@ -577,7 +577,7 @@ static int sreader_next(etch_service *s, sreader *r, uint8_t **data,
   *len = 0;
   int rc = ETCH_OK;
   session *x = find_session(s, r->session_id);
-  while (!r->done && !rc && etch_pb_buf_len(&r->o.out) < READ_PIECE) {
+  while (!r->done && !rc && etch__pb_buf_len(&r->o.out) < READ_PIECE) {
     if (x && r->buf < x->cfg->nbuffers) {
       etch_tracebuf *tb = s->bufs[x->buf_ids[r->buf]];
       bool more = false;
@@ -593,7 +593,7 @@ static int sreader_next(etch_service *s, sreader *r, uint8_t **data,
   if (rc) return rc;
   if (r->o.out.s.failed)
     return etch__error(ETCH_ENOMEM, "out of memory reading a session");
-  if (etch_pb_buf_len(&r->o.out)) *data = etch_pb_buf_take(&r->o.out, len);
+  if (etch__pb_buf_len(&r->o.out)) *data = etch__pb_buf_take(&r->o.out, len);
   return ETCH_OK;
 }
 
@@ -618,11 +618,11 @@ static void write_out(etch_service *s, session *x, bool final) {
     if (max && x->bytes_written + len > max) {
       /* Whole packets only, up to the limit: the file stays readable. */
       size_t room = (size_t)(max - x->bytes_written);
-      etch_pb_dec d;
-      etch_pb_field fl;
+      etch__pb_dec d;
+      etch__pb_field fl;
       size_t keep = 0;
-      etch_pb_dec_init(&d, data, len);
-      while (etch_pb_next(&d, &fl) && (size_t)(d.p - d.start) <= room)
+      etch__pb_dec_init(&d, data, len);
+      while (etch__pb_next(&d, &fl) && (size_t)(d.p - d.start) <= room)
         keep = (size_t)(d.p - d.start);
       len = keep;
       full = true;
@@ -659,11 +659,11 @@ static void finish_disable(etch_service *s, session *x) {
   write_out(s, x, true);
   consumer *c = find_consumer(s, x->consumer_id);
   if (c && x->enable_pending) {
-    etch_pb_buf b;
-    etch_pb_buf_init(&b, 16, 0);
-    etch_pb_write_varint_field(&b.s, ETCH_ETRESP_DISABLED, 1);
+    etch__pb_buf b;
+    etch__pb_buf_init(&b, 16, 0);
+    etch__pb_write_varint_field(&b.s, ETCH_ETRESP_DISABLED, 1);
     send_reply(&c->conn, x->enable_req, true, &b, false, -1);
-    etch_pb_buf_free(&b);
+    etch__pb_buf_free(&b);
     x->enable_pending = false;
   }
   logf_(s, "session %u: disabled (%llu bytes written to file)", x->id,
@@ -785,24 +785,24 @@ static void begin_flush(etch_service *s, session *x, uint32_t timeout_ms,
   x->flush_wait = (uint32_t *)etch__calloc(x->ninst + 1, sizeof(uint32_t));
   x->nflush_wait = 0;
   for (producer *p = s->producers; p; p = p->next) {
-    etch_pb_buf b;
-    etch_pb_buf_init(&b, 64, ETCH_IPC_MAX_FRAME - 64);
-    etch_pb_nested m;
+    etch__pb_buf b;
+    etch__pb_buf_init(&b, 64, ETCH_IPC_MAX_FRAME - 64);
+    etch__pb_nested m;
     bool any = false;
-    etch_pb_nested_begin(&b.s, ETCH_GAC_FLUSH, &m);
+    etch__pb_nested_begin(&b.s, ETCH_GAC_FLUSH, &m);
     for (uint32_t i = 0; i < x->ninst; i++)
       if (x->inst[i].producer_id == p->id && x->inst[i].started) {
-        etch_pb_write_varint_field(&b.s, ETCH_GAC_FLUSH_DATA_SOURCE_IDS,
+        etch__pb_write_varint_field(&b.s, ETCH_GAC_FLUSH_DATA_SOURCE_IDS,
                                    x->inst[i].id);
         any = true;
       }
-    etch_pb_write_varint_field(&b.s, ETCH_GAC_FLUSH_REQUEST_ID, x->flush_id);
-    etch_pb_nested_end(&b.s, &m);
+    etch__pb_write_varint_field(&b.s, ETCH_GAC_FLUSH_REQUEST_ID, x->flush_id);
+    etch__pb_nested_end(&b.s, &m);
     if (any && p->has_async && x->flush_wait) {
       send_command(p, &b, -1);
       x->flush_wait[x->nflush_wait++] = p->id;
     }
-    etch_pb_buf_free(&b);
+    etch__pb_buf_free(&b);
   }
   if (x->nflush_wait == 0) end_flush(s, x, true);
 }
@@ -851,10 +851,10 @@ static void free_session(etch_service *s, session *x) {
 static int producer_init(etch_service *s, producer *p, const etch_ipc_frame *f) {
   if (p->initialized) return etch__error(ETCH_ESTATE, "initialized twice");
   bool provided = false;
-  etch_pb_dec d;
-  etch_pb_field fl;
-  etch_pb_dec_init(&d, f->body.data, f->body.len);
-  while (etch_pb_next(&d, &fl)) {
+  etch__pb_dec d;
+  etch__pb_field fl;
+  etch__pb_dec_init(&d, f->body.data, f->body.len);
+  while (etch__pb_next(&d, &fl)) {
     if (fl.id == ETCH_ICR_PAGE_SIZE_HINT && fl.wt == 0)
       p->page_hint = fl.u <= 65536 ? (uint32_t)fl.u : 0;
     else if (fl.id == ETCH_ICR_SIZE_HINT && fl.wt == 0)
@@ -891,13 +891,13 @@ static int producer_init(etch_service *s, producer *p, const etch_ipc_frame *f) 
     }
   }
   if (fd >= 0) close(fd);
-  etch_pb_buf b;
-  etch_pb_buf_init(&b, 16, 0);
-  etch_pb_write_varint_field(&b.s, ETCH_ICRESP_USING_PRODUCER_SHMEM,
+  etch__pb_buf b;
+  etch__pb_buf_init(&b, 16, 0);
+  etch__pb_write_varint_field(&b.s, ETCH_ICRESP_USING_PRODUCER_SHMEM,
                              using_provided);
-  etch_pb_write_varint_field(&b.s, ETCH_ICRESP_DIRECT_SMB_PATCHING, 0);
+  etch__pb_write_varint_field(&b.s, ETCH_ICRESP_DIRECT_SMB_PATCHING, 0);
   if (!f->drop_reply) send_reply(&p->conn, f->request_id, true, &b, false, -1);
-  etch_pb_buf_free(&b);
+  etch__pb_buf_free(&b);
   logf_(s, "producer %u: '%s' pid %d uid %d%s", p->id, p->name,
         (int)p->conn.peer_pid, (int)p->conn.peer_uid,
         using_provided ? " (its own shared memory)" : "");
@@ -906,12 +906,12 @@ static int producer_init(etch_service *s, producer *p, const etch_ipc_frame *f) 
 
 static int producer_register(etch_service *s, producer *p,
                              const etch_ipc_frame *f) {
-  etch_pb_dec d;
-  etch_pb_field fl;
+  etch__pb_dec d;
+  etch__pb_field fl;
   const uint8_t *desc = NULL;
   size_t desc_len = 0;
-  etch_pb_dec_init(&d, f->body.data, f->body.len);
-  while (etch_pb_next(&d, &fl))
+  etch__pb_dec_init(&d, f->body.data, f->body.len);
+  while (etch__pb_next(&d, &fl))
     if (fl.id == ETCH_RDS_DESCRIPTOR && fl.wt == 2) {
       desc = fl.data;
       desc_len = fl.len;
@@ -919,8 +919,8 @@ static int producer_register(etch_service *s, producer *p,
   if (d.err || !desc) return etch__error(ETCH_EFORMAT, "bad RegisterDataSourceRequest");
   ds_reg r;
   memset(&r, 0, sizeof r);
-  etch_pb_dec_init(&d, desc, desc_len);
-  while (etch_pb_next(&d, &fl)) {
+  etch__pb_dec_init(&d, desc, desc_len);
+  while (etch__pb_next(&d, &fl)) {
     if (fl.id == ETCH_DSD_NAME && fl.wt == 2 && fl.len < sizeof r.name) {
       memcpy(r.name, fl.data, fl.len);
       r.name[fl.len] = 0;
@@ -930,8 +930,8 @@ static int producer_register(etch_service *s, producer *p,
       r.notify_start = fl.u != 0;
     }
   }
-  etch_pb_buf b;
-  etch_pb_buf_init(&b, 64, 0);
+  etch__pb_buf b;
+  etch__pb_buf_init(&b, 64, 0);
   const char *err = NULL;
   if (d.err || !r.name[0]) err = "a data source needs a name";
   else if (p->nds == MAX_DS_PER_PRODUCER) err = "too many data sources";
@@ -942,14 +942,14 @@ static int producer_register(etch_service *s, producer *p,
     if (!r.desc) err = "out of memory";
   }
   if (err) {
-    etch_pb_write_string_field(&b.s, ETCH_RDS_RESP_ERROR, err);
+    etch__pb_write_string_field(&b.s, ETCH_RDS_RESP_ERROR, err);
   } else {
     memcpy(r.desc, desc, desc_len);
     r.desc_len = (uint32_t)desc_len;
     p->ds[p->nds++] = r;
   }
   if (!f->drop_reply) send_reply(&p->conn, f->request_id, true, &b, false, -1);
-  etch_pb_buf_free(&b);
+  etch__pb_buf_free(&b);
   if (!err) {
     logf_(s, "producer %u: data source '%s'", p->id, r.name);
     for (session *x = s->sessions; x; x = x->next) match_producer(s, x, p);
@@ -959,17 +959,17 @@ static int producer_register(etch_service *s, producer *p,
 
 static int producer_commit(etch_service *s, producer *p,
                            const etch_ipc_frame *f) {
-  etch_pb_dec d;
-  etch_pb_field fl;
+  etch__pb_dec d;
+  etch__pb_field fl;
   uint64_t flush_id = 0;
-  etch_pb_dec_init(&d, f->body.data, f->body.len);
-  while (etch_pb_next(&d, &fl)) {
-    etch_pb_dec m;
-    etch_pb_field g;
+  etch__pb_dec_init(&d, f->body.data, f->body.len);
+  while (etch__pb_next(&d, &fl)) {
+    etch__pb_dec m;
+    etch__pb_field g;
     if (fl.id == ETCH_CDR_CHUNKS_TO_MOVE && fl.wt == 2) {
       uint64_t page = UINT64_MAX, chunk = UINT64_MAX, buf = UINT64_MAX;
-      etch_pb_dec_init(&m, fl.data, fl.len);
-      while (etch_pb_next(&m, &g)) {
+      etch__pb_dec_init(&m, fl.data, fl.len);
+      while (etch__pb_next(&m, &g)) {
         if (g.wt != 0) continue;
         if (g.id == ETCH_CDR_MOVE_PAGE) page = g.u;
         else if (g.id == ETCH_CDR_MOVE_CHUNK) chunk = g.u;
@@ -995,8 +995,8 @@ static int producer_commit(etch_service *s, producer *p,
                          s->chunk->payload, s->chunk->payload_len);
     } else if (fl.id == ETCH_CDR_CHUNKS_TO_PATCH && fl.wt == 2) {
       uint64_t buf = UINT64_MAX, writer = UINT64_MAX, chunk_id = UINT64_MAX;
-      etch_pb_dec_init(&m, fl.data, fl.len);
-      while (etch_pb_next(&m, &g)) {
+      etch__pb_dec_init(&m, fl.data, fl.len);
+      while (etch__pb_next(&m, &g)) {
         if (g.id == ETCH_CDR_PATCH_TARGET_BUFFER && g.wt == 0) buf = g.u;
         else if (g.id == ETCH_CDR_PATCH_WRITER_ID && g.wt == 0) writer = g.u;
         else if (g.id == ETCH_CDR_PATCH_CHUNK_ID && g.wt == 0) chunk_id = g.u;
@@ -1005,16 +1005,16 @@ static int producer_commit(etch_service *s, producer *p,
         return etch__error(ETCH_EFORMAT, "bad chunk to patch");
       if (buf > UINT32_MAX || !may_write(s, p, (uint32_t)buf)) continue;
       uint32_t seq = seq_of(s, p, (uint16_t)writer);
-      etch_pb_dec_init(&m, fl.data, fl.len);
-      while (etch_pb_next(&m, &g)) {
+      etch__pb_dec_init(&m, fl.data, fl.len);
+      while (etch__pb_next(&m, &g)) {
         if (g.id != ETCH_CDR_PATCH_PATCHES || g.wt != 2) continue;
-        etch_pb_dec pd;
-        etch_pb_field h;
+        etch__pb_dec pd;
+        etch__pb_field h;
         uint64_t off = UINT64_MAX;
         const uint8_t *data = NULL;
         size_t dlen = 0;
-        etch_pb_dec_init(&pd, g.data, g.len);
-        while (etch_pb_next(&pd, &h)) {
+        etch__pb_dec_init(&pd, g.data, g.len);
+        while (etch__pb_next(&pd, &h)) {
           if (h.id == ETCH_CDR_PATCH_OFFSET && h.wt == 0) off = h.u;
           else if (h.id == ETCH_CDR_PATCH_DATA && h.wt == 2) {
             data = h.data;
@@ -1068,14 +1068,14 @@ static int on_producer_frame(etch_service *s, producer *p,
   }
   if (f->method_id != PM_INIT && !p->initialized)
     return etch__error(ETCH_ESTATE, "a call before InitializeConnection");
-  etch_pb_dec d;
-  etch_pb_field fl;
+  etch__pb_dec d;
+  etch__pb_field fl;
   switch (f->method_id) {
   case PM_INIT: return producer_init(s, p, f);
   case PM_REGISTER: return producer_register(s, p, f);
   case PM_UNREGISTER: {
-    etch_pb_dec_init(&d, f->body.data, f->body.len);
-    while (etch_pb_next(&d, &fl))
+    etch__pb_dec_init(&d, f->body.data, f->body.len);
+    while (etch__pb_next(&d, &fl))
       if (fl.id == ETCH_UDS_NAME && fl.wt == 2)
         for (uint32_t i = 0; i < p->nds; i++)
           if (strlen(p->ds[i].name) == fl.len &&
@@ -1097,8 +1097,8 @@ static int on_producer_frame(etch_service *s, producer *p,
     reply_empty(&p->conn, f, true);
     return ETCH_OK;
   case PM_STOPPED:
-    etch_pb_dec_init(&d, f->body.data, f->body.len);
-    while (etch_pb_next(&d, &fl))
+    etch__pb_dec_init(&d, f->body.data, f->body.len);
+    while (etch__pb_next(&d, &fl))
       if (fl.id == ETCH_NDS_DATA_SOURCE_ID && fl.wt == 0) {
         reply_empty(&p->conn, f, true);
         instance_stopped(s, p, fl.u);
@@ -1108,8 +1108,8 @@ static int on_producer_frame(etch_service *s, producer *p,
     return ETCH_OK;
   case PM_REG_WRITER: {
     uint64_t w = 0, buf = 0;
-    etch_pb_dec_init(&d, f->body.data, f->body.len);
-    while (etch_pb_next(&d, &fl)) {
+    etch__pb_dec_init(&d, f->body.data, f->body.len);
+    while (etch__pb_next(&d, &fl)) {
       if (fl.id == ETCH_RTW_WRITER_ID && fl.wt == 0) w = fl.u;
       if (fl.id == ETCH_RTW_TARGET_BUFFER && fl.wt == 0) buf = fl.u;
     }
@@ -1140,10 +1140,10 @@ static int consumer_enable(etch_service *s, consumer *c,
   if (!cfg) return ETCH_ENOMEM;
   const uint8_t *cb = NULL;
   size_t cl = 0;
-  etch_pb_dec d;
-  etch_pb_field fl;
-  etch_pb_dec_init(&d, f->body.data, f->body.len);
-  while (etch_pb_next(&d, &fl))
+  etch__pb_dec d;
+  etch__pb_field fl;
+  etch__pb_dec_init(&d, f->body.data, f->body.len);
+  while (etch__pb_next(&d, &fl))
     if (fl.id == ETCH_ETR_TRACE_CONFIG && fl.wt == 2) {
       cb = fl.data;
       cl = fl.len;
@@ -1219,12 +1219,12 @@ static int consumer_enable(etch_service *s, consumer *c,
       free(x);
     }
     free(cfg);
-    etch_pb_buf b;
-    etch_pb_buf_init(&b, 64, 0);
-    etch_pb_write_varint_field(&b.s, ETCH_ETRESP_DISABLED, 1);
-    etch_pb_write_string_field(&b.s, ETCH_ETRESP_ERROR, err);
+    etch__pb_buf b;
+    etch__pb_buf_init(&b, 64, 0);
+    etch__pb_write_varint_field(&b.s, ETCH_ETRESP_DISABLED, 1);
+    etch__pb_write_string_field(&b.s, ETCH_ETRESP_ERROR, err);
     send_reply(&c->conn, f->request_id, true, &b, false, -1);
-    etch_pb_buf_free(&b);
+    etch__pb_buf_free(&b);
     logf_(s, "consumer %u: session refused: %s", c->id, err);
     return ETCH_OK;
   }
@@ -1269,45 +1269,45 @@ static void pump_read(etch_service *s, consumer *c) {
         return;
       }
     }
-    etch_pb_buf b;
-    etch_pb_buf_init(&b, 4096, 0);
-    etch_pb_dec d;
-    etch_pb_field fl;
-    etch_pb_dec_init(&d, c->rd ? c->rd + c->rd_off : NULL,
+    etch__pb_buf b;
+    etch__pb_buf_init(&b, 4096, 0);
+    etch__pb_dec d;
+    etch__pb_field fl;
+    etch__pb_dec_init(&d, c->rd ? c->rd + c->rd_off : NULL,
                      c->rd_len - c->rd_off);
     size_t base = c->rd_off, consumed = 0;
     /* The records of this reply: whole ones while they fit, a large one
      * in slices of its own. */
-    while (etch_pb_next(&d, &fl)) {
+    while (etch__pb_next(&d, &fl)) {
       size_t rec_end = (size_t)(d.p - d.start);
       if (fl.wt != 2) {
         consumed = rec_end;
         continue;
       }
-      if (etch_pb_buf_len(&b) && etch_pb_buf_len(&b) + fl.len + 32 > SLICE_MAX)
+      if (etch__pb_buf_len(&b) && etch__pb_buf_len(&b) + fl.len + 32 > SLICE_MAX)
         break;
       size_t off = 0;
       do {
         size_t n = fl.len - off < SLICE_MAX ? fl.len - off : SLICE_MAX;
-        if (etch_pb_buf_len(&b) && etch_pb_buf_len(&b) + n + 32 > SLICE_MAX) {
+        if (etch__pb_buf_len(&b) && etch__pb_buf_len(&b) + n + 32 > SLICE_MAX) {
           send_reply(&c->conn, c->rd_req, true, &b, true, -1);
-          etch_pb_buf_reset(&b);
+          etch__pb_buf_reset(&b);
         }
-        etch_pb_nested sl;
-        etch_pb_nested_begin(&b.s, ETCH_RBR_SLICES, &sl);
-        etch_pb_write_bytes_field(&b.s, ETCH_RBR_SLICE_DATA, fl.data + off, n);
+        etch__pb_nested sl;
+        etch__pb_nested_begin(&b.s, ETCH_RBR_SLICES, &sl);
+        etch__pb_write_bytes_field(&b.s, ETCH_RBR_SLICE_DATA, fl.data + off, n);
         if (off + n == fl.len)
-          etch_pb_write_varint_field(&b.s, ETCH_RBR_SLICE_LAST, 1);
-        etch_pb_nested_end(&b.s, &sl);
+          etch__pb_write_varint_field(&b.s, ETCH_RBR_SLICE_LAST, 1);
+        etch__pb_nested_end(&b.s, &sl);
         off += n;
       } while (off < fl.len);
       consumed = rec_end;
     }
     c->rd_off = d.err ? c->rd_len : base + consumed;
     bool last = c->rd_off >= c->rd_len && c->reader->done;
-    if (etch_pb_buf_len(&b) || last)
+    if (etch__pb_buf_len(&b) || last)
       send_reply(&c->conn, c->rd_req, true, &b, !last, -1);
-    etch_pb_buf_free(&b);
+    etch__pb_buf_free(&b);
     if (last) {
       free(c->rd);
       c->rd = NULL;
@@ -1338,40 +1338,40 @@ static void consumer_read(etch_service *s, consumer *c,
 
 static void consumer_query(etch_service *s, consumer *c,
                            const etch_ipc_frame *f) {
-  etch_pb_buf b;
-  etch_pb_buf_init(&b, 1024, 0);
-  etch_pb_nested st, m;
-  etch_pb_nested_begin(&b.s, ETCH_QSS_SERVICE_STATE, &st);
+  etch__pb_buf b;
+  etch__pb_buf_init(&b, 1024, 0);
+  etch__pb_nested st, m;
+  etch__pb_nested_begin(&b.s, ETCH_QSS_SERVICE_STATE, &st);
   for (producer *p = s->producers; p; p = p->next) {
     if (!p->initialized) continue;
-    etch_pb_nested_begin(&b.s, ETCH_TSS_PRODUCERS, &m);
-    etch_pb_write_varint_field(&b.s, ETCH_TSS_PRODUCER_ID, p->id);
-    etch_pb_write_string_field(&b.s, ETCH_TSS_PRODUCER_NAME, p->name);
-    etch_pb_write_varint_field(&b.s, ETCH_TSS_PRODUCER_UID, p->conn.peer_uid);
-    etch_pb_write_varint_field(&b.s, ETCH_TSS_PRODUCER_PID,
+    etch__pb_nested_begin(&b.s, ETCH_TSS_PRODUCERS, &m);
+    etch__pb_write_varint_field(&b.s, ETCH_TSS_PRODUCER_ID, p->id);
+    etch__pb_write_string_field(&b.s, ETCH_TSS_PRODUCER_NAME, p->name);
+    etch__pb_write_varint_field(&b.s, ETCH_TSS_PRODUCER_UID, p->conn.peer_uid);
+    etch__pb_write_varint_field(&b.s, ETCH_TSS_PRODUCER_PID,
                                (uint64_t)p->conn.peer_pid);
-    etch_pb_nested_end(&b.s, &m);
+    etch__pb_nested_end(&b.s, &m);
   }
   for (producer *p = s->producers; p; p = p->next)
     for (uint32_t i = 0; i < p->nds; i++) {
-      etch_pb_nested_begin(&b.s, ETCH_TSS_DATA_SOURCES, &m);
-      etch_pb_write_bytes_field(&b.s, ETCH_TSS_DS_DESCRIPTOR, p->ds[i].desc,
+      etch__pb_nested_begin(&b.s, ETCH_TSS_DATA_SOURCES, &m);
+      etch__pb_write_bytes_field(&b.s, ETCH_TSS_DS_DESCRIPTOR, p->ds[i].desc,
                                 p->ds[i].desc_len);
-      etch_pb_write_varint_field(&b.s, ETCH_TSS_DS_PRODUCER_ID, p->id);
-      etch_pb_nested_end(&b.s, &m);
+      etch__pb_write_varint_field(&b.s, ETCH_TSS_DS_PRODUCER_ID, p->id);
+      etch__pb_nested_end(&b.s, &m);
     }
   uint32_t n = 0, started = 0;
   for (session *x = s->sessions; x; x = x->next) {
     n++;
     if (x->state == S_STARTED) started++;
   }
-  etch_pb_write_varint_field(&b.s, ETCH_TSS_NUM_SESSIONS, n);
-  etch_pb_write_varint_field(&b.s, ETCH_TSS_NUM_SESSIONS_STARTED, started);
-  etch_pb_nested_end(&b.s, &st);
+  etch__pb_write_varint_field(&b.s, ETCH_TSS_NUM_SESSIONS, n);
+  etch__pb_write_varint_field(&b.s, ETCH_TSS_NUM_SESSIONS_STARTED, started);
+  etch__pb_nested_end(&b.s, &st);
   /* Larger than a frame: the reply says so rather than cut it. */
   send_reply(&c->conn, f->request_id, !b.s.failed &&
-                 etch_pb_buf_len(&b) < SLICE_MAX, &b, false, -1);
-  etch_pb_buf_free(&b);
+                 etch__pb_buf_len(&b) < SLICE_MAX, &b, false, -1);
+  etch__pb_buf_free(&b);
 }
 
 static int on_consumer_frame(etch_service *s, consumer *c,
@@ -1389,8 +1389,8 @@ static int on_consumer_frame(etch_service *s, consumer *c,
     return ETCH_OK;
   }
   session *x = find_session(s, c->session_id);
-  etch_pb_dec d;
-  etch_pb_field fl;
+  etch__pb_dec d;
+  etch__pb_field fl;
   switch (f->method_id) {
   case CM_ENABLE: return consumer_enable(s, c, f);
   case CM_START:
@@ -1408,8 +1408,8 @@ static int on_consumer_frame(etch_service *s, consumer *c,
     return ETCH_OK;
   case CM_FLUSH: {
     uint32_t timeout = 0;
-    etch_pb_dec_init(&d, f->body.data, f->body.len);
-    while (etch_pb_next(&d, &fl))
+    etch__pb_dec_init(&d, f->body.data, f->body.len);
+    while (etch__pb_next(&d, &fl))
       if (fl.id == ETCH_FR_TIMEOUT_MS && fl.wt == 0 && fl.u <= 600000)
         timeout = (uint32_t)fl.u;
     if (!x || x->state != S_STARTED) {
@@ -1435,25 +1435,25 @@ static int on_consumer_frame(etch_service *s, consumer *c,
       reply_empty(&c->conn, f, false);
       return ETCH_OK;
     }
-    etch_pb_buf b;
-    etch_pb_nested m;
-    etch_pb_buf_init(&b, 256, 0);
-    etch_pb_nested_begin(&b.s, ETCH_GTS_TRACE_STATS, &m);
+    etch__pb_buf b;
+    etch__pb_nested m;
+    etch__pb_buf_init(&b, 256, 0);
+    etch__pb_nested_begin(&b.s, ETCH_GTS_TRACE_STATS, &m);
     trace_stats(s, x, &b.s);
-    etch_pb_nested_end(&b.s, &m);
+    etch__pb_nested_end(&b.s, &m);
     if (!f->drop_reply) send_reply(&c->conn, f->request_id, true, &b, false, -1);
-    etch_pb_buf_free(&b);
+    etch__pb_buf_free(&b);
     return ETCH_OK;
   }
   case CM_CAPS: { /* it answers; it observes no events (ObserveEvents) */
-    etch_pb_buf b;
-    etch_pb_nested m;
-    etch_pb_buf_init(&b, 16, 0);
-    etch_pb_nested_begin(&b.s, ETCH_QCR_CAPABILITIES, &m);
-    etch_pb_write_varint_field(&b.s, ETCH_TSC_HAS_QUERY_CAPABILITIES, 1);
-    etch_pb_nested_end(&b.s, &m);
+    etch__pb_buf b;
+    etch__pb_nested m;
+    etch__pb_buf_init(&b, 16, 0);
+    etch__pb_nested_begin(&b.s, ETCH_QCR_CAPABILITIES, &m);
+    etch__pb_write_varint_field(&b.s, ETCH_TSC_HAS_QUERY_CAPABILITIES, 1);
+    etch__pb_nested_end(&b.s, &m);
     if (!f->drop_reply) send_reply(&c->conn, f->request_id, true, &b, false, -1);
-    etch_pb_buf_free(&b);
+    etch__pb_buf_free(&b);
     return ETCH_OK;
   }
   default: /* not supported by etch: said, not ignored */

@@ -21,7 +21,7 @@ typedef struct chunk_b {
 static void frag(chunk_b *c, const char *text, bool padded) {
   uint32_t n = (uint32_t)strlen(text);
   if (padded) {
-    etch_pb_put_redundant4(c->data + c->len, n);
+    etch__pb_put_redundant4(c->data + c->len, n);
     c->len += 4;
   } else {
     c->data[c->len++] = (uint8_t)n;

@@ -42,8 +42,8 @@ static void next(etch_ipc_conn *c, etch_ipc_frame *f) {
 TEST(bind_frame_bytes) {
   etch_ipc_frame f = {.request_id = 1, .kind = ETCH_IPC_BIND};
   f.name = B("producer_port");
-  etch_pb_buf b;
-  etch_pb_buf_init(&b, 64, 0);
+  etch__pb_buf b;
+  etch__pb_buf_init(&b, 64, 0);
   etch__ipc_frame_encode(&b, &f);
   static const uint8_t want[] = {
       22, 0, 0, 0,   /* length */
@@ -51,14 +51,14 @@ TEST(bind_frame_bytes) {
       0x1a, 0x8f, 0x80, 0x80, 0x00, /* msg_bind_service, 15 bytes: etch
                                        writes nested lengths in 4 bytes */
       0x0a, 13, 'p', 'r', 'o', 'd', 'u', 'c', 'e', 'r', '_', 'p', 'o', 'r', 't'};
-  ASSERT_EQ_INT((int)etch_pb_buf_len(&b), (int)sizeof want);
-  ASSERT_TRUE(memcmp(etch_pb_buf_data(&b), want, sizeof want) == 0);
+  ASSERT_EQ_INT((int)etch__pb_buf_len(&b), (int)sizeof want);
+  ASSERT_TRUE(memcmp(etch__pb_buf_data(&b), want, sizeof want) == 0);
   etch_ipc_frame g;
   ASSERT_OK(etch__ipc_frame_decode(want + 4, sizeof want - 4, &g));
   ASSERT_EQ_INT(g.kind, ETCH_IPC_BIND);
   ASSERT_EQ_U64(g.request_id, 1);
   ASSERT_TRUE(etch__ipc_bytes_eq(g.name, "producer_port"));
-  etch_pb_buf_free(&b);
+  etch__pb_buf_free(&b);
 }
 
 TEST(every_kind_round_trips) {
@@ -89,11 +89,11 @@ TEST(every_kind_round_trips) {
   in[3].name = B("unknown method");
   in[4].kind = ETCH_IPC_REPLY;
   in[4].request_id = 1ull << 40;
-  etch_pb_buf b;
-  etch_pb_buf_init(&b, 64, 0);
+  etch__pb_buf b;
+  etch__pb_buf_init(&b, 64, 0);
   for (int i = 0; i < 5; i++) etch__ipc_frame_encode(&b, &in[i]);
-  const uint8_t *p = etch_pb_buf_data(&b);
-  size_t left = etch_pb_buf_len(&b);
+  const uint8_t *p = etch__pb_buf_data(&b);
+  size_t left = etch__pb_buf_len(&b);
   for (int i = 0; i < 5; i++) {
     ASSERT_TRUE(left >= 4);
     uint32_t n = p[0] | p[1] << 8 | p[2] << 16 | (uint32_t)p[3] << 24;
@@ -117,7 +117,7 @@ TEST(every_kind_round_trips) {
   ASSERT_EQ_INT((int)left, 0);
   ASSERT_EQ_INT((int)etch__ipc_method_id(&in[0], "RegisterDataSource"), 5);
   ASSERT_EQ_INT((int)etch__ipc_method_id(&in[0], "Flush"), 0);
-  etch_pb_buf_free(&b);
+  etch__pb_buf_free(&b);
 }
 
 TEST(garbage_is_refused_with_a_message) {
@@ -165,18 +165,18 @@ TEST(frames_cross_the_socket_whole_and_in_pieces) {
   /* A frame written one byte at a time is handed out only when whole. */
   etch_ipc_frame f = {.kind = ETCH_IPC_BIND, .request_id = 3};
   f.name = B("consumer_port");
-  etch_pb_buf buf;
-  etch_pb_buf_init(&buf, 64, 0);
+  etch__pb_buf buf;
+  etch__pb_buf_init(&buf, 64, 0);
   etch__ipc_frame_encode(&buf, &f);
   etch_ipc_frame g;
-  for (size_t i = 0; i < etch_pb_buf_len(&buf); i++) {
+  for (size_t i = 0; i < etch__pb_buf_len(&buf); i++) {
     ASSERT_EQ_INT(etch__ipc_conn_next(&b, &g), 0);
-    ASSERT_TRUE(write(a.fd, etch_pb_buf_data(&buf) + i, 1) == 1);
+    ASSERT_TRUE(write(a.fd, etch__pb_buf_data(&buf) + i, 1) == 1);
     ASSERT_OK(etch__ipc_conn_read(&b));
   }
   ASSERT_EQ_INT(etch__ipc_conn_next(&b, &g), 1);
   ASSERT_TRUE(etch__ipc_bytes_eq(g.name, "consumer_port"));
-  etch_pb_buf_free(&buf);
+  etch__pb_buf_free(&buf);
   etch__ipc_conn_close(&a);
   etch__ipc_conn_close(&b);
 }

@@ -40,13 +40,13 @@ static void expect_bytes_at(const char *file, int line, const uint8_t *got,
 
 /* Checks that a heap buffer holds exactly the given bytes. */
 #define EXPECT_BUF(b, ...) \
-  EXPECT_BYTES(etch_pb_buf_data(b), etch_pb_buf_len(b), __VA_ARGS__)
+  EXPECT_BYTES(etch__pb_buf_data(b), etch__pb_buf_len(b), __VA_ARGS__)
 
 /* Decodes one whole varint from a byte string; fails the test if invalid. */
 static uint64_t decode_varint_all(const uint8_t *p, size_t n) {
   const uint8_t *q = p;
   uint64_t v = 0;
-  if (!etch_pb_read_varint(&q, p + n, &v)) FAIL("varint did not decode");
+  if (!etch__pb_read_varint(&q, p + n, &v)) FAIL("varint did not decode");
   if ((size_t)(q - p) != n) FAIL("varint used %zu of %zu bytes", (size_t)(q - p), n);
   return v;
 }
@@ -56,17 +56,17 @@ static uint64_t decode_varint_all(const uint8_t *p, size_t n) {
  * the same way (nested messages). Returns the number of fields seen at all
  * levels. */
 static size_t decode_all(const uint8_t *data, size_t n, int depth) {
-  etch_pb_dec d;
-  etch_pb_field f;
+  etch__pb_dec d;
+  etch__pb_field f;
   size_t count = 0;
-  etch_pb_dec_init(&d, data, n);
-  while (etch_pb_next(&d, &f)) {
+  etch__pb_dec_init(&d, data, n);
+  while (etch__pb_next(&d, &f)) {
     count++;
     if (f.wt == ETCH_PB_LEN && depth > 0 && f.len > 0) {
-      etch_pb_dec probe;
-      etch_pb_field g;
-      etch_pb_dec_init(&probe, f.data, f.len);
-      while (etch_pb_next(&probe, &g)) {
+      etch__pb_dec probe;
+      etch__pb_field g;
+      etch__pb_dec_init(&probe, f.data, f.len);
+      while (etch__pb_next(&probe, &g)) {
       }
       if (probe.err == 0) count += decode_all(f.data, f.len, depth - 1);
     }
@@ -75,17 +75,17 @@ static size_t decode_all(const uint8_t *data, size_t n, int depth) {
   return count;
 }
 #define EXPECT_DECODES(b, depth, nfields) \
-  ASSERT_EQ_U64(decode_all(etch_pb_buf_data(b), etch_pb_buf_len(b), depth), nfields)
+  ASSERT_EQ_U64(decode_all(etch__pb_buf_data(b), etch__pb_buf_len(b), depth), nfields)
 
 /* ---- varints ------------------------------------------------------------------ */
 
 static void check_varint(uint64_t v, const uint8_t *want, size_t want_len) {
   uint8_t buf[16];
   memset(buf, 0xee, sizeof buf);
-  uint8_t *end = etch_pb_put_varint(buf, v);
+  uint8_t *end = etch__pb_put_varint(buf, v);
   expect_bytes_at(__FILE__, __LINE__, buf, (size_t)(end - buf), want, want_len);
   ASSERT_EQ_U64(buf[want_len], 0xee); /* nothing written beyond */
-  ASSERT_EQ_U64(etch_pb_varint_size(v), want_len);
+  ASSERT_EQ_U64(etch__pb_varint_size(v), want_len);
   ASSERT_EQ_U64(decode_varint_all(buf, want_len), v);
 }
 
@@ -111,8 +111,8 @@ TEST(pb_varint_roundtrip_all_sizes) {
     uint64_t vals[3] = {base - 1, base, base + 1};
     for (int k = 0; k < 3; k++) {
       uint8_t buf[ETCH_PB_MAX_VARINT];
-      size_t n = (size_t)(etch_pb_put_varint(buf, vals[k]) - buf);
-      ASSERT_EQ_U64(n, etch_pb_varint_size(vals[k]));
+      size_t n = (size_t)(etch__pb_put_varint(buf, vals[k]) - buf);
+      ASSERT_EQ_U64(n, etch__pb_varint_size(vals[k]));
       ASSERT_EQ_U64(n, vals[k] == 0 ? 1 : (64 - __builtin_clzll(vals[k]) + 6) / 7);
       ASSERT_EQ_U64(decode_varint_all(buf, n), vals[k]);
     }
@@ -132,187 +132,187 @@ TEST(pb_varint_read_redundant_and_limits) {
                                      0x80, 0x80, 0x80, 0x80, 0x00};
   const uint8_t *p = overlong;
   uint64_t v = 42;
-  ASSERT_FALSE(etch_pb_read_varint(&p, overlong + sizeof overlong, &v));
+  ASSERT_FALSE(etch__pb_read_varint(&p, overlong + sizeof overlong, &v));
   ASSERT_TRUE(p == overlong);
   static const uint8_t trunc[] = {0xff, 0xff};
   p = trunc;
-  ASSERT_FALSE(etch_pb_read_varint(&p, trunc + sizeof trunc, &v));
+  ASSERT_FALSE(etch__pb_read_varint(&p, trunc + sizeof trunc, &v));
   ASSERT_TRUE(p == trunc);
-  ASSERT_FALSE(etch_pb_read_varint(&p, trunc, &v)); /* empty */
+  ASSERT_FALSE(etch__pb_read_varint(&p, trunc, &v)); /* empty */
   /* Reads stop at the first byte without the continuation bit. */
   static const uint8_t two[] = {0x96, 0x01, 0x05};
   p = two;
-  ASSERT_TRUE(etch_pb_read_varint(&p, two + 3, &v));
+  ASSERT_TRUE(etch__pb_read_varint(&p, two + 3, &v));
   ASSERT_EQ_U64(v, 150);
   ASSERT_TRUE(p == two + 2);
 }
 
 TEST(pb_zigzag) {
-  ASSERT_EQ_U64(etch_pb_zigzag(0), 0);
-  ASSERT_EQ_U64(etch_pb_zigzag(-1), 1);
-  ASSERT_EQ_U64(etch_pb_zigzag(1), 2);
-  ASSERT_EQ_U64(etch_pb_zigzag(-2), 3);
-  ASSERT_EQ_U64(etch_pb_zigzag(2147483647), UINT64_C(4294967294));
-  ASSERT_EQ_U64(etch_pb_zigzag(-2147483648LL), UINT64_C(4294967295));
-  ASSERT_EQ_U64(etch_pb_zigzag(INT64_MAX), UINT64_MAX - 1);
-  ASSERT_EQ_U64(etch_pb_zigzag(INT64_MIN), UINT64_MAX);
+  ASSERT_EQ_U64(etch__pb_zigzag(0), 0);
+  ASSERT_EQ_U64(etch__pb_zigzag(-1), 1);
+  ASSERT_EQ_U64(etch__pb_zigzag(1), 2);
+  ASSERT_EQ_U64(etch__pb_zigzag(-2), 3);
+  ASSERT_EQ_U64(etch__pb_zigzag(2147483647), UINT64_C(4294967294));
+  ASSERT_EQ_U64(etch__pb_zigzag(-2147483648LL), UINT64_C(4294967295));
+  ASSERT_EQ_U64(etch__pb_zigzag(INT64_MAX), UINT64_MAX - 1);
+  ASSERT_EQ_U64(etch__pb_zigzag(INT64_MIN), UINT64_MAX);
   int64_t vals[] = {0, 1, -1, 63, -64, 64, -65, 1000000, -1000000,
                     INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN,
                     INT64_MAX - 1, INT64_MIN + 1};
   for (size_t i = 0; i < ETCH_ARRAY_SIZE(vals); i++)
-    ASSERT_EQ_INT(etch_pb_unzigzag(etch_pb_zigzag(vals[i])), vals[i]);
+    ASSERT_EQ_INT(etch__pb_unzigzag(etch__pb_zigzag(vals[i])), vals[i]);
   /* sint field: tag 3 varint, zigzag value. */
-  etch_pb_buf b;
-  etch_pb_buf_init(&b, 0, 0);
-  etch_pb_write_sint_field(&b.s, 3, -1);
-  etch_pb_write_sint_field(&b.s, 3, -64);
-  etch_pb_write_sint_field(&b.s, 3, INT64_MIN);
+  etch__pb_buf b;
+  etch__pb_buf_init(&b, 0, 0);
+  etch__pb_write_sint_field(&b.s, 3, -1);
+  etch__pb_write_sint_field(&b.s, 3, -64);
+  etch__pb_write_sint_field(&b.s, 3, INT64_MIN);
   EXPECT_BUF(&b, 0x18, 0x01, 0x18, 0x7f, 0x18, 0xff, 0xff, 0xff, 0xff, 0xff,
              0xff, 0xff, 0xff, 0xff, 0x01);
   EXPECT_DECODES(&b, 0, 3);
   ASSERT_FALSE(b.s.failed);
-  etch_pb_buf_free(&b);
+  etch__pb_buf_free(&b);
 }
 
 /* ---- fixed-width and tags ------------------------------------------------------ */
 
 TEST(pb_fixed_raw) {
   uint8_t buf[8];
-  ASSERT_TRUE(etch_pb_put_fixed32(buf, 0x01020304u) == buf + 4);
+  ASSERT_TRUE(etch__pb_put_fixed32(buf, 0x01020304u) == buf + 4);
   EXPECT_BYTES(buf, 4, 0x04, 0x03, 0x02, 0x01);
-  ASSERT_TRUE(etch_pb_put_fixed64(buf, UINT64_C(0x0102030405060708)) == buf + 8);
+  ASSERT_TRUE(etch__pb_put_fixed64(buf, UINT64_C(0x0102030405060708)) == buf + 8);
   EXPECT_BYTES(buf, 8, 0x08, 0x07, 0x06, 0x05, 0x04, 0x03, 0x02, 0x01);
 }
 
 TEST(pb_fixed_fields) {
-  etch_pb_buf b;
-  etch_pb_buf_init(&b, 0, 0);
-  etch_pb_write_fixed64_field(&b.s, 1, UINT64_C(0x0102030405060708));
-  etch_pb_write_fixed32_field(&b.s, 2, 0xdeadbeefu);
-  etch_pb_write_double_field(&b.s, 3, 1.5);  /* 0x3FF8000000000000 */
-  etch_pb_write_double_field(&b.s, 4, -0.0); /* sign bit only */
+  etch__pb_buf b;
+  etch__pb_buf_init(&b, 0, 0);
+  etch__pb_write_fixed64_field(&b.s, 1, UINT64_C(0x0102030405060708));
+  etch__pb_write_fixed32_field(&b.s, 2, 0xdeadbeefu);
+  etch__pb_write_double_field(&b.s, 3, 1.5);  /* 0x3FF8000000000000 */
+  etch__pb_write_double_field(&b.s, 4, -0.0); /* sign bit only */
   EXPECT_BUF(&b,
              0x09, 0x08, 0x07, 0x06, 0x05, 0x04, 0x03, 0x02, 0x01,
              0x15, 0xef, 0xbe, 0xad, 0xde,
              0x19, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0xf8, 0x3f,
              0x21, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x80);
   EXPECT_DECODES(&b, 0, 4);
-  etch_pb_buf_free(&b);
+  etch__pb_buf_free(&b);
 }
 
 TEST(pb_tags) {
-  ASSERT_EQ_U64(etch_pb_tag(1, ETCH_PB_VARINT), 0x08);
-  ASSERT_EQ_U64(etch_pb_tag(2, ETCH_PB_LEN), 0x12);
-  ASSERT_EQ_U64(etch_pb_tag(15, ETCH_PB_FIXED32), 0x7d);
+  ASSERT_EQ_U64(etch__pb_tag(1, ETCH_PB_VARINT), 0x08);
+  ASSERT_EQ_U64(etch__pb_tag(2, ETCH_PB_LEN), 0x12);
+  ASSERT_EQ_U64(etch__pb_tag(15, ETCH_PB_FIXED32), 0x7d);
   uint8_t buf[8];
-  EXPECT_BYTES(buf, (size_t)(etch_pb_put_tag(buf, 16, ETCH_PB_VARINT) - buf),
+  EXPECT_BYTES(buf, (size_t)(etch__pb_put_tag(buf, 16, ETCH_PB_VARINT) - buf),
                0x80, 0x01);
   /* The largest field number: a 5-byte tag. */
   EXPECT_BYTES(buf,
-               (size_t)(etch_pb_put_tag(buf, 536870911u, ETCH_PB_LEN) - buf),
+               (size_t)(etch__pb_put_tag(buf, 536870911u, ETCH_PB_LEN) - buf),
                0xfa, 0xff, 0xff, 0xff, 0x0f);
-  etch_pb_buf b;
-  etch_pb_buf_init(&b, 0, 0);
-  etch_pb_write_varint_field(&b.s, 1, 150);
-  etch_pb_write_varint_field(&b.s, 2047, 0);
-  etch_pb_write_varint_field(&b.s, 536870911u, UINT64_MAX);
+  etch__pb_buf b;
+  etch__pb_buf_init(&b, 0, 0);
+  etch__pb_write_varint_field(&b.s, 1, 150);
+  etch__pb_write_varint_field(&b.s, 2047, 0);
+  etch__pb_write_varint_field(&b.s, 536870911u, UINT64_MAX);
   EXPECT_BUF(&b, 0x08, 0x96, 0x01,
              0xf8, 0x7f, 0x00,
              0xf8, 0xff, 0xff, 0xff, 0x0f,
              0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01);
   EXPECT_DECODES(&b, 0, 3);
-  etch_pb_buf_free(&b);
+  etch__pb_buf_free(&b);
 }
 
 /* ---- length-delimited ------------------------------------------------------------ */
 
 TEST(pb_length_delimited) {
-  etch_pb_buf b;
-  etch_pb_buf_init(&b, 0, 0);
-  etch_pb_write_string_field(&b.s, 2, "abc");
-  etch_pb_write_string_field(&b.s, 3, "");
-  etch_pb_write_bytes_field(&b.s, 4, NULL, 0);
-  etch_pb_write_bytes_field(&b.s, 5, "\0\xff", 2);
+  etch__pb_buf b;
+  etch__pb_buf_init(&b, 0, 0);
+  etch__pb_write_string_field(&b.s, 2, "abc");
+  etch__pb_write_string_field(&b.s, 3, "");
+  etch__pb_write_bytes_field(&b.s, 4, NULL, 0);
+  etch__pb_write_bytes_field(&b.s, 5, "\0\xff", 2);
   EXPECT_BUF(&b, 0x12, 0x03, 'a', 'b', 'c', 0x1a, 0x00, 0x22, 0x00, 0x2a, 0x02,
              0x00, 0xff);
   EXPECT_DECODES(&b, 0, 4);
-  etch_pb_buf_reset(&b);
-  ASSERT_EQ_U64(etch_pb_buf_len(&b), 0);
+  etch__pb_buf_reset(&b);
+  ASSERT_EQ_U64(etch__pb_buf_len(&b), 0);
   /* 200 bytes: a 2-byte length, and the buffer grows past its first 256. */
   uint8_t big[300];
   for (size_t i = 0; i < sizeof big; i++) big[i] = (uint8_t)i;
-  etch_pb_write_bytes_field(&b.s, 1, big, 200);
-  etch_pb_write_bytes_field(&b.s, 1, big, 300);
+  etch__pb_write_bytes_field(&b.s, 1, big, 200);
+  etch__pb_write_bytes_field(&b.s, 1, big, 300);
   ASSERT_FALSE(b.s.failed);
-  ASSERT_EQ_U64(etch_pb_buf_len(&b), 3 + 200 + 3 + 300);
-  const uint8_t *d = etch_pb_buf_data(&b);
+  ASSERT_EQ_U64(etch__pb_buf_len(&b), 3 + 200 + 3 + 300);
+  const uint8_t *d = etch__pb_buf_data(&b);
   EXPECT_BYTES(d, 3, 0x0a, 0xc8, 0x01);
   ASSERT_TRUE(memcmp(d + 3, big, 200) == 0);
   EXPECT_BYTES(d + 203, 3, 0x0a, 0xac, 0x02);
   ASSERT_TRUE(memcmp(d + 206, big, 300) == 0);
   EXPECT_DECODES(&b, 0, 2);
   /* Raw bytes, no tag. */
-  etch_pb_buf_reset(&b);
-  etch_pb_write_bytes(&b.s, "xyz", 3);
+  etch__pb_buf_reset(&b);
+  etch__pb_write_bytes(&b.s, "xyz", 3);
   EXPECT_BUF(&b, 'x', 'y', 'z');
   size_t len = 0;
-  uint8_t *taken = etch_pb_buf_take(&b, &len);
+  uint8_t *taken = etch__pb_buf_take(&b, &len);
   ASSERT_EQ_U64(len, 3);
   ASSERT_TRUE(memcmp(taken, "xyz", 3) == 0);
   free(taken);
-  ASSERT_EQ_U64(etch_pb_buf_len(&b), 0);
-  etch_pb_buf_free(&b);
+  ASSERT_EQ_U64(etch__pb_buf_len(&b), 0);
+  etch__pb_buf_free(&b);
 }
 
 TEST(pb_buf_limit) {
-  etch_pb_buf b;
-  etch_pb_buf_init(&b, 8, 32);
-  etch_pb_write_bytes(&b.s, "0123456789abcdef", 16);
+  etch__pb_buf b;
+  etch__pb_buf_init(&b, 8, 32);
+  etch__pb_write_bytes(&b.s, "0123456789abcdef", 16);
   ASSERT_FALSE(b.s.failed);
-  etch_pb_write_bytes(&b.s, "0123456789abcdef", 16);
+  etch__pb_write_bytes(&b.s, "0123456789abcdef", 16);
   ASSERT_FALSE(b.s.failed);
-  ASSERT_EQ_U64(etch_pb_buf_len(&b), 32);
-  etch_pb_write_bytes(&b.s, "!", 1);
+  ASSERT_EQ_U64(etch__pb_buf_len(&b), 32);
+  etch__pb_write_bytes(&b.s, "!", 1);
   ASSERT_TRUE(b.s.failed);
-  ASSERT_EQ_U64(etch_pb_buf_len(&b), 32);
+  ASSERT_EQ_U64(etch__pb_buf_len(&b), 32);
   /* Failure is sticky until reset. */
-  etch_pb_nested n;
-  etch_pb_nested_begin(&b.s, 1, &n);
-  etch_pb_nested_end(&b.s, &n);
+  etch__pb_nested n;
+  etch__pb_nested_begin(&b.s, 1, &n);
+  etch__pb_nested_end(&b.s, &n);
   ASSERT_TRUE(b.s.failed);
-  etch_pb_buf_reset(&b);
+  etch__pb_buf_reset(&b);
   ASSERT_FALSE(b.s.failed);
-  etch_pb_write_varint_field(&b.s, 1, 1);
+  etch__pb_write_varint_field(&b.s, 1, 1);
   EXPECT_BUF(&b, 0x08, 0x01);
-  etch_pb_buf_free(&b);
+  etch__pb_buf_free(&b);
 }
 
 /* ---- nested messages --------------------------------------------------------------- */
 
 TEST(pb_nested_patched_length) {
-  etch_pb_buf b;
-  etch_pb_buf_init(&b, 0, 0);
-  etch_pb_nested n;
-  etch_pb_nested_begin(&b.s, 1, &n);
+  etch__pb_buf b;
+  etch__pb_buf_init(&b, 0, 0);
+  etch__pb_nested n;
+  etch__pb_nested_begin(&b.s, 1, &n);
   ASSERT_EQ_U64(n.len_off, 1);
-  etch_pb_write_varint_field(&b.s, 2, 150);
-  etch_pb_nested_end(&b.s, &n);
+  etch__pb_write_varint_field(&b.s, 2, 150);
+  etch__pb_nested_end(&b.s, &n);
   EXPECT_BUF(&b, 0x0a, 0x83, 0x80, 0x80, 0x00, 0x08 + 8, 0x96, 0x01);
   EXPECT_DECODES(&b, 1, 2);
 
   /* Empty, and nested three deep. */
-  etch_pb_buf_reset(&b);
-  etch_pb_nested a, c, d, e;
-  etch_pb_nested_begin(&b.s, 1, &e);
-  etch_pb_nested_end(&b.s, &e);
-  etch_pb_nested_begin(&b.s, 2, &a);
-  etch_pb_nested_begin(&b.s, 3, &c);
-  etch_pb_nested_begin(&b.s, 4, &d);
-  etch_pb_write_string_field(&b.s, 5, "hi");
-  etch_pb_nested_end(&b.s, &d);
-  etch_pb_write_varint_field(&b.s, 6, 1);
-  etch_pb_nested_end(&b.s, &c);
-  etch_pb_nested_end(&b.s, &a);
+  etch__pb_buf_reset(&b);
+  etch__pb_nested a, c, d, e;
+  etch__pb_nested_begin(&b.s, 1, &e);
+  etch__pb_nested_end(&b.s, &e);
+  etch__pb_nested_begin(&b.s, 2, &a);
+  etch__pb_nested_begin(&b.s, 3, &c);
+  etch__pb_nested_begin(&b.s, 4, &d);
+  etch__pb_write_string_field(&b.s, 5, "hi");
+  etch__pb_nested_end(&b.s, &d);
+  etch__pb_write_varint_field(&b.s, 6, 1);
+  etch__pb_nested_end(&b.s, &c);
+  etch__pb_nested_end(&b.s, &a);
   ASSERT_FALSE(b.s.failed);
   EXPECT_BUF(&b, 0x0a, 0x80, 0x80, 0x80, 0x00,
              0x12, 0x90, 0x80, 0x80, 0x00,         /* 16 */
@@ -323,16 +323,16 @@ TEST(pb_nested_patched_length) {
   /* 2 top-level fields, 1 in the outer message, 2 in the middle one, 1 in
    * the inner one. */
   EXPECT_DECODES(&b, 3, 6);
-  etch_pb_buf_free(&b);
+  etch__pb_buf_free(&b);
 
   /* The largest and the smallest reserved values. */
   uint8_t r[4];
-  etch_pb_put_redundant4(r, ETCH_PB_NESTED_MAX);
+  etch__pb_put_redundant4(r, ETCH_PB_NESTED_MAX);
   EXPECT_BYTES(r, 4, 0xff, 0xff, 0xff, 0x7f);
   ASSERT_EQ_U64(decode_varint_all(r, 4), ETCH_PB_NESTED_MAX);
-  etch_pb_put_redundant4(r, 0);
+  etch__pb_put_redundant4(r, 0);
   EXPECT_BYTES(r, 4, 0x80, 0x80, 0x80, 0x00);
-  etch_pb_put_redundant4(r, 128);
+  etch__pb_put_redundant4(r, 128);
   ASSERT_EQ_U64(decode_varint_all(r, 4), 128);
 }
 
@@ -346,7 +346,7 @@ TEST(pb_nested_patched_length) {
 #define SEG_MAX 4096
 
 typedef struct seg_stream {
-  etch_pb_stream s;
+  etch__pb_stream s;
   size_t seg_size;
   size_t max_segs;   /* grow fails beyond this */
   uint64_t jump;     /* logical bytes skipped at the next switch (tests) */
@@ -357,7 +357,7 @@ typedef struct seg_stream {
   int grows, resolves;
 } seg_stream;
 
-static bool seg_grow(etch_pb_stream *s, size_t need) {
+static bool seg_grow(etch__pb_stream *s, size_t need) {
   seg_stream *ss = (seg_stream *)s->ctx;
   if (ss->n > 0) ss->used[ss->n - 1] = (size_t)(s->cur - s->seg);
   if (ss->n >= ss->max_segs || ss->n >= SEG_MAX) return false;
@@ -379,7 +379,7 @@ static bool seg_grow(etch_pb_stream *s, size_t need) {
   return true;
 }
 
-static uint8_t *seg_resolve(etch_pb_stream *s, uint64_t off) {
+static uint8_t *seg_resolve(etch__pb_stream *s, uint64_t off) {
   seg_stream *ss = (seg_stream *)s->ctx;
   ss->resolves++;
   /* Only earlier (closed) segments are resolved; the reserved 4 bytes must
@@ -427,42 +427,42 @@ static const char lorem_text[] =
     "a string much longer than any of the small segments used below, "
     "so that its bytes are split over many of them";
 
-static void encode_sample(etch_pb_stream *s) {
+static void encode_sample(etch__pb_stream *s) {
   const char *lorem = lorem_text;
   uint8_t blob[100];
   for (size_t i = 0; i < sizeof blob; i++) blob[i] = (uint8_t)(i * 7);
-  etch_pb_nested pkt, ev, ann, emp, dbg;
-  etch_pb_write_varint_field(s, 1, 0);
-  etch_pb_nested_begin(s, 2, &pkt);                /* TracePacket-like */
-  etch_pb_write_varint_field(s, 8, UINT64_C(123456789012345));
-  etch_pb_write_varint_field(s, 10, 7);
-  etch_pb_nested_begin(s, 11, &ev);                /* TrackEvent-like */
-  etch_pb_write_varint_field(s, 9, 1);
-  etch_pb_write_string_field(s, 23, lorem);
-  etch_pb_nested_begin(s, 4, &ann);                /* annotation */
-  etch_pb_write_varint_field(s, 10, 3);
-  etch_pb_write_sint_field(s, 4, -123456);
-  etch_pb_write_double_field(s, 5, 3.25);
-  etch_pb_nested_end(s, &ann);
-  etch_pb_nested_begin(s, 4, &emp);                /* empty */
-  etch_pb_nested_end(s, &emp);
-  etch_pb_write_fixed32_field(s, 6, 0x11223344u);
-  etch_pb_write_fixed64_field(s, 7, UINT64_MAX);
-  etch_pb_nested_end(s, &ev);
-  etch_pb_write_bytes_field(s, 12, blob, sizeof blob);
-  etch_pb_nested_end(s, &pkt);
-  etch_pb_nested_begin(s, 3, &dbg);
-  etch_pb_write_string_field(s, 1, "tail");
-  etch_pb_write_varint_field(s, 536870911u, UINT64_C(1) << 63);
-  etch_pb_nested_end(s, &dbg);
+  etch__pb_nested pkt, ev, ann, emp, dbg;
+  etch__pb_write_varint_field(s, 1, 0);
+  etch__pb_nested_begin(s, 2, &pkt);                /* TracePacket-like */
+  etch__pb_write_varint_field(s, 8, UINT64_C(123456789012345));
+  etch__pb_write_varint_field(s, 10, 7);
+  etch__pb_nested_begin(s, 11, &ev);                /* TrackEvent-like */
+  etch__pb_write_varint_field(s, 9, 1);
+  etch__pb_write_string_field(s, 23, lorem);
+  etch__pb_nested_begin(s, 4, &ann);                /* annotation */
+  etch__pb_write_varint_field(s, 10, 3);
+  etch__pb_write_sint_field(s, 4, -123456);
+  etch__pb_write_double_field(s, 5, 3.25);
+  etch__pb_nested_end(s, &ann);
+  etch__pb_nested_begin(s, 4, &emp);                /* empty */
+  etch__pb_nested_end(s, &emp);
+  etch__pb_write_fixed32_field(s, 6, 0x11223344u);
+  etch__pb_write_fixed64_field(s, 7, UINT64_MAX);
+  etch__pb_nested_end(s, &ev);
+  etch__pb_write_bytes_field(s, 12, blob, sizeof blob);
+  etch__pb_nested_end(s, &pkt);
+  etch__pb_nested_begin(s, 3, &dbg);
+  etch__pb_write_string_field(s, 1, "tail");
+  etch__pb_write_varint_field(s, 536870911u, UINT64_C(1) << 63);
+  etch__pb_nested_end(s, &dbg);
 }
 
 static uint8_t *sample_single(size_t *len) {
-  etch_pb_buf b;
-  etch_pb_buf_init(&b, 0, 0);
+  etch__pb_buf b;
+  etch__pb_buf_init(&b, 0, 0);
   encode_sample(&b.s);
   ASSERT_FALSE(b.s.failed);
-  return etch_pb_buf_take(&b, len);
+  return etch__pb_buf_take(&b, len);
 }
 
 TEST(pb_nested_across_segments) {
@@ -497,11 +497,11 @@ TEST(pb_seven_byte_segments) {
    * spans many of them, its length patched through resolve(). */
   seg_stream ss;
   seg_init(&ss, 7, SEG_MAX);
-  etch_pb_nested n;
-  etch_pb_nested_begin(&ss.s, 1, &n);
+  etch__pb_nested n;
+  etch__pb_nested_begin(&ss.s, 1, &n);
   ASSERT_EQ_U64(ss.n, 1);
-  etch_pb_write_bytes(&ss.s, "0123456789abcdefghijklmnopqrstuvwxyz", 36);
-  etch_pb_nested_end(&ss.s, &n);
+  etch__pb_write_bytes(&ss.s, "0123456789abcdefghijklmnopqrstuvwxyz", 36);
+  etch__pb_nested_end(&ss.s, &n);
   ASSERT_FALSE(ss.s.failed);
   ASSERT_EQ_INT(ss.resolves, 1);
   size_t len;
@@ -524,15 +524,15 @@ TEST(pb_segment_grow_failure) {
    * fails, swallows later writes, and the nested end reports failure. */
   seg_stream ss;
   seg_init(&ss, 16, 3);
-  etch_pb_nested n;
-  etch_pb_nested_begin(&ss.s, 1, &n);
-  for (int i = 0; i < 20; i++) etch_pb_write_varint_field(&ss.s, 2, 300);
+  etch__pb_nested n;
+  etch__pb_nested_begin(&ss.s, 1, &n);
+  for (int i = 0; i < 20; i++) etch__pb_write_varint_field(&ss.s, 2, 300);
   ASSERT_TRUE(ss.s.failed);
   size_t used = (size_t)(ss.s.cur - ss.s.seg);
-  etch_pb_write_string_field(&ss.s, 3, "more");
-  etch_pb_write_bytes(&ss.s, "x", 1);
+  etch__pb_write_string_field(&ss.s, 3, "more");
+  etch__pb_write_bytes(&ss.s, "x", 1);
   ASSERT_EQ_U64(ss.n, 3);
-  etch_pb_nested_end(&ss.s, &n);
+  etch__pb_nested_end(&ss.s, &n);
   ASSERT_TRUE(ss.s.failed);
   /* Writes after the failure did not go past the segment's end. */
   ASSERT_TRUE(ss.s.cur <= ss.s.end);
@@ -541,10 +541,10 @@ TEST(pb_segment_grow_failure) {
 
   /* No first segment at all: nested_begin fails cleanly. */
   seg_init(&ss, 16, 0);
-  etch_pb_nested_begin(&ss.s, 1, &n);
+  etch__pb_nested_begin(&ss.s, 1, &n);
   ASSERT_TRUE(ss.s.failed);
   ASSERT_EQ_U64(n.len_off, UINT64_MAX);
-  etch_pb_nested_end(&ss.s, &n);
+  etch__pb_nested_end(&ss.s, &n);
   ASSERT_TRUE(ss.s.failed);
   seg_free(&ss);
 }
@@ -556,13 +556,13 @@ TEST(pb_nested_size_limit) {
   for (int extra = 0; extra <= 1; extra++) {
     seg_stream ss;
     seg_init(&ss, 16, SEG_MAX);
-    etch_pb_nested n;
-    etch_pb_nested_begin(&ss.s, 1, &n);
+    etch__pb_nested n;
+    etch__pb_nested_begin(&ss.s, 1, &n);
     ss.jump = ETCH_PB_NESTED_MAX - 59 + (uint64_t)extra;
-    etch_pb_write_bytes(&ss.s, "0123456789abcdefghijklmnopqrstuvwxyz0123456789"
+    etch__pb_write_bytes(&ss.s, "0123456789abcdefghijklmnopqrstuvwxyz0123456789"
                                "abcdefghijklmnopqrstuvwxyz", 59);
     ASSERT_TRUE(ss.n >= 2);
-    etch_pb_nested_end(&ss.s, &n);
+    etch__pb_nested_end(&ss.s, &n);
     if (extra) {
       ASSERT_TRUE(ss.s.failed);
     } else {
@@ -586,11 +586,11 @@ typedef struct want_field {
 /* Decodes `data` and checks the fields one by one, then a clean end. */
 static void check_fields(const uint8_t *data, size_t n, const want_field *w,
                          size_t nw) {
-  etch_pb_dec d;
-  etch_pb_dec_init(&d, data, n);
-  etch_pb_field f;
+  etch__pb_dec d;
+  etch__pb_dec_init(&d, data, n);
+  etch__pb_field f;
   for (size_t i = 0; i < nw; i++) {
-    if (!etch_pb_next(&d, &f))
+    if (!etch__pb_next(&d, &f))
       FAIL("field %zu: no field (err %d at %zu: %s)", i, d.err, d.err_off,
            d.err_msg ? d.err_msg : "");
     ASSERT_EQ_U64(f.id, w[i].id);
@@ -603,22 +603,22 @@ static void check_fields(const uint8_t *data, size_t n, const want_field *w,
       ASSERT_EQ_U64(f.u, w[i].u);
     }
   }
-  ASSERT_FALSE(etch_pb_next(&d, &f));
+  ASSERT_FALSE(etch__pb_next(&d, &f));
   ASSERT_EQ_INT(d.err, 0);
 }
 
 TEST(pb_decode_encodings) {
-  etch_pb_buf b;
-  etch_pb_buf_init(&b, 0, 0);
-  etch_pb_write_varint_field(&b.s, 1, 0);
-  etch_pb_write_varint_field(&b.s, 1, UINT64_MAX);
-  etch_pb_write_sint_field(&b.s, 2, -3);
-  etch_pb_write_fixed64_field(&b.s, 3, UINT64_C(0x0102030405060708));
-  etch_pb_write_fixed32_field(&b.s, 4, 0xdeadbeefu);
-  etch_pb_write_double_field(&b.s, 5, -2.5);
-  etch_pb_write_string_field(&b.s, 6, "abc");
-  etch_pb_write_bytes_field(&b.s, 7, NULL, 0);
-  etch_pb_write_varint_field(&b.s, 536870911u, 5);
+  etch__pb_buf b;
+  etch__pb_buf_init(&b, 0, 0);
+  etch__pb_write_varint_field(&b.s, 1, 0);
+  etch__pb_write_varint_field(&b.s, 1, UINT64_MAX);
+  etch__pb_write_sint_field(&b.s, 2, -3);
+  etch__pb_write_fixed64_field(&b.s, 3, UINT64_C(0x0102030405060708));
+  etch__pb_write_fixed32_field(&b.s, 4, 0xdeadbeefu);
+  etch__pb_write_double_field(&b.s, 5, -2.5);
+  etch__pb_write_string_field(&b.s, 6, "abc");
+  etch__pb_write_bytes_field(&b.s, 7, NULL, 0);
+  etch__pb_write_varint_field(&b.s, 536870911u, 5);
   uint64_t dbl;
   double m25 = -2.5;
   memcpy(&dbl, &m25, 8);
@@ -633,36 +633,36 @@ TEST(pb_decode_encodings) {
       {7, ETCH_PB_LEN, 0, 0, 43},
       {536870911u, ETCH_PB_VARINT, 5, 0, 45},
   };
-  check_fields(etch_pb_buf_data(&b), etch_pb_buf_len(&b), w, ETCH_ARRAY_SIZE(w));
-  ASSERT_EQ_U64(etch_pb_buf_len(&b), 51);
+  check_fields(etch__pb_buf_data(&b), etch__pb_buf_len(&b), w, ETCH_ARRAY_SIZE(w));
+  ASSERT_EQ_U64(etch__pb_buf_len(&b), 51);
 
   /* Typed accessors. */
-  etch_pb_dec d;
-  etch_pb_field f;
-  etch_pb_dec_init(&d, etch_pb_buf_data(&b) + 29, 9);
-  ASSERT_TRUE(etch_pb_next(&d, &f));
-  ASSERT_EQ_DBL(etch_pb_field_double(&f), -2.5);
-  ASSERT_EQ_INT(etch_pb_unzigzag(5), -3);
-  etch_pb_buf_reset(&b);
+  etch__pb_dec d;
+  etch__pb_field f;
+  etch__pb_dec_init(&d, etch__pb_buf_data(&b) + 29, 9);
+  ASSERT_TRUE(etch__pb_next(&d, &f));
+  ASSERT_EQ_DBL(etch__pb_field_double(&f), -2.5);
+  ASSERT_EQ_INT(etch__pb_unzigzag(5), -3);
+  etch__pb_buf_reset(&b);
   float fl = 0.75f;
   uint32_t flu;
   memcpy(&flu, &fl, 4);
-  etch_pb_write_fixed32_field(&b.s, 1, flu);
-  etch_pb_dec_init(&d, etch_pb_buf_data(&b), etch_pb_buf_len(&b));
-  ASSERT_TRUE(etch_pb_next(&d, &f));
-  ASSERT_EQ_DBL(etch_pb_field_float(&f), 0.75);
+  etch__pb_write_fixed32_field(&b.s, 1, flu);
+  etch__pb_dec_init(&d, etch__pb_buf_data(&b), etch__pb_buf_len(&b));
+  ASSERT_TRUE(etch__pb_next(&d, &f));
+  ASSERT_EQ_DBL(etch__pb_field_float(&f), 0.75);
   /* Decoding the string field yields the bytes in place. */
-  etch_pb_buf_reset(&b);
-  etch_pb_write_string_field(&b.s, 6, "abc");
-  etch_pb_dec_init(&d, etch_pb_buf_data(&b), etch_pb_buf_len(&b));
-  ASSERT_TRUE(etch_pb_next(&d, &f));
-  ASSERT_TRUE(f.data == etch_pb_buf_data(&b) + 2);
+  etch__pb_buf_reset(&b);
+  etch__pb_write_string_field(&b.s, 6, "abc");
+  etch__pb_dec_init(&d, etch__pb_buf_data(&b), etch__pb_buf_len(&b));
+  ASSERT_TRUE(etch__pb_next(&d, &f));
+  ASSERT_TRUE(f.data == etch__pb_buf_data(&b) + 2);
   ASSERT_TRUE(memcmp(f.data, "abc", 3) == 0);
-  etch_pb_buf_free(&b);
+  etch__pb_buf_free(&b);
 
   /* Empty input: no field, no error. */
-  etch_pb_dec_init(&d, NULL, 0);
-  ASSERT_FALSE(etch_pb_next(&d, &f));
+  etch__pb_dec_init(&d, NULL, 0);
+  ASSERT_FALSE(etch__pb_next(&d, &f));
   ASSERT_EQ_INT(d.err, 0);
 }
 
@@ -670,22 +670,22 @@ TEST(pb_decode_encodings) {
 TEST(pb_decode_sample) {
   size_t len;
   uint8_t *data = sample_single(&len);
-  etch_pb_dec d;
-  etch_pb_field f;
-  etch_pb_dec_init(&d, data, len);
-  ASSERT_TRUE(etch_pb_next(&d, &f));
+  etch__pb_dec d;
+  etch__pb_field f;
+  etch__pb_dec_init(&d, data, len);
+  ASSERT_TRUE(etch__pb_next(&d, &f));
   ASSERT_EQ_U64(f.id, 1);
   ASSERT_EQ_U64(f.u, 0);
-  ASSERT_TRUE(etch_pb_next(&d, &f));
+  ASSERT_TRUE(etch__pb_next(&d, &f));
   ASSERT_EQ_U64(f.id, 2);
   ASSERT_EQ_U64(f.wt, ETCH_PB_LEN);
   ASSERT_EQ_U64(f.off, 2);
   /* The packet body. */
-  etch_pb_dec pd;
-  etch_pb_dec_init(&pd, f.data, f.len);
-  etch_pb_field g;
+  etch__pb_dec pd;
+  etch__pb_dec_init(&pd, f.data, f.len);
+  etch__pb_field g;
   int seen = 0;
-  while (etch_pb_next(&pd, &g)) {
+  while (etch__pb_next(&pd, &g)) {
     switch (g.id) {
       case 8: ASSERT_EQ_U64(g.u, UINT64_C(123456789012345)); seen |= 1; break;
       case 10: ASSERT_EQ_U64(g.u, 7); seen |= 2; break;
@@ -695,22 +695,22 @@ TEST(pb_decode_sample) {
         seen |= 4;
         break;
       case 11: {
-        etch_pb_dec ed;
-        etch_pb_field h;
-        etch_pb_dec_init(&ed, g.data, g.len);
+        etch__pb_dec ed;
+        etch__pb_field h;
+        etch__pb_dec_init(&ed, g.data, g.len);
         int anns = 0;
-        while (etch_pb_next(&ed, &h)) {
+        while (etch__pb_next(&ed, &h)) {
           if (h.id == 4 && anns++ == 0) {
-            etch_pb_dec ad;
-            etch_pb_field a;
-            etch_pb_dec_init(&ad, h.data, h.len);
-            ASSERT_TRUE(etch_pb_next(&ad, &a));
+            etch__pb_dec ad;
+            etch__pb_field a;
+            etch__pb_dec_init(&ad, h.data, h.len);
+            ASSERT_TRUE(etch__pb_next(&ad, &a));
             ASSERT_EQ_U64(a.u, 3);
-            ASSERT_TRUE(etch_pb_next(&ad, &a));
-            ASSERT_EQ_INT(etch_pb_unzigzag(a.u), -123456);
-            ASSERT_TRUE(etch_pb_next(&ad, &a));
-            ASSERT_EQ_DBL(etch_pb_field_double(&a), 3.25);
-            ASSERT_FALSE(etch_pb_next(&ad, &a));
+            ASSERT_TRUE(etch__pb_next(&ad, &a));
+            ASSERT_EQ_INT(etch__pb_unzigzag(a.u), -123456);
+            ASSERT_TRUE(etch__pb_next(&ad, &a));
+            ASSERT_EQ_DBL(etch__pb_field_double(&a), 3.25);
+            ASSERT_FALSE(etch__pb_next(&ad, &a));
             ASSERT_EQ_INT(ad.err, 0);
           } else if (h.id == 4) {
             ASSERT_EQ_U64(h.len, 0);
@@ -733,9 +733,9 @@ TEST(pb_decode_sample) {
   }
   ASSERT_EQ_INT(pd.err, 0);
   ASSERT_EQ_INT(seen, 15);
-  ASSERT_TRUE(etch_pb_next(&d, &f));
+  ASSERT_TRUE(etch__pb_next(&d, &f));
   ASSERT_EQ_U64(f.id, 3);
-  ASSERT_FALSE(etch_pb_next(&d, &f));
+  ASSERT_FALSE(etch__pb_next(&d, &f));
   ASSERT_EQ_INT(d.err, 0);
   free(data);
 }
@@ -745,11 +745,11 @@ TEST(pb_decode_sample) {
 static void expect_error_at(const char *file, int line, const uint8_t *data,
                             size_t n, int want_err, size_t want_off,
                             int want_fields) {
-  etch_pb_dec d;
-  etch_pb_dec_init(&d, data, n);
-  etch_pb_field f;
+  etch__pb_dec d;
+  etch__pb_dec_init(&d, data, n);
+  etch__pb_field f;
   int fields = 0;
-  while (etch_pb_next(&d, &f)) fields++;
+  while (etch__pb_next(&d, &f)) fields++;
   if (d.err != want_err || d.err_off != want_off || fields != want_fields)
     etch_test_fail(file, line,
                    "got err %d (%s) at %zu after %d fields, want err %d at "
@@ -758,7 +758,7 @@ static void expect_error_at(const char *file, int line, const uint8_t *data,
                    want_err, want_off, want_fields);
   if (!d.err_msg || !*d.err_msg) etch_test_fail(file, line, "no error message");
   /* The error is sticky. */
-  if (etch_pb_next(&d, &f) || d.err != want_err)
+  if (etch__pb_next(&d, &f) || d.err != want_err)
     etch_test_fail(file, line, "decoder continued after an error");
 }
 #define EXPECT_ERROR(err, off, nfields, ...) \
@@ -822,19 +822,19 @@ TEST(pb_decode_segmented_output) {
   encode_sample(&ss.s);
   size_t len;
   uint8_t *got = seg_join(&ss, &len);
-  etch_pb_dec a, b;
-  etch_pb_field fa, fb;
-  etch_pb_dec_init(&a, ref, ref_len);
-  etch_pb_dec_init(&b, got, len);
+  etch__pb_dec a, b;
+  etch__pb_field fa, fb;
+  etch__pb_dec_init(&a, ref, ref_len);
+  etch__pb_dec_init(&b, got, len);
   int n = 0;
-  while (etch_pb_next(&a, &fa)) {
-    ASSERT_TRUE(etch_pb_next(&b, &fb));
+  while (etch__pb_next(&a, &fa)) {
+    ASSERT_TRUE(etch__pb_next(&b, &fb));
     ASSERT_EQ_U64(fa.id, fb.id);
     ASSERT_EQ_U64(fa.off, fb.off);
     ASSERT_EQ_U64(fa.len, fb.len);
     n++;
   }
-  ASSERT_FALSE(etch_pb_next(&b, &fb));
+  ASSERT_FALSE(etch__pb_next(&b, &fb));
   ASSERT_EQ_INT(a.err, 0);
   ASSERT_EQ_INT(b.err, 0);
   ASSERT_EQ_INT(n, 3);

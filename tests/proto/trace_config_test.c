@@ -102,14 +102,14 @@ TEST(text_format_every_supported_option) {
 TEST(encoding_decodes_to_the_same_config) {
   etch_trace_config *c = cfg(), *d = cfg();
   ASSERT_OK(etch__trace_config_parse_text(full, strlen(full), c));
-  etch_pb_buf b;
-  etch_pb_buf_init(&b, 256, 0);
+  etch__pb_buf b;
+  etch__pb_buf_init(&b, 256, 0);
   etch__trace_config_encode(c, &b);
-  ASSERT_OK(etch__trace_config_decode(etch_pb_buf_data(&b),
-                                      etch_pb_buf_len(&b), d));
+  ASSERT_OK(etch__trace_config_decode(etch__pb_buf_data(&b),
+                                      etch__pb_buf_len(&b), d));
   check_full(d);
   ASSERT_TRUE(memcmp(c, d, sizeof *c) == 0);
-  etch_pb_buf_free(&b);
+  etch__pb_buf_free(&b);
   free(c);
   free(d);
 }
@@ -118,18 +118,18 @@ TEST(encoding_decodes_to_the_same_config) {
  * first bytes of a one-buffer config are buffers (1) { size_kb (1) }. */
 TEST(text_becomes_perfettos_field_numbers) {
   const char *t = "buffers { size_kb: 300 } duration_ms: 2";
-  etch_pb_buf b;
-  etch_pb_buf_init(&b, 64, 0);
+  etch__pb_buf b;
+  etch__pb_buf_init(&b, 64, 0);
   ASSERT_OK(etch__trace_config_text_to_binary(t, strlen(t), &b));
-  const uint8_t *p = etch_pb_buf_data(&b);
-  size_t n = etch_pb_buf_len(&b);
+  const uint8_t *p = etch__pb_buf_data(&b);
+  size_t n = etch__pb_buf_len(&b);
   /* 0a <len> 08 ac 02 ... 18 02 */
   ASSERT_EQ_INT(p[0], 0x0a);
   ASSERT_TRUE(n >= 4);
   ASSERT_EQ_INT(p[n - 2], 0x18);
   ASSERT_EQ_INT(p[n - 1], 0x02);
   ASSERT_TRUE(memmem(p, n, "\x08\xac\x02", 3) != NULL);
-  etch_pb_buf_free(&b);
+  etch__pb_buf_free(&b);
 }
 
 static void text_error(const char *text, int want, const char *msg) {
@@ -248,13 +248,13 @@ TEST(the_last_of_a_repeated_field_wins) {
   ASSERT_EQ_INT((int)c->sources[0].target_buffer, 0);
   ASSERT_EQ_INT(c->sources[0].name[4], 0);
   ASSERT_EQ_INT(c->sources[0].name[7], 0);
-  etch_pb_buf b;
-  etch_pb_buf_init(&b, 256, 0);
+  etch__pb_buf b;
+  etch__pb_buf_init(&b, 256, 0);
   etch__trace_config_encode(c, &b);
-  ASSERT_OK(etch__trace_config_decode(etch_pb_buf_data(&b),
-                                      etch_pb_buf_len(&b), d));
+  ASSERT_OK(etch__trace_config_decode(etch__pb_buf_data(&b),
+                                      etch__pb_buf_len(&b), d));
   ASSERT_TRUE(memcmp(c, d, sizeof *c) == 0);
-  etch_pb_buf_free(&b);
+  etch__pb_buf_free(&b);
   free(c);
   free(d);
 }

@@ -9,36 +9,36 @@
 #include "test.h"
 
 void tb_init(tb *t) {
-  etch_pb_buf_init(&t->b, 4096, 0);
+  etch__pb_buf_init(&t->b, 4096, 0);
   t->depth = 0;
 }
 
-void tb_free(tb *t) { etch_pb_buf_free(&t->b); }
+void tb_free(tb *t) { etch__pb_buf_free(&t->b); }
 
 void tb_open(tb *t, uint32_t field) {
   if (t->depth == 16) FAIL("trace builder: nested too deep");
-  etch_pb_nested_begin(&t->b.s, field, &t->stack[t->depth++]);
+  etch__pb_nested_begin(&t->b.s, field, &t->stack[t->depth++]);
 }
 
 void tb_close(tb *t) {
   if (!t->depth) FAIL("trace builder: close without open");
-  etch_pb_nested_end(&t->b.s, &t->stack[--t->depth]);
+  etch__pb_nested_end(&t->b.s, &t->stack[--t->depth]);
 }
 
 void tb_varint(tb *t, uint32_t field, uint64_t v) {
-  etch_pb_write_varint_field(&t->b.s, field, v);
+  etch__pb_write_varint_field(&t->b.s, field, v);
 }
 void tb_fixed64(tb *t, uint32_t field, uint64_t v) {
-  etch_pb_write_fixed64_field(&t->b.s, field, v);
+  etch__pb_write_fixed64_field(&t->b.s, field, v);
 }
 void tb_double(tb *t, uint32_t field, double v) {
-  etch_pb_write_double_field(&t->b.s, field, v);
+  etch__pb_write_double_field(&t->b.s, field, v);
 }
 void tb_string(tb *t, uint32_t field, const char *s) {
-  etch_pb_write_string_field(&t->b.s, field, s);
+  etch__pb_write_string_field(&t->b.s, field, s);
 }
 void tb_bytes(tb *t, uint32_t field, const void *data, size_t len) {
-  etch_pb_write_bytes_field(&t->b.s, field, data, len);
+  etch__pb_write_bytes_field(&t->b.s, field, data, len);
 }
 
 void tb_packet(tb *t, uint32_t seq, int64_t ts) {

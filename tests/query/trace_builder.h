@@ -18,15 +18,15 @@
 #include "proto/perfetto.h"
 
 typedef struct tb {
-  etch_pb_buf b;
-  etch_pb_nested stack[16];
+  etch__pb_buf b;
+  etch__pb_nested stack[16];
   int depth;
 } tb;
 
 void tb_init(tb *t);
 void tb_free(tb *t);
-static inline const uint8_t *tb_data(const tb *t) { return etch_pb_buf_data(&t->b); }
-static inline size_t tb_len(const tb *t) { return etch_pb_buf_len(&t->b); }
+static inline const uint8_t *tb_data(const tb *t) { return etch__pb_buf_data(&t->b); }
+static inline size_t tb_len(const tb *t) { return etch__pb_buf_len(&t->b); }
 
 /* Raw fields inside whatever message is open. */
 void tb_open(tb *t, uint32_t field);

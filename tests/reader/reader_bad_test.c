@@ -91,7 +91,7 @@ TEST(reader_allow_truncated_reads_the_prefix) {
   while (off < t.len && nb < 4096) {
     const uint8_t *p = t.data + off + 1, *end = t.data + t.len;
     uint64_t plen;
-    ASSERT_TRUE(etch_pb_read_varint(&p, end, &plen));
+    ASSERT_TRUE(etch__pb_read_varint(&p, end, &plen));
     off = (size_t)(p - t.data) + (size_t)plen;
     bounds[nb++] = off;
   }
@@ -189,7 +189,7 @@ TEST(reader_bad_not_a_trace) {
 
 TEST(reader_bad_huge_length) {
   uint8_t buf[16] = {0x0A};
-  size_t n = 1 + (size_t)(etch_pb_put_varint(buf + 1, 1ull << 40) - (buf + 1));
+  size_t n = 1 + (size_t)(etch__pb_put_varint(buf + 1, 1ull << 40) - (buf + 1));
   etch_reader *r;
   ASSERT_OK(etch_reader_open_memory(&r, buf, n));
   ASSERT_EQ_INT(etch_reader_run(r), ETCH_ETRUNC);
@@ -205,7 +205,7 @@ TEST(reader_bad_huge_length) {
   size_t good = t.len;
   tb_begin(&t);
   tb_u(&t, ETCH_PKT_TIMESTAMP, 1);
-  tb_varint(&t, etch_pb_tag(ETCH_PKT_TRACK_EVENT, ETCH_PB_LEN));
+  tb_varint(&t, etch__pb_tag(ETCH_PKT_TRACK_EVENT, ETCH_PB_LEN));
   tb_varint(&t, 1000);
   tb_u(&t, ETCH_TE_TYPE, 3);
   tb_end(&t);
@@ -331,7 +331,7 @@ TEST(reader_bad_decompression_bomb) {
     char want[128];
     snprintf(want, sizeof want,
              "offset %d: compressed packets expand to more than 64 MiB",
-             1 + (int)etch_pb_varint_size(t.len - 1 - etch_pb_varint_size(t.len)));
+             1 + (int)etch__pb_varint_size(t.len - 1 - etch__pb_varint_size(t.len)));
     ASSERT_EQ_STR(etch_last_error(), want);
     etch_reader_close(r);
     free(comp);

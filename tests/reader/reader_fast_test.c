@@ -76,7 +76,7 @@ static void bb_raw(bb *x, const void *p, size_t n) {
 static void bb_byte(bb *x, uint8_t v) { bb_raw(x, &v, 1); }
 static void bb_varint(bb *x, uint64_t v) {
   uint8_t t[ETCH_PB_MAX_VARINT];
-  bb_raw(x, t, (size_t)(etch_pb_put_varint(t, v) - t));
+  bb_raw(x, t, (size_t)(etch__pb_put_varint(t, v) - t));
 }
 /* A varint padded to `width` bytes (redundant continuation bytes). */
 static void bb_varint_w(bb *x, uint64_t v, int width) {
@@ -87,7 +87,7 @@ static void bb_varint_w(bb *x, uint64_t v, int width) {
   bb_byte(x, (uint8_t)v);
 }
 static void bb_tag(bb *x, uint32_t field, uint32_t wt) {
-  bb_varint(x, etch_pb_tag(field, wt));
+  bb_varint(x, etch__pb_tag(field, wt));
 }
 static void bb_u(bb *x, uint32_t field, uint64_t v) {
   bb_tag(x, field, ETCH_PB_VARINT);
@@ -96,7 +96,7 @@ static void bb_u(bb *x, uint32_t field, uint64_t v) {
 static void bb_f64(bb *x, uint32_t field, uint64_t v) {
   uint8_t t[8];
   bb_tag(x, field, ETCH_PB_FIXED64);
-  etch_pb_put_fixed64(t, v);
+  etch__pb_put_fixed64(t, v);
   bb_raw(x, t, 8);
 }
 /* Field `field` holding `body`, its length `width` bytes long (0: minimal). */
@@ -859,7 +859,7 @@ TEST(reader_fast_packet_cut_everywhere) {
     /* The record: 0A <len> <packet>. */
     const uint8_t *q = d + at + 1, *end = d + t.len;
     uint64_t plen;
-    ASSERT_TRUE(etch_pb_read_varint(&q, end, &plen));
+    ASSERT_TRUE(etch__pb_read_varint(&q, end, &plen));
     const uint8_t *pkt = q;
     size_t next = (size_t)(pkt - d) + plen;
     for (uint64_t cut = 0; cut < plen; cut++) {
@@ -879,10 +879,10 @@ TEST(reader_fast_packet_cut_everywhere) {
       tb_free(&u);
     }
     /* The track event inside it, shortened: find 5A <len>. */
-    etch_pb_dec dec;
-    etch_pb_field f;
-    etch_pb_dec_init(&dec, pkt, plen);
-    while (etch_pb_next(&dec, &f)) {
+    etch__pb_dec dec;
+    etch__pb_field f;
+    etch__pb_dec_init(&dec, pkt, plen);
+    while (etch__pb_next(&dec, &f)) {
       if (f.id != ETCH_PKT_TRACK_EVENT) continue;
       for (size_t cut = 0; cut < f.len; cut++) {
         bb np = {0};

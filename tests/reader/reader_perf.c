@@ -28,22 +28,22 @@ static double now(void) {
 static size_t fast_packet(uint8_t *p, uint32_t seq, uint64_t dt, int begin,
                           uint32_t name) {
   uint8_t body[32], *b = body;
-  b = etch_pb_put_tag(b, ETCH_PKT_TIMESTAMP, ETCH_PB_VARINT);
-  b = etch_pb_put_varint(b, dt);
-  b = etch_pb_put_tag(b, ETCH_PKT_SEQUENCE_FLAGS, ETCH_PB_VARINT);
-  b = etch_pb_put_varint(b, ETCH_SEQ_NEEDS_INCREMENTAL_STATE);
-  b = etch_pb_put_tag(b, ETCH_PKT_TRACK_EVENT, ETCH_PB_LEN);
+  b = etch__pb_put_tag(b, ETCH_PKT_TIMESTAMP, ETCH_PB_VARINT);
+  b = etch__pb_put_varint(b, dt);
+  b = etch__pb_put_tag(b, ETCH_PKT_SEQUENCE_FLAGS, ETCH_PB_VARINT);
+  b = etch__pb_put_varint(b, ETCH_SEQ_NEEDS_INCREMENTAL_STATE);
+  b = etch__pb_put_tag(b, ETCH_PKT_TRACK_EVENT, ETCH_PB_LEN);
   *b++ = begin ? 6 : 2;
-  b = etch_pb_put_tag(b, ETCH_TE_TYPE, ETCH_PB_VARINT);
+  b = etch__pb_put_tag(b, ETCH_TE_TYPE, ETCH_PB_VARINT);
   *b++ = begin ? ETCH_TE_TYPE_SLICE_BEGIN : ETCH_TE_TYPE_SLICE_END;
   if (begin) {
-    b = etch_pb_put_tag(b, ETCH_TE_CATEGORY_IIDS, ETCH_PB_VARINT);
+    b = etch__pb_put_tag(b, ETCH_TE_CATEGORY_IIDS, ETCH_PB_VARINT);
     *b++ = 1;
-    b = etch_pb_put_tag(b, ETCH_TE_NAME_IID, ETCH_PB_VARINT);
+    b = etch__pb_put_tag(b, ETCH_TE_NAME_IID, ETCH_PB_VARINT);
     *b++ = (uint8_t)name;
   }
-  b = etch_pb_put_tag(b, ETCH_PKT_TRUSTED_SEQ_ID, ETCH_PB_VARINT);
-  b = etch_pb_put_varint(b, seq);
+  b = etch__pb_put_tag(b, ETCH_PKT_TRUSTED_SEQ_ID, ETCH_PB_VARINT);
+  b = etch__pb_put_varint(b, seq);
   size_t n = (size_t)(b - body);
   p[0] = 0x0A;
   p[1] = (uint8_t)n;
@@ -122,7 +122,7 @@ int main(int argc, char **argv) {
   while (p < end) {
     const uint8_t *q = p + 1;
     uint64_t l;
-    etch_pb_read_varint(&q, end, &l);
+    etch__pb_read_varint(&q, end, &l);
     if ((size_t)(q + l - batch) > 256 * 1024) {
       tb_compressed(&z, batch, (size_t)(p - batch), false, false);
       batch = p;

@@ -49,11 +49,11 @@ void tb_raw(tb *t, const void *p, size_t n) {
 
 void tb_varint(tb *t, uint64_t v) {
   uint8_t b[ETCH_PB_MAX_VARINT];
-  tb_raw(t, b, (size_t)(etch_pb_put_varint(b, v) - b));
+  tb_raw(t, b, (size_t)(etch__pb_put_varint(b, v) - b));
 }
 
 static void tag(tb *t, uint32_t field, uint32_t wt) {
-  tb_varint(t, etch_pb_tag(field, wt));
+  tb_varint(t, etch__pb_tag(field, wt));
 }
 
 void tb_u(tb *t, uint32_t field, uint64_t v) {
@@ -74,7 +74,7 @@ void tb_s(tb *t, uint32_t field, const char *s) { tb_b(t, field, s, strlen(s)); 
 void tb_f64(tb *t, uint32_t field, uint64_t v) {
   uint8_t b[8];
   tag(t, field, ETCH_PB_FIXED64);
-  etch_pb_put_fixed64(b, v);
+  etch__pb_put_fixed64(b, v);
   tb_raw(t, b, 8);
 }
 
@@ -539,7 +539,7 @@ static void sample_compressed(tb *t, bool zstd, bool gzip) {
     while (p < end) {
       const uint8_t *q = p + 1;
       uint64_t l;
-      etch_pb_read_varint(&q, end, &l);
+      etch__pb_read_varint(&q, end, &l);
       if ((size_t)(q + l - inner.data) > inner.len / 2 && !half)
         half = (size_t)(p - inner.data);
       p = q + l;
@@ -741,8 +741,8 @@ static void sample_misc(tb *t) {
   tb_u(t, ETCH_TE_TYPE, ETCH_TE_TYPE_SLICE_END);
   {
     uint8_t packed[16];
-    etch_pb_put_fixed64(packed, 8);
-    etch_pb_put_fixed64(packed + 8, 9);
+    etch__pb_put_fixed64(packed, 8);
+    etch__pb_put_fixed64(packed + 8, 9);
     tb_b(t, ETCH_TE_TERMINATING_FLOW_IDS, packed, 16);
   }
   tb_u(t, ETCH_TE_EXTRA_COUNTER_VALUES, 2);

@@ -188,7 +188,7 @@ typedef struct inst {
   uint64_t packets;
   bool started, stopped;
   uint64_t after_stop;
-  etch_pb_buf trace; /* packets as a Trace, their sequence ids added */
+  etch__pb_buf trace; /* packets as a Trace, their sequence ids added */
 } inst;
 
 typedef struct tstate {
@@ -218,7 +218,7 @@ static int c_setup(void *global, const etch_interceptor_config *cfg,
   const char *label = etch_interceptor_config_get(cfg, "label");
   inst *in = (inst *)calloc(1, sizeof *in);
   snprintf(in->label, sizeof in->label, "%s", label ? label : "");
-  etch_pb_buf_init(&in->trace, 4096, 0);
+  etch__pb_buf_init(&in->trace, 4096, 0);
   *instance = in;
   pthread_mutex_lock(&g.lock);
   g.setups++;
@@ -241,7 +241,7 @@ static void c_stop(void *global, void *instance) {
 static void c_destroy(void *global, void *instance) {
   (void)global;
   inst *in = (inst *)instance;
-  etch_pb_buf_free(&in->trace);
+  etch__pb_buf_free(&in->trace);
   free(in);
   __atomic_fetch_add(&g.destroys, 1, __ATOMIC_RELAXED);
 }
@@ -256,12 +256,12 @@ static void c_packet(const etch_intercepted *p) {
   if (in->stopped) in->after_stop++;
   in->packets++;
   /* TracePacket { <the packet> trusted_packet_sequence_id = seq } */
-  etch_pb_nested n;
-  etch_pb_nested_begin(&in->trace.s, 1, &n);
-  etch_pb_write_bytes(&in->trace.s, p->data, p->size);
-  etch_pb_write_varint_field(&in->trace.s, ETCH_PKT_TRUSTED_SEQ_ID,
+  etch__pb_nested n;
+  etch__pb_nested_begin(&in->trace.s, 1, &n);
+  etch__pb_write_bytes(&in->trace.s, p->data, p->size);
+  etch__pb_write_varint_field(&in->trace.s, ETCH_PKT_TRUSTED_SEQ_ID,
                              p->sequence_id);
-  etch_pb_nested_end(&in->trace.s, &n);
+  etch__pb_nested_end(&in->trace.s, &n);
 }
 
 static void c_thread_reset(void *global, void *state) {
@@ -352,7 +352,7 @@ TEST(custom_interceptor_gets_config_instance_and_thread_state) {
   /* What the interceptor got, decoded: every b-scope of every thread in
    * order, nothing from alpha. */
   td_trace t;
-  ASSERT_EQ_INT(td_decode(etch_pb_buf_data(&in->trace), etch_pb_buf_len(&in->trace), &t), 0);
+  ASSERT_EQ_INT(td_decode(etch__pb_buf_data(&in->trace), etch__pb_buf_len(&in->trace), &t), 0);
   ASSERT_EQ_U64(t.unresolved, 0);
   ASSERT_EQ_U64(td_count(&t, 1, "b-scope"), 600);
   ASSERT_EQ_U64(td_count(&t, 2, NULL), 600);
@@ -398,7 +398,7 @@ TEST(intercepted_and_normal_sessions_each_get_their_own) {
   td_free(&t);
   inst *in = instance_of(icpt);
   ASSERT_EQ_INT(
-      td_decode(etch_pb_buf_data(&in->trace), etch_pb_buf_len(&in->trace), &t), 0);
+      td_decode(etch__pb_buf_data(&in->trace), etch__pb_buf_len(&in->trace), &t), 0);
   ASSERT_EQ_U64(td_count(&t, 1, "b-scope"), 1000);
   ASSERT_EQ_U64(td_count(&t, 2, NULL), 1000);
   ASSERT_EQ_U64(td_count(&t, 3, "a-event"), 0);

@@ -155,17 +155,17 @@ static pid_t producer(const char *name, int threads, long events) {
 
 /* trusted_pid of each sequence, from the packets themselves. */
 static void seq_pids(const uint8_t *d, size_t n, int32_t *pids, size_t cap) {
-  etch_pb_dec dec;
-  etch_pb_field f;
-  etch_pb_dec_init(&dec, d, n);
-  while (etch_pb_next(&dec, &f)) {
+  etch__pb_dec dec;
+  etch__pb_field f;
+  etch__pb_dec_init(&dec, d, n);
+  while (etch__pb_next(&dec, &f)) {
     if (f.id != 1 || f.wt != 2) continue;
-    etch_pb_dec p;
-    etch_pb_field g;
+    etch__pb_dec p;
+    etch__pb_field g;
     uint64_t seq = 0;
     int64_t pid = -1;
-    etch_pb_dec_init(&p, f.data, f.len);
-    while (etch_pb_next(&p, &g)) {
+    etch__pb_dec_init(&p, f.data, f.len);
+    while (etch__pb_next(&p, &g)) {
       if (g.id == 10) seq = g.u;
       if (g.id == 79) pid = (int64_t)g.u;
     }
@@ -386,7 +386,7 @@ static void raw_next(raw *r, etch_ipc_frame *f) {
   FAIL("raw: nothing from the service");
 }
 
-static void raw_invoke(raw *r, const char *method, const etch_pb_buf *b) {
+static void raw_invoke(raw *r, const char *method, const etch__pb_buf *b) {
   etch_ipc_frame f;
   memset(&f, 0, sizeof f);
   f.kind = ETCH_IPC_INVOKE;
@@ -395,8 +395,8 @@ static void raw_invoke(raw *r, const char *method, const etch_pb_buf *b) {
   f.method_id = etch__ipc_method_id(&r->bind, method);
   ASSERT_TRUE(f.method_id != 0);
   if (b) {
-    f.body.data = etch_pb_buf_data(b);
-    f.body.len = (uint32_t)etch_pb_buf_len(b);
+    f.body.data = etch__pb_buf_data(b);
+    f.body.len = (uint32_t)etch__pb_buf_len(b);
   }
   ASSERT_OK(etch__ipc_conn_send(&r->c, &f, -1));
 }
@@ -436,16 +436,16 @@ TEST(a_commit_outside_the_shared_memory_is_refused) {
   raw_open(&r, s.prod, "producer_port");
   raw_invoke(&r, "InitializeConnection", NULL);
   /* chunks_to_move { page: 1000000 chunk: 3 target_buffer: 1 } */
-  etch_pb_buf b;
-  etch_pb_buf_init(&b, 64, 0);
-  etch_pb_nested m;
-  etch_pb_nested_begin(&b.s, ETCH_CDR_CHUNKS_TO_MOVE, &m);
-  etch_pb_write_varint_field(&b.s, ETCH_CDR_MOVE_PAGE, 1000000);
-  etch_pb_write_varint_field(&b.s, ETCH_CDR_MOVE_CHUNK, 3);
-  etch_pb_write_varint_field(&b.s, ETCH_CDR_MOVE_TARGET_BUFFER, 1);
-  etch_pb_nested_end(&b.s, &m);
+  etch__pb_buf b;
+  etch__pb_buf_init(&b, 64, 0);
+  etch__pb_nested m;
+  etch__pb_nested_begin(&b.s, ETCH_CDR_CHUNKS_TO_MOVE, &m);
+  etch__pb_write_varint_field(&b.s, ETCH_CDR_MOVE_PAGE, 1000000);
+  etch__pb_write_varint_field(&b.s, ETCH_CDR_MOVE_CHUNK, 3);
+  etch__pb_write_varint_field(&b.s, ETCH_CDR_MOVE_TARGET_BUFFER, 1);
+  etch__pb_nested_end(&b.s, &m);
   raw_invoke(&r, "CommitData", &b);
-  etch_pb_buf_free(&b);
+  etch__pb_buf_free(&b);
   etch_ipc_frame g;
   for (int i = 0; i < 100 && !r.c.failed; i++) {
     etch__ipc_conn_wait(&r.c, 100);
@@ -533,7 +533,7 @@ static void raw_write_chunk(uint8_t *smb, uint32_t page_size, uint32_t page,
     int tl = snprintf(text, sizeof text, "pkt-%d", i);
     /* fragment: 4-byte size, then 0xa2 0x38 (field 900, LEN) len text */
     uint32_t sz = (uint32_t)(3 + tl);
-    etch_pb_put_redundant4(p, sz);
+    etch__pb_put_redundant4(p, sz);
     p += 4;
     *p++ = 0xa2;
     *p++ = 0x38;
@@ -552,14 +552,14 @@ static int count_testing(const char *path, int *max_n) {
   if (!d) return -1;
   int count = 0;
   *max_n = -1;
-  etch_pb_dec dec;
-  etch_pb_field f;
-  etch_pb_dec_init(&dec, d, n);
-  while (etch_pb_next(&dec, &f)) {
-    etch_pb_dec p;
-    etch_pb_field g;
-    etch_pb_dec_init(&p, f.data, f.len);
-    while (etch_pb_next(&p, &g))
+  etch__pb_dec dec;
+  etch__pb_field f;
+  etch__pb_dec_init(&dec, d, n);
+  while (etch__pb_next(&dec, &f)) {
+    etch__pb_dec p;
+    etch__pb_field g;
+    etch__pb_dec_init(&p, f.data, f.len);
+    while (etch__pb_next(&p, &g))
       if (g.id == 900 && g.wt == 2 && g.len > 4 && !memcmp(g.data, "pkt-", 4)) {
         count++;
         int k = atoi((const char *)g.data + 4);
@@ -585,15 +585,15 @@ TEST(the_service_scrapes_what_a_silent_producer_left) {
                             out, sizeof out);
   raw r;
   raw_open(&r, s.prod, "producer_port");
-  etch_pb_buf b;
-  etch_pb_buf_init(&b, 64, 0);
-  etch_pb_write_string_field(&b.s, ETCH_ICR_PRODUCER_NAME, "raw");
+  etch__pb_buf b;
+  etch__pb_buf_init(&b, 64, 0);
+  etch__pb_write_string_field(&b.s, ETCH_ICR_PRODUCER_NAME, "raw");
   raw_invoke(&r, "InitializeConnection", &b);
-  etch_pb_buf_reset(&b);
-  etch_pb_nested d;
-  etch_pb_nested_begin(&b.s, ETCH_RDS_DESCRIPTOR, &d);
-  etch_pb_write_string_field(&b.s, ETCH_DSD_NAME, "raw.source");
-  etch_pb_nested_end(&b.s, &d);
+  etch__pb_buf_reset(&b);
+  etch__pb_nested d;
+  etch__pb_nested_begin(&b.s, ETCH_RDS_DESCRIPTOR, &d);
+  etch__pb_write_string_field(&b.s, ETCH_DSD_NAME, "raw.source");
+  etch__pb_nested_end(&b.s, &d);
   raw_invoke(&r, "RegisterDataSource", &b);
   raw_invoke(&r, "GetAsyncCommand", NULL);
   /* Until StartDataSource, taking the shared memory on the way. */
@@ -604,15 +604,15 @@ TEST(the_service_scrapes_what_a_silent_producer_left) {
     etch_ipc_frame g;
     raw_next(&r, &g);
     if (g.kind != ETCH_IPC_REPLY || !g.has_more) continue;
-    etch_pb_dec dec;
-    etch_pb_field fl;
-    etch_pb_dec_init(&dec, g.body.data, g.body.len);
-    while (etch_pb_next(&dec, &fl)) {
+    etch__pb_dec dec;
+    etch__pb_field fl;
+    etch__pb_dec_init(&dec, g.body.data, g.body.len);
+    while (etch__pb_next(&dec, &fl)) {
       if (fl.id == ETCH_GAC_SETUP_TRACING) {
-        etch_pb_dec sd;
-        etch_pb_field sf;
-        etch_pb_dec_init(&sd, fl.data, fl.len);
-        while (etch_pb_next(&sd, &sf))
+        etch__pb_dec sd;
+        etch__pb_field sf;
+        etch__pb_dec_init(&sd, fl.data, fl.len);
+        while (etch__pb_next(&sd, &sf))
           if (sf.id == ETCH_GAC_SETUP_PAGE_SIZE_KB) page_kb = (uint32_t)sf.u;
         int fd = etch__ipc_conn_take_fd(&r.c);
         ASSERT_TRUE(fd >= 0);
@@ -629,9 +629,9 @@ TEST(the_service_scrapes_what_a_silent_producer_left) {
   }
   ASSERT_TRUE(started && smb && page_kb);
   /* Writer 1 registers its buffer, as Perfetto's SDK does... */
-  etch_pb_buf_reset(&b);
-  etch_pb_write_varint_field(&b.s, ETCH_RTW_WRITER_ID, 1);
-  etch_pb_write_varint_field(&b.s, ETCH_RTW_TARGET_BUFFER, 1);
+  etch__pb_buf_reset(&b);
+  etch__pb_write_varint_field(&b.s, ETCH_RTW_WRITER_ID, 1);
+  etch__pb_write_varint_field(&b.s, ETCH_RTW_TARGET_BUFFER, 1);
   raw_invoke(&r, "RegisterTraceWriter", &b);
   /* ... and leaves 5 packets in its first chunk, the last one maybe half
    * written, uncommitted. */
@@ -643,7 +643,7 @@ TEST(the_service_scrapes_what_a_silent_producer_left) {
   int max_n;
   ASSERT_EQ_INT(count_testing(out, &max_n), 4);
   ASSERT_EQ_INT(max_n, 3);
-  etch_pb_buf_free(&b);
+  etch__pb_buf_free(&b);
   raw_close(&r);
   svc_stop(&s);
 }
@@ -1063,31 +1063,31 @@ TEST(consumer_port_capabilities_and_refusals) {
   raw_invoke(&r, "GetTraceStats", NULL);
   raw_next(&r, &g);
   ASSERT_FALSE(g.success);
-  etch_pb_buf cfg, args;
-  etch_pb_buf_init(&cfg, 128, 0);
-  etch_pb_buf_init(&args, 128, 0);
+  etch__pb_buf cfg, args;
+  etch__pb_buf_init(&cfg, 128, 0);
+  etch__pb_buf_init(&args, 128, 0);
   const char *text = "buffers { size_kb: 1024 } buffers { size_kb: 64 }";
   ASSERT_OK(etch__trace_config_text_to_binary(text, strlen(text), &cfg));
-  etch_pb_write_bytes_field(&args.s, ETCH_ETR_TRACE_CONFIG,
-                            etch_pb_buf_data(&cfg), etch_pb_buf_len(&cfg));
+  etch__pb_write_bytes_field(&args.s, ETCH_ETR_TRACE_CONFIG,
+                            etch__pb_buf_data(&cfg), etch__pb_buf_len(&cfg));
   raw_invoke(&r, "EnableTracing", &args);
   raw_invoke(&r, "GetTraceStats", NULL);
   raw_next(&r, &g);
   ASSERT_TRUE(g.success);
   /* trace_stats { buffer_stats { buffer_size ... } x2, tracing_sessions 1 } */
-  etch_pb_dec d, ts, bs;
-  etch_pb_field fl, h, k;
+  etch__pb_dec d, ts, bs;
+  etch__pb_field fl, h, k;
   uint64_t sizes[2] = {0, 0}, sessions = 0;
   int nb = 0;
-  etch_pb_dec_init(&d, g.body.data, g.body.len);
-  while (etch_pb_next(&d, &fl)) {
+  etch__pb_dec_init(&d, g.body.data, g.body.len);
+  while (etch__pb_next(&d, &fl)) {
     ASSERT_EQ_INT((int)fl.id, 1);
-    etch_pb_dec_init(&ts, fl.data, fl.len);
-    while (etch_pb_next(&ts, &h)) {
+    etch__pb_dec_init(&ts, fl.data, fl.len);
+    while (etch__pb_next(&ts, &h)) {
       if (h.id == 6) sessions = h.u;
       if (h.id != 1 || nb == 2) continue;
-      etch_pb_dec_init(&bs, h.data, h.len);
-      while (etch_pb_next(&bs, &k))
+      etch__pb_dec_init(&bs, h.data, h.len);
+      while (etch__pb_next(&bs, &k))
         if (k.id == 12) sizes[nb] = k.u;
       nb++;
     }
@@ -1096,8 +1096,8 @@ TEST(consumer_port_capabilities_and_refusals) {
   ASSERT_EQ_U64(sizes[0], 1024 * 1024);
   ASSERT_EQ_U64(sizes[1], 64 * 1024);
   ASSERT_EQ_U64(sessions, 1);
-  etch_pb_buf_free(&cfg);
-  etch_pb_buf_free(&args);
+  etch__pb_buf_free(&cfg);
+  etch__pb_buf_free(&args);
   raw_close(&r);
   svc_stop(&s);
 }

@@ -54,10 +54,10 @@ static void other_frame(client *c, const etch_ipc_frame *f) {
   if (f->kind == ETCH_IPC_REPLY && f->request_id == c->enable_req &&
       c->enable_req) {
     c->disabled = true;
-    etch_pb_dec d;
-    etch_pb_field fl;
-    etch_pb_dec_init(&d, f->body.data, f->body.len);
-    while (etch_pb_next(&d, &fl))
+    etch__pb_dec d;
+    etch__pb_field fl;
+    etch__pb_dec_init(&d, f->body.data, f->body.len);
+    while (etch__pb_next(&d, &fl))
       if (fl.id == ETCH_ETRESP_ERROR && fl.wt == 2)
         snprintf(c->disable_err, sizeof c->disable_err, "%.*s", (int)fl.len,
                  (const char *)fl.data);
@@ -92,7 +92,7 @@ static int wait_reply(client *c, uint64_t req, etch_ipc_frame *f,
   }
 }
 
-static int call(client *c, const char *method, const etch_pb_buf *args,
+static int call(client *c, const char *method, const etch__pb_buf *args,
                 int fd, uint64_t *req_out) {
   uint32_t id = etch__ipc_method_id(&c->bind, method);
   if (!id)
@@ -104,8 +104,8 @@ static int call(client *c, const char *method, const etch_pb_buf *args,
   f.service_id = c->svc;
   f.method_id = id;
   if (args) {
-    f.body.data = etch_pb_buf_data(args);
-    f.body.len = (uint32_t)etch_pb_buf_len(args);
+    f.body.data = etch__pb_buf_data(args);
+    f.body.len = (uint32_t)etch__pb_buf_len(args);
   }
   *req_out = f.request_id;
   if (etch__ipc_conn_send(&c->conn, &f, fd) != ETCH_OK)
@@ -158,7 +158,7 @@ static void close_client(client *c) {
 
 /* ---- the config ---- */
 
-static int build_config(const rec_service_opts *o, etch_pb_buf *out,
+static int build_config(const rec_service_opts *o, etch__pb_buf *out,
                         bool *into_file) {
   *into_file = false;
   if (o->config_path) {
@@ -192,7 +192,7 @@ static int build_config(const rec_service_opts *o, etch_pb_buf *out,
     }
     etch_trace_config *tc = (etch_trace_config *)malloc(sizeof *tc);
     if (!tc) return ETCH_ENOMEM;
-    rc = etch__trace_config_decode(etch_pb_buf_data(out), etch_pb_buf_len(out),
+    rc = etch__trace_config_decode(etch__pb_buf_data(out), etch__pb_buf_len(out),
                                    tc);
     if (!rc) rc = etch__trace_config_check(tc);
     if (!rc) *into_file = tc->write_into_file;
@@ -250,19 +250,19 @@ static int list_state(client *c) {
     free(f);
     return rc;
   }
-  etch_pb_dec d, st, m, e;
-  etch_pb_field fl, g, h, k;
-  etch_pb_dec_init(&d, f->body.data, f->body.len);
-  while (etch_pb_next(&d, &fl)) {
+  etch__pb_dec d, st, m, e;
+  etch__pb_field fl, g, h, k;
+  etch__pb_dec_init(&d, f->body.data, f->body.len);
+  while (etch__pb_next(&d, &fl)) {
     if (fl.id != ETCH_QSS_SERVICE_STATE || fl.wt != 2) continue;
     printf("producers:\n");
-    etch_pb_dec_init(&st, fl.data, fl.len);
-    while (etch_pb_next(&st, &g)) {
+    etch__pb_dec_init(&st, fl.data, fl.len);
+    while (etch__pb_next(&st, &g)) {
       if (g.id == ETCH_TSS_PRODUCERS && g.wt == 2) {
         long long id = 0, pid = 0, uid = 0;
         char name[128] = "";
-        etch_pb_dec_init(&m, g.data, g.len);
-        while (etch_pb_next(&m, &h)) {
+        etch__pb_dec_init(&m, g.data, g.len);
+        while (etch__pb_next(&m, &h)) {
           if (h.id == ETCH_TSS_PRODUCER_ID) id = (long long)h.u;
           else if (h.id == ETCH_TSS_PRODUCER_PID) pid = (long long)h.u;
           else if (h.id == ETCH_TSS_PRODUCER_UID) uid = (long long)h.u;
@@ -273,29 +273,29 @@ static int list_state(client *c) {
       }
     }
     printf("data sources:\n");
-    etch_pb_dec_init(&st, fl.data, fl.len);
-    while (etch_pb_next(&st, &g)) {
+    etch__pb_dec_init(&st, fl.data, fl.len);
+    while (etch__pb_next(&st, &g)) {
       if (g.id == ETCH_TSS_DATA_SOURCES && g.wt == 2) {
         long long pid = 0;
         char name[128] = "", cats[2048] = "";
         size_t cl = 0;
-        etch_pb_dec_init(&m, g.data, g.len);
-        while (etch_pb_next(&m, &h)) {
+        etch__pb_dec_init(&m, g.data, g.len);
+        while (etch__pb_next(&m, &h)) {
           if (h.id == ETCH_TSS_DS_PRODUCER_ID) pid = (long long)h.u;
           if (h.id != ETCH_TSS_DS_DESCRIPTOR || h.wt != 2) continue;
-          etch_pb_dec_init(&e, h.data, h.len);
-          while (etch_pb_next(&e, &k)) {
+          etch__pb_dec_init(&e, h.data, h.len);
+          while (etch__pb_next(&e, &k)) {
             if (k.id == ETCH_DSD_NAME && k.wt == 2)
               snprintf(name, sizeof name, "%.*s", (int)k.len,
                        (const char *)k.data);
             if (k.id != ETCH_DSD_TRACK_EVENT_DESCRIPTOR || k.wt != 2) continue;
-            etch_pb_dec t, u;
-            etch_pb_field tf, uf;
-            etch_pb_dec_init(&t, k.data, k.len);
-            while (etch_pb_next(&t, &tf)) {
+            etch__pb_dec t, u;
+            etch__pb_field tf, uf;
+            etch__pb_dec_init(&t, k.data, k.len);
+            while (etch__pb_next(&t, &tf)) {
               if (tf.id != ETCH_TED_AVAILABLE_CATEGORIES || tf.wt != 2) continue;
-              etch_pb_dec_init(&u, tf.data, tf.len);
-              while (etch_pb_next(&u, &uf))
+              etch__pb_dec_init(&u, tf.data, tf.len);
+              while (etch__pb_next(&u, &uf))
                 if (uf.id == ETCH_TEC_NAME && uf.wt == 2 &&
                     cl + uf.len + 3 < sizeof cats) {
                   cl += (size_t)snprintf(cats + cl, sizeof cats - cl, "%s%.*s",
@@ -334,16 +334,16 @@ static int read_trace(client *c, const char *out_path, size_t *bytes) {
       rc = etch__error(ETCH_EIO, "the service would not hand out the buffers");
       break;
     }
-    etch_pb_dec d, s;
-    etch_pb_field fl, g;
-    etch_pb_dec_init(&d, f->body.data, f->body.len);
-    while (etch_pb_next(&d, &fl)) {
+    etch__pb_dec d, s;
+    etch__pb_field fl, g;
+    etch__pb_dec_init(&d, f->body.data, f->body.len);
+    while (etch__pb_next(&d, &fl)) {
       if (fl.id != ETCH_RBR_SLICES || fl.wt != 2) continue;
       const uint8_t *data = NULL;
       size_t dl = 0;
       bool last = false;
-      etch_pb_dec_init(&s, fl.data, fl.len);
-      while (etch_pb_next(&s, &g)) {
+      etch__pb_dec_init(&s, fl.data, fl.len);
+      while (etch__pb_next(&s, &g)) {
         if (g.id == ETCH_RBR_SLICE_DATA && g.wt == 2) {
           data = g.data;
           dl = g.len;
@@ -364,8 +364,8 @@ static int read_trace(client *c, const char *out_path, size_t *bytes) {
       plen += dl;
       if (last) { /* one Trace.packet record */
         uint8_t hdr[16];
-        uint8_t *h = etch_pb_put_tag(hdr, 1, ETCH_PB_LEN); /* Trace.packet */
-        h = etch_pb_put_varint(h, plen);
+        uint8_t *h = etch__pb_put_tag(hdr, 1, ETCH_PB_LEN); /* Trace.packet */
+        h = etch__pb_put_varint(h, plen);
         fwrite(hdr, 1, (size_t)(h - hdr), out);
         fwrite(pkt, 1, plen, out);
         *bytes += (size_t)(h - hdr) + plen;
@@ -393,9 +393,9 @@ int etch_cli_record_service(const rec_service_opts *o, size_t *bytes_out) {
     close_client(&c);
     return rc;
   }
-  etch_pb_buf cfg, args;
-  etch_pb_buf_init(&cfg, 1024, 0);
-  etch_pb_buf_init(&args, 1024, 0);
+  etch__pb_buf cfg, args;
+  etch__pb_buf_init(&cfg, 1024, 0);
+  etch__pb_buf_init(&args, 1024, 0);
   bool into_file = false;
   int out_fd = -1;
   rc = build_config(o, &cfg, &into_file);
@@ -406,13 +406,13 @@ int etch_cli_record_service(const rec_service_opts *o, size_t *bytes_out) {
       rc = etch__error(ETCH_EIO, "%s: %s", o->out_path, strerror(errno));
   }
   if (!rc) {
-    etch_pb_write_bytes_field(&args.s, ETCH_ETR_TRACE_CONFIG,
-                              etch_pb_buf_data(&cfg), etch_pb_buf_len(&cfg));
+    etch__pb_write_bytes_field(&args.s, ETCH_ETR_TRACE_CONFIG,
+                              etch__pb_buf_data(&cfg), etch__pb_buf_len(&cfg));
     rc = call(&c, "EnableTracing", &args, out_fd, &c.enable_req);
   }
   if (out_fd >= 0) close(out_fd); /* the connection sent its own copy */
-  etch_pb_buf_free(&cfg);
-  etch_pb_buf_free(&args);
+  etch__pb_buf_free(&cfg);
+  etch__pb_buf_free(&args);
   struct sigaction sa = {.sa_handler = on_int}, old_int, old_term;
   sigaction(SIGINT, &sa, &old_int);
   sigaction(SIGTERM, &sa, &old_term);
