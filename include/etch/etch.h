@@ -267,19 +267,21 @@ enum {
   ETCH_TYPE_COUNTER = 4
 };
 
-/* Out-of-line emitters used by the macros; `mask` is cat->enabled. */
+/* Out-of-line emitters used by the macros; `mask` is cat->enabled (a
+ * uintptr_t everywhere: the fast paths index tables with it, and a 32-bit
+ * parameter would need zero-extending first). */
 ETCH_API void etch__emit_site(etch_site *site, uintptr_t mask);
 ETCH_API void etch__emit_begin(etch_site *site, uintptr_t mask);
 ETCH_API void etch__emit_end(etch_category *cat, uintptr_t mask);
-ETCH_API void etch__emit(etch_site *site, uint32_t mask,
+ETCH_API void etch__emit(etch_site *site, uintptr_t mask,
                          const etch_extra *extras, uint32_t n_extras);
-ETCH_API void etch__emit_end_x(etch_category *cat, uint32_t mask,
+ETCH_API void etch__emit_end_x(etch_category *cat, uintptr_t mask,
                                const etch_extra *extras, uint32_t n_extras);
 ETCH_API void etch__emit_counter(etch_site *site, uintptr_t mask, int64_t v);
 ETCH_API void etch__emit_counter_double(etch_site *site, uintptr_t mask,
                                         double v);
 /* Events of runtime categories and names (no static site). */
-ETCH_API void etch__emit_dyn(etch_category *cat, uint32_t mask, uint32_t type,
+ETCH_API void etch__emit_dyn(etch_category *cat, uintptr_t mask, uint32_t type,
                              const char *name, const etch_extra *extras,
                              uint32_t n_extras);
 

@@ -171,7 +171,7 @@ ETCH_API void etch_event_register(etch_event_def *def,
 /* Logs an event: `values` is its generated struct, `chans` its channels
  * (`nchans` categories), `mask` the sessions recording all of them. */
 ETCH_API void etch__log(etch_event_def *def, struct etch_category *const *chans,
-                        uint32_t nchans, uint32_t mask, const void *values,
+                        uint32_t nchans, uintptr_t mask, const void *values,
                         uint32_t type);
 /*
  * Switches categories and channels matching `pattern` (a name, a prefix

@@ -705,7 +705,7 @@ void etch__important_after_reset(etch_writer *w) {
 /* ---- logging ------------------------------------------------------------------ */
 
 void etch__log(etch_event_def *d, etch_category *const *chans, uint32_t nchans,
-               uint32_t mask, const void *values, uint32_t type) {
+               uintptr_t mask, const void *values, uint32_t type) {
   if (!d || !__atomic_load_n(&d->fields, __ATOMIC_ACQUIRE)) return;
   if (etch__tls.in_intercept) return;
   if (nchans > MAX_CHANNELS) nchans = MAX_CHANNELS;

@@ -788,7 +788,7 @@ ETCH_INLINE bool args_fast(etch_writer *w, etch_site *site, const etch_extra *x,
   return true;
 }
 
-static ETCH_NOINLINE void emit_slow(etch_site *site, uint32_t mask,
+static ETCH_NOINLINE void emit_slow(etch_site *site, uintptr_t mask,
                                     const etch_extra *extras,
                                     uint32_t n_extras, uint64_t ticks) {
   if (!__atomic_load_n(&site->seen_mask, __ATOMIC_ACQUIRE)) etch__site_prepare(site);
@@ -805,7 +805,7 @@ static ETCH_NOINLINE void emit_slow(etch_site *site, uint32_t mask,
 
 /* The args fast path inline, everything else in emit_slow: the common case
  * then saves no registers. */
-ETCH_INLINE void emit_any(etch_site *site, uint32_t mask,
+ETCH_INLINE void emit_any(etch_site *site, uintptr_t mask,
                           const etch_extra *extras, uint32_t n_extras,
                           uint64_t ticks) {
   if (!args_fast(etch__tls.w[etch__mask_slot[mask]], site, extras, n_extras,
@@ -813,13 +813,13 @@ ETCH_INLINE void emit_any(etch_site *site, uint32_t mask,
     emit_slow(site, mask, extras, n_extras, ticks);
 }
 
-static ETCH_NOINLINE void emit_boottime(etch_site *site, uint32_t mask,
+static ETCH_NOINLINE void emit_boottime(etch_site *site, uintptr_t mask,
                                         const etch_extra *extras,
                                         uint32_t n_extras) {
   emit_any(site, mask, extras, n_extras, etch__ticks_slow());
 }
 
-void etch__emit(etch_site *site, uint32_t mask, const etch_extra *extras,
+void etch__emit(etch_site *site, uintptr_t mask, const etch_extra *extras,
                 uint32_t n_extras) {
   if (!CLOCK_IS_FAST()) {
     emit_boottime(site, mask, extras, n_extras);
@@ -828,7 +828,7 @@ void etch__emit(etch_site *site, uint32_t mask, const etch_extra *extras,
   emit_any(site, mask, extras, n_extras, FAST_TICKS());
 }
 
-void etch__emit_end_x(etch_category *cat, uint32_t mask,
+void etch__emit_end_x(etch_category *cat, uintptr_t mask,
                       const etch_extra *extras, uint32_t n_extras) {
   uint64_t ticks = etch__ticks();
   bool explicit_ts = has_explicit_ts(extras, n_extras);
@@ -842,7 +842,7 @@ void etch__emit_end_x(etch_category *cat, uint32_t mask,
   } while (mask);
 }
 
-void etch__emit_dyn(etch_category *cat, uint32_t mask, uint32_t type,
+void etch__emit_dyn(etch_category *cat, uintptr_t mask, uint32_t type,
                     const char *name, const etch_extra *extras,
                     uint32_t n_extras) {
   if (type < ETCH_TYPE_SLICE_BEGIN || type > ETCH_TYPE_COUNTER) return;
