@@ -24,7 +24,7 @@
 int etch__rd_clocks_init(rd_clocks *c) {
   memset(c, 0, sizeof *c);
   c->trace_clock = ETCH_CLOCK_BOOTTIME;
-  etch__rd_arena_init(&c->arena, 16 * 1024);
+  etch__arena_init(&c->arena, 16 * 1024);
   return 0;
 }
 
@@ -37,7 +37,7 @@ void etch__rd_clocks_free(rd_clocks *c) {
   free(c->all);
   free(c->snaps);
   etch__rd_map_free(&c->by_key);
-  etch__rd_arena_free(&c->arena);
+  etch__arena_free(&c->arena);
   memset(c, 0, sizeof *c);
 }
 
@@ -149,7 +149,7 @@ int etch__rd_clock_snapshot(etch_reader *r, const rd_src *src, rd_seq *seq,
       grow((void **)&c->snaps, &c->cap_snaps, c->nsnaps, sizeof *c->snaps))
     return ETCH_ENOMEM;
   rd_snap_entry *e =
-      (rd_snap_entry *)rd_alloc(&c->arena, (size_t)n * sizeof *e);
+      (rd_snap_entry *)etch__arena_alloc(&c->arena, (size_t)n * sizeof *e);
   if (!e) return ETCH_ENOMEM;
   uint32_t snap_idx = (uint32_t)c->nsnaps;
   uint32_t m = 0;

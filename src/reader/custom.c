@@ -126,9 +126,9 @@ int etch__rd_schema(etch_reader *r, const rd_src *src, const uint8_t *msg,
   } else {
     at = -1;
   }
-  s.fname = (const char **)rd_alloc(&r->track_arena,
+  s.fname = (const char **)etch__arena_alloc(&r->track_arena,
                                     (s.nfields + 1) * sizeof *s.fname);
-  s.ftype = (uint32_t *)rd_alloc(&r->track_arena,
+  s.ftype = (uint32_t *)etch__arena_alloc(&r->track_arena,
                                  (s.nfields + 1) * sizeof *s.ftype);
   if (!s.fname || !s.ftype) return ETCH_ENOMEM;
   memcpy(s.fname, names, s.nfields * sizeof *names);
@@ -514,8 +514,8 @@ int etch_reader_route(etch_reader *r, uint32_t route_id, const char *logger,
   }
   rd_route *ro = &c->routes[c->nroutes];
   ro->id = route_id;
-  ro->logger = logger ? etch__rd_pool_get(&r->pool, logger, strlen(logger)) : NULL;
-  ro->event = event ? etch__rd_pool_get(&r->pool, event, strlen(event)) : NULL;
+  ro->logger = logger ? etch__strpool_get(&r->pool, logger, strlen(logger)) : NULL;
+  ro->event = event ? etch__strpool_get(&r->pool, event, strlen(event)) : NULL;
   if ((logger && !ro->logger) || (event && !ro->event)) return ETCH_ENOMEM;
   ro->cb = cb;
   ro->user = user;

@@ -24,11 +24,11 @@ static int push_arg(etch_reader *r, size_t flat_len, size_t key_len,
     r->cap_args = nc;
   }
   etch_arg *a = &r->args[r->nargs];
-  a->flat_key = etch__rd_pool_get(&r->pool, r->flat, flat_len);
+  a->flat_key = etch__strpool_get(&r->pool, r->flat, flat_len);
   if (!a->flat_key) return ETCH_ELIMIT;
   if (key_len == flat_len && memcmp(r->key, r->flat, key_len) == 0)
     a->key = a->flat_key;
-  else if (!(a->key = etch__rd_pool_get(&r->pool, r->key, key_len)))
+  else if (!(a->key = etch__strpool_get(&r->pool, r->key, key_len)))
     return ETCH_ELIMIT;
   a->type = type;
   a->v = val->v;
@@ -94,7 +94,7 @@ static int da_value(etch_reader *r, const rd_src *src, rd_seq *seq,
     case ETCH_DA_LEGACY_JSON_VALUE:
       if (f->wt != ETCH_PB_LEN) return etch__rd_bad_wt(r, src, msg, f, "string_value");
       type = f->id == ETCH_DA_STRING_VALUE ? ETCH_VALUE_STRING : ETCH_VALUE_JSON;
-      if (!(v.v.s = etch__rd_arena_strdup(&r->scratch, f->data, f->len)))
+      if (!(v.v.s = etch__arena_strdup(&r->scratch, f->data, f->len)))
         return ETCH_ENOMEM;
       break;
     case ETCH_DA_STRING_VALUE_IID: {
@@ -250,7 +250,7 @@ static int nested_value(etch_reader *r, const rd_src *src, rd_seq *seq,
       v.v.b = f.u != 0;
       rc = push_arg(r, flat_len, key_len, ETCH_VALUE_BOOL, &v);
     } else if (type == 0 && f.id == NV_STRING && f.wt == ETCH_PB_LEN) {
-      if (!(v.v.s = etch__rd_arena_strdup(&r->scratch, f.data, f.len)))
+      if (!(v.v.s = etch__arena_strdup(&r->scratch, f.data, f.len)))
         return ETCH_ENOMEM;
       rc = push_arg(r, flat_len, key_len, ETCH_VALUE_STRING, &v);
     }
@@ -382,7 +382,7 @@ int etch__rd_track_event(etch_reader *r, const rd_src *src, rd_seq *seq,
   r->nflows = 0;
   r->nterms = 0;
   for (int i = 0; i < RD_NREP; i++) r->rep[i].n = 0;
-  etch__rd_arena_reset(&r->scratch);
+  etch__arena_reset(&r->scratch);
   r->stats.track_events++;
 
   etch__pb_dec_init(&d, msg, len);
@@ -515,7 +515,7 @@ int etch__rd_track_event(etch_reader *r, const rd_src *src, rd_seq *seq,
     }
     ev.name = s;
   } else if (has_name_inline) {
-    if (!(ev.name = etch__rd_pool_get(&r->pool, name_inline, name_inline_len)))
+    if (!(ev.name = etch__strpool_get(&r->pool, name_inline, name_inline_len)))
       return ETCH_ELIMIT;
   } else {
     ev.name = r->empty;
@@ -559,7 +559,7 @@ int etch__rd_track_event(etch_reader *r, const rd_src *src, rd_seq *seq,
       ev.category = r->empty;
     else if (ncat == 1)
       ev.category = single;
-    else if (!(ev.category = etch__rd_pool_get(&r->pool, r->catbuf.data,
+    else if (!(ev.category = etch__strpool_get(&r->pool, r->catbuf.data,
                                                r->catbuf.len)))
       return ETCH_ELIMIT;
   }

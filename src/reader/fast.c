@@ -206,7 +206,7 @@ static const char *arg_key(etch_reader *r, rd_seq *seq, uint64_t iid) {
   if (n > RD_MAX_KEY / 2) return NULL;
   memcpy(r->flat, "debug.", 6);
   memcpy(r->flat + 6, name, n);
-  const char *key = etch__rd_pool_get(&r->pool, r->flat, 6 + n);
+  const char *key = etch__strpool_get(&r->pool, r->flat, 6 + n);
   if (!key) return NULL;
   if (iid < t->cap && !etch__rd_itab_want_aux(t) && t->aux) t->aux[iid] = key;
   return key;

@@ -55,8 +55,8 @@ rd_seq *etch__rd_seq_get(etch_reader *r, uint32_t id) {
     if (!s) return NULL;
     s->id = id;
     s->valid = true;
-    etch__rd_arena_init(&s->srcloc_arena, 4096);
-    etch__rd_arena_init(&s->recs, 256 * 1024);
+    etch__arena_init(&s->srcloc_arena, 4096);
+    etch__arena_init(&s->recs, 256 * 1024);
     s->last_ts = INT64_MIN;
     if (r->nseq == r->cap_seq) {
       size_t nc = r->cap_seq ? r->cap_seq * 2 : 16;
@@ -85,7 +85,7 @@ static void seq_clear(rd_seq *s) {
   etch__rd_itab_clear(&s->da_names);
   etch__rd_itab_clear(&s->da_strings);
   etch__rd_itab_clear(&s->srclocs);
-  etch__rd_arena_reset(&s->srcloc_arena);
+  etch__arena_reset(&s->srcloc_arena);
   s->has_clock_default = false;
   s->has_track_default = false;
   s->n_extra_counter_default = 0;
@@ -104,7 +104,7 @@ rd_track *etch__rd_track_get(etch_reader *r, uint64_t uuid, bool create) {
     etch__error(ETCH_ELIMIT, "more than %u tracks", RD_MAX_TRACKS);
     return NULL;
   }
-  t = (rd_track *)rd_alloc(&r->track_arena, sizeof *t);
+  t = (rd_track *)etch__arena_alloc(&r->track_arena, sizeof *t);
   if (!t) return NULL;
   memset(t, 0, sizeof *t);
   t->info.uuid = uuid;
@@ -241,7 +241,7 @@ static int track_descriptor(etch_reader *r, const rd_src *src,
   }
   if (d.err) return etch__rd_fail_dec(r, src, &d);
   if (uuid == 0) return 0; /* the global track is not described */
-  if (cmd_len && !(cmdline = etch__rd_pool_get(&r->pool, cmd, cmd_len)))
+  if (cmd_len && !(cmdline = etch__strpool_get(&r->pool, cmd, cmd_len)))
     return ETCH_ELIMIT;
   rd_track *t = etch__rd_track_get(r, uuid, true);
   if (!t) return ETCH_ENOMEM;
@@ -327,7 +327,7 @@ static int interned_data(etch_reader *r, const rd_src *src, rd_seq *seq,
     void *val;
     if (srcloc) {
       file = str;
-      rd_srcloc *sl = (rd_srcloc *)rd_alloc(&seq->srcloc_arena, sizeof *sl);
+      rd_srcloc *sl = (rd_srcloc *)etch__arena_alloc(&seq->srcloc_arena, sizeof *sl);
       if (!sl) return ETCH_ENOMEM;
       sl->file = file ? file : "";
       sl->function = func ? func : "";

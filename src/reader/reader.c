@@ -340,7 +340,7 @@ static int hold(etch_reader *r, rd_seq *seq, const etch_event *ev,
           ev->args[i].type == ETCH_VALUE_JSON)
         strbytes += strlen(ev->args[i].v.s) + 1;
   }
-  rd_rec *rec = (rd_rec *)rd_alloc(&seq->recs, size + strbytes);
+  rd_rec *rec = (rd_rec *)etch__arena_alloc(&seq->recs, size + strbytes);
   if (!rec) return ETCH_ENOMEM;
   if (rd_vec_push(&seq->idx, &rec, sizeof rec)) return ETCH_ENOMEM;
   rec->ts = ev->ts;
@@ -509,7 +509,7 @@ static int deliver_held(etch_reader *r) {
   free(h);
   for (size_t i = 0; i < r->nseq; i++) {
     rd_seq *s = r->seq_list[i];
-    etch__rd_arena_free(&s->recs);
+    etch__arena_free(&s->recs);
     free(s->idx.data);
     memset(&s->idx, 0, sizeof s->idx);
     s->nrecs = 0;
@@ -522,14 +522,14 @@ static int deliver_held(etch_reader *r) {
 static int reader_new(etch_reader **out) {
   etch_reader *r = (etch_reader *)etch__calloc(1, sizeof *r);
   if (!r) return ETCH_ENOMEM;
-  if (etch__rd_pool_init(&r->pool)) {
+  if (etch__strpool_init(&r->pool, RD_MAX_POOL_BYTES)) {
     free(r);
     return ETCH_ENOMEM;
   }
-  r->empty = etch__rd_pool_get(&r->pool, "", 0);
+  r->empty = etch__strpool_get(&r->pool, "", 0);
   etch__rd_clocks_init(&r->clocks);
-  etch__rd_arena_init(&r->track_arena, 64 * 1024);
-  etch__rd_arena_init(&r->scratch, 16 * 1024);
+  etch__arena_init(&r->track_arena, 64 * 1024);
+  etch__arena_init(&r->scratch, 16 * 1024);
   r->global_track.info.uuid = 0;
   r->global_track.info.kind = ETCH_TRACK_GLOBAL;
   r->global_track.info.name = r->empty;
@@ -609,8 +609,8 @@ void etch_reader_close(etch_reader *r) {
     etch__rd_itab_free(&s->da_names);
     etch__rd_itab_free(&s->da_strings);
     etch__rd_itab_free(&s->srclocs);
-    etch__rd_arena_free(&s->srcloc_arena);
-    etch__rd_arena_free(&s->recs);
+    etch__arena_free(&s->srcloc_arena);
+    etch__arena_free(&s->recs);
     free(s->idx.data);
     free(s->extra_counter_default);
     free(s->extra_dcounter_default);
@@ -620,14 +620,14 @@ void etch_reader_close(etch_reader *r) {
   etch__rd_map_free(&r->seqs);
   etch__rd_map_free(&r->tracks);
   free(r->track_list);
-  etch__rd_arena_free(&r->track_arena);
+  etch__arena_free(&r->track_arena);
   etch__rd_clocks_free(&r->clocks);
-  etch__rd_pool_free(&r->pool);
+  etch__strpool_free(&r->pool);
   free(r->args);
   free(r->flows);
   free(r->terms);
   for (int i = 0; i < RD_NREP; i++) free(r->rep[i].a);
-  etch__rd_arena_free(&r->scratch);
+  etch__arena_free(&r->scratch);
   free(r->catbuf.data);
   for (size_t i = 0; i < ETCH_ARRAY_SIZE(r->inflate); i++)
     free(r->inflate[i].data);
@@ -680,9 +680,9 @@ int etch_reader_on(etch_reader *r, const char *category, const char *name,
     r->cap_subs = nc;
   }
   rd_sub *s = &r->subs[r->nsubs];
-  s->category = category ? etch__rd_pool_get(&r->pool, category, strlen(category))
+  s->category = category ? etch__strpool_get(&r->pool, category, strlen(category))
                          : NULL;
-  s->name = name ? etch__rd_pool_get(&r->pool, name, strlen(name)) : NULL;
+  s->name = name ? etch__strpool_get(&r->pool, name, strlen(name)) : NULL;
   if ((category && !s->category) || (name && !s->name)) return ETCH_ENOMEM;
   s->cb = cb;
   s->user = user;

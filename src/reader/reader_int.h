@@ -21,6 +21,7 @@
 
 #include <stdio.h>
 
+#include "base/arena.h"
 #include "base/base.h"
 #include "etch/reader.h"
 #include "pb/pb.h"
@@ -48,65 +49,6 @@
 
 /* Repeated integer fields of a TrackEvent kept in reader scratch. */
 #define RD_NREP 5
-
-/* ---- arena -------------------------------------------------------------------- */
-
-typedef struct rd_block rd_block;
-
-/* A bump allocator over a list of blocks; rd_arena_reset keeps the blocks. */
-typedef struct rd_arena {
-  rd_block *first; /* all blocks, in allocation order */
-  rd_block *cur;   /* block being filled */
-  uint8_t *p, *end;
-  uint8_t *first_p; /* start of the first block's data */
-  size_t block_size;
-  size_t total; /* bytes of all blocks */
-} rd_arena;
-
-void etch__rd_arena_init(rd_arena *a, size_t block_size);
-/* True when nothing was allocated since the last reset (or ever). */
-ETCH_INLINE bool rd_arena_empty(const rd_arena *a) {
-  return a->cur == a->first && (!a->cur || a->p == a->first_p);
-}
-void etch__rd_arena_free(rd_arena *a);
-void etch__rd_arena_reset(rd_arena *a);
-void *etch__rd_arena_alloc_slow(rd_arena *a, size_t n);
-
-/* 8-byte aligned allocation; NULL (error set) when out of memory. */
-ETCH_INLINE void *rd_alloc(rd_arena *a, size_t n) {
-  n = (n + 7) & ~(size_t)7;
-  if (ETCH_LIKELY((size_t)(a->end - a->p) >= n)) {
-    void *r = a->p;
-    a->p += n;
-    return r;
-  }
-  return etch__rd_arena_alloc_slow(a, n);
-}
-
-/* Copies `len` bytes and a NUL. */
-char *etch__rd_arena_strdup(rd_arena *a, const void *s, size_t len);
-
-/* ---- string pool --------------------------------------------------------------- */
-
-typedef struct rd_pool_slot {
-  uint64_t hash;
-  const char *s;
-  uint32_t len;
-} rd_pool_slot;
-
-/* Deduplicated NUL-terminated strings with stable addresses. */
-typedef struct rd_pool {
-  rd_arena arena;
-  rd_pool_slot *slots;
-  size_t mask; /* capacity - 1 */
-  size_t count;
-  size_t bytes;
-} rd_pool;
-
-int etch__rd_pool_init(rd_pool *p);
-void etch__rd_pool_free(rd_pool *p);
-/* Returns the pooled copy of s[0..len); NULL (error set) past the limit. */
-const char *etch__rd_pool_get(rd_pool *p, const void *s, size_t len);
 
 /* ---- u64 -> pointer hash map ------------------------------------------------------ */
 
@@ -237,7 +179,7 @@ typedef struct rd_clocks {
   size_t nsnaps, cap_snaps;
   uint32_t trace_clock; /* BOOTTIME unless primary_trace_clock said else */
   bool converted;       /* a timestamp was converted: trace clock is fixed */
-  rd_arena arena;
+  etch_arena arena;
 } rd_clocks;
 
 /* ---- tracks --------------------------------------------------------------------- */
@@ -287,10 +229,10 @@ typedef struct rd_seq {
   rd_clock *fclk; /* the default clock, when sequence-scoped, incremental and
                      set: timestamps convert inline; else NULL */
   uint64_t fuuid; /* track of events without a track_uuid */
-  rd_arena srcloc_arena;
+  etch_arena srcloc_arena;
   rd_clock *clocks[64]; /* sequence-scoped clocks 64..127 */
   /* Held events (timestamp order): records in file order. */
-  rd_arena recs;
+  etch_arena recs;
   rd_vec idx; /* rd_rec pointers in file order */
   uint64_t nrecs;
   int64_t last_ts;
@@ -361,7 +303,7 @@ struct etch_reader {
   etch_track_cb track_cb;
   void *track_user;
 
-  rd_pool pool;
+  etch_strpool pool;
   rd_map seqs;
   rd_seq *last_seq;
   rd_seq **seq_list;
@@ -370,7 +312,7 @@ struct etch_reader {
   rd_track global_track;
   rd_track **track_list; /* in creation order */
   size_t cap_track_list;
-  rd_arena track_arena;
+  etch_arena track_arena;
   uint64_t track_gen; /* bumped when any descriptor changes */
   size_t ntracks;
   rd_clocks clocks;
@@ -384,7 +326,7 @@ struct etch_reader {
     uint64_t *a;
     size_t n, cap;
   } rep[RD_NREP]; /* repeated integer fields of one event */
-  rd_arena scratch;
+  etch_arena scratch;
   char key[RD_MAX_KEY + 32];
   char flat[RD_MAX_KEY + 32];
   rd_vec catbuf;
@@ -580,7 +522,7 @@ int etch__rd_track_event(etch_reader *r, const rd_src *src, rd_seq *seq,
                          const uint8_t *msg, size_t len, int64_t ts,
                          uint64_t pkt_off);
 ETCH_INLINE const char *rd_pool_field(etch_reader *r, const etch__pb_field *f) {
-  return etch__rd_pool_get(&r->pool, f->data, f->len);
+  return etch__strpool_get(&r->pool, f->data, f->len);
 }
 
 /* Decompresses and parses a compressed_packets / zstd payload. */
