@@ -21,125 +21,23 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/arena.h"
 #include "base/base.h"
 #include "base/clock.h"
 #include "base/map.h"
 #include "query/query.h"
 #include "query/rows.h"
 
-/* ---- small containers ------------------------------------------------------ */
+/* ---- strings -------------------------------------------------------------- */
 
 /*
- * Interned strings: each distinct string is copied once into an arena whose
- * blocks never move, so open slices can hold plain pointers.
+ * Interned strings (base's pool): each distinct string is copied once into
+ * blocks that never move, so open slices can hold plain pointers. NULL for
+ * a NULL or empty string.
  */
-typedef struct str_block {
-  struct str_block *next;
-  size_t used, cap;
-  char data[];
-} str_block;
-
-typedef struct str_pool {
-  const char **slots; /* hash set of interned pointers */
-  uint64_t *hashes;
-  size_t cap, n;
-  str_block *blocks;
-} str_pool;
-
-static const char *pool_copy(str_pool *p, const char *s, size_t len) {
-  str_block *b = p->blocks;
-  if (!b || b->cap - b->used < len + 1) {
-    size_t cap = len + 1 > 65536 ? len + 1 : 65536;
-    b = etch__malloc(sizeof *b + cap);
-    if (!b) return NULL;
-    b->next = p->blocks;
-    b->used = 0;
-    b->cap = cap;
-    p->blocks = b;
-  }
-  char *out = b->data + b->used;
-  memcpy(out, s, len);
-  out[len] = '\0';
-  b->used += len + 1;
-  return out;
-}
-
-static bool pool_grow(str_pool *p) {
-  size_t cap = p->cap ? p->cap * 2 : 256;
-  const char **slots = etch__calloc(cap, sizeof *slots);
-  uint64_t *hashes = etch__malloc(cap * sizeof *hashes);
-  if (!slots || !hashes) {
-    free(slots);
-    free(hashes);
-    return false;
-  }
-  for (size_t i = 0; i < p->cap; i++) {
-    if (!p->slots[i]) continue;
-    size_t j = (size_t)p->hashes[i] & (cap - 1);
-    while (slots[j]) j = (j + 1) & (cap - 1);
-    slots[j] = p->slots[i];
-    hashes[j] = p->hashes[i];
-  }
-  free(p->slots);
-  free(p->hashes);
-  p->slots = slots;
-  p->hashes = hashes;
-  p->cap = cap;
-  return true;
-}
-
-/* Returns the interned copy of `s`, or NULL when `s` is NULL or empty. */
-static const char *pool_intern(str_pool *p, const char *s) {
+static const char *pool_intern(etch_strpool *p, const char *s) {
   if (!s || !*s) return NULL;
-  size_t len = strlen(s);
-  uint64_t h = etch__hash_bytes(s, len, 0);
-  if ((p->n + 1) * 2 > p->cap && !pool_grow(p)) return NULL;
-  size_t mask = p->cap - 1, i = (size_t)h & mask;
-  for (; p->slots[i]; i = (i + 1) & mask) {
-    if (p->hashes[i] == h && strcmp(p->slots[i], s) == 0) return p->slots[i];
-  }
-  const char *copy = pool_copy(p, s, len);
-  if (!copy) return NULL;
-  p->slots[i] = copy;
-  p->hashes[i] = h;
-  p->n++;
-  return copy;
-}
-
-static void pool_free(str_pool *p) {
-  free(p->slots);
-  free(p->hashes);
-  for (str_block *b = p->blocks, *next; b; b = next) {
-    next = b->next;
-    free(b);
-  }
-  memset(p, 0, sizeof *p);
-}
-
-/* Bump allocation of 8-byte aligned bytes in `*list` (freed with it). */
-static void *keep_alloc(str_block **list, size_t n) {
-  n = (n + 7) & ~(size_t)7;
-  str_block *b = *list;
-  if (!b || b->cap - b->used < n) {
-    size_t cap = n > 65536 ? n : 65536;
-    b = etch__malloc(sizeof *b + cap);
-    if (!b) return NULL;
-    b->next = *list;
-    b->used = 0;
-    b->cap = cap;
-    *list = b;
-  }
-  void *out = b->data + b->used;
-  b->used += n;
-  return out;
-}
-
-static void keep_free(str_block **list) {
-  for (str_block *b = *list, *next; b; b = next) {
-    next = b->next;
-    free(b);
-  }
-  *list = NULL;
+  return etch__strpool_get(p, s, strlen(s));
 }
 
 /* ---- importer state ------------------------------------------------------ */
@@ -227,7 +125,7 @@ struct etch__importer {
   bool in_txn;
   etch__rows *rows; /* slice, counter, args and flow rows */
 
-  str_pool strings;
+  etch_strpool strings;
   qtrack *tracks; /* tracks[i] has row id i + 1 */
   size_t ntracks, cap_tracks;
   etch_u64map track_by_uuid; /* uuid -> index in tracks */
@@ -256,7 +154,7 @@ struct etch__importer {
   size_t nsteps, cap_steps;
   uint64_t *hflows;   /* flow ids of held events */
   size_t nhflows, cap_hflows;
-  str_block *keep;    /* copies of held end args */
+  etch_arena keep;    /* copies of held end args */
   const char *dropped_name; /* interned "etch.dropped_events" */
   /* Frames and bookmarks for etch stats without a database: slices on
    * tracks named "Frames", instants on tracks named "Bookmarks". */
@@ -430,7 +328,7 @@ void etch__importer_track(etch__importer *imp, const etch_track_info *info) {
 
 static const char *pool_copy_keep(etch__importer *imp, const char *s) {
   size_t n = strlen(s) + 1;
-  char *d = keep_alloc(&imp->keep, n);
+  char *d = (char *)etch__arena_alloc(&imp->keep, n);
   if (d) memcpy(d, s, n);
   return d;
 }
@@ -752,7 +650,7 @@ static void hold(etch__importer *imp, qtrack *t, const etch_event *ev,
   if (ev->type == ETCH_EVENT_SLICE_END) {
     /* Kept until the end is matched: an unmatched end leaves no args. */
     if (ev->args_count && keep_args(imp, ev)) {
-      etch_arg *a = keep_alloc(&imp->keep, ev->args_count * sizeof *a);
+      etch_arg *a = etch__arena_alloc(&imp->keep, ev->args_count * sizeof *a);
       if (!a) {
         fail_nomem(imp);
         return;
@@ -957,11 +855,16 @@ int etch__importer_new(etch__importer **out, sqlite3 *db,
   imp->db = db;
   if (opts) imp->opts = *opts;
   imp->t0_ns = etch__monotonic_ns();
+  etch__arena_init(&imp->keep, 65536);
+  if (etch__strpool_init(&imp->strings, SIZE_MAX)) {
+    free(imp);
+    return ETCH_ENOMEM;
+  }
   imp->dropped_name = pool_intern(&imp->strings, "etch.dropped_events");
   imp->frames_name = pool_intern(&imp->strings, "Frames");
   imp->bookmarks_name = pool_intern(&imp->strings, "Bookmarks");
   if (!imp->dropped_name || !imp->frames_name || !imp->bookmarks_name) {
-    pool_free(&imp->strings);
+    etch__strpool_free(&imp->strings);
     free(imp);
     return ETCH_ENOMEM;
   }
@@ -1452,7 +1355,7 @@ void etch__importer_free(etch__importer *imp) {
   }
   free(imp->steps);
   free(imp->hflows);
-  keep_free(&imp->keep);
+  etch__arena_free(&imp->keep);
   free(imp->tracks);
   free(imp->procs);
   free(imp->threads);
@@ -1466,6 +1369,6 @@ void etch__importer_free(etch__importer *imp) {
   free(imp->bookmarks);
   etch__u64map_free(&imp->summary_by_name);
   free(imp->summary);
-  pool_free(&imp->strings);
+  etch__strpool_free(&imp->strings);
   free(imp);
 }
