@@ -18,6 +18,7 @@
 
 #include "proto/perfetto.h"
 #include "reader/dump.h"
+#include "base/clock.h"
 #include "reader/reader_int.h"
 #include "reader/reader_priv.h"
 
@@ -59,16 +60,10 @@ int etch__rd_fail_dec(etch_reader *r, const rd_src *src, const etch__pb_dec *d) 
 
 /* ---- progress ---------------------------------------------------------------------- */
 
-static uint64_t now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 void etch__rd_progress(etch_reader *r, uint64_t done, uint64_t total,
                        const char *what) {
   if (!r->progress || (++r->progress_tick & 1023)) return;
-  uint64_t t = now_ns();
+  uint64_t t = etch__monotonic_ns();
   if (t - r->progress_t0 < r->progress_delay) return;
   if (r->progress_shown && t - r->progress_last < r->progress_every) return;
   r->progress_last = t;
@@ -709,7 +704,7 @@ static int run(etch_reader *r) {
   if (!r->dump && r->progress_want &&
       (r->progress_forced || isatty(r->progress_fd))) {
     r->progress = true;
-    r->progress_t0 = now_ns();
+    r->progress_t0 = etch__monotonic_ns();
   }
   rd_src top;
   top.start = r->data;
