@@ -1,0 +1,214 @@
+/*
+ * import_int.h - the importer's state, shared by its files: import.c
+ * (tracks, nesting, flows, start and finish), import_write.c (the tables
+ * written at the end) and import_stats.c (etch stats without a database).
+ */
+#ifndef ETCH_QUERY_IMPORT_INT_H
+#define ETCH_QUERY_IMPORT_INT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "base/arena.h"
+#include "base/base.h"
+#include "base/map.h"
+#include "query/query.h"
+#include "query/rows.h"
+
+/* ---- importer state ------------------------------------------------------ */
+
+typedef struct open_slice {
+  int64_t id;
+  int64_t ts;
+  int64_t child_dur; /* sum of the durations of closed children */
+  int64_t arg_set_id; /* 0 = none */
+  const char *name;   /* interned; NULL = none */
+  const char *cat;
+} open_slice;
+
+/* An event of a held track, nested at the end in timestamp order. */
+typedef struct held_ev {
+  int64_t ts;
+  uint64_t gidx;       /* arrival order */
+  const char *name;    /* interned (begin, instant) */
+  const char *cat;
+  int64_t arg_set_id;  /* begin, instant: args already written; 0 = none */
+  const etch_arg *end_args; /* end: args kept until it is matched */
+  uint32_t nend_args;
+  uint32_t flow_at, nflows, nterms; /* in importer.hflows */
+  uint8_t type;
+} held_ev;
+
+/* A flow id on an event, linked at the end in timestamp order. */
+typedef struct flow_step {
+  int64_t ts;
+  uint64_t gidx;
+  int64_t slice_id;
+  uint64_t fid;
+  uint32_t k; /* position on the event: flow ids first, then terminating */
+  bool term;
+} flow_step;
+
+typedef struct qtrack {
+  uint64_t uuid, parent_uuid;
+  etch_track_kind kind;
+  const char *name; /* interned */
+  int32_t pid, tid;
+  int64_t id;           /* row id in track */
+  const char *unit;     /* interned */
+  int64_t unit_multiplier;
+  bool is_incremental;
+  open_slice *stack;
+  uint32_t depth, cap;
+  /* file_order: held (nested at the end) or nested as events come. */
+  bool held;
+  bool has_last;
+  int64_t last_ts;
+  held_ev *hev;
+  size_t nhev, cap_hev;
+  /* Totals for etch stats without a database. */
+  bool has_busy, has_dropped;
+  int64_t busy;    /* depth-0 slices with a duration */
+  int64_t dropped; /* debug.count of etch.dropped_events */
+  uint64_t cn;     /* counter values */
+  uint64_t cnum;   /* ... that are numbers (NaN is "no value", as in SQL) */
+  double cmin, cmax, csum, clast;
+  int64_t clast_ts;
+} qtrack;
+
+typedef struct name_summary {
+  const char *name; /* interned */
+  int64_t count, total, self, max;
+} name_summary;
+
+typedef struct qproc {
+  int32_t pid;
+  const char *name;
+  const char *cmdline;
+} qproc;
+
+typedef struct qthread {
+  int32_t pid, tid;
+  const char *name;
+} qthread;
+
+struct etch__importer {
+  uint64_t t0_ns; /* when the import began (progress) */
+  sqlite3 *db;
+  etch__import_opts opts;
+  int err;
+  bool in_txn;
+  etch__rows *rows; /* slice, counter, args and flow rows */
+
+  etch_strpool strings;
+  qtrack *tracks; /* tracks[i] has row id i + 1 */
+  size_t ntracks, cap_tracks;
+  etch_u64map track_by_uuid; /* uuid -> index in tracks */
+  qtrack *last_track;   /* cache: consecutive events share a track */
+  qproc *procs;         /* procs[i] has upid i + 1 */
+  size_t nprocs, cap_procs;
+  etch_u64map proc_by_pid;
+  qthread *threads; /* threads[i] has utid i + 1 */
+  size_t nthreads, cap_threads;
+  etch_u64map thread_by_key; /* (pid << 32 | tid) -> index */
+  etch_u64map flows;         /* flow id -> slice id waiting for its next hop */
+  etch_u64map flow_ts;       /* flow id -> that hop's time */
+  int64_t *losses;      /* times of events right after lost data, sorted */
+  size_t nlosses, cap_losses;
+  name_summary *summary;
+  size_t nsummary, cap_summary;
+  etch_u64map summary_by_name;
+
+  int64_t next_slice_id;
+  int64_t next_arg_set_id;
+  etch__import_counts counts;
+
+  uint64_t gidx;      /* events so far: arrival order */
+  bool restart;       /* file_order: a thread track went back in time */
+  flow_step *steps;   /* file_order: flows to link at the end */
+  size_t nsteps, cap_steps;
+  uint64_t *hflows;   /* flow ids of held events */
+  size_t nhflows, cap_hflows;
+  etch_arena keep;    /* copies of held end args */
+  const char *dropped_name; /* interned "etch.dropped_events" */
+  /* Frames and bookmarks for etch stats without a database: slices on
+   * tracks named "Frames", instants on tracks named "Bookmarks". */
+  const char *frames_name, *bookmarks_name; /* interned */
+  etch__stats_frame *frames;
+  size_t nframes, cap_frames;
+  struct {
+    int64_t ts;
+    const char *name; /* interned */
+  } *bookmarks;
+  size_t nbookmarks, cap_bookmarks;
+  /* stable_strings: reader pointer -> interned copy, direct-mapped. */
+  struct {
+    const char *from, *to;
+  } icache[1024];
+  int64_t first_ts, last_ts; /* bounds given to finish */
+  etch_reader_stats rstats;  /* stats given to finish */
+};
+
+static inline void fail(etch__importer *imp, int rc) {
+  if (!imp->err) imp->err = rc;
+}
+
+static inline void fail_sql(etch__importer *imp) {
+  if (!imp->err)
+    imp->err = etch__error(ETCH_ESQL, "import: SQL error: %s",
+                           sqlite3_errmsg(imp->db));
+}
+
+static inline void fail_nomem(etch__importer *imp) {
+  if (!imp->err) imp->err = etch__error(ETCH_ENOMEM, "import: out of memory");
+}
+
+static inline bool grow_array(void **arr, size_t *cap, size_t need, size_t elem) {
+  if (need <= *cap) return true;
+  size_t cap2 = *cap ? *cap * 2 : 16;
+  while (cap2 < need) cap2 *= 2;
+  void *p = etch__realloc(*arr, cap2 * elem);
+  if (!p) return false;
+  *arr = p;
+  *cap = cap2;
+  return true;
+}
+
+static inline void step_reset(etch__importer *imp, sqlite3_stmt *st) {
+  if (sqlite3_step(st) != SQLITE_DONE) fail_sql(imp);
+  sqlite3_reset(st);
+}
+
+static inline void bind_text(sqlite3_stmt *st, int col, const char *s) {
+  if (s)
+    sqlite3_bind_text(st, col, s, -1, SQLITE_STATIC);
+  else
+    sqlite3_bind_null(st, col);
+}
+
+static inline void bind_id(sqlite3_stmt *st, int col, int64_t id) {
+  if (id > 0)
+    sqlite3_bind_int64(st, col, id);
+  else
+    sqlite3_bind_null(st, col);
+}
+
+/* ---- shared between the files ---------------------------------------- */
+
+typedef struct stat_row {
+  const char *name, *severity, *source, *description;
+  uint64_t value;
+} stat_row;
+
+enum { kStatRows = 23 };
+
+/* The rows of the stats table (import_write.c). */
+void etch__import_fill_stat_rows(const etch__importer *imp,
+                                 const etch_reader_stats *rs, stat_row *out);
+/* Tracks, processes and threads, stats and the per-name summary: the
+ * tables written at the end of an import (import_write.c). */
+int etch__import_write_tables(etch__importer *imp,
+                              const etch_reader_stats *st);
+
+#endif /* ETCH_QUERY_IMPORT_INT_H */
