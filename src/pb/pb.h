@@ -245,4 +245,123 @@ ETCH_INLINE float etch__pb_field_float(const etch__pb_field *f) {
   return x;
 }
 
+/* ---- inline decoding (the reader's hot path) ------------------------------------------------------------------ */
+
+/*
+ * A varint of at most 5 bytes at q (bounded by end), inline: the values of
+ * a track event (deltas, iids, small uuids, lengths) and the 4-byte
+ * redundant lengths libetch reserves for nested messages. NULL when longer
+ * or truncated (the caller falls back to the full decoder).
+ */
+ETCH_INLINE const uint8_t *etch__pb_varint5(const uint8_t *q, const uint8_t *end,
+                                      uint64_t *out) {
+  if (ETCH_LIKELY(q < end && q[0] < 0x80)) {
+    *out = q[0];
+    return q + 1;
+  }
+  if (ETCH_LIKELY(end - q >= 5)) {
+    uint64_t b = q[0], v = b & 0x7f;
+    if (b < 0x80) goto done1;
+    b = q[1];
+    v |= (b & 0x7f) << 7;
+    if (b < 0x80) goto done2;
+    b = q[2];
+    v |= (b & 0x7f) << 14;
+    if (b < 0x80) goto done3;
+    b = q[3];
+    v |= (b & 0x7f) << 21;
+    if (b < 0x80) goto done4;
+    b = q[4];
+    if (b >= 0x80) return NULL;
+    v |= b << 28;
+    *out = v;
+    return q + 5;
+  done1:
+    *out = v;
+    return q + 1;
+  done2:
+    *out = v;
+    return q + 2;
+  done3:
+    *out = v;
+    return q + 3;
+  done4:
+    *out = v;
+    return q + 4;
+  }
+  uint64_t v = 0;
+  for (unsigned i = 0; q + i < end; i++) {
+    uint64_t b = q[i];
+    v |= (b & 0x7f) << (7 * i);
+    if (b < 0x80) {
+      *out = v;
+      return q + i + 1;
+    }
+  }
+  return NULL;
+}
+
+/*
+ * etch__pb_next with an inline fast path for the common shapes (tags of one
+ * or two bytes; varints and lengths of up to 5 bytes, redundant ones
+ * included; fixed64), which are every field of the packets libetch writes.
+ * Same results as etch__pb_next in every case.
+ */
+/* etch__pb_next through copies, so that the callers' decoder and field do
+ * not escape and can live in registers. */
+ETCH_INLINE bool etch__pb_next_copy(etch__pb_dec *d, etch__pb_field *f) {
+  etch__pb_dec dd = *d;
+  etch__pb_field ff;
+  bool ok = etch__pb_next(&dd, &ff);
+  *d = dd;
+  if (ok) *f = ff;
+  return ok;
+}
+
+ETCH_INLINE bool etch__pb_next_fast(etch__pb_dec *d, etch__pb_field *f) {
+  const uint8_t *p = d->p, *end = d->end;
+  if (ETCH_UNLIKELY(p >= end)) return false;
+  if (ETCH_LIKELY(end - p >= 2)) {
+    const uint8_t *q = p + 1;
+    uint32_t tag = p[0];
+    if (tag >= 0x80) {
+      if (q[0] >= 0x80) goto slow;
+      tag = (tag & 0x7f) | (uint32_t)q[0] << 7;
+      q++;
+    }
+    if (ETCH_UNLIKELY(tag < 8)) goto slow; /* field 0 */
+    uint32_t wt = tag & 7;
+    uint64_t v;
+    if (wt == ETCH_PB_VARINT) {
+      if (!(q = etch__pb_varint5(q, end, &v))) goto slow;
+      f->u = v;
+      f->data = NULL;
+      f->len = 0;
+    } else if (wt == ETCH_PB_LEN) {
+      if (!(q = etch__pb_varint5(q, end, &v)) || v > (uint64_t)(end - q)) goto slow;
+      f->u = 0;
+      f->data = q;
+      f->len = (size_t)v;
+      q += v;
+    } else if (wt == ETCH_PB_FIXED64 && end - q >= 8) {
+      v = 0;
+      for (int i = 7; i >= 0; i--) v = (v << 8) | q[i];
+      f->u = v;
+      f->data = NULL;
+      f->len = 0;
+      q += 8;
+    } else {
+      goto slow;
+    }
+    f->id = tag >> 3;
+    f->wt = (uint8_t)wt;
+    f->off = (size_t)(p - d->start);
+    d->p = q;
+    return true;
+  }
+slow:
+  return etch__pb_next_copy(d, f);
+}
+
+
 #endif /* ETCH_PB_H */

@@ -77,7 +77,7 @@ int etch__rd_schema(etch_reader *r, const rd_src *src, const uint8_t *msg,
   const char *names[MAX_FIELDS];
   uint32_t types[MAX_FIELDS];
   etch__pb_dec_init(&d, msg, len);
-  while (rd_next(&d, &f)) {
+  while (etch__pb_next_fast(&d, &f)) {
     if (f.wt == ETCH_PB_LEN && f.id == ETCH_SCHEMA_NAME) {
       if (!(s.name = rd_pool_field(r, &f))) return ETCH_ENOMEM;
     } else if (f.wt == ETCH_PB_LEN && f.id == ETCH_SCHEMA_LOGGER) {

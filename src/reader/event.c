@@ -134,7 +134,7 @@ static int debug_annotation(etch_reader *r, const rd_src *src, rd_seq *seq,
     const char *name = NULL;
     size_t nlen = 0;
     etch__pb_dec_init(&d, msg, len);
-    while (rd_next(&d, &f)) {
+    while (etch__pb_next_fast(&d, &f)) {
       if (f.id == ETCH_DA_NAME_IID && f.wt == ETCH_PB_VARINT) {
         const char *s = (const char *)rd_itab_get(&seq->da_names, f.u);
         if (!s) {
@@ -158,7 +158,7 @@ static int debug_annotation(etch_reader *r, const rd_src *src, rd_seq *seq,
   size_t nargs_before = r->nargs;
   bool container = false; /* an array or dict value */
   etch__pb_dec_init(&d, msg, len);
-  while (rd_next(&d, &f)) {
+  while (etch__pb_next_fast(&d, &f)) {
     bool handled;
     int rc = da_value(r, src, seq, d.start, &f, flat_len, key_len, &handled);
     if (rc) return rc;
@@ -209,14 +209,14 @@ static int nested_value(etch_reader *r, const rd_src *src, rd_seq *seq,
   etch__pb_field f, kf;
   uint64_t type = 0;
   etch__pb_dec_init(&d, msg, len);
-  while (rd_next(&d, &f))
+  while (etch__pb_next_fast(&d, &f))
     if (f.id == NV_TYPE && f.wt == ETCH_PB_VARINT) type = f.u;
   if (d.err) return etch__rd_fail_dec(r, src, &d);
 
   size_t index = 0;
   etch__pb_dec_init(&kd, msg, len); /* walks dict_keys alongside dict_values */
   etch__pb_dec_init(&d, msg, len);
-  while (rd_next(&d, &f)) {
+  while (etch__pb_next_fast(&d, &f)) {
     int rc = 0;
     etch_arg v;
     if (type == 1 && f.id == NV_DVALS && f.wt == ETCH_PB_LEN) {
@@ -386,7 +386,7 @@ int etch__rd_track_event(etch_reader *r, const rd_src *src, rd_seq *seq,
   r->stats.track_events++;
 
   etch__pb_dec_init(&d, msg, len);
-  while (rd_next(&d, &f)) {
+  while (etch__pb_next_fast(&d, &f)) {
     etch__pb_field fr; /* a copy for the calls taking a field's address */
     switch (f.id) {
       case ETCH_TE_TYPE:

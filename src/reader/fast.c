@@ -102,7 +102,7 @@ ETCH_INLINE uint32_t load_le32(const uint8_t *q) {
          (uint32_t)q[3] << 24;
 }
 
-/* rd_varint5 with the two shapes of lengths libetch writes inline: one
+/* etch__pb_varint5 with the two shapes of lengths libetch writes inline: one
  * byte, and the 4-byte redundant varint of a length reserved and patched
  * (three bytes with the continuation bit, then one without). */
 ETCH_INLINE const uint8_t *len_varint(const uint8_t *q, const uint8_t *end,
@@ -123,7 +123,7 @@ ETCH_INLINE const uint8_t *len_varint(const uint8_t *q, const uint8_t *end,
       return q + 4;
     }
   }
-  return rd_varint5(q, end, out);
+  return etch__pb_varint5(q, end, out);
 }
 
 /* A length (up to 5 bytes, redundant ones included) that fits in [q, end);

@@ -169,7 +169,7 @@ static int track_descriptor(etch_reader *r, const rd_src *src,
   const char *unit_name = NULL;
 
   etch__pb_dec_init(&d, msg, len);
-  while (rd_next(&d, &f)) {
+  while (etch__pb_next_fast(&d, &f)) {
     switch (f.id) {
       case ETCH_TD_UUID:
         RD_EXPECT(f, ETCH_PB_VARINT, "TrackDescriptor.uuid");
@@ -283,7 +283,7 @@ static int interned_data(etch_reader *r, const rd_src *src, rd_seq *seq,
   etch__pb_dec d;
   etch__pb_field f;
   etch__pb_dec_init(&d, msg, len);
-  while (rd_next(&d, &f)) {
+  while (etch__pb_next_fast(&d, &f)) {
     rd_itab *m;
     switch (f.id) {
       case ETCH_ID_EVENT_CATEGORIES: m = &seq->cats; break;
@@ -386,7 +386,7 @@ static int packet_defaults(etch_reader *r, const rd_src *src, rd_seq *seq,
   etch__pb_dec d;
   etch__pb_field f;
   etch__pb_dec_init(&d, msg, len);
-  while (rd_next(&d, &f)) {
+  while (etch__pb_next_fast(&d, &f)) {
     if (f.id == ETCH_DEFAULTS_TIMESTAMP_CLOCK_ID) {
       RD_EXPECT(f, ETCH_PB_VARINT, "TracePacketDefaults.timestamp_clock_id");
       seq->has_clock_default = true;
@@ -429,7 +429,7 @@ static int trace_stats(etch_reader *r, const rd_src *src, const uint8_t *msg,
   etch__pb_field f;
   uint64_t disc = 0, over = 0, loss = 0;
   etch__pb_dec_init(&d, msg, len);
-  while (rd_next(&d, &f)) {
+  while (etch__pb_next_fast(&d, &f)) {
     if (f.id != ETCH_TS_BUFFER_STATS || f.wt != ETCH_PB_LEN) continue;
     etch__pb_dec bd;
     etch__pb_field bf;
@@ -511,7 +511,7 @@ int etch__rd_packet(etch_reader *r, const rd_src *src, uint64_t rec_off,
   r->stats.packets++;
   r->gen++; /* sequence state may change: the fast path looks again */
   etch__pb_dec_init(&d, pkt, len);
-  while (rd_next(&d, &f)) {
+  while (etch__pb_next_fast(&d, &f)) {
     switch (f.id) {
       case ETCH_PKT_TIMESTAMP:
         RD_EXPECT(f, ETCH_PB_VARINT, "TracePacket.timestamp");
@@ -616,7 +616,7 @@ int etch__rd_packet(etch_reader *r, const rd_src *src, uint64_t rec_off,
   /* State the rest of the packet depends on. */
   if (present & (HAS_DEFAULTS | HAS_INTERNED | HAS_SNAPSHOT)) {
     etch__pb_dec_init(&d, pkt, len);
-    while (rd_next(&d, &f)) {
+    while (etch__pb_next_fast(&d, &f)) {
       rc = 0;
       if (f.id == ETCH_PKT_TRACE_PACKET_DEFAULTS)
         rc = packet_defaults(r, src, seq, f.data, f.len);
@@ -642,7 +642,7 @@ int etch__rd_packet(etch_reader *r, const rd_src *src, uint64_t rec_off,
 
   if (present & (HAS_DESCRIPTOR | HAS_STATS | HAS_COMPRESSED)) {
     etch__pb_dec_init(&d, pkt, len);
-    while (rd_next(&d, &f)) {
+    while (etch__pb_next_fast(&d, &f)) {
       rc = 0;
       if (f.id == ETCH_PKT_TRACK_DESCRIPTOR) {
         rc = track_descriptor(r, src, f.data, f.len);

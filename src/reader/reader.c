@@ -263,7 +263,7 @@ int etch__rd_parse_records(etch_reader *r, const rd_src *src, size_t len) {
                            "type %u where a packet (field 1) was expected",
                            (unsigned long long)(tag >> 3), (unsigned)(tag & 7));
     }
-    const uint8_t *q = rd_varint5(p, end, &plen);
+    const uint8_t *q = etch__pb_varint5(p, end, &plen);
     if (ETCH_LIKELY(q != NULL)) {
       p = q;
     } else if (!etch__pb_read_varint(&p, end, &plen)) {
