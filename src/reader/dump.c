@@ -1,9 +1,9 @@
 /*
  * dump.c - the readable dump behind `etch print`.
  *
- * The reader runs as usual with r->dump set: for every packet it calls
- * etch__rd_dump_packet after the state the packet depends on was applied, and
- * etch__rd_dump_event for every track event it resolved. Fields are printed
+ * The reader runs with this file's observer (reader_int.h): it sees every
+ * packet after the state the packet depends on was applied, and every track
+ * event the reader resolved, instead of the subscribers. Fields are printed
  * from a small schema of the messages etch knows; anything else is printed
  * generically ("field N: varint 5").
  */
@@ -11,7 +11,14 @@
 #include <string.h>
 
 #include "proto/perfetto.h"
+#include "reader/dump.h"
 #include "reader/reader_int.h"
+
+/* The listing's state: where it goes, how deep in compressed packets. */
+typedef struct dump_state {
+  FILE *out;
+  int depth;
+} dump_state;
 
 enum {
   K_U,      /* unsigned varint */
@@ -421,13 +428,20 @@ static void put_msg(FILE *o, const mdef *m, const uint8_t *data, size_t len,
 
 /* ---- hooks ----------------------------------------------------------------------------- */
 
-void etch__rd_dump_packet(etch_reader *r, const rd_src *src, uint64_t rec_off,
-                          const uint8_t *pkt, size_t len, rd_seq *seq,
-                          uint32_t flags, bool has_ts, uint64_t raw_ts,
-                          uint32_t clock_id, bool ts_ok, int64_t ts,
-                          bool skipped) {
-  FILE *o = r->dump;
-  int ind = r->dump_indent * 2;
+static void dump_packet(etch_reader *r, const rd_packet_view *p, void *user) {
+  dump_state *ds = (dump_state *)user;
+  const rd_src *src = p->src;
+  uint64_t rec_off = p->rec_off;
+  const uint8_t *pkt = p->pkt;
+  size_t len = p->len;
+  rd_seq *seq = p->seq;
+  uint32_t flags = p->flags;
+  bool has_ts = p->has_ts, ts_ok = p->ts_ok, skipped = p->skipped;
+  uint64_t raw_ts = p->raw_ts;
+  uint32_t clock_id = p->clock_id;
+  int64_t ts = p->ts;
+  FILE *o = ds->out;
+  int ind = ds->depth * 2;
   indent(o, ind);
   fprintf(o, "packet #%" PRIu64 " %soffset %" PRIu64 " (%zu bytes) seq %u",
           r->stats.packets, src->depth ? "decompressed " : "", rec_off, len,
@@ -467,13 +481,14 @@ static void put_value(FILE *o, const etch_arg *a) {
   }
 }
 
-void etch__rd_dump_event(etch_reader *r, const etch_event *ev) {
+static void dump_event(etch_reader *r, const etch_event *ev, void *user) {
+  dump_state *ds = (dump_state *)user;
   static const char *const kinds[] = {"global", "process", "thread", "named",
                                       "counter"};
-  FILE *o = r->dump;
+  FILE *o = ds->out;
   rd_track *t = (rd_track *)(uintptr_t)ev->track;
   etch__rd_track_resolve(r, t);
-  indent(o, r->dump_indent * 2 + 1);
+  indent(o, ds->depth * 2 + 1);
   fprintf(o, "=> %s ts %" PRId64 " track %" PRIu64 " (%s \"%s\") pid %d tid %d",
           type_name((uint64_t)ev->type), ev->ts, ev->track->uuid,
           (unsigned)ev->track->kind < 5 ? kinds[ev->track->kind] : "?",
@@ -492,9 +507,42 @@ void etch__rd_dump_event(etch_reader *r, const etch_event *ev) {
     fprintf(o, " flow_end %" PRIu64, ev->terminating_flow_ids[i]);
   fputc('\n', o);
   for (size_t i = 0; i < ev->args_count; i++) {
-    indent(o, r->dump_indent * 2 + 2);
+    indent(o, ds->depth * 2 + 2);
     fprintf(o, "%s = ", ev->args[i].key);
     put_value(o, &ev->args[i]);
     fputc('\n', o);
   }
+}
+
+static void dump_nest(etch_reader *r, int step, void *user) {
+  (void)r;
+  ((dump_state *)user)->depth += step;
+}
+
+/* ---- dump entry point ---------------------------------------------------------------- */
+
+int etch__reader_dump(const void *data, size_t len, FILE *out) {
+  etch_reader *r;
+  int rc = etch_reader_open_memory(&r, data, len);
+  if (rc) return rc;
+  dump_state ds = {out, 0};
+  const rd_observer obs = {dump_packet, dump_event, dump_nest, &ds};
+  r->obs = &obs;
+  r->order = ETCH_ORDER_FILE;
+  rc = etch_reader_run(r);
+  /* An error is the caller's to report (etch print says it once, on
+   * stderr); the listing stops where it happened. */
+  etch_reader_stats st = r->stats;
+  fprintf(out,
+          "-- %llu packets, %llu track events, %llu sequences, %llu "
+          "compressed, %llu skipped (incremental state lost), %llu "
+          "interned data missing\n",
+          (unsigned long long)st.packets, (unsigned long long)st.track_events,
+          (unsigned long long)st.sequences,
+          (unsigned long long)st.compressed_packets,
+          (unsigned long long)
+              st.packet_skipped_seq_needs_incremental_state_invalid,
+          (unsigned long long)st.interned_data_missing);
+  etch_reader_close(r);
+  return rc;
 }

@@ -607,9 +607,11 @@ int etch__rd_packet(etch_reader *r, const rd_src *src, uint64_t rec_off,
   }
   if (skipped) {
     seq->loss_pending = true;
-    if (r->dump)
-      etch__rd_dump_packet(r, src, rec_off, pkt, len, seq, flags, has_ts, raw_ts,
-                           has_clock ? clock : 0, false, 0, true);
+    if (r->obs) {
+      rd_packet_view v = {src,    rec_off, pkt, len, seq,  flags, has_ts,
+                          raw_ts, has_clock ? clock : 0, false, 0, true};
+      r->obs->packet(r, &v, r->obs->user);
+    }
     return 0;
   }
 
@@ -636,9 +638,11 @@ int etch__rd_packet(etch_reader *r, const rd_src *src, uint64_t rec_off,
   if (clock_id == 0) clock_id = r->clocks.trace_clock;
   int64_t ts = 0;
   bool ts_ok = etch__rd_packet_time(r, seq, has_ts, raw_ts, clock_id, &ts);
-  if (r->dump)
-    etch__rd_dump_packet(r, src, rec_off, pkt, len, seq, flags, has_ts, raw_ts,
-                         clock_id, ts_ok, ts, false);
+  if (r->obs) {
+    rd_packet_view v = {src,    rec_off,  pkt,   len, seq,  flags, has_ts,
+                        raw_ts, clock_id, ts_ok, ts,  false};
+    r->obs->packet(r, &v, r->obs->user);
+  }
 
   if (present & (HAS_DESCRIPTOR | HAS_STATS | HAS_COMPRESSED)) {
     etch__pb_dec_init(&d, pkt, len);

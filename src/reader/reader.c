@@ -17,7 +17,6 @@
 #include <zstd.h>
 
 #include "proto/perfetto.h"
-#include "reader/dump.h"
 #include "base/clock.h"
 #include "reader/reader_int.h"
 #include "reader/reader_priv.h"
@@ -219,9 +218,9 @@ int etch__rd_decompress(etch_reader *r, const rd_src *src, const uint8_t *at,
       src->depth == 0 ? (uint64_t)(at - src->start) : src->wrapper_off;
   sub.depth = depth;
   sub.parent = src;
-  if (r->dump) r->dump_indent++;
+  if (r->obs) r->obs->nest(r, 1, r->obs->user);
   rc = etch__rd_parse_records(r, &sub, out->len);
-  if (r->dump) r->dump_indent--;
+  if (r->obs) r->obs->nest(r, -1, r->obs->user);
   return rc;
 }
 
@@ -387,8 +386,8 @@ int etch__rd_emit(etch_reader *r, rd_seq *seq, etch_event *ev,
     ev->after_loss = true;
     seq->loss_pending = false;
   }
-  if (r->dump) {
-    etch__rd_dump_event(r, ev);
+  if (r->obs) {
+    r->obs->event(r, ev, r->obs->user);
     return 0;
   }
   if (r->order == ETCH_ORDER_FILE) {
@@ -697,11 +696,11 @@ static int run(etch_reader *r) {
   if (!r) return etch__error(ETCH_EINVAL, "reader: NULL");
   if (r->ran) return etch__error(ETCH_ESTATE, "reader: already run");
   r->ran = true;
-  r->fast = !r->fast_off && !r->dump;
+  r->fast = !r->fast_off && !r->obs;
   r->sub_all = r->nsubs == 1 && !r->subs[0].name && !r->subs[0].category;
   etch__error_clear();
   r->stats.bytes = r->len;
-  if (!r->dump && r->progress_want &&
+  if (!r->obs && r->progress_want &&
       (r->progress_forced || isatty(r->progress_fd))) {
     r->progress = true;
     r->progress_t0 = etch__monotonic_ns();
@@ -718,7 +717,7 @@ static int run(etch_reader *r) {
     error_prefixed(r, rc, r->cur_off, NULL, 0, msg[0] ? msg : etch_strerror(rc));
   }
   /* Events decoded before an error are still delivered. */
-  if (r->order == ETCH_ORDER_TIMESTAMP && !r->dump) {
+  if (r->order == ETCH_ORDER_TIMESTAMP && !r->obs) {
     char saved[512];
     snprintf(saved, sizeof saved, "%s", etch_last_error());
     int drc = deliver_held(r);
@@ -727,12 +726,12 @@ static int run(etch_reader *r) {
     else
       etch__error(rc, "%s", saved);
   }
-  if (!r->dump) {
+  if (!r->obs) {
     int crc = etch__rd_custom_finish(r);
     if (rc == 0) rc = crc;
   }
   /* Tracks without events are announced last. */
-  if (!r->dump && r->track_cb) {
+  if (!r->obs && r->track_cb) {
     for (size_t i = 0; i < r->ntracks; i++)
       if (r->track_list[i]->described)
         etch__rd_announce_track(r, r->track_list[i], 0);
@@ -761,28 +760,3 @@ int etch_reader_time_bounds(const etch_reader *r, int64_t *first,
   return 0;
 }
 
-/* ---- dump entry point ---------------------------------------------------------------- */
-
-int etch__reader_dump(const void *data, size_t len, FILE *out) {
-  etch_reader *r;
-  int rc = etch_reader_open_memory(&r, data, len);
-  if (rc) return rc;
-  r->dump = out;
-  r->order = ETCH_ORDER_FILE;
-  rc = run(r);
-  /* An error is the caller's to report (etch print says it once, on
-   * stderr); the listing stops where it happened. */
-  etch_reader_stats st = r->stats;
-  fprintf(out,
-          "-- %llu packets, %llu track events, %llu sequences, %llu "
-          "compressed, %llu skipped (incremental state lost), %llu "
-          "interned data missing\n",
-          (unsigned long long)st.packets, (unsigned long long)st.track_events,
-          (unsigned long long)st.sequences,
-          (unsigned long long)st.compressed_packets,
-          (unsigned long long)
-              st.packet_skipped_seq_needs_incremental_state_invalid,
-          (unsigned long long)st.interned_data_missing);
-  etch_reader_close(r);
-  return rc;
-}

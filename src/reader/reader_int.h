@@ -361,9 +361,8 @@ struct etch_reader {
   uint64_t progress_t0, progress_last;
   uint64_t progress_tick;
 
-  /* Dump mode (etch print). */
-  FILE *dump;
-  int dump_indent;
+  /* Sees the read instead of the subscribers (etch print), or NULL. */
+  const struct rd_observer *obs;
 };
 
 /* ---- shared functions ---------------------------------------------------------------- */
@@ -528,12 +527,36 @@ int etch__rd_fast_records(etch_reader *r, const rd_src *src,
 void etch__rd_progress(etch_reader *r, uint64_t done, uint64_t total,
                        const char *what);
 
-/* Dump hooks (r->dump != NULL). */
-void etch__rd_dump_packet(etch_reader *r, const rd_src *src, uint64_t rec_off,
-                          const uint8_t *pkt, size_t len, rd_seq *seq,
-                          uint32_t flags, bool has_ts, uint64_t raw_ts,
-                          uint32_t clock_id, bool ts_ok, int64_t ts,
-                          bool skipped);
-void etch__rd_dump_event(etch_reader *r, const etch_event *ev);
+/* ---- observing the read (etch print) ------------------------------------------------ */
+
+/* A packet as the generic decoder read it. */
+typedef struct rd_packet_view {
+  const rd_src *src;
+  uint64_t rec_off;   /* offset of its record (in the decompressed input) */
+  const uint8_t *pkt; /* the TracePacket's bytes */
+  size_t len;
+  rd_seq *seq;        /* NULL without a sequence */
+  uint32_t flags;     /* sequence_flags */
+  bool has_ts;
+  uint64_t raw_ts;    /* its timestamp as written, in clock_id */
+  uint32_t clock_id;
+  bool ts_ok;         /* ts: converted to the trace clock */
+  int64_t ts;
+  bool skipped;       /* not read: its sequence's state is lost */
+} rd_packet_view;
+
+/*
+ * An observer sees the read instead of the subscribers: every packet (after
+ * the state it depends on was applied, or when it is skipped), every event
+ * resolved, and each step into (+1) and out of (-1) compressed packets, all
+ * in file order with the fast path off; nothing is delivered. Set before
+ * etch_reader_run (etch print's dump.c is one).
+ */
+typedef struct rd_observer {
+  void (*packet)(etch_reader *r, const rd_packet_view *p, void *user);
+  void (*event)(etch_reader *r, const etch_event *ev, void *user);
+  void (*nest)(etch_reader *r, int step, void *user);
+  void *user;
+} rd_observer;
 
 #endif /* ETCH_READER_INT_H */
