@@ -347,7 +347,6 @@ struct etch_reader {
   uint64_t gidx;
   etch_reader_stats stats;
   bool trace_stats_seen;
-  rd_clock *trace_clock_k; /* cached clock object of the trace clock */
 
   /* Progress on a terminal (etch_reader_set_progress). */
   bool progress_want;   /* asked for */

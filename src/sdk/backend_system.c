@@ -94,7 +94,6 @@ static struct {
   uint64_t next_req, async_req;
   uint8_t *smb_mem;
   uint64_t smb_size;
-  uint32_t page_kb;
   uint32_t layout; /* how pages are cut, for this mapping */
   etch_smb smb;
   bool have_smb;
