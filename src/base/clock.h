@@ -42,16 +42,19 @@ ETCH_INLINE int etch__clock_is_tsc(void) {
 /* How long an anchor may be used at most (ns), whatever its baseline. */
 #define ETCH_ANCHOR_SPAN_MAX 10000000ull
 
-static inline uint64_t etch__boottime_ns(void) {
+/* A clock_gettime clock in ns: every part reads clocks through these. */
+static inline uint64_t etch__clock_ns(clockid_t id) {
   struct timespec ts;
-  clock_gettime(CLOCK_BOOTTIME, &ts);
+  clock_gettime(id, &ts);
   return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+static inline uint64_t etch__boottime_ns(void) {
+  return etch__clock_ns(CLOCK_BOOTTIME);
+}
+
 static inline uint64_t etch__monotonic_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+  return etch__clock_ns(CLOCK_MONOTONIC);
 }
 
 /* Ticks read from clock_gettime carry this bit on top of BOOTTIME ns, so

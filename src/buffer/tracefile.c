@@ -18,6 +18,7 @@
  * With compression on, records are batched (at most 256 KiB each) and each
  * batch is written as one `compressed_packets` packet (zlib/deflate).
  */
+#include "base/clock.h"
 #include "buffer/tracefile.h"
 
 #include <stdlib.h>
@@ -182,12 +183,6 @@ int etch__tracefile_put_service(etch_tracefile *o) {
   return rc;
 }
 
-static uint64_t clock_ns(clockid_t id) {
-  struct timespec ts;
-  clock_gettime(id, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 static void clock_entry(etch__pb_stream *s, uint32_t id, uint64_t ts) {
   etch__pb_nested c;
   etch__pb_nested_begin(s, ETCH_CLOCKSNAP_CLOCKS, &c);
@@ -199,14 +194,14 @@ static void clock_entry(etch__pb_stream *s, uint32_t id, uint64_t ts) {
 int etch__tracefile_put_clock_snapshot(etch_tracefile *o) {
   etch__pb_buf *tmp = &o->tmp;
   etch__pb_stream *s = &tmp->s;
-  uint64_t boot = clock_ns(CLOCK_BOOTTIME);
+  uint64_t boot = etch__clock_ns(CLOCK_BOOTTIME);
   etch__pb_write_varint_field(s, ETCH_PKT_TIMESTAMP, boot);
   etch__pb_write_varint_field(s, ETCH_PKT_TIMESTAMP_CLOCK_ID, ETCH_CLOCK_BOOTTIME);
   etch__pb_nested cs;
   etch__pb_nested_begin(s, ETCH_PKT_CLOCK_SNAPSHOT, &cs);
   clock_entry(s, ETCH_CLOCK_BOOTTIME, boot);
-  clock_entry(s, ETCH_CLOCK_MONOTONIC, clock_ns(CLOCK_MONOTONIC));
-  clock_entry(s, ETCH_CLOCK_REALTIME, clock_ns(CLOCK_REALTIME));
+  clock_entry(s, ETCH_CLOCK_MONOTONIC, etch__clock_ns(CLOCK_MONOTONIC));
+  clock_entry(s, ETCH_CLOCK_REALTIME, etch__clock_ns(CLOCK_REALTIME));
   etch__pb_write_varint_field(s, ETCH_CLOCKSNAP_PRIMARY_TRACE_CLOCK,
                              ETCH_CLOCK_BOOTTIME);
   etch__pb_nested_end(s, &cs);
@@ -216,7 +211,7 @@ int etch__tracefile_put_clock_snapshot(etch_tracefile *o) {
 int etch__tracefile_put_stats(etch_tracefile *o, const etch_buffer_stats *bs,
                               uint32_t chunk_size, uint64_t writers_with_loss) {
   etch__pb_stream *s = &o->tmp.s;
-  etch__pb_write_varint_field(s, ETCH_PKT_TIMESTAMP, clock_ns(CLOCK_BOOTTIME));
+  etch__pb_write_varint_field(s, ETCH_PKT_TIMESTAMP, etch__clock_ns(CLOCK_BOOTTIME));
   etch__pb_write_varint_field(s, ETCH_PKT_TIMESTAMP_CLOCK_ID, ETCH_CLOCK_BOOTTIME);
   etch__pb_nested ts, b;
   etch__pb_nested_begin(s, ETCH_PKT_TRACE_STATS, &ts);
