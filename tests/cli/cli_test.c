@@ -19,7 +19,7 @@
 
 #include "query_test_util.h"
 #include "test.h"
-#include "trace_builder.h"
+#include "trace_build.h"
 
 extern char **environ;
 
@@ -89,19 +89,19 @@ static void done(run_result *r) {
 static const char *small_trace(void) {
   tb t;
   tb_init(&t);
-  tb_process_track(&t, 1, 1, 10, "app");
-  tb_thread_track(&t, 1, 2, 10, 10, "main");
-  tb_thread_track(&t, 2, 3, 10, 11, "worker");
+  tb_process(&t, 1, 1, 10, "app");
+  tb_thread(&t, 1, 2, 10, 10, "main");
+  tb_thread(&t, 2, 3, 10, 11, "worker");
   tb_counter_track(&t, 1, 4, 1, "heap", ETCH_CD_UNIT_SIZE_BYTES);
   tb_event(&t, 1, 1000, 2, ETCH_TE_TYPE_SLICE_BEGIN, "render", "frame");
   tb_counter(&t, 1, 1000, 4, 100);
   tb_event(&t, 2, 1500, 3, ETCH_TE_TYPE_SLICE_END, NULL, NULL);
   tb_event_open(&t, 1, 2000, 2, ETCH_TE_TYPE_SLICE_BEGIN, "render", "draw");
   tb_open(&t, ETCH_TE_DEBUG_ANNOTATIONS);
-  tb_string(&t, ETCH_DA_NAME, "n");
-  tb_varint(&t, ETCH_DA_INT_VALUE, 3);
+  tb_s(&t, ETCH_DA_NAME, "n");
+  tb_u(&t, ETCH_DA_INT_VALUE, 3);
   tb_close(&t);
-  tb_end(&t);
+  tb_event_close(&t);
   tb_event(&t, 1, 2500, 2, ETCH_TE_TYPE_INSTANT, "render", "vsync");
   tb_event(&t, 1, 3000, 2, ETCH_TE_TYPE_SLICE_END, NULL, NULL);
   tb_counter(&t, 1, 4000, 4, 300);
@@ -186,8 +186,8 @@ TEST(cli_runtime_errors_exit_1) {
   /* A packet whose length runs past the end of the file. */
   tb t;
   tb_init(&t);
-  tb_thread_track(&t, 1, 2, 10, 10, "main");
-  tb_bytes(&t, ETCH_TRACE_PACKET, "\x08\x01", 2);
+  tb_thread(&t, 1, 2, 10, 10, "main");
+  tb_b(&t, ETCH_TRACE_PACKET, "\x08\x01", 2);
   const char *bad = tb_write_file(&t, "bad.pftrace");
   FILE *f = fopen(bad, "ab");
   fputs("\x0a\x7f\x08", f); /* says 127 bytes, has 1 */
@@ -205,10 +205,10 @@ TEST(cli_runtime_errors_exit_1) {
   }
   /* Corruption before the end stays an error either way. */
   tb_init(&t);
-  tb_thread_track(&t, 1, 2, 10, 10, "main");
-  tb_bytes(&t, ETCH_TRACE_PACKET, "\x08\x01", 2);
-  tb_bytes(&t, 7, "\x01", 1); /* field 7 where a packet belongs */
-  tb_bytes(&t, ETCH_TRACE_PACKET, "\x08\x01", 2);
+  tb_thread(&t, 1, 2, 10, 10, "main");
+  tb_b(&t, ETCH_TRACE_PACKET, "\x08\x01", 2);
+  tb_b(&t, 7, "\x01", 1); /* field 7 where a packet belongs */
+  tb_b(&t, ETCH_TRACE_PACKET, "\x08\x01", 2);
   const char *mid = tb_write_file(&t, "mid.pftrace");
   tb_free(&t);
   for (size_t i = 0; i < 3; i++) {
@@ -410,7 +410,7 @@ TEST(cli_convert_exact_and_parses) {
 TEST(cli_nan_counters) {
   tb t;
   tb_init(&t);
-  tb_process_track(&t, 1, 1, 10, "app");
+  tb_process(&t, 1, 1, 10, "app");
   tb_counter_track(&t, 1, 4, 1, "ratio", 0);
   tb_counter_track(&t, 1, 5, 1, "none", 0);
   tb_counter_double(&t, 1, 1000, 4, 1.5);
@@ -456,8 +456,8 @@ TEST(cli_nan_counters) {
 TEST(cli_stats_zero_length_slices_are_slices) {
   tb t;
   tb_init(&t);
-  tb_process_track(&t, 1, 1, 10, "app");
-  tb_thread_track(&t, 1, 2, 10, 10, "main");
+  tb_process(&t, 1, 1, 10, "app");
+  tb_thread(&t, 1, 2, 10, 10, "main");
   tb_event(&t, 1, 1000, 2, ETCH_TE_TYPE_SLICE_BEGIN, "c", "z");
   tb_event(&t, 1, 1000, 2, ETCH_TE_TYPE_SLICE_END, NULL, NULL);
   tb_event(&t, 1, 2000, 2, ETCH_TE_TYPE_SLICE_BEGIN, "c", "z");
@@ -500,8 +500,8 @@ TEST(cli_empty_file_warns) {
  * with a warning naming the offset and the bytes lost, and counted as data
  * loss; --strict makes it the error it used to be. */
 static void cut_trace(tb *t, bool last) {
-  tb_process_track(t, 1, 1, 10, "app");
-  tb_thread_track(t, 1, 2, 10, 10, "main");
+  tb_process(t, 1, 1, 10, "app");
+  tb_thread(t, 1, 2, 10, 10, "main");
   tb_event(t, 1, 1000, 2, ETCH_TE_TYPE_SLICE_BEGIN, "c", "kept");
   tb_event(t, 1, 2000, 2, ETCH_TE_TYPE_SLICE_END, NULL, NULL);
   if (last) tb_event(t, 1, 3000, 2, ETCH_TE_TYPE_INSTANT, "c", "lost one");

@@ -14,7 +14,7 @@
 #include "query/query.h"
 #include "query_test_util.h"
 #include "test.h"
-#include "trace_builder.h"
+#include "trace_build.h"
 
 enum {
   kProc = 1,
@@ -30,16 +30,16 @@ enum {
 /* A debug annotation with an inline name, left open for its value. */
 static void da_open(tb *t, const char *name) {
   tb_open(t, ETCH_TE_DEBUG_ANNOTATIONS);
-  tb_string(t, ETCH_DA_NAME, name);
+  tb_s(t, ETCH_DA_NAME, name);
 }
 
 /* The trace of the big golden test; see the expected rows below. */
 static void build_basic(tb *t) {
-  tb_process_track(t, 1, kProc, 10, "app");
-  tb_thread_track(t, 1, kMain, 10, 10, "main");
-  tb_thread_track(t, 2, kWorker, 10, 11, "worker");
-  tb_process_track(t, 3, kOther, 20, "other");
-  tb_thread_track(t, 3, kT21, 20, 21, "t21");
+  tb_process(t, 1, kProc, 10, "app");
+  tb_thread(t, 1, kMain, 10, 10, "main");
+  tb_thread(t, 2, kWorker, 10, 11, "worker");
+  tb_process(t, 3, kOther, 20, "other");
+  tb_thread(t, 3, kT21, 20, 21, "t21");
   tb_named_track(t, 1, kQueue, kProc, "io queue");
   tb_counter_track(t, 1, kHeap, kProc, "heap", ETCH_CD_UNIT_SIZE_BYTES);
   tb_counter_track(t, 1, kDepth, kQueue, "depth", ETCH_CD_UNIT_COUNT);
@@ -47,8 +47,8 @@ static void build_basic(tb *t) {
   const int B = ETCH_TE_TYPE_SLICE_BEGIN, E = ETCH_TE_TYPE_SLICE_END,
             I = ETCH_TE_TYPE_INSTANT;
   tb_event_open(t, 1, 1000, kMain, B, "render", "frame");
-  tb_fixed64(t, ETCH_TE_FLOW_IDS, 9);
-  tb_end(t);
+  tb_f64(t, ETCH_TE_FLOW_IDS, 9);
+  tb_event_close(t);
   tb_counter(t, 1, 1000, kHeap, 100);
   tb_counter_double(t, 1, 1000, kDepth, 1.5);
   tb_event(t, 3, 1000, kT21, B, "x", "x");
@@ -57,43 +57,43 @@ static void build_basic(tb *t) {
 
   tb_event_open(t, 1, 2000, kMain, B, "render", "draw");
   da_open(t, "n");
-  tb_varint(t, ETCH_DA_INT_VALUE, 3);
+  tb_u(t, ETCH_DA_INT_VALUE, 3);
   tb_close(t);
   da_open(t, "s");
-  tb_string(t, ETCH_DA_STRING_VALUE, "a,b");
+  tb_s(t, ETCH_DA_STRING_VALUE, "a,b");
   tb_close(t);
   da_open(t, "cfg");
   tb_open(t, ETCH_DA_DICT_ENTRIES);
-  tb_string(t, ETCH_DA_NAME, "w");
-  tb_varint(t, ETCH_DA_INT_VALUE, 640);
+  tb_s(t, ETCH_DA_NAME, "w");
+  tb_u(t, ETCH_DA_INT_VALUE, 640);
   tb_close(t);
   tb_open(t, ETCH_DA_DICT_ENTRIES);
-  tb_string(t, ETCH_DA_NAME, "tags");
+  tb_s(t, ETCH_DA_NAME, "tags");
   tb_open(t, ETCH_DA_ARRAY_VALUES);
-  tb_string(t, ETCH_DA_STRING_VALUE, "x");
+  tb_s(t, ETCH_DA_STRING_VALUE, "x");
   tb_close(t);
   tb_open(t, ETCH_DA_ARRAY_VALUES);
-  tb_string(t, ETCH_DA_STRING_VALUE, "y");
+  tb_s(t, ETCH_DA_STRING_VALUE, "y");
   tb_close(t);
   tb_close(t);
   tb_close(t);
   da_open(t, "ok");
-  tb_varint(t, ETCH_DA_BOOL_VALUE, 1);
+  tb_u(t, ETCH_DA_BOOL_VALUE, 1);
   tb_close(t);
   da_open(t, "r");
-  tb_double(t, ETCH_DA_DOUBLE_VALUE, 0.5);
+  tb_d(t, ETCH_DA_DOUBLE_VALUE, 0.5);
   tb_close(t);
   da_open(t, "u");
-  tb_varint(t, ETCH_DA_UINT_VALUE, 7);
+  tb_u(t, ETCH_DA_UINT_VALUE, 7);
   tb_close(t);
   da_open(t, "p");
-  tb_varint(t, ETCH_DA_POINTER_VALUE, 16);
+  tb_u(t, ETCH_DA_POINTER_VALUE, 16);
   tb_close(t);
-  tb_end(t);
+  tb_event_close(t);
 
   tb_event_open(t, 2, 2000, kWorker, B, "work", "job");
-  tb_fixed64(t, ETCH_TE_TERMINATING_FLOW_IDS, 9);
-  tb_end(t);
+  tb_f64(t, ETCH_TE_TERMINATING_FLOW_IDS, 9);
+  tb_event_close(t);
   tb_counter(t, 1, 2000, kHeap, 250);
   tb_event(t, 1, 2200, kQueue, E, NULL, NULL);
   tb_event(t, 1, 2500, kMain, I, "render", "vsync");
@@ -221,49 +221,49 @@ TEST(trace_args_nested_and_flows) {
 TEST(trace_interned_and_compressed) {
   tb inner;
   tb_init(&inner);
-  tb_thread_track(&inner, 7, 50, 30, 31, "zt");
+  tb_thread(&inner, 7, 50, 30, 31, "zt");
   /* A packet that clears the incremental state and interns names. */
   tb_packet(&inner, 7, 100);
-  tb_varint(&inner, ETCH_PKT_SEQUENCE_FLAGS,
+  tb_u(&inner, ETCH_PKT_SEQUENCE_FLAGS,
             ETCH_SEQ_INCREMENTAL_STATE_CLEARED |
                 ETCH_SEQ_NEEDS_INCREMENTAL_STATE);
   tb_open(&inner, ETCH_PKT_INTERNED_DATA);
   tb_open(&inner, ETCH_ID_EVENT_CATEGORIES);
-  tb_varint(&inner, ETCH_INTERNED_IID, 1);
-  tb_string(&inner, ETCH_INTERNED_NAME, "icat");
+  tb_u(&inner, ETCH_INTERNED_IID, 1);
+  tb_s(&inner, ETCH_INTERNED_NAME, "icat");
   tb_close(&inner);
   tb_open(&inner, ETCH_ID_EVENT_NAMES);
-  tb_varint(&inner, ETCH_INTERNED_IID, 1);
-  tb_string(&inner, ETCH_INTERNED_NAME, "interned");
+  tb_u(&inner, ETCH_INTERNED_IID, 1);
+  tb_s(&inner, ETCH_INTERNED_NAME, "interned");
   tb_close(&inner);
   tb_open(&inner, ETCH_ID_DEBUG_ANNOTATION_NAMES);
-  tb_varint(&inner, ETCH_INTERNED_IID, 1);
-  tb_string(&inner, ETCH_INTERNED_NAME, "k");
+  tb_u(&inner, ETCH_INTERNED_IID, 1);
+  tb_s(&inner, ETCH_INTERNED_NAME, "k");
   tb_close(&inner);
   tb_close(&inner);
   tb_open(&inner, ETCH_PKT_TRACK_EVENT);
-  tb_varint(&inner, ETCH_TE_TYPE, ETCH_TE_TYPE_SLICE_BEGIN);
-  tb_varint(&inner, ETCH_TE_TRACK_UUID, 50);
-  tb_varint(&inner, ETCH_TE_CATEGORY_IIDS, 1);
-  tb_varint(&inner, ETCH_TE_NAME_IID, 1);
+  tb_u(&inner, ETCH_TE_TYPE, ETCH_TE_TYPE_SLICE_BEGIN);
+  tb_u(&inner, ETCH_TE_TRACK_UUID, 50);
+  tb_u(&inner, ETCH_TE_CATEGORY_IIDS, 1);
+  tb_u(&inner, ETCH_TE_NAME_IID, 1);
   tb_open(&inner, ETCH_TE_DEBUG_ANNOTATIONS);
-  tb_varint(&inner, ETCH_DA_NAME_IID, 1);
-  tb_varint(&inner, ETCH_DA_INT_VALUE, 5);
+  tb_u(&inner, ETCH_DA_NAME_IID, 1);
+  tb_u(&inner, ETCH_DA_INT_VALUE, 5);
   tb_close(&inner);
   tb_close(&inner);
   tb_close(&inner);
   /* The end uses the same sequence's state. */
   tb_packet(&inner, 7, 300);
-  tb_varint(&inner, ETCH_PKT_SEQUENCE_FLAGS, ETCH_SEQ_NEEDS_INCREMENTAL_STATE);
+  tb_u(&inner, ETCH_PKT_SEQUENCE_FLAGS, ETCH_SEQ_NEEDS_INCREMENTAL_STATE);
   tb_open(&inner, ETCH_PKT_TRACK_EVENT);
-  tb_varint(&inner, ETCH_TE_TYPE, ETCH_TE_TYPE_SLICE_END);
-  tb_varint(&inner, ETCH_TE_TRACK_UUID, 50);
+  tb_u(&inner, ETCH_TE_TYPE, ETCH_TE_TYPE_SLICE_END);
+  tb_u(&inner, ETCH_TE_TRACK_UUID, 50);
   tb_close(&inner);
   tb_close(&inner);
 
   tb t;
   tb_init(&t);
-  tb_compressed(&t, &inner);
+  tb_compressed(&t, tb_data(&inner), tb_len(&inner), false, false);
   sqlite3 *db = import(&t);
   QT_ASSERT(db,
             "SELECT s.ts, s.dur, s.category, s.name, a.key, a.int_value "
@@ -281,11 +281,11 @@ TEST(trace_interned_and_compressed) {
 TEST(trace_corrupt_fails_with_offset) {
   tb t;
   tb_init(&t);
-  tb_thread_track(&t, 1, kMain, 10, 10, "main");
+  tb_thread(&t, 1, kMain, 10, 10, "main");
   tb_event(&t, 1, 1000, kMain, ETCH_TE_TYPE_SLICE_BEGIN, "c", "a");
   size_t good = tb_len(&t);
   /* A packet record whose length runs past the end of the data. */
-  tb_bytes(&t, ETCH_TRACE_PACKET, "\x08\x01\x08", 3);
+  tb_b(&t, ETCH_TRACE_PACKET, "\x08\x01\x08", 3);
   sqlite3 *db;
   ASSERT_OK(etch__query_db_open(&db, NULL));
   etch__import_opts o = {.timestamp_order = true};
@@ -330,24 +330,24 @@ static sqlite3 *import_order(const tb *t, bool ts_order) {
 static void build_interleaved(tb *t) {
   const int B = ETCH_TE_TYPE_SLICE_BEGIN, E = ETCH_TE_TYPE_SLICE_END,
             I = ETCH_TE_TYPE_INSTANT;
-  tb_process_track(t, 1, kProc, 10, "app");
-  tb_thread_track(t, 1, kMain, 10, 10, "main");
+  tb_process(t, 1, kProc, 10, "app");
+  tb_thread(t, 1, kMain, 10, 10, "main");
   tb_named_track(t, 1, kQueue, kProc, "async");
   tb_event(t, 1, 100, kQueue, B, "c", "a");
   tb_event(t, 1, 150, kMain, B, "c", "m");
   tb_event_open(t, 1, 400, kQueue, E, NULL, NULL);
   da_open(t, "status");
-  tb_varint(t, ETCH_DA_INT_VALUE, 7);
+  tb_u(t, ETCH_DA_INT_VALUE, 7);
   tb_close(t);
-  tb_end(t);
+  tb_event_close(t);
   tb_event_open(t, 1, 500, kQueue, B, "c", "c");
-  tb_fixed64(t, ETCH_TE_FLOW_IDS, 5);
-  tb_end(t);
+  tb_f64(t, ETCH_TE_FLOW_IDS, 5);
+  tb_event_close(t);
   tb_event(t, 1, 700, kQueue, E, NULL, NULL);
   tb_event(t, 1, 900, kMain, E, NULL, NULL);
   tb_event_open(t, 2, 200, kQueue, B, "c", "b");
-  tb_fixed64(t, ETCH_TE_FLOW_IDS, 5);
-  tb_end(t);
+  tb_f64(t, ETCH_TE_FLOW_IDS, 5);
+  tb_event_close(t);
   tb_event(t, 2, 250, kQueue, I, "c", "i");
   tb_event(t, 2, 300, kQueue, E, NULL, NULL);
   tb_event(t, 2, 600, kQueue, B, "c", "d");
@@ -403,7 +403,7 @@ TEST(stream_thread_track_back_in_time_reads_again) {
   const int B = ETCH_TE_TYPE_SLICE_BEGIN, E = ETCH_TE_TYPE_SLICE_END;
   tb t;
   tb_init(&t);
-  tb_thread_track(&t, 1, kMain, 10, 10, "main");
+  tb_thread(&t, 1, kMain, 10, 10, "main");
   tb_event(&t, 1, 100, kMain, B, "c", "x");
   tb_event(&t, 1, 500, kMain, E, NULL, NULL);
   tb_event(&t, 1, 200, kMain, B, "c", "y");
@@ -472,27 +472,27 @@ TEST(stream_stats_equal_the_tables) {
  */
 static void build_flow_reuse(tb *t, bool lost) {
   const int B = ETCH_TE_TYPE_SLICE_BEGIN, E = ETCH_TE_TYPE_SLICE_END;
-  tb_process_track(t, 1, kProc, 10, "app");
-  tb_thread_track(t, 1, kMain, 10, 10, "main");
-  tb_thread_track(t, 2, kQueue, 10, 11, "worker");
+  tb_process(t, 1, kProc, 10, "app");
+  tb_thread(t, 1, kMain, 10, 10, "main");
+  tb_thread(t, 2, kQueue, 10, 11, "worker");
   tb_event_open(t, 1, 100, kMain, B, "c", "a");
-  tb_fixed64(t, ETCH_TE_FLOW_IDS, 9);
-  tb_end(t);
+  tb_f64(t, ETCH_TE_FLOW_IDS, 9);
+  tb_event_close(t);
   tb_event(t, 1, 200, kMain, E, NULL, NULL);
   tb_packet(t, 2, 300);
-  if (lost) tb_varint(t, ETCH_PKT_PREVIOUS_PACKET_DROPPED, 1);
+  if (lost) tb_u(t, ETCH_PKT_PREVIOUS_PACKET_DROPPED, 1);
   tb_open(t, ETCH_PKT_TRACK_EVENT);
-  tb_varint(t, ETCH_TE_TYPE, ETCH_TE_TYPE_INSTANT);
-  tb_varint(t, ETCH_TE_TRACK_UUID, kQueue);
-  tb_string(t, ETCH_TE_NAME, "after");
-  tb_end(t);
+  tb_u(t, ETCH_TE_TYPE, ETCH_TE_TYPE_INSTANT);
+  tb_u(t, ETCH_TE_TRACK_UUID, kQueue);
+  tb_s(t, ETCH_TE_NAME, "after");
+  tb_event_close(t);
   tb_event_open(t, 2, 500, kQueue, B, "c", "c");
-  tb_fixed64(t, ETCH_TE_FLOW_IDS, 9);
-  tb_end(t);
+  tb_f64(t, ETCH_TE_FLOW_IDS, 9);
+  tb_event_close(t);
   tb_event(t, 2, 550, kQueue, E, NULL, NULL);
   tb_event_open(t, 1, 600, kMain, B, "c", "d");
-  tb_fixed64(t, ETCH_TE_TERMINATING_FLOW_IDS, 9);
-  tb_end(t);
+  tb_f64(t, ETCH_TE_TERMINATING_FLOW_IDS, 9);
+  tb_event_close(t);
   tb_event(t, 1, 650, kMain, E, NULL, NULL);
 }
 
