@@ -129,6 +129,7 @@ typedef struct pending {
 } pending;
 
 static int pending_append(pending *p, const uint8_t *d, size_t n) {
+  if (n == 0) return ETCH_OK; /* an empty fragment: nothing to copy */
   if (p->len + n > p->cap) {
     size_t cap = p->cap ? p->cap : 4096;
     while (cap < p->len + n) cap *= 2;
@@ -234,8 +235,11 @@ int etch__buffer_read(etch_buffer *b, etch_packet_fn emit, void *ctx,
         rc = pending_append(&pend, frag, size);
         if (rc) break;
         if (cont_next) continue;
-        rc = emit(ctx, s->writer_id, pend.data, (uint32_t)pend.len, dropped);
-        dropped = false;
+        /* Only empty fragments: padding, as a single empty one is. */
+        if (pend.len) {
+          rc = emit(ctx, s->writer_id, pend.data, (uint32_t)pend.len, dropped);
+          dropped = false;
+        }
         pend.active = false;
         pend.len = 0;
         continue;
