@@ -74,6 +74,13 @@ ETCH_API const char *etch_last_error(void);
 /* Frees memory etch handed to the caller (etch_session_read, ...). */
 ETCH_API void etch_free(void *p);
 
+/* TrackEvent.Type as Perfetto numbers it: the one definition behind the
+ * SDK's ETCH_TYPE_* (etch.h) and the reader's ETCH_EVENT_* (reader.h). */
+#define ETCH_TRACK_EVENT_SLICE_BEGIN 1
+#define ETCH_TRACK_EVENT_SLICE_END 2
+#define ETCH_TRACK_EVENT_INSTANT 3
+#define ETCH_TRACK_EVENT_COUNTER 4
+
 /* Field types of custom events (etch/event.h), as the trace's schema
  * writes them (docs/format.md); readers see them too (etch/reader.h). */
 typedef enum etch_field_type {

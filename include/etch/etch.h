@@ -260,11 +260,12 @@ typedef struct etch_site {
   uint8_t tmpl[16];  /* pre-encoded TrackEvent bytes */
 } etch_site;
 
+/* A call site's event type: TrackEvent.Type (common.h). */
 enum {
-  ETCH_TYPE_SLICE_BEGIN = 1,
-  ETCH_TYPE_SLICE_END = 2,
-  ETCH_TYPE_INSTANT = 3,
-  ETCH_TYPE_COUNTER = 4
+  ETCH_TYPE_SLICE_BEGIN = ETCH_TRACK_EVENT_SLICE_BEGIN,
+  ETCH_TYPE_SLICE_END = ETCH_TRACK_EVENT_SLICE_END,
+  ETCH_TYPE_INSTANT = ETCH_TRACK_EVENT_INSTANT,
+  ETCH_TYPE_COUNTER = ETCH_TRACK_EVENT_COUNTER
 };
 
 /* Out-of-line emitters used by the macros; `mask` is cat->enabled (a

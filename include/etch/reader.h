@@ -87,11 +87,12 @@ typedef struct etch_arg {
   } v;
 } etch_arg;
 
+/* TrackEvent.Type (common.h). */
 typedef enum etch_event_type {
-  ETCH_EVENT_SLICE_BEGIN = 1,
-  ETCH_EVENT_SLICE_END = 2,
-  ETCH_EVENT_INSTANT = 3,
-  ETCH_EVENT_COUNTER = 4
+  ETCH_EVENT_SLICE_BEGIN = ETCH_TRACK_EVENT_SLICE_BEGIN,
+  ETCH_EVENT_SLICE_END = ETCH_TRACK_EVENT_SLICE_END,
+  ETCH_EVENT_INSTANT = ETCH_TRACK_EVENT_INSTANT,
+  ETCH_EVENT_COUNTER = ETCH_TRACK_EVENT_COUNTER
 } etch_event_type;
 
 /*

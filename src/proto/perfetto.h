@@ -8,6 +8,8 @@
 #ifndef ETCH_PROTO_PERFETTO_H
 #define ETCH_PROTO_PERFETTO_H
 
+#include "etch/common.h" /* TrackEvent.Type values */
+
 /* Trace */
 #define ETCH_TRACE_PACKET 1
 
@@ -91,12 +93,12 @@
 #define ETCH_TE_FLOW_IDS 47
 #define ETCH_TE_TERMINATING_FLOW_IDS 48
 
-/* TrackEvent.Type */
+/* TrackEvent.Type (the values are etch/common.h's) */
 #define ETCH_TE_TYPE_UNSPECIFIED 0
-#define ETCH_TE_TYPE_SLICE_BEGIN 1
-#define ETCH_TE_TYPE_SLICE_END 2
-#define ETCH_TE_TYPE_INSTANT 3
-#define ETCH_TE_TYPE_COUNTER 4
+#define ETCH_TE_TYPE_SLICE_BEGIN ETCH_TRACK_EVENT_SLICE_BEGIN
+#define ETCH_TE_TYPE_SLICE_END ETCH_TRACK_EVENT_SLICE_END
+#define ETCH_TE_TYPE_INSTANT ETCH_TRACK_EVENT_INSTANT
+#define ETCH_TE_TYPE_COUNTER ETCH_TRACK_EVENT_COUNTER
 
 /* DebugAnnotation */
 #define ETCH_DA_NAME_IID 1
