@@ -7,6 +7,7 @@
 #define ETCH_BENCH_THREADS_H
 
 #include <pthread.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <time.h>
@@ -71,5 +72,32 @@ static inline double bench_median(double *v, int n) {
   qsort(v, (size_t)n, sizeof v[0], bench_cmp_double);
   return v[n / 2];
 }
+
+#ifdef ETCH_ETCH_H
+/* ns per operation of `job` on `threads` threads, the median of `reps`
+ * runs, each into a fresh in-process session made from `config` (NULL: no
+ * session at all). Exits with the error when a session cannot be had. */
+static inline double bench_session_median(const char *config, int threads,
+                                          const bench_job *job, long ops,
+                                          int reps) {
+  double v[32];
+  int n = reps < 32 ? reps : 32;
+  for (int k = 0; k < n; k++) {
+    etch_session *s = NULL;
+    if (config) {
+      etch_config *c;
+      if (etch_config_new(&c) || etch_config_parse(c, config) ||
+          etch_session_new(c, &s) || etch_session_start(s)) {
+        fprintf(stderr, "bench: %s\n", etch_last_error());
+        exit(1);
+      }
+      etch_config_free(c);
+    }
+    v[k] = bench_threads_once(threads, job, ops);
+    if (s) etch_session_free(s);
+  }
+  return bench_median(v, n);
+}
+#endif
 
 #endif /* ETCH_BENCH_THREADS_H */

@@ -65,26 +65,11 @@ static void body(int what) {
 }
 
 static double timed(bool record, int threads, int what) {
-  double v[32];
-  int n = reps < 32 ? reps : 32;
-  for (int k = 0; k < n; k++) {
-    etch_session *s = NULL;
-    if (record) {
-      etch_config *c;
-      if (etch_config_new(&c) ||
-          etch_config_parse(c, "buffer_kb=262144;fill=ring;"
-                               "categories=bench,BenchChannel") ||
-          etch_session_new(c, &s) || etch_session_start(s)) {
-        fprintf(stderr, "bench_custom: %s\n", etch_last_error());
-        exit(1);
-      }
-      etch_config_free(c);
-    }
-    const bench_job job = {NULL, body, what};
-    v[k] = bench_threads_once(threads, &job, n_ops);
-    if (s) etch_session_free(s);
-  }
-  return bench_median(v, n);
+  const bench_job job = {NULL, body, what};
+  return bench_session_median(record ? "buffer_kb=262144;fill=ring;"
+                                       "categories=bench,BenchChannel"
+                                     : NULL,
+                              threads, &job, n_ops, reps);
 }
 
 int main(int argc, char **argv) {

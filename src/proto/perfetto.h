@@ -136,6 +136,16 @@
 #define ETCH_SCHEMA_FIELD 6
 #define ETCH_SFIELD_NAME 1
 #define ETCH_SFIELD_TYPE 2
+/* The bytes of one value of a numeric field type (an array's element). */
+static inline unsigned etch__field_elem_size(unsigned type) {
+  switch (type) {
+    case ETCH_FIELD_INT8: case ETCH_FIELD_UINT8: return 1;
+    case ETCH_FIELD_INT16: case ETCH_FIELD_UINT16: return 2;
+    case ETCH_FIELD_INT32: case ETCH_FIELD_UINT32: case ETCH_FIELD_FLOAT:
+      return 4;
+    default: return 8;
+  }
+}
 /* EventCategory / EventName / DebugAnnotationName: { iid = 1, name = 2 } */
 #define ETCH_INTERNED_IID 1
 #define ETCH_INTERNED_NAME 2

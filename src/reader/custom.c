@@ -154,16 +154,6 @@ int etch__rd_schema(etch_reader *r, const rd_src *src, const uint8_t *msg,
 
 /* ---- building a routed event -------------------------------------------------------------- */
 
-static size_t elem_size(uint32_t e) {
-  switch (e) {
-    case ETCH_FIELD_INT8: case ETCH_FIELD_UINT8: return 1;
-    case ETCH_FIELD_INT16: case ETCH_FIELD_UINT16: return 2;
-    case ETCH_FIELD_INT32: case ETCH_FIELD_UINT32: case ETCH_FIELD_FLOAT:
-      return 4;
-    default: return 8;
-  }
-}
-
 static bool is_array(uint32_t t) {
   uint32_t e = t & ~(uint32_t)ETCH_FIELD_ARRAY;
   return (t & ETCH_FIELD_ARRAY) && e >= ETCH_FIELD_INT8 &&
@@ -247,7 +237,7 @@ static cev *cev_build(etch_reader *r, const etch_event *ev, const rd_schema *s,
   }
   for (uint32_t i = 0; i < s->nfields; i++)
     if (is_array(s->ftype[i]))
-      size += align8(counts[i] * elem_size(s->ftype[i] & ~(uint32_t)ETCH_FIELD_ARRAY));
+      size += align8(counts[i] * etch__field_elem_size(s->ftype[i] & ~(uint32_t)ETCH_FIELD_ARRAY));
   size_t catlen = strlen(ev->category) + 1;
   size += catlen;
   uint8_t *blob = (uint8_t *)etch__calloc(1, size);
@@ -263,7 +253,7 @@ static cev *cev_build(etch_reader *r, const etch_event *ev, const rd_schema *s,
     c->fields[i].type = s->ftype[i];
     if (is_array(s->ftype[i])) {
       c->fields[i].array = p;
-      p += align8(counts[i] * elem_size(s->ftype[i] & ~(uint32_t)ETCH_FIELD_ARRAY));
+      p += align8(counts[i] * etch__field_elem_size(s->ftype[i] & ~(uint32_t)ETCH_FIELD_ARRAY));
     }
   }
   etch_custom_event *e = &c->pub;
@@ -288,7 +278,7 @@ static cev *cev_build(etch_reader *r, const etch_event *ev, const rd_schema *s,
       f->set = true;
       if (!elem || a->type == ETCH_VALUE_NULL) continue;
       uint32_t et = t_ & ~(uint32_t)ETCH_FIELD_ARRAY;
-      store_elem((uint8_t *)(uintptr_t)f->array + f->count * elem_size(et), et, a);
+      store_elem((uint8_t *)(uintptr_t)f->array + f->count * etch__field_elem_size(et), et, a);
       f->count++;
     } else if (is_string(t_)) {
       if (elem || (a->type != ETCH_VALUE_STRING && a->type != ETCH_VALUE_JSON))

@@ -39,16 +39,6 @@ static bool type_valid(uint32_t t) {
   return t >= ETCH_FIELD_INT8 && t <= ETCH_FIELD_U16STR;
 }
 
-static uint32_t elem_size(uint32_t e) {
-  switch (e) {
-    case ETCH_FIELD_INT8: case ETCH_FIELD_UINT8: return 1;
-    case ETCH_FIELD_INT16: case ETCH_FIELD_UINT16: return 2;
-    case ETCH_FIELD_INT32: case ETCH_FIELD_UINT32: case ETCH_FIELD_FLOAT:
-      return 4;
-    default: return 8;
-  }
-}
-
 /* Where a slot's value is: after its `set` byte, at the value's alignment. */
 static uint32_t value_offset(uint32_t t) {
   if (t & ETCH_FIELD_ARRAY) return offsetof(etch_fv_uint8_array, v);
@@ -251,7 +241,7 @@ static uint8_t *put_field(uint8_t *q, const etch_event_field *f,
     uint32_t e = t & ~(uint32_t)ETCH_FIELD_ARRAY;
     const plen_slot *a = (const plen_slot *)(const void *)slot;
     size_t n = a->v ? (a->len < MAX_ARRAY ? a->len : MAX_ARRAY) : 0;
-    size_t es = elem_size(e);
+    size_t es = etch__field_elem_size(e);
     int k = num_kind(e);
     /* An empty array is an array_values field of no elements: a
      * DebugAnnotation with only its name would read as no value at all,
