@@ -549,10 +549,10 @@ int etch__rd_track_event(etch_reader *r, const rd_src *src, rd_seq *seq,
       }
       if (ncat == 0) {
         single = c;
-      } else if (rd_vec_push(&r->catbuf, ",", 1)) {
+      } else if (etch__vec_push(&r->catbuf, ",", 1)) {
         return ETCH_ENOMEM;
       }
-      if (rd_vec_push(&r->catbuf, c, strlen(c))) return ETCH_ENOMEM;
+      if (etch__vec_push(&r->catbuf, c, strlen(c))) return ETCH_ENOMEM;
       ncat++;
     }
     if (ncat == 0)

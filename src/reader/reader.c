@@ -102,7 +102,7 @@ void etch__reader_set_progress_to(etch_reader *r, int fd, uint64_t delay_ns) {
 /* ---- decompression ----------------------------------------------------------------- */
 
 static int inflate_zlib(etch_reader *r, const rd_src *src, const uint8_t *at,
-                        const uint8_t *data, size_t len, rd_vec *out) {
+                        const uint8_t *data, size_t len, etch_vec *out) {
   z_stream *zs = (z_stream *)r->zs;
   if (!zs) {
     zs = (z_stream *)etch__calloc(1, sizeof *zs);
@@ -132,7 +132,7 @@ static int inflate_zlib(etch_reader *r, const rd_src *src, const uint8_t *at,
                              RD_MAX_INFLATE >> 20);
       size_t want = out->cap ? out->cap : 64 * 1024;
       if (want > RD_MAX_INFLATE - out->cap) want = RD_MAX_INFLATE - out->cap;
-      if (etch__rd_vec_reserve(out, want)) return ETCH_ENOMEM;
+      if (etch__vec_reserve(out, want)) return ETCH_ENOMEM;
       if (out->cap > RD_MAX_INFLATE) out->cap = RD_MAX_INFLATE;
     }
     size_t room = out->cap - out->len;
@@ -156,7 +156,7 @@ static int inflate_zlib(etch_reader *r, const rd_src *src, const uint8_t *at,
 }
 
 static int inflate_zstd(etch_reader *r, const rd_src *src, const uint8_t *at,
-                        const uint8_t *data, size_t len, rd_vec *out) {
+                        const uint8_t *data, size_t len, etch_vec *out) {
   ZSTD_DCtx *z = (ZSTD_DCtx *)r->zstd;
   if (!z) {
     z = ZSTD_createDCtx();
@@ -175,7 +175,7 @@ static int inflate_zstd(etch_reader *r, const rd_src *src, const uint8_t *at,
                              RD_MAX_INFLATE >> 20);
       size_t want = out->cap ? out->cap : 64 * 1024;
       if (want > RD_MAX_INFLATE - out->cap) want = RD_MAX_INFLATE - out->cap;
-      if (etch__rd_vec_reserve(out, want)) return ETCH_ENOMEM;
+      if (etch__vec_reserve(out, want)) return ETCH_ENOMEM;
       if (out->cap > RD_MAX_INFLATE) out->cap = RD_MAX_INFLATE;
     }
     ZSTD_outBuffer ob = {out->data, out->cap, out->len};
@@ -207,7 +207,7 @@ int etch__rd_decompress(etch_reader *r, const rd_src *src, const uint8_t *at,
     return etch__rd_fail(r, src, at, ETCH_ELIMIT,
                          "compressed packets nested more than %d deep",
                          RD_MAX_COMPRESSION_DEPTH);
-  rd_vec *out = &r->inflate[depth];
+  etch_vec *out = &r->inflate[depth];
   out->len = 0;
   int rc = zstd ? inflate_zstd(r, src, at, data, len, out)
                 : inflate_zlib(r, src, at, data, len, out);
@@ -336,7 +336,7 @@ static int hold(etch_reader *r, rd_seq *seq, const etch_event *ev,
   }
   rd_rec *rec = (rd_rec *)etch__arena_alloc(&seq->recs, size + strbytes);
   if (!rec) return ETCH_ENOMEM;
-  if (rd_vec_push(&seq->idx, &rec, sizeof rec)) return ETCH_ENOMEM;
+  if (etch__vec_push(&seq->idx, &rec, sizeof rec)) return ETCH_ENOMEM;
   rec->ts = ev->ts;
   rec->gidx = r->gidx++;
   rec->track = t;

@@ -22,6 +22,7 @@
 #include <stdio.h>
 
 #include "base/arena.h"
+#include "base/containers.h"
 #include "base/base.h"
 #include "etch/reader.h"
 #include "pb/pb.h"
@@ -111,24 +112,6 @@ int etch__rd_itab_put(rd_itab *t, uint64_t iid, void *val);
 int etch__rd_itab_want_aux(rd_itab *t);
 void etch__rd_itab_clear(rd_itab *t);
 void etch__rd_itab_free(rd_itab *t);
-
-/* ---- growable vector of bytes --------------------------------------------------- */
-
-typedef struct rd_vec {
-  uint8_t *data;
-  size_t len, cap;
-} rd_vec;
-
-int etch__rd_vec_reserve(rd_vec *v, size_t extra);
-/* Appends n bytes of p; nothing (and no memcpy) when n is 0 or p is NULL. */
-ETCH_INLINE int rd_vec_push(rd_vec *v, const void *p, size_t n) {
-  if (n == 0 || !p) return 0;
-  if (ETCH_UNLIKELY(v->cap - v->len < n) && etch__rd_vec_reserve(v, n))
-    return ETCH_ENOMEM;
-  memcpy(v->data + v->len, p, n);
-  v->len += n;
-  return 0;
-}
 
 /* ---- clocks ----------------------------------------------------------------------- */
 
@@ -233,7 +216,7 @@ typedef struct rd_seq {
   rd_clock *clocks[64]; /* sequence-scoped clocks 64..127 */
   /* Held events (timestamp order): records in file order. */
   etch_arena recs;
-  rd_vec idx; /* rd_rec pointers in file order */
+  etch_vec idx; /* rd_rec pointers in file order */
   uint64_t nrecs;
   int64_t last_ts;
   bool unsorted;
@@ -329,10 +312,10 @@ struct etch_reader {
   etch_arena scratch;
   char key[RD_MAX_KEY + 32];
   char flat[RD_MAX_KEY + 32];
-  rd_vec catbuf;
+  etch_vec catbuf;
 
   /* Decompression buffers, one per depth. */
-  rd_vec inflate[RD_MAX_COMPRESSION_DEPTH + 1];
+  etch_vec inflate[RD_MAX_COMPRESSION_DEPTH + 1];
   void *zstd; /* ZSTD_DCtx */
   /* Held events (timestamp order): one index of rd_rec pointers per seq. */
 

@@ -1,7 +1,7 @@
 /*
  * util.c - the reader's containers: a u64 -> pointer open-addressing hash
- * map, the interning tables and a byte vector (arenas and the string pool
- * are base's, base/arena.h).
+ * map and the interning tables (arenas, the string pool and the byte
+ * vector are base's, base/arena.h and base/containers.h).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -134,20 +134,4 @@ void etch__rd_itab_free(rd_itab *t) {
   free((void *)t->aux);
   etch__rd_map_free(&t->big);
   memset(t, 0, sizeof *t);
-}
-
-/* ---- vector ---------------------------------------------------------------------------- */
-
-int etch__rd_vec_reserve(rd_vec *v, size_t extra) {
-  if (v->cap - v->len >= extra) return 0;
-  size_t cap = v->cap ? v->cap : 256;
-  while (cap - v->len < extra) {
-    if (cap > SIZE_MAX / 2) return etch__error(ETCH_ENOMEM, "vector overflow");
-    cap *= 2;
-  }
-  uint8_t *d = (uint8_t *)etch__realloc(v->data, cap);
-  if (!d) return ETCH_ENOMEM;
-  v->data = d;
-  v->cap = cap;
-  return 0;
 }

@@ -22,6 +22,7 @@
 #include <stdint.h>
 
 #include "base/base.h"
+#include "base/containers.h"
 #include "base/clock.h"
 #include "buffer/buffer.h"
 #include "buffer/tracefile.h"
@@ -48,39 +49,11 @@
 #define ETCH_TRACK_PAGE 1024u
 #define ETCH_TRACK_PAGES 1024u
 
-/* ---- small containers ------------------------------------------------------- */
+/* ---- names and etch's own instants (containers: base/containers.h) ---------- */
 
-typedef struct etch_bitset {
-  uint64_t *w;
-  uint32_t nbits;
-} etch_bitset;
-
-ETCH_INLINE bool etch__bitset_has(const etch_bitset *b, uint32_t i) {
-  return i < b->nbits && ((b->w[i >> 6] >> (i & 63)) & 1);
-}
-bool etch__bitset_set(etch_bitset *b, uint32_t i);
-void etch__bitset_clear(etch_bitset *b);
-/* Makes room for bit i without setting it (false when out of memory). */
-bool etch__bitset_reserve(etch_bitset *b, uint32_t i);
-void etch__bitset_free(etch_bitset *b);
-
-/* Writer-local interning of strings (debug annotation names). */
 /* Event-name iids of dynamic names start here, above every call site's
  * (sites take 1, 2, ...): 4-byte varints. */
 #define ETCH_DYN_IID_BASE (1u << 24)
-
-typedef struct etch_strtab_slot {
-  uint64_t hash;
-  uint32_t iid;
-  uint32_t len;
-  char *str;
-} etch_strtab_slot;
-
-typedef struct etch_strtab {
-  etch_strtab_slot *slots;
-  uint32_t cap;
-  uint32_t count;
-} etch_strtab;
 
 /* An instant of etch's own (category "etch") written as the TrackEvent
  * field of the packet being built in `s`; on `track_uuid`'s track, or on
@@ -96,11 +69,6 @@ void etch__put_etch_instant(etch__pb_stream *s, const char *name,
                             uint64_t track_uuid, const etch_note_arg *args,
                             uint32_t nargs);
 
-/* Returns the iid of `s` (len bytes); *is_new tells whether it was added.
- * 0 when out of memory or the table is at its limit. */
-uint32_t etch__strtab_intern(etch_strtab *t, const char *s, uint32_t len,
-                             bool *is_new);
-void etch__strtab_clear(etch_strtab *t);
 
 /* ---- tracks -------------------------------------------------------------------- */
 
