@@ -223,7 +223,6 @@ static size_t align8(size_t n) { return (n + 7) & ~(size_t)7; }
 /* Builds the routed form of `ev` (schema `s`) in one allocation. */
 static cev *cev_build(etch_reader *r, const etch_event *ev, const rd_schema *s,
                       const rd_track *t) {
-  (void)r;
   size_t counts[MAX_FIELDS] = {0};
   size_t size = align8(sizeof(cev)) + align8(s->nfields * sizeof(etch_custom_field));
   for (size_t k = 0; k < ev->args_count; k++) {

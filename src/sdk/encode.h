@@ -10,6 +10,7 @@
 #ifndef ETCH_SDK_ENCODE_H
 #define ETCH_SDK_ENCODE_H
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "sdk/sdk.h"
@@ -33,6 +34,41 @@ ETCH_INLINE uint64_t etch__next_ts(etch_writer *w, uint64_t ticks) {
 ETCH_INLINE uint32_t etch__clamp_len(const char *s) {
   size_t n = strlen(s);
   return n > ETCH_MAX_STRING ? ETCH_MAX_STRING : (uint32_t)n;
+}
+
+/*
+ * An arg key's iid on w's sequence (keys are static strings, like event
+ * names): from the writer's arg-key cache by address (*cached), else
+ * interned in the sequence's table and cached; *is_new when added now. 0
+ * when the table is full: the key is then written inline.
+ */
+ETCH_INLINE uint32_t etch__arg_key_iid(etch_writer *w, const char *key,
+                                       bool *is_new, bool *cached) {
+  *is_new = false;
+  typeof(&w->da_cache[0]) c = &w->da_cache[etch__da_slot(key)];
+  *cached = c->ptr == key && c->gen == w->reset_gen;
+  if (*cached) return c->iid;
+  uint32_t iid =
+      etch__strtab_intern(&w->da_names, key, etch__clamp_len(key), is_new);
+  if (iid) {
+    c->ptr = key;
+    c->iid = iid;
+    c->gen = w->reset_gen;
+  }
+  return iid;
+}
+
+/* Grows the writer's scratch buffer to hold `bound` bytes (doubling);
+ * false when out of memory. */
+ETCH_INLINE bool etch__writer_scratch(etch_writer *w, size_t bound) {
+  if (bound <= w->scratch_cap) return true;
+  size_t cap = w->scratch_cap ? w->scratch_cap : 1024;
+  while (cap < bound) cap *= 2;
+  uint8_t *nb = (uint8_t *)realloc(w->scratch, cap);
+  if (!nb) return false;
+  w->scratch = nb;
+  w->scratch_cap = cap;
+  return true;
 }
 
 ETCH_INLINE uint8_t *raw_tag(uint8_t *q, uint32_t field, uint32_t wt) {

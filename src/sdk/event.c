@@ -341,35 +341,6 @@ static size_t schema_bound(const etch_event_def *d) {
   return b;
 }
 
-/* Interns an annotation name on the writer's sequence: its iid (0 when the
- * table is full: written inline), *is_new when added now. Names are static
- * (field tables, literals): the writer's arg-key cache knows them by
- * address until its next reset, as for the args of ETCH_* events. */
-static uint32_t da_iid(etch_writer *w, const char *name, bool *is_new) {
-  *is_new = false;
-  typeof(&w->da_cache[0]) c = &w->da_cache[etch__da_slot(name)];
-  if (c->ptr == name && c->gen == w->reset_gen) return c->iid;
-  uint32_t iid =
-      etch__strtab_intern(&w->da_names, name, etch__clamp_len(name), is_new);
-  if (iid) {
-    c->ptr = name;
-    c->iid = iid;
-    c->gen = w->reset_gen;
-  }
-  return iid;
-}
-
-static bool scratch_fit(etch_writer *w, size_t bound) {
-  if (bound <= w->scratch_cap) return true;
-  size_t cap = w->scratch_cap ? w->scratch_cap : 1024;
-  while (cap < bound) cap *= 2;
-  uint8_t *nb = (uint8_t *)realloc(w->scratch, cap);
-  if (!nb) return false;
-  w->scratch = nb;
-  w->scratch_cap = cap;
-  return true;
-}
-
 static void encode(etch_writer *w, const ev_src *e, uint64_t ticks) {
   etch_event_def *d = e->def;
   etch_site *site = (etch_site *)d->etch_site;
@@ -393,18 +364,21 @@ static void encode(etch_writer *w, const ev_src *e, uint64_t ticks) {
       fiid[i] = 0;
       fnew[i] = false;
       if (!slot[0]) continue;
-      fiid[i] = da_iid(w, fs[i].name, &fnew[i]);
+      bool cached;
+      fiid[i] = etch__arg_key_iid(w, fs[i].name, &fnew[i], &cached);
       bound += field_bound(&fs[i], slot) + 24;
       /* Written with the name: interned now, or inline (table full). */
-      if (fnew[i] || !fiid[i]) bound += 2 * strlen(fs[i].name) + 24;
+      if (!cached) bound += 2 * strlen(fs[i].name) + 24;
     }
   }
   uint32_t serial_iid = 0, imp_iid = 0;
   bool serial_new = false, imp_new = false;
-  if (e->has_serial) serial_iid = da_iid(w, k_serial, &serial_new);
-  if (e->imp_id) imp_iid = da_iid(w, k_important, &imp_new);
+  bool cached;
+  if (e->has_serial)
+    serial_iid = etch__arg_key_iid(w, k_serial, &serial_new, &cached);
+  if (e->imp_id) imp_iid = etch__arg_key_iid(w, k_important, &imp_new, &cached);
   bound += 96;
-  if (!scratch_fit(w, bound)) {
+  if (!etch__writer_scratch(w, bound)) {
     etch__writer_drop(w, ticks);
     return;
   }
@@ -555,9 +529,6 @@ static void imp_add(etch_event_def *d, etch_category *const *chans,
   }
   const char *tn = etch__tls.thread_name_set ? etch__tls.thread_name : "";
   size_t tnl = strlen(tn);
-  pthread_mutex_lock(&g_imp.lock);
-  uint64_t limit = imp_limit();
-  pthread_mutex_unlock(&g_imp.lock);
   uint8_t *buf = (uint8_t *)etch__malloc(bound ? bound : 1);
   imp_entry *e = (imp_entry *)etch__calloc(1, sizeof *e + tnl + 1);
   if (!buf || !e) {
@@ -588,7 +559,7 @@ static void imp_add(etch_event_def *d, etch_category *const *chans,
   memcpy(e->thread_name, tn, tnl + 1);
   e->cost = sizeof *e + tnl + 1 + e->ann_len;
   pthread_mutex_lock(&g_imp.lock);
-  if (g_imp.bytes + e->cost > limit) {
+  if (g_imp.bytes + e->cost > imp_limit()) {
     g_imp.dropped++;
     pthread_mutex_unlock(&g_imp.lock);
     free(e->ann);

@@ -568,31 +568,13 @@ static void emit_general(etch_writer *w, etch_site *site, etch_category *cat,
                   ? etch__clamp_len(a->v.s ? a->v.s : "(null)")
                   : 0;
     bound += 48 + slen[i];
-    new_da[i] = false;
-    typeof(&w->da_cache[0]) c = &w->da_cache[etch__da_slot(an)];
-    if (c->ptr == an && c->gen == w->reset_gen) {
-      p.da_iid[i] = c->iid;
-      continue;
-    }
-    uint32_t al = etch__clamp_len(an);
-    p.da_iid[i] = etch__strtab_intern(&w->da_names, an, al, &new_da[i]);
-    if (p.da_iid[i]) {
-      c->ptr = an;
-      c->iid = p.da_iid[i];
-      c->gen = w->reset_gen;
-    }
-    bound += 2 * al + 24;
+    bool cached;
+    p.da_iid[i] = etch__arg_key_iid(w, an, &new_da[i], &cached);
+    if (!cached) bound += 2 * etch__clamp_len(an) + 24;
   }
-  if (bound > w->scratch_cap) {
-    size_t cap = w->scratch_cap ? w->scratch_cap : 1024;
-    while (cap < bound) cap *= 2;
-    uint8_t *ns_buf = (uint8_t *)realloc(w->scratch, cap);
-    if (!ns_buf) {
-      etch__writer_drop(w, ticks);
-      return;
-    }
-    w->scratch = ns_buf;
-    w->scratch_cap = cap;
+  if (!etch__writer_scratch(w, bound)) {
+    etch__writer_drop(w, ticks);
+    return;
   }
 
   /* A begin is stamped after etch's own work for it (the writer's setup,
