@@ -692,52 +692,97 @@ static bool has_explicit_ts(const etch_extra *x, uint32_t n) {
  *
  * Returns false, having written nothing, when any condition fails.
  */
-/* An arg the fast path can write: a scalar whose key this sequence has
- * interned (the arg-key cache holds its iid for the current reset). */
+/* A key this sequence has interned: the arg-key cache holds its iid for
+ * the current reset. */
+ETCH_INLINE bool key_iid(const etch_writer *w, const char *key,
+                         uint32_t *iid) {
+  typeof(&w->da_cache[0]) c = &w->da_cache[etch__da_slot(key)];
+  if (c->ptr != key || c->gen != w->reset_gen || !key) return false;
+  *iid = c->iid;
+  return true;
+}
+
+/* An arg the fast path can write: a scalar with such a key. */
 ETCH_INLINE bool arg_iid(const etch_writer *w, const etch_extra *a,
                          uint32_t *iid) {
   uint32_t k = a->kind;
   if (k < ETCH_X_ARG_BOOL || k > ETCH_X_ARG_POINTER || k == ETCH_X_ARG_STRING)
     return false;
-  typeof(&w->da_cache[0]) c = &w->da_cache[etch__da_slot(a->name)];
-  if (c->ptr != a->name || c->gen != w->reset_gen || !a->name) return false;
-  *iid = c->iid;
-  return true;
+  return key_iid(w, a->name, iid);
 }
 
-/* 22 <len> 08 <key iid> <value field>: one debug annotation. */
-ETCH_INLINE uint8_t *arg_put(uint8_t *q, uint32_t iid, const etch_extra *a) {
+/* 22 <len> 08 <key iid> <field> <v>: an annotation with a varint value. */
+ETCH_INLINE uint8_t *arg_put_varint(uint8_t *q, uint32_t iid, uint32_t field,
+                                    uint64_t v) {
   q[0] = (uint8_t)etch__pb_tag(ETCH_TE_DEBUG_ANNOTATIONS, ETCH_PB_LEN);
   uint8_t *len = q + 1;
   q[2] = (uint8_t)etch__pb_tag(ETCH_DA_NAME_IID, ETCH_PB_VARINT);
   q = etch__pb_put_varint(q + 3, iid);
+  *q++ = (uint8_t)etch__pb_tag(field, ETCH_PB_VARINT);
+  q = etch__pb_put_varint(q, v);
+  *len = (uint8_t)(q - len - 1);
+  return q;
+}
+
+/* 22 <len> 08 <key iid> <value field>: one debug annotation. */
+ETCH_INLINE uint8_t *arg_put(uint8_t *q, uint32_t iid, const etch_extra *a) {
   uint32_t k = a->kind;
   if (k == ETCH_X_ARG_DOUBLE) {
+    q[0] = (uint8_t)etch__pb_tag(ETCH_TE_DEBUG_ANNOTATIONS, ETCH_PB_LEN);
+    uint8_t *len = q + 1;
+    q[2] = (uint8_t)etch__pb_tag(ETCH_DA_NAME_IID, ETCH_PB_VARINT);
+    q = etch__pb_put_varint(q + 3, iid);
     uint64_t u;
     memcpy(&u, &a->v.d, sizeof u);
     *q++ = (uint8_t)etch__pb_tag(ETCH_DA_DOUBLE_VALUE, ETCH_PB_FIXED64);
     q = etch__pb_put_fixed64(q, u);
-  } else {
-    uint64_t v;
-    uint32_t field;
-    if (k == ETCH_X_ARG_INT) {
-      v = (uint64_t)a->v.i;
-      field = ETCH_DA_INT_VALUE;
-    } else if (k == ETCH_X_ARG_UINT) {
-      v = a->v.u;
-      field = ETCH_DA_UINT_VALUE;
-    } else if (k == ETCH_X_ARG_BOOL) {
-      v = a->v.b ? 1 : 0;
-      field = ETCH_DA_BOOL_VALUE;
-    } else {
-      v = (uint64_t)(uintptr_t)a->v.p;
-      field = ETCH_DA_POINTER_VALUE;
-    }
-    *q++ = (uint8_t)etch__pb_tag(field, ETCH_PB_VARINT);
-    q = etch__pb_put_varint(q, v);
+    *len = (uint8_t)(q - len - 1);
+    return q;
   }
-  *len = (uint8_t)(q - len - 1);
-  return q;
+  if (k == ETCH_X_ARG_INT)
+    return arg_put_varint(q, iid, ETCH_DA_INT_VALUE, (uint64_t)a->v.i);
+  if (k == ETCH_X_ARG_UINT)
+    return arg_put_varint(q, iid, ETCH_DA_UINT_VALUE, a->v.u);
+  if (k == ETCH_X_ARG_BOOL)
+    return arg_put_varint(q, iid, ETCH_DA_BOOL_VALUE, a->v.b ? 1 : 0);
+  return arg_put_varint(q, iid, ETCH_DA_POINTER_VALUE,
+                        (uint64_t)(uintptr_t)a->v.p);
+}
+
+/* The args fast path's frame around the annotations: args_open checks that
+ * the writer can take the site's event on its fast path and writes the
+ * site template without its size byte and timestamp tag (NULL, having
+ * written nothing, when it cannot); args_close adds the timestamp, the
+ * sizes and publishes the packet. */
+typedef struct args_frame {
+  uint8_t *p, *te_len, *args;
+  uint64_t ns, delta;
+} args_frame;
+
+ETCH_INLINE uint8_t *args_open(etch_writer *w, etch_site *site,
+                               uint64_t ticks, args_frame *f) {
+  uint64_t bit = __atomic_load_n(&site->seen_mask, __ATOMIC_ACQUIRE);
+  uint64_t rel = fast_rel(w, ticks);
+  if (!(fast_ok(w, rel) && (w->seen_fast[site->seen_word] & bit)))
+    return NULL;
+  f->ns = fast_ns(w, rel);
+  f->delta = fast_delta(w, &f->ns);
+  f->p = w->st.cur;
+  uint8_t *q = f->p + 1;
+  f->te_len = q + 3; /* 68 02 5A <len> ... */
+  memcpy(q, site->tmpl + 1, 15);
+  f->args = q + site->tmpl_len - 2;
+  return f->args;
+}
+
+ETCH_INLINE void args_close(etch_writer *w, etch_site *site,
+                            const args_frame *f, uint8_t *q) {
+  *f->te_len = (uint8_t)(*f->te_len + (q - f->args));
+  *q++ = (uint8_t)etch__pb_tag(ETCH_PKT_TIMESTAMP, ETCH_PB_VARINT);
+  q = etch__pb_put_varint(q, f->delta);
+  if (site->type == ETCH_TYPE_SLICE_BEGIN) w->depth++;
+  f->p[0] = (uint8_t)(q - f->p - 1);
+  fast_commit(w, f->ns, q);
 }
 
 ETCH_INLINE bool args_fast(etch_writer *w, etch_site *site, const etch_extra *x,
@@ -746,27 +791,12 @@ ETCH_INLINE bool args_fast(etch_writer *w, etch_site *site, const etch_extra *x,
   if (n - 1 > 1 || !arg_iid(w, &x[0], &iid0) ||
       (n == 2 && !arg_iid(w, &x[1], &iid1)))
     return false;
-  uint64_t bit = __atomic_load_n(&site->seen_mask, __ATOMIC_ACQUIRE);
-  uint64_t rel = fast_rel(w, ticks);
-  if (!(fast_ok(w, rel) && (w->seen_fast[site->seen_word] & bit)))
-    return false;
-  uint64_t ns = fast_ns(w, rel);
-  uint64_t delta = fast_delta(w, &ns);
-  /* The site template without its size byte and timestamp tag. */
-  uint8_t *p = w->st.cur;
-  uint8_t *q = p + 1;
-  uint8_t *te_len = q + 3; /* 68 02 5A <len> ... */
-  memcpy(q, site->tmpl + 1, 15);
-  q += site->tmpl_len - 2;
-  uint8_t *args = q;
+  args_frame f;
+  uint8_t *q = args_open(w, site, ticks, &f);
+  if (!q) return false;
   q = arg_put(q, iid0, &x[0]);
   if (n == 2) q = arg_put(q, iid1, &x[1]);
-  *te_len = (uint8_t)(*te_len + (q - args));
-  *q++ = (uint8_t)etch__pb_tag(ETCH_PKT_TIMESTAMP, ETCH_PB_VARINT);
-  q = etch__pb_put_varint(q, delta);
-  if (site->type == ETCH_TYPE_SLICE_BEGIN) w->depth++;
-  p[0] = (uint8_t)(q - p - 1);
-  fast_commit(w, ns, q);
+  args_close(w, site, &f, q);
   return true;
 }
 
