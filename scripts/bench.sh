@@ -285,7 +285,7 @@ fi
 # ---- 8. memory tracing
 if want memory; then
   echo
-  echo "== 8. Memory tracing: ns per malloc/free pair (median of 5)"
+  echo "== 8. Memory tracing: ns per malloc/free pair, per malloc and per free (median of 5)"
   cmake --build "$BUILD" --target bench_malloc etch_malloc -j"$JOBS" >/dev/null
   MB=$BUILD/bench/memory/bench_malloc
   ML=$BUILD/tools/malloc/libetch_malloc.so
@@ -294,13 +294,21 @@ if want memory; then
   off=$(LD_PRELOAD=$ML "$MB" "$MN")
   rec=$(LD_PRELOAD=$ML ETCH_OUT="$TMP/malloc.pftrace" ETCH_BUFFER_KB=262144 \
         ETCH_COMPRESSION=none "$MB" "$MN")
-  printf "%-34s %10s %10s\n" "" "1 thread" "2 threads"
-  for row in "no preload:$plain" "preload, nothing recording:$off" \
-             "preload, recording:$rec"; do
-    name=${row%%:*}
-    vals=${row#*:}
-    printf "%-34s %10s %10s\n" "$name" \
-      "$(echo "$vals" | awk '$1 == 1 { print $2 }')" \
-      "$(echo "$vals" | awk '$1 == 2 { print $2 }')"
+  # "1 X" rows are pairs; "malloc 1 X" and "free 1 X" one call alone.
+  for what in pair malloc free; do
+    echo
+    printf "%-34s %10s %10s\n" "ns per $what" "1 thread" "2 threads"
+    for row in "no preload:$plain" "preload, nothing recording:$off" \
+               "preload, recording:$rec"; do
+      name=${row%%:*}
+      vals=${row#*:}
+      printf "%-34s %10s %10s\n" "$name" \
+        "$(echo "$vals" | awk -v w="$what" '
+            w == "pair" && NF == 2 && $1 == 1 { print $2 }
+            w != "pair" && $1 == w && $2 == 1 { print $3 }')" \
+        "$(echo "$vals" | awk -v w="$what" '
+            w == "pair" && NF == 2 && $1 == 2 { print $2 }
+            w != "pair" && $1 == w && $2 == 2 { print $3 }')"
+    done
   done
 fi

@@ -4,8 +4,9 @@
  *
  * While a session records "memory", every reported allocation goes into a
  * map of live blocks (address -> size and tag), split in 64 shards each
- * with its own short lock, so that a free finds its size and tag: the tag's
- * live bytes go down by what its allocation added, and a free of a block
+ * with its own short lock (a block's shard by the megabyte it is in), so
+ * that a free finds its size and tag: the tag's live bytes go down by what
+ * its allocation added, and a free of a block
  * allocated before recording began (or never reported) writes nothing. A
  * thread sums its changes to each tag's live bytes locally, adds them to
  * the process's totals and writes the tags' counters every 256 of its
@@ -55,10 +56,9 @@ static __thread struct {
   int64_t delta[LOCAL_TAGS + 1]; /* not yet added to live[] */
 } mt __attribute__((tls_model("initial-exec")));
 
-/* The tag's index (registering it on first use). */
-static uint32_t tag_index(etch_mem_tag *t) {
-  uint32_t i = __atomic_load_n(&t->index, __ATOMIC_ACQUIRE);
-  if (ETCH_LIKELY(i)) return i;
+/* Registers a tag on its first use: its index. */
+static ETCH_NOINLINE uint32_t tag_register(etch_mem_tag *t) {
+  uint32_t i;
   pthread_mutex_lock(&tag_lock);
   i = t->index;
   if (!i) {
@@ -82,6 +82,12 @@ static uint32_t tag_index(etch_mem_tag *t) {
   return i;
 }
 
+/* The tag's index (registering it on first use). */
+ETCH_INLINE uint32_t tag_index(etch_mem_tag *t) {
+  uint32_t i = __atomic_load_n(&t->index, __ATOMIC_ACQUIRE);
+  return ETCH_LIKELY(i) ? i : tag_register(t);
+}
+
 etch_mem_tag *etch_mem_scope_push(etch_mem_tag *tag) {
   etch_mem_tag *prev = cur_tag;
   cur_tag = tag;
@@ -90,9 +96,11 @@ etch_mem_tag *etch_mem_scope_push(etch_mem_tag *tag) {
 
 void etch_mem_scope_pop(etch_mem_tag *previous) { cur_tag = previous; }
 
-etch_mem_tag *etch_mem_current_tag(void) {
+ETCH_INLINE etch_mem_tag *current_tag(void) {
   return cur_tag ? cur_tag : &etch_memtag_untagged;
 }
+
+etch_mem_tag *etch_mem_current_tag(void) { return current_tag(); }
 
 /* ---- the live map ------------------------------------------------------- */
 
@@ -105,6 +113,7 @@ typedef struct shard {
 
 static shard shards[SHARDS];
 static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+static bool atfork_done; /* atomic: atfork_once has run */
 
 static void shard_lock(shard *s) { etch__spin_lock(&s->lock); }
 static void shard_unlock(shard *s) { etch__spin_unlock(&s->lock); }
@@ -121,13 +130,18 @@ static void atfork_register(void) {
   pthread_atfork(fork_prepare, fork_after, fork_after);
 }
 
-static shard *shard_of(uintptr_t p) {
-  return &shards[((uint64_t)(p >> 4) * 0x9e3779b97f4a7c15ull) >> 58];
+/* A block's shard, by the 1 MiB of address space it is in: the C library
+ * gives each thread's allocations an arena of their own, so threads that
+ * allocate and free at once mostly take different shards (and their cache
+ * lines), while one thread's blocks share a few. */
+#define SHARD_GRAIN 20
+ETCH_INLINE shard *shard_of(uintptr_t p) {
+  return &shards[((uint64_t)(p >> SHARD_GRAIN) * 0x9e3779b97f4a7c15ull) >> 58];
 }
 
 /* Adds or replaces p's entry; the replaced value in *old (0 if none).
  * False when the map cannot grow (the allocation goes unreported). */
-static bool map_put(uintptr_t p, uint64_t val, uint64_t *old) {
+ETCH_INLINE bool map_put(uintptr_t p, uint64_t val, uint64_t *old) {
   shard *s = shard_of(p);
   int64_t prev = 0;
   bool had = false;
@@ -139,7 +153,7 @@ static bool map_put(uintptr_t p, uint64_t val, uint64_t *old) {
 }
 
 /* Removes p's entry; false when there is none. */
-static bool map_take(uintptr_t p, uint64_t *val) {
+ETCH_INLINE bool map_take(uintptr_t p, uint64_t *val) {
   shard *s = shard_of(p);
   int64_t v = 0;
   shard_lock(s);
@@ -156,7 +170,7 @@ static etch_site free_site =
 
 /* Adds `d` to tag ti's live bytes: locally for the first tags (no shared
  * cache line per change), added to the total when counters are written. */
-static void live_add(uint32_t ti, int64_t d) {
+ETCH_INLINE void live_add(uint32_t ti, int64_t d) {
   if (ti <= LOCAL_TAGS)
     mt.delta[ti] += d;
   else
@@ -164,9 +178,9 @@ static void live_add(uint32_t ti, int64_t d) {
   mt.dirty[ti / 64] |= 1ull << (ti % 64);
 }
 
-/* Every COUNTER_EVERY changes: this thread's tags' live bytes. */
-static void maybe_write_counters(uint32_t mask) {
-  if (mt.countdown && --mt.countdown) return;
+/* This thread's tags' live bytes, every COUNTER_EVERY changes
+ * (maybe_write_counters counts them inline). */
+static ETCH_NOINLINE void write_counters(uint32_t mask) {
   mt.countdown = COUNTER_EVERY;
   for (uint32_t w = 0; w < sizeof mt.dirty / sizeof mt.dirty[0]; w++) {
     uint64_t bits = mt.dirty[w];
@@ -193,7 +207,12 @@ static void maybe_write_counters(uint32_t mask) {
   }
 }
 
-static void report_alloc(uint32_t mask, const void *ptr, size_t size,
+ETCH_INLINE void maybe_write_counters(uint32_t mask) {
+  if (ETCH_LIKELY(mt.countdown) && ETCH_LIKELY(--mt.countdown)) return;
+  write_counters(mask);
+}
+
+ETCH_INLINE void report_alloc(uint32_t mask, const void *ptr, size_t size,
                          etch_mem_tag *tag) {
   uint32_t ti = tag_index(tag);
   uint64_t old;
@@ -202,39 +221,39 @@ static void report_alloc(uint32_t mask, const void *ptr, size_t size,
   if (old) /* reported twice without a free: the first is gone */
     live_add((uint32_t)(old & 0xffff), -(int64_t)(old >> 16));
   live_add(ti, (int64_t)size);
-  etch_extra xs[2] = {etch_arg_pointer("ptr", ptr),
-                      etch_arg_uint("size", (uint64_t)size)};
-  etch__emit(&tag->site, mask, xs, 2);
+  etch__emit_alloc(&tag->site, mask, ptr, (uint64_t)size);
   maybe_write_counters(mask);
 }
 
 /* False when `ptr` was not a reported live block; its size in *size. */
-static bool report_free(uint32_t mask, const void *ptr, uint64_t *size) {
+ETCH_INLINE bool report_free(uint32_t mask, const void *ptr, uint64_t *size) {
   uint64_t val;
   if (!map_take((uintptr_t)ptr, &val)) return false;
   if (size) *size = val >> 16;
   live_add((uint32_t)(val & 0xffff), -(int64_t)(val >> 16));
-  etch_extra x = etch_arg_pointer("ptr", ptr);
-  etch__emit(&free_site, mask, &x, 1);
+  etch__emit_free(&free_site, mask, ptr);
   maybe_write_counters(mask);
   return true;
 }
 
 /* The mask of sessions recording memory, with the thread marked inside a
  * report; 0 when there is nothing to do. */
-static uint32_t report_begin(const void *ptr) {
+ETCH_INLINE uint32_t report_begin(const void *ptr) {
   uint32_t mask =
       __atomic_load_n(&etch_cat_etch_memory.enabled, __ATOMIC_RELAXED);
   if (ETCH_LIKELY(!mask) || !ptr || mt.in) return 0;
   mt.in = true;
-  pthread_once(&atfork_once, atfork_register);
+  if (ETCH_UNLIKELY(!__atomic_load_n(&atfork_done, __ATOMIC_ACQUIRE))) {
+    pthread_once(&atfork_once, atfork_register);
+    __atomic_store_n(&atfork_done, true, __ATOMIC_RELEASE);
+  }
   return mask;
 }
 
 void etch_mem_alloc_tagged(const void *ptr, size_t size, etch_mem_tag *tag) {
   uint32_t mask = report_begin(ptr);
   if (!mask) return;
-  report_alloc(mask, ptr, size, tag ? tag : etch_mem_current_tag());
+  report_alloc(mask, ptr, size, tag ? tag : current_tag());
   mt.in = false;
 }
 
@@ -253,7 +272,7 @@ void etch_mem_realloc(const void *old, const void *ptr, size_t size) {
   uint32_t mask = report_begin(ptr ? ptr : old);
   if (!mask) return;
   if (old) report_free(mask, old, NULL);
-  if (ptr) report_alloc(mask, ptr, size, etch_mem_current_tag());
+  if (ptr) report_alloc(mask, ptr, size, current_tag());
   mt.in = false;
 }
 

@@ -191,9 +191,13 @@ extern ETCH_HIDDEN etch_global etch__g;
  * so a thread's tls.gen of 0 means "no writer". */
 extern ETCH_HIDDEN uint32_t etch__slot_gen[ETCH_MAX_SESSIONS];
 
-/* A short lock (a value and its event; a shard of the live map): spins a
- * little, then yields. util.c. */
-void etch__spin_lock(uint32_t *l);
+/* A short lock (a value and its event; a shard of the live map): taken
+ * inline when free, else spins a little, then yields (util.c). */
+void etch__spin_wait(uint32_t *l);
+ETCH_INLINE void etch__spin_lock(uint32_t *l) {
+  if (ETCH_UNLIKELY(__atomic_exchange_n(l, 1, __ATOMIC_ACQUIRE)))
+    etch__spin_wait(l);
+}
 ETCH_INLINE void etch__spin_unlock(uint32_t *l) {
   __atomic_store_n(l, 0, __ATOMIC_RELEASE);
 }
@@ -217,6 +221,11 @@ enum { ETCH_CAT_SWITCH_DEFAULT = 0, ETCH_CAT_SWITCH_ON = 1,
 
 /* Writes the thread's pending live-bytes counters (memory.c). */
 void etch__mem_thread_exit(void);
+/* Memory tracing's events (memory.c, track_event.c): an allocation's
+ * pointer and size, a free's pointer, as args "ptr" and "size". */
+void etch__emit_alloc(etch_site *site, uintptr_t mask, const void *ptr,
+                      uint64_t size);
+void etch__emit_free(etch_site *site, uintptr_t mask, const void *ptr);
 
 /* Interceptors (intercept.c, console.c). */
 struct etch_interceptor;

@@ -840,6 +840,51 @@ void etch__emit(etch_site *site, uintptr_t mask, const etch_extra *extras,
   emit_any(site, mask, extras, n_extras, FAST_TICKS());
 }
 
+/*
+ * Memory tracing's two events (memory.c): an allocation's "ptr" and "size",
+ * a free's "ptr". The args fast path written for exactly these args (their
+ * keys and value fields fixed here); the general path builds the extras
+ * only when the fast path cannot take the event.
+ */
+static const char mem_ptr_key[] = "ptr", mem_size_key[] = "size";
+
+ETCH_INLINE bool mem_fast(etch_site *site, uintptr_t mask, const void *ptr,
+                          uint64_t size, bool has_size, uint64_t ticks) {
+  etch_writer *w = etch__tls.w[etch__mask_slot[mask]];
+  uint32_t pi, si = 0;
+  if (!key_iid(w, mem_ptr_key, &pi) ||
+      (has_size && !key_iid(w, mem_size_key, &si)))
+    return false;
+  args_frame f;
+  uint8_t *q = args_open(w, site, ticks, &f);
+  if (!q) return false;
+  q = arg_put_varint(q, pi, ETCH_DA_POINTER_VALUE, (uint64_t)(uintptr_t)ptr);
+  if (has_size) q = arg_put_varint(q, si, ETCH_DA_UINT_VALUE, size);
+  args_close(w, site, &f, q);
+  return true;
+}
+
+static ETCH_NOINLINE void mem_slow(etch_site *site, uintptr_t mask,
+                                   const void *ptr, uint64_t size,
+                                   bool has_size, uint64_t ticks) {
+  const etch_extra xs[2] = {etch_arg_pointer(mem_ptr_key, ptr),
+                            etch_arg_uint(mem_size_key, size)};
+  emit_slow(site, mask, xs, has_size ? 2 : 1, ticks);
+}
+
+void etch__emit_alloc(etch_site *site, uintptr_t mask, const void *ptr,
+                      uint64_t size) {
+  uint64_t ticks = CLOCK_IS_FAST() ? FAST_TICKS() : etch__ticks_slow();
+  if (!mem_fast(site, mask, ptr, size, true, ticks))
+    mem_slow(site, mask, ptr, size, true, ticks);
+}
+
+void etch__emit_free(etch_site *site, uintptr_t mask, const void *ptr) {
+  uint64_t ticks = CLOCK_IS_FAST() ? FAST_TICKS() : etch__ticks_slow();
+  if (!mem_fast(site, mask, ptr, 0, false, ticks))
+    mem_slow(site, mask, ptr, 0, false, ticks);
+}
+
 void etch__emit_end_x(etch_category *cat, uintptr_t mask,
                       const etch_extra *extras, uint32_t n_extras) {
   uint64_t ticks = etch__ticks();

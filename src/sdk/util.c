@@ -31,7 +31,7 @@ void etch__put_etch_instant(etch__pb_stream *s, const char *name,
   etch__pb_nested_end(s, &te);
 }
 
-void etch__spin_lock(uint32_t *l) {
+void etch__spin_wait(uint32_t *l) {
   for (unsigned k = 0; __atomic_exchange_n(l, 1, __ATOMIC_ACQUIRE);) {
     while (__atomic_load_n(l, __ATOMIC_RELAXED)) {
       if (++k > 100) {

@@ -207,3 +207,90 @@ TEST(tags_past_the_limit_share_one_counter) {
   ASSERT_EQ_INT((int)many[255].index, 256);
   ASSERT_EQ_INT((int)many[299].index, 256);
 }
+
+/* Every allocation's and free's pointer and size, exactly and in order,
+ * for values of every varint length (the fast path writes them itself),
+ * in one session and in two at once (each gets every event). */
+enum { EX_N = 600 };
+
+static uintptr_t ex_ptr(int i) {
+  static const uintptr_t bases[] = {0x10, 0x4000, 0x55d0c0de0000,
+                                    (uintptr_t)1 << 62};
+  return bases[i % 4] + (uintptr_t)i * 64;
+}
+static uint64_t ex_size(int i) {
+  static const uint64_t sizes[] = {1, 200, 70000, (uint64_t)1 << 40};
+  return sizes[(i / 4) % 4] + (uint64_t)i;
+}
+
+static void check_exact(const td_trace *t) {
+  int na = 0, nf = 0;
+  for (size_t i = 0; i < t->nev; i++) {
+    const td_event *e = &t->ev[i];
+    if (!e->cat || strcmp(e->cat, "memory") || e->type != 3) continue;
+    const td_arg *ptr = td_arg_of(e, "ptr"), *size = td_arg_of(e, "size");
+    ASSERT_TRUE(ptr != NULL);
+    ASSERT_EQ_INT(ptr->type, TD_POINTER);
+    if (na < EX_N) { /* the allocations come first */
+      ASSERT_EQ_STR(e->name, "Textures");
+      ASSERT_EQ_INT(e->nargs, 2);
+      ASSERT_EQ_U64(ptr->u, ex_ptr(na));
+      ASSERT_TRUE(size != NULL);
+      ASSERT_EQ_INT(size->type, TD_UINT);
+      ASSERT_EQ_U64(size->u, ex_size(na));
+      na++;
+    } else { /* then the frees, last first */
+      ASSERT_EQ_STR(e->name, "free");
+      ASSERT_EQ_INT(e->nargs, 1);
+      ASSERT_EQ_U64(ptr->u, ex_ptr(EX_N - 1 - nf));
+      nf++;
+    }
+  }
+  ASSERT_EQ_INT(na, EX_N);
+  ASSERT_EQ_INT(nf, EX_N);
+  ASSERT_EQ_DBL(last_value(t, "Live bytes: Textures"), 0);
+}
+
+static void ex_run(void) {
+  ETCH_MEM_SCOPE(textures);
+  for (int i = 0; i < EX_N; i++) etch_mem_alloc((const void *)ex_ptr(i), ex_size(i));
+  for (int i = EX_N; i-- > 0;) etch_mem_free((const void *)ex_ptr(i));
+}
+
+static void *ex_thread(void *arg) {
+  (void)arg;
+  ex_run();
+  return NULL;
+}
+
+TEST(events_carry_exact_pointers_and_sizes) {
+  etch_session *s = start_session("compression=none");
+  pthread_t th;
+  pthread_create(&th, NULL, ex_thread, NULL); /* its exit writes counters */
+  pthread_join(th, NULL);
+  etch_session_stop(s);
+  td_trace t;
+  read_trace(s, "memory_exact", &t);
+  check_exact(&t);
+  td_free(&t);
+  etch_session_free(s);
+}
+
+TEST(two_sessions_each_get_every_allocation) {
+  etch_session *a = start_session("compression=none");
+  etch_session *b = start_session("compression=none");
+  pthread_t th;
+  pthread_create(&th, NULL, ex_thread, NULL);
+  pthread_join(th, NULL);
+  etch_session_stop(a);
+  etch_session_stop(b);
+  td_trace t;
+  read_trace(a, "memory_exact_a", &t);
+  check_exact(&t);
+  td_free(&t);
+  read_trace(b, "memory_exact_b", &t);
+  check_exact(&t);
+  td_free(&t);
+  etch_session_free(a);
+  etch_session_free(b);
+}
