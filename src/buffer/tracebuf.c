@@ -38,6 +38,13 @@ struct etch_tracebuf {
   uint32_t nseqs, capseqs;
   etch_u64map seq_index; /* sequence id -> index + 1 in seqs */
   etch_tracebuf_stats st;
+  /* The chunks in reading order (by sequence, then chunk id), kept from
+   * one read_some to the next while no chunk came or went but by reading
+   * (a read frees the chunks it consumed and NULLs their entries): a read
+   * in pieces sorts once, not once a piece. */
+  tchunk **order;
+  uint32_t norder;
+  uint64_t gen, order_gen; /* gen: counts puts */
 };
 
 static uint32_t hash_key(uint32_t seq, uint32_t id) {
@@ -71,6 +78,7 @@ void etch__tracebuf_free(etch_tracebuf *tb) {
   }
   free(tb->slots);
   free(tb->seqs);
+  free(tb->order);
   etch__u64map_free(&tb->seq_index);
   free(tb);
 }
@@ -150,6 +158,7 @@ static tseq *seq_state(etch_tracebuf *tb, uint32_t seq, bool create) {
 int etch__tracebuf_put(etch_tracebuf *tb, uint32_t seq, uint32_t chunk_id,
                        uint32_t flags, uint32_t count, const uint8_t *payload,
                        uint32_t len) {
+  tb->gen++; /* the reading order changes */
   if (len > tb->size)
     return etch__error(ETCH_EINVAL, "chunk of %u bytes in a buffer of %llu",
                        len, (unsigned long long)tb->size);
@@ -239,10 +248,18 @@ static int cmp_chunk(const void *a, const void *b) {
 
 /* Fragment `i` of chunk c starting at *off: 1 with (data, len), 0 past the
  * last, -1 for one that does not fit. */
-static int fragment(const tchunk *c, uint32_t *off, const uint8_t **d,
-                    uint32_t *n) {
+ETCH_INLINE int fragment(const tchunk *c, uint32_t *off, const uint8_t **d,
+                         uint32_t *n) {
   if (*off >= c->len) return 0;
   const uint8_t *p = c->data + *off, *end = c->data + c->len;
+  uint32_t b0 = *p;
+  if (ETCH_LIKELY(b0 < 0x80)) { /* a one-byte size: nearly every packet */
+    if (b0 >= (uint32_t)(end - p)) return -1;
+    *d = p + 1;
+    *n = b0;
+    *off += 1 + b0;
+    return 1;
+  }
   uint64_t size = 0;
   int shift = 0, k = 0;
   for (;;) {
@@ -402,11 +419,23 @@ int etch__tracebuf_read_some(etch_tracebuf *tb, etch_packet_fn emit,
                              void *ctx, uint64_t budget, bool *more) {
   *more = false;
   if (!tb->nchunks) return ETCH_OK;
-  tchunk **all = (tchunk **)etch__malloc(tb->nchunks * sizeof *all);
-  if (!all) return ETCH_ENOMEM;
   uint32_t n = 0;
-  for (tchunk *c = tb->oldest; c; c = c->newer) all[n++] = c;
-  qsort(all, n, sizeof *all, cmp_chunk);
+  tchunk **all = tb->order;
+  if (all && tb->order_gen == tb->gen) { /* the last read's order, less
+                                            what it consumed */
+    for (uint32_t i = 0; i < tb->norder; i++)
+      if (all[i]) all[n++] = all[i];
+  } else {
+    free(tb->order);
+    tb->order = NULL;
+    all = (tchunk **)etch__malloc(tb->nchunks * sizeof *all);
+    if (!all) return ETCH_ENOMEM;
+    for (tchunk *c = tb->oldest; c; c = c->newer) all[n++] = c;
+    qsort(all, n, sizeof *all, cmp_chunk);
+    tb->order = all;
+    tb->order_gen = tb->gen;
+  }
+  tb->norder = n;
   etch__pb_buf pend;
   etch__pb_buf_init(&pend, 4096, 0);
   int rc = ETCH_OK;
@@ -418,7 +447,6 @@ int etch__tracebuf_read_some(etch_tracebuf *tb, etch_packet_fn emit,
     i = j;
   }
   etch__pb_buf_free(&pend);
-  free(all);
   return rc;
 }
 

@@ -402,3 +402,60 @@ TEST(reading_in_pieces_is_reading_once) {
   etch__tracebuf_free(whole);
   etch__tracebuf_free(pieces);
 }
+
+/* Chunks that arrive between the pieces of a read (a new sequence, the
+ * next chunk of one being read, a longer copy of one not read yet): the
+ * next piece reads them in their place, every packet once. */
+TEST(chunks_arriving_between_pieces_are_read_in_order) {
+  etch_tracebuf *tb;
+  ASSERT_OK(etch__tracebuf_new(1 << 20, ETCH_BUFFER_RING, &tb));
+  char t[32];
+  for (uint32_t seq = 2; seq <= 4; seq++) {
+    chunk_b a = {0};
+    for (int k = 0; k < 3; k++) {
+      snprintf(t, sizeof t, "s%u-0-%d", seq, k);
+      frag(&a, t, false);
+    }
+    put(tb, seq, 0, 0, &a);
+  }
+  chunk_b short4 = {0};
+  frag(&short4, "s4-1-0", false);
+  put(tb, 4, 1, 0, &short4);
+  got part;
+  bool more;
+  memset(&part, 0, sizeof part);
+  ASSERT_OK(etch__tracebuf_read_some(tb, collect, &part, 7, &more));
+  ASSERT_TRUE(more);
+  ASSERT_EQ_INT(part.n, 2); /* 6 + 6 bytes: past the budget at the 2nd */
+  ASSERT_EQ_STR(part.text[0], "s2-0-0");
+  ASSERT_EQ_STR(part.text[1], "s2-0-1");
+  /* Meanwhile: sequence 1 (read before the others now), sequence 2's next
+   * chunk, and a longer copy of sequence 4's chunk 1. */
+  chunk_b s1 = {0}, s2 = {0}, long4 = {0};
+  frag(&s1, "s1-0-0", false);
+  put(tb, 1, 0, 0, &s1);
+  frag(&s2, "s2-1-0", false);
+  put(tb, 2, 1, 0, &s2);
+  frag(&long4, "s4-1-0", false);
+  frag(&long4, "s4-1-1", false);
+  put(tb, 4, 1, 0, &long4);
+  got rest;
+  memset(&rest, 0, sizeof rest);
+  for (int reads = 0; reads < 50; reads++) {
+    memset(&part, 0, sizeof part);
+    ASSERT_OK(etch__tracebuf_read_some(tb, collect, &part, 7, &more));
+    for (int k = 0; k < part.n; k++) {
+      memcpy(rest.text[rest.n], part.text[k], sizeof part.text[k]);
+      rest.seq[rest.n++] = part.seq[k];
+    }
+    if (!more) break;
+  }
+  ASSERT_FALSE(more);
+  static const char *const want[] = {"s1-0-0", "s2-0-2", "s2-1-0", "s3-0-0",
+                                     "s3-0-1", "s3-0-2", "s4-0-0", "s4-0-1",
+                                     "s4-0-2", "s4-1-0", "s4-1-1"};
+  ASSERT_EQ_INT(rest.n, (int)(sizeof want / sizeof want[0]));
+  for (int k = 0; k < rest.n; k++) ASSERT_EQ_STR(rest.text[k], want[k]);
+  ASSERT_EQ_U64(etch__tracebuf_used(tb), 0);
+  etch__tracebuf_free(tb);
+}
