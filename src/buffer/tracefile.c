@@ -64,39 +64,63 @@ static int flush_batch(etch_tracefile *o) {
   return o->out.s.failed ? ETCH_ENOMEM : ETCH_OK;
 }
 
-/* Appends one Trace.packet record: the packet bytes plus trailing fields. */
-static int put_record(etch_tracefile *o, const uint8_t *data, uint32_t len,
-                      uint32_t seq_id, bool dropped) {
-  uint8_t tail[48];
-  uint8_t *t = tail;
+/* The trusted fields of sequence seq_id's packets, into o->tail: the
+ * producer's uid and pid (from the service, when it knows the sequence)
+ * and the sequence id. */
+static ETCH_NOINLINE void make_tail(etch_tracefile *o, uint32_t seq_id) {
+  uint8_t *t = o->tail;
   int32_t pid, uid;
-  if (seq_id && o->trust && o->trust(o->trust_ctx, seq_id, &pid, &uid)) {
+  if (o->trust && o->trust(o->trust_ctx, seq_id, &pid, &uid)) {
     t = etch__pb_put_tag(t, ETCH_PKT_TRUSTED_UID, ETCH_PB_VARINT);
     t = etch__pb_put_varint(t, (uint64_t)(int64_t)uid);
     t = etch__pb_put_tag(t, ETCH_PKT_TRUSTED_PID, ETCH_PB_VARINT);
     t = etch__pb_put_varint(t, (uint64_t)(int64_t)pid);
   }
+  t = etch__pb_put_tag(t, ETCH_PKT_TRUSTED_SEQ_ID, ETCH_PB_VARINT);
+  t = etch__pb_put_varint(t, seq_id);
+  o->tail_len = (uint32_t)(t - o->tail);
+  o->tail_seq = seq_id;
+}
+
+/* Appends one Trace.packet record: the packet bytes plus trailing fields
+ * (sequence 0: none but previous_packet_dropped). */
+ETCH_INLINE int put_record(etch_tracefile *o, const uint8_t *data,
+                           uint32_t len, uint32_t seq_id, bool dropped) {
+  uint32_t tl = 0;
   if (seq_id) {
-    t = etch__pb_put_tag(t, ETCH_PKT_TRUSTED_SEQ_ID, ETCH_PB_VARINT);
-    t = etch__pb_put_varint(t, seq_id);
+    if (seq_id != o->tail_seq) make_tail(o, seq_id);
+    tl = o->tail_len;
   }
+  /* previous_packet_dropped: 1 (a two-byte tag and the value). */
+  uint8_t drop[4];
+  uint32_t dl = 0;
   if (dropped) {
-    t = etch__pb_put_tag(t, ETCH_PKT_PREVIOUS_PACKET_DROPPED, ETCH_PB_VARINT);
-    *t++ = 1;
+    uint8_t *d = etch__pb_put_tag(drop, ETCH_PKT_PREVIOUS_PACKET_DROPPED,
+                                  ETCH_PB_VARINT);
+    *d++ = 1;
+    dl = (uint32_t)(d - drop);
   }
-  size_t tl = (size_t)(t - tail);
+  uint32_t rl = len + tl + dl;
   etch__pb_buf *dst = o->compress ? &o->batch : &o->out;
-  if (o->compress && etch__pb_buf_len(&o->batch) + len + tl + 16 > ETCH_TRACEFILE_BATCH) {
+  if (o->compress && etch__pb_buf_len(&o->batch) + rl + 16 > ETCH_TRACEFILE_BATCH) {
     int rc = flush_batch(o);
     if (rc) return rc;
   }
   etch__pb_stream *s = &dst->s;
-  if (!etch__pb_reserve(s, 16)) return ETCH_ENOMEM;
-  s->cur = etch__pb_put_tag(s->cur, ETCH_TRACE_PACKET, ETCH_PB_LEN);
-  s->cur = etch__pb_put_varint(s->cur, len + tl);
-  etch__pb_write_bytes(s, data, len);
-  etch__pb_write_bytes(s, tail, tl);
-  return s->failed ? ETCH_ENOMEM : ETCH_OK;
+  /* 16 more: the tail is copied 16 bytes at once when it fits in them */
+  if (!etch__pb_reserve(s, 32 + (size_t)rl)) return ETCH_ENOMEM;
+  uint8_t *q = etch__pb_put_tag(s->cur, ETCH_TRACE_PACKET, ETCH_PB_LEN);
+  q = etch__pb_put_varint(q, rl);
+  memcpy(q, data, len);
+  q += len;
+  if (ETCH_LIKELY(tl <= 16))
+    memcpy(q, o->tail, 16);
+  else
+    memcpy(q, o->tail, tl);
+  q += tl;
+  memcpy(q, drop, dl);
+  s->cur = q + dl;
+  return ETCH_OK;
 }
 
 /* What the filter needs to know about a packet. */

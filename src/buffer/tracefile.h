@@ -48,6 +48,11 @@ typedef struct etch_tracefile {
   uint32_t depth;    /* open slices on the default track */
   bool lossy;        /* data of this sequence went missing in this read */
   uint64_t skipped;  /* packets left out after a loss */
+  /* The trusted fields appended to every packet of sequence tail_seq
+   * (packets come sequence by sequence: made once a run). */
+  uint32_t tail_seq;
+  uint32_t tail_len;
+  uint8_t tail[40];
 } etch_tracefile;
 
 void etch__tracefile_init(etch_tracefile *t, bool compress);
