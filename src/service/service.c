@@ -465,11 +465,6 @@ static void start_session_sources(etch_service *s, session *x) {
 
 /* ---- reading a session ---- */
 
-static int emit_packet(void *ctx, uint32_t seq, const uint8_t *d,
-                       uint32_t len, bool dropped) {
-  return etch__tracefile_on_packet(ctx, seq, d, len, dropped);
-}
-
 /*
  * Reading a session in pieces: the trace-file writer (its per-sequence
  * state kept from piece to piece) fed at most READ_PIECE bytes of packets
@@ -570,11 +565,13 @@ static int put_session_stats(etch_service *s, session *x, etch_tracefile *o) {
 }
 
 /* The next piece of trace file bytes (*data NULL, *len 0 when there is
- * nothing more: then r->done). */
+ * nothing more: then r->done). The bytes are the reader's, valid until
+ * the next call or sreader_free: one buffer serves every piece. */
 static int sreader_next(etch_service *s, sreader *r, uint8_t **data,
                         size_t *len) {
   *data = NULL;
   *len = 0;
+  etch__pb_buf_reset(&r->o.out);
   int rc = ETCH_OK;
   session *x = find_session(s, r->session_id);
   while (!r->done && !rc && etch__pb_buf_len(&r->o.out) < READ_PIECE) {
@@ -582,7 +579,7 @@ static int sreader_next(etch_service *s, sreader *r, uint8_t **data,
       etch_tracebuf *tb = s->bufs[x->buf_ids[r->buf]];
       bool more = false;
       if (tb)
-        rc = etch__tracebuf_read_some(tb, emit_packet, &r->o, READ_PIECE,
+        rc = etch__tracebuf_read_some(tb, etch__tracefile_on_packet, &r->o, READ_PIECE,
                                       &more);
       if (!more) r->buf++;
     } else {
@@ -593,7 +590,8 @@ static int sreader_next(etch_service *s, sreader *r, uint8_t **data,
   if (rc) return rc;
   if (r->o.out.s.failed)
     return etch__error(ETCH_ENOMEM, "out of memory reading a session");
-  if (etch__pb_buf_len(&r->o.out)) *data = etch__pb_buf_take(&r->o.out, len);
+  *len = etch__pb_buf_len(&r->o.out);
+  if (*len) *data = etch__pb_buf_data(&r->o.out);
   return ETCH_OK;
 }
 
@@ -639,7 +637,6 @@ static void write_out(etch_service *s, session *x, bool final) {
       off += (size_t)n;
     }
     x->bytes_written += off;
-    free(data);
     if (full) {
       x->bytes_written = max; /* the session ends */
       break;
@@ -1257,8 +1254,7 @@ static int consumer_enable(etch_service *s, consumer *c,
 static void pump_read(etch_service *s, consumer *c) {
   while (c->reader && c->conn.tx_len - c->conn.tx_off < READ_AHEAD &&
          !c->conn.failed) {
-    if (c->rd_off >= c->rd_len) { /* the next piece */
-      free(c->rd);
+    if (c->rd_off >= c->rd_len) { /* the next piece (the reader's bytes) */
       c->rd = NULL;
       c->rd_len = c->rd_off = 0;
       if (!c->reader->done &&
@@ -1309,7 +1305,6 @@ static void pump_read(etch_service *s, consumer *c) {
       send_reply(&c->conn, c->rd_req, true, &b, !last, -1);
     etch__pb_buf_free(&b);
     if (last) {
-      free(c->rd);
       c->rd = NULL;
       sreader_free(c->reader);
       c->reader = NULL;
@@ -1509,8 +1504,7 @@ static void drop_consumer(etch_service *s, consumer *c, const char *why) {
       break;
     }
   etch__ipc_conn_close(&c->conn);
-  free(c->rd);
-  sreader_free(c->reader);
+  sreader_free(c->reader); /* and the piece c->rd points into */
   free(c);
 }
 
