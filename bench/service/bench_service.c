@@ -9,6 +9,12 @@
  * session and into the service (libetch in system mode: the same writer,
  * chunks copied into the shared memory and committed), and reports the
  * bytes etchd moved, its CPU time, and the trace it wrote back.
+ *
+ * Then a write into a file: `etch record --config` with write_into_file
+ * (a 256 MiB buffer drained every 100 ms), 2 threads writing about
+ * BENCH_FILE_MB (default 1024) MB of instants, and the time until the
+ * file is complete, against a floor: the same number of bytes written to
+ * a file in the same directory with write() in 4 MiB pieces.
  */
 #define _GNU_SOURCE
 #include <etch/etch.h>
@@ -140,8 +146,8 @@ int main(int argc, char **argv) {
   etch_config_free(cfg);
 
   /* Then the service. */
-  char *rargv[] = {argv[2], "record", "--system", "--discard", "--buffer",
-                   "1GB", "-o", out, NULL};
+  char *rargv[] = {argv[2], "record", "-q", "--system", "--discard",
+                   "--buffer", "1GB", "-o", out, NULL};
   pid_t rec = spawn(rargv);
   usleep(300000);
   setenv("ETCH_SYSTEM_WAIT_MS", "3000", 1);
@@ -160,6 +166,57 @@ int main(int argc, char **argv) {
   long hwm = status_kb(d, "VmHWM:"), rss_end = status_kb(d, "VmRSS:");
   struct stat fs;
   long long bytes = stat(out, &fs) == 0 ? (long long)fs.st_size : 0;
+
+  /* A write into a file of about BENCH_FILE_MB. */
+  long file_mb = getenv("BENCH_FILE_MB") ? atol(getenv("BENCH_FILE_MB")) : 1024;
+  char cfgpath[256], fout[256], floor_path[256];
+  snprintf(cfgpath, sizeof cfgpath, "%s/file.pbtx", dir);
+  snprintf(fout, sizeof fout, "%s/file.pftrace", dir);
+  snprintf(floor_path, sizeof floor_path, "%s/floor.bin", dir);
+  FILE *cf = fopen(cfgpath, "w");
+  if (!cf) return 1;
+  fprintf(cf, "buffers { size_kb: 262144 fill_policy: DISCARD }\n"
+              "data_sources { config { name: \"track_event\" } }\n"
+              "write_into_file: true\nfile_write_period_ms: 100\n");
+  fclose(cf);
+  char *fargv[] = {argv[2], "record", "-q", "--config", cfgpath, "-o", fout,
+                   NULL};
+  pid_t frec = spawn(fargv);
+  usleep(300000);
+  long saved = n_events;
+  n_events = file_mb * 1000000L / 22 / 2; /* ~22 B an event, 2 threads */
+  double f0 = cpu_s(d);
+  uint64_t fw0 = now_ns();
+  timed(2);
+  uint64_t fprod = now_ns() - fw0;
+  kill(frec, SIGINT);
+  waitpid(frec, &st, 0);
+  uint64_t fwall = now_ns() - fw0;
+  double f1 = cpu_s(d);
+  long long fbytes = stat(fout, &fs) == 0 ? (long long)fs.st_size : 0;
+  long long fevents = 2LL * n_events;
+  n_events = saved;
+  /* The floor: the same bytes with write(), 4 MiB at a time. */
+  uint64_t floor_ns = 0;
+  {
+    size_t piece = 4u << 20;
+    char *buf = malloc(piece);
+    int fd = open(floor_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (buf && fd >= 0) {
+      memset(buf, 0x5a, piece);
+      uint64_t t0 = now_ns();
+      for (long long left = fbytes; left > 0;) {
+        size_t n = left < (long long)piece ? (size_t)left : piece;
+        if (write(fd, buf, n) != (ssize_t)n) break;
+        left -= (long long)n;
+      }
+      floor_ns = now_ns() - t0;
+    }
+    if (fd >= 0) close(fd);
+    free(buf);
+    unlink(floor_path);
+  }
+
   kill(d, SIGTERM);
   waitpid(d, &st, 0);
 
@@ -178,8 +235,24 @@ int main(int argc, char **argv) {
   printf("etchd CPU to stop and read   %.3f s\n", c2 - c1);
   printf("etchd resident memory        %ld kB recording, %ld kB peak, %ld kB "
          "after the session was freed\n", rss_rec, hwm, rss_end);
-  if (getenv("BENCH_KEEP")) printf("trace kept: %s\n", out);
-  else unlink(out);
+  double fgb = (double)fbytes / 1e9;
+  printf("\nwrite into a file             %lld events on 2 threads, %.1f MB "
+         "written (%.1f B an event)\n", fevents, (double)fbytes / 1e6,
+         fevents ? (double)fbytes / (double)fevents : 0.0);
+  printf("producers' wall time          %.3f s\n", (double)fprod / 1e9);
+  printf("until the file was complete   %.3f s (%.2f GB/s)\n",
+         (double)fwall / 1e9, fgb / ((double)fwall / 1e9));
+  printf("etchd CPU                     %.3f s (%.2f GB per CPU-second)\n",
+         f1 - f0, f1 > f0 ? fgb / (f1 - f0) : 0.0);
+  printf("floor: write() of as many     %.3f s (%.2f GB/s)\n",
+         (double)floor_ns / 1e9,
+         floor_ns ? fgb / ((double)floor_ns / 1e9) : 0.0);
+  if (getenv("BENCH_KEEP")) printf("traces kept: %s %s\n", out, fout);
+  else {
+    unlink(out);
+    unlink(fout);
+  }
+  unlink(cfgpath);
   unlink(prod);
   unlink(cons);
   rmdir(dir);

@@ -610,6 +610,17 @@ TEST(cli_record) {
   ASSERT_EQ_STR(r.out, "count(*)\n0\n");
   done(&r);
 
+  /* -q: where the trace is, and nothing else; the trace is the same. */
+  r = RUN("record", "-q", "-o", trace, "-c", "test", "--", ETCH_RECORDEE, "4");
+  ASSERT_EQ_INT(r.status, 0);
+  ASSERT_TRUE(strncmp(r.out, want, strlen(want)) == 0);
+  ASSERT_TRUE(strchr(r.out, '\n') == r.out + strlen(r.out) - 1); /* 1 line */
+  done(&r);
+  r = RUN("query", "--csv", trace,
+          "select name, count(*) from slice group by name order by name");
+  ASSERT_EQ_STR(r.out, "name,count(*)\nstep,4\nwork,1\n");
+  done(&r);
+
   r = RUN("record", "-o", trace, "/nonexistent/program");
   ASSERT_EQ_INT(r.status, 1);
   ASSERT_CONTAINS(r.err, "cannot run /nonexistent/program");

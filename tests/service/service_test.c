@@ -128,6 +128,8 @@ static pid_t record_start(const svc *s, const char *out, const char *extra) {
 
 /* `etch record --config NAME.pbtx -o NAME.pftrace` with `text` as the
  * config, in the background; the trace's path into out. */
+static bool record_quiet; /* record_config passes -q */
+
 static pid_t record_config(const svc *s, const char *name, const char *text,
                            char *out, size_t cap) {
   char cfg[700], log[700];
@@ -138,7 +140,8 @@ static pid_t record_config(const svc *s, const char *name, const char *text,
   ASSERT_TRUE(f != NULL);
   fputs(text, f);
   fclose(f);
-  char *argv[] = {(char *)ETCH_BIN, "record", "--config", cfg, "-o", out, NULL};
+  char *argv[] = {(char *)ETCH_BIN, "record", "--config", cfg, "-o", out,
+                  record_quiet ? "-q" : NULL, NULL};
   pid_t pid = spawn(argv, log);
   sleep_ms(300); /* its session is set up */
   return pid;
@@ -863,6 +866,7 @@ TEST(the_service_writes_into_the_consumers_file) {
   svc s;
   svc_start(&s);
   char out[700];
+  record_quiet = true; /* its output: the trace's path and size only */
   pid_t rec = record_config(&s, "file",
                             "buffers { size_kb: 8192 }\n"
                             "data_sources { config { name: \"track_event\" } }\n"
@@ -877,6 +881,16 @@ TEST(the_service_writes_into_the_consumers_file) {
   ASSERT_TRUE(stat(out, &st) == 0 && st.st_size > 100000);
   kill(rec, SIGINT);
   ASSERT_EQ_INT(wait_exit(rec), 0);
+  record_quiet = false;
+  char logp[700], want[800];
+  snprintf(logp, sizeof logp, "%s/record.log", s.dir);
+  size_t loglen;
+  char *logtext = (char *)etch_test_read_file(logp, &loglen);
+  ASSERT_TRUE(logtext != NULL);
+  snprintf(want, sizeof want, "trace: %s (", out);
+  ASSERT_TRUE(memmem(logtext, loglen, want, strlen(want)) != NULL);
+  ASSERT_TRUE(memmem(logtext, loglen, "top slices", 10) == NULL);
+  free(logtext);
   td_trace t;
   static int32_t pids[4096];
   decode(out, &t, pids, 4096);

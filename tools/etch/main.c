@@ -687,11 +687,13 @@ static int cmd_record(int argc, char **argv) {
   const char *out_path = NULL, *cats = NULL;
   const char *opt;
   rec_service_opts so_ = {0};
-  bool service = false, console = false, malloc_trace = false;
+  bool service = false, console = false, malloc_trace = false, quiet = false;
   while (!rc && (opt = next_opt(&o))) {
     if (!strcmp(opt, "-h") || !strcmp(opt, "--help")) {
       free(o.operands);
       return print_help(cmd);
+    } else if (!strcmp(opt, "-q") || !strcmp(opt, "--quiet")) {
+      quiet = true;
     } else if (!strcmp(opt, "--console")) {
       console = true;
     } else if (!strcmp(opt, "--malloc")) {
@@ -774,7 +776,9 @@ static int cmd_record(int argc, char **argv) {
     if (so_.list) return 0;
     char size[32];
     fmt_size(size, sizeof size, (long long)bytes);
-    printf("trace: %s (%s)\n\n", out_path, size);
+    printf("trace: %s (%s)\n", out_path, size);
+    if (quiet) return 0;
+    printf("\n");
     fflush(stdout);
     etch__stats_opts st = {.top = 5, .compact = true};
     return stats_of(out_path, &st);
@@ -895,7 +899,7 @@ static int cmd_record(int argc, char **argv) {
         printf("  %s (%s)  %s, pid %ld\n", rec_show(p->path, cwd), size,
                p->comm, p->pid);
     }
-    for (size_t i = 0; i < nprocs && !rc; i++) {
+    for (size_t i = 0; i < nprocs && !rc && !quiet; i++) {
       rec_proc *p = &procs[i];
       if (!p->wrote) continue;
       if (nwrote > 1)
@@ -924,8 +928,8 @@ static int cmd_help(int argc, char **argv);
 
 static const command kCommands[] = {
     {"record", cmd_record, "run a program and record a trace of it",
-     "etch record [-o OUT.pftrace] [-c CATEGORIES] [--console] [--malloc] [--] PROGRAM [ARGS...]\n"
-     "       etch record --system [-t DURATION] [--config FILE] [-o OUT] [-- PROGRAM...]\n"
+     "etch record [-o OUT.pftrace] [-c CATEGORIES] [-q] [--console] [--malloc] [--] PROGRAM [ARGS...]\n"
+     "       etch record --system [-t DURATION] [--config FILE] [-o OUT] [-q] [-- PROGRAM...]\n"
      "\n"
      "Runs PROGRAM with ETCH_OUT (and ETCH_CATEGORIES) in its environment, so\n"
      "the etch SDK in it records the whole run, waits for it, then prints\n"
@@ -939,6 +943,8 @@ static const command kCommands[] = {
      "  -c, --categories LIST  categories to record, e.g. 'render,io,-debug'\n"
      "  --malloc               trace the program's allocations (preloads\n"
      "                         libetch_malloc.so; see etch leaks)\n"
+     "  -q, --quiet            say where the trace is, without the summary\n"
+     "                         (which reads the whole trace)\n"
      "  --console              also print every event on stderr as it happens\n"
      "                         (ETCH_CONSOLE=1; colours on a terminal unless\n"
      "                         NO_COLOR is set)\n"
