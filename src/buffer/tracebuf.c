@@ -40,10 +40,11 @@ struct etch_tracebuf {
   etch_tracebuf_stats st;
   /* The chunks in reading order (by sequence, then chunk id), kept from
    * one read_some to the next while no chunk came or went but by reading
-   * (a read frees the chunks it consumed and NULLs their entries): a read
-   * in pieces sorts once, not once a piece. */
+   * (a read frees the chunks it consumed and NULLs their entries, the
+   * first ones of a sequence): a read in pieces sorts once, not once a
+   * piece, and goes on from order_start, the first entry left. */
   tchunk **order;
-  uint32_t norder;
+  uint32_t norder, order_start;
   uint64_t gen, order_gen; /* gen: counts puts */
 };
 
@@ -419,30 +420,34 @@ int etch__tracebuf_read_some(etch_tracebuf *tb, etch_packet_fn emit,
                              void *ctx, uint64_t budget, bool *more) {
   *more = false;
   if (!tb->nchunks) return ETCH_OK;
-  uint32_t n = 0;
   tchunk **all = tb->order;
-  if (all && tb->order_gen == tb->gen) { /* the last read's order, less
-                                            what it consumed */
-    for (uint32_t i = 0; i < tb->norder; i++)
-      if (all[i]) all[n++] = all[i];
-  } else {
+  if (!all || tb->order_gen != tb->gen) {
     free(tb->order);
     tb->order = NULL;
     all = (tchunk **)etch__malloc(tb->nchunks * sizeof *all);
     if (!all) return ETCH_ENOMEM;
-    for (tchunk *c = tb->oldest; c; c = c->newer) all[n++] = c;
-    qsort(all, n, sizeof *all, cmp_chunk);
+    uint32_t k = 0;
+    for (tchunk *c = tb->oldest; c; c = c->newer) all[k++] = c;
+    qsort(all, k, sizeof *all, cmp_chunk);
     tb->order = all;
+    tb->norder = k;
+    tb->order_start = 0;
     tb->order_gen = tb->gen;
   }
-  tb->norder = n;
+  uint32_t n = tb->norder;
+  while (tb->order_start < n && !all[tb->order_start]) tb->order_start++;
   etch__pb_buf pend;
   etch__pb_buf_init(&pend, 4096, 0);
   int rc = ETCH_OK;
   if (!budget) budget = 1;
-  for (uint32_t i = 0; i < n && rc == ETCH_OK && !*more;) {
+  /* A sequence's entries: those a read consumed (NULL), then the rest. */
+  for (uint32_t i = tb->order_start; i < n && rc == ETCH_OK && !*more;) {
+    if (!all[i]) {
+      i++;
+      continue;
+    }
     uint32_t j = i + 1;
-    while (j < n && all[j]->seq == all[i]->seq) j++;
+    while (j < n && all[j] && all[j]->seq == all[i]->seq) j++;
     rc = read_seq(tb, all + i, j - i, emit, ctx, &pend, &budget, more);
     i = j;
   }

@@ -26,6 +26,7 @@
 #include <time.h>
 #include <zlib.h>
 
+#include "proto/ipc.h"
 #include "proto/perfetto.h"
 
 void etch__tracefile_init(etch_tracefile *o, bool compress) {
@@ -82,8 +83,36 @@ static ETCH_NOINLINE void make_tail(etch_tracefile *o, uint32_t seq_id) {
   o->tail_seq = seq_id;
 }
 
+/* A packet of rl bytes (data, tail and drop) as slices of at most
+ * ETCH_TRACEFILE_SLICE_MAX bytes each, the last one flagged. */
+static ETCH_NOINLINE int put_slices_large(etch_tracefile *o,
+                                          const uint8_t *data, uint32_t len,
+                                          const uint8_t *tail, uint32_t tl,
+                                          const uint8_t *drop, uint32_t dl) {
+  uint32_t rl = len + tl + dl;
+  uint8_t *all = (uint8_t *)etch__malloc(rl);
+  if (!all) return ETCH_ENOMEM;
+  memcpy(all, data, len);
+  memcpy(all + len, tail, tl);
+  memcpy(all + len + tl, drop, dl);
+  etch__pb_stream *s = &o->out.s;
+  for (uint32_t off = 0; off < rl;) {
+    uint32_t n = rl - off < ETCH_TRACEFILE_SLICE_MAX ? rl - off
+                                                     : ETCH_TRACEFILE_SLICE_MAX;
+    etch__pb_nested sl;
+    etch__pb_nested_begin(s, ETCH_RBR_SLICES, &sl);
+    etch__pb_write_bytes_field(s, ETCH_RBR_SLICE_DATA, all + off, n);
+    if (off + n == rl) etch__pb_write_varint_field(s, ETCH_RBR_SLICE_LAST, 1);
+    etch__pb_nested_end(s, &sl);
+    off += n;
+  }
+  free(all);
+  return s->failed ? ETCH_ENOMEM : ETCH_OK;
+}
+
 /* Appends one Trace.packet record: the packet bytes plus trailing fields
- * (sequence 0: none but previous_packet_dropped). */
+ * (sequence 0: none but previous_packet_dropped); in slice mode, one
+ * ReadBuffersResponse.Slice with the same bytes. */
 ETCH_INLINE int put_record(etch_tracefile *o, const uint8_t *data,
                            uint32_t len, uint32_t seq_id, bool dropped) {
   uint32_t tl = 0;
@@ -107,9 +136,18 @@ ETCH_INLINE int put_record(etch_tracefile *o, const uint8_t *data,
     if (rc) return rc;
   }
   etch__pb_stream *s = &dst->s;
+  if (o->slices && rl > ETCH_TRACEFILE_SLICE_MAX)
+    return put_slices_large(o, data, len, o->tail, tl, drop, dl);
   /* 16 more: the tail is copied 16 bytes at once when it fits in them */
-  if (!etch__pb_reserve(s, 32 + (size_t)rl)) return ETCH_ENOMEM;
-  uint8_t *q = etch__pb_put_tag(s->cur, ETCH_TRACE_PACKET, ETCH_PB_LEN);
+  if (!etch__pb_reserve(s, 48 + (size_t)rl)) return ETCH_ENOMEM;
+  uint8_t *q = s->cur;
+  if (o->slices) { /* slices { data: ... last_slice_of_packet: true } */
+    q = etch__pb_put_tag(q, ETCH_RBR_SLICES, ETCH_PB_LEN);
+    q = etch__pb_put_varint(q, 1 + etch__pb_varint_size(rl) + rl + 2);
+    q = etch__pb_put_tag(q, ETCH_RBR_SLICE_DATA, ETCH_PB_LEN);
+  } else {
+    q = etch__pb_put_tag(q, ETCH_TRACE_PACKET, ETCH_PB_LEN);
+  }
   q = etch__pb_put_varint(q, rl);
   memcpy(q, data, len);
   q += len;
@@ -119,7 +157,12 @@ ETCH_INLINE int put_record(etch_tracefile *o, const uint8_t *data,
     memcpy(q, o->tail, tl);
   q += tl;
   memcpy(q, drop, dl);
-  s->cur = q + dl;
+  q += dl;
+  if (o->slices) {
+    *q++ = (uint8_t)etch__pb_tag(ETCH_RBR_SLICE_LAST, ETCH_PB_VARINT);
+    *q++ = 1;
+  }
+  s->cur = q;
   return ETCH_OK;
 }
 

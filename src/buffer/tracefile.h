@@ -27,6 +27,7 @@
 #define ETCH_TRACEFILE_SERVICE_SEQ 1
 /* Uncompressed bytes per compressed_packets batch at most. */
 #define ETCH_TRACEFILE_BATCH (256u * 1024u)
+#define ETCH_TRACEFILE_SLICE_MAX (64u * 1024u)
 
 /* Who wrote sequence `seq`, for the service's trusted_uid and trusted_pid
  * (false: nothing to add). */
@@ -40,6 +41,11 @@ typedef struct etch_tracefile {
   etch__pb_buf batch; /* records waiting to be compressed */
   etch__pb_buf tmp;   /* a service packet being built */
   bool compress;
+  /* Each packet as ReadBuffersResponse.slices instead of a Trace.packet
+   * record (etchd's replies to a consumer): a Slice with its bytes and
+   * last_slice_of_packet, several for a packet over
+   * ETCH_TRACEFILE_SLICE_MAX bytes. Not with compress. */
+  bool slices;
   int err;
   /* per-sequence filter state */
   uint32_t cur_writer;

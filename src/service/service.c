@@ -472,21 +472,29 @@ static void start_session_sources(etch_service *s, session *x) {
  * buffers themselves.
  */
 #define READ_PIECE (4u << 20)
+/* A consumer's ReadBuffers: pieces of ReadBuffersResponse slices that
+ * mostly fit in one reply as they are. */
+#define READ_PIECE_IPC (SLICE_MAX * 3u / 4u)
 
 typedef struct sreader {
   etch_tracefile o;
   trust_ctx tc;
   uint32_t session_id;
   uint32_t buf;  /* the session's buffer being read */
+  uint32_t piece; /* READ_PIECE or READ_PIECE_IPC */
   bool stats;    /* TraceStats at the end */
   bool done;
 } sreader;
 
+/* A read of session x: into a file (trace-file records), or for a
+ * consumer's ReadBuffers (`slices`: the replies' slices). */
 static sreader *sreader_new(etch_service *s, session *x, bool header,
-                            bool stats) {
+                            bool stats, bool slices) {
   sreader *r = (sreader *)etch__calloc(1, sizeof *r);
   if (!r) return NULL;
   etch__tracefile_init(&r->o, false);
+  r->o.slices = slices;
+  r->piece = slices ? READ_PIECE_IPC : READ_PIECE;
   r->tc.s = s;
   r->o.trust = trust;
   r->o.trust_ctx = &r->tc;
@@ -574,13 +582,14 @@ static int sreader_next(etch_service *s, sreader *r, uint8_t **data,
   etch__pb_buf_reset(&r->o.out);
   int rc = ETCH_OK;
   session *x = find_session(s, r->session_id);
-  while (!r->done && !rc && etch__pb_buf_len(&r->o.out) < READ_PIECE) {
+  size_t have;
+  while (!r->done && !rc && (have = etch__pb_buf_len(&r->o.out)) < r->piece) {
     if (x && r->buf < x->cfg->nbuffers) {
       etch_tracebuf *tb = s->bufs[x->buf_ids[r->buf]];
       bool more = false;
       if (tb)
-        rc = etch__tracebuf_read_some(tb, etch__tracefile_on_packet, &r->o, READ_PIECE,
-                                      &more);
+        rc = etch__tracebuf_read_some(tb, etch__tracefile_on_packet, &r->o,
+                                      r->piece - have, &more);
       if (!more) r->buf++;
     } else {
       if (x && r->stats) rc = put_session_stats(s, x, &r->o);
@@ -599,7 +608,7 @@ static void write_out(etch_service *s, session *x, bool final) {
   if (x->out_fd < 0) return;
   uint64_t max = x->cfg->max_file_size_bytes;
   if (max && x->bytes_written >= max) return; /* full */
-  sreader *r = sreader_new(s, x, !x->wrote_header, final);
+  sreader *r = sreader_new(s, x, !x->wrote_header, final, false);
   if (!r) {
     logf_(s, "session %u: cannot read its buffers", x->id);
     return;
@@ -1265,45 +1274,30 @@ static void pump_read(etch_service *s, consumer *c) {
         return;
       }
     }
-    etch__pb_buf b;
-    etch__pb_buf_init(&b, 4096, 0);
-    etch__pb_dec d;
-    etch__pb_field fl;
-    etch__pb_dec_init(&d, c->rd ? c->rd + c->rd_off : NULL,
-                     c->rd_len - c->rd_off);
-    size_t base = c->rd_off, consumed = 0;
-    /* The records of this reply: whole ones while they fit, a large one
-     * in slices of its own. */
-    while (etch__pb_next(&d, &fl)) {
-      size_t rec_end = (size_t)(d.p - d.start);
-      if (fl.wt != 2) {
-        consumed = rec_end;
-        continue;
-      }
-      if (etch__pb_buf_len(&b) && etch__pb_buf_len(&b) + fl.len + 32 > SLICE_MAX)
-        break;
-      size_t off = 0;
-      do {
-        size_t n = fl.len - off < SLICE_MAX ? fl.len - off : SLICE_MAX;
-        if (etch__pb_buf_len(&b) && etch__pb_buf_len(&b) + n + 32 > SLICE_MAX) {
-          send_reply(&c->conn, c->rd_req, true, &b, true, -1);
-          etch__pb_buf_reset(&b);
-        }
-        etch__pb_nested sl;
-        etch__pb_nested_begin(&b.s, ETCH_RBR_SLICES, &sl);
-        etch__pb_write_bytes_field(&b.s, ETCH_RBR_SLICE_DATA, fl.data + off, n);
-        if (off + n == fl.len)
-          etch__pb_write_varint_field(&b.s, ETCH_RBR_SLICE_LAST, 1);
-        etch__pb_nested_end(&b.s, &sl);
-        off += n;
-      } while (off < fl.len);
-      consumed = rec_end;
+    /* The piece is ReadBuffersResponse slices, each at most
+     * ETCH_TRACEFILE_SLICE_MAX bytes of data: as many whole ones as one
+     * reply holds (all of them, nearly always). */
+    size_t take = c->rd_len - c->rd_off;
+    if (take > SLICE_MAX) {
+      etch__pb_dec d;
+      etch__pb_field fl;
+      etch__pb_dec_init(&d, c->rd + c->rd_off, take);
+      take = 0;
+      while (etch__pb_next(&d, &fl) && (size_t)(d.p - d.start) <= SLICE_MAX)
+        take = (size_t)(d.p - d.start);
+      if (!take) take = c->rd_len - c->rd_off; /* cannot happen */
     }
-    c->rd_off = d.err ? c->rd_len : base + consumed;
-    bool last = c->rd_off >= c->rd_len && c->reader->done;
-    if (etch__pb_buf_len(&b) || last)
-      send_reply(&c->conn, c->rd_req, true, &b, !last, -1);
-    etch__pb_buf_free(&b);
+    bool last = c->rd_off + take >= c->rd_len && c->reader->done;
+    etch_ipc_frame f;
+    memset(&f, 0, offsetof(etch_ipc_frame, methods));
+    f.kind = ETCH_IPC_REPLY;
+    f.request_id = c->rd_req;
+    f.success = true;
+    f.has_more = !last;
+    f.body.data = c->rd ? c->rd + c->rd_off : NULL;
+    f.body.len = (uint32_t)take;
+    etch__ipc_conn_send(&c->conn, &f, -1);
+    c->rd_off += take;
     if (last) {
       c->rd = NULL;
       sreader_free(c->reader);
@@ -1319,7 +1313,8 @@ static void consumer_read(etch_service *s, consumer *c,
     send_reply(&c->conn, f->request_id, false, NULL, false, -1);
     return;
   }
-  c->reader = sreader_new(s, x, !x->wrote_header, x->state == S_DISABLED);
+  c->reader = sreader_new(s, x, !x->wrote_header, x->state == S_DISABLED,
+                          true);
   if (!c->reader) {
     send_reply(&c->conn, f->request_id, false, NULL, false, -1);
     return;

@@ -459,3 +459,136 @@ TEST(chunks_arriving_between_pieces_are_read_in_order) {
   ASSERT_EQ_U64(etch__tracebuf_used(tb), 0);
   etch__tracebuf_free(tb);
 }
+
+/* ---- the trace-file writer's two outputs ---- */
+
+#include "buffer/tracefile.h"
+#include "proto/ipc.h"
+#include "proto/perfetto.h"
+
+static bool test_trust(void *ctx, uint32_t seq, int32_t *pid, int32_t *uid) {
+  (void)ctx;
+  if (seq != 2) return false;
+  *pid = 4242;
+  *uid = 1001;
+  return true;
+}
+
+typedef struct packets {
+  uint8_t *data[8];
+  size_t len[8];
+  int n;
+  int slices, max_slice;
+} packets;
+
+static void packets_free(packets *p) {
+  for (int i = 0; i < p->n; i++) free(p->data[i]);
+}
+
+static void append(packets *p, const uint8_t *d, size_t n) {
+  ASSERT_TRUE(p->n < 8);
+  uint8_t *b = (uint8_t *)realloc(p->data[p->n], p->len[p->n] + n + 1);
+  ASSERT_TRUE(b != NULL);
+  memcpy(b + p->len[p->n], d, n);
+  p->data[p->n] = b;
+  p->len[p->n] += n;
+}
+
+/* Trace.packet records, or ReadBuffersResponse slices put together. */
+static void parse_output(const uint8_t *d, size_t n, bool slices, packets *p) {
+  memset(p, 0, sizeof *p);
+  etch__pb_dec dec;
+  etch__pb_field f;
+  etch__pb_dec_init(&dec, d, n);
+  while (etch__pb_next(&dec, &f)) {
+    ASSERT_EQ_INT((int)f.wt, ETCH_PB_LEN);
+    if (!slices) {
+      ASSERT_EQ_INT((int)f.id, ETCH_TRACE_PACKET);
+      append(p, f.data, f.len);
+      p->n++;
+      continue;
+    }
+    ASSERT_EQ_INT((int)f.id, ETCH_RBR_SLICES);
+    etch__pb_dec sd;
+    etch__pb_field g;
+    etch__pb_dec_init(&sd, f.data, f.len);
+    bool last = false;
+    while (etch__pb_next(&sd, &g)) {
+      if (g.id == ETCH_RBR_SLICE_DATA) {
+        append(p, g.data, g.len);
+        p->slices++;
+        if ((int)g.len > p->max_slice) p->max_slice = (int)g.len;
+      } else if (g.id == ETCH_RBR_SLICE_LAST) {
+        last = g.u != 0;
+      }
+    }
+    ASSERT_FALSE(sd.err);
+    if (last) p->n++;
+  }
+  ASSERT_FALSE(dec.err);
+}
+
+static void write_packets(etch_tracefile *o, const uint8_t *big, size_t nbig) {
+  o->trust = test_trust;
+  ASSERT_OK(etch__tracefile_on_packet(o, 2, (const uint8_t *)"\x08\x01", 2,
+                                      false));
+  /* After a loss: previous_packet_dropped (a reset, so it is kept). */
+  uint8_t reset[2] = {(ETCH_PKT_SEQUENCE_FLAGS << 3), 1};
+  ASSERT_OK(etch__tracefile_on_packet(o, 2, reset, 2, true));
+  ASSERT_OK(etch__tracefile_on_packet(o, 3, big, (uint32_t)nbig, false));
+  ASSERT_OK(etch__tracefile_on_packet(o, 2, (const uint8_t *)"\x08\x02", 2,
+                                      false));
+}
+
+TEST(tracefile_slices_hold_what_records_hold) {
+  /* A packet of 200 000 bytes: one string field. */
+  size_t nbig = 200000;
+  uint8_t *big = (uint8_t *)malloc(nbig);
+  ASSERT_TRUE(big != NULL);
+  uint8_t *q = big;
+  *q++ = 0x0a; /* field 1, 199 996 bytes */
+  q = etch__pb_put_varint(q, nbig - 4);
+  ASSERT_EQ_INT((int)(q - big), 4);
+  for (size_t i = 4; i < nbig; i++) big[i] = (uint8_t)(i * 7);
+  etch_tracefile rec, sl;
+  etch__tracefile_init(&rec, false);
+  etch__tracefile_init(&sl, false);
+  sl.slices = true;
+  write_packets(&rec, big, nbig);
+  write_packets(&sl, big, nbig);
+  packets a, b;
+  parse_output(etch__pb_buf_data(&rec.out), etch__pb_buf_len(&rec.out), false,
+               &a);
+  parse_output(etch__pb_buf_data(&sl.out), etch__pb_buf_len(&sl.out), true,
+               &b);
+  ASSERT_EQ_INT(a.n, 4);
+  ASSERT_EQ_INT(b.n, 4);
+  for (int i = 0; i < 4; i++) {
+    ASSERT_EQ_U64(b.len[i], a.len[i]);
+    ASSERT_TRUE(memcmp(a.data[i], b.data[i], a.len[i]) == 0);
+  }
+  /* The packets and what the writer appended, exactly. */
+  static const uint8_t p0[] = {0x08, 0x01,
+                               0x18, 0xe9, 0x07,       /* trusted_uid 1001 */
+                               0xf8, 0x04, 0x92, 0x21, /* trusted_pid 4242 */
+                               0x50, 0x02};            /* sequence 2 */
+  ASSERT_EQ_U64(a.len[0], sizeof p0);
+  ASSERT_TRUE(memcmp(a.data[0], p0, sizeof p0) == 0);
+  static const uint8_t p1[] = {0x68, 0x01, 0x18, 0xe9, 0x07,
+                               0xf8, 0x04, 0x92, 0x21, 0x50, 0x02,
+                               0xd0, 0x02, 0x01}; /* previous_packet_dropped */
+  ASSERT_EQ_U64(a.len[1], sizeof p1);
+  ASSERT_TRUE(memcmp(a.data[1], p1, sizeof p1) == 0);
+  ASSERT_EQ_U64(a.len[2], nbig + 2); /* sequence 3, unknown: its id only */
+  ASSERT_TRUE(memcmp(a.data[2], big, nbig) == 0);
+  ASSERT_EQ_INT(a.data[2][nbig], 0x50);
+  ASSERT_EQ_INT(a.data[2][nbig + 1], 3);
+  /* The large one in slices of at most 64 KiB: 4 of them, 7 in all. */
+  ASSERT_EQ_INT(b.slices, 3 + 4);
+  ASSERT_EQ_INT(b.max_slice, (int)ETCH_TRACEFILE_SLICE_MAX);
+  packets_free(&a);
+  packets_free(&b);
+  etch__tracefile_free(&rec);
+  etch__tracefile_free(&sl);
+  free(big);
+}
