@@ -4,28 +4,69 @@
  * with any ids, flags, counts and bytes; patches anywhere; reads in
  * between, whole or in pieces). Nothing may crash or read outside a
  * chunk, the buffer never holds more than its size, a packet is never
- * longer than what was put in, and reading in pieces ends.
+ * longer than what was put in, and reading in pieces ends. Every packet
+ * read goes on to the trace-file writer (records, or a consumer's slices,
+ * by the input), whose output must parse back into as many packets as it
+ * did not leave out.
  */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "buffer/tracebuf.h"
+#include "buffer/tracefile.h"
 #include "etch/etch.h"
+#include "pb/pb.h"
+#include "proto/ipc.h"
+#include "proto/perfetto.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-static uint64_t total_in;
+static uint64_t total_in, packets_read;
+static etch_tracefile tf;
+
+static bool trust(void *ctx, uint32_t seq, int32_t *pid, int32_t *uid) {
+  (void)ctx;
+  *pid = (int32_t)seq * 1000;
+  *uid = -1;
+  return seq % 2 != 0;
+}
 
 static int sink(void *ctx, uint32_t seq, const uint8_t *d, uint32_t len,
                 bool dropped) {
-  (void)ctx, (void)seq, (void)dropped;
+  (void)ctx;
   if (len > total_in) abort();
   if (len) {
     volatile uint8_t x = d[0] ^ d[len - 1]; /* touch both ends */
     (void)x;
   }
-  return ETCH_OK;
+  packets_read++;
+  return etch__tracefile_on_packet(&tf, seq, d, len, dropped);
+}
+
+/* The packets in the trace-file writer's output. */
+static uint64_t count_output(void) {
+  etch__pb_dec dec;
+  etch__pb_field f;
+  etch__pb_dec_init(&dec, etch__pb_buf_data(&tf.out), etch__pb_buf_len(&tf.out));
+  uint64_t n = 0;
+  while (etch__pb_next(&dec, &f)) {
+    if (f.wt != ETCH_PB_LEN) abort();
+    if (!tf.slices) {
+      if (f.id != ETCH_TRACE_PACKET) abort();
+      n++;
+      continue;
+    }
+    if (f.id != ETCH_RBR_SLICES) abort();
+    etch__pb_dec sd;
+    etch__pb_field g;
+    etch__pb_dec_init(&sd, f.data, f.len);
+    while (etch__pb_next(&sd, &g))
+      if (g.id == ETCH_RBR_SLICE_LAST && g.u) n++;
+    if (sd.err) abort();
+  }
+  if (dec.err) abort();
+  return n;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -37,6 +78,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                          &tb) != ETCH_OK)
     abort();
   total_in = 0;
+  packets_read = 0;
+  etch__tracefile_init(&tf, false);
+  tf.trust = trust;
+  tf.slices = (data[1] & 2) != 0;
   size_t p = 2;
   while (p + 4 <= size) {
     uint8_t op = data[p], a = data[p + 1], b = data[p + 2], n = data[p + 3];
@@ -65,5 +110,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   }
   if (etch__tracebuf_read(tb, sink, NULL) != ETCH_OK) abort();
   etch__tracebuf_free(tb);
+  if (tf.out.s.failed || count_output() + tf.skipped != packets_read) abort();
+  etch__tracefile_free(&tf);
   return 0;
 }

@@ -587,9 +587,13 @@ static int sreader_next(etch_service *s, sreader *r, uint8_t **data,
     if (x && r->buf < x->cfg->nbuffers) {
       etch_tracebuf *tb = s->bufs[x->buf_ids[r->buf]];
       bool more = false;
+      /* The budget counts packet bytes; the output adds trusted fields
+       * and framing to each (up to twice the bytes for small packets):
+       * half of what is left at a time, so the piece ends near its size. */
+      uint64_t budget = (r->piece - have) / 2;
       if (tb)
         rc = etch__tracebuf_read_some(tb, etch__tracefile_on_packet, &r->o,
-                                      r->piece - have, &more);
+                                      budget ? budget : 1, &more);
       if (!more) r->buf++;
     } else {
       if (x && r->stats) rc = put_session_stats(s, x, &r->o);

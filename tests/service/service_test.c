@@ -695,6 +695,41 @@ TEST(a_forked_child_is_a_producer_of_its_own) {
   svc_stop(&s);
 }
 
+/* A packet of 180 000 bytes (three string args across many chunks) read
+ * back through ReadBuffers: in several slices, over two replies, whole. */
+TEST(a_packet_larger_than_a_reply_arrives_whole) {
+  svc s;
+  svc_start(&s);
+  char out[700];
+  snprintf(out, sizeof out, "%s/big.pftrace", s.dir);
+  pid_t rec = record_start(&s, out, NULL);
+  pid_t p = producer_mode("big", 1, 1000, "big");
+  ASSERT_EQ_INT(wait_exit(p), 0);
+  kill(rec, SIGINT);
+  ASSERT_EQ_INT(wait_exit(rec), 0);
+  td_trace t;
+  static int32_t pids[4096];
+  decode(out, &t, pids, 4096);
+  check_ticks(&t, pids, 4096, p, 0, 1000);
+  ASSERT_EQ_INT((int)td_count(&t, 3, "big"), 1);
+  for (size_t i = 0; i < t.nev; i++) {
+    const td_event *e = &t.ev[i];
+    if (!e->name || strcmp(e->name, "big")) continue;
+    for (int k = 0; k < 3; k++) {
+      char key[4] = {'s', (char)('0' + k), 0, 0};
+      const td_arg *a = td_arg_of(e, key);
+      ASSERT_TRUE(a != NULL && a->s != NULL);
+      ASSERT_EQ_U64(strlen(a->s), 60000);
+      for (size_t b = 0; b < 60000; b++)
+        if (a->s[b] != (char)('a' + (b + (size_t)k) % 26))
+          FAIL("byte %zu of big arg %s", b, key);
+    }
+  }
+  ASSERT_EQ_INT((int)t.prev_dropped, 0);
+  td_free(&t);
+  svc_stop(&s);
+}
+
 /* etchd killed and started again: a running producer reconnects by itself
  * and records into the new service's sessions. */
 TEST(producers_reconnect_when_the_service_restarts) {

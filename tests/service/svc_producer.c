@@ -16,6 +16,11 @@
  *
  * With "late" the threads start half a second after the service's first
  * session did (every data source instance of a config has started by then).
+ *
+ * With "big" the process also records, after its threads, one instant "big"
+ * with three string args "s0", "s1", "s2" of BIG_LEN bytes each ('a' +
+ * (i + k) % 26 at byte i of sk): a packet across many chunks, larger than
+ * a reply of the service's can carry.
  */
 #define _GNU_SOURCE
 #include <etch/etch.h>
@@ -35,6 +40,8 @@ ETCH_EVENT_DECLARE(Svc, Start, START_FIELDS);
 ETCH_EVENT_DEFINE(Svc, Start, START_FIELDS, ETCH_EVENT_IMPORTANT);
 
 static long events;
+
+#define BIG_LEN 60000
 
 static void *work(void *arg) {
   char name[32];
@@ -74,6 +81,18 @@ int main(int argc, char **argv) {
   for (int i = 0; i < threads && i < 16; i++)
     pthread_create(&th[i], NULL, work, (void *)(intptr_t)i);
   for (int i = 0; i < threads && i < 16; i++) pthread_join(th[i], NULL);
+  if (argc > 4 && argv[4][0] == 'b') {
+    char *big[3];
+    for (int k = 0; k < 3; k++) {
+      big[k] = malloc(BIG_LEN + 1);
+      if (!big[k]) return 6;
+      for (int i = 0; i < BIG_LEN; i++) big[k][i] = (char)('a' + (i + k) % 26);
+      big[k][BIG_LEN] = '\0';
+    }
+    ETCH_INSTANT(svc, "big", ETCH_ARG_STRING("s0", big[0]),
+                 ETCH_ARG_STRING("s1", big[1]), ETCH_ARG_STRING("s2", big[2]));
+    for (int k = 0; k < 3; k++) free(big[k]);
+  }
   if (child > 0) {
     int st;
     if (waitpid(child, &st, 0) != child || !WIFEXITED(st) ||
