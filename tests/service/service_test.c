@@ -661,6 +661,23 @@ static pid_t producer_mode(const char *name, int threads, long events,
   return spawn(argv, NULL);
 }
 
+/* Records one producer (svc_producer NAME 2 EVENTS MODE, exiting 0) with
+ * etch record --system into s->dir/FILE until it is done, and decodes the
+ * trace into *t. The producer's pid. */
+static pid_t record_producer(const svc *s, const char *file, const char *name,
+                             long events, const char *mode, td_trace *t,
+                             int32_t *pids, size_t npids) {
+  char out[700];
+  snprintf(out, sizeof out, "%s/%s", s->dir, file);
+  pid_t rec = record_start(s, out, NULL);
+  pid_t p = producer_mode(name, 2, events, mode);
+  ASSERT_EQ_INT(wait_exit(p), 0);
+  kill(rec, SIGINT);
+  ASSERT_EQ_INT(wait_exit(rec), 0);
+  decode(out, t, pids, npids);
+  return p;
+}
+
 /* A traced program that forks: the child is a producer of its own (its
  * pid, its connection, its shared memory), with none of the parent's
  * writers; both record everything. */
@@ -670,16 +687,10 @@ TEST(a_forked_child_is_a_producer_of_its_own) {
 #endif
   svc s;
   svc_start(&s);
-  char out[700];
-  snprintf(out, sizeof out, "%s/fork.pftrace", s.dir);
-  pid_t rec = record_start(&s, out, NULL);
-  pid_t parent = producer_mode("forker", 2, 1000, "fork");
-  ASSERT_EQ_INT(wait_exit(parent), 0);
-  kill(rec, SIGINT);
-  ASSERT_EQ_INT(wait_exit(rec), 0);
   td_trace t;
   static int32_t pids[4096];
-  decode(out, &t, pids, 4096);
+  pid_t parent = record_producer(&s, "fork.pftrace", "forker", 1000, "fork",
+                                 &t, pids, 4096);
   int32_t child = -1;
   for (size_t i = 0; i < t.ntracks; i++)
     if (t.tracks[i].is_thread && t.tracks[i].pid != parent &&
@@ -700,17 +711,11 @@ TEST(a_forked_child_is_a_producer_of_its_own) {
 TEST(a_packet_larger_than_a_reply_arrives_whole) {
   svc s;
   svc_start(&s);
-  char out[700];
-  snprintf(out, sizeof out, "%s/big.pftrace", s.dir);
-  pid_t rec = record_start(&s, out, NULL);
-  pid_t p = producer_mode("big", 1, 1000, "big");
-  ASSERT_EQ_INT(wait_exit(p), 0);
-  kill(rec, SIGINT);
-  ASSERT_EQ_INT(wait_exit(rec), 0);
   td_trace t;
   static int32_t pids[4096];
-  decode(out, &t, pids, 4096);
-  check_ticks(&t, pids, 4096, p, 0, 1000);
+  pid_t p = record_producer(&s, "big.pftrace", "big", 1000, "big", &t, pids,
+                            4096);
+  for (int k = 0; k < 2; k++) check_ticks(&t, pids, 4096, p, k, 1000);
   ASSERT_EQ_INT((int)td_count(&t, 3, "big"), 1);
   for (size_t i = 0; i < t.nev; i++) {
     const td_event *e = &t.ev[i];
