@@ -256,6 +256,10 @@ if want service; then
   echo "== 5. System mode (libetch into a private etchd) against in-process; etchd's throughput"
   "$BUILD/bench/service/bench_service" "$BUILD/tools/etchd/etchd" \
     "$BUILD/tools/etch/etch" "$N"
+  echo
+  echo "== 5b. etchd's read-back alone (trace buffer -> trace file)"
+  cmake --build "$BUILD" --target bench_readback -j"$JOBS" >/dev/null
+  "$BUILD/bench/service/bench_readback" 256 5
 fi
 
 # ---- 6. interceptors
