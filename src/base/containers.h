@@ -1,8 +1,9 @@
 /*
  * containers.h - base's small containers besides the arena and string pool
  * (arena.h) and the u64 map (map.h): a growable bitset, a table that gives
- * strings small ids (1, 2, ...) in the order they come, and a growable
- * byte vector. One copy for every part (the SDK and the reader had their
+ * strings small ids (1, 2, ...) in the order they come, a growable byte
+ * vector, a map from u64 keys to pointers and a table from interned ids to
+ * pointers. One copy for every part (the SDK and the reader had their
  * own).
  */
 #ifndef ETCH_BASE_CONTAINERS_H
@@ -75,5 +76,78 @@ ETCH_INLINE int etch__vec_push(etch_vec *v, const void *p, size_t n) {
   v->len += n;
   return 0;
 }
+
+/* ---- u64 -> pointer map ------------------------------------------------------ */
+
+/*
+ * The u64 map of map.h holds any value, 0 included, so it keeps a byte per
+ * slot saying it is used and its keys and values in arrays of their own
+ * (deletion by backward shift). Where the values are pointers, NULL can
+ * mean empty: a slot is a key and its pointer side by side, one cache line
+ * per probe, and a lookup is inline. For the reader's sequences, tracks,
+ * clocks and large iids (found on its hot path). No deletion.
+ */
+typedef struct etch_ptrmap_slot {
+  uint64_t key;
+  void *val; /* NULL = empty */
+} etch_ptrmap_slot;
+
+typedef struct etch_ptrmap {
+  etch_ptrmap_slot *slots;
+  size_t mask;
+  size_t count;
+} etch_ptrmap;
+
+ETCH_INLINE void *etch__ptrmap_get(const etch_ptrmap *m, uint64_t key) {
+  if (!m->slots) return NULL;
+  size_t i = (size_t)etch__mix64(key) & m->mask;
+  for (;;) {
+    const etch_ptrmap_slot *s = &m->slots[i];
+    if (!s->val) return NULL;
+    if (s->key == key) return s->val;
+    i = (i + 1) & m->mask;
+  }
+}
+
+/* Inserts or replaces; val must not be NULL. Returns 0 or ETCH_ENOMEM. */
+int etch__ptrmap_put(etch_ptrmap *m, uint64_t key, void *val);
+void etch__ptrmap_clear(etch_ptrmap *m);
+void etch__ptrmap_free(etch_ptrmap *m);
+
+/* ---- interned id -> pointer table ------------------------------------------ */
+
+/* The direct array covers ids below this at most; larger ones are mapped. */
+#define ETCH_IDTAB_MAX_DIRECT (1u << 20)
+
+/*
+ * id -> value of one kind of interned data on one sequence. Writers number
+ * their ids densely from 1, so small ids live in a direct array (no
+ * hashing); an id far past the entries seen so far goes to a hash map, so
+ * that memory stays proportional to the entries (the array grows to cover
+ * an id only while id < 2 * entries + 16). Ids below `cap` are only in
+ * the array, the others only in the map.
+ */
+typedef struct etch_idtab {
+  void **dir;       /* values of ids < cap; NULL = none */
+  const char **aux; /* optional, same indexing: a value derived from dir[id]
+                       (the reader's debug annotation names: the pooled
+                       "debug.<name>"); reset whenever dir[id] is set */
+  uint32_t cap;     /* entries of dir (and aux), 0 or a power of two */
+  uint32_t hi;      /* dir[hi..cap) are NULL */
+  size_t count;     /* distinct ids held */
+  etch_ptrmap big;  /* ids >= cap */
+} etch_idtab;
+
+ETCH_INLINE void *etch__idtab_get(const etch_idtab *t, uint64_t id) {
+  if (ETCH_LIKELY(id < t->cap)) return t->dir[id];
+  return t->big.count ? etch__ptrmap_get(&t->big, id) : NULL;
+}
+
+/* Inserts or replaces; val must not be NULL. Returns 0 or ETCH_ENOMEM. */
+int etch__idtab_put(etch_idtab *t, uint64_t id, void *val);
+/* Allocates `aux` (all NULL) if it is not yet. Returns 0 or ETCH_ENOMEM. */
+int etch__idtab_want_aux(etch_idtab *t);
+void etch__idtab_clear(etch_idtab *t);
+void etch__idtab_free(etch_idtab *t);
 
 #endif /* ETCH_BASE_CONTAINERS_H */

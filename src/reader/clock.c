@@ -36,7 +36,7 @@ void etch__rd_clocks_free(rd_clocks *c) {
   }
   free(c->all);
   free(c->snaps);
-  etch__rd_map_free(&c->by_key);
+  etch__ptrmap_free(&c->by_key);
   etch__arena_free(&c->arena);
   memset(c, 0, sizeof *c);
 }
@@ -54,7 +54,7 @@ static int grow(void **arr, size_t *cap, size_t n, size_t size) {
 
 rd_clock *etch__rd_clock_get(etch_reader *r, uint64_t key, bool create) {
   rd_clocks *c = &r->clocks;
-  rd_clock *k = (rd_clock *)rd_map_get(&c->by_key, key);
+  rd_clock *k = (rd_clock *)etch__ptrmap_get(&c->by_key, key);
   if (k || !create) return k;
   if (c->nall >= RD_MAX_CLOCKS) {
     etch__error(ETCH_ELIMIT, "more than %u clocks", RD_MAX_CLOCKS);
@@ -65,7 +65,7 @@ rd_clock *etch__rd_clock_get(etch_reader *r, uint64_t key, bool create) {
   k->key = key;
   k->unit_ns = 1;
   if (grow((void **)&c->all, &c->cap_all, c->nall, sizeof *c->all) ||
-      etch__rd_map_put(&c->by_key, key, k)) {
+      etch__ptrmap_put(&c->by_key, key, k)) {
     free(k);
     return NULL;
   }

@@ -100,7 +100,7 @@ static int da_value(etch_reader *r, const rd_src *src, rd_seq *seq,
     case ETCH_DA_STRING_VALUE_IID: {
       if (f->wt != ETCH_PB_VARINT)
         return etch__rd_bad_wt(r, src, msg, f, "string_value_iid");
-      const char *s = (const char *)rd_itab_get(&seq->da_strings, f->u);
+      const char *s = (const char *)etch__idtab_get(&seq->da_strings, f->u);
       if (!s) {
         r->stats.interned_data_missing++;
         s = "";
@@ -136,7 +136,7 @@ static int debug_annotation(etch_reader *r, const rd_src *src, rd_seq *seq,
     etch__pb_dec_init(&d, msg, len);
     while (etch__pb_next_fast(&d, &f)) {
       if (f.id == ETCH_DA_NAME_IID && f.wt == ETCH_PB_VARINT) {
-        const char *s = (const char *)rd_itab_get(&seq->da_names, f.u);
+        const char *s = (const char *)etch__idtab_get(&seq->da_names, f.u);
         if (!s) {
           r->stats.interned_data_missing++;
           s = "";
@@ -508,7 +508,7 @@ int etch__rd_track_event(etch_reader *r, const rd_src *src, rd_seq *seq,
 
   /* Name. */
   if (has_name_iid) {
-    const char *s = (const char *)rd_itab_get(&seq->names, name_iid);
+    const char *s = (const char *)etch__idtab_get(&seq->names, name_iid);
     if (!s) {
       r->stats.interned_data_missing++;
       s = r->empty;
@@ -524,7 +524,7 @@ int etch__rd_track_event(etch_reader *r, const rd_src *src, rd_seq *seq,
   /* Categories: interned ones first, then inline ones, joined by ",". */
   size_t ncat_iids = r->rep[REP_CAT].n;
   if (ncat_iids == 1 && n_inline_cats == 0) {
-    const char *c = (const char *)rd_itab_get(&seq->cats, r->rep[REP_CAT].a[0]);
+    const char *c = (const char *)etch__idtab_get(&seq->cats, r->rep[REP_CAT].a[0]);
     if (!c) {
       r->stats.interned_data_missing++;
       c = r->empty;
@@ -539,7 +539,7 @@ int etch__rd_track_event(etch_reader *r, const rd_src *src, rd_seq *seq,
     for (size_t i = 0; i < ncat_iids + n_inline_cats; i++) {
       const char *c;
       if (i < ncat_iids) {
-        c = (const char *)rd_itab_get(&seq->cats, r->rep[REP_CAT].a[i]);
+        c = (const char *)etch__idtab_get(&seq->cats, r->rep[REP_CAT].a[i]);
         if (!c) {
           r->stats.interned_data_missing++;
           continue;
@@ -580,7 +580,7 @@ int etch__rd_track_event(etch_reader *r, const rd_src *src, rd_seq *seq,
   ev.track = &t->info;
 
   if (srcloc_iid) {
-    const rd_srcloc *sl = (const rd_srcloc *)rd_itab_get(&seq->srclocs, srcloc_iid);
+    const rd_srcloc *sl = (const rd_srcloc *)etch__idtab_get(&seq->srclocs, srcloc_iid);
     if (!sl) {
       r->stats.interned_data_missing++;
     } else if ((rc = source_location_args(r, sl))) {

@@ -25,7 +25,7 @@
  *
  * What makes it cheaper: one pass over each message with a switch on the
  * whole tag byte, no per-event scratch resets, interned names and
- * categories from the direct arrays of rd_itab, debug annotation keys
+ * categories from the direct arrays of etch_idtab, debug annotation keys
  * ("debug.<name>") cached per sequence and iid, the incremental clock and
  * the delivery inline.
  */
@@ -193,14 +193,14 @@ static const uint8_t *debug_annotation(const uint8_t *q, const uint8_t *end,
 
 /*
  * The pooled "debug.<name>" of an interned annotation name, as the generic
- * decoder keys it, cached beside the name (rd_itab.aux: reset when the iid
+ * decoder keys it, cached beside the name (etch_idtab.aux: reset when the iid
  * is defined again or the state cleared). NULL when the iid is not defined
  * or the key would be long.
  */
 static const char *arg_key(etch_reader *r, rd_seq *seq, uint64_t iid) {
-  rd_itab *t = &seq->da_names;
+  etch_idtab *t = &seq->da_names;
   if (iid < t->cap && t->aux && t->aux[iid]) return t->aux[iid];
-  const char *name = (const char *)rd_itab_get(t, iid);
+  const char *name = (const char *)etch__idtab_get(t, iid);
   if (!name) return NULL;
   size_t n = strlen(name);
   if (n > RD_MAX_KEY / 2) return NULL;
@@ -208,7 +208,7 @@ static const char *arg_key(etch_reader *r, rd_seq *seq, uint64_t iid) {
   memcpy(r->flat + 6, name, n);
   const char *key = etch__strpool_get(&r->pool, r->flat, 6 + n);
   if (!key) return NULL;
-  if (iid < t->cap && !etch__rd_itab_want_aux(t) && t->aux) t->aux[iid] = key;
+  if (iid < t->cap && !etch__idtab_want_aux(t) && t->aux) t->aux[iid] = key;
   return key;
 }
 
@@ -401,9 +401,9 @@ ETCH_INLINE int fast_packet(etch_reader *r, uint64_t rec_off,
   if (type < ETCH_TE_TYPE_SLICE_BEGIN || type > ETCH_TE_TYPE_COUNTER)
     return RD_FAST_NO;
   const char *name = r->empty, *category = r->empty;
-  if (has_name && !(name = (const char *)rd_itab_get(&seq->names, name_iid)))
+  if (has_name && !(name = (const char *)etch__idtab_get(&seq->names, name_iid)))
     return RD_FAST_NO;
-  if (has_cat && !(category = (const char *)rd_itab_get(&seq->cats, cat_iid)))
+  if (has_cat && !(category = (const char *)etch__idtab_get(&seq->cats, cat_iid)))
     return RD_FAST_NO;
   if (nargs) {
     if (r->cap_args < nargs && grow_args(r, nargs)) return RD_FAST_NO;

@@ -44,7 +44,7 @@ int etch__rd_bad_wt(etch_reader *r, const rd_src *src, const uint8_t *msg,
 rd_seq *etch__rd_seq_get(etch_reader *r, uint32_t id) {
   rd_seq *s = r->last_seq;
   if (s && s->id == id) return s;
-  s = (rd_seq *)rd_map_get(&r->seqs, id);
+  s = (rd_seq *)etch__ptrmap_get(&r->seqs, id);
   if (!s) {
     if (r->nseq >= RD_MAX_SEQUENCES) {
       etch__error(ETCH_ELIMIT, "more than %u packet sequences",
@@ -68,7 +68,7 @@ rd_seq *etch__rd_seq_get(etch_reader *r, uint32_t id) {
       r->seq_list = l;
       r->cap_seq = nc;
     }
-    if (etch__rd_map_put(&r->seqs, id, s)) {
+    if (etch__ptrmap_put(&r->seqs, id, s)) {
       free(s);
       return NULL;
     }
@@ -80,11 +80,11 @@ rd_seq *etch__rd_seq_get(etch_reader *r, uint32_t id) {
 }
 
 static void seq_clear(rd_seq *s) {
-  etch__rd_itab_clear(&s->names);
-  etch__rd_itab_clear(&s->cats);
-  etch__rd_itab_clear(&s->da_names);
-  etch__rd_itab_clear(&s->da_strings);
-  etch__rd_itab_clear(&s->srclocs);
+  etch__idtab_clear(&s->names);
+  etch__idtab_clear(&s->cats);
+  etch__idtab_clear(&s->da_names);
+  etch__idtab_clear(&s->da_strings);
+  etch__idtab_clear(&s->srclocs);
   etch__arena_reset(&s->srcloc_arena);
   s->has_clock_default = false;
   s->has_track_default = false;
@@ -98,7 +98,7 @@ static void seq_clear(rd_seq *s) {
 
 rd_track *etch__rd_track_get(etch_reader *r, uint64_t uuid, bool create) {
   if (uuid == 0) return &r->global_track;
-  rd_track *t = (rd_track *)rd_map_get(&r->tracks, uuid);
+  rd_track *t = (rd_track *)etch__ptrmap_get(&r->tracks, uuid);
   if (t || !create) return t;
   if (r->ntracks >= RD_MAX_TRACKS) {
     etch__error(ETCH_ELIMIT, "more than %u tracks", RD_MAX_TRACKS);
@@ -112,7 +112,7 @@ rd_track *etch__rd_track_get(etch_reader *r, uint64_t uuid, bool create) {
   t->info.name = r->empty;
   t->info.counter_unit_name = r->empty;
   t->info.cmdline = r->empty;
-  if (etch__rd_map_put(&r->tracks, uuid, t)) return NULL;
+  if (etch__ptrmap_put(&r->tracks, uuid, t)) return NULL;
   if (r->ntracks == r->cap_track_list) {
     size_t nc = r->cap_track_list ? r->cap_track_list * 2 : 64;
     rd_track **l = (rd_track **)etch__realloc(r->track_list, nc * sizeof *l);
@@ -140,7 +140,7 @@ void etch__rd_track_resolve(etch_reader *r, rd_track *t) {
       break;
     }
     if (!cur->info.parent_uuid || cur->info.parent_uuid == cur->info.uuid) break;
-    cur = (const rd_track *)rd_map_get(&r->tracks, cur->info.parent_uuid);
+    cur = (const rd_track *)etch__ptrmap_get(&r->tracks, cur->info.parent_uuid);
   }
   t->ev_pid = pid;
   t->ev_tid = tid;
@@ -269,13 +269,13 @@ static int track_descriptor(etch_reader *r, const rd_src *src,
 /* ---- interned data, defaults, stats ------------------------------------------------------- */
 
 static int intern_put(etch_reader *r, const rd_src *src, const uint8_t *at,
-                      rd_itab *m, uint64_t iid, void *val) {
-  if (m->count >= RD_MAX_INTERNED && !rd_itab_get(m, iid))
+                      etch_idtab *m, uint64_t iid, void *val) {
+  if (m->count >= RD_MAX_INTERNED && !etch__idtab_get(m, iid))
     return etch__rd_fail(r, src, at, ETCH_ELIMIT,
                          "more than %u interned entries of one kind on a "
                          "sequence",
                          RD_MAX_INTERNED);
-  return etch__rd_itab_put(m, iid, val);
+  return etch__idtab_put(m, iid, val);
 }
 
 static int interned_data(etch_reader *r, const rd_src *src, rd_seq *seq,
@@ -284,7 +284,7 @@ static int interned_data(etch_reader *r, const rd_src *src, rd_seq *seq,
   etch__pb_field f;
   etch__pb_dec_init(&d, msg, len);
   while (etch__pb_next_fast(&d, &f)) {
-    rd_itab *m;
+    etch_idtab *m;
     switch (f.id) {
       case ETCH_ID_EVENT_CATEGORIES: m = &seq->cats; break;
       case ETCH_ID_EVENT_NAMES: m = &seq->names; break;

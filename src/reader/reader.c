@@ -598,11 +598,11 @@ void etch_reader_close(etch_reader *r) {
   if (!r) return;
   for (size_t i = 0; i < r->nseq; i++) {
     rd_seq *s = r->seq_list[i];
-    etch__rd_itab_free(&s->names);
-    etch__rd_itab_free(&s->cats);
-    etch__rd_itab_free(&s->da_names);
-    etch__rd_itab_free(&s->da_strings);
-    etch__rd_itab_free(&s->srclocs);
+    etch__idtab_free(&s->names);
+    etch__idtab_free(&s->cats);
+    etch__idtab_free(&s->da_names);
+    etch__idtab_free(&s->da_strings);
+    etch__idtab_free(&s->srclocs);
     etch__arena_free(&s->srcloc_arena);
     etch__arena_free(&s->recs);
     free(s->idx.data);
@@ -611,8 +611,8 @@ void etch_reader_close(etch_reader *r) {
     free(s);
   }
   free(r->seq_list);
-  etch__rd_map_free(&r->seqs);
-  etch__rd_map_free(&r->tracks);
+  etch__ptrmap_free(&r->seqs);
+  etch__ptrmap_free(&r->tracks);
   free(r->track_list);
   etch__arena_free(&r->track_arena);
   etch__rd_clocks_free(&r->clocks);

@@ -1,11 +1,15 @@
 /*
  * reader_int.h - the reader's internal state, shared by its files.
  *
- * Divisions of the reader:
- *   util.c    arenas, the string pool and the u64 hash map;
+ * Divisions of the reader (its containers are base's: arenas and the
+ * string pool in base/arena.h, the pointer map, the iid tables and the
+ * byte vector in base/containers.h):
  *   clock.c   clock snapshots and conversion to the trace clock;
  *   packet.c  one TracePacket: sequences, incremental state, interned data,
- *             defaults, descriptors, track events, debug annotations;
+ *             defaults, descriptors;
+ *   event.c   track events and their debug annotations;
+ *   fast.c    the fast path for the packets libetch's fast paths write;
+ *   custom.c  custom events routed to analyzers by name;
  *   reader.c  the public API, the Trace framing, decompression, ordering
  *             and delivery of events;
  *   dump.c    the readable dump of every packet (etch print).
@@ -51,67 +55,6 @@
 /* Repeated integer fields of a TrackEvent kept in reader scratch. */
 #define RD_NREP 5
 
-/* ---- u64 -> pointer hash map ------------------------------------------------------ */
-
-typedef struct rd_map_slot {
-  uint64_t key;
-  void *val; /* NULL = empty */
-} rd_map_slot;
-
-typedef struct rd_map {
-  rd_map_slot *slots;
-  size_t mask;
-  size_t count;
-} rd_map;
-
-ETCH_INLINE void *rd_map_get(const rd_map *m, uint64_t key) {
-  if (!m->slots) return NULL;
-  size_t i = (size_t)etch__mix64(key) & m->mask;
-  for (;;) {
-    const rd_map_slot *s = &m->slots[i];
-    if (!s->val) return NULL;
-    if (s->key == key) return s->val;
-    i = (i + 1) & m->mask;
-  }
-}
-
-/* Inserts or replaces; val must not be NULL. Returns 0 or ETCH_ENOMEM. */
-int etch__rd_map_put(rd_map *m, uint64_t key, void *val);
-void etch__rd_map_clear(rd_map *m);
-void etch__rd_map_free(rd_map *m);
-
-/* ---- interning tables ------------------------------------------------------------ */
-
-/*
- * iid -> value of one kind of interned data on one sequence. Writers number
- * their iids densely from 1, so small iids live in a direct array (no
- * hashing); an iid far past the entries seen so far goes to a hash map, so
- * that memory stays proportional to the entries (the array grows to cover
- * an iid only while iid < 2 * entries + 16). Iids below `cap` are only in
- * the array, the others only in the map.
- */
-typedef struct rd_itab {
-  void **dir;       /* values of iids < cap; NULL = none */
-  const char **aux; /* optional, same indexing: a value derived from dir[iid]
-                       (debug annotation names: the pooled "debug.<name>");
-                       reset whenever dir[iid] is set */
-  uint32_t cap;     /* entries of dir (and aux), 0 or a power of two */
-  uint32_t hi;      /* dir[hi..cap) are NULL */
-  size_t count;     /* distinct iids held */
-  rd_map big;       /* iids >= cap */
-} rd_itab;
-
-ETCH_INLINE void *rd_itab_get(const rd_itab *t, uint64_t iid) {
-  if (ETCH_LIKELY(iid < t->cap)) return t->dir[iid];
-  return t->big.count ? rd_map_get(&t->big, iid) : NULL;
-}
-
-/* Inserts or replaces; val must not be NULL. Returns 0 or ETCH_ENOMEM. */
-int etch__rd_itab_put(rd_itab *t, uint64_t iid, void *val);
-/* Allocates `aux` (all NULL) if it is not yet. Returns 0 or ETCH_ENOMEM. */
-int etch__rd_itab_want_aux(rd_itab *t);
-void etch__rd_itab_clear(rd_itab *t);
-void etch__rd_itab_free(rd_itab *t);
 
 /* ---- clocks ----------------------------------------------------------------------- */
 
@@ -155,7 +98,7 @@ typedef struct rd_snap {
 } rd_snap;
 
 typedef struct rd_clocks {
-  rd_map by_key;
+  etch_ptrmap by_key;
   rd_clock **all;
   size_t nall, cap_all;
   rd_snap *snaps;
@@ -202,7 +145,7 @@ typedef struct rd_seq {
   size_t n_extra_counter_default, cap_extra_counter_default;
   uint64_t *extra_dcounter_default;
   size_t n_extra_dcounter_default, cap_extra_dcounter_default;
-  rd_itab names, cats, da_names, da_strings, srclocs;
+  etch_idtab names, cats, da_names, da_strings, srclocs;
   rd_track *last_track; /* cache of the last event track of the sequence */
   /* The fast path's view of this sequence's state, valid while fgen equals
    * etch_reader.gen (which every packet of the generic decoder, the only
@@ -287,11 +230,11 @@ struct etch_reader {
   void *track_user;
 
   etch_strpool pool;
-  rd_map seqs;
+  etch_ptrmap seqs;
   rd_seq *last_seq;
   rd_seq **seq_list;
   size_t nseq, cap_seq;
-  rd_map tracks;
+  etch_ptrmap tracks;
   rd_track global_track;
   rd_track **track_list; /* in creation order */
   size_t cap_track_list;
