@@ -246,11 +246,10 @@ static bool copy_out(sysb *b, const etch_chunk *c, uint32_t used,
  * reservation is kept in the private chunk's reserved words. */
 static uint64_t full_until; /* atomic: no free chunk was found before this */
 
-static bool reserve_chunk(etch_chunk *c, uint32_t flags) {
+static bool reserve_chunk(etch_chunk *c, uint32_t flags, uint64_t now) {
   /* Once the shared memory was found full, writers drop for a while
-   * instead of each scanning it again for every event. */
-  uint64_t now = etch__monotonic_ns();
-  if (now < __atomic_load_n(&full_until, __ATOMIC_RELAXED)) return false;
+   * instead of each scanning it again for every event (sys_acquire checks
+   * `full_until` with `now` first). */
   if (smb_reserve(c->writer_id, c->chunk_id, flags, c->reserved)) return true;
   __atomic_store_n(&full_until, now + FULL_BACKOFF_NS, __ATOMIC_RELAXED);
   return false;
@@ -294,6 +293,12 @@ static void sys_complete(etch_backend *be, etch_chunk *c);
 static etch_chunk *sys_acquire(etch_backend *be, uint32_t writer_id,
                                uint32_t chunk_id, uint32_t flags) {
   sysb *b = (sysb *)be;
+  /* While the shared memory is full (or the instance gone) a writer asks
+   * for a chunk at every event it drops: answered before any lock. */
+  uint64_t now = etch__monotonic_ns();
+  if (__atomic_load_n(&b->dead, __ATOMIC_RELAXED) ||
+      now < __atomic_load_n(&full_until, __ATOMIC_RELAXED))
+    return NULL;
   etch_chunk *c = NULL;
   pthread_mutex_lock(&P.lock);
   if (P.pool_size != be->chunk_size) { /* a new geometry: drop the pool */
@@ -307,7 +312,8 @@ static etch_chunk *sys_acquire(etch_backend *be, uint32_t writer_id,
   memset(c, 0, ETCH_CHUNK_HEADER_SIZE);
   c->writer_id = writer_id;
   c->chunk_id = chunk_id;
-  if (__atomic_load_n(&b->dead, __ATOMIC_RELAXED) || !reserve_chunk(c, flags)) {
+  if (__atomic_load_n(&b->dead, __ATOMIC_RELAXED) ||
+      !reserve_chunk(c, flags, now)) {
     pthread_mutex_lock(&P.lock);
     if (P.npool < POOL_MAX && be->chunk_size == P.pool_size) {
       P.pool[P.npool++] = c;
