@@ -317,6 +317,28 @@ static int list_state(client *c) {
 
 /* ---- record ---- */
 
+/* Appends one Trace.packet record to `ob`, written out by the megabyte. */
+static int put_packet(etch__pb_buf *ob, const uint8_t *p, size_t n,
+                      size_t *bytes) {
+  etch__pb_stream *s = &ob->s;
+  if (!etch__pb_reserve(s, 16 + n)) return ETCH_ENOMEM;
+  uint8_t *start = s->cur;
+  uint8_t *q = etch__pb_put_tag(start, 1, ETCH_PB_LEN); /* Trace.packet */
+  q = etch__pb_put_varint(q, n);
+  if (n) memcpy(q, p, n);
+  s->cur = q + n;
+  *bytes += (size_t)(s->cur - start);
+  return ETCH_OK;
+}
+
+static int flush_out(etch__pb_buf *ob, FILE *out, const char *out_path) {
+  size_t n = etch__pb_buf_len(ob);
+  if (n && fwrite(etch__pb_buf_data(ob), 1, n, out) != n)
+    return etch__error(ETCH_EIO, "%s: %s", out_path, strerror(errno));
+  etch__pb_buf_reset(ob);
+  return ETCH_OK;
+}
+
 static int read_trace(client *c, const char *out_path, size_t *bytes) {
   uint64_t req;
   int rc = call(c, "ReadBuffers", NULL, -1, &req);
@@ -324,8 +346,9 @@ static int read_trace(client *c, const char *out_path, size_t *bytes) {
   FILE *out = fopen(out_path, "wb");
   if (!out) return etch__error(ETCH_EIO, "%s: %s", out_path, strerror(errno));
   etch_ipc_frame *f = (etch_ipc_frame *)malloc(sizeof *f);
-  uint8_t *pkt = NULL;
-  size_t plen = 0, pcap = 0;
+  etch__pb_buf ob, pkt; /* the file's next bytes; a packet in slices */
+  etch__pb_buf_init(&ob, 1u << 20, 0);
+  etch__pb_buf_init(&pkt, 0, 0);
   *bytes = 0;
   for (;;) {
     rc = f ? wait_reply(c, req, f, 30000) : ETCH_ENOMEM;
@@ -337,7 +360,7 @@ static int read_trace(client *c, const char *out_path, size_t *bytes) {
     etch__pb_dec d, s;
     etch__pb_field fl, g;
     etch__pb_dec_init(&d, f->body.data, f->body.len);
-    while (etch__pb_next(&d, &fl)) {
+    while (!rc && etch__pb_next(&d, &fl)) {
       if (fl.id != ETCH_RBR_SLICES || fl.wt != 2) continue;
       const uint8_t *data = NULL;
       size_t dl = 0;
@@ -351,30 +374,25 @@ static int read_trace(client *c, const char *out_path, size_t *bytes) {
           last = g.u != 0;
         }
       }
-      if (plen + dl > pcap) {
-        pcap = (plen + dl) * 2 + 4096;
-        uint8_t *n = (uint8_t *)realloc(pkt, pcap);
-        if (!n) {
-          rc = ETCH_ENOMEM;
-          break;
+      if (last && !etch__pb_buf_len(&pkt)) { /* a packet in one slice */
+        rc = put_packet(&ob, data, dl, bytes);
+      } else {
+        if (dl) etch__pb_write_bytes(&pkt.s, data, dl);
+        if (pkt.s.failed) rc = ETCH_ENOMEM;
+        if (!rc && last) {
+          rc = put_packet(&ob, etch__pb_buf_data(&pkt),
+                          etch__pb_buf_len(&pkt), bytes);
+          etch__pb_buf_reset(&pkt);
         }
-        pkt = n;
       }
-      if (dl) memcpy(pkt + plen, data, dl);
-      plen += dl;
-      if (last) { /* one Trace.packet record */
-        uint8_t hdr[16];
-        uint8_t *h = etch__pb_put_tag(hdr, 1, ETCH_PB_LEN); /* Trace.packet */
-        h = etch__pb_put_varint(h, plen);
-        fwrite(hdr, 1, (size_t)(h - hdr), out);
-        fwrite(pkt, 1, plen, out);
-        *bytes += (size_t)(h - hdr) + plen;
-        plen = 0;
-      }
+      if (!rc && etch__pb_buf_len(&ob) >= (1u << 20))
+        rc = flush_out(&ob, out, out_path);
     }
     if (rc || !f->has_more) break;
   }
-  free(pkt);
+  if (!rc) rc = flush_out(&ob, out, out_path);
+  etch__pb_buf_free(&ob);
+  etch__pb_buf_free(&pkt);
   free(f);
   if (fclose(out) != 0 && !rc)
     rc = etch__error(ETCH_EIO, "%s: %s", out_path, strerror(errno));
