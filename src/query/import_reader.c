@@ -95,9 +95,9 @@ static int run_once(sqlite3 *db, const source *src, const etch__import_opts *o,
   }
   rc = etch_reader_set_order(r, o->timestamp_order ? ETCH_ORDER_TIMESTAMP
                                                    : ETCH_ORDER_FILE);
-  /* In file order the importer matches ends itself, per track in time
-   * order; the reader must not drop the ends it cannot match yet. */
-  if (!o->timestamp_order) etch__reader_set_match_ends(r, false);
+  /* The importer matches ends to begins itself, per track in time order
+   * (its nesting stack): the reader hands every end on, matched or not. */
+  etch__reader_set_match_ends(r, false);
   if (!rc) rc = etch_reader_set_progress(r, o->progress);
   if (!rc) rc = etch_reader_set_allow_truncated(r, o->allow_truncated);
   if (!rc) rc = etch_reader_on_track(r, on_track, &f);

@@ -129,9 +129,8 @@ static int write_summary(etch__importer *imp) {
 /* The rows of the stats table. */
 void etch__import_fill_stat_rows(const etch__importer *imp,
                                  const etch_reader_stats *rs, stat_row *out) {
-  uint64_t misplaced = rs->misplaced_end_event > imp->counts.unmatched_ends
-                           ? rs->misplaced_end_event
-                           : imp->counts.unmatched_ends;
+  /* Counted by the importer alone: the reader does not match for it. */
+  uint64_t misplaced = imp->counts.unmatched_ends;
   const stat_row rows[] = {
       {"trace_bytes", "info", "trace", "bytes of trace read", rs->bytes},
       {"packets", "info", "trace", "trace packets", rs->packets},
