@@ -5,7 +5,10 @@
  * stream of a new producer connection (frames, calls, commits, patches,
  * with the shared memory the service gave it written from the input too).
  * The service must answer or drop that producer, never crash, hang or
- * touch memory outside what it owns.
+ * touch memory outside what it owns. After each input the consumer reads
+ * the session's buffers (ReadBuffers): the replies must end, and each must
+ * be whole ReadBuffersResponse slices, every packet ending in one flagged
+ * last.
  */
 #define _GNU_SOURCE
 #include <stdint.h>
@@ -20,6 +23,7 @@
 
 #include "etch/etch.h"
 #include "ipc/ipc.h"
+#include "pb/pb.h"
 #include "proto/ipc.h"
 #include "proto/trace_config.h"
 #include "service/service.h"
@@ -78,6 +82,53 @@ static void setup(void) {
   etch__pb_buf_free(&args);
 }
 
+/* ReadBuffers from the consumer: what the producer got into the buffer,
+ * read back (and consumed, so the next input finds room). */
+static void read_back(void) {
+  static uint64_t req = 100;
+  etch_ipc_frame f;
+  memset(&f, 0, sizeof f);
+  f.kind = ETCH_IPC_INVOKE;
+  f.request_id = ++req;
+  f.service_id = 2; /* consumer_port */
+  f.method_id = 3;  /* ReadBuffers */
+  if (etch__ipc_conn_send(&consumer, &f, -1) != ETCH_OK) abort();
+  bool done = false;
+  bool in_packet = false; /* a packet's slices not ended yet */
+  for (int round = 0; round < 10000 && !done; round++) {
+    pump(1);
+    etch__ipc_conn_read(&consumer);
+    etch_ipc_frame r;
+    int got;
+    while (!done && (got = etch__ipc_conn_next(&consumer, &r)) == 1) {
+      if (r.kind != ETCH_IPC_REPLY || r.request_id != req) continue;
+      if (!r.success) abort(); /* the session is there: it must answer */
+      etch__pb_dec d, sd;
+      etch__pb_field fl, g;
+      etch__pb_dec_init(&d, r.body.data, r.body.len);
+      while (etch__pb_next(&d, &fl)) {
+        if (fl.id != ETCH_RBR_SLICES || fl.wt != ETCH_PB_LEN) abort();
+        bool has_data = false, last = false;
+        etch__pb_dec_init(&sd, fl.data, fl.len);
+        while (etch__pb_next(&sd, &g)) {
+          if (g.id == ETCH_RBR_SLICE_DATA && g.wt == ETCH_PB_LEN)
+            has_data = true;
+          else if (g.id == ETCH_RBR_SLICE_LAST && g.wt == ETCH_PB_VARINT)
+            last = g.u != 0;
+          else
+            abort();
+        }
+        if (sd.err || !has_data) abort();
+        in_packet = !last;
+      }
+      if (d.err) abort();
+      done = !r.has_more;
+    }
+    if (got < 0) abort();
+  }
+  if (!done || in_packet) abort(); /* a read that never ends, or a cut packet */
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (!svc) setup();
   int fd;
@@ -123,5 +174,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   etch__ipc_conn_close(&c);
   pump(2);
   if (smb) munmap(smb, smb_size);
+  read_back();
   return 0;
 }
