@@ -185,19 +185,25 @@ static void logf_(const etch_service *s, const char *fmt, ...) {
 
 /* ---- sending ---- */
 
-static void send_reply(etch_ipc_conn *c, uint64_t req, bool ok,
-                       const etch__pb_buf *body, bool more, int fd) {
+/* A reply whose body is len bytes at data (NULL, 0: none). */
+static void send_reply_bytes(etch_ipc_conn *c, uint64_t req, bool ok,
+                             const uint8_t *data, size_t len, bool more,
+                             int fd) {
   etch_ipc_frame f;
   memset(&f, 0, offsetof(etch_ipc_frame, methods));
   f.kind = ETCH_IPC_REPLY;
   f.request_id = req;
   f.success = ok;
   f.has_more = more;
-  if (body) {
-    f.body.data = etch__pb_buf_data(body);
-    f.body.len = (uint32_t)etch__pb_buf_len(body);
-  }
+  f.body.data = data;
+  f.body.len = (uint32_t)len;
   etch__ipc_conn_send(c, &f, fd);
+}
+
+static void send_reply(etch_ipc_conn *c, uint64_t req, bool ok,
+                       const etch__pb_buf *body, bool more, int fd) {
+  send_reply_bytes(c, req, ok, body ? etch__pb_buf_data(body) : NULL,
+                   body ? etch__pb_buf_len(body) : 0, more, fd);
 }
 
 static void reply_empty(etch_ipc_conn *c, const etch_ipc_frame *f, bool ok) {
@@ -1292,15 +1298,8 @@ static void pump_read(etch_service *s, consumer *c) {
       if (!take) take = c->rd_len - c->rd_off; /* cannot happen */
     }
     bool last = c->rd_off + take >= c->rd_len && c->reader->done;
-    etch_ipc_frame f;
-    memset(&f, 0, offsetof(etch_ipc_frame, methods));
-    f.kind = ETCH_IPC_REPLY;
-    f.request_id = c->rd_req;
-    f.success = true;
-    f.has_more = !last;
-    f.body.data = c->rd ? c->rd + c->rd_off : NULL;
-    f.body.len = (uint32_t)take;
-    etch__ipc_conn_send(&c->conn, &f, -1);
+    send_reply_bytes(&c->conn, c->rd_req, true,
+                     c->rd ? c->rd + c->rd_off : NULL, take, !last, -1);
     c->rd_off += take;
     if (last) {
       c->rd = NULL;

@@ -126,12 +126,10 @@ static pid_t record_start(const svc *s, const char *out, const char *extra) {
   return pid;
 }
 
-/* `etch record --config NAME.pbtx -o NAME.pftrace` with `text` as the
- * config, in the background; the trace's path into out. */
-static bool record_quiet; /* record_config passes -q */
-
+/* `etch record --config NAME.pbtx -o NAME.pftrace [EXTRA]` with `text` as
+ * the config, in the background; the trace's path into out. */
 static pid_t record_config(const svc *s, const char *name, const char *text,
-                           char *out, size_t cap) {
+                           const char *extra, char *out, size_t cap) {
   char cfg[700], log[700];
   snprintf(cfg, sizeof cfg, "%s/%s.pbtx", s->dir, name);
   snprintf(log, sizeof log, "%s/record.log", s->dir);
@@ -141,7 +139,7 @@ static pid_t record_config(const svc *s, const char *name, const char *text,
   fputs(text, f);
   fclose(f);
   char *argv[] = {(char *)ETCH_BIN, "record", "--config", cfg, "-o", out,
-                  record_quiet ? "-q" : NULL, NULL};
+                  (char *)extra, NULL};
   pid_t pid = spawn(argv, log);
   sleep_ms(300); /* its session is set up */
   return pid;
@@ -585,7 +583,7 @@ TEST(the_service_scrapes_what_a_silent_producer_left) {
                             "buffers { size_kb: 1024 }\n"
                             "data_sources { config { name: \"raw.source\" } }\n"
                             "flush_timeout_ms: 300\ndata_source_stop_timeout_ms: 300\n",
-                            out, sizeof out);
+                            NULL, out, sizeof out);
   raw r;
   raw_open(&r, s.prod, "producer_port");
   etch__pb_buf b;
@@ -805,7 +803,7 @@ TEST(a_full_discard_buffer_keeps_clean_prefixes) {
   pid_t rec = record_config(&s, "small",
                             "buffers { size_kb: 256 fill_policy: DISCARD }\n"
                             "data_sources { config { name: \"track_event\" } }\n",
-                            out, sizeof out);
+                            NULL, out, sizeof out);
   pid_t p[4];
   for (int i = 0; i < 4; i++)
     p[i] = producer("small", 2, SANITIZED ? 20000 : 50000);
@@ -906,12 +904,11 @@ TEST(the_service_writes_into_the_consumers_file) {
   svc s;
   svc_start(&s);
   char out[700];
-  record_quiet = true; /* its output: the trace's path and size only */
   pid_t rec = record_config(&s, "file",
                             "buffers { size_kb: 8192 }\n"
                             "data_sources { config { name: \"track_event\" } }\n"
                             "write_into_file: true\nfile_write_period_ms: 100\n",
-                            out, sizeof out);
+                            "-q", out, sizeof out);
   pid_t p[2];
   for (int i = 0; i < 2; i++) p[i] = producer("filer", 2, 20000);
   for (int i = 0; i < 2; i++) ASSERT_EQ_INT(wait_exit(p[i]), 0);
@@ -921,7 +918,6 @@ TEST(the_service_writes_into_the_consumers_file) {
   ASSERT_TRUE(stat(out, &st) == 0 && st.st_size > 100000);
   kill(rec, SIGINT);
   ASSERT_EQ_INT(wait_exit(rec), 0);
-  record_quiet = false;
   char logp[700], want[800];
   snprintf(logp, sizeof logp, "%s/record.log", s.dir);
   size_t loglen;
@@ -953,7 +949,7 @@ TEST(max_file_size_ends_the_session) {
                             "data_sources { config { name: \"track_event\" } }\n"
                             "write_into_file: true\nfile_write_period_ms: 100\n"
                             "max_file_size_bytes: 65536\n",
-                            out, sizeof out);
+                            NULL, out, sizeof out);
   pid_t p = producer("endless", 1, 0);
   int rc = -1;
   for (int i = 0; i < 1000; i++) { /* it ends on its own */
@@ -1052,7 +1048,7 @@ TEST(an_intercepted_data_source_prints_in_the_producer) {
       "  interceptor_config { name: \"console\"\n"
       "    console_config { output: OUTPUT_STDOUT enable_colors: false } } } }\n"
       "data_sources { config { name: \"track_event\" } }\n",
-      out, sizeof out);
+      NULL, out, sizeof out);
   snprintf(printed, sizeof printed, "%s/printed.txt", s.dir);
   setenv("ETCH_SYSTEM_WAIT_MS", "3000", 1);
   /* "late": both instances have started before the first tick. */
