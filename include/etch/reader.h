@@ -131,6 +131,10 @@ typedef struct etch_event {
    * sequence's incremental state was lost): what came between this event
    * and the sequence's previous one is incomplete. */
   bool after_loss;
+  /* The event's place in the trace: events are numbered from 0 as they are
+   * decoded (file order). Delivered in timestamp order, events of equal
+   * timestamps come in this order. */
+  uint64_t index;
 } etch_event;
 
 /*

@@ -124,10 +124,6 @@ static qtrack *get_track(etch__importer *imp, const etch_track_info *info) {
     t->uuid = info->uuid;
     t->id = (int64_t)imp->ntracks;
     track_update(imp, t, info);
-    /* In file order, tracks other than thread tracks may get events from
-     * several sequences, out of time order: their slices are held. */
-    t->held = imp->opts.file_order && t->kind != ETCH_TRACK_COUNTER &&
-              (imp->opts.hold_all || t->kind != ETCH_TRACK_THREAD);
   }
   imp->last_track = t;
   return t;
@@ -143,13 +139,6 @@ void etch__importer_track(etch__importer *imp, const etch_track_info *info) {
 }
 
 /* ---- events ------------------------------------------------------------------ */
-
-static const char *pool_copy_keep(etch__importer *imp, const char *s) {
-  size_t n = strlen(s) + 1;
-  char *d = (char *)etch__arena_alloc(&imp->keep, n);
-  if (d) memcpy(d, s, n);
-  return d;
-}
 
 /* The interned copy of a string the reader handed out. */
 static const char *intern_ev(etch__importer *imp, const char *s) {
@@ -456,103 +445,6 @@ static void count_dropped(etch__importer *imp, qtrack *t,
   }
 }
 
-/* Copies an event of a held track. */
-static void hold(etch__importer *imp, qtrack *t, const etch_event *ev,
-                 uint64_t gidx) {
-  if (!grow_array((void **)&t->hev, &t->cap_hev, t->nhev + 1,
-                  sizeof *t->hev)) {
-    fail_nomem(imp);
-    return;
-  }
-  held_ev h = {.ts = ev->ts, .gidx = gidx, .type = (uint8_t)ev->type};
-  if (ev->type == ETCH_EVENT_SLICE_END) {
-    /* Kept until the end is matched: an unmatched end leaves no args. */
-    if (ev->args_count && keep_args(imp, ev)) {
-      etch_arg *a = etch__arena_alloc(&imp->keep, ev->args_count * sizeof *a);
-      if (!a) {
-        fail_nomem(imp);
-        return;
-      }
-      for (size_t i = 0; i < ev->args_count; i++) {
-        a[i] = ev->args[i];
-        const char *fk = ev->args[i].flat_key ? ev->args[i].flat_key : "";
-        const char *k = ev->args[i].key ? ev->args[i].key : fk;
-        a[i].flat_key = pool_copy_keep(imp, fk);
-        a[i].key = pool_copy_keep(imp, k);
-        if ((a[i].type == ETCH_VALUE_STRING || a[i].type == ETCH_VALUE_JSON) &&
-            a[i].v.s)
-          a[i].v.s = pool_copy_keep(imp, a[i].v.s);
-        if (!a[i].flat_key || !a[i].key ||
-            ((a[i].type == ETCH_VALUE_STRING || a[i].type == ETCH_VALUE_JSON) &&
-             ev->args[i].v.s && !a[i].v.s)) {
-          fail_nomem(imp);
-          return;
-        }
-      }
-      h.end_args = a;
-      h.nend_args = (uint32_t)ev->args_count;
-    }
-  } else {
-    const char *name = intern_ev(imp, ev->name);
-    h.name = name;
-    h.cat = intern_ev(imp, ev->category);
-    h.arg_set_id = args_now(imp, ev);
-    count_dropped(imp, t, ev, name);
-  }
-  size_t nf = ev->flow_ids_count, nt = ev->terminating_flow_ids_count;
-  if (nf || nt) {
-    if (!grow_array((void **)&imp->hflows, &imp->cap_hflows,
-                    imp->nhflows + nf + nt, sizeof *imp->hflows)) {
-      fail_nomem(imp);
-      return;
-    }
-    h.flow_at = (uint32_t)imp->nhflows;
-    h.nflows = (uint32_t)nf;
-    h.nterms = (uint32_t)nt;
-    if (nf)
-      memcpy(imp->hflows + imp->nhflows, ev->flow_ids, nf * sizeof(uint64_t));
-    imp->nhflows += nf;
-    if (nt)
-      memcpy(imp->hflows + imp->nhflows, ev->terminating_flow_ids,
-             nt * sizeof(uint64_t));
-    imp->nhflows += nt;
-  }
-  t->hev[t->nhev++] = h;
-}
-
-static int cmp_held(const void *a, const void *b) {
-  const held_ev *x = a, *y = b;
-  if (x->ts != y->ts) return x->ts < y->ts ? -1 : 1;
-  return (x->gidx > y->gidx) - (x->gidx < y->gidx);
-}
-
-/* Nests the held events of `t` in timestamp order (ties: arrival order). */
-static void nest_held(etch__importer *imp, qtrack *t) {
-  if (!t->nhev) return;
-  qsort(t->hev, t->nhev, sizeof *t->hev, cmp_held);
-  for (size_t i = 0; i < t->nhev && !imp->err; i++) {
-    const held_ev *h = &t->hev[i];
-    const uint64_t *f = imp->hflows + h->flow_at;
-    switch (h->type) {
-      case ETCH_EVENT_SLICE_BEGIN:
-        nest_begin(imp, t, h->ts, h->gidx, h->cat, h->name, h->arg_set_id, f,
-                   h->nflows, f + h->nflows, h->nterms);
-        break;
-      case ETCH_EVENT_SLICE_END:
-        nest_end(imp, t, h->ts, h->gidx, h->end_args, h->nend_args, f,
-                 h->nflows, f + h->nflows, h->nterms);
-        break;
-      default:
-        nest_instant(imp, t, h->ts, h->gidx, h->cat, h->name, h->arg_set_id,
-                     f, h->nflows, f + h->nflows, h->nterms);
-        break;
-    }
-  }
-  free(t->hev);
-  t->hev = NULL;
-  t->nhev = t->cap_hev = 0;
-}
-
 static void on_counter(etch__importer *imp, qtrack *t, const etch_event *ev) {
   double v = ev->counter_is_double ? ev->counter_double
                                    : (double)ev->counter_int;
@@ -576,9 +468,9 @@ static void on_counter(etch__importer *imp, qtrack *t, const etch_event *ev) {
 }
 
 void etch__importer_event(etch__importer *imp, const etch_event *ev) {
-  if (imp->err || imp->restart) return;
+  if (imp->err) return;
   imp->counts.events++;
-  uint64_t gidx = imp->gidx++;
+  uint64_t gidx = ev->index;
   if (ev->after_loss) add_loss(imp, ev->ts);
   qtrack *t = get_track(imp, ev->track);
   if (!t) return;
@@ -588,19 +480,6 @@ void etch__importer_event(etch__importer *imp, const etch_event *ev) {
   }
   if (ev->type < ETCH_EVENT_SLICE_BEGIN || ev->type > ETCH_EVENT_INSTANT)
     return;
-  if (t->held) {
-    hold(imp, t, ev, gidx);
-    return;
-  }
-  if (imp->opts.file_order) {
-    /* Nested as they come only while the track's time goes forward. */
-    if (t->has_last && ev->ts < t->last_ts) {
-      imp->restart = true;
-      return;
-    }
-    t->has_last = true;
-    t->last_ts = ev->ts;
-  }
   const char *name, *cat;
   int64_t arg_set_id;
   switch (ev->type) {
@@ -630,10 +509,6 @@ void etch__importer_event(etch__importer *imp, const etch_event *ev) {
                    ev->terminating_flow_ids_count);
       break;
   }
-}
-
-bool etch__importer_needs_restart(const etch__importer *imp) {
-  return imp->restart;
 }
 
 /* ---- start and finish ---------------------------------------------------------- */
@@ -666,7 +541,6 @@ int etch__importer_new(etch__importer **out, sqlite3 *db,
   imp->db = db;
   if (opts) imp->opts = *opts;
   imp->t0_ns = etch__monotonic_ns();
-  etch__arena_init(&imp->keep, 65536);
   if (etch__strpool_init(&imp->strings, SIZE_MAX)) {
     free(imp);
     return ETCH_ENOMEM;
@@ -702,9 +576,6 @@ int etch__importer_finish(etch__importer *imp, const etch_reader_stats *st,
   imp->first_ts = first;
   imp->last_ts = last;
   if (st) imp->rstats = *st;
-  /* Held tracks, nested in timestamp order. */
-  for (size_t i = 0; i < imp->ntracks && !imp->err; i++)
-    nest_held(imp, &imp->tracks[i]);
   /* Slices still open: dur -1, self time up to the end of the trace. */
   for (size_t i = 0; i < imp->ntracks && !imp->err; i++) {
     qtrack *t = &imp->tracks[i];
@@ -762,11 +633,8 @@ void etch__importer_free(etch__importer *imp) {
   if (imp->in_txn) sqlite3_exec(imp->db, "ROLLBACK;", NULL, NULL, NULL);
   for (size_t i = 0; i < imp->ntracks; i++) {
     free(imp->tracks[i].stack);
-    free(imp->tracks[i].hev);
   }
   free(imp->steps);
-  free(imp->hflows);
-  etch__arena_free(&imp->keep);
   free(imp->tracks);
   free(imp->procs);
   free(imp->threads);

@@ -27,19 +27,6 @@ typedef struct open_slice {
   const char *cat;
 } open_slice;
 
-/* An event of a held track, nested at the end in timestamp order. */
-typedef struct held_ev {
-  int64_t ts;
-  uint64_t gidx;       /* arrival order */
-  const char *name;    /* interned (begin, instant) */
-  const char *cat;
-  int64_t arg_set_id;  /* begin, instant: args already written; 0 = none */
-  const etch_arg *end_args; /* end: args kept until it is matched */
-  uint32_t nend_args;
-  uint32_t flow_at, nflows, nterms; /* in importer.hflows */
-  uint8_t type;
-} held_ev;
-
 /* A flow id on an event, linked at the end in timestamp order. */
 typedef struct flow_step {
   int64_t ts;
@@ -61,12 +48,6 @@ typedef struct qtrack {
   bool is_incremental;
   open_slice *stack;
   uint32_t depth, cap;
-  /* file_order: held (nested at the end) or nested as events come. */
-  bool held;
-  bool has_last;
-  int64_t last_ts;
-  held_ev *hev;
-  size_t nhev, cap_hev;
   /* Totals for etch stats without a database. */
   bool has_busy, has_dropped;
   int64_t busy;    /* depth-0 slices with a duration */
@@ -124,13 +105,8 @@ struct etch__importer {
   int64_t next_arg_set_id;
   etch__import_counts counts;
 
-  uint64_t gidx;      /* events so far: arrival order */
-  bool restart;       /* file_order: a thread track went back in time */
   flow_step *steps;   /* file_order: flows to link at the end */
   size_t nsteps, cap_steps;
-  uint64_t *hflows;   /* flow ids of held events */
-  size_t nhflows, cap_hflows;
-  etch_arena keep;    /* copies of held end args */
   const char *dropped_name; /* interned "etch.dropped_events" */
   /* Frames and bookmarks for etch stats without a database: slices on
    * tracks named "Frames", instants on tracks named "Bookmarks". */

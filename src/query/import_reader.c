@@ -16,16 +16,11 @@
 
 typedef struct feed {
   etch__importer *imp;
-  etch_reader *reader;
-  uint64_t events;
 } feed;
 
 static void on_event(const etch_event *ev, void *user) {
   feed *f = user;
   etch__importer_event(f->imp, ev);
-  if (ETCH_UNLIKELY((++f->events & 0xffff) == 0)) {
-    if (etch__importer_needs_restart(f->imp)) etch__reader_stop(f->reader);
-  }
 }
 
 static void on_track(const etch_track_info *t, void *user) {
@@ -72,12 +67,14 @@ static int empty_db(sqlite3 *db) {
 }
 
 /*
- * One read of the trace into the importer. In file order (the default) the
- * importer nests thread tracks as events come and holds the others; when a
- * thread track goes back in time the read stops and *restart is set.
+ * One read of the trace into the importer. Unless asked for timestamp
+ * order, the reader delivers in per-track order, holding `hold_all` or only
+ * the tracks that are not thread tracks; when a thread track goes back in
+ * time the read stops and *restart is set.
  */
 static int run_once(sqlite3 *db, const source *src, const etch__import_opts *o,
-                    etch__importer **out, etch_reader **rout, bool *restart) {
+                    bool hold_all, etch__importer **out, etch_reader **rout,
+                    bool *restart) {
   *out = NULL;
   *rout = NULL;
   *restart = false;
@@ -87,14 +84,15 @@ static int run_once(sqlite3 *db, const source *src, const etch__import_opts *o,
   rc = open_source(src, &r);
   if (rc) return rc;
   feed f = {0};
-  f.reader = r;
   rc = etch__importer_new(&f.imp, db, o);
   if (rc) {
     etch_reader_close(r);
     return rc;
   }
-  rc = etch_reader_set_order(r, o->timestamp_order ? ETCH_ORDER_TIMESTAMP
-                                                   : ETCH_ORDER_FILE);
+  if (o->timestamp_order)
+    rc = etch_reader_set_order(r, ETCH_ORDER_TIMESTAMP);
+  else
+    etch__reader_set_track_order(r, hold_all);
   /* The importer matches ends to begins itself, per track in time order
    * (its nesting stack): the reader hands every end on, matched or not. */
   etch__reader_set_match_ends(r, false);
@@ -103,7 +101,7 @@ static int run_once(sqlite3 *db, const source *src, const etch__import_opts *o,
   if (!rc) rc = etch_reader_on_track(r, on_track, &f);
   if (!rc) rc = etch_reader_on(r, NULL, NULL, on_event, &f);
   if (!rc) rc = etch_reader_run(r);
-  if (!rc && etch__importer_needs_restart(f.imp)) {
+  if (!rc && etch__reader_went_back(r)) {
     *restart = true;
     etch__importer_discard(f.imp);
     etch_reader_close(r);
@@ -131,15 +129,11 @@ static int run(sqlite3 *db, const source *src, const etch__import_opts *opts,
   etch__import_opts o = {0};
   if (opts) o = *opts;
   o.file_order = !o.timestamp_order;
-  o.hold_all = false;
   o.stable_strings = true; /* the reader pools names and categories */
   etch_reader *r = NULL;
   bool restart;
-  int rc = run_once(db, src, &o, out, &r, &restart);
-  if (!rc && restart) {
-    o.hold_all = true;
-    rc = run_once(db, src, &o, out, &r, &restart);
-  }
+  int rc = run_once(db, src, &o, false, out, &r, &restart);
+  if (!rc && restart) rc = run_once(db, src, &o, true, out, &r, &restart);
   if (!rc && r) {
     etch_reader_stats st;
     etch_reader_get_stats(r, &st);

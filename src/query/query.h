@@ -67,17 +67,13 @@ typedef struct etch__import_opts {
    * count it (stat trace_truncated_bytes) instead of failing. */
   bool allow_truncated;
   /*
-   * Importer only (set by etch__query_import_*): events arrive in file
-   * order. Slices of thread tracks are nested as they come; those of other
-   * tracks (process, named, global: possibly written by several sequences)
-   * are held per track and nested in timestamp order at the end; flows are
-   * linked in timestamp order at the end. A thread track whose events go
-   * back in time makes etch__importer_needs_restart true.
+   * Importer only (set by etch__query_import_*): events arrive in the
+   * reader's per-track order (etch__reader_set_track_order): each track's
+   * slices and instants in timestamp order, tracks interleaved as the file
+   * has them. Flows, which cross tracks, are linked in timestamp order at
+   * the end.
    */
   bool file_order;
-  /* With file_order: hold every slice track (the restart after a thread
-   * track went back in time). */
-  bool hold_all;
   /* The event's name and category pointers stay valid and keep their
    * content for the whole import (the reader pools them): interning can be
    * cached by pointer. */
@@ -118,9 +114,6 @@ int etch__importer_finish(etch__importer *imp, const etch_reader_stats *st,
                           int64_t first, int64_t last);
 void etch__importer_counts(const etch__importer *imp,
                            etch__import_counts *out);
-/* With file_order: a thread track's events went back in time; the import
- * must be redone with hold_all (after etch__importer_discard). */
-bool etch__importer_needs_restart(const etch__importer *imp);
 /* Ends an import whose rows are not wanted: commits what was inserted (the
  * caller then empties the database) and frees the importer. */
 void etch__importer_discard(etch__importer *imp);

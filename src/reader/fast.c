@@ -482,6 +482,8 @@ ETCH_INLINE int fast_packet(etch_reader *r, uint64_t rec_off,
       ev.after_loss = true;
       seq->loss_pending = false;
     }
+    ev.index = r->gidx++;
+    if (r->per_track) return rd_deliver_per_track(r, &ev, t);
     rd_deliver(r, &ev, t);
     return 0;
   }

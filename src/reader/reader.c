@@ -311,6 +311,7 @@ void etch__rd_announce_track(etch_reader *r, rd_track *t, int depth) {
     rd_track *p = etch__rd_track_get(r, t->info.parent_uuid, false);
     if (p && p != t) etch__rd_announce_track(r, p, depth + 1);
   }
+  t->announce_no = ++r->nannounced;
   if (r->track_cb) r->track_cb(&t->info, r->track_user);
 }
 
@@ -318,9 +319,9 @@ void etch__rd_deliver(etch_reader *r, etch_event *ev, rd_track *t) {
   rd_deliver(r, ev, t);
 }
 
-/* Copies an event into its sequence's record arena (timestamp order). */
-static int hold(etch_reader *r, rd_seq *seq, const etch_event *ev,
-                rd_track *t) {
+/* A self-contained copy of an event in `arena`, or NULL. */
+static rd_rec *rec_make(etch_arena *arena, const etch_event *ev,
+                        rd_track *t) {
   size_t size = sizeof(rd_rec);
   bool extra = ev->flow_ids_count || ev->terminating_flow_ids_count ||
                ev->args_count;
@@ -334,11 +335,10 @@ static int hold(etch_reader *r, rd_seq *seq, const etch_event *ev,
           ev->args[i].type == ETCH_VALUE_JSON)
         strbytes += strlen(ev->args[i].v.s) + 1;
   }
-  rd_rec *rec = (rd_rec *)etch__arena_alloc(&seq->recs, size + strbytes);
-  if (!rec) return ETCH_ENOMEM;
-  if (etch__vec_push(&seq->idx, &rec, sizeof rec)) return ETCH_ENOMEM;
+  rd_rec *rec = (rd_rec *)etch__arena_alloc(arena, size + strbytes);
+  if (!rec) return NULL;
   rec->ts = ev->ts;
-  rec->gidx = r->gidx++;
+  rec->gidx = ev->index;
   rec->track = t;
   rec->name = ev->name;
   rec->category = ev->category;
@@ -374,9 +374,49 @@ static int hold(etch_reader *r, rd_seq *seq, const etch_event *ev,
       s += n;
     }
   }
+  return rec;
+}
+
+/* Holds an event in its sequence's records (timestamp order). */
+static int hold(etch_reader *r, rd_seq *seq, const etch_event *ev,
+                rd_track *t) {
+  (void)r;
+  rd_rec *rec = rec_make(&seq->recs, ev, t);
+  if (!rec || etch__vec_push(&seq->idx, &rec, sizeof rec)) return ETCH_ENOMEM;
   if (ev->ts < seq->last_ts) seq->unsorted = true;
   if (ev->ts > seq->last_ts) seq->last_ts = ev->ts;
   seq->nrecs++;
+  return 0;
+}
+
+void etch__rd_track_order_decide(etch_reader *r, rd_track *t) {
+  if (t->res_gen != r->track_gen) etch__rd_track_resolve(r, t);
+  /* A thread track has one writer, its thread, whose events come in time
+   * order; any other track may be written by several sequences. */
+  bool hold = t->info.kind != ETCH_TRACK_COUNTER &&
+              (r->hold_all || t->info.kind != ETCH_TRACK_THREAD);
+  t->order_state = hold ? RD_ORDER_HOLD : RD_ORDER_STREAM;
+  t->order_last = INT64_MIN;
+}
+
+int etch__rd_hold_track(etch_reader *r, const etch_event *ev, rd_track *t) {
+  if (!t->held.len) {
+    if (r->nheld_tracks == r->cap_held_tracks) {
+      size_t nc = r->cap_held_tracks ? 2 * r->cap_held_tracks : 16;
+      rd_track **n =
+          (rd_track **)etch__realloc(r->held_tracks, nc * sizeof *n);
+      if (!n) return ETCH_ENOMEM;
+      r->held_tracks = n;
+      r->cap_held_tracks = nc;
+    }
+    r->held_tracks[r->nheld_tracks++] = t;
+  }
+  /* Announced now, in file order, as if delivered. */
+  if (!t->delivered) etch__rd_announce_track(r, t, 0);
+  rd_rec *rec = rec_make(&r->track_recs, ev, t);
+  if (!rec || etch__vec_push(&t->held, &rec, sizeof rec)) return ETCH_ENOMEM;
+  if (ev->ts < t->order_last) t->held_unsorted = true;
+  else t->order_last = ev->ts;
   return 0;
 }
 
@@ -386,11 +426,13 @@ int etch__rd_emit(etch_reader *r, rd_seq *seq, etch_event *ev,
     ev->after_loss = true;
     seq->loss_pending = false;
   }
+  ev->index = r->gidx++;
   if (r->obs) {
     r->obs->event(r, ev, r->obs->user);
     return 0;
   }
   if (r->order == ETCH_ORDER_FILE) {
+    if (r->per_track) return rd_deliver_per_track(r, ev, t);
     etch__rd_deliver(r, ev, t); /* fills ev->pid and ev->tid in */
     return 0;
   }
@@ -412,6 +454,7 @@ static void rec_event(const rd_rec *rec, etch_event *ev) {
     ev->counter_int = rec->counter.i;
   ev->packet_offset = rec->packet_offset;
   ev->after_loss = rec->after_loss;
+  ev->index = rec->gidx;
   if (rec->extra) {
     const rd_rec_extra *x = (const rd_rec_extra *)(rec + 1);
     const uint64_t *u = (const uint64_t *)(x + 1);
@@ -511,6 +554,45 @@ static int deliver_held(etch_reader *r) {
   return 0;
 }
 
+static bool announced_before(const rd_track *a, const rd_track *b) {
+  return a->announce_no < b->announce_no;
+}
+
+/* Delivers the held tracks (per-track order), each in timestamp order, in
+ * the order they were announced. */
+static int deliver_track_held(etch_reader *r) {
+  rd_track **h = r->held_tracks;
+  size_t n = r->nheld_tracks;
+  uint64_t total = 0, done = 0;
+  for (size_t i = 1; i < n; i++) { /* insertion sort: usually in order */
+    rd_track *t = h[i];
+    size_t j = i;
+    for (; j > 0 && announced_before(t, h[j - 1]); j--) h[j] = h[j - 1];
+    h[j] = t;
+  }
+  for (size_t i = 0; i < n; i++) total += h[i]->held.len / sizeof(rd_rec *);
+  int rc = 0;
+  etch_event ev;
+  for (size_t i = 0; i < n && !rc; i++) {
+    rd_track *t = h[i];
+    rd_rec **a = (rd_rec **)t->held.data;
+    size_t m = t->held.len / sizeof *a;
+    if (t->held_unsorted && (rc = sort_recs(a, m))) break;
+    for (size_t k = 0; k < m && !r->stop; k++) {
+      rec_event(a[k], &ev);
+      etch__rd_deliver(r, &ev, t);
+      etch__rd_progress(r, ++done, total, "delivering");
+    }
+  }
+  for (size_t i = 0; i < n; i++) {
+    free(h[i]->held.data);
+    memset(&h[i]->held, 0, sizeof h[i]->held);
+  }
+  r->nheld_tracks = 0;
+  etch__arena_free(&r->track_recs);
+  return rc;
+}
+
 /* ---- public API --------------------------------------------------------------------- */
 
 static int reader_new(etch_reader **out) {
@@ -524,6 +606,7 @@ static int reader_new(etch_reader **out) {
   etch__rd_clocks_init(&r->clocks);
   etch__arena_init(&r->track_arena, 64 * 1024);
   etch__arena_init(&r->scratch, 16 * 1024);
+  etch__arena_init(&r->track_recs, 256 * 1024);
   r->global_track.info.uuid = 0;
   r->global_track.info.kind = ETCH_TRACK_GLOBAL;
   r->global_track.info.name = r->empty;
@@ -611,6 +694,9 @@ void etch_reader_close(etch_reader *r) {
     free(s);
   }
   free(r->seq_list);
+  for (size_t i = 0; i < r->nheld_tracks; i++) free(r->held_tracks[i]->held.data);
+  free(r->held_tracks);
+  etch__arena_free(&r->track_recs);
   etch__ptrmap_free(&r->seqs);
   etch__ptrmap_free(&r->tracks);
   free(r->track_list);
@@ -643,7 +729,19 @@ int etch_reader_set_order(etch_reader *r, etch_reader_order order) {
   if (order != ETCH_ORDER_TIMESTAMP && order != ETCH_ORDER_FILE)
     return etch__error(ETCH_EINVAL, "reader: unknown order %d", (int)order);
   r->order = order;
+  r->per_track = false;
   return 0;
+}
+
+void etch__reader_set_track_order(etch_reader *r, bool hold_all) {
+  if (!r || r->ran) return;
+  r->order = ETCH_ORDER_FILE;
+  r->per_track = true;
+  r->hold_all = hold_all;
+}
+
+bool etch__reader_went_back(const etch_reader *r) {
+  return r && r->went_back;
 }
 
 void etch__reader_set_match_ends(etch_reader *r, bool match) {
@@ -717,10 +815,11 @@ static int run(etch_reader *r) {
     error_prefixed(r, rc, r->cur_off, NULL, 0, msg[0] ? msg : etch_strerror(rc));
   }
   /* Events decoded before an error are still delivered. */
-  if (r->order == ETCH_ORDER_TIMESTAMP && !r->obs) {
+  if ((r->order == ETCH_ORDER_TIMESTAMP || (r->per_track && !r->went_back)) &&
+      !r->obs) {
     char saved[512];
     snprintf(saved, sizeof saved, "%s", etch_last_error());
-    int drc = deliver_held(r);
+    int drc = r->per_track ? deliver_track_held(r) : deliver_held(r);
     if (rc == 0)
       rc = drc;
     else

@@ -110,6 +110,8 @@ typedef struct rd_clocks {
 
 /* ---- tracks --------------------------------------------------------------------- */
 
+enum rd_order_state { RD_ORDER_UNDECIDED, RD_ORDER_STREAM, RD_ORDER_HOLD };
+
 typedef struct rd_track {
   etch_track_info info;
   bool delivered;    /* track callback called */
@@ -117,6 +119,14 @@ typedef struct rd_track {
   uint32_t open;     /* open slices (for misplaced_end_event) */
   uint64_t res_gen;  /* descriptor generation of the cached resolution */
   int32_t ev_pid, ev_tid;
+  uint32_t announce_no; /* the track callback's order, from 1 */
+  /* Per-track order (etch__reader_set_track_order): whether this track's
+   * slices and instants are delivered as decoded or held to the end, the
+   * last timestamp delivered, and the held records in file order. */
+  uint8_t order_state; /* rd_order_state */
+  bool held_unsorted;
+  int64_t order_last;
+  etch_vec held;       /* rd_rec pointers */
   /* Incremental counter tracks. */
   uint32_t acc_seq;
   uint64_t acc_gen;
@@ -212,6 +222,14 @@ struct etch_reader {
   size_t map_len;
   char *name; /* file name for messages, or NULL */
   etch_reader_order order;
+  /* Per-track order (file order underneath): see etch__reader_set_track_order. */
+  bool per_track;
+  bool hold_all;       /* every slice track held, thread tracks too */
+  bool went_back;      /* a streamed track went back in time: stopped */
+  etch_arena track_recs;    /* records of held tracks */
+  rd_track **held_tracks;   /* tracks with held records, first hold first */
+  size_t nheld_tracks, cap_held_tracks;
+  uint32_t nannounced;
   bool ran;
   bool failed;
   bool no_end_matching; /* deliver every SLICE_END (etch__reader_set_match_ends) */
@@ -378,6 +396,12 @@ ETCH_INLINE bool rd_clock_convert(etch_reader *r, rd_clock *k, uint64_t v,
   return etch__rd_clock_convert(r, k, v, out);
 }
 
+/* Holds an event of a track whose events are put in order (per-track
+ * order). */
+int etch__rd_hold_track(etch_reader *r, const etch_event *ev, rd_track *t);
+/* Decides whether a track's slices stream or are held (per-track order). */
+void etch__rd_track_order_decide(etch_reader *r, rd_track *t);
+
 /* etch__rd_deliver, inline. SLICE_END events are matched per track in
  * delivery order unless the consumer matches them itself. */
 ETCH_INLINE void rd_deliver(etch_reader *r, etch_event *ev, rd_track *t) {
@@ -412,6 +436,31 @@ ETCH_INLINE void rd_deliver(etch_reader *r, etch_event *ev, rd_track *t) {
     if (s->category && !etch__rd_cat_match(s->category, ev->category)) continue;
     s->cb(ev, s->user);
   }
+}
+
+/*
+ * Delivery in per-track order: slices and instants of a held track wait
+ * for the end of the trace; those of a streamed track (a thread track, one
+ * sequence writing it in time order) go now, unless the track goes back in
+ * time, which stops the read (etch__reader_went_back). Counters go now.
+ */
+ETCH_INLINE int rd_deliver_per_track(etch_reader *r, etch_event *ev,
+                                     rd_track *t) {
+  if (ev->type != ETCH_EVENT_COUNTER) {
+    if (ETCH_UNLIKELY(t->order_state != RD_ORDER_STREAM)) {
+      if (t->order_state == RD_ORDER_UNDECIDED)
+        etch__rd_track_order_decide(r, t);
+      if (t->order_state == RD_ORDER_HOLD) return etch__rd_hold_track(r, ev, t);
+    }
+    if (ETCH_UNLIKELY(ev->ts < t->order_last)) {
+      r->went_back = true;
+      r->stop = true;
+      return 0;
+    }
+    t->order_last = ev->ts;
+  }
+  rd_deliver(r, ev, t);
+  return 0;
 }
 
 /* ---- the fast path (fast.c) and what it shares --------------------------------------- */

@@ -18,6 +18,24 @@
 void etch__reader_set_match_ends(etch_reader *r, bool match);
 
 /*
+ * Per-track order, for a consumer that nests slices per track without
+ * holding the whole trace: file order, except that the slices and instants
+ * of each track come in timestamp order (ties in file order; counters as
+ * decoded). Thread tracks are delivered as decoded; every other track's
+ * slices and instants are held and delivered at the end of the read, track
+ * after track in the order the tracks were announced. With `hold_all`
+ * thread tracks are held too. If a thread track goes back in time (explicit
+ * timestamps), the read stops there and etch__reader_went_back says so:
+ * what was delivered is not in per-track order, and the consumer reads the
+ * trace again with `hold_all`. Call before etch_reader_run; replaces the
+ * order etch_reader_set_order set (and the reverse).
+ */
+void etch__reader_set_track_order(etch_reader *r, bool hold_all);
+/* After etch_reader_run in per-track order: a thread track went back in
+ * time and the read stopped there. */
+bool etch__reader_went_back(const etch_reader *r);
+
+/*
  * From inside a callback: stop reading after the current packet.
  * etch_reader_run then returns ETCH_OK with what was read so far.
  */

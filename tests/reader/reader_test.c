@@ -373,6 +373,134 @@ TEST(reader_order_stable_and_matching) {
   tb_free(&t);
 }
 
+/* ---- per-track order (the importer's) ------------------------------------------ */
+
+typedef struct pt_out {
+  char buf[2048];
+  size_t len;
+  char tracks[256];
+  size_t tlen;
+} pt_out;
+
+static void pt_event(const etch_event *ev, void *user) {
+  pt_out *o = user;
+  char line[256];
+  tb_format_event(ev, line, sizeof line);
+  o->len += (size_t)snprintf(o->buf + o->len, sizeof o->buf - o->len,
+                             "#%llu %s", (unsigned long long)ev->index, line);
+}
+
+static void pt_track(const etch_track_info *t, void *user) {
+  pt_out *o = user;
+  o->tlen += (size_t)snprintf(o->tracks + o->tlen, sizeof o->tracks - o->tlen,
+                              "%llu ", (unsigned long long)t->uuid);
+}
+
+static bool pt_read(const tb *t, int order, pt_out *o) {
+  memset(o, 0, sizeof *o);
+  etch_reader *r;
+  ASSERT_OK(etch_reader_open_memory(&r, t->data, t->len));
+  if (order < 0)
+    ASSERT_OK(etch_reader_set_order(r, (etch_reader_order)-order - 1));
+  else
+    etch__reader_set_track_order(r, order == 1);
+  etch__reader_set_match_ends(r, false);
+  ASSERT_OK(etch_reader_on_track(r, pt_track, o));
+  ASSERT_OK(etch_reader_on(r, NULL, NULL, pt_event, o));
+  ASSERT_OK(etch_reader_run(r));
+  bool back = etch__reader_went_back(r);
+  etch_reader_close(r);
+  return back;
+}
+
+static void thread_track(tb *t, uint64_t uuid, int32_t tid) {
+  tb_begin(t);
+  tb_open(t, ETCH_PKT_TRACK_DESCRIPTOR);
+  tb_u(t, ETCH_TD_UUID, uuid);
+  tb_open(t, ETCH_TD_THREAD);
+  tb_i(t, ETCH_THD_PID, 5);
+  tb_i(t, ETCH_THD_TID, tid);
+  tb_close(t);
+  tb_close(t);
+  tb_end(t);
+}
+
+/*
+ * Per-track order: the thread track (uuid 2) streams as decoded; the named
+ * tracks 7 and 8, written by two sequences out of time order, come at the
+ * end, each in timestamp order (ties in file order), 7 first because it
+ * was announced first. Every event keeps its file-order index; tracks are
+ * announced in file order whether held or not.
+ */
+TEST(reader_per_track_order) {
+  tb t;
+  tb_init(&t);
+  thread_track(&t, 2, 6);
+  instant(&t, 2, 30, 7, ETCH_TE_TYPE_INSTANT, "a30");
+  instant(&t, 2, 10, 2, ETCH_TE_TYPE_SLICE_BEGIN, "m");
+  instant(&t, 3, 5, 8, ETCH_TE_TYPE_INSTANT, "z");
+  instant(&t, 3, 10, 7, ETCH_TE_TYPE_SLICE_BEGIN, "b");
+  instant(&t, 2, 20, 2, ETCH_TE_TYPE_SLICE_END, NULL);
+  instant(&t, 2, 30, 7, ETCH_TE_TYPE_INSTANT, "c30");
+  instant(&t, 3, 40, 7, ETCH_TE_TYPE_SLICE_END, NULL);
+  pt_out o;
+  ASSERT_TRUE(!pt_read(&t, 0, &o));
+  ASSERT_EQ_STR(o.buf,
+                "#1 B 10 seq=2 track=2 pid=5 tid=6 name=m\n"
+                "#4 E 20 seq=2 track=2 pid=5 tid=6\n"
+                "#3 B 10 seq=3 track=7 pid=0 tid=0 name=b\n"
+                "#0 I 30 seq=2 track=7 pid=0 tid=0 name=a30\n"
+                "#5 I 30 seq=2 track=7 pid=0 tid=0 name=c30\n"
+                "#6 E 40 seq=3 track=7 pid=0 tid=0\n"
+                "#2 I 5 seq=3 track=8 pid=0 tid=0 name=z\n");
+  ASSERT_EQ_STR(o.tracks, "7 2 8 ");
+  /* hold_all: the thread track is held too, in its announcement place. */
+  ASSERT_TRUE(!pt_read(&t, 1, &o));
+  ASSERT_EQ_STR(o.buf,
+                "#3 B 10 seq=3 track=7 pid=0 tid=0 name=b\n"
+                "#0 I 30 seq=2 track=7 pid=0 tid=0 name=a30\n"
+                "#5 I 30 seq=2 track=7 pid=0 tid=0 name=c30\n"
+                "#6 E 40 seq=3 track=7 pid=0 tid=0\n"
+                "#1 B 10 seq=2 track=2 pid=5 tid=6 name=m\n"
+                "#4 E 20 seq=2 track=2 pid=5 tid=6\n"
+                "#2 I 5 seq=3 track=8 pid=0 tid=0 name=z\n");
+  /* Timestamp order numbers the events the same way. */
+  ASSERT_TRUE(!pt_read(&t, -(int)ETCH_ORDER_TIMESTAMP - 1, &o));
+  ASSERT_EQ_STR(o.buf,
+                "#2 I 5 seq=3 track=8 pid=0 tid=0 name=z\n"
+                "#1 B 10 seq=2 track=2 pid=5 tid=6 name=m\n"
+                "#3 B 10 seq=3 track=7 pid=0 tid=0 name=b\n"
+                "#4 E 20 seq=2 track=2 pid=5 tid=6\n"
+                "#0 I 30 seq=2 track=7 pid=0 tid=0 name=a30\n"
+                "#5 I 30 seq=2 track=7 pid=0 tid=0 name=c30\n"
+                "#6 E 40 seq=3 track=7 pid=0 tid=0\n");
+  tb_free(&t);
+}
+
+/* A thread track going back in time stops a per-track read there (the
+ * consumer reads again holding every track); with hold_all it is sorted. */
+TEST(reader_per_track_order_thread_goes_back) {
+  tb t;
+  tb_init(&t);
+  thread_track(&t, 2, 6);
+  instant(&t, 2, 100, 2, ETCH_TE_TYPE_SLICE_BEGIN, "x");
+  instant(&t, 2, 500, 2, ETCH_TE_TYPE_SLICE_END, NULL);
+  instant(&t, 2, 200, 2, ETCH_TE_TYPE_SLICE_BEGIN, "y");
+  instant(&t, 2, 300, 2, ETCH_TE_TYPE_SLICE_END, NULL);
+  pt_out o;
+  ASSERT_TRUE(pt_read(&t, 0, &o));
+  ASSERT_EQ_STR(o.buf,
+                "#0 B 100 seq=2 track=2 pid=5 tid=6 name=x\n"
+                "#1 E 500 seq=2 track=2 pid=5 tid=6\n");
+  ASSERT_TRUE(!pt_read(&t, 1, &o));
+  ASSERT_EQ_STR(o.buf,
+                "#0 B 100 seq=2 track=2 pid=5 tid=6 name=x\n"
+                "#2 B 200 seq=2 track=2 pid=5 tid=6 name=y\n"
+                "#3 E 300 seq=2 track=2 pid=5 tid=6\n"
+                "#1 E 500 seq=2 track=2 pid=5 tid=6\n");
+  tb_free(&t);
+}
+
 /* A track resolved before any descriptor existed is resolved again once
  * descriptors arrive (file order: the parent comes after the first event). */
 TEST(reader_track_resolution_refreshes) {
