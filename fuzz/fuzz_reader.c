@@ -1,17 +1,22 @@
 /*
- * fuzz_reader.c - libFuzzer target: runs the reader on the input, in both
- * delivery orders with every event and track subscribed, and the packet dump
+ * fuzz_reader.c - libFuzzer target: runs the reader on the input, in the
+ * timestamp, file and per-track orders (the last with and without every
+ * track held) with every event and track subscribed, and the packet dump
  * into /dev/null. Any crash, sanitizer report, hang or runaway allocation is
- * a bug: the reader must answer bad input with an error.
+ * a bug: the reader must answer bad input with an error. In per-track order
+ * each track's slices and instants must come in timestamp order, and each
+ * event's index must be one the read gave out, once.
  *
  *   CC=clang cmake -B build-fuzz -DETCH_BUILD_FUZZ=ON && make -C build-fuzz fuzz_reader
  *   build-fuzz/fuzz/fuzz_reader -max_len=65536 corpus-copy/ fuzz/corpus/reader/
  */
 #include <etch/reader.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "reader/dump.h"
+#include "reader/reader_priv.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -33,6 +38,34 @@ static void on_event(const etch_event *ev, void *user) {
     sink += ev->terminating_flow_ids[i];
 }
 
+/* Per-track order's promises, checked for the first tracks of a read. */
+enum { kTracks = 64, kIndexes = 1 << 16 };
+static struct {
+  uint64_t uuid;
+  int64_t last;
+} tracks[kTracks];
+static size_t ntracks;
+static uint8_t seen[kIndexes / 8];
+
+static void on_event_per_track(const etch_event *ev, void *user) {
+  on_event(ev, user);
+  if (ev->index < kIndexes) {
+    if (seen[ev->index / 8] & (1u << (ev->index % 8))) abort();
+    seen[ev->index / 8] |= (uint8_t)(1u << (ev->index % 8));
+  }
+  if (ev->type == ETCH_EVENT_COUNTER) return;
+  size_t i = 0;
+  while (i < ntracks && tracks[i].uuid != ev->track->uuid) i++;
+  if (i == ntracks) {
+    if (ntracks == kTracks) return;
+    tracks[ntracks].uuid = ev->track->uuid;
+    tracks[ntracks++].last = ev->ts;
+    return;
+  }
+  if (ev->ts < tracks[i].last) abort(); /* out of order on its track */
+  tracks[i].last = ev->ts;
+}
+
 static void on_track(const etch_track_info *t, void *user) {
   (void)user;
   sink += strlen(t->name) + strlen(t->counter_unit_name) + (size_t)t->pid;
@@ -41,11 +74,19 @@ static void on_track(const etch_track_info *t, void *user) {
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   static FILE *devnull;
   if (!devnull) devnull = fopen("/dev/null", "w");
-  for (int order = 0; order < 2; order++) {
+  for (int order = 0; order < 4; order++) {
     etch_reader *r;
     if (etch_reader_open_memory(&r, data, size)) return 0;
-    etch_reader_set_order(r, (etch_reader_order)order);
-    etch_reader_on(r, NULL, NULL, on_event, NULL);
+    if (order < 2) {
+      etch_reader_set_order(r, (etch_reader_order)order);
+      etch_reader_on(r, NULL, NULL, on_event, NULL);
+    } else {
+      etch__reader_set_track_order(r, order == 3);
+      etch__reader_set_match_ends(r, false);
+      ntracks = 0;
+      memset(seen, 0, sizeof seen);
+      etch_reader_on(r, NULL, NULL, on_event_per_track, NULL);
+    }
     etch_reader_on(r, "cat", NULL, on_event, NULL);
     etch_reader_on_track(r, on_track, NULL);
     etch_reader_run(r);
