@@ -54,10 +54,15 @@ int etch_system_start(const char *producer_name) {
 #define SYS_LAYOUT P.layout
 #define MAX_INSTANCES ETCH_MAX_SESSIONS
 #define RETRY_MS 500
-/* Commits wait for this many chunks, or for the thread's next round (at
- * most COMMIT_PERIOD_MS), so that a busy writer does not wake the thread
- * (and the service) for every chunk. */
-#define COMMIT_BATCH 16u
+/* Commits wait for a batch of chunks (a sixteenth of the shared memory's
+ * chunks, between COMMIT_BATCH_MIN and COMMIT_BATCH_MAX), or for the
+ * thread's next round (at most COMMIT_PERIOD_MS), so that a busy writer
+ * does not wake the thread (and the service) for every few chunks: each
+ * wake is a system call on the writer's slow path and a round trip of two
+ * threads and etchd, which, at 16 chunks a batch, could not keep up with
+ * one thread writing instants (it lost a sixth of them). */
+#define COMMIT_BATCH_MIN 16u
+#define COMMIT_BATCH_MAX 256u
 #define COMMIT_PERIOD_MS 10
 #define POOL_MAX 64u
 /* How long writers drop without looking once the shared memory is full. */
@@ -101,6 +106,7 @@ static struct {
   uint32_t cursor;    /* atomic: the page to look at first */
   commit *commits;    /* one per chunk of the shared memory at most */
   uint32_t ncommits, capcommits;
+  uint32_t commit_batch; /* wake the thread at this many commits */
   uint64_t flush_id; /* to acknowledge with the next commit */
   sys_instance inst[MAX_INSTANCES];
   uint32_t ninst;
@@ -361,7 +367,7 @@ static void sys_complete(etch_backend *be, etch_chunk *c) {
   pthread_mutex_lock(&P.lock);
   if (ok) ok = push_commit(&cm, gen);
   if (!ok && !__atomic_load_n(&b->dead, __ATOMIC_RELAXED)) P.chunks_lost++;
-  if (ok && P.ncommits == COMMIT_BATCH) wake_thread();
+  if (ok && P.ncommits == P.commit_batch) wake_thread();
   if (P.npool < POOL_MAX && be->chunk_size == P.pool_size) {
     P.pool[P.npool++] = c;
     c = NULL;
@@ -734,6 +740,10 @@ static void on_command(const uint8_t *p, size_t n) {
             P.commits = cms;
             P.capcommits = cap;
             P.ncommits = 0;
+            P.commit_batch = cap / 16 < COMMIT_BATCH_MIN   ? COMMIT_BATCH_MIN
+                             : cap / 16 > COMMIT_BATCH_MAX ? COMMIT_BATCH_MAX
+                                                           : cap / 16;
+            if (P.commit_batch > cap / 2) P.commit_batch = cap / 2 ? cap / 2 : 1;
             pthread_rwlock_unlock(&P.smb_rw);
           } else {
             munmap(mem, (size_t)st.st_size);
@@ -812,7 +822,13 @@ static void on_frame(const etch_ipc_frame *f) {
       page_kb = 32;
     etch__pb_write_varint_field(&b.s, ETCH_ICR_PAGE_SIZE_HINT,
                                (uint64_t)page_kb * 1024);
-    etch__pb_write_varint_field(&b.s, ETCH_ICR_SIZE_HINT, 2u << 20);
+    /* 2 MiB of shared memory unless ETCH_SYSTEM_SMB_KB asks for another
+     * size (256 KiB to 32 MiB; the service has the last word). */
+    const char *sk = getenv("ETCH_SYSTEM_SMB_KB");
+    long smb_kb = sk ? strtol(sk, NULL, 10) : 2048;
+    if (smb_kb < 256 || smb_kb > 32768) smb_kb = 2048;
+    etch__pb_write_varint_field(&b.s, ETCH_ICR_SIZE_HINT,
+                               (uint64_t)smb_kb * 1024);
     etch__pb_write_string_field(&b.s, ETCH_ICR_PRODUCER_NAME, P.name);
     etch__pb_write_string_field(&b.s, ETCH_ICR_SDK_VERSION, "etch");
     register_args(&r);

@@ -733,6 +733,43 @@ TEST(a_packet_larger_than_a_reply_arrives_whole) {
   svc_stop(&s);
 }
 
+/* The shared memory a producer asks for: 2 MiB, or ETCH_SYSTEM_SMB_KB
+ * when it is in range (256 to 32768 KiB). */
+TEST(producer_asks_for_the_shared_memory_size) {
+  static const struct {
+    const char *env;
+    long kb;
+  } cases[] = {{NULL, 2048}, {"4096", 4096}, {"100", 2048}, {"x", 2048}};
+  svc s;
+  svc_start(&s);
+  for (size_t c = 0; c < ETCH_ARRAY_SIZE(cases); c++) {
+    if (cases[c].env)
+      setenv("ETCH_SYSTEM_SMB_KB", cases[c].env, 1);
+    else
+      unsetenv("ETCH_SYSTEM_SMB_KB");
+    td_trace t;
+    static int32_t pids[4096];
+    char file[32];
+    snprintf(file, sizeof file, "smb%zu.pftrace", c);
+    pid_t p = record_producer(&s, file, "smb", 100, "smb", &t, pids, 4096);
+    unsetenv("ETCH_SYSTEM_SMB_KB");
+    for (int k = 0; k < 2; k++) check_ticks(&t, pids, 4096, p, k, 100);
+    ASSERT_EQ_INT((int)td_count(&t, 3, "smb"), 1);
+    for (size_t i = 0; i < t.nev; i++) {
+      const td_event *e = &t.ev[i];
+      if (!e->name || strcmp(e->name, "smb")) continue;
+      const td_arg *a = td_arg_of(e, "kb");
+      ASSERT_TRUE(a != NULL);
+      if (a->i != cases[c].kb)
+        FAIL("ETCH_SYSTEM_SMB_KB=%s: %lld KiB mapped, want %ld",
+             cases[c].env ? cases[c].env : "(unset)", (long long)a->i,
+             cases[c].kb);
+    }
+    td_free(&t);
+  }
+  svc_stop(&s);
+}
+
 /* etchd killed and started again: a running producer reconnects by itself
  * and records into the new service's sessions. */
 TEST(producers_reconnect_when_the_service_restarts) {

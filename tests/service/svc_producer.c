@@ -21,12 +21,16 @@
  * with three string args "s0", "s1", "s2" of BIG_LEN bytes each ('a' +
  * (i + k) % 26 at byte i of sk): a packet across many chunks, larger than
  * a reply of the service's can carry.
+ *
+ * With "smb" it records, after its threads, one instant "smb" with an arg
+ * "kb": the size of the service's shared memory as mapped in this process.
  */
 #define _GNU_SOURCE
 #include <etch/etch.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -92,6 +96,19 @@ int main(int argc, char **argv) {
     ETCH_INSTANT(svc, "big", ETCH_ARG_STRING("s0", big[0]),
                  ETCH_ARG_STRING("s1", big[1]), ETCH_ARG_STRING("s2", big[2]));
     for (int k = 0; k < 3; k++) free(big[k]);
+  }
+  if (argc > 4 && argv[4][0] == 's') {
+    /* "start-end perms offset dev inode /memfd:etch-smb (deleted)" */
+    FILE *f = fopen("/proc/self/maps", "r");
+    char line[512];
+    long kb = -1;
+    while (f && fgets(line, sizeof line, f)) {
+      unsigned long lo, hi;
+      if (strstr(line, "etch-smb") && sscanf(line, "%lx-%lx", &lo, &hi) == 2)
+        kb = (long)((hi - lo) / 1024);
+    }
+    if (f) fclose(f);
+    ETCH_INSTANT(svc, "smb", ETCH_ARG_INT("kb", kb));
   }
   if (child > 0) {
     int st;
