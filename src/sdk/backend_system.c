@@ -676,6 +676,8 @@ static void end_instance(uint32_t i, bool notify) {
   pthread_mutex_unlock(&P.lock);
   etch_session_stop(in.s);
   if (in.b) { /* not intercepted */
+    /* Drops of writers whose thread left while the shared memory was full. */
+    etch__session_report_orphans(in.s);
     pthread_mutex_lock(&P.lock);
     scrape(in.b);
     /* Chunks completed from now on go nowhere. */
@@ -780,6 +782,9 @@ static void on_command(const uint8_t *p, size_t n) {
       etch__pb_dec_init(&m, f.data, f.len);
       while (etch__pb_next(&m, &g))
         if (g.id == ETCH_GAC_FLUSH_REQUEST_ID && g.wt == 0) req = g.u;
+      /* Sessions stay while this thread runs: it is the one ending them. */
+      for (uint32_t i = 0; i < P.ninst; i++)
+        if (P.inst[i].b) etch__session_report_orphans(P.inst[i].s);
       pthread_mutex_lock(&P.lock);
       for (uint32_t i = 0; i < P.ninst; i++)
         if (P.inst[i].b) scrape(P.inst[i].b);
@@ -886,6 +891,8 @@ static void try_connect(void) {
 /* The last flush, on the thread at the exit handler's request: what every
  * writer holds goes to the service, best effort. */
 static void last_flush(void) {
+  for (uint32_t i = 0; i < P.ninst; i++)
+    if (P.inst[i].b) etch__session_report_orphans(P.inst[i].s);
   pthread_mutex_lock(&P.lock);
   for (uint32_t i = 0; i < P.ninst; i++)
     if (P.inst[i].b) scrape(P.inst[i].b);

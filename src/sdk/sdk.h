@@ -340,6 +340,9 @@ struct etch_writer {
   uint64_t reported;
   uint64_t first_drop_ns;    /* the first unreported drop's time */
   uint64_t last_drop_ns;
+  /* With no chunk: events before this time (writer clock, ns) are dropped
+   * without asking the backend for a chunk again. */
+  uint64_t retry_ns;
   uint64_t acq_at_reset;
   uint32_t names_gen;
   bool need_reset;
@@ -347,6 +350,7 @@ struct etch_writer {
   bool drops_unreported;     /* next reset packet says previous_packet_dropped */
   bool in_packet;
   bool packet_failed;
+  bool detached;             /* no thread writes with it (atomic) */
   etch_writer *next;         /* session list */
   /* The packet being written. */
   uint8_t *frag_hdr;         /* reserved 4-byte size of the current fragment */
@@ -463,6 +467,11 @@ bool etch__writer_put_packet(etch_writer *w, const uint8_t *data, size_t len);
 /* Packet framing for the general encoder. */
 bool etch__packet_begin(etch_writer *w);
 void etch__packet_end(etch_writer *w);
+
+/* Writes the drop reports of detached writers that could not write them
+ * when their thread left (no chunk to be had then). Not on a writer's
+ * thread; not under the session's lock. */
+void etch__session_report_orphans(etch_session *s);
 
 /* Detaches a writer from its thread: completes its chunk, drops its ref. */
 /* A session whose chunks go to backend `b` (the session's from now on:

@@ -421,7 +421,11 @@ static void report_drops(etch_writer *w) {
 
 void (*etch__writer_reset_hook)(void);
 
-void etch__writer_reset(etch_writer *w, uint64_t ticks) {
+static bool reset_packets(etch_writer *w, uint64_t ns);
+
+/* Starts the writer's state over (clock anchor, interning) for an event at
+ * `ticks`; touches nothing but the writer. The anchor's time. */
+static uint64_t reset_state(etch_writer *w, uint64_t ticks) {
   etch_clock_anchor a;
   etch__clock_anchor_now(&a);
   if (ticks < a.ticks) {
@@ -454,6 +458,11 @@ void etch__writer_reset(etch_writer *w, uint64_t ticks) {
   w->need_reset = false;
   w->acq_at_reset = w->sess->backend->ops->chunks_handed(w->sess->backend);
   w->names_gen = __atomic_load_n(&etch__g.names_gen, __ATOMIC_RELAXED);
+  return a.ns;
+}
+
+void etch__writer_reset(etch_writer *w, uint64_t ticks) {
+  uint64_t ns = reset_state(w, ticks);
   if (etch__tls.thread_name_set &&
       strncmp(w->thread_name, etch__tls.thread_name, sizeof w->thread_name)) {
     /* The drop report reads the name under the session's lock. */
@@ -461,8 +470,22 @@ void etch__writer_reset(etch_writer *w, uint64_t ticks) {
     copy_name(w->thread_name, etch__tls.thread_name);
     pthread_mutex_unlock(&w->sess->lock);
   }
+  if (!reset_packets(w, ns)) return;
+  etch__important_after_reset(w);
+  void (*hook)(void) = __atomic_load_n(&etch__writer_reset_hook, __ATOMIC_ACQUIRE);
+  if (hook) hook();
+}
 
-  if (!etch__packet_begin(w)) return;
+/*
+ * The packets that start a sequence over at `ns` (the anchor's time): the
+ * cleared incremental state with its defaults and clock snapshot, the
+ * process and thread descriptors, the report of unreported drops. Touches
+ * nothing but the writer. False when the first packet could not be written.
+ */
+static bool reset_packets(etch_writer *w, uint64_t ns) {
+  etch_clock_anchor a = w->anchor;
+  a.ns = ns;
+  if (!etch__packet_begin(w)) return false;
   etch__pb_stream *s = &w->st;
   put_abs_ts(s, a.ns);
   etch__pb_write_varint_field(s, ETCH_PKT_SEQUENCE_FLAGS,
@@ -492,15 +515,13 @@ void etch__writer_reset(etch_writer *w, uint64_t ticks) {
   etch__pb_nested_end(s, &c);
   etch__pb_nested_end(s, &cs);
   etch__packet_end(w);
-  if (w->packet_failed) return;
+  if (w->packet_failed) return false;
   w->started = true;
   w->drops_unreported = false;
   write_process_descriptor(w, a.ns);
   write_thread_descriptor(w, a.ns);
   report_drops(w);
-  etch__important_after_reset(w);
-  void (*hook)(void) = __atomic_load_n(&etch__writer_reset_hook, __ATOMIC_ACQUIRE);
-  if (hook) hook();
+  return true;
 }
 
 /* ---- lifecycle ---------------------------------------------------------------- */
@@ -550,9 +571,40 @@ static etch_writer *writer_create(uint32_t slot, uint32_t gen) {
   return w;
 }
 
+/*
+ * Reports the drops of a writer no thread writes with any more (its thread
+ * exited, or it was replaced) on its own sequence: a chunk, the sequence
+ * started over (nothing of the thread's state is needed), the report, the
+ * chunk completed. False when there is still something to report (no chunk
+ * to be had: asked again later, see etch__session_report_orphans).
+ */
+static bool report_orphan(etch_writer *w) {
+  if (w->dropped == w->reported) return true;
+  if (!w->chunk && !take_chunk(w, 0)) return false;
+  reset_packets(w, reset_state(w, etch__ticks()));
+  w->need_reset = true; /* should it write again */
+  retire_chunk(w);
+  return w->dropped == w->reported;
+}
+
+void etch__session_report_orphans(etch_session *s) {
+  etch_writer *todo[64];
+  size_t n = 0;
+  pthread_mutex_lock(&s->lock);
+  for (etch_writer *w = s->writers; w && n < ETCH_ARRAY_SIZE(todo); w = w->next)
+    if (__atomic_load_n(&w->detached, __ATOMIC_ACQUIRE) &&
+        __atomic_load_n(&w->dropped, __ATOMIC_RELAXED) != w->reported)
+      todo[n++] = w;
+  pthread_mutex_unlock(&s->lock);
+  for (size_t i = 0; i < n; i++) report_orphan(todo[i]);
+}
+
 void etch__writer_detach(etch_writer *w) {
   etch_session *s = w->sess;
   retire_chunk(w);
+  /* Drops not reported yet: now if there is a chunk, else later. */
+  report_orphan(w);
+  __atomic_store_n(&w->detached, true, __ATOMIC_RELEASE);
   if (s->backend->ops->writer_done)
     s->backend->ops->writer_done(s->backend, w->seq_id);
   etch__session_release(s);
@@ -575,15 +627,30 @@ void etch__writer_free(etch_writer *w) {
  * writer that never had a chunk has no anchor yet (mult 0): its drop
  * times then come from BOOTTIME directly.
  */
-void etch__writer_drop(etch_writer *w, uint64_t ticks) {
-  uint64_t ns = w->anchor.mult ? etch__ticks_to_ns(&w->anchor, ticks)
-                               : etch__clock_ticks_to_boottime(ticks);
+/* A writer that found no chunk asks again after this long: until then
+ * its events are dropped at once (a backend with no chunk to give, a full
+ * shared memory, a full discard buffer, is asked once per interval, not
+ * once per event). */
+#define DROP_RETRY_NS 10000u
+
+static uint64_t drop_time(const etch_writer *w, uint64_t ticks) {
+  return w->anchor.mult ? etch__ticks_to_ns(&w->anchor, ticks)
+                        : etch__clock_ticks_to_boottime(ticks);
+}
+
+static void drop_at(etch_writer *w, uint64_t ns) {
+  /* Dropped for want of a chunk just asked for: not again for a while. */
+  if (!w->chunk && ns >= w->retry_ns) w->retry_ns = ns + DROP_RETRY_NS;
   if (w->dropped == w->reported) /* the first since the last report */
     __atomic_store_n(&w->first_drop_ns, ns, __ATOMIC_RELAXED);
   __atomic_store_n(&w->last_drop_ns, ns, __ATOMIC_RELAXED);
   __atomic_store_n(&w->dropped, w->dropped + 1, __ATOMIC_RELEASE);
   w->drops_unreported = true;
   w->need_reset = true;
+}
+
+void etch__writer_drop(etch_writer *w, uint64_t ticks) {
+  drop_at(w, drop_time(w, ticks));
 }
 
 static etch_writer *prepare(uint32_t slot, uint64_t ticks, bool explicit_ts);
@@ -616,6 +683,13 @@ static etch_writer *prepare(uint32_t slot, uint64_t ticks, bool explicit_ts) {
    * would reach the callback again, or its chunk in the middle of a read). */
   if (ETCH_UNLIKELY(t->in_intercept) && w->sess->backend->ops->packet_done)
     return NULL;
+  if (ETCH_UNLIKELY(!w->chunk) && w->retry_ns) {
+    uint64_t ns = drop_time(w, ticks);
+    if (ns < w->retry_ns) {
+      drop_at(w, ns);
+      return NULL;
+    }
+  }
   if ((!w->chunk || (size_t)(w->st.end - w->st.cur) < ETCH_FAST_MAX) &&
       !next_chunk(w)) {
     etch__writer_drop(w, ticks);

@@ -869,6 +869,73 @@ TEST(a_full_discard_buffer_keeps_clean_prefixes) {
   svc_stop(&s);
 }
 
+/*
+ * Writers that found the shared memory full drop, counted, and record
+ * again once there is room: etchd is stopped (SIGSTOP) while a producer
+ * with a 256 KiB shared memory floods it from two threads, then let go.
+ * Thread 0 records again 0.8 s later (its drops reported as it starts
+ * over); thread 1 ends while dropping (its drops reported for it later, on
+ * its own sequence). For each, every tick either arrives, in order, or is
+ * counted in its etch.dropped_events; thread 0's "after" arrives.
+ */
+TEST(full_shared_memory_drops_are_counted_and_writers_record_again) {
+  const long n = SANITIZED ? 50000 : 200000;
+  svc s;
+  svc_start(&s);
+  char out[700];
+  snprintf(out, sizeof out, "%s/full.pftrace", s.dir);
+  pid_t rec = record_start(&s, out, NULL);
+  setenv("ETCH_SYSTEM_SMB_KB", "256", 1);
+  pid_t p = producer_mode("full", 2, n, "pause");
+  unsetenv("ETCH_SYSTEM_SMB_KB");
+  sleep_ms(300); /* the producer's threads start 0.5 s after its session */
+  kill(s.pid, SIGSTOP);
+  sleep_ms(500);
+  kill(s.pid, SIGCONT);
+  ASSERT_EQ_INT(wait_exit(p), 0);
+  kill(rec, SIGINT);
+  ASSERT_EQ_INT(wait_exit(rec), 0);
+  td_trace t;
+  static int32_t pids[4096];
+  decode(out, &t, pids, 4096);
+  for (int k = 0; k < 2; k++) {
+    char name[32];
+    snprintf(name, sizeof name, "worker-%d", k);
+    const td_track *tr = NULL;
+    for (size_t j = 0; j < t.ntracks; j++)
+      if (t.tracks[j].is_thread && t.tracks[j].pid == p &&
+          t.tracks[j].name && !strcmp(t.tracks[j].name, name))
+        tr = &t.tracks[j];
+    ASSERT_TRUE(tr != NULL);
+    long arrived = 0, last = -1, dropped = 0, after = 0;
+    for (size_t i = 0; i < t.nev; i++) {
+      const td_event *e = &t.ev[i];
+      if (e->track != tr->uuid || !e->name) continue;
+      if (e->seq >= 4096 || pids[e->seq] != p) FAIL("sequence %u", e->seq);
+      if (!strcmp(e->name, "tick")) {
+        const td_arg *a = td_arg_of(e, "i");
+        ASSERT_TRUE(a != NULL);
+        if (a->i <= last) FAIL("%s: tick %lld after %ld", name, (long long)a->i, last);
+        last = (long)a->i;
+        arrived++;
+      } else if (!strcmp(e->name, "etch.dropped_events")) {
+        const td_arg *a = td_arg_of(e, "count");
+        ASSERT_TRUE(a != NULL);
+        dropped += (long)a->i;
+      } else if (!strcmp(e->name, "after")) {
+        after++;
+      }
+    }
+    if (arrived + dropped != n)
+      FAIL("%s: %ld ticks arrived and %ld were counted dropped, of %ld", name,
+           arrived, dropped, n);
+    ASSERT_EQ_INT(after, k == 0 ? 1 : 0);
+    fprintf(stderr, "  (%s: %ld of %ld ticks dropped)\n", name, dropped, n);
+  }
+  td_free(&t);
+  svc_stop(&s);
+}
+
 /* A program and a plugin each linked with its own copy of libetch.a: in
  * system mode each copy is a producer, and both land in the trace. */
 TEST(two_copies_of_libetch_in_one_process_both_record) {

@@ -22,12 +22,17 @@
  * (i + k) % 26 at byte i of sk): a packet across many chunks, larger than
  * a reply of the service's can carry.
  *
+ * With "pause" the threads start half a second after the service's first
+ * session did, as with "late"; thread 0, done with its ticks, waits 0.8 s
+ * and records one instant "after" (the others end at once).
+ *
  * With "smb" it records, after its threads, one instant "smb" with an arg
  * "kb": the size of the service's shared memory as mapped in this process.
  */
 #define _GNU_SOURCE
 #include <etch/etch.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,6 +49,7 @@ ETCH_EVENT_DECLARE(Svc, Start, START_FIELDS);
 ETCH_EVENT_DEFINE(Svc, Start, START_FIELDS, ETCH_EVENT_IMPORTANT);
 
 static long events;
+static bool pause_after; /* mode "pause" */
 
 #define BIG_LEN 60000
 
@@ -57,6 +63,11 @@ static void *work(void *arg) {
       struct timespec d = {0, 100000};
       nanosleep(&d, NULL);
     }
+  }
+  if (pause_after && arg == 0) {
+    struct timespec d = {0, 800000000};
+    nanosleep(&d, NULL);
+    ETCH_INSTANT(svc, "after");
   }
   return NULL;
 }
@@ -77,7 +88,8 @@ int main(int argc, char **argv) {
       nanosleep(&d, NULL);
     }
   }
-  if (argc > 4 && argv[4][0] == 'l') {
+  pause_after = argc > 4 && argv[4][0] == 'p';
+  if (argc > 4 && (argv[4][0] == 'l' || argv[4][0] == 'p')) {
     struct timespec d = {0, 500000000};
     nanosleep(&d, NULL);
   }
