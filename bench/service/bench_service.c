@@ -7,7 +7,12 @@
  * Starts a private etchd and `etch record --system --discard` (1 GiB
  * buffer), then times instants on 1 and 2 threads into an in-process
  * session and into the service (libetch in system mode: the same writer,
- * chunks copied into the shared memory and committed), and reports the
+ * chunks copied into the shared memory and committed), in BENCH_ROUNDS
+ * (default 5) rounds that alternate between the two, so that the ratio is
+ * taken round by round on a machine whose speed drifts; how many of the
+ * system rounds' events the trace kept (the others were dropped while the
+ * shared memory, 32 MiB unless BENCH_SMB_KB says, was full: a dropped
+ * event costs the writer a different amount than a recorded one); and the
  * bytes etchd moved, its CPU time, and the trace it wrote back.
  *
  * Then a write into a file: `etch record --config` with write_into_file
@@ -29,7 +34,14 @@
 #include <time.h>
 #include <unistd.h>
 
-ETCH_CATEGORY_DEFINE(bench, "bench", "service benchmark", "");
+/* One category per side: the in-process session records bench_inproc
+ * only and the service's session bench_system only, so that both run the
+ * whole time and every event reaches exactly one session (the fast path),
+ * and the rounds can alternate between them. */
+ETCH_CATEGORY_DEFINE(binp, "bench_inproc", "service benchmark, in process",
+                     "");
+ETCH_CATEGORY_DEFINE(bsys, "bench_system", "service benchmark, system mode",
+                     "");
 
 static long n_events = 2000000;
 
@@ -41,25 +53,36 @@ static uint64_t now_ns(void) {
 
 typedef struct run {
   pthread_barrier_t *start;
+  bool sys, two;
   uint64_t ns;
 } run;
 
 static void *worker(void *arg) {
   run *r = (run *)arg;
-  ETCH_INSTANT(bench, "warm");
+  if (r->sys)
+    ETCH_INSTANT(bsys, "warm");
+  else
+    ETCH_INSTANT(binp, "warm");
   pthread_barrier_wait(r->start);
   uint64_t t0 = now_ns();
-  for (long i = 0; i < n_events; i++) ETCH_INSTANT(bench, "tick");
+  if (r->sys && r->two)
+    for (long i = 0; i < n_events; i++) ETCH_INSTANT(bsys, "tick2");
+  else if (r->sys)
+    for (long i = 0; i < n_events; i++) ETCH_INSTANT(bsys, "tick1");
+  else
+    for (long i = 0; i < n_events; i++) ETCH_INSTANT(binp, "tick");
   r->ns = now_ns() - t0;
   return NULL;
 }
 
+static uint64_t sys_wall; /* the system rounds' time, all threads */
+
 /* ns per event, the slowest thread's. */
-static double timed(int threads) {
+static double timed(int threads, bool sys) {
   pthread_barrier_t b;
   pthread_barrier_init(&b, NULL, (unsigned)threads);
   pthread_t th[2];
-  run r[2] = {{&b, 0}, {&b, 0}};
+  run r[2] = {{&b, sys, threads == 2, 0}, {&b, sys, threads == 2, 0}};
   for (int i = 0; i < threads; i++) pthread_create(&th[i], NULL, worker, &r[i]);
   uint64_t worst = 0;
   for (int i = 0; i < threads; i++) {
@@ -67,7 +90,22 @@ static double timed(int threads) {
     if (r[i].ns > worst) worst = r[i].ns;
   }
   pthread_barrier_destroy(&b);
+  if (sys) sys_wall += worst;
   return (double)worst / (double)n_events;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+/* "median (min-max)" of v[0..n), which it sorts. */
+static const char *spread(double *v, int n, const char *unit, char *buf,
+                          size_t cap) {
+  qsort(v, (size_t)n, sizeof *v, cmp_double);
+  double med = n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+  snprintf(buf, cap, "%.2f%s (%.2f-%.2f)", med, unit, v[0], v[n - 1]);
+  return buf;
 }
 
 static double cpu_s(pid_t pid) {
@@ -123,7 +161,7 @@ int main(int argc, char **argv) {
   snprintf(out, sizeof out, "%s/trace.pftrace", dir);
   setenv("PERFETTO_PRODUCER_SOCK_NAME", prod, 1);
   setenv("PERFETTO_CONSUMER_SOCK_NAME", cons, 1);
-  char *dargv[] = {argv[1], "--smb-kb", "8192", NULL};
+  char *dargv[] = {argv[1], NULL};
   pid_t d = spawn(dargv);
   for (int i = 0; i < 500; i++) {
     struct stat st;
@@ -131,31 +169,44 @@ int main(int argc, char **argv) {
     usleep(10000);
   }
 
-  /* In process first. */
+  /* An in-process session and the service's, both recording all along;
+   * the rounds alternate between them. */
+  int rounds = getenv("BENCH_ROUNDS") ? atoi(getenv("BENCH_ROUNDS")) : 5;
+  if (rounds < 1 || rounds > 50) rounds = 5;
   etch_config *cfg;
   etch_config_new(&cfg);
   etch_config_set(cfg, "buffer_kb", "1048576");
   etch_config_set(cfg, "fill", "discard");
+  etch_config_set(cfg, "categories", "bench_inproc");
   etch_session *s;
   if (etch_session_new(cfg, &s) || etch_session_start(s)) {
     fprintf(stderr, "in-process session: %s\n", etch_last_error());
     return 1;
   }
-  double in1 = timed(1), in2 = timed(2);
-  etch_session_free(s);
-  etch_config_free(cfg);
-
-  /* Then the service. */
   char *rargv[] = {argv[2], "record", "-q", "--system", "--discard",
-                   "--buffer", "1GB", "-o", out, NULL};
+                   "--buffer", "1GB", "-c", "bench_system", "-o", out, NULL};
   pid_t rec = spawn(rargv);
   usleep(300000);
   setenv("ETCH_SYSTEM_WAIT_MS", "3000", 1);
+  /* Shared memory for this process: 32 MiB (Perfetto's largest) unless
+   * BENCH_SMB_KB says, so that a round's burst can wait there while etchd
+   * catches up. */
+  setenv("ETCH_SYSTEM_SMB_KB",
+         getenv("BENCH_SMB_KB") ? getenv("BENCH_SMB_KB") : "32768", 1);
   etch_system_start("bench");
+  double in1[50], in2[50], sy1[50], sy2[50], q1[50], q2[50];
   double c0 = cpu_s(d);
-  uint64_t w0 = now_ns();
-  double sy1 = timed(1), sy2 = timed(2);
-  uint64_t wall = now_ns() - w0;
+  for (int r = 0; r < rounds; r++) {
+    in1[r] = timed(1, false);
+    sy1[r] = timed(1, true);
+    in2[r] = timed(2, false);
+    sy2[r] = timed(2, true);
+    q1[r] = sy1[r] / in1[r];
+    q2[r] = sy2[r] / in2[r];
+  }
+  uint64_t wall = sys_wall;
+  etch_session_free(s);
+  etch_config_free(cfg);
   usleep(200000); /* the last commits */
   double c1 = cpu_s(d);
   long rss_rec = status_kb(d, "VmRSS:");
@@ -166,6 +217,24 @@ int main(int argc, char **argv) {
   long hwm = status_kb(d, "VmHWM:"), rss_end = status_kb(d, "VmRSS:");
   struct stat fs;
   long long bytes = stat(out, &fs) == 0 ? (long long)fs.st_size : 0;
+  /* How many of the system rounds' events the trace holds (the rest were
+   * dropped while the shared memory was full): ticks of 1 and 2 threads. */
+  long long kept1 = -1, kept2 = -1;
+  {
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd,
+             "'%s' query --csv '%s' \"select name, count(*) from slice "
+             "where name in ('tick1', 'tick2') group by name\"",
+             argv[2], out);
+    FILE *q = popen(cmd, "r");
+    char line[128];
+    while (q && fgets(line, sizeof line, q)) {
+      long long v;
+      if (sscanf(line, "tick1,%lld", &v) == 1) kept1 = v;
+      if (sscanf(line, "tick2,%lld", &v) == 1) kept2 = v;
+    }
+    if (q) pclose(q);
+  }
 
   /* A write into a file of about BENCH_FILE_MB. */
   long file_mb = getenv("BENCH_FILE_MB") ? atol(getenv("BENCH_FILE_MB")) : 1024;
@@ -189,7 +258,7 @@ int main(int argc, char **argv) {
   n_events = file_mb * 1000000L / 22; /* ~22 B an event */
   double f0 = cpu_s(d);
   uint64_t fw0 = now_ns();
-  timed(1);
+  timed(1, true);
   uint64_t fprod = now_ns() - fw0;
   kill(frec, SIGINT);
   waitpid(frec, &st, 0);
@@ -222,13 +291,25 @@ int main(int argc, char **argv) {
   kill(d, SIGTERM);
   waitpid(d, &st, 0);
 
-  printf("%-34s %12s %12s\n", "case", "1 thread", "2 threads");
-  printf("%-34s %9.2f ns %9.2f ns\n", "instant, in-process session", in1, in2);
-  printf("%-34s %9.2f ns %9.2f ns\n", "instant, system mode (etchd)", sy1, sy2);
-  printf("%-34s %11.2fx %11.2fx\n", "system / in-process", sy1 / in1,
-         sy2 / in2);
+  char b1[64], b2[64];
+  printf("%d rounds, each: in process then system mode, %ld events a "
+         "thread; median (min-max)\n", rounds, n_events);
+  printf("%-30s %-26s %-26s\n", "case", "1 thread", "2 threads");
+  printf("%-30s %-26s %-26s\n", "instant, in-process session",
+         spread(in1, rounds, " ns", b1, sizeof b1),
+         spread(in2, rounds, " ns", b2, sizeof b2));
+  printf("%-30s %-26s %-26s\n", "instant, system mode (etchd)",
+         spread(sy1, rounds, " ns", b1, sizeof b1),
+         spread(sy2, rounds, " ns", b2, sizeof b2));
+  printf("%-30s %-26s %-26s\n", "system / in-process, a round",
+         spread(q1, rounds, "x", b1, sizeof b1),
+         spread(q2, rounds, "x", b2, sizeof b2));
+  long long w1 = (long long)n_events * rounds, w2 = 2 * w1;
+  printf("%-30s %-26.1f %-26.1f\n", "system: events kept, %",
+         kept1 >= 0 ? 100.0 * (double)kept1 / (double)w1 : -1.0,
+         kept2 >= 0 ? 100.0 * (double)kept2 / (double)w2 : -1.0);
   double gb = (double)bytes / 1e9;
-  printf("\nevents into etchd            %ld\n", n_events * 3);
+  printf("\nevents into etchd            %ld\n", n_events * 3 * rounds);
   printf("trace read back              %.1f MB\n", (double)bytes / 1e6);
   printf("producer wall time           %.3f s (%.2f GB/s committed)\n",
          (double)wall / 1e9, gb / ((double)wall / 1e9));
