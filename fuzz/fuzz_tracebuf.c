@@ -7,7 +7,9 @@
  * longer than what was put in, and reading in pieces ends. Every packet
  * read goes on to the trace-file writer (records, or a consumer's slices,
  * by the input), whose output must parse back into as many packets as it
- * did not leave out.
+ * did not leave out. The same operations run twice, reading packet by
+ * packet and then by runs of whole packets: the two outputs must be the
+ * same bytes.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -44,6 +46,33 @@ static int sink(void *ctx, uint32_t seq, const uint8_t *d, uint32_t len,
   return etch__tracefile_on_packet(&tf, seq, d, len, dropped);
 }
 
+/* A run of whole packets (etch__tracebuf_read_runs): sizes checked by the
+ * buffer, packets counted, then the writer's own run path. */
+static int sink_run(void *ctx, uint32_t seq, const uint8_t *d, uint32_t len,
+                    uint32_t count) {
+  (void)ctx;
+  if (len > total_in || !count) abort();
+  const uint8_t *p = d, *end = d + len;
+  uint32_t frags = 0;
+  while (p < end) {
+    uint64_t n = 0;
+    int shift = 0;
+    uint8_t b;
+    do {
+      if (p >= end || shift > 28) abort();
+      b = *p++;
+      n |= (uint64_t)(b & 0x7f) << shift;
+      shift += 7;
+    } while (b & 0x80);
+    if (n > (uint64_t)(end - p)) abort();
+    if (n) packets_read++;
+    p += n;
+    frags++;
+  }
+  if (frags != count) abort();
+  return etch__tracefile_on_run(&tf, seq, d, len, count);
+}
+
 /* The packets in the trace-file writer's output. */
 static uint64_t count_output(void) {
   etch__pb_dec dec;
@@ -69,8 +98,8 @@ static uint64_t count_output(void) {
   return n;
 }
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-  if (size < 2) return 0;
+/* Runs the operations; the trace-file writer's output in tf (to free). */
+static void run_ops(const uint8_t *data, size_t size, bool runs) {
   etch_tracebuf *tb;
   uint64_t cap = 64 + (uint64_t)data[0] * 16;
   if (etch__tracebuf_new(cap, (data[1] & 1) ? ETCH_BUFFER_DISCARD
@@ -82,6 +111,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   etch__tracefile_init(&tf, false);
   tf.trust = trust;
   tf.slices = (data[1] & 2) != 0;
+  etch_packets_fn run = runs ? sink_run : NULL;
   size_t p = 2;
   while (p + 4 <= size) {
     uint8_t op = data[p], a = data[p + 1], b = data[p + 2], n = data[p + 3];
@@ -100,17 +130,38 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     } else if (op & 0x80) { /* a read in pieces of n bytes */
       bool more = true;
       for (int k = 0; k < 10000 && more; k++)
-        if (etch__tracebuf_read_some(tb, sink, NULL, n, &more) != ETCH_OK)
+        if (etch__tracebuf_read_runs(tb, sink, run, NULL, n, &more) != ETCH_OK)
           abort();
       if (more) abort(); /* pieces must make progress */
-    } else if (etch__tracebuf_read(tb, sink, NULL) != ETCH_OK) {
-      abort();
+    } else {
+      bool more;
+      if (etch__tracebuf_read_runs(tb, sink, run, NULL, UINT64_MAX, &more) !=
+          ETCH_OK)
+        abort();
     }
     if (etch__tracebuf_used(tb) > cap) abort();
   }
-  if (etch__tracebuf_read(tb, sink, NULL) != ETCH_OK) abort();
+  bool more;
+  if (etch__tracebuf_read_runs(tb, sink, run, NULL, UINT64_MAX, &more) !=
+      ETCH_OK)
+    abort();
   etch__tracebuf_free(tb);
   if (tf.out.s.failed || count_output() + tf.skipped != packets_read) abort();
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  if (size < 2) return 0;
+  run_ops(data, size, false);
+  size_t n = etch__pb_buf_len(&tf.out);
+  uint8_t *one = (uint8_t *)malloc(n ? n : 1);
+  if (!one) abort();
+  memcpy(one, etch__pb_buf_data(&tf.out), n);
+  etch__tracefile_free(&tf);
+  run_ops(data, size, true);
+  if (etch__pb_buf_len(&tf.out) != n ||
+      memcmp(etch__pb_buf_data(&tf.out), one, n) != 0)
+    abort(); /* by runs is not packet by packet */
+  free(one);
   etch__tracefile_free(&tf);
   return 0;
 }

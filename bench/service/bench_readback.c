@@ -127,7 +127,8 @@ static int main_run(uint64_t bytes, double *mbps, double *ns_packet,
   bool more = true;
   while (more) {
     etch__pb_buf_reset(&o.out);
-    if (etch__tracebuf_read_some(tb, etch__tracefile_on_packet, &o, PIECE,
+    if (etch__tracebuf_read_runs(tb, etch__tracefile_on_packet,
+                                 etch__tracefile_on_run, &o, PIECE,
                                  &more))
       return 1;
     out += etch__pb_buf_len(&o.out);

@@ -137,6 +137,16 @@ void etch__buffer_complete(etch_chunk *c);
 typedef int (*etch_packet_fn)(void *ctx, uint32_t writer_id,
                               const uint8_t *data, uint32_t len,
                               bool dropped_before);
+/*
+ * Optional beside an etch_packet_fn: `count` whole packets of sequence
+ * `writer_id` at once, as a chunk stores them: each its size as a varint,
+ * then its bytes (size 0: padding, no packet). None of them comes after
+ * lost data (those go one by one). The sizes were checked: they fit in
+ * data[0..len).
+ */
+typedef int (*etch_packets_fn)(void *ctx, uint32_t writer_id,
+                               const uint8_t *data, uint32_t len,
+                               uint32_t count);
 int etch__buffer_read(etch_buffer *b, etch_packet_fn emit, void *ctx,
                       uint64_t *lost_fragments);
 

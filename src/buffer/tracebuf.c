@@ -289,8 +289,8 @@ static int pend_add(etch__pb_buf *p, const uint8_t *d, size_t n) {
  * bytes of packets were handed out; *stopped when it stopped early (at a
  * packet's end: the rest stays for the next read). */
 static int read_seq(etch_tracebuf *tb, tchunk **g, uint32_t n,
-                    etch_packet_fn emit, void *ctx, etch__pb_buf *pend,
-                    uint64_t *budget, bool *stopped) {
+                    etch_packet_fn emit, etch_packets_fn run, void *ctx,
+                    etch__pb_buf *pend, uint64_t *budget, bool *stopped) {
   *stopped = false;
   uint32_t stop_chunk = 0, stop_frag = 0;
   tseq *s = seq_state(tb, g[0]->seq, true);
@@ -320,6 +320,30 @@ static int read_seq(etch_tracebuf *tb, tchunk **g, uint32_t n,
     uint32_t len;
     /* Skip what an earlier read took. */
     while (idx < c->done && fragment(c, &off, &d, &len) == 1) idx++;
+    /* The whole packets up to the last fragment (or the one before it, if
+     * it goes on in the next chunk) in one call, while they keep within
+     * the budget; the first fragment goes the long way if it continues a
+     * packet, and so does everything after lost data. */
+    uint32_t whole = c->count;
+    if (whole && (c->flags & ETCH_SMB_LAST_CONTINUES)) whole--;
+    if (run && !dropped && !pending && idx < whole &&
+        !(idx == 0 && (c->flags & ETCH_SMB_FIRST_CONTINUES))) {
+      uint32_t from = off, k = idx, to = off;
+      uint64_t bytes = 0;
+      while (k < whole && fragment(c, &to, &d, &len) == 1 &&
+             bytes + len < *budget) {
+        bytes += len;
+        off = to;
+        k++;
+      }
+      to = off; /* the fragment that did not go in is read again below */
+      if (k > idx) {
+        /* Padding alone is no packet: nothing to hand out, as below. */
+        if (bytes) rc = run(ctx, c->seq, c->data + from, to - from, k - idx);
+        *budget -= bytes;
+        idx = k;
+      }
+    }
     for (; idx < c->count && rc == ETCH_OK; idx++) {
       uint32_t at = idx;
       int r = fragment(c, &off, &d, &len);
@@ -418,6 +442,12 @@ int etch__tracebuf_read(etch_tracebuf *tb, etch_packet_fn emit, void *ctx) {
 
 int etch__tracebuf_read_some(etch_tracebuf *tb, etch_packet_fn emit,
                              void *ctx, uint64_t budget, bool *more) {
+  return etch__tracebuf_read_runs(tb, emit, NULL, ctx, budget, more);
+}
+
+int etch__tracebuf_read_runs(etch_tracebuf *tb, etch_packet_fn emit,
+                             etch_packets_fn run, void *ctx, uint64_t budget,
+                             bool *more) {
   *more = false;
   if (!tb->nchunks) return ETCH_OK;
   tchunk **all = tb->order;
@@ -448,7 +478,7 @@ int etch__tracebuf_read_some(etch_tracebuf *tb, etch_packet_fn emit,
     }
     uint32_t j = i + 1;
     while (j < n && all[j] && all[j]->seq == all[i]->seq) j++;
-    rc = read_seq(tb, all + i, j - i, emit, ctx, &pend, &budget, more);
+    rc = read_seq(tb, all + i, j - i, emit, run, ctx, &pend, &budget, more);
     i = j;
   }
   etch__pb_buf_free(&pend);

@@ -72,6 +72,12 @@ int etch__tracebuf_read(etch_tracebuf *tb, etch_packet_fn emit, void *ctx);
  * be read in pieces. */
 int etch__tracebuf_read_some(etch_tracebuf *tb, etch_packet_fn emit,
                              void *ctx, uint64_t budget, bool *more);
+/* The same, handing the runs of whole packets of a chunk to `run` at once
+ * (the packets after lost data, and those of several chunks, still go to
+ * `emit`): the same packets in the same order, fewer calls. */
+int etch__tracebuf_read_runs(etch_tracebuf *tb, etch_packet_fn emit,
+                             etch_packets_fn run, void *ctx, uint64_t budget,
+                             bool *more);
 void etch__tracebuf_stats(const etch_tracebuf *tb, etch_tracebuf_stats *out);
 /* Bytes held now. */
 uint64_t etch__tracebuf_used(const etch_tracebuf *tb);

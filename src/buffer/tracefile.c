@@ -194,16 +194,21 @@ static void inspect(const uint8_t *data, uint32_t len, pkt_info *pi) {
   }
 }
 
+/* A packet of another sequence than the last: nothing of its loss state
+ * carries over. */
+ETCH_INLINE void switch_writer(etch_tracefile *o, uint32_t writer_id) {
+  if (ETCH_LIKELY(writer_id == o->cur_writer)) return;
+  o->cur_writer = writer_id;
+  o->invalid = false;
+  o->mark_dropped = false;
+  o->depth = 0;
+  o->lossy = false;
+}
+
 int etch__tracefile_on_packet(void *ctx, uint32_t writer_id, const uint8_t *data,
                      uint32_t len, bool dropped_before) {
   etch_tracefile *o = (etch_tracefile *)ctx;
-  if (writer_id != o->cur_writer) {
-    o->cur_writer = writer_id;
-    o->invalid = false;
-    o->mark_dropped = false;
-    o->depth = 0;
-    o->lossy = false;
-  }
+  switch_writer(o, writer_id);
   /* Until data of the sequence goes missing there is nothing to leave out
    * and nothing to track (the depth starts afresh at the loss). */
   if (!dropped_before && !o->lossy)
@@ -236,6 +241,85 @@ int etch__tracefile_on_packet(void *ctx, uint32_t writer_id, const uint8_t *data
   int rc = put_record(o, data, len, writer_id, o->mark_dropped);
   o->mark_dropped = false;
   return rc;
+}
+
+/* The size varint of the fragment at *p (checked by the trace buffer);
+ * false if it runs past `end` all the same. */
+ETCH_INLINE bool run_size(const uint8_t **p, const uint8_t *end,
+                          uint32_t *len) {
+  const uint8_t *q = *p;
+  uint32_t b = *q++;
+  if (ETCH_LIKELY(b < 0x80)) {
+    *len = b;
+  } else {
+    uint32_t v = b & 0x7f, shift = 7;
+    do {
+      if (q >= end || shift > 28) return false;
+      b = *q++;
+      v |= (b & 0x7f) << shift;
+      shift += 7;
+    } while (b & 0x80);
+    *len = v;
+  }
+  if (*len > (uint64_t)(end - q)) return false;
+  *p = q;
+  return true;
+}
+
+int etch__tracefile_on_run(void *ctx, uint32_t writer_id, const uint8_t *data,
+                           uint32_t len, uint32_t count) {
+  etch_tracefile *o = (etch_tracefile *)ctx;
+  const uint8_t *p = data, *end = data + len;
+  switch_writer(o, writer_id);
+  if (o->lossy || o->compress || o->slices || !writer_id) {
+    /* One by one: the general path (each packet looked at after a loss,
+     * compressed batches, reply slices). */
+    uint32_t n;
+    while (p < end && run_size(&p, end, &n)) {
+      int rc = n ? etch__tracefile_on_packet(ctx, writer_id, p, n, false)
+                 : ETCH_OK;
+      if (rc) return rc;
+      p += n;
+    }
+    return ETCH_OK;
+  }
+  if (writer_id != o->tail_seq) make_tail(o, writer_id);
+  uint32_t tl = o->tail_len;
+  /* Each record: a tag, a length of at most 5 bytes, the packet and the
+   * tail; 48 to spare for the 32-byte and 16-byte copies. Room for all of
+   * them at once, checked again for each (count is only a hint). */
+  etch__pb_stream *s = &o->out.s;
+  if (!etch__pb_reserve(s, (size_t)len + (size_t)count * (6 + tl) + 48))
+    return ETCH_ENOMEM;
+  uint8_t *q = s->cur;
+  uint32_t n;
+  while (p < end && run_size(&p, end, &n)) {
+    if (!n) continue; /* padding */
+    uint32_t rl = n + tl;
+    if (ETCH_UNLIKELY((size_t)(s->end - q) < (size_t)rl + 6 + 48)) {
+      s->cur = q;
+      if (!etch__pb_reserve(s, (size_t)rl + 6 + 48)) return ETCH_ENOMEM;
+      q = s->cur;
+    }
+    *q++ = (uint8_t)etch__pb_tag(ETCH_TRACE_PACKET, ETCH_PB_LEN);
+    if (ETCH_LIKELY(rl < 0x80))
+      *q++ = (uint8_t)rl;
+    else
+      q = etch__pb_put_varint(q, rl);
+    if (ETCH_LIKELY(n <= 32 && end - p >= 32))
+      memcpy(q, p, 32);
+    else
+      memcpy(q, p, n);
+    q += n;
+    p += n;
+    if (ETCH_LIKELY(tl <= 16))
+      memcpy(q, o->tail, 16);
+    else
+      memcpy(q, o->tail, tl);
+    q += tl;
+  }
+  s->cur = q;
+  return ETCH_OK;
 }
 
 int etch__tracefile_put_service(etch_tracefile *o) {

@@ -67,6 +67,10 @@ void etch__tracefile_free(etch_tracefile *t);
 int etch__tracefile_on_packet(void *ctx, uint32_t writer_id,
                               const uint8_t *data, uint32_t len,
                               bool dropped_before);
+/* An etch_packets_fn: whole packets of sequence `writer_id`, as stored in
+ * a chunk, none after lost data (etch__tracebuf_read_runs). */
+int etch__tracefile_on_run(void *ctx, uint32_t writer_id, const uint8_t *data,
+                           uint32_t len, uint32_t count);
 /* Appends the packet built in t->tmp on the service's sequence and empties
  * t->tmp. */
 int etch__tracefile_put_service(etch_tracefile *t);

@@ -598,7 +598,8 @@ static int sreader_next(etch_service *s, sreader *r, uint8_t **data,
        * half of what is left at a time, so the piece ends near its size. */
       uint64_t budget = (r->piece - have) / 2;
       if (tb)
-        rc = etch__tracebuf_read_some(tb, etch__tracefile_on_packet, &r->o,
+        rc = etch__tracebuf_read_runs(tb, etch__tracefile_on_packet,
+                                      etch__tracefile_on_run, &r->o,
                                       budget ? budget : 1, &more);
       if (!more) r->buf++;
     } else {
