@@ -271,9 +271,9 @@ int etch__tracefile_on_run(void *ctx, uint32_t writer_id, const uint8_t *data,
   etch_tracefile *o = (etch_tracefile *)ctx;
   const uint8_t *p = data, *end = data + len;
   switch_writer(o, writer_id);
-  if (o->lossy || o->compress || o->slices || !writer_id) {
+  if (o->lossy || o->compress || !writer_id) {
     /* One by one: the general path (each packet looked at after a loss,
-     * compressed batches, reply slices). */
+     * compressed batches). */
     uint32_t n;
     while (p < end && run_size(&p, end, &n)) {
       int rc = n ? etch__tracefile_on_packet(ctx, writer_id, p, n, false)
@@ -285,23 +285,42 @@ int etch__tracefile_on_run(void *ctx, uint32_t writer_id, const uint8_t *data,
   }
   if (writer_id != o->tail_seq) make_tail(o, writer_id);
   uint32_t tl = o->tail_len;
-  /* Each record: a tag, a length of at most 5 bytes, the packet and the
-   * tail; 48 to spare for the 32-byte and 16-byte copies. Room for all of
-   * them at once, checked again for each (count is only a hint). */
+  /* Each record: its framing (a tag and a length of at most 5 bytes; in
+   * slice mode 8 more: the slice's tag and length and its last-slice
+   * flag), the packet and the tail; 48 to spare for the 32-byte and
+   * 16-byte copies. Room for all of them at once, checked again for each
+   * (count is only a hint). */
+  enum { kFrame = 14, kSpare = 48 };
   etch__pb_stream *s = &o->out.s;
-  if (!etch__pb_reserve(s, (size_t)len + (size_t)count * (6 + tl) + 48))
+  if (!etch__pb_reserve(s, (size_t)len + (size_t)count * (kFrame + tl) +
+                               kSpare))
     return ETCH_ENOMEM;
   uint8_t *q = s->cur;
   uint32_t n;
   while (p < end && run_size(&p, end, &n)) {
     if (!n) continue; /* padding */
     uint32_t rl = n + tl;
-    if (ETCH_UNLIKELY((size_t)(s->end - q) < (size_t)rl + 6 + 48)) {
+    if (ETCH_UNLIKELY(o->slices && rl > ETCH_TRACEFILE_SLICE_MAX)) {
+      s->cur = q; /* in several slices: the general path */
+      int rc = etch__tracefile_on_packet(ctx, writer_id, p, n, false);
+      if (rc) return rc;
+      p += n;
+      q = s->cur;
+      continue;
+    }
+    if (ETCH_UNLIKELY((size_t)(s->end - q) < (size_t)rl + kFrame + kSpare)) {
       s->cur = q;
-      if (!etch__pb_reserve(s, (size_t)rl + 6 + 48)) return ETCH_ENOMEM;
+      if (!etch__pb_reserve(s, (size_t)rl + kFrame + kSpare))
+        return ETCH_ENOMEM;
       q = s->cur;
     }
-    *q++ = (uint8_t)etch__pb_tag(ETCH_TRACE_PACKET, ETCH_PB_LEN);
+    if (o->slices) { /* slices { data: ... last_slice_of_packet: true } */
+      q = etch__pb_put_tag(q, ETCH_RBR_SLICES, ETCH_PB_LEN);
+      q = etch__pb_put_varint(q, 1 + etch__pb_varint_size(rl) + rl + 2);
+      q = etch__pb_put_tag(q, ETCH_RBR_SLICE_DATA, ETCH_PB_LEN);
+    } else {
+      *q++ = (uint8_t)etch__pb_tag(ETCH_TRACE_PACKET, ETCH_PB_LEN);
+    }
     if (ETCH_LIKELY(rl < 0x80))
       *q++ = (uint8_t)rl;
     else
@@ -317,6 +336,10 @@ int etch__tracefile_on_run(void *ctx, uint32_t writer_id, const uint8_t *data,
     else
       memcpy(q, o->tail, tl);
     q += tl;
+    if (o->slices) {
+      *q++ = (uint8_t)etch__pb_tag(ETCH_RBR_SLICE_LAST, ETCH_PB_VARINT);
+      *q++ = 1;
+    }
   }
   s->cur = q;
   return ETCH_OK;

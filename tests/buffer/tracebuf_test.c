@@ -609,8 +609,9 @@ static uint64_t rng_next(uint64_t *x) {
  * alone, a chunk sent twice) put into two
  * buffers. One is read packet by packet, the other by runs, each in pieces
  * of a random budget into a trace file (with trusted fields; a packet that
- * follows lost data goes the general way): the files must be the same
- * bytes, and so must what the two buffers count.
+ * follows lost data goes the general way), as records or as reply slices:
+ * the files must be the same bytes, and so must what the two buffers
+ * count. Then the same for a packet larger than a slice among small ones.
  */
 TEST(reading_by_runs_is_reading_packet_by_packet) {
   uint64_t x = 0x9e3779b97f4a7c15ull;
@@ -655,6 +656,7 @@ TEST(reading_by_runs_is_reading_packet_by_packet) {
     etch__tracefile_init(&fa, false);
     etch__tracefile_init(&fb, false);
     fa.trust = fb.trust = test_trust;
+    fa.slices = fb.slices = round % 2; /* a consumer's reply slices */
     uint64_t budget = 1 + rng_next(&x) % 3000;
     bool more_a = true, more_b = true;
     while (more_a || more_b) { /* piece by piece, the same pieces */
@@ -680,6 +682,43 @@ TEST(reading_by_runs_is_reading_packet_by_packet) {
     etch__tracebuf_free(a);
     etch__tracebuf_free(b);
   }
+  /* 3 small packets, one of 70 000 bytes (two slices), 2 small ones. */
+  size_t big = 70000, len = 0;
+  uint8_t *d = (uint8_t *)malloc(big + 64);
+  ASSERT_TRUE(d != NULL);
+  for (int k = 0; k < 6; k++) {
+    size_t n = k == 3 ? big : 5;
+    len = (size_t)(etch__pb_put_varint(d + len, n) - d);
+    for (size_t i = 0; i < n; i++) d[len + i] = (uint8_t)(i + (size_t)k);
+    len += n;
+  }
+  etch_tracefile f[2];
+  for (int runs = 0; runs < 2; runs++) {
+    etch_tracebuf *tb;
+    ASSERT_OK(etch__tracebuf_new(1 << 20, ETCH_BUFFER_DISCARD, &tb));
+    ASSERT_OK(etch__tracebuf_put(tb, 2, 0, 0, 6, d, (uint32_t)len));
+    etch__tracefile_init(&f[runs], false);
+    f[runs].trust = test_trust;
+    f[runs].slices = true;
+    bool more;
+    ASSERT_OK(etch__tracebuf_read_runs(tb, etch__tracefile_on_packet,
+                                       runs ? etch__tracefile_on_run : NULL,
+                                       &f[runs], UINT64_MAX, &more));
+    etch__tracebuf_free(tb);
+  }
+  ASSERT_EQ_U64(etch__pb_buf_len(&f[0].out), etch__pb_buf_len(&f[1].out));
+  ASSERT_TRUE(memcmp(etch__pb_buf_data(&f[0].out), etch__pb_buf_data(&f[1].out),
+                     etch__pb_buf_len(&f[0].out)) == 0);
+  packets pk;
+  parse_output(etch__pb_buf_data(&f[1].out), etch__pb_buf_len(&f[1].out), true,
+               &pk);
+  ASSERT_EQ_INT(pk.n, 6);
+  ASSERT_EQ_U64(pk.len[3], big + 9); /* and sequence 2's trusted fields */
+  ASSERT_EQ_INT(pk.slices, 5 + 2);
+  packets_free(&pk);
+  etch__tracefile_free(&f[0]);
+  etch__tracefile_free(&f[1]);
+  free(d);
 }
 
 /*
