@@ -252,11 +252,30 @@ static bool copy_out(sysb *b, const etch_chunk *c, uint32_t used,
  * reservation is kept in the private chunk's reserved words. */
 static uint64_t full_until; /* atomic: no free chunk was found before this */
 
-static bool reserve_chunk(etch_chunk *c, uint32_t flags, uint64_t now) {
+static void wake_thread(void);
+
+/* ETCH_SYSTEM_STALL_MS: how long a writer may wait for a free chunk of a
+ * full shared memory before it drops (0, the default: it drops at once). */
+static uint64_t stall_ns;
+
+static bool reserve_chunk(sysb *b, etch_chunk *c, uint32_t flags,
+                          uint64_t now) {
   /* Once the shared memory was found full, writers drop for a while
    * instead of each scanning it again for every event (sys_acquire checks
    * `full_until` with `now` first). */
-  if (smb_reserve(c->writer_id, c->chunk_id, flags, c->reserved)) return true;
+  uint64_t until = now + stall_ns;
+  for (;;) {
+    if (__atomic_load_n(&b->dead, __ATOMIC_RELAXED)) return false;
+    if (smb_reserve(c->writer_id, c->chunk_id, flags, c->reserved))
+      return true;
+    if (!stall_ns || now >= until) break;
+    /* Asked to wait: the commits waiting for a batch go now, and the
+     * writer looks again in a while. */
+    wake_thread();
+    struct timespec d = {0, 20000};
+    nanosleep(&d, NULL);
+    now = etch__monotonic_ns();
+  }
   __atomic_store_n(&full_until, now + FULL_BACKOFF_NS, __ATOMIC_RELAXED);
   return false;
 }
@@ -303,7 +322,7 @@ static etch_chunk *sys_acquire(etch_backend *be, uint32_t writer_id,
    * for a chunk at every event it drops: answered before any lock. */
   uint64_t now = etch__monotonic_ns();
   if (__atomic_load_n(&b->dead, __ATOMIC_RELAXED) ||
-      now < __atomic_load_n(&full_until, __ATOMIC_RELAXED))
+      (!stall_ns && now < __atomic_load_n(&full_until, __ATOMIC_RELAXED)))
     return NULL;
   etch_chunk *c = NULL;
   pthread_mutex_lock(&P.lock);
@@ -318,8 +337,7 @@ static etch_chunk *sys_acquire(etch_backend *be, uint32_t writer_id,
   memset(c, 0, ETCH_CHUNK_HEADER_SIZE);
   c->writer_id = writer_id;
   c->chunk_id = chunk_id;
-  if (__atomic_load_n(&b->dead, __ATOMIC_RELAXED) ||
-      !reserve_chunk(c, flags, now)) {
+  if (!reserve_chunk(b, c, flags, now)) {
     pthread_mutex_lock(&P.lock);
     if (P.npool < POOL_MAX && be->chunk_size == P.pool_size) {
       P.pool[P.npool++] = c;
@@ -1063,6 +1081,10 @@ int etch_system_start(const char *producer_name) {
     atexit(flush_at_exit);
     pthread_atfork(sys_atfork_prepare, sys_atfork_parent, sys_atfork_child);
   }
+  const char *stall = getenv("ETCH_SYSTEM_STALL_MS");
+  long stall_ms = stall ? strtol(stall, NULL, 10) : 0;
+  stall_ns = stall_ms > 0 && stall_ms <= 10000 ? (uint64_t)stall_ms * 1000000u
+                                               : 0;
   /* A program started by `etch record` waits (a bounded time) for the
    * session that is already waiting for it, so its first events count. */
   const char *w = getenv("ETCH_SYSTEM_WAIT_MS");

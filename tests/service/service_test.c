@@ -936,6 +936,42 @@ TEST(full_shared_memory_drops_are_counted_and_writers_record_again) {
   svc_stop(&s);
 }
 
+/*
+ * With ETCH_SYSTEM_STALL_MS a writer that finds the shared memory full
+ * waits for a chunk (up to that long) instead of dropping: etchd stopped
+ * for 0.3 s while two threads flood a 256 KiB shared memory, and every
+ * tick arrives, in order, none reported lost.
+ */
+TEST(stalling_writers_lose_nothing) {
+  const long n = SANITIZED ? 50000 : 200000;
+  svc s;
+  svc_start(&s);
+  char out[700];
+  snprintf(out, sizeof out, "%s/stall.pftrace", s.dir);
+  pid_t rec = record_start(&s, out, NULL);
+  setenv("ETCH_SYSTEM_SMB_KB", "256", 1);
+  setenv("ETCH_SYSTEM_STALL_MS", "5000", 1);
+  pid_t p = producer_mode("stall", 2, n, "pause");
+  unsetenv("ETCH_SYSTEM_SMB_KB");
+  unsetenv("ETCH_SYSTEM_STALL_MS");
+  sleep_ms(300); /* the producer's threads start 0.5 s after its session */
+  kill(s.pid, SIGSTOP);
+  sleep_ms(300);
+  kill(s.pid, SIGCONT);
+  ASSERT_EQ_INT(wait_exit(p), 0);
+  kill(rec, SIGINT);
+  ASSERT_EQ_INT(wait_exit(rec), 0);
+  td_trace t;
+  static int32_t pids[4096];
+  decode(out, &t, pids, 4096);
+  for (int k = 0; k < 2; k++) check_ticks(&t, pids, 4096, p, k, n);
+  ASSERT_EQ_INT((int)td_count(&t, 3, "etch.dropped_events"), 0);
+  ASSERT_EQ_INT((int)t.prev_dropped, 0);
+  ASSERT_EQ_INT((int)td_count(&t, 3, "after"), 1);
+  td_free(&t);
+  svc_stop(&s);
+}
+
 /* A program and a plugin each linked with its own copy of libetch.a: in
  * system mode each copy is a producer, and both land in the trace. */
 TEST(two_copies_of_libetch_in_one_process_both_record) {
