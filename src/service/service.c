@@ -15,6 +15,9 @@
 #include "service/service.h"
 
 #include <errno.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -861,6 +864,11 @@ static void free_session(etch_service *s, session *x) {
   free(x->inst);
   free(x->cfg);
   free(x);
+#ifdef __GLIBC__
+  /* The buffers' chunks were small blocks of the heap, freed as they were
+   * read: give the pages back rather than keep them for a next session. */
+  malloc_trim(0);
+#endif
 }
 
 /* ---- producer port ---- */
