@@ -4,11 +4,12 @@
  *
  *   bench_service ETCHD ETCH [EVENTS_PER_THREAD]
  *
- * Starts a private etchd and `etch record --system --discard` (1 GiB
- * buffer), then times instants on 1 and 2 threads into an in-process
+ * Starts a private etchd and `etch record --system --discard` (2 GiB
+ * buffer), then times instants, slice begin + end pairs, instants with an
+ * int arg and counters on 1 and 2 threads into an in-process
  * session and into the service (libetch in system mode: the same writer,
  * chunks copied into the shared memory and committed), in BENCH_ROUNDS
- * (default 5) rounds that alternate between the two, so that the ratio is
+ * (default 3) rounds that alternate between the two, so that the ratio is
  * taken round by round on a machine whose speed drifts; how many of the
  * system rounds' events the trace kept (the others were dropped while the
  * shared memory, 32 MiB unless BENCH_SMB_KB says, was full: a dropped
@@ -23,6 +24,7 @@
  */
 #define _GNU_SOURCE
 #include <etch/etch.h>
+#include <etch/reader.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
@@ -43,7 +45,7 @@ ETCH_CATEGORY_DEFINE(binp, "bench_inproc", "service benchmark, in process",
 ETCH_CATEGORY_DEFINE(bsys, "bench_system", "service benchmark, system mode",
                      "");
 
-static long n_events = 2000000;
+static long n_events = 1000000;
 
 static uint64_t now_ns(void) {
   struct timespec ts;
@@ -51,11 +53,39 @@ static uint64_t now_ns(void) {
   return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/* The event types of docs/performance.md's table, each timed in both
+ * backends. Names end in the thread count, so that the trace tells how
+ * many of each were kept. */
+enum { C_INSTANT, C_PAIR, C_ARG, C_COUNTER, NCASES };
+static const struct {
+  const char *label;
+  int events; /* per iteration */
+} kCases[NCASES] = {
+    {"instant", 1},
+    {"slice begin + end", 2},
+    {"instant + 1 int arg", 1},
+    {"counter", 1},
+};
+
 typedef struct run {
   pthread_barrier_t *start;
+  int kase;
   bool sys, two;
   uint64_t ns;
 } run;
+
+#define LOOP(body) \
+  for (long i = 0; i < n_events; i++) { body; }
+/* Every case's loop for category `cat`, names ending in `t`. */
+#define CASES(cat, t)                                                   \
+  switch (r->kase) {                                                    \
+    case C_INSTANT: LOOP(ETCH_INSTANT(cat, "instant" t)) break;          \
+    case C_PAIR:                                                        \
+      LOOP(ETCH_SLICE_BEGIN(cat, "pair" t); ETCH_SLICE_END(cat)) break;  \
+    case C_ARG:                                                         \
+      LOOP(ETCH_INSTANT(cat, "arg" t, ETCH_ARG_INT("v", i))) break;      \
+    default: LOOP(ETCH_COUNTER(cat, "counter" t, i)) break;             \
+  }
 
 static void *worker(void *arg) {
   run *r = (run *)arg;
@@ -65,24 +95,41 @@ static void *worker(void *arg) {
     ETCH_INSTANT(binp, "warm");
   pthread_barrier_wait(r->start);
   uint64_t t0 = now_ns();
-  if (r->sys && r->two)
-    for (long i = 0; i < n_events; i++) ETCH_INSTANT(bsys, "tick2");
-  else if (r->sys)
-    for (long i = 0; i < n_events; i++) ETCH_INSTANT(bsys, "tick1");
-  else
-    for (long i = 0; i < n_events; i++) ETCH_INSTANT(binp, "tick");
+  if (r->sys && r->two) {
+    CASES(bsys, "2");
+  } else if (r->sys) {
+    CASES(bsys, "1");
+  } else {
+    CASES(binp, "");
+  }
   r->ns = now_ns() - t0;
   return NULL;
 }
 
+/* Events of each case the trace kept, by thread count (1, 2). */
+static long long kept[NCASES][2];
+static const char *const kStem[NCASES] = {"instant", "pair", "arg", "counter"};
+
+static void count_kept(const etch_event *ev, void *user) {
+  (void)user;
+  if (ev->type == ETCH_EVENT_SLICE_END) return; /* a pair counts once */
+  const char *nm = ev->type == ETCH_EVENT_COUNTER ? ev->track->name : ev->name;
+  size_t n = strlen(nm);
+  if (n < 2 || (nm[n - 1] != '1' && nm[n - 1] != '2')) return;
+  for (int k = 0; k < NCASES; k++)
+    if (strlen(kStem[k]) == n - 1 && !strncmp(nm, kStem[k], n - 1))
+      kept[k][nm[n - 1] - '1']++;
+}
+
 static uint64_t sys_wall; /* the system rounds' time, all threads */
 
-/* ns per event, the slowest thread's. */
-static double timed(int threads, bool sys) {
+/* ns per event of case `kase`, the slowest thread's. */
+static double timed(int kase, int threads, bool sys) {
   pthread_barrier_t b;
   pthread_barrier_init(&b, NULL, (unsigned)threads);
   pthread_t th[2];
-  run r[2] = {{&b, sys, threads == 2, 0}, {&b, sys, threads == 2, 0}};
+  run r[2] = {{&b, kase, sys, threads == 2, 0},
+              {&b, kase, sys, threads == 2, 0}};
   for (int i = 0; i < threads; i++) pthread_create(&th[i], NULL, worker, &r[i]);
   uint64_t worst = 0;
   for (int i = 0; i < threads; i++) {
@@ -91,7 +138,7 @@ static double timed(int threads, bool sys) {
   }
   pthread_barrier_destroy(&b);
   if (sys) sys_wall += worst;
-  return (double)worst / (double)n_events;
+  return (double)worst / (double)n_events / kCases[kase].events;
 }
 
 static int cmp_double(const void *a, const void *b) {
@@ -147,7 +194,107 @@ static pid_t spawn(char *const argv[]) {
   return pid;
 }
 
+typedef struct file_run {
+  long long events, bytes;
+  uint64_t prod_ns, wall_ns, floor_before, floor_ns;
+  double cpu_s;
+} file_run;
+
+/* ns to write `bytes` bytes to `path` with write(), 4 MiB at a time. */
+static uint64_t write_floor(const char *path, long long bytes) {
+  size_t piece = 4u << 20;
+  char *buf = malloc(piece);
+  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  uint64_t ns = 0;
+  if (buf && fd >= 0) {
+    memset(buf, 0x5a, piece);
+    uint64_t t0 = now_ns();
+    for (long long left = bytes; left > 0;) {
+      size_t n = left < (long long)piece ? (size_t)left : piece;
+      if (write(fd, buf, n) != (ssize_t)n) break;
+      left -= (long long)n;
+    }
+    ns = now_ns() - t0;
+  }
+  if (fd >= 0) close(fd);
+  free(buf);
+  unlink(path);
+  return ns;
+}
+
+/*
+ * One write into a file: `etch record --config` with write_into_file (a
+ * 256 MiB buffer drained every 100 ms) while a child process of this
+ * program (`--file-writer N`), one thread, writes about `mb` MB of
+ * instants, waiting for room when `stall`; then the floor, as many bytes
+ * written with write() in 4 MiB pieces in the same directory.
+ */
+static int file_part(const char *dir, const char *etch, pid_t d, long mb,
+                     bool stall, file_run *f) {
+  char cfgpath[256], fout[256], floor_path[256];
+  snprintf(cfgpath, sizeof cfgpath, "%s/file.pbtx", dir);
+  snprintf(fout, sizeof fout, "%s/file.pftrace", dir);
+  snprintf(floor_path, sizeof floor_path, "%s/floor.bin", dir);
+  FILE *cf = fopen(cfgpath, "w");
+  if (!cf) return 1;
+  fprintf(cf, "buffers { size_kb: 262144 fill_policy: DISCARD }\n"
+              "data_sources { config { name: \"track_event\" } }\n"
+              "write_into_file: true\nfile_write_period_ms: 100\n");
+  fclose(cf);
+  char *fargv[] = {(char *)etch, "record", "-q", "--config", cfgpath, "-o",
+                   fout, NULL};
+  memset(f, 0, sizeof *f);
+  f->events = mb * 1000000L / 22; /* ~22 B an event */
+  /* The floor before and after (the page cache's writeback of what was
+   * just written slows the next writes down). */
+  f->floor_before = write_floor(floor_path, f->events * 22);
+  pid_t frec = spawn(fargv);
+  usleep(300000);
+  char nbuf[32];
+  snprintf(nbuf, sizeof nbuf, "%lld", f->events);
+  int fds[2];
+  if (pipe(fds) != 0) return 1;
+  double f0 = cpu_s(d);
+  uint64_t fw0 = now_ns();
+  pid_t w = fork();
+  if (w == 0) {
+    dup2(fds[1], 1);
+    close(fds[0]);
+    if (stall) setenv("ETCH_SYSTEM_STALL_MS", "10000", 1);
+    execl("/proc/self/exe", "bench_service", "--file-writer", nbuf,
+          (char *)NULL);
+    _exit(127);
+  }
+  close(fds[1]);
+  char line[64] = "";
+  FILE *rp = fdopen(fds[0], "r");
+  if (rp && fgets(line, sizeof line, rp)) f->prod_ns = strtoull(line, NULL, 10);
+  if (rp) fclose(rp);
+  int st;
+  waitpid(w, &st, 0);
+  kill(frec, SIGINT);
+  waitpid(frec, &st, 0);
+  f->wall_ns = now_ns() - fw0;
+  f->cpu_s = cpu_s(d) - f0;
+  struct stat fs;
+  f->bytes = stat(fout, &fs) == 0 ? (long long)fs.st_size : 0;
+  f->floor_ns = write_floor(floor_path, f->bytes);
+  if (!getenv("BENCH_KEEP")) unlink(fout);
+  unlink(cfgpath);
+  return 0;
+}
+
 int main(int argc, char **argv) {
+  if (argc == 3 && !strcmp(argv[1], "--file-writer")) {
+    /* The writer of file_part, in a process of its own. */
+    n_events = atol(argv[2]);
+    if (etch_system_start("bench-file") != ETCH_OK) return 3;
+    uint64_t t0 = now_ns();
+    timed(C_INSTANT, 1, true);
+    printf("%llu\n", (unsigned long long)(now_ns() - t0));
+    fflush(stdout);
+    return 0;
+  }
   if (argc < 3) {
     fprintf(stderr, "usage: bench_service ETCHD ETCH [EVENTS_PER_THREAD]\n");
     return 2;
@@ -171,8 +318,8 @@ int main(int argc, char **argv) {
 
   /* An in-process session and the service's, both recording all along;
    * the rounds alternate between them. */
-  int rounds = getenv("BENCH_ROUNDS") ? atoi(getenv("BENCH_ROUNDS")) : 5;
-  if (rounds < 1 || rounds > 50) rounds = 5;
+  int rounds = getenv("BENCH_ROUNDS") ? atoi(getenv("BENCH_ROUNDS")) : 3;
+  if (rounds < 1 || rounds > 50) rounds = 3;
   etch_config *cfg;
   etch_config_new(&cfg);
   etch_config_set(cfg, "buffer_kb", "1048576");
@@ -184,7 +331,7 @@ int main(int argc, char **argv) {
     return 1;
   }
   char *rargv[] = {argv[2], "record", "-q", "--system", "--discard",
-                   "--buffer", "1GB", "-c", "bench_system", "-o", out, NULL};
+                   "--buffer", "2GB", "-c", "bench_system", "-o", out, NULL};
   pid_t rec = spawn(rargv);
   usleep(300000);
   setenv("ETCH_SYSTEM_WAIT_MS", "3000", 1);
@@ -194,15 +341,18 @@ int main(int argc, char **argv) {
   setenv("ETCH_SYSTEM_SMB_KB",
          getenv("BENCH_SMB_KB") ? getenv("BENCH_SMB_KB") : "32768", 1);
   etch_system_start("bench");
-  double in1[50], in2[50], sy1[50], sy2[50], q1[50], q2[50];
+  static double in1[NCASES][50], in2[NCASES][50], sy1[NCASES][50],
+      sy2[NCASES][50], q1[NCASES][50], q2[NCASES][50];
   double c0 = cpu_s(d);
   for (int r = 0; r < rounds; r++) {
-    in1[r] = timed(1, false);
-    sy1[r] = timed(1, true);
-    in2[r] = timed(2, false);
-    sy2[r] = timed(2, true);
-    q1[r] = sy1[r] / in1[r];
-    q2[r] = sy2[r] / in2[r];
+    for (int k = 0; k < NCASES; k++) {
+      in1[k][r] = timed(k, 1, false);
+      sy1[k][r] = timed(k, 1, true);
+      in2[k][r] = timed(k, 2, false);
+      sy2[k][r] = timed(k, 2, true);
+      q1[k][r] = sy1[k][r] / in1[k][r];
+      q2[k][r] = sy2[k][r] / in2[k][r];
+    }
   }
   uint64_t wall = sys_wall;
   etch_session_free(s);
@@ -214,102 +364,59 @@ int main(int argc, char **argv) {
   int st;
   waitpid(rec, &st, 0);
   double c2 = cpu_s(d);
+  usleep(300000); /* etchd frees the session once the recorder is gone */
   long hwm = status_kb(d, "VmHWM:"), rss_end = status_kb(d, "VmRSS:");
   struct stat fs;
   long long bytes = stat(out, &fs) == 0 ? (long long)fs.st_size : 0;
   /* How many of the system rounds' events the trace holds (the rest were
-   * dropped while the shared memory was full): ticks of 1 and 2 threads. */
-  long long kept1 = -1, kept2 = -1;
-  {
-    char cmd[1024];
-    snprintf(cmd, sizeof cmd,
-             "'%s' query --csv '%s' \"select name, count(*) from slice "
-             "where name in ('tick1', 'tick2') group by name\"",
-             argv[2], out);
-    FILE *q = popen(cmd, "r");
-    char line[128];
-    while (q && fgets(line, sizeof line, q)) {
-      long long v;
-      if (sscanf(line, "tick1,%lld", &v) == 1) kept1 = v;
-      if (sscanf(line, "tick2,%lld", &v) == 1) kept2 = v;
-    }
-    if (q) pclose(q);
+   * dropped while the shared memory was full), by case and thread count:
+   * slices and instants by name, counter values by track name. */
+  memset(kept, 0, sizeof kept);
+  etch_reader *rd;
+  if (etch_reader_open_file(&rd, out) == ETCH_OK) {
+    etch_reader_set_order(rd, ETCH_ORDER_FILE);
+    etch_reader_on(rd, NULL, NULL, count_kept, NULL);
+    if (etch_reader_run(rd) != ETCH_OK)
+      fprintf(stderr, "bench_service: %s\n", etch_last_error());
+    etch_reader_close(rd);
   }
 
-  /* A write into a file of about BENCH_FILE_MB. */
+  /* Writes into a file of about BENCH_FILE_MB: a flood that drops what
+   * the shared memory cannot hold, then a writer that waits for room. */
   long file_mb = getenv("BENCH_FILE_MB") ? atol(getenv("BENCH_FILE_MB")) : 1024;
-  char cfgpath[256], fout[256], floor_path[256];
-  snprintf(cfgpath, sizeof cfgpath, "%s/file.pbtx", dir);
-  snprintf(fout, sizeof fout, "%s/file.pftrace", dir);
-  snprintf(floor_path, sizeof floor_path, "%s/floor.bin", dir);
-  FILE *cf = fopen(cfgpath, "w");
-  if (!cf) return 1;
-  fprintf(cf, "buffers { size_kb: 262144 fill_policy: DISCARD }\n"
-              "data_sources { config { name: \"track_event\" } }\n"
-              "write_into_file: true\nfile_write_period_ms: 100\n");
-  fclose(cf);
-  char *fargv[] = {argv[2], "record", "-q", "--config", cfgpath, "-o", fout,
-                   NULL};
-  pid_t frec = spawn(fargv);
-  usleep(300000);
-  long saved = n_events;
-  /* One writer thread: the other core is etchd's (with two, both cores
-   * write and etchd, starved, lets the shared memory fill). */
-  n_events = file_mb * 1000000L / 22; /* ~22 B an event */
-  double f0 = cpu_s(d);
-  uint64_t fw0 = now_ns();
-  timed(1, true);
-  uint64_t fprod = now_ns() - fw0;
-  kill(frec, SIGINT);
-  waitpid(frec, &st, 0);
-  uint64_t fwall = now_ns() - fw0;
-  double f1 = cpu_s(d);
-  long long fbytes = stat(fout, &fs) == 0 ? (long long)fs.st_size : 0;
-  long long fevents = n_events;
-  n_events = saved;
-  /* The floor: the same bytes with write(), 4 MiB at a time. */
-  uint64_t floor_ns = 0;
-  {
-    size_t piece = 4u << 20;
-    char *buf = malloc(piece);
-    int fd = open(floor_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    if (buf && fd >= 0) {
-      memset(buf, 0x5a, piece);
-      uint64_t t0 = now_ns();
-      for (long long left = fbytes; left > 0;) {
-        size_t n = left < (long long)piece ? (size_t)left : piece;
-        if (write(fd, buf, n) != (ssize_t)n) break;
-        left -= (long long)n;
-      }
-      floor_ns = now_ns() - t0;
-    }
-    if (fd >= 0) close(fd);
-    free(buf);
-    unlink(floor_path);
-  }
+  file_run fr[2];
+  for (int k = 0; k < 2; k++)
+    if (file_part(dir, argv[2], d, file_mb, k == 1, &fr[k])) return 1;
 
   kill(d, SIGTERM);
   waitpid(d, &st, 0);
 
   char b1[64], b2[64];
-  printf("%d rounds, each: in process then system mode, %ld events a "
-         "thread; median (min-max)\n", rounds, n_events);
-  printf("%-30s %-26s %-26s\n", "case", "1 thread", "2 threads");
-  printf("%-30s %-26s %-26s\n", "instant, in-process session",
-         spread(in1, rounds, " ns", b1, sizeof b1),
-         spread(in2, rounds, " ns", b2, sizeof b2));
-  printf("%-30s %-26s %-26s\n", "instant, system mode (etchd)",
-         spread(sy1, rounds, " ns", b1, sizeof b1),
-         spread(sy2, rounds, " ns", b2, sizeof b2));
-  printf("%-30s %-26s %-26s\n", "system / in-process, a round",
-         spread(q1, rounds, "x", b1, sizeof b1),
-         spread(q2, rounds, "x", b2, sizeof b2));
-  long long w1 = (long long)n_events * rounds, w2 = 2 * w1;
-  printf("%-30s %-26.1f %-26.1f\n", "system: events kept, %",
-         kept1 >= 0 ? 100.0 * (double)kept1 / (double)w1 : -1.0,
-         kept2 >= 0 ? 100.0 * (double)kept2 / (double)w2 : -1.0);
+  printf("%d rounds, each: every case in process then in system mode, %ld "
+         "iterations a thread; ns an event, median (min-max)\n", rounds,
+         n_events);
+  printf("%-28s %-24s %-24s\n", "case", "1 thread", "2 threads");
+  for (int k = 0; k < NCASES; k++) {
+    char label[64];
+    snprintf(label, sizeof label, "%s, in process", kCases[k].label);
+    printf("%-28s %-24s %-24s\n", label, spread(in1[k], rounds, "", b1, sizeof b1),
+           spread(in2[k], rounds, "", b2, sizeof b2));
+    snprintf(label, sizeof label, "%s, system", kCases[k].label);
+    printf("%-28s %-24s %-24s\n", label, spread(sy1[k], rounds, "", b1, sizeof b1),
+           spread(sy2[k], rounds, "", b2, sizeof b2));
+    printf("%-28s %-24s %-24s\n", "  system / in process",
+           spread(q1[k], rounds, "x", b1, sizeof b1),
+           spread(q2[k], rounds, "x", b2, sizeof b2));
+    long long w1 = (long long)n_events * rounds, w2 = 2 * w1;
+    char k1[32], k2[32];
+    snprintf(k1, sizeof k1, "%.1f%%", 100.0 * (double)kept[k][0] / (double)w1);
+    snprintf(k2, sizeof k2, "%.1f%%", 100.0 * (double)kept[k][1] / (double)w2);
+    printf("%-28s %-24s %-24s\n", "  kept in system mode", k1, k2);
+  }
   double gb = (double)bytes / 1e9;
-  printf("\nevents into etchd            %ld\n", n_events * 3 * rounds);
+  long events_in = 0;
+  for (int k = 0; k < NCASES; k++) events_in += n_events * 3 * rounds * kCases[k].events;
+  printf("\nevents into etchd            %ld\n", events_in);
   printf("trace read back              %.1f MB\n", (double)bytes / 1e6);
   printf("producer wall time           %.3f s (%.2f GB/s committed)\n",
          (double)wall / 1e9, gb / ((double)wall / 1e9));
@@ -318,24 +425,29 @@ int main(int argc, char **argv) {
   printf("etchd CPU to stop and read   %.3f s\n", c2 - c1);
   printf("etchd resident memory        %ld kB recording, %ld kB peak, %ld kB "
          "after the session was freed\n", rss_rec, hwm, rss_end);
-  double fgb = (double)fbytes / 1e9;
-  printf("\nwrite into a file             %lld events on 1 thread, %.1f MB "
-         "written (%.1f B an event)\n", fevents, (double)fbytes / 1e6,
-         fevents ? (double)fbytes / (double)fevents : 0.0);
-  printf("producers' wall time          %.3f s\n", (double)fprod / 1e9);
-  printf("until the file was complete   %.3f s (%.2f GB/s)\n",
-         (double)fwall / 1e9, fgb / ((double)fwall / 1e9));
-  printf("etchd CPU                     %.3f s (%.2f GB per CPU-second)\n",
-         f1 - f0, f1 > f0 ? fgb / (f1 - f0) : 0.0);
-  printf("floor: write() of as many     %.3f s (%.2f GB/s)\n",
-         (double)floor_ns / 1e9,
-         floor_ns ? fgb / ((double)floor_ns / 1e9) : 0.0);
-  if (getenv("BENCH_KEEP")) printf("traces kept: %s %s\n", out, fout);
-  else {
-    unlink(out);
-    unlink(fout);
+  for (int k = 0; k < 2; k++) {
+    const file_run *f = &fr[k];
+    double fgb = (double)f->bytes / 1e9;
+    printf("\nwrite into a file, %s\n", k ? "the writer waiting for room "
+           "(ETCH_SYSTEM_STALL_MS)" : "the writer dropping what finds no room");
+    printf("events                        %lld on 1 thread, %.1f MB written "
+           "(%.1f B an event)\n", f->events, (double)f->bytes / 1e6,
+           f->events ? (double)f->bytes / (double)f->events : 0.0);
+    printf("producer's wall time          %.3f s\n", (double)f->prod_ns / 1e9);
+    printf("until the file was complete   %.3f s (%.2f GB/s)\n",
+           (double)f->wall_ns / 1e9, fgb / ((double)f->wall_ns / 1e9));
+    printf("etchd CPU                     %.3f s (%.2f GB per CPU-second)\n",
+           f->cpu_s, f->cpu_s > 0 ? fgb / f->cpu_s : 0.0);
+    double gb_before = (double)(f->events * 22) / 1e9;
+    printf("floor: write(), before        %.3f s for %.1f MB (%.2f GB/s)\n",
+           (double)f->floor_before / 1e9, gb_before * 1e3,
+           f->floor_before ? gb_before / ((double)f->floor_before / 1e9) : 0.0);
+    printf("floor: write() of as many, after %.3f s (%.2f GB/s)\n",
+           (double)f->floor_ns / 1e9,
+           f->floor_ns ? fgb / ((double)f->floor_ns / 1e9) : 0.0);
   }
-  unlink(cfgpath);
+  if (getenv("BENCH_KEEP")) printf("trace kept: %s\n", out);
+  else unlink(out);
   unlink(prod);
   unlink(cons);
   rmdir(dir);
