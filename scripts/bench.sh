@@ -24,6 +24,7 @@
 #   N           events per thread/run    default 2000000
 #   REPS        timing repetitions       default 5 (the median is printed)
 #   CG_N        iterations per callgrind case   default 100000
+#   SERVICE_N   iterations per thread and case of bench_service  default 1000000
 #   PAIRS       begin/end pairs for the bytes table  default 1000000
 #   LTTNG       0 to skip setting up an LTTng session  default 1
 #   ANNOTATE    1 to print callgrind_annotate of etch's slice begin and end
@@ -255,7 +256,7 @@ if want service; then
   echo
   echo "== 5. System mode (libetch into a private etchd) against in-process; etchd's throughput"
   "$BUILD/bench/service/bench_service" "$BUILD/tools/etchd/etchd" \
-    "$BUILD/tools/etch/etch" "$N"
+    "$BUILD/tools/etch/etch" "${SERVICE_N:-1000000}"
   echo
   echo "== 5b. etchd's read-back alone (trace buffer -> trace file)"
   cmake --build "$BUILD" --target bench_readback -j"$JOBS" >/dev/null
