@@ -110,6 +110,42 @@ static ETCH_NOINLINE int put_slices_large(etch_tracefile *o,
   return s->failed ? ETCH_ENOMEM : ETCH_OK;
 }
 
+/* A record's framing before its `rl` bytes: Trace.packet's tag and length,
+ * or in slice mode a ReadBuffersResponse.Slice holding them as its data. */
+ETCH_INLINE uint8_t *frame_open(bool slices, uint8_t *q, uint32_t rl) {
+  if (slices) { /* slices { data: ... last_slice_of_packet: true } */
+    q = etch__pb_put_tag(q, ETCH_RBR_SLICES, ETCH_PB_LEN);
+    q = etch__pb_put_varint(q, 1 + etch__pb_varint_size(rl) + rl + 2);
+    q = etch__pb_put_tag(q, ETCH_RBR_SLICE_DATA, ETCH_PB_LEN);
+  } else {
+    *q++ = (uint8_t)etch__pb_tag(ETCH_TRACE_PACKET, ETCH_PB_LEN);
+  }
+  if (ETCH_LIKELY(rl < 0x80)) {
+    *q++ = (uint8_t)rl;
+    return q;
+  }
+  return etch__pb_put_varint(q, rl);
+}
+
+/* The trusted fields after a packet (16 bytes copied when they fit in
+ * them: the caller leaves room), then in slice mode the slice's end. */
+ETCH_INLINE uint8_t *put_tail(const etch_tracefile *o, uint8_t *q,
+                              uint32_t tl) {
+  if (ETCH_LIKELY(tl <= 16))
+    memcpy(q, o->tail, 16);
+  else
+    memcpy(q, o->tail, tl);
+  return q + tl;
+}
+
+ETCH_INLINE uint8_t *frame_close(bool slices, uint8_t *q) {
+  if (slices) {
+    *q++ = (uint8_t)etch__pb_tag(ETCH_RBR_SLICE_LAST, ETCH_PB_VARINT);
+    *q++ = 1;
+  }
+  return q;
+}
+
 /* Appends one Trace.packet record: the packet bytes plus trailing fields
  * (sequence 0: none but previous_packet_dropped); in slice mode, one
  * ReadBuffersResponse.Slice with the same bytes. */
@@ -140,29 +176,11 @@ ETCH_INLINE int put_record(etch_tracefile *o, const uint8_t *data,
     return put_slices_large(o, data, len, o->tail, tl, drop, dl);
   /* 16 more: the tail is copied 16 bytes at once when it fits in them */
   if (!etch__pb_reserve(s, 48 + (size_t)rl)) return ETCH_ENOMEM;
-  uint8_t *q = s->cur;
-  if (o->slices) { /* slices { data: ... last_slice_of_packet: true } */
-    q = etch__pb_put_tag(q, ETCH_RBR_SLICES, ETCH_PB_LEN);
-    q = etch__pb_put_varint(q, 1 + etch__pb_varint_size(rl) + rl + 2);
-    q = etch__pb_put_tag(q, ETCH_RBR_SLICE_DATA, ETCH_PB_LEN);
-  } else {
-    q = etch__pb_put_tag(q, ETCH_TRACE_PACKET, ETCH_PB_LEN);
-  }
-  q = etch__pb_put_varint(q, rl);
+  uint8_t *q = frame_open(o->slices, s->cur, rl);
   memcpy(q, data, len);
-  q += len;
-  if (ETCH_LIKELY(tl <= 16))
-    memcpy(q, o->tail, 16);
-  else
-    memcpy(q, o->tail, tl);
-  q += tl;
+  q = put_tail(o, q + len, tl);
   memcpy(q, drop, dl);
-  q += dl;
-  if (o->slices) {
-    *q++ = (uint8_t)etch__pb_tag(ETCH_RBR_SLICE_LAST, ETCH_PB_VARINT);
-    *q++ = 1;
-  }
-  s->cur = q;
+  s->cur = frame_close(o->slices, q + dl);
   return ETCH_OK;
 }
 
@@ -266,6 +284,54 @@ ETCH_INLINE bool run_size(const uint8_t **p, const uint8_t *end,
   return true;
 }
 
+/* The records of a run of whole packets (etch__tracefile_on_run's fast
+ * path), `slices` a constant. */
+ETCH_INLINE int run_loop(etch_tracefile *o, uint32_t writer_id,
+                         const uint8_t *data, uint32_t len, uint32_t count,
+                         bool slices) {
+  const uint8_t *p = data, *end = data + len;
+  uint32_t tl = o->tail_len;
+  /* Each record: its framing (a tag and a length of at most 5 bytes; in
+   * slice mode 8 more: the slice's tag and length and its last-slice
+   * flag), the packet and the tail; 48 to spare for the 32-byte and
+   * 16-byte copies. Room for all of them at once, checked again for each
+   * (count is only a hint). */
+  enum { kFrame = 14, kSpare = 48 };
+  etch__pb_stream *s = &o->out.s;
+  if (!etch__pb_reserve(s, (size_t)len + (size_t)count * (kFrame + tl) +
+                               kSpare))
+    return ETCH_ENOMEM;
+  uint8_t *q = s->cur;
+  uint32_t n;
+  while (p < end && run_size(&p, end, &n)) {
+    if (!n) continue; /* padding */
+    uint32_t rl = n + tl;
+    if (ETCH_UNLIKELY(slices && rl > ETCH_TRACEFILE_SLICE_MAX)) {
+      s->cur = q; /* in several slices: the general path */
+      int rc = etch__tracefile_on_packet(o, writer_id, p, n, false);
+      if (rc) return rc;
+      p += n;
+      q = s->cur;
+      continue;
+    }
+    if (ETCH_UNLIKELY((size_t)(s->end - q) < (size_t)rl + kFrame + kSpare)) {
+      s->cur = q;
+      if (!etch__pb_reserve(s, (size_t)rl + kFrame + kSpare))
+        return ETCH_ENOMEM;
+      q = s->cur;
+    }
+    q = frame_open(slices, q, rl);
+    if (ETCH_LIKELY(n <= 32 && end - p >= 32))
+      memcpy(q, p, 32);
+    else
+      memcpy(q, p, n);
+    q = frame_close(slices, put_tail(o, q + n, tl));
+    p += n;
+  }
+  s->cur = q;
+  return ETCH_OK;
+}
+
 int etch__tracefile_on_run(void *ctx, uint32_t writer_id, const uint8_t *data,
                            uint32_t len, uint32_t count) {
   etch_tracefile *o = (etch_tracefile *)ctx;
@@ -284,65 +350,9 @@ int etch__tracefile_on_run(void *ctx, uint32_t writer_id, const uint8_t *data,
     return ETCH_OK;
   }
   if (writer_id != o->tail_seq) make_tail(o, writer_id);
-  uint32_t tl = o->tail_len;
-  /* Each record: its framing (a tag and a length of at most 5 bytes; in
-   * slice mode 8 more: the slice's tag and length and its last-slice
-   * flag), the packet and the tail; 48 to spare for the 32-byte and
-   * 16-byte copies. Room for all of them at once, checked again for each
-   * (count is only a hint). */
-  enum { kFrame = 14, kSpare = 48 };
-  etch__pb_stream *s = &o->out.s;
-  if (!etch__pb_reserve(s, (size_t)len + (size_t)count * (kFrame + tl) +
-                               kSpare))
-    return ETCH_ENOMEM;
-  uint8_t *q = s->cur;
-  uint32_t n;
-  while (p < end && run_size(&p, end, &n)) {
-    if (!n) continue; /* padding */
-    uint32_t rl = n + tl;
-    if (ETCH_UNLIKELY(o->slices && rl > ETCH_TRACEFILE_SLICE_MAX)) {
-      s->cur = q; /* in several slices: the general path */
-      int rc = etch__tracefile_on_packet(ctx, writer_id, p, n, false);
-      if (rc) return rc;
-      p += n;
-      q = s->cur;
-      continue;
-    }
-    if (ETCH_UNLIKELY((size_t)(s->end - q) < (size_t)rl + kFrame + kSpare)) {
-      s->cur = q;
-      if (!etch__pb_reserve(s, (size_t)rl + kFrame + kSpare))
-        return ETCH_ENOMEM;
-      q = s->cur;
-    }
-    if (o->slices) { /* slices { data: ... last_slice_of_packet: true } */
-      q = etch__pb_put_tag(q, ETCH_RBR_SLICES, ETCH_PB_LEN);
-      q = etch__pb_put_varint(q, 1 + etch__pb_varint_size(rl) + rl + 2);
-      q = etch__pb_put_tag(q, ETCH_RBR_SLICE_DATA, ETCH_PB_LEN);
-    } else {
-      *q++ = (uint8_t)etch__pb_tag(ETCH_TRACE_PACKET, ETCH_PB_LEN);
-    }
-    if (ETCH_LIKELY(rl < 0x80))
-      *q++ = (uint8_t)rl;
-    else
-      q = etch__pb_put_varint(q, rl);
-    if (ETCH_LIKELY(n <= 32 && end - p >= 32))
-      memcpy(q, p, 32);
-    else
-      memcpy(q, p, n);
-    q += n;
-    p += n;
-    if (ETCH_LIKELY(tl <= 16))
-      memcpy(q, o->tail, 16);
-    else
-      memcpy(q, o->tail, tl);
-    q += tl;
-    if (o->slices) {
-      *q++ = (uint8_t)etch__pb_tag(ETCH_RBR_SLICE_LAST, ETCH_PB_VARINT);
-      *q++ = 1;
-    }
-  }
-  s->cur = q;
-  return ETCH_OK;
+  /* One loop for each framing, so that neither tests it per packet. */
+  return o->slices ? run_loop(o, writer_id, data, len, count, true)
+                   : run_loop(o, writer_id, data, len, count, false);
 }
 
 int etch__tracefile_put_service(etch_tracefile *o) {

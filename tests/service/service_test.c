@@ -870,6 +870,33 @@ TEST(a_full_discard_buffer_keeps_clean_prefixes) {
 }
 
 /*
+ * Records a producer (svc_producer NAME 2 N pause) with a 256 KiB shared
+ * memory, stalling for room when `stall`, while etchd is stopped (SIGSTOP)
+ * for `stop_ms` from before its threads start; decodes the trace into *t.
+ * The producer's pid.
+ */
+static pid_t flood_while_stopped(svc *s, const char *name, long n, bool stall,
+                                 long stop_ms, td_trace *t, int32_t *pids) {
+  char out[700];
+  snprintf(out, sizeof out, "%s/%s.pftrace", s->dir, name);
+  pid_t rec = record_start(s, out, NULL);
+  setenv("ETCH_SYSTEM_SMB_KB", "256", 1);
+  if (stall) setenv("ETCH_SYSTEM_STALL_MS", "5000", 1);
+  pid_t p = producer_mode(name, 2, n, "pause");
+  unsetenv("ETCH_SYSTEM_SMB_KB");
+  unsetenv("ETCH_SYSTEM_STALL_MS");
+  sleep_ms(300); /* the producer's threads start 0.5 s after its session */
+  kill(s->pid, SIGSTOP);
+  sleep_ms(stop_ms);
+  kill(s->pid, SIGCONT);
+  ASSERT_EQ_INT(wait_exit(p), 0);
+  kill(rec, SIGINT);
+  ASSERT_EQ_INT(wait_exit(rec), 0);
+  decode(out, t, pids, 4096);
+  return p;
+}
+
+/*
  * Writers that found the shared memory full drop, counted, and record
  * again once there is room: etchd is stopped (SIGSTOP) while a producer
  * with a 256 KiB shared memory floods it from two threads, then let go.
@@ -882,22 +909,9 @@ TEST(full_shared_memory_drops_are_counted_and_writers_record_again) {
   const long n = SANITIZED ? 50000 : 200000;
   svc s;
   svc_start(&s);
-  char out[700];
-  snprintf(out, sizeof out, "%s/full.pftrace", s.dir);
-  pid_t rec = record_start(&s, out, NULL);
-  setenv("ETCH_SYSTEM_SMB_KB", "256", 1);
-  pid_t p = producer_mode("full", 2, n, "pause");
-  unsetenv("ETCH_SYSTEM_SMB_KB");
-  sleep_ms(300); /* the producer's threads start 0.5 s after its session */
-  kill(s.pid, SIGSTOP);
-  sleep_ms(500);
-  kill(s.pid, SIGCONT);
-  ASSERT_EQ_INT(wait_exit(p), 0);
-  kill(rec, SIGINT);
-  ASSERT_EQ_INT(wait_exit(rec), 0);
   td_trace t;
   static int32_t pids[4096];
-  decode(out, &t, pids, 4096);
+  pid_t p = flood_while_stopped(&s, "full", n, false, 500, &t, pids);
   for (int k = 0; k < 2; k++) {
     char name[32];
     snprintf(name, sizeof name, "worker-%d", k);
@@ -946,24 +960,9 @@ TEST(stalling_writers_lose_nothing) {
   const long n = SANITIZED ? 50000 : 200000;
   svc s;
   svc_start(&s);
-  char out[700];
-  snprintf(out, sizeof out, "%s/stall.pftrace", s.dir);
-  pid_t rec = record_start(&s, out, NULL);
-  setenv("ETCH_SYSTEM_SMB_KB", "256", 1);
-  setenv("ETCH_SYSTEM_STALL_MS", "5000", 1);
-  pid_t p = producer_mode("stall", 2, n, "pause");
-  unsetenv("ETCH_SYSTEM_SMB_KB");
-  unsetenv("ETCH_SYSTEM_STALL_MS");
-  sleep_ms(300); /* the producer's threads start 0.5 s after its session */
-  kill(s.pid, SIGSTOP);
-  sleep_ms(300);
-  kill(s.pid, SIGCONT);
-  ASSERT_EQ_INT(wait_exit(p), 0);
-  kill(rec, SIGINT);
-  ASSERT_EQ_INT(wait_exit(rec), 0);
   td_trace t;
   static int32_t pids[4096];
-  decode(out, &t, pids, 4096);
+  pid_t p = flood_while_stopped(&s, "stall", n, true, 300, &t, pids);
   for (int k = 0; k < 2; k++) check_ticks(&t, pids, 4096, p, k, n);
   ASSERT_EQ_INT((int)td_count(&t, 3, "etch.dropped_events"), 0);
   ASSERT_EQ_INT((int)t.prev_dropped, 0);
