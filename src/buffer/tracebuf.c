@@ -328,18 +328,19 @@ static int read_seq(etch_tracebuf *tb, tchunk **g, uint32_t n,
     if (whole && (c->flags & ETCH_SMB_LAST_CONTINUES)) whole--;
     if (run && !dropped && !pending && idx < whole &&
         !(idx == 0 && (c->flags & ETCH_SMB_FIRST_CONTINUES))) {
-      uint32_t from = off, k = idx, to = off;
+      /* `off` ends before the fragment that did not go in, which is read
+       * again below. */
+      uint32_t from = off, k = idx, next = off;
       uint64_t bytes = 0;
-      while (k < whole && fragment(c, &to, &d, &len) == 1 &&
+      while (k < whole && fragment(c, &next, &d, &len) == 1 &&
              bytes + len < *budget) {
         bytes += len;
-        off = to;
+        off = next;
         k++;
       }
-      to = off; /* the fragment that did not go in is read again below */
       if (k > idx) {
         /* Padding alone is no packet: nothing to hand out, as below. */
-        if (bytes) rc = run(ctx, c->seq, c->data + from, to - from, k - idx);
+        if (bytes) rc = run(ctx, c->seq, c->data + from, off - from, k - idx);
         *budget -= bytes;
         idx = k;
       }

@@ -14,18 +14,12 @@
 #include "query/query.h"
 #include "reader/reader_priv.h"
 
-typedef struct feed {
-  etch__importer *imp;
-} feed;
-
 static void on_event(const etch_event *ev, void *user) {
-  feed *f = user;
-  etch__importer_event(f->imp, ev);
+  etch__importer_event((etch__importer *)user, ev);
 }
 
 static void on_track(const etch_track_info *t, void *user) {
-  feed *f = user;
-  etch__importer_track(f->imp, t);
+  etch__importer_track((etch__importer *)user, t);
 }
 
 /* Where the trace comes from: a file or memory. */
@@ -83,8 +77,8 @@ static int run_once(sqlite3 *db, const source *src, const etch__import_opts *o,
   etch_reader *r;
   rc = open_source(src, &r);
   if (rc) return rc;
-  feed f = {0};
-  rc = etch__importer_new(&f.imp, db, o);
+  etch__importer *imp;
+  rc = etch__importer_new(&imp, db, o);
   if (rc) {
     etch_reader_close(r);
     return rc;
@@ -98,12 +92,12 @@ static int run_once(sqlite3 *db, const source *src, const etch__import_opts *o,
   etch__reader_set_match_ends(r, false);
   if (!rc) rc = etch_reader_set_progress(r, o->progress);
   if (!rc) rc = etch_reader_set_allow_truncated(r, o->allow_truncated);
-  if (!rc) rc = etch_reader_on_track(r, on_track, &f);
-  if (!rc) rc = etch_reader_on(r, NULL, NULL, on_event, &f);
+  if (!rc) rc = etch_reader_on_track(r, on_track, imp);
+  if (!rc) rc = etch_reader_on(r, NULL, NULL, on_event, imp);
   if (!rc) rc = etch_reader_run(r);
   if (!rc && etch__reader_went_back(r)) {
     *restart = true;
-    etch__importer_discard(f.imp);
+    etch__importer_discard(imp);
     etch_reader_close(r);
     return db ? empty_db(db) : ETCH_OK;
   }
@@ -115,9 +109,9 @@ static int run_once(sqlite3 *db, const source *src, const etch__import_opts *o,
       first = 1;
       last = 0;
     }
-    rc = etch__importer_finish(f.imp, &st, first, last);
+    rc = etch__importer_finish(imp, &st, first, last);
   }
-  *out = f.imp;
+  *out = imp;
   *rout = r;
   return rc;
 }

@@ -378,9 +378,7 @@ static rd_rec *rec_make(etch_arena *arena, const etch_event *ev,
 }
 
 /* Holds an event in its sequence's records (timestamp order). */
-static int hold(etch_reader *r, rd_seq *seq, const etch_event *ev,
-                rd_track *t) {
-  (void)r;
+static int hold(rd_seq *seq, const etch_event *ev, rd_track *t) {
   rd_rec *rec = rec_make(&seq->recs, ev, t);
   if (!rec || etch__vec_push(&seq->idx, &rec, sizeof rec)) return ETCH_ENOMEM;
   if (ev->ts < seq->last_ts) seq->unsorted = true;
@@ -436,7 +434,7 @@ int etch__rd_emit(etch_reader *r, rd_seq *seq, etch_event *ev,
     etch__rd_deliver(r, ev, t); /* fills ev->pid and ev->tid in */
     return 0;
   }
-  return hold(r, seq, ev, t);
+  return hold(seq, ev, t);
 }
 
 static void rec_event(const rd_rec *rec, etch_event *ev) {

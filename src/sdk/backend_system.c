@@ -35,6 +35,7 @@ int etch_system_start(const char *producer_name) {
 #else
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -253,6 +254,15 @@ static bool copy_out(sysb *b, const etch_chunk *c, uint32_t used,
 static uint64_t full_until; /* atomic: no free chunk was found before this */
 
 static void wake_thread(void);
+
+/* The integer in environment variable `name`, or `dflt` when it is unset
+ * or outside [lo, hi]. */
+static long env_long(const char *name, long lo, long hi, long dflt) {
+  const char *v = getenv(name);
+  if (!v) return dflt;
+  long n = strtol(v, NULL, 10);
+  return n >= lo && n <= hi ? n : dflt;
+}
 
 /* ETCH_SYSTEM_STALL_MS: how long a writer may wait for a free chunk of a
  * full shared memory before it drops (0, the default: it drops at once). */
@@ -760,10 +770,13 @@ static void on_command(const uint8_t *p, size_t n) {
             P.commits = cms;
             P.capcommits = cap;
             P.ncommits = 0;
-            P.commit_batch = cap / 16 < COMMIT_BATCH_MIN   ? COMMIT_BATCH_MIN
-                             : cap / 16 > COMMIT_BATCH_MAX ? COMMIT_BATCH_MAX
-                                                           : cap / 16;
-            if (P.commit_batch > cap / 2) P.commit_batch = cap / 2 ? cap / 2 : 1;
+            /* A sixteenth, within bounds, and never more than half of
+             * what the queue holds (a small shared memory). */
+            uint32_t batch = cap / 16;
+            if (batch < COMMIT_BATCH_MIN) batch = COMMIT_BATCH_MIN;
+            if (batch > COMMIT_BATCH_MAX) batch = COMMIT_BATCH_MAX;
+            if (batch > cap / 2) batch = cap / 2 ? cap / 2 : 1;
+            P.commit_batch = batch;
             pthread_rwlock_unlock(&P.smb_rw);
           } else {
             munmap(mem, (size_t)st.st_size);
@@ -839,17 +852,13 @@ static void on_frame(const etch_ipc_frame *f) {
     etch__pb_buf_init(&b, 128, 0);
     etch__pb_buf_init(&r, 1024, ETCH_IPC_MAX_FRAME - 256);
     /* 32 KiB pages unless ETCH_SYSTEM_PAGE_KB says (4, 8, 16 or 32). */
-    const char *pk = getenv("ETCH_SYSTEM_PAGE_KB");
-    long page_kb = pk ? strtol(pk, NULL, 10) : 32;
-    if (page_kb != 4 && page_kb != 8 && page_kb != 16 && page_kb != 32)
-      page_kb = 32;
+    long page_kb = env_long("ETCH_SYSTEM_PAGE_KB", 4, 32, 32);
+    if (page_kb != 4 && page_kb != 8 && page_kb != 16) page_kb = 32;
     etch__pb_write_varint_field(&b.s, ETCH_ICR_PAGE_SIZE_HINT,
                                (uint64_t)page_kb * 1024);
     /* 2 MiB of shared memory unless ETCH_SYSTEM_SMB_KB asks for another
      * size (256 KiB to 32 MiB; the service has the last word). */
-    const char *sk = getenv("ETCH_SYSTEM_SMB_KB");
-    long smb_kb = sk ? strtol(sk, NULL, 10) : 2048;
-    if (smb_kb < 256 || smb_kb > 32768) smb_kb = 2048;
+    long smb_kb = env_long("ETCH_SYSTEM_SMB_KB", 256, 32768, 2048);
     etch__pb_write_varint_field(&b.s, ETCH_ICR_SIZE_HINT,
                                (uint64_t)smb_kb * 1024);
     etch__pb_write_string_field(&b.s, ETCH_ICR_PRODUCER_NAME, P.name);
@@ -1081,14 +1090,10 @@ int etch_system_start(const char *producer_name) {
     atexit(flush_at_exit);
     pthread_atfork(sys_atfork_prepare, sys_atfork_parent, sys_atfork_child);
   }
-  const char *stall = getenv("ETCH_SYSTEM_STALL_MS");
-  long stall_ms = stall ? strtol(stall, NULL, 10) : 0;
-  stall_ns = stall_ms > 0 && stall_ms <= 10000 ? (uint64_t)stall_ms * 1000000u
-                                               : 0;
+  stall_ns = (uint64_t)env_long("ETCH_SYSTEM_STALL_MS", 0, 10000, 0) * 1000000u;
   /* A program started by `etch record` waits (a bounded time) for the
    * session that is already waiting for it, so its first events count. */
-  const char *w = getenv("ETCH_SYSTEM_WAIT_MS");
-  long wait_ms = w ? strtol(w, NULL, 10) : 0;
+  long wait_ms = env_long("ETCH_SYSTEM_WAIT_MS", 0, LONG_MAX, 0);
   for (long k = 0; k < wait_ms; k++) {
     pthread_mutex_lock(&P.lock);
     bool ready = P.ninst > 0;

@@ -176,8 +176,8 @@ static void seq_pids(const uint8_t *d, size_t n, int32_t *pids, size_t cap) {
 
 /* Checks that thread `k` of process `pid` recorded ticks 0..n-1 in order
  * (n < 0: a prefix 0..m-1 of any length m >= 1), returns how many. */
-static long check_ticks(const td_trace *t, const int32_t *pids, size_t cap,
-                        int32_t pid, int k, long n) {
+/* The thread track of svc_producer's thread `k` in process `pid`, or NULL. */
+static const td_track *worker_track(const td_trace *t, int32_t pid, int k) {
   char name[32];
   snprintf(name, sizeof name, "worker-%d", k);
   const td_track *tr = NULL;
@@ -185,6 +185,14 @@ static long check_ticks(const td_trace *t, const int32_t *pids, size_t cap,
     if (t->tracks[i].is_thread && t->tracks[i].pid == pid &&
         t->tracks[i].name && !strcmp(t->tracks[i].name, name))
       tr = &t->tracks[i];
+  return tr;
+}
+
+static long check_ticks(const td_trace *t, const int32_t *pids, size_t cap,
+                        int32_t pid, int k, long n) {
+  char name[32];
+  snprintf(name, sizeof name, "worker-%d", k);
+  const td_track *tr = worker_track(t, pid, k);
   if (!tr) FAIL("no track %s of pid %d", name, (int)pid);
   long next = 0;
   for (size_t i = 0; i < t->nev; i++) {
@@ -852,16 +860,9 @@ TEST(a_full_discard_buffer_keeps_clean_prefixes) {
   decode(out, &t, pids, 4096);
   long kept = 0;
   for (int i = 0; i < 4; i++)
-    for (int k = 0; k < 2; k++) {
-      char name[32];
-      snprintf(name, sizeof name, "worker-%d", k);
-      bool has = false;
-      for (size_t j = 0; j < t.ntracks; j++)
-        if (t.tracks[j].is_thread && t.tracks[j].pid == p[i] &&
-            t.tracks[j].name && !strcmp(t.tracks[j].name, name))
-          has = true;
-      if (has) kept += check_ticks(&t, pids, 4096, p[i], k, -1);
-    }
+    for (int k = 0; k < 2; k++)
+      if (worker_track(&t, p[i], k))
+        kept += check_ticks(&t, pids, 4096, p[i], k, -1);
   ASSERT_TRUE(kept > 1000 && kept < 4 * 2 * (SANITIZED ? 20000 : 50000));
   ASSERT_TRUE(t.has_stats);
   ASSERT_TRUE(t.stat_discarded > 0);
@@ -913,13 +914,7 @@ TEST(full_shared_memory_drops_are_counted_and_writers_record_again) {
   static int32_t pids[4096];
   pid_t p = flood_while_stopped(&s, "full", n, false, 500, &t, pids);
   for (int k = 0; k < 2; k++) {
-    char name[32];
-    snprintf(name, sizeof name, "worker-%d", k);
-    const td_track *tr = NULL;
-    for (size_t j = 0; j < t.ntracks; j++)
-      if (t.tracks[j].is_thread && t.tracks[j].pid == p &&
-          t.tracks[j].name && !strcmp(t.tracks[j].name, name))
-        tr = &t.tracks[j];
+    const td_track *tr = worker_track(&t, p, k);
     ASSERT_TRUE(tr != NULL);
     long arrived = 0, last = -1, dropped = 0, after = 0;
     for (size_t i = 0; i < t.nev; i++) {
@@ -929,7 +924,8 @@ TEST(full_shared_memory_drops_are_counted_and_writers_record_again) {
       if (!strcmp(e->name, "tick")) {
         const td_arg *a = td_arg_of(e, "i");
         ASSERT_TRUE(a != NULL);
-        if (a->i <= last) FAIL("%s: tick %lld after %ld", name, (long long)a->i, last);
+        if (a->i <= last)
+          FAIL("worker-%d: tick %lld after %ld", k, (long long)a->i, last);
         last = (long)a->i;
         arrived++;
       } else if (!strcmp(e->name, "etch.dropped_events")) {
@@ -941,10 +937,10 @@ TEST(full_shared_memory_drops_are_counted_and_writers_record_again) {
       }
     }
     if (arrived + dropped != n)
-      FAIL("%s: %ld ticks arrived and %ld were counted dropped, of %ld", name,
-           arrived, dropped, n);
+      FAIL("worker-%d: %ld ticks arrived and %ld were counted dropped, of %ld",
+           k, arrived, dropped, n);
     ASSERT_EQ_INT(after, k == 0 ? 1 : 0);
-    fprintf(stderr, "  (%s: %ld of %ld ticks dropped)\n", name, dropped, n);
+    fprintf(stderr, "  (worker-%d: %ld of %ld ticks dropped)\n", k, dropped, n);
   }
   td_free(&t);
   svc_stop(&s);
