@@ -57,8 +57,8 @@ static void setup(void) {
   memset(&f, 0, sizeof f);
   f.kind = ETCH_IPC_BIND;
   f.request_id = 1;
-  f.name.data = (const uint8_t *)"consumer_port";
-  f.name.len = 13;
+  f.name.data = (const uint8_t *)ETCH_IPC_CONSUMER_PORT;
+  f.name.len = sizeof ETCH_IPC_CONSUMER_PORT - 1;
   etch__ipc_conn_send(&consumer, &f, -1);
   pump(3);
   const char *text = "buffers { size_kb: 256 } data_sources { config { name: "

@@ -20,6 +20,13 @@ enum {
 };
 /* IPCFrame.BindService */
 enum { ETCH_IPC_BIND_SERVICE_NAME = 1 };
+/*
+ * The services' names as BindService carries them: Perfetto binds a service
+ * by the name of its proto service (`service ProducerPort` in
+ * producer_port.proto), not by the file's name.
+ */
+#define ETCH_IPC_PRODUCER_PORT "ProducerPort"
+#define ETCH_IPC_CONSUMER_PORT "ConsumerPort"
 /* IPCFrame.BindServiceReply (and its MethodInfo) */
 enum {
   ETCH_IPC_BIND_REPLY_SUCCESS = 1,

@@ -909,8 +909,8 @@ static void try_connect(void) {
   memset(&f, 0, offsetof(etch_ipc_frame, methods));
   f.kind = ETCH_IPC_BIND;
   f.request_id = ++P.next_req;
-  f.name.data = (const uint8_t *)"producer_port";
-  f.name.len = 13;
+  f.name.data = (const uint8_t *)ETCH_IPC_PRODUCER_PORT;
+  f.name.len = sizeof ETCH_IPC_PRODUCER_PORT - 1;
   etch__ipc_conn_send(&P.conn, &f, -1);
   pthread_mutex_unlock(&P.lock);
 }

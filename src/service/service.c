@@ -1080,7 +1080,7 @@ static void instance_stopped(etch_service *s, producer *p, uint64_t id) {
 static int on_producer_frame(etch_service *s, producer *p,
                              const etch_ipc_frame *f) {
   if (f->kind == ETCH_IPC_BIND) {
-    bool ok = etch__ipc_bytes_eq(f->name, "producer_port");
+    bool ok = etch__ipc_bytes_eq(f->name, ETCH_IPC_PRODUCER_PORT);
     send_bind_reply(&p->conn, f->request_id, ok, PRODUCER_SERVICE_ID,
                     producer_methods, PM_COUNT);
     p->bound = p->bound || ok;
@@ -1379,7 +1379,7 @@ static void consumer_query(etch_service *s, consumer *c,
 static int on_consumer_frame(etch_service *s, consumer *c,
                              const etch_ipc_frame *f) {
   if (f->kind == ETCH_IPC_BIND) {
-    bool ok = etch__ipc_bytes_eq(f->name, "consumer_port");
+    bool ok = etch__ipc_bytes_eq(f->name, ETCH_IPC_CONSUMER_PORT);
     send_bind_reply(&c->conn, f->request_id, ok, CONSUMER_SERVICE_ID,
                     consumer_methods, CM_COUNT);
     c->bound = c->bound || ok;

@@ -38,26 +38,26 @@ static void next(etch_ipc_conn *c, etch_ipc_frame *f) {
 }
 
 /* The example of Perfetto's docs, byte for byte: a BindService for
- * "producer_port" with request id 1. */
+ * "ProducerPort" with request id 1. */
 TEST(bind_frame_bytes) {
   etch_ipc_frame f = {.request_id = 1, .kind = ETCH_IPC_BIND};
-  f.name = B("producer_port");
+  f.name = B("ProducerPort");
   etch__pb_buf b;
   etch__pb_buf_init(&b, 64, 0);
   etch__ipc_frame_encode(&b, &f);
   static const uint8_t want[] = {
-      22, 0, 0, 0,   /* length */
+      21, 0, 0, 0,   /* length */
       0x10, 0x01,    /* request_id = 1 */
-      0x1a, 0x8f, 0x80, 0x80, 0x00, /* msg_bind_service, 15 bytes: etch
+      0x1a, 0x8e, 0x80, 0x80, 0x00, /* msg_bind_service, 14 bytes: etch
                                        writes nested lengths in 4 bytes */
-      0x0a, 13, 'p', 'r', 'o', 'd', 'u', 'c', 'e', 'r', '_', 'p', 'o', 'r', 't'};
+      0x0a, 12, 'P', 'r', 'o', 'd', 'u', 'c', 'e', 'r', 'P', 'o', 'r', 't'};
   ASSERT_EQ_INT((int)etch__pb_buf_len(&b), (int)sizeof want);
   ASSERT_TRUE(memcmp(etch__pb_buf_data(&b), want, sizeof want) == 0);
   etch_ipc_frame g;
   ASSERT_OK(etch__ipc_frame_decode(want + 4, sizeof want - 4, &g));
   ASSERT_EQ_INT(g.kind, ETCH_IPC_BIND);
   ASSERT_EQ_U64(g.request_id, 1);
-  ASSERT_TRUE(etch__ipc_bytes_eq(g.name, "producer_port"));
+  ASSERT_TRUE(etch__ipc_bytes_eq(g.name, "ProducerPort"));
   etch__pb_buf_free(&b);
 }
 
@@ -164,7 +164,7 @@ TEST(frames_cross_the_socket_whole_and_in_pieces) {
   }
   /* A frame written one byte at a time is handed out only when whole. */
   etch_ipc_frame f = {.kind = ETCH_IPC_BIND, .request_id = 3};
-  f.name = B("consumer_port");
+  f.name = B("ConsumerPort");
   etch__pb_buf buf;
   etch__pb_buf_init(&buf, 64, 0);
   etch__ipc_frame_encode(&buf, &f);
@@ -175,7 +175,7 @@ TEST(frames_cross_the_socket_whole_and_in_pieces) {
     ASSERT_OK(etch__ipc_conn_read(&b));
   }
   ASSERT_EQ_INT(etch__ipc_conn_next(&b, &g), 1);
-  ASSERT_TRUE(etch__ipc_bytes_eq(g.name, "consumer_port"));
+  ASSERT_TRUE(etch__ipc_bytes_eq(g.name, "ConsumerPort"));
   etch__pb_buf_free(&buf);
   etch__ipc_conn_close(&a);
   etch__ipc_conn_close(&b);
@@ -287,11 +287,11 @@ TEST(listen_and_connect_on_a_path) {
   etch__ipc_conn_init(&s, sfd, 1 << 20);
   ASSERT_EQ_INT((int)s.peer_pid, (int)getpid());
   etch_ipc_frame f = {.kind = ETCH_IPC_BIND, .request_id = 1};
-  f.name = B("producer_port");
+  f.name = B("ProducerPort");
   ASSERT_OK(etch__ipc_conn_send(&c, &f, -1));
   etch_ipc_frame g;
   next(&s, &g);
-  ASSERT_TRUE(etch__ipc_bytes_eq(g.name, "producer_port"));
+  ASSERT_TRUE(etch__ipc_bytes_eq(g.name, "ProducerPort"));
   /* The peer going away is an end of stream with a reason. */
   etch__ipc_conn_close(&c);
   ASSERT_EQ_INT(etch__ipc_conn_wait(&s, 1000), ETCH_EIO);

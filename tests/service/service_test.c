@@ -410,7 +410,7 @@ static void raw_invoke(raw *r, const char *method, const etch__pb_buf *b) {
   ASSERT_OK(etch__ipc_conn_send(&r->c, &f, -1));
 }
 
-/* Connects to `path` and binds `port` ("producer_port", "consumer_port"). */
+/* Connects to `path` and binds `port` ("ProducerPort", "ConsumerPort"). */
 static void raw_open(raw *r, const char *path, const char *port) {
   memset(r, 0, sizeof *r);
   etch__ipc_conn_init(&r->c, raw_connect(path), 1 << 20);
@@ -442,7 +442,7 @@ TEST(a_commit_outside_the_shared_memory_is_refused) {
   svc s;
   svc_start(&s);
   raw r;
-  raw_open(&r, s.prod, "producer_port");
+  raw_open(&r, s.prod, "ProducerPort");
   raw_invoke(&r, "InitializeConnection", NULL);
   /* chunks_to_move { page: 1000000 chunk: 3 target_buffer: 1 } */
   etch__pb_buf b;
@@ -593,7 +593,7 @@ TEST(the_service_scrapes_what_a_silent_producer_left) {
                             "flush_timeout_ms: 300\ndata_source_stop_timeout_ms: 300\n",
                             NULL, out, sizeof out);
   raw r;
-  raw_open(&r, s.prod, "producer_port");
+  raw_open(&r, s.prod, "ProducerPort");
   etch__pb_buf b;
   etch__pb_buf_init(&b, 64, 0);
   etch__pb_write_string_field(&b.s, ETCH_ICR_PRODUCER_NAME, "raw");
@@ -1230,7 +1230,7 @@ TEST(consumer_port_capabilities_and_refusals) {
   svc s;
   svc_start(&s);
   raw r;
-  raw_open(&r, s.cons, "consumer_port");
+  raw_open(&r, s.cons, "ConsumerPort");
   raw_invoke(&r, "QueryCapabilities", NULL);
   etch_ipc_frame g;
   raw_next(&r, &g);

@@ -127,8 +127,8 @@ static int connect_client(client *c) {
   memset(&f, 0, offsetof(etch_ipc_frame, methods));
   f.kind = ETCH_IPC_BIND;
   f.request_id = ++c->next_req;
-  f.name.data = (const uint8_t *)"consumer_port";
-  f.name.len = 13;
+  f.name.data = (const uint8_t *)ETCH_IPC_CONSUMER_PORT;
+  f.name.len = sizeof ETCH_IPC_CONSUMER_PORT - 1;
   etch__ipc_conn_send(&c->conn, &f, -1);
   rc = wait_reply(c, f.request_id, &c->bind, 5000);
   if (rc) return rc;
