@@ -16,7 +16,17 @@
 /* ---- schema ---- */
 
 enum { T_U32, T_U64, T_I32, T_I64, T_BOOL, T_STRING, T_ENUM, T_MSG };
-enum { UNSUPPORTED = 0, SUPPORTED = 1, IGNORED = 2 };
+/*
+ * What etch does with a field (docs/config.md, "the policy"):
+ *   SUPPORTED    run as Perfetto runs it
+ *   IGNORED      accepted and dropped: it does not change what is recorded
+ *                (what Perfetto's own tools send routinely: guardrails,
+ *                statsd and upload settings, uuids, file-writing details)
+ *   FORWARDED    a data source's own config: the service does not read it
+ *                and passes it on to the producers unchanged
+ *   UNSUPPORTED  refused by name: ignoring it would change what is recorded
+ */
+enum { UNSUPPORTED = 0, SUPPORTED = 1, IGNORED = 2, FORWARDED = 3 };
 
 typedef struct enumval {
   const char *name;
@@ -47,8 +57,10 @@ static const fdesc buffer_fields[] = {
     {"fill_policy", 4, T_ENUM, SUPPORTED, NULL, fill_policies},
     {"transfer_on_clone", 5, T_BOOL, UNSUPPORTED, NULL, NULL},
     {"clear_before_clone", 6, T_BOOL, UNSUPPORTED, NULL, NULL},
+    {"name", 7, T_STRING, SUPPORTED, NULL, NULL},
+    {"experimental_mode", 8, T_ENUM, UNSUPPORTED, NULL, NULL},
 };
-static const mdesc buffer_msg = {"TraceConfig.BufferConfig", buffer_fields, 4};
+static const mdesc buffer_msg = {"TraceConfig.BufferConfig", buffer_fields, 6};
 
 static const fdesc te_fields[] = {
     {"disabled_categories", 1, T_STRING, SUPPORTED, NULL, NULL},
@@ -57,8 +69,12 @@ static const fdesc te_fields[] = {
     {"enabled_tags", 4, T_STRING, SUPPORTED, NULL, NULL},
     {"disable_incremental_timestamps", 5, T_BOOL, UNSUPPORTED, NULL, NULL},
     {"timestamp_unit_multiplier", 6, T_U64, UNSUPPORTED, NULL, NULL},
+    {"filter_debug_annotations", 7, T_BOOL, UNSUPPORTED, NULL, NULL},
+    {"enable_thread_time_sampling", 8, T_BOOL, UNSUPPORTED, NULL, NULL},
+    {"filter_dynamic_event_names", 9, T_BOOL, UNSUPPORTED, NULL, NULL},
+    {"thread_time_subsampling_ns", 10, T_U64, UNSUPPORTED, NULL, NULL},
 };
-static const mdesc te_msg = {"TrackEventConfig", te_fields, 6};
+static const mdesc te_msg = {"TrackEventConfig", te_fields, 10};
 
 static const enumval console_outputs[] = {{"OUTPUT_UNSPECIFIED", 0},
                                           {"OUTPUT_STDOUT", 1},
@@ -87,12 +103,19 @@ static const fdesc dsc_fields[] = {
     {"stop_timeout_ms", 7, T_U32, IGNORED, NULL, NULL},
     {"session_initiator", 8, T_ENUM, IGNORED, NULL, NULL},
     {"buffer_exhausted_policy", 9, T_ENUM, UNSUPPORTED, NULL, NULL},
-    {"target_buffer_name", 11, T_STRING, UNSUPPORTED, NULL, NULL},
+    {"priority_boost", 10, T_MSG, IGNORED, NULL, NULL},
+    {"target_buffer_name", 11, T_STRING, SUPPORTED, NULL, NULL},
+    {"protovm_config", 12, T_MSG, UNSUPPORTED, NULL, NULL},
     {"track_event_config", 113, T_MSG, SUPPORTED, &te_msg, NULL},
     {"interceptor_config", 115, T_MSG, SUPPORTED, &icpt_msg, NULL},
-    {"legacy_config", 1000, T_STRING, UNSUPPORTED, NULL, NULL},
+    {"prefer_suspend_clock_for_duration", 122, T_BOOL, IGNORED, NULL, NULL},
+    /* Every other field from 100 on is a data source's own config (ftrace,
+     * chrome, a Perfetto SDK program's custom data source): FORWARDED. */
+    {"legacy_config", 1000, T_STRING, FORWARDED, NULL, NULL},
+    {"for_testing", 1001, T_MSG, FORWARDED, NULL, NULL},
 };
-static const mdesc dsc_msg = {"DataSourceConfig", dsc_fields, 12};
+static const mdesc dsc_msg = {"DataSourceConfig", dsc_fields,
+                              sizeof dsc_fields / sizeof dsc_fields[0]};
 
 static const fdesc ds_fields[] = {
     {"config", 1, T_MSG, SUPPORTED, &dsc_msg, NULL},
@@ -108,14 +131,17 @@ static const fdesc isc_fields[] = {
 static const mdesc isc_msg = {"TraceConfig.IncrementalStateConfig",
                               isc_fields, 1};
 
+/* The perfetto command line adds enable_extra_guardrails, statsd_metadata,
+ * statsd_logging and the trace uuid to every config it sends (v58), and
+ * flush_period_ms, max_file_size_bytes with its short options. */
 static const fdesc tc_fields[] = {
     {"buffers", 1, T_MSG, SUPPORTED, &buffer_msg, NULL},
     {"data_sources", 2, T_MSG, SUPPORTED, &ds_msg, NULL},
     {"duration_ms", 3, T_U32, SUPPORTED, NULL, NULL},
-    {"enable_extra_guardrails", 4, T_BOOL, UNSUPPORTED, NULL, NULL},
+    {"enable_extra_guardrails", 4, T_BOOL, IGNORED, NULL, NULL},
     {"lockdown_mode", 5, T_ENUM, UNSUPPORTED, NULL, NULL},
     {"producers", 6, T_MSG, UNSUPPORTED, NULL, NULL},
-    {"statsd_metadata", 7, T_MSG, UNSUPPORTED, NULL, NULL},
+    {"statsd_metadata", 7, T_MSG, IGNORED, NULL, NULL},
     {"write_into_file", 8, T_BOOL, SUPPORTED, NULL, NULL},
     {"file_write_period_ms", 9, T_U32, SUPPORTED, NULL, NULL},
     {"max_file_size_bytes", 10, T_U64, SUPPORTED, NULL, NULL},
@@ -123,7 +149,7 @@ static const fdesc tc_fields[] = {
     {"deferred_start", 12, T_BOOL, SUPPORTED, NULL, NULL},
     {"flush_period_ms", 13, T_U32, SUPPORTED, NULL, NULL},
     {"flush_timeout_ms", 14, T_U32, SUPPORTED, NULL, NULL},
-    {"notify_traceur", 16, T_BOOL, UNSUPPORTED, NULL, NULL},
+    {"notify_traceur", 16, T_BOOL, IGNORED, NULL, NULL},
     {"trigger_config", 17, T_MSG, UNSUPPORTED, NULL, NULL},
     {"activate_triggers", 18, T_STRING, UNSUPPORTED, NULL, NULL},
     {"allow_user_build_tracing", 19, T_BOOL, IGNORED, NULL, NULL},
@@ -131,19 +157,27 @@ static const fdesc tc_fields[] = {
     {"incremental_state_config", 21, T_MSG, SUPPORTED, &isc_msg, NULL},
     {"unique_session_name", 22, T_STRING, SUPPORTED, NULL, NULL},
     {"data_source_stop_timeout_ms", 23, T_U32, SUPPORTED, NULL, NULL},
-    {"compression_type", 24, T_ENUM, UNSUPPORTED, NULL, NULL},
-    {"incident_report_config", 25, T_MSG, UNSUPPORTED, NULL, NULL},
+    {"compression_type", 24, T_ENUM, IGNORED, NULL, NULL},
+    {"incident_report_config", 25, T_MSG, IGNORED, NULL, NULL},
     {"trace_uuid_msb", 27, T_I64, IGNORED, NULL, NULL},
     {"trace_uuid_lsb", 28, T_I64, IGNORED, NULL, NULL},
     {"output_path", 29, T_STRING, UNSUPPORTED, NULL, NULL},
-    {"bugreport_score", 30, T_I32, UNSUPPORTED, NULL, NULL},
-    {"statsd_logging", 31, T_ENUM, UNSUPPORTED, NULL, NULL},
+    {"bugreport_score", 30, T_I32, IGNORED, NULL, NULL},
+    {"statsd_logging", 31, T_ENUM, IGNORED, NULL, NULL},
     {"trace_filter", 33, T_MSG, UNSUPPORTED, NULL, NULL},
-    {"android_report_config", 34, T_MSG, UNSUPPORTED, NULL, NULL},
-    {"cmd_trace_start_delay", 35, T_MSG, UNSUPPORTED, NULL, NULL},
-    {"prefer_suspend_clock_for_duration", 36, T_BOOL, UNSUPPORTED, NULL,
-     NULL},
-    {"bugreport_filename", 38, T_STRING, UNSUPPORTED, NULL, NULL},
+    {"android_report_config", 34, T_MSG, IGNORED, NULL, NULL},
+    {"cmd_trace_start_delay", 35, T_MSG, IGNORED, NULL, NULL},
+    {"prefer_suspend_clock_for_duration", 36, T_BOOL, IGNORED, NULL, NULL},
+    {"bugreport_filename", 38, T_STRING, IGNORED, NULL, NULL},
+    {"session_semaphores", 39, T_MSG, UNSUPPORTED, NULL, NULL},
+    {"priority_boost", 40, T_MSG, IGNORED, NULL, NULL},
+    {"exclusive_prio", 41, T_U32, UNSUPPORTED, NULL, NULL},
+    {"no_flush_before_write_into_file", 42, T_BOOL, IGNORED, NULL, NULL},
+    {"trace_all_machines", 43, T_BOOL, IGNORED, NULL, NULL},
+    {"write_flush_mode", 44, T_ENUM, IGNORED, NULL, NULL},
+    {"fflush_post_write", 45, T_ENUM, IGNORED, NULL, NULL},
+    {"compression", 47, T_MSG, IGNORED, NULL, NULL},
+    {"trace_attributes", 48, T_MSG, IGNORED, NULL, NULL},
 };
 static const mdesc tc_msg = {"TraceConfig", tc_fields,
                              sizeof tc_fields / sizeof tc_fields[0]};
@@ -206,6 +240,27 @@ static int other(const mdesc *m, const etch__pb_field *f) {
   if (d) return unsupported(m, d);
   return etch__error(ETCH_EUNSUPPORTED,
                      "field %u of %s is not known to etch", f->id, m->name);
+}
+
+/* A DataSourceConfig field that is the data source's own: from 100 on (but
+ * the two etch reads), or one the schema marks FORWARDED. */
+static bool forwarded(uint32_t id) {
+  const fdesc *d = by_num(&dsc_msg, id);
+  if (d) return d->support == FORWARDED;
+  return id >= 100;
+}
+
+/* Keeps the field's bytes, tag and all ([tag, end) of the message being
+ * walked), to pass on. */
+static int forward(etch_tc_source *s, const uint8_t *tag, const uint8_t *end) {
+  size_t n = (size_t)(end - tag);
+  if (n > ETCH_TC_MAX_FORWARD - s->forward_len)
+    return etch__error(ETCH_ELIMIT,
+                       "data source '%s': its own config is larger than %u "
+                       "bytes", s->name, ETCH_TC_MAX_FORWARD);
+  memcpy(s->forward + s->forward_len, tag, n);
+  s->forward_len += (uint32_t)n;
+  return ETCH_OK;
 }
 
 static int want_varint(const mdesc *m, const etch__pb_field *f) {
@@ -287,6 +342,9 @@ static int decode_dsc(const uint8_t *p, size_t n, etch_tc_source *s) {
       s->target_buffer = (uint32_t)f.u;
       if (!rc_ && f.u > UINT32_MAX) rc_ = bad(m, "target_buffer too large");
       break;
+    case 11:
+      rc_ = copy_name(m, "target_buffer_name", s->target_buffer_name, &f);
+      break;
     case 113:
       if (f.wt != 2) { rc_ = bad(m, "track_event_config is not a message"); break; }
       s->has_track_event_config = true;
@@ -298,7 +356,9 @@ static int decode_dsc(const uint8_t *p, size_t n, etch_tc_source *s) {
       s->console_colors = -1;
       rc_ = decode_icpt(f.data, f.len, s);
       break;
-    default: rc_ = other(m, &f);
+    default:
+      rc_ = forwarded(f.id) ? forward(s, d_.start + f.off, d_.p)
+                            : other(m, &f);
     }
   });
   return ETCH_OK;
@@ -337,6 +397,7 @@ static int decode_buffer(const uint8_t *p, size_t n, etch_trace_config *c) {
                           (unsigned long long)f.u, m->name);
       c->buffers[i].fill_policy = (uint32_t)f.u;
       break;
+    case 7: rc_ = copy_name(m, "name", c->buffers[i].name, &f); break;
     default: rc_ = other(m, &f);
     }
   });
@@ -406,6 +467,19 @@ int etch__trace_config_decode(const uint8_t *data, size_t len,
     default: rc_ = other(m, &f);
     }
   });
+  /* target_buffer_name names a buffer (buffers may come after). */
+  for (uint32_t i = 0; i < c->nsources; i++) {
+    etch_tc_source *s = &c->sources[i];
+    if (!s->target_buffer_name[0]) continue;
+    uint32_t k = 0;
+    while (k < c->nbuffers && strcmp(c->buffers[k].name, s->target_buffer_name))
+      k++;
+    if (k == c->nbuffers)
+      return etch__error(ETCH_ECONFIG,
+                         "data source '%s': no buffer is named '%s'", s->name,
+                         s->target_buffer_name);
+    s->target_buffer = k;
+  }
   return ETCH_OK;
 }
 
@@ -453,14 +527,32 @@ static void put_list(etch__pb_stream *s, uint32_t field, const etch_tc_list *l) 
     etch__pb_write_string_field(s, field, l->item[i]);
 }
 
+void etch__tc_put_source_body(etch__pb_stream *s, const etch_tc_source *d) {
+  etch__pb_nested t;
+  if (d->target_buffer_name[0])
+    etch__pb_write_string_field(s, 11, d->target_buffer_name);
+  if (d->has_track_event_config) {
+    etch__pb_nested_begin(s, 113, &t);
+    put_list(s, 1, &d->disabled_categories);
+    put_list(s, 2, &d->enabled_categories);
+    put_list(s, 3, &d->disabled_tags);
+    put_list(s, 4, &d->enabled_tags);
+    etch__pb_nested_end(s, &t);
+  }
+  if (d->has_interceptor_config) etch__tc_put_interceptor(s, d);
+  etch__pb_write_bytes(s, d->forward, d->forward_len);
+}
+
 void etch__trace_config_encode(const etch_trace_config *c, etch__pb_buf *out) {
   etch__pb_stream *s = &out->s;
-  etch__pb_nested a, b, t;
+  etch__pb_nested a, b;
   for (uint32_t i = 0; i < c->nbuffers; i++) {
     etch__pb_nested_begin(s, 1, &a);
     etch__pb_write_varint_field(s, 1, c->buffers[i].size_kb);
     if (c->buffers[i].fill_policy)
       etch__pb_write_varint_field(s, 4, c->buffers[i].fill_policy);
+    if (c->buffers[i].name[0])
+      etch__pb_write_string_field(s, 7, c->buffers[i].name);
     etch__pb_nested_end(s, &a);
   }
   for (uint32_t i = 0; i < c->nsources; i++) {
@@ -469,15 +561,7 @@ void etch__trace_config_encode(const etch_trace_config *c, etch__pb_buf *out) {
     etch__pb_nested_begin(s, 1, &b);
     etch__pb_write_string_field(s, 1, d->name);
     etch__pb_write_varint_field(s, 2, d->target_buffer);
-    if (d->has_track_event_config) {
-      etch__pb_nested_begin(s, 113, &t);
-      put_list(s, 1, &d->disabled_categories);
-      put_list(s, 2, &d->enabled_categories);
-      put_list(s, 3, &d->disabled_tags);
-      put_list(s, 4, &d->enabled_tags);
-      etch__pb_nested_end(s, &t);
-    }
-    if (d->has_interceptor_config) etch__tc_put_interceptor(s, d);
+    etch__tc_put_source_body(s, d);
     etch__pb_nested_end(s, &b);
     put_list(s, 2, &d->producer_name_filter);
     etch__pb_nested_end(s, &a);
@@ -632,8 +716,44 @@ static int parse_uint(const char *t, size_t n, uint64_t max, uint64_t *out) {
 static int parse_msg(lex *l, const mdesc *m, etch__pb_stream *s, char close,
                      int depth);
 
+/* Reads past the value of an option etch ignores: a token, a string or a
+ * message in braces (its contents only checked for balance and strings). */
+static int skip_value(lex *l, const fdesc *f) {
+  if (l->p < l->end && (*l->p == '"' || *l->p == '\''))
+    return qstring(l);
+  if (l->p < l->end && (*l->p == '{' || *l->p == '<')) {
+    int depth = 0;
+    while (l->p < l->end) {
+      char ch = *l->p;
+      if (ch == '"' || ch == '\'') {
+        int rc = qstring(l);
+        if (rc) return rc;
+        continue;
+      }
+      if (ch == '#') {
+        skip_space(l);
+        continue;
+      }
+      if (ch == '\n') l->line++;
+      l->p++;
+      if (ch == '{' || ch == '<') depth++;
+      if ((ch == '}' || ch == '>') && --depth == 0) return ETCH_OK;
+      if (depth > 16) return lerr(l, "nesting too deep");
+    }
+    return lerr(l, "missing '}' at the end of '%s'", f->name);
+  }
+  size_t n;
+  token(l, &n);
+  if (n == 0) return lerr(l, "'%s' has no value", f->name);
+  return ETCH_OK;
+}
+
 static int parse_field(lex *l, const fdesc *f, etch__pb_stream *s,
                        int depth) {
+  if (f->support == IGNORED) return skip_value(l, f);
+  if (f->type == T_MSG && !f->msg)
+    return lerr(l, "etch's text format does not know the fields of '%s' "
+                "(give the config in binary)", f->name);
   if (f->type == T_MSG) {
     if (l->p < l->end && (*l->p == '{' || *l->p == '<')) {
       char close = *l->p == '{' ? '}' : '>';

@@ -8,10 +8,14 @@
  *
  * Two ways in: the binary message (what a consumer sends in EnableTracing)
  * and Perfetto's text format (what `perfetto --txt -c` and `etch record
- * --config` read). Both refuse what etch would not honour: an option etch
- * knows but does not support, or a field it does not know, is an error
- * that names it, never silently dropped. One way out: the binary message,
- * as etch's consumer sends it.
+ * --config` read). Both refuse what etch would not honour: an option that
+ * would change what is recorded if etch ignored it, or a field it does not
+ * know, is an error that names it, never silently dropped. Options that do
+ * not change the recording (what Perfetto's own command line adds to every
+ * config: guardrails, statsd settings, the trace uuid) are accepted and
+ * ignored; a data source's own config (DataSourceConfig fields from 100 on)
+ * is kept as it came and passed on to the producers. docs/config.md has
+ * the list. One way out: the binary message, as etch's consumer sends it.
  */
 #ifndef ETCH_PROTO_TRACE_CONFIG_H
 #define ETCH_PROTO_TRACE_CONFIG_H
@@ -26,6 +30,7 @@
 #define ETCH_TC_MAX_SOURCES 32u
 #define ETCH_TC_MAX_FILTERS 64u /* per list */
 #define ETCH_TC_MAX_NAME 128u   /* bytes of a name or pattern, with the NUL */
+#define ETCH_TC_MAX_FORWARD 8192u /* bytes of a data source's own config */
 
 enum {
   ETCH_TC_FILL_UNSPECIFIED = 0,
@@ -41,6 +46,9 @@ typedef struct etch_tc_list {
 typedef struct etch_tc_source {
   char name[ETCH_TC_MAX_NAME];
   uint32_t target_buffer;
+  /* target_buffer_name: the buffer of that name (resolved into
+   * target_buffer by the decoder). */
+  char target_buffer_name[ETCH_TC_MAX_NAME];
   etch_tc_list producer_name_filter;
   bool has_track_event_config;
   etch_tc_list enabled_categories, disabled_categories;
@@ -52,6 +60,13 @@ typedef struct etch_tc_source {
   bool has_console_config;
   uint32_t console_output; /* 0 unspecified, 1 stdout, 2 stderr */
   int console_colors;      /* -1 unset, 0, 1 */
+  /* The DataSourceConfig's fields that are the data source's own (field
+   * numbers from 100 on but track_event_config and interceptor_config:
+   * ftrace_config, chrome_config, a custom data source's config, ...),
+   * encoded as they came, in order: the service does not read them and
+   * passes them on to the producers unchanged. */
+  uint32_t forward_len;
+  uint8_t forward[ETCH_TC_MAX_FORWARD];
 } etch_tc_source;
 
 typedef struct etch_trace_config {
@@ -59,6 +74,7 @@ typedef struct etch_trace_config {
   struct {
     uint32_t size_kb;
     uint32_t fill_policy; /* ETCH_TC_FILL_* */
+    char name[ETCH_TC_MAX_NAME]; /* for target_buffer_name, may be empty */
   } buffers[ETCH_TC_MAX_BUFFERS];
   uint32_t nsources;
   etch_tc_source sources[ETCH_TC_MAX_SOURCES];
@@ -89,6 +105,11 @@ int etch__trace_config_parse_text(const char *text, size_t len,
                                   etch_trace_config *out);
 /* Appends the binary TraceConfig for *c to out. */
 void etch__trace_config_encode(const etch_trace_config *c, etch__pb_buf *out);
+/* The fields of source d's DataSourceConfig that a producer gets as they
+ * were configured: the track_event and interceptor configs and the data
+ * source's own (forwarded) fields; the service adds name, target buffer
+ * and what it fills in itself. */
+void etch__tc_put_source_body(etch__pb_stream *s, const etch_tc_source *d);
 /* A source's InterceptorConfig as DataSourceConfig field 115. */
 void etch__tc_put_interceptor(etch__pb_stream *s, const etch_tc_source *d);
 /* Checks what the decoders cannot: at least one buffer, sizes, every data

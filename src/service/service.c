@@ -323,18 +323,8 @@ static void put_source_config(etch__pb_stream *st, const session *x,
                              x->cfg->data_source_stop_timeout_ms
                                  ? x->cfg->data_source_stop_timeout_ms
                                  : DEFAULT_STOP_TIMEOUT_MS);
-  if (src->has_track_event_config) {
-    etch__pb_nested t;
-    etch__pb_nested_begin(st, ETCH_DSC_TRACK_EVENT_CONFIG, &t);
-    const etch_tc_list *l[4] = {&src->disabled_categories,
-                                &src->enabled_categories, &src->disabled_tags,
-                                &src->enabled_tags};
-    for (uint32_t k = 0; k < 4; k++)
-      for (uint32_t i = 0; i < l[k]->n; i++)
-        etch__pb_write_string_field(st, k + 1, l[k]->item[i]);
-    etch__pb_nested_end(st, &t);
-  }
-  if (src->has_interceptor_config) etch__tc_put_interceptor(st, src);
+  /* The rest as configured, a data source's own config included. */
+  etch__tc_put_source_body(st, src);
 }
 
 /* SetupDataSource or StartDataSource (`field`) for instance `in`. */

@@ -147,9 +147,19 @@ TEST(text_errors_name_the_option_and_line) {
              "line 2: unknown option 'bogus' in TraceConfig");
   text_error("trigger_config { trigger_timeout_ms: 5 }", ETCH_EUNSUPPORTED,
              "option 'trigger_config' of TraceConfig is not supported");
-  text_error("data_sources { config { name: \"x\" legacy_config: \"y\" } }",
-             ETCH_EUNSUPPORTED,
-             "option 'legacy_config' of DataSourceConfig is not supported");
+  text_error("data_sources { config { name: \"x\" "
+             "buffer_exhausted_policy: 1 } }",
+             ETCH_EUNSUPPORTED, "option 'buffer_exhausted_policy' of "
+             "DataSourceConfig is not supported");
+  text_error("exclusive_prio: 3", ETCH_EUNSUPPORTED,
+             "option 'exclusive_prio' of TraceConfig is not supported");
+  text_error("data_sources { config { track_event_config { "
+             "filter_debug_annotations: true } } }", ETCH_EUNSUPPORTED,
+             "option 'filter_debug_annotations' of TrackEventConfig");
+  text_error("data_sources { config { for_testing { } } }", ETCH_ECONFIG,
+             "does not know the fields of 'for_testing'");
+  text_error("statsd_metadata { triggering_alert_id: 1 ", ETCH_ECONFIG,
+             "missing '}' at the end of 'statsd_metadata'");
   text_error("data_sources { config { ftrace_config { } } }", ETCH_ECONFIG,
              "unknown option 'ftrace_config' in DataSourceConfig");
   text_error("buffers { size_kb: -4 }", ETCH_ECONFIG,
@@ -255,6 +265,117 @@ TEST(the_last_of_a_repeated_field_wins) {
                                       etch__pb_buf_len(&b), d));
   ASSERT_TRUE(memcmp(c, d, sizeof *c) == 0);
   etch__pb_buf_free(&b);
+  free(c);
+  free(d);
+}
+
+/* What Perfetto's `perfetto` command line (v58) sends, as it sent it to a
+ * recording socket: `--txt -c` of a track_event config adds
+ * enable_extra_guardrails, statsd_metadata, statsd_logging and the trace
+ * uuid; `-t 2s -s 8mb` adds flush_period_ms and max_file_size_bytes (and
+ * the data sources linux.process_stats and linux.system_info); an
+ * --add-attribute adds trace_attributes. All accepted; what etch runs is
+ * read exactly. */
+TEST(what_the_perfetto_command_line_sends_is_accepted) {
+  static const uint8_t txt_c[] = {
+      0x0a, 0x06, 0x08, 0x80, 0x80, 0x02, 0x20, 0x02, 0x12, 0x0f, 0x0a, 0x0d,
+      0x0a, 0x0b, 0x74, 0x72, 0x61, 0x63, 0x6b, 0x5f, 0x65, 0x76, 0x65, 0x6e,
+      0x74, 0x18, 0xa0, 0x1f, 0x20, 0x00, 0x3a, 0x00, 0xf8, 0x01, 0x02, 0xd8,
+      0x01, 0xc1, 0x95, 0xf1, 0x9d, 0xc5, 0xe9, 0x82, 0x93, 0x11, 0xe0, 0x01,
+      0x97, 0x90, 0x99, 0xb3, 0xe5, 0x86, 0xea, 0xca, 0x4b,
+  };
+  etch_trace_config *c = cfg();
+  ASSERT_OK(etch__trace_config_decode(txt_c, sizeof txt_c, c));
+  ASSERT_OK(etch__trace_config_check(c));
+  ASSERT_EQ_INT((int)c->nbuffers, 1);
+  ASSERT_EQ_INT((int)c->buffers[0].size_kb, 32768);
+  ASSERT_EQ_INT((int)c->buffers[0].fill_policy, ETCH_TC_FILL_DISCARD);
+  ASSERT_EQ_STR(c->sources[0].name, "track_event");
+  ASSERT_EQ_INT((int)c->duration_ms, 4000);
+  /* -t 2s -s 8mb --add-attribute foo=bar: data sources
+   * linux.process_stats and linux.system_info, write_into_file 1,
+   * max_file_size_bytes 8 MiB, flush_period_ms 30000, trace_attributes */
+  static const uint8_t short_form[] = {
+      0x0a, 0x04, 0x08, 0x80, 0x80, 0x02, 0x12, 0x19, 0x0a, 0x17, 0x0a, 0x13,
+      0x6c, 0x69, 0x6e, 0x75, 0x78, 0x2e, 0x70, 0x72, 0x6f, 0x63, 0x65, 0x73,
+      0x73, 0x5f, 0x73, 0x74, 0x61, 0x74, 0x73, 0x10, 0x00, 0x12, 0x17, 0x0a,
+      0x15, 0x0a, 0x11, 0x6c, 0x69, 0x6e, 0x75, 0x78, 0x2e, 0x73, 0x79, 0x73,
+      0x74, 0x65, 0x6d, 0x5f, 0x69, 0x6e, 0x66, 0x6f, 0x10, 0x00, 0x18, 0xd0,
+      0x0f, 0x20, 0x00, 0x3a, 0x00, 0x40, 0x01, 0x50, 0x80, 0x80, 0x80, 0x04,
+      0x68, 0xb0, 0xea, 0x01, 0xf8, 0x01, 0x02, 0xd8, 0x01, 0xf0, 0xc7, 0xc4,
+      0x9e, 0xfd, 0xd7, 0x9e, 0xde, 0xfd, 0x01, 0xe0, 0x01, 0xcf, 0xb7, 0xa4,
+      0xc1, 0xa3, 0xef, 0xeb, 0xd0, 0x25, 0x82, 0x03, 0x0c, 0x0a, 0x0a, 0x0a,
+      0x03, 0x66, 0x6f, 0x6f, 0x1a, 0x03, 0x62, 0x61, 0x72,
+  };
+  ASSERT_OK(etch__trace_config_decode(short_form, sizeof short_form, c));
+  ASSERT_TRUE(c->write_into_file);
+  ASSERT_EQ_U64(c->max_file_size_bytes, 8u << 20);
+  ASSERT_EQ_INT((int)c->flush_period_ms, 30000);
+  ASSERT_EQ_INT((int)c->duration_ms, 2000);
+  ASSERT_EQ_INT((int)c->nsources, 2);
+  ASSERT_EQ_STR(c->sources[1].name, "linux.system_info");
+  ASSERT_OK(etch__trace_config_check(c));
+  /* The same options in the text format: read past, nothing encoded. */
+  const char *t =
+      "buffers { size_kb: 64 }\n"
+      "enable_extra_guardrails: true\n"
+      "statsd_metadata { triggering_alert_id: -3 triggering_config_id: 7 }\n"
+      "statsd_logging: STATSD_LOGGING_DISABLED\n"
+      "trace_uuid_msb: -5 trace_uuid_lsb: 6\n"
+      "trace_attributes { attributes { key: \"a}\" str_value: \"{b\" } }\n"
+      "compression_type: COMPRESSION_TYPE_DEFLATE\n";
+  etch__pb_buf b;
+  etch__pb_buf_init(&b, 64, 0);
+  ASSERT_OK(etch__trace_config_text_to_binary(t, strlen(t), &b));
+  /* buffers { size_kb: 64 } (its length in 4 bytes), nothing else */
+  static const uint8_t want[] = {0x0a, 0x82, 0x80, 0x80, 0x00, 0x08, 0x40};
+  ASSERT_EQ_INT((int)etch__pb_buf_len(&b), (int)sizeof want);
+  ASSERT_TRUE(memcmp(etch__pb_buf_data(&b), want, sizeof want) == 0);
+  etch__pb_buf_free(&b);
+  free(c);
+}
+
+/* A data source's own config (here ftrace_config, 100, and chrome_config,
+ * 101) is kept byte for byte, in order, and encoded again as it came; a
+ * buffer named by target_buffer_name is the target. */
+TEST(a_data_sources_own_config_is_passed_on) {
+  static const uint8_t in[] = {
+      0x0a, 0x04, 0x08, 0x01, 0x3a, 0x00,             /* buffers (unnamed) */
+      0x0a, 0x07, 0x08, 0x02, 0x3a, 0x03, 'b', 'i', 'g', /* buffers "big" */
+      0x12, 0x1c, 0x0a, 0x1a,
+      0x0a, 0x01, 'x',                                /* name "x" */
+      0xa2, 0x06, 0x04, 0x0a, 0x02, 's', 's',         /* 100 { 1: "ss" } */
+      0x5a, 0x03, 'b', 'i', 'g',                      /* target_buffer_name */
+      0xaa, 0x06, 0x05, 0x12, 0x03, '{', '}', ' ',    /* 101 { 2: "{} " } */
+      0x98, 0x3f, 0x09,                               /* 1011: 9 */
+  };
+  etch_trace_config *c = cfg(), *d = cfg();
+  ASSERT_OK(etch__trace_config_decode(in, sizeof in, c));
+  ASSERT_OK(etch__trace_config_check(c));
+  ASSERT_EQ_STR(c->buffers[1].name, "big");
+  ASSERT_EQ_INT((int)c->sources[0].target_buffer, 1);
+  static const uint8_t fwd[] = {0xa2, 0x06, 0x04, 0x0a, 0x02, 's', 's',
+                                0xaa, 0x06, 0x05, 0x12, 0x03, '{', '}', ' ',
+                                0x98, 0x3f, 0x09};
+  ASSERT_EQ_INT((int)c->sources[0].forward_len, (int)sizeof fwd);
+  ASSERT_TRUE(memcmp(c->sources[0].forward, fwd, sizeof fwd) == 0);
+  etch__pb_buf b;
+  etch__pb_buf_init(&b, 256, 0);
+  etch__trace_config_encode(c, &b);
+  ASSERT_OK(etch__trace_config_decode(etch__pb_buf_data(&b),
+                                      etch__pb_buf_len(&b), d));
+  ASSERT_TRUE(memcmp(c, d, sizeof *c) == 0);
+  etch__pb_buf_free(&b);
+  /* A name no buffer has. */
+  const char *t = "buffers { size_kb: 4 name: \"a\" } data_sources { config { "
+                  "name: \"x\" target_buffer_name: \"b\" } }";
+  ASSERT_EQ_INT(etch__trace_config_parse_text(t, strlen(t), c), ETCH_ECONFIG);
+  ASSERT_TRUE(strstr(etch_last_error(), "no buffer is named 'b'") != NULL);
+  /* A field under 100 etch does not know is still an error. */
+  binary_error((const uint8_t *)"\x12\x04\x0a\x02\x48\x01", 6,
+               ETCH_EUNSUPPORTED, "'buffer_exhausted_policy'");
+  binary_error((const uint8_t *)"\x12\x05\x0a\x03\xf8\x03\x01", 7,
+               ETCH_EUNSUPPORTED, "field 63 of DataSourceConfig");
   free(c);
   free(d);
 }
