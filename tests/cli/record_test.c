@@ -150,12 +150,13 @@ TEST(record_keeps_every_process_trace) {
   proc_result r = RUN(ETCH_BIN, "record", "-o", trace, "--", "/bin/sh", "-c",
                       script);
   ASSERT_EQ_INT(r.status, 0);
-  ASSERT_CONTAINS(r.out, "2 processes wrote traces:\n");
+  ASSERT_EQ_STR(r.out, "");
+  ASSERT_CONTAINS(r.err, "2 processes wrote traces:\n");
   /* The first keeps the name, the second writes NAME.PID.pftrace. */
   char first[600];
   snprintf(first, sizeof first, "  %s (", trace);
-  ASSERT_CONTAINS(r.out, first);
-  const char *second = strstr(r.out, "multi.");
+  ASSERT_CONTAINS(r.err, first);
+  const char *second = strstr(r.err, "multi.");
   ASSERT_TRUE(second != NULL);
   second = strstr(second + 1, "multi.");
   ASSERT_TRUE(second != NULL);
@@ -163,8 +164,8 @@ TEST(record_keeps_every_process_trace) {
   ASSERT_TRUE(pid > 0);
   char other[600];
   snprintf(other, sizeof other, "%s/multi.%ld.pftrace", etch_test_tmpdir(), pid);
-  ASSERT_CONTAINS(r.out, other);
-  ASSERT_EQ_STR(r.err, "");
+  ASSERT_CONTAINS(r.err, other);
+  ASSERT_TRUE(strstr(r.err, "etch:") == NULL); /* no error or warning */
   done(&r);
   assert_steps(trace, 2);
   assert_steps(other, 3);
@@ -296,7 +297,8 @@ TEST(ctrl_c_under_record_writes_the_trace) {
   ASSERT_CONTAINS(r.err, "was interrupted (SIGINT)");
   char want[600];
   snprintf(want, sizeof want, "trace: %s (", trace);
-  ASSERT_CONTAINS(r.out, want);
+  ASSERT_CONTAINS(r.err, want);
+  ASSERT_EQ_STR(r.out, "");
   done(&r);
   assert_steps(trace, 7);
 }
@@ -463,7 +465,7 @@ TEST(record_malloc_reports_the_leaks_of_an_unmodified_program) {
   proc_result r = RUN(ETCH_BIN, "record", "--malloc", "-o", trace, "--",
                       ETCH_LEAKY);
   ASSERT_EQ_INT(r.status, 0);
-  ASSERT_CONTAINS(r.out, "leaky: done\n");
+  ASSERT_EQ_STR(r.out, "leaky: done\n"); /* the program's, and only it */
   done(&r);
   r = RUN(ETCH_BIN, "leaks", trace);
   ASSERT_EQ_INT(r.status, 0);
@@ -495,8 +497,8 @@ TEST(record_malloc_reports_the_leaks_of_an_unmodified_program) {
   unsetenv("ETCH_BUFFER_KB");
   unsetenv("ETCH_FILL");
   ASSERT_EQ_INT(r.status, 0);
-  ASSERT_CONTAINS(r.out, "leaky: done\n");
-  ASSERT_CONTAINS(r.out, "dropped");
+  ASSERT_EQ_STR(r.out, "leaky: done\n");
+  ASSERT_CONTAINS(r.err, "dropped");
   done(&r);
   /* --top, and errors. */
   r = RUN(ETCH_BIN, "leaks", "--top", "2", trace);

@@ -8,6 +8,7 @@
  *   wait FILE     create FILE after the slices, then wait for a signal
  *   abort         abort() after the slices
  *   _exit         _exit(0) after the slices
+ *   echo TEXT     write TEXT and a newline on stdout after the slices
  *   frames        first 100 frames 10 s in the past, frame k lasting k ms
  *                 back to back, then bookmarks "Inventory.Open", "Level 3"
  *                 and "Inventory.Close"
@@ -15,6 +16,7 @@
 #define _GNU_SOURCE
 #include <etch/etch.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -55,6 +57,8 @@ int main(int argc, char **argv) {
     abort();
   } else if (!strcmp(mode, "_exit")) {
     _exit(0);
+  } else if (!strcmp(mode, "echo")) {
+    puts(arg);
   }
   return 0;
 }

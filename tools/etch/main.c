@@ -203,7 +203,7 @@ static int load(const char *path, const char *db_path, bool all_args,
  */
 static int print_whole(int (*report)(const char *path, FILE *out,
                                      const void *arg),
-                       const char *path, const void *arg) {
+                       const char *path, const void *arg, FILE *to) {
   char *buf = NULL;
   size_t len = 0;
   FILE *mem = open_memstream(&buf, &len);
@@ -212,7 +212,7 @@ static int print_whole(int (*report)(const char *path, FILE *out,
   if (report(path, mem, arg) != ETCH_OK)
     rc = runtime_error("%s", etch_last_error());
   fclose(mem);
-  if (!rc) fwrite(buf, 1, len, stdout);
+  if (!rc) fwrite(buf, 1, len, to);
   free(buf);
   return rc;
 }
@@ -225,20 +225,21 @@ static int leaks_report(const char *path, FILE *out, const void *arg) {
   return etch__query_leaks_file(path, out, *(const int *)arg, !g_strict);
 }
 
-static int stats_of(const char *path, const etch__stats_opts *so) {
+/* `to`: stdout for etch stats, stderr for etch record's summary. */
+static int stats_of(const char *path, const etch__stats_opts *so, FILE *to) {
   int rc = check_readable(path);
   if (rc) return rc;
   if (etch__query_is_sqlite_file(path)) {
     sqlite3 *db = NULL;
     rc = load(path, NULL, false, false, &db);
-    if (!rc && etch__query_stats(db, stdout, so) != ETCH_OK)
+    if (!rc && etch__query_stats(db, to, so) != ETCH_OK)
       rc = runtime_error("%s", etch_last_error());
     sqlite3_close(db);
     return rc;
   }
   etch__stats_opts sopts = *so;
   sopts.allow_truncated = !g_strict;
-  return print_whole(stats_report, path, &sopts);
+  return print_whole(stats_report, path, &sopts, to);
 }
 
 /* The count of -n / --top: from `min` (0 meaning all) to a million. */
@@ -281,7 +282,7 @@ static int cmd_leaks(int argc, char **argv) {
     rc = usage_error(cmd, o.noperands ? "too many arguments"
                                       : "missing the trace file");
   if (!rc) rc = check_readable(o.operands[0]);
-  if (!rc) rc = print_whole(leaks_report, o.operands[0], &top);
+  if (!rc) rc = print_whole(leaks_report, o.operands[0], &top, stdout);
   free(o.operands);
   return rc;
 }
@@ -312,7 +313,7 @@ static int cmd_stats(int argc, char **argv) {
   if (!rc && o.noperands != 1)
     rc = usage_error(cmd, o.noperands ? "too many arguments"
                                       : "missing the trace file");
-  if (!rc) rc = stats_of(o.operands[0], &so);
+  if (!rc) rc = stats_of(o.operands[0], &so, stdout);
   free(o.operands);
   return rc;
 }
@@ -776,12 +777,11 @@ static int cmd_record(int argc, char **argv) {
     if (so_.list) return 0;
     char size[32];
     fmt_size(size, sizeof size, (long long)bytes);
-    printf("trace: %s (%s)\n", out_path, size);
+    fprintf(stderr, "trace: %s (%s)\n", out_path, size);
     if (quiet) return 0;
-    printf("\n");
-    fflush(stdout);
+    fprintf(stderr, "\n");
     etch__stats_opts st = {.top = 5, .compact = true};
-    return stats_of(out_path, &st);
+    return stats_of(out_path, &st, stderr);
   }
   /* A trace left from an earlier run must not pass for this one's. */
   if (unlink(out_path) != 0 && errno != ENOENT) {
@@ -887,28 +887,27 @@ static int cmd_record(int argc, char **argv) {
     rc = runtime_error("%s wrote no trace (see above)", prog);
   } else {
     if (nwrote > 1)
-      printf("%zu processes wrote traces:\n", nwrote);
+      fprintf(stderr, "%zu processes wrote traces:\n", nwrote);
     for (size_t i = 0; i < nprocs; i++) {
       rec_proc *p = &procs[i];
       if (!p->wrote) continue;
       char size[32];
       fmt_size(size, sizeof size, p->bytes);
       if (nwrote == 1)
-        printf("trace: %s (%s)\n", rec_show(p->path, cwd), size);
+        fprintf(stderr, "trace: %s (%s)\n", rec_show(p->path, cwd), size);
       else
-        printf("  %s (%s)  %s, pid %ld\n", rec_show(p->path, cwd), size,
-               p->comm, p->pid);
+        fprintf(stderr, "  %s (%s)  %s, pid %ld\n", rec_show(p->path, cwd),
+                size, p->comm, p->pid);
     }
     for (size_t i = 0; i < nprocs && !rc && !quiet; i++) {
       rec_proc *p = &procs[i];
       if (!p->wrote) continue;
       if (nwrote > 1)
-        printf("\n== %s (%s, pid %ld)\n", rec_show(p->path, cwd), p->comm,
-               p->pid);
-      printf("\n");
-      fflush(stdout);
+        fprintf(stderr, "\n== %s (%s, pid %ld)\n", rec_show(p->path, cwd),
+                p->comm, p->pid);
+      fprintf(stderr, "\n");
       etch__stats_opts so = {.top = 5, .compact = true};
-      rc = stats_of(p->path, &so);
+      rc = stats_of(p->path, &so, stderr);
     }
   }
   for (size_t i = 0; i < nprocs; i++) {
@@ -933,7 +932,8 @@ static const command kCommands[] = {
      "\n"
      "Runs PROGRAM with ETCH_OUT (and ETCH_CATEGORIES) in its environment, so\n"
      "the etch SDK in it records the whole run, waits for it, then prints\n"
-     "where the trace is and a short summary of what is in it. Every process\n"
+     "where the trace is and a short summary of what is in it, on stderr:\n"
+     "stdout is the program's alone. Every process\n"
      "of the run that links libetch writes a trace: the first keeps OUT, the\n"
      "others write OUT.PID.pftrace, and all are listed. Ctrl-C ends the\n"
      "program with its trace written. A process that dies without writing\n"
