@@ -10,12 +10,16 @@
  *   the directory the process started tracing in, an unwritable path is
  *   reported before the run rather than after it.
  * - Exit waits for a write already in progress (the duration timer's).
- * - Termination by SIGINT, SIGTERM or SIGHUP that the program does not
- *   handle itself writes the trace first: the handler only wakes a watcher
- *   thread, which stops the session, writes it and then re-raises the
- *   signal with its default action, so the process still ends as the signal
- *   says. Fatal signals (SIGSEGV, SIGABRT, SIGBUS, SIGFPE, SIGILL) wake the
- *   same thread and wait for it a bounded time (ETCH_CRASH_WAIT_MS, default
+ * - Termination by SIGINT, SIGTERM, SIGHUP or SIGPIPE that the program
+ *   does not handle itself writes the trace first: the handler only wakes a
+ *   watcher thread, which stops the session, writes it and then re-raises
+ *   the signal with its default action, so the process still ends as the
+ *   signal says. SIGPIPE is how a program in a pipeline ordinarily ends
+ *   (`prog | head -2`): while the trace is written the program's writes
+ *   fail with EPIPE, and a repeated SIGPIPE does not cut the write short as
+ *   a second Ctrl-C does.
+ * - Fatal signals (SIGSEGV, SIGABRT, SIGBUS, SIGFPE, SIGILL) wake the same
+ *   thread and wait for it a bounded time (ETCH_CRASH_WAIT_MS, default
  *   2000): the write is best effort, since the crashed thread may hold a
  *   lock the write needs or have corrupted memory; when it does not finish
  *   in time stderr says plainly that the trace is lost. _exit() and SIGKILL
@@ -326,9 +330,9 @@ int etch_shutdown(void) {
 
 /* ---- signals ------------------------------------------------------------------ */
 
-static const int stop_signals[] = {SIGINT, SIGTERM, SIGHUP};
+static const int stop_signals[] = {SIGINT, SIGTERM, SIGHUP, SIGPIPE};
 static const int fatal_signals[] = {SIGSEGV, SIGABRT, SIGBUS, SIGFPE, SIGILL};
-#define NSIG_HANDLED 8
+#define NSIG_HANDLED 16
 
 /* Which signals have etch's handler (installed over SIG_DFL only). */
 static int sig_installed[NSIG_HANDLED];
@@ -379,6 +383,12 @@ static void on_signal(int sig) {
   bool first = __atomic_compare_exchange_n(&sig_pending, &expect, sig, false,
                                            __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
   bool fatal = is_fatal(sig);
+  /* Every write to the closed pipe raises SIGPIPE again while the watcher
+   * writes the trace: the watcher ends the process when it is done. */
+  if (!first && sig == SIGPIPE) {
+    errno = saved;
+    return;
+  }
   if (!first || (fatal && gettid() == __atomic_load_n(&watcher_tid, __ATOMIC_RELAXED))) {
     /* A second signal, or the write itself crashed: give up. */
     if (fatal || first) say_lost(sig);

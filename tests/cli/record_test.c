@@ -2,7 +2,8 @@
  * record_test.c - nothing lost between a traced program and its trace file:
  * the duration timer against a quick exit, several processes of one run,
  * a program that changes directory, an unwritable ETCH_OUT, Ctrl-C,
- * abort() and _exit() under `etch record`, and what etch record says.
+ * SIGPIPE, abort() and _exit() under `etch record`, and what etch record
+ * says.
  *
  * ETCH_BIN is the built etch binary, ETCH_RECORDEE tests/cli/recordee.c.
  * Traces are checked with `etch query` (exact counts of each slice name).
@@ -322,6 +323,81 @@ TEST(sigterm_writes_the_trace_and_still_terminates) {
   ASSERT_EQ_INT(r.status, 128 + SIGTERM);
   done(&r);
   assert_steps(trace, 4);
+}
+
+/* Runs argv with stdout a pipe whose reader is already gone, as in
+ * `prog | head -2` once head has its lines: the first write raises
+ * SIGPIPE. */
+static proc_result run_into_closed_pipe(const char *const *argv) {
+  int n = n_runs++;
+  int p[2];
+  if (pipe(p) != 0) FAIL("pipe");
+  close(p[0]);
+  char err_path[512];
+  snprintf(err_path, sizeof err_path, "%s/stderr.%d", etch_test_tmpdir(), n);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_adddup2(&fa, p[1], 1);
+  posix_spawn_file_actions_addclose(&fa, p[1]);
+  posix_spawn_file_actions_addopen(&fa, 2, err_path,
+                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  pid_t pid;
+  if (posix_spawn(&pid, argv[0], &fa, NULL, (char *const *)argv, environ) != 0)
+    FAIL("cannot run %s", argv[0]);
+  posix_spawn_file_actions_destroy(&fa);
+  close(p[1]);
+  return finish(pid, n);
+}
+
+/* SIGPIPE is how a program in a pipeline ends: its trace is written, the
+ * process still dies of SIGPIPE, and the writes that keep failing while
+ * the trace is written (each raising SIGPIPE again) do not lose it. */
+TEST(sigpipe_writes_the_trace) {
+  const char *trace = tmp_path("pipe.pftrace");
+  unlink(trace);
+  setenv("ETCH_OUT", trace, 1);
+  proc_result r = run_into_closed_pipe(
+      (const char *const[]){ETCH_RECORDEE, "5", "spew", NULL});
+  unsetenv("ETCH_OUT");
+  ASSERT_EQ_INT(r.status, 128 + SIGPIPE);
+  ASSERT_EQ_STR(r.err, "");
+  done(&r);
+  assert_steps(trace, 5);
+
+  /* Under etch record (whose own stdout is that pipe too): the trace is
+   * listed and SIGPIPE named as what it is, not a failure. */
+  const char *rtrace = tmp_path("pipe-rec.pftrace");
+  r = run_into_closed_pipe((const char *const[]){
+      ETCH_BIN, "record", "-q", "-o", rtrace, "--", ETCH_RECORDEE, "6",
+      "spew", NULL});
+  ASSERT_EQ_INT(r.status, 0);
+  char want[1200];
+  snprintf(want, sizeof want,
+           "etch: %s ended by SIGPIPE (the reader of its output closed it)\n"
+           "trace: %s (",
+           ETCH_RECORDEE, rtrace);
+  if (strncmp(r.err, want, strlen(want)) != 0)
+    FAIL("etch record said:\n%s\nwanted it to start with:\n%s", r.err, want);
+  ASSERT_TRUE(strstr(r.err, "lost") == NULL);
+  done(&r);
+  assert_steps(rtrace, 6);
+}
+
+/* A signal libetch does not catch: etch record names it as the reason the
+ * trace is missing, not SIGKILL, _exit() or exec. */
+TEST(record_names_the_uncaught_signal_that_lost_the_trace) {
+  const char *trace = tmp_path("usr1.pftrace");
+  proc_result r = RUN(ETCH_BIN, "record", "-o", trace, "--", ETCH_RECORDEE,
+                      "2", "usr1");
+  ASSERT_EQ_INT(r.status, 1);
+  ASSERT_CONTAINS(r.err, "was killed by signal 10 (User defined signal 1)\n");
+  ASSERT_CONTAINS(r.err, ") ended without writing its trace (it was killed "
+                         "by signal 10 (User defined signal 1), which libetch "
+                         "does not catch, or which the program handles "
+                         "itself): the trace is lost\n");
+  ASSERT_TRUE(strstr(r.err, "_exit()") == NULL);
+  done(&r);
 }
 
 /* abort(): best effort, and here it works: the trace is written. */

@@ -9,6 +9,10 @@
  *   abort         abort() after the slices
  *   _exit         _exit(0) after the slices
  *   echo TEXT     write TEXT and a newline on stdout after the slices
+ *   spew          write lines on stdout until a write fails (a pipe whose
+ *                 reader is gone), write on 1000 times as a careless
+ *                 program does, then wait for a signal
+ *   usr1          raise SIGUSR1 (which libetch does not catch)
  *   frames        first 100 frames 10 s in the past, frame k lasting k ms
  *                 back to back, then bookmarks "Inventory.Open", "Level 3"
  *                 and "Inventory.Close"
@@ -16,6 +20,7 @@
 #define _GNU_SOURCE
 #include <etch/etch.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,6 +64,15 @@ int main(int argc, char **argv) {
     _exit(0);
   } else if (!strcmp(mode, "echo")) {
     puts(arg);
+  } else if (!strcmp(mode, "spew")) {
+    static const char line[] = "line\n";
+    while (write(1, line, sizeof line - 1) > 0) {
+    }
+    for (int i = 0; i < 1000; i++)
+      if (write(1, line, sizeof line - 1) < 0) continue;
+    for (;;) pause();
+  } else if (!strcmp(mode, "usr1")) {
+    raise(SIGUSR1);
   }
   return 0;
 }

@@ -846,6 +846,11 @@ static int cmd_record(int argc, char **argv) {
     failed = true;
   } else if (WIFSIGNALED(status) && WTERMSIG(status) == SIGINT) {
     fprintf(stderr, "etch: %s was interrupted (SIGINT)\n", prog);
+  } else if (WIFSIGNALED(status) && WTERMSIG(status) == SIGPIPE) {
+    /* The ordinary end of a program in a pipeline whose reader is done
+     * (prog | head -1): not a failure. */
+    fprintf(stderr, "etch: %s ended by SIGPIPE (the reader of its output "
+                    "closed it)\n", prog);
   } else if (WIFSIGNALED(status)) {
     fprintf(stderr, "etch: %s was killed by signal %d (%s)\n", prog,
             WTERMSIG(status), strsignal(WTERMSIG(status)));
@@ -870,6 +875,21 @@ static int cmd_record(int argc, char **argv) {
               "etch: %s (pid %ld) died of signal %d (%s) before its trace "
               "could be written: the trace is lost\n",
               p->comm, p->pid, p->lost_sig, strsignal(p->lost_sig));
+    } else if (p->started && p->pid == (long)pid && WIFSIGNALED(status)) {
+      /* The program itself, and etch saw how it ended. */
+      int sig = WTERMSIG(status);
+      if (sig == SIGKILL)
+        fprintf(stderr,
+                "etch: %s (pid %ld) ended without writing its trace (it was "
+                "killed by SIGKILL, which nothing can catch): the trace is "
+                "lost\n",
+                p->comm, p->pid);
+      else
+        fprintf(stderr,
+                "etch: %s (pid %ld) ended without writing its trace (it was "
+                "killed by signal %d (%s), which libetch does not catch, or "
+                "which the program handles itself): the trace is lost\n",
+                p->comm, p->pid, sig, strsignal(sig));
     } else if (p->started) {
       fprintf(stderr,
               "etch: %s (pid %ld) ended without writing its trace (it was "
@@ -936,7 +956,8 @@ static const command kCommands[] = {
      "stdout is the program's alone. Every process\n"
      "of the run that links libetch writes a trace: the first keeps OUT, the\n"
      "others write OUT.PID.pftrace, and all are listed. Ctrl-C ends the\n"
-     "program with its trace written. A process that dies without writing\n"
+     "program with its trace written, and so does SIGPIPE (prog | head):\n"
+     "neither is a failure. A process that dies without writing\n"
      "its trace (SIGKILL, _exit(), a crash) is named, with the reason.\n"
      "\n"
      "  -o, --output PATH      trace file (default etch-YYYYmmdd-HHMMSS.pftrace)\n"
@@ -961,8 +982,8 @@ static const command kCommands[] = {
      "  --list                 the service's producers, data sources, sessions\n"
      "The service's sockets: $PERFETTO_CONSUMER_SOCK_NAME, else etch's own.\n"
      "\n"
-     "Exit status 1 if the program failed (other than by Ctrl-C) or a\n"
-     "process of it lost its trace.\n"},
+     "Exit status 1 if the program failed (other than by Ctrl-C or\n"
+     "SIGPIPE) or a process of it lost its trace.\n"},
     {"leaks", cmd_leaks, "memory never freed, by tag and size, and the peak",
      "etch leaks [--top N] [--strict] TRACE\n"
      "\n"
