@@ -372,7 +372,14 @@ static void die_of(int sig) {
   raise(sig);
 }
 
-static void on_signal(int sig) {
+/* sigqueue()'s value when etch record passes on a SIGINT, SIGTERM or SIGHUP
+ * it received (tools/etch/main.c, kPassedOn): the same signal may reach
+ * this process directly too (kill to the process group), and that copy is
+ * not a second signal that gives up on the trace. */
+#define SIG_PASSED_ON 0x65746368 /* "etch" */
+
+static void on_signal(int sig, siginfo_t *si, void *uc) {
+  (void)uc;
   int saved = errno;
   if (getpid() != env_pid) { /* a forked child that kept the handler */
     die_of(sig);
@@ -383,6 +390,11 @@ static void on_signal(int sig) {
   bool first = __atomic_compare_exchange_n(&sig_pending, &expect, sig, false,
                                            __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
   bool fatal = is_fatal(sig);
+  if (!first && si && si->si_code == SI_QUEUE &&
+      si->si_value.sival_int == SIG_PASSED_ON) {
+    errno = saved;
+    return;
+  }
   /* Every write to the closed pipe raises SIGPIPE again while the watcher
    * writes the trace: the watcher ends the process when it is done. */
   if (!first && sig == SIGPIPE) {
@@ -468,9 +480,9 @@ static void signals_install(void) {
       if ((cur.sa_flags & SA_SIGINFO) || cur.sa_handler != SIG_DFL) continue;
       struct sigaction sa;
       memset(&sa, 0, sizeof sa);
-      sa.sa_handler = on_signal;
+      sa.sa_sigaction = on_signal;
       sigemptyset(&sa.sa_mask);
-      sa.sa_flags = SA_RESTART;
+      sa.sa_flags = SA_RESTART | SA_SIGINFO;
       if (sigaction(sig, &sa, NULL) == 0 && k < NSIG_HANDLED)
         sig_installed[k++] = sig;
     }
@@ -483,7 +495,7 @@ static void signals_atfork_child(void) {
   for (size_t i = 0; i < NSIG_HANDLED && sig_installed[i]; i++) {
     struct sigaction cur;
     if (sigaction(sig_installed[i], NULL, &cur) == 0 &&
-        !(cur.sa_flags & SA_SIGINFO) && cur.sa_handler == on_signal)
+        (cur.sa_flags & SA_SIGINFO) && cur.sa_sigaction == on_signal)
       signal(sig_installed[i], SIG_DFL);
     sig_installed[i] = 0;
   }

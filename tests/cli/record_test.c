@@ -279,7 +279,9 @@ TEST(record_says_what_happened) {
 }
 
 /* Ctrl-C: SIGINT to the foreground process group (etch and the program);
- * the program's libetch writes the trace, then dies of the signal. */
+ * the program's libetch writes the trace, then dies of the signal. Sent by
+ * kill() to the group, etch passes its copy on too: the program's libetch
+ * knows that copy for the same signal, not a second Ctrl-C. */
 TEST(ctrl_c_under_record_writes_the_trace) {
   const char *trace = tmp_path("int.pftrace");
   const char *ready = tmp_path("ready");
@@ -302,6 +304,65 @@ TEST(ctrl_c_under_record_writes_the_trace) {
   ASSERT_EQ_STR(r.out, "");
   done(&r);
   assert_steps(trace, 7);
+}
+
+/* The pid the recordee wrote into `ready` ("wait" mode), once it did. */
+static long wait_ready(const char *ready) {
+  for (int i = 0; !exists(ready); i++) {
+    if (i > 3000) FAIL("the program never got ready");
+    usleep(10000);
+  }
+  char *text = slurp(ready);
+  long pid = strtol(text, NULL, 10);
+  free(text);
+  if (pid <= 0) FAIL("no pid in %s", ready);
+  return pid;
+}
+
+/* SIGTERM, SIGHUP or SIGINT sent to etch record alone (a supervisor, kill):
+ * passed on to the program, which writes its trace and ends; etch reports
+ * as for Ctrl-C. The program is not left running. */
+TEST(signals_to_record_are_passed_on_to_the_program) {
+  const int sigs[] = {SIGTERM, SIGHUP, SIGINT};
+  const char *names[] = {"SIGTERM", "SIGHUP", "SIGINT"};
+  for (int k = 0; k < 3; k++) {
+    char tname[64], rname[64];
+    snprintf(tname, sizeof tname, "pass%d.pftrace", k);
+    snprintf(rname, sizeof rname, "ready-pass%d", k);
+    const char *trace = tmp_path(tname);
+    const char *ready = tmp_path(rname);
+    unlink(ready);
+    int n = n_runs++;
+    pid_t pid = spawn((const char *const[]){ETCH_BIN, "record", "-o", trace,
+                                            "--", ETCH_RECORDEE, "5", "wait",
+                                            ready, NULL},
+                      true, &n);
+    long child = wait_ready(ready);
+    kill(pid, sigs[k]);
+    proc_result r = finish(pid, n);
+    /* Whatever happened, no program is left running. */
+    bool orphan = kill((pid_t)child, 0) == 0;
+    if (orphan) kill((pid_t)child, SIGKILL);
+    if (r.status != 0 || orphan)
+      FAIL("%s: etch record ended with %d, the program %s; stderr:\n%s",
+           names[k], r.status, orphan ? "still ran" : "ended", r.err);
+    char want[1200];
+    if (sigs[k] == SIGINT)
+      snprintf(want, sizeof want,
+               "etch: %s was interrupted (SIGINT)\ntrace: %s (",
+               ETCH_RECORDEE, trace);
+    else
+      snprintf(want, sizeof want,
+               "etch: %s ended by %s, which etch record received and passed "
+               "on to it\ntrace: %s (",
+               ETCH_RECORDEE, names[k], trace);
+    if (strncmp(r.err, want, strlen(want)) != 0)
+      FAIL("etch record said:\n%s\nwanted it to start with:\n%s", r.err,
+           want);
+    ASSERT_EQ_STR(r.out, "");
+    done(&r);
+    assert_steps(trace, 5);
+  }
 }
 
 /* SIGTERM without etch record: the trace is written, and the process

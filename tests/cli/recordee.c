@@ -5,7 +5,8 @@
  *
  *   chdir DIR     chdir(DIR) after etch_init, then return
  *   sleep MS      sleep MS milliseconds after the slices, then return
- *   wait FILE     create FILE after the slices, then wait for a signal
+ *   wait FILE     write the pid into FILE after the slices, then wait for
+ *                 a signal
  *   abort         abort() after the slices
  *   _exit         _exit(0) after the slices
  *   echo TEXT     write TEXT and a newline on stdout after the slices
@@ -55,8 +56,17 @@ int main(int argc, char **argv) {
     struct timespec ts = {atoi(arg) / 1000, (atoi(arg) % 1000) * 1000000L};
     nanosleep(&ts, NULL);
   } else if (!strcmp(mode, "wait")) {
-    int fd = open(arg, O_WRONLY | O_CREAT, 0644);
-    if (fd >= 0) close(fd);
+    /* Written whole under another name, then renamed: whoever sees FILE
+     * reads the whole pid. */
+    char tmp[4096], pid[32];
+    snprintf(tmp, sizeof tmp, "%s.tmp", arg);
+    int len = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd >= 0) {
+      if (write(fd, pid, (size_t)len) != len) return 4;
+      close(fd);
+      if (rename(tmp, arg) != 0) return 4;
+    }
     for (;;) pause();
   } else if (!strcmp(mode, "abort")) {
     abort();

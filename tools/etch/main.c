@@ -680,6 +680,31 @@ static bool malloc_lib(char *out, size_t cap) {
   return true;
 }
 
+/* Passing on SIGINT, SIGTERM and SIGHUP sent to etch record to the
+ * program it runs. sigqueue's value says "passed on" to the program's
+ * libetch (src/sdk/env.c, SIG_PASSED_ON): when a kill to the whole process
+ * group reached the program too, this second copy is not a second Ctrl-C
+ * that gives up on the trace. */
+static const int kPassed[3] = {SIGINT, SIGTERM, SIGHUP};
+static const int kPassedOn = 0x65746368; /* "etch" */
+static volatile sig_atomic_t g_child;  /* the program, while it runs */
+static volatile sig_atomic_t g_passed; /* the last signal passed on */
+static volatile sig_atomic_t g_got;    /* the last one received */
+
+static void pass_on(int sig, siginfo_t *si, void *uc) {
+  (void)uc;
+  g_got = sig;
+  /* A terminal's Ctrl-C or hangup (sent by the kernel) reached the whole
+   * foreground process group, the program with it. */
+  if (si && si->si_code == SI_KERNEL) return;
+  int saved = errno;
+  pid_t child = (pid_t)g_child;
+  if (child > 0 &&
+      sigqueue(child, sig, (union sigval){.sival_int = kPassedOn}) == 0)
+    g_passed = sig;
+  errno = saved;
+}
+
 static int cmd_record(int argc, char **argv) {
   const command *cmd = find_command("record");
   opts o;
@@ -808,28 +833,65 @@ static int cmd_record(int argc, char **argv) {
   if (malloc_trace) setenv("LD_PRELOAD", preload, 1);
 
   /* Ctrl-C goes to the program (same process group), whose libetch writes
-   * the trace before it ends; etch waits for it. */
-  struct sigaction ign = {.sa_handler = SIG_IGN}, old_int, old_quit;
-  sigaction(SIGINT, &ign, &old_int);
+   * the trace before it ends; etch waits for it. SIGINT, SIGTERM and
+   * SIGHUP sent to etch alone are passed on to the program, which then
+   * ends as for Ctrl-C; etch waits for it and reports as usual. The
+   * signals stay blocked until the child's pid is known, and again from
+   * its end (seen without reaping it) until the handlers are gone, so
+   * none is lost and none goes to a pid that is no longer the child. */
+  struct sigaction ign = {.sa_handler = SIG_IGN}, old_quit;
+  struct sigaction fwd = {.sa_sigaction = pass_on, .sa_flags = SA_SIGINFO};
+  sigemptyset(&fwd.sa_mask);
+  sigset_t passed, old_mask;
+  sigemptyset(&passed);
+  struct sigaction old_act[3];
+  bool installed[3] = {false, false, false};
+  for (int i = 0; i < 3; i++) sigaddset(&passed, kPassed[i]);
+  sigprocmask(SIG_BLOCK, &passed, &old_mask);
   sigaction(SIGQUIT, &ign, &old_quit);
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
   sigset_t dflt;
   sigemptyset(&dflt);
   sigaddset(&dflt, SIGINT);
   sigaddset(&dflt, SIGQUIT);
+  for (int i = 0; i < 3; i++) {
+    int sig = kPassed[i];
+    if (sigaction(sig, NULL, &old_act[i]) != 0) continue;
+    /* A signal ignored when etch started (nohup: SIGHUP) stays ignored,
+     * for the program too. */
+    if (sig != SIGINT && !(old_act[i].sa_flags & SA_SIGINFO) &&
+        old_act[i].sa_handler == SIG_IGN)
+      continue;
+    installed[i] = sigaction(sig, &fwd, NULL) == 0;
+    sigaddset(&dflt, sig);
+  }
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
   posix_spawnattr_setsigdefault(&attr, &dflt);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGDEF);
+  posix_spawnattr_setsigmask(&attr, &old_mask);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK);
   pid_t pid;
   int err = posix_spawnp(&pid, o.operands[0], NULL, &attr, o.operands, environ);
   posix_spawnattr_destroy(&attr);
   int status = 0;
   if (!err) {
+    g_child = pid;
+    sigprocmask(SIG_SETMASK, &old_mask, NULL);
+    siginfo_t si;
+    while (waitid(P_PID, (id_t)pid, &si, WEXITED | WNOWAIT) < 0 &&
+           errno == EINTR) {
+    }
+    sigprocmask(SIG_BLOCK, &passed, NULL);
+    g_child = 0;
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
     }
   }
-  sigaction(SIGINT, &old_int, NULL);
+  for (int i = 0; i < 3; i++)
+    if (installed[i]) sigaction(kPassed[i], &old_act[i], NULL);
   sigaction(SIGQUIT, &old_quit, NULL);
+  /* A signal that came after the program's end, or with no program, is
+   * etch's own: it takes its usual effect when unblocked. */
+  sigprocmask(SIG_SETMASK, &old_mask, NULL);
+  int passed_sig = g_passed, got_sig = g_got;
   size_t nprocs;
   rec_proc *procs = rec_collect(run_dir, &nprocs);
   if (err) {
@@ -846,6 +908,15 @@ static int cmd_record(int argc, char **argv) {
     failed = true;
   } else if (WIFSIGNALED(status) && WTERMSIG(status) == SIGINT) {
     fprintf(stderr, "etch: %s was interrupted (SIGINT)\n", prog);
+  } else if (WIFSIGNALED(status) && WTERMSIG(status) == passed_sig) {
+    fprintf(stderr, "etch: %s ended by SIG%s, which etch record received "
+                    "and passed on to it\n",
+            prog, sigabbrev_np(passed_sig));
+  } else if (WIFSIGNALED(status) && WTERMSIG(status) == got_sig) {
+    /* A terminal's hangup, which reached etch and the program both. */
+    fprintf(stderr, "etch: %s ended by SIG%s, which etch record received "
+                    "too\n",
+            prog, sigabbrev_np(got_sig));
   } else if (WIFSIGNALED(status) && WTERMSIG(status) == SIGPIPE) {
     /* The ordinary end of a program in a pipeline whose reader is done
      * (prog | head -1): not a failure. */
@@ -957,7 +1028,9 @@ static const command kCommands[] = {
      "of the run that links libetch writes a trace: the first keeps OUT, the\n"
      "others write OUT.PID.pftrace, and all are listed. Ctrl-C ends the\n"
      "program with its trace written, and so does SIGPIPE (prog | head):\n"
-     "neither is a failure. A process that dies without writing\n"
+     "neither is a failure. SIGINT, SIGTERM and SIGHUP sent to etch record\n"
+     "are passed on to the program, which ends the same way, and etch\n"
+     "reports as usual. A process that dies without writing\n"
      "its trace (SIGKILL, _exit(), a crash) is named, with the reason.\n"
      "\n"
      "  -o, --output PATH      trace file (default etch-YYYYmmdd-HHMMSS.pftrace)\n"
@@ -982,8 +1055,8 @@ static const command kCommands[] = {
      "  --list                 the service's producers, data sources, sessions\n"
      "The service's sockets: $PERFETTO_CONSUMER_SOCK_NAME, else etch's own.\n"
      "\n"
-     "Exit status 1 if the program failed (other than by Ctrl-C or\n"
-     "SIGPIPE) or a process of it lost its trace.\n"},
+     "Exit status 1 if the program failed (other than by Ctrl-C, SIGPIPE\n"
+     "or a signal etch passed on) or a process of it lost its trace.\n"},
     {"leaks", cmd_leaks, "memory never freed, by tag and size, and the peak",
      "etch leaks [--top N] [--strict] TRACE\n"
      "\n"

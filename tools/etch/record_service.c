@@ -431,9 +431,10 @@ int etch_cli_record_service(const rec_service_opts *o, size_t *bytes_out) {
   if (out_fd >= 0) close(out_fd); /* the connection sent its own copy */
   etch__pb_buf_free(&cfg);
   etch__pb_buf_free(&args);
-  struct sigaction sa = {.sa_handler = on_int}, old_int, old_term;
+  struct sigaction sa = {.sa_handler = on_int}, old_int, old_term, old_hup;
   sigaction(SIGINT, &sa, &old_int);
   sigaction(SIGTERM, &sa, &old_term);
+  sigaction(SIGHUP, &sa, &old_hup);
   /* The session is set up once the service has answered a later call. */
   etch_ipc_frame *f = (etch_ipc_frame *)malloc(sizeof *f);
   if (!rc && !f) rc = ETCH_ENOMEM;
@@ -499,6 +500,7 @@ int etch_cli_record_service(const rec_service_opts *o, size_t *bytes_out) {
   free(f);
   sigaction(SIGINT, &old_int, NULL);
   sigaction(SIGTERM, &old_term, NULL);
+  sigaction(SIGHUP, &old_hup, NULL);
   close_client(&c);
   if (bytes_out) *bytes_out = bytes;
   if (!rc && o->argv && WIFEXITED(status) && WEXITSTATUS(status))
