@@ -143,7 +143,7 @@ static int cmp_group_key(const void *x, const void *y) {
   return (a->size > b->size) - (a->size < b->size);
 }
 
-static int leaks_of(etch_reader *r, FILE *out, int top);
+static int leaks_of(etch_reader *r, FILE *out, int top, const char *path);
 
 int etch__query_leaks_file(const char *path, FILE *out, int top,
                            bool allow_truncated) {
@@ -151,7 +151,7 @@ int etch__query_leaks_file(const char *path, FILE *out, int top,
   int rc = etch_reader_open_file(&r, path);
   if (rc) return rc;
   etch_reader_set_allow_truncated(r, allow_truncated);
-  return leaks_of(r, out, top);
+  return leaks_of(r, out, top, path);
 }
 
 int etch__query_leaks_memory(const void *data, size_t len, FILE *out,
@@ -159,16 +159,23 @@ int etch__query_leaks_memory(const void *data, size_t len, FILE *out,
   etch_reader *r = NULL;
   int rc = etch_reader_open_memory(&r, data, len);
   if (rc) return rc;
-  return leaks_of(r, out, top);
+  return leaks_of(r, out, top, NULL);
 }
 
 /* Reads `r` (and closes it) and prints the report. */
-static int leaks_of(etch_reader *r, FILE *out, int top) {
+static int leaks_of(etch_reader *r, FILE *out, int top, const char *path) {
   leaks L = {0};
   int rc = etch_reader_on(r, "memory", NULL, on_memory, &L);
   if (!rc) rc = etch_reader_run(r);
   int64_t first = 0, last = 0;
   if (!rc && etch_reader_time_bounds(r, &first, &last) != ETCH_OK) first = 0;
+  if (!rc && path) {
+    etch_reader_stats rs;
+    etch_reader_get_stats(r, &rs);
+    if (rs.truncated_bytes)
+      etch__query_warn_cut_short(path, rs.truncated_bytes,
+                                 rs.truncated_offset);
+  }
   etch_reader_close(r);
   if (!rc && L.err) rc = etch__error(L.err, "leaks: out of memory");
 

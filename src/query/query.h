@@ -266,6 +266,17 @@ void etch__stats_data_free(etch__stats_data *d);
 void etch__stats_sort_top(etch__stats_top *rows, size_t n, bool by_self,
                           size_t top, etch__stats_top **out, size_t *nout);
 
+/*
+ * The one rule for a trace cut short, in every verb: the file ends inside
+ * its last packet (however long that packet says it is), what precedes is
+ * read and this warning goes to stderr ("etch: warning: PATH is cut short:
+ * the N bytes from offset M are an incomplete packet; what precedes them is
+ * read"); with --strict the reader's error instead. `path` NULL: "the
+ * trace".
+ */
+void etch__query_warn_cut_short(const char *path, uint64_t bytes,
+                                uint64_t offset);
+
 /* The `etch leaks` report of a trace file: allocations never freed, by
  * tag and size (at most `top` groups; 0: all), and the peak. */
 int etch__query_leaks_file(const char *path, FILE *out, int top,

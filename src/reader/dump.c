@@ -522,9 +522,15 @@ static void dump_nest(etch_reader *r, int step, void *user) {
 /* ---- dump entry point ---------------------------------------------------------------- */
 
 int etch__reader_dump(const void *data, size_t len, FILE *out) {
+  return etch__reader_dump_ex(data, len, out, false, NULL);
+}
+
+int etch__reader_dump_ex(const void *data, size_t len, FILE *out,
+                         bool allow_truncated, etch_reader_stats *st_out) {
   etch_reader *r;
   int rc = etch_reader_open_memory(&r, data, len);
   if (rc) return rc;
+  etch_reader_set_allow_truncated(r, allow_truncated);
   dump_state ds = {out, 0};
   const rd_observer obs = {dump_packet, dump_event, dump_nest, &ds};
   r->obs = &obs;
@@ -543,6 +549,13 @@ int etch__reader_dump(const void *data, size_t len, FILE *out) {
           (unsigned long long)
               st.packet_skipped_seq_needs_incremental_state_invalid,
           (unsigned long long)st.interned_data_missing);
+  if (st.truncated_bytes)
+    fprintf(out,
+            "-- cut short: the %llu bytes from offset %llu are an incomplete "
+            "packet\n",
+            (unsigned long long)st.truncated_bytes,
+            (unsigned long long)st.truncated_offset);
+  if (st_out) *st_out = st;
   etch_reader_close(r);
   return rc;
 }

@@ -7,8 +7,11 @@
 #ifndef ETCH_READER_DUMP_H
 #define ETCH_READER_DUMP_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
+
+#include "etch/reader.h"
 
 /*
  * Writes every packet of the trace in data[0..len) to `out`: its offset,
@@ -20,5 +23,12 @@
  * error, naming its offset, is also printed).
  */
 int etch__reader_dump(const void *data, size_t len, FILE *out);
+/*
+ * The same; with `allow_truncated` a file that ends inside its last packet
+ * is listed up to it (etch_reader_set_allow_truncated), with a last line
+ * "-- cut short: ..."; the reader's counts into *st when not NULL.
+ */
+int etch__reader_dump_ex(const void *data, size_t len, FILE *out,
+                         bool allow_truncated, etch_reader_stats *st);
 
 #endif /* ETCH_READER_DUMP_H */

@@ -574,13 +574,72 @@ TEST(cli_print) {
   fwrite(data, 1, len - 3, f);
   fclose(f);
   free(data);
-  r = RUN("print", cut);
+  r = RUN("print", "--strict", cut);
   ASSERT_EQ_INT(r.status, 1);
   ASSERT_TRUE(strncmp(r.err, "etch: ", 6) == 0);
   ASSERT_CONTAINS(r.err, "bytes left in the file\n");
   ASSERT_TRUE(strchr(r.err, '\n') == r.err + strlen(r.err) - 1); /* 1 line */
   ASSERT_TRUE(strstr(r.out, "bytes left in the file") == NULL);
   ASSERT_CONTAINS(r.out, "frame");
+  done(&r);
+}
+
+/* One rule for a trace cut short in every verb that reads a trace, the
+ * last packet claiming 2^64-1 bytes as much as one claiming a few more
+ * than the file has: a warning and what precedes is read (exit 0);
+ * --strict: the reader's error (exit 1). */
+TEST(cli_every_verb_one_rule_for_a_cut_trace) {
+  const char *small = small_trace();
+  size_t len;
+  uint8_t *data = etch_test_read_file(small, &len);
+  char path[512];
+  snprintf(path, sizeof path, "%s/huge-last.pftrace", etch_test_tmpdir());
+  FILE *f = fopen(path, "wb");
+  fwrite(data, 1, len, f);
+  /* Field 1, length 2^64-1 (a ten-byte varint), then nothing. */
+  fwrite("\x0a\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01", 1, 11, f);
+  fclose(f);
+  free(data);
+  char warn[800], strict[800];
+  snprintf(warn, sizeof warn,
+           "etch: warning: %s is cut short: the 11 bytes from offset %zu "
+           "are an incomplete packet; what precedes them is read\n",
+           path, len);
+  snprintf(strict, sizeof strict,
+           "etch: %s: offset %zu: packet length 18446744073709551615 larger "
+           "than the 0 bytes left in the file\n",
+           path, len);
+  const char *verbs[] = {"stats", "query", "convert", "print", "leaks"};
+  for (size_t i = 0; i < 5; i++) {
+    bool q = !strcmp(verbs[i], "query");
+    run_result r = q ? RUN(verbs[i], path, "select count(*) from slice")
+                     : RUN(verbs[i], path);
+    if (r.status != 0 || strcmp(r.err, warn) != 0)
+      FAIL("etch %s: exit %d, stderr:\n%s", verbs[i], r.status, r.err);
+    if (q) ASSERT_EQ_STR(r.out, "count(*)\n--------\n       4\n");
+    done(&r);
+    r = q ? RUN(verbs[i], "--strict", path, "select count(*) from slice")
+          : RUN(verbs[i], "--strict", path);
+    if (r.status != 1 || strcmp(r.err, strict) != 0)
+      FAIL("etch %s --strict: exit %d, stderr:\n%s", verbs[i], r.status,
+           r.err);
+    done(&r);
+  }
+  /* etch print lists what precedes and says where the cut is. */
+  run_result r = RUN("print", path);
+  ASSERT_CONTAINS(r.out, "name \"draw\"");
+  char last[200];
+  snprintf(last, sizeof last,
+           "-- cut short: the 11 bytes from offset %zu are an incomplete "
+           "packet\n",
+           len);
+  ASSERT_CONTAINS(r.out, last);
+  done(&r);
+  /* The rule is in the help. */
+  r = RUN("help");
+  ASSERT_CONTAINS(r.out, "A trace cut short (the file ends inside its last "
+                         "packet, whatever\nlength that packet claims) is "
+                         "read up to the cut by every command");
   done(&r);
 }
 

@@ -459,8 +459,11 @@ static int cmd_print(int argc, char **argv) {
     if (!strcmp(opt, "-h") || !strcmp(opt, "--help")) {
       free(o.operands);
       return print_help(cmd);
+    } else if (!strcmp(opt, "--strict")) {
+      g_strict = true;
+    } else {
+      rc = usage_error(cmd, "unknown option %s", opt);
     }
-    rc = usage_error(cmd, "unknown option %s", opt);
   }
   if (!rc && o.noperands != 1)
     rc = usage_error(cmd, o.noperands ? "too many arguments"
@@ -478,8 +481,13 @@ static int cmd_print(int argc, char **argv) {
       if (len && data == MAP_FAILED) {
         rc = runtime_error("%s: %s", path, strerror(errno));
       } else {
-        if (etch__reader_dump(len ? data : "", len, stdout) != ETCH_OK)
+        etch_reader_stats st = {0};
+        if (etch__reader_dump_ex(len ? data : "", len, stdout, !g_strict,
+                                 &st) != ETCH_OK)
           rc = runtime_error("%s: %s", path, etch_last_error());
+        else if (st.truncated_bytes)
+          etch__query_warn_cut_short(path, st.truncated_bytes,
+                                     st.truncated_offset);
         if (len) munmap(data, len);
       }
     }
@@ -1105,9 +1113,11 @@ static const command kCommands[] = {
      "  -o, --output PATH  output file (default: stdout)\n"
      "  --strict           a trace cut short is an error, not a warning\n"},
     {"print", cmd_print, "dump every packet and event, for debugging",
-     "etch print TRACE\n"
+     "etch print [--strict] TRACE\n"
      "\n"
-     "Prints every packet of the trace and the events in it, as decoded.\n"},
+     "Prints every packet of the trace and the events in it, as decoded.\n"
+     "\n"
+     "  --strict   a trace cut short is an error, not a warning\n"},
     {"help", cmd_help, "this text, or help on a command",
      "etch help [COMMAND]\n"},
 };
@@ -1128,7 +1138,13 @@ static void main_usage(FILE *out) {
           ETCH_VERSION_STRING);
   for (size_t i = 0; i < sizeof kCommands / sizeof kCommands[0]; i++)
     fprintf(out, "  %-8s %s\n", kCommands[i].name, kCommands[i].summary);
-  fprintf(out, "\nRun 'etch COMMAND --help' for a command's options.\n");
+  fprintf(out,
+          "\nA trace cut short (the file ends inside its last packet, whatever\n"
+          "length that packet claims) is read up to the cut by every command,\n"
+          "with a warning on stderr and exit status 0; --strict makes it an\n"
+          "error (exit status 1). Corruption before the end is always an\n"
+          "error.\n"
+          "\nRun 'etch COMMAND --help' for a command's options.\n");
 }
 
 static int cmd_help(int argc, char **argv) {
