@@ -75,7 +75,18 @@ static const char kSchema[] =
     " int_value INTEGER,"
     " string_value TEXT,"
     " real_value REAL,"
-    " value_type TEXT);"
+    " value_type TEXT,"
+    /* The value as text whatever its type, as trace_processor's column:
+     * computed when read (no cost to the import); uints as unsigned
+     * (int_value holds their 64 bits, so those above INT64_MAX read
+     * negative there). */
+    " display_value TEXT GENERATED ALWAYS AS (CASE value_type"
+    "  WHEN 'uint' THEN printf('%llu', int_value)"
+    "  WHEN 'int' THEN CAST(int_value AS TEXT)"
+    "  WHEN 'pointer' THEN printf('0x%llx', int_value)"
+    "  WHEN 'bool' THEN CASE int_value WHEN 0 THEN 'false' ELSE 'true' END"
+    "  WHEN 'real' THEN CAST(real_value AS TEXT)"
+    "  ELSE string_value END) VIRTUAL);"
     "CREATE TABLE flow("
     " id INTEGER PRIMARY KEY,"
     " slice_out INTEGER NOT NULL,"
