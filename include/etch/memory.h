@@ -45,13 +45,36 @@ ETCH_API etch_mem_tag *etch_mem_scope_push(etch_mem_tag *tag);
 ETCH_API void etch_mem_scope_pop(etch_mem_tag *previous);
 ETCH_API etch_mem_tag *etch_mem_current_tag(void);
 
-/* What an allocator did. NULL pointers are ignored (a failed allocation,
- * free(NULL)); a realloc to a new block reports the old one freed. */
-ETCH_API void etch_mem_alloc(const void *ptr, size_t size);
-ETCH_API void etch_mem_alloc_tagged(const void *ptr, size_t size,
-                                    etch_mem_tag *tag);
-ETCH_API void etch_mem_free(const void *ptr);
-ETCH_API void etch_mem_realloc(const void *old, const void *ptr, size_t size);
+/*
+ * What an allocator did. NULL pointers are ignored (a failed allocation,
+ * free(NULL)); a realloc to a new block reports the old one freed.
+ *
+ * Only the addresses matter: etch never reads or writes the memory, and
+ * says so to the compiler (gcc's access attribute), so reporting a block
+ * not yet written is no "maybe uninitialized" use. The old block of a
+ * realloc is gone when the hook runs: it is given as the address taken
+ * before the realloc, an integer (passing the pointer itself after realloc
+ * is a use after free to gcc -Wall):
+ *
+ *   uintptr_t was = (uintptr_t)old;
+ *   void *p = realloc(old, n);
+ *   etch_mem_realloc(was, p, n);
+ *
+ * Report a free before the block goes (etch_mem_free(p); free(p)).
+ */
+#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 11
+#define ETCH__ADDR_ONLY(i) __attribute__((access(none, i)))
+#else
+#define ETCH__ADDR_ONLY(i)
+#endif
+ETCH_API ETCH__ADDR_ONLY(1) void etch_mem_alloc(const void *ptr, size_t size);
+ETCH_API ETCH__ADDR_ONLY(1) void etch_mem_alloc_tagged(const void *ptr,
+                                                       size_t size,
+                                                       etch_mem_tag *tag);
+ETCH_API ETCH__ADDR_ONLY(1) void etch_mem_free(const void *ptr);
+ETCH_API ETCH__ADDR_ONLY(2) void etch_mem_realloc(uintptr_t old,
+                                                  const void *ptr,
+                                                  size_t size);
 
 static inline void etch__mem_scope_end(etch_mem_tag **previous) {
   etch_mem_scope_pop(*previous);
@@ -68,7 +91,7 @@ static inline void etch__mem_scope_end(etch_mem_tag **previous) {
 /* The tag of the allocations made from here to the end of the block. */
 #define ETCH_MEM_SCOPE(var)                                          \
   etch_mem_tag *ETCH__UNIQ(etch__memscope_)                          \
-      __attribute__((cleanup(etch__mem_scope_end))) =               \
+      __attribute__((cleanup(etch__mem_scope_end), unused)) =       \
           etch_mem_scope_push(&etch_memtag_##var)
 
 #else /* ETCH_COMPILE_OUT */

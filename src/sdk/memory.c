@@ -268,7 +268,8 @@ void etch_mem_free(const void *ptr) {
   mt.in = false;
 }
 
-void etch_mem_realloc(const void *old, const void *ptr, size_t size) {
+void etch_mem_realloc(uintptr_t old_addr, const void *ptr, size_t size) {
+  const void *old = (const void *)old_addr;
   uint32_t mask = report_begin(ptr ? ptr : old);
   if (!mask) return;
   if (old) report_free(mask, old, NULL);

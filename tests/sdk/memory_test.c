@@ -40,7 +40,7 @@ static void *workload(void *arg) {
     }
     /* A realloc that moves: the old block freed, the new one Audio's. */
     void *moved = arena + (1 << 19);
-    etch_mem_realloc(blocks[300], moved, 2000);
+    etch_mem_realloc((uintptr_t)blocks[300], moved, 2000);
     blocks[300] = moved;
   }
   ASSERT_TRUE(etch_mem_current_tag() == &etch_memtag_untagged);
