@@ -3,7 +3,8 @@
  *
  * Table mode: a header, a line of dashes, then the rows; numbers are
  * right-aligned, text left-aligned, NULL shown as NULL, columns two spaces
- * apart, no trailing blanks. Widths come from the first kBufferedRows rows;
+ * apart, no trailing blanks; widths are the columns UTF-8 text takes on a
+ * terminal (text_width), not bytes. Widths come from the first kBufferedRows rows;
  * later rows are streamed with those widths (a wider cell just pushes the
  * rest of its line right), so a huge result does not sit in memory.
  *
@@ -105,6 +106,99 @@ size_t etch__tt_rows(const etch__tt *t) {
   return t ? t->ncells / t->ncols : 0;
 }
 
+/* ---- display width ----------------------------------------------------------- */
+
+/* The columns a code point takes on a terminal: 0 for combining marks and
+ * zero-width characters, 2 for East Asian wide and fullwidth characters and
+ * emoji, else 1 (a small table, independent of the locale). */
+static unsigned cp_width(uint32_t c) {
+  static const uint32_t zero[][2] = {
+      {0x0300, 0x036F}, {0x0483, 0x0489}, {0x0591, 0x05BD}, {0x0610, 0x061A},
+      {0x064B, 0x065F}, {0x0E31, 0x0E31}, {0x0E34, 0x0E3A}, {0x1AB0, 0x1AFF},
+      {0x1DC0, 0x1DFF}, {0x200B, 0x200F}, {0x2028, 0x202E}, {0x2060, 0x2064},
+      {0x20D0, 0x20FF}, {0xFE00, 0xFE0F}, {0xFE20, 0xFE2F}, {0xFEFF, 0xFEFF},
+      {0xE0100, 0xE01EF}};
+  static const uint32_t wide[][2] = {
+      {0x1100, 0x115F},   {0x231A, 0x231B},   {0x2329, 0x232A},
+      {0x23E9, 0x23EC},   {0x23F0, 0x23F0},   {0x23F3, 0x23F3},
+      {0x25FD, 0x25FE},   {0x2614, 0x2615},   {0x2648, 0x2653},
+      {0x267F, 0x267F},   {0x2693, 0x2693},   {0x26A1, 0x26A1},
+      {0x26AA, 0x26AB},   {0x26BD, 0x26BE},   {0x26C4, 0x26C5},
+      {0x26CE, 0x26CE},   {0x26D4, 0x26D4},   {0x26EA, 0x26EA},
+      {0x26F2, 0x26F3},   {0x26F5, 0x26F5},   {0x26FA, 0x26FA},
+      {0x26FD, 0x26FD},   {0x2705, 0x2705},   {0x270A, 0x270B},
+      {0x2728, 0x2728},   {0x274C, 0x274C},   {0x274E, 0x274E},
+      {0x2753, 0x2755},   {0x2757, 0x2757},   {0x2795, 0x2797},
+      {0x27B0, 0x27B0},   {0x27BF, 0x27BF},   {0x2B1B, 0x2B1C},
+      {0x2B50, 0x2B50},   {0x2B55, 0x2B55},   {0x2E80, 0x303E},
+      {0x3041, 0x33FF},   {0x3400, 0x4DBF},   {0x4E00, 0x9FFF},
+      {0xA000, 0xA4CF},   {0xA960, 0xA97F},   {0xAC00, 0xD7A3},
+      {0xF900, 0xFAFF},   {0xFE10, 0xFE19},   {0xFE30, 0xFE6F},
+      {0xFF00, 0xFF60},   {0xFFE0, 0xFFE6},   {0x16FE0, 0x18AFF},
+      {0x1B000, 0x1B2FF}, {0x1F004, 0x1F004}, {0x1F0CF, 0x1F0CF},
+      {0x1F18E, 0x1F18E}, {0x1F191, 0x1F19A}, {0x1F200, 0x1F2FF},
+      {0x1F300, 0x1F320}, {0x1F32D, 0x1F335}, {0x1F337, 0x1F37C},
+      {0x1F37E, 0x1F393}, {0x1F3A0, 0x1F3CA}, {0x1F3CF, 0x1F3D3},
+      {0x1F3E0, 0x1F3F0}, {0x1F3F4, 0x1F3F4}, {0x1F3F8, 0x1F43E},
+      {0x1F440, 0x1F440}, {0x1F442, 0x1F4FC}, {0x1F4FF, 0x1F53D},
+      {0x1F54B, 0x1F54E}, {0x1F550, 0x1F567}, {0x1F57A, 0x1F57A},
+      {0x1F595, 0x1F596}, {0x1F5A4, 0x1F5A4}, {0x1F5FB, 0x1F64F},
+      {0x1F680, 0x1F6C5}, {0x1F6CC, 0x1F6CC}, {0x1F6D0, 0x1F6D2},
+      {0x1F6D5, 0x1F6D7}, {0x1F6DC, 0x1F6DF}, {0x1F6EB, 0x1F6EC},
+      {0x1F6F4, 0x1F6FC}, {0x1F7E0, 0x1F7EB}, {0x1F7F0, 0x1F7F0},
+      {0x1F90C, 0x1F93A}, {0x1F93C, 0x1F945}, {0x1F947, 0x1F9FF},
+      {0x1FA70, 0x1FAFF}, {0x20000, 0x2FFFD}, {0x30000, 0x3FFFD}};
+  if (c < 0x300) return 1;
+  for (size_t i = 0; i < ETCH_ARRAY_SIZE(zero); i++)
+    if (c >= zero[i][0] && c <= zero[i][1]) return 0;
+  for (size_t i = 0; i < ETCH_ARRAY_SIZE(wide); i++)
+    if (c >= wide[i][0] && c <= wide[i][1]) return 2;
+  return 1;
+}
+
+/* The columns `s` takes on a terminal: UTF-8 decoded, a byte that is not
+ * part of a valid sequence counting one column, as a terminal shows a
+ * replacement character for it. */
+static size_t text_width(const char *s) {
+  const unsigned char *p = (const unsigned char *)s;
+  size_t w = 0;
+  while (*p) {
+    unsigned char b = *p;
+    uint32_t c;
+    size_t n;
+    if (b < 0x80) {
+      w++;
+      p++;
+      continue;
+    } else if (b >= 0xC2 && b <= 0xDF) {
+      c = b & 0x1F;
+      n = 1;
+    } else if (b >= 0xE0 && b <= 0xEF) {
+      c = b & 0x0F;
+      n = 2;
+    } else if (b >= 0xF0 && b <= 0xF4) {
+      c = b & 0x07;
+      n = 3;
+    } else {
+      w++;
+      p++;
+      continue;
+    }
+    size_t k = 1;
+    for (; k <= n && (p[k] & 0xC0) == 0x80; k++) c = c << 6 | (p[k] & 0x3F);
+    bool ok = k == n + 1 && !(n == 2 && c < 0x800) && !(n == 3 && c < 0x10000) &&
+              c <= 0x10FFFF && !(c >= 0xD800 && c <= 0xDFFF);
+    if (!ok) {
+      w++;
+      p++;
+      continue;
+    }
+    w += cp_width(c);
+    p += n + 1;
+  }
+  return w;
+}
+
 static void pad(FILE *out, size_t n) {
   while (n--) fputc(' ', out);
 }
@@ -115,7 +209,7 @@ static void print_line(FILE *out, const char *indent, char *const *cells,
   fputs(indent, out);
   for (size_t c = 0; c < ncols; c++) {
     const char *s = cells[c] ? cells[c] : "";
-    size_t len = strlen(s);
+    size_t len = text_width(s);
     size_t fill = widths[c] > len ? widths[c] - len : 0;
     if (c) fputs("  ", out);
     if (right[c]) pad(out, fill);
@@ -140,9 +234,10 @@ void etch__tt_print(const etch__tt *t, FILE *out, const char *indent,
   if (!t) return;
   size_t *w = calloc(t->ncols, sizeof *w);
   if (!w) return;
-  for (size_t c = 0; c < t->ncols; c++) w[c] = t->head[c] ? strlen(t->head[c]) : 0;
+  for (size_t c = 0; c < t->ncols; c++)
+    w[c] = t->head[c] ? text_width(t->head[c]) : 0;
   for (size_t i = 0; i < t->ncells; i++) {
-    size_t len = strlen(t->cells[i]);
+    size_t len = text_width(t->cells[i]);
     if (len > w[i % t->ncols]) w[i % t->ncols] = len;
   }
   bool header = false;
@@ -282,11 +377,11 @@ static int print_table(sqlite3_stmt *st, FILE *out) {
     for (size_t c = 0; c < ncols; c++) {
       const char *name = sqlite3_column_name(st, (int)c);
       head[c] = (char *)(name ? name : "");
-      w[c] = strlen(head[c]);
+      w[c] = text_width(head[c]);
       bool any_num = false, any_text = false;
       for (size_t r = 0; r < nrows; r++) {
         const char *s = cells[r * ncols + c];
-        size_t len = s ? strlen(s) : 0;
+        size_t len = s ? text_width(s) : 0;
         if (len > w[c]) w[c] = len;
         if (kind[r * ncols + c] == kCellNumber) any_num = true;
         if (kind[r * ncols + c] == kCellText) any_text = true;

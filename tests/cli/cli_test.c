@@ -643,6 +643,41 @@ TEST(cli_every_verb_one_rule_for_a_cut_trace) {
   done(&r);
 }
 
+/* A uint arg above INT64_MAX: int_value holds its 64 bits (SQLite's
+ * integers are signed; -1 for UINT64_MAX, as in trace_processor), and
+ * display_value says what convert writes, 18446744073709551615. */
+TEST(cli_uint64_max_in_query_and_convert) {
+  tb t;
+  tb_init(&t);
+  tb_process(&t, 1, 1, 10, "app");
+  tb_thread(&t, 1, 2, 10, 10, "main");
+  tb_event_open(&t, 1, 1000, 2, ETCH_TE_TYPE_INSTANT, "c", "big");
+  tb_open(&t, ETCH_TE_DEBUG_ANNOTATIONS);
+  tb_s(&t, ETCH_DA_NAME, "max");
+  tb_u(&t, ETCH_DA_UINT_VALUE, UINT64_MAX);
+  tb_close(&t);
+  tb_open(&t, ETCH_TE_DEBUG_ANNOTATIONS);
+  tb_s(&t, ETCH_DA_NAME, "p");
+  tb_u(&t, ETCH_DA_POINTER_VALUE, 0xdeadbeef);
+  tb_close(&t);
+  tb_event_close(&t);
+  const char *path = tb_write_file(&t, "umax.pftrace");
+  tb_free(&t);
+  run_result r = RUN("query", "--csv", path,
+                     "select key, value_type, int_value, display_value from "
+                     "args order by id");
+  ASSERT_EQ_INT(r.status, 0);
+  ASSERT_EQ_STR(r.out,
+                "key,value_type,int_value,display_value\n"
+                "debug.max,uint,-1,18446744073709551615\n"
+                "debug.p,pointer,3735928559,0xdeadbeef\n");
+  done(&r);
+  r = RUN("convert", path);
+  ASSERT_EQ_INT(r.status, 0);
+  ASSERT_CONTAINS(r.out, "\"max\":18446744073709551615");
+  done(&r);
+}
+
 TEST(cli_record) {
   char trace[512];
   snprintf(trace, sizeof trace, "%s/rec.pftrace", etch_test_tmpdir());

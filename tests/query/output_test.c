@@ -39,6 +39,37 @@ TEST(table_aligns_numbers_right_text_left_null_shown) {
   sqlite3_close(db);
 }
 
+/* Non-ASCII text: widths are the columns a terminal gives it, not its
+ * bytes (é 2 bytes, 1 column; 日本 6 bytes, 4 columns; 😀 4 bytes, 2
+ * columns; e + a combining acute 3 bytes, 1 column; a stray byte 1). */
+TEST(table_aligns_utf8_text_by_columns) {
+  sqlite3 *db = qt_new_db();
+  char *got = run(db,
+                  "SELECT 'w\xc3\xa9" "de' AS s, 1 AS n "
+                  "UNION ALL SELECT '\xe6\x97\xa5\xe6\x9c\xac', 22 "
+                  "UNION ALL SELECT 'Hi\xf0\x9f\x98\x80', 333 "
+                  "UNION ALL SELECT 'e\xcc\x81', 4 "
+                  "UNION ALL SELECT CAST(x'ff41' AS TEXT), 5 "
+                  "UNION ALL SELECT 'plain', 6",
+                  ETCH__OUT_TABLE);
+  ASSERT_TEXT(got,
+              "s        n\n"
+              "-----  ---\n"
+              "w\xc3\xa9" "de     1\n"
+              "\xe6\x97\xa5\xe6\x9c\xac    22\n"
+              "Hi\xf0\x9f\x98\x80   333\n"
+              "e\xcc\x81        4\n"
+              "\xff" "A       5\n"
+              "plain    6\n");
+  free(got);
+  /* The header too. */
+  got = run(db, "SELECT 1 AS '\xc3\xa9t\xc3\xa9', 'x' AS y",
+            ETCH__OUT_TABLE);
+  ASSERT_TEXT(got, "\xc3\xa9t\xc3\xa9  y\n---  -\n  1  x\n");
+  free(got);
+  sqlite3_close(db);
+}
+
 /* Control characters in strings (a newline in an arg) would break the
  * table's rows: the table shows them escaped, CSV keeps the bytes. */
 TEST(table_escapes_control_characters_csv_keeps_them) {
