@@ -23,6 +23,40 @@ for f in include/etch/etch.h include/etch/common.h "$libdir/libetch.a" \
   [ -e "$prefix/$f" ] || { echo "missing after install: $f"; exit 1; }
 done
 
+# Every file the install wrote is in docs/building.md's "installed" table
+# (the links to shared libraries aside): a cell's `path/name` gives the
+# directory for the bare names after it; lib/ is LIBDIR; * is a wildcard.
+step "docs/building.md names every installed file"
+doc=$here/../../docs/building.md
+mapfile -t documented < <(awk '
+  /^\| installed \|/ { in_table = 1; next }
+  in_table && !/^\|/ { exit }
+  in_table {
+    dir = ""
+    line = $0
+    while (match(line, /`[^`]*`/)) {
+      tok = substr(line, RSTART + 1, RLENGTH - 2)
+      line = substr(line, RSTART + RLENGTH)
+      if (tok ~ /\//) { dir = tok; sub(/\/[^\/]*$/, "", dir); print tok }
+      else if (dir != "" && tok ~ /\./) print dir "/" tok
+    }
+  }' "$doc" | sed "s|^lib/|$libdir/|")
+[ "${#documented[@]}" -gt 5 ] || { echo "FAIL: no installed table in $doc"; exit 1; }
+undocumented=0
+while IFS= read -r f; do
+  ok=0
+  for pat in "${documented[@]}"; do
+    # shellcheck disable=SC2053
+    if [[ $f == $pat ]]; then ok=1; break; fi
+  done
+  if [ $ok = 0 ]; then
+    echo "FAIL: $f is installed but not in docs/building.md's table"
+    undocumented=$((undocumented + 1))
+  fi
+done < <(cd "$prefix" && find . -type f | sed 's|^\./||' | sort)
+[ $undocumented = 0 ] || exit 1
+echo "ok: ${#documented[@]} entries cover every installed file"
+
 # Checks that a trace file exists, is not empty and starts with 0x0A (field
 # 1, length-delimited: the first TracePacket of a Trace).
 check_trace() {
