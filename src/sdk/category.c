@@ -7,6 +7,7 @@
  * bits of the running sessions whose filter matches it.
  */
 #include <ctype.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -224,6 +225,37 @@ void etch_category_foreach(void (*fn)(const etch_category *, void *),
   pthread_mutex_lock(&etch__g.lock);
   for (etch_category *c = etch__g.cats; c; c = c->next) fn(c, user);
   pthread_mutex_unlock(&etch__g.lock);
+}
+
+void etch__channel_names(char *buf, size_t cap) {
+  size_t len = 0;
+  if (!cap) return;
+  buf[0] = '\0';
+  pthread_mutex_lock(&etch__g.lock);
+  for (etch_category *c = etch__g.cats; c; c = c->next) {
+    if (!has_tag(c, "channel")) continue;
+    int n = snprintf(buf + len, cap - len, "%s%s", len ? ", " : "", c->name);
+    if (n < 0 || (size_t)n >= cap - len) break;
+    len += (size_t)n;
+  }
+  pthread_mutex_unlock(&etch__g.lock);
+}
+
+int etch__category_count(const char *pattern) {
+  etch_cat_filter f;
+  int rc = etch__filter_parse(&f, pattern);
+  if (rc) return rc;
+  int n = 0;
+  pthread_mutex_lock(&etch__g.lock);
+  for (etch_category *c = etch__g.cats; c; c = c->next)
+    for (uint32_t i = 0; i < f.nincl; i++)
+      if (pattern_match(f.incl[i], c->name)) {
+        n++;
+        break;
+      }
+  pthread_mutex_unlock(&etch__g.lock);
+  etch__filter_free(&f);
+  return n;
 }
 
 int etch_channel_set(const char *pattern, bool on) {

@@ -227,6 +227,65 @@ static void read_comm(char *out, size_t cap) {
   if (out[n - 1] == '\n') out[n - 1] = '\0';
 }
 
+/*
+ * ETCH_CHANNELS: each name or pattern of the list is switched on (a bad
+ * one said at once). One that matched nothing (a typo, most likely) is
+ * named on stderr at exit, with the channels there are, if it still
+ * matches nothing then: categories and channels register as their code is
+ * loaded, and etch_init may run before (libetch_malloc.so's constructor,
+ * a program's own) or a library comes later with dlopen.
+ */
+static char *chan_unmatched; /* "a\0b\0\0": elements that matched nothing */
+static pid_t chan_pid;
+
+static void channels_check(void) {
+  if (!chan_unmatched || getpid() != chan_pid) return;
+  for (char *p = chan_unmatched; *p; p += strlen(p) + 1) {
+    if (etch__category_count(p) != 0) continue;
+    char names[512];
+    etch__channel_names(names, sizeof names);
+    fprintf(stderr,
+            "etch: ETCH_CHANNELS: '%s' matched no channel or category of "
+            "this program (%s%s)\n",
+            p, names[0] ? "its channels: " : "it defines no channel", names);
+  }
+  free(chan_unmatched);
+  chan_unmatched = NULL;
+}
+
+static void channels_init(const char *list) {
+  char *copy = strdup(list);
+  char *un = (char *)calloc(strlen(list) + 2, 1);
+  if (!copy || !un) {
+    free(copy);
+    free(un);
+    return;
+  }
+  size_t len = 0;
+  for (char *save = NULL, *p = strtok_r(copy, ",", &save); p;
+       p = strtok_r(NULL, ",", &save)) {
+    while (*p == ' ' || *p == '\t') p++;
+    size_t n = strlen(p);
+    while (n && (p[n - 1] == ' ' || p[n - 1] == '\t')) p[--n] = '\0';
+    if (!n) continue;
+    int m = etch_channel_set(p, true);
+    if (m < 0) {
+      fprintf(stderr, "etch: ETCH_CHANNELS: %s\n", etch_last_error());
+    } else if (m == 0) {
+      memcpy(un + len, p, n + 1);
+      len += n + 1;
+    }
+  }
+  free(copy);
+  if (!len) {
+    free(un);
+    return;
+  }
+  chan_unmatched = un;
+  chan_pid = getpid();
+  atexit(channels_check);
+}
+
 int etch_init(void) {
   etch__global_init();
   pthread_mutex_lock(&env_lock);
@@ -237,8 +296,7 @@ int etch_init(void) {
   env_inited = true;
   /* Channels switched on for the whole run, before any session starts. */
   const char *chans = getenv("ETCH_CHANNELS");
-  if (chans && *chans && etch_channel_set(chans, true) < 0)
-    fprintf(stderr, "etch: ETCH_CHANNELS: %s\n", etch_last_error());
+  if (chans && *chans) channels_init(chans);
   const char *backend = getenv("ETCH_BACKEND");
   if (backend && !strcmp(backend, "system")) {
     int src = etch_system_start(NULL);

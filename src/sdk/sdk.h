@@ -124,6 +124,12 @@ typedef struct etch_cat_filter {
 int etch__filter_parse(etch_cat_filter *f, const char *spec);
 void etch__filter_free(etch_cat_filter *f);
 bool etch__filter_match(const etch_cat_filter *f, const etch_category *cat);
+/* The names of the registered channels (categories tagged "channel"),
+ * comma-separated, into buf (truncated to cap); "" when there are none. */
+void etch__channel_names(char *buf, size_t cap);
+/* How many registered categories and channels `pattern` (a name, a prefix
+ * with '*', or a list) matches now; a negative status for a bad one. */
+int etch__category_count(const char *pattern);
 
 enum { ETCH_SESS_NEW = 0, ETCH_SESS_RUNNING = 1, ETCH_SESS_STOPPED = 2 };
 

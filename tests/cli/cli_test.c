@@ -606,8 +606,8 @@ TEST(cli_every_verb_one_rule_for_a_cut_trace) {
            "are an incomplete packet; what precedes them is read\n",
            path, len);
   snprintf(strict, sizeof strict,
-           "etch: %s: offset %zu: packet length 18446744073709551615 larger "
-           "than the 0 bytes left in the file\n",
+           "etch: %s: corrupt trace, or cut short: offset %zu: packet length "
+           "18446744073709551615 larger than the 0 bytes left in the file\n",
            path, len);
   const char *verbs[] = {"stats", "query", "convert", "print", "leaks"};
   for (size_t i = 0; i < 5; i++) {
@@ -675,6 +675,47 @@ TEST(cli_uint64_max_in_query_and_convert) {
   r = RUN("convert", path);
   ASSERT_EQ_INT(r.status, 0);
   ASSERT_CONTAINS(r.out, "\"max\":18446744073709551615");
+  done(&r);
+}
+
+/* Bad bytes in a trace: every verb says the trace is corrupt, in words,
+ * before the decoder's detail; a file that is no trace says that. */
+TEST(cli_corrupt_trace_is_called_corrupt) {
+  const char *small = small_trace();
+  size_t len;
+  uint8_t *data = etch_test_read_file(small, &len);
+  char path[512];
+  snprintf(path, sizeof path, "%s/wiretype.pftrace", etch_test_tmpdir());
+  FILE *f = fopen(path, "wb");
+  fwrite(data, 1, len, f);
+  /* A packet of 3 bytes whose first field has wire type 7 (none). */
+  fwrite("\x0a\x03\x0f\x01\x02", 1, 5, f);
+  fclose(f);
+  free(data);
+  char want[800];
+  snprintf(want, sizeof want,
+           "etch: %s: corrupt trace: offset %zu: unsupported wire type\n",
+           path, len + 2);
+  const char *verbs[] = {"stats", "query", "convert", "print", "leaks"};
+  for (size_t i = 0; i < 5; i++) {
+    bool q = !strcmp(verbs[i], "query");
+    run_result r = q ? RUN(verbs[i], path, "select 1") : RUN(verbs[i], path);
+    if (r.status != 1 || strcmp(r.err, want) != 0)
+      FAIL("etch %s: exit %d, stderr:\n%s\nwanted:\n%s", verbs[i], r.status,
+           r.err, want);
+    done(&r);
+  }
+  snprintf(path, sizeof path, "%s/text.pftrace", etch_test_tmpdir());
+  f = fopen(path, "wb");
+  fputs("hello world\n", f);
+  fclose(f);
+  snprintf(want, sizeof want,
+           "etch: %s: offset 0: not a Perfetto protobuf trace: field 13 with "
+           "wire type 0 where a packet (field 1) was expected\n",
+           path);
+  run_result r = RUN("stats", path);
+  ASSERT_EQ_INT(r.status, 1);
+  ASSERT_EQ_STR(r.err, want);
   done(&r);
 }
 

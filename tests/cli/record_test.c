@@ -239,13 +239,50 @@ TEST(unwritable_out_reported_at_init) {
                 "etch: not tracing: cannot write trace to "
                 "'/nonexistent-dir/t.pftrace': No such file or directory\n");
   done(&r);
+  /* etch record says so before it runs the program (which would print
+   * "ran"), and before it asks a service for a session. */
   r = RUN(ETCH_BIN, "record", "-o", "/nonexistent-dir/t.pftrace", "--",
-          ETCH_RECORDEE, "1");
+          ETCH_RECORDEE, "1", "echo", "ran");
   ASSERT_EQ_INT(r.status, 1);
-  ASSERT_CONTAINS(r.err, "did not trace: cannot write trace to "
-                         "'/nonexistent-dir/t.pftrace'");
-  ASSERT_CONTAINS(r.err, "wrote no trace (see above)");
+  ASSERT_EQ_STR(r.err, "etch: cannot write trace to "
+                       "'/nonexistent-dir/t.pftrace': No such file or "
+                       "directory\n");
+  ASSERT_EQ_STR(r.out, "");
   done(&r);
+  r = RUN(ETCH_BIN, "record", "--system", "-o", "/nonexistent-dir/t.pftrace");
+  ASSERT_EQ_INT(r.status, 1);
+  ASSERT_EQ_STR(r.err, "etch: cannot write trace to "
+                       "'/nonexistent-dir/t.pftrace': No such file or "
+                       "directory\n");
+  done(&r);
+  /* Not a regular file, and writable: fine, and left as it is. */
+  r = RUN(ETCH_BIN, "record", "-q", "-o", "/dev/null", "--", ETCH_RECORDEE,
+          "1");
+  ASSERT_EQ_INT(r.status, 0);
+  ASSERT_TRUE(strncmp(r.err, "trace: /dev/null (", 18) == 0);
+  done(&r);
+  struct stat sb;
+  ASSERT_TRUE(stat("/dev/null", &sb) == 0 && S_ISCHR(sb.st_mode));
+}
+
+/* ETCH_CHANNELS naming nothing the program defines (a typo) is said at
+ * exit, with the channels there are; what matches (a category here) is
+ * taken as before, and the program records as usual. */
+TEST(etch_channels_naming_nothing_is_said) {
+  const char *trace = tmp_path("chan.pftrace");
+  setenv("ETCH_OUT", trace, 1);
+  setenv("ETCH_CHANNELS", "Typo, test,Nope*", 1);
+  proc_result r = RUN(ETCH_RECORDEE, "2");
+  unsetenv("ETCH_CHANNELS");
+  unsetenv("ETCH_OUT");
+  ASSERT_EQ_INT(r.status, 0);
+  ASSERT_EQ_STR(r.err,
+                "etch: ETCH_CHANNELS: 'Typo' matched no channel or category "
+                "of this program (it defines no channel)\n"
+                "etch: ETCH_CHANNELS: 'Nope*' matched no channel or category "
+                "of this program (it defines no channel)\n");
+  done(&r);
+  assert_steps(trace, 2);
 }
 
 /* etch record's messages say what happened, not a guess. */

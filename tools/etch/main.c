@@ -69,6 +69,29 @@ static int usage_error(const command *cmd, const char *fmt, ...) {
   return EXIT_USAGE;
 }
 
+/*
+ * An error reading the trace at `path`, from the reader's message
+ * ("PATH: offset N: what the bytes were", or without "PATH: "): bad data
+ * is said to be a corrupt trace, in words, before the decoder's detail;
+ * a file that is no trace at all already says so.
+ */
+static int trace_error(const char *path, int status) {
+  const char *msg = etch_last_error();
+  size_t n = strlen(path);
+  const char *detail = msg;
+  if (!strncmp(msg, path, n) && !strncmp(msg + n, ": ", 2)) detail = msg + n + 2;
+  if ((status != ETCH_EFORMAT && status != ETCH_ETRUNC) ||
+      strncmp(detail, "offset ", 7) != 0 ||
+      strstr(detail, "not a Perfetto protobuf trace"))
+    return detail == msg ? runtime_error("%s: %s", path, msg)
+                         : runtime_error("%s", msg);
+  return runtime_error("%s: %s: %s", path,
+                       status == ETCH_EFORMAT
+                           ? "corrupt trace"
+                           : "corrupt trace, or cut short",
+                       detail);
+}
+
 /* ---- option parsing ---------------------------------------------------------- */
 
 /*
@@ -181,8 +204,9 @@ static int load(const char *path, const char *db_path, bool all_args,
                          .indexes = indexes,
                          .progress = isatty(STDERR_FILENO) != 0,
                          .allow_truncated = !g_strict};
-  if (etch__query_import_file(db, path, &o, NULL) != ETCH_OK) {
-    int err = runtime_error("%s", etch_last_error());
+  int st = etch__query_import_file(db, path, &o, NULL);
+  if (st != ETCH_OK) {
+    int err = trace_error(path, st);
     sqlite3_close(db);
     if (db_path) unlink(db_path);
     return err;
@@ -209,8 +233,8 @@ static int print_whole(int (*report)(const char *path, FILE *out,
   FILE *mem = open_memstream(&buf, &len);
   if (!mem) return runtime_error("out of memory");
   int rc = 0;
-  if (report(path, mem, arg) != ETCH_OK)
-    rc = runtime_error("%s", etch_last_error());
+  int st = report(path, mem, arg);
+  if (st != ETCH_OK) rc = trace_error(path, st);
   fclose(mem);
   if (!rc) fwrite(buf, 1, len, to);
   free(buf);
@@ -482,9 +506,10 @@ static int cmd_print(int argc, char **argv) {
         rc = runtime_error("%s: %s", path, strerror(errno));
       } else {
         etch_reader_stats st = {0};
-        if (etch__reader_dump_ex(len ? data : "", len, stdout, !g_strict,
-                                 &st) != ETCH_OK)
-          rc = runtime_error("%s: %s", path, etch_last_error());
+        int drc = etch__reader_dump_ex(len ? data : "", len, stdout,
+                                       !g_strict, &st);
+        if (drc != ETCH_OK)
+          rc = trace_error(path, drc);
         else if (st.truncated_bytes)
           etch__query_warn_cut_short(path, st.truncated_bytes,
                                      st.truncated_offset);
@@ -713,6 +738,29 @@ static void pass_on(int sig, siginfo_t *si, void *uc) {
   errno = saved;
 }
 
+/*
+ * Whether the trace can be written to `path`, said before anything runs
+ * (the program, or a session of the service) rather than after: created
+ * and removed again, or, for what exists and is not a regular file
+ * (/dev/null), writable. `fresh`: a file (or link) left from an earlier
+ * run is removed, so that it cannot pass for this run's trace.
+ */
+static int check_output(const char *path, bool fresh) {
+  struct stat sb;
+  if (fresh && lstat(path, &sb) == 0 &&
+      (S_ISREG(sb.st_mode) || S_ISLNK(sb.st_mode)) && unlink(path) != 0)
+    return runtime_error("%s: %s", path, strerror(errno));
+  int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd >= 0) {
+    close(fd);
+    unlink(path);
+    return EXIT_OK;
+  }
+  if (errno == EEXIST && access(path, W_OK) == 0) return EXIT_OK;
+  return runtime_error("cannot write trace to '%s': %s", path,
+                       strerror(errno));
+}
+
 static int cmd_record(int argc, char **argv) {
   const command *cmd = find_command("record");
   opts o;
@@ -796,6 +844,10 @@ static int cmd_record(int argc, char **argv) {
     strftime(def, sizeof def, "etch-%Y%m%d-%H%M%S.pftrace", &tm);
     out_path = def;
   }
+  if (!so_.list && (rc = check_output(out_path, !service)) != 0) {
+    free(o.operands);
+    return rc;
+  }
   if (service) {
     so_.out_path = out_path;
     so_.categories = cats;
@@ -815,12 +867,6 @@ static int cmd_record(int argc, char **argv) {
     fprintf(stderr, "\n");
     etch__stats_opts st = {.top = 5, .compact = true};
     return stats_of(out_path, &st, stderr);
-  }
-  /* A trace left from an earlier run must not pass for this one's. */
-  if (unlink(out_path) != 0 && errno != ENOENT) {
-    rc = runtime_error("%s: %s", out_path, strerror(errno));
-    free(o.operands);
-    return rc;
   }
   /* The run directory where each traced process says what became of its
    * trace (libetch's env.c). */
