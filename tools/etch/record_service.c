@@ -94,6 +94,7 @@ static int wait_reply(client *c, uint64_t req, etch_ipc_frame *f,
 
 static int call(client *c, const char *method, const etch__pb_buf *args,
                 int fd, uint64_t *req_out) {
+  *req_out = 0; /* written on every path: no request went out yet */
   uint32_t id = etch__ipc_method_id(&c->bind, method);
   if (!id)
     return etch__error(ETCH_EUNSUPPORTED, "the service has no %s", method);
