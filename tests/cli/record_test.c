@@ -124,15 +124,19 @@ static bool exists(const char *path) {
 }
 
 /* The duration timer fires while the program is about to return: exit
- * waits for the write in progress (a 256 MiB ring makes it long). */
+ * waits for the write in progress (a 256 MiB ring makes it long). The
+ * program returns as soon as it sees its session stopped, that is while the
+ * timer's thread writes. The duration is the one time bound here: the 4
+ * slices must be recorded before it ends, microseconds after etch_init;
+ * 1 s leaves room for a loaded machine and TSan. */
 TEST(duration_timer_then_quick_exit_keeps_the_trace) {
   for (int round = 0; round < 3; round++) {
     const char *trace = tmp_path("d.pftrace");
     unlink(trace);
     setenv("ETCH_OUT", trace, 1);
-    setenv("ETCH_DURATION_MS", "20", 1);
+    setenv("ETCH_DURATION_MS", "1000", 1);
     setenv("ETCH_BUFFER_KB", "262144", 1);
-    proc_result r = RUN(ETCH_RECORDEE, "4", "sleep", "25");
+    proc_result r = RUN(ETCH_RECORDEE, "4", "stopped");
     ASSERT_EQ_INT(r.status, 0);
     ASSERT_EQ_STR(r.err, "");
     if (!exists(trace)) FAIL("round %d: no trace written", round);
@@ -177,15 +181,25 @@ TEST(record_keeps_every_process_trace) {
  * its own name instead, saying so. */
 TEST(concurrent_processes_one_out_never_overwrite) {
   const char *trace = tmp_path("both.pftrace");
+  const char *ready = tmp_path("both-ready");
+  const char *go = tmp_path("both-go");
+  unlink(ready);
+  unlink(go);
   setenv("ETCH_OUT", trace, 1);
   int na = n_runs++, nb = n_runs++;
-  pid_t a = spawn((const char *const[]){ETCH_RECORDEE, "2", "sleep", "300",
-                                        NULL},
+  /* a records, then waits while b runs from start to end. */
+  pid_t a = spawn((const char *const[]){ETCH_RECORDEE, "2", "handshake",
+                                        ready, go, NULL},
                   false, &na);
-  pid_t b = spawn((const char *const[]){ETCH_RECORDEE, "5", "sleep", "10",
-                                        NULL},
-                  false, &nb);
+  for (int i = 0; !exists(ready); i++) {
+    if (i > 3000) FAIL("the first program never got ready");
+    usleep(10000);
+  }
+  pid_t b = spawn((const char *const[]){ETCH_RECORDEE, "5", NULL}, false, &nb);
   proc_result rb = finish(b, nb);
+  int fd = open(go, O_WRONLY | O_CREAT, 0644);
+  if (fd < 0) FAIL("cannot create %s", go);
+  close(fd);
   proc_result ra = finish(a, na);
   ASSERT_EQ_INT(ra.status, 0);
   ASSERT_EQ_INT(rb.status, 0);

@@ -7,6 +7,11 @@
  *   sleep MS      sleep MS milliseconds after the slices, then return
  *   wait FILE     write the pid into FILE after the slices, then wait for
  *                 a signal
+ *   stopped       after the slices, wait until the session has stopped
+ *                 (category "test" off: ETCH_DURATION_MS's timer fired),
+ *                 then return at once
+ *   handshake READY GO  create READY after the slices, wait until GO
+ *                 exists, then return
  *   abort         abort() after the slices
  *   _exit         _exit(0) after the slices
  *   echo TEXT     write TEXT and a newline on stdout after the slices
@@ -34,6 +39,7 @@ int main(int argc, char **argv) {
   int n = argc > 1 ? atoi(argv[1]) : 1;
   const char *mode = argc > 2 ? argv[2] : "";
   const char *arg = argc > 3 ? argv[3] : "";
+  const char *arg2 = argc > 4 ? argv[4] : "";
   etch_init();
   if (!strcmp(mode, "chdir") && chdir(arg) != 0) return 3;
   if (!strcmp(mode, "frames")) {
@@ -55,6 +61,15 @@ int main(int argc, char **argv) {
   if (!strcmp(mode, "sleep")) {
     struct timespec ts = {atoi(arg) / 1000, (atoi(arg) % 1000) * 1000000L};
     nanosleep(&ts, NULL);
+  } else if (!strcmp(mode, "stopped")) {
+    struct timespec ts = {0, 100000};
+    while (etch_category_enabled(&ETCH_CAT(test))) nanosleep(&ts, NULL);
+  } else if (!strcmp(mode, "handshake")) {
+    int fd = open(arg, O_WRONLY | O_CREAT, 0644);
+    if (fd < 0) return 4;
+    close(fd);
+    struct timespec ts = {0, 1000000};
+    while (access(arg2, F_OK) != 0) nanosleep(&ts, NULL);
   } else if (!strcmp(mode, "wait")) {
     /* Written whole under another name, then renamed: whoever sees FILE
      * reads the whole pid. */

@@ -316,13 +316,23 @@ TEST(first_slice_excludes_writer_setup) {
  * clock's state; in the trace, the counters recorded once the session ran,
  * in order, in BOOTTIME. */
 static volatile int early_stop;
+static volatile int early_started;  /* set once the session runs */
+static volatile int early_recorded; /* emitters that emitted after that */
 
 static void *early_emitter(void *arg) {
   (void)arg;
   int64_t i = 0;
+  bool counted = false;
   while (!__atomic_load_n(&early_stop, __ATOMIC_ACQUIRE)) {
+    bool running = __atomic_load_n(&early_started, __ATOMIC_ACQUIRE);
     ETCH_COUNTER(work, "early", i++);
     (void)etch_now();
+    /* A counter whose category check came after the session started: it is
+     * in the trace. */
+    if (running && !counted) {
+      counted = true;
+      __atomic_add_fetch(&early_recorded, 1, __ATOMIC_ACQ_REL);
+    }
   }
   return NULL;
 }
@@ -332,8 +342,13 @@ TEST(emitting_while_the_clock_is_calibrated) {
   for (int i = 0; i < 2; i++) pthread_create(&th[i], NULL, early_emitter, NULL);
   uint64_t t0 = etch_now();
   etch_session *s = start_session("compression=none");
-  struct timespec d = {0, 5000000};
-  nanosleep(&d, NULL);
+  __atomic_store_n(&early_started, 1, __ATOMIC_RELEASE);
+  /* Until each emitter has a counter in the session, however long the
+   * machine takes to run them. */
+  while (__atomic_load_n(&early_recorded, __ATOMIC_ACQUIRE) < 2) {
+    struct timespec d = {0, 100000};
+    nanosleep(&d, NULL);
+  }
   etch_session_stop(s);
   __atomic_store_n(&early_stop, 1, __ATOMIC_RELEASE);
   for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);
@@ -353,7 +368,7 @@ TEST(emitting_while_the_clock_is_calibrated) {
            (unsigned long long)t1);
     n++;
   }
-  ASSERT_TRUE(n > 0);
+  ASSERT_TRUE(n >= 2); /* one at least from each emitter */
   td_free(&t);
   etch_session_free(s);
 }
