@@ -53,7 +53,7 @@ if [ "${BENCH_NO_SETUP:-0}" != 1 ]; then
 fi
 
 echo "== build ($TYPE) in $(basename "$BUILD")"
-cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE="$TYPE" >/dev/null
+cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE="$TYPE" -DETCH_WERROR=ON >/dev/null
 cmake --build "$BUILD" --target etch etch_static bench_sdk bench_sdk_static \
   -j"$JOBS" >/dev/null
 BIN=$BUILD/bench/sdk/bench_sdk

@@ -4,7 +4,9 @@
 #
 #   scripts/demo.sh
 #
-# Environment: ETCH_BUILD_DIR (default build), ETCH_JOBS (default 2).
+# Environment: ETCH_BUILD_DIR (default build), ETCH_JOBS (default 2),
+# ETCH_WERROR=ON|OFF (warnings as errors; scripts/test.sh sets ON, else the
+# build directory's setting, OFF in a new one).
 # The trace is written to out/basic.pftrace.
 set -euo pipefail
 
@@ -12,6 +14,7 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 build=${ETCH_BUILD_DIR:-build}
 jobs=${ETCH_JOBS:-2}
+werror=(${ETCH_WERROR:+-DETCH_WERROR=$ETCH_WERROR})
 mkdir -p out "$build"
 trace=$root/out/basic.pftrace
 log=$build/demo-build.log
@@ -20,13 +23,13 @@ say() { printf '\n== %s\n' "$*"; }
 
 say "building etch ($build/, RelWithDebInfo, -j$jobs)"
 if ! { cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-           -DETCH_BUILD_TOOLS=ON &&
+           -DETCH_BUILD_TOOLS=ON "${werror[@]}" &&
        cmake --build "$build" -j "$jobs"; } > "$log" 2>&1; then
   # Build what the demo needs (the library and the example; the etch tool
   # if it builds) rather than give up on a problem elsewhere in the tree.
   echo "(the full build failed, see $log; building only the example)"
   if ! { cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-             -DETCH_BUILD_TOOLS=ON ||
+             -DETCH_BUILD_TOOLS=ON "${werror[@]}" ||
          cmake -S . -B "$build" -DETCH_BUILD_TOOLS=OFF; } >> "$log" 2>&1 ||
      ! cmake --build "$build" -j "$jobs" --target etch_example_basic \
        >> "$log" 2>&1; then
