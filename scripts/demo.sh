@@ -14,7 +14,8 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 build=${ETCH_BUILD_DIR:-build}
 jobs=${ETCH_JOBS:-2}
-werror=(${ETCH_WERROR:+-DETCH_WERROR=$ETCH_WERROR})
+werror=()
+if [ -n "${ETCH_WERROR:-}" ]; then werror=("-DETCH_WERROR=$ETCH_WERROR"); fi
 mkdir -p out "$build"
 trace=$root/out/basic.pftrace
 log=$build/demo-build.log

@@ -20,8 +20,9 @@
 #               (default 15)
 #
 # Ends with "N passed, N failed" (tests of all stages) and exits non-zero if
-# anything failed. Environment: ETCH_BUILD_DIR (default build; the sanitizer
-# builds go to <dir>-asan and <dir>-tsan), ETCH_JOBS (default 2),
+# anything failed. Environment: ETCH_BUILD_DIR (default build; the other
+# builds go to <dir>-asan, <dir>-tsan, <dir>-fuzz and <dir>-types/),
+# ETCH_JOBS (default 2),
 # ETCH_NO_SETUP=1 to skip scripts/setup.sh.
 set -euo pipefail
 
