@@ -2,8 +2,12 @@
 # test.sh - runs the whole test suite; the second command of the README, and
 # what CI runs (.ci/run).
 #
-#   scripts/test.sh            everything (about 3 minutes on 2 cores)
-#   scripts/test.sh --quick    the normal build only
+#   scripts/test.sh            everything: 7-11 minutes on 2 cores, 4 of
+#                              them fuzzing (12 targets x 15 s) (measured:
+#                              6m55s with the build trees already there, 2
+#                              cores otherwise idle; 10m55s from scratch with
+#                              both cores busy)
+#   scripts/test.sh --quick    the normal build only (about a minute)
 #
 # Stages:
 #   normal      RelWithDebInfo build, every test (ctest)
@@ -183,9 +187,9 @@ if [ $quick = 0 ]; then
   # with gcc and with clang. Optimisation levels change what the compilers
   # warn about (gcc -O2/-O3's -Wmaybe-uninitialized). The shipped programs
   # only (libetch shared and static, the etch command line, etchd,
-  # libetch_malloc), not the tests or benchmarks: 70 s for the 8 trees from
-  # scratch on 2 cores (measured: 6-13 s each), a few seconds when nothing
-  # changed (a file with a warning never gets an object, so it is compiled
+  # libetch_malloc), not the tests or benchmarks: the 8 trees from scratch
+  # take 70 s on 2 idle cores (6-13 s each), 2 minutes with both cores busy;
+  # a few seconds when nothing changed (a file with a warning never gets an object, so it is compiled
   # again on every run).
   t0=$SECONDS
   say "builds: every CMAKE_BUILD_TYPE with gcc and clang ($build-types/)"
