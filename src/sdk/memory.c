@@ -237,11 +237,14 @@ ETCH_INLINE bool report_free(uint32_t mask, const void *ptr, uint64_t *size) {
 }
 
 /* The mask of sessions recording memory, with the thread marked inside a
- * report; 0 when there is nothing to do. */
-ETCH_INLINE uint32_t report_begin(const void *ptr) {
+ * report; 0 when there is nothing to do. It takes the block's address as an
+ * integer: the hooks declare that they never touch the block (access(none)
+ * in memory.h), and gcc -O0 took passing it on as a pointer for a read of
+ * it (-Wmaybe-uninitialized in a Debug build). */
+ETCH_INLINE uint32_t report_begin(uintptr_t addr) {
   uint32_t mask =
       __atomic_load_n(&etch_cat_etch_memory.enabled, __ATOMIC_RELAXED);
-  if (ETCH_LIKELY(!mask) || !ptr || mt.in) return 0;
+  if (ETCH_LIKELY(!mask) || !addr || mt.in) return 0;
   mt.in = true;
   if (ETCH_UNLIKELY(!__atomic_load_n(&atfork_done, __ATOMIC_ACQUIRE))) {
     pthread_once(&atfork_once, atfork_register);
@@ -251,7 +254,7 @@ ETCH_INLINE uint32_t report_begin(const void *ptr) {
 }
 
 void etch_mem_alloc_tagged(const void *ptr, size_t size, etch_mem_tag *tag) {
-  uint32_t mask = report_begin(ptr);
+  uint32_t mask = report_begin((uintptr_t)ptr);
   if (!mask) return;
   report_alloc(mask, ptr, size, tag ? tag : current_tag());
   mt.in = false;
@@ -262,7 +265,7 @@ void etch_mem_alloc(const void *ptr, size_t size) {
 }
 
 void etch_mem_free(const void *ptr) {
-  uint32_t mask = report_begin(ptr);
+  uint32_t mask = report_begin((uintptr_t)ptr);
   if (!mask) return;
   report_free(mask, ptr, NULL);
   mt.in = false;
@@ -270,7 +273,7 @@ void etch_mem_free(const void *ptr) {
 
 void etch_mem_realloc(uintptr_t old_addr, const void *ptr, size_t size) {
   const void *old = (const void *)old_addr;
-  uint32_t mask = report_begin(ptr ? ptr : old);
+  uint32_t mask = report_begin(ptr ? (uintptr_t)ptr : old_addr);
   if (!mask) return;
   if (old) report_free(mask, old, NULL);
   if (ptr) report_alloc(mask, ptr, size, current_tag());
