@@ -55,6 +55,9 @@ struct etch_backend {
    * handed out since its last reset (0: never), so that a ring that wraps
    * quickly keeps a reset in its newest part. */
   uint64_t reset_span;
+  /* The process's important events are written again after this many
+   * chunks (0: after the session's reset interval, in time). */
+  uint64_t replay_span;
 };
 
 /* An in-process backend with a trace buffer of `size` bytes. */

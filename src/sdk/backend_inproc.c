@@ -70,6 +70,7 @@ int etch__backend_inproc_new(uint64_t size, etch_buffer_fill fill,
   p->base.payload_size = etch__buffer_payload_size(&p->buf);
   if (fill == ETCH_BUFFER_RING)
     p->base.reset_span = p->buf.nchunks / 4 ? p->buf.nchunks / 4 : 1;
+  p->base.replay_span = p->base.reset_span;
   *out = &p->base;
   return ETCH_OK;
 }

@@ -66,6 +66,16 @@ int etch_system_start(const char *producer_name) {
 #define COMMIT_BATCH_MAX 256u
 #define COMMIT_PERIOD_MS 10
 #define POOL_MAX 64u
+/* A writer resets its incremental state (descriptors, interned names)
+ * after this many chunks of the process were handed out since its last
+ * reset: the service's ring, whose size the producer cannot see, then
+ * keeps a reset of every writer that wrote in its newest ~75 KiB (16
+ * chunks of at most 4.6 KiB), and what a wrap leaves decodes (Perfetto's
+ * service drops every packet of a sequence that lost its incremental
+ * state). A ring of less than ~4 times that can still lose all of a
+ * thread that stopped writing while others went on. Costs one set of
+ * descriptors and names per 16 chunks. */
+#define RESET_SPAN 16u
 /* How long writers drop without looking once the shared memory is full. */
 #define FULL_BACKOFF_NS 200000ull
 
@@ -208,9 +218,10 @@ static bool smb_fill(sysb *b, const uint8_t *src, uint32_t used,
     uint32_t csize = etch__smb_chunk_size(P.smb.page_size, SYS_LAYOUT);
     uint8_t *dst = etch__smb_chunk_at(&P.smb, res[0], SYS_LAYOUT, res[1]);
     if (used > csize - ETCH_SMB_CHUNK_HEADER) used = 0; /* cannot happen */
-    /* A chunk of an instance that ended is committed empty: the service
-     * frees it. */
-    if (__atomic_load_n(&b->dead, __ATOMIC_ACQUIRE)) used = 0;
+    /* A chunk of an instance that ended goes whole too: the service drops
+     * it (the session is gone) or keeps it; one committed empty after a
+     * flush copied part of it would have fewer packets than that copy,
+     * which Perfetto's service counts as an ABI violation. */
     memcpy(dst + ETCH_SMB_CHUNK_HEADER, src, used);
     uint32_t count = count_fragments(src, used);
     if (count > ETCH_SMB_MAX_COUNT) count = ETCH_SMB_MAX_COUNT;
@@ -532,6 +543,8 @@ static void register_args(etch__pb_buf *bp) {
   etch__pb_nested_begin(&bp->s, ETCH_RDS_DESCRIPTOR, &d);
   etch__pb_write_string_field(&bp->s, ETCH_DSD_NAME, "track_event");
   etch__pb_write_varint_field(&bp->s, ETCH_DSD_WILL_NOTIFY_ON_STOP, 1);
+  etch__pb_write_varint_field(&bp->s, ETCH_DSD_HANDLES_INCREMENTAL_STATE_CLEAR,
+                             1);
   etch__pb_nested_begin(&bp->s, ETCH_DSD_TRACK_EVENT_DESCRIPTOR, &t);
   pthread_mutex_lock(&etch__g.lock);
   for (etch_category *cat = etch__g.cats; cat; cat = cat->next) {
@@ -674,6 +687,7 @@ static void start_instance(uint64_t id, const uint8_t *cfg, size_t len) {
                          ETCH_SMB_CHUNK_HEADER + ETCH_CHUNK_HEADER_SIZE;
     b->base.payload_size = b->base.chunk_size - ETCH_CHUNK_HEADER_SIZE;
     b->target_buffer = buffer;
+    b->base.reset_span = RESET_SPAN;
     rc = etch__session_new_with_backend(c, &b->base, &s);
     b = NULL; /* the session's now, or destroyed */
   }
@@ -824,8 +838,12 @@ static void on_command(const uint8_t *p, size_t n) {
       send_commits();
       break;
     }
-    default: /* SetupDataSource (Start has the same config),
-                ClearIncrementalState (writers reset on their own clock) */
+    case ETCH_GAC_CLEAR_INCREMENTAL_STATE:
+      /* Every writer of the process starts over at its next event (more
+       * than the instances named, which costs nothing but the reset). */
+      __atomic_fetch_add(&etch__g.names_gen, 1, __ATOMIC_RELAXED);
+      break;
+    default: /* SetupDataSource (Start has the same config) */
       break;
     }
   }
@@ -862,12 +880,23 @@ static void on_frame(const etch_ipc_frame *f) {
     etch__pb_write_varint_field(&b.s, ETCH_ICR_SIZE_HINT,
                                (uint64_t)smb_kb * 1024);
     etch__pb_write_string_field(&b.s, ETCH_ICR_PRODUCER_NAME, P.name);
+    /* Chunks being written hold nothing in the shared memory (a writer
+     * fills a chunk of its own and copies it in when done): nothing for
+     * the service to scrape, and a scrape of the empty reservation after
+     * a flush's copy would look like a chunk that lost packets. */
+    etch__pb_write_varint_field(&b.s, ETCH_ICR_SMB_SCRAPING_MODE,
+                               ETCH_ICR_SMB_SCRAPING_DISABLED);
     etch__pb_write_string_field(&b.s, ETCH_ICR_SDK_VERSION, "etch");
     register_args(&r);
+    /* GetAsyncCommand before RegisterDataSource, as Perfetto's own client
+     * does: traced matches a registered data source against the running
+     * sessions at once and drops the commands (SetupTracing,
+     * StartDataSource) of a producer that has not asked for them yet, so
+     * a producer registering while a session ran never recorded. */
     pthread_mutex_lock(&P.lock);
     invoke(P.m_init, &b, false, NULL);
-    invoke(P.m_register, &r, false, NULL);
     invoke(P.m_async, NULL, false, &P.async_req);
+    invoke(P.m_register, &r, false, NULL);
     pthread_mutex_unlock(&P.lock);
     etch__pb_buf_free(&b);
     etch__pb_buf_free(&r);

@@ -649,8 +649,8 @@ void etch__important_after_reset(etch_writer *w) {
   uint64_t now = etch__writer_last_ns(w);
   bool go = false;
   pthread_mutex_lock(&s->lock);
-  bool again = b->reset_span
-                   ? handed - s->imp_replay_at >= b->reset_span
+  bool again = b->replay_span
+                   ? handed - s->imp_replay_at >= b->replay_span
                    : s->reset_interval_ns &&
                          now >= s->imp_replay_ns + s->reset_interval_ns;
   if (!s->imp_replayed || again) {
