@@ -14,6 +14,11 @@
 #   protobuf    every .pftrace the tests wrote (into $ETCH_TEST_OUT) must
 #               decode with protoc --decode_raw
 #   demo        scripts/demo.sh (the README's first command) works
+#   interop     etch against Perfetto's own programs (traced, perfetto,
+#               trace_processor_shell, the C SDK) in every direction, each
+#               scenario ETCH_INTEROP_RUNS times (default 3), when
+#               ETCH_PERFETTO_DIR names a directory of them (bin/, lib/,
+#               include/); skipped, saying so, without it (tests/interop)
 #   builds      Debug, Release, RelWithDebInfo and MinSizeRel with gcc and
 #               with clang: the libraries, etch and etchd compile without a
 #               warning (each build counts as one test)
@@ -26,7 +31,8 @@
 # Ends with "N passed, N failed" (tests of all stages) and exits non-zero if
 # anything failed. Environment: ETCH_BUILD_DIR (default build; the other
 # builds go to <dir>-asan, <dir>-tsan, <dir>-fuzz and <dir>-types/),
-# ETCH_JOBS (default 2),
+# ETCH_JOBS (default 2), ETCH_PERFETTO_DIR (Perfetto's programs, for the
+# interop stage), ETCH_INTEROP_RUNS,
 # ETCH_NO_SETUP=1 to skip scripts/setup.sh.
 set -euo pipefail
 
@@ -126,8 +132,10 @@ mkdir -p "$trace_dir"
 normal_built=0
 # Options given explicitly, so that a cache left by another configuration
 # of the same directory does not change what this stage tests.
+perfetto_dir=${ETCH_PERFETTO_DIR:-}
+if [ -n "$perfetto_dir" ]; then perfetto_dir=$(cd "$perfetto_dir" && pwd); fi
 if build_tree "$build" "" -DETCH_SANITIZE= -DETCH_BUILD_TESTS=ON \
-     -DETCH_BUILD_TOOLS=ON; then
+     -DETCH_BUILD_TOOLS=ON -DETCH_PERFETTO_DIR="$perfetto_dir"; then
   normal_built=1
   if ETCH_TEST_OUT=$trace_dir run_ctest "$build"; then
     record normal PASS "$ctest_detail" "$t0"
@@ -179,6 +187,38 @@ else
   tail -n 40 "$build/test-demo.log"
   failed=$((failed + 1))
   record demo FAIL "log: $build/test-demo.log" "$t0"
+fi
+
+# ---- interop with Perfetto's own programs ------------------------------------------
+t0=$SECONDS
+say "interop: etch against Perfetto's programs"
+if [ -z "$perfetto_dir" ]; then
+  echo "skipped: ETCH_PERFETTO_DIR does not name Perfetto's programs"
+  record interop SKIP "no ETCH_PERFETTO_DIR" "$t0"
+elif [ $normal_built = 0 ]; then
+  failed=$((failed + 1))
+  record interop FAIL "no build" "$t0"
+else
+  log=$build/test-interop.log
+  python3 tests/interop/interop.py --perfetto "$perfetto_dir" --build "$build" \
+    --runs "${ETCH_INTEROP_RUNS:-3}" < /dev/null 2>&1 | tee "$log" || true
+  line=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$log" | tail -n 1 || true)
+  if [ -z "$line" ]; then
+    failed=$((failed + 1))
+    record interop FAIL "interop.py did not finish (log: $log)" "$t0"
+  else
+    ip=${line%% passed*}
+    if_=$(sed -E 's/.*, ([0-9]+) failed/\1/' <<< "$line")
+    passed=$((passed + ip))
+    failed=$((failed + if_))
+    if [ "$if_" -eq 0 ]; then
+      record interop PASS "$ip runs against Perfetto v$(
+        "$perfetto_dir/bin/traced" --version 2>/dev/null |
+        sed -nE 's/^Perfetto v([0-9.]+).*/\1/p' | head -n 1)" "$t0"
+    else
+      record interop FAIL "$if_ of $((ip + if_)) runs failed (log: $log)" "$t0"
+    fi
+  fi
 fi
 
 if [ $quick = 0 ]; then

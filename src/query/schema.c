@@ -48,6 +48,8 @@ static const char kSchema[] =
     "CREATE VIEW process_track AS SELECT * FROM track"
     " WHERE upid IS NOT NULL AND utid IS NULL AND type != 'counter';"
     "CREATE VIEW counter_track AS SELECT * FROM track WHERE type = 'counter';"
+    "CREATE VIEW process_counter_track AS SELECT * FROM track"
+    " WHERE type = 'counter' AND upid IS NOT NULL AND utid IS NULL;"
     "CREATE TABLE slice("
     " id INTEGER PRIMARY KEY,"
     " ts INTEGER NOT NULL,"

@@ -1,0 +1,658 @@
+#!/usr/bin/env python3
+"""interop.py - etch against Perfetto's own programs.
+
+etch promises that it and Perfetto stand in for each other: libetch
+programs record into Perfetto's `traced`, Perfetto's `perfetto` command
+line drives `etchd`, programs built with Perfetto's C SDK record into
+`etchd`, and every trace loads in `trace_processor_shell`. This runs those
+programs for real, each scenario several times so that a race shows, and
+checks exact content:
+
+  - every trace loads in trace_processor with no error and no data loss
+    (unless the scenario loses data on purpose), and its tables hold exactly
+    what the producers' workload (workload.h) made: slices per process,
+    thread and name, their args, flows, counters, thread names;
+  - `etch query` gives the same answers as trace_processor on the same
+    trace (the same SQL);
+  - where data is lost on purpose (a ring buffer that wraps, a discard
+    buffer that overflows, a consumer that stops early), both tools count
+    the same loss, and what arrived is whole;
+  - the same workload recorded by libetch and by the Perfetto SDK gives the
+    same trace_processor tables.
+
+    interop.py --perfetto DIR --build BUILD [--runs N] [--only NAME] [-v]
+
+DIR holds Perfetto's bin/ (traced, perfetto, trace_processor_shell) and
+BUILD is etch's build tree (etch, etchd, ip_etch, ip_perfetto). Prints one
+line per run and "N passed, N failed"; exits 1 on any failure. Every
+service runs on sockets in a private directory.
+"""
+
+import argparse
+import csv
+import io
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import traceback
+
+WAIT_S = 60  # bound on waiting for an event (a line, a socket, an exit)
+
+
+class Fail(Exception):
+    pass
+
+
+def check(cond, what):
+    if not cond:
+        raise Fail(what)
+
+
+def eq(got, want, what):
+    if got != want:
+        if isinstance(got, list) and isinstance(want, list):
+            extra = [r for r in got if r not in want]
+            missing = [r for r in want if r not in got]
+            raise Fail("%s:\n  only got  %r\n  only want %r" % (what, extra,
+                                                               missing))
+        raise Fail("%s:\n  got  %r\n  want %r" % (what, got, want))
+
+
+class Tools:
+    def __init__(self, perfetto, build):
+        b = os.path.join(perfetto, "bin")
+        self.traced = os.path.join(b, "traced")
+        self.perfetto = os.path.join(b, "perfetto")
+        self.tp = os.path.join(b, "trace_processor_shell")
+        self.etch = os.path.join(build, "tools", "etch", "etch")
+        self.etchd = os.path.join(build, "tools", "etchd", "etchd")
+        self.ip_etch = os.path.join(build, "tests", "interop", "ip_etch")
+        self.ip_perfetto = os.path.join(build, "tests", "interop", "ip_perfetto")
+        for p in (self.traced, self.perfetto, self.tp, self.etch, self.etchd,
+                  self.ip_etch, self.ip_perfetto):
+            check(os.access(p, os.X_OK), "not found: " + p)
+
+
+# ---- processes ---------------------------------------------------------------
+
+class Proc:
+    """A child whose stdout is read line by line on a thread (so that a
+    wait for a line never blocks on a full pipe) and whose stderr goes to a
+    log file."""
+
+    def __init__(self, name, argv, env, workdir):
+        self.name = name
+        self.log = os.path.join(workdir, name + ".log")
+        self.lines = []
+        self.cond = threading.Condition()
+        self.eof = False
+        self.p = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE,
+                                  stderr=open(self.log, "wb"),
+                                  stdin=subprocess.DEVNULL, cwd=workdir)
+        self.t = threading.Thread(target=self._read, daemon=True)
+        self.t.start()
+
+    def _read(self):
+        for line in self.p.stdout:
+            with self.cond:
+                self.lines.append(line.decode(errors="replace").rstrip("\n"))
+                self.cond.notify_all()
+        with self.cond:
+            self.eof = True
+            self.cond.notify_all()
+
+    def wait_line(self, prefix):
+        """The first stdout line starting with prefix; fails if the
+        process ends first or WAIT_S passes."""
+        deadline = time.monotonic() + WAIT_S
+        with self.cond:
+            while True:
+                for l in self.lines:
+                    if l.startswith(prefix):
+                        return l
+                if self.eof:
+                    raise Fail("%s ended without printing '%s' (exit %s): %s"
+                               % (self.name, prefix, self.p.wait(),
+                                  self.tail()))
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise Fail("%s: no '%s' in %d s" % (self.name, prefix,
+                                                        WAIT_S))
+                self.cond.wait(left)
+
+    def tail(self):
+        try:
+            with open(self.log, errors="replace") as f:
+                return f.read()[-2000:]
+        except OSError:
+            return ""
+
+    def finish(self, sig=None):
+        """Sends sig (if any), waits for the exit, returns its status."""
+        if sig is not None and self.p.poll() is None:
+            self.p.send_signal(sig)
+        try:
+            rc = self.p.wait(WAIT_S)
+        except subprocess.TimeoutExpired:
+            self.p.kill()
+            self.p.wait()
+            raise Fail("%s did not end within %d s" % (self.name, WAIT_S))
+        self.t.join(WAIT_S)
+        return rc
+
+    def expect_exit(self, sig=None, code=0):
+        rc = self.finish(sig)
+        check(rc == code, "%s exited %s, not %s: %s" % (self.name, rc, code,
+                                                        self.tail()))
+
+
+def wait_path(path, proc):
+    deadline = time.monotonic() + WAIT_S
+    while not os.path.exists(path):
+        check(proc.p.poll() is None,
+              "%s ended before making %s: %s" % (proc.name, path, proc.tail()))
+        check(time.monotonic() < deadline, "no %s in %d s" % (path, WAIT_S))
+        time.sleep(0.01)
+
+
+class Run:
+    """One scenario run: a private directory, its sockets, its processes."""
+
+    def __init__(self, tools, keep):
+        self.tools = tools
+        self.dir = tempfile.mkdtemp(prefix="etch-interop-")
+        os.chmod(self.dir, 0o700)
+        self.keep = keep
+        self.env = dict(os.environ)
+        self.env["PERFETTO_PRODUCER_SOCK_NAME"] = os.path.join(self.dir, "p.sock")
+        self.env["PERFETTO_CONSUMER_SOCK_NAME"] = os.path.join(self.dir, "c.sock")
+        self.env.pop("ETCH_OUT", None)
+        self.procs = []
+        self.n = 0
+
+    def spawn(self, name, argv, env=None):
+        self.n += 1
+        p = Proc("%02d-%s" % (self.n, name), argv, env or self.env, self.dir)
+        self.procs.append(p)
+        return p
+
+    def service(self, kind):
+        if kind == "traced":
+            s = self.spawn("traced", ([ "strace", "-f", "-tt", "-s", "300", "-e", "trace=recvmsg,sendmsg,close,shutdown,write", "-o", os.path.join(self.dir, "strace.txt")] if os.environ.get("IP_STRACE") else []) + [self.tools.traced])
+        else:
+            s = self.spawn("etchd", [self.tools.etchd, "-v"])
+        wait_path(self.env["PERFETTO_CONSUMER_SOCK_NAME"], s)
+        wait_path(self.env["PERFETTO_PRODUCER_SOCK_NAME"], s)
+        self.svc = s
+        return s
+
+    def producer(self, sdk, threads, iters, mode="exit", name=None):
+        exe = self.tools.ip_etch if sdk == "etch" else self.tools.ip_perfetto
+        self.n += 0
+        return self.spawn("%s-producer" % sdk,
+                          [exe, name or ("ip-%s" % sdk), str(threads),
+                           str(iters), mode])
+
+    def config(self, text):
+        path = os.path.join(self.dir, "config.pbtx")
+        with open(path, "w") as f:
+            f.write(text)
+        return path
+
+    def consumer(self, kind, cfg, out):
+        if kind == "perfetto":
+            argv = [self.tools.perfetto, "--txt", "-c", cfg, "-o", out]
+        else:
+            argv = [self.tools.etch, "record", "--system", "--config", cfg,
+                    "-o", out, "-q"]
+            if os.environ.get("IP_STRACE_REC"):
+                argv = ["strace", "-f", "-tt", "-s", "400", "-e",
+                        "trace=recvmsg,sendmsg,read,write,close,shutdown,connect",
+                        "-o", os.path.join(self.dir, "rec.strace")] + argv
+        return self.spawn(kind, argv)
+
+    def stop_consumer(self, c, kind):
+        # perfetto: SIGTERM disables tracing and writes the file; etch
+        # record: Ctrl-C (SIGINT) does the same.
+        c.expect_exit(signal.SIGTERM if kind == "perfetto" else signal.SIGINT)
+        log = c.tail()
+        # perfetto exits 0 even when the service refused the session.
+        check("Service error" not in log and "refused" not in log,
+              "%s: %s" % (c.name, log))
+
+    def close(self, ok):
+        for p in self.procs:
+            if p.p.poll() is None:
+                p.p.send_signal(signal.SIGTERM)
+                try:
+                    p.p.wait(10)
+                except subprocess.TimeoutExpired:
+                    p.p.kill()
+                    p.p.wait()
+        if ok and not self.keep:
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+
+# ---- reading traces ----------------------------------------------------------
+
+# One statement, one result set, the same SQL for trace_processor and etch:
+# each row is (q, a, b, c, n, v), q naming what it counts.
+SQL = """
+select 'slice' as q, p.pid as a, t.name as b, s.name as c, count(*) as n,
+       sum(s.depth) as v
+  from slice s join thread_track tt on s.track_id = tt.id
+  join thread t using (utid) join process p using (upid)
+  where s.name in ('outer', 'inner', 'mark')
+  group by p.pid, t.name, s.name
+union all
+select 'open', p.pid, t.name, s.name, count(*), 0
+  from slice s join thread_track tt on s.track_id = tt.id
+  join thread t using (utid) join process p using (upid)
+  where s.dur < 0 group by p.pid, t.name, s.name
+union all
+select 'arg', p.pid, s.name, a.key || '=' || coalesce(a.string_value, ''),
+       count(*), sum(coalesce(a.int_value, 0) + coalesce(a.real_value, 0))
+  from slice s join args a using (arg_set_id)
+  join thread_track tt on s.track_id = tt.id
+  join thread t using (utid) join process p using (upid)
+  where a.key like 'debug.%' group by p.pid, s.name, a.key, a.string_value
+union all
+select 'flow', p.pid, so.name, si.name, count(*),
+       sum(case when so.track_id = si.track_id then 1 else 0 end)
+  from flow f join slice so on so.id = f.slice_out
+  join slice si on si.id = f.slice_in
+  join thread_track tt on so.track_id = tt.id
+  join thread t using (utid) join process p using (upid)
+  group by p.pid, so.name, si.name
+union all
+select 'counter', p.pid, t.name, '', count(*), sum(c.value)
+  from counter c join process_counter_track t on c.track_id = t.id
+  join process p using (upid)
+  where t.name like 'level-%' group by p.pid, t.name
+union all
+select 'thread', p.pid, t.name, '', count(*), 0
+  from thread t join process p using (upid)
+  where t.name like 'worker-%' group by p.pid, t.name
+union all
+select 'loss', name, '', '', sum(value), 0 from stats
+  where name in ('traced_buf_chunks_discarded',
+                 'traced_buf_chunks_overwritten',
+                 'traced_buf_trace_writer_packet_loss',
+                 'traced_buf_abi_violations',
+                 'traced_buf_patches_failed')
+  group by name having sum(value) > 0
+union all
+select 'cut', name, '', '', value, 0 from stats
+  where name = 'flow_cut_by_data_loss' and value > 0
+union all
+select 'problem', name, coalesce(idx, ''), severity, value, 0 from stats
+  where value > 0 and severity in ('error', 'data_loss')
+    and name not in ('flow_cut_by_data_loss',
+                     'traced_buf_chunks_discarded',
+                     'traced_buf_chunks_overwritten',
+                     'traced_buf_trace_writer_packet_loss')
+"""
+
+
+def norm(rows):
+    """CSV rows as comparable tuples: numbers as numbers."""
+    out = []
+    for r in rows:
+        t = []
+        for x in r:
+            try:
+                f = float(x)
+                t.append(int(f) if f == int(f) else round(f, 6))
+            except ValueError:
+                t.append(x)
+        out.append(tuple(t))
+    return sorted(out, key=lambda r: tuple(str(x) for x in r))
+
+
+def tp_rows(tools, trace, workdir):
+    qf = os.path.join(workdir, "q.sql")
+    with open(qf, "w") as f:
+        f.write(SQL)
+    r = subprocess.run([tools.tp, "-q", qf, trace], capture_output=True,
+                       timeout=WAIT_S * 5)
+    check(r.returncode == 0, "trace_processor_shell failed on %s: %s"
+          % (trace, r.stderr.decode(errors="replace")[-2000:]))
+    lines = r.stdout.decode().strip().splitlines()
+    # It prints the column names, then the rows, as CSV.
+    rows = list(csv.reader(io.StringIO("\n".join(lines))))
+    check(rows and rows[0][:2] == ["q", "a"], "trace_processor: %r" % lines[:3])
+    return norm(r for r in rows[1:] if r)
+
+
+def etch_rows(tools, trace):
+    r = subprocess.run([tools.etch, "query", "--csv", trace, SQL],
+                       capture_output=True, timeout=WAIT_S * 5)
+    check(r.returncode == 0, "etch query failed on %s: %s"
+          % (trace, r.stderr.decode(errors="replace")[-2000:]))
+    rows = list(csv.reader(io.StringIO(r.stdout.decode())))
+    check(rows and rows[0][:2] == ["q", "a"], "etch query: %r" % rows[:3])
+    return norm(r for r in rows[1:] if r)
+
+
+def expected(pid, threads, iters):
+    """The rows the workload makes in one process (workload.h)."""
+    rows = []
+    marks = (iters + 9) // 10
+    for t in range(threads):
+        w = "worker-%d" % t
+        rows += [("slice", pid, w, "outer", iters, 0),
+                 ("slice", pid, w, "inner", iters, iters),
+                 ("thread", pid, w, "", 1, 0),
+                 ("counter", pid, "level-%d" % t, "", iters,
+                  iters * (iters - 1) // 2)]
+        if marks:
+            rows.append(("slice", pid, w, "mark", marks, 0))
+    if iters:
+        rows += [("arg", pid, "outer", "debug.i=", threads * iters,
+                  threads * iters * (iters - 1) // 2)]
+    if marks:
+        rows += [("arg", pid, "mark", "debug.b=", threads * marks,
+                  threads * marks),
+                 ("arg", pid, "mark", "debug.d=", threads * marks,
+                  round(0.5 * threads * marks, 6)),
+                 ("arg", pid, "mark", "debug.s=x", threads * marks, 0)]
+    if iters >= 2:
+        rows.append(("flow", pid, "outer", "outer", threads * (iters // 2),
+                     threads * (iters // 2)))
+    return rows
+
+
+def by_q(rows, *qs):
+    return sorted((r for r in rows if r[0] in qs), key=lambda r: str(r))
+
+
+def same_reading(et, tp, what):
+    """etch query's rows equal trace_processor's, but for one documented
+    difference: after data lost on a sequence etch does not link a flow
+    across the loss (flow_cut_by_data_loss counts each such link), where
+    trace_processor links the two events around the hole. So etch's flows
+    plus its cut links are trace_processor's flows."""
+    qs = ("slice", "arg", "counter", "thread", "open", "loss")
+    eq(by_q(et, *qs), by_q(tp, *qs), what)
+    cut = sum(r[4] for r in by_q(et, "cut"))
+    eq(sum(r[4] for r in by_q(et, "flow")) + cut,
+       sum(r[4] for r in by_q(tp, "flow")),
+       what + ": flows (etch's links + %d cut by data loss)" % cut)
+    if not cut:
+        eq(by_q(et, "flow"), by_q(tp, "flow"), what + ": flows")
+
+
+# traced counts a flush as failed when it asked a producer that had just
+# exited (its data had all arrived: the tables are checked exactly); a
+# race of traced's own between the producer's hang-up and the consumer's
+# stop, not a loss.
+BENIGN = ("traced_flushes_failed",)
+# What a ring that wraps or a buffer that fills costs by design, counted by
+# trace_processor: sequences that lost packets (the oldest part of each,
+# or the newest). A sequence lost whole (incremental_sequences_dropped),
+# an ABI violation or a failed patch stays an error.
+LOSS = BENIGN + ("traced_buf_sequence_packet_loss",
+                 "traced_buf_data_loss_overwrite",
+                 "traced_buf_trace_writer_packet_loss",
+                 "previous_packet_dropped")
+
+
+def check_trace(run, trace, producers, loss_ok=False, benign=()):
+    """Loads trace in trace_processor and etch; checks both against the
+    workload of `producers` ({pid: (threads, iters)}) and each other.
+    Returns trace_processor's rows."""
+    check(os.path.getsize(trace) > 0, "empty trace " + trace)
+    tp = tp_rows(run.tools, trace, run.dir)
+    et = etch_rows(run.tools, trace)
+    problems = [r for r in by_q(tp, "problem") if r[1] not in benign]
+    check(not problems, "trace_processor reports problems in %s: %r"
+          % (trace, problems))
+    if not loss_ok:
+        eq(by_q(tp, "loss"), [], "trace_processor: data lost in " + trace)
+    want = []
+    for pid, (threads, iters) in producers.items():
+        want += expected(pid, threads, iters)
+    if not loss_ok:
+        eq(by_q(tp, "slice", "arg", "flow", "counter", "thread", "open"),
+           sorted(want, key=lambda r: str(r)),
+           "trace_processor's tables of " + trace)
+    # etch reads the same trace the same way (losses included).
+    same_reading(et, tp, "etch query against trace_processor on " + trace)
+    return tp
+
+
+# ---- scenarios ---------------------------------------------------------------
+
+TE_CONFIG = """
+buffers { size_kb: %(kb)d fill_policy: %(fill)s }
+data_sources { config { name: "track_event"
+  track_event_config { enabled_categories: "interop" disabled_categories: "*" } } }
+duration_ms: 600000
+"""
+
+
+def cfg(kb=32768, fill="DISCARD"):
+    return TE_CONFIG % {"kb": kb, "fill": fill}
+
+
+def record(run, service, consumer, producers, config=None, late=None):
+    """Starts `service`, the consumer and the producers [(sdk, threads,
+    iters, mode)], waits until every producer emitted (and, for "exit",
+    exited), stops the consumer and returns (trace, {pid: (threads,
+    iters)}). `late` producers start only after the first ones started:
+    they join a running session."""
+    run.service(service)
+    out = os.path.join(run.dir, "out.pftrace")
+    c = run.consumer(consumer, run.config(config or cfg()), out)
+    ps = []
+    for spec in producers:
+        ps.append((spec, run.producer(*spec)))
+    pids = {}
+    for spec, p in ps:
+        pids[int(p.wait_line("started").split()[1])] = (spec[1], spec[2])
+    for spec in late or []:
+        p = run.producer(*spec)
+        pids[int(p.wait_line("started").split()[1])] = (spec[1], spec[2])
+        ps.append((spec, p))
+    for spec, p in ps:
+        p.wait_line("emitted")
+        if spec[3] == "exit":
+            p.expect_exit()
+    run.stop_consumer(c, consumer)
+    for spec, p in ps:
+        if spec[3] != "exit":
+            p.expect_exit()
+    return out, pids
+
+
+def s_etch_to_traced(run, consumer):
+    trace, pids = record(run, "traced", consumer,
+                         [("etch", 2, 5000, "exit")] * 3)
+    check_trace(run, trace, pids, benign=BENIGN)
+
+
+def s_etch_to_traced_perfetto(run):
+    s_etch_to_traced(run, "perfetto")
+
+
+def s_etch_to_traced_etch_record(run):
+    s_etch_to_traced(run, "etch")
+
+
+def s_perfetto_cli_to_etchd_mixed(run):
+    """perfetto -> etchd, libetch and Perfetto SDK producers in one
+    session, one of each joining after it started."""
+    trace, pids = record(run, "etchd", "perfetto",
+                         [("etch", 2, 3000, "exit"),
+                          ("perfetto", 2, 3000, "stay")],
+                         late=[("etch", 2, 1000, "exit"),
+                               ("perfetto", 2, 1000, "stay")])
+    check_trace(run, trace, pids)
+
+
+def s_sdk_to_etchd_etch_record(run):
+    trace, pids = record(run, "etchd", "etch",
+                         [("perfetto", 2, 5000, "stay")] * 2)
+    check_trace(run, trace, pids)
+
+
+def s_same_tables_from_both_sdks(run):
+    """The same workload recorded by libetch and by the Perfetto SDK (one
+    process each, into traced): trace_processor's tables are the same, pids
+    aside."""
+    trace, pids = record(run, "traced", "perfetto",
+                         [("etch", 2, 2000, "exit"),
+                          ("perfetto", 2, 2000, "stay")])
+    tp = check_trace(run, trace, pids, benign=BENIGN)
+    per = {}
+    for r in by_q(tp, "slice", "arg", "flow", "counter", "thread"):
+        per.setdefault(r[1], []).append(r[:1] + r[2:])
+    a, b = [sorted(v, key=str) for v in per.values()]
+    eq(a, b, "the two SDKs' tables")
+
+
+def s_ring_wraps(run, service):
+    """A 512 KiB ring that wraps many times: both tools count the same
+    overwritten chunks, and what is left decodes (no sequence lost whole
+    for want of its incremental state) and is whole."""
+    trace, pids = record(run, service, "perfetto",
+                         [("etch", 2, 40000, "exit")],
+                         config=cfg(512, "RING_BUFFER"))
+    tp = check_trace(run, trace, pids, loss_ok=True, benign=LOSS)
+    lost = dict((r[1], r[4]) for r in by_q(tp, "loss"))
+    check(lost.get("traced_buf_chunks_overwritten", 0) > 0,
+          "the ring did not wrap: %r" % lost)
+    # What the ring kept decodes: the newest part of every thread is there
+    # (incremental state reset often enough), whole slices only.
+    check_prefix_or_suffix(tp, pids, "the ring's newest part")
+
+
+def s_discard_overflows(run, service):
+    """A 256 KiB discard buffer that fills: the first events of each thread
+    are whole, the rest counted as discarded the same way by both tools."""
+    trace, pids = record(run, service, "perfetto",
+                         [("etch", 2, 20000, "exit")],
+                         config=cfg(256, "DISCARD"))
+    tp = check_trace(run, trace, pids, loss_ok=True, benign=LOSS)
+    lost = dict((r[1], r[4]) for r in by_q(tp, "loss"))
+    check(lost.get("traced_buf_chunks_discarded", 0) > 0,
+          "the buffer did not fill: %r" % lost)
+    check_prefix_or_suffix(tp, pids, "what the discard buffer kept")
+
+
+def s_consumer_stops_early(run, service):
+    """Producers that record until the session stops (ITERS 0): the
+    consumer stops it while they write. Every thread's events are a whole
+    prefix: outer and inner counts equal, nothing open, flows whole."""
+    run.service(service)
+    out = os.path.join(run.dir, "out.pftrace")
+    c = run.consumer("perfetto", run.config(cfg()), out)
+    ps = [run.producer("etch", 2, 0, "stay"), run.producer("perfetto", 2, 0,
+                                                            "stay")]
+    for p in ps:
+        p.wait_line("started")
+    run.stop_consumer(c, "perfetto")
+    for p in ps:
+        p.wait_line("emitted")
+        p.expect_exit()
+    tp = tp_rows(run.tools, out, run.dir)
+    et = etch_rows(run.tools, out)
+    # Writers flooding a shared memory until the stop drop events, counted
+    # (previous_packet_dropped, the producer's own drop reports): data
+    # loss, not an error.
+    eq([r for r in by_q(tp, "problem") if r[3] != "data_loss"], [],
+       "errors")
+    same_reading(et, tp, "etch query against trace_processor")
+    outer = sum(r[4] for r in by_q(tp, "slice") if r[3] == "outer")
+    check(outer > 0, "nothing recorded")
+
+
+def check_prefix_or_suffix(tp, pids, what):
+    """A run cut by loss or by the stop keeps whole slices: per thread,
+    inner slices as many as outer ones or one fewer (the stop came between
+    them), and at most the last outer and inner left open."""
+    slices = {}
+    for r in by_q(tp, "slice"):
+        slices[(r[1], r[2], r[3])] = r[4]
+    check(slices, what + ": nothing recorded")
+    for (pid, w, name), n in slices.items():
+        if name != "outer":
+            continue
+        inner = slices.get((pid, w, "inner"), 0)
+        check(inner in (n, n - 1, n + 1), "%s: %s %s has %d outer and %d "
+              "inner slices" % (what, pid, w, n, inner))
+        if pids:
+            check(n <= pids[pid][1], "%s: %s %s has %d outer slices of %d"
+                  % (what, pid, w, n, pids[pid][1]))
+    for r in by_q(tp, "open"):
+        check(r[4] <= 1, "%s: %d open slices %r" % (what, r[4], r))
+
+
+SCENARIOS = [
+    ("etch-to-traced/perfetto", s_etch_to_traced_perfetto),
+    ("etch-to-traced/etch-record", s_etch_to_traced_etch_record),
+    ("perfetto-cli-to-etchd/mixed", s_perfetto_cli_to_etchd_mixed),
+    ("sdk-to-etchd/etch-record", s_sdk_to_etchd_etch_record),
+    ("same-tables-from-both-sdks", s_same_tables_from_both_sdks),
+    ("ring-wraps/traced", lambda r: s_ring_wraps(r, "traced")),
+    ("ring-wraps/etchd", lambda r: s_ring_wraps(r, "etchd")),
+    ("discard-overflows/traced", lambda r: s_discard_overflows(r, "traced")),
+    ("discard-overflows/etchd", lambda r: s_discard_overflows(r, "etchd")),
+    ("consumer-stops-early/traced",
+     lambda r: s_consumer_stops_early(r, "traced")),
+    ("consumer-stops-early/etchd",
+     lambda r: s_consumer_stops_early(r, "etchd")),
+]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--perfetto", required=True)
+    ap.add_argument("--build", required=True)
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--only", default="")
+    ap.add_argument("--keep", action="store_true",
+                    help="keep the directories of runs that passed")
+    args = ap.parse_args()
+    tools = Tools(os.path.abspath(args.perfetto), os.path.abspath(args.build))
+    passed = failed = 0
+    for name, fn in SCENARIOS:
+        if args.only and args.only not in name:
+            continue
+        for k in range(args.runs):
+            run = Run(tools, args.keep)
+            t0 = time.monotonic()
+            ok = False
+            try:
+                fn(run)
+                ok = True
+            except Fail as e:
+                svc = getattr(run, "svc", None)
+                if svc is not None and svc.p.poll() is not None:
+                    e = Fail("%s\n  (the service %s ended with status %s)"
+                             % (e, svc.name, svc.p.returncode))
+                print("FAIL %s (run %d): %s\n  (files: %s)" % (name, k + 1, e,
+                                                              run.dir))
+            except Exception:
+                print("FAIL %s (run %d): %s\n  (files: %s)"
+                      % (name, k + 1, traceback.format_exc(), run.dir))
+            finally:
+                run.close(ok)
+            if ok:
+                passed += 1
+                print("ok   %s (run %d, %.1f s)" % (name, k + 1,
+                                                    time.monotonic() - t0))
+            else:
+                failed += 1
+            sys.stdout.flush()
+    print("%d passed, %d failed" % (passed, failed))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
