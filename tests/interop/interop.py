@@ -183,7 +183,7 @@ class Run:
 
     def service(self, kind):
         if kind == "traced":
-            s = self.spawn("traced", ([ "strace", "-f", "-tt", "-s", "300", "-e", "trace=recvmsg,sendmsg,close,shutdown,write", "-o", os.path.join(self.dir, "strace.txt")] if os.environ.get("IP_STRACE") else []) + [self.tools.traced])
+            s = self.spawn("traced", [self.tools.traced])
         else:
             s = self.spawn("etchd", [self.tools.etchd, "-v"])
         wait_path(self.env["PERFETTO_CONSUMER_SOCK_NAME"], s)
@@ -210,10 +210,6 @@ class Run:
         else:
             argv = [self.tools.etch, "record", "--system", "--config", cfg,
                     "-o", out, "-q"]
-            if os.environ.get("IP_STRACE_REC"):
-                argv = ["strace", "-f", "-tt", "-s", "400", "-e",
-                        "trace=recvmsg,sendmsg,read,write,close,shutdown,connect",
-                        "-o", os.path.join(self.dir, "rec.strace")] + argv
         return self.spawn(kind, argv)
 
     def stop_consumer(self, c, kind):
@@ -274,6 +270,11 @@ select 'counter', p.pid, t.name, '', count(*), sum(c.value)
   from counter c join process_counter_track t on c.track_id = t.id
   join process p using (upid)
   where t.name like 'level-%' group by p.pid, t.name
+union all
+select 'process', p.pid, coalesce(p.name, ''), '', count(*), 0
+  from process p
+  where p.upid in (select upid from thread where name like 'worker-%')
+  group by p.pid, p.name
 union all
 select 'thread', p.pid, t.name, '', count(*), 0
   from thread t join process p using (upid)
@@ -377,7 +378,7 @@ def same_reading(et, tp, what):
     across the loss (flow_cut_by_data_loss counts each such link), where
     trace_processor links the two events around the hole. So etch's flows
     plus its cut links are trace_processor's flows."""
-    qs = ("slice", "arg", "counter", "thread", "open", "loss")
+    qs = ("slice", "arg", "counter", "process", "thread", "open", "loss")
     eq(by_q(et, *qs), by_q(tp, *qs), what)
     cut = sum(r[4] for r in by_q(et, "cut"))
     eq(sum(r[4] for r in by_q(et, "flow")) + cut,
@@ -417,6 +418,12 @@ def check_trace(run, trace, producers, loss_ok=False, benign=()):
     want = []
     for pid, (threads, iters) in producers.items():
         want += expected(pid, threads, iters)
+    # Each producer is one process, named (by its program) in both tools.
+    procs = by_q(tp, "process")
+    eq(sorted(r[1] for r in procs), sorted(producers), "processes")
+    for r in procs:
+        check(os.path.basename(r[2]).startswith("ip_"),
+              "process %s is named %r" % (r[1], r[2]))
     if not loss_ok:
         eq(by_q(tp, "slice", "arg", "flow", "counter", "thread", "open"),
            sorted(want, key=lambda r: str(r)),
@@ -593,11 +600,34 @@ def check_prefix_or_suffix(tp, pids, what):
         check(r[4] <= 1, "%s: %d open slices %r" % (what, r[4], r))
 
 
+def s_perfetto_short_form_to_etchd(run):
+    """The configs perfetto makes from its own options (-t, -b, -s, ftrace
+    events and atrace categories, --add-attribute) start a session on etchd
+    (their data sources, which no producer offers, run nowhere, as on a
+    machine without traced_probes) and end with a trace that loads."""
+    run.service("etchd")
+    for k, args in enumerate([["-t", "1s", "-b", "4mb"],
+                              ["-t", "1s", "-s", "8mb", "--add-attribute",
+                               "k=v"],
+                              ["-t", "1s", "-b", "4mb", "sched/sched_switch",
+                               "gfx"]]):
+        out = os.path.join(run.dir, "short%d.pftrace" % k)
+        c = run.spawn("perfetto", [run.tools.perfetto] + args + ["-o", out])
+        c.expect_exit()
+        check("Service error" not in c.tail(), "%s: %s" % (args, c.tail()))
+        check(os.path.getsize(out) > 0, "%s: empty trace" % args)
+        tp = tp_rows(run.tools, out, run.dir)
+        eq(by_q(tp, "problem"), [], "%s: problems" % args)
+        et = etch_rows(run.tools, out)
+        same_reading(et, tp, "%s: etch query against trace_processor" % args)
+
+
 SCENARIOS = [
     ("etch-to-traced/perfetto", s_etch_to_traced_perfetto),
     ("etch-to-traced/etch-record", s_etch_to_traced_etch_record),
     ("perfetto-cli-to-etchd/mixed", s_perfetto_cli_to_etchd_mixed),
     ("sdk-to-etchd/etch-record", s_sdk_to_etchd_etch_record),
+    ("perfetto-short-forms-to-etchd", s_perfetto_short_form_to_etchd),
     ("same-tables-from-both-sdks", s_same_tables_from_both_sdks),
     ("ring-wraps/traced", lambda r: s_ring_wraps(r, "traced")),
     ("ring-wraps/etchd", lambda r: s_ring_wraps(r, "etchd")),
