@@ -169,6 +169,10 @@ typedef struct etch_reader_stats {
    * both 0 for a complete trace. */
   uint64_t truncated_offset;
   uint64_t truncated_bytes;
+  /* Process and thread descriptors that claimed another pid than the one
+   * the tracing service stamped on their packet (trusted_pid): the
+   * service's word is taken. */
+  uint64_t descriptor_pid_untrusted;
 } etch_reader_stats;
 
 typedef void (*etch_event_cb)(const etch_event *ev, void *user);

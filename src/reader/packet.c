@@ -151,8 +151,12 @@ void etch__rd_track_resolve(etch_reader *r, rd_track *t) {
   t->res_gen = r->track_gen;
 }
 
+/* A track descriptor. `tpid` is the packet's trusted_pid (-1: none): the
+ * pid the tracing service knows wrote it, which a process or thread
+ * descriptor claiming another pid does not override (a producer could
+ * otherwise put its events under any process). */
 static int track_descriptor(etch_reader *r, const rd_src *src,
-                            const uint8_t *msg, size_t len) {
+                            const uint8_t *msg, size_t len, int64_t tpid) {
   etch__pb_dec d;
   etch__pb_field f;
   uint64_t uuid = 0, parent = 0;
@@ -241,6 +245,10 @@ static int track_descriptor(etch_reader *r, const rd_src *src,
   }
   if (d.err) return etch__rd_fail_dec(r, src, &d);
   if (uuid == 0) return 0; /* the global track is not described */
+  if ((is_thread || is_proc) && tpid >= 0 && pid != (int32_t)tpid) {
+    r->stats.descriptor_pid_untrusted++;
+    pid = (int32_t)tpid;
+  }
   if (cmd_len && !(cmdline = etch__strpool_get(&r->pool, cmd, cmd_len)))
     return ETCH_ELIMIT;
   rd_track *t = etch__rd_track_get(r, uuid, true);
@@ -503,6 +511,7 @@ int etch__rd_packet(etch_reader *r, const rd_src *src, uint64_t rec_off,
   bool has_ts = false, has_clock = false, prev_dropped = false,
        cleared_legacy = false, first_on_seq = false;
   uint32_t clock = 0, flags = 0, seq_id = 0;
+  int64_t trusted_pid = -1;
   const uint8_t *te = NULL;
   size_t te_len = 0;
   unsigned present = 0;
@@ -530,6 +539,12 @@ int etch__rd_packet(etch_reader *r, const rd_src *src, uint64_t rec_off,
       case ETCH_PKT_TRUSTED_SEQ_ID:
         RD_EXPECT(f, ETCH_PB_VARINT, "TracePacket.trusted_packet_sequence_id");
         seq_id = (uint32_t)f.u;
+        break;
+      case ETCH_PKT_TRUSTED_PID:
+        RD_EXPECT(f, ETCH_PB_VARINT, "TracePacket.trusted_pid");
+        /* int32 on the wire: a negative one is 10 bytes of sign. */
+        trusted_pid = (int64_t)(int32_t)(uint32_t)f.u;
+        if (trusted_pid <= 0) trusted_pid = -1;
         break;
       case ETCH_PKT_TIMESTAMP_CLOCK_ID:
         RD_EXPECT(f, ETCH_PB_VARINT, "TracePacket.timestamp_clock_id");
@@ -649,7 +664,7 @@ int etch__rd_packet(etch_reader *r, const rd_src *src, uint64_t rec_off,
     while (etch__pb_next_fast(&d, &f)) {
       rc = 0;
       if (f.id == ETCH_PKT_TRACK_DESCRIPTOR) {
-        rc = track_descriptor(r, src, f.data, f.len);
+        rc = track_descriptor(r, src, f.data, f.len, trusted_pid);
       } else if (f.id == ETCH_PKT_TRACE_STATS) {
         rc = trace_stats(r, src, f.data, f.len);
       } else if (f.id == ETCH_PKT_COMPRESSED_PACKETS ||

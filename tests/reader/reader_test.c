@@ -859,3 +859,48 @@ TEST(reader_progress) {
   etch_reader_close(r);
   tb_free(&t);
 }
+
+/* A producer's descriptor claiming another process (pid 200) on a packet
+ * the service stamped with the producer's own pid (trusted_pid 100): its
+ * events land under the pid the service knows, and the reader counts the
+ * claim. A descriptor without trusted_pid (written in process) is taken
+ * as it is. */
+TEST(reader_trusted_pid_wins_over_a_descriptors_claim) {
+  tb t;
+  tb_init(&t);
+  /* Sequence 2: process and thread descriptors claiming pid 200, stamped
+   * 100 by the service (after the descriptor, as services append). */
+  tb_packet(&t, 2, -1);
+  tb_open(&t, ETCH_PKT_TRACK_DESCRIPTOR);
+  tb_u(&t, ETCH_TD_UUID, 500);
+  tb_open(&t, ETCH_TD_PROCESS);
+  tb_i(&t, ETCH_PD_PID, 200);
+  tb_s(&t, ETCH_PD_PROCESS_NAME, "victim");
+  tb_close(&t);
+  tb_close(&t);
+  tb_u(&t, ETCH_PKT_TRUSTED_PID, 100);
+  tb_end(&t);
+  tb_packet(&t, 2, -1);
+  tb_open(&t, ETCH_PKT_TRACK_DESCRIPTOR);
+  tb_u(&t, ETCH_TD_UUID, 501);
+  tb_u(&t, ETCH_TD_PARENT_UUID, 500);
+  tb_open(&t, ETCH_TD_THREAD);
+  tb_i(&t, ETCH_PD_PID, 200);
+  tb_i(&t, ETCH_THD_TID, 201);
+  tb_close(&t);
+  tb_close(&t);
+  tb_u(&t, ETCH_PKT_TRUSTED_PID, 100);
+  tb_end(&t);
+  tb_event(&t, 2, 1000, 501, 3, NULL, "tick");
+  /* Sequence 3, no trusted_pid: its descriptor stands. */
+  tb_thread(&t, 3, 600, 300, 301, "own");
+  tb_event(&t, 3, 2000, 600, 3, NULL, "tock");
+  tb_out o;
+  ASSERT_OK(tb_read(tb_data(&t), tb_len(&t), ETCH_ORDER_FILE, &o));
+  ASSERT_EQ_STR(o.events,
+                "I 1000 seq=2 track=501 pid=100 tid=201 name=tick\n"
+                "I 2000 seq=3 track=600 pid=300 tid=301 name=tock\n");
+  ASSERT_EQ_U64(o.stats.descriptor_pid_untrusted, 2);
+  tb_out_free(&o);
+  tb_free(&t);
+}
