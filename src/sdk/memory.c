@@ -10,7 +10,8 @@
  * allocated before recording began (or never reported) writes nothing. A
  * thread sums its changes to each tag's live bytes locally, adds them to
  * the process's totals and writes the tags' counters every 256 of its
- * changes (a counter is the sum of what every thread has added so far).
+ * changes, when it exits and when it stops a session (a counter is the sum
+ * of what every thread has added so far).
  *
  * Recursion: etch allocates while it records (a writer's buffers, the map
  * growing). A thread-local flag is set around each report; a report made
@@ -280,7 +281,9 @@ void etch_mem_realloc(uintptr_t old_addr, const void *ptr, size_t size) {
   mt.in = false;
 }
 
-void etch__mem_thread_exit(void) {
+/* Writes this thread's pending changes (a thread's exit, a session's stop,
+ * which covers the main thread at exit). */
+void etch__mem_flush_thread(void) {
   uint32_t mask =
       __atomic_load_n(&etch_cat_etch_memory.enabled, __ATOMIC_RELAXED);
   bool any = false;

@@ -226,7 +226,7 @@ enum { ETCH_CAT_SWITCH_DEFAULT = 0, ETCH_CAT_SWITCH_ON = 1,
        ETCH_CAT_SWITCH_OFF = 2 };
 
 /* Writes the thread's pending live-bytes counters (memory.c). */
-void etch__mem_thread_exit(void);
+void etch__mem_flush_thread(void);
 /* Memory tracing's events (memory.c, track_event.c): an allocation's
  * pointer and size, a free's pointer, as args "ptr" and "size". */
 void etch__emit_alloc(etch_site *site, uintptr_t mask, const void *ptr,

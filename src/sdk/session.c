@@ -548,6 +548,11 @@ int etch_session_flush(etch_session *s) {
  */
 int etch_session_stop(etch_session *s) {
   if (!s) return etch__error(ETCH_EINVAL, "etch_session_stop: NULL session");
+  /* The stopping thread's live-bytes changes not yet written (fewer than
+   * 256 per thread), while the session still takes them: at exit this is
+   * the main thread's. */
+  if (__atomic_load_n(&s->state, __ATOMIC_RELAXED) == ETCH_SESS_RUNNING)
+    etch__mem_flush_thread();
   pthread_mutex_lock(&etch__g.lock);
   bool was_running = s->state == ETCH_SESS_RUNNING;
   if (s->state != ETCH_SESS_STOPPED) {

@@ -26,7 +26,7 @@ static pthread_once_t tls_key_once = PTHREAD_ONCE_INIT;
 
 static void tls_destroy(void *arg) {
   (void)arg; /* &etch__tls of the exiting thread */
-  etch__mem_thread_exit(); /* its last live-bytes counters, while it can */
+  etch__mem_flush_thread(); /* its last live-bytes counters, while it can */
   for (uint32_t i = 0; i < ETCH_MAX_SESSIONS; i++) {
     etch_writer *w = etch__tls_writer(i);
     if (w) {

@@ -294,3 +294,31 @@ TEST(two_sessions_each_get_every_allocation) {
   etch_session_free(a);
   etch_session_free(b);
 }
+
+ETCH_MEM_TAG_DEFINE(pixels, "Pixels");
+ETCH_MEM_TAG_DEFINE(samples, "Samples");
+
+/* Changes the recording thread has not written yet (fewer than 256) are
+ * written when the session stops: the last value of every tag's counter is
+ * its live bytes, and a tag with a single change still has its track. */
+TEST(stopping_writes_the_stopping_threads_pending_live_bytes) {
+  etch_session *s = start_session("compression=none");
+  for (int i = 0; i < 3; i++) /* 3 x 4096 bytes of Pixels */
+    etch_mem_alloc_tagged(arena + 600000 + i * 4096, 4096, ETCH_MEM_TAG(pixels));
+  etch_mem_alloc_tagged(arena + 700000, 1000, ETCH_MEM_TAG(samples));
+  etch_mem_alloc_tagged(arena + 701000, 24, ETCH_MEM_TAG(samples));
+  etch_mem_free(arena + 701000);
+  etch_session_stop(s);
+  td_trace t;
+  read_trace(s, "memory_pending", &t);
+  ASSERT_EQ_DBL(last_value(&t, "Live bytes: Pixels"), 12288);
+  ASSERT_EQ_DBL(last_value(&t, "Live bytes: Samples"), 1000);
+  td_free(&t);
+  etch_session_free(s);
+  /* Leaves the totals as it found them for the tests after it. */
+  s = start_session("compression=none");
+  for (int i = 0; i < 3; i++) etch_mem_free(arena + 600000 + i * 4096);
+  etch_mem_free(arena + 700000);
+  etch_session_stop(s);
+  etch_session_free(s);
+}
