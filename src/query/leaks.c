@@ -7,6 +7,11 @@
  * Events are read in timestamp order; blocks are matched by process and
  * address. What is still live at the end is grouped by tag and size, the
  * biggest total first; the peak is the most bytes live at once.
+ *
+ * A trace that lost data (a ring buffer overwrote chunks, a writer dropped
+ * packets, the file is cut short) lost allocations and frees with it: the
+ * report then says so, on stderr and in the report, with what it cannot
+ * know.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -143,15 +148,17 @@ static int cmp_group_key(const void *x, const void *y) {
   return (a->size > b->size) - (a->size < b->size);
 }
 
-static int leaks_of(etch_reader *r, FILE *out, int top, const char *path);
+static int leaks_of(etch_reader *r, FILE *out, int top, const char *path,
+                    bool *lost);
 
 int etch__query_leaks_file(const char *path, FILE *out, int top,
-                           bool allow_truncated) {
+                           bool allow_truncated, bool *lost) {
   etch_reader *r = NULL;
+  if (lost) *lost = false;
   int rc = etch_reader_open_file(&r, path);
   if (rc) return rc;
   etch_reader_set_allow_truncated(r, allow_truncated);
-  return leaks_of(r, out, top, path);
+  return leaks_of(r, out, top, path, lost);
 }
 
 int etch__query_leaks_memory(const void *data, size_t len, FILE *out,
@@ -159,23 +166,66 @@ int etch__query_leaks_memory(const void *data, size_t len, FILE *out,
   etch_reader *r = NULL;
   int rc = etch_reader_open_memory(&r, data, len);
   if (rc) return rc;
-  return leaks_of(r, out, top, NULL);
+  return leaks_of(r, out, top, NULL, NULL);
+}
+
+/* The reader's data-loss stats, named as in the stats table (etch stats,
+ * etch query): any non-zero one means events may be missing. */
+typedef struct loss_stat {
+  const char *name;
+  uint64_t value;
+} loss_stat;
+
+static size_t loss_stats(const etch_reader_stats *rs, loss_stat out[9]) {
+  const loss_stat all[] = {
+      {"traced_buf_chunks_overwritten", rs->trace_stats_chunks_overwritten},
+      {"traced_buf_chunks_discarded", rs->trace_stats_chunks_discarded},
+      {"traced_buf_trace_writer_packet_loss",
+       rs->trace_stats_writer_packet_loss},
+      {"etch_dropped_events", rs->etch_dropped_events},
+      {"previous_packet_dropped", rs->previous_packet_dropped},
+      {"packet_skipped_seq_needs_incremental_state_invalid",
+       rs->packet_skipped_seq_needs_incremental_state_invalid},
+      {"packet_sequence_id_missing", rs->packet_sequence_id_missing},
+      {"interned_data_missing", rs->interned_data_missing},
+      {"clock_conversion_failed", rs->clock_conversion_failed},
+  };
+  size_t n = 0;
+  for (size_t i = 0; i < ETCH_ARRAY_SIZE(all); i++)
+    if (all[i].value) out[n++] = all[i];
+  return n;
 }
 
 /* Reads `r` (and closes it) and prints the report. */
-static int leaks_of(etch_reader *r, FILE *out, int top, const char *path) {
+static int leaks_of(etch_reader *r, FILE *out, int top, const char *path,
+                    bool *lost) {
   leaks L = {0};
   int rc = etch_reader_on(r, "memory", NULL, on_memory, &L);
   if (!rc) rc = etch_reader_run(r);
   int64_t first = 0, last = 0;
   if (!rc && etch_reader_time_bounds(r, &first, &last) != ETCH_OK) first = 0;
-  if (!rc && path) {
-    etch_reader_stats rs;
+  etch_reader_stats rs = {0};
+  loss_stat ls[9];
+  size_t nls = 0;
+  if (!rc) {
     etch_reader_get_stats(r, &rs);
+    nls = loss_stats(&rs, ls);
+  }
+  if (!rc && path) {
     if (rs.truncated_bytes)
       etch__query_warn_cut_short(path, rs.truncated_bytes,
                                  rs.truncated_offset);
+    if (nls) {
+      fprintf(stderr, "etch: warning: %s lost data (", path);
+      for (size_t i = 0; i < nls; i++)
+        fprintf(stderr, "%s%s %llu", i ? ", " : "", ls[i].name,
+                (unsigned long long)ls[i].value);
+      fprintf(stderr,
+              "): allocations and frees are missing, the leak report is "
+              "not exact\n");
+    }
   }
+  if (lost) *lost = nls > 0;
   etch_reader_close(r);
   if (!rc && L.err) rc = etch__error(L.err, "leaks: out of memory");
 
@@ -248,6 +298,23 @@ static int leaks_of(etch_reader *r, FILE *out, int top, const char *path) {
       etch__tt_free(t);
       if (shown < ng)
         fprintf(out, "  ... and %zu more groups\n", ng - shown);
+    }
+    if (nls || rs.truncated_bytes) {
+      fprintf(out, "\nNOT EXACT: the trace lost data\n");
+      for (size_t i = 0; i < nls; i++)
+        fprintf(out, "  %s %llu\n", ls[i].name,
+                (unsigned long long)ls[i].value);
+      if (rs.truncated_bytes)
+        fprintf(out, "  cut short: %llu bytes at the end\n",
+                (unsigned long long)rs.truncated_bytes);
+      fprintf(out,
+              "Allocations and frees in what was lost are not in the trace,\n"
+              "and which they were cannot be known: a block listed as never\n"
+              "freed may have been freed (its free was lost), blocks whose\n"
+              "allocation was lost are not listed (their frees count as\n"
+              "unmatched), and the counts and the peak may be off either way.\n"
+              "Record with a buffer that holds the whole run (etch record\n"
+              "--malloc picks one; see docs/memory.md).\n");
     }
   }
   free(g);

@@ -278,9 +278,12 @@ void etch__query_warn_cut_short(const char *path, uint64_t bytes,
                                 uint64_t offset);
 
 /* The `etch leaks` report of a trace file: allocations never freed, by
- * tag and size (at most `top` groups; 0: all), and the peak. */
+ * tag and size (at most `top` groups; 0: all), and the peak. When the
+ * trace lost data (any data-loss stat, or cut short) the report ends with
+ * what that makes unknowable, a warning goes to stderr and *lost (if not
+ * NULL) is set to whether the loss is more than a cut at the end. */
 int etch__query_leaks_file(const char *path, FILE *out, int top,
-                           bool allow_truncated);
+                           bool allow_truncated, bool *lost);
 int etch__query_leaks_memory(const void *data, size_t len, FILE *out,
                              int top);
 

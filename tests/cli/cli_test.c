@@ -824,3 +824,96 @@ TEST(cli_custom_events_in_query) {
                 "Demo.Setting,1,0\n");
   done(&r);
 }
+
+/* A trace of two allocations and one free; with `overwritten`, a
+ * TraceStats packet saying the ring buffer overwrote that many chunks. */
+static const char *memory_trace(const char *name, uint64_t overwritten) {
+  tb t;
+  tb_init(&t);
+  tb_process(&t, 1, 1, 10, "app");
+  tb_thread(&t, 1, 2, 10, 10, "main");
+  const uint64_t ptrs[3] = {0x1000, 0x2000, 0x1000};
+  for (int i = 0; i < 3; i++) {
+    tb_event_open(&t, 1, 1000 + i * 1000, 2, ETCH_TE_TYPE_INSTANT, "memory",
+                  i < 2 ? "untagged" : "free");
+    tb_open(&t, ETCH_TE_DEBUG_ANNOTATIONS);
+    tb_s(&t, ETCH_DA_NAME, "ptr");
+    tb_u(&t, ETCH_DA_POINTER_VALUE, ptrs[i]);
+    tb_close(&t);
+    if (i < 2) {
+      tb_open(&t, ETCH_TE_DEBUG_ANNOTATIONS);
+      tb_s(&t, ETCH_DA_NAME, "size");
+      tb_u(&t, ETCH_DA_UINT_VALUE, 100);
+      tb_close(&t);
+    }
+    tb_event_close(&t);
+  }
+  if (overwritten) {
+    tb_begin(&t);
+    tb_open(&t, ETCH_PKT_TRACE_STATS);
+    tb_open(&t, ETCH_TS_BUFFER_STATS);
+    tb_u(&t, ETCH_BS_CHUNKS_OVERWRITTEN, overwritten);
+    tb_close(&t);
+    tb_close(&t);
+    tb_end(&t);
+  }
+  const char *path = tb_write_file(&t, name);
+  tb_free(&t);
+  return path;
+}
+
+/* etch leaks on a trace that lost data: the report says NOT EXACT and what
+ * it cannot know, stderr warns, exit 1 unless --allow-loss. Without loss:
+ * no word of it, exit 0. */
+TEST(cli_leaks_says_when_the_trace_lost_data) {
+  static const char report[] =
+      "memory (category \"memory\")\n"
+      "  allocations  2 (200 bytes)\n"
+      "  frees        1\n"
+      "  peak live    200 bytes at 1.00 us\n"
+      "  never freed  1 allocation, 100 bytes\n"
+      "\n"
+      "never freed, by tag and size\n"
+      "  tag       size  count  bytes\n"
+      "  --------  ----  -----  -----\n"
+      "  untagged   100      1    100\n";
+  const char *exact = memory_trace("mem_exact.pftrace", 0);
+  run_result r = RUN("leaks", exact);
+  ASSERT_EQ_INT(r.status, 0);
+  ASSERT_EQ_STR(r.err, "");
+  ASSERT_EQ_STR(r.out, report);
+  done(&r);
+
+  const char *lossy = memory_trace("mem_lossy.pftrace", 7);
+  char out[2000], err[1000];
+  snprintf(out, sizeof out,
+           "%s\nNOT EXACT: the trace lost data\n"
+           "  traced_buf_chunks_overwritten 7\n"
+           "Allocations and frees in what was lost are not in the trace,\n"
+           "and which they were cannot be known: a block listed as never\n"
+           "freed may have been freed (its free was lost), blocks whose\n"
+           "allocation was lost are not listed (their frees count as\n"
+           "unmatched), and the counts and the peak may be off either way.\n"
+           "Record with a buffer that holds the whole run (etch record\n"
+           "--malloc picks one; see docs/memory.md).\n",
+           report);
+  snprintf(err, sizeof err,
+           "etch: warning: %s lost data (traced_buf_chunks_overwritten 7): "
+           "allocations and frees are missing, the leak report is not exact\n",
+           lossy);
+  r = RUN("leaks", lossy);
+  ASSERT_EQ_INT(r.status, 1);
+  ASSERT_EQ_STR(r.out, out);
+  char err1[1200];
+  snprintf(err1, sizeof err1,
+           "%setch: leaks: exit status 1 because the trace lost data "
+           "(--allow-loss: 0)\n",
+           err);
+  ASSERT_EQ_STR(r.err, err1);
+  done(&r);
+  r = RUN("leaks", "--allow-loss", lossy);
+  ASSERT_EQ_INT(r.status, 0);
+  ASSERT_EQ_STR(r.out, out);
+  ASSERT_EQ_STR(r.err, err);
+  done(&r);
+}

@@ -6,6 +6,10 @@
  *   never freed: 3 x 100 (malloc), 2 x 3000 (calloc), 1 x 7 (realloc),
  *                1 x 64 (posix_memalign), 1 x 48 (aligned_alloc),
  *                1 x 40 (memalign)
+ *
+ * With an argument N, it also makes N more allocations of 16-79 bytes, each
+ * freed, a quarter of them only after all N are made (a run larger than
+ * etch's default buffer holds).
  */
 #define _GNU_SOURCE
 #include <malloc.h>
@@ -17,7 +21,8 @@
 /* Kept where the compiler must assume they are used. */
 void *volatile keep[16];
 
-int main(void) {
+int main(int argc, char **argv) {
+  long extra = argc > 1 ? strtol(argv[1], NULL, 10) : 0;
   for (int i = 0; i < 3; i++) keep[i] = malloc(100);
   for (int i = 0; i < 2; i++) keep[3 + i] = calloc(1, 3000);
   char *r = malloc(1);
@@ -38,6 +43,17 @@ int main(void) {
     free(a);
     free(b);
   }
+  void **later = extra > 0 ? malloc((size_t)extra / 4 * sizeof *later + 1) : NULL;
+  for (long i = 0, k = 0; i < extra; i++) {
+    char *x = malloc(16 + (size_t)(i % 64));
+    x[0] = 1;
+    if (i % 4 == 0 && k < extra / 4)
+      later[k++] = x;
+    else
+      free(x);
+  }
+  for (long k = 0; k < extra / 4; k++) free(later[k]);
+  free(later);
   char *s = strdup("a string");
   free(s);
   pid_t c = fork();

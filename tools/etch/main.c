@@ -245,8 +245,14 @@ static int stats_report(const char *path, FILE *out, const void *arg) {
   return etch__query_stats_file(path, out, (const etch__stats_opts *)arg);
 }
 
+typedef struct leaks_args {
+  int top;
+  bool lost; /* out: the trace lost data */
+} leaks_args;
+
 static int leaks_report(const char *path, FILE *out, const void *arg) {
-  return etch__query_leaks_file(path, out, *(const int *)arg, !g_strict);
+  leaks_args *a = (leaks_args *)arg;
+  return etch__query_leaks_file(path, out, a->top, !g_strict, &a->lost);
 }
 
 /* `to`: stdout for etch stats, stderr for etch record's summary. */
@@ -288,7 +294,8 @@ static int cmd_leaks(int argc, char **argv) {
   opts o;
   int rc = opts_init(&o, argc, argv, false);
   if (rc) return rc;
-  int top = 20;
+  leaks_args la = {.top = 20};
+  bool allow_loss = false;
   const char *opt;
   while (!rc && (opt = next_opt(&o))) {
     if (!strcmp(opt, "-h") || !strcmp(opt, "--help")) {
@@ -296,8 +303,10 @@ static int cmd_leaks(int argc, char **argv) {
       return print_help(cmd);
     } else if (!strcmp(opt, "--strict")) {
       g_strict = true;
+    } else if (!strcmp(opt, "--allow-loss")) {
+      allow_loss = true;
     } else if (is_opt(opt, "-n") || is_opt(opt, "--top")) {
-      rc = top_value(&o, opt, cmd, 0, &top);
+      rc = top_value(&o, opt, cmd, 0, &la.top);
     } else {
       rc = usage_error(cmd, "unknown option %s", opt);
     }
@@ -306,7 +315,15 @@ static int cmd_leaks(int argc, char **argv) {
     rc = usage_error(cmd, o.noperands ? "too many arguments"
                                       : "missing the trace file");
   if (!rc) rc = check_readable(o.operands[0]);
-  if (!rc) rc = print_whole(leaks_report, o.operands[0], &top, stdout);
+  if (!rc) rc = print_whole(leaks_report, o.operands[0], &la, stdout);
+  /* A report that may be wrong is a failure unless accepted. */
+  if (!rc && la.lost && !allow_loss) {
+    fflush(stdout);
+    fprintf(stderr,
+            "etch: leaks: exit status 1 because the trace lost data "
+            "(--allow-loss: 0)\n");
+    rc = EXIT_RUNTIME;
+  }
   free(o.operands);
   return rc;
 }
@@ -761,6 +778,10 @@ static int check_output(const char *path, bool fresh) {
                        strerror(errno));
 }
 
+/* etch record --malloc's buffer: 64 MiB holds a million allocations and
+ * their frees (docs/memory.md). */
+#define ETCH_RECORD_MALLOC_BUFFER_KB "65536"
+
 static int cmd_record(int argc, char **argv) {
   const command *cmd = find_command("record");
   opts o;
@@ -884,7 +905,15 @@ static int cmd_record(int argc, char **argv) {
   setenv("ETCH_OUT", out_path, 1);
   if (cats) setenv("ETCH_CATEGORIES", cats, 1);
   if (console) setenv("ETCH_CONSOLE", "stderr", 1);
-  if (malloc_trace) setenv("LD_PRELOAD", preload, 1);
+  if (malloc_trace) {
+    setenv("LD_PRELOAD", preload, 1);
+    /* Every allocation and free is an event: a buffer that holds those of
+     * an ordinary program, keeping the earliest when it is full (a lost
+     * free would read as a leak; docs/memory.md). The environment's own
+     * ETCH_BUFFER_KB and ETCH_FILL win. */
+    setenv("ETCH_BUFFER_KB", ETCH_RECORD_MALLOC_BUFFER_KB, 0);
+    setenv("ETCH_FILL", "discard", 0);
+  }
 
   /* Ctrl-C goes to the program (same process group), whose libetch writes
    * the trace before it ends; etch waits for it. SIGINT, SIGTERM and
@@ -1090,7 +1119,8 @@ static const command kCommands[] = {
      "  -o, --output PATH      trace file (default etch-YYYYmmdd-HHMMSS.pftrace)\n"
      "  -c, --categories LIST  categories to record, e.g. 'render,io,-debug'\n"
      "  --malloc               trace the program's allocations (preloads\n"
-     "                         libetch_malloc.so; see etch leaks)\n"
+     "                         libetch_malloc.so; see etch leaks), in a 64MB\n"
+     "                         buffer that keeps the earliest events when full\n"
      "  -q, --quiet            say where the trace is, without the summary\n"
      "                         (which reads the whole trace)\n"
      "  --console              also print every event on stderr as it happens\n"
@@ -1112,15 +1142,22 @@ static const command kCommands[] = {
      "Exit status 1 if the program failed (other than by Ctrl-C, SIGPIPE\n"
      "or a signal etch passed on) or a process of it lost its trace.\n"},
     {"leaks", cmd_leaks, "memory never freed, by tag and size, and the peak",
-     "etch leaks [--top N] [--strict] TRACE\n"
+     "etch leaks [--top N] [--strict] [--allow-loss] TRACE\n"
      "\n"
      "Matches the allocations and frees a trace recorded (etch/memory.h, or\n"
      "a program run with etch record --malloc) by process and address, and\n"
      "lists the blocks never freed, grouped by tag and size, the biggest total\n"
      "first, with the most bytes live at once and when.\n"
      "\n"
+     "A trace that lost data (a ring buffer overwrote chunks, events were\n"
+     "dropped: any data-loss stat of etch stats) lost allocations and frees:\n"
+     "the report then ends with NOT EXACT and what it cannot know, a warning\n"
+     "goes to stderr, and the exit status is 1. A trace cut short is noted\n"
+     "the same way but, as in every verb, exits 0 unless --strict.\n"
+     "\n"
      "  -n, --top N   groups shown (default 20, 0: all)\n"
-     "  --strict      a trace cut short is an error\n"},
+     "  --strict      a trace cut short is an error\n"
+     "  --allow-loss  exit 0 on a trace that lost data (still reported)\n"},
     {"stats", cmd_stats, "where the time went: top slices, threads, counters, data loss",
      "etch stats [--top N] [--compact] [--json] [--strict] TRACE\n"
      "\n"
