@@ -9,6 +9,7 @@
  * Traces are checked with `etch query` (exact counts of each slice name).
  */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -691,6 +692,46 @@ TEST(record_malloc_keeps_every_allocation_of_a_busy_program) {
   ASSERT_EQ_INT(r.status, 0);
   ASSERT_CONTAINS(r.out, "\nNOT EXACT: the trace lost data\n");
   done(&r);
+}
+
+/* A shell runs the program: the shell claims the name first, then
+ * _exit()s (dash) or execs the program; the trace the user named is the
+ * program's, and the run did not fail. */
+TEST(record_malloc_through_a_shell_keeps_the_name) {
+  if (!PRELOAD_OK) return;
+  const char *forms[] = {"; true", ""};
+  for (int f = 0; f < 2; f++) {
+    char dir[600], trace[700], script[1200];
+    snprintf(dir, sizeof dir, "%s/shrun%d", etch_test_tmpdir(), f);
+    mkdir(dir, 0700);
+    snprintf(trace, sizeof trace, "%s/shrun.pftrace", dir);
+    snprintf(script, sizeof script, "%s%s%s", f ? "exec " : "", ETCH_LEAKY,
+             forms[f]);
+    proc_result r = RUN(ETCH_BIN, "record", "-q", "--malloc", "-o", trace,
+                        "--", "/bin/sh", "-c", script);
+    ASSERT_EQ_INT(r.status, 0);
+    ASSERT_EQ_STR(r.out, "leaky: done\n");
+    char want[800];
+    snprintf(want, sizeof want, "trace: %s (", trace);
+    ASSERT_CONTAINS(r.err, want);
+    done(&r);
+    /* The named file is the program's trace, and the only one. */
+    r = RUN(ETCH_BIN, "leaks", trace);
+    ASSERT_EQ_INT(r.status, 0);
+    ASSERT_CONTAINS(r.out, "  never freed  9 allocations, 6459 bytes\n");
+    done(&r);
+    DIR *d = opendir(dir);
+    ASSERT_TRUE(d != NULL);
+    struct dirent *e;
+    int files = 0;
+    while ((e = readdir(d)))
+      if (e->d_name[0] != '.') {
+        files++;
+        ASSERT_EQ_STR(e->d_name, "shrun.pftrace");
+      }
+    closedir(d);
+    ASSERT_EQ_INT(files, 1);
+  }
 }
 
 TEST(record_malloc_reports_the_leaks_of_an_unmodified_program) {

@@ -560,6 +560,8 @@ typedef struct rec_proc {
   long pid;
   char comm[64];
   char *path;  /* the trace written, or the one it meant to write */
+  char *meant; /* the path it first started tracing to (an exec'd program
+                  has the same pid, so appends to the same status) */
   char *msg;   /* error or failure */
   long long bytes;
   bool started, wrote, failed, error;
@@ -591,6 +593,7 @@ static void rec_parse(rec_proc *p, char *text) {
         p->started = true;
         free(p->path);
         p->path = dup_str(tab ? tab + 1 : "");
+        if (!p->meant) p->meant = dup_str(p->path);
       }
     } else if (!strncmp(line, "wrote ", 6)) {
       char *rest = line + 6;
@@ -654,6 +657,64 @@ static rec_proc *rec_collect(const char *dir, size_t *n) {
   rmdir(dir);
   if (*n) qsort(procs, *n, sizeof *procs, rec_cmp);
   return procs;
+}
+
+/* PATH.PID.ext, as libetch names the trace of a process that did not
+ * claim PATH (session.c, etch__output_per_pid). */
+static char *rec_per_pid(const char *path, long pid) {
+  const char *slash = strrchr(path, '/');
+  const char *base = slash ? slash + 1 : path;
+  const char *dot = strrchr(base, '.');
+  if (!dot || dot == base) dot = base + strlen(base);
+  size_t len = strlen(path) + 24;
+  char *out = (char *)malloc(len);
+  if (!out) abort();
+  snprintf(out, len, "%.*s.%ld%s", (int)(dot - path), path, pid, dot);
+  return out;
+}
+
+/* The process that claimed the output name: one that started tracing to
+ * a path that is no other's PATH.PID.ext (the first by pid if several). */
+static rec_proc *rec_claimant(rec_proc *procs, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    if (!procs[i].meant) continue;
+    bool derived = false;
+    for (size_t j = 0; j < n && !derived; j++) {
+      if (j == i || !procs[j].meant) continue;
+      char *own = rec_per_pid(procs[j].meant, procs[i].pid);
+      derived = !strcmp(own, procs[i].meant);
+      free(own);
+    }
+    if (!derived) return &procs[i];
+  }
+  return NULL;
+}
+
+/* The claimant did not write the name it claimed: the trace written as
+ * PATH.PID.ext by the same pid (a program the claimant exec'd), else by
+ * the first other process (by pid), is renamed to PATH. NULL when none
+ * could be. */
+static rec_proc *rec_take_name(rec_proc *procs, size_t n, rec_proc *claimant) {
+  const char *name = claimant->meant;
+  struct stat sb;
+  if (lstat(name, &sb) == 0 && !S_ISREG(sb.st_mode)) return NULL;
+  for (size_t k = 0; k <= n; k++) {
+    rec_proc *p = k == 0 ? claimant : &procs[k - 1];
+    if ((k && p == claimant) || !p->wrote || !p->path) continue;
+    char *own = rec_per_pid(name, p->pid);
+    bool mine = !strcmp(own, p->path);
+    free(own);
+    if (!mine) continue;
+    if (rename(p->path, name) != 0) {
+      fprintf(stderr, "etch: cannot rename %s to %s: %s\n", p->path, name,
+              strerror(errno));
+      return NULL;
+    }
+    free(p->path);
+    p->path = dup_str(name);
+    return p;
+  }
+  return NULL;
 }
 
 /* `path` relative to the current directory when it lies under it. */
@@ -1011,13 +1072,32 @@ static int cmd_record(int argc, char **argv) {
     failed = true;
   }
 
+  /* The name the user gave belongs to the trace they asked for: when the
+   * process that claimed it wrote nothing (a shell that runs the program
+   * and then _exit()s, or execs it), the first process that wrote a trace
+   * of its own takes the name. */
+  rec_proc *claimant = rec_claimant(procs, nprocs);
+  rec_proc *heir = NULL;
+  if (claimant && !(claimant->wrote && !strcmp(claimant->path, claimant->meant)))
+    heir = rec_take_name(procs, nprocs, claimant);
   /* What each process did with its trace. */
   char *cwd = getcwd(NULL, 0);
-  size_t nwrote = 0;
+  size_t nwrote = 0, excused = 0;
   for (size_t i = 0; i < nprocs; i++) {
     rec_proc *p = &procs[i];
     if (p->wrote) {
       nwrote++;
+    } else if (p == claimant && heir && p->started && p->pid == (long)pid &&
+               WIFEXITED(status) && !p->lost_sig && !p->failed) {
+      /* The program itself ended normally without writing: _exit() or
+       * exec, as a shell running a command does. Another process's trace
+       * is the one asked for. */
+      fprintf(stderr,
+              "etch: %s (pid %ld) ended by _exit() or exec without writing "
+              "its trace (as a shell running a command does): its own "
+              "events are in no trace; %s (pid %ld) wrote the trace\n",
+              p->comm, p->pid, heir->comm, heir->pid);
+      excused++;
     } else if (p->error) {
       fprintf(stderr, "etch: %s (pid %ld) did not trace: %s\n", p->comm,
               p->pid, p->msg);
@@ -1086,12 +1166,13 @@ static int cmd_record(int argc, char **argv) {
   }
   for (size_t i = 0; i < nprocs; i++) {
     free(procs[i].path);
+    free(procs[i].meant);
     free(procs[i].msg);
   }
   free(procs);
   free(cwd);
   free(o.operands);
-  if (!rc && (failed || nwrote < nprocs)) rc = EXIT_RUNTIME;
+  if (!rc && (failed || nwrote + excused < nprocs)) rc = EXIT_RUNTIME;
   return rc;
 }
 
@@ -1109,7 +1190,9 @@ static const command kCommands[] = {
      "where the trace is and a short summary of what is in it, on stderr:\n"
      "stdout is the program's alone. Every process\n"
      "of the run that links libetch writes a trace: the first keeps OUT, the\n"
-     "others write OUT.PID.pftrace, and all are listed. Ctrl-C ends the\n"
+     "others write OUT.PID.pftrace, and all are listed; if the first writes\n"
+     "none (a shell that _exit()s or execs), the first trace written takes\n"
+     "OUT. Ctrl-C ends the\n"
      "program with its trace written, and so does SIGPIPE (prog | head):\n"
      "neither is a failure. SIGINT, SIGTERM and SIGHUP sent to etch record\n"
      "are passed on to the program, which ends the same way, and etch\n"
