@@ -734,6 +734,69 @@ TEST(record_malloc_through_a_shell_keeps_the_name) {
   }
 }
 
+/* --buffer, --ring and --discard without --system are the program's own
+ * session's (ETCH_BUFFER_KB, ETCH_FILL), over --malloc's defaults and the
+ * environment; no service is asked for. env(1) under --malloc prints what
+ * it was given. */
+static bool has_line(const char *out, const char *line) {
+  size_t n = strlen(line);
+  for (const char *p = out; (p = strstr(p, line)) != NULL; p += n)
+    if ((p == out || p[-1] == '\n') && (p[n] == '\n' || !p[n])) return true;
+  return false;
+}
+
+TEST(record_buffer_options_size_the_programs_own_buffer) {
+  if (!PRELOAD_OK) return;
+  const char *trace = tmp_path("envbuf.pftrace");
+  setenv("ETCH_FILL", "ring", 1); /* the option wins */
+  proc_result r = RUN(ETCH_BIN, "record", "-q", "--malloc", "--buffer",
+                      "256MB", "--discard", "-o", trace, "--", "/usr/bin/env");
+  unsetenv("ETCH_FILL");
+  ASSERT_EQ_INT(r.status, 0);
+  if (!has_line(r.out, "ETCH_BUFFER_KB=262144") ||
+      !has_line(r.out, "ETCH_FILL=discard"))
+    FAIL("env saw:\n%s", r.out);
+  char want[700];
+  snprintf(want, sizeof want, "trace: %s (", trace);
+  ASSERT_CONTAINS(r.err, want);
+  done(&r);
+  r = RUN(ETCH_BIN, "record", "-q", "--malloc", "--buffer", "16KB", "--ring",
+          "-o", trace, "--", "/usr/bin/env");
+  ASSERT_EQ_INT(r.status, 0);
+  if (!has_line(r.out, "ETCH_BUFFER_KB=16") || !has_line(r.out, "ETCH_FILL=ring"))
+    FAIL("env saw:\n%s", r.out);
+  done(&r);
+  /* --malloc alone: 64 MiB, earliest kept. */
+  r = RUN(ETCH_BIN, "record", "-q", "--malloc", "-o", trace, "--",
+          "/usr/bin/env");
+  ASSERT_EQ_INT(r.status, 0);
+  if (!has_line(r.out, "ETCH_BUFFER_KB=65536") ||
+      !has_line(r.out, "ETCH_FILL=discard"))
+    FAIL("env saw:\n%s", r.out);
+  done(&r);
+  /* A size the program's session cannot take. */
+  r = RUN(ETCH_BIN, "record", "--buffer", "8KB", "-o", trace, "--",
+          ETCH_RECORDEE);
+  ASSERT_EQ_INT(r.status, 2);
+  ASSERT_CONTAINS(r.err, "etch: --buffer: the program's buffer is 16KB to 4GB "
+                         "(a larger one needs --system)\n");
+  done(&r);
+}
+
+/* --discard without --system and without a service: the program records
+ * in its own buffer, keeping the first events. */
+TEST(record_discard_without_a_service_records_in_process) {
+  const char *trace = tmp_path("discard.pftrace");
+  setenv("PERFETTO_CONSUMER_SOCK_NAME", "/nonexistent/etch-no-service", 1);
+  proc_result r = RUN(ETCH_BIN, "record", "-q", "--discard", "-o", trace,
+                      "--", ETCH_RECORDEE, "3");
+  unsetenv("PERFETTO_CONSUMER_SOCK_NAME");
+  ASSERT_EQ_INT(r.status, 0);
+  ASSERT_EQ_STR(r.out, "");
+  done(&r);
+  assert_steps(trace, 3);
+}
+
 TEST(record_malloc_reports_the_leaks_of_an_unmodified_program) {
   if (!PRELOAD_OK) return;
   const char *trace = tmp_path("leaky.pftrace");

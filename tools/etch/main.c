@@ -852,6 +852,8 @@ static int cmd_record(int argc, char **argv) {
   const char *opt;
   rec_service_opts so_ = {0};
   bool service = false, console = false, malloc_trace = false, quiet = false;
+  bool buffer_opt = false;
+  const char *fill = NULL; /* --ring, --discard */
   while (!rc && (opt = next_opt(&o))) {
     if (!strcmp(opt, "-h") || !strcmp(opt, "--help")) {
       free(o.operands);
@@ -867,10 +869,11 @@ static int cmd_record(int argc, char **argv) {
     } else if (!strcmp(opt, "--list")) {
       service = so_.list = true;
     } else if (!strcmp(opt, "--ring")) {
-      service = true;
+      fill = "ring";
       so_.discard = false;
     } else if (!strcmp(opt, "--discard")) {
-      service = so_.discard = true;
+      fill = "discard";
+      so_.discard = true;
     } else if (is_opt(opt, "--config")) {
       service = true;
       so_.config_path = opt_value(&o, opt, cmd, &rc);
@@ -881,7 +884,7 @@ static int cmd_record(int argc, char **argv) {
         rc = usage_error(cmd, "%s: '%s' is not a duration (e.g. 10s, 500ms, "
                               "2m)", opt, v);
     } else if (is_opt(opt, "--buffer")) {
-      service = true;
+      buffer_opt = true;
       const char *v = opt_value(&o, opt, cmd, &rc);
       if (!rc && parse_size_kb(v, &so_.buffer_kb) != 0)
         rc = usage_error(cmd, "%s: '%s' is not a size (e.g. 64MB, 512KB)",
@@ -897,6 +900,12 @@ static int cmd_record(int argc, char **argv) {
       rc = usage_error(cmd, "unknown option %s", opt);
     }
   }
+  /* Without --system, the buffer options are the program's own session's
+   * (ETCH_BUFFER_KB, ETCH_FILL), whose buffer is 16 KB to 4 GB. */
+  if (!rc && !service && buffer_opt &&
+      (so_.buffer_kb < 16 || so_.buffer_kb > 4194304))
+    rc = usage_error(cmd, "--buffer: the program's buffer is 16KB to 4GB "
+                          "(a larger one needs --system)");
   if (!rc && o.noperands == 0 && !service)
     rc = usage_error(cmd, "missing the program to run (or --system to record "
                           "from a tracing service)");
@@ -975,6 +984,13 @@ static int cmd_record(int argc, char **argv) {
     setenv("ETCH_BUFFER_KB", ETCH_RECORD_MALLOC_BUFFER_KB, 0);
     setenv("ETCH_FILL", "discard", 0);
   }
+  /* --buffer, --ring and --discard win over the environment and --malloc. */
+  if (buffer_opt) {
+    char kb[16];
+    snprintf(kb, sizeof kb, "%u", (unsigned)so_.buffer_kb);
+    setenv("ETCH_BUFFER_KB", kb, 1);
+  }
+  if (fill) setenv("ETCH_FILL", fill, 1);
 
   /* Ctrl-C goes to the program (same process group), whose libetch writes
    * the trace before it ends; etch waits for it. SIGINT, SIGTERM and
@@ -1182,7 +1198,7 @@ static int cmd_help(int argc, char **argv);
 
 static const command kCommands[] = {
     {"record", cmd_record, "run a program and record a trace of it",
-     "etch record [-o OUT.pftrace] [-c CATEGORIES] [-q] [--console] [--malloc] [--] PROGRAM [ARGS...]\n"
+     "etch record [-o OUT.pftrace] [-c CATEGORIES] [-q] [--console] [--malloc] [--buffer SIZE] [--ring|--discard] [--] PROGRAM [ARGS...]\n"
      "       etch record --system [-t DURATION] [--config FILE] [-o OUT] [-q] [-- PROGRAM...]\n"
      "\n"
      "Runs PROGRAM with ETCH_OUT (and ETCH_CATEGORIES) in its environment, so\n"
@@ -1210,14 +1226,21 @@ static const command kCommands[] = {
      "                         (ETCH_CONSOLE=1; colours on a terminal unless\n"
      "                         NO_COLOR is set)\n"
      "\n"
+     "  --buffer SIZE          the program's trace buffer (ETCH_BUFFER_KB;\n"
+     "                         default 8MB, 64MB with --malloc; 16KB to 4GB)\n"
+     "  --ring, --discard      when the buffer is full: overwrite the oldest\n"
+     "                         (ETCH_FILL=ring, the default) or keep the\n"
+     "                         first (discard, the default with --malloc)\n"
+     "\n"
      "Through a tracing service (etchd, or Perfetto's traced): every\n"
-     "producer connected to it lands in one trace.\n"
+     "producer connected to it lands in one trace. Only --system (or\n"
+     "--list, --config, -t, which are the service's) records from it.\n"
      "  --system               record from the service (with PROGRAM: run it\n"
      "                         in system mode and record until it ends)\n"
      "  -t, --time DURATION    stop after DURATION (10s, 500ms, 2m)\n"
-     "  --buffer SIZE          the service's buffer (default 32MB)\n"
-     "  --ring, --discard      when the buffer is full: overwrite the oldest\n"
-     "                         (default) or keep the first\n"
+     "  --buffer SIZE          with --system: the service's buffer (default\n"
+     "                         32MB)\n"
+     "  --ring, --discard      with --system: the service's buffer, as above\n"
      "  --config FILE          a TraceConfig in Perfetto's text format\n"
      "  --list                 the service's producers, data sources, sessions\n"
      "The service's sockets: $PERFETTO_CONSUMER_SOCK_NAME, else etch's own.\n"
