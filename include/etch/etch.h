@@ -505,10 +505,15 @@ typedef enum etch_fill_policy {
  * records nothing until etch_session_start(). ETCH_EBUSY when 8 sessions
  * exist; ETCH_EIO when the output file cannot be written. */
 ETCH_API int etch_session_new(const etch_config *cfg, etch_session **out);
+/* Starts recording. A session starts once: ETCH_ESTATE when it is already
+ * running, or was stopped (a stopped session cannot be started again; make
+ * a new one with etch_session_new, and free the old one when its data is
+ * read). */
 ETCH_API int etch_session_start(etch_session *s);
 /* Makes every event completed before the call visible to a read. */
 ETCH_API int etch_session_flush(etch_session *s);
-/* Stops recording; the data stays readable. Writes `output` if set. */
+/* Stops recording, for good (it cannot be started again); the data stays
+ * readable. Writes `output` if set. */
 ETCH_API int etch_session_stop(etch_session *s);
 /* Writes the trace to a file (after or during recording). */
 ETCH_API int etch_session_write_file(etch_session *s, const char *path);

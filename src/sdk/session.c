@@ -504,8 +504,13 @@ int etch_session_start(etch_session *s) {
   pthread_mutex_lock(&etch__g.lock);
   if (s->state != ETCH_SESS_NEW) {
     pthread_mutex_unlock(&etch__g.lock);
-    return etch__error(ETCH_ESTATE, "session already %s",
-                       s->state == ETCH_SESS_RUNNING ? "started" : "stopped");
+    return etch__error(
+        ETCH_ESTATE, "%s",
+        s->state == ETCH_SESS_RUNNING
+            ? "etch_session_start: the session is already started"
+            : "etch_session_start: the session was stopped, and a stopped "
+              "session cannot be started again: make a new one with "
+              "etch_session_new");
   }
   s->start_ns = etch__boottime_ns();
   __atomic_store_n(&s->state, ETCH_SESS_RUNNING, __ATOMIC_RELAXED);

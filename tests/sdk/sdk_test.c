@@ -490,6 +490,29 @@ TEST(write_file_and_errors) {
   etch_session_free(s);
 }
 
+/* A session starts once: a second start, or a start after the stop, is
+ * ETCH_ESTATE with a message that says what to do; a new session records
+ * again. */
+TEST(a_stopped_session_cannot_start_again) {
+  etch_session *s;
+  ASSERT_OK(etch_session_new(NULL, &s));
+  ASSERT_OK(etch_session_start(s));
+  ASSERT_EQ_INT(etch_session_start(s), ETCH_ESTATE);
+  ASSERT_EQ_STR(etch_last_error(),
+                "etch_session_start: the session is already started");
+  ASSERT_OK(etch_session_stop(s));
+  ASSERT_EQ_INT(etch_session_start(s), ETCH_ESTATE);
+  ASSERT_EQ_STR(etch_last_error(),
+                "etch_session_start: the session was stopped, and a stopped "
+                "session cannot be started again: make a new one with "
+                "etch_session_new");
+  etch_session_free(s);
+  ASSERT_OK(etch_session_new(NULL, &s));
+  ASSERT_OK(etch_session_start(s));
+  ASSERT_OK(etch_session_stop(s));
+  etch_session_free(s);
+}
+
 TEST(config_errors_name_the_problem) {
   etch_config *c;
   ASSERT_OK(etch_config_new(&c));
