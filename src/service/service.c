@@ -15,6 +15,7 @@
 #include "service/service.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #ifdef __GLIBC__
 #include <malloc.h>
 #endif
@@ -363,11 +364,19 @@ static int make_smb(etch_service *s, producer *p) {
   if (size < 4u * page) size = 4u * page;
   if (size > SMB_MAX) size = SMB_MAX;
   size -= size % page;
-  int fd = memfd_create("etch-smb", MFD_CLOEXEC);
+  int fd = memfd_create("etch-smb", MFD_CLOEXEC | MFD_ALLOW_SEALING);
   if (fd < 0) return etch__error(ETCH_EIO, "memfd: %s", strerror(errno));
   if (ftruncate(fd, (off_t)size) != 0) {
     close(fd);
     return etch__error(ETCH_EIO, "ftruncate: %s", strerror(errno));
+  }
+  /* The producer gets this descriptor: sealed, it can neither shrink the
+   * memory under our mapping (a read past the end would be a SIGBUS in
+   * the service) nor unseal it. */
+  if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
+    close(fd);
+    return etch__error(ETCH_EIO, "sealing the shared memory: %s",
+                       strerror(errno));
   }
   void *m = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (m == MAP_FAILED) {
@@ -887,9 +896,21 @@ static int producer_init(etch_service *s, producer *p, const etch_ipc_frame *f) 
   if (provided && fd >= 0) {
     struct stat st;
     uint32_t page = p->page_hint;
-    if (fstat(fd, &st) == 0 && st.st_size > 0 && page >= ETCH_SMB_PAGE_MIN &&
-        page <= 32768 && page % 4096 == 0 && (uint64_t)st.st_size % page == 0 &&
-        (uint64_t)st.st_size <= SMB_MAX) {
+    /* Memory whose size the producer can still change is never mapped: a
+     * truncation would turn our next read into a SIGBUS. The seals are
+     * read before the size, so the size read stays true. */
+    int seals = fcntl(fd, F_GET_SEALS);
+    if (seals < 0 || !(seals & F_SEAL_SHRINK)) {
+      logf_(s,
+            "producer %u: its shared memory refused: %s; the service makes "
+            "one",
+            p->id,
+            seals < 0 ? "not a memfd that allows sealing"
+                      : "not sealed against shrinking (F_SEAL_SHRINK)");
+    } else if (fstat(fd, &st) == 0 && st.st_size > 0 &&
+               page >= ETCH_SMB_PAGE_MIN && page <= 32768 &&
+               page % 4096 == 0 && (uint64_t)st.st_size % page == 0 &&
+               (uint64_t)st.st_size <= SMB_MAX) {
       void *m = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE,
                      MAP_SHARED, fd, 0);
       if (m != MAP_FAILED) {
