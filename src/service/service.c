@@ -1198,6 +1198,27 @@ static int consumer_enable(etch_service *s, consumer *c,
     err = "write_into_file without a file descriptor";
   }
   if (!err) {
+    /* A buffer's memory is taken as chunks arrive, so a huge size_kb costs
+     * nothing at first: without a cap, a consumer that is told yes to
+     * terabytes makes etchd grow until the system kills it. */
+    uint64_t want = 0, held = 0;
+    for (uint32_t i = 0; i < cfg->nbuffers; i++)
+      want += (uint64_t)cfg->buffers[i].size_kb * 1024;
+    for (session *y = s->sessions; y; y = y->next)
+      for (uint32_t i = 0; i < y->cfg->nbuffers; i++)
+        held += (uint64_t)y->cfg->buffers[i].size_kb * 1024;
+    if (want > s->o.max_buffer_bytes || held > s->o.max_buffer_bytes - want) {
+      snprintf(msg, sizeof msg,
+               "buffers of %llu KiB in all are more than etchd allows: "
+               "%llu KiB for all sessions' buffers, %llu KiB of it in use "
+               "(etchd --max-buffer-mb)",
+               (unsigned long long)(want / 1024),
+               (unsigned long long)(s->o.max_buffer_bytes / 1024),
+               (unsigned long long)(held / 1024));
+      err = msg;
+    }
+  }
+  if (!err) {
     bool clash = false;
     if (cfg->unique_session_name[0])
       for (session *x = s->sessions; x; x = x->next)
@@ -1698,6 +1719,12 @@ int etch__service_new(const etch_service_opts *o, etch_service **out) {
   s->o = *o;
   if (!s->o.smb_kb) s->o.smb_kb = 2048;
   if (!s->o.smb_page_kb) s->o.smb_page_kb = 32;
+  if (!s->o.max_buffer_bytes) {
+    long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+    s->o.max_buffer_bytes = pages > 0 && psz > 0
+                                ? (uint64_t)pages * (uint64_t)psz / 4
+                                : (uint64_t)1 << 30;
+  }
   s->lp = s->lc = -1;
   s->next_seq = 2; /* 1 is the service's own */
   s->nbufs = 1;    /* buffer id 0 is never used: a zero is no buffer */

@@ -26,6 +26,8 @@ typedef struct etch_service_opts {
   uint32_t smb_kb;      /* shared memory per producer, default 2048 */
   uint32_t smb_page_kb; /* its page size when the producer has no hint,
                            default 32 */
+  uint64_t max_buffer_bytes; /* all sessions' buffers together; default
+                                a quarter of physical memory */
   bool verbose;         /* log connections and sessions to stderr */
 } etch_service_opts;
 

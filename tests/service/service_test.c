@@ -71,15 +71,19 @@ static int wait_exit(pid_t pid) {
   return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
-/* A private etchd; the clients find it through Perfetto's variables. */
-static void svc_start(svc *s) {
+/* A private etchd; the clients find it through Perfetto's variables.
+ * `extra`: up to two more arguments, or NULL. */
+static void svc_start_with(svc *s, const char *extra, const char *extra2);
+static void svc_start(svc *s) { svc_start_with(s, NULL, NULL); }
+static void svc_start_with(svc *s, const char *extra, const char *extra2) {
   snprintf(s->dir, sizeof s->dir, "%s", etch_test_tmpdir());
   snprintf(s->prod, sizeof s->prod, "%s/p.sock", s->dir);
   snprintf(s->cons, sizeof s->cons, "%s/c.sock", s->dir);
   snprintf(s->log, sizeof s->log, "%s/etchd.log", s->dir);
   setenv("PERFETTO_PRODUCER_SOCK_NAME", s->prod, 1);
   setenv("PERFETTO_CONSUMER_SOCK_NAME", s->cons, 1);
-  char *argv[] = {(char *)ETCHD_BIN, "-v", NULL};
+  char *argv[] = {(char *)ETCHD_BIN, "-v", (char *)extra, (char *)extra2,
+                  NULL};
   s->pid = spawn(argv, s->log);
   /* Listening, not only there: a socket file left by a killed etchd is
    * there before the new one replaces it. */
@@ -1516,5 +1520,122 @@ TEST(a_producers_own_memory_must_be_sealed_against_shrinking) {
   raw_close(&a);
   raw_close(&b);
   raw_close(&c);
+  svc_stop(&s);
+}
+
+/* ---- the buffers' memory is capped ---- */
+
+#define ASSERT_STR_EQ(a, b)                                      \
+  do {                                                           \
+    if (strcmp((a), (b)) != 0) FAIL("'%s' != '%s'", (a), (b));   \
+  } while (0)
+
+/* The reply to the last call, past replies to earlier ones. */
+static void raw_last_reply(raw *r, etch_ipc_frame *g) {
+  do raw_next(r, g);
+  while (!(g->kind == ETCH_IPC_REPLY && g->request_id == r->req));
+}
+
+/* EnableTracing with `text` as the config; the refusal's error if the
+ * service answers one at once, else "" (the session runs: a GetTraceStats
+ * sent after it is answered first, with success). */
+static void raw_enable(raw *r, const char *text, char *err, size_t cap) {
+  etch__pb_buf cfg, args;
+  etch__pb_buf_init(&cfg, 128, 0);
+  etch__pb_buf_init(&args, 128, 0);
+  ASSERT_OK(etch__trace_config_text_to_binary(text, strlen(text), &cfg));
+  etch__pb_write_bytes_field(&args.s, ETCH_ETR_TRACE_CONFIG,
+                            etch__pb_buf_data(&cfg), etch__pb_buf_len(&cfg));
+  raw_invoke(r, "EnableTracing", &args);
+  raw_invoke(r, "GetTraceStats", NULL);
+  etch__pb_buf_free(&cfg);
+  etch__pb_buf_free(&args);
+  etch_ipc_frame g;
+  raw_next(r, &g);
+  ASSERT_EQ_INT(g.kind, ETCH_IPC_REPLY);
+  err[0] = 0;
+  if (g.request_id == r->req) { /* GetTraceStats: the session runs */
+    ASSERT_TRUE(g.success);
+    return;
+  }
+  ASSERT_EQ_U64(g.request_id, r->req - 1);
+  etch__pb_dec d;
+  etch__pb_field fl;
+  bool disabled = false;
+  etch__pb_dec_init(&d, g.body.data, g.body.len);
+  while (etch__pb_next(&d, &fl)) {
+    if (fl.id == ETCH_ETRESP_DISABLED) disabled = fl.u != 0;
+    if (fl.id == ETCH_ETRESP_ERROR)
+      snprintf(err, cap, "%.*s", (int)fl.len, (const char *)fl.data);
+  }
+  ASSERT_TRUE(disabled && err[0]);
+  raw_next(r, &g); /* GetTraceStats, refused: no session */
+  ASSERT_EQ_U64(g.request_id, r->req);
+  ASSERT_FALSE(g.success);
+}
+
+static const char sixteen_huge[] =
+    "buffers { size_kb: 4294967295 } buffers { size_kb: 4294967295 } "
+    "buffers { size_kb: 4294967295 } buffers { size_kb: 4294967295 } "
+    "buffers { size_kb: 4294967295 } buffers { size_kb: 4294967295 } "
+    "buffers { size_kb: 4294967295 } buffers { size_kb: 4294967295 } "
+    "buffers { size_kb: 4294967295 } buffers { size_kb: 4294967295 } "
+    "buffers { size_kb: 4294967295 } buffers { size_kb: 4294967295 } "
+    "buffers { size_kb: 4294967295 } buffers { size_kb: 4294967295 } "
+    "buffers { size_kb: 4294967295 } buffers { size_kb: 4294967295 }";
+
+/* By default the buffers of all sessions may take a quarter of physical
+ * memory: 16 buffers of 4 TiB are refused with the reason. */
+TEST(terabytes_of_buffers_are_refused) {
+  svc s;
+  svc_start(&s);
+  raw r;
+  raw_open(&r, s.cons, "ConsumerPort");
+  char err[400], want[400];
+  raw_enable(&r, sixteen_huge, err, sizeof err);
+  long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+  snprintf(want, sizeof want,
+           "buffers of 68719476720 KiB in all are more than etchd allows: "
+           "%llu KiB for all sessions' buffers, 0 KiB of it in use (etchd "
+           "--max-buffer-mb)",
+           (unsigned long long)pages * (unsigned long long)psz / 4 / 1024);
+  ASSERT_STR_EQ(err, want);
+  /* And a sane one is taken. */
+  raw_enable(&r, "buffers { size_kb: 1024 }", err, sizeof err);
+  ASSERT_STR_EQ(err, "");
+  raw_close(&r);
+  svc_stop(&s);
+}
+
+/* With --max-buffer-mb 64: 40 MiB for one session, then 30 MiB for
+ * another is refused (70 in all), and taken once the first is freed. */
+TEST(max_buffer_mb_caps_all_sessions_together) {
+  svc s;
+  svc_start_with(&s, "--max-buffer-mb", "64");
+  raw a, b;
+  raw_open(&a, s.cons, "ConsumerPort");
+  raw_open(&b, s.cons, "ConsumerPort");
+  char err[400];
+  raw_enable(&a, "buffers { size_kb: 20480 } buffers { size_kb: 20480 }", err,
+             sizeof err);
+  ASSERT_STR_EQ(err, "");
+  raw_enable(&b, "buffers { size_kb: 30720 }", err, sizeof err);
+  ASSERT_STR_EQ(err, "buffers of 30720 KiB in all are more than etchd "
+                     "allows: 65536 KiB for all sessions' buffers, 40960 KiB "
+                     "of it in use (etchd --max-buffer-mb)");
+  ASSERT_EQ_INT(log_lines(&s, "session refused: buffers of 30720 KiB"), 1);
+  raw_enable(&b, "buffers { size_kb: 24576 }", err, sizeof err);
+  ASSERT_STR_EQ(err, ""); /* 64 in all: at the limit is allowed */
+  raw_invoke(&b, "FreeBuffers", NULL);
+  etch_ipc_frame g;
+  raw_last_reply(&b, &g);
+  ASSERT_TRUE(g.success);
+  raw_invoke(&a, "FreeBuffers", NULL);
+  raw_last_reply(&a, &g);
+  ASSERT_TRUE(g.success);
+  raw_enable(&b, "buffers { size_kb: 65536 }", err, sizeof err);
+  ASSERT_STR_EQ(err, "");
+  raw_close(&a);
+  raw_close(&b);
   svc_stop(&s);
 }

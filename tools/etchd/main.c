@@ -5,7 +5,8 @@
  * `etch record` (or Perfetto's `perfetto` command line) drives it.
  *
  *   etchd [--producer-socket PATH] [--consumer-socket PATH] [--group-rw]
- *         [--smb-kb N] [--daemon --pid-file PATH] [-v]
+ *         [--smb-kb N] [--max-buffer-mb N] [--daemon --pid-file PATH]
+ *         [-v]
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -40,6 +41,11 @@ static void usage(FILE *f) {
           "group (0660), not only the user\n"
           "  --smb-kb N              shared memory per producer (default "
           "2048)\n"
+          "  --max-buffer-mb N       the sessions' buffers together may "
+          "take N MiB\n"
+          "                          (default: a quarter of physical "
+          "memory); a session\n"
+          "                          asking for more is refused\n"
           "  --daemon                detach; with --pid-file PATH, write the "
           "pid there\n"
           "  -v, --verbose           log producers, consumers and sessions\n");
@@ -73,6 +79,18 @@ int main(int argc, char **argv) {
         return 2;
       }
       o.smb_kb = (uint32_t)n;
+      i++;
+    } else if (!strcmp(a, "--max-buffer-mb") && v) {
+      char *e;
+      errno = 0;
+      unsigned long long n = strtoull(v, &e, 10);
+      if (*e || !*v || *v == '-' || errno || n < 1 || n > (1ull << 40)) {
+        fprintf(stderr,
+                "etchd: --max-buffer-mb takes 1 to %llu, not '%s'\n",
+                1ull << 40, v);
+        return 2;
+      }
+      o.max_buffer_bytes = n << 20;
       i++;
     } else if (!strcmp(a, "--group-rw")) {
       o.group_rw = true;
