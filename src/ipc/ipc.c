@@ -557,6 +557,35 @@ int etch__ipc_conn_wait(etch_ipc_conn *c, int timeout_ms) {
   return ETCH_OK;
 }
 
+/* The default directory holds the sockets through which we trust a service
+ * with our events (or a producer with our sessions): anyone else who owns
+ * it, or may write in it, may serve a socket of their own there. */
+static int check_socket_dir(const char *dir) {
+  struct stat st;
+  if (lstat(dir, &st) != 0) {
+    if (errno == ENOENT) return ETCH_OK; /* nothing to connect to */
+    return etch__error(ETCH_EIO, "cannot check '%s': %s", dir,
+                       strerror(errno));
+  }
+  if (!S_ISDIR(st.st_mode))
+    return etch__error(ETCH_EINVAL,
+                       "'%s' is not a directory (a link, or a file): refusing "
+                       "to use it for etch's sockets",
+                       dir);
+  if (st.st_uid != geteuid())
+    return etch__error(ETCH_EINVAL,
+                       "'%s' is owned by uid %u, not by you (uid %u): "
+                       "refusing to use it for etch's sockets",
+                       dir, (unsigned)st.st_uid, (unsigned)geteuid());
+  if (st.st_mode & 022)
+    return etch__error(ETCH_EINVAL,
+                       "'%s' is writable by %s (mode %04o): refusing to use "
+                       "it for etch's sockets",
+                       dir, (st.st_mode & 002) ? "others" : "its group",
+                       (unsigned)(st.st_mode & 07777));
+  return ETCH_OK;
+}
+
 int etch__ipc_default_paths(char *producer, char *consumer, size_t cap,
                             bool make_dir) {
   const char *p = getenv("PERFETTO_PRODUCER_SOCK_NAME");
@@ -567,10 +596,12 @@ int etch__ipc_default_paths(char *producer, char *consumer, size_t cap,
     snprintf(dir, sizeof dir, "%s/etch", xdg);
   else
     snprintf(dir, sizeof dir, "/tmp/etch-%u", (unsigned)getuid());
-  if (make_dir && (!p || !*p || !c || !*c)) {
-    if (mkdir(dir, 0700) != 0 && errno != EEXIST)
+  if (!p || !*p || !c || !*c) {
+    if (make_dir && mkdir(dir, 0700) != 0 && errno != EEXIST)
       return etch__error(ETCH_EIO, "cannot create '%s': %s", dir,
                          strerror(errno));
+    int rc = check_socket_dir(dir);
+    if (rc) return rc;
   }
   int n1 = p && *p ? snprintf(producer, cap, "%s", p)
                    : snprintf(producer, cap, "%s/producer.sock", dir);
@@ -578,5 +609,31 @@ int etch__ipc_default_paths(char *producer, char *consumer, size_t cap,
                    : snprintf(consumer, cap, "%s/consumer.sock", dir);
   if (n1 < 0 || (size_t)n1 >= cap || n2 < 0 || (size_t)n2 >= cap)
     return etch__error(ETCH_EINVAL, "socket path too long");
+  return ETCH_OK;
+}
+
+int etch__ipc_connect_service(const char *path, bool producer, int *fd_out) {
+  int rc = etch__ipc_connect(path, fd_out);
+  if (rc) return rc;
+  const char *env = getenv(producer ? "PERFETTO_PRODUCER_SOCK_NAME"
+                                    : "PERFETTO_CONSUMER_SOCK_NAME");
+  if (env && !strcmp(env, path)) return ETCH_OK; /* named: trusted as is */
+  struct ucred cr;
+  socklen_t n = sizeof cr;
+  if (getsockopt(*fd_out, SOL_SOCKET, SO_PEERCRED, &cr, &n) != 0 ||
+      (cr.uid != geteuid() && cr.uid != 0)) {
+    bool known = n == sizeof cr;
+    close(*fd_out);
+    *fd_out = -1;
+    if (!known)
+      return etch__error(ETCH_EINVAL, "cannot tell who serves '%s': refused",
+                         path);
+    return etch__error(ETCH_EINVAL,
+                       "the service on '%s' runs as uid %u, not as you (uid "
+                       "%u) or root: refused (set %s to trust it)",
+                       path, (unsigned)cr.uid, (unsigned)geteuid(),
+                       producer ? "PERFETTO_PRODUCER_SOCK_NAME"
+                                : "PERFETTO_CONSUMER_SOCK_NAME");
+  }
   return ETCH_OK;
 }

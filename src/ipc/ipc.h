@@ -152,8 +152,16 @@ int etch__ipc_conn_fail(etch_ipc_conn *c, const char *fmt, ...)
  * $PERFETTO_CONSUMER_SOCK_NAME when set (as Perfetto's tools use them),
  * else etch's own under $XDG_RUNTIME_DIR/etch/ or /tmp/etch-$UID/ (the
  * directory made, mode 0700, when `make_dir`). ETCH_EINVAL when a path does
- * not fit `cap`. */
+ * not fit `cap`, or when that directory exists and is not the user's own or
+ * is writable by group or others (someone else could serve a socket there).
+ */
 int etch__ipc_default_paths(char *producer, char *consumer, size_t cap,
                             bool make_dir);
+
+/* A client's connect to the service's socket at `path` (the producer's or
+ * the consumer's): when `path` is not the one named by Perfetto's variable,
+ * the service must run as the user or as root, else ETCH_EINVAL with the
+ * reason and no connection. */
+int etch__ipc_connect_service(const char *path, bool producer, int *fd_out);
 
 #endif /* ETCH_IPC_H */

@@ -926,9 +926,20 @@ static void disconnect(void) {
 static void try_connect(void) {
   char prod[512], cons[512];
   int fd;
-  if (etch__ipc_default_paths(prod, cons, sizeof prod, false) != ETCH_OK ||
-      etch__ipc_connect(prod, &fd) != ETCH_OK)
+  int rc = etch__ipc_default_paths(prod, cons, sizeof prod, false);
+  if (!rc) rc = etch__ipc_connect_service(prod, true, &fd);
+  if (rc) {
+    /* A service that is not there is tried again later, silently; one
+     * that is refused (the directory or the peer is not the user's) is
+     * said once. */
+    static bool said;
+    if (rc != ETCH_EIO &&
+        !__atomic_exchange_n(&said, true, __ATOMIC_RELAXED)) {
+      fprintf(stderr, "etch: not recording into the tracing service: %s\n",
+              etch_last_error());
+    }
     return;
+  }
   pthread_mutex_lock(&P.lock);
   etch__ipc_conn_init(&P.conn, fd, 16u << 20);
   P.connected = true;

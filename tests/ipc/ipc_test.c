@@ -8,7 +8,11 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "ipc/ipc.h"
@@ -317,4 +321,155 @@ TEST(listen_and_connect_on_a_path) {
   ASSERT_EQ_INT(etch__ipc_listen(path, false, &l), ETCH_EBUSY);
   ASSERT_EQ_INT(etch__ipc_connect(path, &cfd), ETCH_EIO);
   ASSERT_TRUE(strstr(etch_last_error(), "cannot connect") != NULL);
+}
+
+/* ---- whose sockets ---- */
+
+#define ASSERT_ERR(expr, code, msg)                                        \
+  do {                                                                     \
+    ASSERT_EQ_INT((expr), (code));                                         \
+    if (strcmp(etch_last_error(), (msg)) != 0)                             \
+      FAIL("error '%s', not '%s'", etch_last_error(), (msg));              \
+  } while (0)
+
+/* $XDG_RUNTIME_DIR pointed at a private directory; the default paths in
+ * it, Perfetto's variables unset. */
+static void private_runtime_dir(char *xdg, size_t cap, char *dir,
+                                size_t dcap) {
+  unsetenv("PERFETTO_PRODUCER_SOCK_NAME");
+  unsetenv("PERFETTO_CONSUMER_SOCK_NAME");
+  snprintf(xdg, cap, "%s/xdg", etch_test_tmpdir());
+  ASSERT_EQ_INT(mkdir(xdg, 0700), 0);
+  setenv("XDG_RUNTIME_DIR", xdg, 1);
+  snprintf(dir, dcap, "%s/etch", xdg);
+}
+
+/* The default directory is used only when it is the user's own and nobody
+ * else may write in it: else anyone could serve a socket there and receive
+ * the user's events (or drive the user's producers). */
+TEST(the_default_socket_directory_must_be_the_users) {
+  char xdg[600], dir[700], prod[800], cons[800], want[1200];
+  private_runtime_dir(xdg, sizeof xdg, dir, sizeof dir);
+  /* Missing: clients just find nobody; the service makes it, 0700. */
+  ASSERT_OK(etch__ipc_default_paths(prod, cons, sizeof prod, false));
+  snprintf(want, sizeof want, "%s/producer.sock", dir);
+  ASSERT_TRUE(strcmp(prod, want) == 0);
+  ASSERT_OK(etch__ipc_default_paths(prod, cons, sizeof prod, true));
+  struct stat st;
+  ASSERT_EQ_INT(lstat(dir, &st), 0);
+  ASSERT_EQ_INT((int)(st.st_mode & 07777), 0700);
+  ASSERT_OK(etch__ipc_default_paths(prod, cons, sizeof prod, false));
+  /* Writable by the group, by others. */
+  ASSERT_EQ_INT(chmod(dir, 0770), 0);
+  snprintf(want, sizeof want,
+           "'%s' is writable by its group (mode 0770): refusing to use it "
+           "for etch's sockets",
+           dir);
+  ASSERT_ERR(etch__ipc_default_paths(prod, cons, sizeof prod, false),
+             ETCH_EINVAL, want);
+  ASSERT_ERR(etch__ipc_default_paths(prod, cons, sizeof prod, true),
+             ETCH_EINVAL, want);
+  ASSERT_EQ_INT(chmod(dir, 01777), 0);
+  snprintf(want, sizeof want,
+           "'%s' is writable by others (mode 1777): refusing to use it for "
+           "etch's sockets",
+           dir);
+  ASSERT_ERR(etch__ipc_default_paths(prod, cons, sizeof prod, false),
+             ETCH_EINVAL, want);
+  ASSERT_EQ_INT(chmod(dir, 0700), 0);
+  /* Someone else's (as root: a uid nobody has). */
+  if (geteuid() == 0) {
+    ASSERT_EQ_INT(chown(dir, 12345, 12345), 0);
+    snprintf(want, sizeof want,
+             "'%s' is owned by uid 12345, not by you (uid 0): refusing to "
+             "use it for etch's sockets",
+             dir);
+    ASSERT_ERR(etch__ipc_default_paths(prod, cons, sizeof prod, false),
+               ETCH_EINVAL, want);
+    ASSERT_ERR(etch__ipc_default_paths(prod, cons, sizeof prod, true),
+               ETCH_EINVAL, want);
+  }
+  /* A link to a directory, even one's own. */
+  ASSERT_EQ_INT(rmdir(dir), 0);
+  ASSERT_EQ_INT(symlink(xdg, dir), 0);
+  snprintf(want, sizeof want,
+           "'%s' is not a directory (a link, or a file): refusing to use it "
+           "for etch's sockets",
+           dir);
+  ASSERT_ERR(etch__ipc_default_paths(prod, cons, sizeof prod, true),
+             ETCH_EINVAL, want);
+  /* Paths named by Perfetto's variables are taken as given. */
+  setenv("PERFETTO_PRODUCER_SOCK_NAME", "/a/p.sock", 1);
+  setenv("PERFETTO_CONSUMER_SOCK_NAME", "/a/c.sock", 1);
+  ASSERT_OK(etch__ipc_default_paths(prod, cons, sizeof prod, false));
+  ASSERT_TRUE(strcmp(prod, "/a/p.sock") == 0);
+  ASSERT_TRUE(strcmp(cons, "/a/c.sock") == 0);
+}
+
+/* A client on the default path talks only to a service of its own user or
+ * root; a path named by Perfetto's variable is trusted as given. */
+TEST(a_service_of_another_user_is_refused_on_the_default_path) {
+  if (geteuid() != 0) return; /* needs to listen as another uid */
+  char xdg[600], dir[700], prod[800], cons[800], want[1200];
+  private_runtime_dir(xdg, sizeof xdg, dir, sizeof dir);
+  ASSERT_OK(etch__ipc_default_paths(prod, cons, sizeof prod, true));
+  /* A service of uid 12345: bound as root, listening as 12345 (the peer
+   * credentials a client sees are the listener's at listen()). */
+  int ready[2], report[2];
+  ASSERT_EQ_INT(pipe(ready), 0);
+  ASSERT_EQ_INT(pipe(report), 0);
+  pid_t pid = fork();
+  ASSERT_TRUE(pid >= 0);
+  if (pid == 0) {
+    int l = socket(AF_UNIX, SOCK_STREAM, 0);
+    struct sockaddr_un a = {.sun_family = AF_UNIX};
+    if (strlen(cons) >= sizeof a.sun_path) _exit(3);
+    memcpy(a.sun_path, cons, strlen(cons) + 1);
+    if (l < 0 || bind(l, (struct sockaddr *)&a, sizeof a) != 0 ||
+        chmod(cons, 0666) != 0 || setresgid(12345, 12345, 12345) != 0 ||
+        setresuid(12345, 12345, 12345) != 0 || listen(l, 4) != 0)
+      _exit(1);
+    (void)!write(ready[1], "r", 1);
+    /* Each connection: how many bytes came before it closed. */
+    for (int i = 0; i < 2; i++) {
+      int c = accept(l, NULL, NULL);
+      if (c < 0) _exit(2);
+      char buf[256];
+      ssize_t n, total = 0;
+      while ((n = read(c, buf, sizeof buf)) > 0) total += n;
+      char r = (char)('0' + (total > 9 ? 9 : total));
+      (void)!write(report[1], &r, 1);
+      close(c);
+    }
+    _exit(0);
+  }
+  char c;
+  ASSERT_EQ_INT(read(ready[0], &c, 1), 1);
+  int fd;
+  snprintf(want, sizeof want,
+           "the service on '%s' runs as uid 12345, not as you (uid 0) or "
+           "root: refused (set PERFETTO_CONSUMER_SOCK_NAME to trust it)",
+           cons);
+  ASSERT_ERR(etch__ipc_connect_service(cons, false, &fd), ETCH_EINVAL, want);
+  ASSERT_EQ_INT(fd, -1);
+  ASSERT_EQ_INT(read(report[0], &c, 1), 1);
+  ASSERT_EQ_INT(c, '0'); /* closed without a byte */
+  /* Named by the variable: trusted. */
+  setenv("PERFETTO_CONSUMER_SOCK_NAME", cons, 1);
+  ASSERT_OK(etch__ipc_connect_service(cons, false, &fd));
+  ASSERT_EQ_INT(write(fd, "abc", 3), 3);
+  close(fd);
+  ASSERT_EQ_INT(read(report[0], &c, 1), 1);
+  ASSERT_EQ_INT(c, '3');
+  int st;
+  ASSERT_EQ_INT(waitpid(pid, &st, 0), pid);
+  ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  /* A service of one's own, on the default path: accepted. */
+  unsetenv("PERFETTO_CONSUMER_SOCK_NAME");
+  unlink(prod);
+  int l;
+  ASSERT_OK(etch__ipc_listen(prod, false, &l));
+  ASSERT_OK(etch__ipc_connect_service(prod, true, &fd));
+  close(fd);
+  close(l);
 }

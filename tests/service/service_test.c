@@ -1639,3 +1639,50 @@ TEST(max_buffer_mb_caps_all_sessions_together) {
   raw_close(&b);
   svc_stop(&s);
 }
+
+/* ---- a squatted socket directory ---- */
+
+/* The default socket directory owned by someone else (as root: uid 12345):
+ * etchd refuses to serve there, `etch record --system` and a libetch
+ * producer refuse to connect there, each saying why. */
+TEST(a_squatted_socket_directory_is_refused_by_everyone) {
+  if (geteuid() != 0) return; /* chown needs root */
+  unsetenv("PERFETTO_PRODUCER_SOCK_NAME");
+  unsetenv("PERFETTO_CONSUMER_SOCK_NAME");
+  char xdg[600], dir[700], out[700], msg[1000];
+  snprintf(xdg, sizeof xdg, "%s/squat", etch_test_tmpdir());
+  ASSERT_EQ_INT(mkdir(xdg, 0700), 0);
+  setenv("XDG_RUNTIME_DIR", xdg, 1);
+  snprintf(dir, sizeof dir, "%s/etch", xdg);
+  ASSERT_EQ_INT(mkdir(dir, 0700), 0);
+  ASSERT_EQ_INT(chown(dir, 12345, 12345), 0);
+  snprintf(msg, sizeof msg,
+           "'%s' is owned by uid 12345, not by you (uid 0): refusing to use "
+           "it for etch's sockets",
+           dir);
+  svc s; /* only for log_lines */
+  memset(&s, 0, sizeof s);
+  snprintf(s.log, sizeof s.log, "%s/squat.log", etch_test_tmpdir());
+  char line[1200];
+  char *etchd[] = {(char *)ETCHD_BIN, "-v", NULL};
+  ASSERT_EQ_INT(wait_exit(spawn(etchd, s.log)), 1);
+  snprintf(line, sizeof line, "etchd: %s\n", msg);
+  ASSERT_EQ_INT(log_lines(&s, line), 1);
+  snprintf(out, sizeof out, "%s/squat.pftrace", etch_test_tmpdir());
+  char *rec[] = {(char *)ETCH_BIN, "record", "--system", "-o", out, NULL};
+  ASSERT_TRUE(wait_exit(spawn(rec, s.log)) != 0);
+  ASSERT_EQ_INT(log_lines(&s, msg), 2);
+  svc p;
+  memset(&p, 0, sizeof p);
+  snprintf(p.log, sizeof p.log, "%s/producer.log", etch_test_tmpdir());
+  char *prod[] = {(char *)SVC_PRODUCER, "squat", "1", "10", NULL};
+  ASSERT_EQ_INT(wait_exit(spawn(prod, p.log)), 0);
+  snprintf(line, sizeof line,
+           "etch: not recording into the tracing service: %s\n", msg);
+  ASSERT_EQ_INT(log_lines(&p, line), 1);
+  ASSERT_EQ_INT(log_lines(&p, "etch:"), 1);
+  /* And nothing was made in it. */
+  struct stat st;
+  snprintf(line, sizeof line, "%s/producer.sock", dir);
+  ASSERT_EQ_INT(lstat(line, &st), -1);
+}

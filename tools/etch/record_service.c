@@ -119,9 +119,12 @@ static int connect_client(client *c) {
   char prod[512], cons[512];
   int fd;
   int rc = etch__ipc_default_paths(prod, cons, sizeof prod, false);
-  if (!rc && etch__ipc_connect(cons, &fd) != ETCH_OK)
-    rc = etch__error(ETCH_EIO, "no tracing service at %s (start etchd, or "
-                     "point PERFETTO_CONSUMER_SOCK_NAME at one)", cons);
+  if (!rc) {
+    rc = etch__ipc_connect_service(cons, false, &fd);
+    if (rc == ETCH_EIO) /* not refused: nobody there */
+      rc = etch__error(ETCH_EIO, "no tracing service at %s (start etchd, or "
+                       "point PERFETTO_CONSUMER_SOCK_NAME at one)", cons);
+  }
   if (rc) return rc;
   etch__ipc_conn_init(&c->conn, fd, 64u << 20);
   etch_ipc_frame f;

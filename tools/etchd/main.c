@@ -53,13 +53,7 @@ static void usage(FILE *f) {
 
 int main(int argc, char **argv) {
   char prod[512], cons[512];
-  if (etch__ipc_default_paths(prod, cons, sizeof prod, true) != ETCH_OK) {
-    fprintf(stderr, "etchd: %s\n", etch_last_error());
-    return 1;
-  }
   etch_service_opts o = {0};
-  o.producer_socket = prod;
-  o.consumer_socket = cons;
   bool daemon_mode = false;
   const char *pid_file = NULL;
   for (int i = 1; i < argc; i++) {
@@ -109,6 +103,16 @@ int main(int argc, char **argv) {
       usage(stderr);
       return 2;
     }
+  }
+  if (!o.producer_socket || !o.consumer_socket) {
+    /* The default directory is checked: made 0700 if missing, refused if
+     * someone else owns it or may write in it. */
+    if (etch__ipc_default_paths(prod, cons, sizeof prod, true) != ETCH_OK) {
+      fprintf(stderr, "etchd: %s\n", etch_last_error());
+      return 1;
+    }
+    if (!o.producer_socket) o.producer_socket = prod;
+    if (!o.consumer_socket) o.consumer_socket = cons;
   }
   signal(SIGPIPE, SIG_IGN);
   if (etch__service_new(&o, &g_service) != ETCH_OK) {
