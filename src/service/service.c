@@ -44,6 +44,8 @@
 #define MAX_WRITERS 4096u          /* sequences per producer */
 #define DEFAULT_FLUSH_TIMEOUT_MS 5000u
 #define DEFAULT_STOP_TIMEOUT_MS 5000u
+#define DRAIN_GRACE_MS 5000u /* for consumers to read after a stop */
+#define DRAIN_MAX_MS 60000u  /* of the sessions' timeouts, at a stop */
 #define MIN_WRITE_PERIOD_MS 100u
 #define DEFAULT_WRITE_PERIOD_MS 5000u
 #define SLICE_MAX (ETCH_IPC_MAX_FRAME - 1024u)
@@ -1187,6 +1189,8 @@ static int consumer_enable(etch_service *s, consumer *c,
   int fd = etch__ipc_conn_take_fd(&c->conn);
   if (d.err) {
     err = "malformed EnableTracingRequest";
+  } else if (s->stop) {
+    err = "the service is stopping";
   } else if (c->session_id) {
     err = "this consumer already has a session";
   } else if (etch__trace_config_decode(cb ? cb : (const uint8_t *)"", cl,
@@ -1745,15 +1749,51 @@ int etch__service_new(const etch_service_opts *o, etch_service **out) {
   return ETCH_OK;
 }
 
+/* Asked to stop: every session ends as if its consumer had disabled it
+ * (flush, stop the data sources, write the file, answer the consumer), and
+ * the service goes on serving until the consumers have read and freed
+ * their sessions; bounded by the sessions' own timeouts plus a grace for
+ * the reading, or cut short by a second signal. */
+static int drain(etch_service *s) {
+  uint64_t wait_ms = 0;
+  uint32_t n = 0;
+  for (session *x = s->sessions; x; x = x->next, n++) {
+    uint64_t f = x->cfg->flush_timeout_ms ? x->cfg->flush_timeout_ms
+                                          : DEFAULT_FLUSH_TIMEOUT_MS;
+    uint64_t t = x->cfg->data_source_stop_timeout_ms
+                     ? x->cfg->data_source_stop_timeout_ms
+                     : DEFAULT_STOP_TIMEOUT_MS;
+    if (f + t > wait_ms) wait_ms = f + t;
+  }
+  if (!n) return ETCH_OK;
+  if (wait_ms > DRAIN_MAX_MS) wait_ms = DRAIN_MAX_MS; /* a config's say */
+  logf_(s, "stopping: ending %u session(s)", n);
+  for (session *x = s->sessions, *nx; x; x = nx) {
+    nx = x->next;
+    disable_session(s, x);
+  }
+  uint64_t deadline =
+      etch__monotonic_ns() + (wait_ms + DRAIN_GRACE_MS) * 1000000ull;
+  while (s->sessions && s->stop < 2 && etch__monotonic_ns() < deadline) {
+    int rc = etch__service_poll(s, 100);
+    if (rc) return rc;
+  }
+  if (s->sessions)
+    logf_(s, "stopping with sessions left: %s",
+          s->stop >= 2 ? "asked again" : "their consumers did not finish");
+  return ETCH_OK;
+}
+
 int etch__service_run(etch_service *s) {
   while (!s->stop) {
     int rc = etch__service_poll(s, 1000);
     if (rc) return rc;
   }
-  return ETCH_OK;
+  return drain(s);
 }
 
-void etch__service_stop(etch_service *s) { s->stop = 1; }
+/* From a signal handler: the first call stops cleanly, a second at once. */
+void etch__service_stop(etch_service *s) { s->stop = s->stop ? 2 : 1; }
 
 void etch__service_free(etch_service *s) {
   if (!s) return;

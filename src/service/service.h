@@ -36,7 +36,10 @@ int etch__service_new(const etch_service_opts *o, etch_service **out);
 int etch__service_run(etch_service *s);
 /* One round: waits at most timeout_ms for sockets or timers. */
 int etch__service_poll(etch_service *s, int timeout_ms);
-/* Async-signal-safe. */
+/* Async-signal-safe. The first call makes etch__service_run() end every
+ * session cleanly (flushed, written, its consumer answered) and return once
+ * their consumers have read and freed them (bounded by the sessions'
+ * timeouts plus a grace); a second call makes it return at once. */
 void etch__service_stop(etch_service *s);
 void etch__service_free(etch_service *s);
 

@@ -6,15 +6,18 @@
  *
  *   etchd [--producer-socket PATH] [--consumer-socket PATH] [--group-rw]
  *         [--smb-kb N] [--max-buffer-mb N] [--daemon --pid-file PATH]
- *         [-v]
+ *         [--log FILE] [-v]
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "etch/etch.h"
@@ -26,6 +29,33 @@ static etch_service *g_service;
 static void on_signal(int sig) {
   (void)sig;
   if (g_service) etch__service_stop(g_service);
+}
+
+/* systemd's readiness notification (the sd_notify protocol, by hand): one
+ * datagram "READY=1" to $NOTIFY_SOCKET, a path or, with '@', an abstract
+ * name. Best effort: a bad variable is ignored. */
+static void notify_ready(bool daemonized) {
+  const char *e = getenv("NOTIFY_SOCKET");
+  if (!e || (e[0] != '/' && e[0] != '@')) return;
+  struct sockaddr_un a;
+  memset(&a, 0, sizeof a);
+  a.sun_family = AF_UNIX;
+  size_t n = strlen(e);
+  if (n < 2 || n >= sizeof a.sun_path) return;
+  memcpy(a.sun_path, e, n);
+  if (a.sun_path[0] == '@') a.sun_path[0] = 0;
+  int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return;
+  char msg[64];
+  int len = daemonized
+                ? snprintf(msg, sizeof msg, "READY=1\nMAINPID=%ld",
+                           (long)getpid())
+                : snprintf(msg, sizeof msg, "READY=1");
+  if (sendto(fd, msg, (size_t)len, MSG_NOSIGNAL, (struct sockaddr *)&a,
+             (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n)) < 0)
+    fprintf(stderr, "etchd: cannot notify $NOTIFY_SOCKET: %s\n",
+            strerror(errno));
+  close(fd);
 }
 
 static void usage(FILE *f) {
@@ -48,7 +78,15 @@ static void usage(FILE *f) {
           "                          asking for more is refused\n"
           "  --daemon                detach; with --pid-file PATH, write the "
           "pid there\n"
-          "  -v, --verbose           log producers, consumers and sessions\n");
+          "  --log FILE              write the log (stderr) to FILE, "
+          "appended; with --daemon\n"
+          "                          the only way to keep it\n"
+          "  -v, --verbose           log producers, consumers and sessions\n"
+          "SIGTERM or SIGINT ends every session cleanly (its trace written, "
+          "its consumer\n"
+          "answered) before etchd exits; a second one exits at once. With "
+          "NOTIFY_SOCKET set\n"
+          "(systemd's Type=notify), etchd says READY=1 once it listens.\n");
 }
 
 int main(int argc, char **argv) {
@@ -56,6 +94,7 @@ int main(int argc, char **argv) {
   etch_service_opts o = {0};
   bool daemon_mode = false;
   const char *pid_file = NULL;
+  const char *log_file = NULL;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -90,6 +129,9 @@ int main(int argc, char **argv) {
       o.group_rw = true;
     } else if (!strcmp(a, "--daemon")) {
       daemon_mode = true;
+    } else if (!strcmp(a, "--log") && v) {
+      log_file = v;
+      i++;
     } else if (!strcmp(a, "--pid-file") && v) {
       pid_file = v;
       i++;
@@ -114,6 +156,20 @@ int main(int argc, char **argv) {
     if (!o.producer_socket) o.producer_socket = prod;
     if (!o.consumer_socket) o.consumer_socket = cons;
   }
+  if (log_file) {
+    int fd = open(log_file, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+    if (fd < 0) {
+      fprintf(stderr, "etchd: cannot open the log '%s': %s\n", log_file,
+              strerror(errno));
+      return 1;
+    }
+    if (dup2(fd, 2) < 0) {
+      fprintf(stderr, "etchd: cannot log to '%s': %s\n", log_file,
+              strerror(errno));
+      return 1;
+    }
+    close(fd);
+  }
   signal(SIGPIPE, SIG_IGN);
   if (etch__service_new(&o, &g_service) != ETCH_OK) {
     fprintf(stderr, "etchd: %s\n", etch_last_error());
@@ -121,9 +177,14 @@ int main(int argc, char **argv) {
   }
   if (daemon_mode) {
     /* Stays in its directory: socket and pid paths may be relative. */
+    int keep = log_file ? dup(2) : -1; /* daemon() sends 2 to /dev/null */
     if (daemon(1, 0) != 0) {
       fprintf(stderr, "etchd: cannot detach: %s\n", strerror(errno));
       return 1;
+    }
+    if (keep >= 0) {
+      dup2(keep, 2);
+      close(keep);
     }
   }
   if (pid_file) {
@@ -138,9 +199,10 @@ int main(int argc, char **argv) {
   sa.sa_handler = on_signal;
   sigaction(SIGINT, &sa, NULL);
   sigaction(SIGTERM, &sa, NULL);
-  if (!daemon_mode)
+  if (!daemon_mode || log_file)
     fprintf(stderr, "etchd: producers on %s, consumers on %s\n",
             o.producer_socket, o.consumer_socket);
+  notify_ready(daemon_mode);
   int rc = etch__service_run(g_service);
   etch__service_free(g_service);
   if (pid_file) unlink(pid_file);
