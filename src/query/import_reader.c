@@ -116,15 +116,6 @@ static int run_once(sqlite3 *db, const source *src, const etch__import_opts *o,
   return rc;
 }
 
-void etch__query_warn_cut_short(const char *path, uint64_t bytes,
-                                uint64_t offset) {
-  fprintf(stderr,
-          "etch: warning: %s is cut short: the %llu bytes from offset %llu "
-          "are an incomplete packet; what precedes them is read\n",
-          path ? path : "the trace", (unsigned long long)bytes,
-          (unsigned long long)offset);
-}
-
 /* Imports, redoing the read with every track held if a thread track went
  * back in time. The importer is returned for its counts or stats. */
 static int run(sqlite3 *db, const source *src, const etch__import_opts *opts,

@@ -428,3 +428,14 @@ int etch__query_print_stmt(sqlite3_stmt *st, FILE *out, etch__out_mode mode) {
   }
   return ETCH_OK;
 }
+
+/* The one warning every verb gives for a trace cut short (here, beside the
+ * other output helpers, so that every user of the query part has it). */
+void etch__query_warn_cut_short(const char *path, uint64_t bytes,
+                                uint64_t offset) {
+  fprintf(stderr,
+          "etch: warning: %s is cut short: the %llu bytes from offset %llu "
+          "are an incomplete packet; what precedes them is read\n",
+          path ? path : "the trace", (unsigned long long)bytes,
+          (unsigned long long)offset);
+}
