@@ -82,6 +82,7 @@ typedef struct ds_reg {
   uint8_t *desc; /* the descriptor as registered, for QueryServiceState */
   uint32_t desc_len;
   bool notify_stop, notify_start;
+  bool handles_clear; /* handles_incremental_state_clear */
 } ds_reg;
 
 typedef struct wmap {
@@ -102,6 +103,7 @@ typedef struct producer {
   int smb_fd;         /* the service's memfd until sent */
   bool smb_sent;
   bool has_async;
+  bool no_scrape; /* smb_scraping_mode DISABLED */
   uint64_t async_req;
   ds_reg ds[MAX_DS_PER_PRODUCER];
   uint32_t nds;
@@ -116,6 +118,7 @@ typedef struct instance {
   char name[ETCH_TC_MAX_NAME];
   uint32_t source_index; /* in the session's config */
   bool started, stop_sent, stopped, notify_stop;
+  bool handles_clear;
 } instance;
 
 enum { S_CONFIGURED, S_STARTED, S_STOPPING, S_DISABLED };
@@ -133,6 +136,7 @@ typedef struct session {
   int out_fd;
   uint64_t bytes_written;
   uint64_t next_write_ns, deadline_ns, stop_deadline_ns;
+  uint64_t next_clear_ns; /* the next ClearIncrementalState (0: not set) */
   bool wrote_header;
   /* a flush in progress */
   bool flushing;
@@ -412,7 +416,10 @@ static void start_instance(etch_service *s, session *x, producer *p,
   in->source_index = src_index;
   snprintf(in->name, sizeof in->name, "%s", src->name);
   for (uint32_t i = 0; i < p->nds; i++)
-    if (!strcmp(p->ds[i].name, src->name)) in->notify_stop = p->ds[i].notify_stop;
+    if (!strcmp(p->ds[i].name, src->name)) {
+      in->notify_stop = p->ds[i].notify_stop;
+      in->handles_clear = p->ds[i].handles_clear;
+    }
   etch__pb_buf b;
   etch__pb_buf_init(&b, 64, 0);
   etch__pb_nested m;
@@ -749,7 +756,9 @@ static uint32_t writer_buffer(etch_service *s, session *x, producer *p,
  * the shared memory is changed.
  */
 static void scrape_producer(etch_service *s, session *x, producer *p) {
-  if (!p->smb_mem) return;
+  /* A producer that asked not to be scraped (libetch: its chunks being
+   * written hold nothing in the shared memory) is not. */
+  if (!p->smb_mem || p->no_scrape) return;
   for (uint32_t page = 0; page < p->smb.npages; page++) {
     uint32_t bm = etch__smb_bitmap(&p->smb, page);
     uint32_t layout = etch__smb_bitmap_layout(bm);
@@ -885,6 +894,8 @@ static int producer_init(etch_service *s, producer *p, const etch_ipc_frame *f) 
       p->page_hint = fl.u <= 65536 ? (uint32_t)fl.u : 0;
     else if (fl.id == ETCH_ICR_SIZE_HINT && fl.wt == 0)
       p->size_hint = fl.u <= SMB_MAX ? (uint32_t)fl.u : SMB_MAX;
+    else if (fl.id == ETCH_ICR_SMB_SCRAPING_MODE && fl.wt == 0)
+      p->no_scrape = fl.u == ETCH_ICR_SMB_SCRAPING_DISABLED;
     else if (fl.id == ETCH_ICR_PRODUCER_NAME && fl.wt == 2)
       snprintf(p->name, sizeof p->name, "%.*s", (int)fl.len,
                (const char *)fl.data);
@@ -966,6 +977,9 @@ static int producer_register(etch_service *s, producer *p,
       r.notify_stop = fl.u != 0;
     } else if (fl.id == ETCH_DSD_WILL_NOTIFY_ON_START && fl.wt == 0) {
       r.notify_start = fl.u != 0;
+    } else if (fl.id == ETCH_DSD_HANDLES_INCREMENTAL_STATE_CLEAR &&
+               fl.wt == 0) {
+      r.handles_clear = fl.u != 0;
     }
   }
   etch__pb_buf b;
@@ -1620,6 +1634,30 @@ static void service_consumer(etch_service *s, consumer *c, short rev) {
   if (c->conn.failed) drop_consumer(s, c, c->conn.err);
 }
 
+/* ClearIncrementalState to every producer of session x, for its instances
+ * whose data source said it handles one (incremental_state_config's
+ * clear_period_ms). */
+static void clear_incremental_state(etch_service *s, session *x) {
+  for (producer *p = s->producers; p; p = p->next) {
+    etch__pb_buf b;
+    etch__pb_nested m;
+    etch__pb_buf_init(&b, 64, ETCH_IPC_MAX_FRAME / 2);
+    etch__pb_nested_begin(&b.s, ETCH_GAC_CLEAR_INCREMENTAL_STATE, &m);
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < x->ninst; i++) {
+      const instance *in = &x->inst[i];
+      if (in->producer_id != p->id || !in->started || in->stop_sent ||
+          !in->handles_clear)
+        continue;
+      etch__pb_write_varint_field(&b.s, ETCH_GAC_CLEAR_DATA_SOURCE_IDS, in->id);
+      n++;
+    }
+    etch__pb_nested_end(&b.s, &m);
+    if (n && !b.s.failed) send_command(p, &b, -1);
+    etch__pb_buf_free(&b);
+  }
+}
+
 static uint64_t timers(etch_service *s) {
   uint64_t now = etch__monotonic_ns(), next = UINT64_MAX;
   for (session *x = s->sessions, *nx; x; x = nx) {
@@ -1631,6 +1669,14 @@ static uint64_t timers(etch_service *s) {
     if (x->flushing && now >= x->flush_deadline_ns) end_flush(s, x, false);
     if (x->state == S_STOPPING && !x->flushing && now >= x->stop_deadline_ns)
       finish_disable(s, x);
+    if (x->state == S_STARTED && x->cfg->clear_period_ms) {
+      if (!x->next_clear_ns) {
+        x->next_clear_ns = now + (uint64_t)x->cfg->clear_period_ms * 1000000ull;
+      } else if (now >= x->next_clear_ns) {
+        clear_incremental_state(s, x);
+        x->next_clear_ns = now + (uint64_t)x->cfg->clear_period_ms * 1000000ull;
+      }
+    }
     if (x->out_fd >= 0 && x->state == S_STARTED && now >= x->next_write_ns) {
       write_out(s, x, false);
       uint32_t per = x->cfg->file_write_period_ms ? x->cfg->file_write_period_ms
@@ -1641,12 +1687,13 @@ static uint64_t timers(etch_service *s) {
           x->bytes_written >= x->cfg->max_file_size_bytes)
         disable_session(s, x);
     }
-    uint64_t t[4] = {x->state == S_STARTED ? x->deadline_ns : 0,
+    uint64_t t[5] = {x->state == S_STARTED ? x->deadline_ns : 0,
                      x->flushing ? x->flush_deadline_ns : 0,
                      x->state == S_STOPPING ? x->stop_deadline_ns : 0,
                      x->out_fd >= 0 && x->state == S_STARTED ? x->next_write_ns
-                                                             : 0};
-    for (int i = 0; i < 4; i++)
+                                                             : 0,
+                     x->state == S_STARTED ? x->next_clear_ns : 0};
+    for (int i = 0; i < 5; i++)
       if (t[i] && t[i] < next) next = t[i];
   }
   return next;

@@ -587,35 +587,39 @@ static int count_testing(const char *path, int *max_n) {
  * flush (Perfetto's track_event leaves the last chunk to the service): the
  * flush ends at its timeout, and the service copies that chunk's whole
  * packets out of the shared memory itself. */
-TEST(the_service_scrapes_what_a_silent_producer_left) {
-  svc s;
-  svc_start(&s);
-  char out[700];
-  pid_t rec = record_config(&s, "scraped",
-                            "buffers { size_kb: 1024 }\n"
-                            "data_sources { config { name: \"raw.source\" } }\n"
-                            "flush_timeout_ms: 300\ndata_source_stop_timeout_ms: 300\n",
-                            NULL, out, sizeof out);
-  raw r;
-  raw_open(&r, s.prod, "ProducerPort");
+/* A producer written by hand: InitializeConnection (with smb_scraping_mode
+ * `scraping`, 0 unset), GetAsyncCommand, RegisterDataSource "raw.source"
+ * (handles_incremental_state_clear when `clears`), then reads commands
+ * until StartDataSource, mapping the shared memory on the way. Its
+ * instance id in *inst. */
+static void raw_started(const svc *s, raw *r, uint32_t scraping, bool clears,
+                        uint8_t **smb_out, uint32_t *page_kb_out,
+                        uint64_t *inst) {
+  raw_open(r, s->prod, "ProducerPort");
   etch__pb_buf b;
   etch__pb_buf_init(&b, 64, 0);
   etch__pb_write_string_field(&b.s, ETCH_ICR_PRODUCER_NAME, "raw");
-  raw_invoke(&r, "InitializeConnection", &b);
+  if (scraping)
+    etch__pb_write_varint_field(&b.s, ETCH_ICR_SMB_SCRAPING_MODE, scraping);
+  raw_invoke(r, "InitializeConnection", &b);
+  raw_invoke(r, "GetAsyncCommand", NULL);
   etch__pb_buf_reset(&b);
   etch__pb_nested d;
   etch__pb_nested_begin(&b.s, ETCH_RDS_DESCRIPTOR, &d);
   etch__pb_write_string_field(&b.s, ETCH_DSD_NAME, "raw.source");
+  if (clears)
+    etch__pb_write_varint_field(&b.s, ETCH_DSD_HANDLES_INCREMENTAL_STATE_CLEAR,
+                               1);
   etch__pb_nested_end(&b.s, &d);
-  raw_invoke(&r, "RegisterDataSource", &b);
-  raw_invoke(&r, "GetAsyncCommand", NULL);
+  raw_invoke(r, "RegisterDataSource", &b);
+  etch__pb_buf_free(&b);
   /* Until StartDataSource, taking the shared memory on the way. */
   uint8_t *smb = NULL;
   uint32_t page_kb = 0;
   bool started = false;
   for (int i = 0; i < 20 && !started; i++) {
     etch_ipc_frame g;
-    raw_next(&r, &g);
+    raw_next(r, &g);
     if (g.kind != ETCH_IPC_REPLY || !g.has_more) continue;
     etch__pb_dec dec;
     etch__pb_field fl;
@@ -627,7 +631,7 @@ TEST(the_service_scrapes_what_a_silent_producer_left) {
         etch__pb_dec_init(&sd, fl.data, fl.len);
         while (etch__pb_next(&sd, &sf))
           if (sf.id == ETCH_GAC_SETUP_PAGE_SIZE_KB) page_kb = (uint32_t)sf.u;
-        int fd = etch__ipc_conn_take_fd(&r.c);
+        int fd = etch__ipc_conn_take_fd(&r->c);
         ASSERT_TRUE(fd >= 0);
         struct stat st;
         ASSERT_TRUE(fstat(fd, &st) == 0);
@@ -637,12 +641,39 @@ TEST(the_service_scrapes_what_a_silent_producer_left) {
         close(fd);
       } else if (fl.id == ETCH_GAC_START_DATA_SOURCE) {
         started = true;
+        etch__pb_dec sd;
+        etch__pb_field sf;
+        etch__pb_dec_init(&sd, fl.data, fl.len);
+        while (etch__pb_next(&sd, &sf))
+          if (sf.id == ETCH_GAC_DS_INSTANCE_ID) *inst = sf.u;
       }
     }
   }
   ASSERT_TRUE(started && smb && page_kb);
+  *smb_out = smb;
+  *page_kb_out = page_kb;
+}
+
+/* Leaves 5 packets (the last maybe half written) in an uncommitted chunk of
+ * a producer that does (or asked not to have it done) get scraped; returns
+ * the testing packets the trace holds and the largest n among them. */
+static int leave_uncommitted(uint32_t scraping, int *max_n) {
+  svc s;
+  svc_start(&s);
+  char out[700];
+  pid_t rec = record_config(&s, "scraped",
+                            "buffers { size_kb: 1024 }\n"
+                            "data_sources { config { name: \"raw.source\" } }\n"
+                            "flush_timeout_ms: 300\ndata_source_stop_timeout_ms: 300\n",
+                            NULL, out, sizeof out);
+  raw r;
+  uint8_t *smb;
+  uint32_t page_kb;
+  uint64_t inst = 0;
+  raw_started(&s, &r, scraping, false, &smb, &page_kb, &inst);
   /* Writer 1 registers its buffer, as Perfetto's SDK does... */
-  etch__pb_buf_reset(&b);
+  etch__pb_buf b;
+  etch__pb_buf_init(&b, 64, 0);
   etch__pb_write_varint_field(&b.s, ETCH_RTW_WRITER_ID, 1);
   etch__pb_write_varint_field(&b.s, ETCH_RTW_TARGET_BUFFER, 1);
   raw_invoke(&r, "RegisterTraceWriter", &b);
@@ -653,10 +684,68 @@ TEST(the_service_scrapes_what_a_silent_producer_left) {
   sleep_ms(100);
   kill(rec, SIGINT);
   ASSERT_EQ_INT(wait_exit(rec), 0);
-  int max_n;
-  ASSERT_EQ_INT(count_testing(out, &max_n), 4);
-  ASSERT_EQ_INT(max_n, 3);
+  int n = count_testing(out, max_n);
   etch__pb_buf_free(&b);
+  raw_close(&r);
+  svc_stop(&s);
+  return n;
+}
+
+TEST(the_service_scrapes_what_a_silent_producer_left) {
+  int max_n;
+  ASSERT_EQ_INT(leave_uncommitted(0, &max_n), 4);
+  ASSERT_EQ_INT(max_n, 3);
+}
+
+/* smb_scraping_mode DISABLED (what libetch's producers ask: their chunks
+ * being written hold nothing in the shared memory): not scraped. */
+TEST(a_producer_that_asks_not_to_be_scraped_is_not) {
+  int max_n = -1;
+  ASSERT_EQ_INT(leave_uncommitted(ETCH_ICR_SMB_SCRAPING_DISABLED, &max_n), 0);
+}
+
+/* incremental_state_config { clear_period_ms }: the service sends
+ * ClearIncrementalState naming the instance to a producer whose data
+ * source handles it, again and again. */
+TEST(clear_period_ms_sends_clear_incremental_state) {
+  svc s;
+  svc_start(&s);
+  char out[700];
+  pid_t rec = record_config(&s, "cleared",
+                            "buffers { size_kb: 1024 }\n"
+                            "data_sources { config { name: \"raw.source\" } }\n"
+                            "incremental_state_config { clear_period_ms: 20 }\n",
+                            NULL, out, sizeof out);
+  raw r;
+  uint8_t *smb;
+  uint32_t page_kb;
+  uint64_t inst = 0;
+  raw_started(&s, &r, 0, true, &smb, &page_kb, &inst);
+  ASSERT_TRUE(inst != 0);
+  int clears = 0;
+  /* raw_next waits up to 10 s a frame: two clears must come. */
+  for (int i = 0; i < 20 && clears < 2; i++) {
+    etch_ipc_frame g;
+    raw_next(&r, &g);
+    if (g.kind != ETCH_IPC_REPLY || !g.has_more) continue;
+    etch__pb_dec dec;
+    etch__pb_field fl;
+    etch__pb_dec_init(&dec, g.body.data, g.body.len);
+    while (etch__pb_next(&dec, &fl)) {
+      if (fl.id != ETCH_GAC_CLEAR_INCREMENTAL_STATE) continue;
+      etch__pb_dec sd;
+      etch__pb_field sf;
+      etch__pb_dec_init(&sd, fl.data, fl.len);
+      uint64_t id = 0;
+      while (etch__pb_next(&sd, &sf))
+        if (sf.id == ETCH_GAC_CLEAR_DATA_SOURCE_IDS) id = sf.u;
+      ASSERT_EQ_U64(id, inst);
+      clears++;
+    }
+  }
+  ASSERT_EQ_INT(clears, 2);
+  kill(rec, SIGINT);
+  ASSERT_EQ_INT(wait_exit(rec), 0);
   raw_close(&r);
   svc_stop(&s);
 }
