@@ -16,7 +16,9 @@
  * the TraceStats packet at the end.
  *
  * With compression on, records are batched (at most 256 KiB each) and each
- * batch is written as one `compressed_packets` packet (zlib/deflate).
+ * batch is written as one `compressed_packets` packet (zlib/deflate), so a
+ * file cut short loses only the piece it was cut in; a record too large
+ * for a batch is written uncompressed between two of them.
  */
 #include "base/clock.h"
 #include "buffer/tracefile.h"
@@ -170,6 +172,9 @@ ETCH_INLINE int put_record(etch_tracefile *o, const uint8_t *data,
   if (o->compress && etch__pb_buf_len(&o->batch) + rl + 16 > ETCH_TRACEFILE_BATCH) {
     int rc = flush_batch(o);
     if (rc) return rc;
+    /* A record larger than a batch goes into the file as it is, after
+     * the batch before it: no compressed piece holds more than a batch. */
+    if (rl + 16 > ETCH_TRACEFILE_BATCH) dst = &o->out;
   }
   etch__pb_stream *s = &dst->s;
   if (o->slices && rl > ETCH_TRACEFILE_SLICE_MAX)

@@ -465,6 +465,7 @@ TEST(chunks_arriving_between_pieces_are_read_in_order) {
 #include "buffer/tracefile.h"
 #include "proto/ipc.h"
 #include "proto/perfetto.h"
+#include <zlib.h>
 
 static bool test_trust(void *ctx, uint32_t seq, int32_t *pid, int32_t *uid) {
   (void)ctx;
@@ -590,6 +591,90 @@ TEST(tracefile_slices_hold_what_records_hold) {
   packets_free(&b);
   etch__tracefile_free(&rec);
   etch__tracefile_free(&sl);
+  free(big);
+}
+
+/* Deflate batches: a file of records; each compressed_packets packet's
+ * records inflated into `p` (at most 256 KiB a piece, Perfetto's readers
+ * take them under 512 KiB), a plain packet kept as it is. */
+static void parse_compressed(const uint8_t *d, size_t n, packets *p,
+                             int *pieces, int *plain) {
+  packets top;
+  parse_output(d, n, false, &top);
+  memset(p, 0, sizeof *p);
+  *pieces = *plain = 0;
+  for (int i = 0; i < top.n; i++) {
+    etch__pb_dec dec;
+    etch__pb_field f;
+    etch__pb_dec_init(&dec, top.data[i], top.len[i]);
+    ASSERT_TRUE(etch__pb_next(&dec, &f));
+    if (f.id != ETCH_PKT_COMPRESSED_PACKETS) {
+      (*plain)++;
+      ASSERT_TRUE(p->n < 8);
+      append(p, top.data[i], top.len[i]);
+      p->n++;
+      continue;
+    }
+    ASSERT_FALSE(etch__pb_next(&dec, &f)); /* its only field */
+    (*pieces)++;
+    uLongf cap = ETCH_TRACEFILE_BATCH;
+    uint8_t *z = (uint8_t *)malloc(cap);
+    ASSERT_TRUE(z != NULL);
+    etch__pb_dec_init(&dec, top.data[i], top.len[i]);
+    ASSERT_TRUE(etch__pb_next(&dec, &f));
+    ASSERT_EQ_INT(uncompress(z, &cap, f.data, (uLong)f.len), Z_OK);
+    packets in;
+    parse_output(z, cap, false, &in);
+    for (int k = 0; k < in.n; k++) {
+      ASSERT_TRUE(p->n < 8);
+      append(p, in.data[k], in.len[k]);
+      p->n++;
+    }
+    packets_free(&in);
+    free(z);
+  }
+  packets_free(&top);
+}
+
+/* A packet larger than a deflate batch between small ones: the batch
+ * before it is written, then it alone as a plain record, then the rest in
+ * a batch of their own; no compressed piece holds more than a batch, and
+ * the packets come out in their order, whole. */
+TEST(tracefile_deflate_pieces_hold_at_most_a_batch) {
+  size_t nbig = 600 * 1024;
+  uint8_t *big = (uint8_t *)malloc(nbig);
+  ASSERT_TRUE(big != NULL);
+  uint8_t *q = big;
+  *q++ = 0x0a;
+  q = etch__pb_put_varint(q, nbig - 4);
+  ASSERT_EQ_INT((int)(q - big), 4);
+  for (size_t i = 4; i < nbig; i++) big[i] = (uint8_t)(i * 7);
+  etch_tracefile o;
+  etch__tracefile_init(&o, true);
+  write_packets(&o, big, nbig);
+  uint8_t *file;
+  size_t len;
+  ASSERT_OK(etch__tracefile_finish(&o, &file, &len));
+  packets a;
+  int pieces, plain;
+  parse_compressed(file, len, &a, &pieces, &plain);
+  ASSERT_EQ_INT(pieces, 2);
+  ASSERT_EQ_INT(plain, 1);
+  ASSERT_EQ_INT(a.n, 4);
+  static const uint8_t p0[] = {0x08, 0x01, 0x18, 0xe9, 0x07, 0xf8,
+                               0x04, 0x92, 0x21, 0x50, 0x02};
+  ASSERT_EQ_U64(a.len[0], sizeof p0);
+  ASSERT_TRUE(memcmp(a.data[0], p0, sizeof p0) == 0);
+  ASSERT_EQ_U64(a.len[2], nbig + 2);
+  ASSERT_TRUE(memcmp(a.data[2], big, nbig) == 0);
+  ASSERT_EQ_INT(a.data[2][nbig], 0x50);
+  ASSERT_EQ_INT(a.data[2][nbig + 1], 3);
+  static const uint8_t p3[] = {0x08, 0x02, 0x18, 0xe9, 0x07, 0xf8,
+                               0x04, 0x92, 0x21, 0x50, 0x02};
+  ASSERT_EQ_U64(a.len[3], sizeof p3);
+  ASSERT_TRUE(memcmp(a.data[3], p3, sizeof p3) == 0);
+  packets_free(&a);
+  free(file);
   free(big);
 }
 

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include "test.h"
 
@@ -173,3 +174,126 @@ static void check(const char *config) {
 
 TEST(reader_sdk_uncompressed) { check("categories=render,io;compression=none"); }
 TEST(reader_sdk_deflate) { check("categories=render,io"); }
+
+/* ---- a deflate trace cut short ------------------------------------------------ */
+
+typedef struct ticks {
+  uint8_t *seen; /* seen[i]: tick i was read */
+  size_t n, count, dup;
+} ticks;
+
+static void on_tick(const etch_event *ev, void *user) {
+  ticks *t = (ticks *)user;
+  if (strcmp(ev->name, "tick") != 0 || ev->args_count != 1) return;
+  uint64_t i = (uint64_t)ev->args[0].v.i;
+  if (i >= t->n) return;
+  if (t->seen[i]) t->dup++;
+  t->seen[i] = 1;
+  t->count++;
+}
+
+/* The ticks a reader finds in the first `len` bytes of `data`, truncated
+ * reading allowed; how many, and that they are 0..count-1 exactly. */
+static size_t read_ticks(const uint8_t *data, size_t len, size_t n,
+                         uint64_t *truncated_at) {
+  ticks t = {.seen = (uint8_t *)calloc(n, 1), .n = n};
+  ASSERT_TRUE(t.seen != NULL);
+  etch_reader *r;
+  ASSERT_OK(etch_reader_open_memory(&r, data, len));
+  ASSERT_OK(etch_reader_set_allow_truncated(r, 1));
+  ASSERT_OK(etch_reader_on(r, "io", "tick", on_tick, &t));
+  ASSERT_OK(etch_reader_run(r));
+  etch_reader_stats st;
+  etch_reader_get_stats(r, &st);
+  etch_reader_close(r);
+  *truncated_at = st.truncated_bytes ? st.truncated_offset : len;
+  ASSERT_EQ_U64(t.dup, 0);
+  for (size_t i = 0; i < t.count; i++) ASSERT_TRUE(t.seen[i]);
+  free(t.seen);
+  return t.count;
+}
+
+static uint64_t varint(const uint8_t **p, const uint8_t *end) {
+  uint64_t v = 0;
+  for (int shift = 0; *p < end && shift < 64; shift += 7) {
+    uint8_t b = *(*p)++;
+    v |= (uint64_t)(b & 0x7f) << shift;
+    if (!(b & 0x80)) break;
+  }
+  return v;
+}
+
+/* The uncompressed size of a top-level packet that is only
+ * compressed_packets (50); 0 for any other packet. */
+static size_t inflated_size(const uint8_t *pkt, size_t len) {
+  const uint8_t *p = pkt, *end = pkt + len;
+  if (varint(&p, end) != ((50u << 3) | 2)) return 0;
+  size_t zlen = (size_t)varint(&p, end);
+  ASSERT_EQ_U64(zlen, (size_t)(end - p));
+  size_t cap = 4u << 20;
+  uint8_t *out = (uint8_t *)malloc(cap);
+  ASSERT_TRUE(out != NULL);
+  uLongf n = (uLongf)cap;
+  ASSERT_EQ_INT(uncompress(out, &n, p, (uLong)zlen), Z_OK);
+  free(out);
+  return (size_t)n;
+}
+
+/*
+ * A deflate trace of many events cut at the start, middle and end of each
+ * of its top-level packets and read with truncation allowed: every event
+ * of every whole packet before the cut is read, exactly as when the file
+ * ends at that packet's end. The trace is many compressed pieces, none
+ * holding more than 256 KiB of records (Perfetto's readers take pieces
+ * under 512 KiB).
+ */
+TEST(reader_sdk_deflate_cut_short_keeps_whole_pieces) {
+  enum { N = 200000 };
+  etch_config *cfg;
+  ASSERT_OK(etch_config_new(&cfg));
+  ASSERT_OK(etch_config_parse(cfg, "categories=io;buffer_kb=65536;fill=discard"));
+  etch_session *s;
+  ASSERT_OK(etch_session_new(cfg, &s));
+  etch_config_free(cfg);
+  ASSERT_OK(etch_session_start(s));
+  for (int i = 0; i < N; i++) ETCH_INSTANT(io, "tick", ETCH_ARG_INT("i", i));
+  ASSERT_OK(etch_session_stop(s));
+  uint8_t *data;
+  size_t len;
+  ASSERT_OK(etch_session_read(s, &data, &len));
+  etch_session_free(s);
+  uint64_t at;
+  ASSERT_EQ_U64(read_ticks(data, len, N, &at), N);
+  ASSERT_EQ_U64(at, len);
+  /* The top-level packets: where each ends, how much each inflates to. */
+  size_t bounds[4096], nb = 0, off = 0, npieces = 0;
+  while (off < len) {
+    ASSERT_TRUE(nb < 4096);
+    ASSERT_EQ_INT(data[off], 0x0A);
+    const uint8_t *p = data + off + 1;
+    size_t plen = (size_t)varint(&p, data + len);
+    size_t inflated = inflated_size(p, plen);
+    if (inflated) npieces++;
+    ASSERT_TRUE(inflated <= 256u * 1024u);
+    off = (size_t)(p - data) + plen;
+    bounds[nb++] = off;
+  }
+  ASSERT_EQ_U64(off, len);
+  ASSERT_TRUE(npieces >= 8);
+  size_t before = 0; /* ticks in the packets before packet i */
+  for (size_t i = 0; i < nb; i++) {
+    size_t start = i ? bounds[i - 1] : 0;
+    size_t whole = read_ticks(data, start, N, &at);
+    ASSERT_EQ_U64(at, start);
+    ASSERT_TRUE(whole >= before);
+    before = whole;
+    size_t cuts[3] = {start + 1, start + (bounds[i] - start) / 2, bounds[i] - 1};
+    for (int c = 0; c < 3; c++) {
+      if (cuts[c] <= start || cuts[c] >= bounds[i]) continue;
+      ASSERT_EQ_U64(read_ticks(data, cuts[c], N, &at), whole);
+      ASSERT_EQ_U64(at, start);
+    }
+  }
+  ASSERT_EQ_U64(read_ticks(data, bounds[nb - 1], N, &at), N);
+  free(data);
+}
