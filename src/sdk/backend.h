@@ -45,6 +45,11 @@ typedef struct etch_backend_ops {
   /* Optional: writer `writer_id` is gone (its thread exited or its
    * session was freed), after its last chunk came back. */
   void (*writer_done)(etch_backend *b, uint32_t writer_id);
+  /* Optional: in a fork child, frees the backend of a session of the
+   * parent without touching its locks, threads, sockets or callbacks
+   * (they are the parent's). A backend without it is kept, unused, where
+   * LeakSanitizer sees it (etch__session_forget_inherited). */
+  void (*forget)(etch_backend *b);
 } etch_backend_ops;
 
 struct etch_backend {

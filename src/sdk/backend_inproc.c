@@ -4,6 +4,7 @@
  * itself.
  */
 #include <stdlib.h>
+#include <sys/mman.h>
 
 #include "sdk/backend.h"
 
@@ -45,6 +46,14 @@ static void inproc_destroy(etch_backend *b) {
   free(b);
 }
 
+/* Memory only: the buffer's lock may have been held by a thread of the
+ * parent when it forked. */
+static void inproc_forget(etch_backend *b) {
+  inproc *p = (inproc *)b;
+  if (p->buf.mem) munmap(p->buf.mem, (size_t)p->buf.nchunks * p->buf.chunk_size);
+  free(p);
+}
+
 static const etch_backend_ops inproc_ops = {
     .acquire = inproc_acquire,
     .complete = inproc_complete,
@@ -53,6 +62,7 @@ static const etch_backend_ops inproc_ops = {
     .read = inproc_read,
     .stats = inproc_stats,
     .destroy = inproc_destroy,
+    .forget = inproc_forget,
 };
 
 int etch__backend_inproc_new(uint64_t size, etch_buffer_fill fill,

@@ -126,7 +126,12 @@ static void signals_atfork_child(void);
 void etch__session_atfork_child(void) {
   pthread_mutex_init(&env_lock, NULL);
   pthread_mutex_init(&shutdown_lock, NULL);
-  env_session = NULL; /* the parent's; never touched here */
+  /* The parent's sessions: never stopped or written here, but freed, so
+   * that a child's exit reports no leak (LeakSanitizer) and a long-lived
+   * child does not keep the parent's buffers. */
+  etch__session_forget_inherited(env_session);
+  etch__session_forget_inherited(console_session);
+  env_session = NULL;
   console_session = NULL;
   status_path[0] = '\0';
   signals_atfork_child();

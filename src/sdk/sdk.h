@@ -256,6 +256,10 @@ void etch__categories_apply(etch_session *s, bool enable);
 
 /* Forgets the environment session in a fork child (session.c). */
 void etch__session_atfork_child(void);
+/* In a fork child: frees a session of the parent's (its writers, config,
+ * buffer) without stopping it, writing it or touching its locks and
+ * threads (session.c). */
+void etch__session_forget_inherited(etch_session *s);
 
 /* Drops a reference; frees the session when none is left. */
 void etch__session_release(etch_session *s);

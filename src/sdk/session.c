@@ -660,6 +660,39 @@ void etch__session_release(etch_session *s) {
   free(s);
 }
 
+/* Backends of the parent's sessions that cannot be freed in a fork child
+ * (no `forget`): kept here, reachable, so that LeakSanitizer does not
+ * count them. A few per fork generation at most; beyond the array's room
+ * they are simply dropped. */
+static etch_backend *kept_backends[4 * ETCH_MAX_SESSIONS];
+
+void etch__session_forget_inherited(etch_session *s) {
+  if (!s) return;
+  /* The writers of the parent's threads (none of which run here; this
+   * thread's writer was forgotten with the slots), its config, filter and
+   * track pages. The lock and the condition may be held by a thread that
+   * is not here: neither is touched; nor is the timer thread (the
+   * parent's) or the output (the parent writes it). */
+  if (s->backend->ops->forget) {
+    s->backend->ops->forget(s->backend);
+  } else {
+    for (size_t i = 0; i < ETCH_ARRAY_SIZE(kept_backends); i++) {
+      if (!kept_backends[i]) {
+        kept_backends[i] = s->backend;
+        break;
+      }
+    }
+  }
+  for (etch_writer *w = s->writers, *next; w; w = next) {
+    next = w->next;
+    etch__writer_free(w);
+  }
+  for (uint32_t i = 0; i < ETCH_TRACK_PAGES; i++) free(s->track_open[i]);
+  etch__filter_free(&s->filter);
+  config_release(&s->cfg);
+  free(s);
+}
+
 void etch_session_free(etch_session *s) {
   if (!s) return;
   etch_session_stop(s);

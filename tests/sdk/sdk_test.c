@@ -626,6 +626,58 @@ TEST(environment_session_written_at_exit) {
   td_free(&t);
 }
 
+/*
+ * A program tracing with ETCH_OUT forks children that exit normally
+ * (exit(), so atexit handlers and, under ASan, LeakSanitizer run): each
+ * exits 0 and writes nothing (the parent's session is not theirs, and it
+ * is freed in them: an ASan build once reported the parent's session as
+ * leaked in every child and exited 23), and the parent's trace is whole.
+ */
+TEST(environment_session_forked_children_exit_clean) {
+  char path[512];
+  snprintf(path, sizeof path, "%s/env_fork.pftrace", etch_test_tmpdir());
+  pid_t pid = fork();
+  if (pid == 0) {
+    setenv("ETCH_OUT", path, 1);
+    setenv("ETCH_CATEGORIES", "render", 1);
+    setenv("ETCH_CONFIG", "compression=none", 1);
+    unsetenv("ETCH_RECORD_DIR");
+    if (etch_init() != 0) _exit(3);
+    ETCH_INSTANT(render, "parent before");
+    for (int i = 0; i < 3; i++) {
+      pid_t c = fork();
+      if (c < 0) _exit(4);
+      if (c == 0) {
+        ETCH_INSTANT(render, "child");
+        char *junk = (char *)malloc(64); /* the child's own heap works */
+        if (!junk) _exit(5);
+        free(junk);
+        exit(0);
+      }
+      int cst;
+      if (waitpid(c, &cst, 0) != c) _exit(6);
+      if (!WIFEXITED(cst)) _exit(7);
+      if (WEXITSTATUS(cst) != 0) _exit(10 + WEXITSTATUS(cst) % 100);
+      ETCH_INSTANT(render, "parent between");
+    }
+    ETCH_INSTANT(render, "parent after");
+    exit(0);
+  }
+  int st;
+  ASSERT_EQ_INT(waitpid(pid, &st, 0), pid);
+  ASSERT_TRUE(WIFEXITED(st));
+  ASSERT_EQ_INT(WEXITSTATUS(st), 0);
+  td_trace t;
+  ASSERT_EQ_INT(td_decode_file(path, &t), 0);
+  ASSERT_EQ_U64(t.nev, 5);
+  ASSERT_EQ_STR(t.ev[0].name, "parent before");
+  for (int i = 1; i <= 3; i++) ASSERT_EQ_STR(t.ev[i].name, "parent between");
+  ASSERT_EQ_STR(t.ev[4].name, "parent after");
+  for (size_t i = 0; i < t.nev; i++)
+    ASSERT_EQ_INT(td_track_of(&t, t.ev[i].track)->pid, pid);
+  td_free(&t);
+}
+
 TEST(environment_errors_are_reported_not_fatal) {
   pid_t pid = fork();
   if (pid == 0) {
