@@ -120,6 +120,9 @@ static etch_session *env_session;
 static etch_session *console_session; /* ETCH_CONSOLE's */
 static bool atexit_set;
 static pid_t env_pid;
+/* In a fork child of a process that traced: the parent's pid, until the
+ * child starts tracing itself (etch_init) or exits without doing so. */
+static pid_t forked_from;
 
 static void signals_atfork_child(void);
 
@@ -131,14 +134,36 @@ void etch__session_atfork_child(void) {
    * child does not keep the parent's buffers. */
   etch__session_forget_inherited(env_session);
   etch__session_forget_inherited(console_session);
+  /* etch_init() may start the child's own session: it is not initialised
+   * yet (the parent was). */
+  forked_from = env_inited && env_pid ? env_pid : 0;
+  env_inited = false;
   env_session = NULL;
   console_session = NULL;
   status_path[0] = '\0';
   signals_atfork_child();
 }
 
+static void read_comm(char *out, size_t cap);
+
+/*
+ * At the exit of a fork child that never started tracing (the parent's
+ * atexit handler, inherited): its events went nowhere. Under etch record
+ * the run directory hears of it ("untraced PID COMM\tPPID"), and etch
+ * record says so. A child that exec'd or called _exit() runs no atexit
+ * handler and is not reported.
+ */
 static void env_atexit(void) {
-  if (getpid() != env_pid) return;
+  if (getpid() != env_pid) {
+    if (forked_from && !env_inited) {
+      status_init();
+      char comm[64];
+      read_comm(comm, sizeof comm);
+      status_printf("untraced %ld %s\t%ld", (long)getpid(), comm,
+                    (long)forked_from);
+    }
+    return;
+  }
   etch_shutdown();
 }
 
@@ -286,9 +311,11 @@ static void channels_init(const char *list) {
     free(un);
     return;
   }
+  bool registered = chan_pid != 0; /* by this process or its parent */
+  free(chan_unmatched);
   chan_unmatched = un;
   chan_pid = getpid();
-  atexit(channels_check);
+  if (!registered) atexit(channels_check);
 }
 
 int etch_init(void) {
@@ -341,6 +368,14 @@ int etch_init(void) {
     if (!rc) {
       path = etch__output_resolve(out);
       if (!path) rc = ETCH_EIO;
+    }
+    /* A fork child tracing on its own: ETCH_OUT without %p names the
+     * parent's file, so the child's trace is PATH.PID.ext. */
+    if (!rc && forked_from && !strstr(out, "%p")) {
+      char *own = etch__output_per_pid(path, (long)getpid());
+      free(path);
+      path = own;
+      if (!path) rc = ETCH_ENOMEM;
     }
     if (!rc) {
       path = claim_output(path);

@@ -177,6 +177,54 @@ TEST(record_keeps_every_process_trace) {
   assert_steps(other, 3);
 }
 
+/* A forked child that never calls etch_init records nothing, and etch
+ * record says so, naming it and its parent; one that calls etch_init
+ * records on its own, into NAME.PID.pftrace, listed with the parent's. */
+TEST(record_names_forked_children_and_traces_those_that_init) {
+  const char *trace = tmp_path("forky.pftrace");
+  proc_result r = RUN(ETCH_BIN, "record", "-o", trace, "--", ETCH_RECORDEE,
+                      "2", "fork");
+  ASSERT_EQ_INT(r.status, 0);
+  ASSERT_EQ_STR(r.out, "");
+  const char *line = strstr(r.err, "etch: etch_cli_record (pid ");
+  if (!line) FAIL("no line for the forked child in:\n%s", r.err);
+  long child = strtol(line + strlen("etch: etch_cli_record (pid "), NULL, 10);
+  ASSERT_TRUE(child > 0);
+  char want[512];
+  snprintf(want, sizeof want,
+           "etch: etch_cli_record (pid %ld), forked by pid ", child);
+  ASSERT_CONTAINS(r.err, want);
+  ASSERT_CONTAINS(r.err, ", exited without recording: a forked child records "
+                         "nothing unless it calls etch_init() itself (see "
+                         "docs/sdk.md)\n");
+  char listed[600];
+  snprintf(listed, sizeof listed, "trace: %s (", trace);
+  ASSERT_CONTAINS(r.err, listed);
+  done(&r);
+  assert_steps(trace, 2);
+
+  const char *trace2 = tmp_path("forky2.pftrace");
+  r = RUN(ETCH_BIN, "record", "-o", trace2, "--", ETCH_RECORDEE, "2",
+          "fork_init");
+  ASSERT_EQ_INT(r.status, 0);
+  ASSERT_EQ_STR(r.out, "");
+  ASSERT_CONTAINS(r.err, "2 processes wrote traces:\n");
+  ASSERT_TRUE(strstr(r.err, "etch:") == NULL);
+  const char *second = strstr(r.err, "forky2.");
+  ASSERT_TRUE(second != NULL);
+  second = strstr(second + 1, "forky2.");
+  ASSERT_TRUE(second != NULL);
+  long pid = strtol(second + 7, NULL, 10);
+  ASSERT_TRUE(pid > 0);
+  char other[600];
+  snprintf(other, sizeof other, "%s/forky2.%ld.pftrace", etch_test_tmpdir(),
+           pid);
+  ASSERT_CONTAINS(r.err, other);
+  done(&r);
+  assert_steps(trace2, 2);
+  assert_steps(other, 5);
+}
+
 /* Without etch record: two processes at once with one ETCH_OUT. The one
  * that finishes second finds the file written during its run and writes
  * its own name instead, saying so. */

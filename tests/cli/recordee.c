@@ -19,6 +19,10 @@
  *                 reader is gone), write on 1000 times as a careless
  *                 program does, then wait for a signal
  *   usr1          raise SIGUSR1 (which libetch does not catch)
+ *   fork          fork a child that records a "child" slice without
+ *                 etch_init and exit()s; wait for it, then return
+ *   fork_init     fork a child that calls etch_init, records a "work"
+ *                 slice of 5 steps and exit()s; wait for it, then return
  *   frames        first 100 frames 10 s in the past, frame k lasting k ms
  *                 back to back, then bookmarks "Inventory.Open", "Level 3"
  *                 and "Inventory.Close"
@@ -31,6 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 ETCH_CATEGORY_DEFINE(test, "test", "etch record tests", "");
@@ -98,6 +103,25 @@ int main(int argc, char **argv) {
     for (;;) pause();
   } else if (!strcmp(mode, "usr1")) {
     raise(SIGUSR1);
+  } else if (!strcmp(mode, "fork") || !strcmp(mode, "fork_init")) {
+    pid_t c = fork();
+    if (c < 0) return 5;
+    if (c == 0) {
+      if (!strcmp(mode, "fork_init")) {
+        if (etch_init() != 0) _exit(6);
+        ETCH_SLICE_BEGIN(test, "work");
+        for (int i = 0; i < 5; i++) {
+          ETCH_SCOPE(test, "step", ETCH_ARG_INT("i", i));
+        }
+        ETCH_SLICE_END(test);
+      } else {
+        ETCH_SCOPE(test, "child");
+      }
+      exit(0);
+    }
+    int st;
+    if (waitpid(c, &st, 0) != c || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
+      return 7;
   }
   return 0;
 }

@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <sys/wait.h>
 #include <time.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "sdk_common.h"
@@ -676,6 +677,86 @@ TEST(environment_session_forked_children_exit_clean) {
   for (size_t i = 0; i < t.nev; i++)
     ASSERT_EQ_INT(td_track_of(&t, t.ev[i].track)->pid, pid);
   td_free(&t);
+}
+
+/*
+ * etch_init() in a fork child starts the child's own session: with
+ * ETCH_OUT=NAME.%p.pftrace each process writes its own file; without %p the
+ * child writes NAME.PID.pftrace and the parent keeps NAME. Before it, the
+ * child's etch_init returned ETCH_OK and recorded nothing.
+ */
+static void fork_then_init(const char *out, const char *dir, char *parent_path,
+                           char *child_path, size_t cap) {
+  char pidfile[512];
+  snprintf(pidfile, sizeof pidfile, "%s/child.pid", dir);
+  pid_t pid = fork();
+  if (pid == 0) {
+    setenv("ETCH_OUT", out, 1);
+    setenv("ETCH_CATEGORIES", "render", 1);
+    setenv("ETCH_CONFIG", "compression=none", 1);
+    unsetenv("ETCH_RECORD_DIR");
+    if (etch_init() != 0) _exit(3);
+    ETCH_INSTANT(render, "parent before");
+    pid_t c = fork();
+    if (c < 0) _exit(4);
+    if (c == 0) {
+      ETCH_INSTANT(render, "child before init"); /* no session yet */
+      if (etch_init() != 0) _exit(5);
+      ETCH_INSTANT(render, "child traced");
+      exit(0);
+    }
+    FILE *f = fopen(pidfile, "w");
+    if (!f || fprintf(f, "%ld\n", (long)c) < 0 || fclose(f) != 0) _exit(6);
+    int cst;
+    if (waitpid(c, &cst, 0) != c || !WIFEXITED(cst) || WEXITSTATUS(cst) != 0)
+      _exit(7);
+    ETCH_INSTANT(render, "parent after");
+    exit(0);
+  }
+  int st;
+  ASSERT_EQ_INT(waitpid(pid, &st, 0), pid);
+  ASSERT_TRUE(WIFEXITED(st));
+  ASSERT_EQ_INT(WEXITSTATUS(st), 0);
+  FILE *f = fopen(pidfile, "r");
+  ASSERT_TRUE(f != NULL);
+  long child = 0;
+  ASSERT_EQ_INT(fscanf(f, "%ld", &child), 1);
+  fclose(f);
+  if (strstr(out, "%p")) {
+    snprintf(parent_path, cap, "%s/app.%ld.pftrace", dir, (long)pid);
+    snprintf(child_path, cap, "%s/app.%ld.pftrace", dir, child);
+  } else {
+    snprintf(parent_path, cap, "%s", out);
+    snprintf(child_path, cap, "%s/same.%ld.pftrace", dir, child);
+  }
+  td_trace t;
+  ASSERT_EQ_INT(td_decode_file(parent_path, &t), 0);
+  ASSERT_EQ_U64(t.nev, 2);
+  ASSERT_EQ_STR(t.ev[0].name, "parent before");
+  ASSERT_EQ_STR(t.ev[1].name, "parent after");
+  ASSERT_EQ_INT(td_track_of(&t, t.ev[0].track)->pid, pid);
+  td_free(&t);
+  ASSERT_EQ_INT(td_decode_file(child_path, &t), 0);
+  ASSERT_EQ_U64(t.nev, 1);
+  ASSERT_EQ_STR(t.ev[0].name, "child traced");
+  ASSERT_EQ_INT(td_track_of(&t, t.ev[0].track)->pid, child);
+  td_free(&t);
+}
+
+TEST(environment_session_in_a_fork_child_with_pid_pattern) {
+  char dir[512], out[600], a[700], b[700];
+  snprintf(dir, sizeof dir, "%s/forkp", etch_test_tmpdir());
+  mkdir(dir, 0755);
+  snprintf(out, sizeof out, "%s/app.%%p.pftrace", dir);
+  fork_then_init(out, dir, a, b, sizeof a);
+}
+
+TEST(environment_session_in_a_fork_child_without_pid_pattern) {
+  char dir[512], out[600], a[700], b[700];
+  snprintf(dir, sizeof dir, "%s/forks", etch_test_tmpdir());
+  mkdir(dir, 0755);
+  snprintf(out, sizeof out, "%s/same.pftrace", dir);
+  fork_then_init(out, dir, a, b, sizeof a);
 }
 
 TEST(environment_errors_are_reported_not_fatal) {

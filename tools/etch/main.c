@@ -554,7 +554,9 @@ static void fmt_size(char *buf, size_t n, long long bytes) {
  * What became of one process's trace, from the status file libetch leaves
  * in the run directory (ETCH_RECORD_DIR): "tracing PID COMM\tPATH" once it
  * started, then "wrote BYTES PATH", "failed MESSAGE", "lost signal N" or
- * "signal N"; "error PID COMM\tMESSAGE" when it could not start.
+ * "signal N"; "error PID COMM\tMESSAGE" when it could not start;
+ * "untraced PID COMM\tPPID" from a child the traced process PPID forked
+ * that exited without tracing itself.
  */
 typedef struct rec_proc {
   long pid;
@@ -565,6 +567,8 @@ typedef struct rec_proc {
   char *msg;   /* error or failure */
   long long bytes;
   bool started, wrote, failed, error;
+  bool untraced; /* a fork child that exited without tracing */
+  long forked_from;
   int lost_sig;
 } rec_proc;
 
@@ -608,6 +612,14 @@ static void rec_parse(rec_proc *p, char *text) {
       p->msg = dup_str(line + 7);
     } else if (!strncmp(line, "lost signal ", 12)) {
       p->lost_sig = atoi(line + 12);
+    } else if (!strncmp(line, "untraced ", 9)) {
+      if (tab) *tab = '\0';
+      char *rest = line + 9;
+      p->pid = strtol(rest, &rest, 10);
+      if (*rest == ' ') rest++;
+      snprintf(p->comm, sizeof p->comm, "%s", rest);
+      p->untraced = true;
+      p->forked_from = tab ? strtol(tab + 1, NULL, 10) : 0;
     }
   }
 }
@@ -1098,11 +1110,20 @@ static int cmd_record(int argc, char **argv) {
     heir = rec_take_name(procs, nprocs, claimant);
   /* What each process did with its trace. */
   char *cwd = getcwd(NULL, 0);
-  size_t nwrote = 0, excused = 0;
+  size_t nwrote = 0, excused = 0, nuntraced = 0;
   for (size_t i = 0; i < nprocs; i++) {
     rec_proc *p = &procs[i];
     if (p->wrote) {
       nwrote++;
+    } else if (p->untraced && !p->started && !p->error) {
+      /* A fork child that never called etch_init(): its events, if it
+       * had any, are in no trace. Named up to five times, then counted. */
+      if (++nuntraced <= 5)
+        fprintf(stderr,
+                "etch: %s (pid %ld), forked by pid %ld, exited without "
+                "recording: a forked child records nothing unless it calls "
+                "etch_init() itself (see docs/sdk.md)\n",
+                p->comm, p->pid, p->forked_from);
     } else if (p == claimant && heir && p->started && p->pid == (long)pid &&
                WIFEXITED(status) && !p->lost_sig && !p->failed) {
       /* The program itself ended normally without writing: _exit() or
@@ -1148,6 +1169,10 @@ static int cmd_record(int argc, char **argv) {
               p->comm, p->pid);
     }
   }
+  if (nuntraced > 5)
+    fprintf(stderr,
+            "etch: %zu more forked children exited without recording\n",
+            nuntraced - 5);
   if (nprocs == 0) {
     rc = runtime_error("%s wrote no trace: no process of it started tracing "
                        "(is it linked with libetch, and does it call "
@@ -1188,7 +1213,10 @@ static int cmd_record(int argc, char **argv) {
   free(procs);
   free(cwd);
   free(o.operands);
-  if (!rc && (failed || nwrote + excused < nprocs)) rc = EXIT_RUNTIME;
+  /* A fork child that never traced is said, not a failure: the program
+   * ran as it meant to. */
+  if (!rc && (failed || nwrote + excused + nuntraced < nprocs))
+    rc = EXIT_RUNTIME;
   return rc;
 }
 
@@ -1214,6 +1242,8 @@ static const command kCommands[] = {
      "are passed on to the program, which ends the same way, and etch\n"
      "reports as usual. A process that dies without writing\n"
      "its trace (SIGKILL, _exit(), a crash) is named, with the reason.\n"
+     "A child made by fork() (without exec) records only if it calls\n"
+     "etch_init() itself; one that does not and exits is named.\n"
      "\n"
      "  -o, --output PATH      trace file (default etch-YYYYmmdd-HHMMSS.pftrace)\n"
      "  -c, --categories LIST  categories to record, e.g. 'render,io,-debug'\n"
