@@ -217,6 +217,29 @@ static void inspect(const uint8_t *data, uint32_t len, pkt_info *pi) {
   }
 }
 
+/* A producer's packet a service may pass on (see `validate`). */
+static ETCH_NOINLINE bool packet_valid(const uint8_t *data, uint32_t len) {
+  etch__pb_dec d;
+  etch__pb_field f;
+  etch__pb_dec_init(&d, data, len);
+  while (etch__pb_next(&d, &f)) {
+    switch (f.id) {
+      case ETCH_PKT_TRUSTED_UID:
+      case ETCH_PKT_TRUSTED_SEQ_ID:
+      case ETCH_PKT_TRUSTED_PID:
+      case ETCH_PKT_COMPRESSED_PACKETS:
+      case ETCH_PKT_ZSTD_COMPRESSED_PACKETS:
+      case ETCH_PKT_TRACE_CONFIG:
+      case ETCH_PKT_TRACE_STATS:
+      case ETCH_PKT_SYNCHRONIZATION_MARKER:
+        return false;
+      default:
+        break;
+    }
+  }
+  return !d.err;
+}
+
 /* A packet of another sequence than the last: nothing of its loss state
  * carries over. */
 ETCH_INLINE void switch_writer(etch_tracefile *o, uint32_t writer_id) {
@@ -231,6 +254,10 @@ ETCH_INLINE void switch_writer(etch_tracefile *o, uint32_t writer_id) {
 int etch__tracefile_on_packet(void *ctx, uint32_t writer_id, const uint8_t *data,
                      uint32_t len, bool dropped_before) {
   etch_tracefile *o = (etch_tracefile *)ctx;
+  if (o->validate && !packet_valid(data, len)) {
+    o->invalid_packets++;
+    return ETCH_OK;
+  }
   switch_writer(o, writer_id);
   /* Until data of the sequence goes missing there is nothing to leave out
    * and nothing to track (the depth starts afresh at the loss). */
@@ -310,6 +337,11 @@ ETCH_INLINE int run_loop(etch_tracefile *o, uint32_t writer_id,
   uint32_t n;
   while (p < end && run_size(&p, end, &n)) {
     if (!n) continue; /* padding */
+    if (ETCH_UNLIKELY(o->validate) && !packet_valid(p, n)) {
+      o->invalid_packets++;
+      p += n;
+      continue;
+    }
     uint32_t rl = n + tl;
     if (ETCH_UNLIKELY(slices && rl > ETCH_TRACEFILE_SLICE_MAX)) {
       s->cur = q; /* in several slices: the general path */

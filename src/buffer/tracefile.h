@@ -37,6 +37,13 @@ typedef bool (*etch_tracefile_trust_fn)(void *ctx, uint32_t seq, int32_t *pid,
 typedef struct etch_tracefile {
   etch_tracefile_trust_fn trust; /* NULL in process */
   void *trust_ctx;
+  /* A service's read: a producer's packet whose top level does not decode,
+   * or that sets a field only the service writes (trusted uid, pid and
+   * sequence id, compressed packets, trace config and stats, sync
+   * markers), is left out and counted in `invalid_packets`: a producer's bytes
+   * cannot make the trace unreadable or speak for the service. */
+  bool validate;
+  uint64_t invalid_packets;
   etch__pb_buf out;   /* the file */
   etch__pb_buf batch; /* records waiting to be compressed */
   etch__pb_buf tmp;   /* a service packet being built */

@@ -137,6 +137,7 @@ typedef struct session {
   uint64_t bytes_written;
   uint64_t next_write_ns, deadline_ns, stop_deadline_ns;
   uint64_t next_clear_ns; /* the next ClearIncrementalState (0: not set) */
+  uint64_t invalid_packets; /* producers' packets left out (tracefile.h) */
   bool wrote_header;
   /* a flush in progress */
   bool flushing;
@@ -515,6 +516,7 @@ static sreader *sreader_new(etch_service *s, session *x, bool header,
   r->tc.s = s;
   r->o.trust = trust;
   r->o.trust_ctx = &r->tc;
+  r->o.validate = true;
   r->session_id = x->id;
   r->stats = stats;
   if (header && etch__tracefile_put_clock_snapshot(&r->o) != ETCH_OK) {
@@ -574,6 +576,7 @@ static void trace_stats(etch_service *s, const session *x, etch__pb_stream *st) 
   etch__pb_write_varint_field(st, ETCH_TS_DATA_SOURCES_REGISTERED, sources);
   etch__pb_write_varint_field(st, ETCH_TS_TRACING_SESSIONS, sessions);
   etch__pb_write_varint_field(st, ETCH_TS_TOTAL_BUFFERS, buffers);
+  etch__pb_write_varint_field(st, ETCH_TS_INVALID_PACKETS, x->invalid_packets);
 }
 
 /* The trace's last packet: the session's TraceStats, on sequence 1. */
@@ -612,6 +615,8 @@ static int sreader_next(etch_service *s, sreader *r, uint8_t **data,
         rc = etch__tracebuf_read_runs(tb, etch__tracefile_on_packet,
                                       etch__tracefile_on_run, &r->o,
                                       budget ? budget : 1, &more);
+      x->invalid_packets += r->o.invalid_packets; /* counted once */
+      r->o.invalid_packets = 0;
       if (!more) r->buf++;
     } else {
       if (x && r->stats) rc = put_session_stats(s, x, &r->o);

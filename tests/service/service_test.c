@@ -25,6 +25,7 @@
 #include "ipc/ipc.h"
 #include "pb/pb.h"
 #include "proto/ipc.h"
+#include "proto/perfetto.h"
 #include "proto/trace_config.h"
 #include "tdecode.h"
 #include "test.h"
@@ -689,6 +690,107 @@ static int leave_uncommitted(uint32_t scraping, int *max_n) {
   raw_close(&r);
   svc_stop(&s);
   return n;
+}
+
+/* Leaves 6 packets "pkt-0".."pkt-5" in an uncommitted chunk of writer 1,
+ * of which pkt-1 also sets trusted_pid (79) and trusted_uid (3), pkt-3 has
+ * a length past its end, pkt-4 carries a compressed_packets field: a
+ * producer speaking for the service, or writing garbage. */
+static void raw_write_hostile_chunk(uint8_t *smb, uint32_t page_size) {
+  etch_smb m;
+  ASSERT_OK(etch__smb_init(&m, smb, (uint64_t)page_size * 4, page_size));
+  if (etch__smb_bitmap_layout(etch__smb_bitmap(&m, 0)) == 0)
+    ASSERT_TRUE(etch__smb_try_partition(&m, 0, ETCH_SMB_DIV1));
+  uint8_t *c = etch__smb_try_acquire_write(&m, 0, 0, 1, 0, 0);
+  ASSERT_TRUE(c != NULL);
+  uint8_t *p = c + ETCH_SMB_CHUNK_HEADER;
+  for (int i = 0; i < 6; i++) {
+    uint8_t body[64];
+    uint32_t bl = 0;
+    int tl = snprintf((char *)body + 3, 16, "pkt-%d", i);
+    body[0] = 0xa2; /* for_testing (900), LEN */
+    body[1] = 0x38;
+    body[2] = (uint8_t)tl;
+    bl = 3 + (uint32_t)tl;
+    if (i == 1) {
+      const uint8_t trusted[] = {0xf8, 0x04, 0x07, 0x18, 0x05}; /* 79: 7, 3: 5 */
+      memcpy(body + bl, trusted, sizeof trusted);
+      bl += sizeof trusted;
+    } else if (i == 3) {
+      body[bl++] = 0x0a; /* field 1, LEN ... */
+      body[bl++] = 0x7f; /* ... of 127 bytes that are not there */
+    } else if (i == 4) {
+      const uint8_t comp[] = {0x92, 0x03, 0x01, 0x00}; /* 50: 1 byte */
+      memcpy(body + bl, comp, sizeof comp);
+      bl += sizeof comp;
+    }
+    etch__pb_put_redundant4(p, bl);
+    p += 4;
+    memcpy(p, body, bl);
+    p += bl;
+  }
+  etch_smb_chunk_header *h = (etch_smb_chunk_header *)c;
+  __atomic_store_n(&h->packets, (uint16_t)6, __ATOMIC_RELEASE);
+}
+
+/* TraceStats.invalid_packets in a trace file (-1: none). */
+static long trace_invalid_packets(const char *path) {
+  size_t n;
+  uint8_t *d = etch_test_read_file(path, &n);
+  if (!d) return -2;
+  long v = -1;
+  etch__pb_dec dec, pk, ts;
+  etch__pb_field f, g, h;
+  etch__pb_dec_init(&dec, d, n);
+  while (etch__pb_next(&dec, &f)) {
+    etch__pb_dec_init(&pk, f.data, f.len);
+    while (etch__pb_next(&pk, &g)) {
+      if (g.id != ETCH_PKT_TRACE_STATS || g.wt != 2) continue;
+      etch__pb_dec_init(&ts, g.data, g.len);
+      while (etch__pb_next(&ts, &h))
+        if (h.id == ETCH_TS_INVALID_PACKETS && h.wt == 0) v = (long)h.u;
+    }
+  }
+  free(d);
+  return v;
+}
+
+/* A producer's packets that set fields only the service writes, or do not
+ * decode, are left out of the trace and counted (TraceStats
+ * invalid_packets); its other packets are kept. */
+TEST(a_producers_packets_cannot_speak_for_the_service) {
+  svc s;
+  svc_start(&s);
+  char out[700];
+  pid_t rec = record_config(&s, "hostile",
+                            "buffers { size_kb: 1024 }\n"
+                            "data_sources { config { name: \"raw.source\" } }\n"
+                            "flush_timeout_ms: 300\ndata_source_stop_timeout_ms: 300\n",
+                            NULL, out, sizeof out);
+  raw r;
+  uint8_t *smb;
+  uint32_t page_kb;
+  uint64_t inst = 0;
+  raw_started(&s, &r, 0, false, &smb, &page_kb, &inst);
+  etch__pb_buf b;
+  etch__pb_buf_init(&b, 64, 0);
+  etch__pb_write_varint_field(&b.s, ETCH_RTW_WRITER_ID, 1);
+  etch__pb_write_varint_field(&b.s, ETCH_RTW_TARGET_BUFFER, 1);
+  raw_invoke(&r, "RegisterTraceWriter", &b);
+  raw_write_hostile_chunk(smb, page_kb * 1024);
+  etch__ipc_conn_flush(&r.c);
+  sleep_ms(100);
+  kill(rec, SIGINT);
+  ASSERT_EQ_INT(wait_exit(rec), 0);
+  /* Scraped: the first 5 (the 6th may be half written); of them pkt-0 and
+   * pkt-2 are sound. */
+  int max_n;
+  ASSERT_EQ_INT(count_testing(out, &max_n), 2);
+  ASSERT_EQ_INT(max_n, 2);
+  ASSERT_EQ_INT((int)trace_invalid_packets(out), 3);
+  etch__pb_buf_free(&b);
+  raw_close(&r);
+  svc_stop(&s);
 }
 
 TEST(the_service_scrapes_what_a_silent_producer_left) {
