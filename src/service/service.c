@@ -1521,9 +1521,47 @@ static int on_consumer_frame(etch_service *s, consumer *c,
 
 /* ---- connections ---- */
 
+/*
+ * What a producer that is going (it disconnected, or was killed) left in
+ * its shared memory: chunks it completed but had not asked to move yet
+ * (its last CommitData never came) go into the buffer of their writer in
+ * the sessions it records for, as a commit would have put them, and then
+ * the published part of chunks it was still writing is scraped as at a
+ * flush (unless it asked not to be). Perfetto's service does the same.
+ */
+static void salvage_producer(etch_service *s, producer *p) {
+  if (!p->smb_mem) return;
+  for (uint32_t page = 0; page < p->smb.npages; page++) {
+    uint32_t bm = etch__smb_bitmap(&p->smb, page);
+    uint32_t n = etch__smb_layout_chunks(etch__smb_bitmap_layout(bm));
+    for (uint32_t i = 0; i < n; i++) {
+      if (etch__smb_bitmap_state(bm, i) != ETCH_SMB_COMPLETE ||
+          !etch__smb_try_acquire_read(&p->smb, page, i))
+        continue;
+      int rc = etch__smb_chunk_read(&p->smb, page, i, s->chunk);
+      etch__smb_release_free(&p->smb, page, i);
+      if (rc) continue; /* a chunk that lies: its own loss */
+      for (session *x = s->sessions; x; x = x->next) {
+        if (x->state == S_DISABLED) continue;
+        uint32_t buf = writer_buffer(s, x, p, s->chunk->writer_id);
+        if (!buf) continue;
+        uint32_t seq = seq_of(s, p, s->chunk->writer_id);
+        if (seq)
+          etch__tracebuf_put(s->bufs[buf], seq, s->chunk->chunk_id,
+                             s->chunk->flags & 3u, s->chunk->count,
+                             s->chunk->payload, s->chunk->payload_len);
+        break;
+      }
+    }
+  }
+  for (session *x = s->sessions; x; x = x->next)
+    if (x->state != S_DISABLED) scrape_producer(s, x, p);
+}
+
 static void drop_producer(etch_service *s, producer *p, const char *why) {
   logf_(s, "producer %u (%s, pid %d) gone: %s", p->id, p->name,
         (int)p->conn.peer_pid, why);
+  salvage_producer(s, p);
   for (producer **pp = &s->producers; *pp; pp = &(*pp)->next)
     if (*pp == p) {
       *pp = p->next;

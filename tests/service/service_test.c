@@ -793,6 +793,41 @@ TEST(a_producers_packets_cannot_speak_for_the_service) {
   svc_stop(&s);
 }
 
+/* A producer that completed a chunk (5 packets) but went away before it
+ * asked the service to move it (killed, say): the service takes the chunk
+ * before it lets the shared memory go, every packet of it. */
+TEST(a_producer_that_leaves_keeps_its_completed_chunks) {
+  svc s;
+  svc_start(&s);
+  char out[700];
+  pid_t rec = record_config(&s, "left",
+                            "buffers { size_kb: 1024 }\n"
+                            "data_sources { config { name: \"raw.source\" } }\n",
+                            NULL, out, sizeof out);
+  raw r;
+  uint8_t *smb;
+  uint32_t page_kb;
+  uint64_t inst = 0;
+  raw_started(&s, &r, ETCH_ICR_SMB_SCRAPING_DISABLED, false, &smb, &page_kb,
+              &inst);
+  raw_write_chunk(smb, page_kb * 1024, 0, 1, 0, 5);
+  etch_smb m;
+  ASSERT_OK(etch__smb_init(&m, smb, (uint64_t)page_kb * 1024 * 4,
+                           page_kb * 1024));
+  ASSERT_TRUE(etch__smb_release_complete(&m, 0, 0));
+  raw_close(&r); /* gone, the chunk never committed */
+  /* Wait for the service's log to say it saw it go (bounded at 60 s,
+   * only so that a broken service fails instead of hanging). */
+  for (int i = 0; i < 6000 && !log_lines(&s, "(raw, pid"); i++) sleep_ms(10);
+  ASSERT_EQ_INT(log_lines(&s, "(raw, pid"), 1);
+  kill(rec, SIGINT);
+  ASSERT_EQ_INT(wait_exit(rec), 0);
+  int max_n;
+  ASSERT_EQ_INT(count_testing(out, &max_n), 5);
+  ASSERT_EQ_INT(max_n, 4);
+  svc_stop(&s);
+}
+
 TEST(the_service_scrapes_what_a_silent_producer_left) {
   int max_n;
   ASSERT_EQ_INT(leave_uncommitted(0, &max_n), 4);
