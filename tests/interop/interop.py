@@ -151,12 +151,27 @@ class Proc:
                                                         self.tail()))
 
 
-def wait_path(path, proc):
+def wait_listening(path, proc):
+    """Until the socket at path takes a connection: its file appears at
+    bind(), before the service listens, and a client that comes in between
+    is refused (perfetto then gives up)."""
+    import socket
     deadline = time.monotonic() + WAIT_S
-    while not os.path.exists(path):
+    while True:
         check(proc.p.poll() is None,
-              "%s ended before making %s: %s" % (proc.name, path, proc.tail()))
-        check(time.monotonic() < deadline, "no %s in %d s" % (path, WAIT_S))
+              "%s ended before listening on %s: %s" % (proc.name, path,
+                                                       proc.tail()))
+        if os.path.exists(path):
+            c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                c.connect(path)
+                return
+            except OSError:
+                pass
+            finally:
+                c.close()
+        check(time.monotonic() < deadline, "nobody listens on %s after %d s"
+              % (path, WAIT_S))
         time.sleep(0.01)
 
 
@@ -186,8 +201,8 @@ class Run:
             s = self.spawn("traced", [self.tools.traced])
         else:
             s = self.spawn("etchd", [self.tools.etchd, "-v"])
-        wait_path(self.env["PERFETTO_CONSUMER_SOCK_NAME"], s)
-        wait_path(self.env["PERFETTO_PRODUCER_SOCK_NAME"], s)
+        wait_listening(self.env["PERFETTO_CONSUMER_SOCK_NAME"], s)
+        wait_listening(self.env["PERFETTO_PRODUCER_SOCK_NAME"], s)
         self.svc = s
         return s
 
