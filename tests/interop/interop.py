@@ -577,7 +577,7 @@ def s_consumer_stops_early(run, service):
     ps = [run.producer("etch", 2, 0, "stay"), run.producer("perfetto", 2, 0,
                                                             "stay")]
     for p in ps:
-        p.wait_line("started")
+        p.wait_line("busy")  # it has recorded: now stop in the middle
     run.stop_consumer(c, "perfetto")
     for p in ps:
         p.wait_line("emitted")

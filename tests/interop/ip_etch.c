@@ -57,6 +57,10 @@ static void *work(void *arg) {
       ETCH_INSTANT(interop, "mark", ETCH_ARG_STRING("s", "x"),
                    ETCH_ARG_DOUBLE("d", 0.5), ETCH_ARG_BOOL("b", true));
     ETCH_COUNTER(interop, "level", i, ETCH_TRACK(level));
+    if (iters == 0 && t == 0 && i == 1000) {
+      printf("busy\n");
+      fflush(stdout);
+    }
   }
   return NULL;
 }

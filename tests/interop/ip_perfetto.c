@@ -67,6 +67,10 @@ static void *work(void *arg) {
     PERFETTO_TE(interop, PERFETTO_TE_COUNTER(),
                 PERFETTO_TE_COUNTER_TRACK(name, PerfettoTeProcessTrackUuid()),
                 PERFETTO_TE_INT_COUNTER(i));
+    if (iters == 0 && t == 0 && i == 1000) {
+      printf("busy\n");
+      fflush(stdout);
+    }
   }
   return NULL;
 }

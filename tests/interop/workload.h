@@ -21,7 +21,8 @@
  * at once: what reaches the service is what the SDK sends on its way out.
  * With "stay" it waits (at most WAIT_MS) for the service to disable the
  * category before it exits. With ITERS = 0 the threads iterate until the
- * category is disabled (a session that the consumer stops early).
+ * category is disabled (a session that the consumer stops early), and
+ * thread 0 prints "busy" after its first 1000 iterations.
  */
 #ifndef ETCH_INTEROP_WORKLOAD_H
 #define ETCH_INTEROP_WORKLOAD_H
