@@ -1,11 +1,12 @@
 /*
  * fuzz_reader.c - libFuzzer target: runs the reader on the input, in the
  * timestamp, file and per-track orders (the last with and without every
- * track held) with every event and track subscribed, and the packet dump
- * into /dev/null. Any crash, sanitizer report, hang or runaway allocation is
- * a bug: the reader must answer bad input with an error. In per-track order
- * each track's slices and instants must come in timestamp order, and each
- * event's index must be one the read gave out, once.
+ * track held) with every event and track subscribed, the packet dump into
+ * /dev/null, and its packets fed one by one to a stream reader. Any crash,
+ * sanitizer report, hang or runaway allocation is a bug: the reader must
+ * answer bad input with an error. In per-track order each track's slices
+ * and instants must come in timestamp order, and each event's index must be
+ * one the read gave out, once.
  *
  *   CC=clang cmake -B build-fuzz -DETCH_BUILD_FUZZ=ON && make -C build-fuzz fuzz_reader
  *   build-fuzz/fuzz/fuzz_reader -max_len=65536 corpus-copy/ fuzz/corpus/reader/
@@ -71,6 +72,33 @@ static void on_track(const etch_track_info *t, void *user) {
   sink += strlen(t->name) + strlen(t->counter_unit_name) + (size_t)t->pid;
 }
 
+/* The same packets fed one at a time to a stream reader, each on the
+ * sequence its record's first byte after the tag picks when it has none;
+ * a packet refused must leave the reader able to take the next. */
+static void feed_stream(const uint8_t *data, size_t size) {
+  etch_reader *r;
+  if (etch_reader_open_stream(&r)) return;
+  etch_reader_on(r, NULL, NULL, on_event, NULL);
+  etch_reader_on_track(r, on_track, NULL);
+  const uint8_t *p = data, *end = data + size;
+  while (p < end && *p == 0x0A) {
+    p++;
+    uint64_t len = 0;
+    int shift = 0;
+    while (p < end && shift < 63) {
+      len |= (uint64_t)(*p & 0x7f) << shift;
+      shift += 7;
+      if (!(*p++ & 0x80)) break;
+    }
+    if (len > (uint64_t)(end - p)) break;
+    etch_reader_feed(r, p, (size_t)len, len ? (uint32_t)(p[0] % 4) : 0);
+    p += len;
+  }
+  etch_reader_stats st;
+  etch_reader_get_stats(r, &st);
+  etch_reader_close(r);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   static FILE *devnull;
   if (!devnull) devnull = fopen("/dev/null", "w");
@@ -97,5 +125,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     etch_reader_close(r);
   }
   if (devnull) etch__reader_dump(data, size, devnull);
+  feed_stream(data, size);
   return 0;
 }

@@ -237,6 +237,34 @@ ETCH_API int etch_reader_run(etch_reader *r);
 ETCH_API void etch_reader_get_stats(const etch_reader *r,
                                     etch_reader_stats *out);
 
+/*
+ * A reader fed one packet at a time instead of a file: for an interceptor
+ * that wants decoded events (etch/interceptor.h), or packets arriving over
+ * a connection. Each packet's events reach the subscribers during
+ * etch_reader_feed, in the order fed (ETCH_ORDER_FILE); slice ends are
+ * matched per track as in a file, and custom events are delivered at once
+ * (serial order is not restored). Not thread-safe: feed it from one thread
+ * at a time, e.g. under the interceptor's instance lock:
+ *
+ *   static void on_packet(const etch_intercepted *p) {
+ *     ETCH_INTERCEPTOR_LOCKED(p, my_instance, in);   // in->reader: a stream
+ *     etch_reader_feed(in->reader, p->data, p->size, p->sequence_id);
+ *   }
+ *
+ * etch_reader_run on a stream is ETCH_ESTATE; subscriptions are made before
+ * the first feed.
+ */
+ETCH_API int etch_reader_open_stream(etch_reader **out);
+/*
+ * Decodes one serialized TracePacket (no framing). `sequence_id` stands for
+ * trusted_packet_sequence_id when the packet has none (an intercepted
+ * packet's etch_intercepted.sequence_id). A packet that does not decode is
+ * refused with a message naming its offset in the stream; the reader stays
+ * usable and the next packet is read.
+ */
+ETCH_API int etch_reader_feed(etch_reader *r, const void *packet, size_t len,
+                              uint32_t sequence_id);
+
 /* Trace duration as seen so far: first and last delivered event
  * timestamps. ETCH_ENOTFOUND (and zeros) when no event was delivered. */
 ETCH_API int etch_reader_time_bounds(const etch_reader *r, int64_t *first,

@@ -594,6 +594,7 @@ int etch__rd_packet(etch_reader *r, const rd_src *src, uint64_t rec_off,
   }
   if (d.err) RD_DEC_FAIL(d);
 
+  if (!seq_id) seq_id = r->feed_seq; /* 0 unless fed (etch_reader_feed) */
   rd_seq *seq = rd_seq_get(r, seq_id);
   if (!seq) return r->nseq >= RD_MAX_SEQUENCES ? ETCH_ELIMIT : ETCH_ENOMEM;
 

@@ -722,6 +722,9 @@ void etch_reader_close(etch_reader *r) {
 }
 
 int etch_reader_set_order(etch_reader *r, etch_reader_order order) {
+  if (r && r->stream && order != ETCH_ORDER_FILE)
+    return etch__error(ETCH_EINVAL,
+                       "reader: a stream delivers events as they are fed");
   if (!r) return etch__error(ETCH_EINVAL, "reader: NULL");
   if (r->ran) return etch__error(ETCH_ESTATE, "reader: already run");
   if (order != ETCH_ORDER_TIMESTAMP && order != ETCH_ORDER_FILE)
@@ -790,6 +793,9 @@ int etch_reader_on_track(etch_reader *r, etch_track_cb cb, void *user) {
 
 static int run(etch_reader *r) {
   if (!r) return etch__error(ETCH_EINVAL, "reader: NULL");
+  if (r->stream)
+    return etch__error(ETCH_ESTATE,
+                       "reader: a stream is fed (etch_reader_feed), not run");
   if (r->ran) return etch__error(ETCH_ESTATE, "reader: already run");
   r->ran = true;
   r->fast = !r->fast_off && !r->obs;
@@ -838,6 +844,47 @@ static int run(etch_reader *r) {
 }
 
 int etch_reader_run(etch_reader *r) { return run(r); }
+
+/* ---- a stream of packets ------------------------------------------------------------------ */
+
+int etch_reader_open_stream(etch_reader **out) {
+  if (!out) return etch__error(ETCH_EINVAL, "reader: NULL");
+  int rc = reader_new(out);
+  if (rc) return rc;
+  (*out)->stream = true;
+  (*out)->order = ETCH_ORDER_FILE;
+  return 0;
+}
+
+int etch_reader_feed(etch_reader *r, const void *packet, size_t len,
+                     uint32_t sequence_id) {
+  if (!r || (!packet && len)) return etch__error(ETCH_EINVAL, "reader: NULL");
+  if (!r->stream)
+    return etch__error(ETCH_ESTATE,
+                       "reader: etch_reader_feed needs etch_reader_open_stream");
+  if (!r->ran) {
+    r->ran = true;
+    r->sub_all = r->nsubs == 1 && !r->subs[0].name && !r->subs[0].category;
+  }
+  if (r->stop) return 0;
+  r->stats.bytes += len;
+  r->cur_off = r->stats.bytes - len;
+  r->err_formatted = false;
+  r->feed_seq = sequence_id;
+  rd_src src = {.start = (const uint8_t *)packet};
+  int rc = etch__rd_packet(r, &src, 0, (const uint8_t *)packet, len);
+  r->feed_seq = 0;
+  if (rc) { /* "offset N" in the message is within the packet */
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s", etch_last_error());
+    etch__error(rc, "packet at stream offset %llu: %s",
+                (unsigned long long)r->cur_off,
+                msg[0] ? msg : etch_strerror(rc));
+  }
+  /* A custom event waits for nothing in a stream: deliver it now. */
+  int crc = etch__rd_custom_finish(r);
+  return rc ? rc : crc;
+}
 
 void etch_reader_get_stats(const etch_reader *r, etch_reader_stats *out) {
   if (!r || !out) return;

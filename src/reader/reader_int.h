@@ -231,6 +231,8 @@ struct etch_reader {
   size_t nheld_tracks, cap_held_tracks;
   uint32_t nannounced;
   bool ran;
+  bool stream;          /* etch_reader_open_stream: packets come from feed */
+  uint32_t feed_seq;    /* the sequence id of a fed packet that has none */
   bool failed;
   bool no_end_matching; /* deliver every SLICE_END (etch__reader_set_match_ends) */
   bool stop;            /* etch_reader_stop was called */
