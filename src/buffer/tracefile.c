@@ -429,30 +429,66 @@ int etch__tracefile_put_clock_snapshot(etch_tracefile *o) {
   return etch__tracefile_put_service(o);
 }
 
-int etch__tracefile_put_stats(etch_tracefile *o, const etch_buffer_stats *bs,
-                              uint32_t chunk_size, uint64_t writers_with_loss) {
+void etch__tracefile_stats_pack(uint64_t *out, const etch_buffer_stats *bs,
+                                uint32_t chunk_size,
+                                uint64_t writers_with_loss) {
+  out[ETCH_TFS_BUFFER_SIZE] = bs->buffer_size;
+  out[ETCH_TFS_CHUNKS_WRITTEN] = bs->chunks_written;
+  out[ETCH_TFS_CHUNKS_OVERWRITTEN] = bs->chunks_overwritten;
+  out[ETCH_TFS_BYTES_OVERWRITTEN] = bs->bytes_overwritten;
+  out[ETCH_TFS_CHUNKS_DISCARDED] = bs->chunks_discarded;
+  out[ETCH_TFS_WRITE_WRAP_COUNT] = bs->write_wrap_count;
+  out[ETCH_TFS_CHUNK_SIZE] = chunk_size;
+  out[ETCH_TFS_WRITERS_WITH_LOSS] = writers_with_loss;
+}
+
+int etch__tracefile_put_stats_n(etch_tracefile *o, const uint64_t *stats,
+                                size_t n) {
   etch__pb_stream *s = &o->tmp.s;
   etch__pb_write_varint_field(s, ETCH_PKT_TIMESTAMP, etch__clock_ns(CLOCK_BOOTTIME));
   etch__pb_write_varint_field(s, ETCH_PKT_TIMESTAMP_CLOCK_ID, ETCH_CLOCK_BOOTTIME);
   etch__pb_nested ts, b;
   etch__pb_nested_begin(s, ETCH_PKT_TRACE_STATS, &ts);
-  etch__pb_nested_begin(s, ETCH_TS_BUFFER_STATS, &b);
-  etch__pb_write_varint_field(s, ETCH_BS_BUFFER_SIZE, bs->buffer_size);
-  etch__pb_write_varint_field(s, ETCH_BS_BYTES_WRITTEN,
-                             bs->chunks_written * chunk_size);
-  etch__pb_write_varint_field(s, ETCH_BS_CHUNKS_WRITTEN, bs->chunks_written);
-  etch__pb_write_varint_field(s, ETCH_BS_CHUNKS_OVERWRITTEN,
-                             bs->chunks_overwritten);
-  etch__pb_write_varint_field(s, ETCH_BS_BYTES_OVERWRITTEN, bs->bytes_overwritten);
-  etch__pb_write_varint_field(s, ETCH_BS_CHUNKS_DISCARDED, bs->chunks_discarded);
-  etch__pb_write_varint_field(s, ETCH_BS_WRITE_WRAP_COUNT, bs->write_wrap_count);
-  etch__pb_write_varint_field(s, ETCH_BS_TRACE_WRITER_PACKET_LOSS,
-                             writers_with_loss);
-  etch__pb_nested_end(s, &b);
+  for (size_t i = 0; i < n; i++) {
+    const uint64_t *v = stats + i * ETCH_TRACEFILE_NSTATS;
+    etch__pb_nested_begin(s, ETCH_TS_BUFFER_STATS, &b);
+    etch__pb_write_varint_field(s, ETCH_BS_BUFFER_SIZE, v[ETCH_TFS_BUFFER_SIZE]);
+    etch__pb_write_varint_field(s, ETCH_BS_BYTES_WRITTEN,
+                               v[ETCH_TFS_CHUNKS_WRITTEN] * v[ETCH_TFS_CHUNK_SIZE]);
+    etch__pb_write_varint_field(s, ETCH_BS_CHUNKS_WRITTEN,
+                               v[ETCH_TFS_CHUNKS_WRITTEN]);
+    etch__pb_write_varint_field(s, ETCH_BS_CHUNKS_OVERWRITTEN,
+                               v[ETCH_TFS_CHUNKS_OVERWRITTEN]);
+    etch__pb_write_varint_field(s, ETCH_BS_BYTES_OVERWRITTEN,
+                               v[ETCH_TFS_BYTES_OVERWRITTEN]);
+    etch__pb_write_varint_field(s, ETCH_BS_CHUNKS_DISCARDED,
+                               v[ETCH_TFS_CHUNKS_DISCARDED]);
+    etch__pb_write_varint_field(s, ETCH_BS_WRITE_WRAP_COUNT,
+                               v[ETCH_TFS_WRITE_WRAP_COUNT]);
+    etch__pb_write_varint_field(s, ETCH_BS_TRACE_WRITER_PACKET_LOSS,
+                               v[ETCH_TFS_WRITERS_WITH_LOSS]);
+    etch__pb_nested_end(s, &b);
+  }
   etch__pb_write_varint_field(s, ETCH_TS_TRACING_SESSIONS, 1);
-  etch__pb_write_varint_field(s, ETCH_TS_TOTAL_BUFFERS, 1);
+  etch__pb_write_varint_field(s, ETCH_TS_TOTAL_BUFFERS, n);
   etch__pb_nested_end(s, &ts);
   return etch__tracefile_put_service(o);
+}
+
+int etch__tracefile_put_stats(etch_tracefile *o, const etch_buffer_stats *bs,
+                              uint32_t chunk_size, uint64_t writers_with_loss) {
+  uint64_t v[ETCH_TRACEFILE_NSTATS];
+  etch__tracefile_stats_pack(v, bs, chunk_size, writers_with_loss);
+  return etch__tracefile_put_stats_n(o, v, 1);
+}
+
+int etch__tracefile_put_raw(etch_tracefile *o, const uint8_t *data,
+                            size_t len) {
+  int rc = o->compress ? flush_batch(o) : ETCH_OK;
+  if (rc) return rc;
+  etch__pb_write_bytes(&o->out.s, data, len);
+  return o->out.s.failed ? etch__error(ETCH_ENOMEM, "out of memory writing trace")
+                         : ETCH_OK;
 }
 
 int etch__tracefile_finish(etch_tracefile *o, uint8_t **data, size_t *len) {

@@ -86,6 +86,23 @@ int etch__tracefile_put_clock_snapshot(etch_tracefile *t);
 /* A TraceStats packet with one buffer's stats. */
 int etch__tracefile_put_stats(etch_tracefile *t, const etch_buffer_stats *bs,
                               uint32_t chunk_size, uint64_t writers_with_loss);
+/* TraceStats with `n` buffers' stats, each ETCH_TRACEFILE_NSTATS values in
+ * the order of etch_tracefile_stat (the trace of several writers' buffers
+ * put together). */
+enum etch_tracefile_stat {
+  ETCH_TFS_BUFFER_SIZE, ETCH_TFS_CHUNKS_WRITTEN, ETCH_TFS_CHUNKS_OVERWRITTEN,
+  ETCH_TFS_BYTES_OVERWRITTEN, ETCH_TFS_CHUNKS_DISCARDED,
+  ETCH_TFS_WRITE_WRAP_COUNT, ETCH_TFS_CHUNK_SIZE, ETCH_TFS_WRITERS_WITH_LOSS,
+  ETCH_TRACEFILE_NSTATS
+};
+void etch__tracefile_stats_pack(uint64_t *out, const etch_buffer_stats *bs,
+                                uint32_t chunk_size,
+                                uint64_t writers_with_loss);
+int etch__tracefile_put_stats_n(etch_tracefile *t, const uint64_t *stats,
+                                size_t n);
+/* Appends whole, framed trace records as they are (another trace's). */
+int etch__tracefile_put_raw(etch_tracefile *t, const uint8_t *data,
+                            size_t len);
 /* The file's bytes (free() them); frees t's buffers either way. */
 int etch__tracefile_finish(etch_tracefile *t, uint8_t **data, size_t *len);
 

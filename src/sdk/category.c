@@ -191,6 +191,7 @@ void etch_category_register(etch_category *cat) {
   pthread_mutex_lock(&etch__g.lock);
   register_locked(cat);
   pthread_mutex_unlock(&etch__g.lock);
+  etch__join_maybe_init();
 }
 
 etch_category *etch_category_get(const char *name) {

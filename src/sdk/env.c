@@ -142,6 +142,7 @@ void etch__session_atfork_child(void) {
   console_session = NULL;
   status_path[0] = '\0';
   signals_atfork_child();
+  etch__join_atfork_child();
 }
 
 static void read_comm(char *out, size_t cap);
@@ -194,6 +195,45 @@ static int env_set(etch_config *cfg, const char *var, const char *key) {
 
 static void signals_install(void);
 static void env_atexit(void);
+static void exit_hook(void);
+
+/* A guest's session: the environment's config, no output of its own (its
+ * packets go to the owner's file), no signal handlers (the owner's write
+ * asks for them). Environment lock held. */
+static int guest_init(void) {
+  etch_config *cfg;
+  int rc = etch_config_new(&cfg);
+  if (rc) return rc;
+  const char *text = getenv("ETCH_CONFIG");
+  if (text) {
+    rc = etch_config_parse(cfg, text);
+    if (rc) {
+      char msg[512];
+      snprintf(msg, sizeof msg, "%s", etch_last_error());
+      etch__error(rc, "ETCH_CONFIG: %s", msg);
+    }
+  }
+  if (!rc) rc = env_set(cfg, "ETCH_CATEGORIES", "categories");
+  if (!rc) rc = env_set(cfg, "ETCH_BUFFER_KB", "buffer_kb");
+  if (!rc) rc = env_set(cfg, "ETCH_FILL", "fill");
+  if (!rc) rc = env_set(cfg, "ETCH_COMPRESSION", "compression");
+  if (!rc) { /* ETCH_CONFIG's output= is the owner's */
+    free(cfg->output);
+    cfg->output = NULL;
+    cfg->duration_ms = 0;
+  }
+  etch_session *s = NULL;
+  if (!rc) rc = etch_session_new(cfg, &s);
+  if (!rc) rc = etch_session_start(s);
+  etch_config_free(cfg);
+  if (rc) {
+    etch_session_free(s);
+    return rc;
+  }
+  env_session = s;
+  exit_hook();
+  return ETCH_OK;
+}
 
 /* Stops and frees the sessions at exit (once, in the process that made
  * them). Environment lock held. */
@@ -318,6 +358,34 @@ static void channels_init(const char *list) {
   if (!registered) atexit(channels_check);
 }
 
+/* A guest's trace for the owner (join.c): its session stopped, its packets
+ * and stats. False when it has none (given already). */
+static bool guest_give(uint8_t **data, size_t *len, uint64_t *stats) {
+  pthread_mutex_lock(&env_lock);
+  etch_session *s = env_session;
+  env_session = NULL;
+  pthread_mutex_unlock(&env_lock);
+  if (!s) return false;
+  etch_session_stop(s);
+  int rc = etch__session_serialize_part(s, data, len, stats);
+  etch_session_free(s);
+  if (rc) {
+    fprintf(stderr, "etch: this copy of etch's trace is lost: %s\n",
+            etch_last_error());
+    return false;
+  }
+  return true;
+}
+
+void etch__join_maybe_init(void) {
+  pthread_mutex_lock(&env_lock);
+  bool inited = env_inited;
+  pthread_mutex_unlock(&env_lock);
+  if (inited || !etch__join_host_present()) return;
+  const char *out = getenv("ETCH_OUT");
+  if (out && *out) etch_init();
+}
+
 int etch_init(void) {
   etch__global_init();
   pthread_mutex_lock(&env_lock);
@@ -343,6 +411,16 @@ int etch_init(void) {
   if (!out || !*out) {
     pthread_mutex_unlock(&env_lock);
     return crc;
+  }
+  /* Another copy of etch in this process records ETCH_OUT already: this
+   * one records into its trace (join.c). */
+  int joined = etch__join_as_guest(guest_give);
+  if (joined) {
+    int rc = joined < 0 ? ETCH_ESTATE : guest_init();
+    pthread_mutex_unlock(&env_lock);
+    if (joined > 0 && rc)
+      fprintf(stderr, "etch: not tracing: %s\n", etch_last_error());
+    return rc;
   }
   status_init();
   char comm[64];
@@ -385,10 +463,12 @@ int etch_init(void) {
     if (!rc) rc = etch_session_new(cfg, &s);
     if (!rc) {
       s->on_output = env_on_output;
+      s->join_owner = true;
       rc = etch_session_start(s);
     }
     if (!rc) {
       env_session = s;
+      etch__join_publish(s->cfg.compression == 1);
       exit_hook();
       status_printf("tracing %ld %s\t%s", (long)env_pid, comm, s->cfg.output);
     } else if (s) {
@@ -407,6 +487,15 @@ int etch_init(void) {
 }
 
 int etch_shutdown(void) {
+  if (etch__join_guest()) { /* the trace goes to the copy that owns it */
+    etch__join_leave();
+    pthread_mutex_lock(&env_lock);
+    etch_session *console = console_session;
+    console_session = NULL;
+    pthread_mutex_unlock(&env_lock);
+    etch_session_free(console);
+    return ETCH_OK;
+  }
   pthread_mutex_lock(&shutdown_lock);
   pthread_mutex_lock(&env_lock);
   etch_session *s = env_session;

@@ -14,6 +14,9 @@
 #include "buffer/tracefile.h"
 #include "sdk/sdk.h"
 
+static int write_output(etch_session *s, const char *path, uint8_t *data,
+                        size_t len, char **written);
+
 /* When the clock fell back from the TSC to clock_gettime on a CPU that has
  * one: an instant `etch.clock_fallback` on the process track at the time
  * it did, arg `reason`. */
@@ -74,13 +77,21 @@ static int put_drop_report(etch_tracefile *o, etch_writer *w,
   return etch__tracefile_put_service(o);
 }
 
-int etch__session_serialize(etch_session *sess, uint8_t **data, size_t *len) {
+/* The session's trace: a clock snapshot, its packets, then `parts` (other
+ * copies' traces), then TraceStats with a buffer for each; without
+ * `put_stats`, a part for another copy's trace: its packets alone, the
+ * stats in *stats_out. */
+static int serialize(etch_session *sess, const etch__trace_part *parts,
+                     size_t nparts, uint8_t **data, size_t *len,
+                     uint64_t *stats_out, bool put_stats) {
   *data = NULL;
   *len = 0;
   etch_tracefile o;
   etch__tracefile_init(&o, sess->cfg.compression == 1);
-  int rc = etch__tracefile_put_clock_snapshot(&o);
-  if (!rc) rc = put_clock_note(&o);
+  /* A part goes into a trace that has its clock snapshot: a second one,
+   * older, would go back in time. */
+  int rc = put_stats ? etch__tracefile_put_clock_snapshot(&o) : ETCH_OK;
+  if (!rc && put_stats) rc = put_clock_note(&o);
   uint64_t lost = 0;
   etch_backend *b = sess->backend;
   /* The lock from the buffer's read to the last drop report: a writer
@@ -99,17 +110,39 @@ int etch__session_serialize(etch_session *sess, uint8_t **data, size_t *len) {
     if (d > r) rc = put_drop_report(&o, w, d - r);
   }
   pthread_mutex_unlock(&sess->lock);
+  for (size_t i = 0; i < nparts && !rc; i++)
+    rc = etch__tracefile_put_raw(&o, parts[i].data, parts[i].len);
+  uint64_t *all = NULL;
   if (!rc) {
     etch_buffer_stats bs;
     b->ops->stats(b, &bs);
-    rc = etch__tracefile_put_stats(&o, &bs, b->chunk_size,
-                                   writers_with_loss + lost);
+    all = (uint64_t *)calloc(nparts + 1, sizeof(uint64_t) * ETCH_TRACEFILE_NSTATS);
+    if (!all) rc = etch__error(ETCH_ENOMEM, "out of memory writing trace");
+    else etch__tracefile_stats_pack(all, &bs, b->chunk_size,
+                                    writers_with_loss + lost);
   }
+  if (!rc) {
+    if (stats_out) memcpy(stats_out, all, sizeof(uint64_t) * ETCH_TRACEFILE_NSTATS);
+    for (size_t i = 0; i < nparts; i++)
+      memcpy(all + (i + 1) * ETCH_TRACEFILE_NSTATS, parts[i].stats,
+             sizeof parts[i].stats);
+    if (put_stats) rc = etch__tracefile_put_stats_n(&o, all, nparts + 1);
+  }
+  free(all);
   if (rc) {
     etch__tracefile_free(&o);
     return rc;
   }
   return etch__tracefile_finish(&o, data, len);
+}
+
+int etch__session_serialize(etch_session *sess, uint8_t **data, size_t *len) {
+  return serialize(sess, NULL, 0, data, len, NULL, true);
+}
+
+int etch__session_serialize_part(etch_session *sess, uint8_t **data,
+                                 size_t *len, uint64_t *stats) {
+  return serialize(sess, NULL, 0, data, len, stats, false);
 }
 
 static int write_all(const char *path, const char *name, const uint8_t *data,
@@ -156,13 +189,41 @@ int etch__session_write_output(etch_session *s, const char *path,
   if (bytes) *bytes = 0;
   uint8_t *data;
   size_t len;
-  int rc = etch__session_serialize(s, &data, &len);
-  if (rc) return rc;
+  /* The environment session of the first copy of etch in the process
+   * writes the other copies' traces too (join.c). */
+  bool owner = s->join_owner && etch__join_owner();
+  etch__trace_part *parts = NULL;
+  size_t nparts = 0;
+  if (owner) etch__join_gather(&parts, &nparts);
+  uint64_t own_stats[ETCH_TRACEFILE_NSTATS] = {0};
+  int rc = serialize(s, parts, nparts, &data, &len, own_stats, true);
+  if (rc) {
+    if (owner) etch__join_written(NULL, own_stats);
+    return rc;
+  }
+  if (owner) {
+    char *w = NULL;
+    rc = write_output(s, path, data, len, &w);
+    etch__join_written(rc ? NULL : w, own_stats);
+    if (!rc && bytes) *bytes = len;
+    if (written) *written = w;
+    else free(w);
+    return rc;
+  }
+  rc = write_output(s, path, data, len, written);
+  if (!rc && bytes) *bytes = len;
+  return rc;
+}
+
+/* Writes `data` (taken: freed here) to `path`, as the comment above says;
+ * the path written in *written. */
+static int write_output(etch_session *s, const char *path, uint8_t *data,
+                        size_t len, char **written) {
+  int rc;
   struct stat st;
   if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
     rc = write_all(path, path, data, len);
     free(data);
-    if (!rc && bytes) *bytes = len;
     if (!rc && written) *written = etch__strdup(path);
     return rc;
   }
@@ -197,7 +258,6 @@ int etch__session_write_output(etch_session *s, const char *path,
                      strerror(errno));
   if (rc) unlink(tmp);
   free(tmp);
-  if (!rc && bytes) *bytes = len;
   if (!rc && written) *written = own ? own : etch__strdup(path);
   else free(own);
   return rc;

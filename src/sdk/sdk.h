@@ -156,6 +156,9 @@ struct etch_session {
    * another process writing it meanwhile (etch__session_write_output). */
   bool out_existed;
   uint64_t out_dev, out_ino, out_mtime_ns;
+  /* The environment session of the first copy of etch in the process: its
+   * output takes in the traces of later copies (join.c). */
+  bool join_owner;
   /* Called once the output write is over (rc, the path written, bytes);
    * set by the environment session. */
   void (*on_output)(etch_session *s, int rc, const char *path, size_t bytes);
@@ -256,6 +259,44 @@ void etch__categories_apply(etch_session *s, bool enable);
 
 /* Forgets the environment session in a fork child (session.c). */
 void etch__session_atfork_child(void);
+
+/* ---- join.c: another copy of libetch in this process ---- */
+
+/* One copy's trace handed to the owner: packets without TraceStats, and
+ * its buffer's stats (etch_tracefile_stat order). */
+typedef struct etch__trace_part {
+  uint8_t *data;
+  size_t len;
+  uint64_t stats[8];
+} etch__trace_part;
+/* The owner (the environment session of the first copy): publishes itself
+ * for later copies. */
+void etch__join_publish(bool compress);
+bool etch__join_owner(void);
+/* At the owner's write: every guest's trace so far (owned by join.c). */
+int etch__join_gather(etch__trace_part **parts, size_t *n);
+/* After it: the file written (NULL if none) and the owner's own stats. */
+void etch__join_written(const char *path, const uint64_t *own_stats);
+/* A later copy: joins the owner the environment names. 1 joined, 0 no
+ * owner, -1 an owner it cannot join (said on stderr). `give` stops this
+ * copy's session and hands its trace out (false: nothing, or given). */
+int etch__join_as_guest(bool (*give)(uint8_t **data, size_t *len,
+                                     uint64_t *stats));
+bool etch__join_guest(void);
+/* The guest stops: its trace to the owner. */
+void etch__join_leave(void);
+void etch__join_atfork_child(void);
+/* True when an owner in this process is there to join. */
+bool etch__join_host_present(void);
+/* A copy that registers a category while another copy records ETCH_OUT
+ * starts tracing into it (env.c). */
+void etch__join_maybe_init(void);
+/* Takes another copy's process uuid (tracks re-derived) and sequence ids
+ * from `seq_base` on. */
+void etch__adopt_process(uint64_t process_uuid, uint32_t seq_base);
+/* A session's trace without TraceStats, and its stats. */
+int etch__session_serialize_part(etch_session *s, uint8_t **data, size_t *len,
+                                 uint64_t *stats);
 /* In a fork child: frees a session of the parent's (its writers, config,
  * buffer) without stopping it, writing it or touching its locks and
  * threads (session.c). */

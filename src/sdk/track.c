@@ -88,6 +88,16 @@ static void atfork_child(void) {
   etch__session_atfork_child();
 }
 
+void etch__adopt_process(uint64_t process_uuid, uint32_t seq_base) {
+  etch__global_init();
+  pthread_mutex_lock(&etch__g.lock);
+  __atomic_store_n(&etch__g.process_uuid, process_uuid, __ATOMIC_RELAXED);
+  for (etch_track *t = etch__g.tracks; t; t = t->next)
+    set_uuid(t, derive_uuid(t->key));
+  if (etch__g.next_seq_id < seq_base) etch__g.next_seq_id = seq_base;
+  pthread_mutex_unlock(&etch__g.lock);
+}
+
 static void global_setup(void) {
   etch__clock_init();
   __atomic_store_n(&etch__g.process_uuid, new_process_uuid(), __ATOMIC_RELAXED);
