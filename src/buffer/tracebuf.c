@@ -491,3 +491,9 @@ void etch__tracebuf_stats(const etch_tracebuf *tb, etch_tracebuf_stats *out) {
 }
 
 uint64_t etch__tracebuf_used(const etch_tracebuf *tb) { return tb->used; }
+
+uint32_t etch__tracebuf_sequences(const etch_tracebuf *tb, uint32_t *out,
+                                  uint32_t cap) {
+  for (uint32_t i = 0; i < tb->nseqs && i < cap; i++) out[i] = tb->seqs[i].seq;
+  return tb->nseqs;
+}

@@ -81,5 +81,9 @@ int etch__tracebuf_read_runs(etch_tracebuf *tb, etch_packet_fn emit,
 void etch__tracebuf_stats(const etch_tracebuf *tb, etch_tracebuf_stats *out);
 /* Bytes held now. */
 uint64_t etch__tracebuf_used(const etch_tracebuf *tb);
+/* The sequences read from the buffer so far, in the order first read:
+ * up to `cap` ids into out; returns how many there are. */
+uint32_t etch__tracebuf_sequences(const etch_tracebuf *tb, uint32_t *out,
+                                  uint32_t cap);
 
 #endif /* ETCH_BUFFER_TRACEBUF_H */

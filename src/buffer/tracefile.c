@@ -442,8 +442,19 @@ void etch__tracefile_stats_pack(uint64_t *out, const etch_buffer_stats *bs,
   out[ETCH_TFS_WRITERS_WITH_LOSS] = writers_with_loss;
 }
 
+void etch__tracefile_put_writer_stats(etch__pb_stream *s, const uint32_t *seqs,
+                                      const uint32_t *bufs, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    etch__pb_nested w;
+    etch__pb_nested_begin(s, ETCH_TS_WRITER_STATS, &w);
+    etch__pb_write_varint_field(s, ETCH_WS_SEQUENCE_ID, seqs[i]);
+    etch__pb_write_varint_field(s, ETCH_WS_BUFFER, bufs ? bufs[i] : 0);
+    etch__pb_nested_end(s, &w);
+  }
+}
+
 int etch__tracefile_put_stats_n(etch_tracefile *o, const uint64_t *stats,
-                                size_t n) {
+                                size_t n, const uint32_t *seqs, size_t nseqs) {
   etch__pb_stream *s = &o->tmp.s;
   etch__pb_write_varint_field(s, ETCH_PKT_TIMESTAMP, etch__clock_ns(CLOCK_BOOTTIME));
   etch__pb_write_varint_field(s, ETCH_PKT_TIMESTAMP_CLOCK_ID, ETCH_CLOCK_BOOTTIME);
@@ -471,6 +482,9 @@ int etch__tracefile_put_stats_n(etch_tracefile *o, const uint64_t *stats,
   }
   etch__pb_write_varint_field(s, ETCH_TS_TRACING_SESSIONS, 1);
   etch__pb_write_varint_field(s, ETCH_TS_TOTAL_BUFFERS, n);
+  /* The sequences of buffer 0 (another copy's parts in buffers 1.. carry
+   * none: their loss counts in their trace_writer_packet_loss only). */
+  etch__tracefile_put_writer_stats(s, seqs, NULL, nseqs);
   etch__pb_nested_end(s, &ts);
   return etch__tracefile_put_service(o);
 }
@@ -479,7 +493,7 @@ int etch__tracefile_put_stats(etch_tracefile *o, const etch_buffer_stats *bs,
                               uint32_t chunk_size, uint64_t writers_with_loss) {
   uint64_t v[ETCH_TRACEFILE_NSTATS];
   etch__tracefile_stats_pack(v, bs, chunk_size, writers_with_loss);
-  return etch__tracefile_put_stats_n(o, v, 1);
+  return etch__tracefile_put_stats_n(o, v, 1, NULL, 0);
 }
 
 int etch__tracefile_put_raw(etch_tracefile *o, const uint8_t *data,

@@ -88,7 +88,7 @@ int etch__tracefile_put_stats(etch_tracefile *t, const etch_buffer_stats *bs,
                               uint32_t chunk_size, uint64_t writers_with_loss);
 /* TraceStats with `n` buffers' stats, each ETCH_TRACEFILE_NSTATS values in
  * the order of etch_tracefile_stat (the trace of several writers' buffers
- * put together). */
+ * put together), and WriterStats for the `nseqs` sequences of buffer 0. */
 enum etch_tracefile_stat {
   ETCH_TFS_BUFFER_SIZE, ETCH_TFS_CHUNKS_WRITTEN, ETCH_TFS_CHUNKS_OVERWRITTEN,
   ETCH_TFS_BYTES_OVERWRITTEN, ETCH_TFS_CHUNKS_DISCARDED,
@@ -99,7 +99,11 @@ void etch__tracefile_stats_pack(uint64_t *out, const etch_buffer_stats *bs,
                                 uint32_t chunk_size,
                                 uint64_t writers_with_loss);
 int etch__tracefile_put_stats_n(etch_tracefile *t, const uint64_t *stats,
-                                size_t n);
+                                size_t n, const uint32_t *seqs, size_t nseqs);
+/* TraceStats.WriterStats: sequence seqs[i] wrote into buffer bufs[i]
+ * (NULL: buffer 0), for a TraceStats being built in t->tmp. */
+void etch__tracefile_put_writer_stats(etch__pb_stream *s, const uint32_t *seqs,
+                                      const uint32_t *bufs, size_t n);
 /* Appends whole, framed trace records as they are (another trace's). */
 int etch__tracefile_put_raw(etch_tracefile *t, const uint8_t *data,
                             size_t len);

@@ -199,6 +199,11 @@ static inline unsigned etch__field_elem_size(unsigned type) {
 #define ETCH_TS_TOTAL_BUFFERS 7
 #define ETCH_TS_CHUNKS_DISCARDED 8
 #define ETCH_TS_INVALID_PACKETS 10
+#define ETCH_TS_WRITER_STATS 18
+/* TraceStats.WriterStats: which buffer a sequence wrote into (readers
+ * attribute a sequence's packet loss to its buffer with it). */
+#define ETCH_WS_SEQUENCE_ID 1
+#define ETCH_WS_BUFFER 4
 #define ETCH_TS_FLUSHES_REQUESTED 12
 #define ETCH_TS_FLUSHES_SUCCEEDED 13
 #define ETCH_TS_FLUSHES_FAILED 14

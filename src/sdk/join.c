@@ -92,6 +92,8 @@ static struct {
   uint64_t (*all)[ETCH_TRACEFILE_NSTATS];
   size_t nall;
   bool compress;
+  uint32_t *seqs; /* the owner's sequences, for the appended TraceStats */
+  size_t nseqs;
 } own = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 static bool push_to(part **v, size_t *n, size_t *capp, uint8_t *data,
@@ -153,7 +155,7 @@ static void append_late(uint8_t *data, size_t len, const uint64_t *stats) {
   etch__tracefile_init(&o, own.compress);
   int rc = etch__tracefile_put_raw(&o, data, len);
   if (!rc) rc = etch__tracefile_put_stats_n(&o, (const uint64_t *)own.all,
-                                            own.nall);
+                                            own.nall, own.seqs, own.nseqs);
   uint8_t *out = NULL;
   size_t n = 0;
   if (!rc) rc = etch__tracefile_finish(&o, &out, &n);
@@ -291,9 +293,14 @@ int etch__join_gather(etch__trace_part **parts, size_t *n) {
   return ETCH_OK;
 }
 
-void etch__join_written(const char *path, const uint64_t *own_stats) {
+void etch__join_written(const char *path, const uint64_t *own_stats,
+                        const uint32_t *seqs, size_t nseqs) {
   if (!etch__join_owner()) return;
   pthread_mutex_lock(&own.lock);
+  free(own.seqs);
+  own.seqs = nseqs ? (uint32_t *)malloc(nseqs * sizeof *seqs) : NULL;
+  own.nseqs = own.seqs ? nseqs : 0;
+  if (own.seqs) memcpy(own.seqs, seqs, nseqs * sizeof *seqs);
   own.state = WRITTEN;
   free(own.path);
   own.path = path ? strdup(path) : NULL;
@@ -373,6 +380,9 @@ void etch__join_atfork_child(void) {
   free(own.all);
   own.all = NULL;
   own.nall = 0;
+  free(own.seqs);
+  own.seqs = NULL;
+  own.nseqs = 0;
   for (size_t i = 0; i < own.nlate; i++) free(own.late[i].data);
   free(own.late);
   own.late = NULL;

@@ -81,9 +81,22 @@ static int put_drop_report(etch_tracefile *o, etch_writer *w,
  * copies' traces), then TraceStats with a buffer for each; without
  * `put_stats`, a part for another copy's trace: its packets alone, the
  * stats in *stats_out. */
+/* The sequence ids of the session's writers (malloc'd, *n of them). */
+static uint32_t *writer_seqs(etch_session *sess, size_t *n) {
+  *n = 0;
+  size_t cap = 0;
+  for (etch_writer *w = sess->writers; w; w = w->next) cap++;
+  uint32_t *v = cap ? (uint32_t *)malloc(cap * sizeof *v) : NULL;
+  if (!v) return NULL;
+  for (etch_writer *w = sess->writers; w && *n < cap; w = w->next)
+    v[(*n)++] = w->seq_id;
+  return v;
+}
+
 static int serialize(etch_session *sess, const etch__trace_part *parts,
                      size_t nparts, uint8_t **data, size_t *len,
-                     uint64_t *stats_out, bool put_stats) {
+                     uint64_t *stats_out, bool put_stats, uint32_t **seqs,
+                     size_t *nseqs) {
   *data = NULL;
   *len = 0;
   etch_tracefile o;
@@ -109,6 +122,8 @@ static int serialize(etch_session *sess, const etch__trace_part *parts,
     uint64_t r = __atomic_load_n(&w->reported, __ATOMIC_RELAXED);
     if (d > r) rc = put_drop_report(&o, w, d - r);
   }
+  size_t nws = 0;
+  uint32_t *ws = writer_seqs(sess, &nws);
   pthread_mutex_unlock(&sess->lock);
   for (size_t i = 0; i < nparts && !rc; i++)
     rc = etch__tracefile_put_raw(&o, parts[i].data, parts[i].len);
@@ -126,9 +141,16 @@ static int serialize(etch_session *sess, const etch__trace_part *parts,
     for (size_t i = 0; i < nparts; i++)
       memcpy(all + (i + 1) * ETCH_TRACEFILE_NSTATS, parts[i].stats,
              sizeof parts[i].stats);
-    if (put_stats) rc = etch__tracefile_put_stats_n(&o, all, nparts + 1);
+    if (put_stats)
+      rc = etch__tracefile_put_stats_n(&o, all, nparts + 1, ws, nws);
   }
   free(all);
+  if (seqs) {
+    *seqs = ws;
+    *nseqs = nws;
+  } else {
+    free(ws);
+  }
   if (rc) {
     etch__tracefile_free(&o);
     return rc;
@@ -137,12 +159,12 @@ static int serialize(etch_session *sess, const etch__trace_part *parts,
 }
 
 int etch__session_serialize(etch_session *sess, uint8_t **data, size_t *len) {
-  return serialize(sess, NULL, 0, data, len, NULL, true);
+  return serialize(sess, NULL, 0, data, len, NULL, true, NULL, NULL);
 }
 
 int etch__session_serialize_part(etch_session *sess, uint8_t **data,
                                  size_t *len, uint64_t *stats) {
-  return serialize(sess, NULL, 0, data, len, stats, false);
+  return serialize(sess, NULL, 0, data, len, stats, false, NULL, NULL);
 }
 
 static int write_all(const char *path, const char *name, const uint8_t *data,
@@ -196,20 +218,26 @@ int etch__session_write_output(etch_session *s, const char *path,
   size_t nparts = 0;
   if (owner) etch__join_gather(&parts, &nparts);
   uint64_t own_stats[ETCH_TRACEFILE_NSTATS] = {0};
-  int rc = serialize(s, parts, nparts, &data, &len, own_stats, true);
+  uint32_t *seqs = NULL;
+  size_t nseqs = 0;
+  int rc = serialize(s, parts, nparts, &data, &len, own_stats, true, &seqs,
+                     &nseqs);
   if (rc) {
-    if (owner) etch__join_written(NULL, own_stats);
+    if (owner) etch__join_written(NULL, own_stats, NULL, 0);
+    free(seqs);
     return rc;
   }
   if (owner) {
     char *w = NULL;
     rc = write_output(s, path, data, len, &w);
-    etch__join_written(rc ? NULL : w, own_stats);
+    etch__join_written(rc ? NULL : w, own_stats, seqs, nseqs);
+    free(seqs);
     if (!rc && bytes) *bytes = len;
     if (written) *written = w;
     else free(w);
     return rc;
   }
+  free(seqs);
   rc = write_output(s, path, data, len, written);
   if (!rc && bytes) *bytes = len;
   return rc;

@@ -276,7 +276,8 @@ bool etch__join_owner(void);
 /* At the owner's write: every guest's trace so far (owned by join.c). */
 int etch__join_gather(etch__trace_part **parts, size_t *n);
 /* After it: the file written (NULL if none) and the owner's own stats. */
-void etch__join_written(const char *path, const uint64_t *own_stats);
+void etch__join_written(const char *path, const uint64_t *own_stats,
+                        const uint32_t *seqs, size_t nseqs);
 /* A later copy: joins the owner the environment names. 1 joined, 0 no
  * owner, -1 an owner it cannot join (said on stderr). `give` stops this
  * copy's session and hands its trace out (false: nothing, or given). */

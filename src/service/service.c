@@ -577,6 +577,25 @@ static void trace_stats(etch_service *s, const session *x, etch__pb_stream *st) 
   etch__pb_write_varint_field(st, ETCH_TS_TRACING_SESSIONS, sessions);
   etch__pb_write_varint_field(st, ETCH_TS_TOTAL_BUFFERS, buffers);
   etch__pb_write_varint_field(st, ETCH_TS_INVALID_PACKETS, x->invalid_packets);
+  /* Which buffer each sequence wrote into: trace_processor attributes a
+   * sequence's lost packets (previous_packet_dropped) to its buffer with
+   * it (traced_buf_sequence_packet_loss). */
+  for (uint32_t i = 0; i < x->cfg->nbuffers; i++) {
+    etch_tracebuf *tb = s->bufs[x->buf_ids[i]];
+    if (!tb) continue;
+    uint32_t n = etch__tracebuf_sequences(tb, NULL, 0);
+    uint32_t *seqs = n ? (uint32_t *)etch__malloc(n * sizeof *seqs) : NULL;
+    if (!seqs) continue;
+    etch__tracebuf_sequences(tb, seqs, n);
+    for (uint32_t k = 0; k < n; k++) {
+      etch__pb_nested w;
+      etch__pb_nested_begin(st, ETCH_TS_WRITER_STATS, &w);
+      etch__pb_write_varint_field(st, ETCH_WS_SEQUENCE_ID, seqs[k]);
+      etch__pb_write_varint_field(st, ETCH_WS_BUFFER, i);
+      etch__pb_nested_end(st, &w);
+    }
+    free(seqs);
+  }
 }
 
 /* The trace's last packet: the session's TraceStats, on sequence 1. */

@@ -592,6 +592,16 @@ def s_consumer_stops_early(run, service):
     same_reading(et, tp, "etch query against trace_processor")
     outer = sum(r[4] for r in by_q(tp, "slice") if r[3] == "outer")
     check(outer > 0, "nothing recorded")
+    # Loss is attributed: every packet saying its sequence lost data counts
+    # in its buffer's traced_buf_sequence_packet_loss, which needs the
+    # service's WriterStats (sequence -> buffer) in TraceStats.
+    tp_loss = sum(r[4] for r in by_q(tp, "problem")
+                  if r[1] == "traced_buf_sequence_packet_loss")
+    et_loss = sum(r[4] for r in by_q(et, "problem")
+                  if r[1] == "previous_packet_dropped")
+    eq(tp_loss, et_loss, "sequences' packet loss: trace_processor's "
+       "traced_buf_sequence_packet_loss against etch's "
+       "previous_packet_dropped")
 
 
 def check_prefix_or_suffix(tp, pids, what):
