@@ -957,9 +957,30 @@ static void try_connect(void) {
 
 /* The last flush, on the thread at the exit handler's request: what every
  * writer holds goes to the service, best effort. */
+/* How long exit waits for room in a full shared memory to report drops
+ * (ETCH_SYSTEM_EXIT_WAIT_MS, default 2000): the service, given the
+ * commits, frees chunks as it copies them. */
+static uint64_t exit_wait_ns(void) {
+  return (uint64_t)env_long("ETCH_SYSTEM_EXIT_WAIT_MS", 0, 600000, 2000) *
+         1000000u;
+}
+
 static void last_flush(void) {
-  for (uint32_t i = 0; i < P.ninst; i++)
-    if (P.inst[i].b) etch__session_report_orphans(P.inst[i].s);
+  /* Drops of threads that left while the shared memory was full: each
+   * report needs a chunk, which the service frees as it takes the commits
+   * sent meanwhile. */
+  uint64_t deadline = etch__monotonic_ns() + exit_wait_ns();
+  for (;;) {
+    bool all = true;
+    for (uint32_t i = 0; i < P.ninst; i++)
+      if (P.inst[i].b) all &= etch__session_report_orphans(P.inst[i].s);
+    if (all || !P.connected || etch__monotonic_ns() >= deadline) break;
+    send_commits();
+    if (etch__ipc_conn_want_write(&P.conn)) etch__ipc_conn_flush(&P.conn);
+    __atomic_store_n(&full_until, 0, __ATOMIC_RELAXED);
+    struct timespec d = {0, 1000000};
+    nanosleep(&d, NULL);
+  }
   pthread_mutex_lock(&P.lock);
   for (uint32_t i = 0; i < P.ninst; i++)
     if (P.inst[i].b) scrape(P.inst[i].b);
@@ -1020,19 +1041,35 @@ static void *producer_main(void *arg) {
   return NULL;
 }
 
-/* At exit: the thread sends what every writer holds (waiting at most a
- * second for it). */
+/* At exit: this thread's drops are reported (its TLS destructor does not
+ * run at exit), waiting for room if the shared memory is full; then the
+ * producer thread sends what every writer holds and the drops of threads
+ * that left (waiting at most ETCH_SYSTEM_EXIT_WAIT_MS and a second). */
 static void flush_at_exit(void) {
   pthread_mutex_lock(&P.lock);
   if (!P.started || P.exit_done) {
     pthread_mutex_unlock(&P.lock);
     return;
   }
+  pthread_mutex_unlock(&P.lock);
+  uint64_t wait = exit_wait_ns();
+  uint64_t deadline = etch__monotonic_ns() + wait;
+  while (!etch__tls_report_drops()) {
+    pthread_mutex_lock(&P.lock);
+    bool connected = P.connected;
+    pthread_mutex_unlock(&P.lock);
+    if (!connected || etch__monotonic_ns() >= deadline) break;
+    wake_thread(); /* the commits go, the service frees their chunks */
+    __atomic_store_n(&full_until, 0, __ATOMIC_RELAXED);
+    struct timespec d = {0, 1000000};
+    nanosleep(&d, NULL);
+  }
+  pthread_mutex_lock(&P.lock);
   P.exit_req = true;
   wake_thread();
   struct timespec until;
   clock_gettime(CLOCK_REALTIME, &until);
-  until.tv_sec += 1;
+  until.tv_sec += 1 + (time_t)(wait / 1000000000u);
   while (!P.exit_done &&
          pthread_cond_timedwait(&P.exit_cond, &P.lock, &until) == 0) {
   }

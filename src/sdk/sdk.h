@@ -523,7 +523,10 @@ void etch__packet_end(etch_writer *w);
 /* Writes the drop reports of detached writers that could not write them
  * when their thread left (no chunk to be had then). Not on a writer's
  * thread; not under the session's lock. */
-void etch__session_report_orphans(etch_session *s);
+bool etch__session_report_orphans(etch_session *s);
+/* Reports the drops of this thread's writers (at exit, where its TLS
+ * destructor does not run): true when none is left unreported. */
+bool etch__tls_report_drops(void);
 
 /* Detaches a writer from its thread: completes its chunk, drops its ref. */
 /* A session whose chunks go to backend `b` (the session's from now on:

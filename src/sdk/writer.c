@@ -587,16 +587,34 @@ static bool report_orphan(etch_writer *w) {
   return w->dropped == w->reported;
 }
 
-void etch__session_report_orphans(etch_session *s) {
+bool etch__session_report_orphans(etch_session *s) {
   etch_writer *todo[64];
   size_t n = 0;
+  bool all = true;
   pthread_mutex_lock(&s->lock);
-  for (etch_writer *w = s->writers; w && n < ETCH_ARRAY_SIZE(todo); w = w->next)
+  for (etch_writer *w = s->writers; w; w = w->next)
     if (__atomic_load_n(&w->detached, __ATOMIC_ACQUIRE) &&
-        __atomic_load_n(&w->dropped, __ATOMIC_RELAXED) != w->reported)
-      todo[n++] = w;
+        __atomic_load_n(&w->dropped, __ATOMIC_RELAXED) != w->reported) {
+      if (n < ETCH_ARRAY_SIZE(todo)) todo[n++] = w;
+      else all = false;
+    }
   pthread_mutex_unlock(&s->lock);
-  for (size_t i = 0; i < n; i++) report_orphan(todo[i]);
+  for (size_t i = 0; i < n; i++) all &= report_orphan(todo[i]);
+  return all;
+}
+
+bool etch__tls_report_drops(void) {
+  bool all = true;
+  for (uint32_t slot = 0; slot < ETCH_MAX_SESSIONS; slot++) {
+    etch_writer *w = etch__tls_writer(slot);
+    if (!w || __atomic_load_n(&w->dropped, __ATOMIC_RELAXED) == w->reported)
+      continue;
+    if (__atomic_load_n(&etch__slot_gen[slot], __ATOMIC_ACQUIRE) !=
+        etch__tls.gen[slot])
+      continue; /* a session gone: it reported what it could */
+    all &= report_orphan(w);
+  }
+  return all;
 }
 
 void etch__writer_detach(etch_writer *w) {

@@ -1177,6 +1177,68 @@ TEST(full_shared_memory_drops_are_counted_and_writers_record_again) {
 }
 
 /*
+ * A producer that exits with its shared memory full still counts every
+ * drop: etchd is stopped while two threads and then the main thread flood
+ * a 256 KiB shared memory; the producer exits as etchd goes on. The main
+ * thread's drops (its writer never leaves) and the threads' (they left
+ * while it was full) are reported at exit: every tick of each arrives, in
+ * order, or is counted in an etch.dropped_events.
+ */
+TEST(a_producer_exiting_with_its_shared_memory_full_counts_every_drop) {
+  const long n = SANITIZED ? 50000 : 200000;
+  svc s;
+  svc_start(&s);
+  char out[700];
+  snprintf(out, sizeof out, "%s/exitfull.pftrace", s.dir);
+  pid_t rec = record_start(&s, out, NULL);
+  setenv("ETCH_SYSTEM_SMB_KB", "256", 1);
+  pid_t p = producer_mode("exitfull", 2, n, "xfull");
+  unsetenv("ETCH_SYSTEM_SMB_KB");
+  int st;
+  ASSERT_EQ_INT(waitpid(p, &st, WUNTRACED), p); /* its session is there */
+  ASSERT_TRUE(WIFSTOPPED(st));
+  kill(s.pid, SIGSTOP);
+  kill(p, SIGCONT);
+  ASSERT_EQ_INT(waitpid(p, &st, WUNTRACED), p); /* flooded, about to exit */
+  ASSERT_TRUE(WIFSTOPPED(st));
+  kill(p, SIGCONT);
+  kill(s.pid, SIGCONT);
+  ASSERT_EQ_INT(wait_exit(p), 0);
+  kill(rec, SIGINT);
+  ASSERT_EQ_INT(wait_exit(rec), 0);
+  td_trace t;
+  static int32_t pids[4096];
+  decode(out, &t, pids, 4096);
+  long all_dropped = 0;
+  for (int k = 0; k < 3; k++) {
+    const td_track *tr = worker_track(&t, p, k);
+    if (!tr) FAIL("no track worker-%d", k);
+    long arrived = 0, last = -1, dropped = 0;
+    for (size_t i = 0; i < t.nev; i++) {
+      const td_event *e = &t.ev[i];
+      if (e->track != tr->uuid || !e->name) continue;
+      if (!strcmp(e->name, "tick")) {
+        const td_arg *a = td_arg_of(e, "i");
+        ASSERT_TRUE(a != NULL);
+        if (a->i <= last)
+          FAIL("worker-%d: tick %lld after %ld", k, (long long)a->i, last);
+        last = (long)a->i;
+        arrived++;
+      } else if (!strcmp(e->name, "etch.dropped_events")) {
+        dropped += (long)td_arg_of(e, "count")->i;
+      }
+    }
+    if (arrived + dropped != n)
+      FAIL("worker-%d: %ld ticks arrived and %ld were counted dropped, of %ld",
+           k, arrived, dropped, n);
+    all_dropped += dropped;
+  }
+  ASSERT_TRUE(all_dropped > 0);
+  td_free(&t);
+  svc_stop(&s);
+}
+
+/*
  * With ETCH_SYSTEM_STALL_MS a writer that finds the shared memory full
  * waits for a chunk (up to that long) instead of dropping: etchd stopped
  * for 0.3 s while two threads flood a 256 KiB shared memory, and every

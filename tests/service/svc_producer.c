@@ -26,6 +26,11 @@
  * session did, as with "late"; thread 0, done with its ticks, waits 0.8 s
  * and records one instant "after" (the others end at once).
  *
+ * With "xfull" it stops itself (SIGSTOP) once its session is there, so
+ * that the test can stop the service first; then its threads record,
+ * the main thread records the same as "worker-THREADS", and it stops
+ * itself again just before it exits.
+ *
  * With "smb" it records, after its threads, one instant "smb" with an arg
  * "kb": the size of the service's shared memory as mapped in this process.
  */
@@ -36,6 +41,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -93,10 +99,16 @@ int main(int argc, char **argv) {
     struct timespec d = {0, 500000000};
     nanosleep(&d, NULL);
   }
+  bool exit_full = argc > 4 && argv[4][0] == 'x';
+  if (exit_full) raise(SIGSTOP);
   pthread_t th[16];
   for (int i = 0; i < threads && i < 16; i++)
     pthread_create(&th[i], NULL, work, (void *)(intptr_t)i);
   for (int i = 0; i < threads && i < 16; i++) pthread_join(th[i], NULL);
+  if (exit_full) {
+    work((void *)(intptr_t)threads);
+    raise(SIGSTOP);
+  }
   if (argc > 4 && argv[4][0] == 'b') {
     char *big[3];
     for (int k = 0; k < 3; k++) {
