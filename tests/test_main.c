@@ -94,7 +94,11 @@ static int run_one(int i, int timeout_s) {
   if (pid == 0) {
     alarm((unsigned)timeout_s);
     tests[i].fn();
-    if (tmpdir[0]) nftw(tmpdir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    /* ETCH_TEST_KEEP=1 keeps a passing test's files (a failing one's are
+     * always kept), e.g. to open its traces in other tools. */
+    const char *keep = getenv("ETCH_TEST_KEEP");
+    if (tmpdir[0] && !(keep && *keep && strcmp(keep, "0")))
+      nftw(tmpdir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
     fflush(stdout);
     _exit(0);
   }

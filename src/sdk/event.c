@@ -455,7 +455,8 @@ static void encode(etch_writer *w, const ev_src *e, uint64_t ticks) {
   if (new_name) etch__writer_mark_name(w, site->id);
   for (uint32_t c = 0; c < e->nchans; c++)
     if (new_cat[c]) etch__bitset_set(&w->seen_cats, e->chans[c]->id);
-  if (e->type == ETCH_TYPE_SLICE_BEGIN && !e->track_uuid) w->depth++;
+  if (e->type == ETCH_TYPE_SLICE_BEGIN && !e->track_uuid)
+    etch__writer_level_written(w, 1);
 }
 
 /* This thread's writer for slot `i`, ready for a packet. */
@@ -691,12 +692,15 @@ void etch__log(etch_event_def *d, etch_category *const *chans, uint32_t nchans,
     s.has_ts = true;
     s.ts = etch_now();
   }
+  etch__tls.drop_kind =
+      type == ETCH_TYPE_SLICE_BEGIN ? ETCH_DROP_BEGIN : ETCH_DROP_OTHER;
   while (mask) {
     uint32_t i = (uint32_t)__builtin_ctz(mask);
     mask &= mask - 1;
     etch_writer *w = writer_for(i, ticks, s.has_ts);
     if (w) encode(w, &s, ticks);
   }
+  etch__tls.drop_kind = ETCH_DROP_OTHER;
   /* Cached after it is written, so that a replay its own write set off
    * (a session's first reset) does not write it twice. */
   if (important)

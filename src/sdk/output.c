@@ -113,6 +113,20 @@ static int serialize(etch_session *sess, const etch__trace_part *parts,
   pthread_mutex_lock(&sess->lock);
   if (!rc) rc = b->ops->read(b, etch__tracefile_on_packet, &o, &lost);
 
+  /* Slice ends a writer lost and still keeps, when no thread will write
+   * them any more (its own left; this thread's is ours). */
+  int32_t me = etch__gettid();
+  for (etch_writer *w = sess->writers; w && !rc; w = w->next) {
+    if (!w->npend || (!__atomic_load_n(&w->detached, __ATOMIC_ACQUIRE) &&
+                      w->tid != me))
+      continue;
+    for (uint32_t i = 0; i < w->npend && !rc; i++) {
+      etch__pending_end_fields(&o.tmp.s, w->pend_ns[i],
+                               etch__thread_uuid(w->tid));
+      rc = etch__tracefile_put_service(&o);
+    }
+    w->npend = 0;
+  }
   /* Drops no writer has reported yet, then the stats. */
   uint64_t writers_with_loss = 0;
   for (etch_writer *w = sess->writers; w && !rc; w = w->next) {

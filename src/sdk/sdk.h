@@ -332,6 +332,14 @@ char *etch__output_per_pid(const char *path, long pid);
 
 /* ---- writers -------------------------------------------------------------------- */
 
+/* Dropped slice ends a writer keeps to write later (deeper ones stay
+ * open: at most this many ends are lost in one stretch of drops). */
+#define ETCH_MAX_PENDING_ENDS 32
+
+/* What the slow path is recording, for drop_at: a slice's begin or end on
+ * the thread track (etch__tls.drop_kind). */
+enum { ETCH_DROP_OTHER = 0, ETCH_DROP_BEGIN = 1, ETCH_DROP_END = 2 };
+
 typedef struct etch_held {
   etch_chunk *c;
   uint8_t *payload;
@@ -418,6 +426,20 @@ struct etch_writer {
   } da_cache[64];
   uint32_t reset_gen;
   uint8_t *scratch;           /* the general path encodes packets here */
+  /*
+   * Slices on the thread track across lost events (track_event.c and
+   * drop_at): a begin that was dropped leaves a phantom level whose end
+   * is not written (it would close the enclosing slice); an end that was
+   * dropped while its begin is in the trace is kept and written, with its
+   * own time, at the next reset (or by the session's read), so the slice
+   * does not run on to the end of the trace. While a phantom is open every
+   * event takes the slow path, which keeps the levels in order.
+   */
+  uint64_t open_bits;        /* while phantoms: bit k = level k recorded */
+  uint32_t open_n;           /* levels open (both kinds) while phantoms */
+  uint32_t phantoms;         /* dropped begins whose end has not come */
+  uint32_t npend;            /* dropped ends waiting to be written */
+  uint64_t pend_ns[ETCH_MAX_PENDING_ENDS]; /* their times, innermost first */
   size_t scratch_cap;
   char thread_name[64];
 };
@@ -443,6 +465,7 @@ typedef struct etch_tls {
   bool dtor_registered;
   uint8_t busy; /* re-entrancy guard */
   bool in_intercept; /* inside an interceptor's packet callback */
+  uint8_t drop_kind; /* ETCH_DROP_*: what a drop now would lose */
   char thread_name[64];
   bool thread_name_set;
 } etch_tls;
@@ -524,6 +547,14 @@ void etch__packet_end(etch_writer *w);
  * when their thread left (no chunk to be had then). Not on a writer's
  * thread; not under the session's lock. */
 bool etch__session_report_orphans(etch_session *s);
+/* A slice end on the thread track that is about to be written: true when
+ * it is the end of a begin that was dropped (then it must not be). */
+bool etch__writer_end_is_phantom(etch_writer *w);
+/* A slice begin (+1) or end (-1) on the thread track was written. */
+void etch__writer_level_written(etch_writer *w, int delta);
+/* A kept end's packet fields: SLICE_END at `ns` (BOOTTIME) on the track. */
+void etch__pending_end_fields(etch__pb_stream *s, uint64_t ns,
+                              uint64_t track_uuid);
 /* Reports the drops of this thread's writers (at exit, where its TLS
  * destructor does not run): true when none is left unreported. */
 bool etch__tls_report_drops(void);

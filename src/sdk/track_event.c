@@ -167,6 +167,15 @@ static void emit_general(etch_writer *w, etch_site *site, etch_category *cat,
                          uint32_t type, const char *dyn_name,
                          const etch_extra *x, uint32_t n, uint64_t ticks);
 
+/* What dropping an event of `type` with these extras loses (drop_at). */
+static uint8_t kind_of_drop(uint32_t type, const etch_extra *x, uint32_t n) {
+  if (type != ETCH_TYPE_SLICE_BEGIN && type != ETCH_TYPE_SLICE_END)
+    return ETCH_DROP_OTHER;
+  for (uint32_t i = 0; i < n; i++)
+    if (x[i].kind == ETCH_X_TRACK && x[i].v.t) return ETCH_DROP_OTHER;
+  return type == ETCH_TYPE_SLICE_BEGIN ? ETCH_DROP_BEGIN : ETCH_DROP_END;
+}
+
 /* [08] 68 02 5A 02 48 02 40, then the delta. */
 static const uint8_t end_tmpl[8] = {
     8,
@@ -211,6 +220,7 @@ static ETCH_NOINLINE void site_slow(etch_site *site, uintptr_t mask,
                                     uint64_t ticks) {
   if (!__atomic_load_n(&site->seen_mask, __ATOMIC_ACQUIRE)) etch__site_prepare(site);
   bool begin = site->type == ETCH_TYPE_SLICE_BEGIN;
+  etch__tls.drop_kind = kind_of_drop(site->type, NULL, 0);
   do {
     uint32_t i = (uint32_t)__builtin_ctz((uint32_t)mask);
     mask &= mask - 1;
@@ -220,10 +230,12 @@ static ETCH_NOINLINE void site_slow(etch_site *site, uintptr_t mask,
     etch_writer *w = etch__writer_prepare(i, ticks);
     if (w) emit_general(w, site, site->cat, site->type, NULL, NULL, 0, ticks);
   } while (mask);
+  etch__tls.drop_kind = ETCH_DROP_OTHER;
 }
 
 static ETCH_NOINLINE void end_slow(etch_category *cat, uintptr_t mask,
                                    uint64_t ticks) {
+  etch__tls.drop_kind = ETCH_DROP_END;
   do {
     uint32_t i = (uint32_t)__builtin_ctz((uint32_t)mask);
     mask &= mask - 1;
@@ -232,6 +244,7 @@ static ETCH_NOINLINE void end_slow(etch_category *cat, uintptr_t mask,
     if (w)
       emit_general(w, NULL, cat, ETCH_TYPE_SLICE_END, NULL, NULL, 0, ticks);
   } while (mask);
+  etch__tls.drop_kind = ETCH_DROP_OTHER;
 }
 
 /*
@@ -507,8 +520,10 @@ static void emit_general(etch_writer *w, etch_site *site, etch_category *cat,
   uint32_t *track_open = NULL;
   if (type == ETCH_TYPE_SLICE_END) {
     if (thread_track) {
+      /* The end of a begin that was dropped would close its parent. */
+      if (ETCH_UNLIKELY(w->phantoms) && etch__writer_end_is_phantom(w))
+        return;
       if (w->depth == 0) return;
-      w->depth--;
     } else if (!etch__session_track_close(w->sess, track)) {
       return;
     }
@@ -660,7 +675,9 @@ static void emit_general(etch_writer *w, etch_site *site, etch_category *cat,
   if (counter && site && !p.dyn_name && !p.track && !p.has_ts)
     etch__writer_mark_name(w, site->id);
   if (new_cat) etch__bitset_set(&w->seen_cats, cat->id);
-  if (type == ETCH_TYPE_SLICE_BEGIN && thread_track) w->depth++;
+  if (thread_track && (type == ETCH_TYPE_SLICE_BEGIN ||
+                       type == ETCH_TYPE_SLICE_END))
+    etch__writer_level_written(w, type == ETCH_TYPE_SLICE_BEGIN ? 1 : -1);
   if (track_open) __atomic_fetch_add(track_open, 1, __ATOMIC_RELAXED);
 }
 
@@ -680,6 +697,7 @@ static bool has_explicit_ts(const etch_extra *x, uint32_t n) {
     if (x[i].kind == ETCH_X_TIMESTAMP) return true;
   return false;
 }
+
 
 /*
  * Site events whose extras are one or two scalar args (bool, int, uint,
@@ -805,6 +823,7 @@ static ETCH_NOINLINE void emit_slow(etch_site *site, uintptr_t mask,
                                     uint32_t n_extras, uint64_t ticks) {
   if (!__atomic_load_n(&site->seen_mask, __ATOMIC_ACQUIRE)) etch__site_prepare(site);
   bool explicit_ts = has_explicit_ts(extras, n_extras);
+  etch__tls.drop_kind = kind_of_drop(site->type, extras, n_extras);
   do {
     uint32_t i = (uint32_t)__builtin_ctz(mask);
     mask &= mask - 1;
@@ -813,6 +832,7 @@ static ETCH_NOINLINE void emit_slow(etch_site *site, uintptr_t mask,
       emit_general(w, site, site->cat, site->type, NULL, extras, n_extras,
                    ticks);
   } while (mask);
+  etch__tls.drop_kind = ETCH_DROP_OTHER;
 }
 
 /* The args fast path inline, everything else in emit_slow: the common case
@@ -889,6 +909,7 @@ void etch__emit_end_x(etch_category *cat, uintptr_t mask,
                       const etch_extra *extras, uint32_t n_extras) {
   uint64_t ticks = etch__ticks();
   bool explicit_ts = has_explicit_ts(extras, n_extras);
+  etch__tls.drop_kind = kind_of_drop(ETCH_TYPE_SLICE_END, extras, n_extras);
   do {
     uint32_t i = (uint32_t)__builtin_ctz(mask);
     mask &= mask - 1;
@@ -897,6 +918,7 @@ void etch__emit_end_x(etch_category *cat, uintptr_t mask,
       emit_general(w, NULL, cat, ETCH_TYPE_SLICE_END, NULL, extras, n_extras,
                    ticks);
   } while (mask);
+  etch__tls.drop_kind = ETCH_DROP_OTHER;
 }
 
 void etch__emit_dyn(etch_category *cat, uintptr_t mask, uint32_t type,
@@ -906,10 +928,12 @@ void etch__emit_dyn(etch_category *cat, uintptr_t mask, uint32_t type,
   uint64_t ticks = etch__ticks();
   const char *dn = type == ETCH_TYPE_SLICE_END ? NULL : (name ? name : "");
   bool explicit_ts = has_explicit_ts(extras, n_extras);
+  etch__tls.drop_kind = kind_of_drop(type, extras, n_extras);
   do {
     uint32_t i = (uint32_t)__builtin_ctz(mask);
     mask &= mask - 1;
     etch_writer *w = ready_writer(i, ticks, explicit_ts);
     if (w) emit_general(w, NULL, cat, type, dn, extras, n_extras, ticks);
   } while (mask);
+  etch__tls.drop_kind = ETCH_DROP_OTHER;
 }

@@ -81,7 +81,8 @@ static bool take_chunk(etch_writer *w, uint32_t flags) {
                    __ATOMIC_SEQ_CST);
   if (__atomic_load_n(&etch__slot_gen[w->slot], __ATOMIC_SEQ_CST) !=
           w->sess->gen ||
-      b->ops->packet_done) /* it takes each packet: no fast path */
+      b->ops->packet_done || /* it takes each packet: no fast path */
+      w->phantoms)           /* the slow path keeps the levels */
     __atomic_store_n(&w->fast_end, 0, __ATOMIC_RELAXED);
   /* Keep a reset in the newest part of a ring that wraps quickly. */
   if (b->reset_span &&
@@ -422,6 +423,7 @@ static void report_drops(etch_writer *w) {
 void (*etch__writer_reset_hook)(void);
 
 static bool reset_packets(etch_writer *w, uint64_t ns);
+static void write_pending_ends(etch_writer *w);
 
 /* Starts the writer's state over (clock anchor, interning) for an event at
  * `ticks`; touches nothing but the writer. The anchor's time. */
@@ -521,6 +523,7 @@ static bool reset_packets(etch_writer *w, uint64_t ns) {
   write_process_descriptor(w, a.ns);
   write_thread_descriptor(w, a.ns);
   report_drops(w);
+  if (w->npend) write_pending_ends(w);
   return true;
 }
 
@@ -656,7 +659,92 @@ static uint64_t drop_time(const etch_writer *w, uint64_t ticks) {
                         : etch__clock_ticks_to_boottime(ticks);
 }
 
+/* The fast path again once no phantom level is open (as take_chunk). */
+static void fast_again(etch_writer *w) {
+  if (!w->chunk || w->phantoms || w->sess->backend->ops->packet_done ||
+      __atomic_load_n(&etch__slot_gen[w->slot], __ATOMIC_SEQ_CST) !=
+          w->sess->gen)
+    return;
+  __atomic_store_n(&w->fast_end, (uintptr_t)w->st.end - ETCH_FAST_MAX,
+                   __ATOMIC_SEQ_CST);
+  if (__atomic_load_n(&etch__slot_gen[w->slot], __ATOMIC_SEQ_CST) !=
+      w->sess->gen)
+    __atomic_store_n(&w->fast_end, 0, __ATOMIC_RELAXED);
+}
+
+bool etch__writer_end_is_phantom(etch_writer *w) {
+  if (!w->phantoms || !w->open_n) return false;
+  if (w->open_bits & (1ull << (w->open_n - 1))) return false;
+  w->open_n--;
+  if (--w->phantoms == 0) fast_again(w);
+  return true;
+}
+
+void etch__writer_level_written(etch_writer *w, int delta) {
+  if (delta > 0) {
+    w->depth++;
+    if (w->phantoms && w->open_n < 64) w->open_bits |= 1ull << w->open_n++;
+  } else if (w->depth) {
+    w->depth--;
+    if (w->phantoms && w->open_n) w->open_n--;
+  }
+}
+
+/* A slice begin on the thread track was lost: its level is a phantom. */
+static void drop_begin(etch_writer *w) {
+  if (!w->phantoms) {
+    if (w->depth >= 64) return; /* too deep to keep apart: as before */
+    w->open_n = w->depth;
+    w->open_bits = w->depth ? ~0ull >> (64 - w->depth) : 0;
+  }
+  if (w->open_n >= 64) return;
+  w->open_bits &= ~(1ull << w->open_n);
+  w->open_n++;
+  w->phantoms++;
+  __atomic_store_n(&w->fast_end, 0, __ATOMIC_RELAXED);
+}
+
+/* A slice end on the thread track was lost at `ns`. */
+static void drop_end(etch_writer *w, uint64_t ns) {
+  if (etch__writer_end_is_phantom(w)) return; /* its begin was lost too */
+  if (!w->depth) return;                       /* no begin of it recorded */
+  if (w->npend < ETCH_MAX_PENDING_ENDS) w->pend_ns[w->npend++] = ns;
+  etch__writer_level_written(w, -1); /* closed: by the kept end */
+}
+
+void etch__pending_end_fields(etch__pb_stream *s, uint64_t ns,
+                              uint64_t track_uuid) {
+  etch__pb_write_varint_field(s, ETCH_PKT_TIMESTAMP, ns);
+  etch__pb_write_varint_field(s, ETCH_PKT_TIMESTAMP_CLOCK_ID,
+                             ETCH_CLOCK_BOOTTIME);
+  etch__pb_nested te;
+  etch__pb_nested_begin(s, ETCH_PKT_TRACK_EVENT, &te);
+  etch__pb_write_varint_field(s, ETCH_TE_TYPE, ETCH_TE_TYPE_SLICE_END);
+  etch__pb_write_varint_field(s, ETCH_TE_TRACK_UUID, track_uuid);
+  etch__pb_nested_end(s, &te);
+}
+
+/* The kept ends on the writer's own sequence, innermost first (in the
+ * order they were dropped). */
+static void write_pending_ends(etch_writer *w) {
+  uint32_t done = 0;
+  for (; done < w->npend; done++) {
+    if (!etch__packet_begin(w)) break;
+    etch__pending_end_fields(&w->st, w->pend_ns[done],
+                             etch__thread_uuid(w->tid));
+    etch__packet_end(w);
+    if (w->packet_failed) break;
+  }
+  memmove(w->pend_ns, w->pend_ns + done, (w->npend - done) * sizeof w->pend_ns[0]);
+  w->npend -= done;
+}
+
 static void drop_at(etch_writer *w, uint64_t ns) {
+  uint8_t kind = etch__tls.drop_kind;
+  if (ETCH_UNLIKELY(kind)) {
+    if (kind == ETCH_DROP_BEGIN) drop_begin(w);
+    else drop_end(w, ns);
+  }
   /* Dropped for want of a chunk just asked for: not again for a while. */
   if (!w->chunk && ns >= w->retry_ns) w->retry_ns = ns + DROP_RETRY_NS;
   if (w->dropped == w->reported) /* the first since the last report */

@@ -1238,6 +1238,94 @@ TEST(a_producer_exiting_with_its_shared_memory_full_counts_every_drop) {
   svc_stop(&s);
 }
 
+static int cmp_ts(const void *a, const void *b) {
+  const td_event *x = *(const td_event *const *)a, *y = *(const td_event *const *)b;
+  if (x->ts != y->ts) return x->ts < y->ts ? -1 : 1;
+  return x < y ? -1 : x > y;
+}
+
+/*
+ * Nesting survives lost events (#5142): two threads record outer { inner {
+ * tick } } while etchd is stopped, so that their 256 KiB shared memory fills
+ * and they drop; then etchd goes on and so do they. A begin lost inside
+ * the stretch of drops must not let its end close the enclosing slice, and
+ * an end lost must not leave its slice open to the end of the trace. On
+ * each thread's track, in time order: every end closes an open slice,
+ * "outer" opens only at the top level and "inner" only inside "outer" (or
+ * alone, its outer lost), nothing is left open; and some events were
+ * lost.
+ */
+TEST(slices_nest_rightly_across_lost_events) {
+  const long n = SANITIZED ? 40000 : 150000;
+  svc s;
+  svc_start(&s);
+  char out[700];
+  snprintf(out, sizeof out, "%s/nest.pftrace", s.dir);
+  pid_t rec = record_start(&s, out, NULL);
+  setenv("ETCH_SYSTEM_SMB_KB", "256", 1);
+  pid_t p = producer_mode("nest", 2, n, "nest");
+  unsetenv("ETCH_SYSTEM_SMB_KB");
+  int st;
+  ASSERT_EQ_INT(waitpid(p, &st, WUNTRACED), p); /* its session is there */
+  ASSERT_TRUE(WIFSTOPPED(st));
+  kill(s.pid, SIGSTOP);
+  kill(p, SIGCONT);
+  ASSERT_EQ_INT(waitpid(p, &st, WUNTRACED), p); /* half way, dropping */
+  ASSERT_TRUE(WIFSTOPPED(st));
+  kill(s.pid, SIGCONT);
+  kill(p, SIGCONT);
+  ASSERT_EQ_INT(wait_exit(p), 0);
+  kill(rec, SIGINT);
+  ASSERT_EQ_INT(wait_exit(rec), 0);
+  td_trace t;
+  static int32_t pids[4096];
+  decode(out, &t, pids, 4096);
+  long dropped = 0;
+  for (size_t i = 0; i < t.nev; i++)
+    if (t.ev[i].name && !strcmp(t.ev[i].name, "etch.dropped_events"))
+      dropped += (long)td_arg_of(&t.ev[i], "count")->i;
+  ASSERT_TRUE(dropped > 0);
+  const td_event **ev = (const td_event **)malloc(t.nev * sizeof *ev);
+  ASSERT_TRUE(ev != NULL);
+  for (int k = 0; k < 2; k++) {
+    const td_track *tr = worker_track(&t, p, k);
+    if (!tr) FAIL("no track worker-%d", k);
+    size_t m = 0;
+    for (size_t i = 0; i < t.nev; i++)
+      if (t.ev[i].track == tr->uuid && (t.ev[i].type == 1 || t.ev[i].type == 2))
+        ev[m++] = &t.ev[i];
+    qsort(ev, m, sizeof *ev, cmp_ts);
+    const char *stack[8];
+    int depth = 0;
+    long outers = 0;
+    for (size_t i = 0; i < m; i++) {
+      const td_event *e = ev[i];
+      if (e->type == 2) {
+        if (depth == 0) FAIL("worker-%d: an end at %llu closes nothing", k,
+                             (unsigned long long)e->ts);
+        depth--;
+        continue;
+      }
+      bool outer = !strcmp(e->name, "outer");
+      if (!outer && strcmp(e->name, "inner")) FAIL("slice %s", e->name);
+      /* An inner whose outer was lost stands alone; under anything
+       * else it is under a wrong parent. */
+      if (outer ? depth != 0 : depth > 1 || (depth && strcmp(stack[0], "outer")))
+        FAIL("worker-%d: %s at depth %d (at %llu)", k, e->name, depth,
+             (unsigned long long)e->ts);
+      stack[depth++] = e->name;
+      outers += outer;
+    }
+    if (depth) FAIL("worker-%d: %d slices open at the end", k, depth);
+    ASSERT_TRUE(outers > 0);
+    fprintf(stderr, "  (worker-%d: %ld of %ld outer slices recorded)\n", k,
+            outers, n);
+  }
+  free(ev);
+  td_free(&t);
+  svc_stop(&s);
+}
+
 /*
  * With ETCH_SYSTEM_STALL_MS a writer that finds the shared memory full
  * waits for a chunk (up to that long) instead of dropping: etchd stopped

@@ -31,6 +31,12 @@
  * the main thread records the same as "worker-THREADS", and it stops
  * itself again just before it exits.
  *
+ * With "nest" each thread records, instead of ticks, EVENTS slices
+ * "outer" (arg i) each holding a slice "inner" holding a tick; the process
+ * stops itself (SIGSTOP) once its session is there and again half way
+ * through (after thread 0's EVENTS/2-th outer: the test lets the service
+ * go on meanwhile).
+ *
  * With "smb" it records, after its threads, one instant "smb" with an arg
  * "kb": the size of the service's shared memory as mapped in this process.
  */
@@ -56,6 +62,7 @@ ETCH_EVENT_DEFINE(Svc, Start, START_FIELDS, ETCH_EVENT_IMPORTANT);
 
 static long events;
 static bool pause_after; /* mode "pause" */
+static bool nest;        /* mode "nest" */
 
 #define BIG_LEN 60000
 
@@ -63,6 +70,15 @@ static void *work(void *arg) {
   char name[32];
   snprintf(name, sizeof name, "worker-%ld", (long)(intptr_t)arg);
   etch_thread_set_name(name);
+  if (nest) {
+    for (long i = 0; i < events; i++) {
+      if (arg == 0 && i == events / 2) raise(SIGSTOP);
+      ETCH_SCOPE(svc, "outer", ETCH_ARG_INT("i", i));
+      ETCH_SCOPE(svc, "inner");
+      ETCH_INSTANT(svc, "tick", ETCH_ARG_INT("i", i));
+    }
+    return NULL;
+  }
   for (long i = 0; events == 0 || i < events; i++) {
     ETCH_INSTANT(svc, "tick", ETCH_ARG_INT("i", i));
     if (events == 0 && i % 64 == 0) {
@@ -100,7 +116,8 @@ int main(int argc, char **argv) {
     nanosleep(&d, NULL);
   }
   bool exit_full = argc > 4 && argv[4][0] == 'x';
-  if (exit_full) raise(SIGSTOP);
+  nest = argc > 4 && argv[4][0] == 'n';
+  if (exit_full || nest) raise(SIGSTOP);
   pthread_t th[16];
   for (int i = 0; i < threads && i < 16; i++)
     pthread_create(&th[i], NULL, work, (void *)(intptr_t)i);
