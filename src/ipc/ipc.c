@@ -17,6 +17,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "base/clock.h"
 #include "proto/ipc.h"
 
 /* ---- frames ---- */
@@ -288,6 +289,8 @@ int etch__ipc_accept(int listen_fd, int *fd_out) {
   if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ||
       errno == ECONNABORTED)
     return ETCH_OK;
+  if (errno == EMFILE || errno == ENFILE)
+    return etch__error(ETCH_ELIMIT, "accept: %s", strerror(errno));
   return etch__error(ETCH_EIO, "accept: %s", strerror(errno));
 }
 
@@ -297,6 +300,7 @@ void etch__ipc_conn_init(etch_ipc_conn *c, int fd, size_t tx_limit) {
   memset(c, 0, sizeof *c);
   c->fd = fd;
   c->tx_limit = tx_limit;
+  c->max_frame = ETCH_IPC_MAX_FRAME;
   c->peer_pid = -1;
   c->peer_uid = (uid_t)-1;
   struct ucred cr;
@@ -318,6 +322,7 @@ void etch__ipc_conn_close(etch_ipc_conn *c) {
   c->rx = c->tx = NULL;
   c->rx_len = c->rx_off = c->rx_cap = 0;
   c->tx_len = c->tx_off = c->tx_cap = 0;
+  c->partial_since_ns = 0;
 }
 
 int etch__ipc_conn_fail(etch_ipc_conn *c, const char *fmt, ...) {
@@ -350,10 +355,17 @@ static void keep_fds(etch_ipc_conn *c, struct msghdr *m) {
   }
 }
 
+#define RX_MIN 16384u /* the receive buffer's first size */
+
 int etch__ipc_conn_read(etch_ipc_conn *c) {
   if (c->failed) return ETCH_EIO;
+  /* The most a frame can need: a peer cannot make a connection hold more
+   * than one frame's worth of bytes it has not finished. */
+  size_t lim = (size_t)(c->max_frame < ETCH_IPC_MAX_FRAME ? c->max_frame
+                                                          : ETCH_IPC_MAX_FRAME) +
+               4;
+  if (lim < RX_MIN) lim = RX_MIN;
   for (;;) {
-    /* Room for at least one whole frame after what is pending. */
     if (c->rx_off && c->rx_off == c->rx_len) c->rx_off = c->rx_len = 0;
     if (c->rx_cap - c->rx_len < 4096) {
       if (c->rx_off) {
@@ -362,12 +374,11 @@ int etch__ipc_conn_read(etch_ipc_conn *c) {
         c->rx_off = 0;
       }
       if (c->rx_cap - c->rx_len < 4096) {
-        size_t cap = c->rx_cap ? c->rx_cap * 2 : 16384;
-        if (cap > 2 * (ETCH_IPC_MAX_FRAME + 4)) {
-          /* Full of frames not yet taken: let the caller take them. */
-          if (c->rx_cap - c->rx_len == 0) return ETCH_OK;
-          cap = c->rx_cap;
-        }
+        size_t cap = c->rx_cap ? c->rx_cap * 2 : RX_MIN;
+        if (cap > lim) cap = lim > c->rx_cap ? lim : c->rx_cap;
+        /* Full of frames not yet taken (a whole frame fits): let the
+         * caller take them. */
+        if (cap == c->rx_len) return ETCH_OK;
         if (cap != c->rx_cap) {
           uint8_t *n = (uint8_t *)etch__realloc(c->rx, cap);
           if (!n) return etch__ipc_conn_fail(c, "out of memory");
@@ -408,18 +419,35 @@ int etch__ipc_conn_read(etch_ipc_conn *c) {
 
 int etch__ipc_conn_next(etch_ipc_conn *c, etch_ipc_frame *f) {
   if (c->failed && !c->eof) return ETCH_EFORMAT;
+  if (c->rx_off == c->rx_len) {
+    /* Everything handed out (the last frame's pointers expire now): a
+     * buffer grown for a large frame is let go of. */
+    c->rx_off = c->rx_len = 0;
+    c->partial_since_ns = 0;
+    if (c->rx_cap > RX_MIN) {
+      free(c->rx);
+      c->rx = NULL;
+      c->rx_cap = 0;
+    }
+    return 0;
+  }
   size_t have = c->rx_len - c->rx_off;
-  if (have < 4) return 0;
   const uint8_t *p = c->rx + c->rx_off;
-  uint32_t n = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-               (uint32_t)p[3] << 24;
-  if (n > ETCH_IPC_MAX_FRAME) {
+  uint32_t n = 0;
+  if (have >= 4)
+    n = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+        (uint32_t)p[3] << 24;
+  if (have >= 4 && n > c->max_frame) {
     c->eof = false;
     etch__ipc_conn_fail(c, "frame of %u bytes, larger than the limit of %u",
-                        n, ETCH_IPC_MAX_FRAME);
+                        n, c->max_frame);
     return ETCH_EFORMAT;
   }
-  if (have - 4 < n) return 0;
+  if (have < 4 || have - 4 < n) {
+    if (!c->partial_since_ns) c->partial_since_ns = etch__monotonic_ns();
+    return 0;
+  }
+  c->partial_since_ns = 0;
   c->rx_off += 4 + (size_t)n;
   if (etch__ipc_frame_decode(p + 4, n, f) != ETCH_OK) {
     c->eof = false;

@@ -91,9 +91,15 @@ typedef struct etch_ipc_fdpos {
 
 typedef struct etch_ipc_conn {
   int fd;
-  /* received bytes: [rx_off, rx_len) not yet handed out */
+  /* received bytes: [rx_off, rx_len) not yet handed out; the buffer holds
+   * at most one frame of max_frame bytes and its length (a larger one
+   * fails the connection), and is let go of when it is emptied */
   uint8_t *rx;
   size_t rx_len, rx_off, rx_cap;
+  uint32_t max_frame; /* ETCH_IPC_MAX_FRAME unless the owner lowers it */
+  /* when etch__ipc_conn_next() first found the bytes of a frame that is
+   * not whole yet (CLOCK_MONOTONIC ns), 0 when no such frame waits */
+  uint64_t partial_since_ns;
   int fds[ETCH_IPC_MAX_FDS];
   uint32_t nfds;
   /* queued bytes: [tx_off, tx_len), stream offset tx_base at tx[0] */
@@ -116,7 +122,10 @@ typedef struct etch_ipc_conn {
 int etch__ipc_listen(const char *path, bool group_rw, int *fd_out);
 /* Connects to `path` (non-blocking after the connect). */
 int etch__ipc_connect(const char *path, int *fd_out);
-/* Accepts one connection: ETCH_OK with *fd_out = -1 when none waits. */
+/* Accepts one connection: ETCH_OK with *fd_out = -1 when none waits;
+ * ETCH_ELIMIT when the process or the system is out of file descriptors
+ * (EMFILE, ENFILE: the connection still waits), ETCH_EIO on other
+ * errors. */
 int etch__ipc_accept(int listen_fd, int *fd_out);
 
 /* Takes ownership of a connected socket; reads the peer's credentials. */
@@ -130,6 +139,11 @@ int etch__ipc_conn_read(etch_ipc_conn *c);
  * ETCH_EFORMAT (c->failed, c->err says why) for a frame that is not one.
  * Frames that arrived before the peer closed are still handed out. */
 int etch__ipc_conn_next(etch_ipc_conn *c, etch_ipc_frame *f);
+/* Bytes of memory the connection holds for a frame it has received only
+ * part of (its receive buffer), 0 when no such frame waits. */
+ETCH_INLINE size_t etch__ipc_conn_partial_bytes(const etch_ipc_conn *c) {
+  return c->partial_since_ns ? c->rx_cap : 0;
+}
 /* The oldest descriptor received and not yet taken, or -1. */
 int etch__ipc_conn_take_fd(etch_ipc_conn *c);
 /* Queues frame f (with descriptor `fd` unless it is -1; the connection
