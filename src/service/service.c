@@ -52,6 +52,18 @@
 /* Shared memory per producer at most, its own or ours: what one producer
  * can make etchd map. */
 #define SMB_MAX (32u << 20)
+/* What connections may hold (docs/service.md, "Limits"). */
+#define DEFAULT_MAX_CONNS_PER_UID 512u
+#define DEFAULT_BIND_TIMEOUT_MS 10000u
+#define DEFAULT_FRAME_TIMEOUT_MS 10000u
+#define DEFAULT_MAX_PARTIAL_BYTES (16ull << 20)
+/* The largest frame before a port is bound: the only frame that has a use
+ * then, BindService, takes a few dozen bytes. */
+#define UNBOUND_MAX_FRAME 4096u
+/* Out of descriptors: how long the listening sockets are left alone, and
+ * how many waiting connections one round closes. */
+#define ACCEPT_BACKOFF_MS 250u
+#define MAX_SHED 128u
 
 static const char *const producer_methods[] = {
     "InitializeConnection", "RegisterDataSource", "UnregisterDataSource",
@@ -109,6 +121,8 @@ typedef struct producer {
   uint32_t nds;
   wmap *writers;
   uint32_t nwriters;
+  uint64_t accepted_ns; /* monotonic */
+  size_t partial;       /* its share of etch_service.partial_bytes */
   struct producer *next;
 } producer;
 
@@ -159,6 +173,8 @@ typedef struct consumer {
   uint8_t *rd;
   size_t rd_len, rd_off;
   uint64_t rd_req;
+  uint64_t accepted_ns; /* monotonic */
+  size_t partial;       /* its share of etch_service.partial_bytes */
   struct consumer *next;
 } consumer;
 
@@ -179,6 +195,21 @@ struct etch_service {
   uint64_t next_instance, next_flush;
   volatile sig_atomic_t stop;
   etch_smb_chunk *chunk; /* scratch for CommitData */
+  /* Connections' bounds: a descriptor kept free to refuse connections with
+   * when there are no others, when the listening sockets are polled again
+   * after running out (0: they are), the memory all connections hold for
+   * frames received in part, connections per peer uid. */
+  int spare_fd;
+  uint64_t accept_resume_ns;
+  uint64_t partial_bytes;
+  struct uid_conns {
+    uid_t uid;
+    uint32_t n;
+  } *uids;
+  uint32_t nuids, capuids;
+  /* warnf_'s rate limit, per kind */
+  uint64_t warn_ns[4];
+  uint32_t warn_skipped[4];
 };
 
 
@@ -192,6 +223,32 @@ static void logf_(const etch_service *s, const char *fmt, ...) {
   vfprintf(stderr, fmt, ap);
   fputc('\n', stderr);
   va_end(ap);
+}
+
+/* What an operator needs to know whether or not -v was given (etchd is
+ * short of a resource, or refuses a peer for hoarding one): logged at most
+ * once a second for each kind, so that a peer that keeps provoking it
+ * cannot flood the log. */
+enum { W_FDS, W_ACCEPT, W_UID, W_PARTIAL };
+static void warnf_(etch_service *s, int kind, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void warnf_(etch_service *s, int kind, const char *fmt, ...) {
+  uint64_t now = etch__monotonic_ns();
+  if (s->warn_ns[kind] && now - s->warn_ns[kind] < 1000000000ull) {
+    s->warn_skipped[kind]++;
+    return;
+  }
+  s->warn_ns[kind] = now;
+  va_list ap;
+  va_start(ap, fmt);
+  fprintf(stderr, "etchd: ");
+  vfprintf(stderr, fmt, ap);
+  va_end(ap);
+  if (s->warn_skipped[kind])
+    fprintf(stderr, " (and %u more like it since the last)",
+            s->warn_skipped[kind]);
+  fputc('\n', stderr);
+  s->warn_skipped[kind] = 0;
 }
 
 /* ---- sending ---- */
@@ -1540,6 +1597,47 @@ static int on_consumer_frame(etch_service *s, consumer *c,
 
 /* ---- connections ---- */
 
+/* Connections of peer uid `uid` (producers and consumers together): its
+ * count, made (at 0) when `add`; NULL when there is none, or no memory. */
+static uint32_t *uid_conns(etch_service *s, uid_t uid, bool add) {
+  for (uint32_t i = 0; i < s->nuids; i++)
+    if (s->uids[i].uid == uid) return &s->uids[i].n;
+  if (!add) return NULL;
+  if (s->nuids == s->capuids) {
+    uint32_t cap = s->capuids ? s->capuids * 2 : 8;
+    struct uid_conns *u = (struct uid_conns *)etch__realloc(
+        s->uids, cap * sizeof *s->uids);
+    if (!u) return NULL;
+    s->uids = u;
+    s->capuids = cap;
+  }
+  s->uids[s->nuids].uid = uid;
+  s->uids[s->nuids].n = 0;
+  return &s->uids[s->nuids++].n;
+}
+
+/* A connection that goes gives back its share of the bounds: one of its
+ * uid's connections (if it was counted), the memory of its frame received
+ * in part. */
+static void conn_forget(etch_service *s, uid_t uid, size_t partial) {
+  s->partial_bytes -= partial;
+  for (uint32_t i = 0; i < s->nuids; i++)
+    if (s->uids[i].uid == uid) {
+      if (s->uids[i].n) s->uids[i].n--;
+      if (!s->uids[i].n) s->uids[i] = s->uids[--s->nuids];
+      return;
+    }
+}
+
+/* After a connection's frames were taken: its share of the memory held for
+ * frames received in part. */
+static void conn_account(etch_service *s, const etch_ipc_conn *c,
+                         size_t *partial) {
+  size_t now = etch__ipc_conn_partial_bytes(c);
+  s->partial_bytes = s->partial_bytes - *partial + now;
+  *partial = now;
+}
+
 /*
  * What a producer that is going (it disconnected, or was killed) left in
  * its shared memory: chunks it completed but had not asked to move yet
@@ -1598,6 +1696,7 @@ static void drop_producer(etch_service *s, producer *p, const char *why) {
     for (uint32_t i = 0; i < x->ninst; i++)
       if (x->inst[i].producer_id == p->id) x->inst[i].stopped = true;
   }
+  conn_forget(s, p->conn.peer_uid, p->partial);
   etch__ipc_conn_close(&p->conn);
   if (p->smb_mem) munmap(p->smb_mem, p->smb_size);
   if (p->smb_fd >= 0) close(p->smb_fd);
@@ -1622,37 +1721,100 @@ static void drop_consumer(etch_service *s, consumer *c, const char *why) {
       *pp = c->next;
       break;
     }
+  conn_forget(s, c->conn.peer_uid, c->partial);
   etch__ipc_conn_close(&c->conn);
   sreader_free(c->reader); /* and the piece c->rd points into */
   free(c);
 }
 
+/* Out of file descriptors: the connections waiting are taken with the
+ * spare descriptor and closed at once, so that their clients see the
+ * service close instead of waiting on a connection nobody takes; and the
+ * listening sockets, which stay readable, are left alone for a while
+ * instead of being polled (etchd would spin on them). */
+static void out_of_fds(etch_service *s, int lfd, const char *kind) {
+  char why[160];
+  snprintf(why, sizeof why, "%s", etch_last_error());
+  uint32_t shed = 0;
+  while (s->spare_fd >= 0 && shed < MAX_SHED) {
+    close(s->spare_fd);
+    int fd = -1;
+    etch__ipc_accept(lfd, &fd);
+    if (fd >= 0) {
+      close(fd);
+      shed++;
+    }
+    s->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) break;
+  }
+  s->accept_resume_ns =
+      etch__monotonic_ns() + (uint64_t)ACCEPT_BACKOFF_MS * 1000000ull;
+  warnf_(s, W_FDS,
+         "out of file descriptors (%s): refused %u %s connection(s), "
+         "accepting none for %u ms%s",
+         why, shed, kind, ACCEPT_BACKOFF_MS,
+         s->spare_fd < 0 ? " (no spare descriptor to refuse them with)" : "");
+}
+
 static void accept_all(etch_service *s, bool is_producer) {
+  int lfd = is_producer ? s->lp : s->lc;
+  const char *kind = is_producer ? "producer" : "consumer";
+  if (s->spare_fd < 0) s->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
   for (;;) {
     int fd;
-    if (etch__ipc_accept(is_producer ? s->lp : s->lc, &fd) != ETCH_OK ||
-        fd < 0)
+    int rc = etch__ipc_accept(lfd, &fd);
+    if (rc == ETCH_ELIMIT) {
+      out_of_fds(s, lfd, kind);
       return;
+    }
+    if (rc != ETCH_OK) {
+      s->accept_resume_ns =
+          etch__monotonic_ns() + (uint64_t)ACCEPT_BACKOFF_MS * 1000000ull;
+      warnf_(s, W_ACCEPT, "%s: accepting no connections for %u ms",
+             etch_last_error(), ACCEPT_BACKOFF_MS);
+      return;
+    }
+    if (fd < 0) return;
+    etch_ipc_conn conn;
+    etch__ipc_conn_init(&conn, fd, TX_LIMIT);
+    conn.max_frame = UNBOUND_MAX_FRAME;
+    uint32_t *n = uid_conns(s, conn.peer_uid, true);
+    if (!n || *n >= s->o.max_conns_per_uid) {
+      if (n)
+        warnf_(s, W_UID,
+               "refused a %s connection from uid %u (pid %d): uid %u has %u "
+               "connections, the limit (--max-conns-per-uid)",
+               kind, (unsigned)conn.peer_uid, (int)conn.peer_pid,
+               (unsigned)conn.peer_uid, *n);
+      etch__ipc_conn_close(&conn);
+      continue;
+    }
+    (*n)++;
+    uint64_t now = etch__monotonic_ns();
     if (is_producer) {
       producer *p = (producer *)etch__calloc(1, sizeof *p);
       if (!p) {
-        close(fd);
+        conn_forget(s, conn.peer_uid, 0);
+        etch__ipc_conn_close(&conn);
         return;
       }
       p->id = ++s->next_producer;
       p->smb_fd = -1;
       snprintf(p->name, sizeof p->name, "producer-%u", p->id);
-      etch__ipc_conn_init(&p->conn, fd, TX_LIMIT);
+      p->conn = conn;
+      p->accepted_ns = now;
       p->next = s->producers;
       s->producers = p;
     } else {
       consumer *c = (consumer *)etch__calloc(1, sizeof *c);
       if (!c) {
-        close(fd);
+        conn_forget(s, conn.peer_uid, 0);
+        etch__ipc_conn_close(&conn);
         return;
       }
       c->id = ++s->next_consumer;
-      etch__ipc_conn_init(&c->conn, fd, TX_LIMIT);
+      c->conn = conn;
+      c->accepted_ns = now;
       c->next = s->consumers;
       s->consumers = c;
     }
@@ -1671,8 +1833,10 @@ static void service_producer(etch_service *s, producer *p, short rev) {
       etch__ipc_conn_fail(&p->conn, "%s", etch_last_error());
       break;
     }
+    if (p->bound) p->conn.max_frame = ETCH_IPC_MAX_FRAME;
   }
   free(f);
+  conn_account(s, &p->conn, &p->partial);
   if (p->conn.failed) drop_producer(s, p, p->conn.err);
 }
 
@@ -1691,8 +1855,10 @@ static void service_consumer(etch_service *s, consumer *c, short rev) {
       etch__ipc_conn_fail(&c->conn, "%s", etch_last_error());
       break;
     }
+    if (c->bound) c->conn.max_frame = ETCH_IPC_MAX_FRAME;
   }
   free(f);
+  conn_account(s, &c->conn, &c->partial);
   if (c->conn.failed) drop_consumer(s, c, c->conn.err);
 }
 
@@ -1761,8 +1927,109 @@ static uint64_t timers(etch_service *s) {
   return next;
 }
 
+/* Whether connection c has held its descriptor and memory too long without
+ * doing its part: not bound to a port within bind_timeout_ms of its
+ * accept, or a frame begun and not finished within frame_timeout_ms (then
+ * it is failed with the reason). Else *next gets its deadline, if any. */
+static bool conn_overdue(const etch_service *s, etch_ipc_conn *c, bool bound,
+                         uint64_t accepted_ns, uint64_t now, uint64_t *next) {
+  if (c->failed) return false;
+  if (!bound) {
+    uint64_t t = accepted_ns + (uint64_t)s->o.bind_timeout_ms * 1000000ull;
+    if (now >= t) {
+      etch__ipc_conn_fail(c, "bound no port within %u ms of connecting",
+                          s->o.bind_timeout_ms);
+      return true;
+    }
+    if (t < *next) *next = t;
+  }
+  if (c->partial_since_ns) {
+    uint64_t t =
+        c->partial_since_ns + (uint64_t)s->o.frame_timeout_ms * 1000000ull;
+    if (now >= t) {
+      etch__ipc_conn_fail(c,
+                          "sent %zu bytes of a frame and not the rest within "
+                          "%u ms",
+                          c->rx_len - c->rx_off, s->o.frame_timeout_ms);
+      return true;
+    }
+    if (t < *next) *next = t;
+  }
+  return false;
+}
+
+/* Closes the connections that are overdue (conn_overdue); the next time
+ * one will be. */
+static uint64_t conn_timers(etch_service *s) {
+  uint64_t now = etch__monotonic_ns(), next = UINT64_MAX;
+  for (producer *p = s->producers, *np; p; p = np) {
+    np = p->next;
+    if (conn_overdue(s, &p->conn, p->bound, p->accepted_ns, now, &next))
+      drop_producer(s, p, p->conn.err);
+  }
+  for (consumer *c = s->consumers, *nc; c; c = nc) {
+    nc = c->next;
+    if (conn_overdue(s, &c->conn, c->bound, c->accepted_ns, now, &next))
+      drop_consumer(s, c, c->conn.err);
+  }
+  return next;
+}
+
+/* The memory held for frames received in part, by all connections
+ * together, is bounded: over the bound, the connections whose frames have
+ * waited longest are closed. (Each connection holds at most one frame's
+ * worth: see etch_ipc_conn.) */
+static void partial_budget(etch_service *s) {
+  while (s->partial_bytes > s->o.max_partial_bytes) {
+    producer *op = NULL;
+    consumer *oc = NULL;
+    uint64_t oldest = UINT64_MAX;
+    for (producer *p = s->producers; p; p = p->next)
+      if (p->partial && p->conn.partial_since_ns < oldest) {
+        oldest = p->conn.partial_since_ns;
+        op = p;
+      }
+    for (consumer *c = s->consumers; c; c = c->next)
+      if (c->partial && c->conn.partial_since_ns < oldest) {
+        oldest = c->conn.partial_since_ns;
+        oc = c;
+        op = NULL;
+      }
+    if (!op && !oc) return;
+    etch_ipc_conn *c = op ? &op->conn : &oc->conn;
+    warnf_(s, W_PARTIAL,
+           "frames received in part hold %llu KiB, more than the limit of "
+           "%llu KiB (--max-partial-frames-mb): closed %s %u (uid %u, pid "
+           "%d), whose frame waited longest",
+           (unsigned long long)(s->partial_bytes >> 10),
+           (unsigned long long)(s->o.max_partial_bytes >> 10),
+           op ? "producer" : "consumer", op ? op->id : oc->id,
+           (unsigned)c->peer_uid, (int)c->peer_pid);
+    c->eof = false;
+    etch__ipc_conn_fail(c,
+                        "its frame received in part was the oldest when such "
+                        "frames held more than the limit");
+    if (op)
+      drop_producer(s, op, c->err);
+    else
+      drop_consumer(s, oc, c->err);
+  }
+}
+
 int etch__service_poll(etch_service *s, int timeout_ms) {
   uint64_t next = timers(s);
+  uint64_t cnext = conn_timers(s);
+  if (cnext < next) next = cnext;
+  /* Out of descriptors a moment ago: the listening sockets wait. */
+  bool paused = false;
+  if (s->accept_resume_ns) {
+    if (etch__monotonic_ns() < s->accept_resume_ns) {
+      paused = true;
+      if (s->accept_resume_ns < next) next = s->accept_resume_ns;
+    } else {
+      s->accept_resume_ns = 0;
+    }
+  }
   if (next != UINT64_MAX) {
     uint64_t now = etch__monotonic_ns();
     int64_t ms = next > now ? (int64_t)((next - now) / 1000000ull) + 1 : 0;
@@ -1778,9 +2045,9 @@ int etch__service_poll(etch_service *s, int timeout_ms) {
     free(ids);
     return ETCH_ENOMEM;
   }
-  fds[0].fd = s->lp;
+  fds[0].fd = paused ? -1 : s->lp; /* poll skips a negative descriptor */
   fds[0].events = POLLIN;
-  fds[1].fd = s->lc;
+  fds[1].fd = paused ? -1 : s->lc;
   fds[1].events = POLLIN;
   uint32_t k = 2;
   for (producer *p = s->producers; p; p = p->next, k++) {
@@ -1812,6 +2079,7 @@ int etch__service_poll(etch_service *s, int timeout_ms) {
   }
   free(fds);
   free(ids);
+  partial_budget(s);
   /* Whoever failed while we wrote to them. */
   for (producer *p = s->producers, *np; p; p = np) {
     np = p->next;
@@ -1832,6 +2100,12 @@ int etch__service_new(const etch_service_opts *o, etch_service **out) {
   s->o = *o;
   if (!s->o.smb_kb) s->o.smb_kb = 2048;
   if (!s->o.smb_page_kb) s->o.smb_page_kb = 32;
+  if (!s->o.max_conns_per_uid)
+    s->o.max_conns_per_uid = DEFAULT_MAX_CONNS_PER_UID;
+  if (!s->o.bind_timeout_ms) s->o.bind_timeout_ms = DEFAULT_BIND_TIMEOUT_MS;
+  if (!s->o.frame_timeout_ms) s->o.frame_timeout_ms = DEFAULT_FRAME_TIMEOUT_MS;
+  if (!s->o.max_partial_bytes)
+    s->o.max_partial_bytes = DEFAULT_MAX_PARTIAL_BYTES;
   if (!s->o.max_buffer_bytes) {
     long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
     s->o.max_buffer_bytes = pages > 0 && psz > 0
@@ -1839,6 +2113,8 @@ int etch__service_new(const etch_service_opts *o, etch_service **out) {
                                 : (uint64_t)1 << 30;
   }
   s->lp = s->lc = -1;
+  /* Kept for the moment there are no descriptors left: see out_of_fds. */
+  s->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
   s->next_seq = 2; /* 1 is the service's own */
   s->nbufs = 1;    /* buffer id 0 is never used: a zero is no buffer */
   s->bufs = (etch_tracebuf **)etch__calloc(1, sizeof *s->bufs);
@@ -1917,6 +2193,8 @@ void etch__service_free(etch_service *s) {
     close(s->lc);
     unlink(s->o.consumer_socket);
   }
+  if (s->spare_fd >= 0) close(s->spare_fd);
+  free(s->uids);
   for (uint32_t i = 0; i < s->nbufs; i++) etch__tracebuf_free(s->bufs[i]);
   free(s->bufs);
   free(s->buf_session);

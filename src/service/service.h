@@ -28,6 +28,13 @@ typedef struct etch_service_opts {
                            default 32 */
   uint64_t max_buffer_bytes; /* all sessions' buffers together; default
                                 a quarter of physical memory */
+  /* Bounds on what connections may hold (0: the default). */
+  uint32_t max_conns_per_uid; /* producers and consumers together, per peer
+                                 uid; default 512 */
+  uint32_t bind_timeout_ms;   /* to bind a port after connecting; 10000 */
+  uint32_t frame_timeout_ms;  /* to finish a frame once begun; 10000 */
+  uint64_t max_partial_bytes; /* held for frames not received whole, all
+                                 connections together; default 16 MiB */
   bool verbose;         /* log connections and sessions to stderr */
 } etch_service_opts;
 

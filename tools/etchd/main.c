@@ -5,7 +5,9 @@
  * `etch record` (or Perfetto's `perfetto` command line) drives it.
  *
  *   etchd [--producer-socket PATH] [--consumer-socket PATH] [--group-rw]
- *         [--smb-kb N] [--max-buffer-mb N] [--daemon --pid-file PATH]
+ *         [--smb-kb N] [--max-buffer-mb N] [--max-conns-per-uid N]
+ *         [--bind-timeout-ms N] [--frame-timeout-ms N]
+ *         [--max-partial-frames-mb N] [--daemon --pid-file PATH]
  *         [--log FILE] [-v]
  */
 #define _GNU_SOURCE
@@ -76,6 +78,21 @@ static void usage(FILE *f) {
           "                          (default: a quarter of physical "
           "memory); a session\n"
           "                          asking for more is refused\n"
+          "  --max-conns-per-uid N   connections one uid may hold, "
+          "producers and consumers\n"
+          "                          together (default 512); more are "
+          "closed at once\n"
+          "  --bind-timeout-ms N     a connection that has not bound a port "
+          "by then is closed\n"
+          "                          (default 10000)\n"
+          "  --frame-timeout-ms N    a frame begun and not finished by then "
+          "closes its\n"
+          "                          connection (default 10000)\n"
+          "  --max-partial-frames-mb N  memory all connections together may "
+          "hold for frames\n"
+          "                          not received whole (default 16); over "
+          "it, the oldest\n"
+          "                          such frame's connection is closed\n"
           "  --daemon                detach; with --pid-file PATH, write the "
           "pid there\n"
           "  --log FILE              write the log (stderr) to FILE, "
@@ -86,7 +103,12 @@ static void usage(FILE *f) {
           "its consumer\n"
           "answered) before etchd exits; a second one exits at once. With "
           "NOTIFY_SOCKET set\n"
-          "(systemd's Type=notify), etchd says READY=1 once it listens.\n");
+          "(systemd's Type=notify), etchd says READY=1 once it listens.\n"
+          "Out of file descriptors, etchd closes the connections waiting "
+          "(their clients see\n"
+          "a refusal) and accepts none for 250 ms; that, and the refusals "
+          "above, are logged\n"
+          "with or without -v.\n");
 }
 
 int main(int argc, char **argv) {
@@ -124,6 +146,31 @@ int main(int argc, char **argv) {
         return 2;
       }
       o.max_buffer_bytes = n << 20;
+      i++;
+    } else if ((!strcmp(a, "--max-conns-per-uid") ||
+                !strcmp(a, "--bind-timeout-ms") ||
+                !strcmp(a, "--frame-timeout-ms") ||
+                !strcmp(a, "--max-partial-frames-mb")) &&
+               v) {
+      /* 1 .. a bound each: a day of ms, 4 GiB of frames */
+      unsigned long max = !strcmp(a, "--max-conns-per-uid") ? 1000000ul
+                          : !strcmp(a, "--max-partial-frames-mb") ? 4096ul
+                                                                  : 86400000ul;
+      char *e;
+      errno = 0;
+      unsigned long n = strtoul(v, &e, 10);
+      if (*e || !*v || *v == '-' || errno || n < 1 || n > max) {
+        fprintf(stderr, "etchd: %s takes 1 to %lu, not '%s'\n", a, max, v);
+        return 2;
+      }
+      if (!strcmp(a, "--max-conns-per-uid"))
+        o.max_conns_per_uid = (uint32_t)n;
+      else if (!strcmp(a, "--bind-timeout-ms"))
+        o.bind_timeout_ms = (uint32_t)n;
+      else if (!strcmp(a, "--frame-timeout-ms"))
+        o.frame_timeout_ms = (uint32_t)n;
+      else
+        o.max_partial_bytes = (uint64_t)n << 20;
       i++;
     } else if (!strcmp(a, "--group-rw")) {
       o.group_rw = true;
