@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 ETCH_CATEGORY_DEFINE(host, "host", "the host's category", "");
 
@@ -64,6 +65,11 @@ int main(int argc, char **argv) {
     if (run(1, 0)) return 6;
   }
   if (!strcmp(mode, "dlclose")) dlclose(h);
-  if (!strcmp(mode, "signal")) raise(SIGTERM);
+  if (!strcmp(mode, "signal")) {
+    /* The handler wakes etch's watcher thread, which writes the trace
+     * and then ends the process by the signal: wait for it. */
+    raise(SIGTERM);
+    for (;;) pause();
+  }
   return 0;
 }
