@@ -27,7 +27,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 static uint64_t total_in, packets_read;
 static etch_tracefile tf;
 
-static bool trust(void *ctx, uint32_t seq, int32_t *pid, int32_t *uid) {
+static bool trust(void *ctx, uint32_t seq, int32_t *pid, int32_t *uid,
+                  bool *same_pidns) {
+  *same_pidns = seq % 3 == 0; /* descriptors checked against the pid */
   (void)ctx;
   *pid = (int32_t)seq * 1000;
   *uid = -1;
@@ -111,6 +113,7 @@ static void run_ops(const uint8_t *data, size_t size, bool runs) {
   etch__tracefile_init(&tf, false);
   tf.trust = trust;
   tf.slices = (data[1] & 2) != 0;
+  tf.validate = (data[1] & 4) != 0; /* a service's read: packets checked */
   etch_packets_fn run = runs ? sink_run : NULL;
   size_t p = 2;
   while (p + 4 <= size) {
@@ -146,7 +149,9 @@ static void run_ops(const uint8_t *data, size_t size, bool runs) {
       ETCH_OK)
     abort();
   etch__tracebuf_free(tb);
-  if (tf.out.s.failed || count_output() + tf.skipped != packets_read) abort();
+  if (tf.out.s.failed ||
+      count_output() + tf.skipped + tf.invalid_packets != packets_read)
+    abort();
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {

@@ -29,7 +29,9 @@
 #define SEQS 8u
 #define PIECE (4u << 20)
 
-static bool trust(void *ctx, uint32_t seq, int32_t *pid, int32_t *uid) {
+static bool trust(void *ctx, uint32_t seq, int32_t *pid, int32_t *uid,
+                  bool *same_pidns) {
+  *same_pidns = false;
   (void)ctx;
   *pid = (int32_t)(1000 + seq);
   *uid = 1000;

@@ -73,7 +73,10 @@ static int flush_batch(etch_tracefile *o) {
 static ETCH_NOINLINE void make_tail(etch_tracefile *o, uint32_t seq_id) {
   uint8_t *t = o->tail;
   int32_t pid, uid;
-  if (o->trust && o->trust(o->trust_ctx, seq_id, &pid, &uid)) {
+  bool same_ns = false;
+  o->tail_pid = 0;
+  if (o->trust && o->trust(o->trust_ctx, seq_id, &pid, &uid, &same_ns)) {
+    if (same_ns && pid > 0) o->tail_pid = pid;
     t = etch__pb_put_tag(t, ETCH_PKT_TRUSTED_UID, ETCH_PB_VARINT);
     t = etch__pb_put_varint(t, (uint64_t)(int64_t)uid);
     t = etch__pb_put_tag(t, ETCH_PKT_TRUSTED_PID, ETCH_PB_VARINT);
@@ -217,13 +220,39 @@ static void inspect(const uint8_t *data, uint32_t len, pkt_info *pi) {
   }
 }
 
-/* A producer's packet a service may pass on (see `validate`). */
-static ETCH_NOINLINE bool packet_valid(const uint8_t *data, uint32_t len) {
+/* Whether a TrackDescriptor's process or thread descriptor claims `pid`
+ * (or no pid at all). */
+static bool descriptor_pid_ok(const uint8_t *data, size_t len, int32_t pid) {
+  etch__pb_dec d, in;
+  etch__pb_field f, g;
+  etch__pb_dec_init(&d, data, len);
+  while (etch__pb_next(&d, &f)) {
+    if ((f.id != ETCH_TD_PROCESS && f.id != ETCH_TD_THREAD) ||
+        f.wt != ETCH_PB_LEN)
+      continue;
+    etch__pb_dec_init(&in, f.data, f.len);
+    while (etch__pb_next(&in, &g))
+      if (g.id == 1 /* ProcessDescriptor.pid, ThreadDescriptor.pid */ &&
+          g.wt == ETCH_PB_VARINT && (int32_t)(uint32_t)g.u != pid)
+        return false;
+    if (in.err) return false;
+  }
+  return !d.err;
+}
+
+/* A producer's packet a service may pass on (see `validate`); `pid`: what
+ * its descriptors must claim (0: unchecked). */
+static ETCH_NOINLINE bool packet_valid(const uint8_t *data, uint32_t len,
+                                       int32_t pid) {
   etch__pb_dec d;
   etch__pb_field f;
   etch__pb_dec_init(&d, data, len);
   while (etch__pb_next(&d, &f)) {
     switch (f.id) {
+      case ETCH_PKT_TRACK_DESCRIPTOR:
+        if (pid && f.wt == ETCH_PB_LEN && !descriptor_pid_ok(f.data, f.len, pid))
+          return false;
+        break;
       case ETCH_PKT_TRUSTED_UID:
       case ETCH_PKT_TRUSTED_SEQ_ID:
       case ETCH_PKT_TRUSTED_PID:
@@ -254,9 +283,12 @@ ETCH_INLINE void switch_writer(etch_tracefile *o, uint32_t writer_id) {
 int etch__tracefile_on_packet(void *ctx, uint32_t writer_id, const uint8_t *data,
                      uint32_t len, bool dropped_before) {
   etch_tracefile *o = (etch_tracefile *)ctx;
-  if (o->validate && !packet_valid(data, len)) {
-    o->invalid_packets++;
-    return ETCH_OK;
+  if (o->validate) {
+    if (writer_id != o->tail_seq) make_tail(o, writer_id);
+    if (!packet_valid(data, len, o->tail_pid)) {
+      o->invalid_packets++;
+      return ETCH_OK;
+    }
   }
   switch_writer(o, writer_id);
   /* Until data of the sequence goes missing there is nothing to leave out
@@ -337,7 +369,7 @@ ETCH_INLINE int run_loop(etch_tracefile *o, uint32_t writer_id,
   uint32_t n;
   while (p < end && run_size(&p, end, &n)) {
     if (!n) continue; /* padding */
-    if (ETCH_UNLIKELY(o->validate) && !packet_valid(p, n)) {
+    if (ETCH_UNLIKELY(o->validate) && !packet_valid(p, n, o->tail_pid)) {
       o->invalid_packets++;
       p += n;
       continue;

@@ -30,9 +30,10 @@
 #define ETCH_TRACEFILE_SLICE_MAX (64u * 1024u)
 
 /* Who wrote sequence `seq`, for the service's trusted_uid and trusted_pid
- * (false: nothing to add). */
+ * (false: nothing to add); *same_pidns says the writer sees pids as the
+ * service does (its process and thread descriptors can be checked). */
 typedef bool (*etch_tracefile_trust_fn)(void *ctx, uint32_t seq, int32_t *pid,
-                                        int32_t *uid);
+                                        int32_t *uid, bool *same_pidns);
 
 typedef struct etch_tracefile {
   etch_tracefile_trust_fn trust; /* NULL in process */
@@ -40,8 +41,11 @@ typedef struct etch_tracefile {
   /* A service's read: a producer's packet whose top level does not decode,
    * or that sets a field only the service writes (trusted uid, pid and
    * sequence id, compressed packets, trace config and stats, sync
-   * markers), is left out and counted in `invalid_packets`: a producer's bytes
-   * cannot make the trace unreadable or speak for the service. */
+   * markers), or whose process or thread descriptor claims another pid
+   * than the producer's (when it sees pids as the service does), is left
+   * out and counted in `invalid_packets`: a producer's bytes cannot make
+   * the trace unreadable, speak for the service or pass for another
+   * process. */
   bool validate;
   uint64_t invalid_packets;
   etch__pb_buf out;   /* the file */
@@ -64,6 +68,7 @@ typedef struct etch_tracefile {
   /* The trusted fields appended to every packet of sequence tail_seq
    * (packets come sequence by sequence: made once a run). */
   uint32_t tail_seq;
+  int32_t tail_pid;  /* the pid its descriptors must claim; 0: unchecked */
   uint32_t tail_len;
   uint8_t tail[40];
 } etch_tracefile;

@@ -116,6 +116,7 @@ typedef struct producer {
   bool smb_sent;
   bool has_async;
   bool no_scrape; /* smb_scraping_mode DISABLED */
+  bool same_pidns; /* sees pids as etchd does: its descriptors are checked */
   uint64_t async_req;
   ds_reg ds[MAX_DS_PER_PRODUCER];
   uint32_t nds;
@@ -190,7 +191,7 @@ struct etch_service {
   uint32_t next_producer, next_consumer, next_session, next_seq;
   /* Who wrote each sequence (by sequence id), kept after the producer
    * leaves so that a later read still stamps its packets. */
-  struct { int32_t pid, uid; } *seqinfo;
+  struct { int32_t pid, uid; bool same_pidns; } *seqinfo;
   uint32_t nseqinfo;
   uint64_t next_instance, next_flush;
   volatile sig_atomic_t stop;
@@ -336,6 +337,7 @@ static uint32_t seq_of(etch_service *s, producer *p, uint16_t writer_id) {
   }
   s->seqinfo[s->next_seq].pid = (int32_t)p->conn.peer_pid;
   s->seqinfo[s->next_seq].uid = (int32_t)p->conn.peer_uid;
+  s->seqinfo[s->next_seq].same_pidns = p->same_pidns;
   p->writers[p->nwriters].writer_id = writer_id;
   p->writers[p->nwriters].buffer = 0;
   p->writers[p->nwriters].seq = s->next_seq++;
@@ -346,12 +348,24 @@ typedef struct trust_ctx {
   etch_service *s;
 } trust_ctx;
 
-static bool trust(void *ctx, uint32_t seq, int32_t *pid, int32_t *uid) {
+static bool trust(void *ctx, uint32_t seq, int32_t *pid, int32_t *uid,
+                  bool *same_pidns) {
   etch_service *s = ((trust_ctx *)ctx)->s;
   if (seq < 2 || seq >= s->next_seq || seq >= s->nseqinfo) return false;
   *pid = s->seqinfo[seq].pid;
   *uid = s->seqinfo[seq].uid;
+  *same_pidns = s->seqinfo[seq].same_pidns;
   return true;
+}
+
+/* Whether process `pid` sees pids as this one does (the same pid
+ * namespace): then its descriptors must name its own pid. Unknown: no. */
+static bool same_pid_namespace(pid_t pid) {
+  char path[64];
+  struct stat a, b;
+  snprintf(path, sizeof path, "/proc/%d/ns/pid", (int)pid);
+  return pid > 0 && stat("/proc/self/ns/pid", &a) == 0 &&
+         stat(path, &b) == 0 && a.st_ino == b.st_ino && a.st_dev == b.st_dev;
 }
 
 /* Whether producer p may write into global buffer `buf`: one of its data
@@ -1802,6 +1816,7 @@ static void accept_all(etch_service *s, bool is_producer) {
       p->smb_fd = -1;
       snprintf(p->name, sizeof p->name, "producer-%u", p->id);
       p->conn = conn;
+      p->same_pidns = same_pid_namespace(conn.peer_pid);
       p->accepted_ns = now;
       p->next = s->producers;
       s->producers = p;

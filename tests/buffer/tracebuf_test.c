@@ -467,7 +467,9 @@ TEST(chunks_arriving_between_pieces_are_read_in_order) {
 #include "proto/perfetto.h"
 #include <zlib.h>
 
-static bool test_trust(void *ctx, uint32_t seq, int32_t *pid, int32_t *uid) {
+static bool test_trust(void *ctx, uint32_t seq, int32_t *pid, int32_t *uid,
+                       bool *same_pidns) {
+  *same_pidns = false;
   (void)ctx;
   if (seq != 2) return false;
   *pid = 4242;

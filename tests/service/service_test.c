@@ -795,6 +795,85 @@ TEST(a_producers_packets_cannot_speak_for_the_service) {
   svc_stop(&s);
 }
 
+/* A chunk of six packets, each "pkt-i" for testing: 0 with a process
+ * descriptor naming `pid` (the producer's), 1 one naming pid 1, 2 a thread
+ * descriptor of pid 1, 3 a thread descriptor of `pid`, 4 nothing more. */
+static void raw_write_descriptor_chunk(uint8_t *smb, uint32_t page_size,
+                                       int32_t pid) {
+  etch_smb m;
+  ASSERT_OK(etch__smb_init(&m, smb, (uint64_t)page_size * 4, page_size));
+  if (etch__smb_bitmap_layout(etch__smb_bitmap(&m, 0)) == 0)
+    ASSERT_TRUE(etch__smb_try_partition(&m, 0, ETCH_SMB_DIV1));
+  uint8_t *c = etch__smb_try_acquire_write(&m, 0, 0, 1, 0, 0);
+  ASSERT_TRUE(c != NULL);
+  uint8_t *p = c + ETCH_SMB_CHUNK_HEADER;
+  for (int i = 0; i < 6; i++) {
+    etch__pb_buf b;
+    etch__pb_buf_init(&b, 64, 0);
+    char tag[16];
+    snprintf(tag, sizeof tag, "pkt-%d", i);
+    etch__pb_write_bytes_field(&b.s, 900, tag, strlen(tag));
+    if (i < 4) {
+      etch__pb_nested td, d;
+      etch__pb_nested_begin(&b.s, ETCH_PKT_TRACK_DESCRIPTOR, &td);
+      etch__pb_write_varint_field(&b.s, ETCH_TD_UUID, 77 + (uint64_t)i);
+      etch__pb_nested_begin(&b.s, i < 2 ? ETCH_TD_PROCESS : ETCH_TD_THREAD, &d);
+      etch__pb_write_varint_field(&b.s, 1,
+                                  (uint64_t)(i == 0 || i == 3 ? pid : 1));
+      if (i >= 2) etch__pb_write_varint_field(&b.s, 2, 1234);
+      etch__pb_nested_end(&b.s, &d);
+      etch__pb_nested_end(&b.s, &td);
+    }
+    uint32_t bl = (uint32_t)etch__pb_buf_len(&b);
+    etch__pb_put_redundant4(p, bl);
+    p += 4;
+    memcpy(p, etch__pb_buf_data(&b), bl);
+    p += bl;
+    etch__pb_buf_free(&b);
+  }
+  etch_smb_chunk_header *h = (etch_smb_chunk_header *)c;
+  __atomic_store_n(&h->packets, (uint16_t)6, __ATOMIC_RELEASE);
+}
+
+/* A producer's process and thread descriptors that claim another pid than
+ * its own (etchd knows it: SO_PEERCRED) are left out and counted as
+ * invalid packets, in etch and in trace_processor: it cannot put its
+ * events under another process. Its honest ones stay. */
+TEST(a_producer_cannot_pass_for_another_process) {
+  svc s;
+  svc_start(&s);
+  char out[700];
+  pid_t rec = record_config(&s, "liar",
+                            "buffers { size_kb: 1024 }\n"
+                            "data_sources { config { name: \"raw.source\" } }\n"
+                            "flush_timeout_ms: 300\ndata_source_stop_timeout_ms: 300\n",
+                            NULL, out, sizeof out);
+  raw r;
+  uint8_t *smb;
+  uint32_t page_kb;
+  uint64_t inst = 0;
+  raw_started(&s, &r, 0, false, &smb, &page_kb, &inst);
+  etch__pb_buf b;
+  etch__pb_buf_init(&b, 64, 0);
+  etch__pb_write_varint_field(&b.s, ETCH_RTW_WRITER_ID, 1);
+  etch__pb_write_varint_field(&b.s, ETCH_RTW_TARGET_BUFFER, 1);
+  raw_invoke(&r, "RegisterTraceWriter", &b);
+  raw_write_descriptor_chunk(smb, page_kb * 1024, (int32_t)getpid());
+  etch__ipc_conn_flush(&r.c);
+  sleep_ms(100);
+  kill(rec, SIGINT);
+  ASSERT_EQ_INT(wait_exit(rec), 0);
+  /* Scraped: the first 5 (the 6th may be half written); of them pkt-1
+   * and pkt-2 lie. */
+  int max_n;
+  ASSERT_EQ_INT(count_testing(out, &max_n), 3);
+  ASSERT_EQ_INT(max_n, 4);
+  ASSERT_EQ_INT((int)trace_invalid_packets(out), 2);
+  etch__pb_buf_free(&b);
+  raw_close(&r);
+  svc_stop(&s);
+}
+
 /* A producer that completed a chunk (5 packets) but went away before it
  * asked the service to move it (killed, say): the service takes the chunk
  * before it lets the shared memory go, every packet of it. */
