@@ -25,7 +25,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <limits.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -48,6 +50,10 @@
 #define DRAIN_MAX_MS 60000u  /* of the sessions' timeouts, at a stop */
 #define MIN_WRITE_PERIOD_MS 100u
 #define DEFAULT_WRITE_PERIOD_MS 5000u
+/* A consumer's pipe or socket that takes no byte of the trace for two
+ * write periods, and at least this long, ends its session. */
+#define FILE_STALL_MIN_MS 5000u
+#define FILE_RETRY_MS 10u /* while bytes wait for a pipe or socket */
 #define SLICE_MAX (ETCH_IPC_MAX_FRAME - 1024u)
 /* Shared memory per producer at most, its own or ours: what one producer
  * can make etchd map. */
@@ -150,6 +156,21 @@ typedef struct session {
   uint64_t enable_req;
   int out_fd;
   uint64_t bytes_written;
+  /* The consumer's file: a regular file (or a block device) is written
+   * as it comes and cut back to its last whole packet on an error; a pipe,
+   * socket or terminal is never waited for, and what it did not take yet
+   * waits in `pend` (no more is read from the buffers meanwhile). */
+  bool out_regular, out_socket;
+  off_t out_base;        /* the file's offset when the session got it */
+  uint8_t *pend;
+  size_t pend_len, pend_off;
+  size_t rec_left; /* of a record a pipe or socket took a part of */
+  uint64_t stall_since_ns; /* the last byte taken while bytes wait */
+  bool out_dead;     /* the file failed: nothing more goes into it */
+  bool out_complete; /* the whole trace is in it */
+  bool reached_max;  /* max_file_size_bytes */
+  bool draining;     /* disabled; answered once the rest is in the file */
+  char end_reason[256]; /* why the session ended early ("": it did not) */
   uint64_t next_write_ns, deadline_ns, stop_deadline_ns;
   uint64_t next_clear_ns; /* the next ClearIncrementalState (0: not set) */
   uint64_t invalid_packets; /* producers' packets left out (tracefile.h) */
@@ -721,13 +742,182 @@ static int sreader_next(etch_service *s, sreader *r, uint8_t **data,
   return ETCH_OK;
 }
 
+/* ---- the consumer's file (write_into_file) ---- */
+
+static uint32_t write_period_ms(const session *x) {
+  uint32_t per = x->cfg->file_write_period_ms ? x->cfg->file_write_period_ms
+                                              : DEFAULT_WRITE_PERIOD_MS;
+  return per < MIN_WRITE_PERIOD_MS ? MIN_WRITE_PERIOD_MS : per;
+}
+
+/* How long bytes may wait for a pipe or socket that takes none. */
+static uint64_t stall_ms(const session *x) {
+  uint64_t t = 2ull * write_period_ms(x);
+  return t < FILE_STALL_MIN_MS ? FILE_STALL_MIN_MS : t;
+}
+
+/* The length of the whole Trace.packet records at the start of
+ * data[0..len) that end by `room`. */
+static size_t whole_records(const uint8_t *data, size_t len, size_t room) {
+  etch__pb_dec d;
+  etch__pb_field fl;
+  size_t keep = 0;
+  etch__pb_dec_init(&d, data, len);
+  while (etch__pb_next(&d, &fl) && (size_t)(d.p - d.start) <= room)
+    keep = (size_t)(d.p - d.start);
+  return keep;
+}
+
+/* The end of the record at data[0..len) that holds byte k - 1 (or starts at
+ * k, k 0): the first record boundary at or after k. */
+static size_t record_end(const uint8_t *data, size_t len, size_t k) {
+  etch__pb_dec d;
+  etch__pb_field fl;
+  etch__pb_dec_init(&d, data, len);
+  while (etch__pb_next(&d, &fl))
+    if ((size_t)(d.p - d.start) >= k && (size_t)(d.p - d.start) > 0)
+      return (size_t)(d.p - d.start);
+  return len;
+}
+
+/* Nothing more goes into x's file: the session ends with the reason. */
+static void file_dead(etch_service *s, session *x, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void file_dead(etch_service *s, session *x, const char *fmt, ...) {
+  x->out_dead = true;
+  free(x->pend);
+  x->pend = NULL;
+  x->pend_len = x->pend_off = 0;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(x->end_reason, sizeof x->end_reason, fmt, ap);
+  va_end(ap);
+  logf_(s, "session %u: %s", x->id, x->end_reason);
+}
+
+/* One write into a pipe, socket or terminal that never waits. Its
+ * O_NONBLOCK is not ours to set: the open file is shared with the consumer
+ * that sent it. A socket takes MSG_DONTWAIT; anything else is written only
+ * when poll() says it has room, at most PIPE_BUF bytes at a time, which a
+ * pipe with room takes without waiting. */
+static ssize_t write_nowait(int fd, bool sock, const uint8_t *p, size_t n) {
+  if (sock) return send(fd, p, n, MSG_DONTWAIT | MSG_NOSIGNAL);
+  struct pollfd pf = {.fd = fd, .events = POLLOUT};
+  int r = poll(&pf, 1, 0);
+  if (r < 0) return -1;
+  if (r == 0) {
+    errno = EAGAIN;
+    return -1;
+  }
+  /* POLLERR or POLLHUP: the write fails at once and says why. */
+  return write(fd, p, n < PIPE_BUF ? n : PIPE_BUF);
+}
+
+/*
+ * Gives the consumer's file len bytes of whole records; returns how many
+ * it took (all of them, unless the file is a pipe or socket that is full,
+ * or the file failed: then x->out_dead). A regular file that fails (a full
+ * disk, a quota, a size limit) is cut back to its last whole packet.
+ */
+static size_t out_take(etch_service *s, session *x, const uint8_t *data,
+                       size_t len) {
+  size_t off = 0;
+  while (off < len) {
+    /* A pipe or socket gets whole records, as many as fit in PIPE_BUF
+     * (one a pipe with room takes at once, so that what it holds ends at a
+     * packet's end when its reader stops), a record larger than that in
+     * pieces. */
+    size_t w = len - off;
+    if (!x->out_regular) {
+      if (x->rec_left)
+        w = w < x->rec_left ? w : x->rec_left;
+      else if (whole_records(data + off, len - off, PIPE_BUF))
+        w = whole_records(data + off, len - off, PIPE_BUF);
+    }
+    ssize_t n = x->out_regular
+                    ? write(x->out_fd, data + off, w)
+                    : write_nowait(x->out_fd, x->out_socket, data + off, w);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && !x->out_regular && (errno == EAGAIN || errno == EWOULDBLOCK))
+      break;
+    if (n <= 0) {
+      int e = n < 0 ? errno : ENOSPC; /* nothing taken: no room */
+      if (!x->out_regular) {
+        file_dead(s, x, "cannot write the trace into the consumer's file: %s",
+                  strerror(e));
+        return off;
+      }
+      /* The record being written is cut: back to the last whole one. */
+      size_t keep = whole_records(data, len, off);
+      off_t to = x->out_base + (off_t)(x->bytes_written + keep);
+      bool cut = ftruncate(x->out_fd, to) == 0;
+      int te = errno;
+      x->bytes_written += keep;
+      char tail[128] = "";
+      if (!cut)
+        snprintf(tail, sizeof tail, " (and could not be cut back to it: %s)",
+                 strerror(te));
+      file_dead(s, x,
+                "cannot write the trace into the consumer's file: %s; the "
+                "file ends at its last whole packet, %llu bytes%s",
+                strerror(e), (unsigned long long)x->bytes_written, tail);
+      return keep;
+    }
+    if (!x->out_regular) {
+      x->bytes_written += (uint64_t)n;
+      x->rec_left = x->rec_left ? x->rec_left - (size_t)n
+                                : record_end(data + off, len - off, (size_t)n) -
+                                      (size_t)n;
+    }
+    off += (size_t)n;
+  }
+  if (x->out_regular) x->bytes_written += off;
+  return off;
+}
+
+/* What waits for a pipe or socket: true when nothing does any more. */
+static bool flush_pending(etch_service *s, session *x, uint64_t now) {
+  if (!x->pend) return true;
+  size_t took = out_take(s, x, x->pend + x->pend_off,
+                         x->pend_len - x->pend_off);
+  if (x->out_dead) return false;
+  x->pend_off += took;
+  if (x->pend_off == x->pend_len) {
+    free(x->pend);
+    x->pend = NULL;
+    x->pend_len = x->pend_off = 0;
+    x->stall_since_ns = 0;
+    return true;
+  }
+  if (took) x->stall_since_ns = now;
+  uint64_t limit = stall_ms(x);
+  if (now - x->stall_since_ns >= limit * 1000000ull)
+    file_dead(s, x,
+              "the consumer's file took no bytes of the trace for %llu ms "
+              "(a pipe or socket nobody reads?)",
+              (unsigned long long)limit);
+  return false;
+}
+
+/*
+ * Writes what the session's buffers hold into the consumer's file (and,
+ * `final`, the TraceStats that end the trace). Never waits for a pipe or
+ * socket: what it does not take waits for the next call, and nothing more
+ * is read from the buffers until it is taken. Sets x->out_complete once the
+ * whole trace is in the file.
+ */
 static void write_out(etch_service *s, session *x, bool final) {
-  if (x->out_fd < 0) return;
+  if (x->out_fd < 0 || x->out_dead || x->out_complete) return;
+  uint64_t now = etch__monotonic_ns();
+  if (!flush_pending(s, x, now)) return;
+  if (x->reached_max) { /* full: the file ends where it is */
+    if (final) x->out_complete = true;
+    return;
+  }
   uint64_t max = x->cfg->max_file_size_bytes;
-  if (max && x->bytes_written >= max) return; /* full */
   sreader *r = sreader_new(s, x, !x->wrote_header, final, false);
   if (!r) {
-    logf_(s, "session %u: cannot read its buffers", x->id);
+    file_dead(s, x, "cannot read its buffers (out of memory)");
     return;
   }
   x->wrote_header = true;
@@ -735,40 +925,34 @@ static void write_out(etch_service *s, session *x, bool final) {
     uint8_t *data;
     size_t len;
     if (sreader_next(s, r, &data, &len) != ETCH_OK) {
-      logf_(s, "session %u: %s", x->id, etch_last_error());
+      file_dead(s, x, "cannot read its buffers: %s", etch_last_error());
       break;
     }
-    bool full = false;
     if (max && x->bytes_written + len > max) {
       /* Whole packets only, up to the limit: the file stays readable. */
-      size_t room = (size_t)(max - x->bytes_written);
-      etch__pb_dec d;
-      etch__pb_field fl;
-      size_t keep = 0;
-      etch__pb_dec_init(&d, data, len);
-      while (etch__pb_next(&d, &fl) && (size_t)(d.p - d.start) <= room)
-        keep = (size_t)(d.p - d.start);
-      len = keep;
-      full = true;
+      len = whole_records(data, len, (size_t)(max - x->bytes_written));
+      x->reached_max = true;
     }
-    size_t off = 0;
-    while (off < len) {
-      ssize_t n = write(x->out_fd, data + off, len - off);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) {
-        logf_(s, "session %u: writing the trace file: %s", x->id,
-              strerror(errno));
+    size_t took = out_take(s, x, data, len);
+    if (x->out_dead) break;
+    if (took < len) { /* a pipe or socket that is full: the rest waits */
+      x->pend = (uint8_t *)etch__malloc(len - took);
+      if (!x->pend) {
+        file_dead(s, x, "out of memory keeping the trace for its file");
         break;
       }
-      off += (size_t)n;
-    }
-    x->bytes_written += off;
-    if (full) {
-      x->bytes_written = max; /* the session ends */
+      memcpy(x->pend, data + took, len - took);
+      x->pend_len = len - took;
+      x->pend_off = 0;
+      x->stall_since_ns = now;
       break;
     }
+    if (x->reached_max) break;
   }
+  bool done = r->done;
   sreader_free(r);
+  if (final && !x->out_dead && !x->pend && (done || x->reached_max))
+    x->out_complete = true;
 }
 
 /* ---- stopping ---- */
@@ -776,21 +960,37 @@ static void write_out(etch_service *s, session *x, bool final) {
 static void begin_flush(etch_service *s, session *x, uint32_t timeout_ms,
                         bool for_consumer, uint64_t req, bool for_stop);
 
-static void finish_disable(etch_service *s, session *x) {
-  if (x->state == S_DISABLED) return;
-  x->state = S_DISABLED;
-  write_out(s, x, true);
+/* Answers the consumer's EnableTracing: the session is over (with the
+ * reason when it ended early). */
+static void answer_enable(etch_service *s, session *x) {
   consumer *c = find_consumer(s, x->consumer_id);
   if (c && x->enable_pending) {
     etch__pb_buf b;
-    etch__pb_buf_init(&b, 16, 0);
+    etch__pb_buf_init(&b, 64, 0);
     etch__pb_write_varint_field(&b.s, ETCH_ETRESP_DISABLED, 1);
+    if (x->end_reason[0])
+      etch__pb_write_string_field(&b.s, ETCH_ETRESP_ERROR, x->end_reason);
     send_reply(&c->conn, x->enable_req, true, &b, false, -1);
     etch__pb_buf_free(&b);
     x->enable_pending = false;
   }
-  logf_(s, "session %u: disabled (%llu bytes written to file)", x->id,
-        (unsigned long long)x->bytes_written);
+  logf_(s, "session %u: disabled (%llu bytes written to file)%s%s", x->id,
+        (unsigned long long)x->bytes_written, x->end_reason[0] ? ": " : "",
+        x->end_reason);
+}
+
+static void finish_disable(etch_service *s, session *x) {
+  if (x->state == S_DISABLED) return;
+  x->state = S_DISABLED;
+  write_out(s, x, true);
+  if (x->out_fd >= 0 && !x->out_dead && !x->out_complete) {
+    /* A pipe or socket has not taken it all yet: the answer waits for the
+     * rest (timers), or for the file to be given up on. */
+    x->draining = true;
+    x->next_write_ns = etch__monotonic_ns() + FILE_RETRY_MS * 1000000ull;
+    return;
+  }
+  answer_enable(s, x);
 }
 
 static void stop_sources(etch_service *s, session *x) {
@@ -964,6 +1164,7 @@ static void free_session(etch_service *s, session *x) {
     s->bufs[x->buf_ids[i]] = NULL;
   }
   if (x->out_fd >= 0) close(x->out_fd);
+  free(x->pend);
   logf_(s, "session %u: freed", x->id);
   free(x->flush_wait);
   free(x->inst);
@@ -1408,10 +1609,18 @@ static int consumer_enable(etch_service *s, consumer *c,
   if (cfg->duration_ms && x->state == S_STARTED)
     x->deadline_ns = now + (uint64_t)cfg->duration_ms * 1000000ull;
   if (x->out_fd >= 0) {
-    uint32_t per = cfg->file_write_period_ms ? cfg->file_write_period_ms
-                                             : DEFAULT_WRITE_PERIOD_MS;
-    if (per < MIN_WRITE_PERIOD_MS) per = MIN_WRITE_PERIOD_MS;
-    x->next_write_ns = now + (uint64_t)per * 1000000ull;
+    struct stat st;
+    if (fstat(x->out_fd, &st) == 0) {
+      x->out_regular = S_ISREG(st.st_mode) || S_ISBLK(st.st_mode);
+      x->out_socket = S_ISSOCK(st.st_mode);
+    }
+    if (x->out_regular) { /* where the trace starts, to cut back to */
+      int ff = fcntl(x->out_fd, F_GETFL);
+      off_t at = ff >= 0 && (ff & O_APPEND) ? st.st_size
+                                            : lseek(x->out_fd, 0, SEEK_CUR);
+      x->out_base = at > 0 ? at : 0;
+    }
+    x->next_write_ns = now + (uint64_t)write_period_ms(x) * 1000000ull;
   }
   logf_(s, "consumer %u: session %u, %u buffers, %u data sources", c->id,
         x->id, cfg->nbuffers, cfg->nsources);
@@ -1920,21 +2129,25 @@ static uint64_t timers(etch_service *s) {
         x->next_clear_ns = now + (uint64_t)x->cfg->clear_period_ms * 1000000ull;
       }
     }
-    if (x->out_fd >= 0 && x->state == S_STARTED && now >= x->next_write_ns) {
-      write_out(s, x, false);
-      uint32_t per = x->cfg->file_write_period_ms ? x->cfg->file_write_period_ms
-                                                  : DEFAULT_WRITE_PERIOD_MS;
-      if (per < MIN_WRITE_PERIOD_MS) per = MIN_WRITE_PERIOD_MS;
-      x->next_write_ns = now + (uint64_t)per * 1000000ull;
-      if (x->cfg->max_file_size_bytes &&
-          x->bytes_written >= x->cfg->max_file_size_bytes)
+    bool writing = x->out_fd >= 0 && (x->state == S_STARTED || x->draining);
+    if (writing && now >= x->next_write_ns) {
+      write_out(s, x, x->draining);
+      x->next_write_ns =
+          now + (uint64_t)(x->pend ? FILE_RETRY_MS : write_period_ms(x)) *
+                    1000000ull;
+      if (x->draining && (x->out_complete || x->out_dead)) {
+        x->draining = false;
+        answer_enable(s, x);
+      } else if (x->state == S_STARTED && (x->reached_max || x->out_dead)) {
         disable_session(s, x);
+      }
     }
     uint64_t t[5] = {x->state == S_STARTED ? x->deadline_ns : 0,
                      x->flushing ? x->flush_deadline_ns : 0,
                      x->state == S_STOPPING ? x->stop_deadline_ns : 0,
-                     x->out_fd >= 0 && x->state == S_STARTED ? x->next_write_ns
-                                                             : 0,
+                     x->out_fd >= 0 && (x->state == S_STARTED || x->draining)
+                         ? x->next_write_ns
+                         : 0,
                      x->state == S_STARTED ? x->next_clear_ns : 0};
     for (int i = 0; i < 5; i++)
       if (t[i] && t[i] < next) next = t[i];

@@ -8,11 +8,13 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -2641,5 +2643,132 @@ TEST(frames_received_in_part_are_bounded_in_memory) {
   for (int i = 0; i < N; i++) raw_close(&r[i]);
   raw_close(&q);
   free(frame);
+  svc_stop(&s);
+}
+
+/* ---- the consumer's file never holds etchd up ---- */
+
+/* EnableTracing with `text` as the config and `fd` as its write_into_file
+ * descriptor; returns the call's request id (its answer ends the session). */
+static uint64_t raw_enable_into(raw *r, const char *text, int fd) {
+  etch__pb_buf cfg, args;
+  etch__pb_buf_init(&cfg, 128, 0);
+  etch__pb_buf_init(&args, 128, 0);
+  ASSERT_OK(etch__trace_config_text_to_binary(text, strlen(text), &cfg));
+  etch__pb_write_bytes_field(&args.s, ETCH_ETR_TRACE_CONFIG,
+                            etch__pb_buf_data(&cfg), etch__pb_buf_len(&cfg));
+  etch_ipc_frame f;
+  memset(&f, 0, sizeof f);
+  f.kind = ETCH_IPC_INVOKE;
+  f.request_id = ++r->req;
+  f.service_id = r->svc;
+  f.method_id = etch__ipc_method_id(&r->bind, "EnableTracing");
+  f.body.data = etch__pb_buf_data(&args);
+  f.body.len = (uint32_t)etch__pb_buf_len(&args);
+  ASSERT_OK(etch__ipc_conn_send(&r->c, &f, fd));
+  ASSERT_OK(etch__ipc_conn_flush(&r->c));
+  etch__pb_buf_free(&cfg);
+  etch__pb_buf_free(&args);
+  return f.request_id;
+}
+
+/* Waits, at most `secs` seconds, for the answer to EnableTracing `req`:
+ * the session's end, with its error ("" when none) in err. */
+static void raw_session_end(raw *r, uint64_t req, char *err, size_t cap,
+                            int secs) {
+  for (int i = 0; i < secs * 20; i++) {
+    etch_ipc_frame g;
+    int n;
+    while ((n = etch__ipc_conn_next(&r->c, &g)) == 1) {
+      if (g.kind != ETCH_IPC_REPLY || g.request_id != req) continue;
+      etch__pb_dec d;
+      etch__pb_field fl;
+      bool disabled = false;
+      err[0] = 0;
+      etch__pb_dec_init(&d, g.body.data, g.body.len);
+      while (etch__pb_next(&d, &fl)) {
+        if (fl.id == ETCH_ETRESP_DISABLED) disabled = fl.u != 0;
+        if (fl.id == ETCH_ETRESP_ERROR)
+          snprintf(err, cap, "%.*s", (int)fl.len, (const char *)fl.data);
+      }
+      ASSERT_TRUE(disabled);
+      return;
+    }
+    if (n < 0 || r->c.failed) FAIL("raw: %s", r->c.err);
+    etch__ipc_conn_wait(&r->c, 50);
+  }
+  FAIL("the session did not end within %d s", secs);
+}
+
+/* A consumer gives etchd a pipe whose read end it holds and never reads.
+ * Once the pipe is full, etchd goes on serving: another consumer records
+ * a producer's every event, the stuck session ends with its reason, and
+ * what the pipe holds is whole packets. (etchd used to block in write():
+ * the second consumer got no answer.) */
+TEST(a_pipe_nobody_reads_holds_up_no_one) {
+  svc s;
+  svc_start(&s);
+  int pp[2];
+  ASSERT_EQ_INT(pipe2(pp, O_CLOEXEC), 0);
+  raw a;
+  raw_open(&a, s.cons, "ConsumerPort");
+  uint64_t req = raw_enable_into(
+      &a,
+      "buffers { size_kb: 4096 }\n"
+      "data_sources { config { name: \"track_event\" } }\n"
+      "write_into_file: true\nfile_write_period_ms: 100\n",
+      pp[1]);
+  pid_t feeder = producer("feeder", 1, 0);
+  /* The pipe is full: it holds bytes and has no room for more. */
+  bool full = false;
+  for (int i = 0; i < 3000 && !full; i++) {
+    struct pollfd pf = {.fd = pp[1], .events = POLLOUT};
+    int unread = 0;
+    ioctl(pp[0], FIONREAD, &unread);
+    full = poll(&pf, 1, 0) == 0 && unread > 0;
+    if (!full) sleep_ms(10);
+  }
+  ASSERT_TRUE(full);
+  /* Meanwhile, another consumer and another producer. */
+  char out[700];
+  snprintf(out, sizeof out, "%s/beside.pftrace", s.dir);
+  pid_t rec = record_start(&s, out, NULL);
+  pid_t q = producer("beside", 2, NEVENTS);
+  ASSERT_EQ_INT(wait_exit(q), 0);
+  kill(rec, SIGINT);
+  ASSERT_EQ_INT(wait_exit(rec), 0);
+  td_trace t;
+  static int32_t pids[4096];
+  decode(out, &t, pids, 4096);
+  for (int k = 0; k < 2; k++) check_ticks(&t, pids, 4096, q, k, NEVENTS);
+  td_free(&t);
+  /* The stuck session ends, and says why. */
+  char err[400];
+  raw_session_end(&a, req, err, sizeof err, 30);
+  ASSERT_STR_EQ(err, "the consumer's file took no bytes of the trace for "
+                     "5000 ms (a pipe or socket nobody reads?)");
+  ASSERT_EQ_INT(log_lines(&s, "etchd: session 1: the consumer's file took "
+                              "no bytes of the trace for 5000 ms"),
+                1);
+  kill(feeder, SIGKILL);
+  wait_exit(feeder);
+  /* Once the consumer leaves, etchd lets go of the pipe: it ends after
+   * whole packets, and decodes. */
+  raw_close(&a);
+  close(pp[1]);
+  etch__pb_buf got;
+  etch__pb_buf_init(&got, 1 << 16, 0);
+  uint8_t buf[65536];
+  ssize_t n;
+  while ((n = read(pp[0], buf, sizeof buf)) > 0)
+    etch__pb_write_bytes(&got.s, buf, (size_t)n);
+  close(pp[0]);
+  ASSERT_TRUE(etch__pb_buf_len(&got) > 0);
+  if (td_decode(etch__pb_buf_data(&got), etch__pb_buf_len(&got), &t) != 0)
+    FAIL("the pipe's trace does not decode: %s", t.error);
+  ASSERT_EQ_INT((int)t.clock_snapshots, 1);
+  ASSERT_TRUE(td_count(&t, 3, "tick") > 0);
+  td_free(&t);
+  etch__pb_buf_free(&got);
   svc_stop(&s);
 }
