@@ -48,6 +48,11 @@ static void sleep_ms(long ms) {
 
 /* Runs a program that dies with the test (a failed test leaves no etchd,
  * recorder or producer behind). */
+/* Set: what spawn() starts may write files of at most this many bytes
+ * (RLIMIT_FSIZE, SIGXFSZ ignored: a write past it fails with EFBIG, as a
+ * full disk's with ENOSPC). */
+static rlim_t spawn_fsize;
+
 static pid_t spawn(char *const argv[], const char *out) {
   pid_t parent = getpid();
   pid_t pid = fork();
@@ -55,6 +60,13 @@ static pid_t spawn(char *const argv[], const char *out) {
   if (pid == 0) {
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != parent) _exit(127);
+    if (spawn_fsize) {
+      struct rlimit rl;
+      getrlimit(RLIMIT_FSIZE, &rl);
+      rl.rlim_cur = spawn_fsize;
+      signal(SIGXFSZ, SIG_IGN);
+      if (setrlimit(RLIMIT_FSIZE, &rl) != 0) _exit(126);
+    }
     if (out) {
       int fd = open(out, O_WRONLY | O_CREAT | O_APPEND, 0644);
       if (fd >= 0) {
@@ -2766,9 +2778,167 @@ TEST(a_pipe_nobody_reads_holds_up_no_one) {
   ASSERT_TRUE(etch__pb_buf_len(&got) > 0);
   if (td_decode(etch__pb_buf_data(&got), etch__pb_buf_len(&got), &t) != 0)
     FAIL("the pipe's trace does not decode: %s", t.error);
-  ASSERT_EQ_INT((int)t.clock_snapshots, 1);
+  ASSERT_TRUE(t.clock_snapshots >= 1);
   ASSERT_TRUE(td_count(&t, 3, "tick") > 0);
   td_free(&t);
   etch__pb_buf_free(&got);
+  svc_stop(&s);
+}
+
+/* ---- a full disk ---- */
+
+/* Waits at most `secs` seconds for pid's exit: its status, -1 if it did
+ * not end. */
+static int wait_exit_within(pid_t pid, int secs) {
+  for (int i = 0; i < secs * 100; i++) {
+    int st;
+    if (waitpid(pid, &st, WNOHANG) == pid)
+      return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    sleep_ms(10);
+  }
+  return -1;
+}
+
+/* Whether `path` holds `want`. */
+static bool file_has(const char *path, const char *want) {
+  size_t n;
+  char *text = (char *)etch_test_read_file(path, &n);
+  bool has = text && memmem(text, n, want, strlen(want)) != NULL;
+  if (!has) fprintf(stderr, "  %s:\n%.*s\n", path, (int)(text ? n : 0), text);
+  free(text);
+  return has;
+}
+
+/* `etch stats FILE` reads it: exit status 0. */
+static void etch_stats_reads(const svc *s, const char *file) {
+  char log[700];
+  snprintf(log, sizeof log, "%s/stats.log", s->dir);
+  char *argv[] = {(char *)ETCH_BIN, "stats", (char *)file, NULL};
+  int rc = wait_exit(spawn(argv, log));
+  if (rc != 0) {
+    file_has(log, "");
+    FAIL("etch stats %s: exit status %d", file, rc);
+  }
+}
+
+#define WIF_CONFIG                                    \
+  "buffers { size_kb: 4096 }\n"                       \
+  "data_sources { config { name: \"track_event\" } }\n" \
+  "write_into_file: true\nfile_write_period_ms: 100\n"
+
+/* etchd writes a write_into_file trace on a disk that fills up (a file
+ * size limit: EFBIG, as ENOSPC or EDQUOT): the session ends with the
+ * reason, in etchd's log and to etch record, which exits non-zero and says
+ * it; the file is cut back to its last whole packet and reads. (The
+ * session went on, etch record exited 0, and the file ended mid-packet.) */
+TEST(a_full_disk_ends_a_write_into_file_session_at_a_whole_packet) {
+  svc s;
+  spawn_fsize = 400000; /* above the shared memory etchd makes (a memfd) */
+  svc_start(&s);
+  spawn_fsize = 0;
+  char out[700];
+  pid_t rec = record_config(&s, "efbig", WIF_CONFIG, "-q", out, sizeof out);
+  setenv("ETCH_SYSTEM_SMB_KB", "256", 1);
+  pid_t p = producer("filler", 1, 0);
+  unsetenv("ETCH_SYSTEM_SMB_KB");
+  int rc = wait_exit_within(rec, 30); /* it ends on its own */
+  kill(p, SIGKILL);
+  wait_exit(p);
+  if (rc < 0) {
+    kill(rec, SIGKILL);
+    wait_exit(rec);
+    FAIL("the session did not end when its file took no more");
+  }
+  ASSERT_EQ_INT(rc, 1);
+  struct stat st;
+  ASSERT_TRUE(stat(out, &st) == 0);
+  ASSERT_TRUE(st.st_size > 0 && st.st_size <= 400000);
+  char want[1200], logp[700];
+  snprintf(want, sizeof want,
+           "etch: %s: the service ended the session early: cannot write the "
+           "trace into the consumer's file: File too large; the file ends at "
+           "its last whole packet, %lld bytes\n",
+           out, (long long)st.st_size);
+  snprintf(logp, sizeof logp, "%s/record.log", s.dir);
+  ASSERT_TRUE(file_has(logp, want));
+  ASSERT_EQ_INT(log_lines(&s, "etchd: session 1: cannot write the trace into "
+                              "the consumer's file: File too large"),
+                1);
+  td_trace t;
+  static int32_t pids[4096];
+  decode(out, &t, pids, 4096);
+  ASSERT_TRUE(t.clock_snapshots >= 1);
+  ASSERT_TRUE(td_count(&t, 3, "tick") > 100);
+  td_free(&t);
+  etch_stats_reads(&s, out);
+  svc_stop(&s);
+}
+
+/* A write_into_file descriptor that fails every write (/dev/full: ENOSPC)
+ * ends the session with the reason; etch record exits non-zero. */
+TEST(a_write_into_file_descriptor_that_fails_ends_the_session) {
+  svc s;
+  svc_start(&s);
+  char cfg[700], log[700];
+  snprintf(cfg, sizeof cfg, "%s/full.pbtx", s.dir);
+  snprintf(log, sizeof log, "%s/record-full.log", s.dir);
+  FILE *f = fopen(cfg, "w");
+  ASSERT_TRUE(f != NULL);
+  fputs(WIF_CONFIG, f);
+  fclose(f);
+  char *argv[] = {(char *)ETCH_BIN, "record", "--config", cfg, "-o",
+                  "/dev/full", "-q", NULL};
+  pid_t rec = spawn(argv, log);
+  pid_t p = producer("full", 1, 0);
+  int rc = wait_exit_within(rec, 30);
+  kill(p, SIGKILL);
+  wait_exit(p);
+  if (rc < 0) {
+    kill(rec, SIGKILL);
+    wait_exit(rec);
+    FAIL("the session did not end when its file failed");
+  }
+  ASSERT_EQ_INT(rc, 1);
+  ASSERT_TRUE(file_has(log, "etch: /dev/full: the service ended the session "
+                            "early: cannot write the trace into the "
+                            "consumer's file: No space left on device\n"));
+  ASSERT_EQ_INT(log_lines(&s, "etchd: session 1: cannot write the trace into "
+                              "the consumer's file: No space left on device"),
+                1);
+  svc_stop(&s);
+}
+
+/* etch record --system writing the trace it read from the service on a
+ * disk that fills up: exit status 1 with the reason, and the file ends
+ * at its last whole packet. */
+TEST(record_system_on_a_full_disk_keeps_whole_packets) {
+  svc s;
+  svc_start(&s);
+  char out[700];
+  snprintf(out, sizeof out, "%s/small.pftrace", s.dir);
+  spawn_fsize = 16384;
+  pid_t rec = record_start(&s, out, "-q");
+  spawn_fsize = 0;
+  pid_t p = producer("big", 2, NEVENTS);
+  ASSERT_EQ_INT(wait_exit(p), 0);
+  kill(rec, SIGINT);
+  ASSERT_EQ_INT(wait_exit(rec), 1);
+  struct stat st;
+  ASSERT_TRUE(stat(out, &st) == 0);
+  ASSERT_TRUE(st.st_size > 0 && st.st_size <= 16384);
+  char want[1200], logp[700];
+  snprintf(want, sizeof want,
+           "etch: cannot write the trace to %s: File too large; it ends at "
+           "its last whole packet (%lld bytes)\n",
+           out, (long long)st.st_size);
+  snprintf(logp, sizeof logp, "%s/record.log", s.dir);
+  ASSERT_TRUE(file_has(logp, want));
+  td_trace t;
+  static int32_t pids[4096];
+  decode(out, &t, pids, 4096);
+  ASSERT_TRUE(t.clock_snapshots >= 1);
+  ASSERT_TRUE(td_count(&t, 3, "tick") > 0);
+  td_free(&t);
+  etch_stats_reads(&s, out);
   svc_stop(&s);
 }

@@ -335,10 +335,41 @@ static int put_packet(etch__pb_buf *ob, const uint8_t *p, size_t n,
   return ETCH_OK;
 }
 
-static int flush_out(etch__pb_buf *ob, FILE *out, const char *out_path) {
-  size_t n = etch__pb_buf_len(ob);
-  if (n && fwrite(etch__pb_buf_data(ob), 1, n, out) != n)
-    return etch__error(ETCH_EIO, "%s: %s", out_path, strerror(errno));
+/* The trace file being written: whole Trace.packet records only. */
+typedef struct outfile {
+  int fd;
+  const char *path;
+  size_t whole; /* bytes of whole records in the file */
+} outfile;
+
+/* Writes the records in `ob` and empties it. On an error (a full disk, a
+ * quota, a file size limit: all the same) the file is cut back to its
+ * last whole packet and nothing more is written. */
+static int flush_out(etch__pb_buf *ob, outfile *o) {
+  const uint8_t *data = etch__pb_buf_data(ob);
+  size_t n = etch__pb_buf_len(ob), off = 0;
+  while (off < n) {
+    ssize_t w = write(o->fd, data + off, n - off);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) {
+      int e = w < 0 ? errno : ENOSPC;
+      etch__pb_dec d;
+      etch__pb_field fl;
+      size_t keep = 0;
+      etch__pb_dec_init(&d, data, n);
+      while (etch__pb_next(&d, &fl) && (size_t)(d.p - d.start) <= off)
+        keep = (size_t)(d.p - d.start);
+      o->whole += keep;
+      bool cut = ftruncate(o->fd, (off_t)o->whole) == 0;
+      return etch__error(ETCH_EIO,
+                         "cannot write the trace to %s: %s; it ends at its "
+                         "last whole packet (%zu bytes)%s",
+                         o->path, strerror(e), o->whole,
+                         cut ? "" : ", after a partial one it could not cut");
+    }
+    off += (size_t)w;
+  }
+  o->whole += n;
   etch__pb_buf_reset(ob);
   return ETCH_OK;
 }
@@ -347,8 +378,10 @@ static int read_trace(client *c, const char *out_path, size_t *bytes) {
   uint64_t req;
   int rc = call(c, "ReadBuffers", NULL, -1, &req);
   if (rc) return rc;
-  FILE *out = fopen(out_path, "wb");
-  if (!out) return etch__error(ETCH_EIO, "%s: %s", out_path, strerror(errno));
+  outfile out = {.path = out_path};
+  out.fd = open(out_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (out.fd < 0)
+    return etch__error(ETCH_EIO, "%s: %s", out_path, strerror(errno));
   etch_ipc_frame *f = (etch_ipc_frame *)malloc(sizeof *f);
   etch__pb_buf ob, pkt; /* the file's next bytes; a packet in slices */
   etch__pb_buf_init(&ob, 1u << 20, 0);
@@ -390,16 +423,17 @@ static int read_trace(client *c, const char *out_path, size_t *bytes) {
         }
       }
       if (!rc && etch__pb_buf_len(&ob) >= (1u << 20))
-        rc = flush_out(&ob, out, out_path);
+        rc = flush_out(&ob, &out);
     }
     if (rc || !f->has_more) break;
   }
-  if (!rc) rc = flush_out(&ob, out, out_path);
+  if (!rc) rc = flush_out(&ob, &out);
   etch__pb_buf_free(&ob);
   etch__pb_buf_free(&pkt);
   free(f);
-  if (fclose(out) != 0 && !rc)
+  if (close(out.fd) != 0 && !rc)
     rc = etch__error(ETCH_EIO, "%s: %s", out_path, strerror(errno));
+  *bytes = out.whole;
   return rc;
 }
 
@@ -486,9 +520,6 @@ int etch_cli_record_service(const rec_service_opts *o, size_t *bytes_out) {
   uint64_t until = now_ms() + 15000;
   while (!rc && !c.disabled && now_ms() < until)
     rc = wait_reply(&c, 0, f, 200);
-  if (!rc && c.disable_err[0])
-    fprintf(stderr, "etch: the session ended with an error: %s\n",
-            c.disable_err);
   size_t bytes = 0;
   if (!rc && into_file) {
     struct stat st;
@@ -501,6 +532,11 @@ int etch_cli_record_service(const rec_service_opts *o, size_t *bytes_out) {
     if (call(&c, "FreeBuffers", NULL, -1, &r2) == ETCH_OK)
       wait_reply(&c, r2, f, 2000);
   }
+  /* The service ended the session early (its file failed, ...): what
+   * there is of the trace was kept, but it is not the whole of it. */
+  if (!rc && c.disable_err[0])
+    rc = etch__error(ETCH_EIO, "%s: the service ended the session early: %s",
+                     o->out_path, c.disable_err);
   free(f);
   sigaction(SIGINT, &old_int, NULL);
   sigaction(SIGTERM, &old_term, NULL);
