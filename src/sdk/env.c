@@ -175,6 +175,8 @@ static void env_on_output(etch_session *s, int rc, const char *path,
   (void)s;
   if (rc) {
     fprintf(stderr, "etch: %s\n", etch_last_error());
+    /* Cut short at a whole packet (a full disk): the file is there. */
+    if (bytes) status_printf("wrote %zu %s", bytes, path);
     status_printf("failed %s", etch_last_error());
   } else {
     status_printf("wrote %zu %s", bytes, path);

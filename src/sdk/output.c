@@ -4,6 +4,7 @@
  * note, drop reports), and the output file.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,7 +16,7 @@
 #include "sdk/sdk.h"
 
 static int write_output(etch_session *s, const char *path, uint8_t *data,
-                        size_t len, char **written);
+                        size_t len, char **written, size_t *kept_out);
 
 /* When the clock fell back from the TSC to clock_gettime on a CPU that has
  * one: an instant `etch.clock_fallback` on the process track at the time
@@ -181,19 +182,57 @@ int etch__session_serialize_part(etch_session *sess, uint8_t **data,
   return serialize(sess, NULL, 0, data, len, stats, false, NULL, NULL);
 }
 
+/* The length of the whole Trace.packet records at the start of
+ * data[0..len) that end by `room`. */
+static size_t whole_records(const uint8_t *data, size_t len, size_t room) {
+  etch__pb_dec d;
+  etch__pb_field f;
+  size_t keep = 0;
+  etch__pb_dec_init(&d, data, len);
+  while (etch__pb_next(&d, &f) && (size_t)(d.p - d.start) <= room)
+    keep = (size_t)(d.p - d.start);
+  return keep;
+}
+
+/*
+ * Writes the trace into `path` (made or emptied). A write that fails part
+ * way (a full disk, a quota, a file size limit: all the same) never leaves
+ * a partial packet in a regular file: it is cut back to its last whole
+ * packet, and *kept says how many bytes of the trace it holds (0: none
+ * worth keeping, or not a regular file).
+ */
 static int write_all(const char *path, const char *name, const uint8_t *data,
-                     size_t len) {
-  FILE *f = fopen(path, "wb");
-  if (!f)
+                     size_t len, size_t *kept) {
+  *kept = 0;
+  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+  if (fd < 0)
     return etch__error(ETCH_EIO, "cannot write trace to '%s': %s", name,
                        strerror(errno));
-  size_t n = fwrite(data, 1, len, f);
-  int e = errno;
-  int closed = fclose(f);
-  if (n != len || closed != 0)
-    return etch__error(ETCH_EIO, "cannot write trace to '%s': %s", name,
-                       strerror(n != len ? e : errno));
-  return ETCH_OK;
+  size_t off = 0;
+  int e = 0;
+  while (off < len) {
+    ssize_t n = write(fd, data + off, len - off);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      e = n < 0 ? errno : ENOSPC; /* nothing taken: no room */
+      break;
+    }
+    off += (size_t)n;
+  }
+  struct stat st;
+  if (e && fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
+    size_t keep = whole_records(data, len, off);
+    if (ftruncate(fd, (off_t)keep) == 0) *kept = keep;
+  }
+  if (close(fd) != 0 && !e) e = errno;
+  if (!e) return ETCH_OK;
+  if (*kept)
+    return etch__error(ETCH_EIO,
+                       "cannot write all of the trace to '%s': %s; it ends at "
+                       "its last whole packet (%zu of %zu bytes)",
+                       name, strerror(e), *kept, len);
+  return etch__error(ETCH_EIO, "cannot write trace to '%s': %s", name,
+                     strerror(e));
 }
 
 /* True when `path` is a regular file that is not the one that was there
@@ -243,28 +282,32 @@ int etch__session_write_output(etch_session *s, const char *path,
   }
   if (owner) {
     char *w = NULL;
-    rc = write_output(s, path, data, len, &w);
+    size_t kept = 0;
+    rc = write_output(s, path, data, len, &w, &kept);
     etch__join_written(rc ? NULL : w, own_stats, seqs, nseqs);
     free(seqs);
-    if (!rc && bytes) *bytes = len;
+    if (bytes) *bytes = rc ? kept : len;
     if (written) *written = w;
     else free(w);
     return rc;
   }
   free(seqs);
-  rc = write_output(s, path, data, len, written);
-  if (!rc && bytes) *bytes = len;
+  size_t kept = 0;
+  rc = write_output(s, path, data, len, written, &kept);
+  if (bytes) *bytes = rc ? kept : len;
   return rc;
 }
 
 /* Writes `data` (taken: freed here) to `path`, as the comment above says;
- * the path written in *written. */
+ * the path written in *written; on a failure that kept the trace to its
+ * last whole packet, its size in *kept_out. */
 static int write_output(etch_session *s, const char *path, uint8_t *data,
-                        size_t len, char **written) {
+                        size_t len, char **written, size_t *kept_out) {
   int rc;
   struct stat st;
+  size_t kept = 0;
   if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
-    rc = write_all(path, path, data, len);
+    rc = write_all(path, path, data, len, &kept);
     free(data);
     if (!rc && written) *written = etch__strdup(path);
     return rc;
@@ -293,14 +336,20 @@ static int write_output(etch_session *s, const char *path, uint8_t *data,
   static uint32_t seq; /* two writes of one process at once: two names */
   snprintf(tmp, plen + 32, "%s.tmp%ld.%u", path, (long)getpid(),
            __atomic_fetch_add(&seq, 1, __ATOMIC_RELAXED));
-  rc = write_all(tmp, path, data, len);
+  rc = write_all(tmp, path, data, len, &kept);
   free(data);
-  if (!rc && rename(tmp, path) != 0)
+  /* A trace cut at its last whole packet (a full disk) is kept, and the
+   * error says so: it is what there is of this run's trace. */
+  bool keep = !rc || kept;
+  if (keep && rename(tmp, path) != 0) {
     rc = etch__error(ETCH_EIO, "cannot write trace to '%s': %s", path,
                      strerror(errno));
-  if (rc) unlink(tmp);
+    keep = false;
+  }
+  if (!keep) unlink(tmp);
   free(tmp);
-  if (!rc && written) *written = own ? own : etch__strdup(path);
+  if (keep && rc && kept_out) *kept_out = kept;
+  if (keep && written) *written = own ? own : etch__strdup(path);
   else free(own);
   return rc;
 }

@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -959,5 +960,47 @@ TEST(record_malloc_traces_cxx_new_and_delete) {
   ASSERT_EQ_INT((int)(allocs - frees), (int)never);
   /* 500 arrays and at least 1000 vector buffers, all freed. */
   ASSERT_TRUE(frees >= 1500);
+  done(&r);
+}
+
+/* ---- a full disk ---- */
+
+/* A program under etch record whose trace does not fit on the disk (a
+ * file size limit: EFBIG, as ENOSPC or EDQUOT; SIGXFSZ ignored): the
+ * trace is kept to its last whole packet, etch record says what happened
+ * and exits 1, and the file reads. (The trace was lost, and etch record
+ * said only that the program wrote none.) */
+TEST(record_on_a_full_disk_keeps_whole_packets) {
+  const char *out = tmp_path("full.pftrace");
+  struct rlimit old, rl;
+  ASSERT_EQ_INT(getrlimit(RLIMIT_FSIZE, &old), 0);
+  rl = old;
+  rl.rlim_cur = 32768;
+  signal(SIGXFSZ, SIG_IGN);
+  ASSERT_EQ_INT(setrlimit(RLIMIT_FSIZE, &rl), 0);
+  proc_result r = RUN(ETCH_BIN, "record", "-q", "-o", out, "--",
+                      ETCH_RECORDEE, "20000");
+  ASSERT_EQ_INT(setrlimit(RLIMIT_FSIZE, &old), 0);
+  signal(SIGXFSZ, SIG_DFL);
+  ASSERT_EQ_INT(r.status, 1);
+  struct stat st;
+  ASSERT_TRUE(stat(out, &st) == 0);
+  ASSERT_TRUE(st.st_size > 0 && st.st_size <= 32768);
+  char want[1024];
+  snprintf(want, sizeof want,
+           "could not write all of its trace: cannot write all of the trace "
+           "to '%s': File too large; it ends at its last whole packet (%lld "
+           "of ",
+           out, (long long)st.st_size);
+  ASSERT_CONTAINS(r.err, want);
+  done(&r);
+  /* Whole packets: etch reads it, with some of the steps. */
+  r = RUN(ETCH_BIN, "stats", out);
+  if (r.status != 0) FAIL("etch stats: %s", r.err);
+  done(&r);
+  r = RUN(ETCH_BIN, "query", "--csv", out,
+          "select count(*) > 0 from slice where name = 'step'");
+  ASSERT_EQ_INT(r.status, 0);
+  ASSERT_EQ_STR(r.out, "count(*) > 0\n1\n");
   done(&r);
 }

@@ -1110,11 +1110,17 @@ static int cmd_record(int argc, char **argv) {
     heir = rec_take_name(procs, nprocs, claimant);
   /* What each process did with its trace. */
   char *cwd = getcwd(NULL, 0);
-  size_t nwrote = 0, excused = 0, nuntraced = 0;
+  size_t nwrote = 0, excused = 0, nuntraced = 0, ncut = 0;
   for (size_t i = 0; i < nprocs; i++) {
     rec_proc *p = &procs[i];
     if (p->wrote) {
       nwrote++;
+      if (p->failed) { /* kept to its last whole packet (a full disk) */
+        fprintf(stderr, "etch: %s (pid %ld) could not write all of its "
+                        "trace: %s\n",
+                p->comm, p->pid, p->msg);
+        ncut++;
+      }
     } else if (p->untraced && !p->started && !p->error) {
       /* A fork child that never called etch_init(): its events, if it
        * had any, are in no trace. Named up to five times, then counted. */
@@ -1215,7 +1221,7 @@ static int cmd_record(int argc, char **argv) {
   free(o.operands);
   /* A fork child that never traced is said, not a failure: the program
    * ran as it meant to. */
-  if (!rc && (failed || nwrote + excused + nuntraced < nprocs))
+  if (!rc && (failed || ncut || nwrote + excused + nuntraced < nprocs))
     rc = EXIT_RUNTIME;
   return rc;
 }
