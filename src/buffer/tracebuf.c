@@ -4,10 +4,13 @@
  * read watermarks, consuming reads.
  */
 #include "buffer/tracebuf.h"
+#include "buffer/tracefile.h"
 
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
+#include "base/clock.h"
 #include "base/map.h"
 #include "buffer/smb.h"
 #include "pb/pb.h"
@@ -26,6 +29,14 @@ typedef struct tseq {
   uint32_t seq;
   bool seen;
   uint32_t done_id, done_frags;
+  /* Track events in chunks this buffer discarded or overwrote unread,
+   * and when the first of them went (BOOTTIME ns). */
+  uint64_t lost_events, first_loss_ns;
+  /* The last chunk lost unread and the fragments of it counted: a later
+   * copy of it (a flush's partial copy came first, or a scrape's) counts
+   * and delivers only what comes after them. */
+  bool gone;
+  uint32_t gone_id, gone_frags;
 } tseq;
 
 struct etch_tracebuf {
@@ -156,6 +167,31 @@ static tseq *seq_state(etch_tracebuf *tb, uint32_t seq, bool create) {
   return s;
 }
 
+static uint64_t events_in(const uint8_t *data, uint32_t len, uint32_t flags,
+                          uint32_t from, uint32_t count);
+
+/* Chunk `id` of sequence `seq` (count fragments) lost unread from
+ * fragment `from` on: its events counted, once however many copies of it
+ * go. */
+static void note_loss(etch_tracebuf *tb, uint32_t seq, uint32_t id,
+                      uint32_t count, const uint8_t *data, uint32_t len,
+                      uint32_t flags, uint32_t from) {
+  tseq *s = seq_state(tb, seq, true);
+  if (!s) return;
+  if (s->gone && s->gone_id == id) {
+    if (from < s->gone_frags) from = s->gone_frags;
+    if (count > s->gone_frags) s->gone_frags = count;
+  } else {
+    s->gone = true;
+    s->gone_id = id;
+    s->gone_frags = count;
+  }
+  uint64_t n = events_in(data, len, flags, from, count);
+  if (!n) return;
+  if (!s->lost_events) s->first_loss_ns = etch__clock_ns(CLOCK_BOOTTIME);
+  s->lost_events += n;
+}
+
 int etch__tracebuf_put(etch_tracebuf *tb, uint32_t seq, uint32_t chunk_id,
                        uint32_t flags, uint32_t count, const uint8_t *payload,
                        uint32_t len) {
@@ -183,20 +219,27 @@ int etch__tracebuf_put(etch_tracebuf *tb, uint32_t seq, uint32_t chunk_id,
     free(old);
     tb->st.chunks_rewritten++;
   }
+  /* The rest of a chunk read in part: go on after what was read. */
+  if (s && s->seen && chunk_id == s->done_id && done < s->done_frags)
+    done = s->done_frags;
   while (tb->used + len > tb->size) {
     if (tb->fill == ETCH_BUFFER_DISCARD || !tb->oldest) {
       tb->st.chunks_discarded++;
+      note_loss(tb, seq, chunk_id, count, payload, len, flags, done);
       return etch__error(ETCH_ELIMIT, "trace buffer full");
     }
     tchunk *o = tb->oldest;
     tb->st.chunks_overwritten++;
     tb->st.bytes_overwritten += o->len;
+    note_loss(tb, o->seq, o->chunk_id, o->count, o->data, o->len, o->flags,
+              o->done);
     unlink_chunk(tb, o);
     free(o);
   }
-  /* The rest of a chunk read in part: go on after what was read. */
-  if (s && s->seen && chunk_id == s->done_id && done < s->done_frags)
-    done = s->done_frags;
+  /* A copy of a chunk counted lost: what was counted is not read again. */
+  const tseq *g = seq_state(tb, seq, false);
+  if (g && g->gone && g->gone_id == chunk_id && done < g->gone_frags)
+    done = g->gone_frags;
   if ((tb->nchunks + 1) * 2 > tb->nslots && index_grow(tb)) return ETCH_ENOMEM;
   tchunk *c = (tchunk *)etch__malloc(sizeof *c + (len ? len : 1));
   if (!c) return ETCH_ENOMEM;
@@ -249,10 +292,10 @@ static int cmp_chunk(const void *a, const void *b) {
 
 /* Fragment `i` of chunk c starting at *off: 1 with (data, len), 0 past the
  * last, -1 for one that does not fit. */
-ETCH_INLINE int fragment(const tchunk *c, uint32_t *off, const uint8_t **d,
-                         uint32_t *n) {
-  if (*off >= c->len) return 0;
-  const uint8_t *p = c->data + *off, *end = c->data + c->len;
+ETCH_INLINE int frag_at(const uint8_t *base, uint32_t blen, uint32_t *off,
+                        const uint8_t **d, uint32_t *n) {
+  if (*off >= blen) return 0;
+  const uint8_t *p = base + *off, *end = base + blen;
   uint32_t b0 = *p;
   if (ETCH_LIKELY(b0 < 0x80)) { /* a one-byte size: nearly every packet */
     if (b0 >= (uint32_t)(end - p)) return -1;
@@ -274,8 +317,30 @@ ETCH_INLINE int fragment(const tchunk *c, uint32_t *off, const uint8_t **d,
   if (size > (uint64_t)(end - p)) return -1;
   *d = p;
   *n = (uint32_t)size;
-  *off = (uint32_t)(p + size - c->data);
+  *off = (uint32_t)(p + size - base);
   return 1;
+}
+
+ETCH_INLINE int fragment(const tchunk *c, uint32_t *off, const uint8_t **d,
+                         uint32_t *n) {
+  return frag_at(c->data, c->len, off, d, n);
+}
+
+/* The events whose packets start in fragments `from`..`count` of a chunk's
+ * payload (etch__packet_events of its first fragment; a packet begun in an
+ * earlier chunk is counted there). */
+static uint64_t events_in(const uint8_t *data, uint32_t len, uint32_t flags,
+                          uint32_t from, uint32_t count) {
+  uint64_t n = 0;
+  uint32_t off = 0, fl;
+  const uint8_t *d;
+  for (uint32_t idx = 0;
+       idx < count && frag_at(data, len, &off, &d, &fl) == 1; idx++) {
+    if (idx < from || (idx == 0 && (flags & ETCH_SMB_FIRST_CONTINUES)))
+      continue;
+    n += etch__packet_events(d, fl);
+  }
+  return n;
 }
 
 /* Appends a fragment to the packet being put together (its bytes in a
@@ -496,4 +561,17 @@ uint32_t etch__tracebuf_sequences(const etch_tracebuf *tb, uint32_t *out,
                                   uint32_t cap) {
   for (uint32_t i = 0; i < tb->nseqs && i < cap; i++) out[i] = tb->seqs[i].seq;
   return tb->nseqs;
+}
+
+uint32_t etch__tracebuf_losses(const etch_tracebuf *tb,
+                               etch_tracebuf_loss *out, uint32_t cap) {
+  uint32_t n = 0;
+  for (uint32_t i = 0; i < tb->nseqs; i++) {
+    if (!tb->seqs[i].lost_events) continue;
+    if (n < cap)
+      out[n] = (etch_tracebuf_loss){tb->seqs[i].seq, tb->seqs[i].lost_events,
+                                    tb->seqs[i].first_loss_ns};
+    n++;
+  }
+  return n;
 }

@@ -81,6 +81,17 @@ int etch__tracebuf_read_runs(etch_tracebuf *tb, etch_packet_fn emit,
 void etch__tracebuf_stats(const etch_tracebuf *tb, etch_tracebuf_stats *out);
 /* Bytes held now. */
 uint64_t etch__tracebuf_used(const etch_tracebuf *tb);
+/* Per sequence, the track events in chunks the buffer discarded (full) or
+ * overwrote before they were read, and when the first went. */
+typedef struct etch_tracebuf_loss {
+  uint32_t seq;
+  uint64_t events;
+  uint64_t first_ns; /* BOOTTIME */
+} etch_tracebuf_loss;
+/* Up to `cap` of them into out; returns how many sequences lost any. */
+uint32_t etch__tracebuf_losses(const etch_tracebuf *tb,
+                               etch_tracebuf_loss *out, uint32_t cap);
+
 /* The sequences read from the buffer so far, in the order first read:
  * up to `cap` ids into out; returns how many there are. */
 uint32_t etch__tracebuf_sequences(const etch_tracebuf *tb, uint32_t *out,

@@ -40,6 +40,9 @@ void etch__tracefile_init(etch_tracefile *o, bool compress) {
 }
 
 void etch__tracefile_free(etch_tracefile *o) {
+  free(o->lost);
+  o->lost = NULL;
+  o->nlost = o->caplost = 0;
   etch__pb_buf_free(&o->out);
   etch__pb_buf_free(&o->batch);
   etch__pb_buf_free(&o->tmp);
@@ -280,6 +283,67 @@ ETCH_INLINE void switch_writer(etch_tracefile *o, uint32_t writer_id) {
   o->lossy = false;
 }
 
+uint64_t etch__packet_events(const uint8_t *pkt, size_t len) {
+  etch__pb_dec d, te, da;
+  etch__pb_field f, g, h;
+  etch__pb_dec_init(&d, pkt, len);
+  while (etch__pb_next(&d, &f)) {
+    if (f.id != ETCH_PKT_TRACK_EVENT) continue;
+    if (f.wt != ETCH_PB_LEN) return 1;
+    /* An etch.dropped_events instant stands for `count` events. */
+    bool drops = false;
+    uint64_t count = 0;
+    etch__pb_dec_init(&te, f.data, f.len);
+    while (etch__pb_next(&te, &g)) {
+      if (g.id == ETCH_TE_NAME && g.wt == ETCH_PB_LEN)
+        drops = g.len == 19 && !memcmp(g.data, "etch.dropped_events", 19);
+      if (g.id != ETCH_TE_DEBUG_ANNOTATIONS || g.wt != ETCH_PB_LEN) continue;
+      bool is_count = false;
+      uint64_t v = 0;
+      etch__pb_dec_init(&da, g.data, g.len);
+      while (etch__pb_next(&da, &h)) {
+        if (h.id == ETCH_DA_NAME && h.wt == ETCH_PB_LEN)
+          is_count = h.len == 5 && !memcmp(h.data, "count", 5);
+        if (h.id == ETCH_DA_INT_VALUE && h.wt == ETCH_PB_VARINT) v = h.u;
+      }
+      if (is_count) count = v;
+    }
+    return drops && count ? count : 1;
+  }
+  return 0;
+}
+
+/* A track event of sequence `seq` left out: it could not be decoded (its
+ * sequence's incremental state was lost with earlier chunks). */
+static ETCH_NOINLINE void note_skipped_event(etch_tracefile *o, uint32_t seq,
+                                             uint64_t events) {
+  if (o->nlost && o->lost[o->nlost - 1].seq == seq) {
+    o->lost[o->nlost - 1].events += events;
+    return;
+  }
+  if (o->nlost == o->caplost) {
+    size_t cap = o->caplost ? o->caplost * 2 : 16;
+    etch_tracefile_lost *v =
+        (etch_tracefile_lost *)realloc(o->lost, cap * sizeof *v);
+    if (!v) return;
+    o->lost = v;
+    o->caplost = cap;
+  }
+  o->lost[o->nlost++] = (etch_tracefile_lost){seq, events};
+}
+
+int etch__tracefile_put_on(etch_tracefile *o, uint32_t seq) {
+  etch__pb_buf *tmp = &o->tmp;
+  if (tmp->s.failed) {
+    etch__pb_buf_reset(tmp);
+    return etch__error(ETCH_ENOMEM, "out of memory writing trace");
+  }
+  int rc = put_record(o, etch__pb_buf_data(tmp), (uint32_t)etch__pb_buf_len(tmp),
+                      seq, false);
+  etch__pb_buf_reset(tmp);
+  return rc;
+}
+
 int etch__tracefile_on_packet(void *ctx, uint32_t writer_id, const uint8_t *data,
                      uint32_t len, bool dropped_before) {
   etch_tracefile *o = (etch_tracefile *)ctx;
@@ -307,6 +371,7 @@ int etch__tracefile_on_packet(void *ctx, uint32_t writer_id, const uint8_t *data
   if (cleared) o->invalid = false;
   if (o->invalid && (pi.flags & ETCH_SEQ_NEEDS_INCREMENTAL_STATE)) {
     o->skipped++;
+    if (pi.te_type > 0) note_skipped_event(o, writer_id, etch__packet_events(data, len));
     return ETCH_OK;
   }
   if (pi.te_type > 0 && !pi.te_has_track) {

@@ -35,6 +35,13 @@
 typedef bool (*etch_tracefile_trust_fn)(void *ctx, uint32_t seq, int32_t *pid,
                                         int32_t *uid, bool *same_pidns);
 
+/* Track events of a sequence left out of a read (undecodable: the
+ * sequence's incremental state went with lost chunks). */
+typedef struct etch_tracefile_lost {
+  uint32_t seq;
+  uint64_t events;
+} etch_tracefile_lost;
+
 typedef struct etch_tracefile {
   etch_tracefile_trust_fn trust; /* NULL in process */
   void *trust_ctx;
@@ -65,6 +72,8 @@ typedef struct etch_tracefile {
   uint32_t depth;    /* open slices on the default track */
   bool lossy;        /* data of this sequence went missing in this read */
   uint64_t skipped;  /* packets left out after a loss */
+  etch_tracefile_lost *lost; /* of them, track events by sequence */
+  size_t nlost, caplost;
   /* The trusted fields appended to every packet of sequence tail_seq
    * (packets come sequence by sequence: made once a run). */
   uint32_t tail_seq;
@@ -86,6 +95,12 @@ int etch__tracefile_on_run(void *ctx, uint32_t writer_id, const uint8_t *data,
 /* Appends the packet built in t->tmp on the service's sequence and empties
  * t->tmp. */
 int etch__tracefile_put_service(etch_tracefile *t);
+/* The events a serialized TracePacket stands for: 0 without a track
+ * event, an etch.dropped_events instant's `count`, else 1. */
+uint64_t etch__packet_events(const uint8_t *pkt, size_t len);
+/* Appends the packet built in t->tmp on sequence `seq` (its trusted
+ * fields added as for the producer's packets) and empties t->tmp. */
+int etch__tracefile_put_on(etch_tracefile *t, uint32_t seq);
 /* A ClockSnapshot of BOOTTIME, MONOTONIC and REALTIME (BOOTTIME primary). */
 int etch__tracefile_put_clock_snapshot(etch_tracefile *t);
 /* A TraceStats packet with one buffer's stats. */

@@ -174,6 +174,10 @@ typedef struct session {
   uint64_t next_write_ns, deadline_ns, stop_deadline_ns;
   uint64_t next_clear_ns; /* the next ClearIncrementalState (0: not set) */
   uint64_t invalid_packets; /* producers' packets left out (tracefile.h) */
+  /* Track events left out of reads, by sequence (undecodable after lost
+   * chunks), for the loss notes at the end. */
+  etch_tracefile_lost *skipped;
+  size_t nskipped, capskipped;
   bool wrote_header;
   /* a flush in progress */
   bool flushing;
@@ -703,6 +707,104 @@ static int put_session_stats(etch_service *s, session *x, etch_tracefile *o) {
   return etch__tracefile_put_service(o);
 }
 
+static void add_skipped(session *x, uint32_t seq, uint64_t events) {
+  for (size_t i = 0; i < x->nskipped; i++)
+    if (x->skipped[i].seq == seq) {
+      x->skipped[i].events += events;
+      return;
+    }
+  if (x->nskipped == x->capskipped) {
+    size_t cap = x->capskipped ? x->capskipped * 2 : 16;
+    etch_tracefile_lost *v =
+        (etch_tracefile_lost *)realloc(x->skipped, cap * sizeof *v);
+    if (!v) return;
+    x->skipped = v;
+    x->capskipped = cap;
+  }
+  x->skipped[x->nskipped++] = (etch_tracefile_lost){seq, events};
+}
+
+/*
+ * Per sequence that lost track events in the service (its chunks
+ * discarded by a full buffer or overwritten by the ring before they were
+ * read, or its packets left out as undecodable after such a loss): an
+ * instant etch.dropped_events on the sequence itself (its default track,
+ * the writer's thread for etch's producers) at the time of the first loss,
+ * args count and where = "service", as a producer's own drop reports. So
+ * etch and trace_processor show who lost what, not only how many chunks.
+ */
+static int put_loss_notes(etch_service *s, session *x, etch_tracefile *o) {
+  etch_tracefile_lost *all = NULL;
+  uint64_t *when = NULL;
+  size_t n = 0, cap = 0;
+  int rc = ETCH_OK;
+  for (uint32_t b = 0; b <= x->cfg->nbuffers && !rc; b++) {
+    etch_tracebuf_loss *v = NULL;
+    uint32_t m = 0;
+    if (b < x->cfg->nbuffers) {
+      etch_tracebuf *tb = s->bufs[x->buf_ids[b]];
+      if (!tb || !(m = etch__tracebuf_losses(tb, NULL, 0))) continue;
+      v = (etch_tracebuf_loss *)malloc(m * sizeof *v);
+      if (!v) break;
+      etch__tracebuf_losses(tb, v, m);
+    }
+    size_t more = b < x->cfg->nbuffers ? m : x->nskipped;
+    if (n + more > cap) {
+      cap = (n + more) * 2;
+      etch_tracefile_lost *a = (etch_tracefile_lost *)realloc(all, cap * sizeof *a);
+      uint64_t *t = (uint64_t *)realloc(when, cap * sizeof *t);
+      if (a) all = a;
+      if (t) when = t;
+      if (!a || !t) {
+        free(v);
+        rc = etch__error(ETCH_ENOMEM, "out of memory writing loss notes");
+        break;
+      }
+    }
+    for (size_t k = 0; k < more; k++) {
+      uint32_t seq = v ? v[k].seq : x->skipped[k].seq;
+      uint64_t ev = v ? v[k].events : x->skipped[k].events;
+      uint64_t t0 = v ? v[k].first_ns : etch__boottime_ns();
+      size_t i = 0;
+      while (i < n && all[i].seq != seq) i++;
+      if (i == n) {
+        all[n] = (etch_tracefile_lost){seq, 0};
+        when[n++] = t0;
+      }
+      all[i].events += ev;
+      if (t0 < when[i]) when[i] = t0;
+    }
+    free(v);
+  }
+  for (size_t i = 0; i < n && !rc; i++) {
+    etch__pb_stream *st = &o->tmp.s;
+    etch__pb_nested te, da;
+    etch__pb_write_varint_field(st, ETCH_PKT_TIMESTAMP, when[i]);
+    etch__pb_write_varint_field(st, ETCH_PKT_TIMESTAMP_CLOCK_ID,
+                               ETCH_CLOCK_BOOTTIME);
+    /* No NEEDS_INCREMENTAL_STATE: a sequence whose state went with the
+     * loss still gets it (on the default track its defaults name, the
+     * thread's; with none left, the trace's global one). */
+    etch__pb_nested_begin(st, ETCH_PKT_TRACK_EVENT, &te);
+    etch__pb_write_varint_field(st, ETCH_TE_TYPE, ETCH_TE_TYPE_INSTANT);
+    etch__pb_write_string_field(st, ETCH_TE_CATEGORIES, "etch");
+    etch__pb_write_string_field(st, ETCH_TE_NAME, "etch.dropped_events");
+    etch__pb_nested_begin(st, ETCH_TE_DEBUG_ANNOTATIONS, &da);
+    etch__pb_write_string_field(st, ETCH_DA_NAME, "count");
+    etch__pb_write_varint_field(st, ETCH_DA_INT_VALUE, all[i].events);
+    etch__pb_nested_end(st, &da);
+    etch__pb_nested_begin(st, ETCH_TE_DEBUG_ANNOTATIONS, &da);
+    etch__pb_write_string_field(st, ETCH_DA_NAME, "where");
+    etch__pb_write_string_field(st, ETCH_DA_STRING_VALUE, "service");
+    etch__pb_nested_end(st, &da);
+    etch__pb_nested_end(st, &te);
+    rc = etch__tracefile_put_on(o, all[i].seq);
+  }
+  free(all);
+  free(when);
+  return rc;
+}
+
 /* The next piece of trace file bytes (*data NULL, *len 0 when there is
  * nothing more: then r->done). The bytes are the reader's, valid until
  * the next call or sreader_free: one buffer serves every piece. */
@@ -728,9 +830,13 @@ static int sreader_next(etch_service *s, sreader *r, uint8_t **data,
                                       budget ? budget : 1, &more);
       x->invalid_packets += r->o.invalid_packets; /* counted once */
       r->o.invalid_packets = 0;
+      for (size_t k = 0; k < r->o.nlost; k++)
+        add_skipped(x, r->o.lost[k].seq, r->o.lost[k].events);
+      r->o.nlost = 0;
       if (!more) r->buf++;
     } else {
-      if (x && r->stats) rc = put_session_stats(s, x, &r->o);
+      if (x && r->stats) rc = put_loss_notes(s, x, &r->o);
+      if (x && r->stats && !rc) rc = put_session_stats(s, x, &r->o);
       r->done = true;
     }
   }
@@ -1165,6 +1271,7 @@ static void free_session(etch_service *s, session *x) {
   }
   if (x->out_fd >= 0) close(x->out_fd);
   free(x->pend);
+  free(x->skipped);
   logf_(s, "session %u: freed", x->id);
   free(x->flush_wait);
   free(x->inst);

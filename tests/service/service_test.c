@@ -1195,6 +1195,99 @@ TEST(a_full_discard_buffer_keeps_clean_prefixes) {
   svc_stop(&s);
 }
 
+/* Ticks on the track of pid's worker-k and etch.dropped_events counts on
+ * it (the writer's own reports and the service's). */
+static void ticks_and_drops(const td_trace *t, int32_t pid, int k,
+                            long *arrived, long *dropped) {
+  *arrived = *dropped = 0;
+  const td_track *tr = worker_track(t, pid, k);
+  if (!tr) return;
+  for (size_t i = 0; i < t->nev; i++) {
+    const td_event *e = &t->ev[i];
+    if (e->track != tr->uuid || !e->name) continue;
+    if (!strcmp(e->name, "tick")) (*arrived)++;
+    if (!strcmp(e->name, "etch.dropped_events"))
+      *dropped += (long)td_arg_of(e, "count")->i;
+  }
+}
+
+/*
+ * Events lost in the service are counted per writer: four producers of two
+ * threads flood a 256 KiB discard buffer, then a 512 KiB ring. With a
+ * discard buffer every thread's ticks that did not arrive are in an
+ * etch.dropped_events on its own track (the service's, where = "service"),
+ * and every process's on its sequences (a thread none of whose chunks got
+ * in has no track: its count is on the global track, with its pid); with
+ * the ring, all of them together are.
+ */
+TEST(losses_in_the_service_are_counted_per_writer) {
+  const long n = SANITIZED ? 20000 : 50000;
+  for (int ring = 0; ring < 2; ring++) {
+    svc s;
+    svc_start(&s);
+    char out[700];
+    pid_t rec = record_config(
+        &s, ring ? "ring" : "discard",
+        ring ? "buffers { size_kb: 512 fill_policy: RING_BUFFER }\n"
+               "data_sources { config { name: \"track_event\" } }\n"
+             : "buffers { size_kb: 256 fill_policy: DISCARD }\n"
+               "data_sources { config { name: \"track_event\" } }\n",
+        NULL, out, sizeof out);
+    pid_t p[4];
+    for (int i = 0; i < 4; i++) p[i] = producer("lossy", 2, n);
+    for (int i = 0; i < 4; i++) ASSERT_EQ_INT(wait_exit(p[i]), 0);
+    kill(rec, SIGINT);
+    ASSERT_EQ_INT(wait_exit(rec), 0);
+    td_trace t;
+    static int32_t pids[4096];
+    decode(out, &t, pids, 4096);
+    long all_arrived = 0, all_dropped = 0, service_notes = 0;
+    for (size_t i = 0; i < t.nev; i++) {
+      const td_event *e = &t.ev[i];
+      if (!e->name || strcmp(e->name, "etch.dropped_events")) continue;
+      all_dropped += (long)td_arg_of(e, "count")->i;
+      const td_arg *w = td_arg_of(e, "where");
+      if (w && w->s && !strcmp(w->s, "service")) service_notes++;
+    }
+    for (int i = 0; i < 4; i++) {
+      /* Per process: its ticks and the counts on its sequences (trusted
+       * pid), wherever they landed. */
+      long proc = 0;
+      for (size_t j = 0; j < t.nev; j++) {
+        const td_event *e = &t.ev[j];
+        if (!e->name || e->seq >= 4096 || pids[e->seq] != p[i]) continue;
+        if (!strcmp(e->name, "etch.dropped_events"))
+          proc += (long)td_arg_of(e, "count")->i;
+      }
+      long trackless = 0;
+      for (int k = 0; k < 2; k++) {
+        long arrived, dropped;
+        ticks_and_drops(&t, p[i], k, &arrived, &dropped);
+        all_arrived += arrived;
+        proc += arrived;
+        /* A thread with a track has its count on it; one without may
+         * have lost the important Svc.Start replayed into its sequence
+         * too. */
+        trackless += !worker_track(&t, p[i], k);
+        if (!ring && worker_track(&t, p[i], k) && arrived + dropped != n)
+          FAIL("discard: pid %d worker-%d: %ld arrived, %ld counted lost, of "
+               "%ld", (int)p[i], k, arrived, dropped, n);
+      }
+      if (!ring && (proc < 2 * n || proc > 2 * n + trackless))
+        FAIL("discard: pid %d: %ld events arrived or counted lost, of %ld",
+             (int)p[i], proc, 2 * n);
+    }
+    /* The ring: each sequence's Svc.Start (replayed at its start) may be
+     * among what was overwritten. */
+    if (all_arrived + all_dropped < 8 * n || all_arrived + all_dropped > 8 * n + 8)
+      FAIL("%s: %ld arrived, %ld counted lost, of %ld", ring ? "ring" : "discard",
+           all_arrived, all_dropped, 8 * n);
+    ASSERT_TRUE(service_notes > 0);
+    td_free(&t);
+    svc_stop(&s);
+  }
+}
+
 /*
  * Records a producer (svc_producer NAME 2 N pause) with a 256 KiB shared
  * memory, stalling for room when `stall`, while etchd is stopped (SIGSTOP)
