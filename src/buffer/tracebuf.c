@@ -37,6 +37,9 @@ typedef struct tseq {
    * and delivers only what comes after them. */
   bool gone;
   uint32_t gone_id, gone_frags;
+  /* A discard buffer's: slices left open on the sequence's default track
+   * by what it kept (known when none of it had been read yet). */
+  uint32_t open_depth;
 } tseq;
 
 struct etch_tracebuf {
@@ -169,15 +172,65 @@ static tseq *seq_state(etch_tracebuf *tb, uint32_t seq, bool create) {
 
 static uint64_t events_in(const uint8_t *data, uint32_t len, uint32_t flags,
                           uint32_t from, uint32_t count);
+ETCH_INLINE int frag_at(const uint8_t *base, uint32_t blen, uint32_t *off,
+                        const uint8_t **d, uint32_t *n);
 
 /* Chunk `id` of sequence `seq` (count fragments) lost unread from
  * fragment `from` on: its events counted, once however many copies of it
  * go. */
+/* Slices the sequence's stored chunks leave open on its default track
+ * (from the start of the sequence: none of it was read). */
+static uint32_t open_depth(const etch_tracebuf *tb, uint32_t seq) {
+  uint32_t n = 0, cap = 0;
+  const tchunk **v = NULL;
+  for (const tchunk *c = tb->oldest; c; c = c->newer) {
+    if (c->seq != seq) continue;
+    if (n == cap) {
+      cap = cap ? cap * 2 : 64;
+      const tchunk **w = (const tchunk **)realloc((void *)v, cap * sizeof *w);
+      if (!w) {
+        free((void *)v);
+        return 0;
+      }
+      v = w;
+    }
+    v[n++] = c;
+  }
+  /* In chunk id order (a few out of place at most: insertion sort). */
+  for (uint32_t i = 1; i < n; i++)
+    for (uint32_t j = i; j > 0 && (int32_t)(v[j]->chunk_id - v[j - 1]->chunk_id) < 0;
+         j--) {
+      const tchunk *t = v[j];
+      v[j] = v[j - 1];
+      v[j - 1] = t;
+    }
+  int64_t depth = 0;
+  for (uint32_t i = 0; i < n; i++) {
+    uint32_t off = 0, fl;
+    const uint8_t *d;
+    for (uint32_t idx = 0; idx < v[i]->count &&
+                           frag_at(v[i]->data, v[i]->len, &off, &d, &fl) == 1;
+         idx++) {
+      if (idx < v[i]->done ||
+          (idx == 0 && (v[i]->flags & ETCH_SMB_FIRST_CONTINUES)))
+        continue;
+      depth += etch__packet_slice_delta(d, fl);
+      if (depth < 0) depth = 0;
+    }
+  }
+  free((void *)v);
+  return (uint32_t)depth;
+}
+
 static void note_loss(etch_tracebuf *tb, uint32_t seq, uint32_t id,
                       uint32_t count, const uint8_t *data, uint32_t len,
                       uint32_t flags, uint32_t from) {
   tseq *s = seq_state(tb, seq, true);
   if (!s) return;
+  /* A discard buffer's first refusal of the sequence: what it kept ends
+   * here, with the slices open then. */
+  if (tb->fill == ETCH_BUFFER_DISCARD && !s->gone && !s->seen)
+    s->open_depth = open_depth(tb, seq);
   if (s->gone && s->gone_id == id) {
     if (from < s->gone_frags) from = s->gone_frags;
     if (count > s->gone_frags) s->gone_frags = count;
@@ -187,7 +240,7 @@ static void note_loss(etch_tracebuf *tb, uint32_t seq, uint32_t id,
     s->gone_frags = count;
   }
   uint64_t n = events_in(data, len, flags, from, count);
-  if (!n) return;
+  if (!n && !s->open_depth) return;
   if (!s->lost_events) s->first_loss_ns = etch__clock_ns(CLOCK_BOOTTIME);
   s->lost_events += n;
 }
@@ -570,7 +623,8 @@ uint32_t etch__tracebuf_losses(const etch_tracebuf *tb,
     if (!tb->seqs[i].lost_events) continue;
     if (n < cap)
       out[n] = (etch_tracebuf_loss){tb->seqs[i].seq, tb->seqs[i].lost_events,
-                                    tb->seqs[i].first_loss_ns};
+                                    tb->seqs[i].first_loss_ns,
+                                    tb->seqs[i].open_depth};
     n++;
   }
   return n;

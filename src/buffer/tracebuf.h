@@ -87,6 +87,9 @@ typedef struct etch_tracebuf_loss {
   uint32_t seq;
   uint64_t events;
   uint64_t first_ns; /* BOOTTIME */
+  /* A discard buffer's: slices on the sequence's default track left open
+   * where what it kept ends (0 when unknown: part was read before). */
+  uint32_t open_depth;
 } etch_tracebuf_loss;
 /* Up to `cap` of them into out; returns how many sequences lost any. */
 uint32_t etch__tracebuf_losses(const etch_tracebuf *tb,

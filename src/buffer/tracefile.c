@@ -223,6 +223,15 @@ static void inspect(const uint8_t *data, uint32_t len, pkt_info *pi) {
   }
 }
 
+int etch__packet_slice_delta(const uint8_t *pkt, size_t len) {
+  pkt_info pi;
+  inspect(pkt, (uint32_t)len, &pi);
+  if (pi.te_has_track) return 0;
+  return pi.te_type == ETCH_TE_TYPE_SLICE_BEGIN ? 1
+         : pi.te_type == ETCH_TE_TYPE_SLICE_END ? -1
+                                                : 0;
+}
+
 /* Whether a TrackDescriptor's process or thread descriptor claims `pid`
  * (or no pid at all). */
 static bool descriptor_pid_ok(const uint8_t *data, size_t len, int32_t pid) {

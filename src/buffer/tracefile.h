@@ -98,6 +98,9 @@ int etch__tracefile_put_service(etch_tracefile *t);
 /* The events a serialized TracePacket stands for: 0 without a track
  * event, an etch.dropped_events instant's `count`, else 1. */
 uint64_t etch__packet_events(const uint8_t *pkt, size_t len);
+/* +1 for a TracePacket that begins a slice on its sequence's default
+ * track, -1 for one that ends one there, else 0. */
+int etch__packet_slice_delta(const uint8_t *pkt, size_t len);
 /* Appends the packet built in t->tmp on sequence `seq` (its trusted
  * fields added as for the producer's packets) and empties t->tmp. */
 int etch__tracefile_put_on(etch_tracefile *t, uint32_t seq);

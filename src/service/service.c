@@ -732,10 +732,13 @@ static void add_skipped(session *x, uint32_t seq, uint64_t events) {
  * the writer's thread for etch's producers) at the time of the first loss,
  * args count and where = "service", as a producer's own drop reports. So
  * etch and trace_processor show who lost what, not only how many chunks.
+ * Slices a discard buffer's kept data left open on the sequence's default
+ * track are ended there first.
  */
 static int put_loss_notes(etch_service *s, session *x, etch_tracefile *o) {
   etch_tracefile_lost *all = NULL;
   uint64_t *when = NULL;
+  uint32_t *open = NULL;
   size_t n = 0, cap = 0;
   int rc = ETCH_OK;
   for (uint32_t b = 0; b <= x->cfg->nbuffers && !rc; b++) {
@@ -753,9 +756,11 @@ static int put_loss_notes(etch_service *s, session *x, etch_tracefile *o) {
       cap = (n + more) * 2;
       etch_tracefile_lost *a = (etch_tracefile_lost *)realloc(all, cap * sizeof *a);
       uint64_t *t = (uint64_t *)realloc(when, cap * sizeof *t);
+      uint32_t *d = (uint32_t *)realloc(open, cap * sizeof *d);
       if (a) all = a;
       if (t) when = t;
-      if (!a || !t) {
+      if (d) open = d;
+      if (!a || !t || !d) {
         free(v);
         rc = etch__error(ETCH_ENOMEM, "out of memory writing loss notes");
         break;
@@ -769,9 +774,11 @@ static int put_loss_notes(etch_service *s, session *x, etch_tracefile *o) {
       while (i < n && all[i].seq != seq) i++;
       if (i == n) {
         all[n] = (etch_tracefile_lost){seq, 0};
+        open[n] = 0;
         when[n++] = t0;
       }
       all[i].events += ev;
+      if (v && v[k].open_depth > open[i]) open[i] = v[k].open_depth;
       if (t0 < when[i]) when[i] = t0;
     }
     free(v);
@@ -779,6 +786,20 @@ static int put_loss_notes(etch_service *s, session *x, etch_tracefile *o) {
   for (size_t i = 0; i < n && !rc; i++) {
     etch__pb_stream *st = &o->tmp.s;
     etch__pb_nested te, da;
+    /* A discard buffer's last kept data left slices open: they end where
+     * the loss began, not at the end of the trace. */
+    for (uint32_t k = 0; k < open[i] && !rc; k++) {
+      etch__pb_write_varint_field(st, ETCH_PKT_TIMESTAMP, when[i]);
+      etch__pb_write_varint_field(st, ETCH_PKT_TIMESTAMP_CLOCK_ID,
+                                 ETCH_CLOCK_BOOTTIME);
+      etch__pb_write_varint_field(st, ETCH_PKT_SEQUENCE_FLAGS,
+                                 ETCH_SEQ_NEEDS_INCREMENTAL_STATE);
+      etch__pb_nested_begin(st, ETCH_PKT_TRACK_EVENT, &te);
+      etch__pb_write_varint_field(st, ETCH_TE_TYPE, ETCH_TE_TYPE_SLICE_END);
+      etch__pb_nested_end(st, &te);
+      rc = etch__tracefile_put_on(o, all[i].seq);
+    }
+    if (rc) break;
     etch__pb_write_varint_field(st, ETCH_PKT_TIMESTAMP, when[i]);
     etch__pb_write_varint_field(st, ETCH_PKT_TIMESTAMP_CLOCK_ID,
                                ETCH_CLOCK_BOOTTIME);
@@ -802,6 +823,7 @@ static int put_loss_notes(etch_service *s, session *x, etch_tracefile *o) {
   }
   free(all);
   free(when);
+  free(open);
   return rc;
 }
 

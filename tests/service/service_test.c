@@ -1288,6 +1288,86 @@ TEST(losses_in_the_service_are_counted_per_writer) {
   }
 }
 
+static int cmp_ts(const void *a, const void *b) {
+  const td_event *x = *(const td_event *const *)a, *y = *(const td_event *const *)b;
+  if (x->ts != y->ts) return x->ts < y->ts ? -1 : 1;
+  return x < y ? -1 : x > y;
+}
+
+/* On pid's worker-k track, in time order: every slice end closes an open
+ * slice, "outer" opens at the top, "inner" under "outer" or alone; the
+ * slices open at the end in *open; the outer slices in the return. */
+static long check_nesting(const td_trace *t, int32_t pid, int k, int *open) {
+  const td_track *tr = worker_track(t, pid, k);
+  *open = 0;
+  if (!tr) return 0;
+  const td_event **ev = (const td_event **)malloc((t->nev + 1) * sizeof *ev);
+  ASSERT_TRUE(ev != NULL);
+  size_t m = 0;
+  for (size_t i = 0; i < t->nev; i++)
+    if (t->ev[i].track == tr->uuid && (t->ev[i].type == 1 || t->ev[i].type == 2))
+      ev[m++] = &t->ev[i];
+  qsort(ev, m, sizeof *ev, cmp_ts);
+  const char *stack[8];
+  int depth = 0;
+  long outers = 0;
+  for (size_t i = 0; i < m; i++) {
+    const td_event *e = ev[i];
+    if (e->type == 2) {
+      if (depth == 0)
+        FAIL("pid %d worker-%d: an end at %llu closes nothing", (int)pid, k,
+             (unsigned long long)e->ts);
+      depth--;
+      continue;
+    }
+    bool outer = !strcmp(e->name, "outer");
+    if (!outer && strcmp(e->name, "inner")) FAIL("slice %s", e->name);
+    if (outer ? depth != 0 : depth > 1 || (depth && strcmp(stack[0], "outer")))
+      FAIL("pid %d worker-%d: %s at depth %d (at %llu)", (int)pid, k, e->name,
+           depth, (unsigned long long)e->ts);
+    stack[depth++] = e->name;
+    outers += outer;
+  }
+  free(ev);
+  *open = depth;
+  return outers;
+}
+
+/*
+ * A discard buffer that fills cuts every writer's slices where it stopped
+ * keeping them: etchd ends the slices its kept data left open there, so
+ * none runs on to the end of the trace (four producers of two threads
+ * recording outer { inner { tick } } into 256 KiB).
+ */
+TEST(a_full_discard_buffer_leaves_no_slice_open) {
+  const long n = SANITIZED ? 20000 : 50000;
+  svc s;
+  svc_start(&s);
+  char out[700];
+  pid_t rec = record_config(&s, "cut",
+                            "buffers { size_kb: 256 fill_policy: DISCARD }\n"
+                            "data_sources { config { name: \"track_event\" } }\n",
+                            NULL, out, sizeof out);
+  pid_t p[4];
+  for (int i = 0; i < 4; i++) p[i] = producer_mode("cut", 2, n, "outer");
+  for (int i = 0; i < 4; i++) ASSERT_EQ_INT(wait_exit(p[i]), 0);
+  kill(rec, SIGINT);
+  ASSERT_EQ_INT(wait_exit(rec), 0);
+  td_trace t;
+  static int32_t pids[4096];
+  decode(out, &t, pids, 4096);
+  long outers = 0;
+  for (int i = 0; i < 4; i++)
+    for (int k = 0; k < 2; k++) {
+      int open;
+      outers += check_nesting(&t, p[i], k, &open);
+      if (open) FAIL("pid %d worker-%d: %d slices open", (int)p[i], k, open);
+    }
+  ASSERT_TRUE(outers > 0 && outers < 8 * n);
+  td_free(&t);
+  svc_stop(&s);
+}
+
 /*
  * Records a producer (svc_producer NAME 2 N pause) with a 256 KiB shared
  * memory, stalling for room when `stall`, while etchd is stopped (SIGSTOP)
@@ -1426,11 +1506,6 @@ TEST(a_producer_exiting_with_its_shared_memory_full_counts_every_drop) {
   svc_stop(&s);
 }
 
-static int cmp_ts(const void *a, const void *b) {
-  const td_event *x = *(const td_event *const *)a, *y = *(const td_event *const *)b;
-  if (x->ts != y->ts) return x->ts < y->ts ? -1 : 1;
-  return x < y ? -1 : x > y;
-}
 
 /*
  * Nesting survives lost events (#5142): two threads record outer { inner {

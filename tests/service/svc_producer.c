@@ -37,6 +37,8 @@
  * through (after thread 0's EVENTS/2-th outer: the test lets the service
  * go on meanwhile).
  *
+ * With "outer" the threads record as with "nest", without stopping.
+ *
  * With "smb" it records, after its threads, one instant "smb" with an arg
  * "kb": the size of the service's shared memory as mapped in this process.
  */
@@ -62,7 +64,8 @@ ETCH_EVENT_DEFINE(Svc, Start, START_FIELDS, ETCH_EVENT_IMPORTANT);
 
 static long events;
 static bool pause_after; /* mode "pause" */
-static bool nest;        /* mode "nest" */
+static bool nest;        /* mode "nest" or "outer" */
+static bool nest_stop;   /* mode "nest" */
 
 #define BIG_LEN 60000
 
@@ -72,7 +75,7 @@ static void *work(void *arg) {
   etch_thread_set_name(name);
   if (nest) {
     for (long i = 0; i < events; i++) {
-      if (arg == 0 && i == events / 2) raise(SIGSTOP);
+      if (nest_stop && arg == 0 && i == events / 2) raise(SIGSTOP);
       ETCH_SCOPE(svc, "outer", ETCH_ARG_INT("i", i));
       ETCH_SCOPE(svc, "inner");
       ETCH_INSTANT(svc, "tick", ETCH_ARG_INT("i", i));
@@ -116,8 +119,9 @@ int main(int argc, char **argv) {
     nanosleep(&d, NULL);
   }
   bool exit_full = argc > 4 && argv[4][0] == 'x';
-  nest = argc > 4 && argv[4][0] == 'n';
-  if (exit_full || nest) raise(SIGSTOP);
+  nest_stop = argc > 4 && argv[4][0] == 'n';
+  nest = nest_stop || (argc > 4 && argv[4][0] == 'o');
+  if (exit_full || nest_stop) raise(SIGSTOP);
   pthread_t th[16];
   for (int i = 0; i < threads && i < 16; i++)
     pthread_create(&th[i], NULL, work, (void *)(intptr_t)i);
