@@ -356,14 +356,20 @@ int etch__tracefile_put_on(etch_tracefile *o, uint32_t seq) {
 int etch__tracefile_on_packet(void *ctx, uint32_t writer_id, const uint8_t *data,
                      uint32_t len, bool dropped_before) {
   etch_tracefile *o = (etch_tracefile *)ctx;
+  switch_writer(o, writer_id); /* as a run of its packets does first */
   if (o->validate) {
     if (writer_id != o->tail_seq) make_tail(o, writer_id);
     if (!packet_valid(data, len, o->tail_pid)) {
       o->invalid_packets++;
+      if (dropped_before) { /* the loss is marked on the next one */
+        o->lossy = true;
+        o->mark_dropped = true;
+        o->invalid = true;
+        o->depth = 0;
+      }
       return ETCH_OK;
     }
   }
-  switch_writer(o, writer_id);
   /* Until data of the sequence goes missing there is nothing to leave out
    * and nothing to track (the depth starts afresh at the loss). */
   if (!dropped_before && !o->lossy)
