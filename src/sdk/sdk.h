@@ -550,6 +550,9 @@ bool etch__session_report_orphans(etch_session *s);
 /* A slice end on the thread track that is about to be written: true when
  * it is the end of a begin that was dropped (then it must not be). */
 bool etch__writer_end_is_phantom(etch_writer *w);
+/* An event not written on purpose (the end of a dropped begin): counted
+ * with the dropped ones, so that what was emitted adds up. */
+void etch__writer_drop_unwritten(etch_writer *w, uint64_t ticks);
 /* A slice begin (+1) or end (-1) on the thread track was written. */
 void etch__writer_level_written(etch_writer *w, int delta);
 /* A kept end's packet fields: SLICE_END at `ns` (BOOTTIME) on the track. */

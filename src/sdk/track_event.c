@@ -521,8 +521,10 @@ static void emit_general(etch_writer *w, etch_site *site, etch_category *cat,
   if (type == ETCH_TYPE_SLICE_END) {
     if (thread_track) {
       /* The end of a begin that was dropped would close its parent. */
-      if (ETCH_UNLIKELY(w->phantoms) && etch__writer_end_is_phantom(w))
+      if (ETCH_UNLIKELY(w->phantoms) && etch__writer_end_is_phantom(w)) {
+        etch__writer_drop_unwritten(w, ticks);
         return;
+      }
       if (w->depth == 0) return;
     } else if (!etch__session_track_close(w->sess, track)) {
       return;

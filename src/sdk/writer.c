@@ -704,12 +704,16 @@ static void drop_begin(etch_writer *w) {
   __atomic_store_n(&w->fast_end, 0, __ATOMIC_RELAXED);
 }
 
-/* A slice end on the thread track was lost at `ns`. */
-static void drop_end(etch_writer *w, uint64_t ns) {
-  if (etch__writer_end_is_phantom(w)) return; /* its begin was lost too */
-  if (!w->depth) return;                       /* no begin of it recorded */
-  if (w->npend < ETCH_MAX_PENDING_ENDS) w->pend_ns[w->npend++] = ns;
-  etch__writer_level_written(w, -1); /* closed: by the kept end */
+/* A slice end on the thread track could not be written at `ns`: true
+ * when it is kept, to be written later (then it is not lost). */
+static bool drop_end(etch_writer *w, uint64_t ns) {
+  if (etch__writer_end_is_phantom(w)) return false; /* its begin was lost */
+  if (!w->depth) return false;                 /* no begin of it recorded */
+  etch__writer_level_written(w, -1); /* closed: by the kept end, or lost */
+  if (w->npend == ETCH_MAX_PENDING_ENDS) return false;
+  w->pend_ns[w->npend++] = ns;
+  w->need_reset = true; /* which writes it */
+  return true;
 }
 
 void etch__pending_end_fields(etch__pb_stream *s, uint64_t ns,
@@ -739,12 +743,22 @@ static void write_pending_ends(etch_writer *w) {
   w->npend -= done;
 }
 
+static void count_drop(etch_writer *w, uint64_t ns);
+
 static void drop_at(etch_writer *w, uint64_t ns) {
   uint8_t kind = etch__tls.drop_kind;
   if (ETCH_UNLIKELY(kind)) {
     if (kind == ETCH_DROP_BEGIN) drop_begin(w);
-    else drop_end(w, ns);
+    else if (drop_end(w, ns)) return; /* kept: written later, not lost */
   }
+  count_drop(w, ns);
+}
+
+void etch__writer_drop_unwritten(etch_writer *w, uint64_t ticks) {
+  count_drop(w, drop_time(w, ticks));
+}
+
+static void count_drop(etch_writer *w, uint64_t ns) {
   /* Dropped for want of a chunk just asked for: not again for a while. */
   if (!w->chunk && ns >= w->retry_ns) w->retry_ns = ns + DROP_RETRY_NS;
   if (w->dropped == w->reported) /* the first since the last report */

@@ -796,6 +796,11 @@ static int put_loss_notes(etch_service *s, session *x, etch_tracefile *o) {
                                  ETCH_SEQ_NEEDS_INCREMENTAL_STATE);
       etch__pb_nested_begin(st, ETCH_PKT_TRACK_EVENT, &te);
       etch__pb_write_varint_field(st, ETCH_TE_TYPE, ETCH_TE_TYPE_SLICE_END);
+      /* An end's args join its slice's: the slice says it was cut. */
+      etch__pb_nested_begin(st, ETCH_TE_DEBUG_ANNOTATIONS, &da);
+      etch__pb_write_string_field(st, ETCH_DA_NAME, "etch.cut_by_loss");
+      etch__pb_write_varint_field(st, ETCH_DA_BOOL_VALUE, 1);
+      etch__pb_nested_end(st, &da);
       etch__pb_nested_end(st, &te);
       rc = etch__tracefile_put_on(o, all[i].seq);
     }
