@@ -798,7 +798,7 @@ static int put_loss_notes(etch_service *s, session *x, etch_tracefile *o) {
       etch__pb_write_varint_field(st, ETCH_TE_TYPE, ETCH_TE_TYPE_SLICE_END);
       /* An end's args join its slice's: the slice says it was cut. */
       etch__pb_nested_begin(st, ETCH_TE_DEBUG_ANNOTATIONS, &da);
-      etch__pb_write_string_field(st, ETCH_DA_NAME, "etch.cut_by_loss");
+      etch__pb_write_string_field(st, ETCH_DA_NAME, "cut_by_loss");
       etch__pb_write_varint_field(st, ETCH_DA_BOOL_VALUE, 1);
       etch__pb_nested_end(st, &da);
       etch__pb_nested_end(st, &te);
@@ -823,6 +823,14 @@ static int put_loss_notes(etch_service *s, session *x, etch_tracefile *o) {
     etch__pb_write_string_field(st, ETCH_DA_NAME, "where");
     etch__pb_write_string_field(st, ETCH_DA_STRING_VALUE, "service");
     etch__pb_nested_end(st, &da);
+    /* Who, for a note with no track of its own left (the global one). */
+    if (all[i].seq < s->nseqinfo) {
+      etch__pb_nested_begin(st, ETCH_TE_DEBUG_ANNOTATIONS, &da);
+      etch__pb_write_string_field(st, ETCH_DA_NAME, "pid");
+      etch__pb_write_varint_field(st, ETCH_DA_INT_VALUE,
+                                 (uint64_t)(int64_t)s->seqinfo[all[i].seq].pid);
+      etch__pb_nested_end(st, &da);
+    }
     etch__pb_nested_end(st, &te);
     rc = etch__tracefile_put_on(o, all[i].seq);
   }
