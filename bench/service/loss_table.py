@@ -20,6 +20,7 @@ tenth), and prints per writer (process and thread):
 
 Scenarios:
     discard   16 processes x 2 threads into a 4 MB DISCARD buffer
+    ring      the same into a 4 MB ring that wraps
     smb       4 processes x 2 threads, a 256 KiB shared memory each, etchd
               stopped (SIGSTOP) for 300 ms while they run, 64 MB ring
 
@@ -230,6 +231,9 @@ def main():
     for name, procs, cfg, smb, stop in (
             ("discard", 16,
              "buffers { size_kb: 4096 fill_policy: DISCARD }\n"
+             "data_sources { config { name: \"track_event\" } }\n", None, 0),
+            ("ring", 16,
+             "buffers { size_kb: 4096 fill_policy: RING_BUFFER }\n"
              "data_sources { config { name: \"track_event\" } }\n", None, 0),
             ("smb", 4,
              "buffers { size_kb: 65536 fill_policy: RING_BUFFER }\n"

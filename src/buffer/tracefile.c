@@ -395,6 +395,7 @@ int etch__tracefile_on_packet(void *ctx, uint32_t writer_id, const uint8_t *data
     } else if (pi.te_type == ETCH_TE_TYPE_SLICE_END) {
       if (o->depth == 0) { /* its begin was overwritten */
         o->skipped++;
+        note_skipped_event(o, writer_id, 1); /* an event lost with it */
         return ETCH_OK;
       }
       o->depth--;

@@ -555,7 +555,8 @@ bool etch__writer_end_is_phantom(etch_writer *w);
 void etch__writer_drop_unwritten(etch_writer *w, uint64_t ticks);
 /* A slice begin (+1) or end (-1) on the thread track was written. */
 void etch__writer_level_written(etch_writer *w, int delta);
-/* A kept end's packet fields: SLICE_END at `ns` (BOOTTIME) on the track. */
+/* A kept end's packet fields: SLICE_END at `ns` (BOOTTIME) on the track
+ * (0: the sequence's default track). */
 void etch__pending_end_fields(etch__pb_stream *s, uint64_t ns,
                               uint64_t track_uuid);
 /* Reports the drops of this thread's writers (at exit, where its TLS

@@ -721,10 +721,17 @@ void etch__pending_end_fields(etch__pb_stream *s, uint64_t ns,
   etch__pb_write_varint_field(s, ETCH_PKT_TIMESTAMP, ns);
   etch__pb_write_varint_field(s, ETCH_PKT_TIMESTAMP_CLOCK_ID,
                              ETCH_CLOCK_BOOTTIME);
+  /* On the writer's own sequence: on its default track (a service that
+   * lost the slice's begin then leaves the end out, counted); elsewhere
+   * on the thread's track. */
+  if (!track_uuid)
+    etch__pb_write_varint_field(s, ETCH_PKT_SEQUENCE_FLAGS,
+                               ETCH_SEQ_NEEDS_INCREMENTAL_STATE);
   etch__pb_nested te;
   etch__pb_nested_begin(s, ETCH_PKT_TRACK_EVENT, &te);
   etch__pb_write_varint_field(s, ETCH_TE_TYPE, ETCH_TE_TYPE_SLICE_END);
-  etch__pb_write_varint_field(s, ETCH_TE_TRACK_UUID, track_uuid);
+  if (track_uuid)
+    etch__pb_write_varint_field(s, ETCH_TE_TRACK_UUID, track_uuid);
   etch__pb_nested_end(s, &te);
 }
 
@@ -734,8 +741,7 @@ static void write_pending_ends(etch_writer *w) {
   uint32_t done = 0;
   for (; done < w->npend; done++) {
     if (!etch__packet_begin(w)) break;
-    etch__pending_end_fields(&w->st, w->pend_ns[done],
-                             etch__thread_uuid(w->tid));
+    etch__pending_end_fields(&w->st, w->pend_ns[done], 0);
     etch__packet_end(w);
     if (w->packet_failed) break;
   }
