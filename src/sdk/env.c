@@ -562,7 +562,7 @@ static void die_of(int sig) {
 }
 
 /* sigqueue()'s value when etch record passes on a SIGINT, SIGTERM or SIGHUP
- * it received (tools/etch/main.c, kPassedOn): the same signal may reach
+ * it received (tools/etch/record.c, kPassedOn): the same signal may reach
  * this process directly too (kill to the process group), and that copy is
  * not a second signal that gives up on the trace. */
 #define SIG_PASSED_ON 0x65746368 /* "etch" */

@@ -1,0 +1,192 @@
+/*
+ * common.c - what the verbs of the etch command line share: errors,
+ * option parsing, loading a trace.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cli.h"
+
+int runtime_error(const char *fmt, ...) {
+  va_list ap;
+  fputs("etch: ", stderr);
+  va_start(ap, fmt);
+  vfprintf(stderr, fmt, ap);
+  va_end(ap);
+  fputc('\n', stderr);
+  return EXIT_RUNTIME;
+}
+
+int usage_error(const command *cmd, const char *fmt, ...) {
+  va_list ap;
+  fputs("etch: ", stderr);
+  va_start(ap, fmt);
+  vfprintf(stderr, fmt, ap);
+  va_end(ap);
+  fputc('\n', stderr);
+  if (cmd)
+    fprintf(stderr, "usage: %.*s\nRun 'etch %s --help' for details.\n",
+            (int)strcspn(cmd->usage, "\n"), cmd->usage, cmd->name);
+  else
+    fputs("Run 'etch help' for the list of commands.\n", stderr);
+  return EXIT_USAGE;
+}
+
+/*
+ * An error reading the trace at `path`, from the reader's message
+ * ("PATH: offset N: what the bytes were", or without "PATH: "): bad data
+ * is said to be a corrupt trace, in words, before the decoder's detail;
+ * a file that is no trace at all already says so.
+ */
+int trace_error(const char *path, int status) {
+  const char *msg = etch_last_error();
+  size_t n = strlen(path);
+  const char *detail = msg;
+  if (!strncmp(msg, path, n) && !strncmp(msg + n, ": ", 2)) detail = msg + n + 2;
+  if ((status != ETCH_EFORMAT && status != ETCH_ETRUNC) ||
+      strncmp(detail, "offset ", 7) != 0 ||
+      strstr(detail, "not a Perfetto protobuf trace"))
+    return detail == msg ? runtime_error("%s: %s", path, msg)
+                         : runtime_error("%s", msg);
+  return runtime_error("%s: %s: %s", path,
+                       status == ETCH_EFORMAT
+                           ? "corrupt trace"
+                           : "corrupt trace, or cut short",
+                       detail);
+}
+
+/* ---- option parsing ---- */
+
+const char *next_opt(opts *o) {
+  while (o->i < o->argc) {
+    char *a = o->argv[o->i];
+    if (o->done || a[0] != '-' || a[1] == '\0') {
+      o->operands[o->noperands++] = a;
+      o->i++;
+      if (o->stop_at_operand) o->done = true;
+      continue;
+    }
+    o->i++;
+    if (!strcmp(a, "--")) {
+      o->done = true;
+      continue;
+    }
+    return a;
+  }
+  return NULL;
+}
+
+const char *opt_value(opts *o, const char *opt, const command *cmd,
+                      int *err) {
+  const char *eq = strchr(opt, '=');
+  if (eq && opt[1] == '-') return eq + 1;
+  if (o->i >= o->argc) {
+    *err = usage_error(cmd, "option %s needs a value", opt);
+    return NULL;
+  }
+  return o->argv[o->i++];
+}
+
+bool is_opt(const char *opt, const char *name) {
+  size_t n = strlen(name);
+  return !strncmp(opt, name, n) && (opt[n] == '\0' || (opt[n] == '=' && name[1] == '-'));
+}
+
+int opts_init(opts *o, int argc, char **argv, bool stop_at_operand) {
+  memset(o, 0, sizeof *o);
+  o->argc = argc;
+  o->argv = argv;
+  o->i = 1;
+  o->stop_at_operand = stop_at_operand;
+  o->operands = calloc((size_t)argc + 1, sizeof *o->operands);
+  return o->operands ? 0 : runtime_error("out of memory");
+}
+
+int print_help(const command *cmd) {
+  fprintf(stdout, "usage: %s", cmd->usage);
+  return EXIT_OK;
+}
+
+/* ---- loading a trace ---- */
+
+int check_readable(const char *path) {
+  struct stat sb;
+  if (stat(path, &sb) != 0)
+    return runtime_error("%s: %s", path, strerror(errno));
+  if (S_ISDIR(sb.st_mode)) return runtime_error("%s: is a directory", path);
+  if (access(path, R_OK) != 0)
+    return runtime_error("%s: %s", path, strerror(errno));
+  /* An empty file reads as an empty trace; say that it is empty, as a
+   * truncated copy or a trace never written often is. */
+  if (S_ISREG(sb.st_mode) && sb.st_size == 0)
+    fprintf(stderr, "etch: warning: %s is empty (0 bytes): no trace in it\n",
+            path);
+  return EXIT_OK;
+}
+
+bool g_strict;
+
+int load(const char *path, const char *db_path, bool all_args, bool indexes,
+         sqlite3 **out) {
+  *out = NULL;
+  int rc = check_readable(path);
+  if (rc) return rc;
+  if (etch__query_is_sqlite_file(path)) {
+    if (etch__query_db_open_existing(out, path) != ETCH_OK)
+      return runtime_error("%s", etch_last_error());
+    return EXIT_OK;
+  }
+  sqlite3 *db;
+  if (etch__query_db_open(&db, db_path) != ETCH_OK)
+    return runtime_error("%s", etch_last_error());
+  etch__import_opts o = {.all_args = all_args,
+                         .indexes = indexes,
+                         .progress = isatty(STDERR_FILENO) != 0,
+                         .allow_truncated = !g_strict};
+  int st = etch__query_import_file(db, path, &o, NULL);
+  if (st != ETCH_OK) {
+    int err = trace_error(path, st);
+    sqlite3_close(db);
+    if (db_path) unlink(db_path);
+    return err;
+  }
+  *out = db;
+  return EXIT_OK;
+}
+
+int print_whole(int (*report)(const char *path, FILE *out, const void *arg),
+                const char *path, const void *arg, FILE *to) {
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *mem = open_memstream(&buf, &len);
+  if (!mem) return runtime_error("out of memory");
+  int rc = 0;
+  int st = report(path, mem, arg);
+  if (st != ETCH_OK) rc = trace_error(path, st);
+  fclose(mem);
+  if (!rc) fwrite(buf, 1, len, to);
+  free(buf);
+  return rc;
+}
+
+int top_value(opts *o, const char *opt, const command *cmd, long min,
+              int *out) {
+  int rc = 0;
+  const char *v = opt_value(o, opt, cmd, &rc);
+  if (!v) return rc;
+  char *end;
+  long n = strtol(v, &end, 10);
+  if (*end || !*v || n < min || n > 1000000)
+    return usage_error(cmd,
+                       min ? "%s: '%s' is not a count from 1"
+                           : "%s: '%s' is not a count (0: all)",
+                       opt, v);
+  *out = (int)n;
+  return 0;
+}

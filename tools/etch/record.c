@@ -1,0 +1,764 @@
+/*
+ * record.c - etch record: run a program, or record from a tracing service
+ * (record_service.c), and say what became of the trace.
+ */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "record_service.h"
+
+extern char **environ;
+
+static void fmt_size(char *buf, size_t n, long long bytes) {
+  if (bytes < 10 * 1024)
+    snprintf(buf, n, "%lld bytes", bytes);
+  else if (bytes < 10 * 1024 * 1024)
+    snprintf(buf, n, "%.1f KiB", (double)bytes / 1024);
+  else
+    snprintf(buf, n, "%.1f MiB", (double)bytes / (1024 * 1024));
+}
+
+/*
+ * What became of one process's trace, from the status file libetch leaves
+ * in the run directory (ETCH_RECORD_DIR): "tracing PID COMM\tPATH" once it
+ * started, then "wrote BYTES PATH", "failed MESSAGE", "lost signal N" or
+ * "signal N"; "error PID COMM\tMESSAGE" when it could not start;
+ * "untraced PID COMM\tPPID" from a child the traced process PPID forked
+ * that exited without tracing itself.
+ */
+typedef struct rec_proc {
+  long pid;
+  char comm[64];
+  char *path;  /* the trace written, or the one it meant to write */
+  char *meant; /* the path it first started tracing to (an exec'd program
+                  has the same pid, so appends to the same status) */
+  char *msg;   /* error or failure */
+  long long bytes;
+  bool started, wrote, failed, error;
+  bool untraced; /* a fork child that exited without tracing */
+  long forked_from;
+  int lost_sig;
+} rec_proc;
+
+static char *dup_str(const char *s) {
+  char *d = strdup(s ? s : "");
+  if (!d) abort();
+  return d;
+}
+
+static void rec_parse(rec_proc *p, char *text) {
+  for (char *save = NULL, *line = strtok_r(text, "\n", &save); line;
+       line = strtok_r(NULL, "\n", &save)) {
+    char *tab = strchr(line, '\t');
+    if (!strncmp(line, "tracing ", 8) || !strncmp(line, "error ", 6)) {
+      bool err = line[0] == 'e';
+      if (tab) *tab = '\0';
+      char *rest = line + (err ? 6 : 8);
+      p->pid = strtol(rest, &rest, 10);
+      if (*rest == ' ') rest++;
+      snprintf(p->comm, sizeof p->comm, "%s", rest);
+      if (err) {
+        p->error = true;
+        free(p->msg);
+        p->msg = dup_str(tab ? tab + 1 : "");
+      } else {
+        p->started = true;
+        free(p->path);
+        p->path = dup_str(tab ? tab + 1 : "");
+        if (!p->meant) p->meant = dup_str(p->path);
+      }
+    } else if (!strncmp(line, "wrote ", 6)) {
+      char *rest = line + 6;
+      p->bytes = strtoll(rest, &rest, 10);
+      if (*rest == ' ') rest++;
+      p->wrote = true;
+      free(p->path);
+      p->path = dup_str(rest);
+    } else if (!strncmp(line, "failed ", 7)) {
+      p->failed = true;
+      free(p->msg);
+      p->msg = dup_str(line + 7);
+    } else if (!strncmp(line, "lost signal ", 12)) {
+      p->lost_sig = atoi(line + 12);
+    } else if (!strncmp(line, "untraced ", 9)) {
+      if (tab) *tab = '\0';
+      char *rest = line + 9;
+      p->pid = strtol(rest, &rest, 10);
+      if (*rest == ' ') rest++;
+      snprintf(p->comm, sizeof p->comm, "%s", rest);
+      p->untraced = true;
+      p->forked_from = tab ? strtol(tab + 1, NULL, 10) : 0;
+    }
+  }
+}
+
+static int rec_cmp(const void *a, const void *b) {
+  const rec_proc *x = (const rec_proc *)a, *y = (const rec_proc *)b;
+  return (x->pid > y->pid) - (x->pid < y->pid);
+}
+
+/* Reads and removes the run directory; returns the processes by pid. */
+static rec_proc *rec_collect(const char *dir, size_t *n) {
+  rec_proc *procs = NULL;
+  size_t cap = 0;
+  *n = 0;
+  DIR *d = opendir(dir);
+  if (!d) return NULL;
+  struct dirent *e;
+  while ((e = readdir(d))) {
+    if (e->d_name[0] == '.') continue;
+    char path[PATH_MAX + 256];
+    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+    size_t len = strlen(e->d_name);
+    if (len > 7 && !strcmp(e->d_name + len - 7, ".status")) {
+      FILE *f = fopen(path, "r");
+      if (f) {
+        char *text = NULL;
+        size_t tcap = 0;
+        ssize_t got = getdelim(&text, &tcap, '\0', f);
+        fclose(f);
+        if (got > 0) {
+          if (*n == cap) {
+            cap = cap ? cap * 2 : 8;
+            procs = (rec_proc *)realloc(procs, cap * sizeof *procs);
+            if (!procs) abort();
+          }
+          rec_proc *p = &procs[(*n)++];
+          memset(p, 0, sizeof *p);
+          p->pid = atol(e->d_name);
+          rec_parse(p, text);
+        }
+        free(text);
+      }
+    }
+    unlink(path);
+  }
+  closedir(d);
+  rmdir(dir);
+  if (*n) qsort(procs, *n, sizeof *procs, rec_cmp);
+  return procs;
+}
+
+/* PATH.PID.ext, as libetch names the trace of a process that did not
+ * claim PATH (session.c, etch__output_per_pid). */
+static char *rec_per_pid(const char *path, long pid) {
+  const char *slash = strrchr(path, '/');
+  const char *base = slash ? slash + 1 : path;
+  const char *dot = strrchr(base, '.');
+  if (!dot || dot == base) dot = base + strlen(base);
+  size_t len = strlen(path) + 24;
+  char *out = (char *)malloc(len);
+  if (!out) abort();
+  snprintf(out, len, "%.*s.%ld%s", (int)(dot - path), path, pid, dot);
+  return out;
+}
+
+/* The process that claimed the output name: one that started tracing to
+ * a path that is no other's PATH.PID.ext (the first by pid if several). */
+static rec_proc *rec_claimant(rec_proc *procs, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    if (!procs[i].meant) continue;
+    bool derived = false;
+    for (size_t j = 0; j < n && !derived; j++) {
+      if (j == i || !procs[j].meant) continue;
+      char *own = rec_per_pid(procs[j].meant, procs[i].pid);
+      derived = !strcmp(own, procs[i].meant);
+      free(own);
+    }
+    if (!derived) return &procs[i];
+  }
+  return NULL;
+}
+
+/* The claimant did not write the name it claimed: the trace written as
+ * PATH.PID.ext by the same pid (a program the claimant exec'd), else by
+ * the first other process (by pid), is renamed to PATH. NULL when none
+ * could be. */
+static rec_proc *rec_take_name(rec_proc *procs, size_t n, rec_proc *claimant) {
+  const char *name = claimant->meant;
+  struct stat sb;
+  if (lstat(name, &sb) == 0 && !S_ISREG(sb.st_mode)) return NULL;
+  for (size_t k = 0; k <= n; k++) {
+    rec_proc *p = k == 0 ? claimant : &procs[k - 1];
+    if ((k && p == claimant) || !p->wrote || !p->path) continue;
+    char *own = rec_per_pid(name, p->pid);
+    bool mine = !strcmp(own, p->path);
+    free(own);
+    if (!mine) continue;
+    if (rename(p->path, name) != 0) {
+      fprintf(stderr, "etch: cannot rename %s to %s: %s\n", p->path, name,
+              strerror(errno));
+      return NULL;
+    }
+    free(p->path);
+    p->path = dup_str(name);
+    return p;
+  }
+  return NULL;
+}
+
+/* `path` relative to the current directory when it lies under it. */
+static const char *rec_show(const char *path, const char *cwd) {
+  size_t n = cwd ? strlen(cwd) : 0;
+  if (n && !strncmp(path, cwd, n) && path[n] == '/') return path + n + 1;
+  return path;
+}
+
+/* "10s", "500ms", "2m", "1h" or plain milliseconds. */
+static int parse_duration_ms(const char *v, uint32_t *out) {
+  char *e;
+  if (!v || !*v) return -1;
+  double x = strtod(v, &e);
+  double mul = 1;
+  if (!strcmp(e, "ms") || !*e) mul = 1;
+  else if (!strcmp(e, "s")) mul = 1000;
+  else if (!strcmp(e, "m")) mul = 60000;
+  else if (!strcmp(e, "h")) mul = 3600000;
+  else return -1;
+  if (!(x > 0) || x * mul > 4e9) return -1;
+  *out = (uint32_t)(x * mul);
+  return 0;
+}
+
+/* "64MB", "512KB", "1GB" (binary units) or plain KiB. */
+static int parse_size_kb(const char *v, uint32_t *out) {
+  char *e;
+  if (!v || !*v) return -1;
+  double x = strtod(v, &e);
+  double kb;
+  if (!strcasecmp(e, "kb") || !strcasecmp(e, "k") || !*e) kb = x;
+  else if (!strcasecmp(e, "mb") || !strcasecmp(e, "m")) kb = x * 1024;
+  else if (!strcasecmp(e, "gb") || !strcasecmp(e, "g")) kb = x * 1024 * 1024;
+  else return -1;
+  if (!(kb >= 4) || kb > 4e9) return -1;
+  *out = (uint32_t)kb;
+  return 0;
+}
+
+/*
+ * libetch_malloc.so for --malloc, as LD_PRELOAD's new value in `out` (with
+ * what LD_PRELOAD held before after it): $ETCH_MALLOC_LIB, else next to
+ * this etch in the build tree (tools/malloc) or the installed one
+ * (../LIBDIR).
+ */
+static bool malloc_lib(char *out, size_t cap) {
+  char lib[PATH_MAX] = "";
+  const char *env = getenv("ETCH_MALLOC_LIB");
+  if (env && *env) {
+    snprintf(lib, sizeof lib, "%s", env);
+  } else {
+    char self[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n <= 0) return false;
+    self[n] = '\0';
+    char *slash = strrchr(self, '/');
+    if (!slash) return false;
+    *slash = '\0';
+    const char *rel[] = {"/../malloc/libetch_malloc.so",
+                         "/../" ETCH_INSTALL_LIBDIR "/libetch_malloc.so"};
+    for (size_t i = 0; i < 2 && !lib[0]; i++) {
+      char cand[PATH_MAX * 2];
+      snprintf(cand, sizeof cand, "%s%s", self, rel[i]);
+      char *real = realpath(cand, NULL);
+      if (real && access(real, R_OK) == 0) snprintf(lib, sizeof lib, "%s", real);
+      free(real);
+    }
+  }
+  if (!lib[0] || access(lib, R_OK) != 0) return false;
+  const char *prev = getenv("LD_PRELOAD");
+  snprintf(out, cap, "%s%s%s", lib, prev && *prev ? ":" : "",
+           prev && *prev ? prev : "");
+  return true;
+}
+
+/* Passing on SIGINT, SIGTERM and SIGHUP sent to etch record to the
+ * program it runs. sigqueue's value says "passed on" to the program's
+ * libetch (src/sdk/env.c, SIG_PASSED_ON): when a kill to the whole process
+ * group reached the program too, this second copy is not a second Ctrl-C
+ * that gives up on the trace. */
+static const int kPassed[3] = {SIGINT, SIGTERM, SIGHUP};
+static const int kPassedOn = 0x65746368; /* "etch" */
+static volatile sig_atomic_t g_child;  /* the program, while it runs */
+static volatile sig_atomic_t g_passed; /* the last signal passed on */
+static volatile sig_atomic_t g_got;    /* the last one received */
+
+static void pass_on(int sig, siginfo_t *si, void *uc) {
+  (void)uc;
+  g_got = sig;
+  /* A terminal's Ctrl-C or hangup (sent by the kernel) reached the whole
+   * foreground process group, the program with it. */
+  if (si && si->si_code == SI_KERNEL) return;
+  int saved = errno;
+  pid_t child = (pid_t)g_child;
+  if (child > 0 &&
+      sigqueue(child, sig, (union sigval){.sival_int = kPassedOn}) == 0)
+    g_passed = sig;
+  errno = saved;
+}
+
+/*
+ * Whether the trace can be written to `path`, said before anything runs
+ * (the program, or a session of the service) rather than after: created
+ * and removed again, or, for what exists and is not a regular file
+ * (/dev/null), writable. `fresh`: a file (or link) left from an earlier
+ * run is removed, so that it cannot pass for this run's trace.
+ */
+static int check_output(const char *path, bool fresh) {
+  struct stat sb;
+  if (fresh && lstat(path, &sb) == 0 &&
+      (S_ISREG(sb.st_mode) || S_ISLNK(sb.st_mode)) && unlink(path) != 0)
+    return runtime_error("%s: %s", path, strerror(errno));
+  int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd >= 0) {
+    close(fd);
+    unlink(path);
+    return EXIT_OK;
+  }
+  if (errno == EEXIST && access(path, W_OK) == 0) return EXIT_OK;
+  return runtime_error("cannot write trace to '%s': %s", path,
+                       strerror(errno));
+}
+
+/* etch record --malloc's buffer: 64 MiB holds a million allocations and
+ * their frees (docs/memory.md). */
+#define ETCH_RECORD_MALLOC_BUFFER_KB "65536"
+
+static int cmd_record(int argc, char **argv) {
+  const command *cmd = &cli_record;
+  opts o;
+  int rc = opts_init(&o, argc, argv, true);
+  if (rc) return rc;
+  const char *out_path = NULL, *cats = NULL;
+  const char *opt;
+  rec_service_opts so_ = {0};
+  bool service = false, console = false, malloc_trace = false, quiet = false;
+  bool buffer_opt = false;
+  const char *fill = NULL; /* --ring, --discard */
+  while (!rc && (opt = next_opt(&o))) {
+    if (!strcmp(opt, "-h") || !strcmp(opt, "--help")) {
+      free(o.operands);
+      return print_help(cmd);
+    } else if (!strcmp(opt, "-q") || !strcmp(opt, "--quiet")) {
+      quiet = true;
+    } else if (!strcmp(opt, "--console")) {
+      console = true;
+    } else if (!strcmp(opt, "--malloc")) {
+      malloc_trace = true;
+    } else if (!strcmp(opt, "--system")) {
+      service = true;
+    } else if (!strcmp(opt, "--list")) {
+      service = so_.list = true;
+    } else if (!strcmp(opt, "--ring")) {
+      fill = "ring";
+      so_.discard = false;
+    } else if (!strcmp(opt, "--discard")) {
+      fill = "discard";
+      so_.discard = true;
+    } else if (is_opt(opt, "--config")) {
+      service = true;
+      so_.config_path = opt_value(&o, opt, cmd, &rc);
+    } else if (is_opt(opt, "-t") || is_opt(opt, "--time")) {
+      service = true;
+      const char *v = opt_value(&o, opt, cmd, &rc);
+      if (!rc && parse_duration_ms(v, &so_.duration_ms) != 0)
+        rc = usage_error(cmd, "%s: '%s' is not a duration (e.g. 10s, 500ms, "
+                              "2m)", opt, v);
+    } else if (is_opt(opt, "--buffer")) {
+      buffer_opt = true;
+      const char *v = opt_value(&o, opt, cmd, &rc);
+      if (!rc && parse_size_kb(v, &so_.buffer_kb) != 0)
+        rc = usage_error(cmd, "%s: '%s' is not a size (e.g. 64MB, 512KB)",
+                         opt, v);
+    } else if (is_opt(opt, "-o") || is_opt(opt, "--output")) {
+      out_path = opt_value(&o, opt, cmd, &rc);
+    } else if (is_opt(opt, "-c") || is_opt(opt, "--categories")) {
+      cats = opt_value(&o, opt, cmd, &rc);
+      if (!rc && cats && !*cats)
+        rc = usage_error(cmd, "%s: an empty category list records nothing "
+                              "('*' records every category)", opt);
+    } else {
+      rc = usage_error(cmd, "unknown option %s", opt);
+    }
+  }
+  /* Without --system, the buffer options are the program's own session's
+   * (ETCH_BUFFER_KB, ETCH_FILL), whose buffer is 16 KB to 4 GB. */
+  if (!rc && !service && buffer_opt &&
+      (so_.buffer_kb < 16 || so_.buffer_kb > 4194304))
+    rc = usage_error(cmd, "--buffer: the program's buffer is 16KB to 4GB "
+                          "(a larger one needs --system)");
+  if (!rc && o.noperands == 0 && !service)
+    rc = usage_error(cmd, "missing the program to run (or --system to record "
+                          "from a tracing service)");
+  if (!rc && console && service)
+    rc = usage_error(cmd, "--console prints the events of a program etch "
+                          "record runs itself; with --system, put "
+                          "interceptor_config { name: \"console\" } in the "
+                          "data source's config instead");
+  if (!rc && console && o.noperands == 0)
+    rc = usage_error(cmd, "--console: missing the program to run");
+  if (!rc && malloc_trace && (service || o.noperands == 0))
+    rc = usage_error(cmd, "--malloc traces the allocations of a program etch "
+                          "record runs itself (not with --system)");
+  char preload[PATH_MAX * 2 + 2] = "";
+  if (!rc && malloc_trace && !malloc_lib(preload, sizeof preload))
+    rc = runtime_error("--malloc: libetch_malloc.so not found next to etch "
+                       "(set ETCH_MALLOC_LIB to its path)");
+  if (rc) {
+    free(o.operands);
+    return rc;
+  }
+  char def[64];
+  if (!out_path) {
+    time_t now = time(NULL);
+    struct tm tm;
+    localtime_r(&now, &tm);
+    strftime(def, sizeof def, "etch-%Y%m%d-%H%M%S.pftrace", &tm);
+    out_path = def;
+  }
+  if (!so_.list && (rc = check_output(out_path, !service)) != 0) {
+    free(o.operands);
+    return rc;
+  }
+  if (service) {
+    so_.out_path = out_path;
+    so_.categories = cats;
+    if (o.noperands) {
+      o.operands[o.noperands] = NULL;
+      so_.argv = o.operands;
+    }
+    size_t bytes = 0;
+    rc = etch_cli_record_service(&so_, &bytes);
+    free(o.operands);
+    if (rc) return runtime_error("%s", etch_last_error());
+    if (so_.list) return 0;
+    char size[32];
+    fmt_size(size, sizeof size, (long long)bytes);
+    fprintf(stderr, "trace: %s (%s)\n", out_path, size);
+    if (quiet) return 0;
+    fprintf(stderr, "\n");
+    etch__stats_opts st = {.top = 5, .compact = true};
+    return stats_of(out_path, &st, stderr);
+  }
+  /* The run directory where each traced process says what became of its
+   * trace (libetch's env.c). */
+  const char *tmpdir = getenv("TMPDIR");
+  char run_dir[PATH_MAX];
+  snprintf(run_dir, sizeof run_dir, "%s/etch-record.XXXXXX",
+           tmpdir && *tmpdir ? tmpdir : "/tmp");
+  if (!mkdtemp(run_dir)) {
+    rc = runtime_error("cannot make a run directory in %s: %s",
+                       tmpdir && *tmpdir ? tmpdir : "/tmp", strerror(errno));
+    free(o.operands);
+    return rc;
+  }
+  setenv("ETCH_RECORD_DIR", run_dir, 1);
+  setenv("ETCH_OUT", out_path, 1);
+  if (cats) setenv("ETCH_CATEGORIES", cats, 1);
+  if (console) setenv("ETCH_CONSOLE", "stderr", 1);
+  if (malloc_trace) {
+    setenv("LD_PRELOAD", preload, 1);
+    /* Every allocation and free is an event: a buffer that holds those of
+     * an ordinary program, keeping the earliest when it is full (a lost
+     * free would read as a leak; docs/memory.md). The environment's own
+     * ETCH_BUFFER_KB and ETCH_FILL win. */
+    setenv("ETCH_BUFFER_KB", ETCH_RECORD_MALLOC_BUFFER_KB, 0);
+    setenv("ETCH_FILL", "discard", 0);
+  }
+  /* --buffer, --ring and --discard win over the environment and --malloc. */
+  if (buffer_opt) {
+    char kb[16];
+    snprintf(kb, sizeof kb, "%u", (unsigned)so_.buffer_kb);
+    setenv("ETCH_BUFFER_KB", kb, 1);
+  }
+  if (fill) setenv("ETCH_FILL", fill, 1);
+
+  /* Ctrl-C goes to the program (same process group), whose libetch writes
+   * the trace before it ends; etch waits for it. SIGINT, SIGTERM and
+   * SIGHUP sent to etch alone are passed on to the program, which then
+   * ends as for Ctrl-C; etch waits for it and reports as usual. The
+   * signals stay blocked until the child's pid is known, and again from
+   * its end (seen without reaping it) until the handlers are gone, so
+   * none is lost and none goes to a pid that is no longer the child. */
+  struct sigaction ign = {.sa_handler = SIG_IGN}, old_quit;
+  struct sigaction fwd = {.sa_sigaction = pass_on, .sa_flags = SA_SIGINFO};
+  sigemptyset(&fwd.sa_mask);
+  sigset_t passed, old_mask;
+  sigemptyset(&passed);
+  struct sigaction old_act[3];
+  bool installed[3] = {false, false, false};
+  for (int i = 0; i < 3; i++) sigaddset(&passed, kPassed[i]);
+  sigprocmask(SIG_BLOCK, &passed, &old_mask);
+  sigaction(SIGQUIT, &ign, &old_quit);
+  sigset_t dflt;
+  sigemptyset(&dflt);
+  sigaddset(&dflt, SIGINT);
+  sigaddset(&dflt, SIGQUIT);
+  for (int i = 0; i < 3; i++) {
+    int sig = kPassed[i];
+    if (sigaction(sig, NULL, &old_act[i]) != 0) continue;
+    /* A signal ignored when etch started (nohup: SIGHUP) stays ignored,
+     * for the program too. */
+    if (sig != SIGINT && !(old_act[i].sa_flags & SA_SIGINFO) &&
+        old_act[i].sa_handler == SIG_IGN)
+      continue;
+    installed[i] = sigaction(sig, &fwd, NULL) == 0;
+    sigaddset(&dflt, sig);
+  }
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  posix_spawnattr_setsigdefault(&attr, &dflt);
+  posix_spawnattr_setsigmask(&attr, &old_mask);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK);
+  pid_t pid;
+  int err = posix_spawnp(&pid, o.operands[0], NULL, &attr, o.operands, environ);
+  posix_spawnattr_destroy(&attr);
+  int status = 0;
+  if (!err) {
+    g_child = pid;
+    sigprocmask(SIG_SETMASK, &old_mask, NULL);
+    siginfo_t si;
+    while (waitid(P_PID, (id_t)pid, &si, WEXITED | WNOWAIT) < 0 &&
+           errno == EINTR) {
+    }
+    sigprocmask(SIG_BLOCK, &passed, NULL);
+    g_child = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+  }
+  for (int i = 0; i < 3; i++)
+    if (installed[i]) sigaction(kPassed[i], &old_act[i], NULL);
+  sigaction(SIGQUIT, &old_quit, NULL);
+  /* A signal that came after the program's end, or with no program, is
+   * etch's own: it takes its usual effect when unblocked. */
+  sigprocmask(SIG_SETMASK, &old_mask, NULL);
+  int passed_sig = g_passed, got_sig = g_got;
+  size_t nprocs;
+  rec_proc *procs = rec_collect(run_dir, &nprocs);
+  if (err) {
+    rc = runtime_error("cannot run %s: %s", o.operands[0], strerror(err));
+    free(procs);
+    free(o.operands);
+    return rc;
+  }
+  const char *prog = o.operands[0];
+  bool failed = false;
+  if (WIFEXITED(status) && WEXITSTATUS(status) != 0) {
+    fprintf(stderr, "etch: %s exited with status %d\n", prog,
+            WEXITSTATUS(status));
+    failed = true;
+  } else if (WIFSIGNALED(status) && WTERMSIG(status) == SIGINT) {
+    fprintf(stderr, "etch: %s was interrupted (SIGINT)\n", prog);
+  } else if (WIFSIGNALED(status) && WTERMSIG(status) == passed_sig) {
+    fprintf(stderr, "etch: %s ended by SIG%s, which etch record received "
+                    "and passed on to it\n",
+            prog, sigabbrev_np(passed_sig));
+  } else if (WIFSIGNALED(status) && WTERMSIG(status) == got_sig) {
+    /* A terminal's hangup, which reached etch and the program both. */
+    fprintf(stderr, "etch: %s ended by SIG%s, which etch record received "
+                    "too\n",
+            prog, sigabbrev_np(got_sig));
+  } else if (WIFSIGNALED(status) && WTERMSIG(status) == SIGPIPE) {
+    /* The ordinary end of a program in a pipeline whose reader is done
+     * (prog | head -1): not a failure. */
+    fprintf(stderr, "etch: %s ended by SIGPIPE (the reader of its output "
+                    "closed it)\n", prog);
+  } else if (WIFSIGNALED(status)) {
+    fprintf(stderr, "etch: %s was killed by signal %d (%s)\n", prog,
+            WTERMSIG(status), strsignal(WTERMSIG(status)));
+    failed = true;
+  }
+
+  /* The name the user gave belongs to the trace they asked for: when the
+   * process that claimed it wrote nothing (a shell that runs the program
+   * and then _exit()s, or execs it), the first process that wrote a trace
+   * of its own takes the name. */
+  rec_proc *claimant = rec_claimant(procs, nprocs);
+  rec_proc *heir = NULL;
+  if (claimant && !(claimant->wrote && !strcmp(claimant->path, claimant->meant)))
+    heir = rec_take_name(procs, nprocs, claimant);
+  /* What each process did with its trace. */
+  char *cwd = getcwd(NULL, 0);
+  size_t nwrote = 0, excused = 0, nuntraced = 0, ncut = 0;
+  for (size_t i = 0; i < nprocs; i++) {
+    rec_proc *p = &procs[i];
+    if (p->wrote) {
+      nwrote++;
+      if (p->failed) { /* kept to its last whole packet (a full disk) */
+        fprintf(stderr, "etch: %s (pid %ld) could not write all of its "
+                        "trace: %s\n",
+                p->comm, p->pid, p->msg);
+        ncut++;
+      }
+    } else if (p->untraced && !p->started && !p->error) {
+      /* A fork child that never called etch_init(): its events, if it
+       * had any, are in no trace. Named up to five times, then counted. */
+      if (++nuntraced <= 5)
+        fprintf(stderr,
+                "etch: %s (pid %ld), forked by pid %ld, exited without "
+                "recording: a forked child records nothing unless it calls "
+                "etch_init() itself (see docs/sdk.md)\n",
+                p->comm, p->pid, p->forked_from);
+    } else if (p == claimant && heir && p->started && p->pid == (long)pid &&
+               WIFEXITED(status) && !p->lost_sig && !p->failed) {
+      /* The program itself ended normally without writing: _exit() or
+       * exec, as a shell running a command does. Another process's trace
+       * is the one asked for. */
+      fprintf(stderr,
+              "etch: %s (pid %ld) ended by _exit() or exec without writing "
+              "its trace (as a shell running a command does): its own "
+              "events are in no trace; %s (pid %ld) wrote the trace\n",
+              p->comm, p->pid, heir->comm, heir->pid);
+      excused++;
+    } else if (p->error) {
+      fprintf(stderr, "etch: %s (pid %ld) did not trace: %s\n", p->comm,
+              p->pid, p->msg);
+    } else if (p->failed) {
+      fprintf(stderr, "etch: %s (pid %ld) could not write its trace: %s\n",
+              p->comm, p->pid, p->msg);
+    } else if (p->lost_sig) {
+      fprintf(stderr,
+              "etch: %s (pid %ld) died of signal %d (%s) before its trace "
+              "could be written: the trace is lost\n",
+              p->comm, p->pid, p->lost_sig, strsignal(p->lost_sig));
+    } else if (p->started && p->pid == (long)pid && WIFSIGNALED(status)) {
+      /* The program itself, and etch saw how it ended. */
+      int sig = WTERMSIG(status);
+      if (sig == SIGKILL)
+        fprintf(stderr,
+                "etch: %s (pid %ld) ended without writing its trace (it was "
+                "killed by SIGKILL, which nothing can catch): the trace is "
+                "lost\n",
+                p->comm, p->pid);
+      else
+        fprintf(stderr,
+                "etch: %s (pid %ld) ended without writing its trace (it was "
+                "killed by signal %d (%s), which libetch does not catch, or "
+                "which the program handles itself): the trace is lost\n",
+                p->comm, p->pid, sig, strsignal(sig));
+    } else if (p->started) {
+      fprintf(stderr,
+              "etch: %s (pid %ld) ended without writing its trace (it was "
+              "killed by SIGKILL, called _exit(), or replaced itself with "
+              "exec): the trace is lost\n",
+              p->comm, p->pid);
+    }
+  }
+  if (nuntraced > 5)
+    fprintf(stderr,
+            "etch: %zu more forked children exited without recording\n",
+            nuntraced - 5);
+  if (nprocs == 0) {
+    rc = runtime_error("%s wrote no trace: no process of it started tracing "
+                       "(is it linked with libetch, and does it call "
+                       "etch_init()?)",
+                       prog);
+  } else if (nwrote == 0) {
+    rc = runtime_error("%s wrote no trace (see above)", prog);
+  } else {
+    if (nwrote > 1)
+      fprintf(stderr, "%zu processes wrote traces:\n", nwrote);
+    for (size_t i = 0; i < nprocs; i++) {
+      rec_proc *p = &procs[i];
+      if (!p->wrote) continue;
+      char size[32];
+      fmt_size(size, sizeof size, p->bytes);
+      if (nwrote == 1)
+        fprintf(stderr, "trace: %s (%s)\n", rec_show(p->path, cwd), size);
+      else
+        fprintf(stderr, "  %s (%s)  %s, pid %ld\n", rec_show(p->path, cwd),
+                size, p->comm, p->pid);
+    }
+    for (size_t i = 0; i < nprocs && !rc && !quiet; i++) {
+      rec_proc *p = &procs[i];
+      if (!p->wrote) continue;
+      if (nwrote > 1)
+        fprintf(stderr, "\n== %s (%s, pid %ld)\n", rec_show(p->path, cwd),
+                p->comm, p->pid);
+      fprintf(stderr, "\n");
+      etch__stats_opts so = {.top = 5, .compact = true};
+      rc = stats_of(p->path, &so, stderr);
+    }
+  }
+  for (size_t i = 0; i < nprocs; i++) {
+    free(procs[i].path);
+    free(procs[i].meant);
+    free(procs[i].msg);
+  }
+  free(procs);
+  free(cwd);
+  free(o.operands);
+  /* A fork child that never traced is said, not a failure: the program
+   * ran as it meant to. */
+  if (!rc && (failed || ncut || nwrote + excused + nuntraced < nprocs))
+    rc = EXIT_RUNTIME;
+  return rc;
+}
+
+const command cli_record = {
+    "record", cmd_record,
+    "run a program and record a trace of it",
+    "etch record [-o OUT.pftrace] [-c CATEGORIES] [-q] [--console] [--malloc] [--buffer SIZE] [--ring|--discard] [--] PROGRAM [ARGS...]\n"
+    "       etch record --system [-t DURATION] [--config FILE] [-o OUT] [-q] [-- PROGRAM...]\n"
+    "\n"
+    "Runs PROGRAM with ETCH_OUT (and ETCH_CATEGORIES) in its environment, so\n"
+    "the etch SDK in it records the whole run, waits for it, then prints\n"
+    "where the trace is and a short summary of what is in it, on stderr:\n"
+    "stdout is the program's alone. Every process\n"
+    "of the run that links libetch writes a trace: the first keeps OUT, the\n"
+    "others write OUT.PID.pftrace, and all are listed; if the first writes\n"
+    "none (a shell that _exit()s or execs), the first trace written takes\n"
+    "OUT. Ctrl-C ends the\n"
+    "program with its trace written, and so does SIGPIPE (prog | head):\n"
+    "neither is a failure. SIGINT, SIGTERM and SIGHUP sent to etch record\n"
+    "are passed on to the program, which ends the same way, and etch\n"
+    "reports as usual. A process that dies without writing\n"
+    "its trace (SIGKILL, _exit(), a crash) is named, with the reason.\n"
+    "A child made by fork() (without exec) records only if it calls\n"
+    "etch_init() itself; one that does not and exits is named.\n"
+    "\n"
+    "  -o, --output PATH      trace file (default etch-YYYYmmdd-HHMMSS.pftrace)\n"
+    "  -c, --categories LIST  categories to record, e.g. 'render,io,-debug'\n"
+    "  --malloc               trace the program's allocations (preloads\n"
+    "                         libetch_malloc.so; see etch leaks), in a 64MB\n"
+    "                         buffer that keeps the earliest events when full\n"
+    "  -q, --quiet            say where the trace is, without the summary\n"
+    "                         (which reads the whole trace)\n"
+    "  --console              also print every event on stderr as it happens\n"
+    "                         (ETCH_CONSOLE=1; colours on a terminal unless\n"
+    "                         NO_COLOR is set)\n"
+    "\n"
+    "  --buffer SIZE          the program's trace buffer (ETCH_BUFFER_KB;\n"
+    "                         default 8MB, 64MB with --malloc; 16KB to 4GB)\n"
+    "  --ring, --discard      when the buffer is full: overwrite the oldest\n"
+    "                         (ETCH_FILL=ring, the default) or keep the\n"
+    "                         first (discard, the default with --malloc)\n"
+    "\n"
+    "Through a tracing service (etchd, or Perfetto's traced): every\n"
+    "producer connected to it lands in one trace. Only --system (or\n"
+    "--list, --config, -t, which are the service's) records from it.\n"
+    "  --system               record from the service (with PROGRAM: run it\n"
+    "                         in system mode and record until it ends)\n"
+    "  -t, --time DURATION    stop after DURATION (10s, 500ms, 2m)\n"
+    "  --buffer SIZE          with --system: the service's buffer (default\n"
+    "                         32MB)\n"
+    "  --ring, --discard      with --system: the service's buffer, as above\n"
+    "  --config FILE          a TraceConfig in Perfetto's text format\n"
+    "  --list                 the service's producers, data sources, sessions\n"
+    "The service's sockets: $PERFETTO_CONSUMER_SOCK_NAME, else etch's own.\n"
+    "\n"
+    "Exit status 1 if the program failed (other than by Ctrl-C, SIGPIPE\n"
+    "or a signal etch passed on) or a process of it lost its trace.\n"};
