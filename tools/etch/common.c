@@ -1,6 +1,6 @@
 /*
  * common.c - what the verbs of the etch command line share: errors,
- * option parsing, loading a trace.
+ * loading a trace.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -32,7 +32,7 @@ int usage_error(const command *cmd, const char *fmt, ...) {
   fputc('\n', stderr);
   if (cmd)
     fprintf(stderr, "usage: %.*s\nRun 'etch %s --help' for details.\n",
-            (int)strcspn(cmd->usage, "\n"), cmd->usage, cmd->name);
+            (int)strcspn(cmd->synopsis, "\n"), cmd->synopsis, cmd->name);
   else
     fputs("Run 'etch help' for the list of commands.\n", stderr);
   return EXIT_USAGE;
@@ -59,58 +59,6 @@ int trace_error(const char *path, int status) {
                            ? "corrupt trace"
                            : "corrupt trace, or cut short",
                        detail);
-}
-
-/* ---- option parsing ---- */
-
-const char *next_opt(opts *o) {
-  while (o->i < o->argc) {
-    char *a = o->argv[o->i];
-    if (o->done || a[0] != '-' || a[1] == '\0') {
-      o->operands[o->noperands++] = a;
-      o->i++;
-      if (o->stop_at_operand) o->done = true;
-      continue;
-    }
-    o->i++;
-    if (!strcmp(a, "--")) {
-      o->done = true;
-      continue;
-    }
-    return a;
-  }
-  return NULL;
-}
-
-const char *opt_value(opts *o, const char *opt, const command *cmd,
-                      int *err) {
-  const char *eq = strchr(opt, '=');
-  if (eq && opt[1] == '-') return eq + 1;
-  if (o->i >= o->argc) {
-    *err = usage_error(cmd, "option %s needs a value", opt);
-    return NULL;
-  }
-  return o->argv[o->i++];
-}
-
-bool is_opt(const char *opt, const char *name) {
-  size_t n = strlen(name);
-  return !strncmp(opt, name, n) && (opt[n] == '\0' || (opt[n] == '=' && name[1] == '-'));
-}
-
-int opts_init(opts *o, int argc, char **argv, bool stop_at_operand) {
-  memset(o, 0, sizeof *o);
-  o->argc = argc;
-  o->argv = argv;
-  o->i = 1;
-  o->stop_at_operand = stop_at_operand;
-  o->operands = calloc((size_t)argc + 1, sizeof *o->operands);
-  return o->operands ? 0 : runtime_error("out of memory");
-}
-
-int print_help(const command *cmd) {
-  fprintf(stdout, "usage: %s", cmd->usage);
-  return EXIT_OK;
 }
 
 /* ---- loading a trace ---- */
@@ -173,20 +121,4 @@ int print_whole(int (*report)(const char *path, FILE *out, const void *arg),
   if (!rc) fwrite(buf, 1, len, to);
   free(buf);
   return rc;
-}
-
-int top_value(opts *o, const char *opt, const command *cmd, long min,
-              int *out) {
-  int rc = 0;
-  const char *v = opt_value(o, opt, cmd, &rc);
-  if (!v) return rc;
-  char *end;
-  long n = strtol(v, &end, 10);
-  if (*end || !*v || n < min || n > 1000000)
-    return usage_error(cmd,
-                       min ? "%s: '%s' is not a count from 1"
-                           : "%s: '%s' is not a count (0: all)",
-                       opt, v);
-  *out = (int)n;
-  return 0;
 }

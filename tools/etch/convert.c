@@ -10,55 +10,49 @@
 
 #include "cli.h"
 
+typedef struct convert_args {
+  const char *out_path;
+} convert_args;
+
 static int cmd_convert(int argc, char **argv) {
-  const command *cmd = &cli_convert;
+  convert_args ca = {0};
   opts o;
-  int rc = opts_init(&o, argc, argv, false);
-  if (rc) return rc;
-  const char *out_path = NULL;
-  const char *opt;
-  while (!rc && (opt = next_opt(&o))) {
-    if (!strcmp(opt, "-h") || !strcmp(opt, "--help")) {
-      free(o.operands);
-      return print_help(cmd);
-    } else if (is_opt(opt, "-o") || is_opt(opt, "--output")) {
-      out_path = opt_value(&o, opt, cmd, &rc);
-    } else if (!strcmp(opt, "--strict")) {
-      g_strict = true;
-    } else {
-      rc = usage_error(cmd, "unknown option %s", opt);
-    }
-  }
-  if (!rc && o.noperands != 1)
-    rc = usage_error(cmd, o.noperands ? "too many arguments"
-                                      : "missing the trace file");
+  int rc;
+  if (!cli_parse(&cli_convert, argc, argv, &ca, &o, &rc)) return rc;
+  rc = cli_one_trace(&cli_convert, &o);
   sqlite3 *db = NULL;
   if (!rc) rc = load(o.operands[0], NULL, true, true, &db);
   if (!rc) {
-    bool to_stdout = !out_path || !strcmp(out_path, "-");
-    FILE *out = to_stdout ? stdout : fopen(out_path, "w");
+    bool to_stdout = !ca.out_path || !strcmp(ca.out_path, "-");
+    FILE *out = to_stdout ? stdout : fopen(ca.out_path, "w");
     if (!out) {
-      rc = runtime_error("%s: %s", out_path, strerror(errno));
+      rc = runtime_error("%s: %s", ca.out_path, strerror(errno));
     } else {
       if (etch__query_export_json(db, out) != ETCH_OK)
         rc = runtime_error("%s", etch_last_error());
       if (!to_stdout && fclose(out) != 0 && !rc)
-        rc = runtime_error("%s: %s", out_path, strerror(errno));
-      if (rc && !to_stdout) unlink(out_path);
+        rc = runtime_error("%s: %s", ca.out_path, strerror(errno));
+      if (rc && !to_stdout) unlink(ca.out_path);
     }
   }
   sqlite3_close(db);
-  free(o.operands);
+  opts_free(&o);
   return rc;
 }
 
+static const cli_opt kConvertOpts[] = {
+    {'o', "--output", "PATH", "output file (default: stdout)",
+     CLI_STR(convert_args, out_path)},
+    CLI_STRICT("a trace cut short is an error, not a warning"),
+    {0},
+};
+
 const command cli_convert = {
-    "convert", cmd_convert,
-    "to the Chrome JSON trace event format",
-    "etch convert [--strict] TRACE [-o OUT.json]\n"
-    "\n"
-    "Writes the trace in the Chrome JSON trace event format, which\n"
-    "chrome://tracing, the Perfetto UI and speedscope open.\n"
-    "\n"
-    "  -o, --output PATH  output file (default: stdout)\n"
-    "  --strict           a trace cut short is an error, not a warning\n"};
+    .name = "convert",
+    .fn = cmd_convert,
+    .summary = "to the Chrome JSON trace event format",
+    .synopsis = "etch convert [--strict] TRACE [-o OUT.json]\n",
+    .about = "Writes the trace in the Chrome JSON trace event format, which\n"
+             "chrome://tracing, the Perfetto UI and speedscope open.\n",
+    .opts = kConvertOpts,
+};

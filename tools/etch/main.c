@@ -17,9 +17,12 @@
 
 static int cmd_help(int argc, char **argv);
 
-static const command cli_help = {"help", cmd_help,
-                                 "this text, or help on a command",
-                                 "etch help [COMMAND]\n"};
+static const command cli_help = {
+    .name = "help",
+    .fn = cmd_help,
+    .summary = "this text, or help on a command",
+    .synopsis = "etch help [COMMAND]\n",
+};
 
 static const command *const kCommands[] = {&cli_record, &cli_leaks, &cli_stats,
                                             &cli_query,  &cli_convert, &cli_print,

@@ -16,24 +16,10 @@
 #include "reader/dump.h"
 
 static int cmd_print(int argc, char **argv) {
-  const command *cmd = &cli_print;
   opts o;
-  int rc = opts_init(&o, argc, argv, false);
-  if (rc) return rc;
-  const char *opt;
-  while (!rc && (opt = next_opt(&o))) {
-    if (!strcmp(opt, "-h") || !strcmp(opt, "--help")) {
-      free(o.operands);
-      return print_help(cmd);
-    } else if (!strcmp(opt, "--strict")) {
-      g_strict = true;
-    } else {
-      rc = usage_error(cmd, "unknown option %s", opt);
-    }
-  }
-  if (!rc && o.noperands != 1)
-    rc = usage_error(cmd, o.noperands ? "too many arguments"
-                                      : "missing the trace file");
+  int rc;
+  if (!cli_parse(&cli_print, argc, argv, NULL, &o, &rc)) return rc;
+  rc = cli_one_trace(&cli_print, &o);
   if (!rc) rc = check_readable(o.operands[0]);
   if (!rc) {
     const char *path = o.operands[0];
@@ -60,15 +46,20 @@ static int cmd_print(int argc, char **argv) {
     }
     if (fd >= 0) close(fd);
   }
-  free(o.operands);
+  opts_free(&o);
   return rc;
 }
 
+static const cli_opt kPrintOpts[] = {
+    CLI_STRICT("a trace cut short is an error, not a warning"),
+    {0},
+};
+
 const command cli_print = {
-    "print", cmd_print,
-    "dump every packet and event, for debugging",
-    "etch print [--strict] TRACE\n"
-    "\n"
-    "Prints every packet of the trace and the events in it, as decoded.\n"
-    "\n"
-    "  --strict   a trace cut short is an error, not a warning\n"};
+    .name = "print",
+    .fn = cmd_print,
+    .summary = "dump every packet and event, for debugging",
+    .synopsis = "etch print [--strict] TRACE\n",
+    .about = "Prints every packet of the trace and the events in it, as decoded.\n",
+    .opts = kPrintOpts,
+};

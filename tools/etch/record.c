@@ -337,66 +337,95 @@ static int check_output(const char *path, bool fresh) {
  * their frees (docs/memory.md). */
 #define ETCH_RECORD_MALLOC_BUFFER_KB "65536"
 
+typedef struct record_args {
+  const char *out_path, *cats;
+  rec_service_opts so;
+  bool service; /* --system, or an option only the service has */
+  bool console, malloc_trace, quiet;
+  bool buffer_opt;   /* --buffer given */
+  const char *fill; /* --ring, --discard */
+} record_args;
+
+static int rec_list(const command *cmd, const char *opt, const char *value,
+                    void *args) {
+  (void)cmd, (void)opt, (void)value;
+  record_args *a = (record_args *)args;
+  a->service = a->so.list = true;
+  return 0;
+}
+
+static int rec_ring(const command *cmd, const char *opt, const char *value,
+                    void *args) {
+  (void)cmd, (void)opt, (void)value;
+  record_args *a = (record_args *)args;
+  a->fill = "ring";
+  a->so.discard = false;
+  return 0;
+}
+
+static int rec_discard(const command *cmd, const char *opt, const char *value,
+                       void *args) {
+  (void)cmd, (void)opt, (void)value;
+  record_args *a = (record_args *)args;
+  a->fill = "discard";
+  a->so.discard = true;
+  return 0;
+}
+
+static int rec_config(const command *cmd, const char *opt, const char *value,
+                      void *args) {
+  (void)cmd, (void)opt;
+  record_args *a = (record_args *)args;
+  a->service = true;
+  a->so.config_path = value;
+  return 0;
+}
+
+static int rec_time(const command *cmd, const char *opt, const char *value,
+                    void *args) {
+  record_args *a = (record_args *)args;
+  a->service = true;
+  if (parse_duration_ms(value, &a->so.duration_ms) != 0)
+    return usage_error(cmd, "%s: '%s' is not a duration (e.g. 10s, 500ms, "
+                            "2m)", opt, value);
+  return 0;
+}
+
+static int rec_buffer(const command *cmd, const char *opt, const char *value,
+                      void *args) {
+  record_args *a = (record_args *)args;
+  a->buffer_opt = true;
+  if (parse_size_kb(value, &a->so.buffer_kb) != 0)
+    return usage_error(cmd, "%s: '%s' is not a size (e.g. 64MB, 512KB)", opt,
+                       value);
+  return 0;
+}
+
+static int rec_categories(const command *cmd, const char *opt,
+                          const char *value, void *args) {
+  record_args *a = (record_args *)args;
+  a->cats = value;
+  if (!*value)
+    return usage_error(cmd, "%s: an empty category list records nothing "
+                            "('*' records every category)", opt);
+  return 0;
+}
+
 static int cmd_record(int argc, char **argv) {
   const command *cmd = &cli_record;
+  record_args ra = {0};
   opts o;
-  int rc = opts_init(&o, argc, argv, true);
-  if (rc) return rc;
-  const char *out_path = NULL, *cats = NULL;
-  const char *opt;
-  rec_service_opts so_ = {0};
-  bool service = false, console = false, malloc_trace = false, quiet = false;
-  bool buffer_opt = false;
-  const char *fill = NULL; /* --ring, --discard */
-  while (!rc && (opt = next_opt(&o))) {
-    if (!strcmp(opt, "-h") || !strcmp(opt, "--help")) {
-      free(o.operands);
-      return print_help(cmd);
-    } else if (!strcmp(opt, "-q") || !strcmp(opt, "--quiet")) {
-      quiet = true;
-    } else if (!strcmp(opt, "--console")) {
-      console = true;
-    } else if (!strcmp(opt, "--malloc")) {
-      malloc_trace = true;
-    } else if (!strcmp(opt, "--system")) {
-      service = true;
-    } else if (!strcmp(opt, "--list")) {
-      service = so_.list = true;
-    } else if (!strcmp(opt, "--ring")) {
-      fill = "ring";
-      so_.discard = false;
-    } else if (!strcmp(opt, "--discard")) {
-      fill = "discard";
-      so_.discard = true;
-    } else if (is_opt(opt, "--config")) {
-      service = true;
-      so_.config_path = opt_value(&o, opt, cmd, &rc);
-    } else if (is_opt(opt, "-t") || is_opt(opt, "--time")) {
-      service = true;
-      const char *v = opt_value(&o, opt, cmd, &rc);
-      if (!rc && parse_duration_ms(v, &so_.duration_ms) != 0)
-        rc = usage_error(cmd, "%s: '%s' is not a duration (e.g. 10s, 500ms, "
-                              "2m)", opt, v);
-    } else if (is_opt(opt, "--buffer")) {
-      buffer_opt = true;
-      const char *v = opt_value(&o, opt, cmd, &rc);
-      if (!rc && parse_size_kb(v, &so_.buffer_kb) != 0)
-        rc = usage_error(cmd, "%s: '%s' is not a size (e.g. 64MB, 512KB)",
-                         opt, v);
-    } else if (is_opt(opt, "-o") || is_opt(opt, "--output")) {
-      out_path = opt_value(&o, opt, cmd, &rc);
-    } else if (is_opt(opt, "-c") || is_opt(opt, "--categories")) {
-      cats = opt_value(&o, opt, cmd, &rc);
-      if (!rc && cats && !*cats)
-        rc = usage_error(cmd, "%s: an empty category list records nothing "
-                              "('*' records every category)", opt);
-    } else {
-      rc = usage_error(cmd, "unknown option %s", opt);
-    }
-  }
+  int rc;
+  if (!cli_parse(cmd, argc, argv, &ra, &o, &rc)) return rc;
+  const char *out_path = ra.out_path, *cats = ra.cats;
+  rec_service_opts so_ = ra.so;
+  bool service = ra.service, console = ra.console;
+  bool malloc_trace = ra.malloc_trace, quiet = ra.quiet;
+  bool buffer_opt = ra.buffer_opt;
+  const char *fill = ra.fill;
   /* Without --system, the buffer options are the program's own session's
    * (ETCH_BUFFER_KB, ETCH_FILL), whose buffer is 16 KB to 4 GB. */
-  if (!rc && !service && buffer_opt &&
+  if (!service && buffer_opt &&
       (so_.buffer_kb < 16 || so_.buffer_kb > 4194304))
     rc = usage_error(cmd, "--buffer: the program's buffer is 16KB to 4GB "
                           "(a larger one needs --system)");
@@ -418,7 +447,7 @@ static int cmd_record(int argc, char **argv) {
     rc = runtime_error("--malloc: libetch_malloc.so not found next to etch "
                        "(set ETCH_MALLOC_LIB to its path)");
   if (rc) {
-    free(o.operands);
+    opts_free(&o);
     return rc;
   }
   char def[64];
@@ -430,7 +459,7 @@ static int cmd_record(int argc, char **argv) {
     out_path = def;
   }
   if (!so_.list && (rc = check_output(out_path, !service)) != 0) {
-    free(o.operands);
+    opts_free(&o);
     return rc;
   }
   if (service) {
@@ -442,7 +471,7 @@ static int cmd_record(int argc, char **argv) {
     }
     size_t bytes = 0;
     rc = etch_cli_record_service(&so_, &bytes);
-    free(o.operands);
+    opts_free(&o);
     if (rc) return runtime_error("%s", etch_last_error());
     if (so_.list) return 0;
     char size[32];
@@ -462,7 +491,7 @@ static int cmd_record(int argc, char **argv) {
   if (!mkdtemp(run_dir)) {
     rc = runtime_error("cannot make a run directory in %s: %s",
                        tmpdir && *tmpdir ? tmpdir : "/tmp", strerror(errno));
-    free(o.operands);
+    opts_free(&o);
     return rc;
   }
   setenv("ETCH_RECORD_DIR", run_dir, 1);
@@ -551,7 +580,7 @@ static int cmd_record(int argc, char **argv) {
   if (err) {
     rc = runtime_error("cannot run %s: %s", o.operands[0], strerror(err));
     free(procs);
-    free(o.operands);
+    opts_free(&o);
     return rc;
   }
   const char *prog = o.operands[0];
@@ -700,7 +729,7 @@ static int cmd_record(int argc, char **argv) {
   }
   free(procs);
   free(cwd);
-  free(o.operands);
+  opts_free(&o);
   /* A fork child that never traced is said, not a failure: the program
    * ran as it meant to. */
   if (!rc && (failed || ncut || nwrote + excused + nuntraced < nprocs))
@@ -708,57 +737,89 @@ static int cmd_record(int argc, char **argv) {
   return rc;
 }
 
+static const cli_opt kRecordOpts[] = {
+    {'o', "--output", "PATH",
+     "trace file (default etch-YYYYmmdd-HHMMSS.pftrace)",
+     CLI_STR(record_args, out_path)},
+    {'c', "--categories", "LIST",
+     "categories to record, e.g. 'render,io,-debug'",
+     CLI_FN(rec_categories)},
+    {0, "--malloc", NULL,
+     "trace the program's allocations (preloads\n"
+     "libetch_malloc.so; see etch leaks), in a 64MB\n"
+     "buffer that keeps the earliest events when full",
+     CLI_BOOL(record_args, malloc_trace)},
+    {'q', "--quiet", NULL,
+     "say where the trace is, without the summary\n"
+     "(which reads the whole trace)",
+     CLI_BOOL(record_args, quiet)},
+    {0, "--console", NULL,
+     "also print every event on stderr as it happens\n"
+     "(ETCH_CONSOLE=1; colours on a terminal unless\n"
+     "NO_COLOR is set)",
+     CLI_BOOL(record_args, console)},
+    CLI_PARA("\n"),
+    {0, "--buffer", "SIZE",
+     "the program's trace buffer (ETCH_BUFFER_KB;\n"
+     "default 8MB, 64MB with --malloc; 16KB to 4GB)",
+     CLI_FN(rec_buffer)},
+    {0, "--ring", NULL,
+     "when the buffer is full: overwrite the oldest\n"
+     "(ETCH_FILL=ring, the default) or keep the\n"
+     "first (discard, the default with --malloc)",
+     CLI_FN(rec_ring), .shown = "--ring, --discard"},
+    {0, "--discard", NULL, NULL, CLI_FN(rec_discard)},
+    CLI_PARA("\n"
+             "Through a tracing service (etchd, or Perfetto's traced): every\n"
+             "producer connected to it lands in one trace. Only --system (or\n"
+             "--list, --config, -t, which are the service's) records from it.\n"),
+    {0, "--system", NULL,
+     "record from the service (with PROGRAM: run it\n"
+     "in system mode and record until it ends)",
+     CLI_BOOL(record_args, service)},
+    {'t', "--time", "DURATION", "stop after DURATION (10s, 500ms, 2m)",
+     CLI_FN(rec_time)},
+    CLI_ALSO("--buffer SIZE", "with --system: the service's buffer (default\n"
+                              "32MB)"),
+    CLI_ALSO("--ring, --discard",
+             "with --system: the service's buffer, as above"),
+    {0, "--config", "FILE", "a TraceConfig in Perfetto's text format",
+     CLI_FN(rec_config)},
+    {0, "--list", NULL, "the service's producers, data sources, sessions",
+     CLI_FN(rec_list)},
+    CLI_PARA("The service's sockets: $PERFETTO_CONSUMER_SOCK_NAME, else "
+             "etch's own.\n"),
+    {0},
+};
+
 const command cli_record = {
-    "record", cmd_record,
-    "run a program and record a trace of it",
-    "etch record [-o OUT.pftrace] [-c CATEGORIES] [-q] [--console] [--malloc] [--buffer SIZE] [--ring|--discard] [--] PROGRAM [ARGS...]\n"
-    "       etch record --system [-t DURATION] [--config FILE] [-o OUT] [-q] [-- PROGRAM...]\n"
-    "\n"
-    "Runs PROGRAM with ETCH_OUT (and ETCH_CATEGORIES) in its environment, so\n"
-    "the etch SDK in it records the whole run, waits for it, then prints\n"
-    "where the trace is and a short summary of what is in it, on stderr:\n"
-    "stdout is the program's alone. Every process\n"
-    "of the run that links libetch writes a trace: the first keeps OUT, the\n"
-    "others write OUT.PID.pftrace, and all are listed; if the first writes\n"
-    "none (a shell that _exit()s or execs), the first trace written takes\n"
-    "OUT. Ctrl-C ends the\n"
-    "program with its trace written, and so does SIGPIPE (prog | head):\n"
-    "neither is a failure. SIGINT, SIGTERM and SIGHUP sent to etch record\n"
-    "are passed on to the program, which ends the same way, and etch\n"
-    "reports as usual. A process that dies without writing\n"
-    "its trace (SIGKILL, _exit(), a crash) is named, with the reason.\n"
-    "A child made by fork() (without exec) records only if it calls\n"
-    "etch_init() itself; one that does not and exits is named.\n"
-    "\n"
-    "  -o, --output PATH      trace file (default etch-YYYYmmdd-HHMMSS.pftrace)\n"
-    "  -c, --categories LIST  categories to record, e.g. 'render,io,-debug'\n"
-    "  --malloc               trace the program's allocations (preloads\n"
-    "                         libetch_malloc.so; see etch leaks), in a 64MB\n"
-    "                         buffer that keeps the earliest events when full\n"
-    "  -q, --quiet            say where the trace is, without the summary\n"
-    "                         (which reads the whole trace)\n"
-    "  --console              also print every event on stderr as it happens\n"
-    "                         (ETCH_CONSOLE=1; colours on a terminal unless\n"
-    "                         NO_COLOR is set)\n"
-    "\n"
-    "  --buffer SIZE          the program's trace buffer (ETCH_BUFFER_KB;\n"
-    "                         default 8MB, 64MB with --malloc; 16KB to 4GB)\n"
-    "  --ring, --discard      when the buffer is full: overwrite the oldest\n"
-    "                         (ETCH_FILL=ring, the default) or keep the\n"
-    "                         first (discard, the default with --malloc)\n"
-    "\n"
-    "Through a tracing service (etchd, or Perfetto's traced): every\n"
-    "producer connected to it lands in one trace. Only --system (or\n"
-    "--list, --config, -t, which are the service's) records from it.\n"
-    "  --system               record from the service (with PROGRAM: run it\n"
-    "                         in system mode and record until it ends)\n"
-    "  -t, --time DURATION    stop after DURATION (10s, 500ms, 2m)\n"
-    "  --buffer SIZE          with --system: the service's buffer (default\n"
-    "                         32MB)\n"
-    "  --ring, --discard      with --system: the service's buffer, as above\n"
-    "  --config FILE          a TraceConfig in Perfetto's text format\n"
-    "  --list                 the service's producers, data sources, sessions\n"
-    "The service's sockets: $PERFETTO_CONSUMER_SOCK_NAME, else etch's own.\n"
-    "\n"
-    "Exit status 1 if the program failed (other than by Ctrl-C, SIGPIPE\n"
-    "or a signal etch passed on) or a process of it lost its trace.\n"};
+    .name = "record",
+    .fn = cmd_record,
+    .summary = "run a program and record a trace of it",
+    .synopsis =
+        "etch record [-o OUT.pftrace] [-c CATEGORIES] [-q] [--console] "
+        "[--malloc] [--buffer SIZE] [--ring|--discard] [--] PROGRAM [ARGS...]\n"
+        "       etch record --system [-t DURATION] [--config FILE] [-o OUT] "
+        "[-q] [-- PROGRAM...]\n",
+    .about =
+        "Runs PROGRAM with ETCH_OUT (and ETCH_CATEGORIES) in its environment, so\n"
+        "the etch SDK in it records the whole run, waits for it, then prints\n"
+        "where the trace is and a short summary of what is in it, on stderr:\n"
+        "stdout is the program's alone. Every process\n"
+        "of the run that links libetch writes a trace: the first keeps OUT, the\n"
+        "others write OUT.PID.pftrace, and all are listed; if the first writes\n"
+        "none (a shell that _exit()s or execs), the first trace written takes\n"
+        "OUT. Ctrl-C ends the\n"
+        "program with its trace written, and so does SIGPIPE (prog | head):\n"
+        "neither is a failure. SIGINT, SIGTERM and SIGHUP sent to etch record\n"
+        "are passed on to the program, which ends the same way, and etch\n"
+        "reports as usual. A process that dies without writing\n"
+        "its trace (SIGKILL, _exit(), a crash) is named, with the reason.\n"
+        "A child made by fork() (without exec) records only if it calls\n"
+        "etch_init() itself; one that does not and exits is named.\n",
+    .opts = kRecordOpts,
+    .more =
+        "Exit status 1 if the program failed (other than by Ctrl-C, SIGPIPE\n"
+        "or a signal etch passed on) or a process of it lost its trace.\n",
+    .stop_at_operand = true,
+};

@@ -4,8 +4,6 @@
  */
 #define _GNU_SOURCE
 #include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 
 #include "cli.h"
 
@@ -34,48 +32,43 @@ int stats_of(const char *path, const etch__stats_opts *so, FILE *to) {
   return print_whole(stats_report, path, &sopts, to);
 }
 
+static int stats_top(const command *cmd, const char *opt, const char *value,
+                     void *args) {
+  return cli_count(cmd, opt, value, 1, &((etch__stats_opts *)args)->top);
+}
+
 static int cmd_stats(int argc, char **argv) {
-  const command *cmd = &cli_stats;
-  opts o;
-  int rc = opts_init(&o, argc, argv, false);
-  if (rc) return rc;
   etch__stats_opts so = {.top = 10};
-  const char *opt;
-  while (!rc && (opt = next_opt(&o))) {
-    if (!strcmp(opt, "-h") || !strcmp(opt, "--help")) {
-      free(o.operands);
-      return print_help(cmd);
-    } else if (!strcmp(opt, "--json")) {
-      so.json = true;
-    } else if (!strcmp(opt, "--compact")) {
-      so.compact = true;
-    } else if (!strcmp(opt, "--strict")) {
-      g_strict = true;
-    } else if (is_opt(opt, "-n") || is_opt(opt, "--top")) {
-      rc = top_value(&o, opt, cmd, 1, &so.top);
-    } else {
-      rc = usage_error(cmd, "unknown option %s", opt);
-    }
-  }
-  if (!rc && o.noperands != 1)
-    rc = usage_error(cmd, o.noperands ? "too many arguments"
-                                      : "missing the trace file");
+  opts o;
+  int rc;
+  if (!cli_parse(&cli_stats, argc, argv, &so, &o, &rc)) return rc;
+  rc = cli_one_trace(&cli_stats, &o);
   if (!rc) rc = stats_of(o.operands[0], &so, stdout);
-  free(o.operands);
+  opts_free(&o);
   return rc;
 }
 
+static const cli_opt kStatsOpts[] = {
+    {'n', "--top", "N", "rows in the top-slices tables (default 10)",
+     CLI_FN(stats_top)},
+    {0, "--compact", NULL,
+     "only the summary, top slices by total time, data loss",
+     CLI_BOOL(etch__stats_opts, compact)},
+    {0, "--json", NULL, "machine-readable output",
+     CLI_BOOL(etch__stats_opts, json)},
+    CLI_STRICT("a trace cut short is an error (default: a warning, and\n"
+               "what precedes the cut is read)"),
+    {0},
+};
+
 const command cli_stats = {
-    "stats", cmd_stats,
-    "where the time went: top slices, threads, counters, data loss",
-    "etch stats [--top N] [--compact] [--json] [--strict] TRACE\n"
-    "\n"
-    "Prints the trace's duration and contents, the top slices by total and\n"
-    "by self time, busy time per thread, counter summaries and every data\n"
-    "loss the trace records.\n"
-    "\n"
-    "  -n, --top N   rows in the top-slices tables (default 10)\n"
-    "  --compact     only the summary, top slices by total time, data loss\n"
-    "  --json        machine-readable output\n"
-    "  --strict      a trace cut short is an error (default: a warning, and\n"
-    "                what precedes the cut is read)\n"};
+    .name = "stats",
+    .fn = cmd_stats,
+    .summary = "where the time went: top slices, threads, counters, data loss",
+    .synopsis = "etch stats [--top N] [--compact] [--json] [--strict] TRACE\n",
+    .about =
+        "Prints the trace's duration and contents, the top slices by total and\n"
+        "by self time, busy time per thread, counter summaries and every data\n"
+        "loss the trace records.\n",
+    .opts = kStatsOpts,
+};
