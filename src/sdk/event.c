@@ -666,6 +666,14 @@ void etch__important_after_reset(etch_writer *w) {
 
 /* ---- logging ------------------------------------------------------------------ */
 
+/* Sequences that start over replay the cached important events: the
+ * writer calls back at each reset once there are any. */
+static const etch_writer_hooks imp_hooks = {
+    .after_reset = etch__important_after_reset,
+};
+static pthread_once_t imp_hooks_once = PTHREAD_ONCE_INIT;
+static void imp_hooks_register(void) { etch__writer_add_hooks(&imp_hooks); }
+
 void etch__log(etch_event_def *d, etch_category *const *chans, uint32_t nchans,
                uintptr_t mask, const void *values, uint32_t type) {
   if (!d || !__atomic_load_n(&d->fields, __ATOMIC_ACQUIRE)) return;
@@ -676,6 +684,7 @@ void etch__log(etch_event_def *d, etch_category *const *chans, uint32_t nchans,
       etch_category_register(chans[c]);
   if (type != ETCH_TYPE_SLICE_BEGIN) type = ETCH_TYPE_INSTANT;
   bool important = (d->flags & ETCH_EVENT_IMPORTANT) && type == ETCH_TYPE_INSTANT;
+  if (important) pthread_once(&imp_hooks_once, imp_hooks_register);
   ev_src s = {0};
   s.def = d;
   s.chans = chans;

@@ -127,8 +127,14 @@ static void fork_prepare(void) {
 static void fork_after(void) {
   for (int i = SHARDS; i-- > 0;) shard_unlock(&shards[i]);
 }
+static const etch_writer_hooks mem_hooks = {
+    .thread_exit = etch__mem_flush_thread, /* its last live-bytes values */
+};
+
+/* Once, at the first report. */
 static void atfork_register(void) {
   pthread_atfork(fork_prepare, fork_after, fork_after);
+  etch__writer_add_hooks(&mem_hooks);
 }
 
 /* A block's shard, by the 1 MiB of address space it is in: the C library

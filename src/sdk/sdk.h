@@ -532,6 +532,21 @@ void etch__writer_reset(etch_writer *w, uint64_t ticks);
 /* Called, when set, at the end of every writer reset (a sequence's setup):
  * tests make that setup take a known time with it. Slow path only. */
 extern void (*etch__writer_reset_hook)(void);
+/*
+ * What features above the writer (custom events' important-event replay,
+ * memory tracing) do at its moments, so that the writer calls nothing
+ * above it: registered once, when a feature is first used; never removed.
+ * after_reset: a sequence started over (its incremental state written
+ * again), on the writer's thread. thread_exit: a thread that wrote is
+ * leaving, before its writers are let go. Either may be NULL.
+ */
+typedef struct etch_writer_hooks {
+  void (*after_reset)(etch_writer *w);
+  void (*thread_exit)(void);
+} etch_writer_hooks;
+/* At most ETCH_MAX_WRITER_HOOKS; `h` must stay valid. */
+#define ETCH_MAX_WRITER_HOOKS 8
+void etch__writer_add_hooks(const etch_writer_hooks *h);
 /* Writes the descriptor of `t` (and parents) if not yet on this sequence. */
 void etch__writer_ensure_track(etch_writer *w, const etch_track *t);
 

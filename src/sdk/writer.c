@@ -24,9 +24,30 @@ static void copy_name(char dst[64], const char *src) {
 }
 static pthread_once_t tls_key_once = PTHREAD_ONCE_INIT;
 
+/* The features' hooks (etch_writer_hooks): written once each under the
+ * global lock, read without it (the count is published last). */
+static const etch_writer_hooks *hooks[ETCH_MAX_WRITER_HOOKS];
+static uint32_t nhooks;
+
+void etch__writer_add_hooks(const etch_writer_hooks *h) {
+  pthread_mutex_lock(&etch__g.lock);
+  uint32_t n = nhooks;
+  bool have = false;
+  for (uint32_t i = 0; i < n; i++) have |= hooks[i] == h;
+  if (!have && n < ETCH_MAX_WRITER_HOOKS) {
+    hooks[n] = h;
+    __atomic_store_n(&nhooks, n + 1, __ATOMIC_RELEASE);
+  }
+  pthread_mutex_unlock(&etch__g.lock);
+}
+
 static void tls_destroy(void *arg) {
   (void)arg; /* &etch__tls of the exiting thread */
-  etch__mem_flush_thread(); /* its last live-bytes counters, while it can */
+  /* Features first (memory tracing's last live-bytes counters), while
+   * the thread's writers can still take them. */
+  uint32_t n = __atomic_load_n(&nhooks, __ATOMIC_ACQUIRE);
+  for (uint32_t i = 0; i < n; i++)
+    if (hooks[i]->thread_exit) hooks[i]->thread_exit();
   for (uint32_t i = 0; i < ETCH_MAX_SESSIONS; i++) {
     etch_writer *w = etch__tls_writer(i);
     if (w) {
@@ -473,7 +494,9 @@ void etch__writer_reset(etch_writer *w, uint64_t ticks) {
     pthread_mutex_unlock(&w->sess->lock);
   }
   if (!reset_packets(w, ns)) return;
-  etch__important_after_reset(w);
+  uint32_t n = __atomic_load_n(&nhooks, __ATOMIC_ACQUIRE);
+  for (uint32_t i = 0; i < n; i++)
+    if (hooks[i]->after_reset) hooks[i]->after_reset(w);
   void (*hook)(void) = __atomic_load_n(&etch__writer_reset_hook, __ATOMIC_ACQUIRE);
   if (hook) hook();
 }
