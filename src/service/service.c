@@ -19,13 +19,13 @@
 #ifdef __GLIBC__
 #include <malloc.h>
 #endif
+#include <limits.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <limits.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -40,208 +40,9 @@
 #include "proto/ipc.h"
 #include "proto/perfetto.h"
 #include "proto/trace_config.h"
+#include "service/service_int.h"
 
-#define TX_LIMIT (8u << 20)        /* queued bytes per peer before it is cut */
-#define MAX_DS_PER_PRODUCER 64u
-#define MAX_WRITERS 4096u          /* sequences per producer */
-#define DEFAULT_FLUSH_TIMEOUT_MS 5000u
-#define DEFAULT_STOP_TIMEOUT_MS 5000u
-#define DRAIN_GRACE_MS 5000u /* for consumers to read after a stop */
-#define DRAIN_MAX_MS 60000u  /* of the sessions' timeouts, at a stop */
-#define MIN_WRITE_PERIOD_MS 100u
-#define DEFAULT_WRITE_PERIOD_MS 5000u
-/* A consumer's pipe or socket that takes no byte of the trace for two
- * write periods, and at least this long, ends its session. */
-#define FILE_STALL_MIN_MS 5000u
-#define FILE_RETRY_MS 10u /* while bytes wait for a pipe or socket */
-#define SLICE_MAX (ETCH_IPC_MAX_FRAME - 1024u)
-/* Shared memory per producer at most, its own or ours: what one producer
- * can make etchd map. */
-#define SMB_MAX (32u << 20)
-/* What connections may hold (docs/service.md, "Limits"). */
-#define DEFAULT_MAX_CONNS_PER_UID 512u
-#define DEFAULT_BIND_TIMEOUT_MS 10000u
-#define DEFAULT_FRAME_TIMEOUT_MS 10000u
-#define DEFAULT_MAX_PARTIAL_BYTES (16ull << 20)
-/* The largest frame before a port is bound: the only frame that has a use
- * then, BindService, takes a few dozen bytes. */
-#define UNBOUND_MAX_FRAME 4096u
-/* Out of descriptors: how long the listening sockets are left alone, and
- * how many waiting connections one round closes. */
-#define ACCEPT_BACKOFF_MS 250u
-#define MAX_SHED 128u
-
-static const char *const producer_methods[] = {
-    "InitializeConnection", "RegisterDataSource", "UnregisterDataSource",
-    "CommitData", "GetAsyncCommand", "RegisterTraceWriter",
-    "UnregisterTraceWriter", "NotifyDataSourceStarted",
-    "NotifyDataSourceStopped", "ActivateTriggers", "Sync",
-    "UpdateDataSource"};
-enum {
-  PM_INIT = 1, PM_REGISTER, PM_UNREGISTER, PM_COMMIT, PM_ASYNC,
-  PM_REG_WRITER, PM_UNREG_WRITER, PM_STARTED, PM_STOPPED, PM_TRIGGERS,
-  PM_SYNC, PM_UPDATE, PM_COUNT = PM_UPDATE
-};
-static const char *const consumer_methods[] = {
-    "EnableTracing", "DisableTracing", "ReadBuffers", "FreeBuffers",
-    "Flush", "StartTracing", "ChangeTraceConfig", "Detach", "Attach",
-    "GetTraceStats", "ObserveEvents", "QueryServiceState",
-    "QueryCapabilities", "SaveTraceForBugreport"};
-enum {
-  CM_ENABLE = 1, CM_DISABLE, CM_READ, CM_FREE, CM_FLUSH, CM_START,
-  CM_CHANGE, CM_DETACH, CM_ATTACH, CM_STATS, CM_OBSERVE, CM_QUERY,
-  CM_CAPS, CM_BUGREPORT, CM_COUNT = CM_BUGREPORT
-};
-#define PRODUCER_SERVICE_ID 1u
-#define CONSUMER_SERVICE_ID 2u
-
-typedef struct ds_reg {
-  char name[ETCH_TC_MAX_NAME];
-  uint8_t *desc; /* the descriptor as registered, for QueryServiceState */
-  uint32_t desc_len;
-  bool notify_stop, notify_start;
-  bool handles_clear; /* handles_incremental_state_clear */
-} ds_reg;
-
-typedef struct wmap {
-  uint16_t writer_id;
-  uint32_t seq;
-  uint32_t buffer; /* from RegisterTraceWriter, 0 when not said */
-} wmap;
-
-typedef struct producer {
-  uint32_t id;
-  etch_ipc_conn conn;
-  bool bound, initialized;
-  char name[128];
-  uint32_t page_hint, size_hint;
-  uint8_t *smb_mem;
-  uint64_t smb_size;
-  etch_smb smb;
-  int smb_fd;         /* the service's memfd until sent */
-  bool smb_sent;
-  bool has_async;
-  bool no_scrape; /* smb_scraping_mode DISABLED */
-  bool same_pidns; /* sees pids as etchd does: its descriptors are checked */
-  uint64_t async_req;
-  ds_reg ds[MAX_DS_PER_PRODUCER];
-  uint32_t nds;
-  wmap *writers;
-  uint32_t nwriters;
-  uint64_t accepted_ns; /* monotonic */
-  size_t partial;       /* its share of etch_service.partial_bytes */
-  struct producer *next;
-} producer;
-
-typedef struct instance {
-  uint64_t id;
-  uint32_t producer_id;
-  char name[ETCH_TC_MAX_NAME];
-  uint32_t source_index; /* in the session's config */
-  bool started, stop_sent, stopped, notify_stop;
-  bool handles_clear;
-} instance;
-
-enum { S_CONFIGURED, S_STARTED, S_STOPPING, S_DISABLED };
-
-typedef struct session {
-  uint32_t id;
-  uint32_t consumer_id;
-  int state;
-  etch_trace_config *cfg;
-  uint32_t buf_ids[ETCH_TC_MAX_BUFFERS]; /* global buffer ids */
-  instance *inst;
-  uint32_t ninst, capinst;
-  bool enable_pending;
-  uint64_t enable_req;
-  int out_fd;
-  uint64_t bytes_written;
-  /* The consumer's file: a regular file (or a block device) is written
-   * as it comes and cut back to its last whole packet on an error; a pipe,
-   * socket or terminal is never waited for, and what it did not take yet
-   * waits in `pend` (no more is read from the buffers meanwhile). */
-  bool out_regular, out_socket;
-  off_t out_base;        /* the file's offset when the session got it */
-  uint8_t *pend;
-  size_t pend_len, pend_off;
-  size_t rec_left; /* of a record a pipe or socket took a part of */
-  uint64_t stall_since_ns; /* the last byte taken while bytes wait */
-  bool out_dead;     /* the file failed: nothing more goes into it */
-  bool out_complete; /* the whole trace is in it */
-  bool reached_max;  /* max_file_size_bytes */
-  bool draining;     /* disabled; answered once the rest is in the file */
-  char end_reason[256]; /* why the session ended early ("": it did not) */
-  uint64_t next_write_ns, deadline_ns, stop_deadline_ns;
-  uint64_t next_clear_ns; /* the next ClearIncrementalState (0: not set) */
-  uint64_t invalid_packets; /* producers' packets left out (tracefile.h) */
-  /* Track events left out of reads, by sequence (undecodable after lost
-   * chunks), for the loss notes at the end. */
-  etch_tracefile_lost *skipped;
-  size_t nskipped, capskipped;
-  bool wrote_header;
-  /* a flush in progress */
-  bool flushing;
-  uint64_t flush_id, flush_deadline_ns, flush_req;
-  bool flush_for_consumer, flush_for_stop;
-  uint32_t *flush_wait; /* producer ids that have not acked */
-  uint32_t nflush_wait;
-  struct session *next;
-} session;
-
-typedef struct consumer {
-  uint32_t id;
-  etch_ipc_conn conn;
-  bool bound;
-  uint32_t session_id;
-  /* A ReadBuffers being streamed: the reader, and the piece of trace
-   * file bytes whose records are not all sent yet. */
-  struct sreader *reader;
-  uint8_t *rd;
-  size_t rd_len, rd_off;
-  uint64_t rd_req;
-  uint64_t accepted_ns; /* monotonic */
-  size_t partial;       /* its share of etch_service.partial_bytes */
-  struct consumer *next;
-} consumer;
-
-struct etch_service {
-  etch_service_opts o;
-  int lp, lc; /* listening sockets */
-  producer *producers;
-  consumer *consumers;
-  session *sessions;
-  etch_tracebuf **bufs; /* by global buffer id */
-  uint32_t *buf_session;
-  uint32_t nbufs;
-  uint32_t next_producer, next_consumer, next_session, next_seq;
-  /* Who wrote each sequence (by sequence id), kept after the producer
-   * leaves so that a later read still stamps its packets. */
-  struct { int32_t pid, uid; bool same_pidns; } *seqinfo;
-  uint32_t nseqinfo;
-  uint64_t next_instance, next_flush;
-  volatile sig_atomic_t stop;
-  etch_smb_chunk *chunk; /* scratch for CommitData */
-  /* Connections' bounds: a descriptor kept free to refuse connections with
-   * when there are no others, when the listening sockets are polled again
-   * after running out (0: they are), the memory all connections hold for
-   * frames received in part, connections per peer uid. */
-  int spare_fd;
-  uint64_t accept_resume_ns;
-  uint64_t partial_bytes;
-  struct uid_conns {
-    uid_t uid;
-    uint32_t n;
-  } *uids;
-  uint32_t nuids, capuids;
-  /* warnf_'s rate limit, per kind */
-  uint64_t warn_ns[4];
-  uint32_t warn_skipped[4];
-};
-
-
-static void logf_(const etch_service *s, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-static void logf_(const etch_service *s, const char *fmt, ...) {
+void etch__svc_logf(const etch_service *s, const char *fmt, ...) {
   if (!s->o.verbose) return;
   va_list ap;
   va_start(ap, fmt);
@@ -251,14 +52,7 @@ static void logf_(const etch_service *s, const char *fmt, ...) {
   va_end(ap);
 }
 
-/* What an operator needs to know whether or not -v was given (etchd is
- * short of a resource, or refuses a peer for hoarding one): logged at most
- * once a second for each kind, so that a peer that keeps provoking it
- * cannot flood the log. */
-enum { W_FDS, W_ACCEPT, W_UID, W_PARTIAL };
-static void warnf_(etch_service *s, int kind, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void warnf_(etch_service *s, int kind, const char *fmt, ...) {
+void etch__svc_warnf(etch_service *s, int kind, const char *fmt, ...) {
   uint64_t now = etch__monotonic_ns();
   if (s->warn_ns[kind] && now - s->warn_ns[kind] < 1000000000ull) {
     s->warn_skipped[kind]++;
@@ -277,75 +71,28 @@ static void warnf_(etch_service *s, int kind, const char *fmt, ...) {
   s->warn_skipped[kind] = 0;
 }
 
-/* ---- sending ---- */
-
-/* A reply whose body is len bytes at data (NULL, 0: none). */
-static void send_reply_bytes(etch_ipc_conn *c, uint64_t req, bool ok,
-                             const uint8_t *data, size_t len, bool more,
-                             int fd) {
-  etch_ipc_frame f;
-  memset(&f, 0, offsetof(etch_ipc_frame, methods));
-  f.kind = ETCH_IPC_REPLY;
-  f.request_id = req;
-  f.success = ok;
-  f.has_more = more;
-  f.body.data = data;
-  f.body.len = (uint32_t)len;
-  etch__ipc_conn_send(c, &f, fd);
-}
-
-static void send_reply(etch_ipc_conn *c, uint64_t req, bool ok,
-                       const etch__pb_buf *body, bool more, int fd) {
-  send_reply_bytes(c, req, ok, body ? etch__pb_buf_data(body) : NULL,
-                   body ? etch__pb_buf_len(body) : 0, more, fd);
-}
-
-static void reply_empty(etch_ipc_conn *c, const etch_ipc_frame *f, bool ok) {
-  if (!f->drop_reply) send_reply(c, f->request_id, ok, NULL, false, -1);
-}
-
-static void send_bind_reply(etch_ipc_conn *c, uint64_t req, bool ok,
-                            uint32_t service_id, const char *const *names,
-                            uint32_t n) {
-  etch_ipc_frame f;
-  memset(&f, 0, sizeof f);
-  f.kind = ETCH_IPC_BIND_REPLY;
-  f.request_id = req;
-  f.success = ok;
-  f.service_id = service_id;
-  if (ok) {
-    f.nmethods = n;
-    for (uint32_t i = 0; i < n; i++) {
-      f.methods[i].id = i + 1;
-      f.methods[i].name.data = (const uint8_t *)names[i];
-      f.methods[i].name.len = (uint32_t)strlen(names[i]);
-    }
-  }
-  etch__ipc_conn_send(c, &f, -1);
-}
-
 /* ---- lookups ---- */
 
-static producer *find_producer(etch_service *s, uint32_t id) {
+producer *etch__svc_find_producer(etch_service *s, uint32_t id) {
   for (producer *p = s->producers; p; p = p->next)
     if (p->id == id) return p;
   return NULL;
 }
 
-static session *find_session(etch_service *s, uint32_t id) {
+session *etch__svc_find_session(etch_service *s, uint32_t id) {
   for (session *x = s->sessions; x; x = x->next)
     if (x->id == id) return x;
   return NULL;
 }
 
-static consumer *find_consumer(etch_service *s, uint32_t id) {
+consumer *etch__svc_find_consumer(etch_service *s, uint32_t id) {
   for (consumer *c = s->consumers; c; c = c->next)
     if (c->id == id) return c;
   return NULL;
 }
 
 /* The service's sequence id for a producer's writer. */
-static uint32_t seq_of(etch_service *s, producer *p, uint16_t writer_id) {
+uint32_t etch__svc_seq_of(etch_service *s, producer *p, uint16_t writer_id) {
   for (uint32_t i = 0; i < p->nwriters; i++)
     if (p->writers[i].writer_id == writer_id) return p->writers[i].seq;
   if (p->nwriters == MAX_WRITERS) return 0;
@@ -369,10 +116,6 @@ static uint32_t seq_of(etch_service *s, producer *p, uint16_t writer_id) {
   return p->writers[p->nwriters++].seq;
 }
 
-typedef struct trust_ctx {
-  etch_service *s;
-} trust_ctx;
-
 static bool trust(void *ctx, uint32_t seq, int32_t *pid, int32_t *uid,
                   bool *same_pidns) {
   etch_service *s = ((trust_ctx *)ctx)->s;
@@ -395,9 +138,9 @@ static bool same_pid_namespace(pid_t pid) {
 
 /* Whether producer p may write into global buffer `buf`: one of its data
  * source instances targets it. */
-static bool may_write(etch_service *s, const producer *p, uint32_t buf) {
+bool etch__svc_may_write(etch_service *s, const producer *p, uint32_t buf) {
   if (buf >= s->nbufs || !s->bufs[buf]) return false;
-  session *x = find_session(s, s->buf_session[buf]);
+  session *x = etch__svc_find_session(s, s->buf_session[buf]);
   if (!x) return false;
   for (uint32_t i = 0; i < x->ninst; i++) {
     const instance *in = &x->inst[i];
@@ -410,9 +153,9 @@ static bool may_write(etch_service *s, const producer *p, uint32_t buf) {
 
 /* ---- async commands to producers ---- */
 
-static void send_command(producer *p, const etch__pb_buf *cmd, int fd) {
+void etch__svc_send_command(producer *p, const etch__pb_buf *cmd, int fd) {
   if (!p->has_async) return;
-  send_reply(&p->conn, p->async_req, true, cmd, true, fd);
+  etch__svc_send_reply(&p->conn, p->async_req, true, cmd, true, fd);
 }
 
 static void put_source_config(etch__pb_stream *st, const session *x,
@@ -444,7 +187,7 @@ static void send_ds_command(producer *p, const session *x, const instance *in,
   put_source_config(&b.s, x, src, x->buf_ids[src->target_buffer]);
   etch__pb_nested_end(&b.s, &c);
   etch__pb_nested_end(&b.s, &m);
-  send_command(p, &b, -1);
+  etch__svc_send_command(p, &b, -1);
   etch__pb_buf_free(&b);
 }
 
@@ -456,11 +199,11 @@ static void send_stop(producer *p, uint64_t id) {
   etch__pb_nested_begin(&b.s, ETCH_GAC_STOP_DATA_SOURCE, &m);
   etch__pb_write_varint_field(&b.s, ETCH_GAC_STOP_INSTANCE_ID, id);
   etch__pb_nested_end(&b.s, &m);
-  send_command(p, &b, -1);
+  etch__svc_send_command(p, &b, -1);
   etch__pb_buf_free(&b);
 }
 
-static int make_smb(etch_service *s, producer *p) {
+int etch__svc_make_smb(etch_service *s, producer *p) {
   uint32_t page = p->page_hint ? p->page_hint : s->o.smb_page_kb * 1024;
   if (page < ETCH_SMB_PAGE_MIN || page > 32768 || page % 4096) page = 32768;
   uint64_t size = p->size_hint ? p->size_hint : (uint64_t)s->o.smb_kb * 1024;
@@ -495,8 +238,8 @@ static int make_smb(etch_service *s, producer *p) {
 static void start_instance(etch_service *s, session *x, producer *p,
                            uint32_t src_index) {
   const etch_tc_source *src = &x->cfg->sources[src_index];
-  if (!p->smb_mem && make_smb(s, p) != ETCH_OK) {
-    logf_(s, "producer %u: %s", p->id, etch_last_error());
+  if (!p->smb_mem && etch__svc_make_smb(s, p) != ETCH_OK) {
+    etch__svc_logf(s, "producer %u: %s", p->id, etch_last_error());
     return;
   }
   if (x->ninst == x->capinst) {
@@ -525,7 +268,7 @@ static void start_instance(etch_service *s, session *x, producer *p,
     etch__pb_write_varint_field(&b.s, ETCH_GAC_SETUP_PAGE_SIZE_KB,
                                p->smb.page_size / 1024);
     etch__pb_nested_end(&b.s, &m);
-    send_command(p, &b, p->smb_fd);
+    etch__svc_send_command(p, &b, p->smb_fd);
     if (p->smb_fd >= 0 && p->has_async) {
       close(p->smb_fd);
       p->smb_fd = -1;
@@ -539,8 +282,9 @@ static void start_instance(etch_service *s, session *x, producer *p,
     send_ds_command(p, x, in, ETCH_GAC_START_DATA_SOURCE);
     in->started = true;
   }
-  logf_(s, "session %u: data source '%s' on producer %u (%s), instance %llu",
-        x->id, src->name, p->id, p->name, (unsigned long long)in->id);
+  etch__svc_logf(
+      s, "session %u: data source '%s' on producer %u (%s), instance %llu",
+      x->id, src->name, p->id, p->name, (unsigned long long)in->id);
 }
 
 static bool name_matches(const etch_tc_source *src, const producer *p) {
@@ -552,7 +296,7 @@ static bool name_matches(const etch_tc_source *src, const producer *p) {
 
 /* Starts every data source of session x that producer p offers and does
  * not run yet. */
-static void match_producer(etch_service *s, session *x, producer *p) {
+void etch__svc_match_producer(etch_service *s, session *x, producer *p) {
   if (x->state >= S_STOPPING || !p->has_async) return;
   for (uint32_t i = 0; i < x->cfg->nsources; i++) {
     const etch_tc_source *src = &x->cfg->sources[i];
@@ -567,10 +311,10 @@ static void match_producer(etch_service *s, session *x, producer *p) {
   }
 }
 
-static void start_session_sources(etch_service *s, session *x) {
+void etch__svc_start_session_sources(etch_service *s, session *x) {
   for (uint32_t i = 0; i < x->ninst; i++) {
     instance *in = &x->inst[i];
-    producer *p = find_producer(s, in->producer_id);
+    producer *p = etch__svc_find_producer(s, in->producer_id);
     if (!p || in->started) continue;
     send_ds_command(p, x, in, ETCH_GAC_START_DATA_SOURCE);
     in->started = true;
@@ -590,20 +334,10 @@ static void start_session_sources(etch_service *s, session *x) {
  * mostly fit in one reply as they are. */
 #define READ_PIECE_IPC (SLICE_MAX * 3u / 4u)
 
-typedef struct sreader {
-  etch_tracefile o;
-  trust_ctx tc;
-  uint32_t session_id;
-  uint32_t buf;  /* the session's buffer being read */
-  uint32_t piece; /* READ_PIECE or READ_PIECE_IPC */
-  bool stats;    /* TraceStats at the end */
-  bool done;
-} sreader;
-
 /* A read of session x: into a file (trace-file records), or for a
  * consumer's ReadBuffers (`slices`: the replies' slices). */
-static sreader *sreader_new(etch_service *s, session *x, bool header,
-                            bool stats, bool slices) {
+sreader *etch__svc_sreader_new(etch_service *s, session *x, bool header,
+                               bool stats, bool slices) {
   sreader *r = (sreader *)etch__calloc(1, sizeof *r);
   if (!r) return NULL;
   etch__tracefile_init(&r->o, false);
@@ -623,7 +357,7 @@ static sreader *sreader_new(etch_service *s, session *x, bool header,
   return r;
 }
 
-static void sreader_free(sreader *r) {
+void etch__svc_sreader_free(sreader *r) {
   if (!r) return;
   etch__tracefile_free(&r->o);
   free(r);
@@ -631,7 +365,8 @@ static void sreader_free(sreader *r) {
 
 /* TraceStats for session x: one BufferStats per buffer of its config, and
  * the service's counts. */
-static void trace_stats(etch_service *s, const session *x, etch__pb_stream *st) {
+void etch__svc_trace_stats(etch_service *s, const session *x,
+                           etch__pb_stream *st) {
   etch__pb_nested b;
   for (uint32_t i = 0; i < x->cfg->nbuffers; i++) {
     etch_tracebuf *tb = s->bufs[x->buf_ids[i]];
@@ -702,7 +437,7 @@ static int put_session_stats(etch_service *s, session *x, etch_tracefile *o) {
                              ETCH_CLOCK_BOOTTIME);
   etch__pb_nested n;
   etch__pb_nested_begin(st, ETCH_PKT_TRACE_STATS, &n);
-  trace_stats(s, x, st);
+  etch__svc_trace_stats(s, x, st);
   etch__pb_nested_end(st, &n);
   return etch__tracefile_put_service(o);
 }
@@ -843,13 +578,13 @@ static int put_loss_notes(etch_service *s, session *x, etch_tracefile *o) {
 /* The next piece of trace file bytes (*data NULL, *len 0 when there is
  * nothing more: then r->done). The bytes are the reader's, valid until
  * the next call or sreader_free: one buffer serves every piece. */
-static int sreader_next(etch_service *s, sreader *r, uint8_t **data,
-                        size_t *len) {
+int etch__svc_sreader_next(etch_service *s, sreader *r, uint8_t **data,
+                           size_t *len) {
   *data = NULL;
   *len = 0;
   etch__pb_buf_reset(&r->o.out);
   int rc = ETCH_OK;
-  session *x = find_session(s, r->session_id);
+  session *x = etch__svc_find_session(s, r->session_id);
   size_t have;
   while (!r->done && !rc && (have = etch__pb_buf_len(&r->o.out)) < r->piece) {
     if (x && r->buf < x->cfg->nbuffers) {
@@ -885,7 +620,7 @@ static int sreader_next(etch_service *s, sreader *r, uint8_t **data,
 
 /* ---- the consumer's file (write_into_file) ---- */
 
-static uint32_t write_period_ms(const session *x) {
+uint32_t etch__svc_write_period_ms(const session *x) {
   uint32_t per = x->cfg->file_write_period_ms ? x->cfg->file_write_period_ms
                                               : DEFAULT_WRITE_PERIOD_MS;
   return per < MIN_WRITE_PERIOD_MS ? MIN_WRITE_PERIOD_MS : per;
@@ -893,7 +628,7 @@ static uint32_t write_period_ms(const session *x) {
 
 /* How long bytes may wait for a pipe or socket that takes none. */
 static uint64_t stall_ms(const session *x) {
-  uint64_t t = 2ull * write_period_ms(x);
+  uint64_t t = 2ull * etch__svc_write_period_ms(x);
   return t < FILE_STALL_MIN_MS ? FILE_STALL_MIN_MS : t;
 }
 
@@ -933,7 +668,7 @@ static void file_dead(etch_service *s, session *x, const char *fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(x->end_reason, sizeof x->end_reason, fmt, ap);
   va_end(ap);
-  logf_(s, "session %u: %s", x->id, x->end_reason);
+  etch__svc_logf(s, "session %u: %s", x->id, x->end_reason);
 }
 
 /* One write into a pipe, socket or terminal that never waits. Its
@@ -1047,7 +782,7 @@ static bool flush_pending(etch_service *s, session *x, uint64_t now) {
  * is read from the buffers until it is taken. Sets x->out_complete once the
  * whole trace is in the file.
  */
-static void write_out(etch_service *s, session *x, bool final) {
+void etch__svc_write_out(etch_service *s, session *x, bool final) {
   if (x->out_fd < 0 || x->out_dead || x->out_complete) return;
   uint64_t now = etch__monotonic_ns();
   if (!flush_pending(s, x, now)) return;
@@ -1056,7 +791,7 @@ static void write_out(etch_service *s, session *x, bool final) {
     return;
   }
   uint64_t max = x->cfg->max_file_size_bytes;
-  sreader *r = sreader_new(s, x, !x->wrote_header, final, false);
+  sreader *r = etch__svc_sreader_new(s, x, !x->wrote_header, final, false);
   if (!r) {
     file_dead(s, x, "cannot read its buffers (out of memory)");
     return;
@@ -1065,7 +800,7 @@ static void write_out(etch_service *s, session *x, bool final) {
   while (!r->done) {
     uint8_t *data;
     size_t len;
-    if (sreader_next(s, r, &data, &len) != ETCH_OK) {
+    if (etch__svc_sreader_next(s, r, &data, &len) != ETCH_OK) {
       file_dead(s, x, "cannot read its buffers: %s", etch_last_error());
       break;
     }
@@ -1091,39 +826,36 @@ static void write_out(etch_service *s, session *x, bool final) {
     if (x->reached_max) break;
   }
   bool done = r->done;
-  sreader_free(r);
+  etch__svc_sreader_free(r);
   if (final && !x->out_dead && !x->pend && (done || x->reached_max))
     x->out_complete = true;
 }
 
 /* ---- stopping ---- */
 
-static void begin_flush(etch_service *s, session *x, uint32_t timeout_ms,
-                        bool for_consumer, uint64_t req, bool for_stop);
-
 /* Answers the consumer's EnableTracing: the session is over (with the
  * reason when it ended early). */
-static void answer_enable(etch_service *s, session *x) {
-  consumer *c = find_consumer(s, x->consumer_id);
+void etch__svc_answer_enable(etch_service *s, session *x) {
+  consumer *c = etch__svc_find_consumer(s, x->consumer_id);
   if (c && x->enable_pending) {
     etch__pb_buf b;
     etch__pb_buf_init(&b, 64, 0);
     etch__pb_write_varint_field(&b.s, ETCH_ETRESP_DISABLED, 1);
     if (x->end_reason[0])
       etch__pb_write_string_field(&b.s, ETCH_ETRESP_ERROR, x->end_reason);
-    send_reply(&c->conn, x->enable_req, true, &b, false, -1);
+    etch__svc_send_reply(&c->conn, x->enable_req, true, &b, false, -1);
     etch__pb_buf_free(&b);
     x->enable_pending = false;
   }
-  logf_(s, "session %u: disabled (%llu bytes written to file)%s%s", x->id,
-        (unsigned long long)x->bytes_written, x->end_reason[0] ? ": " : "",
-        x->end_reason);
+  etch__svc_logf(s, "session %u: disabled (%llu bytes written to file)%s%s",
+                 x->id, (unsigned long long)x->bytes_written,
+                 x->end_reason[0] ? ": " : "", x->end_reason);
 }
 
-static void finish_disable(etch_service *s, session *x) {
+void etch__svc_finish_disable(etch_service *s, session *x) {
   if (x->state == S_DISABLED) return;
   x->state = S_DISABLED;
-  write_out(s, x, true);
+  etch__svc_write_out(s, x, true);
   if (x->out_fd >= 0 && !x->out_dead && !x->out_complete) {
     /* A pipe or socket has not taken it all yet: the answer waits for the
      * rest (timers), or for the file to be given up on. */
@@ -1131,7 +863,7 @@ static void finish_disable(etch_service *s, session *x) {
     x->next_write_ns = etch__monotonic_ns() + FILE_RETRY_MS * 1000000ull;
     return;
   }
-  answer_enable(s, x);
+  etch__svc_answer_enable(s, x);
 }
 
 static void stop_sources(etch_service *s, session *x) {
@@ -1143,34 +875,34 @@ static void stop_sources(etch_service *s, session *x) {
   bool waiting = false;
   for (uint32_t i = 0; i < x->ninst; i++) {
     instance *in = &x->inst[i];
-    producer *p = find_producer(s, in->producer_id);
+    producer *p = etch__svc_find_producer(s, in->producer_id);
     if (!p || in->stop_sent) continue;
     send_stop(p, in->id);
     in->stop_sent = true;
     if (in->notify_stop) waiting = true;
     else in->stopped = true;
   }
-  if (!waiting) finish_disable(s, x);
+  if (!waiting) etch__svc_finish_disable(s, x);
 }
 
 /* Disabling: flush, then stop the data sources, then answer. */
-static void disable_session(etch_service *s, session *x) {
+void etch__svc_disable_session(etch_service *s, session *x) {
   if (x->state >= S_STOPPING) return;
   if (x->state == S_CONFIGURED) {
-    finish_disable(s, x);
+    etch__svc_finish_disable(s, x);
     return;
   }
   x->state = S_STOPPING;
-  begin_flush(s, x, x->cfg->flush_timeout_ms, false, 0, true);
+  etch__svc_begin_flush(s, x, x->cfg->flush_timeout_ms, false, 0, true);
 }
 
 /* The buffer of session x that writer `w` of producer p writes into: the
  * one it registered, else the one of p's only instance in x (0: none). */
-static uint32_t writer_buffer(etch_service *s, session *x, producer *p,
-                              uint16_t w) {
+uint32_t etch__svc_writer_buffer(etch_service *s, session *x, producer *p,
+                                 uint16_t w) {
   for (uint32_t i = 0; i < p->nwriters; i++)
     if (p->writers[i].writer_id == w && p->writers[i].buffer)
-      return may_write(s, p, p->writers[i].buffer) &&
+      return etch__svc_may_write(s, p, p->writers[i].buffer) &&
                      s->buf_session[p->writers[i].buffer] == x->id
                  ? p->writers[i].buffer
                  : 0;
@@ -1191,7 +923,7 @@ static uint32_t writer_buffer(etch_service *s, session *x, producer *p,
  * committed later it replaces the copy (src/buffer/tracebuf.c). Nothing in
  * the shared memory is changed.
  */
-static void scrape_producer(etch_service *s, session *x, producer *p) {
+void etch__svc_scrape_producer(etch_service *s, session *x, producer *p) {
   /* A producer that asked not to be scraped (libetch: its chunks being
    * written hold nothing in the shared memory) is not. */
   if (!p->smb_mem || p->no_scrape) return;
@@ -1211,8 +943,8 @@ static void scrape_producer(etch_service *s, session *x, producer *p) {
              etch__smb_next_fragment(s->chunk, &idx, &off, &d, &len) == 1)
         keep = off;
       if (idx + 1 != s->chunk->count) continue; /* did not parse: skip */
-      uint32_t buf = writer_buffer(s, x, p, s->chunk->writer_id);
-      uint32_t seq = buf ? seq_of(s, p, s->chunk->writer_id) : 0;
+      uint32_t buf = etch__svc_writer_buffer(s, x, p, s->chunk->writer_id);
+      uint32_t seq = buf ? etch__svc_seq_of(s, p, s->chunk->writer_id) : 0;
       if (!seq) continue;
       etch__tracebuf_put(s->bufs[buf], seq, s->chunk->chunk_id,
                          s->chunk->flags & ETCH_SMB_FIRST_CONTINUES, idx,
@@ -1221,23 +953,24 @@ static void scrape_producer(etch_service *s, session *x, producer *p) {
   }
 }
 
-static void end_flush(etch_service *s, session *x, bool ok) {
+void etch__svc_end_flush(etch_service *s, session *x, bool ok) {
   x->flushing = false;
   free(x->flush_wait);
   x->flush_wait = NULL;
   x->nflush_wait = 0;
-  for (producer *p = s->producers; p; p = p->next) scrape_producer(s, x, p);
+  for (producer *p = s->producers; p; p = p->next)
+    etch__svc_scrape_producer(s, x, p);
   if (x->flush_for_consumer) {
-    consumer *c = find_consumer(s, x->consumer_id);
-    if (c) send_reply(&c->conn, x->flush_req, ok, NULL, false, -1);
+    consumer *c = etch__svc_find_consumer(s, x->consumer_id);
+    if (c) etch__svc_send_reply(&c->conn, x->flush_req, ok, NULL, false, -1);
   }
   if (x->flush_for_stop) stop_sources(s, x);
 }
 
-static void begin_flush(etch_service *s, session *x, uint32_t timeout_ms,
-                        bool for_consumer, uint64_t req, bool for_stop) {
+void etch__svc_begin_flush(etch_service *s, session *x, uint32_t timeout_ms,
+                           bool for_consumer, uint64_t req, bool for_stop) {
   if (x->flushing) { /* one at a time: the older one ends now */
-    end_flush(s, x, false);
+    etch__svc_end_flush(s, x, false);
     if (x->state == S_DISABLED) return;
   }
   x->flushing = true;
@@ -1265,15 +998,15 @@ static void begin_flush(etch_service *s, session *x, uint32_t timeout_ms,
     etch__pb_write_varint_field(&b.s, ETCH_GAC_FLUSH_REQUEST_ID, x->flush_id);
     etch__pb_nested_end(&b.s, &m);
     if (any && p->has_async && x->flush_wait) {
-      send_command(p, &b, -1);
+      etch__svc_send_command(p, &b, -1);
       x->flush_wait[x->nflush_wait++] = p->id;
     }
     etch__pb_buf_free(&b);
   }
-  if (x->nflush_wait == 0) end_flush(s, x, true);
+  if (x->nflush_wait == 0) etch__svc_end_flush(s, x, true);
 }
 
-static void flush_acked(etch_service *s, producer *p, uint64_t id) {
+void etch__svc_flush_acked(etch_service *s, producer *p, uint64_t id) {
   for (session *x = s->sessions; x; x = x->next) {
     if (!x->flushing || x->flush_id != id) continue;
     for (uint32_t i = 0; i < x->nflush_wait; i++)
@@ -1281,16 +1014,16 @@ static void flush_acked(etch_service *s, producer *p, uint64_t id) {
         x->flush_wait[i] = x->flush_wait[--x->nflush_wait];
         break;
       }
-    if (x->nflush_wait == 0) end_flush(s, x, true);
+    if (x->nflush_wait == 0) etch__svc_end_flush(s, x, true);
     return;
   }
 }
 
-static void free_session(etch_service *s, session *x) {
+void etch__svc_free_session(etch_service *s, session *x) {
   if (x->state < S_STOPPING) {
     /* Stop its data sources without waiting. */
     for (uint32_t i = 0; i < x->ninst; i++) {
-      producer *p = find_producer(s, x->inst[i].producer_id);
+      producer *p = etch__svc_find_producer(s, x->inst[i].producer_id);
       if (!p || x->inst[i].stop_sent) continue;
       send_stop(p, x->inst[i].id);
     }
@@ -1307,7 +1040,7 @@ static void free_session(etch_service *s, session *x) {
   if (x->out_fd >= 0) close(x->out_fd);
   free(x->pend);
   free(x->skipped);
-  logf_(s, "session %u: freed", x->id);
+  etch__svc_logf(s, "session %u: freed", x->id);
   free(x->flush_wait);
   free(x->inst);
   free(x->cfg);
@@ -1352,12 +1085,13 @@ static int producer_init(etch_service *s, producer *p, const etch_ipc_frame *f) 
      * read before the size, so the size read stays true. */
     int seals = fcntl(fd, F_GET_SEALS);
     if (seals < 0 || !(seals & F_SEAL_SHRINK)) {
-      logf_(s,
-            "producer %u: its shared memory refused: %s; the service makes "
-            "one",
-            p->id,
-            seals < 0 ? "not a memfd that allows sealing"
-                      : "not sealed against shrinking (F_SEAL_SHRINK)");
+      etch__svc_logf(
+          s,
+          "producer %u: its shared memory refused: %s; the service makes "
+          "one",
+          p->id,
+          seals < 0 ? "not a memfd that allows sealing"
+                    : "not sealed against shrinking (F_SEAL_SHRINK)");
     } else if (fstat(fd, &st) == 0 && st.st_size > 0 &&
                page >= ETCH_SMB_PAGE_MIN && page <= 32768 &&
                page % 4096 == 0 && (uint64_t)st.st_size % page == 0 &&
@@ -1383,11 +1117,12 @@ static int producer_init(etch_service *s, producer *p, const etch_ipc_frame *f) 
   etch__pb_write_varint_field(&b.s, ETCH_ICRESP_USING_PRODUCER_SHMEM,
                              using_provided);
   etch__pb_write_varint_field(&b.s, ETCH_ICRESP_DIRECT_SMB_PATCHING, 0);
-  if (!f->drop_reply) send_reply(&p->conn, f->request_id, true, &b, false, -1);
+  if (!f->drop_reply)
+    etch__svc_send_reply(&p->conn, f->request_id, true, &b, false, -1);
   etch__pb_buf_free(&b);
-  logf_(s, "producer %u: '%s' pid %d uid %d%s", p->id, p->name,
-        (int)p->conn.peer_pid, (int)p->conn.peer_uid,
-        using_provided ? " (its own shared memory)" : "");
+  etch__svc_logf(s, "producer %u: '%s' pid %d uid %d%s", p->id, p->name,
+                 (int)p->conn.peer_pid, (int)p->conn.peer_uid,
+                 using_provided ? " (its own shared memory)" : "");
   return ETCH_OK;
 }
 
@@ -1438,11 +1173,13 @@ static int producer_register(etch_service *s, producer *p,
     r.desc_len = (uint32_t)desc_len;
     p->ds[p->nds++] = r;
   }
-  if (!f->drop_reply) send_reply(&p->conn, f->request_id, true, &b, false, -1);
+  if (!f->drop_reply)
+    etch__svc_send_reply(&p->conn, f->request_id, true, &b, false, -1);
   etch__pb_buf_free(&b);
   if (!err) {
-    logf_(s, "producer %u: data source '%s'", p->id, r.name);
-    for (session *x = s->sessions; x; x = x->next) match_producer(s, x, p);
+    etch__svc_logf(s, "producer %u: data source '%s'", p->id, r.name);
+    for (session *x = s->sessions; x; x = x->next)
+      etch__svc_match_producer(s, x, p);
   }
   return ETCH_OK;
 }
@@ -1476,9 +1213,9 @@ static int producer_commit(etch_service *s, producer *p,
                                     s->chunk);
       etch__smb_release_free(&p->smb, (uint32_t)page, (uint32_t)chunk);
       if (rc) return rc;
-      if (buf > UINT32_MAX || !may_write(s, p, (uint32_t)buf))
+      if (buf > UINT32_MAX || !etch__svc_may_write(s, p, (uint32_t)buf))
         continue; /* a buffer it may not write: dropped (a session ended) */
-      uint32_t seq = seq_of(s, p, s->chunk->writer_id);
+      uint32_t seq = etch__svc_seq_of(s, p, s->chunk->writer_id);
       if (!seq) return etch__error(ETCH_ELIMIT, "too many writers");
       etch__tracebuf_put(s->bufs[buf], seq, s->chunk->chunk_id,
                          s->chunk->flags & 3u, s->chunk->count,
@@ -1493,8 +1230,9 @@ static int producer_commit(etch_service *s, producer *p,
       }
       if (m.err || writer > 0xffff || chunk_id > UINT32_MAX)
         return etch__error(ETCH_EFORMAT, "bad chunk to patch");
-      if (buf > UINT32_MAX || !may_write(s, p, (uint32_t)buf)) continue;
-      uint32_t seq = seq_of(s, p, (uint16_t)writer);
+      if (buf > UINT32_MAX || !etch__svc_may_write(s, p, (uint32_t)buf))
+        continue;
+      uint32_t seq = etch__svc_seq_of(s, p, (uint16_t)writer);
       etch__pb_dec_init(&m, fl.data, fl.len);
       while (etch__pb_next(&m, &g)) {
         if (g.id != ETCH_CDR_PATCH_PATCHES || g.wt != 2) continue;
@@ -1522,8 +1260,8 @@ static int producer_commit(etch_service *s, producer *p,
     }
   }
   if (d.err) return etch__error(ETCH_EFORMAT, "bad CommitDataRequest");
-  reply_empty(&p->conn, f, true);
-  if (flush_id) flush_acked(s, p, flush_id);
+  etch__svc_reply_empty(&p->conn, f, true);
+  if (flush_id) etch__svc_flush_acked(s, p, flush_id);
   return ETCH_OK;
 }
 
@@ -1535,9 +1273,10 @@ static void instance_stopped(etch_service *s, producer *p, uint64_t id) {
       in->stopped = true;
       if (x->state != S_STOPPING) return;
       for (uint32_t k = 0; k < x->ninst; k++)
-        if (!x->inst[k].stopped && find_producer(s, x->inst[k].producer_id))
+        if (!x->inst[k].stopped &&
+            etch__svc_find_producer(s, x->inst[k].producer_id))
           return;
-      if (!x->flushing) finish_disable(s, x);
+      if (!x->flushing) etch__svc_finish_disable(s, x);
       return;
     }
 }
@@ -1545,15 +1284,13 @@ static void instance_stopped(etch_service *s, producer *p, uint64_t id) {
 static int on_producer_frame(etch_service *s, producer *p,
                              const etch_ipc_frame *f) {
   if (f->kind == ETCH_IPC_BIND) {
-    bool ok = etch__ipc_bytes_eq(f->name, ETCH_IPC_PRODUCER_PORT);
-    send_bind_reply(&p->conn, f->request_id, ok, PRODUCER_SERVICE_ID,
-                    producer_methods, PM_COUNT);
+    bool ok = etch__svc_bind(&p->conn, f, true);
     p->bound = p->bound || ok;
     return ETCH_OK;
   }
   if (f->kind != ETCH_IPC_INVOKE) return ETCH_OK;
   if (!p->bound || f->service_id != PRODUCER_SERVICE_ID) {
-    reply_empty(&p->conn, f, false);
+    etch__svc_reply_empty(&p->conn, f, false);
     return ETCH_OK;
   }
   if (f->method_id != PM_INIT && !p->initialized)
@@ -1574,27 +1311,28 @@ static int on_producer_frame(etch_service *s, producer *p,
             p->ds[i] = p->ds[--p->nds];
             break;
           }
-    reply_empty(&p->conn, f, true);
+    etch__svc_reply_empty(&p->conn, f, true);
     return ETCH_OK;
   }
   case PM_COMMIT: return producer_commit(s, p, f);
   case PM_ASYNC:
     p->has_async = true;
     p->async_req = f->request_id;
-    for (session *x = s->sessions; x; x = x->next) match_producer(s, x, p);
+    for (session *x = s->sessions; x; x = x->next)
+      etch__svc_match_producer(s, x, p);
     return ETCH_OK;
   case PM_STARTED:
-    reply_empty(&p->conn, f, true);
+    etch__svc_reply_empty(&p->conn, f, true);
     return ETCH_OK;
   case PM_STOPPED:
     etch__pb_dec_init(&d, f->body.data, f->body.len);
     while (etch__pb_next(&d, &fl))
       if (fl.id == ETCH_NDS_DATA_SOURCE_ID && fl.wt == 0) {
-        reply_empty(&p->conn, f, true);
+        etch__svc_reply_empty(&p->conn, f, true);
         instance_stopped(s, p, fl.u);
         return ETCH_OK;
       }
-    reply_empty(&p->conn, f, true);
+    etch__svc_reply_empty(&p->conn, f, true);
     return ETCH_OK;
   case PM_REG_WRITER: {
     uint64_t w = 0, buf = 0;
@@ -1603,19 +1341,20 @@ static int on_producer_frame(etch_service *s, producer *p,
       if (fl.id == ETCH_RTW_WRITER_ID && fl.wt == 0) w = fl.u;
       if (fl.id == ETCH_RTW_TARGET_BUFFER && fl.wt == 0) buf = fl.u;
     }
-    if (w && w <= 0xffff && buf && buf < s->nbufs && seq_of(s, p, (uint16_t)w))
+    if (w && w <= 0xffff && buf && buf < s->nbufs &&
+        etch__svc_seq_of(s, p, (uint16_t)w))
       for (uint32_t i = 0; i < p->nwriters; i++)
         if (p->writers[i].writer_id == w) p->writers[i].buffer = (uint32_t)buf;
-    reply_empty(&p->conn, f, true);
+    etch__svc_reply_empty(&p->conn, f, true);
     return ETCH_OK;
   }
   case PM_UNREG_WRITER:
   case PM_SYNC:
   case PM_UPDATE:
-    reply_empty(&p->conn, f, true);
+    etch__svc_reply_empty(&p->conn, f, true);
     return ETCH_OK;
   default: /* ActivateTriggers: etch runs no triggers */
-    reply_empty(&p->conn, f, false);
+    etch__svc_reply_empty(&p->conn, f, false);
     return ETCH_OK;
   }
 }
@@ -1736,9 +1475,9 @@ static int consumer_enable(etch_service *s, consumer *c,
     etch__pb_buf_init(&b, 64, 0);
     etch__pb_write_varint_field(&b.s, ETCH_ETRESP_DISABLED, 1);
     etch__pb_write_string_field(&b.s, ETCH_ETRESP_ERROR, err);
-    send_reply(&c->conn, f->request_id, true, &b, false, -1);
+    etch__svc_send_reply(&c->conn, f->request_id, true, &b, false, -1);
     etch__pb_buf_free(&b);
-    logf_(s, "consumer %u: session refused: %s", c->id, err);
+    etch__svc_logf(s, "consumer %u: session refused: %s", c->id, err);
     return ETCH_OK;
   }
   c->session_id = x->id;
@@ -1762,11 +1501,13 @@ static int consumer_enable(etch_service *s, consumer *c,
                                             : lseek(x->out_fd, 0, SEEK_CUR);
       x->out_base = at > 0 ? at : 0;
     }
-    x->next_write_ns = now + (uint64_t)write_period_ms(x) * 1000000ull;
+    x->next_write_ns =
+        now + (uint64_t)etch__svc_write_period_ms(x) * 1000000ull;
   }
-  logf_(s, "consumer %u: session %u, %u buffers, %u data sources", c->id,
-        x->id, cfg->nbuffers, cfg->nsources);
-  for (producer *p = s->producers; p; p = p->next) match_producer(s, x, p);
+  etch__svc_logf(s, "consumer %u: session %u, %u buffers, %u data sources",
+                 c->id, x->id, cfg->nbuffers, cfg->nsources);
+  for (producer *p = s->producers; p; p = p->next)
+    etch__svc_match_producer(s, x, p);
   return ETCH_OK;
 }
 
@@ -1782,9 +1523,9 @@ static void pump_read(etch_service *s, consumer *c) {
       c->rd = NULL;
       c->rd_len = c->rd_off = 0;
       if (!c->reader->done &&
-          sreader_next(s, c->reader, &c->rd, &c->rd_len) != ETCH_OK) {
-        send_reply(&c->conn, c->rd_req, false, NULL, false, -1);
-        sreader_free(c->reader);
+          etch__svc_sreader_next(s, c->reader, &c->rd, &c->rd_len) != ETCH_OK) {
+        etch__svc_send_reply(&c->conn, c->rd_req, false, NULL, false, -1);
+        etch__svc_sreader_free(c->reader);
         c->reader = NULL;
         return;
       }
@@ -1803,12 +1544,13 @@ static void pump_read(etch_service *s, consumer *c) {
       if (!take) take = c->rd_len - c->rd_off; /* cannot happen */
     }
     bool last = c->rd_off + take >= c->rd_len && c->reader->done;
-    send_reply_bytes(&c->conn, c->rd_req, true,
-                     c->rd ? c->rd + c->rd_off : NULL, take, !last, -1);
+    etch__svc_send_reply_bytes(&c->conn, c->rd_req, true,
+                               c->rd ? c->rd + c->rd_off : NULL, take, !last,
+                               -1);
     c->rd_off += take;
     if (last) {
       c->rd = NULL;
-      sreader_free(c->reader);
+      etch__svc_sreader_free(c->reader);
       c->reader = NULL;
     }
   }
@@ -1816,15 +1558,15 @@ static void pump_read(etch_service *s, consumer *c) {
 
 static void consumer_read(etch_service *s, consumer *c,
                           const etch_ipc_frame *f) {
-  session *x = find_session(s, c->session_id);
+  session *x = etch__svc_find_session(s, c->session_id);
   if (!x || x->out_fd >= 0 || c->reader) {
-    send_reply(&c->conn, f->request_id, false, NULL, false, -1);
+    etch__svc_send_reply(&c->conn, f->request_id, false, NULL, false, -1);
     return;
   }
-  c->reader = sreader_new(s, x, !x->wrote_header, x->state == S_DISABLED,
-                          true);
+  c->reader = etch__svc_sreader_new(s, x, !x->wrote_header,
+                                    x->state == S_DISABLED, true);
   if (!c->reader) {
-    send_reply(&c->conn, f->request_id, false, NULL, false, -1);
+    etch__svc_send_reply(&c->conn, f->request_id, false, NULL, false, -1);
     return;
   }
   x->wrote_header = true;
@@ -1867,26 +1609,25 @@ static void consumer_query(etch_service *s, consumer *c,
   etch__pb_write_varint_field(&b.s, ETCH_TSS_NUM_SESSIONS_STARTED, started);
   etch__pb_nested_end(&b.s, &st);
   /* Larger than a frame: the reply says so rather than cut it. */
-  send_reply(&c->conn, f->request_id, !b.s.failed &&
-                 etch__pb_buf_len(&b) < SLICE_MAX, &b, false, -1);
+  etch__svc_send_reply(&c->conn, f->request_id,
+                       !b.s.failed && etch__pb_buf_len(&b) < SLICE_MAX, &b,
+                       false, -1);
   etch__pb_buf_free(&b);
 }
 
 static int on_consumer_frame(etch_service *s, consumer *c,
                              const etch_ipc_frame *f) {
   if (f->kind == ETCH_IPC_BIND) {
-    bool ok = etch__ipc_bytes_eq(f->name, ETCH_IPC_CONSUMER_PORT);
-    send_bind_reply(&c->conn, f->request_id, ok, CONSUMER_SERVICE_ID,
-                    consumer_methods, CM_COUNT);
+    bool ok = etch__svc_bind(&c->conn, f, false);
     c->bound = c->bound || ok;
     return ETCH_OK;
   }
   if (f->kind != ETCH_IPC_INVOKE) return ETCH_OK;
   if (!c->bound || f->service_id != CONSUMER_SERVICE_ID) {
-    reply_empty(&c->conn, f, false);
+    etch__svc_reply_empty(&c->conn, f, false);
     return ETCH_OK;
   }
-  session *x = find_session(s, c->session_id);
+  session *x = etch__svc_find_session(s, c->session_id);
   etch__pb_dec d;
   etch__pb_field fl;
   switch (f->method_id) {
@@ -1896,13 +1637,13 @@ static int on_consumer_frame(etch_service *s, consumer *c,
       x->state = S_STARTED;
       if (x->cfg->duration_ms)
         x->deadline_ns = etch__monotonic_ns() + (uint64_t)x->cfg->duration_ms * 1000000ull;
-      start_session_sources(s, x);
+      etch__svc_start_session_sources(s, x);
     }
-    reply_empty(&c->conn, f, x != NULL);
+    etch__svc_reply_empty(&c->conn, f, x != NULL);
     return ETCH_OK;
   case CM_DISABLE:
-    reply_empty(&c->conn, f, x != NULL);
-    if (x) disable_session(s, x);
+    etch__svc_reply_empty(&c->conn, f, x != NULL);
+    if (x) etch__svc_disable_session(s, x);
     return ETCH_OK;
   case CM_FLUSH: {
     uint32_t timeout = 0;
@@ -1911,35 +1652,36 @@ static int on_consumer_frame(etch_service *s, consumer *c,
       if (fl.id == ETCH_FR_TIMEOUT_MS && fl.wt == 0 && fl.u <= 600000)
         timeout = (uint32_t)fl.u;
     if (!x || x->state != S_STARTED) {
-      reply_empty(&c->conn, f, false);
+      etch__svc_reply_empty(&c->conn, f, false);
       return ETCH_OK;
     }
-    begin_flush(s, x, timeout, true, f->request_id, false);
+    etch__svc_begin_flush(s, x, timeout, true, f->request_id, false);
     return ETCH_OK;
   }
   case CM_READ:
     consumer_read(s, c, f);
     return ETCH_OK;
   case CM_FREE:
-    if (x) free_session(s, x);
+    if (x) etch__svc_free_session(s, x);
     c->session_id = 0;
-    reply_empty(&c->conn, f, true);
+    etch__svc_reply_empty(&c->conn, f, true);
     return ETCH_OK;
   case CM_QUERY:
     consumer_query(s, c, f);
     return ETCH_OK;
   case CM_STATS: { /* GetTraceStatsResponse { trace_stats } */
     if (!x) {
-      reply_empty(&c->conn, f, false);
+      etch__svc_reply_empty(&c->conn, f, false);
       return ETCH_OK;
     }
     etch__pb_buf b;
     etch__pb_nested m;
     etch__pb_buf_init(&b, 256, 0);
     etch__pb_nested_begin(&b.s, ETCH_GTS_TRACE_STATS, &m);
-    trace_stats(s, x, &b.s);
+    etch__svc_trace_stats(s, x, &b.s);
     etch__pb_nested_end(&b.s, &m);
-    if (!f->drop_reply) send_reply(&c->conn, f->request_id, true, &b, false, -1);
+    if (!f->drop_reply)
+      etch__svc_send_reply(&c->conn, f->request_id, true, &b, false, -1);
     etch__pb_buf_free(&b);
     return ETCH_OK;
   }
@@ -1950,12 +1692,13 @@ static int on_consumer_frame(etch_service *s, consumer *c,
     etch__pb_nested_begin(&b.s, ETCH_QCR_CAPABILITIES, &m);
     etch__pb_write_varint_field(&b.s, ETCH_TSC_HAS_QUERY_CAPABILITIES, 1);
     etch__pb_nested_end(&b.s, &m);
-    if (!f->drop_reply) send_reply(&c->conn, f->request_id, true, &b, false, -1);
+    if (!f->drop_reply)
+      etch__svc_send_reply(&c->conn, f->request_id, true, &b, false, -1);
     etch__pb_buf_free(&b);
     return ETCH_OK;
   }
   default: /* not supported by etch: said, not ignored */
-    reply_empty(&c->conn, f, false);
+    etch__svc_reply_empty(&c->conn, f, false);
     return ETCH_OK;
   }
 }
@@ -1984,7 +1727,7 @@ static uint32_t *uid_conns(etch_service *s, uid_t uid, bool add) {
 /* A connection that goes gives back its share of the bounds: one of its
  * uid's connections (if it was counted), the memory of its frame received
  * in part. */
-static void conn_forget(etch_service *s, uid_t uid, size_t partial) {
+void etch__svc_conn_forget(etch_service *s, uid_t uid, size_t partial) {
   s->partial_bytes -= partial;
   for (uint32_t i = 0; i < s->nuids; i++)
     if (s->uids[i].uid == uid) {
@@ -1996,8 +1739,8 @@ static void conn_forget(etch_service *s, uid_t uid, size_t partial) {
 
 /* After a connection's frames were taken: its share of the memory held for
  * frames received in part. */
-static void conn_account(etch_service *s, const etch_ipc_conn *c,
-                         size_t *partial) {
+void etch__svc_conn_account(etch_service *s, const etch_ipc_conn *c,
+                            size_t *partial) {
   size_t now = etch__ipc_conn_partial_bytes(c);
   s->partial_bytes = s->partial_bytes - *partial + now;
   *partial = now;
@@ -2025,9 +1768,9 @@ static void salvage_producer(etch_service *s, producer *p) {
       if (rc) continue; /* a chunk that lies: its own loss */
       for (session *x = s->sessions; x; x = x->next) {
         if (x->state == S_DISABLED) continue;
-        uint32_t buf = writer_buffer(s, x, p, s->chunk->writer_id);
+        uint32_t buf = etch__svc_writer_buffer(s, x, p, s->chunk->writer_id);
         if (!buf) continue;
-        uint32_t seq = seq_of(s, p, s->chunk->writer_id);
+        uint32_t seq = etch__svc_seq_of(s, p, s->chunk->writer_id);
         if (seq)
           etch__tracebuf_put(s->bufs[buf], seq, s->chunk->chunk_id,
                              s->chunk->flags & 3u, s->chunk->count,
@@ -2037,12 +1780,12 @@ static void salvage_producer(etch_service *s, producer *p) {
     }
   }
   for (session *x = s->sessions; x; x = x->next)
-    if (x->state != S_DISABLED) scrape_producer(s, x, p);
+    if (x->state != S_DISABLED) etch__svc_scrape_producer(s, x, p);
 }
 
-static void drop_producer(etch_service *s, producer *p, const char *why) {
-  logf_(s, "producer %u (%s, pid %d) gone: %s", p->id, p->name,
-        (int)p->conn.peer_pid, why);
+void etch__svc_drop_producer(etch_service *s, producer *p, const char *why) {
+  etch__svc_logf(s, "producer %u (%s, pid %d) gone: %s", p->id, p->name,
+                 (int)p->conn.peer_pid, why);
   salvage_producer(s, p);
   for (producer **pp = &s->producers; *pp; pp = &(*pp)->next)
     if (*pp == p) {
@@ -2055,13 +1798,13 @@ static void drop_producer(etch_service *s, producer *p, const char *why) {
       for (uint32_t i = 0; i < x->nflush_wait; i++)
         if (x->flush_wait[i] == p->id) {
           x->flush_wait[i] = x->flush_wait[--x->nflush_wait];
-          if (x->nflush_wait == 0) end_flush(s, x, true);
+          if (x->nflush_wait == 0) etch__svc_end_flush(s, x, true);
           break;
         }
     for (uint32_t i = 0; i < x->ninst; i++)
       if (x->inst[i].producer_id == p->id) x->inst[i].stopped = true;
   }
-  conn_forget(s, p->conn.peer_uid, p->partial);
+  etch__svc_conn_forget(s, p->conn.peer_uid, p->partial);
   etch__ipc_conn_close(&p->conn);
   if (p->smb_mem) munmap(p->smb_mem, p->smb_size);
   if (p->smb_fd >= 0) close(p->smb_fd);
@@ -2073,22 +1816,22 @@ static void drop_producer(etch_service *s, producer *p, const char *why) {
     bool all = true;
     for (uint32_t k = 0; k < x->ninst; k++)
       if (!x->inst[k].stopped) all = false;
-    if (all) finish_disable(s, x);
+    if (all) etch__svc_finish_disable(s, x);
   }
 }
 
-static void drop_consumer(etch_service *s, consumer *c, const char *why) {
-  logf_(s, "consumer %u gone: %s", c->id, why);
-  session *x = find_session(s, c->session_id);
-  if (x) free_session(s, x);
+void etch__svc_drop_consumer(etch_service *s, consumer *c, const char *why) {
+  etch__svc_logf(s, "consumer %u gone: %s", c->id, why);
+  session *x = etch__svc_find_session(s, c->session_id);
+  if (x) etch__svc_free_session(s, x);
   for (consumer **pp = &s->consumers; *pp; pp = &(*pp)->next)
     if (*pp == c) {
       *pp = c->next;
       break;
     }
-  conn_forget(s, c->conn.peer_uid, c->partial);
+  etch__svc_conn_forget(s, c->conn.peer_uid, c->partial);
   etch__ipc_conn_close(&c->conn);
-  sreader_free(c->reader); /* and the piece c->rd points into */
+  etch__svc_sreader_free(c->reader); /* and the piece c->rd points into */
   free(c);
 }
 
@@ -2114,11 +1857,12 @@ static void out_of_fds(etch_service *s, int lfd, const char *kind) {
   }
   s->accept_resume_ns =
       etch__monotonic_ns() + (uint64_t)ACCEPT_BACKOFF_MS * 1000000ull;
-  warnf_(s, W_FDS,
-         "out of file descriptors (%s): refused %u %s connection(s), "
-         "accepting none for %u ms%s",
-         why, shed, kind, ACCEPT_BACKOFF_MS,
-         s->spare_fd < 0 ? " (no spare descriptor to refuse them with)" : "");
+  etch__svc_warnf(
+      s, W_FDS,
+      "out of file descriptors (%s): refused %u %s connection(s), "
+      "accepting none for %u ms%s",
+      why, shed, kind, ACCEPT_BACKOFF_MS,
+      s->spare_fd < 0 ? " (no spare descriptor to refuse them with)" : "");
 }
 
 static void accept_all(etch_service *s, bool is_producer) {
@@ -2135,8 +1879,8 @@ static void accept_all(etch_service *s, bool is_producer) {
     if (rc != ETCH_OK) {
       s->accept_resume_ns =
           etch__monotonic_ns() + (uint64_t)ACCEPT_BACKOFF_MS * 1000000ull;
-      warnf_(s, W_ACCEPT, "%s: accepting no connections for %u ms",
-             etch_last_error(), ACCEPT_BACKOFF_MS);
+      etch__svc_warnf(s, W_ACCEPT, "%s: accepting no connections for %u ms",
+                      etch_last_error(), ACCEPT_BACKOFF_MS);
       return;
     }
     if (fd < 0) return;
@@ -2146,11 +1890,12 @@ static void accept_all(etch_service *s, bool is_producer) {
     uint32_t *n = uid_conns(s, conn.peer_uid, true);
     if (!n || *n >= s->o.max_conns_per_uid) {
       if (n)
-        warnf_(s, W_UID,
-               "refused a %s connection from uid %u (pid %d): uid %u has %u "
-               "connections, the limit (--max-conns-per-uid)",
-               kind, (unsigned)conn.peer_uid, (int)conn.peer_pid,
-               (unsigned)conn.peer_uid, *n);
+        etch__svc_warnf(
+            s, W_UID,
+            "refused a %s connection from uid %u (pid %d): uid %u has %u "
+            "connections, the limit (--max-conns-per-uid)",
+            kind, (unsigned)conn.peer_uid, (int)conn.peer_pid,
+            (unsigned)conn.peer_uid, *n);
       etch__ipc_conn_close(&conn);
       continue;
     }
@@ -2159,7 +1904,7 @@ static void accept_all(etch_service *s, bool is_producer) {
     if (is_producer) {
       producer *p = (producer *)etch__calloc(1, sizeof *p);
       if (!p) {
-        conn_forget(s, conn.peer_uid, 0);
+        etch__svc_conn_forget(s, conn.peer_uid, 0);
         etch__ipc_conn_close(&conn);
         return;
       }
@@ -2174,7 +1919,7 @@ static void accept_all(etch_service *s, bool is_producer) {
     } else {
       consumer *c = (consumer *)etch__calloc(1, sizeof *c);
       if (!c) {
-        conn_forget(s, conn.peer_uid, 0);
+        etch__svc_conn_forget(s, conn.peer_uid, 0);
         etch__ipc_conn_close(&conn);
         return;
       }
@@ -2187,7 +1932,7 @@ static void accept_all(etch_service *s, bool is_producer) {
   }
 }
 
-static void service_producer(etch_service *s, producer *p, short rev) {
+void etch__svc_service_producer(etch_service *s, producer *p, short rev) {
   if (rev & POLLOUT) etch__ipc_conn_flush(&p->conn);
   if (rev & (POLLIN | POLLHUP | POLLERR)) etch__ipc_conn_read(&p->conn);
   etch_ipc_frame *f = (etch_ipc_frame *)etch__malloc(sizeof *f);
@@ -2202,11 +1947,11 @@ static void service_producer(etch_service *s, producer *p, short rev) {
     if (p->bound) p->conn.max_frame = ETCH_IPC_MAX_FRAME;
   }
   free(f);
-  conn_account(s, &p->conn, &p->partial);
-  if (p->conn.failed) drop_producer(s, p, p->conn.err);
+  etch__svc_conn_account(s, &p->conn, &p->partial);
+  if (p->conn.failed) etch__svc_drop_producer(s, p, p->conn.err);
 }
 
-static void service_consumer(etch_service *s, consumer *c, short rev) {
+void etch__svc_service_consumer(etch_service *s, consumer *c, short rev) {
   if (rev & POLLOUT) {
     etch__ipc_conn_flush(&c->conn);
     pump_read(s, c);
@@ -2224,14 +1969,14 @@ static void service_consumer(etch_service *s, consumer *c, short rev) {
     if (c->bound) c->conn.max_frame = ETCH_IPC_MAX_FRAME;
   }
   free(f);
-  conn_account(s, &c->conn, &c->partial);
-  if (c->conn.failed) drop_consumer(s, c, c->conn.err);
+  etch__svc_conn_account(s, &c->conn, &c->partial);
+  if (c->conn.failed) etch__svc_drop_consumer(s, c, c->conn.err);
 }
 
 /* ClearIncrementalState to every producer of session x, for its instances
  * whose data source said it handles one (incremental_state_config's
  * clear_period_ms). */
-static void clear_incremental_state(etch_service *s, session *x) {
+void etch__svc_clear_incremental_state(etch_service *s, session *x) {
   for (producer *p = s->producers; p; p = p->next) {
     etch__pb_buf b;
     etch__pb_nested m;
@@ -2247,7 +1992,7 @@ static void clear_incremental_state(etch_service *s, session *x) {
       n++;
     }
     etch__pb_nested_end(&b.s, &m);
-    if (n && !b.s.failed) send_command(p, &b, -1);
+    if (n && !b.s.failed) etch__svc_send_command(p, &b, -1);
     etch__pb_buf_free(&b);
   }
 }
@@ -2258,30 +2003,32 @@ static uint64_t timers(etch_service *s) {
     nx = x->next;
     if (x->state == S_STARTED && x->deadline_ns && now >= x->deadline_ns) {
       x->deadline_ns = 0;
-      disable_session(s, x);
+      etch__svc_disable_session(s, x);
     }
-    if (x->flushing && now >= x->flush_deadline_ns) end_flush(s, x, false);
+    if (x->flushing && now >= x->flush_deadline_ns)
+      etch__svc_end_flush(s, x, false);
     if (x->state == S_STOPPING && !x->flushing && now >= x->stop_deadline_ns)
-      finish_disable(s, x);
+      etch__svc_finish_disable(s, x);
     if (x->state == S_STARTED && x->cfg->clear_period_ms) {
       if (!x->next_clear_ns) {
         x->next_clear_ns = now + (uint64_t)x->cfg->clear_period_ms * 1000000ull;
       } else if (now >= x->next_clear_ns) {
-        clear_incremental_state(s, x);
+        etch__svc_clear_incremental_state(s, x);
         x->next_clear_ns = now + (uint64_t)x->cfg->clear_period_ms * 1000000ull;
       }
     }
     bool writing = x->out_fd >= 0 && (x->state == S_STARTED || x->draining);
     if (writing && now >= x->next_write_ns) {
-      write_out(s, x, x->draining);
+      etch__svc_write_out(s, x, x->draining);
       x->next_write_ns =
-          now + (uint64_t)(x->pend ? FILE_RETRY_MS : write_period_ms(x)) *
-                    1000000ull;
+          now +
+          (uint64_t)(x->pend ? FILE_RETRY_MS : etch__svc_write_period_ms(x)) *
+              1000000ull;
       if (x->draining && (x->out_complete || x->out_dead)) {
         x->draining = false;
-        answer_enable(s, x);
+        etch__svc_answer_enable(s, x);
       } else if (x->state == S_STARTED && (x->reached_max || x->out_dead)) {
-        disable_session(s, x);
+        etch__svc_disable_session(s, x);
       }
     }
     uint64_t t[5] = {x->state == S_STARTED ? x->deadline_ns : 0,
@@ -2335,12 +2082,12 @@ static uint64_t conn_timers(etch_service *s) {
   for (producer *p = s->producers, *np; p; p = np) {
     np = p->next;
     if (conn_overdue(s, &p->conn, p->bound, p->accepted_ns, now, &next))
-      drop_producer(s, p, p->conn.err);
+      etch__svc_drop_producer(s, p, p->conn.err);
   }
   for (consumer *c = s->consumers, *nc; c; c = nc) {
     nc = c->next;
     if (conn_overdue(s, &c->conn, c->bound, c->accepted_ns, now, &next))
-      drop_consumer(s, c, c->conn.err);
+      etch__svc_drop_consumer(s, c, c->conn.err);
   }
   return next;
 }
@@ -2367,22 +2114,23 @@ static void partial_budget(etch_service *s) {
       }
     if (!op && !oc) return;
     etch_ipc_conn *c = op ? &op->conn : &oc->conn;
-    warnf_(s, W_PARTIAL,
-           "frames received in part hold %llu KiB, more than the limit of "
-           "%llu KiB (--max-partial-frames-mb): closed %s %u (uid %u, pid "
-           "%d), whose frame waited longest",
-           (unsigned long long)(s->partial_bytes >> 10),
-           (unsigned long long)(s->o.max_partial_bytes >> 10),
-           op ? "producer" : "consumer", op ? op->id : oc->id,
-           (unsigned)c->peer_uid, (int)c->peer_pid);
+    etch__svc_warnf(
+        s, W_PARTIAL,
+        "frames received in part hold %llu KiB, more than the limit of "
+        "%llu KiB (--max-partial-frames-mb): closed %s %u (uid %u, pid "
+        "%d), whose frame waited longest",
+        (unsigned long long)(s->partial_bytes >> 10),
+        (unsigned long long)(s->o.max_partial_bytes >> 10),
+        op ? "producer" : "consumer", op ? op->id : oc->id,
+        (unsigned)c->peer_uid, (int)c->peer_pid);
     c->eof = false;
     etch__ipc_conn_fail(c,
                         "its frame received in part was the oldest when such "
                         "frames held more than the limit");
     if (op)
-      drop_producer(s, op, c->err);
+      etch__svc_drop_producer(s, op, c->err);
     else
-      drop_consumer(s, oc, c->err);
+      etch__svc_drop_consumer(s, oc, c->err);
   }
 }
 
@@ -2439,11 +2187,11 @@ int etch__service_poll(etch_service *s, int timeout_ms) {
     for (uint32_t i = 2; i < n; i++) {
       if (!fds[i].revents) continue;
       if (i < first_consumer) {
-        producer *p = find_producer(s, ids[i]);
-        if (p) service_producer(s, p, fds[i].revents);
+        producer *p = etch__svc_find_producer(s, ids[i]);
+        if (p) etch__svc_service_producer(s, p, fds[i].revents);
       } else {
-        consumer *c = find_consumer(s, ids[i]);
-        if (c) service_consumer(s, c, fds[i].revents);
+        consumer *c = etch__svc_find_consumer(s, ids[i]);
+        if (c) etch__svc_service_consumer(s, c, fds[i].revents);
       }
     }
   }
@@ -2453,11 +2201,11 @@ int etch__service_poll(etch_service *s, int timeout_ms) {
   /* Whoever failed while we wrote to them. */
   for (producer *p = s->producers, *np; p; p = np) {
     np = p->next;
-    if (p->conn.failed) drop_producer(s, p, p->conn.err);
+    if (p->conn.failed) etch__svc_drop_producer(s, p, p->conn.err);
   }
   for (consumer *c = s->consumers, *nc; c; c = nc) {
     nc = c->next;
-    if (c->conn.failed) drop_consumer(s, c, c->conn.err);
+    if (c->conn.failed) etch__svc_drop_consumer(s, c, c->conn.err);
   }
   timers(s);
   return ETCH_OK;
@@ -2522,10 +2270,10 @@ static int drain(etch_service *s) {
   }
   if (!n) return ETCH_OK;
   if (wait_ms > DRAIN_MAX_MS) wait_ms = DRAIN_MAX_MS; /* a config's say */
-  logf_(s, "stopping: ending %u session(s)", n);
+  etch__svc_logf(s, "stopping: ending %u session(s)", n);
   for (session *x = s->sessions, *nx; x; x = nx) {
     nx = x->next;
-    disable_session(s, x);
+    etch__svc_disable_session(s, x);
   }
   uint64_t deadline =
       etch__monotonic_ns() + (wait_ms + DRAIN_GRACE_MS) * 1000000ull;
@@ -2534,8 +2282,9 @@ static int drain(etch_service *s) {
     if (rc) return rc;
   }
   if (s->sessions)
-    logf_(s, "stopping with sessions left: %s",
-          s->stop >= 2 ? "asked again" : "their consumers did not finish");
+    etch__svc_logf(
+        s, "stopping with sessions left: %s",
+        s->stop >= 2 ? "asked again" : "their consumers did not finish");
   return ETCH_OK;
 }
 
@@ -2552,9 +2301,11 @@ void etch__service_stop(etch_service *s) { s->stop = s->stop ? 2 : 1; }
 
 void etch__service_free(etch_service *s) {
   if (!s) return;
-  while (s->consumers) drop_consumer(s, s->consumers, "service stopped");
-  while (s->sessions) free_session(s, s->sessions);
-  while (s->producers) drop_producer(s, s->producers, "service stopped");
+  while (s->consumers)
+    etch__svc_drop_consumer(s, s->consumers, "service stopped");
+  while (s->sessions) etch__svc_free_session(s, s->sessions);
+  while (s->producers)
+    etch__svc_drop_producer(s, s->producers, "service stopped");
   if (s->lp >= 0) {
     close(s->lp);
     unlink(s->o.producer_socket);
