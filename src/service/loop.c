@@ -1,46 +1,28 @@
 /*
- * service.c - the tracing service (see service.h and docs/service.md).
- *
- * Life of a session, as Perfetto's "life of a tracing session" tells it:
- * producers connect and register data sources; a consumer enables tracing
- * with a config; the service makes the session's buffers and, for every
- * producer with a matching data source, sends SetupTracing (with the
- * shared memory buffer, once per producer), SetupDataSource and
- * StartDataSource; producers fill chunks of their buffer and ask the
- * service to move them (CommitData); the consumer flushes, disables and
- * reads the buffers (or the service writes them into the consumer's file
- * as it goes); the buffers are freed when the consumer says so or leaves.
+ * loop.c - the tracing service's one thread (see service.h and
+ * docs/service.md): the poll loop over the listening sockets, the
+ * connections and the sessions' timers; accepting connections within
+ * their bounds (per uid, out of descriptors, frames received in part,
+ * binding and frames in time); making, running, stopping and freeing the
+ * service; its log. The ports are in producer.c and consumer.c, a
+ * session's life in session.c, the method tables in methods.c.
  */
 #define _GNU_SOURCE
 #include "service/service.h"
 
-#include <errno.h>
 #include <fcntl.h>
-#ifdef __GLIBC__
-#include <malloc.h>
-#endif
-#include <limits.h>
 #include <poll.h>
-#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "base/clock.h"
-#include "buffer/smb.h"
-#include "buffer/tracebuf.h"
-#include "buffer/tracefile.h"
-#include "ipc/ipc.h"
-#include "proto/ipc.h"
-#include "proto/perfetto.h"
-#include "proto/trace_config.h"
 #include "service/service_int.h"
+
+/* ---- the log ---- */
 
 void etch__svc_logf(const etch_service *s, const char *fmt, ...) {
   if (!s->o.verbose) return;
@@ -71,7 +53,7 @@ void etch__svc_warnf(etch_service *s, int kind, const char *fmt, ...) {
   s->warn_skipped[kind] = 0;
 }
 
-/* ---- lookups ---- */
+/* ---- connections ---- */
 
 /* Whether process `pid` sees pids as this one does (the same pid
  * namespace): then its descriptors must name its own pid. Unknown: no. */
@@ -82,8 +64,6 @@ static bool same_pid_namespace(pid_t pid) {
   return pid > 0 && stat("/proc/self/ns/pid", &a) == 0 &&
          stat(path, &b) == 0 && a.st_ino == b.st_ino && a.st_dev == b.st_dev;
 }
-
-/* ---- connections ---- */
 
 /* Connections of peer uid `uid` (producers and consumers together): its
  * count, made (at 0) when `add`; NULL when there is none, or no memory. */
@@ -223,6 +203,10 @@ static void accept_all(etch_service *s, bool is_producer) {
   }
 }
 
+/* ---- timers ---- */
+
+/* The sessions' deadlines, flushes, stops, ClearIncrementalState and
+ * writes into files that are due; the next time one will be. */
 static uint64_t timers(etch_service *s) {
   uint64_t now = etch__monotonic_ns(), next = UINT64_MAX;
   for (session *x = s->sessions, *nx; x; x = nx) {
@@ -359,6 +343,8 @@ static void partial_budget(etch_service *s) {
       etch__svc_drop_consumer(s, oc, c->err);
   }
 }
+
+/* ---- the loop ---- */
 
 int etch__service_poll(etch_service *s, int timeout_ms) {
   uint64_t next = timers(s);
