@@ -122,3 +122,21 @@ char *etch__strdup(const char *s) {
   if (p) memcpy(p, s, n);
   return p;
 }
+
+/* ---- exit handlers ------------------------------------------------------ */
+
+extern void *__dso_handle __attribute__((visibility("hidden")));
+extern int __cxa_atexit(void (*fn)(void *), void *arg, void *dso);
+
+static void run_exit_fn(void *arg) {
+  void (*fn)(void);
+  memcpy(&fn, &arg, sizeof fn);
+  fn();
+}
+
+int etch__atexit(void (*fn)(void)) {
+  void *arg;
+  _Static_assert(sizeof arg == sizeof fn, "function pointers are pointers");
+  memcpy(&arg, &fn, sizeof arg);
+  return __cxa_atexit(run_exit_fn, arg, &__dso_handle);
+}

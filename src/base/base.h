@@ -50,6 +50,12 @@ void etch__error_clear(void);
 
 /* The kernel thread id of the calling thread (cached per thread). */
 int32_t etch__gettid(void);
+/* atexit() for the code of the object etch is linked into: the handler
+ * runs at exit, or when that object is unloaded (dlclose) if it comes
+ * first. atexit() itself does the same with the C library, but a
+ * sanitizer that intercepts it (ThreadSanitizer) loses which object the
+ * handler belongs to and calls it after the unload. */
+int etch__atexit(void (*fn)(void));
 /* Forgets the cached tid (called in a fork child). */
 void etch__tid_reset(void);
 

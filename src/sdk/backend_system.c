@@ -1164,7 +1164,7 @@ int etch_system_start(const char *producer_name) {
   once = true;
   pthread_mutex_unlock(&P.lock);
   if (first) {
-    atexit(flush_at_exit);
+    etch__atexit(flush_at_exit);
     pthread_atfork(sys_atfork_prepare, sys_atfork_parent, sys_atfork_child);
   }
   stall_ns = (uint64_t)env_long("ETCH_SYSTEM_STALL_MS", 0, 10000, 0) * 1000000u;

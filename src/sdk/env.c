@@ -241,7 +241,7 @@ static int guest_init(void) {
  * them). Environment lock held. */
 static void exit_hook(void) {
   env_pid = getpid();
-  if (!atexit_set) atexit(env_atexit);
+  if (!atexit_set) etch__atexit(env_atexit);
   atexit_set = true;
 }
 
@@ -357,7 +357,7 @@ static void channels_init(const char *list) {
   free(chan_unmatched);
   chan_unmatched = un;
   chan_pid = getpid();
-  if (!registered) atexit(channels_check);
+  if (!registered) etch__atexit(channels_check);
 }
 
 /* A guest's trace for the owner (join.c): its session stopped, its packets
@@ -415,8 +415,12 @@ int etch_init(void) {
     return crc;
   }
   /* Another copy of etch in this process records ETCH_OUT already: this
-   * one records into its trace (join.c). */
+   * one records into its trace (join.c). Not under the lock: the owner
+   * takes a guest's trace (guest_give, which takes it) under its own lock,
+   * which joining takes. env_inited keeps out a second etch_init. */
+  pthread_mutex_unlock(&env_lock);
   int joined = etch__join_as_guest(guest_give);
+  pthread_mutex_lock(&env_lock);
   if (joined) {
     int rc = joined < 0 ? ETCH_ESTATE : guest_init();
     pthread_mutex_unlock(&env_lock);

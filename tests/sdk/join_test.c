@@ -167,7 +167,10 @@ TEST(a_plugin_too_late_is_told) {
   free(err);
 }
 
-#ifdef JOIN_MALLOC
+/* Not under a sanitizer: its runtime must come first in the process, so
+ * a sanitized libetch_malloc.so cannot be preloaded (docs/memory.md). */
+#if defined(JOIN_MALLOC) && !defined(__SANITIZE_ADDRESS__) && \
+    !defined(__SANITIZE_THREAD__)
 /* Three copies: libetch_malloc.so (libetch.so, preloaded: it starts first
  * and owns the trace), the program's libetch.a and the plugin's. The
  * allocations and both copies' slices are in one trace. (The preloaded
