@@ -17,7 +17,7 @@ typedef struct convert_args {
 static int cmd_convert(int argc, char **argv) {
   convert_args ca = {0};
   opts o;
-  int rc;
+  int rc = 0;
   if (!cli_parse(&cli_convert, argc, argv, &ca, &o, &rc)) return rc;
   rc = cli_one_trace(&cli_convert, &o);
   sqlite3 *db = NULL;

@@ -25,7 +25,7 @@ static int leaks_top(const command *cmd, const char *opt, const char *value,
 static int cmd_leaks(int argc, char **argv) {
   leaks_args la = {.top = 20};
   opts o;
-  int rc;
+  int rc = 0;
   if (!cli_parse(&cli_leaks, argc, argv, &la, &o, &rc)) return rc;
   rc = cli_one_trace(&cli_leaks, &o);
   if (!rc) rc = check_readable(o.operands[0]);

@@ -59,6 +59,7 @@ void opts_free(opts *o) {
 
 bool cli_parse(const command *cmd, int argc, char **argv, void *args, opts *o,
                int *status) {
+  *status = 0; /* the caller goes on with it when the options parse */
   memset(o, 0, sizeof *o);
   o->argc = argc;
   o->argv = argv;

@@ -17,7 +17,7 @@
 
 static int cmd_print(int argc, char **argv) {
   opts o;
-  int rc;
+  int rc = 0;
   if (!cli_parse(&cli_print, argc, argv, NULL, &o, &rc)) return rc;
   rc = cli_one_trace(&cli_print, &o);
   if (!rc) rc = check_readable(o.operands[0]);

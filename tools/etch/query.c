@@ -45,7 +45,7 @@ static int cmd_query(int argc, char **argv) {
   const command *cmd = &cli_query;
   query_args qa = {0};
   opts o;
-  int rc;
+  int rc = 0;
   if (!cli_parse(cmd, argc, argv, &qa, &o, &rc)) return rc;
   etch__out_mode mode = qa.csv ? ETCH__OUT_CSV : ETCH__OUT_TABLE;
   if (o.noperands < 1) rc = usage_error(cmd, "missing the trace file");

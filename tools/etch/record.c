@@ -415,7 +415,7 @@ static int cmd_record(int argc, char **argv) {
   const command *cmd = &cli_record;
   record_args ra = {0};
   opts o;
-  int rc;
+  int rc = 0;
   if (!cli_parse(cmd, argc, argv, &ra, &o, &rc)) return rc;
   const char *out_path = ra.out_path, *cats = ra.cats;
   rec_service_opts so_ = ra.so;

@@ -40,7 +40,7 @@ static int stats_top(const command *cmd, const char *opt, const char *value,
 static int cmd_stats(int argc, char **argv) {
   etch__stats_opts so = {.top = 10};
   opts o;
-  int rc;
+  int rc = 0;
   if (!cli_parse(&cli_stats, argc, argv, &so, &o, &rc)) return rc;
   rc = cli_one_trace(&cli_stats, &o);
   if (!rc) rc = stats_of(o.operands[0], &so, stdout);
