@@ -15,6 +15,7 @@
 
 #include "base/map.h"
 #include "proto/perfetto.h"
+#include "reader/errors.h"
 #include "reader/reader_int.h"
 
 #define MAX_FIELDS 256

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "proto/perfetto.h"
+#include "reader/errors.h"
 #include "reader/reader_int.h"
 
 /* ---- debug annotations --------------------------------------------------------------- */

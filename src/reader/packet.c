@@ -14,30 +14,12 @@
 #include <string.h>
 
 #include "proto/perfetto.h"
+#include "reader/errors.h"
 #include "reader/reader_int.h"
 
 /* TracePacket.incremental_state_cleared (deprecated bool form of flag 1). */
 #define PKT_INCREMENTAL_STATE_CLEARED 41
 /* TracePacket.thread_descriptor etc. are not read (legacy). */
-
-static const char *wt_name(unsigned wt) {
-  switch (wt) {
-    case ETCH_PB_VARINT: return "varint";
-    case ETCH_PB_FIXED64: return "fixed64";
-    case ETCH_PB_LEN: return "length-delimited";
-    case ETCH_PB_FIXED32: return "fixed32";
-    default: return "group";
-  }
-}
-
-/* A known field with the wrong wire type is malformed input. */
-int etch__rd_bad_wt(etch_reader *r, const rd_src *src, const uint8_t *msg,
-                  const etch__pb_field *f, const char *what) {
-  return etch__rd_fail(r, src, msg + f->off, ETCH_EFORMAT,
-                       "%s (field %u) has wire type %s", what, f->id,
-                       wt_name(f->wt));
-}
-
 
 /* ---- sequences -------------------------------------------------------------------- */
 

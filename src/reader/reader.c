@@ -6,7 +6,6 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -18,44 +17,9 @@
 
 #include "proto/perfetto.h"
 #include "base/clock.h"
+#include "reader/errors.h"
 #include "reader/reader_int.h"
 #include "reader/reader_priv.h"
-
-/* ---- errors ---------------------------------------------------------------------- */
-
-static void error_prefixed(etch_reader *r, int status, uint64_t off,
-                           const rd_src *src, uint64_t inner_off,
-                           const char *msg) {
-  const char *name = r->name ? r->name : "";
-  const char *sep = r->name ? ": " : "";
-  if (!src || src->depth == 0)
-    etch__error(status, "%s%soffset %llu: %s", name, sep,
-                (unsigned long long)off, msg);
-  else
-    etch__error(status,
-                "%s%soffset %llu: in compressed packets: decompressed offset "
-                "%llu: %s",
-                name, sep, (unsigned long long)src->wrapper_off,
-                (unsigned long long)inner_off, msg);
-  r->err_formatted = true;
-}
-
-int etch__rd_fail(etch_reader *r, const rd_src *src, const uint8_t *at,
-                  int status, const char *fmt, ...) {
-  char msg[400];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
-  va_end(ap);
-  uint64_t off = (uint64_t)(at - src->start);
-  error_prefixed(r, status, off, src, off, msg);
-  return status;
-}
-
-int etch__rd_fail_dec(etch_reader *r, const rd_src *src, const etch__pb_dec *d) {
-  return etch__rd_fail(r, src, d->start + d->err_off, d->err ? d->err : ETCH_EFORMAT,
-                       "%s", d->err_msg ? d->err_msg : "malformed protobuf");
-}
 
 /* ---- progress ---------------------------------------------------------------------- */
 
@@ -816,7 +780,7 @@ static int run(etch_reader *r) {
   if (rc && !r->err_formatted) {
     char msg[512];
     snprintf(msg, sizeof msg, "%s", etch_last_error());
-    error_prefixed(r, rc, r->cur_off, NULL, 0, msg[0] ? msg : etch_strerror(rc));
+    etch__rd_fail_at(r, rc, r->cur_off, msg[0] ? msg : etch_strerror(rc));
   }
   /* Events decoded before an error are still delivered. */
   if ((r->order == ETCH_ORDER_TIMESTAMP || (r->per_track && !r->went_back)) &&

@@ -312,33 +312,11 @@ struct etch_reader {
 
 /* ---- shared functions ---------------------------------------------------------------- */
 
-/* Sets the error "[name: ]offset N: msg" for a position inside `src`. */
-int etch__rd_fail(etch_reader *r, const rd_src *src, const uint8_t *at,
-                  int status, const char *fmt, ...) ETCH_PRINTF(5, 6);
-/* The same for a decoder error of `d` (decoding bytes of `src`). */
-int etch__rd_fail_dec(etch_reader *r, const rd_src *src, const etch__pb_dec *d);
-
 /* Decodes a run of Trace records (field 1) from src->start[0..len). */
 int etch__rd_parse_records(etch_reader *r, const rd_src *src, size_t len);
 /* Decodes one TracePacket whose record starts at `rec_off` of src. */
 int etch__rd_packet(etch_reader *r, const rd_src *src, uint64_t rec_off,
                     const uint8_t *pkt, size_t len);
-/* A known field of `msg` with the wrong wire type: EFORMAT naming it. */
-int etch__rd_bad_wt(etch_reader *r, const rd_src *src, const uint8_t *msg,
-                    const etch__pb_field *f, const char *what);
-#define RD_EXPECT(f, w, what)                                  \
-  do {                                                         \
-    if (ETCH_UNLIKELY((f).wt != (w))) {                        \
-      etch__pb_field bad_ = (f); /* keeps f from escaping */    \
-      return etch__rd_bad_wt(r, src, d.start, &bad_, what);    \
-    }                                                          \
-  } while (0)
-/* etch__rd_fail_dec through a copy of the decoder, for the same reason. */
-#define RD_DEC_FAIL(d)                                         \
-  do {                                                         \
-    etch__pb_dec failed_ = (d);                                 \
-    return etch__rd_fail_dec(r, src, &failed_);                \
-  } while (0)
 /* Appends one element, or a packed run, of a repeated integer field. */
 int etch__rd_repeated(etch_reader *r, const rd_src *src, const uint8_t *msg,
                       const etch__pb_field *f, bool fixed64, uint64_t **arr,
