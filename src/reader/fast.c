@@ -32,6 +32,7 @@
 #include <string.h>
 
 #include "proto/perfetto.h"
+#include "reader/progress.h"
 #include "reader/reader_int.h"
 
 /* Tags (field << 3 | wire type) of the fields taken. */

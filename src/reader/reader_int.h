@@ -477,10 +477,6 @@ void etch__rd_counter_value(rd_seq *seq, rd_track *t, etch_event *ev);
 int etch__rd_fast_records(etch_reader *r, const rd_src *src,
                           const uint8_t **pp, const uint8_t *end);
 
-/* Progress on stderr (no-op unless enabled). */
-void etch__rd_progress(etch_reader *r, uint64_t done, uint64_t total,
-                       const char *what);
-
 /* ---- observing the read (etch print) ------------------------------------------------ */
 
 /* A packet as the generic decoder read it. */
