@@ -16,6 +16,8 @@
 #include "base/map.h"
 #include "proto/perfetto.h"
 #include "reader/errors.h"
+#include "reader/deliver.h"
+#include "reader/track.h"
 #include "reader/reader_int.h"
 
 #define MAX_FIELDS 256
@@ -510,7 +512,7 @@ int etch_reader_route(etch_reader *r, uint32_t route_id, const char *logger,
   ro->cb = cb;
   ro->user = user;
   /* One subscription feeds every route. */
-  if (c->nroutes++ == 0) return etch_reader_on(r, NULL, NULL, on_event, r);
+  if (c->nroutes++ == 0) return etch__rd_subscribe(r, NULL, NULL, on_event, r);
   return 0;
 }
 

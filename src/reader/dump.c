@@ -12,6 +12,7 @@
 
 #include "proto/perfetto.h"
 #include "reader/dump.h"
+#include "reader/track.h"
 #include "reader/reader_int.h"
 
 /* The listing's state: where it goes, how deep in compressed packets. */

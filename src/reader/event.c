@@ -8,6 +8,8 @@
 
 #include "proto/perfetto.h"
 #include "reader/errors.h"
+#include "reader/deliver.h"
+#include "reader/track.h"
 #include "reader/reader_int.h"
 
 /* ---- debug annotations --------------------------------------------------------------- */

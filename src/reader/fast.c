@@ -33,6 +33,7 @@
 
 #include "proto/perfetto.h"
 #include "reader/progress.h"
+#include "reader/deliver.h"
 #include "reader/reader_int.h"
 
 /* Tags (field << 3 | wire type) of the fields taken. */

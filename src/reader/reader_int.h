@@ -333,26 +333,12 @@ ETCH_INLINE const char *rd_pool_field(etch_reader *r, const etch__pb_field *f) {
 int etch__rd_decompress(etch_reader *r, const rd_src *src, const uint8_t *at,
                         const uint8_t *data, size_t len, bool zstd);
 
-/* Hands a fully built event to ordering (hold) or delivery (which sets its
- * pid and tid). */
-int etch__rd_emit(etch_reader *r, rd_seq *seq, etch_event *ev,
-                  rd_track *track);
 /* Custom events (custom.c): a schema from InternedData; the end of the
  * read (held serial events); freeing. */
 int etch__rd_schema(etch_reader *r, const rd_src *src, const uint8_t *msg,
                     size_t len);
 int etch__rd_custom_finish(etch_reader *r);
 void etch__rd_custom_free(etch_reader *r);
-
-/* Delivers one event to the track callback and the subscribers. */
-void etch__rd_deliver(etch_reader *r, etch_event *ev, rd_track *track);
-/* Announces a track (and its ancestors first) to the track callback. */
-void etch__rd_announce_track(etch_reader *r, rd_track *t, int depth);
-/* `cats` (categories joined by ",") holds the pooled category `want`. */
-bool etch__rd_cat_match(const char *want, const char *cats);
-
-rd_track *etch__rd_track_get(etch_reader *r, uint64_t uuid, bool create);
-void etch__rd_track_resolve(etch_reader *r, rd_track *t);
 
 /* Clocks. */
 int etch__rd_clocks_init(rd_clocks *c);
@@ -374,73 +360,6 @@ ETCH_INLINE bool rd_clock_convert(etch_reader *r, rd_clock *k, uint64_t v,
     return true;
   }
   return etch__rd_clock_convert(r, k, v, out);
-}
-
-/* Holds an event of a track whose events are put in order (per-track
- * order). */
-int etch__rd_hold_track(etch_reader *r, const etch_event *ev, rd_track *t);
-/* Decides whether a track's slices stream or are held (per-track order). */
-void etch__rd_track_order_decide(etch_reader *r, rd_track *t);
-
-/* etch__rd_deliver, inline. SLICE_END events are matched per track in
- * delivery order unless the consumer matches them itself. */
-ETCH_INLINE void rd_deliver(etch_reader *r, etch_event *ev, rd_track *t) {
-  if (ev->type == ETCH_EVENT_SLICE_BEGIN) {
-    t->open++;
-  } else if (ev->type == ETCH_EVENT_SLICE_END && !r->no_end_matching) {
-    if (t->open == 0) {
-      r->stats.misplaced_end_event++;
-      return;
-    }
-    t->open--;
-  }
-  if (ETCH_UNLIKELY(!r->have_bounds)) {
-    r->have_bounds = true;
-    r->first_ts = r->last_ts = ev->ts;
-  } else if (ev->ts < r->first_ts) {
-    r->first_ts = ev->ts;
-  } else if (ev->ts > r->last_ts) {
-    r->last_ts = ev->ts;
-  }
-  if (ETCH_UNLIKELY(!t->delivered)) etch__rd_announce_track(r, t, 0);
-  if (ETCH_UNLIKELY(t->res_gen != r->track_gen)) etch__rd_track_resolve(r, t);
-  ev->pid = t->ev_pid;
-  ev->tid = t->ev_tid;
-  if (ETCH_LIKELY(r->sub_all)) { /* one subscription, to everything */
-    r->subs[0].cb(ev, r->subs[0].user);
-    return;
-  }
-  const rd_sub *s = r->subs, *e = r->subs + r->nsubs;
-  for (; s < e; s++) {
-    if (s->name && s->name != ev->name) continue;
-    if (s->category && !etch__rd_cat_match(s->category, ev->category)) continue;
-    s->cb(ev, s->user);
-  }
-}
-
-/*
- * Delivery in per-track order: slices and instants of a held track wait
- * for the end of the trace; those of a streamed track (a thread track, one
- * sequence writing it in time order) go now, unless the track goes back in
- * time, which stops the read (etch__reader_went_back). Counters go now.
- */
-ETCH_INLINE int rd_deliver_per_track(etch_reader *r, etch_event *ev,
-                                     rd_track *t) {
-  if (ev->type != ETCH_EVENT_COUNTER) {
-    if (ETCH_UNLIKELY(t->order_state != RD_ORDER_STREAM)) {
-      if (t->order_state == RD_ORDER_UNDECIDED)
-        etch__rd_track_order_decide(r, t);
-      if (t->order_state == RD_ORDER_HOLD) return etch__rd_hold_track(r, ev, t);
-    }
-    if (ETCH_UNLIKELY(ev->ts < t->order_last)) {
-      r->went_back = true;
-      r->stop = true;
-      return 0;
-    }
-    t->order_last = ev->ts;
-  }
-  rd_deliver(r, ev, t);
-  return 0;
 }
 
 /* ---- the fast path (fast.c) and what it shares --------------------------------------- */
