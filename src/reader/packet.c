@@ -596,8 +596,8 @@ int etch__rd_packet(etch_reader *r, const rd_src *src, uint64_t rec_off,
         rc = trace_stats(r, src, f.data, f.len);
       } else if (f.id == ETCH_PKT_COMPRESSED_PACKETS ||
                  f.id == ETCH_PKT_ZSTD_COMPRESSED_PACKETS) {
-        rc = etch__rd_decompress(r, src, pkt + f.off, f.data, f.len,
-                                 f.id == ETCH_PKT_ZSTD_COMPRESSED_PACKETS);
+        rc = r->unpack(r, src, pkt + f.off, f.data, f.len,
+                       f.id == ETCH_PKT_ZSTD_COMPRESSED_PACKETS);
       }
       if (rc) return rc;
     }

@@ -306,14 +306,19 @@ struct etch_reader {
   uint64_t progress_t0, progress_last;
   uint64_t progress_tick;
 
+  /* Reads the records of a compressed packet (source.c's
+   * etch__rd_decompress, set by reader_new). packet.c calls it through
+   * this pointer: the packets inside a packet come from the source above
+   * the decoders, read as the file's are. */
+  int (*unpack)(etch_reader *r, const rd_src *src, const uint8_t *at,
+                const uint8_t *data, size_t len, bool zstd);
+
   /* Sees the read instead of the subscribers (etch print), or NULL. */
   const struct rd_observer *obs;
 };
 
 /* ---- shared functions ---------------------------------------------------------------- */
 
-/* Decodes a run of Trace records (field 1) from src->start[0..len). */
-int etch__rd_parse_records(etch_reader *r, const rd_src *src, size_t len);
 /* Decodes one TracePacket whose record starts at `rec_off` of src. */
 int etch__rd_packet(etch_reader *r, const rd_src *src, uint64_t rec_off,
                     const uint8_t *pkt, size_t len);
@@ -328,10 +333,6 @@ int etch__rd_track_event(etch_reader *r, const rd_src *src, rd_seq *seq,
 ETCH_INLINE const char *rd_pool_field(etch_reader *r, const etch__pb_field *f) {
   return etch__strpool_get(&r->pool, f->data, f->len);
 }
-
-/* Decompresses and parses a compressed_packets / zstd payload. */
-int etch__rd_decompress(etch_reader *r, const rd_src *src, const uint8_t *at,
-                        const uint8_t *data, size_t len, bool zstd);
 
 /* Custom events (custom.c): a schema from InternedData; the end of the
  * read (held serial events); freeing. */
