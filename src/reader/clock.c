@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "proto/perfetto.h"
+#include "reader/clock.h"
 #include "reader/errors.h"
 #include "reader/reader_int.h"
 

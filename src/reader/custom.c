@@ -15,8 +15,9 @@
 
 #include "base/map.h"
 #include "proto/perfetto.h"
-#include "reader/errors.h"
+#include "reader/custom.h"
 #include "reader/deliver.h"
+#include "reader/errors.h"
 #include "reader/track.h"
 #include "reader/reader_int.h"
 

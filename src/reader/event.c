@@ -7,10 +7,50 @@
 #include <string.h>
 
 #include "proto/perfetto.h"
-#include "reader/errors.h"
 #include "reader/deliver.h"
+#include "reader/errors.h"
+#include "reader/event.h"
 #include "reader/track.h"
 #include "reader/reader_int.h"
+
+/* ---- repeated fields ----------------------------------------------------------------- */
+
+static int push_u64(uint64_t **arr, size_t *n, size_t *cap, uint64_t v) {
+  if (*n == *cap) {
+    size_t nc = *cap ? *cap * 2 : 8;
+    if (nc > (1u << 20)) return etch__error(ETCH_ELIMIT, "repeated field too long");
+    uint64_t *p = (uint64_t *)etch__realloc(*arr, nc * sizeof *p);
+    if (!p) return ETCH_ENOMEM;
+    *arr = p;
+    *cap = nc;
+  }
+  (*arr)[(*n)++] = v;
+  return 0;
+}
+
+/* Reads one element or a packed run of a repeated integer field. */
+int etch__rd_repeated(etch_reader *r, const rd_src *src, const uint8_t *msg,
+                    const etch__pb_field *f, bool fixed64, uint64_t **arr,
+                    size_t *n, size_t *cap) {
+  if (f->wt == (fixed64 ? ETCH_PB_FIXED64 : ETCH_PB_VARINT))
+    return push_u64(arr, n, cap, f->u);
+  if (f->wt != ETCH_PB_LEN) return etch__rd_bad_wt(r, src, msg, f, "repeated field");
+  const uint8_t *p = f->data, *end = f->data + f->len;
+  while (p < end) {
+    uint64_t v = 0;
+    if (fixed64) {
+      if (end - p < 8)
+        return etch__rd_fail(r, src, p, ETCH_EFORMAT, "truncated packed fixed64");
+      for (int i = 7; i >= 0; i--) v = (v << 8) | p[i];
+      p += 8;
+    } else if (!etch__pb_read_varint(&p, end, &v)) {
+      return etch__rd_fail(r, src, p, ETCH_EFORMAT, "truncated packed varint");
+    }
+    int rc = push_u64(arr, n, cap, v);
+    if (rc) return rc;
+  }
+  return 0;
+}
 
 /* ---- debug annotations --------------------------------------------------------------- */
 

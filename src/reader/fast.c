@@ -32,8 +32,12 @@
 #include <string.h>
 
 #include "proto/perfetto.h"
-#include "reader/progress.h"
+#include "reader/clock.h"
 #include "reader/deliver.h"
+#include "reader/event.h"
+#include "reader/fast.h"
+#include "reader/packet.h"
+#include "reader/progress.h"
 #include "reader/reader_int.h"
 
 /* Tags (field << 3 | wire type) of the fields taken. */

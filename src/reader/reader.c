@@ -1,7 +1,8 @@
 /*
- * reader.c - the public reader API: opening traces, the Trace framing,
- * decompression of compressed packets, holding and sorting events for
- * timestamp order, delivery to subscribers, progress and error messages.
+ * reader.c - the public reader API: opening traces (a file, memory, or a
+ * stream of fed packets), options and subscriptions, running the read over
+ * the source (source.c) and delivering what was held at its end
+ * (deliver.c), stats and time bounds.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -17,14 +18,17 @@
 
 #include "proto/perfetto.h"
 #include "base/clock.h"
+#include "reader/clock.h"
+#include "reader/custom.h"
 #include "reader/deliver.h"
 #include "reader/errors.h"
+#include "reader/packet.h"
 #include "reader/progress.h"
 #include "reader/source.h"
 #include "reader/reader_int.h"
 #include "reader/reader_priv.h"
 
-/* ---- progress ---------------------------------------------------------------------- */
+/* ---- options: progress, truncated traces -------------------------------------------- */
 
 int etch_reader_set_progress(etch_reader *r, int on) {
   if (!r) return etch__error(ETCH_EINVAL, "reader: NULL");

@@ -1,18 +1,28 @@
 /*
- * reader_int.h - the reader's internal state, shared by its files.
+ * reader_int.h - the reader's internal state (its types, and rd_pool_field),
+ * shared by its files; each file's functions are declared in its own header.
  *
- * Divisions of the reader (its containers are base's: arenas and the
+ * The files of the reader, from the top down; each includes only the
+ * headers of files below it (its containers are base's: arenas and the
  * string pool in base/arena.h, the pointer map, the iid tables and the
  * byte vector in base/containers.h):
- *   clock.c   clock snapshots and conversion to the trace clock;
- *   packet.c  one TracePacket: sequences, incremental state, interned data,
- *             defaults, descriptors;
- *   event.c   track events and their debug annotations;
- *   fast.c    the fast path for the packets libetch's fast paths write;
- *   custom.c  custom events routed to analyzers by name;
- *   reader.c  the public API, the Trace framing, decompression, ordering
- *             and delivery of events;
- *   dump.c    the readable dump of every packet (etch print).
+ *   reader.c    the public API: opening, options, run, feed, stats;
+ *   source.c    the Trace framing and decompression of compressed packets
+ *               (a compressed packet's records come back to it from
+ *               packet.c through etch_reader.unpack);
+ *   fast.c      the fast path for the packets libetch's fast paths write;
+ *   packet.c    one TracePacket: sequences, incremental state, interned
+ *               data, defaults, descriptors;
+ *   custom.c    custom events routed to analyzers by name;
+ *   event.c     track events and their debug annotations;
+ *   clock.c     clock snapshots and conversion to the trace clock;
+ *   deliver.c   ordering (holding, sorting, per-track order) and delivery
+ *               of events to the track callback and the subscribers;
+ *   track.c     the track table;
+ *   progress.c  the progress line;
+ *   errors.c    error messages naming the offset.
+ * dump.c, the readable dump of every packet (etch print), runs the reader
+ * through the API with an observer.
  *
  * Memory: every string the reader hands out is either in the string pool
  * (deduplicated, lives until etch_reader_close) or in a per-event scratch
@@ -317,85 +327,11 @@ struct etch_reader {
   const struct rd_observer *obs;
 };
 
-/* ---- shared functions ---------------------------------------------------------------- */
+/* ---- a string field, pooled -------------------------------------------------------- */
 
-/* Decodes one TracePacket whose record starts at `rec_off` of src. */
-int etch__rd_packet(etch_reader *r, const rd_src *src, uint64_t rec_off,
-                    const uint8_t *pkt, size_t len);
-/* Appends one element, or a packed run, of a repeated integer field. */
-int etch__rd_repeated(etch_reader *r, const rd_src *src, const uint8_t *msg,
-                      const etch__pb_field *f, bool fixed64, uint64_t **arr,
-                      size_t *n, size_t *cap);
-/* Decodes a TrackEvent at `ts` and emits the resulting event(s). */
-int etch__rd_track_event(etch_reader *r, const rd_src *src, rd_seq *seq,
-                         const uint8_t *msg, size_t len, int64_t ts,
-                         uint64_t pkt_off);
 ETCH_INLINE const char *rd_pool_field(etch_reader *r, const etch__pb_field *f) {
   return etch__strpool_get(&r->pool, f->data, f->len);
 }
-
-/* Custom events (custom.c): a schema from InternedData; the end of the
- * read (held serial events); freeing. */
-int etch__rd_schema(etch_reader *r, const rd_src *src, const uint8_t *msg,
-                    size_t len);
-int etch__rd_custom_finish(etch_reader *r);
-void etch__rd_custom_free(etch_reader *r);
-
-/* Clocks. */
-int etch__rd_clocks_init(rd_clocks *c);
-void etch__rd_clocks_free(rd_clocks *c);
-rd_clock *etch__rd_clock_get(etch_reader *r, uint64_t key, bool create);
-/* Adds one ClockSnapshot message. */
-int etch__rd_clock_snapshot(etch_reader *r, const rd_src *src, rd_seq *seq,
-                            const uint8_t *msg, size_t len);
-/* Converts `value_ns` of `clock` to the trace clock; false if no path. */
-bool etch__rd_clock_convert(etch_reader *r, rd_clock *clock, uint64_t value_ns,
-                            int64_t *out);
-/* The same, inline when the value falls in the last snapshot pair used. */
-ETCH_INLINE bool rd_clock_convert(etch_reader *r, rd_clock *k, uint64_t v,
-                                  int64_t *out) {
-  if (ETCH_LIKELY(v - k->c_lo < k->c_span &&
-                  k->key != r->clocks.trace_clock)) {
-    r->clocks.converted = true;
-    *out = (int64_t)(k->c_dst + (v - k->c_lo));
-    return true;
-  }
-  return etch__rd_clock_convert(r, k, v, out);
-}
-
-/* ---- the fast path (fast.c) and what it shares --------------------------------------- */
-
-rd_seq *etch__rd_seq_get(etch_reader *r, uint32_t id);
-ETCH_INLINE rd_seq *rd_seq_get(etch_reader *r, uint32_t id) {
-  rd_seq *s = r->last_seq;
-  if (ETCH_LIKELY(s && s->id == id)) return s;
-  return etch__rd_seq_get(r, id);
-}
-/* Resolves a packet timestamp to the trace clock; false when it cannot be
- * converted (incremental clocks advance even then). */
-bool etch__rd_packet_time(etch_reader *r, rd_seq *seq, bool has_ts,
-                          uint64_t raw, uint32_t clock_id, int64_t *out);
-/* The track of an event's track_uuid (0: the global track), created and
- * counted in unknown_track when no descriptor came first. */
-rd_track *etch__rd_event_track(etch_reader *r, uint64_t uuid);
-/* Applies a counter track's unit multiplier and incremental accumulation. */
-void etch__rd_counter_value(rd_seq *seq, rd_track *t, etch_event *ev);
-
-/*
- * The fast path decodes packets of the shapes libetch's fast paths write
- * (a track event with its timestamp, flags and sequence id, fields in any
- * order) and delivers their events as etch__rd_packet would. For any other
- * packet, and for malformed ones (so that the generic decoder reports
- * them), it stops having changed nothing that etch__rd_packet does not do
- * the same way.
- */
-/*
- * The Trace records from *pp on (Trace field 1, bytes of `src`) while they
- * are such packets: *pp is left at the first record it did not take (or
- * `end`, or after the packet that asked to stop). 0 or a negative status.
- */
-int etch__rd_fast_records(etch_reader *r, const rd_src *src,
-                          const uint8_t **pp, const uint8_t *end);
 
 /* ---- observing the read (etch print) ------------------------------------------------ */
 

@@ -12,9 +12,11 @@
 #include <zstd.h>
 
 #include "reader/errors.h"
+#include "reader/fast.h"
+#include "reader/packet.h"
 #include "reader/progress.h"
-#include "reader/reader_int.h"
 #include "reader/source.h"
+#include "reader/reader_int.h"
 
 /* ---- decompression ----------------------------------------------------------------- */
 
