@@ -123,6 +123,21 @@ char *etch__strdup(const char *s) {
   return p;
 }
 
+int etch__parse_u64(const char *s, size_t len, uint64_t *out) {
+  if (!len) return -1;
+  uint64_t x = 0;
+  for (size_t i = 0; i < len; i++) {
+    if (s[i] < '0' || s[i] > '9') return -1;
+    uint64_t d = (uint64_t)(s[i] - '0');
+    if (x > (UINT64_MAX - d) / 10) return -1;
+    x = x * 10 + d;
+  }
+  *out = x;
+  return 0;
+}
+
+const char *etch__getenv(const char *name) { return getenv(name); }
+
 /* ---- exit handlers ------------------------------------------------------ */
 
 extern void *__dso_handle __attribute__((visibility("hidden")));

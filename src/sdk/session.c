@@ -158,19 +158,6 @@ static int set_interceptor_option(etch_config *cfg, const char *key,
   return ETCH_OK;
 }
 
-static int parse_uint(const char *v, uint64_t *out) {
-  if (!*v) return -1;
-  uint64_t x = 0;
-  for (const char *p = v; *p; p++) {
-    if (*p < '0' || *p > '9') return -1;
-    uint64_t d = (uint64_t)(*p - '0');
-    if (x > (UINT64_MAX - d) / 10) return -1;
-    x = x * 10 + d;
-  }
-  *out = x;
-  return 0;
-}
-
 int etch_config_set(etch_config *cfg, const char *key, const char *value) {
   if (!cfg || !key || !value)
     return etch__error(ETCH_EINVAL, "etch_config_set: NULL argument");
@@ -211,7 +198,7 @@ int etch_config_set(etch_config *cfg, const char *key, const char *value) {
     }
     case OPT_UINT: {
       uint64_t x;
-      if (parse_uint(value, &x) != 0)
+      if (etch__parse_u64(value, strlen(value), &x) != 0)
         return etch__error(ETCH_ECONFIG,
                            "config: %s: '%s' is not a non-negative integer",
                            key, value);
