@@ -42,6 +42,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "sdk/envvars.h"
 #include "sdk/sdk.h"
 
 /* ---- the run directory's status file ------------------------------------------ */
@@ -78,7 +79,7 @@ static void status_printf(const char *fmt, ...) {
 }
 
 static void status_init(void) {
-  const char *dir = getenv("ETCH_RECORD_DIR");
+  const char *dir = etch__env(ETCH_ENV_RECORD_DIR);
   status_path[0] = '\0';
   if (!dir || dir[0] != '/') return;
   int n = snprintf(status_path, sizeof status_path, "%s/%ld.status", dir,
@@ -92,7 +93,7 @@ static void status_init(void) {
  * is a file in the run directory named after the path's hash.
  */
 static char *claim_output(char *path) {
-  const char *dir = getenv("ETCH_RECORD_DIR");
+  const char *dir = etch__env(ETCH_ENV_RECORD_DIR);
   if (!dir || dir[0] != '/') return path;
   char claim[4096];
   snprintf(claim, sizeof claim, "%s/claim.%016llx", dir,
@@ -183,14 +184,15 @@ static void env_on_output(etch_session *s, int rc, const char *path,
   }
 }
 
-static int env_set(etch_config *cfg, const char *var, const char *key) {
-  const char *v = getenv(var);
+/* A config option's variable (envvars.c), when it is set. */
+static int env_set(etch_config *cfg, etch_env id) {
+  const char *v = etch__env(id);
   if (!v) return ETCH_OK;
-  int rc = etch_config_set(cfg, key, v);
+  int rc = etch_config_set(cfg, etch__envvars[id].config_key, v);
   if (rc) {
     char msg[512];
     snprintf(msg, sizeof msg, "%s", etch_last_error());
-    return etch__error(rc, "%s: %s", var, msg);
+    return etch__error(rc, "%s: %s", etch__envvars[id].name, msg);
   }
   return ETCH_OK;
 }
@@ -206,7 +208,7 @@ static int guest_init(void) {
   etch_config *cfg;
   int rc = etch_config_new(&cfg);
   if (rc) return rc;
-  const char *text = getenv("ETCH_CONFIG");
+  const char *text = etch__env(ETCH_ENV_CONFIG);
   if (text) {
     rc = etch_config_parse(cfg, text);
     if (rc) {
@@ -215,10 +217,10 @@ static int guest_init(void) {
       etch__error(rc, "ETCH_CONFIG: %s", msg);
     }
   }
-  if (!rc) rc = env_set(cfg, "ETCH_CATEGORIES", "categories");
-  if (!rc) rc = env_set(cfg, "ETCH_BUFFER_KB", "buffer_kb");
-  if (!rc) rc = env_set(cfg, "ETCH_FILL", "fill");
-  if (!rc) rc = env_set(cfg, "ETCH_COMPRESSION", "compression");
+  if (!rc) rc = env_set(cfg, ETCH_ENV_CATEGORIES);
+  if (!rc) rc = env_set(cfg, ETCH_ENV_BUFFER_KB);
+  if (!rc) rc = env_set(cfg, ETCH_ENV_FILL);
+  if (!rc) rc = env_set(cfg, ETCH_ENV_COMPRESSION);
   if (!rc) { /* ETCH_CONFIG's output= is the owner's */
     free(cfg->output);
     cfg->output = NULL;
@@ -253,7 +255,7 @@ static void exit_hook(void) {
  * held.
  */
 static int console_init(void) {
-  const char *v = getenv("ETCH_CONSOLE");
+  const char *v = etch__env(ETCH_ENV_CONSOLE);
   if (!v || !*v || strcmp(v, "0") == 0) return ETCH_OK;
   const char *fd;
   if (strcmp(v, "1") == 0 || strcmp(v, "stderr") == 0)
@@ -269,10 +271,10 @@ static int console_init(void) {
   etch_config *cfg;
   int rc = etch_config_new(&cfg);
   if (rc) return rc;
-  rc = env_set(cfg, "ETCH_CATEGORIES", "categories");
+  rc = env_set(cfg, ETCH_ENV_CATEGORIES);
   if (!rc) rc = etch_config_set(cfg, "interceptor", "console");
   if (!rc) rc = etch_config_set(cfg, "interceptor.fd", fd);
-  if (!rc) rc = env_set(cfg, "ETCH_CONSOLE_COLOR", "interceptor.color");
+  if (!rc) rc = env_set(cfg, ETCH_ENV_CONSOLE_COLOR);
   etch_session *s = NULL;
   if (!rc) rc = etch_session_new(cfg, &s);
   if (!rc) rc = etch_session_start(s);
@@ -384,7 +386,7 @@ void etch__join_maybe_init(void) {
   bool inited = env_inited;
   pthread_mutex_unlock(&env_lock);
   if (inited || !etch__join_host_present()) return;
-  const char *out = getenv("ETCH_OUT");
+  const char *out = etch__env(ETCH_ENV_OUT);
   if (out && *out) etch_init();
 }
 
@@ -397,9 +399,9 @@ int etch_init(void) {
   }
   env_inited = true;
   /* Channels switched on for the whole run, before any session starts. */
-  const char *chans = getenv("ETCH_CHANNELS");
+  const char *chans = etch__env(ETCH_ENV_CHANNELS);
   if (chans && *chans) channels_init(chans);
-  const char *backend = getenv("ETCH_BACKEND");
+  const char *backend = etch__env(ETCH_ENV_BACKEND);
   if (backend && !strcmp(backend, "system")) {
     int src = etch_system_start(NULL);
     if (src) fprintf(stderr, "etch: system mode: %s\n", etch_last_error());
@@ -409,7 +411,7 @@ int etch_init(void) {
   }
   int crc = console_init();
   if (crc) fprintf(stderr, "etch: not printing events: %s\n", etch_last_error());
-  const char *out = getenv("ETCH_OUT");
+  const char *out = etch__env(ETCH_ENV_OUT);
   if (!out || !*out) {
     pthread_mutex_unlock(&env_lock);
     return crc;
@@ -434,7 +436,7 @@ int etch_init(void) {
   etch_config *cfg;
   int rc = etch_config_new(&cfg);
   if (rc == ETCH_OK) {
-    const char *text = getenv("ETCH_CONFIG");
+    const char *text = etch__env(ETCH_ENV_CONFIG);
     if (text) {
       rc = etch_config_parse(cfg, text);
       if (rc) {
@@ -443,11 +445,11 @@ int etch_init(void) {
         etch__error(rc, "ETCH_CONFIG: %s", msg);
       }
     }
-    if (!rc) rc = env_set(cfg, "ETCH_CATEGORIES", "categories");
-    if (!rc) rc = env_set(cfg, "ETCH_BUFFER_KB", "buffer_kb");
-    if (!rc) rc = env_set(cfg, "ETCH_FILL", "fill");
-    if (!rc) rc = env_set(cfg, "ETCH_DURATION_MS", "duration_ms");
-    if (!rc) rc = env_set(cfg, "ETCH_COMPRESSION", "compression");
+    if (!rc) rc = env_set(cfg, ETCH_ENV_CATEGORIES);
+    if (!rc) rc = env_set(cfg, ETCH_ENV_BUFFER_KB);
+    if (!rc) rc = env_set(cfg, ETCH_ENV_FILL);
+    if (!rc) rc = env_set(cfg, ETCH_ENV_DURATION_MS);
+    if (!rc) rc = env_set(cfg, ETCH_ENV_COMPRESSION);
     char *path = NULL;
     if (!rc) {
       path = etch__output_resolve(out);
@@ -637,8 +639,7 @@ static void *watcher_main(void *arg) {
 }
 
 static void signals_install(void) {
-  const char *w = getenv("ETCH_CRASH_WAIT_MS");
-  if (w && *w) crash_wait_ms = strtoull(w, NULL, 10);
+  crash_wait_ms = etch__env_number(ETCH_ENV_CRASH_WAIT_MS);
   if (pipe2(sig_wake, O_CLOEXEC) != 0) return;
   if (pipe2(sig_done, O_CLOEXEC) != 0) {
     close(sig_wake[0]);
