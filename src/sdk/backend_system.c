@@ -49,6 +49,7 @@ int etch_system_start(const char *producer_name) {
 #include "buffer/smb.h"
 #include "ipc/ipc.h"
 #include "proto/ipc.h"
+#include "sdk/envvars.h"
 #include "sdk/sdk.h"
 
 /* The page layout used: set with the shared memory (sys_layout). */
@@ -265,15 +266,6 @@ static bool copy_out(sysb *b, const etch_chunk *c, uint32_t used,
 static uint64_t full_until; /* atomic: no free chunk was found before this */
 
 static void wake_thread(void);
-
-/* The integer in environment variable `name`, or `dflt` when it is unset
- * or outside [lo, hi]. */
-static long env_long(const char *name, long lo, long hi, long dflt) {
-  const char *v = getenv(name);
-  if (!v) return dflt;
-  long n = strtol(v, NULL, 10);
-  return n >= lo && n <= hi ? n : dflt;
-}
 
 /* ETCH_SYSTEM_STALL_MS: how long a writer may wait for a free chunk of a
  * full shared memory before it drops (0, the default: it drops at once). */
@@ -870,13 +862,13 @@ static void on_frame(const etch_ipc_frame *f) {
     etch__pb_buf_init(&b, 128, 0);
     etch__pb_buf_init(&r, 1024, ETCH_IPC_MAX_FRAME - 256);
     /* 32 KiB pages unless ETCH_SYSTEM_PAGE_KB says (4, 8, 16 or 32). */
-    long page_kb = env_long("ETCH_SYSTEM_PAGE_KB", 4, 32, 32);
+    long page_kb = (long)etch__env_number(ETCH_ENV_SYSTEM_PAGE_KB);
     if (page_kb != 4 && page_kb != 8 && page_kb != 16) page_kb = 32;
     etch__pb_write_varint_field(&b.s, ETCH_ICR_PAGE_SIZE_HINT,
                                (uint64_t)page_kb * 1024);
     /* 2 MiB of shared memory unless ETCH_SYSTEM_SMB_KB asks for another
      * size (256 KiB to 32 MiB; the service has the last word). */
-    long smb_kb = env_long("ETCH_SYSTEM_SMB_KB", 256, 32768, 2048);
+    long smb_kb = (long)etch__env_number(ETCH_ENV_SYSTEM_SMB_KB);
     etch__pb_write_varint_field(&b.s, ETCH_ICR_SIZE_HINT,
                                (uint64_t)smb_kb * 1024);
     etch__pb_write_string_field(&b.s, ETCH_ICR_PRODUCER_NAME, P.name);
@@ -961,7 +953,7 @@ static void try_connect(void) {
  * (ETCH_SYSTEM_EXIT_WAIT_MS, default 2000): the service, given the
  * commits, frees chunks as it copies them. */
 static uint64_t exit_wait_ns(void) {
-  return (uint64_t)env_long("ETCH_SYSTEM_EXIT_WAIT_MS", 0, 600000, 2000) *
+  return etch__env_number(ETCH_ENV_SYSTEM_EXIT_WAIT_MS) *
          1000000u;
 }
 
@@ -1167,10 +1159,10 @@ int etch_system_start(const char *producer_name) {
     etch__atexit(flush_at_exit);
     pthread_atfork(sys_atfork_prepare, sys_atfork_parent, sys_atfork_child);
   }
-  stall_ns = (uint64_t)env_long("ETCH_SYSTEM_STALL_MS", 0, 10000, 0) * 1000000u;
+  stall_ns = etch__env_number(ETCH_ENV_SYSTEM_STALL_MS) * 1000000u;
   /* A program started by `etch record` waits (a bounded time) for the
    * session that is already waiting for it, so its first events count. */
-  long wait_ms = env_long("ETCH_SYSTEM_WAIT_MS", 0, LONG_MAX, 0);
+  long wait_ms = (long)etch__env_number(ETCH_ENV_SYSTEM_WAIT_MS);
   for (long k = 0; k < wait_ms; k++) {
     pthread_mutex_lock(&P.lock);
     bool ready = P.ninst > 0;

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "sdk/encode.h"
+#include "sdk/envvars.h"
 #include "sdk/sdk.h"
 
 
@@ -495,14 +496,7 @@ static struct {
 
 static uint64_t imp_limit(void) {
   if (!g_imp.limit_set) {
-    uint64_t kb = 1024;
-    const char *env = getenv("ETCH_IMPORTANT_KB");
-    if (env && *env) {
-      char *end;
-      unsigned long long v = strtoull(env, &end, 10);
-      if (*end == '\0' && v <= (1ull << 22)) kb = v;
-    }
-    g_imp.limit = kb * 1024;
+    g_imp.limit = etch__env_number(ETCH_ENV_IMPORTANT_KB) * 1024;
     g_imp.limit_set = true;
   }
   return g_imp.limit;
