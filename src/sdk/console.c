@@ -965,7 +965,7 @@ static int console_setup(void *global, const etch_interceptor_config *cfg,
   if (!c) return etch__error(ETCH_ENOMEM, "console interceptor: no memory");
   c->fd = fd;
   if (color < 0) {
-    const char *nc = getenv("NO_COLOR");
+    const char *nc = etch__getenv("NO_COLOR");
     color = isatty(fd) && !(nc && *nc);
   }
   c->color = color != 0;

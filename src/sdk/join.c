@@ -34,9 +34,10 @@
 #include <unistd.h>
 
 #include "buffer/tracefile.h"
+#include "sdk/envvars.h"
 #include "sdk/sdk.h"
 
-#define JOIN_ENV "ETCH__JOIN"
+#define JOIN_ENV (etch__envvars[ETCH_ENV__JOIN].name)
 #define JOIN_MAGIC 0x6e696f6a68637465ull /* "etchjoin" */
 #define JOIN_ABI 1u
 /* Sequence ids of guest k start at k << JOIN_SEQ_SHIFT. */
@@ -218,7 +219,7 @@ static bool probe_host(uintptr_t addr, join_host *out) {
 
 /* The owner this process's environment names, or NULL. */
 static join_host *find_host(void) {
-  const char *v = getenv(JOIN_ENV);
+  const char *v = etch__env(ETCH_ENV__JOIN);
   if (!v) return NULL;
   long pid;
   uintptr_t addr;
@@ -242,7 +243,7 @@ static join_host *find_host(void) {
 }
 
 bool etch__join_host_present(void) {
-  if (!getenv(JOIN_ENV)) return false;
+  if (!etch__env(ETCH_ENV__JOIN)) return false;
   join_host *h = find_host();
   return h && h != (join_host *)-1;
 }
