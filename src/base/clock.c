@@ -146,7 +146,8 @@ static bool calibrate_tsc(void) {
 }
 
 static void clock_calibrate(void) {
-  const char *force = getenv("ETCH_CLOCK");
+  /* Named in sdk/envvars.c's table; base reads it by name. */
+  const char *force = etch__getenv("ETCH_CLOCK");
   bool boottime = false;
   if (force && strcmp(force, "boottime") == 0) {
     boottime = true;
