@@ -1,6 +1,6 @@
 /*
  * main.c - the etch command line: record, stats, query, convert, print,
- * leaks, help. Each verb is in its own file (record.c, stats.c, ...); this
+ * leaks, env, help. Each verb is in its own file (record.c, stats.c, ...); this
  * one finds the verb and runs it.
  *
  * Exit status: 0 success, 1 runtime error (bad trace, SQL error, I/O),
@@ -26,7 +26,7 @@ static const command cli_help = {
 
 static const command *const kCommands[] = {&cli_record, &cli_leaks, &cli_stats,
                                             &cli_query,  &cli_convert, &cli_print,
-                                            &cli_help};
+                                            &cli_env,    &cli_help};
 
 static const command *find_command(const char *name) {
   for (size_t i = 0; i < sizeof kCommands / sizeof kCommands[0]; i++)
