@@ -1,7 +1,7 @@
 /*
  * cli_test.c - the etch command run as a program: exact output of stats,
  * query (table, CSV, -f, stdin, --db), convert; usage errors (exit 2),
- * runtime errors (exit 1) with their messages; print; record.
+ * runtime errors (exit 1) with their messages; print; record; env.
  *
  * ETCH_BIN is the path of the built etch binary, ETCH_RECORDEE a small
  * program instrumented with libetch (recordee.c).
@@ -39,7 +39,8 @@ static char *slurp(const char *path) {
 
 /* Runs `argv` (argv[0] = ETCH_BIN if NULL) with stdin from `in` (NULL =
  * /dev/null). */
-static run_result run_in(const char *in, const char *const *args) {
+static run_result run_env(const char *in, char *const *envp,
+                          const char *const *args) {
   const char *dir = etch_test_tmpdir();
   char out_path[512], err_path[512];
   snprintf(out_path, sizeof out_path, "%s/stdout", dir);
@@ -57,7 +58,7 @@ static run_result run_in(const char *in, const char *const *args) {
   for (; args[n - 1] && n < 31; n++) argv[n] = (char *)args[n - 1];
   argv[n] = NULL;
   pid_t pid;
-  if (posix_spawn(&pid, argv[0], &fa, NULL, argv, environ) != 0)
+  if (posix_spawn(&pid, argv[0], &fa, NULL, argv, envp) != 0)
     FAIL("cannot run %s", argv[0]);
   posix_spawn_file_actions_destroy(&fa);
   int st;
@@ -67,6 +68,10 @@ static run_result run_in(const char *in, const char *const *args) {
   r.out = slurp(out_path);
   r.err = slurp(err_path);
   return r;
+}
+
+static run_result run_in(const char *in, const char *const *args) {
+  return run_env(in, environ, args);
 }
 
 #define RUN(...) run_in(NULL, (const char *const[]){__VA_ARGS__, NULL})
@@ -915,5 +920,62 @@ TEST(cli_leaks_says_when_the_trace_lost_data) {
   ASSERT_EQ_INT(r.status, 0);
   ASSERT_EQ_STR(r.out, out);
   ASSERT_EQ_STR(r.err, err);
+  done(&r);
+}
+
+/* etch env: libetch's table of ETCH_* variables; --set, those set. */
+TEST(cli_env) {
+  run_result r = RUN("env");
+  ASSERT_EQ_INT(r.status, 0);
+  const char *head =
+      "NAME                      TYPE     DEFAULT RANGE\n"
+      "ETCH_OUT                  string   unset   a path; %p: the pid\n"
+      "    record the run into this file (unset: etch_init() records "
+      "nothing)\n"
+      "ETCH_CATEGORIES           string   *       name, prefix*, *, "
+      "-excluded, comma-separated\n";
+  ASSERT_TRUE(strncmp(r.out, head, strlen(head)) == 0);
+  ASSERT_CONTAINS(r.out,
+                  "\nETCH_BUFFER_KB            size     8192    16..4194304\n"
+                  "    the trace buffer in KiB (option buffer_kb)\n");
+  ASSERT_CONTAINS(r.out,
+                  "\nETCH_SYSTEM_PAGE_KB       size     32      4|8|16|32\n");
+  ASSERT_CONTAINS(r.out,
+                  "\nETCH_CRASH_WAIT_MS        duration 2000    0..\n");
+  ASSERT_CONTAINS(r.out, "\nETCH_CLOCK                enum     auto    "
+                         "auto|boottime\n");
+  size_t lines = 0;
+  for (const char *p = r.out; *p; p++) lines += *p == '\n';
+  ASSERT_EQ_INT((int)lines, 1 + 2 * 21);
+  ASSERT_EQ_STR(r.err, "");
+  done(&r);
+
+  char *envp[] = {(char *)"PATH=/usr/bin:/bin", (char *)"ETCH_FILL=discard",
+                  (char *)"ETCH_BUFER_KB=64", (char *)"ETCH_OUT=a b.pftrace",
+                  (char *)"ETCH_CONSOLE=", NULL};
+  r = run_env(NULL, envp, (const char *const[]){"env", "--set", NULL});
+  ASSERT_EQ_INT(r.status, 0);
+  ASSERT_EQ_STR(r.out,
+                "ETCH_OUT=a b.pftrace\n"
+                "ETCH_FILL=discard\n"
+                "ETCH_CONSOLE=\n"
+                "ETCH_BUFER_KB=64  (libetch does not read it)\n");
+  done(&r);
+  char *none[] = {(char *)"PATH=/usr/bin:/bin", NULL};
+  r = run_env(NULL, none, (const char *const[]){"env", "--set", NULL});
+  ASSERT_EQ_INT(r.status, 0);
+  ASSERT_EQ_STR(r.out, "");
+  done(&r);
+
+  r = RUN("env", "extra");
+  ASSERT_EQ_INT(r.status, 2);
+  ASSERT_EQ_STR(r.err,
+                "etch: too many arguments\n"
+                "usage: etch env [--set]\n"
+                "Run 'etch env --help' for details.\n");
+  done(&r);
+  r = RUN("help", "env");
+  ASSERT_EQ_INT(r.status, 0);
+  ASSERT_TRUE(strncmp(r.out, "usage: etch env [--set]\n", 24) == 0);
   done(&r);
 }
