@@ -48,7 +48,7 @@ static void print_set(void) {
 static int cmd_env(int argc, char **argv) {
   env_args ea = {0};
   opts o;
-  int rc;
+  int rc = 0;
   if (!cli_parse(&cli_env, argc, argv, &ea, &o, &rc)) return rc;
   if (o.noperands) {
     rc = usage_error(&cli_env, "too many arguments");
