@@ -34,6 +34,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <semaphore.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -615,9 +616,17 @@ static void on_signal(int sig, siginfo_t *si, void *uc) {
   errno = saved;
 }
 
+/* Posted by the watcher once it runs: etch_init returns after that, so
+ * the thread's start (the C library's and a sanitizer's allocations) is
+ * over before the program can fork: a child forked in the middle of it
+ * inherited an allocator lock held by a thread it does not have, and hung
+ * in LeakSanitizer's check at its exit. */
+static sem_t watcher_up;
+
 static void *watcher_main(void *arg) {
   (void)arg;
   __atomic_store_n(&watcher_tid, gettid(), __ATOMIC_RELAXED);
+  sem_post(&watcher_up);
   unsigned char b;
   ssize_t n;
   do {
@@ -656,10 +665,13 @@ static void signals_install(void) {
   pthread_attr_t a;
   pthread_attr_init(&a);
   pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+  sem_init(&watcher_up, 0, 0);
   int rc = pthread_create(&t, &a, watcher_main, NULL);
   pthread_attr_destroy(&a);
   pthread_sigmask(SIG_SETMASK, &old, NULL);
   if (rc != 0) return;
+  while (sem_wait(&watcher_up) != 0 && errno == EINTR) {
+  }
   pthread_setname_np(t, "etch-signals");
   size_t k = 0;
   const int *lists[2] = {stop_signals, fatal_signals};
