@@ -510,6 +510,10 @@ void etch__writer_reset(etch_writer *w, uint64_t ticks) {
 static bool reset_packets(etch_writer *w, uint64_t ns) {
   etch_clock_anchor a = w->anchor;
   a.ns = ns;
+  /* Slice ends kept across dropped events go first, in the state they
+   * belong to: after the reset, a ring that wrapped could leave them the
+   * only packets of the sequence it kept, undecodable. */
+  if (w->npend && w->started) write_pending_ends(w);
   if (!etch__packet_begin(w)) return false;
   etch__pb_stream *s = &w->st;
   put_abs_ts(s, a.ns);
@@ -546,7 +550,7 @@ static bool reset_packets(etch_writer *w, uint64_t ns) {
   write_process_descriptor(w, a.ns);
   write_thread_descriptor(w, a.ns);
   report_drops(w);
-  if (w->npend) write_pending_ends(w);
+  if (w->npend) write_pending_ends(w); /* those the first packet lacked room for */
   return true;
 }
 
