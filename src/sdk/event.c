@@ -502,12 +502,12 @@ static uint64_t imp_limit(void) {
   return g_imp.limit;
 }
 
-void etch__important_stats(uint64_t *events, uint64_t *bytes,
-                           uint64_t *dropped) {
+/* The cache's figures in a session's stats (a feature hook). */
+static void imp_stats(etch_session_stats *out) {
   pthread_mutex_lock(&g_imp.lock);
-  *events = g_imp.count;
-  *bytes = g_imp.bytes;
-  *dropped = g_imp.dropped;
+  out->important_events = g_imp.count;
+  out->important_bytes = g_imp.bytes;
+  out->important_dropped = g_imp.dropped;
   pthread_mutex_unlock(&g_imp.lock);
 }
 
@@ -662,11 +662,12 @@ void etch__important_after_reset(etch_writer *w) {
 
 /* Sequences that start over replay the cached important events: the
  * writer calls back at each reset once there are any. */
-static const etch_writer_hooks imp_hooks = {
+static const etch_feature_hooks imp_hooks = {
     .after_reset = etch__important_after_reset,
+    .stats = imp_stats,
 };
 static pthread_once_t imp_hooks_once = PTHREAD_ONCE_INIT;
-static void imp_hooks_register(void) { etch__writer_add_hooks(&imp_hooks); }
+static void imp_hooks_register(void) { etch__feature_hooks_add(&imp_hooks); }
 
 void etch__log(etch_event_def *d, etch_category *const *chans, uint32_t nchans,
                uintptr_t mask, const void *values, uint32_t type) {

@@ -127,14 +127,15 @@ static void fork_prepare(void) {
 static void fork_after(void) {
   for (int i = SHARDS; i-- > 0;) shard_unlock(&shards[i]);
 }
-static const etch_writer_hooks mem_hooks = {
+static const etch_feature_hooks mem_hooks = {
     .thread_exit = etch__mem_flush_thread, /* its last live-bytes values */
+    .before_stop = etch__mem_flush_thread, /* the stopping thread's */
 };
 
 /* Once, at the first report. */
 static void atfork_register(void) {
   pthread_atfork(fork_prepare, fork_after, fork_after);
-  etch__writer_add_hooks(&mem_hooks);
+  etch__feature_hooks_add(&mem_hooks);
 }
 
 /* A block's shard, by the 1 MiB of address space it is in: the C library

@@ -219,10 +219,8 @@ ETCH_INLINE uint64_t etch__ordered_ts(uint64_t *last, uint64_t t) {
 }
 
 /* Custom events (event.c): after a writer's reset, writes the important
- * events when its session needs them; the cache's size. */
+ * events when its session needs them. */
 void etch__important_after_reset(etch_writer *w);
-void etch__important_stats(uint64_t *events, uint64_t *bytes,
-                           uint64_t *dropped);
 /* Whether a category is switched off process-wide (etch_channel_set), or,
  * for a channel, not switched on (category.c). */
 enum { ETCH_CAT_SWITCH_DEFAULT = 0, ETCH_CAT_SWITCH_ON = 1,
@@ -533,20 +531,28 @@ void etch__writer_reset(etch_writer *w, uint64_t ticks);
  * tests make that setup take a known time with it. Slow path only. */
 extern void (*etch__writer_reset_hook)(void);
 /*
- * What features above the writer (custom events' important-event replay,
- * memory tracing) do at its moments, so that the writer calls nothing
- * above it: registered once, when a feature is first used; never removed.
- * after_reset: a sequence started over (its incremental state written
+ * What features above the core (custom events' important-event replay,
+ * memory tracing) do at the writer's and the session's moments, so that
+ * the core calls nothing above it: registered once, when a feature is
+ * first used; never removed. after_reset: a sequence started over (its incremental state written
  * again), on the writer's thread. thread_exit: a thread that wrote is
- * leaving, before its writers are let go. Either may be NULL.
+ * leaving, before its writers are let go. before_stop: a running session
+ * is being stopped, on the stopping thread, while it still takes events.
+ * Any may be NULL.
  */
-typedef struct etch_writer_hooks {
+typedef struct etch_feature_hooks {
   void (*after_reset)(etch_writer *w);
   void (*thread_exit)(void);
-} etch_writer_hooks;
-/* At most ETCH_MAX_WRITER_HOOKS; `h` must stay valid. */
-#define ETCH_MAX_WRITER_HOOKS 8
-void etch__writer_add_hooks(const etch_writer_hooks *h);
+  void (*before_stop)(void);
+  /* adds the feature's figures to a session's stats */
+  void (*stats)(etch_session_stats *out);
+} etch_feature_hooks;
+/* At most ETCH_MAX_FEATURE_HOOKS; `h` must stay valid. */
+#define ETCH_MAX_FEATURE_HOOKS 8
+void etch__feature_hooks_add(const etch_feature_hooks *h);
+/* Call every registered hook of that kind (session.c). */
+void etch__feature_hooks_before_stop(void);
+void etch__feature_hooks_stats(etch_session_stats *out);
 /* Writes the descriptor of `t` (and parents) if not yet on this sequence. */
 void etch__writer_ensure_track(etch_writer *w, const etch_track *t);
 

@@ -540,11 +540,11 @@ int etch_session_flush(etch_session *s) {
  */
 int etch_session_stop(etch_session *s) {
   if (!s) return etch__error(ETCH_EINVAL, "etch_session_stop: NULL session");
-  /* The stopping thread's live-bytes changes not yet written (fewer than
-   * 256 per thread), while the session still takes them: at exit this is
-   * the main thread's. */
+  /* What features still hold for the stopping thread (memory tracing's
+   * live-bytes changes not yet written), while the session takes them: at
+   * exit this is the main thread's. */
   if (__atomic_load_n(&s->state, __ATOMIC_RELAXED) == ETCH_SESS_RUNNING)
-    etch__mem_flush_thread();
+    etch__feature_hooks_before_stop();
   pthread_mutex_lock(&etch__g.lock);
   bool was_running = s->state == ETCH_SESS_RUNNING;
   if (s->state != ETCH_SESS_STOPPED) {
@@ -717,8 +717,7 @@ int etch_session_get_stats(etch_session *s, etch_session_stats *out) {
   out->chunks_written = bs.chunks_written;
   out->chunks_overwritten = bs.chunks_overwritten;
   out->bytes_written = bs.chunks_written * s->backend->chunk_size;
-  etch__important_stats(&out->important_events, &out->important_bytes,
-                        &out->important_dropped);
+  etch__feature_hooks_stats(out); /* important events' figures */
   pthread_mutex_lock(&s->lock);
   for (etch_writer *w = s->writers; w; w = w->next) {
     uint64_t d = __atomic_load_n(&w->dropped, __ATOMIC_RELAXED);

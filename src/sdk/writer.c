@@ -24,21 +24,33 @@ static void copy_name(char dst[64], const char *src) {
 }
 static pthread_once_t tls_key_once = PTHREAD_ONCE_INIT;
 
-/* The features' hooks (etch_writer_hooks): written once each under the
+/* The features' hooks (etch_feature_hooks): written once each under the
  * global lock, read without it (the count is published last). */
-static const etch_writer_hooks *hooks[ETCH_MAX_WRITER_HOOKS];
+static const etch_feature_hooks *hooks[ETCH_MAX_FEATURE_HOOKS];
 static uint32_t nhooks;
 
-void etch__writer_add_hooks(const etch_writer_hooks *h) {
+void etch__feature_hooks_add(const etch_feature_hooks *h) {
   pthread_mutex_lock(&etch__g.lock);
   uint32_t n = nhooks;
   bool have = false;
   for (uint32_t i = 0; i < n; i++) have |= hooks[i] == h;
-  if (!have && n < ETCH_MAX_WRITER_HOOKS) {
+  if (!have && n < ETCH_MAX_FEATURE_HOOKS) {
     hooks[n] = h;
     __atomic_store_n(&nhooks, n + 1, __ATOMIC_RELEASE);
   }
   pthread_mutex_unlock(&etch__g.lock);
+}
+
+void etch__feature_hooks_before_stop(void) {
+  uint32_t n = __atomic_load_n(&nhooks, __ATOMIC_ACQUIRE);
+  for (uint32_t i = 0; i < n; i++)
+    if (hooks[i]->before_stop) hooks[i]->before_stop();
+}
+
+void etch__feature_hooks_stats(etch_session_stats *out) {
+  uint32_t n = __atomic_load_n(&nhooks, __ATOMIC_ACQUIRE);
+  for (uint32_t i = 0; i < n; i++)
+    if (hooks[i]->stats) hooks[i]->stats(out);
 }
 
 static void tls_destroy(void *arg) {
