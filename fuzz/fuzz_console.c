@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "pb/pb.h"
-#include "sdk/sdk.h"
+#include "sdk/core/sdk.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -1,6 +1,6 @@
 #!/bin/sh
 # env_docs_check.sh ETCH_BIN SOURCE_DIR - the docs' ETCH_* environment
-# variables agree with libetch's table (src/sdk/envvars.c, as `etch env`
+# variables agree with libetch's table (src/sdk/core/envvars.c, as `etch env`
 # prints it):
 # - docs/sdk.md's "Environment variables" table lists exactly the table's
 #   variables, in its order, with its type, default and range;

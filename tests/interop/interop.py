@@ -547,7 +547,7 @@ def s_ring_wraps(run, service):
                          config=cfg(512, "RING_BUFFER"))
     # A writer resets its incremental state when it takes a chunk 16 or
     # more of the process's chunks after its last reset (RESET_SPAN in
-    # src/sdk/system_ipc.c). A thread descheduled while the other fills
+    # src/sdk/backends/system_ipc.c). A thread descheduled while the other fills
     # the ring keeps its chunk open: its reset chunk can be overwritten
     # before that chunk is committed, and all the ring keeps of it is
     # undecodable (seen in about 1 of 20 runs on a machine loaded well past

@@ -11,7 +11,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "sdk/sdk.h" /* etch__console_feed, etch__intercept_instance */
+#include "sdk/core/sdk.h" /* etch__console_feed, etch__intercept_instance */
 #include "sdk_common.h"
 
 ETCH_CATEGORY_DEFINE(alpha, "alpha", "", "");

@@ -6,7 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "sdk/sdk.h" /* etch__writer_reset_hook */
+#include "sdk/core/sdk.h" /* etch__writer_reset_hook */
 #include "sdk_common.h"
 
 ETCH_CATEGORY_DEFINE(work, "work", "", "");

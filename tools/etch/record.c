@@ -287,7 +287,7 @@ static bool malloc_lib(char *out, size_t cap) {
 
 /* Passing on SIGINT, SIGTERM and SIGHUP sent to etch record to the
  * program it runs. sigqueue's value says "passed on" to the program's
- * libetch (src/sdk/env.c, SIG_PASSED_ON): when a kill to the whole process
+ * libetch (src/sdk/core/env.c, SIG_PASSED_ON): when a kill to the whole process
  * group reached the program too, this second copy is not a second Ctrl-C
  * that gives up on the trace. */
 static const int kPassed[3] = {SIGINT, SIGTERM, SIGHUP};

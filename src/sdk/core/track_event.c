@@ -22,8 +22,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sdk/encode.h"
-#include "sdk/sdk.h"
+#include "sdk/core/encode.h"
+#include "sdk/core/sdk.h"
 
 /* ---- sites ---------------------------------------------------------------- */
 

@@ -1,10 +1,10 @@
 /*
  * system.h - what the system backend's two files share (private to them):
- * backend_system.c has the backend's ops and the shared memory (taking,
+ * system.c has the backend's ops and the shared memory (taking,
  * filling and committing chunks, flushes' copies, the pool of chunks);
  * system_ipc.c has the producer thread, the one that talks to the service
  * (connecting, registering, commands, commits, flushes, exit and fork).
- * See backend_system.c.
+ * See system.c.
  */
 #ifndef ETCH_SDK_SYSTEM_H
 #define ETCH_SDK_SYSTEM_H
@@ -16,7 +16,7 @@
 
 #include "buffer/smb.h"
 #include "ipc/ipc.h"
-#include "sdk/sdk.h"
+#include "sdk/core/sdk.h"
 
 /* The page layout used: set with the shared memory (etch__sys_layout). */
 #define SYS_LAYOUT P.layout
@@ -84,7 +84,7 @@ struct etch__sys_backend {
 
 /* Atomic: no free chunk of the shared memory was found before this. */
 extern ETCH_HIDDEN uint64_t etch__sys_full_until;
-/* ETCH_SYSTEM_STALL_MS in ns (see backend_system.c). */
+/* ETCH_SYSTEM_STALL_MS in ns (see system.c). */
 extern ETCH_HIDDEN uint64_t etch__sys_stall_ns;
 /* The backend of a session the service started. */
 extern ETCH_HIDDEN const etch_backend_ops etch__sys_ops;

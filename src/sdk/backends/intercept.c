@@ -24,7 +24,7 @@
 #include "etch/interceptor.h"
 #include "pb/pb.h"
 #include "proto/perfetto.h"
-#include "sdk/sdk.h"
+#include "sdk/core/sdk.h"
 
 /* ---- registry ------------------------------------------------------------------ */
 

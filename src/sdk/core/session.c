@@ -14,7 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "sdk/sdk.h"
+#include "sdk/core/sdk.h"
 
 /* ---- config ------------------------------------------------------------------ */
 

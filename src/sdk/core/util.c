@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sdk/sdk.h"
+#include "sdk/core/sdk.h"
 
 void etch__put_etch_instant(etch__pb_stream *s, const char *name,
                             uint64_t track_uuid, const etch_note_arg *args,

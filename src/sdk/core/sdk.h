@@ -26,7 +26,7 @@
 #include "base/clock.h"
 #include "buffer/buffer.h"
 #include "buffer/tracefile.h"
-#include "sdk/backend.h"
+#include "sdk/core/backend.h"
 #include "etch/etch.h"
 #include "pb/pb.h"
 #include "proto/perfetto.h"

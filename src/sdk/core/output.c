@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "buffer/tracefile.h"
-#include "sdk/sdk.h"
+#include "sdk/core/sdk.h"
 
 static int write_output(etch_session *s, const char *path, uint8_t *data,
                         size_t len, char **written, size_t *kept_out);

@@ -15,7 +15,7 @@
 #include <sys/random.h>
 #include <unistd.h>
 
-#include "sdk/sdk.h"
+#include "sdk/core/sdk.h"
 
 etch_global etch__g = {.lock = PTHREAD_MUTEX_INITIALIZER};
 uint32_t etch__slot_gen[ETCH_MAX_SESSIONS] __attribute__((aligned(64)));

@@ -34,8 +34,8 @@
 #include <unistd.h>
 
 #include "buffer/tracefile.h"
-#include "sdk/envvars.h"
-#include "sdk/sdk.h"
+#include "sdk/core/envvars.h"
+#include "sdk/core/sdk.h"
 
 #define JOIN_ENV (etch__envvars[ETCH_ENV__JOIN].name)
 #define JOIN_MAGIC 0x6e696f6a68637465ull /* "etchjoin" */

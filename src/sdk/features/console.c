@@ -36,7 +36,7 @@
 #include "base/map.h"
 #include "pb/pb.h"
 #include "proto/perfetto.h"
-#include "sdk/sdk.h"
+#include "sdk/core/sdk.h"
 
 /* ---- small containers ------------------------------------------------------- */
 

@@ -13,7 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "sdk/sdk.h"
+#include "sdk/core/sdk.h"
 
 static pthread_key_t tls_key;
 

@@ -1,12 +1,12 @@
 /*
- * backend_inproc.c - the in-process backend: a session's chunks in a trace
+ * inproc.c - the in-process backend: a session's chunks in a trace
  * buffer of the process's own memory (src/buffer), read back by the session
  * itself.
  */
 #include <stdlib.h>
 #include <sys/mman.h>
 
-#include "sdk/backend.h"
+#include "sdk/core/backend.h"
 
 typedef struct inproc {
   etch_backend base;

@@ -43,8 +43,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "sdk/envvars.h"
-#include "sdk/sdk.h"
+#include "sdk/core/envvars.h"
+#include "sdk/core/sdk.h"
 
 /* ---- the run directory's status file ------------------------------------------ */
 

@@ -12,7 +12,7 @@
  *
  * Depends on base only: the command line compiles it in.
  */
-#include "sdk/envvars.h"
+#include "sdk/core/envvars.h"
 
 #include <limits.h>
 #include <stdio.h>

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sdk/sdk.h"
+#include "sdk/core/sdk.h"
 
 static bool has_tag(const etch_category *cat, const char *tag) {
   const char *t = cat->tags;

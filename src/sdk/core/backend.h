@@ -4,7 +4,7 @@
  * A writer fills chunks without locks; everything else about them goes
  * through its session's backend: handing a chunk out, taking a finished one
  * back, counting a writer that found none, and reading what was committed.
- * The in-process backend (backend_inproc.c) keeps the chunks in a trace
+ * The in-process backend (backends/inproc.c) keeps the chunks in a trace
  * buffer of the process's own memory. Every call here is off the fast path
  * (one per chunk, not per event).
  */

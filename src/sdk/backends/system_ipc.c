@@ -6,11 +6,11 @@
  * StartDataSource and StopDataSource, sends the commits the writers queue
  * (CommitData) and answers flushes; at exit it sends what writers hold,
  * and a forked child starts over as a producer of its own. The backend's
- * ops and the shared memory are in backend_system.c (see there).
+ * ops and the shared memory are in system.c (see there).
  */
 #define _GNU_SOURCE
 #ifdef ETCH_NO_SYSTEM_BACKEND
-#include "sdk/sdk.h"
+#include "sdk/core/sdk.h"
 
 int etch_system_start(const char *producer_name) {
   (void)producer_name;
@@ -34,9 +34,9 @@ int etch_system_start(const char *producer_name) {
 #include "buffer/smb.h"
 #include "ipc/ipc.h"
 #include "proto/ipc.h"
-#include "sdk/envvars.h"
-#include "sdk/sdk.h"
-#include "sdk/system.h"
+#include "sdk/core/envvars.h"
+#include "sdk/core/sdk.h"
+#include "sdk/backends/system.h"
 
 #define RETRY_MS 500
 /* Commits wait for a batch of chunks (a sixteenth of the shared memory's
@@ -678,7 +678,7 @@ static void sys_atfork_parent(void) { pthread_mutex_unlock(&P.lock); }
  * A forked child is a producer of its own: it drops the parent's
  * connection and shared memory (the parent's, not to be written by
  * another process) and the sessions (gone with the SDK's own fork
- * handling, src/sdk/track.c), then connects afresh with its own pid.
+ * handling, src/sdk/core/track.c), then connects afresh with its own pid.
  */
 static void sys_atfork_child(void) {
   pthread_mutex_init(&P.lock, NULL);

@@ -1,5 +1,5 @@
 /*
- * backend_system.c - the system backend: the process is a producer of a
+ * system.c - the system backend: the process is a producer of a
  * tracing service (etchd, or Perfetto's traced) and its sessions are the
  * data source instances the service starts.
  *
@@ -33,8 +33,8 @@
 #include <time.h>
 
 #include "buffer/smb.h"
-#include "sdk/sdk.h"
-#include "sdk/system.h"
+#include "sdk/core/sdk.h"
+#include "sdk/backends/system.h"
 
 #define POOL_MAX 64u
 /* How long writers drop without looking once the shared memory is full. */

@@ -25,7 +25,7 @@
 
 #include "base/map.h"
 #include "etch/memory.h"
-#include "sdk/sdk.h"
+#include "sdk/core/sdk.h"
 
 ETCH_CATEGORY_DEFINE(etch_memory, "memory",
                      "allocations and frees (etch/memory.h)", "");

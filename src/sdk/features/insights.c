@@ -14,7 +14,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "sdk/sdk.h"
+#include "sdk/core/sdk.h"
 
 ETCH_CATEGORY_DEFINE(etch_counters, "counters",
                      "declared counters (ETCH_COUNTER_DEFINE_*)", "");

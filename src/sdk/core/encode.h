@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sdk/sdk.h"
+#include "sdk/core/sdk.h"
 
 /* The arg-key cache's slot for a key's address: multiplied, so that keys a
  * few bytes apart ("ptr" and "size" side by side in .rodata) do not share

@@ -15,9 +15,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "sdk/encode.h"
-#include "sdk/envvars.h"
-#include "sdk/sdk.h"
+#include "sdk/core/encode.h"
+#include "sdk/core/envvars.h"
+#include "sdk/core/sdk.h"
 
 
 /* Longest array written; longer ones are cut to it. */
