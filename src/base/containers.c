@@ -13,7 +13,7 @@ bool etch__bitset_reserve(etch_bitset *b, uint32_t i) {
     uint32_t need = i / 64 + 1;
     uint32_t nw = words ? words : 4;
     while (nw < need) nw *= 2;
-    uint64_t *w = (uint64_t *)realloc(b->w, (size_t)nw * 8);
+    uint64_t *w = (uint64_t *)etch__realloc(b->w, (size_t)nw * 8);
     if (!w) return false;
     memset(w + words, 0, (size_t)(nw - words) * 8);
     b->w = w;
@@ -40,7 +40,7 @@ void etch__bitset_free(etch_bitset *b) {
 
 static bool strtab_grow(etch_strtab *t) {
   uint32_t ncap = t->cap ? t->cap * 2 : 64;
-  etch_strtab_slot *ns = (etch_strtab_slot *)calloc(ncap, sizeof *ns);
+  etch_strtab_slot *ns = (etch_strtab_slot *)etch__calloc(ncap, sizeof *ns);
   if (!ns) return false;
   for (uint32_t i = 0; i < t->cap; i++) {
     etch_strtab_slot *s = &t->slots[i];
@@ -68,7 +68,7 @@ uint32_t etch__strtab_intern(etch_strtab *t, const char *s, uint32_t len,
       return e->iid;
     j = (j + 1) & (t->cap - 1);
   }
-  char *copy = (char *)malloc(len + 1);
+  char *copy = (char *)etch__malloc(len + 1);
   if (!copy) return 0;
   memcpy(copy, s, len);
   copy[len] = '\0';

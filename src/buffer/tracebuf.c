@@ -187,7 +187,7 @@ static uint32_t open_depth(const etch_tracebuf *tb, uint32_t seq) {
     if (c->seq != seq) continue;
     if (n == cap) {
       cap = cap ? cap * 2 : 64;
-      const tchunk **w = (const tchunk **)realloc((void *)v, cap * sizeof *w);
+      const tchunk **w = (const tchunk **)etch__realloc((void *)v, cap * sizeof *w);
       if (!w) {
         free((void *)v);
         return 0;

@@ -333,7 +333,7 @@ static ETCH_NOINLINE void note_skipped_event(etch_tracefile *o, uint32_t seq,
   if (o->nlost == o->caplost) {
     size_t cap = o->caplost ? o->caplost * 2 : 16;
     etch_tracefile_lost *v =
-        (etch_tracefile_lost *)realloc(o->lost, cap * sizeof *v);
+        (etch_tracefile_lost *)etch__realloc(o->lost, cap * sizeof *v);
     if (!v) return;
     o->lost = v;
     o->caplost = cap;

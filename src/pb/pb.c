@@ -112,7 +112,7 @@ static bool buf_grow(etch__pb_stream *s, size_t need) {
     if (b->limit - len < need) return false;
     want = b->limit;
   }
-  uint8_t *p = (uint8_t *)realloc(s->seg, want);
+  uint8_t *p = (uint8_t *)etch__realloc(s->seg, want);
   if (!p) return false;
   s->seg = p;
   s->cur = p + len;

@@ -159,7 +159,7 @@ static jnode *child(jnode *parent, const char *key, size_t keylen,
       return k;
     link = &k->next;
   }
-  jnode *n = calloc(1, sizeof *n);
+  jnode *n = etch__calloc(1, sizeof *n);
   if (!n) return NULL;
   n->index = index;
   if (index < 0) n->key = strndup(key ? key : "", key ? keylen : 0);
@@ -278,7 +278,7 @@ static int write_args(FILE *out, sqlite3_stmt *q, int64_t arg_set_id) {
       n->i = sqlite3_column_int64(q, 1);
     } else if (sqlite3_column_type(q, 2) != SQLITE_NULL) {
       n->type = SQLITE_TEXT;
-      n->s = strdup((const char *)sqlite3_column_text(q, 2));
+      n->s = etch__strdup((const char *)sqlite3_column_text(q, 2));
     } else if (sqlite3_column_type(q, 3) != SQLITE_NULL) {
       n->type = SQLITE_FLOAT;
       n->d = sqlite3_column_double(q, 3);
@@ -353,7 +353,7 @@ static void load_tracks(exporter *x) {
   if (!st) return;
   if (sqlite3_step(st) == SQLITE_ROW) n = sqlite3_column_int64(st, 0);
   sqlite3_finalize(st);
-  x->tracks = calloc(n > 0 ? (size_t)n : 1, sizeof *x->tracks);
+  x->tracks = etch__calloc(n > 0 ? (size_t)n : 1, sizeof *x->tracks);
   if (!x->tracks) {
     x->rc = etch__error(ETCH_ENOMEM, "convert: out of memory");
     return;

@@ -43,7 +43,7 @@ typedef struct leaks {
 static etch_u64map *blocks_of(leaks *L, int32_t pid) {
   for (size_t i = 0; i < L->nprocs; i++)
     if (L->procs[i].pid == pid) return &L->procs[i].blocks;
-  proc_blocks *p = realloc(L->procs, (L->nprocs + 1) * sizeof *p);
+  proc_blocks *p = etch__realloc(L->procs, (L->nprocs + 1) * sizeof *p);
   if (!p) return NULL;
   L->procs = p;
   p[L->nprocs] = (proc_blocks){.pid = pid};
@@ -53,7 +53,7 @@ static etch_u64map *blocks_of(leaks *L, int32_t pid) {
 static uint32_t tag_of(leaks *L, const char *name) {
   for (size_t i = 0; i < L->ntags; i++)
     if (!strcmp(L->tags[i], name)) return (uint32_t)i;
-  char **t = realloc(L->tags, (L->ntags + 1) * sizeof *t);
+  char **t = etch__realloc(L->tags, (L->ntags + 1) * sizeof *t);
   char *copy = etch__strdup(name);
   if (!t || !copy) {
     if (t) L->tags = t;

@@ -115,7 +115,7 @@ int etch__query_shell(sqlite3 *db, FILE *in, FILE *out,
       }
       if (blank(line)) continue;
     }
-    char *grown = realloc(stmt, stmt_len + (size_t)n + 1);
+    char *grown = etch__realloc(stmt, stmt_len + (size_t)n + 1);
     if (!grown) break;
     stmt = grown;
     memcpy(stmt + stmt_len, line, (size_t)n + 1);

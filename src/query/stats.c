@@ -641,8 +641,8 @@ static void frames_section(report *r) {
   const etch__stats_data *d = r->d;
   size_t n = d->nframes;
   if (!n) return;
-  int64_t *dur = malloc(n * sizeof *dur);
-  size_t *worst = malloc(n * sizeof *worst);
+  int64_t *dur = etch__malloc(n * sizeof *dur);
+  size_t *worst = etch__malloc(n * sizeof *worst);
   if (!dur || !worst) {
     free(dur);
     free(worst);

@@ -48,7 +48,7 @@ etch__tt *etch__tt_new(size_t ncols) {
 void etch__tt_header(etch__tt *t, size_t col, const char *name, bool right) {
   if (!t || col >= t->ncols) return;
   free(t->head[col]);
-  t->head[col] = strdup(name ? name : "");
+  t->head[col] = etch__strdup(name ? name : "");
   t->right[col] = right;
 }
 
@@ -59,7 +59,7 @@ static char *escape_controls(const char *s) {
   size_t n = 0, extra = 0;
   for (; s[n]; n++)
     if ((unsigned char)s[n] < 0x20 || s[n] == 0x7f) extra += 3;
-  char *out = malloc(n + extra + 1);
+  char *out = etch__malloc(n + extra + 1);
   if (!out) return NULL;
   char *q = out;
   for (const char *p = s; *p; p++) {
@@ -85,7 +85,7 @@ void etch__tt_cell(etch__tt *t, const char *text) {
   if (!t) return;
   if (t->ncells == t->cap) {
     size_t cap = t->cap ? t->cap * 2 : 64;
-    char **c = realloc(t->cells, cap * sizeof *c);
+    char **c = etch__realloc(t->cells, cap * sizeof *c);
     if (!c) return;
     t->cells = c;
     t->cap = cap;
@@ -232,7 +232,7 @@ static void print_dashes(FILE *out, const char *indent, const size_t *widths,
 void etch__tt_print(const etch__tt *t, FILE *out, const char *indent,
                     bool dashes) {
   if (!t) return;
-  size_t *w = calloc(t->ncols, sizeof *w);
+  size_t *w = etch__calloc(t->ncols, sizeof *w);
   if (!w) return;
   for (size_t c = 0; c < t->ncols; c++)
     w[c] = t->head[c] ? text_width(t->head[c]) : 0;
@@ -265,11 +265,11 @@ void etch__tt_free(etch__tt *t) {
 static char *cell_text(sqlite3_stmt *st, int c) {
   switch (sqlite3_column_type(st, c)) {
     case SQLITE_NULL:
-      return strdup("NULL");
+      return etch__strdup("NULL");
     case SQLITE_BLOB: {
       const uint8_t *b = sqlite3_column_blob(st, c);
       size_t n = (size_t)sqlite3_column_bytes(st, c);
-      char *s = malloc(n * 2 + 4);
+      char *s = etch__malloc(n * 2 + 4);
       if (!s) return NULL;
       char *p = s;
       *p++ = 'X';
@@ -353,8 +353,8 @@ static int print_table(sqlite3_stmt *st, FILE *out) {
   while (nrows < kBufferedRows && (rc = sqlite3_step(st)) == SQLITE_ROW) {
     if (nrows == cap) {
       cap = cap ? cap * 2 : 16;
-      char **c2 = realloc(cells, cap * ncols * sizeof *c2);
-      uint8_t *n2 = realloc(kind, cap * ncols * sizeof *n2);
+      char **c2 = etch__realloc(cells, cap * ncols * sizeof *c2);
+      uint8_t *n2 = etch__realloc(kind, cap * ncols * sizeof *n2);
       if (c2) cells = c2;
       if (n2) kind = n2;
       if (!c2 || !n2) {
@@ -369,9 +369,9 @@ static int print_table(sqlite3_stmt *st, FILE *out) {
     nrows++;
   }
   if (nrows < kBufferedRows && rc == SQLITE_ROW) rc = SQLITE_NOMEM;
-  size_t *w = calloc(ncols ? ncols : 1, sizeof *w);
-  bool *right = calloc(ncols ? ncols : 1, sizeof *right);
-  char **head = calloc(ncols ? ncols : 1, sizeof *head);
+  size_t *w = etch__calloc(ncols ? ncols : 1, sizeof *w);
+  bool *right = etch__calloc(ncols ? ncols : 1, sizeof *right);
+  char **head = etch__calloc(ncols ? ncols : 1, sizeof *head);
   if (!w || !right || !head) rc = SQLITE_NOMEM;
   if (rc == SQLITE_ROW || rc == SQLITE_DONE) {
     for (size_t c = 0; c < ncols; c++) {
@@ -393,7 +393,7 @@ static int print_table(sqlite3_stmt *st, FILE *out) {
     for (size_t r = 0; r < nrows; r++)
       print_line(out, "", cells + r * ncols, right, w, ncols);
     /* The rest streams with the widths of the first rows. */
-    char **row = calloc(ncols ? ncols : 1, sizeof *row);
+    char **row = etch__calloc(ncols ? ncols : 1, sizeof *row);
     while (row && rc == SQLITE_ROW && (rc = sqlite3_step(st)) == SQLITE_ROW) {
       for (size_t c = 0; c < ncols; c++) row[c] = cell_text(st, (int)c);
       print_line(out, "", row, right, w, ncols);

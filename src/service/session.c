@@ -452,7 +452,7 @@ static void add_skipped(session *x, uint32_t seq, uint64_t events) {
   if (x->nskipped == x->capskipped) {
     size_t cap = x->capskipped ? x->capskipped * 2 : 16;
     etch_tracefile_lost *v =
-        (etch_tracefile_lost *)realloc(x->skipped, cap * sizeof *v);
+        (etch_tracefile_lost *)etch__realloc(x->skipped, cap * sizeof *v);
     if (!v) return;
     x->skipped = v;
     x->capskipped = cap;
@@ -483,16 +483,16 @@ static int put_loss_notes(etch_service *s, session *x, etch_tracefile *o) {
     if (b < x->cfg->nbuffers) {
       etch_tracebuf *tb = s->bufs[x->buf_ids[b]];
       if (!tb || !(m = etch__tracebuf_losses(tb, NULL, 0))) continue;
-      v = (etch_tracebuf_loss *)malloc(m * sizeof *v);
+      v = (etch_tracebuf_loss *)etch__malloc(m * sizeof *v);
       if (!v) break;
       etch__tracebuf_losses(tb, v, m);
     }
     size_t more = b < x->cfg->nbuffers ? m : x->nskipped;
     if (n + more > cap) {
       cap = (n + more) * 2;
-      etch_tracefile_lost *a = (etch_tracefile_lost *)realloc(all, cap * sizeof *a);
-      uint64_t *t = (uint64_t *)realloc(when, cap * sizeof *t);
-      uint32_t *d = (uint32_t *)realloc(open, cap * sizeof *d);
+      etch_tracefile_lost *a = (etch_tracefile_lost *)etch__realloc(all, cap * sizeof *a);
+      uint64_t *t = (uint64_t *)etch__realloc(when, cap * sizeof *t);
+      uint32_t *d = (uint32_t *)etch__realloc(open, cap * sizeof *d);
       if (a) all = a;
       if (t) when = t;
       if (d) open = d;

@@ -206,7 +206,7 @@ static etch__intercept_seq *seq_get(icpt *b, uint32_t writer_id) {
   s->owner = b;
   size_t sz = b->r->ic.thread_state_size;
   if (sz) {
-    s->state = calloc(1, sz);
+    s->state = etch__calloc(1, sz);
     if (!s->state) {
       free(s);
       return NULL;
@@ -236,7 +236,7 @@ static etch_chunk *icpt_acquire(etch_backend *bb, uint32_t writer_id,
     if (k)
       b->free_chunks = k->next_free;
     else
-      k = (ichunk *)malloc(sizeof *k + CHUNK_PAYLOAD);
+      k = (ichunk *)etch__malloc(sizeof *k + CHUNK_PAYLOAD);
   }
   if (k) b->handed++;
   pthread_mutex_unlock(&b->lock);
@@ -255,7 +255,7 @@ static bool partial_add(etch__intercept_seq *s, const uint8_t *d, size_t n) {
   if (s->partial_len + n > s->partial_cap) {
     size_t cap = s->partial_cap ? s->partial_cap : 4096;
     while (cap < s->partial_len + n) cap *= 2;
-    uint8_t *p = (uint8_t *)realloc(s->partial, cap);
+    uint8_t *p = (uint8_t *)etch__realloc(s->partial, cap);
     if (!p) return false;
     s->partial = p;
     s->partial_cap = cap;

@@ -101,7 +101,7 @@ static bool push_to(part **v, size_t *n, size_t *capp, uint8_t *data,
                     size_t len, const uint64_t *stats) {
   if (*n == *capp) {
     size_t cap = *capp ? *capp * 2 : 4;
-    part *p = (part *)realloc(*v, cap * sizeof *p);
+    part *p = (part *)etch__realloc(*v, cap * sizeof *p);
     if (!p) return false;
     *v = p;
     *capp = cap;
@@ -143,7 +143,7 @@ static void unlink_guest(join_guest *g) {
 /* Appends a late guest's packets and a TraceStats of every copy to the
  * written file. Owner lock held. */
 static void append_late(uint8_t *data, size_t len, const uint64_t *stats) {
-  uint64_t(*all)[ETCH_TRACEFILE_NSTATS] = (uint64_t(*)[ETCH_TRACEFILE_NSTATS])realloc(
+  uint64_t(*all)[ETCH_TRACEFILE_NSTATS] = (uint64_t(*)[ETCH_TRACEFILE_NSTATS])etch__realloc(
       own.all, (own.nall + 1) * sizeof *own.all);
   if (!all) {
     fprintf(stderr, "etch: out of memory: a second copy of etch's trace "
@@ -299,14 +299,14 @@ void etch__join_written(const char *path, const uint64_t *own_stats,
   if (!etch__join_owner()) return;
   pthread_mutex_lock(&own.lock);
   free(own.seqs);
-  own.seqs = nseqs ? (uint32_t *)malloc(nseqs * sizeof *seqs) : NULL;
+  own.seqs = nseqs ? (uint32_t *)etch__malloc(nseqs * sizeof *seqs) : NULL;
   own.nseqs = own.seqs ? nseqs : 0;
   if (own.seqs) memcpy(own.seqs, seqs, nseqs * sizeof *seqs);
   own.state = WRITTEN;
   free(own.path);
-  own.path = path ? strdup(path) : NULL;
+  own.path = path ? etch__strdup(path) : NULL;
   free(own.all);
-  own.all = (uint64_t(*)[ETCH_TRACEFILE_NSTATS])calloc(own.nparts + 1, sizeof *own.all);
+  own.all = (uint64_t(*)[ETCH_TRACEFILE_NSTATS])etch__calloc(own.nparts + 1, sizeof *own.all);
   own.nall = 0;
   if (own.all) {
     memcpy(own.all[own.nall++], own_stats, sizeof own.all[0]);

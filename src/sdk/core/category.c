@@ -277,9 +277,9 @@ int etch_channel_set(const char *pattern, bool on) {
   for (uint32_t i = 0; i < f.nincl; i++) {
     if (g_rules.n == g_rules.cap) {
       uint32_t cap = g_rules.cap ? 2 * g_rules.cap : 8;
-      char **np = (char **)realloc(g_rules.pat, cap * sizeof *np);
+      char **np = (char **)etch__realloc(g_rules.pat, cap * sizeof *np);
       if (np) g_rules.pat = np;
-      bool *no = np ? (bool *)realloc(g_rules.on, cap * sizeof *no) : NULL;
+      bool *no = np ? (bool *)etch__realloc(g_rules.on, cap * sizeof *no) : NULL;
       if (no) g_rules.on = no;
       if (!np || !no) {
         pthread_mutex_unlock(&etch__g.lock);

@@ -64,7 +64,7 @@ ETCH_INLINE bool etch__writer_scratch(etch_writer *w, size_t bound) {
   if (bound <= w->scratch_cap) return true;
   size_t cap = w->scratch_cap ? w->scratch_cap : 1024;
   while (cap < bound) cap *= 2;
-  uint8_t *nb = (uint8_t *)realloc(w->scratch, cap);
+  uint8_t *nb = (uint8_t *)etch__realloc(w->scratch, cap);
   if (!nb) return false;
   w->scratch = nb;
   w->scratch_cap = cap;

@@ -329,8 +329,8 @@ static void channels_check(void) {
 }
 
 static void channels_init(const char *list) {
-  char *copy = strdup(list);
-  char *un = (char *)calloc(strlen(list) + 2, 1);
+  char *copy = etch__strdup(list);
+  char *un = (char *)etch__calloc(strlen(list) + 2, 1);
   if (!copy || !un) {
     free(copy);
     free(un);

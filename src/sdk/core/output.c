@@ -87,7 +87,7 @@ static uint32_t *writer_seqs(etch_session *sess, size_t *n) {
   *n = 0;
   size_t cap = 0;
   for (etch_writer *w = sess->writers; w; w = w->next) cap++;
-  uint32_t *v = cap ? (uint32_t *)malloc(cap * sizeof *v) : NULL;
+  uint32_t *v = cap ? (uint32_t *)etch__malloc(cap * sizeof *v) : NULL;
   if (!v) return NULL;
   for (etch_writer *w = sess->writers; w && *n < cap; w = w->next)
     v[(*n)++] = w->seq_id;
@@ -146,7 +146,7 @@ static int serialize(etch_session *sess, const etch__trace_part *parts,
   if (!rc) {
     etch_buffer_stats bs;
     b->ops->stats(b, &bs);
-    all = (uint64_t *)calloc(nparts + 1, sizeof(uint64_t) * ETCH_TRACEFILE_NSTATS);
+    all = (uint64_t *)etch__calloc(nparts + 1, sizeof(uint64_t) * ETCH_TRACEFILE_NSTATS);
     if (!all) rc = etch__error(ETCH_ENOMEM, "out of memory writing trace");
     else etch__tracefile_stats_pack(all, &bs, b->chunk_size,
                                     writers_with_loss + lost);
@@ -327,7 +327,7 @@ static int write_output(etch_session *s, const char *path, uint8_t *data,
     path = own;
   }
   size_t plen = strlen(path);
-  char *tmp = (char *)malloc(plen + 32);
+  char *tmp = (char *)etch__malloc(plen + 32);
   if (!tmp) {
     free(data);
     free(own);

@@ -107,8 +107,8 @@ static int config_copy(etch_config *dst, const etch_config *src) {
   dst->iopt_keys = dst->iopt_values = NULL;
   dst->n_iopts = 0;
   if (src->n_iopts) {
-    dst->iopt_keys = (char **)calloc(src->n_iopts, sizeof(char *));
-    dst->iopt_values = (char **)calloc(src->n_iopts, sizeof(char *));
+    dst->iopt_keys = (char **)etch__calloc(src->n_iopts, sizeof(char *));
+    dst->iopt_values = (char **)etch__calloc(src->n_iopts, sizeof(char *));
     if (!dst->iopt_keys || !dst->iopt_values) failed = true;
     for (size_t i = 0; !failed && i < src->n_iopts; i++) {
       dst->iopt_keys[i] = dup_or_null(src->iopt_keys[i], &failed);
@@ -138,11 +138,11 @@ static int set_interceptor_option(etch_config *cfg, const char *key,
       return ETCH_OK;
     }
   }
-  char **k = (char **)realloc(cfg->iopt_keys,
+  char **k = (char **)etch__realloc(cfg->iopt_keys,
                               (cfg->n_iopts + 1) * sizeof(char *));
   if (!k) return ETCH_ENOMEM;
   cfg->iopt_keys = k;
-  char **v = (char **)realloc(cfg->iopt_values,
+  char **v = (char **)etch__realloc(cfg->iopt_values,
                               (cfg->n_iopts + 1) * sizeof(char *));
   if (!v) return ETCH_ENOMEM;
   cfg->iopt_values = v;
@@ -604,7 +604,7 @@ uint32_t *etch__session_track_open(etch_session *s, const etch_track *t) {
   if (page >= ETCH_TRACK_PAGES) return &untracked;
   uint32_t *p = __atomic_load_n(&s->track_open[page], __ATOMIC_ACQUIRE);
   if (!p) {
-    uint32_t *fresh = (uint32_t *)calloc(ETCH_TRACK_PAGE, sizeof *fresh);
+    uint32_t *fresh = (uint32_t *)etch__calloc(ETCH_TRACK_PAGE, sizeof *fresh);
     if (!fresh) return NULL;
     if (__atomic_compare_exchange_n(&s->track_open[page], &p, fresh, false,
                                     __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))

@@ -50,7 +50,7 @@ static void sb_grow(sbuf *b, size_t more) {
   if (b->n + more + 1 <= b->cap) return;
   size_t cap = b->cap ? b->cap : 256;
   while (cap < b->n + more + 1) cap *= 2;
-  char *p = (char *)realloc(b->p, cap);
+  char *p = (char *)etch__realloc(b->p, cap);
   if (!p) {
     b->oom = true;
     return;
@@ -170,7 +170,7 @@ static const char *imap_get(const imap *m, uint64_t k) {
 static void imap_set(imap *m, uint64_t k, const uint8_t *s, size_t n) {
   if (!k) return;
   if (n > 1024) n = 1024;
-  char *v = (char *)malloc(n + 1);
+  char *v = (char *)etch__malloc(n + 1);
   if (!v) return;
   memcpy(v, s, n);
   v[n] = '\0';
@@ -182,7 +182,7 @@ static void imap_set(imap *m, uint64_t k, const uint8_t *s, size_t n) {
   }
   if (m->n == m->cap) {
     size_t cap = m->cap ? m->cap * 2 : 64;
-    char **ns = cap < (1u << 24) ? (char **)realloc(m->strs, cap * sizeof *ns)
+    char **ns = cap < (1u << 24) ? (char **)etch__realloc(m->strs, cap * sizeof *ns)
                                  : NULL;
     if (!ns) {
       free(v);
@@ -277,7 +277,7 @@ static ctrack *track_get(cseq *q, uint64_t uuid) {
   if (q->ntracks == q->tracks_cap) {
     size_t cap = q->tracks_cap ? q->tracks_cap * 2 : 8;
     if (cap > 65536) return NULL; /* a sequence that lies about tracks */
-    ctrack *n = (ctrack *)realloc(q->tracks, cap * sizeof *n);
+    ctrack *n = (ctrack *)etch__realloc(q->tracks, cap * sizeof *n);
     if (!n) return NULL;
     q->tracks = n;
     q->tracks_cap = cap;
@@ -597,7 +597,7 @@ static tstack *stack_for(console *c, uint64_t uuid) {
   if (c->nstacks == c->stacks_cap) {
     size_t cap = c->stacks_cap ? c->stacks_cap * 2 : 16;
     if (cap > 65536) return NULL;
-    tstack *n = (tstack *)realloc(c->stacks, cap * sizeof *n);
+    tstack *n = (tstack *)etch__realloc(c->stacks, cap * sizeof *n);
     if (!n) return NULL;
     c->stacks = n;
     c->stacks_cap = cap;
@@ -867,7 +867,7 @@ static void console_packet(const etch_intercepted *p) {
         if (st->n == st->cap) {
           size_t cap = st->cap ? st->cap * 2 : 8;
           open_slice *n =
-              cap <= 4096 ? (open_slice *)realloc(st->s, cap * sizeof *n) : NULL;
+              cap <= 4096 ? (open_slice *)etch__realloc(st->s, cap * sizeof *n) : NULL;
           if (n) st->s = n, st->cap = cap;
         }
         if (st->n < st->cap) {
@@ -961,7 +961,7 @@ static int console_setup(void *global, const etch_interceptor_config *cfg,
           cfg, "unknown option '%s' (known: fd, color)", k);
     }
   }
-  console *c = (console *)calloc(1, sizeof *c);
+  console *c = (console *)etch__calloc(1, sizeof *c);
   if (!c) return etch__error(ETCH_ENOMEM, "console interceptor: no memory");
   c->fd = fd;
   if (color < 0) {
@@ -990,7 +990,7 @@ static void console_destroy(void *global, void *instance) {
 int etch__console_feed(const uint8_t *const *packets, const size_t *lens,
                        size_t n, int fd) {
   console c = {.fd = fd};
-  cseq *q = (cseq *)calloc(1, sizeof *q);
+  cseq *q = (cseq *)etch__calloc(1, sizeof *q);
   if (!q) return ETCH_ENOMEM;
   c.start_ns = etch_now();
   /* A one-off instance: the lock calls find it through a private seq. */

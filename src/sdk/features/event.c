@@ -540,7 +540,7 @@ static void imp_add(etch_event_def *d, etch_category *const *chans,
     if (slot[0]) q = put_field(q, &d->fields[i], slot, 0);
   }
   e->ann_len = (size_t)(q - buf);
-  uint8_t *shrunk = (uint8_t *)realloc(buf, e->ann_len ? e->ann_len : 1);
+  uint8_t *shrunk = (uint8_t *)etch__realloc(buf, e->ann_len ? e->ann_len : 1);
   e->ann = shrunk ? shrunk : buf;
   e->def = d;
   e->nchans = nchans < MAX_CHANNELS ? nchans : MAX_CHANNELS;
