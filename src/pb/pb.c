@@ -127,6 +127,19 @@ void etch__pb_buf_init(etch__pb_buf *b, size_t initial, size_t limit) {
   if (initial) buf_grow(&b->s, initial);
 }
 
+static bool fixed_grow(etch__pb_stream *s, size_t need) {
+  (void)s;
+  (void)need;
+  return false;
+}
+
+void etch__pb_fixed_init(etch__pb_stream *s, uint8_t *buf, size_t cap) {
+  memset(s, 0, sizeof *s);
+  s->seg = s->cur = buf;
+  s->end = buf + cap;
+  s->grow = fixed_grow;
+}
+
 void etch__pb_buf_free(etch__pb_buf *b) {
   free(b->s.seg);
   memset(&b->s, 0, sizeof b->s);

@@ -105,6 +105,42 @@ ETCH_INLINE void etch__pb_put_redundant4(uint8_t *p, uint32_t v) {
   p[3] = (uint8_t)((v >> 21) & 0x7f);
 }
 
+/* Fields, into memory the caller has sized (the SDK's general path). */
+ETCH_INLINE uint8_t *etch__pb_put_varint_field(uint8_t *q, uint32_t field,
+                                               uint64_t v) {
+  return etch__pb_put_varint(etch__pb_put_tag(q, field, ETCH_PB_VARINT), v);
+}
+ETCH_INLINE uint8_t *etch__pb_put_fixed64_field(uint8_t *q, uint32_t field,
+                                                uint64_t v) {
+  return etch__pb_put_fixed64(etch__pb_put_tag(q, field, ETCH_PB_FIXED64), v);
+}
+ETCH_INLINE uint8_t *etch__pb_put_bytes_field(uint8_t *q, uint32_t field,
+                                              const void *d, uint32_t n) {
+  q = etch__pb_put_varint(etch__pb_put_tag(q, field, ETCH_PB_LEN), n);
+  memcpy(q, d, n);
+  return q + n;
+}
+/* A nested message in memory: _open writes its tag and leaves one byte for
+ * its length (returned); _close writes the length, moving the body in the
+ * rare case it needs more than one byte (the caller's bound has room for
+ * that), and returns the message's end. */
+ETCH_INLINE uint8_t *etch__pb_put_open(uint8_t **q, uint32_t field) {
+  uint8_t *len = etch__pb_put_tag(*q, field, ETCH_PB_LEN);
+  *q = len + 1;
+  return len;
+}
+ETCH_INLINE uint8_t *etch__pb_put_close(uint8_t *len, uint8_t *end) {
+  size_t n = (size_t)(end - (len + 1));
+  if (ETCH_LIKELY(n < 128)) {
+    *len = (uint8_t)n;
+    return end;
+  }
+  size_t vs = etch__pb_varint_size(n);
+  memmove(len + vs, len + 1, n);
+  etch__pb_put_varint(len, n);
+  return len + vs + n;
+}
+
 /* ---- streams --------------------------------------------------------------- */
 
 typedef struct etch__pb_stream etch__pb_stream;
@@ -172,6 +208,9 @@ typedef struct etch__pb_buf {
 } etch__pb_buf;
 
 void etch__pb_buf_init(etch__pb_buf *b, size_t initial, size_t limit);
+/* A stream over `cap` bytes of the caller's memory (the stack): it fails,
+ * and swallows further writes, when they do not fit. */
+void etch__pb_fixed_init(etch__pb_stream *s, uint8_t *buf, size_t cap);
 void etch__pb_buf_free(etch__pb_buf *b);
 ETCH_INLINE size_t etch__pb_buf_len(const etch__pb_buf *b) {
   return (size_t)(b->s.cur - b->s.seg);

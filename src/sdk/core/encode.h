@@ -1,6 +1,9 @@
 /*
- * encode.h - the SDK's raw protobuf encoding into a writer's scratch buffer
- * (the general path of track_event.c and the custom events of event.c).
+ * encode.h - what the SDK's general path needs to encode a packet into a
+ * writer's scratch buffer (track_event.c, and the custom events of
+ * event.c): the arg-key cache, the slow paths' clock, the scratch buffer.
+ * The fields themselves are pb.h's raw writers and proto/encode.h's
+ * messages.
  *
  * Sizes are bounded up front (so no write is checked), nested messages
  * assume a one-byte length and move their body in the rare case it is
@@ -13,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "proto/encode.h"
 #include "sdk/core/sdk.h"
 
 /* The arg-key cache's slot for a key's address: multiplied, so that keys a
@@ -70,47 +74,5 @@ ETCH_INLINE bool etch__writer_scratch(etch_writer *w, size_t bound) {
   w->scratch_cap = cap;
   return true;
 }
-
-ETCH_INLINE uint8_t *raw_tag(uint8_t *q, uint32_t field, uint32_t wt) {
-  return etch__pb_put_varint(q, etch__pb_tag(field, wt));
-}
-ETCH_INLINE uint8_t *raw_varint(uint8_t *q, uint32_t field, uint64_t v) {
-  return etch__pb_put_varint(raw_tag(q, field, ETCH_PB_VARINT), v);
-}
-ETCH_INLINE uint8_t *raw_fixed64(uint8_t *q, uint32_t field, uint64_t v) {
-  return etch__pb_put_fixed64(raw_tag(q, field, ETCH_PB_FIXED64), v);
-}
-ETCH_INLINE uint8_t *raw_bytes(uint8_t *q, uint32_t field, const void *d,
-                               uint32_t n) {
-  q = etch__pb_put_varint(raw_tag(q, field, ETCH_PB_LEN), n);
-  memcpy(q, d, n);
-  return q + n;
-}
-/* Opens a nested message: returns where its length byte goes. */
-ETCH_INLINE uint8_t *raw_open(uint8_t **q, uint32_t field) {
-  uint8_t *len = raw_tag(*q, field, ETCH_PB_LEN);
-  *q = len + 1;
-  return len;
-}
-ETCH_INLINE uint8_t *raw_close(uint8_t *len, uint8_t *end) {
-  size_t n = (size_t)(end - (len + 1));
-  if (ETCH_LIKELY(n < 128)) {
-    *len = (uint8_t)n;
-    return end;
-  }
-  size_t vs = etch__pb_varint_size(n);
-  memmove(len + vs, len + 1, n);
-  etch__pb_put_varint(len, n);
-  return len + vs + n;
-}
-
-ETCH_INLINE uint8_t *raw_interned(uint8_t *q, uint32_t field, uint64_t iid,
-                             const char *name, uint32_t len) {
-  uint8_t *l = raw_open(&q, field);
-  q = raw_varint(q, ETCH_INTERNED_IID, iid);
-  q = raw_bytes(q, ETCH_INTERNED_NAME, name, len);
-  return raw_close(l, q);
-}
-
 
 #endif /* ETCH_SDK_ENCODE_H */

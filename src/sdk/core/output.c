@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "buffer/tracefile.h"
+#include "proto/encode.h"
 #include "sdk/core/sdk.h"
 
 static int write_output(etch_session *s, const char *path, uint8_t *data,
@@ -26,15 +27,10 @@ static int put_clock_note(etch_tracefile *o) {
   const char *why = etch__clock_fallback_note(&ts);
   if (!why) return ETCH_OK;
   etch__pb_stream *s = &o->tmp.s;
-  etch__pb_nested td, pd;
   etch__pb_write_varint_field(s, ETCH_PKT_TIMESTAMP, ts);
   etch__pb_write_varint_field(s, ETCH_PKT_TIMESTAMP_CLOCK_ID, ETCH_CLOCK_BOOTTIME);
-  etch__pb_nested_begin(s, ETCH_PKT_TRACK_DESCRIPTOR, &td);
-  etch__pb_write_varint_field(s, ETCH_TD_UUID, etch__process_uuid());
-  etch__pb_nested_begin(s, ETCH_TD_PROCESS, &pd);
-  etch__pb_write_varint_field(s, ETCH_PD_PID, (uint64_t)etch__g.pid);
-  etch__pb_nested_end(s, &pd);
-  etch__pb_nested_end(s, &td);
+  etch__proto_process_track(s, etch__process_uuid(), etch__g.pid, NULL, 0,
+                            NULL);
   int rc = etch__tracefile_put_service(o);
   if (rc) return rc;
   etch__pb_write_varint_field(s, ETCH_PKT_TIMESTAMP, ts);
@@ -55,18 +51,10 @@ static int put_drop_report(etch_tracefile *o, etch_writer *w,
   uint64_t last = __atomic_load_n(&w->last_drop_ns, __ATOMIC_RELAXED);
   if (last < ts) last = ts;
   uint64_t uuid = etch__thread_uuid(w->tid);
-  etch__pb_nested td, thd;
   etch__pb_write_varint_field(s, ETCH_PKT_TIMESTAMP, ts);
   etch__pb_write_varint_field(s, ETCH_PKT_TIMESTAMP_CLOCK_ID, ETCH_CLOCK_BOOTTIME);
-  etch__pb_nested_begin(s, ETCH_PKT_TRACK_DESCRIPTOR, &td);
-  etch__pb_write_varint_field(s, ETCH_TD_UUID, uuid);
-  etch__pb_nested_begin(s, ETCH_TD_THREAD, &thd);
-  etch__pb_write_varint_field(s, ETCH_THD_PID, (uint64_t)etch__g.pid);
-  etch__pb_write_varint_field(s, ETCH_THD_TID, (uint64_t)w->tid);
-  if (w->thread_name[0])
-    etch__pb_write_string_field(s, ETCH_THD_THREAD_NAME, w->thread_name);
-  etch__pb_nested_end(s, &thd);
-  etch__pb_nested_end(s, &td);
+  etch__proto_thread_track(s, uuid, etch__g.pid, w->tid, w->thread_name,
+                           strlen(w->thread_name));
   int rc = etch__tracefile_put_service(o);
   if (rc) return rc;
 

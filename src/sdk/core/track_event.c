@@ -463,36 +463,36 @@ static void parse_extras(parsed *p, const etch_extra *x, uint32_t n) {
 
 static uint8_t *raw_arg(uint8_t *q, const etch_extra *a, uint32_t iid,
                         uint32_t slen) {
-  uint8_t *l = raw_open(&q, ETCH_TE_DEBUG_ANNOTATIONS);
+  uint8_t *l = etch__pb_put_open(&q, ETCH_TE_DEBUG_ANNOTATIONS);
   const char *name = a->name ? a->name : "";
   if (iid)
-    q = raw_varint(q, ETCH_DA_NAME_IID, iid);
+    q = etch__pb_put_varint_field(q, ETCH_DA_NAME_IID, iid);
   else
-    q = raw_bytes(q, ETCH_DA_NAME, name, etch__clamp_len(name));
+    q = etch__pb_put_bytes_field(q, ETCH_DA_NAME, name, etch__clamp_len(name));
   switch (a->kind) {
     case ETCH_X_ARG_BOOL:
-      q = raw_varint(q, ETCH_DA_BOOL_VALUE, a->v.b ? 1 : 0);
+      q = etch__pb_put_varint_field(q, ETCH_DA_BOOL_VALUE, a->v.b ? 1 : 0);
       break;
     case ETCH_X_ARG_INT:
-      q = raw_varint(q, ETCH_DA_INT_VALUE, (uint64_t)a->v.i);
+      q = etch__pb_put_varint_field(q, ETCH_DA_INT_VALUE, (uint64_t)a->v.i);
       break;
     case ETCH_X_ARG_UINT:
-      q = raw_varint(q, ETCH_DA_UINT_VALUE, a->v.u);
+      q = etch__pb_put_varint_field(q, ETCH_DA_UINT_VALUE, a->v.u);
       break;
     case ETCH_X_ARG_DOUBLE: {
       uint64_t u;
       memcpy(&u, &a->v.d, sizeof u);
-      q = raw_fixed64(q, ETCH_DA_DOUBLE_VALUE, u);
+      q = etch__pb_put_fixed64_field(q, ETCH_DA_DOUBLE_VALUE, u);
       break;
     }
     case ETCH_X_ARG_STRING:
-      q = raw_bytes(q, ETCH_DA_STRING_VALUE, a->v.s ? a->v.s : "(null)", slen);
+      q = etch__pb_put_bytes_field(q, ETCH_DA_STRING_VALUE, a->v.s ? a->v.s : "(null)", slen);
       break;
     case ETCH_X_ARG_POINTER:
-      q = raw_varint(q, ETCH_DA_POINTER_VALUE, (uint64_t)(uintptr_t)a->v.p);
+      q = etch__pb_put_varint_field(q, ETCH_DA_POINTER_VALUE, (uint64_t)(uintptr_t)a->v.p);
       break;
   }
-  return raw_close(l, q);
+  return etch__pb_put_close(l, q);
 }
 
 enum { DYN_MAX = 4096, DYN_MAX_LEN = 256 };
@@ -607,63 +607,63 @@ static void emit_general(etch_writer *w, etch_site *site, etch_category *cat,
   uint8_t *q = w->scratch;
   uint64_t last_ns = etch__writer_last_ns(w);
   if (p.has_ts) {
-    q = raw_varint(q, ETCH_PKT_TIMESTAMP, p.ts);
-    q = raw_varint(q, ETCH_PKT_TIMESTAMP_CLOCK_ID, ETCH_CLOCK_BOOTTIME);
+    q = etch__pb_put_varint_field(q, ETCH_PKT_TIMESTAMP, p.ts);
+    q = etch__pb_put_varint_field(q, ETCH_PKT_TIMESTAMP_CLOCK_ID, ETCH_CLOCK_BOOTTIME);
   } else {
-    q = raw_varint(q, ETCH_PKT_TIMESTAMP, ns - last_ns);
+    q = etch__pb_put_varint_field(q, ETCH_PKT_TIMESTAMP, ns - last_ns);
   }
-  q = raw_varint(q, ETCH_PKT_SEQUENCE_FLAGS, ETCH_SEQ_NEEDS_INCREMENTAL_STATE);
+  q = etch__pb_put_varint_field(q, ETCH_PKT_SEQUENCE_FLAGS, ETCH_SEQ_NEEDS_INCREMENTAL_STATE);
   bool any_new_da = false;
   for (uint32_t i = 0; i < p.nargs; i++) any_new_da |= new_da[i];
   if (new_name || new_cat || any_new_da || new_dyn) {
-    uint8_t *l = raw_open(&q, ETCH_PKT_INTERNED_DATA);
+    uint8_t *l = etch__pb_put_open(&q, ETCH_PKT_INTERNED_DATA);
     if (new_cat)
-      q = raw_interned(q, ETCH_ID_EVENT_CATEGORIES, cat->id, cat->name, cat_len);
+      q = etch__proto_put_interned(q, ETCH_ID_EVENT_CATEGORIES, cat->id, cat->name, cat_len);
     if (new_name)
-      q = raw_interned(q, ETCH_ID_EVENT_NAMES, site->id,
+      q = etch__proto_put_interned(q, ETCH_ID_EVENT_NAMES, site->id,
                        site->name ? site->name : "", name_len);
     if (new_dyn)
-      q = raw_interned(q, ETCH_ID_EVENT_NAMES, ETCH_DYN_IID_BASE + dyn_iid,
+      q = etch__proto_put_interned(q, ETCH_ID_EVENT_NAMES, ETCH_DYN_IID_BASE + dyn_iid,
                        p.dyn_name, dyn_len);
     for (uint32_t i = 0; i < p.nargs; i++) {
       if (!new_da[i]) continue;
       const char *an = p.args[i]->name ? p.args[i]->name : "";
-      q = raw_interned(q, ETCH_ID_DEBUG_ANNOTATION_NAMES, p.da_iid[i], an,
+      q = etch__proto_put_interned(q, ETCH_ID_DEBUG_ANNOTATION_NAMES, p.da_iid[i], an,
                        etch__clamp_len(an));
     }
-    q = raw_close(l, q);
+    q = etch__pb_put_close(l, q);
   }
 
-  uint8_t *te = raw_open(&q, ETCH_PKT_TRACK_EVENT);
-  q = raw_varint(q, ETCH_TE_TYPE, type);
-  if (with_cat) q = raw_varint(q, ETCH_TE_CATEGORY_IIDS, cat->id);
+  uint8_t *te = etch__pb_put_open(&q, ETCH_PKT_TRACK_EVENT);
+  q = etch__pb_put_varint_field(q, ETCH_TE_TYPE, type);
+  if (with_cat) q = etch__pb_put_varint_field(q, ETCH_TE_CATEGORY_IIDS, cat->id);
   if (with_name) {
     if (p.dyn_name && dyn_iid)
-      q = raw_varint(q, ETCH_TE_NAME_IID, ETCH_DYN_IID_BASE + dyn_iid);
+      q = etch__pb_put_varint_field(q, ETCH_TE_NAME_IID, ETCH_DYN_IID_BASE + dyn_iid);
     else if (p.dyn_name)
-      q = raw_bytes(q, ETCH_TE_NAME, p.dyn_name, dyn_len);
+      q = etch__pb_put_bytes_field(q, ETCH_TE_NAME, p.dyn_name, dyn_len);
     else if (site)
-      q = raw_varint(q, ETCH_TE_NAME_IID, site->id);
+      q = etch__pb_put_varint_field(q, ETCH_TE_NAME_IID, site->id);
   }
-  if (track) q = raw_varint(q, ETCH_TE_TRACK_UUID, etch__track_uuid(track));
+  if (track) q = etch__pb_put_varint_field(q, ETCH_TE_TRACK_UUID, etch__track_uuid(track));
   if (type == ETCH_TYPE_COUNTER) {
     if (p.counter_kind == 2) {
       uint64_t u;
       memcpy(&u, &p.counter_d, sizeof u);
-      q = raw_fixed64(q, ETCH_TE_DOUBLE_COUNTER_VALUE, u);
+      q = etch__pb_put_fixed64_field(q, ETCH_TE_DOUBLE_COUNTER_VALUE, u);
     } else {
-      q = raw_varint(q, ETCH_TE_COUNTER_VALUE, (uint64_t)p.counter_i);
+      q = etch__pb_put_varint_field(q, ETCH_TE_COUNTER_VALUE, (uint64_t)p.counter_i);
     }
   }
   for (uint32_t i = 0; i < n; i++) {
     if (x[i].kind == ETCH_X_FLOW)
-      q = raw_fixed64(q, ETCH_TE_FLOW_IDS, x[i].v.u);
+      q = etch__pb_put_fixed64_field(q, ETCH_TE_FLOW_IDS, x[i].v.u);
     else if (x[i].kind == ETCH_X_TERMINATING_FLOW)
-      q = raw_fixed64(q, ETCH_TE_TERMINATING_FLOW_IDS, x[i].v.u);
+      q = etch__pb_put_fixed64_field(q, ETCH_TE_TERMINATING_FLOW_IDS, x[i].v.u);
   }
   for (uint32_t i = 0; i < p.nargs; i++)
     q = raw_arg(q, p.args[i], p.da_iid[i], slen[i]);
-  q = raw_close(te, q);
+  q = etch__pb_put_close(te, q);
   ETCH_DCHECK((size_t)(q - w->scratch) <= bound);
 
   if (!etch__writer_put_packet(w, w->scratch, (size_t)(q - w->scratch))) {

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "proto/encode.h"
 #include "sdk/core/sdk.h"
 
 static pthread_key_t tls_key;
@@ -313,38 +314,17 @@ static void write_process_descriptor(etch_writer *w, uint64_t ns) {
   process_name(name, sizeof name);
   process_cmdline(cmdline, sizeof cmdline, &clen);
   if (!etch__packet_begin(w)) return;
-  etch__pb_stream *s = &w->st;
-  put_abs_ts(s, ns);
-  etch__pb_nested td, pd;
-  etch__pb_nested_begin(s, ETCH_PKT_TRACK_DESCRIPTOR, &td);
-  etch__pb_write_varint_field(s, ETCH_TD_UUID, etch__process_uuid());
-  etch__pb_nested_begin(s, ETCH_TD_PROCESS, &pd);
-  etch__pb_write_varint_field(s, ETCH_PD_PID, (uint64_t)etch__g.pid);
-  for (size_t i = 0; i < clen;) {
-    size_t n = strnlen(cmdline + i, clen - i);
-    etch__pb_write_bytes_field(s, ETCH_PD_CMDLINE, cmdline + i, n);
-    i += n + 1;
-  }
-  etch__pb_write_string_field(s, ETCH_PD_PROCESS_NAME, name);
-  etch__pb_nested_end(s, &pd);
-  etch__pb_nested_end(s, &td);
+  put_abs_ts(&w->st, ns);
+  etch__proto_process_track(&w->st, etch__process_uuid(), etch__g.pid,
+                            cmdline, clen, name);
   etch__packet_end(w);
 }
 
 static void write_thread_descriptor(etch_writer *w, uint64_t ns) {
   if (!etch__packet_begin(w)) return;
-  etch__pb_stream *s = &w->st;
-  put_abs_ts(s, ns);
-  etch__pb_nested td, thd;
-  etch__pb_nested_begin(s, ETCH_PKT_TRACK_DESCRIPTOR, &td);
-  etch__pb_write_varint_field(s, ETCH_TD_UUID, etch__thread_uuid(w->tid));
-  etch__pb_nested_begin(s, ETCH_TD_THREAD, &thd);
-  etch__pb_write_varint_field(s, ETCH_THD_PID, (uint64_t)etch__g.pid);
-  etch__pb_write_varint_field(s, ETCH_THD_TID, (uint64_t)w->tid);
-  if (w->thread_name[0])
-    etch__pb_write_string_field(s, ETCH_THD_THREAD_NAME, w->thread_name);
-  etch__pb_nested_end(s, &thd);
-  etch__pb_nested_end(s, &td);
+  put_abs_ts(&w->st, ns);
+  etch__proto_thread_track(&w->st, etch__thread_uuid(w->tid), etch__g.pid,
+                           w->tid, w->thread_name, strlen(w->thread_name));
   etch__packet_end(w);
 }
 

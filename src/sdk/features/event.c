@@ -231,11 +231,11 @@ static size_t field_bound(const etch_event_field *f, const uint8_t *slot) {
  * 0) and value. */
 static uint8_t *put_field(uint8_t *q, const etch_event_field *f,
                           const uint8_t *slot, uint32_t iid) {
-  uint8_t *l = raw_open(&q, ETCH_TE_DEBUG_ANNOTATIONS);
+  uint8_t *l = etch__pb_put_open(&q, ETCH_TE_DEBUG_ANNOTATIONS);
   if (iid)
-    q = raw_varint(q, ETCH_DA_NAME_IID, iid);
+    q = etch__pb_put_varint_field(q, ETCH_DA_NAME_IID, iid);
   else
-    q = raw_bytes(q, ETCH_DA_NAME, f->name, etch__clamp_len(f->name));
+    q = etch__pb_put_bytes_field(q, ETCH_DA_NAME, f->name, etch__clamp_len(f->name));
   uint32_t t = f->type;
   const uint8_t *v = slot + value_offset(t);
   if (t & ETCH_FIELD_ARRAY) {
@@ -248,51 +248,51 @@ static uint8_t *put_field(uint8_t *q, const etch_event_field *f,
      * DebugAnnotation with only its name would read as no value at all,
      * so it carries an empty nested array instead. */
     if (n == 0) {
-      uint8_t *nl = raw_open(&q, ETCH_DA_NESTED_VALUE);
-      q = raw_varint(q, 1 /* NestedValue.nested_type */, 2 /* ARRAY */);
-      q = raw_close(nl, q);
+      uint8_t *nl = etch__pb_put_open(&q, ETCH_DA_NESTED_VALUE);
+      q = etch__pb_put_varint_field(q, 1 /* NestedValue.nested_type */, 2 /* ARRAY */);
+      q = etch__pb_put_close(nl, q);
     }
     for (size_t i = 0; i < n; i++) {
       uint64_t x = load_num(e, (const uint8_t *)a->v + i * es);
-      uint8_t *el = raw_open(&q, ETCH_DA_ARRAY_VALUES);
+      uint8_t *el = etch__pb_put_open(&q, ETCH_DA_ARRAY_VALUES);
       if (k == 2)
-        q = raw_fixed64(q, ETCH_DA_DOUBLE_VALUE, x);
+        q = etch__pb_put_fixed64_field(q, ETCH_DA_DOUBLE_VALUE, x);
       else
-        q = raw_varint(q, k == 0 ? ETCH_DA_INT_VALUE : ETCH_DA_UINT_VALUE, x);
-      q = raw_close(el, q);
+        q = etch__pb_put_varint_field(q, k == 0 ? ETCH_DA_INT_VALUE : ETCH_DA_UINT_VALUE, x);
+      q = etch__pb_put_close(el, q);
     }
   } else if (t == ETCH_FIELD_STR) {
     const plen_slot *s = (const plen_slot *)(const void *)slot;
     size_t n = str_units(t, s);
     if (n > ETCH_MAX_STRING) n = ETCH_MAX_STRING;
-    q = raw_bytes(q, ETCH_DA_STRING_VALUE, s->v ? s->v : "", (uint32_t)n);
+    q = etch__pb_put_bytes_field(q, ETCH_DA_STRING_VALUE, s->v ? s->v : "", (uint32_t)n);
   } else if (t == ETCH_FIELD_WSTR || t == ETCH_FIELD_U16STR) {
     const plen_slot *s = (const plen_slot *)(const void *)slot;
     size_t n = str_units(t, s);
-    uint8_t *sl = raw_open(&q, ETCH_DA_STRING_VALUE);
+    uint8_t *sl = etch__pb_put_open(&q, ETCH_DA_STRING_VALUE);
     q = put_wide(q, t, s->v, n, ETCH_MAX_STRING);
-    q = raw_close(sl, q);
+    q = etch__pb_put_close(sl, q);
   } else {
     uint64_t x = load_num(t, v);
     switch (num_kind(t)) {
-      case 0: q = raw_varint(q, ETCH_DA_INT_VALUE, x); break;
-      case 1: q = raw_varint(q, ETCH_DA_UINT_VALUE, x); break;
-      case 3: q = raw_varint(q, ETCH_DA_BOOL_VALUE, x); break;
-      default: q = raw_fixed64(q, ETCH_DA_DOUBLE_VALUE, x); break;
+      case 0: q = etch__pb_put_varint_field(q, ETCH_DA_INT_VALUE, x); break;
+      case 1: q = etch__pb_put_varint_field(q, ETCH_DA_UINT_VALUE, x); break;
+      case 3: q = etch__pb_put_varint_field(q, ETCH_DA_BOOL_VALUE, x); break;
+      default: q = etch__pb_put_fixed64_field(q, ETCH_DA_DOUBLE_VALUE, x); break;
     }
   }
-  return raw_close(l, q);
+  return etch__pb_put_close(l, q);
 }
 
 static uint8_t *put_uint_annotation(uint8_t *q, const char *name,
                                     uint32_t iid, uint64_t v) {
-  uint8_t *l = raw_open(&q, ETCH_TE_DEBUG_ANNOTATIONS);
+  uint8_t *l = etch__pb_put_open(&q, ETCH_TE_DEBUG_ANNOTATIONS);
   if (iid)
-    q = raw_varint(q, ETCH_DA_NAME_IID, iid);
+    q = etch__pb_put_varint_field(q, ETCH_DA_NAME_IID, iid);
   else
-    q = raw_bytes(q, ETCH_DA_NAME, name, (uint32_t)strlen(name));
-  q = raw_varint(q, ETCH_DA_UINT_VALUE, v);
-  return raw_close(l, q);
+    q = etch__pb_put_bytes_field(q, ETCH_DA_NAME, name, (uint32_t)strlen(name));
+  q = etch__pb_put_varint_field(q, ETCH_DA_UINT_VALUE, v);
+  return etch__pb_put_close(l, q);
 }
 
 static const char k_serial[] = "etch.serial";
@@ -319,20 +319,20 @@ typedef struct ev_src {
 } ev_src;
 
 static uint8_t *put_schema(uint8_t *q, const etch_event_def *d, uint32_t iid) {
-  uint8_t *l = raw_open(&q, ETCH_ID_EVENT_SCHEMAS);
-  q = raw_varint(q, ETCH_SCHEMA_IID, iid);
-  q = raw_bytes(q, ETCH_SCHEMA_NAME, d->full_name, (uint32_t)strlen(d->full_name));
-  q = raw_bytes(q, ETCH_SCHEMA_LOGGER, d->logger, etch__clamp_len(d->logger));
-  q = raw_bytes(q, ETCH_SCHEMA_EVENT, d->event, etch__clamp_len(d->event));
-  if (d->flags) q = raw_varint(q, ETCH_SCHEMA_FLAGS, d->flags);
+  uint8_t *l = etch__pb_put_open(&q, ETCH_ID_EVENT_SCHEMAS);
+  q = etch__pb_put_varint_field(q, ETCH_SCHEMA_IID, iid);
+  q = etch__pb_put_bytes_field(q, ETCH_SCHEMA_NAME, d->full_name, (uint32_t)strlen(d->full_name));
+  q = etch__pb_put_bytes_field(q, ETCH_SCHEMA_LOGGER, d->logger, etch__clamp_len(d->logger));
+  q = etch__pb_put_bytes_field(q, ETCH_SCHEMA_EVENT, d->event, etch__clamp_len(d->event));
+  if (d->flags) q = etch__pb_put_varint_field(q, ETCH_SCHEMA_FLAGS, d->flags);
   for (uint32_t i = 0; i < d->nfields; i++) {
-    uint8_t *fl = raw_open(&q, ETCH_SCHEMA_FIELD);
-    q = raw_bytes(q, ETCH_SFIELD_NAME, d->fields[i].name,
+    uint8_t *fl = etch__pb_put_open(&q, ETCH_SCHEMA_FIELD);
+    q = etch__pb_put_bytes_field(q, ETCH_SFIELD_NAME, d->fields[i].name,
                   etch__clamp_len(d->fields[i].name));
-    q = raw_varint(q, ETCH_SFIELD_TYPE, d->fields[i].type);
-    q = raw_close(fl, q);
+    q = etch__pb_put_varint_field(q, ETCH_SFIELD_TYPE, d->fields[i].type);
+    q = etch__pb_put_close(fl, q);
   }
-  return raw_close(l, q);
+  return etch__pb_put_close(l, q);
 }
 
 static size_t schema_bound(const etch_event_def *d) {
@@ -390,50 +390,50 @@ static void encode(etch_writer *w, const ev_src *e, uint64_t ticks) {
 
   uint8_t *q = w->scratch;
   if (e->has_ts) {
-    q = raw_varint(q, ETCH_PKT_TIMESTAMP, e->ts);
-    q = raw_varint(q, ETCH_PKT_TIMESTAMP_CLOCK_ID, ETCH_CLOCK_BOOTTIME);
+    q = etch__pb_put_varint_field(q, ETCH_PKT_TIMESTAMP, e->ts);
+    q = etch__pb_put_varint_field(q, ETCH_PKT_TIMESTAMP_CLOCK_ID, ETCH_CLOCK_BOOTTIME);
   } else {
     if (e->type == ETCH_TYPE_SLICE_BEGIN) ticks = etch__ticks();
     uint64_t ns = etch__next_ts(w, ticks);
-    q = raw_varint(q, ETCH_PKT_TIMESTAMP, ns - etch__writer_last_ns(w));
+    q = etch__pb_put_varint_field(q, ETCH_PKT_TIMESTAMP, ns - etch__writer_last_ns(w));
   }
-  q = raw_varint(q, ETCH_PKT_SEQUENCE_FLAGS, ETCH_SEQ_NEEDS_INCREMENTAL_STATE);
+  q = etch__pb_put_varint_field(q, ETCH_PKT_SEQUENCE_FLAGS, ETCH_SEQ_NEEDS_INCREMENTAL_STATE);
   bool any_new = new_name || serial_new || imp_new;
   for (uint32_t c = 0; c < e->nchans; c++) any_new |= new_cat[c];
   if (e->values)
     for (uint32_t i = 0; i < nf; i++) any_new |= fnew[i];
   if (any_new) {
-    uint8_t *l = raw_open(&q, ETCH_PKT_INTERNED_DATA);
+    uint8_t *l = etch__pb_put_open(&q, ETCH_PKT_INTERNED_DATA);
     for (uint32_t c = 0; c < e->nchans; c++)
       if (new_cat[c])
-        q = raw_interned(q, ETCH_ID_EVENT_CATEGORIES, e->chans[c]->id,
+        q = etch__proto_put_interned(q, ETCH_ID_EVENT_CATEGORIES, e->chans[c]->id,
                          e->chans[c]->name,
                          etch__clamp_len(e->chans[c]->name));
     if (new_name) {
-      q = raw_interned(q, ETCH_ID_EVENT_NAMES, site->id, d->full_name,
+      q = etch__proto_put_interned(q, ETCH_ID_EVENT_NAMES, site->id, d->full_name,
                        etch__clamp_len(d->full_name));
       q = put_schema(q, d, site->id);
     }
     if (e->values)
       for (uint32_t i = 0; i < nf; i++)
         if (fnew[i])
-          q = raw_interned(q, ETCH_ID_DEBUG_ANNOTATION_NAMES, fiid[i],
+          q = etch__proto_put_interned(q, ETCH_ID_DEBUG_ANNOTATION_NAMES, fiid[i],
                            fs[i].name, etch__clamp_len(fs[i].name));
     if (serial_new)
-      q = raw_interned(q, ETCH_ID_DEBUG_ANNOTATION_NAMES, serial_iid, k_serial,
+      q = etch__proto_put_interned(q, ETCH_ID_DEBUG_ANNOTATION_NAMES, serial_iid, k_serial,
                        sizeof k_serial - 1);
     if (imp_new)
-      q = raw_interned(q, ETCH_ID_DEBUG_ANNOTATION_NAMES, imp_iid,
+      q = etch__proto_put_interned(q, ETCH_ID_DEBUG_ANNOTATION_NAMES, imp_iid,
                        k_important, sizeof k_important - 1);
-    q = raw_close(l, q);
+    q = etch__pb_put_close(l, q);
   }
 
-  uint8_t *te = raw_open(&q, ETCH_PKT_TRACK_EVENT);
-  q = raw_varint(q, ETCH_TE_TYPE, e->type);
+  uint8_t *te = etch__pb_put_open(&q, ETCH_PKT_TRACK_EVENT);
+  q = etch__pb_put_varint_field(q, ETCH_TE_TYPE, e->type);
   for (uint32_t c = 0; c < e->nchans; c++)
-    q = raw_varint(q, ETCH_TE_CATEGORY_IIDS, e->chans[c]->id);
-  q = raw_varint(q, ETCH_TE_NAME_IID, site->id);
-  if (e->track_uuid) q = raw_varint(q, ETCH_TE_TRACK_UUID, e->track_uuid);
+    q = etch__pb_put_varint_field(q, ETCH_TE_CATEGORY_IIDS, e->chans[c]->id);
+  q = etch__pb_put_varint_field(q, ETCH_TE_NAME_IID, site->id);
+  if (e->track_uuid) q = etch__pb_put_varint_field(q, ETCH_TE_TRACK_UUID, e->track_uuid);
   if (e->values) {
     for (uint32_t i = 0; i < nf; i++) {
       const uint8_t *slot = e->values + fs[i].offset;
@@ -445,7 +445,7 @@ static void encode(etch_writer *w, const ev_src *e, uint64_t ticks) {
   }
   if (e->has_serial) q = put_uint_annotation(q, k_serial, serial_iid, e->serial);
   if (e->imp_id) q = put_uint_annotation(q, k_important, imp_iid, e->imp_id);
-  q = raw_close(te, q);
+  q = etch__pb_put_close(te, q);
   ETCH_DCHECK((size_t)(q - w->scratch) <= bound);
 
   if (!etch__writer_put_packet(w, w->scratch, (size_t)(q - w->scratch))) {
@@ -582,20 +582,16 @@ static bool chans_on(const imp_entry *e, uint32_t slot) {
 
 static void put_thread_descriptor(etch_writer *w, const imp_entry *e) {
   uint8_t buf[160];
-  uint8_t *q = buf;
-  q = raw_varint(q, ETCH_PKT_TIMESTAMP, e->ts);
-  q = raw_varint(q, ETCH_PKT_TIMESTAMP_CLOCK_ID, ETCH_CLOCK_BOOTTIME);
-  uint8_t *td = raw_open(&q, ETCH_PKT_TRACK_DESCRIPTOR);
-  q = raw_varint(q, ETCH_TD_UUID, etch__thread_uuid(e->tid));
-  uint8_t *th = raw_open(&q, ETCH_TD_THREAD);
-  q = raw_varint(q, ETCH_THD_PID, (uint64_t)etch__g.pid);
-  q = raw_varint(q, ETCH_THD_TID, (uint64_t)e->tid);
+  etch__pb_stream s;
+  etch__pb_fixed_init(&s, buf, sizeof buf);
+  etch__pb_write_varint_field(&s, ETCH_PKT_TIMESTAMP, e->ts);
+  etch__pb_write_varint_field(&s, ETCH_PKT_TIMESTAMP_CLOCK_ID,
+                              ETCH_CLOCK_BOOTTIME);
   size_t n = strlen(e->thread_name);
   if (n > 63) n = 63;
-  if (n) q = raw_bytes(q, ETCH_THD_THREAD_NAME, e->thread_name, (uint32_t)n);
-  q = raw_close(th, q);
-  q = raw_close(td, q);
-  etch__writer_put_packet(w, buf, (size_t)(q - buf));
+  etch__proto_thread_track(&s, etch__thread_uuid(e->tid), etch__g.pid, e->tid,
+                           e->thread_name, n);
+  if (!s.failed) etch__writer_put_packet(w, buf, (size_t)(s.cur - buf));
 }
 
 /* Writes the cached important events into `w`'s sequence (after a reset),
