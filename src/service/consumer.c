@@ -94,7 +94,7 @@ static int consumer_enable(etch_service *s, consumer *c,
     x->id = ++s->next_session;
     x->consumer_id = c->id;
     x->cfg = cfg;
-    x->out_fd = cfg->write_into_file ? fd : -1;
+    x->out.fd = cfg->write_into_file ? fd : -1;
     if (cfg->write_into_file) fd = -1;
     for (uint32_t i = 0; i < cfg->nbuffers && !err; i++) {
       etch_tracebuf *tb;
@@ -131,7 +131,7 @@ static int consumer_enable(etch_service *s, consumer *c,
           etch__tracebuf_free(s->bufs[x->buf_ids[i]]);
           s->bufs[x->buf_ids[i]] = NULL;
         }
-      if (x->out_fd >= 0) close(x->out_fd);
+      if (x->out.fd >= 0) close(x->out.fd);
       free(x);
     }
     free(cfg);
@@ -153,18 +153,8 @@ static int consumer_enable(etch_service *s, consumer *c,
   uint64_t now = etch__monotonic_ns();
   if (cfg->duration_ms && x->state == S_STARTED)
     x->deadline_ns = now + (uint64_t)cfg->duration_ms * 1000000ull;
-  if (x->out_fd >= 0) {
-    struct stat st;
-    if (fstat(x->out_fd, &st) == 0) {
-      x->out_regular = S_ISREG(st.st_mode) || S_ISBLK(st.st_mode);
-      x->out_socket = S_ISSOCK(st.st_mode);
-    }
-    if (x->out_regular) { /* where the trace starts, to cut back to */
-      int ff = fcntl(x->out_fd, F_GETFL);
-      off_t at = ff >= 0 && (ff & O_APPEND) ? st.st_size
-                                            : lseek(x->out_fd, 0, SEEK_CUR);
-      x->out_base = at > 0 ? at : 0;
-    }
+  if (x->out.fd >= 0) {
+    etch__sink_init(&x->out, x->out.fd, true);
     x->next_write_ns =
         now + (uint64_t)etch__svc_write_period_ms(x) * 1000000ull;
   }
@@ -223,7 +213,7 @@ static void pump_read(etch_service *s, consumer *c) {
 static void consumer_read(etch_service *s, consumer *c,
                           const etch_ipc_frame *f) {
   session *x = etch__svc_find_session(s, c->session_id);
-  if (!x || x->out_fd >= 0 || c->reader) {
+  if (!x || x->out.fd >= 0 || c->reader) {
     etch__svc_send_reply(&c->conn, f->request_id, false, NULL, false, -1);
     return;
   }

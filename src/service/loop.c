@@ -227,7 +227,7 @@ static uint64_t timers(etch_service *s) {
         x->next_clear_ns = now + (uint64_t)x->cfg->clear_period_ms * 1000000ull;
       }
     }
-    bool writing = x->out_fd >= 0 && (x->state == S_STARTED || x->draining);
+    bool writing = x->out.fd >= 0 && (x->state == S_STARTED || x->draining);
     if (writing && now >= x->next_write_ns) {
       etch__svc_write_out(s, x, x->draining);
       x->next_write_ns =
@@ -244,7 +244,7 @@ static uint64_t timers(etch_service *s) {
     uint64_t t[5] = {x->state == S_STARTED ? x->deadline_ns : 0,
                      x->flushing ? x->flush_deadline_ns : 0,
                      x->state == S_STOPPING ? x->stop_deadline_ns : 0,
-                     x->out_fd >= 0 && (x->state == S_STARTED || x->draining)
+                     x->out.fd >= 0 && (x->state == S_STARTED || x->draining)
                          ? x->next_write_ns
                          : 0,
                      x->state == S_STARTED ? x->next_clear_ns : 0};

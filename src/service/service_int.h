@@ -19,6 +19,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "buffer/sink.h"
 #include "buffer/smb.h"
 #include "buffer/tracebuf.h"
 #include "buffer/tracefile.h"
@@ -130,17 +131,14 @@ typedef struct session {
   uint32_t ninst, capinst;
   bool enable_pending;
   uint64_t enable_req;
-  int out_fd;
-  uint64_t bytes_written;
-  /* The consumer's file: a regular file (or a block device) is written
-   * as it comes and cut back to its last whole packet on an error; a pipe,
-   * socket or terminal is never waited for, and what it did not take yet
-   * waits in `pend` (no more is read from the buffers meanwhile). */
-  bool out_regular, out_socket;
-  off_t out_base;        /* the file's offset when the session got it */
+  /* The consumer's file (out.fd -1: none), a nowait sink: a regular file
+   * (or a block device) is written as it comes and cut back to its last
+   * whole packet on an error; a pipe, socket or terminal is never waited
+   * for, and what it did not take yet waits in `pend` (no more is read
+   * from the buffers meanwhile). */
+  etch_sink out;
   uint8_t *pend;
   size_t pend_len, pend_off;
-  size_t rec_left; /* of a record a pipe or socket took a part of */
   uint64_t stall_since_ns; /* the last byte taken while bytes wait */
   bool out_dead;     /* the file failed: nothing more goes into it */
   bool out_complete; /* the whole trace is in it */

@@ -632,30 +632,6 @@ static uint64_t stall_ms(const session *x) {
   return t < FILE_STALL_MIN_MS ? FILE_STALL_MIN_MS : t;
 }
 
-/* The length of the whole Trace.packet records at the start of
- * data[0..len) that end by `room`. */
-static size_t whole_records(const uint8_t *data, size_t len, size_t room) {
-  etch__pb_dec d;
-  etch__pb_field fl;
-  size_t keep = 0;
-  etch__pb_dec_init(&d, data, len);
-  while (etch__pb_next(&d, &fl) && (size_t)(d.p - d.start) <= room)
-    keep = (size_t)(d.p - d.start);
-  return keep;
-}
-
-/* The end of the record at data[0..len) that holds byte k - 1 (or starts at
- * k, k 0): the first record boundary at or after k. */
-static size_t record_end(const uint8_t *data, size_t len, size_t k) {
-  etch__pb_dec d;
-  etch__pb_field fl;
-  etch__pb_dec_init(&d, data, len);
-  while (etch__pb_next(&d, &fl))
-    if ((size_t)(d.p - d.start) >= k && (size_t)(d.p - d.start) > 0)
-      return (size_t)(d.p - d.start);
-  return len;
-}
-
 /* Nothing more goes into x's file: the session ends with the reason. */
 static void file_dead(etch_service *s, session *x, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -671,84 +647,29 @@ static void file_dead(etch_service *s, session *x, const char *fmt, ...) {
   etch__svc_logf(s, "session %u: %s", x->id, x->end_reason);
 }
 
-/* One write into a pipe, socket or terminal that never waits. Its
- * O_NONBLOCK is not ours to set: the open file is shared with the consumer
- * that sent it. A socket takes MSG_DONTWAIT; anything else is written only
- * when poll() says it has room, at most PIPE_BUF bytes at a time, which a
- * pipe with room takes without waiting. */
-static ssize_t write_nowait(int fd, bool sock, const uint8_t *p, size_t n) {
-  if (sock) return send(fd, p, n, MSG_DONTWAIT | MSG_NOSIGNAL);
-  struct pollfd pf = {.fd = fd, .events = POLLOUT};
-  int r = poll(&pf, 1, 0);
-  if (r < 0) return -1;
-  if (r == 0) {
-    errno = EAGAIN;
-    return -1;
-  }
-  /* POLLERR or POLLHUP: the write fails at once and says why. */
-  return write(fd, p, n < PIPE_BUF ? n : PIPE_BUF);
-}
-
 /*
- * Gives the consumer's file len bytes of whole records; returns how many
- * it took (all of them, unless the file is a pipe or socket that is full,
- * or the file failed: then x->out_dead). A regular file that fails (a full
- * disk, a quota, a size limit) is cut back to its last whole packet.
+ * Gives the consumer's file len bytes of whole records (its sink); returns
+ * how many it took (all of them, unless the file is a pipe or socket that
+ * is full, or the file failed: then x->out_dead, with the reason).
  */
 static size_t out_take(etch_service *s, session *x, const uint8_t *data,
                        size_t len) {
-  size_t off = 0;
-  while (off < len) {
-    /* A pipe or socket gets whole records, as many as fit in PIPE_BUF
-     * (one a pipe with room takes at once, so that what it holds ends at a
-     * packet's end when its reader stops), a record larger than that in
-     * pieces. */
-    size_t w = len - off;
-    if (!x->out_regular) {
-      if (x->rec_left)
-        w = w < x->rec_left ? w : x->rec_left;
-      else if (whole_records(data + off, len - off, PIPE_BUF))
-        w = whole_records(data + off, len - off, PIPE_BUF);
-    }
-    ssize_t n = x->out_regular
-                    ? write(x->out_fd, data + off, w)
-                    : write_nowait(x->out_fd, x->out_socket, data + off, w);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && !x->out_regular && (errno == EAGAIN || errno == EWOULDBLOCK))
-      break;
-    if (n <= 0) {
-      int e = n < 0 ? errno : ENOSPC; /* nothing taken: no room */
-      if (!x->out_regular) {
-        file_dead(s, x, "cannot write the trace into the consumer's file: %s",
-                  strerror(e));
-        return off;
-      }
-      /* The record being written is cut: back to the last whole one. */
-      size_t keep = whole_records(data, len, off);
-      off_t to = x->out_base + (off_t)(x->bytes_written + keep);
-      bool cut = ftruncate(x->out_fd, to) == 0;
-      int te = errno;
-      x->bytes_written += keep;
-      char tail[128] = "";
-      if (!cut)
-        snprintf(tail, sizeof tail, " (and could not be cut back to it: %s)",
-                 strerror(te));
-      file_dead(s, x,
-                "cannot write the trace into the consumer's file: %s; the "
-                "file ends at its last whole packet, %llu bytes%s",
-                strerror(e), (unsigned long long)x->bytes_written, tail);
-      return keep;
-    }
-    if (!x->out_regular) {
-      x->bytes_written += (uint64_t)n;
-      x->rec_left = x->rec_left ? x->rec_left - (size_t)n
-                                : record_end(data + off, len - off, (size_t)n) -
-                                      (size_t)n;
-    }
-    off += (size_t)n;
+  size_t took = etch__sink_write(&x->out, data, len);
+  if (!x->out.err) return took;
+  if (!x->out.regular) {
+    file_dead(s, x, "cannot write the trace into the consumer's file: %s",
+              strerror(x->out.err));
+    return took;
   }
-  if (x->out_regular) x->bytes_written += off;
-  return off;
+  char tail[128] = "";
+  if (x->out.cut_err)
+    snprintf(tail, sizeof tail, " (and could not be cut back to it: %s)",
+             strerror(x->out.cut_err));
+  file_dead(s, x,
+            "cannot write the trace into the consumer's file: %s; the file "
+            "ends at its last whole packet, %llu bytes%s",
+            strerror(x->out.err), (unsigned long long)x->out.written, tail);
+  return took;
 }
 
 /* What waits for a pipe or socket: true when nothing does any more. */
@@ -783,7 +704,7 @@ static bool flush_pending(etch_service *s, session *x, uint64_t now) {
  * whole trace is in the file.
  */
 void etch__svc_write_out(etch_service *s, session *x, bool final) {
-  if (x->out_fd < 0 || x->out_dead || x->out_complete) return;
+  if (x->out.fd < 0 || x->out_dead || x->out_complete) return;
   uint64_t now = etch__monotonic_ns();
   if (!flush_pending(s, x, now)) return;
   if (x->reached_max) { /* full: the file ends where it is */
@@ -804,9 +725,9 @@ void etch__svc_write_out(etch_service *s, session *x, bool final) {
       file_dead(s, x, "cannot read its buffers: %s", etch_last_error());
       break;
     }
-    if (max && x->bytes_written + len > max) {
+    if (max && x->out.written + len > max) {
       /* Whole packets only, up to the limit: the file stays readable. */
-      len = whole_records(data, len, (size_t)(max - x->bytes_written));
+      len = etch__records_within(data, len, (size_t)(max - x->out.written));
       x->reached_max = true;
     }
     size_t took = out_take(s, x, data, len);
@@ -859,7 +780,7 @@ void etch__svc_answer_enable(etch_service *s, session *x) {
     x->enable_pending = false;
   }
   etch__svc_logf(s, "session %u: disabled (%llu bytes written to file)%s%s",
-                 x->id, (unsigned long long)x->bytes_written,
+                 x->id, (unsigned long long)x->out.written,
                  x->end_reason[0] ? ": " : "", x->end_reason);
 }
 
@@ -867,7 +788,7 @@ void etch__svc_finish_disable(etch_service *s, session *x) {
   if (x->state == S_DISABLED) return;
   x->state = S_DISABLED;
   etch__svc_write_out(s, x, true);
-  if (x->out_fd >= 0 && !x->out_dead && !x->out_complete) {
+  if (x->out.fd >= 0 && !x->out_dead && !x->out_complete) {
     /* A pipe or socket has not taken it all yet: the answer waits for the
      * rest (timers), or for the file to be given up on. */
     x->draining = true;
@@ -926,7 +847,7 @@ void etch__svc_free_session(etch_service *s, session *x) {
     etch__tracebuf_free(s->bufs[x->buf_ids[i]]);
     s->bufs[x->buf_ids[i]] = NULL;
   }
-  if (x->out_fd >= 0) close(x->out_fd);
+  if (x->out.fd >= 0) close(x->out.fd);
   free(x->pend);
   free(x->skipped);
   etch__svc_logf(s, "session %u: freed", x->id);
