@@ -28,6 +28,7 @@
 #include <time.h>
 #include <zlib.h>
 
+#include "buffer/sink.h"
 #include "proto/ipc.h"
 #include "proto/perfetto.h"
 
@@ -48,10 +49,26 @@ void etch__tracefile_free(etch_tracefile *o) {
   etch__pb_buf_free(&o->tmp);
 }
 
+/* With a sink, the file's bytes so far go into it once they are
+ * ETCH_TRACEFILE_FLUSH or more (called between records: `out` holds whole
+ * ones). A failed sink takes nothing and counts; the caller reads its
+ * state at the end. */
+static ETCH_NOINLINE void sink_flush(etch_tracefile *o) {
+  if (o->out.s.failed) return; /* out of memory: reported at the end */
+  size_t n = etch__pb_buf_len(&o->out);
+  if (n) etch__sink_write(o->sink, etch__pb_buf_data(&o->out), n);
+  etch__pb_buf_reset(&o->out);
+}
+ETCH_INLINE void make_room(etch_tracefile *o) {
+  if (ETCH_UNLIKELY(o->sink != NULL) &&
+      etch__pb_buf_len(&o->out) >= ETCH_TRACEFILE_FLUSH)
+    sink_flush(o);
+}
 
 static int flush_batch(etch_tracefile *o) {
   size_t n = etch__pb_buf_len(&o->batch);
   if (!n) return ETCH_OK;
+  make_room(o);
   uLongf cap = compressBound((uLong)n);
   uint8_t *z = (uint8_t *)etch__malloc(cap);
   if (!z) return ETCH_ENOMEM;
@@ -182,6 +199,7 @@ ETCH_INLINE int put_record(etch_tracefile *o, const uint8_t *data,
      * the batch before it: no compressed piece holds more than a batch. */
     if (rl + 16 > ETCH_TRACEFILE_BATCH) dst = &o->out;
   }
+  if (dst == &o->out) make_room(o);
   etch__pb_stream *s = &dst->s;
   if (o->slices && rl > ETCH_TRACEFILE_SLICE_MAX)
     return put_slices_large(o, data, len, o->tail, tl, drop, dl);
@@ -442,6 +460,7 @@ ETCH_INLINE int run_loop(etch_tracefile *o, uint32_t writer_id,
    * 16-byte copies. Room for all of them at once, checked again for each
    * (count is only a hint). */
   enum { kFrame = 14, kSpare = 48 };
+  make_room(o);
   etch__pb_stream *s = &o->out.s;
   if (!etch__pb_reserve(s, (size_t)len + (size_t)count * (kFrame + tl) +
                                kSpare))
@@ -613,6 +632,7 @@ int etch__tracefile_put_raw(etch_tracefile *o, const uint8_t *data,
                             size_t len) {
   int rc = o->compress ? flush_batch(o) : ETCH_OK;
   if (rc) return rc;
+  make_room(o);
   etch__pb_write_bytes(&o->out.s, data, len);
   return o->out.s.failed ? etch__error(ETCH_ENOMEM, "out of memory writing trace")
                          : ETCH_OK;
@@ -625,6 +645,12 @@ int etch__tracefile_finish(etch_tracefile *o, uint8_t **data, size_t *len) {
   if (rc || o->out.s.failed) {
     etch__tracefile_free(o);
     return rc ? rc : etch__error(ETCH_ENOMEM, "out of memory writing trace");
+  }
+  if (o->sink) {
+    sink_flush(o);
+    *len = (size_t)o->sink->offered;
+    etch__tracefile_free(o);
+    return o->sink->err ? ETCH_EIO : ETCH_OK;
   }
   *data = etch__pb_buf_take(&o->out, len);
   etch__tracefile_free(o);

@@ -12,6 +12,12 @@
  *   ...build a packet in t.tmp.s, then etch__tracefile_put_service(&t)...
  *   etch__tracefile_put_stats(&t, &stats, chunk_size, writers_with_loss);
  *   etch__tracefile_finish(&t, &data, &len);   (frees t, also on error)
+ *
+ * With t.sink set (etch__tracefile_init, then t.sink = &sink), the file's
+ * bytes go into the sink as they are made, ETCH_TRACEFILE_FLUSH at a time:
+ * the trace is never whole in memory. finish then gives no data, the
+ * trace's length in *len, and ETCH_EIO (no message: the caller says which
+ * file) when the sink failed; the sink says how much the file holds.
  */
 #ifndef ETCH_BUFFER_TRACEFILE_H
 #define ETCH_BUFFER_TRACEFILE_H
@@ -28,6 +34,10 @@
 /* Uncompressed bytes per compressed_packets batch at most. */
 #define ETCH_TRACEFILE_BATCH (256u * 1024u)
 #define ETCH_TRACEFILE_SLICE_MAX (64u * 1024u)
+/* Bytes made before they go into a sink. */
+#define ETCH_TRACEFILE_FLUSH (1u << 20)
+
+typedef struct etch_sink etch_sink;
 
 /* Who wrote sequence `seq`, for the service's trusted_uid and trusted_pid
  * (false: nothing to add); *same_pidns says the writer sees pids as the
@@ -55,7 +65,8 @@ typedef struct etch_tracefile {
    * process. */
   bool validate;
   uint64_t invalid_packets;
-  etch__pb_buf out;   /* the file */
+  etch_sink *sink;    /* where the file goes; NULL: `out` keeps it all */
+  etch__pb_buf out;   /* the file (with a sink: its bytes not yet in it) */
   etch__pb_buf batch; /* records waiting to be compressed */
   etch__pb_buf tmp;   /* a service packet being built */
   bool compress;
@@ -130,7 +141,8 @@ void etch__tracefile_put_writer_stats(etch__pb_stream *s, const uint32_t *seqs,
 /* Appends whole, framed trace records as they are (another trace's). */
 int etch__tracefile_put_raw(etch_tracefile *t, const uint8_t *data,
                             size_t len);
-/* The file's bytes (free() them); frees t's buffers either way. */
+/* The file's bytes (free() them; with a sink none: see above); frees t's
+ * buffers either way. */
 int etch__tracefile_finish(etch_tracefile *t, uint8_t **data, size_t *len);
 
 #endif /* ETCH_BUFFER_TRACEFILE_H */

@@ -12,12 +12,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "buffer/sink.h"
 #include "buffer/tracefile.h"
 #include "proto/encode.h"
 #include "sdk/core/sdk.h"
 
-static int write_output(etch_session *s, const char *path, uint8_t *data,
-                        size_t len, char **written, size_t *kept_out);
 
 /* When the clock fell back from the TSC to clock_gettime on a CPU that has
  * one: an instant `etch.clock_fallback` on the process track at the time
@@ -82,14 +81,23 @@ static uint32_t *writer_seqs(etch_session *sess, size_t *n) {
   return v;
 }
 
+static int write_output(etch_session *s, const char *path,
+                        const etch__trace_part *parts, size_t nparts,
+                        uint64_t *stats, uint32_t **seqs, size_t *nseqs,
+                        char **written, size_t *len, size_t *kept);
+
+/* With `sink`, the trace goes into it as it is made (no *data; *len its
+ * length; ETCH_EIO without a message when the sink failed), else into
+ * memory (*data, *len). */
 static int serialize(etch_session *sess, const etch__trace_part *parts,
-                     size_t nparts, uint8_t **data, size_t *len,
-                     uint64_t *stats_out, bool put_stats, uint32_t **seqs,
-                     size_t *nseqs) {
+                     size_t nparts, etch_sink *sink, uint8_t **data,
+                     size_t *len, uint64_t *stats_out, bool put_stats,
+                     uint32_t **seqs, size_t *nseqs) {
   *data = NULL;
   *len = 0;
   etch_tracefile o;
   etch__tracefile_init(&o, sess->cfg.compression == 1);
+  o.sink = sink;
   /* A part goes into a trace that has its clock snapshot: a second one,
    * older, would go back in time. */
   int rc = put_stats ? etch__tracefile_put_clock_snapshot(&o) : ETCH_OK;
@@ -162,65 +170,12 @@ static int serialize(etch_session *sess, const etch__trace_part *parts,
 }
 
 int etch__session_serialize(etch_session *sess, uint8_t **data, size_t *len) {
-  return serialize(sess, NULL, 0, data, len, NULL, true, NULL, NULL);
+  return serialize(sess, NULL, 0, NULL, data, len, NULL, true, NULL, NULL);
 }
 
 int etch__session_serialize_part(etch_session *sess, uint8_t **data,
                                  size_t *len, uint64_t *stats) {
-  return serialize(sess, NULL, 0, data, len, stats, false, NULL, NULL);
-}
-
-/* The length of the whole Trace.packet records at the start of
- * data[0..len) that end by `room`. */
-static size_t whole_records(const uint8_t *data, size_t len, size_t room) {
-  etch__pb_dec d;
-  etch__pb_field f;
-  size_t keep = 0;
-  etch__pb_dec_init(&d, data, len);
-  while (etch__pb_next(&d, &f) && (size_t)(d.p - d.start) <= room)
-    keep = (size_t)(d.p - d.start);
-  return keep;
-}
-
-/*
- * Writes the trace into `path` (made or emptied). A write that fails part
- * way (a full disk, a quota, a file size limit: all the same) never leaves
- * a partial packet in a regular file: it is cut back to its last whole
- * packet, and *kept says how many bytes of the trace it holds (0: none
- * worth keeping, or not a regular file).
- */
-static int write_all(const char *path, const char *name, const uint8_t *data,
-                     size_t len, size_t *kept) {
-  *kept = 0;
-  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
-  if (fd < 0)
-    return etch__error(ETCH_EIO, "cannot write trace to '%s': %s", name,
-                       strerror(errno));
-  size_t off = 0;
-  int e = 0;
-  while (off < len) {
-    ssize_t n = write(fd, data + off, len - off);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      e = n < 0 ? errno : ENOSPC; /* nothing taken: no room */
-      break;
-    }
-    off += (size_t)n;
-  }
-  struct stat st;
-  if (e && fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
-    size_t keep = whole_records(data, len, off);
-    if (ftruncate(fd, (off_t)keep) == 0) *kept = keep;
-  }
-  if (close(fd) != 0 && !e) e = errno;
-  if (!e) return ETCH_OK;
-  if (*kept)
-    return etch__error(ETCH_EIO,
-                       "cannot write all of the trace to '%s': %s; it ends at "
-                       "its last whole packet (%zu of %zu bytes)",
-                       name, strerror(e), *kept, len);
-  return etch__error(ETCH_EIO, "cannot write trace to '%s': %s", name,
-                     strerror(e));
+  return serialize(sess, NULL, 0, NULL, data, len, stats, false, NULL, NULL);
 }
 
 /* True when `path` is a regular file that is not the one that was there
@@ -233,6 +188,37 @@ static bool written_by_another(const etch_session *s, const char *path) {
                    (uint64_t)st.st_mtim.tv_nsec;
   return (uint64_t)st.st_dev != s->out_dev ||
          (uint64_t)st.st_ino != s->out_ino || mtime != s->out_mtime_ns;
+}
+
+/*
+ * Makes the trace into `fd` (a regular file, or a pipe or device) as it
+ * is read out of the session's buffer. A write that fails part way (a
+ * full disk, a quota, a file size limit: all the same) never leaves a
+ * partial packet in a regular file: it is cut back to its last whole
+ * packet, and *kept says how many bytes of the trace it holds (0: none
+ * worth keeping, or not a regular file). `name` is what errors call it.
+ */
+static int write_into(etch_session *s, const etch__trace_part *parts,
+                      size_t nparts, int fd, const char *name,
+                      uint64_t *stats, uint32_t **seqs, size_t *nseqs,
+                      size_t *len, size_t *kept) {
+  etch_sink k;
+  etch__sink_init(&k, fd, false);
+  uint8_t *none;
+  int rc = serialize(s, parts, nparts, &k, &none, len, stats, true, seqs,
+                     nseqs);
+  int e = k.err;
+  if (close(fd) != 0 && !e && !rc) e = errno;
+  *kept = k.regular && k.err ? (size_t)k.written : 0;
+  if (rc && rc != ETCH_EIO) return rc; /* made it up to an error: said */
+  if (!e) return rc;
+  if (*kept)
+    return etch__error(ETCH_EIO,
+                       "cannot write all of the trace to '%s': %s; it ends at "
+                       "its last whole packet (%zu of %zu bytes)",
+                       name, strerror(e), *kept, *len);
+  return etch__error(ETCH_EIO, "cannot write trace to '%s': %s", name,
+                     strerror(e));
 }
 
 /*
@@ -250,8 +236,6 @@ int etch__session_write_output(etch_session *s, const char *path,
                                char **written, size_t *bytes) {
   if (written) *written = NULL;
   if (bytes) *bytes = 0;
-  uint8_t *data;
-  size_t len;
   /* The environment session of the first copy of etch in the process
    * writes the other copies' traces too (join.c). */
   bool owner = s->join_owner && etch__join_owner();
@@ -261,42 +245,34 @@ int etch__session_write_output(etch_session *s, const char *path,
   uint64_t own_stats[ETCH_TRACEFILE_NSTATS] = {0};
   uint32_t *seqs = NULL;
   size_t nseqs = 0;
-  int rc = serialize(s, parts, nparts, &data, &len, own_stats, true, &seqs,
-                     &nseqs);
-  if (rc) {
-    if (owner) etch__join_written(NULL, own_stats, NULL, 0);
-    free(seqs);
-    return rc;
-  }
-  if (owner) {
-    char *w = NULL;
-    size_t kept = 0;
-    rc = write_output(s, path, data, len, &w, &kept);
-    etch__join_written(rc ? NULL : w, own_stats, seqs, nseqs);
-    free(seqs);
-    if (bytes) *bytes = rc ? kept : len;
-    if (written) *written = w;
-    else free(w);
-    return rc;
-  }
+  char *w = NULL;
+  size_t kept = 0, len = 0;
+  int rc = write_output(s, path, parts, nparts, own_stats, &seqs, &nseqs, &w,
+                        &len, &kept);
+  if (owner) etch__join_written(rc ? NULL : w, own_stats, seqs, nseqs);
   free(seqs);
-  size_t kept = 0;
-  rc = write_output(s, path, data, len, written, &kept);
   if (bytes) *bytes = rc ? kept : len;
+  if (written) *written = w;
+  else free(w);
   return rc;
 }
 
-/* Writes `data` (taken: freed here) to `path`, as the comment above says;
- * the path written in *written; on a failure that kept the trace to its
- * last whole packet, its size in *kept_out. */
-static int write_output(etch_session *s, const char *path, uint8_t *data,
-                        size_t len, char **written, size_t *kept_out) {
+/* Writes the trace to `path`, as the comment above says; the path written
+ * in *written; its length in *len; on a failure that kept the trace to its
+ * last whole packet, its size in *kept. */
+static int write_output(etch_session *s, const char *path,
+                        const etch__trace_part *parts, size_t nparts,
+                        uint64_t *stats, uint32_t **seqs, size_t *nseqs,
+                        char **written, size_t *len, size_t *kept) {
   int rc;
   struct stat st;
-  size_t kept = 0;
   if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
-    rc = write_all(path, path, data, len, &kept);
-    free(data);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+    if (fd < 0)
+      return etch__error(ETCH_EIO, "cannot write trace to '%s': %s", path,
+                         strerror(errno));
+    rc = write_into(s, parts, nparts, fd, path, stats, seqs, nseqs, len,
+                    kept);
     if (!rc && written) *written = etch__strdup(path);
     return rc;
   }
@@ -304,10 +280,7 @@ static int write_output(etch_session *s, const char *path, uint8_t *data,
   if (s->cfg.output && strcmp(path, s->cfg.output) == 0 &&
       written_by_another(s, path)) {
     own = etch__output_per_pid(path, (long)getpid());
-    if (!own) {
-      free(data);
-      return etch__error(ETCH_ENOMEM, "out of memory writing '%s'", path);
-    }
+    if (!own) return etch__error(ETCH_ENOMEM, "out of memory writing '%s'", path);
     fprintf(stderr,
             "etch: %s was written by another process while this one (pid %ld) "
             "ran; its trace goes to %s\n",
@@ -317,26 +290,34 @@ static int write_output(etch_session *s, const char *path, uint8_t *data,
   size_t plen = strlen(path);
   char *tmp = (char *)etch__malloc(plen + 32);
   if (!tmp) {
-    free(data);
     free(own);
     return etch__error(ETCH_ENOMEM, "out of memory writing '%s'", path);
   }
   static uint32_t seq; /* two writes of one process at once: two names */
   snprintf(tmp, plen + 32, "%s.tmp%ld.%u", path, (long)getpid(),
            __atomic_fetch_add(&seq, 1, __ATOMIC_RELAXED));
-  rc = write_all(tmp, path, data, len, &kept);
-  free(data);
+  int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+  if (fd < 0) {
+    rc = etch__error(ETCH_EIO, "cannot write trace to '%s': %s", path,
+                     strerror(errno));
+    free(tmp);
+    free(own);
+    return rc;
+  }
+  rc = write_into(s, parts, nparts, fd, path, stats, seqs, nseqs, len, kept);
   /* A trace cut at its last whole packet (a full disk) is kept, and the
    * error says so: it is what there is of this run's trace. */
-  bool keep = !rc || kept;
+  bool keep = !rc || *kept;
   if (keep && rename(tmp, path) != 0) {
     rc = etch__error(ETCH_EIO, "cannot write trace to '%s': %s", path,
                      strerror(errno));
     keep = false;
   }
-  if (!keep) unlink(tmp);
+  if (!keep) {
+    unlink(tmp);
+    *kept = 0;
+  }
   free(tmp);
-  if (keep && rc && kept_out) *kept_out = kept;
   if (keep && written) *written = own ? own : etch__strdup(path);
   else free(own);
   return rc;
