@@ -136,9 +136,17 @@ int etch__ptrmap_put(etch_ptrmap *m, uint64_t key, void *val) {
     }
     i = (i + 1) & m->mask;
   }
+  /* A new key: room first, so that a map that cannot grow is never left
+   * full (a lookup would probe for ever) nor holds what the caller was
+   * told it does not. */
+  if ((m->count + 1) * 4 > (m->mask + 1) * 3) {
+    if (map_grow(m)) return ETCH_ENOMEM;
+    i = (size_t)etch__mix64(key) & m->mask;
+    while (m->slots[i].val) i = (i + 1) & m->mask;
+  }
   m->slots[i].key = key;
   m->slots[i].val = val;
-  if (++m->count * 4 > (m->mask + 1) * 3 && map_grow(m)) return ETCH_ENOMEM;
+  m->count++;
   return 0;
 }
 
