@@ -40,31 +40,16 @@
 
 /* ---- small containers ------------------------------------------------------- */
 
+/* A line being made: base's byte vector, and whether it ran out of memory
+ * (the line is then dropped whole). */
 typedef struct sbuf {
-  char *p;
-  size_t n, cap;
+  etch_vec v;
   bool oom;
 } sbuf;
 
-static void sb_grow(sbuf *b, size_t more) {
-  if (b->n + more + 1 <= b->cap) return;
-  size_t cap = b->cap ? b->cap : 256;
-  while (cap < b->n + more + 1) cap *= 2;
-  char *p = (char *)etch__realloc(b->p, cap);
-  if (!p) {
-    b->oom = true;
-    return;
-  }
-  b->p = p;
-  b->cap = cap;
-}
-
 static void sb_put(sbuf *b, const char *s, size_t n) {
-  sb_grow(b, n);
   if (b->oom) return;
-  memcpy(b->p + b->n, s, n);
-  b->n += n;
-  b->p[b->n] = '\0';
+  if (etch__vec_push(&b->v, s, n)) b->oom = true;
 }
 
 static void sb_puts(sbuf *b, const char *s) { sb_put(b, s, strlen(s)); }
@@ -146,23 +131,18 @@ static uint32_t idx_get(const etch_u64map *m, uint64_t k) {
   return etch__u64map_get(m, k, &v) ? (uint32_t)v : 0;
 }
 
-/* iid -> string: the map gives an index + 1 into the strings. */
+/* iid -> string (owned), in base's pointer map. */
 typedef struct imap {
-  etch_u64map idx;
-  char **strs;
-  size_t n, cap;
+  etch_ptrmap m;
 } imap;
 
 static void imap_clear(imap *m) {
-  for (size_t i = 0; i < m->n; i++) free(m->strs[i]);
-  free(m->strs);
-  etch__u64map_free(&m->idx);
-  memset(m, 0, sizeof *m);
+  for (size_t i = 0; m->m.slots && i <= m->m.mask; i++) free(m->m.slots[i].val);
+  etch__ptrmap_free(&m->m);
 }
 
 static const char *imap_get(const imap *m, uint64_t k) {
-  uint32_t i = k ? idx_get(&m->idx, k) : 0;
-  return i ? m->strs[i - 1] : NULL;
+  return k ? (const char *)etch__ptrmap_get(&m->m, k) : NULL;
 }
 
 /* The trace may send an iid again (after a reset): the last one wins. A
@@ -174,28 +154,12 @@ static void imap_set(imap *m, uint64_t k, const uint8_t *s, size_t n) {
   if (!v) return;
   memcpy(v, s, n);
   v[n] = '\0';
-  uint32_t i = idx_get(&m->idx, k);
-  if (i) {
-    free(m->strs[i - 1]);
-    m->strs[i - 1] = v;
-    return;
-  }
-  if (m->n == m->cap) {
-    size_t cap = m->cap ? m->cap * 2 : 64;
-    char **ns = cap < (1u << 24) ? (char **)etch__realloc(m->strs, cap * sizeof *ns)
-                                 : NULL;
-    if (!ns) {
-      free(v);
-      return;
-    }
-    m->strs = ns;
-    m->cap = cap;
-  }
-  if (!etch__u64map_put(&m->idx, k, (int64_t)m->n + 1)) {
+  char *old = (char *)etch__ptrmap_get(&m->m, k);
+  if (etch__ptrmap_put(&m->m, k, v)) {
     free(v);
     return;
   }
-  m->strs[m->n++] = v;
+  free(old);
 }
 
 /* ---- state ------------------------------------------------------------------- */
@@ -261,9 +225,9 @@ static void cseq_destroy(void *global, void *state) {
   cseq_reset(global, state);
   etch__u64map_free(&q->track_idx);
   free(q->tracks);
-  free(q->line.p);
-  free(q->args.p);
-  free(q->flows.p);
+  free(q->line.v.data);
+  free(q->args.v.data);
+  free(q->flows.v.data);
 }
 
 static ctrack *track_find(cseq *q, uint64_t uuid) {
@@ -634,7 +598,7 @@ static int thread_color(int32_t tid) {
 static void line_head(cseq *q, bool color, uint64_t ts, bool have_ts,
                       uint64_t thread_track) {
   sbuf *b = &q->line;
-  b->n = 0;
+  b->v.len = 0;
   if (have_ts) {
     /* [-]SSSS.uuuuuu: seconds at least four wide, microseconds. */
     int64_t rel = (int64_t)(ts - q->start_ns);
@@ -661,7 +625,7 @@ static void line_head(cseq *q, bool color, uint64_t ts, bool have_ts,
     sb_u64(b, (uint64_t)thread_color(th ? th->tid : 0));
     sb_put(b, "m", 1);
   }
-  size_t start = b->n;
+  size_t start = b->v.len;
   sb_puts(b, proc);
   sb_put(b, "/", 1);
   if (th && th->name[0])
@@ -670,7 +634,7 @@ static void line_head(cseq *q, bool color, uint64_t ts, bool have_ts,
     sb_i64(b, th->tid);
   else
     sb_put(b, "?", 1);
-  size_t w = b->n - start;
+  size_t w = b->v.len - start;
   if (color) sb_puts(b, "\x1b[0m");
   sb_spaces(b, w < 24 ? 24 - w : 0);
   sb_put(b, " ", 1);
@@ -683,8 +647,8 @@ static void emit_line(console *c, cseq *q) {
     return;
   }
   sb_put(b, "\n", 1);
-  const char *p = b->p;
-  size_t n = b->n;
+  const char *p = (const char *)b->v.data;
+  size_t n = b->v.len;
   while (n) {
     ssize_t w = write(c->fd, p, n);
     if (w < 0 && errno == EINTR) continue;
@@ -717,7 +681,7 @@ static void track_event(cseq *q, const etch__pb_field *f, tevent *ev,
   etch__pb_dec d;
   etch__pb_field g;
   sbuf *args = &q->args, *flows = &q->flows;
-  args->n = flows->n = 0;
+  args->v.len = flows->v.len = 0;
   etch__pb_dec_init(&d, f->data, f->len);
   while (etch__pb_next(&d, &g)) {
     bool v = g.wt == ETCH_PB_VARINT, l = g.wt == ETCH_PB_LEN;
@@ -873,12 +837,11 @@ static void console_packet(const etch_intercepted *p) {
         if (st->n < st->cap) {
           open_slice *o = &st->s[st->n++];
           o->ts = ts;
-          size_t mark = b->n;
+          size_t mark = b->v.len;
           put_name(b, &ev);
-          copy_str(o->name, sizeof o->name, (const uint8_t *)b->p + mark,
-                   b->n - mark);
-          b->n = mark;
-          b->p[b->n] = '\0';
+          copy_str(o->name, sizeof o->name, b->v.data + mark,
+                   b->v.len - mark);
+          b->v.len = mark;
         }
       }
       break;
@@ -924,8 +887,8 @@ static void console_packet(const etch_intercepted *p) {
     sb_puts(b, " on ");
     sb_text(b, (const uint8_t *)tk->name, strlen(tk->name), 64, true);
   }
-  if (q->args.n) sb_put(b, q->args.p, q->args.n);
-  if (q->flows.n) sb_put(b, q->flows.p, q->flows.n);
+  sb_put(b, (const char *)q->args.v.data, q->args.v.len);
+  sb_put(b, (const char *)q->flows.v.data, q->flows.v.len);
   emit_line(c, q);
 }
 
