@@ -90,13 +90,16 @@ void etch__strtab_clear(etch_strtab *t) {
 
 /* ---- byte vector ------------------------------------------------------------ */
 
-int etch__vec_reserve(etch_vec *v, size_t extra) {
+int etch__vec_reserve_max(etch_vec *v, size_t extra, size_t max) {
   if (v->cap - v->len >= extra) return 0;
+  if (max && (v->len > max || max - v->len < extra))
+    return etch__error(ETCH_ENOMEM, "vector over its limit of %zu bytes", max);
   size_t cap = v->cap ? v->cap : 256;
   while (cap - v->len < extra) {
     if (cap > SIZE_MAX / 2) return etch__error(ETCH_ENOMEM, "vector overflow");
     cap *= 2;
   }
+  if (max && cap > max) cap = max;
   uint8_t *d = (uint8_t *)etch__realloc(v->data, cap);
   if (!d) return ETCH_ENOMEM;
   v->data = d;

@@ -65,8 +65,13 @@ typedef struct etch_vec {
   size_t len, cap;
 } etch_vec;
 
-/* Room for `extra` more bytes; ETCH_ENOMEM (error set) when it cannot. */
-int etch__vec_reserve(etch_vec *v, size_t extra);
+/* Room for `extra` more bytes, the capacity doubling from 256 but never
+ * past `max` bytes (0: no limit); ETCH_ENOMEM (error set) when it cannot. */
+int etch__vec_reserve_max(etch_vec *v, size_t extra, size_t max);
+ETCH_INLINE int etch__vec_reserve(etch_vec *v, size_t extra) {
+  if (ETCH_LIKELY(v->cap - v->len >= extra)) return 0;
+  return etch__vec_reserve_max(v, extra, 0);
+}
 /* Appends n bytes of p; nothing (and no memcpy) when n is 0 or p is NULL. */
 ETCH_INLINE int etch__vec_push(etch_vec *v, const void *p, size_t n) {
   if (n == 0 || !p) return 0;

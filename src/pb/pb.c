@@ -3,6 +3,8 @@
  */
 #include "pb/pb.h"
 
+#include "base/containers.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -102,21 +104,15 @@ void etch__pb_nested_end(etch__pb_stream *s, const etch__pb_nested *n) {
 
 /* ---- heap buffer ------------------------------------------------------------ */
 
+/* The memory is base's byte vector's (doubling from 256, never past the
+ * limit: a write past it fails). */
 static bool buf_grow(etch__pb_stream *s, size_t need) {
   etch__pb_buf *b = (etch__pb_buf *)s;
-  size_t len = (size_t)(s->cur - s->seg);
-  size_t cap = (size_t)(s->end - s->seg);
-  size_t want = cap ? cap * 2 : 256;
-  while (want - len < need) want *= 2;
-  if (b->limit && want > b->limit) {
-    if (b->limit - len < need) return false;
-    want = b->limit;
-  }
-  uint8_t *p = (uint8_t *)etch__realloc(s->seg, want);
-  if (!p) return false;
-  s->seg = p;
-  s->cur = p + len;
-  s->end = p + want;
+  etch_vec v = {s->seg, (size_t)(s->cur - s->seg), (size_t)(s->end - s->seg)};
+  if (etch__vec_reserve_max(&v, need, b->limit)) return false;
+  s->seg = v.data;
+  s->cur = v.data + v.len;
+  s->end = v.data + v.cap;
   return true;
 }
 

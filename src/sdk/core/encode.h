@@ -62,17 +62,11 @@ ETCH_INLINE uint32_t etch__arg_key_iid(etch_writer *w, const char *key,
   return iid;
 }
 
-/* Grows the writer's scratch buffer to hold `bound` bytes (doubling);
- * false when out of memory. */
-ETCH_INLINE bool etch__writer_scratch(etch_writer *w, size_t bound) {
-  if (bound <= w->scratch_cap) return true;
-  size_t cap = w->scratch_cap ? w->scratch_cap : 1024;
-  while (cap < bound) cap *= 2;
-  uint8_t *nb = (uint8_t *)etch__realloc(w->scratch, cap);
-  if (!nb) return false;
-  w->scratch = nb;
-  w->scratch_cap = cap;
-  return true;
+/* The writer's scratch buffer with room for `bound` bytes (base's byte
+ * vector, grown by doubling); NULL when out of memory. */
+ETCH_INLINE uint8_t *etch__writer_scratch(etch_writer *w, size_t bound) {
+  w->scratch.len = 0;
+  return etch__vec_reserve(&w->scratch, bound) ? NULL : w->scratch.data;
 }
 
 #endif /* ETCH_SDK_ENCODE_H */

@@ -423,7 +423,7 @@ struct etch_writer {
     uint32_t gen;
   } da_cache[64];
   uint32_t reset_gen;
-  uint8_t *scratch;           /* the general path encodes packets here */
+  etch_vec scratch;           /* the general path encodes packets here */
   /*
    * Slices on the thread track across lost events (track_event.c and
    * drop_at): a begin that was dropped leaves a phantom level whose end
@@ -438,7 +438,6 @@ struct etch_writer {
   uint32_t phantoms;         /* dropped begins whose end has not come */
   uint32_t npend;            /* dropped ends waiting to be written */
   uint64_t pend_ns[ETCH_MAX_PENDING_ENDS]; /* their times, innermost first */
-  size_t scratch_cap;
   char thread_name[64];
 };
 

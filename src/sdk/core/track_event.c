@@ -589,7 +589,8 @@ static void emit_general(etch_writer *w, etch_site *site, etch_category *cat,
     p.da_iid[i] = etch__arg_key_iid(w, an, &new_da[i], &cached);
     if (!cached) bound += 2 * etch__clamp_len(an) + 24;
   }
-  if (!etch__writer_scratch(w, bound)) {
+  uint8_t *buf = etch__writer_scratch(w, bound);
+  if (!buf) {
     etch__writer_drop(w, ticks);
     return;
   }
@@ -604,7 +605,7 @@ static void emit_general(etch_writer *w, etch_site *site, etch_category *cat,
   if (type == ETCH_TYPE_SLICE_BEGIN && !p.has_ts) ticks = etch__ticks();
   uint64_t ns = p.has_ts ? p.ts : etch__next_ts(w, ticks);
 
-  uint8_t *q = w->scratch;
+  uint8_t *q = buf;
   uint64_t last_ns = etch__writer_last_ns(w);
   if (p.has_ts) {
     q = etch__pb_put_varint_field(q, ETCH_PKT_TIMESTAMP, p.ts);
@@ -664,9 +665,9 @@ static void emit_general(etch_writer *w, etch_site *site, etch_category *cat,
   for (uint32_t i = 0; i < p.nargs; i++)
     q = raw_arg(q, p.args[i], p.da_iid[i], slen[i]);
   q = etch__pb_put_close(te, q);
-  ETCH_DCHECK((size_t)(q - w->scratch) <= bound);
+  ETCH_DCHECK((size_t)(q - buf) <= bound);
 
-  if (!etch__writer_put_packet(w, w->scratch, (size_t)(q - w->scratch))) {
+  if (!etch__writer_put_packet(w, buf, (size_t)(q - buf))) {
     /* Interning recorded in the strtab for a lost packet is void. */
     etch__writer_drop(w, ticks);
     return;

@@ -656,7 +656,7 @@ void etch__writer_free(etch_writer *w) {
   etch__bitset_free(&w->seen_tracks);
   etch__strtab_clear(&w->da_names);
   etch__strtab_clear(&w->dyn_names);
-  free(w->scratch);
+  free(w->scratch.data);
   free(w);
 }
 

@@ -379,7 +379,8 @@ static void encode(etch_writer *w, const ev_src *e, uint64_t ticks) {
     serial_iid = etch__arg_key_iid(w, k_serial, &serial_new, &cached);
   if (e->imp_id) imp_iid = etch__arg_key_iid(w, k_important, &imp_new, &cached);
   bound += 96;
-  if (!etch__writer_scratch(w, bound)) {
+  uint8_t *buf = etch__writer_scratch(w, bound);
+  if (!buf) {
     etch__writer_drop(w, ticks);
     return;
   }
@@ -388,7 +389,7 @@ static void encode(etch_writer *w, const ev_src *e, uint64_t ticks) {
   if (new_name && site->id >= ETCH_FAST_SITES)
     etch__bitset_reserve(&w->seen_names_more, site->id);
 
-  uint8_t *q = w->scratch;
+  uint8_t *q = buf;
   if (e->has_ts) {
     q = etch__pb_put_varint_field(q, ETCH_PKT_TIMESTAMP, e->ts);
     q = etch__pb_put_varint_field(q, ETCH_PKT_TIMESTAMP_CLOCK_ID, ETCH_CLOCK_BOOTTIME);
@@ -446,9 +447,9 @@ static void encode(etch_writer *w, const ev_src *e, uint64_t ticks) {
   if (e->has_serial) q = put_uint_annotation(q, k_serial, serial_iid, e->serial);
   if (e->imp_id) q = put_uint_annotation(q, k_important, imp_iid, e->imp_id);
   q = etch__pb_put_close(te, q);
-  ETCH_DCHECK((size_t)(q - w->scratch) <= bound);
+  ETCH_DCHECK((size_t)(q - buf) <= bound);
 
-  if (!etch__writer_put_packet(w, w->scratch, (size_t)(q - w->scratch))) {
+  if (!etch__writer_put_packet(w, buf, (size_t)(q - buf))) {
     etch__writer_drop(w, ticks);
     return;
   }
