@@ -3,10 +3,12 @@
 
     bench/service/loss_table.py --build BUILD [--perfetto DIR] [--iters N]
 
-Runs the two scenarios that lose most, each against a private etchd, with
-the interop workload's libetch producer (tests/interop/workload.h: per
-thread N iterations of slices outer { inner }, a counter, an instant every
-tenth), and prints per writer (process and thread):
+Runs the three scenarios that lose most (a full discard buffer, a ring that
+wraps, a shared memory that fills while etchd is stopped), each against a
+private etchd, with the interop workload's libetch producer
+(tests/interop/workload.h: per thread N iterations of slices outer
+{ inner }, a counter, an instant every tenth), and prints per writer
+(process and thread):
 
     emitted   the events the workload recorded: 5 N + ceil(N / 10)
     recorded  the events in the trace: slice begins, ends (not counting the
