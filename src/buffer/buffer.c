@@ -17,34 +17,62 @@ uint32_t etch__buffer_chunk_size(uint64_t size) {
   return 4096;
 }
 
-int etch__buffer_init(etch_buffer *b, uint64_t size, etch_buffer_fill fill) {
-  memset(b, 0, sizeof *b);
-  b->chunk_size = etch__buffer_chunk_size(size);
-  uint64_t n = size / b->chunk_size;
+void etch__buffer_geometry(uint64_t size, uint32_t *chunk_size,
+                           uint32_t *nchunks) {
+  *chunk_size = etch__buffer_chunk_size(size);
+  uint64_t n = size / *chunk_size;
   if (n < 2) n = 2;
   if (n > UINT32_MAX / 2) n = UINT32_MAX / 2;
-  b->nchunks = (uint32_t)n;
-  size_t bytes = (size_t)n * b->chunk_size;
+  *nchunks = (uint32_t)n;
+}
+
+static void init_common(etch_buffer *b, uint8_t *mem, uint32_t chunk_size,
+                        uint32_t nchunks, etch_buffer_fill fill) {
+  b->mem = mem;
+  b->chunk_size = chunk_size;
+  b->nchunks = nchunks;
+  b->fill = fill;
+  b->stats.buffer_size = (uint64_t)nchunks * chunk_size;
+  pthread_mutex_init(&b->lock, NULL);
+}
+
+int etch__buffer_init(etch_buffer *b, uint64_t size, etch_buffer_fill fill) {
+  memset(b, 0, sizeof *b);
+  uint32_t cs, n;
+  etch__buffer_geometry(size, &cs, &n);
+  size_t bytes = (size_t)n * cs;
   void *mem = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
   if (mem == MAP_FAILED)
     return etch__error(ETCH_ENOMEM, "cannot map a trace buffer of %zu bytes",
                        bytes);
-  b->mem = (uint8_t *)mem;
-  b->fill = fill;
-  b->stats.buffer_size = bytes;
-  pthread_mutex_init(&b->lock, NULL);
+  init_common(b, (uint8_t *)mem, cs, n, fill);
   return ETCH_OK;
 }
 
+void etch__buffer_init_at(etch_buffer *b, void *mem, uint32_t chunk_size,
+                          uint32_t nchunks, etch_buffer_fill fill) {
+  memset(b, 0, sizeof *b);
+  init_common(b, (uint8_t *)mem, chunk_size, nchunks, fill);
+  b->borrowed = true;
+}
+
 void etch__buffer_destroy(etch_buffer *b) {
-  if (b->mem) munmap(b->mem, (size_t)b->nchunks * b->chunk_size);
+  if (b->mem && !b->borrowed)
+    munmap(b->mem, (size_t)b->nchunks * b->chunk_size);
   b->mem = NULL;
   pthread_mutex_destroy(&b->lock);
 }
 
+/* A chunk changes hands in an order that memory others read after this
+ * process died (a flight file) can trust: FREE first, so that a death
+ * half way leaves a chunk a reader skips, never the old payload under the
+ * new writer's name; then who owns it, its length and flags, and WRITING
+ * last, with release. */
 static void chunk_init(etch_chunk *c, uint32_t writer_id, uint32_t chunk_id,
                        uint32_t flags) {
+  __atomic_store_n(&c->state, ETCH_CHUNK_FREE, __ATOMIC_RELAXED);
+  __atomic_thread_fence(__ATOMIC_RELEASE);
   c->writer_id = writer_id;
   c->chunk_id = chunk_id;
   __atomic_store_n(&c->used, flags << ETCH_CHUNK_FLAGS_SHIFT, __ATOMIC_RELAXED);

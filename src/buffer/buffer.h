@@ -94,12 +94,20 @@ typedef struct etch_buffer {
   uint64_t acquired;   /* total acquisitions, atomic read */
   uint64_t discarded;  /* acquisitions refused, atomic */
   etch_buffer_stats stats;
+  bool borrowed;       /* mem is someone else's (a flight file's mapping) */
 } etch_buffer;
 
 /* Chunk size used for a buffer of `size` bytes. */
 uint32_t etch__buffer_chunk_size(uint64_t size);
 
+/* The chunks a buffer of `size` bytes is cut into. */
+void etch__buffer_geometry(uint64_t size, uint32_t *chunk_size,
+                           uint32_t *nchunks);
 int etch__buffer_init(etch_buffer *b, uint64_t size, etch_buffer_fill fill);
+/* A buffer over memory the caller maps and unmaps (zeroed: every chunk
+ * free), `nchunks` chunks of `chunk_size` bytes. */
+void etch__buffer_init_at(etch_buffer *b, void *mem, uint32_t chunk_size,
+                          uint32_t nchunks, etch_buffer_fill fill);
 void etch__buffer_destroy(etch_buffer *b);
 
 ETCH_INLINE etch_chunk *etch__buffer_chunk(const etch_buffer *b, uint32_t i) {

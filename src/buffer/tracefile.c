@@ -545,16 +545,22 @@ static void clock_entry(etch__pb_stream *s, uint32_t id, uint64_t ts) {
 }
 
 int etch__tracefile_put_clock_snapshot(etch_tracefile *o) {
+  uint64_t boot = etch__clock_ns(CLOCK_BOOTTIME);
+  return etch__tracefile_put_clock_snapshot_at(
+      o, boot, etch__clock_ns(CLOCK_MONOTONIC), etch__clock_ns(CLOCK_REALTIME));
+}
+
+int etch__tracefile_put_clock_snapshot_at(etch_tracefile *o, uint64_t boot,
+                                          uint64_t mono, uint64_t real) {
   etch__pb_buf *tmp = &o->tmp;
   etch__pb_stream *s = &tmp->s;
-  uint64_t boot = etch__clock_ns(CLOCK_BOOTTIME);
   etch__pb_write_varint_field(s, ETCH_PKT_TIMESTAMP, boot);
   etch__pb_write_varint_field(s, ETCH_PKT_TIMESTAMP_CLOCK_ID, ETCH_CLOCK_BOOTTIME);
   etch__pb_nested cs;
   etch__pb_nested_begin(s, ETCH_PKT_CLOCK_SNAPSHOT, &cs);
   clock_entry(s, ETCH_CLOCK_BOOTTIME, boot);
-  clock_entry(s, ETCH_CLOCK_MONOTONIC, etch__clock_ns(CLOCK_MONOTONIC));
-  clock_entry(s, ETCH_CLOCK_REALTIME, etch__clock_ns(CLOCK_REALTIME));
+  clock_entry(s, ETCH_CLOCK_MONOTONIC, mono);
+  clock_entry(s, ETCH_CLOCK_REALTIME, real);
   etch__pb_write_varint_field(s, ETCH_CLOCKSNAP_PRIMARY_TRACE_CLOCK,
                              ETCH_CLOCK_BOOTTIME);
   etch__pb_nested_end(s, &cs);

@@ -117,6 +117,9 @@ int etch__packet_slice_delta(const uint8_t *pkt, size_t len);
 int etch__tracefile_put_on(etch_tracefile *t, uint32_t seq);
 /* A ClockSnapshot of BOOTTIME, MONOTONIC and REALTIME (BOOTTIME primary). */
 int etch__tracefile_put_clock_snapshot(etch_tracefile *t);
+/* The same, of clock readings taken together earlier (a flight file's). */
+int etch__tracefile_put_clock_snapshot_at(etch_tracefile *t, uint64_t boot,
+                                          uint64_t mono, uint64_t real);
 /* A TraceStats packet with one buffer's stats. */
 int etch__tracefile_put_stats(etch_tracefile *t, const etch_buffer_stats *bs,
                               uint32_t chunk_size, uint64_t writers_with_loss);

@@ -77,7 +77,7 @@ struct command {
 
 /* The verbs, each in its own file. */
 extern const command cli_record, cli_leaks, cli_stats, cli_query, cli_convert,
-    cli_print, cli_env;
+    cli_print, cli_env, cli_recover;
 
 /* "etch: MESSAGE" on stderr; EXIT_RUNTIME. */
 int runtime_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -24,9 +24,9 @@ static const command cli_help = {
     .synopsis = "etch help [COMMAND]\n",
 };
 
-static const command *const kCommands[] = {&cli_record, &cli_leaks, &cli_stats,
-                                            &cli_query,  &cli_convert, &cli_print,
-                                            &cli_env,    &cli_help};
+static const command *const kCommands[] = {
+    &cli_record, &cli_leaks, &cli_stats, &cli_query, &cli_convert,
+    &cli_print,  &cli_recover, &cli_env, &cli_help};
 
 static const command *find_command(const char *name) {
   for (size_t i = 0; i < sizeof kCommands / sizeof kCommands[0]; i++)

@@ -1,16 +1,24 @@
 /*
  * inproc.c - the in-process backend: a session's chunks in a trace
  * buffer of the process's own memory (src/buffer), read back by the session
- * itself.
+ * itself; with a flight file, that memory is the file's shared mapping
+ * (buffer/flight.h), which outlives a process that dies.
  */
+#define _GNU_SOURCE
+#include <errno.h>
 #include <stdlib.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
+#include "buffer/flight.h"
 #include "sdk/core/backend.h"
+#include "sdk/core/sdk.h"
 
 typedef struct inproc {
   etch_backend base;
   etch_buffer buf;
+  etch_flight flight; /* map NULL: anonymous memory */
+  bool keep;          /* the flight file stays after a normal end */
 } inproc;
 
 static etch_chunk *inproc_acquire(etch_backend *b, uint32_t writer_id,
@@ -42,15 +50,28 @@ static void inproc_stats(etch_backend *b, etch_buffer_stats *out) {
 
 static void inproc_destroy(etch_backend *b) {
   if (!b) return;
-  etch__buffer_destroy(&((inproc *)b)->buf);
+  inproc *p = (inproc *)b;
+  etch__buffer_destroy(&p->buf);
+  etch__flight_close(&p->flight, p->keep);
   free(b);
 }
 
+/* The trace is written: the flight file is not needed to recover it. Its
+ * name goes; the mapping stays until the session is freed (a thread may
+ * still write an event it began before the stop). */
+static void inproc_trace_written(etch_backend *b) {
+  inproc *p = (inproc *)b;
+  if (p->flight.path && !p->keep) unlink(p->flight.path);
+}
+
 /* Memory only: the buffer's lock may have been held by a thread of the
- * parent when it forked. */
+ * parent when it forked; the flight file is the parent's. */
 static void inproc_forget(etch_backend *b) {
   inproc *p = (inproc *)b;
-  if (p->buf.mem) munmap(p->buf.mem, (size_t)p->buf.nchunks * p->buf.chunk_size);
+  if (p->flight.map)
+    etch__flight_forget(&p->flight);
+  else if (p->buf.mem)
+    munmap(p->buf.mem, (size_t)p->buf.nchunks * p->buf.chunk_size);
   free(p);
 }
 
@@ -63,14 +84,26 @@ static const etch_backend_ops inproc_ops = {
     .stats = inproc_stats,
     .destroy = inproc_destroy,
     .forget = inproc_forget,
+    .trace_written = inproc_trace_written,
 };
 
 int etch__backend_inproc_new(uint64_t size, etch_buffer_fill fill,
+                             const char *flight, bool keep,
                              etch_backend **out) {
   *out = NULL;
   inproc *p = (inproc *)etch__calloc(1, sizeof *p);
   if (!p) return ETCH_ENOMEM;
-  int rc = etch__buffer_init(&p->buf, size, fill);
+  p->flight.fd = -1;
+  p->keep = keep;
+  int rc;
+  if (flight) {
+    etch_flight_id id = {.pid = etch__g.pid,
+                         .process_uuid = etch__process_uuid(),
+                         .process_name = program_invocation_short_name};
+    rc = etch__flight_create(&p->flight, flight, size, fill, &id, &p->buf);
+  } else {
+    rc = etch__buffer_init(&p->buf, size, fill);
+  }
   if (rc) {
     free(p);
     return rc;

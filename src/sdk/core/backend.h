@@ -50,6 +50,9 @@ typedef struct etch_backend_ops {
    * (they are the parent's). A backend without it is kept, unused, where
    * LeakSanitizer sees it (etch__session_forget_inherited). */
   void (*forget)(etch_backend *b);
+  /* Optional: the session's trace was written (its output file), so
+   * nothing kept for a recovery (a flight file) is needed any more. */
+  void (*trace_written)(etch_backend *b);
 } etch_backend_ops;
 
 struct etch_backend {
@@ -65,8 +68,11 @@ struct etch_backend {
   uint64_t replay_span;
 };
 
-/* An in-process backend with a trace buffer of `size` bytes. */
+/* An in-process backend with a trace buffer of `size` bytes; with
+ * `flight`, in that flight file (removed when the session ends normally,
+ * unless `keep`). */
 int etch__backend_inproc_new(uint64_t size, etch_buffer_fill fill,
+                             const char *flight, bool keep,
                              etch_backend **out);
 
 /* A backend that gives every packet to the interceptor the config names

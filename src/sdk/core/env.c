@@ -451,6 +451,19 @@ int etch_init(void) {
     if (!rc) rc = env_set(cfg, ETCH_ENV_FILL);
     if (!rc) rc = env_set(cfg, ETCH_ENV_DURATION_MS);
     if (!rc) rc = env_set(cfg, ETCH_ENV_COMPRESSION);
+    if (!rc) rc = env_set(cfg, ETCH_ENV_FLIGHT);
+    if (!rc) rc = env_set(cfg, ETCH_ENV_FLIGHT_KEEP);
+    /* A fork child's flight file is its own: without %p the name is the
+     * parent's, so the child's is NAME.PID.ext. */
+    if (!rc && forked_from && cfg->flight && !strstr(cfg->flight, "%p") &&
+        strcmp(cfg->flight, "1") != 0) {
+      char *own = etch__output_per_pid(cfg->flight, (long)getpid());
+      if (!own) rc = ETCH_ENOMEM;
+      else {
+        free(cfg->flight);
+        cfg->flight = own;
+      }
+    }
     char *path = NULL;
     if (!rc) {
       path = etch__output_resolve(out);

@@ -49,6 +49,17 @@ const etch_envvar etch__envvars[ETCH_ENV_COUNT_] = {
                               "deflate", "none|deflate",
                               "the trace file's compression (option "
                               "compression)"},
+    [ETCH_ENV_FLIGHT] = {"ETCH_FLIGHT", ETCH_ENV_STRING, ETCH_ENV_CONFIG_KEY,
+                         "flight", NONUM, "unset",
+                         "a path; a name: in /dev/shm; 1: etch-%p.flight",
+                         "flight recorder: the ring in this file, which a "
+                         "process that dies leaves for etch recover (option "
+                         "flight)"},
+    [ETCH_ENV_FLIGHT_KEEP] = {"ETCH_FLIGHT_KEEP", ETCH_ENV_ENUM,
+                              ETCH_ENV_CONFIG_KEY, "flight_keep", NONUM, "0",
+                              "0|1",
+                              "1: keep the flight file after a normal end "
+                              "too (option flight_keep)"},
     [ETCH_ENV_CONFIG] = {"ETCH_CONFIG", ETCH_ENV_STRING, 0, NULL, NONUM,
                          "unset", "key=value;key=value",
                          "any config options; the variables above are "

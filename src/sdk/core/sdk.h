@@ -109,6 +109,8 @@ struct etch_config {
   char *output;
   uint32_t compression; /* 0 none, 1 deflate */
   char *interceptor;    /* NULL: packets go to the buffer */
+  char *flight;         /* the ring in this file (buffer/flight.h) */
+  uint64_t flight_keep; /* 1: the flight file stays after a normal end */
   /* interceptor.KEY=VALUE options, in the order set */
   char **iopt_keys, **iopt_values;
   size_t n_iopts;
@@ -327,6 +329,9 @@ int etch__session_write_output(etch_session *s, const char *path,
 char *etch__output_resolve(const char *spec);
 /* `path` with ".PID" before its extension ("t.pftrace" -> "t.123.pftrace"). */
 char *etch__output_per_pid(const char *path, long pid);
+/* The flight file a `flight` option names, resolved (1: /dev/shm/etch-%p
+ * .flight; a name without '/': in /dev/shm; %p: the pid; absolute). */
+int etch__flight_path(const char *spec, char **out);
 
 /* ---- writers -------------------------------------------------------------------- */
 

@@ -51,6 +51,12 @@ static const option options[] = {
     {"interceptor", OPT_STRING, OFF(interceptor), 0, 0, NULL,
      "give packets to this interceptor instead of the buffer "
      "(interceptor.KEY=VALUE: its options)"},
+    {"flight", OPT_STRING, OFF(flight), 0, 0, NULL,
+     "flight recorder: the ring in this file, left behind by a process "
+     "that dies (a name: in /dev/shm; 1: /dev/shm/etch-%p.flight; "
+     "etch recover reads it)"},
+    {"flight_keep", OPT_UINT, OFF(flight_keep), 0, 1, NULL,
+     "1: keep the flight file after a normal end too"},
 };
 #undef OFF
 
@@ -77,6 +83,7 @@ static void config_release(etch_config *c) {
   free(c->categories);
   free(c->output);
   free(c->interceptor);
+  free(c->flight);
   for (size_t i = 0; i < c->n_iopts; i++) {
     free(c->iopt_keys[i]);
     free(c->iopt_values[i]);
@@ -104,6 +111,7 @@ static int config_copy(etch_config *dst, const etch_config *src) {
   dst->categories = dup_or_null(src->categories, &failed);
   dst->output = dup_or_null(src->output, &failed);
   dst->interceptor = dup_or_null(src->interceptor, &failed);
+  dst->flight = dup_or_null(src->flight, &failed);
   dst->iopt_keys = dst->iopt_values = NULL;
   dst->n_iopts = 0;
   if (src->n_iopts) {
@@ -187,6 +195,8 @@ int etch_config_set(etch_config *cfg, const char *key, const char *value) {
       }
       if (strcmp(key, "output") == 0 && !*value)
         return etch__error(ETCH_ECONFIG, "config: output: empty path");
+      if (strcmp(key, "flight") == 0 && !*value)
+        return etch__error(ETCH_ECONFIG, "config: flight: empty path");
       if (strcmp(key, "interceptor") == 0 && !*value)
         return etch__error(ETCH_ECONFIG, "config: interceptor: empty name");
       char *copy = etch__strdup(value);
@@ -337,6 +347,29 @@ char *etch__output_per_pid(const char *path, long pid) {
   return out;
 }
 
+int etch__flight_path(const char *spec, char **out) {
+  *out = NULL;
+  char *named = NULL;
+  if (strcmp(spec, "1") == 0) {
+    spec = "/dev/shm/etch-%p.flight";
+  } else if (!strchr(spec, '/')) { /* a name: in /dev/shm */
+    size_t len = strlen(spec) + 10;
+    named = (char *)etch__malloc(len);
+    if (!named) return ETCH_ENOMEM;
+    snprintf(named, len, "/dev/shm/%s", spec);
+    spec = named;
+  }
+  char *abs = etch__output_resolve(spec);
+  free(named);
+  if (!abs) {
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s", etch_last_error());
+    return etch__error(ETCH_EIO, "flight file: %s", msg);
+  }
+  *out = abs;
+  return ETCH_OK;
+}
+
 /* ---- sessions ----------------------------------------------------------------- */
 
 static int session_new(const etch_config *cfg, etch_backend *given,
@@ -393,6 +426,16 @@ static int session_new(const etch_config *cfg, etch_backend *given,
     }
   }
   rc = etch__filter_parse(&s->filter, s->cfg.categories);
+  if (rc == ETCH_OK && s->cfg.flight && (given || s->cfg.interceptor))
+    rc = etch__error(ETCH_ECONFIG,
+                     "config: flight=%s: the flight recorder keeps the "
+                     "in-process ring in a file; %s",
+                     s->cfg.flight,
+                     given ? "this session's chunks go to a service"
+                           : "an intercepted session has no ring");
+  char *flight = NULL;
+  if (rc == ETCH_OK && s->cfg.flight)
+    rc = etch__flight_path(s->cfg.flight, &flight);
   if (rc == ETCH_OK && s->cfg.interceptor && (given || s->cfg.output))
     rc = etch__error(ETCH_ECONFIG,
                      "config: interceptor=%s: an intercepted session's "
@@ -410,8 +453,10 @@ static int session_new(const etch_config *cfg, etch_backend *given,
                                   s->cfg.fill == ETCH_FILL_DISCARD
                                       ? ETCH_BUFFER_DISCARD
                                       : ETCH_BUFFER_RING,
+                                  flight, s->cfg.flight_keep != 0,
                                   &s->backend);
   }
+  free(flight);
   if (given) given->ops->destroy(given);
   if (rc) {
     etch__filter_free(&s->filter);
@@ -574,6 +619,10 @@ int etch_session_stop(etch_session *s) {
   size_t bytes = 0;
   rc = etch__session_write_output(s, s->cfg.output, &path, &bytes);
   if (rc) snprintf(msg, sizeof msg, "%s", etch_last_error());
+  /* Written: a flight file need not outlive the process (kept when the
+   * write failed: it is then what there is of the trace). */
+  if (!rc && s->backend->ops->trace_written)
+    s->backend->ops->trace_written(s->backend);
   if (s->on_output) s->on_output(s, rc, path ? path : s->cfg.output, bytes);
   free(path);
   pthread_mutex_lock(&s->lock);
