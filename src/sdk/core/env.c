@@ -120,6 +120,13 @@ static pthread_mutex_t shutdown_lock = PTHREAD_MUTEX_INITIALIZER;
 static bool env_inited;
 static etch_session *env_session;
 static etch_session *console_session; /* ETCH_CONSOLE's */
+
+/* With a flight file the trace of a crash is in it, whole up to the death:
+ * a fatal signal ends the process at once (nothing to write from a process
+ * whose heap may be broken, while its other threads go on recording), and
+ * this line says where the trace is. Made when the session starts. */
+static char flight_note[768];
+static size_t flight_note_len;
 static bool atexit_set;
 static pid_t env_pid;
 /* In a fork child of a process that traced: the parent's pid, until the
@@ -490,6 +497,17 @@ int etch_init(void) {
     }
     if (!rc) {
       env_session = s;
+      if (s->cfg.flight) {
+        char *fp = NULL;
+        if (etch__flight_path(s->cfg.flight, &fp) == ETCH_OK) {
+          int k = snprintf(flight_note, sizeof flight_note,
+                           "etch: the process died of a signal; its trace is "
+                           "in its flight file: etch recover %s\n",
+                           fp);
+          flight_note_len = k > 0 && (size_t)k < sizeof flight_note ? (size_t)k : 0;
+        }
+        free(fp);
+      }
       etch__join_publish(s->cfg.compression == 1);
       exit_hook();
       status_printf("tracing %ld %s\t%s", (long)env_pid, comm, s->cfg.output);
@@ -613,6 +631,13 @@ static void on_signal(int sig, siginfo_t *si, void *uc) {
   if (!first || (fatal && gettid() == __atomic_load_n(&watcher_tid, __ATOMIC_RELAXED))) {
     /* A second signal, or the write itself crashed: give up. */
     if (fatal || first) say_lost(sig);
+    die_of(sig);
+    errno = saved;
+    return;
+  }
+  if (fatal && flight_note_len) {
+    ssize_t w = write(2, flight_note, flight_note_len);
+    (void)w;
     die_of(sig);
     errno = saved;
     return;
