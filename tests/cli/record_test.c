@@ -420,6 +420,47 @@ static long wait_ready(const char *ready) {
   return pid;
 }
 
+/* --flight: a program killed with SIGKILL, or one that _exit()s, leaves
+ * its ring in a flight file in etch record's run directory, and etch
+ * record recovers its trace from it (it was lost before). */
+TEST(record_flight_recovers_a_killed_program) {
+  const char *trace = tmp_path("killed.pftrace");
+  const char *ready = tmp_path("ready-killed");
+  int n = n_runs++;
+  pid_t pid = spawn((const char *const[]){ETCH_BIN, "record", "--flight", "-o",
+                                          trace, "--", ETCH_RECORDEE, "9",
+                                          "wait", ready, NULL},
+                    true, &n);
+  long child = wait_ready(ready);
+  kill((pid_t)child, SIGKILL);
+  proc_result r = finish(pid, n);
+  ASSERT_EQ_INT(r.status, 1);
+  ASSERT_CONTAINS(r.err, "was killed by signal 9 (Killed)");
+  ASSERT_CONTAINS(r.err, "did not write its trace; recovering it from its "
+                         "flight file");
+  ASSERT_CONTAINS(r.err, "its trace is what its flight file held");
+  char want[600];
+  snprintf(want, sizeof want, "trace: %s (", trace);
+  ASSERT_CONTAINS(r.err, want);
+  done(&r);
+  assert_steps(trace, 9);
+
+  const char *trace2 = tmp_path("exited.pftrace");
+  r = RUN(ETCH_BIN, "record", "--flight", "-q", "-o", trace2, "--",
+          ETCH_RECORDEE, "3", "_exit");
+  ASSERT_EQ_INT(r.status, 0);
+  ASSERT_CONTAINS(r.err, "did not write its trace; recovering it from its "
+                         "flight file");
+  done(&r);
+  assert_steps(trace2, 3);
+
+  r = RUN(ETCH_BIN, "record", "--flight", "--system", "-o", trace2);
+  ASSERT_EQ_INT(r.status, 2);
+  ASSERT_CONTAINS(r.err, "--flight keeps the rings of a program etch record "
+                         "runs itself");
+  done(&r);
+}
+
 /* SIGTERM, SIGHUP or SIGINT sent to etch record alone (a supervisor, kill):
  * passed on to the program, which writes its trace and ends; etch reports
  * as for Ctrl-C. The program is not left running. */

@@ -79,6 +79,11 @@ struct command {
 extern const command cli_record, cli_leaks, cli_stats, cli_query, cli_convert,
     cli_print, cli_env, cli_recover;
 
+/* The trace in flight file `flight` into `out` ("-": stdout), saying what
+ * was recovered on stderr unless `quiet` (recover.c); its size in *bytes. */
+int cli_recover_file(const char *flight, const char *out, bool compress,
+                     bool quiet, size_t *bytes);
+
 /* "etch: MESSAGE" on stderr; EXIT_RUNTIME. */
 int runtime_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* "etch: MESSAGE" and the usage line of `cmd` (NULL: of etch) on stderr;

@@ -50,6 +50,7 @@ typedef struct rec_proc {
   long long bytes;
   bool started, wrote, failed, error;
   bool untraced; /* a fork child that exited without tracing */
+  bool recovered; /* its trace came from its flight file */
   long forked_from;
   int lost_sig;
 } rec_proc;
@@ -111,7 +112,9 @@ static int rec_cmp(const void *a, const void *b) {
   return (x->pid > y->pid) - (x->pid < y->pid);
 }
 
-/* Reads and removes the run directory; returns the processes by pid. */
+/* Reads and removes the run directory, but for the flight files of
+ * processes that died (rec_flights takes them); returns the processes by
+ * pid. */
 static rec_proc *rec_collect(const char *dir, size_t *n) {
   rec_proc *procs = NULL;
   size_t cap = 0;
@@ -145,12 +148,45 @@ static rec_proc *rec_collect(const char *dir, size_t *n) {
         free(text);
       }
     }
+    if (len > 7 && !strcmp(e->d_name + len - 7, ".flight")) continue;
     unlink(path);
   }
   closedir(d);
-  rmdir(dir);
   if (*n) qsort(procs, *n, sizeof *procs, rec_cmp);
   return procs;
+}
+
+/* --flight: the trace of each process that died without writing its own,
+ * from the flight file it left in the run directory; then the directory
+ * goes. */
+static void rec_flights(const char *dir, rec_proc *procs, size_t n,
+                        bool compress) {
+  for (size_t i = 0; i < n; i++) {
+    rec_proc *p = &procs[i];
+    if (p->wrote || !p->started || !p->path) continue;
+    char flight[PATH_MAX + 32];
+    snprintf(flight, sizeof flight, "%s/%ld.flight", dir, p->pid);
+    if (access(flight, R_OK) != 0) continue;
+    size_t bytes = 0;
+    fprintf(stderr, "etch: %s (pid %ld) did not write its trace; recovering "
+                    "it from its flight file\n",
+            p->comm, p->pid);
+    if (cli_recover_file(flight, p->path, compress, false, &bytes) == 0) {
+      p->wrote = p->recovered = true;
+      p->bytes = (long long)bytes;
+    }
+    unlink(flight);
+  }
+  DIR *d = opendir(dir);
+  struct dirent *e;
+  while (d && (e = readdir(d))) {
+    if (e->d_name[0] == '.') continue;
+    char path[PATH_MAX + 256];
+    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+    unlink(path);
+  }
+  if (d) closedir(d);
+  rmdir(dir);
 }
 
 /* PATH.PID.ext, as libetch names the trace of a process that did not
@@ -342,6 +378,7 @@ typedef struct record_args {
   rec_service_opts so;
   bool service; /* --system, or an option only the service has */
   bool console, malloc_trace, quiet;
+  bool flight;       /* --flight */
   bool buffer_opt;   /* --buffer given */
   const char *fill; /* --ring, --discard */
 } record_args;
@@ -432,6 +469,9 @@ static int cmd_record(int argc, char **argv) {
   if (!rc && o.noperands == 0 && !service)
     rc = usage_error(cmd, "missing the program to run (or --system to record "
                           "from a tracing service)");
+  if (!rc && ra.flight && (service || o.noperands == 0))
+    rc = usage_error(cmd, "--flight keeps the rings of a program etch record "
+                          "runs itself (not with --system)");
   if (!rc && console && service)
     rc = usage_error(cmd, "--console prints the events of a program etch "
                           "record runs itself; with --system, put "
@@ -514,6 +554,11 @@ static int cmd_record(int argc, char **argv) {
     setenv("ETCH_BUFFER_KB", kb, 1);
   }
   if (fill) setenv("ETCH_FILL", fill, 1);
+  if (ra.flight) { /* each process its own, in the run directory */
+    char fp[PATH_MAX + 16];
+    snprintf(fp, sizeof fp, "%s/%%p.flight", run_dir);
+    setenv("ETCH_FLIGHT", fp, 1);
+  }
 
   /* Ctrl-C goes to the program (same process group), whose libetch writes
    * the trace before it ends; etch waits for it. SIGINT, SIGTERM and
@@ -577,6 +622,8 @@ static int cmd_record(int argc, char **argv) {
   int passed_sig = g_passed, got_sig = g_got;
   size_t nprocs;
   rec_proc *procs = rec_collect(run_dir, &nprocs);
+  const char *comp = getenv("ETCH_COMPRESSION");
+  rec_flights(run_dir, procs, nprocs, !comp || strcmp(comp, "none") != 0);
   if (err) {
     rc = runtime_error("cannot run %s: %s", o.operands[0], strerror(err));
     free(procs);
@@ -626,6 +673,11 @@ static int cmd_record(int argc, char **argv) {
     rec_proc *p = &procs[i];
     if (p->wrote) {
       nwrote++;
+      if (p->recovered)
+        fprintf(stderr, "etch: %s (pid %ld): its trace is what its flight "
+                        "file held (every event it had recorded but the one "
+                        "each thread was writing when it died)\n",
+                p->comm, p->pid);
       if (p->failed) { /* kept to its last whole packet (a full disk) */
         fprintf(stderr, "etch: %s (pid %ld) could not write all of its "
                         "trace: %s\n",
@@ -753,6 +805,11 @@ static const cli_opt kRecordOpts[] = {
      "say where the trace is, without the summary\n"
      "(which reads the whole trace)",
      CLI_BOOL(record_args, quiet)},
+    {0, "--flight", NULL,
+     "keep each process's ring in a flight file, so\n"
+     "that the trace of one that dies (SIGKILL, a\n"
+     "crash, _exit) is recovered (ETCH_FLIGHT)",
+     CLI_BOOL(record_args, flight)},
     {0, "--console", NULL,
      "also print every event on stderr as it happens\n"
      "(ETCH_CONSOLE=1; colours on a terminal unless\n"

@@ -121,6 +121,41 @@ static void report(const char *path, const etch_flight_report *rep) {
             (unsigned long long)rep->lost_fragments);
 }
 
+int cli_recover_file(const char *flight, const char *out, bool compress,
+                     bool quiet, size_t *bytes) {
+  uint8_t *data = NULL;
+  size_t len = 0;
+  *bytes = 0;
+  int rc = read_all(flight, &data, &len);
+  bool to_stdout = strcmp(out, "-") == 0;
+  int fd = -1;
+  if (!rc) {
+    fd = to_stdout ? STDOUT_FILENO
+                   : open(out, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+    if (fd < 0) rc = runtime_error("%s: %s", out, strerror(errno));
+  }
+  if (!rc) {
+    etch_flight_report rep;
+    uint8_t *none;
+    int r = etch__flight_recover(data, len, compress, fd, &none, bytes, &rep);
+    if (r) {
+      rc = runtime_error("%s: %s", flight, etch_last_error());
+    } else {
+      if (!quiet) {
+        report(flight, &rep);
+        fprintf(stderr, "etch recover: wrote %s (%zu bytes)\n",
+                to_stdout ? "the trace to stdout" : out, *bytes);
+      }
+      etch__flight_report_free(&rep);
+    }
+    if (!to_stdout && close(fd) != 0 && !rc)
+      rc = runtime_error("%s: %s", out, strerror(errno));
+    if (rc && !to_stdout) unlink(out);
+  }
+  free(data);
+  return rc;
+}
+
 static int cmd_recover(int argc, char **argv) {
   recover_args ra = {0};
   opts o;
@@ -131,41 +166,11 @@ static int cmd_recover(int argc, char **argv) {
     opts_free(&o);
     return rc;
   }
-  const char *flight = o.operands[0];
-  char *own_out = ra.out_path ? NULL : default_out(flight);
+  char *own_out = ra.out_path ? NULL : default_out(o.operands[0]);
   const char *out = ra.out_path ? ra.out_path : own_out;
-  uint8_t *data = NULL;
-  size_t len = 0;
+  size_t bytes;
   if (!out) rc = runtime_error("out of memory");
-  if (!rc) rc = read_all(flight, &data, &len);
-  bool to_stdout = out && strcmp(out, "-") == 0;
-  int fd = -1;
-  if (!rc) {
-    fd = to_stdout ? STDOUT_FILENO
-                   : open(out, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
-    if (fd < 0) rc = runtime_error("%s: %s", out, strerror(errno));
-  }
-  if (!rc) {
-    etch_flight_report rep;
-    uint8_t *none;
-    size_t bytes = 0;
-    int r = etch__flight_recover(data, len, ra.compress, fd, &none, &bytes,
-                                 &rep);
-    if (r) {
-      rc = runtime_error("%s: %s", flight, etch_last_error());
-    } else {
-      if (!ra.quiet) {
-        report(flight, &rep);
-        fprintf(stderr, "etch recover: wrote %s (%zu bytes)\n",
-                to_stdout ? "the trace to stdout" : out, bytes);
-      }
-      etch__flight_report_free(&rep);
-    }
-    if (!to_stdout && close(fd) != 0 && !rc)
-      rc = runtime_error("%s: %s", out, strerror(errno));
-    if (rc && !to_stdout) unlink(out);
-  }
-  free(data);
+  else rc = cli_recover_file(o.operands[0], out, ra.compress, ra.quiet, &bytes);
   free(own_out);
   opts_free(&o);
   return rc;
