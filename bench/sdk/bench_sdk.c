@@ -32,6 +32,7 @@
  * 1-thread run on its own CPU (on a VM the vCPUs need not be equally fast).
  *
  * Environment: BENCH_BUFFER_KB=K records into a K KiB ring instead;
+ * BENCH_FLIGHT=PATH keeps that ring in a flight file (ETCH_FLIGHT);
  * BENCH_CASES=id,id,... times only those cases (ids: --list); BENCH_PIN=0
  * leaves threads unpinned (the 2-thread goal then uses the slower thread).
  */
@@ -291,10 +292,14 @@ static unsigned long timing_kb(void) {
   return v ? v : 8192;
 }
 
+/* BENCH_FLIGHT=PATH: the ring in that flight file (the flight recorder's
+ * hot path, which must cost what the ordinary ring's does). */
 static const char *timing_config(void) {
-  static char buf[128];
-  snprintf(buf, sizeof buf, "categories=bench;buffer_kb=%lu;fill=ring",
-           timing_kb());
+  static char buf[1200];
+  const char *flight = getenv("BENCH_FLIGHT");
+  snprintf(buf, sizeof buf, "categories=bench;buffer_kb=%lu;fill=ring%s%s",
+           timing_kb(), flight && *flight ? ";flight=" : "",
+           flight && *flight ? flight : "");
   return buf;
 }
 

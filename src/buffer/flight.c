@@ -50,7 +50,10 @@ int etch__flight_create(etch_flight *f, const char *path, uint64_t size,
     return etch__error(ETCH_EIO, "cannot make the flight file '%s' (%zu bytes): %s",
                        path, len, strerror(e));
   }
-  void *map = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  /* Populated now, as the anonymous ring is: no page fault on the hot
+   * path. */
+  void *map = mmap(NULL, len, PROT_READ | PROT_WRITE,
+                   MAP_SHARED | MAP_POPULATE, fd, 0);
   if (map == MAP_FAILED) {
     e = errno;
     close(fd);
@@ -119,6 +122,7 @@ void etch__flight_forget(etch_flight *f) {
 typedef struct recovery {
   etch_tracefile o;
   etch_flight_report *rep;
+  etch_flight_thread *last; /* the sequence of the packet before */
 } recovery;
 
 static etch_flight_thread *thread_of(etch_flight_report *rep, uint32_t seq) {
@@ -172,11 +176,23 @@ static void note_thread(etch_flight_thread *t, const uint8_t *pkt,
 static int on_packet(void *ctx, uint32_t seq, const uint8_t *data,
                      uint32_t len, bool dropped_before) {
   recovery *r = (recovery *)ctx;
-  etch_flight_thread *t = r->rep ? thread_of(r->rep, seq) : NULL;
+  etch_flight_thread *t = r->last;
+  if (!t || t->seq != seq) t = r->last = thread_of(r->rep, seq);
   if (t) {
+    /* The top level only: a track event is one event (an
+     * etch.dropped_events note too, here); a descriptor may name the
+     * thread. */
+    etch__pb_dec d;
+    etch__pb_field f;
+    bool te = false, td = false;
+    etch__pb_dec_init(&d, data, len);
+    while (etch__pb_next_fast(&d, &f)) {
+      te |= f.id == ETCH_PKT_TRACK_EVENT;
+      td |= f.id == ETCH_PKT_TRACK_DESCRIPTOR;
+    }
     t->packets++;
-    t->events += etch__packet_events(data, len);
-    if (!t->tid) note_thread(t, data, len);
+    t->events += te;
+    if (td && !t->tid) note_thread(t, data, len);
   }
   return etch__tracefile_on_packet(&r->o, seq, data, len, dropped_before);
 }
@@ -265,17 +281,12 @@ int etch__flight_recover(const uint8_t *file, size_t len, bool compress,
     return rc;
   }
   const etch_flight_header *h = &rep->header;
-  /* A private copy: the file is not ours, and its writer may be alive. */
+  /* The bytes are the caller's copy (nobody writes them meanwhile): the
+   * buffer's read takes what it reads into a snapshot of its own. */
   size_t bytes = (size_t)h->nchunks * h->chunk_size;
-  uint8_t *copy = (uint8_t *)etch__malloc(bytes);
-  if (!copy) {
-    if (rep == &local) etch__flight_report_free(rep);
-    return ETCH_ENOMEM;
-  }
-  memcpy(copy, file + ETCH_FLIGHT_HEADER_SIZE, bytes);
   etch_buffer b;
-  etch__buffer_init_at(&b, copy, h->chunk_size, h->nchunks,
-                       (etch_buffer_fill)h->fill);
+  etch__buffer_init_at(&b, (uint8_t *)(uintptr_t)(file + ETCH_FLIGHT_HEADER_SIZE),
+                       h->chunk_size, h->nchunks, (etch_buffer_fill)h->fill);
   rc = scan_chunks(&b, rep);
 
   recovery r;
@@ -307,7 +318,6 @@ int etch__flight_recover(const uint8_t *file, size_t len, bool compress,
     rc = etch__tracefile_put_stats(o, &bs, h->chunk_size, lossy);
   }
   etch__buffer_destroy(&b);
-  free(copy);
   if (rc) {
     etch__tracefile_free(o);
   } else {

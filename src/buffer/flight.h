@@ -112,7 +112,8 @@ typedef struct etch_flight_report {
 } etch_flight_report;
 
 /*
- * Turns the bytes of a flight file into a trace: into `sink_fd` (>= 0),
+ * Turns the bytes of a flight file (a copy in memory nobody else writes
+ * meanwhile: read, not mapped) into a trace: into `sink_fd` (>= 0),
  * or into memory (*out, *out_len; free() it). ETCH_EFORMAT with a message
  * for a file that is not a flight file, is truncated, or is of another
  * version. `rep` (may be NULL) gets what was recovered per writer; free it

@@ -225,7 +225,7 @@ static void inspect(const uint8_t *data, uint32_t len, pkt_info *pi) {
   etch__pb_dec d;
   etch__pb_field f;
   etch__pb_dec_init(&d, data, len);
-  while (etch__pb_next(&d, &f)) {
+  while (etch__pb_next_fast(&d, &f)) {
     if (f.id == ETCH_PKT_SEQUENCE_FLAGS && f.wt == ETCH_PB_VARINT) {
       pi->flags = f.u;
     } else if (f.id == ETCH_PKT_TRACK_EVENT && f.wt == ETCH_PB_LEN) {
@@ -233,7 +233,7 @@ static void inspect(const uint8_t *data, uint32_t len, pkt_info *pi) {
       etch__pb_field g;
       etch__pb_dec_init(&te, f.data, f.len);
       pi->te_type = -1;
-      while (etch__pb_next(&te, &g)) {
+      while (etch__pb_next_fast(&te, &g)) {
         if (g.id == ETCH_TE_TYPE) pi->te_type = (int)g.u;
         if (g.id == ETCH_TE_TRACK_UUID) pi->te_has_track = true;
       }
@@ -277,7 +277,7 @@ static ETCH_NOINLINE bool packet_valid(const uint8_t *data, uint32_t len,
   etch__pb_dec d;
   etch__pb_field f;
   etch__pb_dec_init(&d, data, len);
-  while (etch__pb_next(&d, &f)) {
+  while (etch__pb_next_fast(&d, &f)) {
     switch (f.id) {
       case ETCH_PKT_TRACK_DESCRIPTOR:
         if (pid && f.wt == ETCH_PB_LEN && !descriptor_pid_ok(f.data, f.len, pid))
