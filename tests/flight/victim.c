@@ -17,7 +17,9 @@
  * of recording more, so that a test's ring does not wrap however late the
  * test acts.
  *
- * ETCH_OUT and ETCH_FLIGHT come from the test.
+ * ETCH_OUT and ETCH_FLIGHT come from the test. With VICTIM_WAIT set the
+ * threads begin once category "flight" is recorded (a service's session
+ * reached the process), so that tick 0 is in the trace.
  */
 #define _GNU_SOURCE
 #include <etch/etch.h>
@@ -46,6 +48,8 @@ static void *thread_main(void *arg) {
   etch_thread_set_name(name);
   bool segv = !strcmp(mode, "segv") && t == nthreads - 1;
   bool count = !strcmp(mode, "count");
+  if (getenv("VICTIM_WAIT"))
+    while (!etch_category_enabled(&ETCH_CAT(flight))) sched_yield();
   for (uint64_t k = 0; !count || k < limit; k++) {
     while (cap && k >= cap) pause();
     if (k % 50 == 0) ETCH_SLICE_BEGIN(flight, "batch");
