@@ -14,7 +14,6 @@ packages=(
   pkg-config
   zlib1g-dev          # deflate-compressed packets (libetch, reader)
   libzstd-dev         # zstd-compressed packets (reader)
-  libsqlite3-dev      # etch query / stats
   protobuf-compiler   # protoc --decode_raw checks every trace the tests write
   liblttng-ust-dev    # benchmarks against LTTng-UST
   clang               # fuzz targets, second compiler
@@ -30,6 +29,11 @@ case ${1:-} in
   --bench) packages+=("${bench_packages[@]}") ;;
   *) echo "setup.sh: unknown option $1 (usage: setup.sh [--bench])" >&2; exit 2 ;;
 esac
+
+# npm fetches DuckDB's library (below); Debian's when there is no npm at all
+# (a nodejs from elsewhere brings its own npm, which Debian's would conflict
+# with).
+command -v npm > /dev/null || packages+=(nodejs npm)
 
 installed() {
   dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'
@@ -49,7 +53,61 @@ for line in "${packages[@]}"; do
   installed "$p" || missing+=("$p")
 done
 
+# DuckDB (etch query, stats of a database, the cache of a trace's tables):
+# not packaged by Debian. Its shared library ships, MIT-licensed, in the npm
+# package below; `npm pack` fetches that version (the registry checks the
+# package's integrity, and so does the sha256 here) and the library is
+# unpacked into .deps/duckdb/ of the checkout (git ignores .deps/). CMake
+# takes a libduckdb installed on the system first (cmake/FindDuckDB.cmake).
+duckdb_pkg=@duckdb/node-bindings-linux-x64
+duckdb_version=1.5.6-r.1
+duckdb_sha256=1b9f82478539bb9a1d1df44bd103121a12ae52142c07158dc52b97d2ec1d69ff
+root=$(cd "$(dirname "$0")/.." && pwd)
+duckdb_dir=$root/.deps/duckdb
+
+fetch_duckdb() {
+  if [ -f "$duckdb_dir/libduckdb.so" ] &&
+     [ "$(cat "$duckdb_dir/VERSION" 2>/dev/null)" = "$duckdb_version" ]; then
+    return 0
+  fi
+  if [ "$(uname -m)" != x86_64 ]; then
+    echo "setup.sh: DuckDB: the npm package is for x86_64 only; install" >&2
+    echo "  libduckdb (duckdb.h is not needed) where CMake finds it" >&2
+    return 1
+  fi
+  local tmp
+  tmp=$(mktemp -d)
+  echo "setup.sh: fetching DuckDB's library ($duckdb_pkg@$duckdb_version, MIT)"
+  if ! (cd "$tmp" && npm pack --silent "$duckdb_pkg@$duckdb_version" \
+          > npm.log 2>&1); then
+    tail -n 20 "$tmp/npm.log" >&2
+    echo "setup.sh: cannot fetch $duckdb_pkg@$duckdb_version with npm pack" >&2
+    echo "  (is the npm registry reachable? npm config get registry)" >&2
+    rm -rf "$tmp"
+    return 1
+  fi
+  local tgz
+  tgz=$(ls "$tmp"/*.tgz)
+  if [ "$(sha256sum < "$tgz" | cut -d' ' -f1)" != "$duckdb_sha256" ]; then
+    echo "setup.sh: $tgz: not the pinned package (sha256 differs)" >&2
+    rm -rf "$tmp"
+    return 1
+  fi
+  tar -xzf "$tgz" -C "$tmp" package/libduckdb.so package/LICENSE
+  mkdir -p "$duckdb_dir"
+  mv "$tmp/package/libduckdb.so" "$tmp/package/LICENSE" "$duckdb_dir/"
+  echo "$duckdb_version" > "$duckdb_dir/VERSION"
+  rm -rf "$tmp"
+  echo "setup.sh: DuckDB $duckdb_version in $duckdb_dir"
+}
+
+system_duckdb() {
+  [ -z "${ETCH_SETUP_NO_SYSTEM_DUCKDB:-}" ] &&
+    /sbin/ldconfig -p 2>/dev/null | grep -q 'libduckdb\.so '
+}
+
 if [ ${#missing[@]} -eq 0 ]; then
+  system_duckdb || fetch_duckdb || exit 1
   echo "setup.sh: all build dependencies are installed"
   exit 0
 fi
@@ -76,4 +134,5 @@ if ! { "${sudo[@]}" apt-get update -q &&
   echo "setup.sh: apt-get failed (output above)" >&2
   exit 1
 fi
+system_duckdb || fetch_duckdb || exit 1
 echo "setup.sh: done"

@@ -1,5 +1,5 @@
 /*
- * bench_import.c - how fast a trace goes into SQLite.
+ * bench_import.c - how fast a trace goes into DuckDB.
  *
  * Generates a synthetic trace in memory shaped like what libetch writes
  * (docs/format.md): per-thread sequences that start with a cleared
@@ -364,18 +364,17 @@ static result run_mode(int mode) {
     res.cpu = cpu_now() - c0;
     return res;
   }
-  sqlite3 *db;
-  res.rc = etch__query_db_open(&db, NULL);
+  etch__db *db;
+  res.rc = etch__db_open(&db, NULL);
   if (res.rc) return res;
   etch__import_opts o = {.all_args = mode == kImportQuery,
-                         .indexes = mode == kImportQuery,
                          .timestamp_order = mode == kImportTsOrder};
   etch__import_counts c;
   res.rc = etch__query_import_memory(db, data, len, "bench", &o, &c);
   res.events = c.events;
   res.seconds = now() - t0;
   res.cpu = cpu_now() - c0;
-  sqlite3_close(db);
+  etch__db_close(db);
   return res;
 }
 

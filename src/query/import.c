@@ -1,5 +1,5 @@
 /*
- * import.c - resolved events into the SQLite tables.
+ * import.c - resolved events into the DuckDB tables.
  *
  * Slices nest per track with a stack, in the order events arrive (the reader
  * delivers them in timestamp order, or per sequence in file order; either way
@@ -533,12 +533,13 @@ static void phase_end(bool shown) {
   fflush(stderr);
 }
 
-int etch__importer_new(etch__importer **out, sqlite3 *db,
-                       const etch__import_opts *opts) {
+int etch__importer_new(etch__importer **out, etch__db *db,
+                       const char *catalog, const etch__import_opts *opts) {
   *out = NULL;
   etch__importer *imp = etch__calloc(1, sizeof *imp);
   if (!imp) return ETCH_ENOMEM;
   imp->db = db;
+  imp->catalog = catalog;
   if (opts) imp->opts = *opts;
   imp->t0_ns = etch__monotonic_ns();
   if (etch__strpool_init(&imp->strings, SIZE_MAX)) {
@@ -554,13 +555,7 @@ int etch__importer_new(etch__importer **out, sqlite3 *db,
     return ETCH_ENOMEM;
   }
   if (db) {
-    int rc = etch__query_exec(db, "BEGIN;");
-    if (rc) {
-      etch__importer_free(imp);
-      return rc;
-    }
-    imp->in_txn = true;
-    rc = etch__rows_new(&imp->rows, db, !imp->opts.single_thread);
+    int rc = etch__rows_new(&imp->rows, db, catalog);
     if (rc) {
       etch__importer_free(imp);
       return rc;
@@ -587,25 +582,10 @@ int etch__importer_finish(etch__importer *imp, const etch_reader_stats *st,
   link_steps(imp);
   imp->counts.tracks = imp->ntracks;
   if (!imp->rows) return imp->err;
-  bool shown = phase_show(imp, imp->opts.indexes ? "writing the database "
-                                                   "and its indexes"
-                                                 : "writing the database");
+  bool shown = phase_show(imp, "writing the database");
   int rc = etch__rows_finish(imp->rows);
   if (!rc) rc = imp->err;
   if (!rc) rc = etch__import_write_tables(imp, st);
-  if (!rc && first <= last) {
-    char sql[128];
-    snprintf(sql, sizeof sql,
-             "INSERT INTO trace_bounds VALUES(%lld, %lld);", (long long)first,
-             (long long)last);
-    rc = etch__query_exec(imp->db, sql);
-  } else if (!rc) {
-    rc = etch__query_exec(imp->db,
-                          "INSERT INTO trace_bounds VALUES(NULL, NULL);");
-  }
-  if (!rc && imp->opts.indexes) rc = etch__query_schema_indexes(imp->db);
-  if (!rc) rc = etch__query_exec(imp->db, "COMMIT;");
-  if (!rc) imp->in_txn = false;
   phase_end(shown);
   imp->counts.tracks = imp->ntracks;
   if (rc) fail(imp, rc);
@@ -617,20 +597,9 @@ void etch__importer_counts(const etch__importer *imp,
   *out = imp->counts;
 }
 
-void etch__importer_discard(etch__importer *imp) {
-  if (!imp) return;
-  etch__rows_free(imp->rows);
-  imp->rows = NULL;
-  /* No journal: end the transaction with what it holds. */
-  if (imp->in_txn) sqlite3_exec(imp->db, "COMMIT;", NULL, NULL, NULL);
-  imp->in_txn = false;
-  etch__importer_free(imp);
-}
-
 void etch__importer_free(etch__importer *imp) {
   if (!imp) return;
   etch__rows_free(imp->rows);
-  if (imp->in_txn) sqlite3_exec(imp->db, "ROLLBACK;", NULL, NULL, NULL);
   for (size_t i = 0; i < imp->ntracks; i++) {
     free(imp->tracks[i].stack);
   }

@@ -76,10 +76,10 @@ typedef struct qthread {
 
 struct etch__importer {
   uint64_t t0_ns; /* when the import began (progress) */
-  sqlite3 *db;
+  etch__db *db;
+  const char *catalog; /* NULL: the default one */
   etch__import_opts opts;
   int err;
-  bool in_txn;
   etch__rows *rows; /* slice, counter, args and flow rows */
 
   etch_strpool strings;
@@ -130,12 +130,6 @@ static inline void fail(etch__importer *imp, int rc) {
   if (!imp->err) imp->err = rc;
 }
 
-static inline void fail_sql(etch__importer *imp) {
-  if (!imp->err)
-    imp->err = etch__error(ETCH_ESQL, "import: SQL error: %s",
-                           sqlite3_errmsg(imp->db));
-}
-
 static inline void fail_nomem(etch__importer *imp) {
   if (!imp->err) imp->err = etch__error(ETCH_ENOMEM, "import: out of memory");
 }
@@ -149,25 +143,6 @@ static inline bool grow_array(void **arr, size_t *cap, size_t need, size_t elem)
   *arr = p;
   *cap = cap2;
   return true;
-}
-
-static inline void step_reset(etch__importer *imp, sqlite3_stmt *st) {
-  if (sqlite3_step(st) != SQLITE_DONE) fail_sql(imp);
-  sqlite3_reset(st);
-}
-
-static inline void bind_text(sqlite3_stmt *st, int col, const char *s) {
-  if (s)
-    sqlite3_bind_text(st, col, s, -1, SQLITE_STATIC);
-  else
-    sqlite3_bind_null(st, col);
-}
-
-static inline void bind_id(sqlite3_stmt *st, int col, int64_t id) {
-  if (id > 0)
-    sqlite3_bind_int64(st, col, id);
-  else
-    sqlite3_bind_null(st, col);
 }
 
 /* ---- shared between the files ---------------------------------------- */

@@ -34,28 +34,16 @@ static int open_source(const source *src, etch_reader **r) {
   return etch_reader_open_memory(r, src->data, src->len);
 }
 
-/* Drops every table and view: the database is empty again. */
-static int empty_db(sqlite3 *db) {
-  static const char *const kinds[] = {"view", "table"};
-  for (size_t k = 0; k < 2; k++) {
-    for (;;) {
-      sqlite3_stmt *st;
-      char sql[192];
-      snprintf(sql, sizeof sql,
-               "SELECT name FROM sqlite_schema WHERE type = '%s' AND "
-               "name NOT LIKE 'sqlite_%%' LIMIT 1",
-               kinds[k]);
-      if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
-        return etch__error(ETCH_ESQL, "import: %s", sqlite3_errmsg(db));
-      char drop[256] = "";
-      if (sqlite3_step(st) == SQLITE_ROW)
-        snprintf(drop, sizeof drop, "DROP %s \"%s\";", kinds[k],
-                 (const char *)sqlite3_column_text(st, 0));
-      sqlite3_finalize(st);
-      if (!drop[0]) break;
-      int rc = etch__query_exec(db, drop);
-      if (rc) return rc;
-    }
+/* Deletes every row the tables of `catalog` hold: empty again. */
+static int empty_db(etch__db *db, const char *catalog) {
+  size_t len;
+  const char *t;
+  for (size_t i = 0; (t = etch__query_table_name(i, &len)); i++) {
+    char sql[256];
+    snprintf(sql, sizeof sql, "DELETE FROM %s%s%s%.*s;", catalog ? "\"" : "",
+             catalog ? catalog : "", catalog ? "\"." : "", (int)len, t);
+    int rc = etch__db_exec(db, sql);
+    if (rc) return rc;
   }
   return ETCH_OK;
 }
@@ -66,19 +54,17 @@ static int empty_db(sqlite3 *db) {
  * the tracks that are not thread tracks; when a thread track goes back in
  * time the read stops and *restart is set.
  */
-static int run_once(sqlite3 *db, const source *src, const etch__import_opts *o,
-                    bool hold_all, etch__importer **out, etch_reader **rout,
-                    bool *restart) {
+static int run_once(etch__db *db, const char *catalog, const source *src,
+                    const etch__import_opts *o, bool hold_all,
+                    etch__importer **out, etch_reader **rout, bool *restart) {
   *out = NULL;
   *rout = NULL;
   *restart = false;
-  int rc;
-  if (db && (rc = etch__query_schema_create(db))) return rc;
   etch_reader *r;
-  rc = open_source(src, &r);
+  int rc = open_source(src, &r);
   if (rc) return rc;
   etch__importer *imp;
-  rc = etch__importer_new(&imp, db, o);
+  rc = etch__importer_new(&imp, db, catalog, o);
   if (rc) {
     etch_reader_close(r);
     return rc;
@@ -97,9 +83,9 @@ static int run_once(sqlite3 *db, const source *src, const etch__import_opts *o,
   if (!rc) rc = etch_reader_run(r);
   if (!rc && etch__reader_went_back(r)) {
     *restart = true;
-    etch__importer_discard(imp);
+    etch__importer_free(imp);
     etch_reader_close(r);
-    return db ? empty_db(db) : ETCH_OK;
+    return db ? empty_db(db, catalog) : ETCH_OK;
   }
   if (!rc) {
     etch_reader_stats st;
@@ -118,16 +104,18 @@ static int run_once(sqlite3 *db, const source *src, const etch__import_opts *o,
 
 /* Imports, redoing the read with every track held if a thread track went
  * back in time. The importer is returned for its counts or stats. */
-static int run(sqlite3 *db, const source *src, const etch__import_opts *opts,
-               etch__importer **out) {
+static int run(etch__db *db, const char *catalog, const source *src,
+               const etch__import_opts *opts, etch__importer **out) {
   etch__import_opts o = {0};
   if (opts) o = *opts;
   o.file_order = !o.timestamp_order;
   o.stable_strings = true; /* the reader pools names and categories */
   etch_reader *r = NULL;
   bool restart;
-  int rc = run_once(db, src, &o, false, out, &r, &restart);
-  if (!rc && restart) rc = run_once(db, src, &o, true, out, &r, &restart);
+  int rc = db ? etch__query_schema_create(db, catalog) : ETCH_OK;
+  if (!rc) rc = run_once(db, catalog, src, &o, false, out, &r, &restart);
+  if (!rc && restart)
+    rc = run_once(db, catalog, src, &o, true, out, &r, &restart);
   if (!rc && r) {
     etch_reader_stats st;
     etch_reader_get_stats(r, &st);
@@ -141,29 +129,29 @@ static int run(sqlite3 *db, const source *src, const etch__import_opts *opts,
   return rc;
 }
 
-static int import(sqlite3 *db, const source *src,
+static int import(etch__db *db, const char *catalog, const source *src,
                   const etch__import_opts *opts,
                   etch__import_counts *counts) {
   etch__importer *imp = NULL;
-  int rc = run(db, src, opts, &imp);
+  int rc = run(db, catalog, src, opts, &imp);
   if (counts && imp) etch__importer_counts(imp, counts);
   etch__importer_free(imp);
   return rc;
 }
 
-int etch__query_import_file(sqlite3 *db, const char *path,
-                            const etch__import_opts *opts,
+int etch__query_import_file(etch__db *db, const char *catalog,
+                            const char *path, const etch__import_opts *opts,
                             etch__import_counts *counts) {
   source src = {.path = path};
-  return import(db, &src, opts, counts);
+  return import(db, catalog, &src, opts, counts);
 }
 
-int etch__query_import_memory(sqlite3 *db, const void *data, size_t len,
+int etch__query_import_memory(etch__db *db, const void *data, size_t len,
                               const char *name, const etch__import_opts *opts,
                               etch__import_counts *counts) {
   (void)name;
   source src = {.data = data, .len = len};
-  return import(db, &src, opts, counts);
+  return import(db, NULL, &src, opts, counts);
 }
 
 /* ---- etch stats without a database ------------------------------------------ */
@@ -175,7 +163,7 @@ static int stats_run(const source *src, FILE *out,
   etch__import_opts o = {.progress = isatty(STDERR_FILENO) != 0,
                          .allow_truncated = opts->allow_truncated};
   etch__importer *imp = NULL;
-  int rc = run(NULL, src, &o, &imp);
+  int rc = run(NULL, NULL, src, &o, &imp);
   etch__stats_data d;
   if (!rc) rc = etch__importer_stats_data(imp, opts->top > 0 ? opts->top : 10,
                                           &d);

@@ -1,18 +1,20 @@
 /*
  * import_write.c - the tables the importer writes at the end of an import:
  * tracks, processes and threads (kept in memory until every parent is
- * known), stats and the per-name summary.
+ * known), stats, the per-name summary and the trace's bounds.
  */
 #include <stdio.h>
 #include <string.h>
 
 #include "query/import_int.h"
 
-static int prepare(etch__importer *imp, const char *sql, sqlite3_stmt **st) {
-  if (sqlite3_prepare_v3(imp->db, sql, -1, SQLITE_PREPARE_PERSISTENT, st,
-                         NULL) != SQLITE_OK)
-    return etch__error(ETCH_ESQL, "import: %s", sqlite3_errmsg(imp->db));
-  return ETCH_OK;
+#define I ETCH__COL_I64
+#define S ETCH__COL_STR
+
+/* Opens a writer on `table` of the import's catalog. */
+static int open_tw(etch__importer *imp, etch__tw *w, const char *table,
+                   const etch__col *kinds, size_t n) {
+  return etch__tw_open(w, imp->db, imp->catalog, table, kinds, n);
 }
 
 static const char *track_type(etch_track_kind k) {
@@ -27,14 +29,11 @@ static const char *track_type(etch_track_kind k) {
 }
 
 static int write_tracks(etch__importer *imp) {
-  sqlite3_stmt *st;
-  int rc = prepare(imp,
-                   "INSERT INTO track(id, name, type, parent_id, uuid, utid, "
-                   "upid, unit, unit_multiplier, is_incremental) "
-                   "VALUES(?,?,?,?,?,?,?,?,?,?)",
-                   &st);
+  static const etch__col kCols[] = {I, S, S, I, I, I, I, S, I, I};
+  etch__tw w;
+  int rc = open_tw(imp, &w, "track", kCols, ETCH_ARRAY_SIZE(kCols));
   if (rc) return rc;
-  for (size_t i = 0; i < imp->ntracks && !imp->err; i++) {
+  for (size_t i = 0; i < imp->ntracks; i++) {
     const qtrack *t = &imp->tracks[i];
     int64_t parent = -1, upid = 0, utid = 0, v;
     if (t->parent_uuid && etch__u64map_get(&imp->track_by_uuid, t->parent_uuid, &v))
@@ -45,85 +44,96 @@ static int write_tracks(etch__importer *imp) {
         etch__u64map_get(&imp->thread_by_key,
                    (uint64_t)(uint32_t)t->pid << 32 | (uint32_t)t->tid, &v))
       utid = v + 1;
-    sqlite3_bind_int64(st, 1, t->id);
-    bind_text(st, 2, t->name);
-    sqlite3_bind_text(st, 3, track_type(t->kind), -1, SQLITE_STATIC);
-    bind_id(st, 4, parent);
-    sqlite3_bind_int64(st, 5, (int64_t)t->uuid);
-    bind_id(st, 6, utid);
-    bind_id(st, 7, upid);
+    etch__tw_i64(&w, 0, t->id);
+    etch__tw_cstr(&w, 1, t->name);
+    etch__tw_cstr(&w, 2, track_type(t->kind));
+    etch__tw_id(&w, 3, parent);
+    etch__tw_i64(&w, 4, (int64_t)t->uuid);
+    etch__tw_id(&w, 5, utid);
+    etch__tw_id(&w, 6, upid);
     if (t->kind == ETCH_TRACK_COUNTER) {
-      bind_text(st, 8, t->unit);
-      sqlite3_bind_int64(st, 9, t->unit_multiplier > 1 ? t->unit_multiplier : 1);
-      sqlite3_bind_int64(st, 10, t->is_incremental);
+      etch__tw_cstr(&w, 7, t->unit);
+      etch__tw_i64(&w, 8, t->unit_multiplier > 1 ? t->unit_multiplier : 1);
+      etch__tw_i64(&w, 9, t->is_incremental);
     } else {
-      sqlite3_bind_null(st, 8);
-      sqlite3_bind_null(st, 9);
-      sqlite3_bind_null(st, 10);
+      etch__tw_null(&w, 7);
+      etch__tw_null(&w, 8);
+      etch__tw_null(&w, 9);
     }
-    step_reset(imp, st);
+    etch__tw_end_row(&w);
   }
-  sqlite3_finalize(st);
-  return imp->err;
+  return etch__tw_finish(&w);
 }
 
 static int write_procs_threads(etch__importer *imp) {
-  sqlite3_stmt *st;
-  int rc = prepare(
-      imp, "INSERT INTO process(upid, pid, name, cmdline) VALUES(?,?,?,?)",
-      &st);
+  static const etch__col kProc[] = {I, I, S, S, I, I, I};
+  etch__tw w;
+  int rc = open_tw(imp, &w, "process", kProc, ETCH_ARRAY_SIZE(kProc));
   if (rc) return rc;
-  for (size_t i = 0; i < imp->nprocs && !imp->err; i++) {
-    sqlite3_bind_int64(st, 1, (int64_t)i + 1);
-    sqlite3_bind_int64(st, 2, imp->procs[i].pid);
-    bind_text(st, 3, imp->procs[i].name);
-    bind_text(st, 4, imp->procs[i].cmdline);
-    step_reset(imp, st);
+  for (size_t i = 0; i < imp->nprocs; i++) {
+    etch__tw_i64(&w, 0, (int64_t)i + 1);
+    etch__tw_i64(&w, 1, imp->procs[i].pid);
+    etch__tw_cstr(&w, 2, imp->procs[i].name);
+    etch__tw_cstr(&w, 3, imp->procs[i].cmdline);
+    for (idx_t c = 4; c < 7; c++) etch__tw_null(&w, c);
+    etch__tw_end_row(&w);
   }
-  sqlite3_finalize(st);
-  if (imp->err) return imp->err;
-  rc = prepare(imp,
-               "INSERT INTO thread(utid, tid, name, upid, is_main_thread) "
-               "VALUES(?,?,?,?,?)",
-               &st);
+  rc = etch__tw_finish(&w);
   if (rc) return rc;
-  for (size_t i = 0; i < imp->nthreads && !imp->err; i++) {
+  static const etch__col kThread[] = {I, I, S, I, I, I, I};
+  rc = open_tw(imp, &w, "thread", kThread, ETCH_ARRAY_SIZE(kThread));
+  if (rc) return rc;
+  for (size_t i = 0; i < imp->nthreads; i++) {
     const qthread *th = &imp->threads[i];
     int64_t upid = 0, v;
     if (th->pid && etch__u64map_get(&imp->proc_by_pid, (uint32_t)th->pid, &v))
       upid = v + 1;
-    sqlite3_bind_int64(st, 1, (int64_t)i + 1);
-    sqlite3_bind_int64(st, 2, th->tid);
-    bind_text(st, 3, th->name);
-    bind_id(st, 4, upid);
+    etch__tw_i64(&w, 0, (int64_t)i + 1);
+    etch__tw_i64(&w, 1, th->tid);
+    etch__tw_cstr(&w, 2, th->name);
+    etch__tw_id(&w, 3, upid);
+    etch__tw_null(&w, 4);
+    etch__tw_null(&w, 5);
     if (th->pid)
-      sqlite3_bind_int(st, 5, th->pid == th->tid);
+      etch__tw_i64(&w, 6, th->pid == th->tid);
     else
-      sqlite3_bind_null(st, 5);
-    step_reset(imp, st);
+      etch__tw_null(&w, 6);
+    etch__tw_end_row(&w);
   }
-  sqlite3_finalize(st);
-  return imp->err;
+  return etch__tw_finish(&w);
 }
 
 static int write_summary(etch__importer *imp) {
-  sqlite3_stmt *st;
-  int rc = prepare(imp,
-                   "INSERT INTO slice_summary(name, count, total_dur, "
-                   "self_dur, max_dur) VALUES(?,?,?,?,?)",
-                   &st);
+  static const etch__col kCols[] = {S, I, I, I, I};
+  etch__tw w;
+  int rc = open_tw(imp, &w, "slice_summary", kCols, ETCH_ARRAY_SIZE(kCols));
   if (rc) return rc;
-  for (size_t i = 0; i < imp->nsummary && !imp->err; i++) {
+  for (size_t i = 0; i < imp->nsummary; i++) {
     const name_summary *n = &imp->summary[i];
-    bind_text(st, 1, n->name);
-    sqlite3_bind_int64(st, 2, n->count);
-    sqlite3_bind_int64(st, 3, n->total);
-    sqlite3_bind_int64(st, 4, n->self);
-    sqlite3_bind_int64(st, 5, n->max);
-    step_reset(imp, st);
+    etch__tw_cstr(&w, 0, n->name);
+    etch__tw_i64(&w, 1, n->count);
+    etch__tw_i64(&w, 2, n->total);
+    etch__tw_i64(&w, 3, n->self);
+    etch__tw_i64(&w, 4, n->max);
+    etch__tw_end_row(&w);
   }
-  sqlite3_finalize(st);
-  return imp->err;
+  return etch__tw_finish(&w);
+}
+
+static int write_bounds(etch__importer *imp) {
+  static const etch__col kCols[] = {I, I};
+  etch__tw w;
+  int rc = open_tw(imp, &w, "trace_bounds", kCols, 2);
+  if (rc) return rc;
+  if (imp->first_ts <= imp->last_ts) {
+    etch__tw_i64(&w, 0, imp->first_ts);
+    etch__tw_i64(&w, 1, imp->last_ts);
+  } else {
+    etch__tw_null(&w, 0);
+    etch__tw_null(&w, 1);
+  }
+  etch__tw_end_row(&w);
+  return etch__tw_finish(&w);
 }
 
 /* The rows of the stats table. */
@@ -199,22 +209,20 @@ static int write_stats(etch__importer *imp, const etch_reader_stats *rs) {
   if (!rs) rs = &z;
   stat_row rows[kStatRows];
   etch__import_fill_stat_rows(imp, rs, rows);
-  sqlite3_stmt *st;
-  int rc = prepare(imp,
-                   "INSERT INTO stats(name, idx, severity, source, value, "
-                   "description) VALUES(?,NULL,?,?,?,?)",
-                   &st);
+  static const etch__col kCols[] = {S, I, S, S, I, S};
+  etch__tw w;
+  int rc = open_tw(imp, &w, "stats", kCols, ETCH_ARRAY_SIZE(kCols));
   if (rc) return rc;
-  for (size_t i = 0; i < ETCH_ARRAY_SIZE(rows) && !imp->err; i++) {
-    sqlite3_bind_text(st, 1, rows[i].name, -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 2, rows[i].severity, -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 3, rows[i].source, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(st, 4, (int64_t)rows[i].value);
-    sqlite3_bind_text(st, 5, rows[i].description, -1, SQLITE_STATIC);
-    step_reset(imp, st);
+  for (size_t i = 0; i < ETCH_ARRAY_SIZE(rows); i++) {
+    etch__tw_cstr(&w, 0, rows[i].name);
+    etch__tw_null(&w, 1);
+    etch__tw_cstr(&w, 2, rows[i].severity);
+    etch__tw_cstr(&w, 3, rows[i].source);
+    etch__tw_i64(&w, 4, (int64_t)rows[i].value);
+    etch__tw_cstr(&w, 5, rows[i].description);
+    etch__tw_end_row(&w);
   }
-  sqlite3_finalize(st);
-  return imp->err;
+  return etch__tw_finish(&w);
 }
 
 int etch__import_write_tables(etch__importer *imp,
@@ -223,5 +231,6 @@ int etch__import_write_tables(etch__importer *imp,
   if (!rc) rc = write_procs_threads(imp);
   if (!rc) rc = write_stats(imp, st);
   if (!rc) rc = write_summary(imp);
+  if (!rc) rc = write_bounds(imp);
   return rc;
 }

@@ -124,13 +124,15 @@ static void json_ts(FILE *out, int64_t ns) {
 
 /* ---- args into nested JSON ----------------------------------------------------- */
 
+enum { V_NULL, V_INT, V_REAL, V_TEXT };
+
 typedef struct jnode {
   char *key;          /* object member name; NULL for array elements */
   long index;         /* array index, -1 for object members */
   struct jnode *kids; /* first child */
   struct jnode *next; /* next sibling */
   bool has_value;
-  int type; /* SQLITE_INTEGER / FLOAT / TEXT / NULL */
+  int type; /* V_INT / V_REAL / V_TEXT / V_NULL */
   int64_t i;
   double d;
   char *s;
@@ -208,11 +210,11 @@ static void write_value(FILE *out, const jnode *n) {
     fprintf(out, "%" PRIu64, (uint64_t)n->i);
   } else if (!strcmp(vt, "pointer")) {
     fprintf(out, "\"0x%" PRIx64 "\"", (uint64_t)n->i);
-  } else if (n->type == SQLITE_INTEGER) {
+  } else if (n->type == V_INT) {
     fprintf(out, "%" PRId64, n->i);
-  } else if (n->type == SQLITE_FLOAT) {
+  } else if (n->type == V_REAL) {
     json_double(out, n->d);
-  } else if (n->type == SQLITE_TEXT) {
+  } else if (n->type == V_TEXT) {
     json_cstr(out, n->s);
   } else {
     fputs("null", out);
@@ -250,50 +252,52 @@ static void write_node(FILE *out, const jnode *n) {
   fputc('}', out);
 }
 
-/* Writes ,"args":{...} for an arg set, if it has any args. */
-static int write_args(FILE *out, sqlite3_stmt *q, int64_t arg_set_id) {
-  sqlite3_reset(q);
-  sqlite3_bind_int64(q, 1, arg_set_id);
-  jnode root = {.index = -1};
-  int rc;
-  bool any = false;
-  while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
-    const char *key = (const char *)sqlite3_column_text(q, 0);
-    if (!key) continue;
-    if (!strncmp(key, "debug.", 6)) key += 6;
-    jnode *n = path_node(&root, key);
-    if (!n) continue;
-    any = true;
-    n->has_value = true;
-    const char *vt = (const char *)sqlite3_column_text(q, 4);
-    n->value_type = !vt                       ? ""
-                    : !strcmp(vt, "bool")    ? "bool"
-                    : !strcmp(vt, "uint")    ? "uint"
-                    : !strcmp(vt, "pointer") ? "pointer"
-                                             : "";
-    free(n->s);
-    n->s = NULL;
-    if (sqlite3_column_type(q, 1) != SQLITE_NULL) {
-      n->type = SQLITE_INTEGER;
-      n->i = sqlite3_column_int64(q, 1);
-    } else if (sqlite3_column_type(q, 2) != SQLITE_NULL) {
-      n->type = SQLITE_TEXT;
-      n->s = etch__strdup((const char *)sqlite3_column_text(q, 2));
-    } else if (sqlite3_column_type(q, 3) != SQLITE_NULL) {
-      n->type = SQLITE_FLOAT;
-      n->d = sqlite3_column_double(q, 3);
-    } else {
-      n->type = SQLITE_NULL;
-    }
+/*
+ * Adds the arg in columns `c`.. of the current row (key, int_value,
+ * string_value, real_value, value_type) to the tree under `root`; false
+ * when the row has no arg (a slice without args).
+ */
+static bool add_arg(jnode *root, const etch__res *q, idx_t c) {
+  char *key = etch__res_strdup(q, c);
+  if (!key) return false;
+  const char *k = strncmp(key, "debug.", 6) ? key : key + 6;
+  jnode *n = path_node(root, k);
+  free(key);
+  if (!n) return true;
+  n->has_value = true;
+  size_t vl = 0;
+  const char *vt = etch__res_str(q, c + 4, &vl);
+#define VT_IS(s) (vt && vl == sizeof(s) - 1 && !memcmp(vt, s, vl))
+  n->value_type = VT_IS("bool")      ? "bool"
+                  : VT_IS("uint")    ? "uint"
+                  : VT_IS("pointer") ? "pointer"
+                                     : "";
+#undef VT_IS
+  free(n->s);
+  n->s = NULL;
+  if (!etch__res_null(q, c + 1)) {
+    n->type = V_INT;
+    n->i = etch__res_i64(q, c + 1);
+  } else if (!etch__res_null(q, c + 2)) {
+    n->type = V_TEXT;
+    n->s = etch__res_strdup(q, c + 2);
+  } else if (!etch__res_null(q, c + 3)) {
+    n->type = V_REAL;
+    n->d = etch__res_f64(q, c + 3);
+  } else {
+    n->type = V_NULL;
   }
-  if (any) {
+  return true;
+}
+
+/* Writes ,"args":{...} for the args gathered under `root`, if any. */
+static void write_args(FILE *out, jnode *root) {
+  if (root->kids) {
     fputs(",\"args\":", out);
-    write_node(out, &root);
+    write_node(out, root);
   }
-  jnode_free(root.kids);
-  return rc == SQLITE_DONE ? ETCH_OK
-                           : etch__error(ETCH_ESQL, "convert: %s",
-                                         sqlite3_errmsg(sqlite3_db_handle(q)));
+  jnode_free(root->kids);
+  root->kids = NULL;
 }
 
 /* ---- export -------------------------------------------------------------------- */
@@ -303,27 +307,23 @@ typedef struct jtrack {
 } jtrack;
 
 typedef struct exporter {
-  sqlite3 *db;
+  etch__db *db;
   FILE *out;
   int rc;
   bool first; /* no event written yet */
   jtrack *tracks; /* by track id */
   size_t ntracks;
-  sqlite3_stmt *args;
 } exporter;
 
-static sqlite3_stmt *prep(exporter *x, const char *sql) {
-  sqlite3_stmt *st = NULL;
-  if (x->rc) return NULL;
-  if (sqlite3_prepare_v2(x->db, sql, -1, &st, NULL) != SQLITE_OK)
-    x->rc = etch__error(ETCH_ESQL, "convert: %s", sqlite3_errmsg(x->db));
-  return st;
+static bool q(exporter *x, etch__res *res, const char *sql) {
+  if (x->rc) return false;
+  x->rc = etch__res_query(x->db, sql, "convert", res);
+  return !x->rc;
 }
 
-static void done(exporter *x, sqlite3_stmt *st, int rc) {
-  if (rc != SQLITE_DONE && !x->rc)
-    x->rc = etch__error(ETCH_ESQL, "convert: %s", sqlite3_errmsg(x->db));
-  sqlite3_finalize(st);
+static void done(exporter *x, etch__res *res) {
+  int rc = etch__res_close(res);
+  if (!x->rc) x->rc = rc;
 }
 
 static void begin_event(exporter *x) {
@@ -349,78 +349,94 @@ static const jtrack *track_of(const exporter *x, int64_t id) {
 
 static void load_tracks(exporter *x) {
   int64_t n = 0;
-  sqlite3_stmt *st = prep(x, "SELECT max(id) FROM track");
-  if (!st) return;
-  if (sqlite3_step(st) == SQLITE_ROW) n = sqlite3_column_int64(st, 0);
-  sqlite3_finalize(st);
+  etch__res res;
+  if (!q(x, &res, "SELECT max(id) FROM track")) return;
+  if (etch__res_next(&res)) n = etch__res_i64(&res, 0);
+  done(x, &res);
+  if (x->rc) return;
   x->tracks = etch__calloc(n > 0 ? (size_t)n : 1, sizeof *x->tracks);
   if (!x->tracks) {
     x->rc = etch__error(ETCH_ENOMEM, "convert: out of memory");
     return;
   }
   x->ntracks = (size_t)(n > 0 ? n : 0);
-  st = prep(x,
-            "SELECT tr.id, tr.type, tr.name, coalesce(p.pid, tp.pid, 0), "
-            /* One pass over slice, not one per track (slice has no
-             * track_id index, see schema.c). */
-            "th.tid, tr.id IN (SELECT track_id FROM slice) "
-            "FROM track tr LEFT JOIN thread th ON tr.utid = th.utid "
-            "LEFT JOIN process tp ON th.upid = tp.upid "
-            "LEFT JOIN process p ON tr.upid = p.upid ORDER BY tr.id");
-  if (!st) return;
-  int rc;
-  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-    int64_t id = sqlite3_column_int64(st, 0);
+  if (!q(x, &res,
+         "SELECT tr.id, tr.type, tr.name, coalesce(p.pid, tp.pid, 0), "
+         "th.tid, tr.id IN (SELECT track_id FROM slice) "
+         "FROM track tr LEFT JOIN thread th ON tr.utid = th.utid "
+         "LEFT JOIN process tp ON th.upid = tp.upid "
+         "LEFT JOIN process p ON tr.upid = p.upid ORDER BY tr.id"))
+    return;
+  while (etch__res_next(&res)) {
+    int64_t id = etch__res_i64(&res, 0);
     if (id < 1 || id > n) continue;
-    const char *type = (const char *)sqlite3_column_text(st, 1);
+    char *type = etch__res_strdup(&res, 1);
     jtrack *t = &x->tracks[id - 1];
-    t->pid = sqlite3_column_int64(st, 3);
+    t->pid = etch__res_i64(&res, 3);
     if (type && !strcmp(type, "thread")) {
-      t->tid = sqlite3_column_int64(st, 4);
+      t->tid = etch__res_i64(&res, 4);
     } else {
       t->tid = kPseudoTidBase + id;
       /* Name the pseudo-thread only if something is drawn on it. */
-      if (sqlite3_column_int(st, 5)) {
-        const char *name = (const char *)sqlite3_column_text(st, 2);
-        meta(x, "thread_name", t->pid, t->tid, name ? name : type);
+      if (etch__res_i64(&res, 5)) {
+        char *name = etch__res_strdup(&res, 2);
+        meta(x, "thread_name", t->pid, t->tid,
+             name ? name : type ? type : "");
+        free(name);
       }
     }
+    free(type);
   }
-  done(x, st, rc);
+  done(x, &res);
 }
 
 static void metadata(exporter *x) {
-  sqlite3_stmt *st = prep(x, "SELECT pid, name FROM process "
-                             "WHERE name IS NOT NULL ORDER BY upid");
-  if (!st) return;
-  int rc;
-  while ((rc = sqlite3_step(st)) == SQLITE_ROW)
-    meta(x, "process_name", sqlite3_column_int64(st, 0), 0,
-         (const char *)sqlite3_column_text(st, 1));
-  done(x, st, rc);
-  st = prep(x,
-            "SELECT coalesce(p.pid, 0), th.tid, th.name FROM thread th "
-            "LEFT JOIN process p USING(upid) WHERE th.name IS NOT NULL "
-            "ORDER BY th.utid");
-  if (!st) return;
-  while ((rc = sqlite3_step(st)) == SQLITE_ROW)
-    meta(x, "thread_name", sqlite3_column_int64(st, 0),
-         sqlite3_column_int64(st, 1), (const char *)sqlite3_column_text(st, 2));
-  done(x, st, rc);
+  etch__res res;
+  if (!q(x, &res, "SELECT pid, name FROM process "
+                  "WHERE name IS NOT NULL ORDER BY upid"))
+    return;
+  while (etch__res_next(&res)) {
+    char *name = etch__res_strdup(&res, 1);
+    meta(x, "process_name", etch__res_i64(&res, 0), 0, name);
+    free(name);
+  }
+  done(x, &res);
+  if (!q(x, &res,
+         "SELECT coalesce(p.pid, 0), th.tid, th.name FROM thread th "
+         "LEFT JOIN process p USING(upid) WHERE th.name IS NOT NULL "
+         "ORDER BY th.utid"))
+    return;
+  while (etch__res_next(&res)) {
+    char *name = etch__res_strdup(&res, 2);
+    meta(x, "thread_name", etch__res_i64(&res, 0), etch__res_i64(&res, 1),
+         name);
+    free(name);
+  }
+  done(x, &res);
 }
 
+/*
+ * Slices with their args in one pass: a slice with N args comes as N rows
+ * of the join (one with NULL arg columns when it has none), consecutive in
+ * the order by slice.
+ */
 static void slices(exporter *x) {
-  sqlite3_stmt *st = prep(x,
-                          "SELECT ts, dur, track_id, category, name, "
-                          "arg_set_id FROM slice ORDER BY ts, depth, id");
-  if (!st) return;
-  int rc;
-  while (!x->rc && (rc = sqlite3_step(st)) == SQLITE_ROW) {
-    int64_t ts = sqlite3_column_int64(st, 0);
-    int64_t dur = sqlite3_column_int64(st, 1);
-    const jtrack *t = track_of(x, sqlite3_column_int64(st, 2));
-    const char *cat = (const char *)sqlite3_column_text(st, 3);
-    const char *name = (const char *)sqlite3_column_text(st, 4);
+  etch__res res;
+  if (!q(x, &res,
+         "SELECT s.id, s.ts, s.dur, s.track_id, s.category, s.name, "
+         "a.key, a.int_value, a.string_value, a.real_value, a.value_type "
+         "FROM slice s LEFT JOIN args a ON a.arg_set_id = s.arg_set_id "
+         "ORDER BY s.ts, s.depth, s.id, a.id"))
+    return;
+  jnode root = {.index = -1};
+  bool more = etch__res_next(&res);
+  while (more && !x->rc) {
+    int64_t id = etch__res_i64(&res, 0);
+    int64_t ts = etch__res_i64(&res, 1);
+    int64_t dur = etch__res_i64(&res, 2);
+    const jtrack *t = track_of(x, etch__res_i64(&res, 3));
+    char *cat = etch__res_strdup(&res, 4);
+    char *name = etch__res_strdup(&res, 5);
     begin_event(x);
     fputs("{\"ph\":", x->out);
     fputs(dur == 0 ? "\"i\",\"s\":\"t\"" : dur < 0 ? "\"B\"" : "\"X\"",
@@ -431,6 +447,8 @@ static void slices(exporter *x) {
       fputs(",\"cat\":", x->out);
       json_cstr(x->out, cat);
     }
+    free(cat);
+    free(name);
     fprintf(x->out, ",\"pid\":%" PRId64 ",\"tid\":%" PRId64 ",\"ts\":",
             t->pid, t->tid);
     json_ts(x->out, ts);
@@ -438,68 +456,67 @@ static void slices(exporter *x) {
       fputs(",\"dur\":", x->out);
       json_ts(x->out, dur);
     }
-    if (sqlite3_column_type(st, 5) != SQLITE_NULL) {
-      int arc = write_args(x->out, x->args, sqlite3_column_int64(st, 5));
-      if (arc) x->rc = arc;
-    }
+    do {
+      add_arg(&root, &res, 6);
+    } while ((more = etch__res_next(&res)) && etch__res_i64(&res, 0) == id);
+    write_args(x->out, &root);
     fputc('}', x->out);
   }
-  done(x, st, x->rc ? SQLITE_DONE : rc);
+  jnode_free(root.kids);
+  done(x, &res);
 }
 
 static void counters(exporter *x) {
-  sqlite3_stmt *st = prep(x,
-                          "SELECT c.ts, c.track_id, c.value, tr.name "
-                          "FROM counter c JOIN track tr ON tr.id = c.track_id "
-                          "ORDER BY c.ts, c.id");
-  if (!st) return;
-  int rc;
-  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-    const jtrack *t = track_of(x, sqlite3_column_int64(st, 1));
-    const char *name = (const char *)sqlite3_column_text(st, 3);
+  etch__res res;
+  if (!q(x, &res,
+         "SELECT c.ts, c.track_id, c.value, tr.name "
+         "FROM counter c JOIN track tr ON tr.id = c.track_id "
+         "ORDER BY c.ts, c.id"))
+    return;
+  while (etch__res_next(&res)) {
+    const jtrack *t = track_of(x, etch__res_i64(&res, 1));
+    char *name = etch__res_strdup(&res, 3);
     begin_event(x);
     fputs("{\"ph\":\"C\",\"name\":", x->out);
     json_cstr(x->out, name ? name : "counter");
+    free(name);
     fprintf(x->out, ",\"pid\":%" PRId64 ",\"ts\":", t->pid);
-    json_ts(x->out, sqlite3_column_int64(st, 0));
+    json_ts(x->out, etch__res_i64(&res, 0));
     fputs(",\"args\":{\"value\":", x->out);
-    if (sqlite3_column_type(st, 2) == SQLITE_NULL) /* NaN is stored as NULL */
+    if (etch__res_null(&res, 2)) /* NaN is stored as NULL */
       fputs("null", x->out);
     else
-      json_double(x->out, sqlite3_column_double(st, 2));
+      json_double(x->out, etch__res_f64(&res, 2));
     fputs("}}", x->out);
   }
-  done(x, st, rc);
+  done(x, &res);
 }
 
 static void flows(exporter *x) {
-  sqlite3_stmt *st = prep(x,
-                          "SELECT f.id, o.ts, o.track_id, i.ts, i.track_id "
-                          "FROM flow f JOIN slice o ON o.id = f.slice_out "
-                          "JOIN slice i ON i.id = f.slice_in ORDER BY f.id");
-  if (!st) return;
-  int rc;
-  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-    int64_t id = sqlite3_column_int64(st, 0);
-    for (int end = 0; end < 2; end++) {
-      const jtrack *t = track_of(x, sqlite3_column_int64(st, 2 + 2 * end));
+  etch__res res;
+  if (!q(x, &res,
+         "SELECT f.id, o.ts, o.track_id, i.ts, i.track_id "
+         "FROM flow f JOIN slice o ON o.id = f.slice_out "
+         "JOIN slice i ON i.id = f.slice_in ORDER BY f.id"))
+    return;
+  while (etch__res_next(&res)) {
+    int64_t id = etch__res_i64(&res, 0);
+    for (idx_t end = 0; end < 2; end++) {
+      const jtrack *t = track_of(x, etch__res_i64(&res, 2 + 2 * end));
       begin_event(x);
       fprintf(x->out,
               "{\"ph\":\"%s\",\"name\":\"flow\",\"cat\":\"flow\",\"id\":%" PRId64
               ",\"pid\":%" PRId64 ",\"tid\":%" PRId64 ",\"ts\":",
               end ? "f" : "s", id, t->pid, t->tid);
-      json_ts(x->out, sqlite3_column_int64(st, 1 + 2 * end));
+      json_ts(x->out, etch__res_i64(&res, 1 + 2 * end));
       fputs(end ? ",\"bp\":\"e\"}" : "}", x->out);
     }
   }
-  done(x, st, rc);
+  done(x, &res);
 }
 
-int etch__query_export_json(sqlite3 *db, FILE *out) {
+int etch__query_export_json(etch__db *db, FILE *out) {
   exporter x = {.db = db, .out = out, .first = true};
-  x.args = prep(&x,
-                "SELECT key, int_value, string_value, real_value, value_type "
-                "FROM args WHERE arg_set_id = ? ORDER BY id");
   fputs("{\"traceEvents\":[", out);
   metadata(&x);
   load_tracks(&x);
@@ -507,7 +524,6 @@ int etch__query_export_json(sqlite3 *db, FILE *out) {
   counters(&x);
   flows(&x);
   fputs("\n],\"displayTimeUnit\":\"ns\"}\n", out);
-  sqlite3_finalize(x.args);
   free(x.tracks);
   if (!x.rc && ferror(out))
     x.rc = etch__error(ETCH_EIO, "convert: write error");

@@ -1,5 +1,5 @@
 /*
- * query.h - the query part: a trace imported into SQLite tables shaped like
+ * query.h - the query part: a trace imported into DuckDB tables shaped like
  * trace_processor's, and what the etch command builds on them (SQL results
  * as aligned tables or CSV, the `etch stats` report, Chrome JSON export).
  *
@@ -25,28 +25,72 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include <sqlite3.h>
+#include "query/duckdb_api.h"
 
 #include "etch/reader.h"
 
 /* ---- database ------------------------------------------------------------ */
 
 /*
- * Opens a database for an import: in memory when `path` is NULL, else the
- * file `path` (an existing file is replaced). Applies the bulk-load pragmas
- * (journal off, synchronous off, exclusive locking).
+ * A DuckDB database and the one connection etch uses on it (db.c). Tables
+ * live in its default catalog, or, when several traces are read at once,
+ * in a catalog per trace (ATTACHed) under views that add a `trace` column.
  */
-int etch__query_db_open(sqlite3 **out, const char *path);
-/* Opens an existing database file (one written with --db) read-write. */
-int etch__query_db_open_existing(sqlite3 **out, const char *path);
-/* Creates the tables (not the indexes) in an empty database. */
-int etch__query_schema_create(sqlite3 *db);
-/* Creates the indexes queries use; called after the bulk insert. */
-int etch__query_schema_indexes(sqlite3 *db);
-/* Runs `sql` (no result rows expected); on failure the message names it. */
-int etch__query_exec(sqlite3 *db, const char *sql);
-/* True if the file starts with the SQLite database header. */
-bool etch__query_is_sqlite_file(const char *path);
+typedef struct etch__db etch__db;
+
+/*
+ * Opens a database for an import: in memory when `path` is NULL, else the
+ * file `path` (an existing file is replaced).
+ */
+int etch__db_open(etch__db **out, const char *path);
+/* Opens an existing database file (written by --db or the cache);
+ * `read_only` for a cache that another etch may read at the same time. */
+int etch__db_open_existing(etch__db **out, const char *path, bool read_only);
+/* Closes the database (a file is complete on disk after this); the first
+ * error of the close, if any. NULL is a no-op. */
+int etch__db_close(etch__db *db);
+duckdb_connection etch__db_con(const etch__db *db);
+/* Runs `sql` (one or more statements; result rows ignored); on failure
+ * the message is DuckDB's. */
+int etch__db_exec(etch__db *db, const char *sql);
+/* True if the file starts with a DuckDB database header. */
+bool etch__query_is_db_file(const char *path);
+
+/*
+ * A cursor over the rows of one internal query, fetched a chunk at a time
+ * (the result is not held whole). The query's columns must be BIGINT,
+ * INTEGER, HUGEINT (read as int64), DOUBLE, BOOLEAN or VARCHAR: cast in the
+ * SQL otherwise.
+ */
+typedef struct etch__res {
+  duckdb_result r;
+  duckdb_data_chunk chunk;
+  idx_t row, nrows, ncols;
+  int err;
+  bool open;
+} etch__res;
+/* Runs `sql`; on error the message names `what` and DuckDB's complaint. */
+int etch__res_query(etch__db *db, const char *sql, const char *what,
+                    etch__res *res);
+/* The next row; false at the end or on an error (res->err). */
+bool etch__res_next(etch__res *res);
+bool etch__res_null(const etch__res *res, idx_t col);
+int64_t etch__res_i64(const etch__res *res, idx_t col); /* NULL: 0 */
+double etch__res_f64(const etch__res *res, idx_t col);  /* NULL: NaN */
+/* The text of a VARCHAR column (not NUL-terminated) or NULL. */
+const char *etch__res_str(const etch__res *res, idx_t col, size_t *len);
+/* A malloc'd copy of the text, NULL for NULL (or out of memory). */
+char *etch__res_strdup(const etch__res *res, idx_t col);
+/* Ends the cursor; returns res->err. */
+int etch__res_close(etch__res *res);
+
+/* Creates the tables and views in an empty database (`catalog` NULL: the
+ * default one; another catalog gets the tables only). */
+int etch__query_schema_create(etch__db *db, const char *catalog);
+/* The i-th table's name (`len` bytes at the result), NULL past the last. */
+const char *etch__query_table_name(size_t i, size_t *len);
+/* The CREATE VIEW statements of the views over track. */
+const char *etch__query_views_sql(void);
 
 /* ---- import -------------------------------------------------------------- */
 
@@ -54,15 +98,11 @@ typedef struct etch__import_opts {
   /* Store the args of every event. When false only the args of etch's own
    * events (category "etch") are kept: enough for `etch stats`. */
   bool all_args;
-  /* Create indexes after the bulk insert (for ad-hoc queries). */
-  bool indexes;
   /* Show progress on stderr after a second (the caller checks isatty). */
   bool progress;
   /* Deliver events in timestamp order (trace_processor's order) rather
    * than file order. */
   bool timestamp_order;
-  /* Insert rows on the calling thread instead of a second one. */
-  bool single_thread;
   /* A trace cut short: import what precedes the cut, warn on stderr and
    * count it (stat trace_truncated_bytes) instead of failing. */
   bool allow_truncated;
@@ -96,11 +136,11 @@ typedef struct etch__import_counts {
 
 typedef struct etch__importer etch__importer;
 
-/* Starts an import into `db`, which must hold the schema and no rows; opens
- * the transaction that etch__importer_finish commits. With `db` NULL no
- * rows are written: only the totals behind etch__importer_stats_data. */
-int etch__importer_new(etch__importer **out, sqlite3 *db,
-                       const etch__import_opts *opts);
+/* Starts an import into `db` (its catalog `catalog`, NULL: the default),
+ * which must hold the schema and no rows. With `db` NULL no rows are
+ * written: only the totals behind etch__importer_stats_data. */
+int etch__importer_new(etch__importer **out, etch__db *db,
+                       const char *catalog, const etch__import_opts *opts);
 /* A track (may be called again for a known uuid: names are refreshed). */
 void etch__importer_track(etch__importer *imp, const etch_track_info *t);
 /* One event. Errors are kept and returned by etch__importer_finish. */
@@ -108,15 +148,12 @@ void etch__importer_event(etch__importer *imp, const etch_event *ev);
 /*
  * Ends the import: closes the slices still open (dur -1), writes tracks,
  * processes, threads, the stats table (from `st`, may be NULL) and the trace
- * bounds (`first` > `last` = none), creates indexes if asked, commits.
+ * bounds (`first` > `last` = none).
  */
 int etch__importer_finish(etch__importer *imp, const etch_reader_stats *st,
                           int64_t first, int64_t last);
 void etch__importer_counts(const etch__importer *imp,
                            etch__import_counts *out);
-/* Ends an import whose rows are not wanted: commits what was inserted (the
- * caller then empties the database) and frees the importer. */
-void etch__importer_discard(etch__importer *imp);
 void etch__importer_free(etch__importer *imp);
 
 /*
@@ -124,10 +161,10 @@ void etch__importer_free(etch__importer *imp);
  * must be empty: creates the schema, runs the reader, finishes. `name`
  * prefixes error messages. `counts` may be NULL.
  */
-int etch__query_import_file(sqlite3 *db, const char *path,
-                            const etch__import_opts *opts,
+int etch__query_import_file(etch__db *db, const char *catalog,
+                            const char *path, const etch__import_opts *opts,
                             etch__import_counts *counts);
-int etch__query_import_memory(sqlite3 *db, const void *data, size_t len,
+int etch__query_import_memory(etch__db *db, const void *data, size_t len,
                               const char *name, const etch__import_opts *opts,
                               etch__import_counts *counts);
 
@@ -139,22 +176,25 @@ typedef enum etch__out_mode {
 } etch__out_mode;
 
 /*
- * Steps a prepared statement to the end and prints its rows. Statements
- * without result columns print nothing. Returns ETCH_ESQL with SQLite's
- * message on failure.
+ * Prints the rows of a result. Results without columns (or from statements
+ * that return none) print nothing.
  */
-int etch__query_print_stmt(sqlite3_stmt *st, FILE *out, etch__out_mode mode);
+void etch__query_print_result(duckdb_result *res, FILE *out,
+                              etch__out_mode mode);
 /*
- * Runs every statement of `sql` in turn, printing each result (results are
- * separated by a blank line in table mode). On an error the message names
- * SQLite's complaint.
+ * Runs every statement of `sql` in turn, printing each result that has
+ * rows to show (results are separated by a blank line in table mode). On
+ * an error the message names DuckDB's complaint.
  */
-int etch__query_run_sql(sqlite3 *db, const char *sql, FILE *out,
+int etch__query_run_sql(etch__db *db, const char *sql, FILE *out,
                         etch__out_mode mode);
+/* Whether `sql` ends a statement: a ';' outside quotes and comments is
+ * its last non-blank character (the shell runs what it has then). */
+bool etch__query_sql_complete(const char *sql);
 
 /* An interactive prompt on `in`/`out`: SQL ending with ';', .tables,
  * .schema [table], .mode table|csv, .help, .quit. */
-int etch__query_shell(sqlite3 *db, FILE *in, FILE *out, etch__out_mode mode);
+int etch__query_shell(etch__db *db, FILE *in, FILE *out, etch__out_mode mode);
 
 /* ---- text tables (shared by results and stats) ---------------------------- */
 
@@ -250,7 +290,7 @@ typedef struct etch__stats_data {
   size_t nbookmarks;
 } etch__stats_data;
 
-int etch__stats_data_from_db(sqlite3 *db, int top, etch__stats_data *out);
+int etch__stats_data_from_db(etch__db *db, int top, etch__stats_data *out);
 /* The order of frames (start, then duration) and bookmarks (time, then
  * name) in etch__stats_data, for qsort. */
 int etch__stats_cmp_frame(const void *a, const void *b);
@@ -288,7 +328,7 @@ int etch__query_leaks_memory(const void *data, size_t len, FILE *out,
                              int top);
 
 /* Prints the `etch stats` report from the imported tables. */
-int etch__query_stats(sqlite3 *db, FILE *out, const etch__stats_opts *opts);
+int etch__query_stats(etch__db *db, FILE *out, const etch__stats_opts *opts);
 /*
  * The `etch stats` report of a trace file, computed while reading it (no
  * database: nesting, totals and counters are kept in memory).
@@ -299,7 +339,7 @@ int etch__query_stats_memory(const void *data, size_t len, FILE *out,
                              const etch__stats_opts *opts);
 
 /* Writes the Chrome JSON trace event format from the imported tables. */
-int etch__query_export_json(sqlite3 *db, FILE *out);
+int etch__query_export_json(etch__db *db, FILE *out);
 
 /* JSON string escaping: quotes, backslashes, control characters; invalid
  * UTF-8 becomes U+FFFD. Writes the surrounding quotes. */

@@ -1,12 +1,15 @@
 /*
- * rows.h - the row writer behind the importer: slice, counter, args and flow
- * rows go into batches that a second thread inserts into SQLite, so that
- * decoding (reader + importer, one core) and inserting (SQLite, the other
- * core) overlap. Rows are inserted in the order they were added. With
- * `threaded` false the batches are inserted by the caller's thread.
+ * rows.h - writing rows into DuckDB tables through its appender.
  *
- * Strings of slices (name, category) must stay valid until etch__rows_finish
- * (the importer interns them); arg strings are copied.
+ * etch__tw (a table writer) fills the column vectors of a data chunk in
+ * place, cell by cell, and hands each full chunk (2048 rows) to DuckDB's
+ * appender: no SQL per row and no value object per cell. etch__rows puts
+ * the importer's slice, counter, args and flow rows through four of them,
+ * slices in id order (see rows.c).
+ *
+ * Strings are copied into the chunk when set: they need not outlive the
+ * call. Errors are kept: the first one is returned by etch__tw_finish /
+ * etch__rows_finish, with DuckDB's message.
  */
 #ifndef ETCH_QUERY_ROWS_H
 #define ETCH_QUERY_ROWS_H
@@ -14,9 +17,48 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include <sqlite3.h>
-
 #include "etch/reader.h"
+#include "query/query.h"
+
+/* Column kinds of a table writer. */
+typedef enum etch__col { ETCH__COL_I64, ETCH__COL_F64, ETCH__COL_STR } etch__col;
+
+enum { kTwMaxCols = 16 };
+
+typedef struct etch__tw {
+  duckdb_appender app;
+  duckdb_data_chunk chunk;
+  idx_t ncols, n, cap;
+  etch__col kind[kTwMaxCols];
+  duckdb_vector vec[kTwMaxCols];
+  void *data[kTwMaxCols];
+  int err;
+} etch__tw;
+
+/* Starts appending to `table` of `catalog` (NULL: the default one); `kinds`
+ * are its columns, in order. */
+int etch__tw_open(etch__tw *w, etch__db *db, const char *catalog,
+                  const char *table, const etch__col *kinds, size_t ncols);
+/* Cells of the current row, by column; a cell not set is NULL. */
+static inline void etch__tw_i64(etch__tw *w, idx_t col, int64_t v) {
+  ((int64_t *)w->data[col])[w->n] = v;
+}
+static inline void etch__tw_f64(etch__tw *w, idx_t col, double v) {
+  ((double *)w->data[col])[w->n] = v;
+}
+void etch__tw_null(etch__tw *w, idx_t col);
+void etch__tw_str(etch__tw *w, idx_t col, const char *s, size_t len);
+/* etch__tw_str, or NULL for a NULL `s`. */
+void etch__tw_cstr(etch__tw *w, idx_t col, const char *s);
+/* An id: NULL when <= 0. */
+void etch__tw_id(etch__tw *w, idx_t col, int64_t id);
+/* Ends the row (appends the chunk when it is full). */
+void etch__tw_end_row(etch__tw *w);
+/* Appends what is left, closes the appender; the first error. */
+int etch__tw_finish(etch__tw *w);
+/* Frees without appending what is left (after an error); after finish, a
+ * no-op. */
+void etch__tw_free(etch__tw *w);
 
 typedef struct etch__rows etch__rows;
 
@@ -26,23 +68,20 @@ typedef struct etch__slice_row {
   int64_t arg_set_id; /* 0 = NULL */
   int64_t self_dur;
   uint32_t depth;
-  const char *category; /* NULL = NULL */
+  const char *category; /* NULL = NULL; valid until etch__rows_finish */
   const char *name;
 } etch__slice_row;
 
-/* Prepares the insert statements on `db` (inside the caller's transaction)
- * and starts the inserting thread if `threaded`. */
-int etch__rows_new(etch__rows **out, sqlite3 *db, bool threaded);
+int etch__rows_new(etch__rows **out, etch__db *db, const char *catalog);
 void etch__rows_slice(etch__rows *r, const etch__slice_row *s);
 void etch__rows_counter(etch__rows *r, int64_t ts, int64_t track_id,
                         double value);
 void etch__rows_arg(etch__rows *r, int64_t arg_set_id, const etch_arg *a);
 void etch__rows_flow(etch__rows *r, int64_t slice_out, int64_t slice_in);
-/* The first error of the inserting side so far (ETCH_OK if none). */
+/* The first error so far (ETCH_OK if none). */
 int etch__rows_error(const etch__rows *r);
-/* Inserts what is left and stops the thread; returns the first error. */
+/* Appends what is left; returns the first error. */
 int etch__rows_finish(etch__rows *r);
-/* Stops without inserting what is left (after an error). */
 void etch__rows_free(etch__rows *r);
 
 #endif /* ETCH_QUERY_ROWS_H */

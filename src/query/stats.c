@@ -47,14 +47,8 @@ static void fmt_num(char *buf, size_t n, double v) {
     snprintf(buf, n, "%.6g", v);
 }
 
-/* A REAL column; NULL (how SQLite stores NaN) comes back as NaN. */
-static double col_num(sqlite3_stmt *st, int i) {
-  return sqlite3_column_type(st, i) == SQLITE_NULL ? NAN
-                                                    : sqlite3_column_double(st, i);
-}
-
 typedef struct report {
-  sqlite3 *db;
+  etch__db *db;
   FILE *out;
   const etch__stats_opts *o;
   const etch__stats_data *d;
@@ -64,33 +58,26 @@ typedef struct report {
   bool json_first; /* no member written yet in the current JSON object */
 } report;
 
-static sqlite3_stmt *prep(report *r, const char *sql) {
-  sqlite3_stmt *st = NULL;
-  if (r->rc) return NULL;
-  if (sqlite3_prepare_v2(r->db, sql, -1, &st, NULL) != SQLITE_OK) {
-    r->rc = etch__error(ETCH_ESQL, "stats: %s", sqlite3_errmsg(r->db));
-    return NULL;
-  }
-  return st;
+/* Opens a cursor on `sql`; false (and r->rc set) on an error. */
+static bool q(report *r, etch__res *res, const char *sql) {
+  if (r->rc) return false;
+  r->rc = etch__res_query(r->db, sql, "stats", res);
+  return !r->rc;
 }
 
-static void finish(report *r, sqlite3_stmt *st, int step_rc) {
-  if (step_rc != SQLITE_DONE && !r->rc)
-    r->rc = etch__error(ETCH_ESQL, "stats: %s", sqlite3_errmsg(r->db));
-  sqlite3_finalize(st);
+/* Closes a cursor; `nomem`: a row could not be kept. */
+static void done(report *r, etch__res *res, bool nomem) {
+  int rc = etch__res_close(res);
+  if (!r->rc && nomem) r->rc = etch__error(ETCH_ENOMEM, "stats: out of memory");
+  if (!r->rc) r->rc = rc;
 }
 
 /* A single integer from `sql` (0 when NULL or no row). */
 static int64_t scalar(report *r, const char *sql) {
-  sqlite3_stmt *st = prep(r, sql);
-  if (!st) return 0;
-  int64_t v = 0;
-  int rc = sqlite3_step(st);
-  if (rc == SQLITE_ROW) {
-    v = sqlite3_column_int64(st, 0);
-    rc = SQLITE_DONE;
-  }
-  finish(r, st, rc);
+  etch__res res;
+  if (!q(r, &res, sql)) return 0;
+  int64_t v = etch__res_next(&res) ? etch__res_i64(&res, 0) : 0;
+  done(r, &res, false);
   return v;
 }
 
@@ -103,7 +90,7 @@ static void section(report *r, const char *title) {
 
 /* The effective duration of a slice: open ones run to the end. */
 #define EFF_DUR \
-  "CASE WHEN dur < 0 THEN max((SELECT coalesce(end_ts, 0) FROM " \
+  "CASE WHEN dur < 0 THEN greatest((SELECT coalesce(end_ts, 0) FROM " \
   "trace_bounds) - ts, 0) ELSE dur END"
 
 /* ---- JSON helpers ------------------------------------------------------------ */
@@ -150,10 +137,6 @@ static void jclose(report *r, char bracket) {
 
 /* ---- the report's data, from the tables ------------------------------------------- */
 
-static char *dup_or_null(const unsigned char *s) {
-  return s ? etch__strdup((const char *)s) : NULL;
-}
-
 static bool grow(void **arr, size_t *cap, size_t need, size_t elem) {
   if (need <= *cap) return true;
   size_t c = *cap ? *cap * 2 : 16;
@@ -195,23 +178,25 @@ static void top_from_db(report *r, bool by_self, int top,
   char sql[256];
   snprintf(sql, sizeof sql,
            "SELECT name, count, total_dur, self_dur, max_dur FROM "
-           "slice_summary ORDER BY %s DESC, name LIMIT %d",
+           "slice_summary ORDER BY %s DESC, name NULLS FIRST LIMIT %d",
            by_self ? "self_dur" : "total_dur", top);
-  sqlite3_stmt *st = prep(r, sql);
-  if (!st) return;
+  etch__res res;
+  if (!q(r, &res, sql)) return;
   etch__stats_top *rows = NULL;
   size_t n = 0, cap = 0;
-  int rc;
-  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-    if (!grow((void **)&rows, &cap, n + 1, sizeof *rows)) break;
-    rows[n++] = (etch__stats_top){
-        .name = dup_or_null(sqlite3_column_text(st, 0)),
-        .count = sqlite3_column_int64(st, 1),
-        .total = sqlite3_column_int64(st, 2),
-        .self = sqlite3_column_int64(st, 3),
-        .max = sqlite3_column_int64(st, 4)};
+  bool nomem = false;
+  while (etch__res_next(&res)) {
+    if (!grow((void **)&rows, &cap, n + 1, sizeof *rows)) {
+      nomem = true;
+      break;
+    }
+    rows[n++] = (etch__stats_top){.name = etch__res_strdup(&res, 0),
+                                  .count = etch__res_i64(&res, 1),
+                                  .total = etch__res_i64(&res, 2),
+                                  .self = etch__res_i64(&res, 3),
+                                  .max = etch__res_i64(&res, 4)};
   }
-  finish(r, st, rc == SQLITE_ROW ? SQLITE_NOMEM : rc);
+  done(r, &res, nomem);
   if (by_self) {
     d->by_self = rows;
     d->n_by_self = n;
@@ -221,23 +206,20 @@ static void top_from_db(report *r, bool by_self, int top,
   }
 }
 
-int etch__stats_data_from_db(sqlite3 *db, int top, etch__stats_data *d) {
+int etch__stats_data_from_db(etch__db *db, int top, etch__stats_data *d) {
   memset(d, 0, sizeof *d);
   report rr = {.db = db};
   report *r = &rr;
   d->start = 1;
   d->end = 0;
-  sqlite3_stmt *st = prep(r, "SELECT start_ts, end_ts FROM trace_bounds");
-  if (!st) return r->rc;
-  int rc = sqlite3_step(st);
-  if (rc == SQLITE_ROW) {
-    if (sqlite3_column_type(st, 0) != SQLITE_NULL) {
-      d->start = sqlite3_column_int64(st, 0);
-      d->end = sqlite3_column_int64(st, 1);
-    }
-    rc = SQLITE_DONE;
+  etch__res res;
+  bool nomem = false;
+  if (!q(r, &res, "SELECT start_ts, end_ts FROM trace_bounds")) return r->rc;
+  if (etch__res_next(&res) && !etch__res_null(&res, 0)) {
+    d->start = etch__res_i64(&res, 0);
+    d->end = etch__res_i64(&res, 1);
   }
-  finish(r, st, rc);
+  done(r, &res, false);
   d->events = scalar(r, "SELECT value FROM stats WHERE name='track_events'");
   d->slices = scalar(r, "SELECT count(*) FROM slice");
   d->instants = scalar(r, "SELECT value FROM stats WHERE name='instants'");
@@ -253,128 +235,139 @@ int etch__stats_data_from_db(sqlite3 *db, int top, etch__stats_data *d) {
   top_from_db(r, true, top, d);
 
   /* Threads: grouped by track first (one pass over depth-0 slices). */
-  st = prep(r,
-            "SELECT th.name, th.tid, p.pid, p.name, sum(b.busy) AS busy "
-            "FROM (SELECT track_id, sum(" EFF_DUR ") AS busy FROM slice "
-            "WHERE depth = 0 AND dur != 0 GROUP BY track_id) b "
-            "JOIN track tr ON b.track_id = tr.id "
-            "JOIN thread th ON tr.utid = th.utid "
-            "LEFT JOIN process p ON th.upid = p.upid "
-            "GROUP BY th.utid ORDER BY busy DESC, th.tid");
-  if (st) {
+  if (q(r, &res,
+        "SELECT th.name, th.tid, p.pid, p.name, CAST(sum(b.busy) AS BIGINT) "
+        "AS busy FROM (SELECT track_id, sum(" EFF_DUR ") AS busy FROM slice "
+        "WHERE depth = 0 AND dur != 0 GROUP BY track_id) b "
+        "JOIN track tr ON b.track_id = tr.id "
+        "JOIN thread th ON tr.utid = th.utid "
+        "LEFT JOIN process p ON th.upid = p.upid "
+        "GROUP BY th.utid, th.name, th.tid, p.pid, p.name "
+        "ORDER BY busy DESC, th.tid")) {
     size_t cap = 0;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-      if (!grow((void **)&d->thr, &cap, d->nthr + 1, sizeof *d->thr)) break;
-      d->thr[d->nthr++] = (etch__stats_thread){
-          .thread = dup_or_null(sqlite3_column_text(st, 0)),
-          .tid = sqlite3_column_int64(st, 1),
-          .pid = sqlite3_column_int64(st, 2),
-          .has_pid = sqlite3_column_type(st, 2) != SQLITE_NULL,
-          .process = dup_or_null(sqlite3_column_text(st, 3)),
-          .busy = sqlite3_column_int64(st, 4)};
-    }
-    finish(r, st, rc == SQLITE_ROW ? SQLITE_NOMEM : rc);
-  }
-
-  /* Counters: "last" is the value at the largest ts (SQLite takes a bare
-   * column from the row that gives max()). */
-  st = prep(r,
-            "SELECT tr.name, tr.unit, a.n, a.lo, a.hi, a.mean, l.value "
-            "FROM (SELECT track_id, count(*) AS n, min(value) AS lo, "
-            "max(value) AS hi, avg(value) AS mean FROM counter "
-            "GROUP BY track_id) a "
-            "JOIN (SELECT track_id, value, max(ts) FROM counter "
-            "GROUP BY track_id) l ON l.track_id = a.track_id "
-            "JOIN track tr ON tr.id = a.track_id ORDER BY tr.name, tr.id");
-  if (st) {
-    size_t cap = 0;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-      if (!grow((void **)&d->ctr, &cap, d->nctr + 1, sizeof *d->ctr)) break;
-      d->ctr[d->nctr++] = (etch__stats_counter){
-          .track = dup_or_null(sqlite3_column_text(st, 0)),
-          .unit = dup_or_null(sqlite3_column_text(st, 1)),
-          .count = sqlite3_column_int64(st, 2),
-          .min = col_num(st, 3),
-          .max = col_num(st, 4),
-          .mean = col_num(st, 5),
-          .last = col_num(st, 6)};
-    }
-    finish(r, st, rc == SQLITE_ROW ? SQLITE_NOMEM : rc);
-  }
-
-  st = prep(r,
-            "SELECT name, value, description FROM stats "
-            "WHERE severity IN ('data_loss', 'error') "
-            "AND value != 0 ORDER BY rowid");
-  if (st) {
-    size_t cap = 0;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-      if (!grow((void **)&d->loss, &cap, d->nloss + 1, sizeof *d->loss))
+    while (etch__res_next(&res)) {
+      if (!grow((void **)&d->thr, &cap, d->nthr + 1, sizeof *d->thr)) {
+        nomem = true;
         break;
-      const unsigned char *name = sqlite3_column_text(st, 0);
-      const unsigned char *desc = sqlite3_column_text(st, 2);
-      d->loss[d->nloss++] = (etch__stats_loss){
-          .name = etch__strdup(name ? (const char *)name : ""),
-          .value = sqlite3_column_int64(st, 1),
-          .description = etch__strdup(desc ? (const char *)desc : "")};
+      }
+      d->thr[d->nthr++] = (etch__stats_thread){
+          .thread = etch__res_strdup(&res, 0),
+          .tid = etch__res_i64(&res, 1),
+          .pid = etch__res_i64(&res, 2),
+          .has_pid = !etch__res_null(&res, 2),
+          .process = etch__res_strdup(&res, 3),
+          .busy = etch__res_i64(&res, 4)};
     }
-    finish(r, st, rc == SQLITE_ROW ? SQLITE_NOMEM : rc);
+    done(r, &res, nomem);
+  }
+
+  /* Counters: "last" is the value at the largest ts, the first row of
+   * equal ones. */
+  if (q(r, &res,
+        "SELECT tr.name, tr.unit, a.n, a.lo, a.hi, a.mean, a.last "
+        "FROM (SELECT track_id, count(*) AS n, min(value) AS lo, "
+        "max(value) AS hi, avg(value) AS mean, "
+        "first(value ORDER BY ts DESC, id) AS last FROM counter "
+        "GROUP BY track_id) a "
+        "JOIN track tr ON tr.id = a.track_id "
+        "ORDER BY tr.name NULLS FIRST, tr.id")) {
+    size_t cap = 0;
+    while (etch__res_next(&res)) {
+      if (!grow((void **)&d->ctr, &cap, d->nctr + 1, sizeof *d->ctr)) {
+        nomem = true;
+        break;
+      }
+      d->ctr[d->nctr++] = (etch__stats_counter){
+          .track = etch__res_strdup(&res, 0),
+          .unit = etch__res_strdup(&res, 1),
+          .count = etch__res_i64(&res, 2),
+          .min = etch__res_f64(&res, 3),
+          .max = etch__res_f64(&res, 4),
+          .mean = etch__res_f64(&res, 5),
+          .last = etch__res_f64(&res, 6)};
+    }
+    done(r, &res, nomem);
+  }
+
+  if (q(r, &res,
+        "SELECT name, value, description FROM stats "
+        "WHERE severity IN ('data_loss', 'error') AND value != 0 "
+        "ORDER BY rowid")) {
+    size_t cap = 0;
+    while (etch__res_next(&res)) {
+      if (!grow((void **)&d->loss, &cap, d->nloss + 1, sizeof *d->loss)) {
+        nomem = true;
+        break;
+      }
+      char *name = etch__res_strdup(&res, 0);
+      char *desc = etch__res_strdup(&res, 2);
+      d->loss[d->nloss++] = (etch__stats_loss){
+          .name = name ? name : etch__strdup(""),
+          .value = etch__res_i64(&res, 1),
+          .description = desc ? desc : etch__strdup("")};
+    }
+    done(r, &res, nomem);
   }
 
   /* Events the SDK dropped, reported per thread as etch.dropped_events. */
-  st = prep(r,
-            "SELECT th.name, th.tid, p.pid, sum(a.int_value) FROM slice s "
-            "JOIN args a ON a.arg_set_id = s.arg_set_id "
-            "AND a.key = 'debug.count' "
-            "JOIN track tr ON s.track_id = tr.id "
-            "LEFT JOIN thread th ON tr.utid = th.utid "
-            "LEFT JOIN process p ON th.upid = p.upid "
-            "WHERE s.name = 'etch.dropped_events' "
-            "GROUP BY tr.id ORDER BY th.tid");
-  if (st) {
+  if (q(r, &res,
+        "SELECT th.name, th.tid, p.pid, CAST(sum(a.int_value) AS BIGINT) "
+        "FROM slice s "
+        "JOIN args a ON a.arg_set_id = s.arg_set_id "
+        "AND a.key = 'debug.count' "
+        "JOIN track tr ON s.track_id = tr.id "
+        "LEFT JOIN thread th ON tr.utid = th.utid "
+        "LEFT JOIN process p ON th.upid = p.upid "
+        "WHERE s.name = 'etch.dropped_events' "
+        "GROUP BY tr.id, th.name, th.tid, p.pid ORDER BY th.tid NULLS FIRST")) {
     size_t cap = 0;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-      if (!grow((void **)&d->drop, &cap, d->ndrop + 1, sizeof *d->drop))
+    while (etch__res_next(&res)) {
+      if (!grow((void **)&d->drop, &cap, d->ndrop + 1, sizeof *d->drop)) {
+        nomem = true;
         break;
+      }
       d->drop[d->ndrop++] = (etch__stats_dropped){
-          .thread = dup_or_null(sqlite3_column_text(st, 0)),
-          .tid = sqlite3_column_int64(st, 1),
-          .has_tid = sqlite3_column_type(st, 1) != SQLITE_NULL,
-          .pid = sqlite3_column_int64(st, 2),
-          .has_pid = sqlite3_column_type(st, 2) != SQLITE_NULL,
-          .dropped = sqlite3_column_int64(st, 3)};
+          .thread = etch__res_strdup(&res, 0),
+          .tid = etch__res_i64(&res, 1),
+          .has_tid = !etch__res_null(&res, 1),
+          .pid = etch__res_i64(&res, 2),
+          .has_pid = !etch__res_null(&res, 2),
+          .dropped = etch__res_i64(&res, 3)};
     }
-    finish(r, st, rc == SQLITE_ROW ? SQLITE_NOMEM : rc);
+    done(r, &res, nomem);
   }
   /* Frames and bookmarks (etch_frame_*, etch_bookmark). */
-  st = prep(r,
-            "SELECT s.ts, s.dur FROM slice s JOIN track t ON s.track_id = t.id "
-            "WHERE t.name = 'Frames' AND t.type != 'counter' AND s.dur >= 0 "
-            "ORDER BY s.ts, s.dur");
-  if (st) {
+  if (q(r, &res,
+        "SELECT s.ts, s.dur FROM slice s JOIN track t ON s.track_id = t.id "
+        "WHERE t.name = 'Frames' AND t.type != 'counter' AND s.dur >= 0 "
+        "ORDER BY s.ts, s.dur")) {
     size_t cap = 0;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-      if (!grow((void **)&d->frames, &cap, d->nframes + 1, sizeof *d->frames))
+    while (etch__res_next(&res)) {
+      if (!grow((void **)&d->frames, &cap, d->nframes + 1,
+                sizeof *d->frames)) {
+        nomem = true;
         break;
-      d->frames[d->nframes++] = (etch__stats_frame){
-          sqlite3_column_int64(st, 0), sqlite3_column_int64(st, 1)};
+      }
+      d->frames[d->nframes++] = (etch__stats_frame){etch__res_i64(&res, 0),
+                                                    etch__res_i64(&res, 1)};
     }
-    finish(r, st, rc == SQLITE_ROW ? SQLITE_NOMEM : rc);
+    done(r, &res, nomem);
   }
-  st = prep(r,
-            "SELECT s.ts, s.name FROM slice s JOIN track t ON s.track_id = t.id "
-            "WHERE t.name = 'Bookmarks' AND t.type != 'counter' AND s.dur = 0 "
-            "ORDER BY s.ts, s.name");
-  if (st) {
+  if (q(r, &res,
+        "SELECT s.ts, s.name FROM slice s JOIN track t ON s.track_id = t.id "
+        "WHERE t.name = 'Bookmarks' AND t.type != 'counter' AND s.dur = 0 "
+        "ORDER BY s.ts, s.name NULLS FIRST")) {
     size_t cap = 0;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    while (etch__res_next(&res)) {
       if (!grow((void **)&d->bookmarks, &cap, d->nbookmarks + 1,
-                sizeof *d->bookmarks))
+                sizeof *d->bookmarks)) {
+        nomem = true;
         break;
+      }
       d->bookmarks[d->nbookmarks++] = (etch__stats_bookmark){
-          sqlite3_column_int64(st, 0), dup_or_null(sqlite3_column_text(st, 1))};
+          etch__res_i64(&res, 0), etch__res_strdup(&res, 1)};
     }
-    finish(r, st, rc == SQLITE_ROW ? SQLITE_NOMEM : rc);
+    done(r, &res, nomem);
   }
   if (r->rc) etch__stats_data_free(d);
   return r->rc;
@@ -845,7 +838,7 @@ void etch__stats_print(const etch__stats_data *d, FILE *out,
   if (r.o->json) fputs("}\n", out);
 }
 
-int etch__query_stats(sqlite3 *db, FILE *out, const etch__stats_opts *opts) {
+int etch__query_stats(etch__db *db, FILE *out, const etch__stats_opts *opts) {
   etch__stats_opts dflt = {.top = 10};
   if (!opts) opts = &dflt;
   etch__stats_data d;

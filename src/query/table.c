@@ -1,12 +1,13 @@
 /*
  * table.c - printing rows: aligned text tables and CSV.
  *
- * Table mode: a header, a line of dashes, then the rows; numbers are
- * right-aligned, text left-aligned, NULL shown as NULL, columns two spaces
- * apart, no trailing blanks; widths are the columns UTF-8 text takes on a
- * terminal (text_width), not bytes. Widths come from the first kBufferedRows rows;
- * later rows are streamed with those widths (a wider cell just pushes the
- * rest of its line right), so a huge result does not sit in memory.
+ * Table mode: a header, a line of dashes, then the rows; numeric columns
+ * are right-aligned, text left-aligned, NULL shown as NULL, columns two
+ * spaces apart, no trailing blanks; widths are the columns UTF-8 text takes
+ * on a terminal (text_width), not bytes. Widths come from the first
+ * kBufferedRows rows; later rows are printed with those widths (a wider
+ * cell just pushes the rest of its line right). Values are DuckDB's text
+ * for them.
  *
  * CSV mode: RFC 4180 quoting (a field with a comma, quote, CR or LF is
  * quoted and its quotes doubled), a header row, rows ending with "\n",
@@ -259,44 +260,47 @@ void etch__tt_free(etch__tt *t) {
   free(t);
 }
 
-/* ---- statement results ---------------------------------------------------------- */
+/* ---- results ------------------------------------------------------------------- */
 
-/* The text of column `c` of the current row (malloc'd). */
-static char *cell_text(sqlite3_stmt *st, int c) {
-  switch (sqlite3_column_type(st, c)) {
-    case SQLITE_NULL:
-      return etch__strdup("NULL");
-    case SQLITE_BLOB: {
-      const uint8_t *b = sqlite3_column_blob(st, c);
-      size_t n = (size_t)sqlite3_column_bytes(st, c);
-      char *s = etch__malloc(n * 2 + 4);
-      if (!s) return NULL;
-      char *p = s;
-      *p++ = 'X';
-      *p++ = '\'';
-      for (size_t i = 0; i < n; i++) p += sprintf(p, "%02x", b[i]);
-      *p++ = '\'';
-      *p = '\0';
-      return s;
-    }
-    default: {
-      const char *s = (const char *)sqlite3_column_text(st, c);
-      return escape_controls(s ? s : "");
-    }
-  }
+/* DuckDB's text for a value; a boolean is 1 or 0, as SQLite and
+ * trace_processor answer comparisons (duckdb_free it). */
+static char *value_text(duckdb_result *res, idx_t c, idx_t r) {
+  char *v = duckdb_value_varchar(res, c, r);
+  if (v && duckdb_column_type(res, c) == DUCKDB_TYPE_BOOLEAN)
+    strcpy(v, strcmp(v, "true") ? "0" : "1");
+  return v;
 }
 
-enum { kCellText = 0, kCellNumber = 1, kCellNull = 2 };
+/* The text of a cell (malloc'd; NULL when out of memory); `escape` for a
+ * table's line. */
+static char *cell_text(duckdb_result *res, idx_t c, idx_t r, bool escape) {
+  if (duckdb_value_is_null(res, c, r)) return etch__strdup("NULL");
+  char *v = value_text(res, c, r);
+  if (!v) return etch__strdup("");
+  char *s = escape ? escape_controls(v) : etch__strdup(v);
+  duckdb_free(v);
+  return s;
+}
 
-static uint8_t cell_kind(sqlite3_stmt *st, int c) {
-  switch (sqlite3_column_type(st, c)) {
-    case SQLITE_INTEGER:
-    case SQLITE_FLOAT:
-      return kCellNumber;
-    case SQLITE_NULL:
-      return kCellNull;
+static bool numeric_type(duckdb_type t) {
+  switch (t) {
+    case DUCKDB_TYPE_BOOLEAN:
+    case DUCKDB_TYPE_TINYINT:
+    case DUCKDB_TYPE_SMALLINT:
+    case DUCKDB_TYPE_INTEGER:
+    case DUCKDB_TYPE_BIGINT:
+    case DUCKDB_TYPE_UTINYINT:
+    case DUCKDB_TYPE_USMALLINT:
+    case DUCKDB_TYPE_UINTEGER:
+    case DUCKDB_TYPE_UBIGINT:
+    case DUCKDB_TYPE_FLOAT:
+    case DUCKDB_TYPE_DOUBLE:
+    case DUCKDB_TYPE_HUGEINT:
+    case DUCKDB_TYPE_UHUGEINT:
+    case DUCKDB_TYPE_DECIMAL:
+      return true;
     default:
-      return kCellText;
+      return false;
   }
 }
 
@@ -316,117 +320,80 @@ static void csv_field(FILE *out, const char *s, size_t len) {
   fputc('"', out);
 }
 
-static int print_csv(sqlite3_stmt *st, FILE *out) {
-  int ncols = sqlite3_column_count(st);
-  for (int c = 0; c < ncols; c++) {
-    const char *name = sqlite3_column_name(st, c);
+static void print_csv(duckdb_result *res, FILE *out) {
+  idx_t ncols = duckdb_column_count(res), nrows = duckdb_row_count(res);
+  for (idx_t c = 0; c < ncols; c++) {
+    const char *name = duckdb_column_name(res, c);
     if (c) fputc(',', out);
     csv_field(out, name ? name : "", name ? strlen(name) : 0);
   }
   fputc('\n', out);
-  int rc;
-  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-    for (int c = 0; c < ncols; c++) {
+  for (idx_t r = 0; r < nrows; r++) {
+    for (idx_t c = 0; c < ncols; c++) {
       if (c) fputc(',', out);
-      int type = sqlite3_column_type(st, c);
-      if (type == SQLITE_NULL) continue;
-      if (type == SQLITE_BLOB) {
-        char *s = cell_text(st, c);
-        if (s) fputs(s, out);
-        free(s);
-        continue;
-      }
-      const char *s = (const char *)sqlite3_column_text(st, c);
-      csv_field(out, s ? s : "", (size_t)sqlite3_column_bytes(st, c));
+      if (duckdb_value_is_null(res, c, r)) continue;
+      char *v = value_text(res, c, r);
+      if (v) csv_field(out, v, strlen(v));
+      duckdb_free(v);
     }
     fputc('\n', out);
   }
-  return rc;
 }
 
-static int print_table(sqlite3_stmt *st, FILE *out) {
-  size_t ncols = (size_t)sqlite3_column_count(st);
-  char **cells = NULL;
-  uint8_t *kind = NULL; /* per buffered cell */
-  size_t nrows = 0, cap = 0;
-  int rc = SQLITE_DONE;
-  while (nrows < kBufferedRows && (rc = sqlite3_step(st)) == SQLITE_ROW) {
-    if (nrows == cap) {
-      cap = cap ? cap * 2 : 16;
-      char **c2 = etch__realloc(cells, cap * ncols * sizeof *c2);
-      uint8_t *n2 = etch__realloc(kind, cap * ncols * sizeof *n2);
-      if (c2) cells = c2;
-      if (n2) kind = n2;
-      if (!c2 || !n2) {
-        rc = SQLITE_NOMEM;
-        break;
-      }
-    }
+/*
+ * A column is right-aligned when it holds numbers. The widths come from
+ * the header and the first kBufferedRows rows; later rows are printed with
+ * those widths.
+ */
+static void print_table(duckdb_result *res, FILE *out) {
+  size_t ncols = (size_t)duckdb_column_count(res);
+  idx_t nrows = duckdb_row_count(res);
+  size_t nbuf = nrows < kBufferedRows ? (size_t)nrows : kBufferedRows;
+  char **cells = etch__calloc(nbuf * ncols + 1, sizeof *cells);
+  size_t *w = etch__calloc(ncols + 1, sizeof *w);
+  bool *right = etch__calloc(ncols + 1, sizeof *right);
+  char **head = etch__calloc(ncols + 1, sizeof *head);
+  char **row = etch__calloc(ncols + 1, sizeof *row);
+  if (cells && w && right && head && row) {
+    for (size_t r = 0; r < nbuf; r++)
+      for (size_t c = 0; c < ncols; c++)
+        cells[r * ncols + c] = cell_text(res, c, r, true);
     for (size_t c = 0; c < ncols; c++) {
-      cells[nrows * ncols + c] = cell_text(st, (int)c);
-      kind[nrows * ncols + c] = cell_kind(st, (int)c);
-    }
-    nrows++;
-  }
-  if (nrows < kBufferedRows && rc == SQLITE_ROW) rc = SQLITE_NOMEM;
-  size_t *w = etch__calloc(ncols ? ncols : 1, sizeof *w);
-  bool *right = etch__calloc(ncols ? ncols : 1, sizeof *right);
-  char **head = etch__calloc(ncols ? ncols : 1, sizeof *head);
-  if (!w || !right || !head) rc = SQLITE_NOMEM;
-  if (rc == SQLITE_ROW || rc == SQLITE_DONE) {
-    for (size_t c = 0; c < ncols; c++) {
-      const char *name = sqlite3_column_name(st, (int)c);
+      const char *name = duckdb_column_name(res, c);
       head[c] = (char *)(name ? name : "");
       w[c] = text_width(head[c]);
-      bool any_num = false, any_text = false;
-      for (size_t r = 0; r < nrows; r++) {
+      right[c] = numeric_type(duckdb_column_type(res, c));
+      for (size_t r = 0; r < nbuf; r++) {
         const char *s = cells[r * ncols + c];
         size_t len = s ? text_width(s) : 0;
         if (len > w[c]) w[c] = len;
-        if (kind[r * ncols + c] == kCellNumber) any_num = true;
-        if (kind[r * ncols + c] == kCellText) any_text = true;
       }
-      right[c] = any_num && !any_text;
     }
     print_line(out, "", head, right, w, ncols);
     print_dashes(out, "", w, ncols);
-    for (size_t r = 0; r < nrows; r++)
+    for (size_t r = 0; r < nbuf; r++)
       print_line(out, "", cells + r * ncols, right, w, ncols);
-    /* The rest streams with the widths of the first rows. */
-    char **row = etch__calloc(ncols ? ncols : 1, sizeof *row);
-    while (row && rc == SQLITE_ROW && (rc = sqlite3_step(st)) == SQLITE_ROW) {
-      for (size_t c = 0; c < ncols; c++) row[c] = cell_text(st, (int)c);
+    for (idx_t r = nbuf; r < nrows; r++) {
+      for (size_t c = 0; c < ncols; c++) row[c] = cell_text(res, c, r, true);
       print_line(out, "", row, right, w, ncols);
       for (size_t c = 0; c < ncols; c++) free(row[c]);
     }
-    free(row);
   }
-  for (size_t i = 0; i < nrows * ncols; i++) free(cells[i]);
+  for (size_t i = 0; cells && i < nbuf * ncols; i++) free(cells[i]);
   free(cells);
-  free(kind);
   free(w);
   free(right);
   free(head);
-  return rc;
+  free(row);
 }
 
-int etch__query_print_stmt(sqlite3_stmt *st, FILE *out, etch__out_mode mode) {
-  int rc;
-  if (sqlite3_column_count(st) == 0) {
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-    }
-  } else if (mode == ETCH__OUT_CSV) {
-    rc = print_csv(st, out);
-  } else {
-    rc = print_table(st, out);
-  }
-  if (rc != SQLITE_DONE) {
-    sqlite3 *db = sqlite3_db_handle(st);
-    return etch__error(ETCH_ESQL, "SQL error: %s",
-                       rc == SQLITE_NOMEM ? "out of memory"
-                                          : sqlite3_errmsg(db));
-  }
-  return ETCH_OK;
+void etch__query_print_result(duckdb_result *res, FILE *out,
+                              etch__out_mode mode) {
+  if (duckdb_column_count(res) == 0) return;
+  if (mode == ETCH__OUT_CSV)
+    print_csv(res, out);
+  else
+    print_table(res, out);
 }
 
 /* The one warning every verb gives for a trace cut short (here, beside the

@@ -306,7 +306,7 @@ union all
 select 'cut', name, '', '', value, 0 from stats
   where name = 'flow_cut_by_data_loss' and value > 0
 union all
-select 'problem', name, coalesce(idx, ''), severity, value, 0 from stats
+select 'problem', name, coalesce(cast(idx as text), ''), severity, value, 0 from stats
   where value > 0 and severity in ('error', 'data_loss')
     and name not in ('flow_cut_by_data_loss',
                      'traced_buf_chunks_discarded',

@@ -12,7 +12,7 @@
 #include "query_test_util.h"
 #include "test.h"
 
-static char *run(sqlite3 *db, const char *sql, etch__out_mode mode) {
+static char *run(etch__db *db, const char *sql, etch__out_mode mode) {
   char *buf = NULL;
   size_t len = 0;
   FILE *f = open_memstream(&buf, &len);
@@ -23,7 +23,7 @@ static char *run(sqlite3 *db, const char *sql, etch__out_mode mode) {
 }
 
 TEST(table_aligns_numbers_right_text_left_null_shown) {
-  sqlite3 *db = qt_new_db();
+  etch__db *db = qt_new_db();
   char *got = run(db,
                   "SELECT 'a' AS name, 1 AS n, 2.5 AS x, NULL AS z "
                   "UNION ALL SELECT 'longer name', 12345, NULL, 'text' "
@@ -32,24 +32,24 @@ TEST(table_aligns_numbers_right_text_left_null_shown) {
   ASSERT_TEXT(got,
               "name             n      x  z\n"
               "-----------  -----  -----  ----\n"
-              "a                1    2.5  NULL\n"
+              "a                1  2.500  NULL\n"
               "longer name  12345   NULL  text\n"
               "NULL            -7  0.125  NULL\n");
   free(got);
-  sqlite3_close(db);
+  etch__db_close(db);
 }
 
 /* Non-ASCII text: widths are the columns a terminal gives it, not its
  * bytes (é 2 bytes, 1 column; 日本 6 bytes, 4 columns; 😀 4 bytes, 2
- * columns; e + a combining acute 3 bytes, 1 column; a stray byte 1). */
+ * columns; e + a combining acute 3 bytes, 1 column). DuckDB's text is
+ * UTF-8 only: no stray byte reaches the table. */
 TEST(table_aligns_utf8_text_by_columns) {
-  sqlite3 *db = qt_new_db();
+  etch__db *db = qt_new_db();
   char *got = run(db,
                   "SELECT 'w\xc3\xa9" "de' AS s, 1 AS n "
                   "UNION ALL SELECT '\xe6\x97\xa5\xe6\x9c\xac', 22 "
                   "UNION ALL SELECT 'Hi\xf0\x9f\x98\x80', 333 "
                   "UNION ALL SELECT 'e\xcc\x81', 4 "
-                  "UNION ALL SELECT CAST(x'ff41' AS TEXT), 5 "
                   "UNION ALL SELECT 'plain', 6",
                   ETCH__OUT_TABLE);
   ASSERT_TEXT(got,
@@ -59,7 +59,6 @@ TEST(table_aligns_utf8_text_by_columns) {
               "\xe6\x97\xa5\xe6\x9c\xac    22\n"
               "Hi\xf0\x9f\x98\x80   333\n"
               "e\xcc\x81        4\n"
-              "\xff" "A       5\n"
               "plain    6\n");
   free(got);
   /* The header too. */
@@ -67,15 +66,15 @@ TEST(table_aligns_utf8_text_by_columns) {
             ETCH__OUT_TABLE);
   ASSERT_TEXT(got, "\xc3\xa9t\xc3\xa9  y\n---  -\n  1  x\n");
   free(got);
-  sqlite3_close(db);
+  etch__db_close(db);
 }
 
 /* Control characters in strings (a newline in an arg) would break the
  * table's rows: the table shows them escaped, CSV keeps the bytes. */
 TEST(table_escapes_control_characters_csv_keeps_them) {
-  sqlite3 *db = qt_new_db();
-  const char *sql = "SELECT 'a' || char(10) || 'b' AS s, 'x' || char(9) || "
-                    "'y' || char(13) || char(1) AS t, 2 AS n";
+  etch__db *db = qt_new_db();
+  const char *sql = "SELECT 'a' || chr(10) || 'b' AS s, 'x' || chr(9) || "
+                    "'y' || chr(13) || chr(1) AS t, 2 AS n";
   char *got = run(db, sql, ETCH__OUT_TABLE);
   ASSERT_TEXT(got,
               "s     t           n\n"
@@ -85,13 +84,13 @@ TEST(table_escapes_control_characters_csv_keeps_them) {
   got = run(db, sql, ETCH__OUT_CSV);
   ASSERT_TEXT(got, "s,t,n\n\"a\nb\",\"x\ty\r\x01\",2\n");
   free(got);
-  sqlite3_close(db);
+  etch__db_close(db);
 }
 
 TEST(table_empty_result_and_several_statements) {
-  sqlite3 *db = qt_new_db();
+  etch__db *db = qt_new_db();
   char *got = run(db,
-                  "CREATE TABLE t(a); SELECT a FROM t; "
+                  "CREATE TABLE t(a INTEGER); SELECT a FROM t; "
                   "INSERT INTO t VALUES (1); SELECT a, a * 2 AS b FROM t;"
                   " -- trailing comment\n",
                   ETCH__OUT_TABLE);
@@ -103,11 +102,11 @@ TEST(table_empty_result_and_several_statements) {
               "-  -\n"
               "1  2\n");
   free(got);
-  sqlite3_close(db);
+  etch__db_close(db);
 }
 
 TEST(table_streams_rows_beyond_the_first_thousand) {
-  sqlite3 *db = qt_new_db();
+  etch__db *db = qt_new_db();
   char *got = run(db,
                   "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 "
                   "FROM n WHERE i < 1002) SELECT i FROM n",
@@ -117,39 +116,44 @@ TEST(table_streams_rows_beyond_the_first_thousand) {
   ASSERT_TRUE(tail != NULL);
   ASSERT_TRUE(strncmp(got, "   i\n----\n   1\n", 15) == 0);
   free(got);
-  sqlite3_close(db);
+  etch__db_close(db);
 }
 
 TEST(csv_quotes_as_rfc4180) {
-  sqlite3 *db = qt_new_db();
+  etch__db *db = qt_new_db();
   char *got = run(db,
                   "SELECT 'plain' AS \"a,b\", 'with,comma' AS q, "
-                  "'say \"hi\"' AS r, 'two' || char(10) || 'lines' AS s, "
-                  "'cr' || char(13) AS t, NULL AS u, 1.5 AS v, x'00ff' AS w",
+                  "'say \"hi\"' AS r, 'two' || chr(10) || 'lines' AS s, "
+                  "'cr' || chr(13) AS t, NULL AS u, 1.5 AS v, "
+                  "'\\x00\\xFF'::BLOB AS w",
                   ETCH__OUT_CSV);
   ASSERT_TEXT(got,
               "\"a,b\",q,r,s,t,u,v,w\n"
               "plain,\"with,comma\",\"say \"\"hi\"\"\",\"two\nlines\","
-              "\"cr\r\",,1.5,X'00ff'\n");
+              "\"cr\r\",,1.5,\\x00\\xFF\n");
   free(got);
-  sqlite3_close(db);
+  etch__db_close(db);
 }
 
 TEST(sql_error_names_the_problem) {
-  sqlite3 *db = qt_new_db();
+  etch__db *db = qt_new_db();
   char *buf = NULL;
   size_t len = 0;
   FILE *f = open_memstream(&buf, &len);
   int rc = etch__query_run_sql(db, "selec 1", f, ETCH__OUT_TABLE);
   fclose(f);
   ASSERT_EQ_INT(rc, ETCH_ESQL);
-  ASSERT_EQ_STR(etch_last_error(), "SQL error: near \"selec\": syntax error");
+  ASSERT_TRUE(strncmp(etch_last_error(),
+                      "SQL error: Parser Error: syntax error at or near "
+                      "\"selec\"", 53) == 0);
   rc = etch__query_run_sql(db, "select nope from slice", stdout,
                            ETCH__OUT_TABLE);
   ASSERT_EQ_INT(rc, ETCH_ESQL);
-  ASSERT_EQ_STR(etch_last_error(), "SQL error: no such column: nope");
+  ASSERT_TRUE(strncmp(etch_last_error(),
+                      "SQL error: Binder Error: Referenced column \"nope\" "
+                      "not found", 56) == 0);
   free(buf);
-  sqlite3_close(db);
+  etch__db_close(db);
 }
 
 TEST(fmt_dur_units) {
@@ -168,23 +172,23 @@ TEST(fmt_dur_units) {
   }
 }
 
-static int stats_full(sqlite3 *db, FILE *out) {
+static int stats_full(etch__db *db, FILE *out) {
   etch__stats_opts o = {.top = 10};
   return etch__query_stats(db, out, &o);
 }
 
-static int stats_compact(sqlite3 *db, FILE *out) {
+static int stats_compact(etch__db *db, FILE *out) {
   etch__stats_opts o = {.top = 2, .compact = true};
   return etch__query_stats(db, out, &o);
 }
 
-static int stats_json(sqlite3 *db, FILE *out) {
+static int stats_json(etch__db *db, FILE *out) {
   etch__stats_opts o = {.top = 10, .json = true};
   return etch__query_stats(db, out, &o);
 }
 
 TEST(stats_report_exact) {
-  sqlite3 *db = qt_fixture_db(false);
+  etch__db *db = qt_fixture_db(false);
   char *got = qt_capture(stats_full, db);
   ASSERT_TEXT(got,
               "trace\n"
@@ -236,11 +240,11 @@ TEST(stats_report_exact) {
               "  ------  ---  ---  --------------\n"
               "  worker   11   10               5\n");
   free(got);
-  sqlite3_close(db);
+  etch__db_close(db);
 }
 
 TEST(stats_compact_exact) {
-  sqlite3 *db = qt_fixture_db(false);
+  etch__db *db = qt_fixture_db(false);
   char *got = qt_capture(stats_compact, db);
   ASSERT_TEXT(got,
               "trace\n"
@@ -269,7 +273,7 @@ TEST(stats_compact_exact) {
               "  ------  ---  ---  --------------\n"
               "  worker   11   10               5\n");
   free(got);
-  sqlite3_close(db);
+  etch__db_close(db);
 }
 
 /* Writes `text` to a file and checks that python3's json module loads it. */
@@ -289,17 +293,17 @@ static void assert_valid_json(const char *text) {
 }
 
 TEST(stats_json_parses) {
-  sqlite3 *db = qt_fixture_db(false);
+  etch__db *db = qt_fixture_db(false);
   char *got = qt_capture(stats_json, db);
   assert_valid_json(got);
   ASSERT_TRUE(strstr(got, "\"misplaced_end_event\":1") != NULL);
   ASSERT_TRUE(strstr(got, "\"dropped\":5") != NULL);
   free(got);
-  sqlite3_close(db);
+  etch__db_close(db);
 }
 
 TEST(json_export_exact_and_parses) {
-  sqlite3 *db = qt_fixture_db(true);
+  etch__db *db = qt_fixture_db(true);
   char *got = qt_capture(etch__query_export_json, db);
   ASSERT_TEXT(got,
               "{\"traceEvents\":[\n"
@@ -308,7 +312,7 @@ TEST(json_export_exact_and_parses) {
               "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":10,\"tid\":11,\"args\":{\"name\":\"worker\"}},\n"
               "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":10,\"tid\":1073741828,\"args\":{\"name\":\"io queue\"}},\n"
               "{\"ph\":\"X\",\"name\":\"frame\",\"cat\":\"app\",\"pid\":10,\"tid\":10,\"ts\":1.000,\"dur\":10.000},\n"
-              "{\"ph\":\"X\",\"name\":\"job\",\"cat\":\"app\",\"pid\":10,\"tid\":11,\"ts\":1.500,\"dur\":4.000,\"args\":{\"path\":\"a\\\"b\\\\c\\n\\u0001\\ufffd/é\"}},\n"
+              "{\"ph\":\"X\",\"name\":\"job\",\"cat\":\"app\",\"pid\":10,\"tid\":11,\"ts\":1.500,\"dur\":4.000,\"args\":{\"path\":\"a\\\"b\\\\c\\n\\u0001\xef\xbf\xbd/é\"}},\n"
               "{\"ph\":\"X\",\"name\":\"draw\",\"cat\":\"app\",\"pid\":10,\"tid\":10,\"ts\":2.000,\"dur\":4.000},\n"
               "{\"ph\":\"X\",\"name\":\"req\",\"cat\":\"app\",\"pid\":10,\"tid\":1073741828,\"ts\":2.500,\"dur\":6.000},\n"
               "{\"ph\":\"i\",\"s\":\"t\",\"name\":\"vsync\",\"cat\":\"app\",\"pid\":10,\"tid\":10,\"ts\":3.000,\"args\":{\"frame\":1,\"pos\":{\"x\":0.5,\"ok\":true},\"ids\":[-1,null,3],\"ptr\":\"0xbeef\"}},\n"
@@ -325,7 +329,7 @@ TEST(json_export_exact_and_parses) {
               "],\"displayTimeUnit\":\"ns\"}\n");
   assert_valid_json(got);
   free(got);
-  sqlite3_close(db);
+  etch__db_close(db);
 }
 
 TEST(json_string_escapes) {
@@ -344,7 +348,7 @@ TEST(json_string_escapes) {
 }
 
 TEST(shell_statements_over_lines_and_dot_commands) {
-  sqlite3 *db = qt_new_db();
+  etch__db *db = qt_new_db();
   const char input[] =
       ".tables\n"
       "select 1 as a,\n"
@@ -367,10 +371,11 @@ TEST(shell_statements_over_lines_and_dot_commands) {
   ASSERT_TRUE(strstr(buf, "thread_track           view\n") != NULL);
   ASSERT_TRUE(strstr(buf, "process_counter_track  view\n") != NULL);
   ASSERT_TRUE(strstr(buf, "etch>    ...> a  b\n-  -\n1  2\n") != NULL);
-  ASSERT_TRUE(strstr(buf, "c\n\"x,y\"\nSQL error: near \"selec\": syntax error\n") != NULL);
-  ASSERT_TRUE(strstr(buf, "CREATE TABLE trace_bounds(start_ts INTEGER, end_ts INTEGER);\n") != NULL);
+  ASSERT_TRUE(strstr(buf, "c\n\"x,y\"\nSQL error: Parser Error: syntax error "
+                          "at or near \"selec\"") != NULL);
+  ASSERT_TRUE(strstr(buf, "CREATE TABLE trace_bounds(start_ts BIGINT, end_ts BIGINT);\n") != NULL);
   ASSERT_TRUE(strstr(buf, "unknown command .nope (try .help)\n") != NULL);
   ASSERT_TRUE(strstr(buf, "never") == NULL);
   free(buf);
-  sqlite3_close(db);
+  etch__db_close(db);
 }

@@ -10,14 +10,14 @@
 #include "query/query.h"
 #include "test.h"
 
-sqlite3 *qt_new_db(void) {
-  sqlite3 *db;
-  ASSERT_OK(etch__query_db_open(&db, NULL));
-  ASSERT_OK(etch__query_schema_create(db));
+etch__db *qt_new_db(void) {
+  etch__db *db;
+  ASSERT_OK(etch__db_open(&db, NULL));
+  ASSERT_OK(etch__query_schema_create(db, NULL));
   return db;
 }
 
-char *qt_query(sqlite3 *db, const char *sql) {
+char *qt_query(etch__db *db, const char *sql) {
   char *buf = NULL;
   size_t len = 0;
   FILE *f = open_memstream(&buf, &len);
@@ -27,7 +27,7 @@ char *qt_query(sqlite3 *db, const char *sql) {
   return buf;
 }
 
-char *qt_capture(int (*fn)(sqlite3 *, FILE *), sqlite3 *db) {
+char *qt_capture(int (*fn)(etch__db *, FILE *), etch__db *db) {
   char *buf = NULL;
   size_t len = 0;
   FILE *f = open_memstream(&buf, &len);
@@ -77,11 +77,11 @@ static void fx(etch__importer *imp, const etch_track_info *t,
   etch__importer_event(imp, &e);
 }
 
-sqlite3 *qt_fixture_db(bool all_args) {
-  sqlite3 *db = qt_new_db();
+etch__db *qt_fixture_db(bool all_args) {
+  etch__db *db = qt_new_db();
   etch__importer *imp;
-  etch__import_opts o = {.all_args = all_args, .indexes = true};
-  ASSERT_OK(etch__importer_new(&imp, db, &o));
+  etch__import_opts o = {.all_args = all_args};
+  ASSERT_OK(etch__importer_new(&imp, db, NULL, &o));
   const etch_event_type B = ETCH_EVENT_SLICE_BEGIN, E = ETCH_EVENT_SLICE_END,
                         I = ETCH_EVENT_INSTANT, C = ETCH_EVENT_COUNTER;
   static const uint64_t flow = 77;

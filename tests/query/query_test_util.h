@@ -5,17 +5,17 @@
 #ifndef ETCH_QUERY_TEST_UTIL_H
 #define ETCH_QUERY_TEST_UTIL_H
 
-#include <sqlite3.h>
+#include "query/query.h"
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
 
 /* An in-memory database with the schema and no rows. */
-sqlite3 *qt_new_db(void);
+etch__db *qt_new_db(void);
 /* The result of `sql` as CSV (header + rows). Caller frees. */
-char *qt_query(sqlite3 *db, const char *sql);
+char *qt_query(etch__db *db, const char *sql);
 /* Runs `fn(db, out)` into a string. Caller frees. */
-char *qt_capture(int (*fn)(sqlite3 *, FILE *), sqlite3 *db);
+char *qt_capture(int (*fn)(etch__db *, FILE *), etch__db *db);
 
 #define QT_ASSERT(db, sql, expected)                                       \
   do {                                                                     \
@@ -48,4 +48,4 @@ char *qt_capture(int (*fn)(sqlite3 *, FILE *), sqlite3 *db);
  *   io queue: req [2500, 8500); heap: 100 @1000, 300 @5000, 200 @15000
  *   flow: the first frame -> job. Bounds 1000..20000.
  */
-sqlite3 *qt_fixture_db(bool all_args);
+etch__db *qt_fixture_db(bool all_args);

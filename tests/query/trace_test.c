@@ -104,10 +104,10 @@ static void build_basic(tb *t) {
   tb_event(t, 1, 6000, kMain, B, "render", "open");
 }
 
-static sqlite3 *import(const tb *t) {
-  sqlite3 *db;
-  ASSERT_OK(etch__query_db_open(&db, NULL));
-  etch__import_opts o = {.all_args = true, .indexes = true,
+static etch__db *import(const tb *t) {
+  etch__db *db;
+  ASSERT_OK(etch__db_open(&db, NULL));
+  etch__import_opts o = {.all_args = true,
                          .timestamp_order = true};
   ASSERT_OK(etch__query_import_memory(db, tb_data(t), tb_len(t), "test", &o,
                                      NULL));
@@ -118,7 +118,7 @@ TEST(trace_slices_nesting_open_and_misplaced) {
   tb t;
   tb_init(&t);
   build_basic(&t);
-  sqlite3 *db = import(&t);
+  etch__db *db = import(&t);
   QT_ASSERT(db,
             "SELECT s.ts, s.dur, tr.name AS track, s.category, s.name, "
             "s.depth, p.name AS parent, s.self_dur FROM slice s "
@@ -136,7 +136,7 @@ TEST(trace_slices_nesting_open_and_misplaced) {
   QT_ASSERT(db,
             "SELECT count(*) FROM slice a JOIN slice b ON a.id < b.id "
             "WHERE a.ts > b.ts",
-            "count(*)\n0\n");
+            "count_star()\n0\n");
   QT_ASSERT(db,
             "SELECT name, value FROM stats WHERE name IN "
             "('misplaced_end_event', 'open_slices', 'track_events') "
@@ -145,7 +145,7 @@ TEST(trace_slices_nesting_open_and_misplaced) {
             "track_events,16\n");
   QT_ASSERT(db, "SELECT start_ts, end_ts FROM trace_bounds",
             "start_ts,end_ts\n1000,6000\n");
-  sqlite3_close(db);
+  etch__db_close(db);
   tb_free(&t);
 }
 
@@ -153,7 +153,7 @@ TEST(trace_tracks_processes_threads) {
   tb t;
   tb_init(&t);
   build_basic(&t);
-  sqlite3 *db = import(&t);
+  etch__db *db = import(&t);
   QT_ASSERT(db, "SELECT pid, name FROM process ORDER BY pid",
             "pid,name\n10,app\n20,other\n");
   QT_ASSERT(db,
@@ -186,7 +186,7 @@ TEST(trace_tracks_processes_threads) {
             "name\ndepth\nheap\n");
   QT_ASSERT(db, "SELECT name FROM thread_track ORDER BY name",
             "name\nmain\nt21\nworker\n");
-  sqlite3_close(db);
+  etch__db_close(db);
   tb_free(&t);
 }
 
@@ -194,7 +194,7 @@ TEST(trace_args_nested_and_flows) {
   tb t;
   tb_init(&t);
   build_basic(&t);
-  sqlite3 *db = import(&t);
+  etch__db *db = import(&t);
   QT_ASSERT(db,
             "SELECT a.flat_key, a.key, a.int_value, a.string_value, "
             "a.real_value, a.value_type FROM args a JOIN slice s ON "
@@ -214,7 +214,7 @@ TEST(trace_args_nested_and_flows) {
             "JOIN slice o ON o.id = f.slice_out "
             "JOIN slice i ON i.id = f.slice_in",
             "out,in\nframe,job\n");
-  sqlite3_close(db);
+  etch__db_close(db);
   tb_free(&t);
 }
 
@@ -264,7 +264,7 @@ TEST(trace_interned_and_compressed) {
   tb t;
   tb_init(&t);
   tb_compressed(&t, tb_data(&inner), tb_len(&inner), false, false);
-  sqlite3 *db = import(&t);
+  etch__db *db = import(&t);
   QT_ASSERT(db,
             "SELECT s.ts, s.dur, s.category, s.name, a.key, a.int_value "
             "FROM slice s LEFT JOIN args a USING(arg_set_id)",
@@ -273,7 +273,7 @@ TEST(trace_interned_and_compressed) {
   QT_ASSERT(db, "SELECT tid, name FROM thread", "tid,name\n31,zt\n");
   QT_ASSERT(db, "SELECT value FROM stats WHERE name = 'compressed_packets'",
             "value\n1\n");
-  sqlite3_close(db);
+  etch__db_close(db);
   tb_free(&t);
   tb_free(&inner);
 }
@@ -286,32 +286,32 @@ TEST(trace_corrupt_fails_with_offset) {
   size_t good = tb_len(&t);
   /* A packet record whose length runs past the end of the data. */
   tb_b(&t, ETCH_TRACE_PACKET, "\x08\x01\x08", 3);
-  sqlite3 *db;
-  ASSERT_OK(etch__query_db_open(&db, NULL));
+  etch__db *db;
+  ASSERT_OK(etch__db_open(&db, NULL));
   etch__import_opts o = {.timestamp_order = true};
   int rc = etch__query_import_memory(db, tb_data(&t), good + 2, "test", &o,
                                      NULL);
   ASSERT_TRUE(rc < 0);
   ASSERT_TRUE(strstr(etch_last_error(), "offset") != NULL);
-  sqlite3_close(db);
+  etch__db_close(db);
   tb_free(&t);
 }
 
 TEST(trace_empty_is_fine) {
-  sqlite3 *db;
-  ASSERT_OK(etch__query_db_open(&db, NULL));
+  etch__db *db;
+  ASSERT_OK(etch__db_open(&db, NULL));
   ASSERT_OK(etch__query_import_memory(db, "", 0, "empty", NULL, NULL));
-  QT_ASSERT(db, "SELECT count(*) FROM slice", "count(*)\n0\n");
+  QT_ASSERT(db, "SELECT count(*) FROM slice", "count_star()\n0\n");
   QT_ASSERT(db, "SELECT * FROM trace_bounds", "start_ts,end_ts\n,\n");
-  sqlite3_close(db);
+  etch__db_close(db);
 }
 
 /* ---- file order: held tracks, restarts, stats without a database ------------ */
 
-static sqlite3 *import_order(const tb *t, bool ts_order) {
-  sqlite3 *db;
-  ASSERT_OK(etch__query_db_open(&db, NULL));
-  etch__import_opts o = {.all_args = true, .indexes = true,
+static etch__db *import_order(const tb *t, bool ts_order) {
+  etch__db *db;
+  ASSERT_OK(etch__db_open(&db, NULL));
+  etch__import_opts o = {.all_args = true,
                          .timestamp_order = ts_order};
   ASSERT_OK(etch__query_import_memory(db, tb_data(t), tb_len(t), "test", &o,
                                      NULL));
@@ -360,7 +360,7 @@ TEST(stream_named_track_from_two_sequences_nests_in_time_order) {
   tb_init(&t);
   build_interleaved(&t);
   for (int ts_order = 0; ts_order <= 1; ts_order++) {
-    sqlite3 *db = import_order(&t, ts_order);
+    etch__db *db = import_order(&t, ts_order);
     QT_ASSERT(db,
               "SELECT s.name, s.ts, s.dur, s.depth, p.name AS parent, "
               "s.self_dur, tr.name AS track FROM slice s "
@@ -388,8 +388,8 @@ TEST(stream_named_track_from_two_sequences_nests_in_time_order) {
     QT_ASSERT(db,
               "SELECT count(*) FROM slice c JOIN slice p ON p.id = c.parent_id "
               "WHERE p.id >= c.id",
-              "count(*)\n0\n");
-    sqlite3_close(db);
+              "count_star()\n0\n");
+    etch__db_close(db);
   }
   tb_free(&t);
 }
@@ -408,14 +408,14 @@ TEST(stream_thread_track_back_in_time_reads_again) {
   tb_event(&t, 1, 500, kMain, E, NULL, NULL);
   tb_event(&t, 1, 200, kMain, B, "c", "y");
   tb_event(&t, 1, 300, kMain, E, NULL, NULL);
-  sqlite3 *db = import_order(&t, false);
+  etch__db *db = import_order(&t, false);
   QT_ASSERT(db,
             "SELECT s.name, s.ts, s.dur, s.depth, p.name AS parent "
             "FROM slice s LEFT JOIN slice p ON p.id = s.parent_id "
             "ORDER BY s.ts",
             "name,ts,dur,depth,parent\nx,100,400,0,\ny,200,100,1,x\n");
-  QT_ASSERT(db, "SELECT count(*) FROM thread", "count(*)\n1\n");
-  sqlite3_close(db);
+  QT_ASSERT(db, "SELECT count(*) FROM thread", "count_star()\n1\n");
+  etch__db_close(db);
   char *buf = NULL;
   size_t len = 0;
   FILE *f = open_memstream(&buf, &len);
@@ -428,7 +428,7 @@ TEST(stream_thread_track_back_in_time_reads_again) {
   tb_free(&t);
 }
 
-static char *stats_text(sqlite3 *db, const tb *t, bool json) {
+static char *stats_text(etch__db *db, const tb *t, bool json) {
   char *buf = NULL;
   size_t len = 0;
   FILE *f = open_memstream(&buf, &len);
@@ -451,11 +451,11 @@ TEST(stream_stats_equal_the_tables) {
     for (int json = 0; json <= 1; json++) {
       char *streamed = stats_text(NULL, &t, json);
       for (int ts_order = 0; ts_order <= 1; ts_order++) {
-        sqlite3 *db = import_order(&t, ts_order);
+        etch__db *db = import_order(&t, ts_order);
         char *tables = stats_text(db, &t, json);
         ASSERT_TEXT(streamed, tables);
         free(tables);
-        sqlite3_close(db);
+        etch__db_close(db);
       }
       free(streamed);
     }
@@ -502,7 +502,7 @@ TEST(flow_not_linked_across_lost_data) {
     tb_init(&t);
     build_flow_reuse(&t, lost);
     for (int ts_order = 0; ts_order <= 1; ts_order++) {
-      sqlite3 *db = import_order(&t, ts_order);
+      etch__db *db = import_order(&t, ts_order);
       QT_ASSERT(db,
                 "SELECT o.name AS out, i.name AS inn FROM flow f "
                 "JOIN slice o ON o.id = f.slice_out "
@@ -511,7 +511,7 @@ TEST(flow_not_linked_across_lost_data) {
       QT_ASSERT(db,
                 "SELECT value FROM stats WHERE name = 'flow_cut_by_data_loss'",
                 lost ? "value\n1\n" : "value\n0\n");
-      sqlite3_close(db);
+      etch__db_close(db);
     }
     tb_free(&t);
   }

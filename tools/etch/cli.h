@@ -135,11 +135,11 @@ int print_help(const command *cmd);
 extern bool g_strict;
 
 int check_readable(const char *path);
-/* Opens `path` as a database: an existing SQLite file (one written by
+/* Opens `path` as a database: an existing DuckDB file (one written by
  * `etch query --db`) as is, else a trace imported into memory or into
  * `db_path`. */
-int load(const char *path, const char *db_path, bool all_args, bool indexes,
-         sqlite3 **out);
+int load(const char *path, const char *db_path, bool all_args,
+         etch__db **out);
 /* Runs a report into memory and prints it to `to` only when it succeeded:
  * an error must not leave half a report on stdout. */
 int print_whole(int (*report)(const char *path, FILE *out, const void *arg),

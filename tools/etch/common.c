@@ -80,27 +80,26 @@ int check_readable(const char *path) {
 
 bool g_strict;
 
-int load(const char *path, const char *db_path, bool all_args, bool indexes,
-         sqlite3 **out) {
+int load(const char *path, const char *db_path, bool all_args,
+         etch__db **out) {
   *out = NULL;
   int rc = check_readable(path);
   if (rc) return rc;
-  if (etch__query_is_sqlite_file(path)) {
-    if (etch__query_db_open_existing(out, path) != ETCH_OK)
+  if (etch__query_is_db_file(path)) {
+    if (etch__db_open_existing(out, path, true) != ETCH_OK)
       return runtime_error("%s", etch_last_error());
     return EXIT_OK;
   }
-  sqlite3 *db;
-  if (etch__query_db_open(&db, db_path) != ETCH_OK)
+  etch__db *db;
+  if (etch__db_open(&db, db_path) != ETCH_OK)
     return runtime_error("%s", etch_last_error());
   etch__import_opts o = {.all_args = all_args,
-                         .indexes = indexes,
                          .progress = isatty(STDERR_FILENO) != 0,
                          .allow_truncated = !g_strict};
-  int st = etch__query_import_file(db, path, &o, NULL);
+  int st = etch__query_import_file(db, NULL, path, &o, NULL);
   if (st != ETCH_OK) {
     int err = trace_error(path, st);
-    sqlite3_close(db);
+    etch__db_close(db);
     if (db_path) unlink(db_path);
     return err;
   }

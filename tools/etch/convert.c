@@ -20,8 +20,8 @@ static int cmd_convert(int argc, char **argv) {
   int rc = 0;
   if (!cli_parse(&cli_convert, argc, argv, &ca, &o, &rc)) return rc;
   rc = cli_one_trace(&cli_convert, &o);
-  sqlite3 *db = NULL;
-  if (!rc) rc = load(o.operands[0], NULL, true, true, &db);
+  etch__db *db = NULL;
+  if (!rc) rc = load(o.operands[0], NULL, true, &db);
   if (!rc) {
     bool to_stdout = !ca.out_path || !strcmp(ca.out_path, "-");
     FILE *out = to_stdout ? stdout : fopen(ca.out_path, "w");
@@ -35,7 +35,7 @@ static int cmd_convert(int argc, char **argv) {
       if (rc && !to_stdout) unlink(ca.out_path);
     }
   }
-  sqlite3_close(db);
+  etch__db_close(db);
   opts_free(&o);
   return rc;
 }

@@ -64,8 +64,8 @@ static int cmd_query(int argc, char **argv) {
       if (!sql) rc = runtime_error("%s: cannot read", file);
     }
   }
-  sqlite3 *db = NULL;
-  if (!rc) rc = load(o.operands[0], qa.db_path, true, true, &db);
+  etch__db *db = NULL;
+  if (!rc) rc = load(o.operands[0], qa.db_path, true, &db);
   if (!rc) {
     const char *text = sql ? sql : o.noperands == 2 ? o.operands[1] : NULL;
     if (!text && isatty(STDIN_FILENO)) {
@@ -76,8 +76,8 @@ static int cmd_query(int argc, char **argv) {
         rc = runtime_error("%s", etch_last_error());
     }
   }
-  if (db && sqlite3_close(db) != SQLITE_OK && !rc)
-    rc = runtime_error("closing the database: %s", sqlite3_errmsg(db));
+  if (etch__db_close(db) != ETCH_OK && !rc)
+    rc = runtime_error("closing the database: %s", etch_last_error());
   free(sql);
   opts_free(&o);
   return rc;
@@ -98,10 +98,10 @@ const command cli_query = {
     .name = "query",
     .fn = cmd_query,
     .summary = "SQL over the trace's tables",
-    .synopsis = "etch query [--csv] [-f FILE.sql] [--db OUT.sqlite] [--strict] "
+    .synopsis = "etch query [--csv] [-f FILE.sql] [--db OUT.duckdb] [--strict] "
                 "TRACE [SQL]\n",
     .about =
-        "Imports TRACE into SQLite tables shaped like trace_processor's (process,\n"
+        "Imports TRACE into DuckDB tables shaped like trace_processor's (process,\n"
         "thread, track, slice, counter, args, flow, stats, trace_bounds) and\n"
         "runs SQL on them. Without SQL, reads statements from stdin, or opens a\n"
         "prompt when stdin is a terminal. TRACE may also be a database written\n"

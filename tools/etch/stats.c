@@ -19,12 +19,12 @@ static int stats_report(const char *path, FILE *out, const void *arg) {
 int stats_of(const char *path, const etch__stats_opts *so, FILE *to) {
   int rc = check_readable(path);
   if (rc) return rc;
-  if (etch__query_is_sqlite_file(path)) {
-    sqlite3 *db = NULL;
-    rc = load(path, NULL, false, false, &db);
+  if (etch__query_is_db_file(path)) {
+    etch__db *db = NULL;
+    rc = load(path, NULL, false, &db);
     if (!rc && etch__query_stats(db, to, so) != ETCH_OK)
       rc = runtime_error("%s", etch_last_error());
-    sqlite3_close(db);
+    etch__db_close(db);
     return rc;
   }
   etch__stats_opts sopts = *so;
