@@ -168,6 +168,38 @@ int etch__query_import_memory(etch__db *db, const void *data, size_t len,
                               const char *name, const etch__import_opts *opts,
                               etch__import_counts *counts);
 
+/* ---- the cache beside a trace (cache.c) ------------------------------------- */
+
+/* The cache directory: ETCH_CACHE_DIR, else $XDG_CACHE_HOME/etch, else
+ * ~/.cache/etch. */
+int etch__cache_dir(char *buf, size_t n);
+/*
+ * Opens the tables of the trace file `trace` (every arg kept) from its
+ * cache in `cache_dir` (NULL: etch__cache_dir's), building the cache first
+ * when there is none for the trace as it is now; *imported (if not NULL)
+ * says whether the trace was read. The database is read-only.
+ */
+int etch__query_open_cached(const char *trace, const char *cache_dir,
+                            const etch__import_opts *opts, etch__db **out,
+                            bool *imported);
+/* The path of the trace's cache, built first if needed (as above); an
+ * empty `file` when there can be no cache (no directory: warned). */
+int etch__query_cache_file(const char *trace, const char *cache_dir,
+                           const etch__import_opts *opts, char *file,
+                           size_t nfile, bool *imported);
+/*
+ * Several traces in one database, for comparing runs: each trace's tables
+ * in a catalog of its own (its cache, ATTACHed read-only, or with
+ * `no_cache` a catalog in memory), and in the main catalog a view per table
+ * that unions them with a first column `trace` (the path as given), and
+ * the views over track. A path may also be a database written by --db.
+ * On an error, *failed names the trace it came from (NULL: none).
+ */
+int etch__query_open_traces(const char *const *paths, size_t n,
+                            const char *cache_dir, bool no_cache,
+                            const etch__import_opts *opts, etch__db **out,
+                            const char **failed);
+
 /* ---- results ------------------------------------------------------------- */
 
 typedef enum etch__out_mode {

@@ -29,6 +29,7 @@ service runs on sockets in a private directory.
 """
 
 import argparse
+import atexit
 import csv
 import io
 import os
@@ -684,6 +685,10 @@ def main():
                     help="keep the directories of runs that passed")
     args = ap.parse_args()
     tools = Tools(os.path.abspath(args.perfetto), os.path.abspath(args.build))
+    # etch query caches a trace's tables: in a directory of this run's own.
+    cache = tempfile.mkdtemp(prefix="etch-interop-cache-")
+    os.environ["ETCH_CACHE_DIR"] = cache
+    atexit.register(shutil.rmtree, cache, True)
     passed = failed = 0
     for name, fn in SCENARIOS:
         if args.only and args.only not in name:

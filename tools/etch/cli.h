@@ -133,10 +133,13 @@ int print_help(const command *cmd);
 
 /* --strict: a trace cut short is an error instead of a warning. */
 extern bool g_strict;
+/* --no-cache: the trace's tables are built in memory, not cached. */
+extern bool g_no_cache;
 
 int check_readable(const char *path);
 /* Opens `path` as a database: an existing DuckDB file (one written by
- * `etch query --db`) as is, else a trace imported into memory or into
+ * `etch query --db`) as is, else a trace's tables: from its cache (every
+ * arg kept, no `db_path`, no --no-cache), or imported into memory or into
  * `db_path`. */
 int load(const char *path, const char *db_path, bool all_args,
          etch__db **out);

@@ -79,6 +79,7 @@ int check_readable(const char *path) {
 }
 
 bool g_strict;
+bool g_no_cache;
 
 int load(const char *path, const char *db_path, bool all_args,
          etch__db **out) {
@@ -90,13 +91,19 @@ int load(const char *path, const char *db_path, bool all_args,
       return runtime_error("%s", etch_last_error());
     return EXIT_OK;
   }
-  etch__db *db;
-  if (etch__db_open(&db, db_path) != ETCH_OK)
-    return runtime_error("%s", etch_last_error());
+  etch__db *db = NULL;
   etch__import_opts o = {.all_args = all_args,
                          .progress = isatty(STDERR_FILENO) != 0,
                          .allow_truncated = !g_strict};
-  int st = etch__query_import_file(db, NULL, path, &o, NULL);
+  int st;
+  if (!db_path && all_args && !g_no_cache && !g_strict) {
+    /* The tables from the trace's cache (built by the first query). */
+    st = etch__query_open_cached(path, NULL, &o, &db, NULL);
+  } else {
+    if (etch__db_open(&db, db_path) != ETCH_OK)
+      return runtime_error("%s", etch_last_error());
+    st = etch__query_import_file(db, NULL, path, &o, NULL);
+  }
   if (st != ETCH_OK) {
     int err = trace_error(path, st);
     etch__db_close(db);

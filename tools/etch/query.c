@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -31,14 +32,38 @@ static char *read_all(FILE *f) {
 }
 
 typedef struct query_args {
-  bool csv;
+  bool csv, no_cache;
   const char *file, *db_path;
 } query_args;
 
-/* After the trace, an argument with blanks is the SQL even when it starts
+/* After a trace, an argument with blanks is the SQL even when it starts
  * with '-' (an SQL comment: "-- why\nselect ..."); options have none. */
 static bool sql_operand(const char *arg, int noperands) {
-  return noperands == 1 && strpbrk(arg, " \t\n\r");
+  return noperands >= 1 && strpbrk(arg, " \t\n\r");
+}
+
+/* Whether the operand is a file (a trace or a database) rather than SQL. */
+static bool is_file(const char *arg) {
+  struct stat sb;
+  return stat(arg, &sb) == 0;
+}
+
+/* Several traces: their tables side by side, with a `trace` column. */
+static int load_several(const char *const *paths, size_t n, bool no_cache,
+                        etch__db **db) {
+  for (size_t i = 0; i < n; i++) {
+    int rc = check_readable(paths[i]);
+    if (rc) return rc;
+  }
+  etch__import_opts o = {.all_args = true,
+                         .progress = isatty(STDERR_FILENO) != 0,
+                         .allow_truncated = !g_strict};
+  const char *failed = NULL;
+  int st = etch__query_open_traces(paths, n, NULL, no_cache || g_strict, &o,
+                                   db, &failed);
+  if (st == ETCH_OK) return EXIT_OK;
+  return failed ? trace_error(failed, st)
+                : runtime_error("%s", etch_last_error());
 }
 
 static int cmd_query(int argc, char **argv) {
@@ -48,10 +73,22 @@ static int cmd_query(int argc, char **argv) {
   int rc = 0;
   if (!cli_parse(cmd, argc, argv, &qa, &o, &rc)) return rc;
   etch__out_mode mode = qa.csv ? ETCH__OUT_CSV : ETCH__OUT_TABLE;
+  g_no_cache = qa.no_cache;
   if (o.noperands < 1) rc = usage_error(cmd, "missing the trace file");
-  if (!rc && o.noperands > 2) rc = usage_error(cmd, "too many arguments (quote the SQL)");
-  if (!rc && o.noperands == 2 && qa.file)
+  /* The last operand is the SQL when there are several and it names no
+   * file; the others are traces. */
+  int ntraces = o.noperands;
+  if (!rc && o.noperands >= 2 && !is_file(o.operands[o.noperands - 1]))
+    ntraces--;
+  if (!rc && ntraces < o.noperands && qa.file)
     rc = usage_error(cmd, "give the SQL either as an argument or with -f");
+  if (!rc && qa.db_path && ntraces > 1)
+    rc = usage_error(cmd, "--db takes one trace");
+  /* Words of unquoted SQL look like traces that do not exist. */
+  for (int i = 1; !rc && i < ntraces; i++)
+    if (!is_file(o.operands[i]))
+      rc = usage_error(cmd, "%s: no such trace (quote the SQL)",
+                       o.operands[i]);
   char *sql = NULL;
   if (!rc && qa.file) {
     const char *file = qa.file;
@@ -65,9 +102,14 @@ static int cmd_query(int argc, char **argv) {
     }
   }
   etch__db *db = NULL;
-  if (!rc) rc = load(o.operands[0], qa.db_path, true, &db);
+  if (!rc && ntraces == 1) rc = load(o.operands[0], qa.db_path, true, &db);
+  if (!rc && ntraces > 1)
+    rc = load_several((const char *const *)o.operands, (size_t)ntraces,
+                      qa.no_cache, &db);
   if (!rc) {
-    const char *text = sql ? sql : o.noperands == 2 ? o.operands[1] : NULL;
+    const char *text = sql                      ? sql
+                       : ntraces < o.noperands ? o.operands[ntraces]
+                                               : NULL;
     if (!text && isatty(STDIN_FILENO)) {
       etch__query_shell(db, stdin, stdout, mode);
     } else {
@@ -90,6 +132,9 @@ static const cli_opt kQueryOpts[] = {
      CLI_STR(query_args, file)},
     {0, "--db", "PATH", "build the database in PATH and keep it",
      CLI_STR(query_args, db_path)},
+    {0, "--no-cache", NULL,
+     "read the trace into memory; neither use nor write its cache",
+     CLI_BOOL(query_args, no_cache)},
     CLI_STRICT("a trace cut short is an error, not a warning"),
     {0},
 };
@@ -98,18 +143,23 @@ const command cli_query = {
     .name = "query",
     .fn = cmd_query,
     .summary = "SQL over the trace's tables",
-    .synopsis = "etch query [--csv] [-f FILE.sql] [--db OUT.duckdb] [--strict] "
-                "TRACE [SQL]\n",
+    .synopsis = "etch query [--csv] [-f FILE.sql] [--db OUT.duckdb] [--no-cache] "
+                "[--strict] TRACE... [SQL]\n",
     .about =
         "Imports TRACE into DuckDB tables shaped like trace_processor's (process,\n"
         "thread, track, slice, counter, args, flow, stats, trace_bounds) and\n"
-        "runs SQL on them. Without SQL, reads statements from stdin, or opens a\n"
-        "prompt when stdin is a terminal. TRACE may also be a database written\n"
-        "with --db. SQL that starts with '-' (a comment) is taken as SQL when it\n"
-        "holds a blank or a newline, or after --.\n",
+        "runs SQL on them. The tables are cached: the first query of a trace\n"
+        "writes them to a file in ETCH_CACHE_DIR (else $XDG_CACHE_HOME/etch,\n"
+        "else ~/.cache/etch), the next ones of the same trace read that file.\n"
+        "With several traces every table has a first column `trace` (the path\n"
+        "as given), to compare runs in one query. Without SQL, reads statements\n"
+        "from stdin, or opens a prompt when stdin is a terminal. TRACE may also\n"
+        "be a database written with --db. SQL that starts with '-' (a comment)\n"
+        "is taken as SQL when it holds a blank or a newline, or after --.\n",
     .opts = kQueryOpts,
     .more =
         "Example:\n"
-        "  etch query app.pftrace \"select name, count(*), sum(dur) from slice group by name\"\n",
+        "  etch query app.pftrace \"select name, count(*), sum(dur) from slice group by name\"\n"
+        "  etch query a.pftrace b.pftrace \"select trace, count(*) from slice group by trace\"\n",
     .is_operand = sql_operand,
 };

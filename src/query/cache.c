@@ -1,0 +1,260 @@
+/*
+ * cache.c - a trace's tables kept beside it: the first query of a trace
+ * writes them into a DuckDB file in a cache directory, the next ones open
+ * that file and start at once.
+ *
+ * The directory: ETCH_CACHE_DIR, else $XDG_CACHE_HOME/etch, else
+ * ~/.cache/etch. The file's name is a hash of the trace's key: its size,
+ * its modification time (ns) and hashes of its first and last kKeyBytes;
+ * the file also holds the key and etch's version (table etch_cache), which
+ * are checked when it is opened. So a trace that changed gets a cache of
+ * its own (the old one is left, keyed to the old content), a cache written
+ * by another version of etch is rebuilt, and a file that is not a usable
+ * database (cut short, overwritten) is rebuilt with a warning.
+ *
+ * A trace cut short is cached with what precedes the cut, and the warning
+ * is given again on each open; --strict does not use the cache (the
+ * command line reads the trace, and fails, instead).
+ *
+ * A cache is written under a temporary name and renamed when complete:
+ * another etch never opens half of one, and two that build the same one at
+ * once each rename a whole file. Caches are opened read-only.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "base/base.h"
+#include "query/query.h"
+
+enum { kKeyBytes = 65536 };
+
+/* What identifies a trace's content, as far as the cache goes. */
+typedef struct trace_key {
+  uint64_t size;
+  int64_t mtime_ns;
+  uint64_t head, tail; /* hashes of the first and last kKeyBytes */
+} trace_key;
+
+static int key_of(const char *path, trace_key *k) {
+  memset(k, 0, sizeof *k);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return etch__error(ETCH_EIO, "%s: %s", path, strerror(errno));
+  struct stat sb;
+  if (fstat(fd, &sb) != 0) {
+    int rc = etch__error(ETCH_EIO, "%s: %s", path, strerror(errno));
+    close(fd);
+    return rc;
+  }
+  k->size = (uint64_t)sb.st_size;
+  k->mtime_ns = (int64_t)sb.st_mtim.tv_sec * 1000000000 + sb.st_mtim.tv_nsec;
+  unsigned char *buf = etch__malloc(kKeyBytes);
+  if (!buf) {
+    close(fd);
+    return etch__error(ETCH_ENOMEM, "out of memory");
+  }
+  for (int part = 0; part < 2; part++) {
+    off_t at = part == 0 || sb.st_size <= kKeyBytes
+                   ? 0
+                   : sb.st_size - kKeyBytes;
+    ssize_t n = pread(fd, buf, kKeyBytes, at);
+    if (n < 0) n = 0;
+    uint64_t h = etch__hash_bytes(buf, (size_t)n, 0x6574636863616368ull);
+    if (part == 0)
+      k->head = h;
+    else
+      k->tail = h;
+  }
+  free(buf);
+  close(fd);
+  return ETCH_OK;
+}
+
+/* mkdir -p; an existing directory is fine. */
+static int make_dirs(const char *dir) {
+  char path[4096];
+  size_t n = strlen(dir);
+  if (n == 0 || n >= sizeof path)
+    return etch__error(ETCH_EINVAL, "cache directory: bad path");
+  memcpy(path, dir, n + 1);
+  for (size_t i = 1; i <= n; i++) {
+    if (path[i] != '/' && path[i] != '\0') continue;
+    char c = path[i];
+    path[i] = '\0';
+    if (mkdir(path, 0700) != 0 && errno != EEXIST)
+      return etch__error(ETCH_EIO, "cache directory %s: %s", path,
+                         strerror(errno));
+    path[i] = c;
+  }
+  return ETCH_OK;
+}
+
+int etch__cache_dir(char *buf, size_t n) {
+  const char *d = getenv("ETCH_CACHE_DIR");
+  int k;
+  if (d && *d) {
+    k = snprintf(buf, n, "%s", d);
+  } else if ((d = getenv("XDG_CACHE_HOME")) && *d) {
+    k = snprintf(buf, n, "%s/etch", d);
+  } else if ((d = getenv("HOME")) && *d) {
+    k = snprintf(buf, n, "%s/.cache/etch", d);
+  } else {
+    return etch__error(ETCH_EINVAL,
+                       "no cache directory: set ETCH_CACHE_DIR or HOME "
+                       "(or use --no-cache)");
+  }
+  if (k < 0 || (size_t)k >= n)
+    return etch__error(ETCH_EINVAL, "cache directory: path too long");
+  return ETCH_OK;
+}
+
+/* The key as text (hashed into the file's name), and as it is stored in
+ * the cache and compared: with etch's version. */
+static void key_text(const trace_key *k, bool version, char *buf, size_t n) {
+  snprintf(buf, n, "%" PRIu64 " %" PRId64 " %016" PRIx64 " %016" PRIx64 "%s%s",
+           k->size, k->mtime_ns, k->head, k->tail, version ? " etch " : "",
+           version ? ETCH_VERSION_STRING : "");
+}
+
+/* Whether `db` is a cache of the trace with key text `want`. */
+static bool cache_matches(etch__db *db, const char *want) {
+  etch__res r;
+  if (etch__res_query(db, "SELECT key FROM etch_cache", "cache", &r))
+    return false;
+  bool ok = false;
+  if (etch__res_next(&r)) {
+    size_t n;
+    const char *s = etch__res_str(&r, 0, &n);
+    ok = s && n == strlen(want) && !memcmp(s, want, n);
+  }
+  return !etch__res_close(&r) && ok;
+}
+
+/* Imports the trace into a new file `tmp`, with its key; closes it. */
+static int build(const char *trace, const char *tmp, const char *key,
+                 const etch__import_opts *o) {
+  etch__db *db;
+  int rc = etch__db_open(&db, tmp);
+  if (rc) return rc;
+  rc = etch__query_import_file(db, NULL, trace, o, NULL);
+  if (!rc) {
+    char sql[512];
+    snprintf(sql, sizeof sql,
+             "CREATE TABLE etch_cache(key VARCHAR); "
+             "INSERT INTO etch_cache VALUES ('%s');",
+             key);
+    rc = etch__db_exec(db, sql);
+  }
+  int crc = etch__db_close(db);
+  if (!rc) rc = crc;
+  return rc;
+}
+
+int etch__query_cache_file(const char *trace, const char *cache_dir,
+                           const etch__import_opts *opts, char *file,
+                           size_t nfile, bool *imported) {
+  file[0] = '\0';
+  if (imported) *imported = false;
+  etch__import_opts o = opts ? *opts : (etch__import_opts){0};
+  o.all_args = true;
+  char dir[4096];
+  int rc = cache_dir ? (snprintf(dir, sizeof dir, "%s", cache_dir) <
+                                (int)sizeof dir
+                            ? ETCH_OK
+                            : etch__error(ETCH_EINVAL, "cache: path too long"))
+                     : etch__cache_dir(dir, sizeof dir);
+  if (!rc) rc = make_dirs(dir);
+  if (rc) {
+    fprintf(stderr, "etch: warning: no cache (%s): the trace is read into "
+                    "memory\n", etch_last_error());
+    return ETCH_OK;
+  }
+  trace_key k;
+  rc = key_of(trace, &k);
+  if (rc) return rc;
+  char key[256], name[256];
+  key_text(&k, true, key, sizeof key);
+  key_text(&k, false, name, sizeof name);
+  uint64_t h = etch__hash_bytes(name, strlen(name), 0);
+  char tmp[4300];
+  if ((size_t)snprintf(file, nfile, "%s/%016" PRIx64 ".duckdb", dir, h) >=
+      nfile) {
+    file[0] = '\0';
+    return etch__error(ETCH_EINVAL, "cache: path too long");
+  }
+  snprintf(tmp, sizeof tmp, "%s.tmp%ld", file, (long)getpid());
+
+  if (access(file, F_OK) == 0) {
+    etch__db *db = NULL;
+    if (etch__db_open_existing(&db, file, true) != ETCH_OK) {
+      /* Not a database, or not one with the tables: say so. */
+      fprintf(stderr,
+              "etch: warning: the cache of %s is unusable (%s); it is "
+              "rebuilt\n",
+              trace, etch_last_error());
+    } else if (cache_matches(db, key)) {
+      /* A trace cut short says so every time, as its first read did. */
+      etch__res r;
+      if (!etch__res_query(db,
+                           "SELECT value FROM stats "
+                           "WHERE name = 'trace_truncated_bytes'",
+                           "cache", &r)) {
+        int64_t cut = etch__res_next(&r) ? etch__res_i64(&r, 0) : 0;
+        if (cut > 0 && (uint64_t)cut <= k.size)
+          etch__query_warn_cut_short(trace, (uint64_t)cut,
+                                     k.size - (uint64_t)cut);
+        etch__res_close(&r);
+      }
+      etch__db_close(db);
+      return ETCH_OK;
+    }
+    /* Another version of etch wrote it (or another trace hashed to the
+     * same name): rebuilt quietly. */
+    etch__db_close(db);
+    unlink(file);
+  }
+  rc = build(trace, tmp, key, &o);
+  if (!rc && rename(tmp, file) != 0)
+    rc = etch__error(ETCH_EIO, "cache %s: %s", file, strerror(errno));
+  if (rc) {
+    int keep = rc;
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", etch_last_error());
+    unlink(tmp);
+    char wal[4400];
+    snprintf(wal, sizeof wal, "%s.wal", tmp);
+    unlink(wal);
+    file[0] = '\0';
+    return etch__error(keep, "%s", msg);
+  }
+  if (imported) *imported = true;
+  return ETCH_OK;
+}
+
+int etch__query_open_cached(const char *trace, const char *cache_dir,
+                            const etch__import_opts *opts, etch__db **out,
+                            bool *imported) {
+  *out = NULL;
+  char file[4200];
+  int rc = etch__query_cache_file(trace, cache_dir, opts, file, sizeof file,
+                                  imported);
+  if (rc) return rc;
+  if (file[0]) return etch__db_open_existing(out, file, true);
+  /* No cache to be had: the trace is read into memory. */
+  if (imported) *imported = true;
+  etch__import_opts o = opts ? *opts : (etch__import_opts){0};
+  o.all_args = true;
+  rc = etch__db_open(out, NULL);
+  if (!rc) rc = etch__query_import_file(*out, NULL, trace, &o, NULL);
+  if (rc) {
+    etch__db_close(*out);
+    *out = NULL;
+  }
+  return rc;
+}
