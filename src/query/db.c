@@ -16,7 +16,10 @@
 struct etch__db {
   duckdb_database db;
   duckdb_connection con;
+  bool file; /* not in memory */
 };
+
+bool etch__db_is_file(const etch__db *db) { return db->file; }
 
 duckdb_connection etch__db_con(const etch__db *db) { return db->con; }
 
@@ -50,6 +53,7 @@ static int open_path(etch__db **out, const char *path, bool read_only) {
     return etch__error(ETCH_EIO, "%s: cannot connect to the database",
                        path ? path : ":memory:");
   }
+  d->file = path != NULL;
   *out = d;
   return ETCH_OK;
 }

@@ -555,7 +555,20 @@ int etch__importer_new(etch__importer **out, etch__db *db,
     return ETCH_ENOMEM;
   }
   if (db) {
-    int rc = etch__rows_new(&imp->rows, db, catalog);
+    /*
+     * One transaction for the whole import into a file: DuckDB then writes
+     * each full row group straight into the file, compressed, instead of
+     * logging every appender flush in its write-ahead log and copying it
+     * all again at the checkpoint (2.9 s instead of 3.1 s for 10 M
+     * events). In memory the appender's own commits are cheaper (1.6 s
+     * instead of 2.0 s).
+     */
+    int rc = ETCH_OK;
+    if (etch__db_is_file(db)) {
+      rc = etch__db_exec(db, "BEGIN TRANSACTION;");
+      if (!rc) imp->in_txn = true;
+    }
+    if (!rc) rc = etch__rows_new(&imp->rows, db, catalog);
     if (rc) {
       etch__importer_free(imp);
       return rc;
@@ -586,6 +599,8 @@ int etch__importer_finish(etch__importer *imp, const etch_reader_stats *st,
   int rc = etch__rows_finish(imp->rows);
   if (!rc) rc = imp->err;
   if (!rc) rc = etch__import_write_tables(imp, st);
+  if (!rc && imp->in_txn) rc = etch__db_exec(imp->db, "COMMIT;");
+  if (!rc) imp->in_txn = false;
   phase_end(shown);
   imp->counts.tracks = imp->ntracks;
   if (rc) fail(imp, rc);
@@ -600,6 +615,7 @@ void etch__importer_counts(const etch__importer *imp,
 void etch__importer_free(etch__importer *imp) {
   if (!imp) return;
   etch__rows_free(imp->rows);
+  if (imp->in_txn) etch__db_exec(imp->db, "ROLLBACK;");
   for (size_t i = 0; i < imp->ntracks; i++) {
     free(imp->tracks[i].stack);
   }

@@ -80,6 +80,7 @@ struct etch__importer {
   const char *catalog; /* NULL: the default one */
   etch__import_opts opts;
   int err;
+  bool in_txn; /* the import's transaction is open */
   etch__rows *rows; /* slice, counter, args and flow rows */
 
   etch_strpool strings;

@@ -50,6 +50,8 @@ int etch__db_open_existing(etch__db **out, const char *path, bool read_only);
  * error of the close, if any. NULL is a no-op. */
 int etch__db_close(etch__db *db);
 duckdb_connection etch__db_con(const etch__db *db);
+/* Whether the database is a file (not in memory). */
+bool etch__db_is_file(const etch__db *db);
 /* Runs `sql` (one or more statements; result rows ignored); on failure
  * the message is DuckDB's. */
 int etch__db_exec(etch__db *db, const char *sql);
