@@ -36,12 +36,23 @@
  *
  * With BENCH_TRACE_OUT=path in the environment the trace is also written to
  * that file (to try the etch command on it).
+ *
+ * Then the command line on that file (a temporary one without
+ * BENCH_TRACE_OUT), each in a process of its own with a private cache
+ * directory: `etch query` of `select 1` and of a group-by by name as the
+ * first query of the trace (its cache written), of the group-by on the
+ * cached trace and with --no-cache, and `etch stats`. When
+ * ETCH_PERFETTO_DIR names Perfetto's programs, trace_processor_shell's
+ * time and peak RSS for the same SQL are printed beside etch's.
  */
 #define _GNU_SOURCE
+#include <fcntl.h>
+#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -400,6 +411,112 @@ static result run_child(int mode, long *rss_kb) {
   return res;
 }
 
+/* ---- the command line against trace_processor ----------------------------- */
+
+static const char kGroupBy[] =
+    "select name, count(*), sum(dur) from slice group by name";
+
+/* Runs argv (stdout and stderr to /dev/null, `env` added to the
+ * environment); its wall time in s and peak RSS in MB, or wall < 0 when it
+ * failed. */
+static double run_cmd(char *const *argv, const char *env, double *rss_mb) {
+  double t0 = now();
+  pid_t pid = fork();
+  if (pid == 0) {
+    int fd = open("/dev/null", O_WRONLY);
+    if (fd >= 0) {
+      dup2(fd, 1);
+      dup2(fd, 2);
+    }
+    if (env) putenv((char *)env);
+    execv(argv[0], argv);
+    _exit(127);
+  }
+  int status;
+  struct rusage ru;
+  if (pid < 0 || wait4(pid, &status, 0, &ru) != pid) return -1;
+  double wall = now() - t0;
+  *rss_mb = (double)ru.ru_maxrss / 1024;
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? wall : -1;
+}
+
+static int rm_entry(const char *p, const struct stat *sb, int flag,
+                    struct FTW *ftw) {
+  (void)sb;
+  (void)flag;
+  (void)ftw;
+  return remove(p);
+}
+
+static void print_cell(double wall, double rss) {
+  if (wall < 0)
+    printf(" %9s %9s", "-", "-");
+  else
+    printf(" %9.2f %6.0f MB", wall, rss);
+}
+
+/*
+ * `etch query` (first query of a trace: the cache is written; a cached
+ * trace; --no-cache) and `etch stats` on the trace file, beside
+ * trace_processor_shell on the same SQL when ETCH_PERFETTO_DIR names
+ * Perfetto's programs (bin/trace_processor_shell).
+ */
+static void compare_cli(const char *trace) {
+  char cache[] = "/tmp/bench-query-cache-XXXXXX";
+  if (!mkdtemp(cache)) return;
+  static char env[64 + sizeof cache];
+  snprintf(env, sizeof env, "ETCH_CACHE_DIR=%s", cache);
+  char tp[4096] = "";
+  const char *pdir = getenv("ETCH_PERFETTO_DIR");
+  if (pdir && *pdir) {
+    snprintf(tp, sizeof tp, "%s/bin/trace_processor_shell", pdir);
+    if (access(tp, X_OK) != 0) tp[0] = '\0';
+  }
+  char qfile[] = "/tmp/bench-query-sql-XXXXXX";
+  int qfd = mkstemp(qfile);
+  printf("\n%-34s %9s %9s", "the command line", "etch (s)", "peak RSS");
+  if (tp[0]) printf(" %9s %9s", "tp (s)", "peak RSS");
+  printf("\n");
+  static const struct {
+    const char *what, *sql;
+    int mode; /* 0 first (no cache yet), 1 cached, 2 --no-cache, 3 stats */
+  } rows[] = {{"import only (select 1), first", "select 1", 0},
+              {"group by name, first", kGroupBy, 0},
+              {"group by name, cached", kGroupBy, 1},
+              {"group by name, --no-cache", kGroupBy, 2},
+              {"etch stats", NULL, 3}};
+  for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+    if (rows[i].mode == 0) nftw(cache, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    mkdir(cache, 0700);
+    char *argv[8];
+    int n = 0;
+    argv[n++] = (char *)ETCH_BIN;
+    argv[n++] = (char *)(rows[i].mode == 3 ? "stats" : "query");
+    if (rows[i].mode == 2) argv[n++] = (char *)"--no-cache";
+    argv[n++] = (char *)trace;
+    if (rows[i].sql) argv[n++] = (char *)rows[i].sql;
+    argv[n] = NULL;
+    double rss = 0, wall = run_cmd(argv, env, &rss);
+    printf("%-34s", rows[i].what);
+    print_cell(wall, rss);
+    if (tp[0] && qfd >= 0 && rows[i].mode == 0) {
+      if (ftruncate(qfd, 0) == 0 &&
+          pwrite(qfd, rows[i].sql, strlen(rows[i].sql), 0) ==
+              (ssize_t)strlen(rows[i].sql)) {
+        char *targv[] = {tp, (char *)"-q", qfile, (char *)trace, NULL};
+        double trss = 0, twall = run_cmd(targv, NULL, &trss);
+        print_cell(twall, trss);
+      }
+    }
+    printf("\n");
+  }
+  if (qfd >= 0) {
+    close(qfd);
+    unlink(qfile);
+  }
+  nftw(cache, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
 int main(int argc, char **argv) {
   uint64_t events = argc > 1 ? strtoull(argv[1], NULL, 10) : 5000000;
   int threads = argc > 2 ? atoi(argv[2]) : 4;
@@ -412,6 +529,17 @@ int main(int argc, char **argv) {
   double gen = now() - t0;
   size_t len = etch__pb_buf_len(&g_buf);
   const char *out = getenv("BENCH_TRACE_OUT");
+#ifdef ETCH_BIN
+  /* The command line reads a file: the trace goes to one if not asked. */
+  char tmp_trace[] = "/tmp/bench-query-trace-XXXXXX";
+  if (!out && argc <= 3) {
+    int fd = mkstemp(tmp_trace);
+    if (fd >= 0) {
+      close(fd);
+      out = tmp_trace;
+    }
+  }
+#endif
   if (out) {
     FILE *f = fopen(out, "wb");
     if (!f || fwrite(etch__pb_buf_data(&g_buf), 1, len, f) != len) {
@@ -443,5 +571,9 @@ int main(int argc, char **argv) {
            (double)len / 1e6 / r.seconds, (double)rss / 1024);
   }
   etch__pb_buf_free(&g_buf);
+#ifdef ETCH_BIN
+  if (out && argc <= 3) compare_cli(out);
+  if (out == tmp_trace) unlink(tmp_trace);
+#endif
   return 0;
 }
