@@ -58,7 +58,7 @@ if [ -x "$etch" ]; then
   say "slices per thread, in SQL: etch query out/basic.pftrace \"select ...\""
   "$etch" query "$trace" \
     "select t.name as thread, s.name as slice, count(*) as n,
-            sum(s.dur) / 1000 as total_us
+            sum(s.dur) // 1000 as total_us
      from slice s join thread_track tt on s.track_id = tt.id
      join thread t using (utid)
      group by thread, slice order by thread, total_us desc" ||

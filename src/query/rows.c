@@ -129,6 +129,7 @@ void etch__tw_str(etch__tw *w, idx_t col, const char *s, size_t len) {
   char *fixed = len <= SIZE_MAX / 3 ? etch__malloc(len * 3) : NULL;
   if (!fixed) {
     etch__tw_null(w, col);
+    if (!w->err) w->err = etch__error(ETCH_ENOMEM, "import: out of memory");
     return;
   }
   size_t k = 0;

@@ -534,3 +534,32 @@ TEST(import_free_without_finish) {
   QT_ASSERT(db, "SELECT count(*) AS n FROM track", "n\n0\n");
   etch__db_close(db);
 }
+
+/* A slice open while more than the reorder window's 65,536 later slices
+ * end: the others stay in id order, its row comes after them. */
+TEST(import_slice_open_past_the_window_comes_last) {
+  enum { kChildren = 70000 };
+  etch__db *db = qt_new_db();
+  etch__importer *imp;
+  ASSERT_OK(etch__importer_new(&imp, db, NULL, NULL));
+  feed(imp, &kMain, ETCH_EVENT_SLICE_BEGIN, 1, "c", "root");
+  for (int i = 0; i < kChildren; i++) {
+    feed(imp, &kMain, ETCH_EVENT_SLICE_BEGIN, 10 + 10 * i, "c", "child");
+    feed(imp, &kMain, ETCH_EVENT_SLICE_END, 15 + 10 * i, NULL, NULL);
+  }
+  feed(imp, &kMain, ETCH_EVENT_SLICE_END, 10 * kChildren + 20, NULL, NULL);
+  ASSERT_OK(etch__importer_finish(imp, NULL, 1, 10 * kChildren + 20));
+  etch__importer_free(imp);
+  etch__res st;
+  ASSERT_OK(etch__res_query(db, "SELECT id, depth FROM slice", "test", &st));
+  int64_t n = 0;
+  while (etch__res_next(&st)) {
+    n++;
+    int64_t want = n <= kChildren ? n + 1 : 1;
+    ASSERT_EQ_INT(etch__res_i64(&st, 0), want);
+    ASSERT_EQ_INT(etch__res_i64(&st, 1), want == 1 ? 0 : 1);
+  }
+  ASSERT_OK(etch__res_close(&st));
+  ASSERT_EQ_INT(n, kChildren + 1);
+  etch__db_close(db);
+}
