@@ -18,6 +18,8 @@ src_dir=$3
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/etch-examples.XXXXXX")
 trap 'rm -rf "$work"' EXIT
+# etch query's cache of the traces' tables: here, not in the user's.
+export ETCH_CACHE_DIR="$work/cache"
 mkdir "$work/bin"
 ln -s "$etch_bin" "$work/bin/etch"
 for f in "$src_dir"/*.c; do
