@@ -136,11 +136,13 @@ static bool cache_matches(etch__db *db, const char *want) {
   return !etch__res_close(&r) && ok;
 }
 
-/* Imports the trace into a new file `tmp`, with its key; closes it. */
+/* Imports the trace into the new file `tmp`; *unwritable when the file
+ * could not be made (a cache directory that is not writable). */
 static int build(const char *trace, const char *tmp, const char *key,
-                 const etch__import_opts *o) {
+                 const etch__import_opts *o, bool *unwritable) {
   etch__db *db;
   int rc = etch__db_open(&db, tmp);
+  *unwritable = rc != ETCH_OK;
   if (rc) return rc;
   rc = etch__query_import_file(db, NULL, trace, o, NULL);
   if (!rc) {
@@ -219,7 +221,14 @@ int etch__query_cache_file(const char *trace, const char *cache_dir,
     etch__db_close(db);
     unlink(file);
   }
-  rc = build(trace, tmp, key, &o);
+  bool unwritable;
+  rc = build(trace, tmp, key, &o, &unwritable);
+  if (rc && unwritable) {
+    fprintf(stderr, "etch: warning: no cache (%s): the trace is read into "
+                    "memory\n", etch_last_error());
+    file[0] = '\0';
+    return ETCH_OK;
+  }
   if (!rc && rename(tmp, file) != 0)
     rc = etch__error(ETCH_EIO, "cache %s: %s", file, strerror(errno));
   if (rc) {

@@ -258,3 +258,23 @@ TEST(several_traces_have_a_trace_column) {
   free(b);
   free(dir);
 }
+
+TEST(cache_directory_that_cannot_be_made_reads_into_memory) {
+  char *trace = path_in("e.pftrace"), *dir = path_in("e.pftrace/cache");
+  write_trace(trace, 2, "work");
+  bool imported;
+  char *got;
+  char *err = stderr_of_cached_query(trace, dir, &got, &imported);
+  ASSERT_EQ_STR(got, "name,n\nwork,2\n");
+  ASSERT_TRUE(imported);
+  char want[512];
+  snprintf(want, sizeof want,
+           "etch: warning: no cache (cache directory %s: Not a directory): "
+           "the trace is read into memory\n",
+           dir);
+  ASSERT_EQ_STR(err, want);
+  free(err);
+  free(got);
+  free(trace);
+  free(dir);
+}
