@@ -514,9 +514,10 @@ void etch__importer_event(etch__importer *imp, const etch_event *ev) {
 /* ---- start and finish ---------------------------------------------------------- */
 
 /*
- * The database part of a long import (the rows still queued for the
- * inserting thread, tracks, stats, indexes) has a progress line of its own
- * once the import has taken a second: the reader's line is gone by then.
+ * The database part of a long import (the rows still in the slice window
+ * and the last chunks, tracks, stats, the commit) has a progress line of
+ * its own once the import has taken a second: the reader's line is gone by
+ * then.
  */
 static bool phase_show(etch__importer *imp, const char *what) {
   if (!imp->opts.progress || !isatty(STDERR_FILENO) ||
