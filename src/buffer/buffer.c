@@ -71,11 +71,12 @@ void etch__buffer_destroy(etch_buffer *b) {
  * last, with release. */
 static void chunk_init(etch_chunk *c, uint32_t writer_id, uint32_t chunk_id,
                        uint32_t flags) {
+  /* Release stores: each is seen after every store before it (on x86
+   * plain moves). */
   __atomic_store_n(&c->state, ETCH_CHUNK_FREE, __ATOMIC_RELAXED);
-  __atomic_thread_fence(__ATOMIC_RELEASE);
-  c->writer_id = writer_id;
-  c->chunk_id = chunk_id;
-  __atomic_store_n(&c->used, flags << ETCH_CHUNK_FLAGS_SHIFT, __ATOMIC_RELAXED);
+  __atomic_store_n(&c->writer_id, writer_id, __ATOMIC_RELEASE);
+  __atomic_store_n(&c->chunk_id, chunk_id, __ATOMIC_RELEASE);
+  __atomic_store_n(&c->used, flags << ETCH_CHUNK_FLAGS_SHIFT, __ATOMIC_RELEASE);
   __atomic_store_n(&c->state, ETCH_CHUNK_WRITING, __ATOMIC_RELEASE);
 }
 

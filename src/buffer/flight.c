@@ -87,8 +87,10 @@ int etch__flight_create(etch_flight *f, const char *path, uint64_t size,
   snprintf(h->process_name, sizeof h->process_name, "%s",
            id->process_name ? id->process_name : "");
   __atomic_store_n(&h->state, ETCH_FLIGHT_RECORDING, __ATOMIC_RELAXED);
-  __atomic_thread_fence(__ATOMIC_RELEASE);
-  memcpy(h->magic, ETCH_FLIGHT_MAGIC, 8); /* last: a whole header or none */
+  /* The magic last, with release: a whole header or none. */
+  uint64_t magic;
+  memcpy(&magic, ETCH_FLIGHT_MAGIC, 8);
+  __atomic_store_n((uint64_t *)(void *)h->magic, magic, __ATOMIC_RELEASE);
   etch__buffer_init_at(b, f->map + ETCH_FLIGHT_HEADER_SIZE, cs, n, fill);
   return ETCH_OK;
 }
