@@ -97,21 +97,81 @@ uint64_t etch__hash_bytes(const void *data, size_t len, uint64_t seed) {
   return h;
 }
 
+/* ---- allocation and its fault simulation -------------------------------- */
+
+/*
+ * A test makes the nth allocation from now fail (and, persistent, every
+ * one after it), as SQLite's fault simulation does. Off, it costs the
+ * allocation wrappers one load and a not-taken branch: `fault_on` is
+ * zero. On, every allocation goes through fault_hit(), which counts it
+ * and says whether it fails. Atomic, since a test's threads allocate too.
+ */
+static int fault_on;            /* armed and not held */
+static bool fault_armed, fault_held, fault_persistent;
+static uint64_t fault_nth;      /* 0: count only */
+static uint64_t fault_count, fault_fails;
+
+static void fault_update(void) {
+  __atomic_store_n(&fault_on, fault_armed && !fault_held, __ATOMIC_SEQ_CST);
+}
+
+void etch__fault_arm(uint64_t nth, bool persistent) {
+  __atomic_store_n(&fault_count, 0, __ATOMIC_SEQ_CST);
+  __atomic_store_n(&fault_fails, 0, __ATOMIC_SEQ_CST);
+  __atomic_store_n(&fault_nth, nth, __ATOMIC_SEQ_CST);
+  __atomic_store_n(&fault_persistent, persistent, __ATOMIC_SEQ_CST);
+  fault_armed = true;
+  fault_held = false;
+  fault_update();
+}
+
+void etch__fault_disarm(void) {
+  fault_armed = false;
+  fault_held = false;
+  fault_update();
+}
+
+void etch__fault_hold(bool hold) {
+  fault_held = hold;
+  fault_update();
+}
+
+uint64_t etch__fault_count(void) {
+  return __atomic_load_n(&fault_count, __ATOMIC_SEQ_CST);
+}
+
+uint64_t etch__fault_fails(void) {
+  return __atomic_load_n(&fault_fails, __ATOMIC_SEQ_CST);
+}
+
+static ETCH_COLD bool fault_hit(void) {
+  uint64_t k = __atomic_add_fetch(&fault_count, 1, __ATOMIC_SEQ_CST);
+  uint64_t nth = __atomic_load_n(&fault_nth, __ATOMIC_SEQ_CST);
+  if (!nth || k < nth ||
+      (k > nth && !__atomic_load_n(&fault_persistent, __ATOMIC_SEQ_CST)))
+    return false;
+  __atomic_add_fetch(&fault_fails, 1, __ATOMIC_SEQ_CST);
+  return true;
+}
+
+#define FAULT() \
+  (ETCH_UNLIKELY(__atomic_load_n(&fault_on, __ATOMIC_RELAXED)) && fault_hit())
+
 void *etch__malloc(size_t n) {
-  void *p = malloc(n ? n : 1);
+  void *p = FAULT() ? NULL : malloc(n ? n : 1);
   if (!p) etch__error(ETCH_ENOMEM, "out of memory allocating %zu bytes", n);
   return p;
 }
 
 void *etch__calloc(size_t n, size_t size) {
-  void *p = calloc(n ? n : 1, size ? size : 1);
+  void *p = FAULT() ? NULL : calloc(n ? n : 1, size ? size : 1);
   if (!p) etch__error(ETCH_ENOMEM, "out of memory allocating %zu x %zu bytes",
                       n, size);
   return p;
 }
 
 void *etch__realloc(void *old, size_t n) {
-  void *p = realloc(old, n ? n : 1);
+  void *p = FAULT() ? NULL : realloc(old, n ? n : 1);
   if (!p) etch__error(ETCH_ENOMEM, "out of memory allocating %zu bytes", n);
   return p;
 }

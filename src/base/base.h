@@ -75,6 +75,20 @@ void *etch__calloc(size_t n, size_t size);
 void *etch__realloc(void *p, size_t n);
 char *etch__strdup(const char *s);
 
+/* ---- fault simulation (tests only; docs/building.md, "Testing") ---- */
+/* From now, counts the wrappers' allocations and makes the nth fail (with
+ * ETCH_ENOMEM in the error slot, as a real failure), and with `persistent`
+ * every one after it too; nth 0 only counts. Off until called. */
+void etch__fault_arm(uint64_t nth, bool persistent);
+/* Off again: allocations neither counted nor failed. */
+void etch__fault_disarm(void);
+/* While held, allocations are neither counted nor failed (a test's own
+ * use of etch's parts between the operations it fails). */
+void etch__fault_hold(bool hold);
+/* Allocations counted, and failed, since etch__fault_arm. */
+uint64_t etch__fault_count(void);
+uint64_t etch__fault_fails(void);
+
 /* The unsigned decimal number `len` bytes at `s` spell: 0, or -1 when they
  * are empty, hold anything but the digits 0-9, or overflow 64 bits. The
  * number parser of libetch's options: the config table (sdk/core/session.c)
