@@ -62,6 +62,11 @@ static int reader_new(etch_reader **out) {
     return ETCH_ENOMEM;
   }
   r->empty = etch__strpool_get(&r->pool, "", 0);
+  if (!r->empty) {
+    etch__strpool_free(&r->pool);
+    free(r);
+    return ETCH_ENOMEM;
+  }
   etch__rd_clocks_init(&r->clocks);
   etch__arena_init(&r->track_arena, 64 * 1024);
   etch__arena_init(&r->scratch, 16 * 1024);
