@@ -473,8 +473,7 @@ int etch_init(void) {
     }
     char *path = NULL;
     if (!rc) {
-      path = etch__output_resolve(out);
-      if (!path) rc = ETCH_EIO;
+      path = etch__output_resolve(out, &rc);
     }
     /* A fork child tracing on its own: ETCH_OUT without %p names the
      * parent's file, so the child's trace is PATH.PID.ext. */

@@ -324,9 +324,9 @@ int etch__session_write_output(etch_session *s, const char *path,
  * pid, %% a percent sign, and a relative path is made absolute against the
  * current directory (so a later chdir() does not move the trace). The
  * directory must be writable. Returns a malloc'd path, or NULL with the
- * error set.
+ * error set and its status in *status (ETCH_EIO, or ETCH_ENOMEM).
  */
-char *etch__output_resolve(const char *spec);
+char *etch__output_resolve(const char *spec, int *status);
 /* `path` with ".PID" before its extension ("t.pftrace" -> "t.123.pftrace"). */
 char *etch__output_per_pid(const char *path, long pid);
 /* The flight file a `flight` option names, resolved (1: /dev/shm/etch-%p

@@ -269,12 +269,16 @@ int etch_config_parse(etch_config *cfg, const char *text) {
 
 /* ---- output paths ------------------------------------------------------------- */
 
-char *etch__output_resolve(const char *spec) {
+char *etch__output_resolve(const char *spec, int *status) {
+  *status = ETCH_OK;
   char pid[24];
   snprintf(pid, sizeof pid, "%ld", (long)getpid());
   size_t cap = strlen(spec) * 22 + 2;
   char *exp = (char *)etch__malloc(cap);
-  if (!exp) return NULL;
+  if (!exp) {
+    *status = ETCH_ENOMEM;
+    return NULL;
+  }
   size_t n = 0;
   for (const char *p = spec; *p; p++) {
     if (p[0] == '%' && p[1] == 'p') {
@@ -293,8 +297,9 @@ char *etch__output_resolve(const char *spec) {
   if (exp[0] != '/') {
     char *cwd = getcwd(NULL, 0);
     if (!cwd) {
-      etch__error(ETCH_EIO, "cannot write trace to '%s': current directory: %s",
-                  exp, strerror(errno));
+      *status = etch__error(ETCH_EIO,
+                            "cannot write trace to '%s': current directory: %s",
+                            exp, strerror(errno));
       free(exp);
       return NULL;
     }
@@ -303,7 +308,10 @@ char *etch__output_resolve(const char *spec) {
     if (abs) snprintf(abs, len, "%s/%s", cwd, exp);
     free(cwd);
     free(exp);
-    if (!abs) return NULL;
+    if (!abs) {
+      *status = ETCH_ENOMEM;
+      return NULL;
+    }
   }
   /* Checked now rather than after the whole run: a file that is there
    * must be writable unless it is replaced (regular files are written
@@ -316,6 +324,7 @@ char *etch__output_resolve(const char *spec) {
     char *d = etch__strdup(abs);
     if (!d) {
       free(abs);
+      *status = ETCH_ENOMEM;
       return NULL;
     }
     const char *dir = dirname(d);
@@ -328,7 +337,8 @@ char *etch__output_resolve(const char *spec) {
     free(d);
   }
   if (bad) {
-    etch__error(ETCH_EIO, "cannot write trace to '%s': %s", abs, strerror(bad));
+    *status = etch__error(ETCH_EIO, "cannot write trace to '%s': %s", abs,
+                          strerror(bad));
     free(abs);
     return NULL;
   }
@@ -359,12 +369,13 @@ int etch__flight_path(const char *spec, char **out) {
     snprintf(named, len, "/dev/shm/%s", spec);
     spec = named;
   }
-  char *abs = etch__output_resolve(spec);
+  int rc;
+  char *abs = etch__output_resolve(spec, &rc);
   free(named);
   if (!abs) {
     char msg[512];
     snprintf(msg, sizeof msg, "%s", etch_last_error());
-    return etch__error(ETCH_EIO, "flight file: %s", msg);
+    return etch__error(rc, "flight file: %s", msg);
   }
   *out = abs;
   return ETCH_OK;
@@ -407,12 +418,12 @@ static int session_new(const etch_config *cfg, etch_backend *given,
     return rc;
   }
   if (s->cfg.output) {
-    char *abs = etch__output_resolve(s->cfg.output);
+    char *abs = etch__output_resolve(s->cfg.output, &rc);
     if (!abs) {
       config_release(&s->cfg);
       free(s);
       if (given) given->ops->destroy(given);
-      return ETCH_EIO;
+      return rc;
     }
     free(s->cfg.output);
     s->cfg.output = abs;
