@@ -215,8 +215,10 @@ static void packet_abandon(etch_writer *w) {
   }
   w->nheld = 0;
   w->packet_failed = true;
-  /* Interning done for the lost packet is void: start over. */
+  /* Interning done for the lost packet is void: start over, at the next
+   * event (lim 0 sends it to the slow path, which resets). */
   w->need_reset = true;
+  w->lim = 0;
   w->drops_unreported = true;
 }
 
@@ -791,7 +793,11 @@ static void count_drop(etch_writer *w, uint64_t ns) {
   __atomic_store_n(&w->last_drop_ns, ns, __ATOMIC_RELAXED);
   __atomic_store_n(&w->dropped, w->dropped + 1, __ATOMIC_RELEASE);
   w->drops_unreported = true;
+  /* The sequence starts over at the next event, whose writer check must
+   * not pass it by: a drop for want of memory leaves the chunk room and
+   * time, and what was interned for the dropped event is void. */
   w->need_reset = true;
+  w->lim = 0;
 }
 
 void etch__writer_drop(etch_writer *w, uint64_t ticks) {
