@@ -605,6 +605,15 @@ static void imp_replay(etch_writer *w) {
   /* Entries are never removed: the first n stay valid without the lock. */
   int32_t last_tid = 0;
   for (imp_entry *e = head; e && n; e = e->next, n--) {
+    if (w->need_reset) {
+      /* One was dropped (no room, or no memory): what the sequence
+       * interned for it went with it, so nothing more can be written
+       * before the sequence's next reset, which writes the cache again. */
+      pthread_mutex_lock(&w->sess->lock);
+      w->sess->imp_replayed = false;
+      pthread_mutex_unlock(&w->sess->lock);
+      break;
+    }
     if (!chans_on(e, w->slot)) continue;
     if (e->tid != last_tid && e->tid != w->tid) {
       put_thread_descriptor(w, e);
