@@ -471,6 +471,12 @@ int etch__ipc_conn_send(etch_ipc_conn *c, const etch_ipc_frame *f, int fd) {
   etch__pb_buf b;
   etch__pb_buf_init(&b, 256, ETCH_IPC_MAX_FRAME + 4);
   etch__ipc_frame_encode(&b, f);
+  if (b.s.failed && b.nomem) {
+    /* Not sent, and the peer may wait for it: the connection ends. */
+    etch__pb_buf_free(&b);
+    etch__ipc_conn_fail(c, "out of memory encoding a frame");
+    return etch__error(ETCH_ENOMEM, "out of memory encoding an IPC frame");
+  }
   if (b.s.failed) {
     etch__pb_buf_free(&b);
     return etch__error(ETCH_ELIMIT, "IPC frame larger than %u bytes",

@@ -109,7 +109,11 @@ void etch__pb_nested_end(etch__pb_stream *s, const etch__pb_nested *n) {
 static bool buf_grow(etch__pb_stream *s, size_t need) {
   etch__pb_buf *b = (etch__pb_buf *)s;
   etch_vec v = {s->seg, (size_t)(s->cur - s->seg), (size_t)(s->end - s->seg)};
-  if (etch__vec_reserve_max(&v, need, b->limit)) return false;
+  if (etch__vec_reserve_max(&v, need, b->limit)) {
+    /* Past the limit, or out of memory: nomem says which. */
+    b->nomem = !b->limit || (v.len <= b->limit && b->limit - v.len >= need);
+    return false;
+  }
   s->seg = v.data;
   s->cur = v.data + v.len;
   s->end = v.data + v.cap;

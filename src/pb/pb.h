@@ -205,6 +205,7 @@ void etch__pb_nested_end(etch__pb_stream *s, const etch__pb_nested *n);
 typedef struct etch__pb_buf {
   etch__pb_stream s;
   size_t limit; /* 0 = unlimited; else max bytes */
+  bool nomem;   /* failed for want of memory, not for the limit */
 } etch__pb_buf;
 
 void etch__pb_buf_init(etch__pb_buf *b, size_t initial, size_t limit);
@@ -220,6 +221,7 @@ ETCH_INLINE uint8_t *etch__pb_buf_data(const etch__pb_buf *b) { return b->s.seg;
 ETCH_INLINE void etch__pb_buf_reset(etch__pb_buf *b) {
   b->s.cur = b->s.seg;
   b->s.failed = false;
+  b->nomem = false;
 }
 /* Takes ownership of the bytes; the buffer is left empty. */
 uint8_t *etch__pb_buf_take(etch__pb_buf *b, size_t *len);
