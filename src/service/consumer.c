@@ -102,7 +102,9 @@ static int consumer_enable(etch_service *s, consumer *c,
                              cfg->buffers[i].fill_policy == ETCH_TC_FILL_DISCARD
                                  ? ETCH_BUFFER_DISCARD : ETCH_BUFFER_RING,
                              &tb) != ETCH_OK) {
-        err = "cannot make a buffer";
+        snprintf(msg, sizeof msg, "cannot make a buffer: %s",
+                 etch_last_error());
+        err = msg;
         break;
       }
       etch_tracebuf **nb = (etch_tracebuf **)etch__realloc(
@@ -363,8 +365,10 @@ void etch__svc_service_consumer(etch_service *s, consumer *c, short rev) {
     pump_read(s, c);
   }
   if (rev & (POLLIN | POLLHUP | POLLERR)) etch__ipc_conn_read(&c->conn);
-  etch_ipc_frame *f = (etch_ipc_frame *)etch__malloc(sizeof *f);
-  if (!f) return;
+  /* On the stack: a frame that could not be allocated left what was read
+   * unprocessed until more came, which may be never. */
+  etch_ipc_frame frame;
+  etch_ipc_frame *f = &frame;
   int r;
   while ((r = etch__ipc_conn_next(&c->conn, f)) == 1) {
     if (on_consumer_frame(s, c, f) != ETCH_OK) {
@@ -374,7 +378,6 @@ void etch__svc_service_consumer(etch_service *s, consumer *c, short rev) {
     }
     if (c->bound) c->conn.max_frame = ETCH_IPC_MAX_FRAME;
   }
-  free(f);
   etch__svc_conn_account(s, &c->conn, &c->partial);
   if (c->conn.failed) etch__svc_drop_consumer(s, c, c->conn.err);
 }

@@ -270,6 +270,8 @@ static int producer_commit(etch_service *s, producer *p,
       if (buf > UINT32_MAX || !etch__svc_may_write(s, p, (uint32_t)buf))
         continue; /* a buffer it may not write: dropped (a session ended) */
       uint32_t seq = etch__svc_seq_of(s, p, s->chunk->writer_id);
+      if (!seq && p->nwriters < MAX_WRITERS)
+        return ETCH_ENOMEM; /* the error slot says so */
       if (!seq) return etch__error(ETCH_ELIMIT, "too many writers");
       etch__tracebuf_put(s->bufs[buf], seq, s->chunk->chunk_id,
                          s->chunk->flags & 3u, s->chunk->count,
@@ -395,8 +397,12 @@ static int on_producer_frame(etch_service *s, producer *p,
       if (fl.id == ETCH_RTW_WRITER_ID && fl.wt == 0) w = fl.u;
       if (fl.id == ETCH_RTW_TARGET_BUFFER && fl.wt == 0) buf = fl.u;
     }
-    if (w && w <= 0xffff && buf && buf < s->nbufs &&
-        etch__svc_seq_of(s, p, (uint16_t)w))
+    uint32_t seq = w && w <= 0xffff && buf && buf < s->nbufs
+                       ? etch__svc_seq_of(s, p, (uint16_t)w)
+                       : 1;
+    if (!seq && p->nwriters < MAX_WRITERS)
+      return ETCH_ENOMEM; /* not registered: the producer goes */
+    if (seq && w && w <= 0xffff && buf && buf < s->nbufs)
       for (uint32_t i = 0; i < p->nwriters; i++)
         if (p->writers[i].writer_id == w) p->writers[i].buffer = (uint32_t)buf;
     etch__svc_reply_empty(&p->conn, f, true);
@@ -416,8 +422,10 @@ static int on_producer_frame(etch_service *s, producer *p,
 void etch__svc_service_producer(etch_service *s, producer *p, short rev) {
   if (rev & POLLOUT) etch__ipc_conn_flush(&p->conn);
   if (rev & (POLLIN | POLLHUP | POLLERR)) etch__ipc_conn_read(&p->conn);
-  etch_ipc_frame *f = (etch_ipc_frame *)etch__malloc(sizeof *f);
-  if (!f) return;
+  /* On the stack: a frame that could not be allocated left what was read
+   * unprocessed until more came, which may be never. */
+  etch_ipc_frame frame;
+  etch_ipc_frame *f = &frame;
   int r;
   while ((r = etch__ipc_conn_next(&p->conn, f)) == 1) {
     if (on_producer_frame(s, p, f) != ETCH_OK) {
@@ -427,7 +435,6 @@ void etch__svc_service_producer(etch_service *s, producer *p, short rev) {
     }
     if (p->bound) p->conn.max_frame = ETCH_IPC_MAX_FRAME;
   }
-  free(f);
   etch__svc_conn_account(s, &p->conn, &p->partial);
   if (p->conn.failed) etch__svc_drop_producer(s, p, p->conn.err);
 }
