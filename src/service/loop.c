@@ -528,7 +528,8 @@ void etch__service_free(etch_service *s) {
   }
   if (s->spare_fd >= 0) close(s->spare_fd);
   free(s->uids);
-  for (uint32_t i = 0; i < s->nbufs; i++) etch__tracebuf_free(s->bufs[i]);
+  for (uint32_t i = 0; s->bufs && i < s->nbufs; i++)
+    etch__tracebuf_free(s->bufs[i]);
   free(s->bufs);
   free(s->buf_session);
   free(s->seqinfo);

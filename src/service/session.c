@@ -85,7 +85,13 @@ static void start_instance(etch_service *s, session *x, producer *p,
   if (x->ninst == x->capinst) {
     uint32_t cap = x->capinst ? x->capinst * 2 : 8;
     instance *n = (instance *)etch__realloc(x->inst, cap * sizeof *n);
-    if (!n) return;
+    if (!n) {
+      /* Not left out of the session in silence: the producer goes (and
+       * its library connects again). */
+      etch__ipc_conn_fail(&p->conn, "out of memory starting '%s'",
+                          src->name);
+      return;
+    }
     x->inst = n;
     x->capinst = cap;
   }
@@ -276,6 +282,15 @@ void etch__svc_begin_flush(etch_service *s, session *x, uint32_t timeout_ms,
                                         1000000ull;
   x->flush_wait = (uint32_t *)etch__calloc(x->ninst + 1, sizeof(uint32_t));
   x->nflush_wait = 0;
+  if (!x->flush_wait) {
+    /* No producer asked: a consumer's Flush fails, and a stop says so
+     * when the session ends (what was not committed may be lost). */
+    if (for_stop && !x->end_reason[0])
+      snprintf(x->end_reason, sizeof x->end_reason,
+               "producers not flushed at the stop: %s", etch_last_error());
+    etch__svc_end_flush(s, x, false);
+    return;
+  }
   for (producer *p = s->producers; p; p = p->next) {
     etch__pb_buf b;
     etch__pb_buf_init(&b, 64, ETCH_IPC_MAX_FRAME - 64);

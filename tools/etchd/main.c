@@ -251,6 +251,7 @@ int main(int argc, char **argv) {
             o.producer_socket, o.consumer_socket);
   notify_ready(daemon_mode);
   int rc = etch__service_run(g_service);
+  if (rc) fprintf(stderr, "etchd: %s\n", etch_last_error());
   etch__service_free(g_service);
   if (pid_file) unlink(pid_file);
   return rc == ETCH_OK ? 0 : 1;
