@@ -262,11 +262,22 @@ int etch__tracebuf_put(etch_tracebuf *tb, uint32_t seq, uint32_t chunk_id,
   }
   tchunk *old = lookup(tb, seq, chunk_id);
   uint32_t done = 0;
+  if (old && old->len >= len && old->count >= count) {
+    tb->st.chunks_stale++;
+    return ETCH_OK;
+  }
+  /* The memory first, before anything is let go: out of it, the buffer
+   * keeps what it held (an older copy of this chunk too) and counts the
+   * chunk discarded, as a full discard buffer does. */
+  tchunk *c = NULL;
+  if ((tb->nchunks + 1) * 2 <= tb->nslots || index_grow(tb) == ETCH_OK)
+    c = (tchunk *)etch__malloc(sizeof *c + (len ? len : 1));
+  if (!c) {
+    tb->st.chunks_discarded++;
+    if (!old) note_loss(tb, seq, chunk_id, count, payload, len, flags, 0);
+    return ETCH_ENOMEM;
+  }
   if (old) {
-    if (old->len >= len && old->count >= count) {
-      tb->st.chunks_stale++;
-      return ETCH_OK;
-    }
     done = old->done;
     unlink_chunk(tb, old);
     free(old);
@@ -277,6 +288,7 @@ int etch__tracebuf_put(etch_tracebuf *tb, uint32_t seq, uint32_t chunk_id,
     done = s->done_frags;
   while (tb->used + len > tb->size) {
     if (tb->fill == ETCH_BUFFER_DISCARD || !tb->oldest) {
+      free(c);
       tb->st.chunks_discarded++;
       note_loss(tb, seq, chunk_id, count, payload, len, flags, done);
       return etch__error(ETCH_ELIMIT, "trace buffer full");
@@ -293,9 +305,6 @@ int etch__tracebuf_put(etch_tracebuf *tb, uint32_t seq, uint32_t chunk_id,
   const tseq *g = seq_state(tb, seq, false);
   if (g && g->gone && g->gone_id == chunk_id && done < g->gone_frags)
     done = g->gone_frags;
-  if ((tb->nchunks + 1) * 2 > tb->nslots && index_grow(tb)) return ETCH_ENOMEM;
-  tchunk *c = (tchunk *)etch__malloc(sizeof *c + (len ? len : 1));
-  if (!c) return ETCH_ENOMEM;
   c->seq = seq;
   c->chunk_id = chunk_id;
   c->flags = flags;
