@@ -66,9 +66,11 @@ fault_result fault_sweep(const char *what, fault_op op, void *ctx) {
         r.failed++;
       }
       size_t heap = fault_heap_in_use();
-      if (heap != heap0)
+      if (heap != heap0) {
+        fault_leak_check(); /* LeakSanitizer's report says where, if any */
         FAIL("%s: the heap holds %zd bytes more than before (a leak)", name,
              (ssize_t)(heap - heap0));
+      }
       /* Lifted: the operation works again. */
       rc = op(ctx);
       if (rc != ETCH_OK)
