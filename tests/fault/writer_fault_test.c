@@ -8,12 +8,17 @@
  * ETCH_ENOMEM; nothing leaks. The trace's custom events are then the
  * reader's to read under the same sweep.
  *
+ * The same from a fresh process for each N, so that what libetch does
+ * once per process (the track, the channel rule, the important-event
+ * cache, each custom event's site, the writer's tables) fails too.
+ *
  * And the fast path allocates nothing: events written once their names
  * are interned and their chunk taken make no allocation at all.
  */
 #define _GNU_SOURCE
 #include <etch/etch.h>
 #include <pthread.h>
+#include <sys/wait.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -87,10 +92,12 @@ static bool next_line(const char **p, const char *kind, char *buf,
 
 /* Whether `got` is `want` with events lost and counted: the events it
  * has (but etch's drop reports) are `want`'s in order, and at most as
- * many are missing as its etch.dropped_events instants count. An event a
- * writer could not write for want of memory is dropped this way. */
-static bool lost_and_counted(const char *want, const char *got) {
-  long dropped = 0;
+ * many are missing as its etch.dropped_events instants count, plus
+ * `dropped` (important events the process could not keep, which the
+ * session's stats count). An event a writer could not write for want of
+ * memory is dropped this way. */
+static bool lost_and_counted(const char *want, const char *got,
+                             long dropped) {
   for (const char *p = strstr(got, "name=etch.dropped_events"); p;
        p = strstr(p + 1, "name=etch.dropped_events")) {
     const char *k = strstr(p, "debug.count=i:");
@@ -134,6 +141,12 @@ static int record_op(void *ctx) {
     pthread_join(t, NULL);
     rc = etch_session_stop(s);
   }
+  etch_session_stats st;
+  memset(&st, 0, sizeof st);
+  etch__fault_hold(true);
+  if (!rc) rc = etch_session_get_stats(s, &st);
+  etch__fault_hold(false);
+  uint64_t imp_dropped = st.important_dropped;
   etch_session_free(s);
   if (rc) return rc;
   /* The trace, read with no fault. */
@@ -146,7 +159,7 @@ static int record_op(void *ctx) {
   etch__fault_hold(false);
   if (rrc) FAIL("reading the trace: %s", etch_last_error());
   if (c->want && strcmp(rd.out.s, c->want) != 0 &&
-      !lost_and_counted(c->want, rd.out.s))
+      !lost_and_counted(c->want, rd.out.s, (long)imp_dropped))
     FAIL("%s: the trace differs:\n--- want\n%s--- got\n%s", fault_now,
          c->want, rd.out.s);
   fault_str_free(&rd.out);
@@ -246,4 +259,95 @@ TEST(fault_the_fast_path_allocates_nothing) {
   ASSERT_EQ_U64(n, 0);
   ASSERT_OK(etch_session_stop(s));
   etch_session_free(s);
+}
+
+/* ---- first uses, each in a fresh process --------------------------------- */
+
+/* What a program does first: a track, a channel switched on, an
+ * important event logged, then a session recorded. */
+static int first_use(wr_case *c) {
+  lane = etch_track_new("lane", 1, NULL);
+  if (!lane) return ETCH_ENOMEM; /* its message checked by the caller */
+  int rc = etch_channel_set("Fault", true); /* channels matched, or < 0 */
+  if (rc < 0) return rc;
+  ETCH_LOG(Fault, Setting, FaultChannel, ETCH_SET(key, "quality"),
+           ETCH_SET(value, 3));
+  return record_op(c);
+}
+
+/* In a child: first_use with allocation n failing (0: none, counted);
+ * its count, or 'F' for ETCH_ENOMEM, 'S' for success, on fd. */
+static void fresh_child(wr_case *c, uint64_t n, bool persistent, int fd) {
+  snprintf(fault_now, sizeof fault_now,
+           "first use, allocation %llu%s failing", (unsigned long long)n,
+           persistent ? " and on" : "");
+  etch__fault_arm(n, persistent);
+  int rc = first_use(c);
+  uint64_t count = etch__fault_count();
+  etch__fault_disarm();
+  char msg[64];
+  if (!n) {
+    if (rc) FAIL("first use without a fault: %s", etch_last_error());
+    snprintf(msg, sizeof msg, "%llu", (unsigned long long)count);
+  } else {
+    if (rc) fault_check_enomem(fault_now, rc);
+    snprintf(msg, sizeof msg, "%c", rc ? 'F' : 'S');
+  }
+  fault_leak_check();
+  if (write(fd, msg, strlen(msg)) < 0) FAIL("write: pipe");
+  _exit(0);
+}
+
+static char fresh_run(wr_case *c, uint64_t n, bool persistent,
+                      char *out, size_t cap) {
+  int p[2];
+  ASSERT_TRUE(pipe(p) == 0);
+  fflush(stdout);
+  fflush(stderr);
+  pid_t pid = fork();
+  ASSERT_TRUE(pid >= 0);
+  if (pid == 0) {
+    close(p[0]);
+    fresh_child(c, n, persistent, p[1]);
+  }
+  close(p[1]);
+  ssize_t k = read(p[0], out, cap - 1);
+  close(p[0]);
+  int status;
+  ASSERT_TRUE(waitpid(pid, &status, 0) == pid);
+  if (!WIFEXITED(status) || WEXITSTATUS(status))
+    FAIL("first use, allocation %llu%s failing: the child %s %d",
+         (unsigned long long)n, persistent ? " and on" : "",
+         WIFEXITED(status) ? "exited" : "was killed by signal",
+         WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
+  out[k > 0 ? k : 0] = 0;
+  return out[0];
+}
+
+TEST(fault_writer_first_use_in_fresh_processes) {
+  wr_case c;
+  memset(&c, 0, sizeof c);
+  snprintf(c.path, sizeof c.path, "%s/w.pftrace", etch_test_tmpdir());
+  snprintf(c.config, sizeof c.config,
+           "categories=fault,Fault;buffer_kb=256;output=%s", c.path);
+  /* The trace a fresh process writes, read here. */
+  char out[64];
+  fresh_run(&c, 0, false, out, sizeof out);
+  uint64_t count = strtoull(out, NULL, 10);
+  fault_read_ctx rd;
+  memset(&rd, 0, sizeof rd);
+  rd.path = c.path;
+  rd.stable = true;
+  ASSERT_OK(fault_read(&rd));
+  c.want = rd.out.s;
+  if (!strstr(c.want, "custom Fault.Setting"))
+    FAIL("the trace lacks events:\n%s", c.want);
+  uint64_t failed = 0, runs = 0;
+  for (int persistent = 0; persistent < 2; persistent++)
+    for (uint64_t n = 1; n <= count; n++, runs++)
+      failed += fresh_run(&c, n, persistent, out, sizeof out) == 'F';
+  printf("  %llu allocations, %llu runs failed of %llu\n",
+         (unsigned long long)count, (unsigned long long)failed,
+         (unsigned long long)runs);
+  free(c.want);
 }

@@ -65,10 +65,11 @@ ETCH_COLD void etch__site_prepare(etch_site *site) {
     }
     site->counter_track = ctrack;
     /* Sites past the inline bitset point at its always-zero last word and
-     * so always take the general path. */
-    site->seen_word = (uint16_t)(id < ETCH_FAST_SITES && fits
-                                     ? id >> 6
-                                     : ETCH_FAST_SITES / 64);
+     * so always take the general path; so does a counter whose track
+     * could not be made (out of memory), which the fast path would need. */
+    bool fast = id < ETCH_FAST_SITES && fits &&
+                (site->type != ETCH_TYPE_COUNTER || ctrack);
+    site->seen_word = (uint16_t)(fast ? id >> 6 : ETCH_FAST_SITES / 64);
     __atomic_store_n(&site->id, id, __ATOMIC_RELEASE);
     __atomic_store_n(&site->seen_mask, 1ull << (id & 63), __ATOMIC_RELEASE);
   }
@@ -510,8 +511,13 @@ static void emit_general(etch_writer *w, etch_site *site, etch_category *cat,
   if (!track && type == ETCH_TYPE_COUNTER) {
     if (site && !p.dyn_name)
       track = site->counter_track;
-    else
-      track = etch__counter_track_for(p.dyn_name ? p.dyn_name : "");
+    if (!track)
+      track = etch__counter_track_for(
+          p.dyn_name ? p.dyn_name : site && site->name ? site->name : "");
+    if (!track) { /* could not be made (out of memory): dropped, counted */
+      etch__writer_drop(w, ticks);
+      return;
+    }
   }
   /* An end whose begin was never recorded is not written. Thread tracks
    * count their open slices in the writer, named tracks (where a slice may
