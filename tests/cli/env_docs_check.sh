@@ -53,8 +53,8 @@ grep -ohE 'ETCH_[A-Z0-9_]+' "$src/README.md" "$src"/docs/*.md |
   # directory; the typo of
   # docs/analysis.md's `etch env --set` example.
   printf '%s\n' ETCH_MALLOC_LIB ETCH_BUILD_DIR ETCH_JOBS ETCH_TEST_OUT \
-    ETCH_TEST_TIMEOUT ETCH_FUZZ_SECONDS ETCH_INTEROP_RUNS ETCH_PERFETTO_DIR \
-    ETCH_BUFER_KB ETCH_CACHE_DIR
+    ETCH_TEST_TIMEOUT ETCH_FAULT_ONLY ETCH_FUZZ_SECONDS ETCH_INTEROP_RUNS \
+    ETCH_PERFETTO_DIR ETCH_BUFER_KB ETCH_CACHE_DIR
 } | sort -u >"$tmp/not_env"
 comm -23 "$tmp/doc_names" "$tmp/not_env" >"$tmp/doc_env"
 sort -u "$tmp/names" >"$tmp/names_sorted"
