@@ -22,6 +22,7 @@
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -52,6 +53,7 @@ typedef struct run {
   bool failed;     /* a visible failure was seen */
   bool dead;       /* a round failed: etchd's loop would end there */
   bool lifted;     /* no fault in the service's rounds either */
+  bool into_file;  /* write_into_file: the trace in a file, not read */
   char why[640];   /* what it was */
   fault_str text;  /* what the peers saw */
 } run;
@@ -334,6 +336,8 @@ static void scenario(run *r, const char *dir) {
   uint64_t smb_size = 0;
   uint32_t page_kb = 0, buf_a = 0;
   bool have_cons = false;
+  char file[700];
+  int out_fd = -1;
   if (!open_peer(r, &prod, ppath, "ProducerPort")) goto out;
   etch__pb_write_string_field(&b.s, ETCH_ICR_PRODUCER_NAME, "faulty");
   invoke(r, &prod, "InitializeConnection", &b, -1);
@@ -363,11 +367,19 @@ static void scenario(run *r, const char *dir) {
   etch__pb_buf_init(&cfg, 256, 0);
   ASSERT_OK(etch__trace_config_text_to_binary(config_text,
                                               strlen(config_text), &cfg));
+  if (r->into_file) {
+    static const char more[] = "write_into_file: true\n";
+    ASSERT_OK(etch__trace_config_text_to_binary(more, strlen(more), &cfg));
+    snprintf(file, sizeof file, "%s/into.pftrace", dir);
+    out_fd = open(file, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    ASSERT_TRUE(out_fd >= 0);
+  }
   etch__pb_buf_reset(&b);
   etch__pb_write_bytes_field(&b.s, ETCH_ETR_TRACE_CONFIG,
                              etch__pb_buf_data(&cfg), etch__pb_buf_len(&cfg));
   etch__pb_buf_free(&cfg);
-  invoke(r, &cons, "EnableTracing", &b, -1);
+  invoke(r, &cons, "EnableTracing", &b, out_fd);
+  if (out_fd >= 0) close(out_fd);
   uint64_t enable_req = cons.req;
   /* Answered now only when refused. */
   round_(r);
@@ -451,10 +463,24 @@ static void scenario(run *r, const char *dir) {
     }
   }
   /* Its trace: the testing packets, and what was lost. */
-  invoke(r, &cons, "ReadBuffers", NULL, -1);
   fault_str trace = {0};
   uint64_t discarded = 0;
-  for (;;) {
+  if (r->into_file) { /* TracePacket records (field 1) in the file */
+    size_t n;
+    uint8_t *d = etch_test_read_file(file, &n);
+    ASSERT_TRUE(d != NULL);
+    etch__pb_dec fd_;
+    etch__pb_field pf;
+    etch__pb_dec_init(&fd_, d, n);
+    while (etch__pb_next(&fd_, &pf))
+      if (pf.id == 1 && pf.wt == 2)
+        read_packet(r, pf.data, pf.len, &discarded);
+    if (fd_.err) FAIL("%s: the file is not a trace", fault_now);
+    free(d);
+  } else {
+    invoke(r, &cons, "ReadBuffers", NULL, -1);
+  }
+  while (!r->into_file) {
     if (!next_frame(r, &cons, &g)) {
       fault_str_free(&trace);
       goto out;
@@ -547,6 +573,7 @@ static bool lost_and_counted(const char *want, const char *got) {
 
 typedef struct svc_case {
   char dir[512];
+  bool into_file;
   char *want;
 } svc_case;
 
@@ -563,6 +590,7 @@ static int service_op(void *ctx) {
   o.max_buffer_bytes = 64ull << 20;
   run r;
   memset(&r, 0, sizeof r);
+  r.into_file = c->into_file;
   int rc = etch__service_new(&o, &r.s);
   if (rc) return rc;
   scenario(&r, c->dir);
@@ -594,15 +622,24 @@ static int service_op(void *ctx) {
   return status;
 }
 
-TEST(fault_service_session_setup) {
+static void sweep_service(bool into_file) {
   svc_case c;
   memset(&c, 0, sizeof c);
   snprintf(c.dir, sizeof c.dir, "%s", etch_test_tmpdir());
+  c.into_file = into_file;
   ASSERT_OK(service_op(&c)); /* the reference */
   printf("%s", c.want);
-  fault_result r = fault_sweep("etchd's session", service_op, &c);
+  fault_result r = fault_sweep(into_file ? "etchd's session into a file"
+                                         : "etchd's session",
+                               service_op, &c);
   printf("  %llu allocations, %llu runs failed of %llu\n",
          (unsigned long long)r.allocs, (unsigned long long)r.failed,
          (unsigned long long)r.runs);
   free(c.want);
 }
+
+TEST(fault_service_session_setup) { sweep_service(false); }
+
+/* The same session with write_into_file: the consumer's file is written
+ * at the stop, not read through ReadBuffers. */
+TEST(fault_service_session_into_a_file) { sweep_service(true); }
