@@ -78,13 +78,16 @@ static void start(victim *v, int run, int threads, bool wrap,
     setenv("ETCH_OUT", v->out, 1);
     setenv("ETCH_FLIGHT", v->flight, 1);
     setenv("ETCH_BUFFER_KB", wrap ? "2048" : "16384", 1);
-    /* Under AddressSanitizer the crash is etch's to see, not the
-     * sanitizer's (which would report it and exit instead). */
-    char asan[1024];
-    const char *was = getenv("ASAN_OPTIONS");
-    snprintf(asan, sizeof asan, "%s%shandle_segv=0:handle_abort=0",
-             was ? was : "", was && *was ? ":" : "");
-    setenv("ASAN_OPTIONS", asan, 1);
+    /* Under a sanitizer the crash is etch's to see, not the sanitizer's
+     * (which would report it and exit instead). */
+    const char *san[] = {"ASAN_OPTIONS", "TSAN_OPTIONS"};
+    for (int i = 0; i < 2; i++) {
+      char opts[1024];
+      const char *was = getenv(san[i]);
+      snprintf(opts, sizeof opts, "%s%shandle_segv=0:handle_abort=0",
+               was ? was : "", was && *was ? ":" : "");
+      setenv(san[i], opts, 1);
+    }
     setenv("ETCH_COMPRESSION", "none", 1);
     setenv("ETCH_CRASH_WAIT_MS", "0", 1);
     unsetenv("ETCH_CONFIG");
