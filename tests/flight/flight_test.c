@@ -180,11 +180,13 @@ static void check(const td_trace *tr, const victim *v, int threads, bool wrap,
       FAIL("thread %d: ticks up to %lld in the trace, %llu published", t,
            (long long)next[t] - 1, (unsigned long long)p);
     if (next[t] >= 0 && (uint64_t)next[t] + 1 >= p) continue;
-    /* Short of the bound: only a ring that wrapped may be, and only where
-     * the ring overwrote all but the chunk the thread was writing, which
-     * held none of its ticks yet, or whose names and descriptors went
-     * with the overwritten ones. The report must say so. */
-    if (!wrap || !rep->nthreads)
+    /* Short of the bound: only a ring that wrapped may be, and only with no
+     * tick of the thread left at all: the ring overwrote all but what the
+     * thread was writing, which held none of its ticks yet, or whose names
+     * and descriptors went with the overwritten chunks (then none of its
+     * older chunks decodes either). Ticks that stop early are never
+     * right. The report must say so. */
+    if (!wrap || !rep->nthreads || next[t] >= 0)
       FAIL("thread %d: ticks %lld..%lld in the trace, %llu published", t,
            (long long)first[t], (long long)next[t] - 1, (unsigned long long)p);
     char name[16];
@@ -192,16 +194,14 @@ static void check(const td_trace *tr, const victim *v, int threads, bool wrap,
     const etch_flight_thread *ft = NULL;
     for (size_t i = 0; i < rep->nthreads; i++)
       if (!strcmp(rep->threads[i].name, name)) ft = &rep->threads[i];
-    if (!ft || (ft->chunks == 1 && ft->open && ft->first_chunk &&
-                (ft->events <= 1 || ft->undecodable)))
-      continue; /* its one chunk had nothing, or nothing that decodes */
-    FAIL("thread %d: ticks %lld..%lld in the trace, %llu published, and "
-         "the report does not say why (%llu chunks, first %u, %llu events, "
-         "%llu undecodable, %s)",
-         t, (long long)first[t], (long long)next[t] - 1, (unsigned long long)p,
-         (unsigned long long)ft->chunks, ft->first_chunk,
-         (unsigned long long)ft->events, (unsigned long long)ft->undecodable,
-         ft->open ? "open" : "complete");
+    if (!ft || (ft->first_chunk && (ft->events <= 1 || ft->undecodable)))
+      continue;
+    FAIL("thread %d: no ticks in the trace, %llu published, and the report "
+         "does not say why (%llu chunks, first %u, %llu events, %llu "
+         "undecodable, %s)",
+         t, (unsigned long long)p, (unsigned long long)ft->chunks,
+         ft->first_chunk, (unsigned long long)ft->events,
+         (unsigned long long)ft->undecodable, ft->open ? "open" : "complete");
   }
   (void)v;
   if (rep->nthreads) {
