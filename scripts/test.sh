@@ -22,7 +22,9 @@
 #   builds      Debug, Release, RelWithDebInfo and MinSizeRel with gcc and
 #               with clang: the libraries, etch and etchd compile without a
 #               warning (each build counts as one test)
-#   asan+ubsan  AddressSanitizer + UndefinedBehaviorSanitizer build, every test
+#   asan+ubsan  AddressSanitizer + UndefinedBehaviorSanitizer build with
+#               etch's invariant checks on (-DETCH_DCHECKS=ON: ETCH_DCHECK
+#               and ETCH_NEVER abort), every test
 #   tsan        ThreadSanitizer build, the tests labelled `threads`
 #   fuzz        clang build of fuzz/ (libFuzzer, ASan, UBSan); every target
 #               runs its seed corpus and then fuzzes for ETCH_FUZZ_SECONDS
@@ -134,7 +136,7 @@ normal_built=0
 # of the same directory does not change what this stage tests.
 perfetto_dir=${ETCH_PERFETTO_DIR:-}
 if [ -n "$perfetto_dir" ]; then perfetto_dir=$(cd "$perfetto_dir" && pwd); fi
-if build_tree "$build" "" -DETCH_SANITIZE= -DETCH_BUILD_TESTS=ON \
+if build_tree "$build" "" -DETCH_SANITIZE= -DETCH_DCHECKS=OFF -DETCH_BUILD_TESTS=ON \
      -DETCH_BUILD_TOOLS=ON -DETCH_PERFETTO_DIR="$perfetto_dir"; then
   normal_built=1
   if ETCH_TEST_OUT=$trace_dir run_ctest "$build"; then
@@ -266,9 +268,9 @@ if [ $quick = 0 ]; then
 
   # ---- AddressSanitizer + UndefinedBehaviorSanitizer -------------------------------
   t0=$SECONDS
-  say "asan+ubsan build: $build-asan"
+  say "asan+ubsan build, invariant checks on: $build-asan"
   if build_tree "$build-asan" "" -DETCH_SANITIZE=address,undefined \
-       -DETCH_BUILD_BENCH=OFF -DETCH_BUILD_TESTS=ON -DETCH_BUILD_TOOLS=ON; then
+       -DETCH_DCHECKS=ON -DETCH_BUILD_BENCH=OFF -DETCH_BUILD_TESTS=ON -DETCH_BUILD_TOOLS=ON; then
     if ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:strict_string_checks=1 \
        UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
        run_ctest "$build-asan"; then

@@ -25,15 +25,34 @@
 #define ETCH_MIN(a, b) ((a) < (b) ? (a) : (b))
 #define ETCH_MAX(a, b) ((a) > (b) ? (a) : (b))
 
-/* Invariant checks: abort with file and line. Never used on untrusted input. */
+/*
+ * Invariants: etch's own state, never a byte from outside (a producer's
+ * chunk, a file, a socket: those are error paths, counted and tested).
+ *
+ *   ETCH_CHECK(cond)   always on: aborts with file, line and the condition.
+ *   ETCH_DCHECK(cond)  the same in a checking build (cmake -DETCH_DCHECKS=ON,
+ *                      which defines ETCH_DCHECKS; the ASan+UBSan stage of
+ *                      scripts/test.sh is one); otherwise nothing: the
+ *                      condition is not evaluated and costs no instruction.
+ *   ETCH_NEVER(cond)   around the condition of a branch that cannot be
+ *                      taken: `if (ETCH_NEVER(x)) return error;`. A checking
+ *                      build aborts when it is true; otherwise it is the
+ *                      condition (marked unlikely), so the defensive branch
+ *                      still runs. (SQLite's NEVER().)
+ */
 #define ETCH_CHECK(cond)                                                     \
   do {                                                                       \
     if (ETCH_UNLIKELY(!(cond))) etch__check_failed(__FILE__, __LINE__, #cond); \
   } while (0)
-#ifdef NDEBUG
-#define ETCH_DCHECK(cond) ((void)0)
-#else
+#ifdef ETCH_DCHECKS
 #define ETCH_DCHECK(cond) ETCH_CHECK(cond)
+#define ETCH_NEVER(cond)                                                     \
+  (ETCH_UNLIKELY(cond)                                                       \
+       ? (etch__check_failed(__FILE__, __LINE__, "NEVER(" #cond ")"), true)  \
+       : false)
+#else
+#define ETCH_DCHECK(cond) ((void)sizeof(!(cond)))
+#define ETCH_NEVER(cond) ETCH_UNLIKELY(cond)
 #endif
 
 __attribute__((noreturn)) void etch__check_failed(const char *file, int line,
