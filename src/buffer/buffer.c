@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "buffer/fragment.h"
 #include "pb/pb.h"
 
 uint32_t etch__buffer_chunk_size(uint64_t size) {
@@ -150,28 +151,6 @@ static int snap_cmp(const void *a, const void *b) {
   return 0;
 }
 
-/* A packet being reassembled from fragments of consecutive chunks. */
-typedef struct pending {
-  uint8_t *data;
-  size_t len, cap;
-  bool active;
-} pending;
-
-static int pending_append(pending *p, const uint8_t *d, size_t n) {
-  if (n == 0) return ETCH_OK; /* an empty fragment: nothing to copy */
-  if (p->len + n > p->cap) {
-    size_t cap = p->cap ? p->cap : 4096;
-    while (cap < p->len + n) cap *= 2;
-    uint8_t *nd = (uint8_t *)etch__realloc(p->data, cap);
-    if (!nd) return ETCH_ENOMEM;
-    p->data = nd;
-    p->cap = cap;
-  }
-  memcpy(p->data + p->len, d, n);
-  p->len += n;
-  return ETCH_OK;
-}
-
 int etch__buffer_read(etch_buffer *b, etch_packet_fn emit, void *ctx,
                       uint64_t *lost_fragments) {
   *lost_fragments = 0;
@@ -217,81 +196,43 @@ int etch__buffer_read(etch_buffer *b, etch_packet_fn emit, void *ctx,
   qsort(chunks, n, sizeof *chunks, snap_cmp);
 
   int rc = ETCH_OK;
-  pending pend = {0};
-  uint32_t cur_writer = 0;
-  uint32_t expect = 0;
-  bool dropped = false;
+  etch_reasm r;
+  etch__reasm_init(&r);
   for (uint32_t i = 0; i < n && rc == ETCH_OK; i++) {
     snap_chunk *s = &chunks[i];
-    if (i == 0 || s->writer_id != cur_writer) {
-      if (pend.active) (*lost_fragments)++;
-      pend.active = false;
-      pend.len = 0;
-      cur_writer = s->writer_id;
-      expect = 0;
-      dropped = false;
+    if (i == 0 || s->writer_id != chunks[i - 1].writer_id) {
+      if (etch__reasm_lose(&r)) (*lost_fragments)++;
+      etch__reasm_start(&r, 0, false);
     }
-    if (s->chunk_id != expect) {
-      if (pend.active) (*lost_fragments)++;
-      pend.active = false;
-      pend.len = 0;
-      dropped = true;
-    }
-    expect = s->chunk_id + 1;
+    bool cut;
+    if (!etch__reasm_chunk(&r, s->chunk_id, &cut) && cut) (*lost_fragments)++;
 
-    const uint8_t *p = data + s->off, *end = p + s->used;
-    bool first = true;
-    while (p < end && rc == ETCH_OK) {
-      uint64_t size;
-      if (!etch__pb_read_varint(&p, end, &size) || size > (uint64_t)(end - p)) {
-        (*lost_fragments)++; /* corrupt chunk: drop the rest of it */
-        pend.active = false;
-        pend.len = 0;
-        dropped = true;
+    etch_frag_cursor cur;
+    etch__frag_init(&cur, data + s->off, s->used, ETCH_FRAG_UNCOUNTED,
+                    s->flags);
+    const uint8_t *frag;
+    uint32_t size;
+    int k;
+    while (rc == ETCH_OK &&
+           (k = etch__frag_next(&cur, &frag, &size)) != ETCH_FRAG_END) {
+      if (k != ETCH_FRAG_OK) { /* corrupt chunk: drop the rest of it */
+        (*lost_fragments)++;
+        etch__reasm_lose(&r);
         break;
       }
-      const uint8_t *frag = p;
-      p += size;
-      bool cont_prev = first && (s->flags & ETCH_CHUNK_FIRST_CONTINUES);
-      bool cont_next = p == end && (s->flags & ETCH_CHUNK_LAST_CONTINUES);
-      first = false;
-      if (cont_prev) {
-        if (!pend.active) {
-          (*lost_fragments)++; /* its beginning is gone */
-          dropped = true;
-          continue;
-        }
-        rc = pending_append(&pend, frag, size);
-        if (rc) break;
-        if (cont_next) continue;
-        /* Only empty fragments: padding, as a single empty one is. */
-        if (pend.len) {
-          rc = emit(ctx, s->writer_id, pend.data, (uint32_t)pend.len, dropped);
-          dropped = false;
-        }
-        pend.active = false;
-        pend.len = 0;
-        continue;
-      }
-      if (pend.active) { /* previous packet never finished */
-        (*lost_fragments)++;
-        pend.active = false;
-        pend.len = 0;
-        dropped = true;
-      }
-      if (cont_next) {
-        pend.active = true;
-        pend.len = 0;
-        rc = pending_append(&pend, frag, size);
-        continue;
-      }
-      if (size == 0) continue; /* padding */
-      rc = emit(ctx, s->writer_id, frag, (uint32_t)size, dropped);
-      dropped = false;
+      const uint8_t *pkt;
+      uint32_t plen;
+      bool dropped, lost = false;
+      rc = etch__reasm_fragment(&r, frag, size, etch__frag_cont_prev(&cur),
+                                etch__frag_cont_next(&cur), &pkt, &plen,
+                                &dropped, &lost);
+      if (lost) (*lost_fragments)++;
+      if (rc == ETCH_OK && plen)
+        rc = emit(ctx, s->writer_id, pkt, plen, dropped);
     }
   }
-  if (pend.active) (*lost_fragments)++;
-  free(pend.data);
+  if (etch__reasm_lose(&r)) (*lost_fragments)++;
+  etch__reasm_free(&r);
   free(data);
   free(chunks);
   return rc;
