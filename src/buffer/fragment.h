@@ -78,36 +78,82 @@ ETCH_INLINE void etch__frag_init(etch_frag_cursor *c, const uint8_t *base,
   c->flags = flags;
 }
 
-/* The rest of etch__frag_next: a size of 2 to 4 bytes, or a lie. */
-int etch__frag_next_slow(etch_frag_cursor *c, const uint8_t **data,
-                         uint32_t *len);
+/* The rest of etch__frag_read: a size of 2 to 4 bytes, or a lie. Inline
+ * too, so that what the caller keeps in registers stays there. */
+ETCH_INLINE int etch__frag_read_long(const uint8_t *base, uint32_t blen,
+                                     uint32_t *off, const uint8_t **data,
+                                     uint32_t *len) {
+  ETCH_DCHECK(*off < blen);
+  const uint8_t *p = base + *off;
+  uint32_t room = blen - *off;
+  uint32_t v = 0, i = 0;
+  for (;; i++) {
+    if (i == ETCH_FRAG_SIZE_BYTES || i == room) return ETCH_FRAG_BAD_SIZE;
+    v |= (uint32_t)(p[i] & 0x7f) << (7 * i);
+    if (!(p[i] & 0x80)) break;
+  }
+  uint32_t start = *off + i + 1; /* <= blen: i < room */
+  if (v == ETCH_FRAG_DROP_SIZE) {
+    *data = NULL;
+    *len = v;
+    *off = start;
+    return ETCH_FRAG_DROP;
+  }
+  if (v > blen - start) {
+    *len = v;
+    return ETCH_FRAG_OVERRUN;
+  }
+  *data = base + start;
+  *len = v;
+  *off = start + v;
+  return ETCH_FRAG_OK;
+}
 
 /*
- * The next fragment: ETCH_FRAG_OK with its bytes in (*data, *len) and the
- * cursor past it; ETCH_FRAG_END; ETCH_FRAG_DROP (*len the drop size, *data
- * NULL; the cursor past it); or a lie (negative, the cursor unmoved). A
+ * The cursor's one step, on the payload (base, blen) and the offset *off
+ * of the next size alone, for a caller that keeps them in registers over
+ * a run of fragments: ETCH_FRAG_OK with the fragment in (*data, *len) and
+ * *off past it; ETCH_FRAG_END when *off is at the end; ETCH_FRAG_DROP (*len
+ * the drop size, *data NULL, *off past it); or a lie (*off unmoved). A
  * one-byte size, nearly every packet's, takes the short way.
  */
-ETCH_INLINE int etch__frag_next(etch_frag_cursor *c, const uint8_t **data,
+ETCH_INLINE int etch__frag_read(const uint8_t *base, uint32_t blen,
+                                uint32_t *off, const uint8_t **data,
                                 uint32_t *len) {
-  ETCH_DCHECK(c->off <= c->len);
-  if (c->index >= c->count) return ETCH_FRAG_END;
-  if (c->off >= c->len)
-    return c->count == ETCH_FRAG_UNCOUNTED ? ETCH_FRAG_END : ETCH_FRAG_MISSING;
-  const uint8_t *p = c->base + c->off;
+  if (*off >= blen) return ETCH_FRAG_END;
+  const uint8_t *p = base + *off;
   uint32_t b0 = *p;
   if (ETCH_LIKELY(b0 < 0x80)) {
-    if (b0 >= c->len - c->off) {
+    if (b0 >= blen - *off) {
       *len = b0;
       return ETCH_FRAG_OVERRUN;
     }
     *data = p + 1;
     *len = b0;
-    c->off += 1 + b0;
-    c->index++;
+    *off += 1 + b0;
     return ETCH_FRAG_OK;
   }
-  return etch__frag_next_slow(c, data, len);
+  return etch__frag_read_long(base, blen, off, data, len);
+}
+
+/*
+ * The next fragment: ETCH_FRAG_OK with its bytes in (*data, *len) and the
+ * cursor past it; ETCH_FRAG_END after the counted ones, or at the end of an
+ * uncounted chunk's bytes; ETCH_FRAG_DROP (*len the drop size, *data NULL;
+ * the cursor past it); or a lie (negative, the cursor unmoved).
+ */
+ETCH_INLINE int etch__frag_next(etch_frag_cursor *c, const uint8_t **data,
+                                uint32_t *len) {
+  ETCH_DCHECK(c->off <= c->len);
+  if (c->index >= c->count) return ETCH_FRAG_END;
+  int k = etch__frag_read(c->base, c->len, &c->off, data, len);
+  if (ETCH_LIKELY(k == ETCH_FRAG_OK || k == ETCH_FRAG_DROP)) {
+    c->index++;
+    return k;
+  }
+  if (k == ETCH_FRAG_END && c->count != ETCH_FRAG_UNCOUNTED)
+    return ETCH_FRAG_MISSING; /* counted fragments past the end */
+  return k;
 }
 
 /* Of the fragment just read: it continues a packet of the chunk before

@@ -12,6 +12,7 @@
 
 #include "base/clock.h"
 #include "base/map.h"
+#include "buffer/fragment.h"
 #include "buffer/smb.h"
 #include "pb/pb.h"
 
@@ -172,8 +173,6 @@ static tseq *seq_state(etch_tracebuf *tb, uint32_t seq, bool create) {
 
 static uint64_t events_in(const uint8_t *data, uint32_t len, uint32_t flags,
                           uint32_t from, uint32_t count);
-ETCH_INLINE int frag_at(const uint8_t *base, uint32_t blen, uint32_t *off,
-                        const uint8_t **d, uint32_t *n);
 
 /* Chunk `id` of sequence `seq` (count fragments) lost unread from
  * fragment `from` on: its events counted, once however many copies of it
@@ -206,14 +205,12 @@ static uint32_t open_depth(const etch_tracebuf *tb, uint32_t seq) {
     }
   int64_t depth = 0;
   for (uint32_t i = 0; i < n; i++) {
-    uint32_t off = 0, fl;
+    etch_frag_cursor cur;
+    etch__frag_init(&cur, v[i]->data, v[i]->len, v[i]->count, v[i]->flags);
+    uint32_t fl;
     const uint8_t *d;
-    for (uint32_t idx = 0; idx < v[i]->count &&
-                           frag_at(v[i]->data, v[i]->len, &off, &d, &fl) == 1;
-         idx++) {
-      if (idx < v[i]->done ||
-          (idx == 0 && (v[i]->flags & ETCH_SMB_FIRST_CONTINUES)))
-        continue;
+    while (etch__frag_next(&cur, &d, &fl) == ETCH_FRAG_OK) {
+      if (cur.index <= v[i]->done || etch__frag_cont_prev(&cur)) continue;
       depth += etch__packet_slice_delta(d, fl);
       if (depth < 0) depth = 0;
     }
@@ -352,64 +349,21 @@ static int cmp_chunk(const void *a, const void *b) {
   return 0;
 }
 
-/* Fragment `i` of chunk c starting at *off: 1 with (data, len), 0 past the
- * last, -1 for one that does not fit. */
-ETCH_INLINE int frag_at(const uint8_t *base, uint32_t blen, uint32_t *off,
-                        const uint8_t **d, uint32_t *n) {
-  if (*off >= blen) return 0;
-  const uint8_t *p = base + *off, *end = base + blen;
-  uint32_t b0 = *p;
-  if (ETCH_LIKELY(b0 < 0x80)) { /* a one-byte size: nearly every packet */
-    if (b0 >= (uint32_t)(end - p)) return -1;
-    *d = p + 1;
-    *n = b0;
-    *off += 1 + b0;
-    return 1;
-  }
-  uint64_t size = 0;
-  int shift = 0, k = 0;
-  for (;;) {
-    if (p >= end || k == 4) return -1;
-    uint8_t b = *p++;
-    size |= (uint64_t)(b & 0x7f) << shift;
-    shift += 7;
-    k++;
-    if (!(b & 0x80)) break;
-  }
-  if (size > (uint64_t)(end - p)) return -1;
-  *d = p;
-  *n = (uint32_t)size;
-  *off = (uint32_t)(p + size - base);
-  return 1;
-}
-
-ETCH_INLINE int fragment(const tchunk *c, uint32_t *off, const uint8_t **d,
-                         uint32_t *n) {
-  return frag_at(c->data, c->len, off, d, n);
-}
-
 /* The events whose packets start in fragments `from`..`count` of a chunk's
  * payload (etch__packet_events of its first fragment; a packet begun in an
  * earlier chunk is counted there). */
 static uint64_t events_in(const uint8_t *data, uint32_t len, uint32_t flags,
                           uint32_t from, uint32_t count) {
   uint64_t n = 0;
-  uint32_t off = 0, fl;
+  etch_frag_cursor cur;
+  etch__frag_init(&cur, data, len, count, flags);
+  uint32_t fl;
   const uint8_t *d;
-  for (uint32_t idx = 0;
-       idx < count && frag_at(data, len, &off, &d, &fl) == 1; idx++) {
-    if (idx < from || (idx == 0 && (flags & ETCH_SMB_FIRST_CONTINUES)))
-      continue;
+  while (etch__frag_next(&cur, &d, &fl) == ETCH_FRAG_OK) {
+    if (cur.index <= from || etch__frag_cont_prev(&cur)) continue;
     n += etch__packet_events(d, fl);
   }
   return n;
-}
-
-/* Appends a fragment to the packet being put together (its bytes in a
- * growable buffer of the pb part). */
-static int pend_add(etch__pb_buf *p, const uint8_t *d, size_t n) {
-  etch__pb_write_bytes(&p->s, d, n);
-  return p->s.failed ? ETCH_ENOMEM : ETCH_OK;
 }
 
 /* Reads one sequence's chunks g[0..n) (in chunk id order) until *budget
@@ -417,115 +371,86 @@ static int pend_add(etch__pb_buf *p, const uint8_t *d, size_t n) {
  * packet's end: the rest stays for the next read). */
 static int read_seq(etch_tracebuf *tb, tchunk **g, uint32_t n,
                     etch_packet_fn emit, etch_packets_fn run, void *ctx,
-                    etch__pb_buf *pend, uint64_t *budget, bool *stopped) {
+                    etch_reasm *r, uint64_t *budget, bool *stopped) {
   *stopped = false;
   uint32_t stop_chunk = 0, stop_frag = 0;
   tseq *s = seq_state(tb, g[0]->seq, true);
   if (!s) return ETCH_ENOMEM;
-  bool dropped = false;
-  bool have_prev = s->seen;
-  uint32_t prev_id = s->done_id;
-  bool pending = false;
+  /* After what was read: chunk done_id again (read in part) or the next. */
+  etch__reasm_start(r, s->seen ? s->done_id + 1 : 0, s->seen);
   uint32_t pend_chunk = 0, pend_frag = 0; /* where the pending packet began */
-  etch__pb_buf_reset(pend);
   int rc = ETCH_OK;
   uint32_t i;
   for (i = 0; i < n && rc == ETCH_OK; i++) {
     tchunk *c = g[i];
-    bool contiguous = have_prev ? (c->chunk_id == prev_id ||
-                                   c->chunk_id == prev_id + 1)
-                                : c->chunk_id == 0;
-    if (!contiguous) {
-      tb->st.sequence_gaps++;
-      dropped = true;
-      if (pending) pending = false; /* its middle is gone */
-    }
-    have_prev = true;
-    prev_id = c->chunk_id;
-    uint32_t off = 0, idx = 0;
+    bool cut;
+    if (!etch__reasm_chunk(r, c->chunk_id, &cut))
+      tb->st.sequence_gaps++; /* a packet cut by it is lost */
+    etch_frag_cursor cur;
+    etch__frag_init(&cur, c->data, c->len, c->count, c->flags);
     const uint8_t *d;
     uint32_t len;
     /* Skip what an earlier read took. */
-    while (idx < c->done && fragment(c, &off, &d, &len) == 1) idx++;
+    while (cur.index < c->done && etch__frag_next(&cur, &d, &len) == ETCH_FRAG_OK)
+      ;
     /* The whole packets up to the last fragment (or the one before it, if
      * it goes on in the next chunk) in one call, while they keep within
      * the budget; the first fragment goes the long way if it continues a
      * packet, and so does everything after lost data. */
     uint32_t whole = c->count;
     if (whole && (c->flags & ETCH_SMB_LAST_CONTINUES)) whole--;
-    if (run && !dropped && !pending && idx < whole &&
-        !(idx == 0 && (c->flags & ETCH_SMB_FIRST_CONTINUES))) {
-      /* `off` ends before the fragment that did not go in, which is read
+    if (run && !r->dropped && !r->pending && cur.index < whole &&
+        !(cur.index == 0 && (c->flags & ETCH_SMB_FIRST_CONTINUES))) {
+      /* `cur` ends before the fragment that did not go in, which is read
        * again below. */
-      uint32_t from = off, k = idx, next = off;
+      uint32_t from = cur.off, k0 = cur.index, off = cur.off, k = k0;
+      uint32_t next = off;
       uint64_t bytes = 0;
-      while (k < whole && fragment(c, &next, &d, &len) == 1 &&
+      while (k < whole &&
+             etch__frag_read(c->data, c->len, &next, &d, &len) ==
+                 ETCH_FRAG_OK &&
              bytes + len < *budget) {
         bytes += len;
         off = next;
         k++;
       }
-      if (k > idx) {
+      cur.off = off;
+      cur.index = k;
+      if (cur.index > k0) {
         /* Padding alone is no packet: nothing to hand out, as below. */
-        if (bytes) rc = run(ctx, c->seq, c->data + from, off - from, k - idx);
+        if (bytes)
+          rc = run(ctx, c->seq, c->data + from, cur.off - from,
+                   cur.index - k0);
         *budget -= bytes;
-        idx = k;
       }
     }
-    for (; idx < c->count && rc == ETCH_OK; idx++) {
-      uint32_t at = idx;
-      int r = fragment(c, &off, &d, &len);
-      if (r != 1) { /* lies about its count or sizes: the rest is lost */
+    while (rc == ETCH_OK) {
+      uint32_t at = cur.index;
+      int k = etch__frag_next(&cur, &d, &len);
+      if (k == ETCH_FRAG_END) break;
+      if (k != ETCH_FRAG_OK) { /* lies about its count or sizes: the rest is lost */
         tb->st.abi_violations++;
-        pending = false;
-        dropped = true;
-        idx = c->count;
+        etch__reasm_lose(r);
         break;
       }
-      bool first = at == 0, last = at + 1 == c->count;
-      bool cont_prev = first && (c->flags & ETCH_SMB_FIRST_CONTINUES);
-      bool cont_next = last && (c->flags & ETCH_SMB_LAST_CONTINUES);
-      if (cont_prev) {
-        if (!pending) { /* its beginning is gone */
-          dropped = true;
-          continue;
-        }
-        rc = pend_add(pend, d, len);
-        if (rc || cont_next) continue;
-        pending = false;
-        size_t plen = etch__pb_buf_len(pend);
-        if (plen == 0) continue; /* nothing in it: padding */
-        rc = emit(ctx, c->seq, etch__pb_buf_data(pend), (uint32_t)plen, dropped);
-        dropped = false;
-        *budget = *budget > plen ? *budget - plen : 0;
-        if (!*budget) {
-          *stopped = true;
-          stop_chunk = i;
-          stop_frag = idx + 1;
-          break;
-        }
-        continue;
-      }
-      if (pending) { /* the previous packet never ended */
-        pending = false;
-        dropped = true;
-      }
-      if (cont_next) {
-        pending = true;
+      bool cont_prev = etch__frag_cont_prev(&cur);
+      bool cont_next = etch__frag_cont_next(&cur);
+      if (cont_next && !cont_prev) { /* a packet begins that goes on */
         pend_chunk = i;
         pend_frag = at;
-        etch__pb_buf_reset(pend);
-        rc = pend_add(pend, d, len);
-        continue;
       }
-      if (len == 0) continue; /* padding */
-      rc = emit(ctx, c->seq, d, len, dropped);
-      dropped = false;
-      *budget = *budget > len ? *budget - len : 0;
+      const uint8_t *pkt;
+      uint32_t plen;
+      bool dropped, lost;
+      rc = etch__reasm_fragment(r, d, len, cont_prev, cont_next, &pkt, &plen,
+                                &dropped, &lost);
+      if (rc || !plen) continue;
+      rc = emit(ctx, c->seq, pkt, plen, dropped);
+      *budget = *budget > plen ? *budget - plen : 0;
       if (!*budget) {
         *stopped = true;
         stop_chunk = i;
-        stop_frag = idx + 1;
+        stop_frag = at + 1;
         break;
       }
     }
@@ -540,7 +465,7 @@ static int read_seq(etch_tracebuf *tb, tchunk **g, uint32_t n,
      * it has not handed out. */
     g[stop_chunk]->done = stop_frag;
     keep_from = stop_frag >= g[stop_chunk]->count ? stop_chunk + 1 : stop_chunk;
-  } else if (pending) {
+  } else if (r->pending) {
     keep_from = pend_chunk;
     g[pend_chunk]->done = pend_frag;
     for (uint32_t k = pend_chunk + 1; k < n; k++) g[k]->done = 0;
@@ -594,8 +519,8 @@ int etch__tracebuf_read_runs(etch_tracebuf *tb, etch_packet_fn emit,
   }
   uint32_t n = tb->norder;
   while (tb->order_start < n && !all[tb->order_start]) tb->order_start++;
-  etch__pb_buf pend;
-  etch__pb_buf_init(&pend, 4096, 0);
+  etch_reasm r;
+  etch__reasm_init(&r);
   int rc = ETCH_OK;
   if (!budget) budget = 1;
   /* A sequence's entries: those a read consumed (NULL), then the rest. */
@@ -606,10 +531,10 @@ int etch__tracebuf_read_runs(etch_tracebuf *tb, etch_packet_fn emit,
     }
     uint32_t j = i + 1;
     while (j < n && all[j] && all[j]->seq == all[i]->seq) j++;
-    rc = read_seq(tb, all + i, j - i, emit, run, ctx, &pend, &budget, more);
+    rc = read_seq(tb, all + i, j - i, emit, run, ctx, &r, &budget, more);
     i = j;
   }
-  etch__pb_buf_free(&pend);
+  etch__reasm_free(&r);
   return rc;
 }
 
