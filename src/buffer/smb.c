@@ -2,6 +2,7 @@
  * smb.c - the shared memory buffer's pages and chunks (layout in smb.h).
  */
 #include "buffer/smb.h"
+#include "buffer/fragment.h"
 
 #include <string.h>
 
@@ -142,44 +143,40 @@ int etch__smb_chunk_read(const etch_smb *m, uint32_t page, uint32_t chunk,
 int etch__smb_next_fragment(const etch_smb_chunk *c, uint32_t *index,
                             uint32_t *off, const uint8_t **data,
                             uint32_t *len) {
-  if (*index >= c->count) return 0;
-  if (*off >= c->payload_len)
+  etch_frag_cursor cur;
+  etch__frag_init(&cur, c->payload, c->payload_len, c->count, c->flags);
+  cur.index = *index;
+  cur.off = *off;
+  if (cur.index < cur.count && cur.off > cur.len) cur.off = cur.len;
+  switch (etch__frag_next(&cur, data, len)) {
+  case ETCH_FRAG_END:
+    return 0;
+  case ETCH_FRAG_OK:
+  case ETCH_FRAG_DROP:
+    *index = cur.index;
+    *off = cur.off;
+    return 1;
+  case ETCH_FRAG_MISSING:
     return etch__error(ETCH_EFORMAT,
                        "chunk %u of writer %u: fragment %u of %u starts at "
                        "%u, past the chunk's %u bytes",
                        c->chunk_id, c->writer_id, *index, c->count, *off,
                        c->payload_len);
-  /* The size: a varint of at most 4 bytes (writers pad it to exactly 4 so
-   * it can be patched; shorter ones are read as they are). */
-  const uint8_t *p = c->payload + *off;
-  uint32_t room = c->payload_len - *off;
-  uint32_t v = 0, i = 0;
-  for (;; i++) {
-    if (i == ETCH_SMB_FRAGMENT_HEADER || i == room)
-      return etch__error(ETCH_EFORMAT,
-                         "chunk %u of writer %u: fragment %u's size is not a "
-                         "varint of at most 4 bytes within the chunk",
-                         c->chunk_id, c->writer_id, *index);
-    v |= (uint32_t)(p[i] & 0x7f) << (7 * i);
-    if (!(p[i] & 0x80)) break;
-  }
-  uint32_t start = *off + i + 1;
-  if (v == ETCH_SMB_DROP_PACKET) {
-    *data = NULL;
-    *len = v;
-    *off = start;
-    (*index)++;
-    return 1;
-  }
-  if (v > c->payload_len - start)
+  case ETCH_FRAG_OVERRUN: {
+    /* Where its bytes would start: past the size varint. */
+    uint32_t start = *off + 1;
+    while (start - *off < ETCH_FRAG_SIZE_BYTES && c->payload[start - 1] & 0x80)
+      start++;
     return etch__error(ETCH_EFORMAT,
                        "chunk %u of writer %u: fragment %u of %u bytes at %u "
                        "overruns the chunk's %u bytes",
-                       c->chunk_id, c->writer_id, *index, v, start,
+                       c->chunk_id, c->writer_id, *index, *len, start,
                        c->payload_len);
-  *data = c->payload + start;
-  *len = v;
-  *off = start + v;
-  (*index)++;
-  return 1;
+  }
+  default:
+    return etch__error(ETCH_EFORMAT,
+                       "chunk %u of writer %u: fragment %u's size is not a "
+                       "varint of at most 4 bytes within the chunk",
+                       c->chunk_id, c->writer_id, *index);
+  }
 }

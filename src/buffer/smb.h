@@ -176,7 +176,9 @@ int etch__smb_chunk_read(const etch_smb *m, uint32_t page, uint32_t chunk,
  * header's `count` fragments, or ETCH_EFORMAT with a message for a size
  * that does not fit the chunk (ETCH_SMB_DROP_PACKET comes back as is, with
  * *len = ETCH_SMB_DROP_PACKET and no data). A fragment's size is a varint
- * of at most 4 bytes (4 when written by etch, padded so it can be patched). */
+ * of at most 4 bytes (4 when written by etch, padded so it can be patched).
+ * The walk is the fragment cursor's (fragment.h); this gives its lies a
+ * message. */
 int etch__smb_next_fragment(const etch_smb_chunk *c, uint32_t *index,
                             uint32_t *off, const uint8_t **data,
                             uint32_t *len);
