@@ -32,6 +32,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "buffer/fragment.h"
 #include "buffer/smb.h"
 #include "sdk/core/sdk.h"
 #include "sdk/backends/system.h"
@@ -46,35 +47,6 @@ struct etch__sys_producer P = {.lock = PTHREAD_MUTEX_INITIALIZER,
                                .wake = -1};
 
 /* ---- the shared buffer (under P.lock) ---- */
-
-/* Fragments in a chunk's published payload: a size varint and its bytes
- * each. Once per chunk, over every packet in it (~480 instants in 4.6
- * KiB), so one-byte sizes, nearly all of them, take a two-instruction
- * step; a fragment whose bytes run past the payload is not counted. */
-static uint32_t count_fragments(const uint8_t *p, uint32_t len) {
-  uint32_t n = 0;
-  uint64_t off = 0;
-  while (off < len) {
-    uint32_t b = p[off];
-    if (ETCH_LIKELY(b < 0x80)) {
-      off += 1 + (uint64_t)b;
-      n++;
-      continue;
-    }
-    uint64_t size = 0;
-    uint32_t shift = 0;
-    do {
-      if (off >= len || shift > 21) return n;
-      b = p[off++];
-      size |= (uint64_t)(b & 0x7f) << shift;
-      shift += 7;
-    } while (b & 0x80);
-    off += size;
-    n++;
-  }
-  /* The last one claimed more bytes than there are. */
-  return off > len ? n - 1 : n;
-}
 
 /* Takes a free chunk of the shared memory (state being written, its
  * header's ids and flags set) and says where in res: page, chunk, mapping
@@ -129,7 +101,9 @@ static bool smb_fill(sysb *b, const uint8_t *src, uint32_t used,
      * flush copied part of it would have fewer packets than that copy,
      * which Perfetto's service counts as an ABI violation. */
     memcpy(dst + ETCH_SMB_CHUNK_HEADER, src, used);
-    uint32_t count = count_fragments(src, used);
+    /* The fragments in the published payload, the shared memory's walk
+     * (a fragment whose bytes run past it is not counted). */
+    uint32_t count = etch__frag_count(src, used);
     if (count > ETCH_SMB_MAX_COUNT) count = ETCH_SMB_MAX_COUNT;
     uint16_t f = (uint16_t)(flags & (ETCH_SMB_FIRST_CONTINUES |
                                      ETCH_SMB_LAST_CONTINUES));
