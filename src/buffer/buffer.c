@@ -69,9 +69,14 @@ void etch__buffer_destroy(etch_buffer *b) {
  * process died (a flight file) can trust: FREE first, so that a death
  * half way leaves a chunk a reader skips, never the old payload under the
  * new writer's name; then who owns it, its length and flags, and WRITING
- * last, with release. */
+ * last, with release. Its states: FREE -> WRITING (acquire) -> COMPLETE
+ * (complete) -> WRITING again when a ring reuses it; a read copies chunks
+ * in any state under the lock. */
 static void chunk_init(etch_chunk *c, uint32_t writer_id, uint32_t chunk_id,
                        uint32_t flags) {
+  ETCH_DCHECK(__atomic_load_n(&c->state, __ATOMIC_RELAXED) !=
+              ETCH_CHUNK_WRITING);
+  ETCH_DCHECK((flags & ~3u) == 0);
   /* Release stores: each is seen after every store before it (on x86
    * plain moves). */
   __atomic_store_n(&c->state, ETCH_CHUNK_FREE, __ATOMIC_RELAXED);
@@ -91,6 +96,9 @@ etch_chunk *etch__buffer_acquire(etch_buffer *b, uint32_t writer_id,
   if (b->fill == ETCH_BUFFER_DISCARD) {
     if (b->next < b->nchunks) {
       got = etch__buffer_chunk(b, b->next++);
+      /* Handed out in order, once each. */
+      ETCH_DCHECK(__atomic_load_n(&got->state, __ATOMIC_RELAXED) ==
+                  ETCH_CHUNK_FREE);
     } else {
       __atomic_store_n(&b->full, 1, __ATOMIC_RELAXED);
     }
@@ -123,6 +131,8 @@ etch_chunk *etch__buffer_acquire(etch_buffer *b, uint32_t writer_id,
 }
 
 void etch__buffer_complete(etch_chunk *c) {
+  ETCH_DCHECK(__atomic_load_n(&c->state, __ATOMIC_RELAXED) ==
+              ETCH_CHUNK_WRITING);
   __atomic_store_n(&c->state, ETCH_CHUNK_COMPLETE, __ATOMIC_RELEASE);
 }
 

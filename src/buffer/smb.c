@@ -44,6 +44,7 @@ static uint32_t *bitmap_of(const etch_smb *m, uint32_t page) {
 
 uint8_t *etch__smb_chunk_at(const etch_smb *m, uint32_t page, uint32_t layout,
                             uint32_t chunk) {
+  ETCH_DCHECK(page < m->npages && chunk < etch__smb_layout_chunks(layout));
   return m->base + (uint64_t)page * m->page_size + ETCH_SMB_PAGE_HEADER +
          (uint64_t)chunk * etch__smb_chunk_size(m->page_size, layout);
 }
@@ -63,6 +64,12 @@ bool etch__smb_try_partition(etch_smb *m, uint32_t page, uint32_t layout) {
  * or the chunk not in `from`. */
 static bool transition(const etch_smb *m, uint32_t page, uint32_t chunk,
                        uint32_t from, uint32_t to, uint32_t *layout_out) {
+  /* etch's own calls: only the ABI's four moves. */
+  ETCH_DCHECK((from == ETCH_SMB_FREE && to == ETCH_SMB_WRITING) ||
+              (from == ETCH_SMB_WRITING && to == ETCH_SMB_COMPLETE) ||
+              (from == ETCH_SMB_COMPLETE && to == ETCH_SMB_READING) ||
+              (from == ETCH_SMB_READING && to == ETCH_SMB_FREE));
+  ETCH_DCHECK(m->page_size >= ETCH_SMB_PAGE_MIN && m->npages > 0);
   if (page >= m->npages || chunk >= ETCH_SMB_MAX_CHUNKS) return false;
   uint32_t *bm = bitmap_of(m, page);
   uint32_t old = __atomic_load_n(bm, __ATOMIC_ACQUIRE);
@@ -128,6 +135,12 @@ int etch__smb_chunk_read(const etch_smb *m, uint32_t page, uint32_t chunk,
                        "shared memory buffer: chunk %u of a page of %u chunks",
                        chunk, n);
   uint32_t size = etch__smb_chunk_size(m->page_size, layout);
+  /* A valid layout of a page checked by etch__smb_init: a chunk of 292 to
+   * 65528 bytes, whose payload fits out->payload. */
+  if (ETCH_NEVER(size <= ETCH_SMB_CHUNK_HEADER ||
+                 size - ETCH_SMB_CHUNK_HEADER > sizeof out->payload))
+    return etch__error(ETCH_EFORMAT, "shared memory buffer: chunk of %u "
+                       "bytes", size);
   const uint8_t *c = etch__smb_chunk_at(m, page, layout, chunk);
   etch_smb_chunk_header h;
   memcpy(&h, c, sizeof h); /* once: the producer may rewrite it meanwhile */

@@ -100,6 +100,9 @@ void etch__tracebuf_free(etch_tracebuf *tb) {
 }
 
 static uint32_t find_slot(const etch_tracebuf *tb, uint32_t seq, uint32_t id) {
+  /* At most half full (index_grow): the probe ends at an empty slot. */
+  ETCH_DCHECK(tb->nchunks * 2 <= tb->nslots &&
+              (tb->nslots & (tb->nslots - 1)) == 0);
   uint32_t m = tb->nslots - 1, i = hash_key(seq, id) & m;
   while (tb->slots[i] &&
          (tb->slots[i]->seq != seq || tb->slots[i]->chunk_id != id))
@@ -113,7 +116,8 @@ static tchunk *lookup(const etch_tracebuf *tb, uint32_t seq, uint32_t id) {
 
 static void index_remove(etch_tracebuf *tb, const tchunk *c) {
   uint32_t m = tb->nslots - 1, i = find_slot(tb, c->seq, c->chunk_id);
-  if (!tb->slots[i]) return;
+  /* Every stored chunk is in the index, as itself. */
+  if (ETCH_NEVER(tb->slots[i] != c)) return;
   tb->slots[i] = NULL;
   tb->nchunks--;
   /* Backward shift: entries after the hole that probed past it move up. */
@@ -147,6 +151,7 @@ static void unlink_chunk(etch_tracebuf *tb, tchunk *c) {
   if (c->older) c->older->newer = c->newer; else tb->oldest = c->newer;
   if (c->newer) c->newer->older = c->older; else tb->newest = c->older;
   index_remove(tb, c);
+  ETCH_DCHECK(tb->used >= c->len);
   tb->used -= c->len;
 }
 
@@ -313,9 +318,12 @@ int etch__tracebuf_put(etch_tracebuf *tb, uint32_t seq, uint32_t chunk_id,
   c->newer = NULL;
   if (tb->newest) tb->newest->newer = c; else tb->oldest = c;
   tb->newest = c;
-  tb->slots[find_slot(tb, seq, chunk_id)] = c;
+  uint32_t slot = find_slot(tb, seq, chunk_id);
+  ETCH_DCHECK(tb->slots[slot] == NULL); /* a copy there was unlinked */
+  tb->slots[slot] = c;
   tb->nchunks++;
   tb->used += len;
+  ETCH_DCHECK(tb->used <= tb->size);
   tb->st.chunks_written++;
   tb->st.bytes_written += len;
   return ETCH_OK;
@@ -383,6 +391,8 @@ static int read_seq(etch_tracebuf *tb, tchunk **g, uint32_t n,
   uint32_t i;
   for (i = 0; i < n && rc == ETCH_OK; i++) {
     tchunk *c = g[i];
+    /* One sequence, in chunk id order, each id once (the index's key). */
+    ETCH_DCHECK(c->seq == g[0]->seq && (i == 0 || c->chunk_id > g[i - 1]->chunk_id));
     bool cut;
     if (!etch__reasm_chunk(r, c->chunk_id, &cut))
       tb->st.sequence_gaps++; /* a packet cut by it is lost */
@@ -460,6 +470,8 @@ static int read_seq(etch_tracebuf *tb, tchunk **g, uint32_t n,
   /* Everything up to a packet still waiting for its next fragment is read;
    * that packet's chunks stay, from its first fragment on. */
   uint32_t keep_from = n;
+  ETCH_DCHECK(!*stopped || (stop_chunk < n && stop_frag <= g[stop_chunk]->count));
+  ETCH_DCHECK(!r->pending || pend_chunk < n);
   if (*stopped) {
     /* The chunks after the stop are untouched; the stopped one keeps what
      * it has not handed out. */

@@ -179,3 +179,18 @@ TEST(reassembler_puts_packets_together_across_chunks) {
   ASSERT_FALSE(etch__reasm_chunk(&r, 1, &cut));
   etch__reasm_free(&r);
 }
+
+/* The checks of src/base/base.h that guard the walk: ETCH_NEVER is its
+ * condition; ETCH_DCHECK evaluates its own only in a checking build. */
+TEST(checks_cost_nothing_unless_built_in) {
+  int n = 0;
+  ETCH_DCHECK(++n > 0);
+#ifdef ETCH_DCHECKS
+  ASSERT_EQ_INT(n, 1);
+#else
+  ASSERT_EQ_INT(n, 0);
+#endif
+  int taken = 0;
+  if (ETCH_NEVER(n < 0)) taken = 1;
+  ASSERT_EQ_INT(taken, 0);
+}
