@@ -95,7 +95,10 @@ static bool smb_fill(sysb *b, const uint8_t *src, uint32_t used,
   if (ok) {
     uint32_t csize = etch__smb_chunk_size(P.smb.page_size, SYS_LAYOUT);
     uint8_t *dst = etch__smb_chunk_at(&P.smb, res[0], SYS_LAYOUT, res[1]);
-    if (used > csize - ETCH_SMB_CHUNK_HEADER) used = 0; /* cannot happen */
+    /* The writer's chunk has the mapping's chunk size; only a writer of an
+     * instance of an older mapping that raced a reconnect (it reserved in
+     * the new one) could hold more: not an ETCH_NEVER. */
+    if (used > csize - ETCH_SMB_CHUNK_HEADER) used = 0;
     /* A chunk of an instance that ended goes whole too: the service drops
      * it (the session is gone) or keeps it; one committed empty after a
      * flush copied part of it would have fewer packets than that copy,

@@ -90,6 +90,9 @@ static void give_back(etch_writer *w, etch_chunk *c) {
 /* Publishes and completes the current chunk. */
 static void retire_chunk(etch_writer *w) {
   if (!w->chunk) return;
+  /* Never while a packet holds it (packet_end settles those chunks). */
+  ETCH_DCHECK(!w->in_packet && w->nheld == 0);
+  ETCH_DCHECK(w->st.cur >= w->payload && w->st.cur <= w->st.end);
   etch__chunk_publish(w->chunk, (uint32_t)(w->st.cur - w->payload),
                       w->chunk_flags);
   give_back(w, w->chunk);
@@ -100,6 +103,13 @@ static bool take_chunk(etch_writer *w, uint32_t flags) {
   etch_backend *b = w->sess->backend;
   etch_chunk *c = b->ops->acquire(b, w->seq_id, w->next_chunk_id, flags);
   if (!c) return false;
+  /* Every backend hands a chunk out being written, empty, with the ids and
+   * flags asked for. */
+  ETCH_DCHECK(__atomic_load_n(&c->state, __ATOMIC_RELAXED) ==
+                  ETCH_CHUNK_WRITING &&
+              c->writer_id == w->seq_id && c->chunk_id == w->next_chunk_id &&
+              __atomic_load_n(&c->used, __ATOMIC_RELAXED) ==
+                  flags << ETCH_CHUNK_FLAGS_SHIFT);
   w->next_chunk_id++;
   w->chunk = c;
   w->chunk_flags = flags;
@@ -139,6 +149,9 @@ static bool next_chunk(etch_writer *w) {
 static bool writer_grow(etch__pb_stream *s, size_t need) {
   etch_writer *w = (etch_writer *)s;
   if (!w->in_packet || !w->chunk) return false;
+  /* The fragment being written is in the current chunk, its size first. */
+  ETCH_DCHECK(w->frag_hdr >= w->payload &&
+              w->frag_hdr + ETCH_PB_NESTED_LEN <= s->cur && s->cur <= s->end);
   if (need + ETCH_PB_NESTED_LEN > w->sess->backend->payload_size) return false;
   if (w->nheld == ETCH_MAX_HELD) return false;
   uint32_t frag_len = (uint32_t)(s->cur - (w->frag_hdr + ETCH_PB_NESTED_LEN));
@@ -168,6 +181,9 @@ static uint8_t *writer_resolve(etch__pb_stream *s, uint64_t off) {
     etch_held *h = &w->held[i];
     if (off >= h->seg_off) return h->seg + (off - h->seg_off);
   }
+  /* The stream resolves only offsets before its segment, which starts a
+   * held chunk; the first held one starts the packet at offset 0. */
+  (void)ETCH_NEVER(true);
   return NULL;
 }
 
@@ -179,6 +195,8 @@ static void packet_done(etch_writer *w) {
 }
 
 bool etch__packet_begin(etch_writer *w) {
+  /* Packets do not nest: one ends before the next begins. */
+  ETCH_DCHECK(!w->in_packet && w->nheld == 0);
   if (!w->chunk) return false;
   if ((size_t)(w->st.end - w->st.cur) < 64 && !next_chunk(w)) return false;
   w->pkt_start_used = (uint32_t)(w->st.cur - w->payload);
@@ -223,11 +241,19 @@ static void packet_abandon(etch_writer *w) {
 }
 
 void etch__packet_end(etch_writer *w) {
+  ETCH_DCHECK(w->in_packet && w->nheld <= ETCH_MAX_HELD);
   w->in_packet = false;
   if (w->st.failed || !w->chunk) {
     packet_abandon(w);
     return;
   }
+  /* The last fragment: its size reserved in the current chunk, its bytes
+   * after it, within the chunk; the chunks before it are held. */
+  ETCH_DCHECK(w->frag_hdr >= w->payload &&
+              w->frag_hdr + ETCH_PB_NESTED_LEN <= w->st.cur &&
+              w->st.cur <= w->st.end);
+  ETCH_DCHECK(w->nheld == 0 ||
+              (w->chunk_flags & ETCH_CHUNK_FIRST_CONTINUES));
   uint32_t frag_len =
       (uint32_t)(w->st.cur - (w->frag_hdr + ETCH_PB_NESTED_LEN));
   etch__pb_put_redundant4(w->frag_hdr, frag_len);
@@ -243,6 +269,7 @@ void etch__packet_end(etch_writer *w) {
 
 bool etch__writer_put_packet(etch_writer *w, const uint8_t *data,
                              size_t len) {
+  ETCH_DCHECK(!w->in_packet);
   if (!w->chunk) return false;
   size_t room = (size_t)(w->st.end - w->st.cur);
   if (ETCH_LIKELY(len + ETCH_PB_MAX_VARINT <= room)) {
@@ -702,6 +729,8 @@ bool etch__writer_end_is_phantom(etch_writer *w) {
 }
 
 void etch__writer_level_written(etch_writer *w, int delta) {
+  /* At most 64 levels kept apart, the phantoms among them. */
+  ETCH_DCHECK(w->open_n <= 64 && (!w->phantoms || w->phantoms <= w->open_n));
   if (delta > 0) {
     w->depth++;
     if (w->phantoms && w->open_n < 64) w->open_bits |= 1ull << w->open_n++;
