@@ -41,6 +41,10 @@
  *
  * With "smb" it records, after its threads, one instant "smb" with an arg
  * "kb": the size of the service's shared memory as mapped in this process.
+ *
+ * With SVC_TICKS_FILE=PATH in the environment and EVENTS = 0, thread 0
+ * creates PATH once it has recorded 1000 ticks while category "svc" was
+ * enabled (the test's event that the producer records into its session).
  */
 #define _GNU_SOURCE
 #include <etch/etch.h>
@@ -82,8 +86,15 @@ static void *work(void *arg) {
     }
     return NULL;
   }
+  const char *ticks_file = arg == 0 ? getenv("SVC_TICKS_FILE") : NULL;
+  long enabled_ticks = 0;
   for (long i = 0; events == 0 || i < events; i++) {
+    bool on = etch_category_enabled(&etch_cat_svc);
     ETCH_INSTANT(svc, "tick", ETCH_ARG_INT("i", i));
+    if (ticks_file && on && ++enabled_ticks == 1000) {
+      FILE *f = fopen(ticks_file, "w");
+      if (f) fclose(f);
+    }
     if (events == 0 && i % 64 == 0) {
       struct timespec d = {0, 100000};
       nanosleep(&d, NULL);
