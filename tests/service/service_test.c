@@ -1429,7 +1429,8 @@ TEST(a_full_discard_buffer_leaves_no_slice_open) {
 /*
  * Records a producer (svc_producer NAME 2 N pause) with a 256 KiB shared
  * memory, stalling for room when `stall`, while etchd is stopped (SIGSTOP)
- * for `stop_ms` from before its threads start; decodes the trace into *t.
+ * for `stop_ms` from before its threads start (the producer stops itself
+ * once its session is there, and the test lets it go on); decodes the trace into *t.
  * The producer's pid.
  */
 static pid_t flood_while_stopped(svc *s, const char *name, long n, bool stall,
@@ -1442,12 +1443,13 @@ static pid_t flood_while_stopped(svc *s, const char *name, long n, bool stall,
   pid_t p = producer_mode(name, 2, n, "pause");
   unsetenv("ETCH_SYSTEM_SMB_KB");
   unsetenv("ETCH_SYSTEM_STALL_MS");
-  char started[128];
-  snprintf(started, sizeof started, "(%s), instance", name);
-  wait_log(s, started, 1); /* its threads start 0.5 s after this */
+  int st;
+  ASSERT_EQ_INT(waitpid(p, &st, WUNTRACED), p); /* its session is there */
+  ASSERT_TRUE(WIFSTOPPED(st));
   kill(s->pid, SIGSTOP);
+  kill(p, SIGCONT);
   /* A window by design: etchd stays stopped while the producer floods;
-   * what the callers assert holds however long it is. */
+   * every tick arrives or is counted dropped however long it is. */
   sleep_ms(stop_ms);
   kill(s->pid, SIGCONT);
   ASSERT_EQ_INT(wait_exit(p), 0);

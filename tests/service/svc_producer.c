@@ -22,9 +22,10 @@
  * (i + k) % 26 at byte i of sk): a packet across many chunks, larger than
  * a reply of the service's can carry.
  *
- * With "pause" the threads start half a second after the service's first
- * session did, as with "late"; thread 0, done with its ticks, waits 0.8 s
- * and records one instant "after" (the others end at once).
+ * With "pause" it stops itself (SIGSTOP) once its session is there, so
+ * that the test can stop the service first; then its threads record, and
+ * thread 0, done with its ticks, waits 0.8 s and records one instant
+ * "after" (the others end at once).
  *
  * With "xfull" it stops itself (SIGSTOP) once its session is there, so
  * that the test can stop the service first; then its threads record,
@@ -125,14 +126,14 @@ int main(int argc, char **argv) {
     }
   }
   pause_after = argc > 4 && argv[4][0] == 'p';
-  if (argc > 4 && (argv[4][0] == 'l' || argv[4][0] == 'p')) {
+  if (argc > 4 && argv[4][0] == 'l') {
     struct timespec d = {0, 500000000};
     nanosleep(&d, NULL);
   }
   bool exit_full = argc > 4 && argv[4][0] == 'x';
   nest_stop = argc > 4 && argv[4][0] == 'n';
   nest = nest_stop || (argc > 4 && argv[4][0] == 'o');
-  if (exit_full || nest_stop) raise(SIGSTOP);
+  if (exit_full || nest_stop || pause_after) raise(SIGSTOP);
   pthread_t th[16];
   for (int i = 0; i < threads && i < 16; i++)
     pthread_create(&th[i], NULL, work, (void *)(intptr_t)i);
