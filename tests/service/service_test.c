@@ -156,11 +156,28 @@ static int log_sessions(const svc *s) {
   return log_lines(s, " buffers, ") + log_lines(s, ": session refused");
 }
 
-/* Until etchd has taken or refused one more session than `before`, or the
- * recorder `rec` has ended (it failed before asking). */
+/* Whether process `pid` catches SIGINT (/proc/PID/status, SigCgt). */
+static bool catches_sigint(pid_t pid) {
+  char path[64], line[256];
+  snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+  FILE *f = fopen(path, "r");
+  unsigned long long mask = 0;
+  while (f && fgets(line, sizeof line, f))
+    if (sscanf(line, "SigCgt: %llx", &mask) == 1) break;
+  if (f) fclose(f);
+  return (mask >> (SIGINT - 1)) & 1;
+}
+
+/* Until etchd has taken or refused one more session than `before` and the
+ * recorder `rec` catches SIGINT (it sets its handler after asking: a
+ * SIGINT before would end it at once), or until `rec` has ended (it failed
+ * before asking). */
 static void wait_session(const svc *s, int before, pid_t rec) {
-  WAIT_UNTIL(log_sessions(s) > before || child_ended(rec),
-             "etchd's log (%s) shows no session of pid %d", s->log, (int)rec);
+  WAIT_UNTIL((log_sessions(s) > before && catches_sigint(rec)) ||
+                 child_ended(rec),
+             "etchd's log (%s) shows no session of pid %d, or it does not "
+             "catch SIGINT",
+             s->log, (int)rec);
 }
 
 static void svc_stop(svc *s) {
