@@ -461,6 +461,13 @@ int etch_cli_record_service(const rec_service_opts *o, size_t *bytes_out) {
     if (out_fd < 0)
       rc = etch__error(ETCH_EIO, "%s: %s", o->out_path, strerror(errno));
   }
+  /* Ctrl-C from the moment the session can exist: it ends the session
+   * cleanly (a signal between EnableTracing and the handlers killed etch
+   * and left the session to the service). */
+  struct sigaction sa = {.sa_handler = on_int}, old_int, old_term, old_hup;
+  sigaction(SIGINT, &sa, &old_int);
+  sigaction(SIGTERM, &sa, &old_term);
+  sigaction(SIGHUP, &sa, &old_hup);
   if (!rc) {
     etch__pb_write_bytes_field(&args.s, ETCH_ETR_TRACE_CONFIG,
                               etch__pb_buf_data(&cfg), etch__pb_buf_len(&cfg));
@@ -469,10 +476,6 @@ int etch_cli_record_service(const rec_service_opts *o, size_t *bytes_out) {
   if (out_fd >= 0) close(out_fd); /* the connection sent its own copy */
   etch__pb_buf_free(&cfg);
   etch__pb_buf_free(&args);
-  struct sigaction sa = {.sa_handler = on_int}, old_int, old_term, old_hup;
-  sigaction(SIGINT, &sa, &old_int);
-  sigaction(SIGTERM, &sa, &old_term);
-  sigaction(SIGHUP, &sa, &old_hup);
   /* The session is set up once the service has answered a later call. */
   etch_ipc_frame *f = (etch_ipc_frame *)malloc(sizeof *f);
   if (!rc && !f) rc = ETCH_ENOMEM;
