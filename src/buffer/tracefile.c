@@ -41,6 +41,7 @@ void etch__tracefile_init(etch_tracefile *o, bool compress) {
 }
 
 void etch__tracefile_free(etch_tracefile *o) {
+  etch__u64map_free(&o->seq_state);
   free(o->lost);
   o->lost = NULL;
   o->nlost = o->caplost = 0;
@@ -299,15 +300,37 @@ static ETCH_NOINLINE bool packet_valid(const uint8_t *data, uint32_t len,
   return !d.err;
 }
 
-/* A packet of another sequence than the last: nothing of its loss state
- * carries over. */
-ETCH_INLINE void switch_writer(etch_tracefile *o, uint32_t writer_id) {
-  if (ETCH_LIKELY(writer_id == o->cur_writer)) return;
+/* A packet of another sequence than the last: the last one's loss state
+ * is kept while there is any (a later read of the same file goes on with
+ * it: its undecodable packets stay out until its state is cleared), and
+ * the new one's taken up. */
+static ETCH_NOINLINE void switch_writer_slow(etch_tracefile *o,
+                                             uint32_t writer_id) {
+  if (o->invalid || o->mark_dropped || o->depth) {
+    int64_t v = (int64_t)((uint64_t)o->depth | (uint64_t)o->invalid << 32 |
+                          (uint64_t)o->mark_dropped << 33);
+    /* Out of memory: the state goes, as it always did between reads. */
+    (void)etch__u64map_put(&o->seq_state, o->cur_writer, v);
+  } else if (o->seq_state.n) {
+    etch__u64map_del(&o->seq_state, o->cur_writer, NULL);
+  }
   o->cur_writer = writer_id;
+  int64_t v;
+  if (o->seq_state.n && etch__u64map_get(&o->seq_state, writer_id, &v)) {
+    o->depth = (uint32_t)v;
+    o->invalid = ((uint64_t)v >> 32) & 1;
+    o->mark_dropped = ((uint64_t)v >> 33) & 1;
+    o->lossy = true;
+    return;
+  }
   o->invalid = false;
   o->mark_dropped = false;
   o->depth = 0;
   o->lossy = false;
+}
+ETCH_INLINE void switch_writer(etch_tracefile *o, uint32_t writer_id) {
+  if (ETCH_LIKELY(writer_id == o->cur_writer)) return;
+  switch_writer_slow(o, writer_id);
 }
 
 uint64_t etch__packet_events(const uint8_t *pkt, size_t len) {
@@ -642,6 +665,15 @@ int etch__tracefile_put_raw(etch_tracefile *o, const uint8_t *data,
   etch__pb_write_bytes(&o->out.s, data, len);
   return o->out.s.failed ? etch__error(ETCH_ENOMEM, "out of memory writing trace")
                          : ETCH_OK;
+}
+
+int etch__tracefile_flush(etch_tracefile *o) {
+  int rc = o->compress ? flush_batch(o) : ETCH_OK;
+  if (rc) return rc;
+  if (o->out.s.failed)
+    return etch__error(ETCH_ENOMEM, "out of memory writing trace");
+  sink_flush(o);
+  return o->sink->err ? ETCH_EIO : ETCH_OK;
 }
 
 int etch__tracefile_finish(etch_tracefile *o, uint8_t **data, size_t *len) {

@@ -26,6 +26,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/map.h"
 #include "buffer/buffer.h"
 #include "pb/pb.h"
 
@@ -83,6 +84,9 @@ typedef struct etch_tracefile {
   uint32_t depth;    /* open slices on the default track */
   bool lossy;        /* data of this sequence went missing in this read */
   uint64_t skipped;  /* packets left out after a loss */
+  /* The loss state of sequences other than cur_writer's that have any
+   * (sequence -> depth | invalid << 32 | mark_dropped << 33). */
+  etch_u64map seq_state;
   etch_tracefile_lost *lost; /* of them, track events by sequence */
   size_t nlost, caplost;
   /* The trusted fields appended to every packet of sequence tail_seq
@@ -144,6 +148,11 @@ void etch__tracefile_put_writer_stats(etch__pb_stream *s, const uint32_t *seqs,
 /* Appends whole, framed trace records as they are (another trace's). */
 int etch__tracefile_put_raw(etch_tracefile *t, const uint8_t *data,
                             size_t len);
+/* With a sink: everything made so far into it, the packets waiting to be
+ * compressed in a batch of their own, so that the file holds them now (a
+ * trace written while it is recorded). ETCH_EIO without a message when
+ * the sink failed. */
+int etch__tracefile_flush(etch_tracefile *t);
 /* The file's bytes (free() them; with a sink none: see above); frees t's
  * buffers either way. */
 int etch__tracefile_finish(etch_tracefile *t, uint8_t **data, size_t *len);
