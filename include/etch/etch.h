@@ -565,6 +565,10 @@ ETCH_API int etch_init(void);
 ETCH_API int etch_system_start(const char *producer_name);
 /* Stops and writes the ETCH_OUT session now (also done at exit). */
 ETCH_API int etch_shutdown(void);
+/* The ETCH_OUT session's events so far into its file now, when it writes
+ * while recording (ETCH_WRITE_PERIOD_MS): as etch_session_flush on it.
+ * ETCH_OK when there is no such session. */
+ETCH_API int etch_flush(void);
 
 #ifdef __cplusplus
 }

@@ -9,7 +9,9 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "base/containers.h"
 #include "buffer/fragment.h"
+#include "buffer/tracebuf.h"
 #include "pb/pb.h"
 
 uint32_t etch__buffer_chunk_size(uint64_t size) {
@@ -93,7 +95,7 @@ etch_chunk *etch__buffer_acquire(etch_buffer *b, uint32_t writer_id,
     return NULL;
   etch_chunk *got = NULL;
   pthread_mutex_lock(&b->lock);
-  if (b->fill == ETCH_BUFFER_DISCARD) {
+  if (b->fill == ETCH_BUFFER_DISCARD && !b->recycle) {
     if (b->next < b->nchunks) {
       got = etch__buffer_chunk(b, b->next++);
       /* Handed out in order, once each. */
@@ -111,6 +113,10 @@ etch_chunk *etch__buffer_acquire(etch_buffer *b, uint32_t writer_id,
       }
       uint32_t st = __atomic_load_n(&c->state, __ATOMIC_ACQUIRE);
       if (st == ETCH_CHUNK_WRITING) continue;
+      /* A discard buffer that is collected waits for its chunks to be
+       * freed; it never overwrites one. */
+      if (st == ETCH_CHUNK_COMPLETE && b->fill == ETCH_BUFFER_DISCARD)
+        continue;
       if (st == ETCH_CHUNK_COMPLETE) {
         b->stats.chunks_overwritten++;
         b->stats.bytes_overwritten +=
@@ -119,7 +125,8 @@ etch_chunk *etch__buffer_acquire(etch_buffer *b, uint32_t writer_id,
       got = c;
       break;
     }
-
+    if (!got && b->fill == ETCH_BUFFER_DISCARD)
+      __atomic_store_n(&b->full, 1, __ATOMIC_RELAXED);
   }
   if (got) {
     chunk_init(got, writer_id, chunk_id, flags);
@@ -245,5 +252,70 @@ int etch__buffer_read(etch_buffer *b, etch_packet_fn emit, void *ctx,
   etch__reasm_free(&r);
   free(data);
   free(chunks);
+  return rc;
+}
+
+/* ---- streaming --------------------------------------------------------------- */
+
+void etch__buffer_recycle(etch_buffer *b) {
+  pthread_mutex_lock(&b->lock);
+  b->recycle = true;
+  pthread_mutex_unlock(&b->lock);
+}
+
+/* A chunk's copy in the scratch: its header, then `used` bytes. */
+typedef struct collected {
+  uint32_t writer_id, chunk_id, flags, used;
+} collected;
+
+int etch__buffer_collect(etch_buffer *b, etch_tracebuf *tb, etch_vec *scratch,
+                         uint32_t *freed) {
+  *freed = 0;
+  scratch->len = 0;
+  uint32_t n = 0;
+  int rc = ETCH_OK;
+  pthread_mutex_lock(&b->lock);
+  for (uint32_t i = 0; i < b->nchunks; i++) {
+    etch_chunk *c = etch__buffer_chunk(b, i);
+    uint32_t st = __atomic_load_n(&c->state, __ATOMIC_ACQUIRE);
+    if (st == ETCH_CHUNK_FREE) continue;
+    uint32_t word = __atomic_load_n(&c->used, __ATOMIC_ACQUIRE);
+    uint32_t used = word & ETCH_CHUNK_USED_MASK;
+    if (used > etch__buffer_payload_size(b)) used = 0; /* never trust */
+    collected h = {c->writer_id, c->chunk_id, word >> ETCH_CHUNK_FLAGS_SHIFT,
+                   used};
+    if (etch__vec_reserve(scratch, sizeof h + used)) {
+      /* The chunks copied so far go on; this one and the rest stay for
+       * the next collect. */
+      rc = ETCH_ENOMEM;
+      break;
+    }
+    etch__vec_push(scratch, &h, sizeof h);
+    etch__vec_push(scratch, etch__chunk_payload(c), used);
+    n++;
+    if (st == ETCH_CHUNK_COMPLETE) {
+      /* Its writer is done with it, and its bytes are in the copy. */
+      __atomic_store_n(&c->state, ETCH_CHUNK_FREE, __ATOMIC_RELEASE);
+      (*freed)++;
+    }
+  }
+  if (*freed) __atomic_store_n(&b->full, 0, __ATOMIC_RELAXED);
+  pthread_mutex_unlock(&b->lock);
+
+  /* Into the trace buffer, in the order the chunks lie (it sorts them by
+   * sequence and chunk id when it is read). */
+  size_t off = 0;
+  for (uint32_t k = 0; k < n; k++) {
+    collected h;
+    memcpy(&h, scratch->data + off, sizeof h);
+    const uint8_t *payload = scratch->data + off + sizeof h;
+    off += sizeof h + h.used;
+    int prc = etch__tracebuf_put(tb, h.writer_id, h.chunk_id, h.flags,
+                                 etch__frag_count(payload, h.used), payload,
+                                 h.used);
+    /* A full trace buffer counts what it could not keep (a gap the read
+     * marks); only memory is this caller's failure. */
+    if (prc == ETCH_ENOMEM && !rc) rc = ETCH_ENOMEM;
+  }
   return rc;
 }

@@ -95,6 +95,9 @@ typedef struct etch_buffer {
   uint64_t discarded;  /* acquisitions refused, atomic */
   etch_buffer_stats stats;
   bool borrowed;       /* mem is someone else's (a flight file's mapping) */
+  /* Chunks are taken back while the session records (etch__buffer_collect):
+   * a discard buffer hands out freed chunks again. */
+  bool recycle;
 } etch_buffer;
 
 /* Chunk size used for a buffer of `size` bytes. */
@@ -159,5 +162,24 @@ int etch__buffer_read(etch_buffer *b, etch_packet_fn emit, void *ctx,
                       uint64_t *lost_fragments);
 
 void etch__buffer_get_stats(etch_buffer *b, etch_buffer_stats *out);
+
+/*
+ * Streaming: a session that writes its trace while it records takes what
+ * was committed out of its buffer as it goes. etch__buffer_collect copies
+ * the committed bytes of every chunk into `tb` (the service's trace
+ * buffer, which keeps a sequence's place from one read to the next and
+ * reassembles packets across them); a chunk whose writer is done with it
+ * is FREE again, for a ring to reuse before it overwrites anything and
+ * for a discard buffer (etch__buffer_recycle) to hand out again. A chunk
+ * still being written is copied as far as it is committed and copied
+ * again, with more, next time (the trace buffer delivers only what is
+ * new). `scratch` holds the copies between the lock and `tb`. *freed: the
+ * chunks freed.
+ */
+struct etch_tracebuf;
+struct etch_vec;
+void etch__buffer_recycle(etch_buffer *b);
+int etch__buffer_collect(etch_buffer *b, struct etch_tracebuf *tb,
+                         struct etch_vec *scratch, uint32_t *freed);
 
 #endif /* ETCH_BUFFER_H */

@@ -461,6 +461,54 @@ TEST(record_flight_recovers_a_killed_program) {
   done(&r);
 }
 
+/* --write-period: the program writes its trace while it runs, so one
+ * killed with SIGKILL leaves it up to its last write (here its flush). */
+TEST(record_write_period_keeps_a_killed_programs_trace) {
+  const char *trace = tmp_path("streamed.pftrace");
+  const char *ready = tmp_path("ready-streamed");
+  int n = n_runs++;
+  pid_t pid = spawn((const char *const[]){ETCH_BIN, "record", "--write-period",
+                                          "1h", "-o", trace, "--",
+                                          ETCH_RECORDEE, "5000", "wait", ready,
+                                          NULL},
+                    true, &n);
+  long child = wait_ready(ready);
+  kill((pid_t)child, SIGKILL);
+  proc_result r = finish(pid, n);
+  ASSERT_EQ_INT(r.status, 1);
+  ASSERT_CONTAINS(r.err, "was killed by signal 9 (Killed)");
+  ASSERT_CONTAINS(r.err, "did not finish its trace: it holds what the "
+                         "process wrote up to its last write (--write-period "
+                         "3600000 ms)");
+  done(&r);
+  /* Its 5000 steps are there, and the work slice around them. */
+  assert_steps(trace, 5000);
+
+  /* A program that ends normally: the whole trace, stats and all (the
+   * buffer holds the run: no write has to keep up with the program). */
+  const char *trace2 = tmp_path("streamed2.pftrace");
+  r = RUN(ETCH_BIN, "record", "--write-period", "10ms", "-q", "-o", trace2,
+          "--", ETCH_RECORDEE, "20000");
+  ASSERT_EQ_INT(r.status, 0);
+  done(&r);
+  assert_steps(trace2, 20000);
+
+  r = RUN(ETCH_BIN, "record", "--write-period", "0", "-o", trace2, "--",
+          ETCH_RECORDEE, "1");
+  ASSERT_EQ_INT(r.status, 2);
+  ASSERT_CONTAINS(r.err, "'0' is not a duration from 1ms to 24h");
+  done(&r);
+  r = RUN(ETCH_BIN, "record", "--write-period", "1s", "--flight", "-o", trace2,
+          "--", ETCH_RECORDEE, "1");
+  ASSERT_EQ_INT(r.status, 2);
+  ASSERT_CONTAINS(r.err, "--write-period and --flight");
+  done(&r);
+  r = RUN(ETCH_BIN, "record", "--write-period", "1s", "--system", "-o", trace2);
+  ASSERT_EQ_INT(r.status, 2);
+  ASSERT_CONTAINS(r.err, "--write-period writes the trace of a program");
+  done(&r);
+}
+
 /* SIGTERM, SIGHUP or SIGINT sent to etch record alone (a supervisor, kill):
  * passed on to the program, which writes its trace and ends; etch reports
  * as for Ctrl-C. The program is not left running. */

@@ -5,8 +5,8 @@
  *
  *   chdir DIR     chdir(DIR) after etch_init, then return
  *   sleep MS      sleep MS milliseconds after the slices, then return
- *   wait FILE     write the pid into FILE after the slices, then wait for
- *                 a signal
+ *   wait FILE     write the pid into FILE after the slices (flushed:
+ *                 etch_flush), then wait for a signal
  *   stopped       after the slices, wait until the session has stopped
  *                 (category "test" off: ETCH_DURATION_MS's timer fired),
  *                 then return at once
@@ -76,6 +76,9 @@ int main(int argc, char **argv) {
     struct timespec ts = {0, 1000000};
     while (access(arg2, F_OK) != 0) nanosleep(&ts, NULL);
   } else if (!strcmp(mode, "wait")) {
+    /* The slices in the file first, when it is written while recording
+     * (ETCH_WRITE_PERIOD_MS). */
+    if (etch_flush() != 0) return 4;
     /* Written whole under another name, then renamed: whoever sees FILE
      * reads the whole pid. */
     char tmp[4096], pid[32];

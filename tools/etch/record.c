@@ -51,6 +51,7 @@ typedef struct rec_proc {
   bool started, wrote, failed, error;
   bool untraced; /* a fork child that exited without tracing */
   bool recovered; /* its trace came from its flight file */
+  bool streamed;  /* its trace is what it wrote while it ran */
   long forked_from;
   int lost_sig;
 } rec_proc;
@@ -154,6 +155,20 @@ static rec_proc *rec_collect(const char *dir, size_t *n) {
   closedir(d);
   if (*n) qsort(procs, *n, sizeof *procs, rec_cmp);
   return procs;
+}
+
+/* --write-period: a process that died without finishing its trace left
+ * it in its file up to its last write (a valid trace, without stats). */
+static void rec_streamed(rec_proc *procs, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    rec_proc *p = &procs[i];
+    struct stat sb;
+    if (p->wrote || p->failed || !p->started || !p->path ||
+        stat(p->path, &sb) != 0 || !S_ISREG(sb.st_mode) || sb.st_size == 0)
+      continue;
+    p->wrote = p->streamed = true;
+    p->bytes = (long long)sb.st_size;
+  }
 }
 
 /* --flight: the trace of each process that died without writing its own,
@@ -381,6 +396,8 @@ typedef struct record_args {
   bool flight;       /* --flight */
   bool buffer_opt;   /* --buffer given */
   const char *fill; /* --ring, --discard */
+  bool write_period;          /* --write-period given */
+  uint32_t write_period_ms;
 } record_args;
 
 static int rec_list(const command *cmd, const char *opt, const char *value,
@@ -428,6 +445,17 @@ static int rec_time(const command *cmd, const char *opt, const char *value,
   return 0;
 }
 
+static int rec_write_period(const command *cmd, const char *opt,
+                            const char *value, void *args) {
+  record_args *a = (record_args *)args;
+  a->write_period = true;
+  if (parse_duration_ms(value, &a->write_period_ms) != 0 ||
+      a->write_period_ms == 0 || a->write_period_ms > 86400000)
+    return usage_error(cmd, "%s: '%s' is not a duration from 1ms to 24h "
+                            "(e.g. 1s, 200ms)", opt, value);
+  return 0;
+}
+
 static int rec_buffer(const command *cmd, const char *opt, const char *value,
                       void *args) {
   record_args *a = (record_args *)args;
@@ -469,6 +497,15 @@ static int cmd_record(int argc, char **argv) {
   if (!rc && o.noperands == 0 && !service)
     rc = usage_error(cmd, "missing the program to run (or --system to record "
                           "from a tracing service)");
+  if (!rc && ra.write_period && (service || o.noperands == 0))
+    rc = usage_error(cmd, "--write-period writes the trace of a program etch "
+                          "record runs itself while it runs (with --system "
+                          "the service writes it: a TraceConfig's "
+                          "write_into_file)");
+  if (!rc && ra.write_period && ra.flight)
+    rc = usage_error(cmd, "--write-period and --flight: a process's trace is "
+                          "either written while it runs or kept in a flight "
+                          "file for a death; choose one");
   if (!rc && ra.flight && (service || o.noperands == 0))
     rc = usage_error(cmd, "--flight keeps the rings of a program etch record "
                           "runs itself (not with --system)");
@@ -554,6 +591,11 @@ static int cmd_record(int argc, char **argv) {
     setenv("ETCH_BUFFER_KB", kb, 1);
   }
   if (fill) setenv("ETCH_FILL", fill, 1);
+  if (ra.write_period) {
+    char ms[24];
+    snprintf(ms, sizeof ms, "%u", (unsigned)ra.write_period_ms);
+    setenv("ETCH_WRITE_PERIOD_MS", ms, 1);
+  }
   if (ra.flight) { /* each process its own, in the run directory */
     char fp[PATH_MAX + 16];
     snprintf(fp, sizeof fp, "%s/%%p.flight", run_dir);
@@ -623,6 +665,7 @@ static int cmd_record(int argc, char **argv) {
   size_t nprocs;
   rec_proc *procs = rec_collect(run_dir, &nprocs);
   const char *comp = getenv("ETCH_COMPRESSION");
+  if (ra.write_period) rec_streamed(procs, nprocs);
   rec_flights(run_dir, procs, nprocs, !comp || strcmp(comp, "none") != 0);
   if (err) {
     rc = runtime_error("cannot run %s: %s", o.operands[0], strerror(err));
@@ -673,6 +716,11 @@ static int cmd_record(int argc, char **argv) {
     rec_proc *p = &procs[i];
     if (p->wrote) {
       nwrote++;
+      if (p->streamed)
+        fprintf(stderr, "etch: %s (pid %ld) did not finish its trace: it "
+                        "holds what the process wrote up to its last write "
+                        "(--write-period %u ms)\n",
+                p->comm, p->pid, (unsigned)ra.write_period_ms);
       if (p->recovered)
         fprintf(stderr, "etch: %s (pid %ld): its trace is what its flight "
                         "file held (every event it had recorded but the one "
@@ -826,6 +874,12 @@ static const cli_opt kRecordOpts[] = {
      "first (discard, the default with --malloc)",
      CLI_FN(rec_ring), .shown = "--ring, --discard"},
     {0, "--discard", NULL, NULL, CLI_FN(rec_discard)},
+    {0, "--write-period", "DURATION",
+     "write each process's trace while it runs, this\n"
+     "often (ETCH_WRITE_PERIOD_MS): a small buffer\n"
+     "records a long run, and a process that is\n"
+     "killed leaves its trace up to the last write",
+     CLI_FN(rec_write_period)},
     CLI_PARA("\n"
              "Through a tracing service (etchd, or Perfetto's traced): every\n"
              "producer connected to it lands in one trace. Only --system (or\n"
@@ -855,7 +909,8 @@ const command cli_record = {
     .summary = "run a program and record a trace of it",
     .synopsis =
         "etch record [-o OUT.pftrace] [-c CATEGORIES] [-q] [--console] "
-        "[--malloc] [--buffer SIZE] [--ring|--discard] [--] PROGRAM [ARGS...]\n"
+        "[--malloc] [--buffer SIZE] [--ring|--discard] [--write-period DURATION] "
+        "[--] PROGRAM [ARGS...]\n"
         "       etch record --system [-t DURATION] [--config FILE] [-o OUT] "
         "[-q] [-- PROGRAM...]\n",
     .about =

@@ -10,6 +10,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "base/containers.h"
 #include "buffer/flight.h"
 #include "sdk/core/backend.h"
 #include "sdk/core/sdk.h"
@@ -19,11 +20,46 @@ typedef struct inproc {
   etch_buffer buf;
   etch_flight flight; /* map NULL: anonymous memory */
   bool keep;          /* the flight file stays after a normal end */
+  /* A session that streams (stream.c): who to wake, when. */
+  void (*wake)(void *ctx);
+  void *wake_ctx;
+  uint64_t wake_at;   /* chunks handed out (buf.acquired) to wake at */
+  uint32_t woken;     /* atomic: woken since the last collect */
+  etch_vec scratch;   /* the collect's copies */
 } inproc;
 
 static etch_chunk *inproc_acquire(etch_backend *b, uint32_t writer_id,
                                   uint32_t chunk_id, uint32_t flags) {
-  return etch__buffer_acquire(&((inproc *)b)->buf, writer_id, chunk_id, flags);
+  inproc *p = (inproc *)b;
+  etch_chunk *c = etch__buffer_acquire(&p->buf, writer_id, chunk_id, flags);
+  if (ETCH_UNLIKELY(p->wake != NULL) &&
+      (!c || __atomic_load_n(&p->buf.acquired, __ATOMIC_RELAXED) >=
+                 __atomic_load_n(&p->wake_at, __ATOMIC_RELAXED)) &&
+      !__atomic_exchange_n(&p->woken, 1, __ATOMIC_RELAXED))
+    p->wake(p->wake_ctx);
+  return c;
+}
+
+static void inproc_stream(etch_backend *b, void (*wake)(void *ctx),
+                          void *ctx) {
+  inproc *p = (inproc *)b;
+  etch__buffer_recycle(&p->buf);
+  p->wake_ctx = ctx;
+  __atomic_store_n(&p->wake_at, (uint64_t)(p->buf.nchunks / 4 + 1),
+                   __ATOMIC_RELAXED);
+  p->wake = wake;
+}
+
+static int inproc_collect(etch_backend *b, struct etch_tracebuf *tb) {
+  inproc *p = (inproc *)b;
+  /* Woken again a quarter of the buffer after what this collect sees. */
+  __atomic_store_n(&p->wake_at,
+                   __atomic_load_n(&p->buf.acquired, __ATOMIC_RELAXED) +
+                       p->buf.nchunks / 4 + 1,
+                   __ATOMIC_RELAXED);
+  __atomic_store_n(&p->woken, 0, __ATOMIC_RELAXED);
+  uint32_t freed;
+  return etch__buffer_collect(&p->buf, tb, &p->scratch, &freed);
 }
 
 static void inproc_complete(etch_backend *b, etch_chunk *c) {
@@ -53,6 +89,7 @@ static void inproc_destroy(etch_backend *b) {
   inproc *p = (inproc *)b;
   etch__buffer_destroy(&p->buf);
   etch__flight_close(&p->flight, p->keep);
+  free(p->scratch.data);
   free(b);
 }
 
@@ -72,6 +109,7 @@ static void inproc_forget(etch_backend *b) {
     etch__flight_forget(&p->flight);
   else if (p->buf.mem)
     munmap(p->buf.mem, (size_t)p->buf.nchunks * p->buf.chunk_size);
+  free(p->scratch.data);
   free(p);
 }
 
@@ -85,6 +123,8 @@ static const etch_backend_ops inproc_ops = {
     .destroy = inproc_destroy,
     .forget = inproc_forget,
     .trace_written = inproc_trace_written,
+    .stream = inproc_stream,
+    .collect = inproc_collect,
 };
 
 int etch__backend_inproc_new(uint64_t size, etch_buffer_fill fill,

@@ -17,6 +17,7 @@
 #include "buffer/buffer.h"
 
 typedef struct etch_backend etch_backend;
+struct etch_tracebuf;
 
 typedef struct etch_backend_ops {
   /* A chunk for writer `writer_id`'s chunk `chunk_id` (state WRITING,
@@ -53,6 +54,15 @@ typedef struct etch_backend_ops {
   /* Optional: the session's trace was written (its output file), so
    * nothing kept for a recovery (a flight file) is needed any more. */
   void (*trace_written)(etch_backend *b);
+  /* Optional, both or neither: a session that writes its trace while it
+   * records (stream.c). stream() says so before the session starts:
+   * chunks that collect() freed are handed out again, and `wake(ctx)` is
+   * called (from a writer taking a chunk, once per collect at most) when
+   * a quarter of the buffer went out since the last collect. collect()
+   * moves what was committed since the last one into `tb` (as
+   * etch__buffer_collect). */
+  void (*stream)(etch_backend *b, void (*wake)(void *ctx), void *ctx);
+  int (*collect)(etch_backend *b, struct etch_tracebuf *tb);
 } etch_backend_ops;
 
 struct etch_backend {

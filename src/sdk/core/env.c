@@ -233,6 +233,7 @@ static int guest_init(void) {
     free(cfg->output);
     cfg->output = NULL;
     cfg->duration_ms = 0;
+    cfg->write_period_ms = 0;
   }
   etch_session *s = NULL;
   if (!rc) rc = etch_session_new(cfg, &s);
@@ -460,6 +461,7 @@ int etch_init(void) {
     if (!rc) rc = env_set(cfg, ETCH_ENV_COMPRESSION);
     if (!rc) rc = env_set(cfg, ETCH_ENV_FLIGHT);
     if (!rc) rc = env_set(cfg, ETCH_ENV_FLIGHT_KEEP);
+    if (!rc) rc = env_set(cfg, ETCH_ENV_WRITE_PERIOD_MS);
     /* A fork child's flight file is its own: without %p the name is the
      * parent's, so the child's is NAME.PID.ext. */
     if (!rc && forked_from && cfg->flight && !strstr(cfg->flight, "%p") &&
@@ -522,6 +524,21 @@ int etch_init(void) {
     fprintf(stderr, "etch: not tracing: %s\n", etch_last_error());
     status_printf("error %ld %s\t%s", (long)getpid(), comm, etch_last_error());
   }
+  return rc;
+}
+
+int etch_flush(void) {
+  pthread_mutex_lock(&env_lock);
+  etch_session *s = env_session;
+  if (s) { /* held while it flushes: a shutdown meanwhile frees it after */
+    pthread_mutex_lock(&s->lock);
+    s->refs++;
+    pthread_mutex_unlock(&s->lock);
+  }
+  pthread_mutex_unlock(&env_lock);
+  if (!s) return ETCH_OK;
+  int rc = etch_session_flush(s);
+  etch__session_release(s);
   return rc;
 }
 

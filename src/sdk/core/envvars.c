@@ -60,6 +60,12 @@ const etch_envvar etch__envvars[ETCH_ENV_COUNT_] = {
                               "0|1",
                               "1: keep the flight file after a normal end "
                               "too (option flight_keep)"},
+    [ETCH_ENV_WRITE_PERIOD_MS] = {"ETCH_WRITE_PERIOD_MS", ETCH_ENV_DURATION,
+                                  ETCH_ENV_CONFIG_KEY, "write_period_ms",
+                                  NUM(0, 86400000, 0), "0", NULL,
+                                  "write ETCH_OUT while recording, this often "
+                                  "in ms, 0: at exit (option "
+                                  "write_period_ms)"},
     [ETCH_ENV_CONFIG] = {"ETCH_CONFIG", ETCH_ENV_STRING, 0, NULL, NONUM,
                          "unset", "key=value;key=value",
                          "any config options; the variables above are "

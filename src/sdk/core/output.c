@@ -95,20 +95,28 @@ static int serialize(etch_session *sess, const etch__trace_part *parts,
                      uint32_t **seqs, size_t *nseqs) {
   *data = NULL;
   *len = 0;
-  etch_tracefile o;
-  etch__tracefile_init(&o, sess->cfg.compression == 1);
-  o.sink = sink;
-  /* A part goes into a trace that has its clock snapshot: a second one,
-   * older, would go back in time. */
-  int rc = put_stats ? etch__tracefile_put_clock_snapshot(&o) : ETCH_OK;
-  if (!rc && put_stats) rc = put_clock_note(&o);
+  /* A session that wrote while it recorded goes on in the file it has
+   * been writing since its start, clock snapshot first. */
+  etch_tracefile own, *op = &own;
+  int rc = ETCH_OK;
+  if (sess->stream) {
+    op = etch__stream_tracefile(sess->stream);
+  } else {
+    etch__tracefile_init(op, sess->cfg.compression == 1);
+    op->sink = sink;
+    /* A part goes into a trace that has its clock snapshot: a second one,
+     * older, would go back in time. */
+    if (put_stats) rc = etch__tracefile_put_clock_snapshot(op);
+  }
+  if (!rc && put_stats) rc = put_clock_note(op);
   uint64_t lost = 0;
   etch_backend *b = sess->backend;
   /* The lock from the buffer's read to the last drop report: a writer
    * reports its drops on its own sequence under it (report_drops in
    * writer.c), so each drop is counted once, in the buffer or here. */
   pthread_mutex_lock(&sess->lock);
-  if (!rc) rc = b->ops->read(b, etch__tracefile_on_packet, &o, &lost);
+  if (!rc && sess->stream) rc = etch__stream_last(sess->stream, &lost);
+  else if (!rc) rc = b->ops->read(b, etch__tracefile_on_packet, op, &lost);
 
   /* Slice ends a writer lost and still keeps, when no thread will write
    * them any more (its own left; this thread's is ours). */
@@ -118,9 +126,9 @@ static int serialize(etch_session *sess, const etch__trace_part *parts,
                       w->tid != me))
       continue;
     for (uint32_t i = 0; i < w->npend && !rc; i++) {
-      etch__pending_end_fields(&o.tmp.s, w->pend_ns[i],
+      etch__pending_end_fields(&op->tmp.s, w->pend_ns[i],
                                etch__thread_uuid(w->tid));
-      rc = etch__tracefile_put_service(&o);
+      rc = etch__tracefile_put_service(op);
     }
     w->npend = 0;
   }
@@ -131,13 +139,13 @@ static int serialize(etch_session *sess, const etch__trace_part *parts,
     if (!d) continue;
     writers_with_loss++;
     uint64_t r = __atomic_load_n(&w->reported, __ATOMIC_RELAXED);
-    if (d > r) rc = put_drop_report(&o, w, d - r);
+    if (d > r) rc = put_drop_report(op, w, d - r);
   }
   size_t nws = 0;
   uint32_t *ws = writer_seqs(sess, &nws);
   pthread_mutex_unlock(&sess->lock);
   for (size_t i = 0; i < nparts && !rc; i++)
-    rc = etch__tracefile_put_raw(&o, parts[i].data, parts[i].len);
+    rc = etch__tracefile_put_raw(op, parts[i].data, parts[i].len);
   uint64_t *all = NULL;
   if (!rc) {
     etch_buffer_stats bs;
@@ -153,7 +161,7 @@ static int serialize(etch_session *sess, const etch__trace_part *parts,
       memcpy(all + (i + 1) * ETCH_TRACEFILE_NSTATS, parts[i].stats,
              sizeof parts[i].stats);
     if (put_stats)
-      rc = etch__tracefile_put_stats_n(&o, all, nparts + 1, ws, nws);
+      rc = etch__tracefile_put_stats_n(op, all, nparts + 1, ws, nws);
   }
   free(all);
   if (seqs) {
@@ -163,10 +171,10 @@ static int serialize(etch_session *sess, const etch__trace_part *parts,
     free(ws);
   }
   if (rc) {
-    etch__tracefile_free(&o);
+    etch__tracefile_free(op);
     return rc;
   }
-  return etch__tracefile_finish(&o, data, len);
+  return etch__tracefile_finish(op, data, len);
 }
 
 int etch__session_serialize(etch_session *sess, uint8_t **data, size_t *len) {
@@ -257,6 +265,34 @@ int etch__session_write_output(etch_session *s, const char *path,
   return rc;
 }
 
+/* A session that wrote while it recorded: the rest of its trace into the
+ * file it has been writing (opened at its start: its own name, or .PID's
+ * when another process had it), which is then closed. As write_into, a
+ * write that failed left the file at its last whole packet. */
+static int finish_stream(etch_session *s, const etch__trace_part *parts,
+                         size_t nparts, uint64_t *stats, uint32_t **seqs,
+                         size_t *nseqs, char **written, size_t *len,
+                         size_t *kept) {
+  etch__stream_halt(s->stream);
+  uint8_t *none;
+  int rc = serialize(s, parts, nparts, NULL, &none, len, stats, true, seqs,
+                     nseqs);
+  const char *name;
+  int e = etch__stream_close(s->stream, &name, kept);
+  if (!e) *kept = 0;
+  if (rc && rc != ETCH_EIO) return rc; /* made it up to an error: said */
+  if (e && *kept)
+    return etch__error(ETCH_EIO,
+                       "cannot write all of the trace to '%s': %s; it ends at "
+                       "its last whole packet (%zu of %zu bytes)",
+                       name, strerror(e), *kept, *len);
+  if (e)
+    return etch__error(ETCH_EIO, "cannot write trace to '%s': %s", name,
+                       strerror(e));
+  if (!rc && written) *written = etch__strdup(name);
+  return rc;
+}
+
 /* Writes the trace to `path`, as the comment above says; the path written
  * in *written; its length in *len; on a failure that kept the trace to its
  * last whole packet, its size in *kept. */
@@ -264,6 +300,9 @@ static int write_output(etch_session *s, const char *path,
                         const etch__trace_part *parts, size_t nparts,
                         uint64_t *stats, uint32_t **seqs, size_t *nseqs,
                         char **written, size_t *len, size_t *kept) {
+  if (s->stream)
+    return finish_stream(s, parts, nparts, stats, seqs, nseqs, written, len,
+                         kept);
   int rc;
   struct stat st;
   if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {

@@ -111,6 +111,7 @@ struct etch_config {
   char *interceptor;    /* NULL: packets go to the buffer */
   char *flight;         /* the ring in this file (buffer/flight.h) */
   uint64_t flight_keep; /* 1: the flight file stays after a normal end */
+  uint64_t write_period_ms; /* >0: the output is written while recording */
   /* interceptor.KEY=VALUE options, in the order set */
   char **iopt_keys, **iopt_values;
   size_t n_iopts;
@@ -177,6 +178,9 @@ struct etch_session {
   uint64_t imp_replay_ns;
   uint64_t start_ns;
   uint64_t stop_ns;
+  /* Writing its output while it records (write_period_ms; stream.c),
+   * from its start on. */
+  struct etch_stream *stream;
 };
 
 /* Global state shared by the sdk files. */
@@ -311,6 +315,30 @@ uint32_t *etch__session_track_open(etch_session *s, const etch_track *t);
 /* An end on named track `t`: whether a begin is open there (and if so,
  * closes it). Any thread. */
 bool etch__session_track_close(etch_session *s, const etch_track *t);
+
+/* ---- a session that writes its trace while it records (stream.c) ---- */
+
+typedef struct etch_stream etch_stream;
+struct etch_tracefile;
+/* Opens the session's output, writes its clock snapshot and starts the
+ * thread that writes what is committed (before the first event). */
+int etch__stream_start(etch_session *s);
+/* Everything committed before the call is in the file when it returns
+ * (etch_session_flush); the error of a write that failed. */
+int etch__stream_flush(etch_stream *st);
+/* The thread stops (after the drain it is in); nothing more is written
+ * until the end below. */
+void etch__stream_halt(etch_stream *st);
+/* The end (output.c), after etch__stream_halt: the trace file being
+ * written, the last collect into it (*lost: places where data went
+ * missing), then the file closed: its path, the bytes it holds, and the
+ * errno of a write that failed (0: none). */
+struct etch_tracefile *etch__stream_tracefile(etch_stream *st);
+int etch__stream_last(etch_stream *st, uint64_t *lost);
+int etch__stream_close(etch_stream *st, const char **path, size_t *kept);
+void etch__stream_free(etch_stream *st);
+/* In a fork child: frees the parent's stream without its thread or locks. */
+void etch__stream_forget(etch_stream *st);
 
 /* Serialises a session's buffer into a whole trace (file bytes). */
 int etch__session_serialize(etch_session *s, uint8_t **data, size_t *len);
@@ -467,6 +495,8 @@ typedef struct etch_tls {
   bool dtor_registered;
   uint8_t busy; /* re-entrancy guard */
   bool in_intercept; /* inside an interceptor's packet callback */
+  bool internal; /* etch's own thread (stream.c): what it allocates is not
+                    the program's (memory tracing leaves it out) */
   uint8_t drop_kind; /* ETCH_DROP_*: what a drop now would lose */
   char thread_name[64];
   bool thread_name_set;

@@ -57,6 +57,9 @@ static const option options[] = {
      "etch recover reads it)"},
     {"flight_keep", OPT_UINT, OFF(flight_keep), 0, 1, NULL,
      "1: keep the flight file after a normal end too"},
+    {"write_period_ms", OPT_UINT, OFF(write_period_ms), 0, 86400000ull, NULL,
+     "write the output while recording, this often in ms and whenever a "
+     "quarter of the buffer is full (0: when the session stops)"},
 };
 #undef OFF
 
@@ -447,6 +450,23 @@ static int session_new(const etch_config *cfg, etch_backend *given,
   char *flight = NULL;
   if (rc == ETCH_OK && s->cfg.flight)
     rc = etch__flight_path(s->cfg.flight, &flight);
+  if (rc == ETCH_OK && s->cfg.write_period_ms && !s->cfg.output)
+    rc = etch__error(ETCH_ECONFIG,
+                     "config: write_period_ms=%llu: the trace is written "
+                     "while recording into the output file, and there is "
+                     "none (option output, ETCH_OUT)",
+                     (unsigned long long)s->cfg.write_period_ms);
+  if (rc == ETCH_OK && s->cfg.write_period_ms && s->cfg.flight)
+    rc = etch__error(ETCH_ECONFIG,
+                     "config: write_period_ms and flight=%s: the trace is "
+                     "either written while recording or kept in a flight "
+                     "file for a death; choose one",
+                     s->cfg.flight);
+  if (rc == ETCH_OK && s->cfg.write_period_ms && given)
+    rc = etch__error(ETCH_ECONFIG,
+                     "config: write_period_ms: this session's chunks go to a "
+                     "service, which writes its trace (TraceConfig's "
+                     "write_into_file)");
   if (rc == ETCH_OK && s->cfg.interceptor && (given || s->cfg.output))
     rc = etch__error(ETCH_ECONFIG,
                      "config: interceptor=%s: an intercepted session's "
@@ -539,11 +559,18 @@ static void *timer_main(void *arg) {
 
 int etch_session_start(etch_session *s) {
   if (!s) return etch__error(ETCH_EINVAL, "etch_session_start: NULL session");
+  bool fresh = __atomic_load_n(&s->state, __ATOMIC_RELAXED) == ETCH_SESS_NEW;
+  /* The output is opened and its thread runs before the first event. */
+  if (fresh && s->cfg.write_period_ms && !s->stream) {
+    if (!s->backend->ops->collect)
+      return etch__error(ETCH_ECONFIG, "config: write_period_ms: this "
+                         "session's trace cannot be written while it records");
+    int rc = etch__stream_start(s);
+    if (rc) return rc;
+  }
   /* The backend starts before the first event can reach it, outside the
    * global lock (an interceptor's start may emit events). */
-  if (__atomic_load_n(&s->state, __ATOMIC_RELAXED) == ETCH_SESS_NEW &&
-      s->backend->ops->start)
-    s->backend->ops->start(s->backend);
+  if (fresh && s->backend->ops->start) s->backend->ops->start(s->backend);
   pthread_mutex_lock(&etch__g.lock);
   if (s->state != ETCH_SESS_NEW) {
     pthread_mutex_unlock(&etch__g.lock);
@@ -583,8 +610,11 @@ int etch_session_flush(etch_session *s) {
   /* Writers publish every packet with a release store as they finish it,
    * and reads take the buffer lock and acquire-load each chunk's length:
    * whatever completed before this call is already visible to a read. */
-  if (__atomic_load_n(&s->state, __ATOMIC_ACQUIRE) == ETCH_SESS_NEW)
+  uint32_t st = __atomic_load_n(&s->state, __ATOMIC_ACQUIRE);
+  if (st == ETCH_SESS_NEW)
     return etch__error(ETCH_ESTATE, "session not started");
+  /* A session that writes while it records: into the file now. */
+  if (s->stream && st == ETCH_SESS_RUNNING) return etch__stream_flush(s->stream);
   return ETCH_OK;
 }
 
@@ -649,12 +679,19 @@ int etch_session_write_file(etch_session *s, const char *path) {
   if (!s || !path || !*path)
     return etch__error(ETCH_EINVAL, "etch_session_write_file: %s",
                        !s ? "NULL session" : "empty path");
+  if (s->stream)
+    return etch__error(ETCH_EINVAL, "etch_session_write_file: the session "
+                       "writes its trace into %s while it records",
+                       s->cfg.output);
   return etch__session_write_output(s, path, NULL, NULL);
 }
 
 int etch_session_read(etch_session *s, uint8_t **data, size_t *len) {
   if (!s || !data || !len)
     return etch__error(ETCH_EINVAL, "etch_session_read: NULL argument");
+  if (s->stream)
+    return etch__error(ETCH_EINVAL, "etch_session_read: the session writes "
+                       "its trace into %s while it records", s->cfg.output);
   return etch__session_serialize(s, data, len);
 }
 
@@ -694,6 +731,7 @@ void etch__session_release(etch_session *s) {
   bool last = --s->refs == 0;
   pthread_mutex_unlock(&s->lock);
   if (!last) return;
+  etch__stream_free(s->stream); /* its thread reads the backend */
   s->backend->ops->destroy(s->backend);
   for (etch_writer *w = s->writers, *next; w; w = next) {
     next = w->next;
@@ -720,6 +758,7 @@ void etch__session_forget_inherited(etch_session *s) {
    * track pages. The lock and the condition may be held by a thread that
    * is not here: neither is touched; nor is the timer thread (the
    * parent's) or the output (the parent writes it). */
+  etch__stream_forget(s->stream);
   if (s->backend->ops->forget) {
     s->backend->ops->forget(s->backend);
   } else {

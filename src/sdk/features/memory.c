@@ -252,7 +252,7 @@ ETCH_INLINE bool report_free(uint32_t mask, const void *ptr, uint64_t *size) {
 ETCH_INLINE uint32_t report_begin(uintptr_t addr) {
   uint32_t mask =
       __atomic_load_n(&etch_cat_etch_memory.enabled, __ATOMIC_RELAXED);
-  if (ETCH_LIKELY(!mask) || !addr || mt.in) return 0;
+  if (ETCH_LIKELY(!mask) || !addr || mt.in || etch__tls.internal) return 0;
   mt.in = true;
   if (ETCH_UNLIKELY(!__atomic_load_n(&atfork_done, __ATOMIC_ACQUIRE))) {
     pthread_once(&atfork_once, atfork_register);
