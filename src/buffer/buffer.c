@@ -156,9 +156,7 @@ void etch__buffer_get_stats(etch_buffer *b, etch_buffer_stats *out) {
 typedef struct snap_chunk {
   uint32_t writer_id;
   uint32_t chunk_id;
-  uint32_t flags;
-  uint32_t used;
-  uint64_t off; /* into the snapshot data */
+  uint32_t index; /* in the buffer */
 } snap_chunk;
 
 static int snap_cmp(const void *a, const void *b) {
@@ -168,47 +166,48 @@ static int snap_cmp(const void *a, const void *b) {
   return 0;
 }
 
+/* Copies chunk s's committed bytes into `into` (a chunk's payload of
+ * room), under the lock; false when the chunk is no longer the one the
+ * listing saw (a ring gave it to another writer meanwhile: its data is
+ * lost, as if overwritten before the read). */
+static bool copy_chunk(etch_buffer *b, const snap_chunk *s, uint8_t *into,
+                       uint32_t *used, uint32_t *flags) {
+  pthread_mutex_lock(&b->lock);
+  etch_chunk *c = etch__buffer_chunk(b, s->index);
+  bool same = __atomic_load_n(&c->state, __ATOMIC_ACQUIRE) != ETCH_CHUNK_FREE &&
+              c->writer_id == s->writer_id && c->chunk_id == s->chunk_id;
+  if (same) {
+    uint32_t word = __atomic_load_n(&c->used, __ATOMIC_ACQUIRE);
+    *used = word & ETCH_CHUNK_USED_MASK;
+    if (*used > etch__buffer_payload_size(b)) *used = 0; /* never trust */
+    *flags = word >> ETCH_CHUNK_FLAGS_SHIFT;
+    memcpy(into, etch__chunk_payload(c), *used);
+  }
+  pthread_mutex_unlock(&b->lock);
+  return same;
+}
+
 int etch__buffer_read(etch_buffer *b, etch_packet_fn emit, void *ctx,
                       uint64_t *lost_fragments) {
   *lost_fragments = 0;
+  /* The chunks' names first, then each chunk's bytes one at a time: what
+   * the read holds besides the buffer is one chunk, not a copy of it. */
   snap_chunk *chunks = (snap_chunk *)etch__calloc(b->nchunks, sizeof *chunks);
-  if (!chunks) return ETCH_ENOMEM;
+  uint8_t *data = (uint8_t *)etch__malloc(etch__buffer_payload_size(b));
+  if (!chunks || !data) {
+    free(chunks);
+    free(data);
+    return ETCH_ENOMEM;
+  }
   uint32_t n = 0;
-  uint64_t total = 0;
-  uint8_t *data = NULL;
-
   pthread_mutex_lock(&b->lock);
   for (uint32_t i = 0; i < b->nchunks; i++) {
     etch_chunk *c = etch__buffer_chunk(b, i);
-    uint32_t st = __atomic_load_n(&c->state, __ATOMIC_ACQUIRE);
-    if (st == ETCH_CHUNK_FREE) continue;
-    uint32_t word = __atomic_load_n(&c->used, __ATOMIC_ACQUIRE);
-    uint32_t used = word & ETCH_CHUNK_USED_MASK;
-    if (used > etch__buffer_payload_size(b)) used = 0; /* never trust */
-    snap_chunk *s = &chunks[n++];
-    s->writer_id = c->writer_id;
-    s->chunk_id = c->chunk_id;
-    s->flags = word >> ETCH_CHUNK_FLAGS_SHIFT;
-    s->used = used;
-    s->off = total;
-    total += used;
-  }
-  data = (uint8_t *)etch__malloc(total ? total : 1);
-  if (data) {
-    uint32_t k = 0;
-    for (uint32_t i = 0; i < b->nchunks && k < n; i++) {
-      etch_chunk *c = etch__buffer_chunk(b, i);
-      if (__atomic_load_n(&c->state, __ATOMIC_ACQUIRE) == ETCH_CHUNK_FREE)
-        continue;
-      memcpy(data + chunks[k].off, etch__chunk_payload(c), chunks[k].used);
-      k++;
-    }
+    if (__atomic_load_n(&c->state, __ATOMIC_ACQUIRE) == ETCH_CHUNK_FREE)
+      continue;
+    chunks[n++] = (snap_chunk){c->writer_id, c->chunk_id, i};
   }
   pthread_mutex_unlock(&b->lock);
-  if (!data) {
-    free(chunks);
-    return ETCH_ENOMEM;
-  }
 
   qsort(chunks, n, sizeof *chunks, snap_cmp);
 
@@ -221,12 +220,13 @@ int etch__buffer_read(etch_buffer *b, etch_packet_fn emit, void *ctx,
       if (etch__reasm_lose(&r)) (*lost_fragments)++;
       etch__reasm_start(&r, 0, false);
     }
+    uint32_t used, flags;
+    if (!copy_chunk(b, s, data, &used, &flags)) continue; /* a gap */
     bool cut;
     if (!etch__reasm_chunk(&r, s->chunk_id, &cut) && cut) (*lost_fragments)++;
 
     etch_frag_cursor cur;
-    etch__frag_init(&cur, data + s->off, s->used, ETCH_FRAG_UNCOUNTED,
-                    s->flags);
+    etch__frag_init(&cur, data, used, ETCH_FRAG_UNCOUNTED, flags);
     const uint8_t *frag;
     uint32_t size;
     int k;
