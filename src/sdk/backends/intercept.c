@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "buffer/fragment.h"
 #include "etch/interceptor.h"
 #include "pb/pb.h"
 #include "proto/perfetto.h"
@@ -163,9 +164,7 @@ struct etch__intercept_seq {
   uint32_t writer_id;
   icpt *owner;
   void *state;       /* the interceptor's thread state */
-  uint8_t *partial;  /* a packet crossing chunks, joined so far */
-  size_t partial_len, partial_cap;
-  bool joining;
+  etch_reasm reasm;  /* a packet crossing chunks, joined so far */
   etch__intercept_seq *next;
 } __attribute__((aligned(64)));
 
@@ -204,6 +203,7 @@ static etch__intercept_seq *seq_get(icpt *b, uint32_t writer_id) {
   memset(s, 0, sizeof *s);
   s->writer_id = writer_id;
   s->owner = b;
+  etch__reasm_init(&s->reasm);
   size_t sz = b->r->ic.thread_state_size;
   if (sz) {
     s->state = etch__calloc(1, sz);
@@ -221,7 +221,7 @@ static void seq_free(icpt *b, etch__intercept_seq *s) {
   if (s->state && b->r->ic.thread_destroy)
     b->r->ic.thread_destroy(b->r->ic.global, s->state);
   free(s->state);
-  free(s->partial);
+  etch__reasm_free(&s->reasm);
   free(s);
 }
 
@@ -249,20 +249,6 @@ static etch_chunk *icpt_acquire(etch_backend *bb, uint32_t writer_id,
   k->c.state = ETCH_CHUNK_WRITING;
   etch__chunk_publish(&k->c, 0, flags);
   return &k->c;
-}
-
-static bool partial_add(etch__intercept_seq *s, const uint8_t *d, size_t n) {
-  if (s->partial_len + n > s->partial_cap) {
-    size_t cap = s->partial_cap ? s->partial_cap : 4096;
-    while (cap < s->partial_len + n) cap *= 2;
-    uint8_t *p = (uint8_t *)etch__realloc(s->partial, cap);
-    if (!p) return false;
-    s->partial = p;
-    s->partial_cap = cap;
-  }
-  memcpy(s->partial + s->partial_len, d, n);
-  s->partial_len += n;
-  return true;
 }
 
 bool etch__packet_clears_state(const uint8_t *d, size_t n) {
@@ -301,47 +287,42 @@ static void deliver(icpt *b, etch__intercept_seq *s, const uint8_t *d,
   __atomic_store_n(&s->busy, 0, __ATOMIC_RELEASE);
 }
 
-/* Reads the fragments committed in `c` since the last call. */
+/* Reads the fragments committed in `c` since the last call (the buffer
+ * part's cursor and reassembler, from where the last call stopped). */
 static void drain(icpt *b, ichunk *k) {
   etch__intercept_seq *s = k->seq;
   uint32_t word = __atomic_load_n(&k->c.used, __ATOMIC_ACQUIRE);
   uint32_t used = word & ETCH_CHUNK_USED_MASK;
-  uint32_t flags = word >> ETCH_CHUNK_FLAGS_SHIFT;
   if (used > CHUNK_PAYLOAD) used = CHUNK_PAYLOAD;
-  const uint8_t *base = etch__chunk_payload(&k->c);
-  const uint8_t *p = base + k->delivered, *end = base + used;
-  while (p < end) {
-    bool first = p == base;
-    uint64_t size;
-    if (!etch__pb_read_varint(&p, end, &size) ||
-        size > (uint64_t)(end - p)) {
-      s->joining = false; /* the writer's own chunk: cannot happen */
+  etch_frag_cursor cur;
+  etch__frag_init(&cur, etch__chunk_payload(&k->c), used, ETCH_FRAG_UNCOUNTED,
+                  word >> ETCH_CHUNK_FLAGS_SHIFT);
+  /* Past the fragments read before: the next is not the chunk's first. */
+  cur.off = k->delivered;
+  cur.index = k->delivered ? 1 : 0;
+  const uint8_t *d;
+  uint32_t n;
+  int got;
+  while ((got = etch__frag_next(&cur, &d, &n)) != ETCH_FRAG_END) {
+    /* The writer's own chunk, in this process: never a lie. */
+    if (ETCH_NEVER(got != ETCH_FRAG_OK)) {
+      etch__reasm_lose(&s->reasm);
       break;
     }
-    const uint8_t *frag = p;
-    p += size;
-    bool cont_prev = first && (flags & ETCH_CHUNK_FIRST_CONTINUES);
-    bool cont_next = p == end && (flags & ETCH_CHUNK_LAST_CONTINUES);
-    if (cont_prev) {
-      if (!s->joining) continue; /* its beginning was abandoned */
-      if (!partial_add(s, frag, size)) {
-        s->joining = false;
-        continue;
-      }
-      if (cont_next) continue;
-      s->joining = false;
-      deliver(b, s, s->partial, s->partial_len);
+    const uint8_t *pkt;
+    uint32_t plen;
+    bool dropped, lost = false;
+    /* Out of memory joining a packet: it is not delivered (as a packet
+     * whose beginning is gone). */
+    if (etch__reasm_fragment(&s->reasm, d, n, etch__frag_cont_prev(&cur),
+                             etch__frag_cont_next(&cur), &pkt, &plen,
+                             &dropped, &lost) != ETCH_OK) {
+      etch__reasm_lose(&s->reasm);
       continue;
     }
-    s->joining = false;
-    if (cont_next) {
-      s->partial_len = 0;
-      s->joining = partial_add(s, frag, size);
-      continue;
-    }
-    if (size) deliver(b, s, frag, size);
+    if (plen) deliver(b, s, pkt, plen);
   }
-  k->delivered = (uint32_t)(p - base);
+  k->delivered = cur.off;
 }
 
 static void icpt_packet_done(etch_backend *bb, etch_chunk *c) {
