@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "base/base.h"
+#include "buffer/fragment.h"
 #include "buffer/smb.h"
 #include "etch/etch.h"
 
@@ -36,6 +37,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
           if (d && len) sum += d[0] + d[len - 1]; /* touch both ends */
         }
         if (rc < 0 && etch_last_error()[0] == '\0') abort();
+        /* As a chunk written in place that a dead producer left: what its
+         * own header says it published stays inside the chunk. */
+        uint32_t ioff, ilen, iflags;
+        if (etch__smb_inplace_committed(&chunk, &ioff, &ilen, &iflags)) {
+          if ((uint64_t)ioff + ilen > chunk.payload_len || (iflags & ~3u))
+            abort();
+          uint32_t n = etch__frag_count(chunk.payload + ioff, ilen);
+          sum += n;
+          if (ilen) sum += chunk.payload[ioff] + chunk.payload[ioff + ilen - 1];
+        }
         (void)sum;
       } else if (etch_last_error()[0] == '\0') {
         abort();

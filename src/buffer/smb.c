@@ -193,3 +193,22 @@ int etch__smb_next_fragment(const etch_smb_chunk *c, uint32_t *index,
                        c->chunk_id, c->writer_id, *index);
   }
 }
+
+bool etch__smb_inplace_committed(const etch_smb_chunk *c, uint32_t *off,
+                                 uint32_t *len, uint32_t *flags) {
+  /* etch_chunk's words, read as the bytes they are (the producer's). */
+  uint32_t w[8];
+  if (c->payload_len < ETCH_SMB_INPLACE_HEADER) return false;
+  uint32_t room = c->payload_len - ETCH_SMB_INPLACE_HEADER;
+  memcpy(w, c->payload + room, sizeof w);
+  uint32_t writer_id = w[1], chunk_id = w[2], used_word = w[3];
+  if (w[7] != ETCH_SMB_INPLACE_MAGIC || writer_id != c->writer_id ||
+      chunk_id != c->chunk_id)
+    return false;
+  uint32_t used = used_word & 0x0fffffffu;
+  if (used > room) return false;
+  *off = 0;
+  *len = used;
+  *flags = (used_word >> 28) & (ETCH_SMB_FIRST_CONTINUES | ETCH_SMB_LAST_CONTINUES);
+  return true;
+}

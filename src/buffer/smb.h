@@ -183,4 +183,27 @@ int etch__smb_next_fragment(const etch_smb_chunk *c, uint32_t *index,
                             uint32_t *off, const uint8_t **data,
                             uint32_t *len);
 
+/*
+ * Chunks written in place (libetch's producers, sdk/backends/system.c).
+ * The fragments start at the payload's start, as Perfetto's layout has
+ * them, and the payload's last 32 bytes are etch's own chunk header
+ * (buffer.h's etch_chunk: state, writer and chunk ids, and the committed
+ * length with the CONTINUES flags, published after every packet) with
+ * reserved[3] == ETCH_SMB_INPLACE_MAGIC. While the chunk is WRITING the SMB
+ * header's count stays 0, so a service that scrapes by Perfetto's rules
+ * takes nothing of it; completing it only sets the count (the fragments
+ * are where they belong; the header's bytes after them are never read).
+ * A service salvaging a producer that died reads the committed part of
+ * such a chunk with etch__smb_inplace_committed: what the process had
+ * published when it died, at any moment of a chunk's life.
+ */
+#define ETCH_SMB_INPLACE_MAGIC 0x68637445u /* "Etch" */
+#define ETCH_SMB_INPLACE_HEADER 32u
+/* Of a chunk copied out of the SMB (WRITING): the committed fragments of
+ * an in-place chunk at payload + *off (0), *len bytes, *flags its CONTINUES
+ * bits. False when it is not one, or its header does not match the SMB
+ * header's ids or lies about its length. */
+bool etch__smb_inplace_committed(const etch_smb_chunk *c, uint32_t *off,
+                                 uint32_t *len, uint32_t *flags);
+
 #endif /* ETCH_BUFFER_SMB_H */

@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "buffer/fragment.h"
 #include "proto/ipc.h"
 #include "proto/perfetto.h"
 #include "service/service_int.h"
@@ -470,6 +471,34 @@ static void salvage_producer(etch_service *s, producer *p) {
           etch__tracebuf_put(s->bufs[buf], seq, s->chunk->chunk_id,
                              s->chunk->flags & 3u, s->chunk->count,
                              s->chunk->payload, s->chunk->payload_len);
+        break;
+      }
+    }
+  }
+  /* libetch writes its chunks in place, with a header of its own after
+   * them that says what it published (smb.h): taken whatever it asked
+   * about scraping, as a commit of that much would have put it. */
+  for (uint32_t page = 0; page < p->smb.npages; page++) {
+    uint32_t bm = etch__smb_bitmap(&p->smb, page);
+    uint32_t n = etch__smb_layout_chunks(etch__smb_bitmap_layout(bm));
+    for (uint32_t i = 0; i < n; i++) {
+      uint32_t off, len, flags;
+      if (etch__smb_bitmap_state(bm, i) != ETCH_SMB_WRITING ||
+          etch__smb_chunk_read(&p->smb, page, i, s->chunk) != ETCH_OK ||
+          !etch__smb_inplace_committed(s->chunk, &off, &len, &flags) || !len)
+        continue;
+      const uint8_t *d = s->chunk->payload + off;
+      etch__svc_logf(s, "producer %u: chunk %u of writer %u written in place, "
+                     "%u bytes published", p->id, s->chunk->chunk_id,
+                     s->chunk->writer_id, len);
+      for (session *x = s->sessions; x; x = x->next) {
+        if (x->state == S_DISABLED) continue;
+        uint32_t buf = etch__svc_writer_buffer(s, x, p, s->chunk->writer_id);
+        if (!buf) continue;
+        uint32_t seq = etch__svc_seq_of(s, p, s->chunk->writer_id);
+        if (seq)
+          etch__tracebuf_put(s->bufs[buf], seq, s->chunk->chunk_id, flags,
+                             etch__frag_count(d, len), d, len);
         break;
       }
     }

@@ -11,11 +11,16 @@
  * for what writers hold). When there is no service it waits and tries
  * again; when the service goes away its sessions end and it reconnects.
  *
- * Writers fill chunks of their own memory exactly as in process (one
- * encoder, one fast path). Taking a chunk reserves a free chunk of the
- * shared memory buffer (Perfetto's layout) for it; completing it (once per
- * chunk, on the writer's slow path) copies it there and queues a
- * CommitData that the thread sends in batches. Only that thread touches
+ * Writers fill chunks exactly as in process (one encoder, one fast path),
+ * in place in the shared memory buffer: taking a chunk reserves a free
+ * chunk of it (Perfetto's layout) and puts etch's own chunk header in the
+ * last 32 bytes of its payload, where the writer publishes what it
+ * committed after every packet (smb.h: chunks written in place), so a
+ * service that salvages a producer killed with SIGKILL finds every event
+ * it had published. Completing it (once per chunk, on the writer's slow
+ * path) sets the count (the fragments are where Perfetto's layout has
+ * them: no copy) and queues a CommitData that the thread sends in
+ * batches. Only that thread touches
  * the connection (at exit too: the exit handler asks it for a last flush
  * and waits a bounded time). Nothing here waits for the service: with no
  * free chunk in the shared buffer the writer gets none and drops events,
@@ -28,6 +33,7 @@
  */
 #define _GNU_SOURCE
 #ifndef ETCH_NO_SYSTEM_BACKEND /* else nothing: see system_ipc.c */
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -37,7 +43,13 @@
 #include "sdk/core/sdk.h"
 #include "sdk/backends/system.h"
 
-#define POOL_MAX 64u
+/* etch_chunk as smb.h's chunks written in place read it. */
+_Static_assert(sizeof(etch_chunk) == ETCH_SMB_INPLACE_HEADER &&
+                   offsetof(etch_chunk, writer_id) == 4 &&
+                   offsetof(etch_chunk, chunk_id) == 8 &&
+                   offsetof(etch_chunk, used) == 12 &&
+                   offsetof(etch_chunk, reserved) + 3 * 4 == 28,
+               "etch_chunk's layout in the shared memory");
 /* How long writers drop without looking once the shared memory is full. */
 #define FULL_BACKOFF_NS 200000ull
 
@@ -103,10 +115,13 @@ static bool smb_fill(sysb *b, const uint8_t *src, uint32_t used,
      * it (the session is gone) or keeps it; one committed empty after a
      * flush copied part of it would have fewer packets than that copy,
      * which Perfetto's service counts as an ABI violation. */
-    memcpy(dst + ETCH_SMB_CHUNK_HEADER, src, used);
+    /* The writer's own chunk (in place: its bytes are there) or another's
+     * (a flush's copy). */
+    if (src != dst + ETCH_SMB_CHUNK_HEADER)
+      memcpy(dst + ETCH_SMB_CHUNK_HEADER, src, used);
     /* The fragments in the published payload, the shared memory's walk
      * (a fragment whose bytes run past it is not counted). */
-    uint32_t count = etch__frag_count(src, used);
+    uint32_t count = etch__frag_count(dst + ETCH_SMB_CHUNK_HEADER, used);
     if (count > ETCH_SMB_MAX_COUNT) count = ETCH_SMB_MAX_COUNT;
     uint16_t f = (uint16_t)(flags & (ETCH_SMB_FIRST_CONTINUES |
                                      ETCH_SMB_LAST_CONTINUES));
@@ -125,8 +140,18 @@ static bool smb_fill(sysb *b, const uint8_t *src, uint32_t used,
   return ok;
 }
 
-static const uint8_t *payload_of(const etch_chunk *c) {
-  return (const uint8_t *)c + ETCH_CHUNK_HEADER_SIZE;
+/* A writer's payload: before its header (smb.h's chunks written in
+ * place). */
+static const uint8_t *payload_of(const sysb *b, const etch_chunk *c) {
+  return (const uint8_t *)c + b->base.payload_at;
+}
+
+/* The writer's chunk header in the shared memory's chunk reserved at res:
+ * its last 32 bytes (under smb_rw, the mapping of generation res[2]). */
+static etch_chunk *chunk_in_place(const uint32_t res[4]) {
+  return (etch_chunk *)(etch__smb_chunk_at(&P.smb, res[0], SYS_LAYOUT, res[1]) +
+                        etch__smb_chunk_size(P.smb.page_size, SYS_LAYOUT) -
+                        ETCH_CHUNK_HEADER_SIZE);
 }
 
 /* A copy of a chunk's published part in a chunk of the shared memory of
@@ -137,7 +162,7 @@ static bool copy_out(sysb *b, const etch_chunk *c, uint32_t used,
   if (__atomic_load_n(&b->dead, __ATOMIC_ACQUIRE) ||
       !smb_reserve(c->writer_id, c->chunk_id, flags, res))
     return false;
-  return smb_fill(b, payload_of(c), used, flags, res, cm, gen);
+  return smb_fill(b, payload_of(b, c), used, flags, res, cm, gen);
 }
 
 /* Reserves the shared memory's chunk for a writer's chunk when the writer
@@ -151,16 +176,39 @@ uint64_t etch__sys_full_until; /* atomic: no free chunk was found before this */
  * full shared memory before it drops (0, the default: it drops at once). */
 uint64_t etch__sys_stall_ns;
 
-static bool reserve_chunk(sysb *b, etch_chunk *c, uint32_t flags,
-                          uint64_t now) {
+static etch_chunk *reserve_chunk(sysb *b, uint32_t writer_id,
+                                 uint32_t chunk_id, uint32_t flags,
+                                 uint64_t now) {
   /* Once the shared memory was found full, writers drop for a while
    * instead of each scanning it again for every event (sys_acquire checks
    * `etch__sys_full_until` with `now` first). */
   uint64_t until = now + etch__sys_stall_ns;
+  uint32_t res[4];
   for (;;) {
-    if (__atomic_load_n(&b->dead, __ATOMIC_RELAXED)) return false;
-    if (smb_reserve(c->writer_id, c->chunk_id, flags, c->reserved))
-      return true;
+    if (__atomic_load_n(&b->dead, __ATOMIC_RELAXED)) return NULL;
+    if (smb_reserve(writer_id, chunk_id, flags, res)) {
+      /* Its header, in the payload: published before the writer has it. A
+       * reconnect may have replaced the mapping since the reservation
+       * (the chunk is then in memory of this process's own). */
+      pthread_rwlock_rdlock(&P.smb_rw);
+      etch_chunk *c = NULL;
+      if (P.have_smb && res[2] == P.smb_gen) {
+        c = chunk_in_place(res);
+        memset(c, 0, ETCH_CHUNK_HEADER_SIZE);
+        c->writer_id = writer_id;
+        c->chunk_id = chunk_id;
+        c->reserved[0] = res[0];
+        c->reserved[1] = res[1];
+        c->reserved[2] = res[2];
+        etch__chunk_publish(c, 0, flags);
+        __atomic_store_n(&c->reserved[3], ETCH_SMB_INPLACE_MAGIC,
+                         __ATOMIC_RELEASE);
+        __atomic_store_n(&c->state, ETCH_CHUNK_WRITING, __ATOMIC_RELEASE);
+      }
+      pthread_rwlock_unlock(&P.smb_rw);
+      if (c) return c;
+      continue;
+    }
     if (!etch__sys_stall_ns || now >= until) break;
     /* Asked to wait: the commits waiting for a batch go now, and the
      * writer looks again in a while. */
@@ -171,13 +219,16 @@ static bool reserve_chunk(sysb *b, etch_chunk *c, uint32_t flags,
   }
   __atomic_store_n(&etch__sys_full_until, now + FULL_BACKOFF_NS,
                    __ATOMIC_RELAXED);
-  return false;
+  return NULL;
 }
 
-/* Fills the chunk reserved for c with its published part (see smb_fill). */
+/* Completes the writer's chunk in place with its published part (see
+ * smb_fill). */
 static bool fill_reserved(sysb *b, const etch_chunk *c, uint32_t used,
                           uint32_t flags, commit *cm, uint32_t *gen) {
-  return smb_fill(b, payload_of(c), used, flags, c->reserved, cm, gen);
+  uint32_t res[4] = {c->reserved[0], c->reserved[1], c->reserved[2],
+                     c->reserved[3]};
+  return smb_fill(b, payload_of(b, c), used, flags, res, cm, gen);
 }
 
 /* The fewest chunks to a page whose payload stays at most 5115 bytes: a
@@ -213,31 +264,8 @@ static etch_chunk *sys_acquire(etch_backend *be, uint32_t writer_id,
       (!etch__sys_stall_ns &&
        now < __atomic_load_n(&etch__sys_full_until, __ATOMIC_RELAXED)))
     return NULL;
-  etch_chunk *c = NULL;
-  pthread_mutex_lock(&P.lock);
-  if (P.pool_size != be->chunk_size) { /* a new geometry: drop the pool */
-    while (P.npool) free(P.pool[--P.npool]);
-    P.pool_size = be->chunk_size;
-  }
-  if (P.npool) c = P.pool[--P.npool];
-  pthread_mutex_unlock(&P.lock);
-  if (!c) c = (etch_chunk *)etch__malloc(be->chunk_size);
-  if (!c) return NULL;
-  memset(c, 0, ETCH_CHUNK_HEADER_SIZE);
-  c->writer_id = writer_id;
-  c->chunk_id = chunk_id;
-  if (!reserve_chunk(b, c, flags, now)) {
-    pthread_mutex_lock(&P.lock);
-    if (P.npool < POOL_MAX && be->chunk_size == P.pool_size) {
-      P.pool[P.npool++] = c;
-      c = NULL;
-    }
-    pthread_mutex_unlock(&P.lock);
-    free(c);
-    return NULL; /* the writer drops, counts and reports */
-  }
-  etch__chunk_publish(c, 0, flags);
-  __atomic_store_n(&c->state, ETCH_CHUNK_WRITING, __ATOMIC_RELEASE);
+  etch_chunk *c = reserve_chunk(b, writer_id, chunk_id, flags, now);
+  if (!c) return NULL; /* the writer drops, counts and reports */
   pthread_mutex_lock(&P.lock);
   if (b->nout == b->capout) {
     uint32_t cap = b->capout ? b->capout * 2 : 16;
@@ -275,12 +303,7 @@ static void sys_complete(etch_backend *be, etch_chunk *c) {
   if (ok) ok = push_commit(&cm, gen);
   if (!ok && !__atomic_load_n(&b->dead, __ATOMIC_RELAXED)) P.chunks_lost++;
   if (ok && P.ncommits == P.commit_batch) etch__sys_wake_thread();
-  if (P.npool < POOL_MAX && be->chunk_size == P.pool_size) {
-    P.pool[P.npool++] = c;
-    c = NULL;
-  }
   pthread_mutex_unlock(&P.lock);
-  free(c);
 }
 
 static void sys_note_drop(etch_backend *be) {

@@ -1,7 +1,7 @@
 /*
  * system.h - what the system backend's two files share (private to them):
  * system.c has the backend's ops and the shared memory (taking,
- * filling and committing chunks, flushes' copies, the pool of chunks);
+ * filling and committing chunks in place, flushes' copies);
  * system_ipc.c has the producer thread, the one that talks to the service
  * (connecting, registering, commands, commits, flushes, exit and fork).
  * See system.c.
@@ -66,8 +66,6 @@ struct etch__sys_producer {
   uint32_t ninst;
   uint64_t chunks_lost; /* no free chunk in the shared buffer */
   /* Chunks of writers' memory given back, for the next acquire. */
-  etch_chunk *pool[64];
-  uint32_t npool, pool_size;
 };
 extern ETCH_HIDDEN struct etch__sys_producer etch__sys;
 /* Both files call it P. */

@@ -272,9 +272,12 @@ static void start_instance(uint64_t id, const uint8_t *cfg, size_t len) {
     b = NULL;
   } else if (!rc) {
     b->base.ops = &etch__sys_ops;
+    /* A chunk of the shared memory, its header aside: the payload and
+     * etch's header after it, written in place. */
     b->base.chunk_size = etch__smb_chunk_size(P.smb.page_size, SYS_LAYOUT) -
-                         ETCH_SMB_CHUNK_HEADER + ETCH_CHUNK_HEADER_SIZE;
+                         ETCH_SMB_CHUNK_HEADER;
     b->base.payload_size = b->base.chunk_size - ETCH_CHUNK_HEADER_SIZE;
+    b->base.payload_at = -(int32_t)b->base.payload_size;
     b->target_buffer = buffer;
     b->base.reset_span = RESET_SPAN;
     rc = etch__session_new_with_backend(c, &b->base, &s);
@@ -496,14 +499,28 @@ static void on_frame(const etch_ipc_frame *f) {
     on_command(f->body.data, f->body.len);
 }
 
+/* The shared memory goes (the service went away, or a fork child lets go
+ * of the parent's). Writers may still be writing chunks in it (in place),
+ * so its addresses stay, over memory of this process's own: what they
+ * write there goes nowhere, and completing such a chunk finds its mapping
+ * gone (an older generation). Pages never written cost nothing; the
+ * addresses are never given back. */
+static void smb_let_go(void) {
+  if (!P.smb_mem) return;
+  void *m = mmap(P.smb_mem, P.smb_size, PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1,
+                 0);
+  if (m == MAP_FAILED) munmap(P.smb_mem, P.smb_size);
+  P.smb_mem = NULL;
+}
+
 static void disconnect(void) {
   while (P.ninst) end_instance(P.ninst - 1, false);
   pthread_mutex_lock(&P.lock);
   etch__ipc_conn_close(&P.conn);
   P.connected = false;
   pthread_rwlock_wrlock(&P.smb_rw);
-  if (P.smb_mem) munmap(P.smb_mem, P.smb_size);
-  P.smb_mem = NULL;
+  smb_let_go();
   P.have_smb = false;
   P.smb_gen++;
   P.ncommits = 0;
@@ -686,8 +703,7 @@ static void sys_atfork_child(void) {
   if (P.connected) etch__ipc_conn_close(&P.conn);
   P.connected = false;
   pthread_rwlock_init(&P.smb_rw, NULL);
-  if (P.smb_mem) munmap(P.smb_mem, P.smb_size);
-  P.smb_mem = NULL;
+  smb_let_go();
   P.have_smb = false;
   P.smb_gen++;
   /* The parent's sessions: never used here, and not freed either (a

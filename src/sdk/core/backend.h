@@ -68,6 +68,10 @@ typedef struct etch_backend_ops {
 struct etch_backend {
   const etch_backend_ops *ops;
   uint32_t payload_size; /* bytes of payload in every chunk */
+  /* Where a chunk's payload is, from its header, in bytes; 0: right after
+   * it (etch__chunk_payload). The system backend's header follows its
+   * payload in the shared memory (a negative offset). */
+  int32_t payload_at;
   uint32_t chunk_size;   /* the same with the header */
   /* A writer resets its incremental state after this many chunks were
    * handed out since its last reset (0: never), so that a ring that wraps

@@ -113,7 +113,8 @@ static bool take_chunk(etch_writer *w, uint32_t flags) {
   w->next_chunk_id++;
   w->chunk = c;
   w->chunk_flags = flags;
-  w->payload = etch__chunk_payload(c);
+  w->payload = b->payload_at ? (uint8_t *)c + b->payload_at
+                             : etch__chunk_payload(c);
   w->pub_base = (uintptr_t)w->payload -
                 ((uintptr_t)flags << ETCH_CHUNK_FLAGS_SHIFT);
   w->st.cur = w->payload;
