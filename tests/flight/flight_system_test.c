@@ -192,7 +192,51 @@ TEST(flight_system_producer_killed_keeps_what_it_published) {
              run, t, (long long)k - 1, (unsigned long long)p);
     }
     ASSERT_EQ_U64(tr.unresolved, 0);
+    /* No slice runs on because its end was lost: on each thread, the
+     * "batch" slices whose end the trace has, and at most the one the
+     * producer was in when it died left open. */
+    uint64_t tracks[8] = {0};
+    int64_t begins[8] = {0}, ends[8] = {0};
+    int ntracks = 0;
+    for (size_t i = 0; i < tr.nev; i++) {
+      const td_event *e = &tr.ev[i];
+      if (e->type != 1 && e->type != 2) continue;
+      int k = 0;
+      while (k < ntracks && tracks[k] != e->track) k++;
+      if (k == ntracks) {
+        ASSERT_TRUE(ntracks < 8);
+        tracks[ntracks++] = e->track;
+      }
+      if (e->type == 1) begins[k]++;
+      else ends[k]++;
+    }
+    ASSERT_EQ_INT(ntracks, THREADS);
+    int open_slices = 0;
+    for (int k = 0; k < ntracks; k++) {
+      if (ends[k] > begins[k] || begins[k] > ends[k] + 1)
+        FAIL("run %d: %lld batch begins and %lld ends on one thread", run,
+             (long long)begins[k], (long long)ends[k]);
+      open_slices += (int)(begins[k] - ends[k]);
+    }
     td_free(&tr);
+    /* The same in the query part's slice table: those open, no more. */
+    char qout[700], want[64];
+    snprintf(qout, sizeof qout, "%s/query%d.csv", dir, run);
+    pid_t q = spawn((char *const[]){(char *)ETCH_BIN, "query", "--csv",
+                                    "--no-cache", out,
+                                    "select count(*) as open from slice "
+                                    "where dur < 0",
+                                    NULL},
+                    qout);
+    ASSERT_EQ_INT((int)waitpid(q, &st, 0), (int)q);
+    ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    snprintf(want, sizeof want, "open\n%d\n", open_slices);
+    ASSERT_EQ_INT(lines_with(qout, "open"), 1);
+    FILE *qf = fopen(qout, "r");
+    char got[64] = {0};
+    ASSERT_TRUE(qf && fread(got, 1, sizeof got - 1, qf) > 0);
+    fclose(qf);
+    ASSERT_EQ_STR(got, want);
 
     /* The flight file: the whole bound. */
     char vflight[700], rout[700];
