@@ -102,10 +102,18 @@ static int run_once(etch__db *db, const char *catalog, const source *src,
   return rc;
 }
 
+/* What a read gives besides the importer (run_x). */
+typedef struct run_extra {
+  bool quiet;          /* no warning for a trace cut short */
+  bool has_realtime;   /* out: etch__reader_realtime_offset's */
+  int64_t realtime_offset;
+} run_extra;
+
 /* Imports, redoing the read with every track held if a thread track went
  * back in time. The importer is returned for its counts or stats. */
-static int run(etch__db *db, const char *catalog, const source *src,
-               const etch__import_opts *opts, etch__importer **out) {
+static int run_x(etch__db *db, const char *catalog, const source *src,
+                 const etch__import_opts *opts, etch__importer **out,
+                 run_extra *x) {
   etch__import_opts o = {0};
   if (opts) o = *opts;
   o.file_order = !o.timestamp_order;
@@ -119,14 +127,21 @@ static int run(etch__db *db, const char *catalog, const source *src,
   if (!rc && r) {
     etch_reader_stats st;
     etch_reader_get_stats(r, &st);
-    if (st.truncated_bytes)
+    if (st.truncated_bytes && !(x && x->quiet))
       etch__query_warn_cut_short(src->path, st.truncated_bytes,
                                  st.truncated_offset);
+    if (x)
+      x->has_realtime = etch__reader_realtime_offset(r, &x->realtime_offset);
   }
   /* The reader owns the strings the importer's pointer cache saw; the
    * importer keeps its own copies, so the reader can go now. */
   etch_reader_close(r);
   return rc;
+}
+
+static int run(etch__db *db, const char *catalog, const source *src,
+               const etch__import_opts *opts, etch__importer **out) {
+  return run_x(db, catalog, src, opts, out, NULL);
 }
 
 static int import(etch__db *db, const char *catalog, const source *src,
@@ -184,4 +199,24 @@ int etch__query_stats_memory(const void *data, size_t len, FILE *out,
                              const etch__stats_opts *opts) {
   source src = {.data = data, .len = len};
   return stats_run(&src, out, opts);
+}
+
+/* ---- a trace's summary (etch ls) -------------------------------------------------- */
+
+int etch__query_summary_file(const char *path, etch__stats_data *out,
+                             bool *has_realtime, int64_t *realtime_offset) {
+  memset(out, 0, sizeof *out);
+  *has_realtime = false;
+  *realtime_offset = 0;
+  source src = {.path = path};
+  etch__import_opts o = {.allow_truncated = true};
+  run_extra x = {.quiet = true};
+  etch__importer *imp = NULL;
+  int rc = run_x(NULL, NULL, &src, &o, &imp, &x);
+  if (!rc) rc = etch__importer_stats_data(imp, 1, out);
+  etch__importer_free(imp);
+  if (rc) return rc;
+  *has_realtime = x.has_realtime;
+  *realtime_offset = x.realtime_offset;
+  return ETCH_OK;
 }

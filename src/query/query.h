@@ -361,6 +361,17 @@ int etch__query_leaks_file(const char *path, FILE *out, int top,
 int etch__query_leaks_memory(const void *data, size_t len, FILE *out,
                              int top);
 
+/*
+ * The summary of a trace file that `etch ls` shows: the counts and data
+ * loss of `etch stats` (top tables of one row), read without a database
+ * and without a word on stderr (a trace cut short is read up to the cut
+ * and says so in its loss, trace_truncated_bytes). *has_realtime says
+ * whether the trace's clock snapshots give wall-clock time: trace-clock
+ * timestamp + *realtime_offset = ns since the epoch.
+ */
+int etch__query_summary_file(const char *path, etch__stats_data *out,
+                             bool *has_realtime, int64_t *realtime_offset);
+
 /* Prints the `etch stats` report from the imported tables. */
 int etch__query_stats(etch__db *db, FILE *out, const etch__stats_opts *opts);
 /*
@@ -374,6 +385,59 @@ int etch__query_stats_memory(const void *data, size_t len, FILE *out,
 
 /* Writes the Chrome JSON trace event format from the imported tables. */
 int etch__query_export_json(etch__db *db, FILE *out);
+
+/* ---- diff of two traces (diff.c) --------------------------------------------- */
+
+/* What orders the rows: the size of the change of a name's total (the
+ * default), count, mean, p50 or p99, largest first; or the names. Ties go
+ * by name. */
+typedef enum etch__diff_sort {
+  ETCH__DIFF_BY_TOTAL = 0,
+  ETCH__DIFF_BY_COUNT,
+  ETCH__DIFF_BY_MEAN,
+  ETCH__DIFF_BY_P50,
+  ETCH__DIFF_BY_P99,
+  ETCH__DIFF_BY_NAME
+} etch__diff_sort;
+/* "total", "count", "mean", "p50", "p99", "name"; ETCH_EINVAL otherwise. */
+int etch__diff_sort_parse(const char *s, etch__diff_sort *out);
+const char *etch__diff_sort_name(etch__diff_sort s);
+
+/* One side of a row: the slices of the name that ended (dur >= 0,
+ * instants as 0) in one trace. count 0: none (the rest is 0). */
+typedef struct etch__diff_side {
+  int64_t count, total, p50, p99; /* ns; total held to int64 */
+  double mean;
+} etch__diff_side;
+typedef struct etch__diff_row {
+  char *name; /* NULL: slices without a name */
+  etch__diff_side a, b;
+} etch__diff_row;
+typedef struct etch__diff {
+  etch__diff_row *rows; /* sorted */
+  size_t n;
+} etch__diff;
+
+/* The diff of the tables in catalogs `cat_a` and `cat_b` of `db` (as
+ * etch__query_open_traces names them: "t0", "t1"). */
+int etch__diff_from_db(etch__db *db, const char *cat_a, const char *cat_b,
+                       etch__diff_sort sort, etch__diff *out);
+/* The diff of two trace files (or databases written by --db), through
+ * etch__query_open_traces: their caches, built first when needed, unless
+ * `no_cache`. On an error, *failed names the trace it came from (NULL:
+ * none). */
+int etch__diff_files(const char *a, const char *b, const char *cache_dir,
+                     bool no_cache, const etch__import_opts *opts,
+                     etch__diff_sort sort, etch__diff *out,
+                     const char **failed);
+/* Sorts the rows again. */
+void etch__diff_sort_rows(etch__diff *d, etch__diff_sort sort);
+void etch__diff_free(etch__diff *d);
+/* `etch diff`'s report: a table of the first `limit` rows (SIZE_MAX: all)
+ * or JSON; the traces named `name_a` and `name_b`. */
+void etch__diff_print(const etch__diff *d, FILE *out, size_t limit, bool json,
+                      const char *name_a, const char *name_b,
+                      etch__diff_sort sort);
 
 /* JSON string escaping: quotes, backslashes, control characters; invalid
  * UTF-8 becomes U+FFFD. Writes the surrounding quotes. */

@@ -22,6 +22,7 @@
 #include "reader/clock.h"
 #include "reader/errors.h"
 #include "reader/reader_int.h"
+#include "reader/reader_priv.h"
 
 int etch__rd_clocks_init(rd_clocks *c) {
   memset(c, 0, sizeof *c);
@@ -300,6 +301,24 @@ bool etch__rd_clock_convert(etch_reader *r, rd_clock *k, uint64_t v,
       *out = (int64_t)res;
       return true;
     }
+  }
+  return false;
+}
+
+bool etch__reader_realtime_offset(const etch_reader *r, int64_t *offset) {
+  const rd_clocks *c = &r->clocks;
+  for (size_t i = 0; i < c->nsnaps; i++) {
+    const rd_snap *s = &c->snaps[i];
+    const rd_snap_entry *rt = NULL, *tc = NULL;
+    for (uint32_t j = 0; j < s->n; j++) {
+      if (s->e[j].clock->key == ETCH_CLOCK_REALTIME) rt = &s->e[j];
+      if (s->e[j].clock->key == c->trace_clock) tc = &s->e[j];
+    }
+    if (!rt || !tc) continue;
+    /* Wrapping difference: both are ns, and whatever a hostile snapshot
+     * holds the result is some int64. */
+    *offset = (int64_t)(rt->value - tc->value);
+    return true;
   }
   return false;
 }

@@ -57,4 +57,12 @@ uint64_t etch__reader_fast_packets(const etch_reader *r);
  */
 void etch__reader_set_progress_to(etch_reader *r, int fd, uint64_t delay_ns);
 
+/*
+ * After etch_reader_run: the wall-clock time (REALTIME, ns since the epoch)
+ * minus the trace clock, from the first clock snapshot that holds both
+ * clocks; false when no snapshot does (a trace without REALTIME in its
+ * snapshots). A trace-clock timestamp plus the offset is wall-clock time.
+ */
+bool etch__reader_realtime_offset(const etch_reader *r, int64_t *offset);
+
 #endif /* ETCH_READER_PRIV_H */

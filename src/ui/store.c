@@ -1,0 +1,640 @@
+/*
+ * store.c - the trace store (store.h): its directory, names, listing with
+ * cached metadata, removal.
+ *
+ * A trace's metadata file, DIR/.meta/NAME, is text, a key and its value a
+ * line:
+ *
+ *   etch-store-meta 1
+ *   size 51234
+ *   mtime_ns 1795748100123456789
+ *   start 4158694452030            (or: error corrupt trace: offset ...)
+ *   end 4158695795229
+ *   wall 1795748099000000000 1     (the flag: from the trace's clocks)
+ *   events 9
+ *   slices 4
+ *   processes 1
+ *   threads 2
+ *   loss misplaced_end_event 1     (one line per loss stat)
+ *
+ * It is used only while the trace's size and mtime are those it names.
+ * Anything else in it (another version, a line that does not parse, a
+ * file cut short) makes it unusable, and the trace is read again: the
+ * file is hostile as any input is.
+ */
+#define _GNU_SOURCE
+#include "ui/store.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/base.h"
+#include "query/query.h"
+
+#define META_DIR ".meta"
+#define META_MAGIC "etch-store-meta 1"
+/* A metadata file is a few hundred bytes; a larger one is not ours. */
+#define META_MAX (64 * 1024)
+#define NAME_MAX_LEN 255
+#define PROGRAM_MAX_LEN 64
+
+/* ---- directory and names ------------------------------------------------------- */
+
+int etch__store_dir(char *buf, size_t n) {
+  const char *d = getenv("ETCH_STORE");
+  int k;
+  if (d && *d) {
+    k = snprintf(buf, n, "%s", d);
+  } else if ((d = getenv("XDG_DATA_HOME")) && d[0] == '/') {
+    /* The XDG base directory spec ignores a relative XDG_DATA_HOME. */
+    k = snprintf(buf, n, "%s/etch/traces", d);
+  } else if ((d = getenv("HOME")) && *d) {
+    k = snprintf(buf, n, "%s/.local/share/etch/traces", d);
+  } else {
+    return etch__error(ETCH_EINVAL,
+                       "no trace store: set ETCH_STORE or HOME");
+  }
+  if (k < 0 || (size_t)k >= n)
+    return etch__error(ETCH_EINVAL, "trace store: path too long");
+  return ETCH_OK;
+}
+
+bool etch__store_name_ok(const char *name) {
+  size_t n = strlen(name);
+  if (n == 0 || n > NAME_MAX_LEN || name[0] == '.') return false;
+  if (strstr(name, "..")) return false;
+  for (const unsigned char *p = (const unsigned char *)name; *p; p++)
+    if (*p == '/' || *p < 0x20 || *p == 0x7f) return false;
+  return true;
+}
+
+int etch__store_path(const char *dir, const char *name, char *buf, size_t n) {
+  if (!etch__store_name_ok(name))
+    return etch__error(ETCH_EINVAL, "'%s' is not the name of a trace in the "
+                                    "store", name);
+  int k = snprintf(buf, n, "%s/%s", dir, name);
+  if (k < 0 || (size_t)k >= n)
+    return etch__error(ETCH_EINVAL, "trace store: path too long");
+  return ETCH_OK;
+}
+
+/* The metadata file of `name`. */
+static int meta_path(const char *dir, const char *name, char *buf, size_t n) {
+  int k = snprintf(buf, n, "%s/" META_DIR "/%s", dir, name);
+  if (k < 0 || (size_t)k >= n)
+    return etch__error(ETCH_EINVAL, "trace store: path too long");
+  return ETCH_OK;
+}
+
+/* mkdir -p; an existing directory is fine. */
+static int make_dirs(const char *dir) {
+  char path[4096];
+  size_t n = strlen(dir);
+  if (n == 0 || n >= sizeof path)
+    return etch__error(ETCH_EINVAL, "trace store: bad path '%s'", dir);
+  memcpy(path, dir, n + 1);
+  for (size_t i = 1; i <= n; i++) {
+    if (path[i] != '/' && path[i] != '\0') continue;
+    char c = path[i];
+    path[i] = '\0';
+    if (mkdir(path, 0755) != 0 && errno != EEXIST)
+      return etch__error(ETCH_EIO, "trace store %s: %s", path,
+                         strerror(errno));
+    path[i] = c;
+  }
+  return ETCH_OK;
+}
+
+int etch__store_new_path(const char *dir, const char *program, int64_t when,
+                         char *buf, size_t n) {
+  int rc = make_dirs(dir);
+  if (rc) return rc;
+  char prog[PROGRAM_MAX_LEN + 1];
+  const char *base = program ? strrchr(program, '/') : NULL;
+  base = base ? base + 1 : program;
+  if (!base || !*base) base = "trace";
+  size_t k = 0;
+  for (; base[k] && k < PROGRAM_MAX_LEN; k++) {
+    char c = base[k];
+    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+              (c >= '0' && c <= '9') || c == '_' || c == '-' || c == '+' ||
+              c == '.';
+    prog[k] = ok ? c : '_';
+  }
+  prog[k] = '\0';
+  /* No ".." may come of it (a program called "..x"). */
+  for (char *p = prog; (p = strstr(p, ".."));) *p = '_';
+  time_t t = (time_t)when;
+  struct tm tm;
+  if (!localtime_r(&t, &tm)) memset(&tm, 0, sizeof tm);
+  char stamp[32];
+  strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
+  for (unsigned i = 1; i < 1000; i++) {
+    char suffix[16] = "";
+    if (i > 1) snprintf(suffix, sizeof suffix, "-%u", i);
+    int w = snprintf(buf, n, "%s/%s-%s%s.pftrace", dir, stamp, prog, suffix);
+    if (w < 0 || (size_t)w >= n)
+      return etch__error(ETCH_EINVAL, "trace store: path too long");
+    struct stat sb;
+    if (lstat(buf, &sb) != 0 && errno == ENOENT) return ETCH_OK;
+  }
+  return etch__error(ETCH_EIO, "trace store %s: no free name for %s-%s",
+                     dir, stamp, prog);
+}
+
+/* ---- entries -------------------------------------------------------------------------- */
+
+void etch__store_entry_free(etch__store_entry *e) {
+  if (!e) return;
+  free(e->name);
+  free(e->error);
+  for (size_t i = 0; i < e->nloss; i++) free(e->loss[i].name);
+  free(e->loss);
+  memset(e, 0, sizeof *e);
+}
+
+void etch__store_list_free(etch__store_list *l) {
+  for (size_t i = 0; i < l->n; i++) etch__store_entry_free(&l->e[i]);
+  free(l->e);
+  memset(l, 0, sizeof *l);
+}
+
+int64_t etch__store_entry_dur(const etch__store_entry *e) {
+  if (e->error || e->start > e->end) return 0;
+  return etch__sat_sub(e->end, e->start);
+}
+
+static int64_t sat_add(int64_t a, int64_t b) {
+  int64_t s;
+  if (!__builtin_add_overflow(a, b, &s)) return s;
+  return b > 0 ? INT64_MAX : INT64_MIN;
+}
+
+/* The wall-clock start when the trace's clocks do not give it. */
+static void wall_from_mtime(etch__store_entry *e) {
+  e->wall_from_trace = false;
+  e->wall_start_ns = etch__sat_sub(e->mtime_ns, etch__store_entry_dur(e));
+}
+
+/* Sets e->error to a copy of `msg` with control characters made blanks
+ * (it is one line of the metadata file and of `etch ls`). */
+static int set_error(etch__store_entry *e, const char *msg) {
+  free(e->error);
+  e->error = etch__strdup(msg && *msg ? msg : "unreadable");
+  if (!e->error) return ETCH_ENOMEM;
+  for (char *p = e->error; *p; p++)
+    if ((unsigned char)*p < 0x20 || *p == 0x7f) *p = ' ';
+  return ETCH_OK;
+}
+
+/* The reader's message for trace `path` as `etch ls` shows it: without
+ * the path, a corrupt trace called so (as the etch command says it). */
+static int set_read_error(etch__store_entry *e, const char *path, int st) {
+  const char *msg = etch_last_error();
+  size_t n = strlen(path);
+  if (!strncmp(msg, path, n) && !strncmp(msg + n, ": ", 2)) msg += n + 2;
+  if ((st == ETCH_EFORMAT || st == ETCH_ETRUNC) &&
+      !strncmp(msg, "offset ", 7) &&
+      !strstr(msg, "not a Perfetto protobuf trace")) {
+    char buf[1024];
+    snprintf(buf, sizeof buf, "%s: %s",
+             st == ETCH_EFORMAT ? "corrupt trace" : "corrupt trace, or cut "
+                                                    "short",
+             msg);
+    return set_error(e, buf);
+  }
+  return set_error(e, msg);
+}
+
+/* Reads the trace at `path` into `e` (name, size, mtime set). Only running
+ * out of memory fails: an unreadable trace is an entry with an error. */
+static int compute(etch__store_entry *e, const char *path) {
+  etch__stats_data d;
+  bool has_rt;
+  int64_t off;
+  int st = etch__query_summary_file(path, &d, &has_rt, &off);
+  if (st == ETCH_ENOMEM) return st;
+  if (st) return set_read_error(e, path, st);
+  e->start = d.start;
+  e->end = d.end;
+  e->events = d.events;
+  e->slices = d.slices;
+  e->processes = d.processes;
+  e->threads = d.threads;
+  int rc = ETCH_OK;
+  if (d.nloss) {
+    e->loss = etch__calloc(d.nloss, sizeof *e->loss);
+    if (!e->loss) rc = ETCH_ENOMEM;
+    for (size_t i = 0; !rc && i < d.nloss; i++) {
+      e->loss[i].name = etch__strdup(d.loss[i].name ? d.loss[i].name : "?");
+      e->loss[i].value = d.loss[i].value;
+      e->nloss++;
+      if (!e->loss[i].name) rc = ETCH_ENOMEM;
+    }
+  }
+  etch__stats_data_free(&d);
+  if (has_rt && e->start <= e->end) {
+    e->wall_from_trace = true;
+    e->wall_start_ns = sat_add(e->start, off);
+  } else {
+    wall_from_mtime(e);
+  }
+  return rc;
+}
+
+/* ---- the metadata file ---------------------------------------------------------------- */
+
+/* A loss stat's name as the metadata file may hold it. */
+static bool loss_name_ok(const char *s, size_t n) {
+  if (n == 0 || n > 128) return false;
+  for (size_t i = 0; i < n; i++) {
+    char c = s[i];
+    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+          (c >= '0' && c <= '9') || c == '_' || c == '.'))
+      return false;
+  }
+  return true;
+}
+
+static bool parse_i64(const char *s, int64_t *out) {
+  if (!*s) return false;
+  char *end;
+  errno = 0;
+  long long v = strtoll(s, &end, 10);
+  if (errno || *end) return false;
+  *out = (int64_t)v;
+  return true;
+}
+
+/*
+ * Fills `e` from metadata text `buf` (NUL-terminated) if it is whole and
+ * names size `size` and mtime `mtime_ns`; false otherwise (e then holds
+ * what was parsed, to free).
+ */
+static bool meta_parse(char *buf, int64_t size, int64_t mtime_ns,
+                       etch__store_entry *e) {
+  enum { K_SIZE = 1, K_MTIME = 2, K_START = 4, K_END = 8, K_WALL = 16,
+         K_EVENTS = 32, K_SLICES = 64, K_PROCS = 128, K_THREADS = 256,
+         K_ERROR = 512 };
+  unsigned seen = 0;
+  char *save = NULL;
+  char *line = strtok_r(buf, "\n", &save);
+  if (!line || strcmp(line, META_MAGIC) != 0) return false;
+  while ((line = strtok_r(NULL, "\n", &save))) {
+    char *sp = strchr(line, ' ');
+    if (!sp) return false;
+    *sp = '\0';
+    const char *key = line, *val = sp + 1;
+    int64_t v;
+    unsigned bit = 0;
+    int64_t *dst = NULL;
+    if (!strcmp(key, "size")) bit = K_SIZE, dst = &e->size;
+    else if (!strcmp(key, "mtime_ns")) bit = K_MTIME, dst = &e->mtime_ns;
+    else if (!strcmp(key, "start")) bit = K_START, dst = &e->start;
+    else if (!strcmp(key, "end")) bit = K_END, dst = &e->end;
+    else if (!strcmp(key, "events")) bit = K_EVENTS, dst = &e->events;
+    else if (!strcmp(key, "slices")) bit = K_SLICES, dst = &e->slices;
+    else if (!strcmp(key, "processes")) bit = K_PROCS, dst = &e->processes;
+    else if (!strcmp(key, "threads")) bit = K_THREADS, dst = &e->threads;
+    if (dst) {
+      if ((seen & bit) || !parse_i64(val, &v)) return false;
+      *dst = v;
+      seen |= bit;
+      continue;
+    }
+    if (!strcmp(key, "error")) {
+      if ((seen & K_ERROR) || !*val) return false;
+      if (set_error(e, val)) return false;
+      seen |= K_ERROR;
+    } else if (!strcmp(key, "wall")) {
+      const char *flag = strrchr(val, ' ');
+      if ((seen & K_WALL) || !flag || (strcmp(flag, " 0") && strcmp(flag, " 1")))
+        return false;
+      char num[32];
+      size_t len = (size_t)(flag - val);
+      if (len >= sizeof num) return false;
+      memcpy(num, val, len);
+      num[len] = '\0';
+      if (!parse_i64(num, &e->wall_start_ns)) return false;
+      e->wall_from_trace = flag[1] == '1';
+      seen |= K_WALL;
+    } else if (!strcmp(key, "loss")) {
+      const char *vs = strchr(val, ' ');
+      if (!vs || !loss_name_ok(val, (size_t)(vs - val)) ||
+          !parse_i64(vs + 1, &v) || e->nloss >= 4096)
+        return false;
+      etch__store_loss *g =
+          etch__realloc(e->loss, (e->nloss + 1) * sizeof *e->loss);
+      if (!g) return false;
+      e->loss = g;
+      e->loss[e->nloss].name = strndup(val, (size_t)(vs - val));
+      if (!e->loss[e->nloss].name) return false;
+      e->loss[e->nloss++].value = v;
+    } else {
+      return false;
+    }
+  }
+  const unsigned counts = K_START | K_END | K_WALL | K_EVENTS | K_SLICES |
+                          K_PROCS | K_THREADS;
+  if (!(seen & K_SIZE) || !(seen & K_MTIME)) return false;
+  if (e->size != size || e->mtime_ns != mtime_ns) return false;
+  if (seen & K_ERROR) return (seen & counts) == 0 && e->nloss == 0;
+  return (seen & counts) == counts;
+}
+
+/* The cached metadata of `name`, if usable for the file as it is now. */
+static bool meta_read(const char *dir, const char *name, int64_t size,
+                      int64_t mtime_ns, etch__store_entry *e) {
+  char path[4352];
+  if (meta_path(dir, name, path, sizeof path)) return false;
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+  if (fd < 0) return false;
+  struct stat sb;
+  char *buf = NULL;
+  bool ok = fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) &&
+            sb.st_size > 0 && sb.st_size < META_MAX &&
+            (buf = etch__malloc((size_t)sb.st_size + 1)) != NULL;
+  if (ok) {
+    size_t got = 0, want = (size_t)sb.st_size;
+    while (got < want) {
+      ssize_t r = read(fd, buf + got, want - got);
+      if (r < 0 && errno == EINTR) continue;
+      if (r <= 0) break;
+      got += (size_t)r;
+    }
+    buf[got] = '\0';
+    ok = got == want && strlen(buf) == got && meta_parse(buf, size, mtime_ns, e);
+  }
+  free(buf);
+  close(fd);
+  return ok;
+}
+
+/* Caches `e`'s metadata; a store where it cannot be written (read-only)
+ * just goes without. Written under a temporary name and renamed, so that
+ * a reader never sees half of it. */
+static void meta_write(const char *dir, const etch__store_entry *e) {
+  char mdir[4200], path[4352], tmp[4400];
+  snprintf(mdir, sizeof mdir, "%s/" META_DIR, dir);
+  if (mkdir(mdir, 0755) != 0 && errno != EEXIST) return;
+  if (meta_path(dir, e->name, path, sizeof path)) return;
+  int k = snprintf(tmp, sizeof tmp, "%s/.%ld.tmp", mdir, (long)getpid());
+  if (k < 0 || (size_t)k >= sizeof tmp) return;
+  int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW,
+                0644);
+  if (fd < 0) return;
+  FILE *f = fdopen(fd, "w");
+  if (!f) {
+    close(fd);
+    unlink(tmp);
+    return;
+  }
+  fprintf(f, META_MAGIC "\nsize %" PRId64 "\nmtime_ns %" PRId64 "\n", e->size,
+          e->mtime_ns);
+  if (e->error) {
+    fprintf(f, "error %s\n", e->error);
+  } else {
+    fprintf(f,
+            "start %" PRId64 "\nend %" PRId64 "\nwall %" PRId64 " %d\n"
+            "events %" PRId64 "\nslices %" PRId64 "\nprocesses %" PRId64
+            "\nthreads %" PRId64 "\n",
+            e->start, e->end, e->wall_start_ns, e->wall_from_trace ? 1 : 0,
+            e->events, e->slices, e->processes, e->threads);
+    for (size_t i = 0; i < e->nloss; i++)
+      if (loss_name_ok(e->loss[i].name, strlen(e->loss[i].name)))
+        fprintf(f, "loss %s %" PRId64 "\n", e->loss[i].name, e->loss[i].value);
+  }
+  bool ok = !ferror(f);
+  if (fclose(f) != 0) ok = false;
+  if (!ok || rename(tmp, path) != 0) unlink(tmp);
+}
+
+static int64_t mtime_of(const struct stat *sb) {
+  return (int64_t)sb->st_mtim.tv_sec * 1000000000 + sb->st_mtim.tv_nsec;
+}
+
+/*
+ * The entry of `name` (a store name) in `dir`: from its metadata file when
+ * that fits the trace as it is, else read (and cached). *computed says
+ * which. ETCH_ENOTFOUND: no such file.
+ */
+static int entry_get(const char *dir, const char *name,
+                     etch__store_entry *e, bool *computed) {
+  memset(e, 0, sizeof *e);
+  *computed = false;
+  char path[4352];
+  int rc = etch__store_path(dir, name, path, sizeof path);
+  if (rc) return rc;
+  struct stat lsb, sb;
+  if (lstat(path, &lsb) != 0)
+    return errno == ENOENT
+               ? etch__error(ETCH_ENOTFOUND, "no trace '%s' in the store %s",
+                             name, dir)
+               : etch__error(ETCH_EIO, "%s: %s", path, strerror(errno));
+  if (S_ISDIR(lsb.st_mode))
+    return etch__error(ETCH_ENOTFOUND, "'%s' in the store %s is a directory",
+                       name, dir);
+  e->name = etch__strdup(name);
+  if (!e->name) return ETCH_ENOMEM;
+  /* A symbolic link is listed as what it points to. */
+  if (stat(path, &sb) != 0) {
+    e->mtime_ns = mtime_of(&lsb);
+    e->wall_start_ns = e->mtime_ns;
+    char msg[256];
+    snprintf(msg, sizeof msg, "missing: %s", strerror(errno));
+    return set_error(e, msg);
+  }
+  e->size = (int64_t)sb.st_size;
+  e->mtime_ns = mtime_of(&sb);
+  if (!S_ISREG(sb.st_mode)) {
+    e->wall_start_ns = e->mtime_ns;
+    return set_error(e, "not a regular file");
+  }
+  if (meta_read(dir, name, e->size, e->mtime_ns, e)) {
+    if (e->error) e->wall_start_ns = e->mtime_ns;
+    return ETCH_OK;
+  }
+  /* Unusable metadata: start again from the file. */
+  etch__store_entry_free(e);
+  e->name = etch__strdup(name);
+  if (!e->name) return ETCH_ENOMEM;
+  e->size = (int64_t)sb.st_size;
+  e->mtime_ns = mtime_of(&sb);
+  *computed = true;
+  rc = compute(e, path);
+  if (rc) return rc;
+  if (e->error) e->wall_start_ns = e->mtime_ns;
+  /* Cached only if the trace did not change while it was read (one being
+   * written now is read again next time). */
+  struct stat after;
+  if (stat(path, &after) == 0 && (int64_t)after.st_size == e->size &&
+      mtime_of(&after) == e->mtime_ns)
+    meta_write(dir, e);
+  return ETCH_OK;
+}
+
+int etch__store_entry_get(const char *dir, const char *name,
+                          etch__store_entry *out) {
+  bool computed;
+  int rc = entry_get(dir, name, out, &computed);
+  if (rc) etch__store_entry_free(out);
+  return rc;
+}
+
+/* Newest first: wall-clock start, then name, descending. */
+static int cmp_entry(const void *x, const void *y) {
+  const etch__store_entry *a = x, *b = y;
+  if (a->wall_start_ns != b->wall_start_ns)
+    return a->wall_start_ns < b->wall_start_ns ? 1 : -1;
+  return -strcmp(a->name, b->name);
+}
+
+static int cmp_str(const void *x, const void *y) {
+  return strcmp(*(char *const *)x, *(char *const *)y);
+}
+
+/* Removes the metadata files of traces that are not in `l` (deleted by
+ * hand, renamed) and temporary files left by a killed writer. */
+static void prune_meta(const char *dir, const etch__store_list *l) {
+  char mdir[4200];
+  snprintf(mdir, sizeof mdir, "%s/" META_DIR, dir);
+  DIR *d = opendir(mdir);
+  if (!d) return;
+  char **names = etch__calloc(l->n ? l->n : 1, sizeof *names);
+  if (!names) {
+    closedir(d);
+    return;
+  }
+  for (size_t i = 0; i < l->n; i++) names[i] = l->e[i].name;
+  qsort(names, l->n, sizeof *names, cmp_str);
+  struct dirent *de;
+  while ((de = readdir(d))) {
+    const char *n = de->d_name;
+    if (!strcmp(n, ".") || !strcmp(n, "..")) continue;
+    if (!etch__store_name_ok(n)) continue; /* temporary files: a writer's */
+    if (bsearch(&n, names, l->n, sizeof *names, cmp_str)) continue;
+    unlinkat(dirfd(d), n, 0);
+  }
+  free(names);
+  closedir(d);
+}
+
+int etch__store_list_dir(const char *dir, etch__store_list *out) {
+  memset(out, 0, sizeof *out);
+  DIR *d = opendir(dir);
+  if (!d) {
+    if (errno == ENOENT) return ETCH_OK; /* no trace recorded yet */
+    return etch__error(ETCH_EIO, "trace store %s: %s", dir, strerror(errno));
+  }
+  size_t cap = 0;
+  int rc = ETCH_OK;
+  struct dirent *de;
+  while (!rc && (de = readdir(d))) {
+    const char *n = de->d_name;
+    if (!etch__store_name_ok(n)) continue; /* ".", "..", .meta, dotfiles */
+    if (de->d_type == DT_DIR) continue;
+    if (out->n == cap) {
+      size_t nc = cap ? cap * 2 : 64;
+      etch__store_entry *g = etch__realloc(out->e, nc * sizeof *g);
+      if (!g) {
+        rc = ETCH_ENOMEM;
+        break;
+      }
+      out->e = g;
+      cap = nc;
+    }
+    bool computed;
+    int st = entry_get(dir, n, &out->e[out->n], &computed);
+    if (st == ETCH_ENOTFOUND) { /* removed since readdir, or a directory */
+      etch__store_entry_free(&out->e[out->n]);
+      continue;
+    }
+    if (st) {
+      etch__store_entry_free(&out->e[out->n]);
+      rc = st;
+      break;
+    }
+    out->n++;
+    if (computed) out->computed++;
+  }
+  closedir(d);
+  if (rc) {
+    etch__store_list_free(out);
+    return rc == ETCH_ENOMEM ? etch__error(rc, "out of memory") : rc;
+  }
+  qsort(out->e, out->n, sizeof *out->e, cmp_entry);
+  prune_meta(dir, out);
+  return ETCH_OK;
+}
+
+int etch__store_remove(const char *dir, const char *name) {
+  char path[4352], meta[4352];
+  int rc = etch__store_path(dir, name, path, sizeof path);
+  if (rc) return rc;
+  rc = meta_path(dir, name, meta, sizeof meta);
+  if (rc) return rc;
+  struct stat sb;
+  if (lstat(path, &sb) != 0) {
+    if (errno == ENOENT)
+      return etch__error(ETCH_ENOTFOUND, "no trace '%s' in the store %s",
+                         name, dir);
+    return etch__error(ETCH_EIO, "%s: %s", path, strerror(errno));
+  }
+  if (S_ISDIR(sb.st_mode))
+    return etch__error(ETCH_EINVAL, "'%s' in the store %s is a directory, "
+                                    "not a trace", name, dir);
+  if (unlink(path) != 0)
+    return etch__error(ETCH_EIO, "cannot remove %s: %s", path,
+                       strerror(errno));
+  unlink(meta); /* none yet is fine */
+  return ETCH_OK;
+}
+
+/* ---- JSON --------------------------------------------------------------------------- */
+
+void etch__store_write_json(const char *dir, const etch__store_entry *e,
+                            size_t n, FILE *out) {
+  fputs("[", out);
+  for (size_t i = 0; i < n; i++) {
+    const etch__store_entry *x = &e[i];
+    char path[4352];
+    snprintf(path, sizeof path, "%s/%s", dir, x->name);
+    fputs(i ? ",\n {\"name\":" : "\n {\"name\":", out);
+    etch__json_string(out, x->name, strlen(x->name));
+    fputs(",\"path\":", out);
+    etch__json_string(out, path, strlen(path));
+    fprintf(out, ",\"size\":%" PRId64 ",\"mtime_ns\":%" PRId64, x->size,
+            x->mtime_ns);
+    fprintf(out, ",\"start\":%" PRId64 ",\"start_from_trace\":%s",
+            x->wall_start_ns, x->wall_from_trace ? "true" : "false");
+    if (x->error) {
+      fputs(",\"duration\":null,\"events\":null,\"slices\":null,"
+            "\"processes\":null,\"threads\":null,\"data_loss\":null,"
+            "\"error\":",
+            out);
+      etch__json_string(out, x->error, strlen(x->error));
+      fputs("}", out);
+      continue;
+    }
+    fprintf(out,
+            ",\"duration\":%" PRId64 ",\"events\":%" PRId64
+            ",\"slices\":%" PRId64 ",\"processes\":%" PRId64
+            ",\"threads\":%" PRId64 ",\"data_loss\":[",
+            etch__store_entry_dur(x), x->events, x->slices, x->processes,
+            x->threads);
+    for (size_t k = 0; k < x->nloss; k++) {
+      fputs(k ? ",{\"name\":" : "{\"name\":", out);
+      etch__json_string(out, x->loss[k].name, strlen(x->loss[k].name));
+      fprintf(out, ",\"value\":%" PRId64 "}", x->loss[k].value);
+    }
+    fputs("],\"error\":null}", out);
+  }
+  fputs(n ? "\n]\n" : "]\n", out);
+}

@@ -1,0 +1,113 @@
+/*
+ * store.h - the trace store: a directory of trace files that `etch record`
+ * writes into when it is given no -o, that `etch ls` lists, `etch rm`
+ * tidies and `etch ui` shows.
+ *
+ *   DIR/20261127-031500-app.pftrace          a trace, named by time and
+ *   DIR/20261127-031500-app.4102.pftrace     program (other processes of
+ *   DIR/.meta/20261127-031500-app.pftrace    the run add their pid), and
+ *                                            its metadata
+ *
+ * Listing a store must not read every trace: each trace's metadata (the
+ * counts of `etch stats`, its start in wall-clock time, its data loss) is
+ * kept in a small text file under DIR/.meta, written when the trace is
+ * first listed (or right after `etch record` wrote it) and used while the
+ * trace's size and modification time stay those it was computed for. A
+ * trace that cannot be read is listed with its error; it never stops the
+ * listing.
+ *
+ * Names are file names in DIR, never paths: etch__store_name_ok refuses
+ * '/', "..", a leading '.', control characters, so no name leads out of
+ * the store.
+ */
+#ifndef ETCH_UI_STORE_H
+#define ETCH_UI_STORE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+/* The store's directory: ETCH_STORE, else $XDG_DATA_HOME/etch/traces,
+ * else ~/.local/share/etch/traces. Not created. */
+int etch__store_dir(char *buf, size_t n);
+
+/* Whether `name` can name a trace in a store (see above). */
+bool etch__store_name_ok(const char *name);
+
+/* DIR/NAME, or ETCH_EINVAL when the name is not a store name. */
+int etch__store_path(const char *dir, const char *name, char *buf, size_t n);
+
+/*
+ * A new trace's path in `dir` (created, with its parents, if needed):
+ * YYYYmmdd-HHMMSS-PROGRAM.pftrace for local time `when` (seconds since
+ * the epoch), PROGRAM the last component of `program` with every byte
+ * other than [A-Za-z0-9_.+-] made '_' (NULL: "trace"); "-2", "-3"... before
+ * the extension when the name is taken.
+ */
+int etch__store_new_path(const char *dir, const char *program, int64_t when,
+                         char *buf, size_t n);
+
+typedef struct etch__store_loss {
+  char *name; /* a data-loss or error stat, as in `etch stats` */
+  int64_t value;
+} etch__store_loss;
+
+/* One trace of the store. Strings are owned by the entry. */
+typedef struct etch__store_entry {
+  char *name;          /* its file name in the store */
+  int64_t size;        /* bytes */
+  int64_t mtime_ns;    /* the file's modification time, ns since the epoch */
+  /* NULL, or why the trace could not be listed (missing, not a trace,
+   * corrupt): then only name, size and mtime_ns are known. */
+  char *error;
+  /* First and last event in the trace clock; start > end: no events. */
+  int64_t start, end;
+  /* When the trace started, ns since the epoch: the first event's time in
+   * wall-clock time when the trace's clock snapshots give it
+   * (wall_from_trace), else the file's modification time minus the
+   * trace's duration. */
+  int64_t wall_start_ns;
+  bool wall_from_trace;
+  int64_t events, slices, processes, threads; /* as `etch stats` counts */
+  etch__store_loss *loss; /* non-zero data-loss and error stats */
+  size_t nloss;
+} etch__store_entry;
+
+typedef struct etch__store_list {
+  etch__store_entry *e; /* newest first: wall_start_ns, then name, desc */
+  size_t n;
+  size_t computed; /* entries whose metadata was computed (not cached) */
+} etch__store_list;
+
+/*
+ * Lists every trace of `dir`: each regular file (or symbolic link) whose
+ * name is a store name; metadata files of traces that are gone are
+ * removed. A directory that does not exist is an empty store. Metadata
+ * that cannot be cached (a read-only store) is computed each time.
+ */
+int etch__store_list_dir(const char *dir, etch__store_list *out);
+void etch__store_list_free(etch__store_list *l);
+
+/* One trace's entry (its metadata cached as etch__store_list_dir does);
+ * ETCH_ENOTFOUND when there is no such file. A trace that cannot be read is
+ * no failure: its entry has `error`. */
+int etch__store_entry_get(const char *dir, const char *name,
+                          etch__store_entry *out);
+void etch__store_entry_free(etch__store_entry *e);
+
+/* Removes trace `name` and its metadata. ETCH_EINVAL for a name that is not
+ * a store name, ETCH_ENOTFOUND when the store has no such trace. */
+int etch__store_remove(const char *dir, const char *name);
+
+/* The duration of an entry in ns (0 without events). */
+int64_t etch__store_entry_dur(const etch__store_entry *e);
+
+/* The entries as a JSON array of objects: name, path (DIR/NAME), size,
+ * mtime_ns, start (wall clock, ns since the epoch), start_from_trace,
+ * duration, events, slices, processes, threads, data_loss ([{name,
+ * value}]) and error (null or the message). */
+void etch__store_write_json(const char *dir, const etch__store_entry *e,
+                            size_t n, FILE *out);
+
+#endif /* ETCH_UI_STORE_H */
