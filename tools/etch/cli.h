@@ -9,10 +9,12 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #include "etch/common.h"
 #include "query/query.h"
+#include "ui/store.h"
 
 enum { EXIT_OK = 0, EXIT_RUNTIME = 1, EXIT_USAGE = 2 };
 
@@ -77,7 +79,7 @@ struct command {
 
 /* The verbs, each in its own file. */
 extern const command cli_record, cli_leaks, cli_stats, cli_query, cli_convert,
-    cli_print, cli_env, cli_recover;
+    cli_print, cli_env, cli_recover, cli_ls, cli_rm, cli_diff;
 
 /* The trace in flight file `flight` into `out` ("-": stdout), saying what
  * was recovered on stderr unless `quiet` (recover.c); its size in *bytes. */
@@ -128,6 +130,22 @@ int cli_set_strict(const command *cmd, const char *opt, const char *value,
                    void *args);
 /* etch VERB --help. */
 int print_help(const command *cmd);
+
+/* "1314 bytes", "41.2 KiB", "1.2 MiB", "3.0 GiB". */
+void cli_fmt_size(char *buf, size_t n, long long bytes);
+/* An age: a whole number and a unit, s, m, h, d or w ("30m", "7d"), in ns;
+ * -1 if it is none. */
+int cli_parse_age(const char *v, int64_t *ns);
+
+/* ---- the trace store (ls.c) ---- */
+
+/* The store's directory into `dir` and its traces into `l`, only those
+ * last written more than `age` ns ago when `has_age`; 0 or an exit
+ * status (the error said). */
+int cli_store_list(const command *cmd, bool has_age, int64_t age, char *dir,
+                   size_t ndir, etch__store_list *l);
+/* Keeps the entries of `l` last written more than `age` ns ago. */
+void cli_store_keep_older(etch__store_list *l, int64_t age);
 
 /* ---- reading a trace ---- */
 

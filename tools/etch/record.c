@@ -23,15 +23,6 @@
 
 extern char **environ;
 
-static void fmt_size(char *buf, size_t n, long long bytes) {
-  if (bytes < 10 * 1024)
-    snprintf(buf, n, "%lld bytes", bytes);
-  else if (bytes < 10 * 1024 * 1024)
-    snprintf(buf, n, "%.1f KiB", (double)bytes / 1024);
-  else
-    snprintf(buf, n, "%.1f MiB", (double)bytes / (1024 * 1024));
-}
-
 /*
  * What became of one process's trace, from the status file libetch leaves
  * in the run directory (ETCH_RECORD_DIR): "tracing PID COMM\tPATH" once it
@@ -384,6 +375,16 @@ static int check_output(const char *path, bool fresh) {
                        strerror(errno));
 }
 
+/* A trace written into the trace store `store` ("": none) gets its
+ * metadata now, so that the first etch ls need not read it. */
+static void index_in_store(const char *store, const char *path) {
+  size_t n = strlen(store);
+  if (!n || strncmp(path, store, n) != 0 || path[n] != '/') return;
+  etch__store_entry e;
+  if (etch__store_entry_get(store, path + n + 1, &e) == ETCH_OK)
+    etch__store_entry_free(&e);
+}
+
 /* etch record --malloc's buffer: 64 MiB holds a million allocations and
  * their frees (docs/memory.md). */
 #define ETCH_RECORD_MALLOC_BUFFER_KB "65536"
@@ -527,14 +528,21 @@ static int cmd_record(int argc, char **argv) {
     opts_free(&o);
     return rc;
   }
-  char def[64];
-  if (!out_path) {
-    time_t now = time(NULL);
-    struct tm tm;
-    localtime_r(&now, &tm);
-    strftime(def, sizeof def, "etch-%Y%m%d-%H%M%S.pftrace", &tm);
+  /* Without -o the trace goes into the trace store (etch ls), named by
+   * the time and the program. */
+  char def[4352], store[4096] = "";
+  if (!out_path && !so_.list) {
+    const char *prog = o.noperands ? o.operands[0] : "system";
+    if (etch__store_dir(store, sizeof store) != ETCH_OK ||
+        etch__store_new_path(store, prog, (int64_t)time(NULL), def,
+                             sizeof def) != ETCH_OK) {
+      rc = runtime_error("%s", etch_last_error());
+      opts_free(&o);
+      return rc;
+    }
     out_path = def;
   }
+  if (!out_path) out_path = "";
   if (!so_.list && (rc = check_output(out_path, !service)) != 0) {
     opts_free(&o);
     return rc;
@@ -552,12 +560,14 @@ static int cmd_record(int argc, char **argv) {
     if (rc) return runtime_error("%s", etch_last_error());
     if (so_.list) return 0;
     char size[32];
-    fmt_size(size, sizeof size, (long long)bytes);
+    cli_fmt_size(size, sizeof size, (long long)bytes);
     fprintf(stderr, "trace: %s (%s)\n", out_path, size);
     if (quiet) return 0;
     fprintf(stderr, "\n");
     etch__stats_opts st = {.top = 5, .compact = true};
-    return stats_of(out_path, &st, stderr);
+    rc = stats_of(out_path, &st, stderr);
+    index_in_store(store, out_path);
+    return rc;
   }
   /* The run directory where each traced process says what became of its
    * trace (libetch's env.c). */
@@ -804,7 +814,7 @@ static int cmd_record(int argc, char **argv) {
       rec_proc *p = &procs[i];
       if (!p->wrote) continue;
       char size[32];
-      fmt_size(size, sizeof size, p->bytes);
+      cli_fmt_size(size, sizeof size, p->bytes);
       if (nwrote == 1)
         fprintf(stderr, "trace: %s (%s)\n", rec_show(p->path, cwd), size);
       else
@@ -820,6 +830,7 @@ static int cmd_record(int argc, char **argv) {
       fprintf(stderr, "\n");
       etch__stats_opts so = {.top = 5, .compact = true};
       rc = stats_of(p->path, &so, stderr);
+      index_in_store(store, p->path);
     }
   }
   for (size_t i = 0; i < nprocs; i++) {
@@ -839,7 +850,8 @@ static int cmd_record(int argc, char **argv) {
 
 static const cli_opt kRecordOpts[] = {
     {'o', "--output", "PATH",
-     "trace file (default etch-YYYYmmdd-HHMMSS.pftrace)",
+     "trace file (default: a new trace in the trace\n"
+     "store, YYYYmmdd-HHMMSS-PROGRAM.pftrace; etch ls)",
      CLI_STR(record_args, out_path)},
     {'c', "--categories", "LIST",
      "categories to record, e.g. 'render,io,-debug'",

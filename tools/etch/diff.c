@@ -1,0 +1,115 @@
+/*
+ * diff.c - etch diff: two traces compared slice name by slice name, the
+ * largest change first (the query part's etch__diff_files).
+ */
+#define _GNU_SOURCE
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+
+typedef struct diff_args {
+  bool json, no_cache;
+  int limit; /* 0: all */
+  etch__diff_sort sort;
+} diff_args;
+
+static int diff_limit(const command *cmd, const char *opt, const char *value,
+                      void *args) {
+  return cli_count(cmd, opt, value, 0, &((diff_args *)args)->limit);
+}
+
+static int diff_sort(const command *cmd, const char *opt, const char *value,
+                     void *args) {
+  if (etch__diff_sort_parse(value, &((diff_args *)args)->sort) != ETCH_OK)
+    return usage_error(cmd, "%s: '%s' is not a sort key (total, count, mean, "
+                            "p50, p99, name)", opt, value);
+  return 0;
+}
+
+/* A trace of the store may be named by its name alone. */
+static const char *resolve(const char *arg, char *buf, size_t n) {
+  if (access(arg, F_OK) == 0 || !etch__store_name_ok(arg)) return arg;
+  char dir[4096];
+  if (etch__store_dir(dir, sizeof dir) != ETCH_OK) return arg;
+  if (etch__store_path(dir, arg, buf, n) != ETCH_OK) return arg;
+  return access(buf, F_OK) == 0 ? buf : arg;
+}
+
+static int cmd_diff(int argc, char **argv) {
+  const command *cmd = &cli_diff;
+  diff_args da = {.limit = 20};
+  opts o;
+  int rc = 0;
+  if (!cli_parse(cmd, argc, argv, &da, &o, &rc)) return rc;
+  if (o.noperands != 2)
+    rc = usage_error(cmd, o.noperands < 2 ? "diff takes two traces, A and B"
+                                          : "too many arguments");
+  char pa[4352], pb[4352];
+  const char *a = NULL, *b = NULL;
+  if (!rc) {
+    a = resolve(o.operands[0], pa, sizeof pa);
+    b = resolve(o.operands[1], pb, sizeof pb);
+    rc = check_readable(a);
+    if (!rc) rc = check_readable(b);
+  }
+  etch__diff d = {0};
+  if (!rc) {
+    etch__import_opts io = {.all_args = true,
+                            .progress = isatty(STDERR_FILENO) != 0,
+                            .allow_truncated = !g_strict};
+    const char *failed = NULL;
+    int st = etch__diff_files(a, b, NULL, da.no_cache || g_strict, &io,
+                              da.sort, &d, &failed);
+    if (st != ETCH_OK)
+      rc = failed ? trace_error(failed, st)
+                  : runtime_error("%s", etch_last_error());
+  }
+  if (!rc)
+    etch__diff_print(&d, stdout, da.limit ? (size_t)da.limit : SIZE_MAX,
+                     da.json, o.operands[0], o.operands[1], da.sort);
+  etch__diff_free(&d);
+  opts_free(&o);
+  return rc;
+}
+
+static const cli_opt kDiffOpts[] = {
+    {0, "--sort", "KEY",
+     "order by the change of: total (default), count,\n"
+     "mean, p50, p99; or by name",
+     CLI_FN(diff_sort)},
+    {'n', "--limit", "N", "rows shown (default 20; 0: all)",
+     CLI_FN(diff_limit)},
+    {0, "--json", NULL, "machine-readable output (every row unless --limit)",
+     CLI_BOOL(diff_args, json)},
+    {0, "--no-cache", NULL,
+     "read the traces into memory; neither use nor write\n"
+     "their caches",
+     CLI_BOOL(diff_args, no_cache)},
+    CLI_STRICT("a trace cut short is an error, not a warning"),
+    {0},
+};
+
+const command cli_diff = {
+    .name = "diff",
+    .fn = cmd_diff,
+    .summary = "compare two traces: slices by name, largest change first",
+    .synopsis = "etch diff [--sort KEY] [--limit N] [--json] [--no-cache] "
+                "[--strict] A B\n",
+    .about =
+        "Compares trace B with trace A slice name by slice name: count, total,\n"
+        "mean, p50 and p99 of the durations in each, and the change of the\n"
+        "total, the largest change first, so that what got slower (or\n"
+        "faster, or appeared, or went away) between two runs is at the top.\n"
+        "Slices count when they ended (an instant as a slice of 0 ns; one\n"
+        "still open at the end of its trace is left out). A and B are trace\n"
+        "files, databases written by etch query --db, or names of traces in\n"
+        "the trace store (etch ls). The traces' tables are cached as etch\n"
+        "query caches them, so a second diff of the same traces reads neither.\n",
+    .opts = kDiffOpts,
+    .more = "Example:\n"
+            "  etch diff before.pftrace after.pftrace\n"
+            "  etch diff --sort p99 --limit 5 before.pftrace after.pftrace\n",
+};
