@@ -129,8 +129,10 @@ int etch__store_new_path(const char *dir, const char *program, int64_t when,
     prog[k] = ok ? c : '_';
   }
   prog[k] = '\0';
-  /* No ".." may come of it (a program called "..x"). */
+  /* No ".." may come of it (a program called "..x"), nor with the
+   * extension (one ending with '.'). */
   for (char *p = prog; (p = strstr(p, ".."));) *p = '_';
+  if (k && prog[k - 1] == '.') prog[k - 1] = '_';
   time_t t = (time_t)when;
   struct tm tm;
   if (!localtime_r(&t, &tm)) memset(&tm, 0, sizeof tm);
@@ -142,6 +144,8 @@ int etch__store_new_path(const char *dir, const char *program, int64_t when,
     int w = snprintf(buf, n, "%s/%s-%s%s.pftrace", dir, stamp, prog, suffix);
     if (w < 0 || (size_t)w >= n)
       return etch__error(ETCH_EINVAL, "trace store: path too long");
+    if (!etch__store_name_ok(buf + strlen(dir) + 1))
+      return etch__error(ETCH_EINVAL, "trace store: bad name %s", buf);
     struct stat sb;
     if (lstat(buf, &sb) != 0 && errno == ENOENT) return ETCH_OK;
   }
