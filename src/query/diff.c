@@ -178,16 +178,18 @@ int etch__diff_files(const char *a, const char *b, const char *cache_dir,
 
 /* ---- printing ------------------------------------------------------------------------ */
 
-/* "+12.5%", "-3.0%", "new" (nothing in A), "gone" (nothing in B), "" (no
- * change from zero). */
+/* "+12.5%", "-3.0%", "0%" (no change), "new" (nothing in A), "gone"
+ * (nothing in B), "-" (from a total of 0). */
 static void fmt_pct(char *buf, size_t n, int64_t a, int64_t b, int64_t ca,
                     int64_t cb) {
   if (ca == 0 && cb > 0) {
     snprintf(buf, n, "new");
   } else if (cb == 0 && ca > 0) {
     snprintf(buf, n, "gone");
+  } else if (a == b) {
+    snprintf(buf, n, "0%%");
   } else if (a == 0) {
-    snprintf(buf, n, b == 0 ? "0%%" : "-");
+    snprintf(buf, n, "-");
   } else {
     snprintf(buf, n, "%+.1f%%", ((double)b - (double)a) / fabs((double)a) * 100);
   }

@@ -1,0 +1,640 @@
+/*
+ * store_cli_test.c - etch ls, etch rm and etch diff run as programs, in a
+ * private trace store (ETCH_STORE): traces recorded into the store are
+ * listed with the counts `etch stats` gives for the same files, in the
+ * table and in --json (which must parse); --older-than and rm remove what
+ * they should and nothing else, names leading out of the store are
+ * refused; a corrupt file is listed with its error; diff of two traces
+ * with known slices gives the exact counts and totals, sorted by change.
+ *
+ * ETCH_BIN is the built etch, ETCH_RECORDEE a program instrumented with
+ * libetch (tests/cli/recordee.c: one "work" slice holding N "step" slices).
+ */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "json_parse.h"
+#include "test.h"
+#include "trace_build.h"
+
+extern char **environ;
+
+typedef struct run_result {
+  int status; /* exit status, or 128 + signal */
+  char *out, *err;
+} run_result;
+
+static char *slurp(const char *path) {
+  size_t len;
+  char *s = (char *)etch_test_read_file(path, &len);
+  if (!s) return strdup("");
+  s = realloc(s, len + 1);
+  s[len] = '\0';
+  return s;
+}
+
+static run_result run(const char *const *args) {
+  const char *dir = etch_test_tmpdir();
+  char out_path[512], err_path[512];
+  snprintf(out_path, sizeof out_path, "%s/stdout", dir);
+  snprintf(err_path, sizeof err_path, "%s/stderr", dir);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&fa, 1, out_path,
+                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_addopen(&fa, 2, err_path,
+                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  char *argv[32];
+  int n = 0;
+  argv[n++] = (char *)ETCH_BIN;
+  for (; args[n - 1] && n < 31; n++) argv[n] = (char *)args[n - 1];
+  argv[n] = NULL;
+  pid_t pid;
+  if (posix_spawn(&pid, argv[0], &fa, NULL, argv, environ) != 0)
+    FAIL("cannot run %s", argv[0]);
+  posix_spawn_file_actions_destroy(&fa);
+  int st;
+  while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+  }
+  run_result r;
+  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  r.out = slurp(out_path);
+  r.err = slurp(err_path);
+  return r;
+}
+
+#define RUN(...) run((const char *const[]){__VA_ARGS__, NULL})
+
+static void done(run_result *r) {
+  free(r->out);
+  free(r->err);
+}
+
+#define ASSERT_CONTAINS(hay, needle)                    \
+  do {                                                  \
+    if (!strstr((hay), (needle)))                       \
+      FAIL("expected \"%s\" in:\n%s", (needle), (hay)); \
+  } while (0)
+
+/* A private store in the test's directory, in ETCH_STORE. */
+static const char *use_store(void) {
+  static char dir[400];
+  snprintf(dir, sizeof dir, "%s/store", etch_test_tmpdir());
+  setenv("ETCH_STORE", dir, 1);
+  return dir;
+}
+
+static const char *in(const char *dir, const char *name) {
+  static char buf[8][1200];
+  static int k;
+  char *p = buf[k++ % 8];
+  snprintf(p, 1200, "%s/%s", dir, name);
+  return p;
+}
+
+static const char *meta_of(const char *dir, const char *name) {
+  static char buf[1200];
+  snprintf(buf, sizeof buf, "%s/.meta/%s", dir, name);
+  return buf;
+}
+
+static bool exists(const char *path) {
+  struct stat sb;
+  return lstat(path, &sb) == 0;
+}
+
+/* The names of the store's traces (not its dotfiles), sorted, joined by
+ * spaces. */
+static char *store_names(const char *dir) {
+  struct dirent **de;
+  int n = scandir(dir, &de, NULL, alphasort);
+  char *s = calloc(1, 4096);
+  for (int i = 0; i < n; i++) {
+    if (de[i]->d_name[0] != '.') {
+      if (*s) strcat(s, " ");
+      strcat(s, de[i]->d_name);
+    }
+    free(de[i]);
+  }
+  if (n >= 0) free(de);
+  return s;
+}
+
+static void write_file(const char *path, const void *p, size_t n) {
+  FILE *f = fopen(path, "wb");
+  if (!f) FAIL("cannot write %s: %s", path, strerror(errno));
+  if (n && fwrite(p, 1, n, f) != n) FAIL("short write to %s", path);
+  fclose(f);
+}
+
+/* Splits a table row into its cells: runs of two spaces or more part
+ * them (the start column holds one space). Returns the count. */
+static int cells(const char *line, char out[][256], int max) {
+  int n = 0;
+  const char *p = line;
+  while (*p == ' ') p++;
+  while (*p && n < max) {
+    const char *e = strstr(p, "  ");
+    size_t len = e ? (size_t)(e - p) : strlen(p);
+    snprintf(out[n++], 256, "%.*s", (int)len, p);
+    if (!e) break;
+    p = e;
+    while (*p == ' ') p++;
+  }
+  return n;
+}
+
+/* Line `k` (from 0) of `text`, in a static buffer; "" past the end. */
+static const char *line_at(const char *text, int k) {
+  static char buf[4096];
+  const char *p = text;
+  for (int i = 0; i < k && p; i++) {
+    p = strchr(p, '\n');
+    if (p) p++;
+  }
+  if (!p) return "";
+  size_t len = strcspn(p, "\n");
+  snprintf(buf, sizeof buf, "%.*s", (int)len, p);
+  return buf;
+}
+
+static int count_lines(const char *text) {
+  int n = 0;
+  for (const char *p = text; *p; p++) n += *p == '\n';
+  return n;
+}
+
+/* `etch stats --json` of a trace, parsed: its "trace" object. */
+static jp *stats_of(const char *path) {
+  run_result r = RUN("stats", "--json", path);
+  if (r.status != 0) FAIL("etch stats %s: %s", path, r.err);
+  jp *v = jp_parse(r.out);
+  if (!v) FAIL("etch stats --json does not parse:\n%s", r.out);
+  done(&r);
+  return v;
+}
+
+/* YYYYmmdd-HHMMSS-etch_cli_recordee[-N].pftrace */
+static bool recordee_name(const char *s) {
+  for (int i = 0; i < 15; i++)
+    if (i == 8 ? s[i] != '-' : (s[i] < '0' || s[i] > '9')) return false;
+  const char *rest = s + 15;
+  if (!strncmp(rest, "-etch_cli_recordee.pftrace", 27)) return true;
+  if (strncmp(rest, "-etch_cli_recordee-", 19) != 0) return false;
+  rest += 19;
+  if (*rest < '2' || *rest > '9') return false;
+  while (*rest >= '0' && *rest <= '9') rest++;
+  return !strcmp(rest, ".pftrace");
+}
+
+static int64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+TEST(ls_lists_recorded_traces_with_the_counts_of_stats) {
+  const char *dir = use_store();
+  run_result r = RUN("ls");
+  ASSERT_EQ_INT(r.status, 0);
+  char want[600];
+  snprintf(want, sizeof want, "%s: 0 traces, 0 bytes\n", dir);
+  ASSERT_EQ_STR(r.out, want); /* no store yet: empty */
+  done(&r);
+
+  int64_t t0 = now_ns();
+  /* -q: the first ls computes the metadata; without: etch record does. */
+  r = RUN("record", "-q", "--", ETCH_RECORDEE, "3");
+  if (r.status != 0) FAIL("etch record: %s", r.err);
+  done(&r);
+  char *first = store_names(dir);
+  ASSERT_FALSE(exists(in(dir, ".meta")));
+  r = RUN("record", "--", ETCH_RECORDEE, "5");
+  if (r.status != 0) FAIL("etch record: %s", r.err);
+  done(&r);
+  int64_t t1 = now_ns();
+  char *both = store_names(dir);
+  /* Two traces, named by time and program. */
+  char *second = NULL;
+  {
+    char *sp = strchr(both, ' ');
+    if (!sp) FAIL("expected two traces in the store: %s", both);
+    *sp = '\0';
+    second = !strcmp(both, first) ? sp + 1 : both;
+    if (!strcmp(both, first)) {
+    } else if (strcmp(sp + 1, first) != 0) {
+      FAIL("the first trace %s is gone: %s %s", first, both, sp + 1);
+    }
+  }
+  const char *names[2] = {second, first}; /* newest first */
+  for (int i = 0; i < 2; i++)
+    if (!recordee_name(names[i])) FAIL("unexpected name %s", names[i]);
+  ASSERT_TRUE(exists(in(dir, ".meta")));
+  ASSERT_TRUE(exists(meta_of(dir, second))); /* cached by record */
+  ASSERT_FALSE(exists(meta_of(dir, first)));
+
+  jp *st[2] = {stats_of(in(dir, names[0])), stats_of(in(dir, names[1]))};
+  /* The table: a summary line, the header, dashes, a row per trace. */
+  r = RUN("ls");
+  ASSERT_EQ_INT(r.status, 0);
+  ASSERT_EQ_INT(count_lines(r.out), 5);
+  struct stat sb0, sb1;
+  ASSERT_TRUE(stat(in(dir, names[0]), &sb0) == 0);
+  ASSERT_TRUE(stat(in(dir, names[1]), &sb1) == 0);
+  snprintf(want, sizeof want, "%s: 2 traces, %lld bytes", dir,
+           (long long)(sb0.st_size + sb1.st_size));
+  ASSERT_EQ_STR(line_at(r.out, 0), want);
+  char c[10][256];
+  ASSERT_EQ_INT(cells(line_at(r.out, 1), c, 10), 8);
+  ASSERT_EQ_STR(c[0], "name");
+  ASSERT_EQ_STR(c[1], "start");
+  ASSERT_EQ_STR(c[3], "processes");
+  ASSERT_EQ_STR(c[4], "threads");
+  ASSERT_EQ_STR(c[5], "events");
+  ASSERT_EQ_STR(c[7], "data lost");
+  for (int i = 0; i < 2; i++) {
+    const jp *tr = jp_get(st[i], "trace");
+    ASSERT_EQ_INT(cells(line_at(r.out, 3 + i), c, 10), 8);
+    ASSERT_EQ_STR(c[0], names[i]);
+    char num[32];
+    snprintf(num, sizeof num, "%lld", (long long)jp_int(tr, "processes"));
+    ASSERT_EQ_STR(c[3], num);
+    snprintf(num, sizeof num, "%lld", (long long)jp_int(tr, "threads"));
+    ASSERT_EQ_STR(c[4], num);
+    snprintf(num, sizeof num, "%lld", (long long)jp_int(tr, "events"));
+    ASSERT_EQ_STR(c[5], num);
+    snprintf(num, sizeof num, "%lld bytes",
+             (long long)(i ? sb1.st_size : sb0.st_size));
+    ASSERT_EQ_STR(c[6], num);
+    ASSERT_EQ_STR(c[7], "-");
+  }
+  /* What the recordee wrote: 1 + N slices, a begin and an end each. */
+  ASSERT_EQ_INT(jp_int(jp_get(st[0], "trace"), "events"), 12);
+  ASSERT_EQ_INT(jp_int(jp_get(st[1], "trace"), "events"), 8);
+  ASSERT_EQ_INT(jp_int(jp_get(st[0], "trace"), "threads"), 1);
+  ASSERT_EQ_INT(jp_int(jp_get(st[0], "trace"), "processes"), 1);
+  done(&r);
+  ASSERT_TRUE(exists(meta_of(dir, first))); /* cached by ls */
+
+  /* --json: the same numbers, and it parses. */
+  r = RUN("ls", "--json");
+  ASSERT_EQ_INT(r.status, 0);
+  jp *v = jp_parse(r.out);
+  if (!v) FAIL("etch ls --json does not parse:\n%s", r.out);
+  ASSERT_EQ_INT(v->kind, JP_ARR);
+  ASSERT_EQ_U64(v->n, 2);
+  for (int i = 0; i < 2; i++) {
+    const jp *e = v->items[i], *tr = jp_get(st[i], "trace");
+    ASSERT_EQ_STR(jp_get(e, "name")->str, names[i]);
+    ASSERT_EQ_STR(jp_get(e, "path")->str, in(dir, names[i]));
+    ASSERT_EQ_INT(jp_int(e, "size"), i ? sb1.st_size : sb0.st_size);
+    ASSERT_EQ_INT(jp_int(e, "events"), jp_int(tr, "events"));
+    ASSERT_EQ_INT(jp_int(e, "slices"), jp_int(tr, "slices"));
+    ASSERT_EQ_INT(jp_int(e, "threads"), jp_int(tr, "threads"));
+    ASSERT_EQ_INT(jp_int(e, "processes"), jp_int(tr, "processes"));
+    ASSERT_EQ_INT(jp_int(e, "duration"), jp_int(tr, "duration_ns"));
+    ASSERT_EQ_INT(jp_get(e, "start_from_trace")->kind, JP_BOOL);
+    ASSERT_TRUE(jp_get(e, "start_from_trace")->b);
+    int64_t start = jp_int(e, "start");
+    if (start < t0 || start > t1)
+      FAIL("start %lld not within the recording [%lld, %lld]",
+           (long long)start, (long long)t0, (long long)t1);
+    ASSERT_EQ_INT(jp_get(e, "data_loss")->kind, JP_ARR);
+    ASSERT_EQ_U64(jp_get(e, "data_loss")->n, 0);
+    ASSERT_EQ_INT(jp_get(e, "error")->kind, JP_NULL);
+  }
+  ASSERT_TRUE(jp_int(v->items[0], "start") > jp_int(v->items[1], "start"));
+  jp_free(v);
+  jp_free(st[0]);
+  jp_free(st[1]);
+  done(&r);
+  free(first);
+  free(both);
+}
+
+/* A small trace: `n` slices "s" of 100 ns on one thread. */
+static void small_trace(const char *path, int n) {
+  tb t;
+  tb_init(&t);
+  tb_process(&t, 1, 1, 10, "app");
+  tb_thread(&t, 1, 2, 10, 10, "main");
+  for (int i = 0; i < n; i++) {
+    tb_event(&t, 1, 1000 + 200 * i, 2, ETCH_TE_TYPE_SLICE_BEGIN, "c", "s");
+    tb_event(&t, 1, 1100 + 200 * i, 2, ETCH_TE_TYPE_SLICE_END, NULL, NULL);
+  }
+  write_file(path, tb_data(&t), tb_len(&t));
+  tb_free(&t);
+}
+
+static void set_age(const char *path, int64_t seconds_ago) {
+  time_t t = time(NULL) - (time_t)seconds_ago;
+  struct timespec ts[2] = {{t, 0}, {t, 0}};
+  if (utimensat(AT_FDCWD, path, ts, 0) != 0)
+    FAIL("utimensat %s: %s", path, strerror(errno));
+}
+
+TEST(ls_older_than_and_rm_remove_exactly_what_they_should) {
+  const char *dir = use_store();
+  mkdir(dir, 0755);
+  small_trace(in(dir, "old.pftrace"), 1);
+  small_trace(in(dir, "mid.pftrace"), 2);
+  small_trace(in(dir, "new.pftrace"), 3);
+  set_age(in(dir, "old.pftrace"), 10 * 86400);
+  set_age(in(dir, "mid.pftrace"), 2 * 86400);
+  /* Outside the store, beside it: must survive every rm below. */
+  const char *outside = in(etch_test_tmpdir(), "outside.pftrace");
+  small_trace(outside, 1);
+
+  run_result r = RUN("ls", "--older-than", "7d", "--json");
+  ASSERT_EQ_INT(r.status, 0);
+  jp *v = jp_parse(r.out);
+  if (!v) FAIL("does not parse:\n%s", r.out);
+  ASSERT_EQ_U64(v->n, 1);
+  ASSERT_EQ_STR(jp_get(v->items[0], "name")->str, "old.pftrace");
+  ASSERT_EQ_INT(jp_int(v->items[0], "events"), 2);
+  jp_free(v);
+  done(&r);
+  r = RUN("ls", "--older-than", "1d");
+  ASSERT_EQ_INT(r.status, 0);
+  ASSERT_EQ_INT(count_lines(r.out), 5);
+  done(&r);
+  r = RUN("ls", "--older-than", "7");
+  ASSERT_EQ_INT(r.status, 2);
+  ASSERT_CONTAINS(r.err, "'7' is not an age");
+  done(&r);
+
+  /* A dry run removes nothing. */
+  r = RUN("rm", "-n", "--older-than", "1d");
+  ASSERT_EQ_INT(r.status, 0);
+  ASSERT_EQ_STR(r.out, "would remove mid.pftrace (107 bytes)\n"
+                       "would remove old.pftrace (73 bytes)\n"
+                       "would remove 2 traces (180 bytes)\n");
+  done(&r);
+  char *names = store_names(dir);
+  ASSERT_EQ_STR(names, "mid.pftrace new.pftrace old.pftrace");
+  free(names);
+
+  r = RUN("rm", "--older-than", "7d");
+  ASSERT_EQ_INT(r.status, 0);
+  ASSERT_EQ_STR(r.out, "removed old.pftrace (73 bytes)\n"
+                       "removed 1 trace (73 bytes)\n");
+  done(&r);
+  names = store_names(dir);
+  ASSERT_EQ_STR(names, "mid.pftrace new.pftrace");
+  free(names);
+
+  /* Names that lead out of the store are refused; nothing is removed. */
+  static const char *const bad[] = {"../outside.pftrace", "/etc/passwd",
+                                    ".meta", "..", "a/b"};
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+    r = RUN("rm", "mid.pftrace", bad[i]);
+    ASSERT_EQ_INT(r.status, 2);
+    ASSERT_CONTAINS(r.err, "is not the name of a trace in the store");
+    done(&r);
+  }
+  ASSERT_TRUE(exists(outside));
+  /* One name not in the store: nothing is removed. */
+  r = RUN("rm", "mid.pftrace", "nothere.pftrace");
+  ASSERT_EQ_INT(r.status, 1);
+  ASSERT_CONTAINS(r.err, "no trace 'nothere.pftrace' in the store");
+  done(&r);
+  names = store_names(dir);
+  ASSERT_EQ_STR(names, "mid.pftrace new.pftrace");
+  free(names);
+  r = RUN("rm");
+  ASSERT_EQ_INT(r.status, 2);
+  done(&r);
+  r = RUN("rm", "--older-than", "1d", "new.pftrace");
+  ASSERT_EQ_INT(r.status, 2);
+  done(&r);
+
+  r = RUN("rm", "mid.pftrace");
+  ASSERT_EQ_INT(r.status, 0);
+  ASSERT_EQ_STR(r.out, "removed mid.pftrace (107 bytes)\n");
+  done(&r);
+  ASSERT_FALSE(exists(meta_of(dir, "mid.pftrace")));
+  r = RUN("ls", "--json");
+  v = jp_parse(r.out);
+  if (!v) FAIL("does not parse:\n%s", r.out);
+  ASSERT_EQ_U64(v->n, 1);
+  ASSERT_EQ_STR(jp_get(v->items[0], "name")->str, "new.pftrace");
+  jp_free(v);
+  done(&r);
+  ASSERT_TRUE(exists(outside));
+}
+
+TEST(ls_lists_a_corrupt_trace_with_its_error) {
+  const char *dir = use_store();
+  mkdir(dir, 0755);
+  small_trace(in(dir, "good.pftrace"), 2);
+  /* A packet, then one whose first field's tag never ends (inside the
+   * packet, not at the end of the file), then another packet. */
+  static const uint8_t bad[] = {0x0a, 0x02, 0x08, 0x01, 0x0a, 0x03,
+                                0xff, 0xff, 0xff, 0x0a, 0x00};
+  write_file(in(dir, "bad.pftrace"), bad, sizeof bad);
+  set_age(in(dir, "bad.pftrace"), 3600);
+  write_file(in(dir, "text.pftrace"), "hello\n", 6);
+  set_age(in(dir, "text.pftrace"), 7200);
+  run_result r = RUN("ls");
+  ASSERT_EQ_INT(r.status, 0);
+  ASSERT_EQ_INT(count_lines(r.out), 6);
+  char c[10][256];
+  /* Newest first: good (now), bad (an hour ago), text (two). */
+  ASSERT_EQ_INT(cells(line_at(r.out, 3), c, 10), 8);
+  ASSERT_EQ_STR(c[0], "good.pftrace");
+  ASSERT_EQ_STR(c[5], "4");
+  ASSERT_EQ_INT(cells(line_at(r.out, 4), c, 10), 8);
+  ASSERT_EQ_STR(c[0], "bad.pftrace");
+  ASSERT_EQ_STR(c[2], "-");
+  ASSERT_EQ_STR(c[5], "-");
+  ASSERT_EQ_STR(c[6], "11 bytes");
+  /* As etch stats says it (the decoder calls a field cut by its packet's
+   * end truncated). */
+  ASSERT_EQ_STR(c[7], "error: corrupt trace, or cut short: offset 6: "
+                      "truncated field tag");
+  ASSERT_EQ_INT(cells(line_at(r.out, 5), c, 10), 8);
+  ASSERT_EQ_STR(c[0], "text.pftrace");
+  ASSERT_CONTAINS(c[7], "error: offset 0: not a Perfetto protobuf trace");
+  done(&r);
+  r = RUN("ls", "--json");
+  jp *v = jp_parse(r.out);
+  if (!v) FAIL("does not parse:\n%s", r.out);
+  ASSERT_EQ_U64(v->n, 3);
+  ASSERT_EQ_INT(jp_get(v->items[0], "error")->kind, JP_NULL);
+  ASSERT_EQ_INT(jp_get(v->items[1], "error")->kind, JP_STR);
+  ASSERT_EQ_INT(jp_get(v->items[1], "events")->kind, JP_NULL);
+  ASSERT_EQ_INT(jp_int(v->items[1], "size"), 11);
+  jp_free(v);
+  done(&r);
+}
+
+/* A trace whose thread holds, back to back, slices named by `spec`:
+ * "a:3x100" is 3 slices "a" of 100 ns each. */
+static void diff_trace(const char *path, const char *const *spec, size_t n) {
+  tb t;
+  tb_init(&t);
+  tb_process(&t, 1, 1, 10, "app");
+  tb_thread(&t, 1, 2, 10, 10, "main");
+  int64_t ts = 1000;
+  for (size_t i = 0; i < n; i++) {
+    char name[32];
+    int count, dur;
+    if (sscanf(spec[i], "%31[^:]:%dx%d", name, &count, &dur) != 3)
+      FAIL("bad spec %s", spec[i]);
+    for (int k = 0; k < count; k++) {
+      tb_event(&t, 1, ts, 2, ETCH_TE_TYPE_SLICE_BEGIN, "c", name);
+      tb_event(&t, 1, ts + dur, 2, ETCH_TE_TYPE_SLICE_END, NULL, NULL);
+      ts += dur + 10;
+    }
+  }
+  write_file(path, tb_data(&t), tb_len(&t));
+  tb_free(&t);
+}
+
+/* Every cache file: its name and modification time. */
+static char *cache_state(void) {
+  char dir[512];
+  snprintf(dir, sizeof dir, "%s/cache", etch_test_tmpdir());
+  struct dirent **de;
+  int n = scandir(dir, &de, NULL, alphasort);
+  char *s = calloc(1, 8192);
+  for (int i = 0; i < n; i++) {
+    struct stat sb;
+    if (de[i]->d_name[0] != '.' &&
+        stat(in(dir, de[i]->d_name), &sb) == 0)
+      snprintf(s + strlen(s), 8192 - strlen(s), "%s %lld.%09ld\n",
+               de[i]->d_name, (long long)sb.st_mtim.tv_sec,
+               sb.st_mtim.tv_nsec);
+    free(de[i]);
+  }
+  if (n >= 0) free(de);
+  return s;
+}
+
+TEST(diff_gives_exact_counts_and_totals_sorted_by_change) {
+  const char *dir = etch_test_tmpdir();
+  /* a: 3 x 100 -> 3 x 200 (+300); b: unchanged; c: gone (-500); d: new
+   * (+100); e: 4 x 10 -> 1 x 1000, 1 x 10 (+1030 - 40 = ... see below). */
+  static const char *const A[] = {"a:3x100", "b:2x1000", "c:1x500",
+                                  "e:4x10"};
+  static const char *const B[] = {"a:3x200", "b:2x1000", "d:2x50",
+                                  "e:1x10", "e:1x1000"};
+  diff_trace(in(dir, "A.pftrace"), A, 4);
+  diff_trace(in(dir, "B.pftrace"), B, 5);
+  run_result r = RUN("diff", in(dir, "A.pftrace"), in(dir, "B.pftrace"));
+  if (r.status != 0) FAIL("etch diff: %s", r.err);
+  char want[4096];
+  snprintf(want, sizeof want,
+           "A: %s\nB: %s\n\n"
+           "slices by name, largest change of total first\n"
+           "  name  count A  count B  total A  total B   change   change%%"
+           "   mean A   mean B    p50 A    p50 B    p99 A    p99 B\n"
+           "  ----  -------  -------  -------  -------  -------  --------"
+           "  -------  -------  -------  -------  -------  -------\n"
+           "  e           4        2    40 ns  1.01 us  +970 ns  +2425.0%%"
+           "    10 ns   505 ns    10 ns    10 ns    10 ns  1.00 us\n"
+           "  c           1        0   500 ns        -  -500 ns      gone"
+           "   500 ns        -   500 ns        -   500 ns        -\n"
+           "  a           3        3   300 ns   600 ns  +300 ns   +100.0%%"
+           "   100 ns   200 ns   100 ns   200 ns   100 ns   200 ns\n"
+           "  d           0        2        -   100 ns  +100 ns       new"
+           "        -    50 ns        -    50 ns        -    50 ns\n"
+           "  b           2        2  2.00 us  2.00 us     0 ns        0%%"
+           "  1.00 us  1.00 us  1.00 us  1.00 us  1.00 us  1.00 us\n",
+           in(dir, "A.pftrace"), in(dir, "B.pftrace"));
+  ASSERT_EQ_STR(r.out, want);
+  done(&r);
+
+  /* The second diff imports neither trace: the caches stay as they are. */
+  char *before = cache_state();
+  ASSERT_TRUE(count_lines(before) == 2);
+  r = RUN("diff", "--json", "--sort", "count", in(dir, "A.pftrace"),
+          in(dir, "B.pftrace"));
+  ASSERT_EQ_INT(r.status, 0);
+  char *after = cache_state();
+  ASSERT_EQ_STR(after, before);
+  free(before);
+  free(after);
+  jp *v = jp_parse(r.out);
+  if (!v) FAIL("etch diff --json does not parse:\n%s", r.out);
+  ASSERT_EQ_STR(jp_get(v, "sort")->str, "count");
+  ASSERT_EQ_INT(jp_int(v, "names"), 5);
+  const jp *rows = jp_get(v, "rows");
+  ASSERT_EQ_U64(rows->n, 5);
+  /* By the change of the count: a 2 (d, e), then 1 (c), then 0 (a, b). */
+  static const char *const order[] = {"d", "e", "c", "a", "b"};
+  static const int64_t ca[] = {0, 4, 1, 3, 2}, cb[] = {2, 2, 0, 3, 2};
+  static const int64_t ta[] = {0, 40, 500, 300, 2000},
+                       tbs[] = {100, 1010, 0, 600, 2000};
+  for (size_t i = 0; i < 5; i++) {
+    const jp *row = rows->items[i];
+    ASSERT_EQ_STR(jp_get(row, "name")->str, order[i]);
+    ASSERT_EQ_INT(jp_int(jp_get(row, "a"), "count"), ca[i]);
+    ASSERT_EQ_INT(jp_int(jp_get(row, "b"), "count"), cb[i]);
+    ASSERT_EQ_INT(jp_int(jp_get(row, "a"), "total"), ta[i]);
+    ASSERT_EQ_INT(jp_int(jp_get(row, "b"), "total"), tbs[i]);
+    ASSERT_EQ_INT(jp_int(jp_get(row, "change"), "total"), tbs[i] - ta[i]);
+    ASSERT_EQ_INT(jp_int(jp_get(row, "change"), "count"), cb[i] - ca[i]);
+  }
+  /* e in B: 10 and 1000: p50 10, p99 1000, mean 505. */
+  const jp *e = jp_get(rows->items[1], "b");
+  ASSERT_EQ_INT(jp_int(e, "p50"), 10);
+  ASSERT_EQ_INT(jp_int(e, "p99"), 1000);
+  ASSERT_EQ_DBL(jp_get(e, "mean")->num, 505.0);
+  ASSERT_EQ_INT(jp_get(jp_get(rows->items[0], "a"), "p50")->kind, JP_NULL);
+  jp_free(v);
+  done(&r);
+
+  /* --limit, --sort name. */
+  r = RUN("diff", "--limit", "2", "--sort", "name", in(dir, "A.pftrace"),
+          in(dir, "B.pftrace"));
+  ASSERT_EQ_INT(r.status, 0);
+  ASSERT_EQ_INT(count_lines(r.out), 9);
+  ASSERT_CONTAINS(line_at(r.out, 6), "  a  ");
+  ASSERT_CONTAINS(line_at(r.out, 7), "  b  ");
+  ASSERT_EQ_STR(line_at(r.out, 8), "  ... 3 more names (--limit 0 shows all)");
+  done(&r);
+
+  r = RUN("diff", "--sort", "speed", in(dir, "A.pftrace"),
+          in(dir, "B.pftrace"));
+  ASSERT_EQ_INT(r.status, 2);
+  ASSERT_CONTAINS(r.err, "'speed' is not a sort key");
+  done(&r);
+  r = RUN("diff", in(dir, "A.pftrace"));
+  ASSERT_EQ_INT(r.status, 2);
+  done(&r);
+  r = RUN("diff", in(dir, "A.pftrace"), in(dir, "none.pftrace"));
+  ASSERT_EQ_INT(r.status, 1);
+  ASSERT_CONTAINS(r.err, "none.pftrace: No such file or directory");
+  done(&r);
+}
+
+TEST(diff_takes_names_of_the_store) {
+  const char *dir = use_store();
+  mkdir(dir, 0755);
+  static const char *const A[] = {"x:1x100"};
+  static const char *const B[] = {"x:2x100"};
+  diff_trace(in(dir, "one.pftrace"), A, 1);
+  diff_trace(in(dir, "two.pftrace"), B, 1);
+  run_result r = RUN("diff", "--json", "one.pftrace", "two.pftrace");
+  if (r.status != 0) FAIL("etch diff: %s", r.err);
+  jp *v = jp_parse(r.out);
+  if (!v) FAIL("does not parse:\n%s", r.out);
+  ASSERT_EQ_STR(jp_get(v, "a")->str, "one.pftrace");
+  const jp *row = jp_get(v, "rows")->items[0];
+  ASSERT_EQ_INT(jp_int(jp_get(row, "a"), "total"), 100);
+  ASSERT_EQ_INT(jp_int(jp_get(row, "b"), "total"), 200);
+  jp_free(v);
+  done(&r);
+}
