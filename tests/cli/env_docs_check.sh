@@ -50,11 +50,11 @@ grep -ohE 'ETCH_[A-Z0-9_]+' "$src/README.md" "$src"/docs/*.md |
   grep -rhoE '(option|set)\(ETCH_[A-Z0-9_]+' "$src/CMakeLists.txt" \
     "$src/cmake" | grep -oE 'ETCH_[A-Z0-9_]+'
   # etch record --malloc; scripts/test.sh and the tests; etch query's cache
-  # directory; the typo of
+  # directory; the trace store of etch record and etch ls; the typo of
   # docs/analysis.md's `etch env --set` example.
   printf '%s\n' ETCH_MALLOC_LIB ETCH_BUILD_DIR ETCH_JOBS ETCH_TEST_OUT \
     ETCH_TEST_TIMEOUT ETCH_FAULT_ONLY ETCH_FUZZ_SECONDS ETCH_INTEROP_RUNS \
-    ETCH_PERFETTO_DIR ETCH_BUFER_KB ETCH_CACHE_DIR
+    ETCH_PERFETTO_DIR ETCH_BUFER_KB ETCH_CACHE_DIR ETCH_STORE
 } | sort -u >"$tmp/not_env"
 comm -23 "$tmp/doc_names" "$tmp/not_env" >"$tmp/doc_env"
 sort -u "$tmp/names" >"$tmp/names_sorted"
