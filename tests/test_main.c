@@ -98,6 +98,10 @@ static int run_one(int i, int timeout_s) {
     char cache[300];
     snprintf(cache, sizeof cache, "%s/cache", etch_test_tmpdir());
     setenv("ETCH_CACHE_DIR", cache, 1);
+    /* So does the trace store of an etch record without -o. */
+    char store[300];
+    snprintf(store, sizeof store, "%s/store", etch_test_tmpdir());
+    setenv("ETCH_STORE", store, 1);
     tests[i].fn();
     /* ETCH_TEST_KEEP=1 keeps a passing test's files (a failing one's are
      * always kept), e.g. to open its traces in other tools. */
