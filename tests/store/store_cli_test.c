@@ -638,3 +638,16 @@ TEST(diff_takes_names_of_the_store) {
   jp_free(v);
   done(&r);
 }
+
+TEST(record_into_a_relative_store_caches_the_metadata) {
+  if (chdir(etch_test_tmpdir()) != 0) FAIL("chdir: %s", strerror(errno));
+  setenv("ETCH_STORE", "rel/store", 1);
+  run_result r = RUN("record", "--", ETCH_RECORDEE, "2");
+  if (r.status != 0) FAIL("etch record: %s", r.err);
+  ASSERT_CONTAINS(r.err, "trace: rel/store/");
+  done(&r);
+  char *names = store_names("rel/store");
+  if (!recordee_name(names)) FAIL("unexpected store contents: %s", names);
+  ASSERT_TRUE(exists(meta_of("rel/store", names)));
+  free(names);
+}

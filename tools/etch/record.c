@@ -378,10 +378,17 @@ static int check_output(const char *path, bool fresh) {
 /* A trace written into the trace store `store` ("": none) gets its
  * metadata now, so that the first etch ls need not read it. */
 static void index_in_store(const char *store, const char *path) {
-  size_t n = strlen(store);
-  if (!n || strncmp(path, store, n) != 0 || path[n] != '/') return;
+  const char *slash = strrchr(path, '/');
+  if (!*store || !slash || (size_t)(slash - path) >= PATH_MAX) return;
+  /* The paths libetch reports are absolute; ETCH_STORE may not be. */
+  char dir[PATH_MAX], in_dir[PATH_MAX], in_store[PATH_MAX];
+  memcpy(dir, path, (size_t)(slash - path));
+  dir[slash - path] = '\0';
+  if (!realpath(dir[0] ? dir : "/", in_dir) || !realpath(store, in_store) ||
+      strcmp(in_dir, in_store) != 0)
+    return;
   etch__store_entry e;
-  if (etch__store_entry_get(store, path + n + 1, &e) == ETCH_OK)
+  if (etch__store_entry_get(store, slash + 1, &e) == ETCH_OK)
     etch__store_entry_free(&e);
 }
 
