@@ -573,7 +573,7 @@ int etch__store_list_dir(const char *dir, etch__store_list *out) {
     etch__store_list_free(out);
     return rc == ETCH_ENOMEM ? etch__error(rc, "out of memory") : rc;
   }
-  qsort(out->e, out->n, sizeof *out->e, cmp_entry);
+  if (out->n > 1) qsort(out->e, out->n, sizeof *out->e, cmp_entry);
   prune_meta(dir, out);
   return ETCH_OK;
 }
