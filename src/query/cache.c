@@ -173,8 +173,9 @@ int etch__query_cache_file(const char *trace, const char *cache_dir,
                      : etch__cache_dir(dir, sizeof dir);
   if (!rc) rc = make_dirs(dir);
   if (rc) {
-    fprintf(stderr, "etch: warning: no cache (%s): the trace is read into "
-                    "memory\n", etch_last_error());
+    if (!o.quiet)
+      fprintf(stderr, "etch: warning: no cache (%s): the trace is read "
+                      "into memory\n", etch_last_error());
     return ETCH_OK;
   }
   trace_key k;
@@ -208,7 +209,7 @@ int etch__query_cache_file(const char *trace, const char *cache_dir,
                            "WHERE name = 'trace_truncated_bytes'",
                            "cache", &r)) {
         int64_t cut = etch__res_next(&r) ? etch__res_i64(&r, 0) : 0;
-        if (cut > 0 && (uint64_t)cut <= k.size)
+        if (cut > 0 && (uint64_t)cut <= k.size && !o.quiet)
           etch__query_warn_cut_short(trace, (uint64_t)cut,
                                      k.size - (uint64_t)cut);
         etch__res_close(&r);
@@ -224,8 +225,9 @@ int etch__query_cache_file(const char *trace, const char *cache_dir,
   bool unwritable;
   rc = build(trace, tmp, key, &o, &unwritable);
   if (rc && unwritable) {
-    fprintf(stderr, "etch: warning: no cache (%s): the trace is read into "
-                    "memory\n", etch_last_error());
+    if (!o.quiet)
+      fprintf(stderr, "etch: warning: no cache (%s): the trace is read "
+                      "into memory\n", etch_last_error());
     file[0] = '\0';
     return ETCH_OK;
   }

@@ -127,7 +127,7 @@ static int run_x(etch__db *db, const char *catalog, const source *src,
   if (!rc && r) {
     etch_reader_stats st;
     etch_reader_get_stats(r, &st);
-    if (st.truncated_bytes && !(x && x->quiet))
+    if (st.truncated_bytes && !(x && x->quiet) && !o.quiet)
       etch__query_warn_cut_short(src->path, st.truncated_bytes,
                                  st.truncated_offset);
     if (x)

@@ -108,6 +108,10 @@ typedef struct etch__import_opts {
   /* A trace cut short: import what precedes the cut, warn on stderr and
    * count it (stat trace_truncated_bytes) instead of failing. */
   bool allow_truncated;
+  /* No warning on stderr for a trace cut short, nor for a cache that
+   * cannot be written: for a caller that builds a trace's cache ahead and
+   * opens it next (which warns). */
+  bool quiet;
   /*
    * Importer only (set by etch__query_import_*): events arrive in the
    * reader's per-track order (etch__reader_set_track_order): each track's
