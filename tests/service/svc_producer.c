@@ -11,11 +11,12 @@
  * Svc.Start {pid} (category "svc").
  *
  * With "fork" the process forks after starting: the child (a producer of
- * its own, its own pid) waits half a second for its session, records the
- * same, and exits; the parent records and waits for it.
+ * its own, its own pid) waits for its session (category "svc" on, 60 s at
+ * most: exit status 8), records the same, and exits; the parent records
+ * and waits for it.
  *
- * With "late" the threads start half a second after the service's first
- * session did (every data source instance of a config has started by then).
+ * With "late" the threads start once two sessions record category "svc"
+ * (the two data source instances of the test's config).
  *
  * With "big" the process also records, after its threads, one instant "big"
  * with three string args "s0", "s1", "s2" of BIG_LEN bytes each ('a' +
@@ -109,6 +110,19 @@ static void *work(void *arg) {
   return NULL;
 }
 
+/* Waits until `n` sessions record category "svc" (the service's data
+ * source instances started here): false after 60 s. */
+static bool wait_sessions(int n) {
+  for (int i = 0; i < 600000; i++) {
+    if (__builtin_popcount(__atomic_load_n(&etch_cat_svc.enabled,
+                                           __ATOMIC_ACQUIRE)) >= n)
+      return true;
+    struct timespec d = {0, 100000};
+    nanosleep(&d, NULL);
+  }
+  return false;
+}
+
 int main(int argc, char **argv) {
   if (argc < 4) return 2;
   int threads = atoi(argv[2]);
@@ -120,16 +134,10 @@ int main(int argc, char **argv) {
   if (argc > 4 && argv[4][0] == 'f') {
     child = fork();
     if (child < 0) return 4;
-    if (child == 0) {
-      struct timespec d = {0, 500000000};
-      nanosleep(&d, NULL);
-    }
+    if (child == 0 && !wait_sessions(1)) return 8;
   }
   pause_after = argc > 4 && argv[4][0] == 'p';
-  if (argc > 4 && argv[4][0] == 'l') {
-    struct timespec d = {0, 500000000};
-    nanosleep(&d, NULL);
-  }
+  if (argc > 4 && argv[4][0] == 'l' && !wait_sessions(2)) return 8;
   bool exit_full = argc > 4 && argv[4][0] == 'x';
   nest_stop = argc > 4 && argv[4][0] == 'n';
   nest = nest_stop || (argc > 4 && argv[4][0] == 'o');
