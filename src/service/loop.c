@@ -368,25 +368,53 @@ int etch__service_poll(etch_service *s, int timeout_ms) {
   uint32_t n = 2;
   for (producer *p = s->producers; p; p = p->next) n++;
   for (consumer *c = s->consumers; c; c = c->next) n++;
-  struct pollfd *fds = (struct pollfd *)etch__calloc(n, sizeof *fds);
-  uint32_t *ids = (uint32_t *)etch__calloc(n, sizeof *ids);
-  if (!fds || !ids) {
-    free(fds);
-    free(ids);
-    return ETCH_ENOMEM;
+  if (!s->pfds) {
+    s->pfds = s->pfds_in;
+    s->pids = s->pids_in;
+    s->pcap = ETCH_ARRAY_SIZE(s->pfds_in);
   }
+  if (n > s->pcap) {
+    /* Out of memory the service goes on: this round it polls the
+     * connections the set holds (the others wait for the next rounds),
+     * and says so once. */
+    uint32_t cap = n * 2;
+    struct pollfd *f = (struct pollfd *)etch__malloc(cap * sizeof *f);
+    uint32_t *d = (uint32_t *)etch__malloc(cap * sizeof *d);
+    if (f && d) {
+      if (s->pfds != s->pfds_in) {
+        free(s->pfds);
+        free(s->pids);
+      }
+      s->pfds = f;
+      s->pids = d;
+      s->pcap = cap;
+      s->poll_oom_said = false;
+    } else {
+      free(f);
+      free(d);
+      if (!s->poll_oom_said)
+        etch__svc_logf(s, "out of memory for the poll set of %u connections: "
+                       "polling %u of them until there is", n, s->pcap);
+      s->poll_oom_said = true;
+      n = s->pcap;
+    }
+  }
+  struct pollfd *fds = s->pfds;
+  uint32_t *ids = s->pids;
+  memset(fds, 0, n * sizeof *fds);
+  memset(ids, 0, n * sizeof *ids);
   fds[0].fd = paused ? -1 : s->lp; /* poll skips a negative descriptor */
   fds[0].events = POLLIN;
   fds[1].fd = paused ? -1 : s->lc;
   fds[1].events = POLLIN;
   uint32_t k = 2;
-  for (producer *p = s->producers; p; p = p->next, k++) {
+  for (producer *p = s->producers; p && k < n; p = p->next, k++) {
     fds[k].fd = p->conn.fd;
     fds[k].events = POLLIN | (etch__ipc_conn_want_write(&p->conn) ? POLLOUT : 0);
     ids[k] = p->id;
   }
   uint32_t first_consumer = k;
-  for (consumer *c = s->consumers; c; c = c->next, k++) {
+  for (consumer *c = s->consumers; c && k < n; c = c->next, k++) {
     fds[k].fd = c->conn.fd;
     fds[k].events = POLLIN | (etch__ipc_conn_want_write(&c->conn) || c->reader
                                   ? POLLOUT : 0);
@@ -407,8 +435,6 @@ int etch__service_poll(etch_service *s, int timeout_ms) {
       }
     }
   }
-  free(fds);
-  free(ids);
   partial_budget(s);
   /* Whoever failed while we wrote to them. */
   for (producer *p = s->producers, *np; p; p = np) {
@@ -534,5 +560,9 @@ void etch__service_free(etch_service *s) {
   free(s->buf_session);
   free(s->seqinfo);
   free(s->chunk);
+  if (s->pfds != s->pfds_in) {
+    free(s->pfds);
+    free(s->pids);
+  }
   free(s);
 }

@@ -15,6 +15,7 @@
 #define ETCH_SERVICE_INT_H
 
 #include <signal.h>
+#include <poll.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -201,6 +202,15 @@ struct etch_service {
    * frames received in part, connections per peer uid. */
   int spare_fd;
   uint64_t accept_resume_ns;
+  /* The poll set: the first 64 descriptors here, more in memory of their
+   * own kept from one poll to the next (pfds and pids point at one or the
+   * other). */
+  struct pollfd pfds_in[64];
+  uint32_t pids_in[64];
+  struct pollfd *pfds;
+  uint32_t *pids;
+  uint32_t pcap;
+  bool poll_oom_said; /* the poll set could not grow: said once */
   uint64_t partial_bytes;
   struct uid_conns {
     uid_t uid;

@@ -643,3 +643,46 @@ TEST(fault_service_session_setup) { sweep_service(false); }
 /* The same session with write_into_file: the consumer's file is written
  * at the stop, not read through ReadBuffers. */
 TEST(fault_service_session_into_a_file) { sweep_service(true); }
+
+/* More connections than the poll set holds and no memory to grow it: the
+ * service goes on, polling those it holds (it used to stop with
+ * ETCH_ENOMEM, ending etchd), and once memory is there again it polls
+ * them all: every consumer's connection is accepted and answered. */
+TEST(fault_service_poll_set_cannot_grow) {
+  char dir[512], ppath[600], cpath[600];
+  snprintf(dir, sizeof dir, "%s", etch_test_tmpdir());
+  snprintf(ppath, sizeof ppath, "%s/pp.sock", dir);
+  snprintf(cpath, sizeof cpath, "%s/pc.sock", dir);
+  etch_service_opts o;
+  memset(&o, 0, sizeof o);
+  o.producer_socket = ppath;
+  o.consumer_socket = cpath;
+  etch_service *s;
+  ASSERT_OK(etch__service_new(&o, &s));
+  enum { N = 70 };
+  int fds[N];
+  /* Ten at a time (the listening socket's backlog), each ten accepted by
+   * a round whose set still fits in the first 64. */
+  for (int i = 0; i < N; i++) {
+    ASSERT_OK(etch__ipc_connect(cpath, &fds[i]));
+    if (i % 10 == 9) ASSERT_EQ_INT(etch__service_poll(s, 0), ETCH_OK);
+  }
+  /* Every connection accepted: more than the set's first 64. */
+  uint32_t n = 0;
+  for (consumer *c = s->consumers; c; c = c->next) n++;
+  ASSERT_EQ_INT((int)n, N);
+  /* Growing the set fails from now on: rounds still succeed. */
+  for (int round = 0; round < 5; round++) {
+    etch__fault_arm(1, true);
+    int rc = etch__service_poll(s, 0);
+    etch__fault_disarm();
+    ASSERT_EQ_INT(rc, ETCH_OK);
+  }
+  ASSERT_TRUE(s->poll_oom_said);
+  ASSERT_EQ_INT((int)s->pcap, 64);
+  /* Memory again: the set grows and holds them all. */
+  ASSERT_EQ_INT(etch__service_poll(s, 0), ETCH_OK);
+  ASSERT_TRUE(!s->poll_oom_said && s->pcap >= N + 2);
+  for (int i = 0; i < N; i++) close(fds[i]);
+  etch__service_free(s);
+}
