@@ -253,9 +253,10 @@ ETCH_API int etch_channel_set(const char *pattern, bool on);
 #define ETCH_SET_STR(field, str, len) .field = {2, (str), (len)}
 #define ETCH_SET_ARRAY(field, ptr, count) .field = {1, (ptr), (count)}
 
-/* Fields left out of the designated initializer are meant to be zero:
- * g++ -Wextra would warn about each. */
-#if defined(__cplusplus) && defined(__GNUC__)
+/* Fields left out of the initializer are meant to be zero: g++ -Wextra
+ * would warn about each, and clang -Wextra (C too) about a string's length
+ * that ETCH_SET leaves out. */
+#if defined(__GNUC__)
 #define ETCH__MFI_OFF                \
   _Pragma("GCC diagnostic push")     \
   _Pragma("GCC diagnostic ignored \"-Wmissing-field-initializers\"")
