@@ -172,6 +172,9 @@ static int consumer_enable(etch_service *s, consumer *c,
  * trace never fills the send queue. */
 #define READ_AHEAD (1u << 20)
 
+_Static_assert(ETCH_TRACEFILE_SLICE_MAX + 64u <= SLICE_MAX,
+               "one ReadBuffersResponse slice fits a reply");
+
 static void pump_read(etch_service *s, consumer *c) {
   while (c->reader && c->conn.tx_len - c->conn.tx_off < READ_AHEAD &&
          !c->conn.failed) {
@@ -197,7 +200,9 @@ static void pump_read(etch_service *s, consumer *c) {
       take = 0;
       while (etch__pb_next(&d, &fl) && (size_t)(d.p - d.start) <= SLICE_MAX)
         take = (size_t)(d.p - d.start);
-      if (!take) take = c->rd_len - c->rd_off; /* cannot happen */
+      /* A slice's field is its data (ETCH_TRACEFILE_SLICE_MAX at most) and
+       * a few bytes: the first always fits (asserted below). */
+      if (ETCH_NEVER(!take)) take = c->rd_len - c->rd_off;
     }
     bool last = c->rd_off + take >= c->rd_len && c->reader->done;
     etch__svc_send_reply_bytes(&c->conn, c->rd_req, true,
