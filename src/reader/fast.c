@@ -507,9 +507,8 @@ int etch__rd_fast_records(etch_reader *r, const rd_src *src,
     if (*p != 0x0A || !(q = len_varint(p + 1, end, &plen)) ||
         plen > (uint64_t)(end - q))
       break;
-    if (ETCH_UNLIKELY(r->progress) && top)
-      etch__rd_progress(r, (uint64_t)(rec - start), (uint64_t)(end - start),
-                        "reading");
+    if (ETCH_UNLIKELY(top && (uint64_t)(rec - start) >= r->watch_at))
+      etch__rd_watch(r, (uint64_t)(rec - start), (uint64_t)(end - start));
     int rc = fast_packet(r, (uint64_t)(rec - start), q, (size_t)plen);
     if (rc == RD_FAST_NO) break;
     if (ETCH_UNLIKELY(rc)) {

@@ -77,6 +77,7 @@ static int reader_new(etch_reader **out) {
   r->global_track.info.counter_unit_name = r->empty;
   r->order = ETCH_ORDER_TIMESTAMP;
   r->progress_fd = 2;
+  r->watch_at = UINT64_MAX;
   r->progress_delay = 1000000000ull;
   r->progress_every = 200000000ull;
   r->track_gen = 1; /* rd_track.res_gen 0 = never resolved */
@@ -259,6 +260,9 @@ static int run(etch_reader *r) {
     r->progress = true;
     r->progress_t0 = etch__monotonic_ns();
   }
+  r->watch_at = r->progress || (r->map && r->map_len >= ETCH_RD_RELEASE_MIN)
+                    ? 0
+                    : UINT64_MAX;
   rd_src top;
   top.start = r->data;
   top.wrapper_off = 0;

@@ -230,6 +230,10 @@ struct etch_reader {
   size_t len;
   void *map; /* mmap of the file, or NULL */
   size_t map_len;
+  /* Where the top level's reading next calls etch__rd_watch (the progress
+   * line, giving back the file's pages behind it); UINT64_MAX: never. */
+  uint64_t watch_at;
+  size_t map_released; /* bytes of the mapping given back */
   char *name; /* file name for messages, or NULL */
   etch_reader_order order;
   /* Per-track order (file order underneath): see etch__reader_set_track_order. */

@@ -166,8 +166,8 @@ int etch__rd_parse_records(etch_reader *r, const rd_src *src, size_t len) {
     const uint8_t *rec = p;
     if (src->depth == 0) {
       r->cur_off = (uint64_t)(rec - start);
-      if (ETCH_UNLIKELY(r->progress))
-        etch__rd_progress(r, r->cur_off, len, "reading");
+      if (ETCH_UNLIKELY(r->cur_off >= r->watch_at))
+        etch__rd_watch(r, r->cur_off, len);
     }
     uint64_t tag, plen;
     if (ETCH_LIKELY(*p == 0x0A)) {
