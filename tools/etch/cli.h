@@ -79,7 +79,10 @@ struct command {
 
 /* The verbs, each in its own file. */
 extern const command cli_record, cli_leaks, cli_stats, cli_query, cli_convert,
-    cli_print, cli_env, cli_recover, cli_ls, cli_rm, cli_diff;
+    cli_print, cli_env, cli_recover, cli_ls, cli_rm, cli_diff, cli_report;
+#ifdef ETCH_HAVE_UI
+extern const command cli_ui;
+#endif
 
 /* The trace in flight file `flight` into `out` ("-": stdout), saying what
  * was recovered on stderr unless `quiet` (recover.c); its size in *bytes. */

@@ -1,0 +1,786 @@
+/*
+ * api.c - the JSON API the page calls. Every argument is text from the
+ * network: numbers are parsed whole and bounded, strings only ever bound to
+ * a query's parameters (the SQL box's text excepted, which runs checked on
+ * the locked-down connection), a trace only found by the id the app gave.
+ *
+ *   /api/traces                          the list
+ *   /api/trace?id=                       opens it: bounds, rows, data loss
+ *   /api/tile?id=&start=&end=&px=&tracks=&counters=
+ *                                        the window at px pixels across
+ *   /api/slice?id=&slice=                a slice's details
+ *   /api/search?id=&q=                   slices whose name contains q
+ *   /api/range?id=&start=&end=           slices in the range, by name
+ *   /api/flame?id=[&start=&end=][&utid=] the flame graph
+ *   /api/flows?id=&start=&end=           flows with an end in the window
+ *   /api/stats?id=                       etch stats' tables
+ *   /api/sql?id=&q=                      one SELECT/WITH/EXPLAIN statement
+ */
+#define _GNU_SOURCE
+#include <ctype.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/base.h"
+#include "ui/app.h"
+
+/* From DuckDB's C API (duckdb_api.h lacks it): what kind of statement a
+ * prepared one is; SELECT 1, EXPLAIN 4. */
+int duckdb_prepared_statement_type(duckdb_prepared_statement p);
+enum { STMT_SELECT = 1, STMT_EXPLAIN = 4 };
+
+enum { MAX_TRACKS = 4096, MAX_SQL_ROWS = 5000, MAX_MATCHES = 1000 };
+
+typedef struct req {
+  etch__ui *ui;
+  etch__ui_getarg get;
+  void *ctx;
+  FILE *out;
+} req;
+
+__attribute__((format(printf, 3, 4))) static int fail(req *r, int status,
+                                                      const char *fmt, ...) {
+  char msg[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  fputs("{\"error\":", r->out);
+  etch__json_string(r->out, msg, strlen(msg));
+  fputc('}', r->out);
+  return status;
+}
+
+static void jstr(FILE *out, const char *s) {
+  if (!s)
+    fputs("null", out);
+  else
+    etch__json_string(out, s, strlen(s));
+}
+
+/* An integer argument: true with *v set, or false when it is missing
+ * (*v = dflt) ; *bad when it is there but no integer. */
+static bool arg_i64(req *r, const char *key, int64_t dflt, int64_t *v,
+                    bool *bad) {
+  *v = dflt;
+  const char *s = r->get(r->ctx, key);
+  if (!s || !*s) return false;
+  char *end;
+  errno = 0;
+  long long x = strtoll(s, &end, 10);
+  if (errno || *end || end == s) {
+    *bad = true;
+    return false;
+  }
+  *v = x;
+  return true;
+}
+
+/* A comma-separated list of integers (at most MAX_TRACKS). */
+static bool arg_list(req *r, const char *key, int64_t *v, size_t *n) {
+  *n = 0;
+  const char *s = r->get(r->ctx, key);
+  if (!s || !*s) return true;
+  while (*s) {
+    if (*n == MAX_TRACKS) return false;
+    char *end;
+    errno = 0;
+    long long x = strtoll(s, &end, 10);
+    if (errno || end == s) return false;
+    v[(*n)++] = x;
+    if (*end == ',') end++;
+    else if (*end) return false;
+    s = end;
+  }
+  return true;
+}
+
+/* The trace the request names (by `id`), opened; NULL after writing the
+ * error (status in *st). */
+static etch__ui_trace *trace_of(req *r, int *st) {
+  etch__ui_trace *t = etch__ui_find(r->ui, r->get(r->ctx, "id"));
+  if (!t) {
+    *st = fail(r, 404, "no such trace (the id is not one this etch ui gave)");
+    return NULL;
+  }
+  int rc = etch__ui_open(r->ui, t);
+  if (rc == ETCH_ENOTFOUND) {
+    *st = fail(r, 410, "%s", etch_last_error());
+    return NULL;
+  }
+  if (rc) {
+    *st = fail(r, 422, "%s: cannot be read: %s", t->path, etch_last_error());
+    return NULL;
+  }
+  return t;
+}
+
+static int db_fail(req *r) {
+  return fail(r, 500, "%s", etch_last_error());
+}
+
+/* ---- the list and a trace's rows ------------------------------------------------ */
+
+static int api_traces(req *r) {
+  fputs("{\"traces\":[", r->out);
+  for (size_t i = 0; i < r->ui->n; i++) {
+    const etch__ui_trace *t = &r->ui->t[i];
+    fprintf(r->out, "%s{\"id\":\"%s\",\"name\":", i ? "," : "", t->id);
+    jstr(r->out, t->name);
+    fputs(",\"path\":", r->out);
+    jstr(r->out, t->path);
+    fprintf(r->out, ",\"size\":%lld,\"open\":%s}", (long long)t->size,
+            t->db ? "true" : "false");
+  }
+  fputs("]}", r->out);
+  return 200;
+}
+
+/* Rows: every track with slices or counter values, by process (pid), then
+ * the process's own tracks, then its threads (tid) each followed by its
+ * other tracks. */
+static const char kRowsSql[] =
+    "WITH s AS (SELECT track_id, max(depth) AS maxd, count(*) AS n"
+    "  FROM slice GROUP BY track_id),"
+    " c AS (SELECT track_id, min(value) AS lo, max(value) AS hi,"
+    "  count(*) AS n FROM counter GROUP BY track_id)"
+    " SELECT t.id, coalesce(t.name, ''), t.type, coalesce(t.utid, -1),"
+    "  coalesce(coalesce(t.upid, th.upid), -1), coalesce(th.tid, -1),"
+    "  coalesce(p.pid, -1), coalesce(p.name, ''), coalesce(th.name, ''),"
+    "  coalesce(s.maxd, -1), coalesce(s.n, 0) + coalesce(c.n, 0),"
+    "  coalesce(c.lo, 0), coalesce(c.hi, 0), coalesce(t.unit, '')"
+    " FROM track t LEFT JOIN thread th ON t.utid = th.utid"
+    " LEFT JOIN process p ON p.upid = coalesce(t.upid, th.upid)"
+    " LEFT JOIN s ON s.track_id = t.id LEFT JOIN c ON c.track_id = t.id"
+    " WHERE s.n > 0 OR c.n > 0"
+    " ORDER BY p.pid NULLS LAST, coalesce(t.upid, th.upid), th.tid NULLS FIRST,"
+    "  t.type != 'thread', t.type = 'counter', t.id";
+
+static int api_trace(req *r) {
+  int st;
+  etch__ui_trace *t = trace_of(r, &st);
+  if (!t) return st;
+  etch__res q;
+  int64_t start = 0, end = 0, slices = 0;
+  if (etch__ui_query(t->db,
+                     "SELECT CAST(coalesce(min(start_ts), 0) AS BIGINT),"
+                     " CAST(coalesce(max(end_ts), 0) AS BIGINT),"
+                     " (SELECT count(*) FROM slice) FROM trace_bounds",
+                     NULL, 0, &q))
+    return db_fail(r);
+  if (etch__res_next(&q)) {
+    start = etch__res_i64(&q, 0);
+    end = etch__res_i64(&q, 1);
+    slices = etch__res_i64(&q, 2);
+  }
+  if (etch__res_close(&q)) return db_fail(r);
+  char *body = NULL;
+  size_t len = 0;
+  FILE *o = open_memstream(&body, &len);
+  if (!o) return fail(r, 500, "out of memory");
+  fprintf(o, "{\"id\":\"%s\",\"name\":", t->id);
+  jstr(o, t->name);
+  fputs(",\"path\":", o);
+  jstr(o, t->path);
+  fprintf(o,
+          ",\"start\":%lld,\"end\":%lld,\"slices\":%lld,\"imported\":%s,"
+          "\"rows\":[",
+          (long long)start, (long long)end, (long long)slices,
+          t->imported ? "true" : "false");
+  int rc = etch__ui_query(t->db, kRowsSql, NULL, 0, &q);
+  for (size_t i = 0; !rc && etch__res_next(&q); i++) {
+    fprintf(o, "%s{\"track\":%lld,\"name\":", i ? "," : "",
+            (long long)etch__res_i64(&q, 0));
+    char *s = etch__res_strdup(&q, 1);
+    jstr(o, s ? s : "");
+    free(s);
+    s = etch__res_strdup(&q, 2);
+    fputs(",\"type\":", o);
+    jstr(o, s ? s : "");
+    free(s);
+    fprintf(o, ",\"utid\":%lld,\"upid\":%lld,\"tid\":%lld,\"pid\":%lld,",
+            (long long)etch__res_i64(&q, 3), (long long)etch__res_i64(&q, 4),
+            (long long)etch__res_i64(&q, 5), (long long)etch__res_i64(&q, 6));
+    fputs("\"process\":", o);
+    s = etch__res_strdup(&q, 7);
+    jstr(o, s ? s : "");
+    free(s);
+    fputs(",\"thread\":", o);
+    s = etch__res_strdup(&q, 8);
+    jstr(o, s ? s : "");
+    free(s);
+    fprintf(o, ",\"maxdepth\":%lld,\"count\":%lld,\"lo\":%.17g,\"hi\":%.17g,",
+            (long long)etch__res_i64(&q, 9), (long long)etch__res_i64(&q, 10),
+            etch__res_f64(&q, 11), etch__res_f64(&q, 12));
+    fputs("\"unit\":", o);
+    s = etch__res_strdup(&q, 13);
+    jstr(o, s ? s : "");
+    free(s);
+    fputc('}', o);
+  }
+  if (!rc) rc = etch__res_close(&q);
+  /* Data loss where it happened: the SDK's etch.dropped_events marks. */
+  fputs("],\"loss\":[", o);
+  if (!rc)
+    rc = etch__ui_query(
+        t->db,
+        "SELECT s.ts, s.track_id, CAST(coalesce(max(a.int_value), 0) AS BIGINT)"
+        " FROM slice s LEFT JOIN args a ON a.arg_set_id = s.arg_set_id"
+        " AND a.key = 'debug.count' WHERE s.name = 'etch.dropped_events'"
+        " GROUP BY s.id, s.ts, s.track_id ORDER BY s.ts LIMIT 10000",
+        NULL, 0, &q);
+  for (size_t i = 0; !rc && etch__res_next(&q); i++)
+    fprintf(o, "%s[%lld,%lld,%lld]", i ? "," : "",
+            (long long)etch__res_i64(&q, 0), (long long)etch__res_i64(&q, 1),
+            (long long)etch__res_i64(&q, 2));
+  if (!rc) rc = etch__res_close(&q);
+  /* And the trace's own data-loss counts (not placed in time). */
+  fputs("],\"loss_stats\":[", o);
+  if (!rc)
+    rc = etch__ui_query(t->db,
+                        "SELECT name, value, coalesce(description, '') FROM stats"
+                        " WHERE severity = 'data_loss' AND value != 0"
+                        " ORDER BY name",
+                        NULL, 0, &q);
+  for (size_t i = 0; !rc && etch__res_next(&q); i++) {
+    char *n = etch__res_strdup(&q, 0), *d = etch__res_strdup(&q, 2);
+    fprintf(o, "%s[", i ? "," : "");
+    jstr(o, n ? n : "");
+    fprintf(o, ",%lld,", (long long)etch__res_i64(&q, 1));
+    jstr(o, d ? d : "");
+    fputc(']', o);
+    free(n);
+    free(d);
+  }
+  if (!rc) rc = etch__res_close(&q);
+  fputs("]}", o);
+  fclose(o);
+  if (rc) {
+    free(body);
+    return db_fail(r);
+  }
+  fwrite(body, 1, len, r->out);
+  free(body);
+  return 200;
+}
+
+/* ---- tiles ---------------------------------------------------------------------- */
+
+/* The window's arguments: start < end, 1..100000 pixels across. */
+static int window_of(req *r, int64_t *start, int64_t *end, int64_t *px) {
+  bool bad = false;
+  bool have = arg_i64(r, "start", 0, start, &bad) &
+              arg_i64(r, "end", 0, end, &bad);
+  arg_i64(r, "px", 1000, px, &bad);
+  if (bad || !have || *end <= *start || *px < 1 || *px > 100000)
+    return fail(r, 400, "start, end (start < end) and px (1..100000) are "
+                        "integers");
+  return 0;
+}
+
+static int api_tile(req *r) {
+  int st;
+  etch__ui_trace *t = trace_of(r, &st);
+  if (!t) return st;
+  int64_t start, end, px;
+  if ((st = window_of(r, &start, &end, &px))) return st;
+  static int64_t tracks[MAX_TRACKS], counters[MAX_TRACKS];
+  size_t nt, nc;
+  if (!arg_list(r, "tracks", tracks, &nt) ||
+      !arg_list(r, "counters", counters, &nc))
+    return fail(r, 400, "tracks and counters are lists of track ids");
+  double ns_per_px = (double)(end - start) / (double)px;
+  etch__ui_tile tile;
+  if (etch__ui_tile_slices(t->db, tracks, nt, start, end, ns_per_px,
+                           t->max_dur, &tile))
+    return db_fail(r);
+  FILE *o = r->out;
+  fprintf(o, "{\"ns_per_px\":%.17g,\"slices\":[", ns_per_px);
+  for (size_t i = 0; i < tile.n; i++) {
+    const etch__ui_rect *x = &tile.rects[i];
+    fprintf(o, "%s[%lld,%lld,%lld,%lld,%lld,%lld,", i ? "," : "",
+            (long long)x->track_id, (long long)x->depth, (long long)x->ts,
+            (long long)x->end, (long long)x->count, (long long)x->id);
+    jstr(o, x->name ? x->name : "");
+    fputc(']', o);
+  }
+  etch__ui_tile_free(&tile);
+  fputs("],\"counters\":[", o);
+  int rc = ETCH_OK;
+  if (nc) {
+    /* Per track and pixel column: the first time, min, max and the last
+     * value; and the value in force at the window's start. */
+    char *in = NULL, *sql = NULL;
+    size_t inlen = 0;
+    FILE *f = open_memstream(&in, &inlen);
+    if (!f) return fail(r, 500, "out of memory");
+    for (size_t i = 0; i < nc; i++)
+      fprintf(f, "%s%lld", i ? "," : "", (long long)counters[i]);
+    fclose(f);
+    int64_t p = (int64_t)(ns_per_px < 1 ? 1 : ns_per_px + 0.999999);
+    if (asprintf(&sql,
+                 "SELECT track_id, min(ts), min(value), max(value),"
+                 " arg_max(value, ts) FROM counter WHERE track_id IN (%s)"
+                 " AND ts >= $1 AND ts < $2"
+                 " GROUP BY track_id, CAST(floor((ts - $1) / $3) AS BIGINT)"
+                 " UNION ALL SELECT track_id, max(ts), arg_max(value, ts),"
+                 " arg_max(value, ts), arg_max(value, ts) FROM counter"
+                 " WHERE track_id IN (%s) AND ts < $1 GROUP BY track_id"
+                 " ORDER BY 1, 2",
+                 in, in) < 0)
+      sql = NULL;
+    free(in);
+    if (!sql) return fail(r, 500, "out of memory");
+    etch__ui_bind b[] = {{.i = start}, {.i = end}, {.i = p}};
+    etch__res q;
+    rc = etch__ui_query(t->db, sql, b, 3, &q);
+    free(sql);
+    for (size_t i = 0; !rc && etch__res_next(&q); i++)
+      fprintf(o, "%s[%lld,%lld,%.17g,%.17g,%.17g]", i ? "," : "",
+              (long long)etch__res_i64(&q, 0), (long long)etch__res_i64(&q, 1),
+              etch__res_f64(&q, 2), etch__res_f64(&q, 3),
+              etch__res_f64(&q, 4));
+    if (!rc) rc = etch__res_close(&q);
+  }
+  fputs("]}", o);
+  /* The body is half written: the page sees no JSON and says so. */
+  return rc ? 500 : 200;
+}
+
+static int api_flows(req *r) {
+  int st;
+  etch__ui_trace *t = trace_of(r, &st);
+  if (!t) return st;
+  int64_t start, end, px;
+  if ((st = window_of(r, &start, &end, &px))) return st;
+  etch__ui_bind b[] = {{.i = start}, {.i = end}};
+  etch__res q;
+  if (etch__ui_query(
+          t->db,
+          "SELECT a.track_id, a.depth, a.ts + greatest(a.dur, 0), a.id,"
+          " b.track_id, b.depth, b.ts, b.id"
+          " FROM flow f JOIN slice a ON a.id = f.slice_out"
+          " JOIN slice b ON b.id = f.slice_in"
+          " WHERE (a.ts + greatest(a.dur, 0) BETWEEN $1 AND $2)"
+          " OR (b.ts BETWEEN $1 AND $2) ORDER BY b.ts LIMIT 2000",
+          b, 2, &q))
+    return db_fail(r);
+  fputs("{\"flows\":[", r->out);
+  for (size_t i = 0; etch__res_next(&q); i++)
+    fprintf(r->out, "%s[%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld]",
+            i ? "," : "", (long long)etch__res_i64(&q, 0),
+            (long long)etch__res_i64(&q, 1), (long long)etch__res_i64(&q, 2),
+            (long long)etch__res_i64(&q, 3), (long long)etch__res_i64(&q, 4),
+            (long long)etch__res_i64(&q, 5), (long long)etch__res_i64(&q, 6),
+            (long long)etch__res_i64(&q, 7));
+  fputs("]}", r->out);
+  return etch__res_close(&q) ? 500 : 200;
+}
+
+/* ---- a slice -------------------------------------------------------------------- */
+
+static void slice_link(FILE *o, etch__res *q) {
+  fprintf(o, "{\"id\":%lld,\"ts\":%lld,\"track\":%lld,\"depth\":%lld,\"name\":",
+          (long long)etch__res_i64(q, 0), (long long)etch__res_i64(q, 1),
+          (long long)etch__res_i64(q, 2), (long long)etch__res_i64(q, 3));
+  char *s = etch__res_strdup(q, 4);
+  jstr(o, s ? s : "");
+  free(s);
+  fputc('}', o);
+}
+
+static int api_slice(req *r) {
+  int st;
+  etch__ui_trace *t = trace_of(r, &st);
+  if (!t) return st;
+  int64_t id;
+  bool bad = false;
+  if (!arg_i64(r, "slice", 0, &id, &bad) || bad)
+    return fail(r, 400, "slice is a slice id");
+  etch__ui_bind b[] = {{.i = id}};
+  etch__res q;
+  if (etch__ui_query(
+          t->db,
+          "SELECT s.id, s.ts, s.dur, coalesce(s.self_dur, 0), s.depth,"
+          " s.track_id, s.category, s.name, coalesce(s.arg_set_id, -1),"
+          " tr.name, th.name, coalesce(th.tid, -1), p.name,"
+          " coalesce(p.pid, -1), coalesce(s.parent_id, -1)"
+          " FROM slice s JOIN track tr ON tr.id = s.track_id"
+          " LEFT JOIN thread th ON th.utid = tr.utid"
+          " LEFT JOIN process p ON p.upid = coalesce(tr.upid, th.upid)"
+          " WHERE s.id = $1",
+          b, 1, &q))
+    return db_fail(r);
+  if (!etch__res_next(&q)) {
+    int rc = etch__res_close(&q);
+    return rc ? db_fail(r) : fail(r, 404, "no slice %lld", (long long)id);
+  }
+  char *body = NULL;
+  size_t len = 0;
+  FILE *o = open_memstream(&body, &len);
+  if (!o) {
+    etch__res_close(&q);
+    return fail(r, 500, "out of memory");
+  }
+  int64_t arg_set = etch__res_i64(&q, 8);
+  fprintf(o,
+          "{\"id\":%lld,\"ts\":%lld,\"dur\":%lld,\"self\":%lld,\"depth\":%lld,"
+          "\"track\":%lld",
+          (long long)etch__res_i64(&q, 0), (long long)etch__res_i64(&q, 1),
+          (long long)etch__res_i64(&q, 2), (long long)etch__res_i64(&q, 3),
+          (long long)etch__res_i64(&q, 4), (long long)etch__res_i64(&q, 5));
+  static const char *const kText[] = {"category", "name", NULL, "track_name",
+                                      "thread"};
+  for (idx_t c = 6; c <= 10; c++) {
+    if (!kText[c - 6]) continue;
+    char *s = etch__res_strdup(&q, c);
+    fprintf(o, ",\"%s\":", kText[c - 6]);
+    jstr(o, s);
+    free(s);
+  }
+  fprintf(o, ",\"tid\":%lld,\"process\":", (long long)etch__res_i64(&q, 11));
+  char *s = etch__res_strdup(&q, 12);
+  jstr(o, s);
+  free(s);
+  fprintf(o, ",\"pid\":%lld,\"parent\":%lld", (long long)etch__res_i64(&q, 13),
+          (long long)etch__res_i64(&q, 14));
+  int rc = etch__res_close(&q);
+  fputs(",\"args\":[", o);
+  etch__ui_bind ab[] = {{.i = arg_set}};
+  if (!rc && arg_set >= 0)
+    rc = etch__ui_query(t->db,
+                        "SELECT key, display_value FROM args"
+                        " WHERE arg_set_id = $1 ORDER BY id",
+                        ab, 1, &q);
+  for (size_t i = 0; !rc && arg_set >= 0 && etch__res_next(&q); i++) {
+    char *k = etch__res_strdup(&q, 0), *v = etch__res_strdup(&q, 1);
+    fprintf(o, "%s[", i ? "," : "");
+    jstr(o, k);
+    fputc(',', o);
+    jstr(o, v);
+    fputc(']', o);
+    free(k);
+    free(v);
+  }
+  if (!rc && arg_set >= 0) rc = etch__res_close(&q);
+  /* Flow neighbours: the slices a flow leads to and comes from. */
+  static const char *const kFlow[] = {
+      "SELECT s.id, s.ts, s.track_id, s.depth, s.name FROM flow f"
+      " JOIN slice s ON s.id = f.slice_out WHERE f.slice_in = $1 ORDER BY s.ts",
+      "SELECT s.id, s.ts, s.track_id, s.depth, s.name FROM flow f"
+      " JOIN slice s ON s.id = f.slice_in WHERE f.slice_out = $1 ORDER BY s.ts"};
+  static const char *const kKey[] = {"flows_in", "flows_out"};
+  for (int k = 0; k < 2 && !rc; k++) {
+    fprintf(o, "],\"%s\":[", kKey[k]);
+    rc = etch__ui_query(t->db, kFlow[k], b, 1, &q);
+    for (size_t i = 0; !rc && etch__res_next(&q); i++) {
+      if (i) fputc(',', o);
+      slice_link(o, &q);
+    }
+    if (!rc) rc = etch__res_close(&q);
+  }
+  fputs("]}", o);
+  fclose(o);
+  if (rc) {
+    free(body);
+    return db_fail(r);
+  }
+  fwrite(body, 1, len, r->out);
+  free(body);
+  return 200;
+}
+
+/* ---- search, range, flame, stats ------------------------------------------------ */
+
+static int api_search(req *r) {
+  int st;
+  etch__ui_trace *t = trace_of(r, &st);
+  if (!t) return st;
+  const char *q0 = r->get(r->ctx, "q");
+  if (!q0 || !*q0) return fail(r, 400, "q is the text to find");
+  if (strlen(q0) > 1000) return fail(r, 400, "q is too long");
+  etch__ui_bind b[] = {{.s = q0}, {.i = MAX_MATCHES}};
+  etch__res q;
+  if (etch__ui_query(t->db,
+                     "SELECT id, ts, track_id, depth, name,"
+                     " count(*) OVER () FROM slice"
+                     " WHERE contains(lower(name), lower($1))"
+                     " ORDER BY ts, id LIMIT $2",
+                     b, 2, &q))
+    return db_fail(r);
+  fputs("{\"matches\":[", r->out);
+  int64_t total = 0;
+  for (size_t i = 0; etch__res_next(&q); i++) {
+    if (i) fputc(',', r->out);
+    slice_link(r->out, &q);
+    total = etch__res_i64(&q, 5);
+  }
+  fprintf(r->out, "],\"total\":%lld}", (long long)total);
+  return etch__res_close(&q) ? 500 : 200;
+}
+
+static int api_range(req *r) {
+  int st;
+  etch__ui_trace *t = trace_of(r, &st);
+  if (!t) return st;
+  int64_t start, end;
+  bool bad = false;
+  if (!(arg_i64(r, "start", 0, &start, &bad) & arg_i64(r, "end", 0, &end, &bad)) ||
+      bad || end <= start)
+    return fail(r, 400, "start and end (start < end) are integers");
+  etch__ui_bind b[] = {{.i = start}, {.i = end}};
+  etch__res q;
+  /* Slices wholly inside the range, durations whole. */
+  if (etch__ui_query(t->db,
+                     "SELECT coalesce(name, ''), count(*), sum(dur),"
+                     " sum(coalesce(self_dur, 0)), min(dur), avg(dur),"
+                     " max(dur) FROM slice"
+                     " WHERE ts >= $1 AND dur >= 0 AND ts + dur <= $2"
+                     " GROUP BY 1 ORDER BY 3 DESC, 1 LIMIT 1000",
+                     b, 2, &q))
+    return db_fail(r);
+  fputs("{\"rows\":[", r->out);
+  for (size_t i = 0; etch__res_next(&q); i++) {
+    char *n = etch__res_strdup(&q, 0);
+    fprintf(r->out, "%s[", i ? "," : "");
+    jstr(r->out, n ? n : "");
+    free(n);
+    fprintf(r->out, ",%lld,%lld,%lld,%lld,%.17g,%lld]",
+            (long long)etch__res_i64(&q, 1), (long long)etch__res_i64(&q, 2),
+            (long long)etch__res_i64(&q, 3), (long long)etch__res_i64(&q, 4),
+            etch__res_f64(&q, 5), (long long)etch__res_i64(&q, 6));
+  }
+  fputs("]}", r->out);
+  return etch__res_close(&q) ? 500 : 200;
+}
+
+static int api_flame(req *r) {
+  int st;
+  etch__ui_trace *t = trace_of(r, &st);
+  if (!t) return st;
+  int64_t start, end, utid;
+  bool bad = false;
+  bool range = arg_i64(r, "start", 0, &start, &bad) &
+               arg_i64(r, "end", -1, &end, &bad);
+  arg_i64(r, "utid", -1, &utid, &bad);
+  if (bad || (range && end <= start))
+    return fail(r, 400, "start, end (start < end) and utid are integers");
+  if (!range) start = 0, end = -1;
+  bool whole = !range && utid < 0;
+  if (whole && t->flame) {
+    fwrite(t->flame, 1, t->flame_len, r->out);
+    return 200;
+  }
+  char *body = NULL;
+  size_t len = 0;
+  FILE *o = open_memstream(&body, &len);
+  if (!o) return fail(r, 500, "out of memory");
+  int rc = etch__ui_flame(t->db, start, end, utid < 0 ? -1 : utid, o);
+  fclose(o);
+  if (rc) {
+    free(body);
+    return db_fail(r);
+  }
+  fwrite(body, 1, len, r->out);
+  if (whole) {
+    t->flame = body;
+    t->flame_len = len;
+  } else {
+    free(body);
+  }
+  return 200;
+}
+
+static void jtop(FILE *o, const char *key, const etch__stats_top *v,
+                 size_t n) {
+  fprintf(o, ",\"%s\":[", key);
+  for (size_t i = 0; i < n; i++) {
+    fprintf(o, "%s[", i ? "," : "");
+    jstr(o, v[i].name ? v[i].name : "");
+    fprintf(o, ",%lld,%lld,%lld,%lld]", (long long)v[i].count,
+            (long long)v[i].total, (long long)v[i].self, (long long)v[i].max);
+  }
+  fputc(']', o);
+}
+
+static int api_stats(req *r) {
+  int st;
+  etch__ui_trace *t = trace_of(r, &st);
+  if (!t) return st;
+  etch__stats_data d;
+  if (etch__stats_data_from_db(t->db, 100, &d)) return db_fail(r);
+  FILE *o = r->out;
+  fprintf(o,
+          "{\"start\":%lld,\"end\":%lld,\"events\":%lld,\"slices\":%lld,"
+          "\"instants\":%lld,\"counter_values\":%lld,\"flows\":%lld,"
+          "\"tracks\":%lld,\"processes\":%lld,\"threads\":%lld",
+          (long long)d.start, (long long)d.end, (long long)d.events,
+          (long long)d.slices, (long long)d.instants,
+          (long long)d.counter_values, (long long)d.flows,
+          (long long)d.tracks, (long long)d.processes, (long long)d.threads);
+  jtop(o, "by_total", d.by_total, d.n_by_total);
+  jtop(o, "by_self", d.by_self, d.n_by_self);
+  fputs(",\"threads_busy\":[", o);
+  for (size_t i = 0; i < d.nthr; i++) {
+    fprintf(o, "%s[", i ? "," : "");
+    jstr(o, d.thr[i].thread);
+    fprintf(o, ",%lld,", (long long)d.thr[i].tid);
+    jstr(o, d.thr[i].process);
+    fprintf(o, ",%lld,%lld]", (long long)d.thr[i].pid,
+            (long long)d.thr[i].busy);
+  }
+  fputs("],\"counters\":[", o);
+  for (size_t i = 0; i < d.nctr; i++) {
+    fprintf(o, "%s[", i ? "," : "");
+    jstr(o, d.ctr[i].track);
+    fputc(',', o);
+    jstr(o, d.ctr[i].unit);
+    fprintf(o, ",%lld,%.17g,%.17g,%.17g,%.17g]", (long long)d.ctr[i].count,
+            d.ctr[i].min, d.ctr[i].max, d.ctr[i].mean, d.ctr[i].last);
+  }
+  fputs("],\"loss\":[", o);
+  for (size_t i = 0; i < d.nloss; i++) {
+    fprintf(o, "%s[", i ? "," : "");
+    jstr(o, d.loss[i].name);
+    fprintf(o, ",%lld,", (long long)d.loss[i].value);
+    jstr(o, d.loss[i].description);
+    fputc(']', o);
+  }
+  fputs("]}", o);
+  etch__stats_data_free(&d);
+  return 200;
+}
+
+/* ---- the SQL box ---------------------------------------------------------------- */
+
+/* The first word of `sql` after blanks and comments, upper-cased. */
+static void first_word(const char *sql, char *w, size_t n) {
+  const char *p = sql;
+  for (;;) {
+    while (isspace((unsigned char)*p)) p++;
+    if (p[0] == '-' && p[1] == '-') {
+      while (*p && *p != '\n') p++;
+    } else if (p[0] == '/' && p[1] == '*') {
+      const char *e = strstr(p + 2, "*/");
+      p = e ? e + 2 : p + strlen(p);
+    } else {
+      break;
+    }
+  }
+  size_t i = 0;
+  while (i + 1 < n && isalpha((unsigned char)p[i])) {
+    w[i] = (char)toupper((unsigned char)p[i]);
+    i++;
+  }
+  w[i] = '\0';
+}
+
+/* One statement only, a query: SELECT, WITH or EXPLAIN by its first word,
+ * and by what DuckDB makes of it (a WITH may lead an INSERT). */
+static int check_sql(req *r, etch__db *db, const char *sql,
+                     duckdb_prepared_statement *out) {
+  *out = NULL;
+  char w[16];
+  first_word(sql, w, sizeof w);
+  if (strcmp(w, "SELECT") && strcmp(w, "WITH") && strcmp(w, "EXPLAIN"))
+    return fail(r, 403, "only a SELECT, WITH or EXPLAIN statement runs here "
+                        "(the tables are read only)");
+  duckdb_extracted_statements ex = NULL;
+  idx_t n = duckdb_extract_statements(etch__db_con(db), sql, &ex);
+  if (n == 0) {
+    const char *m = ex ? duckdb_extract_statements_error(ex) : NULL;
+    int st = fail(r, 400, "SQL error: %s", m ? m : "no statement");
+    duckdb_destroy_extracted(&ex);
+    return st;
+  }
+  if (n != 1) {
+    duckdb_destroy_extracted(&ex);
+    return fail(r, 403, "one statement at a time");
+  }
+  duckdb_prepared_statement p = NULL;
+  duckdb_state s = duckdb_prepare_extracted_statement(etch__db_con(db), ex, 0, &p);
+  duckdb_destroy_extracted(&ex);
+  if (s != DuckDBSuccess) {
+    const char *m = duckdb_prepare_error(p);
+    int st = fail(r, 400, "SQL error: %s", m ? m : "failed");
+    duckdb_destroy_prepare(&p);
+    return st;
+  }
+  int type = duckdb_prepared_statement_type(p);
+  if (type != STMT_SELECT && type != STMT_EXPLAIN) {
+    duckdb_destroy_prepare(&p);
+    return fail(r, 403, "only a SELECT, WITH or EXPLAIN statement runs here "
+                        "(the tables are read only)");
+  }
+  *out = p;
+  return 0;
+}
+
+static int api_sql(req *r) {
+  int st;
+  etch__ui_trace *t = trace_of(r, &st);
+  if (!t) return st;
+  const char *sql = r->get(r->ctx, "q");
+  if (!sql || !*sql) return fail(r, 400, "q is the SQL");
+  duckdb_prepared_statement p;
+  if ((st = check_sql(r, t->db, sql, &p))) return st;
+  duckdb_result res;
+  duckdb_state s = duckdb_execute_prepared(p, &res);
+  duckdb_destroy_prepare(&p);
+  if (s != DuckDBSuccess) {
+    const char *m = duckdb_result_error(&res);
+    st = fail(r, 400, "SQL error: %s", m ? m : "failed");
+    duckdb_destroy_result(&res);
+    return st;
+  }
+  FILE *o = r->out;
+  idx_t nc = duckdb_column_count(&res), nr = duckdb_row_count(&res);
+  fputs("{\"columns\":[", o);
+  for (idx_t c = 0; c < nc; c++) {
+    if (c) fputc(',', o);
+    jstr(o, duckdb_column_name(&res, c));
+  }
+  fputs("],\"rows\":[", o);
+  idx_t shown = nr < MAX_SQL_ROWS ? nr : MAX_SQL_ROWS;
+  for (idx_t i = 0; i < shown; i++) {
+    fprintf(o, "%s[", i ? "," : "");
+    for (idx_t c = 0; c < nc; c++) {
+      if (c) fputc(',', o);
+      if (duckdb_value_is_null(&res, c, i)) {
+        fputs("null", o);
+        continue;
+      }
+      char *v = duckdb_value_varchar(&res, c, i);
+      jstr(o, v ? v : "");
+      duckdb_free(v);
+    }
+    fputc(']', o);
+  }
+  fprintf(o, "],\"total\":%llu}", (unsigned long long)nr);
+  duckdb_destroy_result(&res);
+  return 200;
+}
+
+/* ---- dispatch ------------------------------------------------------------------- */
+
+static const struct {
+  const char *path;
+  int (*fn)(req *r);
+} kRoutes[] = {
+    {"/api/traces", api_traces}, {"/api/trace", api_trace},
+    {"/api/tile", api_tile},     {"/api/flows", api_flows},
+    {"/api/slice", api_slice},   {"/api/search", api_search},
+    {"/api/range", api_range},   {"/api/flame", api_flame},
+    {"/api/stats", api_stats},   {"/api/sql", api_sql},
+};
+
+int etch__ui_api(etch__ui *ui, const char *path, etch__ui_getarg arg,
+                 void *ctx, FILE *out) {
+  req r = {.ui = ui, .get = arg, .ctx = ctx, .out = out};
+  for (size_t i = 0; i < ETCH_ARRAY_SIZE(kRoutes); i++)
+    if (!strcmp(path, kRoutes[i].path)) return kRoutes[i].fn(&r);
+  return fail(&r, 404, "no such page");
+}

@@ -1,0 +1,172 @@
+/*
+ * app.c - the traces `etch ui` may open: those named on its command line
+ * (files, and the trace files of named directories). Each gets an id, 16
+ * random hex digits, when it is added; a request names a trace by that id
+ * and nothing else, so no path from a request is ever opened.
+ *
+ * A trace is opened the first time it is asked for, through the query
+ * part's cache (the tables imported once, then read from the cache file);
+ * it stays open until the app ends.
+ */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+
+#include "base/base.h"
+#include "ui/app.h"
+
+int etch__ui_new(etch__ui **out) {
+  *out = etch__calloc(1, sizeof **out);
+  return *out ? ETCH_OK : etch__error(ETCH_ENOMEM, "out of memory");
+}
+
+void etch__ui_free(etch__ui *ui) {
+  if (!ui) return;
+  for (size_t i = 0; i < ui->n; i++) {
+    etch__db_close(ui->t[i].db);
+    free(ui->t[i].path);
+    free(ui->t[i].error);
+    free(ui->t[i].flame);
+  }
+  free(ui->t);
+  free(ui->cache_dir);
+  free(ui);
+}
+
+void etch__ui_set_cache_dir(etch__ui *ui, const char *dir) {
+  free(ui->cache_dir);
+  ui->cache_dir = dir ? etch__strdup(dir) : NULL;
+}
+
+size_t etch__ui_count(const etch__ui *ui) { return ui->n; }
+
+static bool is_trace_name(const char *name) {
+  size_t n = strlen(name);
+  static const char *const kExt[] = {".pftrace", ".perfetto-trace"};
+  for (size_t i = 0; i < ETCH_ARRAY_SIZE(kExt); i++) {
+    size_t e = strlen(kExt[i]);
+    if (n > e && !strcmp(name + n - e, kExt[i])) return true;
+  }
+  return false;
+}
+
+static int add_file(etch__ui *ui, const char *path, int64_t size) {
+  for (size_t i = 0; i < ui->n; i++)
+    if (!strcmp(ui->t[i].path, path)) return ETCH_OK;
+  if (ui->n == ui->cap) {
+    size_t nc = ui->cap ? ui->cap * 2 : 8;
+    etch__ui_trace *g = etch__realloc(ui->t, nc * sizeof *g);
+    if (!g) return etch__error(ETCH_ENOMEM, "out of memory");
+    ui->t = g;
+    ui->cap = nc;
+  }
+  etch__ui_trace *t = &ui->t[ui->n];
+  memset(t, 0, sizeof *t);
+  t->path = etch__strdup(path);
+  if (!t->path) return etch__error(ETCH_ENOMEM, "out of memory");
+  const char *slash = strrchr(t->path, '/');
+  t->name = slash ? slash + 1 : t->path;
+  t->size = size;
+  uint8_t rnd[8];
+  if (getrandom(rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd) {
+    free(t->path);
+    return etch__error(ETCH_EIO, "no random bytes for an id: %s",
+                       strerror(errno));
+  }
+  for (size_t i = 0; i < sizeof rnd; i++)
+    snprintf(t->id + 2 * i, 3, "%02x", rnd[i]);
+  ui->n++;
+  return ETCH_OK;
+}
+
+static int cmp_str(const void *a, const void *b) {
+  return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+int etch__ui_add_path(etch__ui *ui, const char *path) {
+  struct stat sb;
+  if (stat(path, &sb) != 0)
+    return etch__error(ETCH_EIO, "%s: %s", path, strerror(errno));
+  if (S_ISREG(sb.st_mode)) return add_file(ui, path, (int64_t)sb.st_size);
+  if (!S_ISDIR(sb.st_mode))
+    return etch__error(ETCH_EINVAL, "%s: neither a file nor a directory",
+                       path);
+  DIR *d = opendir(path);
+  if (!d) return etch__error(ETCH_EIO, "%s: %s", path, strerror(errno));
+  char **names = NULL;
+  size_t n = 0, cap = 0;
+  int rc = ETCH_OK;
+  struct dirent *e;
+  while (!rc && (e = readdir(d))) {
+    if (e->d_name[0] == '.' || !is_trace_name(e->d_name)) continue;
+    if (n == cap) {
+      size_t nc = cap ? cap * 2 : 16;
+      char **g = etch__realloc(names, nc * sizeof *g);
+      if (!g) {
+        rc = etch__error(ETCH_ENOMEM, "out of memory");
+        break;
+      }
+      names = g;
+      cap = nc;
+    }
+    if (asprintf(&names[n], "%s/%s", path, e->d_name) < 0)
+      rc = etch__error(ETCH_ENOMEM, "out of memory");
+    else
+      n++;
+  }
+  closedir(d);
+  if (n) qsort(names, n, sizeof *names, cmp_str);
+  for (size_t i = 0; i < n; i++) {
+    struct stat fb;
+    if (!rc && stat(names[i], &fb) == 0 && S_ISREG(fb.st_mode))
+      rc = add_file(ui, names[i], (int64_t)fb.st_size);
+    free(names[i]);
+  }
+  free(names);
+  return rc;
+}
+
+etch__ui_trace *etch__ui_find(etch__ui *ui, const char *id) {
+  if (!id || strlen(id) != 16) return NULL;
+  for (size_t i = 0; i < ui->n; i++)
+    if (!strcmp(ui->t[i].id, id)) return &ui->t[i];
+  return NULL;
+}
+
+/*
+ * The SQL box runs the page's SQL on this connection: nothing outside the
+ * tables (no file read or written, no ATTACH, no extension), and the
+ * setting cannot be turned back on.
+ */
+static int lock_down(etch__db *db) {
+  return etch__db_exec(db,
+                       "SET enable_external_access = false;"
+                       "SET lock_configuration = true;");
+}
+
+int etch__ui_open(etch__ui *ui, etch__ui_trace *t) {
+  struct stat sb;
+  if (stat(t->path, &sb) != 0)
+    return etch__error(ETCH_ENOTFOUND,
+                       "%s is no longer there (removed or moved since etch "
+                       "ui started): %s",
+                       t->path, strerror(errno));
+  if (t->db) return ETCH_OK;
+  etch__import_opts o = {.all_args = true, .allow_truncated = true};
+  etch__db *db = NULL;
+  int rc = etch__query_open_cached(t->path, ui->cache_dir, &o, &db,
+                                   &t->imported);
+  if (rc == ETCH_OK) rc = lock_down(db);
+  if (rc) {
+    etch__db_close(db);
+    return rc;
+  }
+  t->db = db;
+  t->max_dur = etch__ui_max_dur(db);
+  return ETCH_OK;
+}

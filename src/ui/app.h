@@ -1,0 +1,42 @@
+/*
+ * app.h - the app's traces, shared by app.c (the list, opening) and the
+ * API (api.c, flame.c, report.c).
+ */
+#ifndef ETCH_UI_APP_H
+#define ETCH_UI_APP_H
+
+#include "ui/ui.h"
+
+typedef struct etch__ui_trace {
+  char *path;
+  const char *name; /* the path's last component */
+  char id[17];      /* 16 hex digits */
+  int64_t size;
+  etch__db *db; /* NULL until opened */
+  bool imported; /* the open read the trace (no cache yet) */
+  int64_t max_dur;
+  char *error;
+  char *flame; /* the whole trace's flame graph (JSON), once computed */
+  size_t flame_len;
+} etch__ui_trace;
+
+struct etch__ui {
+  etch__ui_trace *t;
+  size_t n, cap;
+  char *cache_dir;
+};
+
+/* The trace whose id is `id`, or NULL. */
+etch__ui_trace *etch__ui_find(etch__ui *ui, const char *id);
+/* Opens the trace's tables (once); an error if the file is gone. */
+int etch__ui_open(etch__ui *ui, etch__ui_trace *t);
+
+/*
+ * The flame graph of the slices in [start, end) (the whole trace when
+ * start > end) of the thread `utid` (< 0: all): JSON {"nodes": [[parent,
+ * name, total, self, count], ...]} into `out`, node 0 the root.
+ */
+int etch__ui_flame(etch__db *db, int64_t start, int64_t end, int64_t utid,
+                   FILE *out);
+
+#endif /* ETCH_UI_APP_H */

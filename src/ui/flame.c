@@ -1,0 +1,231 @@
+/*
+ * flame.c - the flame graph: the slices merged by their stack (the names
+ * from the track's root down to them), each node's total (the durations of
+ * its slices), self (total less its children's totals) and count.
+ *
+ * Slice ids are given in begin order (the importer numbers a slice when it
+ * begins), so a parent's id is below its children's. The slices are read
+ * once, in any order, into an array indexed by id; one pass in id order
+ * then finds each slice's node from its parent's node and its name. A name
+ * is carried as DuckDB's 63-bit hash of it; the names themselves come from
+ * one DISTINCT query. Nothing is sorted.
+ */
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/base.h"
+#include "base/map.h"
+#include "ui/app.h"
+
+/* The smallest node kept: 1/kMinPart of the whole graph (a flame graph
+ * 2000 pixels wide zoomed 10 times shows nodes of 1/20000). */
+enum { kMinPart = 20000 };
+
+typedef struct row {
+  int64_t parent; /* slice id, 0: none; -1: the row is empty */
+  int64_t dur;
+  uint64_t h;
+} row;
+
+typedef struct node {
+  int64_t parent; /* node index, -1 for the root */
+  uint64_t h;
+  int64_t total, self, count;
+} node;
+
+typedef struct tree {
+  node *n;
+  size_t len, cap;
+  etch_u64map kids; /* key from (parent, h) -> node index */
+} tree;
+
+static uint64_t kid_key(int64_t parent, uint64_t h) {
+  return etch__mix64(h ^ ((uint64_t)parent * 0x9e3779b97f4a7c15ull));
+}
+
+/* The child of `parent` named `h`, made if needed; -1 out of memory. */
+static int64_t child(tree *t, int64_t parent, uint64_t h) {
+  uint64_t k = kid_key(parent, h);
+  for (;;) {
+    int64_t v;
+    if (!etch__u64map_get(&t->kids, k, &v)) break;
+    if (t->n[v].parent == parent && t->n[v].h == h) return v;
+    k++; /* another (parent, name) whose key is this one: the next key */
+  }
+  if (t->len == t->cap) {
+    size_t nc = t->cap * 2;
+    node *g = etch__realloc(t->n, nc * sizeof *g);
+    if (!g) return -1;
+    t->n = g;
+    t->cap = nc;
+  }
+  int64_t i = (int64_t)t->len++;
+  t->n[i] = (node){.parent = parent, .h = h};
+  if (!etch__u64map_put(&t->kids, k, i)) return -1;
+  return i;
+}
+
+#define HASH_OF_NAME "CAST(hash(coalesce(name, '')) >> 1 AS BIGINT)"
+
+int etch__ui_flame(etch__db *db, int64_t start, int64_t end, int64_t utid,
+                   FILE *out) {
+  bool range = start <= end;
+  char where[256];
+  snprintf(where, sizeof where, "WHERE dur > 0%s%s",
+           range ? " AND ts < $1 AND ts + dur > $2" : "",
+           utid >= 0 ? " AND track_id IN (SELECT id FROM track WHERE utid = $3)"
+                     : "");
+  etch__ui_bind b[3] = {{.i = end}, {.i = start}, {.i = utid}};
+  size_t nb = utid >= 0 ? 3 : range ? 2 : 0;
+  /* Parameters must be numbered from 1 and all used: without a range
+   * $1 and $2 still appear when utid is given. */
+  if (utid >= 0 && !range)
+    snprintf(where, sizeof where,
+             "WHERE dur > 0 AND $1 = $1 AND $2 = $2 AND track_id IN "
+             "(SELECT id FROM track WHERE utid = $3)");
+  etch__res r;
+  int64_t maxid = 0;
+  int rc = etch__ui_query(db, "SELECT CAST(coalesce(max(id), 0) AS BIGINT) FROM slice",
+                          NULL, 0, &r);
+  if (rc) return rc;
+  if (etch__res_next(&r)) maxid = etch__res_i64(&r, 0);
+  if ((rc = etch__res_close(&r))) return rc;
+  if (maxid < 0 || maxid > (int64_t)(SIZE_MAX / sizeof(row)) - 1)
+    return etch__error(ETCH_ELIMIT, "slice ids up to %lld", (long long)maxid);
+
+  row *rows = etch__malloc(((size_t)maxid + 1) * sizeof *rows);
+  if (!rows) return etch__error(ETCH_ENOMEM, "out of memory");
+  for (int64_t i = 0; i <= maxid; i++) rows[i].parent = -1;
+  char sql[512];
+  snprintf(sql, sizeof sql,
+           "SELECT id, coalesce(parent_id, 0), %s, " HASH_OF_NAME
+           " FROM slice %s",
+           range ? "least(ts + dur, $1) - greatest(ts, $2)" : "dur", where);
+  rc = etch__ui_query(db, sql, b, nb, &r);
+  if (rc) {
+    free(rows);
+    return rc;
+  }
+  while (etch__res_next(&r)) {
+    int64_t id = etch__res_i64(&r, 0);
+    if (id <= 0 || id > maxid) continue;
+    int64_t p = etch__res_i64(&r, 1);
+    rows[id] = (row){.parent = p >= 0 && p < id ? p : 0,
+                     .dur = etch__res_i64(&r, 2),
+                     .h = (uint64_t)etch__res_i64(&r, 3)};
+  }
+  if ((rc = etch__res_close(&r))) {
+    free(rows);
+    return rc;
+  }
+
+  tree t = {.cap = 1024};
+  t.n = etch__malloc(t.cap * sizeof *t.n);
+  if (!t.n) {
+    free(rows);
+    return etch__error(ETCH_ENOMEM, "out of memory");
+  }
+  t.n[0] = (node){.parent = -1};
+  t.len = 1;
+  for (int64_t id = 1; id <= maxid && !rc; id++) {
+    row *x = &rows[id];
+    if (x->parent < 0) continue;
+    /* A parent not in the selection (open, or outside the thread) makes
+     * the slice a root. */
+    int64_t pn = 0;
+    if (x->parent > 0 && rows[x->parent].parent >= 0)
+      pn = (int64_t)rows[x->parent].h; /* its node, stored below */
+    int64_t nd = child(&t, pn, x->h);
+    if (nd < 0) {
+      rc = etch__error(ETCH_ENOMEM, "out of memory");
+      break;
+    }
+    t.n[nd].total += x->dur;
+    t.n[nd].count++;
+    /* The name's hash is no longer needed: the slice's node replaces it,
+     * for its children (which come later in id order). */
+    x->h = (uint64_t)nd;
+  }
+  free(rows);
+  if (!rc) {
+    for (size_t i = 1; i < t.len; i++) {
+      t.n[i].self += t.n[i].total;
+      if (t.n[i].parent > 0) t.n[t.n[i].parent].self -= t.n[i].total;
+      else t.n[0].total += t.n[i].total;
+    }
+    t.n[0].self = 0;
+  }
+  /* The names of the hashes. */
+  etch_u64map names = {0};
+  char **name = NULL;
+  size_t nname = 0, cap = 0;
+  if (!rc)
+    rc = etch__ui_query(db,
+                        "SELECT DISTINCT coalesce(name, ''), " HASH_OF_NAME
+                        " FROM slice",
+                        NULL, 0, &r);
+  if (!rc) {
+    while (etch__res_next(&r)) {
+      if (nname == cap) {
+        size_t nc = cap ? cap * 2 : 64;
+        char **g = etch__realloc(name, nc * sizeof *g);
+        if (!g) {
+          r.err = etch__error(ETCH_ENOMEM, "out of memory");
+          break;
+        }
+        name = g;
+        cap = nc;
+      }
+      name[nname] = etch__res_strdup(&r, 0);
+      if (!name[nname] ||
+          !etch__u64map_put(&names, (uint64_t)etch__res_i64(&r, 1),
+                            (int64_t)nname)) {
+        free(name[nname]);
+        r.err = etch__error(ETCH_ENOMEM, "out of memory");
+        break;
+      }
+      nname++;
+    }
+    rc = etch__res_close(&r);
+  }
+  if (!rc) {
+    fputs("{\"names\":[", out);
+    for (size_t i = 0; i < nname; i++) {
+      if (i) fputc(',', out);
+      etch__json_string(out, name[i], strlen(name[i]));
+    }
+    /* Nodes too small to be seen (under 1/kMinPart of the whole, and so
+     * their subtrees) are left out; a node's index is written anew (a
+     * parent comes before its children). `count` reuses the pruned
+     * node's parent field: its new index, or -1. */
+    fputs("],\"nodes\":[", out);
+    int64_t kept = 0, dropped = 0;
+    for (size_t i = 0; i < t.len; i++) {
+      int64_t p = t.n[i].parent;
+      int64_t np = p >= 0 ? t.n[p].parent : -1; /* p's new index */
+      bool keep = i == 0 || (np >= 0 && t.n[i].total * kMinPart >= t.n[0].total);
+      if (!keep) {
+        dropped++;
+        t.n[i].parent = -1;
+        continue;
+      }
+      int64_t ni = -1;
+      if (i && !etch__u64map_get(&names, t.n[i].h, &ni)) ni = -1;
+      fprintf(out, "%s[%lld,%lld,%lld,%lld,%lld]", i ? "," : "",
+              (long long)(i ? np : -1), (long long)ni,
+              (long long)t.n[i].total, (long long)t.n[i].self,
+              (long long)t.n[i].count);
+      t.n[i].parent = kept++;
+    }
+    fprintf(out, "],\"pruned\":%lld,\"min_part\":%d}", (long long)dropped,
+            kMinPart);
+  }
+  for (size_t i = 0; i < nname; i++) free(name[i]);
+  free(name);
+  etch__u64map_free(&names);
+  etch__u64map_free(&t.kids);
+  free(t.n);
+  return rc;
+}

@@ -1,0 +1,849 @@
+// app.js - etch's viewer: the trace list, the timeline (canvas), slice
+// details, search, range table, flame graph, stats and the SQL box.
+//
+// The page asks the server (etch ui, src/ui/api.c) for what the screen
+// shows: a tile of the visible window at the screen's width, one request
+// per change of the view. In a report (etch report) the same questions are
+// answered from the data embedded in the page (window.ETCH_REPORT), and no
+// request leaves the page.
+//
+// window.__etch exposes what was drawn (for the browser tests and for
+// anyone debugging): the rectangles of the last timeline, the flame
+// graph's nodes, and the view's state.
+'use strict';
+(function () {
+  const REPORT = window.ETCH_REPORT || null;
+  const TOKEN = new URLSearchParams(location.search).get('token') || '';
+  const $ = (id) => document.getElementById(id);
+  const LABEL_W = 220, AXIS_H = 24, ROW_H = 18, PROC_H = 20, COUNTER_H = 40;
+
+  const dbg = window.__etch = {
+    report: !!REPORT, tiles: 0, rects: [], drawn: {}, flame: null,
+    trace: null, view: null, busy: 0, errors: 0,
+    setWindow: (s, e) => { setWindow(s, e); },
+    selectRange: (s, e) => { selectRange(s, e); },
+    open: (id) => { location.hash = '#trace=' + id; },
+  };
+
+  // ---- talking to the server ---------------------------------------------
+
+  async function api(path, args) {
+    dbg.busy++;
+    try {
+      if (REPORT) return reportApi(path, args || {});
+      const q = new URLSearchParams(args || {}).toString();
+      const r = await fetch(path + (q ? '?' + q : ''),
+                            { headers: { 'X-Etch-Token': TOKEN }, cache: 'no-store' });
+      let body;
+      try { body = await r.json(); } catch (e) {
+        throw new Error('the server answered ' + r.status + ' without a usable answer');
+      }
+      if (!r.ok) throw new Error(body.error || 'HTTP ' + r.status);
+      return body;
+    } finally { dbg.busy--; }
+  }
+
+  function showError(e) {
+    const box = $('error');
+    if (!e) { box.hidden = true; box.textContent = ''; return; }
+    dbg.errors++;
+    box.textContent = String(e.message || e);
+    box.hidden = false;
+  }
+  function status(text) { $('status').textContent = text; }
+
+  // ---- numbers ---------------------------------------------------------------
+
+  function fmtDur(ns) {
+    if (ns === null || ns === undefined) return '';
+    const a = Math.abs(ns);
+    if (a < 1e3) return ns + ' ns';
+    if (a < 1e6) return (ns / 1e3).toFixed(2) + ' us';
+    if (a < 1e9) return (ns / 1e6).toFixed(2) + ' ms';
+    return (ns / 1e9).toFixed(3) + ' s';
+  }
+  function fmtSize(b) {
+    if (b < 1024) return b + ' B';
+    if (b < 1048576) return (b / 1024).toFixed(1) + ' KiB';
+    if (b < 1073741824) return (b / 1048576).toFixed(1) + ' MiB';
+    return (b / 1073741824).toFixed(2) + ' GiB';
+  }
+  function hashStr(s) {
+    let h = 2166136261;
+    for (let i = 0; i < s.length; i++) { h ^= s.charCodeAt(i); h = Math.imul(h, 16777619); }
+    return h >>> 0;
+  }
+  function colorOf(name, merged) {
+    const h = hashStr(name || '') % 360;
+    return merged ? 'hsl(' + h + ',25%,62%)' : 'hsl(' + h + ',55%,64%)';
+  }
+  function el(tag, attrs, text) {
+    const e = document.createElement(tag);
+    if (attrs) for (const k in attrs) e.setAttribute(k, attrs[k]);
+    if (text !== undefined) e.textContent = text;
+    return e;
+  }
+
+  // A table whose headers sort it (numbers as numbers). cols: [{name, num}].
+  function sortableTable(cols, rows, fmt) {
+    const t = el('table');
+    const head = el('tr');
+    const body = el('tbody');
+    let key = -1, dir = 1;
+    function fill() {
+      body.textContent = '';
+      for (const r of rows) {
+        const tr = el('tr');
+        r.forEach((v, i) => tr.appendChild(el('td', cols[i].num ? { class: 'n' } : null,
+                                                fmt ? fmt(i, v) : (v === null ? 'NULL' : String(v)))));
+        body.appendChild(tr);
+      }
+    }
+    cols.forEach((c, i) => {
+      const th = el('th', { class: 'sort' + (c.num ? ' n' : '') }, c.name);
+      th.addEventListener('click', () => {
+        dir = key === i ? -dir : (c.num ? -1 : 1);
+        key = i;
+        rows.sort((a, b) => {
+          const x = a[i], y = b[i];
+          if (x === y) return 0;
+          if (x === null) return 1;
+          if (y === null) return -1;
+          return (c.num ? (Number(x) - Number(y)) : String(x).localeCompare(String(y))) * dir;
+        });
+        fill();
+      });
+      head.appendChild(th);
+    });
+    const thead = el('thead');
+    thead.appendChild(head);
+    t.appendChild(thead);
+    t.appendChild(body);
+    fill();
+    return t;
+  }
+
+  // ---- the list ---------------------------------------------------------------
+
+  async function showList() {
+    show('list');
+    $('tabs').hidden = true;
+    $('searchbox').hidden = true;
+    $('title').textContent = '';
+    const body = $('traces').tBodies[0];
+    body.textContent = '';
+    try {
+      const r = await api('/api/traces');
+      for (const t of r.traces) {
+        const tr = el('tr', { 'data-id': t.id });
+        tr.appendChild(el('td', null, t.name));
+        tr.appendChild(el('td', { class: 'n' }, fmtSize(t.size)));
+        tr.appendChild(el('td', null, t.path));
+        tr.addEventListener('click', () => { location.hash = '#trace=' + t.id; });
+        body.appendChild(tr);
+      }
+      $('list-empty').hidden = r.traces.length > 0;
+      dbg.list = r.traces;
+      showError(null);
+    } catch (e) { showError(e); }
+  }
+
+  function show(section) {
+    for (const s of ['list', 'timeline', 'flame', 'stats', 'sql']) $(s).hidden = s !== section;
+    for (const b of $('tabs').querySelectorAll('button')) b.classList.toggle('on', b.dataset.tab === section);
+    dbg.section = section;
+  }
+
+  // ---- a trace -----------------------------------------------------------------
+
+  let T = null;        // the trace: /api/trace's answer plus layout
+  let V = null;        // the view: window, selection, tile
+  let tileSeq = 0;
+
+  async function openTrace(id, tab) {
+    if (!T || T.id !== id) {
+      T = null;
+      dbg.trace = null;
+      status('opening...');
+      show('timeline');
+      $('tabs').hidden = false;
+      $('searchbox').hidden = false;
+      let t;
+      const t0 = performance.now();
+      try { t = await api('/api/trace', { id }); } catch (e) {
+        showError(e); status(''); $('timeline').hidden = true; return;
+      }
+      showError(null);
+      T = t;
+      layout(T);
+      dbg.trace = { id: t.id, start: t.start, end: t.end, rows: t.rows.length, slices: t.slices };
+      $('title').textContent = t.name;
+      const span = Math.max(1, t.end - t.start);
+      V = { s: t.start, e: t.start + span, sel: null, slice: null, range: null,
+            tile: null, flows: [], search: null, match: -1 };
+      dbg.view = V;
+      status((t.imported ? 'imported' : 'opened from the cache') + ' in ' +
+             Math.round(performance.now() - t0) + ' ms: ' + t.slices + ' slices, ' +
+             t.rows.length + ' tracks' + lossText(t));
+      fillThreads();
+      $('details').innerHTML = '<p class="hint">Click a slice for its details.</p>';
+      $('range').textContent = '';
+      flameState.zoom = 0;
+      flameState.data = null;
+    }
+    tab = tab || 'timeline';
+    show(tab);
+    if (tab === 'timeline') { resize(); requestTile(); }
+    if (tab === 'flame') loadFlame();
+    if (tab === 'stats') loadStats();
+  }
+
+  function lossText(t) {
+    if (!t.loss_stats.length && !t.loss.length) return '';
+    const n = t.loss_stats.map((x) => x[0] + '=' + x[1]).join(', ');
+    return ' - DATA LOSS: ' + (n || (t.loss.length + ' drops marked'));
+  }
+
+  // Rows: a process header, then its tracks; y offsets in CSS pixels.
+  function layout(t) {
+    const rows = [];
+    let y = AXIS_H, upid = null;
+    for (const r of t.rows) {
+      if (r.upid !== upid) {
+        upid = r.upid;
+        rows.push({ kind: 'process', y, h: PROC_H,
+                    label: (r.process || 'process') + (r.pid >= 0 ? ' ' + r.pid : '') });
+        y += PROC_H;
+      }
+      const counter = r.type === 'counter';
+      const h = counter ? COUNTER_H : (Math.max(0, r.maxdepth) + 1) * ROW_H + 4;
+      let label = r.name || r.type;
+      if (r.type === 'thread') label = (r.thread || r.name || 'thread') + ' ' + r.tid;
+      if (counter && r.unit) label += ' (' + r.unit + ')';
+      rows.push({ kind: counter ? 'counter' : 'slices', track: r.track, y, h, label, r });
+      y += h;
+    }
+    t.layout = rows;
+    t.height = y + 8;
+    t.byTrack = {};
+    for (const row of rows) if (row.track !== undefined) t.byTrack[row.track] = row;
+  }
+
+  // ---- the timeline ---------------------------------------------------------------
+
+  const cv = $('tl');
+  function width() { return Math.max(200, $('tl-scroll').clientWidth); }
+  function timeW() { return width() - LABEL_W; }
+  function resize() {
+    if (!T) return;
+    const dpr = window.devicePixelRatio || 1;
+    const w = width(), h = T.height;
+    cv.style.width = w + 'px';
+    cv.style.height = h + 'px';
+    cv.width = Math.round(w * dpr);
+    cv.height = Math.round(h * dpr);
+  }
+  function xOf(ts) { return LABEL_W + (ts - V.s) * timeW() / (V.e - V.s); }
+  function tsOf(x) { return V.s + (x - LABEL_W) * (V.e - V.s) / timeW(); }
+
+  function setWindow(s, e) {
+    if (!T) return;
+    const min = 1000; // 1 us across at most
+    s = Math.round(s); e = Math.round(e);
+    if (e - s < min) { const c = (s + e) / 2; s = Math.round(c - min / 2); e = s + min; }
+    V.s = s; V.e = e;
+    requestTile();
+  }
+
+  let pending = false;
+  function requestTile() {
+    if (!T || pending) return;
+    pending = true;
+    requestAnimationFrame(() => { pending = false; fetchTile(); });
+  }
+
+  async function fetchTile() {
+    const seq = ++tileSeq;
+    const tracks = [], counters = [];
+    for (const r of T.rows) (r.type === 'counter' ? counters : tracks).push(r.track);
+    const args = { id: T.id, start: V.s, end: V.e, px: Math.floor(timeW()),
+                   tracks: tracks.join(','), counters: counters.join(',') };
+    const t0 = performance.now();
+    try {
+      const [tile, flows] = await Promise.all([
+        api('/api/tile', args),
+        api('/api/flows', { id: T.id, start: V.s, end: V.e, px: args.px })]);
+      if (seq !== tileSeq) return; // a newer view is on its way
+      V.tile = tile;
+      V.flows = flows.flows;
+      draw();
+      dbg.tiles = seq;
+      dbg.lastTileMs = performance.now() - t0;
+      showError(null);
+    } catch (e) {
+      if (seq === tileSeq) { showError(e); dbg.tiles = seq; }
+    }
+  }
+
+  function draw() {
+    if (!T || !V) return;
+    const dpr = window.devicePixelRatio || 1;
+    const g = cv.getContext('2d');
+    g.setTransform(dpr, 0, 0, dpr, 0, 0);
+    const W = width();
+    g.clearRect(0, 0, W, T.height);
+    g.font = '11px system-ui, sans-serif';
+    g.textBaseline = 'middle';
+    // The axis.
+    g.fillStyle = '#eceff1';
+    g.fillRect(0, 0, W, AXIS_H);
+    const span = V.e - V.s;
+    const step = Math.pow(10, Math.floor(Math.log10(span / 8)));
+    const tick = step * (span / step > 40 ? 5 : span / step > 16 ? 2 : 1);
+    g.fillStyle = '#455a64';
+    g.strokeStyle = '#cfd8dc';
+    for (let t = Math.ceil((V.s - T.start) / tick) * tick; T.start + t <= V.e; t += tick) {
+      const x = xOf(T.start + t);
+      g.beginPath(); g.moveTo(x, AXIS_H - 6); g.lineTo(x, T.height); g.stroke();
+      g.fillText(fmtDur(t), x + 3, AXIS_H / 2);
+    }
+    // Rows and their labels.
+    for (const row of T.layout) {
+      if (row.kind === 'process') {
+        g.fillStyle = '#cfd8dc';
+        g.fillRect(0, row.y, W, row.h);
+        g.fillStyle = '#263238';
+        g.fillText(row.label, 6, row.y + row.h / 2);
+      } else {
+        g.strokeStyle = '#eceff1';
+        g.beginPath(); g.moveTo(0, row.y + row.h); g.lineTo(W, row.y + row.h); g.stroke();
+      }
+    }
+    const rects = [], drawn = {};
+    const q = V.search ? V.search.toLowerCase() : null;
+    g.save();
+    g.beginPath(); g.rect(LABEL_W, AXIS_H, W - LABEL_W, T.height); g.clip();
+    for (const s of V.tile.slices) {
+      const [track, depth, ts, end, count, id, name] = s;
+      const row = T.byTrack[track];
+      if (!row) continue;
+      const x0 = xOf(ts), x1 = xOf(end);
+      const y = row.y + 2 + depth * ROW_H, h = ROW_H - 2;
+      const x = Math.max(x0, LABEL_W - 2), w = Math.max(1, Math.min(x1, W + 2) - x);
+      const instant = count === 1 && end === ts;
+      const loss = name === 'etch.dropped_events';
+      g.fillStyle = loss ? '#d32f2f' : colorOf(name, count > 1);
+      if (instant) {
+        g.beginPath(); g.moveTo(x0, y); g.lineTo(x0 + 4, y + h / 2); g.lineTo(x0, y + h);
+        g.lineTo(x0 - 4, y + h / 2); g.closePath(); g.fill();
+      } else {
+        g.fillRect(x, y, w, h);
+        if (w > 40) {
+          g.fillStyle = '#111';
+          const label = count > 1 ? name + ' +' + (count - 1) : name;
+          g.fillText(label.length * 6 > w - 6 ? label.slice(0, Math.max(1, Math.floor((w - 6) / 6))) : label,
+                     x + 3, y + h / 2);
+        }
+      }
+      const hit = q && name.toLowerCase().includes(q);
+      if (hit || (V.slice && V.slice.id === id && count === 1)) {
+        g.strokeStyle = hit && !(V.slice && V.slice.id === id) ? '#000' : '#ff6f00';
+        g.lineWidth = 2;
+        g.strokeRect(x + 1, y + 1, Math.max(1, w - 2), h - 2);
+        g.lineWidth = 1;
+      }
+      rects.push({ track, depth, ts, end, count, id, name, x, y, w, h, hit: !!hit });
+      drawn[track] = (drawn[track] || 0) + 1;
+    }
+    // Counters: a line of the last value per column, the column's range shaded.
+    const byTrack = {};
+    for (const c of V.tile.counters) (byTrack[c[0]] = byTrack[c[0]] || []).push(c);
+    for (const k in byTrack) {
+      const row = T.byTrack[k];
+      if (!row) continue;
+      const lo = Math.min(0, row.r.lo), hi = row.r.hi > lo ? row.r.hi : lo + 1;
+      const yOf = (v) => row.y + row.h - 3 - (v - lo) * (row.h - 6) / (hi - lo);
+      g.strokeStyle = colorOf(row.label, false);
+      g.fillStyle = 'rgba(96,125,139,0.25)';
+      g.beginPath();
+      let started = false, lastY = 0;
+      for (const [, ts, mn, mx, last] of byTrack[k]) {
+        const x = Math.max(LABEL_W, xOf(ts));
+        if (mx !== mn) g.fillRect(x, yOf(mx), 1, yOf(mn) - yOf(mx));
+        if (!started) { g.moveTo(x, yOf(last)); started = true; } else { g.lineTo(x, lastY); g.lineTo(x, yOf(last)); }
+        lastY = yOf(last);
+      }
+      g.lineTo(W, lastY);
+      g.stroke();
+      drawn[k] = byTrack[k].length;
+    }
+    // Flows: arrows from the end of one slice to the start of the next.
+    g.strokeStyle = '#6a1b9a';
+    g.fillStyle = '#6a1b9a';
+    for (const f of V.flows) {
+      const a = T.byTrack[f[0]], b = T.byTrack[f[4]];
+      if (!a || !b) continue;
+      const x0 = xOf(f[2]), y0 = a.y + 2 + f[1] * ROW_H + ROW_H / 2;
+      const x1 = xOf(f[6]), y1 = b.y + 2 + f[5] * ROW_H + ROW_H / 2;
+      g.beginPath(); g.moveTo(x0, y0);
+      g.bezierCurveTo(x0 + 30, y0, x1 - 30, y1, x1, y1); g.stroke();
+      g.beginPath(); g.moveTo(x1, y1); g.lineTo(x1 - 7, y1 - 4); g.lineTo(x1 - 7, y1 + 4); g.fill();
+    }
+    // Data loss where it happened: red lines across the track and the axis.
+    g.strokeStyle = '#d32f2f';
+    g.lineWidth = 2;
+    for (const [ts, track] of T.loss) {
+      if (ts < V.s || ts > V.e) continue;
+      const row = T.byTrack[track], x = xOf(ts);
+      g.beginPath(); g.moveTo(x, 0); g.lineTo(x, AXIS_H); g.stroke();
+      if (row) { g.beginPath(); g.moveTo(x, row.y); g.lineTo(x, row.y + row.h); g.stroke(); }
+    }
+    g.lineWidth = 1;
+    // The selected range.
+    if (V.range) {
+      const a = xOf(V.range[0]), b = xOf(V.range[1]);
+      g.fillStyle = 'rgba(33,150,243,0.15)';
+      g.fillRect(a, AXIS_H, b - a, T.height);
+      g.strokeStyle = '#1976d2';
+      g.strokeRect(a, 0, b - a, T.height);
+    }
+    g.restore();
+    // Labels last, over anything drawn left of the time area.
+    g.fillStyle = '#fafafa';
+    g.fillRect(0, AXIS_H, LABEL_W, T.height);
+    for (const row of T.layout) {
+      g.fillStyle = row.kind === 'process' ? '#cfd8dc' : '#fafafa';
+      g.fillRect(0, row.y, LABEL_W, row.h);
+      g.fillStyle = '#263238';
+      g.fillText(row.label, row.kind === 'process' ? 6 : 16, row.y + Math.min(row.h, ROW_H + 4) / 2);
+    }
+    g.fillStyle = '#455a64';
+    g.fillText(fmtDur(V.s - T.start) + ' + ' + fmtDur(V.e - V.s), 6, AXIS_H / 2);
+    dbg.rects = rects;
+    dbg.drawn = drawn;
+  }
+
+  function hitTest(x, y) {
+    let best = null;
+    for (const r of dbg.rects) {
+      const pad = r.count === 1 && r.end === r.ts ? 4 : 0;
+      if (x >= r.x - pad && x <= r.x + r.w + pad && y >= r.y && y <= r.y + r.h) {
+        if (!best || r.w < best.w) best = r;
+      }
+    }
+    return best;
+  }
+
+  async function selectSlice(r) {
+    V.slice = r;
+    draw();
+    const box = $('details');
+    if (r.count > 1) {
+      box.textContent = '';
+      box.appendChild(el('p', null, r.count + ' slices narrower than a pixel, merged (the longest: ' +
+                                     r.name + '), from ' + fmtDur(r.ts - T.start) + ' to ' +
+                                     fmtDur(r.end - T.start) + ': zoom in to see them.'));
+      dbg.details = { merged: r.count };
+      return;
+    }
+    try {
+      const d = await api('/api/slice', { id: T.id, slice: r.id });
+      box.textContent = '';
+      const dl = el('dl');
+      const add = (k, v) => { dl.appendChild(el('dt', null, k)); dl.appendChild(el('dd', null, v)); };
+      add('name', d.name);
+      add('category', d.category === null ? '' : d.category);
+      add('start', fmtDur(d.ts - T.start) + ' (ts ' + d.ts + ')');
+      add('end', d.dur < 0 ? 'did not end' : fmtDur(d.ts + d.dur - T.start));
+      add('duration', d.dur < 0 ? 'did not end' : fmtDur(d.dur));
+      add('self time', fmtDur(d.self));
+      add('depth', String(d.depth));
+      add('thread', d.thread === null ? (d.track_name || '') : d.thread + ' ' + d.tid);
+      if (d.process !== null) add('process', d.process + ' ' + d.pid);
+      box.appendChild(el('h3', null, d.name));
+      box.appendChild(dl);
+      if (d.args.length) {
+        box.appendChild(el('h4', null, 'Args'));
+        box.appendChild(sortableTable([{ name: 'key' }, { name: 'value' }], d.args));
+      }
+      for (const [key, title] of [['flows_in', 'Flow from'], ['flows_out', 'Flow to']]) {
+        if (!d[key] || !d[key].length) continue;
+        box.appendChild(el('h4', null, title));
+        const ul = el('ul');
+        for (const f of d[key]) {
+          const li = el('li');
+          const a = el('a', null, f.name + ' at ' + fmtDur(f.ts - T.start));
+          a.addEventListener('click', () => goTo(f));
+          li.appendChild(a);
+          ul.appendChild(li);
+        }
+        box.appendChild(ul);
+      }
+      dbg.details = d;
+      showError(null);
+    } catch (e) { showError(e); }
+  }
+
+  // Centres the view on a slice (keeping the zoom unless it is not shown)
+  // and shows its details.
+  function goTo(m) {
+    const span = V.e - V.s;
+    if (m.ts < V.s || m.ts > V.e) setWindow(m.ts - span / 2, m.ts + span / 2);
+    selectSlice({ id: m.id, count: 1, ts: m.ts, end: m.ts, name: m.name });
+  }
+
+  async function selectRange(s, e) {
+    if (e < s) [s, e] = [e, s];
+    V.range = [Math.round(s), Math.round(e)];
+    draw();
+    const box = $('range');
+    box.textContent = '';
+    try {
+      const r = await api('/api/range', { id: T.id, start: V.range[0], end: V.range[1] });
+      box.appendChild(el('h3', null, 'Slices within ' + fmtDur(V.range[0] - T.start) + ' .. ' +
+                                      fmtDur(V.range[1] - T.start) + ' (' + fmtDur(V.range[1] - V.range[0]) + ')'));
+      const t = sortableTable(
+        [{ name: 'name' }, { name: 'count', num: true }, { name: 'total', num: true },
+         { name: 'self', num: true }, { name: 'min', num: true }, { name: 'mean', num: true },
+         { name: 'max', num: true }],
+        r.rows, (i, v) => (i >= 2 ? fmtDur(Math.round(v)) : String(v)));
+      t.id = 'range-table';
+      box.appendChild(t);
+      dbg.range = { start: V.range[0], end: V.range[1], rows: r.rows };
+      showError(null);
+    } catch (e) { showError(e); }
+  }
+
+  // Mouse: drag pans, shift+drag (or a drag on the axis) selects a range,
+  // a click shows a slice; the wheel zooms around the pointer.
+  let drag = null;
+  cv.addEventListener('mousedown', (ev) => {
+    if (!T) return;
+    cv.focus();
+    const x = ev.offsetX, y = ev.offsetY;
+    drag = { x0: x, y0: y, s: V.s, e: V.e, select: ev.shiftKey || y < AXIS_H, moved: false };
+  });
+  window.addEventListener('mousemove', (ev) => {
+    if (!drag) return;
+    const x = ev.clientX - cv.getBoundingClientRect().left;
+    if (Math.abs(x - drag.x0) > 3) drag.moved = true;
+    if (!drag.moved) return;
+    if (drag.select) {
+      V.range = [tsOf(Math.min(drag.x0, x)), tsOf(Math.max(drag.x0, x))];
+      draw();
+    } else {
+      const dt = (x - drag.x0) * (drag.e - drag.s) / timeW();
+      V.s = Math.round(drag.s - dt); V.e = Math.round(drag.e - dt);
+      requestTile();
+    }
+  });
+  window.addEventListener('mouseup', (ev) => {
+    if (!drag) return;
+    const d = drag;
+    drag = null;
+    const x = ev.clientX - cv.getBoundingClientRect().left;
+    if (d.moved && d.select) { selectRange(tsOf(Math.min(d.x0, x)), tsOf(Math.max(d.x0, x))); return; }
+    if (d.moved) return;
+    const r = hitTest(d.x0, d.y0);
+    if (r) selectSlice(r);
+  });
+  cv.addEventListener('wheel', (ev) => {
+    if (!T) return;
+    ev.preventDefault();
+    const f = Math.pow(1.0015, ev.deltaY);
+    const c = tsOf(Math.max(LABEL_W, ev.offsetX));
+    setWindow(c - (c - V.s) * f, c + (V.e - c) * f);
+  }, { passive: false });
+  window.addEventListener('keydown', (ev) => {
+    if (!T || dbg.section !== 'timeline' || ev.target.tagName === 'INPUT' ||
+        ev.target.tagName === 'TEXTAREA') return;
+    const span = V.e - V.s, c = (V.s + V.e) / 2;
+    const k = ev.key.toLowerCase();
+    if (k === 'w') setWindow(c - span * 0.35, c + span * 0.35);
+    else if (k === 's') setWindow(c - span * 0.7, c + span * 0.7);
+    else if (k === 'a') setWindow(V.s - span * 0.15, V.e - span * 0.15);
+    else if (k === 'd') setWindow(V.s + span * 0.15, V.e + span * 0.15);
+    else return;
+    ev.preventDefault();
+  });
+  window.addEventListener('resize', () => {
+    if (dbg.section === 'timeline' && T) { resize(); requestTile(); }
+    if (dbg.section === 'flame') drawFlame();
+  });
+
+  // ---- search ---------------------------------------------------------------------
+
+  async function search() {
+    const q = $('search').value.trim();
+    V.search = q || null;
+    V.matches = [];
+    V.match = -1;
+    dbg.search = null;
+    if (!q) { $('matches').textContent = ''; draw(); return; }
+    try {
+      const r = await api('/api/search', { id: T.id, q });
+      V.matches = r.matches;
+      dbg.search = { q, total: r.total, matches: r.matches };
+      $('matches').textContent = r.total ? r.total + ' matches' : 'no match';
+      draw();
+      showError(null);
+    } catch (e) { showError(e); }
+  }
+  function step(d) {
+    if (!V || !V.matches || !V.matches.length) return;
+    V.match = (V.match + d + V.matches.length) % V.matches.length;
+    const m = V.matches[V.match];
+    $('matches').textContent = (V.match + 1) + ' / ' + dbg.search.total;
+    dbg.search.current = V.match;
+    show('timeline');
+    goTo(m);
+  }
+  $('search').addEventListener('keydown', (ev) => {
+    if (ev.key === 'Enter') { ev.preventDefault(); if (ev.shiftKey) step(-1); else if (V.matches && V.matches.length && V.search === $('search').value.trim()) step(1); else search(); }
+  });
+  $('next').addEventListener('click', () => step(1));
+  $('prev').addEventListener('click', () => step(-1));
+
+  // ---- the flame graph ------------------------------------------------------------
+
+  const flameState = { data: null, zoom: 0, key: '' };
+  function fillThreads() {
+    const s = $('fl-thread');
+    s.textContent = '';
+    s.appendChild(el('option', { value: '-1' }, 'all threads'));
+    for (const r of T.rows) if (r.type === 'thread' && r.utid >= 0)
+      s.appendChild(el('option', { value: String(r.utid) }, (r.thread || 'thread') + ' ' + r.tid));
+  }
+  async function loadFlame() {
+    const args = { id: T.id };
+    const utid = $('fl-thread').value;
+    if (utid !== '-1') args.utid = utid;
+    if ($('fl-sel').checked && V.range) { args.start = V.range[0]; args.end = V.range[1]; }
+    const key = JSON.stringify(args);
+    if (flameState.data && flameState.key === key) { drawFlame(); return; }
+    const t0 = performance.now();
+    try {
+      const d = await api('/api/flame', args);
+      const nodes = d.nodes.map(([parent, name, total, self, count], i) =>
+        ({ i, parent, name: name < 0 ? '(all)' : d.names[name], total, self, count, kids: [] }));
+      for (const n of nodes) if (n.parent >= 0) nodes[n.parent].kids.push(n);
+      for (const n of nodes) n.kids.sort((a, b) => b.total - a.total);
+      flameState.data = nodes;
+      flameState.key = key;
+      flameState.zoom = 0;
+      $('fl-info').textContent = nodes.length + ' nodes, ' + Math.round(performance.now() - t0) + ' ms';
+      drawFlame();
+      showError(null);
+    } catch (e) { showError(e); }
+  }
+  const fcv = $('fl');
+  function drawFlame() {
+    const nodes = flameState.data;
+    if (!nodes) return;
+    const dpr = window.devicePixelRatio || 1;
+    const W = fcv.clientWidth || 800;
+    const H = Math.max(200, $('flame').clientHeight - 40);
+    fcv.style.height = H + 'px';
+    fcv.width = Math.round(W * dpr); fcv.height = Math.round(H * dpr);
+    const g = fcv.getContext('2d');
+    g.setTransform(dpr, 0, 0, dpr, 0, 0);
+    g.clearRect(0, 0, W, H);
+    g.font = '11px system-ui, sans-serif';
+    g.textBaseline = 'middle';
+    const z = nodes[flameState.zoom];
+    const boxes = [];
+    const scale = z.total > 0 ? W / z.total : 0;
+    // The zoomed node's ancestors first, full width, then its subtree.
+    const chain = [];
+    for (let n = z; n; n = n.parent >= 0 ? nodes[n.parent] : null) chain.unshift(n);
+    let depth = 0;
+    function box(n, x, d, w) {
+      const y = d * ROW_H;
+      if (y > H) return;
+      g.fillStyle = n.i === 0 ? '#b0bec5' : colorOf(n.name, false);
+      g.fillRect(x, y, Math.max(1, w - 1), ROW_H - 1);
+      if (w > 30) {
+        g.fillStyle = '#111';
+        const label = n.name + ' ' + fmtDur(n.total);
+        g.fillText(label.length * 6 > w - 6 ? label.slice(0, Math.floor((w - 6) / 6)) : label, x + 3, y + ROW_H / 2);
+      }
+      boxes.push({ i: n.i, name: n.name, total: n.total, self: n.self, count: n.count, x, y, w, h: ROW_H - 1 });
+    }
+    for (const n of chain.slice(0, -1)) box(n, 0, depth++, W);
+    function sub(n, x, d) {
+      const w = n.total * scale;
+      if (w < 0.5) return;
+      box(n, x, d, w);
+      let cx = x;
+      for (const k of n.kids) { sub(k, cx, d + 1); cx += k.total * scale; }
+    }
+    sub(z, 0, depth);
+    flameState.boxes = boxes;
+    const kid = (n) => ({ name: n.name, total: n.total, self: n.self, count: n.count });
+    dbg.flame = { root: kid(nodes[0]), zoom: kid(z), children: z.kids.map(kid),
+                  rootChildren: nodes[0].kids.map(kid), boxes: boxes.length };
+  }
+  fcv.addEventListener('click', (ev) => {
+    if (!flameState.boxes) return;
+    for (const b of flameState.boxes) {
+      if (ev.offsetX >= b.x && ev.offsetX <= b.x + b.w && ev.offsetY >= b.y && ev.offsetY <= b.y + b.h) {
+        flameState.zoom = b.i;
+        $('fl-info').textContent = b.name + ': total ' + fmtDur(b.total) + ', self ' + fmtDur(b.self) + ', ' + b.count + ' slices';
+        drawFlame();
+        return;
+      }
+    }
+  });
+  $('fl-reset').addEventListener('click', () => { flameState.zoom = 0; drawFlame(); });
+  $('fl-thread').addEventListener('change', loadFlame);
+  $('fl-sel').addEventListener('change', loadFlame);
+
+  // ---- stats -------------------------------------------------------------------
+
+  async function loadStats() {
+    const box = $('stats');
+    box.textContent = '';
+    try {
+      const d = await api('/api/stats', { id: T.id });
+      const dur = (i, v) => (typeof v === 'number' && i > 0 ? String(v) : String(v));
+      box.appendChild(el('h3', null, 'Trace'));
+      box.appendChild(sortableTable([{ name: 'what' }, { name: 'value', num: true }], [
+        ['duration', fmtDur(d.end - d.start)], ['events', d.events], ['slices', d.slices],
+        ['instants', d.instants], ['counter values', d.counter_values], ['flows', d.flows],
+        ['tracks', d.tracks], ['processes', d.processes], ['threads', d.threads]]));
+      const top = [{ name: 'name' }, { name: 'count', num: true }, { name: 'total', num: true },
+                   { name: 'self', num: true }, { name: 'max', num: true }];
+      const fmt = (i, v) => (i >= 2 ? fmtDur(v) : String(v));
+      box.appendChild(el('h3', null, 'Slices by total time'));
+      const a = sortableTable(top, d.by_total, fmt); a.id = 'stats-total'; box.appendChild(a);
+      box.appendChild(el('h3', null, 'Slices by self time'));
+      const b = sortableTable(top, d.by_self, fmt); b.id = 'stats-self'; box.appendChild(b);
+      box.appendChild(el('h3', null, 'Threads'));
+      box.appendChild(sortableTable([{ name: 'thread' }, { name: 'tid', num: true }, { name: 'process' },
+                                     { name: 'pid', num: true }, { name: 'busy', num: true }],
+                                    d.threads_busy, (i, v) => (i === 4 ? fmtDur(v) : v === null ? '' : String(v))));
+      if (d.counters.length) {
+        box.appendChild(el('h3', null, 'Counters'));
+        box.appendChild(sortableTable([{ name: 'track' }, { name: 'unit' }, { name: 'values', num: true },
+                                       { name: 'min', num: true }, { name: 'max', num: true },
+                                       { name: 'mean', num: true }, { name: 'last', num: true }],
+                                      d.counters, dur));
+      }
+      if (d.loss.length) {
+        box.appendChild(el('h3', null, 'Data loss'));
+        box.appendChild(sortableTable([{ name: 'stat' }, { name: 'value', num: true }, { name: 'what' }], d.loss));
+      }
+      dbg.stats = d;
+      showError(null);
+    } catch (e) { showError(e); }
+  }
+
+  // ---- SQL ---------------------------------------------------------------------
+
+  async function runSql() {
+    const out = $('sql-out'), msg = $('sql-msg');
+    out.textContent = '';
+    msg.textContent = '';
+    dbg.sql = null;
+    try {
+      const r = await api('/api/sql', { id: T.id, q: $('sql-text').value });
+      const t = sortableTable(r.columns.map((c) => ({ name: c })), r.rows);
+      t.id = 'sql-table';
+      out.appendChild(t);
+      if (r.total > r.rows.length) msg.textContent = 'showing ' + r.rows.length + ' of ' + r.total + ' rows';
+      dbg.sql = r;
+    } catch (e) { msg.textContent = String(e.message || e); dbg.sql = { error: String(e.message || e) }; }
+  }
+  $('sql-run').addEventListener('click', runSql);
+  $('sql-text').addEventListener('keydown', (ev) => {
+    if (ev.key === 'Enter' && (ev.ctrlKey || ev.metaKey)) { ev.preventDefault(); runSql(); }
+  });
+
+  // ---- the report's answers --------------------------------------------------------
+
+  // The whole trace's rectangles, merged again for the window: those
+  // narrower than a pixel that start in the same column become one.
+  function reportTile(a) {
+    const s = Number(a.start), e = Number(a.end), px = Math.max(1, Number(a.px));
+    const p = Math.max(1, Math.ceil((e - s) / px));
+    const out = [];
+    let run = null;
+    for (const r of REPORT.tile.slices) {
+      const [track, depth, ts, end, count, id, name] = r;
+      if (ts >= e || end < s) continue;
+      if (end - ts >= p) { out.push(r); continue; }
+      const col = Math.floor((ts - s) / p);
+      if (run && run[0] === track && run[1] === depth && run.col === col) {
+        run[3] = Math.max(run[3], end);
+        run[4] += count;
+        if (end - ts > run.len) { run.len = end - ts; run[6] = name; }
+        continue;
+      }
+      run = [track, depth, ts, end, count, id, name];
+      run.col = col; run.len = end - ts;
+      out.push(run);
+    }
+    const counters = REPORT.tile.counters.filter((c) => c[1] < e);
+    return { ns_per_px: (e - s) / px, slices: out, counters };
+  }
+
+  function reportApi(path, a) {
+    const R = REPORT;
+    const no = (what) => Promise.reject(new Error(what + ' needs etch ui (this is a report: it holds ' +
+                                                   'the timeline at ' + R.columns + ' columns, the flame graph and the stats)'));
+    switch (path) {
+      case '/api/traces':
+        return Promise.resolve({ traces: [{ id: R.trace.id, name: R.trace.name, path: R.trace.path, size: 0 }] });
+      case '/api/trace': return Promise.resolve(R.trace);
+      case '/api/tile': return Promise.resolve(reportTile(a));
+      case '/api/flows': return Promise.resolve(R.flows);
+      case '/api/stats': return Promise.resolve(R.stats);
+      case '/api/flame':
+        if (a.utid !== undefined || a.start !== undefined) return no('a flame graph of a thread or a range');
+        return Promise.resolve(R.flame);
+      case '/api/slice': {
+        const r = R.tile.slices.find((x) => x[5] === Number(a.slice) && x[4] === 1);
+        if (!r) return Promise.reject(new Error('no slice ' + a.slice + ' in the report'));
+        return Promise.resolve({ id: r[5], ts: r[2], dur: r[3] - r[2], self: null, depth: r[1], track: r[0],
+                                 category: null, name: r[6], thread: null, track_name: T.byTrack[r[0]].label,
+                                 process: null, args: [], flows_in: [], flows_out: [] });
+      }
+      case '/api/search': {
+        const q = String(a.q).toLowerCase();
+        const m = R.tile.slices.filter((x) => x[4] === 1 && x[6].toLowerCase().includes(q))
+          .map((x) => ({ id: x[5], ts: x[2], track: x[0], depth: x[1], name: x[6] }));
+        return Promise.resolve({ matches: m.slice(0, 1000), total: m.length });
+      }
+      case '/api/range': {
+        const s = Number(a.start), e = Number(a.end), by = {};
+        for (const x of R.tile.slices) {
+          if (x[4] !== 1 || x[2] < s || x[3] > e) continue;
+          const d = x[3] - x[2], b = by[x[6]] = by[x[6]] || [x[6], 0, 0, 0, Infinity, 0, 0];
+          b[1]++; b[2] += d; b[4] = Math.min(b[4], d); b[6] = Math.max(b[6], d);
+        }
+        const rows = Object.values(by).map((b) => { b[3] = null; b[5] = b[2] / b[1]; return b; });
+        rows.sort((x, y) => y[2] - x[2]);
+        return Promise.resolve({ rows });
+      }
+      default: return no(path === '/api/sql' ? 'SQL' : path);
+    }
+  }
+
+  // ---- navigation ---------------------------------------------------------------
+
+  for (const b of $('tabs').querySelectorAll('button'))
+    b.addEventListener('click', () => {
+      if (T) location.hash = '#trace=' + T.id + '&tab=' + b.dataset.tab;
+    });
+
+  function route() {
+    const h = new URLSearchParams(location.hash.slice(1));
+    const id = h.get('trace');
+    if (REPORT && !id) { location.hash = '#trace=' + REPORT.trace.id; return; }
+    if (id) openTrace(id, h.get('tab'));
+    else showList();
+  }
+  window.addEventListener('hashchange', route);
+  if (REPORT) { $('home').removeAttribute('href'); $('sql-run').disabled = true; }
+  route();
+})();
