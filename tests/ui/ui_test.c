@@ -1,0 +1,463 @@
+/*
+ * ui_test.c - the ui part's C tests: tiles (exact rectangles at given
+ * resolutions), the flame graph's totals, the API's refusals (SQL that
+ * writes or reads files, ids it never gave, bad numbers), a trace that is
+ * corrupt or removed while open, the report's data, and the server's
+ * checks over a real socket (token, Host, method).
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "test.h"
+#include "ui/app.h"
+#include "ui_trace.h"
+
+static const char *trace_file(void) {
+  tb t;
+  tb_init(&t);
+  ui_test_trace(&t);
+  const char *p = tb_write_file(&t, "ui.pftrace");
+  tb_free(&t);
+  return p;
+}
+
+static etch__db *trace_db(void) {
+  etch__db *db;
+  ASSERT_OK(etch__db_open(&db, NULL));
+  etch__import_opts o = {.all_args = true};
+  ASSERT_OK(etch__query_import_file(db, NULL, trace_file(), &o, NULL));
+  return db;
+}
+
+static int64_t track_of(etch__db *db, const char *thread) {
+  etch__res r;
+  etch__ui_bind b[] = {{.s = thread}};
+  ASSERT_OK(etch__ui_query(db,
+                           "SELECT t.id FROM track t JOIN thread th USING (utid)"
+                           " WHERE th.name = $1 AND t.type = 'thread'",
+                           b, 1, &r));
+  ASSERT_TRUE(etch__res_next(&r));
+  int64_t id = etch__res_i64(&r, 0);
+  ASSERT_OK(etch__res_close(&r));
+  return id;
+}
+
+/* The tile as lines "depth ts end count name". */
+static char *tile_text(etch__db *db, int64_t track, int64_t start,
+                       int64_t end, double ns_per_px) {
+  etch__ui_tile tile;
+  ASSERT_OK(etch__ui_tile_slices(db, &track, 1, start, end, ns_per_px, -1,
+                                 &tile));
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  for (size_t i = 0; i < tile.n; i++) {
+    const etch__ui_rect *x = &tile.rects[i];
+    ASSERT_EQ_INT(x->track_id, track);
+    fprintf(f, "%lld %lld %lld %lld %s\n", (long long)x->depth,
+            (long long)x->ts, (long long)x->end, (long long)x->count,
+            x->name ? x->name : "NULL");
+  }
+  fclose(f);
+  etch__ui_tile_free(&tile);
+  return buf;
+}
+
+#define ASSERT_TILE(db, track, s, e, r, expected)                        \
+  do {                                                                   \
+    char *got_ = tile_text((db), (track), (s), (e), (r));                \
+    if (strcmp(got_, (expected)) != 0)                                   \
+      FAIL("tile [%d, %d) at %g ns/px\n--- expected ---\n%s--- got ---\n%s", \
+           (int)(s), (int)(e), (double)(r), (expected), got_);           \
+    free(got_);                                                          \
+  } while (0)
+
+TEST(ui_tile_merges_slices_under_a_pixel) {
+  etch__db *db = trace_db();
+  int64_t main_ = track_of(db, "main"), worker = track_of(db, "worker");
+  /* 1 us a pixel: the three tiny slices start in column 95 and are one
+   * rectangle named after the longest; vsync (an instant) is alone in its
+   * column. */
+  ASSERT_TILE(db, main_, 0, 200000, 1000,
+              "0 1000 101000 1 frame\n"
+              "0 110000 200000 1 frame\n"
+              "1 2000 42000 1 draw\n"
+              "1 45000 45000 1 vsync\n"
+              "1 50000 90000 1 draw\n"
+              "1 95000 95600 3 tiny_b\n"
+              "1 120000 180000 1 draw\n");
+  /* 400 ns a pixel from 94000: tiny_a and tiny_b share column 2, tiny_c
+   * is column 3; frame began before the window and is in it. */
+  ASSERT_TILE(db, main_, 94000, 98000, 400,
+              "0 1000 101000 1 frame\n"
+              "1 95000 95450 2 tiny_b\n"
+              "1 95500 95600 1 tiny_c\n");
+  /* 100 ns a pixel: every slice is at least a pixel wide. */
+  ASSERT_TILE(db, main_, 95000, 96000, 100,
+              "0 1000 101000 1 frame\n"
+              "1 95000 95100 1 tiny_a\n"
+              "1 95150 95450 1 tiny_b\n"
+              "1 95500 95600 1 tiny_c\n");
+  /* Coarse: 50 us a pixel keeps both jobs (55 and 80 us); at 100 us a
+   * pixel both start in column 0 and are one, named after the longer. */
+  ASSERT_TILE(db, worker, 0, 200000, 50000,
+              "0 5000 60000 1 job\n"
+              "0 70000 150000 1 job\n"
+              "1 80000 100000 1 io\n");
+  ASSERT_TILE(db, worker, 0, 200000, 100000,
+              "0 5000 150000 2 job\n"
+              "1 80000 100000 1 io\n");
+  /* A window after everything, and one ending where a slice begins. */
+  ASSERT_TILE(db, worker, 160000, 170000, 10, "");
+  ASSERT_TILE(db, worker, 60001, 70000, 10, "");
+  etch__db_close(db);
+}
+
+TEST(ui_tile_ids_are_the_slices) {
+  etch__db *db = trace_db();
+  int64_t main_ = track_of(db, "main");
+  etch__ui_tile tile;
+  ASSERT_OK(etch__ui_tile_slices(db, &main_, 1, 0, 200000, 1000, -1, &tile));
+  for (size_t i = 0; i < tile.n; i++) {
+    etch__ui_rect *x = &tile.rects[i];
+    /* A rectangle's id is its (first) slice: same start, and the slice's
+     * name when it is alone. */
+    etch__res r;
+    etch__ui_bind b[] = {{.i = x->id}};
+    ASSERT_OK(etch__ui_query(db, "SELECT ts, name FROM slice WHERE id = $1",
+                             b, 1, &r));
+    ASSERT_TRUE(etch__res_next(&r));
+    ASSERT_EQ_INT(etch__res_i64(&r, 0), x->ts);
+    char *n = etch__res_strdup(&r, 1);
+    if (x->count == 1) ASSERT_EQ_STR(n, x->name);
+    free(n);
+    ASSERT_OK(etch__res_close(&r));
+  }
+  etch__ui_tile_free(&tile);
+  etch__db_close(db);
+}
+
+/* ---- the flame graph ------------------------------------------------------------ */
+
+/* The index of `name` in the flame JSON's names. */
+static int name_index(const char *json, const char *name) {
+  const char *p = strstr(json, "\"names\":[");
+  ASSERT_TRUE(p);
+  p += 9;
+  char want[64];
+  snprintf(want, sizeof want, "\"%s\"", name);
+  for (int i = 0; *p && *p != ']'; i++) {
+    if (!strncmp(p, want, strlen(want))) return i;
+    p = strchr(p + 1, '"');
+    ASSERT_TRUE(p);
+    p++;
+    if (*p == ',') p++;
+  }
+  FAIL("no name %s in %s", name, json);
+}
+
+static char *flame(etch__db *db, int64_t s, int64_t e, int64_t utid) {
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  ASSERT_OK(etch__ui_flame(db, s, e, utid, f));
+  fclose(f);
+  return buf;
+}
+
+/* node [parent, name, total, self, count] is in the JSON. */
+static void assert_node(const char *json, int parent, const char *name,
+                        long total, long self, long count) {
+  char want[128];
+  snprintf(want, sizeof want, "[%d,%d,%ld,%ld,%ld]", parent,
+           name_index(json, name), total, self, count);
+  if (!strstr(json, want)) FAIL("no node %s (%s) in %s", want, name, json);
+}
+
+TEST(ui_flame_whole_thread_and_range) {
+  etch__db *db = trace_db();
+  char *j = flame(db, 0, -1, -1);
+  /* Root (0): frame 100000 + 90000, job 55000 + 80000. frame's children:
+   * draw x3 (140000), tiny_a/b/c (500); vsync, an instant, is no time.
+   * Nodes are numbered as first met in id order: 0 root, 1 frame, 2 draw,
+   * 3 job, 4 io, 5..7 tiny. */
+  ASSERT_TRUE(strstr(j, "[-1,-1,325000,0,0]"));
+  assert_node(j, 0, "frame", 190000, 49500, 2);
+  assert_node(j, 1, "draw", 140000, 140000, 3);
+  assert_node(j, 0, "job", 135000, 115000, 2);
+  assert_node(j, 3, "io", 20000, 20000, 1);
+  assert_node(j, 1, "tiny_b", 300, 300, 1);
+  free(j);
+  /* The worker alone (utid 2). */
+  j = flame(db, 0, -1, 2);
+  ASSERT_TRUE(strstr(j, "[-1,-1,135000,0,0]"));
+  assert_node(j, 0, "job", 135000, 115000, 2);
+  char frame[32];
+  snprintf(frame, sizeof frame, "[0,%d,", name_index(j, "frame"));
+  ASSERT_FALSE(strstr(j, frame));
+  free(j);
+  /* [40000, 60000): clipped durations. frame 20000 > draw 2000 + 10000;
+   * job 20000. */
+  j = flame(db, 40000, 60000, -1);
+  ASSERT_TRUE(strstr(j, "[-1,-1,40000,0,0]"));
+  assert_node(j, 0, "frame", 20000, 8000, 1);
+  assert_node(j, 1, "draw", 12000, 12000, 2);
+  assert_node(j, 0, "job", 20000, 20000, 1);
+  free(j);
+  etch__db_close(db);
+}
+
+/* ---- the API --------------------------------------------------------------------- */
+
+typedef struct args {
+  const char *k[8], *v[8];
+} args;
+
+static const char *get(void *ctx, const char *key) {
+  args *a = ctx;
+  for (int i = 0; i < 8 && a->k[i]; i++)
+    if (!strcmp(a->k[i], key)) return a->v[i];
+  return NULL;
+}
+
+static int call(etch__ui *ui, const char *path, args *a, char **body) {
+  size_t len = 0;
+  FILE *f = open_memstream(body, &len);
+  int st = etch__ui_api(ui, path, get, a, f);
+  fclose(f);
+  return st;
+}
+
+static etch__ui *app_of(const char *path) {
+  etch__ui *ui;
+  ASSERT_OK(etch__ui_new(&ui));
+  etch__ui_set_cache_dir(ui, etch_test_tmpdir());
+  ASSERT_OK(etch__ui_add_path(ui, path));
+  return ui;
+}
+
+static int sql(etch__ui *ui, const char *q, char **body) {
+  args a = {{"id", "q"}, {ui->t[0].id, q}};
+  return call(ui, "/api/sql", &a, body);
+}
+
+TEST(ui_api_sql_reads_only) {
+  etch__ui *ui = app_of(trace_file());
+  char *b;
+  ASSERT_EQ_INT(sql(ui, "select name, dur from slice where name = 'io'", &b),
+                200);
+  ASSERT_EQ_STR(b, "{\"columns\":[\"name\",\"dur\"],\"rows\":[[\"io\",\"20000\"]],"
+                   "\"total\":1}");
+  free(b);
+  ASSERT_EQ_INT(sql(ui, "  -- a comment\n with x as (select 1 as one) select * from x", &b), 200);
+  free(b);
+  ASSERT_EQ_INT(sql(ui, "explain select 1", &b), 200);
+  free(b);
+  static const char *const kRefused[] = {
+      "insert into stats values ('x', 0, 'info', 'trace', 1, '')",
+      "delete from slice",
+      "with x as (select 1) delete from slice",
+      "with x as (select 1) insert into stats select * from stats",
+      "copy (select 1) to 'out.csv'",
+      "attach 'other.duckdb' as o",
+      "create table t (a int)",
+      "select 1; drop table slice",
+      "pragma version",
+      "set enable_external_access = true",
+      "install httpfs",
+      "/* select */ update slice set dur = 0",
+  };
+  for (size_t i = 0; i < sizeof kRefused / sizeof *kRefused; i++) {
+    int st = sql(ui, kRefused[i], &b);
+    if (st != 403) FAIL("%s: status %d, %s", kRefused[i], st, b);
+    ASSERT_TRUE(strstr(b, "\"error\""));
+    free(b);
+  }
+  /* A SELECT that would read a file: no access outside the tables. */
+  int st = sql(ui, "select * from read_csv('/etc/passwd')", &b);
+  ASSERT_EQ_INT(st, 400);
+  ASSERT_TRUE(strstr(b, "disabled"));
+  free(b);
+  /* The tables are as they were. */
+  ASSERT_EQ_INT(sql(ui, "select count(*) from slice", &b), 200);
+  ASSERT_TRUE(strstr(b, "[[\"12\"]]"));
+  free(b);
+  etch__ui_free(ui);
+}
+
+TEST(ui_api_ids_and_arguments) {
+  etch__ui *ui = app_of(trace_file());
+  const char *id = ui->t[0].id;
+  char *b;
+  args list = {{0}};
+  ASSERT_EQ_INT(call(ui, "/api/traces", &list, &b), 200);
+  ASSERT_TRUE(strstr(b, id));
+  free(b);
+  /* Ids the app never gave, paths, nothing. */
+  static const char *const kIds[] = {"0000000000000000", "../../etc/passwd",
+                                     "", "ui.pftrace"};
+  for (size_t i = 0; i < 4; i++) {
+    args a = {{"id"}, {kIds[i]}};
+    ASSERT_EQ_INT(call(ui, "/api/trace", &a, &b), 404);
+    free(b);
+  }
+  args none = {{0}};
+  ASSERT_EQ_INT(call(ui, "/api/trace", &none, &b), 404);
+  free(b);
+  ASSERT_EQ_INT(call(ui, "/api/nothing", &none, &b), 404);
+  free(b);
+  /* Numbers that are not. */
+  static const char *const kBad[][3] = {
+      {"abc", "100", "10"}, {"0", "1e9", "10"}, {"0", "100", "0"},
+      {"100", "0", "10"},   {"0", "100", "99999999999999999999"},
+      {"0", "100", "-1"}};
+  for (size_t i = 0; i < 6; i++) {
+    args a = {{"id", "start", "end", "px", "tracks"},
+              {id, kBad[i][0], kBad[i][1], kBad[i][2], "1"}};
+    ASSERT_EQ_INT(call(ui, "/api/tile", &a, &b), 400);
+    free(b);
+  }
+  args t = {{"id", "start", "end", "px", "tracks"},
+            {id, "0", "100", "10", "1;drop table slice"}};
+  ASSERT_EQ_INT(call(ui, "/api/tile", &t, &b), 400);
+  free(b);
+  /* A good one: the slice's details with its arg and flow. */
+  args s = {{"id", "slice"}, {id, "1"}};
+  ASSERT_EQ_INT(call(ui, "/api/slice", &s, &b), 200);
+  ASSERT_TRUE(strstr(b, "\"name\":\"frame\""));
+  ASSERT_TRUE(strstr(b, "\"args\":[[\"debug.n\",\"3\"]]"));
+  ASSERT_TRUE(strstr(b, "\"flows_out\":[{\"id\":3,\"ts\":5000,"));
+  free(b);
+  etch__ui_free(ui);
+}
+
+TEST(ui_api_corrupt_and_removed_traces) {
+  char bad[512];
+  snprintf(bad, sizeof bad, "%s/bad.pftrace", etch_test_tmpdir());
+  FILE *f = fopen(bad, "wb");
+  fputs("\x0a\x05zz", f); /* a packet of 5 bytes that holds 2, then nothing */
+  fputs("\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01", f);
+  fclose(f);
+  etch__ui *ui = app_of(bad);
+  char *b;
+  args a = {{"id"}, {ui->t[0].id}};
+  int st = call(ui, "/api/trace", &a, &b);
+  ASSERT_EQ_INT(st, 422);
+  ASSERT_TRUE(strstr(b, "cannot be read"));
+  free(b);
+  etch__ui_free(ui);
+
+  /* Opened, then removed: a clear message, not stale answers. */
+  char copy[512];
+  snprintf(copy, sizeof copy, "%s/gone.pftrace", etch_test_tmpdir());
+  tb t;
+  tb_init(&t);
+  ui_test_trace(&t);
+  f = fopen(copy, "wb");
+  fwrite(tb_data(&t), 1, tb_len(&t), f);
+  fclose(f);
+  tb_free(&t);
+  ui = app_of(copy);
+  args b1 = {{"id"}, {ui->t[0].id}};
+  ASSERT_EQ_INT(call(ui, "/api/trace", &b1, &b), 200);
+  free(b);
+  ASSERT_EQ_INT(unlink(copy), 0);
+  ASSERT_EQ_INT(call(ui, "/api/trace", &b1, &b), 410);
+  ASSERT_TRUE(strstr(b, "no longer there"));
+  free(b);
+  etch__ui_free(ui);
+}
+
+TEST(ui_report_data_and_page) {
+  etch__ui *ui = app_of(trace_file());
+  char *data = NULL, *page = NULL;
+  size_t len = 0, plen = 0;
+  FILE *f = open_memstream(&data, &len);
+  ASSERT_OK(etch__ui_report_data(ui, 0, 200, f));
+  fclose(f);
+  ASSERT_TRUE(strstr(data, "\"tile\":{"));
+  ASSERT_TRUE(strstr(data, "\"flame\":{"));
+  ASSERT_TRUE(strstr(data, "\"stats\":{"));
+  /* 200 columns over [1000, 200001): the tiny slices are one. */
+  ASSERT_TRUE(strstr(data, ",95000,95600,3,"));
+  f = open_memstream(&page, &plen);
+  etch__ui_page(f, "{\"s\":\"</script><b>\"}", 22);
+  fclose(f);
+  ASSERT_TRUE(strstr(page, "\\u003c/script>\\u003cb>"));
+  ASSERT_FALSE(strstr(page, "</script><b>"));
+  /* Nothing loaded from anywhere: no URL in the page. */
+  ASSERT_FALSE(strstr(page, "http:"));
+  ASSERT_FALSE(strstr(page, "https:"));
+  ASSERT_FALSE(strstr(page, " src="));
+  free(page);
+  free(data);
+  etch__ui_free(ui);
+}
+
+/* ---- the server over a socket ------------------------------------------------------ */
+
+/* Sends `req` to port and returns the status of the answer. */
+static int http(unsigned port, const char *req, char *body, size_t n) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_TRUE(fd >= 0);
+  struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+  inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+  ASSERT_EQ_INT(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+  size_t len = strlen(req);
+  ASSERT_EQ_INT(write(fd, req, len), (ssize_t)len);
+  size_t got = 0;
+  ssize_t r;
+  while (got + 1 < n && (r = read(fd, body + got, n - 1 - got)) > 0)
+    got += (size_t)r;
+  body[got] = '\0';
+  close(fd);
+  int status = 0;
+  ASSERT_EQ_INT(sscanf(body, "HTTP/1.%*d %d", &status), 1);
+  return status;
+}
+
+TEST(ui_server_refuses_without_token_host_or_id) {
+  etch__ui *ui = app_of(trace_file());
+  const char *tok = "0123456789abcdef0123456789abcdef";
+  etch__ui_server_opts o = {.token = tok};
+  etch__ui_server *s;
+  ASSERT_OK(etch__ui_server_start(ui, &o, &s));
+  unsigned port = 0;
+  ASSERT_EQ_INT(sscanf(etch__ui_server_url(s), "http://127.0.0.1:%u/", &port),
+                1);
+  char host[64], req[1024];
+  static char body[1 << 20];
+  snprintf(host, sizeof host, "127.0.0.1:%u", port);
+#define REQ(fmt, ...) (snprintf(req, sizeof req, fmt, __VA_ARGS__), req)
+  const char *C = "Connection: close\r\n";
+  /* Good: the token as a header or as ?token=, the page at /. */
+  ASSERT_EQ_INT(http(port, REQ("GET /api/traces HTTP/1.1\r\nHost: %s\r\nX-Etch-Token: %s\r\n%s\r\n", host, tok, C), body, sizeof body), 200);
+  ASSERT_TRUE(strstr(body, ui->t[0].id));
+  ASSERT_EQ_INT(http(port, REQ("GET /?token=%s HTTP/1.1\r\nHost: %s\r\n%s\r\n", tok, host, C), body, sizeof body), 200);
+  ASSERT_TRUE(strstr(body, "<canvas id=\"tl\""));
+  ASSERT_TRUE(strstr(body, "Referrer-Policy: no-referrer"));
+  ASSERT_EQ_INT(http(port, REQ("GET /?token=%s HTTP/1.1\r\nHost: localhost:%u\r\n%s\r\n", tok, port, C), body, sizeof body), 200);
+  /* No token, a wrong one, one a character short. */
+  ASSERT_EQ_INT(http(port, REQ("GET /api/traces HTTP/1.1\r\nHost: %s\r\n%s\r\n", host, C), body, sizeof body), 401);
+  ASSERT_FALSE(strstr(body, ui->t[0].id));
+  ASSERT_EQ_INT(http(port, REQ("GET /?token=%.31s HTTP/1.1\r\nHost: %s\r\n%s\r\n", tok, host, C), body, sizeof body), 401);
+  ASSERT_EQ_INT(http(port, REQ("GET /api/traces HTTP/1.1\r\nHost: %s\r\nX-Etch-Token: x%s\r\n%s\r\n", host, tok, C), body, sizeof body), 401);
+  /* A foreign Host (DNS rebinding), another port, none at all. */
+  ASSERT_EQ_INT(http(port, REQ("GET /api/traces HTTP/1.1\r\nHost: evil.example:%u\r\nX-Etch-Token: %s\r\n%s\r\n", port, tok, C), body, sizeof body), 403);
+  ASSERT_EQ_INT(http(port, REQ("GET /api/traces HTTP/1.1\r\nHost: 127.0.0.1:%u\r\nX-Etch-Token: %s\r\n%s\r\n", port + 1, tok, C), body, sizeof body), 403);
+  ASSERT_EQ_INT(http(port, REQ("GET /api/traces HTTP/1.0\r\nX-Etch-Token: %s\r\n%s\r\n", tok, C), body, sizeof body), 403);
+  /* A trace id it never gave; SQL that writes; a POST. */
+  ASSERT_EQ_INT(http(port, REQ("GET /api/trace?id=0123456789abcdef HTTP/1.1\r\nHost: %s\r\nX-Etch-Token: %s\r\n%s\r\n", host, tok, C), body, sizeof body), 404);
+  ASSERT_EQ_INT(http(port, REQ("GET /api/sql?id=%s&q=delete%%20from%%20slice HTTP/1.1\r\nHost: %s\r\nX-Etch-Token: %s\r\n%s\r\n", ui->t[0].id, host, tok, C), body, sizeof body), 403);
+  ASSERT_EQ_INT(http(port, REQ("POST /api/traces HTTP/1.1\r\nHost: %s\r\nX-Etch-Token: %s\r\nContent-Length: 2\r\n%s\r\nab", host, tok, C), body, sizeof body), 405);
+  ASSERT_EQ_INT(http(port, REQ("GET /etc/passwd HTTP/1.1\r\nHost: %s\r\nX-Etch-Token: %s\r\n%s\r\n", host, tok, C), body, sizeof body), 404);
+#undef REQ
+  etch__ui_server_stop(s);
+  etch__ui_free(ui);
+}

@@ -1,0 +1,48 @@
+/*
+ * ui_trace.c - the ui tests' trace (ui_trace.h says what is in it).
+ */
+#include "ui_trace.h"
+
+void ui_test_trace(tb *t) {
+  const int B = ETCH_TE_TYPE_SLICE_BEGIN, E = ETCH_TE_TYPE_SLICE_END,
+            I = ETCH_TE_TYPE_INSTANT;
+  tb_process(t, 1, UI_PROC, 10, "app");
+  tb_thread(t, 1, UI_MAIN, 10, 10, "main");
+  tb_thread(t, 2, UI_WORKER, 10, 11, "worker");
+  tb_counter_track(t, 1, UI_HEAP, UI_PROC, "heap", ETCH_CD_UNIT_SIZE_BYTES);
+
+  tb_event_open(t, 1, 1000, UI_MAIN, B, "render", "frame");
+  tb_f64(t, ETCH_TE_FLOW_IDS, 9);
+  tb_open(t, ETCH_TE_DEBUG_ANNOTATIONS);
+  tb_s(t, ETCH_DA_NAME, "n");
+  tb_u(t, ETCH_DA_INT_VALUE, 3);
+  tb_close(t);
+  tb_event_close(t);
+  tb_counter(t, 1, 1000, UI_HEAP, 100);
+  tb_event(t, 1, 2000, UI_MAIN, B, "render", "draw");
+  tb_event_open(t, 2, 5000, UI_WORKER, B, "work", "job");
+  tb_f64(t, ETCH_TE_TERMINATING_FLOW_IDS, 9);
+  tb_event_close(t);
+  tb_event(t, 1, 42000, UI_MAIN, E, NULL, NULL);
+  tb_event(t, 1, 45000, UI_MAIN, I, "render", "vsync");
+  tb_event(t, 1, 50000, UI_MAIN, B, "render", "draw");
+  tb_counter(t, 1, 50000, UI_HEAP, 300);
+  tb_event(t, 2, 60000, UI_WORKER, E, NULL, NULL);
+  tb_event(t, 2, 70000, UI_WORKER, B, "work", "job");
+  tb_event(t, 2, 80000, UI_WORKER, B, "work", "io");
+  tb_event(t, 1, 90000, UI_MAIN, E, NULL, NULL);
+  tb_event(t, 1, 95000, UI_MAIN, B, "render", "tiny_a");
+  tb_event(t, 1, 95100, UI_MAIN, E, NULL, NULL);
+  tb_event(t, 1, 95150, UI_MAIN, B, "render", "tiny_b");
+  tb_event(t, 1, 95450, UI_MAIN, E, NULL, NULL);
+  tb_event(t, 1, 95500, UI_MAIN, B, "render", "tiny_c");
+  tb_event(t, 1, 95600, UI_MAIN, E, NULL, NULL);
+  tb_event(t, 2, 100000, UI_WORKER, E, NULL, NULL);
+  tb_event(t, 1, 101000, UI_MAIN, E, NULL, NULL);
+  tb_event(t, 1, 110000, UI_MAIN, B, "render", "frame");
+  tb_event(t, 1, 120000, UI_MAIN, B, "render", "draw");
+  tb_event(t, 2, 150000, UI_WORKER, E, NULL, NULL);
+  tb_counter(t, 1, 150000, UI_HEAP, 200);
+  tb_event(t, 1, 180000, UI_MAIN, E, NULL, NULL);
+  tb_event(t, 1, 200000, UI_MAIN, E, NULL, NULL);
+}

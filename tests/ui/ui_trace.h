@@ -1,0 +1,26 @@
+/*
+ * ui_trace.h - the small trace the ui's tests look at (the C tests and the
+ * browser tests, through ui_trace_gen), written byte by byte with
+ * tests/trace_build.h:
+ *
+ *   process app (pid 10): threads main (10) and worker (11), a counter
+ *   track heap (bytes) of the process;
+ *   main:   frame [1000, 101000) {arg n = 3, flow 9 out}
+ *             > draw [2000, 42000), vsync instant 45000,
+ *               draw [50000, 90000), tiny_a [95000, 95100),
+ *               tiny_b [95150, 95450), tiny_c [95500, 95600)
+ *           frame [110000, 200000) > draw [120000, 180000)
+ *   worker: job [5000, 60000) {flow 9 in}, job [70000, 150000)
+ *             > io [80000, 100000)
+ *   heap:   100 @1000, 300 @50000, 200 @150000
+ */
+#ifndef ETCH_TESTS_UI_TRACE_H
+#define ETCH_TESTS_UI_TRACE_H
+
+#include "trace_build.h"
+
+enum { UI_PROC = 1, UI_MAIN = 2, UI_WORKER = 3, UI_HEAP = 4 };
+
+void ui_test_trace(tb *t);
+
+#endif
