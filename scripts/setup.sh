@@ -19,6 +19,9 @@ packages=(
   clang               # fuzz targets, second compiler
   valgrind
   python3
+  libmicrohttpd-dev   # etch ui's HTTP server (without it etch has no ui)
+  chromium            # etch ui's browser tests (tests/ui), headless
+  chromium-driver
 )
 
 bench_packages=(
@@ -30,7 +33,8 @@ case ${1:-} in
   *) echo "setup.sh: unknown option $1 (usage: setup.sh [--bench])" >&2; exit 2 ;;
 esac
 
-# npm fetches DuckDB's library (below); Debian's when there is no npm at all
+# npm fetches DuckDB's library and the browser tests' playwright-core
+# (below); Debian's when there is no npm at all
 # (a nodejs from elsewhere brings its own npm, which Debian's would conflict
 # with).
 command -v npm > /dev/null || packages+=(nodejs npm)
@@ -101,6 +105,26 @@ fetch_duckdb() {
   echo "setup.sh: DuckDB $duckdb_version in $duckdb_dir"
 }
 
+# The browser tests' driver: playwright-core at the version
+# tests/ui/package-lock.json pins (with its integrity hash), into
+# tests/ui/node_modules (git ignores it). It drives Debian's chromium; it
+# downloads no browser of its own.
+fetch_playwright() {
+  local ui=$root/tests/ui
+  local want
+  want=$(sed -n 's/.*"playwright-core": "\(.*\)".*/\1/p' "$ui/package.json")
+  if [ -f "$ui/node_modules/playwright-core/package.json" ] &&
+     grep -q "\"version\": \"$want\"" "$ui/node_modules/playwright-core/package.json"; then
+    return 0
+  fi
+  echo "setup.sh: installing playwright-core $want into tests/ui/node_modules (npm ci)"
+  if ! (cd "$ui" && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --ignore-scripts \
+          --no-audit --no-fund > /dev/null 2>&1); then
+    echo "setup.sh: npm ci in tests/ui failed: the browser tests will be skipped" >&2
+  fi
+  return 0
+}
+
 system_duckdb() {
   [ -z "${ETCH_SETUP_NO_SYSTEM_DUCKDB:-}" ] &&
     /sbin/ldconfig -p 2>/dev/null | grep -q 'libduckdb\.so '
@@ -108,6 +132,7 @@ system_duckdb() {
 
 if [ ${#missing[@]} -eq 0 ]; then
   system_duckdb || fetch_duckdb || exit 1
+  fetch_playwright
   echo "setup.sh: all build dependencies are installed"
   exit 0
 fi
@@ -135,4 +160,5 @@ if ! { "${sudo[@]}" apt-get update -q &&
   exit 1
 fi
 system_duckdb || fetch_duckdb || exit 1
+fetch_playwright
 echo "setup.sh: done"

@@ -1,0 +1,317 @@
+// browser.test.mjs - etch ui in a real browser (Debian's chromium, driven by
+// playwright-core): what the page shows, read from the page itself
+// (window.__etch and the DOM), against etch's own answers (etch query on
+// the same trace). Run by run_browser_tests.sh (ctest ui_browser).
+//
+// Environment: ETCH_BIN (etch), UI_TRACE_GEN (writes the test trace,
+// ui_trace.h), ETCH_CHROMIUM; ETCH_UI_SHOTS=DIR also saves screenshots of
+// the timeline and the flame graph there.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn, execFileSync } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { chromium } from 'playwright-core';
+
+const ETCH = process.env.ETCH_BIN;
+const dir = mkdtempSync(join(tmpdir(), 'etch-ui-test-'));
+const trace = join(dir, 'ui.pftrace');
+const bad = join(dir, 'corrupt.pftrace');
+execFileSync(process.env.UI_TRACE_GEN, [trace]);
+// A packet that says it holds 5 bytes and holds a varint of 11 bytes.
+writeFileSync(bad, Buffer.from([0x0a, 0x05, 0x7a, 0x7a, 0xff, 0xff, 0xff, 0xff, 0xff,
+                                0xff, 0xff, 0xff, 0xff, 0xff, 0x01]));
+const env = { ...process.env, ETCH_CACHE_DIR: join(dir, 'cache') };
+const shots = process.env.ETCH_UI_SHOTS;
+
+// etch query --csv's rows, numbers as numbers.
+function query(sql) {
+  const out = execFileSync(ETCH, ['query', '--csv', trace, sql], { env }).toString();
+  const lines = out.trim().split('\n').slice(1).filter((l) => l.length);
+  return lines.map((l) => l.split(',').map((v) => (/^-?\d+(\.\d+)?$/.test(v) ? Number(v) : v)));
+}
+
+let server, base, browser, page;
+const requests = [];
+
+before(async () => {
+  server = spawn(ETCH, ['ui', trace, bad], { env, stdio: ['ignore', 'pipe', 'inherit'] });
+  base = await new Promise((resolve, reject) => {
+    let text = '';
+    server.stdout.on('data', (d) => {
+      text += d;
+      const m = /^etch ui: (http:\/\/127\.0\.0\.1:\d+\/\?token=[0-9a-f]+)$/m.exec(text);
+      if (m) resolve(m[1]);
+    });
+    server.on('exit', (c) => reject(new Error('etch ui exited with ' + c + ': ' + text)));
+  });
+  browser = await chromium.launch({ executablePath: process.env.ETCH_CHROMIUM,
+                                    args: ['--no-sandbox'] });
+  page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
+  page.on('request', (r) => requests.push(r.url()));
+});
+
+after(async () => {
+  if (browser) await browser.close();
+  if (server && server.exitCode === null) {
+    const done = new Promise((r) => server.on('exit', r));
+    server.kill('SIGINT');
+    await done;
+  }
+  rmSync(dir, { recursive: true, force: true });
+});
+
+const E = (f, arg) => page.evaluate(f, arg);
+// Runs `action` and waits for the timeline's next tile to be drawn.
+async function tile(action) {
+  const n = await E(() => window.__etch.tiles);
+  await action();
+  await page.waitForFunction((k) => window.__etch.tiles > k && window.__etch.busy === 0, n);
+}
+
+// What etch's tiles hold per track for a window of px pixels: slices at
+// least a pixel wide, plus one per (track, depth, column) of the others.
+function expectedPerTrack(s, e, px) {
+  const p = Math.ceil((e - s) / px);
+  const rows = query(
+    `select track_id, count(*) from (
+       select track_id from slice where ts < ${e} and ts + dur >= ${s} and dur >= ${p}
+       union all
+       select track_id from slice where ts < ${e} and ts + dur >= ${s} and dur < ${p}
+       group by track_id, depth, floor((ts - ${s}) / ${p}))
+     group by track_id order by track_id`);
+  return Object.fromEntries(rows.map(([t, n]) => [String(t), n]));
+}
+async function drawnSlices() {
+  const d = await E(() => ({ drawn: window.__etch.drawn, rows: window.__etch.trace }));
+  const counters = query("select id from track where type = 'counter'").map((r) => String(r[0]));
+  return Object.fromEntries(Object.entries(d.drawn).filter(([k]) => !counters.includes(k)));
+}
+
+test('the list shows the traces named, and nothing is fetched from elsewhere', async () => {
+  await page.goto(base);
+  await page.waitForSelector('#traces tbody tr');
+  const rows = await page.$$eval('#traces tbody tr', (trs) => trs.map((t) => t.cells[0].textContent));
+  assert.deepEqual(rows, ['ui.pftrace', 'corrupt.pftrace']);
+  const size = await page.$eval('#traces tbody tr', (t) => t.cells[1].textContent);
+  const bytes = statSync(trace).size;
+  assert.ok(bytes < 1024);
+  assert.equal(size, bytes + ' B');
+  for (const u of requests) assert.ok(u.startsWith(new URL(base).origin + '/'), u);
+});
+
+test('a corrupt trace gets a clear message on the page', async () => {
+  await page.click('#traces tbody tr:nth-child(2)');
+  await page.waitForSelector('#error:not([hidden])');
+  const msg = await page.textContent('#error');
+  assert.match(msg, /corrupt\.pftrace: cannot be read/);
+  await page.goto(base);
+  await page.waitForSelector('#traces tbody tr');
+});
+
+test('the timeline draws the slices etch merges at the screen\'s resolution', async () => {
+  await tile(() => page.click('#traces tbody tr:nth-child(1)'));
+  const v = await E(() => ({ s: window.__etch.view.s, e: window.__etch.view.e,
+                             px: Math.floor(document.getElementById('tl').clientWidth - 220) }));
+  const [[start, end]] = query('select min(start_ts), max(end_ts) from trace_bounds');
+  assert.equal(v.s, start);
+  assert.equal(v.e, end);
+  assert.deepEqual(await drawnSlices(), expectedPerTrack(v.s, v.e, v.px));
+  // A known zoom: 4 us around the tiny slices, where two of them share a pixel.
+  await tile(() => E(() => window.__etch.setWindow(94000, 98000)));
+  const px = await E(() => Math.floor(document.getElementById('tl').clientWidth - 220));
+  const got = await drawnSlices();
+  assert.deepEqual(got, expectedPerTrack(94000, 98000, px));
+  // Counters are drawn as well (heap).
+  const heap = query("select id from track where name = 'heap'")[0][0];
+  await tile(() => E(() => window.__etch.setWindow(0, 200001)));
+  assert.ok((await E(() => window.__etch.drawn))[heap] > 0);
+  if (shots) await page.screenshot({ path: join(shots, 'timeline-test.png') });
+});
+
+test('keys zoom and pan', async () => {
+  const before0 = await E(() => [window.__etch.view.s, window.__etch.view.e]);
+  await page.focus('#tl');
+  await tile(() => page.keyboard.press('w'));
+  const zoomed = await E(() => [window.__etch.view.s, window.__etch.view.e]);
+  assert.ok(zoomed[1] - zoomed[0] < before0[1] - before0[0]);
+  await tile(() => page.keyboard.press('d'));
+  const panned = await E(() => [window.__etch.view.s, window.__etch.view.e]);
+  assert.ok(panned[0] > zoomed[0]);
+  assert.equal(panned[1] - panned[0], zoomed[1] - zoomed[0]);
+  await tile(() => E(() => window.__etch.setWindow(0, 200001)));
+});
+
+async function clickRect(pred) {
+  const r = await E((src) => window.__etch.rects.find(new Function('r', 'return ' + src)), pred);
+  assert.ok(r, 'no drawn rectangle where ' + pred);
+  const box = await page.$eval('#tl', (c) => { const b = c.getBoundingClientRect(); return { x: b.x, y: b.y }; });
+  await page.mouse.click(box.x + r.x + Math.min(r.w / 2, 20), box.y + r.y + r.h / 2);
+  return r;
+}
+
+test('a clicked slice shows its details as etch query has them', async () => {
+  const r = await clickRect("r.name === 'draw' && r.ts === 2000");
+  await page.waitForFunction((id) => window.__etch.details && window.__etch.details.id === id, r.id);
+  const d = await E(() => window.__etch.details);
+  const [[id, ts, dur, self, name, cat, depth]] =
+    query('select id, ts, dur, self_dur, name, category, depth from slice where ts = 2000');
+  assert.deepEqual([d.id, d.ts, d.dur, d.self, d.name, d.category, d.depth], [id, ts, dur, self, name, cat, depth]);
+  const text = await page.textContent('#details');
+  assert.match(text, /duration40\.00 us/);
+  assert.match(text, /threadmain 10/);
+  // The frame: its arg and the flow to the job.
+  const f = await clickRect("r.name === 'frame' && r.ts === 1000");
+  await page.waitForFunction((id) => window.__etch.details && window.__etch.details.id === id, f.id);
+  const fd = await E(() => window.__etch.details);
+  assert.deepEqual(fd.args, query('select key, display_value from args where arg_set_id = ' +
+                                  '(select arg_set_id from slice where id = ' + f.id + ')').map((r) => r.map(String)));
+  const [[jobId]] = query('select slice_in from flow where slice_out = ' + f.id);
+  assert.deepEqual(fd.flows_out.map((x) => x.id), [jobId]);
+  assert.match(await page.textContent('#details'), /Flow to.*job/s);
+});
+
+test('search highlights the matches and steps through them', async () => {
+  await page.fill('#search', 'tiny');
+  await page.press('#search', 'Enter');
+  await page.waitForFunction(() => window.__etch.search);
+  const s = await E(() => window.__etch.search);
+  const want = query("select id, name from slice where name ilike '%tiny%' order by ts, id");
+  assert.equal(s.total, want.length);
+  assert.deepEqual(s.matches.map((m) => [m.id, m.name]), want);
+  assert.equal(await page.textContent('#matches'), want.length + ' matches');
+  // Drawn at this zoom they are one merged rectangle: highlighted.
+  assert.ok((await E(() => window.__etch.rects.filter((r) => r.hit).length)) >= 1);
+  await page.click('#next');
+  await page.waitForFunction((id) => window.__etch.details && window.__etch.details.id === id, want[0][0]);
+  await page.click('#next');
+  await page.waitForFunction((id) => window.__etch.details && window.__etch.details.id === id, want[1][0]);
+  await page.click('#prev');
+  await page.waitForFunction((id) => window.__etch.details && window.__etch.details.id === id, want[0][0]);
+  assert.equal(await page.textContent('#matches'), '1 / ' + want.length);
+  await page.fill('#search', '');
+  await page.press('#search', 'Enter');
+});
+
+test('a range selected with shift+drag gets the table of its slices by name', async () => {
+  await tile(() => E(() => window.__etch.setWindow(0, 200001)));
+  const box = await page.$eval('#tl', (c) => { const b = c.getBoundingClientRect(); return { x: b.x, y: b.y }; });
+  const w = await E(() => document.getElementById('tl').clientWidth - 220);
+  const x0 = box.x + 220 + w * 0.005, x1 = box.x + 220 + w * 0.55;
+  await page.keyboard.down('Shift');
+  await page.mouse.move(x0, box.y + 60);
+  await page.mouse.down();
+  await page.mouse.move((x0 + x1) / 2, box.y + 60, { steps: 4 });
+  await page.mouse.move(x1, box.y + 60, { steps: 4 });
+  await page.mouse.up();
+  await page.keyboard.up('Shift');
+  await page.waitForFunction(() => window.__etch.range);
+  const r = await E(() => window.__etch.range);
+  assert.ok(r.start > 0 && r.end > r.start);
+  const want = query(`select name, count(*), sum(dur), sum(self_dur), min(dur), avg(dur), max(dur) from slice
+                      where ts >= ${r.start} and dur >= 0 and ts + dur <= ${r.end}
+                      group by name order by 3 desc, 1`);
+  assert.deepEqual(r.rows.map((x) => x.map((v) => (typeof v === 'number' ? Number(v.toFixed(3)) : v))),
+                   want.map((x) => x.map((v) => (typeof v === 'number' ? Number(v.toFixed(3)) : v))));
+  assert.equal(await page.$$eval('#range-table tbody tr', (t) => t.length), want.length);
+});
+
+test('the flame graph\'s root and children are etch\'s totals', async () => {
+  await page.click('#tabs button[data-tab=flame]');
+  await page.waitForFunction(() => window.__etch.flame);
+  const f = await E(() => window.__etch.flame);
+  const [[total]] = query('select sum(dur) from slice where depth = 0 and dur > 0');
+  assert.equal(f.root.total, total);
+  const kids = query('select name, sum(dur), count(*) from slice where depth = 0 and dur > 0 group by name order by 2 desc');
+  assert.deepEqual(f.rootChildren.map((k) => [k.name, k.total, k.count]), kids);
+  // A click on the root's first child (the biggest): its subtree. The
+  // root is row 0, its children row 1 (18 px a row), left to right.
+  const box = await page.$eval('#fl', (c) => { const r = c.getBoundingClientRect(); return { x: r.x, y: r.y }; });
+  const w = await page.$eval('#fl', (c) => c.clientWidth);
+  await page.mouse.click(box.x + 5, box.y + 18 + 9);
+  await page.waitForFunction((n) => window.__etch.flame.zoom.name === n, kids[0][0]);
+  const z = await E(() => window.__etch.flame);
+  const sub = query(`select name, sum(dur), count(*) from slice where dur > 0 and parent_id in
+                     (select id from slice where depth = 0 and name = '${kids[0][0]}') group by name order by 2 desc, 1`);
+  assert.deepEqual(z.children.map((k) => [k.name, k.total, k.count]).sort((a, c) => c[1] - a[1] || (a[0] < c[0] ? -1 : 1)), sub);
+  assert.ok(w > 0);
+  if (shots) await page.screenshot({ path: join(shots, 'flame-test.png') });
+});
+
+test('the stats tables are etch\'s and sort by a click', async () => {
+  await page.click('#tabs button[data-tab=stats]');
+  await page.waitForSelector('#stats-total tbody tr');
+  const names = await page.$$eval('#stats-total tbody tr', (t) => t.map((r) => r.cells[0].textContent));
+  const want = query('select name from slice where dur >= 0 group by name order by sum(dur) desc, name');
+  assert.deepEqual(names, want.map((r) => r[0]).filter((n) => names.includes(n)).slice(0, names.length));
+  assert.equal(names[0], want[0][0]);
+  await page.click('#stats-total th:nth-child(2)'); // count, largest first
+  const counts = await page.$$eval('#stats-total tbody tr', (t) => t.map((r) => Number(r.cells[1].textContent)));
+  assert.deepEqual(counts, [...counts].sort((a, b) => b - a));
+});
+
+test('the SQL box answers what etch query answers, and refuses writes', async () => {
+  await page.click('#tabs button[data-tab=sql]');
+  const sql = 'select name, count(*) as n, sum(dur) as total from slice group by name order by total desc, name';
+  await page.fill('#sql-text', sql);
+  await page.click('#sql-run');
+  await page.waitForFunction(() => window.__etch.sql);
+  const r = await E(() => window.__etch.sql);
+  assert.deepEqual(r.columns, ['name', 'n', 'total']);
+  assert.deepEqual(r.rows, query(sql).map((x) => x.map(String)));
+  assert.equal(await page.$$eval('#sql-table tbody tr', (t) => t.length), r.rows.length);
+  await page.fill('#sql-text', 'delete from slice');
+  await page.click('#sql-run');
+  await page.waitForFunction(() => window.__etch.sql && window.__etch.sql.error);
+  assert.match(await page.textContent('#sql-msg'), /only a SELECT, WITH or EXPLAIN/);
+  assert.deepEqual(query('select count(*) from slice'), [[12]]);
+});
+
+test('requests without the token, with another Host or an unknown id are refused', async () => {
+  const u = new URL(base);
+  const token = u.searchParams.get('token');
+  const id = await E(() => window.__etch.trace.id);
+  const get = (path, headers) => fetch(u.origin + path, { headers });
+  assert.equal((await get('/api/traces', {})).status, 401);
+  assert.equal((await get('/api/traces', { 'X-Etch-Token': token.slice(1) })).status, 401);
+  assert.equal((await get('/api/traces', { 'X-Etch-Token': token })).status, 200);
+  assert.equal((await get('/api/trace?id=' + id.replace(/./, (c) => (c === '0' ? '1' : '0')), { 'X-Etch-Token': token })).status, 404);
+  const q = encodeURIComponent("insert into stats values ('x', 0, 'info', 'x', 1, '')");
+  assert.equal((await get('/api/sql?id=' + id + '&q=' + q, { 'X-Etch-Token': token })).status, 403);
+  // fetch() will not set Host: a raw request does.
+  const net = await import('node:net');
+  const status = await new Promise((resolve, reject) => {
+    const s = net.connect(Number(u.port), '127.0.0.1', () =>
+      s.write(`GET /api/traces HTTP/1.1\r\nHost: rebound.example:${u.port}\r\nX-Etch-Token: ${token}\r\nConnection: close\r\n\r\n`));
+    let t = '';
+    s.on('data', (d) => { t += d; });
+    s.on('end', () => resolve(Number(/^HTTP\/1\.\d (\d+)/.exec(t)[1])));
+    s.on('error', reject);
+  });
+  assert.equal(status, 403);
+});
+
+test('etch report: one file that opens from disk with no request at all', async () => {
+  const out = join(dir, 'report.html');
+  execFileSync(ETCH, ['report', trace, '-o', out, '--columns', '1000'], { env });
+  const ctx = await browser.newContext({ viewport: { width: 1400, height: 900 } });
+  const p = await ctx.newPage();
+  const seen = [];
+  p.on('request', (r) => seen.push(r.url()));
+  const fileUrl = pathToFileURL(out).href;
+  await p.goto(fileUrl);
+  await p.waitForFunction(() => window.__etch && window.__etch.tiles > 0 && window.__etch.busy === 0);
+  assert.deepEqual(seen, [fileUrl]);
+  assert.equal(await p.evaluate(() => window.__etch.report), true);
+  const drawn = await p.evaluate(() => window.__etch.drawn);
+  const main = query("select t.id from track t join thread using (utid) where thread.name = 'main'")[0][0];
+  assert.ok(drawn[main] > 0);
+  await p.click('#tabs button[data-tab=flame]');
+  await p.waitForFunction(() => window.__etch.flame);
+  const [[total]] = query('select sum(dur) from slice where depth = 0 and dur > 0');
+  assert.equal(await p.evaluate(() => window.__etch.flame.root.total), total);
+  assert.deepEqual(seen, [fileUrl]);
+  await ctx.close();
+});
