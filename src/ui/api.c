@@ -294,9 +294,17 @@ static int api_tile(req *r) {
     return fail(r, 400, "tracks and counters are lists of track ids");
   double ns_per_px = (double)(end - start) / (double)px;
   etch__ui_tile tile;
-  if (etch__ui_tile_slices(t->db, tracks, nt, start, end, ns_per_px,
-                           t->max_dur, &tile))
+  /* A big trace's coarse windows come from its overview (tiles.c). */
+  if (!t->lod && t->slices >= r->ui->lod_min &&
+      etch__ui_lod_build(t->db, 0, t->max_dur, &t->lod))
     return db_fail(r);
+  if (t->lod && ns_per_px >= (double)etch__ui_lod_resolution(t->lod)) {
+    if (etch__ui_lod_tile(t->lod, tracks, nt, start, end, ns_per_px, &tile))
+      return db_fail(r);
+  } else if (etch__ui_tile_slices(t->db, tracks, nt, start, end, ns_per_px,
+                                  t->max_dur, &tile)) {
+    return db_fail(r);
+  }
   FILE *o = r->out;
   fprintf(o, "{\"ns_per_px\":%.17g,\"slices\":[", ns_per_px);
   for (size_t i = 0; i < tile.n; i++) {

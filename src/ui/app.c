@@ -22,7 +22,11 @@
 
 int etch__ui_new(etch__ui **out) {
   *out = etch__calloc(1, sizeof **out);
-  return *out ? ETCH_OK : etch__error(ETCH_ENOMEM, "out of memory");
+  if (!*out) return etch__error(ETCH_ENOMEM, "out of memory");
+  /* Below this DuckDB answers every tile within the time aimed at
+   * (docs/ui.md): an overview would only cost memory. */
+  (*out)->lod_min = 1000000;
+  return ETCH_OK;
 }
 
 void etch__ui_free(etch__ui *ui) {
@@ -32,6 +36,7 @@ void etch__ui_free(etch__ui *ui) {
     free(ui->t[i].path);
     free(ui->t[i].error);
     free(ui->t[i].flame);
+    etch__ui_lod_free(ui->t[i].lod);
   }
   free(ui->t);
   free(ui->cache_dir);
@@ -168,5 +173,10 @@ int etch__ui_open(etch__ui *ui, etch__ui_trace *t) {
   }
   t->db = db;
   t->max_dur = etch__ui_max_dur(db);
+  etch__res r;
+  if (etch__ui_query(db, "SELECT count(*) FROM slice", NULL, 0, &r) == ETCH_OK) {
+    if (etch__res_next(&r)) t->slices = etch__res_i64(&r, 0);
+    etch__res_close(&r);
+  }
   return ETCH_OK;
 }

@@ -16,6 +16,8 @@ typedef struct etch__ui_trace {
   bool imported; /* the open read the trace (no cache yet) */
   int64_t max_dur;
   char *error;
+  int64_t slices;    /* rows in slice */
+  etch__ui_lod *lod; /* the overview, once built (slices >= lod_min) */
   char *flame; /* the whole trace's flame graph (JSON), once computed */
   size_t flame_len;
 } etch__ui_trace;
@@ -24,6 +26,7 @@ struct etch__ui {
   etch__ui_trace *t;
   size_t n, cap;
   char *cache_dir;
+  int64_t lod_min; /* a trace of this many slices gets an overview */
 };
 
 /* The trace whose id is `id`, or NULL. */

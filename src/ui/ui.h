@@ -49,6 +49,7 @@ typedef struct etch__ui_rect {
 typedef struct etch__ui_tile {
   etch__ui_rect *rects; /* by track, depth, ts */
   size_t n;
+  bool borrowed; /* the names belong to an overview (etch__ui_lod) */
 } etch__ui_tile;
 
 /*
@@ -61,6 +62,21 @@ typedef struct etch__ui_tile {
 int etch__ui_tile_slices(etch__db *db, const int64_t *tracks, size_t n,
                          int64_t start, int64_t end, double ns_per_px,
                          int64_t max_dur, etch__ui_tile *out);
+/*
+ * The overview of a big trace (tiles.c says how it is used): the whole
+ * trace at `columns` columns (<= 0: 65536). etch__ui_lod_tile answers a
+ * window of at least etch__ui_lod_resolution ns a pixel from it; the
+ * tile's names belong to the overview.
+ */
+typedef struct etch__ui_lod etch__ui_lod;
+int etch__ui_lod_build(etch__db *db, int64_t columns, int64_t max_dur,
+                       etch__ui_lod **out);
+int64_t etch__ui_lod_resolution(const etch__ui_lod *lod);
+int etch__ui_lod_tile(const etch__ui_lod *lod, const int64_t *tracks,
+                      size_t n, int64_t start, int64_t end, double ns_per_px,
+                      etch__ui_tile *out);
+void etch__ui_lod_free(etch__ui_lod *lod);
+
 /* The longest duration a slice is drawn with (open slices: to the end). */
 int64_t etch__ui_max_dur(etch__db *db);
 
