@@ -143,6 +143,54 @@ TEST(ui_tile_ids_are_the_slices) {
   etch__db_close(db);
 }
 
+/* The tile as text, from an overview. */
+static char *lod_text(const etch__ui_lod *lod, int64_t track, int64_t start,
+                      int64_t end, double ns_per_px) {
+  etch__ui_tile tile;
+  ASSERT_OK(etch__ui_lod_tile(lod, &track, 1, start, end, ns_per_px, &tile));
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  for (size_t i = 0; i < tile.n; i++) {
+    const etch__ui_rect *x = &tile.rects[i];
+    fprintf(f, "%lld %lld %lld %lld %s\n", (long long)x->depth,
+            (long long)x->ts, (long long)x->end, (long long)x->count,
+            x->name ? x->name : "NULL");
+  }
+  fclose(f);
+  etch__ui_tile_free(&tile);
+  return buf;
+}
+
+TEST(ui_overview_tiles_are_the_exact_tiles_here) {
+  etch__db *db = trace_db();
+  int64_t tracks[] = {track_of(db, "main"), track_of(db, "worker")};
+  /* 2000 columns over [1000, 200001): 100 ns a column. Every slice of this
+   * trace starts on a multiple of 50 ns, so the overview's columns hold
+   * the same runs as the tiles' columns of 100 ns and more. */
+  etch__ui_lod *lod;
+  ASSERT_OK(etch__ui_lod_build(db, 2000, -1, &lod));
+  ASSERT_EQ_INT(etch__ui_lod_resolution(lod), 100);
+  static const int64_t kWin[][3] = {{0, 200000, 1000},   {94000, 98000, 400},
+                                    {95000, 96000, 100}, {0, 200000, 100000},
+                                    {0, 200000, 50000},  {160000, 170000, 100},
+                                    {1000, 200001, 99500}};
+  for (size_t k = 0; k < 2; k++)
+    for (size_t i = 0; i < sizeof kWin / sizeof *kWin; i++) {
+      char *want = tile_text(db, tracks[k], kWin[i][0], kWin[i][1],
+                             (double)kWin[i][2]);
+      char *got = lod_text(lod, tracks[k], kWin[i][0], kWin[i][1],
+                           (double)kWin[i][2]);
+      if (strcmp(want, got))
+        FAIL("window %zu of track %zu\n--- tile ---\n%s--- overview ---\n%s",
+             i, k, want, got);
+      free(want);
+      free(got);
+    }
+  etch__ui_lod_free(lod);
+  etch__db_close(db);
+}
+
 /* ---- the flame graph ------------------------------------------------------------ */
 
 /* The index of `name` in the flame JSON's names. */
