@@ -354,6 +354,8 @@ static int api_tile(req *r) {
     if (!rc) rc = etch__res_close(&q);
   }
   fputs("]}", o);
+  /* The first tile of a big trace is drawn: its flame graph can start. */
+  if (!rc && t->lod) etch__ui_flame_ahead(r->ui, t);
   /* The body is half written: the page sees no JSON and says so. */
   return rc ? 500 : 200;
 }
@@ -578,6 +580,7 @@ static int api_flame(req *r) {
     return fail(r, 400, "start, end (start < end) and utid are integers");
   if (!range) start = 0, end = -1;
   bool whole = !range && utid < 0;
+  if (whole) etch__ui_flame_join(t);
   if (whole && t->flame) {
     fwrite(t->flame, 1, t->flame_len, r->out);
     return 200;

@@ -35,6 +35,7 @@ void etch__ui_free(etch__ui *ui) {
     etch__db_close(ui->t[i].db);
     free(ui->t[i].path);
     free(ui->t[i].error);
+    etch__ui_flame_join(&ui->t[i]);
     free(ui->t[i].flame);
     etch__ui_lod_free(ui->t[i].lod);
   }
@@ -179,4 +180,68 @@ int etch__ui_open(etch__ui *ui, etch__ui_trace *t) {
     etch__res_close(&r);
   }
   return ETCH_OK;
+}
+
+/* ---- the flame graph ahead ----------------------------------------------------- */
+
+typedef struct ahead_job {
+  etch__ui_trace *t;
+  char path[4096];
+} ahead_job;
+
+static void *ahead_main(void *arg) {
+  ahead_job *job = arg;
+  etch__db *db = NULL;
+  char *body = NULL;
+  size_t len = 0;
+  if (etch__db_open_existing(&db, job->path, true) == ETCH_OK) {
+    FILE *f = open_memstream(&body, &len);
+    if (f) {
+      int rc = etch__ui_flame(db, 0, -1, -1, f);
+      fclose(f);
+      if (rc) {
+        free(body);
+        body = NULL;
+      }
+    }
+    etch__db_close(db);
+  }
+  job->t->ahead_flame = body;
+  job->t->ahead_len = len;
+  free(job);
+  return NULL;
+}
+
+void etch__ui_flame_ahead(etch__ui *ui, etch__ui_trace *t) {
+  if (t->flame || t->ahead_running || !t->db || !etch__db_is_file(t->db))
+    return;
+  ahead_job *job = etch__calloc(1, sizeof *job);
+  if (!job) return;
+  job->t = t;
+  etch__import_opts o = {.all_args = true, .allow_truncated = true};
+  bool imported = false;
+  if (etch__query_cache_file(t->path, ui->cache_dir, &o, job->path,
+                             sizeof job->path, &imported) != ETCH_OK ||
+      !job->path[0] || imported) {
+    free(job);
+    return;
+  }
+  if (pthread_create(&t->ahead, NULL, ahead_main, job) != 0) {
+    free(job);
+    return;
+  }
+  t->ahead_running = true;
+}
+
+void etch__ui_flame_join(etch__ui_trace *t) {
+  if (!t->ahead_running) return;
+  pthread_join(t->ahead, NULL);
+  t->ahead_running = false;
+  if (t->ahead_flame && !t->flame) {
+    t->flame = t->ahead_flame;
+    t->flame_len = t->ahead_len;
+  } else {
+    free(t->ahead_flame);
+  }
+  t->ahead_flame = NULL;
 }

@@ -5,6 +5,8 @@
 #ifndef ETCH_UI_APP_H
 #define ETCH_UI_APP_H
 
+#include <pthread.h>
+
 #include "ui/ui.h"
 
 typedef struct etch__ui_trace {
@@ -18,8 +20,16 @@ typedef struct etch__ui_trace {
   char *error;
   int64_t slices;    /* rows in slice */
   etch__ui_lod *lod; /* the overview, once built (slices >= lod_min) */
-  char *flame; /* the whole trace's flame graph (JSON), once computed */
+  /* The whole trace's flame graph (JSON), once computed. A big trace's is
+   * computed ahead, on a thread of its own with a connection of its own
+   * to the cache, once its first tile is drawn (etch__ui_flame_ahead);
+   * whoever wants it first joins that thread. */
+  char *flame;
   size_t flame_len;
+  pthread_t ahead;
+  bool ahead_running;
+  char *ahead_flame; /* the thread's answer, NULL if it failed */
+  size_t ahead_len;
 } etch__ui_trace;
 
 struct etch__ui {
@@ -31,6 +41,12 @@ struct etch__ui {
 
 /* The trace whose id is `id`, or NULL. */
 etch__ui_trace *etch__ui_find(etch__ui *ui, const char *id);
+/* Starts computing the whole trace's flame graph ahead (see above), if
+ * the trace has a cache file to open a second time; else nothing. */
+void etch__ui_flame_ahead(etch__ui *ui, etch__ui_trace *t);
+/* The thread's answer into t->flame, if one was started (waits for it). */
+void etch__ui_flame_join(etch__ui_trace *t);
+
 /* Opens the trace's tables (once); an error if the file is gone. */
 int etch__ui_open(etch__ui *ui, etch__ui_trace *t);
 

@@ -8,7 +8,9 @@
  * once, in any order, into an array indexed by id; one pass in id order
  * then finds each slice's node from its parent's node and its name. A name
  * is carried as DuckDB's 63-bit hash of it; the names themselves come from
- * one DISTINCT query. Nothing is sorted.
+ * one DISTINCT query. Nothing is sorted. The children of every node are
+ * found in one open-addressed table of (hash of parent and name, node): a
+ * probe reads a slot, and the node only when the hash matches.
  */
 #define _GNU_SOURCE
 #include <stdio.h>
@@ -35,24 +37,53 @@ typedef struct node {
   int64_t total, self, count;
 } node;
 
+/*
+ * The children of every node in one open-addressed table keyed by (parent,
+ * name): a slot holds the key's hash and the node, so a probe reads one
+ * cache line; the node itself is read only to confirm a match.
+ */
+typedef struct slot {
+  uint64_t key; /* 0: empty */
+  int64_t node;
+} slot;
+
 typedef struct tree {
   node *n;
   size_t len, cap;
-  etch_u64map kids; /* key from (parent, h) -> node index */
+  slot *kids;
+  size_t kcap; /* a power of two, at most half full */
 } tree;
 
 static uint64_t kid_key(int64_t parent, uint64_t h) {
-  return etch__mix64(h ^ ((uint64_t)parent * 0x9e3779b97f4a7c15ull));
+  uint64_t k = etch__mix64(h ^ ((uint64_t)parent * 0x9e3779b97f4a7c15ull));
+  return k ? k : 1;
+}
+
+static bool grow_kids(tree *t) {
+  size_t nc = t->kcap ? t->kcap * 2 : 1024;
+  slot *g = etch__calloc(nc, sizeof *g);
+  if (!g) return false;
+  for (size_t i = 0; i < t->kcap; i++) {
+    if (!t->kids[i].key) continue;
+    size_t j = t->kids[i].key & (nc - 1);
+    while (g[j].key) j = (j + 1) & (nc - 1);
+    g[j] = t->kids[i];
+  }
+  free(t->kids);
+  t->kids = g;
+  t->kcap = nc;
+  return true;
 }
 
 /* The child of `parent` named `h`, made if needed; -1 out of memory. */
 static int64_t child(tree *t, int64_t parent, uint64_t h) {
+  if ((t->len + 1) * 2 > t->kcap && !grow_kids(t)) return -1;
   uint64_t k = kid_key(parent, h);
-  for (;;) {
-    int64_t v;
-    if (!etch__u64map_get(&t->kids, k, &v)) break;
-    if (t->n[v].parent == parent && t->n[v].h == h) return v;
-    k++; /* another (parent, name) whose key is this one: the next key */
+  size_t j = k & (t->kcap - 1);
+  for (; t->kids[j].key; j = (j + 1) & (t->kcap - 1)) {
+    if (t->kids[j].key != k) continue;
+    const node *x = &t->n[t->kids[j].node];
+    if (x->parent == parent && x->h == h) return t->kids[j].node;
   }
   if (t->len == t->cap) {
     size_t nc = t->cap * 2;
@@ -63,7 +94,7 @@ static int64_t child(tree *t, int64_t parent, uint64_t h) {
   }
   int64_t i = (int64_t)t->len++;
   t->n[i] = (node){.parent = parent, .h = h};
-  if (!etch__u64map_put(&t->kids, k, i)) return -1;
+  t->kids[j] = (slot){.key = k, .node = i};
   return i;
 }
 
@@ -100,21 +131,35 @@ int etch__ui_flame(etch__db *db, int64_t start, int64_t end, int64_t utid,
   for (int64_t i = 0; i <= maxid; i++) rows[i].parent = -1;
   char sql[512];
   snprintf(sql, sizeof sql,
-           "SELECT id, coalesce(parent_id, 0), %s, " HASH_OF_NAME
-           " FROM slice %s",
+           "SELECT CAST(id AS BIGINT), CAST(coalesce(parent_id, 0) AS BIGINT),"
+           " CAST(%s AS BIGINT), " HASH_OF_NAME " FROM slice %s",
            range ? "least(ts + dur, $1) - greatest(ts, $2)" : "dur", where);
   rc = etch__ui_query(db, sql, b, nb, &r);
   if (rc) {
     free(rows);
     return rc;
   }
-  while (etch__res_next(&r)) {
-    int64_t id = etch__res_i64(&r, 0);
-    if (id <= 0 || id > maxid) continue;
-    int64_t p = etch__res_i64(&r, 1);
-    rows[id] = (row){.parent = p >= 0 && p < id ? p : 0,
-                     .dur = etch__res_i64(&r, 2),
-                     .h = (uint64_t)etch__res_i64(&r, 3)};
+  /* Every column is a BIGINT that cannot be NULL: read a chunk's vectors
+   * as arrays (a call per cell would cost more than the rest). */
+  duckdb_data_chunk chunk;
+  while ((chunk = duckdb_fetch_chunk(r.r)) != NULL) {
+    idx_t n = duckdb_data_chunk_get_size(chunk);
+    const int64_t *col[4];
+    for (idx_t c = 0; c < 4; c++)
+      col[c] = duckdb_vector_get_data(duckdb_data_chunk_get_vector(chunk, c));
+    for (idx_t i = 0; i < n; i++) {
+      int64_t id = col[0][i];
+      if (id <= 0 || id > maxid) continue;
+      int64_t p = col[1][i];
+      rows[id] = (row){.parent = p >= 0 && p < id ? p : 0,
+                       .dur = col[2][i],
+                       .h = (uint64_t)col[3][i]};
+    }
+    duckdb_destroy_data_chunk(&chunk);
+  }
+  {
+    const char *msg = duckdb_result_error(&r.r);
+    if (msg) r.err = etch__error(ETCH_ESQL, "%s", msg);
   }
   if ((rc = etch__res_close(&r))) {
     free(rows);
@@ -225,7 +270,7 @@ int etch__ui_flame(etch__db *db, int64_t start, int64_t end, int64_t utid,
   for (size_t i = 0; i < nname; i++) free(name[i]);
   free(name);
   etch__u64map_free(&names);
-  etch__u64map_free(&t.kids);
+  free(t.kids);
   free(t.n);
   return rc;
 }
