@@ -272,8 +272,8 @@ static int api_trace(req *r) {
 /* The window's arguments: start < end, 1..100000 pixels across. */
 static int window_of(req *r, int64_t *start, int64_t *end, int64_t *px) {
   bool bad = false;
-  bool have = arg_i64(r, "start", 0, start, &bad) &
-              arg_i64(r, "end", 0, end, &bad);
+  bool have_start = arg_i64(r, "start", 0, start, &bad);
+  bool have = arg_i64(r, "end", 0, end, &bad) && have_start;
   arg_i64(r, "px", 1000, px, &bad);
   if (bad || !have || *end <= *start || *px < 1 || *px > 100000)
     return fail(r, 400, "start, end (start < end) and px (1..100000) are "
@@ -538,8 +538,9 @@ static int api_range(req *r) {
   if (!t) return st;
   int64_t start, end;
   bool bad = false;
-  if (!(arg_i64(r, "start", 0, &start, &bad) & arg_i64(r, "end", 0, &end, &bad)) ||
-      bad || end <= start)
+  bool have_start = arg_i64(r, "start", 0, &start, &bad);
+  bool have_end = arg_i64(r, "end", 0, &end, &bad);
+  if (!have_start || !have_end || bad || end <= start)
     return fail(r, 400, "start and end (start < end) are integers");
   etch__ui_bind b[] = {{.i = start}, {.i = end}};
   etch__res q;
@@ -573,8 +574,8 @@ static int api_flame(req *r) {
   if (!t) return st;
   int64_t start, end, utid;
   bool bad = false;
-  bool range = arg_i64(r, "start", 0, &start, &bad) &
-               arg_i64(r, "end", -1, &end, &bad);
+  bool have_start = arg_i64(r, "start", 0, &start, &bad);
+  bool range = arg_i64(r, "end", -1, &end, &bad) && have_start;
   arg_i64(r, "utid", -1, &utid, &bad);
   if (bad || (range && end <= start))
     return fail(r, 400, "start, end (start < end) and utid are integers");
