@@ -128,6 +128,9 @@ test('the timeline draws the slices etch merges at the screen\'s resolution', as
   const heap = query("select id from track where name = 'heap'")[0][0];
   await tile(() => E(() => window.__etch.setWindow(0, 200001)));
   assert.ok((await E(() => window.__etch.drawn))[heap] > 0);
+  // Data loss, marked where it happened (the dropped-events instant).
+  const lost = query("select ts, track_id from slice where name = 'etch.dropped_events'");
+  assert.deepEqual(await E(() => window.__etch.lossMarks), lost);
   if (shots) await page.screenshot({ path: join(shots, 'timeline-test.png') });
 });
 
@@ -266,7 +269,7 @@ test('the SQL box answers what etch query answers, and refuses writes', async ()
   await page.click('#sql-run');
   await page.waitForFunction(() => window.__etch.sql && window.__etch.sql.error);
   assert.match(await page.textContent('#sql-msg'), /only a SELECT, WITH or EXPLAIN/);
-  assert.deepEqual(query('select count(*) from slice'), [[12]]);
+  assert.deepEqual(query('select count(*) from slice'), [[13]]);
 });
 
 test('requests without the token, with another Host or an unknown id are refused', async () => {

@@ -108,14 +108,19 @@ TEST(ui_tile_merges_slices_under_a_pixel) {
    * pixel both start in column 0 and are one, named after the longer. */
   ASSERT_TILE(db, worker, 0, 200000, 50000,
               "0 5000 60000 1 job\n"
+              "0 65000 65000 1 etch.dropped_events\n"
               "0 70000 150000 1 job\n"
               "1 80000 100000 1 io\n");
   ASSERT_TILE(db, worker, 0, 200000, 100000,
-              "0 5000 150000 2 job\n"
+              "0 5000 150000 3 job\n"
               "1 80000 100000 1 io\n");
-  /* A window after everything, and one ending where a slice begins. */
+  /* A window after everything, one ending where a slice begins, one
+   * between an end and an instant. */
   ASSERT_TILE(db, worker, 160000, 170000, 10, "");
-  ASSERT_TILE(db, worker, 60001, 70000, 10, "");
+  ASSERT_TILE(db, worker, 65001, 70000, 10, "");
+  ASSERT_TILE(db, worker, 60001, 65000, 10, "");
+  ASSERT_TILE(db, worker, 60001, 65001, 10,
+              "0 65000 65000 1 etch.dropped_events\n");
   etch__db_close(db);
 }
 
@@ -334,7 +339,7 @@ TEST(ui_api_sql_reads_only) {
   free(b);
   /* The tables are as they were. */
   ASSERT_EQ_INT(sql(ui, "select count(*) from slice", &b), 200);
-  ASSERT_TRUE(strstr(b, "[[\"12\"]]"));
+  ASSERT_TRUE(strstr(b, "[[\"13\"]]"));
   free(b);
   etch__ui_free(ui);
 }
@@ -374,6 +379,17 @@ TEST(ui_api_ids_and_arguments) {
   args t = {{"id", "start", "end", "px", "tracks"},
             {id, "0", "100", "10", "1;drop table slice"}};
   ASSERT_EQ_INT(call(ui, "/api/tile", &t, &b), 400);
+  free(b);
+  /* The trace's rows and its data loss, where it happened. */
+  args tr = {{"id"}, {id}};
+  ASSERT_EQ_INT(call(ui, "/api/trace", &tr, &b), 200);
+  char loss[64];
+  snprintf(loss, sizeof loss, "\"loss\":[[65000,%lld,5]]",
+           (long long)track_of(ui->t[0].db, "worker"));
+  if (!strstr(b, loss)) FAIL("no %s in %s", loss, b);
+  ASSERT_TRUE(strstr(b, "\"name\":\"heap\",\"type\":\"counter\""));
+  ASSERT_TRUE(strstr(b, "\"thread\":\"main\",\"maxdepth\":1,\"count\":9"));
+  ASSERT_TRUE(strstr(b, "\"thread\":\"worker\",\"maxdepth\":1,\"count\":4"));
   free(b);
   /* A good one: the slice's details with its arg and flow. */
   args s = {{"id", "slice"}, {id, "1"}};

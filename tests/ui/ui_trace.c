@@ -28,6 +28,13 @@ void ui_test_trace(tb *t) {
   tb_event(t, 1, 50000, UI_MAIN, B, "render", "draw");
   tb_counter(t, 1, 50000, UI_HEAP, 300);
   tb_event(t, 2, 60000, UI_WORKER, E, NULL, NULL);
+  /* What the SDK writes after it dropped events: 5 lost here. */
+  tb_event_open(t, 2, 65000, UI_WORKER, I, "etch", "etch.dropped_events");
+  tb_open(t, ETCH_TE_DEBUG_ANNOTATIONS);
+  tb_s(t, ETCH_DA_NAME, "count");
+  tb_u(t, ETCH_DA_INT_VALUE, 5);
+  tb_close(t);
+  tb_event_close(t);
   tb_event(t, 2, 70000, UI_WORKER, B, "work", "job");
   tb_event(t, 2, 80000, UI_WORKER, B, "work", "io");
   tb_event(t, 1, 90000, UI_MAIN, E, NULL, NULL);

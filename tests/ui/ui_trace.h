@@ -10,8 +10,8 @@
  *               draw [50000, 90000), tiny_a [95000, 95100),
  *               tiny_b [95150, 95450), tiny_c [95500, 95600)
  *           frame [110000, 200000) > draw [120000, 180000)
- *   worker: job [5000, 60000) {flow 9 in}, job [70000, 150000)
- *             > io [80000, 100000)
+ *   worker: job [5000, 60000) {flow 9 in}, etch.dropped_events instant
+ *           65000 {count 5}, job [70000, 150000) > io [80000, 100000)
  *   heap:   100 @1000, 300 @50000, 200 @150000
  */
 #ifndef ETCH_TESTS_UI_TRACE_H

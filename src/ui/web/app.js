@@ -392,8 +392,10 @@
     // Data loss where it happened: red lines across the track and the axis.
     g.strokeStyle = '#d32f2f';
     g.lineWidth = 2;
+    const lossMarks = [];
     for (const [ts, track] of T.loss) {
       if (ts < V.s || ts > V.e) continue;
+      lossMarks.push([ts, track]);
       const row = T.byTrack[track], x = xOf(ts);
       g.beginPath(); g.moveTo(x, 0); g.lineTo(x, AXIS_H); g.stroke();
       if (row) { g.beginPath(); g.moveTo(x, row.y); g.lineTo(x, row.y + row.h); g.stroke(); }
@@ -421,6 +423,7 @@
     g.fillText(fmtDur(V.s - T.start) + ' + ' + fmtDur(V.e - V.s), 6, AXIS_H / 2);
     dbg.rects = rects;
     dbg.drawn = drawn;
+    dbg.lossMarks = lossMarks;
   }
 
   function hitTest(x, y) {
