@@ -308,7 +308,13 @@ TEST(ui_api_sql_reads_only) {
   ASSERT_EQ_STR(b, "{\"columns\":[\"name\",\"dur\"],\"rows\":[[\"io\",\"20000\"]],"
                    "\"total\":1}");
   free(b);
-  ASSERT_EQ_INT(sql(ui, "  -- a comment\n with x as (select 1 as one) select * from x", &b), 200);
+  ASSERT_EQ_INT(sql(ui, "  -- a comment\n with x as (select 1 as one) select * from x -- end", &b), 200);
+  ASSERT_EQ_STR(b, "{\"columns\":[\"one\"],\"rows\":[[\"1\"]],\"total\":1}");
+  free(b);
+  /* At most 5000 rows, and that there were more. */
+  ASSERT_EQ_INT(sql(ui, "select * from range(7000);", &b), 200);
+  ASSERT_TRUE(strstr(b, "[\"4999\"]],\"more\":true}"));
+  ASSERT_FALSE(strstr(b, "[\"5000\"]"));
   free(b);
   ASSERT_EQ_INT(sql(ui, "explain select 1", &b), 200);
   free(b);

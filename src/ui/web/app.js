@@ -753,7 +753,7 @@
       const t = sortableTable(r.columns.map((c) => ({ name: c })), r.rows);
       t.id = 'sql-table';
       out.appendChild(t);
-      if (r.total > r.rows.length) msg.textContent = 'showing ' + r.rows.length + ' of ' + r.total + ' rows';
+      if (r.more) msg.textContent = 'the first ' + r.rows.length + ' rows (there are more)';
       dbg.sql = r;
     } catch (e) { msg.textContent = String(e.message || e); dbg.sql = { error: String(e.message || e) }; }
   }
