@@ -234,15 +234,35 @@
   const cv = $('tl');
   function width() { return Math.max(200, $('tl-scroll').clientWidth); }
   function timeW() { return width() - LABEL_W; }
+  // The canvas is the height of what shows (it stays at the top of the
+  // scrolled area); a spacer below it gives the rows' whole height.
+  const scroller = $('tl-scroll');
   function resize() {
     if (!T) return;
     const dpr = window.devicePixelRatio || 1;
-    const w = width(), h = T.height;
+    const w = width(), h = Math.max(AXIS_H + 40, Math.min(T.height, scroller.clientHeight || T.height));
+    $('tl-spacer').style.height = Math.max(0, T.height - h) + 'px';
     cv.style.width = w + 'px';
     cv.style.height = h + 'px';
     cv.width = Math.round(w * dpr);
     cv.height = Math.round(h * dpr);
   }
+  // The rows in view (y on the canvas), with a screen's margin for tiles.
+  function visibleRows(margin) {
+    const sy = scroller.scrollTop, H = cv.clientHeight || T.height;
+    const out = [];
+    for (const r of T.layout) {
+      const y = r.y - sy;
+      if (y + r.h > AXIS_H - margin && y < H + margin) out.push(Object.assign({}, r, { y }));
+    }
+    return out;
+  }
+  scroller.addEventListener('scroll', () => {
+    if (!T || !V || !V.tile) return;
+    const want = visibleRows(cv.clientHeight).filter((r) => r.track !== undefined);
+    if (want.some((r) => !V.tileTracks.has(r.track))) requestTile();
+    else draw();
+  });
   function xOf(ts) { return LABEL_W + (ts - V.s) * timeW() / (V.e - V.s); }
   function tsOf(x) { return V.s + (x - LABEL_W) * (V.e - V.s) / timeW(); }
 
@@ -264,8 +284,10 @@
 
   async function fetchTile() {
     const seq = ++tileSeq;
+    // The tracks in view and a screen's height around them: not the others.
     const tracks = [], counters = [];
-    for (const r of T.rows) (r.type === 'counter' ? counters : tracks).push(r.track);
+    for (const row of visibleRows(cv.clientHeight || 0))
+      if (row.track !== undefined) (row.kind === 'counter' ? counters : tracks).push(row.track);
     const args = { id: T.id, start: V.s, end: V.e, px: Math.floor(timeW()),
                    tracks: tracks.join(','), counters: counters.join(',') };
     const t0 = performance.now();
@@ -275,6 +297,7 @@
         api('/api/flows', { id: T.id, start: V.s, end: V.e, px: args.px })]);
       if (seq !== tileSeq) return; // a newer view is on its way
       V.tile = tile;
+      V.tileTracks = new Set(tracks.concat(counters));
       V.flows = flows.flows;
       draw();
       dbg.tiles = seq;
@@ -291,24 +314,23 @@
     const g = cv.getContext('2d');
     g.setTransform(dpr, 0, 0, dpr, 0, 0);
     const W = width();
-    g.clearRect(0, 0, W, T.height);
+    const HT = cv.clientHeight || T.height;
+    const rowsIn = visibleRows(0);
+    const byRow = {};
+    for (const r of rowsIn) if (r.track !== undefined) byRow[r.track] = r;
+    g.clearRect(0, 0, W, HT);
     g.font = '11px system-ui, sans-serif';
     g.textBaseline = 'middle';
-    // The axis.
-    g.fillStyle = '#eceff1';
-    g.fillRect(0, 0, W, AXIS_H);
     const span = V.e - V.s;
     const step = Math.pow(10, Math.floor(Math.log10(span / 8)));
     const tick = step * (span / step > 40 ? 5 : span / step > 16 ? 2 : 1);
-    g.fillStyle = '#455a64';
-    g.strokeStyle = '#cfd8dc';
+    g.strokeStyle = '#eceff1';
     for (let t = Math.ceil((V.s - T.start) / tick) * tick; T.start + t <= V.e; t += tick) {
       const x = xOf(T.start + t);
-      g.beginPath(); g.moveTo(x, AXIS_H - 6); g.lineTo(x, T.height); g.stroke();
-      g.fillText(fmtDur(t), x + 3, AXIS_H / 2);
+      g.beginPath(); g.moveTo(x, AXIS_H); g.lineTo(x, HT); g.stroke();
     }
     // Rows and their labels.
-    for (const row of T.layout) {
+    for (const row of rowsIn) {
       if (row.kind === 'process') {
         g.fillStyle = '#cfd8dc';
         g.fillRect(0, row.y, W, row.h);
@@ -322,10 +344,10 @@
     const rects = [], drawn = {};
     const q = V.search ? V.search.toLowerCase() : null;
     g.save();
-    g.beginPath(); g.rect(LABEL_W, AXIS_H, W - LABEL_W, T.height); g.clip();
+    g.beginPath(); g.rect(LABEL_W, AXIS_H, W - LABEL_W, HT - AXIS_H); g.clip();
     for (const s of V.tile.slices) {
       const [track, depth, ts, end, count, id, name] = s;
-      const row = T.byTrack[track];
+      const row = byRow[track];
       if (!row) continue;
       const x0 = xOf(ts), x1 = xOf(end);
       const y = row.y + 2 + depth * ROW_H, h = ROW_H - 2;
@@ -359,7 +381,7 @@
     const byTrack = {};
     for (const c of V.tile.counters) (byTrack[c[0]] = byTrack[c[0]] || []).push(c);
     for (const k in byTrack) {
-      const row = T.byTrack[k];
+      const row = byRow[k];
       if (!row) continue;
       const lo = Math.min(0, row.r.lo), hi = row.r.hi > lo ? row.r.hi : lo + 1;
       const yOf = (v) => row.y + row.h - 3 - (v - lo) * (row.h - 6) / (hi - lo);
@@ -381,7 +403,7 @@
     g.strokeStyle = '#6a1b9a';
     g.fillStyle = '#6a1b9a';
     for (const f of V.flows) {
-      const a = T.byTrack[f[0]], b = T.byTrack[f[4]];
+      const a = byRow[f[0]], b = byRow[f[4]];
       if (!a || !b) continue;
       const x0 = xOf(f[2]), y0 = a.y + 2 + f[1] * ROW_H + ROW_H / 2;
       const x1 = xOf(f[6]), y1 = b.y + 2 + f[5] * ROW_H + ROW_H / 2;
@@ -396,8 +418,7 @@
     for (const [ts, track] of T.loss) {
       if (ts < V.s || ts > V.e) continue;
       lossMarks.push([ts, track]);
-      const row = T.byTrack[track], x = xOf(ts);
-      g.beginPath(); g.moveTo(x, 0); g.lineTo(x, AXIS_H); g.stroke();
+      const row = byRow[track], x = xOf(ts);
       if (row) { g.beginPath(); g.moveTo(x, row.y); g.lineTo(x, row.y + row.h); g.stroke(); }
     }
     g.lineWidth = 1;
@@ -405,20 +426,40 @@
     if (V.range) {
       const a = xOf(V.range[0]), b = xOf(V.range[1]);
       g.fillStyle = 'rgba(33,150,243,0.15)';
-      g.fillRect(a, AXIS_H, b - a, T.height);
+      g.fillRect(a, AXIS_H, b - a, HT - AXIS_H);
       g.strokeStyle = '#1976d2';
-      g.strokeRect(a, 0, b - a, T.height);
+      g.strokeRect(a, 0, b - a, HT);
     }
     g.restore();
     // Labels last, over anything drawn left of the time area.
     g.fillStyle = '#fafafa';
-    g.fillRect(0, AXIS_H, LABEL_W, T.height);
-    for (const row of T.layout) {
+    g.fillRect(0, AXIS_H, LABEL_W, HT - AXIS_H);
+    for (const row of rowsIn) {
       g.fillStyle = row.kind === 'process' ? '#cfd8dc' : '#fafafa';
       g.fillRect(0, row.y, LABEL_W, row.h);
       g.fillStyle = '#263238';
       g.fillText(row.label, row.kind === 'process' ? 6 : 16, row.y + Math.min(row.h, ROW_H + 4) / 2);
     }
+    // The axis last, over rows scrolled under it; data loss marked on it.
+    g.fillStyle = '#eceff1';
+    g.fillRect(0, 0, W, AXIS_H);
+    g.fillStyle = '#455a64';
+    g.strokeStyle = '#90a4ae';
+    for (let t = Math.ceil((V.s - T.start) / tick) * tick; T.start + t <= V.e; t += tick) {
+      const x = xOf(T.start + t);
+      g.beginPath(); g.moveTo(x, AXIS_H - 6); g.lineTo(x, AXIS_H); g.stroke();
+      g.fillText(fmtDur(t), x + 3, AXIS_H / 2);
+    }
+    g.strokeStyle = '#d32f2f';
+    g.lineWidth = 2;
+    for (const [ts] of T.loss) {
+      if (ts < V.s || ts > V.e) continue;
+      const x = xOf(ts);
+      g.beginPath(); g.moveTo(x, 0); g.lineTo(x, AXIS_H); g.stroke();
+    }
+    g.lineWidth = 1;
+    g.fillStyle = '#eceff1';
+    g.fillRect(0, 0, LABEL_W, AXIS_H);
     g.fillStyle = '#455a64';
     g.fillText(fmtDur(V.s - T.start) + ' + ' + fmtDur(V.e - V.s), 6, AXIS_H / 2);
     dbg.rects = rects;
