@@ -296,6 +296,32 @@ test('requests without the token, with another Host or an unknown id are refused
   assert.equal(status, 403);
 });
 
+test('etch ui and etch report refuse what they cannot do, saying why', async () => {
+  const run = (args) => {
+    try {
+      execFileSync(ETCH, args, { env, stdio: ['ignore', 'pipe', 'pipe'] });
+      return { status: 0, err: '' };
+    } catch (e) { return { status: e.status, err: String(e.stderr) }; }
+  };
+  let r = run(['report', trace]);
+  assert.equal(r.status, 2);
+  assert.match(r.err, /missing -o OUT\.html/);
+  r = run(['report', '--columns', '5', trace, '-o', join(dir, 'x.html')]);
+  assert.equal(r.status, 2);
+  r = run(['ui', '--port', '70000', trace]);
+  assert.equal(r.status, 2);
+  assert.match(r.err, /not a port/);
+  r = run(['ui', join(dir, 'nothing-here.pftrace')]);
+  assert.equal(r.status, 1);
+  assert.match(r.err, /nothing-here\.pftrace: No such file or directory/);
+  r = run(['ui', '--address', 'example', trace]);
+  assert.equal(r.status, 1);
+  assert.match(r.err, /not an IPv4 address/);
+  r = run(['report', bad, '-o', join(dir, 'bad.html')]);
+  assert.equal(r.status, 1);
+  assert.match(r.err, /corrupt\.pftrace/);
+});
+
 test('etch report: one file that opens from disk with no request at all', async () => {
   const out = join(dir, 'report.html');
   execFileSync(ETCH, ['report', trace, '-o', out, '--columns', '1000'], { env });
