@@ -21,12 +21,20 @@ typedef struct ui_args {
   bool open;
 } ui_args;
 
-/* Hands the address to the desktop's browser (xdg-open), not waiting. */
+/* Hands the address to the desktop's browser (xdg-open), not waiting,
+ * with no signal blocked (etch ui blocks those it waits for). */
 static void open_browser(const char *url) {
   char *argv[] = {"xdg-open", (char *)url, NULL};
   pid_t pid;
-  if (posix_spawnp(&pid, "xdg-open", NULL, NULL, argv, environ) != 0)
+  posix_spawnattr_t attr;
+  sigset_t none;
+  sigemptyset(&none);
+  posix_spawnattr_init(&attr);
+  posix_spawnattr_setsigmask(&attr, &none);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK);
+  if (posix_spawnp(&pid, "xdg-open", NULL, &attr, argv, environ) != 0)
     fprintf(stderr, "etch: cannot run xdg-open: open %s yourself\n", url);
+  posix_spawnattr_destroy(&attr);
 }
 
 static int cmd_ui(int argc, char **argv) {
@@ -94,7 +102,8 @@ const command cli_ui = {
     .name = "ui",
     .fn = cmd_ui,
     .summary = "the traces in a local web viewer",
-    .synopsis = "etch ui [--port PORT] [--open] [--address ADDR] [TRACE|DIR]...\n",
+    .synopsis = "etch ui [--port PORT] [--open] [--address ADDR] [--token TOKEN]\n"
+                "        [TRACE|DIR]...\n",
     .about =
         "Serves a web page that lists the traces named (files, and the\n"
         "*.pftrace and *.perfetto-trace files of directories) and shows each\n"
