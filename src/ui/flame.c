@@ -7,8 +7,8 @@
  * begins), so a parent's id is below its children's. The slices are read
  * once, in any order, into an array indexed by id; one pass in id order
  * then finds each slice's node from its parent's node and its name. A name
- * is carried as DuckDB's 63-bit hash of it; the names themselves come from
- * one DISTINCT query. Nothing is sorted. The children of every node are
+ * is carried as a 64-bit hash of it, computed here from DuckDB's string;
+ * each name's text is kept the first time it is met. Nothing is sorted. The children of every node are
  * found in one open-addressed table of (hash of parent and name, node): a
  * probe reads a slot, and the node only when the hash matches.
  */
@@ -98,7 +98,35 @@ static int64_t child(tree *t, int64_t parent, uint64_t h) {
   return i;
 }
 
-#define HASH_OF_NAME "CAST(hash(coalesce(name, '')) >> 1 AS BIGINT)"
+/*
+ * A name's hash, from DuckDB's 16-byte string: its length, then up to 12
+ * bytes inline or a 4-byte prefix and a pointer. Only the name's own bytes
+ * are hashed, whatever fills the rest.
+ */
+static uint64_t name_hash(const char *v) {
+  uint32_t len;
+  memcpy(&len, v, 4);
+  if (len <= 12) {
+    uint64_t w[2] = {0, 0};
+    memcpy(w, v + 4, len);
+    return etch__mix64(w[0] ^ etch__mix64(w[1] ^ len));
+  }
+  const char *p;
+  memcpy(&p, v + 8, sizeof p);
+  return etch__hash_bytes(p, len, 0x5bd1e995u);
+}
+
+static char *name_dup(const char *v) {
+  uint32_t len;
+  memcpy(&len, v, 4);
+  const char *p = v + 4;
+  if (len > 12) memcpy(&p, v + 8, sizeof p);
+  char *s = etch__malloc((size_t)len + 1);
+  if (!s) return NULL;
+  memcpy(s, p, len);
+  s[len] = '\0';
+  return s;
+}
 
 int etch__ui_flame(etch__db *db, int64_t start, int64_t end, int64_t utid,
                    FILE *out) {
@@ -132,36 +160,74 @@ int etch__ui_flame(etch__db *db, int64_t start, int64_t end, int64_t utid,
   char sql[512];
   snprintf(sql, sizeof sql,
            "SELECT CAST(id AS BIGINT), CAST(coalesce(parent_id, 0) AS BIGINT),"
-           " CAST(%s AS BIGINT), " HASH_OF_NAME " FROM slice %s",
+           " CAST(%s AS BIGINT), coalesce(name, '') FROM slice %s",
            range ? "least(ts + dur, $1) - greatest(ts, $2)" : "dur", where);
   rc = etch__ui_query(db, sql, b, nb, &r);
   if (rc) {
     free(rows);
     return rc;
   }
-  /* Every column is a BIGINT that cannot be NULL: read a chunk's vectors
-   * as arrays (a call per cell would cost more than the rest). */
+  /* No column can be NULL: a chunk's vectors are read as arrays (a call
+   * per cell would cost more than the rest), names hashed here (cheaper
+   * than DuckDB's hash of each), and each name kept the first time it
+   * is met. */
+  etch_u64map names = {0};
+  char **name = NULL;
+  size_t nname = 0, ncap = 0;
   duckdb_data_chunk chunk;
   while ((chunk = duckdb_fetch_chunk(r.r)) != NULL) {
     idx_t n = duckdb_data_chunk_get_size(chunk);
-    const int64_t *col[4];
-    for (idx_t c = 0; c < 4; c++)
+    const int64_t *col[3];
+    for (idx_t c = 0; c < 3; c++)
       col[c] = duckdb_vector_get_data(duckdb_data_chunk_get_vector(chunk, c));
+    const char *nm = duckdb_vector_get_data(duckdb_data_chunk_get_vector(chunk, 3));
+    uint64_t last = 0;
+    bool have_last = false;
     for (idx_t i = 0; i < n; i++) {
       int64_t id = col[0][i];
       if (id <= 0 || id > maxid) continue;
       int64_t p = col[1][i];
+      uint64_t h = name_hash(nm + i * 16);
+      if (!have_last || h != last) {
+        int64_t k;
+        if (!etch__u64map_get(&names, h, &k)) {
+          if (nname == ncap) {
+            size_t nc = ncap ? ncap * 2 : 64;
+            char **g = etch__realloc(name, nc * sizeof *g);
+            if (!g) {
+              r.err = etch__error(ETCH_ENOMEM, "out of memory");
+              break;
+            }
+            name = g;
+            ncap = nc;
+          }
+          name[nname] = name_dup(nm + i * 16);
+          if (!name[nname] ||
+              !etch__u64map_put(&names, h, (int64_t)nname)) {
+            free(name[nname]);
+            r.err = etch__error(ETCH_ENOMEM, "out of memory");
+            break;
+          }
+          nname++;
+        }
+        last = h;
+        have_last = true;
+      }
       rows[id] = (row){.parent = p >= 0 && p < id ? p : 0,
                        .dur = col[2][i],
-                       .h = (uint64_t)col[3][i]};
+                       .h = h};
     }
     duckdb_destroy_data_chunk(&chunk);
+    if (r.err) break;
   }
-  {
+  if (!r.err) {
     const char *msg = duckdb_result_error(&r.r);
     if (msg) r.err = etch__error(ETCH_ESQL, "%s", msg);
   }
   if ((rc = etch__res_close(&r))) {
+    for (size_t i = 0; i < nname; i++) free(name[i]);
+    free(name);
+    etch__u64map_free(&names);
     free(rows);
     return rc;
   }
@@ -169,6 +235,9 @@ int etch__ui_flame(etch__db *db, int64_t start, int64_t end, int64_t utid,
   tree t = {.cap = 1024};
   t.n = etch__malloc(t.cap * sizeof *t.n);
   if (!t.n) {
+    for (size_t i = 0; i < nname; i++) free(name[i]);
+    free(name);
+    etch__u64map_free(&names);
     free(rows);
     return etch__error(ETCH_ENOMEM, "out of memory");
   }
@@ -201,39 +270,6 @@ int etch__ui_flame(etch__db *db, int64_t start, int64_t end, int64_t utid,
       else t.n[0].total += t.n[i].total;
     }
     t.n[0].self = 0;
-  }
-  /* The names of the hashes. */
-  etch_u64map names = {0};
-  char **name = NULL;
-  size_t nname = 0, cap = 0;
-  if (!rc)
-    rc = etch__ui_query(db,
-                        "SELECT DISTINCT coalesce(name, ''), " HASH_OF_NAME
-                        " FROM slice",
-                        NULL, 0, &r);
-  if (!rc) {
-    while (etch__res_next(&r)) {
-      if (nname == cap) {
-        size_t nc = cap ? cap * 2 : 64;
-        char **g = etch__realloc(name, nc * sizeof *g);
-        if (!g) {
-          r.err = etch__error(ETCH_ENOMEM, "out of memory");
-          break;
-        }
-        name = g;
-        cap = nc;
-      }
-      name[nname] = etch__res_strdup(&r, 0);
-      if (!name[nname] ||
-          !etch__u64map_put(&names, (uint64_t)etch__res_i64(&r, 1),
-                            (int64_t)nname)) {
-        free(name[nname]);
-        r.err = etch__error(ETCH_ENOMEM, "out of memory");
-        break;
-      }
-      nname++;
-    }
-    rc = etch__res_close(&r);
   }
   if (!rc) {
     fputs("{\"names\":[", out);

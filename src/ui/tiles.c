@@ -413,7 +413,7 @@ int etch__ui_lod_tile(const etch__ui_lod *lod, const int64_t *tracks,
     out->n++;
    }
   }
-  qsort(out->rects, out->n, sizeof *out->rects, cmp_rect);
+  if (out->n) qsort(out->rects, out->n, sizeof *out->rects, cmp_rect);
   out->borrowed = true;
   return ETCH_OK;
 }

@@ -251,9 +251,7 @@ TEST(ui_flame_whole_thread_and_range) {
   j = flame(db, 0, -1, 2);
   ASSERT_TRUE(strstr(j, "[-1,-1,135000,0,0]"));
   assert_node(j, 0, "job", 135000, 115000, 2);
-  char frame[32];
-  snprintf(frame, sizeof frame, "[0,%d,", name_index(j, "frame"));
-  ASSERT_FALSE(strstr(j, frame));
+  ASSERT_FALSE(strstr(j, "\"frame\""));
   free(j);
   /* [40000, 60000): clipped durations. frame 20000 > draw 2000 + 10000;
    * job 20000. */
@@ -457,7 +455,8 @@ TEST(ui_report_data_and_page) {
   /* 200 columns over [1000, 200001): the tiny slices are one. */
   ASSERT_TRUE(strstr(data, ",95000,95600,3,"));
   f = open_memstream(&page, &plen);
-  etch__ui_page(f, "{\"s\":\"</script><b>\"}", 22);
+  const char *hostile = "{\"s\":\"</script><b>\"}";
+  etch__ui_page(f, hostile, strlen(hostile));
   fclose(f);
   ASSERT_TRUE(strstr(page, "\\u003c/script>\\u003cb>"));
   ASSERT_FALSE(strstr(page, "</script><b>"));
