@@ -28,13 +28,17 @@ enum { kMinPart = 20000 };
 typedef struct row {
   int64_t parent; /* slice id, 0: none; -1: the row is empty */
   int64_t dur;
-  uint64_t h;
+  uint64_t h;     /* the name's hash, then the slice's node (kPruned: none) */
+  int64_t level;  /* depth in the graph: 0 under the root */
 } row;
+
+enum { kPrunedNode = -1 };
 
 typedef struct node {
   int64_t parent; /* node index, -1 for the root */
   uint64_t h;
   int64_t total, self, count;
+  bool small; /* under 1/kMinPart of the whole: no child is made */
 } node;
 
 /*
@@ -243,25 +247,76 @@ int etch__ui_flame(etch__db *db, int64_t start, int64_t end, int64_t utid,
   }
   t.n[0] = (node){.parent = -1};
   t.len = 1;
-  for (int64_t id = 1; id <= maxid && !rc; id++) {
+  /*
+   * Level by level (a slice's level: its parent's + 1; 0 without one in the
+   * selection), each level in id order. A node's slices all have its level,
+   * so once a level is done its nodes' totals are whole; the root's total
+   * is whole after level 0. A node under 1/kMinPart of the root is left
+   * out of the answer with all below it, so no child of it is made: its
+   * slices' children are not looked up (for a trace whose stacks are all
+   * different, nearly every slice of the deep levels).
+   */
+  int64_t nlevels = 0;
+  for (int64_t id = 1; id <= maxid; id++) {
     row *x = &rows[id];
     if (x->parent < 0) continue;
     /* A parent not in the selection (open, or outside the thread) makes
-     * the slice a root. */
-    int64_t pn = 0;
-    if (x->parent > 0 && rows[x->parent].parent >= 0)
-      pn = (int64_t)rows[x->parent].h; /* its node, stored below */
-    int64_t nd = child(&t, pn, x->h);
-    if (nd < 0) {
-      rc = etch__error(ETCH_ENOMEM, "out of memory");
-      break;
-    }
-    t.n[nd].total += x->dur;
-    t.n[nd].count++;
-    /* The name's hash is no longer needed: the slice's node replaces it,
-     * for its children (which come later in id order). */
-    x->h = (uint64_t)nd;
+     * the slice a root's child. */
+    if (x->parent > 0 && rows[x->parent].parent < 0) x->parent = 0;
+    x->level = x->parent > 0 ? rows[x->parent].level + 1 : 0;
+    if (x->level + 1 > nlevels) nlevels = x->level + 1;
   }
+  int64_t *first = etch__calloc((size_t)nlevels + 1, sizeof *first);
+  int64_t *order = first ? etch__malloc(((size_t)maxid + 1) * sizeof *order)
+                         : NULL;
+  if (!order) rc = etch__error(ETCH_ENOMEM, "out of memory");
+  if (!rc) {
+    for (int64_t id = 1; id <= maxid; id++)
+      if (rows[id].parent >= 0) first[rows[id].level + 1]++;
+    for (int64_t l = 0; l < nlevels; l++) first[l + 1] += first[l];
+    int64_t *at = etch__malloc(((size_t)nlevels + 1) * sizeof *at);
+    if (!at) {
+      rc = etch__error(ETCH_ENOMEM, "out of memory");
+    } else {
+      memcpy(at, first, ((size_t)nlevels + 1) * sizeof *at);
+      for (int64_t id = 1; id <= maxid; id++)
+        if (rows[id].parent >= 0) order[at[rows[id].level]++] = id;
+      free(at);
+    }
+  }
+  for (int64_t l = 0; l < nlevels && !rc; l++) {
+    size_t made = t.len;
+    for (int64_t k = first[l]; k < first[l + 1]; k++) {
+      row *x = &rows[order[k]];
+      int64_t pn = 0;
+      if (x->parent > 0) {
+        pn = (int64_t)rows[x->parent].h; /* its node, stored below */
+        if (pn == kPrunedNode || t.n[pn].small) {
+          x->h = (uint64_t)kPrunedNode;
+          continue;
+        }
+      }
+      int64_t nd = child(&t, pn, x->h);
+      if (nd < 0) {
+        rc = etch__error(ETCH_ENOMEM, "out of memory");
+        break;
+      }
+      t.n[nd].total += x->dur;
+      t.n[nd].count++;
+      /* The name's hash is no longer needed: the slice's node replaces
+       * it, for its children (on the next level). */
+      x->h = (uint64_t)nd;
+    }
+    int64_t whole = 0;
+    if (l == 0)
+      for (size_t i = 1; i < t.len; i++) whole += t.n[i].total;
+    if (l == 0) t.n[0].total = whole; /* set again below, the same */
+    for (size_t i = made; i < t.len; i++)
+      t.n[i].small = t.n[i].total * kMinPart < t.n[0].total;
+  }
+  t.n[0].total = 0;
+  free(first);
+  free(order);
   free(rows);
   if (!rc) {
     for (size_t i = 1; i < t.len; i++) {

@@ -238,13 +238,13 @@ TEST(ui_flame_whole_thread_and_range) {
   char *j = flame(db, 0, -1, -1);
   /* Root (0): frame 100000 + 90000, job 55000 + 80000. frame's children:
    * draw x3 (140000), tiny_a/b/c (500); vsync, an instant, is no time.
-   * Nodes are numbered as first met in id order: 0 root, 1 frame, 2 draw,
-   * 3 job, 4 io, 5..7 tiny. */
+   * Nodes are numbered level by level, each level in id order: 0 root,
+   * 1 frame, 2 job, then 3 draw, 4 io, 5..7 tiny. */
   ASSERT_TRUE(strstr(j, "[-1,-1,325000,0,0]"));
   assert_node(j, 0, "frame", 190000, 49500, 2);
   assert_node(j, 1, "draw", 140000, 140000, 3);
   assert_node(j, 0, "job", 135000, 115000, 2);
-  assert_node(j, 3, "io", 20000, 20000, 1);
+  assert_node(j, 2, "io", 20000, 20000, 1);
   assert_node(j, 1, "tiny_b", 300, 300, 1);
   free(j);
   /* The worker alone (utid 2). */
