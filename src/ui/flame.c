@@ -311,8 +311,13 @@ int etch__ui_flame(etch__db *db, int64_t start, int64_t end, int64_t utid,
     if (l == 0)
       for (size_t i = 1; i < t.len; i++) whole += t.n[i].total;
     if (l == 0) t.n[0].total = whole; /* set again below, the same */
-    for (size_t i = made; i < t.len; i++)
+    size_t big = 0;
+    for (size_t i = made; i < t.len; i++) {
       t.n[i].small = t.n[i].total * kMinPart < t.n[0].total;
+      big += !t.n[i].small;
+    }
+    /* Every node of this level is left out: so is everything below. */
+    if (!big) break;
   }
   t.n[0].total = 0;
   free(first);
