@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "base/base.h"
+#include "base/map.h"
 #include "ui/app.h"
 
 /* From DuckDB's C API (duckdb_api.h lacks it): what kind of statement a
@@ -305,16 +306,47 @@ static int api_tile(req *r) {
                                   t->max_dur, &tile)) {
     return db_fail(r);
   }
+  /* Names once each ("names"), the rectangles naming them by index: a
+   * tile of a few thousand rectangles has a few dozen names. */
   FILE *o = r->out;
-  fprintf(o, "{\"ns_per_px\":%.17g,\"slices\":[", ns_per_px);
+  fprintf(o, "{\"ns_per_px\":%.17g,\"names\":[", ns_per_px);
+  etch_u64map seen = {0};
+  int64_t *idx = tile.n ? etch__malloc(tile.n * sizeof *idx) : NULL;
+  int64_t nnames = 0;
+  if (tile.n && !idx) {
+    etch__ui_tile_free(&tile);
+    fputs("]}", o);
+    return 500;
+  }
+  for (size_t i = 0; i < tile.n; i++) {
+    const char *nm = tile.rects[i].name ? tile.rects[i].name : "";
+    uint64_t h = etch__hash_bytes(nm, strlen(nm), 0);
+    int64_t k;
+    /* A clash of hashes takes the next key. */
+    while (etch__u64map_get(&seen, h, &k)) {
+      const char *other = tile.rects[k].name ? tile.rects[k].name : "";
+      if (!strcmp(other, nm)) break;
+      h++;
+    }
+    if (etch__u64map_get(&seen, h, &k)) {
+      idx[i] = idx[k];
+      continue;
+    }
+    etch__u64map_put(&seen, h, (int64_t)i);
+    idx[i] = nnames++;
+    if (idx[i]) fputc(',', o);
+    jstr(o, nm);
+  }
+  etch__u64map_free(&seen);
+  fputs("],\"slices\":[", o);
   for (size_t i = 0; i < tile.n; i++) {
     const etch__ui_rect *x = &tile.rects[i];
-    fprintf(o, "%s[%lld,%lld,%lld,%lld,%lld,%lld,", i ? "," : "",
+    fprintf(o, "%s[%lld,%lld,%lld,%lld,%lld,%lld,%lld]", i ? "," : "",
             (long long)x->track_id, (long long)x->depth, (long long)x->ts,
-            (long long)x->end, (long long)x->count, (long long)x->id);
-    jstr(o, x->name ? x->name : "");
-    fputc(']', o);
+            (long long)x->end, (long long)x->count, (long long)x->id,
+            (long long)idx[i]);
   }
+  free(idx);
   etch__ui_tile_free(&tile);
   fputs("],\"counters\":[", o);
   int rc = ETCH_OK;

@@ -282,6 +282,13 @@
     requestAnimationFrame(() => { pending = false; fetchTile(); });
   }
 
+  // A tile names its rectangles by index into its names: put the names in.
+  function namesIn(tile) {
+    if (!tile.names) return;
+    for (const r of tile.slices) r[6] = tile.names[r[6]];
+    delete tile.names;
+  }
+
   async function fetchTile() {
     const seq = ++tileSeq;
     // The tracks in view and a screen's height around them: not the others.
@@ -296,6 +303,7 @@
         api('/api/tile', args),
         api('/api/flows', { id: T.id, start: V.s, end: V.e, px: args.px })]);
       if (seq !== tileSeq) return; // a newer view is on its way
+      namesIn(tile);
       V.tile = tile;
       V.tileTracks = new Set(tracks.concat(counters));
       V.flows = flows.flows;
@@ -888,6 +896,10 @@
     else showList();
   }
   window.addEventListener('hashchange', route);
-  if (REPORT) { $('home').removeAttribute('href'); $('sql-run').disabled = true; }
+  if (REPORT) {
+    namesIn(REPORT.tile);
+    $('home').removeAttribute('href');
+    $('sql-run').disabled = true;
+  }
   route();
 })();
