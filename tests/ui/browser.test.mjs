@@ -9,7 +9,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, execFileSync } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync, statSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync, statSync, copyFileSync, unlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -23,6 +23,8 @@ execFileSync(process.env.UI_TRACE_GEN, [trace]);
 // A packet that says it holds 5 bytes and holds a varint of 11 bytes.
 writeFileSync(bad, Buffer.from([0x0a, 0x05, 0x7a, 0x7a, 0xff, 0xff, 0xff, 0xff, 0xff,
                                 0xff, 0xff, 0xff, 0xff, 0xff, 0x01]));
+const gone = join(dir, 'gone.pftrace');
+copyFileSync(trace, gone);
 const env = { ...process.env, ETCH_CACHE_DIR: join(dir, 'cache') };
 const shots = process.env.ETCH_UI_SHOTS;
 
@@ -37,7 +39,7 @@ let server, base, browser, page;
 const requests = [];
 
 before(async () => {
-  server = spawn(ETCH, ['ui', trace, bad], { env, stdio: ['ignore', 'pipe', 'inherit'] });
+  server = spawn(ETCH, ['ui', trace, bad, gone], { env, stdio: ['ignore', 'pipe', 'inherit'] });
   base = await new Promise((resolve, reject) => {
     let text = '';
     server.stdout.on('data', (d) => {
@@ -94,7 +96,7 @@ test('the list shows the traces named, and nothing is fetched from elsewhere', a
   await page.goto(base);
   await page.waitForSelector('#traces tbody tr');
   const rows = await page.$$eval('#traces tbody tr', (trs) => trs.map((t) => t.cells[0].textContent));
-  assert.deepEqual(rows, ['ui.pftrace', 'corrupt.pftrace']);
+  assert.deepEqual(rows, ['ui.pftrace', 'corrupt.pftrace', 'gone.pftrace']);
   const size = await page.$eval('#traces tbody tr', (t) => t.cells[1].textContent);
   const bytes = statSync(trace).size;
   assert.ok(bytes < 1024);
@@ -107,6 +109,17 @@ test('a corrupt trace gets a clear message on the page', async () => {
   await page.waitForSelector('#error:not([hidden])');
   const msg = await page.textContent('#error');
   assert.match(msg, /corrupt\.pftrace: cannot be read/);
+  await page.goto(base);
+  await page.waitForSelector('#traces tbody tr');
+});
+
+test('a trace removed while it is open gets a clear message on the page', async () => {
+  await tile(() => page.click('#traces tbody tr:nth-child(3)'));
+  assert.equal(await page.isHidden('#error'), true);
+  unlinkSync(gone);
+  await page.evaluate(() => window.__etch.setWindow(2000, 50000));
+  await page.waitForSelector('#error:not([hidden])');
+  assert.match(await page.textContent('#error'), /gone\.pftrace is no longer there \(removed or moved since etch ui started\)/);
   await page.goto(base);
   await page.waitForSelector('#traces tbody tr');
 });
