@@ -288,7 +288,7 @@ static int api_tile(req *r) {
   if (!t) return st;
   int64_t start, end, px;
   if ((st = window_of(r, &start, &end, &px))) return st;
-  static int64_t tracks[MAX_TRACKS], counters[MAX_TRACKS];
+  int64_t tracks[MAX_TRACKS], counters[MAX_TRACKS]; /* 64 KiB of stack */
   size_t nt, nc;
   if (!arg_list(r, "tracks", tracks, &nt) ||
       !arg_list(r, "counters", counters, &nc))
