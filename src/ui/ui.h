@@ -13,7 +13,8 @@
  *    it directly;
  *  - tiles (tiles.c): what the timeline shows of a time window at a
  *    resolution, computed from the slice and counter tables, slices
- *    narrower than a pixel merged;
+ *    narrower than a pixel merged; a big trace's overview, from which
+ *    coarse windows are merged without DuckDB; the flame graph (flame.c);
  *  - the server (server.c, only with libmicrohttpd): 127.0.0.1 unless told
  *    otherwise, the token printed at start required on every request, a
  *    Host that is not the listening address refused, GET only.
@@ -128,9 +129,10 @@ void etch__ui_page(FILE *out, const char *data, size_t len);
 const char *etch__ui_asset(const char *name, size_t *len);
 
 /*
- * The report's data for the trace at `path`: its rows, the slices of the
- * whole trace at `columns` pixels across (merged as tiles are), the counters
- * at that resolution, the flame graph, stats; JSON into `out`.
+ * The report's data for the app's `index`-th trace: its rows, the slices
+ * of the whole trace at `columns` pixels across (merged as tiles are), the
+ * counters at that resolution, flows, the flame graph, stats; JSON into
+ * `out` (report.c).
  */
 int etch__ui_report_data(etch__ui *ui, size_t index, int columns, FILE *out);
 
