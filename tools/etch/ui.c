@@ -14,6 +14,17 @@
 #include "cli.h"
 #include "ui/ui.h"
 
+/* The trace store (etch ls's), once its module is in the tree: etch ui
+ * lists its traces too. */
+#if defined(__has_include)
+#if __has_include("ui/store.h")
+#include <sys/stat.h>
+
+#include "ui/store.h"
+#define ETCH_UI_STORE 1
+#endif
+#endif
+
 extern char **environ;
 
 typedef struct ui_args {
@@ -58,6 +69,14 @@ static int cmd_ui(int argc, char **argv) {
   for (int i = 0; !rc && i < o.noperands; i++)
     if (etch__ui_add_path(ui, o.operands[i]) != ETCH_OK)
       rc = runtime_error("%s", etch_last_error());
+#ifdef ETCH_UI_STORE
+  char store[4096];
+  struct stat sb;
+  if (!rc && etch__store_dir(store, sizeof store) == ETCH_OK &&
+      stat(store, &sb) == 0 && S_ISDIR(sb.st_mode) &&
+      etch__ui_add_path(ui, store) != ETCH_OK)
+    rc = runtime_error("%s", etch_last_error());
+#endif
   opts_free(&o);
   /* Ctrl-C and a stop end the wait below, not the process. */
   sigset_t set;
