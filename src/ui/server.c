@@ -124,6 +124,13 @@ int etch__ui_server_start(etch__ui *ui, const etch__ui_server_opts *opts,
                            .sin_port = htons(opts->port)};
   if (inet_pton(AF_INET, addr, &sa.sin_addr) != 1)
     return etch__error(ETCH_EINVAL, "%s: not an IPv4 address", addr);
+  /* Requests must name the address in their Host: one that names no
+   * address of its own (any) could never be reached. */
+  if (sa.sin_addr.s_addr == htonl(INADDR_ANY))
+    return etch__error(ETCH_EINVAL,
+                       "%s: give the address the browser will use (its "
+                       "requests must name it as their Host)",
+                       addr);
   etch__ui_server *s = etch__calloc(1, sizeof *s);
   if (!s) return etch__error(ETCH_ENOMEM, "out of memory");
   s->ui = ui;

@@ -330,6 +330,9 @@ test('etch ui and etch report refuse what they cannot do, saying why', async () 
   r = run(['ui', '--address', 'example', trace]);
   assert.equal(r.status, 1);
   assert.match(r.err, /not an IPv4 address/);
+  r = run(['ui', '--address', '0.0.0.0', trace]);
+  assert.equal(r.status, 1);
+  assert.match(r.err, /give the address the browser will use/);
   r = run(['report', bad, '-o', join(dir, 'bad.html')]);
   assert.equal(r.status, 1);
   assert.match(r.err, /corrupt\.pftrace/);
