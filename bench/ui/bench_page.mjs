@@ -32,7 +32,7 @@ const t0 = Date.now();
 await page.click('#traces tbody tr');
 await page.waitForFunction(() => window.__etch.tiles > 0 && window.__etch.busy === 0);
 console.log('first timeline, click to drawn: ' + (Date.now() - t0) + ' ms');
-const times = [];
+const times = [], parts = [];
 for (let i = 0; i < 15; i++) {
   const n = await page.evaluate(() => window.__etch.tiles);
   const s = Date.now();
@@ -40,7 +40,10 @@ for (let i = 0; i < 15; i++) {
   await page.mouse.wheel(0, -300);
   await page.waitForFunction((k) => window.__etch.tiles > k && window.__etch.busy === 0, n);
   times.push(Date.now() - s);
+  parts.push(await page.evaluate(() => Math.round(window.__etch.lastFetchMs) + '+' +
+                                       Math.round(window.__etch.lastDrawMs)));
 }
 console.log('wheel zooms, wheel to drawn (ms): ' + times.join(' '));
+console.log('  of which fetch (tile and flows, JSON parsed) + draw: ' + parts.join(' '));
 await browser.close();
 etch.kill('SIGINT');

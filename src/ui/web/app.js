@@ -73,9 +73,16 @@
     for (let i = 0; i < s.length; i++) { h ^= s.charCodeAt(i); h = Math.imul(h, 16777619); }
     return h >>> 0;
   }
+  const colors = [new Map(), new Map()]; // alone, merged
   function colorOf(name, merged) {
-    const h = hashStr(name || '') % 360;
-    return merged ? 'hsl(' + h + ',25%,62%)' : 'hsl(' + h + ',55%,64%)';
+    const m = colors[merged ? 1 : 0];
+    let c = m.get(name);
+    if (!c) {
+      const h = hashStr(name || '') % 360;
+      c = merged ? 'hsl(' + h + ',25%,62%)' : 'hsl(' + h + ',55%,64%)';
+      m.set(name, c);
+    }
+    return c;
   }
   function el(tag, attrs, text) {
     const e = document.createElement(tag);
@@ -307,7 +314,10 @@
       V.tile = tile;
       V.tileTracks = new Set(tracks.concat(counters));
       V.flows = flows.flows;
+      const d0 = performance.now();
+      dbg.lastFetchMs = d0 - t0;
       draw();
+      dbg.lastDrawMs = performance.now() - d0;
       dbg.tiles = seq;
       dbg.lastTileMs = performance.now() - t0;
       showError(null);
@@ -353,38 +363,51 @@
     const q = V.search ? V.search.toLowerCase() : null;
     g.save();
     g.beginPath(); g.rect(LABEL_W, AXIS_H, W - LABEL_W, HT - AXIS_H); g.clip();
+    // Geometry first, then one path per colour (a fill per colour, not per
+    // rectangle: a tile has tens of thousands), then outlines and labels.
+    const byColor = new Map(), labels = [], outlines = [];
     for (const s of V.tile.slices) {
       const [track, depth, ts, end, count, id, name] = s;
       const row = byRow[track];
       if (!row) continue;
       const x0 = xOf(ts), x1 = xOf(end);
       const y = row.y + 2 + depth * ROW_H, h = ROW_H - 2;
+      if (y + h < AXIS_H || y > HT) continue;
       const x = Math.max(x0, LABEL_W - 2), w = Math.max(1, Math.min(x1, W + 2) - x);
       const instant = count === 1 && end === ts;
-      const loss = name === 'etch.dropped_events';
-      g.fillStyle = loss ? '#d32f2f' : colorOf(name, count > 1);
-      if (instant) {
-        g.beginPath(); g.moveTo(x0, y); g.lineTo(x0 + 4, y + h / 2); g.lineTo(x0, y + h);
-        g.lineTo(x0 - 4, y + h / 2); g.closePath(); g.fill();
-      } else {
-        g.fillRect(x, y, w, h);
-        if (w > 40) {
-          g.fillStyle = '#111';
-          const label = count > 1 ? name + ' +' + (count - 1) : name;
-          g.fillText(label.length * 6 > w - 6 ? label.slice(0, Math.max(1, Math.floor((w - 6) / 6))) : label,
-                     x + 3, y + h / 2);
-        }
-      }
+      const color = name === 'etch.dropped_events' ? '#d32f2f' : colorOf(name, count > 1);
+      let list = byColor.get(color);
+      if (!list) byColor.set(color, (list = []));
+      list.push(instant ? [x0, y, -1, h] : [x, y, w, h]);
+      if (!instant && w > 40) labels.push([count > 1 ? name + ' +' + (count - 1) : name, x, y, w, h]);
       const hit = q && name.toLowerCase().includes(q);
-      if (hit || (V.slice && V.slice.id === id && count === 1)) {
-        g.strokeStyle = hit && !(V.slice && V.slice.id === id) ? '#000' : '#ff6f00';
-        g.lineWidth = 2;
-        g.strokeRect(x + 1, y + 1, Math.max(1, w - 2), h - 2);
-        g.lineWidth = 1;
-      }
+      if (hit || (V.slice && V.slice.id === id && count === 1))
+        outlines.push([hit && !(V.slice && V.slice.id === id) ? '#000' : '#ff6f00', x, y, w, h]);
       rects.push({ track, depth, ts, end, count, id, name, x, y, w, h, hit: !!hit });
       drawn[track] = (drawn[track] || 0) + 1;
     }
+    for (const [color, list] of byColor) {
+      g.fillStyle = color;
+      g.beginPath();
+      for (const [x, y, w, h] of list) {
+        if (w < 0) { // an instant: a diamond
+          g.moveTo(x, y); g.lineTo(x + 4, y + h / 2); g.lineTo(x, y + h); g.lineTo(x - 4, y + h / 2); g.closePath();
+        } else {
+          g.rect(x, y, w, h);
+        }
+      }
+      g.fill();
+    }
+    g.lineWidth = 2;
+    for (const [color, x, y, w, h] of outlines) {
+      g.strokeStyle = color;
+      g.strokeRect(x + 1, y + 1, Math.max(1, w - 2), h - 2);
+    }
+    g.lineWidth = 1;
+    g.fillStyle = '#111';
+    for (const [label, x, y, w, h] of labels)
+      g.fillText(label.length * 6 > w - 6 ? label.slice(0, Math.max(1, Math.floor((w - 6) / 6))) : label,
+                 x + 3, y + h / 2);
     // Counters: a line of the last value per column, the column's range shaded.
     const byTrack = {};
     for (const c of V.tile.counters) (byTrack[c[0]] = byTrack[c[0]] || []).push(c);
