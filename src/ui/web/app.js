@@ -18,7 +18,7 @@
   const LABEL_W = 220, AXIS_H = 24, ROW_H = 18, PROC_H = 20, COUNTER_H = 40;
 
   const dbg = window.__etch = {
-    report: !!REPORT, tiles: 0, rects: [], drawn: {}, flame: null,
+    report: !!REPORT, tiles: 0, drawn: {}, flame: null,
     trace: null, view: null, busy: 0, errors: 0,
     setWindow: (s, e) => { setWindow(s, e); },
     selectRange: (s, e) => { selectRange(s, e); },
@@ -359,38 +359,47 @@
         g.beginPath(); g.moveTo(0, row.y + row.h); g.lineTo(W, row.y + row.h); g.stroke();
       }
     }
-    const rects = [], drawn = {};
+    const drawn = {};
     const q = V.search ? V.search.toLowerCase() : null;
     g.save();
     g.beginPath(); g.rect(LABEL_W, AXIS_H, W - LABEL_W, HT - AXIS_H); g.clip();
-    // Geometry first, then one path per colour (a fill per colour, not per
-    // rectangle: a tile has tens of thousands), then outlines and labels.
+    // Geometry first, kept in typed arrays (a tile has tens of thousands of
+    // rectangles), then one path per colour, then outlines and labels.
+    const sl = V.tile.slices, n = sl.length;
+    const geo = new Float64Array(n * 4), idx = new Int32Array(n), hits = new Uint8Array(n);
     const byColor = new Map(), labels = [], outlines = [];
-    for (const s of V.tile.slices) {
-      const [track, depth, ts, end, count, id, name] = s;
-      const row = byRow[track];
-      if (!row) continue;
-      const x0 = xOf(ts), x1 = xOf(end);
-      const y = row.y + 2 + depth * ROW_H, h = ROW_H - 2;
+    let m = 0;
+    const sel = V.slice ? V.slice.id : null;
+    for (let i = 0; i < n; i++) {
+      const s = sl[i];
+      const row = byRow[s[0]];
+      if (row === undefined) continue;
+      const ts = s[2], end = s[3], count = s[4], name = s[6];
+      const y = row.y + 2 + s[1] * ROW_H, h = ROW_H - 2;
       if (y + h < AXIS_H || y > HT) continue;
-      const x = Math.max(x0, LABEL_W - 2), w = Math.max(1, Math.min(x1, W + 2) - x);
+      const x0 = xOf(ts), x1 = xOf(end);
       const instant = count === 1 && end === ts;
+      const x = instant ? x0 : Math.max(x0, LABEL_W - 2);
+      const w = instant ? 0 : Math.max(1, Math.min(x1, W + 2) - x);
       const color = name === 'etch.dropped_events' ? '#d32f2f' : colorOf(name, count > 1);
       let list = byColor.get(color);
-      if (!list) byColor.set(color, (list = []));
-      list.push(instant ? [x0, y, -1, h] : [x, y, w, h]);
-      if (!instant && w > 40) labels.push([count > 1 ? name + ' +' + (count - 1) : name, x, y, w, h]);
-      const hit = q && name.toLowerCase().includes(q);
-      if (hit || (V.slice && V.slice.id === id && count === 1))
-        outlines.push([hit && !(V.slice && V.slice.id === id) ? '#000' : '#ff6f00', x, y, w, h]);
-      rects.push({ track, depth, ts, end, count, id, name, x, y, w, h, hit: !!hit });
-      drawn[track] = (drawn[track] || 0) + 1;
+      if (list === undefined) byColor.set(color, (list = []));
+      list.push(m);
+      geo[m * 4] = x; geo[m * 4 + 1] = y; geo[m * 4 + 2] = w; geo[m * 4 + 3] = h;
+      idx[m] = i;
+      if (w > 40) labels.push(m);
+      const hit = q !== null && name.toLowerCase().includes(q);
+      hits[m] = hit ? 1 : 0;
+      if (hit || (sel === s[5] && count === 1)) outlines.push(m);
+      drawn[s[0]] = (drawn[s[0]] || 0) + 1;
+      m++;
     }
     for (const [color, list] of byColor) {
       g.fillStyle = color;
       g.beginPath();
-      for (const [x, y, w, h] of list) {
-        if (w < 0) { // an instant: a diamond
+      for (const k of list) {
+        const x = geo[k * 4], y = geo[k * 4 + 1], w = geo[k * 4 + 2], h = geo[k * 4 + 3];
+        if (w === 0) { // an instant: a diamond
           g.moveTo(x, y); g.lineTo(x + 4, y + h / 2); g.lineTo(x, y + h); g.lineTo(x - 4, y + h / 2); g.closePath();
         } else {
           g.rect(x, y, w, h);
@@ -399,15 +408,19 @@
       g.fill();
     }
     g.lineWidth = 2;
-    for (const [color, x, y, w, h] of outlines) {
-      g.strokeStyle = color;
-      g.strokeRect(x + 1, y + 1, Math.max(1, w - 2), h - 2);
+    for (const k of outlines) {
+      g.strokeStyle = hits[k] && sl[idx[k]][5] !== sel ? '#000' : '#ff6f00';
+      g.strokeRect(geo[k * 4] + 1, geo[k * 4 + 1] + 1, Math.max(1, geo[k * 4 + 2] - 2), geo[k * 4 + 3] - 2);
     }
     g.lineWidth = 1;
     g.fillStyle = '#111';
-    for (const [label, x, y, w, h] of labels)
+    for (const k of labels) {
+      const s = sl[idx[k]], w = geo[k * 4 + 2];
+      const label = s[4] > 1 ? s[6] + ' +' + (s[4] - 1) : s[6];
       g.fillText(label.length * 6 > w - 6 ? label.slice(0, Math.max(1, Math.floor((w - 6) / 6))) : label,
-                 x + 3, y + h / 2);
+                 geo[k * 4] + 3, geo[k * 4 + 1] + geo[k * 4 + 3] / 2);
+    }
+    shown = { sl, geo, idx, hits, n: m, objects: null };
     // Counters: a line of the last value per column, the column's range shaded.
     const byTrack = {};
     for (const c of V.tile.counters) (byTrack[c[0]] = byTrack[c[0]] || []).push(c);
@@ -493,20 +506,39 @@
     g.fillRect(0, 0, LABEL_W, AXIS_H);
     g.fillStyle = '#455a64';
     g.fillText(fmtDur(V.s - T.start) + ' + ' + fmtDur(V.e - V.s), 6, AXIS_H / 2);
-    dbg.rects = rects;
     dbg.drawn = drawn;
     dbg.lossMarks = lossMarks;
   }
 
-  function hitTest(x, y) {
-    let best = null;
-    for (const r of dbg.rects) {
-      const pad = r.count === 1 && r.end === r.ts ? 4 : 0;
-      if (x >= r.x - pad && x <= r.x + r.w + pad && y >= r.y && y <= r.y + r.h) {
-        if (!best || r.w < best.w) best = r;
+  // What the last draw showed: the tile's rows and their geometry. As
+  // objects ({track, depth, ts, end, count, id, name, x, y, w, h, hit}),
+  // made when asked for (window.__etch.rects).
+  let shown = { n: 0, objects: null };
+  function shownRect(k) {
+    const s = shown.sl[shown.idx[k]], g4 = shown.geo;
+    return { track: s[0], depth: s[1], ts: s[2], end: s[3], count: s[4], id: s[5], name: s[6],
+             x: g4[k * 4], y: g4[k * 4 + 1], w: g4[k * 4 + 2], h: g4[k * 4 + 3], hit: shown.hits[k] === 1 };
+  }
+  Object.defineProperty(dbg, 'rects', {
+    get() {
+      if (!shown.objects) {
+        shown.objects = [];
+        for (let k = 0; k < shown.n; k++) shown.objects.push(shownRect(k));
       }
+      return shown.objects;
+    },
+  });
+
+  function hitTest(x, y) {
+    let best = -1;
+    const g4 = shown.geo;
+    for (let k = 0; k < shown.n; k++) {
+      const rx = g4[k * 4], ry = g4[k * 4 + 1], w = g4[k * 4 + 2], h = g4[k * 4 + 3];
+      const pad = w === 0 ? 4 : 0;
+      if (x >= rx - pad && x <= rx + w + pad && y >= ry && y <= ry + h &&
+          (best < 0 || w < g4[best * 4 + 2])) best = k;
     }
-    return best;
+    return best < 0 ? null : shownRect(best);
   }
 
   async function selectSlice(r) {
