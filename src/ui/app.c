@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 
 #include "base/base.h"
@@ -191,6 +192,9 @@ typedef struct ahead_job {
 
 static void *ahead_main(void *arg) {
   ahead_job *job = arg;
+  /* Behind the page's requests: the lowest priority, for this thread and
+   * the threads of its database (made from it, so they inherit it). */
+  setpriority(PRIO_PROCESS, (id_t)etch__gettid(), 19);
   etch__db *db = NULL;
   char *body = NULL;
   size_t len = 0;
