@@ -9,7 +9,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, execFileSync } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync, statSync, copyFileSync, unlinkSync } from 'node:fs';
+import { mkdtempSync, mkdirSync, rmSync, writeFileSync, statSync, copyFileSync, unlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -25,7 +25,11 @@ writeFileSync(bad, Buffer.from([0x0a, 0x05, 0x7a, 0x7a, 0xff, 0xff, 0xff, 0xff, 
                                 0xff, 0xff, 0xff, 0xff, 0xff, 0x01]));
 const gone = join(dir, 'gone.pftrace');
 copyFileSync(trace, gone);
-const env = { ...process.env, ETCH_CACHE_DIR: join(dir, 'cache') };
+// A store of its own (etch ls's), with one trace in it.
+const store = join(dir, 'store');
+mkdirSync(store);
+copyFileSync(trace, join(store, '20261127-040000-app.pftrace'));
+const env = { ...process.env, ETCH_CACHE_DIR: join(dir, 'cache'), ETCH_STORE: store };
 const shots = process.env.ETCH_UI_SHOTS;
 
 // etch query --csv's rows, numbers as numbers.
@@ -92,11 +96,15 @@ async function drawnSlices() {
   return Object.fromEntries(Object.entries(d.drawn).filter(([k]) => !counters.includes(k)));
 }
 
-test('the list shows the traces named, and nothing is fetched from elsewhere', async () => {
+test('the list shows the traces named and the store\'s, and nothing is fetched from elsewhere', async () => {
   await page.goto(base);
   await page.waitForSelector('#traces tbody tr');
   const rows = await page.$$eval('#traces tbody tr', (trs) => trs.map((t) => t.cells[0].textContent));
-  assert.deepEqual(rows, ['ui.pftrace', 'corrupt.pftrace', 'gone.pftrace']);
+  assert.deepEqual(rows, ['ui.pftrace', 'corrupt.pftrace', 'gone.pftrace',
+                          '20261127-040000-app.pftrace']);
+  // The store's trace is what etch ls lists.
+  const ls = execFileSync(ETCH, ['ls', '--json'], { env }).toString();
+  assert.match(ls, /20261127-040000-app\.pftrace/);
   const size = await page.$eval('#traces tbody tr', (t) => t.cells[1].textContent);
   const bytes = statSync(trace).size;
   assert.ok(bytes < 1024);

@@ -14,8 +14,8 @@
 #include "cli.h"
 #include "ui/ui.h"
 
-/* The trace store (etch ls's), once its module is in the tree: etch ui
- * lists its traces too. */
+/* The trace store (etch ls's, src/ui/store.h): etch ui lists its traces
+ * too (a tree without the store module builds without that). */
 #if defined(__has_include)
 #if __has_include("ui/store.h")
 #include <sys/stat.h>
@@ -125,7 +125,8 @@ const command cli_ui = {
                 "        [TRACE|DIR]...\n",
     .about =
         "Serves a web page that lists the traces named (files, and the\n"
-        "*.pftrace and *.perfetto-trace files of directories) and shows each\n"
+        "*.pftrace and *.perfetto-trace files of directories) and those of the\n"
+        "trace store (etch ls's), and shows each\n"
         "as a timeline, a flame graph, etch stats' tables and an SQL box,\n"
         "and prints its address (with the token every request needs) until\n"
         "Ctrl-C. A trace's tables come from its cache (etch query's).\n",
