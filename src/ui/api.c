@@ -33,7 +33,7 @@
 int duckdb_prepared_statement_type(duckdb_prepared_statement p);
 enum { STMT_SELECT = 1, STMT_EXPLAIN = 4 };
 
-enum { MAX_TRACKS = 4096, MAX_SQL_ROWS = 5000, MAX_MATCHES = 1000 };
+enum { MAX_TRACKS = 65536, MAX_SQL_ROWS = 5000, MAX_MATCHES = 1000 };
 
 typedef struct req {
   etch__ui *ui;
@@ -282,13 +282,12 @@ static int window_of(req *r, int64_t *start, int64_t *end, int64_t *px) {
   return 0;
 }
 
-static int api_tile(req *r) {
+static int tile_with(req *r, int64_t *tracks, int64_t *counters) {
   int st;
   etch__ui_trace *t = trace_of(r, &st);
   if (!t) return st;
   int64_t start, end, px;
   if ((st = window_of(r, &start, &end, &px))) return st;
-  int64_t tracks[MAX_TRACKS], counters[MAX_TRACKS]; /* 64 KiB of stack */
   size_t nt, nc;
   if (!arg_list(r, "tracks", tracks, &nt) ||
       !arg_list(r, "counters", counters, &nc))
@@ -390,6 +389,16 @@ static int api_tile(req *r) {
   if (!rc && t->lod) etch__ui_flame_ahead(r->ui, t);
   /* The body is half written: the page sees no JSON and says so. */
   return rc ? 500 : 200;
+}
+
+/* The track lists' room (MAX_TRACKS each: a report asks for every track
+ * of a trace at once). */
+static int api_tile(req *r) {
+  int64_t *room = etch__malloc(2 * (size_t)MAX_TRACKS * sizeof *room);
+  if (!room) return fail(r, 500, "out of memory");
+  int st = tile_with(r, room, room + MAX_TRACKS);
+  free(room);
+  return st;
 }
 
 static int api_flows(req *r) {
