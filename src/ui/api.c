@@ -270,6 +270,20 @@ static int api_trace(req *r) {
 
 /* ---- tiles ---------------------------------------------------------------------- */
 
+/* Writes `v` in decimal at `p`; the end. */
+static char *put_i64(char *p, int64_t v) {
+  char tmp[20];
+  int n = 0;
+  uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
+  do {
+    tmp[n++] = (char)('0' + u % 10);
+    u /= 10;
+  } while (u);
+  if (v < 0) *p++ = '-';
+  while (n) *p++ = tmp[--n];
+  return p;
+}
+
 /* The window's arguments: start < end, 1..100000 pixels across. */
 static int window_of(req *r, int64_t *start, int64_t *end, int64_t *px) {
   bool bad = false;
@@ -280,6 +294,54 @@ static int window_of(req *r, int64_t *start, int64_t *end, int64_t *px) {
     return fail(r, 400, "start, end (start < end) and px (1..100000) are "
                         "integers");
   return 0;
+}
+
+/*
+ * A big trace's windows finer than its overview but no finer than a
+ * stretch's (the trace in kStretches stretches, each with columns 16 times
+ * finer than the overview's): merged from the stretches that hold the
+ * slices reaching the window, each built the first time it is needed (a
+ * build reads 1/kStretches of the trace, about what the window's own tile
+ * would). True when it answered
+ * (*st: 0, or an error), false when the window is too fine for them.
+ */
+enum { kStretches = 64 };
+
+static bool fine_tile(etch__ui_trace *t, const int64_t *tracks, size_t nt,
+                      int64_t start, int64_t end, double ns_per_px,
+                      etch__ui_tile *tile, int *st) {
+  *st = 0;
+  _Static_assert(kStretches <= ETCH_ARRAY_SIZE(t->fine), "room for them");
+  int64_t s0 = t->span_start, span = t->span_end - t->span_start;
+  if (span <= 0) return false;
+  int64_t w = (span + kStretches - 1) / kStretches;
+  /* A stretch's columns: 16 times finer than the overview's. */
+  int64_t r0 = etch__ui_lod_resolution(t->lod);
+  int64_t cols = r0 > 0 ? (w * 16 + r0 - 1) / r0 : 1;
+  if (cols < 1) cols = 1;
+  int64_t r1 = (w + cols - 1) / cols; /* a stretch's column, at most */
+  if (ns_per_px < (double)(r1 < 1 ? 1 : r1)) return false;
+  /* Slices that start up to the longest slice before the window reach it. */
+  int64_t from = etch__sat_sub(start, t->max_dur);
+  int64_t k0 = from <= s0 ? 0 : (from - s0) / w;
+  int64_t k1 = end - 1 <= s0 ? 0 : (end - 1 - s0) / w;
+  if (k1 >= kStretches) k1 = kStretches - 1;
+  if (k0 > k1) k0 = k1;
+  etch__ui_lod *use[kStretches];
+  size_t n = 0;
+  for (int64_t k = k0; k <= k1; k++) {
+    if (!t->fine[k]) {
+      int64_t a = s0 + k * w, b = k == kStretches - 1 ? t->span_end : a + w;
+      if (b > t->span_end) b = t->span_end;
+      if (a >= b) continue;
+      if ((*st = etch__ui_lod_build_stretch(t->db, a, b, cols, t->max_dur,
+                                            &t->fine[k])))
+        return true;
+    }
+    use[n++] = t->fine[k];
+  }
+  *st = etch__ui_lods_tile(use, n, tracks, nt, start, end, ns_per_px, tile);
+  return true;
 }
 
 static int tile_with(req *r, int64_t *tracks, int64_t *counters) {
@@ -295,12 +357,27 @@ static int tile_with(req *r, int64_t *tracks, int64_t *counters) {
   double ns_per_px = (double)(end - start) / (double)px;
   etch__ui_tile tile;
   /* A big trace's coarse windows come from its overview (tiles.c). */
-  if (!t->lod && t->slices >= r->ui->lod_min &&
-      etch__ui_lod_build(t->db, 0, t->max_dur, &t->lod))
-    return db_fail(r);
+  if (!t->lod && t->slices >= r->ui->lod_min) {
+    if (etch__ui_lod_build(t->db, 0, t->max_dur, &t->lod)) return db_fail(r);
+    etch__res q;
+    if (etch__ui_query(t->db,
+                       "SELECT CAST(coalesce(min(start_ts), 0) AS BIGINT),"
+                       " CAST(coalesce(max(end_ts), 0) AS BIGINT) + 1"
+                       " FROM trace_bounds",
+                       NULL, 0, &q))
+      return db_fail(r);
+    if (etch__res_next(&q)) {
+      t->span_start = etch__res_i64(&q, 0);
+      t->span_end = etch__res_i64(&q, 1);
+    }
+    if (etch__res_close(&q)) return db_fail(r);
+  }
   if (t->lod && ns_per_px >= (double)etch__ui_lod_resolution(t->lod)) {
     if (etch__ui_lod_tile(t->lod, tracks, nt, start, end, ns_per_px, &tile))
       return db_fail(r);
+  } else if (t->lod && fine_tile(t, tracks, nt, start, end, ns_per_px, &tile,
+                                 &st)) {
+    if (st) return db_fail(r);
   } else if (etch__ui_tile_slices(t->db, tracks, nt, start, end, ns_per_px,
                                   t->max_dur, &tile)) {
     return db_fail(r);
@@ -338,12 +415,21 @@ static int tile_with(req *r, int64_t *tracks, int64_t *counters) {
   }
   etch__u64map_free(&seen);
   fputs("],\"slices\":[", o);
+  /* A row at a time into a buffer, numbers by hand: fprintf's seven
+   * conversions a rectangle cost more than the tile itself. */
   for (size_t i = 0; i < tile.n; i++) {
     const etch__ui_rect *x = &tile.rects[i];
-    fprintf(o, "%s[%lld,%lld,%lld,%lld,%lld,%lld,%lld]", i ? "," : "",
-            (long long)x->track_id, (long long)x->depth, (long long)x->ts,
-            (long long)x->end, (long long)x->count, (long long)x->id,
-            (long long)idx[i]);
+    const int64_t v[7] = {x->track_id, x->depth, x->ts, x->end,
+                          x->count,    x->id,    idx[i]};
+    char line[7 * 21 + 4], *p = line;
+    if (i) *p++ = ',';
+    *p++ = '[';
+    for (int k = 0; k < 7; k++) {
+      if (k) *p++ = ',';
+      p = put_i64(p, v[k]);
+    }
+    *p++ = ']';
+    fwrite(line, 1, (size_t)(p - line), o);
   }
   free(idx);
   etch__ui_tile_free(&tile);

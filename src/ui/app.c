@@ -39,6 +39,8 @@ void etch__ui_free(etch__ui *ui) {
     etch__ui_flame_join(&ui->t[i]);
     free(ui->t[i].flame);
     etch__ui_lod_free(ui->t[i].lod);
+    for (size_t k = 0; k < ETCH_ARRAY_SIZE(ui->t[i].fine); k++)
+      etch__ui_lod_free(ui->t[i].fine[k]);
   }
   free(ui->t);
   free(ui->cache_dir);

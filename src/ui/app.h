@@ -20,6 +20,10 @@ typedef struct etch__ui_trace {
   char *error;
   int64_t slices;    /* rows in slice */
   etch__ui_lod *lod; /* the overview, once built (slices >= lod_min) */
+  /* Finer overviews of stretches of the trace (1/kUiStretches of it
+   * each), each built the first time a window needs it. */
+  etch__ui_lod *fine[64];
+  int64_t span_start, span_end; /* the trace's [start, end) */
   /* The whole trace's flame graph (JSON), once computed. A big trace's is
    * computed ahead, on a thread of its own with a connection of its own
    * to the cache, once its first tile is drawn (etch__ui_flame_ahead);

@@ -212,27 +212,68 @@ void etch__ui_lod_free(etch__ui_lod *lod) {
 
 int64_t etch__ui_lod_resolution(const etch__ui_lod *lod) { return lod->r0; }
 
-int etch__ui_lod_build(etch__db *db, int64_t columns, int64_t max_dur,
-                       etch__ui_lod **out) {
-  *out = NULL;
-  if (columns <= 0) columns = kLodColumns;
+/* The whole trace's [start, end): the last event's end inside. */
+static int trace_window(etch__db *db, int64_t *start, int64_t *end) {
   etch__res r;
-  int64_t start = 0, end = 0;
+  *start = *end = 0;
   int rc = etch__ui_query(db,
                           "SELECT CAST(coalesce(min(start_ts), 0) AS BIGINT),"
                           " CAST(coalesce(max(end_ts), 0) AS BIGINT) FROM trace_bounds",
                           NULL, 0, &r);
   if (rc) return rc;
   if (etch__res_next(&r)) {
-    start = etch__res_i64(&r, 0);
-    end = etch__res_i64(&r, 1) + 1;
+    *start = etch__res_i64(&r, 0);
+    *end = etch__res_i64(&r, 1) + 1;
   }
   if ((rc = etch__res_close(&r))) return rc;
-  if (end <= start) end = start + 1;
+  if (*end <= *start) *end = *start + 1;
+  return ETCH_OK;
+}
+
+static int lod_build(etch__db *db, int64_t start, int64_t end,
+                     int64_t columns, int64_t max_dur, bool starting_only,
+                     etch__ui_lod **out);
+
+int etch__ui_lod_build(etch__db *db, int64_t columns, int64_t max_dur,
+                       etch__ui_lod **out) {
+  *out = NULL;
+  int64_t start, end;
+  int rc = trace_window(db, &start, &end);
+  if (rc) return rc;
+  return lod_build(db, start, end, columns, max_dur, false, out);
+}
+
+int etch__ui_lod_build_stretch(etch__db *db, int64_t start, int64_t end,
+                               int64_t columns, int64_t max_dur,
+                               etch__ui_lod **out) {
+  *out = NULL;
+  if (end <= start) return etch__error(ETCH_EINVAL, "an empty stretch");
+  return lod_build(db, start, end, columns, max_dur, true, out);
+}
+
+/*
+ * The overview of [start, end) at `columns` columns; `starting_only`: of
+ * the slices that start in it (the rectangles of those that start before
+ * are left out: their columns are before the first, so no rectangle mixes
+ * the two).
+ */
+static int lod_build(etch__db *db, int64_t start, int64_t end,
+                     int64_t columns, int64_t max_dur, bool starting_only,
+                     etch__ui_lod **out) {
+  *out = NULL;
+  if (columns <= 0) columns = kLodColumns;
+  etch__res r;
+  int rc;
   int64_t *tracks = NULL;
   size_t nt = 0, cap = 0;
-  rc = etch__ui_query(db, "SELECT DISTINCT track_id FROM slice ORDER BY 1",
-                      NULL, 0, &r);
+  /* The tracks with slices in the stretch (the filter lets DuckDB skip the
+   * row groups outside it). */
+  if (max_dur < 0) max_dur = etch__ui_max_dur(db);
+  etch__ui_bind tb[] = {{.i = etch__sat_sub(start, max_dur)}, {.i = end}};
+  rc = etch__ui_query(db,
+                      "SELECT DISTINCT track_id FROM slice"
+                      " WHERE ts >= $1 AND ts < $2 ORDER BY 1",
+                      tb, 2, &r);
   if (rc) return rc;
   while (etch__res_next(&r)) {
     if (nt == cap) {
@@ -265,6 +306,17 @@ int etch__ui_lod_build(etch__db *db, int64_t columns, int64_t max_dur,
   if (rc) {
     free(lod);
     return rc;
+  }
+  if (starting_only) {
+    size_t k = 0;
+    for (size_t i = 0; i < t.n; i++) {
+      if (t.rects[i].ts < start) {
+        free(t.rects[i].name);
+        continue;
+      }
+      t.rects[k++] = t.rects[i];
+    }
+    t.n = k;
   }
   /* Intern the names: the tile's strings move into the table. */
   etch_u64map seen = {0};
@@ -415,5 +467,40 @@ int etch__ui_lod_tile(const etch__ui_lod *lod, const int64_t *tracks,
   }
   if (out->n) qsort(out->rects, out->n, sizeof *out->rects, cmp_rect);
   out->borrowed = true;
+  return ETCH_OK;
+}
+
+int etch__ui_lods_tile(etch__ui_lod *const *lods, size_t nlods,
+                       const int64_t *tracks, size_t n, int64_t start,
+                       int64_t end, double ns_per_px, etch__ui_tile *out) {
+  memset(out, 0, sizeof *out);
+  out->borrowed = true;
+  size_t cap = 0;
+  for (size_t i = 0; i < nlods; i++) {
+    etch__ui_tile part;
+    int rc = etch__ui_lod_tile(lods[i], tracks, n, start, end, ns_per_px, &part);
+    if (rc) {
+      free(out->rects);
+      memset(out, 0, sizeof *out);
+      return rc;
+    }
+    if (out->n + part.n > cap) {
+      size_t nc = cap ? cap : 1024;
+      while (nc < out->n + part.n) nc *= 2;
+      etch__ui_rect *g = etch__realloc(out->rects, nc * sizeof *g);
+      if (!g) {
+        free(part.rects);
+        free(out->rects);
+        memset(out, 0, sizeof *out);
+        return etch__error(ETCH_ENOMEM, "out of memory");
+      }
+      out->rects = g;
+      cap = nc;
+    }
+    if (part.n) memcpy(out->rects + out->n, part.rects, part.n * sizeof *part.rects);
+    out->n += part.n;
+    free(part.rects);
+  }
+  if (out->n) qsort(out->rects, out->n, sizeof *out->rects, cmp_rect);
   return ETCH_OK;
 }

@@ -73,6 +73,17 @@ typedef struct etch__ui_lod etch__ui_lod;
 int etch__ui_lod_build(etch__db *db, int64_t columns, int64_t max_dur,
                        etch__ui_lod **out);
 int64_t etch__ui_lod_resolution(const etch__ui_lod *lod);
+/* The overview of the slices that start in [start, end) (a stretch of the
+ * trace), at `columns` columns across the stretch. */
+int etch__ui_lod_build_stretch(etch__db *db, int64_t start, int64_t end,
+                               int64_t columns, int64_t max_dur,
+                               etch__ui_lod **out);
+/* A window's tile from several overviews (stretches that together hold
+ * every slice that reaches the window): each one's tile, together. A run
+ * merged in one column that two stretches share is two rectangles. */
+int etch__ui_lods_tile(etch__ui_lod *const *lods, size_t nlods,
+                       const int64_t *tracks, size_t n, int64_t start,
+                       int64_t end, double ns_per_px, etch__ui_tile *out);
 int etch__ui_lod_tile(const etch__ui_lod *lod, const int64_t *tracks,
                       size_t n, int64_t start, int64_t end, double ns_per_px,
                       etch__ui_tile *out);

@@ -196,6 +196,50 @@ TEST(ui_overview_tiles_are_the_exact_tiles_here) {
   etch__db_close(db);
 }
 
+TEST(ui_stretch_overviews_make_the_exact_tiles_here) {
+  etch__db *db = trace_db();
+  int64_t tracks[] = {track_of(db, "main"), track_of(db, "worker")};
+  /* Two stretches, 1000 columns each (100 ns): a stretch holds only the
+   * slices that start in it; frame and the second job cross the border. */
+  etch__ui_lod *st[2];
+  ASSERT_OK(etch__ui_lod_build_stretch(db, 1000, 101000, 1000, -1, &st[0]));
+  ASSERT_OK(etch__ui_lod_build_stretch(db, 101000, 200001, 1000, -1, &st[1]));
+  ASSERT_EQ_INT(etch__ui_lod_resolution(st[0]), 100);
+  static const int64_t kWin[][3] = {{90000, 120000, 1000}, {100500, 101500, 100},
+                                    {0, 200001, 2000},     {60000, 160000, 500},
+                                    {150000, 160000, 100}};
+  for (size_t k = 0; k < 2; k++)
+    for (size_t i = 0; i < sizeof kWin / sizeof *kWin; i++) {
+      char *want = tile_text(db, tracks[k], kWin[i][0], kWin[i][1],
+                             (double)kWin[i][2]);
+      etch__ui_tile tile;
+      ASSERT_OK(etch__ui_lods_tile(st, 2, &tracks[k], 1, kWin[i][0],
+                                   kWin[i][1], (double)kWin[i][2], &tile));
+      char *got = NULL;
+      size_t len = 0;
+      FILE *f = open_memstream(&got, &len);
+      for (size_t j = 0; j < tile.n; j++)
+        fprintf(f, "%lld %lld %lld %lld %s\n", (long long)tile.rects[j].depth,
+                (long long)tile.rects[j].ts, (long long)tile.rects[j].end,
+                (long long)tile.rects[j].count, tile.rects[j].name);
+      fclose(f);
+      etch__ui_tile_free(&tile);
+      if (strcmp(want, got))
+        FAIL("window %zu of track %zu\n--- tile ---\n%s--- stretches ---\n%s",
+             i, k, want, got);
+      free(want);
+      free(got);
+    }
+  /* Each slice is in one stretch: no rectangle twice. */
+  etch__ui_tile all;
+  ASSERT_OK(etch__ui_lods_tile(st, 2, tracks, 2, 0, 200001, 1, &all));
+  ASSERT_EQ_INT(all.n, 13);
+  etch__ui_tile_free(&all);
+  etch__ui_lod_free(st[0]);
+  etch__ui_lod_free(st[1]);
+  etch__db_close(db);
+}
+
 /* ---- the flame graph ------------------------------------------------------------ */
 
 /* The index of `name` in the flame JSON's names. */
