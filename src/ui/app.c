@@ -178,8 +178,14 @@ int etch__ui_open(etch__ui *ui, etch__ui_trace *t) {
   t->db = db;
   t->max_dur = etch__ui_max_dur(db);
   etch__res r;
-  if (etch__ui_query(db, "SELECT count(*) FROM slice", NULL, 0, &r) == ETCH_OK) {
-    if (etch__res_next(&r)) t->slices = etch__res_i64(&r, 0);
+  if (etch__ui_query(db,
+                     "SELECT (SELECT count(*) FROM slice),"
+                     " (SELECT count(*) FROM flow)",
+                     NULL, 0, &r) == ETCH_OK) {
+    if (etch__res_next(&r)) {
+      t->slices = etch__res_i64(&r, 0);
+      t->flows = etch__res_i64(&r, 1);
+    }
     etch__res_close(&r);
   }
   return ETCH_OK;

@@ -19,6 +19,7 @@ typedef struct etch__ui_trace {
   int64_t max_dur;
   char *error;
   int64_t slices;    /* rows in slice */
+  int64_t flows;     /* rows in flow */
   etch__ui_lod *lod; /* the overview, once built (slices >= lod_min) */
   /* Finer overviews of stretches of the trace (1/kUiStretches of it
    * each), each built the first time a window needs it. */
