@@ -282,8 +282,8 @@ static bool parse_i64(const char *s, int64_t *out) {
  * names size `size` and mtime `mtime_ns`; false otherwise (e then holds
  * what was parsed, to free).
  */
-static bool meta_parse(char *buf, int64_t size, int64_t mtime_ns,
-                       etch__store_entry *e) {
+bool etch__store_meta_parse(char *buf, int64_t size, int64_t mtime_ns,
+                            etch__store_entry *e) {
   enum { K_SIZE = 1, K_MTIME = 2, K_START = 4, K_END = 8, K_WALL = 16,
          K_EVENTS = 32, K_SLICES = 64, K_PROCS = 128, K_THREADS = 256,
          K_ERROR = 512 };
@@ -374,7 +374,8 @@ static bool meta_read(const char *dir, const char *name, int64_t size,
       got += (size_t)r;
     }
     buf[got] = '\0';
-    ok = got == want && strlen(buf) == got && meta_parse(buf, size, mtime_ns, e);
+    ok = got == want && strlen(buf) == got &&
+         etch__store_meta_parse(buf, size, mtime_ns, e);
   }
   free(buf);
   close(fd);

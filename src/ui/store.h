@@ -95,6 +95,12 @@ void etch__store_list_free(etch__store_list *l);
 int etch__store_entry_get(const char *dir, const char *name,
                           etch__store_entry *out);
 void etch__store_entry_free(etch__store_entry *e);
+/* Fills `e` (zeroed by the caller) from a metadata file's text `buf`
+ * (NUL-terminated; cut up in place) if it is whole and names size `size`
+ * and mtime `mtime_ns`; false otherwise (e then holds what was parsed:
+ * etch__store_entry_free it). Every byte may be anyone's: fuzz_store_meta. */
+bool etch__store_meta_parse(char *buf, int64_t size, int64_t mtime_ns,
+                            etch__store_entry *e);
 
 /* Removes trace `name` and its metadata. ETCH_EINVAL for a name that is not
  * a store name, ETCH_ENOTFOUND when the store has no such trace. */
