@@ -145,6 +145,21 @@ void *duckdb_vector_get_data(duckdb_vector v);
 uint64_t *duckdb_vector_get_validity(duckdb_vector v);
 void duckdb_vector_ensure_validity_writable(duckdb_vector v);
 void duckdb_validity_set_row_invalid(uint64_t *validity, idx_t row);
+/* A VARCHAR cell of a vector: up to 12 bytes inline, else a pointer (to
+ * the vector's string heap) after a 4-byte prefix. */
+typedef struct {
+  union {
+    struct {
+      uint32_t length;
+      char prefix[4];
+      char *ptr;
+    } pointer;
+    struct {
+      uint32_t length;
+      char inlined[12];
+    } inlined;
+  } value;
+} duckdb_string_t;
 /* Copies `len` bytes into the vector's string heap. */
 void duckdb_vector_assign_string_element_len(duckdb_vector v, idx_t index,
                                              const char *s, idx_t len);

@@ -534,13 +534,15 @@ static void phase_end(bool shown) {
   fflush(stderr);
 }
 
-int etch__importer_new(etch__importer **out, etch__db *db,
-                       const char *catalog, const etch__import_opts *opts) {
+static int importer_new(etch__importer **out, etch__db *db,
+                        const char *catalog, const etch__row_sink *sink,
+                        const etch__import_opts *opts) {
   *out = NULL;
   etch__importer *imp = etch__calloc(1, sizeof *imp);
   if (!imp) return ETCH_ENOMEM;
   imp->db = db;
   imp->catalog = catalog;
+  imp->sink = sink;
   if (opts) imp->opts = *opts;
   imp->t0_ns = etch__monotonic_ns();
   if (etch__strpool_init(&imp->strings, SIZE_MAX)) {
@@ -569,7 +571,13 @@ int etch__importer_new(etch__importer **out, etch__db *db,
       rc = etch__db_exec(db, "BEGIN TRANSACTION;");
       if (!rc) imp->in_txn = true;
     }
-    if (!rc) rc = etch__rows_new(&imp->rows, db, catalog);
+    if (!rc) rc = etch__rows_new(&imp->rows, db, catalog, NULL);
+    if (rc) {
+      etch__importer_free(imp);
+      return rc;
+    }
+  } else if (sink) {
+    int rc = etch__rows_new(&imp->rows, NULL, NULL, sink);
     if (rc) {
       etch__importer_free(imp);
       return rc;
@@ -577,6 +585,16 @@ int etch__importer_new(etch__importer **out, etch__db *db,
   }
   *out = imp;
   return ETCH_OK;
+}
+
+int etch__importer_new(etch__importer **out, etch__db *db,
+                       const char *catalog, const etch__import_opts *opts) {
+  return importer_new(out, db, catalog, NULL, opts);
+}
+
+int etch__importer_new_sink(etch__importer **out, const etch__row_sink *sink,
+                            const etch__import_opts *opts) {
+  return importer_new(out, NULL, NULL, sink, opts);
 }
 
 int etch__importer_finish(etch__importer *imp, const etch_reader_stats *st,

@@ -78,6 +78,7 @@ struct etch__importer {
   uint64_t t0_ns; /* when the import began (progress) */
   etch__db *db;
   const char *catalog; /* NULL: the default one */
+  const etch__row_sink *sink; /* rows go there instead of db (or NULL) */
   etch__import_opts opts;
   int err;
   bool in_txn; /* the import's transaction is open */

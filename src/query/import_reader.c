@@ -54,7 +54,8 @@ static int empty_db(etch__db *db, const char *catalog) {
  * the tracks that are not thread tracks; when a thread track goes back in
  * time the read stops and *restart is set.
  */
-static int run_once(etch__db *db, const char *catalog, const source *src,
+static int run_once(etch__db *db, const char *catalog,
+                    const etch__row_sink *sink, const source *src,
                     const etch__import_opts *o, bool hold_all,
                     etch__importer **out, etch_reader **rout, bool *restart) {
   *out = NULL;
@@ -64,7 +65,8 @@ static int run_once(etch__db *db, const char *catalog, const source *src,
   int rc = open_source(src, &r);
   if (rc) return rc;
   etch__importer *imp;
-  rc = etch__importer_new(&imp, db, catalog, o);
+  rc = sink ? etch__importer_new_sink(&imp, sink, o)
+            : etch__importer_new(&imp, db, catalog, o);
   if (rc) {
     etch_reader_close(r);
     return rc;
@@ -85,6 +87,7 @@ static int run_once(etch__db *db, const char *catalog, const source *src,
     *restart = true;
     etch__importer_free(imp);
     etch_reader_close(r);
+    if (sink) return sink->reset(sink->ctx);
     return db ? empty_db(db, catalog) : ETCH_OK;
   }
   if (!rc) {
@@ -107,6 +110,8 @@ typedef struct run_extra {
   bool quiet;          /* no warning for a trace cut short */
   bool has_realtime;   /* out: etch__reader_realtime_offset's */
   int64_t realtime_offset;
+  const etch__row_sink *sink; /* rows to this sink rather than to db */
+  etch__import_result *res;   /* out (may be NULL): what was read */
 } run_extra;
 
 /* Imports, redoing the read with every track held if a thread track went
@@ -121,12 +126,22 @@ static int run_x(etch__db *db, const char *catalog, const source *src,
   etch_reader *r = NULL;
   bool restart;
   int rc = db ? etch__query_schema_create(db, catalog) : ETCH_OK;
-  if (!rc) rc = run_once(db, catalog, src, &o, false, out, &r, &restart);
+  const etch__row_sink *sink = x ? x->sink : NULL;
+  if (!rc)
+    rc = run_once(db, catalog, sink, src, &o, false, out, &r, &restart);
   if (!rc && restart)
-    rc = run_once(db, catalog, src, &o, true, out, &r, &restart);
+    rc = run_once(db, catalog, sink, src, &o, true, out, &r, &restart);
   if (!rc && r) {
     etch_reader_stats st;
     etch_reader_get_stats(r, &st);
+    if (x && x->res) {
+      x->res->stats = st;
+      if (etch_reader_time_bounds(r, &x->res->first, &x->res->last) !=
+          ETCH_OK) {
+        x->res->first = 1;
+        x->res->last = 0;
+      }
+    }
     if (st.truncated_bytes && !(x && x->quiet) && !o.quiet)
       etch__query_warn_cut_short(src->path, st.truncated_bytes,
                                  st.truncated_offset);
@@ -167,6 +182,22 @@ int etch__query_import_memory(etch__db *db, const void *data, size_t len,
   (void)name;
   source src = {.data = data, .len = len};
   return import(db, NULL, &src, opts, counts);
+}
+
+int etch__query_import_sink(const char *path, const void *data, size_t len,
+                            const etch__row_sink *sink,
+                            const etch__import_opts *opts,
+                            etch__import_result *res) {
+  source src = {.path = path, .data = data, .len = len};
+  etch__import_result local;
+  run_extra x = {.sink = sink, .res = res ? res : &local};
+  memset(x.res, 0, sizeof *x.res);
+  x.res->first = 1; /* no events until the reader says */
+  etch__importer *imp = NULL;
+  int rc = run_x(NULL, NULL, &src, opts, &imp, &x);
+  if (imp) etch__importer_counts(imp, &x.res->counts);
+  etch__importer_free(imp);
+  return rc;
 }
 
 /* ---- etch stats without a database ------------------------------------------ */

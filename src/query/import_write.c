@@ -14,6 +14,7 @@
 /* Opens a writer on `table` of the import's catalog. */
 static int open_tw(etch__importer *imp, etch__tw *w, const char *table,
                    const etch__col *kinds, size_t n) {
+  if (imp->sink) return etch__tw_open_sink(w, imp->sink, table, kinds, n);
   return etch__tw_open(w, imp->db, imp->catalog, table, kinds, n);
 }
 

@@ -142,6 +142,24 @@ typedef struct etch__import_counts {
 
 typedef struct etch__importer etch__importer;
 
+/*
+ * Where rows go instead of a DuckDB table (etch__tw_open_sink): each full
+ * chunk of `table`'s rows (`n` rows, the columns as the writer's kinds) is
+ * handed to `chunk`, which returns ETCH_OK or an error (kept as the
+ * writer's). `reset` drops every row handed so far (an import that starts
+ * over: import_reader.c). The fleet part sends them to ClickHouse.
+ */
+typedef struct etch__row_sink {
+  int (*chunk)(void *ctx, const char *table, duckdb_data_chunk chunk,
+               idx_t n);
+  int (*reset)(void *ctx);
+  void *ctx;
+} etch__row_sink;
+
+/* An import whose rows go to `sink` rather than into a database. */
+int etch__importer_new_sink(etch__importer **out, const etch__row_sink *sink,
+                            const etch__import_opts *opts);
+
 /* Starts an import into `db` (its catalog `catalog`, NULL: the default),
  * which must hold the schema and no rows. With `db` NULL no rows are
  * written: only the totals behind etch__importer_stats_data. */
@@ -173,6 +191,24 @@ int etch__query_import_file(etch__db *db, const char *catalog,
 int etch__query_import_memory(etch__db *db, const void *data, size_t len,
                               const char *name, const etch__import_opts *opts,
                               etch__import_counts *counts);
+
+/* What an import to a sink read (etch__query_import_sink). */
+typedef struct etch__import_result {
+  etch__import_counts counts;
+  etch_reader_stats stats;
+  int64_t first, last; /* the trace's bounds; first > last: no events */
+} etch__import_result;
+
+/*
+ * Imports the trace file `path` (or with `path` NULL the `len` bytes at
+ * `data`) with its rows, every table's, going to `sink`: what
+ * etch__query_import_file writes into a database, the same rows in the
+ * same order. `res` may be NULL.
+ */
+int etch__query_import_sink(const char *path, const void *data, size_t len,
+                            const etch__row_sink *sink,
+                            const etch__import_opts *opts,
+                            etch__import_result *res);
 
 /* ---- the cache beside a trace (cache.c) ------------------------------------- */
 

@@ -42,18 +42,8 @@ static void tw_lookup(etch__tw *w) {
   }
 }
 
-int etch__tw_open(etch__tw *w, etch__db *db, const char *catalog,
-                  const char *table, const etch__col *kinds, size_t ncols) {
-  memset(w, 0, sizeof *w);
-  if (ncols > kTwMaxCols) return etch__error(ETCH_EINVAL, "too many columns");
-  if (duckdb_appender_create_ext(etch__db_con(db), catalog, NULL, table,
-                                 &w->app) != DuckDBSuccess) {
-    tw_fail(w, table);
-    int rc = w->err;
-    duckdb_appender_destroy(&w->app);
-    w->app = NULL;
-    return rc;
-  }
+/* The chunk, its columns of `kinds`. */
+static int tw_chunk(etch__tw *w, const etch__col *kinds, size_t ncols) {
   duckdb_logical_type types[kTwMaxCols];
   static const duckdb_type kType[] = {DUCKDB_TYPE_BIGINT, DUCKDB_TYPE_DOUBLE,
                                       DUCKDB_TYPE_VARCHAR};
@@ -71,6 +61,31 @@ int etch__tw_open(etch__tw *w, etch__db *db, const char *catalog,
   w->cap = duckdb_vector_size();
   tw_lookup(w);
   return ETCH_OK;
+}
+
+int etch__tw_open_sink(etch__tw *w, const etch__row_sink *sink,
+                       const char *table, const etch__col *kinds,
+                       size_t ncols) {
+  memset(w, 0, sizeof *w);
+  if (ncols > kTwMaxCols) return etch__error(ETCH_EINVAL, "too many columns");
+  w->sink = sink;
+  w->table = table;
+  return tw_chunk(w, kinds, ncols);
+}
+
+int etch__tw_open(etch__tw *w, etch__db *db, const char *catalog,
+                  const char *table, const etch__col *kinds, size_t ncols) {
+  memset(w, 0, sizeof *w);
+  if (ncols > kTwMaxCols) return etch__error(ETCH_EINVAL, "too many columns");
+  if (duckdb_appender_create_ext(etch__db_con(db), catalog, NULL, table,
+                                 &w->app) != DuckDBSuccess) {
+    tw_fail(w, table);
+    int rc = w->err;
+    duckdb_appender_destroy(&w->app);
+    w->app = NULL;
+    return rc;
+  }
+  return tw_chunk(w, kinds, ncols);
 }
 
 void etch__tw_null(etch__tw *w, idx_t col) {
@@ -166,8 +181,14 @@ void etch__tw_id(etch__tw *w, idx_t col, int64_t id) {
 static void tw_flush(etch__tw *w) {
   if (!w->n) return;
   duckdb_data_chunk_set_size(w->chunk, w->n);
-  if (!w->err && duckdb_append_data_chunk(w->app, w->chunk) != DuckDBSuccess)
+  if (w->sink) {
+    int rc = w->err ? ETCH_OK : w->sink->chunk(w->sink->ctx, w->table,
+                                               w->chunk, w->n);
+    if (rc) w->err = rc;
+  } else if (!w->err &&
+             duckdb_append_data_chunk(w->app, w->chunk) != DuckDBSuccess) {
     tw_fail(w, "append");
+  }
   duckdb_data_chunk_reset(w->chunk);
   w->n = 0;
   tw_lookup(w);
@@ -178,7 +199,15 @@ void etch__tw_end_row(etch__tw *w) {
 }
 
 int etch__tw_finish(etch__tw *w) {
-  if (!w->app) return w->err;
+  if (!w->app && !w->sink) return w->err;
+  if (w->sink) {
+    if (w->chunk) tw_flush(w);
+    int rc = w->err;
+    etch__tw_free(w);
+    w->sink = NULL;
+    w->err = rc;
+    return rc;
+  }
   tw_flush(w);
   if (!w->err && duckdb_appender_close(w->app) != DuckDBSuccess)
     tw_fail(w, "append");
@@ -223,7 +252,16 @@ static const etch__col kArgCols[] = {
 static const etch__col kFlowCols[] = {ETCH__COL_I64, ETCH__COL_I64,
                                       ETCH__COL_I64, ETCH__COL_I64};
 
-int etch__rows_new(etch__rows **out, etch__db *db, const char *catalog) {
+/* A writer of the importer's rows, into `db` or to `sink`. */
+static int rows_open(etch__tw *w, etch__db *db, const char *catalog,
+                     const etch__row_sink *sink, const char *table,
+                     const etch__col *kinds, size_t n) {
+  return sink ? etch__tw_open_sink(w, sink, table, kinds, n)
+              : etch__tw_open(w, db, catalog, table, kinds, n);
+}
+
+int etch__rows_new(etch__rows **out, etch__db *db, const char *catalog,
+                   const etch__row_sink *sink) {
   *out = NULL;
   etch__rows *r = etch__calloc(1, sizeof *r);
   if (!r) return etch__error(ETCH_ENOMEM, "import: out of memory");
@@ -234,16 +272,16 @@ int etch__rows_new(etch__rows **out, etch__db *db, const char *catalog) {
                ? ETCH_OK
                : etch__error(ETCH_ENOMEM, "import: out of memory");
   if (!rc)
-    rc = etch__tw_open(&r->t[T_SLICE], db, catalog, "slice", kSliceCols,
+    rc = rows_open(&r->t[T_SLICE], db, catalog, sink, "slice", kSliceCols,
                        ETCH_ARRAY_SIZE(kSliceCols));
   if (!rc)
-    rc = etch__tw_open(&r->t[T_COUNTER], db, catalog, "counter", kCounterCols,
+    rc = rows_open(&r->t[T_COUNTER], db, catalog, sink, "counter", kCounterCols,
                        ETCH_ARRAY_SIZE(kCounterCols));
   if (!rc)
-    rc = etch__tw_open(&r->t[T_ARGS], db, catalog, "args", kArgCols,
+    rc = rows_open(&r->t[T_ARGS], db, catalog, sink, "args", kArgCols,
                        ETCH_ARRAY_SIZE(kArgCols));
   if (!rc)
-    rc = etch__tw_open(&r->t[T_FLOW], db, catalog, "flow", kFlowCols,
+    rc = rows_open(&r->t[T_FLOW], db, catalog, sink, "flow", kFlowCols,
                        ETCH_ARRAY_SIZE(kFlowCols));
   if (rc) {
     etch__rows_free(r);

@@ -27,6 +27,8 @@ enum { kTwMaxCols = 16 };
 
 typedef struct etch__tw {
   duckdb_appender app;
+  const etch__row_sink *sink; /* or rows to a sink: app is NULL */
+  const char *table;          /* the sink's table (a static string) */
   duckdb_data_chunk chunk;
   idx_t ncols, n, cap;
   etch__col kind[kTwMaxCols];
@@ -39,6 +41,10 @@ typedef struct etch__tw {
  * are its columns, in order. */
 int etch__tw_open(etch__tw *w, etch__db *db, const char *catalog,
                   const char *table, const etch__col *kinds, size_t ncols);
+/* Starts writing `table`'s rows (a static string) to `sink`. */
+int etch__tw_open_sink(etch__tw *w, const etch__row_sink *sink,
+                       const char *table, const etch__col *kinds,
+                       size_t ncols);
 /* Cells of the current row, by column; a cell not set is NULL. */
 static inline void etch__tw_i64(etch__tw *w, idx_t col, int64_t v) {
   ((int64_t *)w->data[col])[w->n] = v;
@@ -72,7 +78,9 @@ typedef struct etch__slice_row {
   const char *name;
 } etch__slice_row;
 
-int etch__rows_new(etch__rows **out, etch__db *db, const char *catalog);
+/* Rows into `db` (its catalog `catalog`), or with `sink` to the sink. */
+int etch__rows_new(etch__rows **out, etch__db *db, const char *catalog,
+                   const etch__row_sink *sink);
 void etch__rows_slice(etch__rows *r, const etch__slice_row *s);
 void etch__rows_counter(etch__rows *r, int64_t ts, int64_t track_id,
                         double value);

@@ -79,7 +79,8 @@ struct command {
 
 /* The verbs, each in its own file. */
 extern const command cli_record, cli_leaks, cli_stats, cli_query, cli_convert,
-    cli_print, cli_env, cli_recover, cli_ls, cli_rm, cli_diff, cli_report;
+    cli_print, cli_env, cli_recover, cli_ls, cli_rm, cli_diff, cli_report,
+    cli_load;
 #ifdef ETCH_HAVE_UI
 extern const command cli_ui;
 #endif

@@ -1,7 +1,7 @@
 /*
  * main.c - the etch command line: record, stats, query, convert, print,
- * leaks, recover, ls, rm, diff, ui, report, env, help. Each verb is in its
- * own file (record.c, stats.c, ...); this one finds the verb and runs it.
+ * leaks, recover, ls, rm, diff, ui, report, load, env, help. Each verb is in
+ * its own file (record.c, stats.c, ...); this one finds the verb and runs it.
  *
  * Exit status: 0 success, 1 runtime error (bad trace, SQL error, I/O),
  * 2 usage error. Errors go to stderr as "etch: <message>".
@@ -30,7 +30,7 @@ static const command *const kCommands[] = {
 #ifdef ETCH_HAVE_UI
     &cli_ui,
 #endif
-    &cli_report, &cli_env, &cli_help};
+    &cli_report, &cli_load, &cli_env, &cli_help};
 
 static const command *find_command(const char *name) {
   for (size_t i = 0; i < sizeof kCommands / sizeof kCommands[0]; i++)

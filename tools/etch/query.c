@@ -10,6 +10,9 @@
 #include <unistd.h>
 
 #include "cli.h"
+#if ETCH_HAVE_FLEET
+#include "fleet/fleet.h"
+#endif
 
 static char *read_all(FILE *f) {
   size_t cap = 4096, n = 0;
@@ -34,6 +37,7 @@ static char *read_all(FILE *f) {
 typedef struct query_args {
   bool csv, no_cache;
   const char *file, *db_path;
+  const char *clickhouse, *database;
 } query_args;
 
 /* After a trace, an argument with blanks is the SQL even when it starts
@@ -66,6 +70,47 @@ static int load_several(const char *const *paths, size_t n, bool no_cache,
                 : runtime_error("%s", etch_last_error());
 }
 
+/* etch query --clickhouse URL [SQL]: the statements run on the server, in
+ * the database etch load fills. */
+static int query_clickhouse(const command *cmd, const query_args *qa,
+                            const opts *o, etch__out_mode mode) {
+#if !ETCH_HAVE_FLEET
+  (void)cmd, (void)qa, (void)o, (void)mode;
+  return runtime_error("this etch was built without libcurl: no --clickhouse "
+                       "(install libcurl's development files and rebuild)");
+#else
+  if (o->noperands > 1)
+    return usage_error(cmd, "--clickhouse takes the SQL only, no trace");
+  if (o->noperands == 1 && qa->file)
+    return usage_error(cmd, "give the SQL either as an argument or with -f");
+  if (qa->db_path || qa->no_cache)
+    return usage_error(cmd, "--db and --no-cache are for traces, not --clickhouse");
+  const char *db = qa->database ? qa->database : "etch";
+  if (!etch__ch_ident_ok(db))
+    return usage_error(cmd, "%s: not a database name (letters, digits, _)", db);
+  char *sql = NULL;
+  int rc = 0;
+  if (qa->file || o->noperands == 0) {
+    const char *file = qa->file ? qa->file : "-";
+    FILE *f = !strcmp(file, "-") ? stdin : fopen(file, "r");
+    if (!f) return runtime_error("%s: %s", file, strerror(errno));
+    sql = read_all(f);
+    if (f != stdin) fclose(f);
+    if (!sql) return runtime_error("%s: cannot read", file);
+  }
+  etch__ch *ch = NULL;
+  if (etch__ch_global_init() != ETCH_OK ||
+      etch__ch_open(&ch, qa->clickhouse, db) != ETCH_OK)
+    rc = runtime_error("%s", etch_last_error());
+  if (!rc && etch__fleet_query(ch, sql ? sql : o->operands[0], stdout, mode) !=
+                 ETCH_OK)
+    rc = runtime_error("%s", etch_last_error());
+  etch__ch_close(ch);
+  free(sql);
+  return rc;
+#endif
+}
+
 static int cmd_query(int argc, char **argv) {
   const command *cmd = &cli_query;
   query_args qa = {0};
@@ -74,7 +119,14 @@ static int cmd_query(int argc, char **argv) {
   if (!cli_parse(cmd, argc, argv, &qa, &o, &rc)) return rc;
   etch__out_mode mode = qa.csv ? ETCH__OUT_CSV : ETCH__OUT_TABLE;
   g_no_cache = qa.no_cache;
-  if (o.noperands < 1) rc = usage_error(cmd, "missing the trace file");
+  if (qa.clickhouse) {
+    rc = query_clickhouse(cmd, &qa, &o, mode);
+    opts_free(&o);
+    return rc;
+  }
+  if (qa.database)
+    rc = usage_error(cmd, "--database goes with --clickhouse");
+  if (!rc && o.noperands < 1) rc = usage_error(cmd, "missing the trace file");
   /* The last operand is the SQL when there are several and it names no
    * file; the others are traces. */
   int ntraces = o.noperands;
@@ -136,6 +188,12 @@ static const cli_opt kQueryOpts[] = {
      "read the trace into memory; neither use nor write its cache",
      CLI_BOOL(query_args, no_cache)},
     CLI_STRICT("a trace cut short is an error, not a warning"),
+    {0, "--clickhouse", "URL",
+     "run the SQL on a ClickHouse server instead, on the traces etch\n"
+     "load put there (the same tables plus trace_id, and `trace`)",
+     CLI_STR(query_args, clickhouse)},
+    {0, "--database", "NAME", "with --clickhouse: the database (default etch)",
+     CLI_STR(query_args, database)},
     {0},
 };
 
@@ -144,7 +202,9 @@ const command cli_query = {
     .fn = cmd_query,
     .summary = "SQL over the trace's tables",
     .synopsis = "etch query [--csv] [-f FILE.sql] [--db OUT.duckdb] [--no-cache] "
-                "[--strict] TRACE... [SQL]\n",
+                "[--strict] TRACE... [SQL]\n"
+                "       etch query --clickhouse URL [--database NAME] [--csv] "
+                "[-f FILE.sql] [SQL]\n",
     .about =
         "Imports TRACE into DuckDB tables shaped like trace_processor's (process,\n"
         "thread, track, slice, counter, args, flow, stats, trace_bounds) and\n"

@@ -1,0 +1,512 @@
+/*
+ * load.c - etch load: traces into ClickHouse.
+ *
+ * Each trace goes through the query part's importer, the same rows in the
+ * same order as `etch query` writes into DuckDB; a row sink (rows.h) takes
+ * them a data chunk at a time and appends them, trace_id first, to one
+ * RowBinary buffer per table. A buffer that reaches batch_bytes goes out
+ * as one INSERT (ClickHouse then writes few, large parts); the rest at the
+ * end of the trace. Workers load several files at once, each with its own
+ * connection, and take the next file when done.
+ *
+ * A trace's id is a 64-bit hash of its bytes: the same file loaded twice,
+ * from anywhere, has the same id. Its row in `trace` is written last, after
+ * every other row went in: a trace with a row there is loaded whole and is
+ * skipped the next time. Rows of a load that failed half-way (no row in
+ * `trace`) are deleted (ALTER TABLE ... DELETE, a mutation: it does not
+ * touch rows inserted after it) before the trace loads again, and right
+ * away when the failure leaves a connection to do it.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <stdarg.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/base.h"
+#include "base/clock.h"
+#include "fleet/fleet.h"
+
+enum { kTables = 16, kDefaultBatch = 32 << 20 };
+
+/* ---- the trace id --------------------------------------------------------------- */
+
+static inline uint64_t rotl(uint64_t x, int r) {
+  return x << r | x >> (64 - r);
+}
+
+static inline uint64_t mix(uint64_t h) {
+  h ^= h >> 33;
+  h *= 0xff51afd7ed558ccdULL;
+  h ^= h >> 33;
+  h *= 0xc4ceb9fe1a85ec53ULL;
+  h ^= h >> 33;
+  return h;
+}
+
+/* Four lanes of multiply-rotate over 8-byte words (several GB/s), mixed
+ * with the length at the end. Not cryptographic: an id, not a signature. */
+uint64_t etch__fleet_trace_id(const void *data, size_t len) {
+  static const uint64_t kMul = 0x9e3779b97f4a7c15ULL;
+  uint64_t h[4] = {0x243f6a8885a308d3ULL, 0x13198a2e03707344ULL,
+                   0xa4093822299f31d0ULL, 0x082efa98ec4e6c89ULL};
+  const unsigned char *p = data;
+  size_t i = 0;
+  for (; i + 32 <= len; i += 32)
+    for (int k = 0; k < 4; k++) {
+      uint64_t w;
+      memcpy(&w, p + i + 8 * k, 8);
+      h[k] = rotl((h[k] ^ w) * kMul, 29);
+    }
+  uint64_t tail[4] = {0};
+  memcpy(tail, p + i, len - i);
+  for (int k = 0; k < 4; k++) h[k] = rotl((h[k] ^ tail[k]) * kMul, 29);
+  uint64_t r = (uint64_t)len * kMul;
+  for (int k = 0; k < 4; k++) r = mix(r ^ h[k]) + (uint64_t)k;
+  return r;
+}
+
+/* ---- shared by the workers ---------------------------------------------------- */
+
+typedef struct shared {
+  const char *const *paths;
+  size_t n;
+  const etch__load_opts *o;
+  atomic_size_t next;
+  pthread_mutex_t mu;
+  uint64_t *ids; /* ids of the files taken so far (a file twice) */
+  size_t nids;
+  etch__load_totals tot;
+  uint64_t rows_sent; /* all files, as batches go out */
+  uint64_t t0, last_progress;
+  bool progress_shown;
+} shared;
+
+static void progress_locked(shared *sh, bool force) {
+  if (!sh->o->progress) return;
+  uint64_t now = etch__monotonic_ns();
+  if (!force && now - sh->last_progress < 200000000) return;
+  sh->last_progress = now;
+  double s = (double)(now - sh->t0) / 1e9;
+  size_t done = sh->tot.loaded + sh->tot.present + sh->tot.failed;
+  fprintf(stderr, "\retch: load: %zu/%zu files, %.1f M rows sent, %.1f s\033[K",
+          done, sh->n, (double)sh->rows_sent / 1e6, s);
+  fflush(stderr);
+  sh->progress_shown = true;
+}
+
+static void clear_progress_locked(shared *sh) {
+  if (!sh->progress_shown) return;
+  fputs("\r\033[K", stderr);
+  sh->progress_shown = false;
+}
+
+/* "etch: load: PATH: message" on stderr. */
+static void report(shared *sh, const char *path, const char *fmt, ...)
+    ETCH_PRINTF(3, 4);
+static void report(shared *sh, const char *path, const char *fmt, ...) {
+  pthread_mutex_lock(&sh->mu);
+  clear_progress_locked(sh);
+  fprintf(stderr, "etch: load: %s: ", path);
+  va_list ap;
+  va_start(ap, fmt);
+  vfprintf(stderr, fmt, ap);
+  va_end(ap);
+  fputc('\n', stderr);
+  pthread_mutex_unlock(&sh->mu);
+}
+
+/* ---- RowBinary buffers ------------------------------------------------------------ */
+
+typedef struct rbuf {
+  unsigned char *data;
+  size_t len, cap;
+  uint64_t rows;
+} rbuf;
+
+static bool rb_reserve(rbuf *b, size_t n) {
+  if (b->cap - b->len >= n) return true;
+  size_t cap = b->cap ? b->cap : 1 << 16;
+  while (cap - b->len < n) cap *= 2;
+  unsigned char *d = etch__realloc(b->data, cap);
+  if (!d) return false;
+  b->data = d;
+  b->cap = cap;
+  return true;
+}
+
+/* Only after rb_reserve. */
+static inline void rb_u64(rbuf *b, uint64_t v) {
+  memcpy(b->data + b->len, &v, 8); /* little-endian, as RowBinary */
+  b->len += 8;
+}
+static inline void rb_u8(rbuf *b, unsigned v) { b->data[b->len++] = (unsigned char)v; }
+static inline void rb_varint(rbuf *b, uint64_t v) {
+  while (v >= 0x80) {
+    b->data[b->len++] = (unsigned char)(v | 0x80);
+    v >>= 7;
+  }
+  b->data[b->len++] = (unsigned char)v;
+}
+static bool rb_str(rbuf *b, const char *s, size_t n) {
+  if (!rb_reserve(b, n + 10)) return false;
+  rb_varint(b, n);
+  memcpy(b->data + b->len, s, n);
+  b->len += n;
+  return true;
+}
+
+/* ---- one trace ------------------------------------------------------------------- */
+
+typedef struct worker {
+  shared *sh;
+  etch__ch *ch;
+  const char *db;
+  size_t batch;
+  /* The trace being loaded. */
+  const char *path;
+  uint64_t trace_id;
+  rbuf buf[kTables];
+  const etch__ch_table *tab[kTables];
+  bool checked[kTables];
+  bool sent_any;
+  uint64_t rows;
+} worker;
+
+static int table_index(const char *name) {
+  const etch__ch_table *t;
+  for (size_t i = 0; (t = etch__ch_table_at(i)) && i < kTables; i++)
+    if (!strcmp(t->name, name)) return (int)i;
+  return -1;
+}
+
+static int send_table(worker *w, size_t ti) {
+  rbuf *b = &w->buf[ti];
+  if (!b->len) return ETCH_OK;
+  const etch__ch_table *t = etch__ch_table_at(ti);
+  char sql[1024];
+  size_t k = (size_t)snprintf(sql, sizeof sql, "INSERT INTO %s.%s (trace_id",
+                              w->db, t->name);
+  for (size_t c = 0; c < t->ncols && k < sizeof sql; c++)
+    k += (size_t)snprintf(sql + k, sizeof sql - k, ", %s", t->col[c].name);
+  if (k < sizeof sql) snprintf(sql + k, sizeof sql - k, ") FORMAT RowBinary");
+  int rc = etch__ch_exec(w->ch, sql, b->data, b->len, NULL, 0);
+  if (!rc) {
+    w->sent_any = true;
+    pthread_mutex_lock(&w->sh->mu);
+    w->sh->rows_sent += b->rows;
+    progress_locked(w->sh, false);
+    pthread_mutex_unlock(&w->sh->mu);
+  }
+  b->len = 0;
+  b->rows = 0;
+  return rc;
+}
+
+/* The sink: a chunk of the importer's rows, appended as RowBinary. */
+static int on_chunk(void *ctx, const char *table, duckdb_data_chunk chunk,
+                    idx_t n) {
+  worker *w = ctx;
+  int ti = table_index(table);
+  if (ti < 0) return etch__error(ETCH_ESTATE, "load: no table %s", table);
+  const etch__ch_table *t = etch__ch_table_at((size_t)ti);
+  rbuf *b = &w->buf[ti];
+  idx_t ncols = t->ncols;
+  const void *data[kChMaxCols];
+  const uint64_t *valid[kChMaxCols];
+  for (idx_t c = 0; c < ncols; c++) {
+    duckdb_vector v = duckdb_data_chunk_get_vector(chunk, c);
+    if (!v) return etch__error(ETCH_ESTATE, "load: %s: columns differ", table);
+    data[c] = duckdb_vector_get_data(v);
+    valid[c] = duckdb_vector_get_validity(v);
+  }
+  for (idx_t r = 0; r < n; r++) {
+    if (!rb_reserve(b, 8 + ncols * 9 + 16))
+      return etch__error(ETCH_ENOMEM, "load: out of memory");
+    rb_u64(b, w->trace_id);
+    for (idx_t c = 0; c < ncols; c++) {
+      const etch__ch_col *col = &t->col[c];
+      bool ok = !valid[c] || (valid[c][r / 64] >> (r % 64) & 1);
+      if (col->nullable) {
+        rb_u8(b, ok ? 0 : 1);
+        if (!ok) continue;
+      } else if (!ok) {
+        return etch__error(ETCH_ESTATE, "load: %s.%s: NULL in a NOT NULL column",
+                           table, col->name);
+      }
+      switch (col->kind) {
+        case ETCH__COL_I64:
+        case ETCH__COL_F64:
+          rb_u64(b, ((const uint64_t *)data[c])[r]);
+          break;
+        case ETCH__COL_STR: {
+          const duckdb_string_t *s = &((const duckdb_string_t *)data[c])[r];
+          uint32_t len = s->value.inlined.length;
+          const char *p =
+              len <= 12 ? s->value.inlined.inlined : s->value.pointer.ptr;
+          if (!rb_str(b, p, len))
+            return etch__error(ETCH_ENOMEM, "load: out of memory");
+          if (!rb_reserve(b, (ncols - c) * 9 + 16))
+            return etch__error(ETCH_ENOMEM, "load: out of memory");
+          break;
+        }
+      }
+    }
+  }
+  b->rows += n;
+  w->rows += n;
+  return b->len >= w->batch ? send_table(w, (size_t)ti) : ETCH_OK;
+}
+
+/* Deletes every row of the trace (a load that failed half-way). */
+static int delete_trace(worker *w) {
+  const etch__ch_table *t;
+  int rc = ETCH_OK;
+  char sql[256];
+  for (size_t i = 0; (t = etch__ch_table_at(i)) && !rc; i++) {
+    snprintf(sql, sizeof sql,
+             "ALTER TABLE %s.%s DELETE WHERE trace_id = %" PRIu64, w->db,
+             t->name, w->trace_id);
+    rc = etch__ch_exec(w->ch, sql, NULL, 0, NULL, 0);
+  }
+  return rc;
+}
+
+static int on_reset(void *ctx) {
+  worker *w = ctx;
+  for (size_t i = 0; i < kTables; i++) w->buf[i].len = w->buf[i].rows = 0;
+  w->rows = 0;
+  if (!w->sent_any) return ETCH_OK;
+  w->sent_any = false;
+  return delete_trace(w);
+}
+
+/* Rows of the trace already in some table (a load that failed). */
+static int leftovers(worker *w, uint64_t *out) {
+  char sql[4096];
+  size_t k = (size_t)snprintf(sql, sizeof sql, "SELECT sum(c) FROM (");
+  const etch__ch_table *t;
+  for (size_t i = 0; (t = etch__ch_table_at(i)); i++)
+    k += (size_t)snprintf(sql + k, sizeof sql - k,
+                          "%sSELECT count() AS c FROM %s.%s WHERE trace_id = %" PRIu64,
+                          i ? " UNION ALL " : "", w->db, t->name, w->trace_id);
+  snprintf(sql + k, sizeof sql - k, ")");
+  return etch__ch_count(w->ch, sql, out);
+}
+
+static int send_trace_row(worker *w, const etch__import_result *res,
+                          uint64_t size) {
+  rbuf b = {0};
+  const char *base = strrchr(w->path, '/');
+  base = base ? base + 1 : w->path;
+  const char *host = w->sh->o->host;
+  bool ok = rb_reserve(&b, 64) && (rb_u64(&b, w->trace_id), true) &&
+            rb_str(&b, base, strlen(base)) && rb_reserve(&b, 8);
+  if (ok && host) {
+    rb_u8(&b, 0);
+    ok = rb_str(&b, host, strlen(host));
+  } else if (ok) {
+    rb_u8(&b, 1);
+  }
+  ok = ok && rb_reserve(&b, 64);
+  if (ok) {
+    rb_u8(&b, 1); /* machine: not in etch's traces yet */
+    bool bounds = res->first <= res->last;
+    rb_u8(&b, bounds ? 0 : 1);
+    if (bounds) rb_u64(&b, (uint64_t)res->first);
+    rb_u8(&b, bounds ? 0 : 1);
+    if (bounds) rb_u64(&b, (uint64_t)etch__sat_sub(res->last, res->first));
+    ok = rb_str(&b, ETCH_VERSION_STRING, strlen(ETCH_VERSION_STRING)) &&
+         rb_reserve(&b, 32);
+  }
+  if (!ok) {
+    free(b.data);
+    return etch__error(ETCH_ENOMEM, "load: out of memory");
+  }
+  rb_u64(&b, size);
+  rb_u64(&b, res->counts.events);
+  uint32_t now = (uint32_t)time(NULL);
+  memcpy(b.data + b.len, &now, 4);
+  b.len += 4;
+  char sql[512];
+  snprintf(sql, sizeof sql,
+           "INSERT INTO %s.trace (trace_id, file_name, host, machine, start_ts,"
+           " dur, etch_version, size_bytes, events, loaded_at) FORMAT RowBinary",
+           w->db);
+  int rc = etch__ch_exec(w->ch, sql, b.data, b.len, NULL, 0);
+  free(b.data);
+  return rc;
+}
+
+/* The id of the file at `path` (read whole: mapped). */
+static int file_id(const char *path, uint64_t *id, uint64_t *size) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return etch__error(ETCH_EIO, "%s", strerror(errno));
+  struct stat sb;
+  int rc = ETCH_OK;
+  if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+    rc = etch__error(ETCH_EIO, "not a regular file");
+  } else if (sb.st_size == 0) {
+    rc = etch__error(ETCH_EFORMAT, "empty file");
+  } else {
+    void *m = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (m == MAP_FAILED) {
+      rc = etch__error(ETCH_EIO, "%s", strerror(errno));
+    } else {
+      madvise(m, (size_t)sb.st_size, MADV_SEQUENTIAL);
+      *id = etch__fleet_trace_id(m, (size_t)sb.st_size);
+      *size = (uint64_t)sb.st_size;
+      munmap(m, (size_t)sb.st_size);
+    }
+  }
+  close(fd);
+  return rc;
+}
+
+typedef enum outcome { LOADED, PRESENT, FAILED } outcome;
+
+static outcome load_one(worker *w, const char *path, uint64_t *events) {
+  shared *sh = w->sh;
+  w->path = path;
+  w->sent_any = false;
+  w->rows = 0;
+  uint64_t size = 0;
+  int rc = file_id(path, &w->trace_id, &size);
+  if (rc) {
+    report(sh, path, "%s", etch_last_error());
+    return FAILED;
+  }
+  /* The same content twice among the files: loaded once. */
+  pthread_mutex_lock(&sh->mu);
+  bool twice = false;
+  for (size_t i = 0; i < sh->nids && !twice; i++)
+    twice = sh->ids[i] == w->trace_id;
+  if (!twice) sh->ids[sh->nids++] = w->trace_id;
+  pthread_mutex_unlock(&sh->mu);
+  if (twice) return PRESENT;
+  char sql[256];
+  snprintf(sql, sizeof sql,
+           "SELECT count() FROM %s.trace WHERE trace_id = %" PRIu64, w->db,
+           w->trace_id);
+  uint64_t n = 0, left = 0;
+  rc = etch__ch_count(w->ch, sql, &n);
+  if (!rc && n) return PRESENT;
+  if (!rc) rc = leftovers(w, &left);
+  if (!rc && left) rc = delete_trace(w);
+  if (rc) {
+    report(sh, path, "%s", etch_last_error());
+    return FAILED;
+  }
+  etch__row_sink sink = {.chunk = on_chunk, .reset = on_reset, .ctx = w};
+  etch__import_opts io = {.all_args = true,
+                          .allow_truncated = sh->o->allow_truncated};
+  etch__import_result res;
+  rc = etch__query_import_sink(path, NULL, 0, &sink, &io, &res);
+  for (size_t i = 0; i < kTables && !rc; i++) rc = send_table(w, i);
+  if (!rc) rc = send_trace_row(w, &res, size);
+  if (rc) {
+    report(sh, path, "%s", etch_last_error());
+    if (w->sent_any && delete_trace(w) != ETCH_OK)
+      report(sh, path, "its rows stay until the next load of it: %s",
+             etch_last_error());
+    for (size_t i = 0; i < kTables; i++) w->buf[i].len = w->buf[i].rows = 0;
+    return FAILED;
+  }
+  *events = res.counts.events;
+  return LOADED;
+}
+
+static void *worker_main(void *arg) {
+  worker *w = arg;
+  shared *sh = w->sh;
+  for (;;) {
+    size_t i = atomic_fetch_add(&sh->next, 1);
+    if (i >= sh->n) break;
+    uint64_t events = 0;
+    outcome oc = load_one(w, sh->paths[i], &events);
+    pthread_mutex_lock(&sh->mu);
+    if (oc == LOADED) {
+      sh->tot.loaded++;
+      sh->tot.events += events;
+      sh->tot.rows += w->rows;
+    } else if (oc == PRESENT) {
+      sh->tot.present++;
+    } else {
+      sh->tot.failed++;
+    }
+    progress_locked(sh, true);
+    pthread_mutex_unlock(&sh->mu);
+  }
+  return NULL;
+}
+
+int etch__fleet_load(const char *const *paths, size_t n,
+                     const etch__load_opts *o, etch__load_totals *tot) {
+  memset(tot, 0, sizeof *tot);
+  const char *db = o->database ? o->database : "etch";
+  if (!etch__ch_ident_ok(db))
+    return etch__error(ETCH_EINVAL, "%s: not a database name", db);
+  int rc = etch__ch_global_init();
+  if (rc) return rc;
+  /* The tables first, on one connection. */
+  etch__ch *ch;
+  rc = etch__ch_open(&ch, o->url, NULL);
+  if (!rc) rc = etch__ch_schema_create(ch, db);
+  etch__ch_close(ch);
+  if (rc) return rc;
+  shared sh = {.paths = paths, .n = n, .o = o};
+  pthread_mutex_init(&sh.mu, NULL);
+  sh.ids = etch__calloc(n ? n : 1, sizeof *sh.ids);
+  int jobs = o->jobs < 1 ? 1 : o->jobs;
+  if ((size_t)jobs > n) jobs = n ? (int)n : 1;
+  worker *ws = etch__calloc((size_t)jobs, sizeof *ws);
+  pthread_t *th = etch__calloc((size_t)jobs, sizeof *th);
+  if (!sh.ids || !ws || !th) {
+    free(sh.ids);
+    free(ws);
+    free(th);
+    return etch__error(ETCH_ENOMEM, "out of memory");
+  }
+  sh.t0 = sh.last_progress = etch__monotonic_ns();
+  int started = 0;
+  for (int j = 0; j < jobs && !rc; j++) {
+    ws[j].sh = &sh;
+    ws[j].db = db;
+    ws[j].batch = o->batch_bytes ? o->batch_bytes : kDefaultBatch;
+    rc = etch__ch_open(&ws[j].ch, o->url, NULL);
+    /* Through a Distributed table: the insert returns when every shard
+     * has its rows, so an error is this load's, not a later one. */
+    if (!rc) rc = etch__ch_setting(ws[j].ch, "insert_distributed_sync", "1");
+    if (!rc && pthread_create(&th[j], NULL, worker_main, &ws[j]) != 0)
+      rc = etch__error(ETCH_EIO, "cannot start a thread");
+    if (!rc) started++;
+  }
+  if (rc) atomic_store(&sh.next, n); /* the started ones stop */
+  for (int j = 0; j < started; j++) pthread_join(th[j], NULL);
+  for (int j = 0; j < jobs; j++) {
+    etch__ch_close(ws[j].ch);
+    for (size_t i = 0; i < kTables; i++) free(ws[j].buf[i].data);
+  }
+  pthread_mutex_lock(&sh.mu);
+  clear_progress_locked(&sh);
+  pthread_mutex_unlock(&sh.mu);
+  *tot = sh.tot;
+  tot->seconds = (double)(etch__monotonic_ns() - sh.t0) / 1e9;
+  free(ws);
+  free(th);
+  free(sh.ids);
+  pthread_mutex_destroy(&sh.mu);
+  if (rc) return rc;
+  if (tot->failed)
+    return etch__error(ETCH_EIO, "%zu of %zu traces did not load", tot->failed,
+                       n);
+  return ETCH_OK;
+}
