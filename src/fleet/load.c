@@ -115,11 +115,18 @@ static void report(shared *sh, const char *path, const char *fmt, ...)
 static void report(shared *sh, const char *path, const char *fmt, ...) {
   pthread_mutex_lock(&sh->mu);
   clear_progress_locked(sh);
-  fprintf(stderr, "etch: load: %s: ", path);
+  char msg[2048];
   va_list ap;
   va_start(ap, fmt);
-  vfprintf(stderr, fmt, ap);
+  vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
+  /* The reader's messages name the file already. */
+  size_t n = strlen(path);
+  if (strncmp(msg, path, n) != 0 || msg[n] != ':')
+    fprintf(stderr, "etch: load: %s: ", path);
+  else
+    fprintf(stderr, "etch: load: ");
+  fputs(msg, stderr);
   fputc('\n', stderr);
   pthread_mutex_unlock(&sh->mu);
 }
