@@ -14,6 +14,8 @@ packages=(
   pkg-config
   zlib1g-dev          # deflate-compressed packets (libetch, reader)
   libzstd-dev         # zstd-compressed packets (reader)
+  libcurl4-openssl-dev  # etch load, etch query --clickhouse (HTTP to ClickHouse)
+  clickhouse-server   # the ClickHouse tests (tests/fleet) start their own servers
   protobuf-compiler   # protoc --decode_raw checks every trace the tests write
   liblttng-ust-dev    # benchmarks against LTTng-UST
   clang               # fuzz targets, second compiler

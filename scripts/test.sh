@@ -10,7 +10,10 @@
 #   scripts/test.sh --quick    the normal build only (about a minute)
 #
 # Stages:
-#   normal      RelWithDebInfo build, every test (ctest)
+#   normal      RelWithDebInfo build, every test (ctest); the ClickHouse
+#               tests (tests/fleet, label clickhouse) start their own
+#               servers on loopback, and are skipped, saying so, when
+#               clickhouse-server is not installed (setup.sh installs it)
 #   protobuf    every .pftrace the tests wrote (into $ETCH_TEST_OUT) must
 #               decode with protoc --decode_raw
 #   demo        scripts/demo.sh (the README's first command) works

@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "cli.h"
-#if ETCH_HAVE_FLEET
+#ifdef ETCH_HAVE_FLEET
 #include "fleet/fleet.h"
 #endif
 
@@ -35,7 +35,7 @@ static int cmd_load(int argc, char **argv) {
   opts o;
   int rc = 0;
   if (!cli_parse(cmd, argc, argv, &la, &o, &rc)) return rc;
-#if !ETCH_HAVE_FLEET
+#ifndef ETCH_HAVE_FLEET
   (void)la;
   rc = runtime_error("this etch was built without libcurl: no etch load "
                      "(install libcurl's development files and rebuild)");

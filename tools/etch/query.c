@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "cli.h"
-#if ETCH_HAVE_FLEET
+#ifdef ETCH_HAVE_FLEET
 #include "fleet/fleet.h"
 #endif
 
@@ -74,7 +74,7 @@ static int load_several(const char *const *paths, size_t n, bool no_cache,
  * the database etch load fills. */
 static int query_clickhouse(const command *cmd, const query_args *qa,
                             const opts *o, etch__out_mode mode) {
-#if !ETCH_HAVE_FLEET
+#ifndef ETCH_HAVE_FLEET
   (void)cmd, (void)qa, (void)o, (void)mode;
   return runtime_error("this etch was built without libcurl: no --clickhouse "
                        "(install libcurl's development files and rebuild)");
