@@ -185,7 +185,7 @@ typedef struct worker {
   const etch__ch_table *tab[kTables];
   bool checked[kTables];
   bool sent_any;
-  uint64_t rows;
+  uint64_t rows, size;
 } worker;
 
 static int table_index(const char *name) {
@@ -387,6 +387,7 @@ static outcome load_one(worker *w, const char *path, uint64_t *events) {
   w->rows = 0;
   uint64_t size = 0;
   int rc = file_id(path, &w->trace_id, &size);
+  w->size = size;
   if (rc) {
     report(sh, path, "%s", etch_last_error());
     return FAILED;
@@ -407,9 +408,16 @@ static outcome load_one(worker *w, const char *path, uint64_t *events) {
   rc = etch__ch_count(w->ch, sql, &n);
   if (!rc && n) return PRESENT;
   if (!rc) rc = leftovers(w, &left);
-  if (!rc && left) rc = delete_trace(w);
   if (rc) {
     report(sh, path, "%s", etch_last_error());
+    return FAILED;
+  }
+  if (left && delete_trace(w) != ETCH_OK) {
+    report(sh, path,
+           "%" PRIu64 " rows of a load of it that stopped half-way cannot be "
+           "deleted: %s (through a Distributed table: on each shard, ALTER "
+           "TABLE %s.<table>_local DELETE WHERE trace_id = %" PRIu64 ")",
+           left, etch_last_error(), w->db, w->trace_id);
     return FAILED;
   }
   etch__row_sink sink = {.chunk = on_chunk, .reset = on_reset, .ctx = w};
@@ -444,6 +452,7 @@ static void *worker_main(void *arg) {
       sh->tot.loaded++;
       sh->tot.events += events;
       sh->tot.rows += w->rows;
+      sh->tot.bytes += w->size;
     } else if (oc == PRESENT) {
       sh->tot.present++;
     } else {
