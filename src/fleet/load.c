@@ -229,12 +229,28 @@ static int on_chunk(void *ctx, const char *table, duckdb_data_chunk chunk,
   idx_t ncols = t->ncols;
   const void *data[kChMaxCols];
   const uint64_t *valid[kChMaxCols];
+  /* The importer's columns are the schema's (both come from the query
+   * part): checked once per table, as reading a cell of one type as
+   * another would be no error but garbage. */
+  if (!w->checked[ti] && duckdb_data_chunk_get_column_count(chunk) != ncols)
+    return etch__error(ETCH_ESTATE, "load: %s: columns differ", table);
   for (idx_t c = 0; c < ncols; c++) {
     duckdb_vector v = duckdb_data_chunk_get_vector(chunk, c);
     if (!v) return etch__error(ETCH_ESTATE, "load: %s: columns differ", table);
+    if (!w->checked[ti]) {
+      static const duckdb_type kType[] = {DUCKDB_TYPE_BIGINT, DUCKDB_TYPE_DOUBLE,
+                                          DUCKDB_TYPE_VARCHAR};
+      duckdb_logical_type lt = duckdb_vector_get_column_type(v);
+      duckdb_type id = duckdb_get_type_id(lt);
+      duckdb_destroy_logical_type(&lt);
+      if (id != kType[t->col[c].kind])
+        return etch__error(ETCH_ESTATE, "load: %s.%s: types differ", table,
+                           t->col[c].name);
+    }
     data[c] = duckdb_vector_get_data(v);
     valid[c] = duckdb_vector_get_validity(v);
   }
+  w->checked[ti] = true;
   for (idx_t r = 0; r < n; r++) {
     if (!rb_reserve(b, 8 + ncols * 9 + 16))
       return etch__error(ETCH_ENOMEM, "load: out of memory");

@@ -139,6 +139,10 @@ void duckdb_data_chunk_reset(duckdb_data_chunk chunk);
 void duckdb_data_chunk_set_size(duckdb_data_chunk chunk, idx_t size);
 duckdb_vector duckdb_data_chunk_get_vector(duckdb_data_chunk chunk,
                                            idx_t col);
+idx_t duckdb_data_chunk_get_column_count(duckdb_data_chunk chunk);
+/* The type of a vector's column (duckdb_destroy_logical_type it). */
+duckdb_logical_type duckdb_vector_get_column_type(duckdb_vector v);
+duckdb_type duckdb_get_type_id(duckdb_logical_type type);
 /* The rows a data chunk holds at most (2048 in DuckDB's builds). */
 idx_t duckdb_vector_size(void);
 void *duckdb_vector_get_data(duckdb_vector v);
