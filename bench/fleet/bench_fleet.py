@@ -125,6 +125,15 @@ def main():
         slices = int(srv.sql("select count() from etch.slice"))
         print("%d traces, %d slices loaded in %.1f s (%.2f M events/s)"
               % (a.traces, slices, s, a.events * (a.traces - a.files) / s / 1e6))
+        # Merges of the parts just written run in the background: the query
+        # is timed once they are over (waiting for that event).
+        end = time.monotonic() + 600
+        while (time.monotonic() < end and
+               srv.sql("select count() from system.merges").strip() != "0"):
+            time.sleep(0.5)
+        parts = srv.sql("select count() from system.parts where database ="
+                        " 'etch' and table = 'slice' and active").strip()
+        print("slice: %s parts after the merges" % parts)
         q = ("select trace_id, quantiles(0.5, 0.99)(dur) from slice"
              " where name = 'function_29' group by trace_id")
         times = []

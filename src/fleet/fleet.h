@@ -73,7 +73,8 @@ typedef struct etch__ch_col {
   char name[32];
   char type[32];
   bool nullable;
-  etch__col kind; /* what the importer's writer gives for it */
+  bool null_empty; /* not Nullable, as it is in the sorting key: NULL is '' */
+  etch__col kind;  /* what the importer's writer gives for it */
 } etch__ch_col;
 
 enum { kChMaxCols = 16 };

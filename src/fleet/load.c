@@ -261,6 +261,9 @@ static int on_chunk(void *ctx, const char *table, duckdb_data_chunk chunk,
       if (col->nullable) {
         rb_u8(b, ok ? 0 : 1);
         if (!ok) continue;
+      } else if (!ok && col->null_empty) {
+        rb_u8(b, 0); /* '' */
+        continue;
       } else if (!ok) {
         return etch__error(ETCH_ESTATE, "load: %s.%s: NULL in a NOT NULL column",
                            table, col->name);

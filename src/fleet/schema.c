@@ -12,7 +12,11 @@
  * Only what ClickHouse 18.16 (Debian 12's) already had: MergeTree with
  * ORDER BY, Nullable, Distributed; no LowCardinality, no codecs, no
  * EXCEPT in SELECT *. The sorting keys serve the common queries (one
- * trace, a time range) and hold no Nullable column (18.16 refuses those).
+ * trace; in slice, one name of a trace: a fleet's questions are about a
+ * slice name, and the key lets a query read that name's rows only) and
+ * hold no Nullable column (18.16 refuses those): slice.name is a String,
+ * '' for a slice without a name, the one departure from the query part's
+ * columns.
  */
 #define _GNU_SOURCE
 #include <ctype.h>
@@ -32,7 +36,7 @@ static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 static const struct {
   const char *table, *order_by;
 } kOrder[] = {
-    {"slice", "trace_id, ts"},        {"counter", "trace_id, track_id, ts"},
+    {"slice", "trace_id, name, ts"},  {"counter", "trace_id, track_id, ts"},
     {"args", "trace_id, arg_set_id"}, {"flow", "trace_id, slice_out"},
 };
 
@@ -66,6 +70,12 @@ static void parse_table(const char *text, size_t name_len) {
     size_t rest = strcspn(p, ",)");
     c->nullable = !memmem(p, rest, "NOT NULL", 8);
     p += rest;
+    /* slice.name is in slice's sorting key, which cannot hold a Nullable
+     * column in 18.16: a String, '' for a slice without a name. */
+    if (!strcmp(t->name, "slice") && !strcmp(c->name, "name")) {
+      c->nullable = false;
+      c->null_empty = true;
+    }
     snprintf(c->type, sizeof c->type, c->nullable ? "Nullable(%s)" : "%s",
              base);
     t->ncols++;
