@@ -22,6 +22,7 @@ directory in DIR (default: a temporary one) and is stopped at the end.
 """
 import argparse
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -48,6 +49,18 @@ def variant(base, path, k):
     pkt = b"\x50" + tail
     with open(path, "wb") as f:
         f.write(data + b"\x0a" + bytes([len(pkt)]) + pkt)
+
+
+def cpu_of(pid):
+    """CPU seconds (user + system) the process `pid` has used."""
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def children_cpu():
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
 
 
 def timed(cmds, parallel, env=None):
@@ -98,22 +111,27 @@ def main():
         cache = os.path.join(tmp, "cache")
         shutil.rmtree(cache, ignore_errors=True)
         env = dict(os.environ, ETCH_CACHE_DIR=cache)
+        c0 = children_cpu()
         s = timed([[a.etch, "query", f, sql] for f in files[:a.files]], par, env)
-        print("etch query (cache written), %d at once: %5.2f s, %5.2f M events/s"
-              % (par, s, events / s / 1e6))
+        print("etch query (cache written), %d at once: %5.2f s, %5.2f M events/s,"
+              " CPU %.2f s" % (par, s, events / s / 1e6, children_cpu() - c0))
+        c0 = children_cpu()
         s = timed([[a.etch, "query", "--no-cache", f, sql]
                    for f in files[:a.files]], par)
-        print("etch query --no-cache,      %d at once: %5.2f s, %5.2f M events/s"
-              % (par, s, events / s / 1e6))
+        print("etch query --no-cache,      %d at once: %5.2f s, %5.2f M events/s,"
+              " CPU %.2f s" % (par, s, events / s / 1e6, children_cpu() - c0))
     srv = clickhouse.Server(binary, os.path.join(tmp, "server"))
     try:
         srv.wait_ready()
         for j in (1, 2):
             srv.sql("DROP DATABASE IF EXISTS etch")
+            c0, s0 = children_cpu(), cpu_of(srv.proc.pid)
             s = timed([[a.etch, "load", "-q", "-j", str(j), "--clickhouse",
                         srv.url] + files[:a.files]], 1)
-            print("etch load -j %d:                   %5.2f s, %5.2f M events/s"
-                  % (j, s, events / s / 1e6))
+            print("etch load -j %d:                   %5.2f s, %5.2f M events/s,"
+                  " CPU %.2f s (etch) + %.2f s (server, merges after it not"
+                  " counted)" % (j, s, events / s / 1e6, children_cpu() - c0,
+                                 cpu_of(srv.proc.pid) - s0))
         disk = int(srv.sql("select sum(bytes_on_disk) from system.parts"
                            " where database = 'etch' and active"))
         print("server's disk: %.1f bytes/event (the trace file: %.1f)"

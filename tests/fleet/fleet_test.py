@@ -385,6 +385,14 @@ def cluster(args, binary, tmp):
               % (len(ids), len(traces)))
         for t in traces[:3]:
             compare_trace(etch, url, tables, t, ids[os.path.basename(t)])
+        # A join within each trace, through the Distributed tables: each
+        # shard joins its own rows (docs/fleet.md).
+        joined = etch.remote(url + "/?distributed_product_mode=local",
+                             "select count() from slice all inner join"
+                             " (select trace_id, file_name from trace)"
+                             " using trace_id")[0][0]
+        check(joined == total, "a join through Distributed: %d of %d"
+              % (joined, total))
         rc, out, err = etch.load(url, traces)
         check(rc == 0 and etch.remote(url, "select count(*) from slice")[0][0]
               == total, "a second load through Distributed: %s" % err)
