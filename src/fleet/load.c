@@ -34,6 +34,7 @@
 #include "base/base.h"
 #include "base/clock.h"
 #include "fleet/fleet.h"
+#include "pb/pb.h"
 
 enum { kTables = 16, kDefaultBatch = 32 << 20 };
 
@@ -186,6 +187,7 @@ typedef struct worker {
   bool checked[kTables];
   bool sent_any;
   uint64_t rows, size;
+  char machine[128]; /* "" when the trace does not say */
 } worker;
 
 static int table_index(const char *name) {
@@ -342,9 +344,14 @@ static int send_trace_row(worker *w, const etch__import_result *res,
   } else if (ok) {
     rb_u8(&b, 1);
   }
+  if (ok && w->machine[0]) {
+    rb_u8(&b, 0);
+    ok = rb_str(&b, w->machine, strlen(w->machine));
+  } else if (ok) {
+    rb_u8(&b, 1);
+  }
   ok = ok && rb_reserve(&b, 64);
   if (ok) {
-    rb_u8(&b, 1); /* machine: not in etch's traces yet */
     bool bounds = res->first <= res->last;
     rb_u8(&b, bounds ? 0 : 1);
     if (bounds) rb_u64(&b, (uint64_t)res->first);
@@ -372,8 +379,46 @@ static int send_trace_row(worker *w, const etch__import_result *res,
   return rc;
 }
 
-/* The id of the file at `path` (read whole: mapped). */
-static int file_id(const char *path, uint64_t *id, uint64_t *size) {
+/*
+ * The machine a trace says it was recorded on: Perfetto's SystemInfo
+ * packet (TracePacket field 45), its utsname (1), the machine (4: "x86_64",
+ * "aarch64"), as traced writes it near the start. Only the first packets
+ * are looked at; a malformed one ends the search (the import says what is
+ * wrong with it). NUL-terminated into `out`, empty when none.
+ */
+static void find_machine(const void *data, size_t len, char *out, size_t n) {
+  out[0] = '\0';
+  etch__pb_dec trace;
+  etch__pb_field pkt;
+  etch__pb_dec_init(&trace, data, len);
+  for (int k = 0; k < 1024 && etch__pb_next(&trace, &pkt); k++) {
+    if (pkt.id != 1 || pkt.wt != 2) return;
+    etch__pb_dec pd, sd, ud;
+    etch__pb_field f, g, h;
+    etch__pb_dec_init(&pd, pkt.data, pkt.len);
+    while (etch__pb_next(&pd, &f)) {
+      if (f.id != 45 || f.wt != 2) continue;
+      etch__pb_dec_init(&sd, f.data, f.len);
+      while (etch__pb_next(&sd, &g)) {
+        if (g.id != 1 || g.wt != 2) continue;
+        etch__pb_dec_init(&ud, g.data, g.len);
+        while (etch__pb_next(&ud, &h)) {
+          if (h.id != 4 || h.wt != 2 || !h.len || h.len >= n) continue;
+          /* Text for a column: printable ASCII only. */
+          for (size_t i = 0; i < h.len; i++)
+            out[i] = h.data[i] >= 0x20 && h.data[i] < 0x7f ? (char)h.data[i]
+                                                           : '?';
+          out[h.len] = '\0';
+          return;
+        }
+      }
+    }
+  }
+}
+
+/* The id of the file at `path` (read whole: mapped), and its machine. */
+static int file_id(const char *path, uint64_t *id, uint64_t *size,
+                   char *machine, size_t nmachine) {
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) return etch__error(ETCH_EIO, "%s", strerror(errno));
   struct stat sb;
@@ -389,6 +434,7 @@ static int file_id(const char *path, uint64_t *id, uint64_t *size) {
     } else {
       madvise(m, (size_t)sb.st_size, MADV_SEQUENTIAL);
       *id = etch__fleet_trace_id(m, (size_t)sb.st_size);
+      find_machine(m, (size_t)sb.st_size, machine, nmachine);
       *size = (uint64_t)sb.st_size;
       munmap(m, (size_t)sb.st_size);
     }
@@ -405,7 +451,7 @@ static outcome load_one(worker *w, const char *path, uint64_t *events) {
   w->sent_any = false;
   w->rows = 0;
   uint64_t size = 0;
-  int rc = file_id(path, &w->trace_id, &size);
+  int rc = file_id(path, &w->trace_id, &size, w->machine, sizeof w->machine);
   w->size = size;
   if (rc) {
     report(sh, path, "%s", etch_last_error());

@@ -247,6 +247,15 @@ def single(args, binary, tmp):
     etch = Etch(args.etch, os.path.join(tmp, "cache"))
     tables = schema_tables(etch)
     traces = make_traces(args.recordee, args.basic, tmp, [3, 40, 700], "t")
+    # A trace that says its machine, as traced writes it: a SystemInfo
+    # packet (TracePacket 45) with a utsname (1): sysname (1), machine (4).
+    uts = b"\x0a\x05Linux\x22\x06x86_64"
+    info = b"\x0a" + bytes([len(uts)]) + uts
+    pkt = b"\xea\x02" + bytes([len(info)]) + info
+    sysinfo = os.path.join(tmp, "t-sysinfo.pftrace")
+    with open(traces[0], "rb") as f, open(sysinfo, "wb") as g:
+        g.write(b"\x0a" + bytes([len(pkt)]) + pkt + f.read())
+    traces.append(sysinfo)
     bad = os.path.join(tmp, "corrupt.pftrace")
     with open(traces[0], "rb") as f:
         data = f.read()
@@ -278,6 +287,10 @@ def single(args, binary, tmp):
                                  " from trace_bounds")[0]
             check(row[1] == os.path.getsize(path) and row[3:] == b,
                   "trace row of %s: %r (bounds %r)" % (row[0], row, b))
+        machines = dict(etch.remote(url, "select file_name, machine from trace"))
+        check(machines.get("t-sysinfo.pftrace") == "x86_64" and
+              sum(m is not None for m in machines.values()) == 1,
+              "machines: %r" % machines)
         # Across the traces: one query for all of them.
         total = sum(etch.local(t, "select count(*) from slice")[0][0]
                     for t in traces)
