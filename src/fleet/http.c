@@ -151,6 +151,18 @@ static void clean_message(char *s, size_t len) {
     if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f) s[i] = ' ';
 }
 
+/* `url` as errors show it: no user:password@, no parameters. */
+static void shown_url(const char *url, char *out, size_t n) {
+  const char *rest = strstr(url, "://");
+  rest = rest ? rest + 3 : url;
+  size_t scheme = (size_t)(rest - url);
+  size_t auth = strcspn(rest, "/?");
+  const char *at = memchr(rest, '@', auth);
+  const char *host = at ? at + 1 : rest;
+  snprintf(out, n, "%.*s%.*s", (int)scheme, url, (int)strcspn(host, "?"),
+           host);
+}
+
 int etch__ch_exec(etch__ch *ch, const char *sql, const void *body, size_t len,
                   etch__ch_buf *resp, size_t max_resp) {
   etch__ch_buf local = {0};
@@ -201,15 +213,16 @@ int etch__ch_exec(etch__ch *ch, const char *sql, const void *body, size_t len,
   curl_slist_free_all(hdr);
   long status = 0;
   curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
-  /* The URL without its parameters: they may hold a password. */
-  const char *host = ch->base;
-  size_t hlen = strcspn(host, "?");
+  /* The URL without its parameters and user info: they may hold a
+   * password. */
+  char host[256];
+  shown_url(ch->base, host, sizeof host);
   int rc = ETCH_OK;
   if (st.too_long) {
-    rc = etch__error(ETCH_ELIMIT, "%.*s: the answer is longer than %zu bytes",
-                     (int)hlen, host, st.max);
+    rc = etch__error(ETCH_ELIMIT, "%s: the answer is longer than %zu bytes",
+                     host, st.max);
   } else if (cc != CURLE_OK) {
-    rc = etch__error(ETCH_EIO, "%.*s: %s", (int)hlen, host,
+    rc = etch__error(ETCH_EIO, "%s: %s", host,
                      ch->errbuf[0] ? ch->errbuf : curl_easy_strerror(cc));
   } else if (status != 200) {
     if (b->data) clean_message(b->data, b->len);

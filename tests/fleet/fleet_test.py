@@ -329,10 +329,10 @@ def single(args, binary, tmp):
         check(rc == 1 and "nosuchcolumn" in err and out == "",
               "a bad query: exit %d, %r" % (rc, err))
         rc, out, err = run([etch.path, "load", "--clickhouse",
-                            "http://127.0.0.1:%d" % clickhouse.free_port(),
-                            traces[0]])
-        check(rc == 1 and "127.0.0.1" in err, "no server: exit %d, %r"
-              % (rc, err))
+                            "http://bob:secret@127.0.0.1:%d/?password=hush"
+                            % clickhouse.free_port(), traces[0]])
+        check(rc == 1 and "127.0.0.1" in err and "secret" not in err and
+              "hush" not in err, "no server: exit %d, %r" % (rc, err))
     finally:
         srv.stop()
     hostile(etch)
