@@ -88,8 +88,8 @@ static int cmd_load(int argc, char **argv) {
 
 static const cli_opt kLoadOpts[] = {
     {0, "--clickhouse", "URL",
-     "the server's HTTP interface (http://HOST:8123; user and password as\n"
-     "http://USER:PASSWORD@HOST:8123 or ?user=...&password=...)",
+     "the server's HTTP interface, http://HOST:8123 (a user and\n"
+     "password: http://USER:PASSWORD@HOST:8123)",
      CLI_STR(load_args, url)},
     {0, "--database", "NAME", "the database (default etch), created if missing",
      CLI_STR(load_args, database)},
@@ -101,12 +101,12 @@ static const cli_opt kLoadOpts[] = {
     {'q', "--quiet", NULL, "no progress and no summary on stderr",
      CLI_BOOL(load_args, quiet)},
     {0, "--print-schema", NULL,
-     "print the CREATE statements of the tables and do nothing else",
+     "print the tables' CREATE statements, load nothing",
      CLI_BOOL(load_args, schema)},
     {0, "--cluster", "NAME",
-     "with --print-schema: the tables of a sharded cluster NAME (its\n"
-     "remote_servers entry): <table>_local MergeTree on every shard and a\n"
-     "Distributed <table> over them",
+     "with --print-schema: the tables of the sharded cluster\n"
+     "NAME (remote_servers): <table>_local on every shard and\n"
+     "a Distributed <table> over them",
      CLI_STR(load_args, cluster)},
     CLI_STRICT("a trace cut short is an error, not a warning"),
     {0},

@@ -189,8 +189,8 @@ static const cli_opt kQueryOpts[] = {
      CLI_BOOL(query_args, no_cache)},
     CLI_STRICT("a trace cut short is an error, not a warning"),
     {0, "--clickhouse", "URL",
-     "run the SQL on a ClickHouse server instead, on the traces etch\n"
-     "load put there (the same tables plus trace_id, and `trace`)",
+     "run the SQL on a ClickHouse server instead, over the\n"
+     "traces etch load put there (docs/fleet.md)",
      CLI_STR(query_args, clickhouse)},
     {0, "--database", "NAME", "with --clickhouse: the database (default etch)",
      CLI_STR(query_args, database)},
@@ -220,6 +220,7 @@ const command cli_query = {
     .more =
         "Example:\n"
         "  etch query app.pftrace \"select name, count(*), sum(dur) from slice group by name\"\n"
-        "  etch query a.pftrace b.pftrace \"select trace, count(*) from slice group by trace\"\n",
+        "  etch query a.pftrace b.pftrace \"select trace, count(*) from slice group by trace\"\n"
+        "  etch query --clickhouse http://127.0.0.1:8123 \"select trace_id, count() from slice group by trace_id\"\n",
     .is_operand = sql_operand,
 };
