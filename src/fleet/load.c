@@ -4,9 +4,11 @@
  * Each trace goes through the query part's importer, the same rows in the
  * same order as `etch query` writes into DuckDB; a row sink (rows.h) takes
  * them a data chunk at a time and appends them, trace_id first, to one
- * RowBinary buffer per table. A buffer that reaches batch_bytes goes out
- * as one INSERT (ClickHouse then writes few, large parts); the rest at the
- * end of the trace. Workers load several files at once, each with its own
+ * RowBinary buffer per table. The buffers of a worker outlive a trace:
+ * when one reaches batch_bytes every buffer goes out, one INSERT per table
+ * (ClickHouse then writes few, large parts, whether the traces are large
+ * or many and small), then the `trace` rows of the traces read whole
+ * (flush_all). Workers load several files at once, each with its own
  * connection, and take the next file when done.
  *
  * A trace's id is a 64-bit hash of its bytes: the same file loaded twice,
@@ -174,18 +176,31 @@ static bool rb_str(rbuf *b, const char *s, size_t n) {
 
 /* ---- one trace ------------------------------------------------------------------- */
 
+/* A trace read whose rows wait in the buffers (or went out already) and
+ * whose `trace` row waits in trows. */
+typedef struct pending {
+  const char *path;
+  uint64_t id, events, rows, size;
+} pending;
+
 typedef struct worker {
   shared *sh;
   etch__ch *ch;
   const char *db;
   size_t batch;
-  /* The trace being loaded. */
+  /* The buffers of every table, for the rows of several traces. */
+  rbuf buf[kTables];
+  bool checked[kTables];
+  rbuf trows; /* the `trace` rows of the pending traces */
+  pending *pend;
+  size_t npend, cap_pend;
+  /* The trace being read: where its rows start in each buffer, and whether
+   * some of them went out already (a flush while it was read). */
   const char *path;
   uint64_t trace_id;
-  rbuf buf[kTables];
-  const etch__ch_table *tab[kTables];
-  bool checked[kTables];
-  bool sent_any;
+  size_t mark[kTables];
+  uint64_t mark_rows[kTables];
+  bool reading, cur_sent;
   uint64_t rows, size;
   char machine[128]; /* "" when the trace does not say */
 } worker;
@@ -209,7 +224,6 @@ static int send_table(worker *w, size_t ti) {
   if (k < sizeof sql) snprintf(sql + k, sizeof sql - k, ") FORMAT RowBinary");
   int rc = etch__ch_exec(w->ch, sql, b->data, b->len, NULL, 0);
   if (!rc) {
-    w->sent_any = true;
     pthread_mutex_lock(&w->sh->mu);
     w->sh->rows_sent += b->rows;
     progress_locked(w->sh, false);
@@ -217,6 +231,60 @@ static int send_table(worker *w, size_t ti) {
   }
   b->len = 0;
   b->rows = 0;
+  return rc;
+}
+
+static int delete_id(worker *w, uint64_t id);
+
+/*
+ * Sends every buffer, then the `trace` rows of the traces read whole: a
+ * trace is marked loaded only once all its rows are in. The pending traces
+ * are counted, as loaded or, when a send failed, as failed (reported, and
+ * their rows deleted as far as the server lets).
+ */
+static int flush_all(worker *w) {
+  int rc = ETCH_OK;
+  for (size_t i = 0; i < kTables && !rc; i++) rc = send_table(w, i);
+  if (!rc && w->trows.len) {
+    char sql[512];
+    snprintf(sql, sizeof sql,
+             "INSERT INTO %s.trace (trace_id, file_name, host, machine,"
+             " start_ts, dur, etch_version, size_bytes, events, loaded_at)"
+             " FORMAT RowBinary",
+             w->db);
+    rc = etch__ch_exec(w->ch, sql, w->trows.data, w->trows.len, NULL, 0);
+  }
+  char msg[1024] = "";
+  if (rc) snprintf(msg, sizeof msg, "%s", etch_last_error());
+  if (w->reading) w->cur_sent = true; /* some of its rows, perhaps */
+  for (size_t i = 0; i < kTables; i++) {
+    w->buf[i].len = w->buf[i].rows = 0;
+    w->mark[i] = 0;
+    w->mark_rows[i] = 0;
+  }
+  w->trows.len = 0;
+  shared *sh = w->sh;
+  pthread_mutex_lock(&sh->mu);
+  for (size_t k = 0; k < w->npend; k++) {
+    if (rc) {
+      sh->tot.failed++;
+      continue;
+    }
+    sh->tot.loaded++;
+    sh->tot.events += w->pend[k].events;
+    sh->tot.rows += w->pend[k].rows;
+    sh->tot.bytes += w->pend[k].size;
+  }
+  progress_locked(sh, true);
+  pthread_mutex_unlock(&sh->mu);
+  for (size_t k = 0; rc && k < w->npend; k++) {
+    report(sh, w->pend[k].path, "%s", msg);
+    if (delete_id(w, w->pend[k].id) != ETCH_OK)
+      report(sh, w->pend[k].path, "its rows stay until the next load of it: %s",
+             etch_last_error());
+  }
+  w->npend = 0;
+  if (rc) etch__error(rc, "%s", msg);
   return rc;
 }
 
@@ -291,29 +359,39 @@ static int on_chunk(void *ctx, const char *table, duckdb_data_chunk chunk,
   }
   b->rows += n;
   w->rows += n;
-  return b->len >= w->batch ? send_table(w, (size_t)ti) : ETCH_OK;
+  return b->len >= w->batch ? flush_all(w) : ETCH_OK;
 }
 
-/* Deletes every row of the trace (a load that failed half-way). */
-static int delete_trace(worker *w) {
+/* Deletes every row of the trace `id` (a load that failed half-way). */
+static int delete_id(worker *w, uint64_t id) {
   const etch__ch_table *t;
   int rc = ETCH_OK;
   char sql[256];
   for (size_t i = 0; (t = etch__ch_table_at(i)) && !rc; i++) {
     snprintf(sql, sizeof sql,
              "ALTER TABLE %s.%s DELETE WHERE trace_id = %" PRIu64, w->db,
-             t->name, w->trace_id);
+             t->name, id);
     rc = etch__ch_exec(w->ch, sql, NULL, 0, NULL, 0);
   }
   return rc;
 }
 
+static int delete_trace(worker *w) { return delete_id(w, w->trace_id); }
+
+/* Drops the rows of the trace being read that are still in the buffers. */
+static void drop_current(worker *w) {
+  for (size_t i = 0; i < kTables; i++) {
+    w->buf[i].len = w->mark[i];
+    w->buf[i].rows = w->mark_rows[i];
+  }
+  w->rows = 0;
+}
+
 static int on_reset(void *ctx) {
   worker *w = ctx;
-  for (size_t i = 0; i < kTables; i++) w->buf[i].len = w->buf[i].rows = 0;
-  w->rows = 0;
-  if (!w->sent_any) return ETCH_OK;
-  w->sent_any = false;
+  drop_current(w);
+  if (!w->cur_sent) return ETCH_OK;
+  w->cur_sent = false;
   return delete_trace(w);
 }
 
@@ -330,9 +408,11 @@ static int leftovers(worker *w, uint64_t *out) {
   return etch__ch_count(w->ch, sql, out);
 }
 
-static int send_trace_row(worker *w, const etch__import_result *res,
-                          uint64_t size) {
-  rbuf b = {0};
+/* The trace's row of `trace`, appended to trows. */
+static int add_trace_row(worker *w, const etch__import_result *res,
+                         uint64_t size) {
+  rbuf *bp = &w->trows;
+#define b (*bp)
   const char *base = strrchr(w->path, '/');
   base = base ? base + 1 : w->path;
   const char *host = w->sh->o->host;
@@ -360,23 +440,14 @@ static int send_trace_row(worker *w, const etch__import_result *res,
     ok = rb_str(&b, ETCH_VERSION_STRING, strlen(ETCH_VERSION_STRING)) &&
          rb_reserve(&b, 32);
   }
-  if (!ok) {
-    free(b.data);
-    return etch__error(ETCH_ENOMEM, "load: out of memory");
-  }
+  if (!ok) return etch__error(ETCH_ENOMEM, "load: out of memory");
   rb_u64(&b, size);
   rb_u64(&b, res->counts.events);
   uint32_t now = (uint32_t)time(NULL);
   memcpy(b.data + b.len, &now, 4);
   b.len += 4;
-  char sql[512];
-  snprintf(sql, sizeof sql,
-           "INSERT INTO %s.trace (trace_id, file_name, host, machine, start_ts,"
-           " dur, etch_version, size_bytes, events, loaded_at) FORMAT RowBinary",
-           w->db);
-  int rc = etch__ch_exec(w->ch, sql, b.data, b.len, NULL, 0);
-  free(b.data);
-  return rc;
+#undef b
+  return ETCH_OK;
 }
 
 /*
@@ -443,12 +514,24 @@ static int file_id(const char *path, uint64_t *id, uint64_t *size,
   return rc;
 }
 
-typedef enum outcome { LOADED, PRESENT, FAILED } outcome;
+static bool grow_pending(worker *w) {
+  size_t cap = w->cap_pend ? w->cap_pend * 2 : 64;
+  pending *p = etch__realloc(w->pend, cap * sizeof *p);
+  if (!p) return false;
+  w->pend = p;
+  w->cap_pend = cap;
+  return true;
+}
 
-static outcome load_one(worker *w, const char *path, uint64_t *events) {
+/* PENDING: read whole, counted when its rows go out (flush_all). */
+typedef enum outcome { PENDING, PRESENT, FAILED } outcome;
+
+enum { kMaxPending = 4096 };
+
+static outcome load_one(worker *w, const char *path) {
   shared *sh = w->sh;
   w->path = path;
-  w->sent_any = false;
+  w->cur_sent = false;
   w->rows = 0;
   uint64_t size = 0;
   int rc = file_id(path, &w->trace_id, &size, w->machine, sizeof w->machine);
@@ -485,23 +568,41 @@ static outcome load_one(worker *w, const char *path, uint64_t *events) {
            left, etch_last_error(), w->db, w->trace_id);
     return FAILED;
   }
+  if (w->npend == w->cap_pend &&
+      !grow_pending(w)) {
+    report(sh, path, "out of memory");
+    return FAILED;
+  }
+  for (size_t i = 0; i < kTables; i++) {
+    w->mark[i] = w->buf[i].len;
+    w->mark_rows[i] = w->buf[i].rows;
+  }
+  size_t trows_mark = w->trows.len;
   etch__row_sink sink = {.chunk = on_chunk, .reset = on_reset, .ctx = w};
   etch__import_opts io = {.all_args = true,
                           .allow_truncated = sh->o->allow_truncated};
   etch__import_result res;
+  w->reading = true;
   rc = etch__query_import_sink(path, NULL, 0, &sink, &io, &res);
-  for (size_t i = 0; i < kTables && !rc; i++) rc = send_table(w, i);
-  if (!rc) rc = send_trace_row(w, &res, size);
+  w->reading = false;
+  if (!rc) rc = add_trace_row(w, &res, size);
   if (rc) {
     report(sh, path, "%s", etch_last_error());
-    if (w->sent_any && delete_trace(w) != ETCH_OK)
+    drop_current(w);
+    if (w->trows.len > trows_mark) w->trows.len = trows_mark;
+    if (w->cur_sent && delete_trace(w) != ETCH_OK)
       report(sh, path, "its rows stay until the next load of it: %s",
              etch_last_error());
-    for (size_t i = 0; i < kTables; i++) w->buf[i].len = w->buf[i].rows = 0;
     return FAILED;
   }
-  *events = res.counts.events;
-  return LOADED;
+  w->pend[w->npend++] = (pending){.path = path,
+                                  .id = w->trace_id,
+                                  .events = res.counts.events,
+                                  .rows = w->rows,
+                                  .size = size};
+  /* Many small traces go out together, in few large inserts. */
+  if (w->npend == kMaxPending) flush_all(w);
+  return PENDING;
 }
 
 static void *worker_main(void *arg) {
@@ -510,22 +611,17 @@ static void *worker_main(void *arg) {
   for (;;) {
     size_t i = atomic_fetch_add(&sh->next, 1);
     if (i >= sh->n) break;
-    uint64_t events = 0;
-    outcome oc = load_one(w, sh->paths[i], &events);
+    outcome oc = load_one(w, sh->paths[i]);
+    if (oc == PENDING) continue;
     pthread_mutex_lock(&sh->mu);
-    if (oc == LOADED) {
-      sh->tot.loaded++;
-      sh->tot.events += events;
-      sh->tot.rows += w->rows;
-      sh->tot.bytes += w->size;
-    } else if (oc == PRESENT) {
+    if (oc == PRESENT)
       sh->tot.present++;
-    } else {
+    else
       sh->tot.failed++;
-    }
     progress_locked(sh, true);
     pthread_mutex_unlock(&sh->mu);
   }
+  flush_all(w);
   return NULL;
 }
 
@@ -575,6 +671,8 @@ int etch__fleet_load(const char *const *paths, size_t n,
   for (int j = 0; j < jobs; j++) {
     etch__ch_close(ws[j].ch);
     for (size_t i = 0; i < kTables; i++) free(ws[j].buf[i].data);
+    free(ws[j].trows.data);
+    free(ws[j].pend);
   }
   pthread_mutex_lock(&sh.mu);
   clear_progress_locked(&sh);

@@ -14,6 +14,8 @@ One server (default):
     exit status 1;
   - loading the same files again adds nothing (counts of every table kept),
     says so, exit status 0;
+  - twenty small traces loaded by one worker go in one insert per table,
+    each with its content;
   - a trace whose earlier load stopped half-way (its rows there but not its
     `trace` row) loads again with no duplicate rows;
   - etch query --clickhouse: the server's error text shown, exit 1; a
@@ -323,6 +325,23 @@ def single(args, binary, tmp):
               "after a half-way load: %r, not %r"
               % (counts(etch, url, tables), before))
         compare_trace(etch, url, tables, victim, vid)
+        # Many small traces: their rows go out together, one insert per
+        # table (a part each on the server, merged or not: level 0).
+        small = make_traces(args.recordee, None, tmp,
+                            list(range(1, 21)), "small")
+        block = int(srv.sql("select max(max_block_number) from system.parts"
+                            " where database = 'etch' and table = 'stats'"))
+        rc, out, err = etch.load(url, small, "-j", "1")
+        check(rc == 0, "small traces: exit %d: %s" % (rc, err))
+        inserts = int(srv.sql("select count() from system.parts where"
+                              " database = 'etch' and table = 'stats' and"
+                              " level = 0 and min_block_number > %d" % block))
+        check(inserts == 1, "20 small traces: %d inserts into stats" % inserts)
+        ids = trace_ids(etch, url)
+        check(all(os.path.basename(t) in ids for t in small),
+              "small traces without a trace row")
+        for t in (small[0], small[-1]):
+            compare_trace(etch, url, tables, t, ids[os.path.basename(t)])
         # Errors of etch query --clickhouse: the server's text, exit 1.
         rc, out, err = run([etch.path, "query", "--clickhouse", url,
                             "select nosuchcolumn from slice"])
