@@ -93,9 +93,9 @@ class Etch:
             raise RuntimeError("etch query %s: %s" % (trace, err))
         return parse_csv(out)
 
-    def remote(self, url, sql):
+    def remote(self, url, sql, db="etch"):
         rc, out, err = run([self.path, "query", "--csv", "--clickhouse", url,
-                            sql], self.env)
+                            "--database", db, sql], self.env)
         if rc != 0:
             raise RuntimeError("etch query --clickhouse: %s" % err)
         return parse_csv(out)
@@ -122,9 +122,9 @@ def schema_tables(etch):
     return tables
 
 
-def trace_ids(etch, url):
+def trace_ids(etch, url, db="etch"):
     return {r[1]: r[0] for r in etch.remote(
-        url, "select trace_id, file_name from trace")}
+        url, "select trace_id, file_name from trace", db)}
 
 
 # The same SQL locally and on the server ({w}: the trace's filter there).
@@ -143,7 +143,7 @@ AGGREGATES = [
 ]
 
 
-def compare_trace(etch, url, tables, trace, tid):
+def compare_trace(etch, url, tables, trace, tid, db="etch"):
     """Every table of `trace` on the server equals etch query's, row for
     row; and the aggregate SQL agrees."""
     base = os.path.basename(trace)
@@ -151,7 +151,7 @@ def compare_trace(etch, url, tables, trace, tid):
         sel = ", ".join(cols)
         loc = sorted(etch.local(trace, "select %s from %s" % (sel, t)), key=key)
         rem = sorted(etch.remote(url, "select %s from %s where trace_id = %d"
-                                 % (sel, t, tid)), key=key)
+                                 % (sel, t, tid), db), key=key)
         check(loc == rem, "%s: table %s differs (%d rows local, %d there)%s"
               % (base, t, len(loc), len(rem),
                  "" if len(loc) != len(rem) else
@@ -159,7 +159,7 @@ def compare_trace(etch, url, tables, trace, tid):
                      ((a, b) for a, b in zip(loc, rem) if a != b), (None, None))))
     for sql in AGGREGATES:
         loc = etch.local(trace, sql.format(w=""))
-        rem = etch.remote(url, sql.format(w=" where trace_id = %d" % tid))
+        rem = etch.remote(url, sql.format(w=" where trace_id = %d" % tid), db)
         check(loc == rem, "%s: %s: %r local, %r there" % (base, sql, loc, rem))
 
 
@@ -325,6 +325,15 @@ def single(args, binary, tmp):
               "after a half-way load: %r, not %r"
               % (counts(etch, url, tables), before))
         compare_trace(etch, url, tables, victim, vid)
+        # Batches of 4 KiB: traces cut across inserts and inserts across
+        # traces; the same rows.
+        rc, out, err = etch.load(url, traces, "--database", "batched",
+                                 "--batch", "4096", "-j", "2")
+        check(rc == 0, "--batch 4096: exit %d: %s" % (rc, err))
+        bids = trace_ids(etch, url, "batched")
+        for t in traces:
+            compare_trace(etch, url, tables, t, bids[os.path.basename(t)],
+                          "batched")
         # Many small traces: their rows go out together, one insert per
         # table (a part each on the server, merged or not: level 0).
         small = make_traces(args.recordee, None, tmp,

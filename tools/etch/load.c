@@ -4,6 +4,7 @@
  * The work is the fleet part's (src/fleet).
  */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +19,7 @@
 typedef struct load_args {
   const char *url, *database, *host, *cluster;
   int jobs;
+  size_t batch;
   bool schema, quiet;
 } load_args;
 
@@ -27,6 +29,19 @@ static int set_jobs(const command *cmd, const char *opt, const char *value,
   if (!rc && ((load_args *)args)->jobs > 64)
     rc = usage_error(cmd, "%s: at most 64", opt);
   return rc;
+}
+
+/* --batch BYTES: 4 KiB to 1 GiB. */
+static int set_batch(const command *cmd, const char *opt, const char *value,
+                     void *args) {
+  char *end;
+  errno = 0;
+  unsigned long long v = strtoull(value, &end, 10);
+  if (errno || end == value || *end || v < 4096 || v > (1ull << 30))
+    return usage_error(cmd, "%s: bytes from 4096 to 1073741824, not '%s'", opt,
+                       value);
+  ((load_args *)args)->batch = (size_t)v;
+  return 0;
 }
 
 static int cmd_load(int argc, char **argv) {
@@ -68,6 +83,7 @@ static int cmd_load(int argc, char **argv) {
         .jobs = la.jobs ? la.jobs : (int)(ncpu > 4 ? 4 : ncpu < 1 ? 1 : ncpu),
         .progress = !la.quiet && isatty(STDERR_FILENO),
         .allow_truncated = !g_strict,
+        .batch_bytes = la.batch,
     };
     etch__load_totals tot;
     int st = etch__fleet_load((const char *const *)o.operands,
@@ -98,6 +114,10 @@ static const cli_opt kLoadOpts[] = {
      CLI_STR(load_args, host)},
     {'j', "--jobs", "N", "files loaded at once (default: the cores, at most 4)",
      CLI_FN(set_jobs)},
+    {0, "--batch", "BYTES",
+     "rows sent per INSERT and table, in RowBinary bytes\n"
+     "(default 33554432)",
+     CLI_FN(set_batch)},
     {'q', "--quiet", NULL, "no progress and no summary on stderr",
      CLI_BOOL(load_args, quiet)},
     {0, "--print-schema", NULL,
@@ -117,7 +137,7 @@ const command cli_load = {
     .fn = cmd_load,
     .summary = "load traces into ClickHouse, for SQL across many",
     .synopsis = "etch load --clickhouse URL [--database NAME] [--host NAME] "
-                "[-j N] [-q] [--strict] TRACE...\n"
+                "[-j N] [--batch BYTES] [-q] [--strict] TRACE...\n"
                 "       etch load --print-schema [--database NAME] "
                 "[--cluster NAME]\n",
     .about =
