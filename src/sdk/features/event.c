@@ -562,9 +562,10 @@ static void imp_add(etch_event_def *d, etch_category *const *chans,
     free(e);
     return;
   }
+  /* Both links are read without the lock by a replay (imp_replay). */
   if (g_imp.tail)
-    g_imp.tail->next = e;
-  else /* read without the lock by etch__important_after_reset */
+    __atomic_store_n(&g_imp.tail->next, e, __ATOMIC_RELEASE);
+  else
     __atomic_store_n(&g_imp.head, e, __ATOMIC_RELEASE);
   g_imp.tail = e;
   g_imp.count++;
@@ -604,7 +605,10 @@ static void imp_replay(etch_writer *w) {
   pthread_mutex_unlock(&g_imp.lock);
   /* Entries are never removed: the first n stay valid without the lock. */
   int32_t last_tid = 0;
-  for (imp_entry *e = head; e && n; e = e->next, n--) {
+  /* The last entry's link may be being written meanwhile (imp_add): it
+   * is loaded atomically, and not used. */
+  for (imp_entry *e = head; e && n;
+       e = __atomic_load_n(&e->next, __ATOMIC_ACQUIRE), n--) {
     if (w->need_reset) {
       /* One was dropped (no room, or no memory): what the sequence
        * interned for it went with it, so nothing more can be written
