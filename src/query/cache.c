@@ -191,7 +191,10 @@ int etch__query_cache_file(const char *trace, const char *cache_dir,
     file[0] = '\0';
     return etch__error(ETCH_EINVAL, "cache: path too long");
   }
-  snprintf(tmp, sizeof tmp, "%s.tmp%ld", file, (long)getpid());
+  /* Two threads of a process may build the same cache (etch diff of two
+   * copies of one trace): a name of each thread's own. */
+  snprintf(tmp, sizeof tmp, "%s.tmp%ld.%ld", file, (long)getpid(),
+           (long)etch__gettid());
 
   if (access(file, F_OK) == 0) {
     etch__db *db = NULL;
