@@ -117,9 +117,12 @@ int etch__cache_dir(char *buf, size_t n) {
 /* The key as text (hashed into the file's name), and as it is stored in
  * the cache and compared: with etch's version. */
 static void key_text(const trace_key *k, bool version, char *buf, size_t n) {
-  snprintf(buf, n, "%" PRIu64 " %" PRId64 " %016" PRIx64 " %016" PRIx64 "%s%s",
+  snprintf(buf, n,
+           "%" PRIu64 " %" PRId64 " %016" PRIx64 " %016" PRIx64 "%s%s%s",
            k->size, k->mtime_ns, k->head, k->tail, version ? " etch " : "",
-           version ? ETCH_VERSION_STRING : "");
+           version ? ETCH_VERSION_STRING : "",
+           version ? " tables " ETCH__QUERY_SCHEMA_VERSION
+                   : "");
 }
 
 /* Whether `db` is a cache of the trace with key text `want`. */

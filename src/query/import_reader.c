@@ -38,7 +38,7 @@ static int open_source(const source *src, etch_reader **r) {
 static int empty_db(etch__db *db, const char *catalog) {
   size_t len;
   const char *t;
-  for (size_t i = 0; (t = etch__query_table_name(i, &len)); i++) {
+  for (size_t i = 0; (t = etch__query_stored_table_name(i, &len)); i++) {
     char sql[256];
     snprintf(sql, sizeof sql, "DELETE FROM %s%s%s%.*s;", catalog ? "\"" : "",
              catalog ? catalog : "", catalog ? "\"." : "", (int)len, t);

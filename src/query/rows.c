@@ -15,6 +15,10 @@
  * reads them). A slice still open after kWindow later slices have ended
  * (one spanning most of the trace) leaves a hole that the window skips: its
  * row comes later, out of order. Queries that need an order say ORDER BY.
+ *
+ * Into a database, a slice's category and name are a key_id of
+ * slice_name, a row there for each pair of the importer's (interned)
+ * string pointers met first; to a sink, they are strings (schema.c).
  */
 #include "query/rows.h"
 
@@ -226,10 +230,20 @@ void etch__tw_free(etch__tw *w) {
 
 /* ---- the importer's rows ------------------------------------------------------ */
 
-enum { T_SLICE, T_COUNTER, T_ARGS, T_FLOW, kTables };
+enum { T_SLICE, T_COUNTER, T_ARGS, T_FLOW, T_SLICE_NAME, kTables };
+
+/* A (category, name) pair of pointers and its key_id (0: an empty slot). */
+typedef struct slice_key {
+  const char *category, *name;
+  int64_t id;
+} slice_key;
 
 struct etch__rows {
   etch__tw t[kTables];
+  bool keyed; /* slice_data and slice_name, not strings */
+  slice_key *keys;
+  size_t keys_cap, nkeys; /* open addressing, at most half full */
+  slice_key last;         /* the pair looked up last */
   int64_t counter_id, arg_id, flow_id;
   /* Slices waiting for a smaller id: window[id % kWindow]. */
   etch__slice_row *window;
@@ -243,6 +257,12 @@ static const etch__col kSliceCols[] = {
     ETCH__COL_I64, ETCH__COL_I64, ETCH__COL_I64, ETCH__COL_I64,
     ETCH__COL_STR, ETCH__COL_STR, ETCH__COL_I64, ETCH__COL_I64,
     ETCH__COL_I64, ETCH__COL_I64, ETCH__COL_I64, ETCH__COL_I64};
+static const etch__col kSliceDataCols[] = {
+    ETCH__COL_I64, ETCH__COL_I64, ETCH__COL_I64, ETCH__COL_I64,
+    ETCH__COL_I64, ETCH__COL_I64, ETCH__COL_I64, ETCH__COL_I64,
+    ETCH__COL_I64, ETCH__COL_I64, ETCH__COL_I64};
+static const etch__col kSliceNameCols[] = {ETCH__COL_I64, ETCH__COL_STR,
+                                           ETCH__COL_STR};
 static const etch__col kCounterCols[] = {ETCH__COL_I64, ETCH__COL_I64,
                                          ETCH__COL_I64, ETCH__COL_F64,
                                          ETCH__COL_I64};
@@ -271,9 +291,16 @@ int etch__rows_new(etch__rows **out, etch__db *db, const char *catalog,
   int rc = r->window && r->have
                ? ETCH_OK
                : etch__error(ETCH_ENOMEM, "import: out of memory");
-  if (!rc)
+  r->keyed = !sink;
+  if (!rc && sink)
     rc = rows_open(&r->t[T_SLICE], db, catalog, sink, "slice", kSliceCols,
-                       ETCH_ARRAY_SIZE(kSliceCols));
+                   ETCH_ARRAY_SIZE(kSliceCols));
+  if (!rc && !sink)
+    rc = rows_open(&r->t[T_SLICE], db, catalog, sink, "slice_data",
+                   kSliceDataCols, ETCH_ARRAY_SIZE(kSliceDataCols));
+  if (!rc && !sink)
+    rc = rows_open(&r->t[T_SLICE_NAME], db, catalog, sink, "slice_name",
+                   kSliceNameCols, ETCH_ARRAY_SIZE(kSliceNameCols));
   if (!rc)
     rc = rows_open(&r->t[T_COUNTER], db, catalog, sink, "counter", kCounterCols,
                        ETCH_ARRAY_SIZE(kCounterCols));
@@ -291,8 +318,72 @@ int etch__rows_new(etch__rows **out, etch__db *db, const char *catalog,
   return ETCH_OK;
 }
 
+static size_t key_slot(const slice_key *keys, size_t cap, const char *category,
+                       const char *name) {
+  uint64_t h = ((uint64_t)(uintptr_t)category * 0x9e3779b97f4a7c15u) ^
+               (uint64_t)(uintptr_t)name;
+  h *= 0xff51afd7ed558ccdu;
+  size_t i = (size_t)(h >> 32) & (cap - 1);
+  while (keys[i].id &&
+         (keys[i].category != category || keys[i].name != name))
+    i = (i + 1) & (cap - 1);
+  return i;
+}
+
+static bool keys_grow(etch__rows *r) {
+  size_t cap = r->keys_cap ? r->keys_cap * 2 : 256;
+  slice_key *k = etch__calloc(cap, sizeof *k);
+  if (!k) return false;
+  for (size_t i = 0; i < r->keys_cap; i++)
+    if (r->keys[i].id)
+      k[key_slot(k, cap, r->keys[i].category, r->keys[i].name)] = r->keys[i];
+  free(r->keys);
+  r->keys = k;
+  r->keys_cap = cap;
+  return true;
+}
+
+/* The key_id of the pair, its slice_name row written when new; 0 when out
+ * of memory. */
+static int64_t slice_key_id(etch__rows *r, const char *category,
+                            const char *name) {
+  if (r->last.id && r->last.category == category && r->last.name == name)
+    return r->last.id;
+  if ((r->nkeys + 1) * 2 > r->keys_cap && !keys_grow(r)) {
+    if (!r->local_err)
+      r->local_err = etch__error(ETCH_ENOMEM, "import: out of memory");
+    return 0;
+  }
+  size_t i = key_slot(r->keys, r->keys_cap, category, name);
+  if (!r->keys[i].id) {
+    r->keys[i] = (slice_key){category, name, (int64_t)++r->nkeys};
+    etch__tw *w = &r->t[T_SLICE_NAME];
+    etch__tw_i64(w, 0, r->keys[i].id);
+    etch__tw_cstr(w, 1, category);
+    etch__tw_cstr(w, 2, name);
+    etch__tw_end_row(w);
+  }
+  r->last = r->keys[i];
+  return r->last.id;
+}
+
 static void write_slice(etch__rows *r, const etch__slice_row *s) {
   etch__tw *w = &r->t[T_SLICE];
+  if (r->keyed) {
+    etch__tw_i64(w, 0, s->id);
+    etch__tw_i64(w, 1, s->ts);
+    etch__tw_i64(w, 2, s->dur);
+    etch__tw_i64(w, 3, s->track_id);
+    etch__tw_i64(w, 4, slice_key_id(r, s->category, s->name));
+    etch__tw_i64(w, 5, s->depth);
+    etch__tw_id(w, 6, s->parent_id);
+    etch__tw_id(w, 7, s->arg_set_id);
+    etch__tw_null(w, 8);
+    etch__tw_null(w, 9);
+    etch__tw_i64(w, 10, s->self_dur);
+    etch__tw_end_row(w);
+    return;
+  }
   etch__tw_i64(w, 0, s->id);
   etch__tw_i64(w, 1, s->ts);
   etch__tw_i64(w, 2, s->dur);
@@ -477,6 +568,7 @@ int etch__rows_finish(etch__rows *r) {
 void etch__rows_free(etch__rows *r) {
   if (!r) return;
   for (int i = 0; i < kTables; i++) etch__tw_free(&r->t[i]);
+  free(r->keys);
   free(r->window);
   free(r->have);
   free(r);

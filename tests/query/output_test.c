@@ -367,7 +367,8 @@ TEST(shell_statements_over_lines_and_dot_commands) {
   fclose(in);
   fclose(out);
   /* The name column is as wide as the longest name, process_counter_track. */
-  ASSERT_TRUE(strstr(buf, "slice                  table\n") != NULL);
+  ASSERT_TRUE(strstr(buf, "slice                  view\n") != NULL);
+  ASSERT_TRUE(strstr(buf, "slice_data             table\n") != NULL);
   ASSERT_TRUE(strstr(buf, "thread_track           view\n") != NULL);
   ASSERT_TRUE(strstr(buf, "process_counter_track  view\n") != NULL);
   ASSERT_TRUE(strstr(buf, "etch>    ...> a  b\n-  -\n1  2\n") != NULL);
