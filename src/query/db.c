@@ -21,6 +21,12 @@ struct etch__db {
 
 bool etch__db_is_file(const etch__db *db) { return db->file; }
 
+int etch__db_connect(etch__db *db, duckdb_connection *out) {
+  if (duckdb_connect(db->db, out) != DuckDBSuccess)
+    return etch__error(ETCH_EIO, "cannot connect to the database");
+  return ETCH_OK;
+}
+
 duckdb_connection etch__db_con(const etch__db *db) { return db->con; }
 
 static int open_path(etch__db **out, const char *path, bool read_only) {

@@ -52,6 +52,8 @@ int etch__db_close(etch__db *db);
 duckdb_connection etch__db_con(const etch__db *db);
 /* Whether the database is a file (not in memory). */
 bool etch__db_is_file(const etch__db *db);
+/* A second connection to the database (duckdb_disconnect when done). */
+int etch__db_connect(etch__db *db, duckdb_connection *out);
 /* Runs `sql` (one or more statements; result rows ignored); on failure
  * the message is DuckDB's. */
 int etch__db_exec(etch__db *db, const char *sql);

@@ -22,7 +22,9 @@
  */
 #include "query/rows.h"
 
+#include <pthread.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -182,9 +184,197 @@ void etch__tw_id(etch__tw *w, idx_t col, int64_t id) {
     etch__tw_null(w, col);
 }
 
+/* ---- a table writer's appending thread ---------------------------------------- *
+ *
+ * The filling thread hands each full chunk over and takes an empty one;
+ * the pipe's thread appends it on its own connection and gives it back.
+ * kPipeChunks chunks go round: the filler waits when all are queued. The
+ * pipe's thread allocates nothing of etch's and reports a failure by the
+ * text in `msg`, turned into an error by the filler.
+ */
+
+enum { kPipeChunks = 4 };
+
+struct etch__tw_pipe {
+  pthread_t thread;
+  pthread_mutex_t mu;
+  pthread_cond_t cv; /* queue or free list changed, or closing */
+  duckdb_connection con;
+  duckdb_appender app;
+  bool in_txn, started, closing, commit;
+  duckdb_data_chunk queue[kPipeChunks]; /* full, in order: head..+nq */
+  size_t head, nq;
+  duckdb_data_chunk free_[kPipeChunks];
+  size_t nfree;
+  bool failed;
+  char msg[256];
+};
+
+static void pipe_fail(etch__tw_pipe *p, const char *what, const char *why) {
+  if (p->failed) return;
+  p->failed = true;
+  snprintf(p->msg, sizeof p->msg, "%s: %s", what, why ? why : "DuckDB error");
+}
+
+/* Runs `sql` on the pipe's connection; false (and the message kept) on
+ * failure. */
+static bool pipe_exec(etch__tw_pipe *p, const char *sql) {
+  duckdb_result r;
+  bool ok = duckdb_query(p->con, sql, &r) == DuckDBSuccess;
+  if (!ok) pipe_fail(p, "import", duckdb_result_error(&r));
+  duckdb_destroy_result(&r);
+  return ok;
+}
+
+/* Closes the appender and commits (or drops what was appended). Only
+ * the pipe's thread (or its opener, before the thread started) calls it;
+ * the failure is read after the join. */
+static void pipe_end_here(etch__tw_pipe *p, bool commit) {
+  if (commit && duckdb_appender_close(p->app) != DuckDBSuccess) {
+    pipe_fail(p, "append", duckdb_appender_error(p->app));
+    commit = false;
+  }
+  /* Destroying an appender appends what it holds: into the transaction
+   * dropped below (in memory, with no transaction, the rows stay). */
+  if (!commit && p->app) duckdb_appender_destroy(&p->app);
+  if (p->in_txn) {
+    if (!pipe_exec(p, commit ? "COMMIT;" : "ROLLBACK;") && commit)
+      pipe_exec(p, "ROLLBACK;");
+    p->in_txn = false;
+  }
+}
+
+static void *pipe_main(void *arg) {
+  etch__tw_pipe *p = arg;
+  pthread_mutex_lock(&p->mu);
+  for (;;) {
+    while (!p->nq && !p->closing) pthread_cond_wait(&p->cv, &p->mu);
+    if (!p->nq) break;
+    duckdb_data_chunk c = p->queue[p->head];
+    p->head = (p->head + 1) % kPipeChunks;
+    p->nq--;
+    bool failed = p->failed;
+    pthread_mutex_unlock(&p->mu);
+    const char *why = NULL;
+    if (!failed && duckdb_append_data_chunk(p->app, c) != DuckDBSuccess)
+      why = duckdb_appender_error(p->app);
+    duckdb_data_chunk_reset(c);
+    pthread_mutex_lock(&p->mu);
+    if (why || (!failed && p->failed)) pipe_fail(p, "append", why);
+    p->free_[p->nfree++] = c;
+    pthread_cond_broadcast(&p->cv);
+  }
+  /* The end, here: the pipes of a table writer set end at once. */
+  bool commit = p->commit && !p->failed;
+  pthread_mutex_unlock(&p->mu);
+  pipe_end_here(p, commit);
+  return NULL;
+}
+
+/* Tells the thread to end once it appended what is queued: with
+ * `commit`, by closing the appender and committing, else by dropping what
+ * was appended. */
+static void pipe_close(etch__tw_pipe *p, bool commit) {
+  if (!p->started || p->closing) return;
+  pthread_mutex_lock(&p->mu);
+  p->closing = true;
+  p->commit = commit;
+  if (!commit) pipe_fail(p, "import", "stopped");
+  pthread_cond_broadcast(&p->cv);
+  pthread_mutex_unlock(&p->mu);
+}
+
+/* Ends the pipe (pipe_close, then waits for its thread) and frees it.
+ * Returns the first error when committing. */
+static int pipe_end(etch__tw *w, bool commit) {
+  etch__tw_pipe *p = w->pipe;
+  if (!p) return ETCH_OK;
+  if (p->started) {
+    pipe_close(p, commit);
+    pthread_join(p->thread, NULL);
+  } else {
+    pipe_end_here(p, false);
+  }
+  if (p->app) duckdb_appender_destroy(&p->app);
+  int rc = commit && p->failed
+               ? etch__error(ETCH_ESQL, "import: %s", p->msg)
+               : ETCH_OK;
+  for (size_t i = 0; i < p->nfree; i++) duckdb_destroy_data_chunk(&p->free_[i]);
+  for (size_t i = 0; i < p->nq; i++)
+    duckdb_destroy_data_chunk(&p->queue[(p->head + i) % kPipeChunks]);
+  if (p->con) duckdb_disconnect(&p->con);
+  pthread_cond_destroy(&p->cv);
+  pthread_mutex_destroy(&p->mu);
+  free(p);
+  w->pipe = NULL;
+  return rc;
+}
+
+/* Queues the writer's full chunk and takes an empty one. */
+static void pipe_hand(etch__tw *w) {
+  etch__tw_pipe *p = w->pipe;
+  pthread_mutex_lock(&p->mu);
+  p->queue[(p->head + p->nq++) % kPipeChunks] = w->chunk;
+  pthread_cond_broadcast(&p->cv);
+  while (!p->nfree) pthread_cond_wait(&p->cv, &p->mu);
+  w->chunk = p->free_[--p->nfree];
+  pthread_mutex_unlock(&p->mu);
+}
+
+int etch__tw_open_piped(etch__tw *w, etch__db *db, const char *catalog,
+                        const char *table, const etch__col *kinds,
+                        size_t ncols) {
+  memset(w, 0, sizeof *w);
+  if (ncols > kTwMaxCols) return etch__error(ETCH_EINVAL, "too many columns");
+  etch__tw_pipe *p = etch__calloc(1, sizeof *p);
+  if (!p) return etch__error(ETCH_ENOMEM, "import: out of memory");
+  pthread_mutex_init(&p->mu, NULL);
+  pthread_cond_init(&p->cv, NULL);
+  w->pipe = p;
+  int rc = etch__db_connect(db, &p->con);
+  if (!rc && etch__db_is_file(db)) {
+    /* As the importer's connection: one transaction, so that DuckDB writes
+     * each full row group into the file as it fills. */
+    p->in_txn = pipe_exec(p, "BEGIN TRANSACTION;");
+    if (!p->in_txn) rc = etch__error(ETCH_ESQL, "import: %s", p->msg);
+  }
+  if (!rc && duckdb_appender_create_ext(p->con, catalog, NULL, table,
+                                        &p->app) != DuckDBSuccess)
+    rc = etch__error(ETCH_ESQL, "import: %s: %s", table,
+                     duckdb_appender_error(p->app)
+                         ? duckdb_appender_error(p->app)
+                         : "DuckDB error");
+  if (!rc) rc = tw_chunk(w, kinds, ncols);
+  /* The chunks that go round besides the one being filled. */
+  for (size_t i = 0; !rc && i + 1 < kPipeChunks; i++) {
+    duckdb_logical_type types[kTwMaxCols];
+    static const duckdb_type kType[] = {DUCKDB_TYPE_BIGINT, DUCKDB_TYPE_DOUBLE,
+                                        DUCKDB_TYPE_VARCHAR};
+    for (size_t c = 0; c < ncols; c++)
+      types[c] = duckdb_create_logical_type(kType[kinds[c]]);
+    duckdb_data_chunk c = duckdb_create_data_chunk(types, ncols);
+    for (size_t k = 0; k < ncols; k++) duckdb_destroy_logical_type(&types[k]);
+    if (!c)
+      rc = etch__error(ETCH_ENOMEM, "import: out of memory");
+    else
+      p->free_[p->nfree++] = c;
+  }
+  if (!rc && pthread_create(&p->thread, NULL, pipe_main, p) != 0)
+    rc = etch__error(ETCH_ENOMEM, "import: cannot start a thread");
+  if (!rc) p->started = true;
+  if (rc) etch__tw_free(w);
+  return rc;
+}
+
 static void tw_flush(etch__tw *w) {
   if (!w->n) return;
   duckdb_data_chunk_set_size(w->chunk, w->n);
+  if (w->pipe) {
+    pipe_hand(w);
+    w->n = 0;
+    tw_lookup(w);
+    return;
+  }
   if (w->sink) {
     int rc = w->err ? ETCH_OK : w->sink->chunk(w->sink->ctx, w->table,
                                                w->chunk, w->n);
@@ -202,7 +392,22 @@ void etch__tw_end_row(etch__tw *w) {
   if (++w->n == w->cap) tw_flush(w);
 }
 
+void etch__tw_finish_start(etch__tw *w) {
+  if (!w->pipe) return;
+  if (!w->err) tw_flush(w);
+  pipe_close(w->pipe, !w->err);
+}
+
 int etch__tw_finish(etch__tw *w) {
+  if (w->pipe) {
+    if (!w->err) tw_flush(w);
+    int rc = pipe_end(w, !w->err);
+    if (!w->err) w->err = rc;
+    rc = w->err;
+    etch__tw_free(w);
+    w->err = rc;
+    return rc;
+  }
   if (!w->app && !w->sink) return w->err;
   if (w->sink) {
     if (w->chunk) tw_flush(w);
@@ -222,6 +427,7 @@ int etch__tw_finish(etch__tw *w) {
 }
 
 void etch__tw_free(etch__tw *w) {
+  pipe_end(w, false);
   if (w->chunk) duckdb_destroy_data_chunk(&w->chunk);
   if (w->app) duckdb_appender_destroy(&w->app);
   w->chunk = NULL;
@@ -295,9 +501,11 @@ int etch__rows_new(etch__rows **out, etch__db *db, const char *catalog,
   if (!rc && sink)
     rc = rows_open(&r->t[T_SLICE], db, catalog, sink, "slice", kSliceCols,
                    ETCH_ARRAY_SIZE(kSliceCols));
+  /* Most of an import's DuckDB time is slice_data's: its chunks are
+   * appended on a thread of their own while the reader goes on. */
   if (!rc && !sink)
-    rc = rows_open(&r->t[T_SLICE], db, catalog, sink, "slice_data",
-                   kSliceDataCols, ETCH_ARRAY_SIZE(kSliceDataCols));
+    rc = etch__tw_open_piped(&r->t[T_SLICE], db, catalog, "slice_data",
+                             kSliceDataCols, ETCH_ARRAY_SIZE(kSliceDataCols));
   if (!rc && !sink)
     rc = rows_open(&r->t[T_SLICE_NAME], db, catalog, sink, "slice_name",
                    kSliceNameCols, ETCH_ARRAY_SIZE(kSliceNameCols));
@@ -305,8 +513,10 @@ int etch__rows_new(etch__rows **out, etch__db *db, const char *catalog,
     rc = rows_open(&r->t[T_COUNTER], db, catalog, sink, "counter", kCounterCols,
                        ETCH_ARRAY_SIZE(kCounterCols));
   if (!rc)
-    rc = rows_open(&r->t[T_ARGS], db, catalog, sink, "args", kArgCols,
-                       ETCH_ARRAY_SIZE(kArgCols));
+    rc = sink ? rows_open(&r->t[T_ARGS], db, catalog, sink, "args", kArgCols,
+                          ETCH_ARRAY_SIZE(kArgCols))
+              : etch__tw_open_piped(&r->t[T_ARGS], db, catalog, "args",
+                                    kArgCols, ETCH_ARRAY_SIZE(kArgCols));
   if (!rc)
     rc = rows_open(&r->t[T_FLOW], db, catalog, sink, "flow", kFlowCols,
                        ETCH_ARRAY_SIZE(kFlowCols));
@@ -557,6 +767,8 @@ int etch__rows_error(const etch__rows *r) {
 
 int etch__rows_finish(etch__rows *r) {
   drain(r, r->max_id + 1);
+  /* The piped tables commit on their threads, at the same time. */
+  for (int i = 0; i < kTables; i++) etch__tw_finish_start(&r->t[i]);
   int rc = ETCH_OK;
   for (int i = 0; i < kTables; i++) {
     int e = etch__tw_finish(&r->t[i]);

@@ -25,8 +25,11 @@ typedef enum etch__col { ETCH__COL_I64, ETCH__COL_F64, ETCH__COL_STR } etch__col
 
 enum { kTwMaxCols = 16 };
 
+typedef struct etch__tw_pipe etch__tw_pipe;
+
 typedef struct etch__tw {
   duckdb_appender app;
+  etch__tw_pipe *pipe;        /* or chunks appended on a thread (rows.c) */
   const etch__row_sink *sink; /* or rows to a sink: app is NULL */
   const char *table;          /* the sink's table (a static string) */
   duckdb_data_chunk chunk;
@@ -41,6 +44,13 @@ typedef struct etch__tw {
  * are its columns, in order. */
 int etch__tw_open(etch__tw *w, etch__db *db, const char *catalog,
                   const char *table, const etch__col *kinds, size_t ncols);
+/* etch__tw_open, the chunks appended by a thread of the writer's own on a
+ * connection of its own (in a transaction of its own into a file, committed
+ * by etch__tw_finish): the caller fills a chunk while the last one is
+ * appended. */
+int etch__tw_open_piped(etch__tw *w, etch__db *db, const char *catalog,
+                        const char *table, const etch__col *kinds,
+                        size_t ncols);
 /* Starts writing `table`'s rows (a static string) to `sink`. */
 int etch__tw_open_sink(etch__tw *w, const etch__row_sink *sink,
                        const char *table, const etch__col *kinds,
@@ -60,6 +70,9 @@ void etch__tw_cstr(etch__tw *w, idx_t col, const char *s);
 void etch__tw_id(etch__tw *w, idx_t col, int64_t id);
 /* Ends the row (appends the chunk when it is full). */
 void etch__tw_end_row(etch__tw *w);
+/* For a piped writer: hands over what is left and lets its thread close
+ * and commit while the caller goes on (etch__tw_finish waits for it). */
+void etch__tw_finish_start(etch__tw *w);
 /* Appends what is left, closes the appender; the first error. */
 int etch__tw_finish(etch__tw *w);
 /* Frees without appending what is left (after an error); after finish, a

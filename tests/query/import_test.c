@@ -10,6 +10,7 @@
 
 #include "base/base.h"
 #include "query/query.h"
+#include "query/rows.h"
 #include "query_test_util.h"
 #include "test.h"
 
@@ -561,5 +562,103 @@ TEST(import_slice_open_past_the_window_comes_last) {
   }
   ASSERT_OK(etch__res_close(&st));
   ASSERT_EQ_INT(n, kChildren + 1);
+  etch__db_close(db);
+}
+
+/* ---- a table writer's appending thread (rows.c) ---------------------------- */
+
+static char *tmp_db_path(const char *name) {
+  char *p;
+  if (asprintf(&p, "%s/%s", etch_test_tmpdir(), name) < 0) abort();
+  return p;
+}
+
+/* Rows through the pipe's chunks many times round, into a file (the
+ * pipe's own transaction) and in memory: every row, in order. */
+TEST(piped_writer_appends_every_row_in_order) {
+  char *path = tmp_db_path("piped.duckdb");
+  for (int file = 0; file < 2; file++) {
+    etch__db *db;
+    ASSERT_OK(etch__db_open(&db, file ? path : NULL));
+    ASSERT_OK(etch__db_exec(db, "CREATE TABLE t(a BIGINT NOT NULL, s VARCHAR);"));
+    static const etch__col kCols[] = {ETCH__COL_I64, ETCH__COL_STR};
+    etch__tw w;
+    ASSERT_OK(etch__tw_open_piped(&w, db, NULL, "t", kCols, 2));
+    for (int64_t i = 0; i < 50000; i++) {
+      etch__tw_i64(&w, 0, i);
+      if (i % 3)
+        etch__tw_cstr(&w, 1, i % 3 == 1 ? "one" : "two");
+      else
+        etch__tw_null(&w, 1);
+      etch__tw_end_row(&w);
+    }
+    etch__tw_finish_start(&w);
+    ASSERT_OK(etch__tw_finish(&w));
+    QT_ASSERT(db,
+              "SELECT count(*) AS n, sum(a) AS s, count(s) AS k, "
+              "bool_and(a = r - 1) AS ordered FROM "
+              "(SELECT a, s, row_number() OVER () AS r FROM t)",
+              "n,s,k,ordered\n50000,1249975000,33333,1\n");
+    etch__db_close(db);
+  }
+  free(path);
+}
+
+/* A row the table refuses: the failure on the pipe's thread comes back
+ * from etch__tw_finish with DuckDB's message; into a file, nothing of the
+ * pipe's transaction stays. */
+TEST(piped_writer_reports_an_append_failure) {
+  char *path = tmp_db_path("piped_fail.duckdb");
+  etch__db *db;
+  ASSERT_OK(etch__db_open(&db, path));
+  ASSERT_OK(etch__db_exec(db, "CREATE TABLE t(a BIGINT NOT NULL);"));
+  static const etch__col kCols[] = {ETCH__COL_I64};
+  etch__tw w;
+  ASSERT_OK(etch__tw_open_piped(&w, db, NULL, "t", kCols, 1));
+  for (int64_t i = 0; i < 10000; i++) {
+    if (i == 5000)
+      etch__tw_null(&w, 0);
+    else
+      etch__tw_i64(&w, 0, i);
+    etch__tw_end_row(&w);
+  }
+  ASSERT_EQ_INT(etch__tw_finish(&w), ETCH_ESQL);
+  ASSERT_TRUE(strstr(etch_last_error(), "NOT NULL") != NULL);
+  QT_ASSERT(db, "SELECT count(*) AS n FROM t", "n\n0\n");
+  etch__db_close(db);
+  free(path);
+}
+
+/* A writer freed without finishing (the import failed elsewhere): its
+ * thread stops, the pipe's transaction is dropped, the database goes on. */
+TEST(piped_writer_freed_without_finish_drops_its_rows) {
+  char *path = tmp_db_path("piped_free.duckdb");
+  etch__db *db;
+  ASSERT_OK(etch__db_open(&db, path));
+  ASSERT_OK(etch__db_exec(db, "CREATE TABLE t(a BIGINT);"));
+  static const etch__col kCols[] = {ETCH__COL_I64};
+  etch__tw w;
+  ASSERT_OK(etch__tw_open_piped(&w, db, NULL, "t", kCols, 1));
+  for (int64_t i = 0; i < 20000; i++) {
+    etch__tw_i64(&w, 0, i);
+    etch__tw_end_row(&w);
+  }
+  etch__tw_free(&w);
+  QT_ASSERT(db, "SELECT count(*) AS n FROM t", "n\n0\n");
+  ASSERT_OK(etch__db_exec(db, "INSERT INTO t VALUES (7);"));
+  QT_ASSERT(db, "SELECT sum(a) AS n FROM t", "n\n7\n");
+  etch__db_close(db);
+  free(path);
+}
+
+/* A table that is not there: the open fails with its name. */
+TEST(piped_writer_open_of_a_missing_table_fails) {
+  etch__db *db = qt_new_db();
+  static const etch__col kCols[] = {ETCH__COL_I64};
+  etch__tw w;
+  ASSERT_EQ_INT(etch__tw_open_piped(&w, db, NULL, "nope", kCols, 1),
+                ETCH_ESQL);
+  ASSERT_TRUE(strstr(etch_last_error(), "nope") != NULL);
+  etch__tw_free(&w);
   etch__db_close(db);
 }
