@@ -221,9 +221,11 @@ int etch__stats_data_from_db(etch__db *db, int top, etch__stats_data *d) {
   }
   done(r, &res, false);
   d->events = scalar(r, "SELECT value FROM stats WHERE name='track_events'");
-  d->slices = scalar(r, "SELECT count(*) FROM slice");
+  /* slice_data: slice's rows without the view's join (schema.c). */
+  d->slices = scalar(r, "SELECT count(*) FROM slice_data");
   d->instants = scalar(r, "SELECT value FROM stats WHERE name='instants'");
-  d->open_slices = scalar(r, "SELECT count(*) FROM slice WHERE dur < 0");
+  d->open_slices =
+      scalar(r, "SELECT count(*) FROM slice_data WHERE dur < 0");
   d->counter_values = scalar(r, "SELECT count(*) FROM counter");
   d->counter_tracks =
       scalar(r, "SELECT count(*) FROM track WHERE type='counter'");
@@ -237,7 +239,7 @@ int etch__stats_data_from_db(etch__db *db, int top, etch__stats_data *d) {
   /* Threads: grouped by track first (one pass over depth-0 slices). */
   if (q(r, &res,
         "SELECT th.name, th.tid, p.pid, p.name, CAST(sum(b.busy) AS BIGINT) "
-        "AS busy FROM (SELECT track_id, sum(" EFF_DUR ") AS busy FROM slice "
+        "AS busy FROM (SELECT track_id, sum(" EFF_DUR ") AS busy FROM slice_data "
         "WHERE depth = 0 AND dur != 0 GROUP BY track_id) b "
         "JOIN track tr ON b.track_id = tr.id "
         "JOIN thread th ON tr.utid = th.utid "
