@@ -392,6 +392,44 @@ static void index_in_store(const char *store, const char *path) {
     etch__store_entry_free(&e);
 }
 
+/*
+ * A session of the service kept in the trace store is written under a
+ * hidden name in the store (a leading '.': no store name, so etch ls and
+ * etch ui never list it) and given its store name only once it is whole:
+ * `tmp` gets DIR/.NAME.part. The store's directory is the consumer's
+ * (etch record's), never the service's: etchd may run as another user,
+ * or be Perfetto's traced.
+ */
+static int store_part_path(const char *final, char *tmp, size_t n) {
+  const char *slash = strrchr(final, '/');
+  if (!slash) return -1;
+  int k = snprintf(tmp, n, "%.*s/.%s.%ld.part", (int)(slash - final), final,
+                   slash + 1, (long)getpid());
+  return k < 0 || (size_t)k >= n ? -1 : 0;
+}
+
+/* Gives the whole trace at `tmp` its name in the store: `final`, or (when
+ * another recording took that name meanwhile) a new one of the store's
+ * names for `prog` at `when`, into `final`. Never replaces a trace. */
+static int store_publish(const char *store, const char *prog, int64_t when,
+                         const char *tmp, char *final, size_t n) {
+  for (int tries = 0; tries < 16; tries++) {
+    if (renameat2(AT_FDCWD, tmp, AT_FDCWD, final, RENAME_NOREPLACE) == 0)
+      return 0;
+    if (errno == EINVAL || errno == ENOSYS) { /* no RENAME_NOREPLACE here */
+      if (link(tmp, final) == 0) {
+        unlink(tmp);
+        return 0;
+      }
+    }
+    if (errno != EEXIST) break;
+    if (etch__store_new_path(store, prog, when, final, n) != ETCH_OK)
+      return runtime_error("%s", etch_last_error());
+  }
+  return runtime_error("cannot name the trace %s in the store (%s): %s", tmp,
+                       final, strerror(errno));
+}
+
 /* etch record --malloc's buffer: 64 MiB holds a million allocations and
  * their frees (docs/memory.md). */
 #define ETCH_RECORD_MALLOC_BUFFER_KB "65536"
@@ -538,11 +576,12 @@ static int cmd_record(int argc, char **argv) {
   /* Without -o the trace goes into the trace store (etch ls), named by
    * the time and the program. */
   char def[4352], store[4096] = "";
+  const char *store_prog = o.noperands ? o.operands[0] : "system";
+  int64_t started = (int64_t)time(NULL);
   if (!out_path && !so_.list) {
-    const char *prog = o.noperands ? o.operands[0] : "system";
     if (etch__store_dir(store, sizeof store) != ETCH_OK ||
-        etch__store_new_path(store, prog, (int64_t)time(NULL), def,
-                             sizeof def) != ETCH_OK) {
+        etch__store_new_path(store, store_prog, started, def, sizeof def) !=
+            ETCH_OK) {
       rc = runtime_error("%s", etch_last_error());
       opts_free(&o);
       return rc;
@@ -550,12 +589,21 @@ static int cmd_record(int argc, char **argv) {
     out_path = def;
   }
   if (!out_path) out_path = "";
-  if (!so_.list && (rc = check_output(out_path, !service)) != 0) {
+  /* A session kept in the store is written under a hidden name first. */
+  char part[4400] = "";
+  bool in_store = service && out_path == def;
+  if (in_store && store_part_path(def, part, sizeof part) != 0) {
+    opts_free(&o);
+    return runtime_error("trace store: path too long: %s", def);
+  }
+  if (!so_.list &&
+      (rc = check_output(in_store ? part : out_path, !service || in_store)) !=
+          0) {
     opts_free(&o);
     return rc;
   }
   if (service) {
-    so_.out_path = out_path;
+    so_.out_path = in_store ? part : out_path;
     so_.categories = cats;
     if (o.noperands) {
       o.operands[o.noperands] = NULL;
@@ -563,6 +611,33 @@ static int cmd_record(int argc, char **argv) {
     }
     size_t bytes = 0;
     rc = etch_cli_record_service(&so_, &bytes);
+    if (in_store) {
+      /* What the session left is kept as a -o file would be (whole
+       * packets only, however it ended); nothing at all is no trace. */
+      char msg[1024] = "";
+      if (rc) snprintf(msg, sizeof msg, "%s", etch_last_error());
+      struct stat sb;
+      if (lstat(part, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size > 0) {
+        int pub = store_publish(store, store_prog, started, part, def,
+                                sizeof def);
+        if (pub) {
+          opts_free(&o);
+          return pub;
+        }
+        index_in_store(store, def);
+        if (rc) {
+          opts_free(&o);
+          return runtime_error("%s (what there is of the trace is %s)", msg,
+                               def);
+        }
+      } else {
+        unlink(part);
+        if (rc) {
+          opts_free(&o);
+          return runtime_error("%s", msg);
+        }
+      }
+    }
     opts_free(&o);
     if (rc) return runtime_error("%s", etch_last_error());
     if (so_.list) return 0;
