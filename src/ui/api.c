@@ -4,7 +4,8 @@
  * a query's parameters (the SQL box's text excepted, which runs checked on
  * the locked-down connection), a trace only found by the id the app gave.
  *
- *   /api/traces                          the list
+ *   /api/traces                          the list (the store's traces
+ *                                        and those named), as etch ls
  *   /api/trace?id=                       opens it: bounds, rows, data loss
  *   /api/tile?id=&start=&end=&px=&tracks=&counters=
  *                                        the window at px pixels across
@@ -125,19 +126,80 @@ static int db_fail(req *r) {
 
 /* ---- the list and a trace's rows ------------------------------------------------ */
 
+/* A row of the list: a trace and what the list shows of it. */
+typedef struct list_row {
+  etch__ui_trace *t;
+  const etch__store_entry *e;
+} list_row;
+
+static int cmp_trace_name(const void *x, const void *y) {
+  return strcmp((*(etch__ui_trace *const *)x)->name,
+                (*(etch__ui_trace *const *)y)->name);
+}
+
+/*
+ * The list: the traces named on the command line (in their order), then
+ * the store's (listed again now, from their cached metadata; newest first,
+ * as etch ls lists them), each with what etch ls shows of it (the same
+ * members as `etch ls --json`, the same values), its id, whether it is in
+ * the store and open; the store's directory, and why it could not be
+ * listed (the other traces are listed all the same).
+ */
 static int api_traces(req *r) {
-  fputs("{\"traces\":[", r->out);
-  for (size_t i = 0; i < r->ui->n; i++) {
-    const etch__ui_trace *t = &r->ui->t[i];
-    fprintf(r->out, "%s{\"id\":\"%s\",\"name\":", i ? "," : "", t->id);
-    jstr(r->out, t->name);
-    fputs(",\"path\":", r->out);
-    jstr(r->out, t->path);
-    fprintf(r->out, ",\"size\":%lld,\"open\":%s}", (long long)t->size,
-            t->db ? "true" : "false");
+  etch__ui *ui = r->ui;
+  etch__store_list l;
+  char store_err[1024] = "";
+  int rc = etch__ui_store_sync(ui, &l);
+  if (rc == ETCH_ENOMEM) return fail(r, 500, "out of memory");
+  if (rc) snprintf(store_err, sizeof store_err, "%s", etch_last_error());
+  size_t cap = ui->n + 1;
+  list_row *rows = etch__calloc(cap, sizeof *rows);
+  etch__ui_trace **byname = etch__calloc(cap, sizeof *byname);
+  size_t n = 0, nstore = 0;
+  int st = rows && byname ? 200 : fail(r, 500, "out of memory");
+  for (size_t i = 0; st == 200 && i < ui->n; i++) {
+    etch__ui_trace *t = &ui->t[i];
+    if (t->in_store) {
+      byname[nstore++] = t;
+    } else if (etch__ui_trace_meta(ui, t) != ETCH_OK) {
+      st = fail(r, 500, "%s", etch_last_error());
+    } else {
+      rows[n++] = (list_row){t, &t->meta};
+    }
   }
-  fputs("]}", r->out);
-  return 200;
+  if (st == 200 && nstore > 1)
+    qsort(byname, nstore, sizeof *byname, cmp_trace_name);
+  for (size_t k = 0; st == 200 && k < l.n; k++) {
+    etch__ui_trace key = {.name = l.e[k].name}, *kp = &key;
+    etch__ui_trace **t =
+        nstore ? bsearch(&kp, byname, nstore, sizeof *byname, cmp_trace_name)
+               : NULL;
+    if (t && n < cap) rows[n++] = (list_row){*t, &l.e[k]};
+  }
+  if (st == 200) {
+    FILE *o = r->out;
+    fputs("{\"store\":", o);
+    jstr(o, ui->store_dir);
+    fputs(",\"store_error\":", o);
+    jstr(o, store_err[0] ? store_err : ui->store_error);
+    fputs(",\"traces\":[", o);
+    for (size_t i = 0; i < n; i++) {
+      const etch__ui_trace *t = rows[i].t;
+      fprintf(o, "%s\n{\"id\":\"%s\",\"name\":", i ? "," : "", t->id);
+      jstr(o, t->name);
+      fputs(",\"path\":", o);
+      jstr(o, t->path);
+      fprintf(o, ",\"in_store\":%s,\"open\":%s",
+              t->in_store ? "true" : "false", t->db ? "true" : "false");
+      etch__store_write_json_fields(rows[i].e, o);
+      fputc('}', o);
+    }
+    fputs("]}", o);
+  }
+  free(rows);
+  free(byname);
+  etch__store_list_free(&l);
+  return st;
 }
 
 /* Rows: every track with slices or counter values, by process (pid), then

@@ -1,6 +1,7 @@
 /*
  * app.c - the traces `etch ui` may open: those named on its command line
- * (files, and the trace files of named directories). Each gets an id, 16
+ * (files, and the trace files of named directories) and those of the
+ * trace store (listed again at each /api/traces). Each gets an id, 16
  * random hex digits, when it is added; a request names a trace by that id
  * and nothing else, so no path from a request is ever opened.
  *
@@ -11,6 +12,8 @@
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,13 +41,29 @@ void etch__ui_free(etch__ui *ui) {
     free(ui->t[i].error);
     etch__ui_flame_join(&ui->t[i]);
     free(ui->t[i].flame);
+    etch__store_entry_free(&ui->t[i].meta);
     etch__ui_lod_free(ui->t[i].lod);
     for (size_t k = 0; k < ETCH_ARRAY_SIZE(ui->t[i].fine); k++)
       etch__ui_lod_free(ui->t[i].fine[k]);
   }
   free(ui->t);
   free(ui->cache_dir);
+  free(ui->store_dir);
+  free(ui->store_error);
   free(ui);
+}
+
+int etch__ui_set_store(etch__ui *ui, const char *dir) {
+  free(ui->store_dir);
+  ui->store_dir = NULL;
+  if (dir && !(ui->store_dir = etch__strdup(dir)))
+    return etch__error(ETCH_ENOMEM, "out of memory");
+  return ETCH_OK;
+}
+
+void etch__ui_set_store_error(etch__ui *ui, const char *msg) {
+  free(ui->store_error);
+  ui->store_error = msg ? etch__strdup(msg) : NULL;
 }
 
 void etch__ui_set_cache_dir(etch__ui *ui, const char *dir) {
@@ -64,9 +83,31 @@ static bool is_trace_name(const char *name) {
   return false;
 }
 
+/* Whether the file `path` is in the store's directory (the same directory,
+ * however either is spelled), with a store name. */
+static bool path_in_store(const etch__ui *ui, const char *path) {
+  if (!ui->store_dir) return false;
+  const char *slash = strrchr(path, '/');
+  if (!etch__store_name_ok(slash ? slash + 1 : path)) return false;
+  char dir[PATH_MAX];
+  size_t n = slash ? (size_t)(slash - path) : 0;
+  if (n >= sizeof dir) return false;
+  memcpy(dir, path, n);
+  dir[n] = '\0';
+  struct stat a, b;
+  return stat(slash ? (n ? dir : "/") : ".", &a) == 0 &&
+         stat(ui->store_dir, &b) == 0 && a.st_dev == b.st_dev &&
+         a.st_ino == b.st_ino;
+}
+
 static int add_file(etch__ui *ui, const char *path, int64_t size) {
+  bool in_store = path_in_store(ui, path);
+  const char *slash = strrchr(path, '/');
+  const char *base = slash ? slash + 1 : path;
   for (size_t i = 0; i < ui->n; i++)
-    if (!strcmp(ui->t[i].path, path)) return ETCH_OK;
+    if (!strcmp(ui->t[i].path, path) ||
+        (in_store && ui->t[i].in_store && !strcmp(ui->t[i].name, base)))
+      return ETCH_OK;
   if (ui->n == ui->cap) {
     size_t nc = ui->cap ? ui->cap * 2 : 8;
     etch__ui_trace *g = etch__realloc(ui->t, nc * sizeof *g);
@@ -78,9 +119,10 @@ static int add_file(etch__ui *ui, const char *path, int64_t size) {
   memset(t, 0, sizeof *t);
   t->path = etch__strdup(path);
   if (!t->path) return etch__error(ETCH_ENOMEM, "out of memory");
-  const char *slash = strrchr(t->path, '/');
+  slash = strrchr(t->path, '/');
   t->name = slash ? slash + 1 : t->path;
   t->size = size;
+  t->in_store = in_store;
   uint8_t rnd[8];
   if (getrandom(rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd) {
     free(t->path);
@@ -140,6 +182,95 @@ int etch__ui_add_path(etch__ui *ui, const char *path) {
   return rc;
 }
 
+/* ---- the list ----------------------------------------------------------------- */
+
+int etch__ui_store_sync(etch__ui *ui, etch__store_list *out) {
+  memset(out, 0, sizeof *out);
+  if (!ui->store_dir) return ETCH_OK;
+  int rc = etch__store_list_dir(ui->store_dir, out);
+  if (rc) return rc;
+  for (size_t i = 0; i < ui->n; i++)
+    if (ui->t[i].in_store) ui->t[i].gone = true;
+  for (size_t k = 0; k < out->n; k++) {
+    const etch__store_entry *e = &out->e[k];
+    size_t i = 0;
+    while (i < ui->n && !(ui->t[i].in_store && !strcmp(ui->t[i].name, e->name)))
+      i++;
+    if (i == ui->n) {
+      char path[PATH_MAX];
+      if (etch__store_path(ui->store_dir, e->name, path, sizeof path)) continue;
+      size_t before = ui->n;
+      rc = add_file(ui, path, e->size);
+      if (rc) {
+        etch__store_list_free(out);
+        return rc;
+      }
+      if (ui->n == before) continue; /* listed under another path */
+      ui->t[i].in_store = true;
+    }
+    ui->t[i].gone = false;
+    ui->t[i].size = e->size;
+  }
+  return ETCH_OK;
+}
+
+/* The file that caches the metadata of a trace named on the command line:
+ * CACHE/meta/HASH, HASH that of its real path. "" when there is no cache
+ * directory. */
+static void meta_file(const etch__ui *ui, const char *path, char *buf,
+                      size_t n) {
+  buf[0] = '\0';
+  char dir[4096], real[PATH_MAX];
+  if (ui->cache_dir) {
+    if ((size_t)snprintf(dir, sizeof dir, "%s", ui->cache_dir) >= sizeof dir)
+      return;
+  } else if (etch__cache_dir(dir, sizeof dir) != ETCH_OK) {
+    return;
+  }
+  if (!realpath(path, real)) return;
+  if (mkdir(dir, 0755) != 0 && errno != EEXIST) return;
+  uint64_t h = etch__hash_bytes(real, strlen(real), 0);
+  if ((size_t)snprintf(buf, n, "%s/meta/%016" PRIx64, dir, h) >= n)
+    buf[0] = '\0';
+}
+
+int etch__ui_trace_meta(etch__ui *ui, etch__ui_trace *t) {
+  struct stat sb;
+  if (t->has_meta && stat(t->path, &sb) == 0 &&
+      (int64_t)sb.st_size == t->meta.size &&
+      (int64_t)sb.st_mtim.tv_sec * 1000000000 + sb.st_mtim.tv_nsec ==
+          t->meta.mtime_ns)
+    return ETCH_OK;
+  etch__store_entry_free(&t->meta);
+  t->has_meta = false;
+  char meta[4352];
+  meta_file(ui, t->path, meta, sizeof meta);
+  int rc = etch__store_file_entry(t->path, meta[0] ? meta : NULL, t->name,
+                                  &t->meta);
+  if (rc && rc != ETCH_ENOMEM) {
+    /* Gone since, or not to be looked at: listed with the reason (opening
+     * it says so too). */
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s",
+             rc == ETCH_ENOTFOUND ? "missing: no such file (removed or moved "
+                                    "since etch ui started)"
+                                  : etch_last_error());
+    memset(&t->meta, 0, sizeof t->meta);
+    t->meta.name = etch__strdup(t->name);
+    t->meta.error = etch__strdup(msg);
+    t->meta.size = t->size;
+    if (!t->meta.name || !t->meta.error) {
+      etch__store_entry_free(&t->meta);
+      return etch__error(ETCH_ENOMEM, "out of memory");
+    }
+    return ETCH_OK; /* not kept: it may come back */
+  }
+  if (rc) return rc;
+  t->has_meta = true;
+  t->size = t->meta.size;
+  return ETCH_OK;
+}
+
 etch__ui_trace *etch__ui_find(etch__ui *ui, const char *id) {
   if (!id || strlen(id) != 16) return NULL;
   for (size_t i = 0; i < ui->n; i++)
@@ -193,10 +324,12 @@ int etch__ui_open(etch__ui *ui, etch__ui_trace *t) {
 
 /* ---- the flame graph ahead ----------------------------------------------------- */
 
-typedef struct ahead_job {
-  etch__ui_trace *t;
+struct etch__ui_ahead {
   char path[4096];
-} ahead_job;
+  char *flame; /* the answer, NULL if it failed */
+  size_t len;
+};
+typedef etch__ui_ahead ahead_job;
 
 static void *ahead_main(void *arg) {
   ahead_job *job = arg;
@@ -218,9 +351,8 @@ static void *ahead_main(void *arg) {
     }
     etch__db_close(db);
   }
-  job->t->ahead_flame = body;
-  job->t->ahead_len = len;
-  free(job);
+  job->flame = body;
+  job->len = len;
   return NULL;
 }
 
@@ -229,7 +361,6 @@ void etch__ui_flame_ahead(etch__ui *ui, etch__ui_trace *t) {
     return;
   ahead_job *job = etch__calloc(1, sizeof *job);
   if (!job) return;
-  job->t = t;
   etch__import_opts o = {.all_args = true, .allow_truncated = true};
   bool imported = false;
   if (etch__query_cache_file(t->path, ui->cache_dir, &o, job->path,
@@ -242,6 +373,7 @@ void etch__ui_flame_ahead(etch__ui *ui, etch__ui_trace *t) {
     free(job);
     return;
   }
+  t->ahead_job = job;
   t->ahead_running = true;
 }
 
@@ -249,11 +381,13 @@ void etch__ui_flame_join(etch__ui_trace *t) {
   if (!t->ahead_running) return;
   pthread_join(t->ahead, NULL);
   t->ahead_running = false;
-  if (t->ahead_flame && !t->flame) {
-    t->flame = t->ahead_flame;
-    t->flame_len = t->ahead_len;
+  ahead_job *job = t->ahead_job;
+  t->ahead_job = NULL;
+  if (job->flame && !t->flame) {
+    t->flame = job->flame;
+    t->flame_len = job->len;
   } else {
-    free(t->ahead_flame);
+    free(job->flame);
   }
-  t->ahead_flame = NULL;
+  free(job);
 }

@@ -7,13 +7,25 @@
 
 #include <pthread.h>
 
+#include "ui/store.h"
 #include "ui/ui.h"
+
+typedef struct etch__ui_ahead etch__ui_ahead;
 
 typedef struct etch__ui_trace {
   char *path;
   const char *name; /* the path's last component */
   char id[17];      /* 16 hex digits */
   int64_t size;
+  /* A trace of the store (its name there is `name`); listed while the
+   * store has it (`gone` once it was not in a listing). */
+  bool in_store, gone;
+  /* What the list shows of a trace named on the command line that is not
+   * in the store (the store's own come from its listing): its metadata as
+   * the store keeps it, computed once per version of the file (and cached
+   * beside etch query's cache). */
+  etch__store_entry meta;
+  bool has_meta;
   etch__db *db; /* NULL until opened */
   bool imported; /* the open read the trace (no cache yet) */
   int64_t max_dur;
@@ -33,8 +45,9 @@ typedef struct etch__ui_trace {
   size_t flame_len;
   pthread_t ahead;
   bool ahead_running;
-  char *ahead_flame; /* the thread's answer, NULL if it failed */
-  size_t ahead_len;
+  /* The thread's job and answer, in memory of its own: the traces' array
+   * may grow (and move) while it runs, when the store gets a trace. */
+  etch__ui_ahead *ahead_job;
 } etch__ui_trace;
 
 struct etch__ui {
@@ -42,7 +55,19 @@ struct etch__ui {
   size_t n, cap;
   char *cache_dir;
   int64_t lod_min; /* a trace of this many slices gets an overview */
+  /* The trace store (listed at each /api/traces), or NULL; why there is
+   * none when it could not be found. */
+  char *store_dir;
+  char *store_error;
 };
+
+/* Lists the store (if any) into `out` and makes the app's traces follow
+ * it: a trace new to the store is added (with an id of its own), one no
+ * longer in it is `gone`. The traces' array may move. */
+int etch__ui_store_sync(etch__ui *ui, etch__store_list *out);
+/* t->meta for a trace that is not in the store, computed once per version
+ * of the file (and cached on disk: CACHE/meta/HASH). */
+int etch__ui_trace_meta(etch__ui *ui, etch__ui_trace *t);
 
 /* The trace whose id is `id`, or NULL. */
 etch__ui_trace *etch__ui_find(etch__ui *ui, const char *id);

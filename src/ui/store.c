@@ -353,11 +353,10 @@ bool etch__store_meta_parse(char *buf, int64_t size, int64_t mtime_ns,
   return (seen & counts) == counts;
 }
 
-/* The cached metadata of `name`, if usable for the file as it is now. */
-static bool meta_read(const char *dir, const char *name, int64_t size,
-                      int64_t mtime_ns, etch__store_entry *e) {
-  char path[4352];
-  if (meta_path(dir, name, path, sizeof path)) return false;
+/* The cached metadata in file `path`, if usable for the trace as it is
+ * now. */
+static bool meta_read(const char *path, int64_t size, int64_t mtime_ns,
+                      etch__store_entry *e) {
   int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
   if (fd < 0) return false;
   struct stat sb;
@@ -385,11 +384,13 @@ static bool meta_read(const char *dir, const char *name, int64_t size,
 /* Caches `e`'s metadata; a store where it cannot be written (read-only)
  * just goes without. Written under a temporary name and renamed, so that
  * a reader never sees half of it. */
-static void meta_write(const char *dir, const etch__store_entry *e) {
-  char mdir[4200], path[4352], tmp[4400];
-  snprintf(mdir, sizeof mdir, "%s/" META_DIR, dir);
+static void meta_write(const char *path, const etch__store_entry *e) {
+  char mdir[4200], tmp[4400];
+  const char *slash = strrchr(path, '/');
+  if (!slash || (size_t)(slash - path) >= sizeof mdir) return;
+  memcpy(mdir, path, (size_t)(slash - path));
+  mdir[slash - path] = '\0';
   if (mkdir(mdir, 0755) != 0 && errno != EEXIST) return;
-  if (meta_path(dir, e->name, path, sizeof path)) return;
   int k = snprintf(tmp, sizeof tmp, "%s/.%ld.tmp", mdir, (long)getpid());
   if (k < 0 || (size_t)k >= sizeof tmp) return;
   int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW,
@@ -430,22 +431,25 @@ static int64_t mtime_of(const struct stat *sb) {
  * that fits the trace as it is, else read (and cached). *computed says
  * which. ETCH_ENOTFOUND: no such file.
  */
-static int entry_get(const char *dir, const char *name,
-                     etch__store_entry *e, bool *computed) {
+/* The entry of the trace file `path` named `name`, its metadata cached in
+ * the file `meta` ("": not cached); `dir`: the store, for messages. */
+static int file_entry_get(const char *path, const char *meta,
+                          const char *name, const char *dir,
+                          etch__store_entry *e, bool *computed) {
   memset(e, 0, sizeof *e);
   *computed = false;
-  char path[4352];
-  int rc = etch__store_path(dir, name, path, sizeof path);
-  if (rc) return rc;
+  int rc;
   struct stat lsb, sb;
   if (lstat(path, &lsb) != 0)
     return errno == ENOENT
-               ? etch__error(ETCH_ENOTFOUND, "no trace '%s' in the store %s",
-                             name, dir)
+               ? (dir ? etch__error(ETCH_ENOTFOUND,
+                                    "no trace '%s' in the store %s", name, dir)
+                      : etch__error(ETCH_ENOTFOUND, "no trace %s", path))
                : etch__error(ETCH_EIO, "%s: %s", path, strerror(errno));
   if (S_ISDIR(lsb.st_mode))
-    return etch__error(ETCH_ENOTFOUND, "'%s' in the store %s is a directory",
-                       name, dir);
+    return dir ? etch__error(ETCH_ENOTFOUND,
+                             "'%s' in the store %s is a directory", name, dir)
+               : etch__error(ETCH_ENOTFOUND, "%s is a directory", path);
   e->name = etch__strdup(name);
   if (!e->name) return ETCH_ENOMEM;
   /* A symbolic link is listed as what it points to. */
@@ -462,7 +466,7 @@ static int entry_get(const char *dir, const char *name,
     e->wall_start_ns = e->mtime_ns;
     return set_error(e, "not a regular file");
   }
-  if (meta_read(dir, name, e->size, e->mtime_ns, e)) {
+  if (*meta && meta_read(meta, e->size, e->mtime_ns, e)) {
     if (e->error) e->wall_start_ns = e->mtime_ns;
     return ETCH_OK;
   }
@@ -480,9 +484,28 @@ static int entry_get(const char *dir, const char *name,
    * written now is read again next time). */
   struct stat after;
   if (stat(path, &after) == 0 && (int64_t)after.st_size == e->size &&
-      mtime_of(&after) == e->mtime_ns)
-    meta_write(dir, e);
+      mtime_of(&after) == e->mtime_ns && *meta)
+    meta_write(meta, e);
   return ETCH_OK;
+}
+
+static int entry_get(const char *dir, const char *name,
+                     etch__store_entry *e, bool *computed) {
+  memset(e, 0, sizeof *e);
+  *computed = false;
+  char path[4352], meta[4352];
+  int rc = etch__store_path(dir, name, path, sizeof path);
+  if (!rc) rc = meta_path(dir, name, meta, sizeof meta);
+  if (rc) return rc;
+  return file_entry_get(path, meta, name, dir, e, computed);
+}
+
+int etch__store_file_entry(const char *path, const char *meta,
+                           const char *name, etch__store_entry *out) {
+  bool computed;
+  int rc = file_entry_get(path, meta ? meta : "", name, NULL, out, &computed);
+  if (rc) etch__store_entry_free(out);
+  return rc;
 }
 
 int etch__store_entry_get(const char *dir, const char *name,
@@ -615,31 +638,35 @@ void etch__store_write_json(const char *dir, const etch__store_entry *e,
     etch__json_string(out, x->name, strlen(x->name));
     fputs(",\"path\":", out);
     etch__json_string(out, path, strlen(path));
-    fprintf(out, ",\"size\":%" PRId64 ",\"mtime_ns\":%" PRId64, x->size,
-            x->mtime_ns);
-    fprintf(out, ",\"start\":%" PRId64 ",\"start_from_trace\":%s",
-            x->wall_start_ns, x->wall_from_trace ? "true" : "false");
-    if (x->error) {
-      fputs(",\"duration\":null,\"events\":null,\"slices\":null,"
-            "\"processes\":null,\"threads\":null,\"data_loss\":null,"
-            "\"error\":",
-            out);
-      etch__json_string(out, x->error, strlen(x->error));
-      fputs("}", out);
-      continue;
-    }
-    fprintf(out,
-            ",\"duration\":%" PRId64 ",\"events\":%" PRId64
-            ",\"slices\":%" PRId64 ",\"processes\":%" PRId64
-            ",\"threads\":%" PRId64 ",\"data_loss\":[",
-            etch__store_entry_dur(x), x->events, x->slices, x->processes,
-            x->threads);
-    for (size_t k = 0; k < x->nloss; k++) {
-      fputs(k ? ",{\"name\":" : "{\"name\":", out);
-      etch__json_string(out, x->loss[k].name, strlen(x->loss[k].name));
-      fprintf(out, ",\"value\":%" PRId64 "}", x->loss[k].value);
-    }
-    fputs("],\"error\":null}", out);
+    etch__store_write_json_fields(x, out);
+    fputs("}", out);
   }
   fputs(n ? "\n]\n" : "]\n", out);
+}
+
+void etch__store_write_json_fields(const etch__store_entry *x, FILE *out) {
+  fprintf(out, ",\"size\":%" PRId64 ",\"mtime_ns\":%" PRId64, x->size,
+          x->mtime_ns);
+  fprintf(out, ",\"start\":%" PRId64 ",\"start_from_trace\":%s",
+          x->wall_start_ns, x->wall_from_trace ? "true" : "false");
+  if (x->error) {
+    fputs(",\"duration\":null,\"events\":null,\"slices\":null,"
+          "\"processes\":null,\"threads\":null,\"data_loss\":null,"
+          "\"error\":",
+          out);
+    etch__json_string(out, x->error, strlen(x->error));
+    return;
+  }
+  fprintf(out,
+          ",\"duration\":%" PRId64 ",\"events\":%" PRId64
+          ",\"slices\":%" PRId64 ",\"processes\":%" PRId64
+          ",\"threads\":%" PRId64 ",\"data_loss\":[",
+          etch__store_entry_dur(x), x->events, x->slices, x->processes,
+          x->threads);
+  for (size_t k = 0; k < x->nloss; k++) {
+    fputs(k ? ",{\"name\":" : "{\"name\":", out);
+    etch__json_string(out, x->loss[k].name, strlen(x->loss[k].name));
+    fprintf(out, ",\"value\":%" PRId64 "}", x->loss[k].value);
+  }
+  fputs("],\"error\":null", out);
 }

@@ -95,6 +95,12 @@ void etch__store_list_free(etch__store_list *l);
 int etch__store_entry_get(const char *dir, const char *name,
                           etch__store_entry *out);
 void etch__store_entry_free(etch__store_entry *e);
+/* The entry of a trace file anywhere, `path`, named `name`, its metadata
+ * cached in the file `meta` (NULL: computed, not cached) as a store's
+ * (its directory created if need be): what etch ui lists for the traces
+ * named on its command line. ETCH_ENOTFOUND when there is no such file. */
+int etch__store_file_entry(const char *path, const char *meta,
+                           const char *name, etch__store_entry *out);
 /* Fills `e` (zeroed by the caller) from a metadata file's text `buf`
  * (NUL-terminated; cut up in place) if it is whole and names size `size`
  * and mtime `mtime_ns`; false otherwise (e then holds what was parsed:
@@ -115,5 +121,8 @@ int64_t etch__store_entry_dur(const etch__store_entry *e);
  * value}]) and error (null or the message). */
 void etch__store_write_json(const char *dir, const etch__store_entry *e,
                             size_t n, FILE *out);
+/* One entry's members from "size" on, each after a comma (",\"size\":...
+ * \"error\":null"), as etch__store_write_json writes them. */
+void etch__store_write_json_fields(const etch__store_entry *e, FILE *out);
 
 #endif /* ETCH_UI_STORE_H */

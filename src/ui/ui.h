@@ -111,6 +111,13 @@ void etch__ui_free(etch__ui *ui);
 /* Adds a trace file, or the trace files (*.pftrace, *.perfetto-trace) of a
  * directory; an error for a path that is neither. */
 int etch__ui_add_path(etch__ui *ui, const char *path);
+/* The trace store whose traces the app lists (at every /api/traces, so
+ * that a trace recorded meanwhile is there) and may open; before
+ * etch__ui_add_path, so that a file of the store named on the command line
+ * is listed once. NULL: none. */
+int etch__ui_set_store(etch__ui *ui, const char *dir);
+/* Says, in the list, why there is no store (etch__store_dir's error). */
+void etch__ui_set_store_error(etch__ui *ui, const char *msg);
 /* Where the tables are cached (NULL: the query part's default). */
 void etch__ui_set_cache_dir(etch__ui *ui, const char *dir);
 size_t etch__ui_count(const etch__ui *ui);

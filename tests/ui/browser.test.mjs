@@ -9,7 +9,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, execFileSync } from 'node:child_process';
-import { mkdtempSync, mkdirSync, rmSync, writeFileSync, statSync, copyFileSync, unlinkSync } from 'node:fs';
+import { mkdtempSync, mkdirSync, rmSync, writeFileSync, readFileSync, statSync, copyFileSync, unlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -25,12 +25,38 @@ writeFileSync(bad, Buffer.from([0x0a, 0x05, 0x7a, 0x7a, 0xff, 0xff, 0xff, 0xff, 
                                 0xff, 0xff, 0xff, 0xff, 0xff, 0x01]));
 const gone = join(dir, 'gone.pftrace');
 copyFileSync(trace, gone);
-// A store of its own (etch ls's), with one trace in it.
+// A store of its own (etch ls's): the test trace, its first packets only
+// (fewer events), and a corrupt trace.
 const store = join(dir, 'store');
 mkdirSync(store);
 copyFileSync(trace, join(store, '20261127-040000-app.pftrace'));
-const env = { ...process.env, ETCH_CACHE_DIR: join(dir, 'cache'), ETCH_STORE: store };
+writeFileSync(join(store, '20261127-030000-part.pftrace'), firstPackets(readFileSync(trace), 12));
+writeFileSync(join(store, '20261127-050000-broken.pftrace'), readFileSync(bad));
+// Local time is UTC for etch and the browser alike: the list's start is
+// compared with etch ls's.
+const env = { ...process.env, ETCH_CACHE_DIR: join(dir, 'cache'), ETCH_STORE: store, TZ: 'UTC' };
 const shots = process.env.ETCH_UI_SHOTS;
+
+// The first n packets (Trace.packet, field 1) of a trace.
+function firstPackets(buf, n) {
+  let off = 0;
+  for (let k = 0; k < n && off < buf.length; k++) {
+    if (buf[off] !== 0x0a) throw new Error('not a packet at ' + off);
+    let len = 0, shift = 0, p = off + 1;
+    for (;;) { const b = buf[p++]; len += (b & 0x7f) * 2 ** shift; shift += 7; if (!(b & 0x80)) break; }
+    off = p + len;
+  }
+  return buf.subarray(0, off);
+}
+
+// etch ls's table: a row of cells per trace, split where its dashes are.
+function lsTable(e) {
+  const lines = execFileSync(ETCH, ['ls'], { env: e || env }).toString().split('\n');
+  const cols = [...lines[2].matchAll(/-+/g)].map((m) => m.index);
+  return lines.slice(3).filter((l) => l.length).map((l) =>
+    cols.map((c, i) => l.slice(c, i + 1 < cols.length ? cols[i + 1] : undefined).trim()));
+}
+const lsJson = (e) => JSON.parse(execFileSync(ETCH, ['ls', '--json'], { env: e || env }).toString());
 
 // etch query --csv's rows, numbers as numbers.
 function query(sql) {
@@ -42,30 +68,39 @@ function query(sql) {
 let server, base, browser, page;
 const requests = [];
 
-before(async () => {
-  server = spawn(ETCH, ['ui', trace, bad, gone], { env, stdio: ['ignore', 'pipe', 'inherit'] });
-  base = await new Promise((resolve, reject) => {
+// Starts etch ui with `args`: its process and its address.
+async function startUi(args, e) {
+  const proc = spawn(ETCH, ['ui', ...args], { env: e || env, stdio: ['ignore', 'pipe', 'inherit'] });
+  const url = await new Promise((resolve, reject) => {
     let text = '';
-    server.stdout.on('data', (d) => {
+    proc.stdout.on('data', (d) => {
       text += d;
       const m = /^etch ui: (http:\/\/127\.0\.0\.1:\d+\/\?token=[0-9a-f]+)$/m.exec(text);
       if (m) resolve(m[1]);
     });
-    server.on('exit', (c) => reject(new Error('etch ui exited with ' + c + ': ' + text)));
+    proc.on('exit', (c) => reject(new Error('etch ui exited with ' + c + ': ' + text)));
   });
+  return { proc, url };
+}
+async function stopUi(proc) {
+  if (proc && proc.exitCode === null) {
+    const done = new Promise((r) => proc.on('exit', r));
+    proc.kill('SIGINT');
+    await done;
+  }
+}
+
+before(async () => {
+  ({ proc: server, url: base } = await startUi([trace, bad, gone]));
   browser = await chromium.launch({ executablePath: process.env.ETCH_CHROMIUM,
-                                    args: ['--no-sandbox'] });
+                                    args: ['--no-sandbox'], env: { ...process.env, TZ: 'UTC' } });
   page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
   page.on('request', (r) => requests.push(r.url()));
 });
 
 after(async () => {
   if (browser) await browser.close();
-  if (server && server.exitCode === null) {
-    const done = new Promise((r) => server.on('exit', r));
-    server.kill('SIGINT');
-    await done;
-  }
+  await stopUi(server);
   rmSync(dir, { recursive: true, force: true });
 });
 
@@ -96,20 +131,171 @@ async function drawnSlices() {
   return Object.fromEntries(Object.entries(d.drawn).filter(([k]) => !counters.includes(k)));
 }
 
-test('the list shows the traces named and the store\'s, and nothing is fetched from elsewhere', async () => {
+// The list's rows as the page shows them: id and the cells' text (without
+// the compare box).
+const listRows = () => page.$$eval('#traces tbody tr', (trs) =>
+  trs.map((t) => ({ id: t.dataset.id, cells: [...t.cells].slice(1).map((c) => c.textContent) })));
+const COLS = ['name', 'start', 'duration', 'processes', 'threads', 'events', 'size', 'data_loss', 'where'];
+
+test('the list shows the traces named and the store\'s as etch ls does, and nothing is fetched from elsewhere', async () => {
   await page.goto(base);
   await page.waitForSelector('#traces tbody tr');
-  const rows = await page.$$eval('#traces tbody tr', (trs) => trs.map((t) => t.cells[0].textContent));
-  assert.deepEqual(rows, ['ui.pftrace', 'corrupt.pftrace', 'gone.pftrace',
-                          '20261127-040000-app.pftrace']);
-  // The store's trace is what etch ls lists.
-  const ls = execFileSync(ETCH, ['ls', '--json'], { env }).toString();
-  assert.match(ls, /20261127-040000-app\.pftrace/);
-  const size = await page.$eval('#traces tbody tr', (t) => t.cells[1].textContent);
-  const bytes = statSync(trace).size;
-  assert.ok(bytes < 1024);
-  assert.equal(size, bytes + ' B');
+  const rows = await listRows();
+  const list = await E(() => window.__etch.list);
+  const ls = lsJson();
+  const table = lsTable();
+  // The traces named, in their order, then the store's as etch ls lists it.
+  // (Newest first: these traces have no wall-clock time of their own, so
+  // their files' times order them.)
+  assert.deepEqual(ls.map((e) => e.name).sort(), ['20261127-030000-part.pftrace', '20261127-040000-app.pftrace',
+                                                 '20261127-050000-broken.pftrace']);
+  assert.deepEqual(rows.map((r) => r.cells[0]), ['ui.pftrace', 'corrupt.pftrace', 'gone.pftrace',
+                                                 ...ls.map((e) => e.name)]);
+  assert.deepEqual(rows.map((r) => r.id), list.map((t) => t.id));
+  // The store's rows: every member etch ls --json has, with its value, and
+  // every cell as etch ls's table has it.
+  for (let i = 0; i < ls.length; i++) {
+    const { id, in_store: inStore, open, ...rest } = list[3 + i];
+    assert.match(id, /^[0-9a-f]{16}$/);
+    assert.equal(inStore, true);
+    assert.equal(open, false);
+    assert.deepEqual(rest, ls[i]);
+    assert.deepEqual(rows[3 + i].cells, [...table[i], 'store']);
+  }
+  const at = (name) => ls.findIndex((e) => e.name === name);
+  assert.match(rows[3 + at('20261127-050000-broken.pftrace')].cells[7], /^error: corrupt trace/);
+  // A trace named on the command line: what etch ls would say of it (the
+  // store's copy holds the same bytes), its own size and time.
+  const a = at('20261127-040000-app.pftrace');
+  const named = list[0], copy = ls[a];
+  const st = statSync(trace, { bigint: true });
+  assert.equal(named.path, trace);
+  assert.equal(named.in_store, false);
+  assert.equal(named.size, Number(st.size));
+  // Beyond a double's 53 bits: the numbers as the server wrote them.
+  const u = new URL(base);
+  const raw = await (await fetch(u.origin + '/api/traces', { headers: { 'X-Etch-Token': u.searchParams.get('token') } })).text();
+  const lsRaw = execFileSync(ETCH, ['ls', '--json'], { env }).toString();
+  assert.equal(raw.match(/"mtime_ns":(\d+)/)[1], String(st.mtimeNs));
+  for (const e of ls) {
+    const tail = (text, from) => { const k = text.indexOf(from); assert.ok(k >= 0, from); return text.slice(k + from.length).split('\n')[0].replace(/\}(,|\]\})?$/, ''); };
+    assert.equal(tail(raw, JSON.stringify(e.path) + ',"in_store":true,"open":false'), tail(lsRaw, JSON.stringify(e.path)));
+  }
+  for (const k of ['duration', 'events', 'slices', 'processes', 'threads', 'data_loss', 'error', 'start_from_trace'])
+    assert.deepEqual(named[k], copy[k], k);
+  assert.deepEqual(rows[0].cells.slice(2), [...table[a].slice(2, 6), statSync(trace).size + ' bytes', table[a][7], dir]);
+  assert.equal(list[1].error, ls[at('20261127-050000-broken.pftrace')].error);
+  assert.deepEqual(copy.data_loss, [{ name: 'etch_dropped_events', value: 5 }]);
+  assert.equal(await page.textContent('#list-info'), '6 traces');
+  assert.equal(await page.isHidden('#list-empty'), true);
   for (const u of requests) assert.ok(u.startsWith(new URL(base).origin + '/'), u);
+});
+
+test('a click on a header sorts the list by its column, a second the other way', async () => {
+  const list = await E(() => window.__etch.list);
+  const ids = list.map((t) => t.id).sort();
+  for (const [i, key] of COLS.entries()) {
+    for (const turn of [0, 1]) {
+      await page.click(`#traces th[data-key=${key}]`);
+      const rows = await listRows();
+      assert.deepEqual(rows.map((r) => r.id).sort(), ids);
+      const num = !['name', 'data_loss', 'where'].includes(key);
+      // Numbers: largest first, then the other way; text: A to Z first.
+      const down = num ? turn === 0 : turn === 1;
+      assert.equal(await page.getAttribute(`#traces th[data-key=${key}]`, 'class'),
+                   'sort' + (num ? ' n' : '') + (down ? ' down' : ' up'));
+      const vals = rows.map((r) => (num ? list.find((t) => t.id === r.id)[key] : r.cells[i]));
+      for (let k = 1; k < vals.length; k++) {
+        const a = vals[k - 1], b = vals[k];
+        if (b === null) continue;             // no value: last
+        assert.notEqual(a, null, key + ': a row without a value before one with');
+        const c = num ? a - b : String(a).localeCompare(String(b));
+        assert.ok(down ? c >= 0 : c <= 0, `${key} ${down ? 'down' : 'up'}: ${a} then ${b}`);
+      }
+    }
+  }
+  // Events, largest first: the named traces and the store's copy (same
+  // counts), then the shorter one, then the two corrupt ones.
+  await page.click('#traces th[data-key=events]');
+  await page.click('#traces th[data-key=events]');
+  await page.click('#traces th[data-key=events]');
+  const rows = await listRows();
+  assert.deepEqual(rows.slice(4).map((r) => r.cells[5]), ['-', '-']);
+  assert.equal(rows[3].cells[0], '20261127-030000-part.pftrace');
+});
+
+test('the filter keeps exactly the rows whose name holds its text', async () => {
+  const list = await E(() => window.__etch.list);
+  const order = (await listRows()).map((r) => r.id);
+  for (const q of ['APP', 'corrupt', '.PFTRACE', 'part', '2026112', 'no trace has this']) {
+    await page.fill('#list-filter', q);
+    const rows = await listRows();
+    const want = order.filter((id) => list.find((t) => t.id === id).name.toLowerCase().includes(q.toLowerCase()));
+    assert.deepEqual(rows.map((r) => r.id), want, q);
+    assert.equal(await page.textContent('#list-info'),
+                 want.length === list.length ? list.length + ' traces' : want.length + ' of ' + list.length + ' traces');
+  }
+  await page.fill('#list-filter', 'app');
+  // A row opens its trace: the store's.
+  const app = list.find((t) => t.name === '20261127-040000-app.pftrace');
+  await tile(() => page.click(`#traces tbody tr[data-id="${app.id}"] td:nth-child(2)`));
+  assert.equal(await E(() => window.__etch.trace.id), app.id);
+  assert.equal(await page.isHidden('#error'), true);
+  await page.goto(base);
+  await page.waitForSelector('#traces tbody tr');
+  assert.equal(await page.inputValue('#list-filter'), '');
+});
+
+test('a corrupt trace of the store is a row with its error, and opening it says why', async () => {
+  const list = await E(() => window.__etch.list);
+  const broken = list.find((t) => t.name === '20261127-050000-broken.pftrace');
+  const err = lsJson().find((e) => e.name === broken.name).error;
+  assert.match(err, /^corrupt trace(, or cut short)?: offset \d+: /);
+  const cells = (await listRows()).find((r) => r.id === broken.id).cells;
+  assert.equal(cells[7], 'error: ' + err);
+  assert.deepEqual(cells.slice(2, 6), ['-', '-', '-', '-']);
+  await page.click(`#traces tbody tr[data-id="${broken.id}"]`);
+  await page.waitForSelector('#error:not([hidden])');
+  assert.match(await page.textContent('#error'), /20261127-050000-broken\.pftrace: cannot be read/);
+  await page.goto(base);
+  await page.waitForSelector('#traces tbody tr');
+});
+
+test('a trace that comes into the store while etch ui runs is listed at the next look', async () => {
+  const name = '20261127-060000-later.pftrace';
+  copyFileSync(trace, join(store, name));
+  await page.goto(base);
+  await page.waitForSelector(`#traces tbody tr:nth-child(7)`);
+  const rows = await listRows();
+  const ls = lsJson();
+  assert.equal(ls[0].name, name);
+  assert.deepEqual(rows.slice(3).map((r) => r.cells[0]), ls.map((e) => e.name));
+  const { id, in_store: i, open, ...rest } = (await E(() => window.__etch.list))[3];
+  assert.deepEqual(rest, ls[0]);
+  // And one that leaves it is no longer listed.
+  unlinkSync(join(store, name));
+  await page.goto(base);
+  await page.waitForSelector('#traces tbody tr');
+  assert.deepEqual((await listRows()).slice(3).map((r) => r.cells[0]), lsJson().map((e) => e.name));
+});
+
+test('an empty store and no trace named: the page says so', async () => {
+  const e = { ...env, ETCH_STORE: join(dir, 'no-store-yet') };
+  const ui = await startUi([], e);
+  const p = await browser.newPage();
+  try {
+    await p.goto(ui.url);
+    await p.waitForSelector('#list-empty:not([hidden])');
+    assert.equal(await p.textContent('#list-empty'),
+                 'The trace store (' + join(dir, 'no-store-yet') + ') is empty: etch record without -o ' +
+                 'records into it. No trace named on etch ui\'s command line either.');
+    assert.equal(await p.$$eval('#traces tbody tr', (t) => t.length), 0);
+    assert.equal(await p.isHidden('#error'), true);
+    assert.deepEqual(lsJson(e), []);
+  } finally {
+    await p.close();
+    await stopUi(ui.proc);
+  }
 });
 
 test('a corrupt trace gets a clear message on the page', async () => {

@@ -18,8 +18,6 @@
  * too (a tree without the store module builds without that). */
 #if defined(__has_include)
 #if __has_include("ui/store.h")
-#include <sys/stat.h>
-
 #include "ui/store.h"
 #define ETCH_UI_STORE 1
 #endif
@@ -65,18 +63,25 @@ static int cmd_ui(int argc, char **argv) {
     so.port = (uint16_t)p;
   }
   etch__ui *ui = NULL;
+  bool have_store = false;
   if (etch__ui_new(&ui) != ETCH_OK) rc = runtime_error("out of memory");
+#ifdef ETCH_UI_STORE
+  /* The store is listed by the page (again at each look: a trace recorded
+   * meanwhile is there); one that does not exist yet is an empty store. */
+  char store[4096];
+  if (!rc) {
+    if (etch__store_dir(store, sizeof store) == ETCH_OK) {
+      if (etch__ui_set_store(ui, store) != ETCH_OK)
+        rc = runtime_error("%s", etch_last_error());
+      have_store = true;
+    } else {
+      etch__ui_set_store_error(ui, etch_last_error());
+    }
+  }
+#endif
   for (int i = 0; !rc && i < o.noperands; i++)
     if (etch__ui_add_path(ui, o.operands[i]) != ETCH_OK)
       rc = runtime_error("%s", etch_last_error());
-#ifdef ETCH_UI_STORE
-  char store[4096];
-  struct stat sb;
-  if (!rc && etch__store_dir(store, sizeof store) == ETCH_OK &&
-      stat(store, &sb) == 0 && S_ISDIR(sb.st_mode) &&
-      etch__ui_add_path(ui, store) != ETCH_OK)
-    rc = runtime_error("%s", etch_last_error());
-#endif
   opts_free(&o);
   /* Ctrl-C and a stop end the wait below, not the process. */
   sigset_t set;
@@ -90,7 +95,7 @@ static int cmd_ui(int argc, char **argv) {
     rc = runtime_error("%s", etch_last_error());
   if (!rc) {
     printf("etch ui: %s\n", etch__ui_server_url(srv));
-    if (!etch__ui_count(ui))
+    if (!etch__ui_count(ui) && !have_store)
       printf("etch ui: no trace named (etch ui TRACE|DIR...)\n");
     fflush(stdout);
     if (ua.open) open_browser(etch__ui_server_url(srv));

@@ -131,25 +131,153 @@
   }
 
   // ---- the list ---------------------------------------------------------------
+  //
+  // The store's traces and those named on etch ui's command line, with what
+  // etch ls shows of each (the server's /api/traces: the same members as
+  // `etch ls --json`, from the store's cached metadata), formatted as etch
+  // ls formats them. A header sorts by its column (again: the other way),
+  // the box keeps the rows whose name holds its text (any case), a click
+  // opens a trace, two ticked are compared.
+
+  // etch__fmt_dur's and cli_fmt_size's formats (etch ls's).
+  function lsDur(ns) {
+    const a = Math.abs(ns), sign = ns < 0 ? '-' : '';
+    if (a < 1000) return sign + a.toFixed(0) + ' ns';
+    const units = [[1e3, 'us'], [1e6, 'ms'], [1e9, 's']];
+    for (let i = 0; i < units.length; i++) {
+      const v = a / units[i][0];
+      if (i + 1 < units.length && Math.round(v * 100) >= 100000) continue;
+      return sign + v.toFixed(2) + ' ' + units[i][1];
+    }
+  }
+  function lsSize(b) {
+    if (b < 10 * 1024) return b + ' bytes';
+    if (b < 10 * 1024 * 1024) return (b / 1024).toFixed(1) + ' KiB';
+    if (b < 10 * 1024 * 1024 * 1024) return (b / 1048576).toFixed(1) + ' MiB';
+    return (b / 1073741824).toFixed(1) + ' GiB';
+  }
+  function lsTime(ns) { // local time, to the second
+    const d = new Date(Math.floor(ns / 1e9) * 1000), p = (n) => String(n).padStart(2, '0');
+    return d.getFullYear() + '-' + p(d.getMonth() + 1) + '-' + p(d.getDate()) + ' ' +
+      p(d.getHours()) + ':' + p(d.getMinutes()) + ':' + p(d.getSeconds());
+  }
+  function lsLoss(t) {
+    if (t.error !== null) return 'error: ' + t.error;
+    return t.data_loss.length ? t.data_loss.map((l) => l.name + ' ' + l.value).join(', ') : '-';
+  }
+  // Each column: its header, the value it sorts by (null: last) and its text.
+  const LIST_COLS = [
+    { name: 'Name', key: 'name', v: (t) => t.name, text: (t) => t.name },
+    { name: 'Start', key: 'start', num: true, v: (t) => t.start, text: (t) => lsTime(t.start) },
+    { name: 'Duration', key: 'duration', num: true, v: (t) => t.duration, text: (t) => (t.error !== null ? '-' : lsDur(t.duration)) },
+    { name: 'Processes', key: 'processes', num: true, v: (t) => t.processes, text: (t) => (t.error !== null ? '-' : String(t.processes)) },
+    { name: 'Threads', key: 'threads', num: true, v: (t) => t.threads, text: (t) => (t.error !== null ? '-' : String(t.threads)) },
+    { name: 'Events', key: 'events', num: true, v: (t) => t.events, text: (t) => (t.error !== null ? '-' : String(t.events)) },
+    { name: 'Size', key: 'size', num: true, v: (t) => t.size, text: (t) => lsSize(t.size) },
+    { name: 'Data lost', key: 'data_loss', v: (t) => lsLoss(t), text: (t) => lsLoss(t) },
+    { name: 'Where', key: 'where', v: (t) => where(t), text: (t) => where(t) },
+  ];
+  // "store", or the directory of a trace named on the command line.
+  function where(t) {
+    if (t.in_store) return 'store';
+    const k = t.path.lastIndexOf('/');
+    return k < 0 ? '.' : t.path.slice(0, k) || '/';
+  }
+  const L = { traces: [], key: -1, dir: 1, picked: [] };
+
+  function listHead() {
+    const head = $('traces').tHead.rows[0];
+    if (head.cells.length) return;
+    head.appendChild(el('th', { title: 'tick two traces to compare them' }, ''));
+    LIST_COLS.forEach((c, i) => {
+      const th = el('th', { class: 'sort' + (c.num ? ' n' : ''), 'data-key': c.key }, c.name);
+      th.addEventListener('click', () => {
+        L.dir = L.key === i ? -L.dir : (c.num ? -1 : 1);
+        L.key = i;
+        fillList();
+      });
+      head.appendChild(th);
+    });
+    $('list-filter').addEventListener('input', fillList);
+    $('compare').addEventListener('click', () => {
+      if (L.picked.length === 2) location.hash = '#diff=' + L.picked.join(',');
+    });
+  }
+
+  function fillList() {
+    const body = $('traces').tBodies[0];
+    body.textContent = '';
+    let rows = L.traces.slice();
+    if (L.key >= 0) {
+      const c = LIST_COLS[L.key];
+      rows.sort((a, b) => {
+        const x = c.v(a), y = c.v(b);
+        if (x === y) return 0;
+        if (x === null) return 1;
+        if (y === null) return -1;
+        return (c.num ? x - y : String(x).localeCompare(String(y))) * L.dir;
+      });
+    }
+    const sorted = L.key >= 0 ? LIST_COLS[L.key].key : null;
+    for (const th of $('traces').tHead.rows[0].cells) {
+      th.classList.toggle('up', th.dataset.key === sorted && L.dir > 0);
+      th.classList.toggle('down', th.dataset.key === sorted && L.dir < 0);
+    }
+    const f = $('list-filter').value.toLowerCase();
+    if (f) rows = rows.filter((t) => LIST_COLS[0].text(t).toLowerCase().includes(f));
+    for (const t of rows) {
+      const tr = el('tr', { 'data-id': t.id });
+      if (t.error !== null) tr.classList.add('bad');
+      if (!t.in_store) tr.classList.add('named');
+      const box = el('input', { type: 'checkbox', title: 'compare' });
+      box.checked = L.picked.includes(t.id);
+      box.addEventListener('click', (ev) => {
+        ev.stopPropagation();
+        L.picked = L.picked.filter((x) => x !== t.id);
+        if (box.checked) L.picked.push(t.id);
+        while (L.picked.length > 2) L.picked.shift();
+        fillList();
+      });
+      const td0 = el('td');
+      td0.appendChild(box);
+      tr.appendChild(td0);
+      LIST_COLS.forEach((c, i) => {
+        const td = el('td', c.num ? { class: 'n' } : null, c.text(t));
+        if (i === 0) td.title = t.path;
+        if (c.key === 'where' && !t.in_store) td.title = 'named on the command line';
+        tr.appendChild(td);
+      });
+      tr.addEventListener('click', () => { location.hash = '#trace=' + t.id; });
+      body.appendChild(tr);
+    }
+    $('compare').disabled = L.picked.length !== 2;
+    const shown = rows.length, all = L.traces.length;
+    $('list-info').textContent = all ? (shown === all ? all + ' trace' + (all === 1 ? '' : 's')
+                                                      : shown + ' of ' + all + ' traces') : '';
+    dbg.listShown = rows.map((t) => t.id);
+  }
 
   async function showList() {
     show('list');
     $('tabs').hidden = true;
     $('searchbox').hidden = true;
     $('title').textContent = '';
-    const body = $('traces').tBodies[0];
-    body.textContent = '';
+    listHead();
     try {
       const r = await api('/api/traces');
-      for (const t of r.traces) {
-        const tr = el('tr', { 'data-id': t.id });
-        tr.appendChild(el('td', null, t.name));
-        tr.appendChild(el('td', { class: 'n' }, fmtSize(t.size)));
-        tr.appendChild(el('td', null, t.path));
-        tr.addEventListener('click', () => { location.hash = '#trace=' + t.id; });
-        body.appendChild(tr);
-      }
-      $('list-empty').hidden = r.traces.length > 0;
+      L.traces = r.traces;
+      L.picked = L.picked.filter((id) => r.traces.some((t) => t.id === id));
+      fillList();
+      const empty = $('list-empty'), store = r.store || null;
+      let msg = '';
+      if (r.store_error) msg = 'The trace store could not be listed: ' + r.store_error;
+      else if (!r.traces.some((t) => t.in_store))
+        msg = store ? 'The trace store (' + store + ') is empty: etch record without -o records into it.'
+                    : 'No trace store.';
+      if (!r.traces.length) msg += (msg ? ' ' : '') + 'No trace named on etch ui\'s command line either.';
+      empty.textContent = msg;
+      empty.hidden = !msg;
+      empty.classList.toggle('err', !!r.store_error);
       dbg.list = r.traces;
       showError(null);
     } catch (e) { showError(e); }
@@ -900,7 +1028,10 @@
                                                    'the timeline at ' + R.columns + ' columns, the flame graph and the stats)'));
     switch (path) {
       case '/api/traces':
-        return Promise.resolve({ traces: [{ id: R.trace.id, name: R.trace.name, path: R.trace.path, size: 0 }] });
+        return Promise.resolve({ store: null, store_error: null, traces: [{
+          id: R.trace.id, name: R.trace.name, path: R.trace.path, in_store: false, open: true, size: 0,
+          start: 0, duration: null, events: null, processes: null, threads: null, data_loss: null,
+          error: 'a report holds one trace' }] });
       case '/api/trace': return Promise.resolve(R.trace);
       case '/api/tile': return Promise.resolve(reportTile(a));
       case '/api/flows': return Promise.resolve(R.flows);
