@@ -11,7 +11,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "test.h"
@@ -572,5 +574,153 @@ TEST(ui_server_refuses_without_token_host_or_id) {
   ASSERT_EQ_INT(http(port, REQ("GET /etc/passwd HTTP/1.1\r\nHost: %s\r\nX-Etch-Token: %s\r\n%s\r\n", host, tok, C), body, sizeof body), 404);
 #undef REQ
   etch__ui_server_stop(s);
+  etch__ui_free(ui);
+}
+
+/* ---- the list: the store's traces as etch ls lists them ---------------------- */
+
+static void put_file(const char *path, const void *p, size_t n) {
+  FILE *f = fopen(path, "wb");
+  if (!f) FAIL("cannot write %s", path);
+  if (n && fwrite(p, 1, n, f) != n) FAIL("short write to %s", path);
+  fclose(f);
+}
+
+static void copy_file(const char *from, const char *to) {
+  size_t n;
+  uint8_t *d = etch_test_read_file(from, &n);
+  if (!d) FAIL("cannot read %s", from);
+  put_file(to, d, n);
+  free(d);
+}
+
+static size_t count_of(const char *hay, const char *needle) {
+  size_t n = 0;
+  for (const char *p = hay; (p = strstr(p, needle)); p += strlen(needle)) n++;
+  return n;
+}
+
+/* What etch ls --json says of each trace of `store` (etch__store_write_json
+ * of its listing), each entry's members after "path" checked to be in
+ * `body` after the same path, "in_store":true and "open":false. */
+static void check_as_ls(const char *store, const char *body, size_t want) {
+  etch__store_list l;
+  ASSERT_OK(etch__store_list_dir(store, &l));
+  ASSERT_EQ_U64(l.n, want);
+  char *ls = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&ls, &len);
+  etch__store_write_json(store, l.e, l.n, f);
+  fclose(f);
+  const char *p = ls;
+  for (size_t i = 0; i < l.n; i++) {
+    p = strstr(p, "\"path\":");
+    ASSERT_TRUE(p != NULL);
+    const char *members = strchr(p + 8, '"') + 1; /* after the path */
+    const char *end = strchr(members, '\n');
+    size_t n = end ? (size_t)(end - members) : strlen(members);
+    while (n && (members[n - 1] == ',' || members[n - 1] == '}')) n--;
+    char want_text[4096];
+    snprintf(want_text, sizeof want_text, "%.*s,\"in_store\":true,"
+             "\"open\":false%.*s}", (int)(members - p), p, (int)n, members);
+    if (!strstr(body, want_text))
+      FAIL("/api/traces lacks %s:\n%s", want_text, body);
+    p = members;
+  }
+  free(ls);
+  etch__store_list_free(&l);
+}
+
+TEST(ui_api_traces_lists_the_store_as_etch_ls_does) {
+  const char *trace = trace_file();
+  char store[512], cache[512], app[700], bad[700], later[700], metadir[600];
+  snprintf(store, sizeof store, "%s/store", etch_test_tmpdir());
+  snprintf(cache, sizeof cache, "%s/cache", etch_test_tmpdir());
+  snprintf(metadir, sizeof metadir, "%s/meta", cache);
+  snprintf(app, sizeof app, "%s/20261127-040000-app.pftrace", store);
+  snprintf(bad, sizeof bad, "%s/20261127-050000-bad.pftrace", store);
+  snprintf(later, sizeof later, "%s/20261127-060000-later.pftrace", store);
+  ASSERT_EQ_INT(mkdir(store, 0755), 0);
+  copy_file(trace, app);
+  static const uint8_t kBad[] = {0x0a, 0x05, 0x7a, 0x7a, 0xff, 0xff, 0xff};
+  put_file(bad, kBad, sizeof kBad);
+  etch__ui *ui;
+  ASSERT_OK(etch__ui_new(&ui));
+  etch__ui_set_cache_dir(ui, cache);
+  ASSERT_OK(etch__ui_set_store(ui, store));
+  ASSERT_OK(etch__ui_add_path(ui, trace));
+  ASSERT_OK(etch__ui_add_path(ui, app)); /* the store's: listed once */
+  char *b;
+  args none = {{0}};
+  ASSERT_EQ_INT(call(ui, "/api/traces", &none, &b), 200);
+  ASSERT_EQ_U64(count_of(b, "\"id\":"), 3);
+  check_as_ls(store, b, 2);
+  ASSERT_TRUE(strstr(b, "\"error\":\"corrupt trace"));
+  /* The trace named first, then the store's. */
+  char path_json[800];
+  snprintf(path_json, sizeof path_json, "\"path\":\"%s\",\"in_store\":false",
+           trace);
+  const char *named = strstr(b, path_json);
+  ASSERT_TRUE(named != NULL);
+  ASSERT_TRUE(named < strstr(b, "\"in_store\":true"));
+  /* Its counts are those of the store's copy (the same bytes), computed
+   * once and cached in CACHE/meta. */
+  const char *copy = strstr(strstr(b, "20261127-040000-app.pftrace\",\"in_store"),
+                            ",\"duration\"");
+  const char *mine = strstr(named, ",\"duration\"");
+  ASSERT_TRUE(copy && mine);
+  ASSERT_EQ_U64(strcspn(mine, "}"), strcspn(copy, "}"));
+  ASSERT_TRUE(!strncmp(mine, copy, strcspn(copy, "}")));
+  ASSERT_TRUE(strstr(mine, "\"events\":") != NULL);
+  DIR *d = opendir(metadir);
+  ASSERT_TRUE(d != NULL);
+  int files = 0;
+  struct dirent *de;
+  while ((de = readdir(d)))
+    if (de->d_name[0] != '.') files++;
+  closedir(d);
+  ASSERT_EQ_INT(files, 1);
+  char first_ids[3][17];
+  for (size_t i = 0; i < 3; i++) memcpy(first_ids[i], ui->t[i].id, 17);
+  free(b);
+  /* A trace recorded into the store meanwhile is listed at the next look
+   * (the ids given stay), one removed from it no longer. */
+  copy_file(trace, later);
+  ASSERT_EQ_INT(unlink(bad), 0);
+  ASSERT_EQ_INT(call(ui, "/api/traces", &none, &b), 200);
+  ASSERT_EQ_U64(count_of(b, "\"id\":"), 3);
+  check_as_ls(store, b, 2);
+  ASSERT_TRUE(strstr(b, "20261127-060000-later.pftrace") != NULL);
+  ASSERT_TRUE(strstr(b, "20261127-050000-bad.pftrace") == NULL);
+  /* The trace named, the store's app (named too) and the corrupt one. */
+  ASSERT_TRUE(strstr(b, first_ids[0]) != NULL);
+  ASSERT_TRUE(strstr(b, first_ids[1]) != NULL);
+  ASSERT_TRUE(strstr(b, first_ids[2]) == NULL);
+  ASSERT_EQ_STR(ui->t[2].name, "20261127-050000-bad.pftrace");
+  free(b);
+  /* A store that cannot be listed: said, the trace named still listed. */
+  ASSERT_OK(etch__ui_set_store(ui, trace));
+  ASSERT_EQ_INT(call(ui, "/api/traces", &none, &b), 200);
+  ASSERT_TRUE(strstr(b, "\"store_error\":\"trace store ") != NULL);
+  ASSERT_TRUE(strstr(b, path_json) != NULL);
+  ASSERT_EQ_U64(count_of(b, "\"id\":"), 1);
+  free(b);
+  etch__ui_free(ui);
+}
+
+TEST(ui_api_traces_an_empty_store) {
+  char store[512];
+  snprintf(store, sizeof store, "%s/not-yet", etch_test_tmpdir());
+  etch__ui *ui;
+  ASSERT_OK(etch__ui_new(&ui));
+  ASSERT_OK(etch__ui_set_store(ui, store));
+  char *b;
+  args none = {{0}};
+  ASSERT_EQ_INT(call(ui, "/api/traces", &none, &b), 200);
+  char want[700];
+  snprintf(want, sizeof want,
+           "{\"store\":\"%s\",\"store_error\":null,\"traces\":[]}", store);
+  ASSERT_EQ_STR(b, want);
+  free(b);
   etch__ui_free(ui);
 }
