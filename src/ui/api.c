@@ -16,6 +16,7 @@
  *   /api/flows?id=&start=&end=           flows with an end in the window
  *   /api/stats?id=                       etch stats' tables
  *   /api/sql?id=&q=                      one SELECT/WITH/EXPLAIN statement
+ *   /api/diff?a=&b=                      etch diff of two traces
  */
 #define _GNU_SOURCE
 #include <ctype.h>
@@ -24,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "base/base.h"
 #include "base/map.h"
@@ -1002,6 +1004,44 @@ static int api_sql(req *r) {
   return 200;
 }
 
+/* ---- comparing two traces ------------------------------------------------------ */
+
+enum { MAX_DIFF_ROWS = 5000 };
+
+/* etch diff A B --json (the first MAX_DIFF_ROWS rows, by the change of
+ * the total), A and B named by their ids: through their caches. */
+static int api_diff(req *r) {
+  etch__ui_trace *t[2] = {etch__ui_find(r->ui, r->get(r->ctx, "a")),
+                          etch__ui_find(r->ui, r->get(r->ctx, "b"))};
+  if (!t[0] || !t[1])
+    return fail(r, 404, "no such trace (the id is not one this etch ui gave)");
+  for (int k = 0; k < 2; k++) {
+    struct stat sb;
+    if (stat(t[k]->path, &sb) != 0)
+      return fail(r, 410,
+                  "%s is no longer there (removed or moved since it was "
+                  "listed): %s",
+                  t[k]->path, strerror(errno));
+  }
+  etch__import_opts io = {.all_args = true, .allow_truncated = true,
+                          .quiet = true};
+  etch__diff d = {0};
+  const char *failed = NULL;
+  int rc = etch__diff_files(t[0]->path, t[1]->path, r->ui->cache_dir, false,
+                            &io, ETCH__DIFF_BY_TOTAL, &d, &failed);
+  if (rc == ETCH_ENOMEM) return fail(r, 500, "out of memory");
+  if (rc) {
+    int st = fail(r, 422, "%s: cannot be compared: %s",
+                  failed ? failed : "the traces", etch_last_error());
+    etch__diff_free(&d);
+    return st;
+  }
+  etch__diff_print(&d, r->out, MAX_DIFF_ROWS, true, t[0]->name, t[1]->name,
+                   ETCH__DIFF_BY_TOTAL);
+  etch__diff_free(&d);
+  return 200;
+}
+
 /* ---- dispatch ------------------------------------------------------------------- */
 
 static const struct {
@@ -1013,6 +1053,7 @@ static const struct {
     {"/api/slice", api_slice},   {"/api/search", api_search},
     {"/api/range", api_range},   {"/api/flame", api_flame},
     {"/api/stats", api_stats},   {"/api/sql", api_sql},
+    {"/api/diff", api_diff},
 };
 
 int etch__ui_api(etch__ui *ui, const char *path, etch__ui_getarg arg,

@@ -246,6 +246,33 @@ test('the filter keeps exactly the rows whose name holds its text', async () => 
   assert.equal(await page.inputValue('#list-filter'), '');
 });
 
+test('two traces ticked in the list are compared as etch diff compares them', async () => {
+  const list = await E(() => window.__etch.list);
+  const a = list.find((t) => t.name === 'ui.pftrace');
+  const b = list.find((t) => t.name === '20261127-030000-part.pftrace');
+  assert.equal(await page.isDisabled('#compare'), true);
+  await page.click(`#traces tbody tr[data-id="${a.id}"] input`);
+  assert.equal(await page.isDisabled('#compare'), true);
+  assert.equal(await E(() => window.__etch.section), 'list'); // a tick opens nothing
+  await page.click(`#traces tbody tr[data-id="${b.id}"] input`);
+  assert.equal(await page.isDisabled('#compare'), false);
+  await page.click('#compare');
+  await page.waitForFunction(() => window.__etch.diff && window.__etch.busy === 0);
+  const want = JSON.parse(execFileSync(ETCH, ['diff', '--json', '-n', '0', a.path, b.path], { env }).toString());
+  const got = await E(() => window.__etch.diff);
+  assert.deepEqual(got.rows, want.rows);
+  assert.ok(want.rows.length > 3);
+  assert.ok(want.rows.some((r) => r.b.count < r.a.count));
+  assert.equal(got.a, 'ui.pftrace');
+  assert.equal(got.b, '20261127-030000-part.pftrace');
+  const shown = await page.$$eval('#diff-table tbody tr', (trs) =>
+    trs.map((t) => [t.cells[0].textContent, Number(t.cells[1].textContent), Number(t.cells[2].textContent)]));
+  assert.deepEqual(shown, want.rows.map((r) => [r.name, r.a.count, r.b.count]));
+  assert.equal(await page.isHidden('#error'), true);
+  await page.goto(base);
+  await page.waitForSelector('#traces tbody tr');
+});
+
 test('a corrupt trace of the store is a row with its error, and opening it says why', async () => {
   const list = await E(() => window.__etch.list);
   const broken = list.find((t) => t.name === '20261127-050000-broken.pftrace');

@@ -283,8 +283,43 @@
     } catch (e) { showError(e); }
   }
 
+  // ---- two traces compared (etch diff) -----------------------------------------
+
+  async function showDiff(a, b) {
+    show('diff');
+    $('tabs').hidden = true;
+    $('searchbox').hidden = true;
+    const out = $('diff');
+    out.textContent = '';
+    dbg.diff = null;
+    const names = (id) => { const t = (L.traces || []).find((x) => x.id === id); return t ? t.name : id; };
+    $('title').textContent = names(a) + ' vs ' + names(b);
+    status('comparing...');
+    try {
+      const d = await api('/api/diff', { a, b });
+      $('title').textContent = d.a + ' vs ' + d.b;
+      out.appendChild(el('p', { class: 'hint' }, 'A: ' + d.a + ', B: ' + d.b + '. Slices by name, ' +
+        'largest change of the total first (etch diff). ' + d.names + ' names' +
+        (d.rows.length < d.names ? ', the first ' + d.rows.length + ' shown' : '') + '.'));
+      const cols = [{ name: 'name' }, { name: 'count A', num: true }, { name: 'count B', num: true },
+        { name: 'total A', num: true }, { name: 'total B', num: true }, { name: 'change', num: true },
+        { name: 'mean A', num: true }, { name: 'mean B', num: true }, { name: 'p50 A', num: true },
+        { name: 'p50 B', num: true }, { name: 'p99 A', num: true }, { name: 'p99 B', num: true }];
+      const rows = d.rows.map((r) => [r.name, r.a.count, r.b.count, r.a.total, r.b.total, r.change.total,
+        r.a.mean, r.b.mean, r.a.p50, r.b.p50, r.a.p99, r.b.p99]);
+      const dur = new Set([3, 4, 5, 6, 7, 8, 9, 10, 11]);
+      const t = sortableTable(cols, rows, (i, v) => (v === null ? (i === 0 ? '(no name)' : '-')
+        : dur.has(i) ? (i === 5 && v > 0 ? '+' : '') + fmtDur(i === 6 || i === 7 ? Math.round(v) : v) : String(v)));
+      t.id = 'diff-table';
+      out.appendChild(t);
+      dbg.diff = d;
+      showError(null);
+      status('');
+    } catch (e) { showError(e); status(''); }
+  }
+
   function show(section) {
-    for (const s of ['list', 'timeline', 'flame', 'stats', 'sql']) $(s).hidden = s !== section;
+    for (const s of ['list', 'timeline', 'flame', 'stats', 'sql', 'diff']) $(s).hidden = s !== section;
     for (const b of $('tabs').querySelectorAll('button')) b.classList.toggle('on', b.dataset.tab === section);
     dbg.section = section;
   }
@@ -1076,9 +1111,10 @@
 
   function route() {
     const h = new URLSearchParams(location.hash.slice(1));
-    const id = h.get('trace');
+    const id = h.get('trace'), diff = (h.get('diff') || '').split(',');
     if (REPORT && !id) { location.hash = '#trace=' + REPORT.trace.id; return; }
     if (id) openTrace(id, h.get('tab'));
+    else if (diff.length === 2 && !REPORT) showDiff(diff[0], diff[1]);
     else showList();
   }
   window.addEventListener('hashchange', route);
