@@ -2,12 +2,16 @@
 // graph of a trace, taken from etch ui in Debian's chromium.
 //   ETCH_BIN=build/tools/etch/etch node tests/ui/screenshots.mjs TRACE OUTDIR [START END]
 // START END (ns, optional): the timeline's window.
+//   ETCH_BIN=... ETCH_STORE=DIR node tests/ui/screenshots.mjs - OUTDIR
+// (no trace): the list of the store (list.png) and the first two readable
+// traces of it compared (diff.png).
 import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { chromium } from 'playwright-core';
 
 const [trace, out, start, end] = process.argv.slice(2);
-const etch = spawn(process.env.ETCH_BIN, ['ui', trace], { stdio: ['ignore', 'pipe', 'inherit'] });
+const etch = spawn(process.env.ETCH_BIN, ['ui', ...(trace === '-' ? [] : [trace])],
+                   { stdio: ['ignore', 'pipe', 'inherit'] });
 const url = await new Promise((resolve) => {
   let t = '';
   etch.stdout.on('data', (d) => {
@@ -20,6 +24,20 @@ const browser = await chromium.launch({ executablePath: process.env.ETCH_CHROMIU
                                         args: ['--no-sandbox'] });
 const page = await browser.newPage({ viewport: { width: 1400, height: 800 } });
 await page.goto(url);
+if (trace === '-') {
+  await page.waitForFunction(() => window.__etch.list && window.__etch.busy === 0);
+  await page.screenshot({ path: join(out, 'list.png') });
+  const ok = await page.evaluate(() => window.__etch.list.filter((t) => t.error === null).map((t) => t.id));
+  if (ok.length >= 2) {
+    for (const id of ok.slice(0, 2)) await page.click(`#traces tbody tr[data-id="${id}"] input`);
+    await page.click('#compare');
+    await page.waitForFunction(() => window.__etch.diff && window.__etch.busy === 0);
+    await page.screenshot({ path: join(out, 'diff.png') });
+  }
+  await browser.close();
+  etch.kill('SIGINT');
+  process.exit(0);
+}
 await page.click('#traces tbody tr');
 await page.waitForFunction(() => window.__etch.tiles > 0 && window.__etch.busy === 0);
 if (start) {
