@@ -3,8 +3,9 @@
 //   ETCH_BIN=build/tools/etch/etch node tests/ui/screenshots.mjs TRACE OUTDIR [START END]
 // START END (ns, optional): the timeline's window.
 //   ETCH_BIN=... ETCH_STORE=DIR node tests/ui/screenshots.mjs - OUTDIR
-// (no trace): the list of the store (list.png) and the first two readable
-// traces of it compared (diff.png).
+// (no trace): the list of the store (list.png) and two readable traces of
+// it compared (diff.png): two of the same program if there are, else the
+// first two.
 import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { chromium } from 'playwright-core';
@@ -27,9 +28,12 @@ await page.goto(url);
 if (trace === '-') {
   await page.waitForFunction(() => window.__etch.list && window.__etch.busy === 0);
   await page.screenshot({ path: join(out, 'list.png') });
-  const ok = await page.evaluate(() => window.__etch.list.filter((t) => t.error === null).map((t) => t.id));
-  if (ok.length >= 2) {
-    for (const id of ok.slice(0, 2)) await page.click(`#traces tbody tr[data-id="${id}"] input`);
+  const ok = await page.evaluate(() => window.__etch.list.filter((t) => t.error === null)
+    .map((t) => ({ id: t.id, prog: t.name.replace(/^\d{8}-\d{6}-/, '').replace(/(-\d+)?\.pftrace$/, '') })));
+  const same = ok.filter((t) => ok.filter((u) => u.prog === t.prog).length > 1);
+  const two = (same.length >= 2 ? same : ok).slice(0, 2);
+  if (two.length === 2) {
+    for (const t of two) await page.click(`#traces tbody tr[data-id="${t.id}"] input`);
     await page.click('#compare');
     await page.waitForFunction(() => window.__etch.diff && window.__etch.busy === 0);
     await page.screenshot({ path: join(out, 'diff.png') });
