@@ -724,3 +724,41 @@ TEST(ui_api_traces_an_empty_store) {
   free(b);
   etch__ui_free(ui);
 }
+
+/* /api/diff: etch diff's JSON of two traces named by their ids, nothing
+ * else. */
+TEST(ui_api_diff_by_ids_only) {
+  const char *trace = trace_file();
+  char copy[600];
+  snprintf(copy, sizeof copy, "%s/copy.pftrace", etch_test_tmpdir());
+  copy_file(trace, copy);
+  etch__ui *ui = app_of(trace);
+  ASSERT_OK(etch__ui_add_path(ui, copy));
+  char *b;
+  args ab = {{"a", "b"}, {ui->t[0].id, ui->t[1].id}};
+  ASSERT_EQ_INT(call(ui, "/api/diff", &ab, &b), 200);
+  ASSERT_TRUE(!strncmp(b, "{\"a\":\"ui.pftrace\",\"b\":\"copy.pftrace\","
+                          "\"sort\":\"total\",\"rows\":[", 60));
+  /* The same slices on both sides: no change anywhere. frame: 2 slices,
+   * 100000 + 90000 ns. */
+  ASSERT_TRUE(strstr(b, "{\"name\":\"frame\",\"a\":{\"count\":2,\"total\":190000,"));
+  ASSERT_EQ_U64(count_of(b, "\"change\":{\"count\":0,\"total\":0,"),
+                count_of(b, "\"change\":"));
+  free(b);
+  static const char *const kBad[][2] = {
+      {"0000000000000000", NULL}, {NULL, "../../etc/passwd"}, {"", ""},
+      {"ui.pftrace", NULL}};
+  for (size_t i = 0; i < 4; i++) {
+    args x = {{"a", "b"},
+              {kBad[i][0] ? kBad[i][0] : ui->t[0].id,
+               kBad[i][1] ? kBad[i][1] : ui->t[1].id}};
+    ASSERT_EQ_INT(call(ui, "/api/diff", &x, &b), 404);
+    free(b);
+  }
+  /* A trace gone since it was listed. */
+  ASSERT_EQ_INT(unlink(copy), 0);
+  ASSERT_EQ_INT(call(ui, "/api/diff", &ab, &b), 410);
+  ASSERT_TRUE(strstr(b, "copy.pftrace is no longer there"));
+  free(b);
+  etch__ui_free(ui);
+}
