@@ -240,6 +240,9 @@ typedef struct sreader {
   uint32_t piece; /* READ_PIECE or READ_PIECE_IPC */
   bool stats;    /* TraceStats at the end */
   bool done;
+  /* A piece was handed out (its bytes are dropped at the next call; before
+   * the first, r->o.out holds the header: the clock snapshot). */
+  bool handed;
 } sreader;
 
 /* ---- loop.c ---- */

@@ -598,7 +598,8 @@ int etch__svc_sreader_next(etch_service *s, sreader *r, uint8_t **data,
                            size_t *len) {
   *data = NULL;
   *len = 0;
-  etch__pb_buf_reset(&r->o.out);
+  if (r->handed) etch__pb_buf_reset(&r->o.out);
+  r->handed = true;
   int rc = ETCH_OK;
   session *x = etch__svc_find_session(s, r->session_id);
   size_t have;

@@ -1878,7 +1878,14 @@ static long long query_one(const char *trace, const char *sql) {
  * `events` ticks) was kept in it: exactly one trace, named by the day and
  * "system", with its metadata already written, etch ls's counts those of
  * the events sent, and the trace's content event by event. */
-static void check_kept(const char *dir, pid_t p, long events) {
+static int64_t wall_ns(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_REALTIME, &t);
+  return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+static void check_kept(const char *dir, pid_t p, long events, int64_t from,
+                       int64_t to) {
   char files[4096];
   store_files(dir, files, sizeof files);
   /* No hidden file left: the trace and nothing else. */
@@ -1900,6 +1907,11 @@ static void check_kept(const char *dir, pid_t p, long events) {
   ASSERT_EQ_INT(jp_int(e, "events"), 2 * events + 1);
   ASSERT_EQ_INT(jp_int(e, "processes"), 1);
   ASSERT_EQ_U64(jp_get(e, "data_loss")->n, 0);
+  /* Its start in wall-clock time from the trace's own clock snapshot (the
+   * service's, first in the trace), within the recording. */
+  ASSERT_TRUE(jp_get(e, "start_from_trace")->kind == JP_BOOL &&
+              jp_get(e, "start_from_trace")->b);
+  ASSERT_TRUE(jp_int(e, "start") >= from && jp_int(e, "start") <= to);
   ASSERT_EQ_INT(stat(path, &sb), 0);
   ASSERT_EQ_INT(jp_int(e, "size"), (int64_t)sb.st_size);
   jp_free(v);
@@ -1933,6 +1945,7 @@ TEST(a_session_without_o_is_kept_in_the_store) {
   snprintf(log, sizeof log, "%s/record.log", s.dir);
   char *argv[] = {(char *)ETCH_BIN, "record", "--system", "-q", NULL};
   int before = log_sessions(&s);
+  int64_t from = wall_ns();
   pid_t rec = spawn(argv, log);
   wait_session(&s, before, rec);
   pid_t p = producer("kept", 2, 3000);
@@ -1944,7 +1957,7 @@ TEST(a_session_without_o_is_kept_in_the_store) {
   jp_free(v);
   kill(rec, SIGINT);
   ASSERT_EQ_INT(wait_exit(rec), 0);
-  check_kept(store, p, 3000);
+  check_kept(store, p, 3000, from, wall_ns());
   /* etch record said where it is. */
   char files[4096], want[5000];
   store_files(store, files, sizeof files);
@@ -1977,6 +1990,7 @@ TEST(a_write_into_file_session_is_kept_in_the_store_once_whole) {
   fclose(f);
   char *argv[] = {(char *)ETCH_BIN, "record", "--config", cfg, "-q", NULL};
   int before = log_sessions(&s);
+  int64_t from = wall_ns();
   pid_t rec = spawn(argv, log);
   wait_session(&s, before, rec);
   pid_t p = producer("kept", 2, 20000);
@@ -2001,7 +2015,7 @@ TEST(a_write_into_file_session_is_kept_in_the_store_once_whole) {
   kill(rec, SIGINT);
   ASSERT_EQ_INT(wait_exit(rec), 0);
   ASSERT_TRUE(stat(part, &sb) != 0);
-  check_kept(store, p, 20000);
+  check_kept(store, p, 20000, from, wall_ns());
   unsetenv("ETCH_STORE");
   svc_stop(&s);
 }
