@@ -240,6 +240,10 @@
       });
       const td0 = el('td');
       td0.appendChild(box);
+      td0.addEventListener('click', (ev) => { // the box's cell ticks, never opens
+        ev.stopPropagation();
+        if (ev.target === td0) box.click();
+      });
       tr.appendChild(td0);
       LIST_COLS.forEach((c, i) => {
         const td = el('td', c.num ? { class: 'n' } : null, c.text(t));
