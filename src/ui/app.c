@@ -184,33 +184,55 @@ int etch__ui_add_path(etch__ui *ui, const char *path) {
 
 /* ---- the list ----------------------------------------------------------------- */
 
+static int cmp_index_name(const void *x, const void *y, void *ctx) {
+  const etch__ui_trace *t = ctx;
+  return strcmp(t[*(const size_t *)x].name, t[*(const size_t *)y].name);
+}
+
 int etch__ui_store_sync(etch__ui *ui, etch__store_list *out) {
   memset(out, 0, sizeof *out);
   if (!ui->store_dir) return ETCH_OK;
   int rc = etch__store_list_dir(ui->store_dir, out);
   if (rc) return rc;
+  /* The store's traces the app has, by name (indices: the array may move
+   * as traces are added below; those are new names, looked up no more). */
+  size_t *idx = etch__calloc(ui->n + 1, sizeof *idx), nidx = 0;
+  if (!idx) {
+    etch__store_list_free(out);
+    return etch__error(ETCH_ENOMEM, "out of memory");
+  }
   for (size_t i = 0; i < ui->n; i++)
-    if (ui->t[i].in_store) ui->t[i].gone = true;
+    if (ui->t[i].in_store) idx[nidx++] = i;
+  qsort_r(idx, nidx, sizeof *idx, cmp_index_name, ui->t);
   for (size_t k = 0; k < out->n; k++) {
     const etch__store_entry *e = &out->e[k];
-    size_t i = 0;
-    while (i < ui->n && !(ui->t[i].in_store && !strcmp(ui->t[i].name, e->name)))
-      i++;
+    size_t lo = 0, hi = nidx, i = ui->n;
+    while (lo < hi) {
+      size_t mid = lo + (hi - lo) / 2;
+      int c = strcmp(ui->t[idx[mid]].name, e->name);
+      if (c == 0) {
+        i = idx[mid];
+        break;
+      }
+      if (c < 0) lo = mid + 1;
+      else hi = mid;
+    }
     if (i == ui->n) {
       char path[PATH_MAX];
       if (etch__store_path(ui->store_dir, e->name, path, sizeof path)) continue;
       size_t before = ui->n;
       rc = add_file(ui, path, e->size);
       if (rc) {
+        free(idx);
         etch__store_list_free(out);
         return rc;
       }
       if (ui->n == before) continue; /* listed under another path */
       ui->t[i].in_store = true;
     }
-    ui->t[i].gone = false;
     ui->t[i].size = e->size;
   }
+  free(idx);
   return ETCH_OK;
 }
 

@@ -17,9 +17,9 @@ typedef struct etch__ui_trace {
   const char *name; /* the path's last component */
   char id[17];      /* 16 hex digits */
   int64_t size;
-  /* A trace of the store (its name there is `name`); listed while the
-   * store has it (`gone` once it was not in a listing). */
-  bool in_store, gone;
+  /* A trace of the store (its name there is `name`): listed while the
+   * store's listing has it. */
+  bool in_store;
   /* What the list shows of a trace named on the command line that is not
    * in the store (the store's own come from its listing): its metadata as
    * the store keeps it, computed once per version of the file (and cached
@@ -61,9 +61,9 @@ struct etch__ui {
   char *store_error;
 };
 
-/* Lists the store (if any) into `out` and makes the app's traces follow
- * it: a trace new to the store is added (with an id of its own), one no
- * longer in it is `gone`. The traces' array may move. */
+/* Lists the store (if any) into `out` and adds the traces new to it to the
+ * app's (each with an id of its own; one no longer in the store keeps its
+ * id, and opening it says it is gone). The traces' array may move. */
 int etch__ui_store_sync(etch__ui *ui, etch__store_list *out);
 /* t->meta for a trace that is not in the store, computed once per version
  * of the file (and cached on disk: CACHE/meta/HASH). */
