@@ -188,12 +188,15 @@ void etch__tw_id(etch__tw *w, idx_t col, int64_t id) {
  *
  * The filling thread hands each full chunk over and takes an empty one;
  * the pipe's thread appends it on its own connection and gives it back.
- * kPipeChunks chunks go round: the filler waits when all are queued. The
- * pipe's thread allocates nothing of etch's and reports a failure by the
- * text in `msg`, turned into an error by the filler.
+ * Up to kPipeChunks chunks go round (made as needed): the filler waits
+ * when all are queued. The queue is deep because DuckDB's work comes in
+ * bursts: each full row group (60 chunks) is compressed and written in
+ * one append, and the filler goes on meanwhile. The pipe's thread
+ * allocates nothing of etch's and reports a failure by the text in `msg`,
+ * turned into an error by the filler.
  */
 
-enum { kPipeChunks = 4 };
+enum { kPipeChunks = 64 };
 
 struct etch__tw_pipe {
   pthread_t thread;
@@ -205,7 +208,9 @@ struct etch__tw_pipe {
   duckdb_data_chunk queue[kPipeChunks]; /* full, in order: head..+nq */
   size_t head, nq;
   duckdb_data_chunk free_[kPipeChunks];
-  size_t nfree;
+  size_t nfree, nmade; /* nmade: besides the one being filled */
+  etch__col kind[kTwMaxCols];
+  size_t ncols;
   bool failed;
   char msg[256];
 };
@@ -310,14 +315,36 @@ static int pipe_end(etch__tw *w, bool commit) {
   return rc;
 }
 
-/* Queues the writer's full chunk and takes an empty one. */
+/* A chunk with columns of `kinds`; NULL when out of memory. */
+static duckdb_data_chunk new_chunk(const etch__col *kinds, size_t ncols) {
+  duckdb_logical_type types[kTwMaxCols];
+  static const duckdb_type kType[] = {DUCKDB_TYPE_BIGINT, DUCKDB_TYPE_DOUBLE,
+                                      DUCKDB_TYPE_VARCHAR};
+  for (size_t c = 0; c < ncols; c++)
+    types[c] = duckdb_create_logical_type(kType[kinds[c]]);
+  duckdb_data_chunk chunk = duckdb_create_data_chunk(types, ncols);
+  for (size_t c = 0; c < ncols; c++) duckdb_destroy_logical_type(&types[c]);
+  return chunk;
+}
+
+/* Queues the writer's full chunk and takes an empty one: a new one while
+ * fewer than kPipeChunks were made, else one given back. */
 static void pipe_hand(etch__tw *w) {
   etch__tw_pipe *p = w->pipe;
   pthread_mutex_lock(&p->mu);
   p->queue[(p->head + p->nq++) % kPipeChunks] = w->chunk;
   pthread_cond_broadcast(&p->cv);
-  while (!p->nfree) pthread_cond_wait(&p->cv, &p->mu);
-  w->chunk = p->free_[--p->nfree];
+  bool make = !p->nfree && p->nmade + 1 < kPipeChunks;
+  pthread_mutex_unlock(&p->mu);
+  duckdb_data_chunk c = make ? new_chunk(p->kind, p->ncols) : NULL;
+  pthread_mutex_lock(&p->mu);
+  if (c) {
+    p->nmade++;
+  } else {
+    while (!p->nfree) pthread_cond_wait(&p->cv, &p->mu);
+    c = p->free_[--p->nfree];
+  }
+  w->chunk = c;
   pthread_mutex_unlock(&p->mu);
 }
 
@@ -345,20 +372,8 @@ int etch__tw_open_piped(etch__tw *w, etch__db *db, const char *catalog,
                          ? duckdb_appender_error(p->app)
                          : "DuckDB error");
   if (!rc) rc = tw_chunk(w, kinds, ncols);
-  /* The chunks that go round besides the one being filled. */
-  for (size_t i = 0; !rc && i + 1 < kPipeChunks; i++) {
-    duckdb_logical_type types[kTwMaxCols];
-    static const duckdb_type kType[] = {DUCKDB_TYPE_BIGINT, DUCKDB_TYPE_DOUBLE,
-                                        DUCKDB_TYPE_VARCHAR};
-    for (size_t c = 0; c < ncols; c++)
-      types[c] = duckdb_create_logical_type(kType[kinds[c]]);
-    duckdb_data_chunk c = duckdb_create_data_chunk(types, ncols);
-    for (size_t k = 0; k < ncols; k++) duckdb_destroy_logical_type(&types[k]);
-    if (!c)
-      rc = etch__error(ETCH_ENOMEM, "import: out of memory");
-    else
-      p->free_[p->nfree++] = c;
-  }
+  memcpy(p->kind, kinds, ncols * sizeof *kinds);
+  p->ncols = ncols;
   if (!rc && pthread_create(&p->thread, NULL, pipe_main, p) != 0)
     rc = etch__error(ETCH_ENOMEM, "import: cannot start a thread");
   if (!rc) p->started = true;
