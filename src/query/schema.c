@@ -13,7 +13,9 @@
  * DuckDB's per-row work on a string column (distinct-value statistics,
  * dictionary analysis and compression as each row group is written) was
  * a third of a first query's time (10 M events: 3.1 s, 2.1 s without
- * them), and the join costs a cached group-by by name some 60 ms.
+ * them). Every slice_data row has its slice_name row, so the view is an
+ * inner join: DuckDB then groups 5 M slices by name in 13 ms against 10 ms
+ * from a VARCHAR column (a left join took 60 ms).
  */
 #define _GNU_SOURCE
 #include <stdio.h>
@@ -153,7 +155,7 @@ int etch__query_slice_select(char *buf, size_t n, const char *catalog) {
       buf, n,
       "SELECT d.id, d.ts, d.dur, d.track_id, k.category, k.name, d.depth,"
       " d.parent_id, d.arg_set_id, d.thread_ts, d.thread_dur, d.self_dur"
-      " FROM %sslice_data d LEFT JOIN %sslice_name k ON k.id = d.key_id",
+      " FROM %sslice_data d JOIN %sslice_name k ON k.id = d.key_id",
       q, q);
   return len > 0 && (size_t)len < n ? ETCH_OK
                                     : etch__error(ETCH_EINVAL, "name too long");
