@@ -102,7 +102,7 @@ const char *etch__query_stored_table_name(size_t i, size_t *len);
  * the default one) into `buf`. */
 int etch__query_slice_select(char *buf, size_t n, const char *catalog);
 /* The version of the tables' layout, part of a cache's key. */
-#define ETCH__QUERY_SCHEMA_VERSION "3"
+#define ETCH__QUERY_SCHEMA_VERSION "4"
 /* The CREATE VIEW statements of the views over track. */
 const char *etch__query_views_sql(void);
 

@@ -479,9 +479,8 @@ static const etch__col kSliceCols[] = {
     ETCH__COL_STR, ETCH__COL_STR, ETCH__COL_I64, ETCH__COL_I64,
     ETCH__COL_I64, ETCH__COL_I64, ETCH__COL_I64, ETCH__COL_I64};
 static const etch__col kSliceDataCols[] = {
-    ETCH__COL_I64, ETCH__COL_I64, ETCH__COL_I64, ETCH__COL_I64,
-    ETCH__COL_I64, ETCH__COL_I64, ETCH__COL_I64, ETCH__COL_I64,
-    ETCH__COL_I64, ETCH__COL_I64, ETCH__COL_I64};
+    ETCH__COL_I64, ETCH__COL_I64, ETCH__COL_I64, ETCH__COL_I64, ETCH__COL_I64,
+    ETCH__COL_I64, ETCH__COL_I64, ETCH__COL_I64, ETCH__COL_I64};
 static const etch__col kSliceNameCols[] = {ETCH__COL_I64, ETCH__COL_STR,
                                            ETCH__COL_STR};
 static const etch__col kCounterCols[] = {ETCH__COL_I64, ETCH__COL_I64,
@@ -603,9 +602,7 @@ static void write_slice(etch__rows *r, const etch__slice_row *s) {
     etch__tw_i64(w, 5, s->depth);
     etch__tw_id(w, 6, s->parent_id);
     etch__tw_id(w, 7, s->arg_set_id);
-    etch__tw_null(w, 8);
-    etch__tw_null(w, 9);
-    etch__tw_i64(w, 10, s->self_dur);
+    etch__tw_i64(w, 8, s->self_dur);
     etch__tw_end_row(w);
     return;
   }
