@@ -93,16 +93,14 @@ int etch__res_close(etch__res *res);
 int etch__query_schema_create(etch__db *db, const char *catalog);
 /* The i-th table's name as queries see it (`len` bytes at the result),
  * NULL past the last; its text up to ')' is its columns. "slice" is a view
- * over slice_data and slice_name (schema.c). */
+ * over slice_data and slice_name, "args" over args_data and arg_key
+ * (schema.c). */
 const char *etch__query_table_name(size_t i, size_t *len);
 /* The i-th table the database stores (slice_data and slice_name, not
  * slice), as etch__query_table_name. */
 const char *etch__query_stored_table_name(size_t i, size_t *len);
-/* The SELECT that reads slice's columns from the tables of `catalog` (NULL:
- * the default one) into `buf`. */
-int etch__query_slice_select(char *buf, size_t n, const char *catalog);
 /* The version of the tables' layout, part of a cache's key. */
-#define ETCH__QUERY_SCHEMA_VERSION "4"
+#define ETCH__QUERY_SCHEMA_VERSION "5"
 /* The CREATE VIEW statements of the views over track. */
 const char *etch__query_views_sql(void);
 

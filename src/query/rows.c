@@ -28,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/arena.h"
 #include "base/base.h"
 
 enum { kWindow = 1 << 16 };
@@ -451,20 +452,31 @@ void etch__tw_free(etch__tw *w) {
 
 /* ---- the importer's rows ------------------------------------------------------ */
 
-enum { T_SLICE, T_COUNTER, T_ARGS, T_FLOW, T_SLICE_NAME, kTables };
+enum {
+  T_SLICE, T_COUNTER, T_ARGS, T_FLOW, T_SLICE_NAME, T_ARG_KEY, kTables
+};
 
-/* A (category, name) pair of pointers and its key_id (0: an empty slot). */
-typedef struct slice_key {
-  const char *category, *name;
+/* A pair of interned strings (a slice's category and name, an arg's flat
+ * key and key) and its key_id (0: an empty slot). */
+typedef struct str_pair {
+  const char *a, *b;
   int64_t id;
-} slice_key;
+} str_pair;
+
+/* Pairs by their pointers: open addressing, at most half full. */
+typedef struct pair_map {
+  str_pair *slot;
+  size_t cap, n;
+  str_pair last; /* the pair looked up last */
+} pair_map;
 
 struct etch__rows {
   etch__tw t[kTables];
-  bool keyed; /* slice_data and slice_name, not strings */
-  slice_key *keys;
-  size_t keys_cap, nkeys; /* open addressing, at most half full */
-  slice_key last;         /* the pair looked up last */
+  /* slice_data and slice_name, args_data and arg_key, not strings. */
+  bool keyed;
+  pair_map slice_keys, arg_keys;
+  etch_strpool arg_strings; /* args' keys are not interned by the importer */
+  bool arg_strings_ok;
   int64_t counter_id, arg_id, flow_id;
   /* Slices waiting for a smaller id: window[id % kWindow]. */
   etch__slice_row *window;
@@ -486,6 +498,9 @@ static const etch__col kSliceNameCols[] = {ETCH__COL_I64, ETCH__COL_STR,
 static const etch__col kCounterCols[] = {ETCH__COL_I64, ETCH__COL_I64,
                                          ETCH__COL_I64, ETCH__COL_F64,
                                          ETCH__COL_I64};
+static const etch__col kArgDataCols[] = {
+    ETCH__COL_I64, ETCH__COL_I64, ETCH__COL_I64, ETCH__COL_I64,
+    ETCH__COL_STR, ETCH__COL_F64, ETCH__COL_I64, ETCH__COL_STR};
 static const etch__col kArgCols[] = {
     ETCH__COL_I64, ETCH__COL_I64, ETCH__COL_STR, ETCH__COL_STR, ETCH__COL_I64,
     ETCH__COL_STR, ETCH__COL_F64, ETCH__COL_STR, ETCH__COL_STR};
@@ -526,11 +541,20 @@ int etch__rows_new(etch__rows **out, etch__db *db, const char *catalog,
   if (!rc)
     rc = rows_open(&r->t[T_COUNTER], db, catalog, sink, "counter", kCounterCols,
                        ETCH_ARRAY_SIZE(kCounterCols));
-  if (!rc)
-    rc = sink ? rows_open(&r->t[T_ARGS], db, catalog, sink, "args", kArgCols,
-                          ETCH_ARRAY_SIZE(kArgCols))
-              : etch__tw_open_piped(&r->t[T_ARGS], db, catalog, "args",
-                                    kArgCols, ETCH_ARRAY_SIZE(kArgCols));
+  if (!rc && sink)
+    rc = rows_open(&r->t[T_ARGS], db, catalog, sink, "args", kArgCols,
+                   ETCH_ARRAY_SIZE(kArgCols));
+  if (!rc && !sink)
+    rc = etch__tw_open_piped(&r->t[T_ARGS], db, catalog, "args_data",
+                             kArgDataCols, ETCH_ARRAY_SIZE(kArgDataCols));
+  if (!rc && !sink)
+    rc = rows_open(&r->t[T_ARG_KEY], db, catalog, sink, "arg_key",
+                   kSliceNameCols, ETCH_ARRAY_SIZE(kSliceNameCols));
+  if (!rc && !sink) {
+    r->arg_strings_ok = etch__strpool_init(&r->arg_strings, SIZE_MAX) == 0;
+    if (!r->arg_strings_ok)
+      rc = etch__error(ETCH_ENOMEM, "import: out of memory");
+  }
   if (!rc)
     rc = rows_open(&r->t[T_FLOW], db, catalog, sink, "flow", kFlowCols,
                        ETCH_ARRAY_SIZE(kFlowCols));
@@ -542,53 +566,49 @@ int etch__rows_new(etch__rows **out, etch__db *db, const char *catalog,
   return ETCH_OK;
 }
 
-static size_t key_slot(const slice_key *keys, size_t cap, const char *category,
-                       const char *name) {
-  uint64_t h = ((uint64_t)(uintptr_t)category * 0x9e3779b97f4a7c15u) ^
-               (uint64_t)(uintptr_t)name;
+static size_t pair_slot(const str_pair *slot, size_t cap, const char *a,
+                        const char *b) {
+  uint64_t h = ((uint64_t)(uintptr_t)a * 0x9e3779b97f4a7c15u) ^
+               (uint64_t)(uintptr_t)b;
   h *= 0xff51afd7ed558ccdu;
   size_t i = (size_t)(h >> 32) & (cap - 1);
-  while (keys[i].id &&
-         (keys[i].category != category || keys[i].name != name))
+  while (slot[i].id && (slot[i].a != a || slot[i].b != b))
     i = (i + 1) & (cap - 1);
   return i;
 }
 
-static bool keys_grow(etch__rows *r) {
-  size_t cap = r->keys_cap ? r->keys_cap * 2 : 256;
-  slice_key *k = etch__calloc(cap, sizeof *k);
+static bool pairs_grow(pair_map *m) {
+  size_t cap = m->cap ? m->cap * 2 : 256;
+  str_pair *k = etch__calloc(cap, sizeof *k);
   if (!k) return false;
-  for (size_t i = 0; i < r->keys_cap; i++)
-    if (r->keys[i].id)
-      k[key_slot(k, cap, r->keys[i].category, r->keys[i].name)] = r->keys[i];
-  free(r->keys);
-  r->keys = k;
-  r->keys_cap = cap;
+  for (size_t i = 0; i < m->cap; i++)
+    if (m->slot[i].id) k[pair_slot(k, cap, m->slot[i].a, m->slot[i].b)] = m->slot[i];
+  free(m->slot);
+  m->slot = k;
+  m->cap = cap;
   return true;
 }
 
-/* The key_id of the pair, its slice_name row written when new; 0 when out
- * of memory. */
-static int64_t slice_key_id(etch__rows *r, const char *category,
-                            const char *name) {
-  if (r->last.id && r->last.category == category && r->last.name == name)
-    return r->last.id;
-  if ((r->nkeys + 1) * 2 > r->keys_cap && !keys_grow(r)) {
+/* The key_id of the pair (a, b), its row written into `w` (id, a, b) when
+ * new; 0 when out of memory. */
+static int64_t pair_id(etch__rows *r, pair_map *m, etch__tw *w, const char *a,
+                       const char *b) {
+  if (m->last.id && m->last.a == a && m->last.b == b) return m->last.id;
+  if ((m->n + 1) * 2 > m->cap && !pairs_grow(m)) {
     if (!r->local_err)
       r->local_err = etch__error(ETCH_ENOMEM, "import: out of memory");
     return 0;
   }
-  size_t i = key_slot(r->keys, r->keys_cap, category, name);
-  if (!r->keys[i].id) {
-    r->keys[i] = (slice_key){category, name, (int64_t)++r->nkeys};
-    etch__tw *w = &r->t[T_SLICE_NAME];
-    etch__tw_i64(w, 0, r->keys[i].id);
-    etch__tw_cstr(w, 1, category);
-    etch__tw_cstr(w, 2, name);
+  size_t i = pair_slot(m->slot, m->cap, a, b);
+  if (!m->slot[i].id) {
+    m->slot[i] = (str_pair){a, b, (int64_t)++m->n};
+    etch__tw_i64(w, 0, m->slot[i].id);
+    etch__tw_cstr(w, 1, a);
+    etch__tw_cstr(w, 2, b);
     etch__tw_end_row(w);
   }
-  r->last = r->keys[i];
-  return r->last.id;
+  m->last = m->slot[i];
+  return m->last.id;
 }
 
 static void write_slice(etch__rows *r, const etch__slice_row *s) {
@@ -598,7 +618,8 @@ static void write_slice(etch__rows *r, const etch__slice_row *s) {
     etch__tw_i64(w, 1, s->ts);
     etch__tw_i64(w, 2, s->dur);
     etch__tw_i64(w, 3, s->track_id);
-    etch__tw_i64(w, 4, slice_key_id(r, s->category, s->name));
+    etch__tw_i64(w, 4, pair_id(r, &r->slice_keys, &r->t[T_SLICE_NAME],
+                               s->category, s->name));
     etch__tw_i64(w, 5, s->depth);
     etch__tw_id(w, 6, s->parent_id);
     etch__tw_id(w, 7, s->arg_set_id);
@@ -716,7 +737,75 @@ static int value_col(etch_value_type t) {
   }
 }
 
+/* An arg into args_data: its keys a key_id of arg_key, its value in its
+ * column; display_text only for the values args' view does not display
+ * from their column (schema.c). */
+static void write_arg_keyed(etch__rows *r, int64_t arg_set_id,
+                            const etch_arg *a) {
+  etch__tw *w = &r->t[T_ARGS];
+  const char *flat = a->flat_key ? a->flat_key : "";
+  const char *key = a->key ? a->key : flat;
+  const char *iflat = etch__strpool_get(&r->arg_strings, flat, strlen(flat));
+  const char *ikey =
+      key == flat ? iflat : etch__strpool_get(&r->arg_strings, key, strlen(key));
+  if (!iflat || !ikey) {
+    if (!r->local_err)
+      r->local_err = etch__error(ETCH_ENOMEM, "import: out of memory");
+    return;
+  }
+  int64_t key_id = pair_id(r, &r->arg_keys, &r->t[T_ARG_KEY], iflat, ikey);
+  if (!key_id) return;
+  etch__tw_i64(w, 0, ++r->arg_id);
+  etch__tw_i64(w, 1, arg_set_id);
+  etch__tw_i64(w, 2, key_id);
+  int col = value_col(a->type) - 1; /* args_data: one column less before */
+  for (int c = 3; c <= 5; c++)
+    if (c != col) etch__tw_null(w, (idx_t)c);
+  etch__tw_i64(w, 6, (int64_t)a->type);
+  char text[64];
+  size_t tn = 0;
+  switch (a->type) {
+    case ETCH_VALUE_BOOL:
+      etch__tw_i64(w, 3, a->v.b ? 1 : 0);
+      break;
+    case ETCH_VALUE_INT:
+      etch__tw_i64(w, 3, a->v.i);
+      break;
+    case ETCH_VALUE_UINT:
+      etch__tw_i64(w, 3, (int64_t)a->v.u);
+      tn = (size_t)snprintf(text, sizeof text, "%llu",
+                            (unsigned long long)a->v.u);
+      break;
+    case ETCH_VALUE_POINTER:
+      etch__tw_i64(w, 3, (int64_t)a->v.u);
+      tn = (size_t)snprintf(text, sizeof text, "0x%llx",
+                            (unsigned long long)a->v.u);
+      break;
+    case ETCH_VALUE_DOUBLE:
+      etch__tw_f64(w, 5, a->v.d);
+      tn = real_text(text, sizeof text, a->v.d);
+      break;
+    case ETCH_VALUE_STRING:
+    case ETCH_VALUE_JSON: {
+      const char *v = a->v.s ? a->v.s : "";
+      etch__tw_str(w, 4, v, strlen(v));
+      break;
+    }
+    default:
+      break;
+  }
+  if (tn)
+    etch__tw_str(w, 7, text, tn);
+  else
+    etch__tw_null(w, 7);
+  etch__tw_end_row(w);
+}
+
 void etch__rows_arg(etch__rows *r, int64_t arg_set_id, const etch_arg *a) {
+  if (r->keyed) {
+    write_arg_keyed(r, arg_set_id, a);
+    return;
+  }
   etch__tw *w = &r->t[T_ARGS];
   etch__tw_i64(w, 0, ++r->arg_id);
   etch__tw_i64(w, 1, arg_set_id);
@@ -792,7 +881,9 @@ int etch__rows_finish(etch__rows *r) {
 void etch__rows_free(etch__rows *r) {
   if (!r) return;
   for (int i = 0; i < kTables; i++) etch__tw_free(&r->t[i]);
-  free(r->keys);
+  free(r->slice_keys.slot);
+  free(r->arg_keys.slot);
+  if (r->arg_strings_ok) etch__strpool_free(&r->arg_strings);
   free(r->window);
   free(r->have);
   free(r);

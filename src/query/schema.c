@@ -120,8 +120,11 @@ static const char kViews[] =
     "CREATE VIEW process_counter_track AS SELECT * FROM track"
     " WHERE type = 'counter' AND upid IS NOT NULL AND utid IS NULL;";
 
-/* What stores slice's rows (kTables' "slice" is the view's columns). */
-static const char *const kSliceStored[] = {
+/* What stores the rows of slice and args (kTables' "slice" and "args"
+ * are the views' columns). args_data's type_id is etch_value_type's
+ * order; display_text holds the display of the values the view does not
+ * make from their columns (uint, pointer, real). */
+static const char *const kStored[] = {
     "slice_data("
     " id BIGINT NOT NULL,"
     " ts BIGINT NOT NULL,"
@@ -133,10 +136,49 @@ static const char *const kSliceStored[] = {
     " arg_set_id BIGINT,"
     " self_dur BIGINT)",
     "slice_name(id BIGINT NOT NULL, category VARCHAR, name VARCHAR)",
+    "args_data("
+    " id BIGINT NOT NULL,"
+    " arg_set_id BIGINT NOT NULL,"
+    " key_id BIGINT NOT NULL,"
+    " int_value BIGINT,"
+    " string_value VARCHAR,"
+    " real_value DOUBLE,"
+    " type_id BIGINT NOT NULL,"
+    " display_text VARCHAR)",
+    "arg_key(id BIGINT NOT NULL, flat_key VARCHAR, key VARCHAR)",
 };
 
-static bool is_slice(const char *def) {
-  return !strncmp(def, "slice(", 6);
+/* The views over them: name, then the SELECT ('@': the catalog's
+ * prefix). */
+static const struct {
+  const char *name, *select;
+} kStoredViews[] = {
+    {"slice",
+     "SELECT d.id, d.ts, d.dur, d.track_id, k.category, k.name, d.depth,"
+     " d.parent_id, d.arg_set_id, NULL::BIGINT AS thread_ts,"
+     " NULL::BIGINT AS thread_dur, d.self_dur"
+     " FROM @slice_data d JOIN @slice_name k ON k.id = d.key_id"},
+    {"args",
+     "SELECT a.id, a.arg_set_id, k.flat_key, k.key, a.int_value,"
+     " a.string_value, a.real_value,"
+     " CASE a.type_id WHEN 1 THEN 'bool' WHEN 2 THEN 'int'"
+     " WHEN 3 THEN 'uint' WHEN 4 THEN 'real' WHEN 5 THEN 'string'"
+     " WHEN 6 THEN 'pointer' WHEN 7 THEN 'json' ELSE 'null' END"
+     " AS value_type,"
+     " CASE a.type_id"
+     " WHEN 1 THEN CASE WHEN a.int_value != 0 THEN 'true' ELSE 'false' END"
+     " WHEN 2 THEN CAST(a.int_value AS VARCHAR)"
+     " WHEN 5 THEN a.string_value WHEN 7 THEN a.string_value"
+     " ELSE a.display_text END AS display_value"
+     " FROM @args_data a JOIN @arg_key k ON k.id = a.key_id"},
+};
+
+static bool is_view(const char *def) {
+  for (size_t i = 0; i < ETCH_ARRAY_SIZE(kStoredViews); i++) {
+    size_t n = strlen(kStoredViews[i].name);
+    if (!strncmp(def, kStoredViews[i].name, n) && def[n] == '(') return true;
+  }
+  return false;
 }
 
 /* The prefix naming `catalog` ("\"t0\"."), or "" for the default one. */
@@ -147,54 +189,57 @@ static void qual(char *buf, size_t n, const char *catalog) {
     buf[0] = 0;
 }
 
-int etch__query_slice_select(char *buf, size_t n, const char *catalog) {
-  char q[96];
-  qual(q, sizeof q, catalog);
-  int len = snprintf(
-      buf, n,
-      "SELECT d.id, d.ts, d.dur, d.track_id, k.category, k.name, d.depth,"
-      " d.parent_id, d.arg_set_id, NULL::BIGINT AS thread_ts,"
-      " NULL::BIGINT AS thread_dur, d.self_dur"
-      " FROM %sslice_data d JOIN %sslice_name k ON k.id = d.key_id",
-      q, q);
-  return len > 0 && (size_t)len < n ? ETCH_OK
-                                    : etch__error(ETCH_EINVAL, "name too long");
+/* `tmpl` with each '@' replaced by `q`, into buf; false if too long. */
+static bool expand(char *buf, size_t n, const char *tmpl, const char *q) {
+  size_t k = 0, ql = strlen(q);
+  for (const char *t = tmpl; *t; t++) {
+    const char *add = *t == '@' ? q : t;
+    size_t len = *t == '@' ? ql : 1;
+    if (k + len >= n) return false;
+    memcpy(buf + k, add, len);
+    k += len;
+  }
+  buf[k] = 0;
+  return true;
 }
 
 int etch__query_schema_create(etch__db *db, const char *catalog) {
-  char q[96], sql[1024];
+  char q[96], sql[2048];
   qual(q, sizeof q, catalog);
   for (size_t i = 0; i < ETCH_ARRAY_SIZE(kTables); i++) {
-    if (is_slice(kTables[i])) continue;
+    if (is_view(kTables[i])) continue;
     snprintf(sql, sizeof sql, "CREATE TABLE %s%s;", q, kTables[i]);
     int rc = etch__db_exec(db, sql);
     if (rc) return rc;
   }
-  for (size_t i = 0; i < ETCH_ARRAY_SIZE(kSliceStored); i++) {
-    snprintf(sql, sizeof sql, "CREATE TABLE %s%s;", q, kSliceStored[i]);
+  for (size_t i = 0; i < ETCH_ARRAY_SIZE(kStored); i++) {
+    snprintf(sql, sizeof sql, "CREATE TABLE %s%s;", q, kStored[i]);
     int rc = etch__db_exec(db, sql);
     if (rc) return rc;
   }
-  char sel[512];
-  int rc = etch__query_slice_select(sel, sizeof sel, catalog);
-  if (rc) return rc;
-  snprintf(sql, sizeof sql, "CREATE VIEW %sslice AS %s;", q, sel);
-  rc = etch__db_exec(db, sql);
-  if (rc) return rc;
+  for (size_t i = 0; i < ETCH_ARRAY_SIZE(kStoredViews); i++) {
+    char sel[1536];
+    if (!expand(sel, sizeof sel, kStoredViews[i].select, q))
+      return etch__error(ETCH_EINVAL, "catalog name too long");
+    snprintf(sql, sizeof sql, "CREATE VIEW %s%s AS %s;", q,
+             kStoredViews[i].name, sel);
+    int rc = etch__db_exec(db, sql);
+    if (rc) return rc;
+  }
   return catalog ? ETCH_OK : etch__db_exec(db, kViews);
 }
 
 const char *etch__query_stored_table_name(size_t i, size_t *len) {
   for (size_t k = 0; k < ETCH_ARRAY_SIZE(kTables); k++) {
-    if (is_slice(kTables[k])) continue;
+    if (is_view(kTables[k])) continue;
     if (!i--) {
       *len = strcspn(kTables[k], "(");
       return kTables[k];
     }
   }
-  if (i >= ETCH_ARRAY_SIZE(kSliceStored)) return NULL;
-  *len = strcspn(kSliceStored[i], "(");
-  return kSliceStored[i];
+  if (i >= ETCH_ARRAY_SIZE(kStored)) return NULL;
+  *len = strcspn(kStored[i], "(");
+  return kStored[i];
 }
 
 /* The names of the tables as queries see them (slice's view included), in

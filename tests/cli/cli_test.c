@@ -789,7 +789,7 @@ TEST(cli_custom_events_in_query) {
   r = RUN("query", "--csv", trace,
           "select s.name, s.category, a.key, a.value_type, a.int_value, "
           "a.string_value, a.real_value from slice s join args a using "
-          "(arg_set_id) where s.name = 'Demo.Sample' order by s.ts, a.rowid");
+          "(arg_set_id) where s.name = 'Demo.Sample' order by s.ts, a.id");
   ASSERT_EQ_INT(r.status, 0);
   ASSERT_EQ_STR(r.out,
       "name,category,key,value_type,int_value,string_value,real_value\n"
