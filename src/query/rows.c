@@ -737,6 +737,42 @@ static int value_col(etch_value_type t) {
   }
 }
 
+/* Sets an arg's value into its column of three (int_value at `base`,
+ * string_value and real_value after it; the other two NULL). Returns the
+ * length of the display text it writes into `text` for uint, pointer and
+ * real values, 0 for the others. */
+static size_t put_value(etch__tw *w, idx_t base, const etch_arg *a,
+                        char *text, size_t cap) {
+  int col = value_col(a->type);
+  for (int c = 4; c <= 6; c++)
+    if (c != col) etch__tw_null(w, base + (idx_t)(c - 4));
+  switch (a->type) {
+    case ETCH_VALUE_BOOL:
+      etch__tw_i64(w, base, a->v.b ? 1 : 0);
+      return 0;
+    case ETCH_VALUE_INT:
+      etch__tw_i64(w, base, a->v.i);
+      return 0;
+    case ETCH_VALUE_UINT:
+      etch__tw_i64(w, base, (int64_t)a->v.u);
+      return (size_t)snprintf(text, cap, "%llu", (unsigned long long)a->v.u);
+    case ETCH_VALUE_POINTER:
+      etch__tw_i64(w, base, (int64_t)a->v.u);
+      return (size_t)snprintf(text, cap, "0x%llx", (unsigned long long)a->v.u);
+    case ETCH_VALUE_DOUBLE:
+      etch__tw_f64(w, base + 2, a->v.d);
+      return real_text(text, cap, a->v.d);
+    case ETCH_VALUE_STRING:
+    case ETCH_VALUE_JSON: {
+      const char *v = a->v.s ? a->v.s : "";
+      etch__tw_str(w, base + 1, v, strlen(v));
+      return 0;
+    }
+    default:
+      return 0;
+  }
+}
+
 /* An arg into args_data: its keys a key_id of arg_key, its value in its
  * column; display_text only for the values args' view does not display
  * from their column (schema.c). */
@@ -758,42 +794,9 @@ static void write_arg_keyed(etch__rows *r, int64_t arg_set_id,
   etch__tw_i64(w, 0, ++r->arg_id);
   etch__tw_i64(w, 1, arg_set_id);
   etch__tw_i64(w, 2, key_id);
-  int col = value_col(a->type) - 1; /* args_data: one column less before */
-  for (int c = 3; c <= 5; c++)
-    if (c != col) etch__tw_null(w, (idx_t)c);
-  etch__tw_i64(w, 6, (int64_t)a->type);
   char text[64];
-  size_t tn = 0;
-  switch (a->type) {
-    case ETCH_VALUE_BOOL:
-      etch__tw_i64(w, 3, a->v.b ? 1 : 0);
-      break;
-    case ETCH_VALUE_INT:
-      etch__tw_i64(w, 3, a->v.i);
-      break;
-    case ETCH_VALUE_UINT:
-      etch__tw_i64(w, 3, (int64_t)a->v.u);
-      tn = (size_t)snprintf(text, sizeof text, "%llu",
-                            (unsigned long long)a->v.u);
-      break;
-    case ETCH_VALUE_POINTER:
-      etch__tw_i64(w, 3, (int64_t)a->v.u);
-      tn = (size_t)snprintf(text, sizeof text, "0x%llx",
-                            (unsigned long long)a->v.u);
-      break;
-    case ETCH_VALUE_DOUBLE:
-      etch__tw_f64(w, 5, a->v.d);
-      tn = real_text(text, sizeof text, a->v.d);
-      break;
-    case ETCH_VALUE_STRING:
-    case ETCH_VALUE_JSON: {
-      const char *v = a->v.s ? a->v.s : "";
-      etch__tw_str(w, 4, v, strlen(v));
-      break;
-    }
-    default:
-      break;
-  }
+  size_t tn = put_value(w, 3, a, text, sizeof text);
+  etch__tw_i64(w, 6, (int64_t)a->type);
   if (tn)
     etch__tw_str(w, 7, text, tn);
   else
@@ -812,40 +815,25 @@ void etch__rows_arg(etch__rows *r, int64_t arg_set_id, const etch_arg *a) {
   const char *flat = a->flat_key ? a->flat_key : "";
   etch__tw_cstr(w, 2, flat);
   etch__tw_cstr(w, 3, a->key ? a->key : flat);
-  int col = value_col(a->type);
-  for (int c = 4; c <= 6; c++)
-    if (c != col) etch__tw_null(w, (idx_t)c);
   char text[64];
-  size_t tn = 0;
+  size_t tn = put_value(w, 4, a, text, sizeof text);
   const char *disp = text;
   switch (a->type) {
     case ETCH_VALUE_BOOL:
-      etch__tw_i64(w, 4, a->v.b ? 1 : 0);
-      tn = (size_t)snprintf(text, sizeof text, "%s", a->v.b ? "true" : "false");
+      disp = a->v.b ? "true" : "false";
+      tn = strlen(disp);
       break;
     case ETCH_VALUE_INT:
-      etch__tw_i64(w, 4, a->v.i);
       tn = (size_t)snprintf(text, sizeof text, "%lld", (long long)a->v.i);
-      break;
-    case ETCH_VALUE_UINT:
-      etch__tw_i64(w, 4, (int64_t)a->v.u);
-      tn = (size_t)snprintf(text, sizeof text, "%llu",
-                            (unsigned long long)a->v.u);
-      break;
-    case ETCH_VALUE_POINTER:
-      etch__tw_i64(w, 4, (int64_t)a->v.u);
-      tn = (size_t)snprintf(text, sizeof text, "0x%llx",
-                            (unsigned long long)a->v.u);
-      break;
-    case ETCH_VALUE_DOUBLE:
-      etch__tw_f64(w, 6, a->v.d);
-      tn = real_text(text, sizeof text, a->v.d);
       break;
     case ETCH_VALUE_STRING:
     case ETCH_VALUE_JSON:
       disp = a->v.s ? a->v.s : "";
       tn = strlen(disp);
-      etch__tw_str(w, 5, disp, tn);
+      break;
+    case ETCH_VALUE_UINT:
+    case ETCH_VALUE_POINTER:
+    case ETCH_VALUE_DOUBLE:
       break;
     default:
       disp = NULL;
