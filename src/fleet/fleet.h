@@ -84,6 +84,13 @@ typedef struct etch__ch_table {
   etch__ch_col col[kChMaxCols]; /* after trace_id */
   size_t ncols;
   const char *order_by;
+  /* The sorting key after trace_id: indexes into col, nkey of them; each
+   * an Int64 or a String that is not Nullable. key_ok is false when the
+   * key has another kind of column: etch does not sort that table's rows
+   * then, the server does. */
+  int key[2];
+  size_t nkey;
+  bool key_ok;
 } etch__ch_table;
 
 /* The tables the importer writes (the query part's, in its order); the

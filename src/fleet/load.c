@@ -174,6 +174,184 @@ static bool rb_str(rbuf *b, const char *s, size_t n) {
   return true;
 }
 
+/* ---- each insert's rows in the table's key order ---------------------------------- */
+
+/*
+ * The server sorts every block it is sent by the table's sorting key
+ * unless the block is sorted already (it checks first): for slice, whose
+ * key has the name, that sort was most of the server's work. So the rows
+ * go out in key order. Each row appended to a buffer gets a record of its
+ * key (trace_id, then the key's Int64 columns as unsigned numbers in the
+ * same order, its String columns as ids in a dictionary of the batch's
+ * strings, ranked by their bytes when the batch goes out) and of its
+ * place; a stable merge sort of the records then gives the order in which
+ * the rows are copied out.
+ */
+typedef struct keyrec {
+  uint64_t tid, k[2], idx; /* idx: the row's place in the buffer */
+} keyrec;
+
+typedef struct keys {
+  keyrec *rec; /* one per row of the buffer, in the order appended */
+  uint64_t *off; /* where each row starts in the buffer */
+  size_t cap;
+} keys;
+
+static bool keys_reserve(keys *k, size_t n) {
+  if (k->cap >= n) return true;
+  size_t cap = k->cap ? k->cap : 1024;
+  while (cap < n) cap *= 2;
+  keyrec *r = etch__realloc(k->rec, cap * sizeof *r);
+  if (!r) return false;
+  k->rec = r;
+  uint64_t *o = etch__realloc(k->off, cap * sizeof *o);
+  if (!o) return false;
+  k->off = o;
+  k->cap = cap;
+  return true;
+}
+
+/* The distinct strings of the key columns in a batch: id -> bytes. */
+typedef struct sdict {
+  uint32_t *slot; /* id + 1, 0: empty */
+  size_t nslot;
+  struct sent {
+    size_t off;
+    uint32_t len, hash;
+  } *ent;
+  size_t n, cap;
+  char *arena;
+  size_t alen, acap;
+  uint32_t *rank; /* by id, once ranked */
+} sdict;
+
+static uint32_t str_hash(const char *p, size_t n) {
+  uint32_t h = 2166136261u;
+  for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)p[i]) * 16777619u;
+  return h;
+}
+
+static bool sdict_grow(sdict *d) {
+  size_t nslot = d->nslot ? d->nslot * 2 : 1024;
+  uint32_t *slot = etch__calloc(nslot, sizeof *slot);
+  if (!slot) return false;
+  for (size_t i = 0; i < d->n; i++) {
+    size_t j = d->ent[i].hash & (nslot - 1);
+    while (slot[j]) j = (j + 1) & (nslot - 1);
+    slot[j] = (uint32_t)i + 1;
+  }
+  free(d->slot);
+  d->slot = slot;
+  d->nslot = nslot;
+  return true;
+}
+
+/* The id of the string p[0..n), added when new; false: out of memory. */
+static bool sdict_id(sdict *d, const char *p, size_t n, uint64_t *id) {
+  if (n > UINT32_MAX) return false;
+  if (2 * (d->n + 1) > d->nslot && !sdict_grow(d)) return false;
+  uint32_t h = str_hash(p, n);
+  size_t j = h & (d->nslot - 1);
+  for (uint32_t s; (s = d->slot[j]); j = (j + 1) & (d->nslot - 1)) {
+    const struct sent *e = &d->ent[s - 1];
+    if (e->hash == h && e->len == n && !memcmp(d->arena + e->off, p, n)) {
+      *id = s - 1;
+      return true;
+    }
+  }
+  if (d->n == d->cap) {
+    size_t cap = d->cap ? d->cap * 2 : 256;
+    struct sent *e = etch__realloc(d->ent, cap * sizeof *e);
+    if (!e) return false;
+    d->ent = e;
+    d->cap = cap;
+  }
+  if (d->acap - d->alen < n) {
+    size_t cap = d->acap ? d->acap : 1 << 14;
+    while (cap - d->alen < n) cap *= 2;
+    char *a = etch__realloc(d->arena, cap);
+    if (!a) return false;
+    d->arena = a;
+    d->acap = cap;
+  }
+  if (n) memcpy(d->arena + d->alen, p, n);
+  d->ent[d->n] = (struct sent){.off = d->alen, .len = (uint32_t)n, .hash = h};
+  d->alen += n;
+  d->slot[j] = (uint32_t)d->n + 1;
+  *id = d->n++;
+  return true;
+}
+
+/* ClickHouse's order of Strings: bytes as unsigned, a prefix first. */
+static int sdict_cmp(const void *a, const void *b, void *ctx) {
+  const sdict *d = ctx;
+  const struct sent *x = &d->ent[*(const uint32_t *)a];
+  const struct sent *y = &d->ent[*(const uint32_t *)b];
+  size_t n = x->len < y->len ? x->len : y->len;
+  int c = memcmp(d->arena + x->off, d->arena + y->off, n);
+  if (c) return c;
+  return (x->len > y->len) - (x->len < y->len);
+}
+
+/* rank[id]: the place of the string among the batch's. */
+static bool sdict_rank(sdict *d) {
+  if (!d->n) return true;
+  uint32_t *order = etch__calloc(d->n, sizeof *order);
+  uint32_t *rank = etch__realloc(d->rank, d->n * sizeof *rank);
+  if (!order || !rank) {
+    free(order);
+    if (rank) d->rank = rank;
+    return false;
+  }
+  d->rank = rank;
+  for (size_t i = 0; i < d->n; i++) order[i] = (uint32_t)i;
+  qsort_r(order, d->n, sizeof *order, sdict_cmp, d);
+  for (size_t i = 0; i < d->n; i++) rank[order[i]] = (uint32_t)i;
+  free(order);
+  return true;
+}
+
+static void sdict_clear(sdict *d) {
+  d->n = d->alen = 0;
+  if (d->slot) memset(d->slot, 0, d->nslot * sizeof *d->slot);
+}
+
+static void sdict_free(sdict *d) {
+  free(d->slot);
+  free(d->ent);
+  free(d->arena);
+  free(d->rank);
+}
+
+static inline bool rec_lt(const keyrec *a, const keyrec *b) {
+  if (a->tid != b->tid) return a->tid < b->tid;
+  if (a->k[0] != b->k[0]) return a->k[0] < b->k[0];
+  if (a->k[1] != b->k[1]) return a->k[1] < b->k[1];
+  return a->idx < b->idx;
+}
+
+/* Merge sort of a[0..n) (tmp: room for n/2 + 1); runs already in order
+ * are not merged, so rows appended in order cost one comparison each. */
+static void rec_sort(keyrec *a, keyrec *tmp, size_t n) {
+  if (n <= 16) {
+    for (size_t i = 1; i < n; i++) {
+      keyrec x = a[i];
+      size_t j = i;
+      for (; j && rec_lt(&x, &a[j - 1]); j--) a[j] = a[j - 1];
+      a[j] = x;
+    }
+    return;
+  }
+  size_t h = n / 2;
+  rec_sort(a, tmp, h);
+  rec_sort(a + h, tmp, n - h);
+  if (!rec_lt(&a[h], &a[h - 1])) return;
+  memcpy(tmp, a, h * sizeof *a);
+  size_t i = 0, j = h, k = 0;
+  while (i < h && j < n) a[k++] = rec_lt(&a[j], &tmp[i]) ? a[j++] : tmp[i++];
+  while (i < h) a[k++] = tmp[i++];
+}
+
 /* ---- one trace ------------------------------------------------------------------- */
 
 /* A trace read whose rows wait in the buffers (or went out already) and
@@ -181,6 +359,7 @@ static bool rb_str(rbuf *b, const char *s, size_t n) {
 typedef struct pending {
   const char *path;
   uint64_t id, events, rows, size;
+  size_t toff; /* where its row starts in trows */
 } pending;
 
 typedef struct worker {
@@ -190,6 +369,13 @@ typedef struct worker {
   size_t batch;
   /* The buffers of every table, for the rows of several traces. */
   rbuf buf[kTables];
+  keys kb[kTables]; /* the key of each row in buf */
+  sdict dict;       /* the strings of those keys */
+  rbuf sorted;      /* a buffer's rows in key order, as they go out */
+  keyrec *tmp;      /* sort_rows' room */
+  size_t cap_tmp;
+  size_t *cnt; /* its counters */
+  size_t cap_cnt;
   bool checked[kTables];
   rbuf trows; /* the `trace` rows of the pending traces */
   pending *pend;
@@ -212,17 +398,131 @@ static int table_index(const char *name) {
   return -1;
 }
 
+typedef struct seg {
+  uint64_t tid;
+  size_t start, len;
+} seg;
+
+static int seg_cmp(const void *a, const void *b) {
+  const seg *x = a, *y = b;
+  if (x->tid != y->tid) return x->tid < y->tid ? -1 : 1;
+  return (x->start > y->start) - (x->start < y->start);
+}
+
+/* Room for n records in w->tmp (n + n / 2 + 1: a sorted copy, then
+ * rec_sort's), and for ncnt counters. */
+static bool sort_room(worker *w, size_t n, size_t ncnt) {
+  size_t need = n + n / 2 + 1;
+  if (w->cap_tmp < need) {
+    keyrec *tmp = etch__realloc(w->tmp, need * sizeof *tmp);
+    if (!tmp) return false;
+    w->tmp = tmp;
+    w->cap_tmp = need;
+  }
+  if (w->cap_cnt < ncnt) {
+    size_t *cnt = etch__realloc(w->cnt, ncnt * sizeof *cnt);
+    if (!cnt) return false;
+    w->cnt = cnt;
+    w->cap_cnt = ncnt;
+  }
+  return true;
+}
+
+/*
+ * The rows of buf[ti] in the table's key order: `*out` is buf[ti] itself
+ * when they are in that order already, else w->sorted. A trace's rows were
+ * appended together: each trace's run of records is sorted on its own,
+ * the runs put in trace_id order. When the key starts with a String, a
+ * run is first spread by that String's rank (one counting pass), then each
+ * rank's records sorted by the rest of the key: for slice, a name's
+ * slices, already close to ts order.
+ */
+static int sort_rows(worker *w, size_t ti, const rbuf **out) {
+  rbuf *b = &w->buf[ti];
+  const etch__ch_table *t = etch__ch_table_at(ti);
+  keys *k = &w->kb[ti];
+  size_t n = (size_t)b->rows;
+  *out = b;
+  if (!t->key_ok || n < 2) return ETCH_OK;
+  for (size_t j = 0; j < t->nkey; j++) {
+    if (t->col[t->key[j]].kind != ETCH__COL_STR) continue;
+    for (size_t i = 0; i < n; i++) k->rec[i].k[j] = w->dict.rank[k->rec[i].k[j]];
+  }
+  bool by_rank =
+      t->nkey && t->col[t->key[0]].kind == ETCH__COL_STR && w->dict.n;
+  size_t nseg = 0;
+  for (size_t i = 0; i < n; i++)
+    if (!i || k->rec[i].tid != k->rec[i - 1].tid) nseg++;
+  seg *segs = etch__calloc(nseg, sizeof *segs);
+  if (!segs || !sort_room(w, n, by_rank ? w->dict.n + 1 : 0)) {
+    free(segs);
+    return etch__error(ETCH_ENOMEM, "load: out of memory");
+  }
+  nseg = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (!i || k->rec[i].tid != k->rec[i - 1].tid)
+      segs[nseg++] = (seg){.tid = k->rec[i].tid, .start = i};
+    segs[nseg - 1].len++;
+  }
+  qsort(segs, nseg, sizeof *segs, seg_cmp);
+  keyrec *sorted = w->tmp, *mtmp = w->tmp + n;
+  size_t pos = 0;
+  for (size_t s = 0; s < nseg; s++) {
+    const keyrec *in = k->rec + segs[s].start;
+    keyrec *o = sorted + pos;
+    size_t len = segs[s].len;
+    /* The counting pass costs the dictionary's size: for runs that are
+     * not much smaller than it. */
+    if (!by_rank || len < 64 || w->dict.n > 4 * len) {
+      memcpy(o, in, len * sizeof *o);
+      rec_sort(o, mtmp, len);
+      pos += len;
+      continue;
+    }
+    size_t nd = w->dict.n, *cnt = w->cnt;
+    memset(cnt, 0, (nd + 1) * sizeof *cnt);
+    for (size_t i = 0; i < len; i++) cnt[in[i].k[0] + 1]++;
+    for (size_t r = 0; r < nd; r++) cnt[r + 1] += cnt[r];
+    for (size_t i = 0; i < len; i++) o[cnt[in[i].k[0]]++] = in[i];
+    /* cnt[r] is now where rank r's records end */
+    for (size_t r = 0, a = 0; r < nd; a = cnt[r], r++)
+      if (cnt[r] - a > 1) rec_sort(o + a, mtmp, cnt[r] - a);
+    pos += len;
+  }
+  free(segs);
+  size_t i = 0;
+  while (i < n && sorted[i].idx == i) i++;
+  if (i == n) return ETCH_OK;
+  rbuf *o = &w->sorted;
+  o->len = 0;
+  if (!rb_reserve(o, b->len))
+    return etch__error(ETCH_ENOMEM, "load: out of memory");
+  for (i = 0; i < n; i++) {
+    size_t r = (size_t)sorted[i].idx;
+    size_t from = (size_t)k->off[r];
+    size_t to = r + 1 < n ? (size_t)k->off[r + 1] : b->len;
+    memcpy(o->data + o->len, b->data + from, to - from);
+    o->len += to - from;
+  }
+  o->rows = b->rows;
+  *out = o;
+  return ETCH_OK;
+}
+
 static int send_table(worker *w, size_t ti) {
   rbuf *b = &w->buf[ti];
   if (!b->len) return ETCH_OK;
   const etch__ch_table *t = etch__ch_table_at(ti);
+  const rbuf *src;
+  int rc = sort_rows(w, ti, &src);
+  if (rc) return rc;
   char sql[1024];
   size_t k = (size_t)snprintf(sql, sizeof sql, "INSERT INTO %s.%s (trace_id",
                               w->db, t->name);
   for (size_t c = 0; c < t->ncols && k < sizeof sql; c++)
     k += (size_t)snprintf(sql + k, sizeof sql - k, ", %s", t->col[c].name);
   if (k < sizeof sql) snprintf(sql + k, sizeof sql - k, ") FORMAT RowBinary");
-  int rc = etch__ch_exec(w->ch, sql, b->data, b->len, NULL, 0);
+  rc = etch__ch_exec(w->ch, sql, src->data, src->len, NULL, 0);
   if (!rc) {
     pthread_mutex_lock(&w->sh->mu);
     w->sh->rows_sent += b->rows;
@@ -236,6 +536,41 @@ static int send_table(worker *w, size_t ti) {
 
 static int delete_id(worker *w, uint64_t id);
 
+static int pend_cmp(const void *a, const void *b) {
+  const pending *x = *(const pending *const *)a, *y = *(const pending *const *)b;
+  return (x->id > y->id) - (x->id < y->id);
+}
+
+/* The `trace` rows in trace_id order (its key): `*out` is trows itself
+ * when they are in that order already, else w->sorted. */
+static int sort_trace_rows(worker *w, const rbuf **out) {
+  *out = &w->trows;
+  size_t n = w->npend;
+  bool in_order = true;
+  for (size_t k = 1; k < n && in_order; k++)
+    in_order = w->pend[k - 1].id <= w->pend[k].id;
+  if (in_order) return ETCH_OK;
+  const pending **order = etch__calloc(n, sizeof *order);
+  rbuf *o = &w->sorted;
+  o->len = 0;
+  if (!order || !rb_reserve(o, w->trows.len)) {
+    free(order);
+    return etch__error(ETCH_ENOMEM, "load: out of memory");
+  }
+  for (size_t k = 0; k < n; k++) order[k] = &w->pend[k];
+  qsort(order, n, sizeof *order, pend_cmp);
+  for (size_t k = 0; k < n; k++) {
+    size_t i = (size_t)(order[k] - w->pend);
+    size_t from = order[k]->toff;
+    size_t to = i + 1 < n ? w->pend[i + 1].toff : w->trows.len;
+    memcpy(o->data + o->len, w->trows.data + from, to - from);
+    o->len += to - from;
+  }
+  free(order);
+  *out = o;
+  return ETCH_OK;
+}
+
 /*
  * Sends every buffer, then the `trace` rows of the traces read whole: a
  * trace is marked loaded only once all its rows are in. The pending traces
@@ -243,8 +578,11 @@ static int delete_id(worker *w, uint64_t id);
  * their rows deleted as far as the server lets).
  */
 static int flush_all(worker *w) {
-  int rc = ETCH_OK;
+  int rc = sdict_rank(&w->dict) ? ETCH_OK
+                                : etch__error(ETCH_ENOMEM, "load: out of memory");
   for (size_t i = 0; i < kTables && !rc; i++) rc = send_table(w, i);
+  const rbuf *tr = &w->trows;
+  if (!rc && w->trows.len) rc = sort_trace_rows(w, &tr);
   if (!rc && w->trows.len) {
     char sql[512];
     snprintf(sql, sizeof sql,
@@ -252,7 +590,7 @@ static int flush_all(worker *w) {
              " start_ts, dur, etch_version, size_bytes, events, loaded_at)"
              " FORMAT RowBinary",
              w->db);
-    rc = etch__ch_exec(w->ch, sql, w->trows.data, w->trows.len, NULL, 0);
+    rc = etch__ch_exec(w->ch, sql, tr->data, tr->len, NULL, 0);
   }
   char msg[1024] = "";
   if (rc) snprintf(msg, sizeof msg, "%s", etch_last_error());
@@ -263,6 +601,7 @@ static int flush_all(worker *w) {
     w->mark_rows[i] = 0;
   }
   w->trows.len = 0;
+  sdict_clear(&w->dict);
   shared *sh = w->sh;
   pthread_mutex_lock(&sh->mu);
   for (size_t k = 0; k < w->npend; k++) {
@@ -321,9 +660,38 @@ static int on_chunk(void *ctx, const char *table, duckdb_data_chunk chunk,
     valid[c] = duckdb_vector_get_validity(v);
   }
   w->checked[ti] = true;
+  keys *kb = &w->kb[ti];
+  if (t->key_ok && !keys_reserve(kb, (size_t)b->rows + n))
+    return etch__error(ETCH_ENOMEM, "load: out of memory");
   for (idx_t r = 0; r < n; r++) {
     if (!rb_reserve(b, 8 + ncols * 9 + 16))
       return etch__error(ETCH_ENOMEM, "load: out of memory");
+    if (t->key_ok) {
+      size_t row = (size_t)b->rows + r;
+      keyrec *kr = &kb->rec[row];
+      kb->off[row] = b->len;
+      kr->tid = w->trace_id;
+      kr->k[0] = kr->k[1] = 0;
+      kr->idx = row;
+      for (size_t j = 0; j < t->nkey; j++) {
+        int c = t->key[j];
+        bool ok = !valid[c] || (valid[c][r / 64] >> (r % 64) & 1);
+        if (t->col[c].kind == ETCH__COL_I64) {
+          /* Int64 as unsigned, in the same order. */
+          kr->k[j] = ok ? ((const uint64_t *)data[c])[r] ^ (1ULL << 63) : 0;
+          continue;
+        }
+        const char *p = "";
+        uint32_t len = 0;
+        if (ok) {
+          const duckdb_string_t *sv = &((const duckdb_string_t *)data[c])[r];
+          len = sv->value.inlined.length;
+          p = len <= 12 ? sv->value.inlined.inlined : sv->value.pointer.ptr;
+        }
+        if (!sdict_id(&w->dict, p, len, &kr->k[j]))
+          return etch__error(ETCH_ENOMEM, "load: out of memory");
+      }
+    }
     rb_u64(b, w->trace_id);
     for (idx_t c = 0; c < ncols; c++) {
       const etch__ch_col *col = &t->col[c];
@@ -599,7 +967,8 @@ static outcome load_one(worker *w, const char *path) {
                                   .id = w->trace_id,
                                   .events = res.counts.events,
                                   .rows = w->rows,
-                                  .size = size};
+                                  .size = size,
+                                  .toff = trows_mark};
   /* Many small traces go out together, in few large inserts. */
   if (w->npend == kMaxPending) flush_all(w);
   return PENDING;
@@ -670,7 +1039,15 @@ int etch__fleet_load(const char *const *paths, size_t n,
   for (int j = 0; j < started; j++) pthread_join(th[j], NULL);
   for (int j = 0; j < jobs; j++) {
     etch__ch_close(ws[j].ch);
-    for (size_t i = 0; i < kTables; i++) free(ws[j].buf[i].data);
+    for (size_t i = 0; i < kTables; i++) {
+      free(ws[j].buf[i].data);
+      free(ws[j].kb[i].rec);
+      free(ws[j].kb[i].off);
+    }
+    sdict_free(&ws[j].dict);
+    free(ws[j].sorted.data);
+    free(ws[j].tmp);
+    free(ws[j].cnt);
     free(ws[j].trows.data);
     free(ws[j].pend);
   }

@@ -194,6 +194,26 @@ def wait_mutations(srv):
     raise RuntimeError("mutations not done after 120 s")
 
 
+def writer_blocks(srv):
+    """(blocks written by inserts, of them already in key order) so far:
+    the server's counters (a counter not yet counted is not listed)."""
+    ev = dict(l.split("\t") for l in srv.sql(
+        "select event, toString(value) from system.events where event in"
+        " ('MergeTreeDataWriterBlocks',"
+        " 'MergeTreeDataWriterBlocksAlreadySorted')").splitlines() if l)
+    return (int(ev.get("MergeTreeDataWriterBlocks", 0)),
+            int(ev.get("MergeTreeDataWriterBlocksAlreadySorted", 0)))
+
+
+def check_sorted(srv, before, what):
+    """Every block the server wrote since `before` came in its table's key
+    order (etch sorts each insert's rows; the server then does not)."""
+    b, s = writer_blocks(srv)
+    check(b > before[0] and b - before[0] == s - before[1],
+          "%s: %d of %d blocks in key order" % (what, s - before[1],
+                                                b - before[0]))
+
+
 # ---- a fake server for the hostile answers -------------------------------------
 
 class Fake(http.server.BaseHTTPRequestHandler):
@@ -268,7 +288,9 @@ def single(args, binary, tmp):
         srv.wait_ready()
         url = srv.url
         # A corrupt file among good ones.
+        blocks = writer_blocks(srv)
         rc, out, err = etch.load(url, traces[:2] + [bad] + traces[2:])
+        check_sorted(srv, blocks, "first load")
         check(rc == 1, "load with a corrupt file: exit %d, not 1" % rc)
         errs = [l for l in err.splitlines() if l.startswith("etch: load: ")]
         check(any(bad in l for l in errs),
@@ -327,9 +349,11 @@ def single(args, binary, tmp):
         compare_trace(etch, url, tables, victim, vid)
         # Batches of 4 KiB: traces cut across inserts and inserts across
         # traces; the same rows.
+        blocks = writer_blocks(srv)
         rc, out, err = etch.load(url, traces, "--database", "batched",
                                  "--batch", "4096", "-j", "2")
         check(rc == 0, "--batch 4096: exit %d: %s" % (rc, err))
+        check_sorted(srv, blocks, "--batch 4096")
         bids = trace_ids(etch, url, "batched")
         for t in traces:
             compare_trace(etch, url, tables, t, bids[os.path.basename(t)],
@@ -340,8 +364,10 @@ def single(args, binary, tmp):
                             list(range(1, 21)), "small")
         block = int(srv.sql("select max(max_block_number) from system.parts"
                             " where database = 'etch' and table = 'stats'"))
+        blocks = writer_blocks(srv)
         rc, out, err = etch.load(url, small, "-j", "1")
         check(rc == 0, "small traces: exit %d: %s" % (rc, err))
+        check_sorted(srv, blocks, "20 small traces")
         inserts = int(srv.sql("select count() from system.parts where"
                               " database = 'etch' and table = 'stats' and"
                               " level = 0 and min_block_number > %d" % block))
