@@ -63,6 +63,12 @@ void etch__ch_buf_free(etch__ch_buf *b);
  */
 int etch__ch_exec(etch__ch *ch, const char *sql, const void *body, size_t len,
                   etch__ch_buf *resp, size_t max_resp);
+/* The same, the body's `len` bytes written by `rd` as they are sent: up
+ * to `n` bytes into `buf` a call, how many it wrote returned. */
+typedef size_t (*etch__ch_reader)(void *ctx, char *buf, size_t n);
+int etch__ch_exec_read(etch__ch *ch, const char *sql, etch__ch_reader rd,
+                       void *ctx, size_t len, etch__ch_buf *resp,
+                       size_t max_resp);
 /* A statement whose answer is one unsigned number (count()). */
 int etch__ch_count(etch__ch *ch, const char *sql, uint64_t *out);
 

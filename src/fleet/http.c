@@ -163,8 +163,27 @@ static void shown_url(const char *url, char *out, size_t n) {
            host);
 }
 
-int etch__ch_exec(etch__ch *ch, const char *sql, const void *body, size_t len,
-                  etch__ch_buf *resp, size_t max_resp) {
+typedef struct reader_state {
+  etch__ch_reader fn;
+  void *ctx;
+  size_t left; /* of the declared length */
+} reader_state;
+
+static size_t on_read(char *p, size_t size, size_t nmemb, void *user) {
+  reader_state *r = user;
+  size_t n = size * nmemb;
+  if (n > r->left) n = r->left;
+  size_t got = n ? r->fn(r->ctx, p, n) : 0;
+  if (got > n) return CURL_READFUNC_ABORT;
+  r->left -= got;
+  return got;
+}
+
+/* A body is `body`/`len`, or `len` bytes from `rd` when rd is not NULL. */
+static int exec(etch__ch *ch, const char *sql, const void *body, size_t len,
+                etch__ch_reader rd, void *rd_ctx, etch__ch_buf *resp,
+                size_t max_resp) {
+  if (rd) body = ""; /* an INSERT's data, from rd */
   etch__ch_buf local = {0};
   etch__ch_buf *b = resp ? resp : &local;
   b->len = 0;
@@ -192,7 +211,13 @@ int etch__ch_exec(etch__ch *ch, const char *sql, const void *body, size_t len,
   curl_easy_reset(c);
   curl_easy_setopt(c, CURLOPT_URL, url);
   curl_easy_setopt(c, CURLOPT_POST, 1L);
-  if (body) {
+  reader_state rs = {.fn = rd, .ctx = rd_ctx, .left = len};
+  if (rd) {
+    curl_easy_setopt(c, CURLOPT_READFUNCTION, on_read);
+    curl_easy_setopt(c, CURLOPT_READDATA, &rs);
+    curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
+    curl_easy_setopt(c, CURLOPT_UPLOAD_BUFFERSIZE, 1L << 20);
+  } else if (body) {
     curl_easy_setopt(c, CURLOPT_POSTFIELDS, (const char *)body);
     curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
   } else {
@@ -255,4 +280,15 @@ int etch__ch_count(etch__ch *ch, const char *sql, uint64_t *out) {
   }
   etch__ch_buf_free(&b);
   return rc;
+}
+
+int etch__ch_exec(etch__ch *ch, const char *sql, const void *body, size_t len,
+                  etch__ch_buf *resp, size_t max_resp) {
+  return exec(ch, sql, body, len, NULL, NULL, resp, max_resp);
+}
+
+int etch__ch_exec_read(etch__ch *ch, const char *sql, etch__ch_reader rd,
+                       void *ctx, size_t len, etch__ch_buf *resp,
+                       size_t max_resp) {
+  return exec(ch, sql, NULL, len, rd, ctx, resp, max_resp);
 }

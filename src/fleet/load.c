@@ -5,10 +5,12 @@
  * same order as `etch query` writes into DuckDB; a row sink (rows.h) takes
  * them a data chunk at a time and appends them, trace_id first, to one
  * RowBinary buffer per table. The buffers of a worker outlive a trace:
- * when one reaches batch_bytes every buffer goes out, one INSERT per table
- * (ClickHouse then writes few, large parts, whether the traces are large
- * or many and small), then the `trace` rows of the traces read whole
- * (flush_all). Workers load several files at once, each with its own
+ * when one reaches batch_bytes it goes out alone, and every kFlushAll
+ * batches every buffer goes out, one INSERT per table, then the `trace`
+ * rows of the traces read whole (flush_all); ClickHouse then writes few,
+ * large parts (a file per column each), whether the traces are large or
+ * many and small. Each insert's rows go in the table's key order (see
+ * sort_rows). Workers load several files at once, each with its own
  * connection, and take the next file when done.
  *
  * A trace's id is a 64-bit hash of its bytes: the same file loaded twice,
@@ -38,7 +40,7 @@
 #include "fleet/fleet.h"
 #include "pb/pb.h"
 
-enum { kTables = 16, kDefaultBatch = 32 << 20 };
+enum { kTables = 16, kDefaultBatch = 128 << 20, kFlushAll = 8 };
 
 /* ---- the trace id --------------------------------------------------------------- */
 
@@ -387,6 +389,7 @@ typedef struct worker {
   size_t mark[kTables];
   uint64_t mark_rows[kTables];
   bool reading, cur_sent;
+  size_t sent; /* bytes sent since the last flush of all */
   uint64_t rows, size;
   char machine[128]; /* "" when the trace does not say */
 } worker;
@@ -429,20 +432,20 @@ static bool sort_room(worker *w, size_t n, size_t ncnt) {
 }
 
 /*
- * The rows of buf[ti] in the table's key order: `*out` is buf[ti] itself
- * when they are in that order already, else w->sorted. A trace's rows were
+ * The order in which the rows of buf[ti] go out, their table's key order:
+ * `*out` is NULL when they are in that order already. A trace's rows were
  * appended together: each trace's run of records is sorted on its own,
  * the runs put in trace_id order. When the key starts with a String, a
  * run is first spread by that String's rank (one counting pass), then each
  * rank's records sorted by the rest of the key: for slice, a name's
  * slices, already close to ts order.
  */
-static int sort_rows(worker *w, size_t ti, const rbuf **out) {
+static int sort_rows(worker *w, size_t ti, const keyrec **out) {
   rbuf *b = &w->buf[ti];
   const etch__ch_table *t = etch__ch_table_at(ti);
   keys *k = &w->kb[ti];
   size_t n = (size_t)b->rows;
-  *out = b;
+  *out = NULL;
   if (!t->key_ok || n < 2) return ETCH_OK;
   for (size_t j = 0; j < t->nkey; j++) {
     if (t->col[t->key[j]].kind != ETCH__COL_STR) continue;
@@ -492,29 +495,45 @@ static int sort_rows(worker *w, size_t ti, const rbuf **out) {
   free(segs);
   size_t i = 0;
   while (i < n && sorted[i].idx == i) i++;
-  if (i == n) return ETCH_OK;
-  rbuf *o = &w->sorted;
-  o->len = 0;
-  if (!rb_reserve(o, b->len))
-    return etch__error(ETCH_ENOMEM, "load: out of memory");
-  for (i = 0; i < n; i++) {
-    size_t r = (size_t)sorted[i].idx;
-    size_t from = (size_t)k->off[r];
-    size_t to = r + 1 < n ? (size_t)k->off[r + 1] : b->len;
-    memcpy(o->data + o->len, b->data + from, to - from);
-    o->len += to - from;
-  }
-  o->rows = b->rows;
-  *out = o;
+  if (i < n) *out = sorted;
   return ETCH_OK;
+}
+
+/* The rows of a buffer in the order of `order`, as curl sends them: no
+ * copy of the whole buffer. */
+typedef struct gather {
+  const rbuf *b;
+  const uint64_t *off;
+  const keyrec *order;
+  size_t n, i, at; /* the row order[i], its bytes from `at` on */
+} gather;
+
+static size_t gather_read(void *ctx, char *buf, size_t cap) {
+  gather *g = ctx;
+  size_t done = 0;
+  while (done < cap && g->i < g->n) {
+    size_t r = (size_t)g->order[g->i].idx;
+    size_t from = (size_t)g->off[r] + g->at;
+    size_t to = r + 1 < g->n ? (size_t)g->off[r + 1] : g->b->len;
+    size_t m = to - from;
+    if (m > cap - done) m = cap - done;
+    memcpy(buf + done, g->b->data + from, m);
+    done += m;
+    g->at += m;
+    if (from + m == to) {
+      g->i++;
+      g->at = 0;
+    }
+  }
+  return done;
 }
 
 static int send_table(worker *w, size_t ti) {
   rbuf *b = &w->buf[ti];
   if (!b->len) return ETCH_OK;
   const etch__ch_table *t = etch__ch_table_at(ti);
-  const rbuf *src;
-  int rc = sort_rows(w, ti, &src);
+  const keyrec *order;
+  int rc = sort_rows(w, ti, &order);
   if (rc) return rc;
   char sql[1024];
   size_t k = (size_t)snprintf(sql, sizeof sql, "INSERT INTO %s.%s (trace_id",
@@ -522,7 +541,10 @@ static int send_table(worker *w, size_t ti) {
   for (size_t c = 0; c < t->ncols && k < sizeof sql; c++)
     k += (size_t)snprintf(sql + k, sizeof sql - k, ", %s", t->col[c].name);
   if (k < sizeof sql) snprintf(sql + k, sizeof sql - k, ") FORMAT RowBinary");
-  rc = etch__ch_exec(w->ch, sql, src->data, src->len, NULL, 0);
+  gather g = {.b = b, .off = w->kb[ti].off, .order = order,
+              .n = (size_t)b->rows};
+  rc = order ? etch__ch_exec_read(w->ch, sql, gather_read, &g, b->len, NULL, 0)
+             : etch__ch_exec(w->ch, sql, b->data, b->len, NULL, 0);
   if (!rc) {
     pthread_mutex_lock(&w->sh->mu);
     w->sh->rows_sent += b->rows;
@@ -577,9 +599,31 @@ static int sort_trace_rows(worker *w, const rbuf **out) {
  * are counted, as loaded or, when a send failed, as failed (reported, and
  * their rows deleted as far as the server lets).
  */
-static int flush_all(worker *w) {
+static int flush(worker *w, int only);
+
+static int flush_all(worker *w) { return flush(w, -1); }
+
+/*
+ * With `only` a table's index: sends that table's buffer alone, as it is
+ * full (slice's, mostly); the other tables' rows and the `trace` rows wait for a flush of all, so that each
+ * insert of those (a part on the server, a file per column) carries the
+ * rows of many traces. A failure there fails every pending trace, as in a
+ * flush of all.
+ */
+static int flush(worker *w, int only) {
   int rc = sdict_rank(&w->dict) ? ETCH_OK
                                 : etch__error(ETCH_ENOMEM, "load: out of memory");
+  if (only >= 0) {
+    if (!rc) rc = send_table(w, (size_t)only);
+    if (w->reading) w->cur_sent = true;
+    if (!rc) {
+      w->sent += w->buf[only].len;
+      w->buf[only].len = w->buf[only].rows = 0;
+      w->mark[only] = 0;
+      w->mark_rows[only] = 0;
+      return ETCH_OK;
+    }
+  }
   for (size_t i = 0; i < kTables && !rc; i++) rc = send_table(w, i);
   const rbuf *tr = &w->trows;
   if (!rc && w->trows.len) rc = sort_trace_rows(w, &tr);
@@ -601,6 +645,7 @@ static int flush_all(worker *w) {
     w->mark_rows[i] = 0;
   }
   w->trows.len = 0;
+  w->sent = 0;
   sdict_clear(&w->dict);
   shared *sh = w->sh;
   pthread_mutex_lock(&sh->mu);
@@ -727,7 +772,11 @@ static int on_chunk(void *ctx, const char *table, duckdb_data_chunk chunk,
   }
   b->rows += n;
   w->rows += n;
-  return b->len >= w->batch ? flush_all(w) : ETCH_OK;
+  if (b->len < w->batch) return ETCH_OK;
+  /* Every kFlushAll batches, all of them and the trace rows: a load that
+   * stops loses at most that much. */
+  return w->sent + b->len >= kFlushAll * w->batch ? flush_all(w)
+                                                  : flush(w, ti);
 }
 
 /* Deletes every row of the trace `id` (a load that failed half-way). */

@@ -116,7 +116,7 @@ static const cli_opt kLoadOpts[] = {
      CLI_FN(set_jobs)},
     {0, "--batch", "BYTES",
      "rows sent per INSERT and table, in RowBinary bytes\n"
-     "(default 33554432)",
+     "(default 134217728)",
      CLI_FN(set_batch)},
     {'q', "--quiet", NULL, "no progress and no summary on stderr",
      CLI_BOOL(load_args, quiet)},
