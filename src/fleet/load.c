@@ -614,10 +614,11 @@ static int flush(worker *w, int only) {
   int rc = sdict_rank(&w->dict) ? ETCH_OK
                                 : etch__error(ETCH_ENOMEM, "load: out of memory");
   if (only >= 0) {
+    size_t len = w->buf[only].len;
     if (!rc) rc = send_table(w, (size_t)only);
     if (w->reading) w->cur_sent = true;
     if (!rc) {
-      w->sent += w->buf[only].len;
+      w->sent += len;
       w->buf[only].len = w->buf[only].rows = 0;
       w->mark[only] = 0;
       w->mark_rows[only] = 0;

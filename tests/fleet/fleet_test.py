@@ -354,6 +354,11 @@ def single(args, binary, tmp):
                                  "--batch", "4096", "-j", "2")
         check(rc == 0, "--batch 4096: exit %d: %s" % (rc, err))
         check_sorted(srv, blocks, "--batch 4096")
+        # A full buffer goes out alone, all of them and the trace rows every
+        # 8 batches: more trace inserts than the 2 workers' last ones.
+        tins = int(srv.sql("select max(max_block_number) from system.parts"
+                           " where database = 'batched' and table = 'trace'"))
+        check(tins > 2, "--batch 4096: %d inserts into trace" % tins)
         bids = trace_ids(etch, url, "batched")
         for t in traces:
             compare_trace(etch, url, tables, t, bids[os.path.basename(t)],
