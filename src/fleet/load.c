@@ -1001,7 +1001,6 @@ static outcome load_one(worker *w, const char *path) {
     w->mark[i] = w->buf[i].len;
     w->mark_rows[i] = w->buf[i].rows;
   }
-  size_t trows_mark = w->trows.len;
   etch__row_sink sink = {.chunk = on_chunk, .reset = on_reset, .ctx = w};
   etch__import_opts io = {.all_args = true,
                           .allow_truncated = sh->o->allow_truncated};
@@ -1009,6 +1008,8 @@ static outcome load_one(worker *w, const char *path) {
   w->reading = true;
   rc = etch__query_import_sink(path, NULL, 0, &sink, &io, &res);
   w->reading = false;
+  /* Taken after the import: a flush during it empties trows. */
+  size_t trows_mark = w->trows.len;
   if (!rc) rc = add_trace_row(w, &res, size);
   if (rc) {
     report(sh, path, "%s", etch_last_error());

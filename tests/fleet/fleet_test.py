@@ -382,6 +382,26 @@ def single(args, binary, tmp):
               "small traces without a trace row")
         for t in (small[0], small[-1]):
             compare_trace(etch, url, tables, t, ids[os.path.basename(t)])
+        # The same in 4 KiB batches, one worker: flushes of every buffer
+        # (and of the trace rows) while a trace is read, several traces
+        # waiting; every trace row right.
+        rc, out, err = etch.load(url, small, "--database", "smallbatch",
+                                 "--batch", "4096", "-j", "1")
+        check(rc == 0, "small traces, --batch 4096: exit %d: %s" % (rc, err))
+        sids = trace_ids(etch, url, "smallbatch")
+        check(sorted(sids) == sorted(os.path.basename(t) for t in small),
+              "small traces, --batch 4096: trace rows %r" % sorted(sids))
+        for t in small:
+            check(sids[os.path.basename(t)] == ids[os.path.basename(t)],
+                  "small traces, --batch 4096: id of %s" % t)
+        meta = etch.remote(url, "select file_name, size_bytes from trace",
+                           "smallbatch")
+        check(len(meta) == len(small) and
+              all(r[1] == os.path.getsize(os.path.join(tmp, r[0]))
+                  for r in meta), "small traces, --batch 4096: %r" % meta)
+        for t in (small[0], small[7], small[-1]):
+            compare_trace(etch, url, tables, t, sids[os.path.basename(t)],
+                          "smallbatch")
         # Errors of etch query --clickhouse: the server's text, exit 1.
         rc, out, err = run([etch.path, "query", "--clickhouse", url,
                             "select nosuchcolumn from slice"])
