@@ -578,6 +578,9 @@ static int sort_trace_rows(worker *w, const rbuf **out) {
   for (size_t k = 1; k < n && in_order; k++)
     in_order = w->pend[k - 1].id <= w->pend[k].id;
   if (in_order) return ETCH_OK;
+  for (size_t k = 0; k < n; k++)
+    if (w->pend[k].toff > (k + 1 < n ? w->pend[k + 1].toff : w->trows.len))
+      return etch__error(ETCH_ESTATE, "load: the trace rows are out of step");
   const pending **order = etch__calloc(n, sizeof *order);
   rbuf *o = &w->sorted;
   o->len = 0;
@@ -611,9 +614,9 @@ static int flush_all(worker *w) { return flush(w, -1); }
 
 /*
  * With `only` a table's index: sends that table's buffer alone, as it is
- * full (slice's, mostly); the other tables' rows and the `trace` rows wait for a flush of all, so that each
- * insert of those (a part on the server, a file per column) carries the
- * rows of many traces. A failure there fails every pending trace, as in a
+ * full (slice's, mostly); the other tables' rows and the `trace` rows
+ * wait for a flush of all, so that each insert of those (a part on the
+ * server, a file per column) carries the rows of many traces. A failure there fails every pending trace, as in a
  * flush of all.
  */
 static int flush(worker *w, int only) {
