@@ -186,8 +186,8 @@ static bool rb_str(rbuf *b, const char *s, size_t n) {
  * key (trace_id, then the key's Int64 columns as unsigned numbers in the
  * same order, its String columns as ids in a dictionary of the batch's
  * strings, ranked by their bytes when the batch goes out) and of its
- * place; a stable merge sort of the records then gives the order in which
- * the rows are copied out.
+ * place; sorting the records (sort_rows) gives the order in which the
+ * rows are gathered as curl sends them (gather_read).
  */
 typedef struct keyrec {
   uint64_t tid, k[2], idx; /* idx: the row's place in the buffer */
@@ -373,7 +373,7 @@ typedef struct worker {
   rbuf buf[kTables];
   keys kb[kTables]; /* the key of each row in buf */
   sdict dict;       /* the strings of those keys */
-  rbuf sorted;      /* a buffer's rows in key order, as they go out */
+  rbuf sorted;      /* the `trace` rows in trace_id order */
   keyrec *tmp;      /* sort_rows' room */
   size_t cap_tmp;
   size_t *cnt; /* its counters */
