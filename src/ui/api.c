@@ -398,8 +398,8 @@ static bool fine_tile(etch__ui_trace *t, const int64_t *tracks, size_t nt,
       int64_t a = s0 + k * w, b = k == kStretches - 1 ? t->span_end : a + w;
       if (b > t->span_end) b = t->span_end;
       if (a >= b) continue;
-      if ((*st = etch__ui_lod_build_stretch(t->db, a, b, cols, t->max_dur,
-                                            &t->fine[k])))
+      if ((*st = etch__ui_lod_build_stretch_named(t->db, t->names, a, b, cols,
+                                                  t->max_dur, &t->fine[k])))
         return true;
     }
     use[n++] = t->fine[k];
@@ -420,9 +420,13 @@ static int tile_with(req *r, int64_t *tracks, int64_t *counters) {
     return fail(r, 400, "tracks and counters are lists of track ids");
   double ns_per_px = (double)(end - start) / (double)px;
   etch__ui_tile tile;
+  /* The names of slices, read once. */
+  if (!t->names && etch__ui_names_load(t->db, false, &t->names))
+    return db_fail(r);
   /* A big trace's coarse windows come from its overview (tiles.c). */
   if (!t->lod && t->slices >= r->ui->lod_min) {
-    if (etch__ui_lod_build(t->db, 0, t->max_dur, &t->lod)) return db_fail(r);
+    if (etch__ui_lod_build_named(t->db, t->names, 0, t->max_dur, &t->lod))
+      return db_fail(r);
     etch__res q;
     if (etch__ui_query(t->db,
                        "SELECT CAST(coalesce(min(start_ts), 0) AS BIGINT),"
@@ -442,8 +446,8 @@ static int tile_with(req *r, int64_t *tracks, int64_t *counters) {
   } else if (t->lod && fine_tile(t, tracks, nt, start, end, ns_per_px, &tile,
                                  &st)) {
     if (st) return db_fail(r);
-  } else if (etch__ui_tile_slices(t->db, tracks, nt, start, end, ns_per_px,
-                                  t->max_dur, &tile)) {
+  } else if (etch__ui_tile_slices_named(t->db, t->names, tracks, nt, start,
+                                        end, ns_per_px, t->max_dur, &tile)) {
     return db_fail(r);
   }
   /* Names once each ("names"), the rectangles naming them by index: a

@@ -43,6 +43,7 @@ void etch__ui_free(etch__ui *ui) {
     free(ui->t[i].flame);
     etch__store_entry_free(&ui->t[i].meta);
     etch__ui_lod_free(ui->t[i].lod);
+    etch__ui_names_unref(ui->t[i].names);
     for (size_t k = 0; k < ETCH_ARRAY_SIZE(ui->t[i].fine); k++)
       etch__ui_lod_free(ui->t[i].fine[k]);
   }
@@ -332,7 +333,7 @@ int etch__ui_open(etch__ui *ui, etch__ui_trace *t) {
   t->max_dur = etch__ui_max_dur(db);
   etch__res r;
   if (etch__ui_query(db,
-                     "SELECT (SELECT count(*) FROM slice),"
+                     "SELECT (SELECT count(*) FROM slice_data),"
                      " (SELECT count(*) FROM flow)",
                      NULL, 0, &r) == ETCH_OK) {
     if (etch__res_next(&r)) {

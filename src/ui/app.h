@@ -33,6 +33,7 @@ typedef struct etch__ui_trace {
   int64_t slices;    /* rows in slice */
   int64_t flows;     /* rows in flow */
   etch__ui_lod *lod; /* the overview, once built (slices >= lod_min) */
+  etch__ui_names *names; /* slice_name's texts, once a tile needed them */
   /* Finer overviews of stretches of the trace (1/kUiStretches of it
    * each), each built the first time a window needs it. */
   etch__ui_lod *fine[64];

@@ -5,12 +5,20 @@
  *
  * Slice ids are given in begin order (the importer numbers a slice when it
  * begins), so a parent's id is below its children's. The slices are read
- * once, in any order, into an array indexed by id; one pass in id order
- * then finds each slice's node from its parent's node and its name. A name
- * is carried as a 64-bit hash of it, computed here from DuckDB's string;
- * each name's text is kept the first time it is met. Nothing is sorted. The children of every node are
- * found in one open-addressed table of (hash of parent and name, node): a
- * probe reads a slot, and the node only when the hash matches.
+ * once from slice_data (integers only: a name is its key_id, each key's
+ * text read once from slice_name, keys with the same text one name), in
+ * any order, into arrays indexed by id. Then level by level (a slice's
+ * level: its parent's + 1, 0 without one in the selection), each level in
+ * id order, each slice's node is found from its parent's node and its
+ * name. A node's slices all have its level, so once a level is done its
+ * nodes' totals are whole; a node under 1/kMinPart of the whole is left
+ * out of the answer with all below it, so no child of it is made.
+ *
+ * The children of a level's parents are found in a table indexed by (the
+ * parent's rank among the level's parents, name) when that table is small
+ * (a trace has few names, and a level at most kMinPart parents that are
+ * kept); else in one open-addressed table of (hash of parent and name,
+ * node). Nothing is sorted.
  */
 #define _GNU_SOURCE
 #include <stdio.h>
@@ -25,19 +33,18 @@
  * 2000 pixels wide zoomed 10 times shows nodes of 1/20000). */
 enum { kMinPart = 20000 };
 
-typedef struct row {
-  int64_t parent; /* slice id, 0: none; -1: the row is empty */
-  int64_t dur;
-  uint64_t h;     /* the name's hash, then the slice's node (kPruned: none) */
-  int64_t level;  /* depth in the graph: 0 under the root */
-} row;
+/* Direct tables of children up to this many slots (4 bytes each). */
+enum { kDirectMax = 1 << 22 };
 
-enum { kPrunedNode = -1 };
+/* A slice's nm[] once its level is done: its node + 1, or this for a
+ * slice left out (under a node that is). Before: its name + 1 (0: no
+ * slice of that id in the selection). */
+#define PRUNED UINT32_MAX
 
 typedef struct node {
-  int64_t parent; /* node index, -1 for the root */
-  uint64_t h;
   int64_t total, self, count;
+  int32_t parent; /* node index, -1 for the root */
+  uint32_t name;
   bool small; /* under 1/kMinPart of the whole: no child is made */
 } node;
 
@@ -79,57 +86,93 @@ static bool grow_kids(tree *t) {
   return true;
 }
 
-/* The child of `parent` named `h`, made if needed; -1 out of memory. */
-static int64_t child(tree *t, int64_t parent, uint64_t h) {
-  if ((t->len + 1) * 2 > t->kcap && !grow_kids(t)) return -1;
-  uint64_t k = kid_key(parent, h);
-  size_t j = k & (t->kcap - 1);
-  for (; t->kids[j].key; j = (j + 1) & (t->kcap - 1)) {
-    if (t->kids[j].key != k) continue;
-    const node *x = &t->n[t->kids[j].node];
-    if (x->parent == parent && x->h == h) return t->kids[j].node;
-  }
+/* A new node; -1 out of memory. */
+static int64_t new_node(tree *t, int64_t parent, uint32_t name) {
   if (t->len == t->cap) {
-    size_t nc = t->cap * 2;
+    size_t nc = t->cap ? t->cap * 2 : 1024;
     node *g = etch__realloc(t->n, nc * sizeof *g);
     if (!g) return -1;
     t->n = g;
     t->cap = nc;
   }
   int64_t i = (int64_t)t->len++;
-  t->n[i] = (node){.parent = parent, .h = h};
-  t->kids[j] = (slot){.key = k, .node = i};
+  t->n[i] = (node){.parent = (int32_t)parent, .name = name};
   return i;
 }
 
-/*
- * A name's hash, from DuckDB's 16-byte string: its length, then up to 12
- * bytes inline or a 4-byte prefix and a pointer. Only the name's own bytes
- * are hashed, whatever fills the rest.
- */
-static uint64_t name_hash(const char *v) {
-  uint32_t len;
-  memcpy(&len, v, 4);
-  if (len <= 12) {
-    uint64_t w[2] = {0, 0};
-    memcpy(w, v + 4, len);
-    return etch__mix64(w[0] ^ etch__mix64(w[1] ^ len));
+/* The child of `parent` named `name`, made if needed (the hashed way); -1
+ * out of memory. */
+static int64_t child(tree *t, int64_t parent, uint32_t name) {
+  if ((t->len + 1) * 2 > t->kcap && !grow_kids(t)) return -1;
+  uint64_t k = kid_key(parent, name);
+  size_t j = k & (t->kcap - 1);
+  for (; t->kids[j].key; j = (j + 1) & (t->kcap - 1)) {
+    if (t->kids[j].key != k) continue;
+    const node *x = &t->n[t->kids[j].node];
+    if (x->parent == parent && x->name == name) return t->kids[j].node;
   }
-  const char *p;
-  memcpy(&p, v + 8, sizeof p);
-  return etch__hash_bytes(p, len, 0x5bd1e995u);
+  int64_t i = new_node(t, parent, name);
+  if (i >= 0) t->kids[j] = (slot){.key = k, .node = i};
+  return i;
 }
 
-static char *name_dup(const char *v) {
-  uint32_t len;
-  memcpy(&len, v, 4);
-  const char *p = v + 4;
-  if (len > 12) memcpy(&p, v + 8, sizeof p);
-  char *s = etch__malloc((size_t)len + 1);
-  if (!s) return NULL;
-  memcpy(s, p, len);
-  s[len] = '\0';
-  return s;
+/* DuckDB's validity mask: a bit a row, set when the row is not NULL; no
+ * mask, no NULL. */
+static inline bool is_valid(const uint64_t *v, idx_t row) {
+  return !v || ((v[row / 64] >> (row % 64)) & 1);
+}
+
+/* The selection's slices, by id. */
+typedef struct sel {
+  uint32_t *par; /* parent id, 0: none (or not in the selection) */
+  uint32_t *nm;  /* see PRUNED */
+  uint32_t *lvl;
+  int64_t *dur;
+  int64_t lo, hi; /* the ids met: [lo, hi] */
+} sel;
+
+static void sel_free(sel *x) {
+  free(x->par);
+  free(x->nm);
+  free(x->lvl);
+  free(x->dur);
+}
+
+/* Reads the selection's slices (the query's columns: id, parent_id, the
+ * duration counted, key_id) into `x`; names by `names` (a key slice_name
+ * lacks: name `unknown`). */
+static int read_slices(etch__res *r, int64_t maxid, const etch__ui_names *names,
+                       uint32_t unknown, sel *x) {
+  duckdb_data_chunk chunk;
+  x->lo = maxid + 1;
+  x->hi = 0;
+  while ((chunk = duckdb_fetch_chunk(r->r)) != NULL) {
+    idx_t n = duckdb_data_chunk_get_size(chunk);
+    const int64_t *col[4];
+    uint64_t *valid[4];
+    for (idx_t c = 0; c < 4; c++) {
+      duckdb_vector v = duckdb_data_chunk_get_vector(chunk, c);
+      col[c] = duckdb_vector_get_data(v);
+      valid[c] = duckdb_vector_get_validity(v);
+    }
+    for (idx_t i = 0; i < n; i++) {
+      if (!is_valid(valid[0], i) || !is_valid(valid[2], i)) continue;
+      int64_t id = col[0][i];
+      if (id <= 0 || id > maxid) continue;
+      int64_t p = is_valid(valid[1], i) ? col[1][i] : 0;
+      int64_t k = is_valid(valid[3], i) ? etch__ui_names_index(names, col[3][i])
+                                        : -1;
+      x->par[id] = p > 0 && p < id ? (uint32_t)p : 0;
+      x->nm[id] = (k < 0 ? unknown : (uint32_t)k) + 1;
+      x->dur[id] = col[2][i];
+      if (id < x->lo) x->lo = id;
+      if (id > x->hi) x->hi = id;
+    }
+    duckdb_destroy_data_chunk(&chunk);
+  }
+  const char *msg = duckdb_result_error(&r->r);
+  if (msg) r->err = etch__error(ETCH_ESQL, "%s", msg);
+  return etch__res_close(r);
 }
 
 int etch__ui_flame(etch__db *db, int64_t start, int64_t end, int64_t utid,
@@ -150,167 +193,167 @@ int etch__ui_flame(etch__db *db, int64_t start, int64_t end, int64_t utid,
              "(SELECT id FROM track WHERE utid = $3)");
   etch__res r;
   int64_t maxid = 0;
-  int rc = etch__ui_query(db, "SELECT CAST(coalesce(max(id), 0) AS BIGINT) FROM slice",
-                          NULL, 0, &r);
+  int rc = etch__ui_query(
+      db, "SELECT CAST(coalesce(max(id), 0) AS BIGINT) FROM slice_data", NULL,
+      0, &r);
   if (rc) return rc;
   if (etch__res_next(&r)) maxid = etch__res_i64(&r, 0);
   if ((rc = etch__res_close(&r))) return rc;
-  if (maxid < 0 || maxid > (int64_t)(SIZE_MAX / sizeof(row)) - 1)
+  if (maxid < 0 || maxid >= INT32_MAX ||
+      (uint64_t)maxid >= SIZE_MAX / 2 / sizeof(int64_t))
     return etch__error(ETCH_ELIMIT, "slice ids up to %lld", (long long)maxid);
+  etch__ui_names *names = NULL;
+  if ((rc = etch__ui_names_load(db, true, &names))) return rc;
+  /* Name indexes: the texts', then one for a key slice_name lacks. */
+  uint32_t nnames = (uint32_t)names->n + 1, unknown = (uint32_t)names->n;
 
-  row *rows = etch__malloc(((size_t)maxid + 1) * sizeof *rows);
-  if (!rows) return etch__error(ETCH_ENOMEM, "out of memory");
-  for (int64_t i = 0; i <= maxid; i++) rows[i].parent = -1;
-  char sql[512];
-  snprintf(sql, sizeof sql,
-           "SELECT CAST(id AS BIGINT), CAST(coalesce(parent_id, 0) AS BIGINT),"
-           " CAST(%s AS BIGINT), coalesce(name, '') FROM slice %s",
-           range ? "least(ts + dur, $1) - greatest(ts, $2)" : "dur", where);
-  rc = etch__ui_query(db, sql, b, nb, &r);
-  if (rc) {
-    free(rows);
-    return rc;
-  }
-  /* No column can be NULL: a chunk's vectors are read as arrays (a call
-   * per cell would cost more than the rest), names hashed here (cheaper
-   * than DuckDB's hash of each), and each name kept the first time it
-   * is met. */
-  etch_u64map names = {0};
-  char **name = NULL;
-  size_t nname = 0, ncap = 0;
-  duckdb_data_chunk chunk;
-  while ((chunk = duckdb_fetch_chunk(r.r)) != NULL) {
-    idx_t n = duckdb_data_chunk_get_size(chunk);
-    const int64_t *col[3];
-    for (idx_t c = 0; c < 3; c++)
-      col[c] = duckdb_vector_get_data(duckdb_data_chunk_get_vector(chunk, c));
-    const char *nm = duckdb_vector_get_data(duckdb_data_chunk_get_vector(chunk, 3));
-    uint64_t last = 0;
-    bool have_last = false;
-    for (idx_t i = 0; i < n; i++) {
-      int64_t id = col[0][i];
-      if (id <= 0 || id > maxid) continue;
-      int64_t p = col[1][i];
-      uint64_t h = name_hash(nm + i * 16);
-      if (!have_last || h != last) {
-        int64_t k;
-        if (!etch__u64map_get(&names, h, &k)) {
-          if (nname == ncap) {
-            size_t nc = ncap ? ncap * 2 : 64;
-            char **g = etch__realloc(name, nc * sizeof *g);
-            if (!g) {
-              r.err = etch__error(ETCH_ENOMEM, "out of memory");
-              break;
-            }
-            name = g;
-            ncap = nc;
-          }
-          name[nname] = name_dup(nm + i * 16);
-          if (!name[nname] ||
-              !etch__u64map_put(&names, h, (int64_t)nname)) {
-            free(name[nname]);
-            r.err = etch__error(ETCH_ENOMEM, "out of memory");
-            break;
-          }
-          nname++;
-        }
-        last = h;
-        have_last = true;
-      }
-      rows[id] = (row){.parent = p >= 0 && p < id ? p : 0,
-                       .dur = col[2][i],
-                       .h = h};
-    }
-    duckdb_destroy_data_chunk(&chunk);
-    if (r.err) break;
-  }
-  if (!r.err) {
-    const char *msg = duckdb_result_error(&r.r);
-    if (msg) r.err = etch__error(ETCH_ESQL, "%s", msg);
-  }
-  if ((rc = etch__res_close(&r))) {
-    for (size_t i = 0; i < nname; i++) free(name[i]);
-    free(name);
-    etch__u64map_free(&names);
-    free(rows);
-    return rc;
-  }
-
-  tree t = {.cap = 1024};
-  t.n = etch__malloc(t.cap * sizeof *t.n);
-  if (!t.n) {
-    for (size_t i = 0; i < nname; i++) free(name[i]);
-    free(name);
-    etch__u64map_free(&names);
-    free(rows);
+  /* Zeroed arrays: the pages of ids outside the selection are never
+   * touched. */
+  size_t nid = (size_t)maxid + 1;
+  sel x = {.par = etch__calloc(nid, sizeof *x.par),
+           .nm = etch__calloc(nid, sizeof *x.nm),
+           .lvl = etch__calloc(nid, sizeof *x.lvl),
+           .dur = etch__calloc(nid, sizeof *x.dur)};
+  if (!x.par || !x.nm || !x.lvl || !x.dur) {
+    sel_free(&x);
+    etch__ui_names_unref(names);
     return etch__error(ETCH_ENOMEM, "out of memory");
   }
-  t.n[0] = (node){.parent = -1};
-  t.len = 1;
-  /*
-   * Level by level (a slice's level: its parent's + 1; 0 without one in the
-   * selection), each level in id order. A node's slices all have its level,
-   * so once a level is done its nodes' totals are whole; the root's total
-   * is whole after level 0. A node under 1/kMinPart of the root is left
-   * out of the answer with all below it, so no child of it is made: its
-   * slices' children are not looked up (for a trace whose stacks are all
-   * different, nearly every slice of the deep levels).
-   */
-  int64_t nlevels = 0;
-  for (int64_t id = 1; id <= maxid; id++) {
-    row *x = &rows[id];
-    if (x->parent < 0) continue;
-    /* A parent not in the selection (open, or outside the thread) makes
-     * the slice a root's child. */
-    if (x->parent > 0 && rows[x->parent].parent < 0) x->parent = 0;
-    x->level = x->parent > 0 ? rows[x->parent].level + 1 : 0;
-    if (x->level + 1 > nlevels) nlevels = x->level + 1;
+  char sql[512];
+  snprintf(sql, sizeof sql,
+           "SELECT id, parent_id, %s, key_id FROM slice_data %s",
+           range ? "least(ts + dur, $1) - greatest(ts, $2)" : "dur", where);
+  rc = etch__ui_query(db, sql, b, nb, &r);
+  if (!rc) rc = read_slices(&r, maxid, names, unknown, &x);
+  if (rc) {
+    sel_free(&x);
+    etch__ui_names_unref(names);
+    return rc;
   }
-  int64_t *first = etch__calloc((size_t)nlevels + 1, sizeof *first);
-  int64_t *order = first ? etch__malloc(((size_t)maxid + 1) * sizeof *order)
-                         : NULL;
-  if (!order) rc = etch__error(ETCH_ENOMEM, "out of memory");
-  if (!rc) {
-    for (int64_t id = 1; id <= maxid; id++)
-      if (rows[id].parent >= 0) first[rows[id].level + 1]++;
-    for (int64_t l = 0; l < nlevels; l++) first[l + 1] += first[l];
-    int64_t *at = etch__malloc(((size_t)nlevels + 1) * sizeof *at);
-    if (!at) {
+
+  /* Levels, in id order (a parent before its children); a parent not in
+   * the selection (open, or outside the thread or the range) makes the
+   * slice a root's child. Then the slices by level, each level in id
+   * order. */
+  int64_t *first = NULL;
+  size_t nlevels = 0, fcap = 0;
+  for (int64_t id = x.lo; id <= x.hi && !rc; id++) {
+    if (!x.nm[id]) continue;
+    uint32_t p = x.par[id];
+    if (p && !x.nm[p]) x.par[id] = p = 0;
+    uint32_t l = p ? x.lvl[p] + 1 : 0;
+    x.lvl[id] = l;
+    if (l + 2 > fcap) {
+      size_t nc = fcap ? fcap * 2 : 64;
+      while (nc < l + 2) nc *= 2;
+      int64_t *g = etch__realloc(first, nc * sizeof *g);
+      if (!g) {
+        rc = etch__error(ETCH_ENOMEM, "out of memory");
+        break;
+      }
+      memset(g + fcap, 0, (nc - fcap) * sizeof *g);
+      first = g;
+      fcap = nc;
+    }
+    first[l + 1]++;
+    if (l + 1 > nlevels) nlevels = l + 1;
+  }
+  uint32_t *order = NULL;
+  if (!rc && nlevels) {
+    for (size_t l = 0; l < nlevels; l++) first[l + 1] += first[l];
+    order = etch__malloc((size_t)first[nlevels] * sizeof *order);
+    int64_t *at = etch__malloc((nlevels + 1) * sizeof *at);
+    if (!order || !at) {
       rc = etch__error(ETCH_ENOMEM, "out of memory");
     } else {
-      memcpy(at, first, ((size_t)nlevels + 1) * sizeof *at);
-      for (int64_t id = 1; id <= maxid; id++)
-        if (rows[id].parent >= 0) order[at[rows[id].level]++] = id;
-      free(at);
+      memcpy(at, first, (nlevels + 1) * sizeof *at);
+      for (int64_t id = x.lo; id <= x.hi; id++)
+        if (x.nm[id]) order[at[x.lvl[id]]++] = (uint32_t)id;
     }
+    free(at);
   }
-  for (int64_t l = 0; l < nlevels && !rc; l++) {
+  free(x.lvl);
+  x.lvl = NULL;
+
+  tree t = {0};
+  if (!rc && new_node(&t, -1, 0) < 0)
+    rc = etch__error(ETCH_ENOMEM, "out of memory");
+  /* rank[node]: its index among the parents of the level being made (-1:
+   * left out); direct[rank * nnames + name]: the child + 1. */
+  int32_t *rank = NULL, *direct = NULL;
+  size_t rank_cap = 0, direct_cap = 0;
+  size_t parents_from = 0, parents_to = 1; /* the previous level's nodes */
+  for (size_t l = 0; l < nlevels && !rc; l++) {
+    /* The ranks of the parents, the previous level's kept nodes. */
+    if (t.len > rank_cap) {
+      size_t nc = rank_cap ? rank_cap : 1024;
+      while (nc < t.len) nc *= 2;
+      int32_t *g = etch__realloc(rank, nc * sizeof *g);
+      if (!g) {
+        rc = etch__error(ETCH_ENOMEM, "out of memory");
+        break;
+      }
+      rank = g;
+      rank_cap = nc;
+    }
+    size_t nparents = 0;
+    for (size_t i = parents_from; i < parents_to; i++)
+      rank[i] = t.n[i].small ? -1 : (int32_t)nparents++;
     size_t made = t.len;
-    for (int64_t k = first[l]; k < first[l + 1]; k++) {
-      row *x = &rows[order[k]];
-      int64_t pn = 0;
-      if (x->parent > 0) {
-        pn = (int64_t)rows[x->parent].h; /* its node, stored below */
-        if (pn == kPrunedNode || t.n[pn].small) {
-          x->h = (uint64_t)kPrunedNode;
-          continue;
+    int64_t nslices = first[l + 1] - first[l];
+    bool use_direct =
+        (uint64_t)nparents * nnames <= kDirectMax &&
+        (uint64_t)nparents * nnames <= (uint64_t)nslices * 4 + 65536;
+    if (use_direct) {
+      size_t need = nparents * nnames;
+      if (need > direct_cap) {
+        free(direct);
+        direct = etch__malloc(need * sizeof *direct);
+        direct_cap = direct ? need : 0;
+        if (!direct) {
+          rc = etch__error(ETCH_ENOMEM, "out of memory");
+          break;
         }
       }
-      int64_t nd = child(&t, pn, x->h);
+      memset(direct, 0, need * sizeof *direct);
+    }
+    for (int64_t k = first[l]; k < first[l + 1]; k++) {
+      uint32_t id = order[k];
+      uint32_t p = x.par[id], pn = 0;
+      if (p) {
+        pn = x.nm[p];
+        if (pn == PRUNED || rank[pn - 1] < 0) {
+          x.nm[id] = PRUNED;
+          continue;
+        }
+        pn--;
+      }
+      uint32_t name = x.nm[id] - 1;
+      int64_t nd;
+      if (use_direct) {
+        int32_t *d = &direct[(size_t)rank[pn] * nnames + name];
+        nd = *d - 1;
+        if (nd < 0) {
+          nd = new_node(&t, pn, name);
+          *d = (int32_t)(nd + 1);
+        }
+      } else {
+        nd = child(&t, pn, name);
+      }
       if (nd < 0) {
         rc = etch__error(ETCH_ENOMEM, "out of memory");
         break;
       }
-      t.n[nd].total += x->dur;
+      t.n[nd].total += x.dur[id];
       t.n[nd].count++;
-      /* The name's hash is no longer needed: the slice's node replaces
-       * it, for its children (on the next level). */
-      x->h = (uint64_t)nd;
+      x.nm[id] = (uint32_t)nd + 1;
     }
-    int64_t whole = 0;
-    if (l == 0)
+    if (rc) break;
+    if (l == 0) {
+      int64_t whole = 0;
       for (size_t i = 1; i < t.len; i++) whole += t.n[i].total;
-    if (l == 0) t.n[0].total = whole; /* set again below, the same */
+      t.n[0].total = whole; /* set again below, the same */
+    }
     size_t big = 0;
     for (size_t i = made; i < t.len; i++) {
       t.n[i].small = t.n[i].total * kMinPart < t.n[0].total;
@@ -318,12 +361,16 @@ int etch__ui_flame(etch__db *db, int64_t start, int64_t end, int64_t utid,
     }
     /* Every node of this level is left out: so is everything below. */
     if (!big) break;
+    parents_from = made;
+    parents_to = t.len;
   }
-  t.n[0].total = 0;
+  free(rank);
+  free(direct);
   free(first);
   free(order);
-  free(rows);
+  sel_free(&x);
   if (!rc) {
+    t.n[0].total = 0;
     for (size_t i = 1; i < t.len; i++) {
       t.n[i].self += t.n[i].total;
       if (t.n[i].parent > 0) t.n[t.n[i].parent].self -= t.n[i].total;
@@ -332,40 +379,66 @@ int etch__ui_flame(etch__db *db, int64_t start, int64_t end, int64_t utid,
     t.n[0].self = 0;
   }
   if (!rc) {
-    fputs("{\"names\":[", out);
-    for (size_t i = 0; i < nname; i++) {
-      if (i) fputc(',', out);
-      etch__json_string(out, name[i], strlen(name[i]));
-    }
     /* Nodes too small to be seen (under 1/kMinPart of the whole, and so
      * their subtrees) are left out; a node's index is written anew (a
-     * parent comes before its children). `count` reuses the pruned
-     * node's parent field: its new index, or -1. */
-    fputs("],\"nodes\":[", out);
-    int64_t kept = 0, dropped = 0;
-    for (size_t i = 0; i < t.len; i++) {
-      int64_t p = t.n[i].parent;
-      int64_t np = p >= 0 ? t.n[p].parent : -1; /* p's new index */
-      bool keep = i == 0 || (np >= 0 && t.n[i].total * kMinPart >= t.n[0].total);
-      if (!keep) {
-        dropped++;
-        t.n[i].parent = -1;
-        continue;
+     * parent comes before its children), and so is its name's (the names
+     * of the nodes kept, in the order first met). `parent` of a node
+     * becomes its new index, or -1 when it is left out. */
+    int64_t *name_out = etch__malloc(nnames * sizeof *name_out);
+    uint32_t *names_kept = etch__malloc(nnames * sizeof *names_kept);
+    char *nodes_buf = NULL;
+    size_t nodes_len = 0;
+    FILE *nf = name_out && names_kept ? open_memstream(&nodes_buf, &nodes_len)
+                                      : NULL;
+    if (!nf) {
+      rc = etch__error(ETCH_ENOMEM, "out of memory");
+    } else {
+      for (uint32_t i = 0; i < nnames; i++) name_out[i] = -1;
+      uint32_t nkept_names = 0;
+      int64_t kept = 0, dropped = 0;
+      for (size_t i = 0; i < t.len; i++) {
+        int64_t p = t.n[i].parent;
+        int64_t np = p >= 0 ? t.n[p].parent : -1; /* p's new index */
+        bool keep =
+            i == 0 || (np >= 0 && t.n[i].total * kMinPart >= t.n[0].total);
+        if (!keep) {
+          dropped++;
+          t.n[i].parent = -1;
+          continue;
+        }
+        int64_t ni = -1;
+        if (i) {
+          uint32_t nm = t.n[i].name;
+          if (name_out[nm] < 0) {
+            name_out[nm] = nkept_names;
+            names_kept[nkept_names++] = nm;
+          }
+          ni = name_out[nm];
+        }
+        fprintf(nf, "%s[%lld,%lld,%lld,%lld,%lld]", i ? "," : "",
+                (long long)(i ? np : -1), (long long)ni,
+                (long long)t.n[i].total, (long long)t.n[i].self,
+                (long long)t.n[i].count);
+        t.n[i].parent = (int32_t)kept++;
       }
-      int64_t ni = -1;
-      if (i && !etch__u64map_get(&names, t.n[i].h, &ni)) ni = -1;
-      fprintf(out, "%s[%lld,%lld,%lld,%lld,%lld]", i ? "," : "",
-              (long long)(i ? np : -1), (long long)ni,
-              (long long)t.n[i].total, (long long)t.n[i].self,
-              (long long)t.n[i].count);
-      t.n[i].parent = kept++;
+      fclose(nf);
+      fputs("{\"names\":[", out);
+      for (uint32_t i = 0; i < nkept_names; i++) {
+        const char *s = names_kept[i] < names->n ? names->text[names_kept[i]]
+                                                 : NULL;
+        if (i) fputc(',', out);
+        etch__json_string(out, s ? s : "", s ? strlen(s) : 0);
+      }
+      fputs("],\"nodes\":[", out);
+      fwrite(nodes_buf, 1, nodes_len, out);
+      fprintf(out, "],\"pruned\":%lld,\"min_part\":%d}", (long long)dropped,
+              kMinPart);
     }
-    fprintf(out, "],\"pruned\":%lld,\"min_part\":%d}", (long long)dropped,
-            kMinPart);
+    free(nodes_buf);
+    free(name_out);
+    free(names_kept);
   }
-  for (size_t i = 0; i < nname; i++) free(name[i]);
-  free(name);
-  etch__u64map_free(&names);
+  etch__ui_names_unref(names);
   free(t.kids);
   free(t.n);
   return rc;

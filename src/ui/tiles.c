@@ -1,19 +1,24 @@
 /*
  * tiles.c - what the timeline shows of a time window: the slices of some
- * tracks at the screen's resolution, computed by DuckDB from the slice
- * table, and the one way the ui part runs a query with bound values.
+ * tracks at the screen's resolution, and the one way the ui part runs a
+ * query with bound values.
  *
  * A tile never holds more than about two rectangles per pixel column per
  * depth of a track: a slice at least a pixel wide is its own rectangle
  * (slices of one depth do not overlap, so there are at most as many as
  * pixels), and the slices narrower than a pixel that start in the same
- * column are one rectangle. So its size follows the screen, never the
+ * column are one rectangle, named after the longest (on a tie, the first:
+ * DuckDB's arg_max picks any). So its size follows the screen, never the
  * trace.
  *
- * The window's filter is `ts < end AND ts + dur >= start`, with also
- * `ts >= start - max_dur` (the longest slice of the trace): DuckDB skips
- * the row groups whose ts range lies wholly before that (its zone maps),
- * so a narrow window late in a long trace reads little.
+ * The rows are slice_data's integer columns, merged here in C as DuckDB
+ * streams them (tile_c says why they come in the order that needs), the
+ * names looked up by key_id afterwards; DuckDB's own aggregation over the
+ * slice view (tile_sql) answers when they do not. The window's filter is
+ * `ts < end AND ts >= start - max_dur - 1` (the longest slice of the
+ * trace): DuckDB skips the row groups whose ts range lies wholly before
+ * that (its zone maps), so a narrow window late in a long trace reads
+ * little; a slice that ends before `start` is dropped here.
  */
 #define _GNU_SOURCE
 #include <math.h>
@@ -59,7 +64,6 @@ int etch__ui_query(etch__db *db, const char *sql, const etch__ui_bind *b,
   return ETCH_OK;
 }
 
-/* The longest slice of the trace (0 for none), for the window's filter. */
 /* The duration a slice is drawn with: one still open at the end (-1) lasts
  * to the trace's end. */
 #define DRAWN_DUR                                                          \
@@ -85,7 +89,7 @@ int64_t etch__ui_max_dur(etch__db *db) {
   int64_t m = 0;
   if (etch__ui_query(db,
                      "SELECT CAST(coalesce(max(" DRAWN_DUR "), 0) AS BIGINT)"
-                     " FROM slice",
+                     " FROM slice_data",
                      NULL, 0, &r) != ETCH_OK)
     return INT64_MAX / 4;
   if (etch__res_next(&r)) m = etch__res_i64(&r, 0);
@@ -93,28 +97,32 @@ int64_t etch__ui_max_dur(etch__db *db) {
   return m;
 }
 
-int etch__ui_tile_slices(etch__db *db, const int64_t *tracks, size_t n,
-                         int64_t start, int64_t end, double ns_per_px,
-                         int64_t md, etch__ui_tile *out) {
-  memset(out, 0, sizeof *out);
-  if (!n || end <= start) return ETCH_OK;
-  if (!(ns_per_px >= 1)) ns_per_px = 1;
-  if (ns_per_px > 1e15) ns_per_px = 1e15;
-  int64_t px = (int64_t)ceil(ns_per_px);
-  if (md < 0) md = etch__ui_max_dur(db);
-  /* The track list is ours (numbers), never the request's text. */
+/* "1,2,3": the track list is ours (numbers), never the request's text. */
+static char *id_list(const int64_t *v, size_t n) {
   char *in = NULL;
   size_t inlen = 0;
   FILE *f = open_memstream(&in, &inlen);
-  if (!f) return etch__error(ETCH_ENOMEM, "out of memory");
+  if (!f) return NULL;
   for (size_t i = 0; i < n; i++)
-    fprintf(f, "%s%lld", i ? "," : "", (long long)tracks[i]);
+    fprintf(f, "%s%lld", i ? "," : "", (long long)v[i]);
   fclose(f);
-  /* One scan, one aggregation: a slice at least a pixel wide is a group
-   * of its own (keyed by -id, below every column), the others group by
-   * column. Integer division rounds towards zero: columns are counted
-   * from k0 before the window, far enough that every slice the filter
-   * lets in has a column >= 0, so the rounding is a floor. */
+  return in;
+}
+
+/*
+ * The tile as one DuckDB query over the slice view: one scan, one
+ * aggregation. A slice at least a pixel wide is a group of its own (keyed
+ * by -id, below every column), the others group by column. Integer
+ * division rounds towards zero: columns are counted from k0 before the
+ * window, far enough that every slice the filter lets in has a column >=
+ * 0, so the rounding is a floor. What the C aggregation below answers when
+ * it cannot (tiles.c's head says when), and its reference in the tests.
+ */
+static int tile_sql(etch__db *db, const int64_t *tracks, size_t n,
+                    int64_t start, int64_t end, int64_t px, int64_t md,
+                    int64_t tend, etch__ui_tile *out) {
+  char *in = id_list(tracks, n);
+  if (!in) return etch__error(ETCH_ENOMEM, "out of memory");
   char *sql = NULL;
   int len = asprintf(
       &sql,
@@ -130,8 +138,8 @@ int etch__ui_tile_slices(etch__db *db, const int64_t *tracks, size_t n,
   free(in);
   if (len < 0) return etch__error(ETCH_ENOMEM, "out of memory");
   int64_t k0 = (md / px + 2) * px;
-  etch__ui_bind b[] = {{.i = end},  {.i = start}, {.i = md},
-                       {.i = px},   {.i = k0},    {.i = trace_end(db)}};
+  etch__ui_bind b[] = {{.i = end}, {.i = start}, {.i = md},
+                       {.i = px},  {.i = k0},    {.i = tend}};
   etch__res r;
   int rc = etch__ui_query(db, sql, b, 6, &r);
   free(sql);
@@ -156,16 +164,360 @@ int etch__ui_tile_slices(etch__db *db, const int64_t *tracks, size_t n,
     x->count = etch__res_i64(&r, 4);
     x->id = etch__res_i64(&r, 5);
     x->name = etch__res_strdup(&r, 6);
+    x->key = -1;
   }
   rc = etch__res_close(&r);
   if (rc) etch__ui_tile_free(out);
   return rc;
 }
 
+/* ---- the tile aggregated in C ---------------------------------------------------- */
+
+/*
+ * The same answer from slice_data's integer columns, aggregated here as
+ * DuckDB streams them: a scan of slice_data without ORDER BY reads its
+ * rows in the order they were stored, which is id order (query/rows.c),
+ * and a track's slices of one depth do not overlap and got their ids in
+ * the order they began, so that each (track, depth)'s rows come in time
+ * order. Then the slices narrower than a pixel that start in one column
+ * come one after another (slices a pixel wide may come between them,
+ * rectangles of their own), and one group open per (track, depth) merges
+ * them. A row that comes before its (track, depth)'s open column (a store
+ * not in that order) gives up: the tile is DuckDB's (tile_sql). The names
+ * come from the key_id of the longest slice, looked up once per tile.
+ */
+enum { kMaxDepth = 1 << 16 };
+
+typedef struct agg_list { /* one (track, depth)'s rectangles */
+  etch__ui_rect *r;
+  size_t n, cap;
+  size_t open; /* the narrow group being grown, or SIZE_MAX */
+  int64_t col, glen;
+} agg_list;
+
+typedef struct agg_track {
+  int64_t track;
+  agg_list *d; /* by depth */
+  size_t nd;
+} agg_track;
+
+typedef struct agg {
+  agg_track *t;
+  size_t nt;
+  etch_u64map slot; /* track id -> index in t */
+  bool all;         /* every track (no list given) */
+} agg;
+
+static void agg_free(agg *a) {
+  for (size_t i = 0; i < a->nt; i++) {
+    for (size_t k = 0; k < a->t[i].nd; k++) free(a->t[i].d[k].r);
+    free(a->t[i].d);
+  }
+  free(a->t);
+  etch__u64map_free(&a->slot);
+}
+
+static agg_track *agg_add_track(agg *a, int64_t track) {
+  int64_t k;
+  if (etch__u64map_get(&a->slot, (uint64_t)track, &k)) return &a->t[k];
+  agg_track *g = etch__realloc(a->t, (a->nt + 1) * sizeof *g);
+  if (!g) return NULL;
+  a->t = g;
+  if (!etch__u64map_put(&a->slot, (uint64_t)track, (int64_t)a->nt)) return NULL;
+  a->t[a->nt] = (agg_track){.track = track};
+  return &a->t[a->nt++];
+}
+
+static agg_list *agg_depth(agg_track *t, int64_t depth) {
+  if ((size_t)depth >= t->nd) {
+    size_t nc = t->nd ? t->nd : 8;
+    while (nc <= (size_t)depth) nc *= 2;
+    agg_list *g = etch__realloc(t->d, nc * sizeof *g);
+    if (!g) return NULL;
+    for (size_t i = t->nd; i < nc; i++) g[i] = (agg_list){.open = SIZE_MAX};
+    t->d = g;
+    t->nd = nc;
+  }
+  return &t->d[depth];
+}
+
+static etch__ui_rect *agg_push(agg_list *l) {
+  if (l->n == l->cap) {
+    size_t nc = l->cap ? l->cap * 2 : 64;
+    etch__ui_rect *g = etch__realloc(l->r, nc * sizeof *g);
+    if (!g) return NULL;
+    l->r = g;
+    l->cap = nc;
+  }
+  return &l->r[l->n++];
+}
+
+static int64_t floor_div(int64_t a, int64_t b) {
+  int64_t q = a / b;
+  return (a % b != 0 && a < 0) ? q - 1 : q;
+}
+
+static int cmp_track(const void *x, const void *y) {
+  const agg_track *a = x, *b = y;
+  return (a->track > b->track) - (a->track < b->track);
+}
+
+static int cmp_ts_id(const void *x, const void *y) {
+  const etch__ui_rect *a = x, *b = y;
+  if (a->ts != b->ts) return a->ts < b->ts ? -1 : 1;
+  return (a->id > b->id) - (a->id < b->id);
+}
+
+/* DuckDB's validity mask: a bit a row, set when the row is not NULL. */
+static inline bool is_valid(const uint64_t *v, idx_t row) {
+  return !v || ((v[row / 64] >> (row % 64)) & 1);
+}
+
+/* The rows of the query (id, ts, dur, track_id, depth, key_id) into `a`;
+ * *unordered when they did not come in the order needed. */
+static int agg_rows(etch__res *r, agg *a, int64_t start, int64_t px,
+                    int64_t tend, bool *unordered) {
+  duckdb_data_chunk chunk;
+  agg_track *last = NULL;
+  int rc = ETCH_OK;
+  while (!rc && !*unordered && (chunk = duckdb_fetch_chunk(r->r)) != NULL) {
+    idx_t n = duckdb_data_chunk_get_size(chunk);
+    const int64_t *col[6];
+    uint64_t *valid[6];
+    for (idx_t c = 0; c < 6; c++) {
+      duckdb_vector v = duckdb_data_chunk_get_vector(chunk, c);
+      col[c] = duckdb_vector_get_data(v);
+      valid[c] = duckdb_vector_get_validity(v);
+    }
+    for (idx_t i = 0; i < n; i++) {
+      bool null = false;
+      for (int c = 0; c < 6; c++) null |= !is_valid(valid[c], i);
+      if (null) continue; /* the columns are NOT NULL */
+      int64_t id = col[0][i], ts = col[1][i], dur = col[2][i];
+      int64_t track = col[3][i], depth = col[4][i], key = col[5][i];
+      int64_t d = dur < 0 ? etch__sat_sub(tend, ts) : dur;
+      if (d < 0) d = 0;
+      int64_t e;
+      if (__builtin_add_overflow(ts, d, &e)) e = INT64_MAX;
+      if (e < start) continue;
+      if (depth < 0 || depth >= kMaxDepth) {
+        *unordered = true; /* not a depth the importer gives: DuckDB's */
+        break;
+      }
+      if (!last || last->track != track) {
+        int64_t k;
+        if (etch__u64map_get(&a->slot, (uint64_t)track, &k)) {
+          last = &a->t[k];
+        } else if (a->all) {
+          last = agg_add_track(a, track);
+          if (!last) {
+            rc = etch__error(ETCH_ENOMEM, "out of memory");
+            break;
+          }
+        } else {
+          continue;
+        }
+      }
+      agg_list *l = agg_depth(last, depth);
+      if (!l) {
+        rc = etch__error(ETCH_ENOMEM, "out of memory");
+        break;
+      }
+      if (d < px) {
+        int64_t c = floor_div(etch__sat_sub(ts, start), px);
+        if (l->open != SIZE_MAX && c == l->col) {
+          etch__ui_rect *g = &l->r[l->open];
+          if (e > g->end) g->end = e;
+          g->count++;
+          if (id < g->id) g->id = id;
+          if (d > l->glen) {
+            l->glen = d;
+            g->key = key;
+          }
+          continue;
+        }
+        if (l->open != SIZE_MAX && c < l->col) {
+          *unordered = true;
+          break;
+        }
+        l->open = l->n;
+        l->col = c;
+        l->glen = d;
+      }
+      etch__ui_rect *x = agg_push(l);
+      if (!x) {
+        rc = etch__error(ETCH_ENOMEM, "out of memory");
+        break;
+      }
+      *x = (etch__ui_rect){.track_id = track, .depth = depth, .ts = ts,
+                           .end = e, .count = 1, .id = id, .key = key};
+    }
+    duckdb_destroy_data_chunk(&chunk);
+  }
+  if (!rc && !*unordered) {
+    const char *msg = duckdb_result_error(&r->r);
+    if (msg) rc = etch__error(ETCH_ESQL, "%s", msg);
+  }
+  r->err = rc;
+  return etch__res_close(r);
+}
+
+/* `tracks` NULL: every track. */
+static int tile_c(etch__db *db, etch__ui_names *names, const int64_t *tracks,
+                  size_t n, int64_t start, int64_t end, int64_t px,
+                  int64_t md, int64_t tend, etch__ui_tile *out,
+                  bool *unordered) {
+  *unordered = false;
+  agg a = {.all = !tracks};
+  int rc = ETCH_OK;
+  for (size_t i = 0; i < n && tracks && !rc; i++)
+    if (!agg_add_track(&a, tracks[i]))
+      rc = etch__error(ETCH_ENOMEM, "out of memory");
+  char *in = tracks ? id_list(tracks, n) : NULL;
+  char *sql = NULL;
+  if (!rc && (tracks && !in)) rc = etch__error(ETCH_ENOMEM, "out of memory");
+  if (!rc && asprintf(&sql,
+                      "SELECT id, ts, dur, track_id, depth, key_id"
+                      " FROM slice_data WHERE %s%s%s ts < $1 AND ts >= $2",
+                      in ? "track_id IN (" : "", in ? in : "",
+                      in ? ") AND" : "") < 0) {
+    sql = NULL;
+    rc = etch__error(ETCH_ENOMEM, "out of memory");
+  }
+  free(in);
+  /* Slices that start up to the longest slice before the window reach it. */
+  int64_t from = etch__sat_sub(etch__sat_sub(start, md), 1);
+  etch__ui_bind b[] = {{.i = end}, {.i = from}};
+  etch__res r;
+  if (!rc) rc = etch__ui_query(db, sql, b, 2, &r);
+  free(sql);
+  if (!rc) rc = agg_rows(&r, &a, start, px, tend, unordered);
+  if (rc || *unordered) {
+    agg_free(&a);
+    return rc;
+  }
+  /* By track, depth, start, id: each list is in that order but for ties
+   * of start (sorted then). */
+  size_t total = 0;
+  qsort(a.t, a.nt, sizeof *a.t, cmp_track);
+  for (size_t i = 0; i < a.nt; i++)
+    for (size_t k = 0; k < a.t[i].nd; k++) total += a.t[i].d[k].n;
+  out->rects = total ? etch__malloc(total * sizeof *out->rects) : NULL;
+  if (total && !out->rects) {
+    agg_free(&a);
+    return etch__error(ETCH_ENOMEM, "out of memory");
+  }
+  for (size_t i = 0; i < a.nt; i++) {
+    for (size_t k = 0; k < a.t[i].nd; k++) {
+      agg_list *l = &a.t[i].d[k];
+      bool sorted = true;
+      for (size_t j = 1; j < l->n && sorted; j++)
+        sorted = cmp_ts_id(&l->r[j - 1], &l->r[j]) <= 0;
+      if (!sorted) qsort(l->r, l->n, sizeof *l->r, cmp_ts_id);
+      for (size_t j = 0; j < l->n; j++) {
+        etch__ui_rect *x = &out->rects[out->n++];
+        *x = l->r[j];
+        int64_t ni = etch__ui_names_index(names, x->key);
+        x->name = ni >= 0 ? names->text[ni] : NULL;
+      }
+    }
+  }
+  agg_free(&a);
+  out->borrowed = true;
+  out->names = etch__ui_names_ref(names);
+  return ETCH_OK;
+}
+
+/* The tile of `tracks` (NULL: every track), names from `names` (NULL: read
+ * here). */
+static int tile_any(etch__db *db, etch__ui_names *names, const int64_t *tracks,
+                    size_t n, int64_t start, int64_t end, double ns_per_px,
+                    int64_t md, etch__ui_tile *out) {
+  memset(out, 0, sizeof *out);
+  if ((tracks && !n) || end <= start) return ETCH_OK;
+  if (!(ns_per_px >= 1)) ns_per_px = 1;
+  if (ns_per_px > 1e15) ns_per_px = 1e15;
+  int64_t px = (int64_t)ceil(ns_per_px);
+  if (md < 0) md = etch__ui_max_dur(db);
+  int64_t tend = trace_end(db);
+  etch__ui_names *own = NULL;
+  int rc = ETCH_OK;
+  if (!names) {
+    rc = etch__ui_names_load(db, false, &own);
+    names = own;
+  }
+  bool unordered = false;
+  if (!rc)
+    rc = tile_c(db, names, tracks, n, start, end, px, md, tend, out,
+                &unordered);
+  etch__ui_names_unref(own);
+  if (rc || !unordered) return rc;
+  /* DuckDB's answer, for the tracks it has. */
+  int64_t *all = NULL;
+  size_t na = 0;
+  if (!tracks) {
+    etch__res r;
+    etch__ui_bind tb[] = {{.i = etch__sat_sub(start, md)}, {.i = end}};
+    rc = etch__ui_query(db,
+                        "SELECT DISTINCT track_id FROM slice_data"
+                        " WHERE ts >= $1 AND ts < $2 ORDER BY 1",
+                        tb, 2, &r);
+    if (rc) return rc;
+    size_t cap = 0;
+    while (etch__res_next(&r)) {
+      if (na == cap) {
+        size_t nc = cap ? cap * 2 : 64;
+        int64_t *g = etch__realloc(all, nc * sizeof *g);
+        if (!g) {
+          r.err = etch__error(ETCH_ENOMEM, "out of memory");
+          break;
+        }
+        all = g;
+        cap = nc;
+      }
+      all[na++] = etch__res_i64(&r, 0);
+    }
+    if ((rc = etch__res_close(&r))) {
+      free(all);
+      return rc;
+    }
+    tracks = all;
+    n = na;
+  }
+  rc = n ? tile_sql(db, tracks, n, start, end, px, md, tend, out) : ETCH_OK;
+  free(all);
+  return rc;
+}
+
+int etch__ui_tile_slices(etch__db *db, const int64_t *tracks, size_t n,
+                         int64_t start, int64_t end, double ns_per_px,
+                         int64_t md, etch__ui_tile *out) {
+  return tile_any(db, NULL, tracks, n, start, end, ns_per_px, md, out);
+}
+
+int etch__ui_tile_slices_named(etch__db *db, etch__ui_names *names,
+                               const int64_t *tracks, size_t n, int64_t start,
+                               int64_t end, double ns_per_px, int64_t md,
+                               etch__ui_tile *out) {
+  return tile_any(db, names, tracks, n, start, end, ns_per_px, md, out);
+}
+
+int etch__ui_tile_slices_sql(etch__db *db, const int64_t *tracks, size_t n,
+                             int64_t start, int64_t end, double ns_per_px,
+                             etch__ui_tile *out) {
+  memset(out, 0, sizeof *out);
+  if (!n || end <= start) return ETCH_OK;
+  if (!(ns_per_px >= 1)) ns_per_px = 1;
+  if (ns_per_px > 1e15) ns_per_px = 1e15;
+  return tile_sql(db, tracks, n, start, end, (int64_t)ceil(ns_per_px),
+                  etch__ui_max_dur(db), trace_end(db), out);
+}
+
 void etch__ui_tile_free(etch__ui_tile *t) {
   if (!t->borrowed)
     for (size_t i = 0; i < t->n; i++) free(t->rects[i].name);
   free(t->rects);
+  etch__ui_names_unref(t->names);
   memset(t, 0, sizeof *t);
 }
 
@@ -195,16 +547,14 @@ struct etch__ui_lod {
   int64_t r0;
   etch__ui_rect *rects; /* by track, depth, ts; names point into `names` */
   size_t n;
-  char **names;
-  size_t nnames;
+  etch__ui_names *names;
   lod_run *runs;
   size_t nruns;
 };
 
 void etch__ui_lod_free(etch__ui_lod *lod) {
   if (!lod) return;
-  for (size_t i = 0; i < lod->nnames; i++) free(lod->names[i]);
-  free(lod->names);
+  etch__ui_names_unref(lod->names);
   free(lod->rects);
   free(lod->runs);
   free(lod);
@@ -230,25 +580,39 @@ static int trace_window(etch__db *db, int64_t *start, int64_t *end) {
   return ETCH_OK;
 }
 
-static int lod_build(etch__db *db, int64_t start, int64_t end,
-                     int64_t columns, int64_t max_dur, bool starting_only,
-                     etch__ui_lod **out);
+static int lod_build(etch__db *db, etch__ui_names *names, int64_t start,
+                     int64_t end, int64_t columns, int64_t max_dur,
+                     bool starting_only, etch__ui_lod **out);
 
 int etch__ui_lod_build(etch__db *db, int64_t columns, int64_t max_dur,
                        etch__ui_lod **out) {
+  return etch__ui_lod_build_named(db, NULL, columns, max_dur, out);
+}
+
+int etch__ui_lod_build_named(etch__db *db, etch__ui_names *names,
+                             int64_t columns, int64_t max_dur,
+                             etch__ui_lod **out) {
   *out = NULL;
   int64_t start, end;
   int rc = trace_window(db, &start, &end);
   if (rc) return rc;
-  return lod_build(db, start, end, columns, max_dur, false, out);
+  return lod_build(db, names, start, end, columns, max_dur, false, out);
 }
 
 int etch__ui_lod_build_stretch(etch__db *db, int64_t start, int64_t end,
                                int64_t columns, int64_t max_dur,
                                etch__ui_lod **out) {
+  return etch__ui_lod_build_stretch_named(db, NULL, start, end, columns,
+                                          max_dur, out);
+}
+
+int etch__ui_lod_build_stretch_named(etch__db *db, etch__ui_names *names,
+                                     int64_t start, int64_t end,
+                                     int64_t columns, int64_t max_dur,
+                                     etch__ui_lod **out) {
   *out = NULL;
   if (end <= start) return etch__error(ETCH_EINVAL, "an empty stretch");
-  return lod_build(db, start, end, columns, max_dur, true, out);
+  return lod_build(db, names, start, end, columns, max_dur, true, out);
 }
 
 /*
@@ -257,52 +621,29 @@ int etch__ui_lod_build_stretch(etch__db *db, int64_t start, int64_t end,
  * are left out: their columns are before the first, so no rectangle mixes
  * the two).
  */
-static int lod_build(etch__db *db, int64_t start, int64_t end,
-                     int64_t columns, int64_t max_dur, bool starting_only,
-                     etch__ui_lod **out) {
+static int lod_build(etch__db *db, etch__ui_names *names, int64_t start,
+                     int64_t end, int64_t columns, int64_t max_dur,
+                     bool starting_only, etch__ui_lod **out) {
   *out = NULL;
   if (columns <= 0) columns = kLodColumns;
-  etch__res r;
   int rc;
-  int64_t *tracks = NULL;
-  size_t nt = 0, cap = 0;
-  /* The tracks with slices in the stretch (the filter lets DuckDB skip the
-   * row groups outside it). */
   if (max_dur < 0) max_dur = etch__ui_max_dur(db);
-  etch__ui_bind tb[] = {{.i = etch__sat_sub(start, max_dur)}, {.i = end}};
-  rc = etch__ui_query(db,
-                      "SELECT DISTINCT track_id FROM slice"
-                      " WHERE ts >= $1 AND ts < $2 ORDER BY 1",
-                      tb, 2, &r);
-  if (rc) return rc;
-  while (etch__res_next(&r)) {
-    if (nt == cap) {
-      size_t nc = cap ? cap * 2 : 64;
-      int64_t *g = etch__realloc(tracks, nc * sizeof *g);
-      if (!g) {
-        r.err = etch__error(ETCH_ENOMEM, "out of memory");
-        break;
-      }
-      tracks = g;
-      cap = nc;
-    }
-    tracks[nt++] = etch__res_i64(&r, 0);
-  }
-  if ((rc = etch__res_close(&r))) {
-    free(tracks);
-    return rc;
+  etch__ui_names *own = NULL;
+  if (!names) {
+    if ((rc = etch__ui_names_load(db, false, &own))) return rc;
+    names = own;
   }
   etch__ui_lod *lod = etch__calloc(1, sizeof *lod);
   if (!lod) {
-    free(tracks);
+    etch__ui_names_unref(own);
     return etch__error(ETCH_ENOMEM, "out of memory");
   }
   double r0 = (double)(end - start) / (double)columns;
   lod->r0 = r0 < 1 ? 1 : (int64_t)ceil(r0);
+  /* Every track with slices there. */
   etch__ui_tile t;
-  rc = etch__ui_tile_slices(db, tracks, nt, start, end, (double)lod->r0,
-                            max_dur, &t);
-  free(tracks);
+  rc = tile_any(db, names, NULL, 0, start, end, (double)lod->r0, max_dur, &t);
+  etch__ui_names_unref(own);
   if (rc) {
     free(lod);
     return rc;
@@ -311,54 +652,27 @@ static int lod_build(etch__db *db, int64_t start, int64_t end,
     size_t k = 0;
     for (size_t i = 0; i < t.n; i++) {
       if (t.rects[i].ts < start) {
-        free(t.rects[i].name);
+        if (!t.borrowed) free(t.rects[i].name);
         continue;
       }
       t.rects[k++] = t.rects[i];
     }
     t.n = k;
   }
-  /* Intern the names: the tile's strings move into the table. */
-  etch_u64map seen = {0};
-  size_t ncap = 0;
-  for (size_t i = 0; i < t.n && !rc; i++) {
-    char *nm = t.rects[i].name ? t.rects[i].name : etch__strdup("");
-    t.rects[i].name = NULL;
-    uint64_t h = nm ? etch__hash_bytes(nm, strlen(nm), 0) : 0;
-    int64_t k;
-    for (;;) { /* the next key on a clash of hashes */
-      if (!nm || !etch__u64map_get(&seen, h, &k) || !strcmp(lod->names[k], nm))
-        break;
-      h++;
+  /* The names: the tile's (DuckDB's answer owns its strings: they are
+   * given the names' texts instead). */
+  if (!t.borrowed) {
+    for (size_t i = 0; i < t.n && !rc; i++) {
+      const char *nm = t.rects[i].name;
+      int64_t k = etch__ui_names_find(names, nm, nm ? strlen(nm) : 0);
+      free(t.rects[i].name);
+      t.rects[i].name = k >= 0 ? names->text[k] : NULL;
     }
-    if (!nm) {
-      rc = etch__error(ETCH_ENOMEM, "out of memory");
-      break;
-    }
-    if (etch__u64map_get(&seen, h, &k)) {
-      free(nm);
-    } else {
-      if (lod->nnames == ncap) {
-        size_t nc = ncap ? ncap * 2 : 64;
-        char **g = etch__realloc(lod->names, nc * sizeof *g);
-        if (!g) {
-          free(nm);
-          rc = etch__error(ETCH_ENOMEM, "out of memory");
-          break;
-        }
-        lod->names = g;
-        ncap = nc;
-      }
-      k = (int64_t)lod->nnames;
-      lod->names[lod->nnames++] = nm;
-      if (!etch__u64map_put(&seen, h, k)) {
-        rc = etch__error(ETCH_ENOMEM, "out of memory");
-        break;
-      }
-    }
-    t.rects[i].name = lod->names[k];
+    t.borrowed = true;
+    t.names = etch__ui_names_ref(names);
   }
-  etch__u64map_free(&seen);
+  lod->names = t.names;
+  t.names = NULL;
   lod->rects = t.rects;
   lod->n = t.n;
   /* The runs of a track and depth. */
@@ -385,8 +699,6 @@ static int lod_build(etch__db *db, int64_t start, int64_t end,
     if (x->end - x->ts > last->maxw) last->maxw = x->end - x->ts;
   }
   if (rc) {
-    for (size_t i = 0; i < t.n; i++)
-      if (t.rects[i].name && !lod->nnames) free(t.rects[i].name);
     etch__ui_lod_free(lod);
     return rc;
   }

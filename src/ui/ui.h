@@ -31,7 +31,40 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "base/map.h"
 #include "query/query.h"
+
+/* ---- slice names by key (names.c) -------------------------------------------- */
+
+/*
+ * slice_name's rows: the text of each key_id, each distinct text held once
+ * (two indexes differ exactly when the texts do), shared by reference.
+ */
+typedef struct etch__ui_names {
+  char **text; /* by index; NULL for a NULL name */
+  size_t n, cap;
+  etch_u64map by_text;
+  int32_t *of_key; /* key -> index (-1: none), when the keys are dense */
+  size_t nkeys;
+  etch_u64map key_map; /* else key -> index */
+  int refs;
+} etch__ui_names;
+
+/* Reads slice_name (NULL names as '' when `null_as_empty`); one reference. */
+int etch__ui_names_load(etch__db *db, bool null_as_empty,
+                        etch__ui_names **out);
+int64_t etch__ui_names_slow(const etch__ui_names *nm, int64_t key);
+/* The index of key_id `key`'s name, -1 for a key slice_name lacks. */
+static inline int64_t etch__ui_names_index(const etch__ui_names *nm,
+                                           int64_t key) {
+  if (key >= 0 && (uint64_t)key < nm->nkeys) return nm->of_key[key];
+  return nm->of_key ? -1 : etch__ui_names_slow(nm, key);
+}
+/* The index of a text (NULL: the NULL name), -1 if none has it. */
+int64_t etch__ui_names_find(const etch__ui_names *nm, const char *s,
+                            size_t len);
+etch__ui_names *etch__ui_names_ref(etch__ui_names *nm);
+void etch__ui_names_unref(etch__ui_names *nm); /* NULL: nothing */
 
 /* ---- tiles (tiles.c) -------------------------------------------------------- */
 
@@ -44,13 +77,16 @@
  */
 typedef struct etch__ui_rect {
   int64_t track_id, depth, ts, end, count, id;
-  char *name; /* owned */
+  int64_t key; /* the name's key_id (-1: not known) */
+  char *name;  /* owned, unless the tile's names are borrowed */
 } etch__ui_rect;
 
 typedef struct etch__ui_tile {
   etch__ui_rect *rects; /* by track, depth, ts */
   size_t n;
-  bool borrowed; /* the names belong to an overview (etch__ui_lod) */
+  /* The names belong to an overview (etch__ui_lod), or to `names`. */
+  bool borrowed;
+  etch__ui_names *names; /* a reference, or NULL */
 } etch__ui_tile;
 
 /*
@@ -63,6 +99,18 @@ typedef struct etch__ui_tile {
 int etch__ui_tile_slices(etch__db *db, const int64_t *tracks, size_t n,
                          int64_t start, int64_t end, double ns_per_px,
                          int64_t max_dur, etch__ui_tile *out);
+/* The same with the names of `names` (slice_name's, NULL names kept NULL),
+ * which the tile keeps a reference to. */
+int etch__ui_tile_slices_named(etch__db *db, etch__ui_names *names,
+                               const int64_t *tracks, size_t n, int64_t start,
+                               int64_t end, double ns_per_px, int64_t max_dur,
+                               etch__ui_tile *out);
+/* The same answer as DuckDB aggregates it over the slice view (what the
+ * tile is when slice_data's rows are not in the order the C aggregation
+ * needs; the tests' reference). */
+int etch__ui_tile_slices_sql(etch__db *db, const int64_t *tracks, size_t n,
+                             int64_t start, int64_t end, double ns_per_px,
+                             etch__ui_tile *out);
 /*
  * The overview of a big trace (tiles.c says how it is used): the whole
  * trace at `columns` columns (<= 0: 65536). etch__ui_lod_tile answers a
@@ -78,6 +126,14 @@ int64_t etch__ui_lod_resolution(const etch__ui_lod *lod);
 int etch__ui_lod_build_stretch(etch__db *db, int64_t start, int64_t end,
                                int64_t columns, int64_t max_dur,
                                etch__ui_lod **out);
+/* The same two with the names of `names` (NULL: read from slice_name). */
+int etch__ui_lod_build_named(etch__db *db, etch__ui_names *names,
+                             int64_t columns, int64_t max_dur,
+                             etch__ui_lod **out);
+int etch__ui_lod_build_stretch_named(etch__db *db, etch__ui_names *names,
+                                     int64_t start, int64_t end,
+                                     int64_t columns, int64_t max_dur,
+                                     etch__ui_lod **out);
 /* A window's tile from several overviews (stretches that together hold
  * every slice that reaches the window): each one's tile, together. A run
  * merged in one column that two stretches share is two rectangles. */

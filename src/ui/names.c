@@ -1,0 +1,162 @@
+/*
+ * names.c - slice names by key: slice_data's rows name their (category,
+ * name) pair by a key_id of slice_name (query/schema.c). The ui's hot
+ * queries read slice_data and group by the integer key; the names are
+ * read once from slice_name, each distinct text kept once, so that two
+ * pointers to names are equal exactly when the texts are.
+ */
+#define _GNU_SOURCE
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/base.h"
+#include "ui/ui.h"
+
+/* Keys up to this many times the number of rows (plus some) are looked
+ * up in an array; sparser ones in a map. */
+enum { kDenseFactor = 4, kDenseSlack = 4096 };
+
+static uint64_t text_hash(const char *s, size_t len) {
+  return s ? etch__hash_bytes(s, len, 0x6e616d65u) : 0x9e3779b97f4a7c15ull;
+}
+
+/* The index of the text (NULL: the NULL name), added if new; -1 out of
+ * memory. */
+static int64_t intern(etch__ui_names *nm, const char *s, size_t len) {
+  uint64_t h = text_hash(s, len);
+  int64_t k;
+  for (;;) { /* a clash of hashes takes the next key */
+    if (!etch__u64map_get(&nm->by_text, h, &k)) break;
+    const char *o = nm->text[k];
+    if (!s ? !o : (o && strlen(o) == len && !memcmp(o, s, len))) return k;
+    h++;
+  }
+  if (nm->n == nm->cap) {
+    size_t nc = nm->cap ? nm->cap * 2 : 64;
+    char **g = etch__realloc(nm->text, nc * sizeof *g);
+    if (!g) return -1;
+    nm->text = g;
+    nm->cap = nc;
+  }
+  char *c = NULL;
+  if (s) {
+    c = etch__malloc(len + 1);
+    if (!c) return -1;
+    memcpy(c, s, len);
+    c[len] = '\0';
+  }
+  k = (int64_t)nm->n;
+  if (!etch__u64map_put(&nm->by_text, h, k)) {
+    free(c);
+    return -1;
+  }
+  nm->text[nm->n++] = c;
+  return k;
+}
+
+int64_t etch__ui_names_find(const etch__ui_names *nm, const char *s,
+                            size_t len) {
+  uint64_t h = text_hash(s, len);
+  int64_t k;
+  for (; etch__u64map_get(&nm->by_text, h, &k); h++) {
+    const char *o = nm->text[k];
+    if (!s ? !o : (o && strlen(o) == len && !memcmp(o, s, len))) return k;
+  }
+  return -1;
+}
+
+int etch__ui_names_load(etch__db *db, bool null_as_empty,
+                        etch__ui_names **out) {
+  *out = NULL;
+  etch__ui_names *nm = etch__calloc(1, sizeof *nm);
+  if (!nm) return etch__error(ETCH_ENOMEM, "out of memory");
+  nm->refs = 1;
+  int64_t *keys = NULL, *idx = NULL;
+  size_t nk = 0, kcap = 0;
+  int64_t maxkey = -1;
+  etch__res r;
+  int rc = etch__ui_query(db,
+                          null_as_empty
+                              ? "SELECT id, coalesce(name, '') FROM slice_name"
+                              : "SELECT id, name FROM slice_name",
+                          NULL, 0, &r);
+  if (rc) {
+    etch__ui_names_unref(nm);
+    return rc;
+  }
+  while (etch__res_next(&r)) {
+    if (nk == kcap) {
+      size_t nc = kcap ? kcap * 2 : 256;
+      int64_t *g1 = etch__realloc(keys, nc * sizeof *g1);
+      if (g1) keys = g1;
+      int64_t *g2 = g1 ? etch__realloc(idx, nc * sizeof *g2) : NULL;
+      if (!g2) {
+        r.err = etch__error(ETCH_ENOMEM, "out of memory");
+        break;
+      }
+      idx = g2;
+      kcap = nc;
+    }
+    size_t len = 0;
+    const char *s = etch__res_str(&r, 1, &len);
+    int64_t k = intern(nm, s, len);
+    if (k < 0) {
+      r.err = etch__error(ETCH_ENOMEM, "out of memory");
+      break;
+    }
+    keys[nk] = etch__res_i64(&r, 0);
+    idx[nk++] = k;
+    if (keys[nk - 1] > maxkey) maxkey = keys[nk - 1];
+  }
+  rc = etch__res_close(&r);
+  /* Keys are the importer's, 1 up: an array unless they are sparse. */
+  bool dense = maxkey >= 0 &&
+               (uint64_t)maxkey < (uint64_t)nk * kDenseFactor + kDenseSlack;
+  if (!rc && dense) {
+    nm->of_key = etch__malloc(((size_t)maxkey + 1) * sizeof *nm->of_key);
+    if (!nm->of_key) rc = etch__error(ETCH_ENOMEM, "out of memory");
+    if (!rc) {
+      nm->nkeys = (size_t)maxkey + 1;
+      for (size_t i = 0; i < nm->nkeys; i++) nm->of_key[i] = -1;
+    }
+  }
+  for (size_t i = 0; !rc && i < nk; i++) {
+    if (keys[i] < 0) continue;
+    if (dense)
+      nm->of_key[keys[i]] = (int32_t)idx[i];
+    else if (!etch__u64map_put(&nm->key_map, (uint64_t)keys[i], idx[i]))
+      rc = etch__error(ETCH_ENOMEM, "out of memory");
+  }
+  if (!rc && nm->n > INT32_MAX) rc = etch__error(ETCH_ELIMIT, "too many names");
+  free(keys);
+  free(idx);
+  if (rc) {
+    etch__ui_names_unref(nm);
+    return rc;
+  }
+  *out = nm;
+  return ETCH_OK;
+}
+
+int64_t etch__ui_names_slow(const etch__ui_names *nm, int64_t key) {
+  int64_t v;
+  if (key >= 0 && (size_t)key < nm->nkeys) return nm->of_key[key];
+  if (!nm->of_key && etch__u64map_get(&nm->key_map, (uint64_t)key, &v))
+    return v;
+  return -1;
+}
+
+etch__ui_names *etch__ui_names_ref(etch__ui_names *nm) {
+  if (nm) nm->refs++;
+  return nm;
+}
+
+void etch__ui_names_unref(etch__ui_names *nm) {
+  if (!nm || --nm->refs > 0) return;
+  for (size_t i = 0; i < nm->n; i++) free(nm->text[i]);
+  free(nm->text);
+  free(nm->of_key);
+  etch__u64map_free(&nm->by_text);
+  etch__u64map_free(&nm->key_map);
+  free(nm);
+}
