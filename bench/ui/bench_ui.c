@@ -16,6 +16,8 @@
  *                 95th percentile and max
  *   flame         the whole trace's flame graph (first and cached), one
  *                 thread's, and a tenth of the trace's
+ * BENCH_UI_EACH=1 prints every pan's time, and whether it built a
+ * stretch's overview.
  * Times are wall clock, one process; CPU is the process's user and system
  * time over the same call, every thread (DuckDB's included): on a machine
  * that other work shares, the wall clock grows and the CPU much less.
@@ -91,6 +93,13 @@ static void summary(const char *what, double *t, double *c, int n) {
          t[n - 1], c[n / 2]);
 }
 
+/* The stretches' overviews built so far. */
+static int stretches(const etch__ui_trace *t) {
+  int n = 0;
+  for (size_t k = 0; k < sizeof t->fine / sizeof *t->fine; k++) n += !!t->fine[k];
+  return n;
+}
+
 int main(int argc, char **argv) {
   if (argc < 2) {
     fprintf(stderr, "usage: bench_ui TRACE [WIDTH] [STEPS]\n");
@@ -98,6 +107,8 @@ int main(int argc, char **argv) {
   }
   int width = argc > 2 ? atoi(argv[2]) : 1600;
   int steps = argc > 3 ? atoi(argv[3]) : 40;
+  /* BENCH_UI_EACH=1: every pan's time too. */
+  bool each = getenv("BENCH_UI_EACH") && *getenv("BENCH_UI_EACH") == '1';
   if (width < 100) width = 100;
   if (steps < 2) steps = 2;
   etch__ui *ui;
@@ -186,10 +197,16 @@ int main(int argc, char **argv) {
     for (int i = 0; i < steps; i++) {
       s += span / 3;
       WINDOW(s, s + span);
+      int built = stretches(t);
       zt[np] = call(ui, "/api/tile", &a);
       zc[np] = g_cpu;
+      built = stretches(t) - built;
       zt[np] += call(ui, "/api/flows", &a);
-      zc[np++] += g_cpu;
+      zc[np] += g_cpu;
+      if (each)
+        printf("  pan %g #%d: %.1f ms (CPU %.1f ms)%s\n", kSpans[k], i,
+               zt[np], zc[np], built ? ", built a stretch" : "");
+      np++;
     }
     char what[64];
     snprintf(what, sizeof what, "pan tiles, window %g of the trace", kSpans[k]);

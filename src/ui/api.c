@@ -37,6 +37,9 @@ int duckdb_prepared_statement_type(duckdb_prepared_statement p);
 enum { STMT_SELECT = 1, STMT_EXPLAIN = 4 };
 
 enum { MAX_TRACKS = 65536, MAX_SQL_ROWS = 5000, MAX_MATCHES = 1000 };
+/* A trace's counter values are held in memory up to this many (16 bytes
+ * each). */
+enum { kCountersInMemory = 4000000 };
 
 typedef struct req {
   etch__ui *ui;
@@ -503,7 +506,25 @@ static int tile_with(req *r, int64_t *tracks, int64_t *counters) {
   etch__ui_tile_free(&tile);
   fputs("],\"counters\":[", o);
   int rc = ETCH_OK;
-  if (nc) {
+  /* The counter values in memory when they are not too many (tiles.c):
+   * the same rows as the query's below. */
+  if (nc && !t->counters_tried) {
+    t->counters_tried = true;
+    if (etch__ui_counters_load(t->db, kCountersInMemory, &t->counters))
+      t->counters = NULL; /* the query answers */
+  }
+  if (nc && t->counters) {
+    int64_t p = (int64_t)(ns_per_px < 1 ? 1 : ns_per_px + 0.999999);
+    etch__ui_counter_row *cr;
+    size_t ncr;
+    rc = etch__ui_counters_tile(t->counters, counters, nc, start, end, p, &cr,
+                                &ncr);
+    for (size_t i = 0; !rc && i < ncr; i++)
+      fprintf(o, "%s[%lld,%lld,%.17g,%.17g,%.17g]", i ? "," : "",
+              (long long)cr[i].track, (long long)cr[i].ts, cr[i].lo, cr[i].hi,
+              cr[i].last);
+    if (!rc) free(cr);
+  } else if (nc) {
     /* Per track and pixel column: the first time, min, max and the last
      * value; and the value in force at the window's start. */
     char *in = NULL, *sql = NULL;

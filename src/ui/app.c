@@ -44,6 +44,7 @@ void etch__ui_free(etch__ui *ui) {
     etch__store_entry_free(&ui->t[i].meta);
     etch__ui_lod_free(ui->t[i].lod);
     etch__ui_names_unref(ui->t[i].names);
+    etch__ui_counters_free(ui->t[i].counters);
     for (size_t k = 0; k < ETCH_ARRAY_SIZE(ui->t[i].fine); k++)
       etch__ui_lod_free(ui->t[i].fine[k]);
   }

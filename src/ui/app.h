@@ -34,6 +34,10 @@ typedef struct etch__ui_trace {
   int64_t flows;     /* rows in flow */
   etch__ui_lod *lod; /* the overview, once built (slices >= lod_min) */
   etch__ui_names *names; /* slice_name's texts, once a tile needed them */
+  /* The counter values in memory, once a tile asked for counters (NULL
+   * after that: too many, or values the query has to answer). */
+  etch__ui_counters *counters;
+  bool counters_tried;
   /* Finer overviews of stretches of the trace (1/kUiStretches of it
    * each), each built the first time a window needs it. */
   etch__ui_lod *fine[64];

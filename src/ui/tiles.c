@@ -816,3 +816,168 @@ int etch__ui_lods_tile(etch__ui_lod *const *lods, size_t nlods,
   if (out->n) qsort(out->rects, out->n, sizeof *out->rects, cmp_rect);
   return ETCH_OK;
 }
+
+/* ---- counters in memory ------------------------------------------------------------ */
+
+/*
+ * A trace's counter values, held in memory (by track, then time) when they
+ * are few enough: a tile's counters are then read here, not queried. The
+ * answer is the query's (api.c): per track and pixel column the first
+ * time, the least and greatest value and the last value (the latest time's;
+ * on a tie of times, the last stored), and before the window the value in
+ * force at its start.
+ */
+struct etch__ui_counters {
+  int64_t *track; /* sorted */
+  size_t *begin;  /* track i's values: [begin[i], begin[i + 1]) */
+  size_t ntracks;
+  int64_t *ts;
+  double *v;
+  size_t n;
+};
+
+void etch__ui_counters_free(etch__ui_counters *c) {
+  if (!c) return;
+  free(c->track);
+  free(c->begin);
+  free(c->ts);
+  free(c->v);
+  free(c);
+}
+
+int etch__ui_counters_load(etch__db *db, int64_t max_values,
+                           etch__ui_counters **out) {
+  *out = NULL;
+  etch__res r;
+  int64_t n = 0, odd = 0;
+  /* NULL or NaN values: min, max and arg_max as DuckDB has them are not
+   * worth copying; such a trace keeps the query. */
+  int rc = etch__ui_query(db,
+                          "SELECT count(*), count(*) FILTER (WHERE value IS NULL"
+                          " OR isnan(value)) FROM counter",
+                          NULL, 0, &r);
+  if (rc) return rc;
+  if (etch__res_next(&r)) {
+    n = etch__res_i64(&r, 0);
+    odd = etch__res_i64(&r, 1);
+  }
+  if ((rc = etch__res_close(&r))) return rc;
+  if (n > max_values || odd) return ETCH_OK;
+  etch__ui_counters *c = etch__calloc(1, sizeof *c);
+  if (!c) return etch__error(ETCH_ENOMEM, "out of memory");
+  size_t cap = (size_t)n + 1;
+  c->ts = etch__malloc(cap * sizeof *c->ts);
+  c->v = etch__malloc(cap * sizeof *c->v);
+  c->track = etch__malloc(cap * sizeof *c->track);
+  c->begin = etch__malloc((cap + 1) * sizeof *c->begin);
+  if (!c->ts || !c->v || !c->track || !c->begin) {
+    etch__ui_counters_free(c);
+    return etch__error(ETCH_ENOMEM, "out of memory");
+  }
+  rc = etch__ui_query(db,
+                      "SELECT track_id, ts, value FROM counter"
+                      " ORDER BY track_id, ts, id",
+                      NULL, 0, &r);
+  if (rc) {
+    etch__ui_counters_free(c);
+    return rc;
+  }
+  while (etch__res_next(&r)) {
+    if (c->n == cap) { /* rows added since the count: not this cache */
+      r.err = etch__error(ETCH_EINVAL, "counter changed while read");
+      break;
+    }
+    int64_t tr = etch__res_i64(&r, 0);
+    if (!c->ntracks || c->track[c->ntracks - 1] != tr) {
+      c->track[c->ntracks] = tr;
+      c->begin[c->ntracks++] = c->n;
+    }
+    c->ts[c->n] = etch__res_i64(&r, 1);
+    c->v[c->n++] = etch__res_f64(&r, 2);
+  }
+  c->begin[c->ntracks] = c->n;
+  if ((rc = etch__res_close(&r))) {
+    etch__ui_counters_free(c);
+    return rc;
+  }
+  *out = c;
+  return ETCH_OK;
+}
+
+static int cmp_i64(const void *a, const void *b) {
+  int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+  return (x > y) - (x < y);
+}
+
+int etch__ui_counters_tile(const etch__ui_counters *c, const int64_t *tracks,
+                           size_t n, int64_t start, int64_t end, int64_t p,
+                           etch__ui_counter_row **rows, size_t *nrows) {
+  *rows = NULL;
+  *nrows = 0;
+  if (!n || p < 1) return ETCH_OK;
+  int64_t *want = etch__malloc(n * sizeof *want);
+  if (!want) return etch__error(ETCH_ENOMEM, "out of memory");
+  memcpy(want, tracks, n * sizeof *want);
+  qsort(want, n, sizeof *want, cmp_i64);
+  size_t cap = 0;
+  etch__ui_counter_row *out = NULL;
+  int rc = ETCH_OK;
+#define PUSH(...)                                                        \
+  do {                                                                   \
+    if (*nrows == cap) {                                                 \
+      size_t nc_ = cap ? cap * 2 : 256;                                  \
+      etch__ui_counter_row *g_ = etch__realloc(out, nc_ * sizeof *g_);   \
+      if (!g_) {                                                         \
+        rc = etch__error(ETCH_ENOMEM, "out of memory");                  \
+        goto done;                                                       \
+      }                                                                  \
+      out = g_;                                                          \
+      cap = nc_;                                                         \
+    }                                                                    \
+    out[(*nrows)++] = (etch__ui_counter_row){__VA_ARGS__};               \
+  } while (0)
+  for (size_t w = 0; w < n; w++) {
+    if (w && want[w] == want[w - 1]) continue;
+    /* The track among the loaded ones (by bisection). */
+    size_t lo = 0, hi = c->ntracks;
+    while (lo < hi) {
+      size_t mid = lo + (hi - lo) / 2;
+      if (c->track[mid] < want[w]) lo = mid + 1;
+      else hi = mid;
+    }
+    if (lo == c->ntracks || c->track[lo] != want[w]) continue;
+    size_t b = c->begin[lo], e = c->begin[lo + 1];
+    /* The first value at or after start. */
+    size_t a = b, z = e;
+    while (a < z) {
+      size_t mid = a + (z - a) / 2;
+      if (c->ts[mid] < start) a = mid + 1;
+      else z = mid;
+    }
+    if (a > b) {
+      double v = c->v[a - 1];
+      PUSH(.track = want[w], .ts = c->ts[a - 1], .lo = v, .hi = v, .last = v);
+    }
+    for (size_t i = a; i < e && c->ts[i] < end;) {
+      int64_t col = (c->ts[i] - start) / p;
+      etch__ui_counter_row x = {.track = want[w], .ts = c->ts[i],
+                                .lo = c->v[i], .hi = c->v[i], .last = c->v[i]};
+      for (i++; i < e && c->ts[i] < end && (c->ts[i] - start) / p == col; i++) {
+        if (c->v[i] < x.lo) x.lo = c->v[i];
+        if (c->v[i] > x.hi) x.hi = c->v[i];
+        x.last = c->v[i];
+      }
+      PUSH(x.track, x.ts, x.lo, x.hi, x.last);
+    }
+  }
+#undef PUSH
+done:
+  free(want);
+  if (rc) {
+    free(out);
+    *nrows = 0;
+    return rc;
+  }
+  *rows = out;
+  return ETCH_OK;
+}

@@ -145,6 +145,27 @@ int etch__ui_lod_tile(const etch__ui_lod *lod, const int64_t *tracks,
                       etch__ui_tile *out);
 void etch__ui_lod_free(etch__ui_lod *lod);
 
+/*
+ * A trace's counter values in memory (tiles.c), for a tile's counters
+ * without a query: NULL from etch__ui_counters_load (and ETCH_OK) when the
+ * trace has more than `max_values` of them, or NULL or NaN values (the
+ * query stays). The rows are the tile query's (api.c): per track (in
+ * increasing id) the value in force before `start` (if any) as [track, its
+ * time, v, v, v], then per column of `p` ns [track, first time, least,
+ * greatest, last value].
+ */
+typedef struct etch__ui_counters etch__ui_counters;
+typedef struct etch__ui_counter_row {
+  int64_t track, ts;
+  double lo, hi, last;
+} etch__ui_counter_row;
+int etch__ui_counters_load(etch__db *db, int64_t max_values,
+                           etch__ui_counters **out);
+int etch__ui_counters_tile(const etch__ui_counters *c, const int64_t *tracks,
+                           size_t n, int64_t start, int64_t end, int64_t p,
+                           etch__ui_counter_row **rows, size_t *nrows);
+void etch__ui_counters_free(etch__ui_counters *c);
+
 /* The longest duration a slice is drawn with (open slices: to the end). */
 int64_t etch__ui_max_dur(etch__db *db);
 

@@ -8,6 +8,7 @@
  *  - tiles: the C aggregation over slice_data equals DuckDB's aggregation
  *    over the slice view, rectangle for rectangle, names included, for
  *    windows from the whole trace to a few slices;
+ *  - a tile's counters from memory equal the query's, byte for byte;
  *  - the flame graph (read from slice_data, names by key) equals a
  *    recursive SQL query's stacks over the slice view: every node kept
  *    with its total, self and count, and no other.
@@ -74,6 +75,17 @@ static const char *gen_trace(void) {
     at[k] = gen_slice(&t, track, at[k] + 20 + (int64_t)rnd(20000), 0,
                       400000 + (int64_t)rnd(400000)) +
             100;
+  }
+  /* Two counters, values at times all different. */
+  tb_counter_track(&t, 1, 30, 1, "load", ETCH_CD_UNIT_SIZE_BYTES);
+  tb_counter_track(&t, 1, 31, 1, "queue", ETCH_CD_UNIT_SIZE_BYTES);
+  for (int k = 0; k < 2; k++) {
+    int64_t ts = 1000000 + k * 77;
+    for (int i = 0; i < 3000; i++) {
+      ts += 1 + (int64_t)rnd(90000);
+      tb_counter_double(&t, 1, ts, (uint64_t)(30 + k),
+                        (double)rnd(100000) / 7.0 - 5000);
+    }
   }
   /* Open at the end, with a child. */
   tb_event(&t, 1, at[0] + 500, 10, ETCH_TE_TYPE_SLICE_BEGIN, "a", "open");
@@ -349,4 +361,88 @@ TEST(ui_flame_from_keys_is_sqls_stacks) {
   ASSERT_FALSE(strstr(json, "\"pruned\":0,"));
   free(json);
   etch__db_close(db);
+}
+
+/* ---- counters ----------------------------------------------------------------------- */
+
+typedef struct kv {
+  const char *k[8], *v[8];
+} kv;
+
+static const char *get(void *ctx, const char *key) {
+  kv *a = ctx;
+  for (int i = 0; i < 8 && a->k[i]; i++)
+    if (!strcmp(a->k[i], key)) return a->v[i];
+  return NULL;
+}
+
+static char *tile_body(etch__ui *ui, int64_t s, int64_t e, int px,
+                       const char *counters) {
+  char ss[32], es[32], ps[32];
+  snprintf(ss, sizeof ss, "%lld", (long long)s);
+  snprintf(es, sizeof es, "%lld", (long long)e);
+  snprintf(ps, sizeof ps, "%d", px);
+  kv a = {{"id", "start", "end", "px", "tracks", "counters"},
+          {ui->t[0].id, ss, es, ps, "", counters}};
+  char *body = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&body, &len);
+  ASSERT_EQ_INT(etch__ui_api(ui, "/api/tile", get, &a, f), 200);
+  fclose(f);
+  return body;
+}
+
+TEST(ui_counters_in_memory_are_the_querys) {
+  etch__ui *ui;
+  ASSERT_OK(etch__ui_new(&ui));
+  etch__ui_set_cache_dir(ui, etch_test_tmpdir());
+  ASSERT_OK(etch__ui_add_path(ui, gen_trace()));
+  char *first = tile_body(ui, 0, 1, 10, "");
+  free(first);
+  etch__ui_trace *t = &ui->t[0];
+  etch__res r;
+  ASSERT_OK(etch__ui_query(t->db,
+                           "SELECT string_agg(CAST(id AS VARCHAR), ',' ORDER BY id),"
+                           " min(start_ts), max(end_ts) FROM track, trace_bounds"
+                           " WHERE type = 'counter'",
+                           NULL, 0, &r));
+  ASSERT_TRUE(etch__res_next(&r));
+  char *list = etch__res_strdup(&r, 0);
+  int64_t s0 = etch__res_i64(&r, 1), e0 = etch__res_i64(&r, 2) + 1;
+  ASSERT_OK(etch__res_close(&r));
+  /* Windows from the whole trace to a few values, lists with one track,
+   * both, one twice and one that is no counter. */
+  char both_twice[128], with_other[128];
+  snprintf(both_twice, sizeof both_twice, "%s,%s", list, list);
+  snprintf(with_other, sizeof with_other, "%s,1,99999", list);
+  const char *lists[] = {list, both_twice, with_other, strchr(list, ',') + 1};
+  char *memory[6 * 4 * 4];
+  int64_t win[6 * 4][2];
+  int pxs[4] = {1, 37, 800, 3000};
+  size_t n = 0;
+  for (int w = 0; w < 6; w++) {
+    int64_t span = (e0 - s0) / (int64_t)(w * w * 7 + 1);
+    int64_t s = s0 - 1000 + (e0 - s0 - span) / 3 * (w % 3);
+    win[w][0] = s;
+    win[w][1] = s + span;
+    for (int k = 0; k < 4; k++)
+      memory[n++] = tile_body(ui, s, s + span, pxs[k], lists[(w + k) % 4]);
+  }
+  ASSERT_TRUE(t->counters != NULL);
+  ASSERT_TRUE(strstr(memory[0], "\"counters\":[["));
+  /* Now by the query. */
+  etch__ui_counters_free(t->counters);
+  t->counters = NULL;
+  n = 0;
+  for (int w = 0; w < 6; w++)
+    for (int k = 0; k < 4; k++) {
+      char *q = tile_body(ui, win[w][0], win[w][1], pxs[k], lists[(w + k) % 4]);
+      if (strcmp(q, memory[n]))
+        FAIL("window %d, px %d: from memory\n%.2000s\nfrom the query\n%.2000s", w,
+             pxs[k], memory[n], q);
+      free(q);
+      free(memory[n++]);
+    }
+  free(list);
+  etch__ui_free(ui);
 }
