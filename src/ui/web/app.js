@@ -19,6 +19,7 @@
 
   const dbg = window.__etch = {
     report: !!REPORT, tiles: 0, drawn: {}, flame: null,
+    frames: 0, frameMs: [], inputAt: null, inputToFrameMs: null, inputToTileMs: null,
     trace: null, view: null, busy: 0, errors: 0,
     setWindow: (s, e) => { setWindow(s, e); },
     selectRange: (s, e) => { selectRange(s, e); },
@@ -449,18 +450,59 @@
     requestTile();
   }
 
+  // A change of the view is drawn at the next frame from the tile in hand,
+  // re-scaled (so a wheel or a drag shows at once), and the tile of the new
+  // view is asked for; it replaces the old one when it comes.
   let pending = false;
   function requestTile() {
     if (!T || pending) return;
     pending = true;
-    requestAnimationFrame(() => { pending = false; fetchTile(); });
+    requestAnimationFrame(() => {
+      pending = false;
+      if (V.tile) draw();
+      fetchTile();
+    });
   }
 
-  // A tile names its rectangles by index into its names: put the names in.
+  // A tile names its rectangles by index into its names: put the names in,
+  // after prepare() has read the indexes.
   function namesIn(tile) {
     if (!tile.names) return;
     for (const r of tile.slices) r[6] = tile.names[r[6]];
     delete tile.names;
+  }
+
+  // What drawing a tile needs, made once when it comes (not at every
+  // frame): its rectangles' tracks (as indexes), depths, times, counts and
+  // names (indexes) in typed arrays, and a colour index per rectangle.
+  function prepare(tile) {
+    const sl = tile.slices, n = sl.length;
+    const tr = new Int32Array(n), dp = new Int32Array(n), cnt = new Float64Array(n);
+    const ts = new Float64Array(n), te = new Float64Array(n), nm = new Int32Array(n);
+    const trackIdx = new Map(), tracks = [];
+    let names = tile.names;
+    const nameIdx = names ? null : new Map();
+    if (!names) names = [];
+    for (let i = 0; i < n; i++) {
+      const s = sl[i];
+      let t = trackIdx.get(s[0]);
+      if (t === undefined) { t = tracks.length; tracks.push(s[0]); trackIdx.set(s[0], t); }
+      tr[i] = t; dp[i] = s[1]; ts[i] = s[2]; te[i] = s[3]; cnt[i] = s[4];
+      if (nameIdx) {
+        let k = nameIdx.get(s[6]);
+        if (k === undefined) { k = names.length; names.push(s[6]); nameIdx.set(s[6], k); }
+        nm[i] = k;
+      } else {
+        nm[i] = s[6];
+      }
+    }
+    // Colours: two a name (alone, merged), as strings once each.
+    const palette = [];
+    for (const name of names) {
+      palette.push(name === 'etch.dropped_events' ? '#d32f2f' : colorOf(name, false));
+      palette.push(name === 'etch.dropped_events' ? '#d32f2f' : colorOf(name, true));
+    }
+    tile.prep = { n, tr, dp, cnt, ts, te, nm, tracks, names, palette, hitsFor: null, hitOf: null };
   }
 
   async function fetchTile() {
@@ -477,6 +519,7 @@
         api('/api/tile', args),
         api('/api/flows', { id: T.id, start: V.s, end: V.e, px: args.px })]);
       if (seq !== tileSeq) return; // a newer view is on its way
+      prepare(tile);
       namesIn(tile);
       V.tile = tile;
       V.tileTracks = new Set(tracks.concat(counters));
@@ -487,6 +530,7 @@
       dbg.lastDrawMs = performance.now() - d0;
       dbg.tiles = seq;
       dbg.lastTileMs = performance.now() - t0;
+      if (dbg.inputAt !== null) { dbg.inputToTileMs = performance.now() - dbg.inputAt; dbg.inputAt = null; }
       showError(null);
     } catch (e) {
       if (seq === tileSeq) { showError(e); dbg.tiles = seq; }
@@ -495,6 +539,7 @@
 
   function draw() {
     if (!T || !V) return;
+    const f0 = performance.now();
     const dpr = window.devicePixelRatio || 1;
     const g = cv.getContext('2d');
     g.setTransform(dpr, 0, 0, dpr, 0, 0);
@@ -531,61 +576,93 @@
     g.save();
     g.beginPath(); g.rect(LABEL_W, AXIS_H, W - LABEL_W, HT - AXIS_H); g.clip();
     // Geometry first, kept in typed arrays (a tile has tens of thousands of
-    // rectangles), then one path per colour, then outlines and labels.
-    const sl = V.tile.slices, n = sl.length;
+    // rectangles), then one path per colour, then outlines and labels. A
+    // tile drawn at a coarser view than its own (zooming out, before the
+    // new tile comes) is capped: a rectangle under a pixel that starts in
+    // the pixel its (track, depth)'s last one ended in is not drawn.
+    const sl = V.tile.slices, P = V.tile.prep, n = P.n;
     const geo = new Float64Array(n * 4), idx = new Int32Array(n), hits = new Uint8Array(n);
-    const byColor = new Map(), labels = [], outlines = [];
-    let m = 0;
+    const cidx = new Int32Array(n), ccount = new Int32Array(P.palette.length + 1);
+    const labels = [], outlines = [];
+    const rowY = new Float64Array(P.tracks.length), drawnBy = new Int32Array(P.tracks.length);
+    for (let t = 0; t < P.tracks.length; t++) {
+      const row = byRow[P.tracks[t]];
+      rowY[t] = row === undefined ? NaN : row.y;
+    }
+    if (P.hitsFor !== q) {
+      P.hitsFor = q;
+      P.hitOf = new Uint8Array(P.names.length);
+      if (q !== null) for (let k = 0; k < P.names.length; k++) P.hitOf[k] = P.names[k].toLowerCase().includes(q) ? 1 : 0;
+    }
+    const hitOf = P.hitOf;
+    const k = timeW() / span, vs = V.s;
+    const cap = span / timeW() > 1.5 * (V.tile.ns_per_px || 0);
+    let m = 0, lastPair = -1, lastPx = -Infinity;
     const sel = V.slice ? V.slice.id : null;
+    const { tr, dp, ts, te, cnt, nm } = P;
+    const h = ROW_H - 2;
     for (let i = 0; i < n; i++) {
-      const s = sl[i];
-      const row = byRow[s[0]];
-      if (row === undefined) continue;
-      const ts = s[2], end = s[3], count = s[4], name = s[6];
-      const y = row.y + 2 + s[1] * ROW_H, h = ROW_H - 2;
+      const y0 = rowY[tr[i]];
+      if (y0 !== y0) continue; // NaN: the track is not in view
+      const y = y0 + 2 + dp[i] * ROW_H;
       if (y + h < AXIS_H || y > HT) continue;
-      const x0 = xOf(ts), x1 = xOf(end);
-      const instant = count === 1 && end === ts;
+      const x0 = LABEL_W + (ts[i] - vs) * k, x1 = LABEL_W + (te[i] - vs) * k;
+      if (x0 > W + 6 || x1 < LABEL_W - 6) continue;
+      const count = cnt[i];
+      const instant = count === 1 && te[i] === ts[i];
+      if (cap && x1 - x0 < 1) {
+        const pair = tr[i] * 65536 + dp[i];
+        if (pair === lastPair && Math.floor(x0) <= lastPx) continue;
+        lastPair = pair; lastPx = Math.floor(x1);
+      } else if (cap) {
+        lastPair = tr[i] * 65536 + dp[i]; lastPx = Math.floor(x1);
+      }
       const x = instant ? x0 : Math.max(x0, LABEL_W - 2);
       const w = instant ? 0 : Math.max(1, Math.min(x1, W + 2) - x);
-      const color = name === 'etch.dropped_events' ? '#d32f2f' : colorOf(name, count > 1);
-      let list = byColor.get(color);
-      if (list === undefined) byColor.set(color, (list = []));
-      list.push(m);
+      cidx[m] = nm[i] * 2 + (count > 1 ? 1 : 0);
+      ccount[cidx[m] + 1]++;
       geo[m * 4] = x; geo[m * 4 + 1] = y; geo[m * 4 + 2] = w; geo[m * 4 + 3] = h;
       idx[m] = i;
       if (w > 40) labels.push(m);
-      const hit = q !== null && name.toLowerCase().includes(q);
+      const hit = q !== null && hitOf[nm[i]] === 1;
       hits[m] = hit ? 1 : 0;
-      if (hit || (sel === s[5] && count === 1)) outlines.push(m);
-      drawn[s[0]] = (drawn[s[0]] || 0) + 1;
+      if (hit || (sel === sl[i][5] && count === 1)) outlines.push(m);
+      drawnBy[tr[i]]++;
       m++;
     }
-    for (const [color, list] of byColor) {
-      g.fillStyle = color;
+    // One path per colour: the rectangles by colour (a counting sort).
+    for (let c = 1; c < ccount.length; c++) ccount[c] += ccount[c - 1];
+    const byColor = new Int32Array(m), at = ccount.slice();
+    for (let j = 0; j < m; j++) byColor[at[cidx[j]]++] = j;
+    for (let c = 0; c < P.palette.length; c++) {
+      const from = ccount[c], to = ccount[c + 1];
+      if (from === to) continue;
+      g.fillStyle = P.palette[c];
       g.beginPath();
-      for (const k of list) {
-        const x = geo[k * 4], y = geo[k * 4 + 1], w = geo[k * 4 + 2], h = geo[k * 4 + 3];
+      for (let j = from; j < to; j++) {
+        const kk = byColor[j];
+        const x = geo[kk * 4], y = geo[kk * 4 + 1], w = geo[kk * 4 + 2], hh = geo[kk * 4 + 3];
         if (w === 0) { // an instant: a diamond
-          g.moveTo(x, y); g.lineTo(x + 4, y + h / 2); g.lineTo(x, y + h); g.lineTo(x - 4, y + h / 2); g.closePath();
+          g.moveTo(x, y); g.lineTo(x + 4, y + hh / 2); g.lineTo(x, y + hh); g.lineTo(x - 4, y + hh / 2); g.closePath();
         } else {
-          g.rect(x, y, w, h);
+          g.rect(x, y, w, hh);
         }
       }
       g.fill();
     }
+    for (let t = 0; t < P.tracks.length; t++) if (drawnBy[t]) drawn[P.tracks[t]] = drawnBy[t];
     g.lineWidth = 2;
-    for (const k of outlines) {
-      g.strokeStyle = hits[k] && sl[idx[k]][5] !== sel ? '#000' : '#ff6f00';
-      g.strokeRect(geo[k * 4] + 1, geo[k * 4 + 1] + 1, Math.max(1, geo[k * 4 + 2] - 2), geo[k * 4 + 3] - 2);
+    for (const kk of outlines) {
+      g.strokeStyle = hits[kk] && sl[idx[kk]][5] !== sel ? '#000' : '#ff6f00';
+      g.strokeRect(geo[kk * 4] + 1, geo[kk * 4 + 1] + 1, Math.max(1, geo[kk * 4 + 2] - 2), geo[kk * 4 + 3] - 2);
     }
     g.lineWidth = 1;
     g.fillStyle = '#111';
-    for (const k of labels) {
-      const s = sl[idx[k]], w = geo[k * 4 + 2];
+    for (const kk of labels) {
+      const s = sl[idx[kk]], w = geo[kk * 4 + 2];
       const label = s[4] > 1 ? s[6] + ' +' + (s[4] - 1) : s[6];
       g.fillText(label.length * 6 > w - 6 ? label.slice(0, Math.max(1, Math.floor((w - 6) / 6))) : label,
-                 geo[k * 4] + 3, geo[k * 4 + 1] + geo[k * 4 + 3] / 2);
+                 geo[kk * 4] + 3, geo[kk * 4 + 1] + geo[kk * 4 + 3] / 2);
     }
     shown = { sl, geo, idx, hits, n: m, objects: null };
     // Counters: a line of the last value per column, the column's range shaded.
@@ -675,6 +752,19 @@
     g.fillText(fmtDur(V.s - T.start) + ' + ' + fmtDur(V.e - V.s), 6, AXIS_H / 2);
     dbg.drawn = drawn;
     dbg.lossMarks = lossMarks;
+    // How long frames take, and the first one after an input (a wheel, a
+    // drag, a key) comes: for bench/ui/bench_page.mjs.
+    const f1 = performance.now();
+    dbg.frames++;
+    dbg.frameMs.push(f1 - f0);
+    if (dbg.frameMs.length > 1000) dbg.frameMs.shift();
+    if (dbg.inputAt !== null && dbg.inputToFrameMs === null) dbg.inputToFrameMs = f1 - dbg.inputAt;
+  }
+  // An input changed the view: the times above count from now.
+  function input() {
+    dbg.inputAt = performance.now();
+    dbg.inputToFrameMs = null;
+    dbg.inputToTileMs = null;
   }
 
   // What the last draw showed: the tile's rows and their geometry. As
@@ -808,6 +898,7 @@
     } else {
       const dt = (x - drag.x0) * (drag.e - drag.s) / timeW();
       V.s = Math.round(drag.s - dt); V.e = Math.round(drag.e - dt);
+      input();
       requestTile();
     }
   });
@@ -826,6 +917,7 @@
     ev.preventDefault();
     const f = Math.pow(1.0015, ev.deltaY);
     const c = tsOf(Math.max(LABEL_W, ev.offsetX));
+    input();
     setWindow(c - (c - V.s) * f, c + (V.e - c) * f);
   }, { passive: false });
   window.addEventListener('keydown', (ev) => {
@@ -833,6 +925,7 @@
         ev.target.tagName === 'TEXTAREA') return;
     const span = V.e - V.s, c = (V.s + V.e) / 2;
     const k = ev.key.toLowerCase();
+    if ('wsad'.includes(k) && k.length === 1) input();
     if (k === 'w') setWindow(c - span * 0.35, c + span * 0.35);
     else if (k === 's') setWindow(c - span * 0.7, c + span * 0.7);
     else if (k === 'a') setWindow(V.s - span * 0.15, V.e - span * 0.15);
