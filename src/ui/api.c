@@ -212,7 +212,7 @@ static int api_traces(req *r) {
  * other tracks. */
 static const char kRowsSql[] =
     "WITH s AS (SELECT track_id, max(depth) AS maxd, count(*) AS n"
-    "  FROM slice GROUP BY track_id),"
+    "  FROM slice_data GROUP BY track_id),"
     " c AS (SELECT track_id, min(value) AS lo, max(value) AS hi,"
     "  count(*) AS n FROM counter GROUP BY track_id)"
     " SELECT t.id, coalesce(t.name, ''), t.type, coalesce(t.utid, -1),"
@@ -236,7 +236,7 @@ static int api_trace(req *r) {
   if (etch__ui_query(t->db,
                      "SELECT CAST(coalesce(min(start_ts), 0) AS BIGINT),"
                      " CAST(coalesce(max(end_ts), 0) AS BIGINT),"
-                     " (SELECT count(*) FROM slice) FROM trace_bounds",
+                     " (SELECT count(*) FROM slice_data) FROM trace_bounds",
                      NULL, 0, &q))
     return db_fail(r);
   if (etch__res_next(&q)) {
@@ -332,6 +332,9 @@ static int api_trace(req *r) {
   }
   fwrite(body, 1, len, r->out);
   free(body);
+  /* A big trace's flame graph starts now, behind the page's requests (at
+   * the lowest priority), so that it is there by the time it is asked for. */
+  if (t->slices >= r->ui->lod_min) etch__ui_flame_ahead(r->ui, t);
   return 200;
 }
 
@@ -560,8 +563,6 @@ static int tile_with(req *r, int64_t *tracks, int64_t *counters) {
     if (!rc) rc = etch__res_close(&q);
   }
   fputs("]}", o);
-  /* The first tile of a big trace is drawn: its flame graph can start. */
-  if (!rc && t->lod) etch__ui_flame_ahead(r->ui, t);
   /* The body is half written: the page sees no JSON and says so. */
   return rc ? 500 : 200;
 }

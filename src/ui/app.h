@@ -44,7 +44,7 @@ typedef struct etch__ui_trace {
   int64_t span_start, span_end; /* the trace's [start, end) */
   /* The whole trace's flame graph (JSON), once computed. A big trace's is
    * computed ahead, on a thread of its own with a connection of its own
-   * to the cache, once its first tile is drawn (etch__ui_flame_ahead);
+   * to the cache, from the moment it is opened (etch__ui_flame_ahead);
    * whoever wants it first joins that thread. */
   char *flame;
   size_t flame_len;
