@@ -537,6 +537,19 @@
     }
   }
 
+  // A frame's arrays, kept from frame to frame (grown when a tile is
+  // bigger): no garbage a frame. The last frame's are what `shown` reads.
+  let scratchN = 0, scratchArrays = null;
+  function scratch(n) {
+    if (n > scratchN || !scratchArrays) {
+      scratchN = Math.max(n, 1024, scratchN * 2);
+      scratchArrays = { geo: new Float64Array(scratchN * 4), idx: new Int32Array(scratchN),
+                        hits: new Uint8Array(scratchN), cidx: new Int32Array(scratchN),
+                        byColor: new Int32Array(scratchN) };
+    }
+    return scratchArrays;
+  }
+
   function draw() {
     if (!T || !V) return;
     const f0 = performance.now();
@@ -581,8 +594,8 @@
     // new tile comes) is capped: a rectangle under a pixel that starts in
     // the pixel its (track, depth)'s last one ended in is not drawn.
     const sl = V.tile.slices, P = V.tile.prep, n = P.n;
-    const geo = new Float64Array(n * 4), idx = new Int32Array(n), hits = new Uint8Array(n);
-    const cidx = new Int32Array(n), ccount = new Int32Array(P.palette.length + 1);
+    const { geo, idx, hits, cidx, byColor } = scratch(n);
+    const ccount = new Int32Array(P.palette.length + 1);
     const labels = [], outlines = [];
     const rowY = new Float64Array(P.tracks.length), drawnBy = new Int32Array(P.tracks.length);
     for (let t = 0; t < P.tracks.length; t++) {
@@ -632,7 +645,7 @@
     }
     // One path per colour: the rectangles by colour (a counting sort).
     for (let c = 1; c < ccount.length; c++) ccount[c] += ccount[c - 1];
-    const byColor = new Int32Array(m), at = ccount.slice();
+    const at = ccount.slice();
     for (let j = 0; j < m; j++) byColor[at[cidx[j]]++] = j;
     for (let c = 0; c < P.palette.length; c++) {
       const from = ccount[c], to = ccount[c + 1];
