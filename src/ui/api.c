@@ -424,7 +424,11 @@ static int tile_with(req *r, int64_t *tracks, int64_t *counters) {
   if (!arg_list(r, "tracks", tracks, &nt) ||
       !arg_list(r, "counters", counters, &nc))
     return fail(r, 400, "tracks and counters are lists of track ids");
-  double ns_per_px = (double)(end - start) / (double)px;
+  /* end - start overflows for a window across most of int64. */
+  int64_t span;
+  double ns_per_px = __builtin_sub_overflow(end, start, &span)
+                         ? ((double)end - (double)start) / (double)px
+                         : (double)span / (double)px;
   etch__ui_tile tile;
   /* The names of slices, read once. */
   if (!t->names && etch__ui_names_load(t->db, false, &t->names))

@@ -742,8 +742,7 @@ int etch__ui_lod_tile(const etch__ui_lod *lod, const int64_t *tracks,
     if (x->end < start) continue;
     int64_t w = x->end - x->ts;
     bool alone = x->count == 1 && w >= px;
-    int64_t col = x->ts >= start ? (x->ts - start) / px
-                                 : -((start - x->ts + px - 1) / px);
+    int64_t col = floor_div(etch__sat_sub(x->ts, start), px);
     if (!alone && group != SIZE_MAX) {
       etch__ui_rect *g = &out->rects[group];
       if (g->track_id == x->track_id && g->depth == x->depth && gcol == col) {
@@ -958,11 +957,15 @@ int etch__ui_counters_tile(const etch__ui_counters *c, const int64_t *tracks,
       double v = c->v[a - 1];
       PUSH(.track = want[w], .ts = c->ts[a - 1], .lo = v, .hi = v, .last = v);
     }
+    /* ts >= start here: (ts - start) / p is the column, held at INT64_MAX
+     * for a window that starts absurdly early (the query errs there). */
     for (size_t i = a; i < e && c->ts[i] < end;) {
-      int64_t col = (c->ts[i] - start) / p;
+      int64_t col = etch__sat_sub(c->ts[i], start) / p;
       etch__ui_counter_row x = {.track = want[w], .ts = c->ts[i],
                                 .lo = c->v[i], .hi = c->v[i], .last = c->v[i]};
-      for (i++; i < e && c->ts[i] < end && (c->ts[i] - start) / p == col; i++) {
+      for (i++; i < e && c->ts[i] < end &&
+                etch__sat_sub(c->ts[i], start) / p == col;
+           i++) {
         if (c->v[i] < x.lo) x.lo = c->v[i];
         if (c->v[i] > x.hi) x.hi = c->v[i];
         x.last = c->v[i];
