@@ -40,6 +40,11 @@ enum { MAX_TRACKS = 65536, MAX_SQL_ROWS = 5000, MAX_MATCHES = 1000 };
 /* A trace's counter values are held in memory up to this many (16 bytes
  * each). */
 enum { kCountersInMemory = 4000000 };
+/* How long a request for the whole flame graph waits for the one being
+ * computed ahead before computing it itself. 60 ms was tried: asked for
+ * right after the first tile it came in 223 - 277 ms, against 173 - 234
+ * ms without waiting (10 M events, load average 2.0 - 2.3). */
+enum { kAheadWaitMs = 0 };
 
 typedef struct req {
   etch__ui *ui;
@@ -806,7 +811,11 @@ static int api_flame(req *r) {
     return fail(r, 400, "start, end (start < end) and utid are integers");
   if (!range) start = 0, end = -1;
   bool whole = !range && utid < 0;
-  if (whole) etch__ui_flame_join(t);
+  /* The graph computed ahead, if it is done; else it is computed here, at
+   * the page's priority, from the blocks this connection has read already
+   * (the thread ahead runs at the lowest priority, and other programs'
+   * work can hold it back for long: once 0.7 s). */
+  if (whole) etch__ui_flame_join_within(t, kAheadWaitMs);
   if (whole && t->flame) {
     fwrite(t->flame, 1, t->flame_len, r->out);
     return 200;

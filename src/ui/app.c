@@ -20,6 +20,7 @@
 #include <sys/random.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include "base/base.h"
 #include "ui/app.h"
@@ -407,9 +408,8 @@ void etch__ui_flame_ahead(etch__ui *ui, etch__ui_trace *t) {
   t->ahead_running = true;
 }
 
-void etch__ui_flame_join(etch__ui_trace *t) {
-  if (!t->ahead_running) return;
-  pthread_join(t->ahead, NULL);
+/* The thread's answer taken (it has ended). */
+static void ahead_done(etch__ui_trace *t) {
   t->ahead_running = false;
   ahead_job *job = t->ahead_job;
   t->ahead_job = NULL;
@@ -420,4 +420,25 @@ void etch__ui_flame_join(etch__ui_trace *t) {
     free(job->flame);
   }
   free(job);
+}
+
+void etch__ui_flame_join(etch__ui_trace *t) {
+  if (!t->ahead_running) return;
+  pthread_join(t->ahead, NULL);
+  ahead_done(t);
+}
+
+bool etch__ui_flame_join_within(etch__ui_trace *t, int ms) {
+  if (!t->ahead_running) return true;
+  struct timespec until;
+  clock_gettime(CLOCK_REALTIME, &until);
+  until.tv_sec += ms / 1000;
+  until.tv_nsec += (long)(ms % 1000) * 1000000L;
+  if (until.tv_nsec >= 1000000000L) {
+    until.tv_sec++;
+    until.tv_nsec -= 1000000000L;
+  }
+  if (pthread_timedjoin_np(t->ahead, NULL, &until) != 0) return false;
+  ahead_done(t);
+  return true;
 }

@@ -44,8 +44,9 @@ typedef struct etch__ui_trace {
   int64_t span_start, span_end; /* the trace's [start, end) */
   /* The whole trace's flame graph (JSON), once computed. A big trace's is
    * computed ahead, on a thread of its own with a connection of its own
-   * to the cache, from the moment it is opened (etch__ui_flame_ahead);
-   * whoever wants it first joins that thread. */
+   * to the cache, from the moment it is opened (etch__ui_flame_ahead); a
+   * request for it takes that thread's answer if it is done, else
+   * computes it (api.c). */
   char *flame;
   size_t flame_len;
   pthread_t ahead;
@@ -81,6 +82,9 @@ etch__ui_trace *etch__ui_find(etch__ui *ui, const char *id);
 void etch__ui_flame_ahead(etch__ui *ui, etch__ui_trace *t);
 /* The thread's answer into t->flame, if one was started (waits for it). */
 void etch__ui_flame_join(etch__ui_trace *t);
+/* The same, waiting at most `ms` ms: false if the thread is still at it
+ * (it goes on; a later join takes or drops its answer). */
+bool etch__ui_flame_join_within(etch__ui_trace *t, int ms);
 
 /* Opens the trace's tables (once); an error if the file is gone. */
 int etch__ui_open(etch__ui *ui, etch__ui_trace *t);
