@@ -28,13 +28,14 @@
 
   // ---- talking to the server ---------------------------------------------
 
-  async function api(path, args) {
+  // `signal` (optional): an AbortController's, to drop the request.
+  async function api(path, args, signal) {
     dbg.busy++;
     try {
       if (REPORT) return reportApi(path, args || {});
       const q = new URLSearchParams(args || {}).toString();
       const r = await fetch(path + (q ? '?' + q : ''),
-                            { headers: { 'X-Etch-Token': TOKEN }, cache: 'no-store' });
+                            { headers: { 'X-Etch-Token': TOKEN }, cache: 'no-store', signal });
       let body;
       try { body = await r.json(); } catch (e) {
         throw new Error('the server answered ' + r.status + ' without a usable answer');
@@ -505,8 +506,13 @@
     tile.prep = { n, tr, dp, cnt, ts, te, nm, tracks, names, palette, hitsFor: null, hitOf: null };
   }
 
+  // The tile being fetched is dropped when a newer view asks for its own
+  // (a drag or a wheel asks at every frame): no stale answer is parsed.
+  let tileAbort = null;
   async function fetchTile() {
     const seq = ++tileSeq;
+    if (tileAbort) tileAbort.abort();
+    const ac = tileAbort = new AbortController();
     // The tracks in view and a screen's height around them: not the others.
     const tracks = [], counters = [];
     for (const row of visibleRows(cv.clientHeight || 0))
@@ -516,8 +522,8 @@
     const t0 = performance.now();
     try {
       const [tile, flows] = await Promise.all([
-        api('/api/tile', args),
-        api('/api/flows', { id: T.id, start: V.s, end: V.e, px: args.px })]);
+        api('/api/tile', args, ac.signal),
+        api('/api/flows', { id: T.id, start: V.s, end: V.e, px: args.px }, ac.signal)]);
       if (seq !== tileSeq) return; // a newer view is on its way
       prepare(tile);
       namesIn(tile);
