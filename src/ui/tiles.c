@@ -213,6 +213,7 @@ typedef struct agg_list { /* one (track, depth)'s rectangles */
   size_t n, cap;
   size_t open; /* the narrow group being grown, or SIZE_MAX */
   int64_t col, glen;
+  int64_t cstart, cend; /* its column's times, [cstart, cend) (or empty) */
 } agg_list;
 
 typedef struct agg_track {
@@ -303,16 +304,35 @@ static int agg_rows(etch__res *r, agg *a, int64_t start, int64_t px,
   while (!rc && !*unordered && (chunk = duckdb_fetch_chunk(r->r)) != NULL) {
     idx_t n = duckdb_data_chunk_get_size(chunk);
     const int64_t *col[6];
-    uint64_t *valid[6];
+    /* The rows with no NULL (the columns are NOT NULL: every row, but the
+     * masks are read anyway), one mask for the six columns. */
+    uint64_t valid[(2048 + 63) / 64];
+    bool all_valid = n <= 2048;
+    size_t words = (n + 63) / 64;
+    if (all_valid) memset(valid, 0xff, words * sizeof *valid);
     for (idx_t c = 0; c < 6; c++) {
       duckdb_vector v = duckdb_data_chunk_get_vector(chunk, c);
       col[c] = duckdb_vector_get_data(v);
-      valid[c] = duckdb_vector_get_validity(v);
+      const uint64_t *m = duckdb_vector_get_validity(v);
+      if (m && n <= 2048)
+        for (size_t w = 0; w < words; w++) valid[w] &= m[w];
+      else if (m)
+        all_valid = false;
+    }
+    if (!all_valid) { /* a chunk bigger than DuckDB's own: row by row */
+      for (idx_t c = 0; c < 6 && !*unordered; c++) {
+        const uint64_t *m = duckdb_vector_get_validity(
+            duckdb_data_chunk_get_vector(chunk, c));
+        for (idx_t i = 0; m && i < n && !*unordered; i++)
+          if (!is_valid(m, i)) *unordered = true; /* DuckDB's answer */
+      }
+      if (*unordered) {
+        duckdb_destroy_data_chunk(&chunk);
+        break;
+      }
     }
     for (idx_t i = 0; i < n; i++) {
-      bool null = false;
-      for (int c = 0; c < 6; c++) null |= !is_valid(valid[c], i);
-      if (null) continue; /* the columns are NOT NULL */
+      if (n <= 2048 && !((valid[i / 64] >> (i % 64)) & 1)) continue;
       int64_t id = col[0][i], ts = col[1][i], dur = col[2][i];
       int64_t track = col[3][i], depth = col[4][i], key = col[5][i];
       int64_t d = dur < 0 ? etch__sat_sub(tend, ts) : dur;
@@ -344,7 +364,11 @@ static int agg_rows(etch__res *r, agg *a, int64_t start, int64_t px,
         break;
       }
       if (d < px) {
-        int64_t c = floor_div(etch__sat_sub(ts, start), px);
+        /* The column: the open one's when ts lies in it (most rows: no
+         * division), else by division. */
+        int64_t c = l->open != SIZE_MAX && ts >= l->cstart && ts < l->cend
+                        ? l->col
+                        : floor_div(etch__sat_sub(ts, start), px);
         if (l->open != SIZE_MAX && c == l->col) {
           etch__ui_rect *g = &l->r[l->open];
           if (e > g->end) g->end = e;
@@ -363,6 +387,13 @@ static int agg_rows(etch__res *r, agg *a, int64_t start, int64_t px,
         l->open = l->n;
         l->col = c;
         l->glen = d;
+        int64_t off;
+        if (__builtin_mul_overflow(c, px, &off) ||
+            __builtin_add_overflow(start, off, &l->cstart) ||
+            __builtin_add_overflow(l->cstart, px, &l->cend)) {
+          l->cstart = 1; /* an empty range: the division decides */
+          l->cend = 0;
+        }
       }
       etch__ui_rect *x = agg_push(l);
       if (!x) {
