@@ -16,8 +16,8 @@
  *                 95th percentile and max
  *   flame         the whole trace's flame graph (first and cached), one
  *                 thread's, and a tenth of the trace's
- * BENCH_UI_EACH=1 prints every pan's time, and whether it built a
- * stretch's overview.
+ * BENCH_UI_EACH=1 prints every zoom's and pan's time, and whether it
+ * built a stretch's overview.
  * Times are wall clock, one process; CPU is the process's user and system
  * time over the same call, every thread (DuckDB's included): on a machine
  * that other work shares, the wall clock grows and the CPU much less.
@@ -107,7 +107,7 @@ int main(int argc, char **argv) {
   }
   int width = argc > 2 ? atoi(argv[2]) : 1600;
   int steps = argc > 3 ? atoi(argv[3]) : 40;
-  /* BENCH_UI_EACH=1: every pan's time too. */
+  /* BENCH_UI_EACH=1: every zoom's and pan's time too. */
   bool each = getenv("BENCH_UI_EACH") && *getenv("BENCH_UI_EACH") == '1';
   if (width < 100) width = 100;
   if (steps < 2) steps = 2;
@@ -183,10 +183,17 @@ int main(int argc, char **argv) {
     s = c - (c - s) / 1.5;
     e = c + (e - c) / 1.5;
     WINDOW(s, e);
+    int built = stretches(t);
     zt[nz] = call(ui, "/api/tile", &a);
     zc[nz] = g_cpu;
+    built = stretches(t) - built;
     zt[nz] += call(ui, "/api/flows", &a);
-    zc[nz++] += g_cpu;
+    zc[nz] += g_cpu;
+    if (each)
+      printf("  zoom #%d, window %.3g of the trace: %.1f ms (CPU %.1f ms)%s\n",
+             nz, (e - s) / (double)(end - start), zt[nz], zc[nz],
+             built ? ", built a stretch" : "");
+    nz++;
   }
   summary("zoom tiles (+flows)", zt, zc, nz);
   static const double kSpans[] = {0.1, 0.01, 0.001};

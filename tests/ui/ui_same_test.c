@@ -168,6 +168,16 @@ TEST(ui_tiles_in_c_are_duckdbs) {
       }
     }
   }
+  /* Lists that leave a track of their range out, and a long one (DuckDB
+   * makes an IN list of five or more a join) with ids of no track and
+   * one twice. */
+  int64_t gap[2] = {tracks[0], tracks[2]};
+  int64_t many[7] = {1, tracks[2], 99999, tracks[0], tracks[2], 0, -5};
+  for (int k = 0; k < 3; k++) {
+    int64_t span = (e0 - s0) / (k * 40 + 1);
+    assert_same_tile(db, gap, 2, s0 + span / 7, s0 + span / 7 + span, (double)span / 1000);
+    assert_same_tile(db, many, 7, s0 + span / 7, s0 + span / 7 + span, (double)span / 700);
+  }
   /* Windows before, after and across the end (the open slice). */
   assert_same_tile(db, tracks, nt, s0 - 100000, s0 + 1000, 10);
   assert_same_tile(db, tracks, nt, e0 - 100000, e0 + 100000, 100);
