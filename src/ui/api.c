@@ -824,7 +824,8 @@ static int api_flame(req *r) {
    * the page's priority, from the blocks this connection has read already
    * (the thread ahead runs at the lowest priority, and other programs'
    * work can hold it back for long: once 0.7 s). */
-  if (whole) etch__ui_flame_join_within(t, kAheadWaitMs);
+  if (whole && !etch__ui_flame_join_within(t, kAheadWaitMs))
+    etch__ui_flame_stop(t); /* not to share the cores with it */
   if (whole && t->flame) {
     fwrite(t->flame, 1, t->flame_len, r->out);
     return 200;

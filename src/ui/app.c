@@ -359,6 +359,7 @@ struct etch__ui_ahead {
   char path[4096];
   char *flame; /* the answer, NULL if it failed */
   size_t len;
+  atomic_bool stop; /* the answer is no longer wanted */
 };
 typedef etch__ui_ahead ahead_job;
 
@@ -373,7 +374,7 @@ static void *ahead_main(void *arg) {
   if (etch__db_open_existing(&db, job->path, true) == ETCH_OK) {
     FILE *f = open_memstream(&body, &len);
     if (f) {
-      int rc = etch__ui_flame(db, 0, -1, -1, f);
+      int rc = etch__ui_flame_until(db, 0, -1, -1, &job->stop, f);
       fclose(f);
       if (rc) {
         free(body);
@@ -392,6 +393,7 @@ void etch__ui_flame_ahead(etch__ui *ui, etch__ui_trace *t) {
     return;
   ahead_job *job = etch__calloc(1, sizeof *job);
   if (!job) return;
+  atomic_init(&job->stop, false);
   etch__import_opts o = {.all_args = true, .allow_truncated = true};
   bool imported = false;
   if (etch__query_cache_file(t->path, ui->cache_dir, &o, job->path,
@@ -426,6 +428,10 @@ void etch__ui_flame_join(etch__ui_trace *t) {
   if (!t->ahead_running) return;
   pthread_join(t->ahead, NULL);
   ahead_done(t);
+}
+
+void etch__ui_flame_stop(etch__ui_trace *t) {
+  if (t->ahead_running) atomic_store(&t->ahead_job->stop, true);
 }
 
 bool etch__ui_flame_join_within(etch__ui_trace *t, int ms) {

@@ -6,6 +6,7 @@
 #define ETCH_UI_APP_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 
 #include "ui/store.h"
 #include "ui/ui.h"
@@ -85,6 +86,8 @@ void etch__ui_flame_join(etch__ui_trace *t);
 /* The same, waiting at most `ms` ms: false if the thread is still at it
  * (it goes on; a later join takes or drops its answer). */
 bool etch__ui_flame_join_within(etch__ui_trace *t, int ms);
+/* Tells the thread its answer is no longer wanted: it ends soon. */
+void etch__ui_flame_stop(etch__ui_trace *t);
 
 /* Opens the trace's tables (once); an error if the file is gone. */
 int etch__ui_open(etch__ui *ui, etch__ui_trace *t);
@@ -96,5 +99,8 @@ int etch__ui_open(etch__ui *ui, etch__ui_trace *t);
  */
 int etch__ui_flame(etch__db *db, int64_t start, int64_t end, int64_t utid,
                    FILE *out);
+/* The same, given up (an error) once *stop is set. */
+int etch__ui_flame_until(etch__db *db, int64_t start, int64_t end,
+                         int64_t utid, const atomic_bool *stop, FILE *out);
 
 #endif /* ETCH_UI_APP_H */

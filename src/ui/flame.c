@@ -153,11 +153,16 @@ static void sel_free(sel *x) {
  * duration counted, key_id) into `x`; names by `names` (a key slice_name
  * lacks: name `unknown`). */
 static int read_slices(etch__res *r, int64_t maxid, const etch__ui_names *names,
-                       uint32_t unknown, sel *x) {
+                       uint32_t unknown, sel *x, const atomic_bool *stop) {
   duckdb_data_chunk chunk;
   x->lo = maxid + 1;
   x->hi = 0;
   while ((chunk = duckdb_fetch_chunk(r->r)) != NULL) {
+    if (stop && atomic_load_explicit(stop, memory_order_relaxed)) {
+      duckdb_destroy_data_chunk(&chunk);
+      r->err = etch__error(ETCH_EINVAL, "the flame graph was no longer wanted");
+      return etch__res_close(r);
+    }
     idx_t n = duckdb_data_chunk_get_size(chunk);
     const int64_t *col[4];
     uint64_t *valid[4];
@@ -188,6 +193,11 @@ static int read_slices(etch__res *r, int64_t maxid, const etch__ui_names *names,
 
 int etch__ui_flame(etch__db *db, int64_t start, int64_t end, int64_t utid,
                    FILE *out) {
+  return etch__ui_flame_until(db, start, end, utid, NULL, out);
+}
+
+int etch__ui_flame_until(etch__db *db, int64_t start, int64_t end,
+                         int64_t utid, const atomic_bool *stop, FILE *out) {
   bool range = start <= end;
   char where[256];
   /* Slices of no time (dur <= 0: instants, and slices still open at the
@@ -241,7 +251,7 @@ int etch__ui_flame(etch__db *db, int64_t start, int64_t end, int64_t utid,
            "SELECT id, parent_id, %s, key_id FROM slice_data %s",
            range ? "least(ts + dur, $1) - greatest(ts, $2)" : "dur", where);
   rc = etch__ui_query(db, sql, b, nb, &r);
-  if (!rc) rc = read_slices(&r, maxid, names, unknown, &x);
+  if (!rc) rc = read_slices(&r, maxid, names, unknown, &x, stop);
   if (rc) {
     sel_free(&x);
     etch__ui_names_unref(names);
@@ -301,6 +311,10 @@ int etch__ui_flame(etch__db *db, int64_t start, int64_t end, int64_t utid,
   size_t rank_cap = 0, direct_cap = 0;
   size_t parents_from = 0, parents_to = 1; /* the previous level's nodes */
   for (size_t l = 0; l < nlevels && !rc; l++) {
+    if (stop && atomic_load_explicit(stop, memory_order_relaxed)) {
+      rc = etch__error(ETCH_EINVAL, "the flame graph was no longer wanted");
+      break;
+    }
     /* The ranks of the parents, the previous level's kept nodes. */
     if (t.len > rank_cap) {
       size_t nc = rank_cap ? rank_cap : 1024;

@@ -370,6 +370,16 @@ TEST(ui_flame_from_keys_is_sqls_stacks) {
   fclose(f);
   ASSERT_FALSE(strstr(json, "\"pruned\":0,"));
   free(json);
+  /* Told to stop (the thread ahead, when a request computes the graph
+   * itself): an error, no answer. */
+  atomic_bool stop;
+  atomic_init(&stop, true);
+  json = NULL;
+  f = open_memstream(&json, &len);
+  ASSERT_TRUE(etch__ui_flame_until(db, 0, -1, -1, &stop, f) != ETCH_OK);
+  fclose(f);
+  ASSERT_EQ_INT(len, 0);
+  free(json);
   etch__db_close(db);
 }
 
