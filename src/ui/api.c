@@ -259,10 +259,10 @@ static int api_trace(req *r) {
   fputs(",\"path\":", o);
   jstr(o, t->path);
   fprintf(o,
-          ",\"start\":%lld,\"end\":%lld,\"slices\":%lld,\"imported\":%s,"
-          "\"rows\":[",
+          ",\"start\":%lld,\"end\":%lld,\"slices\":%lld,\"flows\":%lld,"
+          "\"imported\":%s,\"rows\":[",
           (long long)start, (long long)end, (long long)slices,
-          t->imported ? "true" : "false");
+          (long long)t->flows, t->imported ? "true" : "false");
   int rc = etch__ui_query(t->db, kRowsSql, NULL, 0, &q);
   for (size_t i = 0; !rc && etch__res_next(&q); i++) {
     fprintf(o, "%s{\"track\":%lld,\"name\":", i ? "," : "",
