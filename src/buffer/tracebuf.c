@@ -61,6 +61,7 @@ struct etch_tracebuf {
   tchunk **order;
   uint32_t norder, order_start;
   uint64_t gen, order_gen; /* gen: counts puts */
+  uint64_t progress; /* reads that moved a sequence's watermark on */
 };
 
 static uint32_t hash_key(uint32_t seq, uint32_t id) {
@@ -214,8 +215,11 @@ static uint32_t open_depth(const etch_tracebuf *tb, uint32_t seq) {
     etch__frag_init(&cur, v[i]->data, v[i]->len, v[i]->count, v[i]->flags);
     uint32_t fl;
     const uint8_t *d;
-    while (etch__frag_next(&cur, &d, &fl) == ETCH_FRAG_OK) {
-      if (cur.index <= v[i]->done || etch__frag_cont_prev(&cur)) continue;
+    int k;
+    while ((k = etch__frag_next(&cur, &d, &fl)) > 0) {
+      if (k == ETCH_FRAG_DROP || cur.index <= v[i]->done ||
+          etch__frag_cont_prev(&cur))
+        continue;
       depth += etch__packet_slice_delta(d, fl);
       if (depth < 0) depth = 0;
     }
@@ -367,8 +371,10 @@ static uint64_t events_in(const uint8_t *data, uint32_t len, uint32_t flags,
   etch__frag_init(&cur, data, len, count, flags);
   uint32_t fl;
   const uint8_t *d;
-  while (etch__frag_next(&cur, &d, &fl) == ETCH_FRAG_OK) {
-    if (cur.index <= from || etch__frag_cont_prev(&cur)) continue;
+  int k;
+  while ((k = etch__frag_next(&cur, &d, &fl)) > 0) {
+    if (k == ETCH_FRAG_DROP || cur.index <= from || etch__frag_cont_prev(&cur))
+      continue;
     n += etch__packet_events(d, fl);
   }
   return n;
@@ -384,6 +390,8 @@ static int read_seq(etch_tracebuf *tb, tchunk **g, uint32_t n,
   uint32_t stop_chunk = 0, stop_frag = 0;
   tseq *s = seq_state(tb, g[0]->seq, true);
   if (!s) return ETCH_ENOMEM;
+  bool was_seen = s->seen;
+  uint32_t was_id = s->done_id, was_frags = s->done_frags;
   /* After what was read: chunk done_id again (read in part) or the next. */
   etch__reasm_start(r, s->seen ? s->done_id + 1 : 0, s->seen);
   uint32_t pend_chunk = 0, pend_frag = 0; /* where the pending packet began */
@@ -400,9 +408,13 @@ static int read_seq(etch_tracebuf *tb, tchunk **g, uint32_t n,
     etch__frag_init(&cur, c->data, c->len, c->count, c->flags);
     const uint8_t *d;
     uint32_t len;
-    /* Skip what an earlier read took. */
-    while (cur.index < c->done && etch__frag_next(&cur, &d, &len) == ETCH_FRAG_OK)
+    /* Skip what an earlier read took: fragments and drop marks alike (a
+     * skip that stopped at a drop mark handed the same packets out again,
+     * read after read: a budgeted read that never got further). A lie
+     * stops it, and the loop below finds the lie. */
+    while (cur.index < c->done && etch__frag_next(&cur, &d, &len) > 0)
       ;
+    uint32_t entry_done = cur.index;
     /* The whole packets up to the last fragment (or the one before it, if
      * it goes on in the next chunk) in one call, while they keep within
      * the budget; the first fragment goes the long way if it continues a
@@ -438,6 +450,10 @@ static int read_seq(etch_tracebuf *tb, tchunk **g, uint32_t n,
       uint32_t at = cur.index;
       int k = etch__frag_next(&cur, &d, &len);
       if (k == ETCH_FRAG_END) break;
+      if (k == ETCH_FRAG_DROP) { /* the writer dropped the packet it ends */
+        etch__reasm_lose(r);
+        continue;
+      }
       if (k != ETCH_FRAG_OK) { /* lies about its count or sizes: the rest is lost */
         tb->st.abi_violations++;
         etch__reasm_lose(r);
@@ -455,6 +471,9 @@ static int read_seq(etch_tracebuf *tb, tchunk **g, uint32_t n,
       rc = etch__reasm_fragment(r, d, len, cont_prev, cont_next, &pkt, &plen,
                                 &dropped, &lost);
       if (rc || !plen) continue;
+      /* Only what was not read before is handed out. */
+      ETCH_DCHECK(at >= entry_done);
+      (void)entry_done;
       rc = emit(ctx, c->seq, pkt, plen, dropped);
       *budget = *budget > plen ? *budget - plen : 0;
       if (!*budget) {
@@ -490,6 +509,11 @@ static int read_seq(etch_tracebuf *tb, tchunk **g, uint32_t n,
     s->done_id = g[n - 1]->chunk_id;
     s->done_frags = g[n - 1]->count;
   }
+  /* The watermark moved on (or chunks went): the read made progress. */
+  if (!was_seen || keep_from ||
+      (int32_t)(s->done_id - was_id) > 0 ||
+      (s->done_id == was_id && s->done_frags > was_frags))
+    tb->progress++;
   for (uint32_t k = 0; k < keep_from; k++) {
     tb->st.chunks_read++;
     tb->st.bytes_read += g[k]->len;
@@ -535,6 +559,7 @@ int etch__tracebuf_read_runs(etch_tracebuf *tb, etch_packet_fn emit,
   etch__reasm_init(&r);
   int rc = ETCH_OK;
   if (!budget) budget = 1;
+  uint64_t progress = tb->progress;
   /* A sequence's entries: those a read consumed (NULL), then the rest. */
   for (uint32_t i = tb->order_start; i < n && rc == ETCH_OK && !*more;) {
     if (!all[i]) {
@@ -547,7 +572,19 @@ int etch__tracebuf_read_runs(etch_tracebuf *tb, etch_packet_fn emit,
     i = j;
   }
   etch__reasm_free(&r);
+  /* A read that stopped early moved some sequence on: the next one starts
+   * after it. Were it not so, reading in pieces would never end; the
+   * buffer then says there is nothing more (what is left stays, for a
+   * whole read) rather than spin. */
+  if (*more && ETCH_NEVER(tb->progress == progress)) {
+    tb->st.read_stalls++;
+    *more = false;
+  }
   return rc;
+}
+
+uint64_t etch__tracebuf_progress(const etch_tracebuf *tb) {
+  return tb->progress;
 }
 
 void etch__tracebuf_stats(const etch_tracebuf *tb, etch_tracebuf_stats *out) {

@@ -48,6 +48,8 @@ typedef struct etch_tracebuf_stats {
   uint64_t bytes_read;
   uint64_t abi_violations;     /* fragments that did not fit their chunk */
   uint64_t sequence_gaps;      /* places where a sequence lost chunks */
+  uint64_t read_stalls;        /* budgeted reads that got no further
+                                  (a bug: never seen since fixed) */
 } etch_tracebuf_stats;
 
 int etch__tracebuf_new(uint64_t size, etch_buffer_fill fill,
@@ -79,6 +81,9 @@ int etch__tracebuf_read_runs(etch_tracebuf *tb, etch_packet_fn emit,
                              etch_packets_fn run, void *ctx, uint64_t budget,
                              bool *more);
 void etch__tracebuf_stats(const etch_tracebuf *tb, etch_tracebuf_stats *out);
+/* Grows with every read that moved a sequence's read position on: a read
+ * that said *more without growing it made no progress. */
+uint64_t etch__tracebuf_progress(const etch_tracebuf *tb);
 /* Bytes held now. */
 uint64_t etch__tracebuf_used(const etch_tracebuf *tb);
 /* Per sequence, the track events in chunks the buffer discarded (full) or

@@ -611,10 +611,21 @@ int etch__svc_sreader_next(etch_service *s, sreader *r, uint8_t **data,
        * and framing to each (up to twice the bytes for small packets):
        * half of what is left at a time, so the piece ends near its size. */
       uint64_t budget = (r->piece - have) / 2;
+      uint64_t progress = tb ? etch__tracebuf_progress(tb) : 0;
       if (tb)
         rc = etch__tracebuf_read_runs(tb, etch__tracefile_on_packet,
                                       etch__tracefile_on_run, &r->o,
                                       budget ? budget : 1, &more);
+      /* No read of a buffer may spin: one that says there is more but
+       * moved no sequence on ends this buffer's part of the read (what
+       * is left stays in the buffer). The buffer never does this; this is
+       * what keeps a producer's chunks from holding etchd here if it
+       * ever did. */
+      if (more && etch__tracebuf_progress(tb) == progress) {
+        etch__svc_logf(s, "session %u: buffer %u: a read made no progress; "
+                       "the rest of the buffer stays unread", x->id, r->buf);
+        more = false;
+      }
       x->invalid_packets += r->o.invalid_packets; /* counted once */
       r->o.invalid_packets = 0;
       for (size_t k = 0; k < r->o.nlost; k++)

@@ -403,6 +403,95 @@ TEST(reading_in_pieces_is_reading_once) {
   etch__tracebuf_free(pieces);
 }
 
+/* A drop mark: the size Perfetto's writers put on a fragment whose packet
+ * they dropped (no bytes follow). */
+static void drop_mark(chunk_b *c) {
+  etch__pb_put_redundant4(c->data + c->len, ETCH_SMB_DROP_PACKET);
+  c->len += 4;
+  c->count++;
+}
+
+/* Reads in pieces of `budget` bytes until there is nothing more, at most
+ * `limit` reads; the packets into g. Returns the reads it took. */
+static int read_pieces(etch_tracebuf *tb, uint64_t budget, got *g, int limit) {
+  memset(g, 0, sizeof *g);
+  bool more = true;
+  int reads = 0;
+  while (more && reads < limit) {
+    if (etch__tracebuf_read_some(tb, collect, g, budget, &more) != ETCH_OK)
+      return -1;
+    reads++;
+  }
+  return more ? -1 : reads;
+}
+
+/* A drop mark among a chunk's fragments: the packet it ends is gone and the
+ * next says so; read in pieces, every other packet comes out once and the
+ * reads end (a read after a drop mark went back before it, handing the
+ * same packets out for ever). */
+TEST(drop_marks_read_in_pieces_once) {
+  etch_tracebuf *tb;
+  ASSERT_OK(etch__tracebuf_new(1 << 16, ETCH_BUFFER_RING, &tb));
+  chunk_b c = {0};
+  drop_mark(&c);
+  frag(&c, "a", false);
+  drop_mark(&c);
+  frag(&c, "b", false);
+  frag(&c, "c", false);
+  put(tb, 1, 0, 0, &c);
+  got g;
+  int reads = read_pieces(tb, 1, &g, 100);
+  ASSERT_TRUE(reads > 0);
+  ASSERT_EQ_INT(g.n, 3);
+  ASSERT_EQ_STR(g.text[0], "a");
+  ASSERT_EQ_STR(g.text[1], "b");
+  ASSERT_EQ_STR(g.text[2], "c");
+  ASSERT_TRUE(g.dropped[0]);  /* after the first drop mark */
+  ASSERT_TRUE(g.dropped[1]);  /* after the second */
+  ASSERT_FALSE(g.dropped[2]);
+  ASSERT_EQ_U64(etch__tracebuf_used(tb), 0);
+  etch_tracebuf_stats st;
+  etch__tracebuf_stats(tb, &st);
+  ASSERT_EQ_U64(st.read_stalls, 0);
+  etch__tracebuf_free(tb);
+}
+
+/* The layout fuzz_tracebuf found (fuzz/corpus/tracebuf/read-pieces-stall):
+ * a ring that overwrites a chunk unread (its packets counted lost), the
+ * same chunk stored again, its first fragment a drop mark; read in pieces
+ * of a byte or two. What was counted lost is not handed out again, and
+ * the reads end. */
+TEST(a_chunk_counted_lost_and_stored_again_reads_nothing_twice) {
+  etch_tracebuf *tb;
+  ASSERT_OK(etch__tracebuf_new(128, ETCH_BUFFER_RING, &tb));
+  chunk_b x = {0}, y = {0};
+  drop_mark(&x);
+  for (int k = 0; k < 5; k++) frag(&x, k % 2 ? "p" : "q", false);
+  frag(&x, "continued", false);
+  while (x.len < 100) { /* padding to take most of the ring */
+    x.data[x.len++] = 0;
+    x.count++;
+  }
+  frag(&y, "other", false);
+  while (y.len < 40) frag(&y, "", false);
+  ASSERT_TRUE(x.len + y.len > 128); /* each put overwrites the other */
+  uint32_t both = ETCH_SMB_FIRST_CONTINUES | ETCH_SMB_LAST_CONTINUES;
+  put(tb, 1, 3, both, &x);
+  put(tb, 0, 3, 0, &y); /* overwrites x unread */
+  put(tb, 1, 3, both, &x); /* x again: overwrites y */
+  for (uint64_t budget = 1; budget <= 2; budget++) {
+    got g;
+    int reads = read_pieces(tb, budget, &g, 1000);
+    ASSERT_TRUE(reads > 0);
+    ASSERT_EQ_INT(g.n, 0); /* all of x was counted lost */
+  }
+  etch_tracebuf_stats st;
+  etch__tracebuf_stats(tb, &st);
+  ASSERT_EQ_U64(st.chunks_overwritten, 2);
+  ASSERT_EQ_U64(st.read_stalls, 0);
+  etch__tracebuf_free(tb);
+}
+
 /* Chunks that arrive between the pieces of a read (a new sequence, the
  * next chunk of one being read, a longer copy of one not read yet): the
  * next piece reads them in their place, every packet once. */
