@@ -3406,3 +3406,142 @@ TEST(record_system_on_a_full_disk_keeps_whole_packets) {
   etch_stats_reads(&s, out);
   svc_stop(&s);
 }
+
+/* ---- chunk layouts that once held a budgeted read (issue: tracebuf) ---- */
+
+/* Writes chunk 0 of `page` for writer 1 as chunk `chunk_id`: a drop mark,
+ * then `n` packets "pkt-{first}".. (for_testing), then, when `cont`, an
+ * empty fragment that goes on in the next chunk; both CONTINUES flags when
+ * `cont`; completes it. */
+static void raw_write_layout(uint8_t *smb, uint32_t page_size, uint32_t page,
+                             uint32_t chunk_id, int first, int n, bool cont) {
+  etch_smb m;
+  ASSERT_OK(etch__smb_init(&m, smb, (uint64_t)page_size * 4, page_size));
+  if (etch__smb_bitmap_layout(etch__smb_bitmap(&m, page)) == 0)
+    ASSERT_TRUE(etch__smb_try_partition(&m, page, ETCH_SMB_DIV1));
+  uint16_t flags =
+      cont ? ETCH_SMB_FIRST_CONTINUES | ETCH_SMB_LAST_CONTINUES : 0;
+  uint8_t *c = NULL;
+  /* The service frees a committed chunk when it has copied it (raw_sync
+   * after each commit): it is free again at once. */
+  c = etch__smb_try_acquire_write(&m, page, 0, 1, chunk_id, flags);
+  ASSERT_TRUE(c != NULL);
+  uint8_t *p = c + ETCH_SMB_CHUNK_HEADER;
+  uint16_t count = 0;
+  etch__pb_put_redundant4(p, ETCH_SMB_DROP_PACKET);
+  p += 4;
+  count++;
+  for (int i = 0; i < n; i++) {
+    char text[16];
+    int tl = snprintf(text, sizeof text, "pkt-%d", first + i);
+    etch__pb_put_redundant4(p, (uint32_t)(3 + tl));
+    p += 4;
+    *p++ = 0xa2;
+    *p++ = 0x38;
+    *p++ = (uint8_t)tl;
+    memcpy(p, text, (size_t)tl);
+    p += tl;
+    count++;
+  }
+  if (cont) {
+    etch__pb_put_redundant4(p, 0);
+    p += 4;
+    count++;
+  }
+  etch_smb_chunk_header *h = (etch_smb_chunk_header *)c;
+  __atomic_store_n(&h->packets, (uint16_t)(count | flags << 10),
+                   __ATOMIC_RELEASE);
+  ASSERT_TRUE(etch__smb_release_complete(&m, page, 0));
+}
+
+/* fuzz_tracebuf's layout through etchd: chunks that begin with a drop
+ * mark and continue packets, committed, then committed again longer (a
+ * copy read in part before, rewritten), into a ring small enough to lose
+ * some of them unread, while the consumer's file is written every 100 ms
+ * and an honest producer records beside. The recording ends with every
+ * honest tick, none of the raw packets twice, and etchd serves the next
+ * session exactly. (A skip over read fragments that stopped at a drop
+ * mark handed the same packets out read after read.) */
+TEST(a_producers_chunk_layout_cannot_hold_a_read) {
+  for (int mode = 0; mode < 2; mode++) {
+    svc s;
+    svc_start(&s);
+    /* The hostile session first: its buffer is etchd's buffer 1, the one
+     * raw_source's writer targets. */
+    char out[700];
+    pid_t rec = record_config(
+        &s, mode ? "layout-file" : "layout",
+        mode ? "buffers { size_kb: 64 }\n"
+               "data_sources { config { name: \"raw.source\" } }\n"
+               "write_into_file: true\nfile_write_period_ms: 100\n"
+               "flush_timeout_ms: 300\ndata_source_stop_timeout_ms: 300\n"
+             : "buffers { size_kb: 64 }\n"
+               "data_sources { config { name: \"raw.source\" } }\n"
+               "flush_timeout_ms: 300\ndata_source_stop_timeout_ms: 300\n",
+        NULL, out, sizeof out);
+    /* An honest session beside it, with a producer of libetch. */
+    char out2[700];
+    snprintf(out2, sizeof out2, "%s/honest.pftrace", s.dir);
+    pid_t rec2 = record_start(&s, out2, NULL);
+    raw r;
+    uint8_t *smb;
+    int fd;
+    uint32_t page_kb;
+    raw_source(&r, &s, "raw.source", &smb, &fd, &page_kb);
+    pid_t p = producer("honest", 2, 2000);
+    int next = 0;
+    for (uint32_t id = 0; id < 400; id++) {
+      uint32_t page = id % 4;
+      int n = 1 + (int)(id % 7) * 8;
+      raw_write_layout(smb, page_kb * 1024, page, id, next, 2, true);
+      raw_commit(&r, page);
+      raw_sync(&r);
+      /* The same chunk again, longer: its first two packets as before. */
+      raw_write_layout(smb, page_kb * 1024, page, id, next, n + 2, true);
+      raw_commit(&r, page);
+      raw_sync(&r);
+      next += n + 2;
+    }
+    ASSERT_EQ_INT(wait_exit(p), 0);
+    kill(rec2, SIGINT);
+    ASSERT_EQ_INT(wait_exit(rec2), 0);
+    kill(rec, SIGINT);
+    ASSERT_EQ_INT(wait_exit(rec), 0);
+    /* Each raw packet at most once (some went with the ring). */
+    size_t len;
+    uint8_t *d = etch_test_read_file(out, &len);
+    ASSERT_TRUE(d != NULL);
+    static uint8_t seen[40000];
+    memset(seen, 0, sizeof seen);
+    int raw_n = 0;
+    etch__pb_dec dec, pk;
+    etch__pb_field f, g;
+    etch__pb_dec_init(&dec, d, len);
+    while (etch__pb_next(&dec, &f)) {
+      etch__pb_dec_init(&pk, f.data, f.len);
+      while (etch__pb_next(&pk, &g))
+        if (g.id == 900 && g.wt == 2 && g.len > 4 &&
+            !memcmp(g.data, "pkt-", 4)) {
+          int k = atoi((const char *)g.data + 4);
+          ASSERT_TRUE(k >= 0 && k < next && k < (int)sizeof seen);
+          ASSERT_EQ_INT(seen[k], 0);
+          seen[k] = 1;
+          raw_n++;
+        }
+    }
+    free(d);
+    ASSERT_TRUE(raw_n > 0);
+    td_trace t;
+    static int32_t pids[4096];
+    decode(out2, &t, pids, 4096);
+    check_ticks(&t, pids, 4096, p, 0, 2000);
+    check_ticks(&t, pids, 4096, p, 1, 2000);
+    td_free(&t);
+    munmap(smb, (size_t)page_kb * 1024 * 4);
+    close(fd);
+    raw_close(&r);
+    ASSERT_EQ_INT(log_lines(&s, "made no progress"), 0);
+    records_exactly(&s, "after-layout"); /* etchd serves on */
+    svc_stop(&s);
+  }
+}
