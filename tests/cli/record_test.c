@@ -112,6 +112,50 @@ static void assert_steps(const char *trace, int steps) {
   done(&r);
 }
 
+/* In a trace of several processes: "PID:step count" of each process that
+ * recorded steps, in pid order, one a line; every process's "work" slice
+ * once. */
+static void assert_steps_by_process(const char *trace, const char *want) {
+  proc_result r = RUN(ETCH_BIN, "query", "--csv", trace,
+                      "select p.pid, count(*) filter (where s.name = 'step'), "
+                      "count(*) filter (where s.name = 'work') "
+                      "from slice s join thread_track tt on s.track_id = tt.id "
+                      "join thread t using (utid) join process p using (upid) "
+                      "group by p.pid order by p.pid");
+  if (r.status != 0) FAIL("etch query %s: %s", trace, r.err);
+  /* Drop the header; each line "pid,steps,works". */
+  const char *body = strchr(r.out, '\n');
+  ASSERT_TRUE(body != NULL);
+  char got[512] = "";
+  for (const char *l = body + 1; *l;) {
+    const char *e = strchr(l, '\n');
+    if (!e) e = l + strlen(l);
+    long pid = 0, steps = 0, works = 0;
+    if (sscanf(l, "%ld,%ld,%ld", &pid, &steps, &works) != 3)
+      FAIL("etch query said %s", r.out);
+    ASSERT_EQ_INT((int)works, 1);
+    snprintf(got + strlen(got), sizeof got - strlen(got), "%ld:%ld\n", pid,
+             steps);
+    l = *e ? e + 1 : e;
+  }
+  ASSERT_EQ_STR(got, want);
+  done(&r);
+}
+
+/* The files in `dir` but for those starting with '.', sorted by name,
+ * each on a line. */
+static void dir_files(const char *dir, char *out, size_t cap) {
+  struct dirent **list;
+  int n = scandir(dir, &list, NULL, alphasort);
+  out[0] = '\0';
+  for (int i = 0; i < n; i++) {
+    if (list[i]->d_name[0] != '.')
+      snprintf(out + strlen(out), cap - strlen(out), "%s\n", list[i]->d_name);
+    free(list[i]);
+  }
+  if (n >= 0) free(list);
+}
+
 static const char *tmp_path(const char *name) {
   static char buf[8][512];
   static int k;
@@ -147,20 +191,51 @@ TEST(duration_timer_then_quick_exit_keeps_the_trace) {
   }
 }
 
-/* Two processes of one run, one after the other: both traces kept and
- * listed, each with its own events. */
-TEST(record_keeps_every_process_trace) {
-  const char *trace = tmp_path("multi.pftrace");
-  char script[1024];
+/* The pid after the n-th (from 0) `key` in text (0: none). */
+static long pid_nth(const char *text, const char *key, int n) {
+  const char *p = strstr(text, key);
+  for (; p && n > 0; n--) p = strstr(p + 1, key);
+  return p ? strtol(p + strlen(key), NULL, 10) : 0;
+}
+#define pid_after(text, key) pid_nth(text, key, 0)
+
+/* Two processes of one run, one after the other: one trace holds both,
+ * each process with its own events, and it is the only file; with
+ * --per-process each keeps a file of its own, listed. */
+TEST(record_keeps_every_process_in_one_trace) {
+  char dir[600], trace[700], script[1024], files[1024];
+  snprintf(dir, sizeof dir, "%s/multi", etch_test_tmpdir());
+  mkdir(dir, 0700);
+  snprintf(trace, sizeof trace, "%s/multi.pftrace", dir);
   snprintf(script, sizeof script, "%s 2 && %s 3", ETCH_RECORDEE,
            ETCH_RECORDEE);
   proc_result r = RUN(ETCH_BIN, "record", "-o", trace, "--", "/bin/sh", "-c",
                       script);
   ASSERT_EQ_INT(r.status, 0);
   ASSERT_EQ_STR(r.out, "");
+  char want[800];
+  snprintf(want, sizeof want, "trace: %s (", trace);
+  ASSERT_CONTAINS(r.err, want);
+  ASSERT_CONTAINS(r.err, "), 2 processes:\n  etch_cli_record, pid ");
+  ASSERT_TRUE(strstr(r.err, "etch:") == NULL); /* no error or warning */
+  long a = pid_after(r.err, "etch_cli_record, pid ");
+  long b = pid_nth(r.err, "etch_cli_record, pid ", 1);
+  ASSERT_TRUE(a > 0 && b > a);
+  done(&r);
+  dir_files(dir, files, sizeof files);
+  ASSERT_EQ_STR(files, "multi.pftrace\n");
+  char steps[128];
+  snprintf(steps, sizeof steps, "%ld:2\n%ld:3\n", a, b);
+  assert_steps_by_process(trace, steps);
+
+  /* --per-process: the first keeps the name, the second writes
+   * NAME.PID.pftrace. */
+  unlink(trace);
+  r = RUN(ETCH_BIN, "record", "--per-process", "-o", trace, "--", "/bin/sh",
+          "-c", script);
+  ASSERT_EQ_INT(r.status, 0);
   ASSERT_CONTAINS(r.err, "2 processes wrote traces:\n");
-  /* The first keeps the name, the second writes NAME.PID.pftrace. */
-  char first[600];
+  char first[800];
   snprintf(first, sizeof first, "  %s (", trace);
   ASSERT_CONTAINS(r.err, first);
   const char *second = strstr(r.err, "multi.");
@@ -169,10 +244,10 @@ TEST(record_keeps_every_process_trace) {
   ASSERT_TRUE(second != NULL);
   long pid = strtol(second + 6, NULL, 10);
   ASSERT_TRUE(pid > 0);
-  char other[600];
-  snprintf(other, sizeof other, "%s/multi.%ld.pftrace", etch_test_tmpdir(), pid);
+  char other[800];
+  snprintf(other, sizeof other, "%s/multi.%ld.pftrace", dir, pid);
   ASSERT_CONTAINS(r.err, other);
-  ASSERT_TRUE(strstr(r.err, "etch:") == NULL); /* no error or warning */
+  ASSERT_TRUE(strstr(r.err, "etch:") == NULL);
   done(&r);
   assert_steps(trace, 2);
   assert_steps(other, 3);
@@ -209,21 +284,18 @@ TEST(record_names_forked_children_and_traces_those_that_init) {
           "fork_init");
   ASSERT_EQ_INT(r.status, 0);
   ASSERT_EQ_STR(r.out, "");
-  ASSERT_CONTAINS(r.err, "2 processes wrote traces:\n");
+  ASSERT_CONTAINS(r.err, "), 2 processes:\n");
   ASSERT_TRUE(strstr(r.err, "etch:") == NULL);
-  const char *second = strstr(r.err, "forky2.");
-  ASSERT_TRUE(second != NULL);
-  second = strstr(second + 1, "forky2.");
-  ASSERT_TRUE(second != NULL);
-  long pid = strtol(second + 7, NULL, 10);
-  ASSERT_TRUE(pid > 0);
-  char other[600];
-  snprintf(other, sizeof other, "%s/forky2.%ld.pftrace", etch_test_tmpdir(),
-           pid);
-  ASSERT_CONTAINS(r.err, other);
+  long a = pid_after(r.err, "etch_cli_record, pid ");
+  long b = pid_nth(r.err, "etch_cli_record, pid ", 1);
+  ASSERT_TRUE(a > 0 && b > a); /* the parent, then its child */
   done(&r);
-  assert_steps(trace2, 2);
-  assert_steps(other, 5);
+  char steps[128];
+  snprintf(steps, sizeof steps, "%ld:2\n%ld:5\n", a, b);
+  assert_steps_by_process(trace2, steps);
+  char other[600];
+  snprintf(other, sizeof other, "%s/forky2.%ld.pftrace", etch_test_tmpdir(), b);
+  ASSERT_FALSE(exists(other));
 }
 
 /* Without etch record: two processes at once with one ETCH_OUT. The one
@@ -646,7 +718,7 @@ TEST(record_names_the_uncaught_signal_that_lost_the_trace) {
   ASSERT_CONTAINS(r.err, ") ended without writing its trace (it was killed "
                          "by signal 10 (User defined signal 1), which libetch "
                          "does not catch, or which the program handles "
-                         "itself): the trace is lost\n");
+                         "itself): its events are lost\n");
   ASSERT_TRUE(strstr(r.err, "_exit()") == NULL);
   done(&r);
 }
@@ -1091,5 +1163,51 @@ TEST(record_on_a_full_disk_keeps_whole_packets) {
           "select count(*) > 0 from slice where name = 'step'");
   ASSERT_EQ_INT(r.status, 0);
   ASSERT_EQ_STR(r.out, "(count_star() > 0)\n1\n");
+  done(&r);
+}
+
+/* The command a new user ran: tar, which runs gzip through a shell that
+ * _exit()s, under --malloc. One trace of tar and gzip, no other file, exit
+ * 0, and the shell named as a warning (its own events went with it). */
+TEST(record_a_program_whose_child_execs_another_is_one_trace) {
+  if (!PRELOAD_OK) return;
+  if (access("/bin/tar", X_OK) != 0 || access("/bin/gzip", X_OK) != 0) return;
+  char dir[600], trace[700], files[1024];
+  snprintf(dir, sizeof dir, "%s/tarrun", etch_test_tmpdir());
+  mkdir(dir, 0700);
+  snprintf(trace, sizeof trace, "%s/t.pftrace", dir);
+  unlink(trace);
+  char sub[700], tgz[700];
+  snprintf(sub, sizeof sub, "%s/in", etch_test_tmpdir());
+  mkdir(sub, 0700);
+  snprintf(tgz, sizeof tgz, "%s/x.tgz", etch_test_tmpdir());
+  proc_result r = RUN(ETCH_BIN, "record", "-q", "--malloc", "-o", trace, "--",
+                      "/bin/tar", "czf", tgz, "-C", sub, ".");
+  if (r.status != 0) FAIL("etch record said:\n%s", r.err);
+  ASSERT_CONTAINS(r.err, "processes:\n  tar, pid ");
+  ASSERT_CONTAINS(r.err, "  gzip, pid ");
+  ASSERT_TRUE(strstr(r.err, "etch: warning: ") == NULL ||
+              strstr(r.err, "its own events are not in the trace\n"));
+  ASSERT_TRUE(strstr(r.err, "lost") == NULL);
+  long tar = pid_after(r.err, "  tar, pid ");
+  long gz = pid_after(r.err, "  gzip, pid ");
+  ASSERT_TRUE(tar > 0 && gz > 0);
+  done(&r);
+  dir_files(dir, files, sizeof files);
+  ASSERT_EQ_STR(files, "t.pftrace\n");
+  /* Both processes in the one trace, under their names. */
+  r = RUN(ETCH_BIN, "query", "--csv", trace,
+          "select pid, name from process order by pid");
+  ASSERT_EQ_INT(r.status, 0);
+  char want[256];
+  snprintf(want, sizeof want, "%ld,tar\n", tar);
+  ASSERT_CONTAINS(r.out, want);
+  /* gzip records its process only if it allocates at all (it keeps to
+   * static buffers); when it does, it is under its own pid. */
+  snprintf(want, sizeof want, ",gzip\n");
+  if (strstr(r.out, want)) {
+    snprintf(want, sizeof want, "%ld,gzip\n", gz);
+    ASSERT_CONTAINS(r.out, want);
+  }
   done(&r);
 }

@@ -90,6 +90,13 @@ extern const command cli_ui;
 int cli_recover_file(const char *flight, const char *out, bool compress,
                      bool quiet, size_t *bytes);
 
+/* The traces in[0..n) of several processes as one trace in `out` (which
+ * may be one of them; written beside it and renamed over it when whole),
+ * each (file, sequence) on a sequence id of its own and their TraceStats
+ * gathered into one (merge.c); its size in *bytes. The inputs stay. */
+int cli_merge_traces(const char *const *in, size_t n, const char *out,
+                     bool compress, size_t *bytes);
+
 /* "etch: MESSAGE" on stderr; EXIT_RUNTIME. */
 int runtime_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* "etch: MESSAGE" and the usage line of `cmd` (NULL: of etch) on stderr;

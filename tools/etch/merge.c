@@ -1,0 +1,304 @@
+/*
+ * merge.c - the traces of several processes put together into one trace
+ * (etch record: every process of the program in one file).
+ *
+ * Each process wrote a whole trace of its own: its packets on sequence ids
+ * that only it used, its clock snapshot, its TraceStats. Put one after the
+ * other as they are, the sequence ids of two processes would collide (each
+ * numbers its writers from the same base), and the last TraceStats would
+ * hide the others' losses. So every packet goes through the trace-file
+ * writer again: compressed batches opened, trusted_packet_sequence_id
+ * given anew (one new id for each (file, sequence)), and the TraceStats of
+ * every file gathered into one, with a BufferStats for each buffer of
+ * each file. The packets themselves are not decoded: what the processes
+ * wrote is what the trace holds.
+ *
+ * The files are etch's own, but they are read as any trace is: a record,
+ * a packet or a compressed batch that does not decode is refused with its
+ * file and offset, and nothing is written in place of the inputs.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "base/base.h"
+#include "base/map.h"
+#include "buffer/sink.h"
+#include "buffer/tracefile.h"
+#include "cli.h"
+#include "pb/pb.h"
+#include "proto/perfetto.h"
+
+/* A compressed batch of etch's is ETCH_TRACEFILE_BATCH bytes at most; a
+ * batch that opens to more than this is no trace of etch's. */
+#define MERGE_BATCH_MAX (64u << 20)
+
+typedef struct merger {
+  etch_tracefile tf;
+  const char *path;   /* the file being read */
+  etch_u64map seqs;   /* its sequence ids -> the new ones */
+  uint32_t next_seq;  /* the next new sequence id */
+  uint64_t *stats;    /* ETCH_TRACEFILE_NSTATS a buffer */
+  size_t nstats, capstats;
+  etch__pb_buf pkt;   /* a packet without its sequence id */
+  z_stream z;
+  bool z_open;
+  uint8_t *batch;     /* an opened compressed batch */
+  size_t batch_cap;
+} merger;
+
+/* One BufferStats of a file's TraceStats, kept for the merged one. */
+static int keep_buffer_stats(merger *m, const uint8_t *d, size_t n) {
+  if (m->nstats == m->capstats) {
+    size_t cap = m->capstats ? m->capstats * 2 : 8;
+    uint64_t *s = (uint64_t *)realloc(
+        m->stats, cap * ETCH_TRACEFILE_NSTATS * sizeof *s);
+    if (!s) return etch__error(ETCH_ENOMEM, "out of memory merging traces");
+    m->stats = s;
+    m->capstats = cap;
+  }
+  uint64_t *v = m->stats + m->nstats * ETCH_TRACEFILE_NSTATS;
+  memset(v, 0, ETCH_TRACEFILE_NSTATS * sizeof *v);
+  uint64_t bytes_written = 0;
+  etch__pb_dec dec;
+  etch__pb_field f;
+  etch__pb_dec_init(&dec, d, n);
+  while (etch__pb_next(&dec, &f)) {
+    if (f.wt != ETCH_PB_VARINT) continue;
+    switch (f.id) {
+    case ETCH_BS_BUFFER_SIZE: v[ETCH_TFS_BUFFER_SIZE] = f.u; break;
+    case ETCH_BS_BYTES_WRITTEN: bytes_written = f.u; break;
+    case ETCH_BS_CHUNKS_WRITTEN: v[ETCH_TFS_CHUNKS_WRITTEN] = f.u; break;
+    case ETCH_BS_CHUNKS_OVERWRITTEN: v[ETCH_TFS_CHUNKS_OVERWRITTEN] = f.u; break;
+    case ETCH_BS_BYTES_OVERWRITTEN: v[ETCH_TFS_BYTES_OVERWRITTEN] = f.u; break;
+    case ETCH_BS_CHUNKS_DISCARDED: v[ETCH_TFS_CHUNKS_DISCARDED] = f.u; break;
+    case ETCH_BS_WRITE_WRAP_COUNT: v[ETCH_TFS_WRITE_WRAP_COUNT] = f.u; break;
+    case ETCH_BS_TRACE_WRITER_PACKET_LOSS:
+      v[ETCH_TFS_WRITERS_WITH_LOSS] = f.u;
+      break;
+    default: break;
+    }
+  }
+  if (dec.err) return 1;
+  if (v[ETCH_TFS_CHUNKS_WRITTEN])
+    v[ETCH_TFS_CHUNK_SIZE] = bytes_written / v[ETCH_TFS_CHUNKS_WRITTEN];
+  m->nstats++;
+  return 0;
+}
+
+static int fail(const merger *m, size_t off, const char *what) {
+  return etch__error(ETCH_EFORMAT, "%s: offset %zu: %s", m->path, off, what);
+}
+
+static int merge_records(merger *m, const uint8_t *d, size_t n, size_t base,
+                         bool nested);
+
+/* One TracePacket (`off`: where it starts in the file, for errors). */
+static int merge_packet(merger *m, const uint8_t *d, size_t n, size_t off,
+                        bool nested) {
+  etch__pb_dec dec;
+  etch__pb_field f;
+  uint64_t seq = 0;
+  bool stats = false, compressed = false;
+  etch__pb_dec_init(&dec, d, n);
+  while (etch__pb_next(&dec, &f)) {
+    if (f.id == ETCH_PKT_TRUSTED_SEQ_ID && f.wt == ETCH_PB_VARINT) seq = f.u;
+    if (f.id == ETCH_PKT_TRACE_STATS && f.wt == ETCH_PB_LEN) stats = true;
+    if (f.id == ETCH_PKT_COMPRESSED_PACKETS && f.wt == ETCH_PB_LEN)
+      compressed = true;
+  }
+  if (dec.err) return fail(m, off, "a packet that does not decode");
+  if (compressed) {
+    if (nested) return fail(m, off, "compressed packets inside compressed "
+                                    "packets");
+    etch__pb_dec_init(&dec, d, n);
+    while (etch__pb_next(&dec, &f)) {
+      if (f.id != ETCH_PKT_COMPRESSED_PACKETS || f.wt != ETCH_PB_LEN) continue;
+      if (!m->z_open) {
+        memset(&m->z, 0, sizeof m->z);
+        if (inflateInit2(&m->z, 15 + 32) != Z_OK)
+          return etch__error(ETCH_ENOMEM, "out of memory merging traces");
+        m->z_open = true;
+      } else if (inflateReset(&m->z) != Z_OK) {
+        return fail(m, off, "compressed packets that do not open");
+      }
+      m->z.next_in = (Bytef *)(uintptr_t)f.data;
+      m->z.avail_in = (uInt)f.len;
+      size_t got = 0;
+      int zr;
+      do {
+        if (got == m->batch_cap) {
+          size_t cap = m->batch_cap ? m->batch_cap * 2 : 512 * 1024;
+          if (cap > MERGE_BATCH_MAX)
+            return fail(m, off, "a compressed batch that opens to over "
+                                "64 MiB");
+          uint8_t *b = (uint8_t *)realloc(m->batch, cap);
+          if (!b) return etch__error(ETCH_ENOMEM, "out of memory merging traces");
+          m->batch = b;
+          m->batch_cap = cap;
+        }
+        m->z.next_out = m->batch + got;
+        m->z.avail_out = (uInt)(m->batch_cap - got);
+        zr = inflate(&m->z, Z_NO_FLUSH);
+        got = m->batch_cap - m->z.avail_out;
+      } while (zr == Z_OK);
+      if (zr != Z_STREAM_END)
+        return fail(m, off, "compressed packets that do not open");
+      int rc = merge_records(m, m->batch, got, off, true);
+      if (rc) return rc;
+    }
+    return ETCH_OK;
+  }
+  if (stats) { /* gathered into the merged TraceStats */
+    etch__pb_dec_init(&dec, d, n);
+    while (etch__pb_next(&dec, &f)) {
+      if (f.id != ETCH_PKT_TRACE_STATS || f.wt != ETCH_PB_LEN) continue;
+      etch__pb_dec ts;
+      etch__pb_field g;
+      etch__pb_dec_init(&ts, f.data, f.len);
+      while (etch__pb_next(&ts, &g)) {
+        if (g.id != ETCH_TS_BUFFER_STATS || g.wt != ETCH_PB_LEN) continue;
+        int rc = keep_buffer_stats(m, g.data, g.len);
+        if (rc == 1) return fail(m, off, "BufferStats that do not decode");
+        if (rc) return rc;
+      }
+      if (ts.err) return fail(m, off, "TraceStats that do not decode");
+    }
+    return ETCH_OK;
+  }
+  /* The packet without its sequence id, which the writer stamps anew. */
+  int64_t to;
+  if (!etch__u64map_get(&m->seqs, seq, &to)) {
+    if (m->next_seq == UINT32_MAX)
+      return fail(m, off, "more sequences than a trace can number");
+    to = m->next_seq++;
+    if (!etch__u64map_put(&m->seqs, seq, to))
+      return etch__error(ETCH_ENOMEM, "out of memory merging traces");
+  }
+  etch__pb_buf_reset(&m->pkt);
+  const uint8_t *run = d;
+  etch__pb_dec_init(&dec, d, n);
+  const uint8_t *at = d;
+  while (etch__pb_next(&dec, &f)) {
+    const uint8_t *end = dec.p; /* past the field */
+    if (f.id == ETCH_PKT_TRUSTED_SEQ_ID) {
+      etch__pb_write_bytes(&m->pkt.s, run, (size_t)(at - run));
+      run = end;
+    }
+    at = end;
+  }
+  etch__pb_write_bytes(&m->pkt.s, run, (size_t)(d + n - run));
+  if (m->pkt.s.failed)
+    return etch__error(ETCH_ENOMEM, "out of memory merging traces");
+  return etch__tracefile_on_packet(&m->tf, (uint32_t)to,
+                                   etch__pb_buf_data(&m->pkt),
+                                   (uint32_t)etch__pb_buf_len(&m->pkt), false);
+}
+
+/* Trace.packet records d[0..n) (at `base` of the file, for errors). */
+static int merge_records(merger *m, const uint8_t *d, size_t n, size_t base,
+                         bool nested) {
+  etch__pb_dec dec;
+  etch__pb_field f;
+  etch__pb_dec_init(&dec, d, n);
+  while (etch__pb_next(&dec, &f)) {
+    size_t off = nested ? base : base + (size_t)(f.data - d);
+    if (f.id != ETCH_TRACE_PACKET || f.wt != ETCH_PB_LEN)
+      return fail(m, off, "a record that is not a TracePacket");
+    int rc = merge_packet(m, f.data, f.len, off, nested);
+    if (rc) return rc;
+  }
+  if (dec.err)
+    return fail(m, nested ? base : base + dec.err_off,
+                "a record that does not decode (a cut trace?)");
+  return ETCH_OK;
+}
+
+static int merge_file(merger *m, const char *path) {
+  m->path = path;
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return etch__error(ETCH_EIO, "%s: %s", path, strerror(errno));
+  struct stat sb;
+  if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+    close(fd);
+    return etch__error(ETCH_EIO, "%s: not a regular file", path);
+  }
+  int rc = ETCH_OK;
+  if (sb.st_size > 0) {
+    void *map = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (map == MAP_FAILED) {
+      rc = etch__error(ETCH_EIO, "%s: %s", path, strerror(errno));
+    } else {
+      rc = merge_records(m, (const uint8_t *)map, (size_t)sb.st_size, 0, false);
+      munmap(map, (size_t)sb.st_size);
+    }
+  }
+  close(fd);
+  etch__u64map_free(&m->seqs); /* the next file's ids are its own */
+  memset(&m->seqs, 0, sizeof m->seqs);
+  return rc;
+}
+
+int cli_merge_traces(const char *const *in, size_t n, const char *out,
+                     bool compress, size_t *bytes) {
+  *bytes = 0;
+  /* Next to the output, renamed over it when whole: an input may be the
+   * output itself. */
+  size_t tl = strlen(out) + 32;
+  char *tmp = (char *)malloc(tl);
+  if (!tmp) return etch__error(ETCH_ENOMEM, "out of memory merging traces");
+  snprintf(tmp, tl, "%s.merge-%ld", out, (long)getpid());
+  int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    int rc = etch__error(ETCH_EIO, "%s: %s", tmp, strerror(errno));
+    free(tmp);
+    return rc;
+  }
+  merger m;
+  memset(&m, 0, sizeof m);
+  etch_sink sink;
+  etch__sink_init(&sink, fd, false);
+  etch__tracefile_init(&m.tf, compress);
+  m.tf.sink = &sink;
+  etch__pb_buf_init(&m.pkt, 256, 0);
+  /* 1 is the writer's own (the merged TraceStats). */
+  m.next_seq = ETCH_TRACEFILE_SERVICE_SEQ + 1;
+  int rc = ETCH_OK;
+  for (size_t i = 0; i < n && !rc; i++) rc = merge_file(&m, in[i]);
+  if (!rc && m.nstats)
+    rc = etch__tracefile_put_stats_n(&m.tf, m.stats, m.nstats, NULL, 0);
+  uint8_t *data = NULL;
+  size_t len = 0;
+  if (!rc) {
+    rc = etch__tracefile_finish(&m.tf, &data, &len);
+    if (rc == ETCH_EIO)
+      rc = etch__error(ETCH_EIO, "%s: %s", tmp, strerror(sink.err));
+  } else {
+    etch__tracefile_free(&m.tf);
+  }
+  free(data);
+  if (!rc && close(fd) != 0)
+    rc = etch__error(ETCH_EIO, "%s: %s", tmp, strerror(errno));
+  else if (rc)
+    close(fd);
+  if (!rc && rename(tmp, out) != 0)
+    rc = etch__error(ETCH_EIO, "cannot rename %s to %s: %s", tmp, out,
+                     strerror(errno));
+  if (rc) unlink(tmp);
+  else *bytes = len;
+  if (m.z_open) inflateEnd(&m.z);
+  free(m.batch);
+  free(m.stats);
+  etch__pb_buf_free(&m.pkt);
+  etch__u64map_free(&m.seqs);
+  free(tmp);
+  return rc;
+}
