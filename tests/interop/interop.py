@@ -657,7 +657,37 @@ def s_perfetto_short_form_to_etchd(run):
         same_reading(et, tp, "%s: etch query against trace_processor" % args)
 
 
+def s_etch_record_processes(run):
+    """etch record of a command whose processes each record in process:
+    one trace of them all (their traces put together), which trace_processor
+    and etch read alike, every process's workload exact."""
+    out = os.path.join(run.dir, "procs.pftrace")
+    e = run.tools.ip_etch
+    script = ("%s ip-a 2 60 inproc & %s ip-b 3 40 inproc; %s ip-c 1 25 inproc;"
+              " wait" % (e, e, e))
+    c = run.spawn("etch-record", [run.tools.etch, "record", "-q", "-o", out,
+                                  "--", "/bin/sh", "-c", script])
+    c.expect_exit()
+    check("3 processes:" in c.tail(), "etch record said: " + c.tail())
+    check(sorted(os.listdir(run.dir)).count("procs.pftrace") == 1 and
+          not [f for f in os.listdir(run.dir) if f.startswith("procs.")
+               and f != "procs.pftrace"], "files: %r" % os.listdir(run.dir))
+    pids = [int(l.split()[1]) for l in c.lines if l.startswith("started ")]
+    check(len(pids) == 3, "started lines: %r" % c.lines)
+    # Which pid ran which workload: from etch record's list, in pid order,
+    # is not enough; each printed "started PID" first, then worked.
+    tp = tp_rows(run.tools, out, run.dir)
+    threads = {}
+    for r in by_q(tp, "thread"):
+        threads[r[1]] = threads.get(r[1], 0) + 1
+    sizes = {2: 60, 3: 40, 1: 25}
+    check_trace(run, out, {pid: (threads.get(pid, 0),
+                                 sizes.get(threads.get(pid, 0), -1))
+                           for pid in pids})
+
+
 SCENARIOS = [
+    ("etch-record-processes/in-process", s_etch_record_processes),
     ("etch-to-traced/perfetto", s_etch_to_traced_perfetto),
     ("etch-to-traced/etch-record", s_etch_to_traced_etch_record),
     ("perfetto-cli-to-etchd/mixed", s_perfetto_cli_to_etchd_mixed),

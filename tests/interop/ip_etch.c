@@ -1,6 +1,7 @@
 /*
  * ip_etch.c - the interop workload (workload.h) recorded with libetch in
- * system mode: a producer of etchd or of Perfetto's traced.
+ * system mode: a producer of etchd or of Perfetto's traced; with the mode
+ * "inproc", in process (etch_init: ETCH_OUT, as under etch record).
  */
 #define _GNU_SOURCE
 #include <etch/etch.h>
@@ -67,14 +68,16 @@ static void *work(void *arg) {
 
 int main(int argc, char **argv) {
   if (argc < 4) {
-    fprintf(stderr, "usage: ip_etch NAME THREADS ITERS [exit|stay]\n");
+    fprintf(stderr, "usage: ip_etch NAME THREADS ITERS [exit|stay|inproc]\n");
     return 2;
   }
   int threads = atoi(argv[2]);
   iters = atol(argv[3]);
   bool stay = argc > 4 && strcmp(argv[4], "stay") == 0;
+  bool inproc = argc > 4 && strcmp(argv[4], "inproc") == 0;
   if (threads < 1 || threads > WL_MAX_THREADS || iters < 0) return 2;
-  if (etch_system_start(argv[1]) != ETCH_OK) {
+  if (inproc && iters == 0) return 2; /* nothing would end it */
+  if (inproc ? etch_init() != ETCH_OK : etch_system_start(argv[1]) != ETCH_OK) {
     fprintf(stderr, "ip_etch: %s\n", etch_last_error());
     return 3;
   }

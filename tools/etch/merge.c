@@ -13,6 +13,11 @@
  * each file. The packets themselves are not decoded: what the processes
  * wrote is what the trace holds.
  *
+ * But for the clock snapshots of the machine's clocks: each file has one
+ * from when its process started, and trace_processor refuses a snapshot
+ * whose clocks went back from the one before it (invalid_clock_snapshots).
+ * A first pass gathers them; they open the merged trace, oldest first.
+ *
  * The files are etch's own, but they are read as any trace is: a record,
  * a packet or a compressed batch that does not decode is refused with its
  * file and offset, and nothing is written in place of the inputs.
@@ -40,10 +45,22 @@
  * batch that opens to more than this is no trace of etch's. */
 #define MERGE_BATCH_MAX (64u << 20)
 
+/* A clock snapshot of the machine's clocks, as a file has it. */
+typedef struct snap {
+  uint64_t boot;  /* its BOOTTIME (its place in time) */
+  uint64_t key;   /* the (file, sequence) it is on */
+  size_t at, len; /* its bytes in merger.snaps_data */
+} snap;
+
 typedef struct merger {
   etch_tracefile tf;
   const char *path;   /* the file being read */
-  etch_u64map seqs;   /* its sequence ids -> the new ones */
+  uint32_t file;      /* its index */
+  bool gather;        /* the first pass: clock snapshots only */
+  etch_u64map seqs;   /* (file << 32 | sequence id) -> the new ids */
+  snap *snaps;
+  size_t nsnaps, capsnaps;
+  etch__pb_buf snaps_data;
   uint32_t next_seq;  /* the next new sequence id */
   uint64_t *stats;    /* ETCH_TRACEFILE_NSTATS a buffer */
   size_t nstats, capstats;
@@ -97,19 +114,63 @@ static int fail(const merger *m, size_t off, const char *what) {
   return etch__error(ETCH_EFORMAT, "%s: offset %zu: %s", m->path, off, what);
 }
 
+/* A ClockSnapshot of the machine's clocks only (no sequence-scoped one),
+ * with a BOOTTIME: true, and that time in *boot. */
+static bool machine_snapshot(const uint8_t *d, size_t n, uint64_t *boot) {
+  etch__pb_dec dec, cd;
+  etch__pb_field f, g;
+  bool has_boot = false;
+  etch__pb_dec_init(&dec, d, n);
+  while (etch__pb_next(&dec, &f)) {
+    if (f.id != ETCH_CLOCKSNAP_CLOCKS || f.wt != ETCH_PB_LEN) continue;
+    uint64_t id = 0, ts = 0;
+    etch__pb_dec_init(&cd, f.data, f.len);
+    while (etch__pb_next(&cd, &g)) {
+      if (g.wt != ETCH_PB_VARINT) continue;
+      if (g.id == ETCH_SNAPCLOCK_CLOCK_ID) id = g.u;
+      if (g.id == ETCH_SNAPCLOCK_TIMESTAMP) ts = g.u;
+    }
+    if (cd.err || id >= ETCH_CLOCK_SEQ_SCOPED_FIRST) return false;
+    if (id == ETCH_CLOCK_BOOTTIME) {
+      *boot = ts;
+      has_boot = true;
+    }
+  }
+  return !dec.err && has_boot;
+}
+
+/* The new sequence id of the file's sequence `seq`. */
+static int new_seq(merger *m, uint64_t seq, size_t off, uint32_t *out) {
+  uint64_t key = (uint64_t)m->file << 32 | (seq & 0xffffffffu);
+  int64_t to;
+  if (!etch__u64map_get(&m->seqs, key, &to)) {
+    if (m->next_seq == UINT32_MAX)
+      return fail(m, off, "more sequences than a trace can number");
+    to = m->next_seq++;
+    if (!etch__u64map_put(&m->seqs, key, to))
+      return etch__error(ETCH_ENOMEM, "out of memory merging traces");
+  }
+  *out = (uint32_t)to;
+  return ETCH_OK;
+}
+
 static int merge_records(merger *m, const uint8_t *d, size_t n, size_t base,
                          bool nested);
+static int put_packet(merger *m, uint32_t to, const uint8_t *d, size_t n);
 
 /* One TracePacket (`off`: where it starts in the file, for errors). */
 static int merge_packet(merger *m, const uint8_t *d, size_t n, size_t off,
                         bool nested) {
   etch__pb_dec dec;
   etch__pb_field f;
-  uint64_t seq = 0;
-  bool stats = false, compressed = false;
+  uint64_t seq = 0, boot = 0;
+  bool stats = false, compressed = false, clocks = false;
   etch__pb_dec_init(&dec, d, n);
   while (etch__pb_next(&dec, &f)) {
     if (f.id == ETCH_PKT_TRUSTED_SEQ_ID && f.wt == ETCH_PB_VARINT) seq = f.u;
+    if (f.id == ETCH_PKT_CLOCK_SNAPSHOT && f.wt == ETCH_PB_LEN &&
+        machine_snapshot(f.data, f.len, &boot))
+      clocks = true;
     if (f.id == ETCH_PKT_TRACE_STATS && f.wt == ETCH_PB_LEN) stats = true;
     if (f.id == ETCH_PKT_COMPRESSED_PACKETS && f.wt == ETCH_PB_LEN)
       compressed = true;
@@ -156,6 +217,7 @@ static int merge_packet(merger *m, const uint8_t *d, size_t n, size_t off,
     }
     return ETCH_OK;
   }
+  if (m->gather != clocks) return ETCH_OK; /* the other pass's */
   if (stats) { /* gathered into the merged TraceStats */
     etch__pb_dec_init(&dec, d, n);
     while (etch__pb_next(&dec, &f)) {
@@ -173,15 +235,35 @@ static int merge_packet(merger *m, const uint8_t *d, size_t n, size_t off,
     }
     return ETCH_OK;
   }
-  /* The packet without its sequence id, which the writer stamps anew. */
-  int64_t to;
-  if (!etch__u64map_get(&m->seqs, seq, &to)) {
-    if (m->next_seq == UINT32_MAX)
-      return fail(m, off, "more sequences than a trace can number");
-    to = m->next_seq++;
-    if (!etch__u64map_put(&m->seqs, seq, to))
+  if (clocks) { /* kept for the start of the trace */
+    if (m->nsnaps == m->capsnaps) {
+      size_t cap = m->capsnaps ? m->capsnaps * 2 : 16;
+      snap *v = (snap *)realloc(m->snaps, cap * sizeof *v);
+      if (!v) return etch__error(ETCH_ENOMEM, "out of memory merging traces");
+      m->snaps = v;
+      m->capsnaps = cap;
+    }
+    snap *sn = &m->snaps[m->nsnaps++];
+    sn->boot = boot;
+    sn->key = (uint64_t)m->file << 32 | (seq & 0xffffffffu);
+    sn->at = etch__pb_buf_len(&m->snaps_data);
+    sn->len = n;
+    etch__pb_write_bytes(&m->snaps_data.s, d, n);
+    if (m->snaps_data.s.failed)
       return etch__error(ETCH_ENOMEM, "out of memory merging traces");
+    return ETCH_OK;
   }
+  /* The packet without its sequence id, which the writer stamps anew. */
+  uint32_t to;
+  int rc = new_seq(m, seq, off, &to);
+  if (rc) return rc;
+  return put_packet(m, to, d, n);
+}
+
+/* Packet d[0..n) on new sequence `to`, without its own sequence id. */
+static int put_packet(merger *m, uint32_t to, const uint8_t *d, size_t n) {
+  etch__pb_dec dec;
+  etch__pb_field f;
   etch__pb_buf_reset(&m->pkt);
   const uint8_t *run = d;
   etch__pb_dec_init(&dec, d, n);
@@ -197,8 +279,7 @@ static int merge_packet(merger *m, const uint8_t *d, size_t n, size_t off,
   etch__pb_write_bytes(&m->pkt.s, run, (size_t)(d + n - run));
   if (m->pkt.s.failed)
     return etch__error(ETCH_ENOMEM, "out of memory merging traces");
-  return etch__tracefile_on_packet(&m->tf, (uint32_t)to,
-                                   etch__pb_buf_data(&m->pkt),
+  return etch__tracefile_on_packet(&m->tf, to, etch__pb_buf_data(&m->pkt),
                                    (uint32_t)etch__pb_buf_len(&m->pkt), false);
 }
 
@@ -242,9 +323,29 @@ static int merge_file(merger *m, const char *path) {
     }
   }
   close(fd);
-  etch__u64map_free(&m->seqs); /* the next file's ids are its own */
-  memset(&m->seqs, 0, sizeof m->seqs);
   return rc;
+}
+
+static int cmp_snap(const void *a, const void *b) {
+  const snap *x = (const snap *)a, *y = (const snap *)b;
+  if (x->boot != y->boot) return x->boot < y->boot ? -1 : 1;
+  return (x->at > y->at) - (x->at < y->at);
+}
+
+/* The clock snapshots gathered, oldest first, each on its own sequence. */
+static int put_snapshots(merger *m) {
+  if (m->nsnaps) qsort(m->snaps, m->nsnaps, sizeof *m->snaps, cmp_snap);
+  for (size_t i = 0; i < m->nsnaps; i++) {
+    snap *sn = &m->snaps[i];
+    m->file = (uint32_t)(sn->key >> 32);
+    uint32_t to;
+    int rc = new_seq(m, sn->key & 0xffffffffu, 0, &to);
+    if (!rc)
+      rc = put_packet(m, to, etch__pb_buf_data(&m->snaps_data) + sn->at,
+                      sn->len);
+    if (rc) return rc;
+  }
+  return ETCH_OK;
 }
 
 int cli_merge_traces(const char *const *in, size_t n, const char *out,
@@ -269,10 +370,21 @@ int cli_merge_traces(const char *const *in, size_t n, const char *out,
   etch__tracefile_init(&m.tf, compress);
   m.tf.sink = &sink;
   etch__pb_buf_init(&m.pkt, 256, 0);
+  etch__pb_buf_init(&m.snaps_data, 256, 0);
   /* 1 is the writer's own (the merged TraceStats). */
   m.next_seq = ETCH_TRACEFILE_SERVICE_SEQ + 1;
   int rc = ETCH_OK;
-  for (size_t i = 0; i < n && !rc; i++) rc = merge_file(&m, in[i]);
+  m.gather = true;
+  for (size_t i = 0; i < n && !rc; i++) {
+    m.file = (uint32_t)i;
+    rc = merge_file(&m, in[i]);
+  }
+  if (!rc) rc = put_snapshots(&m);
+  m.gather = false;
+  for (size_t i = 0; i < n && !rc; i++) {
+    m.file = (uint32_t)i;
+    rc = merge_file(&m, in[i]);
+  }
   if (!rc && m.nstats)
     rc = etch__tracefile_put_stats_n(&m.tf, m.stats, m.nstats, NULL, 0);
   uint8_t *data = NULL;
@@ -297,6 +409,8 @@ int cli_merge_traces(const char *const *in, size_t n, const char *out,
   if (m.z_open) inflateEnd(&m.z);
   free(m.batch);
   free(m.stats);
+  free(m.snaps);
+  etch__pb_buf_free(&m.snaps_data);
   etch__pb_buf_free(&m.pkt);
   etch__u64map_free(&m.seqs);
   free(tmp);
