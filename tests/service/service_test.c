@@ -3409,12 +3409,13 @@ TEST(record_system_on_a_full_disk_keeps_whole_packets) {
 
 /* ---- chunk layouts that once held a budgeted read (issue: tracebuf) ---- */
 
-/* Writes chunk 0 of `page` for writer 1 as chunk `chunk_id`: a drop mark,
- * then `n` packets "pkt-{first}".. (for_testing), then, when `cont`, an
- * empty fragment that goes on in the next chunk; both CONTINUES flags when
- * `cont`; completes it. */
+/* Writes chunk 0 of `page` for writer 1 as chunk `chunk_id`: when `drop`,
+ * a drop mark, then `n` packets "pkt-{first}".. (for_testing), then, when
+ * `cont`, an empty fragment that goes on in the next chunk; both CONTINUES
+ * flags when `cont`; completes it. */
 static void raw_write_layout(uint8_t *smb, uint32_t page_size, uint32_t page,
-                             uint32_t chunk_id, int first, int n, bool cont) {
+                             uint32_t chunk_id, bool drop, int first, int n,
+                             bool cont) {
   etch_smb m;
   ASSERT_OK(etch__smb_init(&m, smb, (uint64_t)page_size * 4, page_size));
   if (etch__smb_bitmap_layout(etch__smb_bitmap(&m, page)) == 0)
@@ -3428,9 +3429,11 @@ static void raw_write_layout(uint8_t *smb, uint32_t page_size, uint32_t page,
   ASSERT_TRUE(c != NULL);
   uint8_t *p = c + ETCH_SMB_CHUNK_HEADER;
   uint16_t count = 0;
-  etch__pb_put_redundant4(p, ETCH_SMB_DROP_PACKET);
-  p += 4;
-  count++;
+  if (drop) {
+    etch__pb_put_redundant4(p, ETCH_SMB_DROP_PACKET);
+    p += 4;
+    count++;
+  }
   for (int i = 0; i < n; i++) {
     char text[16];
     int tl = snprintf(text, sizeof text, "pkt-%d", first + i);
@@ -3455,13 +3458,16 @@ static void raw_write_layout(uint8_t *smb, uint32_t page_size, uint32_t page,
 }
 
 /* fuzz_tracebuf's layout through etchd: chunks that begin with a drop
- * mark and continue packets, committed, then committed again longer (a
- * copy read in part before, rewritten), into a ring small enough to lose
- * some of them unread, while the consumer's file is written every 100 ms
- * and an honest producer records beside. The recording ends with every
- * honest tick, none of the raw packets twice, and etchd serves the next
- * session exactly. (A skip over read fragments that stopped at a drop
- * mark handed the same packets out read after read.) */
+ * mark and continue packets, committed, then committed again longer, into
+ * a ring small enough to lose some of them unread, read at the end or
+ * written into the consumer's file every 100 ms, while an honest producer
+ * records into another session. The recording ends with every honest
+ * tick, none of the raw packets twice, and etchd serves the next session
+ * exactly. Into the file, the first chunks are read before their longer
+ * copy comes, which puts a drop mark before what was read: a skip over
+ * the read fragments that stopped at a drop mark handed the same packets
+ * out again (and, when etchd leaves such a packet out, kept a read with a
+ * small budget from ever getting further). */
 TEST(a_producers_chunk_layout_cannot_hold_a_read) {
   for (int mode = 0; mode < 2; mode++) {
     svc s;
@@ -3493,11 +3499,25 @@ TEST(a_producers_chunk_layout_cannot_hold_a_read) {
     for (uint32_t id = 0; id < 400; id++) {
       uint32_t page = id % 4;
       int n = 1 + (int)(id % 7) * 8;
-      raw_write_layout(smb, page_kb * 1024, page, id, next, 2, true);
+      bool read_first = mode == 1 && id < 4;
+      /* The first copy: two packets, or a drop mark and one. */
+      raw_write_layout(smb, page_kb * 1024, page, id, !read_first, next,
+                       read_first ? 2 : 1, !read_first);
       raw_commit(&r, page);
       raw_sync(&r);
-      /* The same chunk again, longer: its first two packets as before. */
-      raw_write_layout(smb, page_kb * 1024, page, id, next, n + 2, true);
+      if (read_first) { /* until etchd wrote them into the file */
+        int max_n = -1;
+        WAIT_UNTIL(count_testing(out, &max_n) >= 0 && max_n >= next + 1,
+                   "pkt-%d never reached %s", next + 1, out);
+      }
+      /* The same chunk again, longer, a drop mark first: its first two
+       * fragments hold what the first copy's did (and were read). */
+      if (read_first)
+        raw_write_layout(smb, page_kb * 1024, page, id, true, next + 1, n + 1,
+                         false);
+      else
+        raw_write_layout(smb, page_kb * 1024, page, id, true, next, n + 1,
+                         true);
       raw_commit(&r, page);
       raw_sync(&r);
       next += n + 2;
