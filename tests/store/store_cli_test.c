@@ -539,19 +539,26 @@ TEST(diff_gives_exact_counts_and_totals_sorted_by_change) {
            "A: %s\nB: %s\n\n"
            "slices by name, largest change of total first\n"
            "  name  count A  count B  total A  total B   change   change%%"
-           "   mean A   mean B    p50 A    p50 B    p99 A    p99 B\n"
+           "   self A   self B   mean A   mean B    p50 A    p50 B    p99 A"
+           "    p99 B\n"
            "  ----  -------  -------  -------  -------  -------  --------"
-           "  -------  -------  -------  -------  -------  -------\n"
+           "  -------  -------  -------  -------  -------  -------  -------"
+           "  -------\n"
            "  e           4        2    40 ns  1.01 us  +970 ns  +2425.0%%"
-           "    10 ns   505 ns    10 ns    10 ns    10 ns  1.00 us\n"
+           "    40 ns  1.01 us    10 ns   505 ns    10 ns    10 ns    10 ns"
+           "  1.00 us\n"
            "  c           1        0   500 ns        -  -500 ns      gone"
-           "   500 ns        -   500 ns        -   500 ns        -\n"
+           "   500 ns        -   500 ns        -   500 ns        -   500 ns"
+           "        -\n"
            "  a           3        3   300 ns   600 ns  +300 ns   +100.0%%"
-           "   100 ns   200 ns   100 ns   200 ns   100 ns   200 ns\n"
+           "   300 ns   600 ns   100 ns   200 ns   100 ns   200 ns   100 ns"
+           "   200 ns\n"
            "  d           0        2        -   100 ns  +100 ns       new"
-           "        -    50 ns        -    50 ns        -    50 ns\n"
+           "        -   100 ns        -    50 ns        -    50 ns        -"
+           "    50 ns\n"
            "  b           2        2  2.00 us  2.00 us     0 ns        0%%"
-           "  1.00 us  1.00 us  1.00 us  1.00 us  1.00 us  1.00 us\n",
+           "  2.00 us  2.00 us  1.00 us  1.00 us  1.00 us  1.00 us  1.00 us"
+           "  1.00 us\n",
            in(dir, "A.pftrace"), in(dir, "B.pftrace"));
   ASSERT_EQ_STR(r.out, want);
   done(&r);
@@ -620,6 +627,90 @@ TEST(diff_gives_exact_counts_and_totals_sorted_by_change) {
   done(&r);
 }
 
+/* A thread with "outer" [0, outer) holding "inner" [100, 100 + inner),
+ * then "z" of `z` ns. */
+static void nested_trace(const char *path, int outer, int inner, int z) {
+  tb t;
+  tb_init(&t);
+  tb_process(&t, 1, 1, 10, "app");
+  tb_thread(&t, 1, 2, 10, 10, "main");
+  tb_event(&t, 1, 1000, 2, ETCH_TE_TYPE_SLICE_BEGIN, "c", "outer");
+  tb_event(&t, 1, 1100, 2, ETCH_TE_TYPE_SLICE_BEGIN, "c", "inner");
+  tb_event(&t, 1, 1100 + inner, 2, ETCH_TE_TYPE_SLICE_END, NULL, NULL);
+  tb_event(&t, 1, 1000 + outer, 2, ETCH_TE_TYPE_SLICE_END, NULL, NULL);
+  tb_event(&t, 1, 5000, 2, ETCH_TE_TYPE_SLICE_BEGIN, "c", "z");
+  tb_event(&t, 1, 5000 + z, 2, ETCH_TE_TYPE_SLICE_END, NULL, NULL);
+  write_file(path, tb_data(&t), tb_len(&t));
+  tb_free(&t);
+}
+
+/* The function that got slower ranks above its caller by self time: inner
+ * +400 ns (self +400), outer +450 ns (self +50), z +200 ns. */
+TEST(diff_sorts_by_self_time_and_quantiles) {
+  const char *dir = etch_test_tmpdir();
+  nested_trace(in(dir, "A.pftrace"), 1000, 400, 100);
+  nested_trace(in(dir, "B.pftrace"), 1450, 800, 300);
+  static const char *const head =
+      "  name   count A  count B  total A  total B   change  change%"
+      "  self A  self B   mean A   mean B    p50 A    p50 B    p99 A"
+      "    p99 B\n"
+      "  -----  -------  -------  -------  -------  -------  -------"
+      "  ------  ------  -------  -------  -------  -------  -------"
+      "  -------\n";
+  static const char *const outer =
+      "  outer        1        1  1.00 us  1.45 us  +450 ns   +45.0%"
+      "  600 ns  650 ns  1.00 us  1.45 us  1.00 us  1.45 us  1.00 us"
+      "  1.45 us\n";
+  static const char *const inner =
+      "  inner        1        1   400 ns   800 ns  +400 ns  +100.0%"
+      "  400 ns  800 ns   400 ns   800 ns   400 ns   800 ns   400 ns"
+      "   800 ns\n";
+  static const char *const z =
+      "  z            1        1   100 ns   300 ns  +200 ns  +200.0%"
+      "  100 ns  300 ns   100 ns   300 ns   100 ns   300 ns   100 ns"
+      "   300 ns\n";
+  static const struct {
+    const char *key, *first, *second, *third;
+  } cases[] = {
+      {"total", outer, inner, z}, {"self", inner, z, outer},
+      {"p50", outer, inner, z},   {"p99", outer, inner, z},
+      {"count", inner, outer, z},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    run_result r = RUN("diff", "--sort", cases[i].key, in(dir, "A.pftrace"),
+                       in(dir, "B.pftrace"));
+    if (r.status != 0) FAIL("etch diff --sort %s: %s", cases[i].key, r.err);
+    char want[4096], a[600];
+    snprintf(a, sizeof a, "%s", in(dir, "A.pftrace"));
+    snprintf(want, sizeof want,
+             "A: %s\nB: %s\n\nslices by name, largest change of %s "
+             "first\n%s%s%s%s",
+             a, in(dir, "B.pftrace"), cases[i].key, head, cases[i].first,
+             cases[i].second, cases[i].third);
+    ASSERT_EQ_STR(r.out, want);
+    done(&r);
+  }
+  run_result r = RUN("diff", "--json", "--sort", "self", in(dir, "A.pftrace"),
+                     in(dir, "B.pftrace"));
+  ASSERT_EQ_INT(r.status, 0);
+  jp *v = jp_parse(r.out);
+  if (!v) FAIL("etch diff --json does not parse:\n%s", r.out);
+  ASSERT_EQ_STR(jp_get(v, "sort")->str, "self");
+  const jp *rows = jp_get(v, "rows");
+  ASSERT_EQ_U64(rows->n, 3);
+  static const char *const order[] = {"inner", "z", "outer"};
+  static const int64_t sa[] = {400, 100, 600}, sb[] = {800, 300, 650};
+  for (size_t i = 0; i < 3; i++) {
+    const jp *row = rows->items[i];
+    ASSERT_EQ_STR(jp_get(row, "name")->str, order[i]);
+    ASSERT_EQ_INT(jp_int(jp_get(row, "a"), "self"), sa[i]);
+    ASSERT_EQ_INT(jp_int(jp_get(row, "b"), "self"), sb[i]);
+    ASSERT_EQ_INT(jp_int(jp_get(row, "change"), "self"), sb[i] - sa[i]);
+  }
+  jp_free(v);
+  done(&r);
+}
+
 TEST(diff_takes_names_of_the_store) {
   const char *dir = use_store();
   mkdir(dir, 0755);
@@ -633,6 +724,18 @@ TEST(diff_takes_names_of_the_store) {
   if (!v) FAIL("does not parse:\n%s", r.out);
   ASSERT_EQ_STR(jp_get(v, "a")->str, "one.pftrace");
   const jp *row = jp_get(v, "rows")->items[0];
+  ASSERT_EQ_INT(jp_int(jp_get(row, "a"), "total"), 100);
+  ASSERT_EQ_INT(jp_int(jp_get(row, "b"), "total"), 200);
+  jp_free(v);
+  done(&r);
+  /* As etch ls shows them, without ".pftrace" too. */
+  r = RUN("diff", "--json", "one", "two");
+  if (r.status != 0) FAIL("etch diff one two: %s", r.err);
+  v = jp_parse(r.out);
+  if (!v) FAIL("does not parse:\n%s", r.out);
+  ASSERT_EQ_STR(jp_get(v, "a")->str, "one");
+  ASSERT_EQ_STR(jp_get(v, "b")->str, "two");
+  row = jp_get(v, "rows")->items[0];
   ASSERT_EQ_INT(jp_int(jp_get(row, "a"), "total"), 100);
   ASSERT_EQ_INT(jp_int(jp_get(row, "b"), "total"), 200);
   jp_free(v);
