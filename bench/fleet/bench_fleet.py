@@ -17,7 +17,7 @@ Query: `--traces` such traces loaded (100 x 1 M slices by default), then
 p50/p99 of one slice name per trace, run 5 times (the first one reads from
 disk, the others from the page cache): each time, and the best.
 
-The server (tests/fleet/clickhouse.py) runs on loopback with a data
+The server (scripts/clickhouse.py) runs on loopback with a data
 directory in DIR (default: a temporary one) and is stopped at the end.
 """
 import argparse
@@ -30,7 +30,7 @@ import tempfile
 import time
 
 here = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(here, "..", "..", "tests", "fleet"))
+sys.path.insert(0, os.path.join(here, "..", "..", "scripts"))
 import clickhouse  # noqa: E402
 
 

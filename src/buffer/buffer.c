@@ -130,6 +130,11 @@ etch_chunk *etch__buffer_acquire(etch_buffer *b, uint32_t writer_id,
   }
   if (got) {
     chunk_init(got, writer_id, chunk_id, flags);
+    /* Past `used` (0 now): bytes no reader reads, which the writer
+     * overwrites; the store faults the page in the first time round. */
+    if (b->prefault)
+      for (uint32_t off = 4096; off < b->chunk_size; off += 4096)
+        ((volatile uint8_t *)got)[off] = 0;
     b->stats.chunks_written++;
     __atomic_store_n(&b->acquired, b->acquired + 1, __ATOMIC_RELAXED);
   }

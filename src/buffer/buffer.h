@@ -95,6 +95,10 @@ typedef struct etch_buffer {
   uint64_t discarded;  /* acquisitions refused, atomic */
   etch_buffer_stats stats;
   bool borrowed;       /* mem is someone else's (a flight file's mapping) */
+  /* mem is not populated (a flight file's mapping): an acquired chunk's
+   * pages are written once each there, out of line, so that no writer
+   * takes a page fault on the hot path. */
+  bool prefault;
   /* Chunks are taken back while the session records (etch__buffer_collect):
    * a discard buffer hands out freed chunks again. */
   bool recycle;

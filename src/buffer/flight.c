@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -28,6 +29,31 @@ _Static_assert(sizeof(etch_flight_header) <= ETCH_FLIGHT_HEADER_SIZE,
 
 /* ---- recording ------------------------------------------------------------ */
 
+void (*etch__flight_setup_hook)(int step);
+
+/* The test hook, at each point of the setup a process may die at. */
+static void setup_step(int step) {
+  void (*hook)(int) = __atomic_load_n(&etch__flight_setup_hook,
+                                      __ATOMIC_ACQUIRE);
+  if (hook) hook(step);
+}
+
+static int create_failed(int fd, const char *path, int e, const char *what,
+                         size_t len) {
+  close(fd);
+  unlink(path);
+  return etch__error(ETCH_EIO, "cannot %s the flight file '%s' (%zu bytes): %s",
+                     what, path, len, strerror(e));
+}
+
+/*
+ * The setup costs the same for any size: the header page is written, the
+ * file is made its length with ftruncate (sparse: no block, no page yet)
+ * and mapped without populating it; each chunk's pages are faulted in by
+ * the writer that first acquires it (buffer.c, out of line). A process that
+ * dies on the way leaves an empty file or a header that says
+ * ETCH_FLIGHT_SETTING_UP, which recovery names as such.
+ */
 int etch__flight_create(etch_flight *f, const char *path, uint64_t size,
                         etch_buffer_fill fill, const etch_flight_id *id,
                         etch_buffer *b) {
@@ -40,27 +66,50 @@ int etch__flight_create(etch_flight *f, const char *path, uint64_t size,
   if (fd < 0)
     return etch__error(ETCH_EIO, "cannot make the flight file '%s': %s", path,
                        strerror(errno));
-  /* The blocks now, so that a full disk says so here and not as a SIGBUS
-   * in a writer. */
-  int e = posix_fallocate(fd, 0, (off_t)len);
-  if (e == EOPNOTSUPP || e == EINVAL) e = ftruncate(fd, (off_t)len) ? errno : 0;
-  if (e) {
+  setup_step(ETCH_FLIGHT_STEP_EMPTY);
+  /* Blocks are not reserved (that costs in proportion to the size): a
+   * file system without room for the ring now says so here; one that
+   * fills up later makes a writer's first touch of a page fault (SIGBUS),
+   * as any file mapping does. */
+  struct statvfs vfs;
+  if (fstatvfs(fd, &vfs) == 0 && vfs.f_frsize &&
+      (uint64_t)vfs.f_bavail < (len + vfs.f_frsize - 1) / vfs.f_frsize)
+    return create_failed(fd, path, ENOSPC, "make", len);
+
+  /* The header first, saying the setup is not finished. */
+  uint8_t *page = (uint8_t *)etch__calloc(1, ETCH_FLIGHT_HEADER_SIZE);
+  if (!page) {
     close(fd);
     unlink(path);
-    return etch__error(ETCH_EIO, "cannot make the flight file '%s' (%zu bytes): %s",
-                       path, len, strerror(e));
+    return ETCH_ENOMEM;
   }
-  /* Populated now, as the anonymous ring is: no page fault on the hot
-   * path. */
-  void *map = mmap(NULL, len, PROT_READ | PROT_WRITE,
-                   MAP_SHARED | MAP_POPULATE, fd, 0);
-  if (map == MAP_FAILED) {
-    e = errno;
-    close(fd);
-    unlink(path);
-    return etch__error(ETCH_EIO, "cannot map the flight file '%s': %s", path,
-                       strerror(e));
-  }
+  etch_flight_header *h = (etch_flight_header *)page;
+  memcpy(h->magic, ETCH_FLIGHT_MAGIC, 8);
+  h->version = ETCH_FLIGHT_VERSION;
+  h->header_size = ETCH_FLIGHT_HEADER_SIZE;
+  h->chunk_size = cs;
+  h->chunk_header_size = ETCH_CHUNK_HEADER_SIZE;
+  h->nchunks = n;
+  h->fill = (uint32_t)fill;
+  h->state = ETCH_FLIGHT_SETTING_UP;
+  h->pid = id->pid;
+  h->process_uuid = id->process_uuid;
+  snprintf(h->etch_version, sizeof h->etch_version, "%s", ETCH_VERSION_STRING);
+  snprintf(h->process_name, sizeof h->process_name, "%s",
+           id->process_name ? id->process_name : "");
+  ssize_t w;
+  do w = pwrite(fd, page, ETCH_FLIGHT_HEADER_SIZE, 0);
+  while (w < 0 && errno == EINTR);
+  int e = w < 0 ? errno : ENOSPC;
+  free(page);
+  if (w != (ssize_t)ETCH_FLIGHT_HEADER_SIZE)
+    return create_failed(fd, path, e, "write", len);
+  setup_step(ETCH_FLIGHT_STEP_HEADER);
+  if (ftruncate(fd, (off_t)len) != 0)
+    return create_failed(fd, path, errno, "size", len);
+  setup_step(ETCH_FLIGHT_STEP_SIZED);
+  void *map = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (map == MAP_FAILED) return create_failed(fd, path, errno, "map", len);
   f->path = etch__strdup(path);
   if (!f->path) {
     munmap(map, len);
@@ -71,27 +120,16 @@ int etch__flight_create(etch_flight *f, const char *path, uint64_t size,
   f->fd = fd;
   f->map = (uint8_t *)map;
   f->map_len = len;
-  etch_flight_header *h = (etch_flight_header *)map;
-  h->version = ETCH_FLIGHT_VERSION;
-  h->header_size = ETCH_FLIGHT_HEADER_SIZE;
-  h->chunk_size = cs;
-  h->chunk_header_size = ETCH_CHUNK_HEADER_SIZE;
-  h->nchunks = n;
-  h->fill = (uint32_t)fill;
-  h->pid = id->pid;
-  h->process_uuid = id->process_uuid;
+  setup_step(ETCH_FLIGHT_STEP_MAPPED);
+  /* The clocks as recording begins, then the state, with release: a
+   * reader that sees RECORDING sees them. */
+  h = (etch_flight_header *)map;
   h->boottime_ns = etch__clock_ns(CLOCK_BOOTTIME);
   h->monotonic_ns = etch__clock_ns(CLOCK_MONOTONIC);
   h->realtime_ns = etch__clock_ns(CLOCK_REALTIME);
-  snprintf(h->etch_version, sizeof h->etch_version, "%s", ETCH_VERSION_STRING);
-  snprintf(h->process_name, sizeof h->process_name, "%s",
-           id->process_name ? id->process_name : "");
-  __atomic_store_n(&h->state, ETCH_FLIGHT_RECORDING, __ATOMIC_RELAXED);
-  /* The magic last, with release: a whole header or none. */
-  uint64_t magic;
-  memcpy(&magic, ETCH_FLIGHT_MAGIC, 8);
-  __atomic_store_n((uint64_t *)(void *)h->magic, magic, __ATOMIC_RELEASE);
+  __atomic_store_n(&h->state, ETCH_FLIGHT_RECORDING, __ATOMIC_RELEASE);
   etch__buffer_init_at(b, f->map + ETCH_FLIGHT_HEADER_SIZE, cs, n, fill);
+  b->prefault = true;
   return ETCH_OK;
 }
 
@@ -211,11 +249,18 @@ static int bad(const char *fmt, ...) {
 
 /* The header, checked against itself and the file's length. */
 static int check_header(const uint8_t *file, size_t len, etch_flight_header *h) {
+  if (len == 0)
+    return bad("an empty file: a flight file's setup never finished (the "
+               "process ended before recording began); nothing to recover");
   if (len < sizeof *h || memcmp(file, ETCH_FLIGHT_MAGIC, 8) != 0)
     return bad("not an etch flight file (no flight header)");
   memcpy(h, file, sizeof *h);
   h->etch_version[sizeof h->etch_version - 1] = '\0';
   h->process_name[sizeof h->process_name - 1] = '\0';
+  if (h->version == ETCH_FLIGHT_VERSION && h->state == ETCH_FLIGHT_SETTING_UP)
+    return bad("the flight file's setup never finished: the process (pid %d, "
+               "%s) ended before recording began; nothing to recover",
+               h->pid, h->process_name[0] ? h->process_name : "?");
   if (h->version != ETCH_FLIGHT_VERSION)
     return bad("a flight file of format version %u (written by etch %s); "
                "this etch reads version %u",

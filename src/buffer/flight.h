@@ -37,6 +37,7 @@
 enum {
   ETCH_FLIGHT_RECORDING = 1, /* the process had it open */
   ETCH_FLIGHT_CLOSED = 2,    /* the process stopped recording into it */
+  ETCH_FLIGHT_SETTING_UP = 3, /* the file was being made: nothing in it */
 };
 
 /* The header, at offset 0; fixed-width little-endian fields only. */
@@ -73,12 +74,29 @@ typedef struct etch_flight_id {
 
 /*
  * Makes the flight file `path` (created, or emptied: mode 0600) for a ring
- * of `size` bytes, maps it shared and sets up `b` over its chunks. The
- * header is written last, state RECORDING.
+ * of `size` bytes, maps it shared and sets up `b` over its chunks, in a
+ * time and with pages that do not grow with `size`: the header first
+ * (state SETTING_UP), then the file's length (sparse), the mapping (not
+ * populated) and state RECORDING last. A process that dies in between
+ * leaves an empty file or one in state SETTING_UP, which
+ * etch__flight_recover names as a setup that never finished.
  */
 int etch__flight_create(etch_flight *f, const char *path, uint64_t size,
                         etch_buffer_fill fill, const etch_flight_id *id,
                         etch_buffer *b);
+/* The points of the setup a process may die at, in order: the file
+ * created (empty), the header written, the file sized, the file mapped
+ * (state RECORDING follows). */
+enum {
+  ETCH_FLIGHT_STEP_EMPTY = 1,
+  ETCH_FLIGHT_STEP_HEADER,
+  ETCH_FLIGHT_STEP_SIZED,
+  ETCH_FLIGHT_STEP_MAPPED,
+};
+/* Test hook: when set, etch__flight_create calls it at each of those
+ * points (a test ends the process there). */
+extern ETCH_HIDDEN void (*etch__flight_setup_hook)(int step);
+
 /* Stops recording into it: unmaps it and, unless `keep`, removes it; with
  * `keep` its header says CLOSED. */
 void etch__flight_close(etch_flight *f, bool keep);

@@ -246,6 +246,13 @@ static int exec(etch__ch *ch, const char *sql, const void *body, size_t len,
   if (st.too_long) {
     rc = etch__error(ETCH_ELIMIT, "%s: the answer is longer than %zu bytes",
                      host, st.max);
+  } else if (cc == CURLE_COULDNT_CONNECT) {
+    /* Most often: no server yet. Say how to have one to try etch with. */
+    rc = etch__error(ETCH_EIO,
+                     "%s: %s (no ClickHouse server there: to try etch, "
+                     "start one on loopback with scripts/clickhouse.py start "
+                     "DIR, from etch's sources; see docs/fleet.md)",
+                     host, ch->errbuf[0] ? ch->errbuf : curl_easy_strerror(cc));
   } else if (cc != CURLE_OK) {
     rc = etch__error(ETCH_EIO, "%s: %s", host,
                      ch->errbuf[0] ? ch->errbuf : curl_easy_strerror(cc));

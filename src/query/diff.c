@@ -1,7 +1,7 @@
 /*
  * diff.c - two traces compared slice name by slice name (`etch diff`, and
- * the viewer's comparison): count, total, mean, p50 and p99 of each name's
- * durations in A and in B, and the change, largest first.
+ * the viewer's comparison): count, total, self time, mean, p50 and p99 of
+ * each name's durations in A and in B, and the change, largest first.
  *
  * The numbers come from the query part's tables: each trace in a catalog
  * of its own (etch__query_open_traces: the cache when there is one, so a
@@ -22,8 +22,8 @@
 #include "base/base.h"
 #include "query/query.h"
 
-static const char *const kSortNames[] = {"total", "count", "mean",
-                                         "p50",   "p99",   "name"};
+static const char *const kSortNames[] = {"total", "self", "count", "mean",
+                                         "p50",   "p99",  "name"};
 
 int etch__diff_sort_parse(const char *s, etch__diff_sort *out) {
   for (size_t i = 0; i < ETCH_ARRAY_SIZE(kSortNames); i++)
@@ -60,6 +60,7 @@ static double row_change(const etch__diff_row *r, etch__diff_sort s) {
     }
     case ETCH__DIFF_BY_P50: return (double)abs_change(r->a.p50, r->b.p50);
     case ETCH__DIFF_BY_P99: return (double)abs_change(r->a.p99, r->b.p99);
+    case ETCH__DIFF_BY_SELF: return (double)abs_change(r->a.self, r->b.self);
     default: return (double)abs_change(r->a.total, r->b.total);
   }
 }
@@ -76,9 +77,12 @@ static int cmp_row(const void *x, const void *y, void *ctx) {
   if (g_sort != ETCH__DIFF_BY_NAME) {
     /* Total changes compare exactly (doubles lose the last ns above
      * 2^53). */
-    if (g_sort == ETCH__DIFF_BY_TOTAL) {
-      uint64_t ca = abs_change(a->a.total, a->b.total);
-      uint64_t cb = abs_change(b->a.total, b->b.total);
+    if (g_sort == ETCH__DIFF_BY_TOTAL || g_sort == ETCH__DIFF_BY_SELF) {
+      bool self = g_sort == ETCH__DIFF_BY_SELF;
+      uint64_t ca = self ? abs_change(a->a.self, a->b.self)
+                         : abs_change(a->a.total, a->b.total);
+      uint64_t cb = self ? abs_change(b->a.self, b->b.self)
+                         : abs_change(b->a.total, b->b.total);
       if (ca != cb) return ca < cb ? 1 : -1;
     } else {
       double ca = row_change(a, g_sort), cb = row_change(b, g_sort);
@@ -93,14 +97,21 @@ void etch__diff_sort_rows(etch__diff *d, etch__diff_sort sort) {
 }
 
 /* Per name in one catalog: count, total (held to int64), mean, p50, p99
- * (both quantiles from one sort of the group: a list of two). */
+ * (both quantiles from one sort of the group: a list of two), and self:
+ * each slice's duration minus its ended children's (at least 0: children
+ * that overlap or outlast it give it none), summed. */
 #define SIDE_SQL(cat)                                                        \
-  "SELECT name, n, total, mean, q[1] AS p50, q[2] AS p99 FROM ("             \
-  "SELECT name, count(*) AS n,"                                              \
-  " CAST(greatest(least(sum(dur), 9223372036854775807),"                    \
+  "SELECT name, n, total, mean, q[1] AS p50, q[2] AS p99, self FROM ("       \
+  "SELECT s.name AS name, count(*) AS n,"                                    \
+  " CAST(greatest(least(sum(s.dur), 9223372036854775807),"                  \
   " -9223372036854775808) AS BIGINT) AS total,"                              \
-  " avg(dur) AS mean, quantile_disc(dur, [0.5, 0.99]) AS q"                  \
-  " FROM " cat ".slice WHERE dur >= 0 GROUP BY name)"
+  " avg(s.dur) AS mean, quantile_disc(s.dur, [0.5, 0.99]) AS q,"             \
+  " CAST(least(sum(greatest(s.dur - coalesce(c.child, 0), 0)),"              \
+  " 9223372036854775807) AS BIGINT) AS self"                                 \
+  " FROM " cat ".slice s LEFT JOIN (SELECT parent_id,"                       \
+  " sum(dur) AS child FROM " cat ".slice WHERE dur >= 0 AND parent_id"       \
+  " IS NOT NULL GROUP BY parent_id) c ON c.parent_id = s.id"                 \
+  " WHERE s.dur >= 0 GROUP BY s.name)"
 
 int etch__diff_from_db(etch__db *db, const char *cat_a, const char *cat_b,
                        etch__diff_sort sort, etch__diff *out) {
@@ -112,12 +123,12 @@ int etch__diff_from_db(etch__db *db, const char *cat_a, const char *cat_b,
   for (const char *c = cat_b; *c; c++)
     if (!((*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9')))
       return etch__error(ETCH_EINVAL, "diff: bad catalog name");
-  char sql[2048];
+  char sql[4096];
   snprintf(sql, sizeof sql,
-           "WITH a AS (" SIDE_SQL("%s") "), b AS (" SIDE_SQL("%s") ") "
+           "WITH a AS (" SIDE_SQL("%1$s") "), b AS (" SIDE_SQL("%2$s") ") "
            "SELECT coalesce(a.name, b.name),"
-           " coalesce(a.n, 0), a.total, a.mean, a.p50, a.p99,"
-           " coalesce(b.n, 0), b.total, b.mean, b.p50, b.p99"
+           " coalesce(a.n, 0), a.total, a.mean, a.p50, a.p99, a.self,"
+           " coalesce(b.n, 0), b.total, b.mean, b.p50, b.p99, b.self"
            " FROM a FULL OUTER JOIN b ON a.name IS NOT DISTINCT FROM b.name",
            cat_a, cat_b);
   etch__res r;
@@ -143,12 +154,13 @@ int etch__diff_from_db(etch__db *db, const char *cat_a, const char *cat_b,
     }
     etch__diff_side *side[2] = {&row->a, &row->b};
     for (int s = 0; s < 2; s++) {
-      idx_t c = (idx_t)(1 + 5 * s);
+      idx_t c = (idx_t)(1 + 6 * s);
       side[s]->count = etch__res_i64(&r, c);
       side[s]->total = etch__res_i64(&r, c + 1);
       side[s]->mean = side[s]->count ? etch__res_f64(&r, c + 2) : 0;
       side[s]->p50 = etch__res_i64(&r, c + 3);
       side[s]->p99 = etch__res_i64(&r, c + 4);
+      side[s]->self = etch__res_i64(&r, c + 5);
     }
     out->n++;
   }
@@ -233,20 +245,23 @@ static void print_json(const etch__diff *d, size_t limit, FILE *out,
     for (int k = 0; k < 2; k++) {
       fprintf(out, ",\"%c\":", k ? 'b' : 'a');
       if (!s[k]->count) {
-        fputs("{\"count\":0,\"total\":0,\"mean\":null,\"p50\":null,"
-              "\"p99\":null}",
+        fputs("{\"count\":0,\"total\":0,\"self\":0,\"mean\":null,"
+              "\"p50\":null,\"p99\":null}",
               out);
         continue;
       }
       fprintf(out,
-              "{\"count\":%" PRId64 ",\"total\":%" PRId64
+              "{\"count\":%" PRId64 ",\"total\":%" PRId64 ",\"self\":%" PRId64
               ",\"mean\":%.17g,\"p50\":%" PRId64 ",\"p99\":%" PRId64 "}",
-              s[k]->count, s[k]->total, isfinite(s[k]->mean) ? s[k]->mean : 0,
-              s[k]->p50, s[k]->p99);
+              s[k]->count, s[k]->total, s[k]->self,
+              isfinite(s[k]->mean) ? s[k]->mean : 0, s[k]->p50, s[k]->p99);
     }
-    fprintf(out, ",\"change\":{\"count\":%" PRId64 ",\"total\":%" PRId64,
+    fprintf(out,
+            ",\"change\":{\"count\":%" PRId64 ",\"total\":%" PRId64
+            ",\"self\":%" PRId64,
             etch__sat_sub(r->b.count, r->a.count),
-            etch__sat_sub(r->b.total, r->a.total));
+            etch__sat_sub(r->b.total, r->a.total),
+            etch__sat_sub(r->b.self, r->a.self));
     if (r->a.count && r->b.count)
       fprintf(out, ",\"mean\":%.17g,\"p50\":%" PRId64 ",\"p99\":%" PRId64 "}}",
               r->b.mean - r->a.mean, etch__sat_sub(r->b.p50, r->a.p50),
@@ -274,8 +289,8 @@ void etch__diff_print(const etch__diff *d, FILE *out, size_t limit, bool json,
                                      : etch__diff_sort_name(sort));
   static const char *const head[] = {
       "name",   "count A", "count B", "total A", "total B", "change",
-      "change%", "mean A", "mean B",  "p50 A",   "p50 B",   "p99 A",
-      "p99 B"};
+      "change%", "self A", "self B",  "mean A",  "mean B",  "p50 A",
+      "p50 B",  "p99 A",   "p99 B"};
   etch__tt *t = etch__tt_new(ETCH_ARRAY_SIZE(head));
   if (!t) return;
   for (size_t c = 0; c < ETCH_ARRAY_SIZE(head); c++)
@@ -292,6 +307,8 @@ void etch__diff_print(const etch__diff *d, FILE *out, size_t limit, bool json,
     char pct[32];
     fmt_pct(pct, sizeof pct, r->a.total, r->b.total, r->a.count, r->b.count);
     etch__tt_cell(t, pct);
+    cell_dur(t, r->a.count, r->a.self);
+    cell_dur(t, r->b.count, r->b.self);
     cell_dur(t, r->a.count, (int64_t)llround(r->a.mean));
     cell_dur(t, r->b.count, (int64_t)llround(r->b.mean));
     cell_dur(t, r->a.count, r->a.p50);

@@ -443,13 +443,15 @@ int etch__query_export_json(etch__db *db, FILE *out);
  * by name. */
 typedef enum etch__diff_sort {
   ETCH__DIFF_BY_TOTAL = 0,
+  ETCH__DIFF_BY_SELF,
   ETCH__DIFF_BY_COUNT,
   ETCH__DIFF_BY_MEAN,
   ETCH__DIFF_BY_P50,
   ETCH__DIFF_BY_P99,
   ETCH__DIFF_BY_NAME
 } etch__diff_sort;
-/* "total", "count", "mean", "p50", "p99", "name"; ETCH_EINVAL otherwise. */
+/* "total", "self", "count", "mean", "p50", "p99", "name"; ETCH_EINVAL
+ * otherwise. */
 int etch__diff_sort_parse(const char *s, etch__diff_sort *out);
 const char *etch__diff_sort_name(etch__diff_sort s);
 
@@ -457,6 +459,8 @@ const char *etch__diff_sort_name(etch__diff_sort s);
  * instants as 0) in one trace. count 0: none (the rest is 0). */
 typedef struct etch__diff_side {
   int64_t count, total, p50, p99; /* ns; total held to int64 */
+  int64_t self; /* total minus the time in child slices (each slice's
+                   own at least 0), held to int64 */
   double mean;
 } etch__diff_side;
 typedef struct etch__diff_row {

@@ -30,7 +30,10 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <stdlib.h>
+#include <signal.h>
+#include <stdio.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -602,7 +605,117 @@ int etch__store_list_dir(const char *dir, etch__store_list *out) {
   return ETCH_OK;
 }
 
+/* ---- parts a killed recorder left ------------------------------------------------ */
+
+bool etch__store_part_name(const char *name, long *pid) {
+  size_t n = strlen(name);
+  if (n < 9 || n > NAME_MAX_LEN || name[0] != '.' ||
+      strcmp(name + n - 5, ".part") != 0)
+    return false;
+  /* .NAME.PID.part: PID the digits before ".part", NAME what is between. */
+  size_t end = n - 5, k = end;
+  while (k > 0 && name[k - 1] >= '0' && name[k - 1] <= '9') k--;
+  if (k == end || end - k > 9 || k < 3 || name[k - 1] != '.') return false;
+  char base[NAME_MAX_LEN + 1];
+  memcpy(base, name + 1, k - 2);
+  base[k - 2] = '\0';
+  if (!etch__store_name_ok(base)) return false;
+  if (pid) *pid = strtol(name + k, NULL, 10);
+  return true;
+}
+
+bool etch__store_part_abandoned(const char *dir, const char *name) {
+  long pid;
+  if (!etch__store_part_name(name, &pid)) return false;
+  /* The pid first: a live recorder's part is not even opened. */
+  if (pid > 0 && (kill((pid_t)pid, 0) == 0 || errno != ESRCH)) return false;
+  char path[4352];
+  int k = snprintf(path, sizeof path, "%s/%s", dir, name);
+  if (k < 0 || (size_t)k >= sizeof path) return false;
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+  if (fd < 0) return false;
+  struct stat sb;
+  bool gone = fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) &&
+              flock(fd, LOCK_SH | LOCK_NB) == 0;
+  close(fd); /* and the lock with it */
+  return gone;
+}
+
+int etch__store_list_abandoned(const char *dir, etch__store_list *l) {
+  DIR *d = opendir(dir);
+  if (!d) return ETCH_OK; /* no store, no part */
+  int rc = ETCH_OK;
+  size_t cap = l->n;
+  struct dirent *de;
+  while (!rc && (de = readdir(d))) {
+    const char *n = de->d_name;
+    long pid;
+    if (!etch__store_part_name(n, &pid) || !etch__store_part_abandoned(dir, n))
+      continue;
+    struct stat sb;
+    if (fstatat(dirfd(d), n, &sb, AT_SYMLINK_NOFOLLOW) != 0) continue;
+    if (l->n == cap) {
+      size_t nc = cap ? cap * 2 : 16;
+      etch__store_entry *g = etch__realloc(l->e, nc * sizeof *g);
+      if (!g) {
+        rc = ETCH_ENOMEM;
+        break;
+      }
+      l->e = g;
+      cap = nc;
+    }
+    etch__store_entry *e = &l->e[l->n];
+    memset(e, 0, sizeof *e);
+    char msg[600];
+    snprintf(msg, sizeof msg,
+             "abandoned: its etch record (pid %ld) ended before the trace was "
+             "whole; etch rm %s removes it",
+             pid, n);
+    e->name = etch__strdup(n);
+    e->error = etch__strdup(msg);
+    if (!e->name || !e->error) {
+      etch__store_entry_free(e);
+      rc = ETCH_ENOMEM;
+      break;
+    }
+    e->size = (int64_t)sb.st_size;
+    e->mtime_ns = (int64_t)sb.st_mtim.tv_sec * 1000000000 + sb.st_mtim.tv_nsec;
+    e->wall_start_ns = e->mtime_ns;
+    e->start = 1; /* no events known: start > end */
+    e->abandoned = true;
+    e->writer_pid = pid;
+    l->n++;
+  }
+  closedir(d);
+  if (rc) return etch__error(rc, "out of memory");
+  if (l->n > 1) qsort(l->e, l->n, sizeof *l->e, cmp_entry);
+  return ETCH_OK;
+}
+
+/* Removes an abandoned part: never one being written. */
+static int remove_part(const char *dir, const char *name) {
+  char path[4352];
+  int k = snprintf(path, sizeof path, "%s/%s", dir, name);
+  if (k < 0 || (size_t)k >= sizeof path)
+    return etch__error(ETCH_EINVAL, "trace store: path too long");
+  struct stat sb;
+  if (lstat(path, &sb) != 0)
+    return etch__error(ETCH_ENOTFOUND, "no trace '%s' in the store %s", name,
+                       dir);
+  long pid = 0;
+  etch__store_part_name(name, &pid);
+  if (!etch__store_part_abandoned(dir, name))
+    return etch__error(ETCH_EBUSY, "'%s' in the store %s is being written "
+                                   "(by etch record, pid %ld): not removed",
+                       name, dir, pid);
+  if (unlink(path) != 0)
+    return etch__error(ETCH_EIO, "cannot remove %s: %s", path,
+                       strerror(errno));
+  return ETCH_OK;
+}
+
 int etch__store_remove(const char *dir, const char *name) {
+  if (etch__store_part_name(name, NULL)) return remove_part(dir, name);
   char path[4352], meta[4352];
   int rc = etch__store_path(dir, name, path, sizeof path);
   if (rc) return rc;
@@ -655,6 +768,8 @@ void etch__store_write_json_fields(const etch__store_entry *x, FILE *out) {
           "\"error\":",
           out);
     etch__json_string(out, x->error, strlen(x->error));
+    if (x->abandoned)
+      fprintf(out, ",\"abandoned\":true,\"writer_pid\":%ld", x->writer_pid);
     return;
   }
   fprintf(out,

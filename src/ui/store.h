@@ -19,6 +19,14 @@
  * Names are file names in DIR, never paths: etch__store_name_ok refuses
  * '/', "..", a leading '.', control characters, so no name leads out of
  * the store.
+ *
+ * `etch record --system` writes a session's trace under a hidden name,
+ * DIR/.NAME.PID.part (PID: etch record's, which holds an flock on it),
+ * and renames it NAME once it is whole. A recorder killed meanwhile
+ * leaves the part: it is "abandoned" once its pid is gone and nobody holds
+ * the lock (etchd may still write into it while it has the file), and
+ * then listed (etch__store_list_abandoned) and removable under its hidden
+ * name; a part being written is never listed.
  */
 #ifndef ETCH_UI_STORE_H
 #define ETCH_UI_STORE_H
@@ -72,6 +80,9 @@ typedef struct etch__store_entry {
   int64_t events, slices, processes, threads; /* as `etch stats` counts */
   etch__store_loss *loss; /* non-zero data-loss and error stats */
   size_t nloss;
+  /* An abandoned part (see above): `error` says so; its recorder's pid. */
+  bool abandoned;
+  long writer_pid;
 } etch__store_entry;
 
 typedef struct etch__store_list {
@@ -108,8 +119,18 @@ int etch__store_file_entry(const char *path, const char *meta,
 bool etch__store_meta_parse(char *buf, int64_t size, int64_t mtime_ns,
                             etch__store_entry *e);
 
-/* Removes trace `name` and its metadata. ETCH_EINVAL for a name that is not
- * a store name, ETCH_ENOTFOUND when the store has no such trace. */
+/* Whether `name` is a part's, .NAME.PID.part with NAME a store name; *pid
+ * (may be NULL) gets PID. */
+bool etch__store_part_name(const char *name, long *pid);
+/* Whether the part `name` of `dir` is abandoned: its writer's pid is gone
+ * and no process holds a lock on it. */
+bool etch__store_part_abandoned(const char *dir, const char *name);
+/* Appends the abandoned parts of `dir` to `l` (size, mtime_ns, start = the
+ * mtime, `error` and `abandoned` set) and sorts it again. */
+int etch__store_list_abandoned(const char *dir, etch__store_list *l);
+/* Removes trace `name` and its metadata, or the abandoned part `name`
+ * (ETCH_EBUSY for a part still being written). ETCH_EINVAL for a name that
+ * is neither, ETCH_ENOTFOUND when the store has no such trace. */
 int etch__store_remove(const char *dir, const char *name);
 
 /* The duration of an entry in ns (0 without events). */
@@ -118,7 +139,8 @@ int64_t etch__store_entry_dur(const etch__store_entry *e);
 /* The entries as a JSON array of objects: name, path (DIR/NAME), size,
  * mtime_ns, start (wall clock, ns since the epoch), start_from_trace,
  * duration, events, slices, processes, threads, data_loss ([{name,
- * value}]) and error (null or the message). */
+ * value}]) and error (null or the message); an abandoned part also has
+ * abandoned (true) and writer_pid. */
 void etch__store_write_json(const char *dir, const etch__store_entry *e,
                             size_t n, FILE *out);
 /* One entry's members from "size" on, each after a comma (",\"size\":...

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """fleet_test.py - etch load and etch query --clickhouse against real
-ClickHouse servers (clickhouse.py starts them on loopback, each with a
+ClickHouse servers (scripts/clickhouse.py starts them on loopback, each with a
 data directory of its own, and stops them).
 
   fleet_test.py --etch ETCH --recordee PROG --basic PROG [--cluster]
@@ -40,7 +40,8 @@ import tempfile
 import threading
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                "..", "..", "scripts"))
 import clickhouse  # noqa: E402
 
 SKIP = 77
@@ -412,6 +413,9 @@ def single(args, binary, tmp):
                             % clickhouse.free_port(), traces[0]])
         check(rc == 1 and "127.0.0.1" in err and "secret" not in err and
               "hush" not in err, "no server: exit %d, %r" % (rc, err))
+        check("no ClickHouse server there: to try etch, start one on "
+              "loopback with scripts/clickhouse.py start DIR" in err,
+              "no server: how to start one is not said: %r" % err)
     finally:
         srv.stop()
     hostile(etch)
@@ -493,6 +497,47 @@ def cluster(args, binary, tmp):
             s.stop()
 
 
+def script(etch, tmp):
+    """scripts/clickhouse.py's command line, as docs/fleet.md has a user
+    start a server: start prints the URL etch load takes, a second start
+    in the same directory is refused, stop ends the server."""
+    cli = os.path.join(os.path.dirname(clickhouse.__file__), "clickhouse.py")
+    root = os.path.join(tmp, "tryme")
+    port = clickhouse.free_port()
+    rc, out, err = run([sys.executable, cli, "start", root, "--port",
+                        str(port)])
+    url = "http://127.0.0.1:%d" % port
+    check(rc == 0 and ("on %s (pid " % url) in out and
+          ("etch load --clickhouse %s TRACE..." % url) in out,
+          "clickhouse.py start: exit %d, %r %r" % (rc, out, err))
+    try:
+        with open(os.path.join(root, "server.pid")) as f:
+            pid = int(f.read().split()[0])
+    except (OSError, ValueError):
+        check(False, "clickhouse.py start wrote no server.pid")
+        return
+    try:
+        rc, out, err = run([etch.path, "query", "--csv", "--clickhouse", url,
+                            "--database", "default", "select 40 + 2 as x"])
+        check(rc == 0 and out == "x\n42\n",
+              "etch query against the script's server: %d %r %r"
+              % (rc, out, err))
+        rc, out, err = run([sys.executable, cli, "start", root])
+        check(rc == 1 and "a server already runs in" in err,
+              "a second start: exit %d, %r" % (rc, err))
+    finally:
+        rc, out, err = run([sys.executable, cli, "stop", root])
+    check(rc == 0 and out.startswith("stopped the server of "),
+          "clickhouse.py stop: exit %d, %r %r" % (rc, out, err))
+    gone = True
+    try:
+        os.kill(pid, 0)
+        gone = False
+    except ProcessLookupError:
+        pass
+    check(gone, "clickhouse.py stop: pid %d still runs" % pid)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--etch", required=True)
@@ -507,6 +552,8 @@ def main():
         return SKIP
     with tempfile.TemporaryDirectory(prefix="etch-fleet-") as tmp:
         (cluster if args.cluster else single)(args, binary, tmp)
+        if not args.cluster:
+            script(Etch(args.etch, os.path.join(tmp, "cache")), tmp)
     if failures:
         print("%d failed" % len(failures))
         return 1

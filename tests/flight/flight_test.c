@@ -448,3 +448,101 @@ TEST(flight_files_that_are_not) {
   etch__flight_report_free(&rep);
   free(file);
 }
+
+/* ---- the setup ------------------------------------------------------------ */
+
+static int setup_stop_at;
+static void stop_here(int step) {
+  if (step == setup_stop_at) _exit(0);
+}
+
+/* A process that dies at each point of the setup leaves a file that
+ * recovery names as a setup that never finished, not as a stranger. */
+TEST(flight_setup_cut_at_each_point) {
+  const char *dir = etch_test_tmpdir();
+  for (int step = ETCH_FLIGHT_STEP_EMPTY; step <= ETCH_FLIGHT_STEP_MAPPED;
+       step++) {
+    char flight[600];
+    snprintf(flight, sizeof flight, "%s/cut%d.flight", dir, step);
+    pid_t pid = fork();
+    ASSERT_TRUE(pid >= 0);
+    if (pid == 0) {
+      setup_stop_at = step;
+      etch__flight_setup_hook = stop_here;
+      etch_flight f;
+      etch_buffer b;
+      etch_flight_id id = {.pid = 4242, .process_uuid = 7,
+                           .process_name = "cutme"};
+      etch__flight_create(&f, flight, 1 << 20, ETCH_BUFFER_RING, &id, &b);
+      _exit(3); /* the hook did not stop it */
+    }
+    int st;
+    ASSERT_EQ_INT((int)waitpid(pid, &st, 0), (int)pid);
+    ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    size_t len;
+    uint8_t *file = etch_test_read_file(flight, &len);
+    ASSERT_TRUE(file != NULL);
+    ASSERT_EQ_U64(len, step == ETCH_FLIGHT_STEP_EMPTY    ? 0
+                       : step == ETCH_FLIGHT_STEP_HEADER ? ETCH_FLIGHT_HEADER_SIZE
+                                                         : ETCH_FLIGHT_HEADER_SIZE + (1 << 20));
+    uint8_t *data = NULL;
+    size_t dlen = 0;
+    ASSERT_EQ_INT(etch__flight_recover(file, len, false, -1, &data, &dlen,
+                                       NULL),
+                  ETCH_EFORMAT);
+    ASSERT_TRUE(data == NULL && dlen == 0);
+    ASSERT_EQ_STR(etch_last_error(),
+                  step == ETCH_FLIGHT_STEP_EMPTY
+                      ? "an empty file: a flight file's setup never finished "
+                        "(the process ended before recording began); nothing "
+                        "to recover"
+                      : "the flight file's setup never finished: the process "
+                        "(pid 4242, cutme) ended before recording began; "
+                        "nothing to recover");
+    free(file);
+  }
+}
+
+/* Pages of the mapping in memory (mincore). */
+static size_t resident_pages(const etch_flight *f) {
+  size_t pages = (f->map_len + 4095) / 4096;
+  unsigned char *vec = (unsigned char *)malloc(pages);
+  ASSERT_TRUE(vec != NULL);
+  ASSERT_EQ_INT(mincore(f->map, f->map_len, vec), 0);
+  size_t n = 0;
+  for (size_t i = 0; i < pages; i++) n += vec[i] & 1;
+  free(vec);
+  return n;
+}
+
+/* The setup's cost does not grow with the ring: after it a 1 MiB and a
+ * 128 MiB flight file have the same blocks on disk and the same pages in
+ * memory (the header's); a chunk's pages come in when a writer takes it. */
+TEST(flight_setup_cost_does_not_grow_with_the_size) {
+  const char *dir = etch_test_tmpdir();
+  etch_flight_id id = {.pid = getpid(), .process_uuid = 1,
+                       .process_name = "sizes"};
+  const uint64_t sizes[2] = {1u << 20, 128u << 20};
+  long long blocks[2];
+  for (int i = 0; i < 2; i++) {
+    char flight[600];
+    snprintf(flight, sizeof flight, "%s/size%d.flight", dir, i);
+    etch_flight f;
+    etch_buffer b;
+    ASSERT_OK(etch__flight_create(&f, flight, sizes[i], ETCH_BUFFER_RING, &id,
+                                  &b));
+    struct stat st;
+    ASSERT_EQ_INT(stat(flight, &st), 0);
+    ASSERT_EQ_U64((uint64_t)st.st_size, ETCH_FLIGHT_HEADER_SIZE + sizes[i]);
+    blocks[i] = (long long)st.st_blocks;
+    ASSERT_EQ_U64(resident_pages(&f), 1);
+    /* A chunk taken: its pages, written once each, are in. */
+    etch_chunk *c = etch__buffer_acquire(&b, 1, 0, 0);
+    ASSERT_TRUE(c != NULL);
+    ASSERT_TRUE(resident_pages(&f) >= 1 + b.chunk_size / 4096);
+    etch__buffer_destroy(&b);
+    etch__flight_close(&f, false);
+  }
+  ASSERT_EQ_U64((uint64_t)blocks[0], (uint64_t)blocks[1]);
+  ASSERT_TRUE(blocks[0] <= 16); /* the header page, 512-byte blocks */
+}

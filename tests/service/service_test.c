@@ -20,6 +20,7 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -1444,15 +1445,75 @@ TEST(a_full_discard_buffer_leaves_no_slice_open) {
   svc_stop(&s);
 }
 
+/* What the task of `pid` named `comm` is doing: 0 when there is none, 1
+ * when it is in nanosleep or clock_nanosleep, 2 otherwise (/proc's
+ * task/TID/comm and syscall). */
+static int task_doing(pid_t pid, const char *comm) {
+  char path[400], line[256];
+  snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
+  DIR *d = opendir(path);
+  int found = 0;
+  struct dirent *de;
+  while (d && !found && (de = readdir(d))) {
+    if (de->d_name[0] == '.') continue;
+    snprintf(path, sizeof path, "/proc/%d/task/%s/comm", (int)pid, de->d_name);
+    FILE *f = fopen(path, "r");
+    bool named = f && fgets(line, sizeof line, f) &&
+                 strncmp(line, comm, strlen(comm)) == 0 &&
+                 line[strlen(comm)] == '\n';
+    if (f) fclose(f);
+    if (!named) continue;
+    found = 2;
+    snprintf(path, sizeof path, "/proc/%d/task/%s/syscall", (int)pid,
+             de->d_name);
+    f = fopen(path, "r");
+    long nr = -1;
+    if (f && fscanf(f, "%ld", &nr) == 1 &&
+        (nr == SYS_clock_nanosleep
+#ifdef SYS_nanosleep
+         || nr == SYS_nanosleep
+#endif
+         ))
+      found = 1;
+    if (f) fclose(f);
+  }
+  if (d) closedir(d);
+  return found;
+}
+
+/* Until the flood that etchd, stopped, cannot take has done what it is
+ * for: with `stall`, both workers seen waiting for a chunk (their only
+ * sleep then); without, worker-1 has ended (dropping what did not fit)
+ * and worker-0 sleeps in its pause after the flood (svc_producer's
+ * "pause"). The event itself, not a time window. */
+static void wait_flooded(pid_t p, bool stall) {
+  bool seen[2] = {false, false};
+  for (int i = 0; i < 300000; i++) { /* 30 s at most */
+    if (stall) {
+      for (int k = 0; k < 2; k++)
+        seen[k] |= task_doing(p, k ? "worker-1" : "worker-0") == 1;
+      if (seen[0] && seen[1]) return;
+    } else if (task_doing(p, "worker-1") == 0 &&
+               task_doing(p, "worker-0") == 1) {
+      return;
+    }
+    struct timespec d = {0, 100000};
+    nanosleep(&d, NULL);
+  }
+  FAIL("the producer (pid %d) did not %s", (int)p,
+       stall ? "stall on its full shared memory"
+             : "get to the end of its flood");
+}
+
 /*
  * Records a producer (svc_producer NAME 2 N pause) with a 256 KiB shared
  * memory, stalling for room when `stall`, while etchd is stopped (SIGSTOP)
- * for `stop_ms` from before its threads start (the producer stops itself
- * once its session is there, and the test lets it go on); decodes the trace into *t.
- * The producer's pid.
+ * from before its threads start until they have flooded it (wait_flooded;
+ * the producer stops itself once its session is there, and the test lets
+ * it go on); decodes the trace into *t. The producer's pid.
  */
 static pid_t flood_while_stopped(svc *s, const char *name, long n, bool stall,
-                                 long stop_ms, td_trace *t, int32_t *pids) {
+                                 td_trace *t, int32_t *pids) {
   char out[700];
   snprintf(out, sizeof out, "%s/%s.pftrace", s->dir, name);
   pid_t rec = record_start(s, out, NULL);
@@ -1466,9 +1527,9 @@ static pid_t flood_while_stopped(svc *s, const char *name, long n, bool stall,
   ASSERT_TRUE(WIFSTOPPED(st));
   kill(s->pid, SIGSTOP);
   kill(p, SIGCONT);
-  /* A window by design: etchd stays stopped while the producer floods;
-   * every tick arrives or is counted dropped however long it is. */
-  sleep_ms(stop_ms);
+  /* etchd stays stopped until the producer has flooded its shared memory
+   * (every tick arrives or is counted dropped however long it is). */
+  wait_flooded(p, stall);
   kill(s->pid, SIGCONT);
   ASSERT_EQ_INT(wait_exit(p), 0);
   kill(rec, SIGINT);
@@ -1480,7 +1541,8 @@ static pid_t flood_while_stopped(svc *s, const char *name, long n, bool stall,
 /*
  * Writers that found the shared memory full drop, counted, and record
  * again once there is room: etchd is stopped (SIGSTOP) while a producer
- * with a 256 KiB shared memory floods it from two threads, then let go.
+ * with a 256 KiB shared memory floods it from two threads, then let go
+ * once thread 1 has ended and thread 0 pauses.
  * Thread 0 records again 0.8 s later (its drops reported as it starts
  * over); thread 1 ends while dropping (its drops reported for it later, on
  * its own sequence). For each, every tick either arrives, in order, or is
@@ -1492,7 +1554,7 @@ TEST(full_shared_memory_drops_are_counted_and_writers_record_again) {
   svc_start(&s);
   td_trace t;
   static int32_t pids[4096];
-  pid_t p = flood_while_stopped(&s, "full", n, false, 500, &t, pids);
+  pid_t p = flood_while_stopped(&s, "full", n, false, &t, pids);
   for (int k = 0; k < 2; k++) {
     const td_track *tr = worker_track(&t, p, k);
     ASSERT_TRUE(tr != NULL);
@@ -1674,8 +1736,8 @@ TEST(slices_nest_rightly_across_lost_events) {
 /*
  * With ETCH_SYSTEM_STALL_MS a writer that finds the shared memory full
  * waits for a chunk (up to that long) instead of dropping: etchd stopped
- * for 0.3 s while two threads flood a 256 KiB shared memory, and every
- * tick arrives, in order, none reported lost.
+ * while two threads flood a 256 KiB shared memory, until both wait, and
+ * every tick arrives, in order, none reported lost.
  */
 TEST(stalling_writers_lose_nothing) {
   const long n = SANITIZED ? 50000 : 200000;
@@ -1683,7 +1745,7 @@ TEST(stalling_writers_lose_nothing) {
   svc_start(&s);
   td_trace t;
   static int32_t pids[4096];
-  pid_t p = flood_while_stopped(&s, "stall", n, true, 300, &t, pids);
+  pid_t p = flood_while_stopped(&s, "stall", n, true, &t, pids);
   for (int k = 0; k < 2; k++) check_ticks(&t, pids, 4096, p, k, n);
   ASSERT_EQ_INT((int)td_count(&t, 3, "etch.dropped_events"), 0);
   ASSERT_EQ_INT((int)t.prev_dropped, 0);

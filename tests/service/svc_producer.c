@@ -79,6 +79,8 @@ static void *work(void *arg) {
   char name[32];
   snprintf(name, sizeof name, "worker-%ld", (long)(intptr_t)arg);
   etch_thread_set_name(name);
+  /* The system's name too: a test finds the thread in /proc by it. */
+  pthread_setname_np(pthread_self(), name);
   if (nest) {
     for (long i = 0; i < events; i++) {
       if (nest_stop && arg == 0 && i == events / 2) raise(SIGSTOP);

@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -539,19 +540,26 @@ TEST(diff_gives_exact_counts_and_totals_sorted_by_change) {
            "A: %s\nB: %s\n\n"
            "slices by name, largest change of total first\n"
            "  name  count A  count B  total A  total B   change   change%%"
-           "   mean A   mean B    p50 A    p50 B    p99 A    p99 B\n"
+           "   self A   self B   mean A   mean B    p50 A    p50 B    p99 A"
+           "    p99 B\n"
            "  ----  -------  -------  -------  -------  -------  --------"
-           "  -------  -------  -------  -------  -------  -------\n"
+           "  -------  -------  -------  -------  -------  -------  -------"
+           "  -------\n"
            "  e           4        2    40 ns  1.01 us  +970 ns  +2425.0%%"
-           "    10 ns   505 ns    10 ns    10 ns    10 ns  1.00 us\n"
+           "    40 ns  1.01 us    10 ns   505 ns    10 ns    10 ns    10 ns"
+           "  1.00 us\n"
            "  c           1        0   500 ns        -  -500 ns      gone"
-           "   500 ns        -   500 ns        -   500 ns        -\n"
+           "   500 ns        -   500 ns        -   500 ns        -   500 ns"
+           "        -\n"
            "  a           3        3   300 ns   600 ns  +300 ns   +100.0%%"
-           "   100 ns   200 ns   100 ns   200 ns   100 ns   200 ns\n"
+           "   300 ns   600 ns   100 ns   200 ns   100 ns   200 ns   100 ns"
+           "   200 ns\n"
            "  d           0        2        -   100 ns  +100 ns       new"
-           "        -    50 ns        -    50 ns        -    50 ns\n"
+           "        -   100 ns        -    50 ns        -    50 ns        -"
+           "    50 ns\n"
            "  b           2        2  2.00 us  2.00 us     0 ns        0%%"
-           "  1.00 us  1.00 us  1.00 us  1.00 us  1.00 us  1.00 us\n",
+           "  2.00 us  2.00 us  1.00 us  1.00 us  1.00 us  1.00 us  1.00 us"
+           "  1.00 us\n",
            in(dir, "A.pftrace"), in(dir, "B.pftrace"));
   ASSERT_EQ_STR(r.out, want);
   done(&r);
@@ -620,6 +628,90 @@ TEST(diff_gives_exact_counts_and_totals_sorted_by_change) {
   done(&r);
 }
 
+/* A thread with "outer" [0, outer) holding "inner" [100, 100 + inner),
+ * then "z" of `z` ns. */
+static void nested_trace(const char *path, int outer, int inner, int z) {
+  tb t;
+  tb_init(&t);
+  tb_process(&t, 1, 1, 10, "app");
+  tb_thread(&t, 1, 2, 10, 10, "main");
+  tb_event(&t, 1, 1000, 2, ETCH_TE_TYPE_SLICE_BEGIN, "c", "outer");
+  tb_event(&t, 1, 1100, 2, ETCH_TE_TYPE_SLICE_BEGIN, "c", "inner");
+  tb_event(&t, 1, 1100 + inner, 2, ETCH_TE_TYPE_SLICE_END, NULL, NULL);
+  tb_event(&t, 1, 1000 + outer, 2, ETCH_TE_TYPE_SLICE_END, NULL, NULL);
+  tb_event(&t, 1, 5000, 2, ETCH_TE_TYPE_SLICE_BEGIN, "c", "z");
+  tb_event(&t, 1, 5000 + z, 2, ETCH_TE_TYPE_SLICE_END, NULL, NULL);
+  write_file(path, tb_data(&t), tb_len(&t));
+  tb_free(&t);
+}
+
+/* The function that got slower ranks above its caller by self time: inner
+ * +400 ns (self +400), outer +450 ns (self +50), z +200 ns. */
+TEST(diff_sorts_by_self_time_and_quantiles) {
+  const char *dir = etch_test_tmpdir();
+  nested_trace(in(dir, "A.pftrace"), 1000, 400, 100);
+  nested_trace(in(dir, "B.pftrace"), 1450, 800, 300);
+  static const char *const head =
+      "  name   count A  count B  total A  total B   change  change%"
+      "  self A  self B   mean A   mean B    p50 A    p50 B    p99 A"
+      "    p99 B\n"
+      "  -----  -------  -------  -------  -------  -------  -------"
+      "  ------  ------  -------  -------  -------  -------  -------"
+      "  -------\n";
+  static const char *const outer =
+      "  outer        1        1  1.00 us  1.45 us  +450 ns   +45.0%"
+      "  600 ns  650 ns  1.00 us  1.45 us  1.00 us  1.45 us  1.00 us"
+      "  1.45 us\n";
+  static const char *const inner =
+      "  inner        1        1   400 ns   800 ns  +400 ns  +100.0%"
+      "  400 ns  800 ns   400 ns   800 ns   400 ns   800 ns   400 ns"
+      "   800 ns\n";
+  static const char *const z =
+      "  z            1        1   100 ns   300 ns  +200 ns  +200.0%"
+      "  100 ns  300 ns   100 ns   300 ns   100 ns   300 ns   100 ns"
+      "   300 ns\n";
+  static const struct {
+    const char *key, *first, *second, *third;
+  } cases[] = {
+      {"total", outer, inner, z}, {"self", inner, z, outer},
+      {"p50", outer, inner, z},   {"p99", outer, inner, z},
+      {"count", inner, outer, z},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    run_result r = RUN("diff", "--sort", cases[i].key, in(dir, "A.pftrace"),
+                       in(dir, "B.pftrace"));
+    if (r.status != 0) FAIL("etch diff --sort %s: %s", cases[i].key, r.err);
+    char want[4096], a[600];
+    snprintf(a, sizeof a, "%s", in(dir, "A.pftrace"));
+    snprintf(want, sizeof want,
+             "A: %s\nB: %s\n\nslices by name, largest change of %s "
+             "first\n%s%s%s%s",
+             a, in(dir, "B.pftrace"), cases[i].key, head, cases[i].first,
+             cases[i].second, cases[i].third);
+    ASSERT_EQ_STR(r.out, want);
+    done(&r);
+  }
+  run_result r = RUN("diff", "--json", "--sort", "self", in(dir, "A.pftrace"),
+                     in(dir, "B.pftrace"));
+  ASSERT_EQ_INT(r.status, 0);
+  jp *v = jp_parse(r.out);
+  if (!v) FAIL("etch diff --json does not parse:\n%s", r.out);
+  ASSERT_EQ_STR(jp_get(v, "sort")->str, "self");
+  const jp *rows = jp_get(v, "rows");
+  ASSERT_EQ_U64(rows->n, 3);
+  static const char *const order[] = {"inner", "z", "outer"};
+  static const int64_t sa[] = {400, 100, 600}, sb[] = {800, 300, 650};
+  for (size_t i = 0; i < 3; i++) {
+    const jp *row = rows->items[i];
+    ASSERT_EQ_STR(jp_get(row, "name")->str, order[i]);
+    ASSERT_EQ_INT(jp_int(jp_get(row, "a"), "self"), sa[i]);
+    ASSERT_EQ_INT(jp_int(jp_get(row, "b"), "self"), sb[i]);
+    ASSERT_EQ_INT(jp_int(jp_get(row, "change"), "self"), sb[i] - sa[i]);
+  }
+  jp_free(v);
+  done(&r);
+}
+
 TEST(diff_takes_names_of_the_store) {
   const char *dir = use_store();
   mkdir(dir, 0755);
@@ -633,6 +725,18 @@ TEST(diff_takes_names_of_the_store) {
   if (!v) FAIL("does not parse:\n%s", r.out);
   ASSERT_EQ_STR(jp_get(v, "a")->str, "one.pftrace");
   const jp *row = jp_get(v, "rows")->items[0];
+  ASSERT_EQ_INT(jp_int(jp_get(row, "a"), "total"), 100);
+  ASSERT_EQ_INT(jp_int(jp_get(row, "b"), "total"), 200);
+  jp_free(v);
+  done(&r);
+  /* As etch ls shows them, without ".pftrace" too. */
+  r = RUN("diff", "--json", "one", "two");
+  if (r.status != 0) FAIL("etch diff one two: %s", r.err);
+  v = jp_parse(r.out);
+  if (!v) FAIL("does not parse:\n%s", r.out);
+  ASSERT_EQ_STR(jp_get(v, "a")->str, "one");
+  ASSERT_EQ_STR(jp_get(v, "b")->str, "two");
+  row = jp_get(v, "rows")->items[0];
   ASSERT_EQ_INT(jp_int(jp_get(row, "a"), "total"), 100);
   ASSERT_EQ_INT(jp_int(jp_get(row, "b"), "total"), 200);
   jp_free(v);
@@ -688,3 +792,283 @@ TEST(diff_says_a_trace_is_cut_short_once) {
     }
   }
 }
+
+/* ---- parts a killed etch record left -------------------------------------- */
+
+/* A pid that was a process and is no more (a child, reaped). */
+static pid_t dead_pid(void) {
+  pid_t p = fork();
+  ASSERT_TRUE(p >= 0);
+  if (p == 0) _exit(0);
+  int st;
+  ASSERT_EQ_INT((int)waitpid(p, &st, 0), (int)p);
+  return p;
+}
+
+/* A child that holds an flock on `path` until `*release` is closed. */
+static pid_t lock_holder(const char *path, int *release) {
+  int ready[2], hold[2];
+  ASSERT_EQ_INT(pipe(ready), 0);
+  ASSERT_EQ_INT(pipe(hold), 0);
+  pid_t p = fork();
+  ASSERT_TRUE(p >= 0);
+  if (p == 0) {
+    close(ready[0]);
+    close(hold[1]);
+    int fd = open(path, O_WRONLY | O_CREAT, 0644);
+    if (fd < 0 || flock(fd, LOCK_EX) != 0) _exit(1);
+    if (write(ready[1], "r", 1) != 1) _exit(1);
+    char c;
+    while (read(hold[0], &c, 1) > 0) {
+    }
+    _exit(0);
+  }
+  close(ready[1]);
+  close(hold[0]);
+  char c;
+  ASSERT_EQ_INT((int)read(ready[0], &c, 1), 1); /* it holds the lock */
+  close(ready[0]);
+  *release = hold[1];
+  return p;
+}
+
+/* The names etch ls --json lists, and whether each is abandoned. */
+static char *ls_json_names(void) {
+  run_result r = RUN("ls", "--json");
+  if (r.status != 0) FAIL("etch ls --json: %s", r.err);
+  jp *v = jp_parse(r.out);
+  if (!v) FAIL("does not parse:\n%s", r.out);
+  char *s = calloc(1, 4096);
+  for (size_t i = 0; i < v->n; i++) {
+    const jp *ab = jp_get(v->items[i], "abandoned");
+    snprintf(s + strlen(s), 4096 - strlen(s), "%s%s%s", i ? " " : "",
+             jp_get(v->items[i], "name")->str,
+             ab && ab->kind == JP_BOOL && ab->b ? "(abandoned)" : "");
+  }
+  jp_free(v);
+  done(&r);
+  return s;
+}
+
+/*
+ * A part whose recorder is gone and that nobody holds is listed as
+ * abandoned and removed by etch rm; one whose recorder runs (its pid alive,
+ * its lock held), or whose writer still holds it (etchd, after the
+ * recorder died), is neither listed nor removed.
+ */
+TEST(ls_names_abandoned_parts_and_rm_removes_them) {
+  const char *dir = use_store();
+  mkdir(dir, 0755);
+  small_trace(in(dir, "whole.pftrace"), 1);
+  char dead[300], live[300], held[300];
+  pid_t gone = dead_pid();
+  snprintf(dead, sizeof dead, ".20261129-010203-app.pftrace.%d.part",
+           (int)gone);
+  small_trace(in(dir, dead), 2);
+  /* Running: this process's child, holding its lock. */
+  int release;
+  snprintf(live, sizeof live, ".20261129-020304-app.pftrace.%d.part",
+           (int)getpid());
+  pid_t holder = lock_holder(in(dir, live), &release);
+  /* Its recorder gone, its file still held (as etchd holds a
+   * write_into_file session's until it has let the session go). */
+  snprintf(held, sizeof held, ".20261129-030405-app.pftrace.%d.part",
+           (int)dead_pid());
+  int held_release;
+  pid_t held_holder = lock_holder(in(dir, held), &held_release);
+
+  char *names = ls_json_names();
+  char want[1024];
+  snprintf(want, sizeof want, "%s(abandoned) whole.pftrace", dead);
+  /* The part's start is its mtime: now, after whole.pftrace's events. */
+  ASSERT_EQ_STR(names, want);
+  free(names);
+  run_result r = RUN("ls", "--json");
+  jp *v = jp_parse(r.out);
+  ASSERT_TRUE(v != NULL);
+  const jp *e = v->items[0];
+  ASSERT_EQ_INT(jp_int(e, "writer_pid"), gone);
+  ASSERT_EQ_INT(jp_int(e, "size"), 107);
+  ASSERT_EQ_INT(jp_get(e, "events")->kind, JP_NULL);
+  char msg[600];
+  snprintf(msg, sizeof msg,
+           "abandoned: its etch record (pid %d) ended before the trace was "
+           "whole; etch rm %s removes it",
+           (int)gone, dead);
+  ASSERT_EQ_STR(jp_get(e, "error")->str, msg);
+  jp_free(v);
+  done(&r);
+  r = RUN("ls");
+  ASSERT_EQ_INT(r.status, 0);
+  ASSERT_EQ_INT(count_lines(r.out), 5);
+  ASSERT_TRUE(strncmp(line_at(r.out, 3), dead, strlen(dead)) == 0);
+  ASSERT_TRUE(strstr(line_at(r.out, 3), msg) != NULL);
+  ASSERT_TRUE(strstr(line_at(r.out, 3), "error:") == NULL);
+  done(&r);
+
+  /* Being written: refused, nothing removed. */
+  r = RUN("rm", live);
+  ASSERT_EQ_INT(r.status, 1);
+  ASSERT_CONTAINS(r.err, "is being written by a running etch record");
+  done(&r);
+  r = RUN("rm", held);
+  ASSERT_EQ_INT(r.status, 1);
+  done(&r);
+  ASSERT_TRUE(exists(in(dir, live)) && exists(in(dir, held)));
+  r = RUN("rm", dead);
+  ASSERT_EQ_INT(r.status, 0);
+  snprintf(want, sizeof want, "removed %s (107 bytes)\n", dead);
+  ASSERT_EQ_STR(r.out, want);
+  done(&r);
+  ASSERT_TRUE(!exists(in(dir, dead)));
+
+  /* Let go by its last writer: abandoned now; --older-than takes it. */
+  close(held_release);
+  int st;
+  ASSERT_EQ_INT((int)waitpid(held_holder, &st, 0), (int)held_holder);
+  names = ls_json_names();
+  snprintf(want, sizeof want, "%s(abandoned) whole.pftrace", held);
+  ASSERT_EQ_STR(names, want);
+  free(names);
+  set_age(in(dir, held), 3 * 86400);
+  set_age(in(dir, "whole.pftrace"), 86400);
+  r = RUN("rm", "--older-than", "2d");
+  ASSERT_EQ_INT(r.status, 0);
+  snprintf(want, sizeof want, "removed %s (0 bytes)\nremoved 1 trace (0 bytes)\n",
+           held);
+  ASSERT_EQ_STR(r.out, want);
+  done(&r);
+
+  close(release);
+  ASSERT_EQ_INT((int)waitpid(holder, &st, 0), (int)holder);
+  ASSERT_TRUE(exists(in(dir, live)));
+  ASSERT_TRUE(exists(in(dir, "whole.pftrace")));
+}
+
+#ifdef ETCHD_BIN
+#include <sys/socket.h>
+#include <sys/un.h>
+
+static void sleep_ms(long ms) {
+  struct timespec d = {ms / 1000, (ms % 1000) * 1000000};
+  nanosleep(&d, NULL);
+}
+
+static bool can_connect(const char *path) {
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  struct sockaddr_un a = {.sun_family = AF_UNIX};
+  snprintf(a.sun_path, sizeof a.sun_path, "%s", path);
+  bool ok = fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof a) == 0;
+  if (fd >= 0) close(fd);
+  return ok;
+}
+
+static pid_t spawn_logged(char *const argv[], const char *log) {
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&fa, 1, log, O_WRONLY | O_CREAT | O_APPEND,
+                                   0644);
+  posix_spawn_file_actions_adddup2(&fa, 1, 2);
+  pid_t pid;
+  if (posix_spawn(&pid, argv[0], &fa, NULL, argv, environ) != 0)
+    FAIL("cannot run %s", argv[0]);
+  posix_spawn_file_actions_destroy(&fa);
+  return pid;
+}
+
+/* The hidden part in `dir` whose lock someone holds: its name, or "". */
+static const char *held_part(const char *dir) {
+  static char name[300];
+  name[0] = '\0';
+  DIR *d = opendir(dir);
+  struct dirent *de;
+  while (d && (de = readdir(d))) {
+    size_t n = strlen(de->d_name);
+    if (de->d_name[0] != '.' || n < 6 || strcmp(de->d_name + n - 5, ".part"))
+      continue;
+    int fd = open(in(dir, de->d_name), O_RDONLY);
+    if (fd >= 0 && flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK)
+      snprintf(name, sizeof name, "%s", de->d_name);
+    if (fd >= 0) close(fd);
+  }
+  if (d) closedir(d);
+  return name;
+}
+
+/*
+ * The real thing: etch record --system writing into the store (etchd
+ * writes into its part as the session goes), killed with SIGKILL. While it
+ * runs its part is not listed and not removed; once it is gone and etchd
+ * has let the file go, etch ls lists it as abandoned and etch rm removes
+ * it.
+ */
+TEST(a_killed_recorders_part_is_abandoned) {
+  const char *tmp = etch_test_tmpdir();
+  const char *dir = use_store();
+  char prod[600], cons[600], log[600], cfg[600];
+  snprintf(prod, sizeof prod, "%s/p.sock", tmp);
+  snprintf(cons, sizeof cons, "%s/c.sock", tmp);
+  snprintf(log, sizeof log, "%s/etchd.log", tmp);
+  snprintf(cfg, sizeof cfg, "%s/file.pbtx", tmp);
+  setenv("PERFETTO_PRODUCER_SOCK_NAME", prod, 1);
+  setenv("PERFETTO_CONSUMER_SOCK_NAME", cons, 1);
+  char *dargv[] = {(char *)ETCHD_BIN, "-v", NULL};
+  pid_t etchd = spawn_logged(dargv, log);
+  for (int i = 0; i < 3000 && !can_connect(cons); i++) sleep_ms(10);
+  if (!can_connect(cons)) FAIL("etchd did not start (see %s)", log);
+  FILE *f = fopen(cfg, "w");
+  ASSERT_TRUE(f != NULL);
+  fputs("buffers { size_kb: 1024 }\n"
+        "data_sources { config { name: \"track_event\" } }\n"
+        "write_into_file: true\nfile_write_period_ms: 100\n",
+        f);
+  fclose(f);
+  char *rargv[] = {(char *)ETCH_BIN, "record", "--config", cfg, "-q", NULL};
+  pid_t rec = spawn_logged(rargv, log);
+  const char *part = held_part(dir);
+  for (int i = 0; i < 3000 && !*(part = held_part(dir)); i++) sleep_ms(10);
+  if (!*part) FAIL("no part being written in %s (see %s)", dir, log);
+  char name[300];
+  snprintf(name, sizeof name, "%s", part);
+
+  char *names = ls_json_names();
+  ASSERT_EQ_STR(names, ""); /* being written: not listed */
+  free(names);
+  run_result r = RUN("rm", name);
+  ASSERT_EQ_INT(r.status, 1);
+  ASSERT_CONTAINS(r.err, "is being written by a running etch record");
+  done(&r);
+
+  kill(rec, SIGKILL);
+  int st;
+  ASSERT_EQ_INT((int)waitpid(rec, &st, 0), (int)rec);
+  /* Until etchd, seeing its consumer gone, lets the file go. */
+  char want[400];
+  snprintf(want, sizeof want, "%s(abandoned)", name);
+  names = ls_json_names();
+  for (int i = 0; i < 3000 && strcmp(names, want) != 0; i++) {
+    free(names);
+    sleep_ms(10);
+    names = ls_json_names();
+  }
+  ASSERT_EQ_STR(names, want);
+  free(names);
+  r = RUN("ls", "--json");
+  jp *v = jp_parse(r.out);
+  ASSERT_TRUE(v != NULL && v->n == 1);
+  ASSERT_EQ_INT(jp_int(v->items[0], "writer_pid"), rec);
+  jp_free(v);
+  done(&r);
+  r = RUN("rm", name);
+  ASSERT_EQ_INT(r.status, 0);
+  ASSERT_TRUE(!exists(in(dir, name)));
+  done(&r);
+
+  kill(etchd, SIGTERM);
+  ASSERT_EQ_INT((int)waitpid(etchd, &st, 0), (int)etchd);
+  ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  unsetenv("PERFETTO_PRODUCER_SOCK_NAME");
+  unsetenv("PERFETTO_CONSUMER_SOCK_NAME");
+}
+#endif

@@ -29,18 +29,24 @@ static int diff_limit(const command *cmd, const char *opt, const char *value,
 static int diff_sort(const command *cmd, const char *opt, const char *value,
                      void *args) {
   if (etch__diff_sort_parse(value, &((diff_args *)args)->sort) != ETCH_OK)
-    return usage_error(cmd, "%s: '%s' is not a sort key (total, count, mean, "
-                            "p50, p99, name)", opt, value);
+    return usage_error(cmd, "%s: '%s' is not a sort key (total, self, count, "
+                            "mean, p50, p99, name)", opt, value);
   return 0;
 }
 
-/* A trace of the store may be named by its name alone. */
+/* A trace of the store may be named by its name alone, with or without
+ * its ".pftrace". */
 static const char *resolve(const char *arg, char *buf, size_t n) {
   if (access(arg, F_OK) == 0 || !etch__store_name_ok(arg)) return arg;
-  char dir[4096];
+  char dir[4096], name[300];
   if (etch__store_dir(dir, sizeof dir) != ETCH_OK) return arg;
-  if (etch__store_path(dir, arg, buf, n) != ETCH_OK) return arg;
-  return access(buf, F_OK) == 0 ? buf : arg;
+  if (etch__store_path(dir, arg, buf, n) == ETCH_OK && access(buf, F_OK) == 0)
+    return buf;
+  int k = snprintf(name, sizeof name, "%s.pftrace", arg);
+  if (k > 0 && (size_t)k < sizeof name &&
+      etch__store_path(dir, name, buf, n) == ETCH_OK && access(buf, F_OK) == 0)
+    return buf;
+  return arg;
 }
 
 /* B's cache, on a thread of its own (build_caches). */
@@ -124,7 +130,8 @@ static int cmd_diff(int argc, char **argv) {
 
 static const cli_opt kDiffOpts[] = {
     {0, "--sort", "KEY",
-     "order by the change of: total (default), count,\n"
+     "order by the change of: total (default), self\n"
+     "(total minus the time in child slices), count,\n"
      "mean, p50, p99; or by name",
      CLI_FN(diff_sort)},
     {'n', "--limit", "N", "rows shown (default 20; 0: all)",
@@ -147,16 +154,21 @@ const command cli_diff = {
                 "[--strict] A B\n",
     .about =
         "Compares trace B with trace A slice name by slice name: count, total,\n"
-        "mean, p50 and p99 of the durations in each, and the change of the\n"
-        "total, the largest change first, so that what got slower (or\n"
-        "faster, or appeared, or went away) between two runs is at the top.\n"
+        "self time, mean, p50 and p99 of the durations in each, and the\n"
+        "change of the total, the largest change first, so that what got\n"
+        "slower (or faster, or appeared, or went away) between two runs is\n"
+        "at the top. A slice's self time is its duration minus its child\n"
+        "slices': --sort self puts the function that got slower above its\n"
+        "callers, whose totals grew as much.\n"
         "Slices count when they ended (an instant as a slice of 0 ns; one\n"
         "still open at the end of its trace is left out). A and B are trace\n"
         "files, databases written by etch query --db, or names of traces in\n"
-        "the trace store (etch ls). The traces' tables are cached as etch\n"
-        "query caches them, so a second diff of the same traces reads neither.\n",
+        "the trace store (etch ls; \".pftrace\" may be left out). The\n"
+        "traces' tables are cached as etch query caches them, so a second\n"
+        "diff of the same traces reads neither.\n",
     .opts = kDiffOpts,
     .more = "Example:\n"
             "  etch diff before.pftrace after.pftrace\n"
-            "  etch diff --sort p99 --limit 5 before.pftrace after.pftrace\n",
+            "  etch diff --sort p99 --limit 5 before.pftrace after.pftrace\n"
+            "  etch diff --sort self 20261127-031500-app 20261128-101010-app\n",
 };

@@ -53,7 +53,8 @@ int cli_store_list(const command *cmd, bool has_age, int64_t age, char *dir,
   (void)cmd;
   if (etch__store_dir(dir, ndir) != ETCH_OK)
     return runtime_error("%s", etch_last_error());
-  if (etch__store_list_dir(dir, l) != ETCH_OK)
+  if (etch__store_list_dir(dir, l) != ETCH_OK ||
+      etch__store_list_abandoned(dir, l) != ETCH_OK)
     return runtime_error("%s", etch_last_error());
   if (has_age) cli_store_keep_older(l, age);
   return EXIT_OK;
@@ -88,7 +89,7 @@ static void print_table(const char *dir, const etch__store_list *l,
     if (e->error) {
       for (int c = 0; c < 4; c++) etch__tt_cell(t, "-");
       etch__tt_cell(t, size);
-      etch__tt_cellf(t, "error: %s", e->error);
+      etch__tt_cellf(t, "%s%s", e->abandoned ? "" : "error: ", e->error);
       continue;
     }
     char dur[32];
@@ -164,7 +165,9 @@ const command cli_ls = {
         "stats counts them), its size and the data it lost. A trace that\n"
         "cannot be read is listed with the reason. What is shown is kept in\n"
         "DIR/.meta, so a trace is read once, not at every listing (again when\n"
-        "its size or modification time changes).\n",
+        "its size or modification time changes). The hidden file a killed\n"
+        "etch record --system left (.NAME.PID.part) is listed as abandoned\n"
+        "once its recorder is gone; etch rm removes it by that name.\n",
     .opts = kLsOpts,
     .more = "See also: etch rm, etch diff.\n",
 };

@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -374,6 +375,15 @@ static int flush_out(etch__pb_buf *ob, outfile *o) {
   return ETCH_OK;
 }
 
+/* The trace file is locked while it is written (by us, or by etchd
+ * through the descriptor we pass): etch ls calls a store's hidden part
+ * abandoned only once nobody holds it (ui/store.h). Advisory; a file
+ * system without flock just goes without. */
+static void lock_out(int fd) {
+  while (flock(fd, LOCK_EX) != 0 && errno == EINTR) {
+  }
+}
+
 static int read_trace(client *c, const char *out_path, size_t *bytes) {
   uint64_t req;
   int rc = call(c, "ReadBuffers", NULL, -1, &req);
@@ -382,6 +392,7 @@ static int read_trace(client *c, const char *out_path, size_t *bytes) {
   out.fd = open(out_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (out.fd < 0)
     return etch__error(ETCH_EIO, "%s: %s", out_path, strerror(errno));
+  lock_out(out.fd);
   etch_ipc_frame *f = (etch_ipc_frame *)malloc(sizeof *f);
   etch__pb_buf ob, pkt; /* the file's next bytes; a packet in slices */
   etch__pb_buf_init(&ob, 1u << 20, 0);
@@ -460,6 +471,8 @@ int etch_cli_record_service(const rec_service_opts *o, size_t *bytes_out) {
     out_fd = open(o->out_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (out_fd < 0)
       rc = etch__error(ETCH_EIO, "%s: %s", o->out_path, strerror(errno));
+    else
+      lock_out(out_fd);
   }
   /* Ctrl-C from the moment the session can exist: it ends the session
    * cleanly (a signal between EnableTracing and the handlers killed etch

@@ -50,7 +50,8 @@ static int cmd_rm(int argc, char **argv) {
   /* Every name is checked before anything is removed: a name with '/' or
    * ".." would lead out of the store. */
   for (int i = 0; !rc && i < o.noperands; i++)
-    if (!etch__store_name_ok(o.operands[i]))
+    if (!etch__store_name_ok(o.operands[i]) &&
+        !etch__store_part_name(o.operands[i], NULL))
       rc = usage_error(cmd, "'%s' is not the name of a trace in the store "
                             "(a name, as etch ls shows it: no '/', no '..')",
                        o.operands[i]);
@@ -72,7 +73,18 @@ static int cmd_rm(int argc, char **argv) {
     for (int i = 0; !rc && i < o.noperands; i++) {
       char path[4352];
       struct stat sb;
-      if (etch__store_path(dir, o.operands[i], path, sizeof path) != ETCH_OK)
+      bool part = etch__store_part_name(o.operands[i], NULL);
+      if (part) {
+        snprintf(path, sizeof path, "%s/%s", dir, o.operands[i]);
+        if (lstat(path, &sb) == 0 &&
+            !etch__store_part_abandoned(dir, o.operands[i])) {
+          rc = runtime_error("'%s' is being written by a running etch "
+                             "record: not removed", o.operands[i]);
+          break;
+        }
+      }
+      if (!part &&
+          etch__store_path(dir, o.operands[i], path, sizeof path) != ETCH_OK)
         rc = runtime_error("%s", etch_last_error());
       else if (lstat(path, &sb) != 0 || S_ISDIR(sb.st_mode))
         rc = runtime_error("no trace '%s' in the store %s", o.operands[i],
@@ -114,6 +126,8 @@ const command cli_rm = {
         "Removes traces of the trace store (see etch ls) and what the store\n"
         "keeps about them. NAME is a trace's name as etch ls shows it, never a\n"
         "path: a name with '/' or '..' is refused, and so is the whole command\n"
-        "when one name is not in the store (nothing is removed then).\n",
+        "when one name is not in the store (nothing is removed then). The\n"
+        "abandoned part a killed etch record left (.NAME.PID.part, as etch ls\n"
+        "lists it) is removed by that name; one still being written is not.\n",
     .opts = kRmOpts,
 };
