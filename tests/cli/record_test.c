@@ -294,6 +294,51 @@ TEST(relative_out_resolved_at_init) {
   assert_steps(tmp_path("rel.pftrace"), 2);
 }
 
+/* A relative -o is relative to where etch record was started, even when
+ * the program changes directory before it starts tracing; so are the run
+ * directory in a relative $TMPDIR and --flight's files in it (the program
+ * _exit()s: its trace comes from its flight file). */
+TEST(record_relative_paths_follow_etch_record_not_the_program) {
+  if (chdir(etch_test_tmpdir()) != 0) FAIL("chdir");
+  mkdir("sub", 0755);
+  char script[1024];
+  snprintf(script, sizeof script, "cd sub && exec %s 2", ETCH_RECORDEE);
+  proc_result r = RUN(ETCH_BIN, "record", "-q", "-o", "rel-cd.pftrace", "--",
+                      "/bin/sh", "-c", script);
+  ASSERT_EQ_INT(r.status, 0);
+  ASSERT_CONTAINS(r.err, "trace: rel-cd.pftrace (");
+  done(&r);
+  ASSERT_FALSE(exists("sub/rel-cd.pftrace"));
+  assert_steps(tmp_path("rel-cd.pftrace"), 2);
+
+  mkdir("runs", 0755);
+  mkdir("sub/runs", 0755); /* where a relative run directory would go */
+  setenv("TMPDIR", "runs", 1);
+  snprintf(script, sizeof script, "cd sub && exec %s 3 _exit", ETCH_RECORDEE);
+  r = RUN(ETCH_BIN, "record", "--flight", "-q", "-o", "rel-fl.pftrace", "--",
+          "/bin/sh", "-c", script);
+  unsetenv("TMPDIR");
+  ASSERT_EQ_INT(r.status, 0);
+  ASSERT_CONTAINS(r.err, "did not write its trace; recovering it from its "
+                         "flight file");
+  ASSERT_CONTAINS(r.err, "trace: rel-fl.pftrace (");
+  done(&r);
+  ASSERT_FALSE(exists("sub/rel-fl.pftrace"));
+  assert_steps(tmp_path("rel-fl.pftrace"), 3);
+  /* Nothing left in either run directory. */
+  DIR *d = opendir("sub/runs");
+  ASSERT_TRUE(d != NULL);
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL)
+    if (e->d_name[0] != '.') FAIL("sub/runs/%s left", e->d_name);
+  closedir(d);
+  d = opendir("runs");
+  ASSERT_TRUE(d != NULL);
+  while ((e = readdir(d)) != NULL)
+    if (e->d_name[0] != '.') FAIL("runs/%s left", e->d_name);
+  closedir(d);
+}
+
 /* An unwritable ETCH_OUT is reported when the program starts tracing. */
 TEST(unwritable_out_reported_at_init) {
   setenv("ETCH_OUT", "/nonexistent-dir/t.pftrace", 1);
