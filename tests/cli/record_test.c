@@ -339,6 +339,55 @@ TEST(record_relative_paths_follow_etch_record_not_the_program) {
   closedir(d);
 }
 
+/* An important event logged once, then 0, 1 or 4 threads that start and
+ * record an instant: etch query counts it once (the threads' first resets
+ * replayed it, and it was counted twice), also in a ring that wrapped
+ * (the original overwritten, a replay kept) and in a trace recovered from
+ * a flight file (the program _exit()s). */
+TEST(record_important_event_once_in_etch_query) {
+  static const struct {
+    const char *threads, *fill;
+    bool ring, flight;
+  } runs[] = {{"0", "0", false, false}, {"1", "0", false, false},
+              {"4", "0", false, false}, {"4", "300000", true, false},
+              {"4", "0", false, true}};
+  for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
+    char name[32];
+    snprintf(name, sizeof name, "imp-%zu.pftrace", i);
+    const char *trace = tmp_path(name);
+    proc_result r =
+        runs[i].ring
+            ? RUN(ETCH_BIN, "record", "-q", "--buffer", "16KB", "--ring", "-o",
+                  trace, "--", ETCH_RECORDEE, "1", "important",
+                  runs[i].threads, runs[i].fill)
+        : runs[i].flight
+            ? RUN(ETCH_BIN, "record", "-q", "--flight", "-o", trace, "--",
+                  ETCH_RECORDEE, "1", "important", runs[i].threads,
+                  runs[i].fill, "_exit")
+            : RUN(ETCH_BIN, "record", "-q", "-o", trace, "--", ETCH_RECORDEE,
+                  "1", "important", runs[i].threads, runs[i].fill);
+    if (r.status != 0) FAIL("run %zu: %s", i, r.err);
+    done(&r);
+    r = RUN(ETCH_BIN, "query", "--csv", trace,
+            "select count(*) filter (where name = 'Rec.Setting') as imp, "
+            "count(*) filter (where name = 'tick') as ticks, "
+            "cast(coalesce((select sum(value) from stats "
+            "where name = 'traced_buf_chunks_overwritten'), 0) > 0 as int) "
+            "as wrapped from slice");
+    if (r.status != 0) FAIL("etch query %s: %s", trace, r.err);
+    char want[64];
+    if (runs[i].ring) /* the ticks may be overwritten */
+      snprintf(want, sizeof want, "imp,ticks,wrapped\n1,");
+    else
+      snprintf(want, sizeof want, "imp,ticks,wrapped\n1,%s,0\n",
+               runs[i].threads);
+    if (strncmp(r.out, want, strlen(want)) != 0)
+      FAIL("run %zu: got\n%s\nwant\n%s", i, r.out, want);
+    if (runs[i].ring) ASSERT_CONTAINS(r.out, ",1\n");
+    done(&r);
+  }
+}
+
 /* An unwritable ETCH_OUT is reported when the program starts tracing. */
 TEST(unwritable_out_reported_at_init) {
   setenv("ETCH_OUT", "/nonexistent-dir/t.pftrace", 1);
