@@ -622,8 +622,10 @@ ETCH_INLINE int run_loop(etch_tracefile *o, uint32_t writer_id,
       continue;
     }
     uint32_t rl = n + tl;
+    /* n >= 1 here: the first byte alone sends it the long way (a packet
+     * that opens with d0 but not d0 03 costs a detour, no more). */
     if (ETCH_UNLIKELY((slices && rl > ETCH_TRACEFILE_SLICE_MAX) ||
-                      important_marked(p, n))) {
+                      *p == ETCH_TRACEFILE_IMPORTANT_MARK0)) {
       /* In several slices, or an important event's: the general path. */
       s->cur = q;
       int rc = etch__tracefile_on_packet(o, writer_id, p, n, false);
