@@ -320,6 +320,7 @@ static ETCH_NOINLINE int put_maybe_important(etch_tracefile *o,
   if (keep) return put_record(o, data, len, seq, dropped);
   if (!rest) {
     *emitted = false;
+    o->important_left_out++;
     return ETCH_OK;
   }
   rc = put_record(o, rest, rest_len, seq, dropped);

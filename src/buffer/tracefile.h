@@ -96,6 +96,7 @@ typedef struct etch_tracefile {
    * so that its reads share it). */
   etch_u64map *important;
   etch_u64map own_important;
+  uint64_t important_left_out; /* copies of which nothing went in */
   /* The trusted fields appended to every packet of sequence tail_seq
    * (packets come sequence by sequence: made once a run). */
   uint32_t tail_seq;

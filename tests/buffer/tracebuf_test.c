@@ -936,6 +936,7 @@ TEST(tracefile_keeps_the_first_copy_of_an_important_event) {
     }
     imp_rec r[8];
     size_t n = imp_records(&o, r, 8);
+    ASSERT_EQ_U64(o.important_left_out, 1); /* C */
     if (mode == 2) { /* two processes: both kept whole, then as above */
       ASSERT_EQ_U64(n, 4);
       ASSERT_TRUE(r[0].id == 7 && r[1].id == 7 && r[1].interned);
