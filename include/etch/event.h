@@ -54,7 +54,9 @@
  *                         resets that follow a ring's worth of data, so a
  *                         late session or a wrapped ring still has it. Cached
  *                         whether or not its channels are on; written to a
- *                         session that records its channels.
+ *                         session that records its channels. A trace etch
+ *                         writes holds it once all the same (the copies a
+ *                         buffer keeps beside it are left out then).
  *   ETCH_EVENT_SERIAL     a process-wide serial (one atomic counter) in every
  *                         event of this type: readers deliver such events in
  *                         serial order across threads.

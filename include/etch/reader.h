@@ -288,8 +288,9 @@ ETCH_API int etch_reader_time_bounds(const etch_reader *r, int64_t *first,
  *
  * Events of a type declared with ETCH_EVENT_SERIAL are delivered in the
  * order of their serials (process by process), even across threads whose
- * timestamps disagree; an important event written more than once (replayed
- * into a session, etch/event.h) is delivered once.
+ * timestamps disagree; an important event is delivered once per process
+ * and id, also from a trace that holds several copies (one a stock traced
+ * recorded: etch's writers keep one, etch/event.h).
  */
 typedef struct etch_custom_field {
   const char *name;

@@ -42,6 +42,7 @@ void etch__tracefile_init(etch_tracefile *o, bool compress) {
 
 void etch__tracefile_free(etch_tracefile *o) {
   etch__u64map_free(&o->seq_state);
+  etch__u64map_free(&o->own_important);
   free(o->lost);
   o->lost = NULL;
   o->nlost = o->caplost = 0;
@@ -96,8 +97,10 @@ static ETCH_NOINLINE void make_tail(etch_tracefile *o, uint32_t seq_id) {
   int32_t pid, uid;
   bool same_ns = false;
   o->tail_pid = 0;
+  o->tail_owner = 0;
   if (o->trust && o->trust(o->trust_ctx, seq_id, &pid, &uid, &same_ns)) {
     if (same_ns && pid > 0) o->tail_pid = pid;
+    o->tail_owner = pid;
     t = etch__pb_put_tag(t, ETCH_PKT_TRUSTED_UID, ETCH_PB_VARINT);
     t = etch__pb_put_varint(t, (uint64_t)(int64_t)uid);
     t = etch__pb_put_tag(t, ETCH_PKT_TRUSTED_PID, ETCH_PB_VARINT);
@@ -212,6 +215,127 @@ ETCH_INLINE int put_record(etch_tracefile *o, const uint8_t *data,
   memcpy(q, drop, dl);
   s->cur = frame_close(o->slices, q + dl);
   return ETCH_OK;
+}
+
+/* ---- important events: each once ------------------------------------------- */
+
+uint64_t etch__packet_important_id(const uint8_t *pkt, size_t len) {
+  etch__pb_dec d, te, da;
+  etch__pb_field f, g, h;
+  etch__pb_dec_init(&d, pkt, len);
+  while (etch__pb_next(&d, &f)) {
+    if (f.id != ETCH_PKT_TRACK_EVENT || f.wt != ETCH_PB_LEN) continue;
+    etch__pb_dec_init(&te, f.data, f.len);
+    while (etch__pb_next(&te, &g)) {
+      if (g.id != ETCH_TE_DEBUG_ANNOTATIONS || g.wt != ETCH_PB_LEN) continue;
+      bool named = false;
+      uint64_t v = 0;
+      etch__pb_dec_init(&da, g.data, g.len);
+      while (etch__pb_next(&da, &h)) {
+        if (h.id == ETCH_DA_NAME && h.wt == ETCH_PB_LEN)
+          named = h.len == 14 && !memcmp(h.data, "etch.important", 14);
+        else if (h.id == ETCH_DA_UINT_VALUE && h.wt == ETCH_PB_VARINT)
+          v = h.u;
+      }
+      if (named && !da.err) return v;
+    }
+  }
+  return 0;
+}
+
+ETCH_INLINE bool important_marked(const uint8_t *data, uint32_t len) {
+  return ETCH_UNLIKELY(len >= 2 && data[0] == ETCH_TRACEFILE_IMPORTANT_MARK0) &&
+         data[1] == ETCH_TRACEFILE_IMPORTANT_MARK1;
+}
+
+/* A packet that opens like an important event's, about to go into the
+ * file: *keep false when it is a later copy of one already in the file.
+ * Then `*rest` (malloc'd, *rest_len bytes) is the packet without its
+ * track event when something else is left that the sequence needs (its
+ * interned data), else NULL. */
+static ETCH_NOINLINE int important_filter(etch_tracefile *o, uint32_t seq,
+                                          const uint8_t *data, uint32_t len,
+                                          bool *keep, uint8_t **rest,
+                                          uint32_t *rest_len) {
+  *keep = true;
+  *rest = NULL;
+  *rest_len = 0;
+  uint64_t id = etch__packet_important_id(data, len);
+  if (!id) return ETCH_OK;
+  if (seq && seq != o->tail_seq) make_tail(o, seq);
+  /* In process the writer's own pid (0: one process); in a service the
+   * producer's, as the service knows it. */
+  uint64_t key = (uint64_t)(uint32_t)(seq ? o->tail_owner : 0) << 40 ^ id;
+  etch_u64map *seen = o->important ? o->important : &o->own_important;
+  bool had = false;
+  /* Bounded: a producer that makes up ids cannot grow it without end.
+   * Past the bound, or with no memory, a copy goes in (one too many). */
+  if (seen->n >= ETCH_TRACEFILE_IMPORTANT_MAX) {
+    int64_t v;
+    had = etch__u64map_get(seen, key, &v);
+  } else if (!etch__u64map_swap(seen, key, 1, NULL, &had)) {
+    return ETCH_OK;
+  }
+  if (!had) return ETCH_OK;
+  *keep = false;
+  /* The rest: every top-level field but the track event, when there is
+   * interned data among them. */
+  etch__pb_dec d;
+  etch__pb_field f;
+  bool interned = false;
+  etch__pb_dec_init(&d, data, len);
+  while (etch__pb_next(&d, &f))
+    if (f.id == ETCH_PKT_INTERNED_DATA) interned = true;
+  if (!interned || d.err) return ETCH_OK;
+  uint8_t *r = (uint8_t *)etch__malloc(len);
+  if (!r) return etch__error(ETCH_ENOMEM, "out of memory writing trace");
+  uint32_t n = 0;
+  etch__pb_dec_init(&d, data, len);
+  size_t at = 0;
+  while (etch__pb_next(&d, &f)) {
+    size_t next = (size_t)(d.p - d.start);
+    if (f.id != ETCH_PKT_TRACK_EVENT) {
+      memcpy(r + n, data + at, next - at);
+      n += (uint32_t)(next - at);
+    }
+    at = next;
+  }
+  *rest = r;
+  *rest_len = n;
+  return ETCH_OK;
+}
+
+/* put_record for a packet that may be an important event's copy;
+ * *emitted false when nothing of it went into the file. */
+static ETCH_NOINLINE int put_maybe_important(etch_tracefile *o,
+                                             const uint8_t *data, uint32_t len,
+                                             uint32_t seq, bool dropped,
+                                             bool *emitted) {
+  bool keep;
+  uint8_t *rest;
+  uint32_t rest_len;
+  *emitted = true;
+  int rc = important_filter(o, seq, data, len, &keep, &rest, &rest_len);
+  if (rc) return rc;
+  if (keep) return put_record(o, data, len, seq, dropped);
+  if (!rest) {
+    *emitted = false;
+    o->important_left_out++;
+    return ETCH_OK;
+  }
+  rc = put_record(o, rest, rest_len, seq, dropped);
+  free(rest);
+  return rc;
+}
+
+/* put_record for a producer's packet: important events' copies looked at. */
+ETCH_INLINE int put_packet(etch_tracefile *o, const uint8_t *data,
+                           uint32_t len, uint32_t seq, bool dropped,
+                           bool *emitted) {
+  if (important_marked(data, len))
+    return put_maybe_important(o, data, len, seq, dropped, emitted);
+  *emitted = true;
+  return put_record(o, data, len, seq, dropped);
 }
 
 /* What the filter needs to know about a packet. */
@@ -413,8 +537,9 @@ int etch__tracefile_on_packet(void *ctx, uint32_t writer_id, const uint8_t *data
   }
   /* Until data of the sequence goes missing there is nothing to leave out
    * and nothing to track (the depth starts afresh at the loss). */
+  bool emitted;
   if (!dropped_before && !o->lossy)
-    return put_record(o, data, len, writer_id, false);
+    return put_packet(o, data, len, writer_id, false, &emitted);
   o->lossy = true;
   pkt_info pi;
   inspect(data, len, &pi);
@@ -442,8 +567,8 @@ int etch__tracefile_on_packet(void *ctx, uint32_t writer_id, const uint8_t *data
       o->depth--;
     }
   }
-  int rc = put_record(o, data, len, writer_id, o->mark_dropped);
-  o->mark_dropped = false;
+  int rc = put_packet(o, data, len, writer_id, o->mark_dropped, &emitted);
+  if (emitted) o->mark_dropped = false; /* else the next one carries it */
   return rc;
 }
 
@@ -498,8 +623,12 @@ ETCH_INLINE int run_loop(etch_tracefile *o, uint32_t writer_id,
       continue;
     }
     uint32_t rl = n + tl;
-    if (ETCH_UNLIKELY(slices && rl > ETCH_TRACEFILE_SLICE_MAX)) {
-      s->cur = q; /* in several slices: the general path */
+    /* n >= 1 here: the first byte alone sends it the long way (a packet
+     * that opens with d0 but not d0 03 costs a detour, no more). */
+    if (ETCH_UNLIKELY((slices && rl > ETCH_TRACEFILE_SLICE_MAX) ||
+                      *p == ETCH_TRACEFILE_IMPORTANT_MARK0)) {
+      /* In several slices, or an important event's: the general path. */
+      s->cur = q;
       int rc = etch__tracefile_on_packet(o, writer_id, p, n, false);
       if (rc) return rc;
       p += n;

@@ -89,17 +89,43 @@ typedef struct etch_tracefile {
   etch_u64map seq_state;
   etch_tracefile_lost *lost; /* of them, track events by sequence */
   size_t nlost, caplost;
+  /* Important events (etch/event.h) already in the file, by (pid, id):
+   * a later copy of one (a replay the ring did not need) goes in without
+   * its track event (see etch__tracefile_on_packet). `important` is the
+   * set to use, NULL: `own_important` (a service keeps one per session,
+   * so that its reads share it). */
+  etch_u64map *important;
+  etch_u64map own_important;
+  uint64_t important_left_out; /* copies of which nothing went in */
   /* The trusted fields appended to every packet of sequence tail_seq
    * (packets come sequence by sequence: made once a run). */
   uint32_t tail_seq;
   int32_t tail_pid;  /* the pid its descriptors must claim; 0: unchecked */
+  int32_t tail_owner; /* the pid the service says wrote it; 0: unknown */
   uint32_t tail_len;
   uint8_t tail[40];
 } etch_tracefile;
 
 void etch__tracefile_init(etch_tracefile *t, bool compress);
 void etch__tracefile_free(etch_tracefile *t);
-/* An etch_packet_fn: one committed packet of sequence `writer_id`. */
+/* An etch_packet_fn: one committed packet of sequence `writer_id`.
+ *
+ * An important event is written more than once by its process (at each
+ * session's start, again after a ring's worth of data: docs/format.md),
+ * and every copy that is still in the buffer reaches the writer. The file
+ * keeps the first copy it gets of each (pid, etch.important id) and the
+ * rest of every later one, its interned data, without the track event:
+ * each important event is in the trace once, for every reader, and the
+ * sequence's interning is whole. Those packets open with
+ * timestamp_clock_id (ETCH_TRACEFILE_IMPORTANT_MARK), so that the others
+ * cost one compare. */
+#define ETCH_TRACEFILE_IMPORTANT_MARK0 0xd0 /* tag of field 58, varint */
+#define ETCH_TRACEFILE_IMPORTANT_MARK1 0x03
+/* Important events a writer remembers at most (a process keeps at most
+ * ETCH_IMPORTANT_KB of them, some 25 000 in the default 1 MiB). */
+#define ETCH_TRACEFILE_IMPORTANT_MAX (1u << 20)
+/* The etch.important id of the track event in a TracePacket, 0: none. */
+uint64_t etch__packet_important_id(const uint8_t *pkt, size_t len);
 int etch__tracefile_on_packet(void *ctx, uint32_t writer_id,
                               const uint8_t *data, uint32_t len,
                               bool dropped_before);

@@ -149,6 +149,9 @@ typedef struct session {
   uint64_t next_write_ns, deadline_ns, stop_deadline_ns;
   uint64_t next_clear_ns; /* the next ClearIncrementalState (0: not set) */
   uint64_t invalid_packets; /* producers' packets left out (tracefile.h) */
+  /* Important events already read out of the session, by (pid, id): each
+   * read's trace-file writer leaves later copies out (tracefile.h). */
+  etch_u64map important;
   /* Track events left out of reads, by sequence (undecodable after lost
    * chunks), for the loss notes at the end. */
   etch_tracefile_lost *skipped;

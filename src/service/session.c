@@ -363,6 +363,7 @@ sreader *etch__svc_sreader_new(etch_service *s, session *x, bool header,
   r->o.trust = trust;
   r->o.trust_ctx = &r->tc;
   r->o.validate = true;
+  r->o.important = &x->important;
   r->session_id = x->id;
   r->stats = stats;
   if (header && etch__tracefile_put_clock_snapshot(&r->o) != ETCH_OK) {
@@ -877,6 +878,7 @@ void etch__svc_free_session(etch_service *s, session *x) {
   if (x->out.fd >= 0) close(x->out.fd);
   free(x->pend);
   free(x->skipped);
+  etch__u64map_free(&x->important);
   etch__svc_logf(s, "session %u: freed", x->id);
   free(x->flush_wait);
   free(x->inst);

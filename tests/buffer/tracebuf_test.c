@@ -932,3 +932,113 @@ TEST(padding_between_reads_changes_nothing) {
     etch__tracebuf_free(tb);
   }
 }
+
+/* ---- important events: the first copy of each ---------------------------- */
+
+/* A TracePacket as etch writes an important event: timestamp_clock_id first
+ * (the writer's mark; `marked` false: the timestamp first, as any other
+ * packet), sequence flags, interned data if `interned`, then a track event
+ * with debug annotation etch.important = id. */
+static size_t important_packet(uint8_t *buf, size_t cap, bool marked,
+                               uint64_t flags, bool interned, uint64_t id) {
+  etch__pb_stream s;
+  etch__pb_fixed_init(&s, buf, cap);
+  if (marked) etch__pb_write_varint_field(&s, ETCH_PKT_TIMESTAMP_CLOCK_ID, 6);
+  etch__pb_write_varint_field(&s, ETCH_PKT_TIMESTAMP, 1000);
+  if (!marked) etch__pb_write_varint_field(&s, ETCH_PKT_TIMESTAMP_CLOCK_ID, 6);
+  etch__pb_write_varint_field(&s, ETCH_PKT_SEQUENCE_FLAGS, flags);
+  etch__pb_nested n, a;
+  if (interned) {
+    etch__pb_nested_begin(&s, ETCH_PKT_INTERNED_DATA, &n);
+    etch__pb_write_bytes_field(&s, 2, "\x08\x01\x12\x01x", 5);
+    etch__pb_nested_end(&s, &n);
+  }
+  etch__pb_nested_begin(&s, ETCH_PKT_TRACK_EVENT, &n);
+  etch__pb_write_varint_field(&s, ETCH_TE_TYPE, 3);
+  etch__pb_nested_begin(&s, ETCH_TE_DEBUG_ANNOTATIONS, &a);
+  etch__pb_write_bytes_field(&s, ETCH_DA_NAME, "etch.important", 14);
+  etch__pb_write_varint_field(&s, ETCH_DA_UINT_VALUE, id);
+  etch__pb_nested_end(&s, &a);
+  etch__pb_nested_end(&s, &n);
+  ASSERT_FALSE(s.failed);
+  return (size_t)(s.cur - buf);
+}
+
+/* One record of the file: its important id (0: no track event), whether
+ * it has interned data and previous_packet_dropped. */
+typedef struct imp_rec {
+  uint64_t id;
+  bool interned, dropped;
+} imp_rec;
+
+static size_t imp_records(etch_tracefile *o, imp_rec *out, size_t cap) {
+  etch__pb_dec d, p;
+  etch__pb_field f, g;
+  size_t n = 0;
+  etch__pb_dec_init(&d, etch__pb_buf_data(&o->out), etch__pb_buf_len(&o->out));
+  while (etch__pb_next(&d, &f)) {
+    ASSERT_TRUE(f.id == ETCH_TRACE_PACKET && n < cap);
+    imp_rec r = {etch__packet_important_id(f.data, f.len), false, false};
+    etch__pb_dec_init(&p, f.data, f.len);
+    while (etch__pb_next(&p, &g)) {
+      if (g.id == ETCH_PKT_INTERNED_DATA) r.interned = true;
+      if (g.id == ETCH_PKT_PREVIOUS_PACKET_DROPPED) r.dropped = true;
+    }
+    ASSERT_EQ_INT(p.err, 0);
+    out[n++] = r;
+  }
+  ASSERT_EQ_INT(d.err, 0);
+  return n;
+}
+
+/* Copies of important event 7 on two sequences: the first goes in whole, a
+ * later one with interned data goes in without its track event, a later one
+ * without goes nowhere (the loss it carried moves to the next packet), and
+ * a packet without the mark is not looked at. Through a run of packets the
+ * same. With the service's trust, copies of two processes are two events. */
+TEST(tracefile_keeps_the_first_copy_of_an_important_event) {
+  static uint8_t p[5][128];
+  size_t l[5];
+  const uint64_t S = ETCH_SEQ_NEEDS_INCREMENTAL_STATE;
+  const uint64_t C = S | ETCH_SEQ_INCREMENTAL_STATE_CLEARED;
+  l[0] = important_packet(p[0], sizeof p[0], true, S, false, 7); /* seq 2 */
+  l[1] = important_packet(p[1], sizeof p[1], true, C, true, 7);  /* seq 3 */
+  l[2] = important_packet(p[2], sizeof p[2], true, C, false, 7); /* seq 3 */
+  l[3] = important_packet(p[3], sizeof p[3], true, S, false, 8); /* seq 3 */
+  l[4] = important_packet(p[4], sizeof p[4], false, S, false, 7); /* seq 2 */
+  static const uint32_t seq[5] = {2, 3, 3, 3, 2};
+  for (int mode = 0; mode < 3; mode++) {
+    etch_tracefile o;
+    etch__tracefile_init(&o, false);
+    if (mode == 2) o.trust = test_trust; /* seq 2: pid 4242, 3: unknown */
+    for (int i = 0; i < 5; i++) {
+      if (mode == 1) { /* as a run of whole packets */
+        uint8_t run[160];
+        run[0] = (uint8_t)l[i];
+        memcpy(run + 1, p[i], l[i]);
+        ASSERT_OK(etch__tracefile_on_run(&o, seq[i], run,
+                                         (uint32_t)l[i] + 1, 1));
+      } else {
+        ASSERT_OK(etch__tracefile_on_packet(&o, seq[i], p[i], (uint32_t)l[i],
+                                            i == 2));
+      }
+    }
+    imp_rec r[8];
+    size_t n = imp_records(&o, r, 8);
+    ASSERT_EQ_U64(o.important_left_out, 1); /* C */
+    if (mode == 2) { /* two processes: both kept whole, then as above */
+      ASSERT_EQ_U64(n, 4);
+      ASSERT_TRUE(r[0].id == 7 && r[1].id == 7 && r[1].interned);
+      ASSERT_TRUE(r[2].id == 8 && r[2].dropped);
+      ASSERT_EQ_U64(r[3].id, 7);
+    } else {
+      ASSERT_EQ_U64(n, 4);
+      ASSERT_TRUE(r[0].id == 7 && !r[0].interned);
+      ASSERT_TRUE(r[1].id == 0 && r[1].interned); /* the track event out */
+      ASSERT_EQ_U64(r[2].id, 8);
+      ASSERT_EQ_INT(r[2].dropped, mode == 0); /* C's loss, moved */
+      ASSERT_EQ_U64(r[3].id, 7); /* unmarked: not looked at */
+    }
+    etch__tracefile_free(&o);
+  }
+}

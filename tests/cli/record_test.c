@@ -366,6 +366,100 @@ TEST(relative_out_resolved_at_init) {
   assert_steps(tmp_path("rel.pftrace"), 2);
 }
 
+/* A relative -o is relative to where etch record was started, even when
+ * the program changes directory before it starts tracing; so are the run
+ * directory in a relative $TMPDIR and --flight's files in it (the program
+ * _exit()s: its trace comes from its flight file). */
+TEST(record_relative_paths_follow_etch_record_not_the_program) {
+  if (chdir(etch_test_tmpdir()) != 0) FAIL("chdir");
+  mkdir("sub", 0755);
+  char script[1024];
+  snprintf(script, sizeof script, "cd sub && exec %s 2", ETCH_RECORDEE);
+  proc_result r = RUN(ETCH_BIN, "record", "-q", "-o", "rel-cd.pftrace", "--",
+                      "/bin/sh", "-c", script);
+  ASSERT_EQ_INT(r.status, 0);
+  ASSERT_CONTAINS(r.err, "trace: rel-cd.pftrace (");
+  done(&r);
+  ASSERT_FALSE(exists("sub/rel-cd.pftrace"));
+  assert_steps(tmp_path("rel-cd.pftrace"), 2);
+
+  mkdir("runs", 0755);
+  mkdir("sub/runs", 0755); /* where a relative run directory would go */
+  setenv("TMPDIR", "runs", 1);
+  snprintf(script, sizeof script, "cd sub && exec %s 3 _exit", ETCH_RECORDEE);
+  r = RUN(ETCH_BIN, "record", "--flight", "-q", "-o", "rel-fl.pftrace", "--",
+          "/bin/sh", "-c", script);
+  unsetenv("TMPDIR");
+  ASSERT_EQ_INT(r.status, 0);
+  ASSERT_CONTAINS(r.err, "did not write its trace; recovering it from its "
+                         "flight file");
+  ASSERT_CONTAINS(r.err, "trace: rel-fl.pftrace (");
+  done(&r);
+  ASSERT_FALSE(exists("sub/rel-fl.pftrace"));
+  assert_steps(tmp_path("rel-fl.pftrace"), 3);
+  /* Nothing left in either run directory. */
+  DIR *d = opendir("sub/runs");
+  ASSERT_TRUE(d != NULL);
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL)
+    if (e->d_name[0] != '.') FAIL("sub/runs/%s left", e->d_name);
+  closedir(d);
+  d = opendir("runs");
+  ASSERT_TRUE(d != NULL);
+  while ((e = readdir(d)) != NULL)
+    if (e->d_name[0] != '.') FAIL("runs/%s left", e->d_name);
+  closedir(d);
+}
+
+/* An important event logged once, then 0, 1 or 4 threads that start and
+ * record an instant: etch query counts it once (the threads' first resets
+ * replayed it, and it was counted twice), also in a ring that wrapped
+ * (the original overwritten, a replay kept) and in a trace recovered from
+ * a flight file (the program _exit()s). */
+TEST(record_important_event_once_in_etch_query) {
+  static const struct {
+    const char *threads, *fill;
+    bool ring, flight;
+  } runs[] = {{"0", "0", false, false}, {"1", "0", false, false},
+              {"4", "0", false, false}, {"4", "300000", true, false},
+              {"4", "0", false, true}};
+  for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
+    char name[32];
+    snprintf(name, sizeof name, "imp-%zu.pftrace", i);
+    const char *trace = tmp_path(name);
+    proc_result r =
+        runs[i].ring
+            ? RUN(ETCH_BIN, "record", "-q", "--buffer", "16KB", "--ring", "-o",
+                  trace, "--", ETCH_RECORDEE, "1", "important",
+                  runs[i].threads, runs[i].fill)
+        : runs[i].flight
+            ? RUN(ETCH_BIN, "record", "-q", "--flight", "-o", trace, "--",
+                  ETCH_RECORDEE, "1", "important", runs[i].threads,
+                  runs[i].fill, "_exit")
+            : RUN(ETCH_BIN, "record", "-q", "-o", trace, "--", ETCH_RECORDEE,
+                  "1", "important", runs[i].threads, runs[i].fill);
+    if (r.status != 0) FAIL("run %zu: %s", i, r.err);
+    done(&r);
+    r = RUN(ETCH_BIN, "query", "--csv", trace,
+            "select count(*) filter (where name = 'Rec.Setting') as imp, "
+            "count(*) filter (where name = 'tick') as ticks, "
+            "cast(coalesce((select sum(value) from stats "
+            "where name = 'traced_buf_chunks_overwritten'), 0) > 0 as int) "
+            "as wrapped from slice");
+    if (r.status != 0) FAIL("etch query %s: %s", trace, r.err);
+    char want[64];
+    if (runs[i].ring) /* the ticks may be overwritten */
+      snprintf(want, sizeof want, "imp,ticks,wrapped\n1,");
+    else
+      snprintf(want, sizeof want, "imp,ticks,wrapped\n1,%s,0\n",
+               runs[i].threads);
+    if (strncmp(r.out, want, strlen(want)) != 0)
+      FAIL("run %zu: got\n%s\nwant\n%s", i, r.out, want);
+    if (runs[i].ring) ASSERT_CONTAINS(r.out, ",1\n");
+    done(&r);
+  }
+}
+
 /* An unwritable ETCH_OUT is reported when the program starts tracing. */
 TEST(unwritable_out_reported_at_init) {
   setenv("ETCH_OUT", "/nonexistent-dir/t.pftrace", 1);

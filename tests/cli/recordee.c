@@ -26,10 +26,17 @@
  *   frames        first 100 frames 10 s in the past, frame k lasting k ms
  *                 back to back, then bookmarks "Inventory.Open", "Level 3"
  *                 and "Inventory.Close"
+ *   important K [FILL [_exit]]  before the slices, log the important
+ *                 event Rec.Setting {value: 42} once (category "test"),
+ *                 then start K threads that each record an
+ *                 instant "tick" and end; then FILL instants "filler" (a
+ *                 ring that wraps); with _exit, _exit(0) after the slices
  */
 #define _GNU_SOURCE
 #include <etch/etch.h>
+#include <etch/event.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,6 +47,28 @@
 
 ETCH_CATEGORY_DEFINE(test, "test", "etch record tests", "");
 
+#define SETTING_FIELDS(F) F(int64, value)
+ETCH_EVENT_DECLARE(Rec, Setting, SETTING_FIELDS);
+ETCH_EVENT_DEFINE(Rec, Setting, SETTING_FIELDS, ETCH_EVENT_IMPORTANT);
+
+static void *tick(void *arg) {
+  (void)arg;
+  ETCH_INSTANT(test, "tick");
+  return NULL;
+}
+
+/* The important event once, then `k` threads, then `fill` instants. */
+static int important(int k, long fill) {
+  ETCH_LOG(Rec, Setting, test, ETCH_SET(value, 42));
+  pthread_t th[64];
+  if (k > 64) k = 64;
+  for (int i = 0; i < k; i++)
+    if (pthread_create(&th[i], NULL, tick, NULL) != 0) return 8;
+  for (int i = 0; i < k; i++) pthread_join(th[i], NULL);
+  for (long i = 0; i < fill; i++) ETCH_INSTANT(test, "filler");
+  return 0;
+}
+
 int main(int argc, char **argv) {
   int n = argc > 1 ? atoi(argv[1]) : 1;
   const char *mode = argc > 2 ? argv[2] : "";
@@ -47,6 +76,8 @@ int main(int argc, char **argv) {
   const char *arg2 = argc > 4 ? argv[4] : "";
   etch_init();
   if (!strcmp(mode, "chdir") && chdir(arg) != 0) return 3;
+  if (!strcmp(mode, "important") && important(atoi(arg), atol(arg2)) != 0)
+    return 8;
   if (!strcmp(mode, "frames")) {
     uint64_t t = etch_now() - 10000000000ull;
     for (uint64_t k = 1; k <= 100; k++) {
@@ -93,7 +124,9 @@ int main(int argc, char **argv) {
     for (;;) pause();
   } else if (!strcmp(mode, "abort")) {
     abort();
-  } else if (!strcmp(mode, "_exit")) {
+  } else if (!strcmp(mode, "_exit") ||
+             (!strcmp(mode, "important") && argc > 5 &&
+              !strcmp(argv[5], "_exit"))) {
     _exit(0);
   } else if (!strcmp(mode, "echo")) {
     puts(arg);

@@ -18,12 +18,16 @@ checks exact content:
     buffer that overflows, a consumer that stops early), both tools count
     the same loss, and what arrived is whole;
   - the same workload recorded by libetch and by the Perfetto SDK gives the
-    same trace_processor tables.
+    same trace_processor tables;
+  - an important custom event logged once is one slice in both tools, with
+    threads starting after it, in etchd and in process (ring and flight
+    file too; tests/cli's recordee).
 
     interop.py --perfetto DIR --build BUILD [--runs N] [--only NAME] [-v]
 
 DIR holds Perfetto's bin/ (traced, perfetto, trace_processor_shell) and
-BUILD is etch's build tree (etch, etchd, ip_etch, ip_perfetto). Prints one
+BUILD is etch's build tree (etch, etchd, ip_etch, ip_perfetto,
+etch_cli_recordee). Prints one
 line per run and "N passed, N failed"; exits 1 on any failure. Every
 service runs on sockets in a private directory.
 """
@@ -74,8 +78,9 @@ class Tools:
         self.etchd = os.path.join(build, "tools", "etchd", "etchd")
         self.ip_etch = os.path.join(build, "tests", "interop", "ip_etch")
         self.ip_perfetto = os.path.join(build, "tests", "interop", "ip_perfetto")
+        self.recordee = os.path.join(build, "tests", "cli", "etch_cli_recordee")
         for p in (self.traced, self.perfetto, self.tp, self.etch, self.etchd,
-                  self.ip_etch, self.ip_perfetto):
+                  self.ip_etch, self.ip_perfetto, self.recordee):
             check(os.access(p, os.X_OK), "not found: " + p)
 
 
@@ -465,8 +470,8 @@ def cfg(kb=32768, fill="DISCARD"):
 
 def record(run, service, consumer, producers, config=None, late=None):
     """Starts `service`, the consumer and the producers [(sdk, threads,
-    iters, mode)], waits until every producer emitted (and, for "exit",
-    exited), stops the consumer and returns (trace, {pid: (threads,
+    iters, mode)], waits until every producer emitted (and, but for
+    "stay", exited), stops the consumer and returns (trace, {pid: (threads,
     iters)}). `late` producers start only after the first ones started:
     they join a running session."""
     run.service(service)
@@ -484,11 +489,11 @@ def record(run, service, consumer, producers, config=None, late=None):
         ps.append((spec, p))
     for spec, p in ps:
         p.wait_line("emitted")
-        if spec[3] == "exit":
+        if spec[3] != "stay":
             p.expect_exit()
     run.stop_consumer(c, consumer)
     for spec, p in ps:
-        if spec[3] != "exit":
+        if spec[3] == "stay":
             p.expect_exit()
     return out, pids
 
@@ -562,6 +567,68 @@ def s_ring_wraps(run, service):
     # What the ring kept decodes: the newest part of every thread is there
     # (incremental state reset often enough), whole slices only.
     check_prefix_or_suffix(tp, pids, "the ring's newest part")
+
+
+def count_both(run, trace, sql):
+    """One number, from the same SQL in trace_processor and etch query."""
+    qf = os.path.join(run.dir, "count.sql")
+    with open(qf, "w") as f:
+        f.write(sql)
+    r = subprocess.run([run.tools.tp, "-q", qf, trace], capture_output=True,
+                       timeout=WAIT_S * 5)
+    check(r.returncode == 0, "trace_processor_shell failed on %s: %s"
+          % (trace, r.stderr.decode(errors="replace")[-2000:]))
+    rows = list(csv.reader(io.StringIO(r.stdout.decode())))
+    tp = int(rows[1][0])
+    r = subprocess.run([run.tools.etch, "query", "--csv", trace, sql],
+                       capture_output=True, timeout=WAIT_S * 5)
+    check(r.returncode == 0, "etch query failed on %s: %s"
+          % (trace, r.stderr.decode(errors="replace")[-2000:]))
+    rows = list(csv.reader(io.StringIO(r.stdout.decode())))
+    return tp, int(rows[1][0])
+
+
+def s_important_once(run, service):
+    """An important event logged once while the session records, then two
+    threads start (each new sequence replays the process's important
+    events): one Ip.Setting per process in trace_processor and in etch
+    query."""
+    trace, pids = record(run, service, "etch",
+                         [("etch", 2, 500, "important")] * 2)
+    check(len(pids) == 2, "producers: %r" % pids)
+    got = count_both(run, trace, "select count(*) as n from slice "
+                     "where name = 'Ip.Setting'")
+    eq(got, (2, 2), "Ip.Setting in (trace_processor, etch query)")
+    got = count_both(run, trace, "select count(distinct upid) as n from slice "
+                     "join thread_track tt on slice.track_id = tt.id "
+                     "join thread using (utid) where slice.name = 'Ip.Setting'")
+    eq(got, (2, 2), "processes with an Ip.Setting")
+
+
+def s_important_once_in_process(run):
+    """The same in process (etch record running tests/cli/recordee.c,
+    which logs Rec.Setting once, then starts four threads): once in a
+    buffer that kept everything, once in a 16 KiB ring that wrapped (the
+    original overwritten, a replay kept) and once in a trace recovered
+    from a flight file."""
+    runs = [("whole", [], ["0"]), ("ring", ["--buffer", "16KB", "--ring"],
+                                   ["300000"]),
+            ("flight", ["--flight"], ["0", "_exit"])]
+    for name, opts, tail in runs:
+        out = os.path.join(run.dir, "%s.pftrace" % name)
+        p = run.spawn("etch-record-" + name,
+                      [run.tools.etch, "record", "-q", "-o", out] + opts +
+                      ["--", run.tools.recordee, "1", "important", "4"] + tail)
+        p.expect_exit()
+        got = count_both(run, out, "select count(*) as n from slice "
+                         "where name = 'Rec.Setting'")
+        eq(got, (1, 1), "%s: Rec.Setting in (trace_processor, etch query)"
+           % name)
+        if name == "ring":
+            got = count_both(run, out, "select count(*) as n from stats where "
+                             "name = 'traced_buf_chunks_overwritten' and "
+                             "value > 0")
+            eq(got, (1, 1), "ring: chunks overwritten")
 
 
 def s_discard_overflows(run, service):
@@ -702,6 +769,8 @@ SCENARIOS = [
      lambda r: s_consumer_stops_early(r, "traced")),
     ("consumer-stops-early/etchd",
      lambda r: s_consumer_stops_early(r, "etchd")),
+    ("important-once/etchd", lambda r: s_important_once(r, "etchd")),
+    ("important-once/in-process", s_important_once_in_process),
 ]
 
 

@@ -2,9 +2,16 @@
  * ip_etch.c - the interop workload (workload.h) recorded with libetch in
  * system mode: a producer of etchd or of Perfetto's traced; with the mode
  * "inproc", in process (etch_init: ETCH_OUT, as under etch record).
+ *
+ *   ip_etch NAME THREADS ITERS [exit|stay|important|inproc]
+ *
+ * "important" (otherwise as "exit"): once the session records, the main
+ * thread logs the important custom event Ip.Setting {value: 42} (category
+ * "interop") once, before the threads start.
  */
 #define _GNU_SOURCE
 #include <etch/etch.h>
+#include <etch/event.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -16,6 +23,10 @@
 #include "workload.h"
 
 ETCH_CATEGORY_DEFINE(interop, WL_CATEGORY, "interop tests", "");
+
+#define SETTING_FIELDS(F) F(int64, value)
+ETCH_EVENT_DECLARE(Ip, Setting, SETTING_FIELDS);
+ETCH_EVENT_DEFINE(Ip, Setting, SETTING_FIELDS, ETCH_EVENT_IMPORTANT);
 
 static long iters;
 
@@ -68,7 +79,8 @@ static void *work(void *arg) {
 
 int main(int argc, char **argv) {
   if (argc < 4) {
-    fprintf(stderr, "usage: ip_etch NAME THREADS ITERS [exit|stay|inproc]\n");
+    fprintf(stderr, "usage: ip_etch NAME THREADS ITERS "
+                    "[exit|stay|important|inproc]\n");
     return 2;
   }
   int threads = atoi(argv[2]);
@@ -85,6 +97,8 @@ int main(int argc, char **argv) {
     fprintf(stderr, "ip_etch: the service never enabled '%s'\n", WL_CATEGORY);
     return 4;
   }
+  if (argc > 4 && strcmp(argv[4], "important") == 0)
+    ETCH_LOG(Ip, Setting, interop, ETCH_SET(value, 42));
   printf("started %d\n", (int)getpid());
   fflush(stdout);
   pthread_t th[WL_MAX_THREADS];

@@ -41,6 +41,10 @@
  *
  * With "outer" the threads record as with "nest", without stopping.
  *
+ * With "important" it logs Svc.Start once its session is there (category
+ * "svc" on, 60 s at most: exit status 8) instead of before anything, then
+ * starts its threads (each new sequence's start may replay it).
+ *
  * With "smb" it records, after its threads, one instant "smb" with an arg
  * "kb": the size of the service's shared memory as mapped in this process.
  *
@@ -129,7 +133,8 @@ int main(int argc, char **argv) {
   if (argc < 4) return 2;
   int threads = atoi(argv[2]);
   events = atol(argv[3]);
-  ETCH_LOG(Svc, Start, svc, ETCH_SET(pid, (int32_t)getpid()));
+  bool imp_late = argc > 4 && argv[4][0] == 'i';
+  if (!imp_late) ETCH_LOG(Svc, Start, svc, ETCH_SET(pid, (int32_t)getpid()));
   etch_init(); /* with ETCH_OUT: an in-process session beside the service's */
   if (etch_system_start(argv[1]) != ETCH_OK) return 3;
   pid_t child = -1;
@@ -140,6 +145,10 @@ int main(int argc, char **argv) {
   }
   pause_after = argc > 4 && argv[4][0] == 'p';
   if (argc > 4 && argv[4][0] == 'l' && !wait_sessions(2)) return 8;
+  if (imp_late) {
+    if (!wait_sessions(1)) return 8;
+    ETCH_LOG(Svc, Start, svc, ETCH_SET(pid, (int32_t)getpid()));
+  }
   bool exit_full = argc > 4 && argv[4][0] == 'x';
   nest_stop = argc > 4 && argv[4][0] == 'n';
   nest = nest_stop || (argc > 4 && argv[4][0] == 'o');

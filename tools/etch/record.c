@@ -262,6 +262,28 @@ static const char *rec_show(const char *path, const char *cwd) {
   return path;
 }
 
+/*
+ * `path` made absolute against etch record's own directory (a copy when it
+ * is absolute already): the program's processes resolve what etch record
+ * hands them against their own directory, which a shell in between
+ * (`sh -c 'cd sub && ./prog'`) or the program itself may have changed by
+ * the time they start tracing. Written into out[cap]; false when the
+ * directory cannot be named or the result does not fit.
+ */
+static bool rec_absolute(const char *path, char *out, size_t cap) {
+  bool ok;
+  if (path[0] == '/') {
+    ok = (size_t)snprintf(out, cap, "%s", path) < cap;
+  } else {
+    char *cwd = getcwd(NULL, 0);
+    if (!cwd) return false;
+    ok = (size_t)snprintf(out, cap, "%s/%s", cwd, path) < cap;
+    free(cwd);
+  }
+  if (!ok) errno = ENAMETOOLONG;
+  return ok;
+}
+
 /* "10s", "500ms", "2m", "1h" or plain milliseconds. */
 static int parse_duration_ms(const char *v, uint32_t *out) {
   char *e;
@@ -303,7 +325,9 @@ static bool malloc_lib(char *out, size_t cap) {
   char lib[PATH_MAX] = "";
   const char *env = getenv("ETCH_MALLOC_LIB");
   if (env && *env) {
-    snprintf(lib, sizeof lib, "%s", env);
+    /* Absolute: the loader finds a relative LD_PRELOAD from the directory
+     * each process is in when it starts. */
+    if (!rec_absolute(env, lib, sizeof lib)) return false;
   } else {
     char self[PATH_MAX];
     ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
@@ -696,15 +720,32 @@ static int cmd_record(int argc, char **argv) {
     index_in_store(store, out_path);
     return rc;
   }
+  /* Every path handed to the program is absolute: relative ones are
+   * relative to where etch record was started, not to wherever the
+   * program's processes are when they start tracing. */
+  char out_abs[PATH_MAX + 64];
+  if (!rec_absolute(out_path, out_abs, sizeof out_abs)) {
+    rc = runtime_error("cannot write trace to '%s': %s", out_path,
+                       strerror(errno));
+    opts_free(&o);
+    return rc;
+  }
+  out_path = out_abs;
   /* The run directory where each traced process says what became of its
-   * trace (libetch's env.c). */
+   * trace (libetch's env.c); --flight's files go into it too. */
   const char *tmpdir = getenv("TMPDIR");
-  char run_dir[PATH_MAX];
-  snprintf(run_dir, sizeof run_dir, "%s/etch-record.XXXXXX",
-           tmpdir && *tmpdir ? tmpdir : "/tmp");
+  char tmp_abs[PATH_MAX - 32], run_dir[PATH_MAX];
+  if (!rec_absolute(tmpdir && *tmpdir ? tmpdir : "/tmp", tmp_abs,
+                    sizeof tmp_abs)) {
+    rc = runtime_error("cannot make a run directory in %s: %s", tmpdir,
+                       strerror(errno));
+    opts_free(&o);
+    return rc;
+  }
+  snprintf(run_dir, sizeof run_dir, "%s/etch-record.XXXXXX", tmp_abs);
   if (!mkdtemp(run_dir)) {
-    rc = runtime_error("cannot make a run directory in %s: %s",
-                       tmpdir && *tmpdir ? tmpdir : "/tmp", strerror(errno));
+    rc = runtime_error("cannot make a run directory in %s: %s", tmp_abs,
+                       strerror(errno));
     opts_free(&o);
     return rc;
   }

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "buffer/tracefile.h"
 #include "sdk/core/encode.h"
 #include "sdk/core/envvars.h"
 #include "sdk/core/sdk.h"
@@ -372,13 +373,14 @@ static void encode(etch_writer *w, const ev_src *e, uint64_t ticks) {
       if (!cached) bound += 2 * strlen(fs[i].name) + 24;
     }
   }
-  uint32_t serial_iid = 0, imp_iid = 0;
-  bool serial_new = false, imp_new = false;
+  uint32_t serial_iid = 0;
+  bool serial_new = false;
   bool cached;
   if (e->has_serial)
     serial_iid = etch__arg_key_iid(w, k_serial, &serial_new, &cached);
-  if (e->imp_id) imp_iid = etch__arg_key_iid(w, k_important, &imp_new, &cached);
-  bound += 96;
+  /* etch.important is never interned: the trace-file writer finds it
+   * without the sequence's state (tracefile.h). */
+  bound += 96 + sizeof k_important;
   uint8_t *buf = etch__writer_scratch(w, bound);
   if (!buf) {
     etch__writer_drop(w, ticks);
@@ -391,15 +393,18 @@ static void encode(etch_writer *w, const ev_src *e, uint64_t ticks) {
 
   uint8_t *q = buf;
   if (e->has_ts) {
-    q = etch__pb_put_varint_field(q, ETCH_PKT_TIMESTAMP, e->ts);
+    /* The clock first: an important event's packet opens with it, which
+     * is how the trace-file writer tells it from others at one compare
+     * (ETCH_TRACEFILE_IMPORTANT_MARK0 and 1). */
     q = etch__pb_put_varint_field(q, ETCH_PKT_TIMESTAMP_CLOCK_ID, ETCH_CLOCK_BOOTTIME);
+    q = etch__pb_put_varint_field(q, ETCH_PKT_TIMESTAMP, e->ts);
   } else {
     if (e->type == ETCH_TYPE_SLICE_BEGIN) ticks = etch__ticks();
     uint64_t ns = etch__next_ts(w, ticks);
     q = etch__pb_put_varint_field(q, ETCH_PKT_TIMESTAMP, ns - etch__writer_last_ns(w));
   }
   q = etch__pb_put_varint_field(q, ETCH_PKT_SEQUENCE_FLAGS, ETCH_SEQ_NEEDS_INCREMENTAL_STATE);
-  bool any_new = new_name || serial_new || imp_new;
+  bool any_new = new_name || serial_new;
   for (uint32_t c = 0; c < e->nchans; c++) any_new |= new_cat[c];
   if (e->values)
     for (uint32_t i = 0; i < nf; i++) any_new |= fnew[i];
@@ -423,9 +428,6 @@ static void encode(etch_writer *w, const ev_src *e, uint64_t ticks) {
     if (serial_new)
       q = etch__proto_put_interned(q, ETCH_ID_DEBUG_ANNOTATION_NAMES, serial_iid, k_serial,
                        sizeof k_serial - 1);
-    if (imp_new)
-      q = etch__proto_put_interned(q, ETCH_ID_DEBUG_ANNOTATION_NAMES, imp_iid,
-                       k_important, sizeof k_important - 1);
     q = etch__pb_put_close(l, q);
   }
 
@@ -445,9 +447,11 @@ static void encode(etch_writer *w, const ev_src *e, uint64_t ticks) {
     q += e->ann_len;
   }
   if (e->has_serial) q = put_uint_annotation(q, k_serial, serial_iid, e->serial);
-  if (e->imp_id) q = put_uint_annotation(q, k_important, imp_iid, e->imp_id);
+  if (e->imp_id) q = put_uint_annotation(q, k_important, 0, e->imp_id);
   q = etch__pb_put_close(te, q);
   ETCH_DCHECK((size_t)(q - buf) <= bound);
+  ETCH_DCHECK(!e->imp_id || (buf[0] == ETCH_TRACEFILE_IMPORTANT_MARK0 &&
+                             buf[1] == ETCH_TRACEFILE_IMPORTANT_MARK1));
 
   if (!etch__writer_put_packet(w, buf, (size_t)(q - buf))) {
     etch__writer_drop(w, ticks);
