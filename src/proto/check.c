@@ -3,9 +3,9 @@
  *
  * Each function below mirrors one decoder of the reader (src/reader:
  * packet.c, event.c, clock.c, custom.c) and refuses what it refuses; none
- * keeps any state beyond the counts of one event. Where following the
- * reader exactly would need its state (a nested_value dict value without a
- * key, which it skips), this is stricter, never laxer.
+ * keeps any state beyond the counts of one event. The args of an event are
+ * counted as an upper bound (every container as one more), so this is
+ * stricter there, never laxer.
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -117,23 +117,58 @@ static bool too_deep(ck *c, const uint8_t *at) {
               ETCH_PKT_MAX_NESTING);
 }
 
-/* DebugAnnotation.NestedValue: dict values, array values, scalars. */
-static bool nested_value(ck *c, const uint8_t *msg, size_t len, int depth) {
-  enum { NV_TYPE = 1, NV_DVALS = 3, NV_AVALS = 4, NV_INT = 5, NV_DOUBLE = 6,
-         NV_BOOL = 7, NV_STRING = 8 };
+/* The reader's key_append: `n` more bytes (and a dot) on a flattened key
+ * of *len bytes, within ETCH_PKT_MAX_KEY. */
+static bool key_add(ck *c, const uint8_t *at, size_t *len, size_t n,
+                    bool dot) {
+  if (*len + n + 1 > ETCH_PKT_MAX_KEY)
+    return fail(c, at, ETCH_ELIMIT, "debug annotation key longer than %d bytes",
+                ETCH_PKT_MAX_KEY);
+  *len += n + dot;
+  return true;
+}
+
+static size_t index_len(size_t i) {
+  char idx[32];
+  return (size_t)snprintf(idx, sizeof idx, "[%zu]", i);
+}
+
+/* DebugAnnotation.NestedValue: dict values (each with the next key),
+ * array values, scalars. */
+static bool nested_value(ck *c, const uint8_t *msg, size_t len, size_t flat,
+                         size_t key, int depth) {
+  enum { NV_TYPE = 1, NV_KEYS = 2, NV_DVALS = 3, NV_AVALS = 4, NV_INT = 5,
+         NV_DOUBLE = 6, NV_BOOL = 7, NV_STRING = 8 };
   if (depth > ETCH_PKT_MAX_NESTING) return too_deep(c, msg);
-  etch__pb_dec d;
-  etch__pb_field f;
+  etch__pb_dec d, kd;
+  etch__pb_field f, kf;
   uint64_t type = 0;
   etch__pb_dec_init(&d, msg, len);
   while (etch__pb_next_fast(&d, &f))
     if (f.id == NV_TYPE && f.wt == ETCH_PB_VARINT) type = f.u;
   if (d.err) return dec_fail(c, &d);
+  size_t index = 0;
+  etch__pb_dec_init(&kd, msg, len);
   etch__pb_dec_init(&d, msg, len);
   while (etch__pb_next_fast(&d, &f)) {
-    if (f.wt == ETCH_PB_LEN &&
-        ((type == 1 && f.id == NV_DVALS) || (type == 2 && f.id == NV_AVALS))) {
-      if (!nested_value(c, f.data, f.len, depth + 1)) return false;
+    if (type == 1 && f.id == NV_DVALS && f.wt == ETCH_PB_LEN) {
+      bool found = false;
+      while (etch__pb_next_fast(&kd, &kf))
+        if (kf.id == NV_KEYS && kf.wt == ETCH_PB_LEN) {
+          found = true;
+          break;
+        }
+      if (!found) continue; /* a value without a key: not read */
+      size_t fl = flat, kl = key;
+      if (!key_add(c, f.data, &fl, kf.len, true) ||
+          !key_add(c, f.data, &kl, kf.len, true) ||
+          !nested_value(c, f.data, f.len, fl, kl, depth + 1))
+        return false;
+    } else if (type == 2 && f.id == NV_AVALS && f.wt == ETCH_PB_LEN) {
+      size_t kl = key;
+      if (!key_add(c, f.data, &kl, index_len(index++), false) ||
+          !nested_value(c, f.data, f.len, flat, kl, depth + 1))
+        return false;
     } else if (type == 0 &&
                ((f.id == NV_INT && f.wt == ETCH_PB_VARINT) ||
                 (f.id == NV_DOUBLE && f.wt == ETCH_PB_FIXED64) ||
@@ -145,11 +180,27 @@ static bool nested_value(ck *c, const uint8_t *msg, size_t len, int depth) {
   return true;
 }
 
+/* A DebugAnnotation; `named` ones (an event's, dict entries) add their
+ * name to the keys so far. An interned name counts as empty here: its
+ * length is known only to a reader that has seen its definition (which
+ * then judges the key's length itself). */
 static bool debug_annotation(ck *c, const uint8_t *msg, size_t len,
-                             int depth) {
+                             size_t flat, size_t key, int depth, bool named) {
   if (depth > ETCH_PKT_MAX_NESTING) return too_deep(c, msg);
   etch__pb_dec d;
   etch__pb_field f;
+  if (named) {
+    size_t n = 0;
+    etch__pb_dec_init(&d, msg, len);
+    while (etch__pb_next_fast(&d, &f)) {
+      if (f.id == ETCH_DA_NAME_IID && f.wt == ETCH_PB_VARINT) n = 0;
+      else if (f.id == ETCH_DA_NAME && f.wt == ETCH_PB_LEN) n = f.len;
+    }
+    if (d.err) return dec_fail(c, &d);
+    if (!key_add(c, msg, &flat, n, true) || !key_add(c, msg, &key, n, true))
+      return false;
+  }
+  size_t index = 0;
   etch__pb_dec_init(&d, msg, len);
   while (etch__pb_next_fast(&d, &f)) {
     const char *scalar = NULL;
@@ -170,16 +221,24 @@ static bool debug_annotation(ck *c, const uint8_t *msg, size_t len,
         wt = ETCH_PB_LEN;
         break;
       case ETCH_DA_DICT_ENTRIES:
-      case ETCH_DA_ARRAY_VALUES:
-        if (!want(c, msg, &f, ETCH_PB_LEN,
-                  f.id == ETCH_DA_DICT_ENTRIES ? "dict_entries" : "array_values") ||
+        if (!want(c, msg, &f, ETCH_PB_LEN, "dict_entries") ||
             !arg(c, msg + f.off) || /* an empty one is a NULL arg */
-            !debug_annotation(c, f.data, f.len, depth + 1))
+            !debug_annotation(c, f.data, f.len, flat, key, depth + 1, true))
           return false;
         break;
+      case ETCH_DA_ARRAY_VALUES: {
+        size_t kl = key;
+        if (!want(c, msg, &f, ETCH_PB_LEN, "array_values") ||
+            !key_add(c, f.data, &kl, index_len(index++), false) ||
+            !arg(c, msg + f.off) ||
+            !debug_annotation(c, f.data, f.len, flat, kl, depth + 1, false))
+          return false;
+        break;
+      }
       case ETCH_DA_NESTED_VALUE:
         if (!want(c, msg, &f, ETCH_PB_LEN, "nested_value") ||
-            !arg(c, msg + f.off) || !nested_value(c, f.data, f.len, depth + 1))
+            !arg(c, msg + f.off) ||
+            !nested_value(c, f.data, f.len, flat, key, depth + 1))
           return false;
         break;
       default:
@@ -227,8 +286,9 @@ static bool track_event(ck *c, const uint8_t *msg, size_t len) {
         ok = want(c, msg, &f, ETCH_PB_FIXED64, "TrackEvent.double_counter_value");
         break;
       case ETCH_TE_DEBUG_ANNOTATIONS:
+        /* Keys start as "debug". */
         ok = want(c, msg, &f, ETCH_PB_LEN, "TrackEvent.debug_annotations") &&
-             debug_annotation(c, f.data, f.len, 1);
+             debug_annotation(c, f.data, f.len, 5, 5, 1, true);
         break;
       case ETCH_TE_FLOW_IDS:
       case ETCH_TE_FLOW_IDS_OLD:
@@ -391,6 +451,8 @@ bool etch__packet_check(const uint8_t *pkt, size_t len, etch__pkt_fault *why) {
   c.why = why;
   etch__pb_dec d;
   etch__pb_field f;
+  const uint8_t *te = NULL;
+  size_t te_len = 0;
   etch__pb_dec_init(&d, pkt, len);
   while (etch__pb_next_fast(&d, &f)) {
     bool ok = true;
@@ -423,9 +485,10 @@ bool etch__packet_check(const uint8_t *pkt, size_t len, etch__pkt_fault *why) {
         ok = want(&c, pkt, &f, ETCH_PB_VARINT,
                   "TracePacket.incremental_state_cleared");
         break;
-      case ETCH_PKT_TRACK_EVENT:
-        ok = want(&c, pkt, &f, ETCH_PB_LEN, "TracePacket.track_event") &&
-             track_event(&c, f.data, f.len);
+      case ETCH_PKT_TRACK_EVENT: /* the last one is the packet's */
+        ok = want(&c, pkt, &f, ETCH_PB_LEN, "TracePacket.track_event");
+        te = f.data;
+        te_len = f.len;
         break;
       case ETCH_PKT_INTERNED_DATA:
         ok = want(&c, pkt, &f, ETCH_PB_LEN, "TracePacket.interned_data") &&
@@ -456,5 +519,6 @@ bool etch__packet_check(const uint8_t *pkt, size_t len, etch__pkt_fault *why) {
     }
     if (!ok) return false;
   }
-  return d.err ? dec_fail(&c, &d) : true;
+  if (d.err) return dec_fail(&c, &d);
+  return !te || track_event(&c, te, te_len);
 }

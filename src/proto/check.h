@@ -12,9 +12,9 @@
  * trace_packet_defaults, clock_snapshot, track_descriptor, trace_stats - and
  * refuses what they refuse: bytes that do not decode as protobuf, a known
  * field with another wire type, a packed repeated field cut inside a value,
- * debug annotations nested deeper than the reader follows, more args or
- * repeated values in one event than it holds, a schema with more fields
- * than it keeps. fuzz/fuzz_check.c holds the two to that: a packet this
+ * debug annotations nested deeper than the reader follows or with keys
+ * longer than it flattens, more args or repeated values in one event than
+ * it holds, a schema with more fields than it keeps. fuzz/fuzz_check.c holds the two to that: a packet this
  * accepts never fails the reader's decoders on its own bytes.
  *
  * What only earlier packets tell (an interned id never defined, a track
@@ -33,8 +33,9 @@
 
 /* Nesting of debug annotations (dicts, arrays, nested values). */
 #define ETCH_PKT_MAX_NESTING 64
-/* Flattened args of one event. */
+/* Flattened args of one event, and bytes of one flattened key. */
 #define ETCH_PKT_MAX_ARGS 65536
+#define ETCH_PKT_MAX_KEY 1024
 /* Values of one repeated integer field of one event. */
 #define ETCH_PKT_MAX_REPEATED (1u << 20)
 /* Fields of one custom event schema. */

@@ -547,19 +547,6 @@ static int packet_read(etch_reader *r, const rd_src *src, uint64_t rec_off,
   }
   if (d.err) RD_DEC_FAIL(d);
 
-  /* What changes the sequence's state is applied only if the whole packet
-   * reads: left out otherwise, it must leave no trace. A packet with a
-   * track event only is read as it comes (its errors are found before
-   * anything is delivered, and undone below). */
-  if (ETCH_UNLIKELY((present & (HAS_DEFAULTS | HAS_INTERNED | HAS_SNAPSHOT |
-                                HAS_DESCRIPTOR | HAS_STATS)) ||
-                    prev_dropped || cleared_legacy ||
-                    (flags & ETCH_SEQ_INCREMENTAL_STATE_CLEARED)) &&
-      !r->strict) {
-    rc = check_first(r, src, pkt, len);
-    if (rc) return rc;
-  }
-
   if (!seq_id) seq_id = r->feed_seq; /* 0 unless fed (etch_reader_feed) */
   rd_seq *seq = rd_seq_get(r, seq_id);
   if (!seq) return r->nseq >= RD_MAX_SEQUENCES ? ETCH_ELIMIT : ETCH_ENOMEM;
@@ -569,25 +556,36 @@ static int packet_read(etch_reader *r, const rd_src *src, uint64_t rec_off,
    * first_packet_on_sequence: that is no loss. */
   if (first_on_seq) prev_dropped = false;
   bool cleared = (flags & ETCH_SEQ_INCREMENTAL_STATE_CLEARED) || cleared_legacy;
+  bool valid = cleared ? true : prev_dropped && seq_id != 0 ? false : seq->valid;
+  bool skipped = (flags & ETCH_SEQ_NEEDS_INCREMENTAL_STATE) &&
+                 (seq_id == 0 || !valid);
+
+  /* What changes the sequence's state is applied only if the whole packet
+   * reads (a packet skipped is not read, whatever its bytes): left out
+   * otherwise, it must leave no trace. A packet with a track event only is
+   * read as it comes (its errors are found before anything is delivered,
+   * and undone below). */
+  if (ETCH_UNLIKELY((present & (HAS_DEFAULTS | HAS_INTERNED | HAS_SNAPSHOT |
+                                HAS_DESCRIPTOR | HAS_STATS)) ||
+                    prev_dropped || cleared) &&
+      !skipped && !r->strict) {
+    rc = check_first(r, src, pkt, len);
+    if (rc) return rc;
+  }
+
   if (prev_dropped) {
     r->stats.previous_packet_dropped++;
     seq->loss_pending = true;
   }
   if (cleared)
     seq_clear(seq);
-  else if (prev_dropped && seq_id != 0)
-    seq->valid = false;
-  bool skipped = false;
-  if (flags & ETCH_SEQ_NEEDS_INCREMENTAL_STATE) {
-    if (seq_id == 0) {
-      r->stats.packet_sequence_id_missing++;
-      skipped = true;
-    } else if (!seq->valid) {
-      r->stats.packet_skipped_seq_needs_incremental_state_invalid++;
-      skipped = true;
-    }
-  }
+  else
+    seq->valid = valid;
   if (skipped) {
+    if (seq_id == 0)
+      r->stats.packet_sequence_id_missing++;
+    else
+      r->stats.packet_skipped_seq_needs_incremental_state_invalid++;
     seq->loss_pending = true;
     if (r->obs) {
       rd_packet_view v = {src,    rec_off, pkt, len, seq,  flags, has_ts,

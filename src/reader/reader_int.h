@@ -61,7 +61,7 @@
 /* Flattened args of one event. */
 #define RD_MAX_ARGS ETCH_PKT_MAX_ARGS
 /* Length of one flattened arg key. */
-#define RD_MAX_KEY 1024
+#define RD_MAX_KEY ETCH_PKT_MAX_KEY
 
 /* Repeated integer fields of a TrackEvent kept in reader scratch. */
 #define RD_NREP 5
