@@ -190,6 +190,14 @@ void etch__import_fill_stat_rows(const etch__importer *imp,
        "process or thread descriptors claiming another pid than the tracing "
        "service stamped (trusted_pid); the service's pid is used",
        rs->descriptor_pid_untrusted},
+      {"malformed_packets", "error", "trace",
+       "packets left out whole because they do not decode (a field with the "
+       "wrong wire type, bytes cut short...); the rest of the trace is read",
+       rs->malformed_packets},
+      {"unknown_parent_track", "error", "trace",
+       "track descriptors whose parent_uuid no descriptor describes (read "
+       "as root tracks)",
+       rs->unknown_parent_track},
       {"slices", "info", "analysis", "slices (instants included)",
        imp->counts.slices},
       {"instants", "info", "analysis", "instant events",
