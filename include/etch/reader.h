@@ -181,6 +181,10 @@ typedef struct etch_reader_stats {
   /* Track descriptors naming a parent_uuid that no descriptor describes:
    * the track is read as a root (its pid and tid from itself alone). */
   uint64_t unknown_parent_track;
+  /* From the last TraceStats packet: producers' packets the tracing
+   * service left out (invalid_packets: they would not read, or set fields
+   * only the service writes). */
+  uint64_t trace_stats_invalid_packets;
 } etch_reader_stats;
 
 typedef void (*etch_event_cb)(const etch_event *ev, void *user);

@@ -172,6 +172,11 @@ void etch__import_fill_stat_rows(const etch__importer *imp,
        rs->trace_stats_chunks_overwritten},
       {"traced_buf_trace_writer_packet_loss", "data_loss", "trace",
        "writers that lost packets", rs->trace_stats_writer_packet_loss},
+      {"traced_invalid_packets", "data_loss", "trace",
+       "producers' packets the tracing service left out (they would not "
+       "read, or set fields only the service writes; etchd names the "
+       "producer on its stderr)",
+       rs->trace_stats_invalid_packets},
       {"clock_conversion_failed", "data_loss", "trace",
        "events dropped because their clock could not be converted",
        rs->clock_conversion_failed},

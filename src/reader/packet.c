@@ -330,9 +330,11 @@ static int trace_stats(etch_reader *r, const rd_src *src, const uint8_t *msg,
                        size_t len) {
   etch__pb_dec d;
   etch__pb_field f;
-  uint64_t disc = 0, over = 0, loss = 0;
+  uint64_t disc = 0, over = 0, loss = 0, invalid = 0;
   etch__pb_dec_init(&d, msg, len);
   while (etch__pb_next_fast(&d, &f)) {
+    if (f.id == ETCH_TS_INVALID_PACKETS && f.wt == ETCH_PB_VARINT)
+      invalid = f.u;
     if (f.id != ETCH_TS_BUFFER_STATS || f.wt != ETCH_PB_LEN) continue;
     etch__pb_dec bd;
     etch__pb_field bf;
@@ -350,6 +352,7 @@ static int trace_stats(etch_reader *r, const rd_src *src, const uint8_t *msg,
   r->stats.trace_stats_chunks_discarded = disc;
   r->stats.trace_stats_chunks_overwritten = over;
   r->stats.trace_stats_writer_packet_loss = loss;
+  r->stats.trace_stats_invalid_packets = invalid;
   r->trace_stats_seen = true;
   return 0;
 }
