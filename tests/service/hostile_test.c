@@ -614,6 +614,9 @@ static void run_case(int mode, const char *name) {
   if (inv > 0 &&
       file_lines(s.log, "\"hostile\" (pid ") < 1)
     FAIL("%s: etchd's log (%s) does not name the producer", name, s.log);
+  /* etch record's summary says how many. */
+  if (inv > 0 && file_lines(rlog, "traced_invalid_packets") < 1)
+    FAIL("%s: etch record's summary (%s) does not count them", name, rlog);
   svc_stop(&s);
 }
 
