@@ -173,6 +173,18 @@ typedef struct etch_reader_stats {
    * the tracing service stamped on their packet (trusted_pid): the
    * service's word is taken. */
   uint64_t descriptor_pid_untrusted;
+  /* Packets left out because they do not decode as the reader reads them
+   * (a field with the wrong wire type, bytes cut short, annotations nested
+   * too deep...): each is skipped whole, nothing of it applied, and the
+   * rest of the trace is read (unless etch_reader_set_strict). */
+  uint64_t malformed_packets;
+  /* Track descriptors naming a parent_uuid that no descriptor describes:
+   * the track is read as a root (its pid and tid from itself alone). */
+  uint64_t unknown_parent_track;
+  /* From the last TraceStats packet: producers' packets the tracing
+   * service left out (invalid_packets: they would not read, or set fields
+   * only the service writes). */
+  uint64_t trace_stats_invalid_packets;
 } etch_reader_stats;
 
 typedef void (*etch_event_cb)(const etch_event *ev, void *user);
@@ -210,6 +222,16 @@ ETCH_API int etch_reader_set_progress(etch_reader *r, int on);
  * ETCH_ETRUNC (the default). Corruption before the end is an error either
  * way. */
 ETCH_API int etch_reader_set_allow_truncated(etch_reader *r, int on);
+/* A packet that does not decode (a known field with the wrong wire type,
+ * a nested message cut short, debug annotations nested deeper than 64...):
+ * by default it is left out whole - nothing of it applied, not its
+ * interned data, descriptors or event - counted in malformed_packets, and
+ * the rest of its sequence and every other sequence are read, as
+ * trace_processor goes on past such a packet. With `on`, the read stops
+ * there with an error naming the packet's offset (ETCH_EFORMAT). Broken
+ * framing (a packet record longer than the file) stops the read either
+ * way. */
+ETCH_API int etch_reader_set_strict(etch_reader *r, int on);
 
 /*
  * Subscribes `cb` to events whose category (any of an event's categories)

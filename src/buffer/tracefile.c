@@ -23,12 +23,14 @@
 #include "base/clock.h"
 #include "buffer/tracefile.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <zlib.h>
 
 #include "buffer/sink.h"
+#include "proto/check.h"
 #include "proto/ipc.h"
 #include "proto/perfetto.h"
 
@@ -396,17 +398,21 @@ static bool descriptor_pid_ok(const uint8_t *data, size_t len, int32_t pid) {
 }
 
 /* A producer's packet a service may pass on (see `validate`); `pid`: what
- * its descriptors must claim (0: unchecked). */
-static ETCH_NOINLINE bool packet_valid(const uint8_t *data, uint32_t len,
-                                       int32_t pid) {
+ * its descriptors must claim (0: unchecked). Why not in o->why. */
+static ETCH_NOINLINE bool packet_valid(etch_tracefile *o, const uint8_t *data,
+                                       uint32_t len, int32_t pid) {
   etch__pb_dec d;
   etch__pb_field f;
   etch__pb_dec_init(&d, data, len);
   while (etch__pb_next_fast(&d, &f)) {
     switch (f.id) {
       case ETCH_PKT_TRACK_DESCRIPTOR:
-        if (pid && f.wt == ETCH_PB_LEN && !descriptor_pid_ok(f.data, f.len, pid))
+        if (pid && f.wt == ETCH_PB_LEN && !descriptor_pid_ok(f.data, f.len, pid)) {
+          snprintf(o->why, sizeof o->why,
+                   "offset %zu: a descriptor claims another pid than %d",
+                   f.off, (int)pid);
           return false;
+        }
         break;
       case ETCH_PKT_TRUSTED_UID:
       case ETCH_PKT_TRUSTED_SEQ_ID:
@@ -416,12 +422,31 @@ static ETCH_NOINLINE bool packet_valid(const uint8_t *data, uint32_t len,
       case ETCH_PKT_TRACE_CONFIG:
       case ETCH_PKT_TRACE_STATS:
       case ETCH_PKT_SYNCHRONIZATION_MARKER:
+        snprintf(o->why, sizeof o->why,
+                 "offset %zu: TracePacket field %u is the service's to write",
+                 f.off, f.id);
         return false;
       default:
         break;
     }
   }
-  return !d.err;
+  /* What etch's reader reads, at every depth: the packet must read. */
+  etch__pkt_fault fault;
+  if (d.err || !etch__packet_check(data, len, &fault)) {
+    if (d.err)
+      snprintf(o->why, sizeof o->why, "offset %zu: %s", d.err_off,
+               d.err_msg ? d.err_msg : "malformed protobuf");
+    else
+      snprintf(o->why, sizeof o->why, "offset %zu: %s", fault.off, fault.msg);
+    return false;
+  }
+  return true;
+}
+
+/* A producer's packet left out. */
+static ETCH_NOINLINE void left_out(etch_tracefile *o, uint32_t writer_id) {
+  o->invalid_packets++;
+  if (o->on_invalid) o->on_invalid(o->trust_ctx, writer_id, o->why);
 }
 
 /* A packet of another sequence than the last: the last one's loss state
@@ -524,8 +549,8 @@ int etch__tracefile_on_packet(void *ctx, uint32_t writer_id, const uint8_t *data
   switch_writer(o, writer_id); /* as a run of its packets does first */
   if (o->validate) {
     if (writer_id != o->tail_seq) make_tail(o, writer_id);
-    if (!packet_valid(data, len, o->tail_pid)) {
-      o->invalid_packets++;
+    if (!packet_valid(o, data, len, o->tail_pid)) {
+      left_out(o, writer_id);
       if (dropped_before) { /* the loss is marked on the next one */
         o->lossy = true;
         o->mark_dropped = true;
@@ -617,8 +642,8 @@ ETCH_INLINE int run_loop(etch_tracefile *o, uint32_t writer_id,
   uint32_t n;
   while (p < end && run_size(&p, end, &n)) {
     if (!n) continue; /* padding */
-    if (ETCH_UNLIKELY(o->validate) && !packet_valid(p, n, o->tail_pid)) {
-      o->invalid_packets++;
+    if (ETCH_UNLIKELY(o->validate) && !packet_valid(o, p, n, o->tail_pid)) {
+      left_out(o, writer_id);
       p += n;
       continue;
     }

@@ -45,6 +45,10 @@ typedef struct etch_sink etch_sink;
  * service does (its process and thread descriptors can be checked). */
 typedef bool (*etch_tracefile_trust_fn)(void *ctx, uint32_t seq, int32_t *pid,
                                         int32_t *uid, bool *same_pidns);
+/* A packet of sequence `seq` left out (`validate`), and why: "offset N:
+ * ..." within the packet, or the field only the service writes. */
+typedef void (*etch_tracefile_invalid_fn)(void *ctx, uint32_t seq,
+                                          const char *why);
 
 /* Track events of a sequence left out of a read (undecodable: the
  * sequence's incremental state went with lost chunks). */
@@ -56,16 +60,19 @@ typedef struct etch_tracefile_lost {
 typedef struct etch_tracefile {
   etch_tracefile_trust_fn trust; /* NULL in process */
   void *trust_ctx;
-  /* A service's read: a producer's packet whose top level does not decode,
+  /* A service's read: a producer's packet that etch's reader could not
+   * read (proto/check.h: every field the reader decodes, at every depth),
    * or that sets a field only the service writes (trusted uid, pid and
    * sequence id, compressed packets, trace config and stats, sync
    * markers), or whose process or thread descriptor claims another pid
    * than the producer's (when it sees pids as the service does), is left
-   * out and counted in `invalid_packets`: a producer's bytes cannot make
-   * the trace unreadable, speak for the service or pass for another
-   * process. */
+   * out, counted in `invalid_packets` and handed to `on_invalid` (with
+   * trust_ctx) when set: a producer's bytes cannot make the trace
+   * unreadable, speak for the service or pass for another process. */
   bool validate;
   uint64_t invalid_packets;
+  etch_tracefile_invalid_fn on_invalid;
+  char why[200]; /* the last packet left out: why */
   etch_sink *sink;    /* where the file goes; NULL: `out` keeps it all */
   etch__pb_buf out;   /* the file (with a sink: its bytes not yet in it) */
   etch__pb_buf batch; /* records waiting to be compressed */

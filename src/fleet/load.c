@@ -1006,7 +1006,8 @@ static outcome load_one(worker *w, const char *path) {
   }
   etch__row_sink sink = {.chunk = on_chunk, .reset = on_reset, .ctx = w};
   etch__import_opts io = {.all_args = true,
-                          .allow_truncated = sh->o->allow_truncated};
+                          .allow_truncated = sh->o->allow_truncated,
+                          .strict = !sh->o->allow_truncated};
   etch__import_result res;
   w->reading = true;
   rc = etch__query_import_sink(path, NULL, 0, &sink, &io, &res);

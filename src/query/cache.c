@@ -220,6 +220,16 @@ int etch__query_cache_file(const char *trace, const char *cache_dir,
                                      k.size - (uint64_t)cut);
         etch__res_close(&r);
       }
+      /* So do malformed packets left out. */
+      if (!etch__res_query(db,
+                           "SELECT value FROM stats "
+                           "WHERE name = 'malformed_packets'",
+                           "cache", &r)) {
+        int64_t bad = etch__res_next(&r) ? etch__res_i64(&r, 0) : 0;
+        if (bad > 0 && !o.quiet)
+          etch__query_warn_malformed(trace, (uint64_t)bad, NULL);
+        etch__res_close(&r);
+      }
       etch__db_close(db);
       return ETCH_OK;
     }

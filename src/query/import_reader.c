@@ -80,6 +80,7 @@ static int run_once(etch__db *db, const char *catalog,
   etch__reader_set_match_ends(r, false);
   if (!rc) rc = etch_reader_set_progress(r, o->progress);
   if (!rc) rc = etch_reader_set_allow_truncated(r, o->allow_truncated);
+  if (!rc) rc = etch_reader_set_strict(r, o->strict);
   if (!rc) rc = etch_reader_on_track(r, on_track, imp);
   if (!rc) rc = etch_reader_on(r, NULL, NULL, on_event, imp);
   if (!rc) rc = etch_reader_run(r);
@@ -145,6 +146,9 @@ static int run_x(etch__db *db, const char *catalog, const source *src,
     if (st.truncated_bytes && !(x && x->quiet) && !o.quiet)
       etch__query_warn_cut_short(src->path, st.truncated_bytes,
                                  st.truncated_offset);
+    if (st.malformed_packets && !(x && x->quiet) && !o.quiet)
+      etch__query_warn_malformed(src->path, st.malformed_packets,
+                                 etch__reader_malformed_first(r));
     if (x)
       x->has_realtime = etch__reader_realtime_offset(r, &x->realtime_offset);
   }
@@ -207,7 +211,8 @@ static int stats_run(const source *src, FILE *out,
   etch__stats_opts dflt = {.top = 10};
   if (!opts) opts = &dflt;
   etch__import_opts o = {.progress = isatty(STDERR_FILENO) != 0,
-                         .allow_truncated = opts->allow_truncated};
+                         .allow_truncated = opts->allow_truncated,
+                         .strict = opts->strict};
   etch__importer *imp = NULL;
   int rc = run(NULL, NULL, src, &o, &imp);
   etch__stats_data d;

@@ -172,6 +172,11 @@ void etch__import_fill_stat_rows(const etch__importer *imp,
        rs->trace_stats_chunks_overwritten},
       {"traced_buf_trace_writer_packet_loss", "data_loss", "trace",
        "writers that lost packets", rs->trace_stats_writer_packet_loss},
+      {"traced_invalid_packets", "data_loss", "trace",
+       "producers' packets the tracing service left out (they would not "
+       "read, or set fields only the service writes; etchd names the "
+       "producer on its stderr)",
+       rs->trace_stats_invalid_packets},
       {"clock_conversion_failed", "data_loss", "trace",
        "events dropped because their clock could not be converted",
        rs->clock_conversion_failed},
@@ -190,6 +195,14 @@ void etch__import_fill_stat_rows(const etch__importer *imp,
        "process or thread descriptors claiming another pid than the tracing "
        "service stamped (trusted_pid); the service's pid is used",
        rs->descriptor_pid_untrusted},
+      {"malformed_packets", "error", "trace",
+       "packets left out whole because they do not decode (a field with the "
+       "wrong wire type, bytes cut short...); the rest of the trace is read",
+       rs->malformed_packets},
+      {"unknown_parent_track", "error", "trace",
+       "track descriptors whose parent_uuid no descriptor describes (read "
+       "as root tracks)",
+       rs->unknown_parent_track},
       {"slices", "info", "analysis", "slices (instants included)",
        imp->counts.slices},
       {"instants", "info", "analysis", "instant events",

@@ -158,6 +158,7 @@ int etch__query_leaks_file(const char *path, FILE *out, int top,
   int rc = etch_reader_open_file(&r, path);
   if (rc) return rc;
   etch_reader_set_allow_truncated(r, allow_truncated);
+  etch_reader_set_strict(r, !allow_truncated); /* --strict: both errors */
   return leaks_of(r, out, top, path, lost);
 }
 

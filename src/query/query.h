@@ -100,7 +100,7 @@ const char *etch__query_table_name(size_t i, size_t *len);
  * slice), as etch__query_table_name. */
 const char *etch__query_stored_table_name(size_t i, size_t *len);
 /* The version of the tables' layout, part of a cache's key. */
-#define ETCH__QUERY_SCHEMA_VERSION "5"
+#define ETCH__QUERY_SCHEMA_VERSION "6"
 /* The CREATE VIEW statements of the views over track. */
 const char *etch__query_views_sql(void);
 
@@ -118,6 +118,10 @@ typedef struct etch__import_opts {
   /* A trace cut short: import what precedes the cut, warn on stderr and
    * count it (stat trace_truncated_bytes) instead of failing. */
   bool allow_truncated;
+  /* A malformed packet fails the import with the reader's error instead of
+   * being left out, counted (stat malformed_packets) and warned about
+   * (etch_reader_set_strict). */
+  bool strict;
   /* No warning on stderr for a trace cut short, nor for a cache that
    * cannot be written: for a caller that builds a trace's cache ahead and
    * opens it next (which warns). */
@@ -314,6 +318,7 @@ typedef struct etch__stats_opts {
   bool compact; /* trace summary, top by total, data loss only */
   bool json;    /* machine-readable output */
   bool allow_truncated; /* as etch__import_opts.allow_truncated */
+  bool strict;          /* as etch__import_opts.strict */
 } etch__stats_opts;
 
 /*
@@ -400,6 +405,14 @@ void etch__stats_sort_top(etch__stats_top *rows, size_t n, bool by_self,
  */
 void etch__query_warn_cut_short(const char *path, uint64_t bytes,
                                 uint64_t offset);
+/*
+ * The same for malformed packets left out (stat malformed_packets): "etch:
+ * warning: PATH: N malformed packets left out (the first: offset M: ...);
+ * the rest is read" (`first` NULL: without the parenthesis); with --strict
+ * the reader's error instead.
+ */
+void etch__query_warn_malformed(const char *path, uint64_t n,
+                                const char *first);
 
 /* The `etch leaks` report of a trace file: allocations never freed, by
  * tag and size (at most `top` groups; 0: all), and the peak. When the

@@ -406,3 +406,16 @@ void etch__query_warn_cut_short(const char *path, uint64_t bytes,
           path ? path : "the trace", (unsigned long long)bytes,
           (unsigned long long)offset);
 }
+
+void etch__query_warn_malformed(const char *path, uint64_t n,
+                                const char *first) {
+  /* The reader's message names the file already. */
+  size_t pl = path ? strlen(path) : 0;
+  if (first && pl && !strncmp(first, path, pl) && !strncmp(first + pl, ": ", 2))
+    first += pl + 2;
+  fprintf(stderr,
+          "etch: warning: %s: %llu malformed packet%s left out%s%s%s; the "
+          "rest is read\n",
+          path ? path : "the trace", (unsigned long long)n, n == 1 ? "" : "s",
+          first ? " (the first: " : "", first ? first : "", first ? ")" : "");
+}

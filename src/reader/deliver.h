@@ -60,6 +60,7 @@ ETCH_INLINE void rd_deliver(etch_reader *r, etch_event *ev, rd_track *t) {
     r->subs[0].cb(ev, r->subs[0].user);
     return;
   }
+  if (!r->nsubs) return; /* (no subscriptions: subs is NULL) */
   const rd_sub *s = r->subs, *e = r->subs + r->nsubs;
   for (; s < e; s++) {
     if (s->name && s->name != ev->name) continue;

@@ -12,6 +12,7 @@
 
 #include "proto/perfetto.h"
 #include "reader/dump.h"
+#include "reader/reader_priv.h"
 #include "reader/track.h"
 #include "reader/reader_int.h"
 
@@ -532,6 +533,7 @@ int etch__reader_dump_ex(const void *data, size_t len, FILE *out,
   int rc = etch_reader_open_memory(&r, data, len);
   if (rc) return rc;
   etch_reader_set_allow_truncated(r, allow_truncated);
+  etch_reader_set_strict(r, !allow_truncated);
   dump_state ds = {out, 0};
   const rd_observer obs = {dump_packet, dump_event, dump_nest, &ds};
   r->obs = &obs;
@@ -556,6 +558,10 @@ int etch__reader_dump_ex(const void *data, size_t len, FILE *out,
             "packet\n",
             (unsigned long long)st.truncated_bytes,
             (unsigned long long)st.truncated_offset);
+  if (st.malformed_packets)
+    fprintf(out, "-- %llu malformed packets left out; the first: %s\n",
+            (unsigned long long)st.malformed_packets,
+            etch__reader_malformed_first(r));
   if (st_out) *st_out = st;
   etch_reader_close(r);
   return rc;

@@ -26,7 +26,10 @@ int etch__reader_dump(const void *data, size_t len, FILE *out);
 /*
  * The same; with `allow_truncated` a file that ends inside its last packet
  * is listed up to it (etch_reader_set_allow_truncated), with a last line
- * "-- cut short: ..."; the reader's counts into *st when not NULL.
+ * "-- cut short: ...", and malformed packets are left out (the listing may
+ * show the start of one) with a last line "-- N malformed packets left
+ * out; the first: ..."; without, both are errors (etch_reader_set_strict).
+ * The reader's counts into *st when not NULL.
  */
 int etch__reader_dump_ex(const void *data, size_t len, FILE *out,
                          bool allow_truncated, etch_reader_stats *st);

@@ -3,6 +3,7 @@
  * debug annotations flattened into args the way trace_processor keys them
  * ("debug.a.b" flat key, "debug.a[1].b" key).
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -18,7 +19,7 @@
 static int push_u64(uint64_t **arr, size_t *n, size_t *cap, uint64_t v) {
   if (*n == *cap) {
     size_t nc = *cap ? *cap * 2 : 8;
-    if (nc > (1u << 20)) return etch__error(ETCH_ELIMIT, "repeated field too long");
+    if (nc > ETCH_PKT_MAX_REPEATED) return ETCH_ELIMIT;
     uint64_t *p = (uint64_t *)etch__realloc(*arr, nc * sizeof *p);
     if (!p) return ETCH_ENOMEM;
     *arr = p;
@@ -32,8 +33,14 @@ static int push_u64(uint64_t **arr, size_t *n, size_t *cap, uint64_t v) {
 int etch__rd_repeated(etch_reader *r, const rd_src *src, const uint8_t *msg,
                     const etch__pb_field *f, bool fixed64, uint64_t **arr,
                     size_t *n, size_t *cap) {
-  if (f->wt == (fixed64 ? ETCH_PB_FIXED64 : ETCH_PB_VARINT))
-    return push_u64(arr, n, cap, f->u);
+  if (f->wt == (fixed64 ? ETCH_PB_FIXED64 : ETCH_PB_VARINT)) {
+    int rc = push_u64(arr, n, cap, f->u);
+    if (rc == ETCH_ELIMIT) /* a limit of the packet: its message names it */
+      return etch__rd_fail(r, src, msg + f->off, ETCH_ELIMIT,
+                           "repeated field with more than %u values",
+                           ETCH_PKT_MAX_REPEATED);
+    return rc;
+  }
   if (f->wt != ETCH_PB_LEN) return etch__rd_bad_wt(r, src, msg, f, "repeated field");
   const uint8_t *p = f->data, *end = f->data + f->len;
   while (p < end) {
@@ -47,6 +54,10 @@ int etch__rd_repeated(etch_reader *r, const rd_src *src, const uint8_t *msg,
       return etch__rd_fail(r, src, p, ETCH_EFORMAT, "truncated packed varint");
     }
     int rc = push_u64(arr, n, cap, v);
+    if (rc == ETCH_ELIMIT)
+      return etch__rd_fail(r, src, f->data, ETCH_ELIMIT,
+                           "repeated field with more than %u values",
+                           ETCH_PKT_MAX_REPEATED);
     if (rc) return rc;
   }
   return 0;
@@ -57,9 +68,12 @@ int etch__rd_repeated(etch_reader *r, const rd_src *src, const uint8_t *msg,
 static int push_arg(etch_reader *r, size_t flat_len, size_t key_len,
                     etch_value_type type, const etch_arg *val) {
   if (r->nargs == r->cap_args) {
-    if (r->nargs >= RD_MAX_ARGS)
-      return etch__error(ETCH_ELIMIT, "more than %u args in one event",
-                         RD_MAX_ARGS);
+    if (r->nargs >= RD_MAX_ARGS) { /* a limit of the packet: at its offset */
+      char msg[64];
+      snprintf(msg, sizeof msg, "more than %u args in one event", RD_MAX_ARGS);
+      etch__rd_fail_at(r, ETCH_ELIMIT, r->cur_off, msg);
+      return ETCH_ELIMIT;
+    }
     size_t nc = r->cap_args ? r->cap_args * 2 : 16;
     etch_arg *a = (etch_arg *)etch__realloc(r->args, nc * sizeof *a);
     if (!a) return ETCH_ENOMEM;

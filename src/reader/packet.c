@@ -10,9 +10,11 @@
  * the timestamp; descriptors before the event), whatever their order in the
  * packet.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "proto/check.h"
 #include "proto/perfetto.h"
 #include "reader/clock.h"
 #include "reader/custom.h"
@@ -328,9 +330,11 @@ static int trace_stats(etch_reader *r, const rd_src *src, const uint8_t *msg,
                        size_t len) {
   etch__pb_dec d;
   etch__pb_field f;
-  uint64_t disc = 0, over = 0, loss = 0;
+  uint64_t disc = 0, over = 0, loss = 0, invalid = 0;
   etch__pb_dec_init(&d, msg, len);
   while (etch__pb_next_fast(&d, &f)) {
+    if (f.id == ETCH_TS_INVALID_PACKETS && f.wt == ETCH_PB_VARINT)
+      invalid = f.u;
     if (f.id != ETCH_TS_BUFFER_STATS || f.wt != ETCH_PB_LEN) continue;
     etch__pb_dec bd;
     etch__pb_field bf;
@@ -348,6 +352,7 @@ static int trace_stats(etch_reader *r, const rd_src *src, const uint8_t *msg,
   r->stats.trace_stats_chunks_discarded = disc;
   r->stats.trace_stats_chunks_overwritten = over;
   r->stats.trace_stats_writer_packet_loss = loss;
+  r->stats.trace_stats_invalid_packets = invalid;
   r->trace_stats_seen = true;
   return 0;
 }
@@ -396,8 +401,66 @@ bool etch__rd_packet_time(etch_reader *r, rd_seq *seq, bool has_ts,
   return true;
 }
 
+/* ---- malformed packets ------------------------------------------------------------------ */
+
+/* An error of one packet's bytes, which leaving the packet out gets past:
+ * bytes that do not decode, and the limits on one packet (their messages
+ * name an offset); not the trace-wide limits (tracks, sequences, clocks,
+ * the string pool) nor running out of memory. */
+static bool packet_local(const etch_reader *r, int rc) {
+  return rc == ETCH_EFORMAT || rc == ETCH_ETRUNC ||
+         (rc == ETCH_ELIMIT && r->err_formatted);
+}
+
+/* The packet whose error is in etch_last_error() is left out: counted, its
+ * message kept (the first and the last), the read goes on. */
+static ETCH_NOINLINE int left_out(etch_reader *r, int rc) {
+  const char *msg = etch_last_error();
+  if (!msg || !*msg) msg = etch_strerror(rc);
+  if (r->stats.malformed_packets++ == 0)
+    snprintf(r->malformed_first, sizeof r->malformed_first, "%s", msg);
+  snprintf(r->malformed_last, sizeof r->malformed_last, "%s", msg);
+  r->malformed_status = rc;
+  r->err_formatted = false;
+  etch__error_clear();
+  return 0;
+}
+
+/* A packet that changes its sequence's state, checked whole before any of
+ * it is applied (proto/check.h): EFORMAT (or the fault's status) naming
+ * the offending byte when the reader could not read all of it. */
+static ETCH_NOINLINE int check_first(etch_reader *r, const rd_src *src,
+                                     const uint8_t *pkt, size_t len) {
+  etch__pkt_fault why;
+  if (etch__packet_check(pkt, len, &why)) return 0;
+  return etch__rd_fail(r, src, pkt + why.off, why.status, "%s", why.msg);
+}
+
+static int packet_read(etch_reader *r, const rd_src *src, uint64_t rec_off,
+                       const uint8_t *pkt, size_t len);
+
 int etch__rd_packet(etch_reader *r, const rd_src *src, uint64_t rec_off,
                     const uint8_t *pkt, size_t len) {
+  r->err_formatted = false;
+  int rc = packet_read(r, src, rec_off, pkt, len);
+  if (ETCH_UNLIKELY(rc) && !r->strict && packet_local(r, rc))
+    return left_out(r, rc);
+  return rc;
+}
+
+/* An incremental clock advanced by a packet left out goes back. */
+static ETCH_NOINLINE void clock_unwind(etch_reader *r, rd_seq *seq,
+                                       uint32_t clock_id, uint64_t raw) {
+  if (clock_id == r->clocks.trace_clock) return;
+  rd_clock *k = clock_id >= ETCH_CLOCK_SEQ_SCOPED_FIRST &&
+                        clock_id <= ETCH_CLOCK_SEQ_SCOPED_LAST
+                    ? seq->clocks[clock_id - ETCH_CLOCK_SEQ_SCOPED_FIRST]
+                    : etch__rd_clock_get(r, clock_id, false);
+  if (k && k->incremental && k->has_last) k->last -= raw;
+}
+
+static int packet_read(etch_reader *r, const rd_src *src, uint64_t rec_off,
+                       const uint8_t *pkt, size_t len) {
   etch__pb_dec d;
   etch__pb_field f;
   uint64_t raw_ts = 0;
@@ -496,25 +559,36 @@ int etch__rd_packet(etch_reader *r, const rd_src *src, uint64_t rec_off,
    * first_packet_on_sequence: that is no loss. */
   if (first_on_seq) prev_dropped = false;
   bool cleared = (flags & ETCH_SEQ_INCREMENTAL_STATE_CLEARED) || cleared_legacy;
+  bool valid = cleared ? true : prev_dropped && seq_id != 0 ? false : seq->valid;
+  bool skipped = (flags & ETCH_SEQ_NEEDS_INCREMENTAL_STATE) &&
+                 (seq_id == 0 || !valid);
+
+  /* What changes the sequence's state is applied only if the whole packet
+   * reads (a packet skipped is not read, whatever its bytes): left out
+   * otherwise, it must leave no trace. A packet with a track event only is
+   * read as it comes (its errors are found before anything is delivered,
+   * and undone below). */
+  if (ETCH_UNLIKELY((present & (HAS_DEFAULTS | HAS_INTERNED | HAS_SNAPSHOT |
+                                HAS_DESCRIPTOR | HAS_STATS)) ||
+                    prev_dropped || cleared) &&
+      !skipped && !r->strict) {
+    rc = check_first(r, src, pkt, len);
+    if (rc) return rc;
+  }
+
   if (prev_dropped) {
     r->stats.previous_packet_dropped++;
     seq->loss_pending = true;
   }
   if (cleared)
     seq_clear(seq);
-  else if (prev_dropped && seq_id != 0)
-    seq->valid = false;
-  bool skipped = false;
-  if (flags & ETCH_SEQ_NEEDS_INCREMENTAL_STATE) {
-    if (seq_id == 0) {
-      r->stats.packet_sequence_id_missing++;
-      skipped = true;
-    } else if (!seq->valid) {
-      r->stats.packet_skipped_seq_needs_incremental_state_invalid++;
-      skipped = true;
-    }
-  }
+  else
+    seq->valid = valid;
   if (skipped) {
+    if (seq_id == 0)
+      r->stats.packet_sequence_id_missing++;
+    else
+      r->stats.packet_skipped_seq_needs_incremental_state_invalid++;
     seq->loss_pending = true;
     if (r->obs) {
       rd_packet_view v = {src,    rec_off, pkt, len, seq,  flags, has_ts,
@@ -546,6 +620,7 @@ int etch__rd_packet(etch_reader *r, const rd_src *src, uint64_t rec_off,
                                                : 0;
   if (clock_id == 0) clock_id = r->clocks.trace_clock;
   int64_t ts = 0;
+  int64_t latest_before = r->latest_ts;
   bool ts_ok = etch__rd_packet_time(r, seq, has_ts, raw_ts, clock_id, &ts);
   if (r->obs) {
     rd_packet_view v = {src,    rec_off,  pkt,   len, seq,  flags, has_ts,
@@ -575,7 +650,16 @@ int etch__rd_packet(etch_reader *r, const rd_src *src, uint64_t rec_off,
       r->stats.clock_conversion_failed++;
       return 0;
     }
-    return etch__rd_track_event(r, src, seq, te, te_len, ts, rec_off);
+    uint64_t events = r->stats.track_events,
+             missing = r->stats.interned_data_missing;
+    rc = etch__rd_track_event(r, src, seq, te, te_len, ts, rec_off);
+    if (ETCH_UNLIKELY(rc)) { /* nothing of it was delivered: undone */
+      r->stats.track_events = events;
+      r->stats.interned_data_missing = missing;
+      r->latest_ts = latest_before;
+      if (has_ts) clock_unwind(r, seq, clock_id, raw_ts);
+    }
+    return rc;
   }
   return 0;
 }

@@ -25,6 +25,7 @@
 #include "reader/packet.h"
 #include "reader/progress.h"
 #include "reader/source.h"
+#include "reader/track.h"
 #include "reader/reader_int.h"
 #include "reader/reader_priv.h"
 
@@ -42,6 +43,17 @@ int etch_reader_set_allow_truncated(etch_reader *r, int on) {
   if (r->ran) return etch__error(ETCH_ESTATE, "reader: already run");
   r->allow_truncated = on != 0;
   return ETCH_OK;
+}
+
+int etch_reader_set_strict(etch_reader *r, int on) {
+  if (!r) return etch__error(ETCH_EINVAL, "reader: NULL");
+  if (r->ran) return etch__error(ETCH_ESTATE, "reader: already run");
+  r->strict = on != 0;
+  return ETCH_OK;
+}
+
+const char *etch__reader_malformed_first(const etch_reader *r) {
+  return r && r->stats.malformed_packets ? r->malformed_first : NULL;
 }
 
 void etch__reader_set_progress_to(etch_reader *r, int fd, uint64_t delay_ns) {
@@ -269,6 +281,14 @@ static int run(etch_reader *r) {
   top.depth = 0;
   top.parent = NULL;
   int rc = etch__rd_parse_records(r, &top, r->len);
+  /* Descriptors whose parent none describes. */
+  for (size_t i = 0; i < r->ntracks; i++) {
+    const rd_track *t = r->track_list[i];
+    uint64_t parent = t->info.parent_uuid;
+    if (!t->described || !parent || parent == t->info.uuid) continue;
+    const rd_track *p = etch__rd_track_get(r, parent, false);
+    if (!p || !p->described) r->stats.unknown_parent_track++;
+  }
   if (rc && !r->err_formatted) {
     char msg[512];
     snprintf(msg, sizeof msg, "%s", etch_last_error());
@@ -328,8 +348,14 @@ int etch_reader_feed(etch_reader *r, const void *packet, size_t len,
   r->err_formatted = false;
   r->feed_seq = sequence_id;
   rd_src src = {.start = (const uint8_t *)packet};
+  uint64_t malformed = r->stats.malformed_packets;
   int rc = etch__rd_packet(r, &src, 0, (const uint8_t *)packet, len);
   r->feed_seq = 0;
+  /* Left out (nothing of it applied): still refused, with its reason. */
+  if (!rc && r->stats.malformed_packets != malformed) {
+    rc = r->malformed_status;
+    etch__error(rc, "%s", r->malformed_last);
+  }
   if (rc) { /* "offset N" in the message is within the packet */
     char msg[512];
     snprintf(msg, sizeof msg, "%s", etch_last_error());

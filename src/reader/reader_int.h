@@ -40,6 +40,7 @@
 #include "base/base.h"
 #include "etch/reader.h"
 #include "pb/pb.h"
+#include "proto/check.h"
 
 /* ---- limits ------------------------------------------------------------------ */
 
@@ -48,7 +49,7 @@
 /* Compressed packets inside compressed packets. */
 #define RD_MAX_COMPRESSION_DEPTH 2
 /* Nesting of debug annotations (dicts / arrays) and of dumped messages. */
-#define RD_MAX_NESTING 64
+#define RD_MAX_NESTING ETCH_PKT_MAX_NESTING
 /* Entries of one interning table of one sequence. */
 #define RD_MAX_INTERNED (1u << 20)
 /* Bytes held by the string pool. */
@@ -58,9 +59,9 @@
 #define RD_MAX_SEQUENCES (1u << 20)
 #define RD_MAX_CLOCKS (1u << 16)
 /* Flattened args of one event. */
-#define RD_MAX_ARGS 65536
+#define RD_MAX_ARGS ETCH_PKT_MAX_ARGS
 /* Length of one flattened arg key. */
-#define RD_MAX_KEY 1024
+#define RD_MAX_KEY ETCH_PKT_MAX_KEY
 
 /* Repeated integer fields of a TrackEvent kept in reader scratch. */
 #define RD_NREP 5
@@ -248,6 +249,14 @@ struct etch_reader {
   bool stream;          /* etch_reader_open_stream: packets come from feed */
   uint32_t feed_seq;    /* the sequence id of a fed packet that has none */
   bool failed;
+  /* etch_reader_set_strict: a malformed packet stops the read instead of
+   * being left out and counted (malformed_packets). */
+  bool strict;
+  /* The first and the last packet left out: their messages (with their
+   * offsets), and the last one's status. */
+  int malformed_status;
+  char malformed_first[320];
+  char malformed_last[320];
   bool no_end_matching; /* deliver every SLICE_END (etch__reader_set_match_ends) */
   bool stop;            /* etch_reader_stop was called */
   struct rd_custom *custom; /* custom events (custom.c), or NULL */

@@ -65,4 +65,11 @@ void etch__reader_set_progress_to(etch_reader *r, int fd, uint64_t delay_ns);
  */
 bool etch__reader_realtime_offset(const etch_reader *r, int64_t *offset);
 
+/*
+ * After etch_reader_run: the first packet left out as malformed (stat
+ * malformed_packets), as "offset N: what" (with the file's name when
+ * opened from a file); NULL when none was.
+ */
+const char *etch__reader_malformed_first(const etch_reader *r);
+
 #endif /* ETCH_READER_PRIV_H */

@@ -47,6 +47,7 @@ uint32_t etch__svc_seq_of(etch_service *s, producer *p, uint16_t writer_id) {
   s->seqinfo[s->next_seq].pid = (int32_t)p->conn.peer_pid;
   s->seqinfo[s->next_seq].uid = (int32_t)p->conn.peer_uid;
   s->seqinfo[s->next_seq].same_pidns = p->same_pidns;
+  s->seqinfo[s->next_seq].producer = p->id;
   p->writers[p->nwriters].writer_id = writer_id;
   p->writers[p->nwriters].buffer = 0;
   p->writers[p->nwriters].seq = s->next_seq++;

@@ -101,6 +101,7 @@ typedef struct producer {
   bool has_async;
   bool no_scrape; /* smb_scraping_mode DISABLED */
   bool same_pidns; /* sees pids as etchd does: its descriptors are checked */
+  uint64_t invalid_packets; /* its packets left out of reads (tracefile.h) */
   uint64_t async_req;
   ds_reg ds[MAX_DS_PER_PRODUCER];
   uint32_t nds;
@@ -194,7 +195,11 @@ struct etch_service {
   uint32_t next_producer, next_consumer, next_session, next_seq;
   /* Who wrote each sequence (by sequence id), kept after the producer
    * leaves so that a later read still stamps its packets. */
-  struct { int32_t pid, uid; bool same_pidns; } *seqinfo;
+  struct {
+    int32_t pid, uid;
+    bool same_pidns;
+    uint32_t producer; /* its id, to name it */
+  } *seqinfo;
   uint32_t nseqinfo;
   uint64_t next_instance, next_flush;
   volatile sig_atomic_t stop;
@@ -221,8 +226,8 @@ struct etch_service {
   } *uids;
   uint32_t nuids, capuids;
   /* warnf_'s rate limit, per kind */
-  uint64_t warn_ns[4];
-  uint32_t warn_skipped[4];
+  uint64_t warn_ns[5];
+  uint32_t warn_skipped[5];
 };
 
 /*
@@ -256,7 +261,7 @@ void etch__svc_logf(const etch_service *s, const char *fmt, ...)
  * short of a resource, or refuses a peer for hoarding one): logged at most
  * once a second for each kind, so that a peer that keeps provoking it
  * cannot flood the log. */
-enum { W_FDS, W_ACCEPT, W_UID, W_PARTIAL };
+enum { W_FDS, W_ACCEPT, W_UID, W_PARTIAL, W_INVALID };
 void etch__svc_warnf(etch_service *s, int kind, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 void etch__svc_conn_forget(etch_service *s, uid_t uid, size_t partial);

@@ -350,6 +350,29 @@ static bool trust(void *ctx, uint32_t seq, int32_t *pid, int32_t *uid,
   return true;
 }
 
+/* A producer's packet left out of a read (it would not read, or speaks for
+ * the service): the producer is named on stderr, once a second at most,
+ * and counted; the session counts it in TraceStats.invalid_packets. */
+static void invalid(void *ctx, uint32_t seq, const char *why) {
+  etch_service *s = ((trust_ctx *)ctx)->s;
+  int32_t pid = 0;
+  uint32_t id = 0;
+  if (seq >= 2 && seq < s->next_seq && seq < s->nseqinfo) {
+    pid = s->seqinfo[seq].pid;
+    id = s->seqinfo[seq].producer;
+  }
+  const char *name = NULL;
+  for (producer *p = s->producers; p; p = p->next)
+    if (p->id == id) {
+      p->invalid_packets++;
+      name = p->name;
+    }
+  etch__svc_warnf(s, W_INVALID,
+                  "producer %u \"%s\" (pid %d), sequence %u: a packet left "
+                  "out of the trace (it would not read): %s",
+                  id, name ? name : "(gone)", (int)pid, seq, why);
+}
+
 /* A read of session x: into a file (trace-file records), or for a
  * consumer's ReadBuffers (`slices`: the replies' slices). */
 sreader *etch__svc_sreader_new(etch_service *s, session *x, bool header,
@@ -364,6 +387,7 @@ sreader *etch__svc_sreader_new(etch_service *s, session *x, bool header,
   r->o.trust_ctx = &r->tc;
   r->o.validate = true;
   r->o.important = &x->important;
+  r->o.on_invalid = invalid;
   r->session_id = x->id;
   r->stats = stats;
   if (header && etch__tracefile_put_clock_snapshot(&r->o) != ETCH_OK) {

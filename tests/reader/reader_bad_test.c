@@ -35,11 +35,14 @@ static void nop_event(const etch_event *ev, void *user) {
  * status. Errors must name an offset. */
 static int run_all(const uint8_t *data, size_t len) {
   int first_rc = 0;
-  for (int order = 0; order < 2; order++) {
+  /* Strict in both orders (the status returned is the first's), then
+   * leaving malformed packets out. */
+  for (int order = 0; order < 3; order++) {
     etch_reader *r;
     size_t n = 0;
     if (etch_reader_open_memory(&r, data, len)) FAIL("open");
-    etch_reader_set_order(r, (etch_reader_order)order);
+    etch_reader_set_order(r, (etch_reader_order)(order & 1));
+    if (order < 2) etch_reader_set_strict(r, 1);
     etch_reader_on(r, NULL, NULL, nop_event, &n);
     int rc = etch_reader_run(r);
     if (rc && !strstr(etch_last_error(), "offset "))
@@ -192,6 +195,7 @@ TEST(reader_bad_huge_length) {
   size_t n = 1 + (size_t)(etch__pb_put_varint(buf + 1, 1ull << 40) - (buf + 1));
   etch_reader *r;
   ASSERT_OK(etch_reader_open_memory(&r, buf, n));
+  ASSERT_OK(etch_reader_set_strict(r, 1));
   ASSERT_EQ_INT(etch_reader_run(r), ETCH_ETRUNC);
   ASSERT_EQ_STR(etch_last_error(),
                 "offset 0: packet length 1099511627776 larger than the 0 "
@@ -210,6 +214,7 @@ TEST(reader_bad_huge_length) {
   tb_u(&t, ETCH_TE_TYPE, 3);
   tb_end(&t);
   ASSERT_OK(etch_reader_open_memory(&r, t.data, t.len));
+  ASSERT_OK(etch_reader_set_strict(r, 1));
   ASSERT_EQ_INT(etch_reader_run(r), ETCH_ETRUNC);
   char want[128];
   /* record tag + length byte + timestamp field (2 bytes) */
@@ -233,6 +238,7 @@ TEST(reader_bad_wire_type) {
   tb_end(&t);
   etch_reader *r;
   ASSERT_OK(etch_reader_open_memory(&r, t.data, t.len));
+  ASSERT_OK(etch_reader_set_strict(r, 1));
   ASSERT_EQ_INT(etch_reader_run(r), ETCH_EFORMAT);
   ASSERT_EQ_STR(etch_last_error(),
                 "offset 2: TracePacket.track_event (field 11) has wire type "
@@ -271,6 +277,7 @@ TEST(reader_bad_deep_nesting) {
     tb_end(&t);
     etch_reader *r;
     ASSERT_OK(etch_reader_open_memory(&r, t.data, t.len));
+    ASSERT_OK(etch_reader_set_strict(r, 1));
     int rc = etch_reader_run(r);
     /* Dicts of "b" hit the key length limit or the depth limit first. */
     ASSERT_EQ_INT(rc, ETCH_ELIMIT);
@@ -326,6 +333,7 @@ TEST(reader_bad_decompression_bomb) {
     tb_end(&t);
     etch_reader *r;
     ASSERT_OK(etch_reader_open_memory(&r, t.data, t.len));
+    ASSERT_OK(etch_reader_set_strict(r, 1));
     ASSERT_EQ_INT(etch_reader_run(r), ETCH_ELIMIT);
     /* The offset is the compressed_packets field's, inside packet 0. */
     char want[128];
@@ -354,6 +362,7 @@ TEST(reader_bad_compressed_nesting_and_garbage) {
   }
   etch_reader *r;
   ASSERT_OK(etch_reader_open_memory(&r, t.data, t.len));
+  ASSERT_OK(etch_reader_set_strict(r, 1));
   ASSERT_EQ_INT(etch_reader_run(r), ETCH_ELIMIT);
   ASSERT_TRUE(strstr(etch_last_error(), "in compressed packets") != NULL);
   etch_reader_close(r);
@@ -365,6 +374,7 @@ TEST(reader_bad_compressed_nesting_and_garbage) {
   tb_s(&t, ETCH_PKT_COMPRESSED_PACKETS, "not deflate");
   tb_end(&t);
   ASSERT_OK(etch_reader_open_memory(&r, t.data, t.len));
+  ASSERT_OK(etch_reader_set_strict(r, 1));
   ASSERT_EQ_INT(etch_reader_run(r), ETCH_EFORMAT);
   ASSERT_TRUE(strncmp(etch_last_error(), "offset 2: compressed packets: corrupt",
                       37) == 0);
@@ -379,6 +389,7 @@ TEST(reader_bad_compressed_nesting_and_garbage) {
   tb_init(&t);
   tb_compressed(&t, inner.data, inner.len - 1, false, false);
   ASSERT_OK(etch_reader_open_memory(&r, t.data, t.len));
+  ASSERT_OK(etch_reader_set_strict(r, 1));
   ASSERT_EQ_INT(etch_reader_run(r), ETCH_ETRUNC);
   ASSERT_TRUE(strncmp(etch_last_error(), "offset 3: in compressed packets: "
                                          "decompressed offset ", 52) == 0);

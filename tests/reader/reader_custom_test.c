@@ -91,9 +91,12 @@ static void on_ev(const etch_custom_event *ev, void *user) {
   s->n++;
 }
 
+static bool g_strict; /* run() reads with etch_reader_set_strict */
+
 static int run(const tb *t, seen *s, etch_reader_order order) {
   etch_reader *r;
   ASSERT_OK(etch_reader_open_memory(&r, t->data, t->len));
+  ASSERT_OK(etch_reader_set_strict(r, g_strict));
   ASSERT_OK(etch_reader_set_order(r, order));
   ASSERT_OK(etch_reader_route(r, 1, "L", "E", on_ev, s));
   int rc = etch_reader_run(r);
@@ -226,7 +229,17 @@ TEST(reader_custom_schema_redefined_and_broken) {
   tb_u(&t, 10, 1);
   tb_end(&t);
   memset(&s, 0, sizeof s);
+  g_strict = true;
   ASSERT_EQ_INT(run(&t, &s, ETCH_ORDER_TIMESTAMP), ETCH_EFORMAT);
+  g_strict = false;
   ASSERT_TRUE(strstr(etch_last_error(), "EventSchema.field") != NULL);
+  /* Not strict: the packet is left out whole and counted. */
+  etch_reader *r;
+  ASSERT_OK(etch_reader_open_memory(&r, t.data, t.len));
+  ASSERT_OK(etch_reader_run(r));
+  etch_reader_stats st;
+  etch_reader_get_stats(r, &st);
+  ASSERT_EQ_U64(st.malformed_packets, 1);
+  etch_reader_close(r);
   tb_free(&t);
 }

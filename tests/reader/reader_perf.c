@@ -4,8 +4,15 @@
  * writer sequences interleaved in chunks, optionally deflate-compressed).
  *
  *   reader_perf [events_millions] [threads]
+ *   reader_perf --callgrind fast|generic|state [events_thousands]
  *
  * Not a ctest: run it by hand; it prints events/s for both delivery orders.
+ * With --callgrind it reads the trace once in file order between callgrind's
+ * toggles (valgrind --tool=callgrind --collect-atstart=no): `fast` as
+ * libetch's packets are read, `generic` the same packets through the
+ * generic decoder (fast path off), `state` through the generic decoder with
+ * interned data in every 16th packet (an interning miss, as Perfetto's SDK
+ * writes them). Instructions per event = Ir / events.
  */
 #define _GNU_SOURCE
 #include <etch/reader.h>
@@ -16,7 +23,17 @@
 
 #include "pb/pb.h"
 #include "proto/perfetto.h"
+#include "reader/reader_priv.h"
 #include "reader/tbuild.h"
+
+#if defined(__has_include)
+#if __has_include(<valgrind/callgrind.h>)
+#include <valgrind/callgrind.h>
+#endif
+#endif
+#ifndef CALLGRIND_TOGGLE_COLLECT
+#define CALLGRIND_TOGGLE_COLLECT
+#endif
 
 static double now(void) {
   struct timespec ts;
@@ -51,6 +68,45 @@ static size_t fast_packet(uint8_t *p, uint32_t seq, uint64_t dt, int begin,
   return n + 2;
 }
 
+/* The same begin as a generic packet carrying an interned name (the
+ * `state` case): interned_data { event_names { iid name } } first. */
+static size_t state_packet(uint8_t *p, uint32_t seq, uint64_t dt,
+                           uint32_t name) {
+  uint8_t body[64], *b = body;
+  b = etch__pb_put_tag(b, ETCH_PKT_TIMESTAMP, ETCH_PB_VARINT);
+  b = etch__pb_put_varint(b, dt);
+  b = etch__pb_put_tag(b, ETCH_PKT_INTERNED_DATA, ETCH_PB_LEN);
+  *b++ = 9;
+  b = etch__pb_put_tag(b, ETCH_ID_EVENT_NAMES, ETCH_PB_LEN);
+  *b++ = 7;
+  b = etch__pb_put_tag(b, ETCH_INTERNED_IID, ETCH_PB_VARINT);
+  *b++ = (uint8_t)name;
+  b = etch__pb_put_tag(b, ETCH_INTERNED_NAME, ETCH_PB_LEN);
+  *b++ = 3;
+  *b++ = 'f';
+  *b++ = 'n';
+  *b++ = (uint8_t)('a' + name % 16);
+  b = etch__pb_put_tag(b, ETCH_PKT_SEQUENCE_FLAGS, ETCH_PB_VARINT);
+  b = etch__pb_put_varint(b, ETCH_SEQ_NEEDS_INCREMENTAL_STATE);
+  b = etch__pb_put_tag(b, ETCH_PKT_TRACK_EVENT, ETCH_PB_LEN);
+  *b++ = 6;
+  b = etch__pb_put_tag(b, ETCH_TE_TYPE, ETCH_PB_VARINT);
+  *b++ = ETCH_TE_TYPE_SLICE_BEGIN;
+  b = etch__pb_put_tag(b, ETCH_TE_CATEGORY_IIDS, ETCH_PB_VARINT);
+  *b++ = 1;
+  b = etch__pb_put_tag(b, ETCH_TE_NAME_IID, ETCH_PB_VARINT);
+  *b++ = (uint8_t)name;
+  b = etch__pb_put_tag(b, ETCH_PKT_TRUSTED_SEQ_ID, ETCH_PB_VARINT);
+  b = etch__pb_put_varint(b, seq);
+  size_t n = (size_t)(b - body);
+  p[0] = 0x0A;
+  p[1] = (uint8_t)n;
+  memcpy(p + 2, body, n);
+  return n + 2;
+}
+
+static bool g_state; /* every 16th begin carries interned data */
+
 static void build(tb *t, long events, int threads) {
   for (int th = 0; th < threads; th++) {
     uint32_t seq = (uint32_t)(2 + th);
@@ -70,14 +126,18 @@ static void build(tb *t, long events, int threads) {
     tb_end(t);
   }
   /* Chunks of 256 events per thread, round robin. */
-  uint8_t chunk[256 * 24];
+  uint8_t chunk[256 * 40];
   long done = 0;
   while (done < events) {
     for (int th = 0; th < threads && done < events; th++) {
       size_t n = 0;
       for (int i = 0; i < 256; i++)
-        n += fast_packet(chunk + n, (uint32_t)(2 + th), 1 + (uint64_t)(i % 7),
-                         !(i & 1), 1 + (uint32_t)(i / 2 % 15));
+        n += g_state && i % 16 == 0
+                 ? state_packet(chunk + n, (uint32_t)(2 + th),
+                                1 + (uint64_t)(i % 7), 1 + (uint32_t)(i / 2 % 15))
+                 : fast_packet(chunk + n, (uint32_t)(2 + th),
+                               1 + (uint64_t)(i % 7), !(i & 1),
+                               1 + (uint32_t)(i / 2 % 15));
       tb_raw(t, chunk, n);
       done += 256;
     }
@@ -107,7 +167,38 @@ static void run(const char *what, const uint8_t *data, size_t len,
   etch_reader_close(r);
 }
 
+/* One read in file order between callgrind's toggles. */
+static int callgrind(const char *mode, long events) {
+  bool generic = strcmp(mode, "generic") == 0 || strcmp(mode, "state") == 0;
+  g_state = strcmp(mode, "state") == 0;
+  if (!generic && strcmp(mode, "fast") != 0) {
+    fprintf(stderr, "reader_perf: --callgrind fast|generic|state\n");
+    return 2;
+  }
+  static tb t;
+  tb_init(&t);
+  build(&t, events, 8);
+  etch_reader *r;
+  uint64_t sum = 0;
+  etch_reader_open_memory(&r, t.data, t.len);
+  etch_reader_set_order(r, ETCH_ORDER_FILE);
+  if (generic) etch__reader_set_fast(r, false);
+  etch_reader_on(r, NULL, NULL, on_event, &sum);
+  CALLGRIND_TOGGLE_COLLECT;
+  int rc = etch_reader_run(r);
+  CALLGRIND_TOGGLE_COLLECT;
+  etch_reader_stats st;
+  etch_reader_get_stats(r, &st);
+  printf("%s rc=%d events %llu\n", mode, rc,
+         (unsigned long long)st.track_events);
+  etch_reader_close(r);
+  tb_free(&t);
+  return rc ? 1 : 0;
+}
+
 int main(int argc, char **argv) {
+  if (argc > 2 && strcmp(argv[1], "--callgrind") == 0)
+    return callgrind(argv[2], (argc > 3 ? atol(argv[3]) : 200) * 1000L);
   long events = (argc > 1 ? atol(argv[1]) : 10) * 1000000L;
   int threads = argc > 2 ? atoi(argv[2]) : 8;
   static tb t;

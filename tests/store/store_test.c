@@ -328,10 +328,12 @@ TEST(store_lists_what_cannot_be_read_with_its_error) {
   const char *dir = store_dir();
   trace_at(in(dir, "good.pftrace"), 100, 1, 0, false);
   write_text(in(dir, "text.pftrace"), "hello, world\n");
-  /* A packet whose length runs past the end, then a good trace's bytes: a
-   * varint that never ends. */
-  static const uint8_t bad[] = {0x0a, 0x02, 0x08, 0x01, 0x0a, 0x03,
-                                0xff, 0xff, 0xff, 0x0a, 0x01, 0x00};
+  /* A packet, then a record whose length varint never ends (11 bytes,
+   * more after it): framing no reader gets past (a malformed packet would
+   * be left out and the trace read). */
+  static const uint8_t bad[] = {0x0a, 0x02, 0x08, 0x01, 0x0a, 0xff, 0xff,
+                                0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+                                0xff, 0x01, 0x00};
   write_bytes(in(dir, "corrupt.pftrace"), bad, sizeof bad);
   write_text(in(dir, "empty.pftrace"), "");
   if (symlink("/nonexistent/trace", in(dir, "gone.pftrace")) != 0)

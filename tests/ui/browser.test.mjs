@@ -20,9 +20,10 @@ const dir = mkdtempSync(join(tmpdir(), 'etch-ui-test-'));
 const trace = join(dir, 'ui.pftrace');
 const bad = join(dir, 'corrupt.pftrace');
 execFileSync(process.env.UI_TRACE_GEN, [trace]);
-// A packet that says it holds 5 bytes and holds a varint of 11 bytes.
-writeFileSync(bad, Buffer.from([0x0a, 0x05, 0x7a, 0x7a, 0xff, 0xff, 0xff, 0xff, 0xff,
-                                0xff, 0xff, 0xff, 0xff, 0xff, 0x01]));
+// A record whose length is a varint of 11 bytes: broken framing (a
+// malformed packet would be left out and the rest read).
+writeFileSync(bad, Buffer.from([0x0a, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+                                0xff, 0xff, 0x01, 0x00]));
 const gone = join(dir, 'gone.pftrace');
 copyFileSync(trace, gone);
 // A store of its own (etch ls's): the test trace, its first packets only

@@ -642,7 +642,10 @@ TEST(ui_api_traces_lists_the_store_as_etch_ls_does) {
   snprintf(later, sizeof later, "%s/20261127-060000-later.pftrace", store);
   ASSERT_EQ_INT(mkdir(store, 0755), 0);
   copy_file(trace, app);
-  static const uint8_t kBad[] = {0x0a, 0x05, 0x7a, 0x7a, 0xff, 0xff, 0xff};
+  /* A record whose length varint never ends: broken framing (a malformed
+   * packet would be left out and the trace listed). */
+  static const uint8_t kBad[] = {0x0a, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+                                 0xff, 0xff, 0xff, 0xff, 0x01, 0x00};
   put_file(bad, kBad, sizeof kBad);
   etch__ui *ui;
   ASSERT_OK(etch__ui_new(&ui));

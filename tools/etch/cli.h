@@ -160,7 +160,8 @@ void cli_store_keep_older(etch__store_list *l, int64_t age);
 
 /* ---- reading a trace ---- */
 
-/* --strict: a trace cut short is an error instead of a warning. */
+/* --strict: a trace cut short or a malformed packet is an error instead
+ * of a warning. */
 extern bool g_strict;
 /* --no-cache: the trace's tables are built in memory, not cached. */
 extern bool g_no_cache;

@@ -94,7 +94,8 @@ int load(const char *path, const char *db_path, bool all_args,
   etch__db *db = NULL;
   etch__import_opts o = {.all_args = all_args,
                          .progress = isatty(STDERR_FILENO) != 0,
-                         .allow_truncated = !g_strict};
+                         .allow_truncated = !g_strict,
+                         .strict = g_strict};
   int st;
   if (!db_path && all_args && !g_no_cache && !g_strict) {
     /* The tables from the trace's cache (built by the first query). */

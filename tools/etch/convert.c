@@ -43,7 +43,8 @@ static int cmd_convert(int argc, char **argv) {
 static const cli_opt kConvertOpts[] = {
     {'o', "--output", "PATH", "output file (default: stdout)",
      CLI_STR(convert_args, out_path)},
-    CLI_STRICT("a trace cut short is an error, not a warning"),
+    CLI_STRICT("a trace cut short or a malformed packet is an error,\n"
+               "not a warning"),
     {0},
 };
 

@@ -111,7 +111,8 @@ static int cmd_diff(int argc, char **argv) {
   if (!rc) {
     etch__import_opts io = {.all_args = true,
                             .progress = isatty(STDERR_FILENO) != 0,
-                            .allow_truncated = !g_strict};
+                            .allow_truncated = !g_strict,
+                            .strict = g_strict};
     if (!da.no_cache && !g_strict) build_caches(a, b, &io);
     const char *failed = NULL;
     int st = etch__diff_files(a, b, NULL, da.no_cache || g_strict, &io,
@@ -142,7 +143,8 @@ static const cli_opt kDiffOpts[] = {
      "read the traces into memory; neither use nor write\n"
      "their caches",
      CLI_BOOL(diff_args, no_cache)},
-    CLI_STRICT("a trace cut short is an error, not a warning"),
+    CLI_STRICT("a trace cut short or a malformed packet is an error,\n"
+               "not a warning"),
     {0},
 };
 

@@ -44,7 +44,7 @@ static int cmd_leaks(int argc, char **argv) {
 
 static const cli_opt kLeaksOpts[] = {
     {'n', "--top", "N", "groups shown (default 20, 0: all)", CLI_FN(leaks_top)},
-    CLI_STRICT("a trace cut short is an error"),
+    CLI_STRICT("a trace cut short or a malformed packet is an error"),
     {0, "--allow-loss", NULL, "exit 0 on a trace that lost data (still reported)",
      CLI_BOOL(leaks_args, allow_loss)},
     {0},

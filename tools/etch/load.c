@@ -128,7 +128,8 @@ static const cli_opt kLoadOpts[] = {
      "NAME (remote_servers): <table>_local on every shard and\n"
      "a Distributed <table> over them",
      CLI_STR(load_args, cluster)},
-    CLI_STRICT("a trace cut short is an error, not a warning"),
+    CLI_STRICT("a trace cut short or a malformed packet is an error,\n"
+               "not a warning"),
     {0},
 };
 

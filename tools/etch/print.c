@@ -41,6 +41,8 @@ static int cmd_print(int argc, char **argv) {
         else if (st.truncated_bytes)
           etch__query_warn_cut_short(path, st.truncated_bytes,
                                      st.truncated_offset);
+        if (drc == ETCH_OK && st.malformed_packets)
+          etch__query_warn_malformed(path, st.malformed_packets, NULL);
         if (len) munmap(data, len);
       }
     }
@@ -51,7 +53,8 @@ static int cmd_print(int argc, char **argv) {
 }
 
 static const cli_opt kPrintOpts[] = {
-    CLI_STRICT("a trace cut short is an error, not a warning"),
+    CLI_STRICT("a trace cut short or a malformed packet is an error,\n"
+               "not a warning"),
     {0},
 };
 

@@ -61,7 +61,8 @@ static int load_several(const char *const *paths, size_t n, bool no_cache,
   }
   etch__import_opts o = {.all_args = true,
                          .progress = isatty(STDERR_FILENO) != 0,
-                         .allow_truncated = !g_strict};
+                         .allow_truncated = !g_strict,
+                         .strict = g_strict};
   const char *failed = NULL;
   int st = etch__query_open_traces(paths, n, NULL, no_cache || g_strict, &o,
                                    db, &failed);
@@ -187,7 +188,8 @@ static const cli_opt kQueryOpts[] = {
     {0, "--no-cache", NULL,
      "read the trace into memory; neither use nor write its cache",
      CLI_BOOL(query_args, no_cache)},
-    CLI_STRICT("a trace cut short is an error, not a warning"),
+    CLI_STRICT("a trace cut short or a malformed packet is an error,\n"
+               "not a warning"),
     {0, "--clickhouse", "URL",
      "run the SQL on a ClickHouse server instead, over the\n"
      "traces etch load put there (docs/fleet.md)",

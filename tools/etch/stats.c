@@ -29,6 +29,7 @@ int stats_of(const char *path, const etch__stats_opts *so, FILE *to) {
   }
   etch__stats_opts sopts = *so;
   sopts.allow_truncated = !g_strict;
+  sopts.strict = g_strict;
   return print_whole(stats_report, path, &sopts, to);
 }
 
@@ -56,8 +57,8 @@ static const cli_opt kStatsOpts[] = {
      CLI_BOOL(etch__stats_opts, compact)},
     {0, "--json", NULL, "machine-readable output",
      CLI_BOOL(etch__stats_opts, json)},
-    CLI_STRICT("a trace cut short is an error (default: a warning, and\n"
-               "what precedes the cut is read)"),
+    CLI_STRICT("a trace cut short or a malformed packet is an error\n"
+               "(default: a warning, and the rest is read)"),
     {0},
 };
 

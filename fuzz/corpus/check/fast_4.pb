@@ -1,0 +1,3 @@
+@hb=
+
+render	framedrawmark	depthvZHPP

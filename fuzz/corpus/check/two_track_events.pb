@@ -1,0 +1,1 @@
+hZH@@úZH"˜Rnb’bbŒb‰r†bƒb€b~bPtrP|bzbxbvbtbrbphhhhhhhhhhhh^hhhhhhhhhhhhhhhhhhhh@hZşûPhhhhhhhhhhhhhhhhhhhhhhhhlhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhh]hhhbnblbjchbfbdbbb`b^b\bZbXbVbT`RbPbNbLbJbHbFbDbBhhhhhhhhhhhhhhhhhhhhhhh@hZşûPhhhhhhhhhhhhhhhhhhhhhhhalbbb P

@@ -1,0 +1,524 @@
+/*
+ * check.c - a TracePacket checked as etch's reader reads it (check.h).
+ *
+ * Each function below mirrors one decoder of the reader (src/reader:
+ * packet.c, event.c, clock.c, custom.c) and refuses what it refuses; none
+ * keeps any state beyond the counts of one event. The args of an event are
+ * counted as an upper bound (every container as one more), so this is
+ * stricter there, never laxer.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+
+#include "base/base.h"
+#include "pb/pb.h"
+#include "proto/check.h"
+#include "proto/perfetto.h"
+
+/* TracePacket.incremental_state_cleared (the older bool form). */
+#define PKT_INCREMENTAL_STATE_CLEARED 41
+
+/* Repeated fields of one event the reader keeps in one array each. */
+enum { R_CAT, R_FLOWS, R_TERMS, R_XC_U, R_XC_V, R_XD_U, R_XD_V, R_N };
+
+typedef struct ck {
+  const uint8_t *pkt;
+  etch__pkt_fault *why;
+  uint64_t nargs;      /* args of the event being checked (an upper bound) */
+  uint64_t nrep[R_N];  /* its repeated values */
+} ck;
+
+ETCH_PRINTF(4, 5)
+static bool fail(ck *c, const uint8_t *at, int status, const char *fmt, ...) {
+  if (c->why) {
+    c->why->off = (size_t)(at - c->pkt);
+    c->why->status = status;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(c->why->msg, sizeof c->why->msg, fmt, ap);
+    va_end(ap);
+  }
+  return false;
+}
+
+static bool dec_fail(ck *c, const etch__pb_dec *d) {
+  return fail(c, d->start + d->err_off, d->err ? d->err : ETCH_EFORMAT, "%s",
+              d->err_msg ? d->err_msg : "malformed protobuf");
+}
+
+static const char *wt_name(unsigned wt) {
+  switch (wt) {
+    case ETCH_PB_VARINT: return "varint";
+    case ETCH_PB_FIXED64: return "fixed64";
+    case ETCH_PB_LEN: return "length-delimited";
+    case ETCH_PB_FIXED32: return "fixed32";
+    default: return "group";
+  }
+}
+
+/* A known field of the message at `msg` must have wire type `wt`. */
+static bool want(ck *c, const uint8_t *msg, const etch__pb_field *f,
+                 unsigned wt, const char *what) {
+  if (ETCH_LIKELY(f->wt == wt)) return true;
+  return fail(c, msg + f->off, ETCH_EFORMAT, "%s (field %u) has wire type %s",
+              what, f->id, wt_name(f->wt));
+}
+
+/* A message of which only well-formedness matters. */
+static bool walk(ck *c, const uint8_t *p, size_t n) {
+  etch__pb_dec d;
+  etch__pb_field f;
+  etch__pb_dec_init(&d, p, n);
+  while (etch__pb_next_fast(&d, &f)) {
+  }
+  return d.err ? dec_fail(c, &d) : true;
+}
+
+/* A repeated integer field, one value or a packed run (the reader's
+ * etch__rd_repeated); `count` adds up the values of one array. */
+static bool repeated(ck *c, const uint8_t *msg, const etch__pb_field *f,
+                     bool fixed64, uint64_t *count) {
+  if (f->wt == (fixed64 ? ETCH_PB_FIXED64 : ETCH_PB_VARINT)) {
+    ++*count;
+  } else if (f->wt != ETCH_PB_LEN) {
+    return want(c, msg, f, fixed64 ? ETCH_PB_FIXED64 : ETCH_PB_VARINT,
+                "repeated field");
+  } else if (fixed64) {
+    if (f->len % 8)
+      return fail(c, f->data + f->len / 8 * 8, ETCH_EFORMAT,
+                  "truncated packed fixed64");
+    *count += f->len / 8;
+  } else {
+    const uint8_t *p = f->data, *end = f->data + f->len;
+    while (p < end) {
+      uint64_t v;
+      const uint8_t *at = p;
+      if (!etch__pb_read_varint(&p, end, &v))
+        return fail(c, at, ETCH_EFORMAT, "truncated packed varint");
+      ++*count;
+    }
+  }
+  if (*count > ETCH_PKT_MAX_REPEATED)
+    return fail(c, f->data, ETCH_ELIMIT,
+                "repeated field with more than %u values", ETCH_PKT_MAX_REPEATED);
+  return true;
+}
+
+/* ---- debug annotations (event.c) -------------------------------------------- */
+
+static bool arg(ck *c, const uint8_t *at) {
+  if (++c->nargs <= ETCH_PKT_MAX_ARGS) return true;
+  return fail(c, at, ETCH_ELIMIT, "more than %u args in one event",
+              ETCH_PKT_MAX_ARGS);
+}
+
+static bool too_deep(ck *c, const uint8_t *at) {
+  return fail(c, at, ETCH_ELIMIT, "debug annotations nested deeper than %d",
+              ETCH_PKT_MAX_NESTING);
+}
+
+/* The reader's key_append: `n` more bytes (and a dot) on a flattened key
+ * of *len bytes, within ETCH_PKT_MAX_KEY. */
+static bool key_add(ck *c, const uint8_t *at, size_t *len, size_t n,
+                    bool dot) {
+  if (*len + n + 1 > ETCH_PKT_MAX_KEY)
+    return fail(c, at, ETCH_ELIMIT, "debug annotation key longer than %d bytes",
+                ETCH_PKT_MAX_KEY);
+  *len += n + dot;
+  return true;
+}
+
+static size_t index_len(size_t i) {
+  char idx[32];
+  return (size_t)snprintf(idx, sizeof idx, "[%zu]", i);
+}
+
+/* DebugAnnotation.NestedValue: dict values (each with the next key),
+ * array values, scalars. */
+static bool nested_value(ck *c, const uint8_t *msg, size_t len, size_t flat,
+                         size_t key, int depth) {
+  enum { NV_TYPE = 1, NV_KEYS = 2, NV_DVALS = 3, NV_AVALS = 4, NV_INT = 5,
+         NV_DOUBLE = 6, NV_BOOL = 7, NV_STRING = 8 };
+  if (depth > ETCH_PKT_MAX_NESTING) return too_deep(c, msg);
+  etch__pb_dec d, kd;
+  etch__pb_field f, kf;
+  uint64_t type = 0;
+  etch__pb_dec_init(&d, msg, len);
+  while (etch__pb_next_fast(&d, &f))
+    if (f.id == NV_TYPE && f.wt == ETCH_PB_VARINT) type = f.u;
+  if (d.err) return dec_fail(c, &d);
+  size_t index = 0;
+  etch__pb_dec_init(&kd, msg, len);
+  etch__pb_dec_init(&d, msg, len);
+  while (etch__pb_next_fast(&d, &f)) {
+    if (type == 1 && f.id == NV_DVALS && f.wt == ETCH_PB_LEN) {
+      bool found = false;
+      while (etch__pb_next_fast(&kd, &kf))
+        if (kf.id == NV_KEYS && kf.wt == ETCH_PB_LEN) {
+          found = true;
+          break;
+        }
+      if (!found) continue; /* a value without a key: not read */
+      size_t fl = flat, kl = key;
+      if (!key_add(c, f.data, &fl, kf.len, true) ||
+          !key_add(c, f.data, &kl, kf.len, true) ||
+          !nested_value(c, f.data, f.len, fl, kl, depth + 1))
+        return false;
+    } else if (type == 2 && f.id == NV_AVALS && f.wt == ETCH_PB_LEN) {
+      size_t kl = key;
+      if (!key_add(c, f.data, &kl, index_len(index++), false) ||
+          !nested_value(c, f.data, f.len, flat, kl, depth + 1))
+        return false;
+    } else if (type == 0 &&
+               ((f.id == NV_INT && f.wt == ETCH_PB_VARINT) ||
+                (f.id == NV_DOUBLE && f.wt == ETCH_PB_FIXED64) ||
+                (f.id == NV_BOOL && f.wt == ETCH_PB_VARINT) ||
+                (f.id == NV_STRING && f.wt == ETCH_PB_LEN))) {
+      if (!arg(c, msg + f.off)) return false;
+    }
+  }
+  return true;
+}
+
+/* A DebugAnnotation; `named` ones (an event's, dict entries) add their
+ * name to the keys so far. An interned name counts as empty here: its
+ * length is known only to a reader that has seen its definition (which
+ * then judges the key's length itself). */
+static bool debug_annotation(ck *c, const uint8_t *msg, size_t len,
+                             size_t flat, size_t key, int depth, bool named) {
+  if (depth > ETCH_PKT_MAX_NESTING) return too_deep(c, msg);
+  etch__pb_dec d;
+  etch__pb_field f;
+  if (named) {
+    size_t n = 0;
+    etch__pb_dec_init(&d, msg, len);
+    while (etch__pb_next_fast(&d, &f)) {
+      if (f.id == ETCH_DA_NAME_IID && f.wt == ETCH_PB_VARINT) n = 0;
+      else if (f.id == ETCH_DA_NAME && f.wt == ETCH_PB_LEN) n = f.len;
+    }
+    if (d.err) return dec_fail(c, &d);
+    if (!key_add(c, msg, &flat, n, true) || !key_add(c, msg, &key, n, true))
+      return false;
+  }
+  size_t index = 0;
+  etch__pb_dec_init(&d, msg, len);
+  while (etch__pb_next_fast(&d, &f)) {
+    const char *scalar = NULL;
+    unsigned wt = ETCH_PB_VARINT;
+    switch (f.id) {
+      case ETCH_DA_BOOL_VALUE: scalar = "bool_value"; break;
+      case ETCH_DA_UINT_VALUE: scalar = "uint_value"; break;
+      case ETCH_DA_INT_VALUE: scalar = "int_value"; break;
+      case ETCH_DA_POINTER_VALUE: scalar = "pointer_value"; break;
+      case ETCH_DA_STRING_VALUE_IID: scalar = "string_value_iid"; break;
+      case ETCH_DA_DOUBLE_VALUE:
+        scalar = "double_value";
+        wt = ETCH_PB_FIXED64;
+        break;
+      case ETCH_DA_STRING_VALUE:
+      case ETCH_DA_LEGACY_JSON_VALUE:
+        scalar = "string_value";
+        wt = ETCH_PB_LEN;
+        break;
+      case ETCH_DA_DICT_ENTRIES:
+        if (!want(c, msg, &f, ETCH_PB_LEN, "dict_entries") ||
+            !arg(c, msg + f.off) || /* an empty one is a NULL arg */
+            !debug_annotation(c, f.data, f.len, flat, key, depth + 1, true))
+          return false;
+        break;
+      case ETCH_DA_ARRAY_VALUES: {
+        size_t kl = key;
+        if (!want(c, msg, &f, ETCH_PB_LEN, "array_values") ||
+            !key_add(c, f.data, &kl, index_len(index++), false) ||
+            !arg(c, msg + f.off) ||
+            !debug_annotation(c, f.data, f.len, flat, kl, depth + 1, false))
+          return false;
+        break;
+      }
+      case ETCH_DA_NESTED_VALUE:
+        if (!want(c, msg, &f, ETCH_PB_LEN, "nested_value") ||
+            !arg(c, msg + f.off) ||
+            !nested_value(c, f.data, f.len, flat, key, depth + 1))
+          return false;
+        break;
+      default:
+        break;
+    }
+    if (scalar && (!want(c, msg, &f, wt, scalar) || !arg(c, msg + f.off)))
+      return false;
+  }
+  return d.err ? dec_fail(c, &d) : true;
+}
+
+/* ---- track events (event.c) ------------------------------------------------- */
+
+static bool track_event(ck *c, const uint8_t *msg, size_t len) {
+  etch__pb_dec d;
+  etch__pb_field f;
+  c->nargs = 0;
+  for (int i = 0; i < R_N; i++) c->nrep[i] = 0;
+  etch__pb_dec_init(&d, msg, len);
+  while (etch__pb_next_fast(&d, &f)) {
+    bool ok = true;
+    switch (f.id) {
+      case ETCH_TE_TYPE:
+        ok = want(c, msg, &f, ETCH_PB_VARINT, "TrackEvent.type");
+        break;
+      case ETCH_TE_NAME_IID:
+        ok = want(c, msg, &f, ETCH_PB_VARINT, "TrackEvent.name_iid");
+        break;
+      case ETCH_TE_NAME:
+        ok = want(c, msg, &f, ETCH_PB_LEN, "TrackEvent.name");
+        break;
+      case ETCH_TE_CATEGORY_IIDS:
+        ok = repeated(c, msg, &f, false, &c->nrep[R_CAT]);
+        break;
+      case ETCH_TE_CATEGORIES:
+        ok = want(c, msg, &f, ETCH_PB_LEN, "TrackEvent.categories");
+        break;
+      case ETCH_TE_TRACK_UUID:
+        ok = want(c, msg, &f, ETCH_PB_VARINT, "TrackEvent.track_uuid");
+        break;
+      case ETCH_TE_COUNTER_VALUE:
+        ok = want(c, msg, &f, ETCH_PB_VARINT, "TrackEvent.counter_value");
+        break;
+      case ETCH_TE_DOUBLE_COUNTER_VALUE:
+        ok = want(c, msg, &f, ETCH_PB_FIXED64, "TrackEvent.double_counter_value");
+        break;
+      case ETCH_TE_DEBUG_ANNOTATIONS:
+        /* Keys start as "debug". */
+        ok = want(c, msg, &f, ETCH_PB_LEN, "TrackEvent.debug_annotations") &&
+             debug_annotation(c, f.data, f.len, 5, 5, 1, true);
+        break;
+      case ETCH_TE_FLOW_IDS:
+      case ETCH_TE_FLOW_IDS_OLD:
+        ok = repeated(c, msg, &f, f.id == ETCH_TE_FLOW_IDS, &c->nrep[R_FLOWS]);
+        break;
+      case ETCH_TE_TERMINATING_FLOW_IDS:
+      case ETCH_TE_TERMINATING_FLOW_IDS_OLD:
+        ok = repeated(c, msg, &f, f.id == ETCH_TE_TERMINATING_FLOW_IDS,
+                      &c->nrep[R_TERMS]);
+        break;
+      case ETCH_TE_EXTRA_COUNTER_TRACK_UUIDS:
+        ok = repeated(c, msg, &f, false, &c->nrep[R_XC_U]);
+        break;
+      case ETCH_TE_EXTRA_COUNTER_VALUES:
+        ok = repeated(c, msg, &f, false, &c->nrep[R_XC_V]);
+        break;
+      case ETCH_TE_EXTRA_DOUBLE_COUNTER_TRACK_UUIDS:
+        ok = repeated(c, msg, &f, false, &c->nrep[R_XD_U]);
+        break;
+      case ETCH_TE_EXTRA_DOUBLE_COUNTER_VALUES:
+        ok = repeated(c, msg, &f, true, &c->nrep[R_XD_V]);
+        break;
+      case ETCH_TE_SOURCE_LOCATION_IID:
+        /* Its file, function and line become three args. */
+        ok = want(c, msg, &f, ETCH_PB_VARINT, "TrackEvent.source_location_iid") &&
+             arg(c, msg + f.off) && arg(c, msg + f.off) && arg(c, msg + f.off);
+        break;
+      default:
+        break;
+    }
+    if (!ok) return false;
+  }
+  return d.err ? dec_fail(c, &d) : true;
+}
+
+/* ---- state: interned data, defaults, snapshots, descriptors (packet.c) ------- */
+
+static bool schema(ck *c, const uint8_t *msg, size_t len) {
+  etch__pb_dec d;
+  etch__pb_field f;
+  unsigned nfields = 0;
+  etch__pb_dec_init(&d, msg, len);
+  while (etch__pb_next_fast(&d, &f)) {
+    if (f.id != ETCH_SCHEMA_FIELD) continue;
+    if (!want(c, msg, &f, ETCH_PB_LEN, "EventSchema.field")) return false;
+    if (nfields++ == ETCH_PKT_MAX_SCHEMA_FIELDS)
+      return fail(c, f.data, ETCH_ELIMIT,
+                  "custom event schema with more than %d fields",
+                  ETCH_PKT_MAX_SCHEMA_FIELDS);
+    if (!walk(c, f.data, f.len)) return false;
+  }
+  return d.err ? dec_fail(c, &d) : true;
+}
+
+static bool interned_data(ck *c, const uint8_t *msg, size_t len) {
+  etch__pb_dec d;
+  etch__pb_field f;
+  etch__pb_dec_init(&d, msg, len);
+  while (etch__pb_next_fast(&d, &f)) {
+    switch (f.id) {
+      case ETCH_ID_EVENT_CATEGORIES:
+      case ETCH_ID_EVENT_NAMES:
+      case ETCH_ID_DEBUG_ANNOTATION_NAMES:
+      case ETCH_ID_DEBUG_ANNOTATION_STRING_VALUES:
+      case ETCH_ID_SOURCE_LOCATIONS:
+        if (!want(c, msg, &f, ETCH_PB_LEN, "InternedData entry") ||
+            !walk(c, f.data, f.len))
+          return false;
+        break;
+      case ETCH_ID_EVENT_SCHEMAS:
+        if (!want(c, msg, &f, ETCH_PB_LEN, "InternedData.etch_event_schemas") ||
+            !schema(c, f.data, f.len))
+          return false;
+        break;
+      default:
+        break;
+    }
+  }
+  return d.err ? dec_fail(c, &d) : true;
+}
+
+static bool packet_defaults(ck *c, const uint8_t *msg, size_t len) {
+  etch__pb_dec d, td;
+  etch__pb_field f, tf;
+  etch__pb_dec_init(&d, msg, len);
+  while (etch__pb_next_fast(&d, &f)) {
+    if (f.id == ETCH_DEFAULTS_TIMESTAMP_CLOCK_ID) {
+      if (!want(c, msg, &f, ETCH_PB_VARINT,
+                "TracePacketDefaults.timestamp_clock_id"))
+        return false;
+    } else if (f.id == ETCH_DEFAULTS_TRACK_EVENT_DEFAULTS) {
+      if (!want(c, msg, &f, ETCH_PB_LEN,
+                "TracePacketDefaults.track_event_defaults"))
+        return false;
+      uint64_t xc = 0, xd = 0; /* each occurrence starts the arrays again */
+      etch__pb_dec_init(&td, f.data, f.len);
+      while (etch__pb_next_fast(&td, &tf)) {
+        if ((tf.id == ETCH_TEDEFAULTS_EXTRA_COUNTER_TRACK_UUIDS &&
+             !repeated(c, f.data, &tf, false, &xc)) ||
+            (tf.id == ETCH_TEDEFAULTS_EXTRA_DOUBLE_COUNTER_TRACK_UUIDS &&
+             !repeated(c, f.data, &tf, false, &xd)))
+          return false;
+      }
+      if (td.err) return dec_fail(c, &td);
+    }
+  }
+  return d.err ? dec_fail(c, &d) : true;
+}
+
+/* ClockSnapshot, TraceStats: their entries must decode. */
+static bool entries(ck *c, const uint8_t *msg, size_t len, uint32_t id) {
+  etch__pb_dec d;
+  etch__pb_field f;
+  etch__pb_dec_init(&d, msg, len);
+  while (etch__pb_next_fast(&d, &f))
+    if (f.id == id && f.wt == ETCH_PB_LEN && !walk(c, f.data, f.len))
+      return false;
+  return d.err ? dec_fail(c, &d) : true;
+}
+
+static bool track_descriptor(ck *c, const uint8_t *msg, size_t len) {
+  etch__pb_dec d;
+  etch__pb_field f;
+  etch__pb_dec_init(&d, msg, len);
+  while (etch__pb_next_fast(&d, &f)) {
+    bool ok = true;
+    switch (f.id) {
+      case ETCH_TD_UUID:
+        ok = want(c, msg, &f, ETCH_PB_VARINT, "TrackDescriptor.uuid");
+        break;
+      case ETCH_TD_PARENT_UUID:
+        ok = want(c, msg, &f, ETCH_PB_VARINT, "TrackDescriptor.parent_uuid");
+        break;
+      case ETCH_TD_NAME:
+      case ETCH_TD_STATIC_NAME:
+        ok = want(c, msg, &f, ETCH_PB_LEN, "TrackDescriptor.name");
+        break;
+      case ETCH_TD_PROCESS:
+      case ETCH_TD_THREAD:
+        ok = want(c, msg, &f, ETCH_PB_LEN, "TrackDescriptor.process/thread") &&
+             walk(c, f.data, f.len);
+        break;
+      case ETCH_TD_COUNTER:
+        ok = want(c, msg, &f, ETCH_PB_LEN, "TrackDescriptor.counter") &&
+             walk(c, f.data, f.len);
+        break;
+      default:
+        break;
+    }
+    if (!ok) return false;
+  }
+  return d.err ? dec_fail(c, &d) : true;
+}
+
+/* ---- the packet ---------------------------------------------------------------- */
+
+bool etch__packet_check(const uint8_t *pkt, size_t len, etch__pkt_fault *why) {
+  ck c;
+  c.pkt = pkt;
+  c.why = why;
+  etch__pb_dec d;
+  etch__pb_field f;
+  const uint8_t *te = NULL;
+  size_t te_len = 0;
+  etch__pb_dec_init(&d, pkt, len);
+  while (etch__pb_next_fast(&d, &f)) {
+    bool ok = true;
+    switch (f.id) {
+      case ETCH_PKT_TIMESTAMP:
+        ok = want(&c, pkt, &f, ETCH_PB_VARINT, "TracePacket.timestamp");
+        break;
+      case ETCH_PKT_SEQUENCE_FLAGS:
+        ok = want(&c, pkt, &f, ETCH_PB_VARINT, "TracePacket.sequence_flags");
+        break;
+      case ETCH_PKT_TRUSTED_SEQ_ID:
+        ok = want(&c, pkt, &f, ETCH_PB_VARINT,
+                  "TracePacket.trusted_packet_sequence_id");
+        break;
+      case ETCH_PKT_TRUSTED_PID:
+        ok = want(&c, pkt, &f, ETCH_PB_VARINT, "TracePacket.trusted_pid");
+        break;
+      case ETCH_PKT_TIMESTAMP_CLOCK_ID:
+        ok = want(&c, pkt, &f, ETCH_PB_VARINT, "TracePacket.timestamp_clock_id");
+        break;
+      case ETCH_PKT_PREVIOUS_PACKET_DROPPED:
+        ok = want(&c, pkt, &f, ETCH_PB_VARINT,
+                  "TracePacket.previous_packet_dropped");
+        break;
+      case ETCH_PKT_FIRST_PACKET_ON_SEQUENCE:
+        ok = want(&c, pkt, &f, ETCH_PB_VARINT,
+                  "TracePacket.first_packet_on_sequence");
+        break;
+      case PKT_INCREMENTAL_STATE_CLEARED:
+        ok = want(&c, pkt, &f, ETCH_PB_VARINT,
+                  "TracePacket.incremental_state_cleared");
+        break;
+      case ETCH_PKT_TRACK_EVENT: /* the last one is the packet's */
+        ok = want(&c, pkt, &f, ETCH_PB_LEN, "TracePacket.track_event");
+        te = f.data;
+        te_len = f.len;
+        break;
+      case ETCH_PKT_INTERNED_DATA:
+        ok = want(&c, pkt, &f, ETCH_PB_LEN, "TracePacket.interned_data") &&
+             interned_data(&c, f.data, f.len);
+        break;
+      case ETCH_PKT_TRACE_PACKET_DEFAULTS:
+        ok = want(&c, pkt, &f, ETCH_PB_LEN, "TracePacket.trace_packet_defaults") &&
+             packet_defaults(&c, f.data, f.len);
+        break;
+      case ETCH_PKT_CLOCK_SNAPSHOT:
+        ok = want(&c, pkt, &f, ETCH_PB_LEN, "TracePacket.clock_snapshot") &&
+             entries(&c, f.data, f.len, ETCH_CLOCKSNAP_CLOCKS);
+        break;
+      case ETCH_PKT_TRACK_DESCRIPTOR:
+        ok = want(&c, pkt, &f, ETCH_PB_LEN, "TracePacket.track_descriptor") &&
+             track_descriptor(&c, f.data, f.len);
+        break;
+      case ETCH_PKT_TRACE_STATS:
+        ok = want(&c, pkt, &f, ETCH_PB_LEN, "TracePacket.trace_stats") &&
+             entries(&c, f.data, f.len, ETCH_TS_BUFFER_STATS);
+        break;
+      case ETCH_PKT_COMPRESSED_PACKETS:
+      case ETCH_PKT_ZSTD_COMPRESSED_PACKETS:
+        ok = want(&c, pkt, &f, ETCH_PB_LEN, "TracePacket.compressed_packets");
+        break;
+      default:
+        break;
+    }
+    if (!ok) return false;
+  }
+  if (d.err) return dec_fail(&c, &d);
+  return !te || track_event(&c, te, te_len);
+}
