@@ -458,6 +458,25 @@ TEST(record_important_event_once_in_etch_query) {
     if (runs[i].ring) ASSERT_CONTAINS(r.out, ",1\n");
     done(&r);
   }
+  /* Two processes, each logging its own once (both number it 1): the one
+   * trace etch record puts together has both. */
+  const char *trace = tmp_path("imp-two.pftrace");
+  char script[1024];
+  snprintf(script, sizeof script, "%s 1 important 1 0 && %s 1 important 2 0",
+           ETCH_RECORDEE, ETCH_RECORDEE);
+  proc_result r = RUN(ETCH_BIN, "record", "-q", "-o", trace, "--", "/bin/sh",
+                      "-c", script);
+  if (r.status != 0) FAIL("two processes: %s", r.err);
+  done(&r);
+  r = RUN(ETCH_BIN, "query", "--csv", trace,
+          "select count(*) filter (where s.name = 'Rec.Setting') as imp, "
+          "count(distinct t.upid) filter (where s.name = 'Rec.Setting') "
+          "as procs, count(*) filter (where s.name = 'tick') as ticks "
+          "from slice s join thread_track tt on s.track_id = tt.id "
+          "join thread t using (utid)");
+  ASSERT_EQ_INT(r.status, 0);
+  ASSERT_EQ_STR(r.out, "imp,procs,ticks\n2,2,3\n");
+  done(&r);
 }
 
 /* An unwritable ETCH_OUT is reported when the program starts tracing. */

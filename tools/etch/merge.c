@@ -58,6 +58,11 @@ typedef struct merger {
   uint32_t file;      /* its index */
   bool gather;        /* the first pass: clock snapshots only */
   etch_u64map seqs;   /* (file << 32 | sequence id) -> the new ids */
+  /* The important events the writer let in, of the file being read: each
+   * process numbers its own from 1, so every file has a set of its own
+   * (one set for all would keep the first process's id 1 and leave out
+   * the second's). */
+  etch_u64map important;
   snap *snaps;
   size_t nsnaps, capsnaps;
   etch__pb_buf snaps_data;
@@ -383,6 +388,9 @@ int cli_merge_traces(const char *const *in, size_t n, const char *out,
   m.gather = false;
   for (size_t i = 0; i < n && !rc; i++) {
     m.file = (uint32_t)i;
+    etch__u64map_free(&m.important);
+    memset(&m.important, 0, sizeof m.important);
+    m.tf.important = &m.important;
     rc = merge_file(&m, in[i]);
   }
   if (!rc && m.nstats)
@@ -413,6 +421,7 @@ int cli_merge_traces(const char *const *in, size_t n, const char *out,
   etch__pb_buf_free(&m.snaps_data);
   etch__pb_buf_free(&m.pkt);
   etch__u64map_free(&m.seqs);
+  etch__u64map_free(&m.important);
   free(tmp);
   return rc;
 }
