@@ -96,22 +96,19 @@ void etch__diff_sort_rows(etch__diff *d, etch__diff_sort sort) {
   if (d->n > 1) qsort_r(d->rows, d->n, sizeof *d->rows, cmp_row, &sort);
 }
 
-/* Per name in one catalog: count, total (held to int64), mean, p50, p99
- * (both quantiles from one sort of the group: a list of two), and self:
- * each slice's duration minus its ended children's (at least 0: children
- * that overlap or outlast it give it none), summed. */
+/* Per name in one catalog: count, total and self (held to int64), mean,
+ * p50, p99 (both quantiles from one sort of the group: a list of two).
+ * Self is the slice table's self_dur: each slice's duration minus its
+ * direct children's, as the importer computed it. */
 #define SIDE_SQL(cat)                                                        \
   "SELECT name, n, total, mean, q[1] AS p50, q[2] AS p99, self FROM ("       \
-  "SELECT s.name AS name, count(*) AS n,"                                    \
-  " CAST(greatest(least(sum(s.dur), 9223372036854775807),"                  \
+  "SELECT name, count(*) AS n,"                                              \
+  " CAST(greatest(least(sum(dur), 9223372036854775807),"                    \
   " -9223372036854775808) AS BIGINT) AS total,"                              \
-  " avg(s.dur) AS mean, quantile_disc(s.dur, [0.5, 0.99]) AS q,"             \
-  " CAST(least(sum(greatest(s.dur - coalesce(c.child, 0), 0)),"              \
-  " 9223372036854775807) AS BIGINT) AS self"                                 \
-  " FROM " cat ".slice s LEFT JOIN (SELECT parent_id,"                       \
-  " sum(dur) AS child FROM " cat ".slice WHERE dur >= 0 AND parent_id"       \
-  " IS NOT NULL GROUP BY parent_id) c ON c.parent_id = s.id"                 \
-  " WHERE s.dur >= 0 GROUP BY s.name)"
+  " avg(dur) AS mean, quantile_disc(dur, [0.5, 0.99]) AS q,"                 \
+  " CAST(greatest(least(sum(self_dur), 9223372036854775807),"               \
+  " -9223372036854775808) AS BIGINT) AS self"                                \
+  " FROM " cat ".slice WHERE dur >= 0 GROUP BY name)"
 
 int etch__diff_from_db(etch__db *db, const char *cat_a, const char *cat_b,
                        etch__diff_sort sort, etch__diff *out) {
@@ -125,7 +122,7 @@ int etch__diff_from_db(etch__db *db, const char *cat_a, const char *cat_b,
       return etch__error(ETCH_EINVAL, "diff: bad catalog name");
   char sql[4096];
   snprintf(sql, sizeof sql,
-           "WITH a AS (" SIDE_SQL("%1$s") "), b AS (" SIDE_SQL("%2$s") ") "
+           "WITH a AS (" SIDE_SQL("%s") "), b AS (" SIDE_SQL("%s") ") "
            "SELECT coalesce(a.name, b.name),"
            " coalesce(a.n, 0), a.total, a.mean, a.p50, a.p99, a.self,"
            " coalesce(b.n, 0), b.total, b.mean, b.p50, b.p99, b.self"

@@ -472,8 +472,7 @@ const char *etch__diff_sort_name(etch__diff_sort s);
  * instants as 0) in one trace. count 0: none (the rest is 0). */
 typedef struct etch__diff_side {
   int64_t count, total, p50, p99; /* ns; total held to int64 */
-  int64_t self; /* total minus the time in child slices (each slice's
-                   own at least 0), held to int64 */
+  int64_t self; /* the slices' self_dur summed, held to int64 */
   double mean;
 } etch__diff_side;
 typedef struct etch__diff_row {

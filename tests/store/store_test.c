@@ -149,6 +149,39 @@ TEST(store_names_never_leave_the_directory) {
   ASSERT_EQ_STR(buf, "/s/t.pftrace");
 }
 
+/* The names of the parts etch record writes, and names that only look
+ * like one: a part name never leads out of the store either. */
+TEST(store_part_names) {
+  static const struct {
+    const char *name;
+    long pid;
+  } good[] = {
+      {".20261127-031500-app.pftrace.4242.part", 4242},
+      {".x.1.part", 1},
+      {".a.b.c.123456789.part", 123456789},
+  };
+  static const char *const bad[] = {
+      "", ".part", "..1.part", ".x.part", ".x..part", "x.1.part",
+      ".x.1.part.", ".x.-1.part", ".x.1234567890.part", "../x.1.part",
+      ".a/b.1.part", "...1.part", "..x.1.part", ".x.12a.part",
+      ".tab\there.1.part", ".x.1.Part", ".x.1"};
+  for (size_t i = 0; i < sizeof good / sizeof *good; i++) {
+    long pid = -1;
+    if (!etch__store_part_name(good[i].name, &pid))
+      FAIL("'%s' refused", good[i].name);
+    ASSERT_EQ_INT(pid, good[i].pid);
+  }
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+    if (etch__store_part_name(bad[i], NULL)) FAIL("'%s' accepted", bad[i]);
+  char longname[300];
+  memset(longname, 'a', sizeof longname - 1);
+  memcpy(longname, ".", 1);
+  memcpy(longname + sizeof longname - 8, ".1.part", 8);
+  ASSERT_FALSE(etch__store_part_name(longname, NULL));
+  /* Not a part: etch__store_part_abandoned says no, whatever is there. */
+  ASSERT_FALSE(etch__store_part_abandoned("/", "etc"));
+}
+
 TEST(store_new_path_names_by_time_and_program) {
   char dir[512], buf[700];
   snprintf(dir, sizeof dir, "%s/new/store", etch_test_tmpdir());
