@@ -401,45 +401,26 @@ static bool descriptor_pid_ok(const uint8_t *data, size_t len, int32_t pid) {
  * its descriptors must claim (0: unchecked). Why not in o->why. */
 static ETCH_NOINLINE bool packet_valid(etch_tracefile *o, const uint8_t *data,
                                        uint32_t len, int32_t pid) {
+  /* What etch's reader reads, at every depth, and no field only the
+   * service writes (proto/check.h). */
+  etch__pkt_fault fault;
+  bool descriptors;
+  if (!etch__packet_check_producer(data, len, &fault, &descriptors)) {
+    snprintf(o->why, sizeof o->why, "offset %zu: %s", fault.off, fault.msg);
+    return false;
+  }
+  if (!pid || !descriptors) return true;
   etch__pb_dec d;
   etch__pb_field f;
   etch__pb_dec_init(&d, data, len);
-  while (etch__pb_next_fast(&d, &f)) {
-    switch (f.id) {
-      case ETCH_PKT_TRACK_DESCRIPTOR:
-        if (pid && f.wt == ETCH_PB_LEN && !descriptor_pid_ok(f.data, f.len, pid)) {
-          snprintf(o->why, sizeof o->why,
-                   "offset %zu: a descriptor claims another pid than %d",
-                   f.off, (int)pid);
-          return false;
-        }
-        break;
-      case ETCH_PKT_TRUSTED_UID:
-      case ETCH_PKT_TRUSTED_SEQ_ID:
-      case ETCH_PKT_TRUSTED_PID:
-      case ETCH_PKT_COMPRESSED_PACKETS:
-      case ETCH_PKT_ZSTD_COMPRESSED_PACKETS:
-      case ETCH_PKT_TRACE_CONFIG:
-      case ETCH_PKT_TRACE_STATS:
-      case ETCH_PKT_SYNCHRONIZATION_MARKER:
-        snprintf(o->why, sizeof o->why,
-                 "offset %zu: TracePacket field %u is the service's to write",
-                 f.off, f.id);
-        return false;
-      default:
-        break;
+  while (etch__pb_next_fast(&d, &f))
+    if (f.id == ETCH_PKT_TRACK_DESCRIPTOR && f.wt == ETCH_PB_LEN &&
+        !descriptor_pid_ok(f.data, f.len, pid)) {
+      snprintf(o->why, sizeof o->why,
+               "offset %zu: a descriptor claims another pid than %d", f.off,
+               (int)pid);
+      return false;
     }
-  }
-  /* What etch's reader reads, at every depth: the packet must read. */
-  etch__pkt_fault fault;
-  if (d.err || !etch__packet_check(data, len, &fault)) {
-    if (d.err)
-      snprintf(o->why, sizeof o->why, "offset %zu: %s", d.err_off,
-               d.err_msg ? d.err_msg : "malformed protobuf");
-    else
-      snprintf(o->why, sizeof o->why, "offset %zu: %s", fault.off, fault.msg);
-    return false;
-  }
   return true;
 }
 

@@ -443,9 +443,191 @@ static bool track_descriptor(ck *c, const uint8_t *msg, size_t len) {
   return d.err ? dec_fail(c, &d) : true;
 }
 
+/* ---- the common packet, quickly ------------------------------------------------ */
+
+/*
+ * Most packets are a track event with scalar fields: this takes those (and
+ * unknown fields of any decodable shape) in one lean pass - tags of one
+ * byte looked up in a table, varints and lengths of up to five bytes - and
+ * answers 1 (it reads) or 0 (look the long way: anything else, sound or
+ * not). It never says 1 where the long way would refuse
+ * (fuzz/fuzz_check.c compares the two).
+ */
+enum { QUICK_MAX_REPEATED = 256 }; /* repeated values of one event, in all */
+
+/* What a one-byte tag is: */
+enum {
+  Q_SKIP = 0, /* unknown to the reader: skipped if it decodes */
+  Q_OK,       /* known, with its wire type */
+  Q_LONG,     /* anything else the reader reads: the long way */
+  Q_TE,       /* TracePacket.track_event */
+  Q_REP,      /* one value of a repeated field */
+  Q_PACKED,   /* packed varints of a repeated field */
+};
+
+#define TAG(field, wt) (((field) << 3) | (wt))
+/* Every wire type of `field` (< 16) the long way; the right one set after. */
+#define LONG8(field)                                                      \
+  [TAG(field, 0)] = Q_LONG, [TAG(field, 1)] = Q_LONG,                      \
+  [TAG(field, 2)] = Q_LONG, [TAG(field, 3)] = Q_LONG,                      \
+  [TAG(field, 4)] = Q_LONG, [TAG(field, 5)] = Q_LONG,                      \
+  [TAG(field, 6)] = Q_LONG, [TAG(field, 7)] = Q_LONG
+
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Woverride-init"
+#pragma GCC diagnostic ignored "-Wpragmas"
+#pragma GCC diagnostic ignored "-Wunknown-warning-option"
+#pragma GCC diagnostic ignored "-Winitializer-overrides"
+/* TracePacket fields 1..15 (timestamp 8, trusted_packet_sequence_id 10,
+ * track_event 11, interned_data 12, sequence_flags 13, clock_snapshot 6,
+ * trusted_uid 3: the service's). */
+#define PACKET_TAGS                                                        \
+  LONG8(0), LONG8(3), LONG8(6), LONG8(8), LONG8(10), LONG8(11), LONG8(12),  \
+      LONG8(13), [TAG(ETCH_PKT_TIMESTAMP, ETCH_PB_VARINT)] = Q_OK,          \
+      [TAG(ETCH_PKT_SEQUENCE_FLAGS, ETCH_PB_VARINT)] = Q_OK,                \
+      [TAG(ETCH_PKT_TRACK_EVENT, ETCH_PB_LEN)] = Q_TE
+static const uint8_t kPacket[128] = {
+    PACKET_TAGS, [TAG(ETCH_PKT_TRUSTED_SEQ_ID, ETCH_PB_VARINT)] = Q_OK};
+/* A producer's: its trusted_packet_sequence_id is the service's to write. */
+static const uint8_t kProducerPacket[128] = {PACKET_TAGS};
+/* TrackEvent fields 1..15 (category_iids 3, debug_annotations 4, type 9,
+ * name_iid 10, track_uuid 11, extra_counter_values 12; 1 and 2 are not
+ * read). */
+static const uint8_t kEvent[128] = {
+    LONG8(0), LONG8(3), LONG8(4), LONG8(9), LONG8(10), LONG8(11), LONG8(12),
+    [TAG(ETCH_TE_TYPE, ETCH_PB_VARINT)] = Q_OK,
+    [TAG(ETCH_TE_NAME_IID, ETCH_PB_VARINT)] = Q_OK,
+    [TAG(ETCH_TE_TRACK_UUID, ETCH_PB_VARINT)] = Q_OK,
+    [TAG(ETCH_TE_CATEGORY_IIDS, ETCH_PB_VARINT)] = Q_REP,
+    [TAG(ETCH_TE_CATEGORY_IIDS, ETCH_PB_LEN)] = Q_PACKED,
+};
+#pragma GCC diagnostic pop
+
+/* A two-byte tag (fields 16..2047) of the packet or the event. */
+static int quick_tag2(uint32_t tag, bool event, bool producer) {
+  uint32_t id = tag >> 3, wt = tag & 7;
+  if (!event) {
+    switch (id) {
+      case ETCH_PKT_TRUSTED_PID:
+      case ETCH_PKT_TIMESTAMP_CLOCK_ID:
+      case ETCH_PKT_PREVIOUS_PACKET_DROPPED:
+      case ETCH_PKT_FIRST_PACKET_ON_SEQUENCE:
+      case PKT_INCREMENTAL_STATE_CLEARED:
+        return wt == ETCH_PB_VARINT && !(producer && id == ETCH_PKT_TRUSTED_PID)
+                   ? Q_OK
+                   : Q_LONG;
+      case ETCH_PKT_TRACE_PACKET_DEFAULTS: case ETCH_PKT_TRACK_DESCRIPTOR:
+      case ETCH_PKT_TRACE_STATS: case ETCH_PKT_COMPRESSED_PACKETS:
+      case ETCH_PKT_ZSTD_COMPRESSED_PACKETS: case ETCH_PKT_TRACE_CONFIG:
+      case ETCH_PKT_SYNCHRONIZATION_MARKER:
+        return Q_LONG;
+      default:
+        return Q_SKIP;
+    }
+  }
+  switch (id) {
+    case ETCH_TE_NAME:
+    case ETCH_TE_CATEGORIES:
+      return wt == ETCH_PB_LEN ? Q_OK : Q_LONG;
+    case ETCH_TE_COUNTER_VALUE:
+      return wt == ETCH_PB_VARINT ? Q_OK : Q_LONG;
+    case ETCH_TE_DOUBLE_COUNTER_VALUE:
+      return wt == ETCH_PB_FIXED64 ? Q_OK : Q_LONG;
+    case ETCH_TE_FLOW_IDS: case ETCH_TE_TERMINATING_FLOW_IDS:
+      return wt == ETCH_PB_FIXED64 ? Q_REP : Q_LONG;
+    case ETCH_TE_FLOW_IDS_OLD: case ETCH_TE_TERMINATING_FLOW_IDS_OLD:
+      return wt == ETCH_PB_VARINT ? Q_REP : Q_LONG;
+    case ETCH_TE_EXTRA_COUNTER_TRACK_UUIDS:
+    case ETCH_TE_EXTRA_DOUBLE_COUNTER_TRACK_UUIDS:
+    case ETCH_TE_EXTRA_DOUBLE_COUNTER_VALUES:
+    case ETCH_TE_SOURCE_LOCATION_IID:
+      return Q_LONG;
+    default:
+      return Q_SKIP;
+  }
+}
+
+/* One message of the quick pass: the packet (`event` false) or its track
+ * event. */
+static int quick_message(const uint8_t *p, const uint8_t *end, bool event,
+                         bool producer) {
+  const uint8_t *te = NULL, *te_end = NULL;
+  uint32_t reps = 0;
+  const uint8_t *table = event ? kEvent : producer ? kProducerPacket : kPacket;
+  while (p < end) {
+    uint32_t tag = *p++;
+    if (ETCH_UNLIKELY(tag >= 0x80)) {
+      if (p >= end || *p >= 0x80) return 0;
+      tag = (tag & 0x7f) | (uint32_t)*p++ << 7;
+    }
+    /* (a one-byte tag written in two, ending in 0, is still its field) */
+    int kind = ETCH_LIKELY(tag < 0x80) ? table[tag]
+                                       : quick_tag2(tag, event, producer);
+    if (ETCH_UNLIKELY(kind == Q_LONG)) return 0; /* (field 0 too) */
+    uint64_t v;
+    switch (tag & 7) {
+      case ETCH_PB_VARINT:
+        if (ETCH_LIKELY(p < end && *p < 0x80))
+          p++;
+        else if (!(p = etch__pb_varint5(p, end, &v)))
+          return 0;
+        break;
+      case ETCH_PB_LEN:
+        if (!(p = etch__pb_varint5(p, end, &v)) || v > (uint64_t)(end - p))
+          return 0;
+        if (kind == Q_TE) {
+          te = p;
+          te_end = p + v;
+        } else if (kind == Q_PACKED) {
+          const uint8_t *q = p, *qe = p + v;
+          uint64_t x;
+          while (q < qe)
+            if (!(q = etch__pb_varint5(q, qe, &x)) ||
+                ++reps > QUICK_MAX_REPEATED)
+              return 0;
+        }
+        p += v;
+        break;
+      case ETCH_PB_FIXED64:
+        if (end - p < 8) return 0;
+        p += 8;
+        break;
+      case ETCH_PB_FIXED32:
+        if (end - p < 4) return 0;
+        p += 4;
+        break;
+      default:
+        return 0;
+    }
+    if (kind == Q_REP && ++reps > QUICK_MAX_REPEATED) return 0;
+  }
+  return !te || quick_message(te, te_end, true, producer);
+}
+
 /* ---- the packet ---------------------------------------------------------------- */
 
+static bool check_full(const uint8_t *pkt, size_t len, bool producer,
+                       etch__pkt_fault *why, bool *descriptors);
+
 bool etch__packet_check(const uint8_t *pkt, size_t len, etch__pkt_fault *why) {
+  if (ETCH_LIKELY(quick_message(pkt, pkt + len, false, false))) return true;
+  return check_full(pkt, len, false, why, NULL);
+}
+
+bool etch__packet_check_producer(const uint8_t *pkt, size_t len,
+                                 etch__pkt_fault *why, bool *descriptors) {
+  *descriptors = false;
+  if (ETCH_LIKELY(quick_message(pkt, pkt + len, false, true))) return true;
+  return check_full(pkt, len, true, why, descriptors);
+}
+
+bool etch__packet_check_full(const uint8_t *pkt, size_t len,
+                             etch__pkt_fault *why) {
+  return check_full(pkt, len, false, why, NULL);
+}
+
+static bool check_full(const uint8_t *pkt, size_t len, bool producer,
+                       etch__pkt_fault *why, bool *descriptors) {
   ck c;
   c.pkt = pkt;
   c.why = why;
@@ -456,6 +638,25 @@ bool etch__packet_check(const uint8_t *pkt, size_t len, etch__pkt_fault *why) {
   etch__pb_dec_init(&d, pkt, len);
   while (etch__pb_next_fast(&d, &f)) {
     bool ok = true;
+    if (producer) {
+      switch (f.id) {
+        case ETCH_PKT_TRUSTED_UID:
+        case ETCH_PKT_TRUSTED_SEQ_ID:
+        case ETCH_PKT_TRUSTED_PID:
+        case ETCH_PKT_COMPRESSED_PACKETS:
+        case ETCH_PKT_ZSTD_COMPRESSED_PACKETS:
+        case ETCH_PKT_TRACE_CONFIG:
+        case ETCH_PKT_TRACE_STATS:
+        case ETCH_PKT_SYNCHRONIZATION_MARKER:
+          return fail(&c, pkt + f.off, ETCH_EFORMAT,
+                      "TracePacket field %u is the service's to write", f.id);
+        case ETCH_PKT_TRACK_DESCRIPTOR:
+          if (descriptors) *descriptors = true;
+          break;
+        default:
+          break;
+      }
+    }
     switch (f.id) {
       case ETCH_PKT_TIMESTAMP:
         ok = want(&c, pkt, &f, ETCH_PB_VARINT, "TracePacket.timestamp");

@@ -51,5 +51,17 @@ typedef struct etch__pkt_fault {
 /* True when the reader can read the TracePacket `pkt[0..len)` on its own;
  * else false, with the first fault in *why (may be NULL). */
 bool etch__packet_check(const uint8_t *pkt, size_t len, etch__pkt_fault *why);
+/* The same answer, always the long way: etch__packet_check takes packets
+ * of a track event with scalar fields in one lean pass first (fuzz_check
+ * holds the two to the same answer). */
+bool etch__packet_check_full(const uint8_t *pkt, size_t len,
+                             etch__pkt_fault *why);
+/* A producer's packet, for a tracing service: as etch__packet_check, and
+ * refused also when it sets a field only the service writes (trusted_uid,
+ * trusted_pid, trusted_packet_sequence_id, compressed packets, trace
+ * config, trace stats, sync markers). *descriptors says whether it holds
+ * a track descriptor (whose pid the service may check). */
+bool etch__packet_check_producer(const uint8_t *pkt, size_t len,
+                                 etch__pkt_fault *why, bool *descriptors);
 
 #endif /* ETCH_PROTO_CHECK_H */

@@ -559,9 +559,11 @@ static int packet_read(etch_reader *r, const rd_src *src, uint64_t rec_off,
    * first_packet_on_sequence: that is no loss. */
   if (first_on_seq) prev_dropped = false;
   bool cleared = (flags & ETCH_SEQ_INCREMENTAL_STATE_CLEARED) || cleared_legacy;
-  bool valid = cleared ? true : prev_dropped && seq_id != 0 ? false : seq->valid;
+  /* Skipped: it needs the incremental state and its sequence has none
+   * (after what this packet's own flags do to it). */
   bool skipped = (flags & ETCH_SEQ_NEEDS_INCREMENTAL_STATE) &&
-                 (seq_id == 0 || !valid);
+                 (seq_id == 0 ||
+                  (!cleared && (prev_dropped || !seq->valid)));
 
   /* What changes the sequence's state is applied only if the whole packet
    * reads (a packet skipped is not read, whatever its bytes): left out
@@ -582,8 +584,8 @@ static int packet_read(etch_reader *r, const rd_src *src, uint64_t rec_off,
   }
   if (cleared)
     seq_clear(seq);
-  else
-    seq->valid = valid;
+  else if (prev_dropped && seq_id != 0)
+    seq->valid = false;
   if (skipped) {
     if (seq_id == 0)
       r->stats.packet_sequence_id_missing++;
