@@ -1,6 +1,6 @@
 /*
  * ipc.c - IPCFrame encoding and decoding, and non-blocking connections
- * over Unix stream sockets with descriptor passing.
+ * over stream sockets (Unix with descriptor passing, TCP, vsock).
  */
 #define _GNU_SOURCE
 #include "ipc/ipc.h"
@@ -16,6 +16,12 @@
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
+
+#include <arpa/inet.h>
+#include <linux/vm_sockets.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 
 #include "base/clock.h"
 #include "proto/ipc.h"
@@ -218,30 +224,167 @@ uint32_t etch__ipc_method_id(const etch_ipc_frame *r, const char *name) {
 
 /* ---- sockets ---- */
 
-static int sock_addr(const char *path, struct sockaddr_un *a) {
-  memset(a, 0, sizeof *a);
-  a->sun_family = AF_UNIX;
-  if (strlen(path) >= sizeof a->sun_path)
-    return etch__error(ETCH_EINVAL, "socket path '%s' is longer than %zu bytes",
-                       path, sizeof a->sun_path - 1);
-  strcpy(a->sun_path, path);
+/* Socket names, as Perfetto's programs read them: "vsock://CID:PORT" (or
+ * "vsock:CID:PORT"), "[ADDR]:PORT", "HOST:PORT" (a name that ends in a colon
+ * and a number), "@NAME" (an abstract Unix socket), else a Unix path. */
+etch_sock_family etch__ipc_family(const char *name) {
+  if (!strncmp(name, "vsock:", 6)) return ETCH_SOCK_VSOCK;
+  if (name[0] == '@') return ETCH_SOCK_UNIX;
+  const char *col = strrchr(name, ':');
+  if (col && col[1]) {
+    const char *q = col + 1;
+    while (*q >= '0' && *q <= '9') q++;
+    if (!*q) return name[0] == '[' ? ETCH_SOCK_INET6 : ETCH_SOCK_INET;
+  }
+  return ETCH_SOCK_UNIX;
+}
+
+bool etch__ipc_name_at(const char *list, unsigned i, char *out, size_t cap) {
+  const char *p = list;
+  for (unsigned k = 0; k < i; k++) {
+    p = strchr(p, ',');
+    if (!p) return false;
+    p++;
+  }
+  size_t n = strcspn(p, ",");
+  if (n == 0 || n >= cap) return false;
+  memcpy(out, p, n);
+  out[n] = '\0';
+  return true;
+}
+
+typedef struct sock_addr {
+  int family;
+  socklen_t len;
+  union {
+    struct sockaddr sa;
+    struct sockaddr_un un;
+    struct sockaddr_in in;
+    struct sockaddr_in6 in6;
+    struct sockaddr_vm vm;
+    struct sockaddr_storage ss;
+  } u;
+} sock_addr;
+
+static int port_of(const char *s, const char *name, uint32_t max,
+                   uint32_t *out) {
+  char *end;
+  errno = 0;
+  unsigned long v = strtoul(s, &end, 10);
+  if (!*s || *end || errno || v > max)
+    return etch__error(ETCH_EINVAL, "'%s': '%s' is not a number up to %u",
+                       name, s, (unsigned)max);
+  *out = (uint32_t)v;
   return ETCH_OK;
+}
+
+/* Resolves a socket name into an address (a host name through the
+ * resolver, for an IPv4 name). */
+static int resolve(const char *name, bool passive, sock_addr *a) {
+  memset(a, 0, sizeof *a);
+  etch_sock_family fam = etch__ipc_family(name);
+  if (fam == ETCH_SOCK_UNIX) {
+    size_t n = strlen(name);
+    if (n == 0) return etch__error(ETCH_EINVAL, "an empty socket name");
+    if (n >= sizeof a->u.un.sun_path)
+      return etch__error(ETCH_EINVAL,
+                         "socket path '%s' is longer than %zu bytes", name,
+                         sizeof a->u.un.sun_path - 1);
+    a->family = AF_UNIX;
+    a->u.un.sun_family = AF_UNIX;
+    memcpy(a->u.un.sun_path, name, n);
+    a->len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n + 1);
+    if (name[0] == '@') { /* abstract: no terminator, a NUL first */
+      a->u.un.sun_path[0] = '\0';
+      a->len--;
+    }
+    return ETCH_OK;
+  }
+  if (fam == ETCH_SOCK_VSOCK) {
+    const char *p = name + (strncmp(name, "vsock://", 8) ? 6 : 8);
+    const char *col = strchr(p, ':');
+    char cid[16];
+    if (!col || (size_t)(col - p) >= sizeof cid)
+      return etch__error(ETCH_EINVAL,
+                         "'%s' is not a vsock address (vsock://CID:PORT)",
+                         name);
+    memcpy(cid, p, (size_t)(col - p));
+    cid[col - p] = '\0';
+    uint32_t c, port;
+    int rc = port_of(cid, name, UINT32_MAX, &c);
+    if (!rc) rc = port_of(col + 1, name, UINT32_MAX, &port);
+    if (rc) return rc;
+    a->family = AF_VSOCK;
+    a->u.vm.svm_family = AF_VSOCK;
+    a->u.vm.svm_cid = c;
+    a->u.vm.svm_port = port;
+    a->len = sizeof a->u.vm;
+    return ETCH_OK;
+  }
+  /* HOST:PORT or [ADDR]:PORT */
+  char host[256];
+  const char *col = strrchr(name, ':');
+  const char *h = name, *he = col;
+  if (fam == ETCH_SOCK_INET6) {
+    h = name + 1;
+    he = col > name && col[-1] == ']' ? col - 1 : NULL;
+    if (!he)
+      return etch__error(ETCH_EINVAL,
+                         "'%s' is not an IPv6 address ([ADDR]:PORT)", name);
+  }
+  if ((size_t)(he - h) >= sizeof host)
+    return etch__error(ETCH_EINVAL, "'%s': the host name is too long", name);
+  memcpy(host, h, (size_t)(he - h));
+  host[he - h] = '\0';
+  uint32_t port;
+  int rc = port_of(col + 1, name, 65535, &port);
+  if (rc) return rc;
+  struct addrinfo hints, *res = NULL;
+  memset(&hints, 0, sizeof hints);
+  hints.ai_family = fam == ETCH_SOCK_INET6 ? AF_INET6 : AF_INET;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_NUMERICSERV | (passive ? AI_PASSIVE : 0);
+  int g = getaddrinfo(host[0] ? host : NULL, col + 1, &hints, &res);
+  if (g != 0 || !res)
+    return etch__error(ETCH_EINVAL, "cannot resolve '%s': %s", name,
+                       g ? gai_strerror(g) : "no address");
+  if (res->ai_addrlen > sizeof a->u.ss) {
+    freeaddrinfo(res);
+    return etch__error(ETCH_EINVAL, "cannot resolve '%s'", name);
+  }
+  a->family = res->ai_family;
+  a->len = res->ai_addrlen;
+  memcpy(&a->u.ss, res->ai_addr, res->ai_addrlen);
+  freeaddrinfo(res);
+  return ETCH_OK;
+}
+
+static void tune(int fd, int family) {
+  if (family == AF_INET || family == AF_INET6) {
+    int one = 1; /* a frame goes out when it is written, not later */
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  }
 }
 
 int etch__ipc_connect(const char *path, int *fd_out) {
   *fd_out = -1;
-  struct sockaddr_un a;
-  int rc = sock_addr(path, &a);
+  sock_addr a;
+  int rc = resolve(path, false, &a);
   if (rc) return rc;
-  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  int fd = socket(a.family, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0)
-    return etch__error(ETCH_EIO, "cannot create a socket: %s", strerror(errno));
-  if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
+    return etch__error(ETCH_EIO, "cannot create a socket for '%s': %s", path,
+                       strerror(errno));
+  int c;
+  do c = connect(fd, &a.u.sa, a.len);
+  while (c != 0 && errno == EINTR);
+  if (c != 0) {
     int e = errno;
     close(fd);
     return etch__error(ETCH_EIO, "cannot connect to '%s': %s", path,
                        strerror(e));
   }
+  tune(fd, a.family);
   fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
   *fd_out = fd;
   return ETCH_OK;
@@ -249,37 +392,95 @@ int etch__ipc_connect(const char *path, int *fd_out) {
 
 int etch__ipc_listen(const char *path, bool group_rw, int *fd_out) {
   *fd_out = -1;
-  struct sockaddr_un a;
-  int rc = sock_addr(path, &a);
+  sock_addr a;
+  int rc = resolve(path, true, &a);
   if (rc) return rc;
-  /* A socket file nobody listens on is left by a service that died. */
-  int probe;
-  if (etch__ipc_connect(path, &probe) == ETCH_OK) {
-    close(probe);
-    return etch__error(ETCH_EBUSY, "a service already listens on '%s'", path);
+  bool file = a.family == AF_UNIX && path[0] != '@';
+  if (file) {
+    /* A socket file nobody listens on is left by a service that died. */
+    int probe;
+    if (etch__ipc_connect(path, &probe) == ETCH_OK) {
+      close(probe);
+      return etch__error(ETCH_EBUSY, "a service already listens on '%s'",
+                         path);
+    }
+    struct stat st;
+    if (lstat(path, &st) == 0) {
+      if (!S_ISSOCK(st.st_mode))
+        return etch__error(ETCH_EBUSY, "'%s' exists and is not a socket",
+                           path);
+      unlink(path);
+    }
   }
-  struct stat st;
-  if (lstat(path, &st) == 0) {
-    if (!S_ISSOCK(st.st_mode))
-      return etch__error(ETCH_EBUSY, "'%s' exists and is not a socket", path);
-    unlink(path);
-  }
-  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  int fd = socket(a.family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd < 0)
-    return etch__error(ETCH_EIO, "cannot create a socket: %s", strerror(errno));
+    return etch__error(ETCH_EIO, "cannot create a socket for '%s': %s", path,
+                       strerror(errno));
+  if (a.family != AF_UNIX) {
+    int one = 1; /* a restarted service takes its port back at once */
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  }
   /* Created with the right mode: no moment when others could connect. */
   mode_t old = umask(group_rw ? 0117 : 0177);
-  int b = bind(fd, (struct sockaddr *)&a, sizeof a);
+  int b = bind(fd, &a.u.sa, a.len);
   int e = errno;
   umask(old);
   if (b != 0 || listen(fd, 64) != 0) {
     if (b == 0) e = errno;
     close(fd);
-    return etch__error(ETCH_EIO, "cannot listen on '%s': %s", path,
-                       strerror(e));
+    return etch__error(e == EADDRINUSE ? ETCH_EBUSY : ETCH_EIO,
+                       "cannot listen on '%s': %s", path, strerror(e));
   }
   *fd_out = fd;
   return ETCH_OK;
+}
+
+/* An address as a socket name, the form etch__ipc_connect takes. */
+static void name_of(const struct sockaddr_storage *ss, socklen_t len,
+                    char *out, size_t cap) {
+  char host[INET6_ADDRSTRLEN];
+  out[0] = '\0';
+  if (ss->ss_family == AF_INET && len >= sizeof(struct sockaddr_in)) {
+    const struct sockaddr_in *in = (const struct sockaddr_in *)ss;
+    inet_ntop(AF_INET, &in->sin_addr, host, sizeof host);
+    snprintf(out, cap, "%s:%u", host, (unsigned)ntohs(in->sin_port));
+  } else if (ss->ss_family == AF_INET6 &&
+             len >= sizeof(struct sockaddr_in6)) {
+    const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)ss;
+    inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof host);
+    snprintf(out, cap, "[%s]:%u", host, (unsigned)ntohs(in6->sin6_port));
+  } else if (ss->ss_family == AF_VSOCK && len >= sizeof(struct sockaddr_vm)) {
+    const struct sockaddr_vm *vm = (const struct sockaddr_vm *)ss;
+    snprintf(out, cap, "vsock://%u:%u", (unsigned)vm->svm_cid,
+             (unsigned)vm->svm_port);
+  } else if (ss->ss_family == AF_UNIX) {
+    snprintf(out, cap, "unix");
+  }
+}
+
+int etch__ipc_local_name(int fd, char *out, size_t cap) {
+  struct sockaddr_storage ss;
+  socklen_t len = sizeof ss;
+  if (getsockname(fd, (struct sockaddr *)&ss, &len) != 0)
+    return etch__error(ETCH_EIO, "getsockname: %s", strerror(errno));
+  name_of(&ss, len, out, cap);
+  return ETCH_OK;
+}
+
+bool etch__ipc_is_loopback(const char *name) {
+  sock_addr a;
+  if (resolve(name, true, &a)) return false;
+  switch (a.family) {
+  case AF_UNIX:
+    return true;
+  case AF_INET:
+    return (ntohl(a.u.in.sin_addr.s_addr) >> 24) == 127;
+  case AF_INET6:
+    return IN6_IS_ADDR_LOOPBACK(&a.u.in6.sin6_addr);
+  case AF_VSOCK:
+    return a.u.vm.svm_cid == 1; /* VMADDR_CID_LOCAL */
+  }
+  return false;
 }
 
 int etch__ipc_accept(int listen_fd, int *fd_out) {
@@ -303,6 +504,15 @@ void etch__ipc_conn_init(etch_ipc_conn *c, int fd, size_t tx_limit) {
   c->max_frame = ETCH_IPC_MAX_FRAME;
   c->peer_pid = -1;
   c->peer_uid = (uid_t)-1;
+  struct sockaddr_storage ss;
+  socklen_t sl = sizeof ss;
+  if (fd >= 0 && getpeername(fd, (struct sockaddr *)&ss, &sl) == 0 &&
+      ss.ss_family != AF_UNIX) {
+    /* A network peer: no credentials, only an address. */
+    c->remote = true;
+    name_of(&ss, sl, c->peer_addr, sizeof c->peer_addr);
+    return;
+  }
   struct ucred cr;
   socklen_t n = sizeof cr;
   if (fd >= 0 && getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &n) == 0) {
@@ -468,6 +678,9 @@ int etch__ipc_conn_take_fd(etch_ipc_conn *c) {
 
 int etch__ipc_conn_send(etch_ipc_conn *c, const etch_ipc_frame *f, int fd) {
   if (c->failed) return ETCH_EIO;
+  if (fd >= 0 && c->remote)
+    return etch__error(ETCH_EINVAL,
+                       "a descriptor cannot travel over a network connection");
   etch__pb_buf b;
   etch__pb_buf_init(&b, 256, ETCH_IPC_MAX_FRAME + 4);
   etch__ipc_frame_encode(&b, f);
@@ -651,7 +864,11 @@ int etch__ipc_connect_service(const char *path, bool producer, int *fd_out) {
   if (rc) return rc;
   const char *env = getenv(producer ? "PERFETTO_PRODUCER_SOCK_NAME"
                                     : "PERFETTO_CONSUMER_SOCK_NAME");
-  if (env && !strcmp(env, path)) return ETCH_OK; /* named: trusted as is */
+  if (env) { /* named: trusted as is */
+    char one[256];
+    for (unsigned i = 0; etch__ipc_name_at(env, i, one, sizeof one); i++)
+      if (!strcmp(one, path)) return ETCH_OK;
+  }
   struct ucred cr;
   socklen_t n = sizeof cr;
   if (getsockopt(*fd_out, SOL_SOCKET, SO_PEERCRED, &cr, &n) != 0 ||

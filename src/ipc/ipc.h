@@ -1,5 +1,6 @@
 /*
- * ipc.h - Perfetto's IPC over Unix stream sockets.
+ * ipc.h - Perfetto's IPC over stream sockets: Unix (with descriptors
+ * passed beside the bytes), TCP and vsock.
  *
  * The wire: frames of [4-byte little-endian length][IPCFrame], at most
  * ETCH_IPC_MAX_FRAME bytes each (Perfetto's limit: a larger frame is a
@@ -108,19 +109,43 @@ typedef struct etch_ipc_conn {
   uint64_t tx_base;
   etch_ipc_fdpos txfds[ETCH_IPC_MAX_FDS];
   uint32_t ntxfds;
-  /* the peer, from SO_PEERCRED */
+  /* the peer, from SO_PEERCRED on a Unix socket; -1 over a network */
   pid_t peer_pid;
   uid_t peer_uid;
+  bool remote;        /* a TCP or vsock peer: no credentials, no fds */
+  char peer_addr[64]; /* a remote peer's address (etch__ipc_connect form) */
   bool failed;
   bool eof; /* failed because the peer closed: frames before it still count */
   char err[200];
 } etch_ipc_conn;
 
-/* Creates a listening socket at `path` (a stale socket file with no one
- * listening is replaced; a live one is ETCH_EBUSY), mode 0600 unless
- * `group_rw` (0660). Non-blocking, close-on-exec. */
+/* Socket names, read as Perfetto's programs read them. */
+typedef enum etch_sock_family {
+  ETCH_SOCK_UNIX = 0, /* a path, or "@NAME" for an abstract socket */
+  ETCH_SOCK_INET,     /* "HOST:PORT" */
+  ETCH_SOCK_INET6,    /* "[ADDR]:PORT" */
+  ETCH_SOCK_VSOCK,    /* "vsock://CID:PORT" (or "vsock:CID:PORT") */
+} etch_sock_family;
+
+/* The family a socket name means. */
+etch_sock_family etch__ipc_family(const char *name);
+/* The i-th name of a comma-separated list (as PERFETTO_PRODUCER_SOCK_NAME
+ * may hold) into out: false when there is none or it does not fit. */
+bool etch__ipc_name_at(const char *list, unsigned i, char *out, size_t cap);
+/* Whether a name is reachable only from this machine: a Unix socket, an
+ * address of 127.0.0.0/8 or ::1, vsock's local CID (1). */
+bool etch__ipc_is_loopback(const char *name);
+/* The name a listening or connected socket is bound to ("127.0.0.1:PORT"
+ * for TCP, so that a service listening on port 0 can say its port). */
+int etch__ipc_local_name(int fd, char *out, size_t cap);
+
+/* Creates a listening socket for a name of any family. A Unix socket file
+ * with no one listening is replaced (a live one is ETCH_EBUSY), mode 0600
+ * unless `group_rw` (0660); a TCP or vsock port in use is ETCH_EBUSY.
+ * Non-blocking, close-on-exec. */
 int etch__ipc_listen(const char *path, bool group_rw, int *fd_out);
-/* Connects to `path` (non-blocking after the connect). */
+/* Connects to a name of any family (non-blocking after the connect; TCP
+ * without Nagle's delay). */
 int etch__ipc_connect(const char *path, int *fd_out);
 /* Accepts one connection: ETCH_OK with *fd_out = -1 when none waits;
  * ETCH_ELIMIT when the process or the system is out of file descriptors
@@ -128,7 +153,8 @@ int etch__ipc_connect(const char *path, int *fd_out);
  * errors. */
 int etch__ipc_accept(int listen_fd, int *fd_out);
 
-/* Takes ownership of a connected socket; reads the peer's credentials. */
+/* Takes ownership of a connected socket; reads the peer's credentials (a
+ * Unix peer) or its address (a network peer: c->remote). */
 void etch__ipc_conn_init(etch_ipc_conn *c, int fd, size_t tx_limit);
 /* Closes the socket and every descriptor still queued. */
 void etch__ipc_conn_close(etch_ipc_conn *c);

@@ -323,6 +323,121 @@ TEST(listen_and_connect_on_a_path) {
   ASSERT_TRUE(strstr(etch_last_error(), "cannot connect") != NULL);
 }
 
+/* ---- socket names of every family ---- */
+
+TEST(socket_names_are_read_as_perfettos_programs_read_them) {
+  ASSERT_EQ_INT(etch__ipc_family("/run/p.sock"), ETCH_SOCK_UNIX);
+  ASSERT_EQ_INT(etch__ipc_family("@etch-p"), ETCH_SOCK_UNIX);
+  ASSERT_EQ_INT(etch__ipc_family("dir:with:colons/p.sock"), ETCH_SOCK_UNIX);
+  ASSERT_EQ_INT(etch__ipc_family("a:12x"), ETCH_SOCK_UNIX);
+  ASSERT_EQ_INT(etch__ipc_family("p.sock:"), ETCH_SOCK_UNIX);
+  ASSERT_EQ_INT(etch__ipc_family("127.0.0.1:20001"), ETCH_SOCK_INET);
+  ASSERT_EQ_INT(etch__ipc_family("host.example:80"), ETCH_SOCK_INET);
+  ASSERT_EQ_INT(etch__ipc_family("[::1]:20001"), ETCH_SOCK_INET6);
+  ASSERT_EQ_INT(etch__ipc_family("vsock://2:20001"), ETCH_SOCK_VSOCK);
+  ASSERT_EQ_INT(etch__ipc_family("vsock:2:20001"), ETCH_SOCK_VSOCK);
+  ASSERT_TRUE(etch__ipc_is_loopback("/run/p.sock"));
+  ASSERT_TRUE(etch__ipc_is_loopback("127.0.0.1:1"));
+  ASSERT_TRUE(etch__ipc_is_loopback("127.9.9.9:1"));
+  ASSERT_TRUE(etch__ipc_is_loopback("[::1]:1"));
+  ASSERT_TRUE(etch__ipc_is_loopback("vsock://1:5"));
+  ASSERT_TRUE(!etch__ipc_is_loopback("0.0.0.0:1"));
+  ASSERT_TRUE(!etch__ipc_is_loopback("10.1.2.3:1"));
+  ASSERT_TRUE(!etch__ipc_is_loopback("[::]:1"));
+  ASSERT_TRUE(!etch__ipc_is_loopback("vsock://2:5"));
+  char one[64];
+  const char *list = "/a/p.sock,127.0.0.1:20001,vsock://3:9";
+  ASSERT_TRUE(etch__ipc_name_at(list, 0, one, sizeof one));
+  ASSERT_EQ_STR(one, "/a/p.sock");
+  ASSERT_TRUE(etch__ipc_name_at(list, 1, one, sizeof one));
+  ASSERT_EQ_STR(one, "127.0.0.1:20001");
+  ASSERT_TRUE(etch__ipc_name_at(list, 2, one, sizeof one));
+  ASSERT_EQ_STR(one, "vsock://3:9");
+  ASSERT_TRUE(!etch__ipc_name_at(list, 3, one, sizeof one));
+  ASSERT_TRUE(!etch__ipc_name_at("a,,b", 1, one, sizeof one));
+  ASSERT_TRUE(!etch__ipc_name_at(list, 0, one, 4)); /* does not fit */
+  /* Wrong numbers are refused with the name in the message. */
+  int fd;
+  ASSERT_EQ_INT(etch__ipc_connect("127.0.0.1:65536", &fd), ETCH_EINVAL);
+  ASSERT_TRUE(strstr(etch_last_error(), "127.0.0.1:65536") != NULL);
+  ASSERT_EQ_INT(etch__ipc_connect("vsock://x:1", &fd), ETCH_EINVAL);
+  ASSERT_EQ_INT(etch__ipc_connect("vsock://2", &fd), ETCH_EINVAL);
+  }
+
+/* Accepts the connection a test just made (bounded, not timed). */
+static int accept_one(int l) {
+  int sfd = -1;
+  for (int i = 0; i < 10000 && sfd < 0; i++) {
+    ASSERT_OK(etch__ipc_accept(l, &sfd));
+    if (sfd < 0) usleep(1000);
+  }
+  ASSERT_TRUE(sfd >= 0);
+  return sfd;
+}
+
+TEST(listen_and_connect_over_tcp_loopback) {
+  int l;
+  ASSERT_OK(etch__ipc_listen("127.0.0.1:0", false, &l));
+  char name[64];
+  ASSERT_OK(etch__ipc_local_name(l, name, sizeof name));
+  ASSERT_TRUE(!strncmp(name, "127.0.0.1:", 10) && strcmp(name, "127.0.0.1:0"));
+  /* The port is taken: a second listener is refused. */
+  int l2;
+  ASSERT_EQ_INT(etch__ipc_listen(name, false, &l2), ETCH_EBUSY);
+  int cfd;
+  ASSERT_OK(etch__ipc_connect(name, &cfd));
+  int sfd = accept_one(l);
+  etch_ipc_conn c, s;
+  etch__ipc_conn_init(&c, cfd, 1 << 20);
+  etch__ipc_conn_init(&s, sfd, 1 << 20);
+  /* A network peer has an address and no credentials. */
+  ASSERT_TRUE(s.remote && c.remote);
+  ASSERT_EQ_INT((int)s.peer_pid, -1);
+  ASSERT_EQ_INT((int)s.peer_uid, -1);
+  ASSERT_TRUE(!strncmp(s.peer_addr, "127.0.0.1:", 10));
+  ASSERT_EQ_STR(c.peer_addr, name);
+  /* Frames cross whole, in both directions. */
+  etch_ipc_frame f = {.kind = ETCH_IPC_BIND, .request_id = 7};
+  f.name = B("ProducerPort");
+  ASSERT_OK(etch__ipc_conn_send(&c, &f, -1));
+  etch_ipc_frame g;
+  next(&s, &g);
+  ASSERT_EQ_INT((int)g.request_id, 7);
+  ASSERT_TRUE(etch__ipc_bytes_eq(g.name, "ProducerPort"));
+  etch_ipc_frame r = {.kind = ETCH_IPC_REPLY, .request_id = 7, .success = true};
+  ASSERT_OK(etch__ipc_conn_send(&s, &r, -1));
+  next(&c, &g);
+  ASSERT_TRUE(g.kind == ETCH_IPC_REPLY && g.success);
+  /* A descriptor has no way over a network: refused, the connection
+   * still up. */
+  ASSERT_EQ_INT(etch__ipc_conn_send(&s, &r, 0), ETCH_EINVAL);
+  ASSERT_TRUE(!s.failed);
+  etch__ipc_conn_close(&c);
+  ASSERT_EQ_INT(etch__ipc_conn_wait(&s, 1000), ETCH_EIO);
+  etch__ipc_conn_close(&s);
+  close(l);
+  /* Nobody listens any more: a clear error. */
+  ASSERT_EQ_INT(etch__ipc_connect(name, &cfd), ETCH_EIO);
+  ASSERT_TRUE(strstr(etch_last_error(), name) != NULL);
+}
+
+TEST(listen_and_connect_on_an_abstract_name) {
+  char name[64];
+  snprintf(name, sizeof name, "@etch-ipc-test-%d", (int)getpid());
+  int l;
+  ASSERT_OK(etch__ipc_listen(name, false, &l));
+  int cfd;
+  ASSERT_OK(etch__ipc_connect(name, &cfd));
+  int sfd = accept_one(l);
+  etch_ipc_conn s;
+  etch__ipc_conn_init(&s, sfd, 1 << 20);
+  ASSERT_TRUE(!s.remote);
+  ASSERT_EQ_INT((int)s.peer_pid, (int)getpid());
+  etch__ipc_conn_close(&s);
+  close(cfd);
+  close(l);
+}
+
 /* ---- whose sockets ---- */
 
 #define ASSERT_ERR(expr, code, msg)                                        \

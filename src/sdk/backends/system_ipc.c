@@ -530,10 +530,13 @@ static void disconnect(void) {
 }
 
 static void try_connect(void) {
-  char prod[512], cons[512];
+  char prod[512], cons[512], first[512];
   int fd;
   int rc = etch__ipc_default_paths(prod, cons, sizeof prod, false);
-  if (!rc) rc = etch__ipc_connect_service(prod, true, &fd);
+  /* A service may listen on several names; a producer takes the first. */
+  if (!rc && !etch__ipc_name_at(prod, 0, first, sizeof first))
+    rc = etch__error(ETCH_EINVAL, "no producer socket in '%s'", prod);
+  if (!rc) rc = etch__ipc_connect_service(first, true, &fd);
   if (rc) {
     /* A service that is not there is tried again later, silently; one
      * that is refused (the directory or the peer is not the user's) is
