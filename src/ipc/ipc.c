@@ -136,6 +136,25 @@ int etch__ipc_frame_decode(const uint8_t *data, size_t len, etch_ipc_frame *f) {
         if (sf.id == ETCH_IPC_ERROR_ERROR) take_bytes(&sf, &f->name);
       if (s.err) return bad("request_error");
       break;
+    case ETCH_IPCF_SET_PEER_IDENTITY:
+      if (fl.wt != 2) return bad("set_peer_identity is not a message");
+      f->kind = ETCH_IPC_PEER_IDENTITY;
+      etch__pb_dec_init(&s, fl.data, fl.len);
+      while (etch__pb_next(&s, &sf)) {
+        if (sf.id == ETCH_IPC_PEER_PID && sf.wt == 0) {
+          f->has_pid = true;
+          f->pid = (int32_t)sf.u;
+        } else if (sf.id == ETCH_IPC_PEER_UID && sf.wt == 0) {
+          f->has_uid = true;
+          f->uid = (int32_t)sf.u;
+        } else if (sf.id == ETCH_IPC_PEER_MACHINE_ID_HINT) {
+          take_bytes(&sf, &f->machine_id_hint);
+        } else if (sf.id == ETCH_IPC_PEER_MACHINE_NAME) {
+          take_bytes(&sf, &f->name);
+        }
+      }
+      if (s.err) return bad("set_peer_identity");
+      break;
     default: /* data_for_testing and fields of later versions */
       break;
     }
@@ -197,6 +216,19 @@ void etch__ipc_frame_encode(etch__pb_buf *b, const etch_ipc_frame *f) {
   case ETCH_IPC_ERROR:
     etch__pb_nested_begin(s, ETCH_IPCF_REQUEST_ERROR, &m);
     put_bytes(s, ETCH_IPC_ERROR_ERROR, f->name);
+    etch__pb_nested_end(s, &m);
+    break;
+  case ETCH_IPC_PEER_IDENTITY:
+    etch__pb_nested_begin(s, ETCH_IPCF_SET_PEER_IDENTITY, &m);
+    if (f->has_pid)
+      etch__pb_write_varint_field(s, ETCH_IPC_PEER_PID,
+                                 (uint64_t)(int64_t)f->pid);
+    if (f->has_uid)
+      etch__pb_write_varint_field(s, ETCH_IPC_PEER_UID,
+                                 (uint64_t)(int64_t)f->uid);
+    if (f->machine_id_hint.len)
+      put_bytes(s, ETCH_IPC_PEER_MACHINE_ID_HINT, f->machine_id_hint);
+    if (f->name.len) put_bytes(s, ETCH_IPC_PEER_MACHINE_NAME, f->name);
     etch__pb_nested_end(s, &m);
     break;
   case ETCH_IPC_NONE:

@@ -46,6 +46,7 @@ typedef enum etch_ipc_kind {
   ETCH_IPC_INVOKE,
   ETCH_IPC_REPLY,
   ETCH_IPC_ERROR,
+  ETCH_IPC_PEER_IDENTITY, /* a relay: who it forwards (pid, uid, machine) */
 } etch_ipc_kind;
 
 typedef struct etch_ipc_bytes {
@@ -61,7 +62,8 @@ typedef struct etch_ipc_method {
 typedef struct etch_ipc_frame {
   uint64_t request_id;
   etch_ipc_kind kind;
-  etch_ipc_bytes name; /* BIND: the service; ERROR: the message */
+  etch_ipc_bytes name; /* BIND: the service; ERROR: the message;
+                          PEER_IDENTITY: the machine's name */
   bool success;        /* BIND_REPLY, REPLY */
   bool has_more;       /* REPLY */
   bool drop_reply;     /* INVOKE */
@@ -69,6 +71,10 @@ typedef struct etch_ipc_frame {
   uint32_t method_id;  /* INVOKE */
   etch_ipc_bytes body; /* INVOKE: the request; REPLY: the reply */
   uint32_t nmethods;   /* BIND_REPLY */
+  /* PEER_IDENTITY: what each field was, when the frame had it */
+  bool has_pid, has_uid;
+  int32_t pid, uid;
+  etch_ipc_bytes machine_id_hint;
   etch_ipc_method methods[ETCH_IPC_MAX_METHODS];
 } etch_ipc_frame;
 

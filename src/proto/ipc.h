@@ -17,6 +17,7 @@ enum {
   ETCH_IPCF_INVOKE_METHOD = 5,
   ETCH_IPCF_INVOKE_METHOD_REPLY = 6,
   ETCH_IPCF_REQUEST_ERROR = 7,
+  ETCH_IPCF_SET_PEER_IDENTITY = 8, /* a relay's, before what it forwards */
 };
 /* IPCFrame.BindService */
 enum { ETCH_IPC_BIND_SERVICE_NAME = 1 };
@@ -50,6 +51,15 @@ enum {
 };
 /* IPCFrame.RequestError */
 enum { ETCH_IPC_ERROR_ERROR = 1 };
+/* IPCFrame.SetPeerIdentity: who a relay forwards (seen on the wire from
+ * Perfetto's traced_relay: pid, uid, the machine's boot id, its name) */
+enum {
+  ETCH_IPC_PEER_PID = 1,
+  ETCH_IPC_PEER_UID = 2,
+  ETCH_IPC_PEER_MACHINE_ID_HINT = 3,
+  ETCH_IPC_PEER_MACHINE_NAME = 4,
+};
+#define ETCH_IPC_RELAY_PORT "RelayPort"
 
 /* ---- producer port ---- */
 

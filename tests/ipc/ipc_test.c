@@ -323,6 +323,45 @@ TEST(listen_and_connect_on_a_path) {
   ASSERT_TRUE(strstr(etch_last_error(), "cannot connect") != NULL);
 }
 
+/* The first frame a relay (Perfetto's traced_relay) sends for a producer
+ * it forwards, as seen on the wire: SetPeerIdentity with the producer's pid
+ * and uid, the machine's boot id as its hint and the machine's name. */
+TEST(a_relays_peer_identity_decodes_and_round_trips) {
+  static const uint8_t seen[] = {
+      0x10, 0x00, 0x42, 0x35, 0x08, 0xf9, 0xb8, 0x01, 0x10, 0x00, 0x1a,
+      0x24, 0x36, 0x66, 0x31, 0x63, 0x32, 0x64, 0x33, 0x65, 0x2d, 0x30,
+      0x61, 0x34, 0x62, 0x2d, 0x34, 0x63, 0x35, 0x64, 0x2d, 0x39, 0x65,
+      0x38, 0x66, 0x2d, 0x31, 0x30, 0x32, 0x31, 0x33, 0x32, 0x34, 0x33,
+      0x35, 0x34, 0x36, 0x35, 0x22, 0x07, 0x72, 0x65, 0x6d, 0x6f, 0x74,
+      0x65, 0x31};
+  etch_ipc_frame f;
+  ASSERT_OK(etch__ipc_frame_decode(seen, sizeof seen, &f));
+  ASSERT_EQ_INT(f.kind, ETCH_IPC_PEER_IDENTITY);
+  ASSERT_TRUE(f.has_pid && f.has_uid);
+  ASSERT_EQ_INT(f.pid, 23673);
+  ASSERT_EQ_INT(f.uid, 0);
+  ASSERT_TRUE(etch__ipc_bytes_eq(f.machine_id_hint,
+                                 "6f1c2d3e-0a4b-4c5d-9e8f-102132435465"));
+  ASSERT_TRUE(etch__ipc_bytes_eq(f.name, "remote1"));
+  etch__pb_buf b;
+  etch__pb_buf_init(&b, 64, 0);
+  etch__ipc_frame_encode(&b, &f);
+  etch_ipc_frame g;
+  ASSERT_OK(etch__ipc_frame_decode(etch__pb_buf_data(&b) + 4,
+                                   etch__pb_buf_len(&b) - 4, &g));
+  ASSERT_EQ_INT(g.kind, ETCH_IPC_PEER_IDENTITY);
+  ASSERT_EQ_INT(g.pid, f.pid);
+  ASSERT_TRUE(g.has_uid && g.uid == 0);
+  ASSERT_TRUE(etch__ipc_bytes_eq(g.machine_id_hint,
+                                 "6f1c2d3e-0a4b-4c5d-9e8f-102132435465"));
+  ASSERT_TRUE(etch__ipc_bytes_eq(g.name, "remote1"));
+  etch__pb_buf_free(&b);
+  /* A field of the wrong type is not a pid. */
+  static const uint8_t odd[] = {0x42, 0x03, 0x0a, 0x01, 'x'};
+  ASSERT_OK(etch__ipc_frame_decode(odd, sizeof odd, &g));
+  ASSERT_TRUE(g.kind == ETCH_IPC_PEER_IDENTITY && !g.has_pid);
+}
+
 /* ---- socket names of every family ---- */
 
 TEST(socket_names_are_read_as_perfettos_programs_read_them) {
