@@ -124,6 +124,9 @@ enum {
   ETCH_CDR_MOVE_PAGE = 1,
   ETCH_CDR_MOVE_CHUNK = 2,
   ETCH_CDR_MOVE_TARGET_BUFFER = 3,
+  ETCH_CDR_MOVE_DATA = 4,             /* the chunk's bytes, when the service
+                                         emulates shared memory */
+  ETCH_CDR_MOVE_CHUNK_INCOMPLETE = 5, /* those bytes scraped mid-write */
   /* ChunkToPatch */
   ETCH_CDR_PATCH_TARGET_BUFFER = 1,
   ETCH_CDR_PATCH_WRITER_ID = 2,
@@ -133,6 +136,21 @@ enum {
   /* ChunkToPatch.Patch */
   ETCH_CDR_PATCH_OFFSET = 1,
   ETCH_CDR_PATCH_DATA = 2,
+};
+
+/* ---- relay port (relay_port.proto) ---- */
+
+enum {
+  /* InitRelayRequest { SystemInfo system_info = 1 } */
+  ETCH_IRR_SYSTEM_INFO = 1,
+  /* SyncClockRequest { Phase phase = 1; repeated Clock clocks = 2 } */
+  ETCH_SCR_PHASE = 1,
+  ETCH_SCR_CLOCKS = 2,
+  ETCH_SCR_PHASE_PING = 1,
+  ETCH_SCR_PHASE_UPDATE = 2,
+  /* SyncClockRequest.Clock */
+  ETCH_SCR_CLOCK_ID = 1,
+  ETCH_SCR_CLOCK_TIMESTAMP = 2,
 };
 
 /* ---- consumer port ---- */
