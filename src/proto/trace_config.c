@@ -121,7 +121,7 @@ static const fdesc ds_fields[] = {
     {"config", 1, T_MSG, SUPPORTED, &dsc_msg, NULL},
     {"producer_name_filter", 2, T_STRING, SUPPORTED, NULL, NULL},
     {"producer_name_regex_filter", 3, T_STRING, UNSUPPORTED, NULL, NULL},
-    {"machine_name_filter", 4, T_STRING, UNSUPPORTED, NULL, NULL},
+    {"machine_name_filter", 4, T_STRING, SUPPORTED, NULL, NULL},
 };
 static const mdesc ds_msg = {"TraceConfig.DataSource", ds_fields, 4};
 
@@ -173,7 +173,7 @@ static const fdesc tc_fields[] = {
     {"priority_boost", 40, T_MSG, IGNORED, NULL, NULL},
     {"exclusive_prio", 41, T_U32, UNSUPPORTED, NULL, NULL},
     {"no_flush_before_write_into_file", 42, T_BOOL, IGNORED, NULL, NULL},
-    {"trace_all_machines", 43, T_BOOL, IGNORED, NULL, NULL},
+    {"trace_all_machines", 43, T_BOOL, SUPPORTED, NULL, NULL},
     {"write_flush_mode", 44, T_ENUM, IGNORED, NULL, NULL},
     {"fflush_post_write", 45, T_ENUM, IGNORED, NULL, NULL},
     {"compression", 47, T_MSG, IGNORED, NULL, NULL},
@@ -373,6 +373,7 @@ static int decode_ds(const uint8_t *p, size_t n, etch_tc_source *s) {
       rc_ = decode_dsc(f.data, f.len, s);
       break;
     case 2: rc_ = list_add(m, "producer_name_filter", &s->producer_name_filter, &f); break;
+    case 4: rc_ = list_add(m, "machine_name_filter", &s->machine_name_filter, &f); break;
     default: rc_ = other(m, &f);
     }
   });
@@ -464,6 +465,7 @@ int etch__trace_config_decode(const uint8_t *data, size_t len,
       break;
     case 22: rc_ = copy_name(m, "unique_session_name", c->unique_session_name, &f); break;
     case 23: rc_ = u32_field(m, &f, &c->data_source_stop_timeout_ms); break;
+    case 43: rc_ = want_varint(m, &f); c->trace_all_machines = f.u != 0; break;
     default: rc_ = other(m, &f);
     }
   });
@@ -564,6 +566,7 @@ void etch__trace_config_encode(const etch_trace_config *c, etch__pb_buf *out) {
     etch__tc_put_source_body(s, d);
     etch__pb_nested_end(s, &b);
     put_list(s, 2, &d->producer_name_filter);
+    put_list(s, 4, &d->machine_name_filter);
     etch__pb_nested_end(s, &a);
   }
   if (c->duration_ms) etch__pb_write_varint_field(s, 3, c->duration_ms);
@@ -585,6 +588,7 @@ void etch__trace_config_encode(const etch_trace_config *c, etch__pb_buf *out) {
     etch__pb_write_string_field(s, 22, c->unique_session_name);
   if (c->data_source_stop_timeout_ms)
     etch__pb_write_varint_field(s, 23, c->data_source_stop_timeout_ms);
+  if (c->trace_all_machines) etch__pb_write_varint_field(s, 43, 1);
 }
 
 /* ---- text format ---- */

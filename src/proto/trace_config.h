@@ -50,6 +50,9 @@ typedef struct etch_tc_source {
    * target_buffer by the decoder). */
   char target_buffer_name[ETCH_TC_MAX_NAME];
   etch_tc_list producer_name_filter;
+  /* Only producers of a machine of one of these names (etchd's own is its
+   * PERFETTO_MACHINE_NAME, else its uname's sysname, as traced). */
+  etch_tc_list machine_name_filter;
   bool has_track_event_config;
   etch_tc_list enabled_categories, disabled_categories;
   etch_tc_list enabled_tags, disabled_tags;
@@ -88,6 +91,9 @@ typedef struct etch_trace_config {
   uint32_t data_source_stop_timeout_ms;
   uint32_t clear_period_ms; /* incremental_state_config */
   char unique_session_name[ETCH_TC_MAX_NAME];
+  /* Producers of other machines (relayed, or over the network) record
+   * too; without it only the host's do. */
+  bool trace_all_machines;
 } etch_trace_config;
 
 /* Decodes a binary TraceConfig into *out (heap-sized: ~0.5 MB); ETCH_EFORMAT
