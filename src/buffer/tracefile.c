@@ -92,8 +92,8 @@ static int flush_batch(etch_tracefile *o) {
 }
 
 /* The trusted fields of sequence seq_id's packets, into o->tail: the
- * producer's uid and pid (from the service, when it knows the sequence)
- * and the sequence id. */
+ * producer's uid and pid (from the service, when it knows the sequence),
+ * the sequence id and the producer's machine (when it is not the host). */
 static ETCH_NOINLINE void make_tail(etch_tracefile *o, uint32_t seq_id) {
   uint8_t *t = o->tail;
   int32_t pid, uid;
@@ -110,6 +110,11 @@ static ETCH_NOINLINE void make_tail(etch_tracefile *o, uint32_t seq_id) {
   }
   t = etch__pb_put_tag(t, ETCH_PKT_TRUSTED_SEQ_ID, ETCH_PB_VARINT);
   t = etch__pb_put_varint(t, seq_id);
+  uint32_t machine = o->machine ? o->machine(o->trust_ctx, seq_id) : 0;
+  if (machine) {
+    t = etch__pb_put_tag(t, ETCH_PKT_MACHINE_ID, ETCH_PB_VARINT);
+    t = etch__pb_put_varint(t, machine);
+  }
   o->tail_len = (uint32_t)(t - o->tail);
   o->tail_seq = seq_id;
 }

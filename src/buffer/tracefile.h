@@ -60,6 +60,10 @@ typedef struct etch_tracefile_lost {
 typedef struct etch_tracefile {
   etch_tracefile_trust_fn trust; /* NULL in process */
   void *trust_ctx;
+  /* The machine that wrote sequence `seq` (with trust_ctx), stamped as
+   * TracePacket.machine_id on its packets; 0 (the host) stamps nothing.
+   * NULL: every sequence is the host's. */
+  uint32_t (*machine)(void *ctx, uint32_t seq);
   /* A service's read: a producer's packet that etch's reader could not
    * read (proto/check.h: every field the reader decodes, at every depth),
    * or that sets a field only the service writes (trusted uid, pid and

@@ -521,6 +521,8 @@ static int quick_tag2(uint32_t tag, bool event, bool producer) {
       case ETCH_PKT_ZSTD_COMPRESSED_PACKETS: case ETCH_PKT_TRACE_CONFIG:
       case ETCH_PKT_SYNCHRONIZATION_MARKER:
         return Q_LONG;
+      case ETCH_PKT_MACHINE_ID: /* the service's to write */
+        return producer ? Q_LONG : Q_SKIP;
       default:
         return Q_SKIP;
     }
@@ -648,6 +650,7 @@ static bool check_full(const uint8_t *pkt, size_t len, bool producer,
         case ETCH_PKT_TRACE_CONFIG:
         case ETCH_PKT_TRACE_STATS:
         case ETCH_PKT_SYNCHRONIZATION_MARKER:
+        case ETCH_PKT_MACHINE_ID:
           return fail(&c, pkt + f.off, ETCH_EFORMAT,
                       "TracePacket field %u is the service's to write", f.id);
         case ETCH_PKT_TRACK_DESCRIPTOR:

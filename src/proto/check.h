@@ -59,7 +59,7 @@ bool etch__packet_check_full(const uint8_t *pkt, size_t len,
 /* A producer's packet, for a tracing service: as etch__packet_check, and
  * refused also when it sets a field only the service writes (trusted_uid,
  * trusted_pid, trusted_packet_sequence_id, compressed packets, trace
- * config, trace stats, sync markers). *descriptors says whether it holds
+ * config, trace stats, sync markers, machine_id). *descriptors says whether it holds
  * a track descriptor (whose pid the service may check). */
 bool etch__packet_check_producer(const uint8_t *pkt, size_t len,
                                  etch__pkt_fault *why, bool *descriptors);
