@@ -279,7 +279,7 @@ static void consumer_query(etch_service *s, consumer *c,
 static int on_consumer_frame(etch_service *s, consumer *c,
                              const etch_ipc_frame *f) {
   if (f->kind == ETCH_IPC_BIND) {
-    bool ok = etch__svc_bind(&c->conn, f, false);
+    bool ok = etch__svc_bind(&c->conn, f, false, false, NULL);
     c->bound = c->bound || ok;
     return ETCH_OK;
   }
@@ -396,7 +396,7 @@ void etch__svc_drop_consumer(etch_service *s, consumer *c, const char *why) {
       *pp = c->next;
       break;
     }
-  etch__svc_conn_forget(s, c->conn.peer_uid, c->partial);
+  etch__svc_conn_forget(s, &c->conn, c->partial);
   etch__ipc_conn_close(&c->conn);
   etch__svc_sreader_free(c->reader); /* and the piece c->rd points into */
   free(c);

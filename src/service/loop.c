@@ -12,6 +12,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/utsname.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -65,11 +66,31 @@ static bool same_pid_namespace(pid_t pid) {
          stat(path, &b) == 0 && a.st_ino == b.st_ino && a.st_dev == b.st_dev;
 }
 
-/* Connections of peer uid `uid` (producers and consumers together): its
- * count, made (at 0) when `add`; NULL when there is none, or no memory. */
-static uint32_t *uid_conns(etch_service *s, uid_t uid, bool add) {
+/* The host part of a network peer's address ("10.0.0.7" of
+ * "10.0.0.7:5012", "::1" of "[::1]:5012", "vsock:3" of "vsock:3:1024"). */
+static void addr_host(const char *addr, char *out, size_t cap) {
+  const char *end = strrchr(addr, ':');
+  size_t n = end ? (size_t)(end - addr) : strlen(addr);
+  if (addr[0] == '[' && n >= 2 && addr[n - 1] == ']') {
+    addr++;
+    n -= 2;
+  }
+  if (n >= cap) n = cap - 1;
+  memcpy(out, addr, n);
+  out[n] = 0;
+}
+
+/* Connections of connection c's peer (producers and consumers together):
+ * by uid for a Unix peer, by address for a network peer; its count, made
+ * (at 0) when `add`; NULL when there is none, or no memory. */
+static uint32_t *peer_conns(etch_service *s, const etch_ipc_conn *c,
+                            bool add) {
+  char addr[64] = "";
+  if (c->remote) addr_host(c->peer_addr, addr, sizeof addr);
   for (uint32_t i = 0; i < s->nuids; i++)
-    if (s->uids[i].uid == uid) return &s->uids[i].n;
+    if (c->remote ? !strcmp(s->uids[i].addr, addr)
+                  : !s->uids[i].addr[0] && s->uids[i].uid == c->peer_uid)
+      return &s->uids[i].n;
   if (!add) return NULL;
   if (s->nuids == s->capuids) {
     uint32_t cap = s->capuids ? s->capuids * 2 : 8;
@@ -79,22 +100,27 @@ static uint32_t *uid_conns(etch_service *s, uid_t uid, bool add) {
     s->uids = u;
     s->capuids = cap;
   }
-  s->uids[s->nuids].uid = uid;
+  s->uids[s->nuids].uid = c->peer_uid;
   s->uids[s->nuids].n = 0;
+  memcpy(s->uids[s->nuids].addr, addr, sizeof addr);
   return &s->uids[s->nuids++].n;
 }
 
 /* A connection that goes gives back its share of the bounds: one of its
- * uid's connections (if it was counted), the memory of its frame received
- * in part. */
-void etch__svc_conn_forget(etch_service *s, uid_t uid, size_t partial) {
+ * peer's connections (if it was counted), the memory of its frame
+ * received in part. A network peer is counted by its address whatever a
+ * relay said its uid is. */
+void etch__svc_conn_forget(etch_service *s, const etch_ipc_conn *c,
+                           size_t partial) {
   s->partial_bytes -= partial;
-  for (uint32_t i = 0; i < s->nuids; i++)
-    if (s->uids[i].uid == uid) {
-      if (s->uids[i].n) s->uids[i].n--;
-      if (!s->uids[i].n) s->uids[i] = s->uids[--s->nuids];
-      return;
-    }
+  uint32_t *n = peer_conns(s, c, false);
+  if (!n) return;
+  if (*n) (*n)--;
+  if (!*n) {
+    size_t i = (size_t)((const char *)n - (const char *)s->uids) /
+               sizeof *s->uids;
+    s->uids[i] = s->uids[--s->nuids];
+  }
 }
 
 /* After a connection's frames were taken: its share of the memory held for
@@ -136,8 +162,8 @@ static void out_of_fds(etch_service *s, int lfd, const char *kind) {
       s->spare_fd < 0 ? " (no spare descriptor to refuse them with)" : "");
 }
 
-static void accept_all(etch_service *s, bool is_producer) {
-  int lfd = is_producer ? s->lp : s->lc;
+static void accept_all(etch_service *s, bool is_producer, uint32_t li) {
+  int lfd = is_producer ? s->lp[li] : s->lc;
   const char *kind = is_producer ? "producer" : "consumer";
   if (s->spare_fd < 0) s->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
   for (;;) {
@@ -158,8 +184,16 @@ static void accept_all(etch_service *s, bool is_producer) {
     etch_ipc_conn conn;
     etch__ipc_conn_init(&conn, fd, TX_LIMIT);
     conn.max_frame = UNBOUND_MAX_FRAME;
-    uint32_t *n = uid_conns(s, conn.peer_uid, true);
-    if (!n || *n >= s->o.max_conns_per_uid) {
+    uint32_t *n = peer_conns(s, &conn, true);
+    if (n && conn.remote && *n >= s->o.max_conns_per_addr) {
+      etch__svc_warnf(s, W_UID,
+                      "refused a %s connection from %s: its address has %u "
+                      "connections, the limit (--max-conns-per-addr)",
+                      kind, conn.peer_addr, *n);
+      etch__ipc_conn_close(&conn);
+      continue;
+    }
+    if (!n || (!conn.remote && *n >= s->o.max_conns_per_uid)) {
       if (n)
         etch__svc_warnf(
             s, W_UID,
@@ -175,7 +209,7 @@ static void accept_all(etch_service *s, bool is_producer) {
     if (is_producer) {
       producer *p = (producer *)etch__calloc(1, sizeof *p);
       if (!p) {
-        etch__svc_conn_forget(s, conn.peer_uid, 0);
+        etch__svc_conn_forget(s, &conn, 0);
         etch__ipc_conn_close(&conn);
         return;
       }
@@ -183,14 +217,24 @@ static void accept_all(etch_service *s, bool is_producer) {
       p->smb_fd = -1;
       snprintf(p->name, sizeof p->name, "producer-%u", p->id);
       p->conn = conn;
-      p->same_pidns = same_pid_namespace(conn.peer_pid);
+      p->same_pidns = !conn.remote && same_pid_namespace(conn.peer_pid);
       p->accepted_ns = now;
+      p->relay_port = s->lp_relay[li];
+      p->emulated = conn.remote;
       p->next = s->producers;
       s->producers = p;
+      if (conn.remote) {
+        etch__svc_logf(s, "producer %u: connected from %s (on %s)", p->id,
+                       conn.peer_addr, s->lp_name[li]);
+        /* Its machine is its address's until a relay says otherwise;
+         * without room for one, it goes. */
+        if (etch__svc_machine_of_address(s, p) != ETCH_OK)
+          etch__ipc_conn_fail(&p->conn, "%s", etch_last_error());
+      }
     } else {
       consumer *c = (consumer *)etch__calloc(1, sizeof *c);
       if (!c) {
-        etch__svc_conn_forget(s, conn.peer_uid, 0);
+        etch__svc_conn_forget(s, &conn, 0);
         etch__ipc_conn_close(&conn);
         return;
       }
@@ -360,12 +404,22 @@ int etch__service_poll(etch_service *s, int timeout_ms) {
       s->accept_resume_ns = 0;
     }
   }
+  /* Network producers over their rate wait until their next second. */
+  uint64_t tnow = etch__monotonic_ns();
+  for (producer *p = s->producers; p; p = p->next)
+    if (p->throttled_until_ns) {
+      if (p->throttled_until_ns <= tnow)
+        p->throttled_until_ns = 0;
+      else if (p->throttled_until_ns < next)
+        next = p->throttled_until_ns;
+    }
   if (next != UINT64_MAX) {
     uint64_t now = etch__monotonic_ns();
     int64_t ms = next > now ? (int64_t)((next - now) / 1000000ull) + 1 : 0;
     if (timeout_ms < 0 || ms < timeout_ms) timeout_ms = (int)ms;
   }
-  uint32_t n = 2;
+  uint32_t nl = s->nlp + 1; /* the listening sockets, the consumers' last */
+  uint32_t n = nl;
   for (producer *p = s->producers; p; p = p->next) n++;
   for (consumer *c = s->consumers; c; c = c->next) n++;
   if (!s->pfds) {
@@ -403,14 +457,18 @@ int etch__service_poll(etch_service *s, int timeout_ms) {
   uint32_t *ids = s->pids;
   memset(fds, 0, n * sizeof *fds);
   memset(ids, 0, n * sizeof *ids);
-  fds[0].fd = paused ? -1 : s->lp; /* poll skips a negative descriptor */
-  fds[0].events = POLLIN;
-  fds[1].fd = paused ? -1 : s->lc;
-  fds[1].events = POLLIN;
-  uint32_t k = 2;
+  for (uint32_t i = 0; i < s->nlp; i++) {
+    fds[i].fd = paused ? -1 : s->lp[i]; /* poll skips a negative one */
+    fds[i].events = POLLIN;
+  }
+  fds[s->nlp].fd = paused ? -1 : s->lc;
+  fds[s->nlp].events = POLLIN;
+  uint32_t k = nl;
   for (producer *p = s->producers; p && k < n; p = p->next, k++) {
     fds[k].fd = p->conn.fd;
-    fds[k].events = POLLIN | (etch__ipc_conn_want_write(&p->conn) ? POLLOUT : 0);
+    fds[k].events =
+        (short)((p->throttled_until_ns ? 0 : POLLIN) |
+                (etch__ipc_conn_want_write(&p->conn) ? POLLOUT : 0));
     ids[k] = p->id;
   }
   uint32_t first_consumer = k;
@@ -422,9 +480,10 @@ int etch__service_poll(etch_service *s, int timeout_ms) {
   }
   int r = poll(fds, n, timeout_ms);
   if (r > 0) {
-    if (fds[0].revents & POLLIN) accept_all(s, true);
-    if (fds[1].revents & POLLIN) accept_all(s, false);
-    for (uint32_t i = 2; i < n; i++) {
+    for (uint32_t i = 0; i < s->nlp; i++)
+      if (fds[i].revents & POLLIN) accept_all(s, true, i);
+    if (fds[s->nlp].revents & POLLIN) accept_all(s, false, 0);
+    for (uint32_t i = nl; i < n; i++) {
       if (!fds[i].revents) continue;
       if (i < first_consumer) {
         producer *p = etch__svc_find_producer(s, ids[i]);
@@ -449,6 +508,80 @@ int etch__service_poll(etch_service *s, int timeout_ms) {
   return ETCH_OK;
 }
 
+/* Whether socket `name` may be listened on: a TCP or vsock name that
+ * other machines can reach only with allow_remote, and then etchd says
+ * so whether or not -v was given. */
+static int check_reach(etch_service *s, const char *name) {
+  if (etch__ipc_family(name) == ETCH_SOCK_UNIX || etch__ipc_is_loopback(name))
+    return ETCH_OK;
+  if (!s->o.allow_remote)
+    return etch__error(ETCH_EINVAL,
+                       "%s is reachable from other machines: etchd listens "
+                       "there only with --allow-remote (no one is "
+                       "authenticated there)",
+                       name);
+  fprintf(stderr,
+          "etchd: WARNING: %s is reachable from the network and "
+          "unauthenticated, unencrypted: anyone who reaches it may record "
+          "into this service's sessions (docs/service.md, \"Across "
+          "machines\")\n",
+          name);
+  return ETCH_OK;
+}
+
+/* Whether name `name` is in comma list `list`. */
+static bool in_list(const char *list, const char *name) {
+  char one[256];
+  for (unsigned i = 0; etch__ipc_name_at(list, i, one, sizeof one); i++)
+    if (!strcmp(one, name)) return true;
+  return false;
+}
+
+/* Listens on every name of the producer socket's comma list. */
+static int listen_producers(etch_service *s) {
+  const char *list = s->o.producer_socket;
+  char one[256];
+  unsigned i = 0;
+  for (; etch__ipc_name_at(list, i, one, sizeof one); i++) {
+    if (s->nlp == MAX_PRODUCER_SOCKETS)
+      return etch__error(ETCH_ELIMIT, "more than %u producer sockets",
+                         MAX_PRODUCER_SOCKETS);
+    int rc = check_reach(s, one);
+    if (!rc) rc = etch__ipc_listen(one, s->o.group_rw, &s->lp[s->nlp]);
+    if (rc) return rc;
+    snprintf(s->lp_name[s->nlp], sizeof s->lp_name[s->nlp], "%s", one);
+    s->lp_relay[s->nlp] =
+        s->o.relay_endpoint_on ? in_list(s->o.relay_endpoint_on, one)
+                               : s->o.relay_endpoint;
+    s->nlp++;
+  }
+  if (!s->nlp)
+    return etch__error(ETCH_EINVAL, "no producer socket in '%s'", list);
+  /* A name for the RelayPort must be one of the producer sockets. */
+  for (unsigned k = 0; s->o.relay_endpoint_on &&
+                       etch__ipc_name_at(s->o.relay_endpoint_on, k, one,
+                                         sizeof one);
+       k++)
+    if (!in_list(list, one))
+      return etch__error(ETCH_EINVAL,
+                         "--enable-relay-endpoint-on %s: not one of the "
+                         "producer sockets (%s)",
+                         one, list);
+  return ETCH_OK;
+}
+
+/* The name of producer socket i as it listens (a TCP port 0 becomes the
+ * port it got). */
+int etch__service_producer_name(const etch_service *s, uint32_t i, char *out,
+                                size_t cap) {
+  if (i >= s->nlp) return ETCH_EINVAL;
+  if (etch__ipc_family(s->lp_name[i]) == ETCH_SOCK_UNIX) {
+    snprintf(out, cap, "%s", s->lp_name[i]);
+    return ETCH_OK;
+  }
+  return etch__ipc_local_name(s->lp[i], out, cap);
+}
+
 int etch__service_new(const etch_service_opts *o, etch_service **out) {
   *out = NULL;
   etch_service *s = (etch_service *)etch__calloc(1, sizeof *s);
@@ -468,7 +601,14 @@ int etch__service_new(const etch_service_opts *o, etch_service **out) {
                                 ? (uint64_t)pages * (uint64_t)psz / 4
                                 : (uint64_t)1 << 30;
   }
-  s->lp = s->lc = -1;
+  s->lc = -1;
+  if (!s->o.max_conns_per_addr)
+    s->o.max_conns_per_addr = DEFAULT_MAX_CONNS_PER_ADDR;
+  if (!s->o.net_bytes_per_s) s->o.net_bytes_per_s = DEFAULT_NET_BYTES_PER_S;
+  const char *mn = getenv("PERFETTO_MACHINE_NAME");
+  struct utsname u;
+  snprintf(s->host_name, sizeof s->host_name, "%.63s",
+           mn && *mn ? mn : uname(&u) == 0 ? u.sysname : "");
   /* Kept for the moment there are no descriptors left: see out_of_fds. */
   s->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
   s->next_seq = 2; /* 1 is the service's own */
@@ -480,7 +620,8 @@ int etch__service_new(const etch_service_opts *o, etch_service **out) {
     etch__service_free(s);
     return ETCH_ENOMEM;
   }
-  int rc = etch__ipc_listen(o->producer_socket, o->group_rw, &s->lp);
+  int rc = listen_producers(s);
+  if (!rc) rc = check_reach(s, o->consumer_socket);
   if (!rc) rc = etch__ipc_listen(o->consumer_socket, o->group_rw, &s->lc);
   if (rc) {
     etch__service_free(s);
@@ -544,10 +685,13 @@ void etch__service_free(etch_service *s) {
   while (s->sessions) etch__svc_free_session(s, s->sessions);
   while (s->producers)
     etch__svc_drop_producer(s, s->producers, "service stopped");
-  if (s->lp >= 0) {
-    close(s->lp);
-    unlink(s->o.producer_socket);
+  for (uint32_t i = 0; i < s->nlp; i++) {
+    close(s->lp[i]);
+    if (etch__ipc_family(s->lp_name[i]) == ETCH_SOCK_UNIX &&
+        s->lp_name[i][0] != '@')
+      unlink(s->lp_name[i]);
   }
+  etch__svc_free_machines(s);
   if (s->lc >= 0) {
     close(s->lc);
     unlink(s->o.consumer_socket);

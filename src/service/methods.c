@@ -75,8 +75,19 @@ static void send_bind_reply(etch_ipc_conn *c, uint64_t req, bool ok,
   etch__ipc_conn_send(c, &f, -1);
 }
 
+static const char *const relay_methods[] = {"InitRelay", "SyncClock"};
+_Static_assert(sizeof relay_methods / sizeof *relay_methods == RM_COUNT,
+               "relay_methods and RM_... disagree");
+
 bool etch__svc_bind(etch_ipc_conn *c, const etch_ipc_frame *f,
-                    bool is_producer) {
+                    bool is_producer, bool relay, uint32_t *service_id) {
+  if (is_producer && relay &&
+      etch__ipc_bytes_eq(f->name, ETCH_IPC_RELAY_PORT)) {
+    send_bind_reply(c, f->request_id, true, RELAY_SERVICE_ID, relay_methods,
+                    RM_COUNT);
+    *service_id = RELAY_SERVICE_ID;
+    return true;
+  }
   bool ok = etch__ipc_bytes_eq(f->name, is_producer ? ETCH_IPC_PRODUCER_PORT
                                                     : ETCH_IPC_CONSUMER_PORT);
   if (is_producer)
@@ -85,5 +96,8 @@ bool etch__svc_bind(etch_ipc_conn *c, const etch_ipc_frame *f,
   else
     send_bind_reply(c, f->request_id, ok, CONSUMER_SERVICE_ID,
                     consumer_methods, CM_COUNT);
+  if (service_id) *service_id = ok ? (is_producer ? PRODUCER_SERVICE_ID
+                                                  : CONSUMER_SERVICE_ID)
+                                   : 0;
   return ok;
 }

@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/clock.h"
 #include "buffer/fragment.h"
 #include "proto/ipc.h"
 #include "proto/perfetto.h"
@@ -48,6 +49,7 @@ uint32_t etch__svc_seq_of(etch_service *s, producer *p, uint16_t writer_id) {
   s->seqinfo[s->next_seq].uid = (int32_t)p->conn.peer_uid;
   s->seqinfo[s->next_seq].same_pidns = p->same_pidns;
   s->seqinfo[s->next_seq].producer = p->id;
+  s->seqinfo[s->next_seq].machine = p->machine;
   p->writers[p->nwriters].writer_id = writer_id;
   p->writers[p->nwriters].buffer = 0;
   p->writers[p->nwriters].seq = s->next_seq++;
@@ -133,7 +135,7 @@ static int producer_init(etch_service *s, producer *p, const etch_ipc_frame *f) 
   p->initialized = true;
   bool using_provided = false;
   int fd = etch__ipc_conn_take_fd(&p->conn);
-  if (provided && fd >= 0) {
+  if (provided && fd >= 0 && !p->emulated) {
     struct stat st;
     uint32_t page = p->page_hint;
     /* Memory whose size the producer can still change is never mapped: a
@@ -173,12 +175,18 @@ static int producer_init(etch_service *s, producer *p, const etch_ipc_frame *f) 
   etch__pb_write_varint_field(&b.s, ETCH_ICRESP_USING_PRODUCER_SHMEM,
                              using_provided);
   etch__pb_write_varint_field(&b.s, ETCH_ICRESP_DIRECT_SMB_PATCHING, 0);
+  /* A network peer shares no memory: it sends its chunks' bytes. */
+  if (p->emulated)
+    etch__pb_write_varint_field(&b.s, ETCH_ICRESP_USE_SHMEM_EMULATION, 1);
   if (!f->drop_reply)
     etch__svc_send_reply(&p->conn, f->request_id, true, &b, false, -1);
   etch__pb_buf_free(&b);
-  etch__svc_logf(s, "producer %u: '%s' pid %d uid %d%s", p->id, p->name,
-                 (int)p->conn.peer_pid, (int)p->conn.peer_uid,
-                 using_provided ? " (its own shared memory)" : "");
+  etch__svc_logf(s, "producer %u: '%s' pid %d uid %d machine %u%s", p->id,
+                 p->name, (int)p->conn.peer_pid, (int)p->conn.peer_uid,
+                 p->machine,
+                 using_provided ? " (its own shared memory)"
+                 : p->emulated  ? " (shared memory emulated)"
+                                : "");
   return ETCH_OK;
 }
 
@@ -251,13 +259,47 @@ static int producer_commit(etch_service *s, producer *p,
     etch__pb_field g;
     if (fl.id == ETCH_CDR_CHUNKS_TO_MOVE && fl.wt == 2) {
       uint64_t page = UINT64_MAX, chunk = UINT64_MAX, buf = UINT64_MAX;
+      const uint8_t *data = NULL;
+      size_t dlen = 0;
+      bool incomplete = false;
       etch__pb_dec_init(&m, fl.data, fl.len);
       while (etch__pb_next(&m, &g)) {
+        if (g.id == ETCH_CDR_MOVE_DATA && g.wt == 2) {
+          data = g.data;
+          dlen = g.len;
+        }
         if (g.wt != 0) continue;
         if (g.id == ETCH_CDR_MOVE_PAGE) page = g.u;
         else if (g.id == ETCH_CDR_MOVE_CHUNK) chunk = g.u;
         else if (g.id == ETCH_CDR_MOVE_TARGET_BUFFER) buf = g.u;
+        else if (g.id == ETCH_CDR_MOVE_CHUNK_INCOMPLETE) incomplete = g.u != 0;
       }
+      if (p->emulated) {
+        /* The chunk's bytes came with the call (its page and index say
+         * nothing then): checked as a chunk of shared memory is. A
+         * producer with shared memory cannot send bytes instead. */
+        if (m.err || !data)
+          return etch__error(ETCH_EFORMAT,
+                             "a chunk to move without its bytes (the "
+                             "service emulates shared memory)");
+        int rc = etch__svc_emulated_chunk(s, data, dlen);
+        if (rc) return rc;
+        if (buf > UINT32_MAX || !etch__svc_may_write(s, p, (uint32_t)buf))
+          continue;
+        uint32_t seq = etch__svc_seq_of(s, p, s->chunk->writer_id);
+        if (!seq && p->nwriters < MAX_WRITERS) return ETCH_ENOMEM;
+        if (!seq) return etch__error(ETCH_ELIMIT, "too many writers");
+        if (incomplete)
+          etch__svc_put_partial_chunk(s, (uint32_t)buf, seq);
+        else
+          etch__tracebuf_put(s->bufs[buf], seq, s->chunk->chunk_id,
+                             s->chunk->flags & 3u, s->chunk->count,
+                             s->chunk->payload, s->chunk->payload_len);
+        continue;
+      }
+      if (data)
+        return etch__error(ETCH_EFORMAT, "chunk bytes inside CommitData from "
+                           "a producer that shares memory");
       if (m.err || !p->smb_mem || page >= p->smb.npages ||
           chunk >= ETCH_SMB_MAX_CHUNKS)
         return etch__error(ETCH_EFORMAT, "chunk to move outside the shared "
@@ -341,12 +383,17 @@ static void instance_stopped(etch_service *s, producer *p, uint64_t id) {
 
 static int on_producer_frame(etch_service *s, producer *p,
                              const etch_ipc_frame *f) {
+  if (etch__svc_peer_identity(s, p, f)) return ETCH_OK;
   if (f->kind == ETCH_IPC_BIND) {
-    bool ok = etch__svc_bind(&p->conn, f, true);
+    uint32_t sid = 0;
+    bool ok = etch__svc_bind(&p->conn, f, true, p->relay_port, &sid);
     p->bound = p->bound || ok;
+    if (sid == RELAY_SERVICE_ID) p->relay_bound = true;
     return ETCH_OK;
   }
   if (f->kind != ETCH_IPC_INVOKE) return ETCH_OK;
+  if (f->service_id == RELAY_SERVICE_ID && p->relay_bound)
+    return etch__svc_relay_call(s, p, f);
   if (!p->bound || f->service_id != PRODUCER_SERVICE_ID) {
     etch__svc_reply_empty(&p->conn, f, false);
     return ETCH_OK;
@@ -421,16 +468,40 @@ static int on_producer_frame(etch_service *s, producer *p,
   }
 }
 
+/* A network peer's bytes, counted against its rate: over it, the peer is
+ * not read until its next second (loop.c). */
+static void count_rate(etch_service *s, producer *p, size_t got) {
+  uint64_t now = etch__monotonic_ns();
+  if (now - p->rate_ns >= 1000000000ull) {
+    p->rate_ns = now;
+    p->rate_bytes = 0;
+  }
+  p->rate_bytes += got;
+  if (p->rate_bytes > s->o.net_bytes_per_s) {
+    p->throttled_until_ns = p->rate_ns + 1000000000ull;
+    etch__svc_warnf(s, W_PARTIAL,
+                    "producer %u (%s) sends more than %llu bytes a second "
+                    "(--net-mb-per-s): read again in a moment",
+                    p->id, p->conn.peer_addr,
+                    (unsigned long long)s->o.net_bytes_per_s);
+  }
+}
+
 void etch__svc_service_producer(etch_service *s, producer *p, short rev) {
   if (rev & POLLOUT) etch__ipc_conn_flush(&p->conn);
+  size_t before = p->conn.rx_len - p->conn.rx_off;
   if (rev & (POLLIN | POLLHUP | POLLERR)) etch__ipc_conn_read(&p->conn);
+  if (p->conn.remote && p->conn.rx_len - p->conn.rx_off > before)
+    count_rate(s, p, p->conn.rx_len - p->conn.rx_off - before);
   /* On the stack: a frame that could not be allocated left what was read
    * unprocessed until more came, which may be never. */
   etch_ipc_frame frame;
   etch_ipc_frame *f = &frame;
   int r;
   while ((r = etch__ipc_conn_next(&p->conn, f)) == 1) {
-    if (on_producer_frame(s, p, f) != ETCH_OK) {
+    int rc = on_producer_frame(s, p, f);
+    p->frames++;
+    if (rc != ETCH_OK) {
       p->conn.eof = false;
       etch__ipc_conn_fail(&p->conn, "%s", etch_last_error());
       break;
@@ -439,6 +510,46 @@ void etch__svc_service_producer(etch_service *s, producer *p, short rev) {
   }
   etch__svc_conn_account(s, &p->conn, &p->partial);
   if (p->conn.failed) etch__svc_drop_producer(s, p, p->conn.err);
+}
+
+/* ---- shared memory emulated ---- */
+
+int etch__svc_emulated_chunk(etch_service *s, const uint8_t *data,
+                             size_t len) {
+  /* What a chunk of shared memory can be: its header and at most the
+   * largest page's payload (etch__smb_chunk_read copies no more). */
+  if (len < ETCH_SMB_CHUNK_HEADER ||
+      len - ETCH_SMB_CHUNK_HEADER > sizeof s->chunk->payload)
+    return etch__error(ETCH_EFORMAT,
+                       "a chunk of %zu bytes inside CommitData (a chunk "
+                       "holds %u to %u)",
+                       len, ETCH_SMB_CHUNK_HEADER,
+                       (unsigned)(ETCH_SMB_CHUNK_HEADER +
+                                  sizeof s->chunk->payload));
+  etch_smb_chunk_header h;
+  memcpy(&h, data, sizeof h);
+  s->chunk->chunk_id = h.chunk_id;
+  s->chunk->writer_id = h.writer_id;
+  s->chunk->count = h.packets & 0x3ffu;
+  s->chunk->flags = (uint16_t)(h.packets >> 10);
+  s->chunk->payload_len = (uint32_t)(len - ETCH_SMB_CHUNK_HEADER);
+  memcpy(s->chunk->payload, data + ETCH_SMB_CHUNK_HEADER,
+         s->chunk->payload_len);
+  return ETCH_OK;
+}
+
+void etch__svc_put_partial_chunk(etch_service *s, uint32_t buf,
+                                 uint32_t seq) {
+  if (s->chunk->count < 2) return;
+  uint32_t idx = 0, off = 0, len, keep = 0;
+  const uint8_t *d;
+  while (idx + 1 < s->chunk->count &&
+         etch__smb_next_fragment(s->chunk, &idx, &off, &d, &len) == 1)
+    keep = off;
+  if (idx + 1 != s->chunk->count) return; /* did not parse: its loss */
+  etch__tracebuf_put(s->bufs[buf], seq, s->chunk->chunk_id,
+                     s->chunk->flags & ETCH_SMB_FIRST_CONTINUES, idx,
+                     s->chunk->payload, keep);
 }
 
 /* ---- a producer that goes ---- */
@@ -529,7 +640,7 @@ void etch__svc_drop_producer(etch_service *s, producer *p, const char *why) {
     for (uint32_t i = 0; i < x->ninst; i++)
       if (x->inst[i].producer_id == p->id) x->inst[i].stopped = true;
   }
-  etch__svc_conn_forget(s, p->conn.peer_uid, p->partial);
+  etch__svc_conn_forget(s, &p->conn, p->partial);
   etch__ipc_conn_close(&p->conn);
   if (p->smb_mem) munmap(p->smb_mem, p->smb_size);
   if (p->smb_fd >= 0) close(p->smb_fd);

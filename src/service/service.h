@@ -15,13 +15,27 @@
 #define ETCH_SERVICE_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 typedef struct etch_service etch_service;
 
 typedef struct etch_service_opts {
+  /* Where producers connect: one name or a comma list of them, each a Unix
+   * socket (a path, "@NAME"), "HOST:PORT", "[ADDR]:PORT" or
+   * "vsock://CID:PORT", as Perfetto's PERFETTO_PRODUCER_SOCK_NAME. A TCP
+   * or vsock name reachable from other machines (not loopback) is refused
+   * unless allow_remote. */
   const char *producer_socket;
   const char *consumer_socket;
+  bool allow_remote;
+  /* The RelayPort (for Perfetto's traced_relay and etch's relay) on every
+   * producer socket (relay_endpoint), or on those of a comma list
+   * (relay_endpoint_on, each one of producer_socket's names). */
+  bool relay_endpoint;
+  const char *relay_endpoint_on;
+  uint32_t max_conns_per_addr; /* a network address's connections; 64 */
+  uint64_t net_bytes_per_s; /* a network connection's rate; 64 MiB/s */
   bool group_rw;        /* sockets 0660 instead of 0600 */
   uint32_t smb_kb;      /* shared memory per producer, default 2048 */
   uint32_t smb_page_kb; /* its page size when the producer has no hint,
@@ -39,6 +53,10 @@ typedef struct etch_service_opts {
 } etch_service_opts;
 
 int etch__service_new(const etch_service_opts *o, etch_service **out);
+/* The name producer socket i (of the comma list, from 0) listens on: a
+ * TCP name with port 0 as the port it got. ETCH_EINVAL past the last. */
+int etch__service_producer_name(const etch_service *s, uint32_t i, char *out,
+                                size_t cap);
 /* Runs until stopped; ETCH_OK after a stop. */
 int etch__service_run(etch_service *s);
 /* One round: waits at most timeout_ms for sockets or timers. */

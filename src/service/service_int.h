@@ -10,6 +10,9 @@
  *   session.c   a session's life: enable, start, flush, read, write into
  *               the consumer's file, stop, free
  *   loop.c      the poll loop: accepting, timers, connections' bounds
+ *   machine.c   other machines: a relay's SetPeerIdentity, the RelayPort
+ *               (InitRelay, SyncClock), machine ids, what the trace says
+ *               of each machine
  */
 #ifndef ETCH_SERVICE_INT_H
 #define ETCH_SERVICE_INT_H
@@ -58,6 +61,19 @@
  * how many waiting connections one round closes. */
 #define ACCEPT_BACKOFF_MS 250u
 #define MAX_SHED 128u
+/* Producer sockets at most (PERFETTO_PRODUCER_SOCK_NAME's comma list). */
+#define MAX_PRODUCER_SOCKETS 8u
+/* Connections from one network address (TCP or vsock peers have no uid). */
+#define DEFAULT_MAX_CONNS_PER_ADDR 64u
+/* What a network peer may send, in bytes a second per connection, before
+ * etchd stops reading it for a while (the kernel's buffers push back). */
+#define DEFAULT_NET_BYTES_PER_S (64ull << 20)
+/* Other machines etchd keeps at most, clock syncs kept per machine (the
+ * newest), clocks per snapshot, a machine's SystemInfo's bytes. */
+#define MAX_MACHINES 256u
+#define MAX_CLOCK_SYNCS 64u
+#define MAX_SYNC_CLOCKS 8u
+#define MAX_SYSINFO 4096u
 
 /* The ports' methods, numbered as their tables in methods.c. */
 enum {
@@ -70,8 +86,10 @@ enum {
   CM_CHANGE, CM_DETACH, CM_ATTACH, CM_STATS, CM_OBSERVE, CM_QUERY,
   CM_CAPS, CM_BUGREPORT, CM_COUNT = CM_BUGREPORT
 };
+enum { RM_INIT_RELAY = 1, RM_SYNC_CLOCK, RM_COUNT = RM_SYNC_CLOCK };
 #define PRODUCER_SERVICE_ID 1u
 #define CONSUMER_SERVICE_ID 2u
+#define RELAY_SERVICE_ID 3u
 
 typedef struct ds_reg {
   char name[ETCH_TC_MAX_NAME];
@@ -91,6 +109,15 @@ typedef struct producer {
   uint32_t id;
   etch_ipc_conn conn;
   bool bound, initialized;
+  bool relay_port;    /* its socket serves the RelayPort */
+  bool relay_bound;   /* it bound the RelayPort */
+  bool emulated;      /* a network peer: chunks come inside CommitData */
+  bool identity;      /* a relay's SetPeerIdentity was taken */
+  uint32_t frames;    /* frames received */
+  uint32_t machine;   /* its MachineID (machine.c), 0: the host */
+  uint64_t rate_ns;   /* network peers: the start of this second */
+  uint64_t rate_bytes; /* bytes received in it */
+  uint64_t throttled_until_ns; /* not read before then (0: read) */
   char name[128];
   uint32_t page_hint, size_hint;
   uint8_t *smb_mem;
@@ -150,6 +177,14 @@ typedef struct session {
   uint64_t next_write_ns, deadline_ns, stop_deadline_ns;
   uint64_t next_clear_ns; /* the next ClearIncrementalState (0: not set) */
   uint64_t invalid_packets; /* producers' packets left out (tracefile.h) */
+  /* What the trace says of other machines already (machine.c): each
+   * machine's SystemInfo once, its clock syncs as they come. */
+  struct mwritten {
+    uint32_t machine;
+    uint32_t syncs; /* clock syncs written (of machine->nsyncs_total) */
+    bool sysinfo;
+  } *mw;
+  uint32_t nmw;
   /* Important events already read out of the session, by (pid, id): each
    * read's trace-file writer leaves later copies out (tracefile.h). */
   etch_u64map important;
@@ -183,9 +218,36 @@ typedef struct consumer {
   struct consumer *next;
 } consumer;
 
+/* A machine other than the host (machine.c): known by the network address
+ * its peers come from and the machine_id_hint their relay gives. */
+typedef struct clock_sync {
+  uint32_t n;
+  uint32_t clock_id[MAX_SYNC_CLOCKS];
+  uint64_t client[MAX_SYNC_CLOCKS], host[MAX_SYNC_CLOCKS];
+} clock_sync;
+
+typedef struct machine {
+  uint32_t id; /* never 0 */
+  char key[200]; /* "ADDRESS|HINT" */
+  char name[64];
+  uint8_t *sysinfo; /* InitRelay's SystemInfo, checked */
+  uint32_t sysinfo_len;
+  clock_sync syncs[MAX_CLOCK_SYNCS]; /* a ring of the newest */
+  uint32_t nsyncs_total;             /* ever received */
+} machine;
+
 struct etch_service {
   etch_service_opts o;
-  int lp, lc; /* listening sockets */
+  /* listening sockets: the producers' (each with its name and whether it
+   * serves the RelayPort) and the consumers' */
+  int lp[MAX_PRODUCER_SOCKETS];
+  char lp_name[MAX_PRODUCER_SOCKETS][256];
+  bool lp_relay[MAX_PRODUCER_SOCKETS];
+  uint32_t nlp;
+  int lc;
+  char host_name[64]; /* PERFETTO_MACHINE_NAME, else uname's sysname */
+  machine **machines;
+  uint32_t nmachines;
   producer *producers;
   consumer *consumers;
   session *sessions;
@@ -199,6 +261,7 @@ struct etch_service {
     int32_t pid, uid;
     bool same_pidns;
     uint32_t producer; /* its id, to name it */
+    uint32_t machine;  /* its MachineID, 0: the host */
   } *seqinfo;
   uint32_t nseqinfo;
   uint64_t next_instance, next_flush;
@@ -223,6 +286,7 @@ struct etch_service {
   struct uid_conns {
     uid_t uid;
     uint32_t n;
+    char addr[64]; /* a network peer's address (no port): counted by it */
   } *uids;
   uint32_t nuids, capuids;
   /* warnf_'s rate limit, per kind */
@@ -264,16 +328,18 @@ void etch__svc_logf(const etch_service *s, const char *fmt, ...)
 enum { W_FDS, W_ACCEPT, W_UID, W_PARTIAL, W_INVALID };
 void etch__svc_warnf(etch_service *s, int kind, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-void etch__svc_conn_forget(etch_service *s, uid_t uid, size_t partial);
+void etch__svc_conn_forget(etch_service *s, const etch_ipc_conn *c,
+                           size_t partial);
 void etch__svc_conn_account(etch_service *s, const etch_ipc_conn *c,
                             size_t *partial);
 
 /* ---- methods.c ---- */
 
 /* Answers a BindService on a producer's (is_producer) or a consumer's
- * connection; whether it named that port. */
+ * connection; whether it named that port. A producer's socket that serves
+ * the RelayPort (`relay`) binds that too: *service_id says which. */
 bool etch__svc_bind(etch_ipc_conn *c, const etch_ipc_frame *f,
-                    bool is_producer);
+                    bool is_producer, bool relay, uint32_t *service_id);
 void etch__svc_send_reply_bytes(etch_ipc_conn *c, uint64_t req, bool ok,
                                 const uint8_t *data, size_t len, bool more,
                                 int fd);
@@ -290,6 +356,40 @@ void etch__svc_send_command(producer *p, const etch__pb_buf *cmd, int fd);
 int etch__svc_make_smb(etch_service *s, producer *p);
 void etch__svc_service_producer(etch_service *s, producer *p, short rev);
 void etch__svc_drop_producer(etch_service *s, producer *p, const char *why);
+
+/* Chunk bytes a network producer sent inside CommitData (shared memory
+ * emulated): into s->chunk, checked as etch__smb_chunk_read checks a
+ * chunk of shared memory; ETCH_EFORMAT for bytes that are not one. */
+int etch__svc_emulated_chunk(etch_service *s, const uint8_t *data,
+                             size_t len);
+/* The first count - 1 fragments of s->chunk (a chunk still being written:
+ * its last one may be half done) into buffer `buf` as sequence `seq`. */
+void etch__svc_put_partial_chunk(etch_service *s, uint32_t buf, uint32_t seq);
+
+/* ---- machine.c ---- */
+
+/* The machine of a network producer without a relay's word: its address. */
+int etch__svc_machine_of_address(etch_service *s, producer *p);
+/* A frame before anything else on a producer's connection: a relay's
+ * SetPeerIdentity is taken on a network connection only, first and once;
+ * whether the frame was one (and so is handled). */
+bool etch__svc_peer_identity(etch_service *s, producer *p,
+                             const etch_ipc_frame *f);
+/* A call on the RelayPort (InitRelay, SyncClock). */
+int etch__svc_relay_call(etch_service *s, producer *p,
+                         const etch_ipc_frame *f);
+machine *etch__svc_find_machine(etch_service *s, uint32_t id);
+/* Machine `id` (0: the host, nothing to do) records in session x: what
+ * the trace says of it is written with its reads. */
+int etch__svc_session_machine(session *x, uint32_t id);
+/* Whether producer p's machine records for data source `src` of session
+ * x (trace_all_machines, machine_name_filter). */
+bool etch__svc_machine_matches(etch_service *s, const session *x,
+                               const etch_tc_source *src, const producer *p);
+/* The packets that say what the machines recording in session x are
+ * (SystemInfo, RemoteClockSync), those not written into its trace yet. */
+int etch__svc_put_machines(etch_service *s, session *x, etch_tracefile *t);
+void etch__svc_free_machines(etch_service *s);
 
 /* ---- consumer.c ---- */
 

@@ -78,7 +78,7 @@ static void send_ds_command(producer *p, const session *x, const instance *in,
 static void start_instance(etch_service *s, session *x, producer *p,
                            uint32_t src_index) {
   const etch_tc_source *src = &x->cfg->sources[src_index];
-  if (!p->smb_mem && etch__svc_make_smb(s, p) != ETCH_OK) {
+  if (!p->smb_mem && !p->emulated && etch__svc_make_smb(s, p) != ETCH_OK) {
     etch__svc_logf(s, "producer %u: %s", p->id, etch_last_error());
     return;
   }
@@ -94,6 +94,10 @@ static void start_instance(etch_service *s, session *x, producer *p,
     }
     x->inst = n;
     x->capinst = cap;
+  }
+  if (etch__svc_session_machine(x, p->machine) != ETCH_OK) {
+    etch__ipc_conn_fail(&p->conn, "out of memory starting '%s'", src->name);
+    return;
   }
   instance *in = &x->inst[x->ninst++];
   memset(in, 0, sizeof *in);
@@ -111,10 +115,16 @@ static void start_instance(etch_service *s, session *x, producer *p,
   etch__pb_nested m;
   if (!p->smb_sent) {
     etch__pb_nested_begin(&b.s, ETCH_GAC_SETUP_TRACING, &m);
+    /* Emulated: the page size its own memory is to have, and no memory. */
+    uint32_t page = p->page_hint ? p->page_hint : s->o.smb_page_kb * 1024;
+    if (page < ETCH_SMB_PAGE_MIN || page > 32768 || page % 4096)
+      page = 32768;
     etch__pb_write_varint_field(&b.s, ETCH_GAC_SETUP_PAGE_SIZE_KB,
-                               p->smb.page_size / 1024);
+                               (p->emulated ? page : p->smb.page_size) /
+                                   1024);
     etch__pb_nested_end(&b.s, &m);
-    etch__svc_send_command(p, &b, p->smb_fd);
+    etch__svc_send_command(p, &b, p->emulated ? -1 : p->smb_fd);
+    if (p->emulated && p->has_async) p->smb_sent = true;
     if (p->smb_fd >= 0 && p->has_async) {
       close(p->smb_fd);
       p->smb_fd = -1;
@@ -133,7 +143,9 @@ static void start_instance(etch_service *s, session *x, producer *p,
       x->id, src->name, p->id, p->name, (unsigned long long)in->id);
 }
 
-static bool name_matches(const etch_tc_source *src, const producer *p) {
+static bool name_matches(etch_service *s, const session *x,
+                         const etch_tc_source *src, const producer *p) {
+  if (!etch__svc_machine_matches(s, x, src, p)) return false;
   if (!src->producer_name_filter.n) return true;
   for (uint32_t i = 0; i < src->producer_name_filter.n; i++)
     if (!strcmp(src->producer_name_filter.item[i], p->name)) return true;
@@ -152,7 +164,7 @@ void etch__svc_match_producer(etch_service *s, session *x, producer *p) {
     for (uint32_t k = 0; k < x->ninst; k++)
       if (x->inst[k].producer_id == p->id && x->inst[k].source_index == i)
         running = true;
-    if (offered && !running && name_matches(src, p))
+    if (offered && !running && name_matches(s, x, src, p))
       start_instance(s, x, p, i);
   }
 }
@@ -235,19 +247,11 @@ void etch__svc_scrape_producer(etch_service *s, session *x, producer *p) {
       if (etch__smb_chunk_read(&p->smb, page, i, s->chunk) != ETCH_OK ||
           s->chunk->count < 2)
         continue;
-      /* The first count - 1 fragments. */
-      uint32_t idx = 0, off = 0, len, keep = 0;
-      const uint8_t *d;
-      while (idx + 1 < s->chunk->count &&
-             etch__smb_next_fragment(s->chunk, &idx, &off, &d, &len) == 1)
-        keep = off;
-      if (idx + 1 != s->chunk->count) continue; /* did not parse: skip */
       uint32_t buf = etch__svc_writer_buffer(s, x, p, s->chunk->writer_id);
       uint32_t seq = buf ? etch__svc_seq_of(s, p, s->chunk->writer_id) : 0;
       if (!seq) continue;
-      etch__tracebuf_put(s->bufs[buf], seq, s->chunk->chunk_id,
-                         s->chunk->flags & ETCH_SMB_FIRST_CONTINUES, idx,
-                         s->chunk->payload, keep);
+      /* The first count - 1 fragments. */
+      etch__svc_put_partial_chunk(s, buf, seq);
     }
   }
 }
@@ -340,6 +344,13 @@ void etch__svc_flush_acked(etch_service *s, producer *p, uint64_t id) {
  * mostly fit in one reply as they are. */
 #define READ_PIECE_IPC (SLICE_MAX * 3u / 4u)
 
+/* The machine of sequence seq (0: the host's). */
+static uint32_t seq_machine(void *ctx, uint32_t seq) {
+  etch_service *s = ((trust_ctx *)ctx)->s;
+  if (seq < 2 || seq >= s->next_seq || seq >= s->nseqinfo) return 0;
+  return s->seqinfo[seq].machine;
+}
+
 static bool trust(void *ctx, uint32_t seq, int32_t *pid, int32_t *uid,
                   bool *same_pidns) {
   etch_service *s = ((trust_ctx *)ctx)->s;
@@ -385,12 +396,14 @@ sreader *etch__svc_sreader_new(etch_service *s, session *x, bool header,
   r->tc.s = s;
   r->o.trust = trust;
   r->o.trust_ctx = &r->tc;
+  r->o.machine = seq_machine;
   r->o.validate = true;
   r->o.important = &x->important;
   r->o.on_invalid = invalid;
   r->session_id = x->id;
   r->stats = stats;
-  if (header && etch__tracefile_put_clock_snapshot(&r->o) != ETCH_OK) {
+  if ((header && etch__tracefile_put_clock_snapshot(&r->o) != ETCH_OK) ||
+      etch__svc_put_machines(s, x, &r->o) != ETCH_OK) {
     etch__tracefile_free(&r->o);
     free(r);
     return NULL;
@@ -905,6 +918,7 @@ void etch__svc_free_session(etch_service *s, session *x) {
   etch__u64map_free(&x->important);
   etch__svc_logf(s, "session %u: freed", x->id);
   free(x->flush_wait);
+  free(x->mw);
   free(x->inst);
   free(x->cfg);
   free(x);

@@ -4,7 +4,10 @@
  * linked with libetch (or Perfetto's client library) record into it and
  * `etch record` (or Perfetto's `perfetto` command line) drives it.
  *
- *   etchd [--producer-socket PATH] [--consumer-socket PATH] [--group-rw]
+ *   etchd [--producer-socket NAME[,NAME...]] [--consumer-socket PATH]
+ *         [--allow-remote] [--enable-relay-endpoint]
+ *         [--enable-relay-endpoint-on NAME]... [--max-conns-per-addr N]
+ *         [--net-mb-per-s N] [--group-rw]
  *         [--smb-kb N] [--max-buffer-mb N] [--max-conns-per-uid N]
  *         [--bind-timeout-ms N] [--frame-timeout-ms N]
  *         [--max-partial-frames-mb N] [--daemon --pid-file PATH]
@@ -63,10 +66,28 @@ static void notify_ready(bool daemonized) {
 static void usage(FILE *f) {
   fprintf(f,
           "usage: etchd [options]\n"
-          "  --producer-socket PATH  where producers connect (default: "
-          "$PERFETTO_PRODUCER_SOCK_NAME,\n"
-          "                          else $XDG_RUNTIME_DIR/etch/producer.sock "
-          "or /tmp/etch-$UID/producer.sock)\n"
+          "  --producer-socket NAME[,NAME...]  where producers connect "
+          "(default:\n"
+          "                          $PERFETTO_PRODUCER_SOCK_NAME, else "
+          "$XDG_RUNTIME_DIR/etch/producer.sock\n"
+          "                          or /tmp/etch-$UID/producer.sock); each "
+          "a path, @NAME,\n"
+          "                          HOST:PORT, [ADDR]:PORT or "
+          "vsock://CID:PORT (port 0: any)\n"
+          "  --allow-remote          listen on a TCP or vsock name other "
+          "machines can reach\n"
+          "                          (not loopback): nobody is authenticated "
+          "there\n"
+          "  --enable-relay-endpoint serve the RelayPort (relays of other "
+          "machines) on every\n"
+          "                          producer socket\n"
+          "  --enable-relay-endpoint-on NAME  only on that producer socket "
+          "(repeatable)\n"
+          "  --max-conns-per-addr N  connections one network address may "
+          "hold (default 64)\n"
+          "  --net-mb-per-s N        what one network connection may send "
+          "a second before\n"
+          "                          etchd reads it later (default 64)\n"
           "  --consumer-socket PATH  where consumers connect (likewise, "
           "consumer.sock)\n"
           "  --group-rw              sockets readable and writable by the "
@@ -117,6 +138,7 @@ int main(int argc, char **argv) {
   bool daemon_mode = false;
   const char *pid_file = NULL;
   const char *log_file = NULL;
+  char relay_on[1024] = "";
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -171,6 +193,35 @@ int main(int argc, char **argv) {
         o.frame_timeout_ms = (uint32_t)n;
       else
         o.max_partial_bytes = (uint64_t)n << 20;
+      i++;
+    } else if (!strcmp(a, "--allow-remote")) {
+      o.allow_remote = true;
+    } else if (!strcmp(a, "--enable-relay-endpoint")) {
+      o.relay_endpoint = true;
+    } else if (!strcmp(a, "--enable-relay-endpoint-on") && v) {
+      size_t l = strlen(relay_on);
+      if (!*v || strchr(v, ',') ||
+          (size_t)snprintf(relay_on + l, sizeof relay_on - l, "%s%s",
+                           l ? "," : "", v) >= sizeof relay_on - l) {
+        fprintf(stderr, "etchd: --enable-relay-endpoint-on: bad '%s'\n", v);
+        return 2;
+      }
+      o.relay_endpoint_on = relay_on;
+      i++;
+    } else if ((!strcmp(a, "--max-conns-per-addr") ||
+                !strcmp(a, "--net-mb-per-s")) &&
+               v) {
+      char *e;
+      errno = 0;
+      unsigned long n = strtoul(v, &e, 10);
+      if (*e || !*v || *v == '-' || errno || n < 1 || n > 1000000ul) {
+        fprintf(stderr, "etchd: %s takes 1 to 1000000, not '%s'\n", a, v);
+        return 2;
+      }
+      if (!strcmp(a, "--max-conns-per-addr"))
+        o.max_conns_per_addr = (uint32_t)n;
+      else
+        o.net_bytes_per_s = (uint64_t)n << 20;
       i++;
     } else if (!strcmp(a, "--group-rw")) {
       o.group_rw = true;
@@ -246,9 +297,21 @@ int main(int argc, char **argv) {
   sa.sa_handler = on_signal;
   sigaction(SIGINT, &sa, NULL);
   sigaction(SIGTERM, &sa, NULL);
-  if (!daemon_mode || log_file)
-    fprintf(stderr, "etchd: producers on %s, consumers on %s\n",
-            o.producer_socket, o.consumer_socket);
+  if (!daemon_mode || log_file) {
+    /* The names as they listen: a TCP port 0 as the port it got. */
+    char names[2048] = "", one[256];
+    size_t l = 0;
+    for (uint32_t k = 0; etch__service_producer_name(g_service, k, one,
+                                                     sizeof one) == ETCH_OK;
+         k++) {
+      int w = snprintf(names + l, sizeof names - l, "%s%s", k ? "," : "",
+                       one);
+      if (w < 0 || (size_t)w >= sizeof names - l) break;
+      l += (size_t)w;
+    }
+    fprintf(stderr, "etchd: producers on %s, consumers on %s\n", names,
+            o.consumer_socket);
+  }
   notify_ready(daemon_mode);
   int rc = etch__service_run(g_service);
   if (rc) fprintf(stderr, "etchd: %s\n", etch_last_error());
