@@ -74,6 +74,8 @@
 #define MAX_CLOCK_SYNCS 64u
 #define MAX_SYNC_CLOCKS 8u
 #define MAX_SYSINFO 4096u
+/* The page size an emulating producer is told to use (traced's). */
+#define EMULATED_PAGE_KB 4u
 
 /* The ports' methods, numbered as their tables in methods.c. */
 enum {

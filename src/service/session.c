@@ -115,13 +115,14 @@ static void start_instance(etch_service *s, session *x, producer *p,
   etch__pb_nested m;
   if (!p->smb_sent) {
     etch__pb_nested_begin(&b.s, ETCH_GAC_SETUP_TRACING, &m);
-    /* Emulated: the page size its own memory is to have, and no memory. */
-    uint32_t page = p->page_hint ? p->page_hint : s->o.smb_page_kb * 1024;
-    if (page < ETCH_SMB_PAGE_MIN || page > 32768 || page % 4096)
-      page = 32768;
+    /* Emulated: the page size its own memory is to have, and no memory.
+     * 4 KiB, as traced says: each chunk's bytes travel inside a frame, and
+     * a page that small fills, and is committed, while the producer runs
+     * (a CommitData of several 32 KiB chunks would near the frame's
+     * limit). */
     etch__pb_write_varint_field(&b.s, ETCH_GAC_SETUP_PAGE_SIZE_KB,
-                               (p->emulated ? page : p->smb.page_size) /
-                                   1024);
+                               p->emulated ? EMULATED_PAGE_KB
+                                           : p->smb.page_size / 1024);
     etch__pb_nested_end(&b.s, &m);
     etch__svc_send_command(p, &b, p->emulated ? -1 : p->smb_fd);
     if (p->emulated && p->has_async) p->smb_sent = true;
