@@ -72,6 +72,7 @@ class Tools:
     def __init__(self, perfetto, build):
         b = os.path.join(perfetto, "bin")
         self.traced = os.path.join(b, "traced")
+        self.traced_relay = os.path.join(b, "traced_relay")
         self.perfetto = os.path.join(b, "perfetto")
         self.tp = os.path.join(b, "trace_processor_shell")
         self.etch = os.path.join(build, "tools", "etch", "etch")
@@ -753,6 +754,351 @@ def s_etch_record_processes(run):
                            for pid in pids})
 
 
+# ---- several machines: etchd as the host (issue 38, part h) ------------------
+
+MACHINES_CONFIG = TE_CONFIG + "trace_all_machines: true\n"
+
+
+def wait_log_line(proc, needle):
+    """The first line of proc's log (its stderr) holding needle: etchd logs
+    there, not on stdout."""
+    deadline = time.monotonic() + WAIT_S
+    while True:
+        with open(proc.log, errors="replace") as f:
+            for l in f:
+                if needle in l:
+                    return l.rstrip("\n")
+        check(proc.p.poll() is None, "%s ended before logging '%s': %s"
+              % (proc.name, needle, proc.tail()))
+        check(time.monotonic() < deadline, "%s: no '%s' in %d s"
+              % (proc.name, needle, WAIT_S))
+        time.sleep(0.01)
+
+
+def etchd_host(run, relay=True):
+    """etchd on a Unix and a loopback TCP producer socket (port 0), the
+    RelayPort on both when `relay`; returns the TCP name it got."""
+    prod = os.path.join(run.dir, "p.sock") + ",127.0.0.1:0"
+    argv = [run.tools.etchd, "-v", "--producer-socket", prod]
+    if relay:
+        argv.append("--enable-relay-endpoint")
+    s = run.spawn("etchd", argv)
+    run.svc = s
+    line = wait_log_line(s, "producers on ")
+    tcp = line.split("producers on ")[1].split(",")[1]
+    check(tcp.startswith("127.0.0.1:") and not tcp.endswith(":0"),
+          "etchd's TCP socket: %r" % line)
+    wait_listening(run.env["PERFETTO_CONSUMER_SOCK_NAME"], s)
+    return tcp
+
+
+def machines_of(run, trace, pids):
+    """trace_processor's machines (raw_id, name-less) and each pid's."""
+    qf = os.path.join(run.dir, "m.sql")
+    with open(qf, "w") as f:
+        f.write("select 'm', id, raw_id, coalesce(sysname, '') from machine "
+                "union all select 'p', pid, machine_id, '' from process "
+                "where pid in (%s)" % ",".join(str(p) for p in pids))
+    r = subprocess.run([run.tools.tp, "-q", qf, trace], capture_output=True,
+                       timeout=WAIT_S * 5)
+    check(r.returncode == 0, "trace_processor_shell: %s"
+          % r.stderr.decode(errors="replace")[-2000:])
+    rows = list(csv.reader(io.StringIO(r.stdout.decode())))[1:]
+    ms = {int(x[1]): (int(x[2]), x[3]) for x in rows if x and x[0] == "m"}
+    ps = {int(x[1]): int(x[2]) for x in rows if x and x[0] == "p"}
+    return ms, ps
+
+
+def boot_machine_id():
+    """The MachineID a relay on this machine gets: its boot id's FNV-1a
+    64-bit hash cut to 32 bits (what traced derives, and etchd)."""
+    with open("/proc/sys/kernel/random/boot_id") as f:
+        b = f.read().strip().encode()
+    h = 0xcbf29ce484222325
+    for c in b:
+        h = ((h ^ c) * 0x100000001b3) & 0xffffffffffffffff
+    return h & 0xffffffff
+
+
+def s_perfetto_through_relay_to_etchd(run):
+    """Perfetto's C SDK producer on a 'remote' machine: traced_relay
+    forwards it over TCP into etchd --enable-relay-endpoint. In
+    trace_processor the process is on machine 1 (raw_id from the relay's
+    boot id, with the relay's SystemInfo); the workload is exact in both
+    tools. The producer stays until the session ends: a process that exits
+    at once leaves its last chunks unsent over any network, with traced as
+    with etchd."""
+    tcp = etchd_host(run)
+    rp = os.path.join(run.dir, "rp.sock")
+    renv = dict(run.env)
+    renv.update(PERFETTO_PRODUCER_SOCK_NAME=rp, PERFETTO_RELAY_SOCK_NAME=tcp,
+                PERFETTO_MACHINE_NAME="remote1")
+    relay = run.spawn("traced_relay", [run.tools.traced_relay], renv)
+    wait_listening(rp, relay)
+    wait_log_line(run.svc, "SystemInfo of ")
+    out = os.path.join(run.dir, "out.pftrace")
+    c = run.consumer("perfetto", run.config(MACHINES_CONFIG % {
+        "kb": 32768, "fill": "DISCARD"}), out)
+    wait_log_line(run.svc, " buffers, ")
+    p = run.spawn("perfetto-producer",
+                  [run.tools.ip_perfetto, "ip-perfetto", "2", "1000", "stay"],
+                  renv)
+    pid = int(p.wait_line("started").split()[1])
+    p.wait_line("emitted")
+    run.stop_consumer(c, "perfetto")
+    p.expect_exit()
+    check_trace(run, out, {pid: (2, 1000)}, benign=BENIGN)
+    ms, ps = machines_of(run, out, [pid])
+    eq(sorted(ms), [0, 1], "trace_processor's machines")
+    eq(ms[1][0], boot_machine_id(), "machine 1's raw_id")
+    check(ms[1][1] == os.uname().sysname, "machine 1's SystemInfo: %r"
+          % (ms[1],))
+    eq(ps, {pid: 1}, "the relayed process's machine")
+
+
+def s_perfetto_tcp_to_etchd(run):
+    """Perfetto's C SDK producer straight on etchd's TCP socket (shared
+    memory emulated): exact in both tools, on a machine of its own (its
+    address's: etchd does not take a network peer for the host, where
+    traced would put it on machine 0)."""
+    tcp = etchd_host(run, relay=False)
+    out = os.path.join(run.dir, "out.pftrace")
+    c = run.consumer("perfetto", run.config(MACHINES_CONFIG % {
+        "kb": 32768, "fill": "DISCARD"}), out)
+    wait_log_line(run.svc, " buffers, ")
+    penv = dict(run.env)
+    penv["PERFETTO_PRODUCER_SOCK_NAME"] = tcp
+    p = run.spawn("perfetto-producer",
+                  [run.tools.ip_perfetto, "ip-perfetto", "2", "1000", "stay"],
+                  penv)
+    pid = int(p.wait_line("started").split()[1])
+    p.wait_line("emitted")
+    run.stop_consumer(c, "perfetto")
+    p.expect_exit()
+    check_trace(run, out, {pid: (2, 1000)}, benign=BENIGN)
+    ms, ps = machines_of(run, out, [pid])
+    eq(sorted(ms), [0, 1], "trace_processor's machines")
+    eq(ps, {pid: 1}, "the TCP producer's machine")
+
+
+# A relay by hand: Perfetto's IPC (frames of [length][IPCFrame]) over TCP,
+# protobuf encoded here, to put a clock 5 s ahead in front of etchd.
+
+def pb_varint(v):
+    out = bytearray()
+    while True:
+        b = v & 0x7f
+        v >>= 7
+        if v:
+            out.append(b | 0x80)
+        else:
+            out.append(b)
+            return bytes(out)
+
+
+def pb_int(field, v):
+    return pb_varint(field << 3) + pb_varint(v)
+
+
+def pb_bytes(field, b):
+    if isinstance(b, str):
+        b = b.encode()
+    return pb_varint(field << 3 | 2) + pb_varint(len(b)) + b
+
+
+def pb_fields(b):
+    i, out = 0, []
+    while i < len(b):
+        k, n = 0, 0
+        while True:
+            c = b[i]
+            i += 1
+            k |= (c & 0x7f) << n
+            n += 7
+            if c < 0x80:
+                break
+        f, wt = k >> 3, k & 7
+        if wt == 0:
+            v, n = 0, 0
+            while True:
+                c = b[i]
+                i += 1
+                v |= (c & 0x7f) << n
+                n += 7
+                if c < 0x80:
+                    break
+        elif wt == 2:
+            ln, n = 0, 0
+            while True:
+                c = b[i]
+                i += 1
+                ln |= (c & 0x7f) << n
+                n += 7
+                if c < 0x80:
+                    break
+            v = b[i:i + ln]
+            i += ln
+        elif wt == 1:
+            v = b[i:i + 8]
+            i += 8
+        elif wt == 5:
+            v = b[i:i + 4]
+            i += 4
+        else:
+            raise Fail("bad wire type %d" % wt)
+        out.append((f, v))
+    return out
+
+
+class HandPeer:
+    """One connection to etchd's TCP socket, speaking as a relay does."""
+
+    def __init__(self, tcp):
+        import socket
+        host, port = tcp.rsplit(":", 1)
+        self.s = socket.create_connection((host, int(port)), timeout=WAIT_S)
+        self.buf = b""
+        self.req = 0
+        self.methods = {}
+        self.service = 0
+
+    def send(self, frame):
+        self.s.sendall(len(frame).to_bytes(4, "little") + frame)
+
+    def frame(self):
+        while True:
+            if len(self.buf) >= 4:
+                n = int.from_bytes(self.buf[:4], "little")
+                if len(self.buf) >= 4 + n:
+                    f = self.buf[4:4 + n]
+                    self.buf = self.buf[4 + n:]
+                    return dict(pb_fields(f)), f
+            d = self.s.recv(65536)
+            check(d, "etchd closed a hand-made peer's connection")
+            self.buf += d
+
+    def identity(self, pid, hint, name):
+        self.send(pb_bytes(8, pb_int(1, pid) + pb_int(2, 0) +
+                           pb_bytes(3, hint) + pb_bytes(4, name)))
+
+    def bind(self, port):
+        self.req += 1
+        self.send(pb_int(2, self.req) + pb_bytes(3, pb_bytes(1, port)))
+        while True:
+            f, _ = self.frame()
+            if 4 in f:
+                break
+        r = pb_fields(f[4])
+        check(dict(r).get(1) == 1, "%s not bound" % port)
+        self.service = dict(r)[2]
+        for k, v in r:
+            if k == 3:
+                m = dict(pb_fields(v))
+                self.methods[m[2].decode()] = m[1]
+
+    def invoke(self, method, args=b""):
+        self.req += 1
+        self.send(pb_int(2, self.req) + pb_bytes(5, pb_int(1, self.service) +
+                                                 pb_int(2, self.methods[method]) +
+                                                 pb_bytes(3, args)))
+        return self.req
+
+    def reply(self, req, on_command=None):
+        """Frames until the reply to req; replies with has_more before it
+        are commands (GetAsyncCommand's), given to on_command."""
+        while True:
+            f, _ = self.frame()
+            if 6 not in f:
+                continue
+            r = dict(pb_fields(f[6]))
+            if f.get(2) == req:
+                return r
+            if r.get(2) and on_command:
+                on_command(r.get(3, b""))
+
+
+def s_shifted_relay_clock_to_etchd(run):
+    """A hand-made relay whose clocks read 5 s ahead of the host's: its
+    SyncClock rounds say so, its producer (shared memory emulated) logs an
+    instant at the moment the host reads as T, stamped T + 5 s by its own
+    clock. trace_processor, reading the RemoteClockSync that etchd wrote,
+    puts the instant within 1 ms of T on the host's timeline, on a machine
+    of its own."""
+    tcp = etchd_host(run)
+    out = os.path.join(run.dir, "out.pftrace")
+    c = run.consumer("perfetto", run.config(MACHINES_CONFIG % {
+        "kb": 4096, "fill": "DISCARD"}), out)
+    wait_log_line(run.svc, " buffers, ")
+    shift = 5000000000
+    relay = HandPeer(tcp)
+    relay.identity(4242, "shifted-boot", "shifted")
+    relay.bind("RelayPort")
+    relay.reply(relay.invoke("InitRelay", pb_bytes(1, pb_bytes(
+        1, pb_bytes(1, "Linux") + pb_bytes(4, "x86_64")))))
+    for phase in (1, 2):
+        clocks = b""
+        for cid, clk in ((6, time.CLOCK_BOOTTIME), (3, time.CLOCK_MONOTONIC)):
+            clocks += pb_bytes(2, pb_int(1, cid) +
+                               pb_int(2, time.clock_gettime_ns(clk) + shift))
+        relay.reply(relay.invoke("SyncClock", pb_int(1, phase) + clocks))
+    prod = HandPeer(tcp)
+    prod.identity(4242, "shifted-boot", "shifted")
+    prod.bind("ProducerPort")
+    prod.reply(prod.invoke("InitializeConnection", pb_bytes(3, "hand")))
+    prod.invoke("GetAsyncCommand")
+    state = {"buf": 0, "started": False}
+
+    def on_command(cmd):
+        for k, v in pb_fields(cmd):
+            if k in (1, 6):  # StartDataSource, SetupDataSource
+                cfg = dict(pb_fields(dict(pb_fields(v))[2]))
+                state["buf"] = cfg.get(2, 0)
+                state["started"] = state["started"] or k == 1
+
+    prod.reply(prod.invoke("RegisterDataSource", pb_bytes(
+        1, pb_bytes(1, "track_event"))), on_command)
+    prod.reply(prod.invoke("Sync"), on_command)
+    check(state["started"] and state["buf"], "the hand-made producer's data "
+          "source was not started")
+    t = time.clock_gettime_ns(time.CLOCK_BOOTTIME)
+    pkts = [pb_int(13, 1) + pb_bytes(60, pb_int(1, 77) +
+                                     pb_bytes(2, "remote-track")),
+            pb_int(8, t + shift) + pb_bytes(11, pb_int(9, 3) +
+                                            pb_int(11, 77) +
+                                            pb_bytes(23, "tick"))]
+    chunk = bytearray()
+    for p in pkts:
+        n = len(p)
+        chunk += bytes([n & 0x7f | 0x80, n >> 7 & 0x7f | 0x80,
+                        n >> 14 & 0x7f | 0x80, n >> 21 & 0x7f]) + p
+    header = (0).to_bytes(4, "little") + (1).to_bytes(2, "little") + \
+        len(pkts).to_bytes(2, "little")
+    data = header + bytes(chunk) + bytes(4096 - 8 - len(chunk))
+    prod.reply(prod.invoke("CommitData", pb_bytes(
+        1, pb_int(1, 0) + pb_int(2, 0) + pb_int(3, state["buf"]) +
+        pb_bytes(4, data))), on_command)
+    # Gone before the session ends: nothing to wait a flush for.
+    prod.s.close()
+    relay.s.close()
+    run.stop_consumer(c, "perfetto")
+    qf = os.path.join(run.dir, "t.sql")
+    with open(qf, "w") as f:
+        f.write("select s.ts, t.machine_id from slice s join track t "
+                "on s.track_id = t.id where s.name = 'tick'")
+    r = subprocess.run([run.tools.tp, "-q", qf, out], capture_output=True,
+                       timeout=WAIT_S * 5)
+    check(r.returncode == 0, "trace_processor_shell: %s"
+          % r.stderr.decode(errors="replace")[-2000:])
+    rows = list(csv.reader(io.StringIO(r.stdout.decode())))[1:]
+    check(len(rows) == 1, "the instant in trace_processor: %r" % rows)
+    ts = int(rows[0][0])
+    check(abs(ts - t) < 1000000, "the instant is %d ns from where it "
+          "happened on the host's timeline (its clock was %d ns ahead)"
+          % (ts - t, shift))
+    check(rows[0][1] not in ("", "0", "[NULL]"),
+          "the instant's track is on machine %r" % rows[0][1])
+
+
 SCENARIOS = [
     ("etch-record-processes/in-process", s_etch_record_processes),
     ("etch-to-traced/perfetto", s_etch_to_traced_perfetto),
@@ -771,6 +1117,9 @@ SCENARIOS = [
      lambda r: s_consumer_stops_early(r, "etchd")),
     ("important-once/etchd", lambda r: s_important_once(r, "etchd")),
     ("important-once/in-process", s_important_once_in_process),
+    ("perfetto-through-relay-to-etchd", s_perfetto_through_relay_to_etchd),
+    ("perfetto-tcp-to-etchd", s_perfetto_tcp_to_etchd),
+    ("shifted-relay-clock-to-etchd", s_shifted_relay_clock_to_etchd),
 ]
 
 
