@@ -15,6 +15,13 @@
  * The hostile producer is this process, speaking the producer protocol by
  * hand (as tests/service/service_test.c's raw producers do); its bytes come
  * from a fixed seed per case, so a failure replays.
+ *
+ * Each case runs twice: the hostile producer on etchd's Unix socket
+ * (shared memory), then on its loopback TCP socket, where etchd emulates
+ * the shared memory and every chunk's bytes come inside CommitData (its
+ * memory here is its own; "random shared memory" is then random chunk
+ * bytes of random lengths). Bytes on the wire cannot change once sent, so
+ * the case of chunks rewritten while committed has no TCP run.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -44,6 +51,7 @@ extern char **environ;
 typedef struct svc {
   pid_t pid;
   char dir[512], prod[600], cons[600], log[600];
+  char tcp[64]; /* the hostile producer's TCP socket ("": none) */
 } svc;
 
 static void sleep_ms(long ms) {
@@ -98,12 +106,15 @@ static int file_lines(const char *path, const char *needle) {
     if (!(cond)) FAIL(__VA_ARGS__);                             \
   } while (0)
 
-static void svc_start(svc *s) {
+static void svc_start(svc *s, bool tcp) {
   snprintf(s->dir, sizeof s->dir, "%s", etch_test_tmpdir());
   snprintf(s->prod, sizeof s->prod, "%s/p.sock", s->dir);
   snprintf(s->cons, sizeof s->cons, "%s/c.sock", s->dir);
   snprintf(s->log, sizeof s->log, "%s/etchd.log", s->dir);
-  setenv("PERFETTO_PRODUCER_SOCK_NAME", s->prod, 1);
+  char prod[700];
+  /* Honest producers take the first name: the Unix socket. */
+  snprintf(prod, sizeof prod, "%s%s", s->prod, tcp ? ",127.0.0.1:0" : "");
+  setenv("PERFETTO_PRODUCER_SOCK_NAME", prod, 1);
   setenv("PERFETTO_CONSUMER_SOCK_NAME", s->cons, 1);
   char *argv[] = {(char *)ETCHD_BIN, "-v", NULL};
   s->pid = spawn(argv, s->log);
@@ -111,6 +122,19 @@ static void svc_start(svc *s) {
   WAIT_UNTIL(etch__ipc_connect(s->cons, &fd) == ETCH_OK,
              "etchd did not start (see %s)", s->log);
   close(fd);
+  s->tcp[0] = 0;
+  if (!tcp) return;
+  FILE *f = fopen(s->log, "r");
+  char line[2048];
+  while (f && fgets(line, sizeof line, f)) {
+    char *t = strstr(line, ",127.0.0.1:");
+    if (t && strstr(line, "producers on ")) {
+      sscanf(t + 1, "%63[^,]", s->tcp);
+      break;
+    }
+  }
+  if (f) fclose(f);
+  ASSERT_TRUE(s->tcp[0] != 0);
 }
 
 static void svc_stop(svc *s) {
@@ -149,6 +173,7 @@ static pid_t record(const svc *s, const char *name, char *out, size_t cap,
         "data_sources { config { name: \"raw.source\" } }\n"
         "flush_timeout_ms: 2000\ndata_source_stop_timeout_ms: 2000\n",
         f);
+  if (s->tcp[0]) fputs("trace_all_machines: true\n", f);
   fclose(f);
   char *argv[] = {(char *)ETCH_BIN, "record", "--config", cfg, "-o", out, NULL};
   int before = file_lines(s->log, " buffers, ");
@@ -200,6 +225,7 @@ typedef struct hostile {
   uint32_t chunk_id;
   uint64_t rng;
   bool gone; /* etchd closed the connection (it may, for bad commits) */
+  bool emulated; /* on TCP: smb is its own memory, sent inside CommitData */
 } hostile;
 
 static uint64_t rnd(hostile *h) {
@@ -254,7 +280,8 @@ static void h_start(const svc *s, hostile *h, uint64_t seed) {
   memset(h, 0, sizeof *h);
   h->rng = seed;
   int fd;
-  ASSERT_OK(etch__ipc_connect(s->prod, &fd));
+  ASSERT_OK(etch__ipc_connect(s->tcp[0] ? s->tcp : s->prod, &fd));
+  h->emulated = s->tcp[0] != 0;
   etch__ipc_conn_init(&h->c, fd, 1 << 20);
   etch_ipc_frame f;
   memset(&f, 0, sizeof f);
@@ -302,6 +329,14 @@ static void h_start(const svc *s, hostile *h, uint64_t seed) {
           if (sf.id == ETCH_GAC_SETUP_PAGE_SIZE_KB)
             h->page_size = (uint32_t)sf.u * 1024;
         int sfd = etch__ipc_conn_take_fd(&h->c);
+        if (h->emulated) { /* memory of its own, four pages */
+          ASSERT_EQ_INT(sfd, -1);
+          h->smb_size = 4u * h->page_size;
+          h->smb = mmap(NULL, h->smb_size, PROT_READ | PROT_WRITE,
+                        MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+          ASSERT_TRUE(h->smb != MAP_FAILED);
+          continue;
+        }
         ASSERT_TRUE(sfd >= 0);
         struct stat st;
         ASSERT_TRUE(fstat(sfd, &st) == 0);
@@ -340,6 +375,33 @@ static void h_commit(hostile *h, uint32_t page, uint32_t patch_id, int npatch) {
   etch__pb_write_varint_field(&b.s, ETCH_CDR_MOVE_PAGE, page);
   etch__pb_write_varint_field(&b.s, ETCH_CDR_MOVE_CHUNK, 0);
   etch__pb_write_varint_field(&b.s, ETCH_CDR_MOVE_TARGET_BUFFER, 1);
+  if (h->emulated) {
+    /* The chunk's bytes (its own memory's, whatever is there); a page
+     * past the memory: random bytes of a random length, up to past what
+     * any chunk may be. */
+    uint32_t npages = (uint32_t)(h->smb_size / h->page_size);
+    if (page < npages) {
+      etch__pb_write_bytes_field(
+          &b.s, ETCH_CDR_MOVE_DATA,
+          h->smb + (size_t)page * h->page_size + ETCH_SMB_PAGE_HEADER,
+          etch__smb_chunk_size(h->page_size, ETCH_SMB_DIV1));
+      /* Taken: the chunk is free again, as etchd would have made it. */
+      if (etch__smb_bitmap_layout(etch__smb_bitmap(&h->m, page)) ==
+              ETCH_SMB_DIV1 &&
+          etch__smb_bitmap_state(etch__smb_bitmap(&h->m, page), 0) ==
+              ETCH_SMB_COMPLETE) {
+        etch__smb_try_acquire_read(&h->m, page, 0);
+        etch__smb_release_free(&h->m, page, 0);
+      }
+    } else {
+      size_t len = rnd(h) % 70000;
+      uint8_t *r = (uint8_t *)malloc(len + 1);
+      ASSERT_TRUE(r != NULL);
+      for (size_t k = 0; k < len; k++) r[k] = (uint8_t)rnd(h);
+      etch__pb_write_bytes_field(&b.s, ETCH_CDR_MOVE_DATA, r, len);
+      free(r);
+    }
+  }
   etch__pb_nested_end(&b.s, &m);
   if (npatch > 0) {
     etch__pb_nested_begin(&b.s, ETCH_CDR_CHUNKS_TO_PATCH, &m);
@@ -547,9 +609,9 @@ static void hostile_write(hostile *h, int mode, long *must_refuse) {
 
 /* ---- the cases ---------------------------------------------------------------- */
 
-static void run_case(int mode, const char *name) {
+static void run_case_on(int mode, const char *name, bool tcp) {
   svc s;
-  svc_start(&s);
+  svc_start(&s, tcp);
   char out[700], rlog[700];
   pid_t rec = record(&s, name, out, sizeof out, rlog, sizeof rlog);
   hostile h;
@@ -608,9 +670,9 @@ static void run_case(int mode, const char *name) {
   if (inv < must_refuse)
     FAIL("%s: %ld packets left out, %ld at least expected", name, inv,
          must_refuse);
-  printf("  %s: %d threads x %d ticks exact, %ld hostile packets left out "
-         "by etchd\n",
-         name, n, TICKS, inv);
+  printf("  %s%s: %d threads x %d ticks exact, %ld hostile packets left "
+         "out by etchd\n",
+         name, tcp ? " (over TCP)" : "", n, TICKS, inv);
   if (inv > 0 &&
       file_lines(s.log, "\"hostile\" (pid ") < 1)
     FAIL("%s: etchd's log (%s) does not name the producer", name, s.log);
@@ -618,6 +680,11 @@ static void run_case(int mode, const char *name) {
   if (inv > 0 && file_lines(rlog, "traced_invalid_packets") < 1)
     FAIL("%s: etch record's summary (%s) does not count them", name, rlog);
   svc_stop(&s);
+}
+
+static void run_case(int mode, const char *name) {
+  run_case_on(mode, name, false);
+  if (mode != RACES) run_case_on(mode, name, true);
 }
 
 TEST(hostile_random_packets) { run_case(RANDOM_PACKETS, "random_packets"); }
