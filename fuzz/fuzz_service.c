@@ -9,6 +9,12 @@
  * the session's buffers (ReadBuffers): the replies must end, and each must
  * be whole ReadBuffersResponse slices, every packet ending in one flagged
  * last.
+ *
+ * The service listens on a Unix and a loopback TCP producer socket, both
+ * with the RelayPort, and the session records every machine: an input
+ * that starts with 0xfe is sent over TCP, as a network producer's (shared
+ * memory emulated: chunk bytes inside CommitData; SetPeerIdentity taken;
+ * InitRelay and SyncClock on the RelayPort).
  */
 #define _GNU_SOURCE
 #include <stdint.h>
@@ -33,6 +39,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 static etch_service *svc;
 static etch_ipc_conn consumer;
 static char prod_path[256];
+static char tcp_name[64];
 
 static void pump(int rounds) {
   for (int i = 0; i < rounds; i++) etch__service_poll(svc, 0);
@@ -46,10 +53,15 @@ static void setup(void) {
   snprintf(prod_path, sizeof prod_path, "%s/p", dir);
   snprintf(cons, sizeof cons, "%s/c", dir);
   etch_service_opts o = {0};
-  o.producer_socket = prod_path;
+  char prods[300];
+  snprintf(prods, sizeof prods, "%s,127.0.0.1:0", prod_path);
+  o.producer_socket = prods;
+  o.relay_endpoint = true;
   o.consumer_socket = cons;
   o.smb_kb = 64;
   if (etch__service_new(&o, &svc) != ETCH_OK) abort();
+  if (etch__service_producer_name(svc, 1, tcp_name, sizeof tcp_name))
+    abort();
   int fd;
   if (etch__ipc_connect(cons, &fd) != ETCH_OK) abort();
   etch__ipc_conn_init(&consumer, fd, 1 << 20);
@@ -62,7 +74,7 @@ static void setup(void) {
   etch__ipc_conn_send(&consumer, &f, -1);
   pump(3);
   const char *text = "buffers { size_kb: 256 } data_sources { config { name: "
-                     "\"track_event\" } }";
+                     "\"track_event\" } } trace_all_machines: true";
   etch__pb_buf cfg, args;
   etch__pb_buf_init(&cfg, 256, 0);
   etch__pb_buf_init(&args, 256, 0);
@@ -132,7 +144,12 @@ static void read_back(void) {
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (!svc) setup();
   int fd;
-  if (etch__ipc_connect(prod_path, &fd) != ETCH_OK) abort();
+  bool tcp = size && data[0] == 0xfe;
+  if (tcp) {
+    data++;
+    size--;
+  }
+  if (etch__ipc_connect(tcp ? tcp_name : prod_path, &fd) != ETCH_OK) abort();
   etch_ipc_conn c;
   etch__ipc_conn_init(&c, fd, 1 << 20);
   /* The input: [n][n bytes to the socket] ... ; a 0xff byte instead of n
