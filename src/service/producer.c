@@ -479,7 +479,7 @@ static void count_rate(etch_service *s, producer *p, size_t got) {
   p->rate_bytes += got;
   if (p->rate_bytes > s->o.net_bytes_per_s) {
     p->throttled_until_ns = p->rate_ns + 1000000000ull;
-    etch__svc_warnf(s, W_PARTIAL,
+    etch__svc_warnf(s, W_RATE,
                     "producer %u (%s) sends more than %llu bytes a second "
                     "(--net-mb-per-s): read again in a moment",
                     p->id, p->conn.peer_addr,

@@ -64,7 +64,7 @@
 /* Producer sockets at most (PERFETTO_PRODUCER_SOCK_NAME's comma list). */
 #define MAX_PRODUCER_SOCKETS 8u
 /* Connections from one network address (TCP or vsock peers have no uid). */
-#define DEFAULT_MAX_CONNS_PER_ADDR 64u
+#define DEFAULT_MAX_CONNS_PER_ADDR 512u
 /* What a network peer may send, in bytes a second per connection, before
  * etchd stops reading it for a while (the kernel's buffers push back). */
 #define DEFAULT_NET_BYTES_PER_S (64ull << 20)
@@ -89,6 +89,8 @@ enum {
   CM_CAPS, CM_BUGREPORT, CM_COUNT = CM_BUGREPORT
 };
 enum { RM_INIT_RELAY = 1, RM_SYNC_CLOCK, RM_COUNT = RM_SYNC_CLOCK };
+/* The kinds of etch__svc_warnf's lines, each rate-limited apart. */
+enum { W_FDS, W_ACCEPT, W_UID, W_PARTIAL, W_INVALID, W_RATE, W_KINDS };
 #define PRODUCER_SERVICE_ID 1u
 #define CONSUMER_SERVICE_ID 2u
 #define RELAY_SERVICE_ID 3u
@@ -292,8 +294,8 @@ struct etch_service {
   } *uids;
   uint32_t nuids, capuids;
   /* warnf_'s rate limit, per kind */
-  uint64_t warn_ns[5];
-  uint32_t warn_skipped[5];
+  uint64_t warn_ns[W_KINDS];
+  uint32_t warn_skipped[W_KINDS];
 };
 
 /*
@@ -327,7 +329,6 @@ void etch__svc_logf(const etch_service *s, const char *fmt, ...)
  * short of a resource, or refuses a peer for hoarding one): logged at most
  * once a second for each kind, so that a peer that keeps provoking it
  * cannot flood the log. */
-enum { W_FDS, W_ACCEPT, W_UID, W_PARTIAL, W_INVALID };
 void etch__svc_warnf(etch_service *s, int kind, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 void etch__svc_conn_forget(etch_service *s, const etch_ipc_conn *c,

@@ -139,8 +139,12 @@ static bool catches_sigint(pid_t pid) {
   return (mask >> (SIGINT - 1)) & 1;
 }
 
-/* `etch record` of raw.source, every machine's when `all`. */
-static pid_t record(const svc *s, bool all, char *out, size_t cap) {
+#define ALL_MACHINES "trace_all_machines: true\n"
+#define RAW_SOURCE "data_sources { config { name: \"raw.source\" } }\n"
+
+/* `etch record` of `cfg_text` (with a buffer and timeouts). */
+static pid_t record(const svc *s, const char *cfg_text, char *out,
+                    size_t cap) {
   char cfg[700], log[700];
   snprintf(cfg, sizeof cfg, "%s/net.pbtx", s->dir);
   snprintf(log, sizeof log, "%s/record.log", s->dir);
@@ -148,10 +152,9 @@ static pid_t record(const svc *s, bool all, char *out, size_t cap) {
   FILE *f = fopen(cfg, "w");
   ASSERT_TRUE(f != NULL);
   fprintf(f,
-          "buffers { size_kb: 4096 }\n"
-          "data_sources { config { name: \"raw.source\" } }\n"
+          "buffers { size_kb: 8192 }\n"
           "flush_timeout_ms: 2000\ndata_source_stop_timeout_ms: 2000\n%s",
-          all ? "trace_all_machines: true\n" : "");
+          cfg_text);
   fclose(f);
   char *argv[] = {(char *)ETCH_BIN, "record", "--config", cfg, "-o", out, NULL};
   int before = file_lines(s->log, " buffers, ");
@@ -506,7 +509,7 @@ TEST(network_relay_machine_and_emulated_chunks) {
   svc s;
   svc_start(&s, "--enable-relay-endpoint", NULL);
   char out[700];
-  pid_t rec = record(&s, true, out, sizeof out);
+  pid_t rec = record(&s, RAW_SOURCE ALL_MACHINES, out, sizeof out);
 
   peer relay;
   p_connect(&relay, s.tcp);
@@ -604,7 +607,7 @@ TEST(network_other_machines_only_when_asked) {
   svc s;
   svc_start(&s, NULL, NULL);
   char out[700];
-  pid_t rec = record(&s, false, out, sizeof out);
+  pid_t rec = record(&s, RAW_SOURCE, out, sizeof out);
   peer np, up;
   p_connect(&np, s.tcp);
   p_producer(&np, true);
@@ -616,6 +619,67 @@ TEST(network_other_machines_only_when_asked) {
   ASSERT_EQ_INT(wait_exit(rec), 0);
   p_close(&np);
   p_close(&up);
+  svc_stop(&s);
+}
+
+/* A data source's machine_name_filter picks the machines by name: the
+ * relayed producer of "remote1" records, the Unix one (the host, named by
+ * PERFETTO_MACHINE_NAME) and one of "remote2" do not. */
+TEST(network_machine_name_filter) {
+  setenv("PERFETTO_MACHINE_NAME", "the-host", 1);
+  svc s;
+  svc_start(&s, NULL, NULL);
+  unsetenv("PERFETTO_MACHINE_NAME");
+  char out[700];
+  pid_t rec = record(&s,
+                     "data_sources { config { name: \"raw.source\" } "
+                     "machine_name_filter: \"remote1\" }\n",
+                     out, sizeof out);
+  peer a, b, up;
+  p_connect(&a, s.tcp);
+  p_identity(&a, 10, "boot-1", "remote1");
+  p_producer(&a, true);
+  ASSERT_TRUE(a.started);
+  p_connect(&b, s.tcp);
+  p_identity(&b, 11, "boot-2", "remote2");
+  p_producer(&b, true);
+  ASSERT_FALSE(b.started);
+  p_connect(&up, s.unix_sock);
+  p_producer(&up, false);
+  ASSERT_FALSE(up.started);
+  kill(rec, SIGINT);
+  ASSERT_EQ_INT(wait_exit(rec), 0);
+  p_close(&a);
+  p_close(&b);
+  p_close(&up);
+  svc_stop(&s);
+}
+
+/* Over --net-mb-per-s, a network producer is read later, not cut: 2.4 MiB
+ * of chunks at 1 MiB a second all arrive, and etchd says it waited. */
+TEST(network_rate_limit) {
+  svc s;
+  svc_start(&s, "--net-mb-per-s", "1");
+  char out[700];
+  pid_t rec = record(&s, RAW_SOURCE ALL_MACHINES, out, sizeof out);
+  peer np;
+  p_connect(&np, s.tcp);
+  p_producer(&np, true);
+  ASSERT_TRUE(np.started);
+  for (int i = 0; i < 600; i++) {
+    p_chunk(&np, (uint32_t)i, 1, false, 4096);
+    if (i % 50 == 49) p_sync(&np);
+  }
+  p_sync(&np);
+  ASSERT_FALSE(np.gone);
+  kill(rec, SIGINT);
+  ASSERT_EQ_INT(wait_exit(rec), 0);
+  p_close(&np);
+  seen w;
+  read_trace(out, getpid(), &w);
+  ASSERT_EQ_INT(w.packets[2], 600);
+  ASSERT_TRUE(file_lines(s.log, "sends more than 1048576 bytes a second") >=
+              1);
   svc_stop(&s);
 }
 

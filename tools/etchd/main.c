@@ -84,7 +84,7 @@ static void usage(FILE *f) {
           "  --enable-relay-endpoint-on NAME  only on that producer socket "
           "(repeatable)\n"
           "  --max-conns-per-addr N  connections one network address may "
-          "hold (default 64)\n"
+          "hold (default 512)\n"
           "  --net-mb-per-s N        what one network connection may send "
           "a second before\n"
           "                          etchd reads it later (default 64)\n"
