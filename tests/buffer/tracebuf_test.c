@@ -685,6 +685,46 @@ TEST(tracefile_slices_hold_what_records_hold) {
   free(big);
 }
 
+static uint32_t test_machine(void *ctx, uint32_t seq) {
+  (void)ctx;
+  return seq == 2 ? 0x5540c10fu : 0; /* seq 2 on another machine */
+}
+
+/* A service's machine per sequence: stamped after the sequence id on the
+ * packets of a machine other than the host, nothing on the host's; a
+ * producer's packet that sets machine_id itself is left out and counted. */
+TEST(tracefile_machine_id_stamped_and_never_the_producers) {
+  etch_tracefile o;
+  etch__tracefile_init(&o, false);
+  o.trust = test_trust;
+  o.machine = test_machine;
+  o.validate = true;
+  ASSERT_OK(etch__tracefile_on_packet(&o, 2, (const uint8_t *)"\x08\x01", 2,
+                                      false));
+  ASSERT_OK(etch__tracefile_on_packet(&o, 3, (const uint8_t *)"\x08\x02", 2,
+                                      false));
+  /* timestamp 3, machine_id (98) 1: the producer's claim */
+  static const uint8_t claim[] = {0x08, 0x03, 0x90, 0x06, 0x01};
+  ASSERT_OK(etch__tracefile_on_packet(&o, 3, claim, sizeof claim, false));
+  packets a;
+  parse_output(etch__pb_buf_data(&o.out), etch__pb_buf_len(&o.out), false, &a);
+  ASSERT_EQ_INT(a.n, 2);
+  static const uint8_t p0[] = {0x08, 0x01,
+                               0x18, 0xe9, 0x07,       /* trusted_uid 1001 */
+                               0xf8, 0x04, 0x92, 0x21, /* trusted_pid 4242 */
+                               0x50, 0x02,             /* sequence 2 */
+                               0x90, 0x06,             /* machine_id */
+                               0x8f, 0x82, 0x83, 0xaa, 0x05};
+  ASSERT_EQ_U64(a.len[0], sizeof p0);
+  ASSERT_TRUE(memcmp(a.data[0], p0, sizeof p0) == 0);
+  static const uint8_t p1[] = {0x08, 0x02, 0x50, 0x03}; /* the host's */
+  ASSERT_EQ_U64(a.len[1], sizeof p1);
+  ASSERT_TRUE(memcmp(a.data[1], p1, sizeof p1) == 0);
+  ASSERT_EQ_U64(o.invalid_packets, 1);
+  packets_free(&a);
+  etch__tracefile_free(&o);
+}
+
 /* Deflate batches: a file of records; each compressed_packets packet's
  * records inflated into `p` (at most 256 KiB a piece, Perfetto's readers
  * take them under 512 KiB), a plain packet kept as it is. */

@@ -29,6 +29,8 @@ static const char full[] =
     "      console_config { output: OUTPUT_STDERR enable_colors: true } }\n"
     "  }\n"
     "  producer_name_filter: \"game\"\n"
+    "  machine_name_filter: \"board1\"\n"
+    "  machine_name_filter: \"vm2\"\n"
     "}\n"
     "data_sources < config < name: \"other\" > >\n"
     "duration_ms: 10000  # ten seconds\n"
@@ -41,7 +43,8 @@ static const char full[] =
     "data_source_stop_timeout_ms: 700\n"
     "incremental_state_config { clear_period_ms: 5000 }\n"
     "unique_session_name: \"a\\\"b\" \"c\"\n"
-    "allow_user_build_tracing: true\n";
+    "allow_user_build_tracing: true\n"
+    "trace_all_machines: true\n";
 
 static etch_trace_config *cfg(void) {
   etch_trace_config *c = malloc(sizeof *c);
@@ -70,6 +73,11 @@ static void check_full(const etch_trace_config *c) {
   ASSERT_EQ_STR(s->disabled_tags.item[0], "debug");
   ASSERT_EQ_INT((int)s->producer_name_filter.n, 1);
   ASSERT_EQ_STR(s->producer_name_filter.item[0], "game");
+  ASSERT_EQ_INT((int)s->machine_name_filter.n, 2);
+  ASSERT_EQ_STR(s->machine_name_filter.item[0], "board1");
+  ASSERT_EQ_STR(s->machine_name_filter.item[1], "vm2");
+  ASSERT_EQ_INT((int)c->sources[1].machine_name_filter.n, 0);
+  ASSERT_TRUE(c->trace_all_machines);
   ASSERT_TRUE(s->has_interceptor_config);
   ASSERT_EQ_STR(s->interceptor, "console");
   ASSERT_TRUE(s->has_console_config);
