@@ -182,6 +182,11 @@ int etch__ipc_conn_take_fd(etch_ipc_conn *c);
  * dups it) and writes what the socket takes. ETCH_EIO when the connection
  * failed or its queue is over its limit. */
 int etch__ipc_conn_send(etch_ipc_conn *c, const etch_ipc_frame *f, int fd);
+/* Queues n bytes that are whole frames with their length prefixes, as
+ * they came (a relay forwards what it received and checked), and writes
+ * what the socket takes; ETCH_EIO as etch__ipc_conn_send. */
+int etch__ipc_conn_send_bytes(etch_ipc_conn *c, const uint8_t *frame,
+                              size_t n);
 /* Writes queued bytes; ETCH_EIO when the socket is gone. */
 int etch__ipc_conn_flush(etch_ipc_conn *c);
 ETCH_INLINE bool etch__ipc_conn_want_write(const etch_ipc_conn *c) {
