@@ -422,6 +422,41 @@ int etch__ipc_connect(const char *path, int *fd_out) {
   return ETCH_OK;
 }
 
+int etch__ipc_connect_start(const char *path, int *fd_out, bool *pending) {
+  *fd_out = -1;
+  *pending = false;
+  sock_addr a;
+  int rc = resolve(path, false, &a);
+  if (rc) return rc;
+  int fd = socket(a.family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd < 0)
+    return etch__error(ETCH_EIO, "cannot create a socket for '%s': %s", path,
+                       strerror(errno));
+  int c;
+  do c = connect(fd, &a.u.sa, a.len);
+  while (c != 0 && errno == EINTR);
+  if (c != 0 && errno != EINPROGRESS) {
+    int e = errno;
+    close(fd);
+    return etch__error(ETCH_EIO, "cannot connect to '%s': %s", path,
+                       strerror(e));
+  }
+  tune(fd, a.family);
+  *pending = c != 0;
+  *fd_out = fd;
+  return ETCH_OK;
+}
+
+int etch__ipc_connect_finish(int fd, const char *path) {
+  int e = 0;
+  socklen_t n = sizeof e;
+  if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &n) != 0) e = errno;
+  if (e)
+    return etch__error(ETCH_EIO, "cannot connect to '%s': %s", path,
+                       strerror(e));
+  return ETCH_OK;
+}
+
 int etch__ipc_listen(const char *path, bool group_rw, int *fd_out) {
   *fd_out = -1;
   sock_addr a;

@@ -153,6 +153,14 @@ int etch__ipc_listen(const char *path, bool group_rw, int *fd_out);
 /* Connects to a name of any family (non-blocking after the connect; TCP
  * without Nagle's delay). */
 int etch__ipc_connect(const char *path, int *fd_out);
+/* Starts connecting to a name of any family without waiting: ETCH_OK with
+ * a non-blocking socket in *fd_out, and *pending when the connection is
+ * not made yet (the socket becomes writable when it is, or when it
+ * failed: etch__ipc_connect_finish says which). */
+int etch__ipc_connect_start(const char *path, int *fd_out, bool *pending);
+/* Whether the connection etch__ipc_connect_start began on fd was made
+ * (ETCH_OK) or failed (ETCH_EIO with the reason, `path` named in it). */
+int etch__ipc_connect_finish(int fd, const char *path);
 /* Accepts one connection: ETCH_OK with *fd_out = -1 when none waits;
  * ETCH_ELIMIT when the process or the system is out of file descriptors
  * (EMFILE, ENFILE: the connection still waits), ETCH_EIO on other
