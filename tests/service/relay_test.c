@@ -24,7 +24,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/utsname.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -444,7 +447,7 @@ TEST(relay_outlives_its_host) {
   etch__ipc_conn_init(&p, fd, 1u << 20);
   ASSERT_TRUE(ends(&p));
   etch__ipc_conn_close(&p);
-  WAIT_UNTIL(file_has(h.log, "cannot reach the host") >= 1,
+  WAIT_UNTIL(file_has(h.log, "Connection refused") >= 1,
              "the relay did not log the refusal (see %s)", h.log);
   /* The host is back on the same port: RelayPort again, then producers. */
   host_listen(&h, name);
@@ -456,5 +459,54 @@ TEST(relay_outlives_its_host) {
   round_trip(&p, &hp);
   etch__ipc_conn_close(&p);
   etch__ipc_conn_close(&hp);
+  relay_stop(&h);
+}
+
+TEST(relay_goes_on_while_the_host_does_not_answer) {
+  /* A host whose listener takes nobody more (its queue is full): a
+   * connect to it neither succeeds nor fails. The relay goes on accepting
+   * producers, and closes each when its host connection has not come in
+   * 5 s; it never waits for the host. */
+  fake h;
+  memset(&h, 0, sizeof h);
+  h.port.fd = -1;
+  snprintf(h.dir, sizeof h.dir, "%s", etch_test_tmpdir());
+  snprintf(h.sock, sizeof h.sock, "%s/rp.sock", h.dir);
+  snprintf(h.log, sizeof h.log, "%s/relay.log", h.dir);
+  h.lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  struct sockaddr_in a = {.sin_family = AF_INET};
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t al = sizeof a;
+  ASSERT_EQ_INT(bind(h.lfd, (struct sockaddr *)&a, sizeof a), 0);
+  ASSERT_EQ_INT(listen(h.lfd, 0), 0);
+  ASSERT_EQ_INT(getsockname(h.lfd, (struct sockaddr *)&a, &al), 0);
+  snprintf(h.name, sizeof h.name, "127.0.0.1:%u", ntohs(a.sin_port));
+  int fill[4];
+  for (int i = 0; i < 4; i++) {
+    fill[i] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    int rc = connect(fill[i], (struct sockaddr *)&a, sizeof a);
+    ASSERT_TRUE(rc == 0 || errno == EINPROGRESS);
+  }
+  h.relay = spawn_relay(&h);
+  etch_ipc_conn p[3];
+  for (int i = 0; i < 3; i++) {
+    int fd = -1;
+    for (int k = 0; k < WAIT_MS / 10 && fd < 0; k++)
+      if (etch__ipc_connect(h.sock, &fd) != ETCH_OK) {
+        fd = -1;
+        sleep_ms(10);
+      }
+    if (fd < 0) FAIL("cannot connect to the relay's socket (see %s)", h.log);
+    etch__ipc_conn_init(&p[i], fd, 1u << 20);
+  }
+  /* All three accepted while the first still waits for the host. */
+  WAIT_UNTIL(file_has(h.log, "connected") == 3,
+             "the relay did not take 3 producers (see %s)", h.log);
+  for (int i = 0; i < 3; i++) {
+    ASSERT_TRUE(ends(&p[i]));
+    etch__ipc_conn_close(&p[i]);
+  }
+  ASSERT_EQ_INT(file_has(h.log, "no connection to the host"), 3);
+  for (int i = 0; i < 4; i++) close(fill[i]);
   relay_stop(&h);
 }

@@ -37,9 +37,10 @@
  * ETCH_RELAY_CLOCK_SKEW_NS, a test hook, adds that many ns to every
  * clock the relay reads for SyncClock: a machine whose clocks are off.
  *
- * Connecting to the host blocks the relay for as long as the connect
- * takes (an immediate refusal when the host is down, on a reachable
- * network).
+ * Nothing waits for the host: connections to it are made without
+ * blocking (a host that does not answer costs a producer RELAY_CONNECT_MS,
+ * then its connection closes), and the RelayPort gives up on a host that
+ * leaves a request unanswered for RELAY_REPLY_MS.
  */
 #define _GNU_SOURCE
 #include "relay.h"
@@ -69,6 +70,8 @@
 #define RELAY_RETRY_MS 250u               /* the port's first retry */
 #define RELAY_RETRY_MAX_MS 30000u         /* and its longest */
 #define RELAY_SYNC_PERIOD_MS 30000u       /* traced_relay's period */
+#define RELAY_CONNECT_MS 5000u            /* a connect to the host at most */
+#define RELAY_REPLY_MS 10000u             /* the host's answer at most */
 #define RELAY_SYSTEM_INFO_MAX 2048u
 
 /* Perfetto's BuiltinClock ids. */
@@ -97,13 +100,15 @@ enum {
 typedef struct relay_pair {
   etch_ipc_conn local; /* the producer */
   etch_ipc_conn host;  /* its connection to the host */
+  bool connecting;     /* the host's connection is not made yet */
   bool closing;        /* a side ended: writing what is left */
-  uint64_t closing_since_ns;
+  uint64_t since_ns;   /* when connecting or closing began */
   struct relay_pair *next;
 } relay_pair;
 
 typedef enum port_state {
-  PORT_DOWN,    /* waiting for port_due_ns to connect */
+  PORT_DOWN,       /* waiting for port_due_ns to connect */
+  PORT_CONNECTING, /* the connection is being made */
   PORT_BINDING, /* BindService sent */
   PORT_PING,    /* SyncClock PING sent */
   PORT_UPDATE,  /* SyncClock UPDATE sent */
@@ -119,7 +124,8 @@ typedef struct relay {
   /* the RelayPort client */
   etch_ipc_conn port;
   port_state state;
-  uint64_t port_due_ns;
+  uint64_t port_due_ns; /* DOWN: connect then; IDLE: sync then; else:
+                           the host must have answered by then */
   uint32_t retry_ms;
   uint32_t svc_id, m_init, m_sync;
   uint64_t sync_req; /* the request id of the SyncClock in flight */
@@ -243,17 +249,26 @@ static int send_identity(relay *r, etch_ipc_conn *c, int32_t pid,
   return etch__ipc_conn_send(c, &f, -1);
 }
 
-static int connect_host(relay *r, etch_ipc_conn *c) {
+/* Starts a connection to the host in c; *pending while it is being made
+ * (then the socket becomes writable: connected() says how it went). */
+static int connect_host(relay *r, etch_ipc_conn *c, bool *pending) {
   int fd;
-  if (etch__ipc_connect(r->o->host, &fd) != ETCH_OK) return ETCH_EIO;
+  if (etch__ipc_connect_start(r->o->host, &fd, pending) != ETCH_OK)
+    return ETCH_EIO;
   etch__ipc_conn_init(c, fd, RELAY_TX_LIMIT);
   return ETCH_OK;
+}
+
+static uint64_t after_ms(uint32_t ms) {
+  return etch__monotonic_ns() + (uint64_t)ms * 1000000u;
 }
 
 /* ---- the RelayPort client ---- */
 
 static void port_down(relay *r, const char *why) {
-  bool was_up = r->state != PORT_DOWN && r->state != PORT_BINDING;
+  /* bound once: the host was there, try again soon */
+  bool was_up = r->state == PORT_PING || r->state == PORT_UPDATE ||
+                r->state == PORT_IDLE;
   if (r->port.fd >= 0) {
     if (why) rlog("the host's RelayPort: %s; again in %u ms", why,
                   was_up ? RELAY_RETRY_MS : r->retry_ms);
@@ -262,7 +277,7 @@ static void port_down(relay *r, const char *why) {
   r->port.fd = -1;
   if (was_up) r->retry_ms = RELAY_RETRY_MS;
   r->state = PORT_DOWN;
-  r->port_due_ns = etch__monotonic_ns() + (uint64_t)r->retry_ms * 1000000u;
+  r->port_due_ns = after_ms(r->retry_ms);
   if (!was_up) {
     r->retry_ms *= 2;
     if (r->retry_ms > RELAY_RETRY_MAX_MS) r->retry_ms = RELAY_RETRY_MAX_MS;
@@ -290,19 +305,15 @@ static int port_sync(relay *r, uint32_t phase) {
   int rc = b.s.failed ? ETCH_ENOMEM : port_invoke(r, r->m_sync, &b,
                                                   &r->sync_req);
   etch__pb_buf_free(&b);
-  if (rc == ETCH_OK)
+  if (rc == ETCH_OK) {
     r->state = phase == ETCH_SCR_PHASE_PING ? PORT_PING : PORT_UPDATE;
+    r->port_due_ns = after_ms(RELAY_REPLY_MS);
+  }
   return rc;
 }
 
-static void port_connect(relay *r) {
-  if (connect_host(r, &r->port) != ETCH_OK) {
-    r->port.fd = -1;
-    if (r->o->verbose) rlog("cannot reach the host %s: %s", r->o->host,
-                            etch_last_error());
-    port_down(r, NULL);
-    return;
-  }
+/* The port's connection is made: who it is, and BindService. */
+static void port_connected(relay *r) {
   etch_ipc_frame f;
   memset(&f, 0, sizeof f);
   r->next_req = 0; /* per connection: BindService is 1 */
@@ -311,9 +322,24 @@ static void port_connect(relay *r) {
   f.name.data = (const uint8_t *)ETCH_IPC_RELAY_PORT;
   f.name.len = (uint32_t)strlen(ETCH_IPC_RELAY_PORT);
   r->state = PORT_BINDING;
+  r->port_due_ns = after_ms(RELAY_REPLY_MS);
   if (send_identity(r, &r->port, (int32_t)getpid(), (int32_t)geteuid()) ||
       etch__ipc_conn_send(&r->port, &f, -1))
     port_down(r, r->port.err);
+}
+
+static void port_connect(relay *r) {
+  bool pending;
+  if (connect_host(r, &r->port, &pending) != ETCH_OK) {
+    r->port.fd = -1;
+    if (r->o->verbose)
+      rlog("cannot reach the host %s: %s", r->o->host, etch_last_error());
+    port_down(r, NULL);
+    return;
+  }
+  r->state = PORT_CONNECTING;
+  r->port_due_ns = after_ms(RELAY_CONNECT_MS);
+  if (!pending) port_connected(r);
 }
 
 static void port_frame(relay *r, const etch_ipc_frame *f) {
@@ -347,9 +373,8 @@ static void port_frame(relay *r, const etch_ipc_frame *f) {
       port_down(r, r->port.err);
   } else if (r->state == PORT_UPDATE) {
     r->state = PORT_IDLE;
-    uint32_t period = r->o->sync_period_ms ? r->o->sync_period_ms
-                                           : RELAY_SYNC_PERIOD_MS;
-    r->port_due_ns = etch__monotonic_ns() + (uint64_t)period * 1000000u;
+    r->port_due_ns = after_ms(r->o->sync_period_ms ? r->o->sync_period_ms
+                                                   : RELAY_SYNC_PERIOD_MS);
     r->retry_ms = RELAY_RETRY_MS;
     /* Said for each connection's first round (with -v for every one):
      * tests and people wait for it. */
@@ -360,6 +385,16 @@ static void port_frame(relay *r, const etch_ipc_frame *f) {
 }
 
 static void port_io(relay *r, short revents) {
+  if (r->state == PORT_CONNECTING) {
+    if (etch__ipc_connect_finish(r->port.fd, r->o->host) != ETCH_OK) {
+      if (r->o->verbose) rlog("%s", etch_last_error());
+      etch__ipc_conn_close(&r->port);
+      port_down(r, NULL);
+      return;
+    }
+    port_connected(r);
+    return;
+  }
   if (revents & POLLOUT) etch__ipc_conn_flush(&r->port);
   if (revents & (POLLIN | POLLHUP | POLLERR)) etch__ipc_conn_read(&r->port);
   etch_ipc_frame f;
@@ -385,10 +420,18 @@ static void pair_closing(relay *r, relay_pair *p, const char *side,
                          const etch_ipc_conn *c) {
   if (p->closing) return;
   p->closing = true;
-  p->closing_since_ns = etch__monotonic_ns();
+  p->since_ns = etch__monotonic_ns();
   if (r->o->verbose || !c->eof)
     rlog("producer pid %ld: %s%s; its connections close",
          (long)p->local.peer_pid, side, c->eof ? "closed" : c->err);
+}
+
+/* The pair's host connection is made: the producer's identity first. */
+static int pair_connected(relay *r, relay_pair *p) {
+  p->connecting = false;
+  p->host.remote = true;
+  return send_identity(r, &p->host, (int32_t)p->local.peer_pid,
+                       (int32_t)p->local.peer_uid);
 }
 
 static void accept_producers(relay *r) {
@@ -406,7 +449,7 @@ static void accept_producers(relay *r) {
       continue;
     }
     etch__ipc_conn_init(&p->local, fd, RELAY_TX_LIMIT);
-    if (connect_host(r, &p->host) != ETCH_OK) {
+    if (connect_host(r, &p->host, &p->connecting) != ETCH_OK) {
       /* As traced_relay: no host, no producer; it tries again later. */
       rlog("producer pid %ld: cannot reach the host %s: %s",
            (long)p->local.peer_pid, r->o->host, etch_last_error());
@@ -414,8 +457,8 @@ static void accept_producers(relay *r) {
       free(p);
       continue;
     }
-    if (send_identity(r, &p->host, (int32_t)p->local.peer_pid,
-                      (int32_t)p->local.peer_uid) != ETCH_OK) {
+    p->since_ns = etch__monotonic_ns();
+    if (!p->connecting && pair_connected(r, p) != ETCH_OK) {
       etch__ipc_conn_close(&p->local);
       etch__ipc_conn_close(&p->host);
       free(p);
@@ -460,6 +503,23 @@ static void forward(relay *r, relay_pair *p, etch_ipc_conn *from,
 }
 
 static void pair_io(relay *r, relay_pair *p, short lrev, short hrev) {
+  if (p->connecting) {
+    bool late = etch__monotonic_ns() - p->since_ns >
+                (uint64_t)RELAY_CONNECT_MS * 1000000u;
+    if (!hrev && !late) return;
+    if (late)
+      etch__ipc_conn_fail(&p->host, "no connection to the host %s in %u ms",
+                          r->o->host, RELAY_CONNECT_MS);
+    else if (etch__ipc_connect_finish(p->host.fd, r->o->host) != ETCH_OK)
+      etch__ipc_conn_fail(&p->host, "%s", etch_last_error());
+    else if (pair_connected(r, p) != ETCH_OK)
+      etch__ipc_conn_fail(&p->host, "cannot send to the host");
+    if (p->host.failed) {
+      p->connecting = false;
+      pair_closing(r, p, "its host connection: ", &p->host);
+    }
+    return;
+  }
   if (lrev & POLLOUT) etch__ipc_conn_flush(&p->local);
   if (hrev & POLLOUT) etch__ipc_conn_flush(&p->host);
   if (p->closing) return;
@@ -546,29 +606,34 @@ int etch__relay_main(const etch_relay_opts *o) {
     fds[nf++] = (struct pollfd){g_wake[0], POLLIN, 0};
     fds[nf++] = (struct pollfd){r.listen_fd, POLLIN, 0};
     fds[nf++] = (struct pollfd){r.port.fd, (short)(r.port.fd >= 0 ? POLLIN : 0), 0};
-    if (r.port.fd >= 0 && etch__ipc_conn_want_write(&r.port))
-      fds[2].events |= POLLOUT;
+    if (r.port.fd >= 0 && (r.state == PORT_CONNECTING ||
+                           etch__ipc_conn_want_write(&r.port)))
+      fds[2].events = r.state == PORT_CONNECTING ? POLLOUT
+                                                 : (short)(POLLIN | POLLOUT);
     uint64_t now = etch__monotonic_ns();
     for (relay_pair *p = r.pairs; p; p = p->next) {
       short le = 0, he = 0;
-      if (!p->closing) {
+      if (p->connecting) {
+        he = POLLOUT; /* the producer waits until the host is there */
+      } else if (!p->closing) {
         if (p->host.tx_len - p->host.tx_off < RELAY_BACKLOG) le |= POLLIN;
         if (p->local.tx_len - p->local.tx_off < RELAY_BACKLOG) he |= POLLIN;
       }
       if (etch__ipc_conn_want_write(&p->local) && !p->local.failed)
         le |= POLLOUT;
-      if (etch__ipc_conn_want_write(&p->host) && !p->host.failed)
+      if (!p->connecting && etch__ipc_conn_want_write(&p->host) &&
+          !p->host.failed)
         he |= POLLOUT;
       fds[nf++] = (struct pollfd){p->local.fd, le, 0};
       fds[nf++] = (struct pollfd){p->host.fd, he, 0};
     }
-    int timeout = -1;
-    if (r.state == PORT_DOWN || r.state == PORT_IDLE)
-      timeout = r.port_due_ns > now
-                    ? (int)((r.port_due_ns - now) / 1000000u) + 1
-                    : 0;
+    /* the port's next step, and at least every 100 ms while a pair
+     * connects or closes (their bounds) */
+    int timeout = r.port_due_ns > now
+                      ? (int)((r.port_due_ns - now) / 1000000u) + 1
+                      : 0;
     for (relay_pair *p = r.pairs; p; p = p->next)
-      if (p->closing) timeout = timeout < 0 || timeout > 100 ? 100 : timeout;
+      if ((p->closing || p->connecting) && timeout > 100) timeout = 100;
     int n = poll(fds, nf, timeout);
     if (n < 0 && errno != EINTR) {
       rlog("poll: %s", strerror(errno));
@@ -588,7 +653,7 @@ int etch__relay_main(const etch_relay_opts *o) {
         bool drained =
             (!etch__ipc_conn_want_write(&p->local) || p->local.failed) &&
             (!etch__ipc_conn_want_write(&p->host) || p->host.failed);
-        if (drained || etch__monotonic_ns() - p->closing_since_ns >
+        if (drained || etch__monotonic_ns() - p->since_ns >
                            (uint64_t)RELAY_LINGER_MS * 1000000u) {
           pair_free(&r, pp);
           continue;
@@ -598,10 +663,16 @@ int etch__relay_main(const etch_relay_opts *o) {
     }
     if (r.port.fd >= 0 && n > 0 && fds[2].revents) port_io(&r, fds[2].revents);
     now = etch__monotonic_ns();
-    if (r.state == PORT_DOWN && now >= r.port_due_ns) port_connect(&r);
-    else if (r.state == PORT_IDLE && now >= r.port_due_ns &&
-             port_sync(&r, ETCH_SCR_PHASE_PING) != ETCH_OK)
-      port_down(&r, r.port.err);
+    if (now < r.port_due_ns) {
+    } else if (r.state == PORT_DOWN) {
+      port_connect(&r);
+    } else if (r.state == PORT_IDLE) {
+      if (port_sync(&r, ETCH_SCR_PHASE_PING) != ETCH_OK)
+        port_down(&r, r.port.err);
+    } else {
+      port_down(&r, r.state == PORT_CONNECTING ? "no connection in time"
+                                               : "the host did not answer");
+    }
     if (n > 0 && (fds[1].revents & POLLIN)) accept_producers(&r);
   }
   free(fds);
