@@ -1108,10 +1108,11 @@ def s_relay_restarts(run):
        sorted(expected(qpid, 2, 1000), key=lambda x: str(x)),
        "the new relay's producer in trace_processor")
     # The first relay's producer: what it had committed before its relay
-    # went, whole slices, often nothing (the SDK commits a chunk's bytes
-    # over a socket lazily, and what it holds goes with its connection).
-    check([x for x in by_q(tp, "open") if x[1] == ppid] == [],
-          "the first relay's producer left open slices")
+    # went, often nothing (the SDK commits a chunk's bytes over a socket
+    # lazily, and what it holds goes with its connection); a prefix cut
+    # anywhere, so at most its last outer and inner slice left open.
+    bad = [x for x in by_q(tp, "open") if x[1] == ppid and x[4] > 1]
+    check(not bad, "the first relay's producer: open slices %r" % bad)
     same_reading(et, tp, "etch query against trace_processor on " + out)
     check_machines(run, out, [qpid])
     r2.expect_exit(signal.SIGTERM)
