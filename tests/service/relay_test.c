@@ -356,6 +356,19 @@ TEST(relay_forwards_frames_unchanged) {
   ASSERT_EQ_U64(g.body.len, big);
   ASSERT_TRUE(memcmp(g.body.data, body, big) == 0);
   free(body);
+  /* A descriptor cannot cross the network: the frame goes, without it. */
+  memset(&f, 0, sizeof f);
+  f.request_id = 44;
+  f.kind = ETCH_IPC_INVOKE;
+  f.service_id = 3;
+  f.method_id = 5;
+  ASSERT_OK(etch__ipc_conn_send(&a, &f, 1));
+  ASSERT_TRUE(next_frame(&ha, &g));
+  ASSERT_EQ_U64(g.request_id, 44);
+  ASSERT_EQ_INT(etch__ipc_conn_take_fd(&ha), -1);
+  WAIT_UNTIL(file_has(h.log, "sent a descriptor") == 1,
+             "the relay did not log the descriptor (see %s)", h.log);
+  round_trip(&a, &ha);
   /* A producer that goes: its host connection ends; the other stays. */
   etch__ipc_conn_close(&a);
   ASSERT_TRUE(ends(&ha));
@@ -511,4 +524,62 @@ TEST(relay_goes_on_while_the_host_does_not_answer) {
   ASSERT_EQ_INT(file_has(h.log, "no connection to the host"), 3);
   for (int i = 0; i < 4; i++) close(fill[i]);
   relay_stop(&h);
+}
+
+/* etchd --relay with `args` and environment `env` (NULL-terminated
+ * "NAME=VALUE"s, nothing else): its exit status and log. */
+static int relay_run(char *const args[], char *const env[], char *log,
+                     size_t cap) {
+  char path[600];
+  snprintf(path, sizeof path, "%s/bad.log", etch_test_tmpdir());
+  pid_t pid = fork();
+  if (pid < 0) FAIL("fork: %s", strerror(errno));
+  if (pid == 0) {
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd >= 0) {
+      dup2(fd, 1);
+      dup2(fd, 2);
+      close(fd);
+    }
+    execve(ETCHD_BIN, args, env);
+    _exit(127);
+  }
+  int st;
+  while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+  }
+  FILE *f = fopen(path, "r");
+  size_t n = f ? fread(log, 1, cap - 1, f) : 0;
+  log[n] = 0;
+  if (f) fclose(f);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+TEST(relay_refuses_what_it_cannot_use) {
+  char log[2048], sock[600], envsock[700];
+  snprintf(sock, sizeof sock, "%s/rp.sock", etch_test_tmpdir());
+  snprintf(envsock, sizeof envsock, "PERFETTO_PRODUCER_SOCK_NAME=%s", sock);
+  /* no host at all */
+  char *a1[] = {(char *)ETCHD_BIN, "--relay", NULL};
+  char *e1[] = {envsock, NULL};
+  ASSERT_EQ_INT(relay_run(a1, e1, log, sizeof log), 2);
+  ASSERT_TRUE(strstr(log, "--relay needs the host's HOST:PORT") != NULL);
+  /* a host that is a Unix path */
+  char *a2[] = {(char *)ETCHD_BIN, "--relay", "/tmp/host.sock", NULL};
+  ASSERT_EQ_INT(relay_run(a2, e1, log, sizeof log), 1);
+  ASSERT_TRUE(strstr(log, "is not HOST:PORT") != NULL);
+  /* producers on a TCP port: the relay could not tell who they are */
+  char *a3[] = {(char *)ETCHD_BIN, "--relay", "127.0.0.1:1",
+                "--producer-socket", "127.0.0.1:0", NULL};
+  ASSERT_EQ_INT(relay_run(a3, e1, log, sizeof log), 1);
+  ASSERT_TRUE(strstr(log, "must be a Unix socket") != NULL);
+  /* the clock hook's value is no number */
+  char *a4[] = {(char *)ETCHD_BIN, "--relay", "127.0.0.1:1", NULL};
+  char *e4[] = {envsock, "ETCH_RELAY_CLOCK_SKEW_NS=5s", NULL};
+  ASSERT_EQ_INT(relay_run(a4, e4, log, sizeof log), 2);
+  ASSERT_TRUE(strstr(log, "ETCH_RELAY_CLOCK_SKEW_NS is not a number") != NULL);
+  /* --daemon is not for a relay */
+  char *a5[] = {(char *)ETCHD_BIN, "--relay", "127.0.0.1:1", "--daemon",
+                NULL};
+  ASSERT_EQ_INT(relay_run(a5, e1, log, sizeof log), 2);
+  ASSERT_TRUE(strstr(log, "runs in the foreground") != NULL);
 }

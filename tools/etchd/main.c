@@ -257,7 +257,8 @@ int main(int argc, char **argv) {
       return 2;
     }
   }
-  if (!o.producer_socket || !o.consumer_socket) {
+  /* A relay serves producers only. */
+  if (!o.producer_socket || (!o.consumer_socket && !g_relay)) {
     /* The default directory is checked: made 0700 if missing, refused if
      * someone else owns it or may write in it. */
     if (etch__ipc_default_paths(prod, cons, sizeof prod, true) != ETCH_OK) {
