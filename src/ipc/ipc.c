@@ -422,6 +422,41 @@ int etch__ipc_connect(const char *path, int *fd_out) {
   return ETCH_OK;
 }
 
+int etch__ipc_connect_start(const char *path, int *fd_out, bool *pending) {
+  *fd_out = -1;
+  *pending = false;
+  sock_addr a;
+  int rc = resolve(path, false, &a);
+  if (rc) return rc;
+  int fd = socket(a.family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd < 0)
+    return etch__error(ETCH_EIO, "cannot create a socket for '%s': %s", path,
+                       strerror(errno));
+  int c;
+  do c = connect(fd, &a.u.sa, a.len);
+  while (c != 0 && errno == EINTR);
+  if (c != 0 && errno != EINPROGRESS) {
+    int e = errno;
+    close(fd);
+    return etch__error(ETCH_EIO, "cannot connect to '%s': %s", path,
+                       strerror(e));
+  }
+  tune(fd, a.family);
+  *pending = c != 0;
+  *fd_out = fd;
+  return ETCH_OK;
+}
+
+int etch__ipc_connect_finish(int fd, const char *path) {
+  int e = 0;
+  socklen_t n = sizeof e;
+  if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &n) != 0) e = errno;
+  if (e)
+    return etch__error(ETCH_EIO, "cannot connect to '%s': %s", path,
+                       strerror(e));
+  return ETCH_OK;
+}
+
 int etch__ipc_listen(const char *path, bool group_rw, int *fd_out) {
   *fd_out = -1;
   sock_addr a;
@@ -708,6 +743,46 @@ int etch__ipc_conn_take_fd(etch_ipc_conn *c) {
   return fd;
 }
 
+/* Queues n bytes (whole frames with their length prefixes; descriptor fd
+ * with the first of them unless it is -1) and writes what the socket
+ * takes. */
+static int queue_bytes(etch_ipc_conn *c, const uint8_t *data, size_t n,
+                       int fd) {
+  if (c->tx_off == c->tx_len) { /* nothing queued: start afresh */
+    c->tx_base += c->tx_len;
+    c->tx_off = c->tx_len = 0;
+  }
+  if (c->tx_len - c->tx_off + n > c->tx_limit)
+    return etch__ipc_conn_fail(c, "peer does not read its socket (%zu bytes "
+                                  "queued)",
+                               c->tx_len - c->tx_off);
+  if (c->tx_cap - c->tx_len < n && c->tx_off) {
+    memmove(c->tx, c->tx + c->tx_off, c->tx_len - c->tx_off);
+    c->tx_len -= c->tx_off;
+    c->tx_base += c->tx_off;
+    c->tx_off = 0;
+  }
+  if (c->tx_cap - c->tx_len < n) {
+    size_t cap = c->tx_cap ? c->tx_cap : 4096;
+    while (cap - c->tx_len < n) cap *= 2;
+    uint8_t *t = (uint8_t *)etch__realloc(c->tx, cap);
+    if (!t) return etch__ipc_conn_fail(c, "out of memory");
+    c->tx = t;
+    c->tx_cap = cap;
+  }
+  if (fd >= 0) {
+    if (c->ntxfds == ETCH_IPC_MAX_FDS)
+      return etch__ipc_conn_fail(c, "too many descriptors queued");
+    int d = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+    if (d < 0) return etch__ipc_conn_fail(c, "dup: %s", strerror(errno));
+    c->txfds[c->ntxfds].at = c->tx_base + c->tx_len;
+    c->txfds[c->ntxfds++].fd = d;
+  }
+  memcpy(c->tx + c->tx_len, data, n);
+  c->tx_len += n;
+  return etch__ipc_conn_flush(c);
+}
+
 int etch__ipc_conn_send(etch_ipc_conn *c, const etch_ipc_frame *f, int fd) {
   if (c->failed) return ETCH_EIO;
   if (fd >= 0 && c->remote)
@@ -727,51 +802,15 @@ int etch__ipc_conn_send(etch_ipc_conn *c, const etch_ipc_frame *f, int fd) {
     return etch__error(ETCH_ELIMIT, "IPC frame larger than %u bytes",
                        ETCH_IPC_MAX_FRAME);
   }
-  size_t n = etch__pb_buf_len(&b);
-  if (c->tx_off == c->tx_len) { /* nothing queued: start afresh */
-    c->tx_base += c->tx_len;
-    c->tx_off = c->tx_len = 0;
-  }
-  if (c->tx_len - c->tx_off + n > c->tx_limit) {
-    etch__pb_buf_free(&b);
-    return etch__ipc_conn_fail(c, "peer does not read its socket (%zu bytes "
-                                  "queued)",
-                               c->tx_len - c->tx_off);
-  }
-  if (c->tx_cap - c->tx_len < n && c->tx_off) {
-    memmove(c->tx, c->tx + c->tx_off, c->tx_len - c->tx_off);
-    c->tx_len -= c->tx_off;
-    c->tx_base += c->tx_off;
-    c->tx_off = 0;
-  }
-  if (c->tx_cap - c->tx_len < n) {
-    size_t cap = c->tx_cap ? c->tx_cap : 4096;
-    while (cap - c->tx_len < n) cap *= 2;
-    uint8_t *t = (uint8_t *)etch__realloc(c->tx, cap);
-    if (!t) {
-      etch__pb_buf_free(&b);
-      return etch__ipc_conn_fail(c, "out of memory");
-    }
-    c->tx = t;
-    c->tx_cap = cap;
-  }
-  if (fd >= 0) {
-    if (c->ntxfds == ETCH_IPC_MAX_FDS) {
-      etch__pb_buf_free(&b);
-      return etch__ipc_conn_fail(c, "too many descriptors queued");
-    }
-    int d = fcntl(fd, F_DUPFD_CLOEXEC, 0);
-    if (d < 0) {
-      etch__pb_buf_free(&b);
-      return etch__ipc_conn_fail(c, "dup: %s", strerror(errno));
-    }
-    c->txfds[c->ntxfds].at = c->tx_base + c->tx_len;
-    c->txfds[c->ntxfds++].fd = d;
-  }
-  memcpy(c->tx + c->tx_len, etch__pb_buf_data(&b), n);
-  c->tx_len += n;
+  int rc = queue_bytes(c, etch__pb_buf_data(&b), etch__pb_buf_len(&b), fd);
   etch__pb_buf_free(&b);
-  return etch__ipc_conn_flush(c);
+  return rc;
+}
+
+int etch__ipc_conn_send_bytes(etch_ipc_conn *c, const uint8_t *frame,
+                              size_t n) {
+  if (c->failed) return ETCH_EIO;
+  return queue_bytes(c, frame, n, -1);
 }
 
 int etch__ipc_conn_flush(etch_ipc_conn *c) {

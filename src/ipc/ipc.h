@@ -153,6 +153,14 @@ int etch__ipc_listen(const char *path, bool group_rw, int *fd_out);
 /* Connects to a name of any family (non-blocking after the connect; TCP
  * without Nagle's delay). */
 int etch__ipc_connect(const char *path, int *fd_out);
+/* Starts connecting to a name of any family without waiting: ETCH_OK with
+ * a non-blocking socket in *fd_out, and *pending when the connection is
+ * not made yet (the socket becomes writable when it is, or when it
+ * failed: etch__ipc_connect_finish says which). */
+int etch__ipc_connect_start(const char *path, int *fd_out, bool *pending);
+/* Whether the connection etch__ipc_connect_start began on fd was made
+ * (ETCH_OK) or failed (ETCH_EIO with the reason, `path` named in it). */
+int etch__ipc_connect_finish(int fd, const char *path);
 /* Accepts one connection: ETCH_OK with *fd_out = -1 when none waits;
  * ETCH_ELIMIT when the process or the system is out of file descriptors
  * (EMFILE, ENFILE: the connection still waits), ETCH_EIO on other
@@ -182,6 +190,11 @@ int etch__ipc_conn_take_fd(etch_ipc_conn *c);
  * dups it) and writes what the socket takes. ETCH_EIO when the connection
  * failed or its queue is over its limit. */
 int etch__ipc_conn_send(etch_ipc_conn *c, const etch_ipc_frame *f, int fd);
+/* Queues n bytes that are whole frames with their length prefixes, as
+ * they came (a relay forwards what it received and checked), and writes
+ * what the socket takes; ETCH_EIO as etch__ipc_conn_send. */
+int etch__ipc_conn_send_bytes(etch_ipc_conn *c, const uint8_t *frame,
+                              size_t n);
 /* Writes queued bytes; ETCH_EIO when the socket is gone. */
 int etch__ipc_conn_flush(etch_ipc_conn *c);
 ETCH_INLINE bool etch__ipc_conn_want_write(const etch_ipc_conn *c) {

@@ -972,7 +972,7 @@ TEST(cli_env) {
                          "auto|boottime\n");
   size_t lines = 0;
   for (const char *p = r.out; *p; p++) lines += *p == '\n';
-  ASSERT_EQ_INT((int)lines, 1 + 2 * 24); /* 24 public variables */
+  ASSERT_EQ_INT((int)lines, 1 + 2 * 25); /* 25 variables */
   ASSERT_EQ_STR(r.err, "");
   done(&r);
 

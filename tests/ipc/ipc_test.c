@@ -5,6 +5,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
@@ -458,6 +459,51 @@ TEST(listen_and_connect_over_tcp_loopback) {
   /* Nobody listens any more: a clear error. */
   ASSERT_EQ_INT(etch__ipc_connect(name, &cfd), ETCH_EIO);
   ASSERT_TRUE(strstr(etch_last_error(), name) != NULL);
+}
+
+/* Waits (bounded) for a connect begun by etch__ipc_connect_start. */
+static int finish_connect(int fd, bool pending, const char *name) {
+  if (pending) {
+    struct pollfd pf = {fd, POLLOUT, 0};
+    ASSERT_EQ_INT(poll(&pf, 1, 30000), 1);
+  }
+  return etch__ipc_connect_finish(fd, name);
+}
+
+TEST(a_connect_begun_without_waiting) {
+  int l;
+  ASSERT_OK(etch__ipc_listen("127.0.0.1:0", false, &l));
+  char name[64];
+  ASSERT_OK(etch__ipc_local_name(l, name, sizeof name));
+  int fd;
+  bool pending;
+  ASSERT_OK(etch__ipc_connect_start(name, &fd, &pending));
+  ASSERT_TRUE(fcntl(fd, F_GETFL) & O_NONBLOCK);
+  ASSERT_OK(finish_connect(fd, pending, name));
+  int sfd = accept_one(l);
+  etch_ipc_conn c, s;
+  etch__ipc_conn_init(&c, fd, 1 << 20);
+  etch__ipc_conn_init(&s, sfd, 1 << 20);
+  etch_ipc_frame f = {.kind = ETCH_IPC_BIND, .request_id = 9};
+  f.name = B("RelayPort");
+  ASSERT_OK(etch__ipc_conn_send(&c, &f, -1));
+  etch_ipc_frame g;
+  next(&s, &g);
+  ASSERT_TRUE(etch__ipc_bytes_eq(g.name, "RelayPort"));
+  etch__ipc_conn_close(&c);
+  etch__ipc_conn_close(&s);
+  close(l);
+  /* Nobody listens: refused at once or when it is finished, with the
+   * name in the message. */
+  int rc = etch__ipc_connect_start(name, &fd, &pending);
+  if (rc == ETCH_OK) {
+    rc = finish_connect(fd, pending, name);
+    close(fd);
+  }
+  ASSERT_EQ_INT(rc, ETCH_EIO);
+  ASSERT_TRUE(strstr(etch_last_error(), name) != NULL);
+  /* A name that is none. */
+  ASSERT_TRUE(etch__ipc_connect_start("[::1", &fd, &pending) != ETCH_OK);
 }
 
 TEST(listen_and_connect_on_an_abstract_name) {

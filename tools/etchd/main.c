@@ -12,6 +12,8 @@
  *         [--bind-timeout-ms N] [--frame-timeout-ms N]
  *         [--max-partial-frames-mb N] [--daemon --pid-file PATH]
  *         [--log FILE] [-v]
+ *   etchd --relay [HOST:PORT] [--machine-name NAME] [--producer-socket PATH]
+ *         (relay.c)
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -27,12 +29,17 @@
 
 #include "etch/etch.h"
 #include "ipc/ipc.h"
+#include "relay.h"
+#include "sdk/core/envvars.h"
 #include "service/service.h"
 
 static etch_service *g_service;
 
+static bool g_relay;
+
 static void on_signal(int sig) {
   (void)sig;
+  if (g_relay) etch__relay_stop();
   if (g_service) etch__service_stop(g_service);
 }
 
@@ -120,6 +127,14 @@ static void usage(FILE *f) {
           "appended; with --daemon\n"
           "                          the only way to keep it\n"
           "  -v, --verbose           log producers, consumers and sessions\n"
+          "  --relay [HOST:PORT]     be a relay instead: serve the producer "
+          "socket and forward\n"
+          "                          its producers to the host service at "
+          "HOST:PORT, [ADDR]:PORT\n"
+          "                          or vsock://CID:PORT (default: "
+          "$PERFETTO_RELAY_SOCK_NAME)\n"
+          "  --machine-name NAME     the relay's machine name (default: "
+          "$PERFETTO_MACHINE_NAME)\n"
           "SIGTERM or SIGINT ends every session cleanly (its trace written, "
           "its consumer\n"
           "answered) before etchd exits; a second one exits at once. With "
@@ -132,6 +147,45 @@ static void usage(FILE *f) {
           "with or without -v.\n");
 }
 
+/* etchd --relay: the host from the flag or $PERFETTO_RELAY_SOCK_NAME, the
+ * machine's name from the flag or $PERFETTO_MACHINE_NAME (as
+ * traced_relay), the local socket as etchd's producer socket. */
+static int run_relay(etch_relay_opts *ro, const etch_service_opts *o) {
+  static char first[512];
+  if (!ro->host) ro->host = getenv("PERFETTO_RELAY_SOCK_NAME");
+  if (!ro->host || !*ro->host) {
+    fprintf(stderr, "etchd: --relay needs the host's HOST:PORT (or "
+                    "$PERFETTO_RELAY_SOCK_NAME)\n");
+    return 2;
+  }
+  if (!ro->machine_name) ro->machine_name = getenv("PERFETTO_MACHINE_NAME");
+  /* $PERFETTO_PRODUCER_SOCK_NAME may be a list: the relay serves its
+   * first name. */
+  ro->producer_socket = o->producer_socket;
+  if (etch__ipc_name_at(o->producer_socket, 0, first, sizeof first))
+    ro->producer_socket = first;
+  ro->group_rw = o->group_rw;
+  ro->verbose = o->verbose;
+  const char *off = etch__env(ETCH_ENV_RELAY_CLOCK_SKEW_NS);
+  if (off && *off) {
+    char *e;
+    errno = 0;
+    long long n = strtoll(off, &e, 10);
+    if (*e || errno) {
+      fprintf(stderr, "etchd: ETCH_RELAY_CLOCK_SKEW_NS is not a number of "
+                      "ns: '%s'\n", off);
+      return 2;
+    }
+    ro->clock_offset_ns = n;
+  }
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_signal;
+  sigaction(SIGINT, &sa, NULL);
+  sigaction(SIGTERM, &sa, NULL);
+  return etch__relay_main(ro);
+}
+
 int main(int argc, char **argv) {
   char prod[512], cons[512];
   etch_service_opts o = {0};
@@ -139,10 +193,20 @@ int main(int argc, char **argv) {
   const char *pid_file = NULL;
   const char *log_file = NULL;
   char relay_on[1024] = "";
+  etch_relay_opts ro = {0};
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-    if (!strcmp(a, "--producer-socket") && v) {
+    if (!strcmp(a, "--relay")) {
+      g_relay = true;
+      if (v && v[0] != '-') {
+        ro.host = v;
+        i++;
+      }
+    } else if (!strcmp(a, "--machine-name") && v) {
+      ro.machine_name = v;
+      i++;
+    } else if (!strcmp(a, "--producer-socket") && v) {
       o.producer_socket = v;
       i++;
     } else if (!strcmp(a, "--consumer-socket") && v) {
@@ -244,7 +308,8 @@ int main(int argc, char **argv) {
       return 2;
     }
   }
-  if (!o.producer_socket || !o.consumer_socket) {
+  /* A relay serves producers only. */
+  if (!o.producer_socket || (!o.consumer_socket && !g_relay)) {
     /* The default directory is checked: made 0700 if missing, refused if
      * someone else owns it or may write in it. */
     if (etch__ipc_default_paths(prod, cons, sizeof prod, true) != ETCH_OK) {
@@ -269,6 +334,11 @@ int main(int argc, char **argv) {
     close(fd);
   }
   signal(SIGPIPE, SIG_IGN);
+  if (g_relay && (daemon_mode || pid_file)) {
+    fprintf(stderr, "etchd: --relay runs in the foreground (no --daemon)\n");
+    return 2;
+  }
+  if (g_relay) return run_relay(&ro, &o);
   if (etch__service_new(&o, &g_service) != ETCH_OK) {
     fprintf(stderr, "etchd: %s\n", etch_last_error());
     return 1;

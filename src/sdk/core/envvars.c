@@ -131,6 +131,11 @@ const etch_envvar etch__envvars[ETCH_ENV_COUNT_] = {
                         NONUM, "unset", "private",
                         "the copy of libetch that records ETCH_OUT (libetch "
                         "sets it)"},
+    [ETCH_ENV_RELAY_CLOCK_SKEW_NS] = {
+        "ETCH_RELAY_CLOCK_SKEW_NS", ETCH_ENV_STRING, ETCH_ENV_PRIVATE, NULL,
+        NONUM, "unset", "ns, signed",
+        "a test hook of etchd --relay (not libetch's): its clock reads for "
+        "SyncClock are off by this much"},
 };
 
 const char *etch__env(etch_env id) {

@@ -38,6 +38,7 @@ typedef enum etch_env {
   ETCH_ENV_SYSTEM_WAIT_MS,
   ETCH_ENV_RECORD_DIR,
   ETCH_ENV__JOIN,
+  ETCH_ENV_RELAY_CLOCK_SKEW_NS,
   ETCH_ENV_COUNT_
 } etch_env;
 
