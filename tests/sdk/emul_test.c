@@ -101,6 +101,7 @@ typedef struct host {
   size_t nchunks, cap;
   uint64_t last_flush_id;
   size_t incomplete_seen, patches_seen, commits, data_bytes, bad;
+  size_t acks_asked; /* CommitData that want a reply (the last, at exit) */
   uint32_t chunk_size; /* every chunk's data: one size */
 } host;
 
@@ -282,7 +283,10 @@ static void on_frame(host *h, const etch_ipc_frame *f) {
   case M_COMMIT:
     if (f->body.len > ETCH_IPC_MAX_FRAME) h->bad++;
     on_commit(h, f->body.data, f->body.len);
-    if (!f->drop_reply) reply(h, f->request_id, NULL, false);
+    if (!f->drop_reply) {
+      h->acks_asked++;
+      reply(h, f->request_id, NULL, false);
+    }
     break;
   default:
     if (!f->drop_reply) reply(h, f->request_id, NULL, false);
@@ -497,6 +501,8 @@ static void run(host *h, int threads, long events, bool flush, size_t big) {
   check_ticks(h, threads, events, true, big ? &big_len : NULL);
   ASSERT_EQ_U64(big_len, 3 * big);
   ASSERT_EQ_U64(h->patches_seen, 0);
+  /* At exit the producer asked once that the service say it has it all. */
+  ASSERT_EQ_U64(h->acks_asked, 1);
   close(done[0]);
   close(go[1]);
 }

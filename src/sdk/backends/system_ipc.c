@@ -680,6 +680,37 @@ static uint64_t exit_wait_ns(void) {
          1000000u;
 }
 
+/*
+ * At exit with emulated shared memory: one more CommitData, empty, whose
+ * reply says the service has taken every chunk sent before it (it handles
+ * a connection's requests in order). Without it the process could close
+ * its socket with chunks still on their way through a relay (traced_relay
+ * forwards what it read after the producer is gone, or not, and a session
+ * stopped meanwhile has ended without them). Waits until `until` at most;
+ * other frames that come meanwhile are left unanswered (the process is
+ * going).
+ */
+static void await_service(uint64_t until) {
+  uint64_t req = 0;
+  if (!P.connected || P.conn.failed || !P.m_commit ||
+      invoke(P.m_commit, NULL, false, &req) != ETCH_OK)
+    return;
+  etch_ipc_frame *f = (etch_ipc_frame *)etch__malloc(sizeof *f);
+  if (!f) return;
+  bool done = false;
+  while (!done && P.connected && !P.conn.failed &&
+         etch__monotonic_ns() < until) {
+    struct pollfd pf = {P.conn.fd, POLLIN, 0};
+    if (etch__ipc_conn_want_write(&P.conn)) pf.events |= POLLOUT;
+    poll(&pf, 1, 20);
+    if (pf.revents & POLLOUT) etch__ipc_conn_flush(&P.conn);
+    if (pf.revents & (POLLIN | POLLHUP | POLLERR)) etch__ipc_conn_read(&P.conn);
+    while (!done && etch__ipc_conn_next(&P.conn, f) == 1)
+      done = f->kind == ETCH_IPC_REPLY && f->request_id == req;
+  }
+  free(f);
+}
+
 static void last_flush(void) {
   /* Drops of threads that left while the shared memory was full: each
    * report needs a chunk, which the service frees as it takes the commits
@@ -713,6 +744,7 @@ static void last_flush(void) {
     if (etch__ipc_conn_flush(&P.conn)) break;
     if (P.emulate) send_commits();
   }
+  if (P.emulate) await_service(until);
   pthread_mutex_lock(&P.lock);
   P.exit_done = true;
   pthread_cond_broadcast(&P.exit_cond);
