@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "buffer/smb.h"
@@ -42,6 +43,7 @@ typedef struct prod_args {
   long events;
   int done_w, go_r; /* pipes: "recorded" to the host, "exit" from it */
   size_t big;       /* > 0: thread 0 also records a packet this large */
+  bool again;       /* after "exit", wait for a new session, record again */
 } prod_args;
 
 static prod_args PA;
@@ -61,6 +63,15 @@ static void *prod_thread(void *arg) {
   char c = 1;
   if (write(PA.done_w, &c, 1) != 1) _exit(20);
   if (read(PA.go_r, &c, 1) != 1) _exit(21);
+  if (PA.again) { /* the service came back: a new session, the same ticks */
+    for (int k = 0; !etch_category_enabled(&etch_cat_emul); k++) {
+      if (k == 60000) _exit(22);
+      struct timespec d = {0, 1000000};
+      nanosleep(&d, NULL);
+    }
+    for (long i = 0; i < PA.events; i++)
+      ETCH_INSTANT(emul, "tick", ETCH_ARG_INT("t", t), ETCH_ARG_INT("i", i));
+  }
   return NULL;
 }
 
@@ -547,4 +558,61 @@ TEST(emul_backpressure_nothing_lost) {
   setenv("ETCH_SYSTEM_SMB_KB", "256", 1);
   run(&h, 4, 150000, false, 0);
   ASSERT_TRUE(h.data_bytes > (8u << 20));
+}
+
+/* The service goes away (the host closes the connection) while the
+ * producer's threads wait: the producer ends its session, connects again
+ * by itself (as over a Unix socket), gets a new session over the new
+ * connection, still emulated, and every tick its threads record then
+ * arrives. */
+TEST(emul_reconnects) {
+  host h;
+  host_listen(&h);
+  int done[2], go[2];
+  ASSERT_OK(pipe(done));
+  ASSERT_OK(pipe(go));
+  setenv("PERFETTO_PRODUCER_SOCK_NAME", h.name, 1);
+  setenv("ETCH_SYSTEM_WAIT_MS", "60000", 1);
+  setenv("ETCH_SYSTEM_STALL_MS", "10000", 1);
+  const int threads = 2;
+  const long events = 4000;
+  pid_t pid = fork();
+  ASSERT_TRUE(pid >= 0);
+  if (pid == 0) {
+    close(h.lfd);
+    close(done[0]);
+    close(go[1]);
+    PA = (prod_args){threads, events, done[1], go[0], 0, true};
+    run_producer();
+  }
+  close(done[1]);
+  close(go[0]);
+  int recorded = 0;
+  while (recorded < threads) {
+    struct pollfd pf = {done[0], POLLIN, 0};
+    host_step(&h, 10);
+    if (poll(&pf, 1, 0) == 1) {
+      char c;
+      ASSERT_EQ_INT(read(done[0], &c, 1), 1);
+      recorded++;
+    }
+  }
+  /* The first connection goes, and what it brought. */
+  etch__ipc_conn_close(&h.c);
+  for (size_t i = 0; i < h.nchunks; i++) free(h.chunks[i].payload);
+  h.nchunks = 0;
+  h.connected = h.eof = h.started = false;
+  h.async_req = 0;
+  h.incomplete_seen = h.acks_asked = 0;
+  while (!h.started) host_step(&h, 100);
+  char go_bytes[16] = {0};
+  ASSERT_EQ_INT(write(go[1], go_bytes, (size_t)threads), threads);
+  while (!h.eof) host_step(&h, 100);
+  int st;
+  ASSERT_EQ_INT(waitpid(pid, &st, 0), pid);
+  ASSERT_TRUE(WIFEXITED(st));
+  ASSERT_EQ_INT(WEXITSTATUS(st), 0);
+  for (size_t i = 0; i < h.nchunks; i++) ASSERT_TRUE(h.chunks[i].complete);
+  check_ticks(&h, threads, events, true, NULL);
+  ASSERT_EQ_U64(h.acks_asked, 1);
 }
