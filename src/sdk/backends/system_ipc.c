@@ -738,7 +738,9 @@ static void last_flush(void) {
   for (int k = 0; P.connected && !P.conn.failed &&
                   (etch__ipc_conn_want_write(&P.conn) || outq_waiting());
        k++) {
-    if (k >= 50 && etch__monotonic_ns() >= until) break;
+    /* A second, as ever; with emulation until ETCH_SYSTEM_EXIT_WAIT_MS
+     * (chunks may still wait for room on the socket). */
+    if (k >= 50 && (!P.emulate || etch__monotonic_ns() >= until)) break;
     struct pollfd pf = {P.conn.fd, POLLOUT, 0};
     poll(&pf, 1, 20);
     if (etch__ipc_conn_flush(&P.conn)) break;
