@@ -81,8 +81,9 @@ class Tools:
         self.ip_perfetto = os.path.join(build, "tests", "interop", "ip_perfetto")
         self.recordee = os.path.join(build, "tests", "cli", "etch_cli_recordee")
         self.ip_clock = os.path.join(build, "tests", "interop", "ip_clock")
-        for p in (self.traced, self.perfetto, self.tp, self.etch, self.etchd,
-                  self.ip_etch, self.ip_perfetto, self.recordee):
+        for p in (self.traced, self.traced_relay, self.perfetto, self.tp,
+                  self.etch, self.etchd, self.ip_etch, self.ip_perfetto,
+                  self.recordee, self.ip_clock):
             check(os.access(p, os.X_OK), "not found: " + p)
 
 
@@ -1462,6 +1463,130 @@ def s_relay_restarts(run):
     r2.expect_exit(signal.SIGTERM)
 
 
+# ---- producers over TCP, and through traced_relay (issue 38) ------------------
+
+def free_tcp_port():
+    """A TCP port of the loopback nobody listens on now (bound to port 0,
+    closed): a program started on it may still find it taken (the caller
+    retries)."""
+    import socket
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def tcp_listening(port, proc):
+    """Until 127.0.0.1:port takes a connection (False if proc ended)."""
+    import socket
+    deadline = time.monotonic() + WAIT_S
+    while proc.p.poll() is None:
+        c = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            c.connect(("127.0.0.1", port))
+            return True
+        except OSError:
+            pass
+        finally:
+            c.close()
+        check(time.monotonic() < deadline, "nobody listens on port %d after "
+              "%d s" % (port, WAIT_S))
+        time.sleep(0.01)
+    return False
+
+
+def traced_tcp(run, relay_endpoint=False):
+    """traced on its Unix producer socket and a TCP one (as Perfetto's
+    multi-machine docs run it), with --enable-relay-endpoint if asked.
+    Returns the TCP port."""
+    unix = run.env["PERFETTO_PRODUCER_SOCK_NAME"]
+    for attempt in range(5):
+        port = free_tcp_port()
+        env = dict(run.env)
+        env["PERFETTO_PRODUCER_SOCK_NAME"] = "%s,127.0.0.1:%d" % (unix, port)
+        argv = [run.tools.traced]
+        if relay_endpoint:
+            argv.append("--enable-relay-endpoint")
+        s = run.spawn("traced", argv, env)
+        if tcp_listening(port, s):
+            wait_listening(run.env["PERFETTO_CONSUMER_SOCK_NAME"], s)
+            wait_listening(unix, s)
+            run.svc = s
+            return port
+        check(attempt < 4, "traced never listened on TCP: " + s.tail())
+    return None
+
+
+def record_via(run, prod_sock, producers, config):
+    """perfetto records `config` from the running traced while libetch
+    producers [(threads, iters)] record into `prod_sock` (a TCP name, or a
+    relay's socket); returns (trace, {pid: (threads, iters)})."""
+    out = os.path.join(run.dir, "out.pftrace")
+    c = run.consumer("perfetto", run.config(config), out)
+    env = dict(run.env)
+    env["PERFETTO_PRODUCER_SOCK_NAME"] = prod_sock
+    ps = []
+    for threads, iters in producers:
+        ps.append(((threads, iters), run.spawn(
+            "etch-producer", [run.tools.ip_etch, "ip-etch", str(threads),
+                              str(iters), "exit"], env)))
+    pids = {}
+    for spec, p in ps:
+        pids[int(p.wait_line("started").split()[1])] = spec
+    for spec, p in ps:
+        p.wait_line("emitted")
+        p.expect_exit()
+    run.stop_consumer(c, "perfetto")
+    return out, pids
+
+
+def tp_rows_of(run, trace, sql):
+    qf = os.path.join(run.dir, "m.sql")
+    with open(qf, "w") as f:
+        f.write(sql)
+    r = subprocess.run([run.tools.tp, "-q", qf, trace], capture_output=True,
+                       timeout=WAIT_S * 5)
+    check(r.returncode == 0, "trace_processor_shell failed: %s"
+          % r.stderr.decode(errors="replace")[-2000:])
+    rows = list(csv.reader(io.StringIO(r.stdout.decode())))
+    return norm(r for r in rows[1:] if r)
+
+
+def s_etch_to_traced_tcp(run):
+    """libetch producers on traced's TCP producer socket directly: traced
+    emulates shared memory (no descriptor crosses TCP) and the chunks come
+    inside CommitData."""
+    port = traced_tcp(run)
+    trace, pids = record_via(run, "127.0.0.1:%d" % port,
+                             [(2, 5000), (2, 3000)], cfg())
+    check_trace(run, trace, pids, benign=BENIGN)
+
+
+def s_etch_through_traced_relay(run):
+    """libetch producers of a "remote" machine: traced_relay serves their
+    socket and forwards them over TCP to traced --enable-relay-endpoint;
+    the trace has them on a machine of their own (trace_processor's
+    machine 1, a raw_id not 0), everything exact."""
+    port = traced_tcp(run, relay_endpoint=True)
+    rsock = os.path.join(run.dir, "rp.sock")
+    env = dict(run.env)
+    env["PERFETTO_PRODUCER_SOCK_NAME"] = rsock
+    env["PERFETTO_RELAY_SOCK_NAME"] = "127.0.0.1:%d" % port
+    env["PERFETTO_MACHINE_NAME"] = "remote1"
+    relay = run.spawn("traced_relay", [run.tools.traced_relay], env)
+    wait_listening(rsock, relay)
+    trace, pids = record_via(run, rsock, [(2, 4000), (2, 2000)],
+                             cfg() + "trace_all_machines: true\n")
+    check_trace(run, trace, pids, benign=BENIGN)
+    rows = tp_rows_of(run, trace, """
+select p.pid, p.machine_id, m.raw_id != 0 as remote
+  from process p join machine m on p.machine_id = m.id
+  where p.pid in (%s) order by p.pid""" % ",".join(str(p) for p in pids))
+    eq(rows, sorted((pid, 1, 1) for pid in pids),
+       "the relayed processes on machine 1")
+
+
 SCENARIOS = [
     ("etch-record-processes/in-process", s_etch_record_processes),
     ("etch-to-traced/perfetto", s_etch_to_traced_perfetto),
@@ -1488,6 +1613,8 @@ SCENARIOS = [
     ("etch-relay-clock-skew/traced", s_relay_clock_skew),
     ("etch-relay-host-restarts/traced", s_relay_host_restarts),
     ("etch-relay-restarts/traced", s_relay_restarts),
+    ("etch-to-traced/tcp", s_etch_to_traced_tcp),
+    ("etch-through-traced-relay", s_etch_through_traced_relay),
 ]
 
 

@@ -40,6 +40,7 @@
 
 #include "buffer/fragment.h"
 #include "buffer/smb.h"
+#include "pb/pb.h"
 #include "sdk/core/sdk.h"
 #include "sdk/backends/system.h"
 
@@ -351,8 +352,104 @@ const etch_backend_ops etch__sys_ops = {
     .destroy = sys_destroy,
 };
 
+/* ---- emulated shared memory: the thread's queue ---- */
+
+static bool outq_push(const commit *cm, uint8_t *copy) {
+  if (P.outq_head && P.outq_head == P.outq_len) P.outq_head = P.outq_len = 0;
+  if (P.outq_len == P.outq_cap) {
+    if (P.outq_head) { /* room at the front: move the queue there */
+      memmove(P.outq, P.outq + P.outq_head,
+              (P.outq_len - P.outq_head) * sizeof *P.outq);
+      P.outq_len -= P.outq_head;
+      P.outq_head = 0;
+    } else {
+      uint32_t cap = P.outq_cap ? P.outq_cap * 2 : 64;
+      outgoing *n = (outgoing *)etch__realloc(P.outq, cap * sizeof *n);
+      if (!n) return false;
+      P.outq = n;
+      P.outq_cap = cap;
+    }
+  }
+  P.outq[P.outq_len].cm = *cm;
+  P.outq[P.outq_len].copy = copy;
+  P.outq_len++;
+  return true;
+}
+
+void etch__sys_queue_commits(void) {
+  uint32_t k = 0;
+  for (; k < P.ncommits; k++)
+    if (!outq_push(&P.commits[k], NULL)) break;
+  /* Out of memory for the queue: the rest waits in P.commits (the
+   * chunks stay COMPLETE meanwhile). */
+  if (k) memmove(P.commits, P.commits + k, (P.ncommits - k) * sizeof *P.commits);
+  P.ncommits -= k;
+}
+
+void etch__sys_outq_clear(void) {
+  for (uint32_t i = P.outq_head; i < P.outq_len; i++) free(P.outq[i].copy);
+  P.outq_head = P.outq_len = 0;
+}
+
+/*
+ * A flush's copy of a chunk still being written, for a service that
+ * emulates shared memory: the whole chunk (its size never changes between
+ * the copies the service gets of it) with what the writer published, sent
+ * with chunk_incomplete. Such a service, as Perfetto's, leaves out the
+ * last fragment the header counts (it may be the one being written): so
+ * the copy ends with an empty fragment that counts as that one (a size
+ * reserved, as a writer's next packet starts), unless the last published
+ * fragment goes on in the next chunk (then it is the one left out, whole
+ * when the chunk comes complete).
+ */
+static void emul_scrape(sysb *b, const etch_chunk *c, uint32_t used,
+                        uint32_t flags) {
+  uint32_t csize = etch__smb_chunk_size(P.smb.page_size, SYS_LAYOUT);
+  if (used > csize - ETCH_SMB_CHUNK_HEADER - ETCH_FRAG_SIZE_BYTES) return;
+  uint8_t *copy = (uint8_t *)etch__malloc(csize);
+  if (!copy) {
+    P.chunks_lost++;
+    return;
+  }
+  uint8_t *payload = copy + ETCH_SMB_CHUNK_HEADER;
+  memcpy(payload, payload_of(b, c), used);
+  uint32_t count = etch__frag_count(payload, used);
+  uint32_t f = flags & (ETCH_SMB_FIRST_CONTINUES | ETCH_SMB_LAST_CONTINUES);
+  uint32_t end = used;
+  if (!(f & ETCH_SMB_LAST_CONTINUES) && count < ETCH_SMB_MAX_COUNT) {
+    etch__pb_put_redundant4(payload + used, 0);
+    end += ETCH_FRAG_SIZE_BYTES;
+    count++;
+  }
+  memset(payload + end, 0, csize - ETCH_SMB_CHUNK_HEADER - end);
+  etch_smb_chunk_header h = {
+      .chunk_id = c->chunk_id,
+      .writer_id = (uint16_t)c->writer_id,
+      .packets = (uint16_t)(count | f << 10),
+  };
+  memcpy(copy, &h, sizeof h);
+  commit cm = {c->reserved[0], c->reserved[1], b->target_buffer};
+  if (!outq_push(&cm, copy)) {
+    free(copy);
+    P.chunks_lost++;
+  }
+}
+
 /* Copies what every chunk being written has published (under P.lock). */
 void etch__sys_scrape(sysb *b) {
+  if (P.emulate) {
+    /* What completed before goes first: a chunk completed after this
+     * copy must reach the service after it (a later copy of a chunk may
+     * only have more fragments). */
+    etch__sys_queue_commits();
+    for (uint32_t i = 0; i < b->nout; i++) {
+      etch_chunk *c = b->out[i];
+      uint32_t word = __atomic_load_n(&c->used, __ATOMIC_ACQUIRE);
+      uint32_t used = word & ETCH_CHUNK_USED_MASK;
+      if (used) emul_scrape(b, c, used, word >> ETCH_CHUNK_FLAGS_SHIFT);
+    }
+    return;
+  }
   for (uint32_t i = 0; i < b->nout; i++) {
     etch_chunk *c = b->out[i];
     uint32_t word = __atomic_load_n(&c->used, __ATOMIC_ACQUIRE);

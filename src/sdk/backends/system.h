@@ -28,6 +28,15 @@ typedef struct etch__sys_commit {
   uint32_t page, chunk, buffer;
 } commit;
 
+/* A chunk waiting to go in CommitData when the service emulates shared
+ * memory: a completed chunk of the process's own buffer (copy NULL: its
+ * bytes are read when it goes, then it is free), or a flush's copy of a
+ * chunk still being written (chunk_incomplete). */
+typedef struct etch__sys_outgoing {
+  commit cm;
+  uint8_t *copy; /* a whole chunk's bytes, its header first, or NULL */
+} outgoing;
+
 typedef struct etch__sys_instance {
   uint64_t id;
   etch_session *s;
@@ -65,6 +74,18 @@ struct etch__sys_producer {
   sys_instance inst[MAX_INSTANCES];
   uint32_t ninst;
   uint64_t chunks_lost; /* no free chunk in the shared buffer */
+  /* Shared memory emulated (the service said use_shmem_emulation, or the
+   * connection is a network one and no descriptor came): the buffer is the
+   * process's own memory and chunks travel in CommitData. */
+  uint64_t init_req;  /* InitializeConnection's request */
+  bool emul_asked;    /* its reply said use_shmem_emulation */
+  bool emulate;       /* the buffer of this mapping is emulated */
+  /* The thread's queue of chunks to send (emulation): in order, from
+   * `outq_head`; a completed chunk stays COMPLETE until it goes, so a
+   * socket slower than the writers fills the buffer as a slow service
+   * does with shared memory. */
+  outgoing *outq;
+  uint32_t outq_head, outq_len, outq_cap;
   /* Chunks of writers' memory given back, for the next acquire. */
 };
 extern ETCH_HIDDEN struct etch__sys_producer etch__sys;
@@ -89,8 +110,14 @@ extern ETCH_HIDDEN const etch_backend_ops etch__sys_ops;
 
 /* The chunks per page for the shared memory's pages of page_size bytes. */
 uint32_t etch__sys_layout(uint32_t page_size);
-/* Copies what every chunk of b being written has published (P.lock). */
+/* Copies what every chunk of b being written has published (P.lock; the
+ * producer thread). */
 void etch__sys_scrape(sysb *b);
+/* Emulation: moves the commits the writers queued into the thread's queue
+ * (P.lock; the producer thread). */
+void etch__sys_queue_commits(void);
+/* Emulation: forgets the thread's queue (its copies freed). */
+void etch__sys_outq_clear(void);
 /* Wakes the producer thread (its commits go). */
 void etch__sys_wake_thread(void);
 #endif /* ETCH_NO_SYSTEM_BACKEND */

@@ -85,8 +85,79 @@ static int invoke(uint32_t method, const etch__pb_buf *args, bool drop_reply,
   return etch__ipc_conn_send(&P.conn, &f, -1);
 }
 
+/* Bytes queued on the socket beyond which no more chunks are put in
+ * frames (emulation): chunks wait COMPLETE in the process's buffer, not in
+ * the connection's queue, so a slow socket fills the buffer and writers
+ * meet its stall or drop policy. */
+#define EMUL_BACKLOG (256u << 10)
+
+/*
+ * Sends the thread's queue of chunks when the service emulates shared
+ * memory: each chunk's bytes in ChunksToMove.data (a flush's copies with
+ * chunk_incomplete), as many to a CommitData as a frame holds; a completed
+ * chunk is free again as soon as its bytes are in a frame (the service
+ * keeps no pointer into it). The flush's id goes with the frame that
+ * empties the queue.
+ */
+static void send_emulated(void) {
+  pthread_mutex_lock(&P.lock);
+  etch__sys_queue_commits();
+  uint64_t flush_id = P.flush_id;
+  pthread_mutex_unlock(&P.lock);
+  if (!P.connected || !P.m_commit) return;
+  uint32_t csize = etch__smb_chunk_size(P.smb.page_size, SYS_LAYOUT);
+  etch__pb_buf b;
+  etch__pb_buf_init(&b, 4096, ETCH_IPC_MAX_FRAME - 256);
+  while ((P.outq_head < P.outq_len || flush_id) && !P.conn.failed &&
+         P.conn.tx_len - P.conn.tx_off < EMUL_BACKLOG) {
+    etch__pb_buf_reset(&b);
+    while (P.outq_head < P.outq_len &&
+           etch__pb_buf_len(&b) + csize + 64 <= ETCH_IPC_MAX_FRAME - 256) {
+      outgoing *o = &P.outq[P.outq_head++];
+      const uint8_t *data = o->copy;
+      if (!data) /* a completed chunk: the thread's to read and free */
+        data = etch__smb_chunk_at(&P.smb, o->cm.page, SYS_LAYOUT, o->cm.chunk);
+      etch__pb_nested m;
+      etch__pb_nested_begin(&b.s, ETCH_CDR_CHUNKS_TO_MOVE, &m);
+      etch__pb_write_varint_field(&b.s, ETCH_CDR_MOVE_PAGE, o->cm.page);
+      etch__pb_write_varint_field(&b.s, ETCH_CDR_MOVE_CHUNK, o->cm.chunk);
+      etch__pb_write_varint_field(&b.s, ETCH_CDR_MOVE_TARGET_BUFFER,
+                                 o->cm.buffer);
+      etch__pb_write_bytes_field(&b.s, ETCH_CDR_MOVE_DATA, data, csize);
+      if (o->copy)
+        etch__pb_write_varint_field(&b.s, ETCH_CDR_MOVE_CHUNK_INCOMPLETE, 1);
+      etch__pb_nested_end(&b.s, &m);
+      if (o->copy) {
+        free(o->copy);
+        o->copy = NULL;
+      } else if (etch__smb_try_acquire_read(&P.smb, o->cm.page, o->cm.chunk)) {
+        etch__smb_release_free(&P.smb, o->cm.page, o->cm.chunk);
+      }
+    }
+    if (P.outq_head == P.outq_len) {
+      P.outq_head = P.outq_len = 0;
+      if (flush_id) {
+        etch__pb_write_varint_field(&b.s, ETCH_CDR_FLUSH_REQUEST_ID, flush_id);
+        pthread_mutex_lock(&P.lock);
+        if (P.flush_id == flush_id) P.flush_id = 0;
+        pthread_mutex_unlock(&P.lock);
+        flush_id = 0;
+      }
+    }
+    invoke(P.m_commit, &b, true, NULL);
+  }
+  etch__pb_buf_free(&b);
+}
+
+/* Whether chunks wait in the thread's queue (emulation). */
+static bool outq_waiting(void) { return P.outq_head < P.outq_len; }
+
 /* Sends the queued commits (on the thread, P.lock not held). */
 static void send_commits(void) {
+  if (P.emulate) {
+    send_emulated();
+    return;
+  }
   pthread_mutex_lock(&P.lock);
   uint32_t n = P.ncommits;
   uint64_t flush_id = P.flush_id;
@@ -329,6 +400,43 @@ static void end_instance(uint32_t i, bool notify) {
   etch_session_free(in.s);
 }
 
+/* Makes `mem` (size bytes, pages of page_kb KiB) the buffer writers take
+ * chunks of (P.lock held): shared with the service, or the process's own
+ * when `emulated`. False when its geometry does not hold or memory runs
+ * out (the caller unmaps it). */
+static bool install_smb(void *mem, uint64_t size, uint32_t page_kb,
+                        bool emulated) {
+  etch_smb sm;
+  if (etch__smb_init(&sm, mem, size, (page_kb ? page_kb : 4) * 1024) !=
+      ETCH_OK)
+    return false;
+  uint32_t cap =
+      sm.npages * etch__smb_layout_chunks(etch__sys_layout(sm.page_size));
+  commit *cms = (commit *)etch__malloc(cap * sizeof *cms);
+  if (!cms) return false;
+  pthread_rwlock_wrlock(&P.smb_rw);
+  P.smb = sm;
+  P.layout = etch__sys_layout(sm.page_size);
+  P.smb_mem = (uint8_t *)mem;
+  P.smb_size = size;
+  P.have_smb = true;
+  P.emulate = emulated;
+  P.smb_gen++;
+  free(P.commits);
+  P.commits = cms;
+  P.capcommits = cap;
+  P.ncommits = 0;
+  /* A sixteenth, within bounds, and never more than half of what the
+   * queue holds (a small shared memory). */
+  uint32_t batch = cap / 16;
+  if (batch < COMMIT_BATCH_MIN) batch = COMMIT_BATCH_MIN;
+  if (batch > COMMIT_BATCH_MAX) batch = COMMIT_BATCH_MAX;
+  if (batch > cap / 2) batch = cap / 2 ? cap / 2 : 1;
+  P.commit_batch = batch;
+  pthread_rwlock_unlock(&P.smb_rw);
+  return true;
+}
+
 static void on_command(const uint8_t *p, size_t n) {
   etch__pb_dec d;
   etch__pb_field f;
@@ -354,40 +462,20 @@ static void on_command(const uint8_t *p, size_t n) {
           (uint64_t)st.st_size <= (256u << 20)) {
         void *mem = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE,
                          MAP_SHARED, fd, 0);
-        if (mem != MAP_FAILED) {
-          etch_smb sm;
-          uint32_t cap = 0;
-          commit *cms = NULL;
-          if (etch__smb_init(&sm, mem, (uint64_t)st.st_size,
-                             (page_kb ? page_kb : 4) * 1024) == ETCH_OK) {
-            cap = sm.npages *
-                  etch__smb_layout_chunks(etch__sys_layout(sm.page_size));
-            cms = (commit *)etch__malloc(cap * sizeof *cms);
-          }
-          if (cms) {
-            pthread_rwlock_wrlock(&P.smb_rw);
-            P.smb = sm;
-            P.layout = etch__sys_layout(sm.page_size);
-            P.smb_mem = (uint8_t *)mem;
-            P.smb_size = (uint64_t)st.st_size;
-            P.have_smb = true;
-            P.smb_gen++;
-            free(P.commits);
-            P.commits = cms;
-            P.capcommits = cap;
-            P.ncommits = 0;
-            /* A sixteenth, within bounds, and never more than half of
-             * what the queue holds (a small shared memory). */
-            uint32_t batch = cap / 16;
-            if (batch < COMMIT_BATCH_MIN) batch = COMMIT_BATCH_MIN;
-            if (batch > COMMIT_BATCH_MAX) batch = COMMIT_BATCH_MAX;
-            if (batch > cap / 2) batch = cap / 2 ? cap / 2 : 1;
-            P.commit_batch = batch;
-            pthread_rwlock_unlock(&P.smb_rw);
-          } else {
-            munmap(mem, (size_t)st.st_size);
-          }
-        }
+        if (mem != MAP_FAILED &&
+            !install_smb(mem, (uint64_t)st.st_size, page_kb, false))
+          munmap(mem, (size_t)st.st_size);
+      } else if (fd < 0 && !P.have_smb && (P.emul_asked || P.conn.remote)) {
+        /* No memory to share (a network connection, or a relay that
+         * forwards one): the buffer is the process's own, as large as
+         * asked of the service, and its chunks go in CommitData. */
+        uint64_t page = (uint64_t)(page_kb ? page_kb : 4) * 1024;
+        uint64_t size = etch__env_number(ETCH_ENV_SYSTEM_SMB_KB) * 1024;
+        size = size < page ? page : size - size % page;
+        void *mem = mmap(NULL, (size_t)size, PROT_READ | PROT_WRITE,
+                         MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (mem != MAP_FAILED && !install_smb(mem, size, page_kb, true))
+          munmap(mem, (size_t)size);
       }
       pthread_mutex_unlock(&P.lock);
       if (fd >= 0) close(fd);
@@ -486,12 +574,24 @@ static void on_frame(const etch_ipc_frame *f) {
      * StartDataSource) of a producer that has not asked for them yet, so
      * a producer registering while a session ran never recorded. */
     pthread_mutex_lock(&P.lock);
-    invoke(P.m_init, &b, false, NULL);
+    invoke(P.m_init, &b, false, &P.init_req);
     invoke(P.m_async, NULL, false, &P.async_req);
     invoke(P.m_register, &r, false, NULL);
     pthread_mutex_unlock(&P.lock);
     etch__pb_buf_free(&b);
     etch__pb_buf_free(&r);
+    return;
+  }
+  if (f->kind == ETCH_IPC_REPLY && f->request_id == P.init_req &&
+      f->success) {
+    /* InitializeConnectionResponse: whether the service emulates shared
+     * memory (a TCP or vsock producer socket, or one a relay forwards). */
+    etch__pb_dec d;
+    etch__pb_field g;
+    etch__pb_dec_init(&d, f->body.data, f->body.len);
+    while (etch__pb_next(&d, &g))
+      if (g.id == ETCH_ICRESP_USE_SHMEM_EMULATION && g.wt == 0)
+        P.emul_asked = g.u != 0;
     return;
   }
   if (f->kind == ETCH_IPC_REPLY && f->request_id == P.async_req &&
@@ -522,10 +622,14 @@ static void disconnect(void) {
   pthread_rwlock_wrlock(&P.smb_rw);
   smb_let_go();
   P.have_smb = false;
+  P.emulate = false;
   P.smb_gen++;
   P.ncommits = 0;
   pthread_rwlock_unlock(&P.smb_rw);
   P.flush_id = 0;
+  P.emul_asked = false;
+  P.init_req = 0;
+  etch__sys_outq_clear();
   pthread_mutex_unlock(&P.lock);
 }
 
@@ -554,6 +658,8 @@ static void try_connect(void) {
   P.connected = true;
   P.next_req = 0;
   P.async_req = 0;
+  P.init_req = 0;
+  P.emul_asked = false;
   etch_ipc_frame f;
   memset(&f, 0, offsetof(etch_ipc_frame, methods));
   f.kind = ETCH_IPC_BIND;
@@ -572,6 +678,37 @@ static void try_connect(void) {
 static uint64_t exit_wait_ns(void) {
   return etch__env_number(ETCH_ENV_SYSTEM_EXIT_WAIT_MS) *
          1000000u;
+}
+
+/*
+ * At exit with emulated shared memory: one more CommitData, empty, whose
+ * reply says the service has taken every chunk sent before it (it handles
+ * a connection's requests in order). Without it the process could close
+ * its socket with chunks still on their way through a relay (traced_relay
+ * forwards what it read after the producer is gone, or not, and a session
+ * stopped meanwhile has ended without them). Waits until `until` at most;
+ * other frames that come meanwhile are left unanswered (the process is
+ * going).
+ */
+static void await_service(uint64_t until) {
+  uint64_t req = 0;
+  if (!P.connected || P.conn.failed || !P.m_commit ||
+      invoke(P.m_commit, NULL, false, &req) != ETCH_OK)
+    return;
+  etch_ipc_frame *f = (etch_ipc_frame *)etch__malloc(sizeof *f);
+  if (!f) return;
+  bool done = false;
+  while (!done && P.connected && !P.conn.failed &&
+         etch__monotonic_ns() < until) {
+    struct pollfd pf = {P.conn.fd, POLLIN, 0};
+    if (etch__ipc_conn_want_write(&P.conn)) pf.events |= POLLOUT;
+    poll(&pf, 1, 20);
+    if (pf.revents & POLLOUT) etch__ipc_conn_flush(&P.conn);
+    if (pf.revents & (POLLIN | POLLHUP | POLLERR)) etch__ipc_conn_read(&P.conn);
+    while (!done && etch__ipc_conn_next(&P.conn, f) == 1)
+      done = f->kind == ETCH_IPC_REPLY && f->request_id == req;
+  }
+  free(f);
 }
 
 static void last_flush(void) {
@@ -595,12 +732,21 @@ static void last_flush(void) {
     if (P.inst[i].b) etch__sys_scrape(P.inst[i].b);
   pthread_mutex_unlock(&P.lock);
   send_commits();
-  for (int k = 0; k < 50 && P.connected && etch__ipc_conn_want_write(&P.conn);
+  /* What is queued goes (the socket's queue, and with emulated shared
+   * memory the chunks waiting for room in it), for a bounded time. */
+  uint64_t until = etch__monotonic_ns() + exit_wait_ns();
+  for (int k = 0; P.connected && !P.conn.failed &&
+                  (etch__ipc_conn_want_write(&P.conn) || outq_waiting());
        k++) {
+    /* A second, as ever; with emulation until ETCH_SYSTEM_EXIT_WAIT_MS
+     * (chunks may still wait for room on the socket). */
+    if (k >= 50 && (!P.emulate || etch__monotonic_ns() >= until)) break;
     struct pollfd pf = {P.conn.fd, POLLOUT, 0};
     poll(&pf, 1, 20);
     if (etch__ipc_conn_flush(&P.conn)) break;
+    if (P.emulate) send_commits();
   }
+  if (P.emulate) await_service(until);
   pthread_mutex_lock(&P.lock);
   P.exit_done = true;
   pthread_cond_broadcast(&P.exit_cond);
@@ -621,7 +767,7 @@ static void *producer_main(void *arg) {
       if (etch__ipc_conn_want_write(&P.conn)) pf[1].events |= POLLOUT;
     }
     pthread_mutex_lock(&P.lock);
-    bool pending = P.ncommits > 0;
+    bool pending = P.ncommits > 0 || outq_waiting();
     pthread_mutex_unlock(&P.lock);
     int r = poll(pf, 2, !P.connected ? RETRY_MS : pending ? COMMIT_PERIOD_MS
                                                           : 1000);
@@ -640,7 +786,11 @@ static void *producer_main(void *arg) {
     }
     if (!P.connected) continue;
     send_commits();
-    if (pf[1].revents & POLLOUT) etch__ipc_conn_flush(&P.conn);
+    if (pf[1].revents & POLLOUT) {
+      etch__ipc_conn_flush(&P.conn);
+      /* Emulation: chunks that waited for room on the socket. */
+      if (P.emulate && outq_waiting()) send_commits();
+    }
     if (pf[1].revents & (POLLIN | POLLHUP | POLLERR))
       etch__ipc_conn_read(&P.conn);
     int n;
@@ -716,6 +866,8 @@ static void sys_atfork_child(void) {
   P.ninst = 0;
   P.ncommits = 0;
   P.flush_id = 0;
+  P.emulate = P.emul_asked = false;
+  etch__sys_outq_clear();
   if (P.wake >= 0) close(P.wake);
   P.wake = -1;
   P.started = false;
