@@ -97,8 +97,7 @@ int etch__importer_stats_data(const etch__importer *imp, int top,
     int64_t v;
     if (t->kind == ETCH_TRACK_COUNTER) d->counter_tracks++;
     if (!t->has_busy || t->kind != ETCH_TRACK_THREAD ||
-        !etch__u64map_get(&imp->thread_by_key,
-                    (uint64_t)(uint32_t)t->pid << 32 | (uint32_t)t->tid, &v))
+        !etch__imp_find_thread(imp, t->machine, t->pid, t->tid, &v, NULL))
       continue;
     if (slot[v] < 0) {
       const qthread *th = &imp->threads[v];
@@ -107,7 +106,7 @@ int etch__importer_stats_data(const etch__importer *imp, int top,
       slot[v] = (int64_t)d->nthr++;
       x->thread = dup_or_null(th->name);
       x->tid = th->tid;
-      if (th->pid && etch__u64map_get(&imp->proc_by_pid, (uint32_t)th->pid, &p)) {
+      if (th->pid && etch__imp_find_proc(imp, th->machine, th->pid, &p, NULL)) {
         x->has_pid = true;
         x->pid = imp->procs[p].pid;
         x->process = dup_or_null(imp->procs[p].name);
@@ -162,13 +161,12 @@ int etch__importer_stats_data(const etch__importer *imp, int top,
     x->dropped = t->dropped;
     int64_t v, p;
     if (t->kind == ETCH_TRACK_THREAD &&
-        etch__u64map_get(&imp->thread_by_key,
-                   (uint64_t)(uint32_t)t->pid << 32 | (uint32_t)t->tid, &v)) {
+        etch__imp_find_thread(imp, t->machine, t->pid, t->tid, &v, NULL)) {
       const qthread *th = &imp->threads[v];
       x->thread = dup_or_null(th->name);
       x->has_tid = true;
       x->tid = th->tid;
-      if (th->pid && etch__u64map_get(&imp->proc_by_pid, (uint32_t)th->pid, &p)) {
+      if (th->pid && etch__imp_find_proc(imp, th->machine, th->pid, &p, NULL)) {
         x->has_pid = true;
         x->pid = imp->procs[p].pid;
       }
