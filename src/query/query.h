@@ -338,7 +338,13 @@ typedef struct etch__stats_thread {
   char *thread, *process;
   int64_t tid, pid, busy;
   bool has_pid;
+  int64_t machine; /* machine table id: 0 the host */
 } etch__stats_thread;
+/* A machine of a trace of several: its row, and what it holds. */
+typedef struct etch__stats_machine {
+  int64_t id, raw_id, processes, threads;
+  char *name, *sysname, *release, *arch; /* NULL: the trace did not say */
+} etch__stats_machine;
 typedef struct etch__stats_counter {
   char *track, *unit;
   int64_t count;
@@ -368,8 +374,10 @@ typedef struct etch__stats_data {
       counter_tracks, flows, tracks, processes, threads;
   etch__stats_top *by_total, *by_self; /* sorted, at most `top` rows */
   size_t n_by_total, n_by_self;
-  etch__stats_thread *thr; /* sorted: busy desc, tid */
+  etch__stats_thread *thr; /* sorted: machine, busy desc, tid */
   size_t nthr;
+  etch__stats_machine *machines; /* by id; printed when more than one */
+  size_t nmachines;
   etch__stats_counter *ctr; /* sorted: track name, track id */
   size_t nctr;
   etch__stats_loss *loss; /* non-zero data_loss and error stats */

@@ -250,3 +250,42 @@ TEST(machines_hostile_bytes_are_left_out) {
   etch_reader_close(r);
   tb_free(&t);
 }
+
+/* etch stats of a trace of two machines: a machines section, and each
+ * thread under its machine; the same from the tables and without them. */
+TEST(machines_stats_group_threads_by_machine) {
+  tb t;
+  tb_init(&t);
+  build_two(&t);
+  etch__stats_opts o = {.top = 10};
+  char *a = NULL, *b = NULL;
+  size_t na = 0, nb = 0;
+  FILE *f = open_memstream(&a, &na);
+  ASSERT_OK(etch__query_stats_memory(tb_data(&t), tb_len(&t), f, &o));
+  fclose(f);
+  etch__db *db = import(&t);
+  f = open_memstream(&b, &nb);
+  ASSERT_OK(etch__query_stats(db, f, &o));
+  fclose(f);
+  etch__db_close(db);
+  ASSERT_EQ_STR(a, b);
+  const char *want =
+      "machines\n"
+      "  machine    id  raw id  system      arch     processes  threads\n"
+      "  ---------  --  ------  ----------  -------  ---------  -------\n"
+      "  host        0       0  Linux 6.1   x86_64           1        1\n"
+      "  machine 1   1      77  Linux 5.15  aarch64          1        1\n"
+      "\n"
+      "threads (busy = time in depth-0 slices)\n"
+      "  machine    thread  tid  process  pid     busy  of trace\n"
+      "  ---------  ------  ---  -------  ---  -------  --------\n"
+      "  host       main     11  app       10  1.10 us      1.1%\n"
+      "  machine 1  main     11  app       10  1.50 us      1.6%\n";
+  if (!strstr(a, want)) {
+    fprintf(stderr, "got:\n%s\nwant (in it):\n%s\n", a, want);
+    ASSERT_TRUE(false);
+  }
+  free(a);
+  free(b);
+  tb_free(&t);
+}
