@@ -43,6 +43,7 @@ static void on_event(const etch_event *ev, void *user) {
 enum { kTracks = 64, kIndexes = 1 << 16 };
 static struct {
   uint64_t uuid;
+  uint32_t machine; /* two machines' tracks of one uuid are two tracks */
   int64_t last;
 } tracks[kTracks];
 static size_t ntracks;
@@ -56,10 +57,13 @@ static void on_event_per_track(const etch_event *ev, void *user) {
   }
   if (ev->type == ETCH_EVENT_COUNTER) return;
   size_t i = 0;
-  while (i < ntracks && tracks[i].uuid != ev->track->uuid) i++;
+  while (i < ntracks && (tracks[i].uuid != ev->track->uuid ||
+                         tracks[i].machine != ev->track->machine_id))
+    i++;
   if (i == ntracks) {
     if (ntracks == kTracks) return;
     tracks[ntracks].uuid = ev->track->uuid;
+    tracks[ntracks].machine = ev->track->machine_id;
     tracks[ntracks++].last = ev->ts;
     return;
   }

@@ -203,6 +203,7 @@ void tb_packet(tb *t, uint32_t seq, int64_t ts) {
   tb_begin(t);
   if (ts >= 0) tb_u(t, ETCH_PKT_TIMESTAMP, (uint64_t)ts);
   if (seq) tb_u(t, ETCH_PKT_TRUSTED_SEQ_ID, seq);
+  if (t->machine) tb_u(t, ETCH_PKT_MACHINE_ID, t->machine);
 }
 
 void tb_process(tb *t, uint32_t seq, uint64_t uuid, int32_t pid,

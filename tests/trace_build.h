@@ -42,6 +42,9 @@ typedef struct tb {
   /* The finished trace (valid after any tb_end; points into lv[0]). */
   const uint8_t *data;
   size_t len;
+  /* TracePacket.machine_id that tb_packet (and the helpers built on it)
+   * writes: 0, none (the host's packets). */
+  uint64_t machine;
 } tb;
 
 void tb_init(tb *t);

@@ -57,6 +57,11 @@ typedef struct etch_track_info {
   /* Process tracks only: ProcessDescriptor.cmdline, the arguments joined by
    * single spaces; "" when the descriptor has none. */
   const char *cmdline;
+  /* The machine whose packets described the track (etch_reader_machine):
+   * 0 for the host, the machine that recorded the trace. Tracks, processes
+   * and threads of two machines never merge, whatever their uuids and
+   * pids. */
+  uint32_t machine_id;
 } etch_track_info;
 
 typedef enum etch_value_type {
@@ -286,6 +291,39 @@ ETCH_API int etch_reader_open_stream(etch_reader **out);
  */
 ETCH_API int etch_reader_feed(etch_reader *r, const void *packet, size_t len,
                               uint32_t sequence_id);
+
+/*
+ * The machines of a trace recorded across several (Perfetto's multi-machine
+ * tracing: a relay forwards a machine's producers to the host's service,
+ * which stamps TracePacket.machine_id on their packets). Machine 0 is the
+ * host, the packets without a machine_id; the others are numbered from 1 in
+ * the order their first packet comes, as trace_processor's `machine` table
+ * numbers them. A relayed machine's timestamps are put on the host's
+ * timeline with the clock offsets the service measured (RemoteClockSync).
+ * What the trace says of each comes from its SystemInfo packet; strings
+ * are NULL and numbers 0 when it says nothing. Valid until
+ * etch_reader_close; complete once etch_reader_run returned.
+ */
+typedef struct etch_machine_info {
+  uint32_t id;        /* 0: the host */
+  int64_t raw_id;     /* TracePacket.machine_id (0 for the host) */
+  const char *name;   /* NULL: traces of Perfetto v58 name no machine */
+  const char *sysname, *release, *version, *arch; /* SystemInfo.utsname */
+  int64_t num_cpus;
+  int64_t system_ram_bytes;
+  const char *android_build_fingerprint;
+  int64_t android_sdk_version;
+  /* The offset subtracted from the machine's own timestamps (ns, its trace
+   * clock minus the host's), when has_clock_offset. */
+  bool has_clock_offset;
+  int64_t clock_offset;
+} etch_machine_info;
+
+/* How many machines the trace has (1 or more; the host always). */
+ETCH_API uint32_t etch_reader_machine_count(const etch_reader *r);
+/* Machine `id` (0 .. count - 1); ETCH_ENOTFOUND past the last. */
+ETCH_API int etch_reader_machine(const etch_reader *r, uint32_t id,
+                                 etch_machine_info *out);
 
 /* Trace duration as seen so far: first and last delivered event
  * timestamps. ETCH_ENOTFOUND (and zeros) when no event was delivered. */

@@ -211,6 +211,37 @@ void etch__ch_schema_sql(FILE *out, const char *db, etch__ch_layout layout,
   views(out, db);
 }
 
+/* Tables an older etch created lack the columns added since (machine_id
+ * on process and thread): each table with fewer columns than this etch's
+ * gets the missing ones, appended (18.16 has no ADD COLUMN IF NOT EXISTS;
+ * the loader names its columns, so their order does not matter). */
+static int add_missing_columns(etch__ch *ch, const char *db) {
+  const etch__ch_table *t;
+  char sql[512];
+  for (size_t i = 0; (t = etch__ch_table_at(i)); i++) {
+    uint64_t n = 0;
+    snprintf(sql, sizeof sql,
+             "SELECT count() FROM system.columns WHERE database = '%s' AND "
+             "table = '%s'",
+             db, t->name);
+    int rc = etch__ch_count(ch, sql, &n);
+    if (rc) return rc;
+    if (n >= t->ncols + 1) continue;
+    for (size_t c = 0; c < t->ncols; c++) {
+      snprintf(sql, sizeof sql,
+               "SELECT count() FROM system.columns WHERE database = '%s' AND "
+               "table = '%s' AND name = '%s'",
+               db, t->name, t->col[c].name);
+      if ((rc = etch__ch_count(ch, sql, &n))) return rc;
+      if (n) continue;
+      snprintf(sql, sizeof sql, "ALTER TABLE %s.%s ADD COLUMN %s %s", db,
+               t->name, t->col[c].name, t->col[c].type);
+      if ((rc = etch__ch_exec(ch, sql, NULL, 0, NULL, 0))) return rc;
+    }
+  }
+  return ETCH_OK;
+}
+
 int etch__ch_schema_create(etch__ch *ch, const char *db) {
   char *sql = NULL;
   size_t len = 0;
@@ -229,5 +260,6 @@ int etch__ch_schema_create(etch__ch *ch, const char *db) {
     rc = etch__ch_exec(ch, s, NULL, 0, NULL, 0);
   }
   free(sql);
+  if (!rc) rc = add_missing_columns(ch, db);
   return rc;
 }

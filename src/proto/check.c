@@ -409,6 +409,26 @@ static bool entries(ck *c, const uint8_t *msg, size_t len, uint32_t id) {
   return d.err ? dec_fail(c, &d) : true;
 }
 
+/* RemoteClockSync: its synced clocks, each two ClockSnapshots. */
+static bool remote_clock_sync(ck *c, const uint8_t *msg, size_t len) {
+  etch__pb_dec d;
+  etch__pb_field f;
+  etch__pb_dec_init(&d, msg, len);
+  while (etch__pb_next_fast(&d, &f)) {
+    if (f.id != ETCH_RCS_SYNCED_CLOCKS || f.wt != ETCH_PB_LEN) continue;
+    etch__pb_dec sd;
+    etch__pb_field sf;
+    etch__pb_dec_init(&sd, f.data, f.len);
+    while (etch__pb_next_fast(&sd, &sf))
+      if ((sf.id == ETCH_RCS_CLIENT_CLOCKS || sf.id == ETCH_RCS_HOST_CLOCKS) &&
+          sf.wt == ETCH_PB_LEN &&
+          !entries(c, sf.data, sf.len, ETCH_CLOCKSNAP_CLOCKS))
+        return false;
+    if (sd.err) return dec_fail(c, &sd);
+  }
+  return d.err ? dec_fail(c, &d) : true;
+}
+
 static bool track_descriptor(ck *c, const uint8_t *msg, size_t len) {
   etch__pb_dec d;
   etch__pb_field f;
@@ -513,9 +533,11 @@ static int quick_tag2(uint32_t tag, bool event, bool producer) {
       case ETCH_PKT_PREVIOUS_PACKET_DROPPED:
       case ETCH_PKT_FIRST_PACKET_ON_SEQUENCE:
       case PKT_INCREMENTAL_STATE_CLEARED:
+      case ETCH_PKT_MACHINE_ID:
         return wt == ETCH_PB_VARINT && !(producer && id == ETCH_PKT_TRUSTED_PID)
                    ? Q_OK
                    : Q_LONG;
+      case ETCH_PKT_SYSTEM_INFO: case ETCH_PKT_REMOTE_CLOCK_SYNC:
       case ETCH_PKT_TRACE_PACKET_DEFAULTS: case ETCH_PKT_TRACK_DESCRIPTOR:
       case ETCH_PKT_TRACE_STATS: case ETCH_PKT_COMPRESSED_PACKETS:
       case ETCH_PKT_ZSTD_COMPRESSED_PACKETS: case ETCH_PKT_TRACE_CONFIG:
@@ -717,6 +739,17 @@ static bool check_full(const uint8_t *pkt, size_t len, bool producer,
       case ETCH_PKT_COMPRESSED_PACKETS:
       case ETCH_PKT_ZSTD_COMPRESSED_PACKETS:
         ok = want(&c, pkt, &f, ETCH_PB_LEN, "TracePacket.compressed_packets");
+        break;
+      case ETCH_PKT_MACHINE_ID:
+        ok = want(&c, pkt, &f, ETCH_PB_VARINT, "TracePacket.machine_id");
+        break;
+      case ETCH_PKT_SYSTEM_INFO:
+        ok = want(&c, pkt, &f, ETCH_PB_LEN, "TracePacket.system_info") &&
+             entries(&c, f.data, f.len, ETCH_SYSINFO_UTSNAME);
+        break;
+      case ETCH_PKT_REMOTE_CLOCK_SYNC:
+        ok = want(&c, pkt, &f, ETCH_PB_LEN, "TracePacket.remote_clock_sync") &&
+             remote_clock_sync(&c, f.data, f.len);
         break;
       default:
         break;

@@ -9,7 +9,8 @@
  * refusing the whole trace. The reader is the authority: this walk goes
  * through every field its decoders read - the packet's own, track_event and
  * its debug annotations, interned_data (with etch's event schemas),
- * trace_packet_defaults, clock_snapshot, track_descriptor, trace_stats - and
+ * trace_packet_defaults, clock_snapshot, track_descriptor, trace_stats,
+ * machine_id, system_info, remote_clock_sync - and
  * refuses what they refuse: bytes that do not decode as protobuf, a known
  * field with another wire type, a packed repeated field cut inside a value,
  * debug annotations nested deeper than the reader follows or with keys

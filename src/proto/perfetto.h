@@ -39,6 +39,26 @@
 #define ETCH_PKT_REMOTE_CLOCK_SYNC 107
 #define ETCH_PKT_ZSTD_COMPRESSED_PACKETS 133
 #define ETCH_PKT_FOR_TESTING 900
+/* Multi-machine traces: what the host's service writes of each machine. */
+#define ETCH_PKT_SYSTEM_INFO 45
+#define ETCH_PKT_MACHINE_ID 98
+#define ETCH_PKT_REMOTE_CLOCK_SYNC 107
+
+/* SystemInfo, Utsname */
+#define ETCH_SYSINFO_UTSNAME 1
+#define ETCH_SYSINFO_ANDROID_BUILD_FINGERPRINT 2
+#define ETCH_SYSINFO_ANDROID_SDK_VERSION 5
+#define ETCH_SYSINFO_NUM_CPUS 8
+#define ETCH_SYSINFO_SYSTEM_RAM_BYTES 16
+#define ETCH_UTSNAME_SYSNAME 1
+#define ETCH_UTSNAME_VERSION 2
+#define ETCH_UTSNAME_RELEASE 3
+#define ETCH_UTSNAME_MACHINE 4
+
+/* RemoteClockSync, RemoteClockSync.SyncedClocks (each a ClockSnapshot) */
+#define ETCH_RCS_SYNCED_CLOCKS 1
+#define ETCH_RCS_CLIENT_CLOCKS 2
+#define ETCH_RCS_HOST_CLOCKS 3
 
 /* TracePacket.SequenceFlags */
 #define ETCH_SEQ_INCREMENTAL_STATE_CLEARED 1

@@ -38,30 +38,78 @@ static const char *pool_intern(etch_strpool *p, const char *s) {
 
 /* ---- processes, threads, tracks --------------------------------------------- */
 
-static int64_t get_process(etch__importer *imp, int32_t pid) {
+static uint64_t machine_key(uint64_t key, uint32_t machine) {
+  if (!machine) return key;
+  return key ^ ((uint64_t)machine * 0x9e3779b97f4a7c15ull);
+}
+
+bool etch__imp_find_proc(const etch__importer *imp, uint32_t machine,
+                         int32_t pid, int64_t *idx, uint64_t *free_key) {
+  uint64_t key = machine_key((uint32_t)pid, machine);
+  for (;; key++) {
+    if (!etch__u64map_get(&imp->proc_by_pid, key, idx)) break;
+    const qproc *p = &imp->procs[*idx];
+    if (p->machine == machine && p->pid == pid) return true;
+  }
+  if (free_key) *free_key = key;
+  return false;
+}
+
+bool etch__imp_find_thread(const etch__importer *imp, uint32_t machine,
+                           int32_t pid, int32_t tid, int64_t *idx,
+                           uint64_t *free_key) {
+  uint64_t key =
+      machine_key((uint64_t)(uint32_t)pid << 32 | (uint32_t)tid, machine);
+  for (;; key++) {
+    if (!etch__u64map_get(&imp->thread_by_key, key, idx)) break;
+    const qthread *t = &imp->threads[*idx];
+    if (t->machine == machine && t->pid == pid && t->tid == tid) return true;
+  }
+  if (free_key) *free_key = key;
+  return false;
+}
+
+bool etch__imp_find_track(const etch__importer *imp, uint32_t machine,
+                          uint64_t uuid, int64_t *idx, uint64_t *free_key) {
+  uint64_t key = machine_key(uuid, machine);
+  for (;; key++) {
+    if (!etch__u64map_get(&imp->track_by_uuid, key, idx)) break;
+    const qtrack *t = &imp->tracks[*idx];
+    if (t->machine == machine && t->uuid == uuid) return true;
+  }
+  if (free_key) *free_key = key;
+  return false;
+}
+
+static int64_t get_process(etch__importer *imp, uint32_t machine,
+                           int32_t pid) {
   int64_t idx;
-  if (etch__u64map_get(&imp->proc_by_pid, (uint32_t)pid, &idx)) return idx + 1;
+  uint64_t key;
+  if (etch__imp_find_proc(imp, machine, pid, &idx, &key)) return idx + 1;
   if (!grow_array((void **)&imp->procs, &imp->cap_procs, imp->nprocs + 1,
                   sizeof *imp->procs) ||
-      !etch__u64map_put(&imp->proc_by_pid, (uint32_t)pid, (int64_t)imp->nprocs)) {
+      !etch__u64map_put(&imp->proc_by_pid, key, (int64_t)imp->nprocs)) {
     fail_nomem(imp);
     return 0;
   }
-  imp->procs[imp->nprocs] = (qproc){.pid = pid};
+  imp->procs[imp->nprocs] = (qproc){.machine = machine, .pid = pid};
   return (int64_t)++imp->nprocs;
 }
 
-static int64_t get_thread(etch__importer *imp, int32_t pid, int32_t tid) {
-  uint64_t key = (uint64_t)(uint32_t)pid << 32 | (uint32_t)tid;
+static int64_t get_thread(etch__importer *imp, uint32_t machine, int32_t pid,
+                          int32_t tid) {
   int64_t idx;
-  if (etch__u64map_get(&imp->thread_by_key, key, &idx)) return idx + 1;
+  uint64_t key;
+  if (etch__imp_find_thread(imp, machine, pid, tid, &idx, &key))
+    return idx + 1;
   if (!grow_array((void **)&imp->threads, &imp->cap_threads,
                   imp->nthreads + 1, sizeof *imp->threads) ||
       !etch__u64map_put(&imp->thread_by_key, key, (int64_t)imp->nthreads)) {
     fail_nomem(imp);
     return 0;
   }
-  imp->threads[imp->nthreads] = (qthread){.pid = pid, .tid = tid};
+  imp->threads[imp->nthreads] =
+      (qthread){.machine = machine, .pid = pid, .tid = tid};
   return (int64_t)++imp->nthreads;
 }
 
@@ -90,38 +138,39 @@ static void track_update(etch__importer *imp, qtrack *t,
   }
   /* Names of processes and threads come from their tracks. */
   if (t->kind == ETCH_TRACK_PROCESS && t->pid) {
-    int64_t upid = get_process(imp, t->pid);
+    int64_t upid = get_process(imp, t->machine, t->pid);
     if (upid && name) imp->procs[upid - 1].name = name;
     const char *cmd = info->cmdline && *info->cmdline
                           ? pool_intern(&imp->strings, info->cmdline)
                           : NULL;
     if (upid && cmd) imp->procs[upid - 1].cmdline = cmd;
   } else if (t->kind == ETCH_TRACK_THREAD && t->tid) {
-    if (t->pid) get_process(imp, t->pid);
-    int64_t utid = get_thread(imp, t->pid, t->tid);
+    if (t->pid) get_process(imp, t->machine, t->pid);
+    int64_t utid = get_thread(imp, t->machine, t->pid, t->tid);
     if (utid && name) imp->threads[utid - 1].name = name;
   } else if (t->pid) {
-    get_process(imp, t->pid);
+    get_process(imp, t->machine, t->pid);
   }
 }
 
 static qtrack *get_track(etch__importer *imp, const etch_track_info *info) {
   qtrack *t = imp->last_track;
-  if (t && t->uuid == info->uuid) return t;
+  if (t && t->uuid == info->uuid && t->machine == info->machine_id) return t;
   int64_t idx;
-  if (etch__u64map_get(&imp->track_by_uuid, info->uuid, &idx)) {
+  uint64_t key;
+  if (etch__imp_find_track(imp, info->machine_id, info->uuid, &idx, &key)) {
     t = &imp->tracks[idx];
   } else {
     if (!grow_array((void **)&imp->tracks, &imp->cap_tracks,
                     imp->ntracks + 1, sizeof *imp->tracks) ||
-        !etch__u64map_put(&imp->track_by_uuid, info->uuid,
-                    (int64_t)imp->ntracks)) {
+        !etch__u64map_put(&imp->track_by_uuid, key, (int64_t)imp->ntracks)) {
       fail_nomem(imp);
       return NULL;
     }
     t = &imp->tracks[imp->ntracks++];
     memset(t, 0, sizeof *t);
     t->uuid = info->uuid;
+    t->machine = info->machine_id;
     t->id = (int64_t)imp->ntracks;
     track_update(imp, t, info);
   }
@@ -132,7 +181,7 @@ static qtrack *get_track(etch__importer *imp, const etch_track_info *info) {
 void etch__importer_track(etch__importer *imp, const etch_track_info *info) {
   if (imp->err) return;
   int64_t idx;
-  if (etch__u64map_get(&imp->track_by_uuid, info->uuid, &idx))
+  if (etch__imp_find_track(imp, info->machine_id, info->uuid, &idx, NULL))
     track_update(imp, &imp->tracks[idx], info);
   else
     get_track(imp, info);
@@ -626,6 +675,31 @@ int etch__importer_finish(etch__importer *imp, const etch_reader_stats *st,
   return rc;
 }
 
+void etch__importer_machines(etch__importer *imp, const etch_reader *r) {
+  uint32_t n = etch_reader_machine_count(r);
+  free(imp->machines);
+  imp->nmachines = 0;
+  imp->machines = (etch_machine_info *)etch__calloc(n ? n : 1,
+                                                    sizeof *imp->machines);
+  if (!imp->machines) {
+    fail_nomem(imp);
+    return;
+  }
+  for (uint32_t i = 0; i < n; i++) {
+    etch_machine_info *m = &imp->machines[i];
+    etch_reader_machine(r, i, m);
+    /* The reader's strings end with it: the importer's pool keeps them. */
+    m->name = pool_intern(&imp->strings, m->name);
+    m->sysname = pool_intern(&imp->strings, m->sysname);
+    m->release = pool_intern(&imp->strings, m->release);
+    m->version = pool_intern(&imp->strings, m->version);
+    m->arch = pool_intern(&imp->strings, m->arch);
+    m->android_build_fingerprint =
+        pool_intern(&imp->strings, m->android_build_fingerprint);
+  }
+  imp->nmachines = n;
+}
+
 void etch__importer_counts(const etch__importer *imp,
                            etch__import_counts *out) {
   *out = imp->counts;
@@ -642,6 +716,7 @@ void etch__importer_free(etch__importer *imp) {
   free(imp->tracks);
   free(imp->procs);
   free(imp->threads);
+  free(imp->machines);
   etch__u64map_free(&imp->track_by_uuid);
   etch__u64map_free(&imp->proc_by_pid);
   etch__u64map_free(&imp->thread_by_key);

@@ -39,6 +39,7 @@ typedef struct flow_step {
 
 typedef struct qtrack {
   uint64_t uuid, parent_uuid;
+  uint32_t machine; /* etch_track_info.machine_id */
   etch_track_kind kind;
   const char *name; /* interned */
   int32_t pid, tid;
@@ -64,12 +65,14 @@ typedef struct name_summary {
 } name_summary;
 
 typedef struct qproc {
+  uint32_t machine;
   int32_t pid;
   const char *name;
   const char *cmdline;
 } qproc;
 
 typedef struct qthread {
+  uint32_t machine;
   int32_t pid, tid;
   const char *name;
 } qthread;
@@ -89,6 +92,10 @@ struct etch__importer {
   size_t ntracks, cap_tracks;
   etch_u64map track_by_uuid; /* uuid -> index in tracks */
   qtrack *last_track;   /* cache: consecutive events share a track */
+  /* The trace's machines (etch__importer_machines): machines[i] is row i
+   * of the machine table, 0 the host. */
+  etch_machine_info *machines;
+  size_t nmachines;
   qproc *procs;         /* procs[i] has upid i + 1 */
   size_t nprocs, cap_procs;
   etch_u64map proc_by_pid;
@@ -146,6 +153,25 @@ static inline bool grow_array(void **arr, size_t *cap, size_t need, size_t elem)
   *cap = cap2;
   return true;
 }
+
+/* ---- processes, threads and tracks by machine ------------------------------- */
+
+/*
+ * The maps key a host's process by its pid, a thread by pid << 32 | tid
+ * and a track by its uuid, as they always did; another machine's key is
+ * that key mixed with the machine, and the entry found must be of that
+ * machine and id, else the next key is tried (so two machines' processes,
+ * threads and tracks never share a row, whatever the trace holds). Each
+ * finds the index into procs / threads / tracks, or false with in *free
+ * the key to put a new one at.
+ */
+bool etch__imp_find_proc(const etch__importer *imp, uint32_t machine,
+                         int32_t pid, int64_t *idx, uint64_t *free_key);
+bool etch__imp_find_thread(const etch__importer *imp, uint32_t machine,
+                           int32_t pid, int32_t tid, int64_t *idx,
+                           uint64_t *free_key);
+bool etch__imp_find_track(const etch__importer *imp, uint32_t machine,
+                          uint64_t uuid, int64_t *idx, uint64_t *free_key);
 
 /* ---- shared between the files ---------------------------------------- */
 

@@ -99,6 +99,7 @@ static int run_once(etch__db *db, const char *catalog,
       first = 1;
       last = 0;
     }
+    etch__importer_machines(imp, r);
     rc = etch__importer_finish(imp, &st, first, last);
   }
   *out = imp;

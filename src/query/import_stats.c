@@ -19,6 +19,7 @@ typedef struct thr_acc {
 
 static int cmp_thr(const void *x, const void *y) {
   const etch__stats_thread *a = x, *b = y;
+  if (a->machine != b->machine) return a->machine < b->machine ? -1 : 1;
   if (a->busy != b->busy) return a->busy > b->busy ? -1 : 1;
   return (a->tid > b->tid) - (a->tid < b->tid);
 }
@@ -97,8 +98,7 @@ int etch__importer_stats_data(const etch__importer *imp, int top,
     int64_t v;
     if (t->kind == ETCH_TRACK_COUNTER) d->counter_tracks++;
     if (!t->has_busy || t->kind != ETCH_TRACK_THREAD ||
-        !etch__u64map_get(&imp->thread_by_key,
-                    (uint64_t)(uint32_t)t->pid << 32 | (uint32_t)t->tid, &v))
+        !etch__imp_find_thread(imp, t->machine, t->pid, t->tid, &v, NULL))
       continue;
     if (slot[v] < 0) {
       const qthread *th = &imp->threads[v];
@@ -107,13 +107,35 @@ int etch__importer_stats_data(const etch__importer *imp, int top,
       slot[v] = (int64_t)d->nthr++;
       x->thread = dup_or_null(th->name);
       x->tid = th->tid;
-      if (th->pid && etch__u64map_get(&imp->proc_by_pid, (uint32_t)th->pid, &p)) {
+      x->machine = th->machine;
+      if (th->pid && etch__imp_find_proc(imp, th->machine, th->pid, &p, NULL)) {
         x->has_pid = true;
         x->pid = imp->procs[p].pid;
         x->process = dup_or_null(imp->procs[p].name);
       }
     }
     d->thr[slot[v]].busy += t->busy;
+  }
+  /* Machines, with their processes and threads counted. */
+  if (!nomem && imp->nmachines > 1) {
+    d->machines = etch__calloc(imp->nmachines, sizeof *d->machines);
+    if (!d->machines) nomem = true;
+    for (size_t i = 0; !nomem && i < imp->nmachines; i++) {
+      const etch_machine_info *m = &imp->machines[i];
+      etch__stats_machine *x = &d->machines[d->nmachines++];
+      x->id = (int64_t)i;
+      x->raw_id = m->raw_id;
+      x->name = dup_or_null(m->name);
+      x->sysname = dup_or_null(m->sysname);
+      x->release = dup_or_null(m->release);
+      x->arch = dup_or_null(m->arch);
+    }
+    for (size_t i = 0; !nomem && i < imp->nprocs; i++)
+      if (imp->procs[i].machine < d->nmachines)
+        d->machines[imp->procs[i].machine].processes++;
+    for (size_t i = 0; !nomem && i < imp->nthreads; i++)
+      if (imp->threads[i].machine < d->nmachines)
+        d->machines[imp->threads[i].machine].threads++;
   }
   free(slot);
   if (d->nthr) qsort(d->thr, d->nthr, sizeof *d->thr, cmp_thr);
@@ -162,13 +184,12 @@ int etch__importer_stats_data(const etch__importer *imp, int top,
     x->dropped = t->dropped;
     int64_t v, p;
     if (t->kind == ETCH_TRACK_THREAD &&
-        etch__u64map_get(&imp->thread_by_key,
-                   (uint64_t)(uint32_t)t->pid << 32 | (uint32_t)t->tid, &v)) {
+        etch__imp_find_thread(imp, t->machine, t->pid, t->tid, &v, NULL)) {
       const qthread *th = &imp->threads[v];
       x->thread = dup_or_null(th->name);
       x->has_tid = true;
       x->tid = th->tid;
-      if (th->pid && etch__u64map_get(&imp->proc_by_pid, (uint32_t)th->pid, &p)) {
+      if (th->pid && etch__imp_find_proc(imp, th->machine, th->pid, &p, NULL)) {
         x->has_pid = true;
         x->pid = imp->procs[p].pid;
       }

@@ -37,13 +37,13 @@ static int write_tracks(etch__importer *imp) {
   for (size_t i = 0; i < imp->ntracks; i++) {
     const qtrack *t = &imp->tracks[i];
     int64_t parent = -1, upid = 0, utid = 0, v;
-    if (t->parent_uuid && etch__u64map_get(&imp->track_by_uuid, t->parent_uuid, &v))
+    if (t->parent_uuid &&
+        etch__imp_find_track(imp, t->machine, t->parent_uuid, &v, NULL))
       parent = v + 1;
-    if (t->pid && etch__u64map_get(&imp->proc_by_pid, (uint32_t)t->pid, &v))
+    if (t->pid && etch__imp_find_proc(imp, t->machine, t->pid, &v, NULL))
       upid = v + 1;
     if (t->kind == ETCH_TRACK_THREAD &&
-        etch__u64map_get(&imp->thread_by_key,
-                   (uint64_t)(uint32_t)t->pid << 32 | (uint32_t)t->tid, &v))
+        etch__imp_find_thread(imp, t->machine, t->pid, t->tid, &v, NULL))
       utid = v + 1;
     etch__tw_i64(&w, 0, t->id);
     etch__tw_cstr(&w, 1, t->name);
@@ -67,7 +67,7 @@ static int write_tracks(etch__importer *imp) {
 }
 
 static int write_procs_threads(etch__importer *imp) {
-  static const etch__col kProc[] = {I, I, S, S, I, I, I};
+  static const etch__col kProc[] = {I, I, S, S, I, I, I, I};
   etch__tw w;
   int rc = open_tw(imp, &w, "process", kProc, ETCH_ARRAY_SIZE(kProc));
   if (rc) return rc;
@@ -77,17 +77,18 @@ static int write_procs_threads(etch__importer *imp) {
     etch__tw_cstr(&w, 2, imp->procs[i].name);
     etch__tw_cstr(&w, 3, imp->procs[i].cmdline);
     for (idx_t c = 4; c < 7; c++) etch__tw_null(&w, c);
+    etch__tw_i64(&w, 7, imp->procs[i].machine);
     etch__tw_end_row(&w);
   }
   rc = etch__tw_finish(&w);
   if (rc) return rc;
-  static const etch__col kThread[] = {I, I, S, I, I, I, I};
+  static const etch__col kThread[] = {I, I, S, I, I, I, I, I};
   rc = open_tw(imp, &w, "thread", kThread, ETCH_ARRAY_SIZE(kThread));
   if (rc) return rc;
   for (size_t i = 0; i < imp->nthreads; i++) {
     const qthread *th = &imp->threads[i];
     int64_t upid = 0, v;
-    if (th->pid && etch__u64map_get(&imp->proc_by_pid, (uint32_t)th->pid, &v))
+    if (th->pid && etch__imp_find_proc(imp, th->machine, th->pid, &v, NULL))
       upid = v + 1;
     etch__tw_i64(&w, 0, (int64_t)i + 1);
     etch__tw_i64(&w, 1, th->tid);
@@ -99,6 +100,40 @@ static int write_procs_threads(etch__importer *imp) {
       etch__tw_i64(&w, 6, th->pid == th->tid);
     else
       etch__tw_null(&w, 6);
+    etch__tw_i64(&w, 7, th->machine);
+    etch__tw_end_row(&w);
+  }
+  return etch__tw_finish(&w);
+}
+
+/* The machine table: the host always (row 0), then the relayed machines. */
+static int write_machines(etch__importer *imp) {
+  static const etch__col kCols[] = {I, I, S, S, S, S, S, I, S, I, I, I};
+  etch__tw w;
+  int rc = open_tw(imp, &w, "machine", kCols, ETCH_ARRAY_SIZE(kCols));
+  if (rc) return rc;
+  size_t n = imp->nmachines ? imp->nmachines : 1;
+  for (size_t i = 0; i < n; i++) {
+    etch_machine_info host = {0};
+    const etch_machine_info *m = imp->nmachines ? &imp->machines[i] : &host;
+    etch__tw_i64(&w, 0, (int64_t)i);
+    etch__tw_i64(&w, 1, m->raw_id);
+    const char *strs[] = {m->name, m->sysname, m->release, m->version, m->arch};
+    for (idx_t c = 0; c < 5; c++) etch__tw_cstr(&w, 2 + c, strs[c]);
+    if (m->num_cpus) etch__tw_i64(&w, 7, m->num_cpus); else etch__tw_null(&w, 7);
+    etch__tw_cstr(&w, 8, m->android_build_fingerprint);
+    if (m->android_sdk_version)
+      etch__tw_i64(&w, 9, m->android_sdk_version);
+    else
+      etch__tw_null(&w, 9);
+    if (m->system_ram_bytes) {
+      etch__tw_i64(&w, 10, m->system_ram_bytes);
+      /* GB rounded to the nearest, as trace_processor's. */
+      etch__tw_i64(&w, 11, (int64_t)(((double)m->system_ram_bytes / 1e9) + 0.5));
+    } else {
+      etch__tw_null(&w, 10);
+      etch__tw_null(&w, 11);
+    }
     etch__tw_end_row(&w);
   }
   return etch__tw_finish(&w);
@@ -243,6 +278,7 @@ int etch__import_write_tables(etch__importer *imp,
                               const etch_reader_stats *st) {
   int rc = write_tracks(imp);
   if (!rc) rc = write_procs_threads(imp);
+  if (!rc) rc = write_machines(imp);
   if (!rc) rc = write_stats(imp, st);
   if (!rc) rc = write_summary(imp);
   if (!rc) rc = write_bounds(imp);

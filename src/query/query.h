@@ -100,7 +100,7 @@ const char *etch__query_table_name(size_t i, size_t *len);
  * slice), as etch__query_table_name. */
 const char *etch__query_stored_table_name(size_t i, size_t *len);
 /* The version of the tables' layout, part of a cache's key. */
-#define ETCH__QUERY_SCHEMA_VERSION "6"
+#define ETCH__QUERY_SCHEMA_VERSION "7"
 /* The CREATE VIEW statements of the views over track. */
 const char *etch__query_views_sql(void);
 
@@ -190,6 +190,9 @@ void etch__importer_event(etch__importer *imp, const etch_event *ev);
  */
 int etch__importer_finish(etch__importer *imp, const etch_reader_stats *st,
                           int64_t first, int64_t last);
+/* The reader's machines (etch_reader_machine), for the machine table:
+ * before etch__importer_finish. */
+void etch__importer_machines(etch__importer *imp, const etch_reader *r);
 void etch__importer_counts(const etch__importer *imp,
                            etch__import_counts *out);
 void etch__importer_free(etch__importer *imp);
@@ -335,7 +338,13 @@ typedef struct etch__stats_thread {
   char *thread, *process;
   int64_t tid, pid, busy;
   bool has_pid;
+  int64_t machine; /* machine table id: 0 the host */
 } etch__stats_thread;
+/* A machine of a trace of several: its row, and what it holds. */
+typedef struct etch__stats_machine {
+  int64_t id, raw_id, processes, threads;
+  char *name, *sysname, *release, *arch; /* NULL: the trace did not say */
+} etch__stats_machine;
 typedef struct etch__stats_counter {
   char *track, *unit;
   int64_t count;
@@ -365,8 +374,10 @@ typedef struct etch__stats_data {
       counter_tracks, flows, tracks, processes, threads;
   etch__stats_top *by_total, *by_self; /* sorted, at most `top` rows */
   size_t n_by_total, n_by_self;
-  etch__stats_thread *thr; /* sorted: busy desc, tid */
+  etch__stats_thread *thr; /* sorted: machine, busy desc, tid */
   size_t nthr;
+  etch__stats_machine *machines; /* by id; printed when more than one */
+  size_t nmachines;
   etch__stats_counter *ctr; /* sorted: track name, track id */
   size_t nctr;
   etch__stats_loss *loss; /* non-zero data_loss and error stats */

@@ -34,7 +34,8 @@ static const char *const kTables[] = {
     " cmdline VARCHAR,"
     " start_ts BIGINT,"
     " end_ts BIGINT,"
-    " parent_upid BIGINT)",
+    " parent_upid BIGINT,"
+    " machine_id BIGINT)",
     "thread("
     " utid BIGINT,"
     " tid BIGINT,"
@@ -42,7 +43,8 @@ static const char *const kTables[] = {
     " upid BIGINT,"
     " start_ts BIGINT,"
     " end_ts BIGINT,"
-    " is_main_thread BIGINT)",
+    " is_main_thread BIGINT,"
+    " machine_id BIGINT)",
     "track("
     " id BIGINT,"
     " name VARCHAR,"
@@ -100,6 +102,20 @@ static const char *const kTables[] = {
     " value BIGINT NOT NULL,"
     " description VARCHAR)",
     "trace_bounds(start_ts BIGINT, end_ts BIGINT)",
+    /* The machines (trace_processor's machine table): 0 the host. */
+    "machine("
+    " id BIGINT NOT NULL,"
+    " raw_id BIGINT NOT NULL,"
+    " name VARCHAR,"
+    " sysname VARCHAR,"
+    " release VARCHAR,"
+    " version VARCHAR,"
+    " arch VARCHAR,"
+    " num_cpus BIGINT,"
+    " android_build_fingerprint VARCHAR,"
+    " android_sdk_version BIGINT,"
+    " system_ram_bytes BIGINT,"
+    " system_ram_gb BIGINT)",
     "slice_summary("
     " name VARCHAR,"
     " count BIGINT NOT NULL,"

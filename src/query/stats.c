@@ -239,13 +239,13 @@ int etch__stats_data_from_db(etch__db *db, int top, etch__stats_data *d) {
   /* Threads: grouped by track first (one pass over depth-0 slices). */
   if (q(r, &res,
         "SELECT th.name, th.tid, p.pid, p.name, CAST(sum(b.busy) AS BIGINT) "
-        "AS busy FROM (SELECT track_id, sum(" EFF_DUR ") AS busy FROM slice_data "
-        "WHERE depth = 0 AND dur != 0 GROUP BY track_id) b "
+        "AS busy, th.machine_id FROM (SELECT track_id, sum(" EFF_DUR ") AS busy "
+        "FROM slice_data WHERE depth = 0 AND dur != 0 GROUP BY track_id) b "
         "JOIN track tr ON b.track_id = tr.id "
         "JOIN thread th ON tr.utid = th.utid "
         "LEFT JOIN process p ON th.upid = p.upid "
-        "GROUP BY th.utid, th.name, th.tid, p.pid, p.name "
-        "ORDER BY busy DESC, th.tid")) {
+        "GROUP BY th.utid, th.name, th.tid, p.pid, p.name, th.machine_id "
+        "ORDER BY th.machine_id, busy DESC, th.tid")) {
     size_t cap = 0;
     while (etch__res_next(&res)) {
       if (!grow((void **)&d->thr, &cap, d->nthr + 1, sizeof *d->thr)) {
@@ -258,7 +258,35 @@ int etch__stats_data_from_db(etch__db *db, int top, etch__stats_data *d) {
           .pid = etch__res_i64(&res, 2),
           .has_pid = !etch__res_null(&res, 2),
           .process = etch__res_strdup(&res, 3),
-          .busy = etch__res_i64(&res, 4)};
+          .busy = etch__res_i64(&res, 4),
+          .machine = etch__res_i64(&res, 5)};
+    }
+    done(r, &res, nomem);
+  }
+
+  /* Machines, when there are several. */
+  if (scalar(r, "SELECT count(*) FROM machine") > 1 &&
+      q(r, &res,
+        "SELECT m.id, m.raw_id, m.name, m.sysname, m.release, m.arch, "
+        "(SELECT count(*) FROM process p WHERE p.machine_id = m.id), "
+        "(SELECT count(*) FROM thread t WHERE t.machine_id = m.id) "
+        "FROM machine m ORDER BY m.id")) {
+    size_t cap = 0;
+    while (etch__res_next(&res)) {
+      if (!grow((void **)&d->machines, &cap, d->nmachines + 1,
+                sizeof *d->machines)) {
+        nomem = true;
+        break;
+      }
+      d->machines[d->nmachines++] = (etch__stats_machine){
+          .id = etch__res_i64(&res, 0),
+          .raw_id = etch__res_i64(&res, 1),
+          .name = etch__res_strdup(&res, 2),
+          .sysname = etch__res_strdup(&res, 3),
+          .release = etch__res_strdup(&res, 4),
+          .arch = etch__res_strdup(&res, 5),
+          .processes = etch__res_i64(&res, 6),
+          .threads = etch__res_i64(&res, 7)};
     }
     done(r, &res, nomem);
   }
@@ -403,6 +431,13 @@ void etch__stats_data_free(etch__stats_data *d) {
     free(d->loss[i].description);
   }
   for (size_t i = 0; i < d->ndrop; i++) free(d->drop[i].thread);
+  for (size_t i = 0; i < d->nmachines; i++) {
+    free(d->machines[i].name);
+    free(d->machines[i].sysname);
+    free(d->machines[i].release);
+    free(d->machines[i].arch);
+  }
+  free(d->machines);
   for (size_t i = 0; i < d->nbookmarks; i++) free(d->bookmarks[i].name);
   free(d->frames);
   free(d->bookmarks);
@@ -536,23 +571,86 @@ static void top_section(report *r, bool by_self) {
   list_end(r, t, "no slices");
 }
 
+/* What a machine is called: its name, else "host" or "machine N". */
+static const char *machine_label(const etch__stats_data *d, int64_t id,
+                                 char *buf, size_t n) {
+  for (size_t i = 0; i < d->nmachines; i++)
+    if (d->machines[i].id == id && d->machines[i].name)
+      return d->machines[i].name;
+  if (id == 0) return "host";
+  snprintf(buf, n, "machine %lld", (long long)id);
+  return buf;
+}
+
+/* A trace of several machines: each, with its processes and threads. */
+static void machines_section(report *r) {
+  const etch__stats_data *d = r->d;
+  if (d->nmachines < 2) return;
+  etch__tt *t = NULL;
+  if (r->o->json) {
+    jopen(r, "machines", '[');
+  } else {
+    section(r, "machines");
+    t = etch__tt_new(7);
+    const char *h[] = {"machine", "id", "raw id", "system", "arch",
+                       "processes", "threads"};
+    const bool right[] = {false, true, true, false, false, true, true};
+    for (size_t i = 0; i < 7; i++) etch__tt_header(t, i, h[i], right[i]);
+  }
+  for (size_t i = 0; i < d->nmachines; i++) {
+    const etch__stats_machine *m = &d->machines[i];
+    char b[32];
+    const char *label = machine_label(d, m->id, b, sizeof b);
+    if (r->o->json) {
+      jopen(r, NULL, '{');
+      jint(r, "id", m->id);
+      jint(r, "raw_id", m->raw_id);
+      jstr(r, "name", m->name);
+      jstr(r, "sysname", m->sysname);
+      jstr(r, "release", m->release);
+      jstr(r, "arch", m->arch);
+      jint(r, "processes", m->processes);
+      jint(r, "threads", m->threads);
+      jclose(r, '}');
+      continue;
+    }
+    char sys[160];
+    snprintf(sys, sizeof sys, "%s%s%s", m->sysname ? m->sysname : "-",
+             m->release ? " " : "", m->release ? m->release : "");
+    etch__tt_cell(t, label);
+    etch__tt_cellf(t, "%lld", (long long)m->id);
+    etch__tt_cellf(t, "%lld", (long long)m->raw_id);
+    etch__tt_cell(t, sys);
+    etch__tt_cell(t, or_dash(m->arch));
+    etch__tt_cellf(t, "%lld", (long long)m->processes);
+    etch__tt_cellf(t, "%lld", (long long)m->threads);
+  }
+  list_end(r, t, "none");
+}
+
 static void threads_section(report *r) {
   int64_t dur = r->start <= r->end ? etch__sat_sub(r->end, r->start) : 0;
   etch__tt *t = NULL;
+  /* Several machines: each thread under its machine (sorted so). */
+  bool multi = r->d->nmachines > 1;
+  size_t m0 = multi ? 1 : 0;
   if (r->o->json) {
     jopen(r, "threads", '[');
   } else {
     section(r, "threads (busy = time in depth-0 slices)");
-    t = etch__tt_new(6);
-    const char *h[] = {"thread", "tid", "process", "pid", "busy", "of trace"};
-    const bool right[] = {false, true, false, true, true, true};
-    for (size_t i = 0; i < 6; i++) etch__tt_header(t, i, h[i], right[i]);
+    t = etch__tt_new(6 + m0);
+    const char *h[] = {"machine", "thread", "tid", "process", "pid", "busy",
+                       "of trace"};
+    const bool right[] = {false, false, true, false, true, true, true};
+    for (size_t i = 0; i < 6 + m0; i++)
+      etch__tt_header(t, i, h[i + 1 - m0], right[i + 1 - m0]);
   }
   for (size_t i = 0; i < r->d->nthr; i++) {
     const etch__stats_thread *th = &r->d->thr[i];
     int64_t busy = th->busy;
     if (r->o->json) {
       jopen(r, NULL, '{');
+      if (multi) jint(r, "machine_id", th->machine);
       jstr(r, "thread", th->thread);
       jint(r, "tid", th->tid);
       jstr(r, "process", th->process);
@@ -562,6 +660,10 @@ static void threads_section(report *r) {
       continue;
     }
     char b[32];
+    if (multi) {
+      char mb[32];
+      etch__tt_cell(t, machine_label(r->d, th->machine, mb, sizeof mb));
+    }
     etch__fmt_dur(b, sizeof b, busy);
     etch__tt_cell(t, or_dash(th->thread));
     etch__tt_cellf(t, "%lld", (long long)th->tid);
@@ -831,6 +933,7 @@ void etch__stats_print(const etch__stats_data *d, FILE *out,
   top_section(&r, false);
   if (!r.o->compact) {
     top_section(&r, true);
+    machines_section(&r);
     threads_section(&r);
     counters_section(&r);
     frames_section(&r);

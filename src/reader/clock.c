@@ -11,7 +11,10 @@
  * (C -> X in one snapshot, X -> T in another), the same way.
  *
  * Clocks 64..127 are sequence-scoped: clock 64 of sequence 3 and clock 64 of
- * sequence 4 are different clocks (keys made with RD_SEQ_CLOCK_KEY).
+ * sequence 4 are different clocks (keys made with RD_SEQ_CLOCK_KEY). The
+ * other clocks are each machine's own (RD_MACHINE_CLOCK_KEY): a relayed
+ * machine's timestamps convert to its own trace clock through its own
+ * snapshots, and machine.c moves them onto the host's timeline.
  * Values are in the clock's unit (unit_multiplier_ns, default 1 ns) on the
  * wire and in ns here.
  */
@@ -117,7 +120,8 @@ static int rebuild_pairs(rd_clocks *c) {
     const rd_snap *sn = &c->snaps[s];
     const rd_snap_entry *t = NULL;
     for (uint32_t j = 0; j < sn->n; j++)
-      if (sn->e[j].clock->key == c->trace_clock) t = &sn->e[j];
+      if (RD_CLOCK_IS_TRACE(sn->e[j].clock->key, c->trace_clock))
+        t = &sn->e[j];
     if (!t) continue;
     for (uint32_t j = 0; j < sn->n; j++)
       if (&sn->e[j] != t && add_pair(sn->e[j].clock, sn->e[j].value, t->value))
@@ -139,7 +143,8 @@ int etch__rd_clock_snapshot(etch_reader *r, const rd_src *src, rd_seq *seq,
       n++;
     } else if (f.id == ETCH_CLOCKSNAP_PRIMARY_TRACE_CLOCK &&
                f.wt == ETCH_PB_VARINT) {
-      if (!c->converted && f.u > 0 && f.u < 64 &&
+      /* The host's word only: a relayed machine's clocks follow it. */
+      if (!c->converted && r->cur_machine == 0 && f.u > 0 && f.u < 64 &&
           (uint32_t)f.u != c->trace_clock) {
         c->trace_clock = (uint32_t)f.u;
         if (rebuild_pairs(c)) return ETCH_ENOMEM;
@@ -179,7 +184,7 @@ int etch__rd_clock_snapshot(etch_reader *r, const rd_src *src, rd_seq *seq,
     }
     if (cd.err) return etch__rd_fail_dec(r, src, &cd);
     if (id > UINT32_MAX) continue;
-    uint64_t key = id;
+    uint64_t key = RD_MACHINE_CLOCK_KEY(r->cur_machine, id);
     if (id >= ETCH_CLOCK_SEQ_SCOPED_FIRST && id <= ETCH_CLOCK_SEQ_SCOPED_LAST) {
       /* Sequence-scoped: without a sequence it cannot be referenced. */
       if (!seq || seq->id == 0) continue;
@@ -187,7 +192,7 @@ int etch__rd_clock_snapshot(etch_reader *r, const rd_src *src, rd_seq *seq,
     }
     rd_clock *k = etch__rd_clock_get(r, key, true);
     if (!k) return ETCH_ENOMEM;
-    if (key != id) seq->clocks[id - ETCH_CLOCK_SEQ_SCOPED_FIRST] = k;
+    if (key >> 63) seq->clocks[id - ETCH_CLOCK_SEQ_SCOPED_FIRST] = k;
     if (unit) k->unit_ns = unit;
     k->incremental = incr;
     if (incr) {
@@ -201,7 +206,7 @@ int etch__rd_clock_snapshot(etch_reader *r, const rd_src *src, rd_seq *seq,
     if (dup) continue;
     e[m].clock = k;
     e[m].value = ts * k->unit_ns;
-    if (key == c->trace_clock) t = &e[m];
+    if (RD_CLOCK_IS_TRACE(key, c->trace_clock)) t = &e[m];
     m++;
   }
   if (d.err) return etch__rd_fail_dec(r, src, &d);
@@ -264,7 +269,7 @@ bool etch__rd_clock_convert(etch_reader *r, rd_clock *k, uint64_t v,
   rd_clocks *c = &r->clocks;
   uint64_t res;
   c->converted = true;
-  if (k->key == c->trace_clock) {
+  if (RD_CLOCK_IS_TRACE(k->key, c->trace_clock)) {
     *out = (int64_t)v;
     return true;
   }

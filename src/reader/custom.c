@@ -329,7 +329,7 @@ static cev *cev_build(etch_reader *r, const etch_event *ev, const rd_schema *s,
       break;
     }
     if (!x->info.parent_uuid || x->info.parent_uuid == x->info.uuid) break;
-    x = etch__rd_track_get(r, x->info.parent_uuid, false);
+    x = etch__rd_track_in(r, x->info.machine_id, x->info.parent_uuid, false);
   }
   e->nfields = s->nfields;
   e->fields = c->fields;
@@ -419,7 +419,9 @@ static void on_event(const etch_event *ev, void *user) {
     any = (!c->routes[i].logger || c->routes[i].logger == s->logger) &&
           (!c->routes[i].event || c->routes[i].event == s->event);
   if (!any) return;
-  rd_track *t = ev->track ? etch__rd_track_get(r, ev->track->uuid, false) : NULL;
+  rd_track *t = ev->track ? etch__rd_track_in(r, ev->track->machine_id,
+                                               ev->track->uuid, false)
+                          : NULL;
   cev *e = cev_build(r, ev, s, t);
   if (!e) {
     r->stop = true; /* out of memory: etch_reader_run reports it */

@@ -54,7 +54,8 @@ void etch__rd_announce_track(etch_reader *r, rd_track *t, int depth) {
   etch__rd_track_resolve(r, t);
   /* Ancestors first, so a consumer can build the hierarchy. */
   if (t->info.parent_uuid && depth < RD_MAX_NESTING) {
-    rd_track *p = etch__rd_track_get(r, t->info.parent_uuid, false);
+    rd_track *p =
+        etch__rd_track_in(r, t->info.machine_id, t->info.parent_uuid, false);
     if (p && p != t) etch__rd_announce_track(r, p, depth + 1);
   }
   t->announce_no = ++r->nannounced;

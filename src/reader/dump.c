@@ -187,6 +187,25 @@ MDEF(m_trace_stats, {ETCH_TS_BUFFER_STATS, "buffer_stats", K_M, &m_buffer_stats}
      {ETCH_TS_FLUSHES_SUCCEEDED, "flushes_succeeded", K_U, NULL},
      {ETCH_TS_FLUSHES_FAILED, "flushes_failed", K_U, NULL});
 
+MDEF(m_utsname, {ETCH_UTSNAME_SYSNAME, "sysname", K_S, NULL},
+     {ETCH_UTSNAME_VERSION, "version", K_S, NULL},
+     {ETCH_UTSNAME_RELEASE, "release", K_S, NULL},
+     {ETCH_UTSNAME_MACHINE, "machine", K_S, NULL});
+MDEF(m_system_info, {ETCH_SYSINFO_UTSNAME, "utsname", K_M, &m_utsname},
+     {ETCH_SYSINFO_ANDROID_BUILD_FINGERPRINT, "android_build_fingerprint",
+      K_S, NULL},
+     {ETCH_SYSINFO_ANDROID_SDK_VERSION, "android_sdk_version", K_U, NULL},
+     {4, "tracing_service_version", K_S, NULL},
+     {6, "page_size", K_U, NULL},
+     {7, "timezone_off_mins", K_I, NULL},
+     {ETCH_SYSINFO_NUM_CPUS, "num_cpus", K_U, NULL},
+     {ETCH_SYSINFO_SYSTEM_RAM_BYTES, "system_ram_bytes", K_U, NULL});
+MDEF(m_synced_clocks,
+     {ETCH_RCS_CLIENT_CLOCKS, "client_clocks", K_M, &m_clock_snapshot},
+     {ETCH_RCS_HOST_CLOCKS, "host_clocks", K_M, &m_clock_snapshot});
+MDEF(m_remote_clock_sync,
+     {ETCH_RCS_SYNCED_CLOCKS, "synced_clocks", K_M, &m_synced_clocks});
+
 MDEF(m_packet, {ETCH_PKT_TIMESTAMP, "timestamp", K_U, NULL},
      {ETCH_PKT_TIMESTAMP_CLOCK_ID, "timestamp_clock_id", K_CLOCK, NULL},
      {ETCH_PKT_TRUSTED_SEQ_ID, "trusted_packet_sequence_id", K_U, NULL},
@@ -203,6 +222,10 @@ MDEF(m_packet, {ETCH_PKT_TIMESTAMP, "timestamp", K_U, NULL},
      {ETCH_PKT_TRACK_DESCRIPTOR, "track_descriptor", K_M, &m_track_desc},
      {ETCH_PKT_CLOCK_SNAPSHOT, "clock_snapshot", K_M, &m_clock_snapshot},
      {ETCH_PKT_TRACE_STATS, "trace_stats", K_M, &m_trace_stats},
+     {ETCH_PKT_MACHINE_ID, "machine_id", K_U, NULL},
+     {ETCH_PKT_SYSTEM_INFO, "system_info", K_M, &m_system_info},
+     {ETCH_PKT_REMOTE_CLOCK_SYNC, "remote_clock_sync", K_M,
+      &m_remote_clock_sync},
      {ETCH_PKT_TRACE_CONFIG, "trace_config", K_BYTES, NULL},
      {ETCH_PKT_SERVICE_EVENT, "service_event", K_BYTES, NULL},
      {ETCH_PKT_SYNC_MARKER, "synchronization_marker", K_BYTES, NULL},

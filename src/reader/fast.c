@@ -262,7 +262,6 @@ ETCH_INLINE bool packet_time(etch_reader *r, rd_seq *seq, bool has_ts,
     return true;
   }
   uint32_t clock_id = seq->has_clock_default ? seq->clock_default : 0;
-  if (clock_id == 0) clock_id = r->clocks.trace_clock;
   return etch__rd_packet_time(r, seq, has_ts, raw, clock_id, out);
 }
 
@@ -330,6 +329,8 @@ ETCH_INLINE int fast_packet(etch_reader *r, uint64_t rec_off,
   if (!te) return RD_FAST_NO;
   uint32_t fl = (uint32_t)flags;
   if (fl & ~(uint32_t)ETCH_SEQ_NEEDS_INCREMENTAL_STATE) return RD_FAST_NO;
+  /* No machine_id (another field): the host's packet. */
+  r->cur_machine = 0;
   /* Finding (or creating) the sequence is what etch__rd_packet does first
    * either way. */
   rd_seq *seq = rd_seq_get(r, (uint32_t)seq_id);

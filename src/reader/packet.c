@@ -20,6 +20,7 @@
 #include "reader/custom.h"
 #include "reader/errors.h"
 #include "reader/event.h"
+#include "reader/machine.h"
 #include "reader/packet.h"
 #include "reader/track.h"
 #include "reader/reader_int.h"
@@ -366,6 +367,8 @@ enum {
   HAS_DESCRIPTOR = 8,
   HAS_STATS = 16,
   HAS_COMPRESSED = 32,
+  HAS_SYSINFO = 64,
+  HAS_CLOCK_SYNC = 128,
 };
 
 /* Resolves the packet timestamp to the trace clock. Returns false when it
@@ -377,9 +380,12 @@ bool etch__rd_packet_time(etch_reader *r, rd_seq *seq, bool has_ts,
     return true;
   }
   rd_clock *k;
-  if (clock_id == r->clocks.trace_clock) {
+  if (clock_id == 0 || clock_id == r->clocks.trace_clock) {
     r->clocks.converted = true;
-    *out = (int64_t)raw;
+    /* A relayed machine's timestamp moves onto the host's timeline when it
+     * names the trace clock, as trace_processor v58 moves it (machine.c). */
+    *out = clock_id ? rd_machine_to_host(r, r->cur_machine, (int64_t)raw)
+                    : (int64_t)raw;
     if (*out > r->latest_ts) r->latest_ts = *out;
     return true;
   }
@@ -387,7 +393,8 @@ bool etch__rd_packet_time(etch_reader *r, rd_seq *seq, bool has_ts,
       clock_id <= ETCH_CLOCK_SEQ_SCOPED_LAST) {
     k = seq->clocks[clock_id - ETCH_CLOCK_SEQ_SCOPED_FIRST];
   } else {
-    k = etch__rd_clock_get(r, clock_id, false);
+    k = etch__rd_clock_get(r, RD_MACHINE_CLOCK_KEY(r->cur_machine, clock_id),
+                           false);
   }
   if (!k) return false;
   uint64_t v = raw;
@@ -455,7 +462,9 @@ static ETCH_NOINLINE void clock_unwind(etch_reader *r, rd_seq *seq,
   rd_clock *k = clock_id >= ETCH_CLOCK_SEQ_SCOPED_FIRST &&
                         clock_id <= ETCH_CLOCK_SEQ_SCOPED_LAST
                     ? seq->clocks[clock_id - ETCH_CLOCK_SEQ_SCOPED_FIRST]
-                    : etch__rd_clock_get(r, clock_id, false);
+                    : etch__rd_clock_get(
+                          r, RD_MACHINE_CLOCK_KEY(r->cur_machine, clock_id),
+                          false);
   if (k && k->incremental && k->has_last) k->last -= raw;
 }
 
@@ -468,6 +477,8 @@ static int packet_read(etch_reader *r, const rd_src *src, uint64_t rec_off,
        cleared_legacy = false, first_on_seq = false;
   uint32_t clock = 0, flags = 0, seq_id = 0;
   int64_t trusted_pid = -1;
+  uint64_t machine_raw = 0;
+  const uint8_t *machine_at = NULL;
   const uint8_t *te = NULL;
   size_t te_len = 0;
   unsigned present = 0;
@@ -544,11 +555,34 @@ static int packet_read(etch_reader *r, const rd_src *src, uint64_t rec_off,
         RD_EXPECT(f, ETCH_PB_VARINT, "TracePacket.incremental_state_cleared");
         if (f.u) cleared_legacy = true;
         break;
+      case ETCH_PKT_MACHINE_ID:
+        RD_EXPECT(f, ETCH_PB_VARINT, "TracePacket.machine_id");
+        machine_raw = f.u;
+        machine_at = pkt + f.off;
+        break;
+      case ETCH_PKT_SYSTEM_INFO:
+        RD_EXPECT(f, ETCH_PB_LEN, "TracePacket.system_info");
+        present |= HAS_SYSINFO;
+        break;
+      case ETCH_PKT_REMOTE_CLOCK_SYNC:
+        RD_EXPECT(f, ETCH_PB_LEN, "TracePacket.remote_clock_sync");
+        present |= HAS_CLOCK_SYNC;
+        break;
       default:
         break;
     }
   }
   if (d.err) RD_DEC_FAIL(d);
+
+  /* The machine whose clocks and tracks the packet's state is of. */
+  if (ETCH_UNLIKELY(machine_raw)) {
+    rc = etch__rd_machine_of(r, machine_raw, &r->cur_machine);
+    if (rc == ETCH_ELIMIT)
+      return etch__rd_fail(r, src, machine_at, rc, "%s", etch_last_error());
+    if (rc) return rc;
+  } else {
+    r->cur_machine = 0;
+  }
 
   if (!seq_id) seq_id = r->feed_seq; /* 0 unless fed (etch_reader_feed) */
   rd_seq *seq = rd_seq_get(r, seq_id);
@@ -571,7 +605,8 @@ static int packet_read(etch_reader *r, const rd_src *src, uint64_t rec_off,
    * read as it comes (its errors are found before anything is delivered,
    * and undone below). */
   if (ETCH_UNLIKELY((present & (HAS_DEFAULTS | HAS_INTERNED | HAS_SNAPSHOT |
-                                HAS_DESCRIPTOR | HAS_STATS)) ||
+                                HAS_DESCRIPTOR | HAS_STATS | HAS_SYSINFO |
+                                HAS_CLOCK_SYNC)) ||
                     prev_dropped || cleared) &&
       !skipped && !r->strict) {
     rc = check_first(r, src, pkt, len);
@@ -601,7 +636,7 @@ static int packet_read(etch_reader *r, const rd_src *src, uint64_t rec_off,
   }
 
   /* State the rest of the packet depends on. */
-  if (present & (HAS_DEFAULTS | HAS_INTERNED | HAS_SNAPSHOT)) {
+  if (present & (HAS_DEFAULTS | HAS_INTERNED | HAS_SNAPSHOT | HAS_CLOCK_SYNC)) {
     etch__pb_dec_init(&d, pkt, len);
     while (etch__pb_next_fast(&d, &f)) {
       rc = 0;
@@ -611,6 +646,8 @@ static int packet_read(etch_reader *r, const rd_src *src, uint64_t rec_off,
         rc = interned_data(r, src, seq, f.data, f.len);
       else if (f.id == ETCH_PKT_CLOCK_SNAPSHOT)
         rc = etch__rd_clock_snapshot(r, src, seq, f.data, f.len);
+      else if (f.id == ETCH_PKT_REMOTE_CLOCK_SYNC)
+        rc = etch__rd_remote_clock_sync(r, src, seq, f.data, f.len);
       if (rc) return rc;
     }
   }
@@ -620,28 +657,33 @@ static int packet_read(etch_reader *r, const rd_src *src, uint64_t rec_off,
   uint32_t clock_id = has_clock                ? clock
                       : seq->has_clock_default ? seq->clock_default
                                                : 0;
+  uint32_t named_clock = clock_id;
   if (clock_id == 0) clock_id = r->clocks.trace_clock;
   int64_t ts = 0;
   int64_t latest_before = r->latest_ts;
-  bool ts_ok = etch__rd_packet_time(r, seq, has_ts, raw_ts, clock_id, &ts);
+  bool ts_ok = etch__rd_packet_time(r, seq, has_ts, raw_ts, named_clock, &ts);
   if (r->obs) {
     rd_packet_view v = {src,    rec_off,  pkt,   len, seq,  flags, has_ts,
                         raw_ts, clock_id, ts_ok, ts,  false};
     r->obs->packet(r, &v, r->obs->user);
   }
 
-  if (present & (HAS_DESCRIPTOR | HAS_STATS | HAS_COMPRESSED)) {
+  if (present & (HAS_DESCRIPTOR | HAS_STATS | HAS_COMPRESSED | HAS_SYSINFO)) {
     etch__pb_dec_init(&d, pkt, len);
     while (etch__pb_next_fast(&d, &f)) {
       rc = 0;
       if (f.id == ETCH_PKT_TRACK_DESCRIPTOR) {
         rc = track_descriptor(r, src, f.data, f.len, trusted_pid);
+      } else if (f.id == ETCH_PKT_SYSTEM_INFO) {
+        rc = etch__rd_system_info(r, src, f.data, f.len);
       } else if (f.id == ETCH_PKT_TRACE_STATS) {
         rc = trace_stats(r, src, f.data, f.len);
       } else if (f.id == ETCH_PKT_COMPRESSED_PACKETS ||
                  f.id == ETCH_PKT_ZSTD_COMPRESSED_PACKETS) {
+        uint32_t m = r->cur_machine; /* the packets inside have theirs */
         rc = r->unpack(r, src, pkt + f.off, f.data, f.len,
                        f.id == ETCH_PKT_ZSTD_COMPRESSED_PACKETS);
+        r->cur_machine = m;
       }
       if (rc) return rc;
     }

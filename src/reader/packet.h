@@ -20,7 +20,8 @@ ETCH_INLINE rd_seq *rd_seq_get(etch_reader *r, uint32_t id) {
   return etch__rd_seq_get(r, id);
 }
 /* Resolves a packet timestamp to the trace clock; false when it cannot be
- * converted (incremental clocks advance even then). */
+ * converted (incremental clocks advance even then). `clock_id` 0: the
+ * packet names no clock (its value is taken as it is). */
 bool etch__rd_packet_time(etch_reader *r, rd_seq *seq, bool has_ts,
                           uint64_t raw, uint32_t clock_id, int64_t *out);
 

@@ -22,6 +22,7 @@
 #include "reader/custom.h"
 #include "reader/deliver.h"
 #include "reader/errors.h"
+#include "reader/machine.h"
 #include "reader/packet.h"
 #include "reader/progress.h"
 #include "reader/source.h"
@@ -80,6 +81,11 @@ static int reader_new(etch_reader **out) {
     return ETCH_ENOMEM;
   }
   etch__rd_clocks_init(&r->clocks);
+  if (etch__rd_machines_init(r)) {
+    etch__strpool_free(&r->pool);
+    free(r);
+    return ETCH_ENOMEM;
+  }
   etch__arena_init(&r->track_arena, 64 * 1024);
   etch__arena_init(&r->scratch, 16 * 1024);
   etch__arena_init(&r->track_recs, 256 * 1024);
@@ -177,6 +183,7 @@ void etch_reader_close(etch_reader *r) {
   etch__arena_free(&r->track_recs);
   etch__ptrmap_free(&r->seqs);
   etch__ptrmap_free(&r->tracks);
+  etch__rd_machines_free(r);
   free(r->track_list);
   etch__arena_free(&r->track_arena);
   etch__rd_clocks_free(&r->clocks);
@@ -286,7 +293,7 @@ static int run(etch_reader *r) {
     const rd_track *t = r->track_list[i];
     uint64_t parent = t->info.parent_uuid;
     if (!t->described || !parent || parent == t->info.uuid) continue;
-    const rd_track *p = etch__rd_track_get(r, parent, false);
+    const rd_track *p = etch__rd_track_in(r, t->info.machine_id, parent, false);
     if (!p || !p->described) r->stats.unknown_parent_track++;
   }
   if (rc && !r->err_formatted) {

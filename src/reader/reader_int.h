@@ -16,6 +16,9 @@
  *   custom.c    custom events routed to analyzers by name;
  *   event.c     track events and their debug annotations;
  *   clock.c     clock snapshots and conversion to the trace clock;
+ *   machine.c   the machines of a multi-machine trace: their SystemInfo,
+ *               their tracks, the clock offsets that put their timestamps
+ *               on the host's timeline;
  *   deliver.c   ordering (holding, sorting, per-track order) and delivery
  *               of events to the track callback and the subscribers;
  *   track.c     the track table;
@@ -58,6 +61,8 @@
 #define RD_MAX_TRACKS (1u << 22)
 #define RD_MAX_SEQUENCES (1u << 20)
 #define RD_MAX_CLOCKS (1u << 16)
+/* Machines (TracePacket.machine_id values), the host included. */
+#define RD_MAX_MACHINES 1024u
 /* Flattened args of one event. */
 #define RD_MAX_ARGS ETCH_PKT_MAX_ARGS
 /* Length of one flattened arg key. */
@@ -97,6 +102,13 @@ typedef struct rd_clock {
 
 #define RD_SEQ_CLOCK_KEY(seq, id) \
   ((1ull << 63) | ((uint64_t)(seq) << 8) | (uint64_t)(id))
+/* Clock `id` (< 2^32) of machine `m`: each machine's clocks are its own
+ * (the host's keys are the ids themselves). */
+#define RD_MACHINE_CLOCK_KEY(m, id) (((uint64_t)(m) << 32) | (uint64_t)(id))
+/* Whether `key` is the trace clock `tc` of some machine (a sequence-scoped
+ * clock, 64..127, never is: the trace clock is < 64). */
+#define RD_CLOCK_IS_TRACE(key, tc) \
+  (!((key) >> 63) && (uint32_t)(key) == (tc))
 
 typedef struct rd_snap_entry {
   rd_clock *clock;
@@ -118,6 +130,13 @@ typedef struct rd_clocks {
   bool converted;       /* a timestamp was converted: trace clock is fixed */
   etch_arena arena;
 } rd_clocks;
+
+/* ---- machines ------------------------------------------------------------------ */
+
+typedef struct rd_machine {
+  etch_machine_info info; /* strings pooled */
+  etch_ptrmap tracks;     /* its tracks by uuid (machine 0: etch_reader.tracks) */
+} rd_machine;
 
 /* ---- tracks --------------------------------------------------------------------- */
 
@@ -277,8 +296,14 @@ struct etch_reader {
   rd_seq *last_seq;
   rd_seq **seq_list;
   size_t nseq, cap_seq;
-  etch_ptrmap tracks;
+  etch_ptrmap tracks;     /* the host's tracks by uuid (machine.c: the others') */
   rd_track global_track;
+  /* Machines (machine.c): machines[0] the host; the machine of the packet
+   * being decoded (its index), and the last raw id looked up. */
+  rd_machine *machines;
+  uint32_t nmachines, cap_machines;
+  uint32_t cur_machine;
+  uint32_t last_machine;
   rd_track **track_list; /* in creation order */
   size_t cap_track_list;
   etch_arena track_arena;

@@ -1,15 +1,18 @@
 /*
- * track.c - the track table: tracks by uuid in the reader's map and in
- * creation order, and the resolution of the pid and tid their events
+ * track.c - the track table: tracks by machine and uuid (each machine's map)
+ * and in creation order, and the resolution of the pid and tid their events
  * carry through their parents.
  */
 #include <string.h>
 
+#include "reader/machine.h"
 #include "reader/track.h"
 
-rd_track *etch__rd_track_get(etch_reader *r, uint64_t uuid, bool create) {
+rd_track *etch__rd_track_in(etch_reader *r, uint32_t machine, uint64_t uuid,
+                            bool create) {
   if (uuid == 0) return &r->global_track;
-  rd_track *t = (rd_track *)etch__ptrmap_get(&r->tracks, uuid);
+  etch_ptrmap *map = rd_machine_tracks(r, machine);
+  rd_track *t = (rd_track *)etch__ptrmap_get(map, uuid);
   if (t || !create) return t;
   if (r->ntracks >= RD_MAX_TRACKS) {
     etch__error(ETCH_ELIMIT, "more than %u tracks", RD_MAX_TRACKS);
@@ -23,7 +26,8 @@ rd_track *etch__rd_track_get(etch_reader *r, uint64_t uuid, bool create) {
   t->info.name = r->empty;
   t->info.counter_unit_name = r->empty;
   t->info.cmdline = r->empty;
-  if (etch__ptrmap_put(&r->tracks, uuid, t)) return NULL;
+  t->info.machine_id = machine;
+  if (etch__ptrmap_put(map, uuid, t)) return NULL;
   if (r->ntracks == r->cap_track_list) {
     size_t nc = r->cap_track_list ? r->cap_track_list * 2 : 64;
     rd_track **l = (rd_track **)etch__realloc(r->track_list, nc * sizeof *l);
@@ -51,7 +55,8 @@ void etch__rd_track_resolve(etch_reader *r, rd_track *t) {
       break;
     }
     if (!cur->info.parent_uuid || cur->info.parent_uuid == cur->info.uuid) break;
-    cur = (const rd_track *)etch__ptrmap_get(&r->tracks, cur->info.parent_uuid);
+    cur = (const rd_track *)etch__ptrmap_get(
+        rd_machine_tracks(r, cur->info.machine_id), cur->info.parent_uuid);
   }
   t->ev_pid = pid;
   t->ev_tid = tid;

@@ -212,9 +212,9 @@ static int api_traces(req *r) {
   return st;
 }
 
-/* Rows: every track with slices or counter values, by process (pid), then
- * the process's own tracks, then its threads (tid) each followed by its
- * other tracks. */
+/* Rows: every track with slices or counter values, by machine (a trace of
+ * several: the host first), then by process (pid), then the process's own
+ * tracks, then its threads (tid) each followed by its other tracks. */
 static const char kRowsSql[] =
     "WITH s AS (SELECT track_id, max(depth) AS maxd, count(*) AS n"
     "  FROM slice_data GROUP BY track_id),"
@@ -224,12 +224,18 @@ static const char kRowsSql[] =
     "  coalesce(coalesce(t.upid, th.upid), -1), coalesce(th.tid, -1),"
     "  coalesce(p.pid, -1), coalesce(p.name, ''), coalesce(th.name, ''),"
     "  coalesce(s.maxd, -1), coalesce(s.n, 0) + coalesce(c.n, 0),"
-    "  coalesce(c.lo, 0), coalesce(c.hi, 0), coalesce(t.unit, '')"
+    "  coalesce(c.lo, 0), coalesce(c.hi, 0), coalesce(t.unit, ''),"
+    "  coalesce(p.machine_id, th.machine_id, 0),"
+    "  coalesce(m.name, CASE WHEN coalesce(p.machine_id, th.machine_id, 0) = 0"
+    "   THEN 'host' ELSE 'machine ' || coalesce(p.machine_id, th.machine_id)"
+    "   END) || coalesce(' (' || m.arch || ')', '')"
     " FROM track t LEFT JOIN thread th ON t.utid = th.utid"
     " LEFT JOIN process p ON p.upid = coalesce(t.upid, th.upid)"
+    " LEFT JOIN machine m ON m.id = coalesce(p.machine_id, th.machine_id, 0)"
     " LEFT JOIN s ON s.track_id = t.id LEFT JOIN c ON c.track_id = t.id"
     " WHERE s.n > 0 OR c.n > 0"
-    " ORDER BY p.pid NULLS LAST, coalesce(t.upid, th.upid), th.tid NULLS FIRST,"
+    " ORDER BY coalesce(p.machine_id, th.machine_id, 0), p.pid NULLS LAST,"
+    "  coalesce(t.upid, th.upid), th.tid NULLS FIRST,"
     "  t.type != 'thread', t.type = 'counter', t.id";
 
 static int api_trace(req *r) {
@@ -237,17 +243,19 @@ static int api_trace(req *r) {
   etch__ui_trace *t = trace_of(r, &st);
   if (!t) return st;
   etch__res q;
-  int64_t start = 0, end = 0, slices = 0;
+  int64_t start = 0, end = 0, slices = 0, machines = 1;
   if (etch__ui_query(t->db,
                      "SELECT CAST(coalesce(min(start_ts), 0) AS BIGINT),"
                      " CAST(coalesce(max(end_ts), 0) AS BIGINT),"
-                     " (SELECT count(*) FROM slice_data) FROM trace_bounds",
+                     " (SELECT count(*) FROM slice_data),"
+                     " (SELECT count(*) FROM machine) FROM trace_bounds",
                      NULL, 0, &q))
     return db_fail(r);
   if (etch__res_next(&q)) {
     start = etch__res_i64(&q, 0);
     end = etch__res_i64(&q, 1);
     slices = etch__res_i64(&q, 2);
+    machines = etch__res_i64(&q, 3);
   }
   if (etch__res_close(&q)) return db_fail(r);
   char *body = NULL;
@@ -260,9 +268,10 @@ static int api_trace(req *r) {
   jstr(o, t->path);
   fprintf(o,
           ",\"start\":%lld,\"end\":%lld,\"slices\":%lld,\"flows\":%lld,"
-          "\"imported\":%s,\"rows\":[",
+          "\"machines\":%lld,\"imported\":%s,\"rows\":[",
           (long long)start, (long long)end, (long long)slices,
-          (long long)t->flows, t->imported ? "true" : "false");
+          (long long)t->flows, (long long)machines,
+          t->imported ? "true" : "false");
   int rc = etch__ui_query(t->db, kRowsSql, NULL, 0, &q);
   for (size_t i = 0; !rc && etch__res_next(&q); i++) {
     fprintf(o, "%s{\"track\":%lld,\"name\":", i ? "," : "",
@@ -290,6 +299,11 @@ static int api_trace(req *r) {
             etch__res_f64(&q, 11), etch__res_f64(&q, 12));
     fputs("\"unit\":", o);
     s = etch__res_strdup(&q, 13);
+    jstr(o, s ? s : "");
+    free(s);
+    fprintf(o, ",\"machine\":%lld,\"machine_label\":",
+            (long long)etch__res_i64(&q, 14));
+    s = etch__res_strdup(&q, 15);
     jstr(o, s ? s : "");
     free(s);
     fputc('}', o);

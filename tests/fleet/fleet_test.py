@@ -348,6 +348,24 @@ def single(args, binary, tmp):
               "after a half-way load: %r, not %r"
               % (counts(etch, url, tables), before))
         compare_trace(etch, url, tables, victim, vid)
+        # A database an older etch made (process and thread without
+        # machine_id): loading into it adds the column; the rows loaded
+        # before read NULL there, the new trace's rows are whole.
+        rc, out, err = etch.load(url, traces[:1], "--database", "older")
+        check(rc == 0, "load into older: exit %d: %s" % (rc, err))
+        for tb in ("process", "thread"):
+            srv.sql("alter table older.%s drop column machine_id" % tb)
+        rc, out, err = etch.load(url, traces[1:2], "--database", "older")
+        check(rc == 0, "load into an older database: exit %d: %s" % (rc, err))
+        oids = trace_ids(etch, url, "older")
+        compare_trace(etch, url, tables, traces[1],
+                      oids[os.path.basename(traces[1])], db="older")
+        nulls = etch.remote(url, "select count(*), countIf(isNull(machine_id))"
+                                 " from process where trace_id = %s"
+                                 % oids[os.path.basename(traces[0])],
+                            db="older")
+        check(nulls and nulls[0][0] > 0 and nulls[0][0] == nulls[0][1],
+              "older rows' machine_id: %r" % nulls)
         # Batches of 4 KiB: traces cut across inserts and inserts across
         # traces; the same rows.
         blocks = writer_blocks(srv)

@@ -137,12 +137,15 @@ TEST(import_tracks_processes_threads) {
   etch__importer_free(imp);
 
   QT_ASSERT(db, "SELECT * FROM process",
-            "upid,pid,name,cmdline,start_ts,end_ts,parent_upid\n"
-            "1,10,app,app --level 3,,,\n");
+            "upid,pid,name,cmdline,start_ts,end_ts,parent_upid,machine_id\n"
+            "1,10,app,app --level 3,,,,0\n");
   QT_ASSERT(db, "SELECT * FROM thread ORDER BY utid",
-            "utid,tid,name,upid,start_ts,end_ts,is_main_thread\n"
-            "1,11,worker,1,,,0\n"
-            "2,10,main,1,,,1\n");
+            "utid,tid,name,upid,start_ts,end_ts,is_main_thread,machine_id\n"
+            "1,11,worker,1,,,0,0\n"
+            "2,10,main,1,,,1,0\n");
+  /* No reader told it of machines: the host alone. */
+  QT_ASSERT(db, "SELECT id, raw_id, name, sysname FROM machine",
+            "id,raw_id,name,sysname\n0,0,,\n");
   QT_ASSERT(db,
             "SELECT id, name, type, parent_id, uuid, utid, upid, unit, "
             "unit_multiplier FROM track ORDER BY id",

@@ -765,3 +765,32 @@ TEST(ui_api_diff_by_ids_only) {
   free(b);
   etch__ui_free(ui);
 }
+
+/* A trace of two machines with the same pid and tid: /api/trace says how
+ * many machines and puts each row under its machine, the host's first,
+ * each machine's process and thread apart. */
+TEST(ui_rows_grouped_by_machine) {
+  tb t;
+  tb_init(&t);
+  for (uint64_t m = 0; m < 2; m++) {
+    t.machine = m ? 42 : 0;
+    tb_process(&t, 1 + (uint32_t)m, 1, 10, m ? "remote-app" : "app");
+    tb_thread(&t, 1 + (uint32_t)m, 2, 10, 11, "main");
+    tb_event(&t, 1 + (uint32_t)m, 1000, 2, ETCH_TE_TYPE_SLICE_BEGIN, "c", "s");
+    tb_event(&t, 1 + (uint32_t)m, 2000, 2, ETCH_TE_TYPE_SLICE_END, NULL, NULL);
+  }
+  const char *path = tb_write_file(&t, "two-machines.pftrace");
+  tb_free(&t);
+  etch__ui *ui = app_of(path);
+  char *b;
+  args tr = {{"id"}, {ui->t[0].id}};
+  ASSERT_EQ_INT(call(ui, "/api/trace", &tr, &b), 200);
+  ASSERT_TRUE(strstr(b, "\"machines\":2,"));
+  const char *host = strstr(b, "\"process\":\"app\",\"thread\":\"main\"");
+  const char *remote = strstr(b, "\"process\":\"remote-app\",\"thread\":\"main\"");
+  if (!host || !remote || host > remote) FAIL("rows out of order: %s", b);
+  ASSERT_TRUE(strstr(host, "\"machine\":0,\"machine_label\":\"host\"}"));
+  ASSERT_TRUE(strstr(remote, "\"machine\":1,\"machine_label\":\"machine 1\"}"));
+  free(b);
+  etch__ui_free(ui);
+}

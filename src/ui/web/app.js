@@ -380,11 +380,18 @@
     return ' - DATA LOSS: ' + (n || (t.loss.length + ' drops marked'));
   }
 
-  // Rows: a process header, then its tracks; y offsets in CSS pixels.
+  // Rows: a process header, then its tracks; in a trace of several
+  // machines a machine header above its processes; y offsets in CSS pixels.
   function layout(t) {
     const rows = [];
-    let y = AXIS_H, upid = null;
+    let y = AXIS_H, upid = null, machine = null;
     for (const r of t.rows) {
+      if (t.machines > 1 && r.machine !== machine) {
+        machine = r.machine;
+        upid = null;
+        rows.push({ kind: 'machine', y, h: PROC_H, label: r.machine_label });
+        y += PROC_H;
+      }
       if (r.upid !== upid) {
         upid = r.upid;
         rows.push({ kind: 'process', y, h: PROC_H,
@@ -583,8 +590,8 @@
     }
     // Rows and their labels.
     for (const row of rowsIn) {
-      if (row.kind === 'process') {
-        g.fillStyle = '#cfd8dc';
+      if (row.kind === 'process' || row.kind === 'machine') {
+        g.fillStyle = row.kind === 'machine' ? '#90a4ae' : '#cfd8dc';
         g.fillRect(0, row.y, W, row.h);
         g.fillStyle = '#263238';
         g.fillText(row.label, 6, row.y + row.h / 2);
@@ -745,10 +752,12 @@
     g.fillStyle = '#fafafa';
     g.fillRect(0, AXIS_H, LABEL_W, HT - AXIS_H);
     for (const row of rowsIn) {
-      g.fillStyle = row.kind === 'process' ? '#cfd8dc' : '#fafafa';
+      const head = row.kind === 'process' || row.kind === 'machine';
+      g.fillStyle = row.kind === 'machine' ? '#90a4ae' : head ? '#cfd8dc' : '#fafafa';
       g.fillRect(0, row.y, LABEL_W, row.h);
       g.fillStyle = '#263238';
-      g.fillText(row.label, row.kind === 'process' ? 6 : 16, row.y + Math.min(row.h, ROW_H + 4) / 2);
+      g.fillText(row.label, row.kind === 'machine' ? 2 : head ? 6 : 16,
+                 row.y + Math.min(row.h, ROW_H + 4) / 2);
     }
     // The axis last, over rows scrolled under it; data loss marked on it.
     g.fillStyle = '#eceff1';
