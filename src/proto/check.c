@@ -534,7 +534,11 @@ static int quick_tag2(uint32_t tag, bool event, bool producer) {
       case ETCH_PKT_FIRST_PACKET_ON_SEQUENCE:
       case PKT_INCREMENTAL_STATE_CLEARED:
       case ETCH_PKT_MACHINE_ID:
-        return wt == ETCH_PB_VARINT && !(producer && id == ETCH_PKT_TRUSTED_PID)
+        /* trusted_pid and machine_id are the service's to write: a
+         * producer's goes to the full check, which refuses it */
+        return wt == ETCH_PB_VARINT &&
+                       !(producer && (id == ETCH_PKT_TRUSTED_PID ||
+                                      id == ETCH_PKT_MACHINE_ID))
                    ? Q_OK
                    : Q_LONG;
       case ETCH_PKT_SYSTEM_INFO: case ETCH_PKT_REMOTE_CLOCK_SYNC:
@@ -543,8 +547,6 @@ static int quick_tag2(uint32_t tag, bool event, bool producer) {
       case ETCH_PKT_ZSTD_COMPRESSED_PACKETS: case ETCH_PKT_TRACE_CONFIG:
       case ETCH_PKT_SYNCHRONIZATION_MARKER:
         return Q_LONG;
-      case ETCH_PKT_MACHINE_ID: /* the service's to write */
-        return producer ? Q_LONG : Q_SKIP;
       default:
         return Q_SKIP;
     }
@@ -673,6 +675,8 @@ static bool check_full(const uint8_t *pkt, size_t len, bool producer,
         case ETCH_PKT_TRACE_STATS:
         case ETCH_PKT_SYNCHRONIZATION_MARKER:
         case ETCH_PKT_MACHINE_ID:
+        case ETCH_PKT_SYSTEM_INFO:
+        case ETCH_PKT_REMOTE_CLOCK_SYNC:
           return fail(&c, pkt + f.off, ETCH_EFORMAT,
                       "TracePacket field %u is the service's to write", f.id);
         case ETCH_PKT_TRACK_DESCRIPTOR:

@@ -692,7 +692,8 @@ static uint32_t test_machine(void *ctx, uint32_t seq) {
 
 /* A service's machine per sequence: stamped after the sequence id on the
  * packets of a machine other than the host, nothing on the host's; a
- * producer's packet that sets machine_id itself is left out and counted. */
+ * producer's packet that sets machine_id, system_info or remote_clock_sync
+ * itself is left out and counted. */
 TEST(tracefile_machine_id_stamped_and_never_the_producers) {
   etch_tracefile o;
   etch__tracefile_init(&o, false);
@@ -706,6 +707,12 @@ TEST(tracefile_machine_id_stamped_and_never_the_producers) {
   /* timestamp 3, machine_id (98) 1: the producer's claim */
   static const uint8_t claim[] = {0x08, 0x03, 0x90, 0x06, 0x01};
   ASSERT_OK(etch__tracefile_on_packet(&o, 3, claim, sizeof claim, false));
+  /* A producer's system_info (45) or remote_clock_sync (107) would speak
+   * for a machine (its utsname, its clock's offset): the service's too. */
+  static const uint8_t sysinfo[] = {0x08, 0x04, 0xea, 0x02, 0x02, 0x0a, 0x00};
+  ASSERT_OK(etch__tracefile_on_packet(&o, 3, sysinfo, sizeof sysinfo, false));
+  static const uint8_t rcs[] = {0x08, 0x05, 0xda, 0x06, 0x02, 0x0a, 0x00};
+  ASSERT_OK(etch__tracefile_on_packet(&o, 3, rcs, sizeof rcs, false));
   packets a;
   parse_output(etch__pb_buf_data(&o.out), etch__pb_buf_len(&o.out), false, &a);
   ASSERT_EQ_INT(a.n, 2);
@@ -720,7 +727,7 @@ TEST(tracefile_machine_id_stamped_and_never_the_producers) {
   static const uint8_t p1[] = {0x08, 0x02, 0x50, 0x03}; /* the host's */
   ASSERT_EQ_U64(a.len[1], sizeof p1);
   ASSERT_TRUE(memcmp(a.data[1], p1, sizeof p1) == 0);
-  ASSERT_EQ_U64(o.invalid_packets, 1);
+  ASSERT_EQ_U64(o.invalid_packets, 3);
   packets_free(&a);
   etch__tracefile_free(&o);
 }
