@@ -25,6 +25,7 @@
 #   REPS        timing repetitions       default 5 (the median is printed)
 #   CG_N        iterations per callgrind case   default 100000
 #   SERVICE_N   iterations per thread and case of bench_service  default 1000000
+#   TRANSPORT_N instants of bench_transport's producer, each way   default 4000000
 #   PAIRS       begin/end pairs for the bytes table  default 1000000
 #   LTTNG       0 to skip setting up an LTTng session  default 1
 #   ANNOTATE    1 to print callgrind_annotate of etch's slice begin and end
@@ -261,6 +262,11 @@ if want service; then
   echo "== 5b. etchd's read-back alone (trace buffer -> trace file)"
   cmake --build "$BUILD" --target bench_readback -j"$JOBS" >/dev/null
   "$BUILD/bench/service/bench_readback" 256 5
+  echo
+  echo "== 5c. One producer by shared memory, loopback TCP (emulated) and a relay"
+  cmake --build "$BUILD" --target bench_transport -j"$JOBS" >/dev/null
+  "$BUILD/bench/service/bench_transport" "$BUILD/tools/etchd/etchd" \
+    "$BUILD/tools/etch/etch" "${TRANSPORT_N:-4000000}"
 fi
 
 # ---- 6. interceptors
