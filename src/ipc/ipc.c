@@ -342,7 +342,7 @@ static int resolve(const char *name, bool passive, sock_addr *a) {
                          name);
     memcpy(cid, p, (size_t)(col - p));
     cid[col - p] = '\0';
-    uint32_t c, port;
+    uint32_t c = 0, port = 0;
     int rc = port_of(cid, name, UINT32_MAX, &c);
     if (!rc) rc = port_of(col + 1, name, UINT32_MAX, &port);
     if (rc) return rc;
@@ -368,7 +368,7 @@ static int resolve(const char *name, bool passive, sock_addr *a) {
     return etch__error(ETCH_EINVAL, "'%s': the host name is too long", name);
   memcpy(host, h, (size_t)(he - h));
   host[he - h] = '\0';
-  uint32_t port;
+  uint32_t port = 0;
   int rc = port_of(col + 1, name, 65535, &port);
   if (rc) return rc;
   struct addrinfo hints, *res = NULL;
