@@ -20,6 +20,7 @@ packages=(
   liblttng-ust-dev    # benchmarks against LTTng-UST
   clang               # fuzz targets, second compiler
   valgrind
+  universal-ctags     # tests/cli/size_check.sh counts functions' lines
   python3
   libmicrohttpd-dev   # etch ui's HTTP server (without it etch has no ui)
   chromium            # etch ui's browser tests (tests/ui), headless
