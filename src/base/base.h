@@ -112,11 +112,11 @@ uint64_t etch__fault_fails(void);
 /* The unsigned decimal number `len` bytes at `s` spell: 0, or -1 when they
  * are empty, hold anything but the digits 0-9, or overflow 64 bits. The
  * number parser of libetch's options: the config table (sdk/core/session.c)
- * and the environment's numbers (sdk/core/envvars.c). */
+ * and the environment's numbers (base/envvars.c). */
 int etch__parse_u64(const char *s, size_t len, uint64_t *out);
 
 /* getenv(name). Every read of the environment in libetch goes through
- * here: sdk/core/envvars.c names the variables (etch__env), and base, which
+ * here: base/envvars.c names the variables (etch__env), and base, which
  * comes before sdk, reads its one (ETCH_CLOCK, clock.c) by name. */
 const char *etch__getenv(const char *name);
 

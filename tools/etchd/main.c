@@ -30,7 +30,7 @@
 #include "etch/etch.h"
 #include "ipc/ipc.h"
 #include "relay.h"
-#include "sdk/core/envvars.h"
+#include "base/envvars.h"
 #include "service/service.h"
 
 static etch_service *g_service;
@@ -152,13 +152,13 @@ static void usage(FILE *f) {
  * traced_relay), the local socket as etchd's producer socket. */
 static int run_relay(etch_relay_opts *ro, const etch_service_opts *o) {
   static char first[512];
-  if (!ro->host) ro->host = getenv("PERFETTO_RELAY_SOCK_NAME");
+  if (!ro->host) ro->host = etch__env(ETCH_ENV_RELAY_SOCK_NAME);
   if (!ro->host || !*ro->host) {
     fprintf(stderr, "etchd: --relay needs the host's HOST:PORT (or "
                     "$PERFETTO_RELAY_SOCK_NAME)\n");
     return 2;
   }
-  if (!ro->machine_name) ro->machine_name = getenv("PERFETTO_MACHINE_NAME");
+  if (!ro->machine_name) ro->machine_name = etch__env(ETCH_ENV_MACHINE_NAME);
   /* $PERFETTO_PRODUCER_SOCK_NAME may be a list: the relay serves its
    * first name. */
   ro->producer_socket = o->producer_socket;
@@ -168,10 +168,8 @@ static int run_relay(etch_relay_opts *ro, const etch_service_opts *o) {
   ro->verbose = o->verbose;
   const char *off = etch__env(ETCH_ENV_RELAY_CLOCK_SKEW_NS);
   if (off && *off) {
-    char *e;
-    errno = 0;
-    long long n = strtoll(off, &e, 10);
-    if (*e || errno) {
+    int64_t n;
+    if (etch__parse_i64(off, INT64_MIN, INT64_MAX, &n) != 0) {
       fprintf(stderr, "etchd: ETCH_RELAY_CLOCK_SKEW_NS is not a number of "
                       "ns: '%s'\n", off);
       return 2;

@@ -43,7 +43,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "sdk/core/envvars.h"
+#include "base/envvars.h"
 #include "sdk/core/sdk.h"
 
 /* ---- the run directory's status file ------------------------------------------ */
