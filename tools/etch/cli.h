@@ -12,6 +12,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "base/base.h"
 #include "etch/common.h"
 #include "query/query.h"
 #include "ui/store.h"
@@ -144,8 +145,8 @@ int print_help(const command *cmd);
 
 /* "1314 bytes", "41.2 KiB", "1.2 MiB", "3.0 GiB". */
 void cli_fmt_size(char *buf, size_t n, long long bytes);
-/* An age: a whole number and a unit, s, m, h, d or w ("30m", "7d"), in ns;
- * -1 if it is none. */
+/* An age: a number and a unit, ns to w ("30m", "7d", "1.5h"; base's
+ * etch__parse_duration_ns), in ns; -1 if it is none. */
 int cli_parse_age(const char *v, int64_t *ns);
 
 /* ---- the trace store (ls.c) ---- */

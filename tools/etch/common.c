@@ -142,23 +142,8 @@ void cli_fmt_size(char *buf, size_t n, long long bytes) {
 }
 
 int cli_parse_age(const char *v, int64_t *ns) {
-  static const struct {
-    const char *unit;
-    int64_t s;
-  } units[] = {{"s", 1}, {"m", 60}, {"h", 3600}, {"d", 86400},
-               {"w", 7 * 86400}};
-  char *e;
-  if (!v || !*v || *v == '-' || *v == '+') return -1;
-  errno = 0;
-  unsigned long long x = strtoull(v, &e, 10);
-  if (errno || e == v) return -1;
-  for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
-    if (strcmp(e, units[i].unit) != 0) continue;
-    /* Up to some 290 years in ns. */
-    if (x > (unsigned long long)(INT64_MAX / 1000000000 / units[i].s))
-      return -1;
-    *ns = (int64_t)x * units[i].s * 1000000000;
-    return 0;
-  }
-  return -1;
+  uint64_t x;
+  if (etch__parse_duration_ns(v, 0, 0, INT64_MAX, &x) != 0) return -1;
+  *ns = (int64_t)x;
+  return 0;
 }

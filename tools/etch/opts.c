@@ -123,9 +123,8 @@ int cli_one_trace(const command *cmd, const opts *o) {
 
 int cli_count(const command *cmd, const char *opt, const char *value,
               long min, int *out) {
-  char *end;
-  long n = strtol(value, &end, 10);
-  if (*end || !*value || n < min || n > 1000000)
+  int64_t n;
+  if (etch__parse_i64(value, min, 1000000, &n) != 0)
     return usage_error(cmd,
                        min ? "%s: '%s' is not a count from 1"
                            : "%s: '%s' is not a count (0: all)",

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "base/envvars.h"
 #include "record_service.h"
 
 extern char **environ;
@@ -284,34 +285,22 @@ static bool rec_absolute(const char *path, char *out, size_t cap) {
   return ok;
 }
 
-/* "10s", "500ms", "2m", "1h" or plain milliseconds. */
+/* "10s", "500ms", "2m", "1h" or plain milliseconds: 1 ms to 4e9 ms. */
 static int parse_duration_ms(const char *v, uint32_t *out) {
-  char *e;
-  if (!v || !*v) return -1;
-  double x = strtod(v, &e);
-  double mul = 1;
-  if (!strcmp(e, "ms") || !*e) mul = 1;
-  else if (!strcmp(e, "s")) mul = 1000;
-  else if (!strcmp(e, "m")) mul = 60000;
-  else if (!strcmp(e, "h")) mul = 3600000;
-  else return -1;
-  if (!(x > 0) || x * mul > 4e9) return -1;
-  *out = (uint32_t)(x * mul);
+  uint64_t ns;
+  if (etch__parse_duration_ns(v, 1000000, 1000000, 4000000000ull * 1000000,
+                              &ns) != 0)
+    return -1;
+  *out = (uint32_t)(ns / 1000000);
   return 0;
 }
 
-/* "64MB", "512KB", "1GB" (binary units) or plain KiB. */
+/* "64MB", "512KB", "1GB" (binary units) or plain KiB: 4 KiB to 4e9 KiB. */
 static int parse_size_kb(const char *v, uint32_t *out) {
-  char *e;
-  if (!v || !*v) return -1;
-  double x = strtod(v, &e);
-  double kb;
-  if (!strcasecmp(e, "kb") || !strcasecmp(e, "k") || !*e) kb = x;
-  else if (!strcasecmp(e, "mb") || !strcasecmp(e, "m")) kb = x * 1024;
-  else if (!strcasecmp(e, "gb") || !strcasecmp(e, "g")) kb = x * 1024 * 1024;
-  else return -1;
-  if (!(kb >= 4) || kb > 4e9) return -1;
-  *out = (uint32_t)kb;
+  uint64_t bytes;
+  if (etch__parse_size(v, 1024, 4096, 4000000000ull * 1024, &bytes) != 0)
+    return -1;
+  *out = (uint32_t)(bytes / 1024);
   return 0;
 }
 
@@ -563,7 +552,7 @@ static void merge_processes(rec_proc *procs, size_t n, const char *out,
   if (first < n) in[k++] = procs[first].path;
   for (size_t i = 0; i < n; i++)
     if (procs[i].wrote && i != first) in[k++] = procs[i].path;
-  const char *comp = getenv("ETCH_COMPRESSION");
+  const char *comp = etch__env(ETCH_ENV_COMPRESSION);
   size_t bytes = 0;
   if (cli_merge_traces(in, k, out, !comp || strcmp(comp, "none") != 0,
                        &bytes) != ETCH_OK) {
@@ -842,7 +831,7 @@ static int cmd_record(int argc, char **argv) {
   int passed_sig = g_passed, got_sig = g_got;
   size_t nprocs;
   rec_proc *procs = rec_collect(run_dir, &nprocs);
-  const char *comp = getenv("ETCH_COMPRESSION");
+  const char *comp = etch__env(ETCH_ENV_COMPRESSION);
   if (ra.write_period) rec_streamed(procs, nprocs);
   rec_flights(run_dir, procs, nprocs, !comp || strcmp(comp, "none") != 0);
   if (err) {
