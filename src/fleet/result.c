@@ -227,7 +227,7 @@ int etch__fleet_query(etch__ch *ch, const char *sql, FILE *out,
       free(stmt);
       if (!rc && b.len && any && mode == ETCH__OUT_TABLE) fputc('\n', out);
       bool printed = false;
-      if (!rc) rc = print_answer(b.data, b.len, out, mode, &printed);
+      if (!rc) rc = print_answer(etch__ch_text(&b), b.len, out, mode, &printed);
       any |= printed;
     }
     s = *e ? e + 1 : e;
