@@ -13,31 +13,6 @@
 
 #include "cli.h"
 
-int runtime_error(const char *fmt, ...) {
-  va_list ap;
-  fputs("etch: ", stderr);
-  va_start(ap, fmt);
-  vfprintf(stderr, fmt, ap);
-  va_end(ap);
-  fputc('\n', stderr);
-  return EXIT_RUNTIME;
-}
-
-int usage_error(const command *cmd, const char *fmt, ...) {
-  va_list ap;
-  fputs("etch: ", stderr);
-  va_start(ap, fmt);
-  vfprintf(stderr, fmt, ap);
-  va_end(ap);
-  fputc('\n', stderr);
-  if (cmd)
-    fprintf(stderr, "usage: %.*s\nRun 'etch %s --help' for details.\n",
-            (int)strcspn(cmd->synopsis, "\n"), cmd->synopsis, cmd->name);
-  else
-    fputs("Run 'etch help' for the list of commands.\n", stderr);
-  return EXIT_USAGE;
-}
-
 /*
  * An error reading the trace at `path`, from the reader's message
  * ("PATH: offset N: what the bytes were", or without "PATH: "): bad data
@@ -79,6 +54,13 @@ int check_readable(const char *path) {
 }
 
 bool g_strict;
+
+int cli_set_strict(const command *cmd, const char *opt, const char *value,
+                   void *args) {
+  (void)cmd, (void)opt, (void)value, (void)args;
+  g_strict = true;
+  return 0;
+}
 bool g_no_cache;
 
 int load(const char *path, const char *db_path, bool all_args,
