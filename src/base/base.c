@@ -185,6 +185,16 @@ char *etch__strdup(const char *s) {
   return p;
 }
 
+char *etch__strndup(const char *s, size_t n) {
+  n = strnlen(s, n);
+  char *p = (char *)etch__malloc(n + 1);
+  if (p) {
+    memcpy(p, s, n);
+    p[n] = '\0';
+  }
+  return p;
+}
+
 int etch__parse_u64(const char *s, size_t len, uint64_t *out) {
   if (!len) return -1;
   uint64_t x = 0;

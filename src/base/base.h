@@ -94,6 +94,8 @@ void *etch__malloc(size_t n);
 void *etch__calloc(size_t n, size_t size);
 void *etch__realloc(void *p, size_t n);
 char *etch__strdup(const char *s);
+/* The first n bytes of s (fewer at a NUL), NUL-terminated. */
+char *etch__strndup(const char *s, size_t n);
 
 /* ---- fault simulation (tests only; docs/building.md, "Testing") ---- */
 /* From now, counts the wrappers' allocations and makes the nth fail (with

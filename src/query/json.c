@@ -135,7 +135,7 @@ static jnode *child(jnode *parent, const char *key, size_t keylen,
   jnode *n = etch__calloc(1, sizeof *n);
   if (!n) return NULL;
   n->index = index;
-  if (index < 0) n->key = strndup(key ? key : "", key ? keylen : 0);
+  if (index < 0) n->key = etch__strndup(key ? key : "", key ? keylen : 0);
   *link = n;
   if (index >= 0) parent->is_array = true;
   return n;

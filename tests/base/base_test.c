@@ -66,6 +66,12 @@ TEST(base_aprintf_and_vec_file) {
   s = etch__aprintf("%s", "");
   ASSERT_EQ_STR(s, "");
   free(s);
+  s = etch__strndup("abcdef", 3);
+  ASSERT_EQ_STR(s, "abc");
+  free(s);
+  s = etch__strndup("ab", 10);
+  ASSERT_EQ_STR(s, "ab");
+  free(s);
   /* A stream into a vector: past the first growth, and past stdio's
    * own buffer. */
   etch_vec v = {0};

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/containers.h"
 #include "cli.h"
 
 /*
@@ -99,16 +100,15 @@ int load(const char *path, const char *db_path, bool all_args,
 
 int print_whole(int (*report)(const char *path, FILE *out, const void *arg),
                 const char *path, const void *arg, FILE *to) {
-  char *buf = NULL;
-  size_t len = 0;
-  FILE *mem = open_memstream(&buf, &len);
+  etch_vec buf = {0};
+  FILE *mem = etch__vec_file(&buf);
   if (!mem) return runtime_error("out of memory");
   int rc = 0;
   int st = report(path, mem, arg);
   if (st != ETCH_OK) rc = trace_error(path, st);
-  fclose(mem);
-  if (!rc) fwrite(buf, 1, len, to);
-  free(buf);
+  if (fclose(mem) != 0 && !rc) rc = runtime_error("out of memory");
+  if (!rc) fwrite(buf.data, 1, buf.len, to);
+  etch__vec_free(&buf);
   return rc;
 }
 
