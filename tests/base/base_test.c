@@ -215,7 +215,7 @@ TEST(base_parse_size) {
 
 /* A fresh directory of the test's own. */
 static void scratch(char *buf, size_t n) {
-  snprintf(buf, n, "/tmp/etch-base-test-XXXXXX");
+  snprintf(buf, n, "%s/mkdirs-XXXXXX", etch_test_tmpdir());
   ASSERT_TRUE(mkdtemp(buf) != NULL);
 }
 
@@ -253,7 +253,7 @@ TEST(base_xdg_dir) {
 }
 
 TEST(base_mkdirs) {
-  char root[64], path[128];
+  char root[512], path[600];
   scratch(root, sizeof root);
   snprintf(path, sizeof path, "%s/a/b/c", root);
   mode_t old = umask(0);
@@ -268,7 +268,7 @@ TEST(base_mkdirs) {
   ASSERT_OK(stat(path, &st));
   ASSERT_EQ_INT(st.st_mode & 0777, 0700);
   /* Under a file: an error naming what and where. */
-  char file[128], under[160];
+  char file[600], under[700];
   snprintf(file, sizeof file, "%s/f", root);
   FILE *f = fopen(file, "w");
   ASSERT_TRUE(f != NULL);
