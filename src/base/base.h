@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "etch/common.h"
 
@@ -93,6 +94,8 @@ void *etch__malloc(size_t n);
 void *etch__calloc(size_t n, size_t size);
 void *etch__realloc(void *p, size_t n);
 char *etch__strdup(const char *s);
+/* The first n bytes of s (fewer at a NUL), NUL-terminated. */
+char *etch__strndup(const char *s, size_t n);
 
 /* ---- fault simulation (tests only; docs/building.md, "Testing") ---- */
 /* From now, counts the wrappers' allocations and makes the nth fail (with
@@ -111,12 +114,69 @@ uint64_t etch__fault_fails(void);
 /* The unsigned decimal number `len` bytes at `s` spell: 0, or -1 when they
  * are empty, hold anything but the digits 0-9, or overflow 64 bits. The
  * number parser of libetch's options: the config table (sdk/core/session.c)
- * and the environment's numbers (sdk/core/envvars.c). */
+ * and the environment's numbers (base/envvars.c). */
 int etch__parse_u64(const char *s, size_t len, uint64_t *out);
 
 /* getenv(name). Every read of the environment in libetch goes through
- * here: sdk/core/envvars.c names the variables (etch__env), and base, which
+ * here: base/envvars.c names the variables (etch__env), and base, which
  * comes before sdk, reads its one (ETCH_CLOCK, clock.c) by name. */
 const char *etch__getenv(const char *name);
+
+/* ---- text helpers: one copy for every part ------------------------------ */
+
+/* The length of the valid UTF-8 sequence at s (1..4; `avail` bytes may be
+ * read, at least 1), 0 when it is not one: a stray continuation byte, an
+ * overlong form, a surrogate, past U+10FFFF or cut short. */
+size_t etch__utf8_seq(const unsigned char *s, size_t avail);
+
+/* Writes s[0..len) to `out` as a CSV field (RFC 4180): as it is, or in
+ * double quotes (a quote doubled) when it holds a comma, a quote, CR or LF. */
+void etch__csv_field(FILE *out, const char *s, size_t len);
+
+/* A printf into a new string of etch's allocator (free() it); NULL with
+ * ETCH_ENOMEM in the error slot when out of memory. */
+char *etch__aprintf(const char *fmt, ...) ETCH_PRINTF(1, 2);
+char *etch__vaprintf(const char *fmt, va_list ap) ETCH_PRINTF(1, 0);
+
+/* ---- numbers, durations and sizes from text ------------------------------ */
+/*
+ * The parsers of every number a person or a peer types: flags of etch and
+ * etchd, the store's metadata, the viewer's requests. Each takes the whole
+ * text (no spaces, nothing after) and returns 0, or -1 with *out untouched
+ * when the text is not one or lies outside [min, max]; the caller says
+ * what was wanted, in its own words.
+ */
+/* Decimal digits with a '-' in front when min < 0 ('+' never). */
+int etch__parse_i64(const char *s, int64_t min, int64_t max, int64_t *out);
+/* Decimal digits only. */
+int etch__parse_uint(const char *s, uint64_t min, uint64_t max,
+                     uint64_t *out);
+/* A duration in ns: a number (digits, optionally a '.' and more digits)
+ * and a unit, ns, us, ms, s, m (minutes), h, d or w; a bare number is in
+ * `unit_ns` (0: a unit is required). The fraction of a ns is dropped. */
+int etch__parse_duration_ns(const char *s, uint64_t unit_ns, uint64_t min,
+                            uint64_t max, uint64_t *out);
+/* A size in bytes: a number as above and a unit in powers of 1024, any
+ * case: b, k/kb/kib, m/mb/mib, g/gb/gib, t/tb/tib; a bare number is in
+ * `unit` bytes (0: a unit is required). */
+int etch__parse_size(const char *s, uint64_t unit, uint64_t min, uint64_t max,
+                     uint64_t *out);
+
+/* ---- directories ------------------------------------------------------------ */
+
+/*
+ * The directory of etch's `what` under one of the XDG base directories:
+ * "$<xdg_var>/etch<sub>" when the variable holds an absolute path (the XDG
+ * Base Directory spec says a relative one is ignored, and so it is), else
+ * "$HOME/<home_dflt>/etch<sub>". `sub` is "" or starts with '/'. Written
+ * into buf[n]; ETCH_EINVAL (error set, naming `what`) when HOME is unset
+ * too or the path does not fit. Creates nothing.
+ */
+int etch__xdg_dir(const char *xdg_var, const char *home_dflt, const char *sub,
+                  const char *what, char *buf, size_t n);
+/* mkdir -p `path` with mode 0700 for each directory it makes (an existing
+ * one is left as it is); ETCH_EIO (error set, naming `what`) when one
+ * cannot be made. */
+int etch__mkdirs(const char *path, const char *what);
 
 #endif /* ETCH_BASE_H */

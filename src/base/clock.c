@@ -146,7 +146,7 @@ static bool calibrate_tsc(void) {
 }
 
 static void clock_calibrate(void) {
-  /* Named in sdk/core/envvars.c's table; base reads it by name. */
+  /* Named in base/envvars.c's table; base reads it by name. */
   const char *force = etch__getenv("ETCH_CLOCK");
   bool boottime = false;
   if (force && strcmp(force, "boottime") == 0) {

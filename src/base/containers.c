@@ -1,8 +1,10 @@
 /*
  * containers.c - see containers.h.
  */
+#define _GNU_SOURCE
 #include "base/containers.h"
 
+#include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -105,6 +107,32 @@ int etch__vec_reserve_max(etch_vec *v, size_t extra, size_t max) {
   v->data = d;
   v->cap = cap;
   return 0;
+}
+
+int etch__vec_cstr(etch_vec *v) {
+  if (etch__vec_reserve(v, 1)) return ETCH_ENOMEM;
+  v->data[v->len] = 0;
+  return 0;
+}
+
+void etch__vec_free(etch_vec *v) {
+  free(v->data);
+  *v = (etch_vec){0};
+}
+
+static ssize_t vec_file_write(void *cookie, const char *buf, size_t n) {
+  if (etch__vec_push((etch_vec *)cookie, buf, n)) {
+    errno = ENOMEM;
+    return -1;
+  }
+  return (ssize_t)n;
+}
+
+FILE *etch__vec_file(etch_vec *v) {
+  cookie_io_functions_t io = {.write = vec_file_write};
+  FILE *f = fopencookie(v, "w", io);
+  if (!f) etch__error(ETCH_ENOMEM, "out of memory");
+  return f;
 }
 
 /* ---- u64 -> pointer map ------------------------------------------------------ */

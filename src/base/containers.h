@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "base/base.h"
@@ -81,6 +82,33 @@ ETCH_INLINE int etch__vec_push(etch_vec *v, const void *p, size_t n) {
   v->len += n;
   return 0;
 }
+
+/* The vector as an array of T: a pointer to its first element, and how
+ * many whole elements it holds. */
+#define ETCH_VEC_AT(v, T) ((T *)(void *)(v)->data)
+#define ETCH_VEC_COUNT(v, T) ((v)->len / sizeof(T))
+/* Appends one element of the array's type T, given as a value or as a
+ * braced initializer: 0 or ETCH_ENOMEM, as etch__vec_push. */
+#define ETCH_VEC_PUSH(v, T, ...)                      \
+  __extension__({                                     \
+    T etch__vec_elem_ = __VA_ARGS__;                  \
+    etch__vec_push((v), &etch__vec_elem_, sizeof(T)); \
+  })
+/* Room for `extra` more elements of T. */
+#define ETCH_VEC_RESERVE(v, T, extra) \
+  (((size_t)(extra) > SIZE_MAX / sizeof(T))                          \
+       ? etch__error(ETCH_ENOMEM, "vector overflow")                 \
+       : etch__vec_reserve((v), (size_t)(extra) * sizeof(T)))
+/* Appends a NUL and takes it back out of len: data is then a C string of
+ * the bytes held (0 or ETCH_ENOMEM). */
+int etch__vec_cstr(etch_vec *v);
+/* Frees the bytes; the vector is empty again (and can be used again). */
+void etch__vec_free(etch_vec *v);
+/* A stdio stream whose writes append to `v` through etch's allocator (in
+ * place of open_memstream): write to it, fclose it, then v holds the
+ * bytes. A write that finds no memory fails (ferror, and fclose says EOF).
+ * NULL when out of memory. */
+FILE *etch__vec_file(etch_vec *v);
 
 /* ---- u64 -> pointer map ------------------------------------------------------ */
 

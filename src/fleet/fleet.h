@@ -28,6 +28,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "base/containers.h"
 #include "query/query.h"
 #include "query/rows.h"
 
@@ -47,12 +48,13 @@ void etch__ch_close(etch__ch *ch);
 /* Adds a setting (URL parameter name=value) to every later request. */
 int etch__ch_setting(etch__ch *ch, const char *name, const char *value);
 
-/* A response body: `len` bytes at `data`, NUL-terminated. */
-typedef struct etch__ch_buf {
-  char *data;
-  size_t len, cap;
-} etch__ch_buf;
-void etch__ch_buf_free(etch__ch_buf *b);
+/* A response body: `len` bytes at `data`, NUL-terminated (base's byte
+ * vector; etch__ch_text gives its bytes as text, NULL before any). */
+typedef etch_vec etch__ch_buf;
+static inline char *etch__ch_text(const etch__ch_buf *b) {
+  return (char *)b->data;
+}
+static inline void etch__ch_buf_free(etch__ch_buf *b) { etch__vec_free(b); }
 
 /*
  * Runs the statement `sql`; `body`/`len` (may be NULL/0) is the data of an

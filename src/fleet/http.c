@@ -102,11 +102,6 @@ int etch__ch_setting(etch__ch *ch, const char *name, const char *value) {
   return add_param(ch, name, value);
 }
 
-void etch__ch_buf_free(etch__ch_buf *b) {
-  free(b->data);
-  memset(b, 0, sizeof *b);
-}
-
 typedef struct sink_state {
   etch__ch_buf *buf;
   size_t max;
@@ -121,20 +116,10 @@ static size_t on_data(char *p, size_t size, size_t nmemb, void *user) {
     s->too_long = true;
     return 0; /* curl stops: CURLE_WRITE_ERROR */
   }
-  if (b->len + n + 1 > b->cap) {
-    size_t cap = b->cap ? b->cap : 4096;
-    while (cap < b->len + n + 1) cap *= 2;
-    char *d = etch__realloc(b->data, cap);
-    if (!d) {
-      s->too_long = true;
-      return 0;
-    }
-    b->data = d;
-    b->cap = cap;
+  if (etch__vec_push(b, p, n) || etch__vec_cstr(b)) {
+    s->too_long = true;
+    return 0;
   }
-  memcpy(b->data + b->len, p, n);
-  b->len += n;
-  b->data[b->len] = '\0';
   return n;
 }
 
@@ -257,9 +242,10 @@ static int exec(etch__ch *ch, const char *sql, const void *body, size_t len,
     rc = etch__error(ETCH_EIO, "%s: %s", host,
                      ch->errbuf[0] ? ch->errbuf : curl_easy_strerror(cc));
   } else if (status != 200) {
-    if (b->data) clean_message(b->data, b->len);
+    char *msg = etch__ch_text(b);
+    if (msg) clean_message(msg, b->len);
     rc = etch__error(ETCH_ESQL, "ClickHouse (HTTP %ld): %s", status,
-                     b->data && b->data[0] ? b->data : "(no message)");
+                     msg && msg[0] ? msg : "(no message)");
   }
   free(url);
   if (!resp) etch__ch_buf_free(&local);
@@ -275,13 +261,15 @@ int etch__ch_count(etch__ch *ch, const char *sql, uint64_t *out) {
   int rc = etch__ch_exec(ch, q, NULL, 0, &b, 4096);
   free(q);
   if (!rc) {
-    char *end = NULL;
-    unsigned long long v = b.data ? strtoull(b.data, &end, 10) : 0;
-    if (!b.data || !(b.data[0] >= '0' && b.data[0] <= '9') ||
+    char *text = etch__ch_text(&b);
+    size_t digits = text ? strspn(text, "0123456789") : 0;
+    const char *end = text ? text + digits : NULL;
+    uint64_t v;
+    if (!digits || etch__parse_u64(text, digits, &v) != 0 ||
         (*end != '\n' && *end != '\0') || (*end == '\n' && end[1] != '\0')) {
-      if (b.data) clean_message(b.data, b.len);
+      if (text) clean_message(text, b.len);
       rc = etch__error(ETCH_EFORMAT, "ClickHouse: not a count: %.60s",
-                       b.data ? b.data : "");
+                       text ? text : "");
     } else
       *out = v;
   }

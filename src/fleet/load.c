@@ -10,7 +10,7 @@
  * rows of the traces read whole (flush_all); ClickHouse then writes few,
  * large parts (a file per column each), whether the traces are large or
  * many and small. Each insert's rows go in the table's key order (see
- * sort_rows). Workers load several files at once, each with its own
+ * order.c). Workers load several files at once, each with its own
  * connection, and take the next file when done.
  *
  * A trace's id is a 64-bit hash of its bytes: the same file loaded twice,
@@ -38,6 +38,7 @@
 #include "base/base.h"
 #include "base/clock.h"
 #include "fleet/fleet.h"
+#include "fleet/order.h"
 #include "pb/pb.h"
 
 enum { kTables = 16, kDefaultBatch = 128 << 20, kFlushAll = 8 };
@@ -138,220 +139,35 @@ static void report(shared *sh, const char *path, const char *fmt, ...) {
 
 /* ---- RowBinary buffers ------------------------------------------------------------ */
 
+/* A table's rows in RowBinary, and how many. */
 typedef struct rbuf {
-  unsigned char *data;
-  size_t len, cap;
+  etch_vec v;
   uint64_t rows;
 } rbuf;
 
 static bool rb_reserve(rbuf *b, size_t n) {
-  if (b->cap - b->len >= n) return true;
-  size_t cap = b->cap ? b->cap : 1 << 16;
-  while (cap - b->len < n) cap *= 2;
-  unsigned char *d = etch__realloc(b->data, cap);
-  if (!d) return false;
-  b->data = d;
-  b->cap = cap;
-  return true;
+  return etch__vec_reserve(&b->v, n) == 0;
 }
 
 /* Only after rb_reserve. */
 static inline void rb_u64(rbuf *b, uint64_t v) {
-  memcpy(b->data + b->len, &v, 8); /* little-endian, as RowBinary */
-  b->len += 8;
+  memcpy(b->v.data + b->v.len, &v, 8); /* little-endian, as RowBinary */
+  b->v.len += 8;
 }
-static inline void rb_u8(rbuf *b, unsigned v) { b->data[b->len++] = (unsigned char)v; }
+static inline void rb_u8(rbuf *b, unsigned v) { b->v.data[b->v.len++] = (unsigned char)v; }
 static inline void rb_varint(rbuf *b, uint64_t v) {
   while (v >= 0x80) {
-    b->data[b->len++] = (unsigned char)(v | 0x80);
+    b->v.data[b->v.len++] = (unsigned char)(v | 0x80);
     v >>= 7;
   }
-  b->data[b->len++] = (unsigned char)v;
+  b->v.data[b->v.len++] = (unsigned char)v;
 }
 static bool rb_str(rbuf *b, const char *s, size_t n) {
   if (!rb_reserve(b, n + 10)) return false;
   rb_varint(b, n);
-  memcpy(b->data + b->len, s, n);
-  b->len += n;
+  memcpy(b->v.data + b->v.len, s, n);
+  b->v.len += n;
   return true;
-}
-
-/* ---- each insert's rows in the table's key order ---------------------------------- */
-
-/*
- * The server sorts every block it is sent by the table's sorting key
- * unless the block is sorted already (it checks first): for slice, whose
- * key has the name, that sort was most of the server's work. So the rows
- * go out in key order. Each row appended to a buffer gets a record of its
- * key (trace_id, then the key's Int64 columns as unsigned numbers in the
- * same order, its String columns as ids in a dictionary of the batch's
- * strings, ranked by their bytes when the batch goes out) and of its
- * place; sorting the records (sort_rows) gives the order in which the
- * rows are gathered as curl sends them (gather_read).
- */
-typedef struct keyrec {
-  uint64_t tid, k[2], idx; /* idx: the row's place in the buffer */
-} keyrec;
-
-typedef struct keys {
-  keyrec *rec; /* one per row of the buffer, in the order appended */
-  uint64_t *off; /* where each row starts in the buffer */
-  size_t cap;
-} keys;
-
-static bool keys_reserve(keys *k, size_t n) {
-  if (k->cap >= n) return true;
-  size_t cap = k->cap ? k->cap : 1024;
-  while (cap < n) cap *= 2;
-  keyrec *r = etch__realloc(k->rec, cap * sizeof *r);
-  if (!r) return false;
-  k->rec = r;
-  uint64_t *o = etch__realloc(k->off, cap * sizeof *o);
-  if (!o) return false;
-  k->off = o;
-  k->cap = cap;
-  return true;
-}
-
-/* The distinct strings of the key columns in a batch: id -> bytes. */
-typedef struct sdict {
-  uint32_t *slot; /* id + 1, 0: empty */
-  size_t nslot;
-  struct sent {
-    size_t off;
-    uint32_t len, hash;
-  } *ent;
-  size_t n, cap;
-  char *arena;
-  size_t alen, acap;
-  uint32_t *rank; /* by id, once ranked */
-} sdict;
-
-static uint32_t str_hash(const char *p, size_t n) {
-  uint32_t h = 2166136261u;
-  for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)p[i]) * 16777619u;
-  return h;
-}
-
-static bool sdict_grow(sdict *d) {
-  size_t nslot = d->nslot ? d->nslot * 2 : 1024;
-  uint32_t *slot = etch__calloc(nslot, sizeof *slot);
-  if (!slot) return false;
-  for (size_t i = 0; i < d->n; i++) {
-    size_t j = d->ent[i].hash & (nslot - 1);
-    while (slot[j]) j = (j + 1) & (nslot - 1);
-    slot[j] = (uint32_t)i + 1;
-  }
-  free(d->slot);
-  d->slot = slot;
-  d->nslot = nslot;
-  return true;
-}
-
-/* The id of the string p[0..n), added when new; false: out of memory. */
-static bool sdict_id(sdict *d, const char *p, size_t n, uint64_t *id) {
-  if (n > UINT32_MAX) return false;
-  if (2 * (d->n + 1) > d->nslot && !sdict_grow(d)) return false;
-  uint32_t h = str_hash(p, n);
-  size_t j = h & (d->nslot - 1);
-  for (uint32_t s; (s = d->slot[j]); j = (j + 1) & (d->nslot - 1)) {
-    const struct sent *e = &d->ent[s - 1];
-    if (e->hash == h && e->len == n && !memcmp(d->arena + e->off, p, n)) {
-      *id = s - 1;
-      return true;
-    }
-  }
-  if (d->n == d->cap) {
-    size_t cap = d->cap ? d->cap * 2 : 256;
-    struct sent *e = etch__realloc(d->ent, cap * sizeof *e);
-    if (!e) return false;
-    d->ent = e;
-    d->cap = cap;
-  }
-  if (d->acap - d->alen < n) {
-    size_t cap = d->acap ? d->acap : 1 << 14;
-    while (cap - d->alen < n) cap *= 2;
-    char *a = etch__realloc(d->arena, cap);
-    if (!a) return false;
-    d->arena = a;
-    d->acap = cap;
-  }
-  if (n) memcpy(d->arena + d->alen, p, n);
-  d->ent[d->n] = (struct sent){.off = d->alen, .len = (uint32_t)n, .hash = h};
-  d->alen += n;
-  d->slot[j] = (uint32_t)d->n + 1;
-  *id = d->n++;
-  return true;
-}
-
-/* ClickHouse's order of Strings: bytes as unsigned, a prefix first. */
-static int sdict_cmp(const void *a, const void *b, void *ctx) {
-  const sdict *d = ctx;
-  const struct sent *x = &d->ent[*(const uint32_t *)a];
-  const struct sent *y = &d->ent[*(const uint32_t *)b];
-  size_t n = x->len < y->len ? x->len : y->len;
-  int c = memcmp(d->arena + x->off, d->arena + y->off, n);
-  if (c) return c;
-  return (x->len > y->len) - (x->len < y->len);
-}
-
-/* rank[id]: the place of the string among the batch's. */
-static bool sdict_rank(sdict *d) {
-  if (!d->n) return true;
-  uint32_t *order = etch__calloc(d->n, sizeof *order);
-  uint32_t *rank = etch__realloc(d->rank, d->n * sizeof *rank);
-  if (!order || !rank) {
-    free(order);
-    if (rank) d->rank = rank;
-    return false;
-  }
-  d->rank = rank;
-  for (size_t i = 0; i < d->n; i++) order[i] = (uint32_t)i;
-  qsort_r(order, d->n, sizeof *order, sdict_cmp, d);
-  for (size_t i = 0; i < d->n; i++) rank[order[i]] = (uint32_t)i;
-  free(order);
-  return true;
-}
-
-static void sdict_clear(sdict *d) {
-  d->n = d->alen = 0;
-  if (d->slot) memset(d->slot, 0, d->nslot * sizeof *d->slot);
-}
-
-static void sdict_free(sdict *d) {
-  free(d->slot);
-  free(d->ent);
-  free(d->arena);
-  free(d->rank);
-}
-
-static inline bool rec_lt(const keyrec *a, const keyrec *b) {
-  if (a->tid != b->tid) return a->tid < b->tid;
-  if (a->k[0] != b->k[0]) return a->k[0] < b->k[0];
-  if (a->k[1] != b->k[1]) return a->k[1] < b->k[1];
-  return a->idx < b->idx;
-}
-
-/* Merge sort of a[0..n) (tmp: room for n/2 + 1); runs already in order
- * are not merged, so rows appended in order cost one comparison each. */
-static void rec_sort(keyrec *a, keyrec *tmp, size_t n) {
-  if (n <= 16) {
-    for (size_t i = 1; i < n; i++) {
-      keyrec x = a[i];
-      size_t j = i;
-      for (; j && rec_lt(&x, &a[j - 1]); j--) a[j] = a[j - 1];
-      a[j] = x;
-    }
-    return;
-  }
-  size_t h = n / 2;
-  rec_sort(a, tmp, h);
-  rec_sort(a + h, tmp, n - h);
-  if (!rec_lt(&a[h], &a[h - 1])) return;
-  memcpy(tmp, a, h * sizeof *a);
-  size_t i = 0, j = h, k = 0;
-  while (i < h && j < n) a[k++] = rec_lt(&a[j], &tmp[i]) ? a[j++] : tmp[i++];
-  while (i < h) a[k++] = tmp[i++];
 }
 
 /* ---- one trace ------------------------------------------------------------------- */
@@ -374,10 +190,7 @@ typedef struct worker {
   keys kb[kTables]; /* the key of each row in buf */
   sdict dict;       /* the strings of those keys */
   rbuf sorted;      /* the `trace` rows in trace_id order */
-  keyrec *tmp;      /* sort_rows' room */
-  size_t cap_tmp;
-  size_t *cnt; /* its counters */
-  size_t cap_cnt;
+  etch__fl_sorter sorter; /* the room to sort keys in */
   bool checked[kTables];
   rbuf trows; /* the `trace` rows of the pending traces */
   pending *pend;
@@ -401,103 +214,6 @@ static int table_index(const char *name) {
   return -1;
 }
 
-typedef struct seg {
-  uint64_t tid;
-  size_t start, len;
-} seg;
-
-static int seg_cmp(const void *a, const void *b) {
-  const seg *x = a, *y = b;
-  if (x->tid != y->tid) return x->tid < y->tid ? -1 : 1;
-  return (x->start > y->start) - (x->start < y->start);
-}
-
-/* Room for n records in w->tmp (n + n / 2 + 1: a sorted copy, then
- * rec_sort's), and for ncnt counters. */
-static bool sort_room(worker *w, size_t n, size_t ncnt) {
-  size_t need = n + n / 2 + 1;
-  if (w->cap_tmp < need) {
-    keyrec *tmp = etch__realloc(w->tmp, need * sizeof *tmp);
-    if (!tmp) return false;
-    w->tmp = tmp;
-    w->cap_tmp = need;
-  }
-  if (w->cap_cnt < ncnt) {
-    size_t *cnt = etch__realloc(w->cnt, ncnt * sizeof *cnt);
-    if (!cnt) return false;
-    w->cnt = cnt;
-    w->cap_cnt = ncnt;
-  }
-  return true;
-}
-
-/*
- * The order in which the rows of buf[ti] go out, their table's key order:
- * `*out` is NULL when they are in that order already. A trace's rows were
- * appended together: each trace's run of records is sorted on its own,
- * the runs put in trace_id order. When the key starts with a String, a
- * run is first spread by that String's rank (one counting pass), then each
- * rank's records sorted by the rest of the key: for slice, a name's
- * slices, already close to ts order.
- */
-static int sort_rows(worker *w, size_t ti, const keyrec **out) {
-  rbuf *b = &w->buf[ti];
-  const etch__ch_table *t = etch__ch_table_at(ti);
-  keys *k = &w->kb[ti];
-  size_t n = (size_t)b->rows;
-  *out = NULL;
-  if (!t->key_ok || n < 2) return ETCH_OK;
-  for (size_t j = 0; j < t->nkey; j++) {
-    if (t->col[t->key[j]].kind != ETCH__COL_STR) continue;
-    for (size_t i = 0; i < n; i++) k->rec[i].k[j] = w->dict.rank[k->rec[i].k[j]];
-  }
-  bool by_rank =
-      t->nkey && t->col[t->key[0]].kind == ETCH__COL_STR && w->dict.n;
-  size_t nseg = 0;
-  for (size_t i = 0; i < n; i++)
-    if (!i || k->rec[i].tid != k->rec[i - 1].tid) nseg++;
-  seg *segs = etch__calloc(nseg, sizeof *segs);
-  if (!segs || !sort_room(w, n, by_rank ? w->dict.n + 1 : 0)) {
-    free(segs);
-    return etch__error(ETCH_ENOMEM, "load: out of memory");
-  }
-  nseg = 0;
-  for (size_t i = 0; i < n; i++) {
-    if (!i || k->rec[i].tid != k->rec[i - 1].tid)
-      segs[nseg++] = (seg){.tid = k->rec[i].tid, .start = i};
-    segs[nseg - 1].len++;
-  }
-  qsort(segs, nseg, sizeof *segs, seg_cmp);
-  keyrec *sorted = w->tmp, *mtmp = w->tmp + n;
-  size_t pos = 0;
-  for (size_t s = 0; s < nseg; s++) {
-    const keyrec *in = k->rec + segs[s].start;
-    keyrec *o = sorted + pos;
-    size_t len = segs[s].len;
-    /* The counting pass costs the dictionary's size: for runs that are
-     * not much smaller than it. */
-    if (!by_rank || len < 64 || w->dict.n > 4 * len) {
-      memcpy(o, in, len * sizeof *o);
-      rec_sort(o, mtmp, len);
-      pos += len;
-      continue;
-    }
-    size_t nd = w->dict.n, *cnt = w->cnt;
-    memset(cnt, 0, (nd + 1) * sizeof *cnt);
-    for (size_t i = 0; i < len; i++) cnt[in[i].k[0] + 1]++;
-    for (size_t r = 0; r < nd; r++) cnt[r + 1] += cnt[r];
-    for (size_t i = 0; i < len; i++) o[cnt[in[i].k[0]]++] = in[i];
-    /* cnt[r] is now where rank r's records end */
-    for (size_t r = 0, a = 0; r < nd; a = cnt[r], r++)
-      if (cnt[r] - a > 1) rec_sort(o + a, mtmp, cnt[r] - a);
-    pos += len;
-  }
-  free(segs);
-  size_t i = 0;
-  while (i < n && sorted[i].idx == i) i++;
-  if (i < n) *out = sorted;
-  return ETCH_OK;
-}
 
 /* The rows of a buffer in the order of `order`, as curl sends them: no
  * copy of the whole buffer. */
@@ -514,16 +230,16 @@ static size_t gather_read(void *ctx, char *buf, size_t cap) {
   while (done < cap && g->i < g->n) {
     /* Rows in key order are scattered over the buffer: fetched ahead. */
     if (g->i + 16 < g->n) {
-      const unsigned char *ahead = g->b->data + g->off[g->order[g->i + 16].idx];
+      const unsigned char *ahead = g->b->v.data + g->off[g->order[g->i + 16].idx];
       __builtin_prefetch(ahead);
       __builtin_prefetch(ahead + 64);
     }
     size_t r = (size_t)g->order[g->i].idx;
     size_t from = (size_t)g->off[r] + g->at;
-    size_t to = r + 1 < g->n ? (size_t)g->off[r + 1] : g->b->len;
+    size_t to = r + 1 < g->n ? (size_t)g->off[r + 1] : g->b->v.len;
     size_t m = to - from;
     if (m > cap - done) m = cap - done;
-    memcpy(buf + done, g->b->data + from, m);
+    memcpy(buf + done, g->b->v.data + from, m);
     done += m;
     g->at += m;
     if (from + m == to) {
@@ -536,10 +252,11 @@ static size_t gather_read(void *ctx, char *buf, size_t cap) {
 
 static int send_table(worker *w, size_t ti) {
   rbuf *b = &w->buf[ti];
-  if (!b->len) return ETCH_OK;
+  if (!b->v.len) return ETCH_OK;
   const etch__ch_table *t = etch__ch_table_at(ti);
   const keyrec *order;
-  int rc = sort_rows(w, ti, &order);
+  int rc = etch__fl_sort_rows(&w->sorter, etch__ch_table_at(ti), &w->kb[ti],
+                              (size_t)w->buf[ti].rows, &w->dict, &order);
   if (rc) return rc;
   char sql[1024];
   size_t k = (size_t)snprintf(sql, sizeof sql, "INSERT INTO %s.%s (trace_id",
@@ -549,15 +266,15 @@ static int send_table(worker *w, size_t ti) {
   if (k < sizeof sql) snprintf(sql + k, sizeof sql - k, ") FORMAT RowBinary");
   gather g = {.b = b, .off = w->kb[ti].off, .order = order,
               .n = (size_t)b->rows};
-  rc = order ? etch__ch_exec_read(w->ch, sql, gather_read, &g, b->len, NULL, 0)
-             : etch__ch_exec(w->ch, sql, b->data, b->len, NULL, 0);
+  rc = order ? etch__ch_exec_read(w->ch, sql, gather_read, &g, b->v.len, NULL, 0)
+             : etch__ch_exec(w->ch, sql, b->v.data, b->v.len, NULL, 0);
   if (!rc) {
     pthread_mutex_lock(&w->sh->mu);
     w->sh->rows_sent += b->rows;
     progress_locked(w->sh, false);
     pthread_mutex_unlock(&w->sh->mu);
   }
-  b->len = 0;
+  b->v.len = 0;
   b->rows = 0;
   return rc;
 }
@@ -579,12 +296,12 @@ static int sort_trace_rows(worker *w, const rbuf **out) {
     in_order = w->pend[k - 1].id <= w->pend[k].id;
   if (in_order) return ETCH_OK;
   for (size_t k = 0; k < n; k++)
-    if (w->pend[k].toff > (k + 1 < n ? w->pend[k + 1].toff : w->trows.len))
+    if (w->pend[k].toff > (k + 1 < n ? w->pend[k + 1].toff : w->trows.v.len))
       return etch__error(ETCH_ESTATE, "load: the trace rows are out of step");
   const pending **order = etch__calloc(n, sizeof *order);
   rbuf *o = &w->sorted;
-  o->len = 0;
-  if (!order || !rb_reserve(o, w->trows.len)) {
+  o->v.len = 0;
+  if (!order || !rb_reserve(o, w->trows.v.len)) {
     free(order);
     return etch__error(ETCH_ENOMEM, "load: out of memory");
   }
@@ -593,9 +310,9 @@ static int sort_trace_rows(worker *w, const rbuf **out) {
   for (size_t k = 0; k < n; k++) {
     size_t i = (size_t)(order[k] - w->pend);
     size_t from = order[k]->toff;
-    size_t to = i + 1 < n ? w->pend[i + 1].toff : w->trows.len;
-    memcpy(o->data + o->len, w->trows.data + from, to - from);
-    o->len += to - from;
+    size_t to = i + 1 < n ? w->pend[i + 1].toff : w->trows.v.len;
+    memcpy(o->v.data + o->v.len, w->trows.v.data + from, to - from);
+    o->v.len += to - from;
   }
   free(order);
   *out = o;
@@ -620,15 +337,15 @@ static int flush_all(worker *w) { return flush(w, -1); }
  * flush of all.
  */
 static int flush(worker *w, int only) {
-  int rc = sdict_rank(&w->dict) ? ETCH_OK
+  int rc = etch__fl_sdict_rank(&w->dict) ? ETCH_OK
                                 : etch__error(ETCH_ENOMEM, "load: out of memory");
   if (only >= 0) {
-    size_t len = w->buf[only].len;
+    size_t len = w->buf[only].v.len;
     if (!rc) rc = send_table(w, (size_t)only);
     if (w->reading) w->cur_sent = true;
     if (!rc) {
       w->sent += len;
-      w->buf[only].len = w->buf[only].rows = 0;
+      w->buf[only].v.len = w->buf[only].rows = 0;
       w->mark[only] = 0;
       w->mark_rows[only] = 0;
       return ETCH_OK;
@@ -636,27 +353,27 @@ static int flush(worker *w, int only) {
   }
   for (size_t i = 0; i < kTables && !rc; i++) rc = send_table(w, i);
   const rbuf *tr = &w->trows;
-  if (!rc && w->trows.len) rc = sort_trace_rows(w, &tr);
-  if (!rc && w->trows.len) {
+  if (!rc && w->trows.v.len) rc = sort_trace_rows(w, &tr);
+  if (!rc && w->trows.v.len) {
     char sql[512];
     snprintf(sql, sizeof sql,
              "INSERT INTO %s.trace (trace_id, file_name, host, machine,"
              " start_ts, dur, etch_version, size_bytes, events, loaded_at)"
              " FORMAT RowBinary",
              w->db);
-    rc = etch__ch_exec(w->ch, sql, tr->data, tr->len, NULL, 0);
+    rc = etch__ch_exec(w->ch, sql, tr->v.data, tr->v.len, NULL, 0);
   }
   char msg[1024] = "";
   if (rc) snprintf(msg, sizeof msg, "%s", etch_last_error());
   if (w->reading) w->cur_sent = true; /* some of its rows, perhaps */
   for (size_t i = 0; i < kTables; i++) {
-    w->buf[i].len = w->buf[i].rows = 0;
+    w->buf[i].v.len = w->buf[i].rows = 0;
     w->mark[i] = 0;
     w->mark_rows[i] = 0;
   }
-  w->trows.len = 0;
+  w->trows.v.len = 0;
   w->sent = 0;
-  sdict_clear(&w->dict);
+  etch__fl_sdict_clear(&w->dict);
   shared *sh = w->sh;
   pthread_mutex_lock(&sh->mu);
   for (size_t k = 0; k < w->npend; k++) {
@@ -716,7 +433,7 @@ static int on_chunk(void *ctx, const char *table, duckdb_data_chunk chunk,
   }
   w->checked[ti] = true;
   keys *kb = &w->kb[ti];
-  if (t->key_ok && !keys_reserve(kb, (size_t)b->rows + n))
+  if (t->key_ok && !etch__fl_keys_reserve(kb, (size_t)b->rows + n))
     return etch__error(ETCH_ENOMEM, "load: out of memory");
   for (idx_t r = 0; r < n; r++) {
     if (!rb_reserve(b, 8 + ncols * 9 + 16))
@@ -724,7 +441,7 @@ static int on_chunk(void *ctx, const char *table, duckdb_data_chunk chunk,
     if (t->key_ok) {
       size_t row = (size_t)b->rows + r;
       keyrec *kr = &kb->rec[row];
-      kb->off[row] = b->len;
+      kb->off[row] = b->v.len;
       kr->tid = w->trace_id;
       kr->k[0] = kr->k[1] = 0;
       kr->idx = row;
@@ -743,7 +460,7 @@ static int on_chunk(void *ctx, const char *table, duckdb_data_chunk chunk,
           len = sv->value.inlined.length;
           p = len <= 12 ? sv->value.inlined.inlined : sv->value.pointer.ptr;
         }
-        if (!sdict_id(&w->dict, p, len, &kr->k[j]))
+        if (!etch__fl_sdict_id(&w->dict, p, len, &kr->k[j]))
           return etch__error(ETCH_ENOMEM, "load: out of memory");
       }
     }
@@ -782,10 +499,10 @@ static int on_chunk(void *ctx, const char *table, duckdb_data_chunk chunk,
   }
   b->rows += n;
   w->rows += n;
-  if (b->len < w->batch) return ETCH_OK;
+  if (b->v.len < w->batch) return ETCH_OK;
   /* Every kFlushAll batches, all of them and the trace rows: a load that
    * stops loses at most that much. */
-  return w->sent + b->len >= kFlushAll * w->batch ? flush_all(w)
+  return w->sent + b->v.len >= kFlushAll * w->batch ? flush_all(w)
                                                   : flush(w, ti);
 }
 
@@ -808,7 +525,7 @@ static int delete_trace(worker *w) { return delete_id(w, w->trace_id); }
 /* Drops the rows of the trace being read that are still in the buffers. */
 static void drop_current(worker *w) {
   for (size_t i = 0; i < kTables; i++) {
-    w->buf[i].len = w->mark[i];
+    w->buf[i].v.len = w->mark[i];
     w->buf[i].rows = w->mark_rows[i];
   }
   w->rows = 0;
@@ -871,8 +588,8 @@ static int add_trace_row(worker *w, const etch__import_result *res,
   rb_u64(&b, size);
   rb_u64(&b, res->counts.events);
   uint32_t now = (uint32_t)time(NULL);
-  memcpy(b.data + b.len, &now, 4);
-  b.len += 4;
+  memcpy(b.v.data + b.v.len, &now, 4);
+  b.v.len += 4;
 #undef b
   return ETCH_OK;
 }
@@ -1001,7 +718,7 @@ static outcome load_one(worker *w, const char *path) {
     return FAILED;
   }
   for (size_t i = 0; i < kTables; i++) {
-    w->mark[i] = w->buf[i].len;
+    w->mark[i] = w->buf[i].v.len;
     w->mark_rows[i] = w->buf[i].rows;
   }
   etch__row_sink sink = {.chunk = on_chunk, .reset = on_reset, .ctx = w};
@@ -1013,12 +730,12 @@ static outcome load_one(worker *w, const char *path) {
   rc = etch__query_import_sink(path, NULL, 0, &sink, &io, &res);
   w->reading = false;
   /* Taken after the import: a flush during it empties trows. */
-  size_t trows_mark = w->trows.len;
+  size_t trows_mark = w->trows.v.len;
   if (!rc) rc = add_trace_row(w, &res, size);
   if (rc) {
     report(sh, path, "%s", etch_last_error());
     drop_current(w);
-    if (w->trows.len > trows_mark) w->trows.len = trows_mark;
+    if (w->trows.v.len > trows_mark) w->trows.v.len = trows_mark;
     if (w->cur_sent && delete_trace(w) != ETCH_OK)
       report(sh, path, "its rows stay until the next load of it: %s",
              etch_last_error());
@@ -1101,15 +818,13 @@ int etch__fleet_load(const char *const *paths, size_t n,
   for (int j = 0; j < jobs; j++) {
     etch__ch_close(ws[j].ch);
     for (size_t i = 0; i < kTables; i++) {
-      free(ws[j].buf[i].data);
-      free(ws[j].kb[i].rec);
-      free(ws[j].kb[i].off);
+      etch__vec_free(&ws[j].buf[i].v);
+      etch__fl_keys_free(&ws[j].kb[i]);
     }
-    sdict_free(&ws[j].dict);
-    free(ws[j].sorted.data);
-    free(ws[j].tmp);
-    free(ws[j].cnt);
-    free(ws[j].trows.data);
+    etch__fl_sdict_free(&ws[j].dict);
+    etch__vec_free(&ws[j].sorted.v);
+    etch__fl_sorter_free(&ws[j].sorter);
+    etch__vec_free(&ws[j].trows.v);
     free(ws[j].pend);
   }
   pthread_mutex_lock(&sh.mu);
@@ -1127,3 +842,4 @@ int etch__fleet_load(const char *const *paths, size_t n,
                        n);
   return ETCH_OK;
 }
+

@@ -75,22 +75,6 @@ static bool numeric(const char *type) {
          !strncmp(type, "Float", 5) || !strncmp(type, "Decimal", 7);
 }
 
-static void csv_field(FILE *out, const char *s, size_t len) {
-  bool quote = false;
-  for (size_t i = 0; i < len && !quote; i++)
-    quote = s[i] == ',' || s[i] == '"' || s[i] == '\n' || s[i] == '\r';
-  if (!quote) {
-    fwrite(s, 1, len, out);
-    return;
-  }
-  fputc('"', out);
-  for (size_t i = 0; i < len; i++) {
-    if (s[i] == '"') fputc('"', out);
-    fputc(s[i], out);
-  }
-  fputc('"', out);
-}
-
 /* A cell for the table: control characters shown as '?' (one line a row). */
 static void tt_text(etch__tt *t, char *s, size_t len) {
   for (size_t i = 0; i < len; i++)
@@ -133,7 +117,7 @@ static int print_answer(char *data, size_t len, FILE *out,
   if (mode == ETCH__OUT_CSV) {
     for (size_t c = 0; c < ncols; c++) {
       if (c) fputc(',', out);
-      csv_field(out, names[c], lens[c]);
+      etch__csv_field(out, names[c], lens[c]);
     }
     fputc('\n', out);
   } else {
@@ -161,7 +145,7 @@ static int print_answer(char *data, size_t len, FILE *out,
       }
       if (mode == ETCH__OUT_CSV) {
         if (c) fputc(',', out);
-        if (!null) csv_field(out, cells[c], lens[c]);
+        if (!null) etch__csv_field(out, cells[c], lens[c]);
       } else if (null) {
         etch__tt_cell(tt, "NULL");
       } else {
@@ -243,7 +227,7 @@ int etch__fleet_query(etch__ch *ch, const char *sql, FILE *out,
       free(stmt);
       if (!rc && b.len && any && mode == ETCH__OUT_TABLE) fputc('\n', out);
       bool printed = false;
-      if (!rc) rc = print_answer(b.data, b.len, out, mode, &printed);
+      if (!rc) rc = print_answer(etch__ch_text(&b), b.len, out, mode, &printed);
       any |= printed;
     }
     s = *e ? e + 1 : e;

@@ -243,15 +243,15 @@ static int add_missing_columns(etch__ch *ch, const char *db) {
 }
 
 int etch__ch_schema_create(etch__ch *ch, const char *db) {
-  char *sql = NULL;
-  size_t len = 0;
-  FILE *f = open_memstream(&sql, &len);
-  if (!f) return etch__error(ETCH_ENOMEM, "out of memory");
+  etch_vec text = {0};
+  FILE *f = etch__vec_file(&text);
+  if (!f) return ETCH_ENOMEM;
   etch__ch_schema_sql(f, db, ETCH__CH_LOCAL, NULL);
-  if (fclose(f) != 0 || !sql) {
-    free(sql);
+  if (fclose(f) != 0 || etch__vec_cstr(&text) != 0) {
+    etch__vec_free(&text);
     return etch__error(ETCH_ENOMEM, "out of memory");
   }
+  char *sql = (char *)text.data;
   int rc = ETCH_OK;
   for (char *s = sql, *e; !rc && *s; s = e + 1) {
     e = strchr(s, '\n'); /* one statement a line */

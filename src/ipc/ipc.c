@@ -24,6 +24,7 @@
 #include <netinet/tcp.h>
 
 #include "base/clock.h"
+#include "base/envvars.h"
 #include "proto/ipc.h"
 
 /* ---- frames ---- */
@@ -909,10 +910,10 @@ static int check_socket_dir(const char *dir) {
 
 int etch__ipc_default_paths(char *producer, char *consumer, size_t cap,
                             bool make_dir) {
-  const char *p = getenv("PERFETTO_PRODUCER_SOCK_NAME");
-  const char *c = getenv("PERFETTO_CONSUMER_SOCK_NAME");
+  const char *p = etch__env(ETCH_ENV_PRODUCER_SOCK_NAME);
+  const char *c = etch__env(ETCH_ENV_CONSUMER_SOCK_NAME);
   char dir[256];
-  const char *xdg = getenv("XDG_RUNTIME_DIR");
+  const char *xdg = etch__getenv("XDG_RUNTIME_DIR");
   if (xdg && *xdg)
     snprintf(dir, sizeof dir, "%s/etch", xdg);
   else
@@ -936,8 +937,8 @@ int etch__ipc_default_paths(char *producer, char *consumer, size_t cap,
 int etch__ipc_connect_service(const char *path, bool producer, int *fd_out) {
   int rc = etch__ipc_connect(path, fd_out);
   if (rc) return rc;
-  const char *env = getenv(producer ? "PERFETTO_PRODUCER_SOCK_NAME"
-                                    : "PERFETTO_CONSUMER_SOCK_NAME");
+  const char *env = etch__env(producer ? ETCH_ENV_PRODUCER_SOCK_NAME
+                                      : ETCH_ENV_CONSUMER_SOCK_NAME);
   if (env) { /* named: trusted as is */
     char one[256];
     for (unsigned i = 0; etch__ipc_name_at(env, i, one, sizeof one); i++)

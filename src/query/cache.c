@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #include "base/base.h"
+#include "base/envvars.h"
 #include "query/query.h"
 
 enum { kKeyBytes = 65536 };
@@ -76,42 +77,22 @@ static int key_of(const char *path, trace_key *k) {
   return ETCH_OK;
 }
 
-/* mkdir -p; an existing directory is fine. */
-static int make_dirs(const char *dir) {
-  char path[4096];
-  size_t n = strlen(dir);
-  if (n == 0 || n >= sizeof path)
-    return etch__error(ETCH_EINVAL, "cache directory: bad path");
-  memcpy(path, dir, n + 1);
-  for (size_t i = 1; i <= n; i++) {
-    if (path[i] != '/' && path[i] != '\0') continue;
-    char c = path[i];
-    path[i] = '\0';
-    if (mkdir(path, 0700) != 0 && errno != EEXIST)
-      return etch__error(ETCH_EIO, "cache directory %s: %s", path,
-                         strerror(errno));
-    path[i] = c;
-  }
-  return ETCH_OK;
-}
-
 int etch__cache_dir(char *buf, size_t n) {
-  const char *d = getenv("ETCH_CACHE_DIR");
-  int k;
+  const char *d = etch__env(ETCH_ENV_CACHE_DIR);
   if (d && *d) {
-    k = snprintf(buf, n, "%s", d);
-  } else if ((d = getenv("XDG_CACHE_HOME")) && *d) {
-    k = snprintf(buf, n, "%s/etch", d);
-  } else if ((d = getenv("HOME")) && *d) {
-    k = snprintf(buf, n, "%s/.cache/etch", d);
-  } else {
+    int k = snprintf(buf, n, "%s", d);
+    if (k < 0 || (size_t)k >= n)
+      return etch__error(ETCH_EINVAL, "cache directory: path too long");
+    return ETCH_OK;
+  }
+  int rc = etch__xdg_dir("XDG_CACHE_HOME", ".cache", "", "cache directory",
+                         buf, n);
+  const char *home = etch__getenv("HOME");
+  if (rc && (!home || !*home))
     return etch__error(ETCH_EINVAL,
                        "no cache directory: set ETCH_CACHE_DIR or HOME "
                        "(or use --no-cache)");
-  }
-  if (k < 0 || (size_t)k >= n)
-    return etch__error(ETCH_EINVAL, "cache directory: path too long");
-  return ETCH_OK;
+  return rc;
 }
 
 /* The key as text (hashed into the file's name), and as it is stored in
@@ -174,7 +155,7 @@ int etch__query_cache_file(const char *trace, const char *cache_dir,
                             ? ETCH_OK
                             : etch__error(ETCH_EINVAL, "cache: path too long"))
                      : etch__cache_dir(dir, sizeof dir);
-  if (!rc) rc = make_dirs(dir);
+  if (!rc) rc = etch__mkdirs(dir, "cache directory");
   if (rc) {
     if (!o.quiet)
       fprintf(stderr, "etch: warning: no cache (%s): the trace is read "

@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "base/base.h"
+#include "base/containers.h"
 #include "query/query.h"
 
 static const char *const kSortNames[] = {"total", "self", "count", "mean",
@@ -131,20 +132,14 @@ int etch__diff_from_db(etch__db *db, const char *cat_a, const char *cat_b,
   etch__res r;
   int rc = etch__res_query(db, sql, "diff", &r);
   if (rc) return rc;
-  size_t cap = 0;
+  etch_vec rows = {0}; /* etch__diff_row; out->rows is its data */
   while (!rc && etch__res_next(&r)) {
-    if (out->n == cap) {
-      size_t nc = cap ? cap * 2 : 64;
-      etch__diff_row *g = etch__realloc(out->rows, nc * sizeof *g);
-      if (!g) {
-        rc = etch__error(ETCH_ENOMEM, "out of memory");
-        break;
-      }
-      out->rows = g;
-      cap = nc;
+    if (ETCH_VEC_PUSH(&rows, etch__diff_row, {0})) {
+      rc = ETCH_ENOMEM;
+      break;
     }
+    out->rows = ETCH_VEC_AT(&rows, etch__diff_row);
     etch__diff_row *row = &out->rows[out->n];
-    memset(row, 0, sizeof *row);
     if (!etch__res_null(&r, 0) && !(row->name = etch__res_strdup(&r, 0))) {
       rc = etch__error(ETCH_ENOMEM, "out of memory");
       break;

@@ -31,35 +31,6 @@ enum { kPseudoTidBase = 0x40000000 };
 
 /* ---- strings ------------------------------------------------------------------ */
 
-/* Length of the valid UTF-8 sequence at s (1..4), or 0 if invalid. */
-static size_t utf8_len(const unsigned char *s, size_t avail) {
-  unsigned c = s[0];
-  size_t n;
-  uint32_t cp;
-  if (c < 0x80) return 1;
-  if (c >= 0xc2 && c <= 0xdf) {
-    n = 2;
-    cp = c & 0x1f;
-  } else if (c >= 0xe0 && c <= 0xef) {
-    n = 3;
-    cp = c & 0x0f;
-  } else if (c >= 0xf0 && c <= 0xf4) {
-    n = 4;
-    cp = c & 0x07;
-  } else {
-    return 0;
-  }
-  if (avail < n) return 0;
-  for (size_t i = 1; i < n; i++) {
-    if ((s[i] & 0xc0) != 0x80) return 0;
-    cp = (cp << 6) | (s[i] & 0x3f);
-  }
-  if ((n == 3 && cp < 0x800) || (n == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
-      (cp >= 0xd800 && cp <= 0xdfff))
-    return 0;
-  return n;
-}
-
 void etch__json_string(FILE *out, const char *str, size_t len) {
   const unsigned char *s = (const unsigned char *)str;
   fputc('"', out);
@@ -83,7 +54,7 @@ void etch__json_string(FILE *out, const char *str, size_t len) {
       fputc(c, out);
       i++;
     } else {
-      size_t n = utf8_len(s + i, len - i);
+      size_t n = etch__utf8_seq(s + i, len - i);
       if (n) {
         fwrite(s + i, 1, n, out);
         i += n;
@@ -164,7 +135,7 @@ static jnode *child(jnode *parent, const char *key, size_t keylen,
   jnode *n = etch__calloc(1, sizeof *n);
   if (!n) return NULL;
   n->index = index;
-  if (index < 0) n->key = strndup(key ? key : "", key ? keylen : 0);
+  if (index < 0) n->key = etch__strndup(key ? key : "", key ? keylen : 0);
   *link = n;
   if (index >= 0) parent->is_array = true;
   return n;

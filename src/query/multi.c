@@ -17,31 +17,18 @@
 #include <string.h>
 
 #include "base/base.h"
+#include "base/containers.h"
 #include "query/query.h"
 
-/* A growing SQL text. */
+/* A growing SQL text (NUL-terminated); nomem once a put failed. */
 typedef struct sqlbuf {
-  char *s;
-  size_t n, cap;
+  etch_vec v;
   bool nomem;
 } sqlbuf;
 
 static void put(sqlbuf *b, const char *s, size_t n) {
-  if (b->nomem) return;
-  if (b->n + n + 1 > b->cap) {
-    size_t cap = b->cap ? b->cap * 2 : 1024;
-    while (cap < b->n + n + 1) cap *= 2;
-    char *g = etch__realloc(b->s, cap);
-    if (!g) {
-      b->nomem = true;
-      return;
-    }
-    b->s = g;
-    b->cap = cap;
-  }
-  memcpy(b->s + b->n, s, n);
-  b->n += n;
-  b->s[b->n] = '\0';
+  if (!b->nomem && (etch__vec_push(&b->v, s, n) || etch__vec_cstr(&b->v)))
+    b->nomem = true;
 }
 
 static void puts_(sqlbuf *b, const char *s) { put(b, s, strlen(s)); }
@@ -58,9 +45,9 @@ static void put_literal(sqlbuf *b, const char *s) {
 
 static int exec_buf(etch__db *db, sqlbuf *b) {
   if (b->nomem) return etch__error(ETCH_ENOMEM, "out of memory");
-  int rc = etch__db_exec(db, b->s);
-  b->n = 0;
-  if (b->s) b->s[0] = '\0';
+  int rc = etch__db_exec(db, (const char *)b->v.data);
+  b->v.len = 0;
+  if (b->v.data) b->v.data[0] = '\0';
   return rc;
 }
 
@@ -130,7 +117,7 @@ int etch__query_open_traces(const char *const *paths, size_t n,
     rc = exec_buf(db, &b);
   }
   if (!rc) rc = etch__db_exec(db, etch__query_views_sql());
-  free(b.s);
+  etch__vec_free(&b.v);
   if (rc) {
     etch__db_close(db);
     return rc;

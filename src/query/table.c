@@ -304,28 +304,12 @@ static bool numeric_type(duckdb_type t) {
   }
 }
 
-static void csv_field(FILE *out, const char *s, size_t len) {
-  bool quote = false;
-  for (size_t i = 0; i < len && !quote; i++)
-    quote = s[i] == ',' || s[i] == '"' || s[i] == '\n' || s[i] == '\r';
-  if (!quote) {
-    fwrite(s, 1, len, out);
-    return;
-  }
-  fputc('"', out);
-  for (size_t i = 0; i < len; i++) {
-    if (s[i] == '"') fputc('"', out);
-    fputc(s[i], out);
-  }
-  fputc('"', out);
-}
-
 static void print_csv(duckdb_result *res, FILE *out) {
   idx_t ncols = duckdb_column_count(res), nrows = duckdb_row_count(res);
   for (idx_t c = 0; c < ncols; c++) {
     const char *name = duckdb_column_name(res, c);
     if (c) fputc(',', out);
-    csv_field(out, name ? name : "", name ? strlen(name) : 0);
+    etch__csv_field(out, name ? name : "", name ? strlen(name) : 0);
   }
   fputc('\n', out);
   for (idx_t r = 0; r < nrows; r++) {
@@ -333,7 +317,7 @@ static void print_csv(duckdb_result *res, FILE *out) {
       if (c) fputc(',', out);
       if (duckdb_value_is_null(res, c, r)) continue;
       char *v = value_text(res, c, r);
-      if (v) csv_field(out, v, strlen(v));
+      if (v) etch__csv_field(out, v, strlen(v));
       duckdb_free(v);
     }
     fputc('\n', out);

@@ -39,6 +39,7 @@
 #include <unistd.h>
 
 #include "base/base.h"
+#include "base/envvars.h"
 #include "query/query.h"
 
 #define META_DIR ".meta"
@@ -51,22 +52,19 @@
 /* ---- directory and names ------------------------------------------------------- */
 
 int etch__store_dir(char *buf, size_t n) {
-  const char *d = getenv("ETCH_STORE");
-  int k;
+  const char *d = etch__env(ETCH_ENV_STORE);
   if (d && *d) {
-    k = snprintf(buf, n, "%s", d);
-  } else if ((d = getenv("XDG_DATA_HOME")) && d[0] == '/') {
-    /* The XDG base directory spec ignores a relative XDG_DATA_HOME. */
-    k = snprintf(buf, n, "%s/etch/traces", d);
-  } else if ((d = getenv("HOME")) && *d) {
-    k = snprintf(buf, n, "%s/.local/share/etch/traces", d);
-  } else {
-    return etch__error(ETCH_EINVAL,
-                       "no trace store: set ETCH_STORE or HOME");
+    int k = snprintf(buf, n, "%s", d);
+    if (k < 0 || (size_t)k >= n)
+      return etch__error(ETCH_EINVAL, "trace store: path too long");
+    return ETCH_OK;
   }
-  if (k < 0 || (size_t)k >= n)
-    return etch__error(ETCH_EINVAL, "trace store: path too long");
-  return ETCH_OK;
+  int rc = etch__xdg_dir("XDG_DATA_HOME", ".local/share", "/traces",
+                         "trace store", buf, n);
+  const char *home = etch__getenv("HOME");
+  if (rc && (!home || !*home))
+    return etch__error(ETCH_EINVAL, "no trace store: set ETCH_STORE or HOME");
+  return rc;
 }
 
 bool etch__store_name_ok(const char *name) {
@@ -96,28 +94,9 @@ static int meta_path(const char *dir, const char *name, char *buf, size_t n) {
   return ETCH_OK;
 }
 
-/* mkdir -p; an existing directory is fine. */
-static int make_dirs(const char *dir) {
-  char path[4096];
-  size_t n = strlen(dir);
-  if (n == 0 || n >= sizeof path)
-    return etch__error(ETCH_EINVAL, "trace store: bad path '%s'", dir);
-  memcpy(path, dir, n + 1);
-  for (size_t i = 1; i <= n; i++) {
-    if (path[i] != '/' && path[i] != '\0') continue;
-    char c = path[i];
-    path[i] = '\0';
-    if (mkdir(path, 0755) != 0 && errno != EEXIST)
-      return etch__error(ETCH_EIO, "trace store %s: %s", path,
-                         strerror(errno));
-    path[i] = c;
-  }
-  return ETCH_OK;
-}
-
 int etch__store_new_path(const char *dir, const char *program, int64_t when,
                          char *buf, size_t n) {
-  int rc = make_dirs(dir);
+  int rc = etch__mkdirs(dir, "trace store");
   if (rc) return rc;
   char prog[PROGRAM_MAX_LEN + 1];
   const char *base = program ? strrchr(program, '/') : NULL;

@@ -949,6 +949,41 @@ TEST(cli_leaks_says_when_the_trace_lost_data) {
   done(&r);
 }
 
+/* The values of each kind (a duration, a size, an age, a count, a port,
+ * bytes) go through base's parsers: one bad value of each is a usage
+ * error that names the option and the value, and a good one with a unit
+ * of base's (1.5s, 2MiB, 90m) is taken. */
+TEST(cli_bad_value_of_each_kind) {
+  static const struct {
+    const char *argv[6];
+    const char *want;
+  } bad[] = {
+      {{"record", "--time", "10x", "true"},
+       "--time: '10x' is not a duration (e.g. 10s, 500ms, 2m)"},
+      {{"record", "--time", "-1s", "true"},
+       "--time: '-1s' is not a duration (e.g. 10s, 500ms, 2m)"},
+      {{"record", "--buffer", "64XB", "true"},
+       "--buffer: '64XB' is not a size (e.g. 64MB, 512KB)"},
+      {{"record", "--buffer", "3k", "true"},
+       "--buffer: '3k' is not a size (e.g. 64MB, 512KB)"},
+      {{"ls", "--older-than", "7"},
+       "--older-than: '7' is not an age (e.g. 30m, 12h, 7d, 2w)"},
+      {{"stats", "--top", "-3", "x.pftrace"},
+       "--top: '-3' is not a count from 1"},
+      {{"stats", "--top", "1000001", "x.pftrace"},
+       "--top: '1000001' is not a count from 1"},
+      {{"load", "--batch", "1k", "t"},
+       "--batch: a size from 4KB to 1GB (bytes, or with a unit: 128MB), "
+       "not '1k'"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    run_result r = run_in(NULL, bad[i].argv);
+    ASSERT_EQ_INT(r.status, 2);
+    ASSERT_CONTAINS(r.err, bad[i].want);
+    done(&r);
+  }
+}
+
 /* etch env: libetch's table of ETCH_* variables; --set, those set. */
 TEST(cli_env) {
   run_result r = RUN("env");
@@ -970,9 +1005,16 @@ TEST(cli_env) {
                   "\nETCH_CRASH_WAIT_MS        duration 2000    0..\n");
   ASSERT_CONTAINS(r.out, "\nETCH_CLOCK                enum     auto    "
                          "auto|boottime\n");
+  ASSERT_CONTAINS(r.out,
+                  "\nETCH_STORE                string   unset   a path\n"
+                  "    the trace store of etch record, ls and ui (unset: "
+                  "$XDG_DATA_HOME/etch/traces)\n"
+                  "ETCH_CACHE_DIR            string   unset   a path\n");
+  ASSERT_CONTAINS(r.out, "\nPERFETTO_PRODUCER_SOCK_NAME string   unset   "
+                         "NAME[,NAME...]\n");
   size_t lines = 0;
   for (const char *p = r.out; *p; p++) lines += *p == '\n';
-  ASSERT_EQ_INT((int)lines, 1 + 2 * 25); /* 25 variables */
+  ASSERT_EQ_INT((int)lines, 1 + 2 * 31); /* 31 variables */
   ASSERT_EQ_STR(r.err, "");
   done(&r);
 

@@ -1,7 +1,8 @@
 #!/bin/sh
 # env_docs_check.sh ETCH_BIN SOURCE_DIR - the docs' ETCH_* environment
-# variables agree with libetch's table (src/sdk/core/envvars.c, as `etch env`
+# variables agree with libetch's table (src/base/envvars.c, as `etch env`
 # prints it):
+# (and the PERFETTO_* socket and relay names etch reads as Perfetto does):
 # - docs/sdk.md's "Environment variables" table lists exactly the table's
 #   variables, in its order, with its type, default and range;
 # - every other ETCH_* name in README.md and docs/*.md is one of the
@@ -16,8 +17,9 @@ trap 'rm -rf "$tmp"' EXIT
 fail=0
 
 # The table: NAME TYPE DEFAULT RANGE, from etch env (every other line).
-"$etch" env | awk 'NR > 1 && /^ETCH_/ {
-  name = $1; type = $2; dflt = $3; range = substr($0, 44)
+"$etch" env | awk 'NR > 1 && /^(ETCH|PERFETTO)_/ {
+  name = $1; type = $2; dflt = $3; range = $0
+  sub(/^[^ ]+ +[^ ]+ +[^ ]+ +/, "", range)
   print name "|" type "|" dflt "|" range }' >"$tmp/table"
 cut -d'|' -f1 "$tmp/table" >"$tmp/names"
 [ -s "$tmp/names" ] || { echo "etch env printed no variable"; exit 1; }
@@ -25,7 +27,7 @@ cut -d'|' -f1 "$tmp/table" >"$tmp/names"
 # docs/sdk.md's table, in the same shape.
 awk '/^### Environment variables/ { on = 1; next }
      on && /^#/ { exit }
-     on && /^\| `ETCH_/ {
+     on && /^\| `(ETCH|PERFETTO)_/ {
        line = $0; gsub(/\\\|/, "\001", line)
        n = split(line, c, "|")
        for (i = 2; i <= 5; i++) { gsub(/^ +| +$/, "", c[i]); gsub(/`/, "", c[i]); gsub("\001", "|", c[i]) }
@@ -36,8 +38,9 @@ if ! cmp -s "$tmp/table" "$tmp/doc_table"; then
   fail=1
 fi
 
-# Every ETCH_* name in the docs (ETCH_ARG_*, a family, is none).
-grep -ohE 'ETCH_[A-Z0-9_]+' "$src/README.md" "$src"/docs/*.md |
+# Every ETCH_* and PERFETTO_* name in the docs (ETCH_ARG_*, a family, is
+# none).
+grep -ohE '(ETCH|PERFETTO)_[A-Z0-9_]+' "$src/README.md" "$src"/docs/*.md |
   grep -v '_$' | sort -u >"$tmp/doc_names"
 # Names that are not environment variables of libetch: the public
 # headers' (macros, enumerators, error codes), the macros of the sources,
@@ -49,12 +52,11 @@ grep -ohE 'ETCH_[A-Z0-9_]+' "$src/README.md" "$src"/docs/*.md |
     "$src/src" "$src/tools" | grep -oE 'ETCH_[A-Z0-9_]+'
   grep -rhoE '(option|set)\(ETCH_[A-Z0-9_]+' "$src/CMakeLists.txt" \
     "$src/cmake" | grep -oE 'ETCH_[A-Z0-9_]+'
-  # etch record --malloc; scripts/test.sh and the tests; etch query's cache
-  # directory; the trace store of etch record and etch ls; the typo of
+  # etch record --malloc; scripts/test.sh and the tests; the typo of
   # docs/analysis.md's `etch env --set` example.
   printf '%s\n' ETCH_MALLOC_LIB ETCH_BUILD_DIR ETCH_JOBS ETCH_TEST_OUT \
     ETCH_TEST_TIMEOUT ETCH_FAULT_ONLY ETCH_FUZZ_SECONDS ETCH_INTEROP_RUNS \
-    ETCH_PERFETTO_DIR ETCH_BUFER_KB ETCH_CACHE_DIR ETCH_STORE
+    ETCH_PERFETTO_DIR ETCH_BUFER_KB
 } | sort -u >"$tmp/not_env"
 comm -23 "$tmp/doc_names" "$tmp/not_env" >"$tmp/doc_env"
 sort -u "$tmp/names" >"$tmp/names_sorted"

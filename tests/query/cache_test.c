@@ -278,3 +278,32 @@ TEST(cache_directory_that_cannot_be_made_reads_into_memory) {
   free(trace);
   free(dir);
 }
+
+/* The cache's directory: ETCH_CACHE_DIR, else $XDG_CACHE_HOME/etch when
+ * that is absolute (a relative one is ignored, as the XDG spec says, and
+ * as the trace store does), else ~/.cache/etch. */
+TEST(cache_dir_from_the_environment) {
+  char buf[512];
+  setenv("ETCH_CACHE_DIR", "/x/cache", 1);
+  setenv("XDG_CACHE_HOME", "/xdg", 1);
+  setenv("HOME", "/home/u", 1);
+  ASSERT_OK(etch__cache_dir(buf, sizeof buf));
+  ASSERT_EQ_STR(buf, "/x/cache");
+  unsetenv("ETCH_CACHE_DIR");
+  ASSERT_OK(etch__cache_dir(buf, sizeof buf));
+  ASSERT_EQ_STR(buf, "/xdg/etch");
+  setenv("XDG_CACHE_HOME", "rel", 1);
+  ASSERT_OK(etch__cache_dir(buf, sizeof buf));
+  ASSERT_EQ_STR(buf, "/home/u/.cache/etch");
+  unsetenv("XDG_CACHE_HOME");
+  ASSERT_OK(etch__cache_dir(buf, sizeof buf));
+  ASSERT_EQ_STR(buf, "/home/u/.cache/etch");
+  unsetenv("HOME");
+  ASSERT_EQ_INT(etch__cache_dir(buf, sizeof buf), ETCH_EINVAL);
+  ASSERT_EQ_STR(etch_last_error(), "no cache directory: set ETCH_CACHE_DIR "
+                                   "or HOME (or use --no-cache)");
+  setenv("ETCH_CACHE_DIR", "/x/cache", 1);
+  char small[4];
+  ASSERT_EQ_INT(etch__cache_dir(small, sizeof small), ETCH_EINVAL);
+  unsetenv("ETCH_CACHE_DIR");
+}

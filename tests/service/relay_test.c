@@ -583,3 +583,68 @@ TEST(relay_refuses_what_it_cannot_use) {
   ASSERT_EQ_INT(relay_run(a5, e1, log, sizeof log), 2);
   ASSERT_TRUE(strstr(log, "runs in the foreground") != NULL);
 }
+
+/* etchd's flags come from one option table (the etch verbs' parser,
+ * tools/common/cliopt.c): each number is checked against its range with
+ * the flag and the value named, an unknown option or a stray operand is
+ * a usage error (status 2), and --help lists every flag. */
+TEST(etchd_flags_from_its_table) {
+  static const struct {
+    const char *flag, *value, *want;
+  } bad[] = {
+      {"--smb-kb", "15", "etchd: --smb-kb takes 16 to 65536, not '15'\n"},
+      {"--max-buffer-mb", "0",
+       "etchd: --max-buffer-mb takes 1 to 1099511627776, not '0'\n"},
+      {"--max-conns-per-uid", "1000001",
+       "etchd: --max-conns-per-uid takes 1 to 1000000, not '1000001'\n"},
+      {"--bind-timeout-ms", "-5",
+       "etchd: --bind-timeout-ms takes 1 to 86400000, not '-5'\n"},
+      {"--frame-timeout-ms", "1s",
+       "etchd: --frame-timeout-ms takes 1 to 86400000, not '1s'\n"},
+      {"--max-partial-frames-mb", "4097",
+       "etchd: --max-partial-frames-mb takes 1 to 4096, not '4097'\n"},
+      {"--max-conns-per-addr", "",
+       "etchd: --max-conns-per-addr takes 1 to 1000000, not ''\n"},
+      {"--net-mb-per-s", "x",
+       "etchd: --net-mb-per-s takes 1 to 1000000, not 'x'\n"},
+      {"--enable-relay-endpoint-on", "a,b",
+       "etchd: --enable-relay-endpoint-on: bad 'a,b'\n"},
+  };
+  char log[4096];
+  char *env[] = {NULL};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    char *a[] = {(char *)ETCHD_BIN, (char *)bad[i].flag,
+                 (char *)bad[i].value, NULL};
+    ASSERT_EQ_INT(relay_run(a, env, log, sizeof log), 2);
+    char want[512];
+    snprintf(want, sizeof want,
+             "%susage: etchd [options]\nRun 'etchd --help' for details.\n",
+             bad[i].want);
+    ASSERT_EQ_STR(log, want);
+  }
+  char *a1[] = {(char *)ETCHD_BIN, "--bogus", NULL};
+  ASSERT_EQ_INT(relay_run(a1, env, log, sizeof log), 2);
+  ASSERT_TRUE(!strncmp(log, "etchd: unknown option --bogus\n", 30));
+  char *a2[] = {(char *)ETCHD_BIN, "stray", NULL};
+  ASSERT_EQ_INT(relay_run(a2, env, log, sizeof log), 2);
+  ASSERT_TRUE(!strncmp(log, "etchd: unexpected argument 'stray'\n", 35));
+  char *a3[] = {(char *)ETCHD_BIN, "--relay", "127.0.0.1:1", "extra", NULL};
+  ASSERT_EQ_INT(relay_run(a3, env, log, sizeof log), 2);
+  ASSERT_TRUE(!strncmp(log, "etchd: unexpected argument 'extra'\n", 35));
+  char *a4[] = {(char *)ETCHD_BIN, "--smb-kb", NULL};
+  ASSERT_EQ_INT(relay_run(a4, env, log, sizeof log), 2);
+  ASSERT_TRUE(!strncmp(log, "etchd: option --smb-kb needs a value\n", 37));
+  char *h[] = {(char *)ETCHD_BIN, "--help", NULL};
+  ASSERT_EQ_INT(relay_run(h, env, log, sizeof log), 0);
+  ASSERT_TRUE(!strncmp(log, "usage: etchd [options]\n", 23));
+  static const char *flags[] = {
+      "--producer-socket NAME[,NAME...]", "--allow-remote",
+      "--enable-relay-endpoint ", "--enable-relay-endpoint-on NAME",
+      "--max-conns-per-addr N", "--net-mb-per-s N", "--consumer-socket PATH",
+      "--group-rw", "--smb-kb N", "--max-buffer-mb N",
+      "--max-conns-per-uid N", "--bind-timeout-ms N", "--frame-timeout-ms N",
+      "--max-partial-frames-mb N", "--daemon", "--log FILE", "-v, --verbose",
+      "--relay [HOST:PORT]", "--machine-name NAME", "--pid-file PATH"};
+  for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++)
+    if (!strstr(log, flags[i])) FAIL("--help does not list %s", flags[i]);
+}

@@ -193,6 +193,7 @@ TEST(store_new_path_names_by_time_and_program) {
   ASSERT_EQ_STR(buf, in(dir, "20261127-025500-my_app.pftrace"));
   struct stat sb;
   ASSERT_TRUE(stat(dir, &sb) == 0 && S_ISDIR(sb.st_mode)); /* made */
+  ASSERT_EQ_INT(sb.st_mode & 0777, 0700); /* the user's alone */
   write_text(buf, "");
   ASSERT_OK(etch__store_new_path(dir, "/usr/bin/my app", when, buf,
                                  sizeof buf));

@@ -11,32 +11,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/containers.h"
 #include "cli.h"
-
-int runtime_error(const char *fmt, ...) {
-  va_list ap;
-  fputs("etch: ", stderr);
-  va_start(ap, fmt);
-  vfprintf(stderr, fmt, ap);
-  va_end(ap);
-  fputc('\n', stderr);
-  return EXIT_RUNTIME;
-}
-
-int usage_error(const command *cmd, const char *fmt, ...) {
-  va_list ap;
-  fputs("etch: ", stderr);
-  va_start(ap, fmt);
-  vfprintf(stderr, fmt, ap);
-  va_end(ap);
-  fputc('\n', stderr);
-  if (cmd)
-    fprintf(stderr, "usage: %.*s\nRun 'etch %s --help' for details.\n",
-            (int)strcspn(cmd->synopsis, "\n"), cmd->synopsis, cmd->name);
-  else
-    fputs("Run 'etch help' for the list of commands.\n", stderr);
-  return EXIT_USAGE;
-}
 
 /*
  * An error reading the trace at `path`, from the reader's message
@@ -79,6 +55,13 @@ int check_readable(const char *path) {
 }
 
 bool g_strict;
+
+int cli_set_strict(const command *cmd, const char *opt, const char *value,
+                   void *args) {
+  (void)cmd, (void)opt, (void)value, (void)args;
+  g_strict = true;
+  return 0;
+}
 bool g_no_cache;
 
 int load(const char *path, const char *db_path, bool all_args,
@@ -117,16 +100,15 @@ int load(const char *path, const char *db_path, bool all_args,
 
 int print_whole(int (*report)(const char *path, FILE *out, const void *arg),
                 const char *path, const void *arg, FILE *to) {
-  char *buf = NULL;
-  size_t len = 0;
-  FILE *mem = open_memstream(&buf, &len);
+  etch_vec buf = {0};
+  FILE *mem = etch__vec_file(&buf);
   if (!mem) return runtime_error("out of memory");
   int rc = 0;
   int st = report(path, mem, arg);
   if (st != ETCH_OK) rc = trace_error(path, st);
-  fclose(mem);
-  if (!rc) fwrite(buf, 1, len, to);
-  free(buf);
+  if (fclose(mem) != 0 && !rc) rc = runtime_error("out of memory");
+  if (!rc) fwrite(buf.data, 1, buf.len, to);
+  etch__vec_free(&buf);
   return rc;
 }
 
@@ -142,23 +124,8 @@ void cli_fmt_size(char *buf, size_t n, long long bytes) {
 }
 
 int cli_parse_age(const char *v, int64_t *ns) {
-  static const struct {
-    const char *unit;
-    int64_t s;
-  } units[] = {{"s", 1}, {"m", 60}, {"h", 3600}, {"d", 86400},
-               {"w", 7 * 86400}};
-  char *e;
-  if (!v || !*v || *v == '-' || *v == '+') return -1;
-  errno = 0;
-  unsigned long long x = strtoull(v, &e, 10);
-  if (errno || e == v) return -1;
-  for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
-    if (strcmp(e, units[i].unit) != 0) continue;
-    /* Up to some 290 years in ns. */
-    if (x > (unsigned long long)(INT64_MAX / 1000000000 / units[i].s))
-      return -1;
-    *ns = (int64_t)x * units[i].s * 1000000000;
-    return 0;
-  }
-  return -1;
+  uint64_t x;
+  if (etch__parse_duration_ns(v, 0, 0, INT64_MAX, &x) != 0) return -1;
+  *ns = (int64_t)x;
+  return 0;
 }

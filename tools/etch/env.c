@@ -1,6 +1,6 @@
 /*
  * env.c - etch env: the ETCH_* environment variables libetch reads (the
- * table in src/sdk/core/envvars.c), and with --set the ones this environment
+ * table in src/base/envvars.c), and with --set the ones this environment
  * sets.
  */
 #include <stdio.h>
@@ -8,7 +8,7 @@
 
 #include "cli.h"
 
-#include "sdk/core/envvars.h"
+#include "base/envvars.h"
 
 extern char **environ;
 

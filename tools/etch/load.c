@@ -31,15 +31,13 @@ static int set_jobs(const command *cmd, const char *opt, const char *value,
   return rc;
 }
 
-/* --batch BYTES: 4 KiB to 1 GiB. */
+/* --batch BYTES: 4 KiB to 1 GiB, in bytes or with a unit (128MB). */
 static int set_batch(const command *cmd, const char *opt, const char *value,
                      void *args) {
-  char *end;
-  errno = 0;
-  unsigned long long v = strtoull(value, &end, 10);
-  if (errno || end == value || *end || v < 4096 || v > (1ull << 30))
-    return usage_error(cmd, "%s: bytes from 4096 to 1073741824, not '%s'", opt,
-                       value);
+  uint64_t v;
+  if (etch__parse_size(value, 1, 4096, 1ull << 30, &v) != 0)
+    return usage_error(cmd, "%s: a size from 4KB to 1GB (bytes, or with a "
+                            "unit: 128MB), not '%s'", opt, value);
   ((load_args *)args)->batch = (size_t)v;
   return 0;
 }
@@ -115,8 +113,8 @@ static const cli_opt kLoadOpts[] = {
     {'j', "--jobs", "N", "files loaded at once (default: the cores, at most 4)",
      CLI_FN(set_jobs)},
     {0, "--batch", "BYTES",
-     "rows sent per INSERT and table, in RowBinary bytes\n"
-     "(default 134217728)",
+     "rows sent per INSERT and table, in RowBinary bytes, or\n"
+     "with a unit: 64MB (default 128MB; 4KB to 1GB)",
      CLI_FN(set_batch)},
     {'q', "--quiet", NULL, "no progress and no summary on stderr",
      CLI_BOOL(load_args, quiet)},

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/containers.h"
 #include "cli.h"
 #include "ui/store.h"
 
@@ -103,9 +104,8 @@ static void print_table(const char *dir, const etch__store_list *l,
       etch__tt_cell(t, "-");
       continue;
     }
-    char *lost = NULL;
-    size_t len = 0;
-    FILE *m = open_memstream(&lost, &len);
+    etch_vec lost = {0};
+    FILE *m = etch__vec_file(&lost);
     if (!m) {
       etch__tt_cell(t, "?");
       continue;
@@ -113,9 +113,9 @@ static void print_table(const char *dir, const etch__store_list *l,
     for (size_t k = 0; k < e->nloss; k++)
       fprintf(m, "%s%s %" PRId64, k ? ", " : "", e->loss[k].name,
               e->loss[k].value);
-    fclose(m);
-    etch__tt_cell(t, lost);
-    free(lost);
+    bool ok = fclose(m) == 0 && etch__vec_cstr(&lost) == 0;
+    etch__tt_cell(t, ok ? (const char *)lost.data : "?");
+    etch__vec_free(&lost);
   }
   etch__tt_print(t, out, "", true);
   etch__tt_free(t);

@@ -34,6 +34,7 @@
 #include <zlib.h>
 
 #include "base/base.h"
+#include "base/containers.h"
 #include "base/map.h"
 #include "buffer/sink.h"
 #include "buffer/tracefile.h"
@@ -63,31 +64,25 @@ typedef struct merger {
    * (one set for all would keep the first process's id 1 and leave out
    * the second's). */
   etch_u64map important;
-  snap *snaps;
-  size_t nsnaps, capsnaps;
+  etch_vec snaps;      /* snap */
   etch__pb_buf snaps_data;
   uint32_t next_seq;  /* the next new sequence id */
-  uint64_t *stats;    /* ETCH_TRACEFILE_NSTATS a buffer */
-  size_t nstats, capstats;
+  etch_vec stats;     /* uint64_t, ETCH_TRACEFILE_NSTATS a buffer */
+  size_t nstats;
   etch__pb_buf pkt;   /* a packet without its sequence id */
   z_stream z;
   bool z_open;
-  uint8_t *batch;     /* an opened compressed batch */
-  size_t batch_cap;
+  etch_vec batch;     /* an opened compressed batch (its room: cap) */
 } merger;
 
 /* One BufferStats of a file's TraceStats, kept for the merged one. */
 static int keep_buffer_stats(merger *m, const uint8_t *d, size_t n) {
-  if (m->nstats == m->capstats) {
-    size_t cap = m->capstats ? m->capstats * 2 : 8;
-    uint64_t *s = (uint64_t *)realloc(
-        m->stats, cap * ETCH_TRACEFILE_NSTATS * sizeof *s);
-    if (!s) return etch__error(ETCH_ENOMEM, "out of memory merging traces");
-    m->stats = s;
-    m->capstats = cap;
-  }
-  uint64_t *v = m->stats + m->nstats * ETCH_TRACEFILE_NSTATS;
+  if (ETCH_VEC_RESERVE(&m->stats, uint64_t, ETCH_TRACEFILE_NSTATS))
+    return etch__error(ETCH_ENOMEM, "out of memory merging traces");
+  uint64_t *v = ETCH_VEC_AT(&m->stats, uint64_t) +
+                m->nstats * ETCH_TRACEFILE_NSTATS;
   memset(v, 0, ETCH_TRACEFILE_NSTATS * sizeof *v);
+  m->stats.len += ETCH_TRACEFILE_NSTATS * sizeof *v;
   uint64_t bytes_written = 0;
   etch__pb_dec dec;
   etch__pb_field f;
@@ -200,24 +195,23 @@ static int merge_packet(merger *m, const uint8_t *d, size_t n, size_t off,
       size_t got = 0;
       int zr;
       do {
-        if (got == m->batch_cap) {
-          size_t cap = m->batch_cap ? m->batch_cap * 2 : 512 * 1024;
-          if (cap > MERGE_BATCH_MAX)
+        if (got == m->batch.cap) {
+          if (got >= MERGE_BATCH_MAX)
             return fail(m, off, "a compressed batch that opens to over "
                                 "64 MiB");
-          uint8_t *b = (uint8_t *)realloc(m->batch, cap);
-          if (!b) return etch__error(ETCH_ENOMEM, "out of memory merging traces");
-          m->batch = b;
-          m->batch_cap = cap;
+          m->batch.len = got;
+          if (etch__vec_reserve(&m->batch, got ? got : 512 * 1024))
+            return etch__error(ETCH_ENOMEM, "out of memory merging traces");
+          m->batch.len = 0;
         }
-        m->z.next_out = m->batch + got;
-        m->z.avail_out = (uInt)(m->batch_cap - got);
+        m->z.next_out = m->batch.data + got;
+        m->z.avail_out = (uInt)(m->batch.cap - got);
         zr = inflate(&m->z, Z_NO_FLUSH);
-        got = m->batch_cap - m->z.avail_out;
+        got = m->batch.cap - m->z.avail_out;
       } while (zr == Z_OK);
       if (zr != Z_STREAM_END)
         return fail(m, off, "compressed packets that do not open");
-      int rc = merge_records(m, m->batch, got, off, true);
+      int rc = merge_records(m, m->batch.data, got, off, true);
       if (rc) return rc;
     }
     return ETCH_OK;
@@ -241,18 +235,12 @@ static int merge_packet(merger *m, const uint8_t *d, size_t n, size_t off,
     return ETCH_OK;
   }
   if (clocks) { /* kept for the start of the trace */
-    if (m->nsnaps == m->capsnaps) {
-      size_t cap = m->capsnaps ? m->capsnaps * 2 : 16;
-      snap *v = (snap *)realloc(m->snaps, cap * sizeof *v);
-      if (!v) return etch__error(ETCH_ENOMEM, "out of memory merging traces");
-      m->snaps = v;
-      m->capsnaps = cap;
-    }
-    snap *sn = &m->snaps[m->nsnaps++];
-    sn->boot = boot;
-    sn->key = (uint64_t)m->file << 32 | (seq & 0xffffffffu);
-    sn->at = etch__pb_buf_len(&m->snaps_data);
-    sn->len = n;
+    if (ETCH_VEC_PUSH(&m->snaps, snap,
+                      {.boot = boot,
+                       .key = (uint64_t)m->file << 32 | (seq & 0xffffffffu),
+                       .at = etch__pb_buf_len(&m->snaps_data),
+                       .len = n}))
+      return etch__error(ETCH_ENOMEM, "out of memory merging traces");
     etch__pb_write_bytes(&m->snaps_data.s, d, n);
     if (m->snaps_data.s.failed)
       return etch__error(ETCH_ENOMEM, "out of memory merging traces");
@@ -339,9 +327,11 @@ static int cmp_snap(const void *a, const void *b) {
 
 /* The clock snapshots gathered, oldest first, each on its own sequence. */
 static int put_snapshots(merger *m) {
-  if (m->nsnaps) qsort(m->snaps, m->nsnaps, sizeof *m->snaps, cmp_snap);
-  for (size_t i = 0; i < m->nsnaps; i++) {
-    snap *sn = &m->snaps[i];
+  snap *snaps = ETCH_VEC_AT(&m->snaps, snap);
+  size_t nsnaps = ETCH_VEC_COUNT(&m->snaps, snap);
+  if (nsnaps) qsort(snaps, nsnaps, sizeof *snaps, cmp_snap);
+  for (size_t i = 0; i < nsnaps; i++) {
+    snap *sn = &snaps[i];
     m->file = (uint32_t)(sn->key >> 32);
     uint32_t to;
     int rc = new_seq(m, sn->key & 0xffffffffu, 0, &to);
@@ -394,7 +384,8 @@ int cli_merge_traces(const char *const *in, size_t n, const char *out,
     rc = merge_file(&m, in[i]);
   }
   if (!rc && m.nstats)
-    rc = etch__tracefile_put_stats_n(&m.tf, m.stats, m.nstats, NULL, 0);
+    rc = etch__tracefile_put_stats_n(&m.tf, ETCH_VEC_AT(&m.stats, uint64_t),
+                                     m.nstats, NULL, 0);
   uint8_t *data = NULL;
   size_t len = 0;
   if (!rc) {
@@ -415,9 +406,9 @@ int cli_merge_traces(const char *const *in, size_t n, const char *out,
   if (rc) unlink(tmp);
   else *bytes = len;
   if (m.z_open) inflateEnd(&m.z);
-  free(m.batch);
-  free(m.stats);
-  free(m.snaps);
+  etch__vec_free(&m.batch);
+  etch__vec_free(&m.stats);
+  etch__vec_free(&m.snaps);
   etch__pb_buf_free(&m.snaps_data);
   etch__pb_buf_free(&m.pkt);
   etch__u64map_free(&m.seqs);

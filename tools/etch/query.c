@@ -9,29 +9,28 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/containers.h"
 #include "cli.h"
 #ifdef ETCH_HAVE_FLEET
 #include "fleet/fleet.h"
 #endif
 
 static char *read_all(FILE *f) {
-  size_t cap = 4096, n = 0;
-  char *buf = malloc(cap);
-  if (!buf) return NULL;
+  etch_vec v = {0};
   size_t r;
-  while ((r = fread(buf + n, 1, cap - n - 1, f)) > 0) {
-    n += r;
-    if (n + 1 == cap) {
-      char *g = realloc(buf, cap *= 2);
-      if (!g) {
-        free(buf);
-        return NULL;
-      }
-      buf = g;
+  do {
+    if (etch__vec_reserve(&v, 4096)) {
+      etch__vec_free(&v);
+      return NULL;
     }
+    r = fread(v.data + v.len, 1, v.cap - v.len, f);
+    v.len += r;
+  } while (r > 0);
+  if (etch__vec_cstr(&v)) {
+    etch__vec_free(&v);
+    return NULL;
   }
-  buf[n] = '\0';
-  return buf;
+  return (char *)v.data;
 }
 
 typedef struct query_args {

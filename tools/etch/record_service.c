@@ -24,6 +24,8 @@
 #include <unistd.h>
 
 #include "base/clock.h"
+#include "base/containers.h"
+#include "buffer/sink.h"
 #include "etch/etch.h"
 #include "ipc/ipc.h"
 #include "proto/ipc.h"
@@ -170,26 +172,21 @@ static int build_config(const rec_service_opts *o, etch__pb_buf *out,
     FILE *f = fopen(o->config_path, "r");
     if (!f)
       return etch__error(ETCH_EIO, "%s: %s", o->config_path, strerror(errno));
-    char *text = NULL;
-    size_t len = 0, cap = 0;
+    etch_vec text = {0};
     for (;;) {
-      if (len + 4096 > cap) {
-        cap = cap ? cap * 2 : 8192;
-        char *n = (char *)realloc(text, cap);
-        if (!n) {
-          free(text);
-          fclose(f);
-          return ETCH_ENOMEM;
-        }
-        text = n;
+      if (etch__vec_reserve(&text, 4096)) {
+        etch__vec_free(&text);
+        fclose(f);
+        return ETCH_ENOMEM;
       }
-      size_t got = fread(text + len, 1, cap - len, f);
-      len += got;
+      size_t got = fread(text.data + text.len, 1, text.cap - text.len, f);
+      text.len += got;
       if (got == 0) break;
     }
     fclose(f);
-    int rc = etch__trace_config_text_to_binary(text, len, out);
-    free(text);
+    int rc = etch__trace_config_text_to_binary((const char *)text.data,
+                                               text.len, out);
+    etch__vec_free(&text);
     if (rc) {
       char msg[400];
       snprintf(msg, sizeof msg, "%s", etch_last_error());
@@ -336,43 +333,28 @@ static int put_packet(etch__pb_buf *ob, const uint8_t *p, size_t n,
   return ETCH_OK;
 }
 
-/* The trace file being written: whole Trace.packet records only. */
+/* The trace file being written, through buffer/sink.c: whole
+ * Trace.packet records only. */
 typedef struct outfile {
-  int fd;
+  etch_sink k;
   const char *path;
-  size_t whole; /* bytes of whole records in the file */
 } outfile;
 
 /* Writes the records in `ob` and empties it. On an error (a full disk, a
- * quota, a file size limit: all the same) the file is cut back to its
- * last whole packet and nothing more is written. */
+ * quota, a file size limit: all the same) the sink cuts the file back to
+ * its last whole packet and writes nothing more. */
 static int flush_out(etch__pb_buf *ob, outfile *o) {
-  const uint8_t *data = etch__pb_buf_data(ob);
-  size_t n = etch__pb_buf_len(ob), off = 0;
-  while (off < n) {
-    ssize_t w = write(o->fd, data + off, n - off);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) {
-      int e = w < 0 ? errno : ENOSPC;
-      etch__pb_dec d;
-      etch__pb_field fl;
-      size_t keep = 0;
-      etch__pb_dec_init(&d, data, n);
-      while (etch__pb_next(&d, &fl) && (size_t)(d.p - d.start) <= off)
-        keep = (size_t)(d.p - d.start);
-      o->whole += keep;
-      bool cut = ftruncate(o->fd, (off_t)o->whole) == 0;
-      return etch__error(ETCH_EIO,
-                         "cannot write the trace to %s: %s; it ends at its "
-                         "last whole packet (%zu bytes)%s",
-                         o->path, strerror(e), o->whole,
-                         cut ? "" : ", after a partial one it could not cut");
-    }
-    off += (size_t)w;
-  }
-  o->whole += n;
+  size_t n = etch__pb_buf_len(ob);
+  etch__sink_write(&o->k, etch__pb_buf_data(ob), n);
   etch__pb_buf_reset(ob);
-  return ETCH_OK;
+  if (!o->k.err) return ETCH_OK;
+  return etch__error(ETCH_EIO,
+                     "cannot write the trace to %s: %s; it ends at its "
+                     "last whole packet (%llu bytes)%s",
+                     o->path, strerror(o->k.err),
+                     (unsigned long long)o->k.written,
+                     o->k.cut_err ? ", after a partial one it could not cut"
+                                  : "");
 }
 
 /* The trace file is locked while it is written (by us, or by etchd
@@ -389,10 +371,11 @@ static int read_trace(client *c, const char *out_path, size_t *bytes) {
   int rc = call(c, "ReadBuffers", NULL, -1, &req);
   if (rc) return rc;
   outfile out = {.path = out_path};
-  out.fd = open(out_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (out.fd < 0)
+  int fd = open(out_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0)
     return etch__error(ETCH_EIO, "%s: %s", out_path, strerror(errno));
-  lock_out(out.fd);
+  lock_out(fd);
+  etch__sink_init(&out.k, fd, false);
   etch_ipc_frame *f = (etch_ipc_frame *)malloc(sizeof *f);
   etch__pb_buf ob, pkt; /* the file's next bytes; a packet in slices */
   etch__pb_buf_init(&ob, 1u << 20, 0);
@@ -442,9 +425,9 @@ static int read_trace(client *c, const char *out_path, size_t *bytes) {
   etch__pb_buf_free(&ob);
   etch__pb_buf_free(&pkt);
   free(f);
-  if (close(out.fd) != 0 && !rc)
+  if (close(fd) != 0 && !rc)
     rc = etch__error(ETCH_EIO, "%s: %s", out_path, strerror(errno));
-  *bytes = out.whole;
+  *bytes = (size_t)out.k.written;
   return rc;
 }
 

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/containers.h"
 #include "cli.h"
 #include "ui/ui.h"
 
@@ -31,13 +32,12 @@ static int cmd_report(int argc, char **argv) {
   }
   if (!rc) rc = check_readable(o.operands[0]);
   etch__ui *ui = NULL;
-  char *data = NULL;
-  size_t len = 0;
+  etch_vec data = {0};
   if (!rc && etch__ui_new(&ui) != ETCH_OK) rc = runtime_error("out of memory");
   if (!rc && etch__ui_add_path(ui, o.operands[0]) != ETCH_OK)
     rc = runtime_error("%s", etch_last_error());
   if (!rc) {
-    FILE *mem = open_memstream(&data, &len);
+    FILE *mem = etch__vec_file(&data);
     if (!mem) {
       rc = runtime_error("out of memory");
     } else {
@@ -51,11 +51,11 @@ static int cmd_report(int argc, char **argv) {
     if (!f) {
       rc = runtime_error("%s: %s", ra.out, strerror(errno));
     } else {
-      etch__ui_page(f, data, len);
+      etch__ui_page(f, (const char *)data.data, data.len);
       if (fclose(f) != 0) rc = runtime_error("%s: %s", ra.out, strerror(errno));
     }
   }
-  free(data);
+  etch__vec_free(&data);
   etch__ui_free(ui);
   opts_free(&o);
   return rc;

@@ -54,9 +54,8 @@ static int cmd_ui(int argc, char **argv) {
   if (!cli_parse(cmd, argc, argv, &ua, &o, &rc)) return rc;
   etch__ui_server_opts so = {.address = ua.address, .token = ua.token};
   if (ua.port) {
-    char *end;
-    long p = strtol(ua.port, &end, 10);
-    if (*end || !*ua.port || p < 0 || p > 65535) {
+    uint64_t p;
+    if (etch__parse_uint(ua.port, 0, 65535, &p) != 0) {
       opts_free(&o);
       return usage_error(cmd, "--port: '%s' is not a port (0..65535)", ua.port);
     }

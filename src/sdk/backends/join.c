@@ -34,7 +34,7 @@
 #include <unistd.h>
 
 #include "buffer/tracefile.h"
-#include "sdk/core/envvars.h"
+#include "base/envvars.h"
 #include "sdk/core/sdk.h"
 
 #define JOIN_ENV (etch__envvars[ETCH_ENV__JOIN].name)

@@ -34,7 +34,7 @@ int etch_system_start(const char *producer_name) {
 #include "buffer/smb.h"
 #include "ipc/ipc.h"
 #include "proto/ipc.h"
-#include "sdk/core/envvars.h"
+#include "base/envvars.h"
 #include "sdk/core/sdk.h"
 #include "sdk/backends/system.h"
 

@@ -43,7 +43,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "sdk/core/envvars.h"
+#include "base/envvars.h"
 #include "sdk/core/sdk.h"
 
 /* ---- the run directory's status file ------------------------------------------ */
@@ -209,13 +209,11 @@ static void signals_install(void);
 static void env_atexit(void);
 static void exit_hook(void);
 
-/* A guest's session: the environment's config, no output of its own (its
- * packets go to the owner's file), no signal handlers (the owner's write
- * asks for them). Environment lock held. */
-static int guest_init(void) {
-  etch_config *cfg;
-  int rc = etch_config_new(&cfg);
-  if (rc) return rc;
+/* The config the environment asks for, into `cfg`: ETCH_CONFIG's options
+ * (the one place that reads it), then the variables vars[0..n) over
+ * them, in that order. */
+static int env_config(etch_config *cfg, const etch_env *vars, size_t n) {
+  int rc = ETCH_OK;
   const char *text = etch__env(ETCH_ENV_CONFIG);
   if (text) {
     rc = etch_config_parse(cfg, text);
@@ -225,10 +223,21 @@ static int guest_init(void) {
       etch__error(rc, "ETCH_CONFIG: %s", msg);
     }
   }
-  if (!rc) rc = env_set(cfg, ETCH_ENV_CATEGORIES);
-  if (!rc) rc = env_set(cfg, ETCH_ENV_BUFFER_KB);
-  if (!rc) rc = env_set(cfg, ETCH_ENV_FILL);
-  if (!rc) rc = env_set(cfg, ETCH_ENV_COMPRESSION);
+  for (size_t i = 0; !rc && i < n; i++) rc = env_set(cfg, vars[i]);
+  return rc;
+}
+
+/* A guest's session: the environment's config, no output of its own (its
+ * packets go to the owner's file), no signal handlers (the owner's write
+ * asks for them). Environment lock held. */
+static int guest_init(void) {
+  etch_config *cfg;
+  int rc = etch_config_new(&cfg);
+  if (rc) return rc;
+  static const etch_env kGuestVars[] = {
+      ETCH_ENV_CATEGORIES, ETCH_ENV_BUFFER_KB, ETCH_ENV_FILL,
+      ETCH_ENV_COMPRESSION};
+  rc = env_config(cfg, kGuestVars, ETCH_ARRAY_SIZE(kGuestVars));
   if (!rc) { /* ETCH_CONFIG's output= is the owner's */
     free(cfg->output);
     cfg->output = NULL;
@@ -445,23 +454,11 @@ int etch_init(void) {
   etch_config *cfg;
   int rc = etch_config_new(&cfg);
   if (rc == ETCH_OK) {
-    const char *text = etch__env(ETCH_ENV_CONFIG);
-    if (text) {
-      rc = etch_config_parse(cfg, text);
-      if (rc) {
-        char msg[512];
-        snprintf(msg, sizeof msg, "%s", etch_last_error());
-        etch__error(rc, "ETCH_CONFIG: %s", msg);
-      }
-    }
-    if (!rc) rc = env_set(cfg, ETCH_ENV_CATEGORIES);
-    if (!rc) rc = env_set(cfg, ETCH_ENV_BUFFER_KB);
-    if (!rc) rc = env_set(cfg, ETCH_ENV_FILL);
-    if (!rc) rc = env_set(cfg, ETCH_ENV_DURATION_MS);
-    if (!rc) rc = env_set(cfg, ETCH_ENV_COMPRESSION);
-    if (!rc) rc = env_set(cfg, ETCH_ENV_FLIGHT);
-    if (!rc) rc = env_set(cfg, ETCH_ENV_FLIGHT_KEEP);
-    if (!rc) rc = env_set(cfg, ETCH_ENV_WRITE_PERIOD_MS);
+    static const etch_env kVars[] = {
+        ETCH_ENV_CATEGORIES, ETCH_ENV_BUFFER_KB,  ETCH_ENV_FILL,
+        ETCH_ENV_DURATION_MS, ETCH_ENV_COMPRESSION, ETCH_ENV_FLIGHT,
+        ETCH_ENV_FLIGHT_KEEP, ETCH_ENV_WRITE_PERIOD_MS};
+    rc = env_config(cfg, kVars, ETCH_ARRAY_SIZE(kVars));
     /* A fork child's flight file is its own: without %p the name is the
      * parent's, so the child's is NAME.PID.ext. */
     if (!rc && forked_from && cfg->flight && !strstr(cfg->flight, "%p") &&

@@ -17,7 +17,7 @@
 
 #include "buffer/tracefile.h"
 #include "sdk/core/encode.h"
-#include "sdk/core/envvars.h"
+#include "base/envvars.h"
 #include "sdk/core/sdk.h"
 
 

@@ -1,7 +1,7 @@
 /*
- * envvars.c - the ETCH_* environment variables libetch reads: one table
- * (name, type, range, default, a line of doc) and the accessor every
- * reader in src/sdk goes through. `etch env` prints the table and
+ * envvars.c - the environment variables etch reads: one table (name,
+ * type, range, default, a line of doc) and the accessor every reader in
+ * src/ and tools/ goes through. `etch env` prints the table and
  * docs/sdk.md lists it (tests/cli checks that they agree).
  *
  * Numbers are read by the options' parser (etch__parse_u64). How much of
@@ -10,9 +10,10 @@
  * etch_config_set (an error stops tracing); the others fall back to their
  * default.
  *
- * Depends on base only: the command line compiles it in.
+ * In base, so that every part and tool (ipc's socket names, the query
+ * part's cache, etchd's relay) reads its variables through it.
  */
-#include "sdk/core/envvars.h"
+#include "base/envvars.h"
 
 #include <limits.h>
 #include <stdio.h>
@@ -136,6 +137,32 @@ const etch_envvar etch__envvars[ETCH_ENV_COUNT_] = {
         NONUM, "unset", "ns, signed",
         "a test hook of etchd --relay (not libetch's): its clock reads for "
         "SyncClock are off by this much"},
+    [ETCH_ENV_STORE] = {"ETCH_STORE", ETCH_ENV_STRING, 0, NULL, NONUM,
+                        "unset", "a path",
+                        "the trace store of etch record, ls and ui (unset: "
+                        "$XDG_DATA_HOME/etch/traces)"},
+    [ETCH_ENV_CACHE_DIR] = {"ETCH_CACHE_DIR", ETCH_ENV_STRING, 0, NULL, NONUM,
+                            "unset", "a path",
+                            "the etch command's cache of tables (unset: "
+                            "$XDG_CACHE_HOME/etch)"},
+    [ETCH_ENV_PRODUCER_SOCK_NAME] = {
+        "PERFETTO_PRODUCER_SOCK_NAME", ETCH_ENV_STRING, 0, NULL, NONUM,
+        "unset", "NAME[,NAME...]",
+        "the service's producer socket(s) (unset: "
+        "$XDG_RUNTIME_DIR/etch/producer.sock)"},
+    [ETCH_ENV_CONSUMER_SOCK_NAME] = {
+        "PERFETTO_CONSUMER_SOCK_NAME", ETCH_ENV_STRING, 0, NULL, NONUM,
+        "unset", "a path or @NAME",
+        "the service's consumer socket (unset: "
+        "$XDG_RUNTIME_DIR/etch/consumer.sock)"},
+    [ETCH_ENV_RELAY_SOCK_NAME] = {"PERFETTO_RELAY_SOCK_NAME", ETCH_ENV_STRING,
+                                  0, NULL, NONUM, "unset", "HOST:PORT",
+                                  "etchd --relay's host service when the flag "
+                                  "names none"},
+    [ETCH_ENV_MACHINE_NAME] = {"PERFETTO_MACHINE_NAME", ETCH_ENV_STRING, 0,
+                               NULL, NONUM, "unset", "a name",
+                               "etchd --relay's machine name when the flag "
+                               "names none"},
 };
 
 const char *etch__env(etch_env id) {

@@ -1,14 +1,49 @@
 /*
- * opts.c - the option parser of the etch command line: each verb has a
- * table of its options (cli.h, cli_opt), from which this parses the
- * command line and prints the verb's help.
+ * cliopt.c - the option parser of etch's programs (cliopt.h): each
+ * command has a table of its options, from which this parses the command
+ * line and prints the help; and the programs' error messages.
  */
 #define _GNU_SOURCE
+#include "cliopt.h"
+
+#include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli.h"
+#include "base/base.h"
+
+const char *cli_program = "etch";
+
+int runtime_error(const char *fmt, ...) {
+  va_list ap;
+  fprintf(stderr, "%s: ", cli_program);
+  va_start(ap, fmt);
+  vfprintf(stderr, fmt, ap);
+  va_end(ap);
+  fputc('\n', stderr);
+  return EXIT_RUNTIME;
+}
+
+int usage_error(const command *cmd, const char *fmt, ...) {
+  va_list ap;
+  fprintf(stderr, "%s: ", cli_program);
+  va_start(ap, fmt);
+  vfprintf(stderr, fmt, ap);
+  va_end(ap);
+  fputc('\n', stderr);
+  if (cmd && cmd->name)
+    fprintf(stderr, "usage: %.*s\nRun '%s %s --help' for details.\n",
+            (int)strcspn(cmd->synopsis, "\n"), cmd->synopsis, cli_program,
+            cmd->name);
+  else if (cmd)
+    fprintf(stderr, "usage: %.*s\nRun '%s --help' for details.\n",
+            (int)strcspn(cmd->synopsis, "\n"), cmd->synopsis, cli_program);
+  else
+    fprintf(stderr, "Run '%s help' for the list of commands.\n", cli_program);
+  return EXIT_USAGE;
+}
 
 /* Returns the option at the cursor (e.g. "-o", "--csv"), or NULL when the
  * options are over. Operands met on the way are collected; after "--", or
@@ -123,21 +158,13 @@ int cli_one_trace(const command *cmd, const opts *o) {
 
 int cli_count(const command *cmd, const char *opt, const char *value,
               long min, int *out) {
-  char *end;
-  long n = strtol(value, &end, 10);
-  if (*end || !*value || n < min || n > 1000000)
+  int64_t n;
+  if (etch__parse_i64(value, min, 1000000, &n) != 0)
     return usage_error(cmd,
                        min ? "%s: '%s' is not a count from 1"
                            : "%s: '%s' is not a count (0: all)",
                        opt, value);
   *out = (int)n;
-  return 0;
-}
-
-int cli_set_strict(const command *cmd, const char *opt, const char *value,
-                   void *args) {
-  (void)cmd, (void)opt, (void)value, (void)args;
-  g_strict = true;
   return 0;
 }
 

@@ -1,12 +1,10 @@
 /*
- * envvars.h - every ETCH_* environment variable libetch reads, in one
- * table (envvars.c), and the one accessor its readers use. Private.
- *
- * envvars.c depends on base only, so that the command line (`etch env`)
- * can print the table without linking the SDK.
+ * envvars.h - every environment variable etch reads (libetch, etchd and
+ * the etch command), in one table (envvars.c), and the one accessor its
+ * readers use. Private.
  */
-#ifndef ETCH_SDK_ENVVARS_H
-#define ETCH_SDK_ENVVARS_H
+#ifndef ETCH_BASE_ENVVARS_H
+#define ETCH_BASE_ENVVARS_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -39,6 +37,12 @@ typedef enum etch_env {
   ETCH_ENV_RECORD_DIR,
   ETCH_ENV__JOIN,
   ETCH_ENV_RELAY_CLOCK_SKEW_NS,
+  ETCH_ENV_STORE,
+  ETCH_ENV_CACHE_DIR,
+  ETCH_ENV_PRODUCER_SOCK_NAME,
+  ETCH_ENV_CONSUMER_SOCK_NAME,
+  ETCH_ENV_RELAY_SOCK_NAME,
+  ETCH_ENV_MACHINE_NAME,
   ETCH_ENV_COUNT_
 } etch_env;
 
