@@ -456,9 +456,11 @@ static int store_publish(const char *store, const char *prog, int64_t when,
                        final, strerror(errno));
 }
 
-/* etch record --malloc's buffer: 64 MiB holds a million allocations and
- * their frees (docs/memory.md). */
-#define ETCH_RECORD_MALLOC_BUFFER_KB "65536"
+/* etch record --malloc's defaults: the trace streams to the file as it is
+ * recorded, and a thread that finds the buffer full waits for the write
+ * (fill=stall), so that no allocation or free is lost (docs/memory.md). */
+#define ETCH_RECORD_MALLOC_BUFFER_KB "16384"
+#define ETCH_RECORD_MALLOC_WRITE_PERIOD_MS 250
 
 typedef struct record_args {
   const char *out_path, *cats;
@@ -755,12 +757,17 @@ static int cmd_record(int argc, char **argv) {
   if (console) setenv("ETCH_CONSOLE", "stderr", 1);
   if (malloc_trace) {
     setenv("LD_PRELOAD", preload, 1);
-    /* Every allocation and free is an event: a buffer that holds those of
-     * an ordinary program, keeping the earliest when it is full (a lost
-     * free would read as a leak; docs/memory.md). The environment's own
-     * ETCH_BUFFER_KB and ETCH_FILL win. */
+    /* Every allocation and free is an event, and a lost free would read
+     * as a leak: the trace streams, and a full buffer makes the thread
+     * wait (--discard drops instead; a flight file cannot stream). The
+     * environment's own ETCH_BUFFER_KB, ETCH_FILL and ETCH_WRITE_PERIOD_MS
+     * win. */
     setenv("ETCH_BUFFER_KB", ETCH_RECORD_MALLOC_BUFFER_KB, 0);
-    setenv("ETCH_FILL", "discard", 0);
+    setenv("ETCH_FILL", ra.flight ? "discard" : "stall", 0);
+    if (!ra.flight && !ra.write_period && !getenv("ETCH_WRITE_PERIOD_MS")) {
+      ra.write_period = true;
+      ra.write_period_ms = ETCH_RECORD_MALLOC_WRITE_PERIOD_MS;
+    }
   }
   /* --buffer, --ring and --discard win over the environment and --malloc. */
   if (buffer_opt) {
