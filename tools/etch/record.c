@@ -164,6 +164,16 @@ static void rec_streamed(rec_proc *procs, size_t n) {
   }
 }
 
+/* --malloc's own streaming (no --write-period): a process that ended
+ * without finishing its trace (a shell that _exit()s) left the part it
+ * streamed; as without streaming, it has no trace, and the part goes. */
+static void rec_drop_partial(rec_proc *procs, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    rec_proc *p = &procs[i];
+    if (!p->wrote && p->started && p->path) unlink(p->path);
+  }
+}
+
 /* --flight: the trace of each process that died without writing its own,
  * from the flight file it left in the run directory; then the directory
  * goes. */
@@ -460,7 +470,7 @@ static int store_publish(const char *store, const char *prog, int64_t when,
  * recorded, and a thread that finds the buffer full waits for the write
  * (fill=stall), so that no allocation or free is lost (docs/memory.md). */
 #define ETCH_RECORD_MALLOC_BUFFER_KB "16384"
-#define ETCH_RECORD_MALLOC_WRITE_PERIOD_MS 250
+#define ETCH_RECORD_MALLOC_WRITE_PERIOD_MS "250"
 
 typedef struct record_args {
   const char *out_path, *cats;
@@ -764,10 +774,8 @@ static int cmd_record(int argc, char **argv) {
      * win. */
     setenv("ETCH_BUFFER_KB", ETCH_RECORD_MALLOC_BUFFER_KB, 0);
     setenv("ETCH_FILL", ra.flight ? "discard" : "stall", 0);
-    if (!ra.flight && !ra.write_period && !getenv("ETCH_WRITE_PERIOD_MS")) {
-      ra.write_period = true;
-      ra.write_period_ms = ETCH_RECORD_MALLOC_WRITE_PERIOD_MS;
-    }
+    if (!ra.flight)
+      setenv("ETCH_WRITE_PERIOD_MS", ETCH_RECORD_MALLOC_WRITE_PERIOD_MS, 0);
   }
   /* --buffer, --ring and --discard win over the environment and --malloc. */
   if (buffer_opt) {
@@ -850,7 +858,10 @@ static int cmd_record(int argc, char **argv) {
   size_t nprocs;
   rec_proc *procs = rec_collect(run_dir, &nprocs);
   const char *comp = getenv("ETCH_COMPRESSION");
-  if (ra.write_period) rec_streamed(procs, nprocs);
+  if (ra.write_period)
+    rec_streamed(procs, nprocs);
+  else if (malloc_trace && !ra.flight)
+    rec_drop_partial(procs, nprocs);
   rec_flights(run_dir, procs, nprocs, !comp || strcmp(comp, "none") != 0);
   if (err) {
     rc = runtime_error("cannot run %s: %s", o.operands[0], strerror(err));
