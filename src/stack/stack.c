@@ -128,7 +128,11 @@ static int scan_one(struct dl_phdr_info *info, size_t size, void *arg) {
     exe[n > 0 ? n : 0] = 0;
     path = exe;
   }
-  m.path = strdup(path);
+  /* Absolute, as /proc/self/maps and trace_processor name objects (a
+   * library dlopen'ed by a relative path, resolved against the directory
+   * of the moment). */
+  m.path = path[0] == '/' ? strdup(path) : realpath(path, NULL);
+  if (!m.path) m.path = strdup(path);
   mapping *copy = (mapping *)malloc(sizeof *copy);
   if (!m.path || !copy ||
       !grow((void **)&sc->found, &sc->cap, sc->n + 1ull, sizeof *sc->found)) {
