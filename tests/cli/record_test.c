@@ -1108,13 +1108,15 @@ TEST(record_buffer_options_size_the_programs_own_buffer) {
   if (!has_line(r.out, "ETCH_BUFFER_KB=16") || !has_line(r.out, "ETCH_FILL=ring"))
     FAIL("env saw:\n%s", r.out);
   done(&r);
-  /* --malloc alone: 16 MiB that stream, and a full buffer waits. */
+  /* --malloc alone: 16 MiB that stream uncompressed, and a full buffer
+   * waits. */
   r = RUN(ETCH_BIN, "record", "-q", "--malloc", "-o", trace, "--",
           "/usr/bin/env");
   ASSERT_EQ_INT(r.status, 0);
   if (!has_line(r.out, "ETCH_BUFFER_KB=16384") ||
       !has_line(r.out, "ETCH_FILL=stall") ||
-      !has_line(r.out, "ETCH_WRITE_PERIOD_MS=250"))
+      !has_line(r.out, "ETCH_WRITE_PERIOD_MS=250") ||
+      !has_line(r.out, "ETCH_COMPRESSION=none"))
     FAIL("env saw:\n%s", r.out);
   done(&r);
   /* --discard drops instead (still streaming); the environment's period

@@ -776,6 +776,10 @@ static int cmd_record(int argc, char **argv) {
     setenv("ETCH_FILL", ra.flight ? "discard" : "stall", 0);
     if (!ra.flight)
       setenv("ETCH_WRITE_PERIOD_MS", ETCH_RECORD_MALLOC_WRITE_PERIOD_MS, 0);
+    /* The program waits for the write when it outruns it: deflate there
+     * (level 6) made a malloc/free pair several times slower
+     * (docs/memory.md, "Cost"). */
+    setenv("ETCH_COMPRESSION", "none", 0);
   }
   /* --buffer, --ring and --discard win over the environment and --malloc. */
   if (buffer_opt) {
