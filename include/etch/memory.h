@@ -15,6 +15,10 @@
  * size for an allocation, an instant "free" with arg ptr for a free, both
  * in category "memory" on the thread's track; and a counter track "Live
  * bytes: TAG" per tag (bytes), written every 256 changes a thread makes.
+ * An allocation reported with its call stack (etch_mem_alloc_stack, which
+ * libetch_malloc.so uses) carries it as TrackEvent.callstack_iid, the
+ * stack interned per sequence, and the frames' names are written when the
+ * session stops (docs/memory.md, "Call stacks").
  * etch's own allocations are never reported.
  */
 #ifndef ETCH_MEMORY_H

@@ -65,6 +65,9 @@ void etch_mem_set_symbolizer(etch_mem_symbolizer fn, void *ctx) {
   etch__spin_unlock(&lock);
 }
 
+void etch__stack_fork_prepare(void) { etch__spin_lock(&lock); }
+void etch__stack_fork_after(void) { etch__spin_unlock(&lock); }
+
 static bool grow(void **p, uint32_t *cap, uint64_t need, size_t each) {
   if (need <= *cap) return true;
   uint64_t n = *cap ? (uint64_t)*cap * 2 : 256;

@@ -41,6 +41,11 @@ ETCH_INLINE bool etch__stack_seen(const etch_writer *w, uint32_t id) {
   return etch__bitset_has(&w->seen_stacks, id);
 }
 
+/* fork(): the tables' lock is held across it (memory.c's atfork
+ * handlers), so a child never inherits it held. */
+void etch__stack_fork_prepare(void);
+void etch__stack_fork_after(void);
+
 /* Resolves every frame seen so far and writes ModuleSymbols packets for
  * them on `w` (a session stops). */
 void etch__stack_put_symbols(etch_writer *w);

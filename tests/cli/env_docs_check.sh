@@ -52,7 +52,7 @@ grep -ohE 'ETCH_[A-Z0-9_]+' "$src/README.md" "$src"/docs/*.md |
   # etch record --malloc; scripts/test.sh and the tests; etch query's cache
   # directory; the trace store of etch record and etch ls; the typo of
   # docs/analysis.md's `etch env --set` example.
-  printf '%s\n' ETCH_MALLOC_LIB ETCH_BUILD_DIR ETCH_JOBS ETCH_TEST_OUT \
+  printf '%s\n' ETCH_MALLOC_LIB ETCH_MALLOC_STACKS ETCH_BUILD_DIR ETCH_JOBS ETCH_TEST_OUT \
     ETCH_TEST_TIMEOUT ETCH_FAULT_ONLY ETCH_FUZZ_SECONDS ETCH_INTEROP_RUNS \
     ETCH_PERFETTO_DIR ETCH_BUFER_KB ETCH_CACHE_DIR ETCH_STORE
 } | sort -u >"$tmp/not_env"

@@ -123,10 +123,12 @@ static void shard_unlock(shard *s) { etch__spin_unlock(&s->lock); }
 /* fork() while another thread holds a shard would leave it held in the
  * child: every shard is held across the fork. */
 static void fork_prepare(void) {
+  etch__stack_fork_prepare();
   for (int i = 0; i < SHARDS; i++) shard_lock(&shards[i]);
 }
 static void fork_after(void) {
   for (int i = SHARDS; i-- > 0;) shard_unlock(&shards[i]);
+  etch__stack_fork_after();
 }
 /* A session stops: the stopping thread's live bytes, and the names of the
  * call stacks' frames (stack.h), on every session recording memory. */
