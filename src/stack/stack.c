@@ -18,6 +18,7 @@
 #include <dlfcn.h>
 #include <elf.h>
 #include <link.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -182,11 +183,36 @@ static uint32_t mapping_of(uintptr_t pc) {
 
 /* ---- interning --------------------------------------------------------- */
 
+/* A thread's cache: on the heap, so that a copy of libetch in a library
+ * loaded by dlopen needs little static TLS (8 bytes here); freed when the
+ * thread exits. */
 #define TCACHE 256
-static __thread struct {
+typedef struct tcache_t {
   uint64_t hash[TCACHE];
   uint32_t id[TCACHE];
-} tcache __attribute__((tls_model("initial-exec")));
+} tcache_t;
+static __thread tcache_t *tcache __attribute__((tls_model("initial-exec")));
+static pthread_key_t tcache_key;
+static pthread_once_t tcache_once = PTHREAD_ONCE_INIT;
+
+/* At the thread's exit; an allocation reported after it (another key's
+ * destructor) makes a new one. */
+static void tcache_free(void *p) {
+  tcache = NULL;
+  free(p);
+}
+
+static void tcache_key_make(void) {
+  pthread_key_create(&tcache_key, tcache_free);
+}
+
+static tcache_t *tcache_get(void) {
+  if (ETCH_LIKELY(tcache != NULL)) return tcache;
+  pthread_once(&tcache_once, tcache_key_make);
+  tcache = (tcache_t *)calloc(1, sizeof *tcache);
+  if (tcache) pthread_setspecific(tcache_key, tcache);
+  return tcache;
+}
 
 static uint64_t hash_pcs(const uintptr_t *pcs, uint32_t n) {
   uint64_t h = 0x9e3779b97f4a7c15ull ^ n;
@@ -241,7 +267,8 @@ uint32_t etch__stack_intern(const uintptr_t *pcs, uint32_t n) {
   if (n > ETCH_STACK_MAX) n = ETCH_STACK_MAX;
   uint64_t h = hash_pcs(pcs, n);
   uint32_t slot = (uint32_t)(h >> 56) % TCACHE;
-  if (tcache.hash[slot] == h) return tcache.id[slot];
+  tcache_t *tc = tcache_get();
+  if (tc && tc->hash[slot] == h) return tc->id[slot];
   if (!__atomic_load_n(&maps_adds, __ATOMIC_RELAXED)) refresh_mappings();
   bool unmapped = false;
   etch__spin_lock(&lock);
@@ -260,9 +287,9 @@ uint32_t etch__stack_intern(const uintptr_t *pcs, uint32_t n) {
       etch__spin_unlock(&lock);
     }
   }
-  if (id) {
-    tcache.hash[slot] = h;
-    tcache.id[slot] = id;
+  if (id && tc) {
+    tc->hash[slot] = h;
+    tc->id[slot] = id;
   }
   return id;
 }
