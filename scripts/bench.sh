@@ -322,4 +322,37 @@ if want memory; then
             w != "pair" && $1 == w && $2 == 2 { print $3 }')"
     done
   done
+
+  # 8b. Side by side with heaptrack, in alternating rounds: etch record
+  # --malloc with its defaults (nothing lost, streaming), without and with
+  # call stacks, and heaptrack (which also loses nothing and takes a stack
+  # each time); ns per malloc/free pair on 1 and 4 threads and the
+  # program's peak memory.
+  if command -v heaptrack >/dev/null; then
+    echo
+    echo "== 8b. etch record --malloc and heaptrack: ns per pair (median of 5), peak RSS"
+    cmake --build "$BUILD" --target etch_cli bench_malloc etch_malloc \
+      -j"$JOBS" >/dev/null
+    E=$BUILD/tools/etch/etch
+    HN=${HEAPTRACK_N:-200000}
+    printf "%-28s %10s %10s %12s\n" "" "1 thread" "4 threads" "peak RSS KB"
+    for round in 1 2 3; do
+      for way in plain etch-no-stacks etch-stacks heaptrack; do
+        case $way in
+          plain) out=$("$MB" "$HN" pairs) ;;
+          etch-no-stacks) out=$(ETCH_MALLOC_STACKS=0 "$E" record -q --malloc \
+                 -o "$TMP/m.pftrace" -- "$MB" "$HN" pairs 2>/dev/null) ;;
+          etch-stacks) out=$("$E" record -q --malloc -o "$TMP/m.pftrace" -- \
+                 "$MB" "$HN" pairs 2>/dev/null) ;;
+          heaptrack) out=$(heaptrack -o "$TMP/ht" "$MB" "$HN" pairs \
+                 2>/dev/null | grep -E '^([0-9]|maxrss)') ;;
+        esac
+        rm -f "$TMP/m.pftrace" "$TMP"/ht*
+        printf "%-28s %10s %10s %12s\n" "round $round $way" \
+          "$(echo "$out" | awk '$1 == 1 { print $2 }')" \
+          "$(echo "$out" | awk '$1 == 4 { print $2 }')" \
+          "$(echo "$out" | awk '$1 == "maxrss_kb" { print $2 }')"
+      done
+    done
+  fi
 fi

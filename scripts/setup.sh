@@ -23,12 +23,15 @@ packages=(
   universal-ctags     # tests/cli/size_check.sh counts functions' lines
   python3
   libmicrohttpd-dev   # etch ui's HTTP server (without it etch has no ui)
+  libunwind-dev       # libetch_malloc.so unwinds each allocation's stack
+  libdw-dev           # libetch_malloc.so names the frames (symbols, DWARF lines)
   chromium            # etch ui's browser tests (tests/ui), headless
   chromium-driver
 )
 
 bench_packages=(
   lttng-tools         # lttng, lttng-sessiond: an LTTng session to compare with
+  heaptrack           # bench/memory: memory tracing side by side with heaptrack
 )
 case ${1:-} in
   "") ;;

@@ -20,6 +20,8 @@
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
 
 #include "bench_threads.h"
 
@@ -58,10 +60,29 @@ static void split_body(int what) {
   __atomic_add_fetch(&split_ns[1], in_free, __ATOMIC_RELAXED);
 }
 
+/* `bench_malloc PAIRS pairs`: only the pairs, on 1 and 4 threads, and the
+ * process's peak memory (scripts/bench.sh's side-by-side run with
+ * heaptrack). */
+static int pairs_only(void) {
+  const bench_job job = {NULL, pairs_body, 0};
+  const int threads[] = {1, 4};
+  for (int t = 0; t < 2; t++) {
+    double v[5];
+    for (int k = 0; k < 5; k++)
+      v[k] = bench_threads_once(threads[t], &job, pairs);
+    printf("%d %.1f\n", threads[t], bench_median(v, 5));
+  }
+  struct rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  printf("maxrss_kb %ld\n", ru.ru_maxrss);
+  return 0;
+}
+
 int main(int argc, char **argv) {
   if (argc > 1) pairs = atol(argv[1]);
   if (pairs < 1000) return 2;
   pairs -= pairs % BATCH;
+  if (argc > 2 && !strcmp(argv[2], "pairs")) return pairs_only();
   const bench_job job = {NULL, pairs_body, 0};
   for (int threads = 1; threads <= 2; threads++) {
     double v[5];

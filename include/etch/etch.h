@@ -474,6 +474,7 @@ typedef struct etch_session etch_session;
  *   categories         "render,io,-debug", "*", "render*"   default "*"
  *   buffer_kb          trace buffer size, 16..4194304         default 8192
  *   fill               "ring" (overwrite oldest) | "discard"  default ring
+ *                      | "stall" (wait for the write: see below)
  *   duration_ms        stop by itself after this long, 0=off  default 0
  *   reset_interval_ms  incremental-state reset period, 0=off  default 1000
  *   output             file written when the session stops   default none
@@ -496,7 +497,11 @@ ETCH_API int etch_config_parse(etch_config *cfg, const char *text);
 
 typedef enum etch_fill_policy {
   ETCH_FILL_RING = 0,
-  ETCH_FILL_DISCARD = 1
+  ETCH_FILL_DISCARD = 1,
+  /* discard's buffer, but while the session writes its trace as it records
+   * (write_period_ms) a writer that finds it full waits for the write
+   * instead of dropping: nothing is lost (etch record --malloc's). */
+  ETCH_FILL_STALL = 2
 } etch_fill_policy;
 
 /* Makes a session from `cfg` (copied: free or reuse it afterwards); a NULL

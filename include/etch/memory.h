@@ -15,6 +15,10 @@
  * size for an allocation, an instant "free" with arg ptr for a free, both
  * in category "memory" on the thread's track; and a counter track "Live
  * bytes: TAG" per tag (bytes), written every 256 changes a thread makes.
+ * An allocation reported with its call stack (etch_mem_alloc_stack, which
+ * libetch_malloc.so uses) carries it as TrackEvent.callstack_iid, the
+ * stack interned per sequence, and the frames' names are written when the
+ * session stops (docs/memory.md, "Call stacks").
  * etch's own allocations are never reported.
  */
 #ifndef ETCH_MEMORY_H
@@ -75,6 +79,38 @@ ETCH_API ETCH__ADDR_ONLY(1) void etch_mem_free(const void *ptr);
 ETCH_API ETCH__ADDR_ONLY(2) void etch_mem_realloc(uintptr_t old,
                                                   const void *ptr,
                                                   size_t size);
+
+/*
+ * Call stacks. etch_mem_alloc_stack is etch_mem_alloc_tagged with the
+ * allocation's call stack: `pcs` holds `n` return addresses, innermost
+ * first (the allocator's caller first; up to 64 are kept), as
+ * backtrace(3) or libunwind's unw_backtrace give them. libetch_malloc.so
+ * passes the stack it unwinds for every allocation. The trace carries the
+ * stack as Perfetto's interned callstacks (frames as addresses in mappings
+ * with build ids); nothing is resolved while the program runs.
+ *
+ * When the session stops, the frames are named: by the symbolizer given
+ * here (libetch_malloc.so gives one that reads the binaries' symbol tables
+ * and DWARF line tables), else by the dynamic symbol table (dladdr), else
+ * as MODULE+0xOFFSET, and written into the trace (ModuleSymbols), where
+ * trace_processor and etch's tools find them. A symbolizer fills `out` for
+ * the return address `pc` (the call is the instruction before it) and
+ * returns true; its strings need to last until its next call. It runs on
+ * the thread that stops the session, never while an allocation is traced.
+ */
+typedef struct etch_mem_symbol {
+  const char *function;
+  const char *file; /* NULL: unknown */
+  uint32_t line;    /* 0: unknown */
+} etch_mem_symbol;
+typedef bool (*etch_mem_symbolizer)(void *ctx, uintptr_t pc,
+                                    etch_mem_symbol *out);
+ETCH_API ETCH__ADDR_ONLY(1) void etch_mem_alloc_stack(const void *ptr,
+                                                      size_t size,
+                                                      etch_mem_tag *tag,
+                                                      const uintptr_t *pcs,
+                                                      uint32_t n);
+ETCH_API void etch_mem_set_symbolizer(etch_mem_symbolizer fn, void *ctx);
 
 static inline void etch__mem_scope_end(etch_mem_tag **previous) {
   etch_mem_scope_pop(*previous);

@@ -38,7 +38,7 @@ const etch_envvar etch__envvars[ETCH_ENV_COUNT_] = {
                             NUM(16, 4194304, 8192), "8192", NULL,
                             "the trace buffer in KiB (option buffer_kb)"},
     [ETCH_ENV_FILL] = {"ETCH_FILL", ETCH_ENV_ENUM, ETCH_ENV_CONFIG_KEY, "fill",
-                       NONUM, "ring", "ring|discard",
+                       NONUM, "ring", "ring|discard|stall",
                        "what a full buffer does (option fill)"},
     [ETCH_ENV_DURATION_MS] = {"ETCH_DURATION_MS", ETCH_ENV_DURATION,
                               ETCH_ENV_CONFIG_KEY, "duration_ms",

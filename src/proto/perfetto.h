@@ -116,6 +116,7 @@
 #define ETCH_TE_EXTRA_DOUBLE_COUNTER_VALUES 46
 #define ETCH_TE_FLOW_IDS 47
 #define ETCH_TE_TERMINATING_FLOW_IDS 48
+#define ETCH_TE_CALLSTACK_IID 56 /* InternedData.callstacks */
 
 /* TrackEvent.Type (the values are etch/common.h's) */
 #define ETCH_TE_TYPE_UNSPECIFIED 0
@@ -147,6 +148,41 @@
 #define ETCH_ID_DEBUG_ANNOTATION_NAMES 3
 #define ETCH_ID_SOURCE_LOCATIONS 4
 #define ETCH_ID_DEBUG_ANNOTATION_STRING_VALUES 29
+/* Call stacks (profile_common.proto's messages): InternedString { iid 1,
+ * str 2 }; Mapping { iid 1, build_id 2, start 4, end 5, path_string_ids 7 };
+ * Frame { iid 1, function_name_id 2, mapping_id 3, rel_pc 4 }; Callstack
+ * { iid 1, repeated frame_ids 2, outermost first }. */
+#define ETCH_ID_FUNCTION_NAMES 5
+#define ETCH_ID_FRAMES 6
+#define ETCH_ID_CALLSTACKS 7
+#define ETCH_ID_BUILD_IDS 16
+#define ETCH_ID_MAPPING_PATHS 17
+#define ETCH_ID_MAPPINGS 19
+#define ETCH_ISTR_IID 1
+#define ETCH_ISTR_STR 2
+#define ETCH_MAPPING_IID 1
+#define ETCH_MAPPING_BUILD_ID 2
+#define ETCH_MAPPING_START 4
+#define ETCH_MAPPING_END 5
+#define ETCH_MAPPING_PATH_STRING_IDS 7
+#define ETCH_FRAME_IID 1
+#define ETCH_FRAME_FUNCTION_NAME_ID 2
+#define ETCH_FRAME_MAPPING_ID 3
+#define ETCH_FRAME_REL_PC 4
+#define ETCH_CALLSTACK_IID 1
+#define ETCH_CALLSTACK_FRAME_IDS 2
+/* TracePacket.module_symbols: ModuleSymbols { path 1, build_id 2 (raw),
+ * repeated address_symbols 3 { address 1, repeated lines 2 {
+ * function_name 1, source_file_name 2, line_number 3 } } } */
+#define ETCH_PKT_MODULE_SYMBOLS 61
+#define ETCH_MODSYM_PATH 1
+#define ETCH_MODSYM_BUILD_ID 2
+#define ETCH_MODSYM_ADDRESS_SYMBOLS 3
+#define ETCH_ADDRSYM_ADDRESS 1
+#define ETCH_ADDRSYM_LINES 2
+#define ETCH_LINE_FUNCTION_NAME 1
+#define ETCH_LINE_SOURCE_FILE_NAME 2
+#define ETCH_LINE_LINE_NUMBER 3
 /* etch's own InternedData field: custom event schemas (not in Perfetto's
  * protos; readers that do not know it skip it, docs/format.md). EventSchema
  * { iid 1 (the event name's iid), name 2, logger 3, event 4, flags 5,

@@ -971,35 +971,54 @@ static long field(const char *out, const char *key) {
   return strtol(p + strlen(key), NULL, 10);
 }
 
-/* A million allocations and frees (about 56 MB of events, far more than
- * the SDK's default 8 MiB ring): record --malloc keeps every one and leaks
- * is exact; the same run in the default ring says what it lost and exits 1
- * (--allow-loss: 0). */
+/* Two million allocations and frees as fast as the program can make them
+ * (about 110 MB of events, far more than --malloc's 16 MiB buffer): with
+ * the defaults the trace streams and a thread that finds the buffer full
+ * waits for the write, so every allocation and free is there and leaks is
+ * exact; the same with a 64 KiB buffer, where the program waits thousands
+ * of times. The run in an 8 MiB ring that is written only at the end says
+ * what it lost and exits 1 (--allow-loss: 0). */
+static void assert_exact_flood(const char *trace, long n) {
+  proc_result r = RUN(ETCH_BIN, "leaks", trace);
+  ASSERT_EQ_INT(r.status, 0);
+  ASSERT_EQ_STR(r.err, "");
+  ASSERT_CONTAINS(r.out, "  never freed  9 allocations, 6459 bytes\n");
+  /* n + the 6012 of leaky itself (its fork's child has no session) */
+  ASSERT_EQ_INT(field(r.out, "  allocations  "), n + 6012);
+  ASSERT_EQ_INT(field(r.out, "  frees        "), n + 6003);
+  ASSERT_TRUE(!strstr(r.out, "NOT EXACT"));
+  done(&r);
+}
+
 TEST(record_malloc_keeps_every_allocation_of_a_busy_program) {
   if (!PRELOAD_OK) return;
   const char *trace = tmp_path("busy.pftrace");
   proc_result r = RUN(ETCH_BIN, "record", "-q", "--malloc", "-o", trace,
-                      "--", ETCH_LEAKY, "1000000");
+                      "--", ETCH_LEAKY, "2000000");
   ASSERT_EQ_INT(r.status, 0);
   ASSERT_EQ_STR(r.out, "leaky: done\n");
+  ASSERT_TRUE(!strstr(r.err, "drop") && !strstr(r.err, "lost"));
   done(&r);
-  r = RUN(ETCH_BIN, "leaks", trace);
+  assert_exact_flood(trace, 2000000);
+
+  const char *tight = tmp_path("busy_tight.pftrace");
+  r = RUN(ETCH_BIN, "record", "-q", "--malloc", "--buffer", "64KB", "-o",
+          tight, "--", ETCH_LEAKY, "300000");
   ASSERT_EQ_INT(r.status, 0);
-  ASSERT_EQ_STR(r.err, "");
-  ASSERT_CONTAINS(r.out, "  never freed  9 allocations, 6459 bytes\n");
-  /* 1000000 + the 6012 of leaky itself (its fork's child has no session) */
-  ASSERT_EQ_INT((int)field(r.out, "  allocations  "), 1006012);
-  ASSERT_EQ_INT((int)field(r.out, "  frees        "), 1006003);
-  ASSERT_TRUE(!strstr(r.out, "NOT EXACT"));
+  ASSERT_EQ_STR(r.out, "leaky: done\n");
+  ASSERT_TRUE(!strstr(r.err, "drop") && !strstr(r.err, "lost"));
   done(&r);
+  assert_exact_flood(tight, 300000);
 
   const char *lossy = tmp_path("busy_ring.pftrace");
   setenv("ETCH_BUFFER_KB", "8192", 1);
   setenv("ETCH_FILL", "ring", 1);
+  setenv("ETCH_WRITE_PERIOD_MS", "0", 1);
   r = RUN(ETCH_BIN, "record", "-q", "--malloc", "-o", lossy, "--",
           ETCH_LEAKY, "1000000");
   unsetenv("ETCH_BUFFER_KB");
   unsetenv("ETCH_FILL");
+  unsetenv("ETCH_WRITE_PERIOD_MS");
   ASSERT_EQ_INT(r.status, 0);
   done(&r);
   r = RUN(ETCH_BIN, "leaks", lossy);
@@ -1089,12 +1108,26 @@ TEST(record_buffer_options_size_the_programs_own_buffer) {
   if (!has_line(r.out, "ETCH_BUFFER_KB=16") || !has_line(r.out, "ETCH_FILL=ring"))
     FAIL("env saw:\n%s", r.out);
   done(&r);
-  /* --malloc alone: 64 MiB, earliest kept. */
+  /* --malloc alone: 16 MiB that stream uncompressed, and a full buffer
+   * waits. */
   r = RUN(ETCH_BIN, "record", "-q", "--malloc", "-o", trace, "--",
           "/usr/bin/env");
   ASSERT_EQ_INT(r.status, 0);
-  if (!has_line(r.out, "ETCH_BUFFER_KB=65536") ||
-      !has_line(r.out, "ETCH_FILL=discard"))
+  if (!has_line(r.out, "ETCH_BUFFER_KB=16384") ||
+      !has_line(r.out, "ETCH_FILL=stall") ||
+      !has_line(r.out, "ETCH_WRITE_PERIOD_MS=250") ||
+      !has_line(r.out, "ETCH_COMPRESSION=none"))
+    FAIL("env saw:\n%s", r.out);
+  done(&r);
+  /* --discard drops instead (still streaming); the environment's period
+   * wins. */
+  setenv("ETCH_WRITE_PERIOD_MS", "0", 1);
+  r = RUN(ETCH_BIN, "record", "-q", "--malloc", "--discard", "-o", trace,
+          "--", "/usr/bin/env");
+  unsetenv("ETCH_WRITE_PERIOD_MS");
+  ASSERT_EQ_INT(r.status, 0);
+  if (!has_line(r.out, "ETCH_FILL=discard") ||
+      !has_line(r.out, "ETCH_WRITE_PERIOD_MS=0"))
     FAIL("env saw:\n%s", r.out);
   done(&r);
   /* A size the program's session cannot take. */
@@ -1153,10 +1186,12 @@ TEST(record_malloc_reports_the_leaks_of_an_unmodified_program) {
    * trace says what it lost. */
   setenv("ETCH_BUFFER_KB", "16", 1);
   setenv("ETCH_FILL", "discard", 1);
+  setenv("ETCH_WRITE_PERIOD_MS", "0", 1);
   r = RUN(ETCH_BIN, "record", "--malloc", "-o", tmp_path("small.pftrace"),
           "--", ETCH_LEAKY);
   unsetenv("ETCH_BUFFER_KB");
   unsetenv("ETCH_FILL");
+  unsetenv("ETCH_WRITE_PERIOD_MS");
   ASSERT_EQ_INT(r.status, 0);
   ASSERT_EQ_STR(r.out, "leaky: done\n");
   ASSERT_CONTAINS(r.err, "dropped");

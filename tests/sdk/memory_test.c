@@ -322,3 +322,121 @@ TEST(stopping_writes_the_stopping_threads_pending_live_bytes) {
   etch_session_stop(s);
   etch_session_free(s);
 }
+
+/* ---- call stacks (etch_mem_alloc_stack) ---- */
+
+/* The trace's packets, walked by hand (compression none): how many
+ * TrackEvents carry callstack_iid, how many Callstack entries the interned
+ * data holds, and the ModuleSymbols' function names, joined by ','. */
+typedef struct stack_counts {
+  size_t with_stack, callstacks, frames, mappings;
+  char names[4096];
+} stack_counts;
+
+static bool pb_field(const uint8_t **p, const uint8_t *end, uint32_t *id,
+                     const uint8_t **val, uint64_t *len_or_v) {
+  if (*p >= end) return false;
+  uint64_t key = 0, v = 0;
+  int sh = 0;
+  while (*p < end && (**p & 0x80)) key |= (uint64_t)(*(*p)++ & 0x7f) << (sh += 7, sh - 7);
+  if (*p >= end) return false;
+  key |= (uint64_t)(*(*p)++) << sh;
+  *id = (uint32_t)(key >> 3);
+  uint32_t wt = (uint32_t)(key & 7);
+  sh = 0;
+  if (wt == 0 || wt == 2) {
+    while (*p < end && (**p & 0x80)) v |= (uint64_t)(*(*p)++ & 0x7f) << (sh += 7, sh - 7);
+    if (*p >= end) return false;
+    v |= (uint64_t)(*(*p)++) << sh;
+  } else if (wt == 1) {
+    *p += 8;
+  } else if (wt == 5) {
+    *p += 4;
+  } else {
+    return false;
+  }
+  *val = *p;
+  *len_or_v = v;
+  if (wt == 2) {
+    if (v > (uint64_t)(end - *p)) return false;
+    *p += v;
+  }
+  return *p <= end;
+}
+
+static void walk(const uint8_t *p, const uint8_t *end, int depth,
+                 uint32_t parent, stack_counts *c) {
+  uint32_t id;
+  const uint8_t *val;
+  uint64_t v;
+  while (pb_field(&p, end, &id, &val, &v)) {
+    bool len = val + v == p && v > 0; /* a length-delimited field */
+    if (depth == 1 && id == 11 && len) walk(val, val + v, 2, 11, c);
+    if (depth == 2 && parent == 11 && id == 56) c->with_stack++;
+    if (depth == 1 && id == 12 && len) walk(val, val + v, 2, 12, c);
+    if (depth == 2 && parent == 12 && id == 7) c->callstacks++;
+    if (depth == 2 && parent == 12 && id == 6) c->frames++;
+    if (depth == 2 && parent == 12 && id == 19) c->mappings++;
+    if (depth == 1 && id == 61 && len) walk(val, val + v, 2, 61, c);
+    if (depth == 2 && parent == 61 && id == 3 && len) walk(val, val + v, 3, 3, c);
+    if (depth == 3 && parent == 3 && id == 2 && len) walk(val, val + v, 4, 2, c);
+    if (depth == 4 && parent == 2 && id == 1 && len) {
+      size_t n = strlen(c->names);
+      snprintf(c->names + n, sizeof c->names - n, "%.*s,", (int)v,
+               (const char *)val);
+    }
+  }
+}
+
+static void count_stacks(const uint8_t *data, size_t len, stack_counts *c) {
+  memset(c, 0, sizeof *c);
+  const uint8_t *p = data, *end = data + len;
+  uint32_t id;
+  const uint8_t *val;
+  uint64_t v;
+  while (pb_field(&p, end, &id, &val, &v))
+    if (id == 1) walk(val, val + v, 1, 0, c);
+}
+
+/* Two "functions" the stacks go through: addresses in this program. */
+static __attribute__((noinline)) void stack_fn_a(void) { __asm__ volatile(""); }
+static __attribute__((noinline)) void stack_fn_b(void) { __asm__ volatile(""); }
+
+static bool test_symbolizer(void *ctx, uintptr_t pc, etch_mem_symbol *out) {
+  (void)ctx;
+  if (pc == (uintptr_t)stack_fn_a + 1) out->function = "fn_a";
+  else if (pc == (uintptr_t)stack_fn_b + 1) out->function = "fn_b";
+  else return false;
+  out->file = "memory_test.c";
+  out->line = 7;
+  return true;
+}
+
+/* Three stacks, 100 allocations each: each stack (and each frame and
+ * mapping) interned once on the sequence, every allocation refers to its
+ * stack, and the frames are named when the session stops: by the
+ * symbolizer given, else (a frame in no known object) as its address. */
+TEST(allocations_carry_interned_stacks_named_at_stop) {
+  etch_mem_set_symbolizer(test_symbolizer, NULL);
+  etch_session *s = start_session(
+      "categories=memory;compression=none;reset_interval_ms=0");
+  uintptr_t a = (uintptr_t)stack_fn_a + 1, b = (uintptr_t)stack_fn_b + 1;
+  const uintptr_t st[3][2] = {{a, b}, {b, a}, {a, 0x10}};
+  for (int i = 0; i < 300; i++)
+    etch_mem_alloc_stack(arena + 16 * i, 16, NULL, st[i % 3], 2);
+  for (int i = 0; i < 300; i++) etch_mem_free(arena + 16 * i);
+  ASSERT_OK(etch_session_stop(s));
+  uint8_t *data;
+  size_t len;
+  ASSERT_OK(etch_session_read(s, &data, &len));
+  stack_counts c;
+  count_stacks(data, len, &c);
+  ASSERT_EQ_U64(c.with_stack, 300);
+  ASSERT_EQ_U64(c.callstacks, 3);
+  ASSERT_EQ_U64(c.frames, 3);   /* a, b, and 0x10 in no object */
+  ASSERT_EQ_U64(c.mappings, 1); /* this program */
+  ASSERT_TRUE(strstr(c.names, "fn_a,") && strstr(c.names, "fn_b,"));
+  free(data);
+  etch_session_free(s);
+  etch_mem_set_symbolizer(NULL, NULL);
+}

@@ -167,6 +167,93 @@ TEST(threads_stream_every_event_in_order) {
   etch_session_free(s);
 }
 
+/* fill=stall: a writer that finds the buffer full waits for the write
+ * instead of dropping. 64 KiB fill in about 3 000 ticks, nobody flushes and
+ * the period never comes: only the writers' wake-ups move the data, and
+ * every tick of one thread, then of four at once, is in the file. */
+TEST(stall_loses_nothing_however_fast_the_program_records) {
+  char path[512];
+  out_path(path, sizeof path, "stall");
+  etch_session *s = stream_session(
+      path, "buffer_kb=64;fill=stall;compression=none;"
+            "write_period_ms=3600000");
+  const int N = 300000;
+  for (int i = 0; i < N; i++) ETCH_INSTANT(work, "tick", ETCH_ARG_INT("i", i));
+  ASSERT_OK(etch_session_stop(s));
+  etch_session_stats st;
+  ASSERT_OK(etch_session_get_stats(s, &st));
+  ASSERT_EQ_U64(st.events_dropped, 0);
+  ASSERT_TRUE(st.chunks_written > 10 * (64 * 1024 / 4096));
+  td_trace t;
+  decode_file(path, &t);
+  ASSERT_EQ_U64(ticks_in_order(&t, "tick"), (uint64_t)N);
+  ASSERT_EQ_U64(t.prev_dropped, 0);
+  ASSERT_EQ_U64(t.stat_discarded, 0);
+  td_free(&t);
+  etch_session_free(s);
+}
+
+static void *flood_main(void *arg) {
+  worker *w = (worker *)arg;
+  char name[16];
+  snprintf(name, sizeof name, "w%d", w->index);
+  for (int i = 0; i < PER_THREAD * 3; i++) {
+    ETCH_SLICE_BEGIN(work, "step", ETCH_ARG_INT("i", i),
+                     ETCH_ARG_STRING("who", name));
+    ETCH_SLICE_END(work);
+  }
+  return NULL;
+}
+
+TEST(stall_threads_lose_nothing) {
+  char path[512];
+  out_path(path, sizeof path, "stall_threads");
+  etch_session *s = stream_session(
+      path, "buffer_kb=64;fill=stall;compression=deflate;"
+            "write_period_ms=3600000");
+  pthread_t th[NTHREADS];
+  worker w[NTHREADS];
+  for (int k = 0; k < NTHREADS; k++) {
+    w[k] = (worker){s, k};
+    ASSERT_EQ_INT(pthread_create(&th[k], NULL, flood_main, &w[k]), 0);
+  }
+  for (int k = 0; k < NTHREADS; k++) pthread_join(th[k], NULL);
+  ASSERT_OK(etch_session_stop(s));
+  etch_session_stats st;
+  ASSERT_OK(etch_session_get_stats(s, &st));
+  ASSERT_EQ_U64(st.events_dropped, 0);
+  td_trace t;
+  decode_file(path, &t);
+  int64_t next[NTHREADS] = {0};
+  size_t ends = 0;
+  for (size_t i = 0; i < t.nev; i++) {
+    const td_event *e = &t.ev[i];
+    if (e->type == 2) ends++;
+    if (e->type != 1) continue;
+    int k = td_arg_of(e, "who")->s[1] - '0';
+    ASSERT_TRUE(k >= 0 && k < NTHREADS);
+    ASSERT_EQ_INT(td_arg_of(e, "i")->i, next[k]);
+    next[k]++;
+  }
+  for (int k = 0; k < NTHREADS; k++) ASSERT_EQ_INT(next[k], PER_THREAD * 3);
+  ASSERT_EQ_U64(ends, (uint64_t)NTHREADS * PER_THREAD * 3);
+  ASSERT_EQ_U64(t.prev_dropped, 0);
+  td_free(&t);
+  etch_session_free(s);
+}
+
+/* Without streaming there is no write to wait for: stall drops and counts
+ * as discard does. */
+TEST(stall_without_streaming_drops_as_discard) {
+  etch_session *s = start_session("buffer_kb=64;fill=stall");
+  for (int i = 0; i < 20000; i++) ETCH_INSTANT(work, "tick", ETCH_ARG_INT("i", i));
+  ASSERT_OK(etch_session_stop(s));
+  etch_session_stats st;
+  ASSERT_OK(etch_session_get_stats(s, &st));
+  ASSERT_TRUE(st.events_dropped > 0);
+  etch_session_free(s);
+}
+
 TEST(a_ring_that_falls_behind_keeps_order_and_the_end) {
   char path[512];
   out_path(path, sizeof path, "ring");

@@ -338,7 +338,10 @@ static int rec_run_program(const record_args *ra, opts *o, rec_plan *pl,
   size_t nprocs;
   rec_proc *procs = rec_collect(run_dir, &nprocs);
   const char *comp = etch__env(ETCH_ENV_COMPRESSION);
-  if (ra->write_period) rec_streamed(procs, nprocs);
+  if (ra->write_period)
+    rec_streamed(procs, nprocs);
+  else if (ra->malloc_trace && !ra->flight)
+    rec_drop_partial(procs, nprocs);
   rec_flights(run_dir, procs, nprocs, !comp || strcmp(comp, "none") != 0);
   if (ex.err) {
     rec_procs_free(procs, nprocs);

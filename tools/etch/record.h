@@ -16,9 +16,11 @@
 #include "cli.h"
 #include "record_service.h"
 
-/* etch record --malloc's buffer: 64 MiB holds a million allocations and
- * their frees (docs/memory.md). */
-#define ETCH_RECORD_MALLOC_BUFFER_KB "65536"
+/* etch record --malloc's defaults: the trace streams to the file as it is
+ * recorded, and a thread that finds the buffer full waits for the write
+ * (fill=stall), so that no allocation or free is lost (docs/memory.md). */
+#define ETCH_RECORD_MALLOC_BUFFER_KB "16384"
+#define ETCH_RECORD_MALLOC_WRITE_PERIOD_MS "250"
 typedef struct record_args {
   const char *out_path, *cats;
   rec_service_opts so;
@@ -95,6 +97,9 @@ bool rec_report_exit(const char *prog, const rec_exit *ex);
 rec_proc *rec_collect(const char *dir, size_t *n);
 /* --write-period: the traces of processes that died while streaming. */
 void rec_streamed(rec_proc *procs, size_t n);
+/* --malloc's own streaming (no --write-period): the partial traces of
+ * processes that ended without finishing them go. */
+void rec_drop_partial(rec_proc *procs, size_t n);
 /* --flight: the traces recovered from the flight files in `dir`, which
  * then goes. */
 void rec_flights(const char *dir, rec_proc *procs, size_t n, bool compress);

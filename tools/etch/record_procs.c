@@ -126,6 +126,16 @@ void rec_streamed(rec_proc *procs, size_t n) {
   }
 }
 
+/* --malloc's own streaming (no --write-period): a process that ended
+ * without finishing its trace (a shell that _exit()s) left the part it
+ * streamed; as without streaming, it has no trace, and the part goes. */
+void rec_drop_partial(rec_proc *procs, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    rec_proc *p = &procs[i];
+    if (!p->wrote && p->started && p->path) unlink(p->path);
+  }
+}
+
 /* --flight: the trace of each process that died without writing its own,
  * from the flight file it left in the run directory; then the directory
  * goes. */

@@ -105,12 +105,19 @@ void rec_environment(const record_args *ra, const char *out_path,
   if (ra->console) setenv("ETCH_CONSOLE", "stderr", 1);
   if (ra->malloc_trace) {
     setenv("LD_PRELOAD", preload, 1);
-    /* Every allocation and free is an event: a buffer that holds those of
-     * an ordinary program, keeping the earliest when it is full (a lost
-     * free would read as a leak; docs/memory.md). The environment's own
-     * ETCH_BUFFER_KB and ETCH_FILL win. */
+    /* Every allocation and free is an event, and a lost free would read
+     * as a leak: the trace streams, and a full buffer makes the thread
+     * wait (--discard drops instead; a flight file cannot stream). The
+     * environment's own ETCH_BUFFER_KB, ETCH_FILL and ETCH_WRITE_PERIOD_MS
+     * win. */
     setenv("ETCH_BUFFER_KB", ETCH_RECORD_MALLOC_BUFFER_KB, 0);
-    setenv("ETCH_FILL", "discard", 0);
+    setenv("ETCH_FILL", ra->flight ? "discard" : "stall", 0);
+    if (!ra->flight)
+      setenv("ETCH_WRITE_PERIOD_MS", ETCH_RECORD_MALLOC_WRITE_PERIOD_MS, 0);
+    /* The program waits for the write when it outruns it: deflate there
+     * (level 6) made a malloc/free pair several times slower
+     * (docs/memory.md, "Cost"). */
+    setenv("ETCH_COMPRESSION", "none", 0);
   }
   /* --buffer, --ring and --discard win over the environment and --malloc. */
   if (ra->buffer_opt) {

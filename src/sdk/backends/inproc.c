@@ -3,11 +3,23 @@
  * buffer of the process's own memory (src/buffer), read back by the session
  * itself; with a flight file, that memory is the file's shared mapping
  * (buffer/flight.h), which outlives a process that dies.
+ *
+ * Stall (fill=stall, a session that streams): a writer that finds the
+ * buffer full wakes the session's streaming thread and waits until a
+ * collect has freed chunks, then takes one, so nothing is dropped however
+ * fast the program records. It waits on `collects`, a count of collects
+ * (a futex); it gives up, and drops as with fill=discard, only when the
+ * session stops, when two collects in a row after it asked freed nothing
+ * (every chunk is being written by some thread: no collect can help), and
+ * on etch's own threads (the streaming thread must never wait for itself).
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <linux/futex.h>
 #include <stdlib.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "base/containers.h"
@@ -26,12 +38,50 @@ typedef struct inproc {
   uint64_t wake_at;   /* chunks handed out (buf.acquired) to wake at */
   uint32_t woken;     /* atomic: woken since the last collect */
   etch_vec scratch;   /* the collect's copies */
+  bool stall;         /* fill=stall: a writer waits for room */
+  uint32_t collects;  /* atomic, a futex: collects done (stall waiters) */
+  uint32_t freed;     /* atomic: chunks the last collect freed */
+  uint32_t stopped;   /* atomic: no more waiting (the session stops) */
 } inproc;
+
+static void futex_wait(uint32_t *addr, uint32_t val) {
+  /* A bounded wait, so that a missed wake-up costs a tick, not a hang. */
+  struct timespec t = {0, 50 * 1000000L};
+  syscall(SYS_futex, addr, FUTEX_WAIT_PRIVATE, val, &t, NULL, 0);
+}
+
+static void futex_wake_all(uint32_t *addr) {
+  syscall(SYS_futex, addr, FUTEX_WAKE_PRIVATE, INT32_MAX, NULL, NULL, 0);
+}
+
+/* The buffer is full and the session streams with fill=stall: waits for
+ * collects until one frees a chunk this writer gets (see the top). */
+static ETCH_NOINLINE etch_chunk *acquire_stall(inproc *p, uint32_t writer_id,
+                                               uint32_t chunk_id,
+                                               uint32_t flags) {
+  int barren = 0; /* collects in a row that freed nothing */
+  while (!__atomic_load_n(&p->stopped, __ATOMIC_ACQUIRE)) {
+    uint32_t gen = __atomic_load_n(&p->collects, __ATOMIC_ACQUIRE);
+    __atomic_store_n(&p->woken, 1, __ATOMIC_RELAXED);
+    p->wake(p->wake_ctx);
+    while (__atomic_load_n(&p->collects, __ATOMIC_ACQUIRE) == gen &&
+           !__atomic_load_n(&p->stopped, __ATOMIC_ACQUIRE))
+      futex_wait(&p->collects, gen);
+    etch_chunk *c = etch__buffer_acquire(&p->buf, writer_id, chunk_id, flags);
+    if (c) return c;
+    /* The collect after the wake is the second one seen at most. */
+    if (__atomic_load_n(&p->freed, __ATOMIC_RELAXED)) barren = 0;
+    else if (++barren == 3) break;
+  }
+  return NULL;
+}
 
 static etch_chunk *inproc_acquire(etch_backend *b, uint32_t writer_id,
                                   uint32_t chunk_id, uint32_t flags) {
   inproc *p = (inproc *)b;
   etch_chunk *c = etch__buffer_acquire(&p->buf, writer_id, chunk_id, flags);
+  if (ETCH_UNLIKELY(!c) && p->stall && p->wake && !etch__tls.internal)
+    c = acquire_stall(p, writer_id, chunk_id, flags);
   if (ETCH_UNLIKELY(p->wake != NULL) &&
       (!c || __atomic_load_n(&p->buf.acquired, __ATOMIC_RELAXED) >=
                  __atomic_load_n(&p->wake_at, __ATOMIC_RELAXED)) &&
@@ -59,7 +109,23 @@ static int inproc_collect(etch_backend *b, struct etch_tracebuf *tb) {
                    __ATOMIC_RELAXED);
   __atomic_store_n(&p->woken, 0, __ATOMIC_RELAXED);
   uint32_t freed;
-  return etch__buffer_collect(&p->buf, tb, &p->scratch, &freed);
+  int rc = etch__buffer_collect(&p->buf, tb, &p->scratch, &freed);
+  __atomic_store_n(&p->freed, freed, __ATOMIC_RELAXED);
+  __atomic_add_fetch(&p->collects, 1, __ATOMIC_RELEASE);
+  futex_wake_all(&p->collects);
+  return rc;
+}
+
+/* The session stops: a writer waiting for room waits no more (its event
+ * is dropped and counted, as with fill=discard). */
+static void inproc_stop(etch_backend *b) {
+  inproc *p = (inproc *)b;
+  __atomic_store_n(&p->stopped, 1, __ATOMIC_RELEASE);
+  futex_wake_all(&p->collects);
+}
+
+void etch__backend_inproc_stall(etch_backend *b) {
+  ((inproc *)b)->stall = true;
 }
 
 static void inproc_complete(etch_backend *b, etch_chunk *c) {
@@ -125,6 +191,7 @@ static const etch_backend_ops inproc_ops = {
     .trace_written = inproc_trace_written,
     .stream = inproc_stream,
     .collect = inproc_collect,
+    .stop = inproc_stop,
 };
 
 int etch__backend_inproc_new(uint64_t size, etch_buffer_fill fill,

@@ -89,6 +89,10 @@ int etch__backend_inproc_new(uint64_t size, etch_buffer_fill fill,
                              const char *flight, bool keep,
                              etch_backend **out);
 
+/* fill=stall: once the session streams, a writer that finds the in-process
+ * backend `b`'s buffer full waits for a collect instead of dropping. */
+void etch__backend_inproc_stall(etch_backend *b);
+
 /* A backend that gives every packet to the interceptor the config names
  * (intercept.c); its setup runs here and may fail the session. */
 struct etch_config;

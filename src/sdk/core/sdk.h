@@ -236,8 +236,9 @@ enum { ETCH_CAT_SWITCH_DEFAULT = 0, ETCH_CAT_SWITCH_ON = 1,
 void etch__mem_flush_thread(void);
 /* Memory tracing's events (memory.c, track_event.c): an allocation's
  * pointer and size, a free's pointer, as args "ptr" and "size". */
+/* `stack`: the allocation's call stack id (stack/stack.h), 0 for none. */
 void etch__emit_alloc(etch_site *site, uintptr_t mask, const void *ptr,
-                      uint64_t size);
+                      uint64_t size, uint32_t stack);
 void etch__emit_free(etch_site *site, uintptr_t mask, const void *ptr);
 
 /* Interceptors (intercept.c, console.c). */
@@ -425,6 +426,9 @@ struct etch_writer {
   /* Dynamic event names (ETCH_NAME, ETCH_SCOPE_STR) interned on this
    * sequence, as event-name iids ETCH_DYN_IID_BASE + n. */
   etch_strtab dyn_names;
+  /* Call stacks, their frames and mappings interned on this sequence (by
+   * their process-wide ids, src/stack/stack.h). */
+  etch_bitset seen_stacks, seen_frames, seen_maps;
   uint64_t dropped;          /* events lost (atomic, relaxed) */
   /* Of those, reported on the writer's own sequence (etch.dropped_events
    * when it has chunks again); changed under the session's lock. */
@@ -498,6 +502,7 @@ typedef struct etch_tls {
   bool internal; /* etch's own thread (stream.c): what it allocates is not
                     the program's (memory tracing leaves it out) */
   uint8_t drop_kind; /* ETCH_DROP_*: what a drop now would lose */
+  uint32_t callstack; /* the event being written has this stack (1..) */
   char thread_name[64];
   bool thread_name_set;
 } etch_tls;

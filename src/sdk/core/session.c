@@ -29,7 +29,7 @@ typedef struct option {
   const char *help;
 } option;
 
-static const char *const fill_values[] = {"ring", "discard", NULL};
+static const char *const fill_values[] = {"ring", "discard", "stall", NULL};
 static const char *const compression_values[] = {"none", "deflate", NULL};
 
 #define OFF(f) offsetof(struct etch_config, f)
@@ -481,11 +481,14 @@ static int session_new(const etch_config *cfg, etch_backend *given,
     rc = etch__backend_intercept_new(&s->cfg, &s->backend);
   } else if (rc == ETCH_OK) {
     rc = etch__backend_inproc_new(s->cfg.buffer_kb * 1024,
-                                  s->cfg.fill == ETCH_FILL_DISCARD
+                                  s->cfg.fill != ETCH_FILL_RING
                                       ? ETCH_BUFFER_DISCARD
                                       : ETCH_BUFFER_RING,
                                   flight, s->cfg.flight_keep != 0,
                                   &s->backend);
+    /* stall: a discard buffer whose writers wait while it streams. */
+    if (rc == ETCH_OK && s->cfg.fill == ETCH_FILL_STALL)
+      etch__backend_inproc_stall(s->backend);
   }
   free(flight);
   if (given) given->ops->destroy(given);

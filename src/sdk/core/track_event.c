@@ -24,6 +24,7 @@
 
 #include "sdk/core/encode.h"
 #include "sdk/core/sdk.h"
+#include "stack/stack.h"
 
 /* ---- sites ---------------------------------------------------------------- */
 
@@ -544,6 +545,10 @@ static void emit_general(etch_writer *w, etch_site *site, etch_category *cat,
   }
 
   if (track) etch__writer_ensure_track(w, track);
+  /* An allocation's call stack (mem_slow): its interned data first. */
+  uint32_t stack = etch__tls.callstack;
+  if (stack && !etch__stack_seen(w, stack) && !etch__stack_put_interned(w, stack))
+    stack = 0;
 
   /* Counters keep their name and category too, so readers can route them
    * like any other event (the track carries the name as well). */
@@ -555,7 +560,7 @@ static void emit_general(etch_writer *w, etch_site *site, etch_category *cat,
   bool new_cat = with_cat && !etch__bitset_has(&w->seen_cats, cat->id);
 
   /* An upper bound of the packet, so the raw writes need no checks. */
-  size_t bound = 128;
+  size_t bound = 128 + (stack ? 8 : 0);
   uint32_t name_len = 0, cat_len = 0, dyn_len = 0;
   if (new_name) {
     name_len = etch__clamp_len(site->name ? site->name : "");
@@ -670,6 +675,7 @@ static void emit_general(etch_writer *w, etch_site *site, etch_category *cat,
   }
   for (uint32_t i = 0; i < p.nargs; i++)
     q = raw_arg(q, p.args[i], p.da_iid[i], slen[i]);
+  if (stack) q = etch__pb_put_varint_field(q, ETCH_TE_CALLSTACK_IID, stack);
   q = etch__pb_put_close(te, q);
   ETCH_DCHECK((size_t)(q - buf) <= bound);
 
@@ -878,40 +884,47 @@ void etch__emit(etch_site *site, uintptr_t mask, const etch_extra *extras,
 static const char mem_ptr_key[] = "ptr", mem_size_key[] = "size";
 
 ETCH_INLINE bool mem_fast(etch_site *site, uintptr_t mask, const void *ptr,
-                          uint64_t size, bool has_size, uint64_t ticks) {
+                          uint64_t size, bool has_size, uint32_t stack,
+                          uint64_t ticks) {
   etch_writer *w = etch__tls.w[etch__mask_slot[mask]];
   uint32_t pi, si = 0;
   if (!key_iid(w, mem_ptr_key, &pi) ||
       (has_size && !key_iid(w, mem_size_key, &si)))
     return false;
+  /* A stack new to the sequence: the general path writes it first. */
+  if (stack && !etch__bitset_has(&w->seen_stacks, stack)) return false;
   args_frame f;
   uint8_t *q = args_open(w, site, ticks, &f);
   if (!q) return false;
   q = arg_put_varint(q, pi, ETCH_DA_POINTER_VALUE, (uint64_t)(uintptr_t)ptr);
   if (has_size) q = arg_put_varint(q, si, ETCH_DA_UINT_VALUE, size);
+  if (stack) q = etch__pb_put_varint_field(q, ETCH_TE_CALLSTACK_IID, stack);
   args_close(w, site, &f, q);
   return true;
 }
 
 static ETCH_NOINLINE void mem_slow(etch_site *site, uintptr_t mask,
                                    const void *ptr, uint64_t size,
-                                   bool has_size, uint64_t ticks) {
+                                   bool has_size, uint32_t stack,
+                                   uint64_t ticks) {
   const etch_extra xs[2] = {etch_arg_pointer(mem_ptr_key, ptr),
                             etch_arg_uint(mem_size_key, size)};
+  etch__tls.callstack = stack; /* emit_general writes it */
   emit_slow(site, mask, xs, has_size ? 2 : 1, ticks);
+  etch__tls.callstack = 0;
 }
 
 void etch__emit_alloc(etch_site *site, uintptr_t mask, const void *ptr,
-                      uint64_t size) {
+                      uint64_t size, uint32_t stack) {
   uint64_t ticks = CLOCK_IS_FAST() ? FAST_TICKS() : etch__ticks_slow();
-  if (!mem_fast(site, mask, ptr, size, true, ticks))
-    mem_slow(site, mask, ptr, size, true, ticks);
+  if (!mem_fast(site, mask, ptr, size, true, stack, ticks))
+    mem_slow(site, mask, ptr, size, true, stack, ticks);
 }
 
 void etch__emit_free(etch_site *site, uintptr_t mask, const void *ptr) {
   uint64_t ticks = CLOCK_IS_FAST() ? FAST_TICKS() : etch__ticks_slow();
-  if (!mem_fast(site, mask, ptr, 0, false, ticks))
-    mem_slow(site, mask, ptr, 0, false, ticks);
+  if (!mem_fast(site, mask, ptr, 0, false, 0, ticks))
+    mem_slow(site, mask, ptr, 0, false, 0, ticks);
 }
 
 void etch__emit_end_x(etch_category *cat, uintptr_t mask,

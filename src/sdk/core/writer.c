@@ -497,6 +497,9 @@ static uint64_t reset_state(etch_writer *w, uint64_t ticks) {
   etch__bitset_clear(&w->seen_names_more);
   etch__bitset_clear(&w->seen_cats);
   etch__bitset_clear(&w->seen_tracks);
+  etch__bitset_clear(&w->seen_stacks);
+  etch__bitset_clear(&w->seen_frames);
+  etch__bitset_clear(&w->seen_maps);
   etch__strtab_clear(&w->da_names);
   etch__strtab_clear(&w->dyn_names);
   w->reset_gen++;
@@ -684,6 +687,9 @@ void etch__writer_free(etch_writer *w) {
   etch__bitset_free(&w->seen_names_more);
   etch__bitset_free(&w->seen_cats);
   etch__bitset_free(&w->seen_tracks);
+  etch__bitset_free(&w->seen_stacks);
+  etch__bitset_free(&w->seen_frames);
+  etch__bitset_free(&w->seen_maps);
   etch__strtab_clear(&w->da_names);
   etch__strtab_clear(&w->dyn_names);
   free(w->scratch.data);

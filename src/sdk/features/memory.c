@@ -26,6 +26,7 @@
 #include "base/map.h"
 #include "etch/memory.h"
 #include "sdk/core/sdk.h"
+#include "stack/stack.h"
 
 ETCH_CATEGORY_DEFINE(etch_memory, "memory",
                      "allocations and frees (etch/memory.h)", "");
@@ -122,14 +123,34 @@ static void shard_unlock(shard *s) { etch__spin_unlock(&s->lock); }
 /* fork() while another thread holds a shard would leave it held in the
  * child: every shard is held across the fork. */
 static void fork_prepare(void) {
+  etch__stack_fork_prepare();
   for (int i = 0; i < SHARDS; i++) shard_lock(&shards[i]);
 }
 static void fork_after(void) {
   for (int i = SHARDS; i-- > 0;) shard_unlock(&shards[i]);
+  etch__stack_fork_after();
 }
+/* A session stops: the stopping thread's live bytes, and the names of the
+ * call stacks' frames (stack.h), on every session recording memory. */
+static void mem_before_stop(void) {
+  etch__mem_flush_thread();
+  uint32_t mask =
+      __atomic_load_n(&etch_cat_etch_memory.enabled, __ATOMIC_RELAXED);
+  if (!mask || mt.in) return;
+  mt.in = true;
+  uint64_t ticks = etch__ticks();
+  while (mask) {
+    uint32_t slot = (uint32_t)__builtin_ctz(mask);
+    mask &= mask - 1;
+    etch_writer *w = etch__writer_prepare(slot, ticks);
+    if (w) etch__stack_put_symbols(w);
+  }
+  mt.in = false;
+}
+
 static const etch_feature_hooks mem_hooks = {
     .thread_exit = etch__mem_flush_thread, /* its last live-bytes values */
-    .before_stop = etch__mem_flush_thread, /* the stopping thread's */
+    .before_stop = mem_before_stop,
 };
 
 /* Once, at the first report. */
@@ -221,7 +242,7 @@ ETCH_INLINE void maybe_write_counters(uint32_t mask) {
 }
 
 ETCH_INLINE void report_alloc(uint32_t mask, const void *ptr, size_t size,
-                         etch_mem_tag *tag) {
+                              etch_mem_tag *tag, uint32_t stack) {
   uint32_t ti = tag_index(tag);
   uint64_t old;
   if (size > (UINT64_MAX >> 16)) size = UINT64_MAX >> 16;
@@ -229,7 +250,7 @@ ETCH_INLINE void report_alloc(uint32_t mask, const void *ptr, size_t size,
   if (old) /* reported twice without a free: the first is gone */
     live_add((uint32_t)(old & 0xffff), -(int64_t)(old >> 16));
   live_add(ti, (int64_t)size);
-  etch__emit_alloc(&tag->site, mask, ptr, (uint64_t)size);
+  etch__emit_alloc(&tag->site, mask, ptr, (uint64_t)size, stack);
   maybe_write_counters(mask);
 }
 
@@ -264,7 +285,16 @@ ETCH_INLINE uint32_t report_begin(uintptr_t addr) {
 void etch_mem_alloc_tagged(const void *ptr, size_t size, etch_mem_tag *tag) {
   uint32_t mask = report_begin((uintptr_t)ptr);
   if (!mask) return;
-  report_alloc(mask, ptr, size, tag ? tag : current_tag());
+  report_alloc(mask, ptr, size, tag ? tag : current_tag(), 0);
+  mt.in = false;
+}
+
+void etch_mem_alloc_stack(const void *ptr, size_t size, etch_mem_tag *tag,
+                          const uintptr_t *pcs, uint32_t n) {
+  uint32_t mask = report_begin((uintptr_t)ptr);
+  if (!mask) return;
+  uint32_t stack = pcs ? etch__stack_intern(pcs, n) : 0;
+  report_alloc(mask, ptr, size, tag ? tag : current_tag(), stack);
   mt.in = false;
 }
 
@@ -284,7 +314,7 @@ void etch_mem_realloc(uintptr_t old_addr, const void *ptr, size_t size) {
   uint32_t mask = report_begin(ptr ? (uintptr_t)ptr : old_addr);
   if (!mask) return;
   if (old) report_free(mask, old, NULL);
-  if (ptr) report_alloc(mask, ptr, size, current_tag());
+  if (ptr) report_alloc(mask, ptr, size, current_tag(), 0);
   mt.in = false;
 }
 
