@@ -244,7 +244,7 @@ static int api_trace(req *r) {
   if (!t) return st;
   etch__res q;
   int64_t start = 0, end = 0, slices = 0, machines = 1;
-  if (etch__ui_query(t->db,
+  if (etch__query_run(t->db,
                      "SELECT CAST(coalesce(min(start_ts), 0) AS BIGINT),"
                      " CAST(coalesce(max(end_ts), 0) AS BIGINT),"
                      " (SELECT count(*) FROM slice_data),"
@@ -272,7 +272,7 @@ static int api_trace(req *r) {
           (long long)start, (long long)end, (long long)slices,
           (long long)t->flows, (long long)machines,
           t->imported ? "true" : "false");
-  int rc = etch__ui_query(t->db, kRowsSql, NULL, 0, &q);
+  int rc = etch__query_run(t->db, kRowsSql, NULL, 0, &q);
   for (size_t i = 0; !rc && etch__res_next(&q); i++) {
     fprintf(o, "%s{\"track\":%lld,\"name\":", i ? "," : "",
             (long long)etch__res_i64(&q, 0));
@@ -312,7 +312,7 @@ static int api_trace(req *r) {
   /* Data loss where it happened: the SDK's etch.dropped_events marks. */
   fputs("],\"loss\":[", o);
   if (!rc)
-    rc = etch__ui_query(
+    rc = etch__query_run(
         t->db,
         "SELECT s.ts, s.track_id, CAST(coalesce(max(a.int_value), 0) AS BIGINT)"
         " FROM slice s LEFT JOIN args a ON a.arg_set_id = s.arg_set_id"
@@ -327,7 +327,7 @@ static int api_trace(req *r) {
   /* And the trace's own data-loss counts (not placed in time). */
   fputs("],\"loss_stats\":[", o);
   if (!rc)
-    rc = etch__ui_query(t->db,
+    rc = etch__query_run(t->db,
                         "SELECT name, value, coalesce(description, '') FROM stats"
                         " WHERE severity = 'data_loss' AND value != 0"
                         " ORDER BY name",
@@ -466,7 +466,7 @@ static int tile_with(req *r, int64_t *tracks, int64_t *counters) {
     if (etch__ui_lod_build_named(t->db, t->names, 0, t->max_dur, &t->lod))
       return db_fail(r);
     etch__res q;
-    if (etch__ui_query(t->db,
+    if (etch__query_run(t->db,
                        "SELECT CAST(coalesce(min(start_ts), 0) AS BIGINT),"
                        " CAST(coalesce(max(end_ts), 0) AS BIGINT) + 1"
                        " FROM trace_bounds",
@@ -583,9 +583,9 @@ static int tile_with(req *r, int64_t *tracks, int64_t *counters) {
       sql = NULL;
     free(in);
     if (!sql) return fail(r, 500, "out of memory");
-    etch__ui_bind b[] = {{.i = start}, {.i = end}, {.i = p}};
+    etch__sql_arg b[] = {{.i = start}, {.i = end}, {.i = p}};
     etch__res q;
-    rc = etch__ui_query(t->db, sql, b, 3, &q);
+    rc = etch__query_run(t->db, sql, b, 3, &q);
     free(sql);
     for (size_t i = 0; !rc && etch__res_next(&q); i++)
       fprintf(o, "%s[%lld,%lld,%.17g,%.17g,%.17g]", i ? "," : "",
@@ -619,9 +619,9 @@ static int api_flows(req *r) {
     fputs("{\"flows\":[]}", r->out);
     return 200;
   }
-  etch__ui_bind b[] = {{.i = start}, {.i = end}};
+  etch__sql_arg b[] = {{.i = start}, {.i = end}};
   etch__res q;
-  if (etch__ui_query(
+  if (etch__query_run(
           t->db,
           "SELECT a.track_id, a.depth, a.ts + greatest(a.dur, 0), a.id,"
           " b.track_id, b.depth, b.ts, b.id"
@@ -663,9 +663,9 @@ static int api_slice(req *r) {
   bool bad = false;
   if (!arg_i64(r, "slice", 0, &id, &bad) || bad)
     return fail(r, 400, "slice is a slice id");
-  etch__ui_bind b[] = {{.i = id}};
+  etch__sql_arg b[] = {{.i = id}};
   etch__res q;
-  if (etch__ui_query(
+  if (etch__query_run(
           t->db,
           "SELECT s.id, s.ts, s.dur, coalesce(s.self_dur, 0), s.depth,"
           " s.track_id, s.category, s.name, coalesce(s.arg_set_id, -1),"
@@ -712,9 +712,9 @@ static int api_slice(req *r) {
           (long long)etch__res_i64(&q, 14));
   int rc = etch__res_close(&q);
   fputs(",\"args\":[", o);
-  etch__ui_bind ab[] = {{.i = arg_set}};
+  etch__sql_arg ab[] = {{.i = arg_set}};
   if (!rc && arg_set >= 0)
-    rc = etch__ui_query(t->db,
+    rc = etch__query_run(t->db,
                         "SELECT key, display_value FROM args"
                         " WHERE arg_set_id = $1 ORDER BY id",
                         ab, 1, &q);
@@ -738,7 +738,7 @@ static int api_slice(req *r) {
   static const char *const kKey[] = {"flows_in", "flows_out"};
   for (int k = 0; k < 2 && !rc; k++) {
     fprintf(o, "],\"%s\":[", kKey[k]);
-    rc = etch__ui_query(t->db, kFlow[k], b, 1, &q);
+    rc = etch__query_run(t->db, kFlow[k], b, 1, &q);
     for (size_t i = 0; !rc && etch__res_next(&q); i++) {
       if (i) fputc(',', o);
       slice_link(o, &q);
@@ -765,9 +765,9 @@ static int api_search(req *r) {
   const char *q0 = r->get(r->ctx, "q");
   if (!q0 || !*q0) return fail(r, 400, "q is the text to find");
   if (strlen(q0) > 1000) return fail(r, 400, "q is too long");
-  etch__ui_bind b[] = {{.s = q0}, {.i = MAX_MATCHES}};
+  etch__sql_arg b[] = {{.s = q0}, {.i = MAX_MATCHES}};
   etch__res q;
-  if (etch__ui_query(t->db,
+  if (etch__query_run(t->db,
                      "SELECT id, ts, track_id, depth, name,"
                      " count(*) OVER () FROM slice"
                      " WHERE contains(lower(name), lower($1))"
@@ -795,10 +795,10 @@ static int api_range(req *r) {
   bool have_end = arg_i64(r, "end", 0, &end, &bad);
   if (!have_start || !have_end || bad || end <= start)
     return fail(r, 400, "start and end (start < end) are integers");
-  etch__ui_bind b[] = {{.i = start}, {.i = end}};
+  etch__sql_arg b[] = {{.i = start}, {.i = end}};
   etch__res q;
   /* Slices wholly inside the range, durations whole. */
-  if (etch__ui_query(t->db,
+  if (etch__query_run(t->db,
                      "SELECT coalesce(name, ''), count(*), sum(dur),"
                      " sum(coalesce(self_dur, 0)), min(dur), avg(dur),"
                      " max(dur) FROM slice"

@@ -334,7 +334,7 @@ int etch__ui_open(etch__ui *ui, etch__ui_trace *t) {
   t->db = db;
   t->max_dur = etch__ui_max_dur(db);
   etch__res r;
-  if (etch__ui_query(db,
+  if (etch__query_run(db,
                      "SELECT (SELECT count(*) FROM slice_data),"
                      " (SELECT count(*) FROM flow)",
                      NULL, 0, &r) == ETCH_OK) {

@@ -210,7 +210,7 @@ int etch__ui_flame_until(etch__db *db, int64_t start, int64_t end,
            utid >= 0 ? (range ? " AND track_id IN (SELECT id FROM track WHERE utid = $3)"
                               : "track_id IN (SELECT id FROM track WHERE utid = $3)")
                      : "");
-  etch__ui_bind b[3] = {{.i = end}, {.i = start}, {.i = utid}};
+  etch__sql_arg b[3] = {{.i = end}, {.i = start}, {.i = utid}};
   size_t nb = utid >= 0 ? 3 : range ? 2 : 0;
   /* Parameters must be numbered from 1 and all used: without a range
    * $1 and $2 still appear when utid is given. */
@@ -220,7 +220,7 @@ int etch__ui_flame_until(etch__db *db, int64_t start, int64_t end,
              "(SELECT id FROM track WHERE utid = $3)");
   etch__res r;
   int64_t maxid = 0;
-  int rc = etch__ui_query(
+  int rc = etch__query_run(
       db, "SELECT CAST(coalesce(max(id), 0) AS BIGINT) FROM slice_data", NULL,
       0, &r);
   if (rc) return rc;
@@ -250,7 +250,7 @@ int etch__ui_flame_until(etch__db *db, int64_t start, int64_t end,
   snprintf(sql, sizeof sql,
            "SELECT id, parent_id, %s, key_id FROM slice_data %s",
            range ? "least(ts + dur, $1) - greatest(ts, $2)" : "dur", where);
-  rc = etch__ui_query(db, sql, b, nb, &r);
+  rc = etch__query_run(db, sql, b, nb, &r);
   if (!rc) rc = read_slices(&r, maxid, names, unknown, &x, stop);
   if (rc) {
     sel_free(&x);

@@ -75,7 +75,7 @@ int etch__ui_names_load(etch__db *db, bool null_as_empty,
   size_t nk = 0, kcap = 0;
   int64_t maxkey = -1;
   etch__res r;
-  int rc = etch__ui_query(db,
+  int rc = etch__query_run(db,
                           null_as_empty
                               ? "SELECT id, coalesce(name, '') FROM slice_name"
                               : "SELECT id, name FROM slice_name",

@@ -35,7 +35,7 @@ static int id_list(etch__db *db, const char *sql, char **out) {
   FILE *f = open_memstream(out, &len);
   if (!f) return etch__error(ETCH_ENOMEM, "out of memory");
   etch__res r;
-  int rc = etch__ui_query(db, sql, NULL, 0, &r);
+  int rc = etch__query_run(db, sql, NULL, 0, &r);
   for (size_t i = 0; !rc && etch__res_next(&r); i++)
     fprintf(f, "%s%lld", i ? "," : "", (long long)etch__res_i64(&r, 0));
   if (!rc) rc = etch__res_close(&r);
@@ -50,7 +50,7 @@ int etch__ui_report_data(etch__ui *ui, size_t index, int columns, FILE *out) {
   if (rc) return rc;
   int64_t start = 0, end = 0;
   etch__res r;
-  rc = etch__ui_query(t->db,
+  rc = etch__query_run(t->db,
                       "SELECT CAST(coalesce(min(start_ts), 0) AS BIGINT),"
                       " CAST(coalesce(max(end_ts), 0) AS BIGINT) FROM trace_bounds",
                       NULL, 0, &r);

@@ -1,7 +1,6 @@
 /*
  * tiles.c - what the timeline shows of a time window: the slices of some
- * tracks at the screen's resolution, and the one way the ui part runs a
- * query with bound values.
+ * tracks at the screen's resolution.
  *
  * A tile never holds more than about two rectangles per pixel column per
  * depth of a track: a slice at least a pixel wide is its own rectangle
@@ -30,40 +29,6 @@
 #include "base/map.h"
 #include "ui/ui.h"
 
-int etch__ui_query(etch__db *db, const char *sql, const etch__ui_bind *b,
-                   size_t nb, etch__res *res) {
-  memset(res, 0, sizeof *res);
-  duckdb_prepared_statement p = NULL;
-  if (duckdb_prepare(etch__db_con(db), sql, &p) != DuckDBSuccess) {
-    const char *msg = duckdb_prepare_error(p);
-    int rc = etch__error(ETCH_ESQL, "%s", msg ? msg : "SQL error");
-    duckdb_destroy_prepare(&p);
-    return rc;
-  }
-  for (size_t i = 0; i < nb; i++) {
-    duckdb_state st;
-    if (b[i].s)
-      st = duckdb_bind_varchar(p, i + 1, b[i].s);
-    else
-      st = duckdb_bind_int64(p, i + 1, b[i].i);
-    if (st != DuckDBSuccess) {
-      duckdb_destroy_prepare(&p);
-      return etch__error(ETCH_ESQL, "cannot bind parameter %zu", i + 1);
-    }
-  }
-  duckdb_state st = duckdb_execute_prepared_streaming(p, &res->r);
-  duckdb_destroy_prepare(&p);
-  if (st != DuckDBSuccess) {
-    const char *msg = duckdb_result_error(&res->r);
-    int rc = etch__error(ETCH_ESQL, "%s", msg ? msg : "SQL error");
-    duckdb_destroy_result(&res->r);
-    return rc;
-  }
-  res->open = true;
-  res->ncols = duckdb_column_count(&res->r);
-  return ETCH_OK;
-}
-
 /* The duration a slice is drawn with: one still open at the end (-1) lasts
  * to the trace's end. */
 #define DRAWN_DUR                                                          \
@@ -74,7 +39,7 @@ int etch__ui_query(etch__db *db, const char *sql, const etch__ui_bind *b,
 static int64_t trace_end(etch__db *db) {
   etch__res r;
   int64_t e = 0;
-  if (etch__ui_query(db,
+  if (etch__query_run(db,
                      "SELECT CAST(coalesce(max(end_ts), 0) AS BIGINT)"
                      " FROM trace_bounds",
                      NULL, 0, &r) != ETCH_OK)
@@ -92,7 +57,7 @@ int64_t etch__ui_max_dur(etch__db *db) {
   etch__res r;
   int64_t mx = 0, mn = 0;
   bool any = false;
-  if (etch__ui_query(db,
+  if (etch__query_run(db,
                      "SELECT CAST(max(dur) AS BIGINT), CAST(min(dur) AS BIGINT)"
                      " FROM slice_data",
                      NULL, 0, &r) != ETCH_OK)
@@ -107,7 +72,7 @@ int64_t etch__ui_max_dur(etch__db *db) {
   if (mx < 0) mx = 0;
   if (mn >= 0) return mx;
   int64_t open = 0;
-  if (etch__ui_query(db,
+  if (etch__query_run(db,
                      "SELECT CAST(coalesce(max(" DRAWN_DUR "), 0) AS BIGINT)"
                      " FROM slice_data WHERE dur < 0",
                      NULL, 0, &r) != ETCH_OK)
@@ -158,10 +123,10 @@ static int tile_sql(etch__db *db, const int64_t *tracks, size_t n,
   free(in);
   if (len < 0) return etch__error(ETCH_ENOMEM, "out of memory");
   int64_t k0 = (md / px + 2) * px;
-  etch__ui_bind b[] = {{.i = end}, {.i = start}, {.i = md},
+  etch__sql_arg b[] = {{.i = end}, {.i = start}, {.i = md},
                        {.i = px},  {.i = k0},    {.i = tend}};
   etch__res r;
-  int rc = etch__ui_query(db, sql, b, 6, &r);
+  int rc = etch__query_run(db, sql, b, 6, &r);
   free(sql);
   if (rc) return rc;
   size_t cap = 0;
@@ -434,10 +399,10 @@ static int tile_c(etch__db *db, etch__ui_names *names, const int64_t *tracks,
   }
   /* Slices that start up to the longest slice before the window reach it. */
   int64_t from = etch__sat_sub(etch__sat_sub(start, md), 1);
-  etch__ui_bind b[] = {{.i = end}, {.i = from}, {.i = lo}, {.i = hi}};
+  etch__sql_arg b[] = {{.i = end}, {.i = from}, {.i = lo}, {.i = hi}};
   etch__res r;
   if (!rc)
-    rc = etch__ui_query(db,
+    rc = etch__query_run(db,
                         tracks ? "SELECT id, ts, dur, track_id, depth, key_id"
                                  " FROM slice_data WHERE ts < $1 AND ts >= $2"
                                  " AND track_id >= $3 AND track_id <= $4"
@@ -510,8 +475,8 @@ static int tile_any(etch__db *db, etch__ui_names *names, const int64_t *tracks,
   size_t na = 0;
   if (!tracks) {
     etch__res r;
-    etch__ui_bind tb[] = {{.i = etch__sat_sub(start, md)}, {.i = end}};
-    rc = etch__ui_query(db,
+    etch__sql_arg tb[] = {{.i = etch__sat_sub(start, md)}, {.i = end}};
+    rc = etch__query_run(db,
                         "SELECT DISTINCT track_id FROM slice_data"
                         " WHERE ts >= $1 AND ts < $2 ORDER BY 1",
                         tb, 2, &r);
@@ -619,7 +584,7 @@ int64_t etch__ui_lod_resolution(const etch__ui_lod *lod) { return lod->r0; }
 static int trace_window(etch__db *db, int64_t *start, int64_t *end) {
   etch__res r;
   *start = *end = 0;
-  int rc = etch__ui_query(db,
+  int rc = etch__query_run(db,
                           "SELECT CAST(coalesce(min(start_ts), 0) AS BIGINT),"
                           " CAST(coalesce(max(end_ts), 0) AS BIGINT) FROM trace_bounds",
                           NULL, 0, &r);
@@ -916,7 +881,7 @@ int etch__ui_counters_load(etch__db *db, int64_t max_values,
   int64_t n = 0, odd = 0;
   /* NULL or NaN values: min, max and arg_max as DuckDB has them are not
    * worth copying; such a trace keeps the query. */
-  int rc = etch__ui_query(db,
+  int rc = etch__query_run(db,
                           "SELECT count(*), count(*) FILTER (WHERE value IS NULL"
                           " OR isnan(value)) FROM counter",
                           NULL, 0, &r);
@@ -947,7 +912,7 @@ int etch__ui_counters_load(etch__db *db, int64_t max_values,
   double *v = etch__malloc(cap * sizeof *v);
   if (!id || !tr || !ts || !v) rc = etch__error(ETCH_ENOMEM, "out of memory");
   if (!rc)
-    rc = etch__ui_query(db, "SELECT track_id, ts, value, id FROM counter",
+    rc = etch__query_run(db, "SELECT track_id, ts, value, id FROM counter",
                         NULL, 0, &r);
   size_t m = 0;
   if (!rc) {

@@ -33,6 +33,7 @@
 
 #include "base/map.h"
 #include "query/query.h"
+#include "query/run.h"
 
 /* ---- slice names by key (names.c) -------------------------------------------- */
 
@@ -169,14 +170,15 @@ void etch__ui_counters_free(etch__ui_counters *c);
 /* The longest duration a slice is drawn with (open slices: to the end). */
 int64_t etch__ui_max_dur(etch__db *db);
 
-/* A value bound to a query's $N: the string when `s`, else `i`. */
-typedef struct etch__ui_bind {
-  int64_t i;
-  const char *s;
-} etch__ui_bind;
-/* Runs `sql` with $1..$nb bound, as a cursor (etch__res_next...). */
-int etch__ui_query(etch__db *db, const char *sql, const etch__ui_bind *b,
-                   size_t nb, etch__res *res);
+/* The query runner's (query/run.h) older names, which the tests and the
+ * bench call: a value bound to $N (the text when `s`, else `i`), and a
+ * query run as a cursor. */
+typedef etch__sql_arg etch__ui_bind;
+static inline int etch__ui_query(etch__db *db, const char *sql,
+                                 const etch__ui_bind *b, size_t nb,
+                                 etch__res *res) {
+  return etch__query_run(db, sql, b, nb, res);
+}
 void etch__ui_tile_free(etch__ui_tile *t);
 
 /* ---- the app (app.c, api.c) ------------------------------------------------- */
