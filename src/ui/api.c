@@ -258,9 +258,8 @@ static int api_trace(req *r) {
     machines = etch__res_i64(&q, 3);
   }
   if (etch__res_close(&q)) return db_fail(r);
-  char *body = NULL;
-  size_t len = 0;
-  FILE *o = open_memstream(&body, &len);
+  etch__ui_membuf mb;
+  FILE *o = etch__ui_membuf_open(&mb);
   if (!o) return fail(r, 500, "out of memory");
   fprintf(o, "{\"id\":\"%s\",\"name\":", t->id);
   jstr(o, t->name);
@@ -344,13 +343,13 @@ static int api_trace(req *r) {
   }
   if (!rc) rc = etch__res_close(&q);
   fputs("]}", o);
-  fclose(o);
-  if (rc) {
-    free(body);
+  int crc = etch__ui_membuf_close(&mb);
+  if (rc || crc) {
+    etch__ui_membuf_free(&mb);
     return db_fail(r);
   }
-  fwrite(body, 1, len, r->out);
-  free(body);
+  fwrite(mb.v.data, 1, mb.v.len, r->out);
+  etch__ui_membuf_free(&mb);
   /* A big trace's flame graph starts now, behind the page's requests (at
    * the lowest priority), so that it is there by the time it is asked for. */
   if (t->slices >= r->ui->lod_min) etch__ui_flame_ahead(r->ui, t);
@@ -562,31 +561,25 @@ static int tile_with(req *r, int64_t *tracks, int64_t *counters) {
   } else if (nc) {
     /* Per track and pixel column: the first time, min, max and the last
      * value; and the value in force at the window's start. */
-    char *in = NULL, *sql = NULL;
-    size_t inlen = 0;
-    FILE *f = open_memstream(&in, &inlen);
-    if (!f) return fail(r, 500, "out of memory");
-    for (size_t i = 0; i < nc; i++)
-      fprintf(f, "%s%lld", i ? "," : "", (long long)counters[i]);
-    fclose(f);
+    char *in = etch__ui_ids_text(counters, nc);
+    if (!in) return fail(r, 500, "out of memory");
     int64_t p = (int64_t)(ns_per_px < 1 ? 1 : ns_per_px + 0.999999);
-    if (asprintf(&sql,
-                 "SELECT track_id, min(ts), min(value), max(value),"
-                 " arg_max(value, ts) FROM counter WHERE track_id IN (%s)"
-                 " AND ts >= $1 AND ts < $2"
-                 " GROUP BY track_id, CAST(floor((ts - $1) / $3) AS BIGINT)"
-                 " UNION ALL SELECT track_id, max(ts), arg_max(value, ts),"
-                 " arg_max(value, ts), arg_max(value, ts) FROM counter"
-                 " WHERE track_id IN (%s) AND ts < $1 GROUP BY track_id"
-                 " ORDER BY 1, 2",
-                 in, in) < 0)
-      sql = NULL;
-    free(in);
-    if (!sql) return fail(r, 500, "out of memory");
-    etch__sql_arg b[] = {{.i = start}, {.i = end}, {.i = p}};
+    etch__sql_arg b[] = {ETCH__SQL_I64(start), ETCH__SQL_I64(end),
+                         ETCH__SQL_I64(p), ETCH__SQL_STR(in)};
     etch__res q;
-    rc = etch__query_run(t->db, sql, b, 3, &q);
-    free(sql);
+    rc = etch__query_run(
+        t->db,
+        "WITH w AS (SELECT unnest(CAST($4 AS BIGINT[])) AS id)"
+        " SELECT track_id, min(ts), min(value), max(value),"
+        " arg_max(value, ts) FROM counter WHERE track_id IN (SELECT id FROM w)"
+        " AND ts >= $1 AND ts < $2"
+        " GROUP BY track_id, CAST(floor((ts - $1) / $3) AS BIGINT)"
+        " UNION ALL SELECT track_id, max(ts), arg_max(value, ts),"
+        " arg_max(value, ts), arg_max(value, ts) FROM counter"
+        " WHERE track_id IN (SELECT id FROM w) AND ts < $1 GROUP BY track_id"
+        " ORDER BY 1, 2",
+        b, 4, &q);
+    free(in);
     for (size_t i = 0; !rc && etch__res_next(&q); i++)
       fprintf(o, "%s[%lld,%lld,%.17g,%.17g,%.17g]", i ? "," : "",
               (long long)etch__res_i64(&q, 0), (long long)etch__res_i64(&q, 1),
@@ -681,9 +674,8 @@ static int api_slice(req *r) {
     int rc = etch__res_close(&q);
     return rc ? db_fail(r) : fail(r, 404, "no slice %lld", (long long)id);
   }
-  char *body = NULL;
-  size_t len = 0;
-  FILE *o = open_memstream(&body, &len);
+  etch__ui_membuf mb;
+  FILE *o = etch__ui_membuf_open(&mb);
   if (!o) {
     etch__res_close(&q);
     return fail(r, 500, "out of memory");
@@ -746,13 +738,13 @@ static int api_slice(req *r) {
     if (!rc) rc = etch__res_close(&q);
   }
   fputs("]}", o);
-  fclose(o);
-  if (rc) {
-    free(body);
+  int crc = etch__ui_membuf_close(&mb);
+  if (rc || crc) {
+    etch__ui_membuf_free(&mb);
     return db_fail(r);
   }
-  fwrite(body, 1, len, r->out);
-  free(body);
+  fwrite(mb.v.data, 1, mb.v.len, r->out);
+  etch__ui_membuf_free(&mb);
   return 200;
 }
 
@@ -844,23 +836,18 @@ static int api_flame(req *r) {
     fwrite(t->flame, 1, t->flame_len, r->out);
     return 200;
   }
-  char *body = NULL;
-  size_t len = 0;
-  FILE *o = open_memstream(&body, &len);
+  etch__ui_membuf mb;
+  FILE *o = etch__ui_membuf_open(&mb);
   if (!o) return fail(r, 500, "out of memory");
   int rc = etch__ui_flame(t->db, start, end, utid < 0 ? -1 : utid, o);
-  fclose(o);
-  if (rc) {
-    free(body);
+  int crc = etch__ui_membuf_close(&mb);
+  if (rc || crc) {
+    etch__ui_membuf_free(&mb);
     return db_fail(r);
   }
-  fwrite(body, 1, len, r->out);
-  if (whole) {
-    t->flame = body;
-    t->flame_len = len;
-  } else {
-    free(body);
-  }
+  fwrite(mb.v.data, 1, mb.v.len, r->out);
+  if (whole) t->flame = etch__ui_membuf_take(&mb, &t->flame_len);
+  etch__ui_membuf_free(&mb);
   return 200;
 }
 
@@ -1008,23 +995,25 @@ static int api_sql(req *r) {
   if (strcmp(w, "EXPLAIN")) {
     size_t n = strlen(sql);
     while (n && (isspace((unsigned char)sql[n - 1]) || sql[n - 1] == ';')) n--;
-    if (asprintf(&wrapped, "SELECT * FROM (\n%.*s\n) LIMIT %d", (int)n, sql,
-                 MAX_SQL_ROWS + 1) < 0)
-      wrapped = NULL;
+    wrapped = etch__ui_aprintf("SELECT * FROM (\n%.*s\n) LIMIT %d", (int)n,
+                               sql, MAX_SQL_ROWS + 1);
     duckdb_prepared_statement q = NULL;
-    char *body = NULL;
-    size_t blen = 0;
-    FILE *sink = open_memstream(&body, &blen);
+    etch__ui_membuf mb;
+    FILE *sink = wrapped ? etch__ui_membuf_open(&mb) : NULL;
+    if (!sink) {
+      free(wrapped);
+      duckdb_destroy_prepare(&p);
+      return fail(r, 500, "out of memory");
+    }
     req quiet = *r;
-    quiet.out = sink ? sink : r->out;
+    quiet.out = sink;
     /* Where the wrapped text does not prepare the same way, the query runs
      * as it is. */
-    if (wrapped && sink && check_sql(&quiet, t->db, wrapped, &q) == 0) {
+    if (check_sql(&quiet, t->db, wrapped, &q) == 0) {
       duckdb_destroy_prepare(&p);
       p = q;
     }
-    if (sink) fclose(sink);
-    free(body);
+    etch__ui_membuf_free(&mb);
     free(wrapped);
   }
   duckdb_result res;

@@ -168,7 +168,7 @@ int etch__ui_add_path(etch__ui *ui, const char *path) {
       names = g;
       cap = nc;
     }
-    if (asprintf(&names[n], "%s/%s", path, e->d_name) < 0)
+    if (!(names[n] = etch__ui_aprintf("%s/%s", path, e->d_name)))
       rc = etch__error(ETCH_ENOMEM, "out of memory");
     else
       n++;
@@ -372,14 +372,12 @@ static void *ahead_main(void *arg) {
   char *body = NULL;
   size_t len = 0;
   if (etch__db_open_existing(&db, job->path, true) == ETCH_OK) {
-    FILE *f = open_memstream(&body, &len);
+    etch__ui_membuf mb;
+    FILE *f = etch__ui_membuf_open(&mb);
     if (f) {
       int rc = etch__ui_flame_until(db, 0, -1, -1, &job->stop, f);
-      fclose(f);
-      if (rc) {
-        free(body);
-        body = NULL;
-      }
+      if (!etch__ui_membuf_close(&mb) && !rc) body = etch__ui_membuf_take(&mb, &len);
+      etch__ui_membuf_free(&mb);
     }
     etch__db_close(db);
   }

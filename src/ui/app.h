@@ -9,6 +9,7 @@
 #include <stdatomic.h>
 
 #include "ui/store.h"
+#include "ui/str.h"
 #include "ui/ui.h"
 
 typedef struct etch__ui_ahead etch__ui_ahead;

@@ -24,6 +24,7 @@
  */
 #define _GNU_SOURCE
 #include "ui/store.h"
+#include "ui/str.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -341,7 +342,7 @@ bool etch__store_meta_parse(char *buf, int64_t size, int64_t mtime_ns,
           etch__realloc(e->loss, (e->nloss + 1) * sizeof *e->loss);
       if (!g) return false;
       e->loss = g;
-      e->loss[e->nloss].name = strndup(val, (size_t)(vs - val));
+      e->loss[e->nloss].name = etch__ui_strndup(val, (size_t)(vs - val));
       if (!e->loss[e->nloss].name) return false;
       e->loss[e->nloss++].value = v;
     } else {

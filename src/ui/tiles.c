@@ -27,6 +27,7 @@
 
 #include "base/base.h"
 #include "base/map.h"
+#include "ui/str.h"
 #include "ui/ui.h"
 
 /* The duration a slice is drawn with: one still open at the end (-1) lasts
@@ -82,18 +83,6 @@ int64_t etch__ui_max_dur(etch__db *db) {
   return open > mx ? open : mx;
 }
 
-/* "1,2,3": the track list is ours (numbers), never the request's text. */
-static char *id_list(const int64_t *v, size_t n) {
-  char *in = NULL;
-  size_t inlen = 0;
-  FILE *f = open_memstream(&in, &inlen);
-  if (!f) return NULL;
-  for (size_t i = 0; i < n; i++)
-    fprintf(f, "%s%lld", i ? "," : "", (long long)v[i]);
-  fclose(f);
-  return in;
-}
-
 /*
  * The tile as one DuckDB query over the slice view: one scan, one
  * aggregation. A slice at least a pixel wide is a group of its own (keyed
@@ -106,28 +95,27 @@ static char *id_list(const int64_t *v, size_t n) {
 static int tile_sql(etch__db *db, const int64_t *tracks, size_t n,
                     int64_t start, int64_t end, int64_t px, int64_t md,
                     int64_t tend, etch__ui_tile *out) {
-  char *in = id_list(tracks, n);
+  char *in = etch__ui_ids_text(tracks, n);
   if (!in) return etch__error(ETCH_ENOMEM, "out of memory");
-  char *sql = NULL;
-  int len = asprintf(
-      &sql,
+  int64_t k0 = (md / px + 2) * px;
+  etch__sql_arg b[] = {ETCH__SQL_I64(end), ETCH__SQL_I64(start),
+                       ETCH__SQL_I64(md),  ETCH__SQL_I64(px),
+                       ETCH__SQL_I64(k0),  ETCH__SQL_I64(tend),
+                       ETCH__SQL_STR(in)};
+  etch__res r;
+  int rc = etch__query_run(
+      db,
       "WITH v AS (SELECT id, ts, CASE WHEN dur < 0 THEN greatest($6 - ts, 0)"
-      " ELSE dur END AS d, track_id, depth, name"
-      " FROM slice WHERE track_id IN (%s) AND ts < $1 AND ts >= $2 - $3 - 1)"
+      " ELSE dur END AS d, track_id, depth, name FROM slice"
+      " WHERE track_id IN (SELECT unnest(CAST($7 AS BIGINT[])))"
+      " AND ts < $1 AND ts >= $2 - $3 - 1)"
       " SELECT track_id, depth, min(ts), max(ts + d), count(*), min(id),"
       " arg_max(name, d) FROM v WHERE ts + d >= $2"
       " GROUP BY track_id, depth,"
       " CASE WHEN d >= $4 THEN -id ELSE (ts - $2 + $5) // $4 END"
       " ORDER BY 1, 2, 3, 6",
-      in);
+      b, 7, &r);
   free(in);
-  if (len < 0) return etch__error(ETCH_ENOMEM, "out of memory");
-  int64_t k0 = (md / px + 2) * px;
-  etch__sql_arg b[] = {{.i = end}, {.i = start}, {.i = md},
-                       {.i = px},  {.i = k0},    {.i = tend}};
-  etch__res r;
-  int rc = etch__query_run(db, sql, b, 6, &r);
-  free(sql);
   if (rc) return rc;
   size_t cap = 0;
   while (etch__res_next(&r)) {
