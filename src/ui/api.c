@@ -37,9 +37,6 @@ int duckdb_prepared_statement_type(duckdb_prepared_statement p);
 enum { STMT_SELECT = 1, STMT_EXPLAIN = 4 };
 
 enum { MAX_TRACKS = 65536, MAX_SQL_ROWS = 5000, MAX_MATCHES = 1000 };
-/* A trace's counter values are held in memory up to this many (16 bytes
- * each). */
-enum { kCountersInMemory = 4000000 };
 /* How long a request for the whole flame graph waits for the one being
  * computed ahead before computing it itself. 60 ms was tried: asked for
  * right after the first tile it came in 223 - 277 ms, against 173 - 234
@@ -384,63 +381,6 @@ static int window_of(req *r, int64_t *start, int64_t *end, int64_t *px) {
   return 0;
 }
 
-/*
- * A big trace's windows finer than its overview but no finer than a
- * stretch's (the trace in kStretches stretches, each with columns 16 times
- * finer than the overview's): merged from the stretches that hold the
- * slices reaching the window, each built the first time it is needed (a
- * build reads 1/kStretches of the trace, about what the window's own tile
- * would). True when it answered
- * (*st: 0, or an error), false when the window is too fine for them or
- * needs more than kStretchBuilds of them built (the window's own tile
- * answers).
- */
-enum { kStretches = 64, kStretchBuilds = 2 };
-
-static bool fine_tile(etch__ui_trace *t, const int64_t *tracks, size_t nt,
-                      int64_t start, int64_t end, double ns_per_px,
-                      etch__ui_tile *tile, int *st) {
-  *st = 0;
-  _Static_assert(kStretches <= ETCH_ARRAY_SIZE(t->fine), "room for them");
-  int64_t s0 = t->span_start, span = t->span_end - t->span_start;
-  if (span <= 0) return false;
-  int64_t w = (span + kStretches - 1) / kStretches;
-  /* A stretch's columns: 16 times finer than the overview's. */
-  int64_t r0 = etch__ui_lod_resolution(t->lod);
-  int64_t cols = r0 > 0 ? (w * 16 + r0 - 1) / r0 : 1;
-  if (cols < 1) cols = 1;
-  int64_t r1 = (w + cols - 1) / cols; /* a stretch's column, at most */
-  if (ns_per_px < (double)(r1 < 1 ? 1 : r1)) return false;
-  /* Slices that start up to the longest slice before the window reach it. */
-  int64_t from = etch__sat_sub(start, t->max_dur);
-  int64_t k0 = from <= s0 ? 0 : (from - s0) / w;
-  int64_t k1 = end - 1 <= s0 ? 0 : (end - 1 - s0) / w;
-  if (k1 >= kStretches) k1 = kStretches - 1;
-  if (k0 > k1) k0 = k1;
-  /* A window over more stretches not built yet than kStretchBuilds is
-   * answered exactly instead (it reads only the window: 17 - 23 ms of CPU
-   * for 0.088 of the 10 M-event trace, where building its 6 stretches took
-   * 37 ms); narrower windows and pans build them a few at a time. */
-  int64_t unbuilt = 0;
-  for (int64_t k = k0; k <= k1; k++) unbuilt += !t->fine[k];
-  if (unbuilt > kStretchBuilds) return false;
-  etch__ui_lod *use[kStretches];
-  size_t n = 0;
-  for (int64_t k = k0; k <= k1; k++) {
-    if (!t->fine[k]) {
-      int64_t a = s0 + k * w, b = k == kStretches - 1 ? t->span_end : a + w;
-      if (b > t->span_end) b = t->span_end;
-      if (a >= b) continue;
-      if ((*st = etch__ui_lod_build_stretch_named(t->db, t->names, a, b, cols,
-                                                  t->max_dur, &t->fine[k])))
-        return true;
-    }
-    use[n++] = t->fine[k];
-  }
-  *st = etch__ui_lods_tile(use, n, tracks, nt, start, end, ns_per_px, tile);
-  return true;
-}
-
 static int tile_with(req *r, int64_t *tracks, int64_t *counters) {
   int st;
   etch__ui_trace *t = trace_of(r, &st);
@@ -457,48 +397,27 @@ static int tile_with(req *r, int64_t *tracks, int64_t *counters) {
                          ? ((double)end - (double)start) / (double)px
                          : (double)span / (double)px;
   etch__ui_tile tile;
-  /* The names of slices, read once. */
-  if (!t->names && etch__ui_names_load(t->db, false, &t->names))
+  if (etch__ui_trace_tile(r->ui, t, tracks, nt, start, end, ns_per_px, &tile))
     return db_fail(r);
-  /* A big trace's coarse windows come from its overview (tiles.c). */
-  if (!t->lod && t->slices >= r->ui->lod_min) {
-    if (etch__ui_lod_build_named(t->db, t->names, 0, t->max_dur, &t->lod))
-      return db_fail(r);
-    etch__res q;
-    if (etch__query_run(t->db,
-                       "SELECT CAST(coalesce(min(start_ts), 0) AS BIGINT),"
-                       " CAST(coalesce(max(end_ts), 0) AS BIGINT) + 1"
-                       " FROM trace_bounds",
-                       NULL, 0, &q))
-      return db_fail(r);
-    if (etch__res_next(&q)) {
-      t->span_start = etch__res_i64(&q, 0);
-      t->span_end = etch__res_i64(&q, 1);
-    }
-    if (etch__res_close(&q)) return db_fail(r);
-  }
-  if (t->lod && ns_per_px >= (double)etch__ui_lod_resolution(t->lod)) {
-    if (etch__ui_lod_tile(t->lod, tracks, nt, start, end, ns_per_px, &tile))
-      return db_fail(r);
-  } else if (t->lod && fine_tile(t, tracks, nt, start, end, ns_per_px, &tile,
-                                 &st)) {
-    if (st) return db_fail(r);
-  } else if (etch__ui_tile_slices_named(t->db, t->names, tracks, nt, start,
-                                        end, ns_per_px, t->max_dur, &tile)) {
+  etch__ui_counter_row *cr = NULL;
+  size_t ncr = 0;
+  if (nc && etch__ui_trace_counters(t, counters, nc, start, end, ns_per_px,
+                                    &cr, &ncr)) {
+    etch__ui_tile_free(&tile);
     return db_fail(r);
   }
   /* Names once each ("names"), the rectangles naming them by index: a
    * tile of a few thousand rectangles has a few dozen names. */
   FILE *o = r->out;
-  fprintf(o, "{\"ns_per_px\":%.17g,\"names\":[", ns_per_px);
-  etch_u64map seen = {0};
   int64_t *idx = tile.n ? etch__malloc(tile.n * sizeof *idx) : NULL;
-  int64_t nnames = 0;
   if (tile.n && !idx) {
     etch__ui_tile_free(&tile);
-    fputs("]}", o);
-    return 500;
+    free(cr);
+    return db_fail(r);
   }
+  fprintf(o, "{\"ns_per_px\":%.17g,\"names\":[", ns_per_px);
+  etch_u64map seen = {0};
+  int64_t nnames = 0;
   for (size_t i = 0; i < tile.n; i++) {
     const char *nm = tile.rects[i].name ? tile.rects[i].name : "";
     uint64_t h = etch__hash_bytes(nm, strlen(nm), 0);
@@ -539,57 +458,13 @@ static int tile_with(req *r, int64_t *tracks, int64_t *counters) {
   free(idx);
   etch__ui_tile_free(&tile);
   fputs("],\"counters\":[", o);
-  int rc = ETCH_OK;
-  /* The counter values in memory when they are not too many (tiles.c):
-   * the same rows as the query's below. */
-  if (nc && !t->counters_tried) {
-    t->counters_tried = true;
-    if (etch__ui_counters_load(t->db, kCountersInMemory, &t->counters))
-      t->counters = NULL; /* the query answers */
-  }
-  if (nc && t->counters) {
-    int64_t p = (int64_t)(ns_per_px < 1 ? 1 : ns_per_px + 0.999999);
-    etch__ui_counter_row *cr;
-    size_t ncr;
-    rc = etch__ui_counters_tile(t->counters, counters, nc, start, end, p, &cr,
-                                &ncr);
-    for (size_t i = 0; !rc && i < ncr; i++)
-      fprintf(o, "%s[%lld,%lld,%.17g,%.17g,%.17g]", i ? "," : "",
-              (long long)cr[i].track, (long long)cr[i].ts, cr[i].lo, cr[i].hi,
-              cr[i].last);
-    if (!rc) free(cr);
-  } else if (nc) {
-    /* Per track and pixel column: the first time, min, max and the last
-     * value; and the value in force at the window's start. */
-    char *in = etch__ui_ids_text(counters, nc);
-    if (!in) return fail(r, 500, "out of memory");
-    int64_t p = (int64_t)(ns_per_px < 1 ? 1 : ns_per_px + 0.999999);
-    etch__sql_arg b[] = {ETCH__SQL_I64(start), ETCH__SQL_I64(end),
-                         ETCH__SQL_I64(p), ETCH__SQL_STR(in)};
-    etch__res q;
-    rc = etch__query_run(
-        t->db,
-        "WITH w AS (SELECT unnest(CAST($4 AS BIGINT[])) AS id)"
-        " SELECT track_id, min(ts), min(value), max(value),"
-        " arg_max(value, ts) FROM counter WHERE track_id IN (SELECT id FROM w)"
-        " AND ts >= $1 AND ts < $2"
-        " GROUP BY track_id, CAST(floor((ts - $1) / $3) AS BIGINT)"
-        " UNION ALL SELECT track_id, max(ts), arg_max(value, ts),"
-        " arg_max(value, ts), arg_max(value, ts) FROM counter"
-        " WHERE track_id IN (SELECT id FROM w) AND ts < $1 GROUP BY track_id"
-        " ORDER BY 1, 2",
-        b, 4, &q);
-    free(in);
-    for (size_t i = 0; !rc && etch__res_next(&q); i++)
-      fprintf(o, "%s[%lld,%lld,%.17g,%.17g,%.17g]", i ? "," : "",
-              (long long)etch__res_i64(&q, 0), (long long)etch__res_i64(&q, 1),
-              etch__res_f64(&q, 2), etch__res_f64(&q, 3),
-              etch__res_f64(&q, 4));
-    if (!rc) rc = etch__res_close(&q);
-  }
+  for (size_t i = 0; i < ncr; i++)
+    fprintf(o, "%s[%lld,%lld,%.17g,%.17g,%.17g]", i ? "," : "",
+            (long long)cr[i].track, (long long)cr[i].ts, cr[i].lo, cr[i].hi,
+            cr[i].last);
+  free(cr);
   fputs("]}", o);
-  /* The body is half written: the page sees no JSON and says so. */
-  return rc ? 500 : 200;
+  return 200;
 }
 
 /* The track lists' room (MAX_TRACKS each: a report asks for every track

@@ -106,6 +106,10 @@ int etch__ui_tile_slices_named(etch__db *db, etch__ui_names *names,
                                const int64_t *tracks, size_t n, int64_t start,
                                int64_t end, double ns_per_px, int64_t max_dur,
                                etch__ui_tile *out);
+/* The same for every track with slices in the window. */
+int etch__ui_tile_all(etch__db *db, etch__ui_names *names, int64_t start,
+                      int64_t end, double ns_per_px, int64_t max_dur,
+                      etch__ui_tile *out);
 /* The same answer as DuckDB aggregates it over the slice view (what the
  * tile is when slice_data's rows are not in the order the C aggregation
  * needs; the tests' reference). */
@@ -166,6 +170,12 @@ int etch__ui_counters_tile(const etch__ui_counters *c, const int64_t *tracks,
                            size_t n, int64_t start, int64_t end, int64_t p,
                            etch__ui_counter_row **rows, size_t *nrows);
 void etch__ui_counters_free(etch__ui_counters *c);
+
+/* a / b rounded down (b > 0). */
+static inline int64_t etch__ui_floor_div(int64_t a, int64_t b) {
+  int64_t q = a / b;
+  return (a % b != 0 && a < 0) ? q - 1 : q;
+}
 
 /* The longest duration a slice is drawn with (open slices: to the end). */
 int64_t etch__ui_max_dur(etch__db *db);
