@@ -70,6 +70,17 @@ static void jstr(FILE *out, const char *s) {
     etch__json_string(out, s, strlen(s));
 }
 
+/* A text column of the row as JSON, without a copy: its string, or for
+ * NULL "" (`empty`) or null. */
+static void jcol(FILE *o, const etch__res *q, idx_t c, bool empty) {
+  size_t n = 0;
+  const char *s = etch__res_str(q, c, &n);
+  if (s)
+    etch__json_string(o, s, n);
+  else
+    fputs(empty ? "\"\"" : "null", o);
+}
+
 /* An integer argument: true with *v set, or false when it is missing
  * (*v = dflt) ; *bad when it is there but no integer. */
 static bool arg_i64(req *r, const char *key, int64_t dflt, int64_t *v,
@@ -272,36 +283,24 @@ static int api_trace(req *r) {
   for (size_t i = 0; !rc && etch__res_next(&q); i++) {
     fprintf(o, "%s{\"track\":%lld,\"name\":", i ? "," : "",
             (long long)etch__res_i64(&q, 0));
-    char *s = etch__res_strdup(&q, 1);
-    jstr(o, s ? s : "");
-    free(s);
-    s = etch__res_strdup(&q, 2);
+    jcol(o, &q, 1, true);
     fputs(",\"type\":", o);
-    jstr(o, s ? s : "");
-    free(s);
+    jcol(o, &q, 2, true);
     fprintf(o, ",\"utid\":%lld,\"upid\":%lld,\"tid\":%lld,\"pid\":%lld,",
             (long long)etch__res_i64(&q, 3), (long long)etch__res_i64(&q, 4),
             (long long)etch__res_i64(&q, 5), (long long)etch__res_i64(&q, 6));
     fputs("\"process\":", o);
-    s = etch__res_strdup(&q, 7);
-    jstr(o, s ? s : "");
-    free(s);
+    jcol(o, &q, 7, true);
     fputs(",\"thread\":", o);
-    s = etch__res_strdup(&q, 8);
-    jstr(o, s ? s : "");
-    free(s);
+    jcol(o, &q, 8, true);
     fprintf(o, ",\"maxdepth\":%lld,\"count\":%lld,\"lo\":%.17g,\"hi\":%.17g,",
             (long long)etch__res_i64(&q, 9), (long long)etch__res_i64(&q, 10),
             etch__res_f64(&q, 11), etch__res_f64(&q, 12));
     fputs("\"unit\":", o);
-    s = etch__res_strdup(&q, 13);
-    jstr(o, s ? s : "");
-    free(s);
+    jcol(o, &q, 13, true);
     fprintf(o, ",\"machine\":%lld,\"machine_label\":",
             (long long)etch__res_i64(&q, 14));
-    s = etch__res_strdup(&q, 15);
-    jstr(o, s ? s : "");
-    free(s);
+    jcol(o, &q, 15, true);
     fputc('}', o);
   }
   if (!rc) rc = etch__res_close(&q);
@@ -329,14 +328,11 @@ static int api_trace(req *r) {
                         " ORDER BY name",
                         NULL, 0, &q);
   for (size_t i = 0; !rc && etch__res_next(&q); i++) {
-    char *n = etch__res_strdup(&q, 0), *d = etch__res_strdup(&q, 2);
     fprintf(o, "%s[", i ? "," : "");
-    jstr(o, n ? n : "");
+    jcol(o, &q, 0, true);
     fprintf(o, ",%lld,", (long long)etch__res_i64(&q, 1));
-    jstr(o, d ? d : "");
+    jcol(o, &q, 2, true);
     fputc(']', o);
-    free(n);
-    free(d);
   }
   if (!rc) rc = etch__res_close(&q);
   fputs("]}", o);
@@ -381,6 +377,43 @@ static int window_of(req *r, int64_t *start, int64_t *end, int64_t *px) {
   return 0;
 }
 
+/* Each rectangle's name as an index into the tile's distinct names, in
+ * the order first met (*idx, the caller's to free). */
+static int tile_names(const etch__ui_tile *tile, int64_t **idx_out) {
+  *idx_out = NULL;
+  if (!tile->n) return ETCH_OK;
+  int64_t *idx = etch__malloc(tile->n * sizeof *idx);
+  if (!idx) return ETCH_ENOMEM;
+  etch_u64map seen = {0};
+  int64_t nnames = 0;
+  int rc = ETCH_OK;
+  for (size_t i = 0; i < tile->n && !rc; i++) {
+    const char *nm = tile->rects[i].name ? tile->rects[i].name : "";
+    uint64_t h = etch__hash_bytes(nm, strlen(nm), 0);
+    int64_t k;
+    /* A clash of hashes takes the next key. */
+    while (etch__u64map_get(&seen, h, &k)) {
+      const char *other = tile->rects[k].name ? tile->rects[k].name : "";
+      if (!strcmp(other, nm)) break;
+      h++;
+    }
+    if (etch__u64map_get(&seen, h, &k)) {
+      idx[i] = idx[k];
+      continue;
+    }
+    if (!etch__u64map_put(&seen, h, (int64_t)i))
+      rc = etch__error(ETCH_ENOMEM, "out of memory");
+    idx[i] = nnames++;
+  }
+  etch__u64map_free(&seen);
+  if (rc) {
+    free(idx);
+    return rc;
+  }
+  *idx_out = idx;
+  return ETCH_OK;
+}
+
 static int tile_with(req *r, int64_t *tracks, int64_t *counters) {
   int st;
   etch__ui_trace *t = trace_of(r, &st);
@@ -409,35 +442,19 @@ static int tile_with(req *r, int64_t *tracks, int64_t *counters) {
   /* Names once each ("names"), the rectangles naming them by index: a
    * tile of a few thousand rectangles has a few dozen names. */
   FILE *o = r->out;
-  int64_t *idx = tile.n ? etch__malloc(tile.n * sizeof *idx) : NULL;
-  if (tile.n && !idx) {
+  int64_t *idx = NULL;
+  if (tile_names(&tile, &idx)) {
     etch__ui_tile_free(&tile);
     free(cr);
     return db_fail(r);
   }
   fprintf(o, "{\"ns_per_px\":%.17g,\"names\":[", ns_per_px);
-  etch_u64map seen = {0};
-  int64_t nnames = 0;
-  for (size_t i = 0; i < tile.n; i++) {
+  for (size_t i = 0, next = 0; i < tile.n; i++) {
+    if (idx[i] != (int64_t)next) continue; /* named before */
     const char *nm = tile.rects[i].name ? tile.rects[i].name : "";
-    uint64_t h = etch__hash_bytes(nm, strlen(nm), 0);
-    int64_t k;
-    /* A clash of hashes takes the next key. */
-    while (etch__u64map_get(&seen, h, &k)) {
-      const char *other = tile.rects[k].name ? tile.rects[k].name : "";
-      if (!strcmp(other, nm)) break;
-      h++;
-    }
-    if (etch__u64map_get(&seen, h, &k)) {
-      idx[i] = idx[k];
-      continue;
-    }
-    etch__u64map_put(&seen, h, (int64_t)i);
-    idx[i] = nnames++;
-    if (idx[i]) fputc(',', o);
+    if (next++) fputc(',', o);
     jstr(o, nm);
   }
-  etch__u64map_free(&seen);
   fputs("],\"slices\":[", o);
   /* A row at a time into a buffer, numbers by hand: fprintf's seven
    * conversions a rectangle cost more than the tile itself. */
@@ -517,9 +534,7 @@ static void slice_link(FILE *o, etch__res *q) {
   fprintf(o, "{\"id\":%lld,\"ts\":%lld,\"track\":%lld,\"depth\":%lld,\"name\":",
           (long long)etch__res_i64(q, 0), (long long)etch__res_i64(q, 1),
           (long long)etch__res_i64(q, 2), (long long)etch__res_i64(q, 3));
-  char *s = etch__res_strdup(q, 4);
-  jstr(o, s ? s : "");
-  free(s);
+  jcol(o, q, 4, true);
   fputc('}', o);
 }
 
@@ -566,15 +581,11 @@ static int api_slice(req *r) {
                                       "thread"};
   for (idx_t c = 6; c <= 10; c++) {
     if (!kText[c - 6]) continue;
-    char *s = etch__res_strdup(&q, c);
     fprintf(o, ",\"%s\":", kText[c - 6]);
-    jstr(o, s);
-    free(s);
+    jcol(o, &q, c, false);
   }
   fprintf(o, ",\"tid\":%lld,\"process\":", (long long)etch__res_i64(&q, 11));
-  char *s = etch__res_strdup(&q, 12);
-  jstr(o, s);
-  free(s);
+  jcol(o, &q, 12, false);
   fprintf(o, ",\"pid\":%lld,\"parent\":%lld", (long long)etch__res_i64(&q, 13),
           (long long)etch__res_i64(&q, 14));
   int rc = etch__res_close(&q);
@@ -586,14 +597,11 @@ static int api_slice(req *r) {
                         " WHERE arg_set_id = $1 ORDER BY id",
                         ab, 1, &q);
   for (size_t i = 0; !rc && arg_set >= 0 && etch__res_next(&q); i++) {
-    char *k = etch__res_strdup(&q, 0), *v = etch__res_strdup(&q, 1);
     fprintf(o, "%s[", i ? "," : "");
-    jstr(o, k);
+    jcol(o, &q, 0, false);
     fputc(',', o);
-    jstr(o, v);
+    jcol(o, &q, 1, false);
     fputc(']', o);
-    free(k);
-    free(v);
   }
   if (!rc && arg_set >= 0) rc = etch__res_close(&q);
   /* Flow neighbours: the slices a flow leads to and comes from. */
@@ -675,10 +683,8 @@ static int api_range(req *r) {
     return db_fail(r);
   fputs("{\"rows\":[", r->out);
   for (size_t i = 0; etch__res_next(&q); i++) {
-    char *n = etch__res_strdup(&q, 0);
     fprintf(r->out, "%s[", i ? "," : "");
-    jstr(r->out, n ? n : "");
-    free(n);
+    jcol(r->out, &q, 0, true);
     fprintf(r->out, ",%lld,%lld,%lld,%lld,%.17g,%lld]",
             (long long)etch__res_i64(&q, 1), (long long)etch__res_i64(&q, 2),
             (long long)etch__res_i64(&q, 3), (long long)etch__res_i64(&q, 4),

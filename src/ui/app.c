@@ -64,14 +64,21 @@ int etch__ui_set_store(etch__ui *ui, const char *dir) {
   return ETCH_OK;
 }
 
-void etch__ui_set_store_error(etch__ui *ui, const char *msg) {
+int etch__ui_set_store_error(etch__ui *ui, const char *msg) {
   free(ui->store_error);
-  ui->store_error = msg ? etch__strdup(msg) : NULL;
+  ui->store_error = NULL;
+  if (msg && !(ui->store_error = etch__strdup(msg)))
+    return etch__error(ETCH_ENOMEM, "out of memory");
+  return ETCH_OK;
 }
 
-void etch__ui_set_cache_dir(etch__ui *ui, const char *dir) {
+int etch__ui_set_cache_dir(etch__ui *ui, const char *dir) {
   free(ui->cache_dir);
-  ui->cache_dir = dir ? etch__strdup(dir) : NULL;
+  ui->cache_dir = NULL;
+  /* Out of memory is an error, never the default directory instead. */
+  if (dir && !(ui->cache_dir = etch__strdup(dir)))
+    return etch__error(ETCH_ENOMEM, "out of memory");
+  return ETCH_OK;
 }
 
 size_t etch__ui_count(const etch__ui *ui) { return ui->n; }
@@ -331,19 +338,22 @@ int etch__ui_open(etch__ui *ui, etch__ui_trace *t) {
     etch__db_close(db);
     return rc;
   }
+  /* How many slices and flows: a trace whose count is not known is not
+   * opened (no flow would be looked for, no overview made). */
+  int64_t n[2];
+  rc = etch__query_ints(db,
+                        "SELECT (SELECT count(*) FROM slice_data),"
+                        " (SELECT count(*) FROM flow)",
+                        NULL, 0, n, 2);
+  if (rc) {
+    etch__db_close(db);
+    return rc;
+  }
   t->db = db;
   t->max_dur = etch__ui_max_dur(db);
-  etch__res r;
-  if (etch__query_run(db,
-                     "SELECT (SELECT count(*) FROM slice_data),"
-                     " (SELECT count(*) FROM flow)",
-                     NULL, 0, &r) == ETCH_OK) {
-    if (etch__res_next(&r)) {
-      t->slices = etch__res_i64(&r, 0);
-      t->flows = etch__res_i64(&r, 1);
-    }
-    etch__res_close(&r);
-  }
+  t->slices = n[0];
+  t->flows = n[1];
+  ETCH_DCHECK(t->slices >= 0 && t->flows >= 0);
   return ETCH_OK;
 }
 

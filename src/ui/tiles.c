@@ -138,6 +138,11 @@ static int tile_sql(etch__db *db, const int64_t *tracks, size_t n,
     x->id = etch__res_i64(&r, 5);
     x->name = etch__res_strdup(&r, 6);
     x->key = -1;
+    if (!x->name && !etch__res_null(&r, 6)) { /* not copied: no NULL name */
+      out->n--;
+      r.err = etch__error(ETCH_ENOMEM, "out of memory");
+      break;
+    }
   }
   rc = etch__res_close(&r);
   if (rc) etch__ui_tile_free(out);

@@ -206,9 +206,9 @@ int etch__ui_add_path(etch__ui *ui, const char *path);
  * is listed once. NULL: none. */
 int etch__ui_set_store(etch__ui *ui, const char *dir);
 /* Says, in the list, why there is no store (etch__store_dir's error). */
-void etch__ui_set_store_error(etch__ui *ui, const char *msg);
+int etch__ui_set_store_error(etch__ui *ui, const char *msg);
 /* Where the tables are cached (NULL: the query part's default). */
-void etch__ui_set_cache_dir(etch__ui *ui, const char *dir);
+int etch__ui_set_cache_dir(etch__ui *ui, const char *dir);
 size_t etch__ui_count(const etch__ui *ui);
 
 /* The value of a request's argument, or NULL. */
