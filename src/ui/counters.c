@@ -235,6 +235,7 @@ int etch__ui_counters_tile(const etch__ui_counters *c, const int64_t *tracks,
     }
     if (lo == c->ntracks || c->track[lo] != want[w]) continue;
     size_t b = c->begin[lo], e = c->begin[lo + 1];
+    ETCH_DCHECK(b <= e && e <= c->n);
     /* The first value at or after start. */
     size_t a = b, z = e;
     while (a < z) {

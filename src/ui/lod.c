@@ -215,6 +215,7 @@ int etch__ui_lod_tile(const etch__ui_lod *lod, const int64_t *tracks,
   int64_t gcol = 0, glen = 0;   /* its column, its longest part */
   for (size_t ri = 0; ri < lod->nruns; ri++) {
    const lod_run *run = &lod->runs[ri];
+   ETCH_DCHECK(run->begin < run->end && run->end <= lod->n);
    bool wanted = false;
    for (size_t k = 0; k < n && !wanted; k++) wanted = tracks[k] == run->track;
    if (!wanted) continue;

@@ -122,6 +122,7 @@ int etch__ui_names_load(etch__db *db, bool null_as_empty,
   }
   for (size_t i = 0; !rc && i < nk; i++) {
     if (keys[i] < 0) continue;
+    ETCH_DCHECK(idx[i] >= 0 && (size_t)idx[i] < nm->n);
     if (dense)
       nm->of_key[keys[i]] = (int32_t)idx[i];
     else if (!etch__u64map_put(&nm->key_map, (uint64_t)keys[i], idx[i]))

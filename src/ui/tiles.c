@@ -421,6 +421,7 @@ static int tile_c(etch__db *db, etch__ui_names *names, const int64_t *tracks,
         sorted = cmp_ts_id(&l->r[j - 1], &l->r[j]) <= 0;
       if (!sorted) qsort(l->r, l->n, sizeof *l->r, cmp_ts_id);
       for (size_t j = 0; j < l->n; j++) {
+        ETCH_DCHECK(out->n < total);
         etch__ui_rect *x = &out->rects[out->n++];
         *x = l->r[j];
         int64_t ni = etch__ui_names_index(names, x->key);
@@ -432,6 +433,27 @@ static int tile_c(etch__db *db, etch__ui_names *names, const int64_t *tracks,
   out->borrowed = true;
   out->names = etch__ui_names_ref(names);
   return ETCH_OK;
+}
+
+/* What a tile is, checked in a checking build: each rectangle ends at or
+ * after its start and stands for at least one slice, in (track, depth,
+ * start) order. */
+static void tile_check(const etch__ui_tile *t) {
+#ifdef ETCH_DCHECKS
+  for (size_t i = 0; i < t->n; i++) {
+    const etch__ui_rect *x = &t->rects[i];
+    ETCH_DCHECK(x->ts <= x->end && x->count >= 1 && x->depth >= 0);
+    if (i) {
+      const etch__ui_rect *p = &t->rects[i - 1];
+      ETCH_DCHECK(p->track_id < x->track_id ||
+                  (p->track_id == x->track_id &&
+                   (p->depth < x->depth ||
+                    (p->depth == x->depth && p->ts <= x->ts))));
+    }
+  }
+#else
+  (void)t;
+#endif
 }
 
 /* The tile of `tracks` (NULL: every track), names from `names` (NULL: read
@@ -457,6 +479,7 @@ static int tile_any(etch__db *db, etch__ui_names *names, const int64_t *tracks,
     rc = tile_c(db, names, tracks, n, start, end, px, md, tend, out,
                 &unordered);
   etch__ui_names_unref(own);
+  if (!rc && !unordered) tile_check(out);
   if (rc || !unordered) return rc;
   /* DuckDB's answer, for the tracks it has. */
   int64_t *all = NULL;
@@ -492,6 +515,7 @@ static int tile_any(etch__db *db, etch__ui_names *names, const int64_t *tracks,
   }
   rc = n ? tile_sql(db, tracks, n, start, end, px, md, tend, out) : ETCH_OK;
   free(all);
+  if (!rc) tile_check(out);
   return rc;
 }
 
