@@ -159,28 +159,20 @@ int etch__ui_add_path(etch__ui *ui, const char *path) {
                        path);
   DIR *d = opendir(path);
   if (!d) return etch__error(ETCH_EIO, "%s: %s", path, strerror(errno));
-  char **names = NULL;
-  size_t n = 0, cap = 0;
+  etch_vec list = {0};
   int rc = ETCH_OK;
   struct dirent *e;
   while (!rc && (e = readdir(d))) {
     if (e->d_name[0] == '.' || !is_trace_name(e->d_name)) continue;
-    if (n == cap) {
-      size_t nc = cap ? cap * 2 : 16;
-      char **g = etch__realloc(names, nc * sizeof *g);
-      if (!g) {
-        rc = etch__error(ETCH_ENOMEM, "out of memory");
-        break;
-      }
-      names = g;
-      cap = nc;
-    }
-    if (!(names[n] = etch__ui_aprintf("%s/%s", path, e->d_name)))
+    char *full = etch__ui_aprintf("%s/%s", path, e->d_name);
+    if (!full || etch__vec_push(&list, &full, sizeof full)) {
+      free(full);
       rc = etch__error(ETCH_ENOMEM, "out of memory");
-    else
-      n++;
+    }
   }
   closedir(d);
+  char **names = (char **)list.data;
+  size_t n = ETCH__UI_COUNT(&list, char *);
   if (n) qsort(names, n, sizeof *names, cmp_str);
   for (size_t i = 0; i < n; i++) {
     struct stat fb;

@@ -207,22 +207,16 @@ int etch__ui_counters_tile(const etch__ui_counters *c, const int64_t *tracks,
   if (!want) return etch__error(ETCH_ENOMEM, "out of memory");
   memcpy(want, tracks, n * sizeof *want);
   qsort(want, n, sizeof *want, cmp_i64);
-  size_t cap = 0;
-  etch__ui_counter_row *out = NULL;
+  etch_vec out = {0};
   int rc = ETCH_OK;
-#define PUSH(...)                                                        \
-  do {                                                                   \
-    if (*nrows == cap) {                                                 \
-      size_t nc_ = cap ? cap * 2 : 256;                                  \
-      etch__ui_counter_row *g_ = etch__realloc(out, nc_ * sizeof *g_);   \
-      if (!g_) {                                                         \
-        rc = etch__error(ETCH_ENOMEM, "out of memory");                  \
-        goto done;                                                       \
-      }                                                                  \
-      out = g_;                                                          \
-      cap = nc_;                                                         \
-    }                                                                    \
-    out[(*nrows)++] = (etch__ui_counter_row){__VA_ARGS__};               \
+#define PUSH(...)                                                           \
+  do {                                                                      \
+    etch__ui_counter_row *x_ = ETCH__UI_PUSH(&out, etch__ui_counter_row);   \
+    if (!x_) {                                                              \
+      rc = ETCH_ENOMEM;                                                     \
+      goto done;                                                            \
+    }                                                                       \
+    *x_ = (etch__ui_counter_row){__VA_ARGS__};                              \
   } while (0)
   for (size_t w = 0; w < n; w++) {
     if (w && want[w] == want[w - 1]) continue;
@@ -267,10 +261,10 @@ int etch__ui_counters_tile(const etch__ui_counters *c, const int64_t *tracks,
 done:
   free(want);
   if (rc) {
-    free(out);
-    *nrows = 0;
+    free(out.data);
     return rc;
   }
-  *rows = out;
+  *rows = (etch__ui_counter_row *)out.data;
+  *nrows = ETCH__UI_COUNT(&out, etch__ui_counter_row);
   return ETCH_OK;
 }

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "base/base.h"
+#include "ui/str.h"
 #include "ui/ui.h"
 
 /*
@@ -166,23 +167,18 @@ static int lod_build(etch__db *db, etch__ui_names *names, int64_t start,
   lod->rects = t.rects;
   lod->n = t.n;
   /* The runs of a track and depth. */
-  size_t rcap = 0;
+  etch_vec runs = {0};
   for (size_t i = 0; i < t.n && !rc; i++) {
     const etch__ui_rect *x = &t.rects[i];
     lod_run *last = lod->nruns ? &lod->runs[lod->nruns - 1] : NULL;
     if (!last || last->track != x->track_id ||
         t.rects[last->begin].depth != x->depth) {
-      if (lod->nruns == rcap) {
-        size_t nc = rcap ? rcap * 2 : 64;
-        lod_run *g = etch__realloc(lod->runs, nc * sizeof *g);
-        if (!g) {
-          rc = etch__error(ETCH_ENOMEM, "out of memory");
-          break;
-        }
-        lod->runs = g;
-        rcap = nc;
+      if (!(last = ETCH__UI_PUSH(&runs, lod_run))) {
+        rc = ETCH_ENOMEM;
+        break;
       }
-      last = &lod->runs[lod->nruns++];
+      lod->runs = (lod_run *)runs.data;
+      lod->nruns++;
       *last = (lod_run){.track = x->track_id, .begin = i};
     }
     last->end = i + 1;
@@ -210,7 +206,7 @@ int etch__ui_lod_tile(const etch__ui_lod *lod, const int64_t *tracks,
   memset(out, 0, sizeof *out);
   if (!n || end <= start) return ETCH_OK;
   int64_t px = ns_per_px < 1 ? 1 : (int64_t)ceil(ns_per_px);
-  size_t cap = 0;
+  etch_vec v = {0};
   size_t group = SIZE_MAX;      /* the merged rectangle being grown */
   int64_t gcol = 0, glen = 0;   /* its column, its longest part */
   for (size_t ri = 0; ri < lod->nruns; ri++) {
@@ -247,18 +243,14 @@ int etch__ui_lod_tile(const etch__ui_lod *lod, const int64_t *tracks,
         continue;
       }
     }
-    if (out->n == cap) {
-      size_t nc = cap ? cap * 2 : 1024;
-      etch__ui_rect *g = etch__realloc(out->rects, nc * sizeof *g);
-      if (!g) {
-        free(out->rects);
-        memset(out, 0, sizeof *out);
-        return etch__error(ETCH_ENOMEM, "out of memory");
-      }
-      out->rects = g;
-      cap = nc;
+    etch__ui_rect *y = ETCH__UI_PUSH(&v, etch__ui_rect);
+    if (!y) {
+      free(v.data);
+      memset(out, 0, sizeof *out);
+      return ETCH_ENOMEM;
     }
-    out->rects[out->n] = *x;
+    out->rects = (etch__ui_rect *)v.data;
+    *y = *x;
     if (!alone) {
       group = out->n;
       gcol = col;
@@ -277,31 +269,20 @@ int etch__ui_lods_tile(etch__ui_lod *const *lods, size_t nlods,
                        int64_t end, double ns_per_px, etch__ui_tile *out) {
   memset(out, 0, sizeof *out);
   out->borrowed = true;
-  size_t cap = 0;
+  etch_vec v = {0};
   for (size_t i = 0; i < nlods; i++) {
     etch__ui_tile part;
     int rc = etch__ui_lod_tile(lods[i], tracks, n, start, end, ns_per_px, &part);
+    if (!rc && etch__vec_push(&v, part.rects, part.n * sizeof *part.rects))
+      rc = ETCH_ENOMEM;
+    free(part.rects);
     if (rc) {
-      free(out->rects);
+      free(v.data);
       memset(out, 0, sizeof *out);
       return rc;
     }
-    if (out->n + part.n > cap) {
-      size_t nc = cap ? cap : 1024;
-      while (nc < out->n + part.n) nc *= 2;
-      etch__ui_rect *g = etch__realloc(out->rects, nc * sizeof *g);
-      if (!g) {
-        free(part.rects);
-        free(out->rects);
-        memset(out, 0, sizeof *out);
-        return etch__error(ETCH_ENOMEM, "out of memory");
-      }
-      out->rects = g;
-      cap = nc;
-    }
-    if (part.n) memcpy(out->rects + out->n, part.rects, part.n * sizeof *part.rects);
+    out->rects = (etch__ui_rect *)v.data;
     out->n += part.n;
-    free(part.rects);
   }
   if (out->n) qsort(out->rects, out->n, sizeof *out->rects, cmp_rect);
   return ETCH_OK;

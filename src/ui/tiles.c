@@ -117,19 +117,15 @@ static int tile_sql(etch__db *db, const int64_t *tracks, size_t n,
       b, 7, &r);
   free(in);
   if (rc) return rc;
-  size_t cap = 0;
+  etch_vec v = {0};
   while (etch__res_next(&r)) {
-    if (out->n == cap) {
-      size_t nc = cap ? cap * 2 : 256;
-      etch__ui_rect *g = etch__realloc(out->rects, nc * sizeof *g);
-      if (!g) {
-        r.err = etch__error(ETCH_ENOMEM, "out of memory");
-        break;
-      }
-      out->rects = g;
-      cap = nc;
+    etch__ui_rect *x = ETCH__UI_PUSH(&v, etch__ui_rect);
+    if (!x) {
+      r.err = ETCH_ENOMEM;
+      break;
     }
-    etch__ui_rect *x = &out->rects[out->n++];
+    out->rects = (etch__ui_rect *)v.data;
+    out->n++;
     x->track_id = etch__res_i64(&r, 0);
     x->depth = etch__res_i64(&r, 1);
     x->ts = etch__res_i64(&r, 2);
@@ -482,8 +478,7 @@ static int tile_any(etch__db *db, etch__ui_names *names, const int64_t *tracks,
   if (!rc && !unordered) tile_check(out);
   if (rc || !unordered) return rc;
   /* DuckDB's answer, for the tracks it has. */
-  int64_t *all = NULL;
-  size_t na = 0;
+  etch_vec all = {0};
   if (!tracks) {
     etch__res r;
     etch__sql_arg tb[] = {{.i = etch__sat_sub(start, md)}, {.i = end}};
@@ -492,29 +487,23 @@ static int tile_any(etch__db *db, etch__ui_names *names, const int64_t *tracks,
                         " WHERE ts >= $1 AND ts < $2 ORDER BY 1",
                         tb, 2, &r);
     if (rc) return rc;
-    size_t cap = 0;
     while (etch__res_next(&r)) {
-      if (na == cap) {
-        size_t nc = cap ? cap * 2 : 64;
-        int64_t *g = etch__realloc(all, nc * sizeof *g);
-        if (!g) {
-          r.err = etch__error(ETCH_ENOMEM, "out of memory");
-          break;
-        }
-        all = g;
-        cap = nc;
+      int64_t *x = ETCH__UI_PUSH(&all, int64_t);
+      if (!x) {
+        r.err = ETCH_ENOMEM;
+        break;
       }
-      all[na++] = etch__res_i64(&r, 0);
+      *x = etch__res_i64(&r, 0);
     }
     if ((rc = etch__res_close(&r))) {
-      free(all);
+      free(all.data);
       return rc;
     }
-    tracks = all;
-    n = na;
+    tracks = (const int64_t *)all.data;
+    n = ETCH__UI_COUNT(&all, int64_t);
   }
   rc = n ? tile_sql(db, tracks, n, start, end, px, md, tend, out) : ETCH_OK;
-  free(all);
+  free(all.data);
   if (!rc) tile_check(out);
   return rc;
 }
