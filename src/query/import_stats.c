@@ -168,10 +168,11 @@ int etch__importer_stats_data(const etch__importer *imp, int top,
   if (!d->loss) nomem = true;
   for (size_t i = 0; !nomem && i < kStatRows; i++) {
     if (!rows[i].value || !strcmp(rows[i].severity, "info")) continue;
-    d->loss[d->nloss++] = (etch__stats_loss){
-        .name = etch__strdup(rows[i].name),
-        .value = (int64_t)rows[i].value,
-        .description = etch__strdup(rows[i].description)};
+    etch__stats_loss *l = &d->loss[d->nloss++];
+    *l = (etch__stats_loss){.name = etch__strdup(rows[i].name),
+                            .value = (int64_t)rows[i].value,
+                            .description = etch__strdup(rows[i].description)};
+    if (!l->name || !l->description) nomem = true; /* never a "?" instead */
   }
 
   /* etch.dropped_events per track. */

@@ -37,9 +37,6 @@ int duckdb_prepared_statement_type(duckdb_prepared_statement p);
 enum { STMT_SELECT = 1, STMT_EXPLAIN = 4 };
 
 enum { MAX_TRACKS = 65536, MAX_SQL_ROWS = 5000, MAX_MATCHES = 1000 };
-/* A trace's counter values are held in memory up to this many (16 bytes
- * each). */
-enum { kCountersInMemory = 4000000 };
 /* How long a request for the whole flame graph waits for the one being
  * computed ahead before computing it itself. 60 ms was tried: asked for
  * right after the first tile it came in 223 - 277 ms, against 173 - 234
@@ -71,6 +68,17 @@ static void jstr(FILE *out, const char *s) {
     fputs("null", out);
   else
     etch__json_string(out, s, strlen(s));
+}
+
+/* A text column of the row as JSON, without a copy: its string, or for
+ * NULL "" (`empty`) or null. */
+static void jcol(FILE *o, const etch__res *q, idx_t c, bool empty) {
+  size_t n = 0;
+  const char *s = etch__res_str(q, c, &n);
+  if (s)
+    etch__json_string(o, s, n);
+  else
+    fputs(empty ? "\"\"" : "null", o);
 }
 
 /* An integer argument: true with *v set, or false when it is missing
@@ -244,7 +252,7 @@ static int api_trace(req *r) {
   if (!t) return st;
   etch__res q;
   int64_t start = 0, end = 0, slices = 0, machines = 1;
-  if (etch__ui_query(t->db,
+  if (etch__query_run(t->db,
                      "SELECT CAST(coalesce(min(start_ts), 0) AS BIGINT),"
                      " CAST(coalesce(max(end_ts), 0) AS BIGINT),"
                      " (SELECT count(*) FROM slice_data),"
@@ -258,9 +266,8 @@ static int api_trace(req *r) {
     machines = etch__res_i64(&q, 3);
   }
   if (etch__res_close(&q)) return db_fail(r);
-  char *body = NULL;
-  size_t len = 0;
-  FILE *o = open_memstream(&body, &len);
+  etch__ui_membuf mb;
+  FILE *o = etch__ui_membuf_open(&mb);
   if (!o) return fail(r, 500, "out of memory");
   fprintf(o, "{\"id\":\"%s\",\"name\":", t->id);
   jstr(o, t->name);
@@ -272,47 +279,35 @@ static int api_trace(req *r) {
           (long long)start, (long long)end, (long long)slices,
           (long long)t->flows, (long long)machines,
           t->imported ? "true" : "false");
-  int rc = etch__ui_query(t->db, kRowsSql, NULL, 0, &q);
+  int rc = etch__query_run(t->db, kRowsSql, NULL, 0, &q);
   for (size_t i = 0; !rc && etch__res_next(&q); i++) {
     fprintf(o, "%s{\"track\":%lld,\"name\":", i ? "," : "",
             (long long)etch__res_i64(&q, 0));
-    char *s = etch__res_strdup(&q, 1);
-    jstr(o, s ? s : "");
-    free(s);
-    s = etch__res_strdup(&q, 2);
+    jcol(o, &q, 1, true);
     fputs(",\"type\":", o);
-    jstr(o, s ? s : "");
-    free(s);
+    jcol(o, &q, 2, true);
     fprintf(o, ",\"utid\":%lld,\"upid\":%lld,\"tid\":%lld,\"pid\":%lld,",
             (long long)etch__res_i64(&q, 3), (long long)etch__res_i64(&q, 4),
             (long long)etch__res_i64(&q, 5), (long long)etch__res_i64(&q, 6));
     fputs("\"process\":", o);
-    s = etch__res_strdup(&q, 7);
-    jstr(o, s ? s : "");
-    free(s);
+    jcol(o, &q, 7, true);
     fputs(",\"thread\":", o);
-    s = etch__res_strdup(&q, 8);
-    jstr(o, s ? s : "");
-    free(s);
+    jcol(o, &q, 8, true);
     fprintf(o, ",\"maxdepth\":%lld,\"count\":%lld,\"lo\":%.17g,\"hi\":%.17g,",
             (long long)etch__res_i64(&q, 9), (long long)etch__res_i64(&q, 10),
             etch__res_f64(&q, 11), etch__res_f64(&q, 12));
     fputs("\"unit\":", o);
-    s = etch__res_strdup(&q, 13);
-    jstr(o, s ? s : "");
-    free(s);
+    jcol(o, &q, 13, true);
     fprintf(o, ",\"machine\":%lld,\"machine_label\":",
             (long long)etch__res_i64(&q, 14));
-    s = etch__res_strdup(&q, 15);
-    jstr(o, s ? s : "");
-    free(s);
+    jcol(o, &q, 15, true);
     fputc('}', o);
   }
   if (!rc) rc = etch__res_close(&q);
   /* Data loss where it happened: the SDK's etch.dropped_events marks. */
   fputs("],\"loss\":[", o);
   if (!rc)
-    rc = etch__ui_query(
+    rc = etch__query_run(
         t->db,
         "SELECT s.ts, s.track_id, CAST(coalesce(max(a.int_value), 0) AS BIGINT)"
         " FROM slice s LEFT JOIN args a ON a.arg_set_id = s.arg_set_id"
@@ -327,30 +322,27 @@ static int api_trace(req *r) {
   /* And the trace's own data-loss counts (not placed in time). */
   fputs("],\"loss_stats\":[", o);
   if (!rc)
-    rc = etch__ui_query(t->db,
+    rc = etch__query_run(t->db,
                         "SELECT name, value, coalesce(description, '') FROM stats"
                         " WHERE severity = 'data_loss' AND value != 0"
                         " ORDER BY name",
                         NULL, 0, &q);
   for (size_t i = 0; !rc && etch__res_next(&q); i++) {
-    char *n = etch__res_strdup(&q, 0), *d = etch__res_strdup(&q, 2);
     fprintf(o, "%s[", i ? "," : "");
-    jstr(o, n ? n : "");
+    jcol(o, &q, 0, true);
     fprintf(o, ",%lld,", (long long)etch__res_i64(&q, 1));
-    jstr(o, d ? d : "");
+    jcol(o, &q, 2, true);
     fputc(']', o);
-    free(n);
-    free(d);
   }
   if (!rc) rc = etch__res_close(&q);
   fputs("]}", o);
-  fclose(o);
-  if (rc) {
-    free(body);
+  int crc = etch__ui_membuf_close(&mb);
+  if (rc || crc) {
+    etch__ui_membuf_free(&mb);
     return db_fail(r);
   }
-  fwrite(body, 1, len, r->out);
-  free(body);
+  fwrite(mb.v.data, 1, mb.v.len, r->out);
+  etch__ui_membuf_free(&mb);
   /* A big trace's flame graph starts now, behind the page's requests (at
    * the lowest priority), so that it is there by the time it is asked for. */
   if (t->slices >= r->ui->lod_min) etch__ui_flame_ahead(r->ui, t);
@@ -385,61 +377,41 @@ static int window_of(req *r, int64_t *start, int64_t *end, int64_t *px) {
   return 0;
 }
 
-/*
- * A big trace's windows finer than its overview but no finer than a
- * stretch's (the trace in kStretches stretches, each with columns 16 times
- * finer than the overview's): merged from the stretches that hold the
- * slices reaching the window, each built the first time it is needed (a
- * build reads 1/kStretches of the trace, about what the window's own tile
- * would). True when it answered
- * (*st: 0, or an error), false when the window is too fine for them or
- * needs more than kStretchBuilds of them built (the window's own tile
- * answers).
- */
-enum { kStretches = 64, kStretchBuilds = 2 };
-
-static bool fine_tile(etch__ui_trace *t, const int64_t *tracks, size_t nt,
-                      int64_t start, int64_t end, double ns_per_px,
-                      etch__ui_tile *tile, int *st) {
-  *st = 0;
-  _Static_assert(kStretches <= ETCH_ARRAY_SIZE(t->fine), "room for them");
-  int64_t s0 = t->span_start, span = t->span_end - t->span_start;
-  if (span <= 0) return false;
-  int64_t w = (span + kStretches - 1) / kStretches;
-  /* A stretch's columns: 16 times finer than the overview's. */
-  int64_t r0 = etch__ui_lod_resolution(t->lod);
-  int64_t cols = r0 > 0 ? (w * 16 + r0 - 1) / r0 : 1;
-  if (cols < 1) cols = 1;
-  int64_t r1 = (w + cols - 1) / cols; /* a stretch's column, at most */
-  if (ns_per_px < (double)(r1 < 1 ? 1 : r1)) return false;
-  /* Slices that start up to the longest slice before the window reach it. */
-  int64_t from = etch__sat_sub(start, t->max_dur);
-  int64_t k0 = from <= s0 ? 0 : (from - s0) / w;
-  int64_t k1 = end - 1 <= s0 ? 0 : (end - 1 - s0) / w;
-  if (k1 >= kStretches) k1 = kStretches - 1;
-  if (k0 > k1) k0 = k1;
-  /* A window over more stretches not built yet than kStretchBuilds is
-   * answered exactly instead (it reads only the window: 17 - 23 ms of CPU
-   * for 0.088 of the 10 M-event trace, where building its 6 stretches took
-   * 37 ms); narrower windows and pans build them a few at a time. */
-  int64_t unbuilt = 0;
-  for (int64_t k = k0; k <= k1; k++) unbuilt += !t->fine[k];
-  if (unbuilt > kStretchBuilds) return false;
-  etch__ui_lod *use[kStretches];
-  size_t n = 0;
-  for (int64_t k = k0; k <= k1; k++) {
-    if (!t->fine[k]) {
-      int64_t a = s0 + k * w, b = k == kStretches - 1 ? t->span_end : a + w;
-      if (b > t->span_end) b = t->span_end;
-      if (a >= b) continue;
-      if ((*st = etch__ui_lod_build_stretch_named(t->db, t->names, a, b, cols,
-                                                  t->max_dur, &t->fine[k])))
-        return true;
+/* Each rectangle's name as an index into the tile's distinct names, in
+ * the order first met (*idx, the caller's to free). */
+static int tile_names(const etch__ui_tile *tile, int64_t **idx_out) {
+  *idx_out = NULL;
+  if (!tile->n) return ETCH_OK;
+  int64_t *idx = etch__malloc(tile->n * sizeof *idx);
+  if (!idx) return ETCH_ENOMEM;
+  etch_u64map seen = {0};
+  int64_t nnames = 0;
+  int rc = ETCH_OK;
+  for (size_t i = 0; i < tile->n && !rc; i++) {
+    const char *nm = tile->rects[i].name ? tile->rects[i].name : "";
+    uint64_t h = etch__hash_bytes(nm, strlen(nm), 0);
+    int64_t k;
+    /* A clash of hashes takes the next key. */
+    while (etch__u64map_get(&seen, h, &k)) {
+      const char *other = tile->rects[k].name ? tile->rects[k].name : "";
+      if (!strcmp(other, nm)) break;
+      h++;
     }
-    use[n++] = t->fine[k];
+    if (etch__u64map_get(&seen, h, &k)) {
+      idx[i] = idx[k];
+      continue;
+    }
+    if (!etch__u64map_put(&seen, h, (int64_t)i))
+      rc = etch__error(ETCH_ENOMEM, "out of memory");
+    idx[i] = nnames++;
   }
-  *st = etch__ui_lods_tile(use, n, tracks, nt, start, end, ns_per_px, tile);
-  return true;
+  etch__u64map_free(&seen);
+  if (rc) {
+    free(idx);
+    return rc;
+  }
+  *idx_out = idx;
+  return ETCH_OK;
 }
 
 static int tile_with(req *r, int64_t *tracks, int64_t *counters) {
@@ -458,68 +430,31 @@ static int tile_with(req *r, int64_t *tracks, int64_t *counters) {
                          ? ((double)end - (double)start) / (double)px
                          : (double)span / (double)px;
   etch__ui_tile tile;
-  /* The names of slices, read once. */
-  if (!t->names && etch__ui_names_load(t->db, false, &t->names))
+  if (etch__ui_trace_tile(r->ui, t, tracks, nt, start, end, ns_per_px, &tile))
     return db_fail(r);
-  /* A big trace's coarse windows come from its overview (tiles.c). */
-  if (!t->lod && t->slices >= r->ui->lod_min) {
-    if (etch__ui_lod_build_named(t->db, t->names, 0, t->max_dur, &t->lod))
-      return db_fail(r);
-    etch__res q;
-    if (etch__ui_query(t->db,
-                       "SELECT CAST(coalesce(min(start_ts), 0) AS BIGINT),"
-                       " CAST(coalesce(max(end_ts), 0) AS BIGINT) + 1"
-                       " FROM trace_bounds",
-                       NULL, 0, &q))
-      return db_fail(r);
-    if (etch__res_next(&q)) {
-      t->span_start = etch__res_i64(&q, 0);
-      t->span_end = etch__res_i64(&q, 1);
-    }
-    if (etch__res_close(&q)) return db_fail(r);
-  }
-  if (t->lod && ns_per_px >= (double)etch__ui_lod_resolution(t->lod)) {
-    if (etch__ui_lod_tile(t->lod, tracks, nt, start, end, ns_per_px, &tile))
-      return db_fail(r);
-  } else if (t->lod && fine_tile(t, tracks, nt, start, end, ns_per_px, &tile,
-                                 &st)) {
-    if (st) return db_fail(r);
-  } else if (etch__ui_tile_slices_named(t->db, t->names, tracks, nt, start,
-                                        end, ns_per_px, t->max_dur, &tile)) {
+  etch__ui_counter_row *cr = NULL;
+  size_t ncr = 0;
+  if (nc && etch__ui_trace_counters(t, counters, nc, start, end, ns_per_px,
+                                    &cr, &ncr)) {
+    etch__ui_tile_free(&tile);
     return db_fail(r);
   }
   /* Names once each ("names"), the rectangles naming them by index: a
    * tile of a few thousand rectangles has a few dozen names. */
   FILE *o = r->out;
-  fprintf(o, "{\"ns_per_px\":%.17g,\"names\":[", ns_per_px);
-  etch_u64map seen = {0};
-  int64_t *idx = tile.n ? etch__malloc(tile.n * sizeof *idx) : NULL;
-  int64_t nnames = 0;
-  if (tile.n && !idx) {
+  int64_t *idx = NULL;
+  if (tile_names(&tile, &idx)) {
     etch__ui_tile_free(&tile);
-    fputs("]}", o);
-    return 500;
+    free(cr);
+    return db_fail(r);
   }
-  for (size_t i = 0; i < tile.n; i++) {
+  fprintf(o, "{\"ns_per_px\":%.17g,\"names\":[", ns_per_px);
+  for (size_t i = 0, next = 0; i < tile.n; i++) {
+    if (idx[i] != (int64_t)next) continue; /* named before */
     const char *nm = tile.rects[i].name ? tile.rects[i].name : "";
-    uint64_t h = etch__hash_bytes(nm, strlen(nm), 0);
-    int64_t k;
-    /* A clash of hashes takes the next key. */
-    while (etch__u64map_get(&seen, h, &k)) {
-      const char *other = tile.rects[k].name ? tile.rects[k].name : "";
-      if (!strcmp(other, nm)) break;
-      h++;
-    }
-    if (etch__u64map_get(&seen, h, &k)) {
-      idx[i] = idx[k];
-      continue;
-    }
-    etch__u64map_put(&seen, h, (int64_t)i);
-    idx[i] = nnames++;
-    if (idx[i]) fputc(',', o);
+    if (next++) fputc(',', o);
     jstr(o, nm);
   }
-  etch__u64map_free(&seen);
   fputs("],\"slices\":[", o);
   /* A row at a time into a buffer, numbers by hand: fprintf's seven
    * conversions a rectangle cost more than the tile itself. */
@@ -540,63 +475,13 @@ static int tile_with(req *r, int64_t *tracks, int64_t *counters) {
   free(idx);
   etch__ui_tile_free(&tile);
   fputs("],\"counters\":[", o);
-  int rc = ETCH_OK;
-  /* The counter values in memory when they are not too many (tiles.c):
-   * the same rows as the query's below. */
-  if (nc && !t->counters_tried) {
-    t->counters_tried = true;
-    if (etch__ui_counters_load(t->db, kCountersInMemory, &t->counters))
-      t->counters = NULL; /* the query answers */
-  }
-  if (nc && t->counters) {
-    int64_t p = (int64_t)(ns_per_px < 1 ? 1 : ns_per_px + 0.999999);
-    etch__ui_counter_row *cr;
-    size_t ncr;
-    rc = etch__ui_counters_tile(t->counters, counters, nc, start, end, p, &cr,
-                                &ncr);
-    for (size_t i = 0; !rc && i < ncr; i++)
-      fprintf(o, "%s[%lld,%lld,%.17g,%.17g,%.17g]", i ? "," : "",
-              (long long)cr[i].track, (long long)cr[i].ts, cr[i].lo, cr[i].hi,
-              cr[i].last);
-    if (!rc) free(cr);
-  } else if (nc) {
-    /* Per track and pixel column: the first time, min, max and the last
-     * value; and the value in force at the window's start. */
-    char *in = NULL, *sql = NULL;
-    size_t inlen = 0;
-    FILE *f = open_memstream(&in, &inlen);
-    if (!f) return fail(r, 500, "out of memory");
-    for (size_t i = 0; i < nc; i++)
-      fprintf(f, "%s%lld", i ? "," : "", (long long)counters[i]);
-    fclose(f);
-    int64_t p = (int64_t)(ns_per_px < 1 ? 1 : ns_per_px + 0.999999);
-    if (asprintf(&sql,
-                 "SELECT track_id, min(ts), min(value), max(value),"
-                 " arg_max(value, ts) FROM counter WHERE track_id IN (%s)"
-                 " AND ts >= $1 AND ts < $2"
-                 " GROUP BY track_id, CAST(floor((ts - $1) / $3) AS BIGINT)"
-                 " UNION ALL SELECT track_id, max(ts), arg_max(value, ts),"
-                 " arg_max(value, ts), arg_max(value, ts) FROM counter"
-                 " WHERE track_id IN (%s) AND ts < $1 GROUP BY track_id"
-                 " ORDER BY 1, 2",
-                 in, in) < 0)
-      sql = NULL;
-    free(in);
-    if (!sql) return fail(r, 500, "out of memory");
-    etch__ui_bind b[] = {{.i = start}, {.i = end}, {.i = p}};
-    etch__res q;
-    rc = etch__ui_query(t->db, sql, b, 3, &q);
-    free(sql);
-    for (size_t i = 0; !rc && etch__res_next(&q); i++)
-      fprintf(o, "%s[%lld,%lld,%.17g,%.17g,%.17g]", i ? "," : "",
-              (long long)etch__res_i64(&q, 0), (long long)etch__res_i64(&q, 1),
-              etch__res_f64(&q, 2), etch__res_f64(&q, 3),
-              etch__res_f64(&q, 4));
-    if (!rc) rc = etch__res_close(&q);
-  }
+  for (size_t i = 0; i < ncr; i++)
+    fprintf(o, "%s[%lld,%lld,%.17g,%.17g,%.17g]", i ? "," : "",
+            (long long)cr[i].track, (long long)cr[i].ts, cr[i].lo, cr[i].hi,
+            cr[i].last);
+  free(cr);
   fputs("]}", o);
-  /* The body is half written: the page sees no JSON and says so. */
-  return rc ? 500 : 200;
+  return 200;
 }
 
 /* The track lists' room (MAX_TRACKS each: a report asks for every track
@@ -619,9 +504,9 @@ static int api_flows(req *r) {
     fputs("{\"flows\":[]}", r->out);
     return 200;
   }
-  etch__ui_bind b[] = {{.i = start}, {.i = end}};
+  etch__sql_arg b[] = {{.i = start}, {.i = end}};
   etch__res q;
-  if (etch__ui_query(
+  if (etch__query_run(
           t->db,
           "SELECT a.track_id, a.depth, a.ts + greatest(a.dur, 0), a.id,"
           " b.track_id, b.depth, b.ts, b.id"
@@ -649,9 +534,7 @@ static void slice_link(FILE *o, etch__res *q) {
   fprintf(o, "{\"id\":%lld,\"ts\":%lld,\"track\":%lld,\"depth\":%lld,\"name\":",
           (long long)etch__res_i64(q, 0), (long long)etch__res_i64(q, 1),
           (long long)etch__res_i64(q, 2), (long long)etch__res_i64(q, 3));
-  char *s = etch__res_strdup(q, 4);
-  jstr(o, s ? s : "");
-  free(s);
+  jcol(o, q, 4, true);
   fputc('}', o);
 }
 
@@ -663,9 +546,9 @@ static int api_slice(req *r) {
   bool bad = false;
   if (!arg_i64(r, "slice", 0, &id, &bad) || bad)
     return fail(r, 400, "slice is a slice id");
-  etch__ui_bind b[] = {{.i = id}};
+  etch__sql_arg b[] = {{.i = id}};
   etch__res q;
-  if (etch__ui_query(
+  if (etch__query_run(
           t->db,
           "SELECT s.id, s.ts, s.dur, coalesce(s.self_dur, 0), s.depth,"
           " s.track_id, s.category, s.name, coalesce(s.arg_set_id, -1),"
@@ -681,9 +564,8 @@ static int api_slice(req *r) {
     int rc = etch__res_close(&q);
     return rc ? db_fail(r) : fail(r, 404, "no slice %lld", (long long)id);
   }
-  char *body = NULL;
-  size_t len = 0;
-  FILE *o = open_memstream(&body, &len);
+  etch__ui_membuf mb;
+  FILE *o = etch__ui_membuf_open(&mb);
   if (!o) {
     etch__res_close(&q);
     return fail(r, 500, "out of memory");
@@ -699,34 +581,27 @@ static int api_slice(req *r) {
                                       "thread"};
   for (idx_t c = 6; c <= 10; c++) {
     if (!kText[c - 6]) continue;
-    char *s = etch__res_strdup(&q, c);
     fprintf(o, ",\"%s\":", kText[c - 6]);
-    jstr(o, s);
-    free(s);
+    jcol(o, &q, c, false);
   }
   fprintf(o, ",\"tid\":%lld,\"process\":", (long long)etch__res_i64(&q, 11));
-  char *s = etch__res_strdup(&q, 12);
-  jstr(o, s);
-  free(s);
+  jcol(o, &q, 12, false);
   fprintf(o, ",\"pid\":%lld,\"parent\":%lld", (long long)etch__res_i64(&q, 13),
           (long long)etch__res_i64(&q, 14));
   int rc = etch__res_close(&q);
   fputs(",\"args\":[", o);
-  etch__ui_bind ab[] = {{.i = arg_set}};
+  etch__sql_arg ab[] = {{.i = arg_set}};
   if (!rc && arg_set >= 0)
-    rc = etch__ui_query(t->db,
+    rc = etch__query_run(t->db,
                         "SELECT key, display_value FROM args"
                         " WHERE arg_set_id = $1 ORDER BY id",
                         ab, 1, &q);
   for (size_t i = 0; !rc && arg_set >= 0 && etch__res_next(&q); i++) {
-    char *k = etch__res_strdup(&q, 0), *v = etch__res_strdup(&q, 1);
     fprintf(o, "%s[", i ? "," : "");
-    jstr(o, k);
+    jcol(o, &q, 0, false);
     fputc(',', o);
-    jstr(o, v);
+    jcol(o, &q, 1, false);
     fputc(']', o);
-    free(k);
-    free(v);
   }
   if (!rc && arg_set >= 0) rc = etch__res_close(&q);
   /* Flow neighbours: the slices a flow leads to and comes from. */
@@ -738,7 +613,7 @@ static int api_slice(req *r) {
   static const char *const kKey[] = {"flows_in", "flows_out"};
   for (int k = 0; k < 2 && !rc; k++) {
     fprintf(o, "],\"%s\":[", kKey[k]);
-    rc = etch__ui_query(t->db, kFlow[k], b, 1, &q);
+    rc = etch__query_run(t->db, kFlow[k], b, 1, &q);
     for (size_t i = 0; !rc && etch__res_next(&q); i++) {
       if (i) fputc(',', o);
       slice_link(o, &q);
@@ -746,13 +621,13 @@ static int api_slice(req *r) {
     if (!rc) rc = etch__res_close(&q);
   }
   fputs("]}", o);
-  fclose(o);
-  if (rc) {
-    free(body);
+  int crc = etch__ui_membuf_close(&mb);
+  if (rc || crc) {
+    etch__ui_membuf_free(&mb);
     return db_fail(r);
   }
-  fwrite(body, 1, len, r->out);
-  free(body);
+  fwrite(mb.v.data, 1, mb.v.len, r->out);
+  etch__ui_membuf_free(&mb);
   return 200;
 }
 
@@ -765,9 +640,9 @@ static int api_search(req *r) {
   const char *q0 = r->get(r->ctx, "q");
   if (!q0 || !*q0) return fail(r, 400, "q is the text to find");
   if (strlen(q0) > 1000) return fail(r, 400, "q is too long");
-  etch__ui_bind b[] = {{.s = q0}, {.i = MAX_MATCHES}};
+  etch__sql_arg b[] = {{.s = q0}, {.i = MAX_MATCHES}};
   etch__res q;
-  if (etch__ui_query(t->db,
+  if (etch__query_run(t->db,
                      "SELECT id, ts, track_id, depth, name,"
                      " count(*) OVER () FROM slice"
                      " WHERE contains(lower(name), lower($1))"
@@ -795,10 +670,10 @@ static int api_range(req *r) {
   bool have_end = arg_i64(r, "end", 0, &end, &bad);
   if (!have_start || !have_end || bad || end <= start)
     return fail(r, 400, "start and end (start < end) are integers");
-  etch__ui_bind b[] = {{.i = start}, {.i = end}};
+  etch__sql_arg b[] = {{.i = start}, {.i = end}};
   etch__res q;
   /* Slices wholly inside the range, durations whole. */
-  if (etch__ui_query(t->db,
+  if (etch__query_run(t->db,
                      "SELECT coalesce(name, ''), count(*), sum(dur),"
                      " sum(coalesce(self_dur, 0)), min(dur), avg(dur),"
                      " max(dur) FROM slice"
@@ -808,10 +683,8 @@ static int api_range(req *r) {
     return db_fail(r);
   fputs("{\"rows\":[", r->out);
   for (size_t i = 0; etch__res_next(&q); i++) {
-    char *n = etch__res_strdup(&q, 0);
     fprintf(r->out, "%s[", i ? "," : "");
-    jstr(r->out, n ? n : "");
-    free(n);
+    jcol(r->out, &q, 0, true);
     fprintf(r->out, ",%lld,%lld,%lld,%lld,%.17g,%lld]",
             (long long)etch__res_i64(&q, 1), (long long)etch__res_i64(&q, 2),
             (long long)etch__res_i64(&q, 3), (long long)etch__res_i64(&q, 4),
@@ -844,23 +717,18 @@ static int api_flame(req *r) {
     fwrite(t->flame, 1, t->flame_len, r->out);
     return 200;
   }
-  char *body = NULL;
-  size_t len = 0;
-  FILE *o = open_memstream(&body, &len);
+  etch__ui_membuf mb;
+  FILE *o = etch__ui_membuf_open(&mb);
   if (!o) return fail(r, 500, "out of memory");
   int rc = etch__ui_flame(t->db, start, end, utid < 0 ? -1 : utid, o);
-  fclose(o);
-  if (rc) {
-    free(body);
+  int crc = etch__ui_membuf_close(&mb);
+  if (rc || crc) {
+    etch__ui_membuf_free(&mb);
     return db_fail(r);
   }
-  fwrite(body, 1, len, r->out);
-  if (whole) {
-    t->flame = body;
-    t->flame_len = len;
-  } else {
-    free(body);
-  }
+  fwrite(mb.v.data, 1, mb.v.len, r->out);
+  if (whole) t->flame = etch__ui_membuf_take(&mb, &t->flame_len);
+  etch__ui_membuf_free(&mb);
   return 200;
 }
 
@@ -1008,23 +876,25 @@ static int api_sql(req *r) {
   if (strcmp(w, "EXPLAIN")) {
     size_t n = strlen(sql);
     while (n && (isspace((unsigned char)sql[n - 1]) || sql[n - 1] == ';')) n--;
-    if (asprintf(&wrapped, "SELECT * FROM (\n%.*s\n) LIMIT %d", (int)n, sql,
-                 MAX_SQL_ROWS + 1) < 0)
-      wrapped = NULL;
+    wrapped = etch__ui_aprintf("SELECT * FROM (\n%.*s\n) LIMIT %d", (int)n,
+                               sql, MAX_SQL_ROWS + 1);
     duckdb_prepared_statement q = NULL;
-    char *body = NULL;
-    size_t blen = 0;
-    FILE *sink = open_memstream(&body, &blen);
+    etch__ui_membuf mb;
+    FILE *sink = wrapped ? etch__ui_membuf_open(&mb) : NULL;
+    if (!sink) {
+      free(wrapped);
+      duckdb_destroy_prepare(&p);
+      return fail(r, 500, "out of memory");
+    }
     req quiet = *r;
-    quiet.out = sink ? sink : r->out;
+    quiet.out = sink;
     /* Where the wrapped text does not prepare the same way, the query runs
      * as it is. */
-    if (wrapped && sink && check_sql(&quiet, t->db, wrapped, &q) == 0) {
+    if (check_sql(&quiet, t->db, wrapped, &q) == 0) {
       duckdb_destroy_prepare(&p);
       p = q;
     }
-    if (sink) fclose(sink);
-    free(body);
+    etch__ui_membuf_free(&mb);
     free(wrapped);
   }
   duckdb_result res;

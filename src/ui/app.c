@@ -64,14 +64,21 @@ int etch__ui_set_store(etch__ui *ui, const char *dir) {
   return ETCH_OK;
 }
 
-void etch__ui_set_store_error(etch__ui *ui, const char *msg) {
+int etch__ui_set_store_error(etch__ui *ui, const char *msg) {
   free(ui->store_error);
-  ui->store_error = msg ? etch__strdup(msg) : NULL;
+  ui->store_error = NULL;
+  if (msg && !(ui->store_error = etch__strdup(msg)))
+    return etch__error(ETCH_ENOMEM, "out of memory");
+  return ETCH_OK;
 }
 
-void etch__ui_set_cache_dir(etch__ui *ui, const char *dir) {
+int etch__ui_set_cache_dir(etch__ui *ui, const char *dir) {
   free(ui->cache_dir);
-  ui->cache_dir = dir ? etch__strdup(dir) : NULL;
+  ui->cache_dir = NULL;
+  /* Out of memory is an error, never the default directory instead. */
+  if (dir && !(ui->cache_dir = etch__strdup(dir)))
+    return etch__error(ETCH_ENOMEM, "out of memory");
+  return ETCH_OK;
 }
 
 size_t etch__ui_count(const etch__ui *ui) { return ui->n; }
@@ -152,28 +159,20 @@ int etch__ui_add_path(etch__ui *ui, const char *path) {
                        path);
   DIR *d = opendir(path);
   if (!d) return etch__error(ETCH_EIO, "%s: %s", path, strerror(errno));
-  char **names = NULL;
-  size_t n = 0, cap = 0;
+  etch_vec list = {0};
   int rc = ETCH_OK;
   struct dirent *e;
   while (!rc && (e = readdir(d))) {
     if (e->d_name[0] == '.' || !is_trace_name(e->d_name)) continue;
-    if (n == cap) {
-      size_t nc = cap ? cap * 2 : 16;
-      char **g = etch__realloc(names, nc * sizeof *g);
-      if (!g) {
-        rc = etch__error(ETCH_ENOMEM, "out of memory");
-        break;
-      }
-      names = g;
-      cap = nc;
-    }
-    if (asprintf(&names[n], "%s/%s", path, e->d_name) < 0)
+    char *full = etch__ui_aprintf("%s/%s", path, e->d_name);
+    if (!full || etch__vec_push(&list, &full, sizeof full)) {
+      free(full);
       rc = etch__error(ETCH_ENOMEM, "out of memory");
-    else
-      n++;
+    }
   }
   closedir(d);
+  char **names = (char **)list.data;
+  size_t n = ETCH__UI_COUNT(&list, char *);
   if (n) qsort(names, n, sizeof *names, cmp_str);
   for (size_t i = 0; i < n; i++) {
     struct stat fb;
@@ -331,19 +330,22 @@ int etch__ui_open(etch__ui *ui, etch__ui_trace *t) {
     etch__db_close(db);
     return rc;
   }
+  /* How many slices and flows: a trace whose count is not known is not
+   * opened (no flow would be looked for, no overview made). */
+  int64_t n[2];
+  rc = etch__query_ints(db,
+                        "SELECT (SELECT count(*) FROM slice_data),"
+                        " (SELECT count(*) FROM flow)",
+                        NULL, 0, n, 2);
+  if (rc) {
+    etch__db_close(db);
+    return rc;
+  }
   t->db = db;
   t->max_dur = etch__ui_max_dur(db);
-  etch__res r;
-  if (etch__ui_query(db,
-                     "SELECT (SELECT count(*) FROM slice_data),"
-                     " (SELECT count(*) FROM flow)",
-                     NULL, 0, &r) == ETCH_OK) {
-    if (etch__res_next(&r)) {
-      t->slices = etch__res_i64(&r, 0);
-      t->flows = etch__res_i64(&r, 1);
-    }
-    etch__res_close(&r);
-  }
+  t->slices = n[0];
+  t->flows = n[1];
+  ETCH_DCHECK(t->slices >= 0 && t->flows >= 0);
   return ETCH_OK;
 }
 
@@ -372,14 +374,12 @@ static void *ahead_main(void *arg) {
   char *body = NULL;
   size_t len = 0;
   if (etch__db_open_existing(&db, job->path, true) == ETCH_OK) {
-    FILE *f = open_memstream(&body, &len);
+    etch__ui_membuf mb;
+    FILE *f = etch__ui_membuf_open(&mb);
     if (f) {
       int rc = etch__ui_flame_until(db, 0, -1, -1, &job->stop, f);
-      fclose(f);
-      if (rc) {
-        free(body);
-        body = NULL;
-      }
+      if (!etch__ui_membuf_close(&mb) && !rc) body = etch__ui_membuf_take(&mb, &len);
+      etch__ui_membuf_free(&mb);
     }
     etch__db_close(db);
   }

@@ -9,6 +9,7 @@
 #include <stdatomic.h>
 
 #include "ui/store.h"
+#include "ui/str.h"
 #include "ui/ui.h"
 
 typedef struct etch__ui_ahead etch__ui_ahead;
@@ -75,6 +76,22 @@ int etch__ui_store_sync(etch__ui *ui, etch__store_list *out);
 /* t->meta for a trace that is not in the store, computed once per version
  * of the file (and cached on disk: CACHE/meta/HASH). */
 int etch__ui_trace_meta(etch__ui *ui, etch__ui_trace *t);
+
+/*
+ * The tile of the window [start, end) at ns_per_px of the open trace `t`
+ * (window.c): from its overview, its stretches' or the exact tile, as the
+ * window's resolution allows (the overview built the first time a window
+ * needs it).
+ */
+int etch__ui_trace_tile(etch__ui *ui, etch__ui_trace *t,
+                        const int64_t *tracks, size_t nt, int64_t start,
+                        int64_t end, double ns_per_px, etch__ui_tile *out);
+/* Its counters' rows for that window (etch__ui_counters_tile's), from the
+ * values in memory when they are few enough, else by a query; *rows is
+ * the caller's (free). */
+int etch__ui_trace_counters(etch__ui_trace *t, const int64_t *ids, size_t n,
+                            int64_t start, int64_t end, double ns_per_px,
+                            etch__ui_counter_row **rows, size_t *nrows);
 
 /* The trace whose id is `id`, or NULL. */
 etch__ui_trace *etch__ui_find(etch__ui *ui, const char *id);

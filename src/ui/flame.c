@@ -196,80 +196,86 @@ int etch__ui_flame(etch__db *db, int64_t start, int64_t end, int64_t utid,
   return etch__ui_flame_until(db, start, end, utid, NULL, out);
 }
 
-int etch__ui_flame_until(etch__db *db, int64_t start, int64_t end,
-                         int64_t utid, const atomic_bool *stop, FILE *out) {
+/* The selection's query: the slices (id, parent_id, the duration counted,
+ * key_id) of the range (start <= end) and of the thread `utid` (>= 0).
+ * Slices of no time (dur <= 0: instants, and slices still open at the
+ * end) count for nothing: read_slices leaves them out (the duration
+ * counted in a range is > 0 exactly when dur is), which costs DuckDB no
+ * filter and no copy. Parameters are numbered from 1 and all used: without
+ * a range $1 and $2 still appear when utid is given. */
+static const char *selection_sql(bool range, bool thread) {
+  if (range && thread)
+    return "SELECT id, parent_id, least(ts + dur, $1) - greatest(ts, $2),"
+           " key_id FROM slice_data WHERE ts < $1 AND ts + dur > $2"
+           " AND track_id IN (SELECT id FROM track WHERE utid = $3)";
+  if (range)
+    return "SELECT id, parent_id, least(ts + dur, $1) - greatest(ts, $2),"
+           " key_id FROM slice_data WHERE ts < $1 AND ts + dur > $2";
+  if (thread)
+    return "SELECT id, parent_id, dur, key_id FROM slice_data"
+           " WHERE $1 = $1 AND $2 = $2 AND track_id IN"
+           " (SELECT id FROM track WHERE utid = $3)";
+  return "SELECT id, parent_id, dur, key_id FROM slice_data";
+}
+
+/* Step 1: the selection's slices into `x` (arrays by id up to *maxid),
+ * their names in *names (a reference). */
+static int read_selection(etch__db *db, int64_t start, int64_t end,
+                          int64_t utid, const atomic_bool *stop, sel *x,
+                          etch__ui_names **names) {
+  memset(x, 0, sizeof *x);
+  *names = NULL;
   bool range = start <= end;
-  char where[256];
-  /* Slices of no time (dur <= 0: instants, and slices still open at the
-   * end) count for nothing: read_slices leaves them out (the duration
-   * counted in a range is > 0 exactly when dur is), which costs DuckDB no
-   * filter and no copy. */
-  snprintf(where, sizeof where, "%s%s%s",
-           range || utid >= 0 ? "WHERE " : "",
-           range ? "ts < $1 AND ts + dur > $2" : "",
-           utid >= 0 ? (range ? " AND track_id IN (SELECT id FROM track WHERE utid = $3)"
-                              : "track_id IN (SELECT id FROM track WHERE utid = $3)")
-                     : "");
-  etch__ui_bind b[3] = {{.i = end}, {.i = start}, {.i = utid}};
-  size_t nb = utid >= 0 ? 3 : range ? 2 : 0;
-  /* Parameters must be numbered from 1 and all used: without a range
-   * $1 and $2 still appear when utid is given. */
-  if (utid >= 0 && !range)
-    snprintf(where, sizeof where,
-             "WHERE $1 = $1 AND $2 = $2 AND track_id IN "
-             "(SELECT id FROM track WHERE utid = $3)");
-  etch__res r;
   int64_t maxid = 0;
-  int rc = etch__ui_query(
+  int rc = etch__query_ints(
       db, "SELECT CAST(coalesce(max(id), 0) AS BIGINT) FROM slice_data", NULL,
-      0, &r);
+      0, &maxid, 1);
   if (rc) return rc;
-  if (etch__res_next(&r)) maxid = etch__res_i64(&r, 0);
-  if ((rc = etch__res_close(&r))) return rc;
   if (maxid < 0 || maxid >= INT32_MAX ||
       (uint64_t)maxid >= SIZE_MAX / 2 / sizeof(int64_t))
     return etch__error(ETCH_ELIMIT, "slice ids up to %lld", (long long)maxid);
-  etch__ui_names *names = NULL;
-  if ((rc = etch__ui_names_load(db, true, &names))) return rc;
+  if ((rc = etch__ui_names_load(db, true, names))) return rc;
   /* Name indexes: the texts', then one for a key slice_name lacks. */
-  uint32_t nnames = (uint32_t)names->n + 1, unknown = (uint32_t)names->n;
-
+  uint32_t unknown = (uint32_t)(*names)->n;
   /* Zeroed arrays: the pages of ids outside the selection are never
    * touched. */
   size_t nid = (size_t)maxid + 1;
-  sel x = {.par = etch__calloc(nid, sizeof *x.par),
-           .nm = etch__calloc(nid, sizeof *x.nm),
-           .lvl = etch__calloc(nid, sizeof *x.lvl),
-           .dur = etch__calloc(nid, sizeof *x.dur)};
-  if (!x.par || !x.nm || !x.lvl || !x.dur) {
-    sel_free(&x);
-    etch__ui_names_unref(names);
-    return etch__error(ETCH_ENOMEM, "out of memory");
-  }
-  char sql[512];
-  snprintf(sql, sizeof sql,
-           "SELECT id, parent_id, %s, key_id FROM slice_data %s",
-           range ? "least(ts + dur, $1) - greatest(ts, $2)" : "dur", where);
-  rc = etch__ui_query(db, sql, b, nb, &r);
-  if (!rc) rc = read_slices(&r, maxid, names, unknown, &x, stop);
+  x->par = etch__calloc(nid, sizeof *x->par);
+  x->nm = etch__calloc(nid, sizeof *x->nm);
+  x->lvl = etch__calloc(nid, sizeof *x->lvl);
+  x->dur = etch__calloc(nid, sizeof *x->dur);
+  if (!x->par || !x->nm || !x->lvl || !x->dur)
+    rc = etch__error(ETCH_ENOMEM, "out of memory");
+  etch__sql_arg b[3] = {ETCH__SQL_I64(end), ETCH__SQL_I64(start),
+                        ETCH__SQL_I64(utid)};
+  size_t nb = utid >= 0 ? 3 : range ? 2 : 0;
+  etch__res r;
+  if (!rc) rc = etch__query_run(db, selection_sql(range, utid >= 0), b, nb, &r);
+  if (!rc) rc = read_slices(&r, maxid, *names, unknown, x, stop);
   if (rc) {
-    sel_free(&x);
-    etch__ui_names_unref(names);
-    return rc;
+    sel_free(x);
+    etch__ui_names_unref(*names);
+    *names = NULL;
   }
+  return rc;
+}
 
-  /* Levels, in id order (a parent before its children); a parent not in
-   * the selection (open, or outside the thread or the range) makes the
-   * slice a root's child. Then the slices by level, each level in id
-   * order. */
+/* Step 2: each slice's level (a parent not in the selection, open or
+ * outside the thread or the range, makes the slice a root's child), then
+ * the slices by level, each level in id order: level l's are
+ * (*order)[first[l] .. first[l + 1]). */
+static int order_by_level(sel *x, int64_t **first_out, uint32_t **order_out,
+                          size_t *nlevels_out) {
   int64_t *first = NULL;
   size_t nlevels = 0, fcap = 0;
-  for (int64_t id = x.lo; id <= x.hi && !rc; id++) {
-    if (!x.nm[id]) continue;
-    uint32_t p = x.par[id];
-    if (p && !x.nm[p]) x.par[id] = p = 0;
-    uint32_t l = p ? x.lvl[p] + 1 : 0;
-    x.lvl[id] = l;
+  int rc = ETCH_OK;
+  for (int64_t id = x->lo; id <= x->hi && !rc; id++) {
+    if (!x->nm[id]) continue;
+    uint32_t p = x->par[id];
+    if (p && !x->nm[p]) x->par[id] = p = 0;
+    uint32_t l = p ? x->lvl[p] + 1 : 0;
+    ETCH_DCHECK(!p || (int64_t)p < id); /* a parent before its children */
+    x->lvl[id] = l;
     if (l + 2 > fcap) {
       size_t nc = fcap ? fcap * 2 : 64;
       while (nc < l + 2) nc *= 2;
@@ -294,185 +300,233 @@ int etch__ui_flame_until(etch__db *db, int64_t start, int64_t end,
       rc = etch__error(ETCH_ENOMEM, "out of memory");
     } else {
       memcpy(at, first, (nlevels + 1) * sizeof *at);
-      for (int64_t id = x.lo; id <= x.hi; id++)
-        if (x.nm[id]) order[at[x.lvl[id]]++] = (uint32_t)id;
+      for (int64_t id = x->lo; id <= x->hi; id++)
+        if (x->nm[id]) order[at[x->lvl[id]]++] = (uint32_t)id;
     }
     free(at);
   }
-  free(x.lvl);
-  x.lvl = NULL;
+  free(x->lvl);
+  x->lvl = NULL;
+  if (rc) {
+    free(first);
+    free(order);
+    return rc;
+  }
+  *first_out = first;
+  *order_out = order;
+  *nlevels_out = nlevels;
+  return ETCH_OK;
+}
 
-  tree t = {0};
-  if (!rc && new_node(&t, -1, 0) < 0)
-    rc = etch__error(ETCH_ENOMEM, "out of memory");
+/* Step 3: the nodes, level by level (this file's head says how). */
+typedef struct level_maker {
+  tree *t;
+  sel *x;
+  uint32_t nnames;
   /* rank[node]: its index among the parents of the level being made (-1:
    * left out); direct[rank * nnames + name]: the child + 1. */
-  int32_t *rank = NULL, *direct = NULL;
-  size_t rank_cap = 0, direct_cap = 0;
+  int32_t *rank, *direct;
+  size_t rank_cap, direct_cap;
+} level_maker;
+
+/* One level's slices order[from, to) into nodes, their parents the nodes
+ * [parents_from, parents_to); *big: how many of the new nodes are kept. */
+static int make_level(level_maker *m, const uint32_t *order, int64_t from,
+                      int64_t to, size_t parents_from, size_t parents_to,
+                      size_t *big) {
+  tree *t = m->t;
+  sel *x = m->x;
+  /* The ranks of the parents, the previous level's kept nodes. */
+  if (t->len > m->rank_cap) {
+    size_t nc = m->rank_cap ? m->rank_cap : 1024;
+    while (nc < t->len) nc *= 2;
+    int32_t *g = etch__realloc(m->rank, nc * sizeof *g);
+    if (!g) return etch__error(ETCH_ENOMEM, "out of memory");
+    m->rank = g;
+    m->rank_cap = nc;
+  }
+  size_t nparents = 0;
+  for (size_t i = parents_from; i < parents_to; i++)
+    m->rank[i] = t->n[i].small ? -1 : (int32_t)nparents++;
+  size_t made = t->len;
+  uint64_t cells = (uint64_t)nparents * m->nnames;
+  bool use_direct =
+      cells <= kDirectMax && cells <= (uint64_t)(to - from) * 4 + 65536;
+  if (use_direct) {
+    if (cells > m->direct_cap) {
+      free(m->direct);
+      m->direct = etch__malloc(cells * sizeof *m->direct);
+      m->direct_cap = m->direct ? cells : 0;
+      if (!m->direct) return etch__error(ETCH_ENOMEM, "out of memory");
+    }
+    memset(m->direct, 0, cells * sizeof *m->direct);
+  }
+  for (int64_t k = from; k < to; k++) {
+    uint32_t id = order[k];
+    uint32_t p = x->par[id], pn = 0;
+    if (p) {
+      pn = x->nm[p];
+      if (pn == PRUNED || m->rank[pn - 1] < 0) {
+        x->nm[id] = PRUNED;
+        continue;
+      }
+      pn--;
+    }
+    uint32_t name = x->nm[id] - 1;
+    ETCH_DCHECK(name < m->nnames && pn < t->len);
+    int64_t nd;
+    if (use_direct) {
+      int32_t *d = &m->direct[(size_t)m->rank[pn] * m->nnames + name];
+      nd = *d - 1;
+      if (nd < 0) {
+        nd = new_node(t, pn, name);
+        *d = (int32_t)(nd + 1);
+      }
+    } else {
+      nd = child(t, pn, name);
+    }
+    if (nd < 0) return etch__error(ETCH_ENOMEM, "out of memory");
+    t->sum[nd].total += x->dur[id];
+    t->sum[nd].count++;
+    x->nm[id] = (uint32_t)nd + 1;
+  }
+  for (size_t i = made; i < t->len; i++) {
+    t->n[i].total = t->sum[i].total;
+    t->n[i].count = t->sum[i].count;
+  }
+  if (parents_from == 0) { /* the first level: the whole, for `small` */
+    int64_t whole = 0;
+    for (size_t i = 1; i < t->len; i++) whole += t->n[i].total;
+    t->n[0].total = whole; /* set again by sum_self, the same */
+  }
+  *big = 0;
+  for (size_t i = made; i < t->len; i++) {
+    t->n[i].small = t->n[i].total * kMinPart < t->n[0].total;
+    *big += !t->n[i].small;
+  }
+  return ETCH_OK;
+}
+
+static int build_tree(tree *t, sel *x, const int64_t *first,
+                      const uint32_t *order, size_t nlevels, uint32_t nnames,
+                      const atomic_bool *stop) {
+  if (new_node(t, -1, 0) < 0) return etch__error(ETCH_ENOMEM, "out of memory");
+  level_maker m = {.t = t, .x = x, .nnames = nnames};
   size_t parents_from = 0, parents_to = 1; /* the previous level's nodes */
+  int rc = ETCH_OK;
   for (size_t l = 0; l < nlevels && !rc; l++) {
     if (stop && atomic_load_explicit(stop, memory_order_relaxed)) {
       rc = etch__error(ETCH_EINVAL, "the flame graph was no longer wanted");
       break;
     }
-    /* The ranks of the parents, the previous level's kept nodes. */
-    if (t.len > rank_cap) {
-      size_t nc = rank_cap ? rank_cap : 1024;
-      while (nc < t.len) nc *= 2;
-      int32_t *g = etch__realloc(rank, nc * sizeof *g);
-      if (!g) {
-        rc = etch__error(ETCH_ENOMEM, "out of memory");
-        break;
-      }
-      rank = g;
-      rank_cap = nc;
-    }
-    size_t nparents = 0;
-    for (size_t i = parents_from; i < parents_to; i++)
-      rank[i] = t.n[i].small ? -1 : (int32_t)nparents++;
-    size_t made = t.len;
-    int64_t nslices = first[l + 1] - first[l];
-    bool use_direct =
-        (uint64_t)nparents * nnames <= kDirectMax &&
-        (uint64_t)nparents * nnames <= (uint64_t)nslices * 4 + 65536;
-    if (use_direct) {
-      size_t need = nparents * nnames;
-      if (need > direct_cap) {
-        free(direct);
-        direct = etch__malloc(need * sizeof *direct);
-        direct_cap = direct ? need : 0;
-        if (!direct) {
-          rc = etch__error(ETCH_ENOMEM, "out of memory");
-          break;
-        }
-      }
-      memset(direct, 0, need * sizeof *direct);
-    }
-    for (int64_t k = first[l]; k < first[l + 1]; k++) {
-      uint32_t id = order[k];
-      uint32_t p = x.par[id], pn = 0;
-      if (p) {
-        pn = x.nm[p];
-        if (pn == PRUNED || rank[pn - 1] < 0) {
-          x.nm[id] = PRUNED;
-          continue;
-        }
-        pn--;
-      }
-      uint32_t name = x.nm[id] - 1;
-      int64_t nd;
-      if (use_direct) {
-        int32_t *d = &direct[(size_t)rank[pn] * nnames + name];
-        nd = *d - 1;
-        if (nd < 0) {
-          nd = new_node(&t, pn, name);
-          *d = (int32_t)(nd + 1);
-        }
-      } else {
-        nd = child(&t, pn, name);
-      }
-      if (nd < 0) {
-        rc = etch__error(ETCH_ENOMEM, "out of memory");
-        break;
-      }
-      t.sum[nd].total += x.dur[id];
-      t.sum[nd].count++;
-      x.nm[id] = (uint32_t)nd + 1;
-    }
-    if (rc) break;
-    for (size_t i = made; i < t.len; i++) {
-      t.n[i].total = t.sum[i].total;
-      t.n[i].count = t.sum[i].count;
-    }
-    if (l == 0) {
-      int64_t whole = 0;
-      for (size_t i = 1; i < t.len; i++) whole += t.n[i].total;
-      t.n[0].total = whole; /* set again below, the same */
-    }
-    size_t big = 0;
-    for (size_t i = made; i < t.len; i++) {
-      t.n[i].small = t.n[i].total * kMinPart < t.n[0].total;
-      big += !t.n[i].small;
-    }
+    size_t made = t->len, big = 0;
+    rc = make_level(&m, order, first[l], first[l + 1], parents_from,
+                    parents_to, &big);
     /* Every node of this level is left out: so is everything below. */
-    if (!big) break;
+    if (rc || !big) break;
     parents_from = made;
-    parents_to = t.len;
+    parents_to = t->len;
   }
-  free(rank);
-  free(direct);
+  free(m.rank);
+  free(m.direct);
+  return rc;
+}
+
+/* Step 4: each node's self time, the root's total. */
+static void sum_self(tree *t) {
+  t->n[0].total = 0;
+  for (size_t i = 1; i < t->len; i++) {
+    t->n[i].self += t->n[i].total;
+    if (t->n[i].parent > 0) t->n[t->n[i].parent].self -= t->n[i].total;
+    else t->n[0].total += t->n[i].total;
+  }
+  t->n[0].self = 0;
+}
+
+/*
+ * Step 5: the JSON. Nodes too small to be seen (under 1/kMinPart of the
+ * whole, and so their subtrees) are left out; a node's index is written
+ * anew (a parent comes before its children), and so is its name's (the
+ * names of the nodes kept, in the order first met). `parent` of a node
+ * becomes its new index, or -1 when it is left out.
+ */
+static int write_graph(tree *t, const etch__ui_names *names, uint32_t nnames,
+                       FILE *out) {
+  int64_t *name_out = etch__malloc(nnames * sizeof *name_out);
+  uint32_t *names_kept = etch__malloc(nnames * sizeof *names_kept);
+  etch__ui_membuf nodes;
+  FILE *nf = name_out && names_kept ? etch__ui_membuf_open(&nodes) : NULL;
+  if (!nf) {
+    free(name_out);
+    free(names_kept);
+    return etch__error(ETCH_ENOMEM, "out of memory");
+  }
+  for (uint32_t i = 0; i < nnames; i++) name_out[i] = -1;
+  uint32_t nkept_names = 0;
+  int64_t kept = 0, dropped = 0;
+  for (size_t i = 0; i < t->len; i++) {
+    int64_t p = t->n[i].parent;
+    int64_t np = p >= 0 ? t->n[p].parent : -1; /* p's new index */
+    bool keep =
+        i == 0 || (np >= 0 && t->n[i].total * kMinPart >= t->n[0].total);
+    if (!keep) {
+      dropped++;
+      t->n[i].parent = -1;
+      continue;
+    }
+    int64_t ni = -1;
+    if (i) {
+      uint32_t nm = t->n[i].name;
+      ETCH_DCHECK(nm < nnames);
+      if (name_out[nm] < 0) {
+        name_out[nm] = nkept_names;
+        names_kept[nkept_names++] = nm;
+      }
+      ni = name_out[nm];
+    }
+    fprintf(nf, "%s[%lld,%lld,%lld,%lld,%lld]", i ? "," : "",
+            (long long)(i ? np : -1), (long long)ni, (long long)t->n[i].total,
+            (long long)t->n[i].self, (long long)t->n[i].count);
+    t->n[i].parent = (int32_t)kept++;
+  }
+  int rc = etch__ui_membuf_close(&nodes);
+  if (!rc) {
+    fputs("{\"names\":[", out);
+    for (uint32_t i = 0; i < nkept_names; i++) {
+      const char *s =
+          names_kept[i] < names->n ? names->text[names_kept[i]] : NULL;
+      if (i) fputc(',', out);
+      etch__json_string(out, s ? s : "", s ? strlen(s) : 0);
+    }
+    fputs("],\"nodes\":[", out);
+    fwrite(nodes.v.data, 1, nodes.v.len, out);
+    fprintf(out, "],\"pruned\":%lld,\"min_part\":%d}", (long long)dropped,
+            kMinPart);
+  }
+  etch__ui_membuf_free(&nodes);
+  free(name_out);
+  free(names_kept);
+  return rc;
+}
+
+int etch__ui_flame_until(etch__db *db, int64_t start, int64_t end,
+                         int64_t utid, const atomic_bool *stop, FILE *out) {
+  sel x;
+  etch__ui_names *names;
+  int rc = read_selection(db, start, end, utid, stop, &x, &names);
+  if (rc) return rc;
+  uint32_t nnames = (uint32_t)names->n + 1; /* and one for a key lacking */
+  int64_t *first = NULL;
+  uint32_t *order = NULL;
+  size_t nlevels = 0;
+  rc = order_by_level(&x, &first, &order, &nlevels);
+  tree t = {0};
+  if (!rc) rc = build_tree(&t, &x, first, order, nlevels, nnames, stop);
   free(first);
   free(order);
   sel_free(&x);
-  if (!rc) {
-    t.n[0].total = 0;
-    for (size_t i = 1; i < t.len; i++) {
-      t.n[i].self += t.n[i].total;
-      if (t.n[i].parent > 0) t.n[t.n[i].parent].self -= t.n[i].total;
-      else t.n[0].total += t.n[i].total;
-    }
-    t.n[0].self = 0;
-  }
-  if (!rc) {
-    /* Nodes too small to be seen (under 1/kMinPart of the whole, and so
-     * their subtrees) are left out; a node's index is written anew (a
-     * parent comes before its children), and so is its name's (the names
-     * of the nodes kept, in the order first met). `parent` of a node
-     * becomes its new index, or -1 when it is left out. */
-    int64_t *name_out = etch__malloc(nnames * sizeof *name_out);
-    uint32_t *names_kept = etch__malloc(nnames * sizeof *names_kept);
-    char *nodes_buf = NULL;
-    size_t nodes_len = 0;
-    FILE *nf = name_out && names_kept ? open_memstream(&nodes_buf, &nodes_len)
-                                      : NULL;
-    if (!nf) {
-      rc = etch__error(ETCH_ENOMEM, "out of memory");
-    } else {
-      for (uint32_t i = 0; i < nnames; i++) name_out[i] = -1;
-      uint32_t nkept_names = 0;
-      int64_t kept = 0, dropped = 0;
-      for (size_t i = 0; i < t.len; i++) {
-        int64_t p = t.n[i].parent;
-        int64_t np = p >= 0 ? t.n[p].parent : -1; /* p's new index */
-        bool keep =
-            i == 0 || (np >= 0 && t.n[i].total * kMinPart >= t.n[0].total);
-        if (!keep) {
-          dropped++;
-          t.n[i].parent = -1;
-          continue;
-        }
-        int64_t ni = -1;
-        if (i) {
-          uint32_t nm = t.n[i].name;
-          if (name_out[nm] < 0) {
-            name_out[nm] = nkept_names;
-            names_kept[nkept_names++] = nm;
-          }
-          ni = name_out[nm];
-        }
-        fprintf(nf, "%s[%lld,%lld,%lld,%lld,%lld]", i ? "," : "",
-                (long long)(i ? np : -1), (long long)ni,
-                (long long)t.n[i].total, (long long)t.n[i].self,
-                (long long)t.n[i].count);
-        t.n[i].parent = (int32_t)kept++;
-      }
-      fclose(nf);
-      fputs("{\"names\":[", out);
-      for (uint32_t i = 0; i < nkept_names; i++) {
-        const char *s = names_kept[i] < names->n ? names->text[names_kept[i]]
-                                                 : NULL;
-        if (i) fputc(',', out);
-        etch__json_string(out, s ? s : "", s ? strlen(s) : 0);
-      }
-      fputs("],\"nodes\":[", out);
-      fwrite(nodes_buf, 1, nodes_len, out);
-      fprintf(out, "],\"pruned\":%lld,\"min_part\":%d}", (long long)dropped,
-              kMinPart);
-    }
-    free(nodes_buf);
-    free(name_out);
-    free(names_kept);
-  }
+  if (!rc) sum_self(&t);
+  if (!rc) rc = write_graph(&t, names, nnames, out);
   etch__ui_names_unref(names);
   free(t.kids);
   free(t.n);

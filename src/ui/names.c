@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "base/base.h"
+#include "ui/str.h"
 #include "ui/ui.h"
 
 /* Keys up to this many times the number of rows (plus some) are looked
@@ -71,11 +72,14 @@ int etch__ui_names_load(etch__db *db, bool null_as_empty,
   etch__ui_names *nm = etch__calloc(1, sizeof *nm);
   if (!nm) return etch__error(ETCH_ENOMEM, "out of memory");
   nm->refs = 1;
-  int64_t *keys = NULL, *idx = NULL;
-  size_t nk = 0, kcap = 0;
+  /* Each row's key and its text's index. */
+  typedef struct key_idx {
+    int64_t key, idx;
+  } key_idx;
+  etch_vec rows = {0};
   int64_t maxkey = -1;
   etch__res r;
-  int rc = etch__ui_query(db,
+  int rc = etch__query_run(db,
                           null_as_empty
                               ? "SELECT id, coalesce(name, '') FROM slice_name"
                               : "SELECT id, name FROM slice_name",
@@ -85,18 +89,6 @@ int etch__ui_names_load(etch__db *db, bool null_as_empty,
     return rc;
   }
   while (etch__res_next(&r)) {
-    if (nk == kcap) {
-      size_t nc = kcap ? kcap * 2 : 256;
-      int64_t *g1 = etch__realloc(keys, nc * sizeof *g1);
-      if (g1) keys = g1;
-      int64_t *g2 = g1 ? etch__realloc(idx, nc * sizeof *g2) : NULL;
-      if (!g2) {
-        r.err = etch__error(ETCH_ENOMEM, "out of memory");
-        break;
-      }
-      idx = g2;
-      kcap = nc;
-    }
     size_t len = 0;
     const char *s = etch__res_str(&r, 1, &len);
     int64_t k = intern(nm, s, len);
@@ -104,11 +96,17 @@ int etch__ui_names_load(etch__db *db, bool null_as_empty,
       r.err = etch__error(ETCH_ENOMEM, "out of memory");
       break;
     }
-    keys[nk] = etch__res_i64(&r, 0);
-    idx[nk++] = k;
-    if (keys[nk - 1] > maxkey) maxkey = keys[nk - 1];
+    key_idx *x = ETCH__UI_PUSH(&rows, key_idx);
+    if (!x) {
+      r.err = ETCH_ENOMEM;
+      break;
+    }
+    *x = (key_idx){etch__res_i64(&r, 0), k};
+    if (x->key > maxkey) maxkey = x->key;
   }
   rc = etch__res_close(&r);
+  const key_idx *ki = (const key_idx *)rows.data;
+  size_t nk = ETCH__UI_COUNT(&rows, key_idx);
   /* Keys are the importer's, 1 up: an array unless they are sparse. */
   bool dense = maxkey >= 0 &&
                (uint64_t)maxkey < (uint64_t)nk * kDenseFactor + kDenseSlack;
@@ -121,15 +119,15 @@ int etch__ui_names_load(etch__db *db, bool null_as_empty,
     }
   }
   for (size_t i = 0; !rc && i < nk; i++) {
-    if (keys[i] < 0) continue;
+    if (ki[i].key < 0) continue;
+    ETCH_DCHECK(ki[i].idx >= 0 && (size_t)ki[i].idx < nm->n);
     if (dense)
-      nm->of_key[keys[i]] = (int32_t)idx[i];
-    else if (!etch__u64map_put(&nm->key_map, (uint64_t)keys[i], idx[i]))
+      nm->of_key[ki[i].key] = (int32_t)ki[i].idx;
+    else if (!etch__u64map_put(&nm->key_map, (uint64_t)ki[i].key, ki[i].idx))
       rc = etch__error(ETCH_ENOMEM, "out of memory");
   }
   if (!rc && nm->n > INT32_MAX) rc = etch__error(ETCH_ELIMIT, "too many names");
-  free(keys);
-  free(idx);
+  free(rows.data);
   if (rc) {
     etch__ui_names_unref(nm);
     return rc;

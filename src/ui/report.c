@@ -31,15 +31,20 @@ static const char *kv_get(void *ctx, const char *key) {
 
 /* A comma-separated list of the ids the query returns. */
 static int id_list(etch__db *db, const char *sql, char **out) {
-  size_t len = 0;
-  FILE *f = open_memstream(out, &len);
+  *out = NULL;
+  etch__ui_membuf mb;
+  FILE *f = etch__ui_membuf_open(&mb);
   if (!f) return etch__error(ETCH_ENOMEM, "out of memory");
   etch__res r;
-  int rc = etch__ui_query(db, sql, NULL, 0, &r);
+  int rc = etch__query_run(db, sql, NULL, 0, &r);
   for (size_t i = 0; !rc && etch__res_next(&r); i++)
     fprintf(f, "%s%lld", i ? "," : "", (long long)etch__res_i64(&r, 0));
   if (!rc) rc = etch__res_close(&r);
-  fclose(f);
+  int crc = etch__ui_membuf_close(&mb);
+  if (!rc) rc = crc;
+  size_t len;
+  if (!rc) *out = etch__ui_membuf_take(&mb, &len);
+  etch__ui_membuf_free(&mb);
   return rc;
 }
 
@@ -50,7 +55,7 @@ int etch__ui_report_data(etch__ui *ui, size_t index, int columns, FILE *out) {
   if (rc) return rc;
   int64_t start = 0, end = 0;
   etch__res r;
-  rc = etch__ui_query(t->db,
+  rc = etch__query_run(t->db,
                       "SELECT CAST(coalesce(min(start_ts), 0) AS BIGINT),"
                       " CAST(coalesce(max(end_ts), 0) AS BIGINT) FROM trace_bounds",
                       NULL, 0, &r);
@@ -83,23 +88,28 @@ int etch__ui_report_data(etch__ui *ui, size_t index, int columns, FILE *out) {
                 {"stats", "/api/stats", false}};
   fputs("{", out);
   for (size_t i = 0; !rc && i < ETCH_ARRAY_SIZE(kParts); i++) {
-    char *body = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&body, &len);
+    etch__ui_membuf mb;
+    FILE *f = etch__ui_membuf_open(&mb);
     if (!f) {
       rc = etch__error(ETCH_ENOMEM, "out of memory");
       break;
     }
     int st = etch__ui_api(ui, kParts[i].path, kv_get,
                           kParts[i].window ? &a : &whole, f);
-    fclose(f);
-    if (st != 200) {
-      rc = etch__error(ETCH_EIO, "%s: %.*s", kParts[i].key, (int)len, body);
+    if ((rc = etch__ui_membuf_close(&mb))) {
+      /* the error said */
+    } else if (st != 200) {
+      rc = etch__error(st == 500 && strstr((const char *)mb.v.data,
+                                           "out of memory")
+                           ? ETCH_ENOMEM
+                           : ETCH_EIO,
+                       "%s: %.*s", kParts[i].key, (int)mb.v.len,
+                       (const char *)mb.v.data);
     } else {
       fprintf(out, "%s\"%s\":", i ? "," : "", kParts[i].key);
-      fwrite(body, 1, len, out);
+      fwrite(mb.v.data, 1, mb.v.len, out);
     }
-    free(body);
+    etch__ui_membuf_free(&mb);
   }
   fprintf(out, ",\"columns\":%d}", columns);
   free(tracks);

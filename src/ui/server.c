@@ -25,6 +25,7 @@
 #include <sys/random.h>
 
 #include "base/base.h"
+#include "ui/str.h"
 #include "ui/ui.h"
 
 struct etch__ui_server {
@@ -60,8 +61,8 @@ static enum MHD_Result reply(struct MHD_Connection *c, unsigned status,
 
 static enum MHD_Result reply_text(struct MHD_Connection *c, unsigned status,
                                   const char *msg) {
-  char *body = NULL;
-  if (asprintf(&body, "{\"error\":\"%s\"}\n", msg) < 0) return MHD_NO;
+  char *body = etch__ui_aprintf("{\"error\":\"%s\"}\n", msg);
+  if (!body) return MHD_NO;
   return reply(c, status, "application/json", body, strlen(body));
 }
 
@@ -97,21 +98,27 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c,
   if (!tok) tok = get_arg(c, "token");
   if (!tok || !same_secret(tok, s->token))
     return reply_text(c, 401, "the token etch ui printed is needed");
-  char *body = NULL;
-  size_t len = 0;
-  FILE *out = open_memstream(&body, &len);
-  if (!out) return MHD_NO;
-  if (!strcmp(url, "/")) {
+  etch__ui_membuf mb;
+  FILE *out = etch__ui_membuf_open(&mb);
+  if (!out) return reply_text(c, 500, "out of memory");
+  bool page = !strcmp(url, "/"), api = !strncmp(url, "/api/", 5);
+  int status = 404;
+  if (page) {
     etch__ui_page(out, NULL, 0);
-    fclose(out);
-    return reply(c, 200, "text/html; charset=utf-8", body, len);
+    status = 200;
+  } else if (api) {
+    status = etch__ui_api(s->ui, url, get_arg, c, out);
   }
-  if (!strncmp(url, "/api/", 5)) {
-    int status = etch__ui_api(s->ui, url, get_arg, c, out);
-    fclose(out);
-    return reply(c, (unsigned)status, "application/json", body, len);
+  if (etch__ui_membuf_close(&mb)) {
+    etch__ui_membuf_free(&mb);
+    return reply_text(c, 500, "out of memory");
   }
-  fclose(out);
+  size_t len;
+  char *body = etch__ui_membuf_take(&mb, &len);
+  if (page || api)
+    return reply(c, (unsigned)status,
+                 page ? "text/html; charset=utf-8" : "application/json", body,
+                 len);
   free(body);
   return reply_text(c, 404, "no such page");
 }

@@ -24,6 +24,7 @@
  */
 #define _GNU_SOURCE
 #include "ui/store.h"
+#include "ui/str.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -320,7 +321,7 @@ bool etch__store_meta_parse(char *buf, int64_t size, int64_t mtime_ns,
           etch__realloc(e->loss, (e->nloss + 1) * sizeof *e->loss);
       if (!g) return false;
       e->loss = g;
-      e->loss[e->nloss].name = strndup(val, (size_t)(vs - val));
+      e->loss[e->nloss].name = etch__ui_strndup(val, (size_t)(vs - val));
       if (!e->loss[e->nloss].name) return false;
       e->loss[e->nloss++].value = v;
     } else {
@@ -543,31 +544,25 @@ int etch__store_list_dir(const char *dir, etch__store_list *out) {
     if (errno == ENOENT) return ETCH_OK; /* no trace recorded yet */
     return etch__error(ETCH_EIO, "trace store %s: %s", dir, strerror(errno));
   }
-  size_t cap = 0;
+  etch_vec v = {0};
   int rc = ETCH_OK;
   struct dirent *de;
   while (!rc && (de = readdir(d))) {
     const char *n = de->d_name;
     if (!etch__store_name_ok(n)) continue; /* ".", "..", .meta, dotfiles */
     if (de->d_type == DT_DIR) continue;
-    if (out->n == cap) {
-      size_t nc = cap ? cap * 2 : 64;
-      etch__store_entry *g = etch__realloc(out->e, nc * sizeof *g);
-      if (!g) {
-        rc = ETCH_ENOMEM;
-        break;
-      }
-      out->e = g;
-      cap = nc;
+    etch__store_entry *e = ETCH__UI_PUSH(&v, etch__store_entry);
+    if (!e) {
+      rc = ETCH_ENOMEM;
+      break;
     }
+    out->e = (etch__store_entry *)v.data;
     bool computed;
-    int st = entry_get(dir, n, &out->e[out->n], &computed);
-    if (st == ETCH_ENOTFOUND) { /* removed since readdir, or a directory */
-      etch__store_entry_free(&out->e[out->n]);
-      continue;
-    }
-    if (st) {
-      etch__store_entry_free(&out->e[out->n]);
+    int st = entry_get(dir, n, e, &computed);
+    if (st) { /* ETCH_ENOTFOUND: removed since readdir, or a directory */
+      etch__store_entry_free(e);
+      v.len -= sizeof *e;
+      if (st == ETCH_ENOTFOUND) continue;
       rc = st;
       break;
     }
@@ -624,7 +619,8 @@ int etch__store_list_abandoned(const char *dir, etch__store_list *l) {
   DIR *d = opendir(dir);
   if (!d) return ETCH_OK; /* no store, no part */
   int rc = ETCH_OK;
-  size_t cap = l->n;
+  /* The list's array, grown at its end. */
+  etch_vec v = {(uint8_t *)l->e, l->n * sizeof *l->e, l->n * sizeof *l->e};
   struct dirent *de;
   while (!rc && (de = readdir(d))) {
     const char *n = de->d_name;
@@ -633,17 +629,12 @@ int etch__store_list_abandoned(const char *dir, etch__store_list *l) {
       continue;
     struct stat sb;
     if (fstatat(dirfd(d), n, &sb, AT_SYMLINK_NOFOLLOW) != 0) continue;
-    if (l->n == cap) {
-      size_t nc = cap ? cap * 2 : 16;
-      etch__store_entry *g = etch__realloc(l->e, nc * sizeof *g);
-      if (!g) {
-        rc = ETCH_ENOMEM;
-        break;
-      }
-      l->e = g;
-      cap = nc;
+    etch__store_entry *e = ETCH__UI_PUSH(&v, etch__store_entry);
+    if (!e) {
+      rc = ETCH_ENOMEM;
+      break;
     }
-    etch__store_entry *e = &l->e[l->n];
+    l->e = (etch__store_entry *)v.data;
     memset(e, 0, sizeof *e);
     char msg[600];
     snprintf(msg, sizeof msg,

@@ -33,6 +33,7 @@
 
 #include "base/map.h"
 #include "query/query.h"
+#include "query/run.h"
 
 /* ---- slice names by key (names.c) -------------------------------------------- */
 
@@ -105,6 +106,10 @@ int etch__ui_tile_slices_named(etch__db *db, etch__ui_names *names,
                                const int64_t *tracks, size_t n, int64_t start,
                                int64_t end, double ns_per_px, int64_t max_dur,
                                etch__ui_tile *out);
+/* The same for every track with slices in the window. */
+int etch__ui_tile_all(etch__db *db, etch__ui_names *names, int64_t start,
+                      int64_t end, double ns_per_px, int64_t max_dur,
+                      etch__ui_tile *out);
 /* The same answer as DuckDB aggregates it over the slice view (what the
  * tile is when slice_data's rows are not in the order the C aggregation
  * needs; the tests' reference). */
@@ -166,17 +171,24 @@ int etch__ui_counters_tile(const etch__ui_counters *c, const int64_t *tracks,
                            etch__ui_counter_row **rows, size_t *nrows);
 void etch__ui_counters_free(etch__ui_counters *c);
 
+/* a / b rounded down (b > 0). */
+static inline int64_t etch__ui_floor_div(int64_t a, int64_t b) {
+  int64_t q = a / b;
+  return (a % b != 0 && a < 0) ? q - 1 : q;
+}
+
 /* The longest duration a slice is drawn with (open slices: to the end). */
 int64_t etch__ui_max_dur(etch__db *db);
 
-/* A value bound to a query's $N: the string when `s`, else `i`. */
-typedef struct etch__ui_bind {
-  int64_t i;
-  const char *s;
-} etch__ui_bind;
-/* Runs `sql` with $1..$nb bound, as a cursor (etch__res_next...). */
-int etch__ui_query(etch__db *db, const char *sql, const etch__ui_bind *b,
-                   size_t nb, etch__res *res);
+/* The query runner's (query/run.h) older names, which the tests and the
+ * bench call: a value bound to $N (the text when `s`, else `i`), and a
+ * query run as a cursor. */
+typedef etch__sql_arg etch__ui_bind;
+static inline int etch__ui_query(etch__db *db, const char *sql,
+                                 const etch__ui_bind *b, size_t nb,
+                                 etch__res *res) {
+  return etch__query_run(db, sql, b, nb, res);
+}
 void etch__ui_tile_free(etch__ui_tile *t);
 
 /* ---- the app (app.c, api.c) ------------------------------------------------- */
@@ -194,9 +206,9 @@ int etch__ui_add_path(etch__ui *ui, const char *path);
  * is listed once. NULL: none. */
 int etch__ui_set_store(etch__ui *ui, const char *dir);
 /* Says, in the list, why there is no store (etch__store_dir's error). */
-void etch__ui_set_store_error(etch__ui *ui, const char *msg);
+int etch__ui_set_store_error(etch__ui *ui, const char *msg);
 /* Where the tables are cached (NULL: the query part's default). */
-void etch__ui_set_cache_dir(etch__ui *ui, const char *dir);
+int etch__ui_set_cache_dir(etch__ui *ui, const char *dir);
 size_t etch__ui_count(const etch__ui *ui);
 
 /* The value of a request's argument, or NULL. */

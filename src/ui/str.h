@@ -1,0 +1,60 @@
+/*
+ * str.h - the ui's text on etch's heap (str.c): a stdio stream whose bytes
+ * go to an etch_vec (where the ui builds a body before it knows the
+ * status), a printf into a new string, a copy of n bytes. Every byte goes
+ * through etch's allocator, so the failing allocator reaches them; a write
+ * that could not be kept makes the close say ETCH_ENOMEM, never a body
+ * cut short that looks whole.
+ */
+#ifndef ETCH_UI_STR_H
+#define ETCH_UI_STR_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "base/containers.h"
+
+typedef struct etch__ui_membuf {
+  etch_vec v;   /* the bytes written (closed: a NUL after them) */
+  FILE *f;      /* open: where to write */
+  bool failed;  /* a write could not be kept */
+  char io[4096]; /* the stream's buffer (not the C library's heap) */
+} etch__ui_membuf;
+
+/* Opens b->f (b stays where it is until closed); NULL, the error set, out
+ * of memory. */
+FILE *etch__ui_membuf_open(etch__ui_membuf *b);
+/* Closes b->f: ETCH_OK with the bytes in b->v, or ETCH_ENOMEM (error set)
+ * when any of them could not be kept. */
+int etch__ui_membuf_close(etch__ui_membuf *b);
+/* The bytes, now the caller's (free), and their length; b is empty. */
+char *etch__ui_membuf_take(etch__ui_membuf *b, size_t *len);
+/* Closes it if open and frees the bytes. */
+void etch__ui_membuf_free(etch__ui_membuf *b);
+
+/* A growing array of elements of `size` bytes in an etch_vec (its len
+ * counts bytes): room for one more at the end, NULL (the error set) out of
+ * memory. ETCH__UI_PUSH(&v, T) is one more T. */
+static inline void *etch__ui_push(etch_vec *v, size_t size) {
+  if (etch__vec_reserve(v, size)) return NULL;
+  void *p = v->data + v->len;
+  v->len += size;
+  return p;
+}
+#define ETCH__UI_PUSH(v, T) ((T *)etch__ui_push((v), sizeof(T)))
+#define ETCH__UI_COUNT(v, T) ((v)->len / sizeof(T))
+
+/* printf into a new string (free); NULL, the error set, out of memory. */
+char *etch__ui_aprintf(const char *fmt, ...)
+    __attribute__((format(printf, 1, 2)));
+/* The n bytes at s and a NUL (free); NULL, the error set, out of memory. */
+char *etch__ui_strndup(const char *s, size_t n);
+
+/* "[1,2,3]": ids as the text of a BIGINT[], for a query to take as one
+ * bound value (`IN (SELECT unnest(CAST($N AS BIGINT[])))`), never as
+ * SQL. NULL, the error set, out of memory. */
+char *etch__ui_ids_text(const int64_t *v, size_t n);
+
+#endif /* ETCH_UI_STR_H */
