@@ -94,6 +94,16 @@ ETCH_INLINE int etch__vec_push(etch_vec *v, const void *p, size_t n) {
     T etch__vec_elem_ = __VA_ARGS__;                  \
     etch__vec_push((v), &etch__vec_elem_, sizeof(T)); \
   })
+/* Room for one more element of `size` bytes at the end, counted in len:
+ * a pointer to it, or NULL (the error set) out of memory.
+ * ETCH_VEC_NEW(v, T) is one more T, to fill in place. */
+ETCH_INLINE void *etch__vec_new(etch_vec *v, size_t size) {
+  if (etch__vec_reserve(v, size)) return NULL;
+  void *p = v->data + v->len;
+  v->len += size;
+  return p;
+}
+#define ETCH_VEC_NEW(v, T) ((T *)etch__vec_new((v), sizeof(T)))
 /* Room for `extra` more elements of T. */
 #define ETCH_VEC_RESERVE(v, T, extra) \
   (((size_t)(extra) > SIZE_MAX / sizeof(T))                          \

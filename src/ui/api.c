@@ -876,7 +876,7 @@ static int api_sql(req *r) {
   if (strcmp(w, "EXPLAIN")) {
     size_t n = strlen(sql);
     while (n && (isspace((unsigned char)sql[n - 1]) || sql[n - 1] == ';')) n--;
-    wrapped = etch__ui_aprintf("SELECT * FROM (\n%.*s\n) LIMIT %d", (int)n,
+    wrapped = etch__aprintf("SELECT * FROM (\n%.*s\n) LIMIT %d", (int)n,
                                sql, MAX_SQL_ROWS + 1);
     duckdb_prepared_statement q = NULL;
     etch__ui_membuf mb;

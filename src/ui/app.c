@@ -164,7 +164,7 @@ int etch__ui_add_path(etch__ui *ui, const char *path) {
   struct dirent *e;
   while (!rc && (e = readdir(d))) {
     if (e->d_name[0] == '.' || !is_trace_name(e->d_name)) continue;
-    char *full = etch__ui_aprintf("%s/%s", path, e->d_name);
+    char *full = etch__aprintf("%s/%s", path, e->d_name);
     if (!full || etch__vec_push(&list, &full, sizeof full)) {
       free(full);
       rc = etch__error(ETCH_ENOMEM, "out of memory");
@@ -172,7 +172,7 @@ int etch__ui_add_path(etch__ui *ui, const char *path) {
   }
   closedir(d);
   char **names = (char **)list.data;
-  size_t n = ETCH__UI_COUNT(&list, char *);
+  size_t n = ETCH_VEC_COUNT(&list, char *);
   if (n) qsort(names, n, sizeof *names, cmp_str);
   for (size_t i = 0; i < n; i++) {
     struct stat fb;

@@ -211,7 +211,7 @@ int etch__ui_counters_tile(const etch__ui_counters *c, const int64_t *tracks,
   int rc = ETCH_OK;
 #define PUSH(...)                                                           \
   do {                                                                      \
-    etch__ui_counter_row *x_ = ETCH__UI_PUSH(&out, etch__ui_counter_row);   \
+    etch__ui_counter_row *x_ = ETCH_VEC_NEW(&out, etch__ui_counter_row);   \
     if (!x_) {                                                              \
       rc = ETCH_ENOMEM;                                                     \
       goto done;                                                            \
@@ -265,6 +265,6 @@ done:
     return rc;
   }
   *rows = (etch__ui_counter_row *)out.data;
-  *nrows = ETCH__UI_COUNT(&out, etch__ui_counter_row);
+  *nrows = ETCH_VEC_COUNT(&out, etch__ui_counter_row);
   return ETCH_OK;
 }

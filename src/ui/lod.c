@@ -173,7 +173,7 @@ static int lod_build(etch__db *db, etch__ui_names *names, int64_t start,
     lod_run *last = lod->nruns ? &lod->runs[lod->nruns - 1] : NULL;
     if (!last || last->track != x->track_id ||
         t.rects[last->begin].depth != x->depth) {
-      if (!(last = ETCH__UI_PUSH(&runs, lod_run))) {
+      if (!(last = ETCH_VEC_NEW(&runs, lod_run))) {
         rc = ETCH_ENOMEM;
         break;
       }
@@ -243,7 +243,7 @@ int etch__ui_lod_tile(const etch__ui_lod *lod, const int64_t *tracks,
         continue;
       }
     }
-    etch__ui_rect *y = ETCH__UI_PUSH(&v, etch__ui_rect);
+    etch__ui_rect *y = ETCH_VEC_NEW(&v, etch__ui_rect);
     if (!y) {
       free(v.data);
       memset(out, 0, sizeof *out);

@@ -96,7 +96,7 @@ int etch__ui_names_load(etch__db *db, bool null_as_empty,
       r.err = etch__error(ETCH_ENOMEM, "out of memory");
       break;
     }
-    key_idx *x = ETCH__UI_PUSH(&rows, key_idx);
+    key_idx *x = ETCH_VEC_NEW(&rows, key_idx);
     if (!x) {
       r.err = ETCH_ENOMEM;
       break;
@@ -106,7 +106,7 @@ int etch__ui_names_load(etch__db *db, bool null_as_empty,
   }
   rc = etch__res_close(&r);
   const key_idx *ki = (const key_idx *)rows.data;
-  size_t nk = ETCH__UI_COUNT(&rows, key_idx);
+  size_t nk = ETCH_VEC_COUNT(&rows, key_idx);
   /* Keys are the importer's, 1 up: an array unless they are sparse. */
   bool dense = maxkey >= 0 &&
                (uint64_t)maxkey < (uint64_t)nk * kDenseFactor + kDenseSlack;

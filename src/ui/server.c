@@ -61,7 +61,7 @@ static enum MHD_Result reply(struct MHD_Connection *c, unsigned status,
 
 static enum MHD_Result reply_text(struct MHD_Connection *c, unsigned status,
                                   const char *msg) {
-  char *body = etch__ui_aprintf("{\"error\":\"%s\"}\n", msg);
+  char *body = etch__aprintf("{\"error\":\"%s\"}\n", msg);
   if (!body) return MHD_NO;
   return reply(c, status, "application/json", body, strlen(body));
 }

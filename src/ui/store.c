@@ -321,7 +321,7 @@ bool etch__store_meta_parse(char *buf, int64_t size, int64_t mtime_ns,
           etch__realloc(e->loss, (e->nloss + 1) * sizeof *e->loss);
       if (!g) return false;
       e->loss = g;
-      e->loss[e->nloss].name = etch__ui_strndup(val, (size_t)(vs - val));
+      e->loss[e->nloss].name = etch__strndup(val, (size_t)(vs - val));
       if (!e->loss[e->nloss].name) return false;
       e->loss[e->nloss++].value = v;
     } else {
@@ -551,7 +551,7 @@ int etch__store_list_dir(const char *dir, etch__store_list *out) {
     const char *n = de->d_name;
     if (!etch__store_name_ok(n)) continue; /* ".", "..", .meta, dotfiles */
     if (de->d_type == DT_DIR) continue;
-    etch__store_entry *e = ETCH__UI_PUSH(&v, etch__store_entry);
+    etch__store_entry *e = ETCH_VEC_NEW(&v, etch__store_entry);
     if (!e) {
       rc = ETCH_ENOMEM;
       break;
@@ -629,7 +629,7 @@ int etch__store_list_abandoned(const char *dir, etch__store_list *l) {
       continue;
     struct stat sb;
     if (fstatat(dirfd(d), n, &sb, AT_SYMLINK_NOFOLLOW) != 0) continue;
-    etch__store_entry *e = ETCH__UI_PUSH(&v, etch__store_entry);
+    etch__store_entry *e = ETCH_VEC_NEW(&v, etch__store_entry);
     if (!e) {
       rc = ETCH_ENOMEM;
       break;

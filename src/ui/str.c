@@ -72,32 +72,6 @@ void etch__ui_membuf_free(etch__ui_membuf *b) {
   memset(&b->v, 0, sizeof b->v);
 }
 
-char *etch__ui_aprintf(const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  int n = vsnprintf(NULL, 0, fmt, ap);
-  va_end(ap);
-  if (n < 0) {
-    etch__error(ETCH_EINVAL, "cannot format '%s'", fmt);
-    return NULL;
-  }
-  char *s = etch__malloc((size_t)n + 1);
-  if (!s) return NULL;
-  va_start(ap, fmt);
-  vsnprintf(s, (size_t)n + 1, fmt, ap);
-  va_end(ap);
-  return s;
-}
-
-char *etch__ui_strndup(const char *s, size_t n) {
-  size_t len = strnlen(s, n);
-  char *c = etch__malloc(len + 1);
-  if (!c) return NULL;
-  memcpy(c, s, len);
-  c[len] = '\0';
-  return c;
-}
-
 char *etch__ui_ids_text(const int64_t *v, size_t n) {
   /* '[', each number (at most 20 characters) and a comma, ']', NUL. */
   if (n > (SIZE_MAX - 3) / 21) {

@@ -34,24 +34,6 @@ char *etch__ui_membuf_take(etch__ui_membuf *b, size_t *len);
 /* Closes it if open and frees the bytes. */
 void etch__ui_membuf_free(etch__ui_membuf *b);
 
-/* A growing array of elements of `size` bytes in an etch_vec (its len
- * counts bytes): room for one more at the end, NULL (the error set) out of
- * memory. ETCH__UI_PUSH(&v, T) is one more T. */
-static inline void *etch__ui_push(etch_vec *v, size_t size) {
-  if (etch__vec_reserve(v, size)) return NULL;
-  void *p = v->data + v->len;
-  v->len += size;
-  return p;
-}
-#define ETCH__UI_PUSH(v, T) ((T *)etch__ui_push((v), sizeof(T)))
-#define ETCH__UI_COUNT(v, T) ((v)->len / sizeof(T))
-
-/* printf into a new string (free); NULL, the error set, out of memory. */
-char *etch__ui_aprintf(const char *fmt, ...)
-    __attribute__((format(printf, 1, 2)));
-/* The n bytes at s and a NUL (free); NULL, the error set, out of memory. */
-char *etch__ui_strndup(const char *s, size_t n);
-
 /* "[1,2,3]": ids as the text of a BIGINT[], for a query to take as one
  * bound value (`IN (SELECT unnest(CAST($N AS BIGINT[])))`), never as
  * SQL. NULL, the error set, out of memory. */

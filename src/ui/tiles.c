@@ -119,7 +119,7 @@ static int tile_sql(etch__db *db, const int64_t *tracks, size_t n,
   if (rc) return rc;
   etch_vec v = {0};
   while (etch__res_next(&r)) {
-    etch__ui_rect *x = ETCH__UI_PUSH(&v, etch__ui_rect);
+    etch__ui_rect *x = ETCH_VEC_NEW(&v, etch__ui_rect);
     if (!x) {
       r.err = ETCH_ENOMEM;
       break;
@@ -488,7 +488,7 @@ static int tile_any(etch__db *db, etch__ui_names *names, const int64_t *tracks,
                         tb, 2, &r);
     if (rc) return rc;
     while (etch__res_next(&r)) {
-      int64_t *x = ETCH__UI_PUSH(&all, int64_t);
+      int64_t *x = ETCH_VEC_NEW(&all, int64_t);
       if (!x) {
         r.err = ETCH_ENOMEM;
         break;
@@ -500,7 +500,7 @@ static int tile_any(etch__db *db, etch__ui_names *names, const int64_t *tracks,
       return rc;
     }
     tracks = (const int64_t *)all.data;
-    n = ETCH__UI_COUNT(&all, int64_t);
+    n = ETCH_VEC_COUNT(&all, int64_t);
   }
   rc = n ? tile_sql(db, tracks, n, start, end, px, md, tend, out) : ETCH_OK;
   free(all.data);
