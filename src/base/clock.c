@@ -19,6 +19,7 @@
  */
 #define _GNU_SOURCE
 #include "base/clock.h"
+#include "base/envvars.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -147,7 +148,7 @@ static bool calibrate_tsc(void) {
 
 static void clock_calibrate(void) {
   /* Named in base/envvars.c's table; base reads it by name. */
-  const char *force = etch__getenv("ETCH_CLOCK");
+  const char *force = etch__env(ETCH_ENV_CLOCK);
   bool boottime = false;
   if (force && strcmp(force, "boottime") == 0) {
     boottime = true;

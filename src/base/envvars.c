@@ -161,8 +161,16 @@ const etch_envvar etch__envvars[ETCH_ENV_COUNT_] = {
                                   "names none"},
     [ETCH_ENV_MACHINE_NAME] = {"PERFETTO_MACHINE_NAME", ETCH_ENV_STRING, 0,
                                NULL, NONUM, "unset", "a name",
-                               "etchd --relay's machine name when the flag "
-                               "names none"},
+                               "the machine's name etchd reports, as host or "
+                               "relay (unset: the kernel's)"},
+    [ETCH_ENV_MALLOC_LIB] = {"ETCH_MALLOC_LIB", ETCH_ENV_STRING, 0, NULL,
+                             NONUM, "unset", "a path",
+                             "the libetch_malloc.so etch record --malloc "
+                             "preloads (unset: the one beside etch)"},
+    [ETCH_ENV_MALLOC_STACKS] = {"ETCH_MALLOC_STACKS", ETCH_ENV_BOOL, 0, NULL,
+                                NONUM, "1", "0|1",
+                                "libetch_malloc.so: a call stack on every "
+                                "allocation"},
 };
 
 const char *etch__env(etch_env id) {

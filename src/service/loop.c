@@ -10,6 +10,8 @@
 #define _GNU_SOURCE
 #include "service/service.h"
 
+#include "base/envvars.h"
+
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/utsname.h>
@@ -605,7 +607,7 @@ int etch__service_new(const etch_service_opts *o, etch_service **out) {
   if (!s->o.max_conns_per_addr)
     s->o.max_conns_per_addr = DEFAULT_MAX_CONNS_PER_ADDR;
   if (!s->o.net_bytes_per_s) s->o.net_bytes_per_s = DEFAULT_NET_BYTES_PER_S;
-  const char *mn = getenv("PERFETTO_MACHINE_NAME");
+  const char *mn = etch__env(ETCH_ENV_MACHINE_NAME);
   struct utsname u;
   snprintf(s->host_name, sizeof s->host_name, "%.63s",
            mn && *mn ? mn : uname(&u) == 0 ? u.sysname : "");

@@ -52,9 +52,9 @@ grep -ohE '(ETCH|PERFETTO)_[A-Z0-9_]+' "$src/README.md" "$src"/docs/*.md |
     "$src/src" "$src/tools" | grep -oE 'ETCH_[A-Z0-9_]+'
   grep -rhoE '(option|set)\(ETCH_[A-Z0-9_]+' "$src/CMakeLists.txt" \
     "$src/cmake" | grep -oE 'ETCH_[A-Z0-9_]+'
-  # etch record --malloc; scripts/test.sh and the tests; the typo of
+  # scripts/test.sh and the tests; the typo of
   # docs/analysis.md's `etch env --set` example.
-  printf '%s\n' ETCH_MALLOC_LIB ETCH_MALLOC_STACKS ETCH_BUILD_DIR ETCH_JOBS ETCH_TEST_OUT \
+  printf '%s\n' ETCH_BUILD_DIR ETCH_JOBS ETCH_TEST_OUT \
     ETCH_TEST_TIMEOUT ETCH_FAULT_ONLY ETCH_FUZZ_SECONDS ETCH_INTEROP_RUNS \
     ETCH_PERFETTO_DIR ETCH_BUFER_KB
 } | sort -u >"$tmp/not_env"

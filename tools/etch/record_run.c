@@ -14,6 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "base/envvars.h"
 #include "record.h"
 
 extern char **environ;
@@ -48,7 +49,7 @@ bool rec_absolute(const char *path, char *out, size_t cap) {
  */
 bool rec_malloc_lib(char *out, size_t cap) {
   char lib[PATH_MAX] = "";
-  const char *env = getenv("ETCH_MALLOC_LIB");
+  const char *env = etch__env(ETCH_ENV_MALLOC_LIB);
   if (env && *env) {
     /* Absolute: the loader finds a relative LD_PRELOAD from the directory
      * each process is in when it starts. */
