@@ -72,6 +72,15 @@ static void done(report *r, etch__res *res, bool nomem) {
   if (!r->rc) r->rc = rc;
 }
 
+/* A copy of a text column; NULL for a NULL value, and NULL with `*nomem`
+ * set when the copy could not be made (never an empty name in its
+ * place). */
+static char *col_dup(const etch__res *res, idx_t col, bool *nomem) {
+  char *s = etch__res_strdup(res, col);
+  if (!s && !etch__res_null(res, col)) *nomem = true;
+  return s;
+}
+
 /* A single integer from `sql` (0 when NULL or no row). */
 static int64_t scalar(report *r, const char *sql) {
   etch__res res;
@@ -190,7 +199,7 @@ static void top_from_db(report *r, bool by_self, int top,
       nomem = true;
       break;
     }
-    rows[n++] = (etch__stats_top){.name = etch__res_strdup(&res, 0),
+    rows[n++] = (etch__stats_top){.name = col_dup(&res, 0, &nomem),
                                   .count = etch__res_i64(&res, 1),
                                   .total = etch__res_i64(&res, 2),
                                   .self = etch__res_i64(&res, 3),
@@ -253,11 +262,11 @@ int etch__stats_data_from_db(etch__db *db, int top, etch__stats_data *d) {
         break;
       }
       d->thr[d->nthr++] = (etch__stats_thread){
-          .thread = etch__res_strdup(&res, 0),
+          .thread = col_dup(&res, 0, &nomem),
           .tid = etch__res_i64(&res, 1),
           .pid = etch__res_i64(&res, 2),
           .has_pid = !etch__res_null(&res, 2),
-          .process = etch__res_strdup(&res, 3),
+          .process = col_dup(&res, 3, &nomem),
           .busy = etch__res_i64(&res, 4),
           .machine = etch__res_i64(&res, 5)};
     }
@@ -281,10 +290,10 @@ int etch__stats_data_from_db(etch__db *db, int top, etch__stats_data *d) {
       d->machines[d->nmachines++] = (etch__stats_machine){
           .id = etch__res_i64(&res, 0),
           .raw_id = etch__res_i64(&res, 1),
-          .name = etch__res_strdup(&res, 2),
-          .sysname = etch__res_strdup(&res, 3),
-          .release = etch__res_strdup(&res, 4),
-          .arch = etch__res_strdup(&res, 5),
+          .name = col_dup(&res, 2, &nomem),
+          .sysname = col_dup(&res, 3, &nomem),
+          .release = col_dup(&res, 4, &nomem),
+          .arch = col_dup(&res, 5, &nomem),
           .processes = etch__res_i64(&res, 6),
           .threads = etch__res_i64(&res, 7)};
     }
@@ -308,8 +317,8 @@ int etch__stats_data_from_db(etch__db *db, int top, etch__stats_data *d) {
         break;
       }
       d->ctr[d->nctr++] = (etch__stats_counter){
-          .track = etch__res_strdup(&res, 0),
-          .unit = etch__res_strdup(&res, 1),
+          .track = col_dup(&res, 0, &nomem),
+          .unit = col_dup(&res, 1, &nomem),
           .count = etch__res_i64(&res, 2),
           .min = etch__res_f64(&res, 3),
           .max = etch__res_f64(&res, 4),
@@ -329,12 +338,12 @@ int etch__stats_data_from_db(etch__db *db, int top, etch__stats_data *d) {
         nomem = true;
         break;
       }
-      char *name = etch__res_strdup(&res, 0);
-      char *desc = etch__res_strdup(&res, 2);
+      char *name = col_dup(&res, 0, &nomem);
+      char *desc = col_dup(&res, 2, &nomem);
       d->loss[d->nloss++] = (etch__stats_loss){
-          .name = name ? name : etch__strdup(""),
+          .name = name ? name : nomem ? NULL : etch__strdup(""),
           .value = etch__res_i64(&res, 1),
-          .description = desc ? desc : etch__strdup("")};
+          .description = desc ? desc : nomem ? NULL : etch__strdup("")};
     }
     done(r, &res, nomem);
   }
@@ -357,7 +366,7 @@ int etch__stats_data_from_db(etch__db *db, int top, etch__stats_data *d) {
         break;
       }
       d->drop[d->ndrop++] = (etch__stats_dropped){
-          .thread = etch__res_strdup(&res, 0),
+          .thread = col_dup(&res, 0, &nomem),
           .tid = etch__res_i64(&res, 1),
           .has_tid = !etch__res_null(&res, 1),
           .pid = etch__res_i64(&res, 2),
@@ -395,7 +404,7 @@ int etch__stats_data_from_db(etch__db *db, int top, etch__stats_data *d) {
         break;
       }
       d->bookmarks[d->nbookmarks++] = (etch__stats_bookmark){
-          etch__res_i64(&res, 0), etch__res_strdup(&res, 1)};
+          etch__res_i64(&res, 0), col_dup(&res, 1, &nomem)};
     }
     done(r, &res, nomem);
   }

@@ -257,13 +257,10 @@ TEST(ui_fault_api_flame) {
   sweep_requests("ui API flame", kReq, ETCH_ARRAY_SIZE(kReq), 0);
 }
 
-/* Not /api/stats (nor the report, which holds it): the query part's
- * etch__stats_data_from_db (query/stats.c) takes a name it could not copy
- * for an empty one, so that a run answers "" where the others answer the
- * name. */
-TEST(ui_fault_api_sql) {
+TEST(ui_fault_api_sql_and_stats) {
   static const request kReq[] = {
       {"/api/sql", {"id", "q"}, {"ID", "select name from slice limit 3"}},
+      {"/api/stats", {"id"}, {"ID"}},
   };
   sweep_requests("ui API sql", kReq, ETCH_ARRAY_SIZE(kReq), 0);
 }
