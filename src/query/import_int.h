@@ -85,6 +85,7 @@ struct etch__importer {
   etch__import_opts opts;
   int err;
   bool in_txn; /* the import's transaction is open */
+  bool one_thread; /* DuckDB's threads set to 1 for the import */
   etch__rows *rows; /* slice, counter, args and flow rows */
 
   etch_strpool strings;
