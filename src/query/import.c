@@ -626,7 +626,7 @@ static int importer_new(etch__importer **out, etch__db *db,
      * DuckDB's own threads stay out of the import: each appender flush is
      * a query, and with a worker thread the appending thread spins waiting
      * for it (a quarter of the import's CPU on 10 M events, for nothing:
-     * the import's parallelism is its own, the pipes of rows.c). Reset to
+     * the import's parallelism is its own, the pipes of table_writer.c). Reset to
      * the default at the end, for the queries on the same database.
      */
     int rc = etch__db_exec(db, "SET threads = 1;");

@@ -589,7 +589,7 @@ TEST(import_slice_open_past_the_window_comes_last) {
   etch__db_close(db);
 }
 
-/* ---- a table writer's appending thread (rows.c) ---------------------------- */
+/* ---- a table writer's appending thread (table_writer.c) ------------------ */
 
 static char *tmp_db_path(const char *name) {
   char *p;
