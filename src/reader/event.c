@@ -687,7 +687,7 @@ int etch__rd_track_event(etch_reader *r, const rd_src *src, rd_seq *seq,
   ev.terminating_flow_ids_count = r->nterms;
   ev.args = r->nargs ? r->args : NULL;
   ev.args_count = r->nargs;
-  etch__rd_count_dropped(r, &ev);
+  etch__rd_count_dropped(r, ev.type, ev.name, ev.args, ev.args_count);
 
   rc = etch__rd_emit(r, seq, &ev, t);
   if (rc) return rc;

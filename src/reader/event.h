@@ -25,12 +25,14 @@ void etch__rd_counter_value(rd_seq *seq, rd_track *t, etch_event *ev);
 
 /* etch's own drop reports: an instant named etch.dropped_events adds its
  * debug.count to the stats (both decoders). */
-ETCH_INLINE void etch__rd_count_dropped(etch_reader *r, const etch_event *ev) {
-  if (ETCH_LIKELY(ev->type != ETCH_EVENT_INSTANT || ev->name[0] != 'e' ||
-                  strcmp(ev->name, "etch.dropped_events") != 0))
+ETCH_INLINE void etch__rd_count_dropped(etch_reader *r, etch_event_type type,
+                                        const char *name, const etch_arg *args,
+                                        size_t nargs) {
+  if (ETCH_LIKELY(type != ETCH_EVENT_INSTANT || name[0] != 'e' ||
+                  strcmp(name, "etch.dropped_events") != 0))
     return;
-  for (size_t i = 0; i < ev->args_count; i++) {
-    const etch_arg *a = &ev->args[i];
+  for (size_t i = 0; i < nargs; i++) {
+    const etch_arg *a = &args[i];
     if (strcmp(a->key, "debug.count") != 0) continue;
     if (a->type == ETCH_VALUE_INT && a->v.i > 0)
       r->stats.etch_dropped_events += (uint64_t)a->v.i;
