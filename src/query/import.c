@@ -583,11 +583,29 @@ static void phase_end(bool shown) {
   fflush(stderr);
 }
 
-/* DuckDB's threads back to their default (importer_new set them to 1). */
+/* DuckDB's threads back to what they were (importer_new set them to 1). */
 static int threads_reset(etch__importer *imp) {
   if (!imp->one_thread) return ETCH_OK;
   imp->one_thread = false;
-  return etch__db_exec(imp->db, "RESET threads;");
+  char sql[64];
+  snprintf(sql, sizeof sql, "SET threads = %lld;",
+           (long long)imp->duck_threads);
+  return etch__db_exec(imp->db, sql);
+}
+
+/* DuckDB's threads set to 1, the number before kept for threads_reset. */
+static int threads_one(etch__importer *imp) {
+  etch__res res;
+  int rc = etch__res_query(imp->db, "SELECT current_setting('threads')",
+                           "import", &res);
+  if (rc) return rc;
+  imp->duck_threads = etch__res_next(&res) ? etch__res_i64(&res, 0) : 0;
+  rc = etch__res_close(&res);
+  if (!rc && imp->duck_threads < 1)
+    rc = etch__error(ETCH_ESQL, "import: DuckDB has no number of threads");
+  if (!rc) rc = etch__db_exec(imp->db, "SET threads = 1;");
+  if (!rc) imp->one_thread = true;
+  return rc;
 }
 
 static int importer_new(etch__importer **out, etch__db *db,
@@ -626,11 +644,11 @@ static int importer_new(etch__importer **out, etch__db *db,
      * DuckDB's own threads stay out of the import: each appender flush is
      * a query, and with a worker thread the appending thread spins waiting
      * for it (a quarter of the import's CPU on 10 M events, for nothing:
-     * the import's parallelism is its own, the pipes of table_writer.c). Reset to
-     * the default at the end, for the queries on the same database.
+     * the import's parallelism is its own, the pipes of table_writer.c).
+     * Set back to what it was at the end, for the queries on the same
+     * database.
      */
-    int rc = etch__db_exec(db, "SET threads = 1;");
-    if (!rc) imp->one_thread = true;
+    int rc = threads_one(imp);
     if (!rc && etch__db_is_file(db)) {
       rc = etch__db_exec(db, "BEGIN TRANSACTION;");
       if (!rc) imp->in_txn = true;

@@ -557,6 +557,14 @@ TEST(import_runs_duckdb_on_one_thread_and_restores_it) {
     QT_ASSERT(db, "SELECT current_setting('threads') AS t", before);
   }
   free(before);
+  /* A number of threads set by hand is what comes back. */
+  ASSERT_OK(etch__db_exec(db, "SET threads = 3;"));
+  etch__importer *imp;
+  ASSERT_OK(etch__importer_new(&imp, db, NULL, NULL));
+  QT_ASSERT(db, "SELECT current_setting('threads') AS t", "t\n1\n");
+  ASSERT_OK(etch__importer_finish(imp, NULL, 1, 1));
+  etch__importer_free(imp);
+  QT_ASSERT(db, "SELECT current_setting('threads') AS t", "t\n3\n");
   etch__db_close(db);
 }
 
