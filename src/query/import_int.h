@@ -85,6 +85,8 @@ struct etch__importer {
   etch__import_opts opts;
   int err;
   bool in_txn; /* the import's transaction is open */
+  bool one_thread; /* DuckDB's threads set to 1 for the import */
+  int64_t duck_threads; /* ... and what they were */
   etch__rows *rows; /* slice, counter, args and flow rows */
 
   etch_strpool strings;

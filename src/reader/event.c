@@ -417,85 +417,84 @@ static int extra_counters(etch_reader *r, rd_seq *seq, etch_event *base,
 
 enum { REP_CAT, REP_XC_U, REP_XC_V, REP_XD_U, REP_XD_V };
 
-int etch__rd_track_event(etch_reader *r, const rd_src *src, rd_seq *seq,
-                         const uint8_t *msg, size_t len, int64_t ts,
-                         uint64_t pkt_off) {
+/* What a TrackEvent's fields say (te_fields_read); repeated fields go to
+ * the reader's arrays (r->rep, r->flows, r->terms), args to r->args. */
+typedef struct te_fields {
+  uint64_t type, name_iid, uuid, srcloc_iid;
+  bool has_uuid, has_name_iid, has_name_inline;
+  const uint8_t *name_inline;
+  size_t name_inline_len;
+  const char *inline_cats[8];
+  size_t n_inline_cats; /* more than 8 are left out */
+  bool counter_is_double;
+  int64_t counter_int;
+  double counter_double;
+} te_fields;
+
+/* One repeated field of a TrackEvent into rep[i]. */
+ETCH_INLINE int te_rep(etch_reader *r, const rd_src *src, const uint8_t *msg,
+                       const etch__pb_field *f, bool fixed64, int i) {
+  etch__pb_field fr = *f; /* a copy: its address is taken */
+  return etch__rd_repeated(r, src, msg, &fr, fixed64, &r->rep[i].a,
+                           &r->rep[i].n, &r->rep[i].cap);
+}
+
+/* Step 1: the event's fields, one pass; its debug annotations flattened
+ * into args on the way. */
+ETCH_INLINE int te_fields_read(etch_reader *r, const rd_src *src,
+                               rd_seq *seq, const uint8_t *msg, size_t len,
+                               te_fields *tf) {
   etch__pb_dec d;
   etch__pb_field f;
-  uint64_t type = 0, name_iid = 0, uuid = 0, srcloc_iid = 0;
-  bool has_uuid = false, has_name_iid = false;
-  const uint8_t *name_inline = NULL;
-  size_t name_inline_len = 0;
-  bool has_name_inline = false;
-  const char *inline_cats[8];
-  size_t n_inline_cats = 0;
-  bool cats_overflow = false;
-  bool counter_is_double = false;
-  int64_t counter_int = 0;
-  double counter_double = 0;
   int rc;
-
-  r->nargs = 0;
-  r->nflows = 0;
-  r->nterms = 0;
-  for (int i = 0; i < RD_NREP; i++) r->rep[i].n = 0;
-  etch__arena_reset(&r->scratch);
-  r->stats.track_events++;
-
   etch__pb_dec_init(&d, msg, len);
   while (etch__pb_next_fast(&d, &f)) {
     etch__pb_field fr; /* a copy for the calls taking a field's address */
     switch (f.id) {
       case ETCH_TE_TYPE:
         RD_EXPECT(f, ETCH_PB_VARINT, "TrackEvent.type");
-        type = f.u;
+        tf->type = f.u;
         break;
       case ETCH_TE_NAME_IID:
         RD_EXPECT(f, ETCH_PB_VARINT, "TrackEvent.name_iid");
-        name_iid = f.u;
-        has_name_iid = true;
-        has_name_inline = false;
+        tf->name_iid = f.u;
+        tf->has_name_iid = true;
+        tf->has_name_inline = false;
         break;
       case ETCH_TE_NAME:
         RD_EXPECT(f, ETCH_PB_LEN, "TrackEvent.name");
-        name_inline = f.data;
-        name_inline_len = f.len;
-        has_name_inline = true;
-        has_name_iid = false;
+        tf->name_inline = f.data;
+        tf->name_inline_len = f.len;
+        tf->has_name_inline = true;
+        tf->has_name_iid = false;
         break;
       case ETCH_TE_CATEGORY_IIDS:
         if (f.wt == ETCH_PB_VARINT && r->rep[REP_CAT].n < r->rep[REP_CAT].cap) {
           r->rep[REP_CAT].a[r->rep[REP_CAT].n++] = f.u;
           break;
         }
-        fr = f;
-        rc = etch__rd_repeated(r, src, d.start, &fr, false, &r->rep[REP_CAT].a,
-                      &r->rep[REP_CAT].n, &r->rep[REP_CAT].cap);
-        if (rc) return rc;
+        if ((rc = te_rep(r, src, d.start, &f, false, REP_CAT))) return rc;
         break;
       case ETCH_TE_CATEGORIES:
         RD_EXPECT(f, ETCH_PB_LEN, "TrackEvent.categories");
-        if (n_inline_cats < ETCH_ARRAY_SIZE(inline_cats)) {
-          if (!(inline_cats[n_inline_cats++] = rd_pool_field(r, &f)))
-            return ETCH_ELIMIT;
-        } else {
-          cats_overflow = true;
-        }
+        if (tf->n_inline_cats < ETCH_ARRAY_SIZE(tf->inline_cats) &&
+            !(tf->inline_cats[tf->n_inline_cats++] = rd_pool_field(r, &f)))
+          return ETCH_ELIMIT;
         break;
       case ETCH_TE_TRACK_UUID:
         RD_EXPECT(f, ETCH_PB_VARINT, "TrackEvent.track_uuid");
-        uuid = f.u;
-        has_uuid = true;
+        tf->uuid = f.u;
+        tf->has_uuid = true;
         break;
       case ETCH_TE_COUNTER_VALUE:
         RD_EXPECT(f, ETCH_PB_VARINT, "TrackEvent.counter_value");
-        counter_int = (int64_t)f.u;
-        counter_is_double = false;
+        tf->counter_int = (int64_t)f.u;
+        tf->counter_is_double = false;
         break;
       case ETCH_TE_DOUBLE_COUNTER_VALUE:
         RD_EXPECT(f, ETCH_PB_FIXED64, "TrackEvent.double_counter_value");
-        counter_double = etch__pb_field_double(&f);
-        counter_is_double = true;
+        tf->counter_double = etch__pb_field_double(&f);
+        tf->counter_is_double = true;
         break;
       case ETCH_TE_DEBUG_ANNOTATIONS:
         RD_EXPECT(f, ETCH_PB_LEN, "TrackEvent.debug_annotations");
@@ -507,128 +506,158 @@ int etch__rd_track_event(etch_reader *r, const rd_src *src, rd_seq *seq,
       case ETCH_TE_FLOW_IDS:
       case ETCH_TE_FLOW_IDS_OLD:
         fr = f;
-        rc = etch__rd_repeated(r, src, d.start, &fr, f.id == ETCH_TE_FLOW_IDS, &r->flows,
-                      &r->nflows, &r->cap_flows);
+        rc = etch__rd_repeated(r, src, d.start, &fr, f.id == ETCH_TE_FLOW_IDS,
+                               &r->flows, &r->nflows, &r->cap_flows);
         if (rc) return rc;
         break;
       case ETCH_TE_TERMINATING_FLOW_IDS:
       case ETCH_TE_TERMINATING_FLOW_IDS_OLD:
         fr = f;
-        rc = etch__rd_repeated(r, src, d.start, &fr, f.id == ETCH_TE_TERMINATING_FLOW_IDS,
-                      &r->terms, &r->nterms, &r->cap_terms);
+        rc = etch__rd_repeated(r, src, d.start, &fr,
+                               f.id == ETCH_TE_TERMINATING_FLOW_IDS, &r->terms,
+                               &r->nterms, &r->cap_terms);
         if (rc) return rc;
         break;
       case ETCH_TE_EXTRA_COUNTER_TRACK_UUIDS:
-        fr = f;
-        rc = etch__rd_repeated(r, src, d.start, &fr, false, &r->rep[REP_XC_U].a,
-                      &r->rep[REP_XC_U].n, &r->rep[REP_XC_U].cap);
-        if (rc) return rc;
+        if ((rc = te_rep(r, src, d.start, &f, false, REP_XC_U))) return rc;
         break;
       case ETCH_TE_EXTRA_COUNTER_VALUES:
-        fr = f;
-        rc = etch__rd_repeated(r, src, d.start, &fr, false, &r->rep[REP_XC_V].a,
-                      &r->rep[REP_XC_V].n, &r->rep[REP_XC_V].cap);
-        if (rc) return rc;
+        if ((rc = te_rep(r, src, d.start, &f, false, REP_XC_V))) return rc;
         break;
       case ETCH_TE_EXTRA_DOUBLE_COUNTER_TRACK_UUIDS:
-        fr = f;
-        rc = etch__rd_repeated(r, src, d.start, &fr, false, &r->rep[REP_XD_U].a,
-                      &r->rep[REP_XD_U].n, &r->rep[REP_XD_U].cap);
-        if (rc) return rc;
+        if ((rc = te_rep(r, src, d.start, &f, false, REP_XD_U))) return rc;
         break;
       case ETCH_TE_EXTRA_DOUBLE_COUNTER_VALUES:
-        fr = f;
-        rc = etch__rd_repeated(r, src, d.start, &fr, true, &r->rep[REP_XD_V].a,
-                      &r->rep[REP_XD_V].n, &r->rep[REP_XD_V].cap);
-        if (rc) return rc;
+        if ((rc = te_rep(r, src, d.start, &f, true, REP_XD_V))) return rc;
         break;
       case ETCH_TE_SOURCE_LOCATION_IID:
         RD_EXPECT(f, ETCH_PB_VARINT, "TrackEvent.source_location_iid");
-        srcloc_iid = f.u;
+        tf->srcloc_iid = f.u;
         break;
       default:
         break;
     }
   }
   if (d.err) RD_DEC_FAIL(d);
-  (void)cats_overflow;
+  return 0;
+}
 
-  if (type < ETCH_TE_TYPE_SLICE_BEGIN || type > ETCH_TE_TYPE_COUNTER)
-    return 0; /* unspecified / legacy events are not read */
-
-  etch_event ev;
-  ev.type = (etch_event_type)type;
-  ev.ts = ts;
-  ev.sequence_id = seq->id;
-  ev.packet_offset = pkt_off;
-  ev.after_loss = false;
-
-  /* Name. */
-  if (has_name_iid) {
-    const char *s = (const char *)etch__idtab_get(&seq->names, name_iid);
+/* Step 2: the event's name: interned, inline or none. */
+ETCH_INLINE int te_name(etch_reader *r, rd_seq *seq, const te_fields *tf,
+                        const char **out) {
+  if (tf->has_name_iid) {
+    const char *s = (const char *)etch__idtab_get(&seq->names, tf->name_iid);
     if (!s) {
       r->stats.interned_data_missing++;
       s = r->empty;
     }
-    ev.name = s;
-  } else if (has_name_inline) {
-    if (!(ev.name = etch__strpool_get(&r->pool, name_inline, name_inline_len)))
+    *out = s;
+  } else if (tf->has_name_inline) {
+    if (!(*out = etch__strpool_get(&r->pool, tf->name_inline,
+                                   tf->name_inline_len)))
       return ETCH_ELIMIT;
   } else {
-    ev.name = r->empty;
+    *out = r->empty;
   }
+  return 0;
+}
 
-  /* Categories: interned ones first, then inline ones, joined by ",". */
+/* Several categories joined by ",": interned ones first, then inline ones
+ * (an interned one not defined is left out). */
+static int te_categories_joined(etch_reader *r, rd_seq *seq,
+                                const te_fields *tf, const char **out) {
   size_t ncat_iids = r->rep[REP_CAT].n;
-  if (ncat_iids == 1 && n_inline_cats == 0) {
-    const char *c = (const char *)etch__idtab_get(&seq->cats, r->rep[REP_CAT].a[0]);
+  const char *single = NULL;
+  size_t ncat = 0;
+  r->catbuf.len = 0;
+  for (size_t i = 0; i < ncat_iids + tf->n_inline_cats; i++) {
+    const char *c;
+    if (i < ncat_iids) {
+      c = (const char *)etch__idtab_get(&seq->cats, r->rep[REP_CAT].a[i]);
+      if (!c) {
+        r->stats.interned_data_missing++;
+        continue;
+      }
+    } else {
+      c = tf->inline_cats[i - ncat_iids];
+    }
+    if (ncat == 0) {
+      single = c;
+    } else if (etch__vec_push(&r->catbuf, ",", 1)) {
+      return ETCH_ENOMEM;
+    }
+    if (etch__vec_push(&r->catbuf, c, strlen(c))) return ETCH_ENOMEM;
+    ncat++;
+  }
+  if (ncat == 0)
+    *out = r->empty;
+  else if (ncat == 1)
+    *out = single;
+  else if (!(*out = etch__strpool_get(&r->pool, r->catbuf.data,
+                                      r->catbuf.len)))
+    return ETCH_ELIMIT;
+  return 0;
+}
+
+/* Step 3: the event's category: one interned or inline, else joined. */
+ETCH_INLINE int te_category(etch_reader *r, rd_seq *seq, const te_fields *tf,
+                            const char **out) {
+  size_t ncat_iids = r->rep[REP_CAT].n;
+  if (ncat_iids == 1 && tf->n_inline_cats == 0) {
+    const char *c =
+        (const char *)etch__idtab_get(&seq->cats, r->rep[REP_CAT].a[0]);
     if (!c) {
       r->stats.interned_data_missing++;
       c = r->empty;
     }
-    ev.category = c;
-  } else if (ncat_iids == 0 && n_inline_cats <= 1) {
-    ev.category = n_inline_cats ? inline_cats[0] : r->empty;
-  } else {
-    const char *single = NULL;
-    size_t ncat = 0;
-    r->catbuf.len = 0;
-    for (size_t i = 0; i < ncat_iids + n_inline_cats; i++) {
-      const char *c;
-      if (i < ncat_iids) {
-        c = (const char *)etch__idtab_get(&seq->cats, r->rep[REP_CAT].a[i]);
-        if (!c) {
-          r->stats.interned_data_missing++;
-          continue;
-        }
-      } else {
-        c = inline_cats[i - ncat_iids];
-      }
-      if (ncat == 0) {
-        single = c;
-      } else if (etch__vec_push(&r->catbuf, ",", 1)) {
-        return ETCH_ENOMEM;
-      }
-      if (etch__vec_push(&r->catbuf, c, strlen(c))) return ETCH_ENOMEM;
-      ncat++;
-    }
-    if (ncat == 0)
-      ev.category = r->empty;
-    else if (ncat == 1)
-      ev.category = single;
-    else if (!(ev.category = etch__strpool_get(&r->pool, r->catbuf.data,
-                                               r->catbuf.len)))
-      return ETCH_ELIMIT;
+    *out = c;
+    return 0;
   }
+  if (ncat_iids == 0 && tf->n_inline_cats <= 1) {
+    *out = tf->n_inline_cats ? tf->inline_cats[0] : r->empty;
+    return 0;
+  }
+  return te_categories_joined(r, seq, tf, out);
+}
+
+int etch__rd_track_event(etch_reader *r, const rd_src *src, rd_seq *seq,
+                         const uint8_t *msg, size_t len, int64_t ts,
+                         uint64_t pkt_off) {
+  te_fields tf;
+  tf.type = tf.name_iid = tf.uuid = tf.srcloc_iid = 0;
+  tf.has_uuid = tf.has_name_iid = tf.has_name_inline = false;
+  tf.name_inline = NULL;
+  tf.name_inline_len = 0;
+  tf.n_inline_cats = 0;
+  tf.counter_is_double = false;
+  tf.counter_int = 0;
+  tf.counter_double = 0;
+  int rc;
+
+  r->nargs = 0;
+  r->nflows = 0;
+  r->nterms = 0;
+  for (int i = 0; i < RD_NREP; i++) r->rep[i].n = 0;
+  etch__arena_reset(&r->scratch);
+  r->stats.track_events++;
+
+  if ((rc = te_fields_read(r, src, seq, msg, len, &tf))) return rc;
+  if (tf.type < ETCH_TE_TYPE_SLICE_BEGIN || tf.type > ETCH_TE_TYPE_COUNTER)
+    return 0; /* unspecified / legacy events are not read */
+
+  etch_event ev;
+  ev.type = (etch_event_type)tf.type;
+  ev.ts = ts;
+  ev.sequence_id = seq->id;
+  ev.packet_offset = pkt_off;
+  ev.after_loss = false;
+  if ((rc = te_name(r, seq, &tf, &ev.name))) return rc;
+  if ((rc = te_category(r, seq, &tf, &ev.category))) return rc;
 
   /* Track. */
-  if (!has_uuid) {
-    if (seq->has_track_default) {
-      uuid = seq->track_default;
-    } else {
-      uuid = 0;
-    }
-  }
+  uint64_t uuid = tf.has_uuid                ? tf.uuid
+                  : seq->has_track_default ? seq->track_default
+                                           : 0;
   rd_track *t = seq->last_track;
   if (!t || t->info.uuid != uuid) {
     if (!(t = etch__rd_event_track(r, uuid))) return ETCH_ENOMEM;
@@ -636,8 +665,9 @@ int etch__rd_track_event(etch_reader *r, const rd_src *src, rd_seq *seq,
   }
   ev.track = &t->info;
 
-  if (srcloc_iid) {
-    const rd_srcloc *sl = (const rd_srcloc *)etch__idtab_get(&seq->srclocs, srcloc_iid);
+  if (tf.srcloc_iid) {
+    const rd_srcloc *sl =
+        (const rd_srcloc *)etch__idtab_get(&seq->srclocs, tf.srcloc_iid);
     if (!sl) {
       r->stats.interned_data_missing++;
     } else if ((rc = source_location_args(r, sl))) {
@@ -647,9 +677,9 @@ int etch__rd_track_event(etch_reader *r, const rd_src *src, rd_seq *seq,
 
   ev.pid = 0;
   ev.tid = 0;
-  ev.counter_is_double = counter_is_double;
-  ev.counter_int = counter_is_double ? 0 : counter_int;
-  ev.counter_double = counter_is_double ? counter_double : 0;
+  ev.counter_is_double = tf.counter_is_double;
+  ev.counter_int = tf.counter_is_double ? 0 : tf.counter_int;
+  ev.counter_double = tf.counter_is_double ? tf.counter_double : 0;
   if (ev.type == ETCH_EVENT_COUNTER) etch__rd_counter_value(seq, t, &ev);
   ev.flow_ids = r->nflows ? r->flows : NULL;
   ev.flow_ids_count = r->nflows;
@@ -657,19 +687,7 @@ int etch__rd_track_event(etch_reader *r, const rd_src *src, rd_seq *seq,
   ev.terminating_flow_ids_count = r->nterms;
   ev.args = r->nargs ? r->args : NULL;
   ev.args_count = r->nargs;
-
-  /* etch's own drop reports. */
-  if (ev.type == ETCH_EVENT_INSTANT && ev.name[0] == 'e' &&
-      strcmp(ev.name, "etch.dropped_events") == 0) {
-    for (size_t i = 0; i < ev.args_count; i++) {
-      const etch_arg *a = &ev.args[i];
-      if (strcmp(a->key, "debug.count") != 0) continue;
-      if (a->type == ETCH_VALUE_INT && a->v.i > 0)
-        r->stats.etch_dropped_events += (uint64_t)a->v.i;
-      else if (a->type == ETCH_VALUE_UINT)
-        r->stats.etch_dropped_events += a->v.u;
-    }
-  }
+  etch__rd_count_dropped(r, ev.type, ev.name, ev.args, ev.args_count);
 
   rc = etch__rd_emit(r, seq, &ev, t);
   if (rc) return rc;
@@ -682,4 +700,3 @@ int etch__rd_track_event(etch_reader *r, const rd_src *src, rd_seq *seq,
   return extra_counters(r, seq, &ev, r->rep[REP_XD_U].a, r->rep[REP_XD_U].n,
                         r->rep[REP_XD_V].a, r->rep[REP_XD_V].n, true);
 }
-

@@ -5,6 +5,8 @@
 #ifndef ETCH_READER_EVENT_H
 #define ETCH_READER_EVENT_H
 
+#include <string.h>
+
 #include "reader/reader_int.h"
 
 /* Appends one element, or a packed run, of a repeated integer field. */
@@ -20,5 +22,23 @@ int etch__rd_track_event(etch_reader *r, const rd_src *src, rd_seq *seq,
 rd_track *etch__rd_event_track(etch_reader *r, uint64_t uuid);
 /* Applies a counter track's unit multiplier and incremental accumulation. */
 void etch__rd_counter_value(rd_seq *seq, rd_track *t, etch_event *ev);
+
+/* etch's own drop reports: an instant named etch.dropped_events adds its
+ * debug.count to the stats (both decoders). */
+ETCH_INLINE void etch__rd_count_dropped(etch_reader *r, etch_event_type type,
+                                        const char *name, const etch_arg *args,
+                                        size_t nargs) {
+  if (ETCH_LIKELY(type != ETCH_EVENT_INSTANT || name[0] != 'e' ||
+                  strcmp(name, "etch.dropped_events") != 0))
+    return;
+  for (size_t i = 0; i < nargs; i++) {
+    const etch_arg *a = &args[i];
+    if (strcmp(a->key, "debug.count") != 0) continue;
+    if (a->type == ETCH_VALUE_INT && a->v.i > 0)
+      r->stats.etch_dropped_events += (uint64_t)a->v.i;
+    else if (a->type == ETCH_VALUE_UINT)
+      r->stats.etch_dropped_events += a->v.u;
+  }
+}
 
 #endif /* ETCH_READER_EVENT_H */

@@ -265,6 +265,74 @@ ETCH_INLINE bool packet_time(etch_reader *r, rd_seq *seq, bool has_ts,
   return etch__rd_packet_time(r, seq, has_ts, raw, clock_id, out);
 }
 
+/* A track event this decoder took, its names found. */
+typedef struct fast_event {
+  uint64_t type, counter, uuid;
+  const char *name, *category;
+  bool counter_is_double;
+} fast_event;
+
+/* The last step of fast_packet: what etch__rd_packet and
+ * etch__rd_track_event do with a track event - its time, its track, the
+ * event delivered (the args are in r->args already). */
+ETCH_INLINE int fast_deliver(etch_reader *r, rd_seq *seq, uint64_t rec_off,
+                             bool has_ts, uint64_t raw_ts, size_t nargs,
+                             const fast_event *fe) {
+  r->fast_packets++;
+  r->stats.packets++;
+  int64_t ts;
+  if (!packet_time(r, seq, has_ts, raw_ts, &ts)) {
+    r->stats.clock_conversion_failed++;
+    return 0;
+  }
+  r->stats.track_events++;
+  r->nargs = nargs;
+
+  uint64_t uuid = fe->uuid;
+  rd_track *t = seq->last_track;
+  if (ETCH_UNLIKELY(!t || t->info.uuid != uuid)) {
+    if (!(t = etch__rd_event_track(r, uuid))) return ETCH_ENOMEM;
+    seq->last_track = t;
+  }
+
+  bool is_double = fe->counter_is_double;
+  etch_event ev;
+  ev.type = (etch_event_type)fe->type;
+  ev.ts = ts;
+  ev.sequence_id = seq->id;
+  ev.track = &t->info;
+  ev.pid = 0;
+  ev.tid = 0;
+  ev.category = fe->category;
+  ev.name = fe->name;
+  ev.counter_is_double = is_double;
+  ev.counter_int = is_double ? 0 : (int64_t)fe->counter;
+  ev.counter_double = 0;
+  if (is_double) memcpy(&ev.counter_double, &fe->counter, sizeof fe->counter);
+  ev.flow_ids = NULL;
+  ev.flow_ids_count = 0;
+  ev.terminating_flow_ids = NULL;
+  ev.terminating_flow_ids_count = 0;
+  ev.args = nargs ? r->args : NULL;
+  ev.args_count = nargs;
+  ev.packet_offset = rec_off;
+  ev.after_loss = false;
+  if (ev.type == ETCH_EVENT_COUNTER) etch__rd_counter_value(seq, t, &ev);
+  etch__rd_count_dropped(r, ev.type, fe->name, r->args, nargs);
+
+  if (ETCH_LIKELY(r->order == ETCH_ORDER_FILE)) {
+    if (ETCH_UNLIKELY(seq->loss_pending)) {
+      ev.after_loss = true;
+      seq->loss_pending = false;
+    }
+    ev.index = r->gidx++;
+    if (r->per_track) return rd_deliver_per_track(r, &ev, t);
+    rd_deliver(r, &ev, t);
+    return 0;
+  }
+  return etch__rd_emit(r, seq, &ev, t);
+}
+
 ETCH_INLINE int fast_packet(etch_reader *r, uint64_t rec_off,
                             const uint8_t *pkt, size_t len) {
   const uint8_t *p = pkt, *end = pkt + len;
@@ -431,70 +499,10 @@ ETCH_INLINE int fast_packet(etch_reader *r, uint64_t rec_off,
   }
 
   /* From here on, what etch__rd_packet and etch__rd_track_event do. */
-  r->fast_packets++;
-  r->stats.packets++;
-  int64_t ts;
-  if (!packet_time(r, seq, has_ts, raw_ts, &ts)) {
-    r->stats.clock_conversion_failed++;
-    return 0;
-  }
-  r->stats.track_events++;
-  r->nargs = nargs;
-
-  if (!has_uuid) uuid = seq->fuuid;
-  rd_track *t = seq->last_track;
-  if (ETCH_UNLIKELY(!t || t->info.uuid != uuid)) {
-    if (!(t = etch__rd_event_track(r, uuid))) return ETCH_ENOMEM;
-    seq->last_track = t;
-  }
-
-  etch_event ev;
-  ev.type = (etch_event_type)type;
-  ev.ts = ts;
-  ev.sequence_id = seq->id;
-  ev.track = &t->info;
-  ev.pid = 0;
-  ev.tid = 0;
-  ev.category = category;
-  ev.name = name;
-  ev.counter_is_double = counter_is_double;
-  ev.counter_int = counter_is_double ? 0 : (int64_t)counter;
-  ev.counter_double = 0;
-  if (counter_is_double) memcpy(&ev.counter_double, &counter, sizeof counter);
-  ev.flow_ids = NULL;
-  ev.flow_ids_count = 0;
-  ev.terminating_flow_ids = NULL;
-  ev.terminating_flow_ids_count = 0;
-  ev.args = nargs ? r->args : NULL;
-  ev.args_count = nargs;
-  ev.packet_offset = rec_off;
-  ev.after_loss = false;
-  if (ev.type == ETCH_EVENT_COUNTER) etch__rd_counter_value(seq, t, &ev);
-
-  /* etch's own drop reports. */
-  if (ETCH_UNLIKELY(ev.type == ETCH_EVENT_INSTANT && name[0] == 'e' &&
-                    strcmp(name, "etch.dropped_events") == 0)) {
-    for (size_t i = 0; i < nargs; i++) {
-      const etch_arg *a = &r->args[i];
-      if (strcmp(a->key, "debug.count") != 0) continue;
-      if (a->type == ETCH_VALUE_INT && a->v.i > 0)
-        r->stats.etch_dropped_events += (uint64_t)a->v.i;
-      else if (a->type == ETCH_VALUE_UINT)
-        r->stats.etch_dropped_events += a->v.u;
-    }
-  }
-
-  if (ETCH_LIKELY(r->order == ETCH_ORDER_FILE)) {
-    if (ETCH_UNLIKELY(seq->loss_pending)) {
-      ev.after_loss = true;
-      seq->loss_pending = false;
-    }
-    ev.index = r->gidx++;
-    if (r->per_track) return rd_deliver_per_track(r, &ev, t);
-    rd_deliver(r, &ev, t);
-    return 0;
-  }
-  return etch__rd_emit(r, seq, &ev, t);
+  fast_event fe = {.type = type, .counter = counter, .name = name,
+                   .category = category, .uuid = has_uuid ? uuid : seq->fuuid,
+                   .counter_is_double = counter_is_double};
+  return fast_deliver(r, seq, rec_off, has_ts, raw_ts, nargs, &fe);
 }
 
 int etch__rd_fast_records(etch_reader *r, const rd_src *src,

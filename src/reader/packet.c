@@ -468,148 +468,166 @@ static ETCH_NOINLINE void clock_unwind(etch_reader *r, rd_seq *seq,
   if (k && k->incremental && k->has_last) k->last -= raw;
 }
 
-static int packet_read(etch_reader *r, const rd_src *src, uint64_t rec_off,
-                       const uint8_t *pkt, size_t len) {
+/* What a TracePacket's own fields say (pkt_fields), before any of it is
+ * applied. */
+typedef struct pkt_fields {
+  uint64_t raw_ts;
+  bool has_ts, has_clock, prev_dropped, cleared_legacy, first_on_seq;
+  uint32_t clock, flags, seq_id;
+  int64_t trusted_pid;
+  uint64_t machine_raw;
+  const uint8_t *machine_at;
+  const uint8_t *te;
+  size_t te_len;
+  unsigned present; /* HAS_* of the nested messages met */
+} pkt_fields;
+
+/* Step 1: the packet's fields, read once; the nested messages only noted
+ * (their kind in `present`), read by the later steps. */
+ETCH_INLINE int pkt_fields_read(etch_reader *r, const rd_src *src,
+                                const uint8_t *pkt, size_t len,
+                                pkt_fields *pf) {
   etch__pb_dec d;
   etch__pb_field f;
-  uint64_t raw_ts = 0;
-  bool has_ts = false, has_clock = false, prev_dropped = false,
-       cleared_legacy = false, first_on_seq = false;
-  uint32_t clock = 0, flags = 0, seq_id = 0;
-  int64_t trusted_pid = -1;
-  uint64_t machine_raw = 0;
-  const uint8_t *machine_at = NULL;
-  const uint8_t *te = NULL;
-  size_t te_len = 0;
-  unsigned present = 0;
-  int rc;
-
-  r->stats.packets++;
-  r->gen++; /* sequence state may change: the fast path looks again */
   etch__pb_dec_init(&d, pkt, len);
   while (etch__pb_next_fast(&d, &f)) {
     switch (f.id) {
       case ETCH_PKT_TIMESTAMP:
         RD_EXPECT(f, ETCH_PB_VARINT, "TracePacket.timestamp");
-        raw_ts = f.u;
-        has_ts = true;
+        pf->raw_ts = f.u;
+        pf->has_ts = true;
         break;
       case ETCH_PKT_SEQUENCE_FLAGS:
         RD_EXPECT(f, ETCH_PB_VARINT, "TracePacket.sequence_flags");
-        flags = (uint32_t)f.u;
+        pf->flags = (uint32_t)f.u;
         break;
       case ETCH_PKT_TRACK_EVENT:
         RD_EXPECT(f, ETCH_PB_LEN, "TracePacket.track_event");
-        te = f.data;
-        te_len = f.len;
+        pf->te = f.data;
+        pf->te_len = f.len;
         break;
       case ETCH_PKT_TRUSTED_SEQ_ID:
         RD_EXPECT(f, ETCH_PB_VARINT, "TracePacket.trusted_packet_sequence_id");
-        seq_id = (uint32_t)f.u;
+        pf->seq_id = (uint32_t)f.u;
         break;
       case ETCH_PKT_TRUSTED_PID:
         RD_EXPECT(f, ETCH_PB_VARINT, "TracePacket.trusted_pid");
         /* int32 on the wire: a negative one is 10 bytes of sign. */
-        trusted_pid = (int64_t)(int32_t)(uint32_t)f.u;
-        if (trusted_pid <= 0) trusted_pid = -1;
+        pf->trusted_pid = (int64_t)(int32_t)(uint32_t)f.u;
+        if (pf->trusted_pid <= 0) pf->trusted_pid = -1;
         break;
       case ETCH_PKT_TIMESTAMP_CLOCK_ID:
         RD_EXPECT(f, ETCH_PB_VARINT, "TracePacket.timestamp_clock_id");
-        clock = (uint32_t)f.u;
-        has_clock = true;
+        pf->clock = (uint32_t)f.u;
+        pf->has_clock = true;
         break;
       case ETCH_PKT_INTERNED_DATA:
         RD_EXPECT(f, ETCH_PB_LEN, "TracePacket.interned_data");
-        present |= HAS_INTERNED;
+        pf->present |= HAS_INTERNED;
         break;
       case ETCH_PKT_TRACE_PACKET_DEFAULTS:
         RD_EXPECT(f, ETCH_PB_LEN, "TracePacket.trace_packet_defaults");
-        present |= HAS_DEFAULTS;
+        pf->present |= HAS_DEFAULTS;
         break;
       case ETCH_PKT_CLOCK_SNAPSHOT:
         RD_EXPECT(f, ETCH_PB_LEN, "TracePacket.clock_snapshot");
-        present |= HAS_SNAPSHOT;
+        pf->present |= HAS_SNAPSHOT;
         break;
       case ETCH_PKT_TRACK_DESCRIPTOR:
         RD_EXPECT(f, ETCH_PB_LEN, "TracePacket.track_descriptor");
-        present |= HAS_DESCRIPTOR;
+        pf->present |= HAS_DESCRIPTOR;
         break;
       case ETCH_PKT_TRACE_STATS:
         RD_EXPECT(f, ETCH_PB_LEN, "TracePacket.trace_stats");
-        present |= HAS_STATS;
+        pf->present |= HAS_STATS;
         break;
       case ETCH_PKT_COMPRESSED_PACKETS:
       case ETCH_PKT_ZSTD_COMPRESSED_PACKETS:
         RD_EXPECT(f, ETCH_PB_LEN, "TracePacket.compressed_packets");
-        present |= HAS_COMPRESSED;
+        pf->present |= HAS_COMPRESSED;
         break;
       case ETCH_PKT_PREVIOUS_PACKET_DROPPED:
         RD_EXPECT(f, ETCH_PB_VARINT, "TracePacket.previous_packet_dropped");
-        if (f.u) prev_dropped = true;
+        if (f.u) pf->prev_dropped = true;
         break;
       case ETCH_PKT_FIRST_PACKET_ON_SEQUENCE:
         RD_EXPECT(f, ETCH_PB_VARINT, "TracePacket.first_packet_on_sequence");
-        if (f.u) first_on_seq = true;
+        if (f.u) pf->first_on_seq = true;
         break;
       case PKT_INCREMENTAL_STATE_CLEARED:
         RD_EXPECT(f, ETCH_PB_VARINT, "TracePacket.incremental_state_cleared");
-        if (f.u) cleared_legacy = true;
+        if (f.u) pf->cleared_legacy = true;
         break;
       case ETCH_PKT_MACHINE_ID:
         RD_EXPECT(f, ETCH_PB_VARINT, "TracePacket.machine_id");
-        machine_raw = f.u;
-        machine_at = pkt + f.off;
+        pf->machine_raw = f.u;
+        pf->machine_at = pkt + f.off;
         break;
       case ETCH_PKT_SYSTEM_INFO:
         RD_EXPECT(f, ETCH_PB_LEN, "TracePacket.system_info");
-        present |= HAS_SYSINFO;
+        pf->present |= HAS_SYSINFO;
         break;
       case ETCH_PKT_REMOTE_CLOCK_SYNC:
         RD_EXPECT(f, ETCH_PB_LEN, "TracePacket.remote_clock_sync");
-        present |= HAS_CLOCK_SYNC;
+        pf->present |= HAS_CLOCK_SYNC;
         break;
       default:
         break;
     }
   }
   if (d.err) RD_DEC_FAIL(d);
+  return 0;
+}
 
+/*
+ * Step 2: the packet's machine and sequence, and what its flags do to the
+ * sequence's incremental state (as trace_processor does it). *skipped when
+ * the packet needs an incremental state its sequence has not: it is
+ * counted and goes no further.
+ */
+ETCH_INLINE int pkt_sequence(etch_reader *r, const rd_src *src,
+                             uint64_t rec_off, const uint8_t *pkt, size_t len,
+                             pkt_fields *pf, rd_seq **out, bool *skipped) {
   /* The machine whose clocks and tracks the packet's state is of. */
-  if (ETCH_UNLIKELY(machine_raw)) {
-    rc = etch__rd_machine_of(r, machine_raw, &r->cur_machine);
+  if (ETCH_UNLIKELY(pf->machine_raw)) {
+    int rc = etch__rd_machine_of(r, pf->machine_raw, &r->cur_machine);
     if (rc == ETCH_ELIMIT)
-      return etch__rd_fail(r, src, machine_at, rc, "%s", etch_last_error());
+      return etch__rd_fail(r, src, pf->machine_at, rc, "%s",
+                           etch_last_error());
     if (rc) return rc;
   } else {
     r->cur_machine = 0;
   }
 
+  uint32_t seq_id = pf->seq_id;
   if (!seq_id) seq_id = r->feed_seq; /* 0 unless fed (etch_reader_feed) */
   rd_seq *seq = rd_seq_get(r, seq_id);
   if (!seq) return r->nseq >= RD_MAX_SEQUENCES ? ETCH_ELIMIT : ETCH_ENOMEM;
+  *out = seq;
 
-  /* Incremental state and data loss, as trace_processor does it. Writers
-   * that cannot know mark their first packet "dropped" too, with
+  /* Writers that cannot know mark their first packet "dropped" too, with
    * first_packet_on_sequence: that is no loss. */
-  if (first_on_seq) prev_dropped = false;
-  bool cleared = (flags & ETCH_SEQ_INCREMENTAL_STATE_CLEARED) || cleared_legacy;
+  bool prev_dropped = pf->prev_dropped && !pf->first_on_seq;
+  bool cleared =
+      (pf->flags & ETCH_SEQ_INCREMENTAL_STATE_CLEARED) || pf->cleared_legacy;
   /* Skipped: it needs the incremental state and its sequence has none
    * (after what this packet's own flags do to it). */
-  bool skipped = (flags & ETCH_SEQ_NEEDS_INCREMENTAL_STATE) &&
-                 (seq_id == 0 ||
-                  (!cleared && (prev_dropped || !seq->valid)));
+  bool skip = (pf->flags & ETCH_SEQ_NEEDS_INCREMENTAL_STATE) &&
+              (seq_id == 0 || (!cleared && (prev_dropped || !seq->valid)));
+  *skipped = skip;
 
   /* What changes the sequence's state is applied only if the whole packet
    * reads (a packet skipped is not read, whatever its bytes): left out
    * otherwise, it must leave no trace. A packet with a track event only is
    * read as it comes (its errors are found before anything is delivered,
-   * and undone below). */
-  if (ETCH_UNLIKELY((present & (HAS_DEFAULTS | HAS_INTERNED | HAS_SNAPSHOT |
-                                HAS_DESCRIPTOR | HAS_STATS | HAS_SYSINFO |
-                                HAS_CLOCK_SYNC)) ||
+   * and undone in pkt_track_event). */
+  if (ETCH_UNLIKELY((pf->present & (HAS_DEFAULTS | HAS_INTERNED |
+                                    HAS_SNAPSHOT | HAS_DESCRIPTOR |
+                                    HAS_STATS | HAS_SYSINFO |
+                                    HAS_CLOCK_SYNC)) ||
                     prev_dropped || cleared) &&
-      !skipped && !r->strict) {
-    rc = check_first(r, src, pkt, len);
+      !skip && !r->strict) {
+    int rc = check_first(r, src, pkt, len);
     if (rc) return rc;
   }
 
@@ -621,89 +639,137 @@ static int packet_read(etch_reader *r, const rd_src *src, uint64_t rec_off,
     seq_clear(seq);
   else if (prev_dropped && seq_id != 0)
     seq->valid = false;
-  if (skipped) {
+  if (skip) {
     if (seq_id == 0)
       r->stats.packet_sequence_id_missing++;
     else
       r->stats.packet_skipped_seq_needs_incremental_state_invalid++;
     seq->loss_pending = true;
     if (r->obs) {
-      rd_packet_view v = {src,    rec_off, pkt, len, seq,  flags, has_ts,
-                          raw_ts, has_clock ? clock : 0, false, 0, true};
+      rd_packet_view v = {src,        rec_off,   pkt,
+                          len,        seq,       pf->flags,
+                          pf->has_ts, pf->raw_ts, pf->has_clock ? pf->clock : 0,
+                          false,      0,         true};
       r->obs->packet(r, &v, r->obs->user);
     }
+  }
+  return 0;
+}
+
+/* Step 3: the state the rest of the packet depends on: defaults, interned
+ * data, clock snapshots and syncs. */
+ETCH_INLINE int pkt_state(etch_reader *r, const rd_src *src, rd_seq *seq,
+                          const uint8_t *pkt, size_t len) {
+  etch__pb_dec d;
+  etch__pb_field f;
+  etch__pb_dec_init(&d, pkt, len);
+  while (etch__pb_next_fast(&d, &f)) {
+    int rc = 0;
+    if (f.id == ETCH_PKT_TRACE_PACKET_DEFAULTS)
+      rc = packet_defaults(r, src, seq, f.data, f.len);
+    else if (f.id == ETCH_PKT_INTERNED_DATA)
+      rc = interned_data(r, src, seq, f.data, f.len);
+    else if (f.id == ETCH_PKT_CLOCK_SNAPSHOT)
+      rc = etch__rd_clock_snapshot(r, src, seq, f.data, f.len);
+    else if (f.id == ETCH_PKT_REMOTE_CLOCK_SYNC)
+      rc = etch__rd_remote_clock_sync(r, src, seq, f.data, f.len);
+    if (rc) return rc;
+  }
+  return 0;
+}
+
+/* Step 4: what the packet describes: tracks, the system, the trace's
+ * stats, and compressed packets (read here, each in turn). */
+ETCH_INLINE int pkt_contents(etch_reader *r, const rd_src *src,
+                             const uint8_t *pkt, size_t len,
+                             int64_t trusted_pid) {
+  etch__pb_dec d;
+  etch__pb_field f;
+  etch__pb_dec_init(&d, pkt, len);
+  while (etch__pb_next_fast(&d, &f)) {
+    int rc = 0;
+    if (f.id == ETCH_PKT_TRACK_DESCRIPTOR) {
+      rc = track_descriptor(r, src, f.data, f.len, trusted_pid);
+    } else if (f.id == ETCH_PKT_SYSTEM_INFO) {
+      rc = etch__rd_system_info(r, src, f.data, f.len);
+    } else if (f.id == ETCH_PKT_TRACE_STATS) {
+      rc = trace_stats(r, src, f.data, f.len);
+    } else if (f.id == ETCH_PKT_COMPRESSED_PACKETS ||
+               f.id == ETCH_PKT_ZSTD_COMPRESSED_PACKETS) {
+      uint32_t m = r->cur_machine; /* the packets inside have theirs */
+      rc = r->unpack(r, src, pkt + f.off, f.data, f.len,
+                     f.id == ETCH_PKT_ZSTD_COMPRESSED_PACKETS);
+      r->cur_machine = m;
+    }
+    if (rc) return rc;
+  }
+  return 0;
+}
+
+/* Step 5: the track event, at `ts`; when it fails nothing of it was
+ * delivered, and what reading it changed is undone. */
+ETCH_INLINE int pkt_track_event(etch_reader *r, const rd_src *src,
+                                rd_seq *seq, uint64_t rec_off,
+                                const pkt_fields *pf, bool ts_ok, int64_t ts,
+                                uint32_t clock_id, int64_t latest_before) {
+  if (!ts_ok) {
+    r->stats.clock_conversion_failed++;
     return 0;
   }
+  uint64_t events = r->stats.track_events,
+           missing = r->stats.interned_data_missing;
+  int rc = etch__rd_track_event(r, src, seq, pf->te, pf->te_len, ts, rec_off);
+  if (ETCH_UNLIKELY(rc)) {
+    r->stats.track_events = events;
+    r->stats.interned_data_missing = missing;
+    r->latest_ts = latest_before;
+    if (pf->has_ts) clock_unwind(r, seq, clock_id, pf->raw_ts);
+  }
+  return rc;
+}
 
-  /* State the rest of the packet depends on. */
-  if (present & (HAS_DEFAULTS | HAS_INTERNED | HAS_SNAPSHOT | HAS_CLOCK_SYNC)) {
-    etch__pb_dec_init(&d, pkt, len);
-    while (etch__pb_next_fast(&d, &f)) {
-      rc = 0;
-      if (f.id == ETCH_PKT_TRACE_PACKET_DEFAULTS)
-        rc = packet_defaults(r, src, seq, f.data, f.len);
-      else if (f.id == ETCH_PKT_INTERNED_DATA)
-        rc = interned_data(r, src, seq, f.data, f.len);
-      else if (f.id == ETCH_PKT_CLOCK_SNAPSHOT)
-        rc = etch__rd_clock_snapshot(r, src, seq, f.data, f.len);
-      else if (f.id == ETCH_PKT_REMOTE_CLOCK_SYNC)
-        rc = etch__rd_remote_clock_sync(r, src, seq, f.data, f.len);
-      if (rc) return rc;
-    }
+static int packet_read(etch_reader *r, const rd_src *src, uint64_t rec_off,
+                       const uint8_t *pkt, size_t len) {
+  pkt_fields pf = {.trusted_pid = -1};
+  r->stats.packets++;
+  r->gen++; /* sequence state may change: the fast path looks again */
+  int rc = pkt_fields_read(r, src, pkt, len, &pf);
+  if (rc) return rc;
+  rd_seq *seq = NULL;
+  bool skipped = false;
+  rc = pkt_sequence(r, src, rec_off, pkt, len, &pf, &seq, &skipped);
+  if (rc || skipped) return rc;
+
+  if (pf.present &
+      (HAS_DEFAULTS | HAS_INTERNED | HAS_SNAPSHOT | HAS_CLOCK_SYNC)) {
+    rc = pkt_state(r, src, seq, pkt, len);
+    if (rc) return rc;
   }
 
   /* No clock id (or 0): the timestamp is in the trace clock already, as
    * trace_processor takes it (BOOTTIME unless a snapshot said otherwise). */
-  uint32_t clock_id = has_clock                ? clock
+  uint32_t clock_id = pf.has_clock                ? pf.clock
                       : seq->has_clock_default ? seq->clock_default
                                                : 0;
   uint32_t named_clock = clock_id;
   if (clock_id == 0) clock_id = r->clocks.trace_clock;
   int64_t ts = 0;
   int64_t latest_before = r->latest_ts;
-  bool ts_ok = etch__rd_packet_time(r, seq, has_ts, raw_ts, named_clock, &ts);
+  bool ts_ok =
+      etch__rd_packet_time(r, seq, pf.has_ts, pf.raw_ts, named_clock, &ts);
   if (r->obs) {
-    rd_packet_view v = {src,    rec_off,  pkt,   len, seq,  flags, has_ts,
-                        raw_ts, clock_id, ts_ok, ts,  false};
+    rd_packet_view v = {src,       rec_off,  pkt,   len, seq,  pf.flags,
+                        pf.has_ts, pf.raw_ts, clock_id, ts_ok, ts,  false};
     r->obs->packet(r, &v, r->obs->user);
   }
 
-  if (present & (HAS_DESCRIPTOR | HAS_STATS | HAS_COMPRESSED | HAS_SYSINFO)) {
-    etch__pb_dec_init(&d, pkt, len);
-    while (etch__pb_next_fast(&d, &f)) {
-      rc = 0;
-      if (f.id == ETCH_PKT_TRACK_DESCRIPTOR) {
-        rc = track_descriptor(r, src, f.data, f.len, trusted_pid);
-      } else if (f.id == ETCH_PKT_SYSTEM_INFO) {
-        rc = etch__rd_system_info(r, src, f.data, f.len);
-      } else if (f.id == ETCH_PKT_TRACE_STATS) {
-        rc = trace_stats(r, src, f.data, f.len);
-      } else if (f.id == ETCH_PKT_COMPRESSED_PACKETS ||
-                 f.id == ETCH_PKT_ZSTD_COMPRESSED_PACKETS) {
-        uint32_t m = r->cur_machine; /* the packets inside have theirs */
-        rc = r->unpack(r, src, pkt + f.off, f.data, f.len,
-                       f.id == ETCH_PKT_ZSTD_COMPRESSED_PACKETS);
-        r->cur_machine = m;
-      }
-      if (rc) return rc;
-    }
+  if (pf.present & (HAS_DESCRIPTOR | HAS_STATS | HAS_COMPRESSED | HAS_SYSINFO)) {
+    rc = pkt_contents(r, src, pkt, len, pf.trusted_pid);
+    if (rc) return rc;
   }
 
-  if (te) {
-    if (!ts_ok) {
-      r->stats.clock_conversion_failed++;
-      return 0;
-    }
-    uint64_t events = r->stats.track_events,
-             missing = r->stats.interned_data_missing;
-    rc = etch__rd_track_event(r, src, seq, te, te_len, ts, rec_off);
-    if (ETCH_UNLIKELY(rc)) { /* nothing of it was delivered: undone */
-      r->stats.track_events = events;
-      r->stats.interned_data_missing = missing;
-      r->latest_ts = latest_before;
-      if (has_ts) clock_unwind(r, seq, clock_id, raw_ts);
-    }
-    return rc;
-  }
+  if (pf.te)
+    return pkt_track_event(r, src, seq, rec_off, &pf, ts_ok, ts, clock_id,
+                           latest_before);
   return 0;
 }

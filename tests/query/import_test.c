@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "base/base.h"
 #include "query/query.h"
@@ -539,6 +540,34 @@ TEST(import_free_without_finish) {
   etch__db_close(db);
 }
 
+/* The import runs DuckDB's queries (each appender flush is one) on one
+ * thread, and gives the database its threads back when it ends, finished
+ * or not. */
+TEST(import_runs_duckdb_on_one_thread_and_restores_it) {
+  etch__db *db = qt_new_db();
+  char *before = qt_query(db, "SELECT current_setting('threads') AS t");
+  ASSERT_TRUE(strcmp(before, "t\n1\n") != 0 || sysconf(_SC_NPROCESSORS_ONLN) == 1);
+  for (int finish = 0; finish < 2; finish++) {
+    etch__importer *imp;
+    ASSERT_OK(etch__importer_new(&imp, db, NULL, NULL));
+    QT_ASSERT(db, "SELECT current_setting('threads') AS t", "t\n1\n");
+    feed(imp, &kMain, ETCH_EVENT_INSTANT, 1, NULL, "a");
+    if (finish) ASSERT_OK(etch__importer_finish(imp, NULL, 1, 1));
+    etch__importer_free(imp);
+    QT_ASSERT(db, "SELECT current_setting('threads') AS t", before);
+  }
+  free(before);
+  /* A number of threads set by hand is what comes back. */
+  ASSERT_OK(etch__db_exec(db, "SET threads = 3;"));
+  etch__importer *imp;
+  ASSERT_OK(etch__importer_new(&imp, db, NULL, NULL));
+  QT_ASSERT(db, "SELECT current_setting('threads') AS t", "t\n1\n");
+  ASSERT_OK(etch__importer_finish(imp, NULL, 1, 1));
+  etch__importer_free(imp);
+  QT_ASSERT(db, "SELECT current_setting('threads') AS t", "t\n3\n");
+  etch__db_close(db);
+}
+
 /* A slice open while more than the reorder window's 65,536 later slices
  * end: the others stay in id order, its row comes after them. */
 TEST(import_slice_open_past_the_window_comes_last) {
@@ -568,7 +597,7 @@ TEST(import_slice_open_past_the_window_comes_last) {
   etch__db_close(db);
 }
 
-/* ---- a table writer's appending thread (rows.c) ---------------------------- */
+/* ---- a table writer's appending thread (table_writer.c) ------------------ */
 
 static char *tmp_db_path(const char *name) {
   char *p;
