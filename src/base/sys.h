@@ -1,10 +1,10 @@
 /*
  * sys.h - the system calls etch makes on its files, through one table of
  * function pointers (etch__sys_table) that a test can change, as SQLite's
- * os layer lets a test replace its system calls: a test puts in its own write() that
- * fails the third call with ENOSPC, and sees what the sink, the flight
- * file, the store or the query cache do about it (tests/fault/sysfault.h
- * sweeps that way over every call in turn).
+ * os layer lets a test replace its system calls: a test puts in its own
+ * write() that fails the third call with ENOSPC, and sees what the sink,
+ * the flight file, the store or the query cache do about it
+ * (tests/fault/sysfault.h sweeps that way over every call in turn).
  *
  * The table starts out holding the C library's functions, and nothing but
  * a test changes it. The cost, armed or not, is one load of the pointer
@@ -12,11 +12,12 @@
  * file's setup, a cache or store file), never one per event; the writer's
  * hot path makes none of them.
  *
- * Where they are used (docs/building.md, "Testing"): the trace file's sink
- * (buffer/sink.c), the flight file (buffer/flight.c), libetch's output at
- * exit and as it goes (sdk/core/output.c, stream.c), the query cache
- * (query/cache.c) and the store's files (ui/store.c). Not (yet): the
- * service's own files, the reader's open of a trace, the tools.
+ * Where they are used and not (docs/building.md, "System call failure"):
+ * the trace file's sink (buffer/sink.c), the flight file
+ * (buffer/flight.c), libetch's output at exit and as it goes
+ * (sdk/core/output.c, stream.c), the query cache (query/cache.c) and the
+ * store's files (ui/store.c); not the service's own files, the reader's
+ * open of a trace or the tools' files.
  */
 #ifndef ETCH_BASE_SYS_H
 #define ETCH_BASE_SYS_H

@@ -110,7 +110,8 @@ int etch__flight_create(etch_flight *f, const char *path, uint64_t size,
   if (etch__sys_ftruncate(fd, (off_t)len) != 0)
     return create_failed(fd, path, errno, "size", len);
   setup_step(ETCH_FLIGHT_STEP_SIZED);
-  void *map = etch__sys_mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  void *map =
+      etch__sys_mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (map == MAP_FAILED) return create_failed(fd, path, errno, "map", len);
   f->path = etch__strdup(path);
   if (!f->path) {
