@@ -71,6 +71,7 @@ static int key_of(const char *path, trace_key *k) {
       close(fd);
       return rc;
     }
+    ETCH_DCHECK((size_t)n <= kKeyBytes);
     uint64_t h = etch__hash_bytes(buf, (size_t)n, 0x6574636863616368ull);
     if (part == 0)
       k->head = h;
