@@ -113,7 +113,7 @@ uint64_t etch__fault_fails(void);
 
 /* The unsigned decimal number `len` bytes at `s` spell: 0, or -1 when they
  * are empty, hold anything but the digits 0-9, or overflow 64 bits. The
- * number parser of libetch's options: the config table (sdk/core/session.c)
+ * number parser of libetch's options: the config table (sdk/core/config.c)
  * and the environment's numbers (base/envvars.c). */
 int etch__parse_u64(const char *s, size_t len, uint64_t *out);
 

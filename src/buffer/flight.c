@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "base/clock.h"
+#include "base/sys.h"
 #include "buffer/sink.h"
 #include "buffer/tracefile.h"
 #include "pb/pb.h"
@@ -62,7 +63,8 @@ int etch__flight_create(etch_flight *f, const char *path, uint64_t size,
   uint32_t cs, n;
   etch__buffer_geometry(size, &cs, &n);
   size_t len = ETCH_FLIGHT_HEADER_SIZE + (size_t)n * cs;
-  int fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  int fd =
+      etch__sys_open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (fd < 0)
     return etch__error(ETCH_EIO, "cannot make the flight file '%s': %s", path,
                        strerror(errno));
@@ -98,17 +100,18 @@ int etch__flight_create(etch_flight *f, const char *path, uint64_t size,
   snprintf(h->process_name, sizeof h->process_name, "%s",
            id->process_name ? id->process_name : "");
   ssize_t w;
-  do w = pwrite(fd, page, ETCH_FLIGHT_HEADER_SIZE, 0);
+  do w = etch__sys_pwrite(fd, page, ETCH_FLIGHT_HEADER_SIZE, 0);
   while (w < 0 && errno == EINTR);
   int e = w < 0 ? errno : ENOSPC;
   free(page);
   if (w != (ssize_t)ETCH_FLIGHT_HEADER_SIZE)
     return create_failed(fd, path, e, "write", len);
   setup_step(ETCH_FLIGHT_STEP_HEADER);
-  if (ftruncate(fd, (off_t)len) != 0)
+  if (etch__sys_ftruncate(fd, (off_t)len) != 0)
     return create_failed(fd, path, errno, "size", len);
   setup_step(ETCH_FLIGHT_STEP_SIZED);
-  void *map = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  void *map =
+      etch__sys_mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (map == MAP_FAILED) return create_failed(fd, path, errno, "map", len);
   f->path = etch__strdup(path);
   if (!f->path) {

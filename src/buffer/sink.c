@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/sys.h"
 #include "pb/pb.h"
 
 size_t etch__records_within(const uint8_t *data, size_t len, size_t room) {
@@ -64,7 +65,7 @@ static ssize_t write_nowait(const etch_sink *k, const uint8_t *p, size_t n) {
     return -1;
   }
   /* POLLERR or POLLHUP: the write fails at once and says why. */
-  return write(k->fd, p, n < PIPE_BUF ? n : PIPE_BUF);
+  return etch__sys_write(k->fd, p, n < PIPE_BUF ? n : PIPE_BUF);
 }
 
 size_t etch__sink_write(etch_sink *k, const uint8_t *data, size_t len) {
@@ -85,7 +86,7 @@ size_t etch__sink_write(etch_sink *k, const uint8_t *data, size_t len) {
       else if ((whole = etch__records_within(data + off, len - off, PIPE_BUF)))
         w = whole;
     }
-    ssize_t n = direct ? write(k->fd, data + off, w)
+    ssize_t n = direct ? etch__sys_write(k->fd, data + off, w)
                        : write_nowait(k, data + off, w);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && !direct && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
@@ -97,7 +98,7 @@ size_t etch__sink_write(etch_sink *k, const uint8_t *data, size_t len) {
       }
       /* The record being written is cut: back to the last whole one. */
       size_t keep = etch__records_within(data, len, off);
-      if (ftruncate(k->fd, k->base + (off_t)(k->written + keep)) != 0)
+      if (etch__sys_ftruncate(k->fd, k->base + (off_t)(k->written + keep)) != 0)
         k->cut_err = errno;
       k->written += keep;
       return keep;

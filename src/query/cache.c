@@ -32,6 +32,7 @@
 
 #include "base/base.h"
 #include "base/envvars.h"
+#include "base/sys.h"
 #include "query/query.h"
 
 enum { kKeyBytes = 65536 };
@@ -45,7 +46,7 @@ typedef struct trace_key {
 
 static int key_of(const char *path, trace_key *k) {
   memset(k, 0, sizeof *k);
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  int fd = etch__sys_open(path, O_RDONLY | O_CLOEXEC, 0);
   if (fd < 0) return etch__error(ETCH_EIO, "%s: %s", path, strerror(errno));
   struct stat sb;
   if (fstat(fd, &sb) != 0) {
@@ -64,8 +65,14 @@ static int key_of(const char *path, trace_key *k) {
     off_t at = part == 0 || sb.st_size <= kKeyBytes
                    ? 0
                    : sb.st_size - kKeyBytes;
-    ssize_t n = pread(fd, buf, kKeyBytes, at);
-    if (n < 0) n = 0;
+    ssize_t n = etch__sys_pread(fd, buf, kKeyBytes, at);
+    if (n < 0) { /* a key of nothing would name another cache */
+      int rc = etch__error(ETCH_EIO, "%s: %s", path, strerror(errno));
+      free(buf);
+      close(fd);
+      return rc;
+    }
+    ETCH_DCHECK((size_t)n <= kKeyBytes);
     uint64_t h = etch__hash_bytes(buf, (size_t)n, 0x6574636863616368ull);
     if (part == 0)
       k->head = h;
@@ -217,7 +224,7 @@ int etch__query_cache_file(const char *trace, const char *cache_dir,
     /* Another version of etch wrote it (or another trace hashed to the
      * same name): rebuilt quietly. */
     etch__db_close(db);
-    unlink(file);
+    etch__sys_unlink(file);
   }
   bool unwritable;
   rc = build(trace, tmp, key, &o, &unwritable);
@@ -228,7 +235,7 @@ int etch__query_cache_file(const char *trace, const char *cache_dir,
     file[0] = '\0';
     return ETCH_OK;
   }
-  if (!rc && rename(tmp, file) != 0)
+  if (!rc && etch__sys_rename(tmp, file) != 0)
     rc = etch__error(ETCH_EIO, "cache %s: %s", file, strerror(errno));
   if (rc) {
     int keep = rc;

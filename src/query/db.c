@@ -182,6 +182,7 @@ bool etch__res_next(etch__res *res) {
 }
 
 static duckdb_vector vec(const etch__res *res, idx_t col) {
+  ETCH_DCHECK(res->chunk && col < res->ncols && res->row < res->nrows);
   return duckdb_data_chunk_get_vector(res->chunk, col);
 }
 

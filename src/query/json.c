@@ -229,6 +229,7 @@ static void write_node(FILE *out, const jnode *n) {
  * when the row has no arg (a slice without args).
  */
 static bool add_arg(jnode *root, const etch__res *q, idx_t c) {
+  ETCH_DCHECK(c + 4 < q->ncols); /* the arg's five columns are there */
   char *key = etch__res_strdup(q, c);
   if (!key) return false;
   const char *k = strncmp(key, "debug.", 6) ? key : key + 6;

@@ -205,6 +205,7 @@ static void top_from_db(report *r, bool by_self, int top,
                                   .self = etch__res_i64(&res, 3),
                                   .max = etch__res_i64(&res, 4)};
   }
+  ETCH_DCHECK(nomem || n <= (size_t)top); /* the LIMIT held */
   done(r, &res, nomem);
   if (by_self) {
     d->by_self = rows;

@@ -34,6 +34,7 @@ struct etch__tt {
 };
 
 etch__tt *etch__tt_new(size_t ncols) {
+  ETCH_DCHECK(ncols > 0); /* etch__tt_rows divides by it */
   etch__tt *t = etch__calloc(1, sizeof *t);
   if (!t) return NULL;
   t->ncols = ncols;
@@ -333,6 +334,7 @@ static void print_table(duckdb_result *res, FILE *out) {
   size_t ncols = (size_t)duckdb_column_count(res);
   idx_t nrows = duckdb_row_count(res);
   size_t nbuf = nrows < kBufferedRows ? (size_t)nrows : kBufferedRows;
+  ETCH_DCHECK(ncols > 0); /* etch__query_print_result prints none else */
   char **cells = etch__calloc(nbuf * ncols + 1, sizeof *cells);
   size_t *w = etch__calloc(ncols + 1, sizeof *w);
   bool *right = etch__calloc(ncols + 1, sizeof *right);

@@ -120,6 +120,8 @@ static rd_rec *rec_make(etch_arena *arena, const etch_event *ev,
       a[i].v.s = s;
       s += n;
     }
+    /* Exactly the bytes rec_make sized: the strings end the record. */
+    ETCH_DCHECK(s == (char *)rec + size + strbytes);
   }
   return rec;
 }

@@ -97,6 +97,7 @@ static int push_arg(etch_reader *r, size_t flat_len, size_t key_len,
 static bool key_append(char *buf, size_t *len, const char *s, size_t n,
                        bool dot) {
   if (*len + n + 1 > RD_MAX_KEY) return false;
+  ETCH_DCHECK(*len <= RD_MAX_KEY);
   if (dot) buf[(*len)++] = '.';
   memcpy(buf + *len, s, n);
   *len += n;
@@ -326,6 +327,7 @@ static int source_location_args(etch_reader *r, const rd_srcloc *sl) {
                                      "source.line_number"};
   for (int i = 0; i < 3; i++) {
     size_t n = strlen(keys[i]);
+    ETCH_DCHECK(n < sizeof r->flat && n < sizeof r->key);
     memcpy(r->flat, keys[i], n);
     memcpy(r->key, keys[i], n);
     etch_arg v;

@@ -210,6 +210,7 @@ static const char *arg_key(etch_reader *r, rd_seq *seq, uint64_t iid) {
   if (!name) return NULL;
   size_t n = strlen(name);
   if (n > RD_MAX_KEY / 2) return NULL;
+  ETCH_DCHECK(6 + n <= sizeof r->flat);
   memcpy(r->flat, "debug.", 6);
   memcpy(r->flat + 6, name, n);
   const char *key = etch__strpool_get(&r->pool, r->flat, 6 + n);

@@ -211,6 +211,7 @@ static int track_descriptor(etch_reader *r, const rd_src *src,
 
 static int intern_put(etch_reader *r, const rd_src *src, const uint8_t *at,
                       etch_idtab *m, uint64_t iid, void *val) {
+  ETCH_DCHECK(iid != 0 && val != NULL); /* iid 0 is "not set": skipped */
   if (m->count >= RD_MAX_INTERNED && !etch__idtab_get(m, iid))
     return etch__rd_fail(r, src, at, ETCH_ELIMIT,
                          "more than %u interned entries of one kind on a "
@@ -739,6 +740,9 @@ static int packet_read(etch_reader *r, const rd_src *src, uint64_t rec_off,
   bool skipped = false;
   rc = pkt_sequence(r, src, rec_off, pkt, len, &pf, &seq, &skipped);
   if (rc || skipped) return rc;
+  /* Read on: what it needs of the sequence's state is there. */
+  ETCH_DCHECK(!(pf.flags & ETCH_SEQ_NEEDS_INCREMENTAL_STATE) ||
+              (seq->id != 0 && seq->valid));
 
   if (pf.present &
       (HAS_DEFAULTS | HAS_INTERNED | HAS_SNAPSHOT | HAS_CLOCK_SYNC)) {

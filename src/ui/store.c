@@ -41,6 +41,7 @@
 
 #include "base/base.h"
 #include "base/envvars.h"
+#include "base/sys.h"
 #include "query/query.h"
 
 #define META_DIR ".meta"
@@ -340,7 +341,8 @@ bool etch__store_meta_parse(char *buf, int64_t size, int64_t mtime_ns,
  * now. */
 static bool meta_read(const char *path, int64_t size, int64_t mtime_ns,
                       etch__store_entry *e) {
-  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+  int fd =
+      etch__sys_open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0);
   if (fd < 0) return false;
   struct stat sb;
   char *buf = NULL;
@@ -350,7 +352,7 @@ static bool meta_read(const char *path, int64_t size, int64_t mtime_ns,
   if (ok) {
     size_t got = 0, want = (size_t)sb.st_size;
     while (got < want) {
-      ssize_t r = read(fd, buf + got, want - got);
+      ssize_t r = etch__sys_read(fd, buf + got, want - got);
       if (r < 0 && errno == EINTR) continue;
       if (r <= 0) break;
       got += (size_t)r;
@@ -373,11 +375,11 @@ static void meta_write(const char *path, const etch__store_entry *e) {
   if (!slash || (size_t)(slash - path) >= sizeof mdir) return;
   memcpy(mdir, path, (size_t)(slash - path));
   mdir[slash - path] = '\0';
-  if (mkdir(mdir, 0755) != 0 && errno != EEXIST) return;
+  if (etch__sys_mkdir(mdir, 0755) != 0 && errno != EEXIST) return;
   int k = snprintf(tmp, sizeof tmp, "%s/.%ld.tmp", mdir, (long)getpid());
   if (k < 0 || (size_t)k >= sizeof tmp) return;
-  int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW,
-                0644);
+  int fd = etch__sys_open(
+      tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
   if (fd < 0) return;
   FILE *f = fdopen(fd, "w");
   if (!f) {
@@ -402,7 +404,7 @@ static void meta_write(const char *path, const etch__store_entry *e) {
   }
   bool ok = !ferror(f);
   if (fclose(f) != 0) ok = false;
-  if (!ok || rename(tmp, path) != 0) unlink(tmp);
+  if (!ok || etch__sys_rename(tmp, path) != 0) unlink(tmp);
 }
 
 static int64_t mtime_of(const struct stat *sb) {
@@ -606,7 +608,8 @@ bool etch__store_part_abandoned(const char *dir, const char *name) {
   char path[4352];
   int k = snprintf(path, sizeof path, "%s/%s", dir, name);
   if (k < 0 || (size_t)k >= sizeof path) return false;
-  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+  int fd =
+      etch__sys_open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0);
   if (fd < 0) return false;
   struct stat sb;
   bool gone = fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) &&
@@ -678,7 +681,7 @@ static int remove_part(const char *dir, const char *name) {
     return etch__error(ETCH_EBUSY, "'%s' in the store %s is being written "
                                    "(by etch record, pid %ld): not removed",
                        name, dir, pid);
-  if (unlink(path) != 0)
+  if (etch__sys_unlink(path) != 0)
     return etch__error(ETCH_EIO, "cannot remove %s: %s", path,
                        strerror(errno));
   return ETCH_OK;
@@ -701,10 +704,10 @@ int etch__store_remove(const char *dir, const char *name) {
   if (S_ISDIR(sb.st_mode))
     return etch__error(ETCH_EINVAL, "'%s' in the store %s is a directory, "
                                     "not a trace", name, dir);
-  if (unlink(path) != 0)
+  if (etch__sys_unlink(path) != 0)
     return etch__error(ETCH_EIO, "cannot remove %s: %s", path,
                        strerror(errno));
-  unlink(meta); /* none yet is fine */
+  etch__sys_unlink(meta); /* none yet is fine */
   return ETCH_OK;
 }
 

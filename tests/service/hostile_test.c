@@ -13,7 +13,7 @@
  * producer named in etchd's log.
  *
  * The hostile producer is this process, speaking the producer protocol by
- * hand (as tests/service/service_test.c's raw producers do); its bytes come
+ * hand (as the raw producers of tests/service/svc_common.c do); its bytes come
  * from a fixed seed per case, so a failure replays.
  *
  * Each case runs twice: the hostile producer on etchd's Unix socket

@@ -5,7 +5,7 @@
  *
  * What makes that dependable:
  *
- * - The output path is resolved and checked at etch_init (session.c,
+ * - The output path is resolved and checked at etch_init (paths.c,
  *   etch__output_resolve): %p is the pid, a relative path is fixed against
  *   the directory the process started tracing in, an unwritable path is
  *   reported before the run rather than after it.

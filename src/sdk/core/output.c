@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/sys.h"
 #include "buffer/sink.h"
 #include "buffer/tracefile.h"
 #include "proto/encode.h"
@@ -306,7 +307,8 @@ static int write_output(etch_session *s, const char *path,
   int rc;
   struct stat st;
   if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+    int fd =
+        etch__sys_open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
     if (fd < 0)
       return etch__error(ETCH_EIO, "cannot write trace to '%s': %s", path,
                          strerror(errno));
@@ -335,7 +337,7 @@ static int write_output(etch_session *s, const char *path,
   static uint32_t seq; /* two writes of one process at once: two names */
   snprintf(tmp, plen + 32, "%s.tmp%ld.%u", path, (long)getpid(),
            __atomic_fetch_add(&seq, 1, __ATOMIC_RELAXED));
-  int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+  int fd = etch__sys_open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
   if (fd < 0) {
     rc = etch__error(ETCH_EIO, "cannot write trace to '%s': %s", path,
                      strerror(errno));
@@ -347,7 +349,7 @@ static int write_output(etch_session *s, const char *path,
   /* A trace cut at its last whole packet (a full disk) is kept, and the
    * error says so: it is what there is of this run's trace. */
   bool keep = !rc || *kept;
-  if (keep && rename(tmp, path) != 0) {
+  if (keep && etch__sys_rename(tmp, path) != 0) {
     rc = etch__error(ETCH_EIO, "cannot write trace to '%s': %s", path,
                      strerror(errno));
     keep = false;

@@ -361,6 +361,10 @@ char *etch__output_per_pid(const char *path, long pid);
 /* The flight file a `flight` option names, resolved (1: /dev/shm/etch-%p
  * .flight; a name without '/': in /dev/shm; %p: the pid; absolute). */
 int etch__flight_path(const char *spec, char **out);
+/* A config's copy into `dst` (its strings duplicated), and what a config
+ * owns freed, not the config itself (config.c; a session keeps a copy). */
+int etch__config_copy(etch_config *dst, const etch_config *src);
+void etch__config_release(etch_config *c);
 
 /* ---- writers -------------------------------------------------------------------- */
 

@@ -33,6 +33,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/sys.h"
 #include "buffer/sink.h"
 #include "buffer/tracebuf.h"
 #include "buffer/tracefile.h"
@@ -127,7 +128,7 @@ static int open_output(etch_stream *st, const char *path) {
   char *own = NULL;
   for (int attempt = 0; attempt < 2; attempt++) {
     const char *p = own ? own : path;
-    int fd = open(p, O_WRONLY | O_CREAT | O_CLOEXEC, 0666);
+    int fd = etch__sys_open(p, O_WRONLY | O_CREAT | O_CLOEXEC, 0666);
     if (fd < 0) {
       int e = errno;
       free(own);
@@ -141,7 +142,7 @@ static int open_output(etch_stream *st, const char *path) {
       return st->path ? ETCH_OK : ETCH_ENOMEM;
     }
     if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
-      if (ftruncate(fd, 0) != 0) {
+      if (etch__sys_ftruncate(fd, 0) != 0) {
         int e = errno;
         close(fd);
         free(own);
