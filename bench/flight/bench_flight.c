@@ -43,7 +43,7 @@ static double median(double *v, int n) {
   return v[n / 2];
 }
 
-static void die(const char *what) {
+__attribute__((noreturn)) static void die(const char *what) {
   fprintf(stderr, "bench_flight: %s: %s\n", what, etch_last_error());
   exit(1);
 }

@@ -17,7 +17,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* noclone (gcc's) keeps a function's copy from taking another name;
+ * clang makes no such copies. */
+#if defined(__clang__)
+#define NOINLINE __attribute__((noinline))
+#else
 #define NOINLINE __attribute__((noinline, noclone))
+#endif
 
 void *volatile keep[64];
 static int nkeep;

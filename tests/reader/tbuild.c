@@ -26,6 +26,8 @@ typedef struct strbuf {
   size_t len, cap;
 } strbuf;
 
+static void sb_printf(strbuf *b, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 static void sb_printf(strbuf *b, const char *fmt, ...) {
   va_list ap;
   for (;;) {
