@@ -61,21 +61,6 @@ static int check_output(const char *path, bool fresh) {
                        strerror(errno));
 }
 
-void rec_index_in_store(const char *store, const char *path) {
-  const char *slash = strrchr(path, '/');
-  if (!*store || !slash || (size_t)(slash - path) >= PATH_MAX) return;
-  /* The paths libetch reports are absolute; ETCH_STORE may not be. */
-  char dir[PATH_MAX], in_dir[PATH_MAX], in_store[PATH_MAX];
-  memcpy(dir, path, (size_t)(slash - path));
-  dir[slash - path] = '\0';
-  if (!realpath(dir[0] ? dir : "/", in_dir) || !realpath(store, in_store) ||
-      strcmp(in_dir, in_store) != 0)
-    return;
-  etch__store_entry e;
-  if (etch__store_entry_get(store, slash + 1, &e) == ETCH_OK)
-    etch__store_entry_free(&e);
-}
-
 /*
  * A session of the service kept in the trace store is written under a
  * hidden name in the store (a leading '.': no store name, so etch ls and

@@ -92,6 +92,10 @@ bool rec_report_exit(const char *prog, const rec_exit *ex);
 
 /* ---- record_procs.c: what the processes left ---- */
 
+/* A trace written into the trace store `store` ("": none) gets its
+ * metadata now, so that the first etch ls need not read it. */
+void rec_index_in_store(const char *store, const char *path);
+
 /* Reads and removes the run directory, but for the flight files of
  * processes that died (rec_flights takes them); the processes by pid. */
 rec_proc *rec_collect(const char *dir, size_t *n);
@@ -120,8 +124,5 @@ int rec_report_traces(rec_proc *procs, size_t n, const char *prog,
 
 /* ---- record.c ---- */
 
-/* A trace written into the trace store `store` ("": none) gets its
- * metadata now, so that the first etch ls need not read it. */
-void rec_index_in_store(const char *store, const char *path);
 
 #endif /* ETCH_TOOLS_RECORD_H */

@@ -447,3 +447,18 @@ int rec_report_traces(rec_proc *procs, size_t n, const char *prog,
   free(cwd);
   return rc;
 }
+
+void rec_index_in_store(const char *store, const char *path) {
+  const char *slash = strrchr(path, '/');
+  if (!*store || !slash || (size_t)(slash - path) >= PATH_MAX) return;
+  /* The paths libetch reports are absolute; ETCH_STORE may not be. */
+  char dir[PATH_MAX], in_dir[PATH_MAX], in_store[PATH_MAX];
+  memcpy(dir, path, (size_t)(slash - path));
+  dir[slash - path] = '\0';
+  if (!realpath(dir[0] ? dir : "/", in_dir) || !realpath(store, in_store) ||
+      strcmp(in_dir, in_store) != 0)
+    return;
+  etch__store_entry e;
+  if (etch__store_entry_get(store, slash + 1, &e) == ETCH_OK)
+    etch__store_entry_free(&e);
+}
