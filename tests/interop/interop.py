@@ -1108,9 +1108,10 @@ def s_shifted_relay_clock_to_etchd(run):
     rows = list(csv.reader(io.StringIO(r.stdout.decode())))[1:]
     check(len(rows) == 1, "the instant in trace_processor: %r" % rows)
     ts = int(rows[0][0])
-    check(abs(ts - t) < 1000000, "the instant is %d ns from where it "
-          "happened on the host's timeline (its clock was %d ns ahead)"
-          % (ts - t, shift))
+    tol = sync_tolerance(out, CLOCK_BOOTTIME)
+    check(abs(ts - t) <= tol, "the instant is %d ns from where it "
+          "happened on the host's timeline (its clock was %d ns ahead; "
+          "the sync's round allows %d)" % (ts - t, shift, tol))
     check(rows[0][1] not in ("", "0", "[NULL]"),
           "the instant's track is on machine %r" % rows[0][1])
 # ---- etchd --relay into traced -------------------------------------------------
@@ -1314,12 +1315,13 @@ select p.pid, p.machine_id, s.ts from slice s
   where s.name = 'tick' order by p.machine_id""")
     eq([(k[0], k[1]) for k in ticks], [(hpid, 0), (fpid, 1)],
        "the ticks' processes and machines")
-    eq(ticks[0][2], t, "the host's tick")
     # The offset the host measured from the relay's SyncClock rounds, as
     # trace_processor computes it from the trace's RemoteClockSync.
     off = synced_offset(out, CLOCK_BOOTTIME)
-    check(abs(off - skew) <= 1000000, "the synced offset is %d ns, not %d "
-          "within 1 ms" % (off, skew))
+    tol = sync_tolerance(out, CLOCK_BOOTTIME)
+    check(abs(off - skew) <= tol, "the synced offset is %d ns, not %d "
+          "within %d ns (the sync's round)" % (off, skew, tol))
+    tp_host_tick(ticks[0][2], t, off, tol)
     # trace_processor v58.2 keeps the offset (its clock_snapshot table maps
     # machine 1's synced readings onto the host's timeline) but leaves
     # machine 1's track events where their clock put them: where it has
@@ -1327,9 +1329,9 @@ select p.pid, p.machine_id, s.ts from slice s
     far_ts = ticks[1][2]
     if abs(far_ts - t) > skew // 2:
         far_ts -= off
-    check(abs(far_ts - t) <= 1000000,
-          "the relayed tick is %d ns off the host's (skew %d ns, offset %d)"
-          % (far_ts - t, skew, off))
+    check(abs(far_ts - t) <= tol,
+          "the relayed tick is %d ns off the host's (skew %d ns, offset %d, "
+          "tolerance %d)" % (far_ts - t, skew, off, tol))
     r.expect_exit(signal.SIGTERM)
 
 
@@ -1396,6 +1398,51 @@ def synced_offset(trace, clock_id):
                                                          rounds))
     (t1c, t1h), (t2c, t2h) = rounds[-2:]
     return ((t1c + t2c) // 2 - t1h + t2c - (t1h + t2h) // 2) // 2
+
+
+def tp_host_tick(ts, t, off, tol):
+    """The host's tick as trace_processor v58.2 places it: at T, where it
+    happened; but in some runs (the relayed machine's packets first in the
+    file) trace_processor applies the relayed machine's clock offset to the
+    host's events too, and the tick lands at T + the offset. The trace is
+    the same either way (etch's reader puts it at T, exactly, in the tests
+    that read it with etch too); which one trace_processor did is
+    printed."""
+    if ts == t:
+        return
+    check(abs(ts - (t + off)) <= tol,
+          "the host's tick in trace_processor is at %d, neither T = %d nor "
+          "T + the synced offset %d (within %d)" % (ts, t, off, tol))
+    print("  note: trace_processor moved the host's tick by the relayed "
+          "machine's offset (%d ns)" % (ts - t))
+
+
+def sync_tolerance(trace, clock_id):
+    """How far the synced offset can be off: the host read its clock for
+    the PING between the client's PING and its UPDATE, and for the UPDATE
+    after it, so the error is within the longer of the round's two spans
+    (t2c - t1c, t2h - t1h). On an idle machine that is well under a
+    millisecond; with the cores busy a wake-up can wait a scheduler slice,
+    so the tolerance is what this trace's round took, at least 1 ms."""
+    with open(trace, "rb") as f:
+        data = f.read()
+    rounds = []
+    for fid, _, pkt in pbr_fields(data):
+        for k, _, v in pbr_fields(pkt):
+            if k != 107:
+                continue
+            for j, _, synced in pbr_fields(v):
+                if j != 1:
+                    continue
+                got = {}
+                for side, _, snap in pbr_fields(synced):
+                    for c, _, clock in pbr_fields(snap):
+                        cf = dict((x, y) for x, _, y in pbr_fields(clock))
+                        if c == 1 and cf.get(1) == clock_id:
+                            got[side] = cf.get(2)
+                rounds.append((got.get(2), got.get(3)))
+    (t1c, t1h), (t2c, t2h) = rounds[-2:]
+    return max(1000000, t2c - t1c, t2h - t1h)
 
 
 def s_relay_host_restarts(run):
@@ -1838,13 +1885,17 @@ select p.pid, p.machine_id, s.ts from slice s
     # The offset the host measured from the relay's SyncClock rounds, as
     # the trace's RemoteClockSync says it.
     off = synced_offset(out, CLOCK_BOOTTIME)
-    check(abs(off - skew) <= 1000000, "the synced offset is %d ns, not %d "
-          "within 1 ms" % (off, skew))
+    tol = sync_tolerance(out, CLOCK_BOOTTIME)
+    check(abs(off - skew) <= tol, "the synced offset is %d ns, not %d "
+          "within %d ns (the sync's round)" % (off, skew, tol))
     for tool, ticks in (("trace_processor", tp_rows_of(run, out, sql)),
                         ("etch", etch_query_rows(run, out, sql))):
         eq([(k[0], k[1]) for k in ticks], [(hpid, 0), (fpid, 1)],
            "the ticks' processes and machines in " + tool)
-        eq(ticks[0][2], t, "the host's tick in " + tool)
+        if tool == "trace_processor":
+            tp_host_tick(ticks[0][2], t, off, tol)
+        else:
+            eq(ticks[0][2], t, "the host's tick in " + tool)
         far_ts = ticks[1][2]
         if tool == "trace_processor":
             # trace_processor v58.2 keeps the offset but does not move a
@@ -1854,9 +1905,9 @@ select p.pid, p.machine_id, s.ts from slice s
             # land at T.
             eq(far_ts, t + skew, "trace_processor's relayed tick (not moved)")
             far_ts -= off
-        check(abs(far_ts - t) <= 1000000,
+        check(abs(far_ts - t) <= tol,
               "%s: the relayed tick is %d ns off the host's (its clock %d ns "
-              "ahead)" % (tool, far_ts - t, skew))
+              "ahead, tolerance %d)" % (tool, far_ts - t, skew, tol))
     r.expect_exit(signal.SIGTERM)
 
 
