@@ -289,6 +289,9 @@ int etch__buffer_collect(etch_buffer *b, etch_tracebuf *tb, etch_vec *scratch,
     if (used > etch__buffer_payload_size(b)) used = 0; /* never trust */
     collected h = {c->writer_id, c->chunk_id, word >> ETCH_CHUNK_FLAGS_SHIFT,
                    used};
+    /* A chunk its writer still writes: what follows comes with a later
+     * collect, or is lost if the ring takes the chunk first. */
+    if (st == ETCH_CHUNK_WRITING) h.flags |= ETCH_TRACEBUF_PARTIAL;
     if (etch__vec_reserve(scratch, sizeof h + used)) {
       /* The chunks copied so far go on; this one and the rest stay for
        * the next collect. */

@@ -21,6 +21,7 @@ typedef struct tchunk {
   uint32_t seq, chunk_id, flags, count;
   uint32_t len;
   uint32_t done; /* fragments already read */
+  bool partial;  /* a copy taken while the chunk was being written */
   uint8_t data[];
 } tchunk;
 
@@ -30,6 +31,9 @@ typedef struct tseq {
   uint32_t seq;
   bool seen;
   uint32_t done_id, done_frags;
+  /* Chunk done_id was read from a partial copy and its whole copy has not
+   * come yet: if the next chunk comes first, the tail is lost. */
+  bool tail_open;
   /* Track events in chunks this buffer discarded or overwrote unread,
    * and when the first of them went (BOOTTIME ns). */
   uint64_t lost_events, first_loss_ns;
@@ -255,20 +259,26 @@ int etch__tracebuf_put(etch_tracebuf *tb, uint32_t seq, uint32_t chunk_id,
                        uint32_t flags, uint32_t count, const uint8_t *payload,
                        uint32_t len) {
   tb->gen++; /* the reading order changes */
+  bool partial = flags & ETCH_TRACEBUF_PARTIAL;
+  flags &= ~(uint32_t)ETCH_TRACEBUF_PARTIAL;
   if (len > tb->size)
     return etch__error(ETCH_EINVAL, "chunk of %u bytes in a buffer of %llu",
                        len, (unsigned long long)tb->size);
   /* A copy of a chunk that has been read up to or past what it holds. */
-  const tseq *s = seq_state(tb, seq, false);
+  tseq *s = seq_state(tb, seq, false);
   if (s && s->seen &&
       ((int32_t)(chunk_id - s->done_id) < 0 ||
        (chunk_id == s->done_id && count <= s->done_frags))) {
+    /* The whole copy of a chunk read from a partial one, with nothing
+     * more in it: its tail was read. */
+    if (!partial && chunk_id == s->done_id) s->tail_open = false;
     tb->st.chunks_stale++;
     return ETCH_OK;
   }
   tchunk *old = lookup(tb, seq, chunk_id);
   uint32_t done = 0;
   if (old && old->len >= len && old->count >= count) {
+    if (!partial) old->partial = false; /* as whole as it gets */
     tb->st.chunks_stale++;
     return ETCH_OK;
   }
@@ -317,6 +327,7 @@ int etch__tracebuf_put(etch_tracebuf *tb, uint32_t seq, uint32_t chunk_id,
   c->count = count;
   c->len = len;
   c->done = done;
+  c->partial = partial;
   memcpy(c->data, payload, len);
   c->older = tb->newest;
   c->newer = NULL;
@@ -402,6 +413,15 @@ static int read_seq(etch_tracebuf *tb, tchunk **g, uint32_t n,
     /* One sequence, in chunk id order, each id once (the index's key). */
     ETCH_DCHECK(c->seq == g[0]->seq && (i == 0 || c->chunk_id > g[i - 1]->chunk_id));
     bool cut;
+    /* The chunk before was read from a partial copy and the next one is
+     * here before its whole copy (which comes too late if it comes: the
+     * read goes past it): its tail is lost, as if the chunk were
+     * missing. */
+    if (i == 0 ? was_seen && s->tail_open && c->chunk_id != was_id
+               : g[i - 1]->partial) {
+      tb->st.sequence_gaps++;
+      etch__reasm_lose(r);
+    }
     if (!etch__reasm_chunk(r, c->chunk_id, &cut))
       tb->st.sequence_gaps++; /* a packet cut by it is lost */
     etch_frag_cursor cur;
@@ -505,9 +525,11 @@ static int read_seq(etch_tracebuf *tb, tchunk **g, uint32_t n,
   if (keep_from < n) {
     s->done_id = g[keep_from]->chunk_id;
     s->done_frags = g[keep_from]->done;
+    s->tail_open = false; /* the chunk stays: it is read again */
   } else {
     s->done_id = g[n - 1]->chunk_id;
     s->done_frags = g[n - 1]->count;
+    s->tail_open = g[n - 1]->partial;
   }
   /* The watermark moved on (or chunks went): the read made progress. */
   if (!was_seen || keep_from ||

@@ -56,8 +56,15 @@ int etch__tracebuf_new(uint64_t size, etch_buffer_fill fill,
                        etch_tracebuf **out);
 void etch__tracebuf_free(etch_tracebuf *tb);
 
+/* In put's flags: the copy was taken while its writer was still writing
+ * the chunk (a flush's scrape, an in-process collect), so more of it
+ * may follow. A sequence read up to such a copy, whose next chunk then
+ * comes without the whole copy first, lost the copy's tail: the next
+ * packet read says so (dropped_before), as after a gap in chunk ids. */
+#define ETCH_TRACEBUF_PARTIAL (1u << 16)
+
 /* Stores a copy of a chunk: `count` fragments in `payload`, `flags` the
- * SMB's FIRST/LAST_CONTINUES bits. ETCH_ELIMIT when a discard buffer is
+ * SMB's FIRST/LAST_CONTINUES bits (and ETCH_TRACEBUF_PARTIAL). ETCH_ELIMIT when a discard buffer is
  * full, ETCH_EINVAL for a chunk larger than the whole buffer. */
 int etch__tracebuf_put(etch_tracebuf *tb, uint32_t seq, uint32_t chunk_id,
                        uint32_t flags, uint32_t count, const uint8_t *payload,

@@ -548,8 +548,9 @@ void etch__svc_put_partial_chunk(etch_service *s, uint32_t buf,
     keep = off;
   if (idx + 1 != s->chunk->count) return; /* did not parse: its loss */
   etch__tracebuf_put(s->bufs[buf], seq, s->chunk->chunk_id,
-                     s->chunk->flags & ETCH_SMB_FIRST_CONTINUES, idx,
-                     s->chunk->payload, keep);
+                     (s->chunk->flags & ETCH_SMB_FIRST_CONTINUES) |
+                         ETCH_TRACEBUF_PARTIAL,
+                     idx, s->chunk->payload, keep);
 }
 
 /* ---- a producer that goes ---- */
@@ -609,7 +610,8 @@ static void salvage_producer(etch_service *s, producer *p) {
         if (!buf) continue;
         uint32_t seq = etch__svc_seq_of(s, p, s->chunk->writer_id);
         if (seq)
-          etch__tracebuf_put(s->bufs[buf], seq, s->chunk->chunk_id, flags,
+          etch__tracebuf_put(s->bufs[buf], seq, s->chunk->chunk_id,
+                             flags | ETCH_TRACEBUF_PARTIAL,
                              etch__frag_count(d, len), d, len);
         break;
       }

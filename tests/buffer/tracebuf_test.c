@@ -164,6 +164,52 @@ TEST(a_missing_chunk_cuts_only_its_sequence) {
   etch__tracebuf_free(tb);
 }
 
+/* A chunk read from a copy taken while it was being written (a flush's
+ * scrape, an in-process collect): when the next chunk comes before its
+ * whole copy, the tail is lost and the next packet says so; when the
+ * whole copy comes, with more in it or not, nothing was lost. */
+TEST(a_partial_copy_whose_rest_never_comes_marks_a_loss) {
+  const uint32_t P = ETCH_TRACEBUF_PARTIAL;
+  for (int how = 0; how < 4; how++) {
+    etch_tracebuf *tb;
+    ASSERT_OK(etch__tracebuf_new(1 << 20, ETCH_BUFFER_RING, &tb));
+    chunk_b c0 = {0}, c1 = {0};
+    frag(&c0, "a", false);
+    put(tb, 1, 0, P, &c0);
+    got g;
+    read_all(tb, &g);
+    ASSERT_EQ_INT(g.n, 1);
+    ASSERT_FALSE(g.dropped[0]);
+    if (how == 1) { /* the whole copy, with more in it */
+      frag(&c0, "b", false);
+      put(tb, 1, 0, 0, &c0);
+    } else if (how == 2) { /* the whole copy, nothing more in it */
+      put(tb, 1, 0, 0, &c0);
+    } else if (how == 3) { /* a longer copy, still partial: then lost */
+      frag(&c0, "b", false);
+      put(tb, 1, 0, P, &c0);
+    }
+    frag(&c1, "c", false);
+    put(tb, 1, 1, 0, &c1);
+    read_all(tb, &g);
+    if (how == 1 || how == 3) {
+      ASSERT_EQ_INT(g.n, 2);
+      ASSERT_EQ_STR(g.text[0], "b");
+      ASSERT_FALSE(g.dropped[0]);
+      ASSERT_EQ_STR(g.text[1], "c");
+      ASSERT_EQ_INT(g.dropped[1], how == 3);
+    } else {
+      ASSERT_EQ_INT(g.n, 1);
+      ASSERT_EQ_STR(g.text[0], "c");
+      ASSERT_EQ_INT(g.dropped[0], how == 0);
+    }
+    etch_tracebuf_stats st;
+    etch__tracebuf_stats(tb, &st);
+    ASSERT_EQ_U64(st.sequence_gaps, how == 0 || how == 3 ? 1 : 0);
+    etch__tracebuf_free(tb);
+  }
+}
+
 TEST(ring_overwrites_oldest_discard_refuses) {
   etch_tracebuf *tb;
   ASSERT_OK(etch__tracebuf_new(100, ETCH_BUFFER_RING, &tb));
