@@ -11,6 +11,9 @@
  *              what libetch_malloc.so uses
  *   backtrace  the C library's backtrace() (the compiler's unwinder, no
  *              cache: .eh_frame_hdr searched for every frame)
+ *   etch       etch's own .eh_frame unwinder (src/unwind) with its cache of
+ *              rules by address, over the live stack (as libetch_malloc.so
+ *              would) through etch__unwind_read_mem
  */
 #define _GNU_SOURCE
 #define UNW_LOCAL_ONLY
@@ -19,7 +22,10 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <pthread.h>
 #include <time.h>
+
+#include "unwind/unwind.h"
 
 #define DEPTH 12
 #define MAXF 64
@@ -52,6 +58,18 @@ static __attribute__((noinline)) int take_bt(void **out, int max) {
   return backtrace(out, max);
 }
 
+static etch_unwinder *U;
+static uint64_t stack_hi;
+
+static __attribute__((noinline)) int take_etch(void **out, int max) {
+  etch_unwind_regs r;
+  __asm__ volatile("lea 0(%%rip), %0\n\tmov %%rsp, %1\n\tmov %%rbp, %2"
+                   : "=r"(r.ip), "=r"(r.sp), "=r"(r.bp));
+  etch_unwind_mem m = {r.sp, (const uint8_t *)(uintptr_t)r.sp, stack_hi - r.sp};
+  return (int)etch__unwind(U, &r, etch__unwind_read_mem, &m, (uint64_t *)out,
+                           (uint32_t)max);
+}
+
 typedef int (*take_fn)(void **, int);
 static volatile int sink;
 
@@ -82,14 +100,23 @@ int main(int argc, char **argv) {
   long reps = argc > 1 ? atol(argv[1]) : 200000;
   if (reps < 100) return 2;
   unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
-  const char *names[] = {"fp", "libunwind", "backtrace"};
-  take_fn fns[] = {take_fp, take_unw, take_bt};
-  double v[3][5];
-  int frames[3] = {0};
-  for (int k = 0; k < 3; k++) run(fns[k], reps / 10, &frames[k]); /* warm */
+  if (etch__unwinder_new(&U) != 0) return 1;
+  pthread_attr_t a;
+  void *lo;
+  size_t size;
+  if (pthread_getattr_np(pthread_self(), &a) != 0) return 1;
+  pthread_attr_getstack(&a, &lo, &size);
+  pthread_attr_destroy(&a);
+  stack_hi = (uint64_t)(uintptr_t)lo + size;
+  const char *names[] = {"fp", "libunwind", "backtrace", "etch"};
+  take_fn fns[] = {take_fp, take_unw, take_bt, take_etch};
+  enum { NWAYS = 4 };
+  double v[NWAYS][5];
+  int frames[NWAYS] = {0};
+  for (int k = 0; k < NWAYS; k++) run(fns[k], reps / 10, &frames[k]); /* warm */
   for (int r = 0; r < 5; r++)
-    for (int k = 0; k < 3; k++) v[k][r] = run(fns[k], reps, &frames[k]);
-  for (int k = 0; k < 3; k++) {
+    for (int k = 0; k < NWAYS; k++) v[k][r] = run(fns[k], reps, &frames[k]);
+  for (int k = 0; k < NWAYS; k++) {
     qsort(v[k], 5, sizeof v[k][0], cmp);
     printf("%-10s %6.1f ns per stack (%d frames)\n", names[k], v[k][2],
            frames[k]);

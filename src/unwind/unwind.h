@@ -1,0 +1,73 @@
+/*
+ * unwind.h - call stacks of x86-64 code built without frame pointers,
+ * unwound with the loaded objects' .eh_frame.
+ *
+ * A stack is unwound from three registers (ip, sp, bp) through a reader of
+ * 8-byte words: the live memory of this process (a stack being unwound
+ * where it runs) or a copy of the top of a stack (a perf_event_open
+ * sample's, unwound later). For each return address the rule that gives the
+ * caller's frame (where the canonical frame address is, where the return
+ * address and the saved bp lie relative to it) is found once in the
+ * object's .eh_frame_hdr / .eh_frame and kept in a cache by address; after
+ * that a frame costs a cache lookup and two reads. Objects loaded after the
+ * unwinder was made (dlopen) are found when an address falls outside every
+ * known one.
+ *
+ * The rules covered are those compilers emit for ordinary x86-64 code: the
+ * frame address as sp or bp plus an offset, the return address and bp
+ * saved at offsets from it. A frame whose rule is anything else (an
+ * expression, a signal frame, a stack realigned through another register)
+ * ends the stack, as does an address in no object or a read that fails; a
+ * frame with no .eh_frame entry is walked through bp when bp looks like a
+ * frame pointer.
+ *
+ * Thread safety: etch__unwind may be called from any number of threads at
+ * once; cache hits take no lock, misses one mutex.
+ */
+#ifndef ETCH_UNWIND_UNWIND_H
+#define ETCH_UNWIND_UNWIND_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef struct etch_unwinder etch_unwinder;
+
+typedef struct etch_unwind_regs {
+  uint64_t ip, sp, bp;
+} etch_unwind_regs;
+
+/* Reads the 8-byte word at addr into *out; false when it cannot (outside
+ * the copy, unmapped). */
+typedef bool (*etch_unwind_read_fn)(void *ctx, uint64_t addr, uint64_t *out);
+
+typedef struct etch_unwind_stats {
+  uint64_t misses;  /* addresses whose rule was not in the cache */
+  uint64_t no_rule; /* of those, the ones with no rule a walk can use */
+  uint32_t objects; /* loaded objects known */
+} etch_unwind_stats;
+
+/* A new unwinder of this process's loaded objects. ETCH_EUNSUPPORTED on
+ * an architecture other than x86-64. */
+int etch__unwinder_new(etch_unwinder **out);
+void etch__unwinder_free(etch_unwinder *u);
+
+/* Return addresses into pcs, innermost first: pcs[0] is r->ip itself.
+ * Returns how many (at most max). */
+uint32_t etch__unwind(etch_unwinder *u, const etch_unwind_regs *r,
+                      etch_unwind_read_fn read, void *ctx, uint64_t *pcs,
+                      uint32_t max);
+
+/* A stack's bytes: `len` bytes at `data` that were (a copy) or are (the
+ * live stack) at address `addr`. etch__unwind_read_mem reads a word that
+ * lies wholly inside them; pass the etch_unwind_mem as ctx. */
+typedef struct etch_unwind_mem {
+  uint64_t addr;
+  const uint8_t *data;
+  uint64_t len;
+} etch_unwind_mem;
+
+bool etch__unwind_read_mem(void *ctx, uint64_t addr, uint64_t *out);
+
+etch_unwind_stats etch__unwinder_stats(etch_unwinder *u);
+
+#endif /* ETCH_UNWIND_UNWIND_H */

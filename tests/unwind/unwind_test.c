@@ -1,0 +1,222 @@
+/*
+ * unwind_test.c - src/unwind: stacks of code built without frame pointers
+ * (unwind_chain.c, unwind_lib.c) unwound from three registers, against
+ * glibc's backtrace() (libgcc's DWARF unwinder) at the same place: the
+ * same return addresses, frame for frame, from the live stack and from a
+ * copy of it; in threads at once; through a library loaded with dlopen
+ * after the unwinder was made; the cache used the second time.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <execinfo.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "test.h"
+#include "unwind/unwind.h"
+#include "unwind_chain.h"
+
+#define MAXF 64
+
+typedef struct probe_ctx {
+  etch_unwinder *u;
+  uint64_t live[MAXF], copied[MAXF];
+  void *bt[MAXF];
+  uint32_t nlive, ncopied;
+  int nbt;
+  size_t copy_len;
+} probe_ctx;
+
+/* Where the stack of the calling thread ends (its highest address). */
+static uint64_t stack_top(void) {
+  pthread_attr_t a;
+  void *addr;
+  size_t size;
+  if (pthread_getattr_np(pthread_self(), &a) != 0) return 0;
+  pthread_attr_getstack(&a, &addr, &size);
+  pthread_attr_destroy(&a);
+  return (uint64_t)(uintptr_t)addr + size;
+}
+
+/* Copies n bytes of a live stack (AddressSanitizer's red zones in it
+ * included, hence no checks and no memcpy). */
+__attribute__((no_sanitize_address)) static void copy_stack(
+    uint8_t *to, const volatile uint8_t *from, size_t n) {
+  for (size_t i = 0; i < n; i++) to[i] = from[i];
+}
+
+/* Unwinds from here: live, from a copy of the stack, and by backtrace(). */
+__attribute__((noinline)) static int probe(void *vctx, int depth) {
+  probe_ctx *p = (probe_ctx *)vctx;
+  etch_unwind_regs r;
+  __asm__ volatile("lea 0(%%rip), %0\n\tmov %%rsp, %1\n\tmov %%rbp, %2"
+                   : "=r"(r.ip), "=r"(r.sp), "=r"(r.bp));
+  uint64_t top = stack_top();
+  etch_unwind_mem live = {r.sp, (const uint8_t *)(uintptr_t)r.sp, top - r.sp};
+  p->nlive = etch__unwind(p->u, &r, etch__unwind_read_mem, &live, p->live, MAXF);
+  static __thread uint8_t copy[256 * 1024];
+  size_t n = top - r.sp < sizeof copy ? top - r.sp : sizeof copy;
+  copy_stack(copy, (const volatile uint8_t *)(uintptr_t)r.sp, n);
+  p->copy_len = n;
+  etch_unwind_mem cm = {r.sp, copy, n};
+  p->ncopied = etch__unwind(p->u, &r, etch__unwind_read_mem, &cm, p->copied, MAXF);
+  p->nbt = backtrace(p->bt, MAXF);
+  return depth;
+}
+
+static const char *name_of(uint64_t pc);
+
+/* Where backtrace()'s frames meet the unwound ones: the frame after
+ * probe's own (1; 2 under AddressSanitizer, whose backtrace adds a frame
+ * of its own first). */
+static int bt_offset(const probe_ctx *p) {
+  for (int j = 1; j < p->nbt && j < 4; j++)
+    if (p->nlive > 1 && (uint64_t)(uintptr_t)p->bt[j] == p->live[1])
+      return j - 1;
+  return -1;
+}
+
+/* The live unwind and backtrace() agree on every return address (frame 0
+ * is where each began, both in probe), and the copy's unwind is the live
+ * one. */
+static void check_same(const probe_ctx *p, uint32_t at_least) {
+  int d = bt_offset(p);
+  if (d < 0 || p->nlive + (uint32_t)d != (uint32_t)p->nbt)
+    for (int i = 0; i < MAXF && (i < (int)p->nlive || i < p->nbt); i++)
+      fprintf(stderr, "  %2d %#18llx %-28s %18p %s\n", i,
+              i < (int)p->nlive ? (unsigned long long)p->live[i] : 0ull,
+              i < (int)p->nlive ? name_of(p->live[i]) : "",
+              i < p->nbt ? p->bt[i] : NULL,
+              i < p->nbt ? name_of((uint64_t)(uintptr_t)p->bt[i]) : "");
+  ASSERT_TRUE(d >= 0);
+  ASSERT_TRUE(p->nlive >= at_least);
+  ASSERT_EQ_U64(p->nlive + (uint32_t)d, (uint64_t)p->nbt);
+  for (uint32_t i = 1; i < p->nlive; i++) {
+    if (p->live[i] != (uint64_t)(uintptr_t)p->bt[i + (uint32_t)d])
+      FAIL("frame %u: unwound %#llx, backtrace %p", i,
+           (unsigned long long)p->live[i], p->bt[i + (uint32_t)d]);
+  }
+  ASSERT_EQ_U64(p->ncopied, p->nlive);
+  ASSERT_TRUE(memcmp(p->copied, p->live, p->nlive * sizeof p->live[0]) == 0);
+}
+
+static const char *name_of(uint64_t pc) {
+  Dl_info di;
+  if (!dladdr((void *)(uintptr_t)(pc - 1), &di) || !di.dli_sname) return "?";
+  return di.dli_sname;
+}
+
+TEST(unwinds_code_without_frame_pointers_as_backtrace_does) {
+  probe_ctx p = {0};
+  ASSERT_OK(etch__unwinder_new(&p.u));
+  uint64_t misses = 0;
+  for (int round = 0; round < 2; round++) {
+    if (round == 1) misses = etch__unwinder_stats(p.u).misses;
+    ASSERT_EQ_INT(chain_a(probe, &p, 5) > 0, 1);
+    check_same(&p, 5);
+    /* probe, then the chain (exported: dladdr names them). */
+    ASSERT_EQ_STR(name_of(p.live[1]), "chain_c");
+    ASSERT_EQ_STR(name_of(p.live[2]), "chain_b");
+    ASSERT_EQ_STR(name_of(p.live[3]), "chain_a");
+  }
+  etch_unwind_stats st = etch__unwinder_stats(p.u);
+  /* The second round found every rule in the cache (the first took one
+   * for each frame at most). */
+  ASSERT_EQ_U64(st.misses, misses);
+  ASSERT_TRUE(misses > 0 && misses <= 2 * (uint64_t)p.nlive);
+  ASSERT_TRUE(st.objects >= 2);
+  etch__unwinder_free(p.u);
+}
+
+TEST(short_copies_strange_addresses_and_max_end_the_stack) {
+  probe_ctx p = {0};
+  ASSERT_OK(etch__unwinder_new(&p.u));
+  chain_a(probe, &p, 1);
+  check_same(&p, 5);
+  etch_unwind_regs r = {p.live[0], 0x2000, 0};
+  uint64_t pcs[MAXF];
+  /* A copy that does not hold the frame's return address: frame 0 only. */
+  uint8_t tiny[8] = {0};
+  etch_unwind_mem m = {0x1000, tiny, sizeof tiny};
+  ASSERT_EQ_U64(etch__unwind(p.u, &r, etch__unwind_read_mem, &m, pcs, MAXF), 1);
+  ASSERT_EQ_U64(pcs[0], p.live[0]);
+  /* An address in no object, no frame pointer: that frame alone. */
+  r.ip = 16;
+  ASSERT_EQ_U64(etch__unwind(p.u, &r, etch__unwind_read_mem, &m, pcs, MAXF), 1);
+  ASSERT_EQ_U64(pcs[0], 16);
+  /* A stack of 8-byte words that all point back at themselves: the walk
+   * through bp stops (a stack only grows down), never loops. */
+  uint64_t loop[64];
+  for (int i = 0; i < 64; i++) loop[i] = (uint64_t)(uintptr_t)&loop[0];
+  etch_unwind_mem lm = {(uint64_t)(uintptr_t)loop, (const uint8_t *)loop,
+                        sizeof loop};
+  r = (etch_unwind_regs){16, (uint64_t)(uintptr_t)&loop[8],
+                         (uint64_t)(uintptr_t)&loop[0]};
+  ASSERT_EQ_U64(etch__unwind(p.u, &r, etch__unwind_read_mem, &lm, pcs, MAXF), 1);
+  /* At most max frames: the first ones. */
+  chain_a(probe, &p, 1);
+  r = (etch_unwind_regs){p.live[0], 0, 0};
+  ASSERT_EQ_U64(etch__unwind(p.u, &r, etch__unwind_read_mem, &m, pcs, 0), 0);
+  etch__unwinder_free(p.u);
+}
+
+TEST(unwinds_through_a_library_loaded_after_the_unwinder) {
+  probe_ctx p = {0};
+  ASSERT_OK(etch__unwinder_new(&p.u));
+  uint32_t before = etch__unwinder_stats(p.u).objects;
+  void *h = dlopen(UNWIND_LIB, RTLD_NOW | RTLD_LOCAL);
+  ASSERT_TRUE(h != NULL);
+  int (*outer)(chain_fn, void *, int) =
+      (int (*)(chain_fn, void *, int))dlsym(h, "lib_outer");
+  ASSERT_TRUE(outer != NULL);
+  outer(probe, &p, 3);
+  check_same(&p, 4);
+  /* probe, the library's static lib_inner, lib_outer, this test. */
+  Dl_info di;
+  ASSERT_TRUE(dladdr((void *)(uintptr_t)(p.live[1] - 1), &di) != 0);
+  ASSERT_TRUE(strstr(di.dli_fname, "unwind_lib") != NULL);
+  ASSERT_EQ_STR(name_of(p.live[2]), "lib_outer");
+  ASSERT_TRUE(etch__unwinder_stats(p.u).objects == before + 1);
+  etch__unwinder_free(p.u);
+  dlclose(h);
+}
+
+typedef struct thr {
+  etch_unwinder *u;
+  int iters, bad;
+} thr;
+
+static void *thread_main(void *arg) {
+  thr *t = (thr *)arg;
+  probe_ctx *p = (probe_ctx *)calloc(1, sizeof *p);
+  p->u = t->u;
+  for (int i = 0; i < t->iters; i++) {
+    chain_a(probe, p, i);
+    int d = bt_offset(p);
+    bool same = d >= 0 && p->nlive + (uint32_t)d == (uint32_t)p->nbt &&
+                p->nlive >= 5;
+    for (uint32_t k = 1; same && k < p->nlive; k++)
+      same = p->live[k] == (uint64_t)(uintptr_t)p->bt[k + (uint32_t)d];
+    if (!same) t->bad++;
+  }
+  free(p);
+  return NULL;
+}
+
+TEST(threads_unwind_at_once_with_one_cache) {
+  etch_unwinder *u;
+  ASSERT_OK(etch__unwinder_new(&u));
+  pthread_t th[3];
+  thr t[3];
+  for (int i = 0; i < 3; i++) {
+    t[i] = (thr){u, 300, 0};
+    ASSERT_EQ_INT(pthread_create(&th[i], NULL, thread_main, &t[i]), 0);
+  }
+  for (int i = 0; i < 3; i++) {
+    pthread_join(th[i], NULL);
+    ASSERT_EQ_INT(t[i].bad, 0);
+  }
+  etch__unwinder_free(u);
+}
