@@ -123,8 +123,10 @@ static void run_ops(const uint8_t *data, size_t size, bool runs) {
     size_t len = n < size - p ? n : size - p;
     if (op % 4 == 0 || op % 4 == 1) { /* put */
       total_in += len;
-      int rc = etch__tracebuf_put(tb, a % 4, b % 8, (op >> 2) & 3,
-                                  (op >> 4) & 7, data + p, (uint32_t)len);
+      /* Bit 7: a copy of a chunk still being written. */
+      uint32_t flags = ((op >> 2) & 3u) | (op & 0x80 ? ETCH_TRACEBUF_PARTIAL : 0);
+      int rc = etch__tracebuf_put(tb, a % 4, b % 8, flags, (op >> 4) & 7,
+                                  data + p, (uint32_t)len);
       if (rc != ETCH_OK && etch_last_error()[0] == '\0') abort();
       p += len;
     } else if (op % 4 == 2) { /* patch */
