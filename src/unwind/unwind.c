@@ -10,8 +10,9 @@
  * instructions, then its own up to the address) run into the frame address
  * (sp or bp plus an offset) and the offsets of the saved return address
  * and bp from it, packed into 64 bits and cached by address in a table of
- * entries each guarded by a sequence count (written under the mutex, read
- * without a lock).
+ * one 64-bit word each (address and a 16-bit form of the rule: written
+ * under the mutex, read without a lock); the few rules that do not fit go
+ * to a second table read under the mutex.
  */
 #define _GNU_SOURCE
 #include "unwind/unwind.h"
@@ -60,7 +61,7 @@ typedef struct object {
 #define CACHE_SIZE 8192u /* entries; a power of two */
 
 typedef struct centry {
-  uint32_t seq; /* odd while written */
+  bool used;
   uint64_t pc, rule;
 } centry;
 
@@ -520,27 +521,20 @@ static uint32_t slot_of(uint64_t pc) {
   return (uint32_t)(pc ^ pc >> 13) & (CACHE_SIZE - 1);
 }
 
-static bool cache_get(etch_unwinder *u, uint64_t pc, uint64_t *rule) {
+/* The wide table, under the lock (rules that do not fit in 16 bits are
+ * rare: a frame of 16 KiB or more, a return address saved elsewhere). */
+static bool wide_get(etch_unwinder *u, uint64_t pc, uint64_t *rule) {
   centry *e = &u->wide[slot_of(pc)];
-  uint32_t s1 = __atomic_load_n(&e->seq, __ATOMIC_ACQUIRE);
-  if (s1 & 1) return false;
-  uint64_t p = __atomic_load_n(&e->pc, __ATOMIC_RELAXED);
-  uint64_t r = __atomic_load_n(&e->rule, __ATOMIC_RELAXED);
-  __atomic_thread_fence(__ATOMIC_ACQUIRE);
-  if (__atomic_load_n(&e->seq, __ATOMIC_RELAXED) != s1 || p != pc || !s1)
-    return false;
-  *rule = r;
+  if (!e->used || e->pc != pc) return false;
+  *rule = e->rule;
   return true;
 }
 
-static void cache_put(etch_unwinder *u, uint64_t pc, uint64_t rule) {
+static void wide_put(etch_unwinder *u, uint64_t pc, uint64_t rule) {
   centry *e = &u->wide[slot_of(pc)];
-  uint32_t s = __atomic_load_n(&e->seq, __ATOMIC_RELAXED);
-  __atomic_store_n(&e->seq, s + 1, __ATOMIC_RELAXED);
-  __atomic_thread_fence(__ATOMIC_RELEASE);
-  __atomic_store_n(&e->pc, pc, __ATOMIC_RELAXED);
-  __atomic_store_n(&e->rule, rule, __ATOMIC_RELAXED);
-  __atomic_store_n(&e->seq, s + 2, __ATOMIC_RELEASE);
+  e->used = true;
+  e->pc = pc;
+  e->rule = rule;
 }
 
 /* A rule in 16 bits, for the common case: bits 0-1 the kind, 2-12 the
@@ -562,15 +556,18 @@ static uint32_t fast_pack(uint64_t r) {
 
 static uint64_t rule_slow(etch_unwinder *u, uint64_t pc) {
   uint64_t r;
-  if (cache_get(u, pc, &r)) return r;
   pthread_mutex_lock(&u->lock);
+  if (wide_get(u, pc, &r)) {
+    pthread_mutex_unlock(&u->lock);
+    return r;
+  }
   u->misses++;
   const object *o = object_of(u, pc);
   if (!o && load_objects(u) == ETCH_OK) o = object_of(u, pc); /* dlopen */
   r = o ? make_rule(o, pc) : rule_pack(K_NONE, 0, 0, 0);
   if (rule_kind(r) == K_NONE || rule_kind(r) == K_STOP) u->no_rule++;
   uint32_t f = fast_pack(r);
-  if (f == FAST_WIDE) cache_put(u, pc, r);
+  if (f == FAST_WIDE) wide_put(u, pc, r);
   if (pc < (1ull << 48))
     __atomic_store_n(&u->fast[slot_of(pc)], pc << 16 | f, __ATOMIC_RELEASE);
   pthread_mutex_unlock(&u->lock);

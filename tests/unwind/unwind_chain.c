@@ -24,3 +24,15 @@ __attribute__((noinline, visibility("default"))) int chain_a(chain_fn fn, void *
   KEEP(r);
   return r + 1;
 }
+
+/* A frame of more than 16 KiB: its rule does not fit the cache's 16-bit
+ * form and goes to the unwinder's wide table. */
+__attribute__((noinline, visibility("default"))) int chain_big(chain_fn fn,
+                                                               void *ctx,
+                                                               int x) {
+  volatile char big[20000];
+  big[0] = (char)x;
+  big[sizeof big - 1] = (char)(x + 1);
+  int r = fn(ctx, 4);
+  return r + big[x & 1 ? 0 : sizeof big - 1];
+}

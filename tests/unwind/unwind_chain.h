@@ -10,5 +10,6 @@ typedef int (*chain_fn)(void *ctx, int depth);
 int chain_a(chain_fn fn, void *ctx, int x);
 int chain_b(chain_fn fn, void *ctx, int x);
 int chain_c(chain_fn fn, void *ctx, int x);
+int chain_big(chain_fn fn, void *ctx, int x);
 
 #endif

@@ -130,6 +130,17 @@ TEST(unwinds_code_without_frame_pointers_as_backtrace_does) {
   etch__unwinder_free(p.u);
 }
 
+TEST(a_frame_of_more_than_16_kib_unwinds_through_the_wide_table) {
+  probe_ctx p = {0};
+  ASSERT_OK(etch__unwinder_new(&p.u));
+  for (int round = 0; round < 2; round++) {
+    chain_big(probe, &p, round);
+    check_same(&p, 3);
+    ASSERT_EQ_STR(name_of(p.live[1]), "chain_big");
+  }
+  etch__unwinder_free(p.u);
+}
+
 TEST(short_copies_strange_addresses_and_max_end_the_stack) {
   probe_ctx p = {0};
   ASSERT_OK(etch__unwinder_new(&p.u));
