@@ -583,29 +583,85 @@ static void phase_end(bool shown) {
   fflush(stderr);
 }
 
-/* DuckDB's threads back to what they were (importer_new set them to 1). */
-static int threads_reset(etch__importer *imp) {
-  if (!imp->one_thread) return ETCH_OK;
-  imp->one_thread = false;
-  char sql[64];
-  snprintf(sql, sizeof sql, "SET threads = %lld;",
-           (long long)imp->duck_threads);
-  return etch__db_exec(imp->db, sql);
+/*
+ * DuckDB's settings while an import runs (importer_new sets them, and
+ * settings_reset gives each back what it had, finished or not):
+ *
+ * - threads: each appender flush is a query, and with a worker thread the
+ *   appending thread spins waiting for it (a quarter of the import's CPU
+ *   on 10 M events, for nothing: the import's parallelism is its own, the
+ *   pipes of table_writer.c).
+ * - disabled_compression_methods: RLE left out of the choice of a
+ *   compression for the row groups the import writes (its analysis of
+ *   every integer column was about a twentieth of the import's CPU on 10 M
+ *   events; of slice_data's columns it won only track_id, which bit-packs
+ *   in a few bits: the cache grows by 3%). Row groups written later, by
+ *   the checkpoint, may be RLE again.
+ */
+static const struct {
+  const char *name, *value;
+} kImportSettings[] = {
+    {"threads", "1"},
+    {"disabled_compression_methods", "rle"},
+};
+
+enum { kImportSettingsN = ETCH_ARRAY_SIZE(kImportSettings) };
+_Static_assert((int)kImportSettingsN <= (int)kImportSettingsMax,
+               "import settings");
+
+/* SET `name` = 'value' (quotes doubled). */
+static int setting_set(etch__db *db, const char *name, const char *value) {
+  char sql[256];
+  size_t k = (size_t)snprintf(sql, sizeof sql, "SET %s = '", name);
+  const char *c = value;
+  for (; *c && k + 4 < sizeof sql; c++) {
+    if (*c == '\'') sql[k++] = '\'';
+    sql[k++] = *c;
+  }
+  if (*c || k + 3 > sizeof sql)
+    return etch__error(ETCH_ESQL, "import: the setting %s is too long", name);
+  memcpy(sql + k, "';", 3);
+  return etch__db_exec(db, sql);
 }
 
-/* DuckDB's threads set to 1, the number before kept for threads_reset. */
-static int threads_one(etch__importer *imp) {
-  etch__res res;
-  int rc = etch__res_query(imp->db, "SELECT current_setting('threads')",
-                           "import", &res);
-  if (rc) return rc;
-  imp->duck_threads = etch__res_next(&res) ? etch__res_i64(&res, 0) : 0;
-  rc = etch__res_close(&res);
-  if (!rc && imp->duck_threads < 1)
-    rc = etch__error(ETCH_ESQL, "import: DuckDB has no number of threads");
-  if (!rc) rc = etch__db_exec(imp->db, "SET threads = 1;");
-  if (!rc) imp->one_thread = true;
+/* The settings back to what they were before settings_import. */
+static int settings_reset(etch__importer *imp) {
+  int rc = ETCH_OK;
+  for (size_t i = imp->nsettings; i-- > 0;) {
+    int r = setting_set(imp->db, kImportSettings[i].name, imp->settings[i]);
+    if (!rc) rc = r;
+  }
+  imp->nsettings = 0;
   return rc;
+}
+
+/* kImportSettings set, what each was kept for settings_reset. */
+static int settings_import(etch__importer *imp) {
+  for (size_t i = 0; i < kImportSettingsN; i++) {
+    char sql[128];
+    snprintf(sql, sizeof sql,
+             "SELECT CAST(current_setting('%s') AS VARCHAR)",
+             kImportSettings[i].name);
+    etch__res res;
+    int rc = etch__res_query(imp->db, sql, "import", &res);
+    if (rc) return rc;
+    size_t n = 0;
+    const char *v = etch__res_next(&res) ? etch__res_str(&res, 0, &n) : NULL;
+    bool fits = v && n < sizeof imp->settings[i];
+    if (fits) {
+      memcpy(imp->settings[i], v, n);
+      imp->settings[i][n] = '\0';
+    }
+    rc = etch__res_close(&res);
+    if (!rc && !fits)
+      rc = etch__error(ETCH_ESQL, "import: DuckDB's setting %s unreadable",
+                       kImportSettings[i].name);
+    if (!rc) rc = setting_set(imp->db, kImportSettings[i].name,
+                              kImportSettings[i].value);
+    if (rc) return rc;
+    imp->nsettings = i + 1;
+  }
+  return ETCH_OK;
 }
 
 static int importer_new(etch__importer **out, etch__db *db,
@@ -640,15 +696,7 @@ static int importer_new(etch__importer **out, etch__db *db,
      * events). In memory the appender's own commits are cheaper (1.6 s
      * instead of 2.0 s).
      */
-    /*
-     * DuckDB's own threads stay out of the import: each appender flush is
-     * a query, and with a worker thread the appending thread spins waiting
-     * for it (a quarter of the import's CPU on 10 M events, for nothing:
-     * the import's parallelism is its own, the pipes of table_writer.c).
-     * Set back to what it was at the end, for the queries on the same
-     * database.
-     */
-    int rc = threads_one(imp);
+    int rc = settings_import(imp);
     if (!rc && etch__db_is_file(db)) {
       rc = etch__db_exec(db, "BEGIN TRANSACTION;");
       if (!rc) imp->in_txn = true;
@@ -702,7 +750,7 @@ int etch__importer_finish(etch__importer *imp, const etch_reader_stats *st,
   if (!rc) rc = etch__import_write_tables(imp, st);
   if (!rc && imp->in_txn) rc = etch__db_exec(imp->db, "COMMIT;");
   if (!rc) imp->in_txn = false;
-  if (!rc) rc = threads_reset(imp);
+  if (!rc) rc = settings_reset(imp);
   phase_end(shown);
   imp->counts.tracks = imp->ntracks;
   if (rc) fail(imp, rc);
@@ -743,7 +791,7 @@ void etch__importer_free(etch__importer *imp) {
   if (!imp) return;
   etch__rows_free(imp->rows);
   if (imp->in_txn) etch__db_exec(imp->db, "ROLLBACK;");
-  threads_reset(imp);
+  settings_reset(imp);
   for (size_t i = 0; i < imp->ntracks; i++) {
     free(imp->tracks[i].stack);
   }

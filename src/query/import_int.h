@@ -77,6 +77,9 @@ typedef struct qthread {
   const char *name;
 } qthread;
 
+/* DuckDB settings an import may change (import.c's table). */
+enum { kImportSettingsMax = 4 };
+
 struct etch__importer {
   uint64_t t0_ns; /* when the import began (progress) */
   etch__db *db;
@@ -85,8 +88,10 @@ struct etch__importer {
   etch__import_opts opts;
   int err;
   bool in_txn; /* the import's transaction is open */
-  bool one_thread; /* DuckDB's threads set to 1 for the import */
-  int64_t duck_threads; /* ... and what they were */
+  /* DuckDB's settings before the import (import.c), the first nsettings
+   * of its table set for it. */
+  char settings[kImportSettingsMax][64];
+  size_t nsettings;
   etch__rows *rows; /* slice, counter, args and flow rows */
 
   etch_strpool strings;

@@ -694,3 +694,45 @@ TEST(piped_writer_open_of_a_missing_table_fails) {
   etch__tw_free(&w);
   etch__db_close(db);
 }
+
+/* Into a file, the import leaves RLE out of DuckDB's choice of a
+ * compression (its analysis is a twentieth of the import's CPU) for the
+ * row groups it writes, and sets the choice back after: slice_data's
+ * track_id, in two long runs here, is bit-packed instead. */
+TEST(import_writes_its_row_groups_without_rle) {
+  enum { kPerTrack = 70000 };
+  char *path = tmp_db_path("no_rle.duckdb");
+  etch__db *db;
+  ASSERT_OK(etch__db_open(&db, path));
+  ASSERT_OK(etch__query_schema_create(db, NULL));
+  etch__importer *imp;
+  ASSERT_OK(etch__importer_new(&imp, db, NULL, NULL));
+  QT_ASSERT(db,
+            "SELECT lower(current_setting('disabled_compression_methods')) "
+            "AS d",
+            "d\nrle\n");
+  int64_t ts = 1;
+  for (int t = 0; t < 2; t++) {
+    for (int i = 0; i < kPerTrack; i++, ts += 10) {
+      feed(imp, t ? &kWorker : &kMain, ETCH_EVENT_SLICE_BEGIN, ts, "c", "s");
+      feed(imp, t ? &kWorker : &kMain, ETCH_EVENT_SLICE_END, ts + 5, NULL,
+           NULL);
+    }
+  }
+  ASSERT_OK(etch__importer_finish(imp, NULL, 1, ts));
+  etch__importer_free(imp);
+  QT_ASSERT(db, "SELECT current_setting('disabled_compression_methods') AS d",
+            "d\n\n");
+  QT_ASSERT(db,
+            "SELECT count(*) AS n, count(DISTINCT track_id) AS t "
+            "FROM slice_data",
+            "n,t\n140000,2\n");
+  /* The first row group (122,880 rows) was written by the import. */
+  QT_ASSERT(db,
+            "SELECT compression AS c FROM pragma_storage_info('slice_data') "
+            "WHERE row_group_id = 0 AND column_name = 'track_id' "
+            "AND segment_type = 'BIGINT'",
+            "c\nBitPacking\n");
+  etch__db_close(db);
+  free(path);
+}
