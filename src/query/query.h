@@ -429,9 +429,11 @@ void etch__query_warn_malformed(const char *path, uint64_t n,
  * tag and size (at most `top` groups; 0: all), and the peak. When the
  * trace lost data (any data-loss stat, or cut short) the report ends with
  * what that makes unknowable, a warning goes to stderr and *lost (if not
- * NULL) is set to whether the loss is more than a cut at the end. */
+ * NULL) is set to whether the loss is more than a cut at the end.
+ * Allocations with call stacks are also listed by call site; `flags`
+ * (ETCH__LEAKS_* of leaks_sites.h) add the hotspots or make it JSON. */
 int etch__query_leaks_file(const char *path, FILE *out, int top,
-                           bool allow_truncated, bool *lost);
+                           unsigned flags, bool allow_truncated, bool *lost);
 int etch__query_leaks_memory(const void *data, size_t len, FILE *out,
                              int top);
 
