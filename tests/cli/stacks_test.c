@@ -288,4 +288,75 @@ TEST(trace_processor_names_every_leak_site) {
   ASSERT_CONTAINS(out, "\"leak_three\",\"three_caller\",\"main\",40\n");
   free(out);
 }
+
+/* One CSV text with every field unquoted and trace_processor's "[NULL]"
+ * as an empty field, as etch query --csv writes NULL (no field of these
+ * tables holds a comma or a quote). */
+static char *csv_plain(const char *in) {
+  size_t n = strlen(in);
+  char *out = malloc(n + 1), *o = out;
+  for (const char *p = in; *p; p++) {
+    if (!strncmp(p, "\"[NULL]\"", 8)) {
+      p += 7;
+      continue;
+    }
+    if (*p != '"') *o++ = *p;
+  }
+  *o = 0;
+  return out;
+}
+
+/* The rows of the stack tables, etch query's and trace_processor's on the
+ * same trace: the same mappings, frames (with their symbols), stacks and
+ * allocations on each stack. Compared by what they hold, not by id:
+ * trace_processor repeats a mapping, and its frames and stacks, for each
+ * sequence (thread) that interned it, where etch has one row (see
+ * docs/analysis.md). */
+#define STACK_PATHS                                                         \
+  "with recursive p(id, depth, path) as ("                                  \
+  " select c.id, c.depth, m.name || '+' || cast(f.rel_pc as varchar)"       \
+  " from stack_profile_callsite c"                                          \
+  " join stack_profile_frame f on f.id = c.frame_id"                        \
+  " join stack_profile_mapping m on m.id = f.mapping"                       \
+  " where c.parent_id is null"                                              \
+  " union all"                                                              \
+  " select c.id, c.depth,"                                                  \
+  " p.path || ' > ' || m.name || '+' || cast(f.rel_pc as varchar)"         \
+  " from stack_profile_callsite c join p on c.parent_id = p.id"             \
+  " join stack_profile_frame f on f.id = c.frame_id"                        \
+  " join stack_profile_mapping m on m.id = f.mapping) "
+TEST(etch_query_stack_tables_are_trace_processors) {
+  if (!PRELOAD_OK) return;
+  record_sites();
+  static const char *const kQueries[] = {
+      "select distinct build_id, exact_offset, start_offset, start, "
+      "\"end\", load_bias, name from stack_profile_mapping "
+      "order by name, start",
+      "select distinct m.name as object, f.rel_pc, f.name, s.name as fn, "
+      "s.source_file, s.line_number from stack_profile_frame f "
+      "join stack_profile_mapping m on m.id = f.mapping "
+      "left join stack_profile_symbol s on s.symbol_set_id = f.symbol_set_id "
+      "order by object, f.rel_pc",
+      STACK_PATHS "select distinct depth, path from p order by path",
+      STACK_PATHS "select path, count(*) as n "
+      "from __intrinsic_track_event_callstacks e "
+      "join p on p.id = e.callsite_id group by path order by path",
+  };
+  for (size_t i = 0; i < sizeof kQueries / sizeof kQueries[0]; i++) {
+    char sql[4096], cmd[2048];
+    snprintf(sql, sizeof sql, "%s;\n", kQueries[i]);
+    char *tp = csv_plain(tp_query(sql));
+    snprintf(cmd, sizeof cmd, "%s query --csv --no-cache -f %s/q.sql %s",
+             ETCH_BIN, etch_test_tmpdir(), trace_path()); /* tp_query's */
+    int st;
+    char *etch = run(cmd, &st);
+    ASSERT_EQ_INT(st, 0);
+    if (strcmp(etch, tp))
+      FAIL("%s\netch query:\n%s\ntrace_processor:\n%s", kQueries[i], etch,
+           tp);
+    ASSERT_TRUE(strchr(strchr(etch, '\n') + 1, '\n') != NULL); /* rows */
+    free(etch);
+    free(tp);
+  }
+}
 #endif
