@@ -187,9 +187,29 @@ typedef struct shown {
   etch__leak_site sum;
 } shown;
 
+/* The row of `f` among v[0..k) (by a hash of its function, file and line
+ * in `ix`), or k with *key the key to add it under. */
+static size_t row_of(const etch_u64map *ix, const shown *v, size_t k,
+                     const frame_name *f, uint64_t *key) {
+  uint64_t h = etch__hash_bytes(f->function, strlen(f->function), f->line) ^
+               etch__mix64(etch__hash_bytes(f->file, strlen(f->file), 1));
+  for (;; h++) {
+    int64_t j;
+    if (!etch__u64map_get(ix, h, &j)) {
+      *key = h;
+      return k;
+    }
+    const shown *g = &v[j];
+    if (g->line == f->line && !strcmp(g->fn, f->function) &&
+        !strcmp(g->file, f->file))
+      return (size_t)j;
+  }
+}
+
 static shown *merge(const etch__leak_sites *S, const etch_stacks *st,
                     size_t *n) {
   shown *v = S->n ? etch__calloc(S->n, sizeof *v) : NULL;
+  etch_u64map ix = {0};
   size_t k = 0;
   for (size_t i = 0; v && i < S->n; i++) {
     const etch__leak_site *s = &S->s[i];
@@ -197,10 +217,19 @@ static shown *merge(const etch__leak_sites *S, const etch_stacks *st,
     const etch_stack_callsite *c = callsite(st, s->callsite);
     frame_name f = c ? name_of(st, c->frame_id, buf, sizeof buf)
                      : (frame_name){"?", "", 0};
-    size_t j = 0;
-    while (j < k && !(v[j].line == f.line && !strcmp(v[j].fn, f.function) &&
-                      !strcmp(v[j].file, f.file)))
-      j++;
+    /* As the row keeps them (cut at its buffers), so long names match. */
+    char fn[sizeof v->fn], file[sizeof v->file];
+    snprintf(fn, sizeof fn, "%s", f.function);
+    snprintf(file, sizeof file, "%s", f.file);
+    f.function = fn;
+    f.file = file;
+    uint64_t key = 0;
+    size_t j = row_of(&ix, v, k, &f, &key);
+    if (j == k && !etch__u64map_put(&ix, key, (int64_t)k)) {
+      free(v);
+      v = NULL;
+      break;
+    }
     shown *g = &v[j];
     if (j == k) {
       k++;
@@ -221,7 +250,8 @@ static shown *merge(const etch__leak_sites *S, const etch_stacks *st,
     g->sum.peak_n += s->peak_n;
     g->sum.peak_bytes += s->peak_bytes;
   }
-  for (size_t j = 0; j < k; j++) {
+  etch__u64map_free(&ix);
+  for (size_t j = 0; v && j < k; j++) {
     char fn[300], loc[300];
     describe(st, v[j].callsite, fn, sizeof fn, loc, sizeof loc,
              v[j].callers, sizeof v[j].callers);
