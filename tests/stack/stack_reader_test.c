@@ -176,7 +176,6 @@ TEST(stack_resolved_in_any_field_order_and_named_by_symbols) {
     symbols(&t, SEQ, false, 0x200, "inner", "x.c", 7); /* by build id */
     symbols(&t, SEQ, true, 0x100, "main", NULL, 0);    /* by path */
     symbols(&t, SEQ, true, 0x200, "not_this", "y.c", 1); /* named already */
-    tb_end(&t);
     seen s;
     etch_stacks st;
     etch_reader_stats rs;
@@ -214,7 +213,6 @@ TEST(same_stack_on_two_sequences_is_one_row) {
   intern_stack(&t, SEQ + 1, 1000, 50, true);
   alloc(&t, SEQ, 1100, 1);
   alloc(&t, SEQ + 1, 1200, 51);
-  tb_end(&t);
   seen s;
   etch_stacks st;
   etch_reader_stats rs;
@@ -252,7 +250,6 @@ TEST(undefined_stacks_frames_and_mappings_give_none) {
   tb_u(&t, ETCH_PKT_SEQUENCE_FLAGS, ETCH_SEQ_INCREMENTAL_STATE_CLEARED);
   tb_end(&t);
   alloc(&t, SEQ, 1600, 3);
-  tb_end(&t);
   seen s;
   etch_stacks st;
   etch_reader_stats rs;
@@ -313,7 +310,6 @@ TEST(hostile_stacks_are_malformed_packets) {
   tb_end(&t);
   alloc(&t, SEQ, 1100, 1);
   alloc(&t, SEQ, 1200, 3);
-  tb_end(&t);
   seen s;
   etch_stacks st;
   etch_reader_stats rs;
