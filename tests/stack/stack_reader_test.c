@@ -6,6 +6,7 @@
  * mapping, frame and stack across sequences; what a sequence does not
  * define, an incremental-state reset, and hostile bytes.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -134,6 +135,19 @@ static void symbols(tb *t, uint32_t seq, bool by_path, uint64_t addr,
  * *st, the stats in *rs; the reader, to close. */
 static etch_reader *read_trace(const tb *t, etch_reader_order order, seen *s,
                                etch_stacks *st, etch_reader_stats *rs) {
+  /* ETCH_STACK_SEEDS=DIR: each trace also written there (seeds for
+   * fuzz_reader). */
+  const char *seeds = getenv("ETCH_STACK_SEEDS");
+  static int nseed;
+  if (seeds) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/stacks%zu-%d.pb", seeds, tb_len(t), nseed++);
+    FILE *f = fopen(path, "wb");
+    if (f) {
+      fwrite(tb_data(t), 1, tb_len(t), f);
+      fclose(f);
+    }
+  }
   etch_reader *r = NULL;
   ASSERT_OK(etch_reader_open_memory(&r, tb_data(t), tb_len(t)));
   ASSERT_OK(etch_reader_set_order(r, order));
