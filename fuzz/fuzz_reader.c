@@ -6,7 +6,8 @@
  * sanitizer report, hang or runaway allocation is a bug: the reader must
  * answer bad input with an error. In per-track order each track's slices
  * and instants must come in timestamp order, and each event's index must be
- * one the read gave out, once.
+ * one the read gave out, once. The call-stack tables must hold together
+ * (every id in range, a callsite's parent before it, one depth deeper).
  *
  *   CC=clang cmake -B build-fuzz -DETCH_BUILD_FUZZ=ON && make -C build-fuzz fuzz_reader
  *   build-fuzz/fuzz/fuzz_reader -max_len=65536 corpus-copy/ fuzz/corpus/reader/
@@ -22,6 +23,7 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static size_t sink;
+static int64_t max_callsite; /* the largest etch_event.callsite_id */
 
 /* Reads everything handed out so the sanitizers check the pointers. */
 static void on_event(const etch_event *ev, void *user) {
@@ -37,6 +39,35 @@ static void on_event(const etch_event *ev, void *user) {
   for (size_t i = 0; i < ev->flow_ids_count; i++) sink += ev->flow_ids[i];
   for (size_t i = 0; i < ev->terminating_flow_ids_count; i++)
     sink += ev->terminating_flow_ids[i];
+  if (ev->callsite_id < -1) abort();
+  if (ev->callsite_id > max_callsite) max_callsite = ev->callsite_id;
+}
+
+/* The call-stack tables: every id in range, every parent before its
+ * child, every event's stack a row, every string readable. */
+static void check_stacks(etch_reader *r) {
+  etch_stacks st;
+  if (etch_reader_stacks(r, &st)) return;
+  if (max_callsite >= (int64_t)st.ncallsites) abort();
+  for (size_t i = 0; i < st.nmappings; i++)
+    sink += strlen(st.mappings[i].build_id) + strlen(st.mappings[i].name);
+  for (size_t i = 0; i < st.nframes; i++) {
+    const etch_stack_frame *f = &st.frames[i];
+    if (f->mapping >= st.nmappings) abort();
+    if (f->nsymbols && (f->symbol >= st.nsymbols ||
+                        st.nsymbols - f->symbol < f->nsymbols))
+      abort();
+    sink += strlen(f->name);
+  }
+  for (size_t i = 0; i < st.ncallsites; i++) {
+    const etch_stack_callsite *c = &st.callsites[i];
+    if (c->frame_id >= st.nframes || c->parent_id >= (int64_t)i ||
+        c->parent_id < -1 ||
+        (c->parent_id >= 0 && st.callsites[c->parent_id].depth + 1 != c->depth))
+      abort();
+  }
+  for (size_t i = 0; i < st.nsymbols; i++)
+    sink += strlen(st.symbols[i].name) + strlen(st.symbols[i].source_file);
 }
 
 /* Per-track order's promises, checked for the first tracks of a read. */
@@ -109,6 +140,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   for (int order = 0; order < 4; order++) {
     etch_reader *r;
     if (etch_reader_open_memory(&r, data, size)) return 0;
+    max_callsite = -1;
     if (order < 2) {
       etch_reader_set_order(r, (etch_reader_order)order);
       etch_reader_on(r, NULL, NULL, on_event, NULL);
@@ -126,6 +158,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     etch_reader_get_stats(r, &st);
     int64_t a, b;
     etch_reader_time_bounds(r, &a, &b);
+    check_stacks(r);
     etch_reader_close(r);
   }
   if (devnull) etch__reader_dump(data, size, devnull);

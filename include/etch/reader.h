@@ -140,6 +140,10 @@ typedef struct etch_event {
    * decoded (file order). Delivered in timestamp order, events of equal
    * timestamps come in this order. */
   uint64_t index;
+  /* The event's call stack (TrackEvent.callstack_iid: an allocation's, in
+   * a trace of etch record --malloc): the id of its innermost frame's
+   * callsite in etch_reader_stacks; -1 when it has none. */
+  int64_t callsite_id;
 } etch_event;
 
 /*
@@ -329,6 +333,60 @@ ETCH_API int etch_reader_machine(const etch_reader *r, uint32_t id,
  * timestamps. ETCH_ENOTFOUND (and zeros) when no event was delivered. */
 ETCH_API int etch_reader_time_bounds(const etch_reader *r, int64_t *first,
                                      int64_t *last);
+
+/* ==== call stacks ======================================================== */
+
+/*
+ * The call stacks a trace interned (InternedData mappings, frames and
+ * callstacks, as etch's memory tracing writes them) and the names its
+ * ModuleSymbols packets give their frames, in tables shaped like
+ * trace_processor's stack_profile_mapping, stack_profile_frame,
+ * stack_profile_callsite and stack_profile_symbol: the same mapping, frame
+ * or stack interned by several sequences is one row. Ids are indexes from 0.
+ */
+typedef struct etch_stack_mapping {
+  const char *build_id; /* lowercase hex; "" when none */
+  const char *name;     /* the object's path; "" when none */
+  uint64_t start, end, exact_offset, start_offset, load_bias;
+} etch_stack_mapping;
+
+typedef struct etch_stack_frame {
+  const char *name; /* the function name interned with the frame; "" none */
+  uint32_t mapping; /* id in mappings */
+  uint64_t rel_pc;  /* the address in the object, as symbols are keyed */
+  /* Its names from ModuleSymbols (matched by the mapping's build id, else
+   * its path, and rel_pc): symbols[symbol .. symbol + nsymbols), the
+   * function first and the functions inlined in it after; 0 when none. */
+  uint32_t symbol, nsymbols;
+} etch_stack_frame;
+
+typedef struct etch_stack_symbol {
+  const char *name;        /* function */
+  const char *source_file; /* "" when unknown */
+  uint32_t line_number;    /* 0 when unknown */
+} etch_stack_symbol;
+
+typedef struct etch_stack_callsite {
+  int64_t parent_id; /* the caller's callsite; -1 for an outermost frame */
+  uint32_t depth;    /* 0 for an outermost frame */
+  uint32_t frame_id;
+} etch_stack_callsite;
+
+typedef struct etch_stacks {
+  const etch_stack_mapping *mappings;
+  size_t nmappings;
+  const etch_stack_frame *frames;
+  size_t nframes;
+  const etch_stack_callsite *callsites;
+  size_t ncallsites;
+  const etch_stack_symbol *symbols;
+  size_t nsymbols;
+} etch_stacks;
+
+/* The call-stack tables read so far (whole after etch_reader_run: the
+ * symbols come at the end of a trace). Owned by the reader, valid until
+ * it reads on or is closed. ETCH_OK, or ETCH_ENOMEM. */
+ETCH_API int etch_reader_stacks(etch_reader *r, etch_stacks *out);
 
 /* ==== custom events (etch/event.h) ======================================= */
 

@@ -530,7 +530,7 @@ void etch__importer_event(etch__importer *imp, const etch_event *ev) {
   if (ev->type < ETCH_EVENT_SLICE_BEGIN || ev->type > ETCH_EVENT_INSTANT)
     return;
   const char *name, *cat;
-  int64_t arg_set_id;
+  int64_t arg_set_id, slices = imp->next_slice_id;
   switch (ev->type) {
     case ETCH_EVENT_SLICE_BEGIN:
       name = intern_ev(imp, ev->name);
@@ -558,6 +558,9 @@ void etch__importer_event(etch__importer *imp, const etch_event *ev) {
                    ev->terminating_flow_ids_count);
       break;
   }
+  /* Its call stack, when it has one and made a slice (import_stacks.c). */
+  if (ev->callsite_id >= 0 && imp->next_slice_id != slices)
+    etch__import_callstack(imp, imp->next_slice_id, t->id, ev->callsite_id);
 }
 
 /* ---- start and finish ---------------------------------------------------------- */
@@ -796,6 +799,7 @@ void etch__importer_free(etch__importer *imp) {
     free(imp->tracks[i].stack);
   }
   free(imp->steps);
+  free(imp->callstacks);
   free(imp->tracks);
   free(imp->procs);
   free(imp->threads);

@@ -18,6 +18,11 @@
 
 /* ---- importer state ------------------------------------------------------ */
 
+/* A slice whose event had a call stack (__intrinsic_track_event_callstacks). */
+typedef struct etch__imp_callstack {
+  int64_t slice_id, track_id, callsite_id;
+} etch__imp_callstack;
+
 typedef struct open_slice {
   int64_t id;
   int64_t ts;
@@ -140,6 +145,9 @@ struct etch__importer {
   } icache[1024];
   int64_t first_ts, last_ts; /* bounds given to finish */
   etch_reader_stats rstats;  /* stats given to finish */
+  /* Slices with a call stack (import_stacks.c). */
+  struct etch__imp_callstack *callstacks;
+  size_t ncallstacks, cap_callstacks;
 };
 
 static inline void fail(etch__importer *imp, int rc) {
@@ -196,5 +204,10 @@ void etch__import_fill_stat_rows(const etch__importer *imp,
  * tables written at the end of an import (import_write.c). */
 int etch__import_write_tables(etch__importer *imp,
                               const etch_reader_stats *st);
+
+/* Notes that slice `slice_id` on track `track_id` has call stack
+ * `callsite_id` (import_stacks.c). */
+void etch__import_callstack(etch__importer *imp, int64_t slice_id,
+                            int64_t track_id, int64_t callsite_id);
 
 #endif /* ETCH_QUERY_IMPORT_INT_H */

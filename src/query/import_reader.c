@@ -100,7 +100,8 @@ static int run_once(etch__db *db, const char *catalog,
       last = 0;
     }
     etch__importer_machines(imp, r);
-    rc = etch__importer_finish(imp, &st, first, last);
+    rc = etch__import_stacks(imp, r); /* import_stacks.c */
+    if (!rc) rc = etch__importer_finish(imp, &st, first, last);
   }
   *out = imp;
   *rout = r;

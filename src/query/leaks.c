@@ -18,17 +18,21 @@
 
 #include "base/base.h"
 #include "base/map.h"
+#include "query/leaks_sites.h"
 #include "query/query.h"
 
-/* The live blocks of one process: address -> size << 16 | tag index. */
+/* The live blocks of one process: address -> size << 16 | tag index, and
+ * address -> its site's index (blocks allocated with a call stack). */
 typedef struct proc_blocks {
   int32_t pid;
   etch_u64map blocks;
+  etch_u64map site_of;
 } proc_blocks;
 
 typedef struct leaks {
   proc_blocks *procs;
   size_t nprocs;
+  etch__leak_sites sites; /* by call site (leaks_sites.c) */
   char **tags;
   size_t ntags;
   uint64_t n; /* live blocks, every process */
@@ -40,14 +44,14 @@ typedef struct leaks {
 
 #define SIZE_MAX48 ((1ull << 48) - 1)
 
-static etch_u64map *blocks_of(leaks *L, int32_t pid) {
+static proc_blocks *blocks_of(leaks *L, int32_t pid) {
   for (size_t i = 0; i < L->nprocs; i++)
-    if (L->procs[i].pid == pid) return &L->procs[i].blocks;
+    if (L->procs[i].pid == pid) return &L->procs[i];
   proc_blocks *p = etch__realloc(L->procs, (L->nprocs + 1) * sizeof *p);
   if (!p) return NULL;
   L->procs = p;
   p[L->nprocs] = (proc_blocks){.pid = pid};
-  return &p[L->nprocs++].blocks;
+  return &p[L->nprocs++];
 }
 
 static uint32_t tag_of(leaks *L, const char *name) {
@@ -92,12 +96,13 @@ static void on_memory(const etch_event *ev, void *user) {
   if (!arg_u64(arg(ev, "ptr"), &ptr) || !ptr) return;
   bool is_alloc = arg_u64(arg(ev, "size"), &size);
   if (!is_alloc && strcmp(ev->name, "free") != 0) return;
-  etch_u64map *m = blocks_of(L, ev->pid);
-  if (!m) {
+  proc_blocks *pb = blocks_of(L, ev->pid);
+  if (!pb) {
     L->err = ETCH_ENOMEM;
     return;
   }
-  int64_t old;
+  etch_u64map *m = &pb->blocks;
+  int64_t old, site;
   if (!is_alloc) {
     if (!etch__u64map_del(m, ptr, &old)) {
       L->unknown_frees++;
@@ -106,6 +111,9 @@ static void on_memory(const etch_event *ev, void *user) {
     L->frees++;
     L->n--;
     L->live -= (uint64_t)old >> 16;
+    if (etch__u64map_del(&pb->site_of, ptr, &site))
+      etch__leak_sites_free(&L->sites, ev, (uint32_t)site, ptr,
+                            (uint64_t)old >> 16);
     return;
   }
   if (size > SIZE_MAX48) size = SIZE_MAX48;
@@ -117,14 +125,25 @@ static void on_memory(const etch_event *ev, void *user) {
   }
   L->allocs++;
   L->alloc_bytes += size;
-  if (had) /* allocated again without a free: the first is gone */
+  if (had) { /* allocated again without a free: the first is gone */
     L->live -= (uint64_t)old >> 16;
-  else
+    if (etch__u64map_del(&pb->site_of, ptr, &site))
+      etch__leak_sites_gone(&L->sites, (uint32_t)site, (uint64_t)old >> 16);
+  } else {
     L->n++;
+  }
   L->live += size;
+  if (ev->callsite_id >= 0) {
+    int64_t s = etch__leak_sites_alloc(&L->sites, ev, ptr, size);
+    if (s < 0 || !etch__u64map_put(&pb->site_of, ptr, s)) {
+      L->err = ETCH_ENOMEM;
+      return;
+    }
+  }
   if (L->live > L->peak) {
     L->peak = L->live;
     L->peak_ts = ev->ts;
+    etch__leak_sites_peak(&L->sites);
   }
 }
 
@@ -148,18 +167,18 @@ static int cmp_group_key(const void *x, const void *y) {
   return (a->size > b->size) - (a->size < b->size);
 }
 
-static int leaks_of(etch_reader *r, FILE *out, int top, const char *path,
-                    bool *lost);
+static int leaks_of(etch_reader *r, FILE *out, int top, unsigned flags,
+                    const char *path, bool *lost);
 
 int etch__query_leaks_file(const char *path, FILE *out, int top,
-                           bool allow_truncated, bool *lost) {
+                           unsigned flags, bool allow_truncated, bool *lost) {
   etch_reader *r = NULL;
   if (lost) *lost = false;
   int rc = etch_reader_open_file(&r, path);
   if (rc) return rc;
   etch_reader_set_allow_truncated(r, allow_truncated);
   etch_reader_set_strict(r, !allow_truncated); /* --strict: both errors */
-  return leaks_of(r, out, top, path, lost);
+  return leaks_of(r, out, top, flags, path, lost);
 }
 
 int etch__query_leaks_memory(const void *data, size_t len, FILE *out,
@@ -167,7 +186,7 @@ int etch__query_leaks_memory(const void *data, size_t len, FILE *out,
   etch_reader *r = NULL;
   int rc = etch_reader_open_memory(&r, data, len);
   if (rc) return rc;
-  return leaks_of(r, out, top, NULL, NULL);
+  return leaks_of(r, out, top, ETCH__LEAKS_HOTSPOTS, NULL, NULL);
 }
 
 /* The reader's data-loss stats, named as in the stats table (etch stats,
@@ -198,8 +217,8 @@ static size_t loss_stats(const etch_reader_stats *rs, loss_stat out[9]) {
 }
 
 /* Reads `r` (and closes it) and prints the report. */
-static int leaks_of(etch_reader *r, FILE *out, int top, const char *path,
-                    bool *lost) {
+static int leaks_of(etch_reader *r, FILE *out, int top, unsigned flags,
+                    const char *path, bool *lost) {
   leaks L = {0};
   int rc = etch_reader_on(r, "memory", NULL, on_memory, &L);
   if (!rc) rc = etch_reader_run(r);
@@ -227,8 +246,11 @@ static int leaks_of(etch_reader *r, FILE *out, int top, const char *path,
     }
   }
   if (lost) *lost = nls > 0;
-  etch_reader_close(r);
-  if (!rc && L.err) rc = etch__error(L.err, "leaks: out of memory");
+  /* The call stacks stay the reader's: it is closed after the report. */
+  etch_stacks st = {0};
+  if (!rc && etch_reader_stacks(r, &st)) L.err = ETCH_ENOMEM;
+  if (!rc && (L.err || L.sites.oom))
+    rc = etch__error(ETCH_ENOMEM, "leaks: out of memory");
 
   /* Live blocks, grouped by tag and size. */
   group *g = NULL;
@@ -254,9 +276,23 @@ static int leaks_of(etch_reader *r, FILE *out, int top, const char *path,
     ng = k;
     if (g) qsort(g, ng, sizeof *g, cmp_group);
   }
-  if (!rc) {
-    uint64_t leaked = 0;
-    for (size_t i = 0; i < ng; i++) leaked += g[i].size * g[i].count;
+  uint64_t leaked = 0;
+  for (size_t i = 0; i < ng; i++) leaked += g[i].size * g[i].count;
+  if (!rc && (flags & ETCH__LEAKS_JSON)) {
+    fprintf(out,
+            "{\"allocations\": %llu, \"allocated_bytes\": %llu, "
+            "\"frees\": %llu, \"unmatched_frees\": %llu,\n"
+            " \"peak_bytes\": %llu, \"peak_ts\": %lld, "
+            "\"never_freed\": %llu, \"never_freed_bytes\": %llu, "
+            "\"exact\": %s,\n \"sites\": ",
+            (unsigned long long)L.allocs, (unsigned long long)L.alloc_bytes,
+            (unsigned long long)L.frees, (unsigned long long)L.unknown_frees,
+            (unsigned long long)L.peak, (long long)L.peak_ts,
+            (unsigned long long)L.n, (unsigned long long)leaked,
+            nls || rs.truncated_bytes ? "false" : "true");
+    etch__leak_sites_json(out, &L.sites, &st, top);
+    fputs("}\n", out);
+  } else if (!rc) {
     char at[32];
     etch__fmt_dur(at, sizeof at, etch__sat_sub(L.peak_ts, first));
     fprintf(out, "memory (category \"memory\")\n");
@@ -300,6 +336,10 @@ static int leaks_of(etch_reader *r, FILE *out, int top, const char *path,
       if (shown < ng)
         fprintf(out, "  ... and %zu more groups\n", ng - shown);
     }
+    char peak[80];
+    snprintf(peak, sizeof peak, "%llu bytes at %s", (unsigned long long)L.peak,
+             at);
+    etch__leak_sites_print(out, &L.sites, &st, top, flags, peak);
     if (nls || rs.truncated_bytes) {
       fprintf(out, "\nNOT EXACT: the trace lost data\n");
       for (size_t i = 0; i < nls; i++)
@@ -319,7 +359,12 @@ static int leaks_of(etch_reader *r, FILE *out, int top, const char *path,
     }
   }
   free(g);
-  for (size_t p = 0; p < L.nprocs; p++) etch__u64map_free(&L.procs[p].blocks);
+  etch_reader_close(r);
+  etch__leak_sites_release(&L.sites);
+  for (size_t p = 0; p < L.nprocs; p++) {
+    etch__u64map_free(&L.procs[p].blocks);
+    etch__u64map_free(&L.procs[p].site_of);
+  }
   free(L.procs);
   for (size_t i = 0; i < L.ntags; i++) free(L.tags[i]);
   free(L.tags);

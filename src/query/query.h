@@ -100,7 +100,7 @@ const char *etch__query_table_name(size_t i, size_t *len);
  * slice), as etch__query_table_name. */
 const char *etch__query_stored_table_name(size_t i, size_t *len);
 /* The version of the tables' layout, part of a cache's key. */
-#define ETCH__QUERY_SCHEMA_VERSION "7"
+#define ETCH__QUERY_SCHEMA_VERSION "8"
 /* The CREATE VIEW statements of the views over track. */
 const char *etch__query_views_sql(void);
 
@@ -193,6 +193,9 @@ int etch__importer_finish(etch__importer *imp, const etch_reader_stats *st,
 /* The reader's machines (etch_reader_machine), for the machine table:
  * before etch__importer_finish. */
 void etch__importer_machines(etch__importer *imp, const etch_reader *r);
+/* The trace's call stacks as the stack_profile_* tables, before
+ * etch__importer_finish (import_stacks.c). */
+int etch__import_stacks(etch__importer *imp, etch_reader *r);
 void etch__importer_counts(const etch__importer *imp,
                            etch__import_counts *out);
 void etch__importer_free(etch__importer *imp);
@@ -429,9 +432,11 @@ void etch__query_warn_malformed(const char *path, uint64_t n,
  * tag and size (at most `top` groups; 0: all), and the peak. When the
  * trace lost data (any data-loss stat, or cut short) the report ends with
  * what that makes unknowable, a warning goes to stderr and *lost (if not
- * NULL) is set to whether the loss is more than a cut at the end. */
+ * NULL) is set to whether the loss is more than a cut at the end.
+ * Allocations with call stacks are also listed by call site; `flags`
+ * (ETCH__LEAKS_* of leaks_sites.h) add the hotspots or make it JSON. */
 int etch__query_leaks_file(const char *path, FILE *out, int top,
-                           bool allow_truncated, bool *lost);
+                           unsigned flags, bool allow_truncated, bool *lost);
 int etch__query_leaks_memory(const void *data, size_t len, FILE *out,
                              int top);
 

@@ -124,6 +124,47 @@ static const char *const kTables[] = {
     " max_dur BIGINT NOT NULL)",
 };
 
+/* The call-stack tables (import_stacks.c), as trace_processor's. Created
+ * with the others but kept out of the lists above: etch load's ClickHouse
+ * tables and the views over several traces have no stacks (yet). */
+static const char *const kStackTables[] = {
+    "stack_profile_mapping("
+    " id BIGINT NOT NULL,"
+    " build_id VARCHAR,"
+    " exact_offset BIGINT,"
+    " start_offset BIGINT,"
+    " start BIGINT,"
+    " \"end\" BIGINT,"
+    " load_bias BIGINT,"
+    " name VARCHAR)",
+    "stack_profile_frame("
+    " id BIGINT NOT NULL,"
+    " name VARCHAR,"
+    " mapping BIGINT NOT NULL,"
+    " rel_pc BIGINT,"
+    " symbol_set_id BIGINT,"
+    " deobfuscated_name VARCHAR)",
+    "stack_profile_callsite("
+    " id BIGINT NOT NULL,"
+    " depth BIGINT NOT NULL,"
+    " parent_id BIGINT,"
+    " frame_id BIGINT NOT NULL)",
+    "stack_profile_symbol("
+    " id BIGINT NOT NULL,"
+    " symbol_set_id BIGINT NOT NULL,"
+    " name VARCHAR,"
+    " source_file VARCHAR,"
+    " line_number BIGINT,"
+    " inlined BIGINT)",
+    "__intrinsic_track_event_callstacks("
+    " id BIGINT NOT NULL,"
+    " slice_id BIGINT NOT NULL,"
+    " track_id BIGINT NOT NULL,"
+    " callsite_id BIGINT NOT NULL,"
+    " end_callsite_id BIGINT,"
+    " weight BIGINT)",
+};
+
 /* Views over track, as trace_processor has them (in the main catalog).
  * thread_track has utid and no upid, as trace_processor's: a join of it,
  * thread and process USING (utid) then USING (upid) names one upid. */
@@ -230,6 +271,11 @@ int etch__query_schema_create(etch__db *db, const char *catalog) {
   }
   for (size_t i = 0; i < ETCH_ARRAY_SIZE(kStored); i++) {
     snprintf(sql, sizeof sql, "CREATE TABLE %s%s;", q, kStored[i]);
+    int rc = etch__db_exec(db, sql);
+    if (rc) return rc;
+  }
+  for (size_t i = 0; i < ETCH_ARRAY_SIZE(kStackTables); i++) {
+    snprintf(sql, sizeof sql, "CREATE TABLE %s%s;", q, kStackTables[i]);
     int rc = etch__db_exec(db, sql);
     if (rc) return rc;
   }

@@ -71,7 +71,7 @@ static rd_rec *rec_make(etch_arena *arena, const etch_event *ev,
                         rd_track *t) {
   size_t size = sizeof(rd_rec);
   bool extra = ev->flow_ids_count || ev->terminating_flow_ids_count ||
-               ev->args_count;
+               ev->args_count || ev->callsite_id >= 0;
   size_t strbytes = 0;
   if (extra) {
     size += sizeof(rd_rec_extra) +
@@ -104,6 +104,7 @@ static rd_rec *rec_make(etch_arena *arena, const etch_event *ev,
     x->nflows = (uint32_t)ev->flow_ids_count;
     x->nterm = (uint32_t)ev->terminating_flow_ids_count;
     x->nargs = (uint32_t)ev->args_count;
+    x->callsite = (uint32_t)(ev->callsite_id + 1);
     uint64_t *u = (uint64_t *)(x + 1);
     if (x->nflows) memcpy(u, ev->flow_ids, 8 * x->nflows);
     u += x->nflows;
@@ -202,8 +203,10 @@ static void rec_event(const rd_rec *rec, etch_event *ev) {
   ev->packet_offset = rec->packet_offset;
   ev->after_loss = rec->after_loss;
   ev->index = rec->gidx;
+  ev->callsite_id = -1;
   if (rec->extra) {
     const rd_rec_extra *x = (const rd_rec_extra *)(rec + 1);
+    ev->callsite_id = (int64_t)x->callsite - 1;
     const uint64_t *u = (const uint64_t *)(x + 1);
     if (x->nflows) ev->flow_ids = u;
     ev->flow_ids_count = x->nflows;

@@ -11,6 +11,7 @@
 #include "reader/deliver.h"
 #include "reader/errors.h"
 #include "reader/event.h"
+#include "reader/stacks.h"
 #include "reader/track.h"
 #include "reader/reader_int.h"
 
@@ -393,6 +394,7 @@ static int extra_counters(etch_reader *r, rd_seq *seq, etch_event *base,
     if (!t) return ETCH_ENOMEM;
     etch_event ev = *base;
     ev.after_loss = false;
+    ev.callsite_id = -1;
     ev.type = ETCH_EVENT_COUNTER;
     ev.name = r->empty;
     ev.track = &t->info;
@@ -422,7 +424,7 @@ enum { REP_CAT, REP_XC_U, REP_XC_V, REP_XD_U, REP_XD_V };
 /* What a TrackEvent's fields say (te_fields_read); repeated fields go to
  * the reader's arrays (r->rep, r->flows, r->terms), args to r->args. */
 typedef struct te_fields {
-  uint64_t type, name_iid, uuid, srcloc_iid;
+  uint64_t type, name_iid, uuid, srcloc_iid, callstack_iid;
   bool has_uuid, has_name_iid, has_name_inline;
   const uint8_t *name_inline;
   size_t name_inline_len;
@@ -536,6 +538,10 @@ ETCH_INLINE int te_fields_read(etch_reader *r, const rd_src *src,
         RD_EXPECT(f, ETCH_PB_VARINT, "TrackEvent.source_location_iid");
         tf->srcloc_iid = f.u;
         break;
+      case ETCH_TE_CALLSTACK_IID:
+        RD_EXPECT(f, ETCH_PB_VARINT, "TrackEvent.callstack_iid");
+        tf->callstack_iid = f.u;
+        break;
       default:
         break;
     }
@@ -626,7 +632,7 @@ int etch__rd_track_event(etch_reader *r, const rd_src *src, rd_seq *seq,
                          const uint8_t *msg, size_t len, int64_t ts,
                          uint64_t pkt_off) {
   te_fields tf;
-  tf.type = tf.name_iid = tf.uuid = tf.srcloc_iid = 0;
+  tf.type = tf.name_iid = tf.uuid = tf.srcloc_iid = tf.callstack_iid = 0;
   tf.has_uuid = tf.has_name_iid = tf.has_name_inline = false;
   tf.name_inline = NULL;
   tf.name_inline_len = 0;
@@ -675,6 +681,12 @@ int etch__rd_track_event(etch_reader *r, const rd_src *src, rd_seq *seq,
     } else if ((rc = source_location_args(r, sl))) {
       return rc;
     }
+  }
+
+  ev.callsite_id = -1;
+  if (tf.callstack_iid) { /* stacks.c */
+    ev.callsite_id = etch__rd_stack_callsite(r, seq, tf.callstack_iid, &rc);
+    if (rc) return rc;
   }
 
   ev.pid = 0;

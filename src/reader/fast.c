@@ -318,6 +318,7 @@ ETCH_INLINE int fast_deliver(etch_reader *r, rd_seq *seq, uint64_t rec_off,
   ev.args_count = nargs;
   ev.packet_offset = rec_off;
   ev.after_loss = false;
+  ev.callsite_id = -1;
   if (ev.type == ETCH_EVENT_COUNTER) etch__rd_counter_value(seq, t, &ev);
   etch__rd_count_dropped(r, ev.type, fe->name, r->args, nargs);
 

@@ -22,6 +22,7 @@
 #include "reader/event.h"
 #include "reader/machine.h"
 #include "reader/packet.h"
+#include "reader/stacks.h"
 #include "reader/track.h"
 #include "reader/reader_int.h"
 
@@ -76,6 +77,7 @@ static void seq_clear(rd_seq *s) {
   etch__idtab_clear(&s->da_strings);
   etch__idtab_clear(&s->srclocs);
   etch__arena_reset(&s->srcloc_arena);
+  etch__rd_stack_seq_clear(s);
   s->has_clock_default = false;
   s->has_track_default = false;
   s->n_extra_counter_default = 0;
@@ -233,6 +235,17 @@ static int interned_data(etch_reader *r, const rd_src *src, rd_seq *seq,
       case ETCH_ID_DEBUG_ANNOTATION_NAMES: m = &seq->da_names; break;
       case ETCH_ID_DEBUG_ANNOTATION_STRING_VALUES: m = &seq->da_strings; break;
       case ETCH_ID_SOURCE_LOCATIONS: m = &seq->srclocs; break;
+      case ETCH_ID_FUNCTION_NAMES:
+      case ETCH_ID_FRAMES:
+      case ETCH_ID_CALLSTACKS:
+      case ETCH_ID_BUILD_IDS:
+      case ETCH_ID_MAPPING_PATHS:
+      case ETCH_ID_MAPPINGS: { /* call stacks: stacks.c */
+        RD_EXPECT(f, ETCH_PB_LEN, "InternedData call-stack entry");
+        int rc = etch__rd_stack_interned(r, src, seq, f.id, f.data, f.len);
+        if (rc) return rc;
+        continue;
+      }
       case ETCH_ID_EVENT_SCHEMAS: {
         RD_EXPECT(f, ETCH_PB_LEN, "InternedData.etch_event_schemas");
         int rc = etch__rd_schema(r, src, f.data, f.len);
@@ -370,6 +383,7 @@ enum {
   HAS_COMPRESSED = 32,
   HAS_SYSINFO = 64,
   HAS_CLOCK_SYNC = 128,
+  HAS_MODULE_SYMBOLS = 256,
 };
 
 /* Resolves the packet timestamp to the trace clock. Returns false when it
@@ -572,6 +586,10 @@ ETCH_INLINE int pkt_fields_read(etch_reader *r, const rd_src *src,
         RD_EXPECT(f, ETCH_PB_LEN, "TracePacket.remote_clock_sync");
         pf->present |= HAS_CLOCK_SYNC;
         break;
+      case ETCH_PKT_MODULE_SYMBOLS:
+        RD_EXPECT(f, ETCH_PB_LEN, "TracePacket.module_symbols");
+        pf->present |= HAS_MODULE_SYMBOLS;
+        break;
       default:
         break;
     }
@@ -695,6 +713,8 @@ ETCH_INLINE int pkt_contents(etch_reader *r, const rd_src *src,
       rc = etch__rd_system_info(r, src, f.data, f.len);
     } else if (f.id == ETCH_PKT_TRACE_STATS) {
       rc = trace_stats(r, src, f.data, f.len);
+    } else if (f.id == ETCH_PKT_MODULE_SYMBOLS) {
+      rc = etch__rd_module_symbols(r, src, f.data, f.len);
     } else if (f.id == ETCH_PKT_COMPRESSED_PACKETS ||
                f.id == ETCH_PKT_ZSTD_COMPRESSED_PACKETS) {
       uint32_t m = r->cur_machine; /* the packets inside have theirs */
@@ -767,7 +787,8 @@ static int packet_read(etch_reader *r, const rd_src *src, uint64_t rec_off,
     r->obs->packet(r, &v, r->obs->user);
   }
 
-  if (pf.present & (HAS_DESCRIPTOR | HAS_STATS | HAS_COMPRESSED | HAS_SYSINFO)) {
+  if (pf.present & (HAS_DESCRIPTOR | HAS_STATS | HAS_COMPRESSED | HAS_SYSINFO |
+                    HAS_MODULE_SYMBOLS)) {
     rc = pkt_contents(r, src, pkt, len, pf.trusted_pid);
     if (rc) return rc;
   }

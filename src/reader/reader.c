@@ -26,6 +26,7 @@
 #include "reader/packet.h"
 #include "reader/progress.h"
 #include "reader/source.h"
+#include "reader/stacks.h"
 #include "reader/track.h"
 #include "reader/reader_int.h"
 #include "reader/reader_priv.h"
@@ -171,6 +172,7 @@ void etch_reader_close(etch_reader *r) {
     etch__idtab_free(&s->da_strings);
     etch__idtab_free(&s->srclocs);
     etch__arena_free(&s->srcloc_arena);
+    etch__rd_stack_seq_free(s);
     etch__arena_free(&s->recs);
     free(s->idx.data);
     free(s->extra_counter_default);
@@ -187,6 +189,7 @@ void etch_reader_close(etch_reader *r) {
   free(r->track_list);
   etch__arena_free(&r->track_arena);
   etch__rd_clocks_free(&r->clocks);
+  etch__rd_stacks_free(r);
   etch__strpool_free(&r->pool);
   free(r->args);
   free(r->flows);

@@ -15,6 +15,8 @@
  *               data, defaults, descriptors;
  *   custom.c    custom events routed to analyzers by name;
  *   event.c     track events and their debug annotations;
+ *   stacks.c    call stacks: interned mappings, frames, callstacks, and
+ *               the ModuleSymbols that name them (etch_reader_stacks);
  *   clock.c     clock snapshots and conversion to the trace clock;
  *   machine.c   the machines of a multi-machine trace: their SystemInfo,
  *               their tracks, the clock offsets that put their timestamps
@@ -196,6 +198,7 @@ typedef struct rd_seq {
                      set: timestamps convert inline; else NULL */
   uint64_t fuuid; /* track of events without a track_uuid */
   etch_arena srcloc_arena;
+  struct rd_stack_seq *stk; /* its call-stack entries (stacks.c), or NULL */
   rd_clock *clocks[64]; /* sequence-scoped clocks 64..127 */
   /* Held events (timestamp order): records in file order. */
   etch_arena recs;
@@ -227,7 +230,8 @@ typedef struct rd_rec {
 } rd_rec; /* 64 bytes */
 
 typedef struct rd_rec_extra {
-  uint32_t nflows, nterm, nargs, pad;
+  uint32_t nflows, nterm, nargs;
+  uint32_t callsite; /* the event's callsite_id + 1 (0: none) */
 } rd_rec_extra;
 
 typedef struct rd_sub {
@@ -310,6 +314,7 @@ struct etch_reader {
   uint64_t track_gen; /* bumped when any descriptor changes */
   size_t ntracks;
   rd_clocks clocks;
+  struct rd_stacks *stk; /* the call-stack tables (stacks.c), or NULL */
 
   /* Per-event scratch. */
   etch_arg *args;

@@ -8,7 +8,11 @@
  *                 libleaky_lib.so), plugin_leak 1 x 55 (in
  *                 leaky_plugin.so, dlopen'ed), thread_leak 4 x 66 (on a
  *                 thread of its own)
- *   freed:        hot_alloc 1000 x 16..79 (the hotspot), a temporary each
+ *   freed:        hot_alloc 1000 x 16..79 (the most allocations), each a
+ *                 temporary (freed before the thread allocates again);
+ *                 bulk_alloc 10 x 10000 (the most bytes), held until
+ *                 after the last leak (so all 10 are live at the peak),
+ *                 none a temporary
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -59,6 +63,13 @@ static NOINLINE void *hot_alloc(int i) {
   return p;
 }
 
+static void *bulk[10];
+
+static NOINLINE void bulk_alloc(int i) {
+  bulk[i] = malloc(10000);
+  __asm__ volatile("" ::: "memory");
+}
+
 static NOINLINE void thread_leak(void) {
   keep[40 + nkeep % 8] = malloc(66);
   __asm__ volatile("" ::: "memory");
@@ -75,6 +86,7 @@ static void *thread_main(void *arg) {
 
 int main(int argc, char **argv) {
   const char *plugin = argc > 1 ? argv[1] : NULL;
+  for (int i = 0; i < 10; i++) bulk_alloc(i);
   leak_one();
   for (int i = 0; i < 2; i++) leak_two(i);
   three_caller();
@@ -99,6 +111,7 @@ int main(int argc, char **argv) {
     /* Kept loaded: the frames' object is still there when the session
      * names them. */
   }
+  for (int i = 0; i < 10; i++) free(bulk[i]);
   puts("leaky_sites: done");
   return 0;
 }

@@ -366,11 +366,18 @@ TEST(shell_statements_over_lines_and_dot_commands) {
   ASSERT_OK(etch__query_shell(db, in, out, ETCH__OUT_TABLE));
   fclose(in);
   fclose(out);
-  /* The name column is as wide as the longest name, process_counter_track. */
-  ASSERT_TRUE(strstr(buf, "slice                  view\n") != NULL);
-  ASSERT_TRUE(strstr(buf, "slice_data             table\n") != NULL);
-  ASSERT_TRUE(strstr(buf, "thread_track           view\n") != NULL);
-  ASSERT_TRUE(strstr(buf, "process_counter_track  view\n") != NULL);
+  /* The name column is as wide as the longest name,
+   * __intrinsic_track_event_callstacks (34). */
+  static const char *const kRows[][2] = {{"slice", "view"},
+                                         {"slice_data", "table"},
+                                         {"thread_track", "view"},
+                                         {"process_counter_track", "view"},
+                                         {"stack_profile_frame", "table"}};
+  for (size_t i = 0; i < sizeof kRows / sizeof kRows[0]; i++) {
+    char row[100];
+    snprintf(row, sizeof row, "\n%-34s  %s\n", kRows[i][0], kRows[i][1]);
+    if (!strstr(buf, row)) FAIL("no row \"%s\" in:\n%s", row + 1, buf);
+  }
   ASSERT_TRUE(strstr(buf, "etch>    ...> a  b\n-  -\n1  2\n") != NULL);
   ASSERT_TRUE(strstr(buf, "c\n\"x,y\"\nSQL error: Parser Error: syntax error "
                           "at or near \"selec\"") != NULL);

@@ -5,16 +5,21 @@
 #include <stdio.h>
 
 #include "cli.h"
+#include "query/leaks_sites.h"
 
 typedef struct leaks_args {
   int top;
   bool allow_loss;
+  bool hotspots, json;
   bool lost; /* out: the trace lost data */
 } leaks_args;
 
 static int leaks_report(const char *path, FILE *out, const void *arg) {
   leaks_args *a = (leaks_args *)arg;
-  return etch__query_leaks_file(path, out, a->top, !g_strict, &a->lost);
+  unsigned flags = (a->hotspots ? ETCH__LEAKS_HOTSPOTS : 0u) |
+                   (a->json ? ETCH__LEAKS_JSON : 0u);
+  return etch__query_leaks_file(path, out, a->top, flags, !g_strict,
+                                &a->lost);
 }
 
 static int leaks_top(const command *cmd, const char *opt, const char *value,
@@ -47,19 +52,29 @@ static const cli_opt kLeaksOpts[] = {
     CLI_STRICT("a trace cut short or a malformed packet is an error"),
     {0, "--allow-loss", NULL, "exit 0 on a trace that lost data (still reported)",
      CLI_BOOL(leaks_args, allow_loss)},
+    {0, "--hotspots", NULL,
+     "also the sites with the most allocations, bytes and temporaries",
+     CLI_BOOL(leaks_args, hotspots)},
+    {0, "--json", NULL, "the report as one JSON object", CLI_BOOL(leaks_args, json)},
     {0},
 };
 
 const command cli_leaks = {
     .name = "leaks",
     .fn = cmd_leaks,
-    .summary = "memory never freed, by tag and size, and the peak",
-    .synopsis = "etch leaks [--top N] [--strict] [--allow-loss] TRACE\n",
+    .summary = "memory never freed, by call site, tag and size, and the peak",
+    .synopsis = "etch leaks [--top N] [--hotspots] [--json] [--strict] "
+                "[--allow-loss] TRACE\n",
     .about =
         "Matches the allocations and frees a trace recorded (etch/memory.h, or\n"
         "a program run with etch record --malloc) by process and address, and\n"
         "lists the blocks never freed, grouped by tag and size, the biggest total\n"
-        "first, with the most bytes live at once and when.\n"
+        "first, with the most bytes live at once and when. Allocations recorded\n"
+        "with call stacks (etch record --malloc) are listed by call site too:\n"
+        "the function, file:line and callers, with the blocks still held;\n"
+        "--hotspots adds the sites with the most allocations, the most bytes\n"
+        "and the most temporary allocations (freed before their thread\n"
+        "allocated again). --json prints the counts and every site as JSON.\n"
         "\n"
         "A trace that lost data (a ring buffer overwrote chunks, events were\n"
         "dropped: any data-loss stat of etch stats) lost allocations and frees:\n"
