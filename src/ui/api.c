@@ -17,6 +17,7 @@
  *   /api/stats?id=                       etch stats' tables
  *   /api/sql?id=&q=                      one SELECT/WITH/EXPLAIN statement
  *   /api/diff?a=&b=                      etch diff of two traces
+ *   /api/zone?id=[&name=[&lo=&hi=]]      one name's durations (api_zone.c)
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -839,7 +840,7 @@ static const struct {
     {"/api/slice", api_slice},   {"/api/search", api_search},
     {"/api/range", api_range},   {"/api/flame", api_flame},
     {"/api/stats", api_stats},   {"/api/sql", etch__ui_api_sql},
-    {"/api/diff", api_diff},
+    {"/api/diff", api_diff},     {"/api/zone", etch__ui_api_zone},
 };
 
 int etch__ui_api(etch__ui *ui, const char *path, etch__ui_getarg arg,

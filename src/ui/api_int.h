@@ -26,5 +26,6 @@ int etch__ui_req_vfail(etch__ui_req *r, int status, const char *fmt,
 etch__ui_trace *etch__ui_req_trace(etch__ui_req *r, int *st);
 
 int etch__ui_api_sql(etch__ui_req *r);
+int etch__ui_api_zone(etch__ui_req *r);
 
 #endif /* ETCH_UI_API_INT_H */
