@@ -64,6 +64,21 @@
     if (a < 1e9) return (ns / 1e6).toFixed(2) + ' ms';
     return (ns / 1e9).toFixed(3) + ' s';
   }
+  // A label of the time axis: in the unit of the largest label shown, with
+  // as many decimals as the tick needs (a 59 us window at 2.44 ms reads
+  // 2.440, 2.445, 2.450 ms; never one label twice).
+  function fmtTick(t, tick, top) {
+    const units = [[1, 'ns'], [1e3, 'us'], [1e6, 'ms'], [1e9, 's']];
+    let u = units[0];
+    for (const x of units) if (Math.abs(top) >= x[0]) u = x;
+    const dec = Math.max(0, Math.min(9, Math.ceil(-Math.log10(tick / u[0]) - 1e-9)));
+    return (t / u[0]).toFixed(dec) + ' ' + u[1];
+  }
+  // A counter's value: a whole number as it is, else 4 significant digits.
+  function fmtVal(v) {
+    if (v === null || v === undefined || !isFinite(v)) return String(v);
+    return Number.isInteger(v) ? String(v) : String(Number(v.toPrecision(4)));
+  }
   function fmtSize(b) {
     if (b < 1024) return b + ' B';
     if (b < 1048576) return (b / 1024).toFixed(1) + ' KiB';
@@ -325,7 +340,7 @@
   }
 
   function show(section) {
-    for (const s of ['list', 'timeline', 'flame', 'stats', 'sql', 'diff']) $(s).hidden = s !== section;
+    for (const s of ['list', 'timeline', 'flame', 'zone', 'stats', 'sql', 'diff']) $(s).hidden = s !== section;
     for (const b of $('tabs').querySelectorAll('button')) b.classList.toggle('on', b.dataset.tab === section);
     dbg.section = section;
   }
@@ -366,11 +381,15 @@
       $('range').textContent = '';
       flameState.zoom = 0;
       flameState.data = null;
+      Z.names = null; Z.data = null;
+      $('zone-name').value = '';
+      argsOf.clear();
     }
     tab = tab || 'timeline';
     show(tab);
     if (tab === 'timeline') { resize(); requestTile(); }
     if (tab === 'flame') loadFlame();
+    if (tab === 'zone') loadZone();
     if (tab === 'stats') loadStats();
   }
 
@@ -583,8 +602,12 @@
     const span = V.e - V.s;
     const step = Math.pow(10, Math.floor(Math.log10(span / 8)));
     const tick = step * (span / step > 40 ? 5 : span / step > 16 ? 2 : 1);
+    // The ticks: times from the trace's start, k * tick (not a running
+    // sum: no rounding carried from one to the next).
+    const ticks = [];
+    for (let j = Math.ceil((V.s - T.start) / tick); T.start + j * tick <= V.e; j++) ticks.push(j * tick);
     g.strokeStyle = '#eceff1';
-    for (let t = Math.ceil((V.s - T.start) / tick) * tick; T.start + t <= V.e; t += tick) {
+    for (const t of ticks) {
       const x = xOf(T.start + t);
       g.beginPath(); g.moveTo(x, AXIS_H); g.lineTo(x, HT); g.stroke();
     }
@@ -679,6 +702,20 @@
       }
       g.fill();
     }
+    // A border on every slice wide enough to show one (4 px): back-to-back
+    // slices of one name are told apart. On whole pixels, one path.
+    g.strokeStyle = 'rgba(0,0,0,0.45)';
+    g.beginPath();
+    let borders = 0;
+    for (let j = 0; j < m; j++) {
+      const w = geo[j * 4 + 2];
+      if (w < 4) continue;
+      const x = Math.round(geo[j * 4]), y = Math.round(geo[j * 4 + 1]);
+      g.rect(x + 0.5, y + 0.5, Math.round(geo[j * 4] + w) - x - 1, Math.round(geo[j * 4 + 3]) - 1);
+      borders++;
+    }
+    g.stroke();
+    dbg.borders = borders;
     for (let t = 0; t < P.tracks.length; t++) if (drawnBy[t]) drawn[P.tracks[t]] = drawnBy[t];
     g.lineWidth = 2;
     for (const kk of outlines) {
@@ -716,18 +753,45 @@
       g.stroke();
       drawn[k] = byTrack[k].length;
     }
-    // Flows: arrows from the end of one slice to the start of the next.
+    // Each counter's scale: its greatest value at the top, the bottom of
+    // the scale (0, or its least value when that is below 0) at the bottom.
+    const scales = {};
+    g.font = '10px system-ui, sans-serif';
+    for (const row of rowsIn) {
+      if (row.kind !== 'counter') continue;
+      const lo = Math.min(0, row.r.lo), hi = row.r.hi > lo ? row.r.hi : lo + 1;
+      const unit = row.r.unit ? ' ' + row.r.unit : '';
+      const top = fmtVal(hi) + unit, bottom = fmtVal(lo) + unit;
+      g.fillStyle = 'rgba(255,255,255,0.75)';
+      g.fillRect(LABEL_W + 1, row.y + 1, g.measureText(top).width + 6, 11);
+      g.fillRect(LABEL_W + 1, row.y + row.h - 12, g.measureText(bottom).width + 6, 11);
+      g.fillStyle = '#455a64';
+      g.fillText(top, LABEL_W + 4, row.y + 7);
+      g.fillText(bottom, LABEL_W + 4, row.y + row.h - 6);
+      scales[row.track] = [top, bottom];
+    }
+    g.font = '11px system-ui, sans-serif';
+    dbg.counterScales = scales;
+    // Flows: arrows from the end of one slice to the start of the next;
+    // the selected slice's only, unless "all flows" is ticked.
     g.strokeStyle = '#6a1b9a';
     g.fillStyle = '#6a1b9a';
+    const allFlows = $('all-flows').checked, flowsDrawn = [], flowLines = [];
     for (const f of V.flows) {
       const a = byRow[f[0]], b = byRow[f[4]];
       if (!a || !b) continue;
+      if (!allFlows && (sel === null || (f[3] !== sel && f[7] !== sel))) continue;
+      flowsDrawn.push(f);
       const x0 = xOf(f[2]), y0 = a.y + 2 + f[1] * ROW_H + ROW_H / 2;
       const x1 = xOf(f[6]), y1 = b.y + 2 + f[5] * ROW_H + ROW_H / 2;
       g.beginPath(); g.moveTo(x0, y0);
       g.bezierCurveTo(x0 + 30, y0, x1 - 30, y1, x1, y1); g.stroke();
+      flowLines.push([x0, y0, x1, y1]);
       g.beginPath(); g.moveTo(x1, y1); g.lineTo(x1 - 7, y1 - 4); g.lineTo(x1 - 7, y1 + 4); g.fill();
     }
+    shownFlows = flowsDrawn;
+    dbg.flowsDrawn = flowsDrawn.length;
+    dbg.flowLines = flowLines;
     // Data loss where it happened: red lines across the track and the axis.
     g.strokeStyle = '#d32f2f';
     g.lineWidth = 2;
@@ -764,11 +828,14 @@
     g.fillRect(0, 0, W, AXIS_H);
     g.fillStyle = '#455a64';
     g.strokeStyle = '#90a4ae';
-    for (let t = Math.ceil((V.s - T.start) / tick) * tick; T.start + t <= V.e; t += tick) {
-      const x = xOf(T.start + t);
+    const axisLabels = [];
+    for (const t of ticks) {
+      const x = xOf(T.start + t), label = fmtTick(t, tick, V.e - T.start);
       g.beginPath(); g.moveTo(x, AXIS_H - 6); g.lineTo(x, AXIS_H); g.stroke();
-      g.fillText(fmtDur(t), x + 3, AXIS_H / 2);
+      g.fillText(label, x + 3, AXIS_H / 2);
+      axisLabels.push(label);
     }
+    dbg.axisLabels = axisLabels;
     g.strokeStyle = '#d32f2f';
     g.lineWidth = 2;
     for (const [ts] of T.loss) {
@@ -783,6 +850,7 @@
     g.fillText(fmtDur(V.s - T.start) + ' + ' + fmtDur(V.e - V.s), 6, AXIS_H / 2);
     dbg.drawn = drawn;
     dbg.lossMarks = lossMarks;
+    dbg.rows = rowsIn.map((r) => ({ kind: r.kind, track: r.track, y: r.y, h: r.h, label: r.label }));
     // How long frames take, and the first one after an input (a wheel, a
     // drag, a key) comes: for bench/ui/bench_page.mjs.
     const f1 = performance.now();
@@ -802,6 +870,7 @@
   // objects ({track, depth, ts, end, count, id, name, x, y, w, h, hit}),
   // made when asked for (window.__etch.rects).
   let shown = { n: 0, objects: null };
+  let shownFlows = [];
   function shownRect(k) {
     const s = shown.sl[shown.idx[k]], g4 = shown.geo;
     return { track: s[0], depth: s[1], ts: s[2], end: s[3], count: s[4], id: s[5], name: s[6],
@@ -828,6 +897,116 @@
     }
     return best < 0 ? null : shownRect(best);
   }
+
+  // ---- hover: what is under the pointer, in a tooltip ---------------------------
+  //
+  // A slice or an instant: its name, start, duration and args (asked for
+  // once the pointer rests on it, then kept); a merged mark: how many and
+  // the longest's name; a counter: its value at the pointer (the last one
+  // at or before it) and the pixel column's least and greatest; a flow
+  // drawn: the slices it links.
+  const argsOf = new Map(); // slice id -> its args as text
+  let hovered = null, argsTimer = 0;
+  const tip = $('tip');
+  function hideTip() {
+    tip.hidden = true;
+    hovered = null;
+    dbg.tip = null;
+  }
+  function rowAt(y) {
+    for (const r of visibleRows(0)) if (y >= r.y && y < r.y + r.h && y >= AXIS_H) return r;
+    return null;
+  }
+  function flowAt(x, y) {
+    const rows = {};
+    for (const r of visibleRows(0)) if (r.track !== undefined) rows[r.track] = r;
+    for (const f of shownFlows) {
+      const a = rows[f[0]], b = rows[f[4]];
+      if (!a || !b) continue;
+      const x0 = xOf(f[2]), y0 = a.y + 2 + f[1] * ROW_H + ROW_H / 2;
+      const x1 = xOf(f[6]), y1 = b.y + 2 + f[5] * ROW_H + ROW_H / 2;
+      for (let i = 0; i <= 24; i++) { // the curve drawn, at 25 points
+        const u = i / 24, v = 1 - u;
+        const px = v * v * v * x0 + 3 * v * v * u * (x0 + 30) + 3 * v * u * u * (x1 - 30) + u * u * u * x1;
+        const py = v * v * v * y0 + 3 * v * v * u * y0 + 3 * v * u * u * y1 + u * u * u * y1;
+        if (Math.abs(px - x) <= 5 && Math.abs(py - y) <= 5) return f;
+      }
+    }
+    return null;
+  }
+  function nameOfSlice(id) {
+    for (let k = 0; k < shown.n; k++) {
+      const s = shown.sl[shown.idx[k]];
+      if (s[5] === id && s[4] === 1) return s[6];
+    }
+    return 'slice ' + id;
+  }
+  function counterAt(row, t) {
+    let c = null;
+    for (const x of V.tile.counters) if (x[0] === row.track && x[1] <= t) c = x;
+    return c;
+  }
+  function tipLines(x, y) {
+    if (!T || !V || !V.tile || x < LABEL_W) return null;
+    const f = flowAt(x, y);
+    if (f) return { kind: 'flow', key: 'f' + f[3] + '-' + f[7], lines: [
+      'flow: ' + nameOfSlice(f[3]) + ' \u2192 ' + nameOfSlice(f[7]),
+      'from ' + fmtDur(f[2] - T.start) + ' to ' + fmtDur(f[6] - T.start)] };
+    const r = hitTest(x, y);
+    if (r && r.count > 1) return { kind: 'merged', key: 'm' + r.id, lines: [
+      r.count + ' slices merged (the longest: ' + r.name + ')',
+      'from ' + fmtDur(r.ts - T.start) + ' to ' + fmtDur(r.end - T.start) + ': zoom in to see them'] };
+    if (r) {
+      const instant = r.end === r.ts;
+      const a = argsOf.get(r.id);
+      return { kind: instant ? 'instant' : 'slice', key: 's' + r.id, id: r.id, lines: [
+        r.name, 'start ' + fmtDur(r.ts - T.start),
+        instant ? 'instant' : 'duration ' + fmtDur(r.end - r.ts),
+        'args: ' + (a === undefined ? '...' : a)] };
+    }
+    const row = rowAt(y);
+    if (row && row.kind === 'counter') {
+      const t = tsOf(x), c = counterAt(row, t);
+      const unit = row.r.unit ? ' ' + row.r.unit : '';
+      const lines = [row.label, 'at ' + fmtDur(Math.round(t) - T.start) + ': ' +
+                     (c ? fmtVal(c[4]) + unit : 'no value yet')];
+      if (c && c[2] !== c[3]) lines.push('in this pixel: ' + fmtVal(c[2]) + ' .. ' + fmtVal(c[3]) + unit);
+      return { kind: 'counter', key: 'c' + row.track + ':' + (c ? c[1] : ''), track: row.track, lines };
+    }
+    return null;
+  }
+  function showTip(h, cx, cy) {
+    tip.textContent = h.lines.join('\n');
+    tip.hidden = false;
+    const w = tip.offsetWidth, hh = tip.offsetHeight;
+    tip.style.left = Math.min(cx + 14, window.innerWidth - w - 4) + 'px';
+    tip.style.top = (cy + 16 + hh > window.innerHeight ? cy - hh - 8 : cy + 16) + 'px';
+    dbg.tip = { kind: h.kind, text: h.lines.join('\n') };
+  }
+  function hover(x, y, cx, cy) {
+    const h = tipLines(x, y);
+    if (!h) { hideTip(); return; }
+    hovered = h;
+    showTip(h, cx, cy);
+    if (h.id !== undefined && !argsOf.has(h.id)) {
+      // Asked for once the pointer rests on the slice: moving across
+      // many sends no request for each.
+      clearTimeout(argsTimer);
+      argsTimer = setTimeout(async () => {
+        if (!hovered || hovered.id !== h.id || argsOf.has(h.id)) return;
+        try {
+          const d = await api('/api/slice', { id: T.id, slice: h.id });
+          argsOf.set(h.id, d.args.length ? d.args.map(([k, v]) => k + ' = ' + v).join(', ') : 'none');
+        } catch (e) { argsOf.set(h.id, 'not known (' + (e.message || e) + ')'); }
+        if (hovered && hovered.id === h.id) hover(x, y, cx, cy);
+      }, 120);
+    }
+  }
+  cv.addEventListener('mousemove', (ev) => {
+    if (drag && drag.moved) { hideTip(); return; }
+    hover(ev.offsetX, ev.offsetY, ev.clientX, ev.clientY);
+  });
+  cv.addEventListener('mouseleave', hideTip);
 
   async function selectSlice(r) {
     V.slice = r;
@@ -946,6 +1125,7 @@
   cv.addEventListener('wheel', (ev) => {
     if (!T) return;
     ev.preventDefault();
+    hideTip();
     const f = Math.pow(1.0015, ev.deltaY);
     const c = tsOf(Math.max(LABEL_W, ev.offsetX));
     input();
@@ -989,16 +1169,27 @@
   }
   function step(d) {
     if (!V || !V.matches || !V.matches.length) return;
-    V.match = (V.match + d + V.matches.length) % V.matches.length;
+    V.match = V.match < 0 && d < 0 ? V.matches.length - 1
+      : (V.match + d + V.matches.length) % V.matches.length;
     const m = V.matches[V.match];
     $('matches').textContent = (V.match + 1) + ' / ' + dbg.search.total;
     dbg.search.current = V.match;
     show('timeline');
     goTo(m);
   }
-  $('search').addEventListener('keydown', (ev) => {
-    if (ev.key === 'Enter') { ev.preventDefault(); if (ev.shiftKey) step(-1); else if (V.matches && V.matches.length && V.search === $('search').value.trim()) step(1); else search(); }
+  // Enter: the next match (shift: the previous); the first Enter after
+  // the text changed finds the matches and goes to the first.
+  $('search').addEventListener('keydown', async (ev) => {
+    if (ev.key !== 'Enter' || !V) return;
+    ev.preventDefault();
+    if (V.search !== ($('search').value.trim() || null)) {
+      await search();
+      if (V.matches.length) step(ev.shiftKey ? -1 : 1);
+    } else {
+      step(ev.shiftKey ? -1 : 1);
+    }
   });
+  $('all-flows').addEventListener('change', () => { if (T && V && V.tile) draw(); });
   $('next').addEventListener('click', () => step(1));
   $('prev').addEventListener('click', () => step(-1));
 
@@ -1095,6 +1286,100 @@
   $('fl-reset').addEventListener('click', () => { flameState.zoom = 0; drawFlame(); });
   $('fl-thread').addEventListener('change', loadFlame);
   $('fl-sel').addEventListener('change', loadFlame);
+
+  // ---- find zone (Tracy's) -------------------------------------------------------
+  //
+  // One slice name's durations (/api/zone, what `etch stats --slice NAME`
+  // prints): count, min, p50, p90, p99 (nearest rank) and max, and the
+  // histogram as bars; a bar lists its slices (the first 1000 by time), a
+  // row goes to its slice on the timeline.
+  const Z = { names: null, data: null, bar: -1 };
+  async function loadZone() {
+    try {
+      if (!Z.names) {
+        const d = await api('/api/zone', { id: T.id });
+        Z.names = d.names;
+        const dl = $('zone-names');
+        dl.textContent = '';
+        for (const [n, c] of d.names) dl.appendChild(el('option', { value: n }, c + ' slices'));
+        if (!$('zone-name').value && d.names.length) $('zone-name').value = d.names[0][0];
+      }
+      const name = $('zone-name').value;
+      if (name && (!Z.data || Z.data.zone.name !== name)) await showZone(name);
+      showError(null);
+    } catch (e) { showError(e); }
+  }
+  async function showZone(name) {
+    const d = await api('/api/zone', { id: T.id, name });
+    Z.data = d;
+    Z.bar = -1;
+    const z = d.zone, body = $('zone-table').tBodies[0];
+    body.textContent = '';
+    const tr = el('tr');
+    tr.appendChild(el('td', { class: 'n' }, String(z.count)));
+    for (const k of ['min', 'p50', 'p90', 'p99', 'max'])
+      tr.appendChild(el('td', { class: 'n', title: z[k] === null ? '' : z[k] + ' ns' }, z[k] === null ? '-' : fmtDur(z[k])));
+    body.appendChild(tr);
+    $('zone-info').textContent = z.count ? z.histogram.length + ' buckets of ' +
+      fmtDur(z.histogram[0].hi - z.histogram[0].lo) + '; a bar lists its slices' : 'no slice of that name';
+    const hist = $('zone-hist');
+    hist.textContent = '';
+    const top = Math.max(1, ...z.histogram.map((b) => b.count));
+    z.histogram.forEach((b, k) => {
+      const bar = el('button', { 'data-k': String(k), 'data-count': String(b.count),
+                                 title: fmtDur(b.lo) + ' .. ' + fmtDur(b.hi) + ': ' + b.count + ' slices' });
+      bar.style.height = (b.count ? Math.max(2, 100 * b.count / top) : 0) + '%';
+      bar.addEventListener('click', () => zoneBar(k));
+      hist.appendChild(bar);
+    });
+    const axis = $('zone-axis');
+    axis.textContent = '';
+    if (z.count) { axis.appendChild(el('span', null, fmtDur(z.min))); axis.appendChild(el('span', null, fmtDur(z.max))); }
+    $('zone-list').textContent = '';
+    dbg.zone = { zone: z, instances: null };
+  }
+  async function zoneBar(k) {
+    const z = Z.data.zone, b = z.histogram[k];
+    Z.bar = k;
+    for (const x of $('zone-hist').children) x.classList.toggle('on', Number(x.dataset.k) === k);
+    try {
+      const d = await api('/api/zone', { id: T.id, name: z.name, lo: b.lo, hi: b.hi });
+      const box = $('zone-list');
+      box.textContent = '';
+      box.appendChild(el('h3', null, d.instances_total + ' slices of ' + fmtDur(b.lo) + ' to ' + fmtDur(b.hi) +
+                         (d.instances.length < d.instances_total ? ' (the first ' + d.instances.length + ')' : '')));
+      const t = el('table', { id: 'zone-slices' });
+      const head = el('tr');
+      for (const h of ['start', 'duration', 'track']) head.appendChild(el('th', null, h));
+      const thead = el('thead'); thead.appendChild(head); t.appendChild(thead);
+      const tb = el('tbody');
+      for (const [id, ts, dur, track, depth] of d.instances) {
+        const r = el('tr', { 'data-id': String(id), tabindex: '0' });
+        r.appendChild(el('td', { class: 'n' }, fmtDur(ts - T.start)));
+        r.appendChild(el('td', { class: 'n' }, fmtDur(dur)));
+        r.appendChild(el('td', null, T.byTrack[track] ? T.byTrack[track].label : String(track)));
+        const go = () => zoneGo({ id, ts, dur, track, depth, name: z.name });
+        r.addEventListener('click', go);
+        r.addEventListener('keydown', (ev) => { if (ev.key === 'Enter') go(); });
+        tb.appendChild(r);
+      }
+      t.appendChild(tb);
+      box.appendChild(t);
+      dbg.zone.instances = d.instances;
+      dbg.zone.instancesTotal = d.instances_total;
+      showError(null);
+    } catch (e) { showError(e); }
+  }
+  // The timeline, the slice in the middle third of the window, selected.
+  function zoneGo(m) {
+    location.hash = '#trace=' + T.id + '&tab=timeline';
+    const pad = Math.max(m.dur, 1000);
+    V.s = Math.round(m.ts - pad); V.e = Math.round(m.ts + m.dur + pad);
+    selectSlice({ id: m.id, count: 1, ts: m.ts, end: m.ts + m.dur, name: m.name });
+  }
+  $('zone-go').addEventListener('click', () => { if (T) loadZone(); });
+  $('zone-name').addEventListener('keydown', (ev) => { if (ev.key === 'Enter' && T) { ev.preventDefault(); loadZone(); } });
+  $('zone-name').addEventListener('change', () => { if (T) loadZone(); });
 
   // ---- stats -------------------------------------------------------------------
 
