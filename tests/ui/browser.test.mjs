@@ -95,7 +95,10 @@ before(async () => {
   ({ proc: server, url: base } = await startUi([trace, bad, gone]));
   browser = await chromium.launch({ executablePath: process.env.ETCH_CHROMIUM,
                                     args: ['--no-sandbox'], env: { ...process.env, TZ: 'UTC' } });
-  page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
+  // A context of its own: a second page of it shares its storage (the
+  // token kept, for an address without it).
+  const ctx = await browser.newContext({ viewport: { width: 1400, height: 900 } });
+  page = await ctx.newPage();
   page.on('request', (r) => requests.push(r.url()));
 });
 
@@ -676,6 +679,124 @@ test('find zone: a name\'s histogram and percentiles, as etch stats --slice has 
   }
 });
 
+test('track control: a process folds, a track collapses, a track pinned goes to the top', async () => {
+  await tile(() => E(() => window.__etch.setWindow(0, 200001)));
+  const box = await canvasBox(page);
+  const rows = () => E(() => window.__etch.rows);
+  const main = query("select t.id from track t join thread using (utid) where thread.name = 'main'")[0][0];
+  const worker = query("select t.id from track t join thread using (utid) where thread.name = 'worker'")[0][0];
+  const tracks = (await E(() => window.__etch.layout)).filter((r) => r.track !== undefined).length;
+  assert.equal(tracks, 3); // main, worker, heap
+  // Fold the process: its header says how many tracks, none drawn.
+  let proc = (await rows()).find((r) => r.kind === 'process');
+  assert.equal(proc.label, '\u25be app 10');
+  await tile(() => page.mouse.click(box.x + 40, box.y + proc.y + 10));
+  const folded = await E(() => window.__etch.layout);
+  assert.deepEqual(folded.map((r) => [r.kind, r.label]), [['process', '\u25b8 app 10  (' + tracks + ' tracks)']]);
+  assert.deepEqual(await E(() => window.__etch.drawn), {});
+  proc = (await rows()).find((r) => r.kind === 'process');
+  await tile(() => page.mouse.click(box.x + 40, box.y + proc.y + 10));
+  assert.equal((await E(() => window.__etch.layout)).filter((r) => r.track !== undefined).length, tracks);
+  // Collapse main: one row, its depth-0 slices only; expand it again.
+  let row = (await rows()).find((r) => r.track === main);
+  assert.ok(row.h > 30);
+  await tile(() => page.mouse.click(box.x + 5, box.y + row.y + 10));
+  row = (await rows()).find((r) => r.track === main);
+  assert.equal(row.h, 22);
+  assert.equal(row.collapsed, true);
+  let depths = new Set((await E(() => window.__etch.rects)).filter((r) => r.track === main).map((r) => r.depth));
+  assert.deepEqual([...depths], [0]);
+  await tile(() => page.mouse.click(box.x + 5, box.y + row.y + 10));
+  depths = new Set((await E(() => window.__etch.rects)).filter((r) => r.track === main).map((r) => r.depth));
+  assert.deepEqual([...depths].sort(), [0, 1]);
+  // Pin the worker: first under the axis, under "Pinned", and only there.
+  row = (await rows()).find((r) => r.track === worker);
+  await tile(() => page.mouse.click(box.x + 220 - 14, box.y + row.y + 10));
+  let lay = await E(() => window.__etch.layout);
+  assert.deepEqual(lay.slice(0, 2).map((r) => [r.kind, r.track === undefined ? r.label : r.track]),
+                   [['group', 'Pinned'], ['slices', worker]]);
+  assert.equal(lay.filter((r) => r.track === worker).length, 1);
+  assert.ok((await E(() => window.__etch.drawn))[worker] > 0);
+  row = (await rows()).find((r) => r.track === worker);
+  assert.equal(row.pinned, true);
+  await tile(() => page.mouse.click(box.x + 220 - 14, box.y + row.y + 10));
+  lay = await E(() => window.__etch.layout);
+  assert.equal(lay[0].kind, 'process');
+  assert.deepEqual(await E(() => window.__etch.ctl), { folded: [], collapsed: [], pinned: [] });
+});
+
+test('the keyboard alone: ? shows the keys, arrows select slices, F fits, C P G control the track, digits change tab', async () => {
+  await tile(() => E(() => window.__etch.setWindow(0, 200001)));
+  await page.focus('#tl');
+  await page.keyboard.press('Escape');
+  await page.keyboard.press('?');
+  assert.equal(await page.isHidden('#keys'), false);
+  assert.match(await page.textContent('#keys'), /select the previous, next slice/);
+  await page.keyboard.press('Escape');
+  assert.equal(await page.isHidden('#keys'), true);
+  const id = (sql) => query(sql)[0][0];
+  const sel = async (key, want) => {
+    await page.keyboard.press(key);
+    await page.waitForFunction((k) => window.__etch.details && window.__etch.details.id === k && window.__etch.busy === 0, want);
+  };
+  await sel('ArrowRight', id("select id from slice where name = 'frame' order by ts limit 1"));
+  await sel('ArrowDown', id("select id from slice where name = 'draw' order by ts limit 1"));
+  await sel('ArrowRight', id("select id from slice where name = 'vsync'"));
+  await sel('ArrowLeft', id("select id from slice where name = 'draw' order by ts limit 1"));
+  await sel('ArrowUp', id("select id from slice where name = 'frame' order by ts limit 1"));
+  await tile(() => page.keyboard.press('f'));
+  assert.deepEqual(await E(() => [window.__etch.view.s, window.__etch.view.e]), [1000 - 25000, 101000 + 25000]);
+  const main = query("select t.id from track t join thread using (utid) where thread.name = 'main'")[0][0];
+  await tile(() => page.keyboard.press('c'));
+  assert.deepEqual(await E(() => window.__etch.ctl.collapsed), [main]);
+  await tile(() => page.keyboard.press('c'));
+  await tile(() => page.keyboard.press('p'));
+  assert.deepEqual(await E(() => window.__etch.ctl.pinned), [main]);
+  await tile(() => page.keyboard.press('p'));
+  await tile(() => page.keyboard.press('g'));
+  assert.equal((await E(() => window.__etch.ctl.folded)).length, 1);
+  await tile(() => page.keyboard.press('g'));
+  assert.deepEqual(await E(() => window.__etch.ctl), { folded: [], collapsed: [], pinned: [] });
+  await page.keyboard.press('2');
+  await page.waitForFunction(() => window.__etch.section === 'flame' && window.__etch.flame);
+  await page.keyboard.press('1');
+  await page.waitForFunction(() => window.__etch.section === 'timeline');
+  await tile(() => E(() => window.__etch.setWindow(0, 200001)));
+});
+
+test('the page\'s state is in its address, without the token: reloaded or opened elsewhere it shows the same view', async () => {
+  await tile(() => E(() => window.__etch.setWindow(2000, 61000)));
+  const d = await clickRect("r.name === 'draw' && r.ts === 2000");
+  await page.waitForFunction((k) => window.__etch.details && window.__etch.details.id === k, d.id);
+  await page.waitForFunction((k) => new RegExp('[#&]sel=' + k + '(&|$)').test(location.hash) &&
+                          /[#&]s=2000(&|$)/.test(location.hash), d.id);
+  const url = page.url();
+  assert.ok(!url.includes('token'), url);
+  assert.ok(!url.includes(new URL(base).searchParams.get('token')), url);
+  const id = await E(() => window.__etch.trace.id);
+  const h = new URLSearchParams(new URL(url).hash.slice(1));
+  assert.deepEqual([h.get('trace'), h.get('s'), h.get('e'), h.get('sel')], [id, '2000', '61000', String(d.id)]);
+  // Another page of this browser, at that address (no token in it).
+  const p = await page.context().newPage();
+  await p.goto(url);
+  await p.waitForFunction((k) => window.__etch && window.__etch.tiles > 0 && window.__etch.busy === 0 && window.__etch.details &&
+                          window.__etch.details.id === k, d.id);
+  assert.deepEqual(await p.evaluate(() => [window.__etch.view.s, window.__etch.view.e, window.__etch.section]),
+                   [2000, 61000, 'timeline']);
+  assert.equal(await p.isHidden('#error'), true);
+  // The tab and the range too.
+  await p.click('#tabs button[data-tab=flame]');
+  await p.waitForFunction(() => window.__etch.flame);
+  await p.evaluate(() => window.__etch.selectRange(3000, 50000));
+  await p.waitForFunction(() => /tab=flame/.test(location.hash) && /range=3000%2C50000/.test(location.hash));
+  await p.reload();
+  await p.waitForFunction(() => window.__etch && window.__etch.section === 'flame' && window.__etch.flame &&
+                          window.__etch.range && window.__etch.busy === 0);
+  assert.deepEqual(await p.evaluate(() => [window.__etch.range.start, window.__etch.range.end]), [3000, 50000]);
+  await p.close();
+  await tile(() => E(() => window.__etch.setWindow(0, 200001)));
+});
+
 test('a range selected with shift+drag gets the table of its slices by name', async () => {
   await tile(() => E(() => window.__etch.setWindow(0, 200001)));
   const box = await page.$eval('#tl', (c) => { const b = c.getBoundingClientRect(); return { x: b.x, y: b.y }; });
@@ -719,6 +840,32 @@ test('the flame graph\'s root and children are etch\'s totals', async () => {
   assert.deepEqual(z.children.map((k) => [k.name, k.total, k.count]).sort((a, c) => c[1] - a[1] || (a[0] < c[0] ? -1 : 1)), sub);
   assert.ok(w > 0);
   if (shots) await page.screenshot({ path: join(shots, 'flame-test.png') });
+});
+
+test('the flame graph: labels where they fit, a tooltip on every node, names highlighted by the search', async () => {
+  await page.click('#tabs button[data-tab=flame]');
+  await page.waitForFunction(() => window.__etch.flame && window.__etch.busy === 0);
+  await page.click('#fl-reset');
+  const f = await E(() => window.__etch.flame);
+  assert.ok(f.labels > 0 && f.labels <= f.boxes);
+  // Hover: the root's first child.
+  const box = await page.$eval('#fl', (c) => { const r = c.getBoundingClientRect(); return { x: r.x, y: r.y }; });
+  await page.mouse.move(box.x + 5, box.y + 18 + 9);
+  await page.waitForFunction(() => window.__etch.tip && window.__etch.tip.kind === 'flame');
+  const k = f.rootChildren[0];
+  assert.equal((await E(() => window.__etch.tip.text)),
+               [k.name, 'total ' + fmtDur(k.total) + ' (' + (100 * k.total / f.root.total).toFixed(2) + '% of the whole)',
+                'self ' + fmtDur(k.self), k.count + ' slices', 'click: zoom into it'].join('\n'));
+  // The search: the draw nodes, their time.
+  await page.fill('#fl-search', 'DRAW');
+  await page.waitForFunction(() => window.__etch.flame.search === 'draw');
+  const g = await E(() => window.__etch.flame);
+  const [[total]] = query("select sum(dur) from slice where name = 'draw' and dur > 0");
+  assert.equal(g.matchTotal, total);
+  assert.ok(g.matches >= 1);
+  assert.match(await page.textContent('#fl-info'), new RegExp('^' + g.matches + ' nodes drawn match "draw": ' + fmtDur(total).replace('.', '\\.')));
+  await page.fill('#fl-search', '');
+  await page.mouse.move(box.x - 5, box.y - 5);
 });
 
 test('the stats tables are etch\'s and sort by a click', async () => {

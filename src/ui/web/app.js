@@ -13,7 +13,25 @@
 'use strict';
 (function () {
   const REPORT = window.ETCH_REPORT || null;
-  const TOKEN = new URLSearchParams(location.search).get('token') || '';
+  // The token: from the address etch ui printed (?token=), kept in this
+  // origin's storage and taken out of the address bar, so that the
+  // address - the page's state, in its #hash - can be shared or reloaded
+  // without it.
+  const TOKEN = (() => {
+    if (REPORT) return '';
+    const q = new URLSearchParams(location.search), t = q.get('token');
+    let kept = null;
+    try {
+      if (t) localStorage.setItem('etch-token', t);
+      kept = localStorage.getItem('etch-token');
+    } catch (e) { /* storage refused: the address keeps the token */ return t || ''; }
+    if (t) {
+      q.delete('token');
+      const rest = q.toString();
+      history.replaceState(null, '', location.pathname + (rest ? '?' + rest : '') + location.hash);
+    }
+    return t || kept || '';
+  })();
   const $ = (id) => document.getElementById(id);
   const LABEL_W = 220, AXIS_H = 24, ROW_H = 18, PROC_H = 20, COUNTER_H = 40;
 
@@ -40,6 +58,8 @@
       try { body = await r.json(); } catch (e) {
         throw new Error('the server answered ' + r.status + ' without a usable answer');
       }
+      if (r.status === 401) throw new Error('this page needs the token etch ui printed: open the address it printed ' +
+                                            '(with ?token=) once in this browser, then this one');
       if (!r.ok) throw new Error(body.error || 'HTTP ' + r.status);
       return body;
     } finally { dbg.busy--; }
@@ -269,6 +289,8 @@
         tr.appendChild(td);
       });
       tr.addEventListener('click', () => { location.hash = '#trace=' + t.id; });
+      tr.tabIndex = 0;
+      tr.addEventListener('keydown', (ev) => { if (ev.key === 'Enter') location.hash = '#trace=' + t.id; });
       body.appendChild(tr);
     }
     $('compare').disabled = L.picked.length !== 2;
@@ -351,7 +373,35 @@
   let V = null;        // the view: window, selection, tile
   let tileSeq = 0;
 
-  async function openTrace(id, tab) {
+  // The page's state in the address (#trace=ID&tab=T&s=&e=&sel=&range=A,B):
+  // written as it changes (at most every 200 ms: a drag changes it at every
+  // frame), read by route() when the page opens or the address changes.
+  let saveTimer = 0;
+  function stateHash() {
+    if (!T || !V) return null;
+    const h = new URLSearchParams();
+    h.set('trace', T.id);
+    if (dbg.section && dbg.section !== 'timeline') h.set('tab', dbg.section);
+    h.set('s', String(V.s));
+    h.set('e', String(V.e));
+    if (V.slice && V.slice.count === 1) h.set('sel', String(V.slice.id));
+    if (V.range) h.set('range', V.range[0] + ',' + V.range[1]);
+    if (dbg.section === 'zone' && Z.data) h.set('zone', Z.data.zone.name);
+    return '#' + h.toString();
+  }
+  function saveState() {
+    if (saveTimer) return;
+    saveTimer = setTimeout(() => {
+      saveTimer = 0;
+      const h = stateHash();
+      if (h && h !== location.hash) {
+        history.replaceState(null, '', location.pathname + location.search + h);
+        dbg.saved = h;
+      }
+    }, 200);
+  }
+
+  async function openTrace(id, tab, at) {
     if (!T || T.id !== id) {
       T = null;
       dbg.trace = null;
@@ -386,7 +436,18 @@
       argsOf.clear();
     }
     tab = tab || 'timeline';
+    // A view from the address: its window, selection and range.
+    if (at) {
+      const s = Number(at.get('s')), e = Number(at.get('e'));
+      if (at.has('s') && at.has('e') && Number.isFinite(s) && Number.isFinite(e) && e > s) { V.s = s; V.e = e; }
+      const range = (at.get('range') || '').split(',').map(Number);
+      if (range.length === 2 && range.every(Number.isFinite) && range[1] > range[0]) selectRange(range[0], range[1]);
+      const sel = Number(at.get('sel'));
+      if (at.has('sel') && Number.isInteger(sel) && (!V.slice || V.slice.id !== sel)) selectSlice({ id: sel, count: 1, ts: 0, end: 0, name: '' });
+      if (at.has('zone')) $('zone-name').value = at.get('zone');
+    }
     show(tab);
+    saveState();
     if (tab === 'timeline') { resize(); requestTile(); }
     if (tab === 'flame') loadFlame();
     if (tab === 'zone') loadZone();
@@ -399,11 +460,36 @@
     return ' - DATA LOSS: ' + (n || (t.loss.length + ' drops marked'));
   }
 
-  // Rows: a process header, then its tracks; in a trace of several
-  // machines a machine header above its processes; y offsets in CSS pixels.
+  // Rows: the pinned tracks first (under a "Pinned" header), then a
+  // process header and its tracks (none while the process is folded); in a
+  // trace of several machines a machine header above its processes; y
+  // offsets in CSS pixels. A collapsed track is one row high (its depth 0).
+  // What is folded, collapsed or pinned is kept in t.ctl across layouts.
   function layout(t) {
+    const ctl = t.ctl || (t.ctl = { folded: new Set(), collapsed: new Set(), pinned: [] });
     const rows = [];
     let y = AXIS_H, upid = null, machine = null;
+    const trackRow = (r, pinned) => {
+      const counter = r.type === 'counter';
+      const collapsed = !counter && ctl.collapsed.has(r.track);
+      const h = counter ? COUNTER_H : (collapsed ? 0 : Math.max(0, r.maxdepth)) * ROW_H + ROW_H + 4;
+      let label = r.name || r.type;
+      if (r.type === 'thread') label = (r.thread || r.name || 'thread') + ' ' + r.tid;
+      if (counter && r.unit) label += ' (' + r.unit + ')';
+      if (pinned && r.process) label += ' \u00b7 ' + r.process;
+      rows.push({ kind: counter ? 'counter' : 'slices', track: r.track, y, h, label, r, pinned,
+                  collapsed, deep: !counter && r.maxdepth > 0, maxDepth: collapsed ? 0 : Infinity });
+      y += h;
+    };
+    const byTrack = new Map(t.rows.map((r) => [r.track, r]));
+    ctl.pinned = ctl.pinned.filter((k) => byTrack.has(k));
+    if (ctl.pinned.length) {
+      rows.push({ kind: 'group', y, h: PROC_H, label: 'Pinned' });
+      y += PROC_H;
+      for (const k of ctl.pinned) trackRow(byTrack.get(k), true);
+    }
+    const counts = {};
+    for (const r of t.rows) counts[r.upid] = (counts[r.upid] || 0) + 1;
     for (const r of t.rows) {
       if (t.machines > 1 && r.machine !== machine) {
         machine = r.machine;
@@ -411,24 +497,45 @@
         rows.push({ kind: 'machine', y, h: PROC_H, label: r.machine_label });
         y += PROC_H;
       }
+      const folded = ctl.folded.has(r.upid);
       if (r.upid !== upid) {
         upid = r.upid;
-        rows.push({ kind: 'process', y, h: PROC_H,
-                    label: (r.process || 'process') + (r.pid >= 0 ? ' ' + r.pid : '') });
+        rows.push({ kind: 'process', upid, folded, y, h: PROC_H,
+                    label: (folded ? '\u25b8 ' : '\u25be ') + (r.process || 'process') +
+                      (r.pid >= 0 ? ' ' + r.pid : '') + (folded ? '  (' + counts[r.upid] + ' tracks)' : '') });
         y += PROC_H;
       }
-      const counter = r.type === 'counter';
-      const h = counter ? COUNTER_H : (Math.max(0, r.maxdepth) + 1) * ROW_H + 4;
-      let label = r.name || r.type;
-      if (r.type === 'thread') label = (r.thread || r.name || 'thread') + ' ' + r.tid;
-      if (counter && r.unit) label += ' (' + r.unit + ')';
-      rows.push({ kind: counter ? 'counter' : 'slices', track: r.track, y, h, label, r });
-      y += h;
+      if (folded || ctl.pinned.includes(r.track)) continue;
+      trackRow(r, false);
     }
     t.layout = rows;
     t.height = y + 8;
     t.byTrack = {};
     for (const row of rows) if (row.track !== undefined) t.byTrack[row.track] = row;
+  }
+
+  // Track control, from the labels: a process header folds or unfolds its
+  // process; a track's arrow collapses or expands it; its pin (the dot at
+  // the right of the label) keeps it at the top.
+  const PIN_X = LABEL_W - 14;
+  function trackControl(row, x) {
+    const ctl = T.ctl;
+    if (row.kind === 'process') {
+      if (ctl.folded.has(row.upid)) ctl.folded.delete(row.upid); else ctl.folded.add(row.upid);
+    } else if (row.track !== undefined && x >= PIN_X - 6) {
+      const k = ctl.pinned.indexOf(row.track);
+      if (k >= 0) ctl.pinned.splice(k, 1); else ctl.pinned.push(row.track);
+    } else if (row.kind === 'slices' && row.deep) {
+      if (ctl.collapsed.has(row.track)) ctl.collapsed.delete(row.track); else ctl.collapsed.add(row.track);
+    } else {
+      return false;
+    }
+    layout(T);
+    resize();
+    requestTile();
+    dbg.ctl = { folded: [...ctl.folded], collapsed: [...ctl.collapsed], pinned: ctl.pinned.slice() };
+    saveState();
+    return true;
   }
 
   // ---- the timeline ---------------------------------------------------------------
@@ -565,6 +672,7 @@
       dbg.lastDrawMs = performance.now() - d0;
       dbg.tiles = seq;
       dbg.lastTileMs = performance.now() - t0;
+      saveState();
       if (dbg.inputAt !== null) { dbg.inputToTileMs = performance.now() - dbg.inputAt; dbg.inputAt = null; }
       showError(null);
     } catch (e) {
@@ -613,8 +721,8 @@
     }
     // Rows and their labels.
     for (const row of rowsIn) {
-      if (row.kind === 'process' || row.kind === 'machine') {
-        g.fillStyle = row.kind === 'machine' ? '#90a4ae' : '#cfd8dc';
+      if (row.kind === 'process' || row.kind === 'machine' || row.kind === 'group') {
+        g.fillStyle = row.kind === 'machine' ? '#90a4ae' : row.kind === 'group' ? '#ffe0b2' : '#cfd8dc';
         g.fillRect(0, row.y, W, row.h);
         g.fillStyle = '#263238';
         g.fillText(row.label, 6, row.y + row.h / 2);
@@ -637,9 +745,11 @@
     const ccount = new Int32Array(P.palette.length + 1);
     const labels = [], outlines = [];
     const rowY = new Float64Array(P.tracks.length), drawnBy = new Int32Array(P.tracks.length);
+    const rowDepth = new Float64Array(P.tracks.length);
     for (let t = 0; t < P.tracks.length; t++) {
       const row = byRow[P.tracks[t]];
       rowY[t] = row === undefined ? NaN : row.y;
+      rowDepth[t] = row === undefined ? 0 : row.maxDepth;
     }
     if (P.hitsFor !== q) {
       P.hitsFor = q;
@@ -656,6 +766,7 @@
     for (let i = 0; i < n; i++) {
       const y0 = rowY[tr[i]];
       if (y0 !== y0) continue; // NaN: the track is not in view
+      if (dp[i] > rowDepth[tr[i]]) continue; // collapsed
       const y = y0 + 2 + dp[i] * ROW_H;
       if (y + h < AXIS_H || y > HT) continue;
       const x0 = LABEL_W + (ts[i] - vs) * k, x1 = LABEL_W + (te[i] - vs) * k;
@@ -816,12 +927,20 @@
     g.fillStyle = '#fafafa';
     g.fillRect(0, AXIS_H, LABEL_W, HT - AXIS_H);
     for (const row of rowsIn) {
-      const head = row.kind === 'process' || row.kind === 'machine';
-      g.fillStyle = row.kind === 'machine' ? '#90a4ae' : head ? '#cfd8dc' : '#fafafa';
+      const head = row.kind === 'process' || row.kind === 'machine' || row.kind === 'group';
+      g.fillStyle = row.kind === 'machine' ? '#90a4ae' : row.kind === 'group' ? '#ffe0b2' : head ? '#cfd8dc' : '#fafafa';
       g.fillRect(0, row.y, LABEL_W, row.h);
       g.fillStyle = '#263238';
-      g.fillText(row.label, row.kind === 'machine' ? 2 : head ? 6 : 16,
-                 row.y + Math.min(row.h, ROW_H + 4) / 2);
+      const mid = row.y + Math.min(row.h, ROW_H + 4) / 2;
+      g.save();
+      g.beginPath(); g.rect(0, row.y, head ? LABEL_W : PIN_X - 8, row.h); g.clip();
+      g.fillText(row.label, row.kind === 'machine' ? 2 : head ? 6 : 16, mid);
+      g.restore();
+      if (row.deep) g.fillText(row.collapsed ? '\u25b8' : '\u25be', 5, mid);
+      if (row.track !== undefined) { // the pin
+        g.beginPath(); g.arc(PIN_X, mid, 4, 0, 2 * Math.PI);
+        if (row.pinned) { g.fillStyle = '#ff6f00'; g.fill(); } else { g.strokeStyle = '#90a4ae'; g.stroke(); }
+      }
     }
     // The axis last, over rows scrolled under it; data loss marked on it.
     g.fillStyle = '#eceff1';
@@ -850,7 +969,9 @@
     g.fillText(fmtDur(V.s - T.start) + ' + ' + fmtDur(V.e - V.s), 6, AXIS_H / 2);
     dbg.drawn = drawn;
     dbg.lossMarks = lossMarks;
-    dbg.rows = rowsIn.map((r) => ({ kind: r.kind, track: r.track, y: r.y, h: r.h, label: r.label }));
+    dbg.rows = rowsIn.map((r) => ({ kind: r.kind, track: r.track, y: r.y, h: r.h, label: r.label,
+                                    pinned: !!r.pinned, collapsed: !!r.collapsed, upid: r.upid }));
+    dbg.layout = T.layout.map((r) => ({ kind: r.kind, track: r.track, label: r.label, upid: r.upid }));
     // How long frames take, and the first one after an input (a wheel, a
     // drag, a key) comes: for bench/ui/bench_page.mjs.
     const f1 = performance.now();
@@ -1010,7 +1131,8 @@
 
   async function selectSlice(r) {
     V.slice = r;
-    draw();
+    if (V.tile) draw();
+    saveState();
     const box = $('details');
     if (r.count > 1) {
       box.textContent = '';
@@ -1046,8 +1168,9 @@
         const ul = el('ul');
         for (const f of d[key]) {
           const li = el('li');
-          const a = el('a', null, f.name + ' at ' + fmtDur(f.ts - T.start));
+          const a = el('a', { tabindex: '0' }, f.name + ' at ' + fmtDur(f.ts - T.start));
           a.addEventListener('click', () => goTo(f));
+          a.addEventListener('keydown', (ev) => { if (ev.key === 'Enter') goTo(f); });
           li.appendChild(a);
           ul.appendChild(li);
         }
@@ -1069,7 +1192,8 @@
   async function selectRange(s, e) {
     if (e < s) [s, e] = [e, s];
     V.range = [Math.round(s), Math.round(e)];
-    draw();
+    if (V.tile) draw();
+    saveState();
     const box = $('range');
     box.textContent = '';
     try {
@@ -1095,6 +1219,11 @@
     if (!T) return;
     cv.focus();
     const x = ev.offsetX, y = ev.offsetY;
+    if (x < LABEL_W && y >= AXIS_H) {
+      const row = rowAt(y);
+      if (row) trackControl(row, x);
+      return;
+    }
     drag = { x0: x, y0: y, s: V.s, e: V.e, select: ev.shiftKey || y < AXIS_H, moved: false };
   });
   window.addEventListener('mousemove', (ev) => {
@@ -1131,19 +1260,84 @@
     input();
     setWindow(c - (c - V.s) * f, c + (V.e - c) * f);
   }, { passive: false });
+  // The keyboard: the keys below (? shows them) and Tab through the
+  // page's controls (the list's rows, the tabs, the bars, the links).
+  function toggleKeys(on) {
+    $('keys').hidden = on === undefined ? !$('keys').hidden : !on;
+    dbg.keysShown = !$('keys').hidden;
+  }
+  // The slice drawn next to the selected one: left/right on its track and
+  // depth, down to its first child, up to its parent; with none selected,
+  // the first slice drawn (top row, earliest).
+  function moveSelection(dir) {
+    const rs = dbg.rects.filter((r) => r.count === 1);
+    const cur = V.slice ? rs.find((r) => r.id === V.slice.id) : null;
+    let pick = null;
+    if (!cur) {
+      pick = rs.slice().sort((a, b) => a.y - b.y || a.ts - b.ts)[0];
+    } else if (dir === 'left' || dir === 'right') {
+      const row = rs.filter((r) => r.track === cur.track && r.depth === cur.depth).sort((a, b) => a.ts - b.ts || a.id - b.id);
+      pick = row[row.findIndex((r) => r.id === cur.id) + (dir === 'left' ? -1 : 1)];
+    } else if (dir === 'down') {
+      pick = rs.filter((r) => r.track === cur.track && r.depth === cur.depth + 1 && r.ts >= cur.ts && r.ts < cur.end)
+        .sort((a, b) => a.ts - b.ts)[0];
+    } else {
+      pick = rs.find((r) => r.track === cur.track && r.depth === cur.depth - 1 && r.ts <= cur.ts && r.end >= cur.end);
+    }
+    if (!pick) return;
+    selectSlice(pick);
+  }
+  function fitSelection() {
+    const r = V.slice && dbg.rects.find((x) => x.id === V.slice.id && x.count === 1);
+    if (!r) return;
+    const pad = Math.max((r.end - r.ts) / 4, 500);
+    input();
+    setWindow(r.ts - pad, r.end + pad);
+  }
+  function controlSelected(what) {
+    const r = V.slice && T.rows.find((x) => x.track === V.slice.track);
+    if (!r) return;
+    if (what === 'fold') trackControl(T.layout.find((x) => x.kind === 'process' && x.upid === r.upid), 0);
+    else if (T.byTrack[r.track]) trackControl(T.byTrack[r.track], what === 'pin' ? PIN_X : 0);
+  }
+  const TABS = ['timeline', 'flame', 'zone', 'stats', 'sql'];
   window.addEventListener('keydown', (ev) => {
-    if (!T || dbg.section !== 'timeline' || ev.target.tagName === 'INPUT' ||
-        ev.target.tagName === 'TEXTAREA') return;
+    if (ev.target.tagName === 'INPUT' || ev.target.tagName === 'TEXTAREA' || ev.target.tagName === 'SELECT') {
+      if (ev.key === 'Escape') ev.target.blur();
+      return;
+    }
+    if (ev.ctrlKey || ev.metaKey || ev.altKey) return;
+    if (ev.key === '?') { toggleKeys(); ev.preventDefault(); return; }
+    if (ev.key === 'Escape' && !$('keys').hidden) { toggleKeys(false); return; }
+    if (!T) return;
+    if (ev.key === '/') { $('search').focus(); ev.preventDefault(); return; }
+    const n = Number(ev.key);
+    if (Number.isInteger(n) && n >= 1 && n <= TABS.length) {
+      location.hash = '#trace=' + T.id + '&tab=' + TABS[n - 1];
+      ev.preventDefault();
+      return;
+    }
+    if (dbg.section !== 'timeline') return;
     const span = V.e - V.s, c = (V.s + V.e) / 2;
-    const k = ev.key.toLowerCase();
+    const k = ev.key.length === 1 ? ev.key.toLowerCase() : ev.key;
     if ('wsad'.includes(k) && k.length === 1) input();
     if (k === 'w') setWindow(c - span * 0.35, c + span * 0.35);
     else if (k === 's') setWindow(c - span * 0.7, c + span * 0.7);
     else if (k === 'a') setWindow(V.s - span * 0.15, V.e - span * 0.15);
     else if (k === 'd') setWindow(V.s + span * 0.15, V.e + span * 0.15);
+    else if (k === 'ArrowLeft') moveSelection('left');
+    else if (k === 'ArrowRight') moveSelection('right');
+    else if (k === 'ArrowUp') moveSelection('up');
+    else if (k === 'ArrowDown') moveSelection('down');
+    else if (k === 'f') fitSelection();
+    else if (k === 'c') controlSelected('collapse');
+    else if (k === 'p') controlSelected('pin');
+    else if (k === 'g') controlSelected('fold');
+    else if (k === 'Escape') { V.slice = null; V.range = null; $('range').textContent = ''; draw(); saveState(); }
     else return;
     ev.preventDefault();
   });
+  $('keys-close').addEventListener('click', () => toggleKeys(false));
   window.addEventListener('resize', () => {
     if (dbg.section === 'timeline' && T) { resize(); requestTile(); }
     if (dbg.section === 'flame') drawFlame();
@@ -1242,6 +1436,19 @@
     const z = nodes[flameState.zoom];
     const boxes = [];
     const scale = z.total > 0 ? W / z.total : 0;
+    // The search: the nodes whose name holds the text (any case) outlined,
+    // the others paler.
+    const q = ($('fl-search').value || '').trim().toLowerCase();
+    let matches = 0, matchTotal = 0, labels = 0;
+    const ellipsis = (text, w) => { // the text cut to fit w px, or null
+      if (g.measureText(text).width <= w) return text;
+      let lo = 0, hi = text.length;
+      while (lo < hi) {
+        const mid = (lo + hi + 1) >> 1;
+        if (g.measureText(text.slice(0, mid) + '\u2026').width <= w) lo = mid; else hi = mid - 1;
+      }
+      return lo >= 2 ? text.slice(0, lo) + '\u2026' : null;
+    };
     // The zoomed node's ancestors first, full width, then its subtree.
     const chain = [];
     for (let n = z; n; n = n.parent >= 0 ? nodes[n.parent] : null) chain.unshift(n);
@@ -1249,14 +1456,19 @@
     function box(n, x, d, w) {
       const y = d * ROW_H;
       if (y > H) return;
+      const hit = q !== '' && n.i !== 0 && n.name.toLowerCase().includes(q);
+      if (hit) { matches++; matchTotal += n.total; }
+      g.globalAlpha = q !== '' && !hit ? 0.35 : 1;
       g.fillStyle = n.i === 0 ? '#b0bec5' : colorOf(n.name, false);
       g.fillRect(x, y, Math.max(1, w - 1), ROW_H - 1);
-      if (w > 30) {
-        g.fillStyle = '#111';
-        const label = n.name + ' ' + fmtDur(n.total);
-        g.fillText(label.length * 6 > w - 6 ? label.slice(0, Math.floor((w - 6) / 6)) : label, x + 3, y + ROW_H / 2);
+      if (hit) { g.strokeStyle = '#000'; g.lineWidth = 2; g.strokeRect(x + 1, y + 1, Math.max(1, w - 3), ROW_H - 3); g.lineWidth = 1; }
+      // A label wherever one fits: the name and total, else the name, cut.
+      if (w >= 16) {
+        const label = ellipsis(n.name + ' ' + fmtDur(n.total), w - 6) || ellipsis(n.name, w - 6);
+        if (label) { g.fillStyle = '#111'; g.fillText(label, x + 3, y + ROW_H / 2); labels++; }
       }
-      boxes.push({ i: n.i, name: n.name, total: n.total, self: n.self, count: n.count, x, y, w, h: ROW_H - 1 });
+      g.globalAlpha = 1;
+      boxes.push({ i: n.i, name: n.name, total: n.total, self: n.self, count: n.count, x, y, w, h: ROW_H - 1, hit });
     }
     for (const n of chain.slice(0, -1)) box(n, 0, depth++, W);
     function sub(n, x, d) {
@@ -1270,8 +1482,27 @@
     flameState.boxes = boxes;
     const kid = (n) => ({ name: n.name, total: n.total, self: n.self, count: n.count });
     dbg.flame = { root: kid(nodes[0]), zoom: kid(z), children: z.kids.map(kid),
-                  rootChildren: nodes[0].kids.map(kid), boxes: boxes.length };
+                  rootChildren: nodes[0].kids.map(kid), boxes: boxes.length, labels,
+                  search: q, matches, matchTotal };
+    if (q !== '') $('fl-info').textContent = matches + ' nodes drawn match "' + q + '": ' + fmtDur(matchTotal) +
+      (z.total ? ' (' + (100 * matchTotal / z.total).toFixed(1) + '% of ' + (z.i === 0 ? 'the whole' : z.name) + ')' : '');
   }
+  function flameBoxAt(x, y) {
+    if (!flameState.boxes) return null;
+    for (const b of flameState.boxes) if (x >= b.x && x <= b.x + b.w && y >= b.y && y <= b.y + b.h) return b;
+    return null;
+  }
+  // Hover: every node, however narrow, says what it is.
+  fcv.addEventListener('mousemove', (ev) => {
+    const b = flameBoxAt(ev.offsetX, ev.offsetY), nodes = flameState.data;
+    if (!b || !nodes) { hideTip(); return; }
+    const root = nodes[0].total;
+    showTip({ kind: 'flame', lines: [b.i === 0 ? '(all)' : b.name,
+      'total ' + fmtDur(b.total) + (root ? ' (' + (100 * b.total / root).toFixed(2) + '% of the whole)' : ''),
+      'self ' + fmtDur(b.self), b.count + ' slices', 'click: zoom into it'] }, ev.clientX, ev.clientY);
+  });
+  fcv.addEventListener('mouseleave', hideTip);
+  $('fl-search').addEventListener('input', () => drawFlame());
   fcv.addEventListener('click', (ev) => {
     if (!flameState.boxes) return;
     for (const b of flameState.boxes) {
@@ -1526,7 +1757,7 @@
     const h = new URLSearchParams(location.hash.slice(1));
     const id = h.get('trace'), diff = (h.get('diff') || '').split(',');
     if (REPORT && !id) { location.hash = '#trace=' + REPORT.trace.id; return; }
-    if (id) openTrace(id, h.get('tab'));
+    if (id) openTrace(id, h.get('tab'), h);
     else if (diff.length === 2 && !REPORT) showDiff(diff[0], diff[1]);
     else showList();
   }
