@@ -1431,7 +1431,7 @@
     const g = fcv.getContext('2d');
     g.setTransform(dpr, 0, 0, dpr, 0, 0);
     g.clearRect(0, 0, W, H);
-    g.font = '11px system-ui, sans-serif';
+    g.font = '10px system-ui, sans-serif';
     g.textBaseline = 'middle';
     const z = nodes[flameState.zoom];
     const boxes = [];
@@ -1440,14 +1440,25 @@
     // the others paler.
     const q = ($('fl-search').value || '').trim().toLowerCase();
     let matches = 0, matchTotal = 0, labels = 0;
-    const ellipsis = (text, w) => { // the text cut to fit w px, or null
-      if (g.measureText(text).width <= w) return text;
+    // The text cut to fit w px, or null: its head and an ellipsis, or,
+    // when fewer than 4 characters of the head fit, its tail (names that
+    // share a prefix, function_18 and function_29, differ there).
+    const fits = (t, w) => g.measureText(t).width <= w;
+    const cut = (text, w, tail) => {
       let lo = 0, hi = text.length;
       while (lo < hi) {
         const mid = (lo + hi + 1) >> 1;
-        if (g.measureText(text.slice(0, mid) + '\u2026').width <= w) lo = mid; else hi = mid - 1;
+        if (fits(tail ? '\u2026' + text.slice(text.length - mid) : text.slice(0, mid) + '\u2026', w)) lo = mid; else hi = mid - 1;
       }
-      return lo >= 2 ? text.slice(0, lo) + '\u2026' : null;
+      return lo;
+    };
+    const ellipsis = (text, w) => {
+      if (fits(text, w)) return text;
+      const head = cut(text, w, false);
+      if (head >= 4) return text.slice(0, head) + '\u2026';
+      const tail = cut(text, w, true);
+      if (tail >= 2 && tail >= head) return '\u2026' + text.slice(text.length - tail);
+      return head >= 2 ? text.slice(0, head) + '\u2026' : null;
     };
     // The zoomed node's ancestors first, full width, then its subtree.
     const chain = [];
@@ -1464,7 +1475,8 @@
       if (hit) { g.strokeStyle = '#000'; g.lineWidth = 2; g.strokeRect(x + 1, y + 1, Math.max(1, w - 3), ROW_H - 3); g.lineWidth = 1; }
       // A label wherever one fits: the name and total, else the name, cut.
       if (w >= 16) {
-        const label = ellipsis(n.name + ' ' + fmtDur(n.total), w - 6) || ellipsis(n.name, w - 6);
+        const full = n.name + ' ' + fmtDur(n.total);
+        const label = fits(full, w - 6) ? full : ellipsis(n.name, w - 6);
         if (label) { g.fillStyle = '#111'; g.fillText(label, x + 3, y + ROW_H / 2); labels++; }
       }
       g.globalAlpha = 1;
