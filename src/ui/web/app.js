@@ -389,13 +389,19 @@
     if (dbg.section === 'zone' && Z.data) h.set('zone', Z.data.zone.name);
     return '#' + h.toString();
   }
+  // The address route() read or this wrote last: one that differs was
+  // set since (a tab, a trace opened) and is route()'s to read, not to be
+  // written over.
+  let knownHash = null;
   function saveState() {
     if (saveTimer) return;
     saveTimer = setTimeout(() => {
       saveTimer = 0;
+      if (knownHash !== null && location.hash !== knownHash) return;
       const h = stateHash();
       if (h && h !== location.hash) {
         history.replaceState(null, '', location.pathname + location.search + h);
+        knownHash = location.hash;
         dbg.saved = h;
       }
     }, 200);
@@ -1766,6 +1772,7 @@
     });
 
   function route() {
+    knownHash = location.hash;
     const h = new URLSearchParams(location.hash.slice(1));
     const id = h.get('trace'), diff = (h.get('diff') || '').split(',');
     if (REPORT && !id) { location.hash = '#trace=' + REPORT.trace.id; return; }
