@@ -10,7 +10,11 @@
  *    another site that a rebinding DNS points at 127.0.0.1 sends its own
  *    name, and is refused;
  *  - carry the token printed at start, as ?token= or an X-Etch-Token
- *    header (the page sends the header), compared in constant time.
+ *    header (the page sends the header), compared in constant time; but
+ *    the page itself (/, the same bytes for everyone, no data in it) is
+ *    served without one, so that an address without the token (the page
+ *    keeps it and takes it out of the address: a view's address can be
+ *    shared or reloaded) opens it. A token given and wrong is refused.
  * Answers say not to cache them and to send no Referer (the page's address
  * holds the token); the page may load nothing from elsewhere (CSP).
  */
@@ -96,12 +100,12 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c,
   const char *tok = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
                                                 "X-Etch-Token");
   if (!tok) tok = get_arg(c, "token");
-  if (!tok || !same_secret(tok, s->token))
+  bool page = !strcmp(url, "/"), api = !strncmp(url, "/api/", 5);
+  if ((tok || !page) && (!tok || !same_secret(tok, s->token)))
     return reply_text(c, 401, "the token etch ui printed is needed");
   etch__ui_membuf mb;
   FILE *out = etch__ui_membuf_open(&mb);
   if (!out) return reply_text(c, 500, "out of memory");
-  bool page = !strcmp(url, "/"), api = !strncmp(url, "/api/", 5);
   int status = 404;
   if (page) {
     etch__ui_page(out, NULL, 0);

@@ -265,6 +265,14 @@ TEST(ui_fault_api_sql_and_stats) {
   sweep_requests("ui API sql", kReq, ETCH_ARRAY_SIZE(kReq), 0);
 }
 
+TEST(ui_fault_api_zone) {
+  static const request kReq[] = {
+      {"/api/zone", {"id"}, {"ID"}},
+      {"/api/zone", {"id", "name", "lo", "hi"}, {"ID", "draw", "0", "50000"}},
+  };
+  sweep_requests("ui API zone", kReq, ETCH_ARRAY_SIZE(kReq), 0);
+}
+
 TEST(ui_fault_overview_tiles) {
   /* Every trace big enough for an overview: coarse windows from it, finer
    * ones from its stretches. (No /api/trace: it would start the flame

@@ -95,7 +95,10 @@ before(async () => {
   ({ proc: server, url: base } = await startUi([trace, bad, gone]));
   browser = await chromium.launch({ executablePath: process.env.ETCH_CHROMIUM,
                                     args: ['--no-sandbox'], env: { ...process.env, TZ: 'UTC' } });
-  page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
+  // A context of its own: a second page of it shares its storage (the
+  // token kept, for an address without it).
+  const ctx = await browser.newContext({ viewport: { width: 1400, height: 900 } });
+  page = await ctx.newPage();
   page.on('request', (r) => requests.push(r.url()));
 });
 
@@ -419,18 +422,379 @@ test('search highlights the matches and steps through them', async () => {
   const want = query("select id, name from slice where name ilike '%tiny%' order by ts, id");
   assert.equal(s.total, want.length);
   assert.deepEqual(s.matches.map((m) => [m.id, m.name]), want);
-  assert.equal(await page.textContent('#matches'), want.length + ' matches');
+  // The first Enter goes to the first match.
+  await page.waitForFunction((id) => window.__etch.details && window.__etch.details.id === id, want[0][0]);
+  assert.equal(await page.textContent('#matches'), '1 / ' + want.length);
   // Drawn at this zoom they are one merged rectangle: highlighted.
   assert.ok((await E(() => window.__etch.rects.filter((r) => r.hit).length)) >= 1);
   await page.click('#next');
-  await page.waitForFunction((id) => window.__etch.details && window.__etch.details.id === id, want[0][0]);
-  await page.click('#next');
   await page.waitForFunction((id) => window.__etch.details && window.__etch.details.id === id, want[1][0]);
+  await page.press('#search', 'Enter');
+  await page.waitForFunction((id) => window.__etch.details && window.__etch.details.id === id, want[2][0]);
   await page.click('#prev');
-  await page.waitForFunction((id) => window.__etch.details && window.__etch.details.id === id, want[0][0]);
-  assert.equal(await page.textContent('#matches'), '1 / ' + want.length);
+  await page.waitForFunction((id) => window.__etch.details && window.__etch.details.id === id, want[1][0]);
+  assert.equal(await page.textContent('#matches'), '2 / ' + want.length);
+  // A new text: its first Enter goes to its first match (shift+Enter: the last).
+  await page.fill('#search', 'draw');
+  await page.press('#search', 'Shift+Enter');
+  const draws = query("select id from slice where name ilike '%draw%' order by ts, id");
+  await page.waitForFunction((id) => window.__etch.details && window.__etch.details.id === id, draws[draws.length - 1][0]);
+  await page.fill('#search', 'frame');
+  await page.press('#search', 'Enter');
+  const frames = query("select id from slice where name = 'frame' order by ts, id");
+  await page.waitForFunction((id) => window.__etch.details && window.__etch.details.id === id, frames[0][0]);
   await page.fill('#search', '');
   await page.press('#search', 'Enter');
+});
+
+// etch's duration format (the page's fmtDur).
+function fmtDur(ns) {
+  const a = Math.abs(ns);
+  if (a < 1e3) return ns + ' ns';
+  if (a < 1e6) return (ns / 1e3).toFixed(2) + ' us';
+  if (a < 1e9) return (ns / 1e6).toFixed(2) + ' ms';
+  return (ns / 1e9).toFixed(3) + ' s';
+}
+const canvasBox = (p) => p.$eval('#tl', (c) => { const b = c.getBoundingClientRect(); return { x: b.x, y: b.y }; });
+// Moves the pointer to (x, y) of the timeline's canvas and waits for the
+// tooltip to say `want` (text or a regular expression).
+async function hoverFor(p, x, y, want) {
+  const box = await canvasBox(p);
+  await p.mouse.move(box.x + x, box.y + y);
+  await p.waitForFunction(([w, re]) => {
+    const t = window.__etch.tip;
+    return t && (re ? new RegExp(w).test(t.text) : t.text === w);
+  }, [want instanceof RegExp ? want.source : want, want instanceof RegExp]);
+  const t = await p.evaluate(() => window.__etch.tip);
+  assert.equal(await p.isHidden('#tip'), false);
+  assert.equal(await p.textContent('#tip'), t.text);
+  return t;
+}
+
+test('hover: a slice, an instant, a merged mark, a counter and a flow say what they are', async () => {
+  await tile(() => E(() => window.__etch.setWindow(0, 200001)));
+  const [[start]] = query('select start_ts from trace_bounds');
+  const rect = (pred) => E((src) => window.__etch.rects.find(new Function('r', 'return ' + src)), pred);
+  // A slice: name, start, duration, its args (none).
+  const draw = await rect("r.name === 'draw' && r.ts === 2000");
+  let t = await hoverFor(page, draw.x + 10, draw.y + draw.h / 2,
+                         'draw\nstart ' + fmtDur(2000 - start) + '\nduration 40.00 us\nargs: none');
+  assert.equal(t.kind, 'slice');
+  // The frame's arg, as etch query has it.
+  const frame = await rect("r.name === 'frame' && r.ts === 1000");
+  const [[key, val]] = query("select key, display_value from args where arg_set_id = " +
+                             "(select arg_set_id from slice where name = 'frame' and ts = 1000)");
+  await hoverFor(page, frame.x + 3, frame.y + frame.h / 2,
+                 'frame\nstart ' + fmtDur(0) + '\nduration 100.00 us\nargs: ' + key + ' = ' + val);
+  // An instant (its diamond).
+  const vsync = await rect("r.name === 'vsync'");
+  t = await hoverFor(page, vsync.x, vsync.y + vsync.h / 2,
+                     'vsync\nstart ' + fmtDur(45000 - start) + '\ninstant\nargs: none');
+  assert.equal(t.kind, 'instant');
+  // Tiny slices, merged at a coarser zoom (which depends on the width).
+  let merged;
+  for (const e of [400001, 700001, 1000001, 2000001]) {
+    await tile(() => E((x) => window.__etch.setWindow(0, x), e));
+    if ((merged = await rect('r.count > 1'))) break;
+  }
+  assert.ok(merged, 'no merged mark');
+  t = await hoverFor(page, merged.x + merged.w / 2, merged.y + merged.h / 2, /^\d+ slices merged/);
+  assert.equal(t.text, merged.count + ' slices merged (the longest: ' + merged.name + ')\nfrom ' +
+               fmtDur(merged.ts - start) + ' to ' + fmtDur(merged.end - start) + ': zoom in to see them');
+  assert.equal(t.kind, 'merged');
+  await tile(() => E(() => window.__etch.setWindow(0, 200001)));
+  // The counter: the value in force at the pointer.
+  const heap = query("select id from track where name = 'heap'")[0][0];
+  const row = await E((k) => { const w = document.getElementById('tl').clientWidth - 220;
+    return { x: 220 + (60000 - window.__etch.view.s) * w / (window.__etch.view.e - window.__etch.view.s) }; }, heap);
+  const heapY = await E((k) => window.__etch.rows.find((r) => r.track === k).y, heap);
+  t = await hoverFor(page, row.x, heapY + 20, /^heap/);
+  assert.equal(t.kind, 'counter');
+  const [[v]] = query(`select value from counter where track_id = ${heap} and ts <= 60000 order by ts desc limit 1`);
+  assert.match(t.text, new RegExp('\nat [0-9.]+ us: ' + v + ' '));
+  // Nothing under the pointer: no tooltip.
+  const box = await canvasBox(page);
+  await page.mouse.move(box.x + 5, box.y + 5);
+  await page.waitForFunction(() => window.__etch.tip === null);
+  assert.equal(await page.isHidden('#tip'), true);
+});
+
+test('counters show their scale (greatest value and the bottom, with the unit)', async () => {
+  const heap = query("select id from track where name = 'heap'")[0][0];
+  const [[lo, hi]] = query(`select min(value), max(value) from counter where track_id = ${heap}`);
+  const s = await E(() => window.__etch.counterScales);
+  const unit = s[heap][0].replace(/^\S+/, '');
+  assert.deepEqual(s[heap], [hi + unit, Math.min(0, lo) + unit]);
+  assert.match(unit, /^ \S+$/);
+});
+
+test('flows: the selected slice\'s only, every one with "all flows"', async () => {
+  await tile(() => E(() => window.__etch.setWindow(0, 200001)));
+  const draw = await clickRect("r.name === 'draw' && r.ts === 2000");
+  await page.waitForFunction((id) => window.__etch.details && window.__etch.details.id === id, draw.id);
+  assert.equal(await E(() => window.__etch.flowsDrawn), 0);
+  const f = await clickRect("r.name === 'frame' && r.ts === 1000");
+  await page.waitForFunction((id) => window.__etch.details && window.__etch.details.id === id, f.id);
+  assert.equal(await E(() => window.__etch.flowsDrawn), 1);
+  // Its tooltip: the slices it links and when.
+  const [x0, y0, x1, y1] = (await E(() => window.__etch.flowLines))[0];
+  const t = await hoverFor(page, (x0 + x1) / 2, (y0 + y1) / 2, /^flow: /);
+  const [[start]] = query('select start_ts from trace_bounds');
+  assert.equal(t.text, 'flow: frame \u2192 job\nfrom ' + fmtDur(101000 - start) + ' to ' + fmtDur(5000 - start));
+  await clickRect("r.name === 'draw' && r.ts === 2000");
+  await page.waitForFunction(() => window.__etch.flowsDrawn === 0);
+  await page.check('#all-flows');
+  const [[n]] = query('select count(*) from flow');
+  await page.waitForFunction((k) => window.__etch.flowsDrawn === k, n);
+  await page.uncheck('#all-flows');
+  await page.waitForFunction(() => window.__etch.flowsDrawn === 0);
+});
+
+test('the time axis: labels in the unit and with the decimals the window needs, never one twice', async () => {
+  const [[start, end]] = query('select start_ts, end_ts from trace_bounds');
+  for (const [s, e] of [[start, end], [94000, 98000], [95000, 96000], [150000, 151000], [2000, 61000]]) {
+    await tile(() => E(([a, b]) => window.__etch.setWindow(a, b), [s, e]));
+    const labels = await E(() => window.__etch.axisLabels);
+    assert.ok(labels.length >= 2, labels.join(' | '));
+    assert.equal(new Set(labels).size, labels.length, labels.join(' | '));
+    const unit = labels[0].split(' ')[1];
+    const nums = labels.map((l) => { assert.equal(l.split(' ')[1], unit, l); return Number(l.split(' ')[0]); });
+    for (let k = 1; k < nums.length; k++) assert.ok(nums[k] > nums[k - 1], labels.join(' | '));
+  }
+  await tile(() => E(() => window.__etch.setWindow(0, 200001)));
+});
+
+// The second trace (ui_trace.h, ui_zone_trace): 100 back-to-back steps.
+const zoneTrace = join(dir, 'zone.pftrace');
+execFileSync(process.env.UI_TRACE_GEN, [zoneTrace, 'zone']);
+const zquery = (sql) => {
+  const out = execFileSync(ETCH, ['query', '--csv', zoneTrace, sql], { env }).toString();
+  return out.trim().split('\n').slice(1).filter((l) => l.length).map((l) => l.split(',').map((v) => (/^-?\d+(\.\d+)?$/.test(v) ? Number(v) : v)));
+};
+let zui = null, zpage = null;
+async function zoneUi() {
+  if (zpage) return zpage;
+  zui = await startUi([zoneTrace]);
+  zpage = await browser.newPage({ viewport: { width: 1400, height: 900 } });
+  await zpage.goto(zui.url);
+  await zpage.waitForSelector('#traces tbody tr');
+  const n = await zpage.evaluate(() => window.__etch.tiles);
+  await zpage.click('#traces tbody tr:nth-child(1)');
+  await zpage.waitForFunction((k) => window.__etch.tiles > k && window.__etch.busy === 0, n);
+  return zpage;
+}
+after(async () => { if (zpage) await zpage.close(); if (zui) await stopUi(zui.proc); });
+const ztile = async (p, action) => {
+  const n = await p.evaluate(() => window.__etch.tiles);
+  await action();
+  await p.waitForFunction((k) => window.__etch.tiles > k && window.__etch.busy === 0, n);
+};
+
+test('back-to-back slices of one name are drawn with a border between them', async () => {
+  const p = await zoneUi();
+  await ztile(p, () => p.evaluate(() => window.__etch.setWindow(1000, 301000)));
+  const rects = (await p.evaluate(() => window.__etch.rects)).filter((r) => r.name === 'step' && r.count === 1)
+    .sort((a, b) => a.ts - b.ts);
+  assert.ok(rects.length >= 5);
+  // Each step ends where the next starts: at the start of each, a darker
+  // column than the middle of its fill.
+  let checked = 0;
+  for (let k = 1; k < rects.length; k++) {
+    const a = rects[k - 1], b = rects[k];
+    assert.equal(a.end, b.ts);
+    if (b.w < 8 || b.x + b.w > 1390) continue;
+    const [edge, mid] = await p.evaluate(([x, m, y]) => {
+      const g = document.getElementById('tl').getContext('2d');
+      const px = (xx) => Array.from(g.getImageData(xx, y, 1, 1).data);
+      return [px(x), px(m)];
+    }, [Math.round(b.x), Math.round(b.x + b.w / 2), Math.round(b.y + b.h / 2)]);
+    const sum = (c) => c[0] + c[1] + c[2];
+    assert.ok(sum(edge) < sum(mid) - 60, `step at ${b.ts}: the edge ${edge} against the fill ${mid}`);
+    checked++;
+  }
+  assert.ok(checked >= 5, 'steps wide enough: ' + checked);
+  assert.ok((await p.evaluate(() => window.__etch.borders)) >= checked);
+});
+
+test('the time axis of a 59 us window at 2.44 ms reads each label once', async () => {
+  const p = await zoneUi();
+  const [[start]] = zquery('select start_ts from trace_bounds');
+  await ztile(p, () => p.evaluate((s) => window.__etch.setWindow(s + 2440000, s + 2499000), start));
+  const labels = await p.evaluate(() => window.__etch.axisLabels);
+  assert.deepEqual(labels, ['2.440 ms', '2.445 ms', '2.450 ms', '2.455 ms', '2.460 ms', '2.465 ms',
+                            '2.470 ms', '2.475 ms', '2.480 ms', '2.485 ms', '2.490 ms', '2.495 ms']);
+  // The counter's scale on this trace: 100 at the top, 0 at the bottom.
+  const load = zquery("select id from track where name = 'load'")[0][0];
+  const sc = await p.evaluate(() => window.__etch.counterScales);
+  assert.equal(sc[load][0].split(' ')[0], '100');
+  assert.equal(sc[load][1].split(' ')[0], '0');
+});
+
+// Nearest rank: the ceil(k * n / 100)-th smallest.
+const nearest = (sorted, k) => sorted[Math.max(1, Math.ceil(k * sorted.length / 100)) - 1];
+
+test('find zone: a name\'s histogram and percentiles, as etch stats --slice has them; a bar lists its slices, a row goes there', async () => {
+  const p = await zoneUi();
+  await p.click('#tabs button[data-tab=zone]');
+  await p.waitForFunction(() => window.__etch.zone && window.__etch.busy === 0);
+  const names = await p.$$eval('#zone-names option', (o) => o.map((x) => x.value));
+  assert.deepEqual(names, zquery('select name from slice where dur >= 0 group by name order by count(*) desc, name').map((r) => r[0]));
+  assert.equal(await p.inputValue('#zone-name'), 'step');
+  const z = await p.evaluate(() => window.__etch.zone.zone);
+  const cli = JSON.parse(execFileSync(ETCH, ['stats', '--slice', 'step', '--json', zoneTrace], { env }).toString());
+  assert.deepEqual(z, cli);
+  const durs = zquery("select dur from slice where name = 'step' and dur >= 0 order by dur").map((r) => r[0]);
+  assert.deepEqual([z.count, z.min, z.p50, z.p90, z.p99, z.max],
+                   [durs.length, durs[0], nearest(durs, 50), nearest(durs, 90), nearest(durs, 99), durs[durs.length - 1]]);
+  assert.equal(z.histogram.reduce((a, b) => a + b.count, 0), z.count);
+  for (const b of z.histogram) assert.equal(b.count, durs.filter((d) => d >= b.lo && d < b.hi).length);
+  // What the page shows: the numbers and a bar a bucket.
+  const cells = await p.$$eval('#zone-table tbody td', (t) => t.map((c) => c.textContent));
+  assert.deepEqual(cells, [String(z.count), ...['min', 'p50', 'p90', 'p99', 'max'].map((k) => fmtDur(z[k]))]);
+  const bars = await p.$$eval('#zone-hist button', (b) => b.map((x) => Number(x.dataset.count)));
+  assert.deepEqual(bars, z.histogram.map((b) => b.count));
+  // The page's histogram and etch stats' at another bucket count agree too.
+  const cli10 = JSON.parse(execFileSync(ETCH, ['stats', '--slice', 'step', '--json', '--buckets', '10', zoneTrace], { env }).toString());
+  assert.deepEqual(cli10.histogram.map((b) => b.count), Array(10).fill(10));
+  // The last non-empty bar: its slices by time.
+  const k = z.histogram.length - 1, b = z.histogram[k];
+  await p.click(`#zone-hist button[data-k="${k}"]`);
+  await p.waitForFunction(() => window.__etch.zone.instances && window.__etch.busy === 0);
+  const want = zquery(`select id, ts, dur from slice where name = 'step' and dur >= ${b.lo} and dur < ${b.hi} order by ts, id`);
+  const inst = await p.evaluate(() => window.__etch.zone.instances);
+  assert.deepEqual(inst.map((x) => [x[0], x[1], x[2]]), want);
+  const rows = await p.$$eval('#zone-slices tbody tr', (t) => t.map((r) => [Number(r.dataset.id), r.cells[1].textContent]));
+  assert.deepEqual(rows, want.map(([id, , dur]) => [id, fmtDur(dur)]));
+  // A row: the timeline, that slice selected and in view.
+  await ztile(p, () => p.click('#zone-slices tbody tr:first-child'));
+  await p.waitForFunction((id) => window.__etch.details && window.__etch.details.id === id, want[0][0]);
+  assert.equal(await p.evaluate(() => window.__etch.section), 'timeline');
+  const v = await p.evaluate(() => [window.__etch.view.s, window.__etch.view.e]);
+  assert.ok(v[0] < want[0][1] && want[0][1] + want[0][2] < v[1]);
+  assert.ok(await p.evaluate((id) => window.__etch.rects.some((r) => r.id === id && r.count === 1), want[0][0]));
+  if (shots) {
+    await p.click('#tabs button[data-tab=zone]');
+    await p.waitForFunction(() => window.__etch.zone && window.__etch.busy === 0);
+    await p.screenshot({ path: join(shots, 'zone-test.png') });
+  }
+});
+
+test('track control: a process folds, a track collapses, a track pinned goes to the top', async () => {
+  await tile(() => E(() => window.__etch.setWindow(0, 200001)));
+  const box = await canvasBox(page);
+  const rows = () => E(() => window.__etch.rows);
+  const main = query("select t.id from track t join thread using (utid) where thread.name = 'main'")[0][0];
+  const worker = query("select t.id from track t join thread using (utid) where thread.name = 'worker'")[0][0];
+  const tracks = (await E(() => window.__etch.layout)).filter((r) => r.track !== undefined).length;
+  assert.equal(tracks, 3); // main, worker, heap
+  // Fold the process: its header says how many tracks, none drawn.
+  let proc = (await rows()).find((r) => r.kind === 'process');
+  assert.equal(proc.label, '\u25be app 10');
+  await tile(() => page.mouse.click(box.x + 40, box.y + proc.y + 10));
+  const folded = await E(() => window.__etch.layout);
+  assert.deepEqual(folded.map((r) => [r.kind, r.label]), [['process', '\u25b8 app 10  (' + tracks + ' tracks)']]);
+  assert.deepEqual(await E(() => window.__etch.drawn), {});
+  proc = (await rows()).find((r) => r.kind === 'process');
+  await tile(() => page.mouse.click(box.x + 40, box.y + proc.y + 10));
+  assert.equal((await E(() => window.__etch.layout)).filter((r) => r.track !== undefined).length, tracks);
+  // Collapse main: one row, its depth-0 slices only; expand it again.
+  let row = (await rows()).find((r) => r.track === main);
+  assert.ok(row.h > 30);
+  await tile(() => page.mouse.click(box.x + 5, box.y + row.y + 10));
+  row = (await rows()).find((r) => r.track === main);
+  assert.equal(row.h, 22);
+  assert.equal(row.collapsed, true);
+  let depths = new Set((await E(() => window.__etch.rects)).filter((r) => r.track === main).map((r) => r.depth));
+  assert.deepEqual([...depths], [0]);
+  await tile(() => page.mouse.click(box.x + 5, box.y + row.y + 10));
+  depths = new Set((await E(() => window.__etch.rects)).filter((r) => r.track === main).map((r) => r.depth));
+  assert.deepEqual([...depths].sort(), [0, 1]);
+  // Pin the worker: first under the axis, under "Pinned", and only there.
+  row = (await rows()).find((r) => r.track === worker);
+  await tile(() => page.mouse.click(box.x + 220 - 14, box.y + row.y + 10));
+  let lay = await E(() => window.__etch.layout);
+  assert.deepEqual(lay.slice(0, 2).map((r) => [r.kind, r.track === undefined ? r.label : r.track]),
+                   [['group', 'Pinned'], ['slices', worker]]);
+  assert.equal(lay.filter((r) => r.track === worker).length, 1);
+  assert.ok((await E(() => window.__etch.drawn))[worker] > 0);
+  row = (await rows()).find((r) => r.track === worker);
+  assert.equal(row.pinned, true);
+  await tile(() => page.mouse.click(box.x + 220 - 14, box.y + row.y + 10));
+  lay = await E(() => window.__etch.layout);
+  assert.equal(lay[0].kind, 'process');
+  assert.deepEqual(await E(() => window.__etch.ctl), { folded: [], collapsed: [], pinned: [] });
+});
+
+test('the keyboard alone: ? shows the keys, arrows select slices, F fits, C P G control the track, digits change tab', async () => {
+  await tile(() => E(() => window.__etch.setWindow(0, 200001)));
+  await page.focus('#tl');
+  await page.keyboard.press('Escape');
+  await page.keyboard.press('?');
+  assert.equal(await page.isHidden('#keys'), false);
+  assert.match(await page.textContent('#keys'), /select the previous, next slice/);
+  await page.keyboard.press('Escape');
+  assert.equal(await page.isHidden('#keys'), true);
+  const id = (sql) => query(sql)[0][0];
+  const sel = async (key, want) => {
+    await page.keyboard.press(key);
+    await page.waitForFunction((k) => window.__etch.details && window.__etch.details.id === k && window.__etch.busy === 0, want);
+  };
+  await sel('ArrowRight', id("select id from slice where name = 'frame' order by ts limit 1"));
+  await sel('ArrowDown', id("select id from slice where name = 'draw' order by ts limit 1"));
+  await sel('ArrowRight', id("select id from slice where name = 'vsync'"));
+  await sel('ArrowLeft', id("select id from slice where name = 'draw' order by ts limit 1"));
+  await sel('ArrowUp', id("select id from slice where name = 'frame' order by ts limit 1"));
+  await tile(() => page.keyboard.press('f'));
+  assert.deepEqual(await E(() => [window.__etch.view.s, window.__etch.view.e]), [1000 - 25000, 101000 + 25000]);
+  const main = query("select t.id from track t join thread using (utid) where thread.name = 'main'")[0][0];
+  await tile(() => page.keyboard.press('c'));
+  assert.deepEqual(await E(() => window.__etch.ctl.collapsed), [main]);
+  await tile(() => page.keyboard.press('c'));
+  await tile(() => page.keyboard.press('p'));
+  assert.deepEqual(await E(() => window.__etch.ctl.pinned), [main]);
+  await tile(() => page.keyboard.press('p'));
+  await tile(() => page.keyboard.press('g'));
+  assert.equal((await E(() => window.__etch.ctl.folded)).length, 1);
+  await tile(() => page.keyboard.press('g'));
+  assert.deepEqual(await E(() => window.__etch.ctl), { folded: [], collapsed: [], pinned: [] });
+  await page.keyboard.press('2');
+  await page.waitForFunction(() => window.__etch.section === 'flame' && window.__etch.flame);
+  await page.keyboard.press('1');
+  await page.waitForFunction(() => window.__etch.section === 'timeline');
+  await tile(() => E(() => window.__etch.setWindow(0, 200001)));
+});
+
+test('the page\'s state is in its address, without the token: reloaded or opened elsewhere it shows the same view', async () => {
+  await tile(() => E(() => window.__etch.setWindow(2000, 61000)));
+  const d = await clickRect("r.name === 'draw' && r.ts === 2000");
+  await page.waitForFunction((k) => window.__etch.details && window.__etch.details.id === k, d.id);
+  await page.waitForFunction((k) => new RegExp('[#&]sel=' + k + '(&|$)').test(location.hash) &&
+                          /[#&]s=2000(&|$)/.test(location.hash), d.id);
+  const url = page.url();
+  assert.ok(!url.includes('token'), url);
+  assert.ok(!url.includes(new URL(base).searchParams.get('token')), url);
+  const id = await E(() => window.__etch.trace.id);
+  const h = new URLSearchParams(new URL(url).hash.slice(1));
+  assert.deepEqual([h.get('trace'), h.get('s'), h.get('e'), h.get('sel')], [id, '2000', '61000', String(d.id)]);
+  // Another page of this browser, at that address (no token in it).
+  const p = await page.context().newPage();
+  await p.goto(url);
+  await p.waitForFunction((k) => window.__etch && window.__etch.tiles > 0 && window.__etch.busy === 0 && window.__etch.details &&
+                          window.__etch.details.id === k, d.id);
+  assert.deepEqual(await p.evaluate(() => [window.__etch.view.s, window.__etch.view.e, window.__etch.section]),
+                   [2000, 61000, 'timeline']);
+  assert.equal(await p.isHidden('#error'), true);
+  // The tab and the range too.
+  await p.click('#tabs button[data-tab=flame]');
+  await p.waitForFunction(() => window.__etch.flame);
+  await p.evaluate(() => window.__etch.selectRange(3000, 50000));
+  await p.waitForFunction(() => /tab=flame/.test(location.hash) && /range=3000%2C50000/.test(location.hash));
+  await p.reload();
+  await p.waitForFunction(() => window.__etch && window.__etch.section === 'flame' && window.__etch.flame &&
+                          window.__etch.range && window.__etch.busy === 0);
+  assert.deepEqual(await p.evaluate(() => [window.__etch.range.start, window.__etch.range.end]), [3000, 50000]);
+  await p.close();
+  await tile(() => E(() => window.__etch.setWindow(0, 200001)));
 });
 
 test('a range selected with shift+drag gets the table of its slices by name', async () => {
@@ -476,6 +840,32 @@ test('the flame graph\'s root and children are etch\'s totals', async () => {
   assert.deepEqual(z.children.map((k) => [k.name, k.total, k.count]).sort((a, c) => c[1] - a[1] || (a[0] < c[0] ? -1 : 1)), sub);
   assert.ok(w > 0);
   if (shots) await page.screenshot({ path: join(shots, 'flame-test.png') });
+});
+
+test('the flame graph: labels where they fit, a tooltip on every node, names highlighted by the search', async () => {
+  await page.click('#tabs button[data-tab=flame]');
+  await page.waitForFunction(() => window.__etch.flame && window.__etch.busy === 0);
+  await page.click('#fl-reset');
+  const f = await E(() => window.__etch.flame);
+  assert.ok(f.labels > 0 && f.labels <= f.boxes);
+  // Hover: the root's first child.
+  const box = await page.$eval('#fl', (c) => { const r = c.getBoundingClientRect(); return { x: r.x, y: r.y }; });
+  await page.mouse.move(box.x + 5, box.y + 18 + 9);
+  await page.waitForFunction(() => window.__etch.tip && window.__etch.tip.kind === 'flame');
+  const k = f.rootChildren[0];
+  assert.equal((await E(() => window.__etch.tip.text)),
+               [k.name, 'total ' + fmtDur(k.total) + ' (' + (100 * k.total / f.root.total).toFixed(2) + '% of the whole)',
+                'self ' + fmtDur(k.self), k.count + ' slices', 'click: zoom into it'].join('\n'));
+  // The search: the draw nodes, their time.
+  await page.fill('#fl-search', 'DRAW');
+  await page.waitForFunction(() => window.__etch.flame.search === 'draw');
+  const g = await E(() => window.__etch.flame);
+  const [[total]] = query("select sum(dur) from slice where name = 'draw' and dur > 0");
+  assert.equal(g.matchTotal, total);
+  assert.ok(g.matches >= 1);
+  assert.match(await page.textContent('#fl-info'), new RegExp('^' + g.matches + ' nodes drawn match "draw": ' + fmtDur(total).replace('.', '\\.')));
+  await page.fill('#fl-search', '');
+  await page.mouse.move(box.x - 5, box.y - 5);
 });
 
 test('the stats tables are etch\'s and sort by a click', async () => {

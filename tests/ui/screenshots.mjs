@@ -1,5 +1,7 @@
-// screenshots.mjs - the pictures of docs/ui.md: the timeline and the flame
-// graph of a trace, taken from etch ui in Debian's chromium.
+// screenshots.mjs - the pictures of docs/ui.md: the timeline (a slice's
+// tooltip), a counter's value at the pointer, the flame graph (a node's
+// tooltip), the find zone of the most frequent name and the SQL box of a
+// trace, taken from etch ui in Debian's chromium.
 //   ETCH_BIN=build/tools/etch/etch node tests/ui/screenshots.mjs TRACE OUTDIR [START END]
 // START END (ns, optional): the timeline's window.
 //   ETCH_BIN=... ETCH_STORE=DIR node tests/ui/screenshots.mjs - OUTDIR
@@ -55,10 +57,40 @@ if (r) {
   await page.mouse.click(b.x + r.x + r.w / 2, b.y + r.y + r.h / 2);
   await page.waitForFunction(() => window.__etch.details && window.__etch.busy === 0);
 }
+const b = await page.$eval('#tl', (c) => { const q = c.getBoundingClientRect(); return { x: q.x, y: q.y }; });
+// The tooltip of a slice (another one than the selected), its args in.
+const h = await page.evaluate((sel) => window.__etch.rects.find((x) => x.count === 1 && x.w > 30 && x.id !== sel),
+                              r ? r.id : -1);
+if (h) {
+  await page.mouse.move(b.x + h.x + Math.min(h.w / 2, 60), b.y + h.y + h.h / 2);
+  await page.waitForFunction(() => window.__etch.tip && !/args: \.\.\.$/.test(window.__etch.tip.text) &&
+                             window.__etch.busy === 0);
+}
 await page.screenshot({ path: join(out, 'timeline.png') });
+// A counter: its scale, and its value where the pointer is.
+const c = await page.evaluate(() => window.__etch.rows.find((x) => x.kind === 'counter'));
+if (c) {
+  await page.mouse.move(b.x + 220 + (await page.$eval('#tl', (x) => x.clientWidth - 220)) * 0.6, b.y + c.y + c.h / 2);
+  await page.waitForFunction(() => window.__etch.tip && window.__etch.tip.kind === 'counter');
+  await page.screenshot({ path: join(out, 'counters.png'), clip: { x: 0, y: 0, width: 1400, height: Math.min(800, c.y + c.h + 140) } });
+}
 await page.click('#tabs button[data-tab=flame]');
 await page.waitForFunction(() => window.__etch.flame && window.__etch.busy === 0);
+const f = await page.$eval('#fl', (x) => { const q = x.getBoundingClientRect(); return { x: q.x, y: q.y, w: q.width }; });
+// Zoomed into the root's first child, the pointer on one of its children.
+await page.mouse.click(f.x + 5, f.y + 18 + 9);
+await page.waitForFunction(() => window.__etch.flame.zoom.name !== '(all)');
+await page.mouse.move(f.x + f.w * 0.3, f.y + 18 * 2 + 9);
+await page.waitForFunction(() => window.__etch.tip && window.__etch.tip.kind === 'flame');
 await page.screenshot({ path: join(out, 'flame.png') });
+// The find zone of the name with the most slices, its fullest bar listed.
+await page.click('#tabs button[data-tab=zone]');
+await page.waitForFunction(() => window.__etch.zone && window.__etch.busy === 0);
+const top = await page.evaluate(() => { const hh = window.__etch.zone.zone.histogram;
+  return hh.reduce((a, x, k) => (x.count > hh[a].count ? k : a), 0); });
+await page.click(`#zone-hist button[data-k="${top}"]`);
+await page.waitForFunction(() => window.__etch.zone.instances && window.__etch.busy === 0);
+await page.screenshot({ path: join(out, 'zone.png') });
 await page.click('#tabs button[data-tab=sql]');
 await page.click('#sql-run');
 await page.waitForFunction(() => window.__etch.sql && window.__etch.busy === 0);

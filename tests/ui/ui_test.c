@@ -558,8 +558,15 @@ TEST(ui_server_refuses_without_token_host_or_id) {
   ASSERT_TRUE(strstr(body, "<canvas id=\"tl\""));
   ASSERT_TRUE(strstr(body, "Referrer-Policy: no-referrer"));
   ASSERT_EQ_INT(http(port, REQ("GET /?token=%s HTTP/1.1\r\nHost: localhost:%u\r\n%s\r\n", tok, port, C), body, sizeof body), 200);
-  /* No token, a wrong one, one a character short. */
+  /* No token, a wrong one, one a character short. The page without one:
+   * served (no data in it; what it asks for needs the token). */
   ASSERT_EQ_INT(http(port, REQ("GET /api/traces HTTP/1.1\r\nHost: %s\r\n%s\r\n", host, C), body, sizeof body), 401);
+  ASSERT_EQ_INT(http(port, REQ("GET /api/trace?id=%s HTTP/1.1\r\nHost: %s\r\n%s\r\n", ui->t[0].id, host, C), body, sizeof body), 401);
+  ASSERT_EQ_INT(http(port, REQ("GET /nothing HTTP/1.1\r\nHost: %s\r\n%s\r\n", host, C), body, sizeof body), 401);
+  ASSERT_EQ_INT(http(port, REQ("GET / HTTP/1.1\r\nHost: %s\r\n%s\r\n", host, C), body, sizeof body), 200);
+  ASSERT_TRUE(strstr(body, "<canvas id=\"tl\""));
+  ASSERT_FALSE(strstr(body, tok));
+  ASSERT_EQ_INT(http(port, REQ("GET / HTTP/1.1\r\nHost: evil.example:%u\r\n%s\r\n", port, C), body, sizeof body), 403);
   ASSERT_FALSE(strstr(body, ui->t[0].id));
   ASSERT_EQ_INT(http(port, REQ("GET /?token=%.31s HTTP/1.1\r\nHost: %s\r\n%s\r\n", tok, host, C), body, sizeof body), 401);
   ASSERT_EQ_INT(http(port, REQ("GET /api/traces HTTP/1.1\r\nHost: %s\r\nX-Etch-Token: x%s\r\n%s\r\n", host, tok, C), body, sizeof body), 401);

@@ -53,3 +53,21 @@ void ui_test_trace(tb *t) {
   tb_event(t, 1, 180000, UI_MAIN, E, NULL, NULL);
   tb_event(t, 1, 200000, UI_MAIN, E, NULL, NULL);
 }
+
+void ui_zone_trace(tb *t) {
+  const int B = ETCH_TE_TYPE_SLICE_BEGIN, E = ETCH_TE_TYPE_SLICE_END;
+  tb_process(t, 1, UI_ZONE_PROC, 20, "zone");
+  tb_thread(t, 1, UI_ZONE_LOOP, 20, 20, "loop");
+  tb_counter_track(t, 1, UI_ZONE_LOAD, UI_ZONE_PROC, "load",
+                   ETCH_CD_UNIT_COUNT);
+  int64_t ts = 1000;
+  tb_event(t, 1, ts, UI_ZONE_LOOP, B, "zone", "run");
+  for (int k = 0; k < 100; k++) {
+    tb_event(t, 1, ts, UI_ZONE_LOOP, B, "zone", "step");
+    tb_counter(t, 1, ts, UI_ZONE_LOAD, k + 1);
+    ts += UI_ZONE_DUR(k);
+    tb_event(t, 1, ts, UI_ZONE_LOOP, E, NULL, NULL);
+  }
+  tb_event(t, 1, ts, UI_ZONE_LOOP, E, NULL, NULL);
+  tb_counter(t, 1, ts, UI_ZONE_LOAD, 0);
+}

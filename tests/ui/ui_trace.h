@@ -13,6 +13,16 @@
  *   worker: job [5000, 60000) {flow 9 in}, etch.dropped_events instant
  *           65000 {count 5}, job [70000, 150000) > io [80000, 100000)
  *   heap:   100 @1000, 300 @50000, 200 @150000
+ *
+ * And a second trace, for the Find zone, the time axis zoomed in and
+ * back-to-back slices (ui_zone_trace):
+ *
+ *   process zone (pid 20): thread loop (20), a counter track load of the
+ *   process;
+ *   loop:   run [1000, 1000 + the steps' total) > 100 back-to-back steps,
+ *           the k-th (k = 0..99) UI_ZONE_DUR(k) long: a permutation of
+ *           1, 2, ..., 100 us;
+ *   load:   k + 1 at the k-th step's start, 0 at the run's end.
  */
 #ifndef ETCH_TESTS_UI_TRACE_H
 #define ETCH_TESTS_UI_TRACE_H
@@ -22,5 +32,9 @@
 enum { UI_PROC = 1, UI_MAIN = 2, UI_WORKER = 3, UI_HEAP = 4 };
 
 void ui_test_trace(tb *t);
+
+enum { UI_ZONE_PROC = 11, UI_ZONE_LOOP = 12, UI_ZONE_LOAD = 13 };
+#define UI_ZONE_DUR(k) ((int64_t)((((k) * 37) % 100) + 1) * 1000)
+void ui_zone_trace(tb *t);
 
 #endif

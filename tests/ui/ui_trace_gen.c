@@ -1,19 +1,25 @@
 /*
  * ui_trace_gen.c - writes the ui tests' trace (ui_trace.h) to a file, for
- * the browser tests: ui_trace_gen OUT.pftrace
+ * the browser tests: ui_trace_gen OUT.pftrace [zone] (zone: the second
+ * trace, ui_zone_trace's)
  */
+#include <string.h>
 #include <stdio.h>
 
 #include "ui_trace.h"
 
 int main(int argc, char **argv) {
-  if (argc != 2) {
-    fprintf(stderr, "usage: ui_trace_gen OUT.pftrace\n");
+  bool zone = argc == 3 && !strcmp(argv[2], "zone");
+  if (argc != 2 && !zone) {
+    fprintf(stderr, "usage: ui_trace_gen OUT.pftrace [zone]\n");
     return 2;
   }
   tb t;
   tb_init(&t);
-  ui_test_trace(&t);
+  if (zone)
+    ui_zone_trace(&t);
+  else
+    ui_test_trace(&t);
   FILE *f = fopen(argv[1], "wb");
   if (!f || fwrite(tb_data(&t), 1, tb_len(&t), f) != tb_len(&t) ||
       fclose(f) != 0) {

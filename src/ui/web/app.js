@@ -13,7 +13,25 @@
 'use strict';
 (function () {
   const REPORT = window.ETCH_REPORT || null;
-  const TOKEN = new URLSearchParams(location.search).get('token') || '';
+  // The token: from the address etch ui printed (?token=), kept in this
+  // origin's storage and taken out of the address bar, so that the
+  // address - the page's state, in its #hash - can be shared or reloaded
+  // without it.
+  const TOKEN = (() => {
+    if (REPORT) return '';
+    const q = new URLSearchParams(location.search), t = q.get('token');
+    let kept = null;
+    try {
+      if (t) localStorage.setItem('etch-token', t);
+      kept = localStorage.getItem('etch-token');
+    } catch (e) { /* storage refused: the address keeps the token */ return t || ''; }
+    if (t) {
+      q.delete('token');
+      const rest = q.toString();
+      history.replaceState(null, '', location.pathname + (rest ? '?' + rest : '') + location.hash);
+    }
+    return t || kept || '';
+  })();
   const $ = (id) => document.getElementById(id);
   const LABEL_W = 220, AXIS_H = 24, ROW_H = 18, PROC_H = 20, COUNTER_H = 40;
 
@@ -40,6 +58,8 @@
       try { body = await r.json(); } catch (e) {
         throw new Error('the server answered ' + r.status + ' without a usable answer');
       }
+      if (r.status === 401) throw new Error('this page needs the token etch ui printed: open the address it printed ' +
+                                            '(with ?token=) once in this browser, then this one');
       if (!r.ok) throw new Error(body.error || 'HTTP ' + r.status);
       return body;
     } finally { dbg.busy--; }
@@ -63,6 +83,21 @@
     if (a < 1e6) return (ns / 1e3).toFixed(2) + ' us';
     if (a < 1e9) return (ns / 1e6).toFixed(2) + ' ms';
     return (ns / 1e9).toFixed(3) + ' s';
+  }
+  // A label of the time axis: in the unit of the largest label shown, with
+  // as many decimals as the tick needs (a 59 us window at 2.44 ms reads
+  // 2.440, 2.445, 2.450 ms; never one label twice).
+  function fmtTick(t, tick, top) {
+    const units = [[1, 'ns'], [1e3, 'us'], [1e6, 'ms'], [1e9, 's']];
+    let u = units[0];
+    for (const x of units) if (Math.abs(top) >= x[0]) u = x;
+    const dec = Math.max(0, Math.min(9, Math.ceil(-Math.log10(tick / u[0]) - 1e-9)));
+    return (t / u[0]).toFixed(dec) + ' ' + u[1];
+  }
+  // A counter's value: a whole number as it is, else 4 significant digits.
+  function fmtVal(v) {
+    if (v === null || v === undefined || !isFinite(v)) return String(v);
+    return Number.isInteger(v) ? String(v) : String(Number(v.toPrecision(4)));
   }
   function fmtSize(b) {
     if (b < 1024) return b + ' B';
@@ -254,6 +289,8 @@
         tr.appendChild(td);
       });
       tr.addEventListener('click', () => { location.hash = '#trace=' + t.id; });
+      tr.tabIndex = 0;
+      tr.addEventListener('keydown', (ev) => { if (ev.key === 'Enter') location.hash = '#trace=' + t.id; });
       body.appendChild(tr);
     }
     $('compare').disabled = L.picked.length !== 2;
@@ -325,7 +362,7 @@
   }
 
   function show(section) {
-    for (const s of ['list', 'timeline', 'flame', 'stats', 'sql', 'diff']) $(s).hidden = s !== section;
+    for (const s of ['list', 'timeline', 'flame', 'zone', 'stats', 'sql', 'diff']) $(s).hidden = s !== section;
     for (const b of $('tabs').querySelectorAll('button')) b.classList.toggle('on', b.dataset.tab === section);
     dbg.section = section;
   }
@@ -336,7 +373,41 @@
   let V = null;        // the view: window, selection, tile
   let tileSeq = 0;
 
-  async function openTrace(id, tab) {
+  // The page's state in the address (#trace=ID&tab=T&s=&e=&sel=&range=A,B):
+  // written as it changes (at most every 200 ms: a drag changes it at every
+  // frame), read by route() when the page opens or the address changes.
+  let saveTimer = 0;
+  function stateHash() {
+    if (!T || !V) return null;
+    const h = new URLSearchParams();
+    h.set('trace', T.id);
+    if (dbg.section && dbg.section !== 'timeline') h.set('tab', dbg.section);
+    h.set('s', String(V.s));
+    h.set('e', String(V.e));
+    if (V.slice && V.slice.count === 1) h.set('sel', String(V.slice.id));
+    if (V.range) h.set('range', V.range[0] + ',' + V.range[1]);
+    if (dbg.section === 'zone' && Z.data) h.set('zone', Z.data.zone.name);
+    return '#' + h.toString();
+  }
+  // The address route() read or this wrote last: one that differs was
+  // set since (a tab, a trace opened) and is route()'s to read, not to be
+  // written over.
+  let knownHash = null;
+  function saveState() {
+    if (saveTimer) return;
+    saveTimer = setTimeout(() => {
+      saveTimer = 0;
+      if (knownHash !== null && location.hash !== knownHash) return;
+      const h = stateHash();
+      if (h && h !== location.hash) {
+        history.replaceState(null, '', location.pathname + location.search + h);
+        knownHash = location.hash;
+        dbg.saved = h;
+      }
+    }, 200);
+  }
+
+  async function openTrace(id, tab, at) {
     if (!T || T.id !== id) {
       T = null;
       dbg.trace = null;
@@ -366,11 +437,26 @@
       $('range').textContent = '';
       flameState.zoom = 0;
       flameState.data = null;
+      Z.names = null; Z.data = null;
+      $('zone-name').value = '';
+      argsOf.clear();
     }
     tab = tab || 'timeline';
+    // A view from the address: its window, selection and range.
+    if (at) {
+      const s = Number(at.get('s')), e = Number(at.get('e'));
+      if (at.has('s') && at.has('e') && Number.isFinite(s) && Number.isFinite(e) && e > s) { V.s = s; V.e = e; }
+      const range = (at.get('range') || '').split(',').map(Number);
+      if (range.length === 2 && range.every(Number.isFinite) && range[1] > range[0]) selectRange(range[0], range[1]);
+      const sel = Number(at.get('sel'));
+      if (at.has('sel') && Number.isInteger(sel) && (!V.slice || V.slice.id !== sel)) selectSlice({ id: sel, count: 1, ts: 0, end: 0, name: '' });
+      if (at.has('zone')) $('zone-name').value = at.get('zone');
+    }
     show(tab);
+    saveState();
     if (tab === 'timeline') { resize(); requestTile(); }
     if (tab === 'flame') loadFlame();
+    if (tab === 'zone') loadZone();
     if (tab === 'stats') loadStats();
   }
 
@@ -380,11 +466,36 @@
     return ' - DATA LOSS: ' + (n || (t.loss.length + ' drops marked'));
   }
 
-  // Rows: a process header, then its tracks; in a trace of several
-  // machines a machine header above its processes; y offsets in CSS pixels.
+  // Rows: the pinned tracks first (under a "Pinned" header), then a
+  // process header and its tracks (none while the process is folded); in a
+  // trace of several machines a machine header above its processes; y
+  // offsets in CSS pixels. A collapsed track is one row high (its depth 0).
+  // What is folded, collapsed or pinned is kept in t.ctl across layouts.
   function layout(t) {
+    const ctl = t.ctl || (t.ctl = { folded: new Set(), collapsed: new Set(), pinned: [] });
     const rows = [];
     let y = AXIS_H, upid = null, machine = null;
+    const trackRow = (r, pinned) => {
+      const counter = r.type === 'counter';
+      const collapsed = !counter && ctl.collapsed.has(r.track);
+      const h = counter ? COUNTER_H : (collapsed ? 0 : Math.max(0, r.maxdepth)) * ROW_H + ROW_H + 4;
+      let label = r.name || r.type;
+      if (r.type === 'thread') label = (r.thread || r.name || 'thread') + ' ' + r.tid;
+      if (counter && r.unit) label += ' (' + r.unit + ')';
+      if (pinned && r.process) label += ' \u00b7 ' + r.process;
+      rows.push({ kind: counter ? 'counter' : 'slices', track: r.track, y, h, label, r, pinned,
+                  collapsed, deep: !counter && r.maxdepth > 0, maxDepth: collapsed ? 0 : Infinity });
+      y += h;
+    };
+    const byTrack = new Map(t.rows.map((r) => [r.track, r]));
+    ctl.pinned = ctl.pinned.filter((k) => byTrack.has(k));
+    if (ctl.pinned.length) {
+      rows.push({ kind: 'group', y, h: PROC_H, label: 'Pinned' });
+      y += PROC_H;
+      for (const k of ctl.pinned) trackRow(byTrack.get(k), true);
+    }
+    const counts = {};
+    for (const r of t.rows) counts[r.upid] = (counts[r.upid] || 0) + 1;
     for (const r of t.rows) {
       if (t.machines > 1 && r.machine !== machine) {
         machine = r.machine;
@@ -392,24 +503,45 @@
         rows.push({ kind: 'machine', y, h: PROC_H, label: r.machine_label });
         y += PROC_H;
       }
+      const folded = ctl.folded.has(r.upid);
       if (r.upid !== upid) {
         upid = r.upid;
-        rows.push({ kind: 'process', y, h: PROC_H,
-                    label: (r.process || 'process') + (r.pid >= 0 ? ' ' + r.pid : '') });
+        rows.push({ kind: 'process', upid, folded, y, h: PROC_H,
+                    label: (folded ? '\u25b8 ' : '\u25be ') + (r.process || 'process') +
+                      (r.pid >= 0 ? ' ' + r.pid : '') + (folded ? '  (' + counts[r.upid] + ' tracks)' : '') });
         y += PROC_H;
       }
-      const counter = r.type === 'counter';
-      const h = counter ? COUNTER_H : (Math.max(0, r.maxdepth) + 1) * ROW_H + 4;
-      let label = r.name || r.type;
-      if (r.type === 'thread') label = (r.thread || r.name || 'thread') + ' ' + r.tid;
-      if (counter && r.unit) label += ' (' + r.unit + ')';
-      rows.push({ kind: counter ? 'counter' : 'slices', track: r.track, y, h, label, r });
-      y += h;
+      if (folded || ctl.pinned.includes(r.track)) continue;
+      trackRow(r, false);
     }
     t.layout = rows;
     t.height = y + 8;
     t.byTrack = {};
     for (const row of rows) if (row.track !== undefined) t.byTrack[row.track] = row;
+  }
+
+  // Track control, from the labels: a process header folds or unfolds its
+  // process; a track's arrow collapses or expands it; its pin (the dot at
+  // the right of the label) keeps it at the top.
+  const PIN_X = LABEL_W - 14;
+  function trackControl(row, x) {
+    const ctl = T.ctl;
+    if (row.kind === 'process') {
+      if (ctl.folded.has(row.upid)) ctl.folded.delete(row.upid); else ctl.folded.add(row.upid);
+    } else if (row.track !== undefined && x >= PIN_X - 6) {
+      const k = ctl.pinned.indexOf(row.track);
+      if (k >= 0) ctl.pinned.splice(k, 1); else ctl.pinned.push(row.track);
+    } else if (row.kind === 'slices' && row.deep) {
+      if (ctl.collapsed.has(row.track)) ctl.collapsed.delete(row.track); else ctl.collapsed.add(row.track);
+    } else {
+      return false;
+    }
+    layout(T);
+    resize();
+    requestTile();
+    dbg.ctl = { folded: [...ctl.folded], collapsed: [...ctl.collapsed], pinned: ctl.pinned.slice() };
+    saveState();
+    return true;
   }
 
   // ---- the timeline ---------------------------------------------------------------
@@ -546,6 +678,7 @@
       dbg.lastDrawMs = performance.now() - d0;
       dbg.tiles = seq;
       dbg.lastTileMs = performance.now() - t0;
+      saveState();
       if (dbg.inputAt !== null) { dbg.inputToTileMs = performance.now() - dbg.inputAt; dbg.inputAt = null; }
       showError(null);
     } catch (e) {
@@ -583,15 +716,19 @@
     const span = V.e - V.s;
     const step = Math.pow(10, Math.floor(Math.log10(span / 8)));
     const tick = step * (span / step > 40 ? 5 : span / step > 16 ? 2 : 1);
+    // The ticks: times from the trace's start, k * tick (not a running
+    // sum: no rounding carried from one to the next).
+    const ticks = [];
+    for (let j = Math.ceil((V.s - T.start) / tick); T.start + j * tick <= V.e; j++) ticks.push(j * tick);
     g.strokeStyle = '#eceff1';
-    for (let t = Math.ceil((V.s - T.start) / tick) * tick; T.start + t <= V.e; t += tick) {
+    for (const t of ticks) {
       const x = xOf(T.start + t);
       g.beginPath(); g.moveTo(x, AXIS_H); g.lineTo(x, HT); g.stroke();
     }
     // Rows and their labels.
     for (const row of rowsIn) {
-      if (row.kind === 'process' || row.kind === 'machine') {
-        g.fillStyle = row.kind === 'machine' ? '#90a4ae' : '#cfd8dc';
+      if (row.kind === 'process' || row.kind === 'machine' || row.kind === 'group') {
+        g.fillStyle = row.kind === 'machine' ? '#90a4ae' : row.kind === 'group' ? '#ffe0b2' : '#cfd8dc';
         g.fillRect(0, row.y, W, row.h);
         g.fillStyle = '#263238';
         g.fillText(row.label, 6, row.y + row.h / 2);
@@ -614,9 +751,11 @@
     const ccount = new Int32Array(P.palette.length + 1);
     const labels = [], outlines = [];
     const rowY = new Float64Array(P.tracks.length), drawnBy = new Int32Array(P.tracks.length);
+    const rowDepth = new Float64Array(P.tracks.length);
     for (let t = 0; t < P.tracks.length; t++) {
       const row = byRow[P.tracks[t]];
       rowY[t] = row === undefined ? NaN : row.y;
+      rowDepth[t] = row === undefined ? 0 : row.maxDepth;
     }
     if (P.hitsFor !== q) {
       P.hitsFor = q;
@@ -633,6 +772,7 @@
     for (let i = 0; i < n; i++) {
       const y0 = rowY[tr[i]];
       if (y0 !== y0) continue; // NaN: the track is not in view
+      if (dp[i] > rowDepth[tr[i]]) continue; // collapsed
       const y = y0 + 2 + dp[i] * ROW_H;
       if (y + h < AXIS_H || y > HT) continue;
       const x0 = LABEL_W + (ts[i] - vs) * k, x1 = LABEL_W + (te[i] - vs) * k;
@@ -679,6 +819,20 @@
       }
       g.fill();
     }
+    // A border on every slice wide enough to show one (4 px): back-to-back
+    // slices of one name are told apart. On whole pixels, one path.
+    g.strokeStyle = 'rgba(0,0,0,0.45)';
+    g.beginPath();
+    let borders = 0;
+    for (let j = 0; j < m; j++) {
+      const w = geo[j * 4 + 2];
+      if (w < 4) continue;
+      const x = Math.round(geo[j * 4]), y = Math.round(geo[j * 4 + 1]);
+      g.rect(x + 0.5, y + 0.5, Math.round(geo[j * 4] + w) - x - 1, Math.round(geo[j * 4 + 3]) - 1);
+      borders++;
+    }
+    g.stroke();
+    dbg.borders = borders;
     for (let t = 0; t < P.tracks.length; t++) if (drawnBy[t]) drawn[P.tracks[t]] = drawnBy[t];
     g.lineWidth = 2;
     for (const kk of outlines) {
@@ -716,18 +870,45 @@
       g.stroke();
       drawn[k] = byTrack[k].length;
     }
-    // Flows: arrows from the end of one slice to the start of the next.
+    // Each counter's scale: its greatest value at the top, the bottom of
+    // the scale (0, or its least value when that is below 0) at the bottom.
+    const scales = {};
+    g.font = '10px system-ui, sans-serif';
+    for (const row of rowsIn) {
+      if (row.kind !== 'counter') continue;
+      const lo = Math.min(0, row.r.lo), hi = row.r.hi > lo ? row.r.hi : lo + 1;
+      const unit = row.r.unit ? ' ' + row.r.unit : '';
+      const top = fmtVal(hi) + unit, bottom = fmtVal(lo) + unit;
+      g.fillStyle = 'rgba(255,255,255,0.75)';
+      g.fillRect(LABEL_W + 1, row.y + 1, g.measureText(top).width + 6, 11);
+      g.fillRect(LABEL_W + 1, row.y + row.h - 12, g.measureText(bottom).width + 6, 11);
+      g.fillStyle = '#455a64';
+      g.fillText(top, LABEL_W + 4, row.y + 7);
+      g.fillText(bottom, LABEL_W + 4, row.y + row.h - 6);
+      scales[row.track] = [top, bottom];
+    }
+    g.font = '11px system-ui, sans-serif';
+    dbg.counterScales = scales;
+    // Flows: arrows from the end of one slice to the start of the next;
+    // the selected slice's only, unless "all flows" is ticked.
     g.strokeStyle = '#6a1b9a';
     g.fillStyle = '#6a1b9a';
+    const allFlows = $('all-flows').checked, flowsDrawn = [], flowLines = [];
     for (const f of V.flows) {
       const a = byRow[f[0]], b = byRow[f[4]];
       if (!a || !b) continue;
+      if (!allFlows && (sel === null || (f[3] !== sel && f[7] !== sel))) continue;
+      flowsDrawn.push(f);
       const x0 = xOf(f[2]), y0 = a.y + 2 + f[1] * ROW_H + ROW_H / 2;
       const x1 = xOf(f[6]), y1 = b.y + 2 + f[5] * ROW_H + ROW_H / 2;
       g.beginPath(); g.moveTo(x0, y0);
       g.bezierCurveTo(x0 + 30, y0, x1 - 30, y1, x1, y1); g.stroke();
+      flowLines.push([x0, y0, x1, y1]);
       g.beginPath(); g.moveTo(x1, y1); g.lineTo(x1 - 7, y1 - 4); g.lineTo(x1 - 7, y1 + 4); g.fill();
     }
+    shownFlows = flowsDrawn;
+    dbg.flowsDrawn = flowsDrawn.length;
+    dbg.flowLines = flowLines;
     // Data loss where it happened: red lines across the track and the axis.
     g.strokeStyle = '#d32f2f';
     g.lineWidth = 2;
@@ -752,23 +933,34 @@
     g.fillStyle = '#fafafa';
     g.fillRect(0, AXIS_H, LABEL_W, HT - AXIS_H);
     for (const row of rowsIn) {
-      const head = row.kind === 'process' || row.kind === 'machine';
-      g.fillStyle = row.kind === 'machine' ? '#90a4ae' : head ? '#cfd8dc' : '#fafafa';
+      const head = row.kind === 'process' || row.kind === 'machine' || row.kind === 'group';
+      g.fillStyle = row.kind === 'machine' ? '#90a4ae' : row.kind === 'group' ? '#ffe0b2' : head ? '#cfd8dc' : '#fafafa';
       g.fillRect(0, row.y, LABEL_W, row.h);
       g.fillStyle = '#263238';
-      g.fillText(row.label, row.kind === 'machine' ? 2 : head ? 6 : 16,
-                 row.y + Math.min(row.h, ROW_H + 4) / 2);
+      const mid = row.y + Math.min(row.h, ROW_H + 4) / 2;
+      g.save();
+      g.beginPath(); g.rect(0, row.y, head ? LABEL_W : PIN_X - 8, row.h); g.clip();
+      g.fillText(row.label, row.kind === 'machine' ? 2 : head ? 6 : 16, mid);
+      g.restore();
+      if (row.deep) g.fillText(row.collapsed ? '\u25b8' : '\u25be', 5, mid);
+      if (row.track !== undefined) { // the pin
+        g.beginPath(); g.arc(PIN_X, mid, 4, 0, 2 * Math.PI);
+        if (row.pinned) { g.fillStyle = '#ff6f00'; g.fill(); } else { g.strokeStyle = '#90a4ae'; g.stroke(); }
+      }
     }
     // The axis last, over rows scrolled under it; data loss marked on it.
     g.fillStyle = '#eceff1';
     g.fillRect(0, 0, W, AXIS_H);
     g.fillStyle = '#455a64';
     g.strokeStyle = '#90a4ae';
-    for (let t = Math.ceil((V.s - T.start) / tick) * tick; T.start + t <= V.e; t += tick) {
-      const x = xOf(T.start + t);
+    const axisLabels = [];
+    for (const t of ticks) {
+      const x = xOf(T.start + t), label = fmtTick(t, tick, V.e - T.start);
       g.beginPath(); g.moveTo(x, AXIS_H - 6); g.lineTo(x, AXIS_H); g.stroke();
-      g.fillText(fmtDur(t), x + 3, AXIS_H / 2);
+      g.fillText(label, x + 3, AXIS_H / 2);
+      axisLabels.push(label);
     }
+    dbg.axisLabels = axisLabels;
     g.strokeStyle = '#d32f2f';
     g.lineWidth = 2;
     for (const [ts] of T.loss) {
@@ -783,6 +975,9 @@
     g.fillText(fmtDur(V.s - T.start) + ' + ' + fmtDur(V.e - V.s), 6, AXIS_H / 2);
     dbg.drawn = drawn;
     dbg.lossMarks = lossMarks;
+    dbg.rows = rowsIn.map((r) => ({ kind: r.kind, track: r.track, y: r.y, h: r.h, label: r.label,
+                                    pinned: !!r.pinned, collapsed: !!r.collapsed, upid: r.upid }));
+    dbg.layout = T.layout.map((r) => ({ kind: r.kind, track: r.track, label: r.label, upid: r.upid }));
     // How long frames take, and the first one after an input (a wheel, a
     // drag, a key) comes: for bench/ui/bench_page.mjs.
     const f1 = performance.now();
@@ -802,6 +997,7 @@
   // objects ({track, depth, ts, end, count, id, name, x, y, w, h, hit}),
   // made when asked for (window.__etch.rects).
   let shown = { n: 0, objects: null };
+  let shownFlows = [];
   function shownRect(k) {
     const s = shown.sl[shown.idx[k]], g4 = shown.geo;
     return { track: s[0], depth: s[1], ts: s[2], end: s[3], count: s[4], id: s[5], name: s[6],
@@ -829,9 +1025,120 @@
     return best < 0 ? null : shownRect(best);
   }
 
+  // ---- hover: what is under the pointer, in a tooltip ---------------------------
+  //
+  // A slice or an instant: its name, start, duration and args (asked for
+  // once the pointer rests on it, then kept); a merged mark: how many and
+  // the longest's name; a counter: its value at the pointer (the last one
+  // at or before it) and the pixel column's least and greatest; a flow
+  // drawn: the slices it links.
+  const argsOf = new Map(); // slice id -> its args as text
+  let hovered = null, argsTimer = 0;
+  const tip = $('tip');
+  function hideTip() {
+    tip.hidden = true;
+    hovered = null;
+    dbg.tip = null;
+  }
+  function rowAt(y) {
+    for (const r of visibleRows(0)) if (y >= r.y && y < r.y + r.h && y >= AXIS_H) return r;
+    return null;
+  }
+  function flowAt(x, y) {
+    const rows = {};
+    for (const r of visibleRows(0)) if (r.track !== undefined) rows[r.track] = r;
+    for (const f of shownFlows) {
+      const a = rows[f[0]], b = rows[f[4]];
+      if (!a || !b) continue;
+      const x0 = xOf(f[2]), y0 = a.y + 2 + f[1] * ROW_H + ROW_H / 2;
+      const x1 = xOf(f[6]), y1 = b.y + 2 + f[5] * ROW_H + ROW_H / 2;
+      for (let i = 0; i <= 24; i++) { // the curve drawn, at 25 points
+        const u = i / 24, v = 1 - u;
+        const px = v * v * v * x0 + 3 * v * v * u * (x0 + 30) + 3 * v * u * u * (x1 - 30) + u * u * u * x1;
+        const py = v * v * v * y0 + 3 * v * v * u * y0 + 3 * v * u * u * y1 + u * u * u * y1;
+        if (Math.abs(px - x) <= 5 && Math.abs(py - y) <= 5) return f;
+      }
+    }
+    return null;
+  }
+  function nameOfSlice(id) {
+    for (let k = 0; k < shown.n; k++) {
+      const s = shown.sl[shown.idx[k]];
+      if (s[5] === id && s[4] === 1) return s[6];
+    }
+    return 'slice ' + id;
+  }
+  function counterAt(row, t) {
+    let c = null;
+    for (const x of V.tile.counters) if (x[0] === row.track && x[1] <= t) c = x;
+    return c;
+  }
+  function tipLines(x, y) {
+    if (!T || !V || !V.tile || x < LABEL_W) return null;
+    const f = flowAt(x, y);
+    if (f) return { kind: 'flow', key: 'f' + f[3] + '-' + f[7], lines: [
+      'flow: ' + nameOfSlice(f[3]) + ' \u2192 ' + nameOfSlice(f[7]),
+      'from ' + fmtDur(f[2] - T.start) + ' to ' + fmtDur(f[6] - T.start)] };
+    const r = hitTest(x, y);
+    if (r && r.count > 1) return { kind: 'merged', key: 'm' + r.id, lines: [
+      r.count + ' slices merged (the longest: ' + r.name + ')',
+      'from ' + fmtDur(r.ts - T.start) + ' to ' + fmtDur(r.end - T.start) + ': zoom in to see them'] };
+    if (r) {
+      const instant = r.end === r.ts;
+      const a = argsOf.get(r.id);
+      return { kind: instant ? 'instant' : 'slice', key: 's' + r.id, id: r.id, lines: [
+        r.name, 'start ' + fmtDur(r.ts - T.start),
+        instant ? 'instant' : 'duration ' + fmtDur(r.end - r.ts),
+        'args: ' + (a === undefined ? '...' : a)] };
+    }
+    const row = rowAt(y);
+    if (row && row.kind === 'counter') {
+      const t = tsOf(x), c = counterAt(row, t);
+      const unit = row.r.unit ? ' ' + row.r.unit : '';
+      const lines = [row.label, 'at ' + fmtDur(Math.round(t) - T.start) + ': ' +
+                     (c ? fmtVal(c[4]) + unit : 'no value yet')];
+      if (c && c[2] !== c[3]) lines.push('in this pixel: ' + fmtVal(c[2]) + ' .. ' + fmtVal(c[3]) + unit);
+      return { kind: 'counter', key: 'c' + row.track + ':' + (c ? c[1] : ''), track: row.track, lines };
+    }
+    return null;
+  }
+  function showTip(h, cx, cy) {
+    tip.textContent = h.lines.join('\n');
+    tip.hidden = false;
+    const w = tip.offsetWidth, hh = tip.offsetHeight;
+    tip.style.left = Math.min(cx + 14, window.innerWidth - w - 4) + 'px';
+    tip.style.top = (cy + 16 + hh > window.innerHeight ? cy - hh - 8 : cy + 16) + 'px';
+    dbg.tip = { kind: h.kind, text: h.lines.join('\n') };
+  }
+  function hover(x, y, cx, cy) {
+    const h = tipLines(x, y);
+    if (!h) { hideTip(); return; }
+    hovered = h;
+    showTip(h, cx, cy);
+    if (h.id !== undefined && !argsOf.has(h.id)) {
+      // Asked for once the pointer rests on the slice: moving across
+      // many sends no request for each.
+      clearTimeout(argsTimer);
+      argsTimer = setTimeout(async () => {
+        if (!hovered || hovered.id !== h.id || argsOf.has(h.id)) return;
+        try {
+          const d = await api('/api/slice', { id: T.id, slice: h.id });
+          argsOf.set(h.id, d.args.length ? d.args.map(([k, v]) => k + ' = ' + v).join(', ') : 'none');
+        } catch (e) { argsOf.set(h.id, 'not known (' + (e.message || e) + ')'); }
+        if (hovered && hovered.id === h.id) hover(x, y, cx, cy);
+      }, 120);
+    }
+  }
+  cv.addEventListener('mousemove', (ev) => {
+    if (drag && drag.moved) { hideTip(); return; }
+    hover(ev.offsetX, ev.offsetY, ev.clientX, ev.clientY);
+  });
+  cv.addEventListener('mouseleave', hideTip);
+
   async function selectSlice(r) {
     V.slice = r;
-    draw();
+    if (V.tile) draw();
+    saveState();
     const box = $('details');
     if (r.count > 1) {
       box.textContent = '';
@@ -867,8 +1174,9 @@
         const ul = el('ul');
         for (const f of d[key]) {
           const li = el('li');
-          const a = el('a', null, f.name + ' at ' + fmtDur(f.ts - T.start));
+          const a = el('a', { tabindex: '0' }, f.name + ' at ' + fmtDur(f.ts - T.start));
           a.addEventListener('click', () => goTo(f));
+          a.addEventListener('keydown', (ev) => { if (ev.key === 'Enter') goTo(f); });
           li.appendChild(a);
           ul.appendChild(li);
         }
@@ -890,7 +1198,8 @@
   async function selectRange(s, e) {
     if (e < s) [s, e] = [e, s];
     V.range = [Math.round(s), Math.round(e)];
-    draw();
+    if (V.tile) draw();
+    saveState();
     const box = $('range');
     box.textContent = '';
     try {
@@ -916,6 +1225,11 @@
     if (!T) return;
     cv.focus();
     const x = ev.offsetX, y = ev.offsetY;
+    if (x < LABEL_W && y >= AXIS_H) {
+      const row = rowAt(y);
+      if (row) trackControl(row, x);
+      return;
+    }
     drag = { x0: x, y0: y, s: V.s, e: V.e, select: ev.shiftKey || y < AXIS_H, moved: false };
   });
   window.addEventListener('mousemove', (ev) => {
@@ -946,24 +1260,90 @@
   cv.addEventListener('wheel', (ev) => {
     if (!T) return;
     ev.preventDefault();
+    hideTip();
     const f = Math.pow(1.0015, ev.deltaY);
     const c = tsOf(Math.max(LABEL_W, ev.offsetX));
     input();
     setWindow(c - (c - V.s) * f, c + (V.e - c) * f);
   }, { passive: false });
+  // The keyboard: the keys below (? shows them) and Tab through the
+  // page's controls (the list's rows, the tabs, the bars, the links).
+  function toggleKeys(on) {
+    $('keys').hidden = on === undefined ? !$('keys').hidden : !on;
+    dbg.keysShown = !$('keys').hidden;
+  }
+  // The slice drawn next to the selected one: left/right on its track and
+  // depth, down to its first child, up to its parent; with none selected,
+  // the first slice drawn (top row, earliest).
+  function moveSelection(dir) {
+    const rs = dbg.rects.filter((r) => r.count === 1);
+    const cur = V.slice ? rs.find((r) => r.id === V.slice.id) : null;
+    let pick = null;
+    if (!cur) {
+      pick = rs.slice().sort((a, b) => a.y - b.y || a.ts - b.ts)[0];
+    } else if (dir === 'left' || dir === 'right') {
+      const row = rs.filter((r) => r.track === cur.track && r.depth === cur.depth).sort((a, b) => a.ts - b.ts || a.id - b.id);
+      pick = row[row.findIndex((r) => r.id === cur.id) + (dir === 'left' ? -1 : 1)];
+    } else if (dir === 'down') {
+      pick = rs.filter((r) => r.track === cur.track && r.depth === cur.depth + 1 && r.ts >= cur.ts && r.ts < cur.end)
+        .sort((a, b) => a.ts - b.ts)[0];
+    } else {
+      pick = rs.find((r) => r.track === cur.track && r.depth === cur.depth - 1 && r.ts <= cur.ts && r.end >= cur.end);
+    }
+    if (!pick) return;
+    selectSlice(pick);
+  }
+  function fitSelection() {
+    const r = V.slice && dbg.rects.find((x) => x.id === V.slice.id && x.count === 1);
+    if (!r) return;
+    const pad = Math.max((r.end - r.ts) / 4, 500);
+    input();
+    setWindow(r.ts - pad, r.end + pad);
+  }
+  function controlSelected(what) {
+    const r = V.slice && T.rows.find((x) => x.track === V.slice.track);
+    if (!r) return;
+    if (what === 'fold') trackControl(T.layout.find((x) => x.kind === 'process' && x.upid === r.upid), 0);
+    else if (T.byTrack[r.track]) trackControl(T.byTrack[r.track], what === 'pin' ? PIN_X : 0);
+  }
+  const TABS = ['timeline', 'flame', 'zone', 'stats', 'sql'];
   window.addEventListener('keydown', (ev) => {
-    if (!T || dbg.section !== 'timeline' || ev.target.tagName === 'INPUT' ||
-        ev.target.tagName === 'TEXTAREA') return;
+    if (ev.target.tagName === 'INPUT' || ev.target.tagName === 'TEXTAREA' || ev.target.tagName === 'SELECT') {
+      if (ev.key === 'Escape') ev.target.blur();
+      return;
+    }
+    if (ev.ctrlKey || ev.metaKey || ev.altKey) return;
+    if (ev.key === '?') { toggleKeys(); ev.preventDefault(); return; }
+    if (ev.key === 'Escape' && !$('keys').hidden) { toggleKeys(false); return; }
+    if (!T) return;
+    if (ev.key === '/') { $('search').focus(); ev.preventDefault(); return; }
+    const n = Number(ev.key);
+    if (Number.isInteger(n) && n >= 1 && n <= TABS.length) {
+      location.hash = '#trace=' + T.id + '&tab=' + TABS[n - 1];
+      ev.preventDefault();
+      return;
+    }
+    if (dbg.section !== 'timeline') return;
     const span = V.e - V.s, c = (V.s + V.e) / 2;
-    const k = ev.key.toLowerCase();
+    const k = ev.key.length === 1 ? ev.key.toLowerCase() : ev.key;
     if ('wsad'.includes(k) && k.length === 1) input();
     if (k === 'w') setWindow(c - span * 0.35, c + span * 0.35);
     else if (k === 's') setWindow(c - span * 0.7, c + span * 0.7);
     else if (k === 'a') setWindow(V.s - span * 0.15, V.e - span * 0.15);
     else if (k === 'd') setWindow(V.s + span * 0.15, V.e + span * 0.15);
+    else if (k === 'ArrowLeft') moveSelection('left');
+    else if (k === 'ArrowRight') moveSelection('right');
+    else if (k === 'ArrowUp') moveSelection('up');
+    else if (k === 'ArrowDown') moveSelection('down');
+    else if (k === 'f') fitSelection();
+    else if (k === 'c') controlSelected('collapse');
+    else if (k === 'p') controlSelected('pin');
+    else if (k === 'g') controlSelected('fold');
+    else if (k === 'Escape') { V.slice = null; V.range = null; $('range').textContent = ''; draw(); saveState(); }
     else return;
     ev.preventDefault();
   });
+  $('keys-close').addEventListener('click', () => toggleKeys(false));
   window.addEventListener('resize', () => {
     if (dbg.section === 'timeline' && T) { resize(); requestTile(); }
     if (dbg.section === 'flame') drawFlame();
@@ -989,16 +1369,27 @@
   }
   function step(d) {
     if (!V || !V.matches || !V.matches.length) return;
-    V.match = (V.match + d + V.matches.length) % V.matches.length;
+    V.match = V.match < 0 && d < 0 ? V.matches.length - 1
+      : (V.match + d + V.matches.length) % V.matches.length;
     const m = V.matches[V.match];
     $('matches').textContent = (V.match + 1) + ' / ' + dbg.search.total;
     dbg.search.current = V.match;
     show('timeline');
     goTo(m);
   }
-  $('search').addEventListener('keydown', (ev) => {
-    if (ev.key === 'Enter') { ev.preventDefault(); if (ev.shiftKey) step(-1); else if (V.matches && V.matches.length && V.search === $('search').value.trim()) step(1); else search(); }
+  // Enter: the next match (shift: the previous); the first Enter after
+  // the text changed finds the matches and goes to the first.
+  $('search').addEventListener('keydown', async (ev) => {
+    if (ev.key !== 'Enter' || !V) return;
+    ev.preventDefault();
+    if (V.search !== ($('search').value.trim() || null)) {
+      await search();
+      if (V.matches.length) step(ev.shiftKey ? -1 : 1);
+    } else {
+      step(ev.shiftKey ? -1 : 1);
+    }
   });
+  $('all-flows').addEventListener('change', () => { if (T && V && V.tile) draw(); });
   $('next').addEventListener('click', () => step(1));
   $('prev').addEventListener('click', () => step(-1));
 
@@ -1046,11 +1437,35 @@
     const g = fcv.getContext('2d');
     g.setTransform(dpr, 0, 0, dpr, 0, 0);
     g.clearRect(0, 0, W, H);
-    g.font = '11px system-ui, sans-serif';
+    g.font = '10px system-ui, sans-serif';
     g.textBaseline = 'middle';
     const z = nodes[flameState.zoom];
     const boxes = [];
     const scale = z.total > 0 ? W / z.total : 0;
+    // The search: the nodes whose name holds the text (any case) outlined,
+    // the others paler.
+    const q = ($('fl-search').value || '').trim().toLowerCase();
+    let matches = 0, matchTotal = 0, labels = 0;
+    // The text cut to fit w px, or null: its head and an ellipsis, or,
+    // when fewer than 4 characters of the head fit, its tail (names that
+    // share a prefix, function_18 and function_29, differ there).
+    const fits = (t, w) => g.measureText(t).width <= w;
+    const cut = (text, w, tail) => {
+      let lo = 0, hi = text.length;
+      while (lo < hi) {
+        const mid = (lo + hi + 1) >> 1;
+        if (fits(tail ? '\u2026' + text.slice(text.length - mid) : text.slice(0, mid) + '\u2026', w)) lo = mid; else hi = mid - 1;
+      }
+      return lo;
+    };
+    const ellipsis = (text, w) => {
+      if (fits(text, w)) return text;
+      const head = cut(text, w, false);
+      if (head >= 4) return text.slice(0, head) + '\u2026';
+      const tail = cut(text, w, true);
+      if (tail >= 2 && tail >= head) return '\u2026' + text.slice(text.length - tail);
+      return head >= 2 ? text.slice(0, head) + '\u2026' : null;
+    };
     // The zoomed node's ancestors first, full width, then its subtree.
     const chain = [];
     for (let n = z; n; n = n.parent >= 0 ? nodes[n.parent] : null) chain.unshift(n);
@@ -1058,14 +1473,20 @@
     function box(n, x, d, w) {
       const y = d * ROW_H;
       if (y > H) return;
+      const hit = q !== '' && n.i !== 0 && n.name.toLowerCase().includes(q);
+      if (hit) { matches++; matchTotal += n.total; }
+      g.globalAlpha = q !== '' && !hit ? 0.35 : 1;
       g.fillStyle = n.i === 0 ? '#b0bec5' : colorOf(n.name, false);
       g.fillRect(x, y, Math.max(1, w - 1), ROW_H - 1);
-      if (w > 30) {
-        g.fillStyle = '#111';
-        const label = n.name + ' ' + fmtDur(n.total);
-        g.fillText(label.length * 6 > w - 6 ? label.slice(0, Math.floor((w - 6) / 6)) : label, x + 3, y + ROW_H / 2);
+      if (hit) { g.strokeStyle = '#000'; g.lineWidth = 2; g.strokeRect(x + 1, y + 1, Math.max(1, w - 3), ROW_H - 3); g.lineWidth = 1; }
+      // A label wherever one fits: the name and total, else the name, cut.
+      if (w >= 16) {
+        const full = n.name + ' ' + fmtDur(n.total);
+        const label = fits(full, w - 6) ? full : ellipsis(n.name, w - 6);
+        if (label) { g.fillStyle = '#111'; g.fillText(label, x + 3, y + ROW_H / 2); labels++; }
       }
-      boxes.push({ i: n.i, name: n.name, total: n.total, self: n.self, count: n.count, x, y, w, h: ROW_H - 1 });
+      g.globalAlpha = 1;
+      boxes.push({ i: n.i, name: n.name, total: n.total, self: n.self, count: n.count, x, y, w, h: ROW_H - 1, hit });
     }
     for (const n of chain.slice(0, -1)) box(n, 0, depth++, W);
     function sub(n, x, d) {
@@ -1079,8 +1500,27 @@
     flameState.boxes = boxes;
     const kid = (n) => ({ name: n.name, total: n.total, self: n.self, count: n.count });
     dbg.flame = { root: kid(nodes[0]), zoom: kid(z), children: z.kids.map(kid),
-                  rootChildren: nodes[0].kids.map(kid), boxes: boxes.length };
+                  rootChildren: nodes[0].kids.map(kid), boxes: boxes.length, labels,
+                  search: q, matches, matchTotal };
+    if (q !== '') $('fl-info').textContent = matches + ' nodes drawn match "' + q + '": ' + fmtDur(matchTotal) +
+      (z.total ? ' (' + (100 * matchTotal / z.total).toFixed(1) + '% of ' + (z.i === 0 ? 'the whole' : z.name) + ')' : '');
   }
+  function flameBoxAt(x, y) {
+    if (!flameState.boxes) return null;
+    for (const b of flameState.boxes) if (x >= b.x && x <= b.x + b.w && y >= b.y && y <= b.y + b.h) return b;
+    return null;
+  }
+  // Hover: every node, however narrow, says what it is.
+  fcv.addEventListener('mousemove', (ev) => {
+    const b = flameBoxAt(ev.offsetX, ev.offsetY), nodes = flameState.data;
+    if (!b || !nodes) { hideTip(); return; }
+    const root = nodes[0].total;
+    showTip({ kind: 'flame', lines: [b.i === 0 ? '(all)' : b.name,
+      'total ' + fmtDur(b.total) + (root ? ' (' + (100 * b.total / root).toFixed(2) + '% of the whole)' : ''),
+      'self ' + fmtDur(b.self), b.count + ' slices', 'click: zoom into it'] }, ev.clientX, ev.clientY);
+  });
+  fcv.addEventListener('mouseleave', hideTip);
+  $('fl-search').addEventListener('input', () => drawFlame());
   fcv.addEventListener('click', (ev) => {
     if (!flameState.boxes) return;
     for (const b of flameState.boxes) {
@@ -1095,6 +1535,100 @@
   $('fl-reset').addEventListener('click', () => { flameState.zoom = 0; drawFlame(); });
   $('fl-thread').addEventListener('change', loadFlame);
   $('fl-sel').addEventListener('change', loadFlame);
+
+  // ---- find zone (Tracy's) -------------------------------------------------------
+  //
+  // One slice name's durations (/api/zone, what `etch stats --slice NAME`
+  // prints): count, min, p50, p90, p99 (nearest rank) and max, and the
+  // histogram as bars; a bar lists its slices (the first 1000 by time), a
+  // row goes to its slice on the timeline.
+  const Z = { names: null, data: null, bar: -1 };
+  async function loadZone() {
+    try {
+      if (!Z.names) {
+        const d = await api('/api/zone', { id: T.id });
+        Z.names = d.names;
+        const dl = $('zone-names');
+        dl.textContent = '';
+        for (const [n, c] of d.names) dl.appendChild(el('option', { value: n }, c + ' slices'));
+        if (!$('zone-name').value && d.names.length) $('zone-name').value = d.names[0][0];
+      }
+      const name = $('zone-name').value;
+      if (name && (!Z.data || Z.data.zone.name !== name)) await showZone(name);
+      showError(null);
+    } catch (e) { showError(e); }
+  }
+  async function showZone(name) {
+    const d = await api('/api/zone', { id: T.id, name });
+    Z.data = d;
+    Z.bar = -1;
+    const z = d.zone, body = $('zone-table').tBodies[0];
+    body.textContent = '';
+    const tr = el('tr');
+    tr.appendChild(el('td', { class: 'n' }, String(z.count)));
+    for (const k of ['min', 'p50', 'p90', 'p99', 'max'])
+      tr.appendChild(el('td', { class: 'n', title: z[k] === null ? '' : z[k] + ' ns' }, z[k] === null ? '-' : fmtDur(z[k])));
+    body.appendChild(tr);
+    $('zone-info').textContent = z.count ? z.histogram.length + ' buckets of ' +
+      fmtDur(z.histogram[0].hi - z.histogram[0].lo) + '; a bar lists its slices' : 'no slice of that name';
+    const hist = $('zone-hist');
+    hist.textContent = '';
+    const top = Math.max(1, ...z.histogram.map((b) => b.count));
+    z.histogram.forEach((b, k) => {
+      const bar = el('button', { 'data-k': String(k), 'data-count': String(b.count),
+                                 title: fmtDur(b.lo) + ' .. ' + fmtDur(b.hi) + ': ' + b.count + ' slices' });
+      bar.style.height = (b.count ? Math.max(2, 100 * b.count / top) : 0) + '%';
+      bar.addEventListener('click', () => zoneBar(k));
+      hist.appendChild(bar);
+    });
+    const axis = $('zone-axis');
+    axis.textContent = '';
+    if (z.count) { axis.appendChild(el('span', null, fmtDur(z.min))); axis.appendChild(el('span', null, fmtDur(z.max))); }
+    $('zone-list').textContent = '';
+    dbg.zone = { zone: z, instances: null };
+  }
+  async function zoneBar(k) {
+    const z = Z.data.zone, b = z.histogram[k];
+    Z.bar = k;
+    for (const x of $('zone-hist').children) x.classList.toggle('on', Number(x.dataset.k) === k);
+    try {
+      const d = await api('/api/zone', { id: T.id, name: z.name, lo: b.lo, hi: b.hi });
+      const box = $('zone-list');
+      box.textContent = '';
+      box.appendChild(el('h3', null, d.instances_total + ' slices of ' + fmtDur(b.lo) + ' to ' + fmtDur(b.hi) +
+                         (d.instances.length < d.instances_total ? ' (the first ' + d.instances.length + ')' : '')));
+      const t = el('table', { id: 'zone-slices' });
+      const head = el('tr');
+      for (const h of ['start', 'duration', 'track']) head.appendChild(el('th', null, h));
+      const thead = el('thead'); thead.appendChild(head); t.appendChild(thead);
+      const tb = el('tbody');
+      for (const [id, ts, dur, track, depth] of d.instances) {
+        const r = el('tr', { 'data-id': String(id), tabindex: '0' });
+        r.appendChild(el('td', { class: 'n' }, fmtDur(ts - T.start)));
+        r.appendChild(el('td', { class: 'n' }, fmtDur(dur)));
+        r.appendChild(el('td', null, T.byTrack[track] ? T.byTrack[track].label : String(track)));
+        const go = () => zoneGo({ id, ts, dur, track, depth, name: z.name });
+        r.addEventListener('click', go);
+        r.addEventListener('keydown', (ev) => { if (ev.key === 'Enter') go(); });
+        tb.appendChild(r);
+      }
+      t.appendChild(tb);
+      box.appendChild(t);
+      dbg.zone.instances = d.instances;
+      dbg.zone.instancesTotal = d.instances_total;
+      showError(null);
+    } catch (e) { showError(e); }
+  }
+  // The timeline, the slice in the middle third of the window, selected.
+  function zoneGo(m) {
+    location.hash = '#trace=' + T.id + '&tab=timeline';
+    const pad = Math.max(m.dur, 1000);
+    V.s = Math.round(m.ts - pad); V.e = Math.round(m.ts + m.dur + pad);
+    selectSlice({ id: m.id, count: 1, ts: m.ts, end: m.ts + m.dur, name: m.name });
+  }
+  $('zone-go').addEventListener('click', () => { if (T) loadZone(); });
+  $('zone-name').addEventListener('keydown', (ev) => { if (ev.key === 'Enter' && T) { ev.preventDefault(); loadZone(); } });
+  $('zone-name').addEventListener('change', () => { if (T) loadZone(); });
 
   // ---- stats -------------------------------------------------------------------
 
@@ -1238,10 +1772,11 @@
     });
 
   function route() {
+    knownHash = location.hash;
     const h = new URLSearchParams(location.hash.slice(1));
     const id = h.get('trace'), diff = (h.get('diff') || '').split(',');
     if (REPORT && !id) { location.hash = '#trace=' + REPORT.trace.id; return; }
-    if (id) openTrace(id, h.get('tab'));
+    if (id) openTrace(id, h.get('tab'), h);
     else if (diff.length === 2 && !REPORT) showDiff(diff[0], diff[1]);
     else showList();
   }
