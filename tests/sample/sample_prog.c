@@ -10,8 +10,11 @@
  *                        (a test hook of libetch), then the rounds stop
  *   sample_prog refuse   perf_event_open refused by a seccomp filter:
  *                        10 rounds, recorded without samples
+ *   sample_prog N fork   then forks a child that calls etch_init() and
+ *                        runs rounds until its own sampler has written N/4
  *
- * Prints "tid early TID", "tid late TID" and "rounds R" on stdout.
+ * Prints "tid early TID", "tid late TID" and "rounds R" on stdout, and
+ * "child PID status S" after a fork.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -26,6 +29,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <etch/etch.h>
@@ -100,8 +104,8 @@ static void refuse_perf(void) {
 }
 
 int main(int argc, char **argv) {
-  if (argc != 2) {
-    fprintf(stderr, "usage: sample_prog N|refuse\n");
+  if (argc != 2 && !(argc == 3 && !strcmp(argv[2], "fork"))) {
+    fprintf(stderr, "usage: sample_prog N [fork] | refuse\n");
     return 2;
   }
   bool refuse = !strcmp(argv[1], "refuse");
@@ -130,5 +134,18 @@ int main(int argc, char **argv) {
   pthread_join(late, NULL);
   printf("tid early %d\ntid late %d\nrounds %d\n", atomic_load(&early_tid),
          atomic_load(&late_tid), atomic_load(&rounds_done));
+  if (argc == 3) {
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) { /* samples of its own, in a session of its own */
+      if (etch_init() != ETCH_OK) _exit(4);
+      uint64_t x = 1;
+      while (etch__sample_written() < want / 4) x = run_round(x);
+      exit((int)(x & 0));
+    }
+    int st = -1;
+    waitpid(pid, &st, 0);
+    printf("child %d status %d\n", (int)pid, st);
+  }
   return 0;
 }

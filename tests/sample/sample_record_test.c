@@ -188,6 +188,45 @@ TEST(samples_split_as_the_work_and_land_in_their_slices) {
 }
 #endif
 
+/* A child made by fork() that calls etch_init() samples itself, in a
+ * session of its own (the parent's sampler is not its own), and the
+ * parent's samples are not disturbed: both processes' samples are in the
+ * trace of the run. */
+TEST(a_forked_child_that_records_samples_itself) {
+  if (!perf_usable()) return;
+  char arg[32];
+  snprintf(arg, sizeof arg, "%d fork", WANT / 2);
+  char cmd[3000];
+  snprintf(cmd, sizeof cmd, "%s record -q --sample -o %s -- %s %s 2>%s",
+           ETCH_BIN, path_in_tmp("fork.pftrace"), ETCH_SAMPLE_PROG, arg,
+           path_in_tmp("record.err"));
+  int st;
+  char *out = run(cmd, &st);
+  char *err = read_file(path_in_tmp("record.err"));
+  if (st != 0) FAIL("%s: status %d\n%s%s", cmd, st, out, err);
+  const char *c = strstr(out, "child ");
+  ASSERT_TRUE(c != NULL);
+  int child = 0, cst = -1;
+  ASSERT_EQ_INT(sscanf(c, "child %d status %d", &child, &cst), 2);
+  ASSERT_EQ_INT(cst, 0);
+#ifdef ETCH_TP
+  char *q = tp_query(path_in_tmp("fork.pftrace"),
+                     "select 'p' as k, pr.pid as pid, "
+                     "count(*) as n from perf_sample p join thread t "
+                     "using (utid) join process pr using (upid) "
+                     "group by pr.pid order by pr.pid;\n");
+  fprintf(stderr, "%s", q);
+  char needle[64];
+  snprintf(needle, sizeof needle, ",%d,", child);
+  const char *p = strstr(q, needle);
+  ASSERT_TRUE(p != NULL);
+  ASSERT_TRUE(atoi(p + strlen(needle)) >= WANT / 8);
+  free(q);
+#endif
+  free(out);
+  free(err);
+}
+
 /* A process where perf_event_open is refused: the slices are recorded, the
  * reason said once on stderr, and no sample is in the trace. */
 TEST(refused_perf_records_the_rest_and_says_why) {

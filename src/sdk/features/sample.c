@@ -244,8 +244,23 @@ static int open_events(sampler *sp, uint32_t hz) {
   return rc;
 }
 
+/* A child made by fork() has the parent's samplers but not their
+ * threads: it forgets them (their memory and descriptors are left as they
+ * are: the events are the parent's), so that a session of its own samples
+ * afresh and a stop never joins a thread that is not there. */
+static void forget_in_child(void) {
+  for (uint32_t i = 0; i < ETCH_MAX_SESSIONS; i++)
+    __atomic_store_n(&samplers[i], NULL, __ATOMIC_RELAXED);
+}
+
+static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+static void atfork_register(void) {
+  pthread_atfork(NULL, NULL, forget_in_child);
+}
+
 void etch__sample_start(etch_session *s) {
   uint32_t slot = s->slot;
+  pthread_once(&atfork_once, atfork_register);
   if (__atomic_load_n(&samplers[slot], __ATOMIC_ACQUIRE)) return;
   sampler *sp = etch__calloc(1, sizeof *sp);
   if (!sp) {
