@@ -134,20 +134,26 @@ TEST(samples_split_as_the_work_and_land_in_their_slices) {
                        "group by 1, 2 order by 1, 2;\n");
   fprintf(stderr, "rounds %d, early %d, late %d; samples:\n%s", r.rounds,
           r.early, r.late, out);
+  /* Each thread has its samples, split 70/30 within 10 points (how the
+   * CPU is shared between the threads is the scheduler's: one may have
+   * fewer than the other), and all of them within 5 points. */
   int tids[2] = {r.early, r.late};
-  int total = 0;
+  int total_a = 0, total = 0;
   for (int i = 0; i < 2; i++) {
     int a = count_of(out, tids[i], "burn_a");
     int b = count_of(out, tids[i], "burn_b");
+    total_a += a;
     total += a + b;
-    /* Each thread has a few hundred samples, 70/30 within 6 points. */
-    ASSERT_TRUE(a + b >= 150);
+    ASSERT_TRUE(a + b >= 50);
     int share_a = 1000 * a / (a + b);
-    if (share_a < 640 || share_a > 760)
+    if (share_a < 600 || share_a > 800)
       FAIL("thread %d: burn_a %d, burn_b %d: %d per mille in burn_a",
            tids[i], a, b, share_a);
   }
   ASSERT_TRUE(total >= WANT * 9 / 10);
+  int share = 1000 * total_a / total;
+  if (share < 650 || share > 750)
+    FAIL("burn_a %d of %d samples: %d per mille", total_a, total, share);
   free(out);
 
   /* Every sample in burn_a or burn_b is inside a slice of that name on its
