@@ -127,7 +127,8 @@ TEST(samples_split_as_the_work_and_land_in_their_slices) {
   char want[16];
   snprintf(want, sizeof want, "%d", WANT);
   recorded r = record(NULL, want, "split.pftrace"); /* 1000 Hz */
-  const char *trace = path_in_tmp("split.pftrace");
+  char trace[600]; /* path_in_tmp's buffers are reused */
+  snprintf(trace, sizeof trace, "%s", path_in_tmp("split.pftrace"));
   char *out = tp_query(trace,
                        "select t.tid as tid, coalesce(s.name, '?') as fn, "
                        "count(*) as n " LEAF_JOINS
@@ -183,6 +184,16 @@ TEST(samples_split_as_the_work_and_land_in_their_slices) {
     ASSERT_EQ_INT(inside, n);
     ASSERT_EQ_INT(caller_ok, n);
   }
+  free(out);
+  /* The sampler's own thread is named, and has no samples. */
+  out = tp_query(trace, "select count(*) as n from perf_sample p join "
+                        "thread t using (utid) where t.name = "
+                        "'etch-sampler';\n");
+  ASSERT_EQ_STR(out, "\"n\"\n0\n");
+  free(out);
+  out = tp_query(trace, "select count(*) as n from thread "
+                        "where name = 'etch-sampler';\n");
+  ASSERT_EQ_STR(out, "\"n\"\n1\n");
   free(out);
   /* trace_processor's common view of stack samples takes them too. */
   out = tp_query(trace, "select count(*) as n from perf_sample p "
