@@ -67,6 +67,10 @@ const etch_envvar etch__envvars[ETCH_ENV_COUNT_] = {
                                   "write ETCH_OUT while recording, this often "
                                   "in ms, 0: at exit (option "
                                   "write_period_ms)"},
+    [ETCH_ENV_SAMPLE] = {"ETCH_SAMPLE", ETCH_ENV_NUM_COUNT, ETCH_ENV_CONFIG_KEY,
+                         "sample_hz", NUM(0, 100000, 0), "0", NULL,
+                         "sample the program's call stacks this many times a "
+                         "second per thread, 0: off (option sample_hz)"},
     [ETCH_ENV_CONFIG] = {"ETCH_CONFIG", ETCH_ENV_STRING, 0, NULL, NONUM,
                          "unset", "key=value;key=value",
                          "any config options; the variables above are "

@@ -1015,7 +1015,9 @@ TEST(cli_env) {
   size_t lines = 0;
   for (const char *p = r.out; *p; p++) lines += *p == '\n';
   ASSERT_CONTAINS(r.out, "\nETCH_MALLOC_STACKS        bool     1       0|1\n");
-  ASSERT_EQ_INT((int)lines, 1 + 2 * 33); /* 33 variables */
+  ASSERT_CONTAINS(r.out, "\nETCH_SAMPLE               count    0       "
+                         "0..100000\n");
+  ASSERT_EQ_INT((int)lines, 1 + 2 * 34); /* 34 variables */
   ASSERT_EQ_STR(r.err, "");
   done(&r);
 

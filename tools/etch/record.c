@@ -155,6 +155,25 @@ static int rec_write_period(const command *cmd, const char *opt,
   return 0;
 }
 
+/* --sample (1000 Hz) or --sample=HZ. */
+static int rec_sample(const command *cmd, const char *opt, const char *value,
+                      void *args) {
+  record_args *a = (record_args *)args;
+  if (!value) {
+    a->sample_hz = 1000;
+    return 0;
+  }
+  char *end;
+  errno = 0;
+  unsigned long hz = strtoul(value, &end, 10);
+  if (end == value || *end || errno || value[0] == '-' || hz < 1 ||
+      hz > 100000)
+    return usage_error(cmd, "%s: '%s' is not a rate from 1 to 100000 "
+                            "(samples a second)", opt, value);
+  a->sample_hz = (uint32_t)hz;
+  return 0;
+}
+
 static int rec_buffer(const command *cmd, const char *opt, const char *value,
                       void *args) {
   record_args *a = (record_args *)args;
@@ -211,6 +230,9 @@ static int rec_check(const command *cmd, const record_args *ra,
   if (!rc && ra->malloc_trace && (ra->service || o->noperands == 0))
     rc = usage_error(cmd, "--malloc traces the allocations of a program etch "
                           "record runs itself (not with --system)");
+  if (!rc && ra->sample_hz && (ra->service || o->noperands == 0))
+    rc = usage_error(cmd, "--sample samples a program etch record runs "
+                          "itself (not with --system)");
   if (!rc && ra->malloc_trace && !rec_malloc_lib(preload, cap))
     rc = runtime_error("--malloc: libetch_malloc.so not found next to etch "
                        "(set ETCH_MALLOC_LIB to its path)");
@@ -375,6 +397,12 @@ static const cli_opt kRecordOpts[] = {
      "libetch_malloc.so; see etch leaks), in a 64MB\n"
      "buffer that keeps the earliest events when full",
      CLI_BOOL(record_args, malloc_trace)},
+    {0, "--sample", NULL,
+     "sample the call stacks of every thread of the\n"
+     "program, HZ times a second (default 1000), with\n"
+     "perf events (ETCH_SAMPLE; docs/sdk.md, Sampling)",
+     CLI_FN(rec_sample), .shown = "--sample[=HZ]"},
+    {0, "--sample", "HZ", NULL, CLI_FN(rec_sample)},
     {'q', "--quiet", NULL,
      "say where the trace is, without the summary\n"
      "(which reads the whole trace)",
@@ -440,7 +468,7 @@ const command cli_record = {
     .summary = "run a program and record a trace of it",
     .synopsis =
         "etch record [-o OUT.pftrace] [-c CATEGORIES] [-q] [--console] "
-        "[--malloc] [--buffer SIZE] [--ring|--discard] [--write-period DURATION] "
+        "[--malloc] [--sample[=HZ]] [--buffer SIZE] [--ring|--discard] [--write-period DURATION] "
         "[--] PROGRAM [ARGS...]\n"
         "       etch record --system [-t DURATION] [--config FILE] [-o OUT] "
         "[-q] [-- PROGRAM...]\n",

@@ -32,6 +32,7 @@ typedef struct record_args {
   bool write_period;          /* --write-period given */
   uint32_t write_period_ms;
   bool per_process; /* --per-process: a file for each process */
+  uint32_t sample_hz; /* --sample[=HZ]: ETCH_SAMPLE; 0: not given */
 } record_args;
 
 /*

@@ -127,6 +127,11 @@ void rec_environment(const record_args *ra, const char *out_path,
     setenv("ETCH_BUFFER_KB", kb, 1);
   }
   if (ra->fill) setenv("ETCH_FILL", ra->fill, 1);
+  if (ra->sample_hz) {
+    char hz[16];
+    snprintf(hz, sizeof hz, "%u", (unsigned)ra->sample_hz);
+    setenv("ETCH_SAMPLE", hz, 1);
+  }
   if (ra->write_period) {
     char ms[24];
     snprintf(ms, sizeof ms, "%u", (unsigned)ra->write_period_ms);

@@ -58,6 +58,9 @@ static const option options[] = {
     {"write_period_ms", OPT_UINT, OFF(write_period_ms), 0, 86400000ull, NULL,
      "write the output while recording, this often in ms and whenever a "
      "quarter of the buffer is full (0: when the session stops)"},
+    {"sample_hz", OPT_UINT, OFF(sample_hz), 0, 100000, NULL,
+     "sample every thread's call stack this many times a second with "
+     "perf events (0: off)"},
 };
 #undef OFF
 

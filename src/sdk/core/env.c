@@ -457,7 +457,7 @@ int etch_init(void) {
     static const etch_env kVars[] = {
         ETCH_ENV_CATEGORIES, ETCH_ENV_BUFFER_KB,  ETCH_ENV_FILL,
         ETCH_ENV_DURATION_MS, ETCH_ENV_COMPRESSION, ETCH_ENV_FLIGHT,
-        ETCH_ENV_FLIGHT_KEEP, ETCH_ENV_WRITE_PERIOD_MS};
+        ETCH_ENV_FLIGHT_KEEP, ETCH_ENV_WRITE_PERIOD_MS, ETCH_ENV_SAMPLE};
     rc = env_config(cfg, kVars, ETCH_ARRAY_SIZE(kVars));
     /* A fork child's flight file is its own: without %p the name is the
      * parent's, so the child's is NAME.PID.ext. */

@@ -112,6 +112,7 @@ struct etch_config {
   char *flight;         /* the ring in this file (buffer/flight.h) */
   uint64_t flight_keep; /* 1: the flight file stays after a normal end */
   uint64_t write_period_ms; /* >0: the output is written while recording */
+  uint64_t sample_hz; /* >0: call stacks sampled (features/sample.c) */
   /* interceptor.KEY=VALUE options, in the order set */
   char **iopt_keys, **iopt_values;
   size_t n_iopts;
@@ -232,6 +233,11 @@ void etch__important_after_reset(etch_writer *w);
 enum { ETCH_CAT_SWITCH_DEFAULT = 0, ETCH_CAT_SWITCH_ON = 1,
        ETCH_CAT_SWITCH_OFF = 2 };
 
+/* CPU sampling (sample.c): a session with sample_hz starts its sampler
+ * once it runs, and stops it (the last samples and their symbols written)
+ * while it still takes events. */
+void etch__sample_start(etch_session *s);
+void etch__sample_stop(etch_session *s);
 /* Writes the thread's pending live-bytes counters (memory.c). */
 void etch__mem_flush_thread(void);
 /* Memory tracing's events (memory.c, track_event.c): an allocation's

@@ -216,6 +216,7 @@ int etch_session_start(etch_session *s) {
   __atomic_store_n(&s->state, ETCH_SESS_RUNNING, __ATOMIC_RELAXED);
   etch__categories_apply(s, true);
   pthread_mutex_unlock(&etch__g.lock);
+  if (s->cfg.sample_hz) etch__sample_start(s);
   if (s->cfg.duration_ms) {
     pthread_mutex_lock(&s->lock);
     s->refs++;
@@ -259,8 +260,10 @@ int etch_session_stop(etch_session *s) {
   /* What features still hold for the stopping thread (memory tracing's
    * live-bytes changes not yet written), while the session takes them: at
    * exit this is the main thread's. */
-  if (__atomic_load_n(&s->state, __ATOMIC_RELAXED) == ETCH_SESS_RUNNING)
+  if (__atomic_load_n(&s->state, __ATOMIC_RELAXED) == ETCH_SESS_RUNNING) {
+    if (s->cfg.sample_hz) etch__sample_stop(s);
     etch__feature_hooks_before_stop();
+  }
   pthread_mutex_lock(&etch__g.lock);
   bool was_running = s->state == ETCH_SESS_RUNNING;
   if (s->state != ETCH_SESS_STOPPED) {
