@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "base/base.h"
+#include "base/containers.h"
 #include "query/query.h"
 
 enum { kBufferedRows = 1000 };
@@ -29,8 +30,7 @@ struct etch__tt {
   size_t ncols;
   char **head;
   bool *right;
-  char **cells; /* row-major */
-  size_t ncells, cap;
+  etch_vec cells; /* of char *, row-major */
 };
 
 etch__tt *etch__tt_new(size_t ncols) {
@@ -85,14 +85,8 @@ static char *escape_controls(const char *s) {
 
 void etch__tt_cell(etch__tt *t, const char *text) {
   if (!t) return;
-  if (t->ncells == t->cap) {
-    size_t cap = t->cap ? t->cap * 2 : 64;
-    char **c = etch__realloc(t->cells, cap * sizeof *c);
-    if (!c) return;
-    t->cells = c;
-    t->cap = cap;
-  }
-  t->cells[t->ncells++] = escape_controls(text ? text : "");
+  if (ETCH_VEC_RESERVE(&t->cells, char *, 1)) return;
+  (void)ETCH_VEC_PUSH(&t->cells, char *, escape_controls(text ? text : ""));
 }
 
 void etch__tt_cellf(etch__tt *t, const char *fmt, ...) {
@@ -105,7 +99,7 @@ void etch__tt_cellf(etch__tt *t, const char *fmt, ...) {
 }
 
 size_t etch__tt_rows(const etch__tt *t) {
-  return t ? t->ncells / t->ncols : 0;
+  return t ? ETCH_VEC_COUNT(&t->cells, char *) / t->ncols : 0;
 }
 
 /* ---- display width ----------------------------------------------------------- */
@@ -238,26 +232,29 @@ void etch__tt_print(const etch__tt *t, FILE *out, const char *indent,
   if (!w) return;
   for (size_t c = 0; c < t->ncols; c++)
     w[c] = t->head[c] ? text_width(t->head[c]) : 0;
-  for (size_t i = 0; i < t->ncells; i++) {
-    size_t len = text_width(t->cells[i]);
+  char **cells = ETCH_VEC_AT(&t->cells, char *);
+  size_t ncells = ETCH_VEC_COUNT(&t->cells, char *);
+  for (size_t i = 0; i < ncells; i++) {
+    size_t len = text_width(cells[i]);
     if (len > w[i % t->ncols]) w[i % t->ncols] = len;
   }
   bool header = false;
   for (size_t c = 0; c < t->ncols; c++) header |= t->head[c] != NULL;
   if (header) print_line(out, indent, t->head, t->right, w, t->ncols);
   if (header && dashes) print_dashes(out, indent, w, t->ncols);
-  for (size_t i = 0; i + t->ncols <= t->ncells; i += t->ncols)
-    print_line(out, indent, t->cells + i, t->right, w, t->ncols);
+  for (size_t i = 0; i + t->ncols <= ncells; i += t->ncols)
+    print_line(out, indent, cells + i, t->right, w, t->ncols);
   free(w);
 }
 
 void etch__tt_free(etch__tt *t) {
   if (!t) return;
   for (size_t c = 0; c < t->ncols && t->head; c++) free(t->head[c]);
-  for (size_t i = 0; i < t->ncells; i++) free(t->cells[i]);
+  char **cells = ETCH_VEC_AT(&t->cells, char *);
+  for (size_t i = 0; i < ETCH_VEC_COUNT(&t->cells, char *); i++) free(cells[i]);
   free(t->head);
   free(t->right);
-  free(t->cells);
+  etch__vec_free(&t->cells);
   free(t);
 }
 
