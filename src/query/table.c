@@ -31,6 +31,7 @@ struct etch__tt {
   char **head;
   bool *right;
   etch_vec cells; /* of char *, row-major */
+  bool failed;    /* a header or cell is missing: out of memory */
 };
 
 etch__tt *etch__tt_new(size_t ncols) {
@@ -51,6 +52,7 @@ void etch__tt_header(etch__tt *t, size_t col, const char *name, bool right) {
   if (!t || col >= t->ncols) return;
   free(t->head[col]);
   t->head[col] = etch__strdup(name ? name : "");
+  if (!t->head[col]) t->failed = true;
   t->right[col] = right;
 }
 
@@ -85,8 +87,13 @@ static char *escape_controls(const char *s) {
 
 void etch__tt_cell(etch__tt *t, const char *text) {
   if (!t) return;
-  if (ETCH_VEC_RESERVE(&t->cells, char *, 1)) return;
-  (void)ETCH_VEC_PUSH(&t->cells, char *, escape_controls(text ? text : ""));
+  char *cell = NULL;
+  if (ETCH_VEC_RESERVE(&t->cells, char *, 1) ||
+      !(cell = escape_controls(text ? text : ""))) {
+    t->failed = true; /* the rows would be out of step: none is printed */
+    return;
+  }
+  (void)ETCH_VEC_PUSH(&t->cells, char *, cell);
 }
 
 void etch__tt_cellf(etch__tt *t, const char *fmt, ...) {
@@ -225,11 +232,11 @@ static void print_dashes(FILE *out, const char *indent, const size_t *widths,
   fputc('\n', out);
 }
 
-void etch__tt_print(const etch__tt *t, FILE *out, const char *indent,
-                    bool dashes) {
-  if (!t) return;
+int etch__tt_print(const etch__tt *t, FILE *out, const char *indent,
+                   bool dashes) {
+  if (!t || t->failed) return etch__error(ETCH_ENOMEM, "out of memory");
   size_t *w = etch__calloc(t->ncols, sizeof *w);
-  if (!w) return;
+  if (!w) return ETCH_ENOMEM;
   for (size_t c = 0; c < t->ncols; c++)
     w[c] = t->head[c] ? text_width(t->head[c]) : 0;
   char **cells = ETCH_VEC_AT(&t->cells, char *);
@@ -245,6 +252,7 @@ void etch__tt_print(const etch__tt *t, FILE *out, const char *indent,
   for (size_t i = 0; i + t->ncols <= ncells; i += t->ncols)
     print_line(out, indent, cells + i, t->right, w, t->ncols);
   free(w);
+  return ETCH_OK;
 }
 
 void etch__tt_free(etch__tt *t) {
