@@ -355,9 +355,10 @@ int etch__flight_recover(const uint8_t *file, size_t len, bool compress,
   if (!rc) rc = etch__buffer_read(&b, on_packet, &r, &rep->lost_fragments);
   uint64_t lossy = 0;
   if (!rc) {
-    for (size_t i = 0; i < o->nlost; i++) {
-      etch_flight_thread *t = thread_of(rep, o->lost[i].seq);
-      if (t) t->undecodable += o->lost[i].events;
+    const etch_loss *lost = ETCH_VEC_AT(&o->lost, etch_loss);
+    for (size_t i = 0; i < ETCH_VEC_COUNT(&o->lost, etch_loss); i++) {
+      etch_flight_thread *t = thread_of(rep, lost[i].seq);
+      if (t) t->undecodable += lost[i].events;
     }
     for (size_t k = 0; k < rep->nthreads; k++) {
       etch_flight_thread *t = &rep->threads[k];

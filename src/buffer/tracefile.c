@@ -45,9 +45,7 @@ void etch__tracefile_init(etch_tracefile *o, bool compress) {
 void etch__tracefile_free(etch_tracefile *o) {
   etch__u64map_free(&o->seq_state);
   etch__u64map_free(&o->own_important);
-  free(o->lost);
-  o->lost = NULL;
-  o->nlost = o->caplost = 0;
+  etch__vec_free(&o->lost);
   etch__pb_buf_free(&o->out);
   etch__pb_buf_free(&o->batch);
   etch__pb_buf_free(&o->tmp);
@@ -498,23 +496,34 @@ uint64_t etch__packet_events(const uint8_t *pkt, size_t len) {
   return 0;
 }
 
+int etch__loss_add(etch_vec *list, const etch_loss *l) {
+  etch_loss *v = ETCH_VEC_AT(list, etch_loss);
+  size_t n = ETCH_VEC_COUNT(list, etch_loss), i = n;
+  /* Losses come in runs of one sequence: its entry is mostly the last. */
+  if (n && v[n - 1].seq == l->seq) {
+    i = n - 1;
+  } else {
+    for (size_t k = 0; k < n; k++)
+      if (v[k].seq == l->seq) {
+        i = k;
+        break;
+      }
+  }
+  if (i == n) return ETCH_VEC_PUSH(list, etch_loss, *l);
+  etch_loss *e = &v[i];
+  e->events += l->events;
+  if (l->first_ns && (!e->first_ns || l->first_ns < e->first_ns))
+    e->first_ns = l->first_ns;
+  if (l->open_depth > e->open_depth) e->open_depth = l->open_depth;
+  return ETCH_OK;
+}
+
 /* A track event of sequence `seq` left out: it could not be decoded (its
- * sequence's incremental state was lost with earlier chunks). */
+ * sequence's incremental state was lost with earlier chunks). Out of
+ * memory the list misses it (the loss is still in the flag and stats). */
 static ETCH_NOINLINE void note_skipped_event(etch_tracefile *o, uint32_t seq,
                                              uint64_t events) {
-  if (o->nlost && o->lost[o->nlost - 1].seq == seq) {
-    o->lost[o->nlost - 1].events += events;
-    return;
-  }
-  if (o->nlost == o->caplost) {
-    size_t cap = o->caplost ? o->caplost * 2 : 16;
-    etch_tracefile_lost *v =
-        (etch_tracefile_lost *)etch__realloc(o->lost, cap * sizeof *v);
-    if (!v) return;
-    o->lost = v;
-    o->caplost = cap;
-  }
-  o->lost[o->nlost++] = (etch_tracefile_lost){seq, events};
+  (void)etch__loss_add(&o->lost, &(etch_loss){.seq = seq, .events = events});
 }
 
 int etch__tracefile_put_on(etch_tracefile *o, uint32_t seq) {
@@ -705,6 +714,69 @@ static void clock_entry(etch__pb_stream *s, uint32_t id, uint64_t ts) {
   etch__pb_write_varint_field(s, ETCH_SNAPCLOCK_CLOCK_ID, id);
   etch__pb_write_varint_field(s, ETCH_SNAPCLOCK_TIMESTAMP, ts);
   etch__pb_nested_end(s, &c);
+}
+
+/* One sequence's loss: slice ends for what it left open (they end where
+ * the loss began, not at the end of the trace), then the instant. */
+static int put_loss_note(etch_tracefile *o, const etch_loss *l,
+                         const char *where) {
+  etch__pb_stream *st = &o->tmp.s;
+  etch__pb_nested te, da;
+  int rc = ETCH_OK;
+  for (uint32_t k = 0; k < l->open_depth && !rc; k++) {
+    etch__pb_write_varint_field(st, ETCH_PKT_TIMESTAMP, l->first_ns);
+    etch__pb_write_varint_field(st, ETCH_PKT_TIMESTAMP_CLOCK_ID,
+                               ETCH_CLOCK_BOOTTIME);
+    etch__pb_write_varint_field(st, ETCH_PKT_SEQUENCE_FLAGS,
+                               ETCH_SEQ_NEEDS_INCREMENTAL_STATE);
+    etch__pb_nested_begin(st, ETCH_PKT_TRACK_EVENT, &te);
+    etch__pb_write_varint_field(st, ETCH_TE_TYPE, ETCH_TE_TYPE_SLICE_END);
+    /* An end's args join its slice's: the slice says it was cut. */
+    etch__pb_nested_begin(st, ETCH_TE_DEBUG_ANNOTATIONS, &da);
+    etch__pb_write_string_field(st, ETCH_DA_NAME, "cut_by_loss");
+    etch__pb_write_varint_field(st, ETCH_DA_BOOL_VALUE, 1);
+    etch__pb_nested_end(st, &da);
+    etch__pb_nested_end(st, &te);
+    rc = etch__tracefile_put_on(o, l->seq);
+  }
+  if (rc) return rc;
+  etch__pb_write_varint_field(st, ETCH_PKT_TIMESTAMP, l->first_ns);
+  etch__pb_write_varint_field(st, ETCH_PKT_TIMESTAMP_CLOCK_ID,
+                             ETCH_CLOCK_BOOTTIME);
+  /* No NEEDS_INCREMENTAL_STATE: a sequence whose state went with the
+   * loss still gets it (on the default track its defaults name, the
+   * thread's; with none left, the trace's global one). */
+  etch__pb_nested_begin(st, ETCH_PKT_TRACK_EVENT, &te);
+  etch__pb_write_varint_field(st, ETCH_TE_TYPE, ETCH_TE_TYPE_INSTANT);
+  etch__pb_write_string_field(st, ETCH_TE_CATEGORIES, "etch");
+  etch__pb_write_string_field(st, ETCH_TE_NAME, "etch.dropped_events");
+  etch__pb_nested_begin(st, ETCH_TE_DEBUG_ANNOTATIONS, &da);
+  etch__pb_write_string_field(st, ETCH_DA_NAME, "count");
+  etch__pb_write_varint_field(st, ETCH_DA_INT_VALUE, l->events);
+  etch__pb_nested_end(st, &da);
+  etch__pb_nested_begin(st, ETCH_TE_DEBUG_ANNOTATIONS, &da);
+  etch__pb_write_string_field(st, ETCH_DA_NAME, "where");
+  etch__pb_write_string_field(st, ETCH_DA_STRING_VALUE, where);
+  etch__pb_nested_end(st, &da);
+  /* Who, for a note with no track of its own left (the global one). */
+  int32_t pid, uid;
+  bool same_pidns;
+  if (o->trust && o->trust(o->trust_ctx, l->seq, &pid, &uid, &same_pidns)) {
+    etch__pb_nested_begin(st, ETCH_TE_DEBUG_ANNOTATIONS, &da);
+    etch__pb_write_string_field(st, ETCH_DA_NAME, "pid");
+    etch__pb_write_varint_field(st, ETCH_DA_INT_VALUE,
+                               (uint64_t)(int64_t)pid);
+    etch__pb_nested_end(st, &da);
+  }
+  etch__pb_nested_end(st, &te);
+  return etch__tracefile_put_on(o, l->seq);
+}
+
+int etch__tracefile_put_loss_notes(etch_tracefile *o, const etch_loss *l,
+                                   size_t n, const char *where) {
+  int rc = ETCH_OK;
+  for (size_t i = 0; i < n && !rc; i++) rc = put_loss_note(o, &l[i], where);
+  return rc;
 }
 
 int etch__tracefile_put_clock_snapshot(etch_tracefile *o) {

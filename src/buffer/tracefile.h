@@ -26,6 +26,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/containers.h"
 #include "base/map.h"
 #include "buffer/buffer.h"
 #include "pb/pb.h"
@@ -50,12 +51,27 @@ typedef bool (*etch_tracefile_trust_fn)(void *ctx, uint32_t seq, int32_t *pid,
 typedef void (*etch_tracefile_invalid_fn)(void *ctx, uint32_t seq,
                                           const char *why);
 
-/* Track events of a sequence left out of a read (undecodable: the
- * sequence's incremental state went with lost chunks). */
-typedef struct etch_tracefile_lost {
+/*
+ * What a sequence lost: track events left out of a read (undecodable: its
+ * incremental state went with lost chunks) or lost in a buffer (chunks
+ * discarded or overwritten unread). A loss list is an etch_vec of them,
+ * one per sequence in the order they first lost any, kept by
+ * etch__loss_add: a read's list of what it left out, the service's of
+ * what a session lost over all its reads and buffers.
+ */
+typedef struct etch_loss {
   uint32_t seq;
+  /* Slices on the sequence's default track left open where its data ends
+   * (a discard buffer's; 0: none or unknown). */
+  uint32_t open_depth;
   uint64_t events;
-} etch_tracefile_lost;
+  uint64_t first_ns; /* BOOTTIME of the first loss; 0: unknown */
+} etch_loss;
+
+/* Adds *l to the list: to the sequence's entry (its events added, the
+ * earlier time, the deeper open depth), or as a new one at the end.
+ * ETCH_ENOMEM (error set) when it cannot grow. */
+int etch__loss_add(etch_vec *list, const etch_loss *l);
 
 typedef struct etch_tracefile {
   etch_tracefile_trust_fn trust; /* NULL in process */
@@ -98,8 +114,7 @@ typedef struct etch_tracefile {
   /* The loss state of sequences other than cur_writer's that have any
    * (sequence -> depth | invalid << 32 | mark_dropped << 33). */
   etch_u64map seq_state;
-  etch_tracefile_lost *lost; /* of them, track events by sequence */
-  size_t nlost, caplost;
+  etch_vec lost; /* of them, the track events left out: a loss list */
   /* Important events (etch/event.h) already in the file, by (pid, id):
    * a later copy of one (a replay the ring did not need) goes in without
    * its track event (see etch__tracefile_on_packet). `important` is the
@@ -156,6 +171,14 @@ int etch__packet_slice_delta(const uint8_t *pkt, size_t len);
 /* Appends the packet built in t->tmp on sequence `seq` (its trusted
  * fields added as for the producer's packets) and empties t->tmp. */
 int etch__tracefile_put_on(etch_tracefile *t, uint32_t seq);
+/* For each sequence of a loss list (n etch_loss), the loss as the trace
+ * says it: at the time of the first loss, on the sequence itself (its
+ * default track: the writer's thread for etch's producers), an instant
+ * etch.dropped_events with args count, where = `where` and, when the
+ * trust callback knows it, the writer's pid; first a slice end (arg
+ * cut_by_loss) for each slice it left open. */
+int etch__tracefile_put_loss_notes(etch_tracefile *t, const etch_loss *l,
+                                   size_t n, const char *where);
 /* A ClockSnapshot of BOOTTIME, MONOTONIC and REALTIME (BOOTTIME primary). */
 int etch__tracefile_put_clock_snapshot(etch_tracefile *t);
 /* The same, of clock readings taken together earlier (a flight file's). */

@@ -156,5 +156,11 @@ uint64_t etch__fleet_trace_id(const void *data, size_t len);
  * as etch__query_run_sql does. */
 int etch__fleet_query(etch__ch *ch, const char *sql, FILE *out,
                       etch__out_mode mode);
+/* Prints one answer of the server (TabSeparatedWithNamesAndTypes, `len`
+ * bytes at `data`, unescaped in place) as etch__fleet_query does;
+ * *printed when it had columns. ETCH_EFORMAT when it is not well-formed,
+ * ETCH_ENOMEM with nothing of a table printed. */
+int etch__fleet_print_answer(char *data, size_t len, FILE *out,
+                             etch__out_mode mode, bool *printed);
 
 #endif /* ETCH_FLEET_H */

@@ -24,8 +24,7 @@
 struct etch__ch {
   CURL *curl;
   char *base;   /* the URL up to its parameters, and '?' or '&' */
-  char *params; /* "database=...&setting=value..." (escaped) */
-  size_t nparams, cap_params;
+  etch_vec params; /* "database=...&setting=value..." (escaped), a C string */
   char errbuf[CURL_ERROR_SIZE];
 };
 
@@ -38,21 +37,17 @@ int etch__ch_global_init(void) {
 static int add_param(etch__ch *ch, const char *name, const char *value) {
   char *v = curl_easy_escape(ch->curl, value, 0);
   if (!v) return etch__error(ETCH_ENOMEM, "out of memory");
-  size_t need = ch->nparams + strlen(name) + strlen(v) + 3;
-  if (need > ch->cap_params) {
-    size_t cap = need * 2;
-    char *p = etch__realloc(ch->params, cap);
-    if (!p) {
-      curl_free(v);
-      return etch__error(ETCH_ENOMEM, "out of memory");
-    }
-    ch->params = p;
-    ch->cap_params = cap;
-  }
-  ch->nparams += (size_t)snprintf(ch->params + ch->nparams,
-                                  ch->cap_params - ch->nparams, "%s%s=%s",
-                                  ch->nparams ? "&" : "", name, v);
+  etch_vec *p = &ch->params;
+  size_t was = p->len;
+  int rc = (was ? etch__vec_push(p, "&", 1) : 0) ||
+           etch__vec_push(p, name, strlen(name)) || etch__vec_push(p, "=", 1) ||
+           etch__vec_push(p, v, strlen(v)) || etch__vec_cstr(p);
   curl_free(v);
+  if (rc) {
+    p->len = was; /* as it was: the parameter is not half there */
+    if (p->data) p->data[was] = '\0';
+    return etch__error(ETCH_ENOMEM, "out of memory");
+  }
   return ETCH_OK;
 }
 
@@ -94,7 +89,7 @@ void etch__ch_close(etch__ch *ch) {
   if (!ch) return;
   if (ch->curl) curl_easy_cleanup(ch->curl);
   free(ch->base);
-  free(ch->params);
+  etch__vec_free(&ch->params);
   free(ch);
 }
 
@@ -175,7 +170,7 @@ static int exec(etch__ch *ch, const char *sql, const void *body, size_t len,
   if (b->data) b->data[0] = '\0';
   sink_state st = {.buf = b, .max = resp ? max_resp : 1 << 20};
   char *esc = NULL;
-  size_t need = strlen(ch->base) + ch->nparams + 128;
+  size_t need = strlen(ch->base) + ch->params.len + 128;
   if (body) {
     esc = curl_easy_escape(ch->curl, sql, 0);
     if (!esc) return etch__error(ETCH_ENOMEM, "out of memory");
@@ -186,8 +181,9 @@ static int exec(etch__ch *ch, const char *sql, const void *body, size_t len,
     curl_free(esc);
     return etch__error(ETCH_ENOMEM, "out of memory");
   }
-  snprintf(url, need, "%s%s%s%s%s", ch->base, ch->params ? ch->params : "",
-           ch->nparams ? "&" : "", body ? "query="
+  snprintf(url, need, "%s%s%s%s%s", ch->base,
+           ch->params.len ? (const char *)ch->params.data : "",
+           ch->params.len ? "&" : "", body ? "query="
                 : "wait_end_of_query=1&default_format="
                   "TabSeparatedWithNamesAndTypes",
            body ? esc : "");

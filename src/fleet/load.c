@@ -193,8 +193,7 @@ typedef struct worker {
   etch__fl_sorter sorter; /* the room to sort keys in */
   bool checked[kTables];
   rbuf trows; /* the `trace` rows of the pending traces */
-  pending *pend;
-  size_t npend, cap_pend;
+  etch_vec pend; /* of pending: the traces read, their rows not yet out */
   /* The trace being read: where its rows start in each buffer, and whether
    * some of them went out already (a flush while it was read). */
   const char *path;
@@ -290,13 +289,14 @@ static int pend_cmp(const void *a, const void *b) {
  * when they are in that order already, else w->sorted. */
 static int sort_trace_rows(worker *w, const rbuf **out) {
   *out = &w->trows;
-  size_t n = w->npend;
+  const pending *pend = ETCH_VEC_AT(&w->pend, pending);
+  size_t n = ETCH_VEC_COUNT(&w->pend, pending);
   bool in_order = true;
   for (size_t k = 1; k < n && in_order; k++)
-    in_order = w->pend[k - 1].id <= w->pend[k].id;
+    in_order = pend[k - 1].id <= pend[k].id;
   if (in_order) return ETCH_OK;
   for (size_t k = 0; k < n; k++)
-    if (w->pend[k].toff > (k + 1 < n ? w->pend[k + 1].toff : w->trows.v.len))
+    if (pend[k].toff > (k + 1 < n ? pend[k + 1].toff : w->trows.v.len))
       return etch__error(ETCH_ESTATE, "load: the trace rows are out of step");
   const pending **order = etch__calloc(n, sizeof *order);
   rbuf *o = &w->sorted;
@@ -305,12 +305,12 @@ static int sort_trace_rows(worker *w, const rbuf **out) {
     free(order);
     return etch__error(ETCH_ENOMEM, "load: out of memory");
   }
-  for (size_t k = 0; k < n; k++) order[k] = &w->pend[k];
+  for (size_t k = 0; k < n; k++) order[k] = &pend[k];
   qsort(order, n, sizeof *order, pend_cmp);
   for (size_t k = 0; k < n; k++) {
-    size_t i = (size_t)(order[k] - w->pend);
+    size_t i = (size_t)(order[k] - pend);
     size_t from = order[k]->toff;
-    size_t to = i + 1 < n ? w->pend[i + 1].toff : w->trows.v.len;
+    size_t to = i + 1 < n ? pend[i + 1].toff : w->trows.v.len;
     memcpy(o->v.data + o->v.len, w->trows.v.data + from, to - from);
     o->v.len += to - from;
   }
@@ -375,26 +375,28 @@ static int flush(worker *w, int only) {
   w->sent = 0;
   etch__fl_sdict_clear(&w->dict);
   shared *sh = w->sh;
+  const pending *pend = ETCH_VEC_AT(&w->pend, pending);
+  size_t npend = ETCH_VEC_COUNT(&w->pend, pending);
   pthread_mutex_lock(&sh->mu);
-  for (size_t k = 0; k < w->npend; k++) {
+  for (size_t k = 0; k < npend; k++) {
     if (rc) {
       sh->tot.failed++;
       continue;
     }
     sh->tot.loaded++;
-    sh->tot.events += w->pend[k].events;
-    sh->tot.rows += w->pend[k].rows;
-    sh->tot.bytes += w->pend[k].size;
+    sh->tot.events += pend[k].events;
+    sh->tot.rows += pend[k].rows;
+    sh->tot.bytes += pend[k].size;
   }
   progress_locked(sh, true);
   pthread_mutex_unlock(&sh->mu);
-  for (size_t k = 0; rc && k < w->npend; k++) {
-    report(sh, w->pend[k].path, "%s", msg);
-    if (delete_id(w, w->pend[k].id) != ETCH_OK)
-      report(sh, w->pend[k].path, "its rows stay until the next load of it: %s",
+  for (size_t k = 0; rc && k < npend; k++) {
+    report(sh, pend[k].path, "%s", msg);
+    if (delete_id(w, pend[k].id) != ETCH_OK)
+      report(sh, pend[k].path, "its rows stay until the next load of it: %s",
              etch_last_error());
   }
-  w->npend = 0;
+  w->pend.len = 0;
   if (rc) etch__error(rc, "%s", msg);
   return rc;
 }
@@ -658,15 +660,6 @@ static int file_id(const char *path, uint64_t *id, uint64_t *size,
   return rc;
 }
 
-static bool grow_pending(worker *w) {
-  size_t cap = w->cap_pend ? w->cap_pend * 2 : 64;
-  pending *p = etch__realloc(w->pend, cap * sizeof *p);
-  if (!p) return false;
-  w->pend = p;
-  w->cap_pend = cap;
-  return true;
-}
-
 /* PENDING: read whole, counted when its rows go out (flush_all). */
 typedef enum outcome { PENDING, PRESENT, FAILED } outcome;
 
@@ -712,8 +705,9 @@ static outcome load_one(worker *w, const char *path) {
            left, etch_last_error(), w->db, w->trace_id);
     return FAILED;
   }
-  if (w->npend == w->cap_pend &&
-      !grow_pending(w)) {
+  /* Room for its entry first: once read, a trace is not lost for want of
+   * one. */
+  if (ETCH_VEC_RESERVE(&w->pend, pending, 1)) {
     report(sh, path, "out of memory");
     return FAILED;
   }
@@ -741,14 +735,15 @@ static outcome load_one(worker *w, const char *path) {
              etch_last_error());
     return FAILED;
   }
-  w->pend[w->npend++] = (pending){.path = path,
-                                  .id = w->trace_id,
-                                  .events = res.counts.events,
-                                  .rows = w->rows,
-                                  .size = size,
-                                  .toff = trows_mark};
+  (void)ETCH_VEC_PUSH(&w->pend, pending, /* room made above */
+                      {.path = path,
+                       .id = w->trace_id,
+                       .events = res.counts.events,
+                       .rows = w->rows,
+                       .size = size,
+                       .toff = trows_mark});
   /* Many small traces go out together, in few large inserts. */
-  if (w->npend == kMaxPending) flush_all(w);
+  if (ETCH_VEC_COUNT(&w->pend, pending) == kMaxPending) flush_all(w);
   return PENDING;
 }
 
@@ -825,7 +820,7 @@ int etch__fleet_load(const char *const *paths, size_t n,
     etch__vec_free(&ws[j].sorted.v);
     etch__fl_sorter_free(&ws[j].sorter);
     etch__vec_free(&ws[j].trows.v);
-    free(ws[j].pend);
+    etch__vec_free(&ws[j].pend);
   }
   pthread_mutex_lock(&sh.mu);
   clear_progress_locked(&sh);

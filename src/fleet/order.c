@@ -9,23 +9,27 @@
 
 #include "base/base.h"
 
-bool etch__fl_keys_reserve(keys *k, size_t n) {
-  if (k->cap >= n) return true;
-  size_t cap = k->cap ? k->cap : 1024;
-  while (cap < n) cap *= 2;
-  keyrec *r = etch__realloc(k->rec, cap * sizeof *r);
-  if (!r) return false;
-  k->rec = r;
-  uint64_t *o = etch__realloc(k->off, cap * sizeof *o);
-  if (!o) return false;
-  k->off = o;
-  k->cap = cap;
+/* Room for n elements of `size` bytes in v, counted in its length. */
+static bool room_for(etch_vec *v, size_t n, size_t size) {
+  size_t have = v->len / size;
+  if (have >= n) return true;
+  if (n > SIZE_MAX / size || etch__vec_reserve(v, (n - have) * size))
+    return false;
+  v->len = n * size;
   return true;
 }
 
+bool etch__fl_keys_reserve(keys *k, size_t n) {
+  bool ok = room_for(&k->recs, n, sizeof(keyrec)) &&
+            room_for(&k->offs, n, sizeof(uint64_t));
+  k->rec = ETCH_VEC_AT(&k->recs, keyrec);
+  k->off = ETCH_VEC_AT(&k->offs, uint64_t);
+  return ok;
+}
+
 void etch__fl_keys_free(keys *k) {
-  free(k->rec);
-  free(k->off);
+  etch__vec_free(&k->recs);
+  etch__vec_free(&k->offs);
   *k = (keys){0};
 }
 
@@ -92,13 +96,13 @@ static int sdict_cmp(const void *a, const void *b, void *ctx) {
 bool etch__fl_sdict_rank(sdict *d) {
   if (!d->n) return true;
   uint32_t *order = etch__calloc(d->n, sizeof *order);
-  uint32_t *rank = etch__realloc(d->rank, d->n * sizeof *rank);
-  if (!order || !rank) {
+  bool room = order && room_for(&d->ranks, d->n, sizeof(uint32_t));
+  d->rank = ETCH_VEC_AT(&d->ranks, uint32_t);
+  if (!room) {
     free(order);
-    if (rank) d->rank = rank;
     return false;
   }
-  d->rank = rank;
+  uint32_t *rank = d->rank;
   for (size_t i = 0; i < d->n; i++) order[i] = (uint32_t)i;
   qsort_r(order, d->n, sizeof *order, sdict_cmp, d);
   for (size_t i = 0; i < d->n; i++) rank[order[i]] = (uint32_t)i;
@@ -115,7 +119,8 @@ void etch__fl_sdict_free(sdict *d) {
   free(d->slot);
   etch__vec_free(&d->ent);
   etch__vec_free(&d->arena);
-  free(d->rank);
+  etch__vec_free(&d->ranks);
+  d->rank = NULL;
 }
 
 static inline bool rec_lt(const keyrec *a, const keyrec *b) {

@@ -33,7 +33,9 @@ typedef struct keyrec {
 typedef struct keys {
   keyrec *rec; /* one per row of the buffer, in the order appended */
   uint64_t *off; /* where each row starts in the buffer */
-  size_t cap;
+  /* Where rec and off live: their lengths are the rows there is room for
+   * (the buffer counts the rows it holds). */
+  etch_vec recs, offs;
 } keys;
 
 /* The distinct strings of the key columns in a batch: id -> bytes. */
@@ -47,7 +49,8 @@ typedef struct sdict {
   etch_vec ent;   /* etch__fl_sent, by id */
   etch_vec arena; /* their bytes */
   size_t n;
-  uint32_t *rank; /* by id, once ranked */
+  uint32_t *rank; /* by id, once ranked (in ranks) */
+  etch_vec ranks;
 } sdict;
 
 /* Room for n rows' records in k; false: out of memory. */

@@ -83,9 +83,8 @@ static void tt_text(etch__tt *t, char *s, size_t len) {
   etch__tt_cell(t, s);
 }
 
-/* Prints the answer; ETCH_EFORMAT when it is not well-formed. */
-static int print_answer(char *data, size_t len, FILE *out,
-                        etch__out_mode mode, bool *printed) {
+int etch__fleet_print_answer(char *data, size_t len, FILE *out,
+                             etch__out_mode mode, bool *printed) {
   *printed = false;
   if (!len) return ETCH_OK; /* a statement without a result */
   char *p = data, *end = data + len;
@@ -154,7 +153,7 @@ static int print_answer(char *data, size_t len, FILE *out,
     }
     if (mode == ETCH__OUT_CSV) fputc('\n', out);
   }
-  if (tt) etch__tt_print(tt, out, "", true);
+  if (tt && (rc = etch__tt_print(tt, out, "", true))) goto out;
   *printed = true;
 out:
   etch__tt_free(tt);
@@ -227,7 +226,9 @@ int etch__fleet_query(etch__ch *ch, const char *sql, FILE *out,
       free(stmt);
       if (!rc && b.len && any && mode == ETCH__OUT_TABLE) fputc('\n', out);
       bool printed = false;
-      if (!rc) rc = print_answer(etch__ch_text(&b), b.len, out, mode, &printed);
+      if (!rc)
+        rc = etch__fleet_print_answer(etch__ch_text(&b), b.len, out, mode,
+                                      &printed);
       any |= printed;
     }
     s = *e ? e + 1 : e;

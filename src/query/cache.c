@@ -189,7 +189,12 @@ int etch__query_cache_file(const char *trace, const char *cache_dir,
 
   if (access(file, F_OK) == 0) {
     etch__db *db = NULL;
-    if (etch__db_open_existing(&db, file, true) != ETCH_OK) {
+    int st = etch__db_open_existing(&db, file, true);
+    if (st == ETCH_ENOMEM) { /* the cache may be fine: it stays */
+      file[0] = '\0';
+      return st;
+    }
+    if (st != ETCH_OK) {
       /* Not a database, or not one with the tables: say so. */
       fprintf(stderr,
               "etch: warning: the cache of %s is unusable (%s); it is "

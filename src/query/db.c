@@ -88,6 +88,10 @@ int etch__db_open_existing(etch__db **out, const char *path, bool read_only) {
   if (rc) {
     etch__db_close(*out);
     *out = NULL;
+    /* Memory that ran out says nothing of the file. */
+    if (rc == ETCH_ENOMEM)
+      return etch__error(ETCH_ENOMEM, "%s: out of memory opening the "
+                                      "database", path);
     return etch__error(ETCH_EFORMAT, "%s: not a usable database: %s", path,
                        etch_last_error());
   }

@@ -301,9 +301,11 @@ void etch__tt_cell(etch__tt *t, const char *text);
 void etch__tt_cellf(etch__tt *t, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 /* Prints the header (if any column has one), dashes (if asked) and the
- * rows, every line prefixed by `indent`. */
-void etch__tt_print(const etch__tt *t, FILE *out, const char *indent,
-                    bool dashes);
+ * rows, every line prefixed by `indent`. A table that could not hold all
+ * its headers and cells (out of memory; also NULL, a table that could not
+ * be made) prints nothing and says ETCH_ENOMEM. */
+int etch__tt_print(const etch__tt *t, FILE *out, const char *indent,
+                   bool dashes);
 size_t etch__tt_rows(const etch__tt *t);
 void etch__tt_free(etch__tt *t);
 

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "base/base.h"
+#include "base/containers.h"
 #include "query/query.h"
 
 /* Skips a quoted string or a comment at `p`, if one starts there. */
@@ -190,22 +191,21 @@ static bool blank(const char *s) {
 
 int etch__query_shell(etch__db *db, FILE *in, FILE *out,
                       etch__out_mode mode) {
-  char *stmt = NULL;
-  size_t stmt_len = 0;
+  etch_vec stmt = {0}; /* the statement so far, lines joined */
   char *line = NULL;
   size_t line_cap = 0;
   fputs("etch query: SQL ending with ';', .help for commands, .quit to "
         "leave\n",
         out);
   for (;;) {
-    fputs(stmt_len ? "   ...> " : "etch> ", out);
+    fputs(stmt.len ? "   ...> " : "etch> ", out);
     fflush(out);
     ssize_t n = getline(&line, &line_cap, in);
     if (n < 0) {
       fputc('\n', out);
       break;
     }
-    if (!stmt_len) {
+    if (!stmt.len) {
       const char *s = line;
       while (*s == ' ' || *s == '\t') s++;
       if (*s == '.') {
@@ -214,18 +214,15 @@ int etch__query_shell(etch__db *db, FILE *in, FILE *out,
       }
       if (blank(line)) continue;
     }
-    char *grown = etch__realloc(stmt, stmt_len + (size_t)n + 1);
-    if (!grown) break;
-    stmt = grown;
-    memcpy(stmt + stmt_len, line, (size_t)n + 1);
-    stmt_len += (size_t)n;
-    if (!etch__query_sql_complete(stmt)) continue;
-    if (etch__query_run_sql(db, stmt, out, mode) != ETCH_OK)
+    if (etch__vec_push(&stmt, line, (size_t)n) || etch__vec_cstr(&stmt))
+      break;
+    const char *sql = (const char *)stmt.data;
+    if (!etch__query_sql_complete(sql)) continue;
+    if (etch__query_run_sql(db, sql, out, mode) != ETCH_OK)
       fprintf(out, "%s\n", etch_last_error());
-    stmt_len = 0;
-    stmt[0] = '\0';
+    stmt.len = 0;
   }
-  free(stmt);
+  etch__vec_free(&stmt);
   free(line);
   return ETCH_OK;
 }

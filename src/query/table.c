@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "base/base.h"
+#include "base/containers.h"
 #include "query/query.h"
 
 enum { kBufferedRows = 1000 };
@@ -29,8 +30,8 @@ struct etch__tt {
   size_t ncols;
   char **head;
   bool *right;
-  char **cells; /* row-major */
-  size_t ncells, cap;
+  etch_vec cells; /* of char *, row-major */
+  bool failed;    /* a header or cell is missing: out of memory */
 };
 
 etch__tt *etch__tt_new(size_t ncols) {
@@ -51,6 +52,7 @@ void etch__tt_header(etch__tt *t, size_t col, const char *name, bool right) {
   if (!t || col >= t->ncols) return;
   free(t->head[col]);
   t->head[col] = etch__strdup(name ? name : "");
+  if (!t->head[col]) t->failed = true;
   t->right[col] = right;
 }
 
@@ -85,14 +87,13 @@ static char *escape_controls(const char *s) {
 
 void etch__tt_cell(etch__tt *t, const char *text) {
   if (!t) return;
-  if (t->ncells == t->cap) {
-    size_t cap = t->cap ? t->cap * 2 : 64;
-    char **c = etch__realloc(t->cells, cap * sizeof *c);
-    if (!c) return;
-    t->cells = c;
-    t->cap = cap;
+  char *cell = NULL;
+  if (ETCH_VEC_RESERVE(&t->cells, char *, 1) ||
+      !(cell = escape_controls(text ? text : ""))) {
+    t->failed = true; /* the rows would be out of step: none is printed */
+    return;
   }
-  t->cells[t->ncells++] = escape_controls(text ? text : "");
+  (void)ETCH_VEC_PUSH(&t->cells, char *, cell);
 }
 
 void etch__tt_cellf(etch__tt *t, const char *fmt, ...) {
@@ -105,7 +106,7 @@ void etch__tt_cellf(etch__tt *t, const char *fmt, ...) {
 }
 
 size_t etch__tt_rows(const etch__tt *t) {
-  return t ? t->ncells / t->ncols : 0;
+  return t ? ETCH_VEC_COUNT(&t->cells, char *) / t->ncols : 0;
 }
 
 /* ---- display width ----------------------------------------------------------- */
@@ -231,33 +232,37 @@ static void print_dashes(FILE *out, const char *indent, const size_t *widths,
   fputc('\n', out);
 }
 
-void etch__tt_print(const etch__tt *t, FILE *out, const char *indent,
-                    bool dashes) {
-  if (!t) return;
+int etch__tt_print(const etch__tt *t, FILE *out, const char *indent,
+                   bool dashes) {
+  if (!t || t->failed) return etch__error(ETCH_ENOMEM, "out of memory");
   size_t *w = etch__calloc(t->ncols, sizeof *w);
-  if (!w) return;
+  if (!w) return ETCH_ENOMEM;
   for (size_t c = 0; c < t->ncols; c++)
     w[c] = t->head[c] ? text_width(t->head[c]) : 0;
-  for (size_t i = 0; i < t->ncells; i++) {
-    size_t len = text_width(t->cells[i]);
+  char **cells = ETCH_VEC_AT(&t->cells, char *);
+  size_t ncells = ETCH_VEC_COUNT(&t->cells, char *);
+  for (size_t i = 0; i < ncells; i++) {
+    size_t len = text_width(cells[i]);
     if (len > w[i % t->ncols]) w[i % t->ncols] = len;
   }
   bool header = false;
   for (size_t c = 0; c < t->ncols; c++) header |= t->head[c] != NULL;
   if (header) print_line(out, indent, t->head, t->right, w, t->ncols);
   if (header && dashes) print_dashes(out, indent, w, t->ncols);
-  for (size_t i = 0; i + t->ncols <= t->ncells; i += t->ncols)
-    print_line(out, indent, t->cells + i, t->right, w, t->ncols);
+  for (size_t i = 0; i + t->ncols <= ncells; i += t->ncols)
+    print_line(out, indent, cells + i, t->right, w, t->ncols);
   free(w);
+  return ETCH_OK;
 }
 
 void etch__tt_free(etch__tt *t) {
   if (!t) return;
   for (size_t c = 0; c < t->ncols && t->head; c++) free(t->head[c]);
-  for (size_t i = 0; i < t->ncells; i++) free(t->cells[i]);
+  char **cells = ETCH_VEC_AT(&t->cells, char *);
+  for (size_t i = 0; i < ETCH_VEC_COUNT(&t->cells, char *); i++) free(cells[i]);
   free(t->head);
   free(t->right);
-  free(t->cells);
+  etch__vec_free(&t->cells);
   free(t);
 }
 

@@ -193,9 +193,8 @@ typedef struct session {
    * read's trace-file writer leaves later copies out (tracefile.h). */
   etch_u64map important;
   /* Track events left out of reads, by sequence (undecodable after lost
-   * chunks), for the loss notes at the end. */
-  etch_tracefile_lost *skipped;
-  size_t nskipped, capskipped;
+   * chunks), for the loss notes at the end: a loss list (etch_loss). */
+  etch_vec skipped;
   bool wrote_header;
   /* a flush in progress */
   bool flushing;

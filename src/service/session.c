@@ -497,23 +497,6 @@ static int put_session_stats(etch_service *s, session *x, etch_tracefile *o) {
   return etch__tracefile_put_service(o);
 }
 
-static void add_skipped(session *x, uint32_t seq, uint64_t events) {
-  for (size_t i = 0; i < x->nskipped; i++)
-    if (x->skipped[i].seq == seq) {
-      x->skipped[i].events += events;
-      return;
-    }
-  if (x->nskipped == x->capskipped) {
-    size_t cap = x->capskipped ? x->capskipped * 2 : 16;
-    etch_tracefile_lost *v =
-        (etch_tracefile_lost *)etch__realloc(x->skipped, cap * sizeof *v);
-    if (!v) return;
-    x->skipped = v;
-    x->capskipped = cap;
-  }
-  x->skipped[x->nskipped++] = (etch_tracefile_lost){seq, events};
-}
-
 /*
  * Per sequence that lost track events in the service (its chunks
  * discarded by a full buffer or overwritten by the ring before they were
@@ -523,110 +506,39 @@ static void add_skipped(session *x, uint32_t seq, uint64_t events) {
  * args count and where = "service", as a producer's own drop reports. So
  * etch and trace_processor show who lost what, not only how many chunks.
  * Slices a discard buffer's kept data left open on the sequence's default
- * track are ended there first.
+ * track are ended there first (etch__tracefile_put_loss_notes).
  */
 static int put_loss_notes(etch_service *s, session *x, etch_tracefile *o) {
-  etch_tracefile_lost *all = NULL;
-  uint64_t *when = NULL;
-  uint32_t *open = NULL;
-  size_t n = 0, cap = 0;
+  etch_vec all = {0};
   int rc = ETCH_OK;
-  for (uint32_t b = 0; b <= x->cfg->nbuffers && !rc; b++) {
-    etch_tracebuf_loss *v = NULL;
-    uint32_t m = 0;
-    if (b < x->cfg->nbuffers) {
-      etch_tracebuf *tb = s->bufs[x->buf_ids[b]];
-      if (!tb || !(m = etch__tracebuf_losses(tb, NULL, 0))) continue;
-      v = (etch_tracebuf_loss *)etch__malloc(m * sizeof *v);
-      if (!v) break;
-      etch__tracebuf_losses(tb, v, m);
-    }
-    size_t more = b < x->cfg->nbuffers ? m : x->nskipped;
-    if (n + more > cap) {
-      cap = (n + more) * 2;
-      etch_tracefile_lost *a = (etch_tracefile_lost *)etch__realloc(all, cap * sizeof *a);
-      uint64_t *t = (uint64_t *)etch__realloc(when, cap * sizeof *t);
-      uint32_t *d = (uint32_t *)etch__realloc(open, cap * sizeof *d);
-      if (a) all = a;
-      if (t) when = t;
-      if (d) open = d;
-      if (!a || !t || !d) {
-        free(v);
-        rc = etch__error(ETCH_ENOMEM, "out of memory writing loss notes");
-        break;
-      }
-    }
-    for (size_t k = 0; k < more; k++) {
-      uint32_t seq = v ? v[k].seq : x->skipped[k].seq;
-      uint64_t ev = v ? v[k].events : x->skipped[k].events;
-      uint64_t t0 = v ? v[k].first_ns : etch__boottime_ns();
-      size_t i = 0;
-      while (i < n && all[i].seq != seq) i++;
-      if (i == n) {
-        all[n] = (etch_tracefile_lost){seq, 0};
-        open[n] = 0;
-        when[n++] = t0;
-      }
-      all[i].events += ev;
-      if (v && v[k].open_depth > open[i]) open[i] = v[k].open_depth;
-      if (t0 < when[i]) when[i] = t0;
-    }
+  for (uint32_t b = 0; b < x->cfg->nbuffers && !rc; b++) {
+    etch_tracebuf *tb = s->bufs[x->buf_ids[b]];
+    uint32_t m;
+    if (!tb || !(m = etch__tracebuf_losses(tb, NULL, 0))) continue;
+    etch_tracebuf_loss *v = (etch_tracebuf_loss *)etch__malloc(m * sizeof *v);
+    if (!v) break;
+    etch__tracebuf_losses(tb, v, m);
+    for (uint32_t k = 0; k < m && !rc; k++)
+      rc = etch__loss_add(&all, &(etch_loss){.seq = v[k].seq,
+                                             .open_depth = v[k].open_depth,
+                                             .events = v[k].events,
+                                             .first_ns = v[k].first_ns});
     free(v);
   }
-  for (size_t i = 0; i < n && !rc; i++) {
-    etch__pb_stream *st = &o->tmp.s;
-    etch__pb_nested te, da;
-    /* A discard buffer's last kept data left slices open: they end where
-     * the loss began, not at the end of the trace. */
-    for (uint32_t k = 0; k < open[i] && !rc; k++) {
-      etch__pb_write_varint_field(st, ETCH_PKT_TIMESTAMP, when[i]);
-      etch__pb_write_varint_field(st, ETCH_PKT_TIMESTAMP_CLOCK_ID,
-                                 ETCH_CLOCK_BOOTTIME);
-      etch__pb_write_varint_field(st, ETCH_PKT_SEQUENCE_FLAGS,
-                                 ETCH_SEQ_NEEDS_INCREMENTAL_STATE);
-      etch__pb_nested_begin(st, ETCH_PKT_TRACK_EVENT, &te);
-      etch__pb_write_varint_field(st, ETCH_TE_TYPE, ETCH_TE_TYPE_SLICE_END);
-      /* An end's args join its slice's: the slice says it was cut. */
-      etch__pb_nested_begin(st, ETCH_TE_DEBUG_ANNOTATIONS, &da);
-      etch__pb_write_string_field(st, ETCH_DA_NAME, "cut_by_loss");
-      etch__pb_write_varint_field(st, ETCH_DA_BOOL_VALUE, 1);
-      etch__pb_nested_end(st, &da);
-      etch__pb_nested_end(st, &te);
-      rc = etch__tracefile_put_on(o, all[i].seq);
-    }
-    if (rc) break;
-    etch__pb_write_varint_field(st, ETCH_PKT_TIMESTAMP, when[i]);
-    etch__pb_write_varint_field(st, ETCH_PKT_TIMESTAMP_CLOCK_ID,
-                               ETCH_CLOCK_BOOTTIME);
-    /* No NEEDS_INCREMENTAL_STATE: a sequence whose state went with the
-     * loss still gets it (on the default track its defaults name, the
-     * thread's; with none left, the trace's global one). */
-    etch__pb_nested_begin(st, ETCH_PKT_TRACK_EVENT, &te);
-    etch__pb_write_varint_field(st, ETCH_TE_TYPE, ETCH_TE_TYPE_INSTANT);
-    etch__pb_write_string_field(st, ETCH_TE_CATEGORIES, "etch");
-    etch__pb_write_string_field(st, ETCH_TE_NAME, "etch.dropped_events");
-    etch__pb_nested_begin(st, ETCH_TE_DEBUG_ANNOTATIONS, &da);
-    etch__pb_write_string_field(st, ETCH_DA_NAME, "count");
-    etch__pb_write_varint_field(st, ETCH_DA_INT_VALUE, all[i].events);
-    etch__pb_nested_end(st, &da);
-    etch__pb_nested_begin(st, ETCH_TE_DEBUG_ANNOTATIONS, &da);
-    etch__pb_write_string_field(st, ETCH_DA_NAME, "where");
-    etch__pb_write_string_field(st, ETCH_DA_STRING_VALUE, "service");
-    etch__pb_nested_end(st, &da);
-    /* Who, for a note with no track of its own left (the global one). */
-    if (all[i].seq < s->nseqinfo) {
-      etch__pb_nested_begin(st, ETCH_TE_DEBUG_ANNOTATIONS, &da);
-      etch__pb_write_string_field(st, ETCH_DA_NAME, "pid");
-      etch__pb_write_varint_field(st, ETCH_DA_INT_VALUE,
-                                 (uint64_t)(int64_t)s->seqinfo[all[i].seq].pid);
-      etch__pb_nested_end(st, &da);
-    }
-    etch__pb_nested_end(st, &te);
-    rc = etch__tracefile_put_on(o, all[i].seq);
-  }
-  free(all);
-  free(when);
-  free(open);
+  /* What reads left out was lost now, as far as the notes can tell. */
+  const etch_loss *sk = ETCH_VEC_AT(&x->skipped, etch_loss);
+  uint64_t now = etch__boottime_ns();
+  for (size_t k = 0; k < ETCH_VEC_COUNT(&x->skipped, etch_loss) && !rc; k++)
+    rc = etch__loss_add(&all, &(etch_loss){.seq = sk[k].seq,
+                                           .events = sk[k].events,
+                                           .first_ns = now});
+  if (rc)
+    rc = etch__error(ETCH_ENOMEM, "out of memory writing loss notes");
+  else
+    rc = etch__tracefile_put_loss_notes(o, ETCH_VEC_AT(&all, etch_loss),
+                                        ETCH_VEC_COUNT(&all, etch_loss),
+                                        "service");
+  etch__vec_free(&all);
   return rc;
 }
 
@@ -667,9 +579,13 @@ int etch__svc_sreader_next(etch_service *s, sreader *r, uint8_t **data,
       }
       x->invalid_packets += r->o.invalid_packets; /* counted once */
       r->o.invalid_packets = 0;
-      for (size_t k = 0; k < r->o.nlost; k++)
-        add_skipped(x, r->o.lost[k].seq, r->o.lost[k].events);
-      r->o.nlost = 0;
+      /* Out of memory the session's list misses what this read left
+       * out (the loss is still in the stats). */
+      const etch_loss *lost = ETCH_VEC_AT(&r->o.lost, etch_loss);
+      for (size_t k = 0; k < ETCH_VEC_COUNT(&r->o.lost, etch_loss); k++)
+        (void)etch__loss_add(&x->skipped, &(etch_loss){.seq = lost[k].seq,
+                                                       .events = lost[k].events});
+      r->o.lost.len = 0;
       if (!more) r->buf++;
     } else {
       if (x && r->stats) rc = put_loss_notes(s, x, &r->o);
@@ -915,7 +831,7 @@ void etch__svc_free_session(etch_service *s, session *x) {
   }
   if (x->out.fd >= 0) close(x->out.fd);
   free(x->pend);
-  free(x->skipped);
+  etch__vec_free(&x->skipped);
   etch__u64map_free(&x->important);
   etch__svc_logf(s, "session %u: freed", x->id);
   free(x->flush_wait);

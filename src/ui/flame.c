@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "base/base.h"
+#include "base/containers.h"
 #include "base/map.h"
 #include "ui/app.h"
 
@@ -65,9 +66,10 @@ typedef struct sums {
 } sums;
 
 typedef struct tree {
-  node *n;
+  etch_vec nodes, sums; /* of node and sums, the same length */
+  node *n;              /* their arrays (new_node sets them as they move) */
   sums *sum;
-  size_t len, cap;
+  size_t len;
   slot *kids;
   size_t kcap; /* a power of two, at most half full */
 } tree;
@@ -95,20 +97,16 @@ static bool grow_kids(tree *t) {
 
 /* A new node; -1 out of memory. */
 static int64_t new_node(tree *t, int64_t parent, uint32_t name) {
-  if (t->len == t->cap) {
-    size_t nc = t->cap ? t->cap * 2 : 1024;
-    node *g = etch__realloc(t->n, nc * sizeof *g);
-    if (!g) return -1;
-    t->n = g;
-    sums *h = etch__realloc(t->sum, nc * sizeof *h);
-    if (!h) return -1;
-    t->sum = h;
-    t->cap = nc;
-  }
-  int64_t i = (int64_t)t->len++;
-  t->n[i] = (node){.parent = (int32_t)parent, .name = name};
-  t->sum[i] = (sums){0, 0};
-  return i;
+  /* Room in both first: they grow together or not at all. */
+  if (ETCH_VEC_RESERVE(&t->nodes, node, 1) ||
+      ETCH_VEC_RESERVE(&t->sums, sums, 1))
+    return -1;
+  (void)ETCH_VEC_PUSH(&t->nodes, node,
+                      {.parent = (int32_t)parent, .name = name});
+  (void)ETCH_VEC_PUSH(&t->sums, sums, {0, 0});
+  t->n = ETCH_VEC_AT(&t->nodes, node);
+  t->sum = ETCH_VEC_AT(&t->sums, sums);
+  return (int64_t)t->len++;
 }
 
 /* The child of `parent` named `name`, made if needed (the hashed way); -1
@@ -266,8 +264,9 @@ static int read_selection(etch__db *db, int64_t start, int64_t end,
  * (*order)[first[l] .. first[l + 1]). */
 static int order_by_level(sel *x, int64_t **first_out, uint32_t **order_out,
                           size_t *nlevels_out) {
+  etch_vec counts = {0}; /* first[l + 1]: level l's slices, counted */
   int64_t *first = NULL;
-  size_t nlevels = 0, fcap = 0;
+  size_t nlevels = 0;
   int rc = ETCH_OK;
   for (int64_t id = x->lo; id <= x->hi && !rc; id++) {
     if (!x->nm[id]) continue;
@@ -276,18 +275,10 @@ static int order_by_level(sel *x, int64_t **first_out, uint32_t **order_out,
     uint32_t l = p ? x->lvl[p] + 1 : 0;
     ETCH_DCHECK(!p || (int64_t)p < id); /* a parent before its children */
     x->lvl[id] = l;
-    if (l + 2 > fcap) {
-      size_t nc = fcap ? fcap * 2 : 64;
-      while (nc < l + 2) nc *= 2;
-      int64_t *g = etch__realloc(first, nc * sizeof *g);
-      if (!g) {
-        rc = etch__error(ETCH_ENOMEM, "out of memory");
-        break;
-      }
-      memset(g + fcap, 0, (nc - fcap) * sizeof *g);
-      first = g;
-      fcap = nc;
-    }
+    while (!rc && ETCH_VEC_COUNT(&counts, int64_t) < (size_t)l + 2)
+      rc = ETCH_VEC_PUSH(&counts, int64_t, 0);
+    if (rc) break;
+    first = ETCH_VEC_AT(&counts, int64_t);
     first[l + 1]++;
     if (l + 1 > nlevels) nlevels = l + 1;
   }
@@ -308,11 +299,11 @@ static int order_by_level(sel *x, int64_t **first_out, uint32_t **order_out,
   free(x->lvl);
   x->lvl = NULL;
   if (rc) {
-    free(first);
+    etch__vec_free(&counts);
     free(order);
     return rc;
   }
-  *first_out = first;
+  *first_out = first; /* the vector's bytes, the caller's to free */
   *order_out = order;
   *nlevels_out = nlevels;
   return ETCH_OK;
@@ -324,9 +315,10 @@ typedef struct level_maker {
   sel *x;
   uint32_t nnames;
   /* rank[node]: its index among the parents of the level being made (-1:
-   * left out); direct[rank * nnames + name]: the child + 1. */
+   * left out), in `ranks`; direct[rank * nnames + name]: the child + 1. */
+  etch_vec ranks;
   int32_t *rank, *direct;
-  size_t rank_cap, direct_cap;
+  size_t direct_cap;
 } level_maker;
 
 /* One level's slices order[from, to) into nodes, their parents the nodes
@@ -337,13 +329,12 @@ static int make_level(level_maker *m, const uint32_t *order, int64_t from,
   tree *t = m->t;
   sel *x = m->x;
   /* The ranks of the parents, the previous level's kept nodes. */
-  if (t->len > m->rank_cap) {
-    size_t nc = m->rank_cap ? m->rank_cap : 1024;
-    while (nc < t->len) nc *= 2;
-    int32_t *g = etch__realloc(m->rank, nc * sizeof *g);
-    if (!g) return etch__error(ETCH_ENOMEM, "out of memory");
-    m->rank = g;
-    m->rank_cap = nc;
+  if (t->len > ETCH_VEC_COUNT(&m->ranks, int32_t)) {
+    size_t more = t->len - ETCH_VEC_COUNT(&m->ranks, int32_t);
+    if (ETCH_VEC_RESERVE(&m->ranks, int32_t, more))
+      return etch__error(ETCH_ENOMEM, "out of memory");
+    m->ranks.len += more * sizeof(int32_t);
+    m->rank = ETCH_VEC_AT(&m->ranks, int32_t);
   }
   size_t nparents = 0;
   for (size_t i = parents_from; i < parents_to; i++)
@@ -427,7 +418,7 @@ static int build_tree(tree *t, sel *x, const int64_t *first,
     parents_from = made;
     parents_to = t->len;
   }
-  free(m.rank);
+  etch__vec_free(&m.ranks);
   free(m.direct);
   return rc;
 }
@@ -529,7 +520,7 @@ int etch__ui_flame_until(etch__db *db, int64_t start, int64_t end,
   if (!rc) rc = write_graph(&t, names, nnames, out);
   etch__ui_names_unref(names);
   free(t.kids);
-  free(t.n);
-  free(t.sum);
+  etch__vec_free(&t.nodes);
+  etch__vec_free(&t.sums);
   return rc;
 }

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "base/base.h"
+#include "base/containers.h"
 #include "ui/str.h"
 #include "ui/ui.h"
 
@@ -32,13 +33,7 @@ static int64_t intern(etch__ui_names *nm, const char *s, size_t len) {
     if (!s ? !o : (o && strlen(o) == len && !memcmp(o, s, len))) return k;
     h++;
   }
-  if (nm->n == nm->cap) {
-    size_t nc = nm->cap ? nm->cap * 2 : 64;
-    char **g = etch__realloc(nm->text, nc * sizeof *g);
-    if (!g) return -1;
-    nm->text = g;
-    nm->cap = nc;
-  }
+  if (ETCH_VEC_RESERVE(&nm->texts, char *, 1)) return -1;
   char *c = NULL;
   if (s) {
     c = etch__malloc(len + 1);
@@ -51,7 +46,9 @@ static int64_t intern(etch__ui_names *nm, const char *s, size_t len) {
     free(c);
     return -1;
   }
-  nm->text[nm->n++] = c;
+  (void)ETCH_VEC_PUSH(&nm->texts, char *, c); /* room made above */
+  nm->text = ETCH_VEC_AT(&nm->texts, char *);
+  nm->n++;
   return k;
 }
 
@@ -152,7 +149,7 @@ etch__ui_names *etch__ui_names_ref(etch__ui_names *nm) {
 void etch__ui_names_unref(etch__ui_names *nm) {
   if (!nm || --nm->refs > 0) return;
   for (size_t i = 0; i < nm->n; i++) free(nm->text[i]);
-  free(nm->text);
+  etch__vec_free(&nm->texts);
   free(nm->of_key);
   etch__u64map_free(&nm->by_text);
   etch__u64map_free(&nm->key_map);

@@ -144,8 +144,22 @@ void etch__store_entry_free(etch__store_entry *e) {
   free(e->name);
   free(e->error);
   for (size_t i = 0; i < e->nloss; i++) free(e->loss[i].name);
-  free(e->loss);
+  etch__vec_free(&e->losses);
   memset(e, 0, sizeof *e);
+}
+
+/* Adds loss stat `name` (its first len bytes) = value to e's list. */
+static int add_loss(etch__store_entry *e, const char *name, size_t len,
+                    int64_t value) {
+  char *copy = etch__strndup(name, len);
+  if (!copy ||
+      ETCH_VEC_PUSH(&e->losses, etch__store_loss, {copy, value})) {
+    free(copy);
+    return ETCH_ENOMEM;
+  }
+  e->loss = ETCH_VEC_AT(&e->losses, etch__store_loss);
+  e->nloss++;
+  return ETCH_OK;
 }
 
 void etch__store_list_free(etch__store_list *l) {
@@ -217,15 +231,9 @@ static int compute(etch__store_entry *e, const char *path) {
   e->processes = d.processes;
   e->threads = d.threads;
   int rc = ETCH_OK;
-  if (d.nloss) {
-    e->loss = etch__calloc(d.nloss, sizeof *e->loss);
-    if (!e->loss) rc = ETCH_ENOMEM;
-    for (size_t i = 0; !rc && i < d.nloss; i++) {
-      e->loss[i].name = etch__strdup(d.loss[i].name ? d.loss[i].name : "?");
-      e->loss[i].value = d.loss[i].value;
-      e->nloss++;
-      if (!e->loss[i].name) rc = ETCH_ENOMEM;
-    }
+  for (size_t i = 0; !rc && i < d.nloss; i++) {
+    const char *name = d.loss[i].name ? d.loss[i].name : "?";
+    rc = add_loss(e, name, strlen(name), d.loss[i].value);
   }
   etch__stats_data_free(&d);
   if (has_rt && e->start <= e->end) {
@@ -318,13 +326,7 @@ bool etch__store_meta_parse(char *buf, int64_t size, int64_t mtime_ns,
       if (!vs || !loss_name_ok(val, (size_t)(vs - val)) ||
           !parse_i64(vs + 1, &v) || e->nloss >= 4096)
         return false;
-      etch__store_loss *g =
-          etch__realloc(e->loss, (e->nloss + 1) * sizeof *e->loss);
-      if (!g) return false;
-      e->loss = g;
-      e->loss[e->nloss].name = etch__strndup(val, (size_t)(vs - val));
-      if (!e->loss[e->nloss].name) return false;
-      e->loss[e->nloss++].value = v;
+      if (add_loss(e, val, (size_t)(vs - val), v)) return false;
     } else {
       return false;
     }

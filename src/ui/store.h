@@ -36,6 +36,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "base/containers.h"
+
 /* The store's directory: ETCH_STORE, else $XDG_DATA_HOME/etch/traces,
  * else ~/.local/share/etch/traces. Not created. */
 int etch__store_dir(char *buf, size_t n);
@@ -80,6 +82,7 @@ typedef struct etch__store_entry {
   int64_t events, slices, processes, threads; /* as `etch stats` counts */
   etch__store_loss *loss; /* non-zero data-loss and error stats */
   size_t nloss;
+  etch_vec losses; /* of etch__store_loss: where loss lives */
   /* An abandoned part (see above): `error` says so; its recorder's pid. */
   bool abandoned;
   long writer_pid;

@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "base/base.h"
+#include "base/containers.h"
 #include "base/map.h"
 #include "ui/str.h"
 #include "ui/ui.h"
@@ -163,8 +164,7 @@ static int tile_sql(etch__db *db, const int64_t *tracks, size_t n,
 enum { kMaxDepth = 1 << 16 };
 
 typedef struct agg_list { /* one (track, depth)'s rectangles */
-  etch__ui_rect *r;
-  size_t n, cap;
+  etch_vec rects;  /* of etch__ui_rect */
   size_t open; /* the narrow group being grown, or SIZE_MAX */
   int64_t col, glen;
   int64_t cstart, cend; /* its column's times, [cstart, cend) (or empty) */
@@ -172,59 +172,44 @@ typedef struct agg_list { /* one (track, depth)'s rectangles */
 
 typedef struct agg_track {
   int64_t track;
-  agg_list *d; /* by depth */
-  size_t nd;
+  etch_vec depths; /* of agg_list, by depth */
 } agg_track;
 
 typedef struct agg {
-  agg_track *t;
-  size_t nt;
-  etch_u64map slot; /* track id -> index in t */
+  etch_vec tracks;  /* of agg_track */
+  etch_u64map slot; /* track id -> index in tracks */
   bool all;         /* every track (no list given) */
 } agg;
 
 static void agg_free(agg *a) {
-  for (size_t i = 0; i < a->nt; i++) {
-    for (size_t k = 0; k < a->t[i].nd; k++) free(a->t[i].d[k].r);
-    free(a->t[i].d);
+  agg_track *t = ETCH_VEC_AT(&a->tracks, agg_track);
+  for (size_t i = 0; i < ETCH_VEC_COUNT(&a->tracks, agg_track); i++) {
+    agg_list *d = ETCH_VEC_AT(&t[i].depths, agg_list);
+    for (size_t k = 0; k < ETCH_VEC_COUNT(&t[i].depths, agg_list); k++)
+      etch__vec_free(&d[k].rects);
+    etch__vec_free(&t[i].depths);
   }
-  free(a->t);
+  etch__vec_free(&a->tracks);
   etch__u64map_free(&a->slot);
 }
 
 static agg_track *agg_add_track(agg *a, int64_t track) {
   int64_t k;
-  if (etch__u64map_get(&a->slot, (uint64_t)track, &k)) return &a->t[k];
-  agg_track *g = etch__realloc(a->t, (a->nt + 1) * sizeof *g);
-  if (!g) return NULL;
-  a->t = g;
-  if (!etch__u64map_put(&a->slot, (uint64_t)track, (int64_t)a->nt)) return NULL;
-  a->t[a->nt] = (agg_track){.track = track};
-  return &a->t[a->nt++];
+  if (etch__u64map_get(&a->slot, (uint64_t)track, &k))
+    return &ETCH_VEC_AT(&a->tracks, agg_track)[k];
+  size_t n = ETCH_VEC_COUNT(&a->tracks, agg_track);
+  if (ETCH_VEC_RESERVE(&a->tracks, agg_track, 1) ||
+      !etch__u64map_put(&a->slot, (uint64_t)track, (int64_t)n))
+    return NULL;
+  agg_track *t = ETCH_VEC_NEW(&a->tracks, agg_track); /* room made above */
+  *t = (agg_track){.track = track};
+  return t;
 }
 
 static agg_list *agg_depth(agg_track *t, int64_t depth) {
-  if ((size_t)depth >= t->nd) {
-    size_t nc = t->nd ? t->nd : 8;
-    while (nc <= (size_t)depth) nc *= 2;
-    agg_list *g = etch__realloc(t->d, nc * sizeof *g);
-    if (!g) return NULL;
-    for (size_t i = t->nd; i < nc; i++) g[i] = (agg_list){.open = SIZE_MAX};
-    t->d = g;
-    t->nd = nc;
-  }
-  return &t->d[depth];
-}
-
-static etch__ui_rect *agg_push(agg_list *l) {
-  if (l->n == l->cap) {
-    size_t nc = l->cap ? l->cap * 2 : 64;
-    etch__ui_rect *g = etch__realloc(l->r, nc * sizeof *g);
-    if (!g) return NULL;
-    l->r = g;
-    l->cap = nc;
-  }
-  return &l->r[l->n++];
+  while (ETCH_VEC_COUNT(&t->depths, agg_list) <= (size_t)depth)
+    if (ETCH_VEC_PUSH(&t->depths, agg_list, {.open = SIZE_MAX})) return NULL;
+  return &ETCH_VEC_AT(&t->depths, agg_list)[depth];
 }
 
 static int cmp_track(const void *x, const void *y) {
@@ -296,7 +281,7 @@ static int agg_rows(etch__res *r, agg *a, int64_t start, int64_t px,
       if (!last || last->track != track) {
         int64_t k;
         if (etch__u64map_get(&a->slot, (uint64_t)track, &k)) {
-          last = &a->t[k];
+          last = &ETCH_VEC_AT(&a->tracks, agg_track)[k];
         } else if (a->all) {
           last = agg_add_track(a, track);
           if (!last) {
@@ -319,7 +304,7 @@ static int agg_rows(etch__res *r, agg *a, int64_t start, int64_t px,
                         ? l->col
                         : etch__ui_floor_div(etch__sat_sub(ts, start), px);
         if (l->open != SIZE_MAX && c == l->col) {
-          etch__ui_rect *g = &l->r[l->open];
+          etch__ui_rect *g = &ETCH_VEC_AT(&l->rects, etch__ui_rect)[l->open];
           if (e > g->end) g->end = e;
           g->count++;
           if (id < g->id) g->id = id;
@@ -333,7 +318,7 @@ static int agg_rows(etch__res *r, agg *a, int64_t start, int64_t px,
           *unordered = true;
           break;
         }
-        l->open = l->n;
+        l->open = ETCH_VEC_COUNT(&l->rects, etch__ui_rect);
         l->col = c;
         l->glen = d;
         int64_t off;
@@ -344,13 +329,12 @@ static int agg_rows(etch__res *r, agg *a, int64_t start, int64_t px,
           l->cend = 0;
         }
       }
-      etch__ui_rect *x = agg_push(l);
-      if (!x) {
+      if (ETCH_VEC_PUSH(&l->rects, etch__ui_rect,
+                        {.track_id = track, .depth = depth, .ts = ts,
+                         .end = e, .count = 1, .id = id, .key = key})) {
         rc = etch__error(ETCH_ENOMEM, "out of memory");
         break;
       }
-      *x = (etch__ui_rect){.track_id = track, .depth = depth, .ts = ts,
-                           .end = e, .count = 1, .id = id, .key = key};
     }
     duckdb_destroy_data_chunk(&chunk);
   }
@@ -400,26 +384,32 @@ static int tile_c(etch__db *db, etch__ui_names *names, const int64_t *tracks,
   }
   /* By track, depth, start, id: each list is in that order but for ties
    * of start (sorted then). */
-  size_t total = 0;
-  qsort(a.t, a.nt, sizeof *a.t, cmp_track);
-  for (size_t i = 0; i < a.nt; i++)
-    for (size_t k = 0; k < a.t[i].nd; k++) total += a.t[i].d[k].n;
+  size_t total = 0, nt = ETCH_VEC_COUNT(&a.tracks, agg_track);
+  agg_track *at = ETCH_VEC_AT(&a.tracks, agg_track);
+  if (nt) qsort(at, nt, sizeof *at, cmp_track);
+  for (size_t i = 0; i < nt; i++) {
+    const agg_list *d = ETCH_VEC_AT(&at[i].depths, agg_list);
+    for (size_t k = 0; k < ETCH_VEC_COUNT(&at[i].depths, agg_list); k++)
+      total += ETCH_VEC_COUNT(&d[k].rects, etch__ui_rect);
+  }
   out->rects = total ? etch__malloc(total * sizeof *out->rects) : NULL;
   if (total && !out->rects) {
     agg_free(&a);
     return etch__error(ETCH_ENOMEM, "out of memory");
   }
-  for (size_t i = 0; i < a.nt; i++) {
-    for (size_t k = 0; k < a.t[i].nd; k++) {
-      agg_list *l = &a.t[i].d[k];
+  for (size_t i = 0; i < nt; i++) {
+    agg_list *d = ETCH_VEC_AT(&at[i].depths, agg_list);
+    for (size_t k = 0; k < ETCH_VEC_COUNT(&at[i].depths, agg_list); k++) {
+      etch__ui_rect *lr = ETCH_VEC_AT(&d[k].rects, etch__ui_rect);
+      size_t ln = ETCH_VEC_COUNT(&d[k].rects, etch__ui_rect);
       bool sorted = true;
-      for (size_t j = 1; j < l->n && sorted; j++)
-        sorted = cmp_ts_id(&l->r[j - 1], &l->r[j]) <= 0;
-      if (!sorted) qsort(l->r, l->n, sizeof *l->r, cmp_ts_id);
-      for (size_t j = 0; j < l->n; j++) {
+      for (size_t j = 1; j < ln && sorted; j++)
+        sorted = cmp_ts_id(&lr[j - 1], &lr[j]) <= 0;
+      if (!sorted) qsort(lr, ln, sizeof *lr, cmp_ts_id);
+      for (size_t j = 0; j < ln; j++) {
         ETCH_DCHECK(out->n < total);
         etch__ui_rect *x = &out->rects[out->n++];
-        *x = l->r[j];
+        *x = lr[j];
         int64_t ni = etch__ui_names_index(names, x->key);
         x->name = ni >= 0 ? names->text[ni] : NULL;
       }

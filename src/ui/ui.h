@@ -31,6 +31,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "base/containers.h"
 #include "base/map.h"
 #include "query/query.h"
 #include "query/run.h"
@@ -42,8 +43,9 @@
  * (two indexes differ exactly when the texts do), shared by reference.
  */
 typedef struct etch__ui_names {
-  char **text; /* by index; NULL for a NULL name */
-  size_t n, cap;
+  char **text; /* by index; NULL for a NULL name (texts' array) */
+  size_t n;
+  etch_vec texts; /* of char *: where text lives */
   etch_u64map by_text;
   int32_t *of_key; /* key -> index (-1: none), when the keys are dense */
   size_t nkeys;

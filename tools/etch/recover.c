@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/containers.h"
 #include "buffer/flight.h"
 #include "cli.h"
 
@@ -32,37 +33,33 @@ static int read_all(const char *path, uint8_t **data, size_t *len) {
     close(fd);
     return runtime_error("%s: not a regular file", path);
   }
-  size_t cap = (size_t)st.st_size + 1, n = 0;
-  uint8_t *buf = (uint8_t *)malloc(cap);
-  if (!buf) {
+  /* Its size and a byte more, to see the end; more if it grew. */
+  etch_vec v = {0};
+  if (etch__vec_reserve(&v, (size_t)st.st_size + 1)) {
     close(fd);
-    return runtime_error("%s: out of memory reading %zu bytes", path, cap);
+    return runtime_error("%s: out of memory reading %zu bytes", path,
+                         (size_t)st.st_size + 1);
   }
   for (;;) {
-    if (n == cap) {
-      uint8_t *g = (uint8_t *)realloc(buf, cap * 2);
-      if (!g) {
-        free(buf);
-        close(fd);
-        return runtime_error("%s: out of memory", path);
-      }
-      buf = g;
-      cap *= 2;
+    if (v.len == v.cap && etch__vec_reserve(&v, v.cap)) {
+      etch__vec_free(&v);
+      close(fd);
+      return runtime_error("%s: out of memory", path);
     }
-    ssize_t r = read(fd, buf + n, cap - n);
+    ssize_t r = read(fd, v.data + v.len, v.cap - v.len);
     if (r < 0 && errno == EINTR) continue;
     if (r < 0) {
       int e = errno;
-      free(buf);
+      etch__vec_free(&v);
       close(fd);
       return runtime_error("%s: %s", path, strerror(e));
     }
     if (r == 0) break;
-    n += (size_t)r;
+    v.len += (size_t)r;
   }
   close(fd);
-  *data = buf;
-  *len = n;
+  *data = v.data;
+  *len = v.len;
   return 0;
 }
 
