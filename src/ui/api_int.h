@@ -20,7 +20,7 @@ typedef struct etch__ui_req {
 
 /* Writes {"error": the message} as the answer; returns `status`. */
 int etch__ui_req_vfail(etch__ui_req *r, int status, const char *fmt,
-                       va_list ap);
+                       va_list ap) ETCH_PRINTF(3, 0);
 /* The trace the request names (by `id`), opened; NULL after writing the
  * error (status in *st). */
 etch__ui_trace *etch__ui_req_trace(etch__ui_req *r, int *st);
