@@ -211,6 +211,12 @@ TEST(samples_split_as_the_work_and_land_in_their_slices) {
  * trace of the run. */
 TEST(a_forked_child_that_records_samples_itself) {
   if (!perf_usable()) return;
+#if defined(__SANITIZE_THREAD__)
+  /* ThreadSanitizer's runtime refuses a thread started after the fork of
+   * a process that has threads (the child's session starts its own): the
+   * child dies with its exit code 66. Run in the other builds. */
+  return;
+#endif
   char arg[32];
   snprintf(arg, sizeof arg, "%d fork", WANT / 2);
   char cmd[3000];
