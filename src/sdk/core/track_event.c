@@ -70,7 +70,12 @@ ETCH_COLD void etch__site_prepare(etch_site *site) {
      * could not be made (out of memory), which the fast path would need. */
     bool fast = id < ETCH_FAST_SITES && fits &&
                 (site->type != ETCH_TYPE_COUNTER || ctrack);
-    site->seen_word = (uint16_t)(fast ? id >> 6 : ETCH_FAST_SITES / 64);
+    /* Read by the fast path of other threads before they know the site
+     * is ready (the mask then 0 makes what it reads irrelevant): atomic,
+     * a plain store and load all the same. */
+    __atomic_store_n(&site->seen_word,
+                     (uint16_t)(fast ? id >> 6 : ETCH_FAST_SITES / 64),
+                     __ATOMIC_RELAXED);
     __atomic_store_n(&site->id, id, __ATOMIC_RELEASE);
     __atomic_store_n(&site->seen_mask, 1ull << (id & 63), __ATOMIC_RELEASE);
   }
@@ -78,6 +83,13 @@ ETCH_COLD void etch__site_prepare(etch_site *site) {
 }
 
 /* ---- fast path ------------------------------------------------------------- */
+
+/* Whether w's sequence has site interned (`bit` its seen_mask, loaded
+ * first). */
+ETCH_INLINE bool site_seen(const etch_writer *w, const etch_site *site,
+                           uint64_t bit) {
+  return w->seen_fast[__atomic_load_n(&site->seen_word, __ATOMIC_RELAXED)] & bit;
+}
 
 /*
  * The fast paths' clock. rel is the ticks since the writer's anchor; it is
@@ -197,7 +209,7 @@ ETCH_INLINE bool site_put(etch_writer *w, etch_site *site, uint64_t ticks,
   /* The mask is published last: once seen, the template is complete. */
   uint64_t bit = __atomic_load_n(&site->seen_mask, __ATOMIC_ACQUIRE);
   uint64_t rel = fast_rel(w, ticks);
-  if (ETCH_LIKELY(fast_ok(w, rel) && (w->seen_fast[site->seen_word] & bit))) {
+  if (ETCH_LIKELY(fast_ok(w, rel) && site_seen(w, site, bit))) {
     if (begin) w->depth++;
     fast_put(w, rel, site->tmpl, site->tmpl_len, 16);
     return true;
@@ -357,7 +369,7 @@ ETCH_INLINE void counter_one(etch_site *site, uintptr_t mask, uint64_t ticks,
   etch_writer *w = etch__tls.w[etch__mask_slot[mask]]; /* never NULL */
   uint64_t bit = __atomic_load_n(&site->seen_mask, __ATOMIC_ACQUIRE);
   uint64_t rel = fast_rel(w, ticks);
-  if (ETCH_LIKELY(fast_ok(w, rel) && (w->seen_fast[site->seen_word] & bit))) {
+  if (ETCH_LIKELY(fast_ok(w, rel) && site_seen(w, site, bit))) {
     uint64_t ns = fast_ns(w, rel);
     uint64_t delta = fast_delta(w, &ns);
     /* The site template without its timestamp tag, then the track. */
@@ -796,7 +808,7 @@ ETCH_INLINE uint8_t *args_open(etch_writer *w, etch_site *site,
                                uint64_t ticks, args_frame *f) {
   uint64_t bit = __atomic_load_n(&site->seen_mask, __ATOMIC_ACQUIRE);
   uint64_t rel = fast_rel(w, ticks);
-  if (!(fast_ok(w, rel) && (w->seen_fast[site->seen_word] & bit)))
+  if (!(fast_ok(w, rel) && site_seen(w, site, bit)))
     return NULL;
   f->ns = fast_ns(w, rel);
   f->delta = fast_delta(w, &f->ns);
