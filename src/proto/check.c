@@ -2,8 +2,8 @@
  * check.c - a TracePacket checked as etch's reader reads it (check.h).
  *
  * Each function below mirrors one decoder of the reader (src/reader:
- * packet.c, event.c, clock.c, custom.c) and refuses what it refuses; none
- * keeps any state beyond the counts of one event. The args of an event are
+ * packet.c, event.c, clock.c, custom.c, stacks.c) and refuses what it
+ * refuses; none keeps any state beyond the counts of one event. The args of an event are
  * counted as an upper bound (every container as one more), so this is
  * stricter there, never laxer.
  */
@@ -311,6 +311,9 @@ static bool track_event(ck *c, const uint8_t *msg, size_t len) {
       case ETCH_TE_EXTRA_DOUBLE_COUNTER_VALUES:
         ok = repeated(c, msg, &f, true, &c->nrep[R_XD_V]);
         break;
+      case ETCH_TE_CALLSTACK_IID:
+        ok = want(c, msg, &f, ETCH_PB_VARINT, "TrackEvent.callstack_iid");
+        break;
       case ETCH_TE_SOURCE_LOCATION_IID:
         /* Its file, function and line become three args. */
         ok = want(c, msg, &f, ETCH_PB_VARINT, "TrackEvent.source_location_iid") &&
@@ -343,6 +346,128 @@ static bool schema(ck *c, const uint8_t *msg, size_t len) {
   return d.err ? dec_fail(c, &d) : true;
 }
 
+/* ---- call stacks (stacks.c) ------------------------------------------------ */
+
+/* A message whose fields `ids` (a 0-ended list) are varints, `packed` (0:
+ * none) a repeated varint, plain or packed; `limit` bounds how many values
+ * `packed` holds (0: no bound). */
+static bool varints(ck *c, const uint8_t *msg, size_t len, const char *what,
+                    const uint8_t *ids, uint32_t packed, uint64_t limit) {
+  etch__pb_dec d;
+  etch__pb_field f;
+  uint64_t n = 0;
+  etch__pb_dec_init(&d, msg, len);
+  while (etch__pb_next_fast(&d, &f)) {
+    if (packed && f.id == packed && f.wt != ETCH_PB_VARINT) {
+      if (!want(c, msg, &f, ETCH_PB_LEN, what)) return false;
+      const uint8_t *p = f.data, *end = f.data + f.len;
+      uint64_t x;
+      while (p < end) {
+        if (!etch__pb_read_varint(&p, end, &x))
+          return fail(c, f.data, ETCH_EFORMAT,
+                      "%s: a packed varint cut short", what);
+        n++;
+      }
+    } else if (packed && f.id == packed) {
+      n++;
+    } else {
+      for (const uint8_t *i = ids; *i; i++)
+        if (f.id == *i && !want(c, msg, &f, ETCH_PB_VARINT, what)) return false;
+    }
+    if (limit && n > limit)
+      return fail(c, msg, ETCH_ELIMIT, "%s: more than %llu values", what,
+                  (unsigned long long)limit);
+  }
+  return d.err ? dec_fail(c, &d) : true;
+}
+
+/* InternedString { iid 1, str 2 }. */
+static bool interned_string(ck *c, const uint8_t *msg, size_t len) {
+  etch__pb_dec d;
+  etch__pb_field f;
+  etch__pb_dec_init(&d, msg, len);
+  while (etch__pb_next_fast(&d, &f)) {
+    if (f.id == ETCH_ISTR_IID &&
+        !want(c, msg, &f, ETCH_PB_VARINT, "InternedString.iid"))
+      return false;
+    if (f.id == ETCH_ISTR_STR &&
+        !want(c, msg, &f, ETCH_PB_LEN, "InternedString.str"))
+      return false;
+  }
+  return d.err ? dec_fail(c, &d) : true;
+}
+
+static bool stack_entry(ck *c, uint32_t id, const uint8_t *msg, size_t len) {
+  /* Mapping: iid 1, build_id 2, start_offset 3, start 4, end 5,
+   * load_bias 6, exact_offset 8; path_string_ids 7. */
+  static const uint8_t kMapping[] = {1, 2, 3, 4, 5, 6, 8, 0};
+  static const uint8_t kFrame[] = {ETCH_FRAME_IID, ETCH_FRAME_FUNCTION_NAME_ID,
+                                   ETCH_FRAME_MAPPING_ID, ETCH_FRAME_REL_PC, 0};
+  static const uint8_t kCallstack[] = {ETCH_CALLSTACK_IID, 0};
+  switch (id) {
+    case ETCH_ID_MAPPINGS:
+      return varints(c, msg, len, "Mapping field", kMapping,
+                     ETCH_MAPPING_PATH_STRING_IDS, 0);
+    case ETCH_ID_FRAMES:
+      return varints(c, msg, len, "Frame field", kFrame, 0, 0);
+    case ETCH_ID_CALLSTACKS:
+      return varints(c, msg, len, "Callstack field", kCallstack,
+                     ETCH_CALLSTACK_FRAME_IDS, ETCH_PKT_MAX_STACK_FRAMES);
+    default:
+      return interned_string(c, msg, len);
+  }
+}
+
+/* Line { function_name 1, source_file_name 2, line_number 3 }. */
+static bool symbol_line(ck *c, const uint8_t *msg, size_t len) {
+  etch__pb_dec d;
+  etch__pb_field f;
+  etch__pb_dec_init(&d, msg, len);
+  while (etch__pb_next_fast(&d, &f)) {
+    bool ok = true;
+    if (f.id == ETCH_LINE_FUNCTION_NAME || f.id == ETCH_LINE_SOURCE_FILE_NAME)
+      ok = want(c, msg, &f, ETCH_PB_LEN, "Line name");
+    else if (f.id == ETCH_LINE_LINE_NUMBER)
+      ok = want(c, msg, &f, ETCH_PB_VARINT, "Line.line_number");
+    if (!ok) return false;
+  }
+  return d.err ? dec_fail(c, &d) : true;
+}
+
+/* AddressSymbols { address 1, repeated lines 2 }. */
+static bool address_symbols(ck *c, const uint8_t *msg, size_t len) {
+  etch__pb_dec d;
+  etch__pb_field f;
+  etch__pb_dec_init(&d, msg, len);
+  while (etch__pb_next_fast(&d, &f)) {
+    bool ok = true;
+    if (f.id == ETCH_ADDRSYM_ADDRESS)
+      ok = want(c, msg, &f, ETCH_PB_VARINT, "AddressSymbols.address");
+    else if (f.id == ETCH_ADDRSYM_LINES)
+      ok = want(c, msg, &f, ETCH_PB_LEN, "AddressSymbols.lines") &&
+           symbol_line(c, f.data, f.len);
+    if (!ok) return false;
+  }
+  return d.err ? dec_fail(c, &d) : true;
+}
+
+/* ModuleSymbols { path 1, build_id 2, repeated address_symbols 3 }. */
+static bool module_symbols(ck *c, const uint8_t *msg, size_t len) {
+  etch__pb_dec d;
+  etch__pb_field f;
+  etch__pb_dec_init(&d, msg, len);
+  while (etch__pb_next_fast(&d, &f)) {
+    bool ok = true;
+    if (f.id == ETCH_MODSYM_PATH || f.id == ETCH_MODSYM_BUILD_ID)
+      ok = want(c, msg, &f, ETCH_PB_LEN, "ModuleSymbols path or build_id");
+    else if (f.id == ETCH_MODSYM_ADDRESS_SYMBOLS)
+      ok = want(c, msg, &f, ETCH_PB_LEN, "ModuleSymbols.address_symbols") &&
+           address_symbols(c, f.data, f.len);
+    if (!ok) return false;
+  }
+  return d.err ? dec_fail(c, &d) : true;
+}
+
 static bool interned_data(ck *c, const uint8_t *msg, size_t len) {
   etch__pb_dec d;
   etch__pb_field f;
@@ -356,6 +481,16 @@ static bool interned_data(ck *c, const uint8_t *msg, size_t len) {
       case ETCH_ID_SOURCE_LOCATIONS:
         if (!want(c, msg, &f, ETCH_PB_LEN, "InternedData entry") ||
             !walk(c, f.data, f.len))
+          return false;
+        break;
+      case ETCH_ID_FUNCTION_NAMES:
+      case ETCH_ID_FRAMES:
+      case ETCH_ID_CALLSTACKS:
+      case ETCH_ID_BUILD_IDS:
+      case ETCH_ID_MAPPING_PATHS:
+      case ETCH_ID_MAPPINGS:
+        if (!want(c, msg, &f, ETCH_PB_LEN, "InternedData call-stack entry") ||
+            !stack_entry(c, f.id, f.data, f.len))
           return false;
         break;
       case ETCH_ID_EVENT_SCHEMAS:
@@ -545,7 +680,7 @@ static int quick_tag2(uint32_t tag, bool event, bool producer) {
       case ETCH_PKT_TRACE_PACKET_DEFAULTS: case ETCH_PKT_TRACK_DESCRIPTOR:
       case ETCH_PKT_TRACE_STATS: case ETCH_PKT_COMPRESSED_PACKETS:
       case ETCH_PKT_ZSTD_COMPRESSED_PACKETS: case ETCH_PKT_TRACE_CONFIG:
-      case ETCH_PKT_SYNCHRONIZATION_MARKER:
+      case ETCH_PKT_SYNCHRONIZATION_MARKER: case ETCH_PKT_MODULE_SYMBOLS:
         return Q_LONG;
       default:
         return Q_SKIP;
@@ -556,6 +691,7 @@ static int quick_tag2(uint32_t tag, bool event, bool producer) {
     case ETCH_TE_CATEGORIES:
       return wt == ETCH_PB_LEN ? Q_OK : Q_LONG;
     case ETCH_TE_COUNTER_VALUE:
+    case ETCH_TE_CALLSTACK_IID:
       return wt == ETCH_PB_VARINT ? Q_OK : Q_LONG;
     case ETCH_TE_DOUBLE_COUNTER_VALUE:
       return wt == ETCH_PB_FIXED64 ? Q_OK : Q_LONG;
@@ -750,6 +886,10 @@ static bool check_full(const uint8_t *pkt, size_t len, bool producer,
       case ETCH_PKT_SYSTEM_INFO:
         ok = want(&c, pkt, &f, ETCH_PB_LEN, "TracePacket.system_info") &&
              entries(&c, f.data, f.len, ETCH_SYSINFO_UTSNAME);
+        break;
+      case ETCH_PKT_MODULE_SYMBOLS:
+        ok = want(&c, pkt, &f, ETCH_PB_LEN, "TracePacket.module_symbols") &&
+             module_symbols(&c, f.data, f.len);
         break;
       case ETCH_PKT_REMOTE_CLOCK_SYNC:
         ok = want(&c, pkt, &f, ETCH_PB_LEN, "TracePacket.remote_clock_sync") &&

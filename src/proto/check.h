@@ -41,6 +41,8 @@
 #define ETCH_PKT_MAX_REPEATED (1u << 20)
 /* Fields of one custom event schema. */
 #define ETCH_PKT_MAX_SCHEMA_FIELDS 256
+/* Frames of one interned callstack. */
+#define ETCH_PKT_MAX_STACK_FRAMES 4096u
 
 /* Why a packet was refused. */
 typedef struct etch__pkt_fault {

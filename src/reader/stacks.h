@@ -19,7 +19,7 @@
 #include "reader/reader_int.h"
 
 /* Frames of one interned callstack at most (more: a malformed packet). */
-#define RD_STACK_MAX_FRAMES 4096u
+#define RD_STACK_MAX_FRAMES ETCH_PKT_MAX_STACK_FRAMES
 /* Path components of one mapping at most (the rest are left out). */
 #define RD_STACK_MAX_PATH_PARTS 64u
 /* Rows of each reader-wide table, and lines of one address's symbols. */

@@ -206,6 +206,72 @@ static void bad_compressed_garbage(tb *t) {
   tb_end(t);
 }
 
+/* Call stacks (stacks.c): a ModuleSymbols path as a varint, a frame's
+ * rel_pc as a string, a callstack's packed frames cut short and one
+ * deeper than the reader takes, a Line's name as a varint. */
+static void bad_module_path(tb *t) {
+  tb_packet(t, 2, 250);
+  tb_open(t, ETCH_PKT_MODULE_SYMBOLS);
+  tb_u(t, ETCH_MODSYM_PATH, 3);
+  tb_close(t);
+  tb_end(t);
+}
+
+static void bad_symbol_line(tb *t) {
+  tb_packet(t, 2, 250);
+  tb_open(t, ETCH_PKT_MODULE_SYMBOLS);
+  tb_s(t, ETCH_MODSYM_PATH, "/lib/x.so");
+  tb_open(t, ETCH_MODSYM_ADDRESS_SYMBOLS);
+  tb_u(t, ETCH_ADDRSYM_ADDRESS, 0x40);
+  tb_open(t, ETCH_ADDRSYM_LINES);
+  tb_u(t, ETCH_LINE_FUNCTION_NAME, 1);
+  tb_close(t);
+  tb_close(t);
+  tb_close(t);
+  tb_end(t);
+}
+
+static void bad_frame(tb *t) {
+  tb_packet(t, 2, 250);
+  tb_open(t, ETCH_PKT_INTERNED_DATA);
+  tb_open(t, ETCH_ID_FRAMES);
+  tb_u(t, ETCH_FRAME_IID, 1);
+  tb_s(t, ETCH_FRAME_REL_PC, "pc");
+  tb_close(t);
+  tb_close(t);
+  tb_end(t);
+}
+
+static void bad_packed_stack(tb *t) {
+  tb_packet(t, 2, 250);
+  tb_open(t, ETCH_PKT_INTERNED_DATA);
+  tb_open(t, ETCH_ID_CALLSTACKS);
+  tb_u(t, ETCH_CALLSTACK_IID, 1);
+  tb_b(t, ETCH_CALLSTACK_FRAME_IDS, "\x01\x82", 2);
+  tb_close(t);
+  tb_close(t);
+  tb_end(t);
+}
+
+static void deep_stack(tb *t) {
+  static uint8_t frames[ETCH_PKT_MAX_STACK_FRAMES + 1];
+  memset(frames, 1, sizeof frames);
+  tb_packet(t, 2, 250);
+  tb_open(t, ETCH_PKT_INTERNED_DATA);
+  tb_open(t, ETCH_ID_CALLSTACKS);
+  tb_u(t, ETCH_CALLSTACK_IID, 1);
+  tb_b(t, ETCH_CALLSTACK_FRAME_IDS, frames, sizeof frames);
+  tb_close(t);
+  tb_close(t);
+  tb_end(t);
+}
+
+static void bad_callstack_iid(tb *t) {
+  tb_event_open(t, 2, 250, 0, ETCH_TE_TYPE_INSTANT, "c", "X");
+  tb_s(t, ETCH_TE_CALLSTACK_IID, "cs");
+  tb_event_close(t);
+}
+
 TEST(reader_malformed_left_out_each_shape) {
   expect_left_out(bad_top_wire_type, ETCH_EFORMAT, "top-level wire type");
   expect_left_out(bad_event_field, ETCH_EFORMAT, "track_event field");
@@ -217,6 +283,12 @@ TEST(reader_malformed_left_out_each_shape) {
   expect_left_out(bad_descriptor, ETCH_EFORMAT, "descriptor");
   expect_left_out(bad_snapshot, ETCH_ETRUNC, "clock snapshot");
   expect_left_out(bad_defaults, ETCH_EFORMAT, "packet defaults");
+  expect_left_out(bad_module_path, ETCH_EFORMAT, "module symbols path");
+  expect_left_out(bad_symbol_line, ETCH_EFORMAT, "symbol line");
+  expect_left_out(bad_frame, ETCH_EFORMAT, "interned frame");
+  expect_left_out(bad_packed_stack, ETCH_EFORMAT, "packed callstack");
+  expect_left_out(deep_stack, ETCH_ELIMIT, "deep callstack");
+  expect_left_out(bad_callstack_iid, ETCH_EFORMAT, "callstack_iid");
 }
 
 TEST(reader_malformed_compressed) {
