@@ -23,7 +23,7 @@ packages=(
   universal-ctags     # tests/cli/size_check.sh counts functions' lines
   python3
   libmicrohttpd-dev   # etch ui's HTTP server (without it etch has no ui)
-  libunwind-dev       # libetch_malloc.so unwinds each allocation's stack
+  libunwind-dev       # bench_unwind and unwind_tests compare etch's unwinder with it
   libdw-dev           # libetch_malloc.so names the frames (symbols, DWARF lines)
   chromium            # etch ui's browser tests (tests/ui), headless
   chromium-driver

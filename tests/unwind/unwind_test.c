@@ -4,7 +4,9 @@
  * glibc's backtrace() (libgcc's DWARF unwinder) at the same place: the
  * same return addresses, frame for frame, from the live stack and from a
  * copy of it; in threads at once; through a library loaded with dlopen
- * after the unwinder was made; the cache used the second time.
+ * after the unwinder was made; the cache used the second time. Where
+ * libunwind is there (ETCH_TEST_LIBUNWIND), against its unw_backtrace too:
+ * what libetch_malloc.so took its stacks with before it used this unwinder.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -13,6 +15,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#ifdef ETCH_TEST_LIBUNWIND
+#define UNW_LOCAL_ONLY
+#include <libunwind.h>
+#endif
 
 #include "test.h"
 #include "unwind/unwind.h"
@@ -23,9 +30,9 @@
 typedef struct probe_ctx {
   etch_unwinder *u;
   uint64_t live[MAXF], copied[MAXF];
-  void *bt[MAXF];
+  void *bt[MAXF], *unw[MAXF];
   uint32_t nlive, ncopied;
-  int nbt;
+  int nbt, nunw;
   size_t copy_len;
 } probe_ctx;
 
@@ -63,6 +70,9 @@ __attribute__((noinline)) static int probe(void *vctx, int depth) {
   etch_unwind_mem cm = {r.sp, copy, n};
   p->ncopied = etch__unwind(p->u, &r, etch__unwind_read_mem, &cm, p->copied, MAXF);
   p->nbt = backtrace(p->bt, MAXF);
+#ifdef ETCH_TEST_LIBUNWIND
+  p->nunw = unw_backtrace(p->unw, MAXF);
+#endif
   return depth;
 }
 
@@ -231,3 +241,51 @@ TEST(threads_unwind_at_once_with_one_cache) {
   }
   etch__unwinder_free(u);
 }
+
+#ifdef ETCH_TEST_LIBUNWIND
+/* The live unwind and unw_backtrace agree on every return address after
+ * probe's own frame: the same frames, as many. */
+static bool same_as_libunwind(const probe_ctx *p) {
+  if (p->nunw < 2 || p->nlive < 2 || (uint32_t)p->nunw != p->nlive) return false;
+  for (uint32_t i = 1; i < p->nlive; i++)
+    if (p->live[i] != (uint64_t)(uintptr_t)p->unw[i]) return false;
+  return true;
+}
+
+static void *unw_thread(void *arg) {
+  probe_ctx *p = (probe_ctx *)arg;
+  for (int i = 0; i < 100; i++) {
+    chain_a(probe, p, i);
+    if (!same_as_libunwind(p)) return (void *)1;
+  }
+  return NULL;
+}
+
+TEST(unwinds_as_libunwind_does) {
+  unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
+  probe_ctx *p = (probe_ctx *)calloc(2, sizeof *p);
+  ASSERT_OK(etch__unwinder_new(&p[0].u));
+  p[1].u = p[0].u;
+  chain_a(probe, &p[0], 5);
+  ASSERT_TRUE(same_as_libunwind(&p[0]));
+  ASSERT_TRUE(p[0].nlive >= 5);
+  chain_big(probe, &p[0], 1);
+  ASSERT_TRUE(same_as_libunwind(&p[0]));
+  void *h = dlopen(UNWIND_LIB, RTLD_NOW | RTLD_LOCAL);
+  ASSERT_TRUE(h != NULL);
+  int (*outer)(chain_fn, void *, int) =
+      (int (*)(chain_fn, void *, int))dlsym(h, "lib_outer");
+  ASSERT_TRUE(outer != NULL);
+  outer(probe, &p[0], 3);
+  ASSERT_TRUE(same_as_libunwind(&p[0]));
+  ASSERT_EQ_STR(name_of(p[0].live[2]), "lib_outer");
+  pthread_t th;
+  void *bad = (void *)1;
+  ASSERT_EQ_INT(pthread_create(&th, NULL, unw_thread, &p[1]), 0);
+  pthread_join(th, &bad);
+  ASSERT_TRUE(bad == NULL);
+  etch__unwinder_free(p[0].u);
+  free(p);
+  dlclose(h);
+}
+#endif

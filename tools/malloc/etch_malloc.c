@@ -15,12 +15,15 @@
  * tracing off, or etch's buffer full, the calls behave exactly as without
  * the preload.
  *
- * Every allocation carries its call stack, unwound here with libunwind's
- * unw_backtrace (its per-thread cache of each return address's unwind
- * rule: correct for code without frame pointers; bench/memory/bench_unwind.c
- * compares the ways), the preload's own frames left out; ETCH_MALLOC_STACKS=0
- * turns stacks off. The frames are named when the session stops, by
- * symbolize.c (the binaries' symbol tables and DWARF line tables, through
+ * Every allocation carries its call stack, unwound here over the live
+ * stack with etch's own .eh_frame unwinder (src/unwind: a cache of each
+ * return address's unwind rule, correct for code without frame pointers;
+ * bench/memory/bench_unwind.c compares it with libunwind and the others),
+ * the preload's own frames left out; ETCH_MALLOC_STACKS=0 turns stacks off.
+ * A thread's stack is bounded by what pthread_getattr_np says (read once
+ * per thread): an allocation made on another stack (a coroutine's, a
+ * signal's alternate stack) has no call stack. The frames are named when
+ * the session stops, by symbolize.c (the binaries' symbol tables and DWARF line tables, through
  * elfutils' libdw), never while the program allocates.
  */
 #define _GNU_SOURCE
@@ -28,14 +31,14 @@
 #include <errno.h>
 #include <link.h>
 #include <malloc.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <etch/etch.h>
 
-#define UNW_LOCAL_ONLY
-#include <libunwind.h>
+#include "unwind/unwind.h"
 
 #include "symbolize.h"
 
@@ -55,24 +58,59 @@ static void *(*real_pvalloc)(size_t);
 static int reporting; /* atomic: between the constructor and exit */
 static int stacks = 1; /* ETCH_MALLOC_STACKS */
 static uintptr_t self_lo, self_hi; /* this library's code */
-/* Inside an allocation's report: what libunwind or etch allocate then is
- * the tracer's, not the program's, and is not reported. */
+static etch_unwinder *unwinder; /* made by the constructor */
+/* Inside an allocation's report: what the unwinder or etch allocate then
+ * is the tracer's, not the program's, and is not reported. */
 static __thread int in_report __attribute__((tls_model("initial-exec")));
+/* This thread's stack: [stack_lo, stack_hi); stack_hi 1 when unknown. */
+static __thread uintptr_t stack_lo __attribute__((tls_model("initial-exec")));
+static __thread uintptr_t stack_hi __attribute__((tls_model("initial-exec")));
+
+static __attribute__((noinline)) void find_stack(void) {
+  pthread_attr_t a;
+  void *lo;
+  size_t size;
+  stack_hi = 1;
+  if (pthread_getattr_np(pthread_self(), &a)) return;
+  if (!pthread_attr_getstack(&a, &lo, &size)) {
+    stack_lo = (uintptr_t)lo;
+    stack_hi = stack_lo + size;
+  }
+  pthread_attr_destroy(&a);
+}
+
+/* The return addresses above this function, innermost first, read from
+ * the live stack: 0 when it is not the thread's own. */
+static __attribute__((noinline)) uint32_t take_stack(uint64_t *pcs,
+                                                     uint32_t max) {
+#if defined(__x86_64__)
+  etch_unwind_regs r;
+  __asm__ volatile("lea 0(%%rip), %0\n\tmov %%rsp, %1\n\tmov %%rbp, %2"
+                   : "=r"(r.ip), "=r"(r.sp), "=r"(r.bp));
+  if (ETCH_UNLIKELY(!stack_hi)) find_stack();
+  if (!unwinder || r.sp < stack_lo || r.sp >= stack_hi) return 0;
+  etch_unwind_mem m = {r.sp, (const uint8_t *)(uintptr_t)r.sp,
+                       stack_hi - r.sp};
+  return etch__unwind(unwinder, &r, etch__unwind_read_mem, &m, pcs, max);
+#else
+  (void)pcs;
+  (void)max;
+  return 0;
+#endif
+}
 
 /* Reports an allocation with its call stack, the preload's frames (this
- * function and the wrapper that called it) left out. */
+ * function, the wrapper that called it) left out. */
 static __attribute__((noinline)) void report_alloc(void *p, size_t n) {
   if (!p || in_report) return;
   in_report = 1;
   if (stacks) {
-    void *pcs[STACK_MAX + 4];
-    int k = unw_backtrace(pcs, STACK_MAX + 4);
-    int skip = 0;
-    while (skip < k && (uintptr_t)pcs[skip] >= self_lo &&
-           (uintptr_t)pcs[skip] < self_hi)
-      skip++;
+    uint64_t pcs[STACK_MAX + 4];
+    uint32_t k = take_stack(pcs, STACK_MAX + 4);
+    uint32_t skip = 0;
+    while (skip < k && pcs[skip] >= self_lo && pcs[skip] < self_hi) skip++;
     etch_mem_alloc_stack(p, n, NULL, (const uintptr_t *)(pcs + skip),
-                         (uint32_t)(k - skip));
+                         k - skip);
   } else {
     etch_mem_alloc(p, n);
   }
@@ -241,7 +279,7 @@ __attribute__((constructor)) static void etch_malloc_init(void) {
   Dl_info self;
   if (dladdr((void *)report_alloc, &self))
     dl_iterate_phdr(find_self, self.dli_fbase);
-  unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
+  if (stacks && etch__unwinder_new(&unwinder) != 0) stacks = 0;
   etch_mem_set_symbolizer(etch_malloc_symbolize, NULL);
   etch_init();
   atexit(stop_reporting);
