@@ -717,3 +717,11 @@ etch_unwind_stats etch__unwinder_stats(etch_unwinder *u) {
   pthread_mutex_unlock(&u->lock);
   return st;
 }
+
+void etch__unwinder_fork_prepare(etch_unwinder *u) {
+  pthread_mutex_lock(&u->lock);
+}
+
+void etch__unwinder_fork_after(etch_unwinder *u) {
+  pthread_mutex_unlock(&u->lock);
+}

@@ -70,4 +70,10 @@ bool etch__unwind_read_mem(void *ctx, uint64_t addr, uint64_t *out);
 
 etch_unwind_stats etch__unwinder_stats(etch_unwinder *u);
 
+/* fork(): the lock that a cache miss takes, held across it (before, and
+ * after in the parent and in the child), so that the child's unwinder is
+ * never left locked by a thread the child does not have. */
+void etch__unwinder_fork_prepare(etch_unwinder *u);
+void etch__unwinder_fork_after(etch_unwinder *u);
+
 #endif /* ETCH_UNWIND_UNWIND_H */

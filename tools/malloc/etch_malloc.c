@@ -157,16 +157,26 @@ static void resolve(void) {
 }
 
 #define READY() (real_malloc || (resolve(), real_malloc))
-/* Reporting, and a session records "memory": checked here, so that with
- * nothing recording a call costs no call into libetch. */
-#define REPORTING()                                  \
-  (__atomic_load_n(&reporting, __ATOMIC_RELAXED) &&  \
+/* Reporting (1), and a session records "memory": checked here, so that
+ * with nothing recording a call costs no call into libetch. */
+#define REPORTING()                                       \
+  (__atomic_load_n(&reporting, __ATOMIC_RELAXED) == 1 &&  \
    __atomic_load_n(&etch_cat_etch_memory.enabled, __ATOMIC_RELAXED))
+static int child_start(void);
+
+/* The same for an allocation, which also starts a fork child's own
+ * session (reporting 2: see after_fork_child). */
+static inline int reporting_alloc(void) {
+  if (__builtin_expect(__atomic_load_n(&reporting, __ATOMIC_RELAXED) == 2, 0))
+    child_start();
+  return REPORTING();
+}
+#define REPORTING_ALLOC() reporting_alloc()
 
 EXPORT void *malloc(size_t n) {
   if (!READY()) return boot_alloc(n);
   void *p = real_malloc(n);
-  if (REPORTING()) report_alloc(p, n);
+  if (REPORTING_ALLOC()) report_alloc(p, n);
   return p;
 }
 
@@ -184,7 +194,7 @@ EXPORT void *calloc(size_t n, size_t size) {
     return p; /* static memory: already zero */
   }
   void *p = real_calloc(n, size);
-  if (REPORTING() && p) report_alloc(p, n * size);
+  if (REPORTING_ALLOC() && p) report_alloc(p, n * size);
   return p;
 }
 
@@ -192,10 +202,10 @@ EXPORT void *realloc(void *old, size_t n) {
   if (!READY() || in_boot(old)) {
     void *p = READY() ? real_malloc(n) : boot_alloc(n);
     if (p && old) memcpy(p, old, n); /* boot blocks are small */
-    if (p && READY() && REPORTING()) report_alloc(p, n);
+    if (p && READY() && REPORTING_ALLOC()) report_alloc(p, n);
     return p;
   }
-  int rep = REPORTING();
+  int rep = REPORTING_ALLOC();
   /* The old block is reported freed first: once realloc has moved it,
    * another thread may get its address. */
   if (rep && old) report_free(old);
@@ -220,35 +230,35 @@ EXPORT void *reallocarray(void *old, size_t n, size_t size) {
 EXPORT int posix_memalign(void **out, size_t align, size_t n) {
   if (!READY()) return ENOMEM;
   int rc = real_posix_memalign(out, align, n);
-  if (!rc && REPORTING()) report_alloc(*out, n);
+  if (!rc && REPORTING_ALLOC()) report_alloc(*out, n);
   return rc;
 }
 
 EXPORT void *aligned_alloc(size_t align, size_t n) {
   if (!READY()) return NULL;
   void *p = real_aligned_alloc(align, n);
-  if (REPORTING()) report_alloc(p, n);
+  if (REPORTING_ALLOC()) report_alloc(p, n);
   return p;
 }
 
 EXPORT void *memalign(size_t align, size_t n) {
   if (!READY()) return NULL;
   void *p = real_memalign(align, n);
-  if (REPORTING()) report_alloc(p, n);
+  if (REPORTING_ALLOC()) report_alloc(p, n);
   return p;
 }
 
 EXPORT void *valloc(size_t n) {
   if (!READY()) return NULL;
   void *p = real_valloc(n);
-  if (REPORTING()) report_alloc(p, n);
+  if (REPORTING_ALLOC()) report_alloc(p, n);
   return p;
 }
 
 EXPORT void *pvalloc(size_t n) {
   if (!READY()) return NULL;
   void *p = real_pvalloc(n);
-  if (REPORTING()) report_alloc(p, n);
+  if (REPORTING_ALLOC()) report_alloc(p, n);
   return p;
 }
 
@@ -256,6 +266,45 @@ EXPORT void *pvalloc(size_t n) {
  * reporting stops before the trace is written. */
 static void stop_reporting(void) {
   __atomic_store_n(&reporting, 0, __ATOMIC_RELAXED);
+}
+
+/* fork(): the unwinder's lock is held across it (a thread in the middle of
+ * a rule lookup would leave it held in the child). A child made while
+ * reporting records its own allocations: libetch gives it no session
+ * (docs/sdk.md, fork), so its first allocation after fork() returns calls
+ * etch_init, as a program linked with etch would, and the child writes a
+ * trace of its own (NAME.PID.pftrace beside the parent's). Not from here:
+ * libetch's own fork handlers, which run after this one, have not yet
+ * put its state right. */
+static void before_fork(void) {
+  if (unwinder) etch__unwinder_fork_prepare(unwinder);
+}
+
+static void after_fork_parent(void) {
+  if (unwinder) etch__unwinder_fork_after(unwinder);
+}
+
+static void after_fork_child(void) {
+  if (unwinder) etch__unwinder_fork_after(unwinder);
+  int one = 1;
+  __atomic_compare_exchange_n(&reporting, &one, 2, false, __ATOMIC_RELAXED,
+                              __ATOMIC_RELAXED);
+}
+
+/* A fork child's first allocation outside a report: its own session.
+ * Allocations of other threads meanwhile go unreported. */
+static __attribute__((noinline)) int child_start(void) {
+  int two = 2;
+  if (in_report || !__atomic_compare_exchange_n(&reporting, &two, 0, false,
+                                                __ATOMIC_ACQ_REL,
+                                                __ATOMIC_RELAXED))
+    return 0;
+  in_report = 1;
+  etch_init();
+  atexit(stop_reporting); /* before any exit handler etch_init added */
+  in_report = 0;
+  __atomic_store_n(&reporting, 1, __ATOMIC_RELEASE);
+  return 1;
 }
 
 /* This library's code range: its frames are left out of every stack. */
@@ -283,5 +332,6 @@ __attribute__((constructor)) static void etch_malloc_init(void) {
   etch_mem_set_symbolizer(etch_malloc_symbolize, NULL);
   etch_init();
   atexit(stop_reporting);
+  pthread_atfork(before_fork, after_fork_parent, after_fork_child);
   __atomic_store_n(&reporting, 1, __ATOMIC_RELAXED);
 }

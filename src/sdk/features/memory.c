@@ -126,8 +126,24 @@ static void fork_prepare(void) {
   etch__stack_fork_prepare();
   for (int i = 0; i < SHARDS; i++) shard_lock(&shards[i]);
 }
-static void fork_after(void) {
+static void fork_parent(void) {
   for (int i = SHARDS; i-- > 0;) shard_unlock(&shards[i]);
+  etch__stack_fork_after();
+}
+/* The child starts with no session (docs/sdk.md): the blocks it inherited,
+ * and the live bytes they made, are not its own. A session it starts
+ * (etch_init in the child, as libetch_malloc.so does) reports its own
+ * allocations from nothing; freeing an inherited block writes nothing. */
+static void fork_child(void) {
+  for (int i = SHARDS; i-- > 0;) {
+    etch__u64map_free(&shards[i].blocks); /* empty again */
+    shard_unlock(&shards[i]);
+  }
+  memset(live, 0, sizeof live);
+  memset(live_ts, 0, sizeof live_ts);
+  memset(mt.delta, 0, sizeof mt.delta);
+  memset(mt.dirty, 0, sizeof mt.dirty);
+  mt.countdown = 0;
   etch__stack_fork_after();
 }
 /* A session stops: the stopping thread's live bytes, and the names of the
@@ -155,7 +171,7 @@ static const etch_feature_hooks mem_hooks = {
 
 /* Once, at the first report. */
 static void atfork_register(void) {
-  pthread_atfork(fork_prepare, fork_after, fork_after);
+  pthread_atfork(fork_prepare, fork_parent, fork_child);
   etch__feature_hooks_add(&mem_hooks);
 }
 
