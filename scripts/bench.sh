@@ -335,23 +335,34 @@ if want memory; then
       -j"$JOBS" >/dev/null
     E=$BUILD/tools/etch/etch
     HN=${HEAPTRACK_N:-200000}
-    printf "%-28s %10s %10s %12s\n" "" "1 thread" "4 threads" "peak RSS KB"
+    printf "%-28s %10s %10s %12s %10s\n" "" "1 thread" "4 threads" \
+      "peak RSS KB" "CPU/pair"
+    # CPU/pair: the user and system time of every process of the run (the
+    # program, etch record, heaptrack's interpreter), in ns, over all the
+    # pairs made (5 runs on 1 and on 4 threads): what the way costs the
+    # machine, whatever the other load does to its wall time.
+    TM="/usr/bin/time -f cpu_s=%U+%S -o $TMP/cpu"
+    [ -x /usr/bin/time ] || TM=
     for round in 1 2 3; do
       for way in plain etch-no-stacks etch-stacks heaptrack; do
+        rm -f "$TMP/cpu"
         case $way in
-          plain) out=$("$MB" "$HN" pairs) ;;
-          etch-no-stacks) out=$(ETCH_MALLOC_STACKS=0 "$E" record -q --malloc \
-                 -o "$TMP/m.pftrace" -- "$MB" "$HN" pairs 2>/dev/null) ;;
-          etch-stacks) out=$("$E" record -q --malloc -o "$TMP/m.pftrace" -- \
-                 "$MB" "$HN" pairs 2>/dev/null) ;;
-          heaptrack) out=$(heaptrack -o "$TMP/ht" "$MB" "$HN" pairs \
+          plain) out=$($TM "$MB" "$HN" pairs) ;;
+          etch-no-stacks) out=$(ETCH_MALLOC_STACKS=0 $TM "$E" record -q \
+                 --malloc -o "$TMP/m.pftrace" -- "$MB" "$HN" pairs 2>/dev/null) ;;
+          etch-stacks) out=$($TM "$E" record -q --malloc -o "$TMP/m.pftrace" \
+                 -- "$MB" "$HN" pairs 2>/dev/null) ;;
+          heaptrack) out=$($TM heaptrack -o "$TMP/ht" "$MB" "$HN" pairs \
                  2>/dev/null | grep -E '^([0-9]|maxrss)') ;;
         esac
+        cpu=$(awk -F'[=+]' -v n="$HN" '$1 == "cpu_s" {
+                printf "%.0f", ($2 + $3) * 1e9 / (25 * n) }' \
+              "$TMP/cpu" 2>/dev/null)
         rm -f "$TMP/m.pftrace" "$TMP"/ht*
-        printf "%-28s %10s %10s %12s\n" "round $round $way" \
+        printf "%-28s %10s %10s %12s %10s\n" "round $round $way" \
           "$(echo "$out" | awk '$1 == 1 { print $2 }')" \
           "$(echo "$out" | awk '$1 == 4 { print $2 }')" \
-          "$(echo "$out" | awk '$1 == "maxrss_kb" { print $2 }')"
+          "$(echo "$out" | awk '$1 == "maxrss_kb" { print $2 }')" "${cpu:--}"
       done
     done
   fi
