@@ -32,6 +32,7 @@
 #include <link.h>
 #include <malloc.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -79,8 +80,23 @@ static __attribute__((noinline)) void find_stack(void) {
   pthread_attr_destroy(&a);
 }
 
-/* The return addresses above this function, innermost first, read from
- * the live stack: 0 when it is not the thread's own. */
+/* True when the frame record at f (a saved bp, then a return address)
+ * lies in this thread's stack above `below`, and its return address is in
+ * this library's code. */
+static inline bool own_frame(uintptr_t f, uintptr_t below) {
+  return f > below && !(f & 7) && f < stack_hi - 16 &&
+         ((const uintptr_t *)f)[1] >= self_lo &&
+         ((const uintptr_t *)f)[1] < self_hi;
+}
+
+/* The return addresses of the allocating code's stack, innermost first,
+ * read from the live stack: 0 when it is not the thread's own. This file
+ * is built with frame pointers (CMakeLists.txt), so the frames of this
+ * function, report_alloc and the wrapper that called it are walked through
+ * bp: the walk through .eh_frame starts at the wrapper's caller. When the
+ * frames are not those three (a wrapper that called report_alloc through
+ * a tail call), the walk starts here and report_alloc leaves the
+ * library's frames out. */
 static __attribute__((noinline)) uint32_t take_stack(uint64_t *pcs,
                                                      uint32_t max) {
 #if defined(__x86_64__)
@@ -89,6 +105,18 @@ static __attribute__((noinline)) uint32_t take_stack(uint64_t *pcs,
                    : "=r"(r.ip), "=r"(r.sp), "=r"(r.bp));
   if (ETCH_UNLIKELY(!stack_hi)) find_stack();
   if (!unwinder || r.sp < stack_lo || r.sp >= stack_hi) return 0;
+  uintptr_t f0 = (uintptr_t)r.bp; /* take_stack's: into report_alloc */
+  if (own_frame(f0, r.sp - 1)) {
+    uintptr_t f1 = ((const uintptr_t *)f0)[0]; /* report_alloc's */
+    if (own_frame(f1, f0)) {
+      uintptr_t f2 = ((const uintptr_t *)f1)[0]; /* the wrapper's */
+      if (f2 > f1 && !(f2 & 7) && f2 < stack_hi - 16) {
+        r.ip = ((const uintptr_t *)f2)[1];
+        r.bp = ((const uintptr_t *)f2)[0];
+        r.sp = f2 + 16;
+      }
+    }
+  }
   etch_unwind_mem m = {r.sp, (const uint8_t *)(uintptr_t)r.sp,
                        stack_hi - r.sp};
   return etch__unwind(unwinder, &r, etch__unwind_read_mem, &m, pcs, max);
