@@ -5,6 +5,8 @@
  */
 #define _GNU_SOURCE
 #include <pthread.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "sdk_common.h"
 
@@ -110,6 +112,47 @@ TEST(allocator_hooks_record_tags_frees_and_live_bytes) {
   ASSERT_TRUE(k && k->is_counter);
   ASSERT_EQ_INT(k->unit, 3); /* bytes */
   td_free(&t);
+  etch_session_free(s);
+}
+
+/* A child made by fork() starts from no live blocks: the blocks it
+ * inherited are the parent's, so a session it starts has none of their
+ * bytes in its live bytes, and freeing one writes nothing. */
+TEST(a_fork_child_starts_with_no_live_blocks) {
+  etch_session *s = start_session("compression=none");
+  void *in1 = pool_alloc(4444), *in2 = pool_alloc(4444);
+  (void)in2;
+  pid_t pid = fork();
+  ASSERT_TRUE(pid >= 0);
+  if (pid == 0) {
+    etch_session *c = start_session("compression=none");
+    pool_alloc(333);
+    pool_free(in1);
+    etch_session_stop(c);
+    td_trace t;
+    read_trace(c, "memory_fork_child", &t);
+    uint64_t allocs = 0, frees = 0, bytes = 0;
+    for (size_t i = 0; i < t.nev; i++) {
+      const td_event *e = &t.ev[i];
+      if (!e->cat || strcmp(e->cat, "memory") || e->type != 3) continue;
+      if (!strcmp(e->name, "free")) {
+        frees++;
+      } else {
+        allocs++;
+        bytes += td_arg_of(e, "size")->u;
+      }
+    }
+    ASSERT_EQ_U64(allocs, 1);
+    ASSERT_EQ_U64(bytes, 333);
+    ASSERT_EQ_U64(frees, 0);
+    ASSERT_EQ_DBL(last_value(&t, "Live bytes: untagged"), 333);
+    _exit(0);
+  }
+  int st = 0;
+  ASSERT_EQ_INT(waitpid(pid, &st, 0), pid);
+  ASSERT_TRUE(WIFEXITED(st));
+  ASSERT_EQ_INT(WEXITSTATUS(st), 0);
+  etch_session_stop(s);
   etch_session_free(s);
 }
 
