@@ -116,6 +116,13 @@ int etch_reader_open_memory(etch_reader **out, const void *data, size_t len) {
   return 0;
 }
 
+bool etch__file_recording(int fd) {
+  /* The writer's lock (buffer/sink.h): an open file description's write
+   * lock on the whole file, looked at without taking anything. */
+  struct flock fl = {.l_type = F_RDLCK, .l_whence = SEEK_SET};
+  return fcntl(fd, F_OFD_GETLK, &fl) == 0 && fl.l_type != F_UNLCK;
+}
+
 int etch_reader_open_file(etch_reader **out, const char *path) {
   if (!out || !path) return etch__error(ETCH_EINVAL, "reader: no path");
   *out = NULL;
@@ -131,6 +138,14 @@ int etch_reader_open_file(etch_reader **out, const char *path) {
   if (!S_ISREG(st.st_mode)) {
     close(fd);
     return etch__error(ETCH_EIO, "%s: not a regular file", path);
+  }
+  /* The lock first, the size after: what a writer that has just finished
+   * wrote before letting go is all there. */
+  bool recording = etch__file_recording(fd);
+  if (recording && fstat(fd, &st) != 0) {
+    int e = errno;
+    close(fd);
+    return etch__error(ETCH_EIO, "%s: cannot stat: %s", path, strerror(e));
   }
   void *map = NULL;
   size_t len = (size_t)st.st_size;
@@ -156,6 +171,8 @@ int etch_reader_open_file(etch_reader **out, const char *path) {
   }
   r->map = map;
   r->map_len = len;
+  r->recording = recording;
+  r->stats.recording = recording;
   r->data = (const uint8_t *)map;
   r->len = len;
   *out = r;
@@ -277,6 +294,7 @@ static int run(etch_reader *r) {
   r->sub_all = r->nsubs == 1 && !r->subs[0].name && !r->subs[0].category;
   etch__error_clear();
   r->stats.bytes = r->len;
+  r->stats.recording = r->recording;
   if (!r->obs && r->progress_want &&
       (r->progress_forced || isatty(r->progress_fd))) {
     r->progress = true;

@@ -72,4 +72,8 @@ bool etch__reader_realtime_offset(const etch_reader *r, int64_t *offset);
  */
 const char *etch__reader_malformed_first(const etch_reader *r);
 
+/* Whether the trace file open as `fd` is still being recorded: its
+ * writer holds the lock buffer/sink.h describes (looked at, not taken). */
+bool etch__file_recording(int fd);
+
 #endif /* ETCH_READER_PRIV_H */
