@@ -283,6 +283,8 @@ int etch_reader_on_track(etch_reader *r, etch_track_cb cb, void *user) {
   return 0;
 }
 
+static int read_from(etch_reader *r, uint64_t from);
+
 static int run(etch_reader *r) {
   if (!r) return etch__error(ETCH_EINVAL, "reader: NULL");
   if (r->stream)
@@ -303,13 +305,12 @@ static int run(etch_reader *r) {
   r->watch_at = r->progress || (r->map && r->map_len >= ETCH_RD_RELEASE_MIN)
                     ? 0
                     : UINT64_MAX;
-  rd_src top;
-  top.start = r->data;
-  top.wrapper_off = 0;
-  top.depth = 0;
-  top.parent = NULL;
-  int rc = etch__rd_parse_records(r, &top, r->len);
-  /* Descriptors whose parent none describes. */
+  return read_from(r, 0);
+}
+
+/* Descriptors whose parent none describes, counted over every track. */
+static void count_unknown_parents(etch_reader *r) {
+  r->stats.unknown_parent_track = 0;
   for (size_t i = 0; i < r->ntracks; i++) {
     const rd_track *t = r->track_list[i];
     uint64_t parent = t->info.parent_uuid;
@@ -317,6 +318,18 @@ static int run(etch_reader *r) {
     const rd_track *p = etch__rd_track_in(r, t->info.machine_id, parent, false);
     if (!p || !p->described) r->stats.unknown_parent_track++;
   }
+}
+
+/* Reads the records of r->data from offset `from` to r->len, then
+ * delivers what was held and announces the tracks without events. */
+static int read_from(etch_reader *r, uint64_t from) {
+  rd_src top;
+  top.start = r->data;
+  top.wrapper_off = 0;
+  top.depth = 0;
+  top.parent = NULL;
+  int rc = etch__rd_parse_records_at(r, &top, (size_t)from, r->len);
+  count_unknown_parents(r);
   if (rc && !r->err_formatted) {
     char msg[512];
     snprintf(msg, sizeof msg, "%s", etch_last_error());

@@ -160,7 +160,12 @@ static int cut_short(etch_reader *r, const uint8_t *start, const uint8_t *rec,
 }
 
 int etch__rd_parse_records(etch_reader *r, const rd_src *src, size_t len) {
-  const uint8_t *start = src->start, *p = start, *end = start + len;
+  return etch__rd_parse_records_at(r, src, 0, len);
+}
+
+int etch__rd_parse_records_at(etch_reader *r, const rd_src *src, size_t from,
+                              size_t len) {
+  const uint8_t *start = src->start, *p = start + from, *end = start + len;
   while (p < end && !r->stop) {
     if (ETCH_LIKELY(r->fast)) {
       /* Runs of libetch's packets; this loop takes whatever they are not. */
