@@ -173,6 +173,8 @@ int etch_reader_open_file(etch_reader **out, const char *path) {
   r->map_len = len;
   r->recording = recording;
   r->stats.recording = recording;
+  r->file_dev = (uint64_t)st.st_dev;
+  r->file_ino = (uint64_t)st.st_ino;
   r->data = (const uint8_t *)map;
   r->len = len;
   *out = r;
@@ -305,7 +307,10 @@ static int run(etch_reader *r) {
   r->watch_at = r->progress || (r->map && r->map_len >= ETCH_RD_RELEASE_MIN)
                     ? 0
                     : UINT64_MAX;
-  return read_from(r, 0);
+  int rc = read_from(r, 0);
+  r->resumable = rc == 0 && r->name && r->order == ETCH_ORDER_FILE &&
+                 !r->per_track && !r->obs;
+  return rc;
 }
 
 /* Descriptors whose parent none describes, counted over every track. */
@@ -361,6 +366,87 @@ static int read_from(etch_reader *r, uint64_t from) {
 }
 
 int etch_reader_run(etch_reader *r) { return run(r); }
+
+/* ---- a file that grew: read on ------------------------------------------------------------ */
+
+/* The file at r->name as it is now, mapped in place of the old mapping;
+ * *same false (nothing changed) when it has not grown and its writer's
+ * lock is as it was. */
+static int remap(etch_reader *r, bool *same) {
+  *same = false;
+  int fd = open(r->name, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return etch__error(ETCH_EIO, "%s: cannot open: %s", r->name,
+                       strerror(errno));
+  bool recording = etch__file_recording(fd);
+  struct stat st;
+  if (fstat(fd, &st) != 0) {
+    int e = errno;
+    close(fd);
+    return etch__error(ETCH_EIO, "%s: cannot stat: %s", r->name, strerror(e));
+  }
+  size_t len = (size_t)st.st_size;
+  if ((uint64_t)st.st_dev != r->file_dev ||
+      (uint64_t)st.st_ino != r->file_ino || len < r->len) {
+    close(fd);
+    r->resumable = false;
+    return etch__error(ETCH_ESTATE,
+                       "%s: replaced or cut since it was read: read it again",
+                       r->name);
+  }
+  if (len == r->len && recording == r->recording) {
+    close(fd);
+    *same = true;
+    return ETCH_OK;
+  }
+  void *map = NULL;
+  if (len) {
+    map = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (map == MAP_FAILED) {
+      int e = errno;
+      close(fd);
+      return etch__error(ETCH_EIO, "%s: cannot map: %s", r->name,
+                         strerror(e));
+    }
+  }
+  close(fd);
+  if (r->map) munmap(r->map, r->map_len);
+  r->map = map;
+  r->map_len = len;
+  r->map_released = 0;
+  r->data = (const uint8_t *)map;
+  r->len = len;
+  r->recording = recording;
+  return ETCH_OK;
+}
+
+int etch__reader_resume(etch_reader *r, bool *grew) {
+  if (grew) *grew = false;
+  if (!r || !r->ran || !r->name || r->order != ETCH_ORDER_FILE ||
+      r->per_track || r->obs)
+    return etch__error(ETCH_ESTATE, "reader: only a file read in file order "
+                                    "reads on");
+  if (!r->resumable)
+    return etch__error(ETCH_ESTATE, "reader: %s: its last read did not end "
+                                    "well: read it again", r->name);
+  /* Where the last read stopped: after its last whole packet. */
+  uint64_t from = r->stats.truncated_bytes ? r->stats.truncated_offset
+                                           : r->stats.bytes;
+  bool same;
+  int rc = remap(r, &same);
+  if (rc || same) return rc;
+  etch__error_clear();
+  r->stats.bytes = r->len;
+  r->stats.recording = r->recording;
+  r->stats.truncated_offset = 0;
+  r->stats.truncated_bytes = 0;
+  r->progress = false;
+  r->watch_at = UINT64_MAX;
+  rc = read_from(r, from);
+  r->resumable = rc == 0;
+  if (grew) *grew = true;
+  return rc;
+}
 
 /* ---- a stream of packets ------------------------------------------------------------------ */
 

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "pb/pb.h"
+#include "reader/reader_priv.h"
 #include "reader/tbuild.h"
 #include "test.h"
 
@@ -175,4 +176,134 @@ TEST(reader_live_only_the_writers_lock_counts) {
   close(w);
   unlink(path);
   tb_free(&t);
+}
+
+/* ---- reading on as the file grows ---------------------------------------------- */
+
+/* A reader kept open on the file and resumed (etch__reader_resume) after
+ * every byte appended: what it delivered over all its reads, its stats
+ * and its time bounds are those of one read of the file as it is, at
+ * every length; then the writer lets go of a file cut inside its last
+ * packet, and one more resume says it is cut short, as a cold read does. */
+static void stats_equal(const etch_reader_stats *a, const etch_reader_stats *b) {
+  ASSERT_EQ_U64(a->bytes, b->bytes);
+  ASSERT_EQ_U64(a->packets, b->packets);
+  ASSERT_EQ_U64(a->track_events, b->track_events);
+  ASSERT_EQ_U64(a->sequences, b->sequences);
+  ASSERT_EQ_U64(a->recording, b->recording);
+  ASSERT_EQ_U64(a->truncated_offset, b->truncated_offset);
+  ASSERT_EQ_U64(a->truncated_bytes, b->truncated_bytes);
+  /* ...and every other count. */
+  ASSERT_TRUE(memcmp(a, b, sizeof *a) == 0);
+}
+
+static void cold(const char *path, char **events, etch_reader_stats *st,
+                 int64_t *first, int64_t *last) {
+  size_t n = 0;
+  *events = NULL;
+  FILE *f = open_memstream(events, &n);
+  ASSERT_TRUE(f != NULL);
+  etch_reader *r;
+  ASSERT_OK(etch_reader_open_file(&r, path));
+  ASSERT_OK(etch_reader_set_allow_truncated(r, 1));
+  ASSERT_OK(etch_reader_set_order(r, ETCH_ORDER_FILE));
+  etch_reader_on(r, NULL, NULL, add_line, f);
+  ASSERT_OK(etch_reader_run(r));
+  etch_reader_get_stats(r, st);
+  if (etch_reader_time_bounds(r, first, last) != ETCH_OK) *first = *last = 0;
+  etch_reader_close(r);
+  fclose(f);
+}
+
+static void resume_as_it_grows(int which, size_t step) {
+  tb t;
+  tb_init(&t);
+  tb_sample(&t, which);
+  char path[512];
+  temp_path(path, sizeof path, "resume");
+  int w = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  ASSERT_TRUE(w >= 0);
+  hold(w);
+  /* The kept reader writes every event it delivers into `acc`. */
+  char *acc = NULL;
+  size_t accn = 0;
+  FILE *af = open_memstream(&acc, &accn);
+  etch_reader *r;
+  ASSERT_OK(etch_reader_open_file(&r, path));
+  ASSERT_OK(etch_reader_set_allow_truncated(r, 1));
+  ASSERT_OK(etch_reader_set_order(r, ETCH_ORDER_FILE));
+  etch_reader_on(r, NULL, NULL, add_line, af);
+  ASSERT_OK(etch_reader_run(r));
+  for (size_t len = step; len <= t.len + step - 1; len += step) {
+    size_t upto = len < t.len ? len : t.len;
+    off_t at = lseek(w, 0, SEEK_END);
+    ASSERT_EQ_INT((int)write(w, t.data + at, upto - (size_t)at),
+                  (int)(upto - (size_t)at));
+    bool grew;
+    ASSERT_OK(etch__reader_resume(r, &grew));
+    ASSERT_TRUE(grew);
+    fflush(af);
+    char *want;
+    etch_reader_stats ws, got;
+    int64_t wf, wl, gf = 0, gl = 0;
+    cold(path, &want, &ws, &wf, &wl);
+    ASSERT_EQ_STR(acc ? acc : "", want ? want : "");
+    etch_reader_get_stats(r, &got);
+    stats_equal(&got, &ws);
+    if (etch_reader_time_bounds(r, &gf, &gl) != ETCH_OK) gf = gl = 0;
+    ASSERT_EQ_U64((uint64_t)gf, (uint64_t)wf);
+    ASSERT_EQ_U64((uint64_t)gl, (uint64_t)wl);
+    free(want);
+    /* Nothing new: nothing read. */
+    ASSERT_OK(etch__reader_resume(r, &grew));
+    ASSERT_FALSE(grew);
+  }
+  /* The writer cuts its last packet and lets go: cut short. */
+  ASSERT_EQ_INT(ftruncate(w, (off_t)t.len - 1), 0);
+  etch_reader_stats got;
+  ASSERT_EQ_INT(etch__reader_resume(r, NULL), ETCH_ESTATE); /* it shrank */
+  etch_reader_close(r);
+  fclose(af);
+  free(acc);
+  /* Opened again with its last packet cut, the writer gone. */
+  acc = NULL;
+  af = open_memstream(&acc, &accn);
+  ASSERT_OK(etch_reader_open_file(&r, path));
+  ASSERT_OK(etch_reader_set_allow_truncated(r, 1));
+  ASSERT_OK(etch_reader_set_order(r, ETCH_ORDER_FILE));
+  etch_reader_on(r, NULL, NULL, add_line, af);
+  ASSERT_OK(etch_reader_run(r));
+  etch_reader_get_stats(r, &got);
+  ASSERT_EQ_U64(got.recording, 1);
+  close(w);
+  bool grew;
+  ASSERT_OK(etch__reader_resume(r, &grew));
+  ASSERT_TRUE(grew); /* the lock went */
+  etch_reader_get_stats(r, &got);
+  ASSERT_EQ_U64(got.recording, 0);
+  ASSERT_TRUE(got.truncated_bytes > 0);
+  fflush(af);
+  char *want;
+  etch_reader_stats ws;
+  int64_t wf, wl;
+  cold(path, &want, &ws, &wf, &wl);
+  ASSERT_EQ_STR(acc ? acc : "", want ? want : "");
+  stats_equal(&got, &ws);
+  free(want);
+  etch_reader_close(r);
+  fclose(af);
+  free(acc);
+  unlink(path);
+  tb_free(&t);
+}
+
+TEST(reader_live_resumes_byte_by_byte) {
+  for (int s = 0; s < tb_sample_count(); s++) resume_as_it_grows(s, 1);
+}
+
+TEST(reader_live_resumes_in_uneven_steps) {
+  for (int s = 0; s < tb_sample_count(); s++) {
+    resume_as_it_grows(s, 7);
+    resume_as_it_grows(s, 61);
+  }
 }
