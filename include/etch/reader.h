@@ -194,6 +194,12 @@ typedef struct etch_reader_stats {
    * service left out (invalid_packets: they would not read, or set fields
    * only the service writes). */
   uint64_t trace_stats_invalid_packets;
+  /* 1 when the file was still being recorded as it was opened (its writer
+   * held the lock a trace's writer holds: docs/reader.md): it was read up
+   * to its last whole packet, `bytes` is where that packet ends (where
+   * a later read of the grown file goes on), and what follows it is no
+   * loss (truncated_* stay 0). */
+  uint64_t recording;
 } etch_reader_stats;
 
 typedef void (*etch_event_cb)(const etch_event *ev, void *user);
@@ -208,7 +214,9 @@ typedef enum etch_reader_order {
 } etch_reader_order;
 
 /* Opens a trace file. On error returns a negative status; the message from
- * etch_last_error() names the file and the problem. */
+ * etch_last_error() names the file and the problem. A file still being
+ * recorded (its writer holds its lock) is read as far as it is written,
+ * up to its last whole packet (stats: recording). */
 ETCH_API int etch_reader_open_file(etch_reader **out, const char *path);
 /* Reads a trace held in memory; the bytes must outlive the reader. */
 ETCH_API int etch_reader_open_memory(etch_reader **out, const void *data,

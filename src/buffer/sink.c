@@ -36,6 +36,14 @@ size_t etch__record_end(const uint8_t *data, size_t len, size_t k) {
   return len;
 }
 
+bool etch__sink_hold(int fd) {
+  struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
+  int r;
+  while ((r = fcntl(fd, F_OFD_SETLK, &fl)) != 0 && errno == EINTR) {
+  }
+  return r == 0;
+}
+
 void etch__sink_init(etch_sink *k, int fd, bool nowait) {
   *k = (etch_sink){.fd = fd, .nowait = nowait};
   struct stat st;
@@ -43,6 +51,8 @@ void etch__sink_init(etch_sink *k, int fd, bool nowait) {
     k->regular = S_ISREG(st.st_mode) || S_ISBLK(st.st_mode);
     k->socket = S_ISSOCK(st.st_mode);
   }
+  /* A trace file being written says so to its readers (see sink.h). */
+  if (S_ISREG(st.st_mode)) k->held = etch__sink_hold(fd);
   if (k->regular) { /* where the trace starts, to cut back to */
     int fl = fcntl(fd, F_GETFL);
     off_t at = fl >= 0 && (fl & O_APPEND) ? lseek(fd, 0, SEEK_END)

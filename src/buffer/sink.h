@@ -15,6 +15,17 @@
  *    PIPE_BUF, a larger record in pieces; a write that would wait takes
  *    fewer bytes, which the caller keeps for later.
  *
+ * A regular file is locked while it is written: etch__sink_init takes an
+ * open-file-description write lock on the whole file (fcntl F_OFD_SETLK),
+ * which lives as long as the file is open anywhere (in etch record, or in
+ * etchd that was handed the same open file) and goes with the last close,
+ * also of a process that is killed. A reader that finds the lock held
+ * (F_OFD_GETLK) knows the trace is still being recorded: it reads up to
+ * its last whole packet and says "recording", where a file without the
+ * lock that ends inside a packet was cut short. Advisory: a writer that
+ * cannot take it (another holds it, a file system without such locks)
+ * writes all the same.
+ *
  *   etch_sink k;
  *   etch__sink_init(&k, fd, false);
  *   size_t took = etch__sink_write(&k, records, len);  (k.err on failure)
@@ -38,7 +49,12 @@ typedef struct etch_sink {
   size_t rec_left;   /* nowait: bytes left of a record taken in part */
   int err;           /* errno of the failure that ended the sink; 0: good */
   int cut_err;       /* errno of a cut back that failed; 0: none */
+  bool held;         /* the writer's lock on the file taken */
 } etch_sink;
+
+/* Takes the writer's lock on the regular file open as `fd` (see above);
+ * false when it could not (then nothing is held). */
+bool etch__sink_hold(int fd);
 
 /* A sink over `fd` (not taken: the caller closes it). */
 void etch__sink_init(etch_sink *k, int fd, bool nowait);

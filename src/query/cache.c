@@ -12,8 +12,10 @@
  * by another version of etch is rebuilt, and a file that is not a usable
  * database (cut short, overwritten) is rebuilt with a warning.
  *
- * A trace cut short is cached with what precedes the cut, and the warning
- * is given again on each open; --strict does not use the cache (the
+ * A trace still being recorded (its writer holds its lock: buffer/sink.h)
+ * is not cached: it is read into memory each time, up to its last whole
+ * packet. A trace cut short is cached with what precedes the cut, and the
+ * warning is given again on each open; --strict does not use the cache (the
  * command line reads the trace, and fails, instead).
  *
  * A cache is written under a temporary name and renamed when complete:
@@ -34,6 +36,7 @@
 #include "base/envvars.h"
 #include "base/sys.h"
 #include "query/query.h"
+#include "reader/reader_priv.h"
 
 enum { kKeyBytes = 65536 };
 
@@ -44,10 +47,11 @@ typedef struct trace_key {
   uint64_t head, tail; /* hashes of the first and last kKeyBytes */
 } trace_key;
 
-static int key_of(const char *path, trace_key *k) {
+static int key_of(const char *path, trace_key *k, bool *recording) {
   memset(k, 0, sizeof *k);
   int fd = etch__sys_open(path, O_RDONLY | O_CLOEXEC, 0);
   if (fd < 0) return etch__error(ETCH_EIO, "%s: %s", path, strerror(errno));
+  *recording = etch__file_recording(fd);
   struct stat sb;
   if (fstat(fd, &sb) != 0) {
     int rc = etch__error(ETCH_EIO, "%s: %s", path, strerror(errno));
@@ -170,8 +174,13 @@ int etch__query_cache_file(const char *trace, const char *cache_dir,
     return ETCH_OK;
   }
   trace_key k;
-  rc = key_of(trace, &k);
+  bool recording = false;
+  rc = key_of(trace, &k, &recording);
   if (rc) return rc;
+  /* A trace still being recorded changes at every write: a cache of it
+   * would be one more stale file per query. It is read into memory, up
+   * to its last whole packet (the reader says so). */
+  if (recording) return ETCH_OK;
   char key[256], name[256];
   key_text(&k, true, key, sizeof key);
   key_text(&k, false, name, sizeof name);

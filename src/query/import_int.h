@@ -195,7 +195,7 @@ typedef struct stat_row {
   uint64_t value;
 } stat_row;
 
-enum { kStatRows = 27 };
+enum { kStatRows = 28 };
 
 /* The rows of the stats table (import_write.c). */
 void etch__import_fill_stat_rows(const etch__importer *imp,

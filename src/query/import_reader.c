@@ -145,6 +145,8 @@ static int run_x(etch__db *db, const char *catalog, const source *src,
         x->res->last = 0;
       }
     }
+    if (st.recording && !(x && x->quiet) && !o.quiet)
+      etch__query_note_recording(src->path, st.bytes);
     if (st.truncated_bytes && !(x && x->quiet) && !o.quiet)
       etch__query_warn_cut_short(src->path, st.truncated_bytes,
                                  st.truncated_offset);
@@ -158,6 +160,13 @@ static int run_x(etch__db *db, const char *catalog, const source *src,
    * importer keeps its own copies, so the reader can go now. */
   etch_reader_close(r);
   return rc;
+}
+
+void etch__query_note_recording(const char *path, uint64_t bytes) {
+  fprintf(stderr,
+          "etch: note: %s is still being recorded: read up to its last whole "
+          "packet (%llu bytes)\n",
+          path ? path : "the trace", (unsigned long long)bytes);
 }
 
 static int run(etch__db *db, const char *catalog, const source *src,

@@ -421,6 +421,9 @@ void etch__stats_sort_top(etch__stats_top *rows, size_t n, bool by_self,
  */
 void etch__query_warn_cut_short(const char *path, uint64_t bytes,
                                 uint64_t offset);
+/* A trace still being recorded (stat trace_recording): "etch: note: PATH
+ * is still being recorded: read up to its last whole packet (N bytes)". */
+void etch__query_note_recording(const char *path, uint64_t bytes);
 /*
  * The same for malformed packets left out (stat malformed_packets): "etch:
  * warning: PATH: N malformed packets left out (the first: offset M: ...);

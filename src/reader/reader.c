@@ -116,6 +116,13 @@ int etch_reader_open_memory(etch_reader **out, const void *data, size_t len) {
   return 0;
 }
 
+bool etch__file_recording(int fd) {
+  /* The writer's lock (buffer/sink.h): an open file description's write
+   * lock on the whole file, looked at without taking anything. */
+  struct flock fl = {.l_type = F_RDLCK, .l_whence = SEEK_SET};
+  return fcntl(fd, F_OFD_GETLK, &fl) == 0 && fl.l_type != F_UNLCK;
+}
+
 int etch_reader_open_file(etch_reader **out, const char *path) {
   if (!out || !path) return etch__error(ETCH_EINVAL, "reader: no path");
   *out = NULL;
@@ -131,6 +138,14 @@ int etch_reader_open_file(etch_reader **out, const char *path) {
   if (!S_ISREG(st.st_mode)) {
     close(fd);
     return etch__error(ETCH_EIO, "%s: not a regular file", path);
+  }
+  /* The lock first, the size after: what a writer that has just finished
+   * wrote before letting go is all there. */
+  bool recording = etch__file_recording(fd);
+  if (recording && fstat(fd, &st) != 0) {
+    int e = errno;
+    close(fd);
+    return etch__error(ETCH_EIO, "%s: cannot stat: %s", path, strerror(e));
   }
   void *map = NULL;
   size_t len = (size_t)st.st_size;
@@ -156,6 +171,10 @@ int etch_reader_open_file(etch_reader **out, const char *path) {
   }
   r->map = map;
   r->map_len = len;
+  r->recording = recording;
+  r->stats.recording = recording;
+  r->file_dev = (uint64_t)st.st_dev;
+  r->file_ino = (uint64_t)st.st_ino;
   r->data = (const uint8_t *)map;
   r->len = len;
   *out = r;
@@ -266,6 +285,8 @@ int etch_reader_on_track(etch_reader *r, etch_track_cb cb, void *user) {
   return 0;
 }
 
+static int read_from(etch_reader *r, uint64_t from);
+
 static int run(etch_reader *r) {
   if (!r) return etch__error(ETCH_EINVAL, "reader: NULL");
   if (r->stream)
@@ -277,6 +298,7 @@ static int run(etch_reader *r) {
   r->sub_all = r->nsubs == 1 && !r->subs[0].name && !r->subs[0].category;
   etch__error_clear();
   r->stats.bytes = r->len;
+  r->stats.recording = r->recording;
   if (!r->obs && r->progress_want &&
       (r->progress_forced || isatty(r->progress_fd))) {
     r->progress = true;
@@ -285,13 +307,15 @@ static int run(etch_reader *r) {
   r->watch_at = r->progress || (r->map && r->map_len >= ETCH_RD_RELEASE_MIN)
                     ? 0
                     : UINT64_MAX;
-  rd_src top;
-  top.start = r->data;
-  top.wrapper_off = 0;
-  top.depth = 0;
-  top.parent = NULL;
-  int rc = etch__rd_parse_records(r, &top, r->len);
-  /* Descriptors whose parent none describes. */
+  int rc = read_from(r, 0);
+  r->resumable = rc == 0 && r->name && r->order == ETCH_ORDER_FILE &&
+                 !r->per_track && !r->obs;
+  return rc;
+}
+
+/* Descriptors whose parent none describes, counted over every track. */
+static void count_unknown_parents(etch_reader *r) {
+  r->stats.unknown_parent_track = 0;
   for (size_t i = 0; i < r->ntracks; i++) {
     const rd_track *t = r->track_list[i];
     uint64_t parent = t->info.parent_uuid;
@@ -299,6 +323,18 @@ static int run(etch_reader *r) {
     const rd_track *p = etch__rd_track_in(r, t->info.machine_id, parent, false);
     if (!p || !p->described) r->stats.unknown_parent_track++;
   }
+}
+
+/* Reads the records of r->data from offset `from` to r->len, then
+ * delivers what was held and announces the tracks without events. */
+static int read_from(etch_reader *r, uint64_t from) {
+  rd_src top;
+  top.start = r->data;
+  top.wrapper_off = 0;
+  top.depth = 0;
+  top.parent = NULL;
+  int rc = etch__rd_parse_records_at(r, &top, (size_t)from, r->len);
+  count_unknown_parents(r);
   if (rc && !r->err_formatted) {
     char msg[512];
     snprintf(msg, sizeof msg, "%s", etch_last_error());
@@ -330,6 +366,87 @@ static int run(etch_reader *r) {
 }
 
 int etch_reader_run(etch_reader *r) { return run(r); }
+
+/* ---- a file that grew: read on ------------------------------------------------------------ */
+
+/* The file at r->name as it is now, mapped in place of the old mapping;
+ * *same false (nothing changed) when it has not grown and its writer's
+ * lock is as it was. */
+static int remap(etch_reader *r, bool *same) {
+  *same = false;
+  int fd = open(r->name, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return etch__error(ETCH_EIO, "%s: cannot open: %s", r->name,
+                       strerror(errno));
+  bool recording = etch__file_recording(fd);
+  struct stat st;
+  if (fstat(fd, &st) != 0) {
+    int e = errno;
+    close(fd);
+    return etch__error(ETCH_EIO, "%s: cannot stat: %s", r->name, strerror(e));
+  }
+  size_t len = (size_t)st.st_size;
+  if ((uint64_t)st.st_dev != r->file_dev ||
+      (uint64_t)st.st_ino != r->file_ino || len < r->len) {
+    close(fd);
+    r->resumable = false;
+    return etch__error(ETCH_ESTATE,
+                       "%s: replaced or cut since it was read: read it again",
+                       r->name);
+  }
+  if (len == r->len && recording == r->recording) {
+    close(fd);
+    *same = true;
+    return ETCH_OK;
+  }
+  void *map = NULL;
+  if (len) {
+    map = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (map == MAP_FAILED) {
+      int e = errno;
+      close(fd);
+      return etch__error(ETCH_EIO, "%s: cannot map: %s", r->name,
+                         strerror(e));
+    }
+  }
+  close(fd);
+  if (r->map) munmap(r->map, r->map_len);
+  r->map = map;
+  r->map_len = len;
+  r->map_released = 0;
+  r->data = (const uint8_t *)map;
+  r->len = len;
+  r->recording = recording;
+  return ETCH_OK;
+}
+
+int etch__reader_resume(etch_reader *r, bool *grew) {
+  if (grew) *grew = false;
+  if (!r || !r->ran || !r->name || r->order != ETCH_ORDER_FILE ||
+      r->per_track || r->obs)
+    return etch__error(ETCH_ESTATE, "reader: only a file read in file order "
+                                    "reads on");
+  if (!r->resumable)
+    return etch__error(ETCH_ESTATE, "reader: %s: its last read did not end "
+                                    "well: read it again", r->name);
+  /* Where the last read stopped: after its last whole packet. */
+  uint64_t from = r->stats.truncated_bytes ? r->stats.truncated_offset
+                                           : r->stats.bytes;
+  bool same;
+  int rc = remap(r, &same);
+  if (rc || same) return rc;
+  etch__error_clear();
+  r->stats.bytes = r->len;
+  r->stats.recording = r->recording;
+  r->stats.truncated_offset = 0;
+  r->stats.truncated_bytes = 0;
+  r->progress = false;
+  r->watch_at = UINT64_MAX;
+  rc = read_from(r, from);
+  r->resumable = rc == 0;
+  if (grew) *grew = true;
+  return rc;
+}
 
 /* ---- a stream of packets ------------------------------------------------------------------ */
 

@@ -350,6 +350,11 @@ struct etch_reader {
   /* Progress on a terminal (etch_reader_set_progress). */
   bool progress_want;   /* asked for */
   bool allow_truncated; /* etch_reader_set_allow_truncated */
+  bool recording;       /* the file's writer holds its lock: it grows */
+  /* etch__reader_resume: the last read of the file went well, and the
+   * file it read (to tell it from another one put in its place). */
+  bool resumable;
+  uint64_t file_dev, file_ino;
   bool progress_forced; /* shown even when not a terminal (tests) */
   int progress_fd;      /* 2 unless a test says otherwise */
   uint64_t progress_delay; /* ns before the first line */

@@ -72,4 +72,26 @@ bool etch__reader_realtime_offset(const etch_reader *r, int64_t *offset);
  */
 const char *etch__reader_malformed_first(const etch_reader *r);
 
+/* Whether the trace file open as `fd` is still being recorded: its
+ * writer holds the lock buffer/sink.h describes (looked at, not taken). */
+bool etch__file_recording(int fd);
+
+/*
+ * A trace file that grew since it was read (one being recorded): reads
+ * what it gained, from the end of the last whole packet read before, with
+ * everything the reader knew kept (sequences, their interned data and
+ * incremental state, clocks, tracks, time bounds, stats): the events
+ * delivered by the first read and every resume are those of one read of
+ * the file as it is now, in the same order, with the same indexes. Tracks
+ * are announced before their first event, except that a track that had
+ * none when a read ended was announced then. Only after a successful
+ * etch_reader_run of a file (etch_reader_open_file) in ETCH_ORDER_FILE
+ * (ETCH_ESTATE otherwise, and for a file cut shorter or replaced since:
+ * read it again); *grew (may be NULL) false when there was nothing new.
+ * The file's lock is looked at again: stats.recording says whether it is
+ * still being recorded, and a file left cut short by its writer is
+ * reported as truncated as etch_reader_run does.
+ */
+int etch__reader_resume(etch_reader *r, bool *grew);
+
 #endif /* ETCH_READER_PRIV_H */

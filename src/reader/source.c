@@ -146,16 +146,26 @@ int etch__rd_decompress(etch_reader *r, const rd_src *src, const uint8_t *at,
 /* ---- framing ---------------------------------------------------------------------------- */
 
 /* The file ends inside the packet at `rec`: the trace was cut short there
- * (etch_reader_set_allow_truncated). */
+ * (etch_reader_set_allow_truncated), or, while it is being recorded, its
+ * writer has not written the rest yet: read up to `rec`, no loss. */
 static int cut_short(etch_reader *r, const uint8_t *start, const uint8_t *rec,
                      const uint8_t *end) {
+  if (r->recording) {
+    r->stats.bytes = (uint64_t)(rec - start);
+    return 0;
+  }
   r->stats.truncated_offset = (uint64_t)(rec - start);
   r->stats.truncated_bytes = (uint64_t)(end - rec);
   return 0;
 }
 
 int etch__rd_parse_records(etch_reader *r, const rd_src *src, size_t len) {
-  const uint8_t *start = src->start, *p = start, *end = start + len;
+  return etch__rd_parse_records_at(r, src, 0, len);
+}
+
+int etch__rd_parse_records_at(etch_reader *r, const rd_src *src, size_t from,
+                              size_t len) {
+  const uint8_t *start = src->start, *p = start + from, *end = start + len;
   while (p < end && !r->stop) {
     if (ETCH_LIKELY(r->fast)) {
       /* Runs of libetch's packets; this loop takes whatever they are not. */
@@ -185,12 +195,14 @@ int etch__rd_parse_records(etch_reader *r, const rd_src *src, size_t len) {
     if (ETCH_LIKELY(q != NULL)) {
       p = q;
     } else if (!etch__pb_read_varint(&p, end, &plen)) {
-      if (src->depth == 0 && r->allow_truncated && end - p < 10)
+      if (src->depth == 0 && (r->allow_truncated || r->recording) &&
+          end - p < 10)
         return cut_short(r, start, rec, end);
       return etch__rd_fail(r, src, rec, end - p < 10 ? ETCH_ETRUNC : ETCH_EFORMAT,
                            "truncated or malformed packet length");
     }
-    if (plen > (uint64_t)(end - p) && src->depth == 0 && r->allow_truncated)
+    if (plen > (uint64_t)(end - p) && src->depth == 0 &&
+        (r->allow_truncated || r->recording))
       return cut_short(r, start, rec, end);
     if (plen > (uint64_t)(end - p))
       return etch__rd_fail(r, src, rec, ETCH_ETRUNC,

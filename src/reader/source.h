@@ -11,6 +11,10 @@
 
 /* Decodes a run of Trace records (field 1) from src->start[0..len). */
 int etch__rd_parse_records(etch_reader *r, const rd_src *src, size_t len);
+/* The same from offset `from` (a record's start) of src->start[0..len):
+ * offsets stay those from src->start. */
+int etch__rd_parse_records_at(etch_reader *r, const rd_src *src, size_t from,
+                              size_t len);
 /* Decompresses and parses a compressed_packets / zstd payload. */
 int etch__rd_decompress(etch_reader *r, const rd_src *src, const uint8_t *at,
                         const uint8_t *data, size_t len, bool zstd);

@@ -43,6 +43,7 @@
 #include "base/envvars.h"
 #include "base/sys.h"
 #include "query/query.h"
+#include "reader/reader_priv.h"
 
 #define META_DIR ".meta"
 #define META_MAGIC "etch-store-meta 1"
@@ -413,6 +414,15 @@ static int64_t mtime_of(const struct stat *sb) {
   return (int64_t)sb->st_mtim.tv_sec * 1000000000 + sb->st_mtim.tv_nsec;
 }
 
+/* Whether the trace at `path` is being recorded (its writer's lock). */
+static bool being_recorded(const char *path) {
+  int fd = etch__sys_open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK, 0);
+  if (fd < 0) return false;
+  bool rec = etch__file_recording(fd);
+  close(fd);
+  return rec;
+}
+
 /*
  * The entry of `name` (a store name) in `dir`: from its metadata file when
  * that fits the trace as it is, else read (and cached). *computed says
@@ -452,6 +462,14 @@ static int file_entry_get(const char *path, const char *meta,
   if (!S_ISREG(sb.st_mode)) {
     e->wall_start_ns = e->mtime_ns;
     return set_error(e, "not a regular file");
+  }
+  /* Being recorded: read as far as it is written, at every listing. */
+  if (being_recorded(path)) {
+    e->recording = true;
+    *computed = true;
+    rc = compute(e, path);
+    if (!rc && e->error) e->wall_start_ns = e->mtime_ns;
+    return rc;
   }
   if (*meta && meta_read(meta, e->size, e->mtime_ns, e)) {
     if (e->error) e->wall_start_ns = e->mtime_ns;
@@ -667,6 +685,45 @@ int etch__store_list_abandoned(const char *dir, etch__store_list *l) {
   return ETCH_OK;
 }
 
+int etch__store_list_recording(const char *dir, etch__store_list *l) {
+  DIR *d = opendir(dir);
+  if (!d) return ETCH_OK; /* no store, no part */
+  int rc = ETCH_OK;
+  etch_vec v = {(uint8_t *)l->e, l->n * sizeof *l->e, l->n * sizeof *l->e};
+  struct dirent *de;
+  while (!rc && (de = readdir(d))) {
+    const char *n = de->d_name;
+    long pid;
+    char path[4352];
+    int k = snprintf(path, sizeof path, "%s/%s", dir, n);
+    if (!etch__store_part_name(n, &pid) || k < 0 ||
+        (size_t)k >= sizeof path || !being_recorded(path))
+      continue;
+    etch__store_entry *e = ETCH_VEC_NEW(&v, etch__store_entry);
+    if (!e) {
+      rc = etch__error(ETCH_ENOMEM, "out of memory");
+      break;
+    }
+    l->e = (etch__store_entry *)v.data;
+    bool computed;
+    int st = file_entry_get(path, "", n, dir, e, &computed);
+    if (st) { /* gone since readdir: no entry */
+      etch__store_entry_free(e);
+      v.len -= sizeof *e;
+      if (st == ETCH_ENOTFOUND) continue;
+      rc = st;
+      break;
+    }
+    e->recording = true; /* even if it ended meanwhile: it was listed so */
+    e->writer_pid = pid;
+    l->n++;
+  }
+  closedir(d);
+  if (rc) return rc == ETCH_ENOMEM ? etch__error(rc, "out of memory") : rc;
+  if (l->n > 1) qsort(l->e, l->n, sizeof *l->e, cmp_entry);
+  return ETCH_OK;
+}
+
 /* Removes an abandoned part: never one being written. */
 static int remove_part(const char *dir, const char *name) {
   char path[4352];
@@ -745,6 +802,7 @@ void etch__store_write_json_fields(const etch__store_entry *x, FILE *out) {
     etch__json_string(out, x->error, strlen(x->error));
     if (x->abandoned)
       fprintf(out, ",\"abandoned\":true,\"writer_pid\":%ld", x->writer_pid);
+    if (x->recording) fputs(",\"recording\":true", out);
     return;
   }
   fprintf(out,
@@ -759,4 +817,5 @@ void etch__store_write_json_fields(const etch__store_entry *x, FILE *out) {
     fprintf(out, ",\"value\":%" PRId64 "}", x->loss[k].value);
   }
   fputs("],\"error\":null", out);
+  if (x->recording) fputs(",\"recording\":true", out);
 }

@@ -26,7 +26,9 @@
  * leaves the part: it is "abandoned" once its pid is gone and nobody holds
  * the lock (etchd may still write into it while it has the file), and
  * then listed (etch__store_list_abandoned) and removable under its hidden
- * name; a part being written is never listed.
+ * name. A part being written is listed by etch__store_list_recording
+ * only (etch ls), as a trace being recorded; a trace with a store name
+ * being written (etch record --write-period) is listed with `recording`.
  */
 #ifndef ETCH_UI_STORE_H
 #define ETCH_UI_STORE_H
@@ -86,6 +88,11 @@ typedef struct etch__store_entry {
   /* An abandoned part (see above): `error` says so; its recorder's pid. */
   bool abandoned;
   long writer_pid;
+  /* Still being recorded: its writer holds the lock a trace's writer
+   * holds (buffer/sink.h). Its metadata is of what is written so far (up
+   * to the last whole packet), read at each listing, never cached. A part
+   * (etch__store_list_recording) also has writer_pid. */
+  bool recording;
 } etch__store_entry;
 
 typedef struct etch__store_list {
@@ -131,6 +138,11 @@ bool etch__store_part_abandoned(const char *dir, const char *name);
 /* Appends the abandoned parts of `dir` to `l` (size, mtime_ns, start = the
  * mtime, `error` and `abandoned` set) and sorts it again. */
 int etch__store_list_abandoned(const char *dir, etch__store_list *l);
+/* Appends the parts of `dir` being recorded (their writer holds its lock:
+ * etch record --system, or etchd after it) to `l`, each read as far as it
+ * is written and named by its hidden name, `recording` set, and sorts it
+ * again. */
+int etch__store_list_recording(const char *dir, etch__store_list *l);
 /* Removes trace `name` and its metadata, or the abandoned part `name`
  * (ETCH_EBUSY for a part still being written). ETCH_EINVAL for a name that
  * is neither, ETCH_ENOTFOUND when the store has no such trace. */

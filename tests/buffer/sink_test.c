@@ -209,3 +209,45 @@ TEST(tracefile_into_a_pipe) {
   close(p[1]);
   free(mem);
 }
+
+/* Whether another open of `path` sees a writer's lock on it. */
+static bool locked_for(const char *path) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  ASSERT_TRUE(fd >= 0);
+  struct flock fl = {.l_type = F_RDLCK, .l_whence = SEEK_SET};
+  ASSERT_EQ_INT(fcntl(fd, F_OFD_GETLK, &fl), 0);
+  close(fd);
+  return fl.l_type == F_WRLCK;
+}
+
+/* A sink over a regular file holds the writer's lock (sink.h) for as long
+ * as the file is open, here or in a copy of the descriptor (etchd's); the
+ * last close lets it go. A pipe has none. */
+TEST(sink_holds_the_writers_lock_while_the_file_is_open) {
+  char path[512];
+  snprintf(path, sizeof path, "%s/locked.pftrace", etch_test_tmpdir());
+  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  ASSERT_TRUE(fd >= 0);
+  ASSERT_FALSE(locked_for(path));
+  etch_sink k;
+  etch__sink_init(&k, fd, false);
+  ASSERT_TRUE(k.held);
+  ASSERT_TRUE(locked_for(path));
+  int copy = dup(fd);
+  close(fd);
+  ASSERT_TRUE(locked_for(path)); /* the copy still has it */
+  /* A second writer of the same open file (etchd's sink on the
+   * descriptor etch record passed) holds the same lock. */
+  etch_sink k2;
+  etch__sink_init(&k2, copy, true);
+  ASSERT_TRUE(k2.held);
+  close(copy);
+  ASSERT_FALSE(locked_for(path));
+  int p[2];
+  ASSERT_EQ_INT(pipe(p), 0);
+  etch__sink_init(&k, p[1], true);
+  ASSERT_FALSE(k.held);
+  close(p[0]);
+  close(p[1]);
+  unlink(path);
+}

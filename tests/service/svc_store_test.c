@@ -217,8 +217,16 @@ TEST(a_write_into_file_session_is_kept_in_the_store_once_whole) {
       sb.st_size <= 100000)
     FAIL("the store holds \"%s\" while the session runs, not one hidden file "
          "being written", files);
+  /* Listed as recording, under the hidden name, read as far as it is
+   * written. */
   jp *v = store_ls();
-  ASSERT_EQ_U64(v->n, 0);
+  ASSERT_EQ_U64(v->n, 1);
+  ASSERT_EQ_STR(jp_get(v->items[0], "name")->str, files);
+  ASSERT_EQ_STR(jp_get(v->items[0], "path")->str, part);
+  ASSERT_TRUE(jp_get(v->items[0], "recording")->kind == JP_BOOL &&
+              jp_get(v->items[0], "recording")->b);
+  ASSERT_TRUE(jp_get(v->items[0], "error")->kind == JP_NULL);
+  ASSERT_TRUE(jp_int(v->items[0], "events") > 0);
   jp_free(v);
   kill(rec, SIGINT);
   ASSERT_EQ_INT(wait_exit(rec), 0);

@@ -14,6 +14,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -842,9 +843,11 @@ static char *ls_json_names(void) {
   char *s = calloc(1, 4096);
   for (size_t i = 0; i < v->n; i++) {
     const jp *ab = jp_get(v->items[i], "abandoned");
-    snprintf(s + strlen(s), 4096 - strlen(s), "%s%s%s", i ? " " : "",
+    const jp *rec = jp_get(v->items[i], "recording");
+    snprintf(s + strlen(s), 4096 - strlen(s), "%s%s%s%s", i ? " " : "",
              jp_get(v->items[i], "name")->str,
-             ab && ab->kind == JP_BOOL && ab->b ? "(abandoned)" : "");
+             ab && ab->kind == JP_BOOL && ab->b ? "(abandoned)" : "",
+             rec && rec->kind == JP_BOOL && rec->b ? "(recording)" : "");
   }
   jp_free(v);
   done(&r);
@@ -1000,7 +1003,7 @@ static const char *held_part(const char *dir) {
 /*
  * The real thing: etch record --system writing into the store (etchd
  * writes into its part as the session goes), killed with SIGKILL. While it
- * runs its part is not listed and not removed; once it is gone and etchd
+ * runs its part is listed as recording and not removed; once it is gone and etchd
  * has let the file go, etch ls lists it as abandoned and etch rm removes
  * it.
  */
@@ -1033,8 +1036,11 @@ TEST(a_killed_recorders_part_is_abandoned) {
   char name[300];
   snprintf(name, sizeof name, "%s", part);
 
+  /* Being written: listed as recording, under its hidden name. */
+  char want[400];
+  snprintf(want, sizeof want, "%s(recording)", name);
   char *names = ls_json_names();
-  ASSERT_EQ_STR(names, ""); /* being written: not listed */
+  ASSERT_EQ_STR(names, want);
   free(names);
   run_result r = RUN("rm", name);
   ASSERT_EQ_INT(r.status, 1);
@@ -1045,7 +1051,6 @@ TEST(a_killed_recorders_part_is_abandoned) {
   int st;
   ASSERT_EQ_INT((int)waitpid(rec, &st, 0), (int)rec);
   /* Until etchd, seeing its consumer gone, lets the file go. */
-  char want[400];
   snprintf(want, sizeof want, "%s(abandoned)", name);
   names = ls_json_names();
   for (int i = 0; i < 3000 && strcmp(names, want) != 0; i++) {
@@ -1073,3 +1078,94 @@ TEST(a_killed_recorders_part_is_abandoned) {
   unsetenv("PERFETTO_CONSUMER_SOCK_NAME");
 }
 #endif
+
+/*
+ * A trace being recorded in process (etch record --write-period, no -o:
+ * into the store) while its program waits: etch ls lists it as recording,
+ * read as far as it is written; etch stats and etch query read it up to
+ * its last whole packet, say so, and leave no cache behind. Once the
+ * program ends it is a trace like any other.
+ */
+TEST(ls_lists_an_in_process_recording_as_recording) {
+  const char *dir = use_store();
+  char ready[600], log[600], cache[600];
+  snprintf(ready, sizeof ready, "%s/ready.pid", etch_test_tmpdir());
+  snprintf(log, sizeof log, "%s/record.log", etch_test_tmpdir());
+  snprintf(cache, sizeof cache, "%s/cache", etch_test_tmpdir());
+  char *argv[] = {(char *)ETCH_BIN, "record", "-q", "--write-period", "50ms",
+                  "--", (char *)ETCH_RECORDEE, "4", "wait", ready, NULL};
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&fa, 1, log, O_WRONLY | O_CREAT, 0644);
+  posix_spawn_file_actions_adddup2(&fa, 1, 2);
+  pid_t rec;
+  if (posix_spawn(&rec, argv[0], &fa, NULL, argv, environ) != 0)
+    FAIL("cannot run %s", argv[0]);
+  posix_spawn_file_actions_destroy(&fa);
+  /* The program wrote its pid once its slices are in the file. */
+  struct timespec tick = {0, 10000000};
+  for (int i = 0; i < 6000 && !exists(ready); i++) nanosleep(&tick, NULL);
+  if (!exists(ready)) FAIL("the recordee never got ready (see %s)", log);
+  char *pidtext = slurp(ready);
+  pid_t prog = (pid_t)atol(pidtext);
+  free(pidtext);
+  ASSERT_TRUE(prog > 0);
+
+  char *name = store_names(dir);
+  ASSERT_TRUE(recordee_name(name));
+  char want[600];
+  snprintf(want, sizeof want, "%s(recording)", name);
+  char *names = ls_json_names();
+  ASSERT_EQ_STR(names, want);
+  free(names);
+  run_result r = RUN("ls", "--json");
+  jp *v = jp_parse(r.out);
+  ASSERT_TRUE(v != NULL && v->n == 1);
+  ASSERT_EQ_STR(jp_get(v->items[0], "path")->str, in(dir, name));
+  ASSERT_TRUE(jp_get(v->items[0], "error")->kind == JP_NULL);
+  /* The "work" slice and its 4 steps are written (etch_flush). */
+  ASSERT_EQ_INT(jp_int(v->items[0], "slices"), 5);
+  jp_free(v);
+  done(&r);
+  r = RUN("ls");
+  ASSERT_CONTAINS(r.out, "recording");
+  done(&r);
+  /* Never cached while it grows: nothing of it in .meta. */
+  ASSERT_FALSE(exists(meta_of(dir, name)));
+
+  char *caches = cache_state();
+  r = RUN("stats", in(dir, name));
+  ASSERT_EQ_INT(r.status, 0);
+  ASSERT_CONTAINS(r.err, "is still being recorded: read up to its last "
+                         "whole packet");
+  ASSERT_FALSE(strstr(r.err, "cut short") != NULL);
+  done(&r);
+  r = RUN("query", "--csv", in(dir, name),
+          "SELECT count(*) AS n FROM slice WHERE name = 'step'");
+  ASSERT_EQ_INT(r.status, 0);
+  ASSERT_EQ_STR(r.out, "n\n4\n");
+  ASSERT_CONTAINS(r.err, "is still being recorded");
+  done(&r);
+  r = RUN("query", "--csv", in(dir, name),
+          "SELECT value FROM stats WHERE name = 'trace_recording'");
+  ASSERT_EQ_STR(r.out, "value\n1\n");
+  done(&r);
+  char *caches2 = cache_state();
+  ASSERT_EQ_STR(caches2, caches); /* no cache made of it */
+  free(caches);
+  free(caches2);
+
+  /* The program ends (as for Ctrl-C): a whole trace, no longer recording. */
+  ASSERT_EQ_INT(kill(prog, SIGTERM), 0);
+  int st;
+  ASSERT_EQ_INT((int)waitpid(rec, &st, 0), (int)rec);
+  names = ls_json_names();
+  ASSERT_EQ_STR(names, name);
+  free(names);
+  r = RUN("stats", in(dir, name));
+  ASSERT_EQ_INT(r.status, 0);
+  ASSERT_FALSE(strstr(r.err, "recorded") != NULL);
+  done(&r);
+  free(name);
+}

@@ -40,7 +40,8 @@ void cli_store_keep_older(etch__store_list *l, int64_t age) {
   int64_t cut = etch__sat_sub(now_ns(), age);
   size_t k = 0;
   for (size_t i = 0; i < l->n; i++) {
-    if (l->e[i].mtime_ns < cut)
+    /* A trace being recorded is never old: it is written now. */
+    if (l->e[i].mtime_ns < cut && !l->e[i].recording)
       l->e[k++] = l->e[i];
     else
       etch__store_entry_free(&l->e[i]);
@@ -90,7 +91,8 @@ static void print_table(const char *dir, const etch__store_list *l,
     if (e->error) {
       for (int c = 0; c < 4; c++) etch__tt_cell(t, "-");
       etch__tt_cell(t, size);
-      etch__tt_cellf(t, "%s%s", e->abandoned ? "" : "error: ", e->error);
+      etch__tt_cellf(t, "%s%s%s", e->recording ? "recording; " : "",
+                     e->abandoned ? "" : "error: ", e->error);
       continue;
     }
     char dur[32];
@@ -101,7 +103,7 @@ static void print_table(const char *dir, const etch__store_list *l,
     etch__tt_cellf(t, "%" PRId64, e->events);
     etch__tt_cell(t, size);
     if (!e->nloss) {
-      etch__tt_cell(t, "-");
+      etch__tt_cell(t, e->recording ? "recording" : "-");
       continue;
     }
     etch_vec lost = {0};
@@ -110,6 +112,7 @@ static void print_table(const char *dir, const etch__store_list *l,
       etch__tt_cell(t, "?");
       continue;
     }
+    if (e->recording) fputs("recording; ", m);
     for (size_t k = 0; k < e->nloss; k++)
       fprintf(m, "%s%s %" PRId64, k ? ", " : "", e->loss[k].name,
               e->loss[k].value);
@@ -134,6 +137,12 @@ static int cmd_ls(int argc, char **argv) {
   etch__store_list l = {0};
   rc = cli_store_list(cmd, la.has_age, la.older_than, dir, sizeof dir, &l);
   if (rc) return rc;
+  /* Sessions of etch record --system being recorded, under their hidden
+   * names (never older than anything: they are written now). */
+  if (etch__store_list_recording(dir, &l) != ETCH_OK) {
+    etch__store_list_free(&l);
+    return runtime_error("%s", etch_last_error());
+  }
   if (la.json)
     etch__store_write_json(dir, l.e, l.n, stdout);
   else
@@ -167,7 +176,11 @@ const command cli_ls = {
         "DIR/.meta, so a trace is read once, not at every listing (again when\n"
         "its size or modification time changes). The hidden file a killed\n"
         "etch record --system left (.NAME.PID.part) is listed as abandoned\n"
-        "once its recorder is gone; etch rm removes it by that name.\n",
+        "once its recorder is gone; etch rm removes it by that name.\n"
+        "A trace still being recorded is listed as recording (JSON\n"
+        "\"recording\": true), read as far as it is written: one that etch\n"
+        "record --write-period writes, or a session of etch record --system\n"
+        "(under its hidden name .NAME.PID.part until it is whole).\n",
     .opts = kLsOpts,
     .more = "See also: etch rm, etch diff.\n",
 };

@@ -1,0 +1,151 @@
+/*
+ * bench_live.c - a query every "second" on a trace being recorded.
+ *
+ * Plays a recording of the trace TRACE (any etch trace; e.g. one
+ * bench_query_import writes with BENCH_TRACE_OUT=FILE): a copy of it
+ * grows in STEPS appends of equal size (cut anywhere, inside packets too),
+ * its writer's lock held as etch's writers hold it (buffer/sink.h). After
+ * each append it measures the CPU time of
+ *
+ *   import        what `etch query` does on a trace being recorded: every
+ *                 byte written so far imported into an in-memory DuckDB
+ *                 (no cache is written for it)
+ *   read, cold    the reader alone over every byte so far, file order
+ *   read on       one reader kept open, reading only what was appended
+ *                 (etch__reader_resume): what an incremental import would
+ *                 build on
+ *
+ * and prints, for the first, middle and last step and in total, the CPU
+ * seconds of each, then a check that the reader read on to the same
+ * event count as a cold read.
+ *
+ *   bench_query_live TRACE [STEPS (default 60)]
+ *
+ * The appends come as fast as the measurements allow, not once a second:
+ * what is measured is the CPU a query costs at each size, which is what a
+ * query every second for STEPS seconds costs.
+ */
+#define _GNU_SOURCE
+#include <etch/reader.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "query/query.h"
+#include "reader/reader_priv.h"
+
+static double cpu_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void count_event(const etch_event *ev, void *user) {
+  (void)ev;
+  ++*(uint64_t *)user;
+}
+
+static uint64_t read_cold(const char *path) {
+  etch_reader *r;
+  uint64_t n = 0;
+  if (etch_reader_open_file(&r, path) != ETCH_OK) return 0;
+  etch_reader_set_allow_truncated(r, 1);
+  etch_reader_set_order(r, ETCH_ORDER_FILE);
+  etch_reader_on(r, NULL, NULL, count_event, &n);
+  if (etch_reader_run(r) != ETCH_OK) n = 0;
+  etch_reader_close(r);
+  return n;
+}
+
+static int import_cold(const char *path) {
+  etch__db *db;
+  if (etch__db_open(&db, NULL) != ETCH_OK) return -1;
+  etch__import_opts o = {.all_args = true, .allow_truncated = true,
+                         .quiet = true};
+  int rc = etch__query_import_file(db, NULL, path, &o, NULL);
+  etch__db_close(db);
+  return rc;
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    fprintf(stderr, "usage: bench_query_live TRACE [STEPS]\n");
+    return 2;
+  }
+  int steps = argc > 2 ? atoi(argv[2]) : 60;
+  if (steps < 1) steps = 1;
+  int in = open(argv[1], O_RDONLY);
+  struct stat sb;
+  if (in < 0 || fstat(in, &sb) != 0 || sb.st_size == 0) {
+    perror(argv[1]);
+    return 1;
+  }
+  size_t total = (size_t)sb.st_size;
+  const uint8_t *src = mmap(NULL, total, PROT_READ, MAP_PRIVATE, in, 0);
+  if (src == MAP_FAILED) {
+    perror("mmap");
+    return 1;
+  }
+  char path[4096];
+  const char *tmp = getenv("TMPDIR");
+  snprintf(path, sizeof path, "%s/bench_live_%ld.pftrace",
+           tmp && *tmp ? tmp : "/tmp", (long)getpid());
+  int w = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
+  if (w < 0 || fcntl(w, F_OFD_SETLK, &fl) != 0) {
+    perror(path);
+    return 1;
+  }
+  etch_reader *kept;
+  uint64_t kept_n = 0;
+  if (etch_reader_open_file(&kept, path) != ETCH_OK ||
+      etch_reader_set_order(kept, ETCH_ORDER_FILE) != ETCH_OK ||
+      etch_reader_on(kept, NULL, NULL, count_event, &kept_n) != ETCH_OK ||
+      etch_reader_run(kept) != ETCH_OK) {
+    fprintf(stderr, "reader: %s\n", etch_last_error());
+    return 1;
+  }
+  double sum[3] = {0, 0, 0};
+  printf("%-6s %12s %12s %12s %12s\n", "step", "bytes", "import s",
+         "read cold s", "read on s");
+  size_t done = 0;
+  uint64_t cold_n = 0;
+  for (int i = 1; i <= steps; i++) {
+    size_t upto = i == steps ? total : total / (size_t)steps * (size_t)i;
+    if (write(w, src + done, upto - done) != (ssize_t)(upto - done)) {
+      perror("write");
+      return 1;
+    }
+    done = upto;
+    double t0 = cpu_now();
+    if (import_cold(path) != ETCH_OK) {
+      fprintf(stderr, "import: %s\n", etch_last_error());
+      return 1;
+    }
+    double t1 = cpu_now();
+    cold_n = read_cold(path);
+    double t2 = cpu_now();
+    if (etch__reader_resume(kept, NULL) != ETCH_OK) {
+      fprintf(stderr, "read on: %s\n", etch_last_error());
+      return 1;
+    }
+    double t3 = cpu_now();
+    double c[3] = {t1 - t0, t2 - t1, t3 - t2};
+    for (int k = 0; k < 3; k++) sum[k] += c[k];
+    if (i == 1 || i == steps / 2 || i == steps)
+      printf("%-6d %12zu %12.4f %12.4f %12.4f\n", i, done, c[0], c[1], c[2]);
+  }
+  printf("%-6s %12zu %12.4f %12.4f %12.4f\n", "total", done, sum[0], sum[1],
+         sum[2]);
+  printf("events: read on %llu, cold %llu: %s\n", (unsigned long long)kept_n,
+         (unsigned long long)cold_n, kept_n == cold_n ? "same" : "DIFFERENT");
+  etch_reader_close(kept);
+  close(w);
+  unlink(path);
+  return kept_n == cold_n ? 0 : 1;
+}
