@@ -801,7 +801,9 @@ test('a range selected with shift+drag gets the table of its slices by name', as
   await tile(() => E(() => window.__etch.setWindow(0, 200001)));
   const box = await page.$eval('#tl', (c) => { const b = c.getBoundingClientRect(); return { x: b.x, y: b.y }; });
   const w = await E(() => document.getElementById('tl').clientWidth - 220);
-  const x0 = box.x + 220 + w * 0.005, x1 = box.x + 220 + w * 0.55;
+  // From inside the first frame (it starts at 1000) to 55 % of the window.
+  const x0 = box.x + 220 + w * 0.03, x1 = box.x + 220 + w * 0.55;
+  await E(() => { window.__etch.range = null; });
   await page.keyboard.down('Shift');
   await page.mouse.move(x0, box.y + 60);
   await page.mouse.down();
@@ -809,15 +811,28 @@ test('a range selected with shift+drag gets the table of its slices by name', as
   await page.mouse.move(x1, box.y + 60, { steps: 4 });
   await page.mouse.up();
   await page.keyboard.up('Shift');
-  await page.waitForFunction(() => window.__etch.range);
+  await page.waitForFunction(() => window.__etch.range && window.__etch.range.rows);
   const r = await E(() => window.__etch.range);
-  assert.ok(r.start > 0 && r.end > r.start);
-  const want = query(`select name, count(*), sum(dur), sum(self_dur), min(dur), avg(dur), max(dur) from slice
-                      where ts >= ${r.start} and dur >= 0 and ts + dur <= ${r.end}
-                      group by name order by 3 desc, 1`);
+  assert.ok(r.start > 1000 && r.end > r.start && r.end < 200000);
+  // As Perfetto's area selection: the slices that overlap the range, the
+  // frame that starts before it included; durations whole.
+  const sql = `select name, count(*), sum(dur), sum(self_dur), min(dur), avg(dur), max(dur) from slice
+               where dur >= 0 and ts < ${r.end} and (ts + dur > ${r.start} or (dur = 0 and ts >= ${r.start}))
+               group by name order by 3 desc, 1`;
+  const want = query(sql);
+  assert.ok(want.some((x) => x[0] === 'frame'));
   assert.deepEqual(r.rows.map((x) => x.map((v) => (typeof v === 'number' ? Number(v.toFixed(3)) : v))),
                    want.map((x) => x.map((v) => (typeof v === 'number' ? Number(v.toFixed(3)) : v))));
-  assert.equal(await page.$$eval('#range-table tbody tr', (t) => t.length), want.length);
+  // What the page shows: name, count, total, self, avg, max, min.
+  const heads = await page.$$eval('#range-table th', (t) => t.map((c) => c.textContent));
+  assert.deepEqual(heads, ['name', 'count', 'total', 'self', 'avg', 'max', 'min']);
+  const cells = await page.$$eval('#range-table tbody tr', (t) => t.map((x) => [...x.cells].map((c) => c.textContent)));
+  assert.deepEqual(cells, want.map(([name, count, total, self, min, avg, max]) =>
+    [name, String(count), fmtDur(total), fmtDur(self), fmtDur(Math.round(avg)), fmtDur(max), fmtDur(min)]));
+  // A header sorts by its column: count, largest first.
+  await page.click('#range-table th:nth-child(2)');
+  const counts = await page.$$eval('#range-table tbody tr', (t) => t.map((x) => Number(x.cells[1].textContent)));
+  assert.deepEqual(counts, want.map((x) => x[1]).sort((a, b) => b - a));
 });
 
 test('the flame graph\'s root and children are etch\'s totals', async () => {

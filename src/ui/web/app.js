@@ -1204,13 +1204,17 @@
     box.textContent = '';
     try {
       const r = await api('/api/range', { id: T.id, start: V.range[0], end: V.range[1] });
-      box.appendChild(el('h3', null, 'Slices within ' + fmtDur(V.range[0] - T.start) + ' .. ' +
+      box.appendChild(el('h3', null, 'Slices in ' + fmtDur(V.range[0] - T.start) + ' .. ' +
                                       fmtDur(V.range[1] - T.start) + ' (' + fmtDur(V.range[1] - V.range[0]) + ')'));
+      // The columns as Perfetto's area selection has them: count, total,
+      // self, avg, max (and min); the answer's order is name, count,
+      // total, self, min, avg, max.
+      const rows = r.rows.map((x) => [x[0], x[1], x[2], x[3], x[5], x[6], x[4]]);
       const t = sortableTable(
         [{ name: 'name' }, { name: 'count', num: true }, { name: 'total', num: true },
-         { name: 'self', num: true }, { name: 'min', num: true }, { name: 'mean', num: true },
-         { name: 'max', num: true }],
-        r.rows, (i, v) => (i >= 2 ? fmtDur(Math.round(v)) : String(v)));
+         { name: 'self', num: true }, { name: 'avg', num: true }, { name: 'max', num: true },
+         { name: 'min', num: true }],
+        rows, (i, v) => (i >= 2 ? (v === null ? '-' : fmtDur(Math.round(v))) : String(v)));
       t.id = 'range-table';
       box.appendChild(t);
       dbg.range = { start: V.range[0], end: V.range[1], rows: r.rows };
@@ -1752,7 +1756,7 @@
       case '/api/range': {
         const s = Number(a.start), e = Number(a.end), by = {};
         for (const x of R.tile.slices) {
-          if (x[4] !== 1 || x[2] < s || x[3] > e) continue;
+          if (x[4] !== 1 || x[2] >= e || (x[3] <= s && !(x[3] === x[2] && x[2] >= s))) continue;
           const d = x[3] - x[2], b = by[x[6]] = by[x[6]] || [x[6], 0, 0, 0, Infinity, 0, 0];
           b[1]++; b[2] += d; b[4] = Math.min(b[4], d); b[6] = Math.max(b[6], d);
         }
