@@ -725,6 +725,90 @@ test('track control: a process folds, a track collapses, a track pinned goes to 
   assert.deepEqual(await E(() => window.__etch.ctl), { folded: [], collapsed: [], pinned: [] });
 });
 
+test('tracks move: a drag of a track\'s name, Alt+arrows; the order in the address; pinned tracks stay while the rest scrolls', async () => {
+  await tile(() => E(() => window.__etch.setWindow(0, 200001)));
+  const box = await canvasBox(page);
+  const rows = () => E(() => window.__etch.rows);
+  const tracksShown = async () => (await E(() => window.__etch.layout)).filter((r) => r.track !== undefined).map((r) => r.track);
+  const main = query("select t.id from track t join thread using (utid) where thread.name = 'main'")[0][0];
+  const worker = query("select t.id from track t join thread using (utid) where thread.name = 'worker'")[0][0];
+  const [[heap]] = query("select id from track where name = 'heap'");
+  assert.deepEqual(await tracksShown(), [heap, main, worker]);
+  // Drag worker's name above heap's middle: worker first.
+  let r = await rows();
+  const from = r.find((x) => x.track === worker), to = r.find((x) => x.track === heap);
+  await page.mouse.move(box.x + 80, box.y + from.y + 10);
+  await page.mouse.down();
+  await page.mouse.move(box.x + 80, box.y + to.y + 4, { steps: 6 });
+  await tile(() => page.mouse.up());
+  assert.deepEqual(await tracksShown(), [worker, heap, main]);
+  assert.deepEqual(await E(() => window.__etch.order), [worker, heap, main]);
+  // A click (no drag) does not move it: a click on main's name collapses
+  // it as before.
+  r = await rows();
+  await tile(() => page.mouse.click(box.x + 80, box.y + r.find((x) => x.track === main).y + 10));
+  assert.deepEqual(await E(() => window.__etch.ctl.collapsed), [main]);
+  await tile(async () => page.mouse.click(box.x + 80, box.y + (await rows()).find((x) => x.track === main).y + 10));
+  assert.deepEqual(await E(() => window.__etch.ctl.collapsed), []);
+  // The keyboard: the selected slice's track one place down, then up.
+  await page.focus('#tl');
+  const frame = query("select id from slice where name = 'frame' order by ts limit 1")[0][0];
+  await E((k) => window.__etch.selectSlice({ id: k, count: 1, ts: 0, end: 0, name: '' }), frame);
+  await page.waitForFunction((k) => window.__etch.details && window.__etch.details.id === k && window.__etch.busy === 0, frame);
+  await page.keyboard.press('Alt+ArrowDown'); // the last already: stays
+  assert.deepEqual(await tracksShown(), [worker, heap, main]);
+  await tile(() => page.keyboard.press('Alt+ArrowUp'));
+  assert.deepEqual(await tracksShown(), [worker, main, heap]);
+  await tile(() => page.keyboard.press('Alt+ArrowDown'));
+  assert.deepEqual(await tracksShown(), [worker, heap, main]);
+  // In the address, and so after a reload (with what is pinned).
+  await tile(async () => page.mouse.click(box.x + 220 - 14, box.y + (await rows()).find((x) => x.track === worker).y + 10));
+  await page.waitForFunction((o) => new URLSearchParams(location.hash.slice(1)).get('order') === o &&
+                             new URLSearchParams(location.hash.slice(1)).get('pin') === o.split(',')[0],
+                             [worker, heap, main].join(','));
+  const url = await E(() => location.href);
+  const p = await page.context().newPage();
+  await p.goto(url);
+  await p.waitForFunction(() => window.__etch && window.__etch.tiles > 0 && window.__etch.busy === 0);
+  assert.deepEqual((await p.evaluate(() => window.__etch.layout)).filter((x) => x.track !== undefined).map((x) => x.track),
+                   [worker, heap, main]);
+  assert.deepEqual(await p.evaluate(() => window.__etch.ctl.pinned), [worker]);
+  await p.close();
+  // Pinned, with a timeline too short for its rows: the pinned rows stay
+  // where they are while the others scroll under them, and nothing of
+  // those is drawn over the pinned area.
+  await E(() => { document.getElementById('tl-scroll').style.flex = '0 0 130px'; window.dispatchEvent(new Event('resize')); });
+  await page.waitForFunction(() => window.__etch.busy === 0 && document.getElementById('tl-scroll').clientHeight === 130);
+  const pinTop = await E(() => window.__etch.pinTop);
+  const before = await rows();
+  const pinnedY = before.find((x) => x.track === worker).y;
+  assert.equal(pinTop, 24 + 20 + before.find((x) => x.track === worker).h);
+  const n = await E(() => window.__etch.frames);
+  await E(() => { document.getElementById('tl-scroll').scrollTop = 30; });
+  await page.waitForFunction((k) => window.__etch.frames > k && window.__etch.busy === 0, n);
+  const after = await rows();
+  assert.equal(after.find((x) => x.track === worker).y, pinnedY);
+  assert.equal(after.find((x) => x.track === heap).y, before.find((x) => x.track === heap).y - 30);
+  // The process's header wholly under the pinned rows, heap's row partly.
+  assert.equal(after.find((x) => x.kind === 'process'), undefined);
+  const hr = after.find((x) => x.track === heap);
+  assert.ok(hr.y < pinTop && hr.y + hr.h > pinTop && hr.top === pinTop, JSON.stringify(hr));
+  const rects = await E(() => window.__etch.rects);
+  assert.ok(rects.some((x) => x.track === worker));
+  for (const x of rects) if (x.track !== worker) assert.ok(x.y >= pinTop, JSON.stringify(x));
+  // A click in the pinned area is the pinned track's.
+  const job = query("select id from slice where name = 'job' order by ts limit 1")[0][0];
+  const jr = rects.find((x) => x.id === job);
+  await page.mouse.click(box.x + jr.x + 3, box.y + jr.y + 5);
+  await page.waitForFunction((k) => window.__etch.details && window.__etch.details.id === k && window.__etch.busy === 0, job);
+  // Back as it was.
+  await E(() => { const s = document.getElementById('tl-scroll'); s.scrollTop = 0; s.style.flex = ''; window.dispatchEvent(new Event('resize')); });
+  await tile(() => page.mouse.click(box.x + 220 - 14, box.y + pinnedY + 10));
+  await tile(() => E(() => window.__etch.resetTracks()));
+  assert.deepEqual(await tracksShown(), [heap, main, worker]);
+  await page.keyboard.press('Escape');
+});
+
 test('the keyboard alone: ? shows the keys, arrows select slices, F fits, C P G control the track, digits change tab', async () => {
   await tile(() => E(() => window.__etch.setWindow(0, 200001)));
   await page.focus('#tl');

@@ -41,6 +41,8 @@
     trace: null, view: null, busy: 0, errors: 0,
     setWindow: (s, e) => { setWindow(s, e); },
     selectRange: (s, e) => { selectRange(s, e); },
+    selectSlice: (r) => { selectSlice(r); },
+    resetTracks: () => { T.ctl.order = null; relayout(); },
     open: (id) => { location.hash = '#trace=' + id; },
   };
 
@@ -387,6 +389,12 @@
     if (V.slice && V.slice.count === 1) h.set('sel', String(V.slice.id));
     if (V.range) h.set('range', V.range[0] + ',' + V.range[1]);
     if (dbg.section === 'zone' && Z.data) h.set('zone', Z.data.zone.name);
+    // The tracks: moved (their order), pinned, folded processes, collapsed.
+    const c = T.ctl;
+    if (c && c.order) h.set('order', c.order.join(','));
+    if (c && c.pinned.length) h.set('pin', c.pinned.join(','));
+    if (c && c.folded.size) h.set('fold', [...c.folded].join(','));
+    if (c && c.collapsed.size) h.set('col', [...c.collapsed].join(','));
     return '#' + h.toString();
   }
   // The address route() read or this wrote last: one that differs was
@@ -451,6 +459,7 @@
       const sel = Number(at.get('sel'));
       if (at.has('sel') && Number.isInteger(sel) && (!V.slice || V.slice.id !== sel)) selectSlice({ id: sel, count: 1, ts: 0, end: 0, name: '' });
       if (at.has('zone')) $('zone-name').value = at.get('zone');
+      if (trackState(at)) layout(T);
     }
     show(tab);
     saveState();
@@ -458,6 +467,25 @@
     if (tab === 'flame') loadFlame();
     if (tab === 'zone') loadZone();
     if (tab === 'stats') loadStats();
+  }
+
+  // The tracks' state from the address (order, pin, fold, col: lists of
+  // track ids, upids for fold); ids the trace does not have are dropped.
+  // True when it said any.
+  function trackState(at) {
+    const ids = (k) => (at.get(k) || '').split(',').filter((x) => x !== '').map(Number).filter(Number.isInteger);
+    const tracks = new Set(T.rows.map((r) => r.track)), upids = new Set(T.rows.map((r) => r.upid));
+    const ctl = T.ctl;
+    let any = false;
+    if (at.has('order')) { ctl.order = [...new Set(ids('order').filter((k) => tracks.has(k)))]; any = true; }
+    if (at.has('pin')) { ctl.pinned = [...new Set(ids('pin').filter((k) => tracks.has(k)))]; any = true; }
+    if (at.has('fold')) { ctl.folded = new Set(ids('fold').filter((k) => upids.has(k))); any = true; }
+    if (at.has('col')) { ctl.collapsed = new Set(ids('col').filter((k) => tracks.has(k))); any = true; }
+    if (any) {
+      dbg.ctl = { folded: [...ctl.folded], collapsed: [...ctl.collapsed], pinned: ctl.pinned.slice() };
+      dbg.order = ordered(T).map((r) => r.track);
+    }
+    return any;
   }
 
   function lossText(t) {
@@ -470,9 +498,11 @@
   // process header and its tracks (none while the process is folded); in a
   // trace of several machines a machine header above its processes; y
   // offsets in CSS pixels. A collapsed track is one row high (its depth 0).
-  // What is folded, collapsed or pinned is kept in t.ctl across layouts.
+  // What is folded, collapsed, pinned or moved is kept in t.ctl across
+  // layouts. The pinned rows (t.pinH high under the axis) stay in view
+  // while the others scroll under them.
   function layout(t) {
-    const ctl = t.ctl || (t.ctl = { folded: new Set(), collapsed: new Set(), pinned: [] });
+    const ctl = t.ctl || (t.ctl = { folded: new Set(), collapsed: new Set(), pinned: [], order: null });
     const rows = [];
     let y = AXIS_H, upid = null, machine = null;
     const trackRow = (r, pinned) => {
@@ -494,9 +524,10 @@
       y += PROC_H;
       for (const k of ctl.pinned) trackRow(byTrack.get(k), true);
     }
+    t.pinH = y - AXIS_H;
     const counts = {};
     for (const r of t.rows) counts[r.upid] = (counts[r.upid] || 0) + 1;
-    for (const r of t.rows) {
+    for (const r of ordered(t)) {
       if (t.machines > 1 && r.machine !== machine) {
         machine = r.machine;
         upid = null;
@@ -520,6 +551,58 @@
     for (const row of rows) if (row.track !== undefined) t.byTrack[row.track] = row;
   }
 
+  // The tracks in the order shown: a process's tracks where it first
+  // comes, in the order they were moved to (t.ctl.order: track ids), else
+  // in the trace's order.
+  function ordered(t) {
+    const order = t.ctl && t.ctl.order;
+    if (!order) return t.rows;
+    const rank = new Map(order.map((k, i) => [k, i])), proc = new Map();
+    t.rows.forEach((r, i) => { if (!proc.has(r.upid)) proc.set(r.upid, i); });
+    const key = (r, i) => (rank.has(r.track) ? rank.get(r.track) : order.length + i);
+    return t.rows.map((r, i) => [r, i]).sort((a, b) => proc.get(a[0].upid) - proc.get(b[0].upid) ||
+                                                key(a[0], a[1]) - key(b[0], b[1])).map((x) => x[0]);
+  }
+  // Moves a track before (after: after) another: a pinned one among the
+  // pinned, another among its process's tracks; false when it cannot go
+  // there.
+  function moveTrack(track, to, after) {
+    const ctl = T.ctl;
+    if (track === to) return false;
+    const pa = ctl.pinned.indexOf(track), pb = ctl.pinned.indexOf(to);
+    if ((pa < 0) !== (pb < 0)) return false;
+    if (pa >= 0) {
+      ctl.pinned.splice(pa, 1);
+      ctl.pinned.splice(ctl.pinned.indexOf(to) + (after ? 1 : 0), 0, track);
+    } else {
+      const list = ordered(T), a = list.find((r) => r.track === track), b = list.find((r) => r.track === to);
+      if (!a || !b || a.upid !== b.upid) return false;
+      const ids = list.map((r) => r.track).filter((k) => k !== track);
+      ids.splice(ids.indexOf(to) + (after ? 1 : 0), 0, track);
+      ctl.order = ids;
+    }
+    relayout();
+    return true;
+  }
+  // The keyboard's move: one place up (dir -1) or down (1), staying with
+  // its process's tracks (or the pinned ones).
+  function stepTrack(track, dir) {
+    const pinned = T.ctl.pinned.includes(track);
+    const list = pinned ? T.ctl.pinned.map((k) => ({ track: k })) : ordered(T);
+    const i = list.findIndex((r) => r.track === track), j = i + dir;
+    if (i < 0 || j < 0 || j >= list.length || (!pinned && list[j].upid !== list[i].upid)) return false;
+    return moveTrack(track, list[j].track, dir > 0);
+  }
+  function relayout() {
+    const ctl = T.ctl;
+    layout(T);
+    resize();
+    requestTile();
+    dbg.ctl = { folded: [...ctl.folded], collapsed: [...ctl.collapsed], pinned: ctl.pinned.slice() };
+    dbg.order = ordered(T).map((r) => r.track);
+    saveState();
+  }
+
   // Track control, from the labels: a process header folds or unfolds its
   // process; a track's arrow collapses or expands it; its pin (the dot at
   // the right of the label) keeps it at the top.
@@ -536,11 +619,7 @@
     } else {
       return false;
     }
-    layout(T);
-    resize();
-    requestTile();
-    dbg.ctl = { folded: [...ctl.folded], collapsed: [...ctl.collapsed], pinned: ctl.pinned.slice() };
-    saveState();
+    relayout();
     return true;
   }
 
@@ -563,12 +642,16 @@
     cv.height = Math.round(h * dpr);
   }
   // The rows in view (y on the canvas), with a screen's margin for tiles.
+  // The pinned ones (and their header) do not scroll; the others scroll
+  // under them: what of a row is above its top (top) is not drawn.
   function visibleRows(margin) {
     const sy = scroller.scrollTop, H = cv.clientHeight || T.height;
+    const pinTop = AXIS_H + (T.pinH || 0);
     const out = [];
     for (const r of T.layout) {
-      const y = r.y - sy;
-      if (y + r.h > AXIS_H - margin && y < H + margin) out.push(Object.assign({}, r, { y }));
+      const fixed = r.pinned || r.kind === 'group';
+      const y = fixed ? r.y : r.y - sy, top = fixed ? AXIS_H : pinTop;
+      if (y + r.h > top - margin && y < H + margin) out.push(Object.assign({}, r, { y, top }));
     }
     return out;
   }
@@ -725,8 +808,13 @@
       const x = xOf(T.start + t);
       g.beginPath(); g.moveTo(x, AXIS_H); g.lineTo(x, HT); g.stroke();
     }
-    // Rows and their labels.
+    // Rows and their labels. A row scrolled partly under the pinned ones
+    // is drawn below them only (clipped to its top).
+    const pinTop = AXIS_H + (T.pinH || 0);
+    const under = (row) => row.y < row.top && row.top > AXIS_H;
+    const clipTop = (row, x, w) => { g.save(); g.beginPath(); g.rect(x, row.top, w, HT - row.top); g.clip(); };
     for (const row of rowsIn) {
+      if (under(row)) clipTop(row, 0, W);
       if (row.kind === 'process' || row.kind === 'machine' || row.kind === 'group') {
         g.fillStyle = row.kind === 'machine' ? '#90a4ae' : row.kind === 'group' ? '#ffe0b2' : '#cfd8dc';
         g.fillRect(0, row.y, W, row.h);
@@ -736,6 +824,7 @@
         g.strokeStyle = '#eceff1';
         g.beginPath(); g.moveTo(0, row.y + row.h); g.lineTo(W, row.y + row.h); g.stroke();
       }
+      if (under(row)) g.restore();
     }
     const drawn = {};
     const q = V.search ? V.search.toLowerCase() : null;
@@ -751,11 +840,13 @@
     const ccount = new Int32Array(P.palette.length + 1);
     const labels = [], outlines = [];
     const rowY = new Float64Array(P.tracks.length), drawnBy = new Int32Array(P.tracks.length);
-    const rowDepth = new Float64Array(P.tracks.length);
+    const rowDepth = new Float64Array(P.tracks.length), rowTop = new Float64Array(P.tracks.length);
     for (let t = 0; t < P.tracks.length; t++) {
       const row = byRow[P.tracks[t]];
       rowY[t] = row === undefined ? NaN : row.y;
       rowDepth[t] = row === undefined ? 0 : row.maxDepth;
+      // A depth that scrolled under the pinned tracks is not drawn.
+      rowTop[t] = row === undefined || row.top === AXIS_H ? -Infinity : row.top;
     }
     if (P.hitsFor !== q) {
       P.hitsFor = q;
@@ -774,7 +865,7 @@
       if (y0 !== y0) continue; // NaN: the track is not in view
       if (dp[i] > rowDepth[tr[i]]) continue; // collapsed
       const y = y0 + 2 + dp[i] * ROW_H;
-      if (y + h < AXIS_H || y > HT) continue;
+      if (y + h < AXIS_H || y > HT || y < rowTop[tr[i]]) continue;
       const x0 = LABEL_W + (ts[i] - vs) * k, x1 = LABEL_W + (te[i] - vs) * k;
       if (x0 > W + 6 || x1 < LABEL_W - 6) continue;
       const count = cnt[i];
@@ -854,6 +945,7 @@
     for (const k in byTrack) {
       const row = byRow[k];
       if (!row) continue;
+      if (under(row)) clipTop(row, LABEL_W, W - LABEL_W);
       const lo = Math.min(0, row.r.lo), hi = row.r.hi > lo ? row.r.hi : lo + 1;
       const yOf = (v) => row.y + row.h - 3 - (v - lo) * (row.h - 6) / (hi - lo);
       g.strokeStyle = colorOf(row.label, false);
@@ -868,6 +960,7 @@
       }
       g.lineTo(W, lastY);
       g.stroke();
+      if (under(row)) g.restore();
       drawn[k] = byTrack[k].length;
     }
     // Each counter's scale: its greatest value at the top, the bottom of
@@ -875,7 +968,7 @@
     const scales = {};
     g.font = '10px system-ui, sans-serif';
     for (const row of rowsIn) {
-      if (row.kind !== 'counter') continue;
+      if (row.kind !== 'counter' || under(row)) continue;
       const lo = Math.min(0, row.r.lo), hi = row.r.hi > lo ? row.r.hi : lo + 1;
       const unit = row.r.unit ? ' ' + row.r.unit : '';
       const top = fmtVal(hi) + unit, bottom = fmtVal(lo) + unit;
@@ -917,7 +1010,7 @@
       if (ts < V.s || ts > V.e) continue;
       lossMarks.push([ts, track]);
       const row = byRow[track], x = xOf(ts);
-      if (row) { g.beginPath(); g.moveTo(x, row.y); g.lineTo(x, row.y + row.h); g.stroke(); }
+      if (row) { g.beginPath(); g.moveTo(x, Math.max(row.y, row.top)); g.lineTo(x, row.y + row.h); g.stroke(); }
     }
     g.lineWidth = 1;
     // The selected range.
@@ -934,6 +1027,7 @@
     g.fillRect(0, AXIS_H, LABEL_W, HT - AXIS_H);
     for (const row of rowsIn) {
       const head = row.kind === 'process' || row.kind === 'machine' || row.kind === 'group';
+      if (under(row)) clipTop(row, 0, LABEL_W);
       g.fillStyle = row.kind === 'machine' ? '#90a4ae' : row.kind === 'group' ? '#ffe0b2' : head ? '#cfd8dc' : '#fafafa';
       g.fillRect(0, row.y, LABEL_W, row.h);
       g.fillStyle = '#263238';
@@ -947,6 +1041,18 @@
         g.beginPath(); g.arc(PIN_X, mid, 4, 0, 2 * Math.PI);
         if (row.pinned) { g.fillStyle = '#ff6f00'; g.fill(); } else { g.strokeStyle = '#90a4ae'; g.stroke(); }
       }
+      if (under(row)) g.restore();
+    }
+    // The pinned tracks' lower edge; where a dragged track would go.
+    if (T.pinH) {
+      g.strokeStyle = '#ff6f00';
+      g.beginPath(); g.moveTo(0, pinTop - 0.5); g.lineTo(W, pinTop - 0.5); g.stroke();
+    }
+    if (trackDrag && trackDrag.to) {
+      g.strokeStyle = '#1976d2';
+      g.lineWidth = 3;
+      g.beginPath(); g.moveTo(0, trackDrag.to.y); g.lineTo(W, trackDrag.to.y); g.stroke();
+      g.lineWidth = 1;
     }
     // The axis last, over rows scrolled under it; data loss marked on it.
     g.fillStyle = '#eceff1';
@@ -975,7 +1081,8 @@
     g.fillText(fmtDur(V.s - T.start) + ' + ' + fmtDur(V.e - V.s), 6, AXIS_H / 2);
     dbg.drawn = drawn;
     dbg.lossMarks = lossMarks;
-    dbg.rows = rowsIn.map((r) => ({ kind: r.kind, track: r.track, y: r.y, h: r.h, label: r.label,
+    dbg.pinTop = pinTop;
+    dbg.rows = rowsIn.map((r) => ({ kind: r.kind, track: r.track, y: r.y, h: r.h, top: r.top, label: r.label,
                                     pinned: !!r.pinned, collapsed: !!r.collapsed, upid: r.upid }));
     dbg.layout = T.layout.map((r) => ({ kind: r.kind, track: r.track, label: r.label, upid: r.upid }));
     // How long frames take, and the first one after an input (a wheel, a
@@ -1041,7 +1148,7 @@
     dbg.tip = null;
   }
   function rowAt(y) {
-    for (const r of visibleRows(0)) if (y >= r.y && y < r.y + r.h && y >= AXIS_H) return r;
+    for (const r of visibleRows(0)) if (y >= r.y && y < r.y + r.h && y >= r.top) return r;
     return null;
   }
   function flowAt(x, y) {
@@ -1150,6 +1257,10 @@
     }
     try {
       const d = await api('/api/slice', { id: T.id, slice: r.id });
+      // A slice selected by its id alone (the address, a link): its track
+      // and times from its details, for the keys that act on them.
+      if (V.slice === r) Object.assign(r, { track: d.track, depth: d.depth, ts: d.ts, name: d.name,
+                                            end: d.dur < 0 ? d.ts : d.ts + d.dur });
       box.textContent = '';
       const dl = el('dl');
       const add = (k, v) => { dl.appendChild(el('dt', null, k)); dl.appendChild(el('dd', null, v)); };
@@ -1224,19 +1335,36 @@
 
   // Mouse: drag pans, shift+drag (or a drag on the axis) selects a range,
   // a click shows a slice; the wheel zooms around the pointer.
-  let drag = null;
+  // A track's name dragged up or down moves the track (among its
+  // process's tracks, or among the pinned ones); a click on it is the
+  // label's click (collapse).
+  let drag = null, trackDrag = null;
   cv.addEventListener('mousedown', (ev) => {
     if (!T) return;
     cv.focus();
     const x = ev.offsetX, y = ev.offsetY;
     if (x < LABEL_W && y >= AXIS_H) {
       const row = rowAt(y);
-      if (row) trackControl(row, x);
+      if (row && row.track !== undefined && x > 14 && x < PIN_X - 6) trackDrag = { row, x, y0: y, moved: false, to: null };
+      else if (row) trackControl(row, x);
       return;
     }
     drag = { x0: x, y0: y, s: V.s, e: V.e, select: ev.shiftKey || y < AXIS_H, moved: false };
   });
   window.addEventListener('mousemove', (ev) => {
+    if (trackDrag) {
+      const y = ev.clientY - cv.getBoundingClientRect().top;
+      if (Math.abs(y - trackDrag.y0) > 4) trackDrag.moved = true;
+      if (!trackDrag.moved) return;
+      const row = rowAt(y);
+      trackDrag.to = null;
+      if (row && row.track !== undefined && row.track !== trackDrag.row.track) {
+        const after = y > row.y + row.h / 2;
+        trackDrag.to = { track: row.track, after, y: after ? row.y + row.h : row.y };
+      }
+      draw();
+      return;
+    }
     if (!drag) return;
     const x = ev.clientX - cv.getBoundingClientRect().left;
     if (Math.abs(x - drag.x0) > 3) drag.moved = true;
@@ -1252,6 +1380,13 @@
     }
   });
   window.addEventListener('mouseup', (ev) => {
+    if (trackDrag) {
+      const d = trackDrag;
+      trackDrag = null;
+      if (!d.moved) trackControl(d.row, d.x);
+      else if (!d.to || !moveTrack(d.row.track, d.to.track, d.to.after)) draw();
+      return;
+    }
     if (!drag) return;
     const d = drag;
     drag = null;
@@ -1314,6 +1449,13 @@
   window.addEventListener('keydown', (ev) => {
     if (ev.target.tagName === 'INPUT' || ev.target.tagName === 'TEXTAREA' || ev.target.tagName === 'SELECT') {
       if (ev.key === 'Escape') ev.target.blur();
+      return;
+    }
+    // Alt+up, Alt+down: the selected slice's track one place up, down.
+    if (ev.altKey && !ev.ctrlKey && !ev.metaKey && (ev.key === 'ArrowUp' || ev.key === 'ArrowDown') &&
+        T && V && dbg.section === 'timeline') {
+      if (V.slice && V.slice.track !== undefined) stepTrack(V.slice.track, ev.key === 'ArrowUp' ? -1 : 1);
+      ev.preventDefault();
       return;
     }
     if (ev.ctrlKey || ev.metaKey || ev.altKey) return;
