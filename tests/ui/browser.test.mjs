@@ -967,6 +967,66 @@ test('the flame graph: labels where they fit, a tooltip on every node, names hig
   await page.mouse.move(box.x - 5, box.y - 5);
 });
 
+// A third trace (ui_trace.h, ui_flame_trace): 300 names under each frame,
+// most of their nodes too narrow for a label.
+test('a flame graph too wide to label: the table beside it lists its names by self time, filters and highlights', async () => {
+  const flameTrace = join(dir, 'flame.pftrace');
+  execFileSync(process.env.UI_TRACE_GEN, [flameTrace, 'flame']);
+  const fquery = (sql) => execFileSync(ETCH, ['query', '--csv', flameTrace, sql], { env }).toString()
+    .trim().split('\n').slice(1).map((l) => l.split(',').map((v) => (/^-?\d+$/.test(v) ? Number(v) : v)));
+  const ui = await startUi([flameTrace]);
+  const p = await browser.newPage({ viewport: { width: 1400, height: 900 } });
+  try {
+    await p.goto(ui.url);
+    await p.waitForSelector('#traces tbody tr');
+    await p.click('#traces tbody tr:nth-child(1)');
+    await p.waitForFunction(() => window.__etch.tiles > 0 && window.__etch.busy === 0);
+    await p.click('#tabs button[data-tab=flame]');
+    await p.waitForFunction(() => window.__etch.flame && window.__etch.flameFunctions);
+    const f = await p.evaluate(() => window.__etch.flame);
+    // Most nodes have no room for a label.
+    assert.ok(f.boxes > 300 && f.labels < f.boxes / 10, JSON.stringify([f.boxes, f.labels]));
+    // Every name of the trace, by self time (then name): self, total and
+    // count as etch query has them (no name nests in itself here).
+    const want = fquery(`select name, sum(self_dur) as self, sum(dur), count(*) from slice where dur > 0
+                         group by name order by self desc, name`);
+    assert.equal(want.length, 306);
+    const got = await p.evaluate(() => window.__etch.flameFunctions.rows);
+    assert.deepEqual(got, want);
+    // What the table shows: the same, formatted.
+    const cells = await p.$$eval('#fl-table tbody tr', (t) => t.map((r) => [...r.cells].map((c) => c.textContent)));
+    assert.deepEqual(cells, want.map(([n, self, total, count]) => [n, fmtDur(self), fmtDur(total), String(count)]));
+    // A header sorts: count, largest first.
+    await p.click('#fl-table th:nth-child(4)');
+    const counts = await p.$$eval('#fl-table tbody tr', (t) => t.map((r) => Number(r.cells[3].textContent)));
+    assert.deepEqual(counts, want.map((r) => r[3]).sort((a, b) => b - a));
+    // The box keeps the names holding its text.
+    await p.fill('#fl-search', 'LEAF');
+    await p.waitForFunction(() => window.__etch.flame.search === 'leaf');
+    const leaves = await p.$$eval('#fl-table tbody tr', (t) => t.map((r) => r.cells[0].textContent).sort());
+    assert.deepEqual(leaves, ['leaf_0', 'leaf_1', 'leaf_2', 'leaf_3', 'leaf_4']);
+    // A row highlights that name's nodes and only them (fn_010, not fn_0100).
+    await p.fill('#fl-search', 'fn_01');
+    await p.click('#fl-table tbody tr >> text=fn_010');
+    await p.waitForFunction(() => window.__etch.flameFunctions.exact === 'fn_010');
+    const g = await p.evaluate(() => window.__etch.flame);
+    const [[total]] = fquery("select sum(dur) from slice where name = 'fn_010'");
+    assert.equal(g.matches, 1);
+    assert.equal(g.matchTotal, total);
+    assert.equal(await p.inputValue('#fl-search'), 'fn_010');
+    // Zoomed into a frame's name: the table holds that subtree's names.
+    await p.fill('#fl-search', '');
+    await p.mouse.click((await p.$eval('#fl', (c) => c.getBoundingClientRect().x)) + 5,
+                        (await p.$eval('#fl', (c) => c.getBoundingClientRect().y)) + 18 + 9);
+    await p.waitForFunction(() => window.__etch.flame.zoom.name === 'frame');
+    assert.equal((await p.evaluate(() => window.__etch.flameFunctions.rows)).length, 306);
+    if (shots) await p.screenshot({ path: join(shots, 'flame-table.png') });
+  } finally {
+    await p.close();
+    await stopUi(ui.proc);
+  }
+});
+
 test('the stats tables are etch\'s and sort by a click', async () => {
   await page.click('#tabs button[data-tab=stats]');
   await page.waitForSelector('#stats-total tbody tr');

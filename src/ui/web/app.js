@@ -1541,7 +1541,7 @@
 
   // ---- the flame graph ------------------------------------------------------------
 
-  const flameState = { data: null, zoom: 0, key: '' };
+  const flameState = { data: null, zoom: 0, key: '', exact: null };
   function fillThreads() {
     const s = $('fl-thread');
     s.textContent = '';
@@ -1619,7 +1619,7 @@
     function box(n, x, d, w) {
       const y = d * ROW_H;
       if (y > H) return;
-      const hit = q !== '' && n.i !== 0 && n.name.toLowerCase().includes(q);
+      const hit = q !== '' && n.i !== 0 && (flameState.exact !== null ? n.name === flameState.exact : n.name.toLowerCase().includes(q));
       if (hit) { matches++; matchTotal += n.total; }
       g.globalAlpha = q !== '' && !hit ? 0.35 : 1;
       g.fillStyle = n.i === 0 ? '#b0bec5' : colorOf(n.name, false);
@@ -1650,6 +1650,94 @@
                   search: q, matches, matchTotal };
     if (q !== '') $('fl-info').textContent = matches + ' nodes drawn match "' + q + '": ' + fmtDur(matchTotal) +
       (z.total ? ' (' + (100 * matchTotal / z.total).toFixed(1) + '% of ' + (z.i === 0 ? 'the whole' : z.name) + ')' : '');
+    flameFunctions(nodes, z, q);
+  }
+
+  // ---- the flame graph's functions: a table beside it ----------------------------
+  //
+  // Where most nodes are too narrow for a label (a big trace, hundreds of
+  // names under one parent), the names of the graph shown (the zoomed
+  // node's subtree, or the whole) as Tracy's statistics and pprof's top
+  // list them: self, total (a name nested in itself counted once), count;
+  // by self time first, a click on a header sorts by it; the box above
+  // keeps the names holding its text; a click on a row highlights that
+  // name's nodes (that name only).
+  const FT = { nodes: null, zoom: -1, rows: [], col: 1, dir: -1, q: null, shown: 0 };
+  const FT_COLS = ['name', 'self', 'total', 'count'];
+  function flameFunctions(nodes, z, q) {
+    if (FT.nodes !== nodes || FT.zoom !== z.i) {
+      const by = new Map(), depth = new Map();
+      const stack = [[z, false]];
+      while (stack.length) {
+        const [n, leave] = stack.pop();
+        if (n.i === 0) { for (const k of n.kids) stack.push([k, false]); continue; }
+        if (leave) { depth.set(n.name, depth.get(n.name) - 1); continue; }
+        let e = by.get(n.name);
+        if (!e) by.set(n.name, e = [n.name, 0, 0, 0]);
+        e[1] += n.self;
+        if (!depth.get(n.name)) e[2] += n.total;
+        e[3] += n.count;
+        depth.set(n.name, (depth.get(n.name) || 0) + 1);
+        stack.push([n, true]);
+        for (const k of n.kids) stack.push([k, false]);
+      }
+      FT.nodes = nodes; FT.zoom = z.i; FT.rows = [...by.values()]; FT.q = null;
+      sortFunctions();
+    } else if (FT.q === q) {
+      return;
+    }
+    FT.q = q;
+    fillFunctions();
+  }
+  function sortFunctions() {
+    const c = FT.col, d = FT.dir;
+    FT.rows.sort((a, b) => (c === 0 ? a[0].localeCompare(b[0]) * d : (a[c] - b[c]) * d || (a[0] < b[0] ? -1 : 1)));
+  }
+  function fillFunctions() {
+    const box = $('fl-funcs');
+    box.textContent = '';
+    const q = FT.q || '';
+    const rows = q === '' ? FT.rows : FT.rows.filter((r) => r[0].toLowerCase().includes(q));
+    const t = el('table');
+    t.id = 'fl-table';
+    const head = el('tr');
+    FT_COLS.forEach((c, i) => {
+      const th = el('th', { class: 'sort' + (i ? ' n' : '') + (FT.col === i ? (FT.dir < 0 ? ' down' : ' up') : '') }, c);
+      th.addEventListener('click', () => {
+        FT.dir = FT.col === i ? -FT.dir : (i ? -1 : 1);
+        FT.col = i;
+        sortFunctions();
+        fillFunctions();
+      });
+      head.appendChild(th);
+    });
+    const thead = el('thead');
+    thead.appendChild(head);
+    t.appendChild(thead);
+    const body = el('tbody');
+    for (const r of rows.slice(0, 1000)) {
+      const tr = el('tr', { tabindex: '0' });
+      tr.appendChild(el('td', null, r[0]));
+      tr.appendChild(el('td', { class: 'n' }, fmtDur(r[1])));
+      tr.appendChild(el('td', { class: 'n' }, fmtDur(r[2])));
+      tr.appendChild(el('td', { class: 'n' }, String(r[3])));
+      if (flameState.exact === r[0]) tr.className = 'on';
+      const pick = () => {
+        flameState.exact = flameState.exact === r[0] ? null : r[0];
+        $('fl-search').value = flameState.exact === null ? '' : r[0];
+        drawFlame();
+        fillFunctions();
+      };
+      tr.addEventListener('click', pick);
+      tr.addEventListener('keydown', (ev) => { if (ev.key === 'Enter') pick(); });
+      body.appendChild(tr);
+    }
+    t.appendChild(body);
+    box.appendChild(el('div', { class: 'hint' }, rows.length + (q === '' ? ' names' : ' names hold "' + q + '"') +
+                                                 (rows.length > 1000 ? ' (the first 1000 shown)' : '')));
+    box.appendChild(t);
+    FT.shown = Math.min(rows.length, 1000);
+    dbg.flameFunctions = { rows: rows.map((r) => r.slice()), col: FT_COLS[FT.col], dir: FT.dir, exact: flameState.exact };
   }
   function flameBoxAt(x, y) {
     if (!flameState.boxes) return null;
@@ -1666,7 +1754,7 @@
       'self ' + fmtDur(b.self), b.count + ' slices', 'click: zoom into it'] }, ev.clientX, ev.clientY);
   });
   fcv.addEventListener('mouseleave', hideTip);
-  $('fl-search').addEventListener('input', () => drawFlame());
+  $('fl-search').addEventListener('input', () => { flameState.exact = null; drawFlame(); });
   fcv.addEventListener('click', (ev) => {
     if (!flameState.boxes) return;
     for (const b of flameState.boxes) {
