@@ -917,6 +917,23 @@ test('a range selected with shift+drag gets the table of its slices by name', as
   await page.click('#range-table th:nth-child(2)');
   const counts = await page.$$eval('#range-table tbody tr', (t) => t.map((x) => Number(x.cells[1].textContent)));
   assert.deepEqual(counts, want.map((x) => x[1]).sort((a, b) => b - a));
+  // Its length is on the time axis.
+  assert.equal(await E(() => window.__etch.rangeLabel), fmtDur(r.end - r.start));
+  // M: the selected slice's time as the range (the first frame: 1000 ..
+  // 101000), its table below.
+  await page.focus('#tl');
+  const [[frame]] = query("select id from slice where name = 'frame' order by ts limit 1");
+  await E((k) => window.__etch.selectSlice({ id: k, count: 1, ts: 0, end: 0, name: '' }), frame);
+  await page.waitForFunction((k) => window.__etch.details && window.__etch.details.id === k && window.__etch.busy === 0, frame);
+  await E(() => { window.__etch.range = null; });
+  await page.keyboard.press('m');
+  await page.waitForFunction(() => window.__etch.range && window.__etch.range.rows);
+  assert.deepEqual(await E(() => [window.__etch.range.start, window.__etch.range.end]), [1000, 101000]);
+  assert.equal(await E(() => window.__etch.rangeLabel), '100.00 us');
+  assert.deepEqual((await E(() => window.__etch.range.rows)).map((x) => [x[0], x[1]]),
+                   query(`select name, count(*) from slice where dur >= 0 and ts < 101000 and
+                          (ts + dur > 1000 or (dur = 0 and ts >= 1000)) group by name order by sum(dur) desc, name`));
+  await page.keyboard.press('Escape');
 });
 
 test('the flame graph\'s root and children are etch\'s totals', async () => {

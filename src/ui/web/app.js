@@ -1075,6 +1075,21 @@
       g.beginPath(); g.moveTo(x, 0); g.lineTo(x, AXIS_H); g.stroke();
     }
     g.lineWidth = 1;
+    // The selected range's length on the axis, between its edges (as
+    // Perfetto marks an area).
+    dbg.rangeLabel = null;
+    if (V.range) {
+      const a = Math.max(LABEL_W, xOf(V.range[0])), b = Math.min(W, xOf(V.range[1]));
+      if (b > a) {
+        const text = fmtDur(V.range[1] - V.range[0]), tw = g.measureText(text).width + 8;
+        const x = Math.min(Math.max(LABEL_W, (a + b) / 2 - tw / 2), W - tw);
+        g.fillStyle = '#1976d2';
+        g.fillRect(x, 3, tw, AXIS_H - 6);
+        g.fillStyle = '#fff';
+        g.fillText(text, x + 4, AXIS_H / 2);
+        dbg.rangeLabel = text;
+      }
+    }
     g.fillStyle = '#eceff1';
     g.fillRect(0, 0, LABEL_W, AXIS_H);
     g.fillStyle = '#455a64';
@@ -1237,6 +1252,10 @@
     }
   }
   cv.addEventListener('mousemove', (ev) => {
+    // A track's name can be dragged: the pointer says so.
+    const x = ev.offsetX, row = x < LABEL_W && ev.offsetY >= AXIS_H ? rowAt(ev.offsetY) : null;
+    cv.style.cursor = trackDrag && trackDrag.moved ? 'grabbing' :
+      row && row.track !== undefined && x > 14 && x < PIN_X - 6 ? 'grab' : '';
     if (drag && drag.moved) { hideTip(); return; }
     hover(ev.offsetX, ev.offsetY, ev.clientX, ev.clientY);
   });
@@ -1482,6 +1501,7 @@
     else if (k === 'ArrowUp') moveSelection('up');
     else if (k === 'ArrowDown') moveSelection('down');
     else if (k === 'f') fitSelection();
+    else if (k === 'm') { if (V.slice && V.slice.count === 1 && V.slice.end > V.slice.ts) selectRange(V.slice.ts, V.slice.end); }
     else if (k === 'c') controlSelected('collapse');
     else if (k === 'p') controlSelected('pin');
     else if (k === 'g') controlSelected('fold');
