@@ -919,6 +919,14 @@ test('a range selected with shift+drag gets the table of its slices by name', as
   assert.deepEqual(counts, want.map((x) => x[1]).sort((a, b) => b - a));
   // Its length is on the time axis.
   assert.equal(await E(() => window.__etch.rangeLabel), fmtDur(r.end - r.start));
+  // A row finds its name's slices (the search box), outlined.
+  await page.click('#range-table tbody tr >> text=draw');
+  await page.waitForFunction(() => window.__etch.search && window.__etch.search.q === 'draw');
+  assert.equal(await page.inputValue('#search'), 'draw');
+  assert.equal(await E(() => window.__etch.search.total), query("select count(*) from slice where name like '%draw%'")[0][0]);
+  await page.fill('#search', '');
+  await page.press('#search', 'Enter');
+  await page.waitForFunction(() => window.__etch.search === null);
   // M: the selected slice's time as the range (the first frame: 1000 ..
   // 101000), its table below.
   await page.focus('#tl');

@@ -131,7 +131,9 @@
   }
 
   // A table whose headers sort it (numbers as numbers). cols: [{name, num}].
-  function sortableTable(cols, rows, fmt) {
+  // onRow (optional): called with a row's values when it is clicked (or
+  // Enter pressed on it).
+  function sortableTable(cols, rows, fmt, onRow) {
     const t = el('table');
     const head = el('tr');
     const body = el('tbody');
@@ -142,6 +144,12 @@
         const tr = el('tr');
         r.forEach((v, i) => tr.appendChild(el('td', cols[i].num ? { class: 'n' } : null,
                                                 fmt ? fmt(i, v) : (v === null ? 'NULL' : String(v)))));
+        if (onRow) {
+          tr.tabIndex = 0;
+          tr.className = 'pick';
+          tr.addEventListener('click', () => onRow(r));
+          tr.addEventListener('keydown', (ev) => { if (ev.key === 'Enter') onRow(r); });
+        }
         body.appendChild(tr);
       }
     }
@@ -1344,7 +1352,9 @@
         [{ name: 'name' }, { name: 'count', num: true }, { name: 'total', num: true },
          { name: 'self', num: true }, { name: 'avg', num: true }, { name: 'max', num: true },
          { name: 'min', num: true }],
-        rows, (i, v) => (i >= 2 ? (v === null ? '-' : fmtDur(Math.round(v))) : String(v)));
+        rows, (i, v) => (i >= 2 ? (v === null ? '-' : fmtDur(Math.round(v))) : String(v)),
+        // A name: its slices found (the search box), outlined on the timeline.
+        (x) => { $('search').value = x[0]; search(); });
       t.id = 'range-table';
       box.appendChild(t);
       dbg.range = { start: V.range[0], end: V.range[1], rows: r.rows };
