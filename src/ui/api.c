@@ -671,12 +671,16 @@ static int api_range(req *r) {
     return fail(r, 400, "start and end (start < end) are integers");
   etch__sql_arg b[] = {{.i = start}, {.i = end}};
   etch__res q;
-  /* Slices wholly inside the range, durations whole. */
+  /* The slices that overlap the range (Perfetto's area selection: a
+   * slice that holds the whole range is one of them), durations whole; an
+   * instant counts where start <= ts < end. Slices that never ended are
+   * left out. */
   if (etch__query_run(t->db,
                      "SELECT coalesce(name, ''), count(*), sum(dur),"
                      " sum(coalesce(self_dur, 0)), min(dur), avg(dur),"
                      " max(dur) FROM slice"
-                     " WHERE ts >= $1 AND dur >= 0 AND ts + dur <= $2"
+                     " WHERE dur >= 0 AND ts < $2"
+                     " AND (ts + dur > $1 OR (dur = 0 AND ts >= $1))"
                      " GROUP BY 1 ORDER BY 3 DESC, 1 LIMIT 1000",
                      b, 2, &q))
     return db_fail(r);

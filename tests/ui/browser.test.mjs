@@ -725,6 +725,90 @@ test('track control: a process folds, a track collapses, a track pinned goes to 
   assert.deepEqual(await E(() => window.__etch.ctl), { folded: [], collapsed: [], pinned: [] });
 });
 
+test('tracks move: a drag of a track\'s name, Alt+arrows; the order in the address; pinned tracks stay while the rest scrolls', async () => {
+  await tile(() => E(() => window.__etch.setWindow(0, 200001)));
+  const box = await canvasBox(page);
+  const rows = () => E(() => window.__etch.rows);
+  const tracksShown = async () => (await E(() => window.__etch.layout)).filter((r) => r.track !== undefined).map((r) => r.track);
+  const main = query("select t.id from track t join thread using (utid) where thread.name = 'main'")[0][0];
+  const worker = query("select t.id from track t join thread using (utid) where thread.name = 'worker'")[0][0];
+  const [[heap]] = query("select id from track where name = 'heap'");
+  assert.deepEqual(await tracksShown(), [heap, main, worker]);
+  // Drag worker's name above heap's middle: worker first.
+  let r = await rows();
+  const from = r.find((x) => x.track === worker), to = r.find((x) => x.track === heap);
+  await page.mouse.move(box.x + 80, box.y + from.y + 10);
+  await page.mouse.down();
+  await page.mouse.move(box.x + 80, box.y + to.y + 4, { steps: 6 });
+  await tile(() => page.mouse.up());
+  assert.deepEqual(await tracksShown(), [worker, heap, main]);
+  assert.deepEqual(await E(() => window.__etch.order), [worker, heap, main]);
+  // A click (no drag) does not move it: a click on main's name collapses
+  // it as before.
+  r = await rows();
+  await tile(() => page.mouse.click(box.x + 80, box.y + r.find((x) => x.track === main).y + 10));
+  assert.deepEqual(await E(() => window.__etch.ctl.collapsed), [main]);
+  await tile(async () => page.mouse.click(box.x + 80, box.y + (await rows()).find((x) => x.track === main).y + 10));
+  assert.deepEqual(await E(() => window.__etch.ctl.collapsed), []);
+  // The keyboard: the selected slice's track one place down, then up.
+  await page.focus('#tl');
+  const frame = query("select id from slice where name = 'frame' order by ts limit 1")[0][0];
+  await E((k) => window.__etch.selectSlice({ id: k, count: 1, ts: 0, end: 0, name: '' }), frame);
+  await page.waitForFunction((k) => window.__etch.details && window.__etch.details.id === k && window.__etch.busy === 0, frame);
+  await page.keyboard.press('Alt+ArrowDown'); // the last already: stays
+  assert.deepEqual(await tracksShown(), [worker, heap, main]);
+  await tile(() => page.keyboard.press('Alt+ArrowUp'));
+  assert.deepEqual(await tracksShown(), [worker, main, heap]);
+  await tile(() => page.keyboard.press('Alt+ArrowDown'));
+  assert.deepEqual(await tracksShown(), [worker, heap, main]);
+  // In the address, and so after a reload (with what is pinned).
+  await tile(async () => page.mouse.click(box.x + 220 - 14, box.y + (await rows()).find((x) => x.track === worker).y + 10));
+  await page.waitForFunction((o) => new URLSearchParams(location.hash.slice(1)).get('order') === o &&
+                             new URLSearchParams(location.hash.slice(1)).get('pin') === o.split(',')[0],
+                             [worker, heap, main].join(','));
+  const url = await E(() => location.href);
+  const p = await page.context().newPage();
+  await p.goto(url);
+  await p.waitForFunction(() => window.__etch && window.__etch.tiles > 0 && window.__etch.busy === 0);
+  assert.deepEqual((await p.evaluate(() => window.__etch.layout)).filter((x) => x.track !== undefined).map((x) => x.track),
+                   [worker, heap, main]);
+  assert.deepEqual(await p.evaluate(() => window.__etch.ctl.pinned), [worker]);
+  await p.close();
+  // Pinned, with a timeline too short for its rows: the pinned rows stay
+  // where they are while the others scroll under them, and nothing of
+  // those is drawn over the pinned area.
+  await E(() => { document.getElementById('tl-scroll').style.flex = '0 0 130px'; window.dispatchEvent(new Event('resize')); });
+  await page.waitForFunction(() => window.__etch.busy === 0 && document.getElementById('tl-scroll').clientHeight === 130);
+  const pinTop = await E(() => window.__etch.pinTop);
+  const before = await rows();
+  const pinnedY = before.find((x) => x.track === worker).y;
+  assert.equal(pinTop, 24 + 20 + before.find((x) => x.track === worker).h);
+  const n = await E(() => window.__etch.frames);
+  await E(() => { document.getElementById('tl-scroll').scrollTop = 30; });
+  await page.waitForFunction((k) => window.__etch.frames > k && window.__etch.busy === 0, n);
+  const after = await rows();
+  assert.equal(after.find((x) => x.track === worker).y, pinnedY);
+  assert.equal(after.find((x) => x.track === heap).y, before.find((x) => x.track === heap).y - 30);
+  // The process's header wholly under the pinned rows, heap's row partly.
+  assert.equal(after.find((x) => x.kind === 'process'), undefined);
+  const hr = after.find((x) => x.track === heap);
+  assert.ok(hr.y < pinTop && hr.y + hr.h > pinTop && hr.top === pinTop, JSON.stringify(hr));
+  const rects = await E(() => window.__etch.rects);
+  assert.ok(rects.some((x) => x.track === worker));
+  for (const x of rects) if (x.track !== worker) assert.ok(x.y >= pinTop, JSON.stringify(x));
+  // A click in the pinned area is the pinned track's.
+  const job = query("select id from slice where name = 'job' order by ts limit 1")[0][0];
+  const jr = rects.find((x) => x.id === job);
+  await page.mouse.click(box.x + jr.x + 3, box.y + jr.y + 5);
+  await page.waitForFunction((k) => window.__etch.details && window.__etch.details.id === k && window.__etch.busy === 0, job);
+  // Back as it was.
+  await E(() => { const s = document.getElementById('tl-scroll'); s.scrollTop = 0; s.style.flex = ''; window.dispatchEvent(new Event('resize')); });
+  await tile(() => page.mouse.click(box.x + 220 - 14, box.y + pinnedY + 10));
+  await tile(() => E(() => window.__etch.resetTracks()));
+  assert.deepEqual(await tracksShown(), [heap, main, worker]);
+  await page.keyboard.press('Escape');
+});
+
 test('the keyboard alone: ? shows the keys, arrows select slices, F fits, C P G control the track, digits change tab', async () => {
   await tile(() => E(() => window.__etch.setWindow(0, 200001)));
   await page.focus('#tl');
@@ -801,7 +885,9 @@ test('a range selected with shift+drag gets the table of its slices by name', as
   await tile(() => E(() => window.__etch.setWindow(0, 200001)));
   const box = await page.$eval('#tl', (c) => { const b = c.getBoundingClientRect(); return { x: b.x, y: b.y }; });
   const w = await E(() => document.getElementById('tl').clientWidth - 220);
-  const x0 = box.x + 220 + w * 0.005, x1 = box.x + 220 + w * 0.55;
+  // From inside the first frame (it starts at 1000) to 55 % of the window.
+  const x0 = box.x + 220 + w * 0.03, x1 = box.x + 220 + w * 0.55;
+  await E(() => { window.__etch.range = null; });
   await page.keyboard.down('Shift');
   await page.mouse.move(x0, box.y + 60);
   await page.mouse.down();
@@ -809,15 +895,53 @@ test('a range selected with shift+drag gets the table of its slices by name', as
   await page.mouse.move(x1, box.y + 60, { steps: 4 });
   await page.mouse.up();
   await page.keyboard.up('Shift');
-  await page.waitForFunction(() => window.__etch.range);
+  await page.waitForFunction(() => window.__etch.range && window.__etch.range.rows);
   const r = await E(() => window.__etch.range);
-  assert.ok(r.start > 0 && r.end > r.start);
-  const want = query(`select name, count(*), sum(dur), sum(self_dur), min(dur), avg(dur), max(dur) from slice
-                      where ts >= ${r.start} and dur >= 0 and ts + dur <= ${r.end}
-                      group by name order by 3 desc, 1`);
+  assert.ok(r.start > 1000 && r.end > r.start && r.end < 200000);
+  // As Perfetto's area selection: the slices that overlap the range, the
+  // frame that starts before it included; durations whole.
+  const sql = `select name, count(*), sum(dur), sum(self_dur), min(dur), avg(dur), max(dur) from slice
+               where dur >= 0 and ts < ${r.end} and (ts + dur > ${r.start} or (dur = 0 and ts >= ${r.start}))
+               group by name order by 3 desc, 1`;
+  const want = query(sql);
+  assert.ok(want.some((x) => x[0] === 'frame'));
   assert.deepEqual(r.rows.map((x) => x.map((v) => (typeof v === 'number' ? Number(v.toFixed(3)) : v))),
                    want.map((x) => x.map((v) => (typeof v === 'number' ? Number(v.toFixed(3)) : v))));
-  assert.equal(await page.$$eval('#range-table tbody tr', (t) => t.length), want.length);
+  // What the page shows: name, count, total, self, avg, max, min.
+  const heads = await page.$$eval('#range-table th', (t) => t.map((c) => c.textContent));
+  assert.deepEqual(heads, ['name', 'count', 'total', 'self', 'avg', 'max', 'min']);
+  const cells = await page.$$eval('#range-table tbody tr', (t) => t.map((x) => [...x.cells].map((c) => c.textContent)));
+  assert.deepEqual(cells, want.map(([name, count, total, self, min, avg, max]) =>
+    [name, String(count), fmtDur(total), fmtDur(self), fmtDur(Math.round(avg)), fmtDur(max), fmtDur(min)]));
+  // A header sorts by its column: count, largest first.
+  await page.click('#range-table th:nth-child(2)');
+  const counts = await page.$$eval('#range-table tbody tr', (t) => t.map((x) => Number(x.cells[1].textContent)));
+  assert.deepEqual(counts, want.map((x) => x[1]).sort((a, b) => b - a));
+  // Its length is on the time axis.
+  assert.equal(await E(() => window.__etch.rangeLabel), fmtDur(r.end - r.start));
+  // A row finds its name's slices (the search box), outlined.
+  await page.click('#range-table tbody tr >> text=draw');
+  await page.waitForFunction(() => window.__etch.search && window.__etch.search.q === 'draw');
+  assert.equal(await page.inputValue('#search'), 'draw');
+  assert.equal(await E(() => window.__etch.search.total), query("select count(*) from slice where name like '%draw%'")[0][0]);
+  await page.fill('#search', '');
+  await page.press('#search', 'Enter');
+  await page.waitForFunction(() => window.__etch.search === null);
+  // M: the selected slice's time as the range (the first frame: 1000 ..
+  // 101000), its table below.
+  await page.focus('#tl');
+  const [[frame]] = query("select id from slice where name = 'frame' order by ts limit 1");
+  await E((k) => window.__etch.selectSlice({ id: k, count: 1, ts: 0, end: 0, name: '' }), frame);
+  await page.waitForFunction((k) => window.__etch.details && window.__etch.details.id === k && window.__etch.busy === 0, frame);
+  await E(() => { window.__etch.range = null; });
+  await page.keyboard.press('m');
+  await page.waitForFunction(() => window.__etch.range && window.__etch.range.rows);
+  assert.deepEqual(await E(() => [window.__etch.range.start, window.__etch.range.end]), [1000, 101000]);
+  assert.equal(await E(() => window.__etch.rangeLabel), '100.00 us');
+  assert.deepEqual((await E(() => window.__etch.range.rows)).map((x) => [x[0], x[1]]),
+                   query(`select name, count(*) from slice where dur >= 0 and ts < 101000 and
+                          (ts + dur > 1000 or (dur = 0 and ts >= 1000)) group by name order by sum(dur) desc, name`));
+  await page.keyboard.press('Escape');
 });
 
 test('the flame graph\'s root and children are etch\'s totals', async () => {
@@ -866,6 +990,66 @@ test('the flame graph: labels where they fit, a tooltip on every node, names hig
   assert.match(await page.textContent('#fl-info'), new RegExp('^' + g.matches + ' nodes drawn match "draw": ' + fmtDur(total).replace('.', '\\.')));
   await page.fill('#fl-search', '');
   await page.mouse.move(box.x - 5, box.y - 5);
+});
+
+// A third trace (ui_trace.h, ui_flame_trace): 300 names under each frame,
+// most of their nodes too narrow for a label.
+test('a flame graph too wide to label: the table beside it lists its names by self time, filters and highlights', async () => {
+  const flameTrace = join(dir, 'flame.pftrace');
+  execFileSync(process.env.UI_TRACE_GEN, [flameTrace, 'flame']);
+  const fquery = (sql) => execFileSync(ETCH, ['query', '--csv', flameTrace, sql], { env }).toString()
+    .trim().split('\n').slice(1).map((l) => l.split(',').map((v) => (/^-?\d+$/.test(v) ? Number(v) : v)));
+  const ui = await startUi([flameTrace]);
+  const p = await browser.newPage({ viewport: { width: 1400, height: 900 } });
+  try {
+    await p.goto(ui.url);
+    await p.waitForSelector('#traces tbody tr');
+    await p.click('#traces tbody tr:nth-child(1)');
+    await p.waitForFunction(() => window.__etch.tiles > 0 && window.__etch.busy === 0);
+    await p.click('#tabs button[data-tab=flame]');
+    await p.waitForFunction(() => window.__etch.flame && window.__etch.flameFunctions);
+    const f = await p.evaluate(() => window.__etch.flame);
+    // Most nodes have no room for a label.
+    assert.ok(f.boxes > 300 && f.labels < f.boxes / 10, JSON.stringify([f.boxes, f.labels]));
+    // Every name of the trace, by self time (then name): self, total and
+    // count as etch query has them (no name nests in itself here).
+    const want = fquery(`select name, sum(self_dur) as self, sum(dur), count(*) from slice where dur > 0
+                         group by name order by self desc, name`);
+    assert.equal(want.length, 306);
+    const got = await p.evaluate(() => window.__etch.flameFunctions.rows);
+    assert.deepEqual(got, want);
+    // What the table shows: the same, formatted.
+    const cells = await p.$$eval('#fl-table tbody tr', (t) => t.map((r) => [...r.cells].map((c) => c.textContent)));
+    assert.deepEqual(cells, want.map(([n, self, total, count]) => [n, fmtDur(self), fmtDur(total), String(count)]));
+    // A header sorts: count, largest first.
+    await p.click('#fl-table th:nth-child(4)');
+    const counts = await p.$$eval('#fl-table tbody tr', (t) => t.map((r) => Number(r.cells[3].textContent)));
+    assert.deepEqual(counts, want.map((r) => r[3]).sort((a, b) => b - a));
+    // The box keeps the names holding its text.
+    await p.fill('#fl-search', 'LEAF');
+    await p.waitForFunction(() => window.__etch.flame.search === 'leaf');
+    const leaves = await p.$$eval('#fl-table tbody tr', (t) => t.map((r) => r.cells[0].textContent).sort());
+    assert.deepEqual(leaves, ['leaf_0', 'leaf_1', 'leaf_2', 'leaf_3', 'leaf_4']);
+    // A row highlights that name's nodes and only them (fn_010, not fn_0100).
+    await p.fill('#fl-search', 'fn_01');
+    await p.click('#fl-table tbody tr >> text=fn_010');
+    await p.waitForFunction(() => window.__etch.flameFunctions.exact === 'fn_010');
+    const g = await p.evaluate(() => window.__etch.flame);
+    const [[total]] = fquery("select sum(dur) from slice where name = 'fn_010'");
+    assert.equal(g.matches, 1);
+    assert.equal(g.matchTotal, total);
+    assert.equal(await p.inputValue('#fl-search'), 'fn_010');
+    // Zoomed into a frame's name: the table holds that subtree's names.
+    await p.fill('#fl-search', '');
+    await p.mouse.click((await p.$eval('#fl', (c) => c.getBoundingClientRect().x)) + 5,
+                        (await p.$eval('#fl', (c) => c.getBoundingClientRect().y)) + 18 + 9);
+    await p.waitForFunction(() => window.__etch.flame.zoom.name === 'frame');
+    assert.equal((await p.evaluate(() => window.__etch.flameFunctions.rows)).length, 306);
+    if (shots) await p.screenshot({ path: join(shots, 'flame-table.png') });
+  } finally {
+    await p.close();
+    await stopUi(ui.proc);
+  }
 });
 
 test('the stats tables are etch\'s and sort by a click', async () => {

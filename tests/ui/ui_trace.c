@@ -3,6 +3,8 @@
  */
 #include "ui_trace.h"
 
+#include <stdio.h>
+
 void ui_test_trace(tb *t) {
   const int B = ETCH_TE_TYPE_SLICE_BEGIN, E = ETCH_TE_TYPE_SLICE_END,
             I = ETCH_TE_TYPE_INSTANT;
@@ -70,4 +72,31 @@ void ui_zone_trace(tb *t) {
   }
   tb_event(t, 1, ts, UI_ZONE_LOOP, E, NULL, NULL);
   tb_counter(t, 1, ts, UI_ZONE_LOAD, 0);
+}
+
+void ui_flame_trace(tb *t) {
+  const int B = ETCH_TE_TYPE_SLICE_BEGIN, E = ETCH_TE_TYPE_SLICE_END;
+  tb_process(t, 1, UI_FLAME_PROC, 30, "big");
+  tb_thread(t, 1, UI_FLAME_WORK, 30, 30, "work");
+  int64_t ts = 1000;
+  char name[16];
+  for (int k = 0; k < UI_FLAME_FRAMES; k++) {
+    tb_event(t, 1, ts, UI_FLAME_WORK, B, "big", "frame");
+    ts += 10;
+    for (int j = 0; j < 150; j++) {
+      int idx = (j * 37 + k * 11) % 300;
+      int64_t dur = 100 + (idx * 7919) % 900;
+      snprintf(name, sizeof name, "fn_%03d", idx);
+      tb_event(t, 1, ts, UI_FLAME_WORK, B, "big", name);
+      if (idx % 3 == 0) {
+        snprintf(name, sizeof name, "leaf_%d", (idx / 3 + k) % 5);
+        tb_event(t, 1, ts + 1, UI_FLAME_WORK, B, "big", name);
+        tb_event(t, 1, ts + 1 + dur / 2, UI_FLAME_WORK, E, NULL, NULL);
+      }
+      ts += dur;
+      tb_event(t, 1, ts, UI_FLAME_WORK, E, NULL, NULL);
+    }
+    ts += 10;
+    tb_event(t, 1, ts, UI_FLAME_WORK, E, NULL, NULL);
+  }
 }

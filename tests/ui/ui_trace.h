@@ -37,4 +37,14 @@ enum { UI_ZONE_PROC = 11, UI_ZONE_LOOP = 12, UI_ZONE_LOAD = 13 };
 #define UI_ZONE_DUR(k) ((int64_t)((((k) * 37) % 100) + 1) * 1000)
 void ui_zone_trace(tb *t);
 
+/*
+ * A trace whose flame graph has more names under one node than a screen
+ * has room to label (ui_flame_trace): process big (pid 30), thread work
+ * (30): UI_FLAME_FRAMES frames back to back, each holding 150 calls of
+ * names fn_000 .. fn_299 (about 300 times each in all), every third name's
+ * calls holding one of 5 leaves (leaf_0 .. leaf_4) half their length.
+ */
+enum { UI_FLAME_PROC = 21, UI_FLAME_WORK = 22, UI_FLAME_FRAMES = 600 };
+void ui_flame_trace(tb *t);
+
 #endif

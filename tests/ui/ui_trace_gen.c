@@ -1,7 +1,7 @@
 /*
  * ui_trace_gen.c - writes the ui tests' trace (ui_trace.h) to a file, for
- * the browser tests: ui_trace_gen OUT.pftrace [zone] (zone: the second
- * trace, ui_zone_trace's)
+ * the browser tests: ui_trace_gen OUT.pftrace [zone|flame] (zone: the
+ * second trace, ui_zone_trace's; flame: ui_flame_trace's)
  */
 #include <string.h>
 #include <stdio.h>
@@ -10,14 +10,17 @@
 
 int main(int argc, char **argv) {
   bool zone = argc == 3 && !strcmp(argv[2], "zone");
-  if (argc != 2 && !zone) {
-    fprintf(stderr, "usage: ui_trace_gen OUT.pftrace [zone]\n");
+  bool flame = argc == 3 && !strcmp(argv[2], "flame");
+  if (argc != 2 && !zone && !flame) {
+    fprintf(stderr, "usage: ui_trace_gen OUT.pftrace [zone|flame]\n");
     return 2;
   }
   tb t;
   tb_init(&t);
   if (zone)
     ui_zone_trace(&t);
+  else if (flame)
+    ui_flame_trace(&t);
   else
     ui_test_trace(&t);
   FILE *f = fopen(argv[1], "wb");

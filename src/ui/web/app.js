@@ -41,6 +41,8 @@
     trace: null, view: null, busy: 0, errors: 0,
     setWindow: (s, e) => { setWindow(s, e); },
     selectRange: (s, e) => { selectRange(s, e); },
+    selectSlice: (r) => { selectSlice(r); },
+    resetTracks: () => { T.ctl.order = null; relayout(); },
     open: (id) => { location.hash = '#trace=' + id; },
   };
 
@@ -129,7 +131,9 @@
   }
 
   // A table whose headers sort it (numbers as numbers). cols: [{name, num}].
-  function sortableTable(cols, rows, fmt) {
+  // onRow (optional): called with a row's values when it is clicked (or
+  // Enter pressed on it).
+  function sortableTable(cols, rows, fmt, onRow) {
     const t = el('table');
     const head = el('tr');
     const body = el('tbody');
@@ -140,6 +144,12 @@
         const tr = el('tr');
         r.forEach((v, i) => tr.appendChild(el('td', cols[i].num ? { class: 'n' } : null,
                                                 fmt ? fmt(i, v) : (v === null ? 'NULL' : String(v)))));
+        if (onRow) {
+          tr.tabIndex = 0;
+          tr.className = 'pick';
+          tr.addEventListener('click', () => onRow(r));
+          tr.addEventListener('keydown', (ev) => { if (ev.key === 'Enter') onRow(r); });
+        }
         body.appendChild(tr);
       }
     }
@@ -387,6 +397,12 @@
     if (V.slice && V.slice.count === 1) h.set('sel', String(V.slice.id));
     if (V.range) h.set('range', V.range[0] + ',' + V.range[1]);
     if (dbg.section === 'zone' && Z.data) h.set('zone', Z.data.zone.name);
+    // The tracks: moved (their order), pinned, folded processes, collapsed.
+    const c = T.ctl;
+    if (c && c.order) h.set('order', c.order.join(','));
+    if (c && c.pinned.length) h.set('pin', c.pinned.join(','));
+    if (c && c.folded.size) h.set('fold', [...c.folded].join(','));
+    if (c && c.collapsed.size) h.set('col', [...c.collapsed].join(','));
     return '#' + h.toString();
   }
   // The address route() read or this wrote last: one that differs was
@@ -451,6 +467,7 @@
       const sel = Number(at.get('sel'));
       if (at.has('sel') && Number.isInteger(sel) && (!V.slice || V.slice.id !== sel)) selectSlice({ id: sel, count: 1, ts: 0, end: 0, name: '' });
       if (at.has('zone')) $('zone-name').value = at.get('zone');
+      if (trackState(at)) layout(T);
     }
     show(tab);
     saveState();
@@ -458,6 +475,25 @@
     if (tab === 'flame') loadFlame();
     if (tab === 'zone') loadZone();
     if (tab === 'stats') loadStats();
+  }
+
+  // The tracks' state from the address (order, pin, fold, col: lists of
+  // track ids, upids for fold); ids the trace does not have are dropped.
+  // True when it said any.
+  function trackState(at) {
+    const ids = (k) => (at.get(k) || '').split(',').filter((x) => x !== '').map(Number).filter(Number.isInteger);
+    const tracks = new Set(T.rows.map((r) => r.track)), upids = new Set(T.rows.map((r) => r.upid));
+    const ctl = T.ctl;
+    let any = false;
+    if (at.has('order')) { ctl.order = [...new Set(ids('order').filter((k) => tracks.has(k)))]; any = true; }
+    if (at.has('pin')) { ctl.pinned = [...new Set(ids('pin').filter((k) => tracks.has(k)))]; any = true; }
+    if (at.has('fold')) { ctl.folded = new Set(ids('fold').filter((k) => upids.has(k))); any = true; }
+    if (at.has('col')) { ctl.collapsed = new Set(ids('col').filter((k) => tracks.has(k))); any = true; }
+    if (any) {
+      dbg.ctl = { folded: [...ctl.folded], collapsed: [...ctl.collapsed], pinned: ctl.pinned.slice() };
+      dbg.order = ordered(T).map((r) => r.track);
+    }
+    return any;
   }
 
   function lossText(t) {
@@ -470,9 +506,11 @@
   // process header and its tracks (none while the process is folded); in a
   // trace of several machines a machine header above its processes; y
   // offsets in CSS pixels. A collapsed track is one row high (its depth 0).
-  // What is folded, collapsed or pinned is kept in t.ctl across layouts.
+  // What is folded, collapsed, pinned or moved is kept in t.ctl across
+  // layouts. The pinned rows (t.pinH high under the axis) stay in view
+  // while the others scroll under them.
   function layout(t) {
-    const ctl = t.ctl || (t.ctl = { folded: new Set(), collapsed: new Set(), pinned: [] });
+    const ctl = t.ctl || (t.ctl = { folded: new Set(), collapsed: new Set(), pinned: [], order: null });
     const rows = [];
     let y = AXIS_H, upid = null, machine = null;
     const trackRow = (r, pinned) => {
@@ -494,9 +532,10 @@
       y += PROC_H;
       for (const k of ctl.pinned) trackRow(byTrack.get(k), true);
     }
+    t.pinH = y - AXIS_H;
     const counts = {};
     for (const r of t.rows) counts[r.upid] = (counts[r.upid] || 0) + 1;
-    for (const r of t.rows) {
+    for (const r of ordered(t)) {
       if (t.machines > 1 && r.machine !== machine) {
         machine = r.machine;
         upid = null;
@@ -520,6 +559,58 @@
     for (const row of rows) if (row.track !== undefined) t.byTrack[row.track] = row;
   }
 
+  // The tracks in the order shown: a process's tracks where it first
+  // comes, in the order they were moved to (t.ctl.order: track ids), else
+  // in the trace's order.
+  function ordered(t) {
+    const order = t.ctl && t.ctl.order;
+    if (!order) return t.rows;
+    const rank = new Map(order.map((k, i) => [k, i])), proc = new Map();
+    t.rows.forEach((r, i) => { if (!proc.has(r.upid)) proc.set(r.upid, i); });
+    const key = (r, i) => (rank.has(r.track) ? rank.get(r.track) : order.length + i);
+    return t.rows.map((r, i) => [r, i]).sort((a, b) => proc.get(a[0].upid) - proc.get(b[0].upid) ||
+                                                key(a[0], a[1]) - key(b[0], b[1])).map((x) => x[0]);
+  }
+  // Moves a track before (after: after) another: a pinned one among the
+  // pinned, another among its process's tracks; false when it cannot go
+  // there.
+  function moveTrack(track, to, after) {
+    const ctl = T.ctl;
+    if (track === to) return false;
+    const pa = ctl.pinned.indexOf(track), pb = ctl.pinned.indexOf(to);
+    if ((pa < 0) !== (pb < 0)) return false;
+    if (pa >= 0) {
+      ctl.pinned.splice(pa, 1);
+      ctl.pinned.splice(ctl.pinned.indexOf(to) + (after ? 1 : 0), 0, track);
+    } else {
+      const list = ordered(T), a = list.find((r) => r.track === track), b = list.find((r) => r.track === to);
+      if (!a || !b || a.upid !== b.upid) return false;
+      const ids = list.map((r) => r.track).filter((k) => k !== track);
+      ids.splice(ids.indexOf(to) + (after ? 1 : 0), 0, track);
+      ctl.order = ids;
+    }
+    relayout();
+    return true;
+  }
+  // The keyboard's move: one place up (dir -1) or down (1), staying with
+  // its process's tracks (or the pinned ones).
+  function stepTrack(track, dir) {
+    const pinned = T.ctl.pinned.includes(track);
+    const list = pinned ? T.ctl.pinned.map((k) => ({ track: k })) : ordered(T);
+    const i = list.findIndex((r) => r.track === track), j = i + dir;
+    if (i < 0 || j < 0 || j >= list.length || (!pinned && list[j].upid !== list[i].upid)) return false;
+    return moveTrack(track, list[j].track, dir > 0);
+  }
+  function relayout() {
+    const ctl = T.ctl;
+    layout(T);
+    resize();
+    requestTile();
+    dbg.ctl = { folded: [...ctl.folded], collapsed: [...ctl.collapsed], pinned: ctl.pinned.slice() };
+    dbg.order = ordered(T).map((r) => r.track);
+    saveState();
+  }
+
   // Track control, from the labels: a process header folds or unfolds its
   // process; a track's arrow collapses or expands it; its pin (the dot at
   // the right of the label) keeps it at the top.
@@ -536,11 +627,7 @@
     } else {
       return false;
     }
-    layout(T);
-    resize();
-    requestTile();
-    dbg.ctl = { folded: [...ctl.folded], collapsed: [...ctl.collapsed], pinned: ctl.pinned.slice() };
-    saveState();
+    relayout();
     return true;
   }
 
@@ -563,12 +650,16 @@
     cv.height = Math.round(h * dpr);
   }
   // The rows in view (y on the canvas), with a screen's margin for tiles.
+  // The pinned ones (and their header) do not scroll; the others scroll
+  // under them: what of a row is above its top (top) is not drawn.
   function visibleRows(margin) {
     const sy = scroller.scrollTop, H = cv.clientHeight || T.height;
+    const pinTop = AXIS_H + (T.pinH || 0);
     const out = [];
     for (const r of T.layout) {
-      const y = r.y - sy;
-      if (y + r.h > AXIS_H - margin && y < H + margin) out.push(Object.assign({}, r, { y }));
+      const fixed = r.pinned || r.kind === 'group';
+      const y = fixed ? r.y : r.y - sy, top = fixed ? AXIS_H : pinTop;
+      if (y + r.h > top - margin && y < H + margin) out.push(Object.assign({}, r, { y, top }));
     }
     return out;
   }
@@ -725,8 +816,13 @@
       const x = xOf(T.start + t);
       g.beginPath(); g.moveTo(x, AXIS_H); g.lineTo(x, HT); g.stroke();
     }
-    // Rows and their labels.
+    // Rows and their labels. A row scrolled partly under the pinned ones
+    // is drawn below them only (clipped to its top).
+    const pinTop = AXIS_H + (T.pinH || 0);
+    const under = (row) => row.y < row.top && row.top > AXIS_H;
+    const clipTop = (row, x, w) => { g.save(); g.beginPath(); g.rect(x, row.top, w, HT - row.top); g.clip(); };
     for (const row of rowsIn) {
+      if (under(row)) clipTop(row, 0, W);
       if (row.kind === 'process' || row.kind === 'machine' || row.kind === 'group') {
         g.fillStyle = row.kind === 'machine' ? '#90a4ae' : row.kind === 'group' ? '#ffe0b2' : '#cfd8dc';
         g.fillRect(0, row.y, W, row.h);
@@ -736,6 +832,7 @@
         g.strokeStyle = '#eceff1';
         g.beginPath(); g.moveTo(0, row.y + row.h); g.lineTo(W, row.y + row.h); g.stroke();
       }
+      if (under(row)) g.restore();
     }
     const drawn = {};
     const q = V.search ? V.search.toLowerCase() : null;
@@ -751,11 +848,13 @@
     const ccount = new Int32Array(P.palette.length + 1);
     const labels = [], outlines = [];
     const rowY = new Float64Array(P.tracks.length), drawnBy = new Int32Array(P.tracks.length);
-    const rowDepth = new Float64Array(P.tracks.length);
+    const rowDepth = new Float64Array(P.tracks.length), rowTop = new Float64Array(P.tracks.length);
     for (let t = 0; t < P.tracks.length; t++) {
       const row = byRow[P.tracks[t]];
       rowY[t] = row === undefined ? NaN : row.y;
       rowDepth[t] = row === undefined ? 0 : row.maxDepth;
+      // A depth that scrolled under the pinned tracks is not drawn.
+      rowTop[t] = row === undefined || row.top === AXIS_H ? -Infinity : row.top;
     }
     if (P.hitsFor !== q) {
       P.hitsFor = q;
@@ -774,7 +873,7 @@
       if (y0 !== y0) continue; // NaN: the track is not in view
       if (dp[i] > rowDepth[tr[i]]) continue; // collapsed
       const y = y0 + 2 + dp[i] * ROW_H;
-      if (y + h < AXIS_H || y > HT) continue;
+      if (y + h < AXIS_H || y > HT || y < rowTop[tr[i]]) continue;
       const x0 = LABEL_W + (ts[i] - vs) * k, x1 = LABEL_W + (te[i] - vs) * k;
       if (x0 > W + 6 || x1 < LABEL_W - 6) continue;
       const count = cnt[i];
@@ -854,6 +953,7 @@
     for (const k in byTrack) {
       const row = byRow[k];
       if (!row) continue;
+      if (under(row)) clipTop(row, LABEL_W, W - LABEL_W);
       const lo = Math.min(0, row.r.lo), hi = row.r.hi > lo ? row.r.hi : lo + 1;
       const yOf = (v) => row.y + row.h - 3 - (v - lo) * (row.h - 6) / (hi - lo);
       g.strokeStyle = colorOf(row.label, false);
@@ -868,6 +968,7 @@
       }
       g.lineTo(W, lastY);
       g.stroke();
+      if (under(row)) g.restore();
       drawn[k] = byTrack[k].length;
     }
     // Each counter's scale: its greatest value at the top, the bottom of
@@ -875,7 +976,7 @@
     const scales = {};
     g.font = '10px system-ui, sans-serif';
     for (const row of rowsIn) {
-      if (row.kind !== 'counter') continue;
+      if (row.kind !== 'counter' || under(row)) continue;
       const lo = Math.min(0, row.r.lo), hi = row.r.hi > lo ? row.r.hi : lo + 1;
       const unit = row.r.unit ? ' ' + row.r.unit : '';
       const top = fmtVal(hi) + unit, bottom = fmtVal(lo) + unit;
@@ -917,7 +1018,7 @@
       if (ts < V.s || ts > V.e) continue;
       lossMarks.push([ts, track]);
       const row = byRow[track], x = xOf(ts);
-      if (row) { g.beginPath(); g.moveTo(x, row.y); g.lineTo(x, row.y + row.h); g.stroke(); }
+      if (row) { g.beginPath(); g.moveTo(x, Math.max(row.y, row.top)); g.lineTo(x, row.y + row.h); g.stroke(); }
     }
     g.lineWidth = 1;
     // The selected range.
@@ -934,6 +1035,7 @@
     g.fillRect(0, AXIS_H, LABEL_W, HT - AXIS_H);
     for (const row of rowsIn) {
       const head = row.kind === 'process' || row.kind === 'machine' || row.kind === 'group';
+      if (under(row)) clipTop(row, 0, LABEL_W);
       g.fillStyle = row.kind === 'machine' ? '#90a4ae' : row.kind === 'group' ? '#ffe0b2' : head ? '#cfd8dc' : '#fafafa';
       g.fillRect(0, row.y, LABEL_W, row.h);
       g.fillStyle = '#263238';
@@ -947,6 +1049,18 @@
         g.beginPath(); g.arc(PIN_X, mid, 4, 0, 2 * Math.PI);
         if (row.pinned) { g.fillStyle = '#ff6f00'; g.fill(); } else { g.strokeStyle = '#90a4ae'; g.stroke(); }
       }
+      if (under(row)) g.restore();
+    }
+    // The pinned tracks' lower edge; where a dragged track would go.
+    if (T.pinH) {
+      g.strokeStyle = '#ff6f00';
+      g.beginPath(); g.moveTo(0, pinTop - 0.5); g.lineTo(W, pinTop - 0.5); g.stroke();
+    }
+    if (trackDrag && trackDrag.to) {
+      g.strokeStyle = '#1976d2';
+      g.lineWidth = 3;
+      g.beginPath(); g.moveTo(0, trackDrag.to.y); g.lineTo(W, trackDrag.to.y); g.stroke();
+      g.lineWidth = 1;
     }
     // The axis last, over rows scrolled under it; data loss marked on it.
     g.fillStyle = '#eceff1';
@@ -969,13 +1083,29 @@
       g.beginPath(); g.moveTo(x, 0); g.lineTo(x, AXIS_H); g.stroke();
     }
     g.lineWidth = 1;
+    // The selected range's length on the axis, between its edges (as
+    // Perfetto marks an area).
+    dbg.rangeLabel = null;
+    if (V.range) {
+      const a = Math.max(LABEL_W, xOf(V.range[0])), b = Math.min(W, xOf(V.range[1]));
+      if (b > a) {
+        const text = fmtDur(V.range[1] - V.range[0]), tw = g.measureText(text).width + 8;
+        const x = Math.min(Math.max(LABEL_W, (a + b) / 2 - tw / 2), W - tw);
+        g.fillStyle = '#1976d2';
+        g.fillRect(x, 3, tw, AXIS_H - 6);
+        g.fillStyle = '#fff';
+        g.fillText(text, x + 4, AXIS_H / 2);
+        dbg.rangeLabel = text;
+      }
+    }
     g.fillStyle = '#eceff1';
     g.fillRect(0, 0, LABEL_W, AXIS_H);
     g.fillStyle = '#455a64';
     g.fillText(fmtDur(V.s - T.start) + ' + ' + fmtDur(V.e - V.s), 6, AXIS_H / 2);
     dbg.drawn = drawn;
     dbg.lossMarks = lossMarks;
-    dbg.rows = rowsIn.map((r) => ({ kind: r.kind, track: r.track, y: r.y, h: r.h, label: r.label,
+    dbg.pinTop = pinTop;
+    dbg.rows = rowsIn.map((r) => ({ kind: r.kind, track: r.track, y: r.y, h: r.h, top: r.top, label: r.label,
                                     pinned: !!r.pinned, collapsed: !!r.collapsed, upid: r.upid }));
     dbg.layout = T.layout.map((r) => ({ kind: r.kind, track: r.track, label: r.label, upid: r.upid }));
     // How long frames take, and the first one after an input (a wheel, a
@@ -1041,7 +1171,7 @@
     dbg.tip = null;
   }
   function rowAt(y) {
-    for (const r of visibleRows(0)) if (y >= r.y && y < r.y + r.h && y >= AXIS_H) return r;
+    for (const r of visibleRows(0)) if (y >= r.y && y < r.y + r.h && y >= r.top) return r;
     return null;
   }
   function flowAt(x, y) {
@@ -1130,6 +1260,10 @@
     }
   }
   cv.addEventListener('mousemove', (ev) => {
+    // A track's name can be dragged: the pointer says so.
+    const x = ev.offsetX, row = x < LABEL_W && ev.offsetY >= AXIS_H ? rowAt(ev.offsetY) : null;
+    cv.style.cursor = trackDrag && trackDrag.moved ? 'grabbing' :
+      row && row.track !== undefined && x > 14 && x < PIN_X - 6 ? 'grab' : '';
     if (drag && drag.moved) { hideTip(); return; }
     hover(ev.offsetX, ev.offsetY, ev.clientX, ev.clientY);
   });
@@ -1150,6 +1284,10 @@
     }
     try {
       const d = await api('/api/slice', { id: T.id, slice: r.id });
+      // A slice selected by its id alone (the address, a link): its track
+      // and times from its details, for the keys that act on them.
+      if (V.slice === r) Object.assign(r, { track: d.track, depth: d.depth, ts: d.ts, name: d.name,
+                                            end: d.dur < 0 ? d.ts : d.ts + d.dur });
       box.textContent = '';
       const dl = el('dl');
       const add = (k, v) => { dl.appendChild(el('dt', null, k)); dl.appendChild(el('dd', null, v)); };
@@ -1204,13 +1342,19 @@
     box.textContent = '';
     try {
       const r = await api('/api/range', { id: T.id, start: V.range[0], end: V.range[1] });
-      box.appendChild(el('h3', null, 'Slices within ' + fmtDur(V.range[0] - T.start) + ' .. ' +
+      box.appendChild(el('h3', null, 'Slices in ' + fmtDur(V.range[0] - T.start) + ' .. ' +
                                       fmtDur(V.range[1] - T.start) + ' (' + fmtDur(V.range[1] - V.range[0]) + ')'));
+      // The columns as Perfetto's area selection has them: count, total,
+      // self, avg, max (and min); the answer's order is name, count,
+      // total, self, min, avg, max.
+      const rows = r.rows.map((x) => [x[0], x[1], x[2], x[3], x[5], x[6], x[4]]);
       const t = sortableTable(
         [{ name: 'name' }, { name: 'count', num: true }, { name: 'total', num: true },
-         { name: 'self', num: true }, { name: 'min', num: true }, { name: 'mean', num: true },
-         { name: 'max', num: true }],
-        r.rows, (i, v) => (i >= 2 ? fmtDur(Math.round(v)) : String(v)));
+         { name: 'self', num: true }, { name: 'avg', num: true }, { name: 'max', num: true },
+         { name: 'min', num: true }],
+        rows, (i, v) => (i >= 2 ? (v === null ? '-' : fmtDur(Math.round(v))) : String(v)),
+        // A name: its slices found (the search box), outlined on the timeline.
+        (x) => { $('search').value = x[0]; search(); });
       t.id = 'range-table';
       box.appendChild(t);
       dbg.range = { start: V.range[0], end: V.range[1], rows: r.rows };
@@ -1220,19 +1364,36 @@
 
   // Mouse: drag pans, shift+drag (or a drag on the axis) selects a range,
   // a click shows a slice; the wheel zooms around the pointer.
-  let drag = null;
+  // A track's name dragged up or down moves the track (among its
+  // process's tracks, or among the pinned ones); a click on it is the
+  // label's click (collapse).
+  let drag = null, trackDrag = null;
   cv.addEventListener('mousedown', (ev) => {
     if (!T) return;
     cv.focus();
     const x = ev.offsetX, y = ev.offsetY;
     if (x < LABEL_W && y >= AXIS_H) {
       const row = rowAt(y);
-      if (row) trackControl(row, x);
+      if (row && row.track !== undefined && x > 14 && x < PIN_X - 6) trackDrag = { row, x, y0: y, moved: false, to: null };
+      else if (row) trackControl(row, x);
       return;
     }
     drag = { x0: x, y0: y, s: V.s, e: V.e, select: ev.shiftKey || y < AXIS_H, moved: false };
   });
   window.addEventListener('mousemove', (ev) => {
+    if (trackDrag) {
+      const y = ev.clientY - cv.getBoundingClientRect().top;
+      if (Math.abs(y - trackDrag.y0) > 4) trackDrag.moved = true;
+      if (!trackDrag.moved) return;
+      const row = rowAt(y);
+      trackDrag.to = null;
+      if (row && row.track !== undefined && row.track !== trackDrag.row.track) {
+        const after = y > row.y + row.h / 2;
+        trackDrag.to = { track: row.track, after, y: after ? row.y + row.h : row.y };
+      }
+      draw();
+      return;
+    }
     if (!drag) return;
     const x = ev.clientX - cv.getBoundingClientRect().left;
     if (Math.abs(x - drag.x0) > 3) drag.moved = true;
@@ -1248,6 +1409,13 @@
     }
   });
   window.addEventListener('mouseup', (ev) => {
+    if (trackDrag) {
+      const d = trackDrag;
+      trackDrag = null;
+      if (!d.moved) trackControl(d.row, d.x);
+      else if (!d.to || !moveTrack(d.row.track, d.to.track, d.to.after)) draw();
+      return;
+    }
     if (!drag) return;
     const d = drag;
     drag = null;
@@ -1312,6 +1480,13 @@
       if (ev.key === 'Escape') ev.target.blur();
       return;
     }
+    // Alt+up, Alt+down: the selected slice's track one place up, down.
+    if (ev.altKey && !ev.ctrlKey && !ev.metaKey && (ev.key === 'ArrowUp' || ev.key === 'ArrowDown') &&
+        T && V && dbg.section === 'timeline') {
+      if (V.slice && V.slice.track !== undefined) stepTrack(V.slice.track, ev.key === 'ArrowUp' ? -1 : 1);
+      ev.preventDefault();
+      return;
+    }
     if (ev.ctrlKey || ev.metaKey || ev.altKey) return;
     if (ev.key === '?') { toggleKeys(); ev.preventDefault(); return; }
     if (ev.key === 'Escape' && !$('keys').hidden) { toggleKeys(false); return; }
@@ -1336,6 +1511,7 @@
     else if (k === 'ArrowUp') moveSelection('up');
     else if (k === 'ArrowDown') moveSelection('down');
     else if (k === 'f') fitSelection();
+    else if (k === 'm') { if (V.slice && V.slice.count === 1 && V.slice.end > V.slice.ts) selectRange(V.slice.ts, V.slice.end); }
     else if (k === 'c') controlSelected('collapse');
     else if (k === 'p') controlSelected('pin');
     else if (k === 'g') controlSelected('fold');
@@ -1395,7 +1571,7 @@
 
   // ---- the flame graph ------------------------------------------------------------
 
-  const flameState = { data: null, zoom: 0, key: '' };
+  const flameState = { data: null, zoom: 0, key: '', exact: null };
   function fillThreads() {
     const s = $('fl-thread');
     s.textContent = '';
@@ -1473,7 +1649,7 @@
     function box(n, x, d, w) {
       const y = d * ROW_H;
       if (y > H) return;
-      const hit = q !== '' && n.i !== 0 && n.name.toLowerCase().includes(q);
+      const hit = q !== '' && n.i !== 0 && (flameState.exact !== null ? n.name === flameState.exact : n.name.toLowerCase().includes(q));
       if (hit) { matches++; matchTotal += n.total; }
       g.globalAlpha = q !== '' && !hit ? 0.35 : 1;
       g.fillStyle = n.i === 0 ? '#b0bec5' : colorOf(n.name, false);
@@ -1504,6 +1680,94 @@
                   search: q, matches, matchTotal };
     if (q !== '') $('fl-info').textContent = matches + ' nodes drawn match "' + q + '": ' + fmtDur(matchTotal) +
       (z.total ? ' (' + (100 * matchTotal / z.total).toFixed(1) + '% of ' + (z.i === 0 ? 'the whole' : z.name) + ')' : '');
+    flameFunctions(nodes, z, q);
+  }
+
+  // ---- the flame graph's functions: a table beside it ----------------------------
+  //
+  // Where most nodes are too narrow for a label (a big trace, hundreds of
+  // names under one parent), the names of the graph shown (the zoomed
+  // node's subtree, or the whole) as Tracy's statistics and pprof's top
+  // list them: self, total (a name nested in itself counted once), count;
+  // by self time first, a click on a header sorts by it; the box above
+  // keeps the names holding its text; a click on a row highlights that
+  // name's nodes (that name only).
+  const FT = { nodes: null, zoom: -1, rows: [], col: 1, dir: -1, q: null, shown: 0 };
+  const FT_COLS = ['name', 'self', 'total', 'count'];
+  function flameFunctions(nodes, z, q) {
+    if (FT.nodes !== nodes || FT.zoom !== z.i) {
+      const by = new Map(), depth = new Map();
+      const stack = [[z, false]];
+      while (stack.length) {
+        const [n, leave] = stack.pop();
+        if (n.i === 0) { for (const k of n.kids) stack.push([k, false]); continue; }
+        if (leave) { depth.set(n.name, depth.get(n.name) - 1); continue; }
+        let e = by.get(n.name);
+        if (!e) by.set(n.name, e = [n.name, 0, 0, 0]);
+        e[1] += n.self;
+        if (!depth.get(n.name)) e[2] += n.total;
+        e[3] += n.count;
+        depth.set(n.name, (depth.get(n.name) || 0) + 1);
+        stack.push([n, true]);
+        for (const k of n.kids) stack.push([k, false]);
+      }
+      FT.nodes = nodes; FT.zoom = z.i; FT.rows = [...by.values()]; FT.q = null;
+      sortFunctions();
+    } else if (FT.q === q) {
+      return;
+    }
+    FT.q = q;
+    fillFunctions();
+  }
+  function sortFunctions() {
+    const c = FT.col, d = FT.dir;
+    FT.rows.sort((a, b) => (c === 0 ? a[0].localeCompare(b[0]) * d : (a[c] - b[c]) * d || (a[0] < b[0] ? -1 : 1)));
+  }
+  function fillFunctions() {
+    const box = $('fl-funcs');
+    box.textContent = '';
+    const q = FT.q || '';
+    const rows = q === '' ? FT.rows : FT.rows.filter((r) => r[0].toLowerCase().includes(q));
+    const t = el('table');
+    t.id = 'fl-table';
+    const head = el('tr');
+    FT_COLS.forEach((c, i) => {
+      const th = el('th', { class: 'sort' + (i ? ' n' : '') + (FT.col === i ? (FT.dir < 0 ? ' down' : ' up') : '') }, c);
+      th.addEventListener('click', () => {
+        FT.dir = FT.col === i ? -FT.dir : (i ? -1 : 1);
+        FT.col = i;
+        sortFunctions();
+        fillFunctions();
+      });
+      head.appendChild(th);
+    });
+    const thead = el('thead');
+    thead.appendChild(head);
+    t.appendChild(thead);
+    const body = el('tbody');
+    for (const r of rows.slice(0, 1000)) {
+      const tr = el('tr', { tabindex: '0' });
+      tr.appendChild(el('td', null, r[0]));
+      tr.appendChild(el('td', { class: 'n' }, fmtDur(r[1])));
+      tr.appendChild(el('td', { class: 'n' }, fmtDur(r[2])));
+      tr.appendChild(el('td', { class: 'n' }, String(r[3])));
+      if (flameState.exact === r[0]) tr.className = 'on';
+      const pick = () => {
+        flameState.exact = flameState.exact === r[0] ? null : r[0];
+        $('fl-search').value = flameState.exact === null ? '' : r[0];
+        drawFlame();
+        fillFunctions();
+      };
+      tr.addEventListener('click', pick);
+      tr.addEventListener('keydown', (ev) => { if (ev.key === 'Enter') pick(); });
+      body.appendChild(tr);
+    }
+    t.appendChild(body);
+    box.appendChild(el('div', { class: 'hint' }, rows.length + (q === '' ? ' names' : ' names hold "' + q + '"') +
+                                                 (rows.length > 1000 ? ' (the first 1000 shown)' : '')));
+    box.appendChild(t);
+    FT.shown = Math.min(rows.length, 1000);
+    dbg.flameFunctions = { rows: rows.map((r) => r.slice()), col: FT_COLS[FT.col], dir: FT.dir, exact: flameState.exact };
   }
   function flameBoxAt(x, y) {
     if (!flameState.boxes) return null;
@@ -1520,7 +1784,7 @@
       'self ' + fmtDur(b.self), b.count + ' slices', 'click: zoom into it'] }, ev.clientX, ev.clientY);
   });
   fcv.addEventListener('mouseleave', hideTip);
-  $('fl-search').addEventListener('input', () => drawFlame());
+  $('fl-search').addEventListener('input', () => { flameState.exact = null; drawFlame(); });
   fcv.addEventListener('click', (ev) => {
     if (!flameState.boxes) return;
     for (const b of flameState.boxes) {
@@ -1752,7 +2016,7 @@
       case '/api/range': {
         const s = Number(a.start), e = Number(a.end), by = {};
         for (const x of R.tile.slices) {
-          if (x[4] !== 1 || x[2] < s || x[3] > e) continue;
+          if (x[4] !== 1 || x[2] >= e || (x[3] <= s && !(x[3] === x[2] && x[2] >= s))) continue;
           const d = x[3] - x[2], b = by[x[6]] = by[x[6]] || [x[6], 0, 0, 0, Infinity, 0, 0];
           b[1]++; b[2] += d; b[4] = Math.min(b[4], d); b[6] = Math.max(b[6], d);
         }
