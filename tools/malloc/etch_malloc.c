@@ -19,9 +19,8 @@
  * unw_backtrace (its per-thread cache of each return address's unwind
  * rule: correct for code without frame pointers; bench/memory/bench_unwind.c
  * compares the ways), the preload's own frames left out; ETCH_MALLOC_STACKS=0
- * turns stacks off. The frames are named when the session stops, by
- * symbolize.c (the binaries' symbol tables and DWARF line tables, through
- * elfutils' libdw), never while the program allocates.
+ * turns stacks off. The frames are never named here: etch record names
+ * them from the binaries once the trace is written (etch symbolize).
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -37,7 +36,6 @@
 #define UNW_LOCAL_ONLY
 #include <libunwind.h>
 
-#include "symbolize.h"
 
 #define EXPORT __attribute__((visibility("default")))
 #define STACK_MAX 64 /* frames kept, as libetch keeps */
@@ -242,7 +240,6 @@ __attribute__((constructor)) static void etch_malloc_init(void) {
   if (dladdr((void *)report_alloc, &self))
     dl_iterate_phdr(find_self, self.dli_fbase);
   unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
-  etch_mem_set_symbolizer(etch_malloc_symbolize, NULL);
   etch_init();
   atexit(stop_reporting);
   __atomic_store_n(&reporting, 1, __ATOMIC_RELAXED);
