@@ -11,6 +11,7 @@
  */
 #define _GNU_SOURCE
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -240,6 +241,23 @@ TEST(etch_record_names_the_frames) {
   free(out);
 }
 
+/* A trace with no call stacks: nothing to name, nothing added, no error
+ * (etch record runs the step on every trace). */
+TEST(a_trace_without_stacks_is_left_as_it_is) {
+  char trace[700];
+  snprintf(trace, sizeof trace, "%s", tmp("nostacks.pftrace"));
+  free(sh("ETCH_OUT=%s ETCH_CATEGORIES=none %s %s >/dev/null", trace,
+          SYM_PROG, SYM_PLUGIN));
+  size_t len1 = 0, len2 = 0;
+  free(etch_test_read_file(trace, &len1));
+  char *out = sh("%s symbolize %s 2>&1", ETCH_BIN, trace);
+  ASSERT_EQ_STR(out, "symbols: every frame has its names already; nothing "
+                     "added\n");
+  free(out);
+  free(etch_test_read_file(trace, &len2));
+  ASSERT_EQ_U64(len1, len2);
+}
+
 /* The symbolizer on what a trace may name: no file, a directory, a file
  * that is no ELF, a truncated ELF, a build id that is no hex. */
 TEST(hostile_objects_are_messages) {
@@ -278,3 +296,57 @@ TEST(hostile_objects_are_messages) {
                 ETCH__SYM_NOT_FOUND);
   etch__symbolizer_free(s);
 }
+
+/* sym_prog cut at many lengths and with bytes changed at many offsets:
+ * each copy opened and looked up at many addresses; never a crash (the
+ * ASan build runs this too). */
+TEST(cut_and_damaged_elf_files_never_crash) {
+  size_t len = 0;
+  uint8_t *elf = etch_test_read_file(SYM_PROG, &len);
+  ASSERT_TRUE(elf != NULL && len > 4096);
+  uint8_t *copy = malloc(len);
+  ASSERT_TRUE(copy != NULL);
+  unsigned files = 0, found = 0, lookups = 0;
+  uint32_t seed = 12345;
+  for (int round = 0; round < 160; round++) {
+    size_t n = len;
+    memcpy(copy, elf, len);
+    if (round < 60) {
+      n = (size_t)round * (len / 60) + 1; /* cut */
+    } else {
+      for (int k = 0; k < 8; k++) { /* changed bytes, headers most */
+        seed = seed * 1103515245u + 12345u;
+        size_t at = (seed >> 8) % (round < 110 ? 256 : len);
+        copy[at] ^= (uint8_t)(seed >> 24 | 1);
+      }
+    }
+    char path[700];
+    snprintf(path, sizeof path, "%s/damaged%d", etch_test_tmpdir(), round);
+    FILE *f = fopen(path, "wb");
+    ASSERT_TRUE(f != NULL);
+    ASSERT_EQ_U64(fwrite(copy, 1, n, f), n);
+    fclose(f);
+    etch__symbolizer *s = etch__symbolizer_new(NULL, 0);
+    ASSERT_TRUE(s != NULL);
+    etch__sym_object *o;
+    char msg[1024];
+    files++;
+    if (etch__symbolizer_open(s, path, "", &o, msg, sizeof msg) ==
+        ETCH__SYM_FOUND) {
+      found++;
+      for (uint64_t a = 1; a < 0x3000; a += 0x61, lookups++) {
+        etch__sym_line sl;
+        if (etch__sym_lookup(o, a, &sl)) ASSERT_TRUE(sl.function != NULL);
+      }
+    } else {
+      ASSERT_TRUE(msg[0] != '\0');
+    }
+    etch__symbolizer_free(s);
+    unlink(path);
+  }
+  fprintf(stderr, "%u damaged files, %u read, %u lookups\n", files, found,
+          lookups);
+  free(copy);
+  free(elf);
+}
+

@@ -309,7 +309,8 @@ static int rec_run_service(record_args *ra, opts *o, rec_plan *pl) {
   /* The frames named from the binaries (etch symbolize). */
   size_t named;
   struct stat sb;
-  if (!rc && !so.list &&
+  if (!rc && !so.list && stat(so.out_path, &sb) == 0 &&
+      S_ISREG(sb.st_mode) &&
       cli_symbolize_trace(so.out_path, NULL, NULL, 0,
                           ra->quiet ? NULL : stderr, &named) == 0 &&
       named && stat(so.out_path, &sb) == 0)

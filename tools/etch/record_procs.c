@@ -403,7 +403,10 @@ static void rec_symbolize(rec_proc *procs, size_t n, bool quiet) {
     rec_proc *p = &procs[i];
     struct stat sb;
     size_t named;
-    if (!p->wrote || !p->path) continue;
+    /* Not a regular file (-o /dev/null): nothing to read back. */
+    if (!p->wrote || !p->path || stat(p->path, &sb) != 0 ||
+        !S_ISREG(sb.st_mode))
+      continue;
     if (cli_symbolize_trace(p->path, NULL, NULL, 0, quiet ? NULL : stderr,
                             &named) == 0 &&
         named && stat(p->path, &sb) == 0)

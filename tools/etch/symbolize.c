@@ -128,9 +128,9 @@ static void on_event(const etch_event *ev, void *user) { (void)ev, (void)user; }
  * with the same path and build id) and address, once each. */
 static todo *unnamed_frames(const etch_stacks *st, size_t *n) {
   *n = 0;
-  todo *t = st->nframes ? malloc(st->nframes * sizeof *t) : NULL;
+  todo *t = malloc((st->nframes ? st->nframes : 1) * sizeof *t);
   uint32_t *canon = st->nmappings ? malloc(st->nmappings * sizeof *canon) : NULL;
-  if ((st->nframes && !t) || (st->nmappings && !canon)) {
+  if (!t || (st->nmappings && !canon)) {
     free(t);
     free(canon);
     return NULL;
@@ -157,7 +157,7 @@ static todo *unnamed_frames(const etch_stacks *st, size_t *n) {
   for (size_t i = 0; i < *n; i++)
     if (!k || todo_cmp(&t[k - 1], &t[i])) t[k++] = t[i];
   *n = k;
-  return t ? t : calloc(1, sizeof *t);
+  return t;
 }
 
 /* The packets naming frames t[0..n) into *out, saying on `log` which
