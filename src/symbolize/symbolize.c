@@ -33,6 +33,8 @@ struct etch__sym_object {
   char *msg;
   Dwfl *dwfl;
   Dwfl_Module *mod;
+  char **names; /* names made here (a version cut off), freed with it */
+  size_t nnames, capnames;
 };
 
 struct etch__symbolizer {
@@ -79,6 +81,8 @@ oom:
 static void object_free(etch__sym_object *o) {
   if (!o) return;
   if (o->dwfl) dwfl_end(o->dwfl);
+  for (size_t i = 0; i < o->nnames; i++) free(o->names[i]);
+  free(o->names);
   free(o->path);
   free(o->build_id);
   free(o->file);
@@ -278,6 +282,23 @@ etch__sym_status etch__symbolizer_open(etch__symbolizer *s, const char *path,
   return o->status;
 }
 
+/* `name` without the symbol version libdwfl appends ("memcpy@@GLIBC_2.14"
+ * is memcpy, as the program calls it); NULL out of memory. */
+static const char *unversioned(etch__sym_object *o, const char *name) {
+  const char *at = strchr(name, '@');
+  if (!at || at == name) return name;
+  if (o->nnames == o->capnames) {
+    size_t c = o->capnames ? o->capnames * 2 : 16;
+    char **q = realloc(o->names, c * sizeof *q);
+    if (!q) return NULL;
+    o->names = q;
+    o->capnames = c;
+  }
+  char *n = strndup(name, (size_t)(at - name));
+  if (n) o->names[o->nnames++] = n;
+  return n;
+}
+
 bool etch__sym_lookup(etch__sym_object *o, uint64_t rel_pc,
                       etch__sym_line *out) {
   *out = (etch__sym_line){NULL, NULL, 0};
@@ -291,7 +312,7 @@ bool etch__sym_lookup(etch__sym_object *o, uint64_t rel_pc,
       dwfl_module_addrinfo(o->mod, a, &off, &sym, NULL, NULL, NULL);
   /* A symbol with no size says nothing of where its code ends. */
   if (!name || !*name || sym.st_size == 0 || off >= sym.st_size) return false;
-  out->function = name;
+  if (!(out->function = unversioned(o, name))) return false;
   Dwfl_Line *line = dwfl_module_getsrc(o->mod, a);
   int lineno = 0;
   const char *file =

@@ -129,6 +129,11 @@ TEST(symbolize_names_every_frame_with_file_and_line_once) {
   out = callers(trace);
   ASSERT_EQ_STR(out, kAllNamed);
   free(out);
+  /* Symbol versions cut off (the C library's __libc_start_main@@...). */
+  out = names(trace);
+  ASSERT_CONTAINS(out, "\nmain\n");
+  ASSERT_LACKS(out, "@");
+  free(out);
   /* Idempotent: the second run adds nothing. */
   size_t len1 = 0, len2 = 0;
   free(etch_test_read_file(trace, &len1));
