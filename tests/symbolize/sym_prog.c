@@ -23,6 +23,10 @@ const char sym_variant[] = "two";
 const char sym_variant[] = "one";
 #endif
 
+/* The blocks, never freed and still reachable (LeakSanitizer). */
+void *sym_kept[8];
+unsigned sym_nkept;
+
 /* The allocation of `size` with the stack of its caller. */
 __attribute__((visibility("default"), noinline)) void sym_take(size_t size) {
   void *bt[16];
@@ -30,6 +34,7 @@ __attribute__((visibility("default"), noinline)) void sym_take(size_t size) {
   int n = backtrace(bt, 16);
   for (int i = 0; i < n; i++) pcs[i] = (uintptr_t)bt[i];
   void *p = malloc(size);
+  sym_kept[sym_nkept++ % 8] = p;
   etch_mem_alloc_stack(p, size, NULL, pcs, (uint32_t)n);
   __asm__ volatile("" ::: "memory");
 }
