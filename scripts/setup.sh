@@ -24,7 +24,7 @@ packages=(
   python3
   libmicrohttpd-dev   # etch ui's HTTP server (without it etch has no ui)
   libunwind-dev       # bench_unwind and unwind_tests compare etch's unwinder with it
-  libdw-dev           # libetch_malloc.so names the frames (symbols, DWARF lines)
+  libdw-dev           # etch symbolize names the frames (symbols, DWARF lines)
   chromium            # etch ui's browser tests (tests/ui), headless
   chromium-driver
 )

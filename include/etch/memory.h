@@ -89,14 +89,17 @@ ETCH_API ETCH__ADDR_ONLY(2) void etch_mem_realloc(uintptr_t old,
  * stack as Perfetto's interned callstacks (frames as addresses in mappings
  * with build ids); nothing is resolved while the program runs.
  *
- * When the session stops, the frames are named: by the symbolizer given
- * here (libetch_malloc.so gives one that reads the binaries' symbol tables
- * and DWARF line tables), else by the dynamic symbol table (dladdr), else
- * as MODULE+0xOFFSET, and written into the trace (ModuleSymbols), where
- * trace_processor and etch's tools find them. A symbolizer fills `out` for
- * the return address `pc` (the call is the instruction before it) and
- * returns true; its strings need to last until its next call. It runs on
- * the thread that stops the session, never while an allocation is traced.
+ * The frames are not named in the program: `etch record` names them from
+ * the binaries when the program ends, and `etch symbolize` names those of
+ * a trace written without it (symbol tables and DWARF line tables; a
+ * frame nothing names is MODULE+0xOFFSET), as ModuleSymbols in the trace,
+ * where trace_processor and etch's tools find them. An allocator may give
+ * a symbolizer of its own here: when the session stops, the frames it
+ * names are written with its names (which etch symbolize then keeps). A
+ * symbolizer fills `out` for the return address `pc` (the call is the
+ * instruction before it) and returns true; its strings need to last until
+ * its next call. It runs on the thread that stops the session, never
+ * while an allocation is traced.
  */
 typedef struct etch_mem_symbol {
   const char *function;

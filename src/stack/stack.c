@@ -15,7 +15,6 @@
  * cache), so a stack it saw before costs a hash and no lock.
  */
 #define _GNU_SOURCE
-#include <dlfcn.h>
 #include <elf.h>
 #include <link.h>
 #include <pthread.h>
@@ -377,15 +376,11 @@ bool etch__stack_put_interned(etch_writer *w, uint32_t id) {
 
 /* ---- symbols ------------------------------------------------------------ */
 
-/* The dynamic symbol table's name for pc (dladdr), when no symbolizer. */
-static bool dladdr_symbol(uintptr_t pc, etch_mem_symbol *out) {
-  Dl_info info;
-  if (!dladdr((void *)(pc - 1), &info) || !info.dli_sname) return false;
-  out->function = info.dli_sname;
-  out->file = NULL;
-  out->line = 0;
-  return true;
-}
+/* Names are not looked up in the program: etch record (etch symbolize)
+ * reads them from the binaries once the trace is written. A program that
+ * gave a symbolizer of its own (etch_mem_set_symbolizer) has its names
+ * written here, for the frames it names; the others stay for etch
+ * symbolize. */
 
 #define SYMS_PER_PACKET 128
 
@@ -394,9 +389,9 @@ void etch__stack_put_symbols(etch_writer *w) {
   uint32_t nm = nmaps, nf = nframes;
   etch_mem_symbolizer fn = symbolizer;
   void *ctx = symbolizer_ctx;
-  frame *fr = nf ? (frame *)malloc(nf * sizeof *fr) : NULL;
+  frame *fr = fn && nf ? (frame *)malloc(nf * sizeof *fr) : NULL;
   if (fr) memcpy(fr, frames, nf * sizeof *fr);
-  mapping **mp = nm ? (mapping **)malloc(nm * sizeof *mp) : NULL;
+  mapping **mp = fr && nm ? (mapping **)malloc(nm * sizeof *mp) : NULL;
   if (mp) memcpy(mp, maps, nm * sizeof *mp);
   etch__spin_unlock(&lock);
   if (!fr || !mp) {
@@ -406,12 +401,12 @@ void etch__stack_put_symbols(etch_writer *w) {
   }
   for (uint32_t m = 1; m <= nm; m++) {
     const mapping *mm = mp[m - 1];
-    const char *base = strrchr(mm->path, '/');
-    base = base ? base + 1 : mm->path;
     uint32_t in_packet = 0;
     etch__pb_nested ms;
     for (uint32_t i = 0; i < nf; i++) {
-      if (fr[i].map != m) continue;
+      etch_mem_symbol sym = {0};
+      if (fr[i].map != m || !fn(ctx, fr[i].pc, &sym) || !sym.function)
+        continue;
       if (in_packet == 0) {
         if (!etch__packet_begin(w)) break;
         etch__pb_nested_begin(&w->st, ETCH_PKT_MODULE_SYMBOLS, &ms);
@@ -419,15 +414,6 @@ void etch__stack_put_symbols(etch_writer *w) {
         if (mm->build_id_len)
           etch__pb_write_bytes_field(&w->st, ETCH_MODSYM_BUILD_ID,
                                      mm->build_id, mm->build_id_len);
-      }
-      etch_mem_symbol sym = {0};
-      bool ok = (fn && fn(ctx, fr[i].pc, &sym) && sym.function) ||
-                dladdr_symbol(fr[i].pc, &sym);
-      char unresolved[300];
-      if (!ok) { /* named by its module and offset */
-        snprintf(unresolved, sizeof unresolved, "%s+0x%llx", base,
-                 (unsigned long long)fr[i].rel);
-        sym.function = unresolved;
       }
       etch__pb_nested as, ln;
       etch__pb_nested_begin(&w->st, ETCH_MODSYM_ADDRESS_SYMBOLS, &as);

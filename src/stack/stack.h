@@ -11,10 +11,12 @@
  * mappings, build ids, paths: Perfetto's profile_common.proto messages)
  * the first time it refers to it after an incremental-state reset, in a
  * packet of its own before the event that carries `callstack_iid`. Names
- * are never resolved here: when the session stops the frames are resolved
- * (by the symbolizer the program gave, or the dynamic symbol table) and
- * written as ModuleSymbols packets, which trace_processor applies to every
- * frame of the mapping with that build id, and so do etch's tools.
+ * are never looked up in the program: etch record names the frames from
+ * the binaries once the trace is written (etch symbolize, src/symbolize),
+ * as ModuleSymbols packets, which trace_processor applies to every frame
+ * of the mapping with that build id, and so do etch's tools. Only a
+ * symbolizer the program gave itself (etch_mem_set_symbolizer) is called
+ * here, when the session stops.
  *
  * Locking: one short lock around the tables. dl_iterate_phdr (which takes
  * the loader's lock, held by a thread in dlopen while it allocates) is
@@ -46,8 +48,9 @@ ETCH_INLINE bool etch__stack_seen(const etch_writer *w, uint32_t id) {
 void etch__stack_fork_prepare(void);
 void etch__stack_fork_after(void);
 
-/* Resolves every frame seen so far and writes ModuleSymbols packets for
- * them on `w` (a session stops). */
+/* The names the program's own symbolizer (etch_mem_set_symbolizer) gives
+ * the frames seen so far, as ModuleSymbols packets on `w` (a session
+ * stops); nothing without one. */
 void etch__stack_put_symbols(etch_writer *w);
 
 #endif /* ETCH_STACK_STACK_H */

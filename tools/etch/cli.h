@@ -28,6 +28,18 @@ extern const command cli_record, cli_leaks, cli_stats, cli_query, cli_convert,
 #ifdef ETCH_HAVE_UI
 extern const command cli_ui;
 #endif
+#ifdef ETCH_HAVE_SYMBOLIZE
+extern const command cli_symbolize;
+/* Names the frames of trace `in` that have none, from the binaries (their
+ * recorded paths, then by build id in dirs[0..ndirs) and the system's
+ * debug directory), appended as ModuleSymbols packets to `out` (NULL:
+ * `in` itself; else a copy of it); the frames it named in *nframes (0:
+ * nothing added). What it did said on `log` unless NULL (symbolize.c).
+ * 0 or an exit status, said. */
+int cli_symbolize_trace(const char *in, const char *out,
+                        const char *const *dirs, size_t ndirs, FILE *log,
+                        size_t *nframes);
+#endif
 
 /* The trace in flight file `flight` into `out` ("-": stdout), saying what
  * was recovered on stderr unless `quiet` (recover.c); its size in *bytes. */

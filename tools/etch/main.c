@@ -1,7 +1,8 @@
 /*
  * main.c - the etch command line: record, stats, query, convert, print,
- * leaks, recover, ls, rm, diff, ui, report, load, env, help. Each verb is in
- * its own file (record.c, stats.c, ...); this one finds the verb and runs it.
+ * leaks, recover, ls, rm, diff, ui, symbolize, report, load, env, help.
+ * Each verb is in its own file (record.c, stats.c, ...); this one finds the
+ * verb and runs it.
  *
  * Exit status: 0 success, 1 runtime error (bad trace, SQL error, I/O),
  * 2 usage error. Errors go to stderr as "etch: <message>".
@@ -29,6 +30,9 @@ static const command *const kCommands[] = {
     &cli_print,  &cli_recover, &cli_ls, &cli_rm, &cli_diff,
 #ifdef ETCH_HAVE_UI
     &cli_ui,
+#endif
+#ifdef ETCH_HAVE_SYMBOLIZE
+    &cli_symbolize,
 #endif
     &cli_report, &cli_load, &cli_env, &cli_help};
 

@@ -305,6 +305,17 @@ static int rec_run_service(record_args *ra, opts *o, rec_plan *pl) {
   }
   size_t bytes = 0;
   int rc = etch_cli_record_service(&so, &bytes);
+#ifdef ETCH_HAVE_SYMBOLIZE
+  /* The frames named from the binaries (etch symbolize). */
+  size_t named;
+  struct stat sb;
+  if (!rc && !so.list && stat(so.out_path, &sb) == 0 &&
+      S_ISREG(sb.st_mode) &&
+      cli_symbolize_trace(so.out_path, NULL, NULL, 0,
+                          ra->quiet ? NULL : stderr, &named) == 0 &&
+      named && stat(so.out_path, &sb) == 0)
+    bytes = (size_t)sb.st_size;
+#endif
   if (pl->in_store) {
     int kept = rec_keep_part(pl, rc);
     if (kept) return kept;

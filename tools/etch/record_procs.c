@@ -395,6 +395,28 @@ rec_tally rec_report(rec_proc *procs, size_t n, const rec_exit *ex,
   return (rec_tally){.nwrote = nwrote, .ncut = ncut, .nfail = nfail};
 }
 
+/* The frames of the traces' call stacks named from the binaries, now
+ * that the program is done (etch symbolize): nothing was named in it. */
+static void rec_symbolize(rec_proc *procs, size_t n, bool quiet) {
+#ifdef ETCH_HAVE_SYMBOLIZE
+  for (size_t i = 0; i < n; i++) {
+    rec_proc *p = &procs[i];
+    struct stat sb;
+    size_t named;
+    /* Not a regular file (-o /dev/null): nothing to read back. */
+    if (!p->wrote || !p->path || stat(p->path, &sb) != 0 ||
+        !S_ISREG(sb.st_mode))
+      continue;
+    if (cli_symbolize_trace(p->path, NULL, NULL, 0, quiet ? NULL : stderr,
+                            &named) == 0 &&
+        named && stat(p->path, &sb) == 0)
+      p->bytes = (long long)sb.st_size;
+  }
+#else
+  (void)procs, (void)n, (void)quiet;
+#endif
+}
+
 int rec_report_traces(rec_proc *procs, size_t n, const char *prog,
                       const char *out_path, const record_args *ra,
                       const char *store, size_t nwrote) {
@@ -413,6 +435,7 @@ int rec_report_traces(rec_proc *procs, size_t n, const char *prog,
      * %p in the name). */
     if (nwrote > 1 && !ra->per_process && !strchr(out_path, '%'))
       merge_processes(procs, n, out_path, &nwrote);
+    rec_symbolize(procs, n, ra->quiet);
     if (nwrote > 1)
       fprintf(stderr, "%zu processes wrote traces:\n", nwrote);
     for (size_t i = 0; i < n; i++) {

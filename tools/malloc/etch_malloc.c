@@ -22,9 +22,9 @@
  * the preload's own frames left out; ETCH_MALLOC_STACKS=0 turns stacks off.
  * A thread's stack is bounded by what pthread_getattr_np says (read once
  * per thread): an allocation made on another stack (a coroutine's, a
- * signal's alternate stack) has no call stack. The frames are named when
- * the session stops, by symbolize.c (the binaries' symbol tables and DWARF line tables, through
- * elfutils' libdw), never while the program allocates.
+ * signal's alternate stack) has no call stack. The frames are never named
+ * here: etch record names them from the binaries once the trace is written
+ * (etch symbolize).
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -40,8 +40,6 @@
 #include <etch/etch.h>
 
 #include "unwind/unwind.h"
-
-#include "symbolize.h"
 
 #define EXPORT __attribute__((visibility("default")))
 #define STACK_MAX 64 /* frames kept, as libetch keeps */
@@ -357,7 +355,6 @@ __attribute__((constructor)) static void etch_malloc_init(void) {
   if (dladdr((void *)report_alloc, &self))
     dl_iterate_phdr(find_self, self.dli_fbase);
   if (stacks && etch__unwinder_new(&unwinder) != 0) stacks = 0;
-  etch_mem_set_symbolizer(etch_malloc_symbolize, NULL);
   etch_init();
   atexit(stop_reporting);
   pthread_atfork(before_fork, after_fork_parent, after_fork_child);

@@ -184,10 +184,8 @@ static void *sampler_main(void *arg) {
   }
   etch__perf_enable(sp->perf, false);
   drain(sp);
-  /* The names of the frames (the allocations' too, when the session
-   * records memory: both are in the process's table). */
-  etch_writer *w = etch__writer_prepare(sp->slot, etch__ticks());
-  if (w) etch__stack_put_symbols(w);
+  /* The frames are named after the recording, from the binaries (etch
+   * record, etch symbolize), not here. */
   free(fds);
   return NULL;
 }
