@@ -22,6 +22,7 @@
 #include "reader/event.h"
 #include "reader/machine.h"
 #include "reader/packet.h"
+#include "reader/samples.h"
 #include "reader/stacks.h"
 #include "reader/track.h"
 #include "reader/reader_int.h"
@@ -495,6 +496,8 @@ typedef struct pkt_fields {
   const uint8_t *te;
   size_t te_len;
   unsigned present; /* HAS_* of the nested messages met */
+  bool has_sample;  /* a perf_sample, read into `sample` (samples.c) */
+  rd_perf_sample sample;
 } pkt_fields;
 
 /* Step 1: the packet's fields, read once; the nested messages only noted
@@ -590,6 +593,13 @@ ETCH_INLINE int pkt_fields_read(etch_reader *r, const rd_src *src,
         RD_EXPECT(f, ETCH_PB_LEN, "TracePacket.module_symbols");
         pf->present |= HAS_MODULE_SYMBOLS;
         break;
+      case ETCH_PKT_PERF_SAMPLE: {
+        RD_EXPECT(f, ETCH_PB_LEN, "TracePacket.perf_sample");
+        int rc = etch__rd_perf_sample_read(r, src, f.data, f.len, &pf->sample);
+        if (rc) return rc;
+        pf->has_sample = true;
+        break;
+      }
       default:
         break;
     }
@@ -790,6 +800,11 @@ static int packet_read(etch_reader *r, const rd_src *src, uint64_t rec_off,
   if (pf.present & (HAS_DESCRIPTOR | HAS_STATS | HAS_COMPRESSED | HAS_SYSINFO |
                     HAS_MODULE_SYMBOLS)) {
     rc = pkt_contents(r, src, pkt, len, pf.trusted_pid);
+    if (rc) return rc;
+  }
+
+  if (ETCH_UNLIKELY(pf.has_sample)) {
+    rc = etch__rd_perf_sample_deliver(r, seq, &pf.sample, ts_ok, ts, rec_off);
     if (rc) return rc;
   }
 
