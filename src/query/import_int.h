@@ -217,7 +217,10 @@ void etch__import_callstack(etch__importer *imp, int64_t slice_id,
 int64_t etch__imp_utid(etch__importer *imp, uint32_t machine, int32_t pid,
                        int32_t tid);
 
-/* The samples of an import freed (import_samples.c). */
+/* The samples of an import freed; their count and functions copied into
+ * etch stats' data, false out of memory (import_samples.c). */
 void etch__import_samples_free(etch__importer *imp);
+bool etch__import_samples_stats(const etch__importer *imp,
+                                etch__stats_data *d);
 
 #endif /* ETCH_QUERY_IMPORT_INT_H */

@@ -102,7 +102,7 @@ static int run_once(etch__db *db, const char *catalog,
     }
     etch__importer_machines(imp, r);
     rc = etch__import_stacks(imp, r); /* import_stacks.c */
-    if (!rc) rc = etch__import_samples(imp); /* import_samples.c */
+    if (!rc) rc = etch__import_samples(imp, r); /* import_samples.c */
     if (!rc) rc = etch__importer_finish(imp, &st, first, last);
   }
   *out = imp;

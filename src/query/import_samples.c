@@ -27,11 +27,15 @@ typedef struct imp_sample {
 struct etch__imp_samples {
   imp_sample *v;
   size_t n, cap;
+  /* Without a database (etch stats on a trace): the functions the samples
+   * were in, computed at the end from the reader's stacks. */
+  etch__sample_fn *fns;
+  size_t nfns;
 };
 
 void etch__import_on_sample(const etch_sample *s, void *user) {
   etch__importer *imp = user;
-  if (imp->err || imp->sink || !imp->db) return; /* etch load: no samples */
+  if (imp->err || imp->sink) return; /* etch load: no samples (yet) */
   struct etch__imp_samples *t = imp->samples;
   if (!t && !(t = imp->samples = etch__calloc(1, sizeof *t))) {
     fail_nomem(imp);
@@ -62,10 +66,27 @@ static const char *cpu_mode_name(uint32_t m) {
   return m < ETCH_ARRAY_SIZE(kNames) ? kNames[m] : "unknown";
 }
 
-int etch__import_samples(etch__importer *imp) {
+/* Without a database: the samples per callsite, then their functions. */
+static int sample_fns(struct etch__imp_samples *t, etch_reader *r) {
+  etch_stacks st;
+  int rc = etch_reader_stacks(r, &st);
+  if (rc) return rc;
+  int64_t *count = etch__calloc(st.ncallsites ? st.ncallsites : 1,
+                                sizeof *count);
+  if (!count) return etch__error(ETCH_ENOMEM, "import: out of memory");
+  for (size_t i = 0; i < t->n; i++)
+    if (t->v[i].callsite_id >= 0 && (size_t)t->v[i].callsite_id < st.ncallsites)
+      count[t->v[i].callsite_id]++;
+  rc = etch__sample_fns_of_stacks(&st, count, &t->fns, &t->nfns);
+  free(count);
+  return rc;
+}
+
+int etch__import_samples(etch__importer *imp, etch_reader *r) {
   if (imp->err) return imp->err;
   struct etch__imp_samples *t = imp->samples;
-  if (!t || !t->n || imp->sink || !imp->db) return ETCH_OK;
+  if (!t || !t->n || imp->sink) return ETCH_OK;
+  if (!imp->db) return sample_fns(t, r);
   qsort(t->v, t->n, sizeof *t->v, by_time);
   static const etch__col kCols[] = {ETCH__COL_I64, ETCH__COL_I64,
                                     ETCH__COL_I64, ETCH__COL_I64,
@@ -108,8 +129,25 @@ int etch__import_samples(etch__importer *imp) {
   return etch__tw_finish(&w);
 }
 
+bool etch__import_samples_stats(const etch__importer *imp,
+                                etch__stats_data *d) {
+  const struct etch__imp_samples *t = imp->samples;
+  if (!t) return true;
+  d->samples = (int64_t)t->n;
+  if (!t->nfns) return true;
+  d->fns = etch__calloc(t->nfns, sizeof *d->fns);
+  if (!d->fns) return false;
+  for (size_t i = 0; i < t->nfns; i++) {
+    d->fns[i] = t->fns[i];
+    if (!(d->fns[i].name = strdup(t->fns[i].name))) return false;
+    d->nfns = i + 1;
+  }
+  return true;
+}
+
 void etch__import_samples_free(etch__importer *imp) {
   if (!imp->samples) return;
+  etch__sample_fns_free(imp->samples->fns, imp->samples->nfns);
   free(imp->samples->v);
   free(imp->samples);
   imp->samples = NULL;

@@ -199,7 +199,7 @@ int etch__import_stacks(etch__importer *imp, etch_reader *r);
 /* CPU samples (import_samples.c): the reader's sample callback (user: the
  * importer), and the perf_sample table, before etch__importer_finish. */
 void etch__import_on_sample(const etch_sample *s, void *user);
-int etch__import_samples(etch__importer *imp);
+int etch__import_samples(etch__importer *imp, etch_reader *r);
 void etch__importer_counts(const etch__importer *imp,
                            etch__import_counts *out);
 void etch__importer_free(etch__importer *imp);
@@ -339,6 +339,12 @@ typedef struct etch__stats_opts {
  * (etch__importer_stats_data); printed by etch__stats_print. Strings are
  * owned by the struct; NULL = SQL NULL.
  */
+/* A function CPU samples were in (stats_samples.c): samples with it as the
+ * innermost frame (self) and anywhere on the stack (total). */
+typedef struct etch__sample_fn {
+  char *name;
+  int64_t self, total;
+} etch__sample_fn;
 typedef struct etch__stats_top {
   char *name;
   int64_t count, total, self, max;
@@ -397,7 +403,28 @@ typedef struct etch__stats_data {
   size_t nframes;
   etch__stats_bookmark *bookmarks; /* by time */
   size_t nbookmarks;
+  /* CPU samples: how many, and every function they were in, sorted by
+   * self samples (then total, then name). */
+  int64_t samples;
+  etch__sample_fn *fns;
+  size_t nfns;
 } etch__stats_data;
+
+/* The functions of the samples per callsite: `count[i]` samples with
+ * callsite i innermost, parent[i] its caller (-1 none), names[i] its
+ * function; into *out (owned, sorted by self). stats_samples.c. */
+int etch__sample_fns(size_t ncs, const int64_t *parent,
+                     const char *const *names, const int64_t *count,
+                     etch__sample_fn **out, size_t *nout);
+/* The same from the reader's stack tables, or from a database's
+ * perf_sample and stack_profile tables (with the number of samples). */
+int etch__sample_fns_of_stacks(const etch_stacks *st, const int64_t *count,
+                               etch__sample_fn **out, size_t *nout);
+int etch__sample_fns_of_db(etch__db *db, int64_t *samples,
+                           etch__sample_fn **out, size_t *nout);
+/* Sorted by self (by_total false) or total samples, then the other, name. */
+void etch__sample_fns_sort(etch__sample_fn *fns, size_t n, bool by_total);
+void etch__sample_fns_free(etch__sample_fn *fns, size_t n);
 
 int etch__stats_data_from_db(etch__db *db, int top, etch__stats_data *out);
 /* The order of frames (start, then duration) and bookmarks (time, then

@@ -190,6 +190,7 @@ int etch__stats_data_from_db(etch__db *db, int top, etch__stats_data *d) {
   d->threads = scalar(r, "SELECT count(*) FROM thread");
   top_from_db(r, false, top, d);
   top_from_db(r, true, top, d);
+  if (!r->rc) r->rc = etch__sample_fns_of_db(db, &d->samples, &d->fns, &d->nfns);
 
   /* Threads: grouped by track first (one pass over depth-0 slices). */
   if (q(r, &res,
@@ -394,6 +395,7 @@ void etch__stats_data_free(etch__stats_data *d) {
   }
   free(d->machines);
   for (size_t i = 0; i < d->nbookmarks; i++) free(d->bookmarks[i].name);
+  etch__sample_fns_free(d->fns, d->nfns);
   free(d->frames);
   free(d->bookmarks);
   free(d->by_total);
@@ -883,6 +885,7 @@ void etch__stats_print(const etch__stats_data *d, FILE *out,
     frames_section(&r);
     bookmarks_section(&r);
   }
+  etch__stats_samples_section(&r);
   loss_section(&r);
   if (r.o->json) fputs("}\n", out);
 }

@@ -83,4 +83,7 @@ static inline void list_end(report *r, etch__tt *t, const char *empty) {
   etch__tt_free(t);
 }
 
+/* The CPU samples' sections, when the trace has samples (stats_samples.c). */
+void etch__stats_samples_section(report *r);
+
 #endif /* ETCH_QUERY_STATS_INT_H */

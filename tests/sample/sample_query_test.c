@@ -113,8 +113,11 @@ static char *tp_query(const char *sql) {
 
 /* Every sample, etch's and trace_processor's: the same time, thread, cpu,
  * cpu mode, session and stack (compared by its frames, not its id:
- * trace_processor repeats a stack per sequence), the same leaf function,
- * and the same perf_session. */
+ * trace_processor repeats a stack per sequence), the same leaf function
+ * for the work's functions, and the same perf_session. (Other leaf names
+ * may differ: trace_processor names only the frames it had seen when the
+ * ModuleSymbols packets came, and a sample the program writes after them
+ * keeps a new frame unnamed there, where etch names it.) */
 TEST(etch_query_perf_sample_is_trace_processors) {
   if (!trace()) return;
   static const char *const kQueries[] = {
@@ -128,6 +131,7 @@ TEST(etch_query_perf_sample_is_trace_processors) {
       "left join stack_profile_callsite c on c.id = s.callsite_id "
       "left join stack_profile_frame f on f.id = c.frame_id "
       "left join stack_profile_symbol sym on sym.id = f.symbol_set_id "
+      "where sym.name in ('burn_a', 'burn_b', 'run_round') "
       "group by 1, 2 order by 1, 2;\n",
       "select count(*) as n, min(t.upid is not null) as with_process "
       "from perf_sample s "
@@ -156,3 +160,94 @@ TEST(etch_query_perf_sample_is_trace_processors) {
   free(fns);
 }
 #endif
+
+/* Samples whose stack holds function `fn` (innermost only when `self`),
+ * counted by a query of its own over the tables (SQL that runs in etch
+ * query and trace_processor alike). */
+static char *count_sql(const char *fn, bool self, char *buf, size_t n) {
+  snprintf(buf, n,
+           "with recursive up(sid, cs) as (select s.id, s.callsite_id "
+           "from perf_sample s where s.callsite_id is not null%s) "
+           "select count(distinct up.sid) as n from up "
+           "join stack_profile_callsite c on c.id = up.cs "
+           "join stack_profile_frame f on f.id = c.frame_id "
+           "join stack_profile_symbol sym on sym.id = f.symbol_set_id "
+           "where sym.name = '%s';\n",
+           self ? ""
+                : " union all select up.sid, c.parent_id from up join "
+                  "stack_profile_callsite c on c.id = up.cs "
+                  "where c.parent_id is not null",
+           fn);
+  return buf;
+}
+
+static long query_count(const char *sql, bool tp) {
+  char *out;
+#ifdef ETCH_TP
+  out = tp ? tp_query(sql) : etch_query(sql);
+#else
+  (void)tp;
+  out = etch_query(sql);
+#endif
+  const char *nl = strchr(out, '\n');
+  ASSERT_TRUE(nl != NULL);
+  long v = atol(nl + 1);
+  free(out);
+  return v;
+}
+
+/* etch stats' CPU samples: the count, and burn_a, burn_b and their caller
+ * run_round with the self and total samples a query counts (and
+ * trace_processor's, when it is here); burn_a first by self samples (70%
+ * of the work), burn_b second; the same report from a database written by
+ * etch query --db as from the trace. */
+TEST(etch_stats_top_functions_count_the_samples) {
+  if (!trace()) return;
+  char cmd[3000], sql[2048], want[256];
+  snprintf(cmd, sizeof cmd, "%s stats --json --top 50 %s", ETCH_BIN, g_trace);
+  int st;
+  char *json = run(cmd, &st);
+  ASSERT_EQ_INT(st, 0);
+  long n = query_count("select count(*) as n from perf_sample;\n", false);
+  ASSERT_TRUE(n >= 400);
+  snprintf(want, sizeof want, "\"cpu_samples\":%ld,", n);
+  if (!strstr(json, want)) FAIL("no %s in %s", want, json);
+  static const char *const kFns[] = {"burn_a", "burn_b", "run_round"};
+  for (int tp = 0; tp < 2; tp++) {
+#ifndef ETCH_TP
+    if (tp) break;
+#endif
+    for (size_t i = 0; i < 3; i++) {
+      long self = query_count(count_sql(kFns[i], true, sql, sizeof sql), tp);
+      long total = query_count(count_sql(kFns[i], false, sql, sizeof sql), tp);
+      snprintf(want, sizeof want, "{\"function\":\"%s\",\"self\":%ld,\"total\":%ld}",
+               kFns[i], self, total);
+      if (!strstr(json, want)) FAIL("no %s in %s", want, json);
+      ASSERT_TRUE(total >= (i == 2 ? n * 9 / 10 : 1)); /* run_round: all */
+    }
+  }
+  ASSERT_TRUE(strstr(json, "\"top_functions_by_self\":[{\"function\":\"burn_a\""
+                           ",\"self\":") != NULL);
+  const char *b = strstr(json, "\"top_functions_by_self\":[");
+  b = strstr(b, "},{\"function\":\"burn_b\",");
+  ASSERT_TRUE(b != NULL);
+  free(json);
+
+  /* the same report from a database */
+  char db[700];
+  snprintf(db, sizeof db, "%s/s.duckdb", etch_test_tmpdir());
+  snprintf(cmd, sizeof cmd, "%s query --db %s %s 'select 1' >/dev/null",
+           ETCH_BIN, db, g_trace);
+  free(run(cmd, &st));
+  ASSERT_EQ_INT(st, 0);
+  snprintf(cmd, sizeof cmd, "%s stats %s", ETCH_BIN, db);
+  char *from_db = run(cmd, &st);
+  ASSERT_EQ_INT(st, 0);
+  snprintf(cmd, sizeof cmd, "%s stats %s", ETCH_BIN, g_trace);
+  char *from_trace = run(cmd, &st);
+  ASSERT_EQ_INT(st, 0);
+  ASSERT_EQ_STR(from_db, from_trace);
+  ASSERT_TRUE(strstr(from_trace, "top functions by self samples\n") != NULL);
+  free(from_db);
+  free(from_trace);
+}
