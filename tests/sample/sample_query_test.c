@@ -251,3 +251,27 @@ TEST(etch_stats_top_functions_count_the_samples) {
   free(from_db);
   free(from_trace);
 }
+
+/* etch report's page (and the viewer's stats): the samples' count and
+ * burn_a's self and total samples as the query counts them. */
+TEST(report_holds_the_top_functions) {
+  if (!trace()) return;
+  char html[700], cmd[3000], sql[2048], want[256];
+  snprintf(html, sizeof html, "%s/s.html", etch_test_tmpdir());
+  snprintf(cmd, sizeof cmd, "%s report %s -o %s", ETCH_BIN, g_trace, html);
+  int st;
+  free(run(cmd, &st));
+  ASSERT_EQ_INT(st, 0);
+  FILE *f = fopen(html, "r");
+  ASSERT_TRUE(f != NULL);
+  char *page = calloc(1, 16 << 20);
+  ASSERT_TRUE(fread(page, 1, (16 << 20) - 1, f) > 0);
+  fclose(f);
+  long n = query_count("select count(*) as n from perf_sample;\n", false);
+  long self = query_count(count_sql("burn_a", true, sql, sizeof sql), false);
+  long total = query_count(count_sql("burn_a", false, sql, sizeof sql), false);
+  snprintf(want, sizeof want, "\"cpu_samples\":%ld,\"functions\":[[\"burn_a\",%ld,%ld]",
+           n, self, total);
+  if (!strstr(page, want)) FAIL("no %s in the report", want);
+  free(page);
+}
