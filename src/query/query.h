@@ -422,6 +422,13 @@ int etch__sample_fns_of_stacks(const etch_stacks *st, const int64_t *count,
                                etch__sample_fn **out, size_t *nout);
 int etch__sample_fns_of_db(etch__db *db, int64_t *samples,
                            etch__sample_fn **out, size_t *nout);
+/* A callsite's function in SQL (c the callsite's stack_profile_frame f
+ * and stack_profile_mapping m joined): the rule of stats_samples.c. */
+#define ETCH__SAMPLE_FN_SQL                                                  \
+  "coalesce((SELECT s.name FROM stack_profile_symbol s WHERE s.id = "        \
+  "f.symbol_set_id), f.name, printf('%s+0x%x', "                             \
+  "coalesce(nullif(regexp_replace(m.name, '^.*/', ''), ''), '?'), "          \
+  "f.rel_pc))"
 /* Sorted by self (by_total false) or total samples, then the other, name. */
 void etch__sample_fns_sort(etch__sample_fn *fns, size_t n, bool by_total);
 void etch__sample_fns_free(etch__sample_fn *fns, size_t n);

@@ -152,10 +152,8 @@ int etch__sample_fns_of_stacks(const etch_stacks *st, const int64_t *count,
 
 /* The imported tables' callsites, named by the same rule. */
 #define CALLSITES_SQL                                                        \
-  "SELECT c.id, c.parent_id, coalesce((SELECT s.name FROM "                  \
-  "stack_profile_symbol s WHERE s.id = f.symbol_set_id), f.name, "           \
-  "printf('%s+0x%x', coalesce(nullif(regexp_replace(m.name, '^.*/', ''), "   \
-  "''), '?'), f.rel_pc)), (SELECT count(*) FROM perf_sample p WHERE "        \
+  "SELECT c.id, c.parent_id, " ETCH__SAMPLE_FN_SQL ", (SELECT count(*) "     \
+  "FROM perf_sample p WHERE "                                                \
   "p.callsite_id = c.id) FROM stack_profile_callsite c "                     \
   "JOIN stack_profile_frame f ON f.id = c.frame_id "                         \
   "LEFT JOIN stack_profile_mapping m ON m.id = f.mapping ORDER BY c.id"

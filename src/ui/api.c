@@ -844,6 +844,7 @@ static const struct {
     {"/api/stats", api_stats},   {"/api/sql", etch__ui_api_sql},
     {"/api/diff", api_diff},     {"/api/zone", etch__ui_api_zone},
     {"/api/leaks", etch__ui_api_leaks},
+    {"/api/sample_flame", etch__ui_api_sample_flame},
 };
 
 int etch__ui_api(etch__ui *ui, const char *path, etch__ui_getarg arg,

@@ -275,3 +275,133 @@ TEST(report_holds_the_top_functions) {
   if (!strstr(page, want)) FAIL("no %s in the report", want);
   free(page);
 }
+
+#ifdef ETCH_TEST_UI
+#include "ui/app.h"
+
+typedef struct args {
+  const char *k[4], *v[4];
+} args;
+
+static const char *get(void *ctx, const char *key) {
+  args *a = ctx;
+  for (int i = 0; i < 4 && a->k[i]; i++)
+    if (!strcmp(a->k[i], key)) return a->v[i];
+  return NULL;
+}
+
+/* The node named `fn` under node `parent` (its index, -1 none): "total"
+ * in *total. Nodes are [parent, name, total, self, count]. */
+static int node_of(const char *j, int parent, const char *fn, long *total) {
+  const char *names = strstr(j, "\"names\":[");
+  ASSERT_TRUE(names != NULL);
+  int name = -1, i = 0;
+  char want[128];
+  snprintf(want, sizeof want, "\"%s\"", fn);
+  for (const char *p = names + 9; *p && *p != ']'; i++) {
+    if (!strncmp(p, want, strlen(want))) name = i;
+    p = strchr(p + 1, '"') + 1; /* past this name (none holds a quote) */
+    if (*p == ',') p++;
+  }
+  if (name < 0) return -1;
+  const char *p = strstr(j, "\"nodes\":[") + 9;
+  for (int k = 0; *p == '['; k++) {
+    long par, nm, tot;
+    if (sscanf(p, "[%ld,%ld,%ld", &par, &nm, &tot) != 3) FAIL("node %s", p);
+    if (par == parent && nm == name) {
+      *total = tot;
+      return k;
+    }
+    p = strchr(p, ']') + 1;
+    if (*p == ',') p++;
+  }
+  return -1;
+}
+
+/* /api/sample_flame (the viewer's flame graph of CPU samples): a burn_a
+ * slice's samples are its thread's inside it, each with burn_a innermost
+ * under run_round; the thread's flame has burn_a and burn_b with the
+ * samples a query counts, burn_a's the larger share (70% of the work). */
+TEST(sample_flame_of_a_slice_and_of_a_thread) {
+  if (!trace()) return;
+  char *row = etch_query(
+      "select s.id, t.utid, s.ts, s.dur from slice s join thread_track t "
+      "on t.id = s.track_id where s.name = 'burn_a' and (select count(*) "
+      "from perf_sample p where p.utid = t.utid and p.ts >= s.ts and "
+      "p.ts <= s.ts + s.dur) >= 3 order by s.id limit 1;\n");
+  long id, utid, ts, dur;
+  ASSERT_EQ_INT(sscanf(strchr(row, '\n') + 1, "%ld,%ld,%ld,%ld", &id, &utid,
+                       &ts, &dur), 4);
+  free(row);
+  char sql[1024];
+  snprintf(sql, sizeof sql,
+           "select count(*) as n from perf_sample where utid = %ld and "
+           "ts >= %ld and ts <= %ld and callsite_id is not null;\n",
+           utid, ts, ts + dur);
+  long in_slice = query_count(sql, false);
+  etch__ui *ui;
+  ASSERT_OK(etch__ui_new(&ui));
+  etch__ui_set_cache_dir(ui, etch_test_tmpdir());
+  ASSERT_OK(etch__ui_add_path(ui, g_trace));
+  char sid[32], su[32];
+  snprintf(sid, sizeof sid, "%ld", id);
+  snprintf(su, sizeof su, "%ld", utid);
+  args a = {{"id", "slice"}, {ui->t[0].id, sid}};
+  char *j = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&j, &len);
+  ASSERT_EQ_INT(etch__ui_api(ui, "/api/sample_flame", get, &a, f), 200);
+  fclose(f);
+  char want[64];
+  snprintf(want, sizeof want, "\"nodes\":[[-1,-1,%ld,0,%ld]", in_slice,
+           in_slice);
+  if (!strstr(j, want)) FAIL("no %s in %s", want, j);
+  long total = 0;
+  /* ... > run_round > burn_a: every sample inside burn_a's slice */
+  const char *nodes = strstr(j, "\"nodes\":[");
+  ASSERT_TRUE(nodes != NULL);
+  int rr = -1;
+  for (int k = 0; k < 8 && rr < 0; k++) rr = node_of(j, k, "run_round", &total);
+  ASSERT_TRUE(rr > 0);
+  ASSERT_TRUE(node_of(j, rr, "burn_a", &total) > 0);
+  ASSERT_EQ_INT(total, in_slice);
+  ASSERT_TRUE(node_of(j, rr, "burn_b", &total) < 0);
+  free(j);
+
+  /* the thread: burn_a and burn_b with the samples a query counts */
+  args b = {{"id", "utid"}, {ui->t[0].id, su}};
+  f = open_memstream(&j, &len);
+  ASSERT_EQ_INT(etch__ui_api(ui, "/api/sample_flame", get, &b, f), 200);
+  fclose(f);
+  rr = -1;
+  for (int k = 0; k < 8 && rr < 0; k++) rr = node_of(j, k, "run_round", &total);
+  ASSERT_TRUE(rr > 0);
+  long fa = 0, fb = 0;
+  ASSERT_TRUE(node_of(j, rr, "burn_a", &fa) > 0);
+  ASSERT_TRUE(node_of(j, rr, "burn_b", &fb) > 0);
+  for (int i = 0; i < 2; i++) {
+    snprintf(sql, sizeof sql,
+             "select count(*) as n from perf_sample s "
+             "join stack_profile_callsite c on c.id = s.callsite_id "
+             "join stack_profile_frame f on f.id = c.frame_id "
+             "join stack_profile_symbol sym on sym.id = f.symbol_set_id "
+             "where s.utid = %ld and sym.name = '%s';\n",
+             utid, i ? "burn_b" : "burn_a");
+    ASSERT_EQ_INT(query_count(sql, false), i ? fb : fa);
+  }
+  ASSERT_TRUE(fa > fb);
+  free(j);
+  /* hostile arguments */
+  args c = {{"id", "slice", "utid"}, {ui->t[0].id, "x", "1"}};
+  f = open_memstream(&j, &len);
+  ASSERT_EQ_INT(etch__ui_api(ui, "/api/sample_flame", get, &c, f), 400);
+  fclose(f);
+  free(j);
+  args d = {{"id", "slice"}, {ui->t[0].id, "99999999"}};
+  f = open_memstream(&j, &len);
+  ASSERT_EQ_INT(etch__ui_api(ui, "/api/sample_flame", get, &d, f), 404);
+  fclose(f);
+  free(j);
+  etch__ui_free(ui);
+}
+#endif
