@@ -43,6 +43,16 @@ static void on_event(const etch_event *ev, void *user) {
   if (ev->callsite_id > max_callsite) max_callsite = ev->callsite_id;
 }
 
+/* A CPU sample: its stack a row (checked with the events'), its fields
+ * read. */
+static void on_sample(const etch_sample *smp, void *user) {
+  (void)user;
+  sink += (size_t)(smp->ts ^ smp->pid ^ smp->tid ^ (int64_t)smp->cpu ^
+                   (int64_t)smp->cpu_mode);
+  if (smp->callsite_id < -1 || smp->pid < 0 || smp->tid < 0) abort();
+  if (smp->callsite_id > max_callsite) max_callsite = smp->callsite_id;
+}
+
 /* The call-stack tables: every id in range, every parent before its
  * child, every event's stack a row, every string readable. */
 static void check_stacks(etch_reader *r) {
@@ -153,6 +163,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
     etch_reader_on(r, "cat", NULL, on_event, NULL);
     etch_reader_on_track(r, on_track, NULL);
+    etch_reader_on_sample(r, on_sample, NULL);
     etch_reader_run(r);
     etch_reader_stats st;
     etch_reader_get_stats(r, &st);

@@ -396,6 +396,46 @@ typedef struct etch_stacks {
  * it reads on or is closed. ETCH_OK, or ETCH_ENOMEM. */
 ETCH_API int etch_reader_stacks(etch_reader *r, etch_stacks *out);
 
+/* ==== CPU samples ========================================================= */
+
+/*
+ * A CPU sample (TracePacket.perf_sample, as etch record --sample writes
+ * it and Perfetto's traced_perf does): the thread the CPU was running, at
+ * the packet's timestamp, and its call stack. Samples are not track
+ * events: they are delivered to the etch_reader_on_sample callback as
+ * their packets are decoded (file order, in order within a sequence),
+ * not through etch_reader_on, and whatever the reader's order.
+ */
+typedef enum etch_cpu_mode {
+  ETCH_CPU_MODE_UNKNOWN = 0, /* Profiling.CpuMode's values */
+  ETCH_CPU_MODE_KERNEL = 1,
+  ETCH_CPU_MODE_USER = 2,
+  ETCH_CPU_MODE_HYPERVISOR = 3,
+  ETCH_CPU_MODE_GUEST_KERNEL = 4,
+  ETCH_CPU_MODE_GUEST_USER = 5
+} etch_cpu_mode;
+
+typedef struct etch_sample {
+  int64_t ts;            /* ns in the trace clock, as events' */
+  uint32_t sequence_id;  /* trusted_packet_sequence_id */
+  int32_t pid, tid;      /* the sampled process and thread; 0 if unknown */
+  uint32_t cpu;          /* the CPU it ran on */
+  bool has_cpu;          /* the packet named it */
+  uint32_t cpu_mode;     /* etch_cpu_mode (an unknown value as written) */
+  /* The stack's innermost frame's callsite in etch_reader_stacks; -1 when
+   * the sample has none or its sequence does not define it (then counted
+   * in interned_data_missing). */
+  int64_t callsite_id;
+  uint64_t packet_offset; /* of the TracePacket in the (decompressed) input */
+} etch_sample;
+
+typedef void (*etch_sample_cb)(const etch_sample *s, void *user);
+
+/* Calls `cb` for each CPU sample of the trace (NULL: none). Before
+ * etch_reader_run; ETCH_ESTATE after. */
+ETCH_API int etch_reader_on_sample(etch_reader *r, etch_sample_cb cb,
+                                   void *user);
+
 /* ==== custom events (etch/event.h) ======================================= */
 
 /*

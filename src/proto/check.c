@@ -451,6 +451,19 @@ static bool address_symbols(ck *c, const uint8_t *msg, size_t len) {
   return d.err ? dec_fail(c, &d) : true;
 }
 
+/* PerfSample { cpu 1, pid 2, tid 3, callstack_iid 4, cpu_mode 5 }: the
+ * fields the reader reads (src/reader/samples.c), each a varint. */
+static bool perf_sample(ck *c, const uint8_t *msg, size_t len) {
+  etch__pb_dec d;
+  etch__pb_field f;
+  etch__pb_dec_init(&d, msg, len);
+  while (etch__pb_next_fast(&d, &f))
+    if (f.id >= ETCH_PERF_SAMPLE_CPU && f.id <= ETCH_PERF_SAMPLE_CPU_MODE &&
+        !want(c, msg, &f, ETCH_PB_VARINT, "PerfSample field"))
+      return false;
+  return d.err ? dec_fail(c, &d) : true;
+}
+
 /* ModuleSymbols { path 1, build_id 2, repeated address_symbols 3 }. */
 static bool module_symbols(ck *c, const uint8_t *msg, size_t len) {
   etch__pb_dec d;
@@ -681,6 +694,7 @@ static int quick_tag2(uint32_t tag, bool event, bool producer) {
       case ETCH_PKT_TRACE_STATS: case ETCH_PKT_COMPRESSED_PACKETS:
       case ETCH_PKT_ZSTD_COMPRESSED_PACKETS: case ETCH_PKT_TRACE_CONFIG:
       case ETCH_PKT_SYNCHRONIZATION_MARKER: case ETCH_PKT_MODULE_SYMBOLS:
+      case ETCH_PKT_PERF_SAMPLE:
         return Q_LONG;
       default:
         return Q_SKIP;
@@ -890,6 +904,10 @@ static bool check_full(const uint8_t *pkt, size_t len, bool producer,
       case ETCH_PKT_MODULE_SYMBOLS:
         ok = want(&c, pkt, &f, ETCH_PB_LEN, "TracePacket.module_symbols") &&
              module_symbols(&c, f.data, f.len);
+        break;
+      case ETCH_PKT_PERF_SAMPLE:
+        ok = want(&c, pkt, &f, ETCH_PB_LEN, "TracePacket.perf_sample") &&
+             perf_sample(&c, f.data, f.len);
         break;
       case ETCH_PKT_REMOTE_CLOCK_SYNC:
         ok = want(&c, pkt, &f, ETCH_PB_LEN, "TracePacket.remote_clock_sync") &&

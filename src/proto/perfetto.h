@@ -183,6 +183,15 @@
 #define ETCH_LINE_FUNCTION_NAME 1
 #define ETCH_LINE_SOURCE_FILE_NAME 2
 #define ETCH_LINE_LINE_NUMBER 3
+/* TracePacket.perf_sample: PerfSample { cpu 1, pid 2, tid 3,
+ * callstack_iid 4, cpu_mode 5 (Profiling.CpuMode), ... } (the fields the
+ * reader reads; the packet's timestamp is the sample's). */
+#define ETCH_PKT_PERF_SAMPLE 66
+#define ETCH_PERF_SAMPLE_CPU 1
+#define ETCH_PERF_SAMPLE_PID 2
+#define ETCH_PERF_SAMPLE_TID 3
+#define ETCH_PERF_SAMPLE_CALLSTACK_IID 4
+#define ETCH_PERF_SAMPLE_CPU_MODE 5
 /* etch's own InternedData field: custom event schemas (not in Perfetto's
  * protos; readers that do not know it skip it, docs/format.md). EventSchema
  * { iid 1 (the event name's iid), name 2, logger 3, event 4, flags 5,

@@ -113,6 +113,11 @@ static int64_t get_thread(etch__importer *imp, uint32_t machine, int32_t pid,
   return (int64_t)++imp->nthreads;
 }
 
+int64_t etch__imp_utid(etch__importer *imp, uint32_t machine, int32_t pid,
+                       int32_t tid) {
+  return get_thread(imp, machine, pid, tid);
+}
+
 /* Copies what the importer keeps of a track description. */
 static void track_update(etch__importer *imp, qtrack *t,
                          const etch_track_info *info) {
@@ -800,6 +805,7 @@ void etch__importer_free(etch__importer *imp) {
   }
   free(imp->steps);
   free(imp->callstacks);
+  etch__import_samples_free(imp);
   free(imp->tracks);
   free(imp->procs);
   free(imp->threads);

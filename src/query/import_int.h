@@ -148,6 +148,8 @@ struct etch__importer {
   /* Slices with a call stack (import_stacks.c). */
   struct etch__imp_callstack *callstacks;
   size_t ncallstacks, cap_callstacks;
+  /* CPU samples (import_samples.c), or NULL. */
+  struct etch__imp_samples *samples;
 };
 
 static inline void fail(etch__importer *imp, int rc) {
@@ -209,5 +211,16 @@ int etch__import_write_tables(etch__importer *imp,
  * `callsite_id` (import_stacks.c). */
 void etch__import_callstack(etch__importer *imp, int64_t slice_id,
                             int64_t track_id, int64_t callsite_id);
+
+/* The utid of thread (pid, tid) of `machine`, made if new; 0 out of
+ * memory (import.c). */
+int64_t etch__imp_utid(etch__importer *imp, uint32_t machine, int32_t pid,
+                       int32_t tid);
+
+/* The samples of an import freed; their count and functions copied into
+ * etch stats' data, false out of memory (import_samples.c). */
+void etch__import_samples_free(etch__importer *imp);
+bool etch__import_samples_stats(const etch__importer *imp,
+                                etch__stats_data *d);
 
 #endif /* ETCH_QUERY_IMPORT_INT_H */

@@ -83,6 +83,7 @@ static int run_once(etch__db *db, const char *catalog,
   if (!rc) rc = etch_reader_set_strict(r, o->strict);
   if (!rc) rc = etch_reader_on_track(r, on_track, imp);
   if (!rc) rc = etch_reader_on(r, NULL, NULL, on_event, imp);
+  if (!rc) rc = etch_reader_on_sample(r, etch__import_on_sample, imp);
   if (!rc) rc = etch_reader_run(r);
   if (!rc && etch__reader_went_back(r)) {
     *restart = true;
@@ -101,6 +102,7 @@ static int run_once(etch__db *db, const char *catalog,
     }
     etch__importer_machines(imp, r);
     rc = etch__import_stacks(imp, r); /* import_stacks.c */
+    if (!rc) rc = etch__import_samples(imp, r); /* import_samples.c */
     if (!rc) rc = etch__importer_finish(imp, &st, first, last);
   }
   *out = imp;

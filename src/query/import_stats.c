@@ -198,6 +198,9 @@ int etch__importer_stats_data(const etch__importer *imp, int top,
   }
   if (d->ndrop) qsort(d->drop, d->ndrop, sizeof *d->drop, cmp_drop);
 
+  /* CPU samples and the functions they were in (import_samples.c). */
+  if (!nomem && !etch__import_samples_stats(imp, d)) nomem = true;
+
   /* Frames and bookmarks, in time order. */
   if (imp->nframes) {
     d->frames = etch__malloc(imp->nframes * sizeof *d->frames);

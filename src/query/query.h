@@ -100,7 +100,7 @@ const char *etch__query_table_name(size_t i, size_t *len);
  * slice), as etch__query_table_name. */
 const char *etch__query_stored_table_name(size_t i, size_t *len);
 /* The version of the tables' layout, part of a cache's key. */
-#define ETCH__QUERY_SCHEMA_VERSION "8"
+#define ETCH__QUERY_SCHEMA_VERSION "9"
 /* The CREATE VIEW statements of the views over track. */
 const char *etch__query_views_sql(void);
 
@@ -196,6 +196,10 @@ void etch__importer_machines(etch__importer *imp, const etch_reader *r);
 /* The trace's call stacks as the stack_profile_* tables, before
  * etch__importer_finish (import_stacks.c). */
 int etch__import_stacks(etch__importer *imp, etch_reader *r);
+/* CPU samples (import_samples.c): the reader's sample callback (user: the
+ * importer), and the perf_sample table, before etch__importer_finish. */
+void etch__import_on_sample(const etch_sample *s, void *user);
+int etch__import_samples(etch__importer *imp, etch_reader *r);
 void etch__importer_counts(const etch__importer *imp,
                            etch__import_counts *out);
 void etch__importer_free(etch__importer *imp);
@@ -335,6 +339,12 @@ typedef struct etch__stats_opts {
  * (etch__importer_stats_data); printed by etch__stats_print. Strings are
  * owned by the struct; NULL = SQL NULL.
  */
+/* A function CPU samples were in (stats_samples.c): samples with it as the
+ * innermost frame (self) and anywhere on the stack (total). */
+typedef struct etch__sample_fn {
+  char *name;
+  int64_t self, total;
+} etch__sample_fn;
 typedef struct etch__stats_top {
   char *name;
   int64_t count, total, self, max;
@@ -393,7 +403,35 @@ typedef struct etch__stats_data {
   size_t nframes;
   etch__stats_bookmark *bookmarks; /* by time */
   size_t nbookmarks;
+  /* CPU samples: how many, and every function they were in, sorted by
+   * self samples (then total, then name). */
+  int64_t samples;
+  etch__sample_fn *fns;
+  size_t nfns;
 } etch__stats_data;
+
+/* The functions of the samples per callsite: `count[i]` samples with
+ * callsite i innermost, parent[i] its caller (-1 none), names[i] its
+ * function; into *out (owned, sorted by self). stats_samples.c. */
+int etch__sample_fns(size_t ncs, const int64_t *parent,
+                     const char *const *names, const int64_t *count,
+                     etch__sample_fn **out, size_t *nout);
+/* The same from the reader's stack tables, or from a database's
+ * perf_sample and stack_profile tables (with the number of samples). */
+int etch__sample_fns_of_stacks(const etch_stacks *st, const int64_t *count,
+                               etch__sample_fn **out, size_t *nout);
+int etch__sample_fns_of_db(etch__db *db, int64_t *samples,
+                           etch__sample_fn **out, size_t *nout);
+/* A callsite's function in SQL (c the callsite's stack_profile_frame f
+ * and stack_profile_mapping m joined): the rule of stats_samples.c. */
+#define ETCH__SAMPLE_FN_SQL                                                  \
+  "coalesce((SELECT s.name FROM stack_profile_symbol s WHERE s.id = "        \
+  "f.symbol_set_id), f.name, printf('%s+0x%x', "                             \
+  "coalesce(nullif(regexp_replace(m.name, '^.*/', ''), ''), '?'), "          \
+  "f.rel_pc))"
+/* Sorted by self (by_total false) or total samples, then the other, name. */
+void etch__sample_fns_sort(etch__sample_fn *fns, size_t n, bool by_total);
+void etch__sample_fns_free(etch__sample_fn *fns, size_t n);
 
 int etch__stats_data_from_db(etch__db *db, int top, etch__stats_data *out);
 /* The order of frames (start, then duration) and bookmarks (time, then

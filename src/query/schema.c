@@ -156,6 +156,17 @@ static const char *const kStackTables[] = {
     " source_file VARCHAR,"
     " line_number BIGINT,"
     " inlined BIGINT)",
+    /* CPU samples (import_samples.c), as trace_processor's perf_sample. */
+    "perf_sample("
+    " id BIGINT NOT NULL,"
+    " ts BIGINT NOT NULL,"
+    " utid BIGINT NOT NULL,"
+    " cpu BIGINT,"
+    " cpu_mode VARCHAR,"
+    " callsite_id BIGINT,"
+    " unwind_error VARCHAR,"
+    " perf_session_id BIGINT)",
+    "perf_session(id BIGINT NOT NULL, perf_session_id BIGINT, cmdline VARCHAR)",
     "__intrinsic_track_event_callstacks("
     " id BIGINT NOT NULL,"
     " slice_id BIGINT NOT NULL,"

@@ -16,6 +16,7 @@
 
 #include "base/base.h"
 #include "query/query.h"
+#include "query/stats_int.h"
 
 void etch__fmt_dur(char *buf, size_t n, int64_t ns) {
   static const struct {
@@ -47,16 +48,6 @@ static void fmt_num(char *buf, size_t n, double v) {
     snprintf(buf, n, "%.6g", v);
 }
 
-typedef struct report {
-  etch__db *db;
-  FILE *out;
-  const etch__stats_opts *o;
-  const etch__stats_data *d;
-  int rc;
-  int64_t start, end; /* trace bounds; start > end: no events */
-  bool first_section;
-  bool json_first; /* no member written yet in the current JSON object */
-} report;
 
 /* Opens a cursor on `sql`; false (and r->rc set) on an error. */
 static bool q(report *r, etch__res *res, const char *sql) {
@@ -90,11 +81,6 @@ static int64_t scalar(report *r, const char *sql) {
   return v;
 }
 
-static void section(report *r, const char *title) {
-  if (!r->first_section) fputc('\n', r->out);
-  r->first_section = false;
-  fprintf(r->out, "%s\n", title);
-}
 
 
 /* The effective duration of a slice: open ones run to the end. */
@@ -102,47 +88,6 @@ static void section(report *r, const char *title) {
   "CASE WHEN dur < 0 THEN greatest((SELECT coalesce(end_ts, 0) FROM " \
   "trace_bounds) - ts, 0) ELSE dur END"
 
-/* ---- JSON helpers ------------------------------------------------------------ */
-
-static void jkey(report *r, const char *key) {
-  if (!r->json_first) fputc(',', r->out);
-  r->json_first = false;
-  etch__json_string(r->out, key, strlen(key));
-  fputc(':', r->out);
-}
-
-static void jint(report *r, const char *key, int64_t v) {
-  jkey(r, key);
-  fprintf(r->out, "%lld", (long long)v);
-}
-
-static void jnum(report *r, const char *key, double v) {
-  jkey(r, key);
-  if (isfinite(v))
-    fprintf(r->out, "%.17g", v);
-  else
-    fputs("null", r->out);
-}
-
-static void jstr(report *r, const char *key, const char *s) {
-  jkey(r, key);
-  if (s)
-    etch__json_string(r->out, s, strlen(s));
-  else
-    fputs("null", r->out);
-}
-
-static void jopen(report *r, const char *key, char bracket) {
-  if (key) jkey(r, key);
-  else if (!r->json_first) fputc(',', r->out);
-  fputc(bracket, r->out);
-  r->json_first = true;
-}
-
-static void jclose(report *r, char bracket) {
-  fputc(bracket, r->out);
-  r->json_first = false;
-}
 
 /* ---- the report's data, from the tables ------------------------------------------- */
 
@@ -245,6 +190,7 @@ int etch__stats_data_from_db(etch__db *db, int top, etch__stats_data *d) {
   d->threads = scalar(r, "SELECT count(*) FROM thread");
   top_from_db(r, false, top, d);
   top_from_db(r, true, top, d);
+  if (!r->rc) r->rc = etch__sample_fns_of_db(db, &d->samples, &d->fns, &d->nfns);
 
   /* Threads: grouped by track first (one pass over depth-0 slices). */
   if (q(r, &res,
@@ -449,6 +395,7 @@ void etch__stats_data_free(etch__stats_data *d) {
   }
   free(d->machines);
   for (size_t i = 0; i < d->nbookmarks; i++) free(d->bookmarks[i].name);
+  etch__sample_fns_free(d->fns, d->nfns);
   free(d->frames);
   free(d->bookmarks);
   free(d->by_total);
@@ -525,17 +472,6 @@ static void trace_section(report *r) {
 
 /* Ends a list section: the JSON array, or the table (or `empty` when it
  * has no row). */
-static void list_end(report *r, etch__tt *t, const char *empty) {
-  if (r->o->json) {
-    jclose(r, ']');
-    return;
-  }
-  if (etch__tt_rows(t))
-    etch__tt_print(t, r->out, "  ", true);
-  else
-    fprintf(r->out, "  %s\n", empty);
-  etch__tt_free(t);
-}
 
 static void top_section(report *r, bool by_self) {
   const etch__stats_top *rows = by_self ? r->d->by_self : r->d->by_total;
@@ -949,6 +885,7 @@ void etch__stats_print(const etch__stats_data *d, FILE *out,
     frames_section(&r);
     bookmarks_section(&r);
   }
+  etch__stats_samples_section(&r);
   loss_section(&r);
   if (r.o->json) fputs("}\n", out);
 }

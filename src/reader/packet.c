@@ -22,6 +22,7 @@
 #include "reader/event.h"
 #include "reader/machine.h"
 #include "reader/packet.h"
+#include "reader/samples.h"
 #include "reader/stacks.h"
 #include "reader/track.h"
 #include "reader/reader_int.h"
@@ -374,9 +375,6 @@ static int trace_stats(etch_reader *r, const rd_src *src, const uint8_t *msg,
 
 /* ---- the packet ------------------------------------------------------------------------ */
 
-/* TracePacket.perf_sample (PerfSample { callstack_iid 4 }). */
-#define RD_PKT_PERF_SAMPLE 66
-
 enum {
   HAS_DEFAULTS = 1,
   HAS_INTERNED = 2,
@@ -497,8 +495,9 @@ typedef struct pkt_fields {
   const uint8_t *machine_at;
   const uint8_t *te;
   size_t te_len;
-  uint64_t perf_callstack_iid; /* PerfSample.callstack_iid; 0: none */
   unsigned present; /* HAS_* of the nested messages met */
+  bool has_sample;  /* a perf_sample, read into `sample` (samples.c) */
+  rd_perf_sample sample;
 } pkt_fields;
 
 /* Step 1: the packet's fields, read once; the nested messages only noted
@@ -594,13 +593,11 @@ ETCH_INLINE int pkt_fields_read(etch_reader *r, const rd_src *src,
         RD_EXPECT(f, ETCH_PB_LEN, "TracePacket.module_symbols");
         pf->present |= HAS_MODULE_SYMBOLS;
         break;
-      case RD_PKT_PERF_SAMPLE: { /* its stack, for etch_reader_stacks */
+      case ETCH_PKT_PERF_SAMPLE: {
         RD_EXPECT(f, ETCH_PB_LEN, "TracePacket.perf_sample");
-        etch__pb_dec ps;
-        etch__pb_field g;
-        etch__pb_dec_init(&ps, f.data, f.len);
-        while (etch__pb_next(&ps, &g))
-          if (g.id == 4 && g.wt == ETCH_PB_VARINT) pf->perf_callstack_iid = g.u;
+        int rc = etch__rd_perf_sample_read(r, src, f.data, f.len, &pf->sample);
+        if (rc) return rc;
+        pf->has_sample = true;
         break;
       }
       default:
@@ -806,11 +803,11 @@ static int packet_read(etch_reader *r, const rd_src *src, uint64_t rec_off,
     if (rc) return rc;
   }
 
-  if (pf.perf_callstack_iid) { /* a CPU sample's stack, in the tables */
-    rc = 0;
-    etch__rd_stack_callsite(r, seq, pf.perf_callstack_iid, &rc);
+  if (ETCH_UNLIKELY(pf.has_sample)) {
+    rc = etch__rd_perf_sample_deliver(r, seq, &pf.sample, ts_ok, ts, rec_off);
     if (rc) return rc;
   }
+
   if (pf.te)
     return pkt_track_event(r, src, seq, rec_off, &pf, ts_ok, ts, clock_id,
                            latest_before);

@@ -294,6 +294,8 @@ struct etch_reader {
   size_t nsubs, cap_subs;
   etch_track_cb track_cb;
   void *track_user;
+  etch_sample_cb sample_cb; /* etch_reader_on_sample (samples.c) */
+  void *sample_user;
 
   etch_strpool pool;
   etch_ptrmap seqs;

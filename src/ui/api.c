@@ -790,7 +790,9 @@ static int api_stats(req *r) {
     jstr(o, d.loss[i].description);
     fputc(']', o);
   }
-  fputs("]}", o);
+  fputc(']', o);
+  etch__ui_stats_samples(o, &d); /* api_samples.c */
+  fputc('}', o);
   etch__stats_data_free(&d);
   return 200;
 }
@@ -845,6 +847,8 @@ static const struct {
     {"/api/range", api_range},   {"/api/flame", api_flame},
     {"/api/stats", api_stats},   {"/api/sql", etch__ui_api_sql},
     {"/api/diff", api_diff},     {"/api/zone", etch__ui_api_zone},
+    {"/api/leaks", etch__ui_api_leaks},
+    {"/api/sample_flame", etch__ui_api_sample_flame},
 };
 
 int etch__ui_api(etch__ui *ui, const char *path, etch__ui_getarg arg,

@@ -27,5 +27,10 @@ etch__ui_trace *etch__ui_req_trace(etch__ui_req *r, int *st);
 
 int etch__ui_api_sql(etch__ui_req *r);
 int etch__ui_api_zone(etch__ui_req *r);
+/* CPU samples and allocation sites (api_samples.c): /api/stats's
+ * members, and /api/leaks. */
+void etch__ui_stats_samples(FILE *o, const etch__stats_data *d);
+int etch__ui_api_leaks(etch__ui_req *r);
+int etch__ui_api_sample_flame(etch__ui_req *r);
 
 #endif /* ETCH_UI_API_INT_H */

@@ -85,7 +85,7 @@ int etch__ui_report_data(etch__ui *ui, size_t index, int columns, FILE *out) {
     bool window;
   } kParts[] = {{"trace", "/api/trace", false}, {"tile", "/api/tile", true},
                 {"flows", "/api/flows", true},  {"flame", "/api/flame", false},
-                {"stats", "/api/stats", false}};
+                {"stats", "/api/stats", false}, {"leaks", "/api/leaks", false}};
   fputs("{", out);
   for (size_t i = 0; !rc && i < ETCH_ARRAY_SIZE(kParts); i++) {
     etch__ui_membuf mb;

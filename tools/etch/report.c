@@ -80,6 +80,7 @@ const command cli_report = {
         "Writes the page of etch ui for TRACE as one file that any browser\n"
         "opens from disk with no network and no file beside it: the timeline\n"
         "(at the detail --columns gives), the flame graph of the whole trace\n"
-        "and the stats. The SQL box needs etch ui.\n",
+        "and the stats (with the CPU samples' functions and the allocation\n"
+        "and leak sites when the trace has them). The SQL box needs etch ui.\n",
     .opts = kReportOpts,
 };

@@ -121,7 +121,9 @@ const command cli_stats = {
     .about =
         "Prints the trace's duration and contents, the top slices by total and\n"
         "by self time, busy time per thread, counter summaries and every data\n"
-        "loss the trace records.\n"
+        "loss the trace records. A trace with CPU samples (etch record\n"
+        "--sample) adds the functions they were in, by self samples (the\n"
+        "innermost frame) and by total samples (anywhere on the stack).\n"
         "\n"
         "With --slice NAME, the durations of the slices of that name that\n"
         "ended (as the viewer's Find zone shows them): count, min, p50, p90,\n"

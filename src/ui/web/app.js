@@ -1925,6 +1925,7 @@
                                        { name: 'mean', num: true }, { name: 'last', num: true }],
                                       d.counters, dur));
       }
+      await statsSamples(box, d);
       if (d.loss.length) {
         box.appendChild(el('h3', null, 'Data loss'));
         box.appendChild(sortableTable([{ name: 'stat' }, { name: 'value', num: true }, { name: 'what' }], d.loss));
@@ -1932,6 +1933,41 @@
       dbg.stats = d;
       showError(null);
     } catch (e) { showError(e); }
+  }
+
+  // ---- stats: CPU samples and allocation sites (api_samples.c) ---------------------
+
+  // The functions the CPU samples were in (as `etch stats` lists them), and
+  // the allocation sites by bytes allocated and by bytes never freed (as
+  // `etch leaks --hotspots`): tables of their own, after the threads.
+  async function statsSamples(box, d) {
+    if (d.cpu_samples > 0) {
+      const pct = (v) => (100 * v / d.cpu_samples).toFixed(1);
+      const rows = (by) => d.functions.slice().sort((x, y) => y[by] - x[by] || y[3 - by] - x[3 - by] ||
+                                                       (x[0] < y[0] ? -1 : x[0] > y[0]))
+        .slice(0, 20).map((f) => [f[0], f[1], pct(f[1]), f[2], pct(f[2])]);
+      const cols = [{ name: 'function' }, { name: 'self', num: true }, { name: 'self %', num: true },
+                    { name: 'total', num: true }, { name: 'total %', num: true }];
+      box.appendChild(el('h3', null, 'Functions by self samples (' + d.cpu_samples + ' CPU samples)'));
+      const a = sortableTable(cols, rows(1)); a.id = 'stats-fn-self'; box.appendChild(a);
+      box.appendChild(el('h3', null, 'Functions by total samples'));
+      const b = sortableTable(cols, rows(2)); b.id = 'stats-fn-total'; box.appendChild(b);
+    }
+    const m = await api('/api/leaks', { id: T.id });
+    if (!m.sites || !m.sites.length) return;
+    const site = (s) => s.function + (s.file ? ' (' + s.file + (s.line ? ':' + s.line : '') + ')' : '');
+    const cols = [{ name: 'site' }, { name: 'allocations', num: true }, { name: 'bytes', num: true },
+                  { name: 'never freed', num: true }, { name: 'never freed bytes', num: true }];
+    const rows = (key) => m.sites.slice().sort((x, y) => y[key] - x[key] || (site(x) < site(y) ? -1 : 1))
+      .filter((s) => s[key] > 0).slice(0, 20)
+      .map((s) => [site(s), s.allocations, s.bytes, s.never_freed, s.never_freed_bytes]);
+    box.appendChild(el('h3', null, 'Allocation sites by bytes'));
+    const c = sortableTable(cols, rows('bytes')); c.id = 'stats-alloc-sites'; box.appendChild(c);
+    const leaks = rows('never_freed_bytes');
+    if (leaks.length) {
+      box.appendChild(el('h3', null, 'Leak sites (never freed)'));
+      const e = sortableTable(cols, leaks); e.id = 'stats-leak-sites'; box.appendChild(e);
+    }
   }
 
   // ---- SQL ---------------------------------------------------------------------
@@ -1997,6 +2033,7 @@
       case '/api/tile': return Promise.resolve(reportTile(a));
       case '/api/flows': return Promise.resolve(R.flows);
       case '/api/stats': return Promise.resolve(R.stats);
+      case '/api/leaks': return Promise.resolve(R.leaks || { sites: [] });
       case '/api/flame':
         if (a.utid !== undefined || a.start !== undefined) return no('a flame graph of a thread or a range');
         return Promise.resolve(R.flame);

@@ -1,0 +1,299 @@
+/*
+ * api_samples.c - CPU samples and allocation sites in the viewer's stats
+ * (and so in etch report's page):
+ *
+ *   /api/stats's "cpu_samples" and "functions": the samples' count and
+ *   the functions they were in ([name, self, total], by self samples, the
+ *   first 100), as etch stats lists them (query/stats_samples.c);
+ *
+ *   /api/leaks?id=   etch leaks --hotspots --json of the trace: the
+ *   allocations by call site with the bytes still live (query/leaks.c),
+ *   {"sites": []} when no allocation has a call stack.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/base.h"
+#include "base/map.h"
+#include "query/leaks_sites.h"
+#include "ui/api_int.h"
+
+void etch__ui_stats_samples(FILE *o, const etch__stats_data *d) {
+  fprintf(o, ",\"cpu_samples\":%lld,\"functions\":[", (long long)d->samples);
+  for (size_t i = 0; i < d->nfns && i < 100; i++) {
+    fputs(i ? ",[" : "[", o);
+    etch__json_string(o, d->fns[i].name, strlen(d->fns[i].name));
+    fprintf(o, ",%lld,%lld]", (long long)d->fns[i].self,
+            (long long)d->fns[i].total);
+  }
+  fputc(']', o);
+}
+
+int etch__ui_api_leaks(etch__ui_req *r) {
+  int st;
+  etch__ui_trace *t = etch__ui_req_trace(r, &st);
+  if (!t) return st;
+  if (!t->path) {
+    fputs("{\"sites\":[]}", r->out);
+    return 200;
+  }
+  etch__ui_membuf mb;
+  FILE *f = etch__ui_membuf_open(&mb);
+  if (!f) {
+    fputs("{\"error\":\"out of memory\"}", r->out);
+    return 500;
+  }
+  bool lost = false;
+  int rc = etch__query_leaks_file(t->path, f, 50,
+                                  ETCH__LEAKS_HOTSPOTS | ETCH__LEAKS_JSON,
+                                  true, &lost);
+  int crc = etch__ui_membuf_close(&mb);
+  if (!rc && !crc && mb.v.len)
+    fwrite(mb.v.data, 1, mb.v.len, r->out);
+  else
+    fputs("{\"sites\":[]}", r->out); /* a trace without memory events */
+  etch__ui_membuf_free(&mb);
+  return 200;
+}
+
+/* ---- the flame graph of CPU samples -------------------------------------------- */
+
+/*
+ * /api/sample_flame?id=[&slice=ID | &utid=U][&start=S&end=E]: the samples
+ * of a selection merged by their stacks (function names from the
+ * outermost frame down), in /api/flame's form ({"names", "nodes":
+ * [parent, name, total, self, count], ...}, node 0 the whole): total the
+ * samples with the node's path on their stack, self those whose innermost
+ * frame it is, count = total. A slice selects its thread's samples inside
+ * its time range ("what the CPU did inside this slice"); utid a thread;
+ * start and end a range [start, end). Samples without a stack are left
+ * out.
+ */
+
+typedef struct sf_node {
+  int64_t parent, name, total, self;
+} sf_node;
+
+typedef struct sf_tree {
+  sf_node *n;
+  size_t len, cap;
+  etch_u64map kids; /* (parent << 32 | name) + 1 -> node */
+  char **names;
+  size_t nnames, cap_names;
+  etch_u64map name_ix; /* hash -> name (probing on collision) */
+} sf_tree;
+
+static int64_t sf_name(sf_tree *t, const char *s) {
+  uint64_t h = etch__hash_bytes(s, strlen(s), 0x51f3);
+  for (;; h++) {
+    int64_t v;
+    if (!etch__u64map_get(&t->name_ix, h, &v)) break;
+    if (!strcmp(t->names[v], s)) return v;
+  }
+  if (t->nnames == t->cap_names) {
+    size_t c = t->cap_names ? t->cap_names * 2 : 64;
+    char **p = etch__realloc(t->names, c * sizeof *p);
+    if (!p) return -1;
+    t->names = p;
+    t->cap_names = c;
+  }
+  char *copy = strdup(s);
+  if (!copy || !etch__u64map_put(&t->name_ix, h, (int64_t)t->nnames)) {
+    free(copy);
+    return -1;
+  }
+  t->names[t->nnames] = copy;
+  return (int64_t)t->nnames++;
+}
+
+static int64_t sf_child(sf_tree *t, int64_t parent, int64_t name) {
+  uint64_t key = ((uint64_t)parent << 32 | (uint64_t)name) + 1;
+  int64_t v;
+  if (etch__u64map_get(&t->kids, key, &v)) return v;
+  if (t->len == t->cap) {
+    size_t c = t->cap ? t->cap * 2 : 64;
+    sf_node *p = etch__realloc(t->n, c * sizeof *p);
+    if (!p) return -1;
+    t->n = p;
+    t->cap = c;
+  }
+  if (!etch__u64map_put(&t->kids, key, (int64_t)t->len)) return -1;
+  t->n[t->len] = (sf_node){parent, name, 0, 0};
+  return (int64_t)t->len++;
+}
+
+static void sf_free(sf_tree *t) {
+  for (size_t i = 0; i < t->nnames; i++) free(t->names[i]);
+  free(t->names);
+  free(t->n);
+  etch__u64map_free(&t->kids);
+  etch__u64map_free(&t->name_ix);
+}
+
+static bool arg_int(etch__ui_req *r, const char *key, int64_t *v, bool *bad) {
+  const char *s = r->get(r->ctx, key);
+  if (!s) return false;
+  char *end;
+  errno = 0;
+  long long x = strtoll(s, &end, 10);
+  if (!*s || *end || errno) {
+    *bad = true;
+    return false;
+  }
+  *v = x;
+  return true;
+}
+
+/* The callsites (ids 0..n-1: import_stacks.c) with their parent, function
+ * and the samples of the selection whose innermost frame they are. */
+static int sf_build(etch__db *db, const char *where, sf_tree *t) {
+  char sql[2048];
+  snprintf(sql, sizeof sql,
+           "SELECT c.id, c.parent_id, %s, coalesce(k.n, 0) "
+           "FROM stack_profile_callsite c "
+           "JOIN stack_profile_frame f ON f.id = c.frame_id "
+           "LEFT JOIN stack_profile_mapping m ON m.id = f.mapping "
+           "LEFT JOIN (SELECT callsite_id, count(*) AS n FROM perf_sample s "
+           "WHERE callsite_id IS NOT NULL%s GROUP BY 1) k "
+           "ON k.callsite_id = c.id ORDER BY c.id",
+           ETCH__SAMPLE_FN_SQL, where);
+  etch__res res;
+  int rc = etch__query_run(db, sql, NULL, 0, &res);
+  if (rc) return rc;
+  size_t n = 0, cap = 0;
+  int64_t *parent = NULL, *name = NULL, *count = NULL;
+  while (!rc && etch__res_next(&res)) {
+    if (n == cap) {
+      size_t c = cap ? cap * 2 : 256;
+      int64_t *a = etch__realloc(parent, c * sizeof *a);
+      if (a) parent = a;
+      int64_t *b = etch__realloc(name, c * sizeof *b);
+      if (b) name = b;
+      int64_t *d = etch__realloc(count, c * sizeof *d);
+      if (d) count = d;
+      if (!a || !b || !d) {
+        rc = etch__error(ETCH_ENOMEM, "out of memory");
+        break;
+      }
+      cap = c;
+    }
+    if (etch__res_i64(&res, 0) != (int64_t)n) break; /* not ours: stop */
+    parent[n] = etch__res_null(&res, 1) ? -1 : etch__res_i64(&res, 1);
+    char *s = etch__res_strdup(&res, 2);
+    name[n] = sf_name(t, s ? s : "?");
+    free(s);
+    count[n] = etch__res_i64(&res, 3);
+    if (name[n] < 0) rc = etch__error(ETCH_ENOMEM, "out of memory");
+    n++;
+  }
+  int crc = etch__res_close(&res);
+  if (!rc) rc = crc;
+  int64_t *path = n ? etch__malloc(n * sizeof *path) : NULL;
+  if (!rc && n && !path) rc = etch__error(ETCH_ENOMEM, "out of memory");
+  if (!rc && !(t->n = etch__calloc(64, sizeof *t->n)))
+    rc = etch__error(ETCH_ENOMEM, "out of memory");
+  if (!rc) {
+    t->cap = 64;
+    t->n[t->len++] = (sf_node){-1, -1, 0, 0}; /* the whole */
+  }
+  for (size_t i = 0; !rc && i < n; i++) {
+    if (!count[i]) continue;
+    size_t depth = 0; /* the stack, innermost first; a loop stops it */
+    for (int64_t c = (int64_t)i; c >= 0 && (size_t)c < n && depth < n;
+         c = parent[c])
+      path[depth++] = c;
+    int64_t node = 0;
+    t->n[0].total += count[i];
+    while (depth-- > 0 && node >= 0) {
+      node = sf_child(t, node, name[path[depth]]);
+      if (node >= 0) t->n[node].total += count[i];
+    }
+    if (node < 0)
+      rc = etch__error(ETCH_ENOMEM, "out of memory");
+    else
+      t->n[node].self += count[i];
+  }
+  free(path);
+  free(parent);
+  free(name);
+  free(count);
+  return rc;
+}
+
+static void sf_write(const sf_tree *t, FILE *o) {
+  fputs("{\"names\":[", o);
+  for (size_t i = 0; i < t->nnames; i++) {
+    if (i) fputc(',', o);
+    etch__json_string(o, t->names[i], strlen(t->names[i]));
+  }
+  fputs("],\"nodes\":[", o);
+  for (size_t i = 0; i < t->len; i++) {
+    const sf_node *x = &t->n[i];
+    fprintf(o, "%s[%lld,%lld,%lld,%lld,%lld]", i ? "," : "",
+            (long long)x->parent, (long long)x->name, (long long)x->total,
+            (long long)x->self, (long long)x->total);
+  }
+  fputs("],\"pruned\":0,\"unit\":\"samples\"}", o);
+}
+
+int etch__ui_api_sample_flame(etch__ui_req *r) {
+  int st;
+  etch__ui_trace *t = etch__ui_req_trace(r, &st);
+  if (!t) return st;
+  int64_t slice = -1, utid = -1, start = 0, end = 0;
+  bool bad = false;
+  bool has_slice = arg_int(r, "slice", &slice, &bad);
+  bool has_utid = arg_int(r, "utid", &utid, &bad);
+  bool has_start = arg_int(r, "start", &start, &bad);
+  bool range = arg_int(r, "end", &end, &bad) && has_start;
+  if (bad || (range && end <= start) || (has_slice && has_utid)) {
+    fputs("{\"error\":\"slice or utid, start and end (start < end) are "
+          "integers\"}", r->out);
+    return 400;
+  }
+  if (has_slice) { /* its thread's samples inside its time */
+    char sql[256];
+    snprintf(sql, sizeof sql,
+             "SELECT s.ts, greatest(s.dur, 0), t.utid FROM slice s "
+             "JOIN thread_track t ON t.id = s.track_id WHERE s.id = %lld",
+             (long long)slice);
+    etch__res res;
+    if (etch__query_run(t->db, sql, NULL, 0, &res)) return 500;
+    bool found = etch__res_next(&res) && !etch__res_null(&res, 2);
+    if (found) {
+      int64_t ts = etch__res_i64(&res, 0), dur = etch__res_i64(&res, 1);
+      utid = etch__res_i64(&res, 2);
+      has_utid = true;
+      if (!range || start < ts) start = ts;
+      if (!range || end > ts + dur + 1) end = ts + dur + 1;
+      range = true;
+    }
+    etch__res_close(&res);
+    if (!found) {
+      fputs("{\"error\":\"no slice of that id on a thread\"}", r->out);
+      return 404;
+    }
+  }
+  char where[160] = "";
+  int k = 0;
+  if (has_utid) k = snprintf(where, sizeof where, " AND s.utid = %lld",
+                             (long long)utid);
+  if (range)
+    snprintf(where + k, sizeof where - (size_t)k,
+             " AND s.ts >= %lld AND s.ts < %lld", (long long)start,
+             (long long)end);
+  sf_tree tree = {0};
+  int rc = sf_build(t->db, where, &tree);
+  if (!rc) sf_write(&tree, r->out);
+  sf_free(&tree);
+  if (rc) {
+    fputs("{\"error\":\"", r->out);
+    fputs(rc == ETCH_ENOMEM ? "out of memory" : "the samples cannot be read",
+          r->out);
+    fputs("\"}", r->out);
+    return 500;
+  }
+  return 200;
+}
