@@ -200,6 +200,12 @@ typedef struct etch_reader_stats {
    * a later read of the grown file goes on), and what follows it is no
    * loss (truncated_* stay 0). */
   uint64_t recording;
+  /* From the last TraceStats packet (summed over its buffers): patches
+   * the service could not apply (the chunk was gone, or the patch lay
+   * outside it: a packet's size or a message's length left unwritten),
+   * and chunks it refused for breaking the shared memory ABI. */
+  uint64_t trace_stats_patches_failed;
+  uint64_t trace_stats_abi_violations;
 } etch_reader_stats;
 
 typedef void (*etch_event_cb)(const etch_event *ev, void *user);

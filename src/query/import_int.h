@@ -197,7 +197,7 @@ typedef struct stat_row {
   uint64_t value;
 } stat_row;
 
-enum { kStatRows = 28 };
+enum { kStatRows = 30 };
 
 /* The rows of the stats table (import_write.c). */
 void etch__import_fill_stat_rows(const etch__importer *imp,

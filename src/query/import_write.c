@@ -211,6 +211,13 @@ void etch__import_fill_stat_rows(const etch__importer *imp,
        rs->trace_stats_chunks_overwritten},
       {"traced_buf_trace_writer_packet_loss", "data_loss", "trace",
        "writers that lost packets", rs->trace_stats_writer_packet_loss},
+      {"traced_buf_patches_failed", "data_loss", "trace",
+       "patches the tracing service could not apply (a packet's size or a "
+       "length left unwritten: that packet is lost)",
+       rs->trace_stats_patches_failed},
+      {"traced_buf_abi_violations", "data_loss", "trace",
+       "chunks the tracing service refused for breaking the shared memory "
+       "ABI", rs->trace_stats_abi_violations},
       {"traced_invalid_packets", "data_loss", "trace",
        "producers' packets the tracing service left out (they would not "
        "read, or set fields only the service writes; etchd names the "

@@ -196,12 +196,14 @@ typedef struct loss_stat {
   uint64_t value;
 } loss_stat;
 
-static size_t loss_stats(const etch_reader_stats *rs, loss_stat out[9]) {
+static size_t loss_stats(const etch_reader_stats *rs, loss_stat out[11]) {
   const loss_stat all[] = {
       {"traced_buf_chunks_overwritten", rs->trace_stats_chunks_overwritten},
       {"traced_buf_chunks_discarded", rs->trace_stats_chunks_discarded},
       {"traced_buf_trace_writer_packet_loss",
        rs->trace_stats_writer_packet_loss},
+      {"traced_buf_patches_failed", rs->trace_stats_patches_failed},
+      {"traced_buf_abi_violations", rs->trace_stats_abi_violations},
       {"etch_dropped_events", rs->etch_dropped_events},
       {"previous_packet_dropped", rs->previous_packet_dropped},
       {"packet_skipped_seq_needs_incremental_state_invalid",
@@ -225,7 +227,7 @@ static int leaks_of(etch_reader *r, FILE *out, int top, unsigned flags,
   int64_t first = 0, last = 0;
   if (!rc && etch_reader_time_bounds(r, &first, &last) != ETCH_OK) first = 0;
   etch_reader_stats rs = {0};
-  loss_stat ls[9];
+  loss_stat ls[11];
   size_t nls = 0;
   if (!rc) {
     etch_reader_get_stats(r, &rs);

@@ -346,7 +346,7 @@ static int trace_stats(etch_reader *r, const rd_src *src, const uint8_t *msg,
                        size_t len) {
   etch__pb_dec d;
   etch__pb_field f;
-  uint64_t disc = 0, over = 0, loss = 0, invalid = 0;
+  uint64_t disc = 0, over = 0, loss = 0, invalid = 0, patches = 0, abi = 0;
   etch__pb_dec_init(&d, msg, len);
   while (etch__pb_next_fast(&d, &f)) {
     if (f.id == ETCH_TS_INVALID_PACKETS && f.wt == ETCH_PB_VARINT)
@@ -360,6 +360,8 @@ static int trace_stats(etch_reader *r, const rd_src *src, const uint8_t *msg,
       if (bf.id == ETCH_BS_CHUNKS_DISCARDED) disc += bf.u;
       if (bf.id == ETCH_BS_CHUNKS_OVERWRITTEN) over += bf.u;
       if (bf.id == ETCH_BS_TRACE_WRITER_PACKET_LOSS) loss += bf.u;
+      if (bf.id == ETCH_BS_PATCHES_FAILED) patches += bf.u;
+      if (bf.id == ETCH_BS_ABI_VIOLATIONS) abi += bf.u;
     }
     if (bd.err) return etch__rd_fail_dec(r, src, &bd);
   }
@@ -369,6 +371,8 @@ static int trace_stats(etch_reader *r, const rd_src *src, const uint8_t *msg,
   r->stats.trace_stats_chunks_overwritten = over;
   r->stats.trace_stats_writer_packet_loss = loss;
   r->stats.trace_stats_invalid_packets = invalid;
+  r->stats.trace_stats_patches_failed = patches;
+  r->stats.trace_stats_abi_violations = abi;
   r->trace_stats_seen = true;
   return 0;
 }

@@ -214,6 +214,8 @@ TEST(reader_defaults_clocks_legacy_stats) {
   ASSERT_EQ_U64(s->trace_stats_chunks_discarded, 4);
   ASSERT_EQ_U64(s->trace_stats_chunks_overwritten, 2);
   ASSERT_EQ_U64(s->trace_stats_writer_packet_loss, 1);
+  ASSERT_EQ_U64(s->trace_stats_patches_failed, 3);
+  ASSERT_EQ_U64(s->trace_stats_abi_violations, 5);
   ASSERT_EQ_U64(s->etch_dropped_events, 17);
   ASSERT_EQ_U64(s->misplaced_end_event, 0);
   tb_out_free(&o);

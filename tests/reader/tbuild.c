@@ -620,6 +620,8 @@ static void sample_misc(tb *t) {
   tb_u(t, ETCH_BS_CHUNKS_DISCARDED, 4);
   tb_u(t, ETCH_BS_CHUNKS_OVERWRITTEN, 2);
   tb_u(t, ETCH_BS_TRACE_WRITER_PACKET_LOSS, 1);
+  tb_u(t, ETCH_BS_PATCHES_FAILED, 3);
+  tb_u(t, ETCH_BS_ABI_VIOLATIONS, 5);
   tb_close(t);
   tb_close(t);
   tb_u(t, ETCH_PKT_TRUSTED_SEQ_ID, 1);
