@@ -159,6 +159,46 @@ TEST(etch_query_perf_sample_is_trace_processors) {
   ASSERT_EQ_STR(fns, "n\n2\n");
   free(fns);
 }
+
+/* trace_processor's stack_sample view and its context tables (v58.2's
+ * common stack-sample format), row for row: each sample's time, source,
+ * task context (its thread), execution context (its cpu), stack (by its
+ * frames) and session; the contexts and the session themselves. */
+TEST(etch_query_stack_sample_is_trace_processors) {
+  if (!trace()) return;
+  static const char *const kQueries[] = {
+      STACK_PATHS
+      "select s.id, s.ts, s.source, s.task_context_id, "
+      "s.execution_context_id, s.session_id, t.tid, e.ucpu, p.path "
+      "from stack_sample s "
+      "join stack_sample_task_context c on c.id = s.task_context_id "
+      "join thread t on t.utid = c.utid "
+      "join stack_sample_execution_context e "
+      "on e.id = s.execution_context_id "
+      "left join p on p.id = s.callsite_id order by s.id;\n",
+      "select count(*) as n, count(callsite_id) as with_stack, "
+      "min(id) as lo, max(id) as hi from stack_sample;\n",
+      "select c.id, c.upid is not null as with_process, t.tid, "
+      "c.async_context_id from stack_sample_task_context c "
+      "join thread t using (utid) order by c.id;\n",
+      "select id, ucpu, cpu_mode from stack_sample_execution_context "
+      "order by id;\n",
+      "select id, source, timebase_unit, cmdline from stack_sample_session;\n",
+      "select count(*) as n from stack_sample s join perf_sample p "
+      "using (id) where s.ts != p.ts or s.callsite_id is distinct from "
+      "p.callsite_id;\n",
+  };
+  for (size_t i = 0; i < sizeof kQueries / sizeof kQueries[0]; i++) {
+    char *tp = tp_query(kQueries[i]);
+    char *etch = etch_query(kQueries[i]);
+    if (strcmp(etch, tp))
+      FAIL("%s\netch query:\n%s\ntrace_processor:\n%s", kQueries[i], etch,
+           tp);
+    ASSERT_TRUE(strchr(strchr(etch, '\n') + 1, '\n') != NULL); /* rows */
+    free(etch);
+    free(tp);
+  }
+}
 #endif
 
 /* Samples whose stack holds function `fn` (innermost only when `self`),
