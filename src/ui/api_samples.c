@@ -297,3 +297,171 @@ int etch__ui_api_sample_flame(etch__ui_req *r) {
   }
   return 200;
 }
+
+/* ---- samples on their thread's track ------------------------------------------- */
+
+/*
+ * /api/samples?id=: the sampled threads, {"threads": [[utid, samples],
+ * ...], "total": N} (the page draws a row of ticks under these threads).
+ *
+ * /api/samples?id=&start=S&end=E&buckets=N (1 <= N <= 8192): the samples
+ * of [S, E) per thread and per bucket of (E - S) / N, the non-empty
+ * buckets only (at most N a thread, however many samples):
+ * {"buckets": [[utid, bucket, samples, first, ts, leaf], ...]} with the
+ * first sample of the bucket (its id, time and innermost function).
+ *
+ * /api/samples?id=&sample=ID: one sample and its whole stack, {"id",
+ * "ts", "utid", "tid", "cpu", "frames": [innermost first]}.
+ */
+
+static void json_str(FILE *o, const char *s) {
+  etch__json_string(o, s ? s : "?", strlen(s ? s : "?"));
+}
+
+static int samples_threads(FILE *o, etch__db *db) {
+  etch__res res;
+  if (etch__query_run(db,
+                      "SELECT utid, count(*) FROM perf_sample GROUP BY 1 "
+                      "ORDER BY 1", NULL, 0, &res))
+    return 500;
+  int64_t total = 0;
+  fputs("{\"threads\":[", o);
+  for (int k = 0; etch__res_next(&res); k++) {
+    int64_t n = etch__res_i64(&res, 1);
+    fprintf(o, "%s[%lld,%lld]", k ? "," : "",
+            (long long)etch__res_i64(&res, 0), (long long)n);
+    total += n;
+  }
+  fprintf(o, "],\"total\":%lld}", (long long)total);
+  return etch__res_close(&res) ? 500 : 200;
+}
+
+static int samples_buckets(FILE *o, etch__db *db, int64_t start,
+                           int64_t end, int64_t buckets) {
+  char sql[1536];
+  snprintf(sql, sizeof sql,
+           "WITH w AS (SELECT id, ts, utid, least(%lld, CAST(floor((ts - "
+           "%lld)::DOUBLE * %lld / %lld::DOUBLE) AS BIGINT)) AS b "
+           "FROM perf_sample WHERE ts >= %lld AND ts < %lld), "
+           "g AS (SELECT utid, b, count(*) AS n, arg_min(id, ts) AS first "
+           "FROM w GROUP BY 1, 2) "
+           "SELECT g.utid, g.b, g.n, g.first, s.ts, %s "
+           "FROM g JOIN perf_sample s ON s.id = g.first "
+           "LEFT JOIN stack_profile_callsite c ON c.id = s.callsite_id "
+           "LEFT JOIN stack_profile_frame f ON f.id = c.frame_id "
+           "LEFT JOIN stack_profile_mapping m ON m.id = f.mapping "
+           "ORDER BY 1, 2",
+           (long long)(buckets - 1), (long long)start, (long long)buckets,
+           (long long)(end - start), (long long)start, (long long)end,
+           ETCH__SAMPLE_FN_SQL);
+  etch__res res;
+  if (etch__query_run(db, sql, NULL, 0, &res)) return 500;
+  fputs("{\"buckets\":[", o);
+  for (int k = 0; etch__res_next(&res); k++) {
+    fprintf(o, "%s[%lld,%lld,%lld,%lld,%lld,", k ? "," : "",
+            (long long)etch__res_i64(&res, 0),
+            (long long)etch__res_i64(&res, 1),
+            (long long)etch__res_i64(&res, 2),
+            (long long)etch__res_i64(&res, 3),
+            (long long)etch__res_i64(&res, 4));
+    if (etch__res_null(&res, 5)) {
+      fputs("null]", o);
+    } else {
+      size_t len;
+      const char *s = etch__res_str(&res, 5, &len);
+      etch__json_string(o, s ? s : "", s ? len : 0);
+      fputc(']', o);
+    }
+  }
+  fputs("]}", o);
+  return etch__res_close(&res) ? 500 : 200;
+}
+
+static int samples_one(FILE *o, etch__db *db, int64_t id) {
+  char sql[1536];
+  snprintf(sql, sizeof sql,
+           "SELECT s.id, s.ts, s.utid, t.tid, s.cpu FROM perf_sample s "
+           "LEFT JOIN thread t ON t.utid = s.utid WHERE s.id = %lld",
+           (long long)id);
+  etch__res res;
+  if (etch__query_run(db, sql, NULL, 0, &res)) return 500;
+  if (!etch__res_next(&res)) {
+    etch__res_close(&res);
+    return 404;
+  }
+  fprintf(o, "{\"id\":%lld,\"ts\":%lld,\"utid\":%lld,\"tid\":",
+          (long long)etch__res_i64(&res, 0), (long long)etch__res_i64(&res, 1),
+          (long long)etch__res_i64(&res, 2));
+  if (etch__res_null(&res, 3))
+    fputs("null", o);
+  else
+    fprintf(o, "%lld", (long long)etch__res_i64(&res, 3));
+  if (etch__res_null(&res, 4))
+    fputs(",\"cpu\":null", o);
+  else
+    fprintf(o, ",\"cpu\":%lld", (long long)etch__res_i64(&res, 4));
+  if (etch__res_close(&res)) return 500;
+  /* the stack, innermost first (a loop in the callsites stops at 1000) */
+  snprintf(sql, sizeof sql,
+           "WITH RECURSIVE up(cs, k) AS (SELECT callsite_id, 0 FROM "
+           "perf_sample WHERE id = %lld AND callsite_id IS NOT NULL "
+           "UNION ALL SELECT c.parent_id, up.k + 1 FROM up "
+           "JOIN stack_profile_callsite c ON c.id = up.cs "
+           "WHERE c.parent_id IS NOT NULL AND up.k < 1000) "
+           "SELECT %s FROM up JOIN stack_profile_callsite c ON c.id = up.cs "
+           "JOIN stack_profile_frame f ON f.id = c.frame_id "
+           "LEFT JOIN stack_profile_mapping m ON m.id = f.mapping "
+           "ORDER BY up.k",
+           (long long)id, ETCH__SAMPLE_FN_SQL);
+  if (etch__query_run(db, sql, NULL, 0, &res)) return 500;
+  fputs(",\"frames\":[", o);
+  for (int k = 0; etch__res_next(&res); k++) {
+    if (k) fputc(',', o);
+    size_t len;
+    const char *s = etch__res_str(&res, 0, &len);
+    if (s)
+      etch__json_string(o, s, len);
+    else
+      json_str(o, NULL);
+  }
+  fputs("]}", o);
+  return etch__res_close(&res) ? 500 : 200;
+}
+
+int etch__ui_api_samples(etch__ui_req *r) {
+  int st;
+  etch__ui_trace *t = etch__ui_req_trace(r, &st);
+  if (!t) return st;
+  int64_t sample = 0, start = 0, end = 0, buckets = 0;
+  bool bad = false;
+  bool one = arg_int(r, "sample", &sample, &bad);
+  bool has_start = arg_int(r, "start", &start, &bad);
+  bool has_end = arg_int(r, "end", &end, &bad);
+  bool has_buckets = arg_int(r, "buckets", &buckets, &bad);
+  bool window = has_start || has_end || has_buckets;
+  if (bad || (one && window) ||
+      (window && (!has_start || !has_end || !has_buckets || end <= start ||
+                  buckets < 1 || buckets > 8192))) {
+    fputs("{\"error\":\"sample=ID, or start, end and buckets (start < end, "
+          "1 <= buckets <= 8192), integers\"}", r->out);
+    return 400;
+  }
+  etch__ui_membuf mb;
+  FILE *o = etch__ui_membuf_open(&mb);
+  if (!o) {
+    fputs("{\"error\":\"out of memory\"}", r->out);
+    return 500;
+  }
+  int rc = one      ? samples_one(o, t->db, sample)
+           : window ? samples_buckets(o, t->db, start, end, buckets)
+                    : samples_threads(o, t->db);
+  if (etch__ui_membuf_close(&mb) && rc == 200) rc = 500;
+  if (rc == 200)
+    fwrite(mb.v.data, 1, mb.v.len, r->out);
+  else if (rc == 404)
+    fputs("{\"error\":\"no sample of that id\"}", r->out);
+  else
+    fputs("{\"error\":\"the samples cannot be read\"}", r->out);
+  etch__ui_membuf_free(&mb);
+  return rc;
+}

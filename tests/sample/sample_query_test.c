@@ -444,4 +444,104 @@ TEST(sample_flame_of_a_slice_and_of_a_thread) {
   free(j);
   etch__ui_free(ui);
 }
+
+static char *ui_get(etch__ui *ui, args *a, int want) {
+  char *j = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&j, &len);
+  ASSERT_EQ_INT(etch__ui_api(ui, "/api/samples", get, a, f), want);
+  fclose(f);
+  return j;
+}
+
+/* /api/samples (the ticks under a thread's slices): the sampled threads
+ * with their counts as a query gives them; a window in buckets: at most
+ * one row a thread and bucket, their counts summing to the samples the
+ * query counts in the window, each naming its first sample, whose own
+ * answer has the time and a stack with run_round under its leaf. */
+TEST(samples_per_thread_and_bucket) {
+  if (!trace()) return;
+  etch__ui *ui;
+  ASSERT_OK(etch__ui_new(&ui));
+  etch__ui_set_cache_dir(ui, etch_test_tmpdir());
+  ASSERT_OK(etch__ui_add_path(ui, g_trace));
+  args a = {{"id"}, {ui->t[0].id}};
+  char *j = ui_get(ui, &a, 200);
+  char *want = etch_query("select utid, count(*) as n from perf_sample "
+                          "group by 1 order by 1;\n");
+  /* "utid,n\nU,N\n..." against {"threads":[[U,N],...],"total":T} */
+  char built[4096] = "{\"threads\":[";
+  long total = 0, u, n;
+  for (const char *p = strchr(want, '\n') + 1; sscanf(p, "%ld,%ld", &u, &n) == 2;
+       p = strchr(p, '\n') + 1) {
+    snprintf(built + strlen(built), sizeof built - strlen(built), "%s[%ld,%ld]",
+             total ? "," : "", u, n);
+    total += n;
+  }
+  snprintf(built + strlen(built), sizeof built - strlen(built),
+           "],\"total\":%ld}", total);
+  ASSERT_EQ_STR(j, built);
+  free(want);
+  free(j);
+  /* the middle half of the samples' time in 50 buckets */
+  char *row = etch_query("select min(ts) as lo, max(ts) as hi from "
+                         "perf_sample;\n");
+  long lo, hi;
+  ASSERT_EQ_INT(sscanf(strchr(row, '\n') + 1, "%ld,%ld", &lo, &hi), 2);
+  free(row);
+  long s0 = lo + (hi - lo) / 4, s1 = hi - (hi - lo) / 4;
+  char ss[32], se[32], sql[256];
+  snprintf(ss, sizeof ss, "%ld", s0);
+  snprintf(se, sizeof se, "%ld", s1);
+  snprintf(sql, sizeof sql, "select count(*) as n from perf_sample where "
+           "ts >= %ld and ts < %ld;\n", s0, s1);
+  long in_window = query_count(sql, false);
+  ASSERT_TRUE(in_window > 50);
+  args b = {{"id", "start", "end", "buckets"}, {ui->t[0].id, ss, se, "50"}};
+  j = ui_get(ui, &b, 200);
+  ASSERT_TRUE(!strncmp(j, "{\"buckets\":[[", 13));
+  long sum = 0, rows = 0, prev_u = -1, prev_b = -1, bucket, cnt, first, ts;
+  long first_id = -1;
+  for (const char *p = j + 12; *p == '['; rows++) {
+    ASSERT_EQ_INT(sscanf(p, "[%ld,%ld,%ld,%ld,%ld,", &u, &bucket, &cnt,
+                         &first, &ts), 5);
+    ASSERT_TRUE(bucket >= 0 && bucket < 50 && cnt >= 1);
+    ASSERT_TRUE(u > prev_u || (u == prev_u && bucket > prev_b));
+    ASSERT_TRUE(ts >= s0 + (s1 - s0) * bucket / 50 - 1 && ts < s1);
+    prev_u = u;
+    prev_b = bucket;
+    sum += cnt;
+    if (first_id < 0) first_id = first;
+    p = strchr(p, ']') + 1;
+    if (*p == ',') p++;
+  }
+  ASSERT_EQ_INT(sum, in_window);
+  ASSERT_TRUE(rows <= 100); /* two threads, 50 buckets */
+  free(j);
+  /* the first bucket's sample: its time and its stack */
+  char sid[32];
+  snprintf(sid, sizeof sid, "%ld", first_id);
+  args c = {{"id", "sample"}, {ui->t[0].id, sid}};
+  j = ui_get(ui, &c, 200);
+  snprintf(sql, sizeof sql, "select ts from perf_sample where id = %ld;\n",
+           first_id);
+  char wantts[64];
+  snprintf(wantts, sizeof wantts, "\"ts\":%ld,", query_count(sql, false));
+  if (!strstr(j, wantts)) FAIL("no %s in %s", wantts, j);
+  ASSERT_TRUE(strstr(j, "\"run_round\"") != NULL);
+  ASSERT_TRUE(strstr(j, "\"frames\":[\"burn_") != NULL); /* the leaf */
+  free(j);
+  /* hostile arguments */
+  args d[] = {{{"id", "start", "end", "buckets"}, {ui->t[0].id, ss, se, "0"}},
+              {{"id", "start", "end", "buckets"}, {ui->t[0].id, se, ss, "5"}},
+              {{"id", "start", "buckets"}, {ui->t[0].id, ss, "5"}},
+              {{"id", "start", "end", "buckets"},
+               {ui->t[0].id, ss, se, "99999"}},
+              {{"id", "sample", "start"}, {ui->t[0].id, "1", ss}},
+              {{"id", "sample"}, {ui->t[0].id, "1x"}}};
+  for (size_t i = 0; i < sizeof d / sizeof d[0]; i++) free(ui_get(ui, &d[i], 400));
+  args e = {{"id", "sample"}, {ui->t[0].id, "99999999"}};
+  free(ui_get(ui, &e, 404));
+  etch__ui_free(ui);
+}
 #endif
