@@ -73,7 +73,7 @@ int etch__ui_api_leaks(etch__ui_req *r) {
  */
 
 typedef struct sf_node {
-  int64_t parent, name, total, self;
+  int64_t parent, name, total, self, count;
 } sf_node;
 
 typedef struct sf_tree {
@@ -120,7 +120,7 @@ static int64_t sf_child(sf_tree *t, int64_t parent, int64_t name) {
     t->cap = c;
   }
   if (!etch__u64map_put(&t->kids, key, (int64_t)t->len)) return -1;
-  t->n[t->len] = (sf_node){parent, name, 0, 0};
+  t->n[t->len] = (sf_node){parent, name, 0, 0, 0};
   return (int64_t)t->len++;
 }
 
@@ -147,23 +147,22 @@ static bool arg_int(etch__ui_req *r, const char *key, int64_t *v, bool *bad) {
 }
 
 /* The callsites (ids 0..n-1: import_stacks.c) with their parent, function
- * and the samples of the selection whose innermost frame they are. */
-static int sf_build(etch__db *db, const char *where, sf_tree *t) {
-  char sql[2048];
+ * and what `weights` (a query of callsite_id, n, c: the weight and the
+ * count of the events whose innermost frame it is) gives them. */
+static int sf_build(etch__db *db, const char *weights, sf_tree *t) {
+  char sql[4096];
   snprintf(sql, sizeof sql,
-           "SELECT c.id, c.parent_id, %s, coalesce(k.n, 0) "
-           "FROM stack_profile_callsite c "
+           "SELECT c.id, c.parent_id, %s, coalesce(k.n, 0), "
+           "coalesce(k.c, 0) FROM stack_profile_callsite c "
            "JOIN stack_profile_frame f ON f.id = c.frame_id "
            "LEFT JOIN stack_profile_mapping m ON m.id = f.mapping "
-           "LEFT JOIN (SELECT callsite_id, count(*) AS n FROM perf_sample s "
-           "WHERE callsite_id IS NOT NULL%s GROUP BY 1) k "
-           "ON k.callsite_id = c.id ORDER BY c.id",
-           ETCH__SAMPLE_FN_SQL, where);
+           "LEFT JOIN (%s) k ON k.callsite_id = c.id ORDER BY c.id",
+           ETCH__SAMPLE_FN_SQL, weights);
   etch__res res;
   int rc = etch__query_run(db, sql, NULL, 0, &res);
   if (rc) return rc;
   size_t n = 0, cap = 0;
-  int64_t *parent = NULL, *name = NULL, *count = NULL;
+  int64_t *parent = NULL, *name = NULL, *count = NULL, *events = NULL;
   while (!rc && etch__res_next(&res)) {
     if (n == cap) {
       size_t c = cap ? cap * 2 : 256;
@@ -173,7 +172,9 @@ static int sf_build(etch__db *db, const char *where, sf_tree *t) {
       if (b) name = b;
       int64_t *d = etch__realloc(count, c * sizeof *d);
       if (d) count = d;
-      if (!a || !b || !d) {
+      int64_t *e = etch__realloc(events, c * sizeof *e);
+      if (e) events = e;
+      if (!a || !b || !d || !e) {
         rc = etch__error(ETCH_ENOMEM, "out of memory");
         break;
       }
@@ -185,6 +186,7 @@ static int sf_build(etch__db *db, const char *where, sf_tree *t) {
     name[n] = sf_name(t, s ? s : "?");
     free(s);
     count[n] = etch__res_i64(&res, 3);
+    events[n] = etch__res_i64(&res, 4);
     if (name[n] < 0) rc = etch__error(ETCH_ENOMEM, "out of memory");
     n++;
   }
@@ -196,7 +198,7 @@ static int sf_build(etch__db *db, const char *where, sf_tree *t) {
     rc = etch__error(ETCH_ENOMEM, "out of memory");
   if (!rc) {
     t->cap = 64;
-    t->n[t->len++] = (sf_node){-1, -1, 0, 0}; /* the whole */
+    t->n[t->len++] = (sf_node){-1, -1, 0, 0, 0}; /* the whole */
   }
   for (size_t i = 0; !rc && i < n; i++) {
     if (!count[i]) continue;
@@ -206,9 +208,13 @@ static int sf_build(etch__db *db, const char *where, sf_tree *t) {
       path[depth++] = c;
     int64_t node = 0;
     t->n[0].total += count[i];
+    t->n[0].count += events[i];
     while (depth-- > 0 && node >= 0) {
       node = sf_child(t, node, name[path[depth]]);
-      if (node >= 0) t->n[node].total += count[i];
+      if (node >= 0) {
+        t->n[node].total += count[i];
+        t->n[node].count += events[i];
+      }
     }
     if (node < 0)
       rc = etch__error(ETCH_ENOMEM, "out of memory");
@@ -219,10 +225,11 @@ static int sf_build(etch__db *db, const char *where, sf_tree *t) {
   free(parent);
   free(name);
   free(count);
+  free(events);
   return rc;
 }
 
-static void sf_write(const sf_tree *t, FILE *o) {
+static void sf_write(const sf_tree *t, FILE *o, const char *unit) {
   fputs("{\"names\":[", o);
   for (size_t i = 0; i < t->nnames; i++) {
     if (i) fputc(',', o);
@@ -233,9 +240,9 @@ static void sf_write(const sf_tree *t, FILE *o) {
     const sf_node *x = &t->n[i];
     fprintf(o, "%s[%lld,%lld,%lld,%lld,%lld]", i ? "," : "",
             (long long)x->parent, (long long)x->name, (long long)x->total,
-            (long long)x->self, (long long)x->total);
+            (long long)x->self, (long long)x->count);
   }
-  fputs("],\"pruned\":0,\"unit\":\"samples\"}", o);
+  fprintf(o, "],\"pruned\":0,\"unit\":\"%s\"}", unit);
 }
 
 int etch__ui_api_sample_flame(etch__ui_req *r) {
@@ -276,7 +283,7 @@ int etch__ui_api_sample_flame(etch__ui_req *r) {
       return 404;
     }
   }
-  char where[160] = "";
+  char where[160] = "", weights[512];
   int k = 0;
   if (has_utid) k = snprintf(where, sizeof where, " AND s.utid = %lld",
                              (long long)utid);
@@ -284,9 +291,13 @@ int etch__ui_api_sample_flame(etch__ui_req *r) {
     snprintf(where + k, sizeof where - (size_t)k,
              " AND s.ts >= %lld AND s.ts < %lld", (long long)start,
              (long long)end);
+  snprintf(weights, sizeof weights,
+           "SELECT callsite_id, count(*) AS n, count(*) AS c "
+           "FROM perf_sample s WHERE callsite_id IS NOT NULL%s GROUP BY 1",
+           where);
   sf_tree tree = {0};
-  int rc = sf_build(t->db, where, &tree);
-  if (!rc) sf_write(&tree, r->out);
+  int rc = sf_build(t->db, weights, &tree);
+  if (!rc) sf_write(&tree, r->out, "samples");
   sf_free(&tree);
   if (rc) {
     fputs("{\"error\":\"", r->out);
