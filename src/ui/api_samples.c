@@ -313,7 +313,9 @@ int etch__ui_api_sample_flame(etch__ui_req *r) {
 
 /*
  * /api/samples?id=: the sampled threads, {"threads": [[utid, samples],
- * ...], "total": N} (the page draws a row of ticks under these threads).
+ * ...], "total": N, "allocation_stacks": A} (the page draws a row of
+ * ticks under these threads; A: the allocations with a call stack, for
+ * the flame graph of bytes).
  *
  * /api/samples?id=&start=S&end=E&buckets=N (1 <= N <= 8192): the samples
  * of [S, E) per thread and per bucket of (E - S) / N, the non-empty
@@ -343,7 +345,14 @@ static int samples_threads(FILE *o, etch__db *db) {
             (long long)etch__res_i64(&res, 0), (long long)n);
     total += n;
   }
-  fprintf(o, "],\"total\":%lld}", (long long)total);
+  fprintf(o, "],\"total\":%lld", (long long)total);
+  if (etch__res_close(&res)) return 500;
+  if (etch__query_run(db,
+                      "SELECT count(*) FROM __intrinsic_track_event_callstacks",
+                      NULL, 0, &res))
+    return 500;
+  fprintf(o, ",\"allocation_stacks\":%lld}",
+          (long long)(etch__res_next(&res) ? etch__res_i64(&res, 0) : 0));
   return etch__res_close(&res) ? 500 : 200;
 }
 
@@ -475,4 +484,60 @@ int etch__ui_api_samples(etch__ui_req *r) {
     fputs("{\"error\":\"the samples cannot be read\"}", r->out);
   etch__ui_membuf_free(&mb);
   return rc;
+}
+
+/* ---- the flame graph of allocation stacks -------------------------------------- */
+
+/*
+ * /api/alloc_flame?id=&mode=allocated|live: the allocations with a call
+ * stack (etch record --malloc: instants of category "memory" with
+ * debug.ptr and debug.size, their stacks in
+ * __intrinsic_track_event_callstacks) merged by their stacks' functions
+ * as /api/sample_flame's, in bytes: "allocated" every allocation's bytes,
+ * "live" those never freed. A block is never freed, as etch leaks counts
+ * it, when its allocation is the last event of its address in its
+ * process (a free, or an allocation at the same address without a free,
+ * ends it); count is the allocations.
+ */
+#define ALLOC_EVENTS                                                          \
+  "WITH ev AS (SELECT s.id, s.ts, coalesce(th.upid, tr.upid, -1) AS up, "     \
+  "p.int_value AS ptr, z.int_value AS size FROM slice s "                     \
+  "JOIN track tr ON tr.id = s.track_id "                                      \
+  "LEFT JOIN thread th ON th.utid = tr.utid "                                 \
+  "LEFT JOIN args p ON p.arg_set_id = s.arg_set_id AND p.key = 'debug.ptr' "  \
+  "LEFT JOIN args z ON z.arg_set_id = s.arg_set_id "                          \
+  "AND z.key = 'debug.size' WHERE s.category = 'memory' AND s.dur = 0 "       \
+  "AND p.int_value IS NOT NULL AND p.int_value != 0 "                         \
+  "AND (z.int_value IS NOT NULL OR s.name = 'free')), "                       \
+  "live AS (SELECT * FROM (SELECT *, row_number() OVER (PARTITION BY up, "    \
+  "ptr ORDER BY ts DESC, id DESC) AS rn FROM ev) WHERE rn = 1) "
+
+int etch__ui_api_alloc_flame(etch__ui_req *r) {
+  int st;
+  etch__ui_trace *t = etch__ui_req_trace(r, &st);
+  if (!t) return st;
+  const char *mode = r->get(r->ctx, "mode");
+  bool live = mode && !strcmp(mode, "live");
+  if (!mode || (!live && strcmp(mode, "allocated"))) {
+    fputs("{\"error\":\"mode is allocated or live\"}", r->out);
+    return 400;
+  }
+  char weights[2048];
+  snprintf(weights, sizeof weights,
+           ALLOC_EVENTS
+           "SELECT cs.callsite_id, sum(e.size)::BIGINT AS n, count(*) AS c "
+           "FROM %s e JOIN __intrinsic_track_event_callstacks cs "
+           "ON cs.slice_id = e.id WHERE e.size IS NOT NULL GROUP BY 1",
+           live ? "live" : "ev");
+  sf_tree tree = {0};
+  int rc = sf_build(t->db, weights, &tree);
+  if (!rc) sf_write(&tree, r->out, "bytes");
+  sf_free(&tree);
+  if (rc) {
+    fputs(rc == ETCH_ENOMEM ? "{\"error\":\"out of memory\"}"
+                            : "{\"error\":\"the allocations cannot be read\"}",
+          r->out);
+    return 500;
+  }
+  return 200;
 }

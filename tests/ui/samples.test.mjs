@@ -3,9 +3,14 @@
 // etch_sample_prog (burn_a and burn_b inside slices of their own names,
 // under run_round) recorded with etch record --sample; what the page shows
 // (window.__etch and the DOM) against etch query's counts on the same
-// trace. Run by run_browser_tests.sh (ctest ui_browser_samples).
+// trace. And the flame graph of allocation stacks in bytes, allocated and
+// still live: a trace of leaky_sites (tests/cli: leak_one, leak_two and
+// leak_three never free 1 x 11, 2 x 22 and 3 x 33 bytes) recorded with
+// etch record --malloc, against etch leaks. Run by run_browser_tests.sh
+// (ctest ui_browser_samples).
 //
-// Environment: ETCH_BIN (etch), ETCH_SAMPLE_PROG, ETCH_CHROMIUM.
+// Environment: ETCH_BIN (etch), ETCH_SAMPLE_PROG, ETCH_LEAKY_SITES (the
+// allocation test is skipped without it), ETCH_CHROMIUM.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, execFileSync } from 'node:child_process';
@@ -20,6 +25,10 @@ const trace = join(dir, 'samples.pftrace');
 const env = { ...process.env, ETCH_CACHE_DIR: join(dir, 'cache'), ETCH_STORE: join(dir, 'store'), TZ: 'UTC' };
 execFileSync(ETCH, ['record', '-q', '--sample', '-o', trace, '--', process.env.ETCH_SAMPLE_PROG, '400'],
              { env, stdio: ['ignore', 'ignore', 'inherit'] });
+const mtrace = join(dir, 'leaky.pftrace');
+const leaky = process.env.ETCH_LEAKY_SITES;
+if (leaky) execFileSync(ETCH, ['record', '-q', '--malloc', '-o', mtrace, '--', leaky],
+                        { env, stdio: ['ignore', 'ignore', 'inherit'] });
 
 // etch query --csv's rows, numbers as numbers.
 function query(sql) {
@@ -50,11 +59,11 @@ function fmtDur(ns) {
 
 const samples = query('select count(*) from perf_sample')[0][0];
 const skip = samples === 0 ? 'no CPU samples here (perf events not allowed): nothing to show' : false;
+const skipAlloc = leaky ? false : 'no ETCH_LEAKY_SITES';
 
 let server, base, browser, page;
 before(async () => {
-  if (skip) return;
-  server = spawn(ETCH, ['ui', trace], { env, stdio: ['ignore', 'pipe', 'inherit'] });
+  server = spawn(ETCH, ['ui', trace, ...(leaky ? [mtrace] : [])], { env, stdio: ['ignore', 'pipe', 'inherit'] });
   base = await new Promise((resolve, reject) => {
     let text = '';
     server.stdout.on('data', (d) => {
@@ -218,4 +227,52 @@ test('the flame graph of a thread\'s samples and of a range\'s, with etch query\
   // Back to slices: the flame graph of slices, in time.
   await page.selectOption('#fl-of', 'slices');
   await page.waitForFunction(() => window.__etch.flame.unit === 'ns');
+});
+
+test('the flame graph of allocation stacks: bytes still live names leak_one, leak_two and leak_three with their bytes, as etch leaks has every site', { skip: skipAlloc }, async () => {
+  await page.goto(base);
+  await page.waitForSelector('#traces tbody tr');
+  const id = await E(() => window.__etch.list[1].id);
+  await page.goto(base.replace(/\?.*$/, '') + '#trace=' + id + '&tab=flame');
+  await page.waitForFunction((k) => window.__etch.trace && window.__etch.trace.id === k && window.__etch.flame, id);
+  assert.equal(await page.isHidden('#fl-of-box'), false);
+  const leaks = JSON.parse(execFileSync(ETCH, ['leaks', '--json', '--top', '0', mtrace], { env }).toString());
+  assert.equal(leaks.exact, true);
+  // Per function: the bytes of the sites whose innermost function it is.
+  const bySite = (key) => {
+    const m = {};
+    for (const x of leaks.sites) if (x[key]) m[x.function] = (m[x.function] || 0) + x[key];
+    return m;
+  };
+  const selfOf = (nodes) => {
+    const m = {};
+    for (const n of nodes) if (n.i !== 0 && n.self) m[n.name] = (m[n.name] || 0) + n.self;
+    return m;
+  };
+  for (const [mode, key, total] of [['live', 'never_freed_bytes', leaks.never_freed_bytes],
+                                    ['allocated', 'bytes', leaks.allocated_bytes]]) {
+    await page.selectOption('#fl-of', mode);
+    await page.waitForFunction((m) => window.__etch.flame.unit === 'bytes' && window.__etch.flame.args &&
+                               window.__etch.flame.args.mode === m, mode);
+    const nodes = await E(() => window.__etch.flameNodes());
+    assert.equal(nodes[0].total, total, mode);
+    assert.deepEqual(selfOf(nodes), bySite(key), mode);
+    if (mode === 'live') {
+      const totalOf = (fn) => nodes.filter((n) => n.name === fn).reduce((x, n) => x + n.total, 0);
+      assert.deepEqual(['leak_one', 'leak_two', 'leak_three'].map(totalOf), [11, 44, 99]);
+      // leak_three under three_caller under main
+      const three = nodes.find((n) => n.name === 'leak_three');
+      assert.equal(nodes[three.parent].name, 'three_caller');
+      assert.equal(nodes[nodes[three.parent].parent].name, 'main');
+      const text = await E(() => document.getElementById('fl-funcs').textContent);
+      assert.match(text, /leak_two44 B44 B2/); // name, self, total, allocations
+    }
+  }
+  // Refused: no mode, another mode.
+  const u = new URL(base);
+  for (const q of ['', '&mode=', '&mode=bogus', '&mode=LIVE']) {
+    const r = await fetch(u.origin + '/api/alloc_flame?id=' + id + q, { headers: { 'X-Etch-Token': u.searchParams.get('token') } });
+    assert.equal(r.status, 400, q);
+    assert.match((await r.json()).error, /mode is allocated or live/);
+  }
 });

@@ -446,7 +446,8 @@
         const sm = await api('/api/samples', { id });
         t.sampled = new Map(sm.threads);
         t.samples = sm.total;
-      } catch (e) { t.sampled = new Map(); t.samples = 0; }
+        t.allocStacks = sm.allocation_stacks || 0;
+      } catch (e) { t.sampled = new Map(); t.samples = 0; t.allocStacks = 0; }
       T = t;
       layout(T);
       dbg.trace = { id: t.id, start: t.start, end: t.end, rows: t.rows.length, slices: t.slices };
@@ -459,8 +460,11 @@
              Math.round(performance.now() - t0) + ' ms: ' + t.slices + ' slices, ' +
              t.rows.length + ' tracks' + lossText(t));
       fillThreads();
-      $('fl-of-box').hidden = !t.samples;
-      if (!t.samples) $('fl-of').value = 'slices';
+      // The flame graph's other sources: CPU samples, allocation stacks.
+      const ofs = { samples: !!t.samples, allocated: !!t.allocStacks, live: !!t.allocStacks };
+      for (const o of $('fl-of').options) o.hidden = o.value !== 'slices' && !ofs[o.value];
+      $('fl-of-box').hidden = !t.samples && !t.allocStacks;
+      if ($('fl-of').value !== 'slices' && !ofs[$('fl-of').value]) $('fl-of').value = 'slices';
       $('fl-slice-box').hidden = $('fl-of').value !== 'samples';
       $('details').innerHTML = '<p class="hint">Click a slice for its details.</p>';
       $('range').textContent = '';
@@ -1678,10 +1682,15 @@
   // trace has CPU samples and "CPU samples" is chosen, of the samples
   // (/api/sample_flame: a thread's, a range's, or the selected slice's
   // "what the CPU did inside this slice"), counted in samples.
-  const fmtFlame = (v) => (flameState.unit === 'samples' ? v + (v === 1 ? ' sample' : ' samples') : fmtDur(v));
+  // Allocation stacks (etch record --malloc): "bytes allocated" or "bytes
+  // still live" (/api/alloc_flame), the whole trace's.
+  const fmtFlame = (v) => (flameState.unit === 'samples' ? v + (v === 1 ? ' sample' : ' samples')
+    : flameState.unit === 'bytes' ? (v < 1024 ? v + ' B' : fmtSize(v) + ' (' + v + ' B)') : fmtDur(v));
   async function loadFlame() {
+    const of = $('fl-of').value;
+    if (T.allocStacks && (of === 'allocated' || of === 'live')) return loadAllocFlame(of);
     const args = { id: T.id };
-    const samples = !!T.samples && $('fl-of').value === 'samples';
+    const samples = !!T.samples && of === 'samples';
     $('fl-slice-box').hidden = !samples;
     const utid = $('fl-thread').value;
     if (utid !== '-1') args.utid = utid;
@@ -1693,19 +1702,33 @@
     const t0 = performance.now();
     try {
       const d = await api(path, args);
-      flameState.unit = d.unit === 'samples' ? 'samples' : 'ns';
-      flameState.args = args;
-      const nodes = d.nodes.map(([parent, name, total, self, count], i) =>
-        ({ i, parent, name: name < 0 ? '(all)' : d.names[name], total, self, count, kids: [] }));
-      for (const n of nodes) if (n.parent >= 0) nodes[n.parent].kids.push(n);
-      for (const n of nodes) n.kids.sort((a, b) => b.total - a.total);
-      flameState.data = nodes;
-      flameState.key = key;
-      flameState.zoom = 0;
-      $('fl-info').textContent = nodes.length + ' nodes, ' + Math.round(performance.now() - t0) + ' ms';
-      drawFlame();
+      flameGot(d, key, args, t0);
       showError(null);
     } catch (e) { showError(e); }
+  }
+  async function loadAllocFlame(mode) {
+    $('fl-slice-box').hidden = true;
+    const args = { id: T.id, mode };
+    const key = '/api/alloc_flame' + JSON.stringify(args);
+    if (flameState.data && flameState.key === key) { drawFlame(); return; }
+    const t0 = performance.now();
+    try {
+      flameGot(await api('/api/alloc_flame', args), key, args, t0);
+      showError(null);
+    } catch (e) { showError(e); }
+  }
+  function flameGot(d, key, args, t0) {
+    flameState.unit = d.unit === 'samples' || d.unit === 'bytes' ? d.unit : 'ns';
+    flameState.args = args;
+    const nodes = d.nodes.map(([parent, name, total, self, count], i) =>
+      ({ i, parent, name: name < 0 ? '(all)' : d.names[name], total, self, count, kids: [] }));
+    for (const n of nodes) if (n.parent >= 0) nodes[n.parent].kids.push(n);
+    for (const n of nodes) n.kids.sort((a, b) => b.total - a.total);
+    flameState.data = nodes;
+    flameState.key = key;
+    flameState.zoom = 0;
+    $('fl-info').textContent = nodes.length + ' nodes, ' + Math.round(performance.now() - t0) + ' ms';
+    drawFlame();
   }
   const fcv = $('fl');
   function drawFlame() {
@@ -1887,7 +1910,8 @@
     const root = nodes[0].total;
     showTip({ kind: 'flame', lines: [b.i === 0 ? '(all)' : b.name,
       'total ' + fmtFlame(b.total) + (root ? ' (' + (100 * b.total / root).toFixed(2) + '% of the whole)' : ''),
-      'self ' + fmtFlame(b.self)].concat(flameState.unit === 'samples' ? [] : [b.count + ' slices'], ['click: zoom into it']) },
+      'self ' + fmtFlame(b.self)].concat(flameState.unit === 'samples' ? [] : [b.count + (flameState.unit === 'bytes' ? ' allocations' : ' slices')],
+                                         ['click: zoom into it']) },
       ev.clientX, ev.clientY);
   });
   fcv.addEventListener('mouseleave', hideTip);
@@ -1898,7 +1922,7 @@
       if (ev.offsetX >= b.x && ev.offsetX <= b.x + b.w && ev.offsetY >= b.y && ev.offsetY <= b.y + b.h) {
         flameState.zoom = b.i;
         $('fl-info').textContent = b.name + ': total ' + fmtFlame(b.total) + ', self ' + fmtFlame(b.self) +
-          (flameState.unit === 'samples' ? '' : ', ' + b.count + ' slices');
+          (flameState.unit === 'samples' ? '' : ', ' + b.count + (flameState.unit === 'bytes' ? ' allocations' : ' slices'));
         drawFlame();
         return;
       }
