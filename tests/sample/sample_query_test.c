@@ -479,7 +479,7 @@ TEST(samples_per_thread_and_bucket) {
     total += n;
   }
   snprintf(built + strlen(built), sizeof built - strlen(built),
-           "],\"total\":%ld}", total);
+           "],\"total\":%ld,\"allocation_stacks\":0}", total);
   ASSERT_EQ_STR(j, built);
   free(want);
   free(j);
