@@ -1,6 +1,6 @@
 /*
- * api_samples.c - CPU samples and allocation sites in the viewer's stats
- * (and so in etch report's page):
+ * api_samples.c - CPU samples and allocation sites in the viewer (the
+ * stats also in etch report's page):
  *
  *   /api/stats's "cpu_samples" and "functions": the samples' count and
  *   the functions they were in ([name, self, total], by self samples, the
@@ -8,7 +8,13 @@
  *
  *   /api/leaks?id=   etch leaks --hotspots --json of the trace: the
  *   allocations by call site with the bytes still live (query/leaks.c),
- *   {"sites": []} when no allocation has a call stack.
+ *   {"sites": []} when no allocation has a call stack;
+ *
+ *   /api/sample_flame, /api/alloc_flame   flame graphs of CPU samples
+ *   and of allocation stacks (bytes allocated, still live);
+ *
+ *   /api/samples   the sampled threads, the samples per thread and time
+ *   bucket of a window (the ticks on the timeline), one sample's stack.
  */
 #include <errno.h>
 #include <stdio.h>
