@@ -1684,8 +1684,8 @@
   // "what the CPU did inside this slice"), counted in samples.
   // Allocation stacks (etch record --malloc): "bytes allocated" or "bytes
   // still live" (/api/alloc_flame), the whole trace's.
-  const fmtFlame = (v) => (flameState.unit === 'samples' ? v + (v === 1 ? ' sample' : ' samples')
-    : flameState.unit === 'bytes' ? (v < 1024 ? v + ' B' : fmtSize(v) + ' (' + v + ' B)') : fmtDur(v));
+  const fmtFlame = (v, exact) => (flameState.unit === 'samples' ? v + (v === 1 ? ' sample' : ' samples')
+    : flameState.unit === 'bytes' ? (v < 1024 || !exact ? fmtSize(v) : fmtSize(v) + ' (' + v + ' B)') : fmtDur(v));
   async function loadFlame() {
     const of = $('fl-of').value;
     if (T.allocStacks && (of === 'allocated' || of === 'live')) return loadAllocFlame(of);
@@ -1909,8 +1909,8 @@
     if (!b || !nodes) { hideTip(); return; }
     const root = nodes[0].total;
     showTip({ kind: 'flame', lines: [b.i === 0 ? '(all)' : b.name,
-      'total ' + fmtFlame(b.total) + (root ? ' (' + (100 * b.total / root).toFixed(2) + '% of the whole)' : ''),
-      'self ' + fmtFlame(b.self)].concat(flameState.unit === 'samples' ? [] : [b.count + (flameState.unit === 'bytes' ? ' allocations' : ' slices')],
+      'total ' + fmtFlame(b.total, true) + (root ? ' (' + (100 * b.total / root).toFixed(2) + '% of the whole)' : ''),
+      'self ' + fmtFlame(b.self, true)].concat(flameState.unit === 'samples' ? [] : [b.count + (flameState.unit === 'bytes' ? ' allocations' : ' slices')],
                                          ['click: zoom into it']) },
       ev.clientX, ev.clientY);
   });
