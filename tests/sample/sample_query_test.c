@@ -366,9 +366,9 @@ TEST(sample_flame_of_a_slice_and_of_a_thread) {
   if (!trace()) return;
   char *row = etch_query(
       "select s.id, t.utid, s.ts, s.dur from slice s join thread_track t "
-      "on t.id = s.track_id where s.name = 'burn_a' and (select count(*) "
-      "from perf_sample p where p.utid = t.utid and p.ts >= s.ts and "
-      "p.ts <= s.ts + s.dur) >= 3 order by s.id limit 1;\n");
+      "on t.id = s.track_id where s.name = 'burn_a' order by (select "
+      "count(*) from perf_sample p where p.utid = t.utid and p.ts >= s.ts "
+      "and p.ts <= s.ts + s.dur) desc, s.id limit 1;\n");
   long id, utid, ts, dur;
   ASSERT_EQ_INT(sscanf(strchr(row, '\n') + 1, "%ld,%ld,%ld,%ld", &id, &utid,
                        &ts, &dur), 4);
@@ -379,6 +379,7 @@ TEST(sample_flame_of_a_slice_and_of_a_thread) {
            "ts >= %ld and ts <= %ld and callsite_id is not null;\n",
            utid, ts, ts + dur);
   long in_slice = query_count(sql, false);
+  ASSERT_TRUE(in_slice >= 1);
   etch__ui *ui;
   ASSERT_OK(etch__ui_new(&ui));
   etch__ui_set_cache_dir(ui, etch_test_tmpdir());
