@@ -239,6 +239,29 @@ static const struct {
      " WHEN 5 THEN a.string_value WHEN 7 THEN a.string_value"
      " ELSE a.display_text END AS display_value"
      " FROM @args_data a JOIN @arg_key k ON k.id = a.key_id"},
+    /* trace_processor's (v58.2) common stack-sample format over perf_sample
+     * (import_samples.c): a task context per sampled thread and an
+     * execution context per cpu, numbered in the order of their first
+     * sample, as trace_processor numbers them; one session. */
+    {"stack_sample_task_context",
+     "SELECT (row_number() OVER (ORDER BY f.first) - 1)::BIGINT AS id,"
+     " t.upid, f.utid, NULL::BIGINT AS async_context_id"
+     " FROM (SELECT utid, min(id) AS first FROM @perf_sample GROUP BY utid) f"
+     " LEFT JOIN @thread t ON t.utid = f.utid"},
+    {"stack_sample_execution_context",
+     "SELECT (row_number() OVER (ORDER BY f.first) - 1)::BIGINT AS id,"
+     " f.cpu AS ucpu, NULL::VARCHAR AS cpu_mode"
+     " FROM (SELECT cpu, min(id) AS first FROM @perf_sample GROUP BY cpu) f"},
+    {"stack_sample_session",
+     "SELECT 0::BIGINT AS id, 'linux.perf' AS source, 'ns' AS timebase_unit,"
+     " NULL::VARCHAR AS cmdline WHERE EXISTS (SELECT 1 FROM @perf_sample)"},
+    {"stack_sample",
+     "SELECT s.id, s.ts, 'linux.perf' AS source, tc.id AS task_context_id,"
+     " ec.id AS execution_context_id, s.callsite_id, 0::BIGINT AS session_id"
+     " FROM @perf_sample s"
+     " JOIN @stack_sample_task_context tc ON tc.utid = s.utid"
+     " JOIN @stack_sample_execution_context ec"
+     " ON ec.ucpu IS NOT DISTINCT FROM s.cpu"},
 };
 
 static bool is_view(const char *def) {

@@ -849,6 +849,8 @@ static const struct {
     {"/api/diff", api_diff},     {"/api/zone", etch__ui_api_zone},
     {"/api/leaks", etch__ui_api_leaks},
     {"/api/sample_flame", etch__ui_api_sample_flame},
+    {"/api/samples", etch__ui_api_samples},
+    {"/api/alloc_flame", etch__ui_api_alloc_flame},
 };
 
 int etch__ui_api(etch__ui *ui, const char *path, etch__ui_getarg arg,

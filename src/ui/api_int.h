@@ -32,5 +32,7 @@ int etch__ui_api_zone(etch__ui_req *r);
 void etch__ui_stats_samples(FILE *o, const etch__stats_data *d);
 int etch__ui_api_leaks(etch__ui_req *r);
 int etch__ui_api_sample_flame(etch__ui_req *r);
+int etch__ui_api_samples(etch__ui_req *r);
+int etch__ui_api_alloc_flame(etch__ui_req *r);
 
 #endif /* ETCH_UI_API_INT_H */

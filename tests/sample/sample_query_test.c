@@ -159,6 +159,46 @@ TEST(etch_query_perf_sample_is_trace_processors) {
   ASSERT_EQ_STR(fns, "n\n2\n");
   free(fns);
 }
+
+/* trace_processor's stack_sample view and its context tables (v58.2's
+ * common stack-sample format), row for row: each sample's time, source,
+ * task context (its thread), execution context (its cpu), stack (by its
+ * frames) and session; the contexts and the session themselves. */
+TEST(etch_query_stack_sample_is_trace_processors) {
+  if (!trace()) return;
+  static const char *const kQueries[] = {
+      STACK_PATHS
+      "select s.id, s.ts, s.source, s.task_context_id, "
+      "s.execution_context_id, s.session_id, t.tid, e.ucpu, p.path "
+      "from stack_sample s "
+      "join stack_sample_task_context c on c.id = s.task_context_id "
+      "join thread t on t.utid = c.utid "
+      "join stack_sample_execution_context e "
+      "on e.id = s.execution_context_id "
+      "left join p on p.id = s.callsite_id order by s.id;\n",
+      "select count(*) as n, count(callsite_id) as with_stack, "
+      "min(id) as lo, max(id) as hi from stack_sample;\n",
+      "select c.id, c.upid is not null as with_process, t.tid, "
+      "c.async_context_id from stack_sample_task_context c "
+      "join thread t using (utid) order by c.id;\n",
+      "select id, ucpu, cpu_mode from stack_sample_execution_context "
+      "order by id;\n",
+      "select id, source, timebase_unit, cmdline from stack_sample_session;\n",
+      "select count(*) as n from stack_sample s join perf_sample p "
+      "using (id) where s.ts != p.ts or s.callsite_id is distinct from "
+      "p.callsite_id;\n",
+  };
+  for (size_t i = 0; i < sizeof kQueries / sizeof kQueries[0]; i++) {
+    char *tp = tp_query(kQueries[i]);
+    char *etch = etch_query(kQueries[i]);
+    if (strcmp(etch, tp))
+      FAIL("%s\netch query:\n%s\ntrace_processor:\n%s", kQueries[i], etch,
+           tp);
+    ASSERT_TRUE(strchr(strchr(etch, '\n') + 1, '\n') != NULL); /* rows */
+    free(etch);
+    free(tp);
+  }
+}
 #endif
 
 /* Samples whose stack holds function `fn` (innermost only when `self`),
@@ -326,9 +366,9 @@ TEST(sample_flame_of_a_slice_and_of_a_thread) {
   if (!trace()) return;
   char *row = etch_query(
       "select s.id, t.utid, s.ts, s.dur from slice s join thread_track t "
-      "on t.id = s.track_id where s.name = 'burn_a' and (select count(*) "
-      "from perf_sample p where p.utid = t.utid and p.ts >= s.ts and "
-      "p.ts <= s.ts + s.dur) >= 3 order by s.id limit 1;\n");
+      "on t.id = s.track_id where s.name = 'burn_a' order by (select "
+      "count(*) from perf_sample p where p.utid = t.utid and p.ts >= s.ts "
+      "and p.ts <= s.ts + s.dur) desc, s.id limit 1;\n");
   long id, utid, ts, dur;
   ASSERT_EQ_INT(sscanf(strchr(row, '\n') + 1, "%ld,%ld,%ld,%ld", &id, &utid,
                        &ts, &dur), 4);
@@ -339,6 +379,7 @@ TEST(sample_flame_of_a_slice_and_of_a_thread) {
            "ts >= %ld and ts <= %ld and callsite_id is not null;\n",
            utid, ts, ts + dur);
   long in_slice = query_count(sql, false);
+  ASSERT_TRUE(in_slice >= 1);
   etch__ui *ui;
   ASSERT_OK(etch__ui_new(&ui));
   etch__ui_set_cache_dir(ui, etch_test_tmpdir());
@@ -402,6 +443,108 @@ TEST(sample_flame_of_a_slice_and_of_a_thread) {
   ASSERT_EQ_INT(etch__ui_api(ui, "/api/sample_flame", get, &d, f), 404);
   fclose(f);
   free(j);
+  etch__ui_free(ui);
+}
+
+static char *ui_get(etch__ui *ui, args *a, int want) {
+  char *j = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&j, &len);
+  ASSERT_EQ_INT(etch__ui_api(ui, "/api/samples", get, a, f), want);
+  fclose(f);
+  return j;
+}
+
+/* /api/samples (the ticks under a thread's slices): the sampled threads
+ * with their counts as a query gives them; a window in buckets: at most
+ * one row a thread and bucket, their counts summing to the samples the
+ * query counts in the window, each naming its first sample, whose own
+ * answer has the time and a stack with run_round under its leaf. */
+TEST(samples_per_thread_and_bucket) {
+  if (!trace()) return;
+  etch__ui *ui;
+  ASSERT_OK(etch__ui_new(&ui));
+  etch__ui_set_cache_dir(ui, etch_test_tmpdir());
+  ASSERT_OK(etch__ui_add_path(ui, g_trace));
+  args a = {{"id"}, {ui->t[0].id}};
+  char *j = ui_get(ui, &a, 200);
+  char *want = etch_query("select utid, count(*) as n from perf_sample "
+                          "group by 1 order by 1;\n");
+  /* "utid,n\nU,N\n..." against {"threads":[[U,N],...],"total":T} */
+  char built[4096] = "{\"threads\":[";
+  long total = 0, u, n;
+  for (const char *p = strchr(want, '\n') + 1; sscanf(p, "%ld,%ld", &u, &n) == 2;
+       p = strchr(p, '\n') + 1) {
+    snprintf(built + strlen(built), sizeof built - strlen(built), "%s[%ld,%ld]",
+             total ? "," : "", u, n);
+    total += n;
+  }
+  snprintf(built + strlen(built), sizeof built - strlen(built),
+           "],\"total\":%ld,\"allocation_stacks\":0}", total);
+  ASSERT_EQ_STR(j, built);
+  free(want);
+  free(j);
+  /* the middle half of the samples' time in 50 buckets */
+  char *row = etch_query("select min(ts) as lo, max(ts) as hi from "
+                         "perf_sample;\n");
+  long lo, hi;
+  ASSERT_EQ_INT(sscanf(strchr(row, '\n') + 1, "%ld,%ld", &lo, &hi), 2);
+  free(row);
+  long s0 = lo + (hi - lo) / 4, s1 = hi - (hi - lo) / 4;
+  char ss[32], se[32], sql[256];
+  snprintf(ss, sizeof ss, "%ld", s0);
+  snprintf(se, sizeof se, "%ld", s1);
+  snprintf(sql, sizeof sql, "select count(*) as n from perf_sample where "
+           "ts >= %ld and ts < %ld;\n", s0, s1);
+  long in_window = query_count(sql, false);
+  ASSERT_TRUE(in_window > 50);
+  args b = {{"id", "start", "end", "buckets"}, {ui->t[0].id, ss, se, "50"}};
+  j = ui_get(ui, &b, 200);
+  ASSERT_TRUE(!strncmp(j, "{\"buckets\":[[", 13));
+  long sum = 0, rows = 0, prev_u = -1, prev_b = -1, bucket, cnt, first, ts;
+  long first_id = -1;
+  for (const char *p = j + 12; *p == '['; rows++) {
+    ASSERT_EQ_INT(sscanf(p, "[%ld,%ld,%ld,%ld,%ld,", &u, &bucket, &cnt,
+                         &first, &ts), 5);
+    ASSERT_TRUE(bucket >= 0 && bucket < 50 && cnt >= 1);
+    ASSERT_TRUE(u > prev_u || (u == prev_u && bucket > prev_b));
+    ASSERT_TRUE(ts >= s0 + (s1 - s0) * bucket / 50 - 1 && ts < s1);
+    prev_u = u;
+    prev_b = bucket;
+    sum += cnt;
+    if (first_id < 0) first_id = first;
+    p = strchr(p, ']') + 1;
+    if (*p == ',') p++;
+  }
+  ASSERT_EQ_INT(sum, in_window);
+  long threads = query_count("select count(distinct utid) as n from "
+                             "perf_sample;\n", false);
+  ASSERT_TRUE(rows <= threads * 50); /* 50 buckets a thread at most */
+  free(j);
+  /* the first bucket's sample: its time and its stack */
+  char sid[32];
+  snprintf(sid, sizeof sid, "%ld", first_id);
+  args c = {{"id", "sample"}, {ui->t[0].id, sid}};
+  j = ui_get(ui, &c, 200);
+  snprintf(sql, sizeof sql, "select ts from perf_sample where id = %ld;\n",
+           first_id);
+  char wantts[64];
+  snprintf(wantts, sizeof wantts, "\"ts\":%ld,", query_count(sql, false));
+  if (!strstr(j, wantts)) FAIL("no %s in %s", wantts, j);
+  ASSERT_TRUE(strstr(j, "\"run_round\"") != NULL);
+  ASSERT_TRUE(strstr(j, "\"frames\":[\"burn_") != NULL); /* the leaf */
+  free(j);
+  /* hostile arguments */
+  args d[] = {{{"id", "start", "end", "buckets"}, {ui->t[0].id, ss, se, "0"}},
+              {{"id", "start", "end", "buckets"}, {ui->t[0].id, se, ss, "5"}},
+              {{"id", "start", "buckets"}, {ui->t[0].id, ss, "5"}},
+              {{"id", "start", "end", "buckets"},
+               {ui->t[0].id, ss, se, "99999"}},
+              {{"id", "sample", "start"}, {ui->t[0].id, "1", ss}},
+              {{"id", "sample"}, {ui->t[0].id, "1x"}}};
+  for (size_t i = 0; i < sizeof d / sizeof d[0]; i++) free(ui_get(ui, &d[i], 400));
+  args e = {{"id", "sample"}, {ui->t[0].id, "99999999"}};
+  free(ui_get(ui, &e, 404));
   etch__ui_free(ui);
 }
 #endif

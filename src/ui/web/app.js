@@ -34,6 +34,8 @@
   })();
   const $ = (id) => document.getElementById(id);
   const LABEL_W = 220, AXIS_H = 24, ROW_H = 18, PROC_H = 20, COUNTER_H = 40;
+  // The row of CPU-sample ticks under a sampled thread's slices.
+  const SAMPLE_H = 10;
 
   const dbg = window.__etch = {
     report: !!REPORT, tiles: 0, drawn: {}, flame: null,
@@ -44,6 +46,8 @@
     selectSlice: (r) => { selectSlice(r); },
     resetTracks: () => { T.ctl.order = null; relayout(); },
     open: (id) => { location.hash = '#trace=' + id; },
+    flameNodes: () => (flameState.data ? flameState.data.map((n) => ({ i: n.i, parent: n.parent, name: n.name,
+                                                                       total: n.total, self: n.self })) : null),
   };
 
   // ---- talking to the server ---------------------------------------------
@@ -437,6 +441,13 @@
         showError(e); status(''); $('timeline').hidden = true; return;
       }
       showError(null);
+      // The sampled threads (a row of ticks under their slices).
+      try {
+        const sm = await api('/api/samples', { id });
+        t.sampled = new Map(sm.threads);
+        t.samples = sm.total;
+        t.allocStacks = sm.allocation_stacks || 0;
+      } catch (e) { t.sampled = new Map(); t.samples = 0; t.allocStacks = 0; }
       T = t;
       layout(T);
       dbg.trace = { id: t.id, start: t.start, end: t.end, rows: t.rows.length, slices: t.slices };
@@ -449,6 +460,12 @@
              Math.round(performance.now() - t0) + ' ms: ' + t.slices + ' slices, ' +
              t.rows.length + ' tracks' + lossText(t));
       fillThreads();
+      // The flame graph's other sources: CPU samples, allocation stacks.
+      const ofs = { samples: !!t.samples, allocated: !!t.allocStacks, live: !!t.allocStacks };
+      for (const o of $('fl-of').options) o.hidden = o.value !== 'slices' && !ofs[o.value];
+      $('fl-of-box').hidden = !t.samples && !t.allocStacks;
+      if ($('fl-of').value !== 'slices' && !ofs[$('fl-of').value]) $('fl-of').value = 'slices';
+      $('fl-slice-box').hidden = $('fl-of').value !== 'samples';
       $('details').innerHTML = '<p class="hint">Click a slice for its details.</p>';
       $('range').textContent = '';
       flameState.zoom = 0;
@@ -516,13 +533,15 @@
     const trackRow = (r, pinned) => {
       const counter = r.type === 'counter';
       const collapsed = !counter && ctl.collapsed.has(r.track);
-      const h = counter ? COUNTER_H : (collapsed ? 0 : Math.max(0, r.maxdepth)) * ROW_H + ROW_H + 4;
+      const ticks = r.type === 'thread' && !!t.sampled && t.sampled.has(r.utid);
+      const h = counter ? COUNTER_H : (collapsed ? 0 : Math.max(0, r.maxdepth)) * ROW_H + ROW_H + 4 +
+                (ticks ? SAMPLE_H : 0);
       let label = r.name || r.type;
       if (r.type === 'thread') label = (r.thread || r.name || 'thread') + ' ' + r.tid;
       if (counter && r.unit) label += ' (' + r.unit + ')';
       if (pinned && r.process) label += ' \u00b7 ' + r.process;
       rows.push({ kind: counter ? 'counter' : 'slices', track: r.track, y, h, label, r, pinned,
-                  collapsed, deep: !counter && r.maxdepth > 0, maxDepth: collapsed ? 0 : Infinity });
+                  collapsed, deep: !counter && r.maxdepth > 0, maxDepth: collapsed ? 0 : Infinity, ticks });
       y += h;
     };
     const byTrack = new Map(t.rows.map((r) => [r.track, r]));
@@ -753,16 +772,22 @@
     try {
       // A trace without flows (its /api/trace says so) asks for none: the
       // server answers one request at a time.
-      const [tile, flows] = await Promise.all([
+      // The samples per thread and bucket of two pixels (bounded by the
+      // width, not by the samples), when the trace has any.
+      const buckets = Math.max(1, Math.min(8192, Math.floor(args.px / 2)));
+      const [tile, flows, samples] = await Promise.all([
         api('/api/tile', args, ac.signal),
         T.flows === 0 ? { flows: [] }
-          : api('/api/flows', { id: T.id, start: V.s, end: V.e, px: args.px }, ac.signal)]);
+          : api('/api/flows', { id: T.id, start: V.s, end: V.e, px: args.px }, ac.signal),
+        !T.samples ? null
+          : api('/api/samples', { id: T.id, start: V.s, end: V.e, buckets }, ac.signal)]);
       if (seq !== tileSeq) return; // a newer view is on its way
       prepare(tile);
       namesIn(tile);
       V.tile = tile;
       V.tileTracks = new Set(tracks.concat(counters));
       V.flows = flows.flows;
+      V.samples = samples ? { s: args.start, e: args.end, n: buckets, b: samples.buckets } : null;
       const d0 = performance.now();
       dbg.lastFetchMs = d0 - t0;
       draw();
@@ -947,6 +972,7 @@
                  geo[kk * 4] + 3, geo[kk * 4 + 1] + geo[kk * 4 + 3] / 2);
     }
     shown = { sl, geo, idx, hits, n: m, objects: null };
+    drawSamples(g, rowsIn, k);
     // Counters: a line of the last value per column, the column's range shaded.
     const byTrack = {};
     for (const c of V.tile.counters) (byTrack[c[0]] = byTrack[c[0]] || []).push(c);
@@ -1127,6 +1153,67 @@
   // objects ({track, depth, ts, end, count, id, name, x, y, w, h, hit}),
   // made when asked for (window.__etch.rects).
   let shown = { n: 0, objects: null };
+  // ---- CPU samples on their thread's track ----------------------------------------
+  //
+  // A tick per bucket holding samples (V.samples: a bucket is two pixels of
+  // the window the tile was asked for), darker the more samples it holds,
+  // in the row under the thread's slices; hover names the leaf function of
+  // its first sample, a click shows that sample's whole stack.
+  let shownTicks = [];
+  function drawSamples(g, rowsIn, k) {
+    shownTicks = [];
+    const S = V.samples;
+    if (!S) { dbg.samples = null; return; }
+    const byUtid = new Map();
+    for (const row of rowsIn) if (row.ticks && !byUtid.has(row.r.utid)) byUtid.set(row.r.utid, row);
+    const bw = (S.e - S.s) / S.n;
+    let max = 1, drawnTicks = 0, drawnSamples = 0;
+    for (const b of S.b) max = Math.max(max, b[2]);
+    const perThread = {};
+    for (const b of S.b) {
+      const row = byUtid.get(b[0]);
+      if (!row) continue;
+      const y = row.y + row.h - SAMPLE_H;
+      if (y < row.top) continue;
+      const x0 = LABEL_W + (S.s + b[1] * bw - V.s) * k;
+      const w = Math.max(1, bw * k - 0.5);
+      if (x0 + w < LABEL_W || x0 > LABEL_W + timeW()) continue;
+      g.fillStyle = 'rgba(69,39,160,' + (0.35 + 0.65 * b[2] / max).toFixed(3) + ')';
+      g.fillRect(x0, y + 1, w, SAMPLE_H - 3);
+      shownTicks.push({ x: x0, w, y: y + 1, h: SAMPLE_H - 3, b, utid: b[0] });
+      drawnTicks++;
+      drawnSamples += b[2];
+      perThread[b[0]] = (perThread[b[0]] || 0) + b[2];
+    }
+    dbg.samples = { buckets: S.n, ticks: drawnTicks, samples: drawnSamples, perThread,
+                    list: shownTicks.slice(0, 200).map((t) => ({ x: t.x, y: t.y, w: t.w, h: t.h, utid: t.utid, bucket: t.b[1],
+                                                                 count: t.b[2], first: t.b[3], ts: t.b[4], leaf: t.b[5] })) };
+  }
+  function tickAt(x, y) {
+    for (const t of shownTicks) if (x >= t.x - 1 && x <= t.x + t.w + 1 && y >= t.y - 1 && y <= t.y + t.h + 1) return t;
+    return null;
+  }
+  async function selectSample(t) {
+    const box = $('details');
+    try {
+      const d = await api('/api/samples', { id: T.id, sample: t.b[3] });
+      box.textContent = '';
+      box.appendChild(el('h3', null, 'CPU sample: ' + (d.frames.length ? d.frames[0] : 'no stack')));
+      const dl = el('dl');
+      const add = (k, v) => { dl.appendChild(el('dt', null, k)); dl.appendChild(el('dd', null, v)); };
+      add('time', fmtDur(d.ts - T.start) + ' (ts ' + d.ts + ')');
+      add('thread', d.tid === null ? 'utid ' + d.utid : String(d.tid));
+      if (d.cpu !== null) add('cpu', String(d.cpu));
+      if (t.b[2] > 1) add('in this tick', t.b[2] + ' samples (this is the first)');
+      box.appendChild(dl);
+      box.appendChild(el('h4', null, 'Stack (innermost first)'));
+      const ol = el('ol', { class: 'stack' });
+      for (const f of d.frames) ol.appendChild(el('li', null, f));
+      box.appendChild(ol);
+      dbg.details = { sample: d };
+      showError(null);
+    } catch (e) { showError(e); }
+  }
   let shownFlows = [];
   function shownRect(k) {
     const s = shown.sl[shown.idx[k]], g4 = shown.geo;
@@ -1205,6 +1292,10 @@
   }
   function tipLines(x, y) {
     if (!T || !V || !V.tile || x < LABEL_W) return null;
+    const tk = tickAt(x, y);
+    if (tk) return { kind: 'sample', key: 'k' + tk.b[3], lines: [
+      tk.b[5] === null ? '(no stack)' : tk.b[5], 'at ' + fmtDur(tk.b[4] - T.start),
+      tk.b[2] > 1 ? tk.b[2] + ' samples here (the first named)' : '1 sample', 'click: its stack'] };
     const f = flowAt(x, y);
     if (f) return { kind: 'flow', key: 'f' + f[3] + '-' + f[7], lines: [
       'flow: ' + nameOfSlice(f[3]) + ' \u2192 ' + nameOfSlice(f[7]),
@@ -1302,6 +1393,12 @@
       if (d.process !== null) add('process', d.process + ' ' + d.pid);
       box.appendChild(el('h3', null, d.name));
       box.appendChild(dl);
+      if (T.samples && d.thread !== null) {
+        const a = el('a', { tabindex: '0', id: 'slice-samples' }, 'What the CPU did inside this slice: its samples\' flame graph');
+        a.addEventListener('click', () => sampleFlameOf(d.id));
+        a.addEventListener('keydown', (ev) => { if (ev.key === 'Enter') sampleFlameOf(d.id); });
+        box.appendChild(el('p', null)).appendChild(a);
+      }
       if (d.args.length) {
         box.appendChild(el('h4', null, 'Args'));
         box.appendChild(sortableTable([{ name: 'key' }, { name: 'value' }], d.args));
@@ -1422,6 +1519,8 @@
     const x = ev.clientX - cv.getBoundingClientRect().left;
     if (d.moved && d.select) { selectRange(tsOf(Math.min(d.x0, x)), tsOf(Math.max(d.x0, x))); return; }
     if (d.moved) return;
+    const tk = tickAt(d.x0, d.y0);
+    if (tk) { selectSample(tk); return; }
     const r = hitTest(d.x0, d.y0);
     if (r) selectSlice(r);
   });
@@ -1571,7 +1670,7 @@
 
   // ---- the flame graph ------------------------------------------------------------
 
-  const flameState = { data: null, zoom: 0, key: '', exact: null };
+  const flameState = { data: null, zoom: 0, key: '', exact: null, unit: 'ns', args: null };
   function fillThreads() {
     const s = $('fl-thread');
     s.textContent = '';
@@ -1579,27 +1678,57 @@
     for (const r of T.rows) if (r.type === 'thread' && r.utid >= 0)
       s.appendChild(el('option', { value: String(r.utid) }, (r.thread || 'thread') + ' ' + r.tid));
   }
+  // The flame graph of slices (/api/flame, nanoseconds), or, when the
+  // trace has CPU samples and "CPU samples" is chosen, of the samples
+  // (/api/sample_flame: a thread's, a range's, or the selected slice's
+  // "what the CPU did inside this slice"), counted in samples.
+  // Allocation stacks (etch record --malloc): "bytes allocated" or "bytes
+  // still live" (/api/alloc_flame), the whole trace's.
+  const fmtFlame = (v, exact) => (flameState.unit === 'samples' ? v + (v === 1 ? ' sample' : ' samples')
+    : flameState.unit === 'bytes' ? (v < 1024 || !exact ? fmtSize(v) : fmtSize(v) + ' (' + v + ' B)') : fmtDur(v));
   async function loadFlame() {
+    const of = $('fl-of').value;
+    if (T.allocStacks && (of === 'allocated' || of === 'live')) return loadAllocFlame(of);
     const args = { id: T.id };
+    const samples = !!T.samples && of === 'samples';
+    $('fl-slice-box').hidden = !samples;
     const utid = $('fl-thread').value;
     if (utid !== '-1') args.utid = utid;
     if ($('fl-sel').checked && V.range) { args.start = V.range[0]; args.end = V.range[1]; }
-    const key = JSON.stringify(args);
+    if (samples && $('fl-slice').checked && V.slice && V.slice.count === 1) { args.slice = V.slice.id; delete args.utid; }
+    const path = samples ? '/api/sample_flame' : '/api/flame';
+    const key = path + JSON.stringify(args);
     if (flameState.data && flameState.key === key) { drawFlame(); return; }
     const t0 = performance.now();
     try {
-      const d = await api('/api/flame', args);
-      const nodes = d.nodes.map(([parent, name, total, self, count], i) =>
-        ({ i, parent, name: name < 0 ? '(all)' : d.names[name], total, self, count, kids: [] }));
-      for (const n of nodes) if (n.parent >= 0) nodes[n.parent].kids.push(n);
-      for (const n of nodes) n.kids.sort((a, b) => b.total - a.total);
-      flameState.data = nodes;
-      flameState.key = key;
-      flameState.zoom = 0;
-      $('fl-info').textContent = nodes.length + ' nodes, ' + Math.round(performance.now() - t0) + ' ms';
-      drawFlame();
+      const d = await api(path, args);
+      flameGot(d, key, args, t0);
       showError(null);
     } catch (e) { showError(e); }
+  }
+  async function loadAllocFlame(mode) {
+    $('fl-slice-box').hidden = true;
+    const args = { id: T.id, mode };
+    const key = '/api/alloc_flame' + JSON.stringify(args);
+    if (flameState.data && flameState.key === key) { drawFlame(); return; }
+    const t0 = performance.now();
+    try {
+      flameGot(await api('/api/alloc_flame', args), key, args, t0);
+      showError(null);
+    } catch (e) { showError(e); }
+  }
+  function flameGot(d, key, args, t0) {
+    flameState.unit = d.unit === 'samples' || d.unit === 'bytes' ? d.unit : 'ns';
+    flameState.args = args;
+    const nodes = d.nodes.map(([parent, name, total, self, count], i) =>
+      ({ i, parent, name: name < 0 ? '(all)' : d.names[name], total, self, count, kids: [] }));
+    for (const n of nodes) if (n.parent >= 0) nodes[n.parent].kids.push(n);
+    for (const n of nodes) n.kids.sort((a, b) => b.total - a.total);
+    flameState.data = nodes;
+    flameState.key = key;
+    flameState.zoom = 0;
+    $('fl-info').textContent = nodes.length + ' nodes, ' + Math.round(performance.now() - t0) + ' ms';
+    drawFlame();
   }
   const fcv = $('fl');
   function drawFlame() {
@@ -1657,7 +1786,7 @@
       if (hit) { g.strokeStyle = '#000'; g.lineWidth = 2; g.strokeRect(x + 1, y + 1, Math.max(1, w - 3), ROW_H - 3); g.lineWidth = 1; }
       // A label wherever one fits: the name and total, else the name, cut.
       if (w >= 16) {
-        const full = n.name + ' ' + fmtDur(n.total);
+        const full = n.name + ' ' + fmtFlame(n.total);
         const label = fits(full, w - 6) ? full : ellipsis(n.name, w - 6);
         if (label) { g.fillStyle = '#111'; g.fillText(label, x + 3, y + ROW_H / 2); labels++; }
       }
@@ -1677,8 +1806,8 @@
     const kid = (n) => ({ name: n.name, total: n.total, self: n.self, count: n.count });
     dbg.flame = { root: kid(nodes[0]), zoom: kid(z), children: z.kids.map(kid),
                   rootChildren: nodes[0].kids.map(kid), boxes: boxes.length, labels,
-                  search: q, matches, matchTotal };
-    if (q !== '') $('fl-info').textContent = matches + ' nodes drawn match "' + q + '": ' + fmtDur(matchTotal) +
+                  search: q, matches, matchTotal, unit: flameState.unit, args: flameState.args, nodes: nodes.length };
+    if (q !== '') $('fl-info').textContent = matches + ' nodes drawn match "' + q + '": ' + fmtFlame(matchTotal) +
       (z.total ? ' (' + (100 * matchTotal / z.total).toFixed(1) + '% of ' + (z.i === 0 ? 'the whole' : z.name) + ')' : '');
     flameFunctions(nodes, z, q);
   }
@@ -1748,8 +1877,8 @@
     for (const r of rows.slice(0, 1000)) {
       const tr = el('tr', { tabindex: '0' });
       tr.appendChild(el('td', null, r[0]));
-      tr.appendChild(el('td', { class: 'n' }, fmtDur(r[1])));
-      tr.appendChild(el('td', { class: 'n' }, fmtDur(r[2])));
+      tr.appendChild(el('td', { class: 'n' }, fmtFlame(r[1])));
+      tr.appendChild(el('td', { class: 'n' }, fmtFlame(r[2])));
       tr.appendChild(el('td', { class: 'n' }, String(r[3])));
       if (flameState.exact === r[0]) tr.className = 'on';
       const pick = () => {
@@ -1780,8 +1909,10 @@
     if (!b || !nodes) { hideTip(); return; }
     const root = nodes[0].total;
     showTip({ kind: 'flame', lines: [b.i === 0 ? '(all)' : b.name,
-      'total ' + fmtDur(b.total) + (root ? ' (' + (100 * b.total / root).toFixed(2) + '% of the whole)' : ''),
-      'self ' + fmtDur(b.self), b.count + ' slices', 'click: zoom into it'] }, ev.clientX, ev.clientY);
+      'total ' + fmtFlame(b.total, true) + (root ? ' (' + (100 * b.total / root).toFixed(2) + '% of the whole)' : ''),
+      'self ' + fmtFlame(b.self, true)].concat(flameState.unit === 'samples' ? [] : [b.count + (flameState.unit === 'bytes' ? ' allocations' : ' slices')],
+                                         ['click: zoom into it']) },
+      ev.clientX, ev.clientY);
   });
   fcv.addEventListener('mouseleave', hideTip);
   $('fl-search').addEventListener('input', () => { flameState.exact = null; drawFlame(); });
@@ -1790,7 +1921,8 @@
     for (const b of flameState.boxes) {
       if (ev.offsetX >= b.x && ev.offsetX <= b.x + b.w && ev.offsetY >= b.y && ev.offsetY <= b.y + b.h) {
         flameState.zoom = b.i;
-        $('fl-info').textContent = b.name + ': total ' + fmtDur(b.total) + ', self ' + fmtDur(b.self) + ', ' + b.count + ' slices';
+        $('fl-info').textContent = b.name + ': total ' + fmtFlame(b.total) + ', self ' + fmtFlame(b.self) +
+          (flameState.unit === 'samples' ? '' : ', ' + b.count + (flameState.unit === 'bytes' ? ' allocations' : ' slices'));
         drawFlame();
         return;
       }
@@ -1798,6 +1930,15 @@
   });
   $('fl-reset').addEventListener('click', () => { flameState.zoom = 0; drawFlame(); });
   $('fl-thread').addEventListener('change', loadFlame);
+  $('fl-of').addEventListener('change', loadFlame);
+  $('fl-slice').addEventListener('change', loadFlame);
+  // The details' link: the flame graph of the CPU samples inside a slice.
+  function sampleFlameOf(id) {
+    $('fl-of').value = 'samples';
+    $('fl-slice').checked = true;
+    $('fl-sel').checked = false;
+    if (V.slice && V.slice.id === id) location.hash = '#trace=' + T.id + '&tab=flame';
+  }
   $('fl-sel').addEventListener('change', loadFlame);
 
   // ---- find zone (Tracy's) -------------------------------------------------------
@@ -2034,6 +2175,8 @@
       case '/api/flows': return Promise.resolve(R.flows);
       case '/api/stats': return Promise.resolve(R.stats);
       case '/api/leaks': return Promise.resolve(R.leaks || { sites: [] });
+      case '/api/samples': // no samples in a report's timeline
+        return Promise.resolve({ threads: [], total: 0 });
       case '/api/flame':
         if (a.utid !== undefined || a.start !== undefined) return no('a flame graph of a thread or a range');
         return Promise.resolve(R.flame);
