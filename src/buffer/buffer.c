@@ -64,6 +64,8 @@ void etch__buffer_destroy(etch_buffer *b) {
   if (b->mem && !b->borrowed)
     munmap(b->mem, (size_t)b->nchunks * b->chunk_size);
   b->mem = NULL;
+  free(b->free_stack);
+  b->free_stack = NULL;
   pthread_mutex_destroy(&b->lock);
 }
 
@@ -95,7 +97,18 @@ etch_chunk *etch__buffer_acquire(etch_buffer *b, uint32_t writer_id,
     return NULL;
   etch_chunk *got = NULL;
   pthread_mutex_lock(&b->lock);
-  if (b->fill == ETCH_BUFFER_DISCARD && !b->recycle) {
+  if (b->fill == ETCH_BUFFER_DISCARD && b->free_stack) {
+    /* The chunk freed last (warm in the cache), else one never used. */
+    if (b->nfree) {
+      got = etch__buffer_chunk(b, b->free_stack[--b->nfree]);
+      ETCH_DCHECK(__atomic_load_n(&got->state, __ATOMIC_RELAXED) ==
+                  ETCH_CHUNK_FREE);
+    } else if (b->next < b->nchunks) {
+      got = etch__buffer_chunk(b, b->next++);
+    } else {
+      __atomic_store_n(&b->full, 1, __ATOMIC_RELAXED);
+    }
+  } else if (b->fill == ETCH_BUFFER_DISCARD && !b->recycle) {
     if (b->next < b->nchunks) {
       got = etch__buffer_chunk(b, b->next++);
       /* Handed out in order, once each. */
@@ -263,9 +276,30 @@ int etch__buffer_read(etch_buffer *b, etch_packet_fn emit, void *ctx,
 /* ---- streaming --------------------------------------------------------------- */
 
 void etch__buffer_recycle(etch_buffer *b) {
+  /* Without memory for the stack, the hand-out looks for a free chunk
+   * round the buffer instead, as a ring does. */
+  uint32_t *stack =
+      b->fill == ETCH_BUFFER_DISCARD
+          ? (uint32_t *)etch__malloc((size_t)b->nchunks * sizeof *stack)
+          : NULL;
   pthread_mutex_lock(&b->lock);
   b->recycle = true;
+  if (stack && !b->free_stack) {
+    b->free_stack = stack;
+    stack = NULL;
+    b->nfree = 0;
+    /* Chunks past `next` were never handed out (a discard buffer hands
+     * them out in order): their pages go back, and come again one chunk
+     * at a time, faulted in by the hand-out rather than by a writer. */
+    if (!b->borrowed && b->next < b->nchunks) {
+      size_t at = (size_t)b->next * b->chunk_size;
+      madvise(b->mem + at, (size_t)b->nchunks * b->chunk_size - at,
+              MADV_DONTNEED);
+      b->prefault = true;
+    }
+  }
   pthread_mutex_unlock(&b->lock);
+  free(stack);
 }
 
 /* A chunk's copy in the scratch: its header, then `used` bytes. */
@@ -304,6 +338,10 @@ int etch__buffer_collect(etch_buffer *b, etch_tracebuf *tb, etch_vec *scratch,
     if (st == ETCH_CHUNK_COMPLETE) {
       /* Its writer is done with it, and its bytes are in the copy. */
       __atomic_store_n(&c->state, ETCH_CHUNK_FREE, __ATOMIC_RELEASE);
+      if (b->free_stack) {
+        ETCH_DCHECK(b->nfree < b->nchunks);
+        b->free_stack[b->nfree++] = i;
+      }
       (*freed)++;
     }
   }

@@ -102,6 +102,12 @@ typedef struct etch_buffer {
   /* Chunks are taken back while the session records (etch__buffer_collect):
    * a discard buffer hands out freed chunks again. */
   bool recycle;
+  /* A recycled discard buffer's freed chunks, the last freed on top: it
+   * hands out the chunk freed last first, so a streaming session writes
+   * over memory still in the cache and touches only as many chunks as it
+   * holds at once (nchunks entries; NULL until recycled). */
+  uint32_t *free_stack;
+  uint32_t nfree;
 } etch_buffer;
 
 /* Chunk size used for a buffer of `size` bytes. */
@@ -182,6 +188,10 @@ void etch__buffer_get_stats(etch_buffer *b, etch_buffer_stats *out);
  */
 struct etch_tracebuf;
 struct etch_vec;
+/* Makes a buffer streaming: a discard buffer then hands out the chunks
+ * its collects free, the one freed last first, and gives back to the
+ * system the memory of chunks it has not handed out yet (their pages are
+ * faulted in again, out of line, when a chunk is first taken). */
 void etch__buffer_recycle(etch_buffer *b);
 int etch__buffer_collect(etch_buffer *b, struct etch_tracebuf *tb,
                          struct etch_vec *scratch, uint32_t *freed);

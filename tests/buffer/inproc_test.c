@@ -1,14 +1,17 @@
 /*
  * inproc_test.c - the in-process trace buffer (src/buffer/buffer.c): chunks
  * handed out in a ring or until full, packets read back across chunks in
- * chunk-id order per writer, losses marked, and chunks whose header or
- * fragments lie read without harm.
+ * chunk-id order per writer, losses marked, chunks whose header or
+ * fragments lie read without harm, and a streaming discard buffer that
+ * hands out the chunk its collect freed last.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/containers.h"
 #include "buffer/buffer.h"
+#include "buffer/tracebuf.h"
 #include "test.h"
 
 /* Appends a fragment (a one-byte size, then the text) to a chunk. */
@@ -155,5 +158,84 @@ TEST(inproc_empty_fragments_across_chunks) {
   read_all(&b, &g, &lost);
   ASSERT_EQ_STR(g.log, "4:first 4:after ");
   ASSERT_EQ_U64(lost, 0);
+  etch__buffer_destroy(&b);
+}
+
+static uint32_t index_of(const etch_buffer *b, const etch_chunk *c) {
+  return (uint32_t)(((const uint8_t *)c - b->mem) / b->chunk_size);
+}
+
+/* A streaming discard buffer (collected while it records) hands out the
+ * chunk the last collect freed before one it never used, and one never
+ * used before saying it is full: a session that keeps up writes over the
+ * same few chunks (warm in the cache, the rest of the buffer never
+ * touched). Every packet still comes out once, in order. */
+TEST(inproc_recycled_buffer_reuses_the_chunk_freed_last) {
+  etch_buffer b;
+  ASSERT_OK(etch__buffer_init(&b, 8 * 4096, ETCH_BUFFER_DISCARD));
+  ASSERT_EQ_U64(b.nchunks, 8);
+  etch_chunk *a = etch__buffer_acquire(&b, 1, 0, 0); /* before streaming */
+  ASSERT_TRUE(a != NULL);
+  ASSERT_EQ_U64(index_of(&b, a), 0);
+  etch__buffer_recycle(&b);
+  etch_tracebuf *tb;
+  ASSERT_OK(etch__tracebuf_new(1 << 20, ETCH_BUFFER_RING, &tb));
+  etch_vec scratch = {0};
+  uint32_t freed;
+
+  /* Writer 1 fills chunk 0 and takes a fresh one (1). */
+  etch__chunk_publish(a, frag(a, 0, "p0"), 0);
+  etch__buffer_complete(a);
+  etch_chunk *c = etch__buffer_acquire(&b, 1, 1, 0);
+  ASSERT_EQ_U64(index_of(&b, c), 1);
+  ASSERT_OK(etch__buffer_collect(&b, tb, &scratch, &freed));
+  ASSERT_EQ_U64(freed, 1); /* chunk 0; chunk 1 is being written */
+  for (uint32_t id = 1; id < 40; id++) {
+    char text[8];
+    snprintf(text, sizeof text, "p%u", id);
+    etch__chunk_publish(c, frag(c, 0, text), 0);
+    etch__buffer_complete(c);
+    etch_chunk *n = etch__buffer_acquire(&b, 1, id + 1, 0);
+    ASSERT_TRUE(n != NULL);
+    /* The chunk freed by the last collect: 0 and 1 in turn, never 2. */
+    ASSERT_EQ_U64(index_of(&b, n), id % 2 ? 0 : 1);
+    ASSERT_OK(etch__buffer_collect(&b, tb, &scratch, &freed));
+    ASSERT_EQ_U64(freed, 1);
+    c = n;
+  }
+  ASSERT_EQ_U64(b.next, 2); /* chunks 2..7 never handed out */
+
+  /* Without a collect: the chunk the last collect freed (1), then the
+   * never-used ones in order, then the buffer is full. */
+  etch__chunk_publish(c, frag(c, 0, "p40"), 0);
+  etch__buffer_complete(c);
+  for (uint32_t k = 0; k < 7; k++) {
+    etch_chunk *n = etch__buffer_acquire(&b, 2, k, 0);
+    ASSERT_TRUE(n != NULL);
+    ASSERT_EQ_U64(index_of(&b, n), 1 + k);
+    char text[8];
+    snprintf(text, sizeof text, "q%u", k);
+    etch__chunk_publish(n, frag(n, 0, text), 0);
+    etch__buffer_complete(n);
+  }
+  ASSERT_TRUE(etch__buffer_acquire(&b, 3, 0, 0) == NULL);
+  ASSERT_OK(etch__buffer_collect(&b, tb, &scratch, &freed));
+  ASSERT_EQ_U64(freed, 8);
+  /* Free again: the last chunk this collect freed comes first. */
+  etch_chunk *n = etch__buffer_acquire(&b, 3, 0, 0);
+  ASSERT_TRUE(n != NULL);
+  ASSERT_EQ_U64(index_of(&b, n), 7);
+
+  got g;
+  memset(&g, 0, sizeof g);
+  ASSERT_OK(etch__tracebuf_read(tb, collect, &g));
+  char want[1024] = "";
+  for (uint32_t id = 0; id <= 40; id++)
+    snprintf(want + strlen(want), sizeof want - strlen(want), "1:p%u ", id);
+  for (uint32_t k = 0; k < 7; k++)
+    snprintf(want + strlen(want), sizeof want - strlen(want), "2:q%u ", k);
+  ASSERT_EQ_STR(g.log, want);
+  etch__vec_free(&scratch);
+  etch__tracebuf_free(tb);
   etch__buffer_destroy(&b);
 }
