@@ -16,6 +16,7 @@
  */
 #define _GNU_SOURCE
 #include <elf.h>
+#include <limits.h>
 #include <link.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -73,7 +74,7 @@ static bool grow(void **p, uint32_t *cap, uint64_t need, size_t each) {
   uint64_t n = *cap ? (uint64_t)*cap * 2 : 256;
   while (n < need) n *= 2;
   if (n > UINT32_MAX) return false;
-  void *q = realloc(*p, (size_t)n * each);
+  void *q = etch__realloc(*p, (size_t)n * each);
   if (!q) return false;
   *p = q;
   *cap = (uint32_t)n;
@@ -134,9 +135,9 @@ static int scan_one(struct dl_phdr_info *info, size_t size, void *arg) {
   /* Absolute, as /proc/self/maps and trace_processor name objects (a
    * library dlopen'ed by a relative path, resolved against the directory
    * of the moment). */
-  m.path = path[0] == '/' ? strdup(path) : realpath(path, NULL);
-  if (!m.path) m.path = strdup(path);
-  mapping *copy = (mapping *)malloc(sizeof *copy);
+  char abs[PATH_MAX];
+  m.path = etch__strdup(path[0] != '/' && realpath(path, abs) ? abs : path);
+  mapping *copy = (mapping *)etch__malloc(sizeof *copy);
   if (!m.path || !copy ||
       !grow((void **)&sc->found, &sc->cap, sc->n + 1ull, sizeof *sc->found)) {
     free(m.path);
@@ -208,7 +209,7 @@ static void tcache_key_make(void) {
 static tcache_t *tcache_get(void) {
   if (ETCH_LIKELY(tcache != NULL)) return tcache;
   pthread_once(&tcache_once, tcache_key_make);
-  tcache = (tcache_t *)calloc(1, sizeof *tcache);
+  tcache = (tcache_t *)etch__calloc(1, sizeof *tcache);
   if (tcache) pthread_setspecific(tcache_key, tcache);
   return tcache;
 }
@@ -244,7 +245,7 @@ static uint32_t intern_locked(const uintptr_t *pcs, uint32_t n, uint64_t h,
     return 0;
   while (nstack_frames + n > capstack_frames) {
     uint64_t c = capstack_frames ? capstack_frames * 2 : 4096;
-    uint32_t *q = (uint32_t *)realloc(stack_frames, c * sizeof *q);
+    uint32_t *q = (uint32_t *)etch__realloc(stack_frames, c * sizeof *q);
     if (!q) return 0;
     stack_frames = q;
     capstack_frames = c;
@@ -389,9 +390,9 @@ void etch__stack_put_symbols(etch_writer *w) {
   uint32_t nm = nmaps, nf = nframes;
   etch_mem_symbolizer fn = symbolizer;
   void *ctx = symbolizer_ctx;
-  frame *fr = fn && nf ? (frame *)malloc(nf * sizeof *fr) : NULL;
+  frame *fr = fn && nf ? (frame *)etch__malloc(nf * sizeof *fr) : NULL;
   if (fr) memcpy(fr, frames, nf * sizeof *fr);
-  mapping **mp = fr && nm ? (mapping **)malloc(nm * sizeof *mp) : NULL;
+  mapping **mp = fr && nm ? (mapping **)etch__malloc(nm * sizeof *mp) : NULL;
   if (mp) memcpy(mp, maps, nm * sizeof *mp);
   etch__spin_unlock(&lock);
   if (!fr || !mp) {

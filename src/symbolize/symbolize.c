@@ -22,6 +22,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/base.h"
 #include "symbolize/symbolize.h"
 
 #define SYS_DEBUG_DIR "/usr/lib/debug"
@@ -48,16 +49,16 @@ struct etch__symbolizer {
 
 etch__symbolizer *etch__symbolizer_new(const char *const *dirs, size_t ndirs) {
   elf_version(EV_CURRENT);
-  etch__symbolizer *s = calloc(1, sizeof *s);
+  etch__symbolizer *s = etch__calloc(1, sizeof *s);
   if (!s) return NULL;
   size_t len = sizeof "-:.debug:" SYS_DEBUG_DIR;
   for (size_t i = 0; i < ndirs; i++) len += strlen(dirs[i]) + 1;
-  s->debuginfo_path = malloc(len);
-  s->dirs = ndirs ? calloc(ndirs, sizeof *s->dirs) : NULL;
+  s->debuginfo_path = etch__malloc(len);
+  s->dirs = ndirs ? etch__calloc(ndirs, sizeof *s->dirs) : NULL;
   if (!s->debuginfo_path || (ndirs && !s->dirs)) goto oom;
   strcpy(s->debuginfo_path, "-:.debug:" SYS_DEBUG_DIR);
   for (size_t i = 0; i < ndirs; i++) {
-    if (!(s->dirs[i] = strdup(dirs[i]))) goto oom;
+    if (!(s->dirs[i] = etch__strdup(dirs[i]))) goto oom;
     s->ndirs++;
     /* libdwfl splits its path at ':'; a directory with one is still
      * searched for the objects, not for their separate debug files. */
@@ -146,7 +147,7 @@ static bool try_file(etch__sym_object *o, const char *file, const char *want) {
   char have[300];
   if (!file_build_id(file, have, sizeof have)) return false;
   if (*want && strcmp(have, want) != 0) return false;
-  return (o->file = strdup(file)) != NULL;
+  return (o->file = etch__strdup(file)) != NULL;
 }
 
 static bool try_dir(etch__sym_object *o, const char *dir, const char *base,
@@ -184,7 +185,7 @@ __attribute__((format(printf, 2, 3))) static void set_msg(
   vsnprintf(m, sizeof m, fmt, ap);
   va_end(ap);
   free(o->msg);
-  o->msg = strdup(m);
+  o->msg = etch__strdup(m);
 }
 
 static void find_file(etch__symbolizer *s, etch__sym_object *o) {
@@ -194,7 +195,7 @@ static void find_file(etch__symbolizer *s, etch__sym_object *o) {
   char have[300] = "";
   bool at_path = *o->path && file_build_id(o->path, have, sizeof have);
   if (at_path && (!*want || !strcmp(have, want))) {
-    o->file = strdup(o->path);
+    o->file = etch__strdup(o->path);
     return;
   }
   for (size_t i = 0; i < s->ndirs && !o->file; i++)
@@ -253,7 +254,7 @@ etch__sym_status etch__symbolizer_open(etch__symbolizer *s, const char *path,
   if (!o) {
     if (s->nobjs == s->capobjs) {
       size_t c = s->capobjs ? s->capobjs * 2 : 16;
-      etch__sym_object **q = realloc(s->objs, c * sizeof *q);
+      etch__sym_object **q = etch__realloc(s->objs, c * sizeof *q);
       if (!q) {
         snprintf(msg, cap, "out of memory");
         return ETCH__SYM_UNREADABLE;
@@ -261,9 +262,10 @@ etch__sym_status etch__symbolizer_open(etch__symbolizer *s, const char *path,
       s->objs = q;
       s->capobjs = c;
     }
-    o = calloc(1, sizeof *o);
-    if (!o || !(o->path = strdup(path)) ||
-        !(o->build_id = strdup(clean_build_id(build_id) ? build_id : ""))) {
+    o = etch__calloc(1, sizeof *o);
+    if (!o || !(o->path = etch__strdup(path)) ||
+        !(o->build_id =
+              etch__strdup(clean_build_id(build_id) ? build_id : ""))) {
       object_free(o);
       snprintf(msg, cap, "out of memory");
       return ETCH__SYM_UNREADABLE;
@@ -289,7 +291,7 @@ static const char *unversioned(etch__sym_object *o, const char *name) {
   if (!at || at == name) return name;
   if (o->nnames == o->capnames) {
     size_t c = o->capnames ? o->capnames * 2 : 16;
-    char **q = realloc(o->names, c * sizeof *q);
+    char **q = etch__realloc(o->names, c * sizeof *q);
     if (!q) return NULL;
     o->names = q;
     o->capnames = c;

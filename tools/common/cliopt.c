@@ -99,7 +99,7 @@ bool cli_parse(const command *cmd, int argc, char **argv, void *args, opts *o,
   o->argc = argc;
   o->argv = argv;
   o->i = 1;
-  o->operands = calloc((size_t)argc + 1, sizeof *o->operands);
+  o->operands = etch__calloc((size_t)argc + 1, sizeof *o->operands);
   if (!o->operands) {
     *status = runtime_error("out of memory");
     return false;

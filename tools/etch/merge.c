@@ -349,7 +349,7 @@ int cli_merge_traces(const char *const *in, size_t n, const char *out,
   /* Next to the output, renamed over it when whole: an input may be the
    * output itself. */
   size_t tl = strlen(out) + 32;
-  char *tmp = (char *)malloc(tl);
+  char *tmp = (char *)etch__malloc(tl);
   if (!tmp) return etch__error(ETCH_ENOMEM, "out of memory merging traces");
   snprintf(tmp, tl, "%s.merge-%ld", out, (long)getpid());
   int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);

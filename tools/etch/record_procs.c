@@ -177,7 +177,7 @@ static char *rec_per_pid(const char *path, long pid) {
   const char *dot = strrchr(base, '.');
   if (!dot || dot == base) dot = base + strlen(base);
   size_t len = strlen(path) + 24;
-  char *out = (char *)malloc(len);
+  char *out = (char *)etch__malloc(len);
   if (!out) abort();
   snprintf(out, len, "%.*s.%ld%s", (int)(dot - path), path, pid, dot);
   return out;

@@ -145,7 +145,7 @@ static int connect_client(client *c) {
   size_t total = 0;
   for (uint32_t i = 0; i < c->bind.nmethods; i++)
     total += c->bind.methods[i].name.len;
-  c->bind_bytes = (uint8_t *)malloc(total ? total : 1);
+  c->bind_bytes = (uint8_t *)etch__malloc(total ? total : 1);
   if (!c->bind_bytes) return ETCH_ENOMEM;
   size_t off = 0;
   for (uint32_t i = 0; i < c->bind.nmethods; i++) {
@@ -192,7 +192,7 @@ static int build_config(const rec_service_opts *o, etch__pb_buf *out,
       snprintf(msg, sizeof msg, "%s", etch_last_error());
       return etch__error(rc, "%s: %s", o->config_path, msg);
     }
-    etch_trace_config *tc = (etch_trace_config *)malloc(sizeof *tc);
+    etch_trace_config *tc = (etch_trace_config *)etch__malloc(sizeof *tc);
     if (!tc) return ETCH_ENOMEM;
     rc = etch__trace_config_decode(etch__pb_buf_data(out), etch__pb_buf_len(out),
                                    tc);
@@ -206,7 +206,7 @@ static int build_config(const rec_service_opts *o, etch__pb_buf *out,
     }
     return ETCH_OK;
   }
-  etch_trace_config *tc = (etch_trace_config *)calloc(1, sizeof *tc);
+  etch_trace_config *tc = (etch_trace_config *)etch__calloc(1, sizeof *tc);
   if (!tc) return ETCH_ENOMEM;
   tc->nbuffers = 1;
   tc->buffers[0].size_kb = o->buffer_kb ? o->buffer_kb : 32768;
@@ -243,7 +243,7 @@ static int build_config(const rec_service_opts *o, etch__pb_buf *out,
 static int list_state(client *c) {
   uint64_t req;
   int rc = call(c, "QueryServiceState", NULL, -1, &req);
-  etch_ipc_frame *f = (etch_ipc_frame *)malloc(sizeof *f);
+  etch_ipc_frame *f = (etch_ipc_frame *)etch__malloc(sizeof *f);
   if (!f) return ETCH_ENOMEM;
   if (!rc) rc = wait_reply(c, req, f, 5000);
   if (!rc && (f->kind != ETCH_IPC_REPLY || !f->success))
@@ -376,7 +376,7 @@ static int read_trace(client *c, const char *out_path, size_t *bytes) {
     return etch__error(ETCH_EIO, "%s: %s", out_path, strerror(errno));
   lock_out(fd);
   etch__sink_init(&out.k, fd, false);
-  etch_ipc_frame *f = (etch_ipc_frame *)malloc(sizeof *f);
+  etch_ipc_frame *f = (etch_ipc_frame *)etch__malloc(sizeof *f);
   etch__pb_buf ob, pkt; /* the file's next bytes; a packet in slices */
   etch__pb_buf_init(&ob, 1u << 20, 0);
   etch__pb_buf_init(&pkt, 0, 0);
@@ -473,7 +473,7 @@ int etch_cli_record_service(const rec_service_opts *o, size_t *bytes_out) {
   etch__pb_buf_free(&cfg);
   etch__pb_buf_free(&args);
   /* The session is set up once the service has answered a later call. */
-  etch_ipc_frame *f = (etch_ipc_frame *)malloc(sizeof *f);
+  etch_ipc_frame *f = (etch_ipc_frame *)etch__malloc(sizeof *f);
   if (!rc && !f) rc = ETCH_ENOMEM;
   uint64_t req;
   if (!rc) rc = call(&c, "QueryCapabilities", NULL, -1, &req);

@@ -69,7 +69,7 @@ static char *default_out(const char *flight) {
   base = base ? base + 1 : flight;
   const char *dot = strrchr(base, '.');
   size_t n = dot && dot != base ? (size_t)(dot - base) : strlen(base);
-  char *out = (char *)malloc(n + 9);
+  char *out = (char *)etch__malloc(n + 9);
   if (out) snprintf(out, n + 9, "%.*s.pftrace", (int)n, base);
   return out;
 }

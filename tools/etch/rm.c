@@ -68,7 +68,7 @@ static int cmd_rm(int argc, char **argv) {
     etch__store_list_free(&l);
   } else if (!rc) {
     /* All of them must be there before one goes. */
-    long long *size = calloc((size_t)o.noperands, sizeof *size);
+    long long *size = etch__calloc((size_t)o.noperands, sizeof *size);
     if (!size) rc = runtime_error("out of memory");
     for (int i = 0; !rc && i < o.noperands; i++) {
       char path[4352];

@@ -128,8 +128,9 @@ static void on_event(const etch_event *ev, void *user) { (void)ev, (void)user; }
  * with the same path and build id) and address, once each. */
 static todo *unnamed_frames(const etch_stacks *st, size_t *n) {
   *n = 0;
-  todo *t = malloc((st->nframes ? st->nframes : 1) * sizeof *t);
-  uint32_t *canon = st->nmappings ? malloc(st->nmappings * sizeof *canon) : NULL;
+  todo *t = etch__malloc((st->nframes ? st->nframes : 1) * sizeof *t);
+  uint32_t *canon =
+      st->nmappings ? etch__malloc(st->nmappings * sizeof *canon) : NULL;
   if (!t || (st->nmappings && !canon)) {
     free(t);
     free(canon);

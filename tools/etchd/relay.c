@@ -443,7 +443,7 @@ static void accept_producers(relay *r) {
       close(fd);
       continue;
     }
-    relay_pair *p = calloc(1, sizeof *p);
+    relay_pair *p = etch__calloc(1, sizeof *p);
     if (!p) {
       close(fd);
       continue;
@@ -594,7 +594,7 @@ int etch__relay_main(const etch_relay_opts *o) {
   while (!stop) {
     size_t want = 3 + 2 * (size_t)r.npairs;
     if (want > cap) {
-      struct pollfd *n = realloc(fds, want * sizeof *fds);
+      struct pollfd *n = etch__realloc(fds, want * sizeof *fds);
       if (!n) {
         rlog("out of memory");
         break;

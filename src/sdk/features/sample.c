@@ -160,7 +160,7 @@ static void *sampler_main(void *arg) {
   pthread_setname_np(pthread_self(), "etch-sampler");
   etch__tls.internal = true; /* its allocations and waits are etch's */
   size_t nr = etch__perf_nfds(sp->perf);
-  struct pollfd *fds = calloc(nr + 1, sizeof *fds);
+  struct pollfd *fds = etch__calloc(nr + 1, sizeof *fds);
   size_t k = 0;
   if (fds) {
     fds[k++] = (struct pollfd){.fd = sp->wake[0], .events = POLLIN};
@@ -205,7 +205,7 @@ static size_t list_threads(pid_t skip, pid_t **out) {
     if (end == e->d_name || *end || tid <= 0 || tid == skip) continue;
     if (n == cap) {
       size_t c = cap ? cap * 2 : 32;
-      pid_t *q = realloc(*out, c * sizeof *q);
+      pid_t *q = etch__realloc(*out, c * sizeof *q);
       if (!q) break;
       *out = q;
       cap = c;
