@@ -30,6 +30,9 @@ typedef struct etch__ui_trace {
   bool has_meta;
   etch__db *db; /* NULL until opened */
   bool imported; /* the open read the trace (no cache yet) */
+  /* The tables hold a trace still being recorded (its writer held the
+   * lock when it was read). */
+  bool recording;
   int64_t max_dur;
   char *error;
   int64_t slices;    /* rows in slice */
@@ -108,6 +111,25 @@ void etch__ui_flame_stop(etch__ui_trace *t);
 
 /* Opens the trace's tables (once); an error if the file is gone. */
 int etch__ui_open(etch__ui *ui, etch__ui_trace *t);
+
+/* A trace's tables as one open of its file gives them (through the query
+ * part's cache: a trace being recorded is read into memory, up to its
+ * last whole packet) and what the app keeps of them; `quiet`: no note
+ * or warning on stderr (a trace cut short, still recorded). */
+typedef struct etch__ui_tables {
+  etch__db *db;
+  bool imported, recording;
+  int64_t slices, flows, max_dur;
+} etch__ui_tables;
+int etch__ui_open_tables(etch__ui *ui, const char *path, bool quiet,
+                         etch__ui_tables *out);
+/* Drops what the app computed from a trace's tables (its overviews,
+ * names, counters in memory, flame graph; the flame graph ahead stopped
+ * and joined); the tables stay. */
+void etch__ui_trace_forget(etch__ui_trace *t);
+/* The trace's tables replaced by `tb`'s (the old ones closed, what was
+ * computed from them forgotten). */
+void etch__ui_trace_take(etch__ui_trace *t, const etch__ui_tables *tb);
 
 /*
  * The flame graph of the slices in [start, end) (the whole trace when
