@@ -7,7 +7,8 @@
  *
  * A trace is opened the first time it is asked for, through the query
  * part's cache (the tables imported once, then read from the cache file);
- * it stays open until the app ends.
+ * it stays open until the app ends. A trace still being recorded is kept
+ * up with its file (live.c).
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -38,6 +39,7 @@ void etch__ui_free(etch__ui *ui) {
   if (!ui) return;
   for (size_t i = 0; i < ui->n; i++) {
     etch__ui_trace_forget(&ui->t[i]);
+    etch__ui_live_close(&ui->t[i]);
     etch__db_close(ui->t[i].db);
     free(ui->t[i].path);
     free(ui->t[i].error);
@@ -382,7 +384,13 @@ int etch__ui_open(etch__ui *ui, etch__ui_trace *t) {
   int rc = etch__ui_open_tables(ui, t->path, false, &tb);
   if (rc) return rc;
   etch__ui_trace_take(t, &tb);
-  return ETCH_OK;
+  /* Still being recorded: live (live.c), from the file as it was before
+   * this read (a later step reads it again if it grew meanwhile). */
+  if (t->recording)
+    rc = etch__ui_live_open(
+        t, (int64_t)sb.st_size,
+        (int64_t)sb.st_mtim.tv_sec * 1000000000 + sb.st_mtim.tv_nsec);
+  return rc;
 }
 
 /* ---- the flame graph ahead ----------------------------------------------------- */
