@@ -732,6 +732,7 @@
     flameState.data = null;
     flameState.zoom = 0;
     Z.names = null;
+    Z.data = null;
     argsOf.clear();
     if (V.search) V.search = undefined; // the next Enter searches again
     const thread = $('fl-thread').value;
@@ -741,6 +742,7 @@
     if (LIVE.follow) followEnd(false); else requestTile();
     if (dbg.section === 'flame') loadFlame();
     if (dbg.section === 'stats') loadStats();
+    if (dbg.section === 'zone') loadZone();
   }
   $('follow').addEventListener('click', () => setFollow(!LIVE.follow));
 
@@ -2126,6 +2128,7 @@
     location.hash = '#trace=' + T.id + '&tab=timeline';
     const pad = Math.max(m.dur, 1000);
     V.s = Math.round(m.ts - pad); V.e = Math.round(m.ts + m.dur + pad);
+    if (LIVE.follow) setFollow(false);
     selectSlice({ id: m.id, count: 1, ts: m.ts, end: m.ts + m.dur, name: m.name });
   }
   $('zone-go').addEventListener('click', () => { if (T) loadZone(); });
