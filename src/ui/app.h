@@ -38,6 +38,9 @@ typedef struct etch__ui_trace {
    * otherwise); `generation` changes at every step that brought data. */
   etch__ui_live *live;
   uint64_t generation;
+  /* A trace opened live: its file's size when its tables were last read
+   * (0 for one never live). */
+  int64_t live_bytes;
   int64_t max_dur;
   char *error;
   int64_t slices;    /* rows in slice */

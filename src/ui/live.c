@@ -76,6 +76,7 @@ int etch__ui_live_open(etch__ui_trace *t, int64_t size, int64_t mtime_ns) {
   l->mtime_ns = mtime_ns;
   l->done_ns = now_ns();
   t->live = l;
+  t->live_bytes = size;
   t->generation++;
   return ETCH_OK;
 }
@@ -113,6 +114,7 @@ int etch__ui_trace_refresh(etch__ui *ui, etch__ui_trace *t, bool *changed) {
   *changed = true;
   l->size = size;
   l->mtime_ns = mtime;
+  t->live_bytes = size;
   l->done_ns = now_ns();
   l->cost_ns = l->done_ns - t0;
   /* Read whole (its writer gone): finished, never stepped again. */
@@ -135,9 +137,10 @@ ETCH_PRINTF(3, 4) static int fail(etch__ui_req *r, int status,
  * /api/live?id=: the page's look at a trace it shows, about once a second.
  * A live trace is stepped first when a step is due; the answer says
  * whether it is still being recorded, its generation (changed: the page
- * asks again for what it shows), its bounds and its slice count:
- * {"recording": bool, "generation": N, "start": ns, "end": ns,
- *  "slices": N}. A step that fails is said (`error`), the tables in hand
+ * asks again for what it shows), its bounds, its slice count and the
+ * file's size when it was last read (at least: it may have grown during
+ * the read): {"recording": bool, "generation": N, "start": ns, "end": ns,
+ * "slices": N, "bytes": N}. A step that fails is said (`error`), the tables in hand
  * kept.
  */
 int etch__ui_api_live(etch__ui_req *r) {
@@ -160,9 +163,10 @@ int etch__ui_api_live(etch__ui_req *r) {
     return fail(r, 500, "%s", etch_last_error());
   fprintf(r->out,
           "{\"recording\":%s,\"generation\":%llu,\"start\":%lld,"
-          "\"end\":%lld,\"slices\":%lld,\"error\":",
+          "\"end\":%lld,\"slices\":%lld,\"bytes\":%lld,\"error\":",
           t->recording ? "true" : "false", (unsigned long long)t->generation,
-          (long long)v[0], (long long)v[1], (long long)v[2]);
+          (long long)v[0], (long long)v[1], (long long)v[2],
+          (long long)t->live_bytes);
   if (err[0])
     etch__json_string(r->out, err, strlen(err));
   else

@@ -135,6 +135,8 @@ TEST(ui_live_trace_refreshed_as_it_grows_equals_a_cold_open) {
              (long long)got[0]);
     ASSERT_TRUE(strstr(body, "{\"recording\":true,") == body);
     ASSERT_TRUE(strstr(body, want_json) != NULL);
+    snprintf(want_json, sizeof want_json, "\"bytes\":%zu,", at);
+    ASSERT_TRUE(strstr(body, want_json) != NULL);
     free(body);
   }
   /* Whole, but its writer still holds the lock: still recording. */

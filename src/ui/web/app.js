@@ -708,7 +708,10 @@
     try {
       const l = await api('/api/live', { id });
       if (!T || T.id !== id) return;
-      if (l.generation !== T.generation) await liveReload(id);
+      if (l.generation !== T.generation) {
+        await liveReload(id);
+        LIVE.shown = l.bytes; // logged once its tile is drawn (bench/ui)
+      }
       if (!T || T.id !== id) return;
       dbg.live = l;
       T.recording = l.recording;
@@ -891,6 +894,13 @@
       dbg.lastDrawMs = performance.now() - d0;
       dbg.tiles = seq;
       dbg.lastTileMs = performance.now() - t0;
+      // A live trace's new data drawn: when, and up to which byte of its
+      // file (bench/ui/bench_live.mjs reads it).
+      if (LIVE.shown !== undefined) {
+        (dbg.liveLog || (dbg.liveLog = [])).push([Date.now(), LIVE.shown]);
+        if (dbg.liveLog.length > 10000) dbg.liveLog.shift();
+        LIVE.shown = undefined;
+      }
       saveState();
       if (dbg.inputAt !== null) { dbg.inputToTileMs = performance.now() - dbg.inputAt; dbg.inputAt = null; }
       showError(null);
