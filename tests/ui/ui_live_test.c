@@ -196,3 +196,50 @@ TEST(ui_finished_trace_is_not_live) {
   etch__ui_free(ui);
   tb_free(&tr);
 }
+
+/* A live trace whose file goes (or turns to garbage) while it is followed:
+ * /api/live says why, the tables in hand stay, nothing crashes. */
+TEST(ui_live_trace_gone_or_garbled_keeps_its_tables) {
+  tb tr;
+  tb_init(&tr);
+  ui_zone_trace(&tr);
+  char path[4096];
+  snprintf(path, sizeof path, "%s/gone.pftrace", etch_test_tmpdir());
+  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  ASSERT_TRUE(fd >= 0);
+  struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
+  ASSERT_EQ_INT(fcntl(fd, F_OFD_SETLK, &fl), 0);
+  write_all(fd, tb_data(&tr), tb_len(&tr));
+  etch__ui *ui;
+  ASSERT_OK(etch__ui_new(&ui));
+  ASSERT_OK(etch__ui_set_cache_dir(ui, etch_test_tmpdir()));
+  ASSERT_OK(etch__ui_add_path(ui, path));
+  etch__ui_trace *t = &ui->t[0];
+  char *body = NULL;
+  ASSERT_EQ_INT(call(ui, "/api/trace", t->id, &body), 200);
+  free(body);
+  ASSERT_EQ_INT(t->slices, 101);
+  /* Garbage appended: what a reader makes of it is read, never a crash
+   * (a malformed packet is left out and counted). */
+  static const uint8_t junk[] = {0x0a, 0x05, 0xff, 0xff, 0xff, 0xff, 0xff,
+                                 0x0a, 0x80, 0x80, 0x80, 0x80, 0x10};
+  write_all(fd, junk, sizeof junk);
+  bool changed;
+  int rc = etch__ui_trace_refresh(ui, t, &changed);
+  ASSERT_TRUE(rc == ETCH_OK || !changed);
+  ASSERT_TRUE(t->db != NULL);
+  /* The file goes: said, the tables stay. */
+  ASSERT_EQ_INT(unlink(path), 0);
+  uint64_t gen = t->generation;
+  ASSERT_EQ_INT(etch__ui_trace_refresh(ui, t, &changed), ETCH_ENOTFOUND);
+  ASSERT_FALSE(changed);
+  ASSERT_EQ_INT(t->generation, gen);
+  ASSERT_EQ_INT(call(ui, "/api/live", t->id, &body), 410);
+  free(body);
+  int64_t v[NCOUNTS];
+  counts_of(t->db, v);
+  ASSERT_TRUE(v[0] >= 101);
+  close(fd);
+  etch__ui_free(ui);
+  tb_free(&tr);
+}
