@@ -18,6 +18,8 @@
  *   /api/sql?id=&q=                      one SELECT/WITH/EXPLAIN statement
  *   /api/diff?a=&b=                      etch diff of two traces
  *   /api/zone?id=[&name=[&lo=&hi=]]      one name's durations (api_zone.c)
+ *   /api/live?id=                        a trace being recorded, kept up
+ *                                        with its file (live.c)
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -274,10 +276,12 @@ static int api_trace(req *r) {
   jstr(o, t->path);
   fprintf(o,
           ",\"start\":%lld,\"end\":%lld,\"slices\":%lld,\"flows\":%lld,"
-          "\"machines\":%lld,\"imported\":%s,\"rows\":[",
+          "\"machines\":%lld,\"imported\":%s,\"recording\":%s,"
+          "\"generation\":%llu,\"rows\":[",
           (long long)start, (long long)end, (long long)slices,
           (long long)t->flows, (long long)machines,
-          t->imported ? "true" : "false");
+          t->imported ? "true" : "false", t->recording ? "true" : "false",
+          (unsigned long long)t->generation);
   int rc = etch__query_run(t->db, kRowsSql, NULL, 0, &q);
   for (size_t i = 0; !rc && etch__res_next(&q); i++) {
     fprintf(o, "%s{\"track\":%lld,\"name\":", i ? "," : "",
@@ -851,6 +855,7 @@ static const struct {
     {"/api/sample_flame", etch__ui_api_sample_flame},
     {"/api/samples", etch__ui_api_samples},
     {"/api/alloc_flame", etch__ui_api_alloc_flame},
+    {"/api/live", etch__ui_api_live},
 };
 
 int etch__ui_api(etch__ui *ui, const char *path, etch__ui_getarg arg,

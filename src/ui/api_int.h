@@ -34,5 +34,7 @@ int etch__ui_api_leaks(etch__ui_req *r);
 int etch__ui_api_sample_flame(etch__ui_req *r);
 int etch__ui_api_samples(etch__ui_req *r);
 int etch__ui_api_alloc_flame(etch__ui_req *r);
+/* A trace's state as the page follows it (live.c). */
+int etch__ui_api_live(etch__ui_req *r);
 
 #endif /* ETCH_UI_API_INT_H */

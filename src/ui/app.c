@@ -7,7 +7,8 @@
  *
  * A trace is opened the first time it is asked for, through the query
  * part's cache (the tables imported once, then read from the cache file);
- * it stays open until the app ends.
+ * it stays open until the app ends. A trace still being recorded is kept
+ * up with its file (live.c).
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -37,17 +38,12 @@ int etch__ui_new(etch__ui **out) {
 void etch__ui_free(etch__ui *ui) {
   if (!ui) return;
   for (size_t i = 0; i < ui->n; i++) {
+    etch__ui_trace_forget(&ui->t[i]);
+    etch__ui_live_close(&ui->t[i]);
     etch__db_close(ui->t[i].db);
     free(ui->t[i].path);
     free(ui->t[i].error);
-    etch__ui_flame_join(&ui->t[i]);
-    free(ui->t[i].flame);
     etch__store_entry_free(&ui->t[i].meta);
-    etch__ui_lod_free(ui->t[i].lod);
-    etch__ui_names_unref(ui->t[i].names);
-    etch__ui_counters_free(ui->t[i].counters);
-    for (size_t k = 0; k < ETCH_ARRAY_SIZE(ui->t[i].fine); k++)
-      etch__ui_lod_free(ui->t[i].fine[k]);
   }
   free(ui->t);
   free(ui->cache_dir);
@@ -313,6 +309,69 @@ static int lock_down(etch__db *db) {
                        "SET lock_configuration = true;");
 }
 
+int etch__ui_open_tables(etch__ui *ui, const char *path, bool quiet,
+                         etch__ui_tables *out) {
+  memset(out, 0, sizeof *out);
+  etch__import_opts o = {.all_args = true, .allow_truncated = true,
+                         .quiet = quiet};
+  etch__db *db = NULL;
+  int rc = etch__query_open_cached(path, ui->cache_dir, &o, &db, &out->imported);
+  if (rc == ETCH_OK) rc = lock_down(db);
+  /* How many slices and flows: a trace whose count is not known is not
+   * opened (no flow would be looked for, no overview made); whether it is
+   * still being recorded (read up to its last whole packet). */
+  int64_t n[3];
+  if (rc == ETCH_OK)
+    rc = etch__query_ints(db,
+                          "SELECT (SELECT count(*) FROM slice_data),"
+                          " (SELECT count(*) FROM flow),"
+                          " (SELECT coalesce(max(value), 0) FROM stats"
+                          "  WHERE name = 'trace_recording')",
+                          NULL, 0, n, 3);
+  if (rc) {
+    etch__db_close(db);
+    return rc;
+  }
+  out->db = db;
+  out->slices = n[0];
+  out->flows = n[1];
+  out->recording = n[2] != 0;
+  out->max_dur = etch__ui_max_dur(db);
+  ETCH_DCHECK(out->slices >= 0 && out->flows >= 0);
+  return ETCH_OK;
+}
+
+void etch__ui_trace_forget(etch__ui_trace *t) {
+  etch__ui_flame_stop(t);
+  etch__ui_flame_join(t);
+  free(t->flame);
+  t->flame = NULL;
+  t->flame_len = 0;
+  etch__ui_lod_free(t->lod);
+  t->lod = NULL;
+  etch__ui_names_unref(t->names);
+  t->names = NULL;
+  etch__ui_counters_free(t->counters);
+  t->counters = NULL;
+  t->counters_tried = false;
+  for (size_t k = 0; k < ETCH_ARRAY_SIZE(t->fine); k++) {
+    etch__ui_lod_free(t->fine[k]);
+    t->fine[k] = NULL;
+  }
+  t->span_start = t->span_end = 0;
+}
+
+void etch__ui_trace_take(etch__ui_trace *t, const etch__ui_tables *tb) {
+  etch__ui_trace_forget(t);
+  etch__db_close(t->db);
+  t->db = tb->db;
+  t->imported = tb->imported;
+  t->max_dur = tb->max_dur;
+  t->slices = tb->slices;
+  t->flows = tb->flows;
+  t->recording = tb->recording;
+}
+
 int etch__ui_open(etch__ui *ui, etch__ui_trace *t) {
   struct stat sb;
   if (stat(t->path, &sb) != 0)
@@ -321,32 +380,17 @@ int etch__ui_open(etch__ui *ui, etch__ui_trace *t) {
                        "ui started): %s",
                        t->path, strerror(errno));
   if (t->db) return ETCH_OK;
-  etch__import_opts o = {.all_args = true, .allow_truncated = true};
-  etch__db *db = NULL;
-  int rc = etch__query_open_cached(t->path, ui->cache_dir, &o, &db,
-                                   &t->imported);
-  if (rc == ETCH_OK) rc = lock_down(db);
-  if (rc) {
-    etch__db_close(db);
-    return rc;
-  }
-  /* How many slices and flows: a trace whose count is not known is not
-   * opened (no flow would be looked for, no overview made). */
-  int64_t n[2];
-  rc = etch__query_ints(db,
-                        "SELECT (SELECT count(*) FROM slice_data),"
-                        " (SELECT count(*) FROM flow)",
-                        NULL, 0, n, 2);
-  if (rc) {
-    etch__db_close(db);
-    return rc;
-  }
-  t->db = db;
-  t->max_dur = etch__ui_max_dur(db);
-  t->slices = n[0];
-  t->flows = n[1];
-  ETCH_DCHECK(t->slices >= 0 && t->flows >= 0);
-  return ETCH_OK;
+  etch__ui_tables tb;
+  int rc = etch__ui_open_tables(ui, t->path, false, &tb);
+  if (rc) return rc;
+  etch__ui_trace_take(t, &tb);
+  /* Still being recorded: live (live.c), from the file as it was before
+   * this read (a later step reads it again if it grew meanwhile). */
+  if (t->recording)
+    rc = etch__ui_live_open(
+        t, (int64_t)sb.st_size,
+        (int64_t)sb.st_mtim.tv_sec * 1000000000 + sb.st_mtim.tv_nsec);
+  return rc;
 }
 
 /* ---- the flame graph ahead ----------------------------------------------------- */

@@ -13,6 +13,7 @@
 #include "ui/ui.h"
 
 typedef struct etch__ui_ahead etch__ui_ahead;
+typedef struct etch__ui_live etch__ui_live;
 
 typedef struct etch__ui_trace {
   char *path;
@@ -30,6 +31,16 @@ typedef struct etch__ui_trace {
   bool has_meta;
   etch__db *db; /* NULL until opened */
   bool imported; /* the open read the trace (no cache yet) */
+  /* The tables hold a trace still being recorded (its writer held the
+   * lock when it was read). */
+  bool recording;
+  /* While it is recorded: what live.c keeps to follow its file (NULL
+   * otherwise); `generation` changes at every step that brought data. */
+  etch__ui_live *live;
+  uint64_t generation;
+  /* A trace opened live: its file's size when its tables were last read
+   * (0 for one never live). */
+  int64_t live_bytes;
   int64_t max_dur;
   char *error;
   int64_t slices;    /* rows in slice */
@@ -109,6 +120,25 @@ void etch__ui_flame_stop(etch__ui_trace *t);
 /* Opens the trace's tables (once); an error if the file is gone. */
 int etch__ui_open(etch__ui *ui, etch__ui_trace *t);
 
+/* A trace's tables as one open of its file gives them (through the query
+ * part's cache: a trace being recorded is read into memory, up to its
+ * last whole packet) and what the app keeps of them; `quiet`: no note
+ * or warning on stderr (a trace cut short, still recorded). */
+typedef struct etch__ui_tables {
+  etch__db *db;
+  bool imported, recording;
+  int64_t slices, flows, max_dur;
+} etch__ui_tables;
+int etch__ui_open_tables(etch__ui *ui, const char *path, bool quiet,
+                         etch__ui_tables *out);
+/* Drops what the app computed from a trace's tables (its overviews,
+ * names, counters in memory, flame graph; the flame graph ahead stopped
+ * and joined); the tables stay. */
+void etch__ui_trace_forget(etch__ui_trace *t);
+/* The trace's tables replaced by `tb`'s (the old ones closed, what was
+ * computed from them forgotten). */
+void etch__ui_trace_take(etch__ui_trace *t, const etch__ui_tables *tb);
+
 /*
  * The flame graph of the slices in [start, end) (the whole trace when
  * start > end) of the thread `utid` (< 0: all): JSON {"nodes": [[parent,
@@ -119,5 +149,23 @@ int etch__ui_flame(etch__db *db, int64_t start, int64_t end, int64_t utid,
 /* The same, given up (an error) once *stop is set. */
 int etch__ui_flame_until(etch__db *db, int64_t start, int64_t end,
                          int64_t utid, const atomic_bool *stop, FILE *out);
+
+/* ---- a trace being recorded (live.c) ------------------------------------------ */
+
+/* Makes the open trace `t` live: its file was `size` bytes, modified at
+ * `mtime_ns`, before the read that gave its tables. */
+int etch__ui_live_open(etch__ui_trace *t, int64_t size, int64_t mtime_ns);
+/*
+ * Brings a live trace's tables up to the bytes on disk: when its file
+ * changed (or its writer let go) they are read again and swapped in,
+ * everything computed from the old ones forgotten, t->generation bumped
+ * and *changed set. A trace whose writer has let go is read whole one last
+ * time and is live no more. Nothing for a trace that is not live. On an
+ * error the tables in hand stay.
+ */
+int etch__ui_trace_refresh(etch__ui *ui, etch__ui_trace *t, bool *changed);
+/* Whether a step is due: the last one's cost has passed since it ended. */
+bool etch__ui_live_due(const etch__ui_trace *t);
+void etch__ui_live_close(etch__ui_trace *t);
 
 #endif /* ETCH_UI_APP_H */

@@ -213,8 +213,10 @@
       p(d.getHours()) + ':' + p(d.getMinutes()) + ':' + p(d.getSeconds());
   }
   function lsLoss(t) {
-    if (t.error !== null) return 'error: ' + t.error;
-    return t.data_loss.length ? t.data_loss.map((l) => l.name + ' ' + l.value).join(', ') : '-';
+    const rec = t.recording ? 'recording' : '';
+    if (t.error !== null) return (rec ? rec + '; ' : '') + 'error: ' + t.error;
+    if (!t.data_loss.length) return rec || '-';
+    return (rec ? rec + '; ' : '') + t.data_loss.map((l) => l.name + ' ' + l.value).join(', ');
   }
   // Each column: its header, the value it sorts by (null: last) and its text.
   const LIST_COLS = [
@@ -280,6 +282,9 @@
       const tr = el('tr', { 'data-id': t.id });
       if (t.error !== null) tr.classList.add('bad');
       if (!t.in_store) tr.classList.add('named');
+      // A trace being recorded: marked (a red dot before its name, drawn by
+      // the style: the cell's text stays etch ls's), opened live.
+      if (t.recording) { tr.classList.add('live'); tr.title = 'being recorded: opens live'; }
       const box = el('input', { type: 'checkbox', title: 'compare' });
       box.checked = L.picked.includes(t.id);
       box.addEventListener('click', (ev) => {
@@ -459,6 +464,8 @@
       status((t.imported ? 'imported' : 'opened from the cache') + ' in ' +
              Math.round(performance.now() - t0) + ' ms: ' + t.slices + ' slices, ' +
              t.rows.length + ' tracks' + lossText(t));
+      liveStart(t);
+      if (t.recording) liveStatus();
       fillThreads();
       // The flame graph's other sources: CPU samples, allocation stacks.
       const ofs = { samples: !!t.samples, allocated: !!t.allocStacks, live: !!t.allocStacks };
@@ -478,7 +485,10 @@
     // A view from the address: its window, selection and range.
     if (at) {
       const s = Number(at.get('s')), e = Number(at.get('e'));
-      if (at.has('s') && at.has('e') && Number.isFinite(s) && Number.isFinite(e) && e > s) { V.s = s; V.e = e; }
+      if (at.has('s') && at.has('e') && Number.isFinite(s) && Number.isFinite(e) && e > s) {
+        V.s = s; V.e = e;
+        if (LIVE.follow) setFollow(false); // the address's window, not the newest
+      }
       const range = (at.get('range') || '').split(',').map(Number);
       if (range.length === 2 && range.every(Number.isFinite) && range[1] > range[0]) selectRange(range[0], range[1]);
       const sel = Number(at.get('sel'));
@@ -650,6 +660,97 @@
     return true;
   }
 
+  // ---- a trace being recorded -------------------------------------------------------
+  //
+  // A trace still being recorded opens live: the page asks /api/live about
+  // once a second (the server reads what the file gained first); when its
+  // generation changes the trace's rows and bounds are asked for again and
+  // the tile redrawn, and what the other tabs computed is dropped (the
+  // flame graph, stats, Find zone and search take the new data when opened
+  // or run again). "follow" (L) keeps the newest data in view, Tracy's way:
+  // the window's width kept, its end at the trace's end (a window from the
+  // trace's start grows with it); a pan or a zoom turns it off.
+  const LIVE = { timer: 0, id: null, follow: false, busy: false };
+  dbg.liveState = LIVE;
+  function setFollow(on) {
+    LIVE.follow = on;
+    $('follow').classList.toggle('on', on);
+    dbg.follow = on;
+    if (on && T && V) followEnd(true);
+  }
+  // The window moved to the trace's end (`force`: even when it is there).
+  function followEnd(force) {
+    const span = V.e - V.s, end = Math.max(T.end, T.start + 1);
+    if (V.s <= T.start) { V.s = T.start; V.e = end; }
+    else if (force || V.e !== end) { V.e = end; V.s = end - span; }
+    requestTile();
+  }
+  function liveStatus() {
+    const l = dbg.live;
+    status((T.recording ? 'live, recording: ' : 'recorded live, now finished: ') + T.slices + ' slices, ' +
+           T.rows.length + ' tracks' + (l && l.error ? ' - could not read the new data: ' + l.error : '') + lossText(T));
+  }
+  function liveStart(t) {
+    clearTimeout(LIVE.timer);
+    LIVE.timer = 0;
+    LIVE.id = t.recording ? t.id : null;
+    $('follow').hidden = !t.recording;
+    dbg.live = t.recording ? { recording: true, generation: t.generation, slices: t.slices, error: null } : null;
+    LIVE.follow = false;
+    if (!t.recording) return;
+    setFollow(true);
+    LIVE.timer = setTimeout(livePoll, 1000);
+  }
+  async function livePoll() {
+    LIVE.timer = 0;
+    const id = LIVE.id, t0 = performance.now();
+    if (!T || T.id !== id) return;
+    try {
+      const l = await api('/api/live', { id });
+      if (!T || T.id !== id) return;
+      if (l.generation !== T.generation) {
+        await liveReload(id);
+        LIVE.shown = l.bytes; // logged once its tile is drawn (bench/ui)
+      }
+      if (!T || T.id !== id) return;
+      dbg.live = l;
+      T.recording = l.recording;
+      liveStatus();
+      if (!l.recording) { LIVE.id = null; $('follow').hidden = true; dbg.follow = LIVE.follow = false; return; }
+    } catch (e) { showError(e); }
+    // Once a second, counted from this look's start (a quarter of a second
+    // between looks at least).
+    if (T && T.id === id) LIVE.timer = setTimeout(livePoll, Math.max(250, 1000 - (performance.now() - t0)));
+  }
+  // The trace's new rows and bounds; the view, the tracks' state and the
+  // selection kept.
+  async function liveReload(id) {
+    const t = await api('/api/trace', { id });
+    if (!T || T.id !== id) return;
+    for (const k of ['start', 'end', 'slices', 'flows', 'machines', 'rows', 'loss', 'loss_stats', 'generation',
+                     'recording', 'imported'])
+      T[k] = t[k];
+    layout(T);
+    resize();
+    dbg.trace = { id: T.id, start: T.start, end: T.end, rows: T.rows.length, slices: T.slices };
+    // What the tabs computed from the old data: computed again when asked.
+    flameState.data = null;
+    flameState.zoom = 0;
+    Z.names = null;
+    Z.data = null;
+    argsOf.clear();
+    if (V.search) V.search = undefined; // the next Enter searches again
+    const thread = $('fl-thread').value;
+    fillThreads();
+    $('fl-thread').value = thread;
+    if (!$('fl-thread').value) $('fl-thread').value = '-1';
+    if (LIVE.follow) followEnd(false); else requestTile();
+    if (dbg.section === 'flame') loadFlame();
+    if (dbg.section === 'stats') loadStats();
+    if (dbg.section === 'zone') loadZone();
+  }
+  $('follow').addEventListener('click', () => setFollow(!LIVE.follow));
+
   // ---- the timeline ---------------------------------------------------------------
 
   const cv = $('tl');
@@ -693,6 +794,7 @@
 
   function setWindow(s, e) {
     if (!T) return;
+    if (LIVE.follow) setFollow(false); // the user's window: following ends
     const min = 1000; // 1 us across at most
     s = Math.round(s); e = Math.round(e);
     if (e - s < min) { const c = (s + e) / 2; s = Math.round(c - min / 2); e = s + min; }
@@ -794,6 +896,13 @@
       dbg.lastDrawMs = performance.now() - d0;
       dbg.tiles = seq;
       dbg.lastTileMs = performance.now() - t0;
+      // A live trace's new data drawn: when, and up to which byte of its
+      // file (bench/ui/bench_live.mjs reads it).
+      if (LIVE.shown !== undefined) {
+        (dbg.liveLog || (dbg.liveLog = [])).push([Date.now(), LIVE.shown]);
+        if (dbg.liveLog.length > 10000) dbg.liveLog.shift();
+        LIVE.shown = undefined;
+      }
       saveState();
       if (dbg.inputAt !== null) { dbg.inputToTileMs = performance.now() - dbg.inputAt; dbg.inputAt = null; }
       showError(null);
@@ -1501,6 +1610,7 @@
     } else {
       const dt = (x - drag.x0) * (drag.e - drag.s) / timeW();
       V.s = Math.round(drag.s - dt); V.e = Math.round(drag.e - dt);
+      if (LIVE.follow) setFollow(false);
       input();
       requestTile();
     }
@@ -1610,6 +1720,7 @@
     else if (k === 'ArrowUp') moveSelection('up');
     else if (k === 'ArrowDown') moveSelection('down');
     else if (k === 'f') fitSelection();
+    else if (k === 'l') { if (T.recording) setFollow(!LIVE.follow); }
     else if (k === 'm') { if (V.slice && V.slice.count === 1 && V.slice.end > V.slice.ts) selectRange(V.slice.ts, V.slice.end); }
     else if (k === 'c') controlSelected('collapse');
     else if (k === 'p') controlSelected('pin');
@@ -2029,6 +2140,7 @@
     location.hash = '#trace=' + T.id + '&tab=timeline';
     const pad = Math.max(m.dur, 1000);
     V.s = Math.round(m.ts - pad); V.e = Math.round(m.ts + m.dur + pad);
+    if (LIVE.follow) setFollow(false);
     selectSlice({ id: m.id, count: 1, ts: m.ts, end: m.ts + m.dur, name: m.name });
   }
   $('zone-go').addEventListener('click', () => { if (T) loadZone(); });

@@ -1,0 +1,176 @@
+/*
+ * live.c - a trace being recorded, kept up with its file: the seam
+ * through which etch ui follows a recording.
+ *
+ * A trace whose first open finds it still being recorded (its writer holds
+ * the lock buffer/sink.h describes) is live: opened once
+ * (etch__ui_live_open), stepped on demand (etch__ui_trace_refresh: the
+ * page's /api/live, about once a second), closed when the recording ends
+ * (after one last step, which reads the file whole) or when the app ends.
+ *
+ * A step today imports the file's bytes again, cold, into a fresh
+ * database (in memory while the trace is recorded: the query part keeps
+ * no cache of a file that changes at every write; the finished trace's
+ * cache on disk at the last step) and swaps it in for the old one, which
+ * is closed: the app holds one copy of the tables at a time, plus the new
+ * one while it is built. An importer that reads on from where it stopped
+ * goes behind the same three calls.
+ *
+ * The server answers one request at a time (server.c): nothing else uses
+ * the trace's tables while a step swaps them; the flame graph ahead, the
+ * only other thread, is stopped and joined first (etch__ui_trace_forget).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/base.h"
+#include "reader/reader_priv.h"
+#include "ui/api_int.h"
+
+struct etch__ui_live {
+  /* The file as it was just before the last read of it. */
+  int64_t size, mtime_ns;
+  /* The last step's cost (ns), and when it ended (CLOCK_MONOTONIC). */
+  int64_t cost_ns, done_ns;
+};
+
+static int64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* The file's size and modification time; ETCH_ENOTFOUND when it is gone. */
+static int file_state(const char *path, int64_t *size, int64_t *mtime_ns) {
+  struct stat sb;
+  if (stat(path, &sb) != 0)
+    return etch__error(errno == ENOENT ? ETCH_ENOTFOUND : ETCH_EIO,
+                       "%s: %s", path, strerror(errno));
+  *size = (int64_t)sb.st_size;
+  *mtime_ns = (int64_t)sb.st_mtim.tv_sec * 1000000000 + sb.st_mtim.tv_nsec;
+  return ETCH_OK;
+}
+
+/* Whether the file's writer still holds its lock. */
+static bool still_recording(const char *path) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return false;
+  bool rec = etch__file_recording(fd);
+  close(fd);
+  return rec;
+}
+
+int etch__ui_live_open(etch__ui_trace *t, int64_t size, int64_t mtime_ns) {
+  if (t->live) return ETCH_OK;
+  etch__ui_live *l = etch__calloc(1, sizeof *l);
+  if (!l) return etch__error(ETCH_ENOMEM, "out of memory");
+  l->size = size;
+  l->mtime_ns = mtime_ns;
+  l->done_ns = now_ns();
+  t->live = l;
+  t->live_bytes = size;
+  t->generation++;
+  return ETCH_OK;
+}
+
+void etch__ui_live_close(etch__ui_trace *t) {
+  free(t->live);
+  t->live = NULL;
+}
+
+bool etch__ui_live_due(const etch__ui_trace *t) {
+  if (!t->live) return false;
+  /* Another step once the last one's cost has passed again since it
+   * ended: at most half the server's time goes into steps. */
+  return now_ns() - t->live->done_ns >= t->live->cost_ns;
+}
+
+int etch__ui_trace_refresh(etch__ui *ui, etch__ui_trace *t, bool *changed) {
+  *changed = false;
+  etch__ui_live *l = t->live;
+  if (!l || !t->db) return ETCH_OK;
+  /* The lock first, the size after: what a writer that has just let go
+   * wrote before is all there. */
+  bool rec = still_recording(t->path);
+  int64_t size = 0, mtime = 0;
+  int rc = file_state(t->path, &size, &mtime);
+  if (rc) return rc;
+  if (rec && size == l->size && mtime == l->mtime_ns) return ETCH_OK;
+  int64_t t0 = now_ns();
+  etch__ui_tables tb;
+  /* Quiet: the first open said it once; not once a second. */
+  rc = etch__ui_open_tables(ui, t->path, true, &tb);
+  if (rc) return rc; /* the tables in hand stay */
+  etch__ui_trace_take(t, &tb);
+  t->generation++;
+  *changed = true;
+  l->size = size;
+  l->mtime_ns = mtime;
+  t->live_bytes = size;
+  l->done_ns = now_ns();
+  l->cost_ns = l->done_ns - t0;
+  /* Read whole (its writer gone): finished, never stepped again. */
+  if (!t->recording) etch__ui_live_close(t);
+  return ETCH_OK;
+}
+
+/* ---- /api/live ----------------------------------------------------------------- */
+
+ETCH_PRINTF(3, 4) static int fail(etch__ui_req *r, int status,
+                                  const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  int st = etch__ui_req_vfail(r, status, fmt, ap);
+  va_end(ap);
+  return st;
+}
+
+/*
+ * /api/live?id=: the page's look at a trace it shows, about once a second.
+ * A live trace is stepped first when a step is due; the answer says
+ * whether it is still being recorded, its generation (changed: the page
+ * asks again for what it shows), its bounds, its slice count and the
+ * file's size when it was last read (at least: it may have grown during
+ * the read): {"recording": bool, "generation": N, "start": ns, "end": ns,
+ * "slices": N, "bytes": N}. A step that fails is said (`error`), the tables in hand
+ * kept.
+ */
+int etch__ui_api_live(etch__ui_req *r) {
+  int st;
+  etch__ui_trace *t = etch__ui_req_trace(r, &st);
+  if (!t) return st;
+  char err[1024] = "";
+  if (etch__ui_live_due(t)) {
+    bool changed;
+    int rc = etch__ui_trace_refresh(r->ui, t, &changed);
+    if (rc == ETCH_ENOMEM) return fail(r, 500, "out of memory");
+    if (rc) snprintf(err, sizeof err, "%s", etch_last_error());
+  }
+  int64_t v[3] = {0, 0, 0};
+  if (etch__query_ints(t->db,
+                       "SELECT CAST(coalesce(min(start_ts), 0) AS BIGINT),"
+                       " CAST(coalesce(max(end_ts), 0) AS BIGINT),"
+                       " (SELECT count(*) FROM slice_data) FROM trace_bounds",
+                       NULL, 0, v, 3))
+    return fail(r, 500, "%s", etch_last_error());
+  fprintf(r->out,
+          "{\"recording\":%s,\"generation\":%llu,\"start\":%lld,"
+          "\"end\":%lld,\"slices\":%lld,\"bytes\":%lld,\"error\":",
+          t->recording ? "true" : "false", (unsigned long long)t->generation,
+          (long long)v[0], (long long)v[1], (long long)v[2],
+          (long long)t->live_bytes);
+  if (err[0])
+    etch__json_string(r->out, err, strlen(err));
+  else
+    fputs("null", r->out);
+  fputc('}', r->out);
+  return 200;
+}

@@ -1,0 +1,245 @@
+/*
+ * ui_live_test.c - a trace that grows while etch ui holds it open: its
+ * writer holds the lock etch's writers hold (buffer/sink.h) and appends
+ * the trace a piece at a time, cut anywhere (inside packets too); after
+ * each piece a refresh of the ui's trace gives the tables a cold open of
+ * the same bytes gives, /api/live says so (recording, a new generation,
+ * the slice count); the writer ends, one last refresh reads the file
+ * whole and the trace is live no more.
+ */
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "test.h"
+#include "ui/app.h"
+#include "ui_trace.h"
+
+/* What is compared: every table's row count, and the slices whole. */
+static const char kCounts[] =
+    "SELECT (SELECT count(*) FROM slice), (SELECT count(*) FROM counter),"
+    " (SELECT count(*) FROM track), (SELECT count(*) FROM thread),"
+    " (SELECT count(*) FROM process), (SELECT count(*) FROM args),"
+    " (SELECT count(*) FROM flow),"
+    " (SELECT coalesce(sum(hash(id, ts, dur, track_id, name, depth)), 0)"
+    "  FROM slice)";
+enum { NCOUNTS = 8 };
+
+static void counts_of(etch__db *db, int64_t *v) {
+  ASSERT_OK(etch__query_ints(db, kCounts, NULL, 0, v, NCOUNTS));
+}
+
+/* The counts of a cold read of data[0..len) (from memory: up to its last
+ * whole packet, as a recording is read). */
+static void cold_counts(const uint8_t *data, size_t len, int64_t *v) {
+  etch__db *db;
+  ASSERT_OK(etch__db_open(&db, NULL));
+  etch__import_opts o = {.all_args = true, .allow_truncated = true,
+                         .quiet = true};
+  ASSERT_OK(etch__query_import_memory(db, data, len, NULL, &o, NULL));
+  counts_of(db, v);
+  etch__db_close(db);
+}
+
+typedef struct args {
+  const char *k[2], *v[2];
+} args;
+
+static const char *get(void *ctx, const char *key) {
+  args *a = ctx;
+  for (int i = 0; i < 2 && a->k[i]; i++)
+    if (!strcmp(a->k[i], key)) return a->v[i];
+  return NULL;
+}
+
+static int call(etch__ui *ui, const char *path, const char *id, char **body) {
+  args a = {{"id", NULL}, {id, NULL}};
+  size_t len = 0;
+  FILE *f = open_memstream(body, &len);
+  int st = etch__ui_api(ui, path, get, &a, f);
+  fclose(f);
+  return st;
+}
+
+static void write_all(int fd, const uint8_t *p, size_t n) {
+  while (n) {
+    ssize_t k = write(fd, p, n);
+    ASSERT_TRUE(k > 0);
+    p += k;
+    n -= (size_t)k;
+  }
+}
+
+TEST(ui_live_trace_refreshed_as_it_grows_equals_a_cold_open) {
+  tb tr;
+  tb_init(&tr);
+  ui_zone_trace(&tr);
+  const uint8_t *data = tb_data(&tr);
+  size_t len = tb_len(&tr);
+  char path[4096];
+  snprintf(path, sizeof path, "%s/live.pftrace", etch_test_tmpdir());
+  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  ASSERT_TRUE(fd >= 0);
+  struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
+  ASSERT_EQ_INT(fcntl(fd, F_OFD_SETLK, &fl), 0);
+
+  /* 13 pieces of unequal sizes, cut wherever they fall. */
+  enum { kPieces = 13 };
+  size_t at = len / (2 * kPieces);
+  write_all(fd, data, at);
+
+  etch__ui *ui;
+  ASSERT_OK(etch__ui_new(&ui));
+  ASSERT_OK(etch__ui_set_cache_dir(ui, etch_test_tmpdir()));
+  ASSERT_OK(etch__ui_add_path(ui, path));
+  etch__ui_trace *t = &ui->t[0];
+  char *body = NULL;
+  ASSERT_EQ_INT(call(ui, "/api/trace", t->id, &body), 200);
+  ASSERT_TRUE(strstr(body, "\"recording\":true,\"generation\":1,") != NULL);
+  free(body);
+  ASSERT_TRUE(t->live != NULL);
+
+  int64_t got[NCOUNTS], want[NCOUNTS], last_slices = -1;
+  for (int k = 1; k <= kPieces; k++) {
+    /* Unchanged: nothing read, the generation stays. */
+    bool changed = true;
+    uint64_t gen = t->generation;
+    ASSERT_OK(etch__ui_trace_refresh(ui, t, &changed));
+    ASSERT_FALSE(changed);
+    ASSERT_EQ_INT(t->generation, gen);
+
+    size_t to = k == kPieces ? len : at + (len - at) * (size_t)k / kPieces -
+                                         (size_t)(k % 3) * 7;
+    write_all(fd, data + at, to - at);
+    at = to;
+    ASSERT_OK(etch__ui_trace_refresh(ui, t, &changed));
+    ASSERT_TRUE(changed);
+    ASSERT_EQ_INT(t->generation, gen + 1);
+    ASSERT_TRUE(t->recording);
+    counts_of(t->db, got);
+    cold_counts(data, at, want);
+    for (int c = 0; c < NCOUNTS; c++)
+      if (got[c] != want[c])
+        FAIL("piece %d (%zu bytes): count %d is %lld, a cold open's %lld", k,
+             at, c, (long long)got[c], (long long)want[c]);
+    ASSERT_TRUE(got[0] >= last_slices);
+    last_slices = got[0];
+    ASSERT_EQ_INT(t->slices, got[0]);
+    /* /api/live says what the page follows. */
+    ASSERT_EQ_INT(call(ui, "/api/live", t->id, &body), 200);
+    char want_json[128];
+    snprintf(want_json, sizeof want_json, "\"slices\":%lld,",
+             (long long)got[0]);
+    ASSERT_TRUE(strstr(body, "{\"recording\":true,") == body);
+    ASSERT_TRUE(strstr(body, want_json) != NULL);
+    snprintf(want_json, sizeof want_json, "\"bytes\":%zu,", at);
+    ASSERT_TRUE(strstr(body, want_json) != NULL);
+    free(body);
+  }
+  /* Whole, but its writer still holds the lock: still recording. */
+  int64_t whole[NCOUNTS];
+  cold_counts(data, len, whole);
+  ASSERT_EQ_INT(last_slices, whole[0]);
+  ASSERT_EQ_INT(whole[0], 101);
+
+  /* The writer ends: one last read, then the trace is finished. */
+  close(fd);
+  bool changed = false;
+  uint64_t gen = t->generation;
+  ASSERT_OK(etch__ui_trace_refresh(ui, t, &changed));
+  ASSERT_TRUE(changed);
+  ASSERT_EQ_INT(t->generation, gen + 1);
+  ASSERT_FALSE(t->recording);
+  ASSERT_TRUE(t->live == NULL);
+  counts_of(t->db, got);
+  for (int c = 0; c < NCOUNTS; c++) ASSERT_EQ_INT(got[c], whole[c]);
+  ASSERT_OK(etch__ui_trace_refresh(ui, t, &changed));
+  ASSERT_FALSE(changed);
+  ASSERT_EQ_INT(call(ui, "/api/live", t->id, &body), 200);
+  ASSERT_TRUE(strstr(body, "{\"recording\":false,") == body);
+  ASSERT_TRUE(strstr(body, "\"slices\":101,") != NULL);
+  free(body);
+  /* What the page asks next comes from the new tables. */
+  ASSERT_EQ_INT(call(ui, "/api/trace", t->id, &body), 200);
+  ASSERT_TRUE(strstr(body, "\"slices\":101,") != NULL);
+  ASSERT_TRUE(strstr(body, "\"recording\":false,") != NULL);
+  free(body);
+  etch__ui_free(ui);
+  tb_free(&tr);
+  unlink(path);
+}
+
+/* A finished trace is never live: a refresh does nothing. */
+TEST(ui_finished_trace_is_not_live) {
+  tb tr;
+  tb_init(&tr);
+  ui_zone_trace(&tr);
+  const char *path = tb_write_file(&tr, "done.pftrace");
+  etch__ui *ui;
+  ASSERT_OK(etch__ui_new(&ui));
+  ASSERT_OK(etch__ui_set_cache_dir(ui, etch_test_tmpdir()));
+  ASSERT_OK(etch__ui_add_path(ui, path));
+  char *body = NULL;
+  ASSERT_EQ_INT(call(ui, "/api/trace", ui->t[0].id, &body), 200);
+  ASSERT_TRUE(strstr(body, "\"recording\":false,\"generation\":0,") != NULL);
+  free(body);
+  ASSERT_TRUE(ui->t[0].live == NULL);
+  bool changed = true;
+  ASSERT_OK(etch__ui_trace_refresh(ui, &ui->t[0], &changed));
+  ASSERT_FALSE(changed);
+  ASSERT_EQ_INT(call(ui, "/api/live", ui->t[0].id, &body), 200);
+  ASSERT_TRUE(strstr(body, "{\"recording\":false,\"generation\":0,") == body);
+  free(body);
+  etch__ui_free(ui);
+  tb_free(&tr);
+}
+
+/* A live trace whose file goes (or turns to garbage) while it is followed:
+ * /api/live says why, the tables in hand stay, nothing crashes. */
+TEST(ui_live_trace_gone_or_garbled_keeps_its_tables) {
+  tb tr;
+  tb_init(&tr);
+  ui_zone_trace(&tr);
+  char path[4096];
+  snprintf(path, sizeof path, "%s/gone.pftrace", etch_test_tmpdir());
+  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  ASSERT_TRUE(fd >= 0);
+  struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
+  ASSERT_EQ_INT(fcntl(fd, F_OFD_SETLK, &fl), 0);
+  write_all(fd, tb_data(&tr), tb_len(&tr));
+  etch__ui *ui;
+  ASSERT_OK(etch__ui_new(&ui));
+  ASSERT_OK(etch__ui_set_cache_dir(ui, etch_test_tmpdir()));
+  ASSERT_OK(etch__ui_add_path(ui, path));
+  etch__ui_trace *t = &ui->t[0];
+  char *body = NULL;
+  ASSERT_EQ_INT(call(ui, "/api/trace", t->id, &body), 200);
+  free(body);
+  ASSERT_EQ_INT(t->slices, 101);
+  /* Garbage appended: what a reader makes of it is read, never a crash
+   * (a malformed packet is left out and counted). */
+  static const uint8_t junk[] = {0x0a, 0x05, 0xff, 0xff, 0xff, 0xff, 0xff,
+                                 0x0a, 0x80, 0x80, 0x80, 0x80, 0x10};
+  write_all(fd, junk, sizeof junk);
+  bool changed;
+  int rc = etch__ui_trace_refresh(ui, t, &changed);
+  ASSERT_TRUE(rc == ETCH_OK || !changed);
+  ASSERT_TRUE(t->db != NULL);
+  /* The file goes: said, the tables stay. */
+  ASSERT_EQ_INT(unlink(path), 0);
+  uint64_t gen = t->generation;
+  ASSERT_EQ_INT(etch__ui_trace_refresh(ui, t, &changed), ETCH_ENOTFOUND);
+  ASSERT_FALSE(changed);
+  ASSERT_EQ_INT(t->generation, gen);
+  ASSERT_EQ_INT(call(ui, "/api/live", t->id, &body), 410);
+  free(body);
+  int64_t v[NCOUNTS];
+  counts_of(t->db, v);
+  ASSERT_TRUE(v[0] >= 101);
+  close(fd);
+  etch__ui_free(ui);
+  tb_free(&tr);
+}
