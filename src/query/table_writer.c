@@ -34,6 +34,7 @@ static void tw_lookup(etch__tw *w) {
   for (idx_t c = 0; c < w->ncols; c++) {
     w->vec[c] = duckdb_data_chunk_get_vector(w->chunk, c);
     w->data[c] = duckdb_vector_get_data(w->vec[c]);
+    w->valid[c] = NULL;
   }
 }
 
@@ -83,13 +84,16 @@ int etch__tw_open(etch__tw *w, etch__db *db, const char *catalog,
   return tw_chunk(w, kinds, ncols);
 }
 
+/* A column's validity mask is made writable at its first NULL in a chunk
+ * (a column without NULLs keeps none, which DuckDB reads faster) and kept
+ * until the chunk is reset; a NULL clears the row's bit. */
 void etch__tw_null(etch__tw *w, idx_t col) {
-  uint64_t *v = duckdb_vector_get_validity(w->vec[col]);
+  uint64_t *v = w->valid[col];
   if (!v) {
     duckdb_vector_ensure_validity_writable(w->vec[col]);
-    v = duckdb_vector_get_validity(w->vec[col]);
+    v = w->valid[col] = duckdb_vector_get_validity(w->vec[col]);
   }
-  duckdb_validity_set_row_invalid(v, w->n);
+  v[w->n / 64] &= ~((uint64_t)1 << (w->n % 64));
 }
 
 /* The length of the valid UTF-8 sequence at `s` (base's check, ASCII
@@ -256,7 +260,7 @@ static void pipe_fn_bind(duckdb_bind_info info) {
     return;
   }
   for (size_t c = 0; c < p->ncols; c++) {
-    char name[16];
+    char name[32];
     snprintf(name, sizeof name, "c%zu", c);
     duckdb_logical_type t = duckdb_create_logical_type(kColType[p->kind[c]]);
     duckdb_bind_add_result_column(info, name, t);

@@ -38,6 +38,7 @@ typedef struct etch__tw {
   etch__col kind[kTwMaxCols];
   duckdb_vector vec[kTwMaxCols];
   void *data[kTwMaxCols];
+  uint64_t *valid[kTwMaxCols]; /* writable validity masks, once made */
   int err;
 } etch__tw;
 
