@@ -43,7 +43,9 @@
  * first query of the trace (its cache written), of the group-by on the
  * cached trace and with --no-cache, and `etch stats`. When
  * ETCH_PERFETTO_DIR names Perfetto's programs, trace_processor_shell's
- * time and peak RSS for the same SQL are printed beside etch's.
+ * time and peak RSS for the same SQL are printed beside etch's; with
+ * BENCH_PAIRS=n, the first group-by of the two is then run n times in
+ * turn, with CPU times, ratios pair by pair, medians and the load.
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
@@ -416,6 +418,9 @@ static result run_child(int mode, long *rss_kb) {
 static const char kGroupBy[] =
     "select name, count(*), sum(dur) from slice group by name";
 
+/* The CPU time (user + system, s) of the last command run_cmd ran. */
+static double g_cmd_cpu;
+
 /* Runs argv (stdout and stderr to /dev/null, `env` added to the
  * environment); its wall time in s and peak RSS in MB, or wall < 0 when it
  * failed. */
@@ -437,6 +442,8 @@ static double run_cmd(char *const *argv, const char *env, double *rss_mb) {
   if (pid < 0 || wait4(pid, &status, 0, &ru) != pid) return -1;
   double wall = now() - t0;
   *rss_mb = (double)ru.ru_maxrss / 1024;
+  g_cmd_cpu = (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec * 1e-6 +
+              (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec * 1e-6;
   return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? wall : -1;
 }
 
@@ -453,6 +460,75 @@ static void print_cell(double wall, double rss) {
     printf(" %9s %9s", "-", "-");
   else
     printf(" %9.2f %6.0f MB", wall, rss);
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+static double median(double *v, int n) {
+  qsort(v, (size_t)n, sizeof *v, cmp_double);
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/* The load average over the last minute (-1 when unknown). */
+static double load1(void) {
+  double l = -1;
+  FILE *f = fopen("/proc/loadavg", "r");
+  if (f) {
+    if (fscanf(f, "%lf", &l) != 1) l = -1;
+    fclose(f);
+  }
+  return l;
+}
+
+enum { kMaxPairs = 32 };
+
+/*
+ * With BENCH_PAIRS=n in the environment: the group-by as the first query,
+ * etch then trace_processor_shell, n times (the SQL already in `qfile`),
+ * each pair's wall and CPU (user + system) time and their ratios, then the
+ * medians and the load average before and after: on a machine shared with
+ * other work, the two measured in turn and compared pair by pair.
+ */
+static void compare_pairs(const char *trace, const char *cache,
+                          const char *env, char *tp, char *qfile) {
+  const char *np = getenv("BENCH_PAIRS");
+  int n = np ? atoi(np) : 0;
+  if (n <= 0) return;
+  if (n > kMaxPairs) n = kMaxPairs;
+  double ew[kMaxPairs], ec[kMaxPairs], er[kMaxPairs], tw[kMaxPairs],
+      tc[kMaxPairs], rw[kMaxPairs], rc[kMaxPairs];
+  double l0 = load1();
+  printf("\ngroup by name, first query, %d pairs (load %.1f)\n", n, l0);
+  printf("%5s %9s %9s %8s %9s %9s %8s %8s\n", "pair", "etch (s)", "CPU (s)",
+         "RSS MB", "tp (s)", "CPU (s)", "wall x", "CPU x");
+  int k = 0;
+  for (int i = 0; i < n; i++) {
+    nftw(cache, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    mkdir(cache, 0700);
+    char *argv[] = {(char *)ETCH_BIN, (char *)"query", (char *)trace,
+                    (char *)kGroupBy, NULL};
+    double rss = 0, trss = 0;
+    double w = run_cmd(argv, env, &rss), c = g_cmd_cpu;
+    char *targv[] = {tp, (char *)"-q", qfile, (char *)trace, NULL};
+    double t = run_cmd(targv, NULL, &trss), u = g_cmd_cpu;
+    if (w <= 0 || t <= 0 || c <= 0) {
+      printf("%5d failed\n", i + 1);
+      continue;
+    }
+    ew[k] = w, ec[k] = c, er[k] = rss, tw[k] = t, tc[k] = u;
+    rw[k] = t / w, rc[k] = u / c;
+    printf("%5d %9.2f %9.2f %8.0f %9.2f %9.2f %8.1f %8.1f\n", i + 1, w, c,
+           rss, t, u, rw[k], rc[k]);
+    fflush(stdout);
+    k++;
+  }
+  if (!k) return;
+  printf("%5s %9.2f %9.2f %8.0f %9.2f %9.2f %8.1f %8.1f  (load %.1f to %.1f)\n",
+         "med", median(ew, k), median(ec, k), median(er, k), median(tw, k),
+         median(tc, k), median(rw, k), median(rc, k), l0, load1());
 }
 
 /*
@@ -510,6 +586,7 @@ static void compare_cli(const char *trace) {
     }
     printf("\n");
   }
+  if (tp[0] && qfd >= 0) compare_pairs(trace, cache, env, tp, qfile);
   if (qfd >= 0) {
     close(qfd);
     unlink(qfile);

@@ -180,4 +180,42 @@ duckdb_state duckdb_appender_flush(duckdb_appender a);
 duckdb_state duckdb_appender_close(duckdb_appender a);
 duckdb_state duckdb_appender_destroy(duckdb_appender *a);
 
+/* ---- table functions (a piped table writer's rows, table_writer.c) -------- */
+
+typedef struct duckdb__value *duckdb_value;
+typedef struct duckdb__table_function *duckdb_table_function;
+typedef struct duckdb__bind_info *duckdb_bind_info;
+typedef struct duckdb__init_info *duckdb_init_info;
+typedef struct duckdb__function_info *duckdb_function_info;
+typedef void (*duckdb_delete_callback_t)(void *data);
+
+duckdb_table_function duckdb_create_table_function(void);
+void duckdb_destroy_table_function(duckdb_table_function *f);
+void duckdb_table_function_set_name(duckdb_table_function f, const char *name);
+void duckdb_table_function_add_parameter(duckdb_table_function f,
+                                         duckdb_logical_type type);
+void duckdb_table_function_set_bind(duckdb_table_function f,
+                                    void (*bind)(duckdb_bind_info info));
+void duckdb_table_function_set_init(duckdb_table_function f,
+                                    void (*init)(duckdb_init_info info));
+void duckdb_table_function_set_function(
+    duckdb_table_function f,
+    void (*function)(duckdb_function_info info, duckdb_data_chunk output));
+duckdb_state duckdb_register_table_function(duckdb_connection con,
+                                            duckdb_table_function f);
+/* The bind step: parameters in, the result's columns and bind data out. */
+duckdb_value duckdb_bind_get_parameter(duckdb_bind_info info, idx_t index);
+void duckdb_bind_add_result_column(duckdb_bind_info info, const char *name,
+                                   duckdb_logical_type type);
+void duckdb_bind_set_bind_data(duckdb_bind_info info, void *data,
+                               duckdb_delete_callback_t destroy);
+void duckdb_bind_set_error(duckdb_bind_info info, const char *error);
+void duckdb_init_set_max_threads(duckdb_init_info info, idx_t max_threads);
+void *duckdb_function_get_bind_data(duckdb_function_info info);
+void duckdb_function_set_error(duckdb_function_info info, const char *error);
+int64_t duckdb_get_int64(duckdb_value value);
+void duckdb_destroy_value(duckdb_value *value);
+/* `to` shares `from`'s data (and validity, and string heap). */
+void duckdb_vector_reference_vector(duckdb_vector to, duckdb_vector from);
+
 #endif /* ETCH_QUERY_DUCKDB_API_H */

@@ -605,12 +605,16 @@ static void phase_end(bool shown) {
  *   events; of slice_data's columns it won only track_id, which bit-packs
  *   in a few bits: the cache grows by 3%). Row groups written later, by
  *   the checkpoint, may be RLE again.
+ * - write_buffer_row_group_count: each row group written into the file as
+ *   soon as it is full, not five at a time (a 10 M-event first query
+ *   peaked at 272 MB, 196 MB with it; the same CPU).
  */
 static const struct {
   const char *name, *value;
 } kImportSettings[] = {
     {"threads", "1"},
     {"disabled_compression_methods", "rle"},
+    {"write_buffer_row_group_count", "1"},
 };
 
 enum { kImportSettingsN = ETCH_ARRAY_SIZE(kImportSettings) };

@@ -7,8 +7,9 @@
  * heap (DuckDB's own, short strings inline); NULL clears the row's bit in
  * the column's validity mask. A full chunk goes to duckdb_append_data_chunk
  * and is reset. The chunk's vectors are looked up again after each reset.
- * A piped writer hands its full chunks to a thread of its own that appends
- * them on a connection of its own; a sink writer hands them to a row sink.
+ * A piped writer hands its full chunks to a thread of its own that inserts
+ * them on a connection of its own (by reference, through a table function:
+ * below); a sink writer hands them to a row sink.
  */
 #include "query/table_writer.h"
 
@@ -33,6 +34,7 @@ static void tw_lookup(etch__tw *w) {
   for (idx_t c = 0; c < w->ncols; c++) {
     w->vec[c] = duckdb_data_chunk_get_vector(w->chunk, c);
     w->data[c] = duckdb_vector_get_data(w->vec[c]);
+    w->valid[c] = NULL;
   }
 }
 
@@ -82,13 +84,16 @@ int etch__tw_open(etch__tw *w, etch__db *db, const char *catalog,
   return tw_chunk(w, kinds, ncols);
 }
 
+/* A column's validity mask is made writable at its first NULL in a chunk
+ * (a column without NULLs keeps none, which DuckDB reads faster) and kept
+ * until the chunk is reset; a NULL clears the row's bit. */
 void etch__tw_null(etch__tw *w, idx_t col) {
-  uint64_t *v = duckdb_vector_get_validity(w->vec[col]);
+  uint64_t *v = w->valid[col];
   if (!v) {
     duckdb_vector_ensure_validity_writable(w->vec[col]);
-    v = duckdb_vector_get_validity(w->vec[col]);
+    v = w->valid[col] = duckdb_vector_get_validity(w->vec[col]);
   }
-  duckdb_validity_set_row_invalid(v, w->n);
+  v[w->n / 64] &= ~((uint64_t)1 << (w->n % 64));
 }
 
 /* The length of the valid UTF-8 sequence at `s` (base's check, ASCII
@@ -152,13 +157,24 @@ void etch__tw_id(etch__tw *w, idx_t col, int64_t id) {
 /* ---- a table writer's appending thread ---------------------------------------- *
  *
  * The filling thread hands each full chunk over and takes an empty one;
- * the pipe's thread appends it on its own connection and gives it back.
- * Up to kPipeChunks chunks go round (made as needed): the filler waits
- * when all are queued. The queue is deep because DuckDB's work comes in
- * bursts: each full row group (60 chunks) is compressed and written in
- * one append, and the filler goes on meanwhile. The pipe's thread
- * allocates nothing of etch's and reports a failure by the text in `msg`,
- * turned into an error by the filler.
+ * the pipe's thread inserts them on its own connection and gives them
+ * back. Up to kPipeChunks chunks go round (made as needed): the filler
+ * waits when all are queued. The queue is deep because DuckDB's work comes
+ * in bursts: each full row group (60 chunks) is compressed and written in
+ * one append, and the filler goes on meanwhile.
+ *
+ * The pipe's thread runs one statement for the whole import,
+ *   INSERT INTO table SELECT * FROM etch__pipe(token)
+ * where etch__pipe is a table function (registered on the database once
+ * per pipe; registering it again fails harmlessly) whose every call hands
+ * DuckDB the next queued chunk by reference: DuckDB's output vectors share
+ * the chunk's data, which is copied once, into the table's row groups. (An
+ * appender copied each chunk into a collection of its own first, and ran a
+ * query per flush.) A chunk goes back to the filler at the next call, when
+ * DuckDB is done with it. The token names a live pipe in a registry: the
+ * function refuses any other, so SQL that calls it cannot reach freed
+ * memory. The pipe's thread allocates nothing of etch's and reports a
+ * failure by the text in `msg`, turned into an error by the filler.
  */
 
 enum { kPipeChunks = 64 };
@@ -168,17 +184,52 @@ struct etch__tw_pipe {
   pthread_mutex_t mu;
   pthread_cond_t cv; /* queue or free list changed, or closing */
   duckdb_connection con;
-  duckdb_appender app;
   bool in_txn, started, closing, commit;
   duckdb_data_chunk queue[kPipeChunks]; /* full, in order: head..+nq */
   size_t head, nq;
   duckdb_data_chunk free_[kPipeChunks];
   size_t nfree, nmade; /* nmade: besides the one being filled */
+  duckdb_data_chunk held; /* the chunk DuckDB reads now */
   etch__col kind[kTwMaxCols];
   size_t ncols;
   bool failed;
   char msg[256];
+  char *insert; /* the statement's text */
+  duckdb_prepared_statement stmt; /* prepared at open: the table checked */
+  int64_t token;
+  etch__tw_pipe *next; /* in the registry */
 };
+
+/* The live pipes, by token. */
+static pthread_mutex_t g_pipes_mu = PTHREAD_MUTEX_INITIALIZER;
+static etch__tw_pipe *g_pipes;
+static int64_t g_pipe_tokens;
+
+static void pipes_add(etch__tw_pipe *p) {
+  pthread_mutex_lock(&g_pipes_mu);
+  p->token = ++g_pipe_tokens;
+  p->next = g_pipes;
+  g_pipes = p;
+  pthread_mutex_unlock(&g_pipes_mu);
+}
+
+static void pipes_remove(etch__tw_pipe *p) {
+  pthread_mutex_lock(&g_pipes_mu);
+  for (etch__tw_pipe **q = &g_pipes; *q; q = &(*q)->next)
+    if (*q == p) {
+      *q = p->next;
+      break;
+    }
+  pthread_mutex_unlock(&g_pipes_mu);
+}
+
+static etch__tw_pipe *pipes_find(int64_t token) {
+  pthread_mutex_lock(&g_pipes_mu);
+  etch__tw_pipe *p = g_pipes;
+  while (p && p->token != token) p = p->next;
+  pthread_mutex_unlock(&g_pipes_mu);
+  return p;
+}
 
 static void pipe_fail(etch__tw_pipe *p, const char *what, const char *why) {
   if (p->failed) return;
@@ -196,17 +247,86 @@ static bool pipe_exec(etch__tw_pipe *p, const char *sql) {
   return ok;
 }
 
-/* Closes the appender and commits (or drops what was appended). Only
- * the pipe's thread (or its opener, before the thread started) calls it;
- * the failure is read after the join. */
-static void pipe_end_here(etch__tw_pipe *p, bool commit) {
-  if (commit && duckdb_appender_close(p->app) != DuckDBSuccess) {
-    pipe_fail(p, "append", duckdb_appender_error(p->app));
-    commit = false;
+static const duckdb_type kColType[] = {DUCKDB_TYPE_BIGINT, DUCKDB_TYPE_DOUBLE,
+                                       DUCKDB_TYPE_VARCHAR};
+
+/* etch__pipe(token): the pipe's columns, c0, c1, ... */
+static void pipe_fn_bind(duckdb_bind_info info) {
+  duckdb_value v = duckdb_bind_get_parameter(info, 0);
+  etch__tw_pipe *p = v ? pipes_find(duckdb_get_int64(v)) : NULL;
+  if (v) duckdb_destroy_value(&v);
+  if (!p) {
+    duckdb_bind_set_error(info, "etch__pipe: not an import's pipe");
+    return;
   }
-  /* Destroying an appender appends what it holds: into the transaction
-   * dropped below (in memory, with no transaction, the rows stay). */
-  if (!commit && p->app) duckdb_appender_destroy(&p->app);
+  for (size_t c = 0; c < p->ncols; c++) {
+    char name[32];
+    snprintf(name, sizeof name, "c%zu", c);
+    duckdb_logical_type t = duckdb_create_logical_type(kColType[p->kind[c]]);
+    duckdb_bind_add_result_column(info, name, t);
+    duckdb_destroy_logical_type(&t);
+  }
+  duckdb_bind_set_bind_data(info, p, NULL);
+}
+
+static void pipe_fn_init(duckdb_init_info info) {
+  duckdb_init_set_max_threads(info, 1);
+}
+
+/* The next queued chunk, by reference; none at the end. The chunk
+ * handed at the previous call goes back to the filler. */
+static void pipe_fn(duckdb_function_info info, duckdb_data_chunk out) {
+  etch__tw_pipe *p = duckdb_function_get_bind_data(info);
+  pthread_mutex_lock(&p->mu);
+  if (p->held) {
+    duckdb_data_chunk_reset(p->held);
+    p->free_[p->nfree++] = p->held;
+    p->held = NULL;
+    pthread_cond_broadcast(&p->cv);
+  }
+  while (!p->nq && !p->closing) pthread_cond_wait(&p->cv, &p->mu);
+  duckdb_data_chunk c = NULL;
+  if (p->nq && !p->failed) {
+    c = p->queue[p->head];
+    p->head = (p->head + 1) % kPipeChunks;
+    p->nq--;
+    p->held = c;
+  }
+  bool stop = !c && (!p->commit || p->failed);
+  pthread_mutex_unlock(&p->mu);
+  if (stop) {
+    duckdb_function_set_error(info, "import stopped");
+    return;
+  }
+  if (!c) {
+    duckdb_data_chunk_set_size(out, 0);
+    return;
+  }
+  for (idx_t i = 0; i < p->ncols; i++)
+    duckdb_vector_reference_vector(duckdb_data_chunk_get_vector(out, i),
+                                   duckdb_data_chunk_get_vector(c, i));
+  duckdb_data_chunk_set_size(out, duckdb_data_chunk_get_size(c));
+}
+
+/* Registers etch__pipe on the pipe's database (again: harmless). */
+static void pipe_fn_register(etch__tw_pipe *p) {
+  duckdb_table_function f = duckdb_create_table_function();
+  if (!f) return;
+  duckdb_table_function_set_name(f, "etch__pipe");
+  duckdb_logical_type t = duckdb_create_logical_type(DUCKDB_TYPE_BIGINT);
+  duckdb_table_function_add_parameter(f, t);
+  duckdb_destroy_logical_type(&t);
+  duckdb_table_function_set_bind(f, pipe_fn_bind);
+  duckdb_table_function_set_init(f, pipe_fn_init);
+  duckdb_table_function_set_function(f, pipe_fn);
+  (void)duckdb_register_table_function(p->con, f);
+  duckdb_destroy_table_function(&f);
+}
+
+/* Commits (or drops what was inserted). Only the pipe's thread (or its
+ * opener, before the thread started) calls it; the failure is read after
+ * the join. */
+static void pipe_end_here(etch__tw_pipe *p, bool commit) {
   if (p->in_txn) {
     if (!pipe_exec(p, commit ? "COMMIT;" : "ROLLBACK;") && commit)
       pipe_exec(p, "ROLLBACK;");
@@ -216,34 +336,38 @@ static void pipe_end_here(etch__tw_pipe *p, bool commit) {
 
 static void *pipe_main(void *arg) {
   etch__tw_pipe *p = arg;
+  duckdb_result r;
+  bool ok = duckdb_execute_prepared(p->stmt, &r) == DuckDBSuccess;
   pthread_mutex_lock(&p->mu);
-  for (;;) {
-    while (!p->nq && !p->closing) pthread_cond_wait(&p->cv, &p->mu);
-    if (!p->nq) break;
-    duckdb_data_chunk c = p->queue[p->head];
-    p->head = (p->head + 1) % kPipeChunks;
-    p->nq--;
-    bool failed = p->failed;
-    pthread_mutex_unlock(&p->mu);
-    const char *why = NULL;
-    if (!failed && duckdb_append_data_chunk(p->app, c) != DuckDBSuccess)
-      why = duckdb_appender_error(p->app);
-    duckdb_data_chunk_reset(c);
-    pthread_mutex_lock(&p->mu);
-    if (why || (!failed && p->failed)) pipe_fail(p, "append", why);
-    p->free_[p->nfree++] = c;
-    pthread_cond_broadcast(&p->cv);
+  if (!ok) pipe_fail(p, "append", duckdb_result_error(&r));
+  pthread_mutex_unlock(&p->mu);
+  duckdb_destroy_result(&r);
+  /* After a failure, what the filler still hands over goes back to it. */
+  pthread_mutex_lock(&p->mu);
+  if (p->held) {
+    duckdb_data_chunk_reset(p->held);
+    p->free_[p->nfree++] = p->held;
+    p->held = NULL;
   }
-  /* The end, here: the pipes of a table writer set end at once. */
+  for (;;) {
+    while (p->nq) {
+      duckdb_data_chunk_reset(p->queue[p->head]);
+      p->free_[p->nfree++] = p->queue[p->head];
+      p->head = (p->head + 1) % kPipeChunks;
+      p->nq--;
+    }
+    pthread_cond_broadcast(&p->cv);
+    if (p->closing) break;
+    pthread_cond_wait(&p->cv, &p->mu);
+  }
   bool commit = p->commit && !p->failed;
   pthread_mutex_unlock(&p->mu);
   pipe_end_here(p, commit);
   return NULL;
 }
 
-/* Tells the thread to end once it appended what is queued: with
- * `commit`, by closing the appender and committing, else by dropping what
- * was appended. */
+/* Tells the thread to end once it inserted what is queued: with
+ * `commit`, by committing, else by dropping what was inserted. */
 static void pipe_close(etch__tw_pipe *p, bool commit) {
   if (!p->started || p->closing) return;
   pthread_mutex_lock(&p->mu);
@@ -265,7 +389,8 @@ static int pipe_end(etch__tw *w, bool commit) {
   } else {
     pipe_end_here(p, false);
   }
-  if (p->app) duckdb_appender_destroy(&p->app);
+  pipes_remove(p);
+  if (p->stmt) duckdb_destroy_prepare(&p->stmt);
   int rc = commit && p->failed
                ? etch__error(ETCH_ESQL, "import: %s", p->msg)
                : ETCH_OK;
@@ -275,6 +400,7 @@ static int pipe_end(etch__tw *w, bool commit) {
   if (p->con) duckdb_disconnect(&p->con);
   pthread_cond_destroy(&p->cv);
   pthread_mutex_destroy(&p->mu);
+  free(p->insert);
   free(p);
   w->pipe = NULL;
   return rc;
@@ -283,10 +409,8 @@ static int pipe_end(etch__tw *w, bool commit) {
 /* A chunk with columns of `kinds`; NULL when out of memory. */
 static duckdb_data_chunk new_chunk(const etch__col *kinds, size_t ncols) {
   duckdb_logical_type types[kTwMaxCols];
-  static const duckdb_type kType[] = {DUCKDB_TYPE_BIGINT, DUCKDB_TYPE_DOUBLE,
-                                      DUCKDB_TYPE_VARCHAR};
   for (size_t c = 0; c < ncols; c++)
-    types[c] = duckdb_create_logical_type(kType[kinds[c]]);
+    types[c] = duckdb_create_logical_type(kColType[kinds[c]]);
   duckdb_data_chunk chunk = duckdb_create_data_chunk(types, ncols);
   for (size_t c = 0; c < ncols; c++) duckdb_destroy_logical_type(&types[c]);
   return chunk;
@@ -313,6 +437,35 @@ static void pipe_hand(etch__tw *w) {
   pthread_mutex_unlock(&p->mu);
 }
 
+/* `name` as a quoted identifier at `out` (quotes doubled); its length. */
+static size_t quote_ident(char *out, const char *name) {
+  size_t k = 0;
+  out[k++] = '"';
+  for (const char *c = name; *c; c++) {
+    if (*c == '"') out[k++] = '"';
+    out[k++] = *c;
+  }
+  out[k++] = '"';
+  return k;
+}
+
+/* "INSERT INTO catalog.table SELECT * FROM etch__pipe(token)". */
+static char *insert_sql(const char *catalog, const char *table,
+                        int64_t token) {
+  size_t cap = 2 * (strlen(table) + (catalog ? strlen(catalog) : 0)) + 96;
+  char *s = etch__malloc(cap);
+  if (!s) return NULL;
+  size_t k = (size_t)snprintf(s, cap, "INSERT INTO ");
+  if (catalog) {
+    k += quote_ident(s + k, catalog);
+    s[k++] = '.';
+  }
+  k += quote_ident(s + k, table);
+  snprintf(s + k, cap - k, " SELECT * FROM etch__pipe(%lld)",
+           (long long)token);
+  return s;
+}
+
 int etch__tw_open_piped(etch__tw *w, etch__db *db, const char *catalog,
                         const char *table, const etch__col *kinds,
                         size_t ncols) {
@@ -322,23 +475,26 @@ int etch__tw_open_piped(etch__tw *w, etch__db *db, const char *catalog,
   if (!p) return etch__error(ETCH_ENOMEM, "import: out of memory");
   pthread_mutex_init(&p->mu, NULL);
   pthread_cond_init(&p->cv, NULL);
+  memcpy(p->kind, kinds, ncols * sizeof *kinds);
+  p->ncols = ncols;
+  pipes_add(p);
   w->pipe = p;
-  int rc = etch__db_connect(db, &p->con);
+  p->insert = insert_sql(catalog, table, p->token);
+  int rc = p->insert ? etch__db_connect(db, &p->con)
+                     : etch__error(ETCH_ENOMEM, "import: out of memory");
+  if (!rc) pipe_fn_register(p);
   if (!rc && etch__db_is_file(db)) {
     /* As the importer's connection: one transaction, so that DuckDB writes
      * each full row group into the file as it fills. */
     p->in_txn = pipe_exec(p, "BEGIN TRANSACTION;");
     if (!p->in_txn) rc = etch__error(ETCH_ESQL, "import: %s", p->msg);
   }
-  if (!rc && duckdb_appender_create_ext(p->con, catalog, NULL, table,
-                                        &p->app) != DuckDBSuccess)
+  if (!rc && duckdb_prepare(p->con, p->insert, &p->stmt) != DuckDBSuccess) {
+    const char *why = duckdb_prepare_error(p->stmt);
     rc = etch__error(ETCH_ESQL, "import: %s: %s", table,
-                     duckdb_appender_error(p->app)
-                         ? duckdb_appender_error(p->app)
-                         : "DuckDB error");
+                     why ? why : "DuckDB error");
+  }
   if (!rc) rc = tw_chunk(w, kinds, ncols);
-  memcpy(p->kind, kinds, ncols * sizeof *kinds);
-  p->ncols = ncols;
   if (!rc && pthread_create(&p->thread, NULL, pipe_main, p) != 0)
     rc = etch__error(ETCH_ENOMEM, "import: cannot start a thread");
   if (!rc) p->started = true;

@@ -4,8 +4,10 @@
  * etch__tw (a table writer) fills the column vectors of a data chunk in
  * place, cell by cell, and hands each full chunk (2048 rows) to DuckDB's
  * appender: no SQL per row and no value object per cell (table_writer.c).
- * A piped writer appends on a thread of its own; a sink writer hands its
- * rows to a row sink instead of a database.
+ * A piped writer inserts on a thread of its own, its chunks handed to
+ * DuckDB by reference through a table function (one INSERT for the whole
+ * import); a sink writer hands its rows to a row sink instead of a
+ * database.
  *
  * Strings are copied into the chunk when set: they need not outlive the
  * call. Errors are kept: the first one is returned by etch__tw_finish,
@@ -36,6 +38,7 @@ typedef struct etch__tw {
   etch__col kind[kTwMaxCols];
   duckdb_vector vec[kTwMaxCols];
   void *data[kTwMaxCols];
+  uint64_t *valid[kTwMaxCols]; /* writable validity masks, once made */
   int err;
 } etch__tw;
 
@@ -43,10 +46,10 @@ typedef struct etch__tw {
  * are its columns, in order. */
 int etch__tw_open(etch__tw *w, etch__db *db, const char *catalog,
                   const char *table, const etch__col *kinds, size_t ncols);
-/* etch__tw_open, the chunks appended by a thread of the writer's own on a
+/* etch__tw_open, the chunks inserted by a thread of the writer's own on a
  * connection of its own (in a transaction of its own into a file, committed
  * by etch__tw_finish): the caller fills a chunk while the last one is
- * appended. */
+ * inserted. The insert is prepared here: a missing table fails the open. */
 int etch__tw_open_piped(etch__tw *w, etch__db *db, const char *catalog,
                         const char *table, const etch__col *kinds,
                         size_t ncols);

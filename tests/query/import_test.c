@@ -695,6 +695,58 @@ TEST(piped_writer_open_of_a_missing_table_fails) {
   etch__db_close(db);
 }
 
+/* A piped writer's rows reach DuckDB through the table function
+ * etch__pipe(token); SQL that calls it with a token that names no live pipe
+ * (a finished one, or any number) gets an error, not freed memory. */
+TEST(piped_writer_function_refuses_other_tokens) {
+  etch__db *db = qt_new_db();
+  ASSERT_OK(etch__db_exec(db, "CREATE TABLE t(a BIGINT);"));
+  static const etch__col kCols[] = {ETCH__COL_I64};
+  etch__tw w;
+  ASSERT_OK(etch__tw_open_piped(&w, db, NULL, "t", kCols, 1));
+  for (int64_t i = 1; i <= 3000; i++) {
+    etch__tw_i64(&w, 0, i);
+    etch__tw_end_row(&w);
+  }
+  ASSERT_OK(etch__tw_finish(&w));
+  QT_ASSERT(db, "SELECT count(*) AS n, sum(a) AS s FROM t",
+            "n,s\n3000,4501500\n");
+  static const char *const kCalls[] = {
+      "SELECT * FROM etch__pipe(0)", "SELECT * FROM etch__pipe(1)",
+      "SELECT * FROM etch__pipe(-5)", "SELECT * FROM etch__pipe(1099511627776)"};
+  for (size_t i = 0; i < sizeof kCalls / sizeof kCalls[0]; i++) {
+    ASSERT_EQ_INT(etch__db_exec(db, kCalls[i]), ETCH_ESQL);
+    ASSERT_TRUE(strstr(etch_last_error(), "not an import's pipe") != NULL);
+  }
+  etch__db_close(db);
+}
+
+/* While an import runs, DuckDB writes each row group into the file as
+ * soon as it is full (write_buffer_row_group_count 1, not 5: a 10 M-event
+ * first query peaked at 272 MB, 196 MB with it), and the setting is given
+ * back after. */
+TEST(import_writes_each_row_group_when_full) {
+  char *path = tmp_db_path("row_group_buffer.duckdb");
+  etch__db *db;
+  ASSERT_OK(etch__db_open(&db, path));
+  ASSERT_OK(etch__query_schema_create(db, NULL));
+  QT_ASSERT(db, "SELECT current_setting('write_buffer_row_group_count') AS w",
+            "w\n5\n");
+  etch__importer *imp;
+  ASSERT_OK(etch__importer_new(&imp, db, NULL, NULL));
+  QT_ASSERT(db, "SELECT current_setting('write_buffer_row_group_count') AS w",
+            "w\n1\n");
+  feed(imp, &kMain, ETCH_EVENT_SLICE_BEGIN, 10, "c", "s");
+  feed(imp, &kMain, ETCH_EVENT_SLICE_END, 15, NULL, NULL);
+  ASSERT_OK(etch__importer_finish(imp, NULL, 1, 20));
+  etch__importer_free(imp);
+  QT_ASSERT(db, "SELECT current_setting('write_buffer_row_group_count') AS w",
+            "w\n5\n");
+  QT_ASSERT(db, "SELECT count(*) AS n FROM slice_data", "n\n1\n");
+  etch__db_close(db);
+  free(path);
+}
+
 /* Into a file, the import leaves RLE out of DuckDB's choice of a
  * compression (its analysis is a twentieth of the import's CPU) for the
  * row groups it writes, and sets the choice back after: slice_data's
