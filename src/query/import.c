@@ -419,13 +419,14 @@ static void close_top(etch__importer *imp, qtrack *t, int64_t end, bool open) {
 }
 
 /* The nesting of one begin, end or instant, in the track's time order. */
-static void nest_begin(etch__importer *imp, qtrack *t, int64_t ts,
-                       uint64_t gidx, const char *cat, const char *name,
-                       int64_t arg_set_id, const uint64_t *flows, size_t nf,
+static void nest_begin(etch__importer *imp, qtrack *t, int64_t id,
+                       int64_t ts, uint64_t gidx, const char *cat,
+                       const char *name, int64_t arg_set_id,
+                       const uint64_t *flows, size_t nf,
                        const uint64_t *terms, size_t nt) {
   open_slice *s = push_slice(imp, t);
   if (!s) return;
-  s->id = ++imp->next_slice_id;
+  s->id = id;
   s->ts = ts;
   s->child_dur = 0;
   s->arg_set_id = arg_set_id;
@@ -444,18 +445,19 @@ static void nest_end(etch__importer *imp, qtrack *t, int64_t ts,
   }
   open_slice *s = &t->stack[t->depth - 1];
   if (nargs) {
-    if (!s->arg_set_id) s->arg_set_id = ++imp->next_arg_set_id;
+    if (!s->arg_set_id)
+      s->arg_set_id = imp->opts.reader_ids ? s->id : ++imp->next_arg_set_id;
     write_args(imp, args, nargs, s->arg_set_id);
   }
   if (nf || nt) flows_of(imp, ts, gidx, flows, nf, terms, nt, s->id);
   close_top(imp, t, ts, false);
 }
 
-static void nest_instant(etch__importer *imp, qtrack *t, int64_t ts,
-                         uint64_t gidx, const char *cat, const char *name,
-                         int64_t arg_set_id, const uint64_t *flows, size_t nf,
+static void nest_instant(etch__importer *imp, qtrack *t, int64_t id,
+                         int64_t ts, uint64_t gidx, const char *cat,
+                         const char *name, int64_t arg_set_id,
+                         const uint64_t *flows, size_t nf,
                          const uint64_t *terms, size_t nt) {
-  int64_t id = ++imp->next_slice_id;
   if (nf || nt) flows_of(imp, ts, gidx, flows, nf, terms, nt, id);
   const open_slice *parent = t->depth ? &t->stack[t->depth - 1] : NULL;
   insert_slice(imp, t, id, ts, 0, cat, name, t->depth,
@@ -472,10 +474,12 @@ static void nest_instant(etch__importer *imp, qtrack *t, int64_t ts,
   }
 }
 
-/* Args of a begin or instant, written now under a new set id. */
-static int64_t args_now(etch__importer *imp, const etch_event *ev) {
+/* Args of a begin or instant (slice `slice_id`), written now under a new
+ * set id: the slice's id with reader_ids. */
+static int64_t args_now(etch__importer *imp, const etch_event *ev,
+                        int64_t slice_id) {
   if (!ev->args_count || !keep_args(imp, ev)) return 0;
-  int64_t id = ++imp->next_arg_set_id;
+  int64_t id = imp->opts.reader_ids ? slice_id : ++imp->next_arg_set_id;
   write_args(imp, ev->args, ev->args_count, id);
   return id;
 }
@@ -535,14 +539,19 @@ void etch__importer_event(etch__importer *imp, const etch_event *ev) {
   if (ev->type < ETCH_EVENT_SLICE_BEGIN || ev->type > ETCH_EVENT_INSTANT)
     return;
   const char *name, *cat;
-  int64_t arg_set_id, slices = imp->next_slice_id;
+  int64_t arg_set_id, id = 0;
+  /* A begin's or instant's slice id: its slice_index with reader_ids (the
+   * same ids whatever the delivery order), else in delivery order. */
+  if (ev->type != ETCH_EVENT_SLICE_END)
+    id = imp->opts.reader_ids ? (int64_t)ev->slice_index + 1
+                              : ++imp->next_slice_id;
   switch (ev->type) {
     case ETCH_EVENT_SLICE_BEGIN:
       name = intern_ev(imp, ev->name);
       cat = intern_ev(imp, ev->category);
-      arg_set_id = args_now(imp, ev);
+      arg_set_id = args_now(imp, ev, id);
       count_dropped(imp, t, ev, name);
-      nest_begin(imp, t, ev->ts, gidx, cat, name, arg_set_id, ev->flow_ids,
+      nest_begin(imp, t, id, ev->ts, gidx, cat, name, arg_set_id, ev->flow_ids,
                  ev->flow_ids_count, ev->terminating_flow_ids,
                  ev->terminating_flow_ids_count);
       break;
@@ -556,16 +565,16 @@ void etch__importer_event(etch__importer *imp, const etch_event *ev) {
     default:
       name = intern_ev(imp, ev->name);
       cat = intern_ev(imp, ev->category);
-      arg_set_id = args_now(imp, ev);
+      arg_set_id = args_now(imp, ev, id);
       count_dropped(imp, t, ev, name);
-      nest_instant(imp, t, ev->ts, gidx, cat, name, arg_set_id, ev->flow_ids,
+      nest_instant(imp, t, id, ev->ts, gidx, cat, name, arg_set_id, ev->flow_ids,
                    ev->flow_ids_count, ev->terminating_flow_ids,
                    ev->terminating_flow_ids_count);
       break;
   }
   /* Its call stack, when it has one and made a slice (import_stacks.c). */
-  if (ev->callsite_id >= 0 && imp->next_slice_id != slices)
-    etch__import_callstack(imp, imp->next_slice_id, t->id, ev->callsite_id);
+  if (ev->callsite_id >= 0 && id && !imp->err)
+    etch__import_callstack(imp, id, t->id, ev->callsite_id);
 }
 
 /* ---- start and finish ---------------------------------------------------------- */

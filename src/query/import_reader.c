@@ -128,6 +128,7 @@ static int run_x(etch__db *db, const char *catalog, const source *src,
   if (opts) o = *opts;
   o.file_order = !o.timestamp_order;
   o.stable_strings = true; /* the reader pools names and categories */
+  o.reader_ids = true;
   etch_reader *r = NULL;
   bool restart;
   int rc = db ? etch__query_schema_create(db, catalog) : ETCH_OK;

@@ -138,6 +138,11 @@ typedef struct etch__import_opts {
    * content for the whole import (the reader pools them): interning can be
    * cached by pointer. */
   bool stable_strings;
+  /* Slice ids (and the arg set ids of slices' args) from the reader's
+   * etch_event.slice_index rather than in delivery order: the same ids
+   * for the same bytes whatever the order tracks are delivered in, read
+   * at once or read on (import_live.c). Set by etch__query_import_*. */
+  bool reader_ids;
 } etch__import_opts;
 
 /* Counts of what an import produced. */

@@ -346,6 +346,7 @@ struct etch_reader {
   bool have_bounds;
   int64_t first_ts, last_ts;
   uint64_t gidx;
+  uint64_t nslices; /* slice begins and instants numbered (slice_index) */
   etch_reader_stats stats;
   bool trace_stats_seen;
 
