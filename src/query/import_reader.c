@@ -82,6 +82,8 @@ static int run_once(etch__db *db, const char *catalog,
   if (!rc) rc = etch_reader_set_allow_truncated(r, o->allow_truncated);
   if (!rc) rc = etch_reader_set_strict(r, o->strict);
   if (!rc) rc = etch_reader_on_track(r, on_track, imp);
+  /* Tracks without events take their ids last, whatever the reads. */
+  etch__reader_set_idle_tracks(r, etch__importer_track_idle);
   if (!rc) rc = etch_reader_on(r, NULL, NULL, on_event, imp);
   if (!rc) rc = etch_reader_on_sample(r, etch__import_on_sample, imp);
   if (!rc) rc = etch_reader_run(r);
