@@ -38,14 +38,9 @@ static const char *pool_intern(etch_strpool *p, const char *s) {
 
 /* ---- processes, threads, tracks --------------------------------------------- */
 
-static uint64_t machine_key(uint64_t key, uint32_t machine) {
-  if (!machine) return key;
-  return key ^ ((uint64_t)machine * 0x9e3779b97f4a7c15ull);
-}
-
 bool etch__imp_find_proc(const etch__importer *imp, uint32_t machine,
                          int32_t pid, int64_t *idx, uint64_t *free_key) {
-  uint64_t key = machine_key((uint32_t)pid, machine);
+  uint64_t key = etch__imp_machine_key((uint32_t)pid, machine);
   for (;; key++) {
     if (!etch__u64map_get(&imp->proc_by_pid, key, idx)) break;
     const qproc *p = &imp->procs[*idx];
@@ -58,8 +53,8 @@ bool etch__imp_find_proc(const etch__importer *imp, uint32_t machine,
 bool etch__imp_find_thread(const etch__importer *imp, uint32_t machine,
                            int32_t pid, int32_t tid, int64_t *idx,
                            uint64_t *free_key) {
-  uint64_t key =
-      machine_key((uint64_t)(uint32_t)pid << 32 | (uint32_t)tid, machine);
+  uint64_t key = etch__imp_machine_key(
+      (uint64_t)(uint32_t)pid << 32 | (uint32_t)tid, machine);
   for (;; key++) {
     if (!etch__u64map_get(&imp->thread_by_key, key, idx)) break;
     const qthread *t = &imp->threads[*idx];
@@ -71,7 +66,7 @@ bool etch__imp_find_thread(const etch__importer *imp, uint32_t machine,
 
 bool etch__imp_find_track(const etch__importer *imp, uint32_t machine,
                           uint64_t uuid, int64_t *idx, uint64_t *free_key) {
-  uint64_t key = machine_key(uuid, machine);
+  uint64_t key = etch__imp_machine_key(uuid, machine);
   for (;; key++) {
     if (!etch__u64map_get(&imp->track_by_uuid, key, idx)) break;
     const qtrack *t = &imp->tracks[*idx];
@@ -79,32 +74,6 @@ bool etch__imp_find_track(const etch__importer *imp, uint32_t machine,
   }
   if (free_key) *free_key = key;
   return false;
-}
-
-void etch__imp_forget(etch__importer *imp, size_t nprocs, size_t nthreads) {
-  for (size_t i = imp->nprocs; i-- > nprocs;) {
-    const qproc *p = &imp->procs[i];
-    uint64_t key = machine_key((uint32_t)p->pid, p->machine);
-    int64_t idx;
-    for (; etch__u64map_get(&imp->proc_by_pid, key, &idx); key++)
-      if (idx == (int64_t)i) {
-        etch__u64map_del(&imp->proc_by_pid, key, NULL);
-        break;
-      }
-  }
-  for (size_t i = imp->nthreads; i-- > nthreads;) {
-    const qthread *t = &imp->threads[i];
-    uint64_t key = machine_key(
-        (uint64_t)(uint32_t)t->pid << 32 | (uint32_t)t->tid, t->machine);
-    int64_t idx;
-    for (; etch__u64map_get(&imp->thread_by_key, key, &idx); key++)
-      if (idx == (int64_t)i) {
-        etch__u64map_del(&imp->thread_by_key, key, NULL);
-        break;
-      }
-  }
-  if (nprocs < imp->nprocs) imp->nprocs = nprocs;
-  if (nthreads < imp->nthreads) imp->nthreads = nthreads;
 }
 
 static int64_t get_process(etch__importer *imp, uint32_t machine,

@@ -199,6 +199,10 @@ static inline bool grow_array(void **arr, size_t *cap, size_t need, size_t elem)
  * finds the index into procs / threads / tracks, or false with in *free
  * the key to put a new one at.
  */
+static inline uint64_t etch__imp_machine_key(uint64_t key, uint32_t machine) {
+  if (!machine) return key;
+  return key ^ ((uint64_t)machine * 0x9e3779b97f4a7c15ull);
+}
 bool etch__imp_find_proc(const etch__importer *imp, uint32_t machine,
                          int32_t pid, int64_t *idx, uint64_t *free_key);
 bool etch__imp_find_thread(const etch__importer *imp, uint32_t machine,
@@ -242,9 +246,6 @@ int etch__imp_unpause(etch__importer *imp);
 /* The ids of the tracks still without events given (after those with),
  * their processes and threads made (import.c). */
 void etch__imp_idle_ids(etch__importer *imp);
-/* The processes and threads from index nprocs and nthreads on forgotten
- * (import_live.c: those made for one write). */
-void etch__imp_forget(etch__importer *imp, size_t nprocs, size_t nthreads);
 
 /* Notes that slice `slice_id` on track `track_id` has call stack
  * `callsite_id` (import_stacks.c). */

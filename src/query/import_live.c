@@ -90,6 +90,34 @@ static const char *const kRewritten[] = {
     "perf_sample",   "perf_session",
 };
 
+/* The processes and threads from index nprocs and nthreads on forgotten
+ * (those made for one write). */
+static void imp_forget(etch__importer *imp, size_t nprocs, size_t nthreads) {
+  for (size_t i = imp->nprocs; i-- > nprocs;) {
+    const qproc *p = &imp->procs[i];
+    uint64_t key = etch__imp_machine_key((uint32_t)p->pid, p->machine);
+    int64_t idx;
+    for (; etch__u64map_get(&imp->proc_by_pid, key, &idx); key++)
+      if (idx == (int64_t)i) {
+        etch__u64map_del(&imp->proc_by_pid, key, NULL);
+        break;
+      }
+  }
+  for (size_t i = imp->nthreads; i-- > nthreads;) {
+    const qthread *t = &imp->threads[i];
+    uint64_t key = etch__imp_machine_key(
+        (uint64_t)(uint32_t)t->pid << 32 | (uint32_t)t->tid, t->machine);
+    int64_t idx;
+    for (; etch__u64map_get(&imp->thread_by_key, key, &idx); key++)
+      if (idx == (int64_t)i) {
+        etch__u64map_del(&imp->thread_by_key, key, NULL);
+        break;
+      }
+  }
+  if (nprocs < imp->nprocs) imp->nprocs = nprocs;
+  if (nthreads < imp->nthreads) imp->nthreads = nthreads;
+}
+
 /* What step_write changes only for what it writes, put back after. */
 typedef struct snapshot {
   name_summary *summary;
@@ -130,7 +158,7 @@ static void snap_put_back(etch__importer *imp, const snapshot *s) {
   /* The processes and threads only idle tracks name, made for the write,
    * are made again at the next (their ids follow the tracks with events
    * of a cold import of the bytes then). */
-  etch__imp_forget(imp, s->nprocs, s->nthreads);
+  imp_forget(imp, s->nprocs, s->nthreads);
   if (s->nsummary)
     memcpy(imp->summary, s->summary, s->nsummary * sizeof *s->summary);
   imp->counts = s->counts;

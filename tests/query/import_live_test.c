@@ -198,7 +198,7 @@ TEST(import_live_small_steps) {
   tb t;
   tb_init(&t);
   live_trace(&t);
-  ASSERT_EQ_U64(grow_compare(&t, 9, "small"), 0);
+  ASSERT_EQ_U64(grow_compare(&t, 13, "small"), 0);
   tb_free(&t);
 }
 
@@ -219,7 +219,7 @@ TEST(import_live_reader_samples) {
     tb t;
     tb_init(&t);
     tb_sample(&t, s);
-    grow_compare(&t, 23, tb_sample_name(s));
+    grow_compare(&t, 37, tb_sample_name(s));
     tb_free(&t);
   }
 }
