@@ -144,6 +144,12 @@ typedef struct etch_event {
    * a trace of etch record --malloc): the id of its innermost frame's
    * callsite in etch_reader_stacks; -1 when it has none. */
   int64_t callsite_id;
+  /* SLICE_BEGIN and INSTANT: the event's place among the trace's slice
+   * begins and instants, numbered from 0 as they are decoded (file order),
+   * whatever the delivery order; 0 for other events. A consumer that makes
+   * one row per slice can number its rows with it: the same numbers for
+   * the same bytes, read at once or resumed. */
+  uint64_t slice_index;
 } etch_event;
 
 /*

@@ -38,14 +38,9 @@ static const char *pool_intern(etch_strpool *p, const char *s) {
 
 /* ---- processes, threads, tracks --------------------------------------------- */
 
-static uint64_t machine_key(uint64_t key, uint32_t machine) {
-  if (!machine) return key;
-  return key ^ ((uint64_t)machine * 0x9e3779b97f4a7c15ull);
-}
-
 bool etch__imp_find_proc(const etch__importer *imp, uint32_t machine,
                          int32_t pid, int64_t *idx, uint64_t *free_key) {
-  uint64_t key = machine_key((uint32_t)pid, machine);
+  uint64_t key = etch__imp_machine_key((uint32_t)pid, machine);
   for (;; key++) {
     if (!etch__u64map_get(&imp->proc_by_pid, key, idx)) break;
     const qproc *p = &imp->procs[*idx];
@@ -58,8 +53,8 @@ bool etch__imp_find_proc(const etch__importer *imp, uint32_t machine,
 bool etch__imp_find_thread(const etch__importer *imp, uint32_t machine,
                            int32_t pid, int32_t tid, int64_t *idx,
                            uint64_t *free_key) {
-  uint64_t key =
-      machine_key((uint64_t)(uint32_t)pid << 32 | (uint32_t)tid, machine);
+  uint64_t key = etch__imp_machine_key(
+      (uint64_t)(uint32_t)pid << 32 | (uint32_t)tid, machine);
   for (;; key++) {
     if (!etch__u64map_get(&imp->thread_by_key, key, idx)) break;
     const qthread *t = &imp->threads[*idx];
@@ -71,7 +66,7 @@ bool etch__imp_find_thread(const etch__importer *imp, uint32_t machine,
 
 bool etch__imp_find_track(const etch__importer *imp, uint32_t machine,
                           uint64_t uuid, int64_t *idx, uint64_t *free_key) {
-  uint64_t key = machine_key(uuid, machine);
+  uint64_t key = etch__imp_machine_key(uuid, machine);
   for (;; key++) {
     if (!etch__u64map_get(&imp->track_by_uuid, key, idx)) break;
     const qtrack *t = &imp->tracks[*idx];
@@ -118,9 +113,25 @@ int64_t etch__imp_utid(etch__importer *imp, uint32_t machine, int32_t pid,
   return get_thread(imp, machine, pid, tid);
 }
 
-/* Copies what the importer keeps of a track description. */
-static void track_update(etch__importer *imp, qtrack *t,
-                         const etch_track_info *info) {
+/* The processes and threads a track names, made if new. */
+static void track_procs(etch__importer *imp, qtrack *t, const char *name) {
+  if (t->kind == ETCH_TRACK_PROCESS && t->pid) {
+    int64_t upid = get_process(imp, t->machine, t->pid);
+    if (upid && name) imp->procs[upid - 1].name = name;
+    if (upid && t->cmdline) imp->procs[upid - 1].cmdline = t->cmdline;
+  } else if (t->kind == ETCH_TRACK_THREAD && t->tid) {
+    if (t->pid) get_process(imp, t->machine, t->pid);
+    int64_t utid = get_thread(imp, t->machine, t->pid, t->tid);
+    if (utid && name) imp->threads[utid - 1].name = name;
+  } else if (t->pid) {
+    get_process(imp, t->machine, t->pid);
+  }
+}
+
+/* Copies what the importer keeps of a track description; `procs`: and
+ * makes its processes and threads. */
+static void track_fields(etch__importer *imp, qtrack *t,
+                         const etch_track_info *info, bool procs) {
   const char *name = pool_intern(&imp->strings, info->name);
   if (name) t->name = name;
   if (info->pid) t->pid = info->pid;
@@ -141,30 +152,95 @@ static void track_update(etch__importer *imp, qtrack *t,
     t->unit_multiplier = info->unit_multiplier;
     t->is_incremental = info->is_incremental;
   }
+  if (t->kind == ETCH_TRACK_PROCESS && info->cmdline && *info->cmdline)
+    t->cmdline = pool_intern(&imp->strings, info->cmdline);
   /* Names of processes and threads come from their tracks. */
-  if (t->kind == ETCH_TRACK_PROCESS && t->pid) {
-    int64_t upid = get_process(imp, t->machine, t->pid);
-    if (upid && name) imp->procs[upid - 1].name = name;
-    const char *cmd = info->cmdline && *info->cmdline
-                          ? pool_intern(&imp->strings, info->cmdline)
-                          : NULL;
-    if (upid && cmd) imp->procs[upid - 1].cmdline = cmd;
-  } else if (t->kind == ETCH_TRACK_THREAD && t->tid) {
-    if (t->pid) get_process(imp, t->machine, t->pid);
-    int64_t utid = get_thread(imp, t->machine, t->pid, t->tid);
-    if (utid && name) imp->threads[utid - 1].name = name;
-  } else if (t->pid) {
-    get_process(imp, t->machine, t->pid);
+  if (procs) track_procs(imp, t, name);
+}
+
+static void track_update(etch__importer *imp, qtrack *t,
+                         const etch_track_info *info) {
+  track_fields(imp, t, info, true);
+}
+
+/* A track announced with events: its id now, if it had none. */
+static void track_activate(etch__importer *imp, qtrack *t) {
+  t->idle = false;
+  t->id = ++imp->nactive;
+  track_procs(imp, t, t->name);
+}
+
+/* The track of `info`, made if new (idle or with an id). */
+static qtrack *find_make_track(etch__importer *imp,
+                               const etch_track_info *info, bool idle,
+                               bool *made) {
+  int64_t idx;
+  uint64_t key;
+  *made = false;
+  if (etch__imp_find_track(imp, info->machine_id, info->uuid, &idx, &key))
+    return &imp->tracks[idx];
+  if (!grow_array((void **)&imp->tracks, &imp->cap_tracks, imp->ntracks + 1,
+                  sizeof *imp->tracks) ||
+      !etch__u64map_put(&imp->track_by_uuid, key, (int64_t)imp->ntracks)) {
+    fail_nomem(imp);
+    return NULL;
   }
+  qtrack *t = &imp->tracks[imp->ntracks++];
+  memset(t, 0, sizeof *t);
+  t->uuid = info->uuid;
+  t->machine = info->machine_id;
+  t->idle = idle;
+  if (!idle) t->id = ++imp->nactive;
+  imp->last_track = NULL; /* the array may have moved */
+  *made = true;
+  return t;
+}
+
+void etch__importer_track_idle(const etch_track_info *info, void *user) {
+  etch__importer *imp = (etch__importer *)user;
+  if (imp->err) return;
+  bool made;
+  qtrack *t = find_make_track(imp, info, true, &made);
+  if (!t) return;
+  track_fields(imp, t, info, !t->idle);
+  if (t->idle) t->idle_rank = ++imp->idle_clock;
+}
+
+static int cmp_idle(const void *a, const void *b) {
+  const qtrack *x = *(const qtrack *const *)a, *y = *(const qtrack *const *)b;
+  return (x->idle_rank > y->idle_rank) - (x->idle_rank < y->idle_rank);
+}
+
+void etch__imp_idle_ids(etch__importer *imp) {
+  size_t n = 0;
+  for (size_t i = 0; i < imp->ntracks; i++) n += imp->tracks[i].idle;
+  if (!n) return;
+  qtrack **v = etch__malloc(n * sizeof *v);
+  if (!v) {
+    fail_nomem(imp);
+    return;
+  }
+  n = 0;
+  for (size_t i = 0; i < imp->ntracks; i++)
+    if (imp->tracks[i].idle) v[n++] = &imp->tracks[i];
+  qsort(v, n, sizeof *v, cmp_idle);
+  for (size_t i = 0; i < n; i++) {
+    v[i]->id = imp->nactive + (int64_t)i + 1;
+    track_procs(imp, v[i], v[i]->name);
+  }
+  free(v);
 }
 
 static qtrack *get_track(etch__importer *imp, const etch_track_info *info) {
   qtrack *t = imp->last_track;
-  if (t && t->uuid == info->uuid && t->machine == info->machine_id) return t;
+  if (t && t->uuid == info->uuid && t->machine == info->machine_id &&
+      !t->idle)
+    return t;
   int64_t idx;
   uint64_t key;
   if (etch__imp_find_track(imp, info->machine_id, info->uuid, &idx, &key)) {
     t = &imp->tracks[idx];
+    if (t->idle) track_activate(imp, t);
   } else {
     if (!grow_array((void **)&imp->tracks, &imp->cap_tracks,
                     imp->ntracks + 1, sizeof *imp->tracks) ||
@@ -176,7 +252,7 @@ static qtrack *get_track(etch__importer *imp, const etch_track_info *info) {
     memset(t, 0, sizeof *t);
     t->uuid = info->uuid;
     t->machine = info->machine_id;
-    t->id = (int64_t)imp->ntracks;
+    t->id = ++imp->nactive;
     track_update(imp, t, info);
   }
   imp->last_track = t;
@@ -186,10 +262,16 @@ static qtrack *get_track(etch__importer *imp, const etch_track_info *info) {
 void etch__importer_track(etch__importer *imp, const etch_track_info *info) {
   if (imp->err) return;
   int64_t idx;
-  if (etch__imp_find_track(imp, info->machine_id, info->uuid, &idx, NULL))
-    track_update(imp, &imp->tracks[idx], info);
-  else
+  if (etch__imp_find_track(imp, info->machine_id, info->uuid, &idx, NULL)) {
+    qtrack *t = &imp->tracks[idx];
+    track_fields(imp, t, info, false);
+    if (t->idle)
+      track_activate(imp, t);
+    else
+      track_procs(imp, t, pool_intern(&imp->strings, info->name));
+  } else {
     get_track(imp, info);
+  }
 }
 
 /* ---- events ------------------------------------------------------------------ */
@@ -419,13 +501,14 @@ static void close_top(etch__importer *imp, qtrack *t, int64_t end, bool open) {
 }
 
 /* The nesting of one begin, end or instant, in the track's time order. */
-static void nest_begin(etch__importer *imp, qtrack *t, int64_t ts,
-                       uint64_t gidx, const char *cat, const char *name,
-                       int64_t arg_set_id, const uint64_t *flows, size_t nf,
+static void nest_begin(etch__importer *imp, qtrack *t, int64_t id,
+                       int64_t ts, uint64_t gidx, const char *cat,
+                       const char *name, int64_t arg_set_id,
+                       const uint64_t *flows, size_t nf,
                        const uint64_t *terms, size_t nt) {
   open_slice *s = push_slice(imp, t);
   if (!s) return;
-  s->id = ++imp->next_slice_id;
+  s->id = id;
   s->ts = ts;
   s->child_dur = 0;
   s->arg_set_id = arg_set_id;
@@ -444,18 +527,19 @@ static void nest_end(etch__importer *imp, qtrack *t, int64_t ts,
   }
   open_slice *s = &t->stack[t->depth - 1];
   if (nargs) {
-    if (!s->arg_set_id) s->arg_set_id = ++imp->next_arg_set_id;
+    if (!s->arg_set_id)
+      s->arg_set_id = imp->opts.reader_ids ? s->id : ++imp->next_arg_set_id;
     write_args(imp, args, nargs, s->arg_set_id);
   }
   if (nf || nt) flows_of(imp, ts, gidx, flows, nf, terms, nt, s->id);
   close_top(imp, t, ts, false);
 }
 
-static void nest_instant(etch__importer *imp, qtrack *t, int64_t ts,
-                         uint64_t gidx, const char *cat, const char *name,
-                         int64_t arg_set_id, const uint64_t *flows, size_t nf,
+static void nest_instant(etch__importer *imp, qtrack *t, int64_t id,
+                         int64_t ts, uint64_t gidx, const char *cat,
+                         const char *name, int64_t arg_set_id,
+                         const uint64_t *flows, size_t nf,
                          const uint64_t *terms, size_t nt) {
-  int64_t id = ++imp->next_slice_id;
   if (nf || nt) flows_of(imp, ts, gidx, flows, nf, terms, nt, id);
   const open_slice *parent = t->depth ? &t->stack[t->depth - 1] : NULL;
   insert_slice(imp, t, id, ts, 0, cat, name, t->depth,
@@ -472,10 +556,12 @@ static void nest_instant(etch__importer *imp, qtrack *t, int64_t ts,
   }
 }
 
-/* Args of a begin or instant, written now under a new set id. */
-static int64_t args_now(etch__importer *imp, const etch_event *ev) {
+/* Args of a begin or instant (slice `slice_id`), written now under a new
+ * set id: the slice's id with reader_ids. */
+static int64_t args_now(etch__importer *imp, const etch_event *ev,
+                        int64_t slice_id) {
   if (!ev->args_count || !keep_args(imp, ev)) return 0;
-  int64_t id = ++imp->next_arg_set_id;
+  int64_t id = imp->opts.reader_ids ? slice_id : ++imp->next_arg_set_id;
   write_args(imp, ev->args, ev->args_count, id);
   return id;
 }
@@ -534,15 +620,28 @@ void etch__importer_event(etch__importer *imp, const etch_event *ev) {
   }
   if (ev->type < ETCH_EVENT_SLICE_BEGIN || ev->type > ETCH_EVENT_INSTANT)
     return;
+  if (imp->live) { /* each read's per-track order, not the two reads' */
+    if (t->nested && ev->ts < t->nest_last) {
+      imp->went_back = true;
+      return;
+    }
+    t->nested = true;
+    t->nest_last = ev->ts;
+  }
   const char *name, *cat;
-  int64_t arg_set_id, slices = imp->next_slice_id;
+  int64_t arg_set_id, id = 0;
+  /* A begin's or instant's slice id: its slice_index with reader_ids (the
+   * same ids whatever the delivery order), else in delivery order. */
+  if (ev->type != ETCH_EVENT_SLICE_END)
+    id = imp->opts.reader_ids ? (int64_t)ev->slice_index + 1
+                              : ++imp->next_slice_id;
   switch (ev->type) {
     case ETCH_EVENT_SLICE_BEGIN:
       name = intern_ev(imp, ev->name);
       cat = intern_ev(imp, ev->category);
-      arg_set_id = args_now(imp, ev);
+      arg_set_id = args_now(imp, ev, id);
       count_dropped(imp, t, ev, name);
-      nest_begin(imp, t, ev->ts, gidx, cat, name, arg_set_id, ev->flow_ids,
+      nest_begin(imp, t, id, ev->ts, gidx, cat, name, arg_set_id, ev->flow_ids,
                  ev->flow_ids_count, ev->terminating_flow_ids,
                  ev->terminating_flow_ids_count);
       break;
@@ -556,17 +655,35 @@ void etch__importer_event(etch__importer *imp, const etch_event *ev) {
     default:
       name = intern_ev(imp, ev->name);
       cat = intern_ev(imp, ev->category);
-      arg_set_id = args_now(imp, ev);
+      arg_set_id = args_now(imp, ev, id);
       count_dropped(imp, t, ev, name);
-      nest_instant(imp, t, ev->ts, gidx, cat, name, arg_set_id, ev->flow_ids,
+      nest_instant(imp, t, id, ev->ts, gidx, cat, name, arg_set_id, ev->flow_ids,
                    ev->flow_ids_count, ev->terminating_flow_ids,
                    ev->terminating_flow_ids_count);
       break;
   }
   /* Its call stack, when it has one and made a slice (import_stacks.c). */
-  if (ev->callsite_id >= 0 && imp->next_slice_id != slices)
-    etch__import_callstack(imp, imp->next_slice_id, t->id, ev->callsite_id);
+  if (ev->callsite_id >= 0 && id && !imp->err)
+    etch__import_callstack(imp, id, t->id, ev->callsite_id);
 }
+
+/* ---- a live import's parts (import_live.c) ---------------------------------------- */
+
+void etch__imp_insert_slice(etch__importer *imp, const qtrack *t, int64_t id,
+                            int64_t ts, int64_t dur, const char *cat,
+                            const char *name, uint32_t depth,
+                            int64_t parent_id, int64_t arg_set_id,
+                            int64_t self_dur) {
+  insert_slice(imp, t, id, ts, dur, cat, name, depth, parent_id, arg_set_id,
+               self_dur);
+}
+
+void etch__imp_summary_add(etch__importer *imp, const char *name, int64_t dur,
+                           int64_t self) {
+  summary_add(imp, name, dur, self);
+}
+
+void etch__imp_link_steps(etch__importer *imp) { link_steps(imp); }
 
 /* ---- start and finish ---------------------------------------------------------- */
 
@@ -729,6 +846,23 @@ static int importer_new(etch__importer **out, etch__db *db,
   return ETCH_OK;
 }
 
+int etch__imp_pause(etch__importer *imp) {
+  int rc = ETCH_OK;
+  if (imp->in_txn) rc = etch__db_exec(imp->db, "COMMIT;");
+  if (!rc) imp->in_txn = false;
+  int r2 = settings_reset(imp);
+  return rc ? rc : r2;
+}
+
+int etch__imp_unpause(etch__importer *imp) {
+  int rc = settings_import(imp);
+  if (!rc && etch__db_is_file(imp->db)) {
+    rc = etch__db_exec(imp->db, "BEGIN TRANSACTION;");
+    if (!rc) imp->in_txn = true;
+  }
+  return rc;
+}
+
 int etch__importer_new(etch__importer **out, etch__db *db,
                        const char *catalog, const etch__import_opts *opts) {
   return importer_new(out, db, catalog, NULL, opts);
@@ -754,6 +888,7 @@ int etch__importer_finish(etch__importer *imp, const etch_reader_stats *st,
     }
   }
   link_steps(imp);
+  etch__imp_idle_ids(imp);
   imp->counts.tracks = imp->ntracks;
   if (!imp->rows) return imp->err;
   bool shown = phase_show(imp, "writing the database");

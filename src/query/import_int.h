@@ -62,6 +62,16 @@ typedef struct qtrack {
   uint64_t cnum;   /* ... that are numbers (NaN is "no value", as in SQL) */
   double cmin, cmax, csum, clast;
   int64_t clast_ts;
+  /* A live import (import_live.c): the time of the last slice event
+   * nested, to see a track go back in time from one read to the next. */
+  int64_t nest_last;
+  bool nested;
+  /* Announced without events at the end of a read (the reader's idle
+   * tracks): its id is given when the tables are written, after those of
+   * the tracks with events, in the order of idle_rank. */
+  bool idle;
+  uint64_t idle_rank;
+  const char *cmdline; /* interned: a process track's */
 } qtrack;
 
 typedef struct name_summary {
@@ -150,6 +160,13 @@ struct etch__importer {
   size_t ncallstacks, cap_callstacks;
   /* CPU samples (import_samples.c), or NULL. */
   struct etch__imp_samples *samples;
+  /* A live import (import_live.c): reads on, and a track whose slices go
+   * back in time from one read to the next sets went_back (the import
+   * starts over). */
+  bool live;
+  bool went_back;
+  int64_t nactive;      /* tracks with events: ids 1..nactive */
+  uint64_t idle_clock;  /* idle_rank of the last idle announcement */
 };
 
 static inline void fail(etch__importer *imp, int rc) {
@@ -182,6 +199,10 @@ static inline bool grow_array(void **arr, size_t *cap, size_t need, size_t elem)
  * finds the index into procs / threads / tracks, or false with in *free
  * the key to put a new one at.
  */
+static inline uint64_t etch__imp_machine_key(uint64_t key, uint32_t machine) {
+  if (!machine) return key;
+  return key ^ ((uint64_t)machine * 0x9e3779b97f4a7c15ull);
+}
 bool etch__imp_find_proc(const etch__importer *imp, uint32_t machine,
                          int32_t pid, int64_t *idx, uint64_t *free_key);
 bool etch__imp_find_thread(const etch__importer *imp, uint32_t machine,
@@ -206,6 +227,25 @@ void etch__import_fill_stat_rows(const etch__importer *imp,
  * tables written at the end of an import (import_write.c). */
 int etch__import_write_tables(etch__importer *imp,
                               const etch_reader_stats *st);
+
+/* For a live import (import_live.c), from import.c: a slice row, a
+ * slice's part of the per-name summary, the flows linked (the steps kept),
+ * and the import's transaction and settings ended and begun again between
+ * two reads. */
+void etch__imp_insert_slice(etch__importer *imp, const qtrack *t, int64_t id,
+                            int64_t ts, int64_t dur, const char *cat,
+                            const char *name, uint32_t depth,
+                            int64_t parent_id, int64_t arg_set_id,
+                            int64_t self_dur);
+void etch__imp_summary_add(etch__importer *imp, const char *name, int64_t dur,
+                           int64_t self);
+void etch__imp_link_steps(etch__importer *imp);
+int etch__imp_pause(etch__importer *imp);
+int etch__imp_unpause(etch__importer *imp);
+
+/* The ids of the tracks still without events given (after those with),
+ * their processes and threads made (import.c). */
+void etch__imp_idle_ids(etch__importer *imp);
 
 /* Notes that slice `slice_id` on track `track_id` has call stack
  * `callsite_id` (import_stacks.c). */

@@ -82,6 +82,8 @@ static int run_once(etch__db *db, const char *catalog,
   if (!rc) rc = etch_reader_set_allow_truncated(r, o->allow_truncated);
   if (!rc) rc = etch_reader_set_strict(r, o->strict);
   if (!rc) rc = etch_reader_on_track(r, on_track, imp);
+  /* Tracks without events take their ids last, whatever the reads. */
+  etch__reader_set_idle_tracks(r, etch__importer_track_idle);
   if (!rc) rc = etch_reader_on(r, NULL, NULL, on_event, imp);
   if (!rc) rc = etch_reader_on_sample(r, etch__import_on_sample, imp);
   if (!rc) rc = etch_reader_run(r);
@@ -128,6 +130,7 @@ static int run_x(etch__db *db, const char *catalog, const source *src,
   if (opts) o = *opts;
   o.file_order = !o.timestamp_order;
   o.stable_strings = true; /* the reader pools names and categories */
+  o.reader_ids = true;
   etch_reader *r = NULL;
   bool restart;
   int rc = db ? etch__query_schema_create(db, catalog) : ETCH_OK;

@@ -32,14 +32,27 @@ static const char *track_type(etch_track_kind k) {
 static int write_tracks(etch__importer *imp) {
   static const etch__col kCols[] = {I, S, S, I, I, I, I, S, I, I};
   etch__tw w;
+  /* In id order: a track's id is not its place in imp->tracks (idle
+   * tracks take theirs last, import.c). */
+  size_t n = imp->ntracks;
+  const qtrack **byid = etch__calloc(n ? n : 1, sizeof *byid);
+  if (!byid) return etch__error(ETCH_ENOMEM, "import: out of memory");
+  for (size_t i = 0; i < n; i++) {
+    int64_t id = imp->tracks[i].id;
+    if (id >= 1 && (size_t)id <= n) byid[id - 1] = &imp->tracks[i];
+  }
   int rc = open_tw(imp, &w, "track", kCols, ETCH_ARRAY_SIZE(kCols));
-  if (rc) return rc;
-  for (size_t i = 0; i < imp->ntracks; i++) {
-    const qtrack *t = &imp->tracks[i];
+  if (rc) {
+    free(byid);
+    return rc;
+  }
+  for (size_t i = 0; i < n; i++) {
+    const qtrack *t = byid[i];
+    if (!t) continue;
     int64_t parent = -1, upid = 0, utid = 0, v;
     if (t->parent_uuid &&
         etch__imp_find_track(imp, t->machine, t->parent_uuid, &v, NULL))
-      parent = v + 1;
+      parent = imp->tracks[v].id;
     if (t->pid && etch__imp_find_proc(imp, t->machine, t->pid, &v, NULL))
       upid = v + 1;
     if (t->kind == ETCH_TRACK_THREAD &&
@@ -63,6 +76,7 @@ static int write_tracks(etch__importer *imp) {
     }
     etch__tw_end_row(&w);
   }
+  free(byid);
   return etch__tw_finish(&w);
 }
 

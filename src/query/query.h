@@ -138,6 +138,11 @@ typedef struct etch__import_opts {
    * content for the whole import (the reader pools them): interning can be
    * cached by pointer. */
   bool stable_strings;
+  /* Slice ids (and the arg set ids of slices' args) from the reader's
+   * etch_event.slice_index rather than in delivery order: the same ids
+   * for the same bytes whatever the order tracks are delivered in, read
+   * at once or read on (import_live.c). Set by etch__query_import_*. */
+  bool reader_ids;
 } etch__import_opts;
 
 /* Counts of what an import produced. */
@@ -181,6 +186,11 @@ int etch__importer_new(etch__importer **out, etch__db *db,
                        const char *catalog, const etch__import_opts *opts);
 /* A track (may be called again for a known uuid: names are refreshed). */
 void etch__importer_track(etch__importer *imp, const etch_track_info *t);
+/* A track without events at the end of a read: the callback of
+ * etch__reader_set_idle_tracks (user: the importer). Such a track takes its
+ * id when the tables are written, after the tracks with events, so that
+ * ids do not depend on where reads ended (import_live.c). */
+void etch__importer_track_idle(const etch_track_info *t, void *user);
 /* One event. Errors are kept and returned by etch__importer_finish. */
 void etch__importer_event(etch__importer *imp, const etch_event *ev);
 /*
@@ -215,6 +225,36 @@ int etch__query_import_file(etch__db *db, const char *catalog,
 int etch__query_import_memory(etch__db *db, const void *data, size_t len,
                               const char *name, const etch__import_opts *opts,
                               etch__import_counts *counts);
+
+/*
+ * A live import (import_live.c): the tables of a trace file that grows (one
+ * being recorded) kept up to date in `db`, by a process that holds it open
+ * (etch ui, one per live trace). Each step reads only what was appended
+ * since the last one; after every step the tables are those a cold import
+ * (etch__query_import_file with allow_truncated) of the file as it is now
+ * would make: the same rows, the same slice and flow ids, the slices still
+ * open with dur -1 and written again when they end. The args table's ids
+ * (args.id, not arg_set_id) are the one exception: they follow the order
+ * the events came in. Tables are in the default catalog of `db`, which
+ * must be empty or hold only an earlier import of the file (emptied);
+ * nothing else may write them meanwhile. opts: all_args and strict are
+ * taken; the rest is the live import's own.
+ *
+ * etch__import_live_step: reads on; *changed (may be NULL) true when the
+ * tables changed. A file replaced or cut shorter, or whose tracks cannot be
+ * nested on (import_live.c), is read again whole (counted in
+ * etch__import_live_restarts). etch__import_live_recording: whether the
+ * file's writer still held it at the last step. Not thread-safe: one
+ * thread steps a live import, and the database's readers see a step's
+ * tables once it returns (a file database commits each step).
+ */
+typedef struct etch__import_live etch__import_live;
+int etch__import_live_open(etch__import_live **out, etch__db *db,
+                           const char *path, const etch__import_opts *opts);
+int etch__import_live_step(etch__import_live *l, bool *changed);
+bool etch__import_live_recording(const etch__import_live *l);
+uint64_t etch__import_live_restarts(const etch__import_live *l);
+void etch__import_live_close(etch__import_live *l);
 
 /* What an import to a sink read (etch__query_import_sink). */
 typedef struct etch__import_result {

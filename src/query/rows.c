@@ -54,6 +54,9 @@ struct etch__rows {
   etch_strpool arg_strings; /* args' keys are not interned by the importer */
   bool arg_strings_ok;
   int64_t counter_id, arg_id, flow_id;
+  etch__db *db; /* where the writers go (etch__rows_flush opens them again) */
+  const char *catalog;
+  const etch__row_sink *sink;
   /* Slices waiting for a smaller id: window[id % kWindow]. */
   etch__slice_row *window;
   uint8_t *have;
@@ -91,18 +94,10 @@ static int rows_open(etch__tw *w, etch__db *db, const char *catalog,
               : etch__tw_open(w, db, catalog, table, kinds, n);
 }
 
-int etch__rows_new(etch__rows **out, etch__db *db, const char *catalog,
-                   const etch__row_sink *sink) {
-  *out = NULL;
-  etch__rows *r = etch__calloc(1, sizeof *r);
-  if (!r) return etch__error(ETCH_ENOMEM, "import: out of memory");
-  r->window = etch__malloc(kWindow * sizeof *r->window);
-  r->have = etch__calloc(kWindow, 1);
-  r->next_id = 1;
-  int rc = r->window && r->have
-               ? ETCH_OK
-               : etch__error(ETCH_ENOMEM, "import: out of memory");
-  r->keyed = !sink;
+/* The table writers of `r` opened. */
+static int rows_open_all(etch__rows *r, etch__db *db, const char *catalog,
+                         const etch__row_sink *sink) {
+  int rc = ETCH_OK;
   if (!rc && sink)
     rc = rows_open(&r->t[T_SLICE], db, catalog, sink, "slice", kSliceCols,
                    ETCH_ARRAY_SIZE(kSliceCols));
@@ -126,14 +121,33 @@ int etch__rows_new(etch__rows **out, etch__db *db, const char *catalog,
   if (!rc && !sink)
     rc = rows_open(&r->t[T_ARG_KEY], db, catalog, sink, "arg_key",
                    kSliceNameCols, ETCH_ARRAY_SIZE(kSliceNameCols));
+  if (!rc)
+    rc = rows_open(&r->t[T_FLOW], db, catalog, sink, "flow", kFlowCols,
+                       ETCH_ARRAY_SIZE(kFlowCols));
+  return rc;
+}
+
+int etch__rows_new(etch__rows **out, etch__db *db, const char *catalog,
+                   const etch__row_sink *sink) {
+  *out = NULL;
+  etch__rows *r = etch__calloc(1, sizeof *r);
+  if (!r) return etch__error(ETCH_ENOMEM, "import: out of memory");
+  r->window = etch__malloc(kWindow * sizeof *r->window);
+  r->have = etch__calloc(kWindow, 1);
+  r->next_id = 1;
+  r->db = db;
+  r->catalog = catalog;
+  r->sink = sink;
+  int rc = r->window && r->have
+               ? ETCH_OK
+               : etch__error(ETCH_ENOMEM, "import: out of memory");
+  r->keyed = !sink;
+  if (!rc) rc = rows_open_all(r, db, catalog, sink);
   if (!rc && !sink) {
     r->arg_strings_ok = etch__strpool_init(&r->arg_strings, SIZE_MAX) == 0;
     if (!r->arg_strings_ok)
       rc = etch__error(ETCH_ENOMEM, "import: out of memory");
   }
-  if (!rc)
-    rc = rows_open(&r->t[T_FLOW], db, catalog, sink, "flow", kFlowCols,
-                       ETCH_ARRAY_SIZE(kFlowCols));
   if (rc) {
     etch__rows_free(r);
     return rc;
@@ -440,6 +454,18 @@ int etch__rows_finish(etch__rows *r) {
     if (!rc) rc = e;
   }
   return rc ? rc : r->local_err;
+}
+
+int etch__rows_flush(etch__rows *r, bool flows_again) {
+  int rc = etch__rows_finish(r);
+  for (int i = 0; i < kTables; i++) {
+    etch__tw_free(&r->t[i]);
+    memset(&r->t[i], 0, sizeof r->t[i]);
+  }
+  if (flows_again) r->flow_id = 0;
+  if (!rc) rc = rows_open_all(r, r->db, r->catalog, r->sink);
+  if (rc && !r->local_err) r->local_err = rc;
+  return rc;
 }
 
 void etch__rows_free(etch__rows *r) {

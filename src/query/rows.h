@@ -40,6 +40,11 @@ void etch__rows_flow(etch__rows *r, int64_t slice_out, int64_t slice_in);
 int etch__rows_error(const etch__rows *r);
 /* Appends what is left; returns the first error. */
 int etch__rows_finish(etch__rows *r);
+/* Appends what is left, as etch__rows_finish, and opens the writers
+ * again: rows go on with the next ids and the same keys (an import that
+ * reads on, import_live.c). `flows_again`: the flow table was emptied,
+ * its ids start at 1 again. Returns the first error. */
+int etch__rows_flush(etch__rows *r, bool flows_again);
 void etch__rows_free(etch__rows *r);
 
 #endif /* ETCH_QUERY_ROWS_H */

@@ -90,7 +90,11 @@ static rd_rec *rec_make(etch_arena *arena, const etch_event *ev,
   rec->name = ev->name;
   rec->category = ev->category;
   rec->packet_offset = ev->packet_offset;
-  if (ev->counter_is_double)
+  /* A counter's value, or another event's slice_index (the union's other
+   * use: 64 bytes a record). */
+  if (ev->type != ETCH_EVENT_COUNTER)
+    rec->counter.i = (int64_t)ev->slice_index;
+  else if (ev->counter_is_double)
     rec->counter.d = ev->counter_double;
   else
     rec->counter.i = ev->counter_int;
@@ -174,7 +178,7 @@ int etch__rd_emit(etch_reader *r, rd_seq *seq, etch_event *ev,
     ev->after_loss = true;
     seq->loss_pending = false;
   }
-  ev->index = r->gidx++;
+  rd_number(r, ev);
   if (r->obs) {
     r->obs->event(r, ev, r->obs->user);
     return 0;
@@ -196,7 +200,9 @@ static void rec_event(const rd_rec *rec, etch_event *ev) {
   ev->category = rec->category;
   ev->name = rec->name;
   ev->counter_is_double = rec->counter_is_double;
-  if (rec->counter_is_double)
+  if (rec->type != ETCH_EVENT_COUNTER)
+    ev->slice_index = (uint64_t)rec->counter.i;
+  else if (rec->counter_is_double)
     ev->counter_double = rec->counter.d;
   else
     ev->counter_int = rec->counter.i;

@@ -32,6 +32,15 @@ int etch__rd_hold_track(etch_reader *r, const etch_event *ev, rd_track *t);
 /* Decides whether a track's slices stream or are held (per-track order). */
 void etch__rd_track_order_decide(etch_reader *r, rd_track *t);
 
+/* Numbers a decoded event: its index, and a slice begin's or instant's
+ * slice_index. */
+ETCH_INLINE void rd_number(etch_reader *r, etch_event *ev) {
+  ev->index = r->gidx++;
+  ev->slice_index = 0;
+  if (ev->type == ETCH_EVENT_SLICE_BEGIN || ev->type == ETCH_EVENT_INSTANT)
+    ev->slice_index = r->nslices++;
+}
+
 /* etch__rd_deliver, inline. SLICE_END events are matched per track in
  * delivery order unless the consumer matches them itself. */
 ETCH_INLINE void rd_deliver(etch_reader *r, etch_event *ev, rd_track *t) {

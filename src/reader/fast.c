@@ -327,7 +327,7 @@ ETCH_INLINE int fast_deliver(etch_reader *r, rd_seq *seq, uint64_t rec_off,
       ev.after_loss = true;
       seq->loss_pending = false;
     }
-    ev.index = r->gidx++;
+    rd_number(r, &ev);
     if (r->per_track) return rd_deliver_per_track(r, &ev, t);
     rd_deliver(r, &ev, t);
     return 0;

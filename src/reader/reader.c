@@ -309,7 +309,7 @@ static int run(etch_reader *r) {
                     : UINT64_MAX;
   int rc = read_from(r, 0);
   r->resumable = rc == 0 && r->name && r->order == ETCH_ORDER_FILE &&
-                 !r->per_track && !r->obs;
+                 !r->went_back && !r->obs;
   return rc;
 }
 
@@ -323,6 +323,24 @@ static void count_unknown_parents(etch_reader *r) {
     const rd_track *p = etch__rd_track_in(r, t->info.machine_id, parent, false);
     if (!p || !p->described) r->stats.unknown_parent_track++;
   }
+}
+
+/* A track without events at the end of a read, and its ancestors first,
+ * to the idle callback (etch__reader_set_idle_tracks), once a read. */
+static void announce_idle(etch_reader *r, rd_track *t, int depth) {
+  if (t->delivered || t->idle_read == r->nreads) return;
+  t->idle_read = r->nreads;
+  etch__rd_track_resolve(r, t);
+  if (t->info.parent_uuid && depth < RD_MAX_NESTING) {
+    rd_track *p =
+        etch__rd_track_in(r, t->info.machine_id, t->info.parent_uuid, false);
+    if (p && p != t) announce_idle(r, p, depth + 1);
+  }
+  r->idle_cb(&t->info, r->track_user);
+}
+
+void etch__reader_set_idle_tracks(etch_reader *r, etch_track_cb cb) {
+  if (r) r->idle_cb = cb;
 }
 
 /* Reads the records of r->data from offset `from` to r->len, then
@@ -356,7 +374,12 @@ static int read_from(etch_reader *r, uint64_t from) {
     if (rc == 0) rc = crc;
   }
   /* Tracks without events are announced last. */
-  if (!r->obs && r->track_cb) {
+  r->nreads++;
+  if (!r->obs && r->idle_cb) {
+    for (size_t i = 0; i < r->ntracks; i++)
+      if (r->track_list[i]->described)
+        announce_idle(r, r->track_list[i], 0);
+  } else if (!r->obs && r->track_cb) {
     for (size_t i = 0; i < r->ntracks; i++)
       if (r->track_list[i]->described)
         etch__rd_announce_track(r, r->track_list[i], 0);
@@ -422,8 +445,7 @@ static int remap(etch_reader *r, bool *same) {
 
 int etch__reader_resume(etch_reader *r, bool *grew) {
   if (grew) *grew = false;
-  if (!r || !r->ran || !r->name || r->order != ETCH_ORDER_FILE ||
-      r->per_track || r->obs)
+  if (!r || !r->ran || !r->name || r->order != ETCH_ORDER_FILE || r->obs)
     return etch__error(ETCH_ESTATE, "reader: only a file read in file order "
                                     "reads on");
   if (!r->resumable)

@@ -152,6 +152,7 @@ typedef struct rd_track {
   uint64_t res_gen;  /* descriptor generation of the cached resolution */
   int32_t ev_pid, ev_tid;
   uint32_t announce_no; /* the track callback's order, from 1 */
+  uint64_t idle_read;   /* the read that announced it idle (idle_cb) */
   /* Per-track order (etch__reader_set_track_order): whether this track's
    * slices and instants are delivered as decoded or held to the end, the
    * last timestamp delivered, and the held records in file order. */
@@ -294,6 +295,10 @@ struct etch_reader {
   size_t nsubs, cap_subs;
   etch_track_cb track_cb;
   void *track_user;
+  /* etch__reader_set_idle_tracks: tracks without events at the end of a
+   * read go there, every read, and stay undelivered. */
+  etch_track_cb idle_cb;
+  uint64_t nreads; /* reads (run, then each resume) */
   etch_sample_cb sample_cb; /* etch_reader_on_sample (samples.c) */
   void *sample_user;
 
@@ -346,6 +351,7 @@ struct etch_reader {
   bool have_bounds;
   int64_t first_ts, last_ts;
   uint64_t gidx;
+  uint64_t nslices; /* slice begins and instants numbered (slice_index) */
   etch_reader_stats stats;
   bool trace_stats_seen;
 

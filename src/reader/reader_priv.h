@@ -72,6 +72,16 @@ bool etch__reader_realtime_offset(const etch_reader *r, int64_t *offset);
  */
 const char *etch__reader_malformed_first(const etch_reader *r);
 
+/*
+ * The tracks that had no event by the end of a read (announced last, after
+ * the read's events) go to `cb` (with etch_reader_on_track's user) instead
+ * of the track callback, at the end of every read (etch__reader_resume's
+ * too) while they have none, ancestors first, and the track callback still
+ * announces each before its first event: for a consumer whose numbering of
+ * tracks must not depend on where reads ended (import_live.c).
+ */
+void etch__reader_set_idle_tracks(etch_reader *r, etch_track_cb cb);
+
 /* Whether the trace file open as `fd` is still being recorded: its
  * writer holds the lock buffer/sink.h describes (looked at, not taken). */
 bool etch__file_recording(int fd);
@@ -87,7 +97,11 @@ bool etch__file_recording(int fd);
  * none when a read ended was announced then. Only after a successful
  * etch_reader_run of a file (etch_reader_open_file) in ETCH_ORDER_FILE
  * (ETCH_ESTATE otherwise, and for a file cut shorter or replaced since:
- * read it again); *grew (may be NULL) false when there was nothing new.
+ * read it again). In per-track order (etch__reader_set_track_order) each
+ * read delivers the tracks it held at its end: a held track's events of
+ * one read are in time order, not those of two reads (the consumer checks);
+ * a read that stopped because a thread track went back in time does not
+ * read on; *grew (may be NULL) false when there was nothing new.
  * The file's lock is looked at again: stats.recording says whether it is
  * still being recorded, and a file left cut short by its writer is
  * reported as truncated as etch_reader_run does.

@@ -1169,3 +1169,29 @@ TEST(ls_lists_an_in_process_recording_as_recording) {
   done(&r);
   free(name);
 }
+
+/* A trace of the store whose writer holds it (the lock etch's writers
+ * take, reader.md) is not removed while it is recorded; once the writer
+ * lets go, it is. */
+TEST(rm_refuses_a_trace_being_recorded) {
+  const char *dir = use_store();
+  mkdir(dir, 0755);
+  const char *path = in(dir, "rec.pftrace");
+  small_trace(path, 2);
+  int w = open(path, O_WRONLY | O_CLOEXEC);
+  ASSERT_TRUE(w >= 0);
+  struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
+  ASSERT_EQ_INT(fcntl(w, F_OFD_SETLK, &fl), 0);
+  run_result r = RUN("rm", "rec.pftrace");
+  ASSERT_EQ_INT(r.status, 1);
+  ASSERT_CONTAINS(r.err, "'rec.pftrace' is being recorded (its writer holds "
+                         "it): not removed");
+  ASSERT_EQ_STR(r.out, "");
+  done(&r);
+  ASSERT_TRUE(exists(path));
+  close(w);
+  r = RUN("rm", "rec.pftrace");
+  ASSERT_EQ_INT(r.status, 0);
+  done(&r);
+  ASSERT_TRUE(!exists(path));
+}

@@ -5,9 +5,22 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "cli.h"
+#include "reader/reader_priv.h"
+
+/* Whether the trace at `path` is being recorded: its writer holds the
+ * lock the reader looks at (reader.md). */
+static bool recording(const char *path) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  bool rec = etch__file_recording(fd);
+  close(fd);
+  return rec;
+}
 
 typedef struct rm_args {
   bool has_age, dry_run;
@@ -89,6 +102,10 @@ static int cmd_rm(int argc, char **argv) {
       else if (lstat(path, &sb) != 0 || S_ISDIR(sb.st_mode))
         rc = runtime_error("no trace '%s' in the store %s", o.operands[i],
                            dir);
+      else if (!part && S_ISREG(sb.st_mode) && recording(path))
+        rc = runtime_error("'%s' is being recorded (its writer holds it): "
+                           "not removed; remove it when the recording ends",
+                           o.operands[i]);
       else
         size[i] = (long long)sb.st_size;
     }
