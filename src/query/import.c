@@ -764,8 +764,20 @@ static int settings_reset(etch__importer *imp) {
   return rc;
 }
 
-/* kImportSettings set, what each was kept for settings_reset. */
+/* kImportSettings set, what each was kept for settings_reset. None on a
+ * database whose configuration is locked (etch ui's, which a live import
+ * steps): they make the import cheaper, not different. */
 static int settings_import(etch__importer *imp) {
+  etch__res lk;
+  int lrc = etch__res_query(
+      imp->db, "SELECT CAST(current_setting('lock_configuration') AS VARCHAR)",
+      "import", &lk);
+  if (lrc) return lrc;
+  size_t ln = 0;
+  const char *lv = etch__res_next(&lk) ? etch__res_str(&lk, 0, &ln) : NULL;
+  bool locked = lv && ln == 4 && !memcmp(lv, "true", 4);
+  lrc = etch__res_close(&lk);
+  if (lrc || locked) return lrc;
   for (size_t i = 0; i < kImportSettingsN; i++) {
     char sql[128];
     snprintf(sql, sizeof sql,

@@ -286,7 +286,7 @@ int etch__import_live_open(etch__import_live **out, etch__db *db,
     return etch__error(ETCH_EINVAL, "import: a live import needs a "
                                     "database and a file");
   etch__import_live *l = etch__calloc(1, sizeof *l);
-  if (!l || !(l->path = strdup(path))) {
+  if (!l || !(l->path = etch__strdup(path))) {
     free(l);
     return etch__error(ETCH_ENOMEM, "import: out of memory");
   }

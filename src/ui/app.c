@@ -315,8 +315,18 @@ int etch__ui_open_tables(etch__ui *ui, const char *path, bool quiet,
   etch__import_opts o = {.all_args = true, .allow_truncated = true,
                          .quiet = quiet};
   etch__db *db = NULL;
-  int rc = etch__query_open_cached(path, ui->cache_dir, &o, &db, &out->imported);
-  if (rc == ETCH_OK) rc = lock_down(db);
+  bool imported = false;
+  int rc = etch__query_open_cached(path, ui->cache_dir, &o, &db, &imported);
+  if (rc) return rc;
+  rc = etch__ui_tables_of(db, out);
+  if (rc) etch__db_close(db);
+  out->imported = imported;
+  return rc;
+}
+
+int etch__ui_tables_of(etch__db *db, etch__ui_tables *out) {
+  memset(out, 0, sizeof *out);
+  int rc = lock_down(db);
   /* How many slices and flows: a trace whose count is not known is not
    * opened (no flow would be looked for, no overview made); whether it is
    * still being recorded (read up to its last whole packet). */
@@ -328,10 +338,7 @@ int etch__ui_open_tables(etch__ui *ui, const char *path, bool quiet,
                           " (SELECT coalesce(max(value), 0) FROM stats"
                           "  WHERE name = 'trace_recording')",
                           NULL, 0, n, 3);
-  if (rc) {
-    etch__db_close(db);
-    return rc;
-  }
+  if (rc) return rc;
   out->db = db;
   out->slices = n[0];
   out->flows = n[1];

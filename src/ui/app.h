@@ -131,6 +131,9 @@ typedef struct etch__ui_tables {
 } etch__ui_tables;
 int etch__ui_open_tables(etch__ui *ui, const char *path, bool quiet,
                          etch__ui_tables *out);
+/* The same for tables already in `db` (locked down for the SQL box, then
+ * counted); on an error `db` is the caller's to close. */
+int etch__ui_tables_of(etch__db *db, etch__ui_tables *out);
 /* Drops what the app computed from a trace's tables (its overviews,
  * names, counters in memory, flame graph; the flame graph ahead stopped
  * and joined); the tables stay. */

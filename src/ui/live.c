@@ -8,13 +8,15 @@
  * page's /api/live, about once a second), closed when the recording ends
  * (after one last step, which reads the file whole) or when the app ends.
  *
- * A step today imports the file's bytes again, cold, into a fresh
- * database (in memory while the trace is recorded: the query part keeps
- * no cache of a file that changes at every write; the finished trace's
- * cache on disk at the last step) and swaps it in for the old one, which
- * is closed: the app holds one copy of the tables at a time, plus the new
- * one while it is built. An importer that reads on from where it stopped
- * goes behind the same three calls.
+ * The tables are kept up by the query part's live import
+ * (etch__import_live_*, src/query/import_live.c), held here for as long
+ * as the trace is recorded: each step reads only what was appended since
+ * the last one, into the trace's own database (in memory while the trace
+ * is recorded: the query part keeps no cache of a file that changes at
+ * every write), and leaves the tables a cold import of the same bytes
+ * would make. When the writer lets go, the file is opened one last time
+ * the ordinary way, through the cache on disk, and that database is
+ * swapped in.
  *
  * The server answers one request at a time (server.c): nothing else uses
  * the trace's tables while a step swaps them; the flame graph ahead, the
@@ -36,6 +38,7 @@
 #include "ui/api_int.h"
 
 struct etch__ui_live {
+  etch__import_live *imp; /* reads on into the trace's database */
   /* The file as it was just before the last read of it. */
   int64_t size, mtime_ns;
   /* The last step's cost (ns), and when it ended (CLOCK_MONOTONIC). */
@@ -72,6 +75,30 @@ int etch__ui_live_open(etch__ui_trace *t, int64_t size, int64_t mtime_ns) {
   if (t->live) return ETCH_OK;
   etch__ui_live *l = etch__calloc(1, sizeof *l);
   if (!l) return etch__error(ETCH_ENOMEM, "out of memory");
+  /* The live import starts from the file as it is (a cold read into a
+   * database of its own, which then replaces the one in hand) and reads
+   * on from there. */
+  int rc = ETCH_OK;
+  if (t->db) {
+    etch__import_opts o = {.all_args = true, .allow_truncated = true,
+                           .quiet = true};
+    etch__db *db = NULL;
+    etch__ui_tables tb;
+    rc = etch__db_open(&db, NULL);
+    if (!rc) rc = etch__import_live_open(&l->imp, db, t->path, &o);
+    if (!rc) rc = etch__ui_tables_of(db, &tb);
+    if (rc) {
+      etch__import_live_close(l->imp);
+      etch__db_close(db);
+    } else {
+      tb.recording = true;
+      etch__ui_trace_take(t, &tb);
+    }
+  }
+  if (rc) {
+    free(l);
+    return rc;
+  }
   l->size = size;
   l->mtime_ns = mtime_ns;
   l->done_ns = now_ns();
@@ -82,6 +109,8 @@ int etch__ui_live_open(etch__ui_trace *t, int64_t size, int64_t mtime_ns) {
 }
 
 void etch__ui_live_close(etch__ui_trace *t) {
+  if (!t->live) return;
+  etch__import_live_close(t->live->imp);
   free(t->live);
   t->live = NULL;
 }
@@ -105,11 +134,31 @@ int etch__ui_trace_refresh(etch__ui *ui, etch__ui_trace *t, bool *changed) {
   if (rc) return rc;
   if (rec && size == l->size && mtime == l->mtime_ns) return ETCH_OK;
   int64_t t0 = now_ns();
-  etch__ui_tables tb;
-  /* Quiet: the first open said it once; not once a second. */
-  rc = etch__ui_open_tables(ui, t->path, true, &tb);
-  if (rc) return rc; /* the tables in hand stay */
-  etch__ui_trace_take(t, &tb);
+  if (rec && l->imp) {
+    /* Reads on into the tables in hand: what was computed from them (the
+     * flame graph ahead reads them from a thread of its own) goes first. */
+    etch__ui_trace_forget(t);
+    bool grew = false;
+    rc = etch__import_live_step(l->imp, &grew);
+    int64_t n[2];
+    if (!rc)
+      rc = etch__query_ints(t->db,
+                            "SELECT (SELECT count(*) FROM slice_data),"
+                            " (SELECT count(*) FROM flow)",
+                            NULL, 0, n, 2);
+    if (rc) return rc;
+    t->slices = n[0];
+    t->flows = n[1];
+    t->max_dur = etch__ui_max_dur(t->db);
+  } else {
+    /* The writer let go (or there is no live import): the file read whole
+     * the ordinary way, its cache written, and swapped in. */
+    etch__ui_tables tb;
+    /* Quiet: the first open said it once; not once a second. */
+    rc = etch__ui_open_tables(ui, t->path, true, &tb);
+    if (rc) return rc; /* the tables in hand stay */
+    etch__ui_trace_take(t, &tb);
+  }
   t->generation++;
   *changed = true;
   l->size = size;
