@@ -107,20 +107,17 @@ static int consumer_enable(etch_service *s, consumer *c,
         err = msg;
         break;
       }
-      etch_tracebuf **nb = (etch_tracebuf **)etch__realloc(
-          s->bufs, (s->nbufs + 1) * sizeof *nb);
-      uint32_t *ns = nb ? (uint32_t *)etch__realloc(
-                              s->buf_session, (s->nbufs + 1) * sizeof *ns)
-                        : NULL;
-      if (nb) s->bufs = nb;
-      if (ns) s->buf_session = ns;
-      if (!nb || !ns) {
+      /* Room in both first: they grow together or not at all. */
+      if (ETCH_VEC_RESERVE(&s->bufv, etch_tracebuf *, 1) ||
+          ETCH_VEC_RESERVE(&s->buf_sessionv, uint32_t, 1)) {
         etch__tracebuf_free(tb);
         err = "out of memory";
         break;
       }
-      s->bufs[s->nbufs] = tb;
-      s->buf_session[s->nbufs] = x->id;
+      (void)ETCH_VEC_PUSH(&s->bufv, etch_tracebuf *, tb);
+      (void)ETCH_VEC_PUSH(&s->buf_sessionv, uint32_t, x->id);
+      s->bufs = ETCH_VEC_AT(&s->bufv, etch_tracebuf *);
+      s->buf_session = ETCH_VEC_AT(&s->buf_sessionv, uint32_t);
       x->buf_ids[i] = s->nbufs++;
     }
   }

@@ -94,18 +94,14 @@ static uint32_t *peer_conns(etch_service *s, const etch_ipc_conn *c,
                   : !s->uids[i].addr[0] && s->uids[i].uid == c->peer_uid)
       return &s->uids[i].n;
   if (!add) return NULL;
-  if (s->nuids == s->capuids) {
-    uint32_t cap = s->capuids ? s->capuids * 2 : 8;
-    struct uid_conns *u = (struct uid_conns *)etch__realloc(
-        s->uids, cap * sizeof *s->uids);
-    if (!u) return NULL;
-    s->uids = u;
-    s->capuids = cap;
-  }
-  s->uids[s->nuids].uid = c->peer_uid;
-  s->uids[s->nuids].n = 0;
-  memcpy(s->uids[s->nuids].addr, addr, sizeof addr);
-  return &s->uids[s->nuids++].n;
+  uid_conns *u = ETCH_VEC_NEW(&s->uidv, uid_conns);
+  if (!u) return NULL;
+  u->uid = c->peer_uid;
+  u->n = 0;
+  memcpy(u->addr, addr, sizeof addr);
+  s->uids = ETCH_VEC_AT(&s->uidv, uid_conns);
+  s->nuids++;
+  return &u->n;
 }
 
 /* A connection that goes gives back its share of the bounds: one of its
@@ -614,11 +610,15 @@ int etch__service_new(const etch_service_opts *o, etch_service **out) {
   /* Kept for the moment there are no descriptors left: see out_of_fds. */
   s->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
   s->next_seq = 2; /* 1 is the service's own */
-  s->nbufs = 1;    /* buffer id 0 is never used: a zero is no buffer */
-  s->bufs = (etch_tracebuf **)etch__calloc(1, sizeof *s->bufs);
-  s->buf_session = (uint32_t *)etch__calloc(1, sizeof *s->buf_session);
+  /* Buffer id 0 is never used: a zero is no buffer. */
+  if (!ETCH_VEC_PUSH(&s->bufv, etch_tracebuf *, NULL) &&
+      !ETCH_VEC_PUSH(&s->buf_sessionv, uint32_t, 0)) {
+    s->bufs = ETCH_VEC_AT(&s->bufv, etch_tracebuf *);
+    s->buf_session = ETCH_VEC_AT(&s->buf_sessionv, uint32_t);
+    s->nbufs = 1;
+  }
   s->chunk = (etch_smb_chunk *)etch__malloc(sizeof *s->chunk);
-  if (!s->bufs || !s->buf_session || !s->chunk) {
+  if (!s->nbufs || !s->chunk) {
     etch__service_free(s);
     return ETCH_ENOMEM;
   }
@@ -699,12 +699,12 @@ void etch__service_free(etch_service *s) {
     unlink(s->o.consumer_socket);
   }
   if (s->spare_fd >= 0) close(s->spare_fd);
-  free(s->uids);
+  etch__vec_free(&s->uidv);
   for (uint32_t i = 0; s->bufs && i < s->nbufs; i++)
     etch__tracebuf_free(s->bufs[i]);
-  free(s->bufs);
-  free(s->buf_session);
-  free(s->seqinfo);
+  etch__vec_free(&s->bufv);
+  etch__vec_free(&s->buf_sessionv);
+  etch__vec_free(&s->seqinfov);
   free(s->chunk);
   if (s->pfds != s->pfds_in) {
     free(s->pfds);

@@ -34,26 +34,24 @@ uint32_t etch__svc_seq_of(etch_service *s, producer *p, uint16_t writer_id) {
   for (uint32_t i = 0; i < p->nwriters; i++)
     if (p->writers[i].writer_id == writer_id) return p->writers[i].seq;
   if (p->nwriters == MAX_WRITERS) return 0;
-  wmap *n = (wmap *)etch__realloc(p->writers,
-                                  (p->nwriters + 1) * sizeof *n);
-  if (!n) return 0;
-  p->writers = n;
-  if (s->next_seq >= s->nseqinfo) {
-    uint32_t cap = s->nseqinfo ? s->nseqinfo * 2 : 256;
-    void *si = etch__realloc(s->seqinfo, cap * sizeof *s->seqinfo);
-    if (!si) return 0;
-    s->seqinfo = si;
-    s->nseqinfo = cap;
+  if (ETCH_VEC_RESERVE(&p->writerv, wmap, 1)) return 0;
+  /* seqinfo is indexed by sequence id: entries up to next_seq. */
+  while (s->nseqinfo <= s->next_seq) {
+    if (ETCH_VEC_PUSH(&s->seqinfov, seq_info, {0})) return 0;
+    s->seqinfo = ETCH_VEC_AT(&s->seqinfov, seq_info);
+    s->nseqinfo++;
   }
-  s->seqinfo[s->next_seq].pid = (int32_t)p->conn.peer_pid;
-  s->seqinfo[s->next_seq].uid = (int32_t)p->conn.peer_uid;
-  s->seqinfo[s->next_seq].same_pidns = p->same_pidns;
-  s->seqinfo[s->next_seq].producer = p->id;
-  s->seqinfo[s->next_seq].machine = p->machine;
-  p->writers[p->nwriters].writer_id = writer_id;
-  p->writers[p->nwriters].buffer = 0;
-  p->writers[p->nwriters].seq = s->next_seq++;
-  return p->writers[p->nwriters++].seq;
+  s->seqinfo[s->next_seq] = (seq_info){.pid = (int32_t)p->conn.peer_pid,
+                                       .uid = (int32_t)p->conn.peer_uid,
+                                       .same_pidns = p->same_pidns,
+                                       .producer = p->id,
+                                       .machine = p->machine};
+  uint32_t seq = s->next_seq++;
+  (void)ETCH_VEC_PUSH(&p->writerv, wmap, /* room made above */
+                      {.writer_id = writer_id, .seq = seq, .buffer = 0});
+  p->writers = ETCH_VEC_AT(&p->writerv, wmap);
+  p->nwriters++;
+  return seq;
 }
 
 /* Whether producer p may write into global buffer `buf`: one of its data
@@ -647,7 +645,7 @@ void etch__svc_drop_producer(etch_service *s, producer *p, const char *why) {
   if (p->smb_mem) munmap(p->smb_mem, p->smb_size);
   if (p->smb_fd >= 0) close(p->smb_fd);
   for (uint32_t i = 0; i < p->nds; i++) free(p->ds[i].desc);
-  free(p->writers);
+  etch__vec_free(&p->writerv);
   free(p);
   for (session *x = s->sessions; x; x = x->next) {
     if (x->state != S_STOPPING || x->flushing) continue;

@@ -136,7 +136,8 @@ typedef struct producer {
   uint64_t async_req;
   ds_reg ds[MAX_DS_PER_PRODUCER];
   uint32_t nds;
-  wmap *writers;
+  etch_vec writerv; /* of wmap */
+  wmap *writers;    /* its array (set as it moves) */
   uint32_t nwriters;
   uint64_t accepted_ns; /* monotonic */
   size_t partial;       /* its share of etch_service.partial_bytes */
@@ -154,14 +155,22 @@ typedef struct instance {
 
 enum { S_CONFIGURED, S_STARTED, S_STOPPING, S_DISABLED };
 
+/* What a session's trace says of another machine already (machine.c). */
+typedef struct mwritten {
+  uint32_t machine;
+  uint32_t syncs; /* clock syncs written (of machine->nsyncs_total) */
+  bool sysinfo;
+} mwritten;
+
 typedef struct session {
   uint32_t id;
   uint32_t consumer_id;
   int state;
   etch_trace_config *cfg;
   uint32_t buf_ids[ETCH_TC_MAX_BUFFERS]; /* global buffer ids */
-  instance *inst;
-  uint32_t ninst, capinst;
+  etch_vec instv;  /* of instance */
+  instance *inst;  /* its array (set as it moves) */
+  uint32_t ninst;
   bool enable_pending;
   uint64_t enable_req;
   /* The consumer's file (out.fd -1: none), a nowait sink: a regular file
@@ -183,11 +192,8 @@ typedef struct session {
   uint64_t invalid_packets; /* producers' packets left out (tracefile.h) */
   /* What the trace says of other machines already (machine.c): each
    * machine's SystemInfo once, its clock syncs as they come. */
-  struct mwritten {
-    uint32_t machine;
-    uint32_t syncs; /* clock syncs written (of machine->nsyncs_total) */
-    bool sysinfo;
-  } *mw;
+  etch_vec mwv; /* of mwritten */
+  mwritten *mw; /* its array (set as it moves) */
   uint32_t nmw;
   /* Important events already read out of the session, by (pid, id): each
    * read's trace-file writer leaves later copies out (tracefile.h). */
@@ -239,6 +245,21 @@ typedef struct machine {
   uint32_t nsyncs_total;             /* ever received */
 } machine;
 
+/* Who wrote a sequence (etch_service.seqinfo). */
+typedef struct seq_info {
+  int32_t pid, uid;
+  bool same_pidns;
+  uint32_t producer; /* its id, to name it */
+  uint32_t machine;  /* its MachineID, 0: the host */
+} seq_info;
+
+/* Connections of one peer: a uid, or a network address (no port). */
+typedef struct uid_conns {
+  uid_t uid;
+  uint32_t n;
+  char addr[64]; /* a network peer's address (no port): counted by it */
+} uid_conns;
+
 struct etch_service {
   etch_service_opts o;
   /* listening sockets: the producers' (each with its name and whether it
@@ -249,23 +270,23 @@ struct etch_service {
   uint32_t nlp;
   int lc;
   char host_name[64]; /* PERFETTO_MACHINE_NAME, else uname's sysname */
-  machine **machines;
+  etch_vec machinev;  /* of machine *, owned */
+  machine **machines; /* its array (set as it moves) */
   uint32_t nmachines;
   producer *producers;
   consumer *consumers;
   session *sessions;
-  etch_tracebuf **bufs; /* by global buffer id */
+  /* By global buffer id: the buffers (NULL: freed) and their sessions,
+   * two vectors of the same length, and their arrays (set as they move). */
+  etch_vec bufv, buf_sessionv; /* of etch_tracebuf *, uint32_t */
+  etch_tracebuf **bufs;
   uint32_t *buf_session;
   uint32_t nbufs;
   uint32_t next_producer, next_consumer, next_session, next_seq;
   /* Who wrote each sequence (by sequence id), kept after the producer
    * leaves so that a later read still stamps its packets. */
-  struct {
-    int32_t pid, uid;
-    bool same_pidns;
-    uint32_t producer; /* its id, to name it */
-    uint32_t machine;  /* its MachineID, 0: the host */
-  } *seqinfo;
+  etch_vec seqinfov;  /* of seq_info */
+  seq_info *seqinfo;  /* its array (set as it moves) */
   uint32_t nseqinfo;
   uint64_t next_instance, next_flush;
   volatile sig_atomic_t stop;
@@ -286,12 +307,9 @@ struct etch_service {
   uint32_t pcap;
   bool poll_oom_said; /* the poll set could not grow: said once */
   uint64_t partial_bytes;
-  struct uid_conns {
-    uid_t uid;
-    uint32_t n;
-    char addr[64]; /* a network peer's address (no port): counted by it */
-  } *uids;
-  uint32_t nuids, capuids;
+  etch_vec uidv;   /* of uid_conns */
+  uid_conns *uids; /* its array (set as it moves) */
+  uint32_t nuids;
   /* warnf_'s rate limit, per kind */
   uint64_t warn_ns[W_KINDS];
   uint32_t warn_skipped[W_KINDS];

@@ -82,24 +82,19 @@ static void start_instance(etch_service *s, session *x, producer *p,
     etch__svc_logf(s, "producer %u: %s", p->id, etch_last_error());
     return;
   }
-  if (x->ninst == x->capinst) {
-    uint32_t cap = x->capinst ? x->capinst * 2 : 8;
-    instance *n = (instance *)etch__realloc(x->inst, cap * sizeof *n);
-    if (!n) {
-      /* Not left out of the session in silence: the producer goes (and
-       * its library connects again). */
-      etch__ipc_conn_fail(&p->conn, "out of memory starting '%s'",
-                          src->name);
-      return;
-    }
-    x->inst = n;
-    x->capinst = cap;
+  if (ETCH_VEC_RESERVE(&x->instv, instance, 1)) {
+    /* Not left out of the session in silence: the producer goes (and its
+     * library connects again). */
+    etch__ipc_conn_fail(&p->conn, "out of memory starting '%s'", src->name);
+    return;
   }
   if (etch__svc_session_machine(x, p->machine) != ETCH_OK) {
     etch__ipc_conn_fail(&p->conn, "out of memory starting '%s'", src->name);
     return;
   }
-  instance *in = &x->inst[x->ninst++];
+  instance *in = ETCH_VEC_NEW(&x->instv, instance); /* room made above */
+  x->inst = ETCH_VEC_AT(&x->instv, instance);
+  x->ninst++;
   memset(in, 0, sizeof *in);
   in->id = ++s->next_instance;
   in->producer_id = p->id;
@@ -835,8 +830,8 @@ void etch__svc_free_session(etch_service *s, session *x) {
   etch__u64map_free(&x->important);
   etch__svc_logf(s, "session %u: freed", x->id);
   free(x->flush_wait);
-  free(x->mw);
-  free(x->inst);
+  etch__vec_free(&x->mwv);
+  etch__vec_free(&x->instv);
   free(x->cfg);
   free(x);
 #ifdef __GLIBC__
