@@ -118,6 +118,7 @@ void etch__svc_conn_forget(etch_service *s, const etch_ipc_conn *c,
     size_t i = (size_t)((const char *)n - (const char *)s->uids) /
                sizeof *s->uids;
     s->uids[i] = s->uids[--s->nuids];
+    s->uidv.len -= sizeof *s->uids; /* the vector holds nuids */
   }
 }
 
