@@ -3,7 +3,7 @@
  * StartTracing, Flush, DisableTracing, ReadBuffers, FreeBuffers,
  * GetTraceStats, QueryServiceState, QueryCapabilities), ReadBuffers
  * streamed as the consumer's socket keeps up, and what goes with a
- * consumer (see service_int.h and docs/service.md).
+ * consumer (see ports.h and docs/service.md).
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
@@ -17,13 +17,10 @@
 #include "base/clock.h"
 #include "proto/ipc.h"
 #include "proto/perfetto.h"
+#include "service/methods.h"
+#include "service/ports.h"
 #include "service/service_int.h"
-
-consumer *etch__svc_find_consumer(etch_service *s, uint32_t id) {
-  for (consumer *c = s->consumers; c; c = c->next)
-    if (c->id == id) return c;
-  return NULL;
-}
+#include "service/session.h"
 
 static int consumer_enable(etch_service *s, consumer *c,
                            const etch_ipc_frame *f) {

@@ -1,5 +1,5 @@
 /*
- * machine.c - machines other than the host (see service_int.h and
+ * machine.c - machines other than the host (see machine.h and
  * docs/service.md, "Across machines").
  *
  * A producer that comes over the network (TCP or vsock) is on another
@@ -33,6 +33,8 @@
 #include "base/clock.h"
 #include "proto/ipc.h"
 #include "proto/perfetto.h"
+#include "service/machine.h"
+#include "service/methods.h"
 #include "service/service_int.h"
 
 /* Machines of one address at most (its own and those its relays name). */

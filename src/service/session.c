@@ -1,6 +1,6 @@
 /*
  * session.c - a session's life, top down: enable, start, flush, read,
- * write into the consumer's file, stop, free (see service_int.h and
+ * write into the consumer's file, stop, free (see session.h and
  * docs/service.md).
  *
  * Life of a session, as Perfetto's "life of a tracing session" tells it:
@@ -31,15 +31,12 @@
 #include "base/clock.h"
 #include "proto/ipc.h"
 #include "proto/perfetto.h"
+#include "service/machine.h"
+#include "service/methods.h"
 #include "service/service_int.h"
+#include "service/session.h"
+#include "service/shmem.h"
 
-/* ---- lookups ---- */
-
-session *etch__svc_find_session(etch_service *s, uint32_t id) {
-  for (session *x = s->sessions; x; x = x->next)
-    if (x->id == id) return x;
-  return NULL;
-}
 /* ---- enable: data sources on the producers that offer them ---- */
 
 static void put_source_config(etch__pb_stream *st, const session *x,
