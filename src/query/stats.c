@@ -153,6 +153,48 @@ static void top_from_db(report *r, bool by_self, int top,
   }
 }
 
+/* Frames and bookmarks (etch_frame_*, etch_bookmark), in time order. */
+static void marks_from_db(report *r, etch__stats_data *d) {
+  etch__res res;
+  bool nomem = false;
+  if (q(r, &res,
+        "SELECT s.ts, s.dur FROM slice s JOIN track t ON s.track_id = t.id "
+        "WHERE t.name = 'Frames' AND t.type != 'counter' AND s.dur >= 0 "
+        "ORDER BY s.ts, s.dur")) {
+    etch_vec v = {0}; /* of etch__stats_frame */
+    while (etch__res_next(&res)) {
+      etch__stats_frame *x = ETCH_VEC_NEW(&v, etch__stats_frame);
+      if (!x) {
+        nomem = true;
+        break;
+      }
+      *x = (etch__stats_frame){etch__res_i64(&res, 0),
+                                                    etch__res_i64(&res, 1)};
+    }
+    d->frames = ETCH_VEC_AT(&v, etch__stats_frame);
+    d->nframes = ETCH_VEC_COUNT(&v, etch__stats_frame);
+    done(r, &res, nomem);
+  }
+  if (q(r, &res,
+        "SELECT s.ts, s.name FROM slice s JOIN track t ON s.track_id = t.id "
+        "WHERE t.name = 'Bookmarks' AND t.type != 'counter' AND s.dur = 0 "
+        "ORDER BY s.ts, s.name NULLS FIRST")) {
+    etch_vec v = {0}; /* of etch__stats_bookmark */
+    while (etch__res_next(&res)) {
+      etch__stats_bookmark *x = ETCH_VEC_NEW(&v, etch__stats_bookmark);
+      if (!x) {
+        nomem = true;
+        break;
+      }
+      *x = (etch__stats_bookmark){
+          etch__res_i64(&res, 0), col_dup(&res, 1, &nomem)};
+    }
+    d->bookmarks = ETCH_VEC_AT(&v, etch__stats_bookmark);
+    d->nbookmarks = ETCH_VEC_COUNT(&v, etch__stats_bookmark);
+    done(r, &res, nomem);
+  }
+}
+
 int etch__stats_data_from_db(etch__db *db, int top, etch__stats_data *d) {
   memset(d, 0, sizeof *d);
   report rr = {.db = db};
@@ -328,43 +370,7 @@ int etch__stats_data_from_db(etch__db *db, int top, etch__stats_data *d) {
     d->ndrop = ETCH_VEC_COUNT(&v, etch__stats_dropped);
     done(r, &res, nomem);
   }
-  /* Frames and bookmarks (etch_frame_*, etch_bookmark). */
-  if (q(r, &res,
-        "SELECT s.ts, s.dur FROM slice s JOIN track t ON s.track_id = t.id "
-        "WHERE t.name = 'Frames' AND t.type != 'counter' AND s.dur >= 0 "
-        "ORDER BY s.ts, s.dur")) {
-    etch_vec v = {0}; /* of etch__stats_frame */
-    while (etch__res_next(&res)) {
-      etch__stats_frame *x = ETCH_VEC_NEW(&v, etch__stats_frame);
-      if (!x) {
-        nomem = true;
-        break;
-      }
-      *x = (etch__stats_frame){etch__res_i64(&res, 0),
-                                                    etch__res_i64(&res, 1)};
-    }
-    d->frames = ETCH_VEC_AT(&v, etch__stats_frame);
-    d->nframes = ETCH_VEC_COUNT(&v, etch__stats_frame);
-    done(r, &res, nomem);
-  }
-  if (q(r, &res,
-        "SELECT s.ts, s.name FROM slice s JOIN track t ON s.track_id = t.id "
-        "WHERE t.name = 'Bookmarks' AND t.type != 'counter' AND s.dur = 0 "
-        "ORDER BY s.ts, s.name NULLS FIRST")) {
-    etch_vec v = {0}; /* of etch__stats_bookmark */
-    while (etch__res_next(&res)) {
-      etch__stats_bookmark *x = ETCH_VEC_NEW(&v, etch__stats_bookmark);
-      if (!x) {
-        nomem = true;
-        break;
-      }
-      *x = (etch__stats_bookmark){
-          etch__res_i64(&res, 0), col_dup(&res, 1, &nomem)};
-    }
-    d->bookmarks = ETCH_VEC_AT(&v, etch__stats_bookmark);
-    d->nbookmarks = ETCH_VEC_COUNT(&v, etch__stats_bookmark);
-    done(r, &res, nomem);
-  }
+  marks_from_db(r, d);
   if (r->rc) etch__stats_data_free(d);
   return r->rc;
 }
