@@ -46,6 +46,7 @@ int64_t etch__leak_sites_alloc(etch__leak_sites *S, const etch_event *ev,
   int64_t i;
   if (!etch__u64map_get(&S->by_callsite, (uint64_t)ev->callsite_id, &i)) {
     if (ETCH_VEC_RESERVE(&S->sites, etch__leak_site, 1)) return -1;
+    S->s = ETCH_VEC_AT(&S->sites, etch__leak_site); /* it may have moved */
     i = (int64_t)S->n;
     if (!etch__u64map_put(&S->by_callsite, (uint64_t)ev->callsite_id, i))
       return -1;

@@ -104,9 +104,13 @@ static int consumer_enable(etch_service *s, consumer *c,
         err = msg;
         break;
       }
-      /* Room in both first: they grow together or not at all. */
-      if (ETCH_VEC_RESERVE(&s->bufv, etch_tracebuf *, 1) ||
-          ETCH_VEC_RESERVE(&s->buf_sessionv, uint32_t, 1)) {
+      /* Room in both first: they grow together or not at all (the arrays
+       * follow their vectors even when only the first could grow). */
+      int nomem = ETCH_VEC_RESERVE(&s->bufv, etch_tracebuf *, 1);
+      s->bufs = ETCH_VEC_AT(&s->bufv, etch_tracebuf *);
+      if (!nomem) nomem = ETCH_VEC_RESERVE(&s->buf_sessionv, uint32_t, 1);
+      s->buf_session = ETCH_VEC_AT(&s->buf_sessionv, uint32_t);
+      if (nomem) {
         etch__tracebuf_free(tb);
         err = "out of memory";
         break;

@@ -94,6 +94,7 @@ static machine *machine_get(etch_service *s, const char *addr,
     return NULL;
   }
   if (ETCH_VEC_RESERVE(&s->machinev, machine *, 1)) return NULL;
+  s->machines = ETCH_VEC_AT(&s->machinev, machine *); /* it may have moved */
   machine *m = (machine *)etch__calloc(1, sizeof *m);
   if (!m) return NULL;
   memcpy(m->key, key, (size_t)kl + 1);

@@ -85,6 +85,7 @@ static void start_instance(etch_service *s, session *x, producer *p,
     etch__ipc_conn_fail(&p->conn, "out of memory starting '%s'", src->name);
     return;
   }
+  x->inst = ETCH_VEC_AT(&x->instv, instance); /* it may have moved */
   if (etch__svc_session_machine(x, p->machine) != ETCH_OK) {
     etch__ipc_conn_fail(&p->conn, "out of memory starting '%s'", src->name);
     return;

@@ -27,6 +27,7 @@ uint32_t etch__svc_seq_of(etch_service *s, producer *p, uint16_t writer_id) {
     if (p->writers[i].writer_id == writer_id) return p->writers[i].seq;
   if (p->nwriters == MAX_WRITERS) return 0;
   if (ETCH_VEC_RESERVE(&p->writerv, wmap, 1)) return 0;
+  p->writers = ETCH_VEC_AT(&p->writerv, wmap); /* it may have moved */
   /* seqinfo is indexed by sequence id: entries up to next_seq. */
   while (s->nseqinfo <= s->next_seq) {
     if (ETCH_VEC_PUSH(&s->seqinfov, seq_info, {0})) return 0;

@@ -102,6 +102,7 @@ static int64_t sf_name(sf_tree *t, const char *s) {
     if (!strcmp(t->names[v], s)) return v;
   }
   if (ETCH_VEC_RESERVE(&t->namev, char *, 1)) return -1;
+  t->names = ETCH_VEC_AT(&t->namev, char *); /* it may have moved */
   char *copy = etch__strdup(s);
   if (!copy || !etch__u64map_put(&t->name_ix, h, (int64_t)t->nnames)) {
     free(copy);
@@ -116,9 +117,9 @@ static int64_t sf_child(sf_tree *t, int64_t parent, int64_t name) {
   uint64_t key = ((uint64_t)parent << 32 | (uint64_t)name) + 1;
   int64_t v;
   if (etch__u64map_get(&t->kids, key, &v)) return v;
-  if (ETCH_VEC_RESERVE(&t->nodes, sf_node, 1) ||
-      !etch__u64map_put(&t->kids, key, (int64_t)t->len))
-    return -1;
+  if (ETCH_VEC_RESERVE(&t->nodes, sf_node, 1)) return -1;
+  t->n = ETCH_VEC_AT(&t->nodes, sf_node); /* it may have moved */
+  if (!etch__u64map_put(&t->kids, key, (int64_t)t->len)) return -1;
   (void)ETCH_VEC_PUSH(&t->nodes, sf_node, /* room made above */
                       {parent, name, 0, 0, 0});
   t->n = ETCH_VEC_AT(&t->nodes, sf_node);
