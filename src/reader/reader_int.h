@@ -265,8 +265,9 @@ struct etch_reader {
   bool hold_all;       /* every slice track held, thread tracks too */
   bool went_back;      /* a streamed track went back in time: stopped */
   etch_arena track_recs;    /* records of held tracks */
+  etch_vec held_trackv;     /* of rd_track *: held_tracks's bytes */
   rd_track **held_tracks;   /* tracks with held records, first hold first */
-  size_t nheld_tracks, cap_held_tracks;
+  size_t nheld_tracks;
   uint32_t nannounced;
   bool ran;
   bool stream;          /* etch_reader_open_stream: packets come from feed */
@@ -290,8 +291,9 @@ struct etch_reader {
   uint64_t gen;         /* packets through the generic decoder, from 1 */
   uint64_t fast_packets; /* packets it decoded */
 
+  etch_vec subv; /* of rd_sub: subs's bytes */
   rd_sub *subs;
-  size_t nsubs, cap_subs;
+  size_t nsubs;
   etch_track_cb track_cb;
   void *track_user;
   etch_sample_cb sample_cb; /* etch_reader_on_sample (samples.c) */
@@ -300,18 +302,20 @@ struct etch_reader {
   etch_strpool pool;
   etch_ptrmap seqs;
   rd_seq *last_seq;
+  etch_vec seqv; /* of rd_seq *: seq_list's bytes */
   rd_seq **seq_list;
-  size_t nseq, cap_seq;
+  size_t nseq;
   etch_ptrmap tracks;     /* the host's tracks by uuid (machine.c: the others') */
   rd_track global_track;
   /* Machines (machine.c): machines[0] the host; the machine of the packet
    * being decoded (its index), and the last raw id looked up. */
+  etch_vec machinev; /* of rd_machine: machines's bytes */
   rd_machine *machines;
-  uint32_t nmachines, cap_machines;
+  uint32_t nmachines;
   uint32_t cur_machine;
   uint32_t last_machine;
+  etch_vec track_listv;  /* of rd_track *: track_list's bytes */
   rd_track **track_list; /* in creation order */
-  size_t cap_track_list;
   etch_arena track_arena;
   uint64_t track_gen; /* bumped when any descriptor changes */
   size_t ntracks;
