@@ -93,13 +93,15 @@ typedef struct rd_clock {
   bool has_last;
   uint64_t last;      /* incremental clocks: last value, in units */
   rd_clock_pair *pairs; /* snapshots with the trace clock, sorted by src */
-  size_t npairs, cap_pairs;
+  size_t npairs;
   size_t hint;        /* last pair used */
   /* pairs[hint] as a range: a value v with v - c_lo < c_span converts to
    * c_dst + (v - c_lo) (c_span 0: no range; kept by clock_cache()). */
   uint64_t c_lo, c_span, c_dst;
   rd_clock_ref *refs; /* every snapshot containing this clock */
-  size_t nrefs, cap_refs;
+  size_t nrefs;
+  etch_vec pairv, refv; /* pairs's and refs's bytes (clock.c), kept last:
+                           the fields above are the conversion's */
 } rd_clock;
 
 #define RD_SEQ_CLOCK_KEY(seq, id) \
@@ -124,10 +126,11 @@ typedef struct rd_snap {
 
 typedef struct rd_clocks {
   etch_ptrmap by_key;
+  etch_vec allv, snapv; /* all's and snaps's bytes (clock.c) */
   rd_clock **all;
-  size_t nall, cap_all;
+  size_t nall;
   rd_snap *snaps;
-  size_t nsnaps, cap_snaps;
+  size_t nsnaps;
   uint32_t trace_clock; /* BOOTTIME unless primary_trace_clock said else */
   bool converted;       /* a timestamp was converted: trace clock is fixed */
   etch_arena arena;
