@@ -60,8 +60,9 @@ typedef struct rd_custom {
   size_t nroutes;
   etch_u64map seen_important; /* pid:id -> 1 */
   /* Serial events waiting for their turn: a min-heap by (pid, serial). */
+  etch_vec heldv; /* held's bytes; its len follows nheld at each push */
   cev **held;
-  size_t nheld, capheld;
+  size_t nheld;
   etch_u64map next_serial; /* pid -> the next serial expected */
 } rd_custom;
 
@@ -441,18 +442,14 @@ static void on_event(const etch_event *ev, void *user) {
     release(r, c, ev->ts, false);
     return;
   }
-  if (c->nheld == c->capheld) {
-    size_t nc = c->capheld ? 2 * c->capheld : 64;
-    cev **nh = (cev **)etch__realloc(c->held, nc * sizeof *nh);
-    if (!nh) {
-      free(e);
-      r->stop = true;
-      r->custom_oom = true;
-      return;
-    }
-    c->held = nh;
-    c->capheld = nc;
+  c->heldv.len = c->nheld * sizeof *c->held; /* the heap pops in place */
+  if (ETCH_VEC_RESERVE(&c->heldv, cev *, 1)) {
+    free(e);
+    r->stop = true;
+    r->custom_oom = true;
+    return;
   }
+  c->held = ETCH_VEC_AT(&c->heldv, cev *);
   /* A process's first serials wait out the window (the smallest may come
    * later); one behind those already released (its window passed) goes
    * next. */
@@ -480,7 +477,7 @@ void etch__rd_custom_free(etch_reader *r) {
   rd_custom *c = r->custom;
   if (!c) return;
   for (size_t i = 0; i < c->nheld; i++) free(c->held[i]);
-  free(c->held);
+  etch__vec_free(&c->heldv);
   etch__vec_free(&c->schemav);
   etch__vec_free(&c->routev);
   etch__u64map_free(&c->by_name);
