@@ -30,6 +30,7 @@ void etch__leak_sites_peak(etch__leak_sites *S) {
   const etch__leak_change *c = ETCH_VEC_AT(&S->log, etch__leak_change);
   size_t nlog = ETCH_VEC_COUNT(&S->log, etch__leak_change);
   for (size_t i = 0; i < nlog; i++) {
+    ETCH_DCHECK(c[i].site < S->n); /* noted only for sites made */
     etch__leak_site *s = &S->s[c[i].site];
     s->peak_n += (uint64_t)(int64_t)c[i].n;
     s->peak_bytes += (uint64_t)c[i].bytes;

@@ -81,6 +81,7 @@ int etch__sample_fns(size_t ncs, const int64_t *parent,
     rc = ETCH_ENOMEM;
   for (size_t i = 0; !rc && i < ncs; i++) {
     if (!count[i] || fn_of[i] < 0) continue;
+    ETCH_DCHECK(fn_of[i] < (int64_t)n); /* an index fn_index gave */
     fns[fn_of[i]].self += count[i];
     int64_t c = (int64_t)i;
     for (size_t steps = 0; c >= 0 && (size_t)c < ncs && steps <= ncs;

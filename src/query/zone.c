@@ -61,6 +61,9 @@ int etch__zone_of(etch__db *db, const char *name, int buckets, etch__zone *z) {
   }
   int64_t *d = ETCH_VEC_AT(&durs, int64_t);
   size_t n = ETCH_VEC_COUNT(&durs, int64_t);
+  /* The percentiles and buckets take them sorted, none negative: the
+   * query's ORDER BY and WHERE. */
+  ETCH_DCHECK(!n || (d[0] >= 0 && d[0] <= d[n - 1]));
   rc = etch__res_close(&q);
   if (!rc && n) {
     z->count = (int64_t)n;

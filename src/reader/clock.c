@@ -104,6 +104,9 @@ static int add_pair(rd_clock *k, uint64_t src, uint64_t dst) {
   k->pairs[i].src = src;
   k->pairs[i].dst = dst;
   k->npairs++;
+  /* Sorted by src, which the conversion's binary search assumes. */
+  ETCH_DCHECK(i == 0 || k->pairs[i - 1].src <= src);
+  ETCH_DCHECK(i + 1 == k->npairs || src < k->pairs[i + 1].src);
   clock_cache(k);
   return 0;
 }

@@ -315,6 +315,7 @@ int etch__rd_deliver_track_held(etch_reader *r) {
   etch_event ev;
   for (size_t i = 0; i < n && !rc; i++) {
     rd_track *t = h[i];
+    ETCH_DCHECK(i == 0 || !announced_before(t, h[i - 1])); /* sorted */
     rd_rec **a = (rd_rec **)t->held.data;
     size_t m = t->held.len / sizeof *a;
     if (t->held_unsorted && (rc = sort_recs(a, m))) break;

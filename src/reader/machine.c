@@ -90,6 +90,7 @@ int etch__rd_machine_of(etch_reader *r, uint64_t raw, uint32_t *out) {
   if (ETCH_VEC_PUSH(&r->machinev, rd_machine, {0})) return ETCH_ENOMEM;
   r->machines = ETCH_VEC_AT(&r->machinev, rd_machine);
   uint32_t i = r->nmachines++;
+  ETCH_DCHECK(i + 1 == ETCH_VEC_COUNT(&r->machinev, rd_machine));
   r->machines[i].info.id = i;
   r->machines[i].info.raw_id = (int64_t)raw;
   r->last_machine = *out = i;
@@ -100,6 +101,7 @@ int etch__rd_machine_of(etch_reader *r, uint64_t raw, uint32_t *out) {
 
 int etch__rd_system_info(etch_reader *r, const rd_src *src, const uint8_t *msg,
                          size_t len) {
+  ETCH_DCHECK(r->cur_machine < r->nmachines); /* an index it was given */
   etch_machine_info *mi = &r->machines[r->cur_machine].info;
   etch__pb_dec d;
   etch__pb_field f;
@@ -221,6 +223,7 @@ int etch__rd_remote_clock_sync(etch_reader *r, const rd_src *src, rd_seq *seq,
   }
   if (d.err) return etch__rd_fail_dec(r, src, &d);
   if (n && r->cur_machine) {
+    ETCH_DCHECK(r->cur_machine < r->nmachines);
     etch_machine_info *mi = &r->machines[r->cur_machine].info;
     mi->has_clock_offset = true;
     mi->clock_offset = (int64_t)sum / (int64_t)n;

@@ -62,6 +62,8 @@ rd_seq *etch__rd_seq_get(etch_reader *r, uint32_t id) {
     (void)ETCH_VEC_PUSH(&r->seqv, rd_seq *, s); /* room made above */
     r->seq_list = ETCH_VEC_AT(&r->seqv, rd_seq *);
     r->nseq++;
+    ETCH_DCHECK(r->nseq == ETCH_VEC_COUNT(&r->seqv, rd_seq *) &&
+                r->nseq <= RD_MAX_SEQUENCES);
     if (id != 0) r->stats.sequences++;
   }
   r->last_seq = s;

@@ -31,6 +31,8 @@ rd_track *etch__rd_track_in(etch_reader *r, uint32_t machine, uint64_t uuid,
   if (ETCH_VEC_PUSH(&r->track_listv, rd_track *, t)) return NULL;
   r->track_list = ETCH_VEC_AT(&r->track_listv, rd_track *);
   r->ntracks++;
+  ETCH_DCHECK(r->ntracks == ETCH_VEC_COUNT(&r->track_listv, rd_track *) &&
+              r->ntracks <= RD_MAX_TRACKS);
   return t;
 }
 

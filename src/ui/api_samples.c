@@ -114,6 +114,7 @@ static int64_t sf_name(sf_tree *t, const char *s) {
 }
 
 static int64_t sf_child(sf_tree *t, int64_t parent, int64_t name) {
+  ETCH_DCHECK(parent >= 0 && (size_t)parent < t->len); /* a node made */
   uint64_t key = ((uint64_t)parent << 32 | (uint64_t)name) + 1;
   int64_t v;
   if (etch__u64map_get(&t->kids, key, &v)) return v;
@@ -239,6 +240,11 @@ static void sf_write(const sf_tree *t, FILE *o, const char *unit) {
   fputs("],\"nodes\":[", o);
   for (size_t i = 0; i < t->len; i++) {
     const sf_node *x = &t->n[i];
+    /* A parent before its children, and a name of the table (the whole,
+     * node 0, has neither): what the page's flame graph assumes. */
+    ETCH_DCHECK(i == 0 ? x->parent == -1
+                       : x->parent >= 0 && x->parent < (int64_t)i &&
+                             x->name >= 0 && x->name < (int64_t)t->nnames);
     fprintf(o, "%s[%lld,%lld,%lld,%lld,%lld]", i ? "," : "",
             (long long)x->parent, (long long)x->name, (long long)x->total,
             (long long)x->self, (long long)x->count);
