@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "base/base.h"
+#include "base/containers.h"
 
 /* ---- schema ---- */
 
@@ -596,8 +597,7 @@ void etch__trace_config_encode(const etch_trace_config *c, etch__pb_buf *out) {
 typedef struct lex {
   const char *p, *end, *start;
   int line;
-  char *sbuf; /* decoded string */
-  size_t slen, scap;
+  etch_vec sbuf; /* the decoded string, its NUL included */
 } lex;
 
 static int lerr(const lex *l, const char *fmt, ...)
@@ -641,20 +641,12 @@ static const char *token(lex *l, size_t *n) {
 }
 
 static int sput(lex *l, char ch) {
-  if (l->slen + 1 >= l->scap) {
-    size_t cap = l->scap ? l->scap * 2 : 256;
-    char *n = (char *)etch__realloc(l->sbuf, cap);
-    if (!n) return ETCH_ENOMEM;
-    l->sbuf = n;
-    l->scap = cap;
-  }
-  l->sbuf[l->slen++] = ch;
-  return ETCH_OK;
+  return etch__vec_push(&l->sbuf, &ch, 1);
 }
 
 /* A quoted string (adjacent ones concatenate), decoded into l->sbuf. */
 static int qstring(lex *l) {
-  l->slen = 0;
+  l->sbuf.len = 0;
   while (l->p < l->end && (*l->p == '"' || *l->p == '\'')) {
     char q = *l->p++;
     for (;;) {
@@ -775,7 +767,7 @@ static int parse_field(lex *l, const fdesc *f, etch__pb_stream *s,
       return lerr(l, "'%s' takes a quoted string", f->name);
     int rc = qstring(l);
     if (rc) return rc;
-    etch__pb_write_bytes_field(s, f->num, l->sbuf, l->slen - 1);
+    etch__pb_write_bytes_field(s, f->num, l->sbuf.data, l->sbuf.len - 1);
     return ETCH_OK;
   }
   size_t n;
@@ -883,9 +875,9 @@ static int parse_msg(lex *l, const mdesc *m, etch__pb_stream *s, char close,
 
 int etch__trace_config_text_to_binary(const char *text, size_t len,
                                       etch__pb_buf *out) {
-  lex l = {text, text + len, text, 1, NULL, 0, 0};
+  lex l = {.p = text, .end = text + len, .start = text, .line = 1};
   int rc = parse_msg(&l, &tc_msg, &out->s, 0, 0);
-  free(l.sbuf);
+  etch__vec_free(&l.sbuf);
   if (!rc && out->s.failed)
     rc = etch__error(ETCH_ENOMEM, "config too large to encode");
   return rc;

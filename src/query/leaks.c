@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "base/base.h"
+#include "base/containers.h"
 #include "base/map.h"
 #include "query/leaks_sites.h"
 #include "query/query.h"
@@ -30,10 +31,12 @@ typedef struct proc_blocks {
 } proc_blocks;
 
 typedef struct leaks {
-  proc_blocks *procs;
+  etch_vec procv;      /* of proc_blocks */
+  proc_blocks *procs;  /* its array (set as it moves) */
   size_t nprocs;
   etch__leak_sites sites; /* by call site (leaks_sites.c) */
-  char **tags;
+  etch_vec tagv; /* of char *, owned */
+  char **tags;   /* its array (set as it moves) */
   size_t ntags;
   uint64_t n; /* live blocks, every process */
   uint64_t allocs, frees, unknown_frees, alloc_bytes;
@@ -47,26 +50,24 @@ typedef struct leaks {
 static proc_blocks *blocks_of(leaks *L, int32_t pid) {
   for (size_t i = 0; i < L->nprocs; i++)
     if (L->procs[i].pid == pid) return &L->procs[i];
-  proc_blocks *p = etch__realloc(L->procs, (L->nprocs + 1) * sizeof *p);
+  proc_blocks *p = ETCH_VEC_NEW(&L->procv, proc_blocks);
   if (!p) return NULL;
-  L->procs = p;
-  p[L->nprocs] = (proc_blocks){.pid = pid};
-  return &p[L->nprocs++];
+  *p = (proc_blocks){.pid = pid};
+  L->procs = ETCH_VEC_AT(&L->procv, proc_blocks);
+  L->nprocs++;
+  return p;
 }
 
 static uint32_t tag_of(leaks *L, const char *name) {
   for (size_t i = 0; i < L->ntags; i++)
     if (!strcmp(L->tags[i], name)) return (uint32_t)i;
-  char **t = etch__realloc(L->tags, (L->ntags + 1) * sizeof *t);
   char *copy = etch__strdup(name);
-  if (!t || !copy) {
-    if (t) L->tags = t;
+  if (!copy || ETCH_VEC_PUSH(&L->tagv, char *, copy)) {
     free(copy);
     L->err = ETCH_ENOMEM;
     return 0;
   }
-  L->tags = t;
-  L->tags[L->ntags] = copy;
+  L->tags = ETCH_VEC_AT(&L->tagv, char *);
   return (uint32_t)L->ntags++;
 }
 
@@ -367,8 +368,8 @@ static int leaks_of(etch_reader *r, FILE *out, int top, unsigned flags,
     etch__u64map_free(&L.procs[p].blocks);
     etch__u64map_free(&L.procs[p].site_of);
   }
-  free(L.procs);
+  etch__vec_free(&L.procv);
   for (size_t i = 0; i < L.ntags; i++) free(L.tags[i]);
-  free(L.tags);
+  etch__vec_free(&L.tagv);
   return rc;
 }

@@ -22,26 +22,20 @@
 
 static void note(etch__leak_sites *S, uint32_t site, int32_t n,
                  int64_t bytes) {
-  if (S->nlog == S->cap_log) {
-    size_t nc = S->cap_log ? S->cap_log * 2 : 256;
-    etch__leak_change *p = etch__realloc(S->log, nc * sizeof *p);
-    if (!p) {
-      S->oom = true;
-      return;
-    }
-    S->log = p;
-    S->cap_log = nc;
-  }
-  S->log[S->nlog++] = (etch__leak_change){site, n, bytes};
+  if (ETCH_VEC_PUSH(&S->log, etch__leak_change, {site, n, bytes}))
+    S->oom = true;
 }
 
 void etch__leak_sites_peak(etch__leak_sites *S) {
-  for (size_t i = 0; i < S->nlog; i++) {
-    etch__leak_site *s = &S->s[S->log[i].site];
-    s->peak_n += (uint64_t)(int64_t)S->log[i].n;
-    s->peak_bytes += (uint64_t)S->log[i].bytes;
+  const etch__leak_change *c = ETCH_VEC_AT(&S->log, etch__leak_change);
+  size_t nlog = ETCH_VEC_COUNT(&S->log, etch__leak_change);
+  for (size_t i = 0; i < nlog; i++) {
+    ETCH_DCHECK(c[i].site < S->n); /* noted only for sites made */
+    etch__leak_site *s = &S->s[c[i].site];
+    s->peak_n += (uint64_t)(int64_t)c[i].n;
+    s->peak_bytes += (uint64_t)c[i].bytes;
   }
-  S->nlog = 0;
+  S->log.len = 0;
 }
 
 static uint64_t thread_key(const etch_event *ev) {
@@ -52,17 +46,15 @@ int64_t etch__leak_sites_alloc(etch__leak_sites *S, const etch_event *ev,
                                uint64_t ptr, uint64_t size) {
   int64_t i;
   if (!etch__u64map_get(&S->by_callsite, (uint64_t)ev->callsite_id, &i)) {
-    if (S->n == S->cap) {
-      size_t nc = S->cap ? S->cap * 2 : 64;
-      etch__leak_site *p = etch__realloc(S->s, nc * sizeof *p);
-      if (!p) return -1;
-      S->s = p;
-      S->cap = nc;
-    }
+    if (ETCH_VEC_RESERVE(&S->sites, etch__leak_site, 1)) return -1;
+    S->s = ETCH_VEC_AT(&S->sites, etch__leak_site); /* it may have moved */
     i = (int64_t)S->n;
     if (!etch__u64map_put(&S->by_callsite, (uint64_t)ev->callsite_id, i))
       return -1;
-    S->s[S->n++] = (etch__leak_site){.callsite = ev->callsite_id};
+    (void)ETCH_VEC_PUSH(&S->sites, etch__leak_site,
+                        {.callsite = ev->callsite_id}); /* room made above */
+    S->s = ETCH_VEC_AT(&S->sites, etch__leak_site);
+    S->n++;
   }
   etch__leak_site *s = &S->s[i];
   s->allocs++;
@@ -94,8 +86,8 @@ void etch__leak_sites_gone(etch__leak_sites *S, uint32_t site, uint64_t size) {
 }
 
 void etch__leak_sites_release(etch__leak_sites *S) {
-  free(S->s);
-  free(S->log);
+  etch__vec_free(&S->sites);
+  etch__vec_free(&S->log);
   etch__u64map_free(&S->by_callsite);
   etch__u64map_free(&S->last_alloc);
   memset(S, 0, sizeof *S);

@@ -10,6 +10,7 @@
 
 #include <stdio.h>
 
+#include "base/containers.h"
 #include "base/map.h"
 #include "etch/reader.h"
 
@@ -35,13 +36,13 @@ typedef struct etch__leak_change {
 } etch__leak_change;
 
 typedef struct etch__leak_sites {
-  etch__leak_site *s;
-  size_t n, cap;
+  etch_vec sites;        /* of etch__leak_site */
+  etch__leak_site *s;    /* its array (set as it moves) */
+  size_t n;              /* its count */
   etch_u64map by_callsite; /* callsite id -> index in s */
   etch_u64map last_alloc;  /* pid << 32 | tid -> its latest allocation */
   /* The changes since the last peak, applied to peak_* at the next. */
-  etch__leak_change *log;
-  size_t nlog, cap_log;
+  etch_vec log; /* of etch__leak_change */
   bool oom;
 } etch__leak_sites;
 

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "base/base.h"
+#include "base/containers.h"
 #include "query/query.h"
 #include "query/stats_int.h"
 
@@ -91,17 +92,6 @@ static int64_t scalar(report *r, const char *sql) {
 
 /* ---- the report's data, from the tables ------------------------------------------- */
 
-static bool grow(void **arr, size_t *cap, size_t need, size_t elem) {
-  if (need <= *cap) return true;
-  size_t c = *cap ? *cap * 2 : 16;
-  while (c < need) c *= 2;
-  void *p = etch__realloc(*arr, c * elem);
-  if (!p) return false;
-  *arr = p;
-  *cap = c;
-  return true;
-}
-
 static int cmp_null_str(const char *a, const char *b) {
   if (!a || !b) return (a != NULL) - (b != NULL); /* NULL first, as SQL */
   return strcmp(a, b);
@@ -136,20 +126,22 @@ static void top_from_db(report *r, bool by_self, int top,
            by_self ? "self_dur" : "total_dur", top);
   etch__res res;
   if (!q(r, &res, sql)) return;
-  etch__stats_top *rows = NULL;
-  size_t n = 0, cap = 0;
+  etch_vec v = {0}; /* of etch__stats_top */
   bool nomem = false;
   while (etch__res_next(&res)) {
-    if (!grow((void **)&rows, &cap, n + 1, sizeof *rows)) {
+    etch__stats_top *x = ETCH_VEC_NEW(&v, etch__stats_top);
+    if (!x) {
       nomem = true;
       break;
     }
-    rows[n++] = (etch__stats_top){.name = col_dup(&res, 0, &nomem),
-                                  .count = etch__res_i64(&res, 1),
-                                  .total = etch__res_i64(&res, 2),
-                                  .self = etch__res_i64(&res, 3),
-                                  .max = etch__res_i64(&res, 4)};
+    *x = (etch__stats_top){.name = col_dup(&res, 0, &nomem),
+                           .count = etch__res_i64(&res, 1),
+                           .total = etch__res_i64(&res, 2),
+                           .self = etch__res_i64(&res, 3),
+                           .max = etch__res_i64(&res, 4)};
   }
+  etch__stats_top *rows = ETCH_VEC_AT(&v, etch__stats_top);
+  size_t n = ETCH_VEC_COUNT(&v, etch__stats_top);
   ETCH_DCHECK(nomem || n <= (size_t)top); /* the LIMIT held */
   done(r, &res, nomem);
   if (by_self) {
@@ -158,6 +150,48 @@ static void top_from_db(report *r, bool by_self, int top,
   } else {
     d->by_total = rows;
     d->n_by_total = n;
+  }
+}
+
+/* Frames and bookmarks (etch_frame_*, etch_bookmark), in time order. */
+static void marks_from_db(report *r, etch__stats_data *d) {
+  etch__res res;
+  bool nomem = false;
+  if (q(r, &res,
+        "SELECT s.ts, s.dur FROM slice s JOIN track t ON s.track_id = t.id "
+        "WHERE t.name = 'Frames' AND t.type != 'counter' AND s.dur >= 0 "
+        "ORDER BY s.ts, s.dur")) {
+    etch_vec v = {0}; /* of etch__stats_frame */
+    while (etch__res_next(&res)) {
+      etch__stats_frame *x = ETCH_VEC_NEW(&v, etch__stats_frame);
+      if (!x) {
+        nomem = true;
+        break;
+      }
+      *x = (etch__stats_frame){etch__res_i64(&res, 0),
+                                                    etch__res_i64(&res, 1)};
+    }
+    d->frames = ETCH_VEC_AT(&v, etch__stats_frame);
+    d->nframes = ETCH_VEC_COUNT(&v, etch__stats_frame);
+    done(r, &res, nomem);
+  }
+  if (q(r, &res,
+        "SELECT s.ts, s.name FROM slice s JOIN track t ON s.track_id = t.id "
+        "WHERE t.name = 'Bookmarks' AND t.type != 'counter' AND s.dur = 0 "
+        "ORDER BY s.ts, s.name NULLS FIRST")) {
+    etch_vec v = {0}; /* of etch__stats_bookmark */
+    while (etch__res_next(&res)) {
+      etch__stats_bookmark *x = ETCH_VEC_NEW(&v, etch__stats_bookmark);
+      if (!x) {
+        nomem = true;
+        break;
+      }
+      *x = (etch__stats_bookmark){
+          etch__res_i64(&res, 0), col_dup(&res, 1, &nomem)};
+    }
+    d->bookmarks = ETCH_VEC_AT(&v, etch__stats_bookmark);
+    d->nbookmarks = ETCH_VEC_COUNT(&v, etch__stats_bookmark);
+    done(r, &res, nomem);
   }
 }
 
@@ -202,13 +236,14 @@ int etch__stats_data_from_db(etch__db *db, int top, etch__stats_data *d) {
         "LEFT JOIN process p ON th.upid = p.upid "
         "GROUP BY th.utid, th.name, th.tid, p.pid, p.name, th.machine_id "
         "ORDER BY th.machine_id, busy DESC, th.tid")) {
-    size_t cap = 0;
+    etch_vec v = {0}; /* of etch__stats_thread */
     while (etch__res_next(&res)) {
-      if (!grow((void **)&d->thr, &cap, d->nthr + 1, sizeof *d->thr)) {
+      etch__stats_thread *x = ETCH_VEC_NEW(&v, etch__stats_thread);
+      if (!x) {
         nomem = true;
         break;
       }
-      d->thr[d->nthr++] = (etch__stats_thread){
+      *x = (etch__stats_thread){
           .thread = col_dup(&res, 0, &nomem),
           .tid = etch__res_i64(&res, 1),
           .pid = etch__res_i64(&res, 2),
@@ -217,6 +252,8 @@ int etch__stats_data_from_db(etch__db *db, int top, etch__stats_data *d) {
           .busy = etch__res_i64(&res, 4),
           .machine = etch__res_i64(&res, 5)};
     }
+    d->thr = ETCH_VEC_AT(&v, etch__stats_thread);
+    d->nthr = ETCH_VEC_COUNT(&v, etch__stats_thread);
     done(r, &res, nomem);
   }
 
@@ -227,14 +264,14 @@ int etch__stats_data_from_db(etch__db *db, int top, etch__stats_data *d) {
         "(SELECT count(*) FROM process p WHERE p.machine_id = m.id), "
         "(SELECT count(*) FROM thread t WHERE t.machine_id = m.id) "
         "FROM machine m ORDER BY m.id")) {
-    size_t cap = 0;
+    etch_vec v = {0}; /* of etch__stats_machine */
     while (etch__res_next(&res)) {
-      if (!grow((void **)&d->machines, &cap, d->nmachines + 1,
-                sizeof *d->machines)) {
+      etch__stats_machine *x = ETCH_VEC_NEW(&v, etch__stats_machine);
+      if (!x) {
         nomem = true;
         break;
       }
-      d->machines[d->nmachines++] = (etch__stats_machine){
+      *x = (etch__stats_machine){
           .id = etch__res_i64(&res, 0),
           .raw_id = etch__res_i64(&res, 1),
           .name = col_dup(&res, 2, &nomem),
@@ -244,6 +281,8 @@ int etch__stats_data_from_db(etch__db *db, int top, etch__stats_data *d) {
           .processes = etch__res_i64(&res, 6),
           .threads = etch__res_i64(&res, 7)};
     }
+    d->machines = ETCH_VEC_AT(&v, etch__stats_machine);
+    d->nmachines = ETCH_VEC_COUNT(&v, etch__stats_machine);
     done(r, &res, nomem);
   }
 
@@ -257,13 +296,14 @@ int etch__stats_data_from_db(etch__db *db, int top, etch__stats_data *d) {
         "GROUP BY track_id) a "
         "JOIN track tr ON tr.id = a.track_id "
         "ORDER BY tr.name NULLS FIRST, tr.id")) {
-    size_t cap = 0;
+    etch_vec v = {0}; /* of etch__stats_counter */
     while (etch__res_next(&res)) {
-      if (!grow((void **)&d->ctr, &cap, d->nctr + 1, sizeof *d->ctr)) {
+      etch__stats_counter *x = ETCH_VEC_NEW(&v, etch__stats_counter);
+      if (!x) {
         nomem = true;
         break;
       }
-      d->ctr[d->nctr++] = (etch__stats_counter){
+      *x = (etch__stats_counter){
           .track = col_dup(&res, 0, &nomem),
           .unit = col_dup(&res, 1, &nomem),
           .count = etch__res_i64(&res, 2),
@@ -272,6 +312,8 @@ int etch__stats_data_from_db(etch__db *db, int top, etch__stats_data *d) {
           .mean = etch__res_f64(&res, 5),
           .last = etch__res_f64(&res, 6)};
     }
+    d->ctr = ETCH_VEC_AT(&v, etch__stats_counter);
+    d->nctr = ETCH_VEC_COUNT(&v, etch__stats_counter);
     done(r, &res, nomem);
   }
 
@@ -279,19 +321,22 @@ int etch__stats_data_from_db(etch__db *db, int top, etch__stats_data *d) {
         "SELECT name, value, description FROM stats "
         "WHERE severity IN ('data_loss', 'error') AND value != 0 "
         "ORDER BY rowid")) {
-    size_t cap = 0;
+    etch_vec v = {0}; /* of etch__stats_loss */
     while (etch__res_next(&res)) {
-      if (!grow((void **)&d->loss, &cap, d->nloss + 1, sizeof *d->loss)) {
+      etch__stats_loss *x = ETCH_VEC_NEW(&v, etch__stats_loss);
+      if (!x) {
         nomem = true;
         break;
       }
       char *name = col_dup(&res, 0, &nomem);
       char *desc = col_dup(&res, 2, &nomem);
-      d->loss[d->nloss++] = (etch__stats_loss){
+      *x = (etch__stats_loss){
           .name = name ? name : nomem ? NULL : etch__strdup(""),
           .value = etch__res_i64(&res, 1),
           .description = desc ? desc : nomem ? NULL : etch__strdup("")};
     }
+    d->loss = ETCH_VEC_AT(&v, etch__stats_loss);
+    d->nloss = ETCH_VEC_COUNT(&v, etch__stats_loss);
     done(r, &res, nomem);
   }
 
@@ -306,13 +351,14 @@ int etch__stats_data_from_db(etch__db *db, int top, etch__stats_data *d) {
         "LEFT JOIN process p ON th.upid = p.upid "
         "WHERE s.name = 'etch.dropped_events' "
         "GROUP BY tr.id, th.name, th.tid, p.pid ORDER BY th.tid NULLS FIRST")) {
-    size_t cap = 0;
+    etch_vec v = {0}; /* of etch__stats_dropped */
     while (etch__res_next(&res)) {
-      if (!grow((void **)&d->drop, &cap, d->ndrop + 1, sizeof *d->drop)) {
+      etch__stats_dropped *x = ETCH_VEC_NEW(&v, etch__stats_dropped);
+      if (!x) {
         nomem = true;
         break;
       }
-      d->drop[d->ndrop++] = (etch__stats_dropped){
+      *x = (etch__stats_dropped){
           .thread = col_dup(&res, 0, &nomem),
           .tid = etch__res_i64(&res, 1),
           .has_tid = !etch__res_null(&res, 1),
@@ -320,41 +366,11 @@ int etch__stats_data_from_db(etch__db *db, int top, etch__stats_data *d) {
           .has_pid = !etch__res_null(&res, 2),
           .dropped = etch__res_i64(&res, 3)};
     }
+    d->drop = ETCH_VEC_AT(&v, etch__stats_dropped);
+    d->ndrop = ETCH_VEC_COUNT(&v, etch__stats_dropped);
     done(r, &res, nomem);
   }
-  /* Frames and bookmarks (etch_frame_*, etch_bookmark). */
-  if (q(r, &res,
-        "SELECT s.ts, s.dur FROM slice s JOIN track t ON s.track_id = t.id "
-        "WHERE t.name = 'Frames' AND t.type != 'counter' AND s.dur >= 0 "
-        "ORDER BY s.ts, s.dur")) {
-    size_t cap = 0;
-    while (etch__res_next(&res)) {
-      if (!grow((void **)&d->frames, &cap, d->nframes + 1,
-                sizeof *d->frames)) {
-        nomem = true;
-        break;
-      }
-      d->frames[d->nframes++] = (etch__stats_frame){etch__res_i64(&res, 0),
-                                                    etch__res_i64(&res, 1)};
-    }
-    done(r, &res, nomem);
-  }
-  if (q(r, &res,
-        "SELECT s.ts, s.name FROM slice s JOIN track t ON s.track_id = t.id "
-        "WHERE t.name = 'Bookmarks' AND t.type != 'counter' AND s.dur = 0 "
-        "ORDER BY s.ts, s.name NULLS FIRST")) {
-    size_t cap = 0;
-    while (etch__res_next(&res)) {
-      if (!grow((void **)&d->bookmarks, &cap, d->nbookmarks + 1,
-                sizeof *d->bookmarks)) {
-        nomem = true;
-        break;
-      }
-      d->bookmarks[d->nbookmarks++] = (etch__stats_bookmark){
-          etch__res_i64(&res, 0), col_dup(&res, 1, &nomem)};
-    }
-    done(r, &res, nomem);
-  }
+  marks_from_db(r, d);
   if (r->rc) etch__stats_data_free(d);
   return r->rc;
 }

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "base/base.h"
+#include "base/containers.h"
 #include "base/map.h"
 #include "query/stats_int.h"
 
@@ -38,30 +39,24 @@ void etch__sample_fns_sort(etch__sample_fn *fns, size_t n, bool by_total) {
   if (n) qsort(fns, n, sizeof *fns, by_total ? cmp_total : cmp_self);
 }
 
-/* The index of function `name` in *fns, added (a copy of the name) if
- * new; -1 out of memory. */
-static int64_t fn_index(etch_u64map *ix, etch__sample_fn **fns, size_t *n,
-                        size_t *cap, const char *name) {
+/* The index of function `name` in fns (of etch__sample_fn), added (a
+ * copy of the name) if new; -1 out of memory. */
+static int64_t fn_index(etch_u64map *ix, etch_vec *fns, const char *name) {
   uint64_t h = etch__hash_bytes(name, strlen(name), 0x5a3e);
   for (;; h++) {
     int64_t v;
     if (!etch__u64map_get(ix, h, &v)) break;
-    if (!strcmp((*fns)[v].name, name)) return v;
+    if (!strcmp(ETCH_VEC_AT(fns, etch__sample_fn)[v].name, name)) return v;
   }
-  if (*n == *cap) {
-    size_t c = *cap ? *cap * 2 : 64;
-    void *p = etch__realloc(*fns, c * sizeof **fns);
-    if (!p) return -1;
-    *fns = p;
-    *cap = c;
-  }
-  char *copy = strdup(name);
-  if (!copy || !etch__u64map_put(ix, h, (int64_t)*n)) {
+  size_t n = ETCH_VEC_COUNT(fns, etch__sample_fn);
+  if (ETCH_VEC_RESERVE(fns, etch__sample_fn, 1)) return -1;
+  char *copy = etch__strdup(name);
+  if (!copy || !etch__u64map_put(ix, h, (int64_t)n)) {
     free(copy);
     return -1;
   }
-  (*fns)[*n] = (etch__sample_fn){copy, 0, 0};
-  return (int64_t)(*n)++;
+  (void)ETCH_VEC_PUSH(fns, etch__sample_fn, {copy, 0, 0}); /* room made */
+  return (int64_t)n;
 }
 
 int etch__sample_fns(size_t ncs, const int64_t *parent,
@@ -69,8 +64,7 @@ int etch__sample_fns(size_t ncs, const int64_t *parent,
                      etch__sample_fn **out, size_t *nout) {
   *out = NULL;
   *nout = 0;
-  etch__sample_fn *fns = NULL;
-  size_t n = 0, cap = 0;
+  etch_vec fnv = {0}; /* of etch__sample_fn; *out is its data */
   etch_u64map ix = {0};
   int64_t *fn_of = etch__malloc((ncs ? ncs : 1) * sizeof *fn_of);
   uint64_t *stamp = NULL;
@@ -78,14 +72,16 @@ int etch__sample_fns(size_t ncs, const int64_t *parent,
   for (size_t i = 0; !rc && i < ncs; i++) {
     fn_of[i] = -1;
     if (count[i] || names[i]) /* every named callsite: its callers too */
-      if ((fn_of[i] = fn_index(&ix, &fns, &n, &cap,
-                               names[i] ? names[i] : "?")) < 0)
+      if ((fn_of[i] = fn_index(&ix, &fnv, names[i] ? names[i] : "?")) < 0)
         rc = ETCH_ENOMEM;
   }
+  etch__sample_fn *fns = ETCH_VEC_AT(&fnv, etch__sample_fn);
+  size_t n = ETCH_VEC_COUNT(&fnv, etch__sample_fn);
   if (!rc && !(stamp = etch__calloc(n ? n : 1, sizeof *stamp)))
     rc = ETCH_ENOMEM;
   for (size_t i = 0; !rc && i < ncs; i++) {
     if (!count[i] || fn_of[i] < 0) continue;
+    ETCH_DCHECK(fn_of[i] < (int64_t)n); /* an index fn_index gave */
     fns[fn_of[i]].self += count[i];
     int64_t c = (int64_t)i;
     for (size_t steps = 0; c >= 0 && (size_t)c < ncs && steps <= ncs;
@@ -180,40 +176,35 @@ int etch__sample_fns_of_db(etch__db *db, int64_t *samples,
   if (!*samples) return ETCH_OK;
   rc = etch__res_query(db, CALLSITES_SQL, "stats", &res);
   if (rc) return rc;
-  size_t n = 0, cap = 0;
-  int64_t *parent = NULL, *count = NULL;
-  char **names = NULL;
+  size_t n = 0;
+  etch_vec parents = {0}, counts = {0}, namev = {0}; /* int64_t, char * */
   while (!rc && etch__res_next(&res)) {
-    if (n == cap) {
-      size_t c = cap ? cap * 2 : 256;
-      int64_t *p = etch__realloc(parent, c * sizeof *p);
-      if (p) parent = p;
-      int64_t *k = etch__realloc(count, c * sizeof *k);
-      if (k) count = k;
-      char **s = etch__realloc(names, c * sizeof *s);
-      if (s) names = s;
-      if (!p || !k || !s) {
-        rc = etch__error(ETCH_ENOMEM, "stats: out of memory");
-        break;
-      }
-      cap = c;
-    }
     /* ids are the row numbers (import_stacks.c); anything else: no stack */
     if (etch__res_i64(&res, 0) != (int64_t)n) break;
-    parent[n] = etch__res_null(&res, 1) ? -1 : etch__res_i64(&res, 1);
-    names[n] = etch__res_strdup(&res, 2);
-    count[n] = etch__res_i64(&res, 3);
+    /* Room in all three first: they grow together or not at all. */
+    if (ETCH_VEC_RESERVE(&parents, int64_t, 1) ||
+        ETCH_VEC_RESERVE(&counts, int64_t, 1) ||
+        ETCH_VEC_RESERVE(&namev, char *, 1)) {
+      rc = etch__error(ETCH_ENOMEM, "stats: out of memory");
+      break;
+    }
+    (void)ETCH_VEC_PUSH(&parents, int64_t,
+                        etch__res_null(&res, 1) ? -1 : etch__res_i64(&res, 1));
+    (void)ETCH_VEC_PUSH(&namev, char *, etch__res_strdup(&res, 2));
+    (void)ETCH_VEC_PUSH(&counts, int64_t, etch__res_i64(&res, 3));
     n++;
   }
   int rc2 = etch__res_close(&res);
   if (!rc) rc = rc2;
+  char **names = ETCH_VEC_AT(&namev, char *);
   if (!rc)
-    rc = etch__sample_fns(n, parent, (const char *const *)names, count, out,
-                          nout);
+    rc = etch__sample_fns(n, ETCH_VEC_AT(&parents, int64_t),
+                          (const char *const *)names,
+                          ETCH_VEC_AT(&counts, int64_t), out, nout);
   for (size_t i = 0; i < n; i++) free(names[i]);
-  free(names);
-  free(parent);
-  free(count);
+  etch__vec_free(&namev);
+  etch__vec_free(&parents);
+  etch__vec_free(&counts);
   return rc;
 }
 

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "base/base.h"
+#include "base/containers.h"
 #include "query/run.h"
 
 int64_t etch__zone_pct(const int64_t *sorted, size_t n, int k) {
@@ -50,21 +51,19 @@ int etch__zone_of(etch__db *db, const char *name, int buckets, etch__zone *z) {
                            " AND dur >= 0 ORDER BY dur",
                            a, 1, &q);
   if (rc) return rc;
-  int64_t *d = NULL;
-  size_t n = 0, cap = 0;
+  etch_vec durs = {0}; /* of int64_t, in order */
   while (etch__res_next(&q)) {
-    if (n == cap) {
-      size_t nc = cap ? cap * 2 : 1024;
-      int64_t *nd = etch__realloc(d, nc * sizeof *d);
-      if (!nd) {
-        free(d);
-        etch__res_close(&q);
-        return ETCH_ENOMEM;
-      }
-      d = nd, cap = nc;
+    if (ETCH_VEC_PUSH(&durs, int64_t, etch__res_i64(&q, 0))) {
+      etch__vec_free(&durs);
+      etch__res_close(&q);
+      return ETCH_ENOMEM;
     }
-    d[n++] = etch__res_i64(&q, 0);
   }
+  int64_t *d = ETCH_VEC_AT(&durs, int64_t);
+  size_t n = ETCH_VEC_COUNT(&durs, int64_t);
+  /* The percentiles and buckets take them sorted, none negative: the
+   * query's ORDER BY and WHERE. */
+  ETCH_DCHECK(!n || (d[0] >= 0 && d[0] <= d[n - 1]));
   rc = etch__res_close(&q);
   if (!rc && n) {
     z->count = (int64_t)n;
@@ -75,7 +74,7 @@ int etch__zone_of(etch__db *db, const char *name, int buckets, etch__zone *z) {
     z->p99 = etch__zone_pct(d, n, 99);
     rc = buckets_of(z, d, n, buckets);
   }
-  free(d);
+  etch__vec_free(&durs);
   if (rc) etch__zone_free(z);
   return rc;
 }

@@ -36,25 +36,23 @@ int etch__rd_clocks_init(rd_clocks *c) {
 
 void etch__rd_clocks_free(rd_clocks *c) {
   for (size_t i = 0; i < c->nall; i++) {
-    free(c->all[i]->pairs);
-    free(c->all[i]->refs);
+    etch__vec_free(&c->all[i]->pairv);
+    etch__vec_free(&c->all[i]->refv);
     free(c->all[i]);
   }
-  free(c->all);
-  free(c->snaps);
+  etch__vec_free(&c->allv);
+  etch__vec_free(&c->snapv);
   etch__ptrmap_free(&c->by_key);
   etch__arena_free(&c->arena);
   memset(c, 0, sizeof *c);
 }
 
-/* Grows an array of `size`-byte items to hold one more. */
-static int grow(void **arr, size_t *cap, size_t n, size_t size) {
-  if (n < *cap) return 0;
-  size_t nc = *cap ? *cap * 2 : 8;
-  void *p = etch__realloc(*arr, nc * size);
-  if (!p) return ETCH_ENOMEM;
-  *arr = p;
-  *cap = nc;
+/* Room for one more `size`-byte item in v of n items (written in place
+ * at *arr, which follows v's bytes). */
+static int grow(etch_vec *v, void **arr, size_t n, size_t size) {
+  v->len = n * size; /* the items held */
+  if (etch__vec_reserve(v, size)) return ETCH_ENOMEM;
+  *arr = v->data;
   return 0;
 }
 
@@ -70,7 +68,7 @@ rd_clock *etch__rd_clock_get(etch_reader *r, uint64_t key, bool create) {
   if (!k) return NULL;
   k->key = key;
   k->unit_ns = 1;
-  if (grow((void **)&c->all, &c->cap_all, c->nall, sizeof *c->all) ||
+  if (grow(&c->allv, (void **)&c->all, c->nall, sizeof *c->all) ||
       etch__ptrmap_put(&c->by_key, key, k)) {
     free(k);
     return NULL;
@@ -96,7 +94,7 @@ static void clock_cache(rd_clock *k) {
 /* Inserts (src, dst) keeping pairs sorted by src (snapshots mostly come in
  * increasing order, so this is an append). */
 static int add_pair(rd_clock *k, uint64_t src, uint64_t dst) {
-  if (grow((void **)&k->pairs, &k->cap_pairs, k->npairs, sizeof *k->pairs))
+  if (grow(&k->pairv, (void **)&k->pairs, k->npairs, sizeof *k->pairs))
     return ETCH_ENOMEM;
   size_t i = k->npairs;
   while (i > 0 && k->pairs[i - 1].src > src) {
@@ -106,6 +104,9 @@ static int add_pair(rd_clock *k, uint64_t src, uint64_t dst) {
   k->pairs[i].src = src;
   k->pairs[i].dst = dst;
   k->npairs++;
+  /* Sorted by src, which the conversion's binary search assumes. */
+  ETCH_DCHECK(i == 0 || k->pairs[i - 1].src <= src);
+  ETCH_DCHECK(i + 1 == k->npairs || src < k->pairs[i + 1].src);
   clock_cache(k);
   return 0;
 }
@@ -154,7 +155,7 @@ int etch__rd_clock_snapshot(etch_reader *r, const rd_src *src, rd_seq *seq,
   if (d.err) return etch__rd_fail_dec(r, src, &d);
   if (n == 0) return 0;
   if (c->nsnaps >= UINT32_MAX ||
-      grow((void **)&c->snaps, &c->cap_snaps, c->nsnaps, sizeof *c->snaps))
+      grow(&c->snapv, (void **)&c->snaps, c->nsnaps, sizeof *c->snaps))
     return ETCH_ENOMEM;
   rd_snap_entry *e =
       (rd_snap_entry *)etch__arena_alloc(&c->arena, (size_t)n * sizeof *e);
@@ -215,7 +216,7 @@ int etch__rd_clock_snapshot(etch_reader *r, const rd_src *src, rd_seq *seq,
   c->nsnaps++;
   for (uint32_t j = 0; j < m; j++) {
     rd_clock *k = e[j].clock;
-    if (grow((void **)&k->refs, &k->cap_refs, k->nrefs, sizeof *k->refs))
+    if (grow(&k->refv, (void **)&k->refs, k->nrefs, sizeof *k->refs))
       return ETCH_ENOMEM;
     k->refs[k->nrefs].snap = snap_idx;
     k->refs[k->nrefs].value = e[j].value;

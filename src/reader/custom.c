@@ -51,15 +51,18 @@ typedef struct cev {
 } cev;
 
 typedef struct rd_custom {
-  rd_schema *schemas;
-  size_t n, cap;
+  etch_vec schemav;   /* of rd_schema */
+  rd_schema *schemas; /* its array (set as it moves) */
+  size_t n;
   etch_u64map by_name; /* pooled name -> index */
-  rd_route *routes;
-  size_t nroutes, caproutes;
+  etch_vec routev;  /* of rd_route */
+  rd_route *routes; /* its array (set as it moves) */
+  size_t nroutes;
   etch_u64map seen_important; /* pid:id -> 1 */
   /* Serial events waiting for their turn: a min-heap by (pid, serial). */
+  etch_vec heldv; /* held's bytes; its len follows nheld at each push */
   cev **held;
-  size_t nheld, capheld;
+  size_t nheld;
   etch_u64map next_serial; /* pid -> the next serial expected */
 } rd_custom;
 
@@ -141,17 +144,13 @@ int etch__rd_schema(etch_reader *r, const rd_src *src, const uint8_t *msg,
     c->schemas[at] = s;
     return 0;
   }
-  if (c->n == c->cap) {
-    size_t nc = c->cap ? 2 * c->cap : 16;
-    rd_schema *ns = (rd_schema *)etch__realloc(c->schemas, nc * sizeof *ns);
-    if (!ns) return ETCH_ENOMEM;
-    c->schemas = ns;
-    c->cap = nc;
-  }
-  c->schemas[c->n] = s;
+  if (ETCH_VEC_RESERVE(&c->schemav, rd_schema, 1)) return ETCH_ENOMEM;
+  c->schemas = ETCH_VEC_AT(&c->schemav, rd_schema); /* it may have moved */
   if (!etch__u64map_put(&c->by_name, (uint64_t)(uintptr_t)s.name,
                         (int64_t)c->n))
     return ETCH_ENOMEM;
+  (void)ETCH_VEC_PUSH(&c->schemav, rd_schema, s); /* room made above */
+  c->schemas = ETCH_VEC_AT(&c->schemav, rd_schema);
   c->n++;
   return 0;
 }
@@ -443,18 +442,14 @@ static void on_event(const etch_event *ev, void *user) {
     release(r, c, ev->ts, false);
     return;
   }
-  if (c->nheld == c->capheld) {
-    size_t nc = c->capheld ? 2 * c->capheld : 64;
-    cev **nh = (cev **)etch__realloc(c->held, nc * sizeof *nh);
-    if (!nh) {
-      free(e);
-      r->stop = true;
-      r->custom_oom = true;
-      return;
-    }
-    c->held = nh;
-    c->capheld = nc;
+  c->heldv.len = c->nheld * sizeof *c->held; /* the heap pops in place */
+  if (ETCH_VEC_RESERVE(&c->heldv, cev *, 1)) {
+    free(e);
+    r->stop = true;
+    r->custom_oom = true;
+    return;
   }
+  c->held = ETCH_VEC_AT(&c->heldv, cev *);
   /* A process's first serials wait out the window (the smallest may come
    * later); one behind those already released (its window passed) goes
    * next. */
@@ -482,9 +477,9 @@ void etch__rd_custom_free(etch_reader *r) {
   rd_custom *c = r->custom;
   if (!c) return;
   for (size_t i = 0; i < c->nheld; i++) free(c->held[i]);
-  free(c->held);
-  free(c->schemas);
-  free(c->routes);
+  etch__vec_free(&c->heldv);
+  etch__vec_free(&c->schemav);
+  etch__vec_free(&c->routev);
   etch__u64map_free(&c->by_name);
   etch__u64map_free(&c->seen_important);
   etch__u64map_free(&c->next_serial);
@@ -500,20 +495,16 @@ int etch_reader_route(etch_reader *r, uint32_t route_id, const char *logger,
   if (r->ran) return etch__error(ETCH_ESTATE, "reader: already run");
   rd_custom *c = custom_get(r);
   if (!c) return ETCH_ENOMEM;
-  if (c->nroutes == c->caproutes) {
-    size_t nc = c->caproutes ? 2 * c->caproutes : 4;
-    rd_route *nr = (rd_route *)etch__realloc(c->routes, nc * sizeof *nr);
-    if (!nr) return ETCH_ENOMEM;
-    c->routes = nr;
-    c->caproutes = nc;
-  }
-  rd_route *ro = &c->routes[c->nroutes];
+  if (ETCH_VEC_RESERVE(&c->routev, rd_route, 1)) return ETCH_ENOMEM;
+  c->routes = ETCH_VEC_AT(&c->routev, rd_route);
+  rd_route *ro = &c->routes[c->nroutes]; /* counted once it is whole */
   ro->id = route_id;
   ro->logger = logger ? etch__strpool_get(&r->pool, logger, strlen(logger)) : NULL;
   ro->event = event ? etch__strpool_get(&r->pool, event, strlen(event)) : NULL;
   if ((logger && !ro->logger) || (event && !ro->event)) return ETCH_ENOMEM;
   ro->cb = cb;
   ro->user = user;
+  c->routev.len += sizeof *ro;
   /* One subscription feeds every route. */
   if (c->nroutes++ == 0) return etch__rd_subscribe(r, NULL, NULL, on_event, r);
   return 0;

@@ -14,20 +14,16 @@
 
 int etch__rd_subscribe(etch_reader *r, const char *category, const char *name,
                        etch_event_cb cb, void *user) {
-  if (r->nsubs == r->cap_subs) {
-    size_t nc = r->cap_subs ? r->cap_subs * 2 : 4;
-    rd_sub *s = (rd_sub *)etch__realloc(r->subs, nc * sizeof *s);
-    if (!s) return ETCH_ENOMEM;
-    r->subs = s;
-    r->cap_subs = nc;
-  }
-  rd_sub *s = &r->subs[r->nsubs];
+  if (ETCH_VEC_RESERVE(&r->subv, rd_sub, 1)) return ETCH_ENOMEM;
+  r->subs = ETCH_VEC_AT(&r->subv, rd_sub);
+  rd_sub *s = &r->subs[r->nsubs]; /* counted below, once it is whole */
   s->category = category ? etch__strpool_get(&r->pool, category, strlen(category))
                          : NULL;
   s->name = name ? etch__strpool_get(&r->pool, name, strlen(name)) : NULL;
   if ((category && !s->category) || (name && !s->name)) return ETCH_ENOMEM;
   s->cb = cb;
   s->user = user;
+  r->subv.len += sizeof *s;
   r->nsubs++;
   return 0;
 }
@@ -153,15 +149,9 @@ void etch__rd_track_order_decide(etch_reader *r, rd_track *t) {
 
 int etch__rd_hold_track(etch_reader *r, const etch_event *ev, rd_track *t) {
   if (!t->held.len) {
-    if (r->nheld_tracks == r->cap_held_tracks) {
-      size_t nc = r->cap_held_tracks ? 2 * r->cap_held_tracks : 16;
-      rd_track **n =
-          (rd_track **)etch__realloc(r->held_tracks, nc * sizeof *n);
-      if (!n) return ETCH_ENOMEM;
-      r->held_tracks = n;
-      r->cap_held_tracks = nc;
-    }
-    r->held_tracks[r->nheld_tracks++] = t;
+    if (ETCH_VEC_PUSH(&r->held_trackv, rd_track *, t)) return ETCH_ENOMEM;
+    r->held_tracks = ETCH_VEC_AT(&r->held_trackv, rd_track *);
+    r->nheld_tracks++;
   }
   /* Announced now, in file order, as if delivered. */
   if (!t->delivered) etch__rd_announce_track(r, t, 0);
@@ -331,6 +321,7 @@ int etch__rd_deliver_track_held(etch_reader *r) {
   etch_event ev;
   for (size_t i = 0; i < n && !rc; i++) {
     rd_track *t = h[i];
+    ETCH_DCHECK(i == 0 || !announced_before(t, h[i - 1])); /* sorted */
     rd_rec **a = (rd_rec **)t->held.data;
     size_t m = t->held.len / sizeof *a;
     if (t->held_unsorted && (rc = sort_recs(a, m))) break;
@@ -345,6 +336,7 @@ int etch__rd_deliver_track_held(etch_reader *r) {
     memset(&h[i]->held, 0, sizeof h[i]->held);
   }
   r->nheld_tracks = 0;
+  r->held_trackv.len = 0;
   etch__arena_free(&r->track_recs);
   return rc;
 }

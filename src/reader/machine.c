@@ -52,9 +52,9 @@
 #include "reader/reader_int.h"
 
 int etch__rd_machines_init(etch_reader *r) {
-  r->machines = (rd_machine *)etch__calloc(4, sizeof *r->machines);
-  if (!r->machines) return ETCH_ENOMEM;
-  r->cap_machines = 4;
+  /* machines[0], the host */
+  if (ETCH_VEC_PUSH(&r->machinev, rd_machine, {0})) return ETCH_ENOMEM;
+  r->machines = ETCH_VEC_AT(&r->machinev, rd_machine);
   r->nmachines = 1;
   r->cur_machine = 0;
   r->last_machine = 0;
@@ -64,9 +64,9 @@ int etch__rd_machines_init(etch_reader *r) {
 void etch__rd_machines_free(etch_reader *r) {
   for (uint32_t i = 1; i < r->nmachines; i++)
     etch__ptrmap_free(&r->machines[i].tracks);
-  free(r->machines);
+  etch__vec_free(&r->machinev);
   r->machines = NULL;
-  r->nmachines = r->cap_machines = 0;
+  r->nmachines = 0;
 }
 
 int etch__rd_machine_of(etch_reader *r, uint64_t raw, uint32_t *out) {
@@ -87,16 +87,10 @@ int etch__rd_machine_of(etch_reader *r, uint64_t raw, uint32_t *out) {
   }
   if (r->nmachines >= RD_MAX_MACHINES)
     return etch__error(ETCH_ELIMIT, "more than %u machines", RD_MAX_MACHINES);
-  if (r->nmachines == r->cap_machines) {
-    uint32_t nc = r->cap_machines * 2;
-    rd_machine *m =
-        (rd_machine *)etch__realloc(r->machines, nc * sizeof *r->machines);
-    if (!m) return ETCH_ENOMEM;
-    r->machines = m;
-    r->cap_machines = nc;
-  }
+  if (ETCH_VEC_PUSH(&r->machinev, rd_machine, {0})) return ETCH_ENOMEM;
+  r->machines = ETCH_VEC_AT(&r->machinev, rd_machine);
   uint32_t i = r->nmachines++;
-  memset(&r->machines[i], 0, sizeof r->machines[i]);
+  ETCH_DCHECK(i + 1 == ETCH_VEC_COUNT(&r->machinev, rd_machine));
   r->machines[i].info.id = i;
   r->machines[i].info.raw_id = (int64_t)raw;
   r->last_machine = *out = i;
@@ -107,6 +101,7 @@ int etch__rd_machine_of(etch_reader *r, uint64_t raw, uint32_t *out) {
 
 int etch__rd_system_info(etch_reader *r, const rd_src *src, const uint8_t *msg,
                          size_t len) {
+  ETCH_DCHECK(r->cur_machine < r->nmachines); /* an index it was given */
   etch_machine_info *mi = &r->machines[r->cur_machine].info;
   etch__pb_dec d;
   etch__pb_field f;
@@ -228,6 +223,7 @@ int etch__rd_remote_clock_sync(etch_reader *r, const rd_src *src, rd_seq *seq,
   }
   if (d.err) return etch__rd_fail_dec(r, src, &d);
   if (n && r->cur_machine) {
+    ETCH_DCHECK(r->cur_machine < r->nmachines);
     etch_machine_info *mi = &r->machines[r->cur_machine].info;
     mi->has_clock_offset = true;
     mi->clock_offset = (int64_t)sum / (int64_t)n;

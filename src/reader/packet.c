@@ -50,21 +50,20 @@ rd_seq *etch__rd_seq_get(etch_reader *r, uint32_t id) {
     etch__arena_init(&s->srcloc_arena, 4096);
     etch__arena_init(&s->recs, 256 * 1024);
     s->last_ts = INT64_MIN;
-    if (r->nseq == r->cap_seq) {
-      size_t nc = r->cap_seq ? r->cap_seq * 2 : 16;
-      rd_seq **l = (rd_seq **)etch__realloc(r->seq_list, nc * sizeof *l);
-      if (!l) {
-        free(s);
-        return NULL;
-      }
-      r->seq_list = l;
-      r->cap_seq = nc;
+    if (ETCH_VEC_RESERVE(&r->seqv, rd_seq *, 1)) {
+      free(s);
+      return NULL;
     }
+    r->seq_list = ETCH_VEC_AT(&r->seqv, rd_seq *); /* it may have moved */
     if (etch__ptrmap_put(&r->seqs, id, s)) {
       free(s);
       return NULL;
     }
-    r->seq_list[r->nseq++] = s;
+    (void)ETCH_VEC_PUSH(&r->seqv, rd_seq *, s); /* room made above */
+    r->seq_list = ETCH_VEC_AT(&r->seqv, rd_seq *);
+    r->nseq++;
+    ETCH_DCHECK(r->nseq == ETCH_VEC_COUNT(&r->seqv, rd_seq *) &&
+                r->nseq <= RD_MAX_SEQUENCES);
     if (id != 0) r->stats.sequences++;
   }
   r->last_seq = s;

@@ -93,13 +93,15 @@ typedef struct rd_clock {
   bool has_last;
   uint64_t last;      /* incremental clocks: last value, in units */
   rd_clock_pair *pairs; /* snapshots with the trace clock, sorted by src */
-  size_t npairs, cap_pairs;
+  size_t npairs;
   size_t hint;        /* last pair used */
   /* pairs[hint] as a range: a value v with v - c_lo < c_span converts to
    * c_dst + (v - c_lo) (c_span 0: no range; kept by clock_cache()). */
   uint64_t c_lo, c_span, c_dst;
   rd_clock_ref *refs; /* every snapshot containing this clock */
-  size_t nrefs, cap_refs;
+  size_t nrefs;
+  etch_vec pairv, refv; /* pairs's and refs's bytes (clock.c), kept last:
+                           the fields above are the conversion's */
 } rd_clock;
 
 #define RD_SEQ_CLOCK_KEY(seq, id) \
@@ -124,10 +126,11 @@ typedef struct rd_snap {
 
 typedef struct rd_clocks {
   etch_ptrmap by_key;
+  etch_vec allv, snapv; /* all's and snaps's bytes (clock.c) */
   rd_clock **all;
-  size_t nall, cap_all;
+  size_t nall;
   rd_snap *snaps;
-  size_t nsnaps, cap_snaps;
+  size_t nsnaps;
   uint32_t trace_clock; /* BOOTTIME unless primary_trace_clock said else */
   bool converted;       /* a timestamp was converted: trace clock is fixed */
   etch_arena arena;
@@ -266,8 +269,9 @@ struct etch_reader {
   bool hold_all;       /* every slice track held, thread tracks too */
   bool went_back;      /* a streamed track went back in time: stopped */
   etch_arena track_recs;    /* records of held tracks */
+  etch_vec held_trackv;     /* of rd_track *: held_tracks's bytes */
   rd_track **held_tracks;   /* tracks with held records, first hold first */
-  size_t nheld_tracks, cap_held_tracks;
+  size_t nheld_tracks;
   uint32_t nannounced;
   bool ran;
   bool stream;          /* etch_reader_open_stream: packets come from feed */
@@ -291,8 +295,9 @@ struct etch_reader {
   uint64_t gen;         /* packets through the generic decoder, from 1 */
   uint64_t fast_packets; /* packets it decoded */
 
+  etch_vec subv; /* of rd_sub: subs's bytes */
   rd_sub *subs;
-  size_t nsubs, cap_subs;
+  size_t nsubs;
   etch_track_cb track_cb;
   void *track_user;
   /* etch__reader_set_idle_tracks: tracks without events at the end of a
@@ -305,18 +310,20 @@ struct etch_reader {
   etch_strpool pool;
   etch_ptrmap seqs;
   rd_seq *last_seq;
+  etch_vec seqv; /* of rd_seq *: seq_list's bytes */
   rd_seq **seq_list;
-  size_t nseq, cap_seq;
+  size_t nseq;
   etch_ptrmap tracks;     /* the host's tracks by uuid (machine.c: the others') */
   rd_track global_track;
   /* Machines (machine.c): machines[0] the host; the machine of the packet
    * being decoded (its index), and the last raw id looked up. */
+  etch_vec machinev; /* of rd_machine: machines's bytes */
   rd_machine *machines;
-  uint32_t nmachines, cap_machines;
+  uint32_t nmachines;
   uint32_t cur_machine;
   uint32_t last_machine;
+  etch_vec track_listv;  /* of rd_track *: track_list's bytes */
   rd_track **track_list; /* in creation order */
-  size_t cap_track_list;
   etch_arena track_arena;
   uint64_t track_gen; /* bumped when any descriptor changes */
   size_t ntracks;

@@ -52,16 +52,19 @@ typedef struct modsym {
 } modsym;
 
 typedef struct rd_stacks {
+  /* Each table: its rows in an etch_vec, their array (set as it moves;
+   * the tables handed out by etch_reader_stacks) and their count. */
+  etch_vec mapv, framev, csv, linev, msv;
   etch_stack_mapping *maps;
-  size_t nmaps, cap_maps;
+  size_t nmaps;
   etch_stack_frame *frames;
-  size_t nframes, cap_frames;
+  size_t nframes;
   etch_stack_callsite *cs;
-  size_t ncs, cap_cs;
+  size_t ncs;
   etch_stack_symbol *lines;
-  size_t nlines, cap_lines;
+  size_t nlines;
   modsym *ms;
-  size_t nms, cap_ms;
+  size_t nms;
   /* hash -> row (a collision probes hash + 1, ...) */
   etch_u64map maps_ix, frames_ix, cs_ix, ms_ix;
   etch_vec path; /* scratch: a mapping's path being joined */
@@ -84,17 +87,15 @@ static rd_stack_seq *seq_of(rd_seq *seq) {
   return seq->stk;
 }
 
-/* Room for one more row of `elem` bytes in *a. */
-static int grow(void **a, size_t n, size_t *cap, size_t elem) {
-  if (n < *cap) return 0;
+/* Room for one more row of `elem` bytes in table v of n rows (written in
+ * place at *a, which follows v's bytes). */
+static int grow(etch_vec *v, void **a, size_t n, size_t elem) {
   if (n >= RD_STACK_MAX_ROWS)
     return etch__error(ETCH_ELIMIT, "more than %u rows of one call-stack "
                        "table", RD_STACK_MAX_ROWS);
-  size_t nc = *cap ? *cap * 2 : 64;
-  void *p = etch__realloc(*a, nc * elem);
-  if (!p) return ETCH_ENOMEM;
-  *a = p;
-  *cap = nc;
+  v->len = n * elem; /* the rows held */
+  if (etch__vec_reserve(v, elem)) return ETCH_ENOMEM;
+  *a = v->data;
   return 0;
 }
 
@@ -349,7 +350,7 @@ static int64_t map_row(rd_stacks *t, const etch_stack_mapping *m, int *st) {
            key = 0;
   int64_t row = ix_find(&t->maps_ix, h, map_eq, &k, &key);
   if (row >= 0) return row;
-  if ((*st = grow((void **)&t->maps, t->nmaps, &t->cap_maps, sizeof *t->maps)))
+  if ((*st = grow(&t->mapv, (void **)&t->maps, t->nmaps, sizeof *t->maps)))
     return -1;
   if (!etch__u64map_put(&t->maps_ix, key, (int64_t)t->nmaps)) {
     *st = ETCH_ENOMEM;
@@ -443,7 +444,7 @@ static int64_t frame_gid(etch_reader *r, rd_stack_seq *ss, uint64_t iid,
                                              f->rel_pc),
                         frame_eq, &k, &key);
   if (row < 0) {
-    if ((*st = grow((void **)&t->frames, t->nframes, &t->cap_frames,
+    if ((*st = grow(&t->framev, (void **)&t->frames, t->nframes,
                     sizeof *t->frames)))
       return -1;
     if (!etch__u64map_put(&t->frames_ix, key, (int64_t)t->nframes)) {
@@ -476,7 +477,7 @@ static int64_t cs_row(rd_stacks *t, int64_t parent, uint32_t depth,
   int64_t row = ix_find(&t->cs_ix, hash3((uint64_t)parent, frame_id, 7),
                         cs_eq, &k, &key);
   if (row >= 0) return row;
-  if ((*st = grow((void **)&t->cs, t->ncs, &t->cap_cs, sizeof *t->cs)))
+  if ((*st = grow(&t->csv, (void **)&t->cs, t->ncs, sizeof *t->cs)))
     return -1;
   if (!etch__u64map_put(&t->cs_ix, key, (int64_t)t->ncs)) {
     *st = ETCH_ENOMEM;
@@ -584,7 +585,7 @@ static int address_symbols(etch_reader *r, const rd_src *src,
     if (f.id != ETCH_ADDRSYM_LINES) continue;
     RD_EXPECT(f, ETCH_PB_LEN, "AddressSymbols.lines");
     if (n == RD_STACK_MAX_LINES) continue;
-    if ((rc = grow((void **)&t->lines, t->nlines, &t->cap_lines,
+    if ((rc = grow(&t->linev, (void **)&t->lines, t->nlines,
                    sizeof *t->lines)))
       return rc;
     if ((rc = symbol_line(r, src, f.data, f.len, &t->lines[t->nlines])))
@@ -598,7 +599,7 @@ static int address_symbols(etch_reader *r, const rd_src *src,
     k.module = keys[i];
     if (ix_find(&t->ms_ix, ms_hash(k.module, addr), ms_eq, &k, &key) >= 0)
       continue;
-    if ((rc = grow((void **)&t->ms, t->nms, &t->cap_ms, sizeof *t->ms)))
+    if ((rc = grow(&t->msv, (void **)&t->ms, t->nms, sizeof *t->ms)))
       return rc;
     if (!etch__u64map_put(&t->ms_ix, key, (int64_t)t->nms)) return ETCH_ENOMEM;
     t->ms[t->nms++] = (modsym){keys[i], addr, first, n};
@@ -700,11 +701,11 @@ void etch__rd_stack_seq_free(rd_seq *seq) {
 void etch__rd_stacks_free(etch_reader *r) {
   rd_stacks *t = r->stk;
   if (!t) return;
-  free(t->maps);
-  free(t->frames);
-  free(t->cs);
-  free(t->lines);
-  free(t->ms);
+  etch__vec_free(&t->mapv);
+  etch__vec_free(&t->framev);
+  etch__vec_free(&t->csv);
+  etch__vec_free(&t->linev);
+  etch__vec_free(&t->msv);
   etch__u64map_free(&t->maps_ix);
   etch__u64map_free(&t->frames_ix);
   etch__u64map_free(&t->cs_ix);

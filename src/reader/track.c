@@ -28,14 +28,11 @@ rd_track *etch__rd_track_in(etch_reader *r, uint32_t machine, uint64_t uuid,
   t->info.cmdline = r->empty;
   t->info.machine_id = machine;
   if (etch__ptrmap_put(map, uuid, t)) return NULL;
-  if (r->ntracks == r->cap_track_list) {
-    size_t nc = r->cap_track_list ? r->cap_track_list * 2 : 64;
-    rd_track **l = (rd_track **)etch__realloc(r->track_list, nc * sizeof *l);
-    if (!l) return NULL;
-    r->track_list = l;
-    r->cap_track_list = nc;
-  }
-  r->track_list[r->ntracks++] = t;
+  if (ETCH_VEC_PUSH(&r->track_listv, rd_track *, t)) return NULL;
+  r->track_list = ETCH_VEC_AT(&r->track_listv, rd_track *);
+  r->ntracks++;
+  ETCH_DCHECK(r->ntracks == ETCH_VEC_COUNT(&r->track_listv, rd_track *) &&
+              r->ntracks <= RD_MAX_TRACKS);
   return t;
 }
 

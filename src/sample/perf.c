@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "base/base.h"
+#include "base/containers.h"
 
 #if defined(__x86_64__)
 /* arch/x86/include/uapi/asm/perf_regs.h: BP 6, SP 7, IP 8. */
@@ -45,8 +46,8 @@ struct etch_perf {
   struct perf_event_attr attr;
   ring *rings; /* one per CPU; fd -1 for a CPU that is not there */
   size_t nrings;
-  int *extra; /* added threads' descriptors, each into its CPU's ring */
-  size_t nextra, capextra;
+  etch_vec extra; /* of int: added threads' descriptors, each into its
+                     CPU's ring */
   size_t page;
   uint8_t *scratch; /* a record that wraps around its ring's end */
   size_t scratch_cap;
@@ -240,13 +241,7 @@ int etch__perf_open(const etch_perf_opts *o, etch_perf **out,
 int etch__perf_add_thread(etch_perf *p, pid_t tid) {
   for (size_t c = 0; c < p->nrings; c++) {
     if (p->rings[c].fd < 0) continue;
-    if (p->nextra == p->capextra) {
-      size_t cap = p->capextra ? p->capextra * 2 : 16;
-      int *n = etch__realloc(p->extra, cap * sizeof *n);
-      if (!n) return ETCH_ENOMEM;
-      p->extra = n;
-      p->capextra = cap;
-    }
+    if (ETCH_VEC_RESERVE(&p->extra, int, 1)) return ETCH_ENOMEM;
     struct perf_event_attr a = p->attr;
     int fd = perf_event_open(&a, tid, (int)c, -1, PERF_FLAG_FD_CLOEXEC);
     if (fd < 0) {
@@ -254,7 +249,7 @@ int etch__perf_add_thread(etch_perf *p, pid_t tid) {
       return etch__error(ETCH_EUNSUPPORTED, "perf: cannot sample thread %d: %s",
                          (int)tid, strerror(errno));
     }
-    p->extra[p->nextra++] = fd;
+    (void)ETCH_VEC_PUSH(&p->extra, int, fd); /* room made above */
     if (ioctl(fd, PERF_EVENT_IOC_SET_OUTPUT, p->rings[c].fd))
       return etch__error(ETCH_EUNSUPPORTED,
                          "perf: thread %d's samples into CPU %zu's ring: %s",
@@ -272,8 +267,9 @@ int etch__perf_enable(etch_perf *p, bool on) {
     if (p->rings[c].fd >= 0 && ioctl(p->rings[c].fd, req, 0))
       return etch__error(ETCH_EIO, "perf: %s: %s", on ? "enable" : "disable",
                          strerror(errno));
-  for (size_t i = 0; i < p->nextra; i++)
-    if (ioctl(p->extra[i], req, 0))
+  const int *extra = ETCH_VEC_AT(&p->extra, int);
+  for (size_t i = 0; i < ETCH_VEC_COUNT(&p->extra, int); i++)
+    if (ioctl(extra[i], req, 0))
       return etch__error(ETCH_EIO, "perf: %s: %s", on ? "enable" : "disable",
                          strerror(errno));
   p->enabled = on;
@@ -416,13 +412,14 @@ etch_perf_stats etch__perf_stats(const etch_perf *p) { return p->stats; }
 
 void etch__perf_close(etch_perf *p) {
   if (!p) return;
-  for (size_t i = 0; i < p->nextra; i++) close(p->extra[i]);
+  for (size_t i = 0; i < ETCH_VEC_COUNT(&p->extra, int); i++)
+    close(ETCH_VEC_AT(&p->extra, int)[i]);
   for (size_t c = 0; c < p->nrings; c++) {
     if (p->rings[c].base)
       munmap(p->rings[c].base, p->rings[c].size + p->page);
     if (p->rings[c].fd >= 0) close(p->rings[c].fd);
   }
-  free(p->extra);
+  etch__vec_free(&p->extra);
   free(p->rings);
   free(p->scratch);
   free(p);

@@ -3,7 +3,7 @@
  * StartTracing, Flush, DisableTracing, ReadBuffers, FreeBuffers,
  * GetTraceStats, QueryServiceState, QueryCapabilities), ReadBuffers
  * streamed as the consumer's socket keeps up, and what goes with a
- * consumer (see service_int.h and docs/service.md).
+ * consumer (see ports.h and docs/service.md).
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
@@ -17,13 +17,10 @@
 #include "base/clock.h"
 #include "proto/ipc.h"
 #include "proto/perfetto.h"
+#include "service/methods.h"
+#include "service/ports.h"
 #include "service/service_int.h"
-
-consumer *etch__svc_find_consumer(etch_service *s, uint32_t id) {
-  for (consumer *c = s->consumers; c; c = c->next)
-    if (c->id == id) return c;
-  return NULL;
-}
+#include "service/session.h"
 
 static int consumer_enable(etch_service *s, consumer *c,
                            const etch_ipc_frame *f) {
@@ -107,20 +104,21 @@ static int consumer_enable(etch_service *s, consumer *c,
         err = msg;
         break;
       }
-      etch_tracebuf **nb = (etch_tracebuf **)etch__realloc(
-          s->bufs, (s->nbufs + 1) * sizeof *nb);
-      uint32_t *ns = nb ? (uint32_t *)etch__realloc(
-                              s->buf_session, (s->nbufs + 1) * sizeof *ns)
-                        : NULL;
-      if (nb) s->bufs = nb;
-      if (ns) s->buf_session = ns;
-      if (!nb || !ns) {
+      /* Room in both first: they grow together or not at all (the arrays
+       * follow their vectors even when only the first could grow). */
+      int nomem = ETCH_VEC_RESERVE(&s->bufv, etch_tracebuf *, 1);
+      s->bufs = ETCH_VEC_AT(&s->bufv, etch_tracebuf *);
+      if (!nomem) nomem = ETCH_VEC_RESERVE(&s->buf_sessionv, uint32_t, 1);
+      s->buf_session = ETCH_VEC_AT(&s->buf_sessionv, uint32_t);
+      if (nomem) {
         etch__tracebuf_free(tb);
         err = "out of memory";
         break;
       }
-      s->bufs[s->nbufs] = tb;
-      s->buf_session[s->nbufs] = x->id;
+      (void)ETCH_VEC_PUSH(&s->bufv, etch_tracebuf *, tb);
+      (void)ETCH_VEC_PUSH(&s->buf_sessionv, uint32_t, x->id);
+      s->bufs = ETCH_VEC_AT(&s->bufv, etch_tracebuf *);
+      s->buf_session = ETCH_VEC_AT(&s->buf_sessionv, uint32_t);
       x->buf_ids[i] = s->nbufs++;
     }
   }

@@ -4,8 +4,9 @@
  * connections and the sessions' timers; accepting connections within
  * their bounds (per uid, out of descriptors, frames received in part,
  * binding and frames in time); making, running, stopping and freeing the
- * service; its log. The ports are in producer.c and consumer.c, a
- * session's life in session.c, the method tables in methods.c.
+ * service. The top of the service's layers (service_int.h draws them):
+ * the ports are in producer.c and consumer.c, a session's life in
+ * session.c, the log and the connections' counts in core.c.
  */
 #define _GNU_SOURCE
 #include "service/service.h"
@@ -15,7 +16,6 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/utsname.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,38 +23,10 @@
 #include <unistd.h>
 
 #include "base/clock.h"
+#include "service/machine.h"
+#include "service/ports.h"
 #include "service/service_int.h"
-
-/* ---- the log ---- */
-
-void etch__svc_logf(const etch_service *s, const char *fmt, ...) {
-  if (!s->o.verbose) return;
-  va_list ap;
-  va_start(ap, fmt);
-  fprintf(stderr, "etchd: ");
-  vfprintf(stderr, fmt, ap);
-  fputc('\n', stderr);
-  va_end(ap);
-}
-
-void etch__svc_warnf(etch_service *s, int kind, const char *fmt, ...) {
-  uint64_t now = etch__monotonic_ns();
-  if (s->warn_ns[kind] && now - s->warn_ns[kind] < 1000000000ull) {
-    s->warn_skipped[kind]++;
-    return;
-  }
-  s->warn_ns[kind] = now;
-  va_list ap;
-  va_start(ap, fmt);
-  fprintf(stderr, "etchd: ");
-  vfprintf(stderr, fmt, ap);
-  va_end(ap);
-  if (s->warn_skipped[kind])
-    fprintf(stderr, " (and %u more like it since the last)",
-            s->warn_skipped[kind]);
-  fputc('\n', stderr);
-  s->warn_skipped[kind] = 0;
-}
+#include "service/session.h"
 
 /* ---- connections ---- */
 
@@ -66,72 +38,6 @@ static bool same_pid_namespace(pid_t pid) {
   snprintf(path, sizeof path, "/proc/%d/ns/pid", (int)pid);
   return pid > 0 && stat("/proc/self/ns/pid", &a) == 0 &&
          stat(path, &b) == 0 && a.st_ino == b.st_ino && a.st_dev == b.st_dev;
-}
-
-/* The host part of a network peer's address ("10.0.0.7" of
- * "10.0.0.7:5012", "::1" of "[::1]:5012", "vsock:3" of "vsock:3:1024"). */
-static void addr_host(const char *addr, char *out, size_t cap) {
-  const char *end = strrchr(addr, ':');
-  size_t n = end ? (size_t)(end - addr) : strlen(addr);
-  if (addr[0] == '[' && n >= 2 && addr[n - 1] == ']') {
-    addr++;
-    n -= 2;
-  }
-  if (n >= cap) n = cap - 1;
-  memcpy(out, addr, n);
-  out[n] = 0;
-}
-
-/* Connections of connection c's peer (producers and consumers together):
- * by uid for a Unix peer, by address for a network peer; its count, made
- * (at 0) when `add`; NULL when there is none, or no memory. */
-static uint32_t *peer_conns(etch_service *s, const etch_ipc_conn *c,
-                            bool add) {
-  char addr[64] = "";
-  if (c->remote) addr_host(c->peer_addr, addr, sizeof addr);
-  for (uint32_t i = 0; i < s->nuids; i++)
-    if (c->remote ? !strcmp(s->uids[i].addr, addr)
-                  : !s->uids[i].addr[0] && s->uids[i].uid == c->peer_uid)
-      return &s->uids[i].n;
-  if (!add) return NULL;
-  if (s->nuids == s->capuids) {
-    uint32_t cap = s->capuids ? s->capuids * 2 : 8;
-    struct uid_conns *u = (struct uid_conns *)etch__realloc(
-        s->uids, cap * sizeof *s->uids);
-    if (!u) return NULL;
-    s->uids = u;
-    s->capuids = cap;
-  }
-  s->uids[s->nuids].uid = c->peer_uid;
-  s->uids[s->nuids].n = 0;
-  memcpy(s->uids[s->nuids].addr, addr, sizeof addr);
-  return &s->uids[s->nuids++].n;
-}
-
-/* A connection that goes gives back its share of the bounds: one of its
- * peer's connections (if it was counted), the memory of its frame
- * received in part. A network peer is counted by its address whatever a
- * relay said its uid is. */
-void etch__svc_conn_forget(etch_service *s, const etch_ipc_conn *c,
-                           size_t partial) {
-  s->partial_bytes -= partial;
-  uint32_t *n = peer_conns(s, c, false);
-  if (!n) return;
-  if (*n) (*n)--;
-  if (!*n) {
-    size_t i = (size_t)((const char *)n - (const char *)s->uids) /
-               sizeof *s->uids;
-    s->uids[i] = s->uids[--s->nuids];
-  }
-}
-
-/* After a connection's frames were taken: its share of the memory held for
- * frames received in part. */
-void etch__svc_conn_account(etch_service *s, const etch_ipc_conn *c,
-                            size_t *partial) {
-  size_t now = etch__ipc_conn_partial_bytes(c);
-  s->partial_bytes = s->partial_bytes - *partial + now;
-  *partial = now;
 }
 
 /* Out of file descriptors: the connections waiting are taken with the
@@ -186,7 +92,7 @@ static void accept_all(etch_service *s, bool is_producer, uint32_t li) {
     etch_ipc_conn conn;
     etch__ipc_conn_init(&conn, fd, TX_LIMIT);
     conn.max_frame = UNBOUND_MAX_FRAME;
-    uint32_t *n = peer_conns(s, &conn, true);
+    uint32_t *n = etch__svc_peer_conns(s, &conn, true);
     if (n && conn.remote && *n >= s->o.max_conns_per_addr) {
       etch__svc_warnf(s, W_UID,
                       "refused a %s connection from %s: its address has %u "
@@ -614,11 +520,15 @@ int etch__service_new(const etch_service_opts *o, etch_service **out) {
   /* Kept for the moment there are no descriptors left: see out_of_fds. */
   s->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
   s->next_seq = 2; /* 1 is the service's own */
-  s->nbufs = 1;    /* buffer id 0 is never used: a zero is no buffer */
-  s->bufs = (etch_tracebuf **)etch__calloc(1, sizeof *s->bufs);
-  s->buf_session = (uint32_t *)etch__calloc(1, sizeof *s->buf_session);
+  /* Buffer id 0 is never used: a zero is no buffer. */
+  if (!ETCH_VEC_PUSH(&s->bufv, etch_tracebuf *, NULL) &&
+      !ETCH_VEC_PUSH(&s->buf_sessionv, uint32_t, 0)) {
+    s->bufs = ETCH_VEC_AT(&s->bufv, etch_tracebuf *);
+    s->buf_session = ETCH_VEC_AT(&s->buf_sessionv, uint32_t);
+    s->nbufs = 1;
+  }
   s->chunk = (etch_smb_chunk *)etch__malloc(sizeof *s->chunk);
-  if (!s->bufs || !s->buf_session || !s->chunk) {
+  if (!s->nbufs || !s->chunk) {
     etch__service_free(s);
     return ETCH_ENOMEM;
   }
@@ -699,12 +609,12 @@ void etch__service_free(etch_service *s) {
     unlink(s->o.consumer_socket);
   }
   if (s->spare_fd >= 0) close(s->spare_fd);
-  free(s->uids);
+  etch__vec_free(&s->uidv);
   for (uint32_t i = 0; s->bufs && i < s->nbufs; i++)
     etch__tracebuf_free(s->bufs[i]);
-  free(s->bufs);
-  free(s->buf_session);
-  free(s->seqinfo);
+  etch__vec_free(&s->bufv);
+  etch__vec_free(&s->buf_sessionv);
+  etch__vec_free(&s->seqinfov);
   free(s->chunk);
   if (s->pfds != s->pfds_in) {
     free(s->pfds);

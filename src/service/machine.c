@@ -1,5 +1,5 @@
 /*
- * machine.c - machines other than the host (see service_int.h and
+ * machine.c - machines other than the host (see machine.h and
  * docs/service.md, "Across machines").
  *
  * A producer that comes over the network (TCP or vsock) is on another
@@ -33,6 +33,8 @@
 #include "base/clock.h"
 #include "proto/ipc.h"
 #include "proto/perfetto.h"
+#include "service/machine.h"
+#include "service/methods.h"
 #include "service/service_int.h"
 
 /* Machines of one address at most (its own and those its relays name). */
@@ -91,10 +93,8 @@ static machine *machine_get(etch_service *s, const char *addr,
                 MAX_MACHINES_PER_ADDR);
     return NULL;
   }
-  machine **v = (machine **)etch__realloc(
-      s->machines, (s->nmachines + 1) * sizeof *s->machines);
-  if (!v) return NULL;
-  s->machines = v;
+  if (ETCH_VEC_RESERVE(&s->machinev, machine *, 1)) return NULL;
+  s->machines = ETCH_VEC_AT(&s->machinev, machine *); /* it may have moved */
   machine *m = (machine *)etch__calloc(1, sizeof *m);
   if (!m) return NULL;
   memcpy(m->key, key, (size_t)kl + 1);
@@ -106,7 +106,9 @@ static machine *machine_get(etch_service *s, const char *addr,
     id++;
   }
   m->id = id;
-  s->machines[s->nmachines++] = m;
+  (void)ETCH_VEC_PUSH(&s->machinev, machine *, m); /* room made above */
+  s->machines = ETCH_VEC_AT(&s->machinev, machine *);
+  s->nmachines++;
   etch__svc_logf(s, "machine %u: '%s' (%s)", m->id, m->name, m->key);
   return m;
 }
@@ -292,12 +294,9 @@ int etch__svc_session_machine(session *x, uint32_t id) {
   if (!id) return ETCH_OK;
   for (uint32_t i = 0; i < x->nmw; i++)
     if (x->mw[i].machine == id) return ETCH_OK;
-  struct mwritten *v =
-      (struct mwritten *)etch__realloc(x->mw, (x->nmw + 1) * sizeof *v);
-  if (!v) return ETCH_ENOMEM;
-  x->mw = v;
-  memset(&v[x->nmw], 0, sizeof *v);
-  v[x->nmw++].machine = id;
+  if (ETCH_VEC_PUSH(&x->mwv, mwritten, {.machine = id})) return ETCH_ENOMEM;
+  x->mw = ETCH_VEC_AT(&x->mwv, mwritten);
+  x->nmw++;
   return ETCH_OK;
 }
 
@@ -361,7 +360,7 @@ void etch__svc_free_machines(etch_service *s) {
     free(s->machines[i]->sysinfo);
     free(s->machines[i]);
   }
-  free(s->machines);
+  etch__vec_free(&s->machinev);
   s->machines = NULL;
   s->nmachines = 0;
 }

@@ -1,15 +1,15 @@
 /*
  * methods.c - the service's two ports as Perfetto's IPC names them: the
  * method tables a BindService is answered with, and the replies every
- * method sends (see service_int.h).
+ * method sends (see methods.h).
  */
 #include <stddef.h>
 #include <string.h>
 
 #include "proto/ipc.h"
-#include "service/service_int.h"
+#include "service/methods.h"
 
-/* In the order of PM_... and CM_... (service_int.h): a method's id is its
+/* In the order of PM_... and CM_... (methods.h): a method's id is its
  * place here plus one. */
 static const char *const producer_methods[] = {
     "InitializeConnection", "RegisterDataSource", "UnregisterDataSource",

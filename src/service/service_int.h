@@ -1,18 +1,26 @@
 /*
- * service_int.h - what the files of the tracing service share (see
- * service.h and docs/service.md): its bounds, the ports' method numbers,
- * the producer, consumer and session records, and the functions one file
- * calls in another (etch__svc_...). Private to src/service/.
+ * service_int.h - what every file of the tracing service shares (see
+ * service.h and docs/service.md): its bounds, the producer, consumer,
+ * session and machine records, and the bottom layer's functions (core.c:
+ * the log, connections' bounds, lookups by id). Private to src/service/.
  *
- *   methods.c   the ports' method tables, binding, replies
- *   producer.c  the producer port: a producer's calls, its shared memory
+ * The service's files are layers; each calls only those below it, through
+ * the header of each (no file calls one above it):
+ *
+ *   loop.c      the poll loop: accepting, timers, making and freeing the
+ *               service                                      (service.h)
+ *   producer.c  the producer port: a producer's calls, what it leaves
  *   consumer.c  the consumer port: a consumer's calls, ReadBuffers
+ *                                                              (ports.h)
  *   session.c   a session's life: enable, start, flush, read, write into
- *               the consumer's file, stop, free
- *   loop.c      the poll loop: accepting, timers, connections' bounds
+ *               the consumer's file, stop, free              (session.h)
+ *   shmem.c     a producer's writing: sequences, the buffers it may write,
+ *               its shared memory, emulated chunks, commands  (shmem.h)
  *   machine.c   other machines: a relay's SetPeerIdentity, the RelayPort
  *               (InitRelay, SyncClock), machine ids, what the trace says
- *               of each machine
+ *               of each machine                              (machine.h)
+ *   methods.c   the ports' method tables, binding, replies   (methods.h)
+ *   core.c      the log, connections' bounds, lookups  (service_int.h)
  */
 #ifndef ETCH_SERVICE_INT_H
 #define ETCH_SERVICE_INT_H
@@ -77,24 +85,8 @@
 /* The page size an emulating producer is told to use (traced's). */
 #define EMULATED_PAGE_KB 4u
 
-/* The ports' methods, numbered as their tables in methods.c. */
-enum {
-  PM_INIT = 1, PM_REGISTER, PM_UNREGISTER, PM_COMMIT, PM_ASYNC,
-  PM_REG_WRITER, PM_UNREG_WRITER, PM_STARTED, PM_STOPPED, PM_TRIGGERS,
-  PM_SYNC, PM_UPDATE, PM_COUNT = PM_UPDATE
-};
-enum {
-  CM_ENABLE = 1, CM_DISABLE, CM_READ, CM_FREE, CM_FLUSH, CM_START,
-  CM_CHANGE, CM_DETACH, CM_ATTACH, CM_STATS, CM_OBSERVE, CM_QUERY,
-  CM_CAPS, CM_BUGREPORT, CM_COUNT = CM_BUGREPORT
-};
-enum { RM_INIT_RELAY = 1, RM_SYNC_CLOCK, RM_COUNT = RM_SYNC_CLOCK };
 /* The kinds of etch__svc_warnf's lines, each rate-limited apart. */
 enum { W_FDS, W_ACCEPT, W_UID, W_PARTIAL, W_INVALID, W_RATE, W_KINDS };
-#define PRODUCER_SERVICE_ID 1u
-#define CONSUMER_SERVICE_ID 2u
-#define RELAY_SERVICE_ID 3u
-
 typedef struct ds_reg {
   char name[ETCH_TC_MAX_NAME];
   uint8_t *desc; /* the descriptor as registered, for QueryServiceState */
@@ -136,7 +128,8 @@ typedef struct producer {
   uint64_t async_req;
   ds_reg ds[MAX_DS_PER_PRODUCER];
   uint32_t nds;
-  wmap *writers;
+  etch_vec writerv; /* of wmap */
+  wmap *writers;    /* its array (set as it moves) */
   uint32_t nwriters;
   uint64_t accepted_ns; /* monotonic */
   size_t partial;       /* its share of etch_service.partial_bytes */
@@ -154,14 +147,22 @@ typedef struct instance {
 
 enum { S_CONFIGURED, S_STARTED, S_STOPPING, S_DISABLED };
 
+/* What a session's trace says of another machine already (machine.c). */
+typedef struct mwritten {
+  uint32_t machine;
+  uint32_t syncs; /* clock syncs written (of machine->nsyncs_total) */
+  bool sysinfo;
+} mwritten;
+
 typedef struct session {
   uint32_t id;
   uint32_t consumer_id;
   int state;
   etch_trace_config *cfg;
   uint32_t buf_ids[ETCH_TC_MAX_BUFFERS]; /* global buffer ids */
-  instance *inst;
-  uint32_t ninst, capinst;
+  etch_vec instv;  /* of instance */
+  instance *inst;  /* its array (set as it moves) */
+  uint32_t ninst;
   bool enable_pending;
   uint64_t enable_req;
   /* The consumer's file (out.fd -1: none), a nowait sink: a regular file
@@ -183,11 +184,8 @@ typedef struct session {
   uint64_t invalid_packets; /* producers' packets left out (tracefile.h) */
   /* What the trace says of other machines already (machine.c): each
    * machine's SystemInfo once, its clock syncs as they come. */
-  struct mwritten {
-    uint32_t machine;
-    uint32_t syncs; /* clock syncs written (of machine->nsyncs_total) */
-    bool sysinfo;
-  } *mw;
+  etch_vec mwv; /* of mwritten */
+  mwritten *mw; /* its array (set as it moves) */
   uint32_t nmw;
   /* Important events already read out of the session, by (pid, id): each
    * read's trace-file writer leaves later copies out (tracefile.h). */
@@ -239,6 +237,21 @@ typedef struct machine {
   uint32_t nsyncs_total;             /* ever received */
 } machine;
 
+/* Who wrote a sequence (etch_service.seqinfo). */
+typedef struct seq_info {
+  int32_t pid, uid;
+  bool same_pidns;
+  uint32_t producer; /* its id, to name it */
+  uint32_t machine;  /* its MachineID, 0: the host */
+} seq_info;
+
+/* Connections of one peer: a uid, or a network address (no port). */
+typedef struct uid_conns {
+  uid_t uid;
+  uint32_t n;
+  char addr[64]; /* a network peer's address (no port): counted by it */
+} uid_conns;
+
 struct etch_service {
   etch_service_opts o;
   /* listening sockets: the producers' (each with its name and whether it
@@ -249,23 +262,23 @@ struct etch_service {
   uint32_t nlp;
   int lc;
   char host_name[64]; /* PERFETTO_MACHINE_NAME, else uname's sysname */
-  machine **machines;
+  etch_vec machinev;  /* of machine *, owned */
+  machine **machines; /* its array (set as it moves) */
   uint32_t nmachines;
   producer *producers;
   consumer *consumers;
   session *sessions;
-  etch_tracebuf **bufs; /* by global buffer id */
+  /* By global buffer id: the buffers (NULL: freed) and their sessions,
+   * two vectors of the same length, and their arrays (set as they move). */
+  etch_vec bufv, buf_sessionv; /* of etch_tracebuf *, uint32_t */
+  etch_tracebuf **bufs;
   uint32_t *buf_session;
   uint32_t nbufs;
   uint32_t next_producer, next_consumer, next_session, next_seq;
   /* Who wrote each sequence (by sequence id), kept after the producer
    * leaves so that a later read still stamps its packets. */
-  struct {
-    int32_t pid, uid;
-    bool same_pidns;
-    uint32_t producer; /* its id, to name it */
-    uint32_t machine;  /* its MachineID, 0: the host */
-  } *seqinfo;
+  etch_vec seqinfov;  /* of seq_info */
+  seq_info *seqinfo;  /* its array (set as it moves) */
   uint32_t nseqinfo;
   uint64_t next_instance, next_flush;
   volatile sig_atomic_t stop;
@@ -286,41 +299,15 @@ struct etch_service {
   uint32_t pcap;
   bool poll_oom_said; /* the poll set could not grow: said once */
   uint64_t partial_bytes;
-  struct uid_conns {
-    uid_t uid;
-    uint32_t n;
-    char addr[64]; /* a network peer's address (no port): counted by it */
-  } *uids;
-  uint32_t nuids, capuids;
+  etch_vec uidv;   /* of uid_conns */
+  uid_conns *uids; /* its array (set as it moves) */
+  uint32_t nuids;
   /* warnf_'s rate limit, per kind */
   uint64_t warn_ns[W_KINDS];
   uint32_t warn_skipped[W_KINDS];
 };
 
-/*
- * Reading a session in pieces: the trace-file writer (its per-sequence
- * state kept from piece to piece) fed at most a piece of packets at a
- * time (session.c), so that a read never holds more than one piece
- * besides the buffers themselves.
- */
-typedef struct trust_ctx {
-  etch_service *s;
-} trust_ctx;
-
-typedef struct sreader {
-  etch_tracefile o;
-  trust_ctx tc;
-  uint32_t session_id;
-  uint32_t buf;  /* the session's buffer being read */
-  uint32_t piece; /* READ_PIECE or READ_PIECE_IPC */
-  bool stats;    /* TraceStats at the end */
-  bool done;
-  /* A piece was handed out (its bytes are dropped at the next call; before
-   * the first, r->o.out holds the header: the clock snapshot). */
-  bool handed;
-} sreader;
-
-/* ---- loop.c ---- */
+/* ---- core.c ---- */
 
 void etch__svc_logf(const etch_service *s, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
@@ -330,100 +317,22 @@ void etch__svc_logf(const etch_service *s, const char *fmt, ...)
  * cannot flood the log. */
 void etch__svc_warnf(etch_service *s, int kind, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* Connections of connection c's peer (producers and consumers together):
+ * by uid for a Unix peer, by address for a network peer; its count, made
+ * (at 0) when `add`; NULL when there is none, or no memory. */
+uint32_t *etch__svc_peer_conns(etch_service *s, const etch_ipc_conn *c,
+                               bool add);
+/* A connection that goes gives back its share of the bounds; after a
+ * connection's frames were taken, its share of the memory held for frames
+ * received in part is counted again. */
 void etch__svc_conn_forget(etch_service *s, const etch_ipc_conn *c,
                            size_t partial);
 void etch__svc_conn_account(etch_service *s, const etch_ipc_conn *c,
                             size_t *partial);
 
-/* ---- methods.c ---- */
-
-/* Answers a BindService on a producer's (is_producer) or a consumer's
- * connection; whether it named that port. A producer's socket that serves
- * the RelayPort (`relay`) binds that too: *service_id says which. */
-bool etch__svc_bind(etch_ipc_conn *c, const etch_ipc_frame *f,
-                    bool is_producer, bool relay, uint32_t *service_id);
-void etch__svc_send_reply_bytes(etch_ipc_conn *c, uint64_t req, bool ok,
-                                const uint8_t *data, size_t len, bool more,
-                                int fd);
-void etch__svc_send_reply(etch_ipc_conn *c, uint64_t req, bool ok,
-                          const etch__pb_buf *body, bool more, int fd);
-void etch__svc_reply_empty(etch_ipc_conn *c, const etch_ipc_frame *f, bool ok);
-
-/* ---- producer.c ---- */
-
+/* Producers, consumers and sessions by id (NULL: none). */
 producer *etch__svc_find_producer(etch_service *s, uint32_t id);
-uint32_t etch__svc_seq_of(etch_service *s, producer *p, uint16_t writer_id);
-bool etch__svc_may_write(etch_service *s, const producer *p, uint32_t buf);
-void etch__svc_send_command(producer *p, const etch__pb_buf *cmd, int fd);
-int etch__svc_make_smb(etch_service *s, producer *p);
-void etch__svc_service_producer(etch_service *s, producer *p, short rev);
-void etch__svc_drop_producer(etch_service *s, producer *p, const char *why);
-
-/* Chunk bytes a network producer sent inside CommitData (shared memory
- * emulated): into s->chunk, checked as etch__smb_chunk_read checks a
- * chunk of shared memory; ETCH_EFORMAT for bytes that are not one. */
-int etch__svc_emulated_chunk(etch_service *s, const uint8_t *data,
-                             size_t len);
-/* The first count - 1 fragments of s->chunk (a chunk still being written:
- * its last one may be half done) into buffer `buf` as sequence `seq`. */
-void etch__svc_put_partial_chunk(etch_service *s, uint32_t buf, uint32_t seq);
-
-/* ---- machine.c ---- */
-
-/* The machine of a network producer without a relay's word: its address. */
-int etch__svc_machine_of_address(etch_service *s, producer *p);
-/* A frame before anything else on a producer's connection: a relay's
- * SetPeerIdentity is taken on a network connection only, first and once;
- * whether the frame was one (and so is handled). */
-bool etch__svc_peer_identity(etch_service *s, producer *p,
-                             const etch_ipc_frame *f);
-/* A call on the RelayPort (InitRelay, SyncClock). */
-int etch__svc_relay_call(etch_service *s, producer *p,
-                         const etch_ipc_frame *f);
-machine *etch__svc_find_machine(etch_service *s, uint32_t id);
-/* Machine `id` (0: the host, nothing to do) records in session x: what
- * the trace says of it is written with its reads. */
-int etch__svc_session_machine(session *x, uint32_t id);
-/* Whether producer p's machine records for data source `src` of session
- * x (trace_all_machines, machine_name_filter). */
-bool etch__svc_machine_matches(etch_service *s, const session *x,
-                               const etch_tc_source *src, const producer *p);
-/* The packets that say what the machines recording in session x are
- * (SystemInfo, RemoteClockSync), those not written into its trace yet. */
-int etch__svc_put_machines(etch_service *s, session *x, etch_tracefile *t);
-void etch__svc_free_machines(etch_service *s);
-
-/* ---- consumer.c ---- */
-
 consumer *etch__svc_find_consumer(etch_service *s, uint32_t id);
-void etch__svc_service_consumer(etch_service *s, consumer *c, short rev);
-void etch__svc_drop_consumer(etch_service *s, consumer *c, const char *why);
-
-/* ---- session.c ---- */
-
 session *etch__svc_find_session(etch_service *s, uint32_t id);
-void etch__svc_match_producer(etch_service *s, session *x, producer *p);
-void etch__svc_start_session_sources(etch_service *s, session *x);
-void etch__svc_clear_incremental_state(etch_service *s, session *x);
-uint32_t etch__svc_writer_buffer(etch_service *s, session *x, producer *p,
-                                 uint16_t w);
-void etch__svc_scrape_producer(etch_service *s, session *x, producer *p);
-void etch__svc_begin_flush(etch_service *s, session *x, uint32_t timeout_ms,
-                           bool for_consumer, uint64_t req, bool for_stop);
-void etch__svc_end_flush(etch_service *s, session *x, bool ok);
-void etch__svc_flush_acked(etch_service *s, producer *p, uint64_t id);
-sreader *etch__svc_sreader_new(etch_service *s, session *x, bool header,
-                               bool stats, bool slices);
-int etch__svc_sreader_next(etch_service *s, sreader *r, uint8_t **data,
-                           size_t *len);
-void etch__svc_sreader_free(sreader *r);
-void etch__svc_trace_stats(etch_service *s, const session *x,
-                           etch__pb_stream *st);
-uint32_t etch__svc_write_period_ms(const session *x);
-void etch__svc_write_out(etch_service *s, session *x, bool final);
-void etch__svc_answer_enable(etch_service *s, session *x);
-void etch__svc_finish_disable(etch_service *s, session *x);
-void etch__svc_disable_session(etch_service *s, session *x);
-void etch__svc_free_session(etch_service *s, session *x);
 
 #endif /* ETCH_SERVICE_INT_H */

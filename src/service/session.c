@@ -1,6 +1,6 @@
 /*
  * session.c - a session's life, top down: enable, start, flush, read,
- * write into the consumer's file, stop, free (see service_int.h and
+ * write into the consumer's file, stop, free (see session.h and
  * docs/service.md).
  *
  * Life of a session, as Perfetto's "life of a tracing session" tells it:
@@ -31,15 +31,12 @@
 #include "base/clock.h"
 #include "proto/ipc.h"
 #include "proto/perfetto.h"
+#include "service/machine.h"
+#include "service/methods.h"
 #include "service/service_int.h"
+#include "service/session.h"
+#include "service/shmem.h"
 
-/* ---- lookups ---- */
-
-session *etch__svc_find_session(etch_service *s, uint32_t id) {
-  for (session *x = s->sessions; x; x = x->next)
-    if (x->id == id) return x;
-  return NULL;
-}
 /* ---- enable: data sources on the producers that offer them ---- */
 
 static void put_source_config(etch__pb_stream *st, const session *x,
@@ -82,24 +79,20 @@ static void start_instance(etch_service *s, session *x, producer *p,
     etch__svc_logf(s, "producer %u: %s", p->id, etch_last_error());
     return;
   }
-  if (x->ninst == x->capinst) {
-    uint32_t cap = x->capinst ? x->capinst * 2 : 8;
-    instance *n = (instance *)etch__realloc(x->inst, cap * sizeof *n);
-    if (!n) {
-      /* Not left out of the session in silence: the producer goes (and
-       * its library connects again). */
-      etch__ipc_conn_fail(&p->conn, "out of memory starting '%s'",
-                          src->name);
-      return;
-    }
-    x->inst = n;
-    x->capinst = cap;
+  if (ETCH_VEC_RESERVE(&x->instv, instance, 1)) {
+    /* Not left out of the session in silence: the producer goes (and its
+     * library connects again). */
+    etch__ipc_conn_fail(&p->conn, "out of memory starting '%s'", src->name);
+    return;
   }
+  x->inst = ETCH_VEC_AT(&x->instv, instance); /* it may have moved */
   if (etch__svc_session_machine(x, p->machine) != ETCH_OK) {
     etch__ipc_conn_fail(&p->conn, "out of memory starting '%s'", src->name);
     return;
   }
-  instance *in = &x->inst[x->ninst++];
+  instance *in = ETCH_VEC_NEW(&x->instv, instance); /* room made above */
+  x->inst = ETCH_VEC_AT(&x->instv, instance);
+  x->ninst++;
   memset(in, 0, sizeof *in);
   in->id = ++s->next_instance;
   in->producer_id = p->id;
@@ -835,8 +828,8 @@ void etch__svc_free_session(etch_service *s, session *x) {
   etch__u64map_free(&x->important);
   etch__svc_logf(s, "session %u: freed", x->id);
   free(x->flush_wait);
-  free(x->mw);
-  free(x->inst);
+  etch__vec_free(&x->mwv);
+  etch__vec_free(&x->instv);
   free(x->cfg);
   free(x);
 #ifdef __GLIBC__

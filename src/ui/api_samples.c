@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "base/base.h"
+#include "base/containers.h"
 #include "base/map.h"
 #include "query/leaks_sites.h"
 #include "ui/api_int.h"
@@ -83,11 +84,13 @@ typedef struct sf_node {
 } sf_node;
 
 typedef struct sf_tree {
-  sf_node *n;
-  size_t len, cap;
+  etch_vec nodes; /* of sf_node */
+  sf_node *n;     /* its array (set as it moves) */
+  size_t len;
   etch_u64map kids; /* (parent << 32 | name) + 1 -> node */
-  char **names;
-  size_t nnames, cap_names;
+  etch_vec namev;   /* of char *, owned */
+  char **names;     /* its array (set as it moves) */
+  size_t nnames;
   etch_u64map name_ix; /* hash -> name (probing on collision) */
 } sf_tree;
 
@@ -98,42 +101,36 @@ static int64_t sf_name(sf_tree *t, const char *s) {
     if (!etch__u64map_get(&t->name_ix, h, &v)) break;
     if (!strcmp(t->names[v], s)) return v;
   }
-  if (t->nnames == t->cap_names) {
-    size_t c = t->cap_names ? t->cap_names * 2 : 64;
-    char **p = etch__realloc(t->names, c * sizeof *p);
-    if (!p) return -1;
-    t->names = p;
-    t->cap_names = c;
-  }
-  char *copy = strdup(s);
+  if (ETCH_VEC_RESERVE(&t->namev, char *, 1)) return -1;
+  t->names = ETCH_VEC_AT(&t->namev, char *); /* it may have moved */
+  char *copy = etch__strdup(s);
   if (!copy || !etch__u64map_put(&t->name_ix, h, (int64_t)t->nnames)) {
     free(copy);
     return -1;
   }
-  t->names[t->nnames] = copy;
+  (void)ETCH_VEC_PUSH(&t->namev, char *, copy); /* room made above */
+  t->names = ETCH_VEC_AT(&t->namev, char *);
   return (int64_t)t->nnames++;
 }
 
 static int64_t sf_child(sf_tree *t, int64_t parent, int64_t name) {
+  ETCH_DCHECK(parent >= 0 && (size_t)parent < t->len); /* a node made */
   uint64_t key = ((uint64_t)parent << 32 | (uint64_t)name) + 1;
   int64_t v;
   if (etch__u64map_get(&t->kids, key, &v)) return v;
-  if (t->len == t->cap) {
-    size_t c = t->cap ? t->cap * 2 : 64;
-    sf_node *p = etch__realloc(t->n, c * sizeof *p);
-    if (!p) return -1;
-    t->n = p;
-    t->cap = c;
-  }
+  if (ETCH_VEC_RESERVE(&t->nodes, sf_node, 1)) return -1;
+  t->n = ETCH_VEC_AT(&t->nodes, sf_node); /* it may have moved */
   if (!etch__u64map_put(&t->kids, key, (int64_t)t->len)) return -1;
-  t->n[t->len] = (sf_node){parent, name, 0, 0, 0};
+  (void)ETCH_VEC_PUSH(&t->nodes, sf_node, /* room made above */
+                      {parent, name, 0, 0, 0});
+  t->n = ETCH_VEC_AT(&t->nodes, sf_node);
   return (int64_t)t->len++;
 }
 
 static void sf_free(sf_tree *t) {
   for (size_t i = 0; i < t->nnames; i++) free(t->names[i]);
-  free(t->names);
-  free(t->n);
+  etch__vec_free(&t->namev);
+  etch__vec_free(&t->nodes);
   etch__u64map_free(&t->kids);
   etch__u64map_free(&t->name_ix);
 }
@@ -167,44 +164,43 @@ static int sf_build(etch__db *db, const char *weights, sf_tree *t) {
   etch__res res;
   int rc = etch__query_run(db, sql, NULL, 0, &res);
   if (rc) return rc;
-  size_t n = 0, cap = 0;
-  int64_t *parent = NULL, *name = NULL, *count = NULL, *events = NULL;
+  size_t n = 0;
+  /* Per callsite, four vectors of int64_t of the same length. */
+  etch_vec parentv = {0}, namev = {0}, countv = {0}, eventv = {0};
   while (!rc && etch__res_next(&res)) {
-    if (n == cap) {
-      size_t c = cap ? cap * 2 : 256;
-      int64_t *a = etch__realloc(parent, c * sizeof *a);
-      if (a) parent = a;
-      int64_t *b = etch__realloc(name, c * sizeof *b);
-      if (b) name = b;
-      int64_t *d = etch__realloc(count, c * sizeof *d);
-      if (d) count = d;
-      int64_t *e = etch__realloc(events, c * sizeof *e);
-      if (e) events = e;
-      if (!a || !b || !d || !e) {
-        rc = etch__error(ETCH_ENOMEM, "out of memory");
-        break;
-      }
-      cap = c;
-    }
     if (etch__res_i64(&res, 0) != (int64_t)n) break; /* not ours: stop */
-    parent[n] = etch__res_null(&res, 1) ? -1 : etch__res_i64(&res, 1);
+    if (ETCH_VEC_RESERVE(&parentv, int64_t, 1) ||
+        ETCH_VEC_RESERVE(&namev, int64_t, 1) ||
+        ETCH_VEC_RESERVE(&countv, int64_t, 1) ||
+        ETCH_VEC_RESERVE(&eventv, int64_t, 1)) {
+      rc = etch__error(ETCH_ENOMEM, "out of memory");
+      break;
+    }
     char *s = etch__res_strdup(&res, 2);
-    name[n] = sf_name(t, s ? s : "?");
+    int64_t nm = sf_name(t, s ? s : "?");
     free(s);
-    count[n] = etch__res_i64(&res, 3);
-    events[n] = etch__res_i64(&res, 4);
-    if (name[n] < 0) rc = etch__error(ETCH_ENOMEM, "out of memory");
+    /* Room made above: none of these fails. */
+    (void)ETCH_VEC_PUSH(&parentv, int64_t,
+                        etch__res_null(&res, 1) ? -1 : etch__res_i64(&res, 1));
+    (void)ETCH_VEC_PUSH(&namev, int64_t, nm);
+    (void)ETCH_VEC_PUSH(&countv, int64_t, etch__res_i64(&res, 3));
+    (void)ETCH_VEC_PUSH(&eventv, int64_t, etch__res_i64(&res, 4));
+    if (nm < 0) rc = etch__error(ETCH_ENOMEM, "out of memory");
     n++;
   }
+  const int64_t *parent = ETCH_VEC_AT(&parentv, int64_t);
+  const int64_t *name = ETCH_VEC_AT(&namev, int64_t);
+  const int64_t *count = ETCH_VEC_AT(&countv, int64_t);
+  const int64_t *events = ETCH_VEC_AT(&eventv, int64_t);
   int crc = etch__res_close(&res);
   if (!rc) rc = crc;
   int64_t *path = n ? etch__malloc(n * sizeof *path) : NULL;
   if (!rc && n && !path) rc = etch__error(ETCH_ENOMEM, "out of memory");
-  if (!rc && !(t->n = etch__calloc(64, sizeof *t->n)))
+  if (!rc && ETCH_VEC_PUSH(&t->nodes, sf_node, {-1, -1, 0, 0, 0}))
     rc = etch__error(ETCH_ENOMEM, "out of memory");
-  if (!rc) {
-    t->cap = 64;
-    t->n[t->len++] = (sf_node){-1, -1, 0, 0, 0}; /* the whole */
+  if (!rc) { /* the whole */
+    t->n = ETCH_VEC_AT(&t->nodes, sf_node);
+    t->len = 1;
   }
   for (size_t i = 0; !rc && i < n; i++) {
     if (!count[i]) continue;
@@ -228,10 +224,10 @@ static int sf_build(etch__db *db, const char *weights, sf_tree *t) {
       t->n[node].self += count[i];
   }
   free(path);
-  free(parent);
-  free(name);
-  free(count);
-  free(events);
+  etch__vec_free(&parentv);
+  etch__vec_free(&namev);
+  etch__vec_free(&countv);
+  etch__vec_free(&eventv);
   return rc;
 }
 
@@ -244,6 +240,11 @@ static void sf_write(const sf_tree *t, FILE *o, const char *unit) {
   fputs("],\"nodes\":[", o);
   for (size_t i = 0; i < t->len; i++) {
     const sf_node *x = &t->n[i];
+    /* A parent before its children, and a name of the table (the whole,
+     * node 0, has neither): what the page's flame graph assumes. */
+    ETCH_DCHECK(i == 0 ? x->parent == -1
+                       : x->parent >= 0 && x->parent < (int64_t)i &&
+                             x->name >= 0 && x->name < (int64_t)t->nnames);
     fprintf(o, "%s[%lld,%lld,%lld,%lld,%lld]", i ? "," : "",
             (long long)x->parent, (long long)x->name, (long long)x->total,
             (long long)x->self, (long long)x->count);

@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "base/base.h"
+#include "base/containers.h"
 
 /* ---- rules -------------------------------------------------------------------- */
 
@@ -77,8 +78,7 @@ struct etch_unwinder {
 };
 
 typedef struct scan {
-  object *v;
-  uint32_t n, cap;
+  etch_vec v; /* of object */
   bool failed;
 } scan;
 
@@ -102,17 +102,10 @@ static int scan_one(struct dl_phdr_info *info, size_t size, void *ctx) {
     }
   }
   if (o.text_lo >= o.text_hi) return 0; /* nothing to run: no frames */
-  if (sc->n == sc->cap) {
-    uint32_t cap = sc->cap ? sc->cap * 2 : 32;
-    object *v = (object *)etch__realloc(sc->v, cap * sizeof *v);
-    if (!v) {
-      sc->failed = true;
-      return 1;
-    }
-    sc->v = v;
-    sc->cap = cap;
+  if (ETCH_VEC_PUSH(&sc->v, object, o)) {
+    sc->failed = true;
+    return 1;
   }
-  sc->v[sc->n++] = o;
   return 0;
 }
 
@@ -121,12 +114,12 @@ static int load_objects(etch_unwinder *u) {
   scan sc = {0};
   dl_iterate_phdr(scan_one, &sc);
   if (sc.failed) {
-    free(sc.v);
+    etch__vec_free(&sc.v);
     return ETCH_ENOMEM;
   }
   free(u->objs);
-  u->objs = sc.v;
-  u->nobjs = sc.n;
+  u->objs = ETCH_VEC_AT(&sc.v, object); /* the vector's bytes, now u's */
+  u->nobjs = (uint32_t)ETCH_VEC_COUNT(&sc.v, object);
   return ETCH_OK;
 }
 

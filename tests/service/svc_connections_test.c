@@ -237,6 +237,28 @@ TEST(connections_over_the_per_uid_limit_are_refused) {
   svc_stop(&s);
 }
 
+/* A uid whose connections all went is forgotten, and counted afresh from
+ * its next connection: the limit holds as it did the first time, however
+ * often the uid comes and goes. */
+TEST(the_per_uid_limit_holds_after_the_uid_left) {
+  svc s;
+  const char *const extra[] = {"--max-conns-per-uid", "2", NULL};
+  svc_start_argv(&s, 0, extra);
+  int gone = 1; /* svc_start_argv's probe */
+  for (int round = 0; round < 3; round++) {
+    raw held[2];
+    for (int i = 0; i < 2; i++) raw_open(&held[i], s.prod, "ProducerPort");
+    int over = raw_connect(s.prod);
+    send_bind(over, "ProducerPort");
+    ASSERT_TRUE(closed_by_service(over));
+    close(over);
+    for (int i = 0; i < 2; i++) raw_close(&held[i]);
+    gone += 2;
+    wait_log(&s, "gone: peer closed the connection", gone);
+  }
+  svc_stop(&s);
+}
+
 /* A connection that sends nothing, or part of a frame, without binding a
  * port is closed after --bind-timeout-ms; one that has bound and leaves a
  * frame unfinished, after --frame-timeout-ms; one that has bound and sits
