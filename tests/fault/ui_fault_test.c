@@ -292,14 +292,17 @@ TEST(ui_fault_overview_tiles) {
 
 /* ---- a trace being recorded -------------------------------------------------- */
 
-/* A trace being recorded, stepped (live.c): the app holds it live with
- * empty tables (made outside the sweep: a run importing it twice, as a
- * trace being recorded has no cache, would take the sweep minutes; the
- * open is the list-and-trace sweep's), the file whole under the writer's
- * lock (the case's, held through every run), /api/live reads it. */
+/* A trace being recorded, stepped (live.c): the app holds it live from
+ * the first half of its file (the open outside the sweep: a run importing
+ * it twice, as a trace being recorded has no cache, would take the sweep
+ * minutes; the open is the list-and-trace sweep's), the second half is
+ * appended under the writer's lock (the case's, held through every run),
+ * and /api/live reads it on. */
 typedef struct live_case {
   ui_case c;
   int fd;
+  const uint8_t *data; /* the trace: its first half read when the trace */
+  size_t len;          /* opens, the second by the swept step */
 } live_case;
 
 static int live_op(void *ctx) {
@@ -315,7 +318,12 @@ static int live_op(void *ctx) {
   etch__ui_trace *t = &ui->t[0];
   ASSERT_OK(etch__db_open(&t->db, NULL));
   t->recording = true;
+  size_t half = l->len / 2;
+  ASSERT_EQ_INT(ftruncate(l->fd, 0), 0);
+  ASSERT_EQ_INT(pwrite(l->fd, l->data, half, 0), (ssize_t)half);
   ASSERT_OK(etch__ui_live_open(t, 0, 0));
+  ASSERT_EQ_INT(pwrite(l->fd, l->data + half, l->len - half, (off_t)half),
+                (ssize_t)(l->len - half));
   etch__fault_hold(false);
   static const request kReq = {"/api/live", {"id"}, {"ID"}};
   fault_str body = {0};
@@ -353,7 +361,8 @@ TEST(ui_fault_live_trace_step) {
   ASSERT_TRUE(l.fd >= 0);
   struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
   ASSERT_EQ_INT(fcntl(l.fd, F_OFD_SETLK, &fl), 0);
-  ASSERT_EQ_INT(write(l.fd, tb_data(&t), tb_len(&t)), (ssize_t)tb_len(&t));
+  l.data = tb_data(&t);
+  l.len = tb_len(&t);
   l.c.recording = true;
   ASSERT_OK(live_op(&l));
   /* Without a fault: stepped to the whole trace, still recording. */
