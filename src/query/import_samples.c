@@ -139,7 +139,7 @@ bool etch__import_samples_stats(const etch__importer *imp,
   if (!d->fns) return false;
   for (size_t i = 0; i < t->nfns; i++) {
     d->fns[i] = t->fns[i];
-    if (!(d->fns[i].name = strdup(t->fns[i].name))) return false;
+    if (!(d->fns[i].name = etch__strdup(t->fns[i].name))) return false;
     d->nfns = i + 1;
   }
   return true;

@@ -296,7 +296,7 @@ static const char *unversioned(etch__sym_object *o, const char *name) {
     o->names = q;
     o->capnames = c;
   }
-  char *n = strndup(name, (size_t)(at - name));
+  char *n = etch__strndup(name, (size_t)(at - name));
   if (n) o->names[o->nnames++] = n;
   return n;
 }

@@ -202,11 +202,10 @@ static void host_leave(join_guest *g, uint8_t *data, size_t len,
 }
 
 static char *fmt_env(void) {
-  char *v = NULL;
-  if (asprintf(&v, "%ld:%" PRIxPTR ":%" PRIx64, (long)own.pid,
-               (uintptr_t)&own.host, own.host.token) < 0)
-    return NULL;
-  return v;
+  char v[80];
+  snprintf(v, sizeof v, "%ld:%" PRIxPTR ":%" PRIx64, (long)own.pid,
+           (uintptr_t)&own.host, own.host.token);
+  return etch__strdup(v);
 }
 
 /* Reads a join_host at `addr` without trusting that anything is there. */
