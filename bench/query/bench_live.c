@@ -12,12 +12,15 @@
  *                 (no cache is written for it)
  *   read, cold    the reader alone over every byte so far, file order
  *   read on       one reader kept open, reading only what was appended
- *                 (etch__reader_resume): what an incremental import would
- *                 build on
+ *                 (etch__reader_resume)
+ *   import on     one live import kept open (etch__import_live_step, what
+ *                 etch ui holds for a trace being recorded): what was
+ *                 appended read into the same tables
  *
  * and prints, for the first, middle and last step and in total, the CPU
  * seconds of each, then a check that the reader read on to the same
- * event count as a cold read.
+ * event count as a cold read, and the live import to the same slice
+ * count as a cold import.
  *
  *   bench_query_live TRACE [STEPS (default 60)]
  *
@@ -37,6 +40,7 @@
 #include <unistd.h>
 
 #include "query/query.h"
+#include "query/run.h"
 #include "reader/reader_priv.h"
 
 static double cpu_now(void) {
@@ -62,12 +66,21 @@ static uint64_t read_cold(const char *path) {
   return n;
 }
 
-static int import_cold(const char *path) {
+static int64_t slices_of(etch__db *db) {
+  int64_t n = -1;
+  if (etch__query_ints(db, "SELECT count(*) FROM slice_data", NULL, 0, &n, 1))
+    return -1;
+  return n;
+}
+
+/* A cold import of the file as it is; its slice count in *slices. */
+static int import_cold(const char *path, int64_t *slices) {
   etch__db *db;
   if (etch__db_open(&db, NULL) != ETCH_OK) return -1;
   etch__import_opts o = {.all_args = true, .allow_truncated = true,
                          .quiet = true};
   int rc = etch__query_import_file(db, NULL, path, &o, NULL);
+  if (!rc) *slices = slices_of(db);
   etch__db_close(db);
   return rc;
 }
@@ -110,9 +123,18 @@ int main(int argc, char **argv) {
     fprintf(stderr, "reader: %s\n", etch_last_error());
     return 1;
   }
-  double sum[3] = {0, 0, 0};
-  printf("%-6s %12s %12s %12s %12s\n", "step", "bytes", "import s",
-         "read cold s", "read on s");
+  etch__db *live_db;
+  etch__import_live *live;
+  etch__import_opts lo = {.all_args = true};
+  if (etch__db_open(&live_db, NULL) != ETCH_OK ||
+      etch__import_live_open(&live, live_db, path, &lo) != ETCH_OK) {
+    fprintf(stderr, "live import: %s\n", etch_last_error());
+    return 1;
+  }
+  double sum[4] = {0, 0, 0, 0};
+  int64_t cold_slices = -1;
+  printf("%-6s %12s %12s %12s %12s %12s\n", "step", "bytes", "import s",
+         "read cold s", "read on s", "import on s");
   size_t done = 0;
   uint64_t cold_n = 0;
   for (int i = 1; i <= steps; i++) {
@@ -123,7 +145,7 @@ int main(int argc, char **argv) {
     }
     done = upto;
     double t0 = cpu_now();
-    if (import_cold(path) != ETCH_OK) {
+    if (import_cold(path, &cold_slices) != ETCH_OK) {
       fprintf(stderr, "import: %s\n", etch_last_error());
       return 1;
     }
@@ -135,17 +157,30 @@ int main(int argc, char **argv) {
       return 1;
     }
     double t3 = cpu_now();
-    double c[3] = {t1 - t0, t2 - t1, t3 - t2};
-    for (int k = 0; k < 3; k++) sum[k] += c[k];
+    if (etch__import_live_step(live, NULL) != ETCH_OK) {
+      fprintf(stderr, "import on: %s\n", etch_last_error());
+      return 1;
+    }
+    double t4 = cpu_now();
+    double c[4] = {t1 - t0, t2 - t1, t3 - t2, t4 - t3};
+    for (int k = 0; k < 4; k++) sum[k] += c[k];
     if (i == 1 || i == steps / 2 || i == steps)
-      printf("%-6d %12zu %12.4f %12.4f %12.4f\n", i, done, c[0], c[1], c[2]);
+      printf("%-6d %12zu %12.4f %12.4f %12.4f %12.4f\n", i, done, c[0], c[1],
+             c[2], c[3]);
   }
-  printf("%-6s %12zu %12.4f %12.4f %12.4f\n", "total", done, sum[0], sum[1],
-         sum[2]);
+  printf("%-6s %12zu %12.4f %12.4f %12.4f %12.4f\n", "total", done, sum[0],
+         sum[1], sum[2], sum[3]);
   printf("events: read on %llu, cold %llu: %s\n", (unsigned long long)kept_n,
          (unsigned long long)cold_n, kept_n == cold_n ? "same" : "DIFFERENT");
+  int64_t live_slices = slices_of(live_db);
+  printf("slices: import on %lld, cold %lld: %s (restarts %llu)\n",
+         (long long)live_slices, (long long)cold_slices,
+         live_slices == cold_slices ? "same" : "DIFFERENT",
+         (unsigned long long)etch__import_live_restarts(live));
+  etch__import_live_close(live);
+  etch__db_close(live_db);
   etch_reader_close(kept);
   close(w);
   unlink(path);
-  return kept_n == cold_n ? 0 : 1;
+  return kept_n == cold_n && live_slices == cold_slices ? 0 : 1;
 }
