@@ -38,93 +38,18 @@ static const char *pool_intern(etch_strpool *p, const char *s) {
 
 /* ---- processes, threads, tracks --------------------------------------------- */
 
-bool etch__imp_find_proc(const etch__importer *imp, uint32_t machine,
-                         int32_t pid, int64_t *idx, uint64_t *free_key) {
-  uint64_t key = etch__imp_machine_key((uint32_t)pid, machine);
-  for (;; key++) {
-    if (!etch__u64map_get(&imp->proc_by_pid, key, idx)) break;
-    const qproc *p = &imp->procs[*idx];
-    if (p->machine == machine && p->pid == pid) return true;
-  }
-  if (free_key) *free_key = key;
-  return false;
-}
-
-bool etch__imp_find_thread(const etch__importer *imp, uint32_t machine,
-                           int32_t pid, int32_t tid, int64_t *idx,
-                           uint64_t *free_key) {
-  uint64_t key = etch__imp_machine_key(
-      (uint64_t)(uint32_t)pid << 32 | (uint32_t)tid, machine);
-  for (;; key++) {
-    if (!etch__u64map_get(&imp->thread_by_key, key, idx)) break;
-    const qthread *t = &imp->threads[*idx];
-    if (t->machine == machine && t->pid == pid && t->tid == tid) return true;
-  }
-  if (free_key) *free_key = key;
-  return false;
-}
-
-bool etch__imp_find_track(const etch__importer *imp, uint32_t machine,
-                          uint64_t uuid, int64_t *idx, uint64_t *free_key) {
-  uint64_t key = etch__imp_machine_key(uuid, machine);
-  for (;; key++) {
-    if (!etch__u64map_get(&imp->track_by_uuid, key, idx)) break;
-    const qtrack *t = &imp->tracks[*idx];
-    if (t->machine == machine && t->uuid == uuid) return true;
-  }
-  if (free_key) *free_key = key;
-  return false;
-}
-
-static int64_t get_process(etch__importer *imp, uint32_t machine,
-                           int32_t pid) {
-  int64_t idx;
-  uint64_t key;
-  if (etch__imp_find_proc(imp, machine, pid, &idx, &key)) return idx + 1;
-  if (!grow_array((void **)&imp->procs, &imp->cap_procs, imp->nprocs + 1,
-                  sizeof *imp->procs) ||
-      !etch__u64map_put(&imp->proc_by_pid, key, (int64_t)imp->nprocs)) {
-    fail_nomem(imp);
-    return 0;
-  }
-  imp->procs[imp->nprocs] = (qproc){.machine = machine, .pid = pid};
-  return (int64_t)++imp->nprocs;
-}
-
-static int64_t get_thread(etch__importer *imp, uint32_t machine, int32_t pid,
-                          int32_t tid) {
-  int64_t idx;
-  uint64_t key;
-  if (etch__imp_find_thread(imp, machine, pid, tid, &idx, &key))
-    return idx + 1;
-  if (!grow_array((void **)&imp->threads, &imp->cap_threads,
-                  imp->nthreads + 1, sizeof *imp->threads) ||
-      !etch__u64map_put(&imp->thread_by_key, key, (int64_t)imp->nthreads)) {
-    fail_nomem(imp);
-    return 0;
-  }
-  imp->threads[imp->nthreads] =
-      (qthread){.machine = machine, .pid = pid, .tid = tid};
-  return (int64_t)++imp->nthreads;
-}
-
-int64_t etch__imp_utid(etch__importer *imp, uint32_t machine, int32_t pid,
-                       int32_t tid) {
-  return get_thread(imp, machine, pid, tid);
-}
-
 /* The processes and threads a track names, made if new. */
 static void track_procs(etch__importer *imp, qtrack *t, const char *name) {
   if (t->kind == ETCH_TRACK_PROCESS && t->pid) {
-    int64_t upid = get_process(imp, t->machine, t->pid);
+    int64_t upid = etch__imp_upid(imp, t->machine, t->pid);
     if (upid && name) imp->procs[upid - 1].name = name;
     if (upid && t->cmdline) imp->procs[upid - 1].cmdline = t->cmdline;
   } else if (t->kind == ETCH_TRACK_THREAD && t->tid) {
-    if (t->pid) get_process(imp, t->machine, t->pid);
-    int64_t utid = get_thread(imp, t->machine, t->pid, t->tid);
+    if (t->pid) etch__imp_upid(imp, t->machine, t->pid);
+    int64_t utid = etch__imp_utid(imp, t->machine, t->pid, t->tid);
     if (utid && name) imp->threads[utid - 1].name = name;
   } else if (t->pid) {
-    get_process(imp, t->machine, t->pid);
+    etch__imp_upid(imp, t->machine, t->pid);
   }
 }
 

@@ -252,8 +252,9 @@ void etch__imp_idle_ids(etch__importer *imp);
 void etch__import_callstack(etch__importer *imp, int64_t slice_id,
                             int64_t track_id, int64_t callsite_id);
 
-/* The utid of thread (pid, tid) of `machine`, made if new; 0 out of
- * memory (import.c). */
+/* The upid of process `pid` of `machine` and the utid of thread (pid,
+ * tid), made if new; 0 out of memory (import_find.c). */
+int64_t etch__imp_upid(etch__importer *imp, uint32_t machine, int32_t pid);
 int64_t etch__imp_utid(etch__importer *imp, uint32_t machine, int32_t pid,
                        int32_t tid);
 
