@@ -783,10 +783,22 @@ static int importer_new(etch__importer **out, etch__db *db,
   return ETCH_OK;
 }
 
+/*
+ * Between two steps of an import that reads on, no statement of the import
+ * runs: the writers are closed before the settings go back, and opened
+ * again after they are set. (A piped writer's INSERT left running while
+ * `threads` went from 1 back to the default could have its scan taken by
+ * a new DuckDB worker, which waits in the pipe for the next chunk; setting
+ * `threads` to 1 again joins that worker, from the thread that would hand
+ * it the chunk: a deadlock, seen under load.)
+ */
 int etch__imp_pause(etch__importer *imp) {
-  int rc = ETCH_OK;
-  if (imp->in_txn) rc = etch__db_exec(imp->db, "COMMIT;");
-  if (!rc) imp->in_txn = false;
+  int rc = imp->rows ? etch__rows_close(imp->rows) : ETCH_OK;
+  if (imp->in_txn) {
+    int r = etch__db_exec(imp->db, "COMMIT;");
+    if (!r) imp->in_txn = false;
+    if (!rc) rc = r;
+  }
   int r2 = settings_reset(imp);
   return rc ? rc : r2;
 }
@@ -797,6 +809,7 @@ int etch__imp_unpause(etch__importer *imp) {
     rc = etch__db_exec(imp->db, "BEGIN TRANSACTION;");
     if (!rc) imp->in_txn = true;
   }
+  if (!rc && imp->rows) rc = etch__rows_open(imp->rows);
   return rc;
 }
 

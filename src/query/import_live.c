@@ -241,7 +241,7 @@ static int step_write(etch__import_live *l) {
     write_open(imp, &imp->tracks[i], first, last);
   imp->counts.tracks = imp->ntracks;
   rc = imp->err;
-  if (!rc) rc = etch__rows_flush(imp->rows, false);
+  if (!rc) rc = etch__rows_close(imp->rows); /* opened again at unpause */
   if (!rc) rc = etch__import_write_tables(imp, &st);
   if (!rc) rc = etch__import_stacks(imp, r);
   if (!rc) rc = etch__import_samples(imp, r);

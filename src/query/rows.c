@@ -62,6 +62,7 @@ struct etch__rows {
   uint8_t *have;
   int64_t next_id; /* the smallest id not yet written or skipped */
   int64_t max_id;  /* the largest id in the window */
+  bool closed;     /* etch__rows_close: no writer open */
   int local_err;
 };
 
@@ -456,15 +457,31 @@ int etch__rows_finish(etch__rows *r) {
   return rc ? rc : r->local_err;
 }
 
-int etch__rows_flush(etch__rows *r, bool flows_again) {
+int etch__rows_close(etch__rows *r) {
+  if (r->closed) return ETCH_OK;
   int rc = etch__rows_finish(r);
   for (int i = 0; i < kTables; i++) {
     etch__tw_free(&r->t[i]);
     memset(&r->t[i], 0, sizeof r->t[i]);
   }
-  if (flows_again) r->flow_id = 0;
-  if (!rc) rc = rows_open_all(r, r->db, r->catalog, r->sink);
+  r->closed = true;
   if (rc && !r->local_err) r->local_err = rc;
+  return rc;
+}
+
+int etch__rows_open(etch__rows *r) {
+  if (!r->closed) return ETCH_OK;
+  int rc = r->local_err ? r->local_err
+                        : rows_open_all(r, r->db, r->catalog, r->sink);
+  if (!rc) r->closed = false;
+  if (rc && !r->local_err) r->local_err = rc;
+  return rc;
+}
+
+int etch__rows_flush(etch__rows *r, bool flows_again) {
+  int rc = etch__rows_close(r);
+  if (flows_again) r->flow_id = 0;
+  if (!rc) rc = etch__rows_open(r);
   return rc;
 }
 

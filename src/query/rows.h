@@ -45,6 +45,14 @@ int etch__rows_finish(etch__rows *r);
  * reads on, import_live.c). `flows_again`: the flow table was emptied,
  * its ids start at 1 again. Returns the first error. */
 int etch__rows_flush(etch__rows *r, bool flows_again);
+/* etch__rows_flush in two halves: what is left appended and every writer
+ * closed (no statement of the import runs on the database after it; a
+ * no-op when closed), then opened again. An import that reads on closes
+ * them between steps (import.c, etch__imp_pause): a piped writer's
+ * statement left running across a change of DuckDB's `threads` could hold
+ * a worker thread the change waits for. */
+int etch__rows_close(etch__rows *r);
+int etch__rows_open(etch__rows *r);
 void etch__rows_free(etch__rows *r);
 
 #endif /* ETCH_QUERY_ROWS_H */
