@@ -231,6 +231,14 @@ static etch__tw_pipe *pipes_find(int64_t token) {
   return p;
 }
 
+size_t etch__tw_pipes_running(void) {
+  pthread_mutex_lock(&g_pipes_mu);
+  size_t n = 0;
+  for (etch__tw_pipe *p = g_pipes; p; p = p->next) n++;
+  pthread_mutex_unlock(&g_pipes_mu);
+  return n;
+}
+
 static void pipe_fail(etch__tw_pipe *p, const char *what, const char *why) {
   if (p->failed) return;
   p->failed = true;

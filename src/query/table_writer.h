@@ -80,5 +80,7 @@ int etch__tw_finish(etch__tw *w);
 /* Frees without appending what is left (after an error); after finish, a
  * no-op. */
 void etch__tw_free(etch__tw *w);
+/* How many piped writers' statements run now, in this process (tests). */
+size_t etch__tw_pipes_running(void);
 
 #endif /* ETCH_QUERY_TABLE_WRITER_H */
