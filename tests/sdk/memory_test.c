@@ -219,6 +219,74 @@ TEST(threads_allocating_at_once) {
   etch_session_free(s);
 }
 
+/* Blocks freed by a thread other than the one that allocated them: some
+ * still in the allocating thread's table of recent blocks (while it runs,
+ * and after it exits), most moved from it to the live map. Each free is
+ * written once, and the live bytes come back to 0. */
+enum { XT_N = 300 };
+static char xt_arena[XT_N * 32];
+static int xt_go[2], xt_done[2];
+
+static void *xt_alloc_and_wait(void *arg) {
+  (void)arg;
+  for (int i = 0; i < XT_N; i++)
+    etch_mem_alloc_tagged(xt_arena + i * 32, 32, ETCH_MEM_TAG(audio));
+  char c = 1;
+  ASSERT_EQ_INT((int)write(xt_go[1], &c, 1), 1); /* allocated */
+  ASSERT_EQ_INT((int)read(xt_done[0], &c, 1), 1); /* freed elsewhere */
+  return NULL;
+}
+
+static void *xt_alloc_and_exit(void *arg) {
+  (void)arg;
+  for (int i = 0; i < 3; i++)
+    etch_mem_alloc_tagged(xt_arena + i * 32, 8, ETCH_MEM_TAG(audio));
+  return NULL;
+}
+
+TEST(blocks_freed_on_another_thread) {
+  ASSERT_EQ_INT(pipe(xt_go), 0);
+  ASSERT_EQ_INT(pipe(xt_done), 0);
+  etch_session *s = start_session("compression=none");
+  pthread_t th;
+  pthread_create(&th, NULL, xt_alloc_and_wait, NULL);
+  char c;
+  ASSERT_EQ_INT((int)read(xt_go[0], &c, 1), 1);
+  for (int i = XT_N; i-- > 0;) etch_mem_free(xt_arena + i * 32);
+  etch_mem_free(xt_arena + 16); /* never reported: nothing */
+  ASSERT_EQ_INT((int)write(xt_done[1], &c, 1), 1);
+  pthread_join(th, NULL);
+  /* A thread that exits with its blocks still in its table. */
+  pthread_create(&th, NULL, xt_alloc_and_exit, NULL);
+  pthread_join(th, NULL);
+  for (int i = 0; i < 3; i++) etch_mem_free(xt_arena + i * 32);
+  /* The same address reported twice without a free: one block. */
+  etch_mem_alloc_tagged(xt_arena, 10, ETCH_MEM_TAG(audio));
+  etch_mem_alloc_tagged(xt_arena, 20, ETCH_MEM_TAG(audio));
+  etch_mem_free(xt_arena);
+  etch_session_stop(s);
+  td_trace t;
+  read_trace(s, "memory_cross_thread", &t);
+  size_t allocs = 0, frees = 0;
+  for (size_t i = 0; i < t.nev; i++) {
+    const td_event *e = &t.ev[i];
+    if (!e->cat || strcmp(e->cat, "memory") || e->type != 3) continue;
+    if (!strcmp(e->name, "free"))
+      frees++;
+    else
+      allocs++;
+  }
+  ASSERT_EQ_U64(allocs, XT_N + 3 + 2);
+  ASSERT_EQ_U64(frees, XT_N + 3 + 1);
+  ASSERT_EQ_DBL(last_value(&t, "Live bytes: Audio"), 0);
+  td_free(&t);
+  etch_session_free(s);
+  for (int i = 0; i < 2; i++) {
+    close(xt_go[i]);
+    close(xt_done[i]);
+  }
+}
+
 /* More tags than have counters of their own: the first 255 keep theirs,
  * the rest share "Live bytes: (other tags)". */
 TEST(tags_past_the_limit_share_one_counter) {
