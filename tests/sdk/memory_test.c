@@ -287,6 +287,67 @@ TEST(blocks_freed_on_another_thread) {
   }
 }
 
+/* Two threads hand blocks back and forth while each allocates: every
+ * block is freed by the other thread, while its maker is moving blocks
+ * from its table to the map (a slot wanted by a newer block) at the same
+ * time. Every free is found once, whichever side wins. The hand-over is a
+ * pipe of addresses: it waits for an event, never for a time. */
+enum { HO_N = 20000, HO_LAG = 64 }; /* HO_LAG: below a pipe's room */
+static char ho_arena[2][HO_N * 16];
+static int ho_pipe[2][2];
+
+static void *ho_worker(void *arg) {
+  long me = (long)arg;
+  int out = ho_pipe[me][1], in = ho_pipe[!me][0];
+  /* The other thread's block freed HO_LAG blocks later, about when its
+   * maker's table gives up the slot: evictions and frees cross. */
+  for (int i = 0; i < HO_N + HO_LAG; i++) {
+    if (i < HO_N) {
+      char *p = &ho_arena[me][i * 16];
+      etch_mem_alloc_tagged(p, 16, ETCH_MEM_TAG(textures));
+      ASSERT_EQ_INT((int)write(out, &p, sizeof p), (int)sizeof p);
+    }
+    if (i >= HO_LAG) {
+      char *q;
+      ASSERT_EQ_INT((int)read(in, &q, sizeof q), (int)sizeof q);
+      etch_mem_free(q);
+    }
+  }
+  return NULL;
+}
+
+TEST(blocks_handed_between_threads_are_each_freed_once) {
+  ASSERT_EQ_INT(pipe(ho_pipe[0]), 0);
+  ASSERT_EQ_INT(pipe(ho_pipe[1]), 0);
+  etch_session *s =
+      start_session("compression=none;buffer_kb=65536;fill=discard");
+  pthread_t th[2];
+  for (long i = 0; i < 2; i++) pthread_create(&th[i], NULL, ho_worker, (void *)i);
+  for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);
+  etch_session_stop(s);
+  td_trace t;
+  read_trace(s, "memory_hand_over", &t);
+  ASSERT_EQ_U64(t.prev_dropped, 0);
+  size_t allocs = 0, frees = 0;
+  for (size_t i = 0; i < t.nev; i++) {
+    const td_event *e = &t.ev[i];
+    if (!e->cat || strcmp(e->cat, "memory") || e->type != 3) continue;
+    if (!strcmp(e->name, "free"))
+      frees++;
+    else
+      allocs++;
+  }
+  ASSERT_EQ_U64(allocs, 2 * HO_N);
+  ASSERT_EQ_U64(frees, 2 * HO_N);
+  ASSERT_EQ_DBL(last_value(&t, "Live bytes: Textures"), 0);
+  td_free(&t);
+  etch_session_free(s);
+  for (int i = 0; i < 2; i++) {
+    close(ho_pipe[i][0]);
+    close(ho_pipe[i][1]);
+  }
+}
+
 /* More tags than have counters of their own: the first 255 keep theirs,
  * the rest share "Live bytes: (other tags)". */
 TEST(tags_past_the_limit_share_one_counter) {
