@@ -302,17 +302,13 @@ void etch__buffer_recycle(etch_buffer *b) {
   free(stack);
 }
 
-/* A chunk's copy in the scratch: its header, then `used` bytes. */
-typedef struct collected {
-  uint32_t writer_id, chunk_id, flags, used;
-} collected;
-
-int etch__buffer_collect(etch_buffer *b, etch_tracebuf *tb, etch_vec *scratch,
-                         uint32_t *freed) {
+int etch__buffer_collect(etch_buffer *b, etch_tracebuf *tb, uint32_t *freed) {
   *freed = 0;
-  scratch->len = 0;
-  uint32_t n = 0;
   int rc = ETCH_OK;
+  /* Straight into the trace buffer, under the lock, in the order the
+   * chunks lie (it sorts them by sequence and chunk id when it is read):
+   * no copy of the whole buffer in between, which doubled a streaming
+   * session's memory when a drain took all of it. */
   pthread_mutex_lock(&b->lock);
   for (uint32_t i = 0; i < b->nchunks; i++) {
     etch_chunk *c = etch__buffer_chunk(b, i);
@@ -321,20 +317,21 @@ int etch__buffer_collect(etch_buffer *b, etch_tracebuf *tb, etch_vec *scratch,
     uint32_t word = __atomic_load_n(&c->used, __ATOMIC_ACQUIRE);
     uint32_t used = word & ETCH_CHUNK_USED_MASK;
     if (used > etch__buffer_payload_size(b)) used = 0; /* never trust */
-    collected h = {c->writer_id, c->chunk_id, word >> ETCH_CHUNK_FLAGS_SHIFT,
-                   used};
+    uint32_t flags = word >> ETCH_CHUNK_FLAGS_SHIFT;
     /* A chunk its writer still writes: what follows comes with a later
      * collect, or is lost if the ring takes the chunk first. */
-    if (st == ETCH_CHUNK_WRITING) h.flags |= ETCH_TRACEBUF_PARTIAL;
-    if (etch__vec_reserve(scratch, sizeof h + used)) {
-      /* The chunks copied so far go on; this one and the rest stay for
-       * the next collect. */
+    if (st == ETCH_CHUNK_WRITING) flags |= ETCH_TRACEBUF_PARTIAL;
+    const uint8_t *payload = etch__chunk_payload(c);
+    int prc = etch__tracebuf_put(tb, c->writer_id, c->chunk_id, flags,
+                                 etch__frag_count(payload, used), payload,
+                                 used);
+    if (prc == ETCH_ENOMEM) {
+      /* This chunk and the rest stay for the next collect. A full trace
+       * buffer counts what it could not keep (a gap the read marks); only
+       * memory is this caller's failure. */
       rc = ETCH_ENOMEM;
       break;
     }
-    etch__vec_push(scratch, &h, sizeof h);
-    etch__vec_push(scratch, etch__chunk_payload(c), used);
-    n++;
     if (st == ETCH_CHUNK_COMPLETE) {
       /* Its writer is done with it, and its bytes are in the copy. */
       __atomic_store_n(&c->state, ETCH_CHUNK_FREE, __ATOMIC_RELEASE);
@@ -347,21 +344,5 @@ int etch__buffer_collect(etch_buffer *b, etch_tracebuf *tb, etch_vec *scratch,
   }
   if (*freed) __atomic_store_n(&b->full, 0, __ATOMIC_RELAXED);
   pthread_mutex_unlock(&b->lock);
-
-  /* Into the trace buffer, in the order the chunks lie (it sorts them by
-   * sequence and chunk id when it is read). */
-  size_t off = 0;
-  for (uint32_t k = 0; k < n; k++) {
-    collected h;
-    memcpy(&h, scratch->data + off, sizeof h);
-    const uint8_t *payload = scratch->data + off + sizeof h;
-    off += sizeof h + h.used;
-    int prc = etch__tracebuf_put(tb, h.writer_id, h.chunk_id, h.flags,
-                                 etch__frag_count(payload, h.used), payload,
-                                 h.used);
-    /* A full trace buffer counts what it could not keep (a gap the read
-     * marks); only memory is this caller's failure. */
-    if (prc == ETCH_ENOMEM && !rc) rc = ETCH_ENOMEM;
-  }
   return rc;
 }

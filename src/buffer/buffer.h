@@ -183,17 +183,16 @@ void etch__buffer_get_stats(etch_buffer *b, etch_buffer_stats *out);
  * for a discard buffer (etch__buffer_recycle) to hand out again. A chunk
  * still being written is copied as far as it is committed and copied
  * again, with more, next time (the trace buffer delivers only what is
- * new). `scratch` holds the copies between the lock and `tb`. *freed: the
- * chunks freed.
+ * new). The copies go into `tb` under the buffer's lock, with nothing in
+ * between. *freed: the chunks freed.
  */
 struct etch_tracebuf;
-struct etch_vec;
 /* Makes a buffer streaming: a discard buffer then hands out the chunks
  * its collects free, the one freed last first, and gives back to the
  * system the memory of chunks it has not handed out yet (their pages are
  * faulted in again, out of line, when a chunk is first taken). */
 void etch__buffer_recycle(etch_buffer *b);
 int etch__buffer_collect(etch_buffer *b, struct etch_tracebuf *tb,
-                         struct etch_vec *scratch, uint32_t *freed);
+                         uint32_t *freed);
 
 #endif /* ETCH_BUFFER_H */

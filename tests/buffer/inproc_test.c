@@ -180,7 +180,6 @@ TEST(inproc_recycled_buffer_reuses_the_chunk_freed_last) {
   etch__buffer_recycle(&b);
   etch_tracebuf *tb;
   ASSERT_OK(etch__tracebuf_new(1 << 20, ETCH_BUFFER_RING, &tb));
-  etch_vec scratch = {0};
   uint32_t freed;
 
   /* Writer 1 fills chunk 0 and takes a fresh one (1). */
@@ -188,7 +187,7 @@ TEST(inproc_recycled_buffer_reuses_the_chunk_freed_last) {
   etch__buffer_complete(a);
   etch_chunk *c = etch__buffer_acquire(&b, 1, 1, 0);
   ASSERT_EQ_U64(index_of(&b, c), 1);
-  ASSERT_OK(etch__buffer_collect(&b, tb, &scratch, &freed));
+  ASSERT_OK(etch__buffer_collect(&b, tb, &freed));
   ASSERT_EQ_U64(freed, 1); /* chunk 0; chunk 1 is being written */
   for (uint32_t id = 1; id < 40; id++) {
     char text[8];
@@ -199,7 +198,7 @@ TEST(inproc_recycled_buffer_reuses_the_chunk_freed_last) {
     ASSERT_TRUE(n != NULL);
     /* The chunk freed by the last collect: 0 and 1 in turn, never 2. */
     ASSERT_EQ_U64(index_of(&b, n), id % 2 ? 0 : 1);
-    ASSERT_OK(etch__buffer_collect(&b, tb, &scratch, &freed));
+    ASSERT_OK(etch__buffer_collect(&b, tb, &freed));
     ASSERT_EQ_U64(freed, 1);
     c = n;
   }
@@ -219,7 +218,7 @@ TEST(inproc_recycled_buffer_reuses_the_chunk_freed_last) {
     etch__buffer_complete(n);
   }
   ASSERT_TRUE(etch__buffer_acquire(&b, 3, 0, 0) == NULL);
-  ASSERT_OK(etch__buffer_collect(&b, tb, &scratch, &freed));
+  ASSERT_OK(etch__buffer_collect(&b, tb, &freed));
   ASSERT_EQ_U64(freed, 8);
   /* Free again: the last chunk this collect freed comes first. */
   etch_chunk *n = etch__buffer_acquire(&b, 3, 0, 0);
@@ -235,7 +234,6 @@ TEST(inproc_recycled_buffer_reuses_the_chunk_freed_last) {
   for (uint32_t k = 0; k < 7; k++)
     snprintf(want + strlen(want), sizeof want - strlen(want), "2:q%u ", k);
   ASSERT_EQ_STR(g.log, want);
-  etch__vec_free(&scratch);
   etch__tracebuf_free(tb);
   etch__buffer_destroy(&b);
 }

@@ -89,36 +89,34 @@ static inline bool own_frame(uintptr_t f, uintptr_t below) {
 
 /* The return addresses of the allocating code's stack, innermost first,
  * read from the live stack: 0 when it is not the thread's own. This file
- * is built with frame pointers (CMakeLists.txt), so the frames of this
- * function, report_alloc and the wrapper that called it are walked through
+ * is built with frame pointers (CMakeLists.txt), so report_alloc's frame
+ * (`f`, its own bp) and the wrapper's that called it are walked through
  * bp: the walk through .eh_frame starts at the wrapper's caller. When the
- * frames are not those three (a wrapper that called report_alloc through
- * a tail call), the walk starts here and report_alloc leaves the
- * library's frames out. */
-static __attribute__((noinline)) uint32_t take_stack(uint64_t *pcs,
-                                                     uint32_t max) {
+ * frames are not those two (a wrapper that called report_alloc through a
+ * tail call), the walk starts in report_alloc, and report_alloc leaves the
+ * library's frames out. Inline in report_alloc: its frame is `f`. */
+static inline __attribute__((always_inline)) uint32_t
+take_stack(uintptr_t f, uint64_t *pcs, uint32_t max) {
 #if defined(__x86_64__)
   etch_unwind_regs r;
-  __asm__ volatile("lea 0(%%rip), %0\n\tmov %%rsp, %1\n\tmov %%rbp, %2"
-                   : "=r"(r.ip), "=r"(r.sp), "=r"(r.bp));
+  __asm__ volatile("lea 0(%%rip), %0\n\tmov %%rsp, %1"
+                   : "=r"(r.ip), "=r"(r.sp));
+  r.bp = f;
   if (ETCH_UNLIKELY(!stack_hi)) find_stack();
   if (!unwinder || r.sp < stack_lo || r.sp >= stack_hi) return 0;
-  uintptr_t f0 = (uintptr_t)r.bp; /* take_stack's: into report_alloc */
-  if (own_frame(f0, r.sp - 1)) {
-    uintptr_t f1 = ((const uintptr_t *)f0)[0]; /* report_alloc's */
-    if (own_frame(f1, f0)) {
-      uintptr_t f2 = ((const uintptr_t *)f1)[0]; /* the wrapper's */
-      if (f2 > f1 && !(f2 & 7) && f2 < stack_hi - 16) {
-        r.ip = ((const uintptr_t *)f2)[1];
-        r.bp = ((const uintptr_t *)f2)[0];
-        r.sp = f2 + 16;
-      }
+  if (own_frame(f, r.sp - 1)) {
+    uintptr_t f1 = ((const uintptr_t *)f)[0]; /* the wrapper's */
+    if (f1 > f && !(f1 & 7) && f1 < stack_hi - 16) {
+      r.ip = ((const uintptr_t *)f1)[1];
+      r.bp = ((const uintptr_t *)f1)[0];
+      r.sp = f1 + 16;
     }
   }
   etch_unwind_mem m = {r.sp, (const uint8_t *)(uintptr_t)r.sp,
                        stack_hi - r.sp};
   return etch__unwind(unwinder, &r, etch__unwind_read_mem, &m, pcs, max);
 #else
+  (void)f;
   (void)pcs;
   (void)max;
   return 0;
@@ -132,7 +130,8 @@ static __attribute__((noinline)) void report_alloc(void *p, size_t n) {
   in_report = 1;
   if (stacks) {
     uint64_t pcs[STACK_MAX + 4];
-    uint32_t k = take_stack(pcs, STACK_MAX + 4);
+    uint32_t k = take_stack((uintptr_t)__builtin_frame_address(0), pcs,
+                            STACK_MAX + 4);
     uint32_t skip = 0;
     while (skip < k && pcs[skip] >= self_lo && pcs[skip] < self_hi) skip++;
     etch_mem_alloc_stack(p, n, NULL, (const uintptr_t *)(pcs + skip),

@@ -37,7 +37,6 @@ typedef struct inproc {
   void *wake_ctx;
   uint64_t wake_at;   /* chunks handed out (buf.acquired) to wake at */
   uint32_t woken;     /* atomic: woken since the last collect */
-  etch_vec scratch;   /* the collect's copies */
   bool stall;         /* fill=stall: a writer waits for room */
   uint32_t collects;  /* atomic, a futex: collects done (stall waiters) */
   uint32_t freed;     /* atomic: chunks the last collect freed */
@@ -109,7 +108,7 @@ static int inproc_collect(etch_backend *b, struct etch_tracebuf *tb) {
                    __ATOMIC_RELAXED);
   __atomic_store_n(&p->woken, 0, __ATOMIC_RELAXED);
   uint32_t freed;
-  int rc = etch__buffer_collect(&p->buf, tb, &p->scratch, &freed);
+  int rc = etch__buffer_collect(&p->buf, tb, &freed);
   __atomic_store_n(&p->freed, freed, __ATOMIC_RELAXED);
   __atomic_add_fetch(&p->collects, 1, __ATOMIC_RELEASE);
   futex_wake_all(&p->collects);
@@ -155,7 +154,6 @@ static void inproc_destroy(etch_backend *b) {
   inproc *p = (inproc *)b;
   etch__buffer_destroy(&p->buf);
   etch__flight_close(&p->flight, p->keep);
-  free(p->scratch.data);
   free(b);
 }
 
@@ -175,7 +173,6 @@ static void inproc_forget(etch_backend *b) {
     etch__flight_forget(&p->flight);
   else if (p->buf.mem)
     munmap(p->buf.mem, (size_t)p->buf.nchunks * p->buf.chunk_size);
-  free(p->scratch.data);
   free(p);
 }
 

@@ -4,7 +4,9 @@
  *
  * While a session records "memory", every reported allocation goes into a
  * map of live blocks (address -> size and tag), split in 64 shards each
- * with its own short lock (a block's shard by the megabyte it is in), so
+ * with its own short lock (a block's shard by the megabyte it is in), with
+ * each thread's last blocks in a small table of its own in front of it (a
+ * block freed soon by the thread that allocated it takes no lock), so
  * that a free finds its size and tag: the tag's live bytes go down by what
  * its allocation added, and a free of a block
  * allocated before recording began (or never reported) writes nothing. A
@@ -114,6 +116,23 @@ typedef struct shard {
 } __attribute__((aligned(64))) shard;
 
 static shard shards[SHARDS];
+
+/* Each thread's recent blocks, in front of the map (see "a thread's
+ * recent blocks" below). */
+#define NEAR_SLOTS 64
+
+typedef struct near {
+  uint64_t key[NEAR_SLOTS]; /* atomic: the block's address; 0: empty */
+  uint64_t val[NEAR_SLOTS]; /* atomic: size << 16 | tag index */
+  struct near *next;        /* every table made, never freed */
+  uint32_t owned;           /* atomic: a thread uses it */
+} near;
+
+static near *nears; /* atomic: the list's head */
+static __thread near *my_near __attribute__((tls_model("initial-exec")));
+static pthread_key_t near_key;
+static pthread_once_t near_once = PTHREAD_ONCE_INIT;
+
 static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
 static bool atfork_done; /* atomic: atfork_once has run */
 
@@ -135,6 +154,10 @@ static void fork_parent(void) {
  * (etch_init in the child, as libetch_malloc.so does) reports its own
  * allocations from nothing; freeing an inherited block writes nothing. */
 static void fork_child(void) {
+  for (near *c = nears; c; c = c->next) {
+    memset(c->key, 0, sizeof c->key);
+    c->owned = c == my_near; /* the other threads are not in the child */
+  }
   for (int i = SHARDS; i-- > 0;) {
     etch__u64map_free(&shards[i].blocks); /* empty again */
     shard_unlock(&shards[i]);
@@ -185,14 +208,12 @@ ETCH_INLINE shard *shard_of(uintptr_t p) {
 }
 
 /* Adds or replaces p's entry; the replaced value in *old (0 if none).
- * False when the map cannot grow (the allocation goes unreported). */
-ETCH_INLINE bool map_put(uintptr_t p, uint64_t val, uint64_t *old) {
-  shard *s = shard_of(p);
+ * False when the map cannot grow. With the shard's lock. */
+ETCH_INLINE bool map_put_locked(shard *s, uintptr_t p, uint64_t val,
+                                uint64_t *old) {
   int64_t prev = 0;
   bool had = false;
-  shard_lock(s);
   bool ok = etch__u64map_swap(&s->blocks, p, (int64_t)val, &prev, &had);
-  shard_unlock(s);
   *old = ok && had ? (uint64_t)prev : 0;
   return ok;
 }
@@ -208,11 +229,6 @@ ETCH_INLINE bool map_take(uintptr_t p, uint64_t *val) {
   return found;
 }
 
-/* ---- reports --------------------------------------------------------------- */
-
-static etch_site free_site =
-    ETCH__SITE_INIT(etch_cat_etch_memory, "free", ETCH_TYPE_INSTANT);
-
 /* Adds `d` to tag ti's live bytes: locally for the first tags (no shared
  * cache line per change), added to the total when counters are written. */
 ETCH_INLINE void live_add(uint32_t ti, int64_t d) {
@@ -222,6 +238,158 @@ ETCH_INLINE void live_add(uint32_t ti, int64_t d) {
     __atomic_add_fetch(&live[ti], d, __ATOMIC_RELAXED);
   mt.dirty[ti / 64] |= 1ull << (ti % 64);
 }
+
+/* ---- a thread's recent blocks ------------------------------------------- */
+
+/*
+ * In front of the live map, each thread keeps the blocks it allocated last
+ * in a small table of its own (a slot by address, NEAR_SLOTS of them): most
+ * blocks are freed soon by the thread that allocated them, and then neither
+ * the allocation nor the free takes a lock or touches the map. A block
+ * whose slot another allocation of the thread needs goes to the map.
+ *
+ * Another thread's free finds a block in the map, else in the tables of the
+ * other threads (one slot each), else in the map again: a block leaves a
+ * table for the map with its shard's lock held, put into the map before it
+ * leaves the table, so a free that missed it in the map finds it in one or
+ * the other. A slot's address is claimed with a compare-and-swap by whoever
+ * takes the block out (the owner moving it to the map, a free on another
+ * thread); its value is written before its address, by the owner only,
+ * while the slot is empty. While a free of p runs, p is allocated, so no
+ * slot can get p again (no ABA).
+ *
+ * Tables are never freed: a thread's goes back to the list when it exits,
+ * blocks and all, and the next thread that needs one adopts it.
+ */
+ETCH_INLINE uint32_t near_slot(uintptr_t p) {
+  return (uint32_t)((p >> 4) ^ (p >> 10)) & (NEAR_SLOTS - 1);
+}
+
+/* At the thread's exit: its table goes back to the list as it is. */
+static void near_release(void *arg) {
+  near *c = (near *)arg;
+  my_near = NULL;
+  if (c) __atomic_store_n(&c->owned, 0, __ATOMIC_RELEASE);
+}
+
+static void near_key_make(void) { pthread_key_create(&near_key, near_release); }
+
+/* This thread's table, adopted or made on first use; NULL out of memory
+ * (the map alone then). */
+static ETCH_NOINLINE near *near_make(void) {
+  pthread_once(&near_once, near_key_make);
+  near *c;
+  for (c = __atomic_load_n(&nears, __ATOMIC_ACQUIRE); c; c = c->next) {
+    uint32_t zero = 0;
+    if (__atomic_compare_exchange_n(&c->owned, &zero, 1, false,
+                                    __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+      break;
+  }
+  if (!c) {
+    c = (near *)etch__calloc(1, sizeof *c);
+    if (!c) return NULL;
+    c->owned = 1;
+    c->next = __atomic_load_n(&nears, __ATOMIC_RELAXED);
+    while (!__atomic_compare_exchange_n(&nears, &c->next, c, true,
+                                        __ATOMIC_RELEASE, __ATOMIC_RELAXED)) {
+    }
+  }
+  my_near = c;
+  pthread_setspecific(near_key, c);
+  return c;
+}
+
+ETCH_INLINE near *near_get(void) {
+  return ETCH_LIKELY(my_near != NULL) ? my_near : near_make();
+}
+
+/* Moves slot `i`'s block (address k) to the map, to free the slot. */
+static ETCH_NOINLINE void near_evict(near *c, uint32_t i, uintptr_t k) {
+  uint64_t val = __atomic_load_n(&c->val[i], __ATOMIC_RELAXED), old = 0;
+  shard *s = shard_of(k);
+  shard_lock(s);
+  bool ok = map_put_locked(s, k, val, &old);
+  uint64_t expect = k;
+  if (!__atomic_compare_exchange_n(&c->key[i], &expect, 0, false,
+                                   __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+    /* A free on another thread took it meanwhile. */
+    int64_t dropped;
+    if (ok) etch__u64map_del(&s->blocks, k, &dropped);
+  } else if (!ok) {
+    /* The map cannot grow: its free will find nothing, and its bytes are
+     * no longer counted. */
+    live_add((uint32_t)(val & 0xffff), -(int64_t)(val >> 16));
+  }
+  shard_unlock(s);
+  if (old) /* reported twice without a free: the first is gone */
+    live_add((uint32_t)(old & 0xffff), -(int64_t)(old >> 16));
+}
+
+/* Adds p's entry: in this thread's table, else in the map. *old: a
+ * replaced value of the same address in this thread's table or the map
+ * (0 if none). False when it could go in neither. */
+ETCH_INLINE bool live_put(uintptr_t p, uint64_t val, uint64_t *old) {
+  near *c = near_get();
+  *old = 0;
+  if (ETCH_UNLIKELY(!c)) {
+    shard *s = shard_of(p);
+    shard_lock(s);
+    bool ok = map_put_locked(s, p, val, old);
+    shard_unlock(s);
+    return ok;
+  }
+  uint32_t i = near_slot(p);
+  uintptr_t k = __atomic_load_n(&c->key[i], __ATOMIC_RELAXED);
+  if (ETCH_UNLIKELY(k == p)) { /* reported twice without a free */
+    *old = __atomic_load_n(&c->val[i], __ATOMIC_RELAXED);
+    __atomic_store_n(&c->val[i], val, __ATOMIC_RELAXED);
+    return true;
+  }
+  if (ETCH_UNLIKELY(k != 0)) near_evict(c, i, k);
+  __atomic_store_n(&c->val[i], val, __ATOMIC_RELAXED);
+  __atomic_store_n(&c->key[i], p, __ATOMIC_RELEASE);
+  return true;
+}
+
+/* Takes p out of another thread's table. */
+static bool near_steal(uintptr_t p, uint64_t *val) {
+  uint32_t i = near_slot(p);
+  for (near *c = __atomic_load_n(&nears, __ATOMIC_ACQUIRE); c; c = c->next) {
+    if (c == my_near || __atomic_load_n(&c->key[i], __ATOMIC_ACQUIRE) != p)
+      continue;
+    uint64_t v = __atomic_load_n(&c->val[i], __ATOMIC_RELAXED);
+    uint64_t expect = p;
+    if (__atomic_compare_exchange_n(&c->key[i], &expect, 0, false,
+                                    __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+      *val = v;
+      return true;
+    }
+  }
+  return false;
+}
+
+static ETCH_NOINLINE bool live_take_far(uintptr_t p, uint64_t *val) {
+  return map_take(p, val) || near_steal(p, val) || map_take(p, val);
+}
+
+/* Removes p's entry wherever it is; false when there is none. */
+ETCH_INLINE bool live_take(uintptr_t p, uint64_t *val) {
+  near *c = my_near;
+  if (ETCH_LIKELY(c != NULL)) {
+    uint32_t i = near_slot(p);
+    if (__atomic_load_n(&c->key[i], __ATOMIC_RELAXED) == p) {
+      *val = __atomic_load_n(&c->val[i], __ATOMIC_RELAXED);
+      __atomic_store_n(&c->key[i], 0, __ATOMIC_RELAXED);
+      return true;
+    }
+  }
+  return live_take_far(p, val);
+}
+
+/* ---- reports --------------------------------------------------------------- */
+
+static etch_site free_site =
+    ETCH__SITE_INIT(etch_cat_etch_memory, "free", ETCH_TYPE_INSTANT);
 
 /* This thread's tags' live bytes, every COUNTER_EVERY changes
  * (maybe_write_counters counts them inline). */
@@ -262,7 +430,7 @@ ETCH_INLINE void report_alloc(uint32_t mask, const void *ptr, size_t size,
   uint32_t ti = tag_index(tag);
   uint64_t old;
   if (size > (UINT64_MAX >> 16)) size = UINT64_MAX >> 16;
-  if (!map_put((uintptr_t)ptr, (uint64_t)size << 16 | ti, &old)) return;
+  if (!live_put((uintptr_t)ptr, (uint64_t)size << 16 | ti, &old)) return;
   if (old) /* reported twice without a free: the first is gone */
     live_add((uint32_t)(old & 0xffff), -(int64_t)(old >> 16));
   live_add(ti, (int64_t)size);
@@ -273,7 +441,7 @@ ETCH_INLINE void report_alloc(uint32_t mask, const void *ptr, size_t size,
 /* False when `ptr` was not a reported live block; its size in *size. */
 ETCH_INLINE bool report_free(uint32_t mask, const void *ptr, uint64_t *size) {
   uint64_t val;
-  if (!map_take((uintptr_t)ptr, &val)) return false;
+  if (!live_take((uintptr_t)ptr, &val)) return false;
   if (size) *size = val >> 16;
   live_add((uint32_t)(val & 0xffff), -(int64_t)(val >> 16));
   etch__emit_free(&free_site, mask, ptr);
