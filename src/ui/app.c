@@ -395,7 +395,7 @@ int etch__ui_open(etch__ui *ui, etch__ui_trace *t) {
    * this read (a later step reads it again if it grew meanwhile). */
   if (t->recording)
     rc = etch__ui_live_open(
-        t, (int64_t)sb.st_size,
+        ui, t, (int64_t)sb.st_size,
         (int64_t)sb.st_mtim.tv_sec * 1000000000 + sb.st_mtim.tv_nsec);
   return rc;
 }
@@ -440,7 +440,10 @@ static void *ahead_main(void *arg) {
 }
 
 void etch__ui_flame_ahead(etch__ui *ui, etch__ui_trace *t) {
-  if (t->flame || t->ahead_running || !t->db || !etch__db_is_file(t->db))
+  /* Not for a live trace: its database is a file, but no cache of it
+   * (live.c) to open a second time, and its tables change at each step. */
+  if (t->flame || t->ahead_running || !t->db || !etch__db_is_file(t->db) ||
+      t->live)
     return;
   ahead_job *job = etch__calloc(1, sizeof *job);
   if (!job) return;

@@ -11,12 +11,17 @@
  * The tables are kept up by the query part's live import
  * (etch__import_live_*, src/query/import_live.c), held here for as long
  * as the trace is recorded: each step reads only what was appended since
- * the last one, into the trace's own database (in memory while the trace
- * is recorded: the query part keeps no cache of a file that changes at
- * every write), and leaves the tables a cold import of the same bytes
- * would make. When the writer lets go, the file is opened one last time
- * the ordinary way, through the cache on disk, and that database is
- * swapped in.
+ * the last one, into the trace's own database, and leaves the tables a
+ * cold import of the same bytes would make. That database is a file of
+ * its own in the cache directory (CACHE/live/ID-PID.duckdb; the query
+ * part keeps no cache of a file that changes at every write), with
+ * DuckDB's memory limit set (kLiveMemory): its tables go to disk as they
+ * grow, so the process's memory stays bounded however long the trace is
+ * recorded. Each step is one transaction there: a step that fails leaves
+ * the tables of the step before. When the writer lets go, the file is
+ * opened one last time the ordinary way, through the cache on disk, that
+ * database is swapped in and the live one removed. Without a cache
+ * directory the live database is in memory.
  *
  * The server answers one request at a time (server.c): nothing else uses
  * the trace's tables while a step swaps them; the flame graph ahead, the
@@ -37,8 +42,15 @@
 #include "reader/reader_priv.h"
 #include "ui/api_int.h"
 
+/* DuckDB's memory limit for a live trace's database: its buffer pool,
+ * beyond which the tables are on disk only. */
+static const char kLiveMemory[] = "256MB";
+
 struct etch__ui_live {
   etch__import_live *imp; /* reads on into the trace's database */
+  /* The database's file ("" in memory), removed when the trace is live
+   * no more. */
+  char db_path[4096];
   /* The file as it was just before the last read of it. */
   int64_t size, mtime_ns;
   /* The last step's cost (ns), and when it ended (CLOCK_MONOTONIC). */
@@ -71,10 +83,59 @@ static bool still_recording(const char *path) {
   return rec;
 }
 
-int etch__ui_live_open(etch__ui_trace *t, int64_t size, int64_t mtime_ns) {
+/* The live database's file: CACHE/live/ID-PID.duckdb, its directory
+ * made; "" (in memory) when there is no cache directory. */
+static void live_db_path(const etch__ui *ui, const etch__ui_trace *t,
+                         char *buf, size_t n) {
+  char dir[4096];
+  buf[0] = '\0';
+  if (ui->cache_dir) {
+    if ((size_t)snprintf(dir, sizeof dir, "%s", ui->cache_dir) >= sizeof dir)
+      return;
+  } else if (etch__cache_dir(dir, sizeof dir) != ETCH_OK) {
+    etch__error_clear();
+    return;
+  }
+  size_t k = strlen(dir);
+  if (k + 6 >= sizeof dir) return;
+  memcpy(dir + k, "/live", 6);
+  if (etch__mkdirs(dir, "cache directory") != ETCH_OK) {
+    etch__error_clear();
+    return;
+  }
+  if ((size_t)snprintf(buf, n, "%s/%s-%ld.duckdb", dir, t->id,
+                       (long)getpid()) >= n)
+    buf[0] = '\0';
+}
+
+/* The live database's file and what DuckDB keeps beside it, removed. */
+static void live_db_remove(const char *path) {
+  if (!path[0]) return;
+  char side[4096 + 8];
+  unlink(path);
+  snprintf(side, sizeof side, "%s.wal", path);
+  unlink(side);
+  snprintf(side, sizeof side, "%s.tmp", path);
+  rmdir(side);
+}
+
+/* A database for the live import: a file (its memory limited), else in
+ * memory. */
+static int live_db_open(etch__ui_live *l, etch__db **db) {
+  if (!l->db_path[0]) return etch__db_open(db, NULL);
+  int rc = etch__db_open(db, l->db_path);
+  char sql[80];
+  snprintf(sql, sizeof sql, "SET memory_limit = '%s';", kLiveMemory);
+  if (!rc) rc = etch__db_exec(*db, sql);
+  return rc;
+}
+
+int etch__ui_live_open(etch__ui *ui, etch__ui_trace *t, int64_t size,
+                       int64_t mtime_ns) {
   if (t->live) return ETCH_OK;
   etch__ui_live *l = etch__calloc(1, sizeof *l);
   if (!l) return etch__error(ETCH_ENOMEM, "out of memory");
+  live_db_path(ui, t, l->db_path, sizeof l->db_path);
   /* The live import starts from the file as it is (a cold read into a
    * database of its own, which then replaces the one in hand) and reads
    * on from there. */
@@ -84,12 +145,13 @@ int etch__ui_live_open(etch__ui_trace *t, int64_t size, int64_t mtime_ns) {
                            .quiet = true};
     etch__db *db = NULL;
     etch__ui_tables tb;
-    rc = etch__db_open(&db, NULL);
+    rc = live_db_open(l, &db);
     if (!rc) rc = etch__import_live_open(&l->imp, db, t->path, &o);
     if (!rc) rc = etch__ui_tables_of(db, &tb);
     if (rc) {
       etch__import_live_close(l->imp);
       etch__db_close(db);
+      live_db_remove(l->db_path);
     } else {
       tb.recording = true;
       etch__ui_trace_take(t, &tb);
@@ -111,6 +173,13 @@ int etch__ui_live_open(etch__ui_trace *t, int64_t size, int64_t mtime_ns) {
 void etch__ui_live_close(etch__ui_trace *t) {
   if (!t->live) return;
   etch__import_live_close(t->live->imp);
+  /* Its database closed first if it is still the trace's. */
+  if (t->recording) {
+    etch__ui_trace_forget(t);
+    etch__db_close(t->db);
+    t->db = NULL;
+  }
+  live_db_remove(t->live->db_path);
   free(t->live);
   t->live = NULL;
 }

@@ -321,7 +321,7 @@ static int live_op(void *ctx) {
   size_t half = l->len / 2;
   ASSERT_EQ_INT(ftruncate(l->fd, 0), 0);
   ASSERT_EQ_INT(pwrite(l->fd, l->data, half, 0), (ssize_t)half);
-  ASSERT_OK(etch__ui_live_open(t, 0, 0));
+  ASSERT_OK(etch__ui_live_open(ui, t, 0, 0));
   ASSERT_EQ_INT(pwrite(l->fd, l->data + half, l->len - half, (off_t)half),
                 (ssize_t)(l->len - half));
   etch__fault_hold(false);

@@ -8,6 +8,7 @@
  * whole and the trace is live no more.
  */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -242,4 +243,83 @@ TEST(ui_live_trace_gone_or_garbled_keeps_its_tables) {
   close(fd);
   etch__ui_free(ui);
   tb_free(&tr);
+}
+
+/* The databases in `dir` (none if it is not there); with `all`, every
+ * file (DuckDB's write-ahead logs too). */
+static int files_in(const char *dir, bool all) {
+  DIR *d = opendir(dir);
+  if (!d) return 0;
+  int n = 0;
+  struct dirent *e;
+  while ((e = readdir(d))) {
+    size_t k = strlen(e->d_name);
+    if (e->d_name[0] != '.' &&
+        (all || (k > 7 && !strcmp(e->d_name + k - 7, ".duckdb"))))
+      n++;
+  }
+  closedir(d);
+  return n;
+}
+
+/* A live trace's tables are a database file of its own in the cache
+ * directory (CACHE/live), DuckDB's memory limited, removed when the
+ * recording ends, and when the app ends while it is still recorded. */
+TEST(ui_live_trace_database_is_a_file_removed_at_the_end) {
+  tb tr;
+  tb_init(&tr);
+  ui_zone_trace(&tr);
+  const uint8_t *data = tb_data(&tr);
+  size_t len = tb_len(&tr);
+  char path[4096], cache[4096], live[4200];
+  snprintf(path, sizeof path, "%s/live_file.pftrace", etch_test_tmpdir());
+  snprintf(cache, sizeof cache, "%s/live_file_cache", etch_test_tmpdir());
+  snprintf(live, sizeof live, "%s/live", cache);
+  for (int round = 0; round < 2; round++) {
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    ASSERT_TRUE(fd >= 0);
+    struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
+    ASSERT_EQ_INT(fcntl(fd, F_OFD_SETLK, &fl), 0);
+    write_all(fd, data, len / 2);
+    etch__ui *ui;
+    ASSERT_OK(etch__ui_new(&ui));
+    ASSERT_OK(etch__ui_set_cache_dir(ui, cache));
+    ASSERT_OK(etch__ui_add_path(ui, path));
+    etch__ui_trace *t = &ui->t[0];
+    char *body = NULL;
+    ASSERT_EQ_INT(call(ui, "/api/trace", t->id, &body), 200);
+    free(body);
+    ASSERT_TRUE(t->live != NULL);
+    ASSERT_TRUE(etch__db_is_file(t->db));
+    ASSERT_EQ_INT(files_in(live, false), 1);
+    int64_t limited = 0;
+    ASSERT_OK(etch__query_ints(
+        t->db,
+        "SELECT CAST(current_setting('memory_limit') = '244.1 MiB' AS BIGINT)",
+        NULL, 0, &limited, 1));
+    ASSERT_EQ_INT(limited, 1);
+    write_all(fd, data + len / 2, len - len / 2);
+    bool changed = false;
+    ASSERT_OK(etch__ui_trace_refresh(ui, t, &changed));
+    ASSERT_TRUE(changed);
+    ASSERT_EQ_INT(t->slices, 101);
+    ASSERT_EQ_INT(files_in(live, false), 1);
+    if (round == 0) {
+      /* The recording ends: the trace's cache swapped in, the live
+       * database gone. */
+      close(fd);
+      ASSERT_OK(etch__ui_trace_refresh(ui, t, &changed));
+      ASSERT_TRUE(t->live == NULL);
+      ASSERT_EQ_INT(t->slices, 101);
+      ASSERT_EQ_INT(files_in(live, true), 0);
+      etch__ui_free(ui);
+    } else {
+      /* The app ends while the trace is recorded: gone too. */
+      etch__ui_free(ui);
+      ASSERT_EQ_INT(files_in(live, true), 0);
+      close(fd);
+    }
+  }
+  tb_free(&tr);
+  unlink(path);
 }
