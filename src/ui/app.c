@@ -387,16 +387,24 @@ int etch__ui_open(etch__ui *ui, etch__ui_trace *t) {
                        "ui started): %s",
                        t->path, strerror(errno));
   if (t->db) return ETCH_OK;
+  int64_t mtime = (int64_t)sb.st_mtim.tv_sec * 1000000000 + sb.st_mtim.tv_nsec;
+  /* Being recorded: straight into the live import (live.c), from the file
+   * as it was before this read (a later step reads it again if it grew
+   * meanwhile), not read into memory first. One the live import cannot
+   * read is opened the ordinary way (which says why). */
+  int rc;
+  if (etch__ui_file_recording(t->path)) {
+    rc = etch__ui_live_open(ui, t, (int64_t)sb.st_size, mtime);
+    if (rc != ETCH_OK && rc != ETCH_ENOMEM) etch__error_clear();
+    else return rc;
+  }
   etch__ui_tables tb;
-  int rc = etch__ui_open_tables(ui, t->path, false, &tb);
+  rc = etch__ui_open_tables(ui, t->path, false, &tb);
   if (rc) return rc;
   etch__ui_trace_take(t, &tb);
-  /* Still being recorded: live (live.c), from the file as it was before
-   * this read (a later step reads it again if it grew meanwhile). */
+  /* Its writer took the lock meanwhile: live too. */
   if (t->recording)
-    rc = etch__ui_live_open(
-        ui, t, (int64_t)sb.st_size,
-        (int64_t)sb.st_mtim.tv_sec * 1000000000 + sb.st_mtim.tv_nsec);
+    rc = etch__ui_live_open(ui, t, (int64_t)sb.st_size, mtime);
   return rc;
 }
 

@@ -172,6 +172,8 @@ int etch__ui_live_open(etch__ui *ui, etch__ui_trace *t, int64_t size,
 int etch__ui_trace_refresh(etch__ui *ui, etch__ui_trace *t, bool *changed);
 /* Whether a step is due: the last one's cost has passed since it ended. */
 bool etch__ui_live_due(const etch__ui_trace *t);
+/* Whether the file's writer holds its lock (buffer/sink.h): a recording. */
+bool etch__ui_file_recording(const char *path);
 /* The trace live no more: its live import closed, and its live database
  * (closed first if the trace's tables are still its) removed. */
 void etch__ui_live_close(etch__ui_trace *t);

@@ -48,9 +48,12 @@ static const char kLiveMemory[] = "256MB";
 
 struct etch__ui_live {
   etch__import_live *imp; /* reads on into the trace's database */
-  /* The database's file ("" in memory), removed when the trace is live
-   * no more. */
-  char db_path[4096];
+  /* The directory of its databases ("" in memory: no cache directory),
+   * the database's file ("" in memory), removed when the trace is live no
+   * more or a new one replaces it, and how many were made. */
+  char dir[4096];
+  char db_path[4200];
+  unsigned seq;
   /* The file as it was just before the last read of it. */
   int64_t size, mtime_ns;
   /* The last step's cost (ns), and when it ended (CLOCK_MONOTONIC). */
@@ -74,8 +77,7 @@ static int file_state(const char *path, int64_t *size, int64_t *mtime_ns) {
   return ETCH_OK;
 }
 
-/* Whether the file's writer still holds its lock. */
-static bool still_recording(const char *path) {
+bool etch__ui_file_recording(const char *path) {
   int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return false;
   bool rec = etch__file_recording(fd);
@@ -83,35 +85,32 @@ static bool still_recording(const char *path) {
   return rec;
 }
 
-/* The live database's file: CACHE/live/ID-PID.duckdb, its directory
- * made; "" (in memory) when there is no cache directory. */
-static void live_db_path(const etch__ui *ui, const etch__ui_trace *t,
-                         char *buf, size_t n) {
-  char dir[4096];
+/* The directory of the live databases: CACHE/live, made; "" (in memory)
+ * when there is no cache directory. */
+static void live_dir(const etch__ui *ui, char *buf, size_t n) {
   buf[0] = '\0';
   if (ui->cache_dir) {
-    if ((size_t)snprintf(dir, sizeof dir, "%s", ui->cache_dir) >= sizeof dir)
-      return;
-  } else if (etch__cache_dir(dir, sizeof dir) != ETCH_OK) {
+    if ((size_t)snprintf(buf, n, "%s", ui->cache_dir) >= n) buf[0] = '\0';
+  } else if (etch__cache_dir(buf, n) != ETCH_OK) {
     etch__error_clear();
-    return;
-  }
-  size_t k = strlen(dir);
-  if (k + 6 >= sizeof dir) return;
-  memcpy(dir + k, "/live", 6);
-  if (etch__mkdirs(dir, "cache directory") != ETCH_OK) {
-    etch__error_clear();
-    return;
-  }
-  if ((size_t)snprintf(buf, n, "%s/%s-%ld.duckdb", dir, t->id,
-                       (long)getpid()) >= n)
     buf[0] = '\0';
+  }
+  size_t k = strlen(buf);
+  if (!k || k + 6 >= n) {
+    buf[0] = '\0';
+    return;
+  }
+  memcpy(buf + k, "/live", 6);
+  if (etch__mkdirs(buf, "cache directory") != ETCH_OK) {
+    etch__error_clear();
+    buf[0] = '\0';
+  }
 }
 
 /* The live database's file and what DuckDB keeps beside it, removed. */
 static void live_db_remove(const char *path) {
   if (!path[0]) return;
-  char side[4096 + 8];
+  char side[4200 + 8];
   unlink(path);
   snprintf(side, sizeof side, "%s.wal", path);
   unlink(side);
@@ -119,15 +118,58 @@ static void live_db_remove(const char *path) {
   rmdir(side);
 }
 
-/* A database for the live import: a file (its memory limited), else in
- * memory. */
-static int live_db_open(etch__ui_live *l, etch__db **db) {
-  if (!l->db_path[0]) return etch__db_open(db, NULL);
-  int rc = etch__db_open(db, l->db_path);
+/* A new database for the live import: a file of its own,
+ * DIR/ID-PID-SEQ.duckdb, its memory limited (its path into `path`), else
+ * in memory ("" into `path`). */
+static int live_db_open(etch__ui_live *l, const etch__ui_trace *t,
+                        etch__db **db, char *path, size_t n) {
+  path[0] = '\0';
+  if (!l->dir[0]) return etch__db_open(db, NULL);
+  if ((size_t)snprintf(path, n, "%s/%s-%ld-%u.duckdb", l->dir, t->id,
+                       (long)getpid(), ++l->seq) >= n)
+    return etch__error(ETCH_EINVAL, "%s: path too long", l->dir);
+  int rc = etch__db_open(db, path);
   char sql[80];
   snprintf(sql, sizeof sql, "SET memory_limit = '%s';", kLiveMemory);
   if (!rc) rc = etch__db_exec(*db, sql);
+  if (rc) {
+    etch__db_close(*db);
+    *db = NULL;
+    live_db_remove(path);
+  }
   return rc;
+}
+
+/*
+ * The live import (re)started: a cold read of the file as it is now into
+ * a new database, which replaces the trace's tables (and its file the
+ * last one's) once it is whole. On an error the tables in hand stay and
+ * l->imp is NULL: the next step starts again.
+ */
+static int live_start(etch__ui_live *l, etch__ui_trace *t) {
+  etch__import_live_close(l->imp);
+  l->imp = NULL;
+  etch__import_opts o = {.all_args = true, .allow_truncated = true,
+                         .quiet = true};
+  etch__db *db = NULL;
+  etch__import_live *imp = NULL;
+  etch__ui_tables tb;
+  char path[sizeof l->db_path];
+  int rc = live_db_open(l, t, &db, path, sizeof path);
+  if (!rc) rc = etch__import_live_open(&imp, db, t->path, &o);
+  if (!rc) rc = etch__ui_tables_of(db, &tb);
+  if (rc) {
+    etch__import_live_close(imp);
+    etch__db_close(db);
+    live_db_remove(path);
+    return rc;
+  }
+  tb.recording = true;
+  etch__ui_trace_take(t, &tb);
+  live_db_remove(l->db_path);
+  memcpy(l->db_path, path, sizeof path);
+  l->imp = imp;
+  return ETCH_OK;
 }
 
 int etch__ui_live_open(etch__ui *ui, etch__ui_trace *t, int64_t size,
@@ -135,28 +177,11 @@ int etch__ui_live_open(etch__ui *ui, etch__ui_trace *t, int64_t size,
   if (t->live) return ETCH_OK;
   etch__ui_live *l = etch__calloc(1, sizeof *l);
   if (!l) return etch__error(ETCH_ENOMEM, "out of memory");
-  live_db_path(ui, t, l->db_path, sizeof l->db_path);
+  live_dir(ui, l->dir, sizeof l->dir);
   /* The live import starts from the file as it is (a cold read into a
    * database of its own, which then replaces the one in hand) and reads
    * on from there. */
-  int rc = ETCH_OK;
-  if (t->db) {
-    etch__import_opts o = {.all_args = true, .allow_truncated = true,
-                           .quiet = true};
-    etch__db *db = NULL;
-    etch__ui_tables tb;
-    rc = live_db_open(l, &db);
-    if (!rc) rc = etch__import_live_open(&l->imp, db, t->path, &o);
-    if (!rc) rc = etch__ui_tables_of(db, &tb);
-    if (rc) {
-      etch__import_live_close(l->imp);
-      etch__db_close(db);
-      live_db_remove(l->db_path);
-    } else {
-      tb.recording = true;
-      etch__ui_trace_take(t, &tb);
-    }
-  }
+  int rc = live_start(l, t);
   if (rc) {
     free(l);
     return rc;
@@ -197,7 +222,7 @@ int etch__ui_trace_refresh(etch__ui *ui, etch__ui_trace *t, bool *changed) {
   if (!l || !t->db) return ETCH_OK;
   /* The lock first, the size after: what a writer that has just let go
    * wrote before is all there. */
-  bool rec = still_recording(t->path);
+  bool rec = etch__ui_file_recording(t->path);
   int64_t size = 0, mtime = 0;
   int rc = file_state(t->path, &size, &mtime);
   if (rc) return rc;
@@ -215,10 +240,22 @@ int etch__ui_trace_refresh(etch__ui *ui, etch__ui_trace *t, bool *changed) {
                             "SELECT (SELECT count(*) FROM slice_data),"
                             " (SELECT count(*) FROM flow)",
                             NULL, 0, n, 2);
-    if (rc) return rc;
+    if (rc) {
+      /* The step may have written part of what it read (the rows go in
+       * on connections of their own), and the live import has read past
+       * it: the tables are read again at once, whole, into a new
+       * database; if that fails too, at the next step. */
+      if (live_start(l, t) == ETCH_OK) t->generation++;
+      else etch__ui_trace_forget(t);
+      return rc;
+    }
     t->slices = n[0];
     t->flows = n[1];
     t->max_dur = etch__ui_max_dur(t->db);
+  } else if (rec) {
+    /* The last step failed: the file read again, whole. */
+    rc = live_start(l, t);
+    if (rc) return rc;
   } else {
     /* The writer let go (or there is no live import): the file read whole
      * the ordinary way, its cache written, and swapped in. */
