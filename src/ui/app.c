@@ -191,7 +191,13 @@ int etch__ui_store_sync(etch__ui *ui, etch__store_list *out) {
   memset(out, 0, sizeof *out);
   if (!ui->store_dir) return ETCH_OK;
   int rc = etch__store_list_dir(ui->store_dir, out);
-  if (rc) return rc;
+  /* And the sessions being recorded through etchd, under their hidden
+   * names (.NAME.PID.part), as etch ls lists them. */
+  if (!rc) rc = etch__store_list_recording(ui->store_dir, out);
+  if (rc) {
+    etch__store_list_free(out);
+    return rc;
+  }
   /* The store's traces the app has, by name (indices: the array may move
    * as traces are added below; those are new names, looked up no more). */
   size_t *idx = etch__calloc(ui->n + 1, sizeof *idx), nidx = 0;
@@ -217,7 +223,14 @@ int etch__ui_store_sync(etch__ui *ui, etch__store_list *out) {
     }
     if (i == ui->n) {
       char path[PATH_MAX];
-      if (etch__store_path(ui->store_dir, e->name, path, sizeof path)) continue;
+      if (etch__store_part_name(e->name, NULL)) {
+        if ((size_t)snprintf(path, sizeof path, "%s/%s", ui->store_dir,
+                             e->name) >= sizeof path)
+          continue;
+      } else if (etch__store_path(ui->store_dir, e->name, path,
+                                  sizeof path)) {
+        continue;
+      }
       size_t before = ui->n;
       rc = add_file(ui, path, e->size);
       if (rc) {

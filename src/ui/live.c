@@ -54,6 +54,10 @@ struct etch__ui_live {
   char dir[4096];
   char db_path[4200];
   unsigned seq;
+  /* The trace file, held open: a session of etchd recorded into the store
+   * under a hidden name (.NAME.PID.part) is renamed when it ends, and
+   * followed to its new name through this (follow_rename). */
+  int fd;
   /* The file as it was just before the last read of it. */
   int64_t size, mtime_ns;
   /* The last step's cost (ns), and when it ended (CLOCK_MONOTONIC). */
@@ -172,17 +176,61 @@ static int live_start(etch__ui_live *l, etch__ui_trace *t) {
   return ETCH_OK;
 }
 
+/*
+ * The trace file gone from its path: if the file held open is still
+ * there under another name in the same directory (a part of the store
+ * given its name when whole, store.h), that name is the trace's from now
+ * on, and its state is read again; else ETCH_ENOTFOUND stays.
+ */
+static int follow_rename(etch__ui_live *l, etch__ui_trace *t, int64_t *size,
+                         int64_t *mtime_ns) {
+  char link[64], now[4096];
+  snprintf(link, sizeof link, "/proc/self/fd/%d", l->fd);
+  ssize_t k = l->fd >= 0 ? readlink(link, now, sizeof now - 1) : -1;
+  if (k <= 0) return ETCH_ENOTFOUND;
+  now[k] = '\0';
+  const char *was = strrchr(t->path, '/'), *is = strrchr(now, '/');
+  /* Not removed (" (deleted)"), and moved within its directory only. */
+  if (!was || !is || was - t->path != is - now ||
+      memcmp(t->path, now, (size_t)(was - t->path)) ||
+      strstr(is, " (deleted)") || !etch__store_name_ok(is + 1))
+    return ETCH_ENOTFOUND;
+  char *p = etch__strdup(now);
+  if (!p) return etch__error(ETCH_ENOMEM, "out of memory");
+  free(t->path);
+  t->path = p;
+  t->name = strrchr(p, '/') + 1;
+  etch__error_clear();
+  return file_state(t->path, size, mtime_ns);
+}
+
+/* Whether `path` is a part of the store (.NAME.PID.part) whose recorder
+ * (etch record, PID) is still there: its writer (etchd) has let go, and
+ * the recorder is about to give it its name (followed at the next step,
+ * follow_rename), not to be read whole under the hidden one. */
+static bool part_publishing(const char *path) {
+  const char *slash = strrchr(path, '/');
+  if (!slash || !etch__store_part_name(slash + 1, NULL)) return false;
+  char dir[4096];
+  if ((size_t)(slash - path) >= sizeof dir) return false;
+  memcpy(dir, path, (size_t)(slash - path));
+  dir[slash - path] = '\0';
+  return !etch__store_part_abandoned(dir, slash + 1);
+}
+
 int etch__ui_live_open(etch__ui *ui, etch__ui_trace *t, int64_t size,
                        int64_t mtime_ns) {
   if (t->live) return ETCH_OK;
   etch__ui_live *l = etch__calloc(1, sizeof *l);
   if (!l) return etch__error(ETCH_ENOMEM, "out of memory");
+  l->fd = open(t->path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   live_dir(ui, l->dir, sizeof l->dir);
   /* The live import starts from the file as it is (a cold read into a
    * database of its own, which then replaces the one in hand) and reads
    * on from there. */
   int rc = live_start(l, t);
   if (rc) {
+    if (l->fd >= 0) close(l->fd);
     free(l);
     return rc;
   }
@@ -205,6 +253,7 @@ void etch__ui_live_close(etch__ui_trace *t) {
     t->db = NULL;
   }
   live_db_remove(t->live->db_path);
+  if (t->live->fd >= 0) close(t->live->fd);
   free(t->live);
   t->live = NULL;
 }
@@ -225,8 +274,13 @@ int etch__ui_trace_refresh(etch__ui *ui, etch__ui_trace *t, bool *changed) {
   bool rec = etch__ui_file_recording(t->path);
   int64_t size = 0, mtime = 0;
   int rc = file_state(t->path, &size, &mtime);
+  if (rc == ETCH_ENOTFOUND) {
+    rc = follow_rename(l, t, &size, &mtime);
+    if (!rc) rec = etch__ui_file_recording(t->path);
+  }
   if (rc) return rc;
   if (rec && size == l->size && mtime == l->mtime_ns) return ETCH_OK;
+  if (!rec && part_publishing(t->path)) return ETCH_OK;
   int64_t t0 = now_ns();
   if (rec && l->imp) {
     /* Reads on into the tables in hand: what was computed from them (the

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "test.h"
@@ -322,4 +323,77 @@ TEST(ui_live_trace_database_is_a_file_removed_at_the_end) {
   }
   tb_free(&tr);
   unlink(path);
+}
+
+/* A session of etchd recorded into the store (etch record --system): its
+ * part (.NAME.PID.part, PID the recorder's: here this process) is in the
+ * list while it is written, marked recording, and opens live; when it is
+ * whole its recorder gives it its name (a rename) and lets go: the trace
+ * is followed to that name, read whole, and listed once, by its name. */
+TEST(ui_store_part_being_recorded_is_listed_opened_live_and_followed) {
+  tb tr;
+  tb_init(&tr);
+  ui_zone_trace(&tr);
+  const uint8_t *data = tb_data(&tr);
+  size_t len = tb_len(&tr);
+  char store[4096], part[4200], final[4200], name[64];
+  snprintf(store, sizeof store, "%s/part_store", etch_test_tmpdir());
+  ASSERT_EQ_INT(mkdir(store, 0755), 0);
+  snprintf(part, sizeof part, "%s/.prog-20261129-120000.%ld.part", store,
+           (long)getpid());
+  snprintf(final, sizeof final, "%s/prog-20261129-120000", store);
+  int fd = open(part, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  ASSERT_TRUE(fd >= 0);
+  struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
+  ASSERT_EQ_INT(fcntl(fd, F_OFD_SETLK, &fl), 0);
+  write_all(fd, data, len / 2);
+
+  etch__ui *ui;
+  ASSERT_OK(etch__ui_new(&ui));
+  char cache[4200];
+  snprintf(cache, sizeof cache, "%s/part_cache", etch_test_tmpdir());
+  ASSERT_OK(etch__ui_set_cache_dir(ui, cache));
+  ASSERT_OK(etch__ui_set_store(ui, store));
+  char *body = NULL;
+  ASSERT_EQ_INT(call(ui, "/api/traces", NULL, &body), 200);
+  snprintf(name, sizeof name, "\"name\":\".prog-20261129-120000.%ld.part\"",
+           (long)getpid());
+  ASSERT_TRUE(strstr(body, name) != NULL);
+  ASSERT_TRUE(strstr(body, "\"recording\":true") != NULL);
+  free(body);
+  ASSERT_EQ_INT(ui->n, 1);
+  etch__ui_trace *t = &ui->t[0];
+  ASSERT_EQ_INT(call(ui, "/api/trace", t->id, &body), 200);
+  ASSERT_TRUE(strstr(body, "\"recording\":true,\"generation\":1,") != NULL);
+  free(body);
+  ASSERT_TRUE(t->live != NULL);
+  int64_t half[NCOUNTS], got[NCOUNTS], whole[NCOUNTS];
+  cold_counts(data, len / 2, half);
+  counts_of(t->db, got);
+  for (int c = 0; c < NCOUNTS; c++) ASSERT_EQ_INT(got[c], half[c]);
+
+  /* The rest written; the recorder (this process, alive) names it and
+   * lets go. */
+  write_all(fd, data + len / 2, len - len / 2);
+  ASSERT_EQ_INT(rename(part, final), 0);
+  close(fd);
+  bool changed = false;
+  ASSERT_OK(etch__ui_trace_refresh(ui, t, &changed));
+  ASSERT_TRUE(changed);
+  ASSERT_TRUE(t->live == NULL);
+  ASSERT_FALSE(t->recording);
+  ASSERT_TRUE(!strcmp(t->path, final));
+  ASSERT_TRUE(!strcmp(t->name, "prog-20261129-120000"));
+  cold_counts(data, len, whole);
+  counts_of(t->db, got);
+  for (int c = 0; c < NCOUNTS; c++) ASSERT_EQ_INT(got[c], whole[c]);
+  ASSERT_EQ_INT(call(ui, "/api/traces", NULL, &body), 200);
+  ASSERT_TRUE(strstr(body, "\"name\":\"prog-20261129-120000\"") != NULL);
+  ASSERT_TRUE(strstr(body, ".part") == NULL);
+  ASSERT_TRUE(strstr(body, "\"recording\":true") == NULL);
+  free(body);
+  ASSERT_EQ_INT(ui->n, 1);
+  etch__ui_free(ui);
+  tb_free(&tr);
+  unlink(final);
 }
