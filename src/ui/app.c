@@ -191,7 +191,13 @@ int etch__ui_store_sync(etch__ui *ui, etch__store_list *out) {
   memset(out, 0, sizeof *out);
   if (!ui->store_dir) return ETCH_OK;
   int rc = etch__store_list_dir(ui->store_dir, out);
-  if (rc) return rc;
+  /* And the sessions being recorded through etchd, under their hidden
+   * names (.NAME.PID.part), as etch ls lists them. */
+  if (!rc) rc = etch__store_list_recording(ui->store_dir, out);
+  if (rc) {
+    etch__store_list_free(out);
+    return rc;
+  }
   /* The store's traces the app has, by name (indices: the array may move
    * as traces are added below; those are new names, looked up no more). */
   size_t *idx = etch__calloc(ui->n + 1, sizeof *idx), nidx = 0;
@@ -217,7 +223,14 @@ int etch__ui_store_sync(etch__ui *ui, etch__store_list *out) {
     }
     if (i == ui->n) {
       char path[PATH_MAX];
-      if (etch__store_path(ui->store_dir, e->name, path, sizeof path)) continue;
+      if (etch__store_part_name(e->name, NULL)) {
+        if ((size_t)snprintf(path, sizeof path, "%s/%s", ui->store_dir,
+                             e->name) >= sizeof path)
+          continue;
+      } else if (etch__store_path(ui->store_dir, e->name, path,
+                                  sizeof path)) {
+        continue;
+      }
       size_t before = ui->n;
       rc = add_file(ui, path, e->size);
       if (rc) {
@@ -387,16 +400,24 @@ int etch__ui_open(etch__ui *ui, etch__ui_trace *t) {
                        "ui started): %s",
                        t->path, strerror(errno));
   if (t->db) return ETCH_OK;
+  int64_t mtime = (int64_t)sb.st_mtim.tv_sec * 1000000000 + sb.st_mtim.tv_nsec;
+  /* Being recorded: straight into the live import (live.c), from the file
+   * as it was before this read (a later step reads it again if it grew
+   * meanwhile), not read into memory first. One the live import cannot
+   * read is opened the ordinary way (which says why). */
+  int rc;
+  if (etch__ui_file_recording(t->path)) {
+    rc = etch__ui_live_open(ui, t, (int64_t)sb.st_size, mtime);
+    if (rc != ETCH_OK && rc != ETCH_ENOMEM) etch__error_clear();
+    else return rc;
+  }
   etch__ui_tables tb;
-  int rc = etch__ui_open_tables(ui, t->path, false, &tb);
+  rc = etch__ui_open_tables(ui, t->path, false, &tb);
   if (rc) return rc;
   etch__ui_trace_take(t, &tb);
-  /* Still being recorded: live (live.c), from the file as it was before
-   * this read (a later step reads it again if it grew meanwhile). */
+  /* Its writer took the lock meanwhile: live too. */
   if (t->recording)
-    rc = etch__ui_live_open(
-        t, (int64_t)sb.st_size,
-        (int64_t)sb.st_mtim.tv_sec * 1000000000 + sb.st_mtim.tv_nsec);
+    rc = etch__ui_live_open(ui, t, (int64_t)sb.st_size, mtime);
   return rc;
 }
 
@@ -440,7 +461,10 @@ static void *ahead_main(void *arg) {
 }
 
 void etch__ui_flame_ahead(etch__ui *ui, etch__ui_trace *t) {
-  if (t->flame || t->ahead_running || !t->db || !etch__db_is_file(t->db))
+  /* Not for a live trace: its database is a file, but no cache of it
+   * (live.c) to open a second time, and its tables change at each step. */
+  if (t->flame || t->ahead_running || !t->db || !etch__db_is_file(t->db) ||
+      t->live)
     return;
   ahead_job *job = etch__calloc(1, sizeof *job);
   if (!job) return;

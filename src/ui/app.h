@@ -156,8 +156,11 @@ int etch__ui_flame_until(etch__db *db, int64_t start, int64_t end,
 /* ---- a trace being recorded (live.c) ------------------------------------------ */
 
 /* Makes the open trace `t` live: its file was `size` bytes, modified at
- * `mtime_ns`, before the read that gave its tables. */
-int etch__ui_live_open(etch__ui_trace *t, int64_t size, int64_t mtime_ns);
+ * `mtime_ns`, before the read that gave its tables. Its live database is
+ * a file in ui's cache directory (live.c), removed when the trace is live
+ * no more (etch__ui_live_close). */
+int etch__ui_live_open(etch__ui *ui, etch__ui_trace *t, int64_t size,
+                       int64_t mtime_ns);
 /*
  * Brings a live trace's tables up to the bytes on disk: when its file
  * changed (or its writer let go) they are read again and swapped in,
@@ -169,6 +172,10 @@ int etch__ui_live_open(etch__ui_trace *t, int64_t size, int64_t mtime_ns);
 int etch__ui_trace_refresh(etch__ui *ui, etch__ui_trace *t, bool *changed);
 /* Whether a step is due: the last one's cost has passed since it ended. */
 bool etch__ui_live_due(const etch__ui_trace *t);
+/* Whether the file's writer holds its lock (buffer/sink.h): a recording. */
+bool etch__ui_file_recording(const char *path);
+/* The trace live no more: its live import closed, and its live database
+ * (closed first if the trace's tables are still its) removed. */
 void etch__ui_live_close(etch__ui_trace *t);
 
 #endif /* ETCH_UI_APP_H */

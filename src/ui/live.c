@@ -11,12 +11,17 @@
  * The tables are kept up by the query part's live import
  * (etch__import_live_*, src/query/import_live.c), held here for as long
  * as the trace is recorded: each step reads only what was appended since
- * the last one, into the trace's own database (in memory while the trace
- * is recorded: the query part keeps no cache of a file that changes at
- * every write), and leaves the tables a cold import of the same bytes
- * would make. When the writer lets go, the file is opened one last time
- * the ordinary way, through the cache on disk, and that database is
- * swapped in.
+ * the last one, into the trace's own database, and leaves the tables a
+ * cold import of the same bytes would make. That database is a file of
+ * its own in the cache directory (CACHE/live/ID-PID.duckdb; the query
+ * part keeps no cache of a file that changes at every write), with
+ * DuckDB's memory limit set (kLiveMemory): its tables go to disk as they
+ * grow, so the process's memory stays bounded however long the trace is
+ * recorded. Each step is one transaction there: a step that fails leaves
+ * the tables of the step before. When the writer lets go, the file is
+ * opened one last time the ordinary way, through the cache on disk, that
+ * database is swapped in and the live one removed. Without a cache
+ * directory the live database is in memory.
  *
  * The server answers one request at a time (server.c): nothing else uses
  * the trace's tables while a step swaps them; the flame graph ahead, the
@@ -37,8 +42,22 @@
 #include "reader/reader_priv.h"
 #include "ui/api_int.h"
 
+/* DuckDB's memory limit for a live trace's database: its buffer pool,
+ * beyond which the tables are on disk only. */
+static const char kLiveMemory[] = "256MB";
+
 struct etch__ui_live {
   etch__import_live *imp; /* reads on into the trace's database */
+  /* The directory of its databases ("" in memory: no cache directory),
+   * the database's file ("" in memory), removed when the trace is live no
+   * more or a new one replaces it, and how many were made. */
+  char dir[4096];
+  char db_path[4200];
+  unsigned seq;
+  /* The trace file, held open: a session of etchd recorded into the store
+   * under a hidden name (.NAME.PID.part) is renamed when it ends, and
+   * followed to its new name through this (follow_rename). */
+  int fd;
   /* The file as it was just before the last read of it. */
   int64_t size, mtime_ns;
   /* The last step's cost (ns), and when it ended (CLOCK_MONOTONIC). */
@@ -62,8 +81,7 @@ static int file_state(const char *path, int64_t *size, int64_t *mtime_ns) {
   return ETCH_OK;
 }
 
-/* Whether the file's writer still holds its lock. */
-static bool still_recording(const char *path) {
+bool etch__ui_file_recording(const char *path) {
   int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return false;
   bool rec = etch__file_recording(fd);
@@ -71,31 +89,148 @@ static bool still_recording(const char *path) {
   return rec;
 }
 
-int etch__ui_live_open(etch__ui_trace *t, int64_t size, int64_t mtime_ns) {
+/* The directory of the live databases: CACHE/live, made; "" (in memory)
+ * when there is no cache directory. */
+static void live_dir(const etch__ui *ui, char *buf, size_t n) {
+  buf[0] = '\0';
+  if (ui->cache_dir) {
+    if ((size_t)snprintf(buf, n, "%s", ui->cache_dir) >= n) buf[0] = '\0';
+  } else if (etch__cache_dir(buf, n) != ETCH_OK) {
+    etch__error_clear();
+    buf[0] = '\0';
+  }
+  size_t k = strlen(buf);
+  if (!k || k + 6 >= n) {
+    buf[0] = '\0';
+    return;
+  }
+  memcpy(buf + k, "/live", 6);
+  if (etch__mkdirs(buf, "cache directory") != ETCH_OK) {
+    etch__error_clear();
+    buf[0] = '\0';
+  }
+}
+
+/* The live database's file and what DuckDB keeps beside it, removed. */
+static void live_db_remove(const char *path) {
+  if (!path[0]) return;
+  char side[4200 + 8];
+  unlink(path);
+  snprintf(side, sizeof side, "%s.wal", path);
+  unlink(side);
+  snprintf(side, sizeof side, "%s.tmp", path);
+  rmdir(side);
+}
+
+/* A new database for the live import: a file of its own,
+ * DIR/ID-PID-SEQ.duckdb, its memory limited (its path into `path`), else
+ * in memory ("" into `path`). */
+static int live_db_open(etch__ui_live *l, const etch__ui_trace *t,
+                        etch__db **db, char *path, size_t n) {
+  path[0] = '\0';
+  if (!l->dir[0]) return etch__db_open(db, NULL);
+  if ((size_t)snprintf(path, n, "%s/%s-%ld-%u.duckdb", l->dir, t->id,
+                       (long)getpid(), ++l->seq) >= n)
+    return etch__error(ETCH_EINVAL, "%s: path too long", l->dir);
+  int rc = etch__db_open(db, path);
+  char sql[80];
+  snprintf(sql, sizeof sql, "SET memory_limit = '%s';", kLiveMemory);
+  if (!rc) rc = etch__db_exec(*db, sql);
+  if (rc) {
+    etch__db_close(*db);
+    *db = NULL;
+    live_db_remove(path);
+  }
+  return rc;
+}
+
+/*
+ * The live import (re)started: a cold read of the file as it is now into
+ * a new database, which replaces the trace's tables (and its file the
+ * last one's) once it is whole. On an error the tables in hand stay and
+ * l->imp is NULL: the next step starts again.
+ */
+static int live_start(etch__ui_live *l, etch__ui_trace *t) {
+  etch__import_live_close(l->imp);
+  l->imp = NULL;
+  etch__import_opts o = {.all_args = true, .allow_truncated = true,
+                         .quiet = true};
+  etch__db *db = NULL;
+  etch__import_live *imp = NULL;
+  etch__ui_tables tb;
+  char path[sizeof l->db_path];
+  int rc = live_db_open(l, t, &db, path, sizeof path);
+  if (!rc) rc = etch__import_live_open(&imp, db, t->path, &o);
+  if (!rc) rc = etch__ui_tables_of(db, &tb);
+  if (rc) {
+    etch__import_live_close(imp);
+    etch__db_close(db);
+    live_db_remove(path);
+    return rc;
+  }
+  tb.recording = true;
+  etch__ui_trace_take(t, &tb);
+  live_db_remove(l->db_path);
+  memcpy(l->db_path, path, sizeof path);
+  l->imp = imp;
+  return ETCH_OK;
+}
+
+/*
+ * The trace file gone from its path: if the file held open is still
+ * there under another name in the same directory (a part of the store
+ * given its name when whole, store.h), that name is the trace's from now
+ * on, and its state is read again; else ETCH_ENOTFOUND stays.
+ */
+static int follow_rename(etch__ui_live *l, etch__ui_trace *t, int64_t *size,
+                         int64_t *mtime_ns) {
+  char link[64], now[4096];
+  snprintf(link, sizeof link, "/proc/self/fd/%d", l->fd);
+  ssize_t k = l->fd >= 0 ? readlink(link, now, sizeof now - 1) : -1;
+  if (k <= 0) return ETCH_ENOTFOUND;
+  now[k] = '\0';
+  const char *was = strrchr(t->path, '/'), *is = strrchr(now, '/');
+  /* Not removed (" (deleted)"), and moved within its directory only. */
+  if (!was || !is || was - t->path != is - now ||
+      memcmp(t->path, now, (size_t)(was - t->path)) ||
+      strstr(is, " (deleted)") || !etch__store_name_ok(is + 1))
+    return ETCH_ENOTFOUND;
+  char *p = etch__strdup(now);
+  if (!p) return etch__error(ETCH_ENOMEM, "out of memory");
+  free(t->path);
+  t->path = p;
+  t->name = strrchr(p, '/') + 1;
+  etch__error_clear();
+  return file_state(t->path, size, mtime_ns);
+}
+
+/* Whether `path` is a part of the store (.NAME.PID.part) whose recorder
+ * (etch record, PID) is still there: its writer (etchd) has let go, and
+ * the recorder is about to give it its name (followed at the next step,
+ * follow_rename), not to be read whole under the hidden one. */
+static bool part_publishing(const char *path) {
+  const char *slash = strrchr(path, '/');
+  if (!slash || !etch__store_part_name(slash + 1, NULL)) return false;
+  char dir[4096];
+  if ((size_t)(slash - path) >= sizeof dir) return false;
+  memcpy(dir, path, (size_t)(slash - path));
+  dir[slash - path] = '\0';
+  return !etch__store_part_abandoned(dir, slash + 1);
+}
+
+int etch__ui_live_open(etch__ui *ui, etch__ui_trace *t, int64_t size,
+                       int64_t mtime_ns) {
   if (t->live) return ETCH_OK;
   etch__ui_live *l = etch__calloc(1, sizeof *l);
   if (!l) return etch__error(ETCH_ENOMEM, "out of memory");
+  l->fd = open(t->path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  live_dir(ui, l->dir, sizeof l->dir);
   /* The live import starts from the file as it is (a cold read into a
    * database of its own, which then replaces the one in hand) and reads
    * on from there. */
-  int rc = ETCH_OK;
-  if (t->db) {
-    etch__import_opts o = {.all_args = true, .allow_truncated = true,
-                           .quiet = true};
-    etch__db *db = NULL;
-    etch__ui_tables tb;
-    rc = etch__db_open(&db, NULL);
-    if (!rc) rc = etch__import_live_open(&l->imp, db, t->path, &o);
-    if (!rc) rc = etch__ui_tables_of(db, &tb);
-    if (rc) {
-      etch__import_live_close(l->imp);
-      etch__db_close(db);
-    } else {
-      tb.recording = true;
-      etch__ui_trace_take(t, &tb);
-    }
-  }
+  int rc = live_start(l, t);
   if (rc) {
+    if (l->fd >= 0) close(l->fd);
     free(l);
     return rc;
   }
@@ -111,6 +246,14 @@ int etch__ui_live_open(etch__ui_trace *t, int64_t size, int64_t mtime_ns) {
 void etch__ui_live_close(etch__ui_trace *t) {
   if (!t->live) return;
   etch__import_live_close(t->live->imp);
+  /* Its database closed first if it is still the trace's. */
+  if (t->recording) {
+    etch__ui_trace_forget(t);
+    etch__db_close(t->db);
+    t->db = NULL;
+  }
+  live_db_remove(t->live->db_path);
+  if (t->live->fd >= 0) close(t->live->fd);
   free(t->live);
   t->live = NULL;
 }
@@ -128,11 +271,16 @@ int etch__ui_trace_refresh(etch__ui *ui, etch__ui_trace *t, bool *changed) {
   if (!l || !t->db) return ETCH_OK;
   /* The lock first, the size after: what a writer that has just let go
    * wrote before is all there. */
-  bool rec = still_recording(t->path);
+  bool rec = etch__ui_file_recording(t->path);
   int64_t size = 0, mtime = 0;
   int rc = file_state(t->path, &size, &mtime);
+  if (rc == ETCH_ENOTFOUND) {
+    rc = follow_rename(l, t, &size, &mtime);
+    if (!rc) rec = etch__ui_file_recording(t->path);
+  }
   if (rc) return rc;
   if (rec && size == l->size && mtime == l->mtime_ns) return ETCH_OK;
+  if (!rec && part_publishing(t->path)) return ETCH_OK;
   int64_t t0 = now_ns();
   if (rec && l->imp) {
     /* Reads on into the tables in hand: what was computed from them (the
@@ -146,10 +294,22 @@ int etch__ui_trace_refresh(etch__ui *ui, etch__ui_trace *t, bool *changed) {
                             "SELECT (SELECT count(*) FROM slice_data),"
                             " (SELECT count(*) FROM flow)",
                             NULL, 0, n, 2);
-    if (rc) return rc;
+    if (rc) {
+      /* The step may have written part of what it read (the rows go in
+       * on connections of their own), and the live import has read past
+       * it: the tables are read again at once, whole, into a new
+       * database; if that fails too, at the next step. */
+      if (live_start(l, t) == ETCH_OK) t->generation++;
+      else etch__ui_trace_forget(t);
+      return rc;
+    }
     t->slices = n[0];
     t->flows = n[1];
     t->max_dur = etch__ui_max_dur(t->db);
+  } else if (rec) {
+    /* The last step failed: the file read again, whole. */
+    rc = live_start(l, t);
+    if (rc) return rc;
   } else {
     /* The writer let go (or there is no live import): the file read whole
      * the ordinary way, its cache written, and swapped in. */

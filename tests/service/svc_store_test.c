@@ -141,8 +141,9 @@ static void check_kept(const char *dir, pid_t p, long events, int64_t from,
 }
 
 /* etch record --system without -o keeps the session in the trace store:
- * nothing under a store name while it records, then the trace under the
- * store's name with its metadata, listed by etch ls at once. */
+ * nothing under a store name while it records (only its part, written as
+ * it goes, listed as recording under its hidden name), then the trace
+ * under the store's name with its metadata, listed by etch ls at once. */
 TEST(a_session_without_o_is_kept_in_the_store) {
   svc s;
   svc_start(&s);
@@ -161,7 +162,9 @@ TEST(a_session_without_o_is_kept_in_the_store) {
   /* Recording: no trace in the store yet (nothing etch ls or etch ui could
    * take for a whole one). */
   jp *v = store_ls();
-  ASSERT_EQ_U64(v->n, 0);
+  ASSERT_EQ_U64(v->n, 1);
+  ASSERT_TRUE(jp_get(v->items[0], "name")->str[0] == '.');
+  ASSERT_TRUE(jp_get(v->items[0], "recording")->b);
   jp_free(v);
   kill(rec, SIGINT);
   ASSERT_EQ_INT(wait_exit(rec), 0);

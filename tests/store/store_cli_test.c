@@ -1077,6 +1077,54 @@ TEST(a_killed_recorders_part_is_abandoned) {
   unsetenv("PERFETTO_PRODUCER_SOCK_NAME");
   unsetenv("PERFETTO_CONSUMER_SOCK_NAME");
 }
+
+/*
+ * etch record --system into the store without --config: etchd writes the
+ * session into its part as it goes (write_into_file) by default, so that
+ * etch ls lists it as recording while the program it runs waits; it ends
+ * a trace of the store under its name.
+ */
+TEST(record_system_into_the_store_writes_as_it_goes_by_default) {
+  const char *tmp = etch_test_tmpdir();
+  const char *dir = use_store();
+  char prod[600], cons[600], log[600], ready[600];
+  snprintf(prod, sizeof prod, "%s/p.sock", tmp);
+  snprintf(cons, sizeof cons, "%s/c.sock", tmp);
+  snprintf(log, sizeof log, "%s/etchd.log", tmp);
+  snprintf(ready, sizeof ready, "%s/ready.pid", tmp);
+  setenv("PERFETTO_PRODUCER_SOCK_NAME", prod, 1);
+  setenv("PERFETTO_CONSUMER_SOCK_NAME", cons, 1);
+  char *dargv[] = {(char *)ETCHD_BIN, "-v", NULL};
+  pid_t etchd = spawn_logged(dargv, log);
+  for (int i = 0; i < 3000 && !can_connect(cons); i++) sleep_ms(10);
+  if (!can_connect(cons)) FAIL("etchd did not start (see %s)", log);
+  char *rargv[] = {(char *)ETCH_BIN, "record", "--system", "-q", "--",
+                   (char *)ETCH_RECORDEE, "4", "wait", ready, NULL};
+  pid_t rec = spawn_logged(rargv, log);
+  for (int i = 0; i < 6000 && !exists(ready); i++) sleep_ms(10);
+  if (!exists(ready)) FAIL("the recordee never got ready (see %s)", log);
+  char *pidtext = slurp(ready);
+  pid_t prog = (pid_t)atol(pidtext);
+  free(pidtext);
+  const char *part = held_part(dir);
+  for (int i = 0; i < 3000 && !*(part = held_part(dir)); i++) sleep_ms(10);
+  if (!*part) FAIL("no part being written in %s (see %s)", dir, log);
+  char want[400];
+  snprintf(want, sizeof want, "%s(recording)", part);
+  char *names = ls_json_names();
+  ASSERT_EQ_STR(names, want);
+  free(names);
+  ASSERT_EQ_INT(kill(prog, SIGTERM), 0);
+  int st;
+  ASSERT_EQ_INT((int)waitpid(rec, &st, 0), (int)rec);
+  names = ls_json_names();
+  ASSERT_TRUE(names[0] && !strchr(names, '(') && names[0] != '.');
+  free(names);
+  kill(etchd, SIGTERM);
+  ASSERT_EQ_INT((int)waitpid(etchd, &st, 0), (int)etchd);
+  unsetenv("PERFETTO_PRODUCER_SOCK_NAME");
+  unsetenv("PERFETTO_CONSUMER_SOCK_NAME");
+}
 #endif
 
 /*
@@ -1167,6 +1215,82 @@ TEST(ls_lists_an_in_process_recording_as_recording) {
   ASSERT_EQ_INT(r.status, 0);
   ASSERT_FALSE(strstr(r.err, "recorded") != NULL);
   done(&r);
+  free(name);
+}
+
+/* etch record -- PROGRAM (no -o) run with `wait READY` and `extra`
+ * options; returns its pid once the program has written READY (its
+ * slices flushed), the program's pid into *prog. */
+static pid_t record_waiting(const char *extra, pid_t *prog) {
+  char ready[600], log[600];
+  snprintf(ready, sizeof ready, "%s/ready.pid", etch_test_tmpdir());
+  snprintf(log, sizeof log, "%s/record.log", etch_test_tmpdir());
+  unlink(ready);
+  char *argv[] = {(char *)ETCH_BIN, "record", "-q", (char *)extra,
+                  "--", (char *)ETCH_RECORDEE, "4", "wait", ready, NULL};
+  if (!extra) memmove(&argv[3], &argv[4], 6 * sizeof *argv);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&fa, 1, log, O_WRONLY | O_CREAT, 0644);
+  posix_spawn_file_actions_adddup2(&fa, 1, 2);
+  pid_t rec;
+  if (posix_spawn(&rec, argv[0], &fa, NULL, argv, environ) != 0)
+    FAIL("cannot run %s", argv[0]);
+  posix_spawn_file_actions_destroy(&fa);
+  struct timespec tick = {0, 10000000};
+  for (int i = 0; i < 6000 && !exists(ready); i++) nanosleep(&tick, NULL);
+  if (!exists(ready)) FAIL("the recordee never got ready (see %s)", log);
+  char *pidtext = slurp(ready);
+  *prog = (pid_t)atol(pidtext);
+  free(pidtext);
+  ASSERT_TRUE(*prog > 0);
+  return rec;
+}
+
+/*
+ * Into the store, etch record writes a program's trace as it is recorded
+ * by default (every second, no --write-period): etch ls lists it as
+ * recording while the program waits, its slices in it (etch_flush wrote
+ * them); with --no-live it is not there until the program ends.
+ */
+TEST(record_into_the_store_writes_as_it_goes_by_default) {
+  const char *dir = use_store();
+  pid_t prog, rec = record_waiting(NULL, &prog);
+  char *name = store_names(dir);
+  ASSERT_TRUE(recordee_name(name));
+  char want[600];
+  snprintf(want, sizeof want, "%s(recording)", name);
+  char *names = ls_json_names();
+  ASSERT_EQ_STR(names, want);
+  free(names);
+  run_result r = RUN("ls", "--json");
+  jp *v = jp_parse(r.out);
+  ASSERT_TRUE(v != NULL && v->n == 1);
+  ASSERT_EQ_INT(jp_int(v->items[0], "slices"), 5);
+  jp_free(v);
+  done(&r);
+  ASSERT_EQ_INT(kill(prog, SIGTERM), 0);
+  int st;
+  ASSERT_EQ_INT((int)waitpid(rec, &st, 0), (int)rec);
+  names = ls_json_names();
+  ASSERT_EQ_STR(names, name);
+  free(names);
+  free(name);
+
+  /* --no-live: nothing in the store while it runs. */
+  static char dir2[400];
+  snprintf(dir2, sizeof dir2, "%s/store2", etch_test_tmpdir());
+  setenv("ETCH_STORE", dir2, 1);
+  dir = dir2;
+  rec = record_waiting("--no-live", &prog);
+  char *none = store_names(dir);
+  ASSERT_EQ_STR(none, "");
+  free(none);
+  ASSERT_EQ_INT(kill(prog, SIGTERM), 0);
+  ASSERT_EQ_INT((int)waitpid(rec, &st, 0), (int)rec);
+  name = store_names(dir);
+  ASSERT_TRUE(recordee_name(name));
   free(name);
 }
 

@@ -8,10 +8,12 @@
  * whole and the trace is live no more.
  */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "test.h"
@@ -242,4 +244,156 @@ TEST(ui_live_trace_gone_or_garbled_keeps_its_tables) {
   close(fd);
   etch__ui_free(ui);
   tb_free(&tr);
+}
+
+/* The databases in `dir` (none if it is not there); with `all`, every
+ * file (DuckDB's write-ahead logs too). */
+static int files_in(const char *dir, bool all) {
+  DIR *d = opendir(dir);
+  if (!d) return 0;
+  int n = 0;
+  struct dirent *e;
+  while ((e = readdir(d))) {
+    size_t k = strlen(e->d_name);
+    if (e->d_name[0] != '.' &&
+        (all || (k > 7 && !strcmp(e->d_name + k - 7, ".duckdb"))))
+      n++;
+  }
+  closedir(d);
+  return n;
+}
+
+/* A live trace's tables are a database file of its own in the cache
+ * directory (CACHE/live), DuckDB's memory limited, removed when the
+ * recording ends, and when the app ends while it is still recorded. */
+TEST(ui_live_trace_database_is_a_file_removed_at_the_end) {
+  tb tr;
+  tb_init(&tr);
+  ui_zone_trace(&tr);
+  const uint8_t *data = tb_data(&tr);
+  size_t len = tb_len(&tr);
+  char path[4096], cache[4096], live[4200];
+  snprintf(path, sizeof path, "%s/live_file.pftrace", etch_test_tmpdir());
+  snprintf(cache, sizeof cache, "%s/live_file_cache", etch_test_tmpdir());
+  snprintf(live, sizeof live, "%s/live", cache);
+  for (int round = 0; round < 2; round++) {
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    ASSERT_TRUE(fd >= 0);
+    struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
+    ASSERT_EQ_INT(fcntl(fd, F_OFD_SETLK, &fl), 0);
+    write_all(fd, data, len / 2);
+    etch__ui *ui;
+    ASSERT_OK(etch__ui_new(&ui));
+    ASSERT_OK(etch__ui_set_cache_dir(ui, cache));
+    ASSERT_OK(etch__ui_add_path(ui, path));
+    etch__ui_trace *t = &ui->t[0];
+    char *body = NULL;
+    ASSERT_EQ_INT(call(ui, "/api/trace", t->id, &body), 200);
+    free(body);
+    ASSERT_TRUE(t->live != NULL);
+    ASSERT_TRUE(etch__db_is_file(t->db));
+    ASSERT_EQ_INT(files_in(live, false), 1);
+    int64_t limited = 0;
+    ASSERT_OK(etch__query_ints(
+        t->db,
+        "SELECT CAST(current_setting('memory_limit') = '244.1 MiB' AS BIGINT)",
+        NULL, 0, &limited, 1));
+    ASSERT_EQ_INT(limited, 1);
+    write_all(fd, data + len / 2, len - len / 2);
+    bool changed = false;
+    ASSERT_OK(etch__ui_trace_refresh(ui, t, &changed));
+    ASSERT_TRUE(changed);
+    ASSERT_EQ_INT(t->slices, 101);
+    ASSERT_EQ_INT(files_in(live, false), 1);
+    if (round == 0) {
+      /* The recording ends: the trace's cache swapped in, the live
+       * database gone. */
+      close(fd);
+      ASSERT_OK(etch__ui_trace_refresh(ui, t, &changed));
+      ASSERT_TRUE(t->live == NULL);
+      ASSERT_EQ_INT(t->slices, 101);
+      ASSERT_EQ_INT(files_in(live, true), 0);
+      etch__ui_free(ui);
+    } else {
+      /* The app ends while the trace is recorded: gone too. */
+      etch__ui_free(ui);
+      ASSERT_EQ_INT(files_in(live, true), 0);
+      close(fd);
+    }
+  }
+  tb_free(&tr);
+  unlink(path);
+}
+
+/* A session of etchd recorded into the store (etch record --system): its
+ * part (.NAME.PID.part, PID the recorder's: here this process) is in the
+ * list while it is written, marked recording, and opens live; when it is
+ * whole its recorder gives it its name (a rename) and lets go: the trace
+ * is followed to that name, read whole, and listed once, by its name. */
+TEST(ui_store_part_being_recorded_is_listed_opened_live_and_followed) {
+  tb tr;
+  tb_init(&tr);
+  ui_zone_trace(&tr);
+  const uint8_t *data = tb_data(&tr);
+  size_t len = tb_len(&tr);
+  char store[4096], part[4200], final[4200], name[64];
+  snprintf(store, sizeof store, "%s/part_store", etch_test_tmpdir());
+  ASSERT_EQ_INT(mkdir(store, 0755), 0);
+  snprintf(part, sizeof part, "%s/.prog-20261129-120000.%ld.part", store,
+           (long)getpid());
+  snprintf(final, sizeof final, "%s/prog-20261129-120000", store);
+  int fd = open(part, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  ASSERT_TRUE(fd >= 0);
+  struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
+  ASSERT_EQ_INT(fcntl(fd, F_OFD_SETLK, &fl), 0);
+  write_all(fd, data, len / 2);
+
+  etch__ui *ui;
+  ASSERT_OK(etch__ui_new(&ui));
+  char cache[4200];
+  snprintf(cache, sizeof cache, "%s/part_cache", etch_test_tmpdir());
+  ASSERT_OK(etch__ui_set_cache_dir(ui, cache));
+  ASSERT_OK(etch__ui_set_store(ui, store));
+  char *body = NULL;
+  ASSERT_EQ_INT(call(ui, "/api/traces", NULL, &body), 200);
+  snprintf(name, sizeof name, "\"name\":\".prog-20261129-120000.%ld.part\"",
+           (long)getpid());
+  ASSERT_TRUE(strstr(body, name) != NULL);
+  ASSERT_TRUE(strstr(body, "\"recording\":true") != NULL);
+  free(body);
+  ASSERT_EQ_INT(ui->n, 1);
+  etch__ui_trace *t = &ui->t[0];
+  ASSERT_EQ_INT(call(ui, "/api/trace", t->id, &body), 200);
+  ASSERT_TRUE(strstr(body, "\"recording\":true,\"generation\":1,") != NULL);
+  free(body);
+  ASSERT_TRUE(t->live != NULL);
+  int64_t half[NCOUNTS], got[NCOUNTS], whole[NCOUNTS];
+  cold_counts(data, len / 2, half);
+  counts_of(t->db, got);
+  for (int c = 0; c < NCOUNTS; c++) ASSERT_EQ_INT(got[c], half[c]);
+
+  /* The rest written; the recorder (this process, alive) names it and
+   * lets go. */
+  write_all(fd, data + len / 2, len - len / 2);
+  ASSERT_EQ_INT(rename(part, final), 0);
+  close(fd);
+  bool changed = false;
+  ASSERT_OK(etch__ui_trace_refresh(ui, t, &changed));
+  ASSERT_TRUE(changed);
+  ASSERT_TRUE(t->live == NULL);
+  ASSERT_FALSE(t->recording);
+  ASSERT_TRUE(!strcmp(t->path, final));
+  ASSERT_TRUE(!strcmp(t->name, "prog-20261129-120000"));
+  cold_counts(data, len, whole);
+  counts_of(t->db, got);
+  for (int c = 0; c < NCOUNTS; c++) ASSERT_EQ_INT(got[c], whole[c]);
+  ASSERT_EQ_INT(call(ui, "/api/traces", NULL, &body), 200);
+  ASSERT_TRUE(strstr(body, "\"name\":\"prog-20261129-120000\"") != NULL);
+  ASSERT_TRUE(strstr(body, ".part") == NULL);
+  ASSERT_TRUE(strstr(body, "\"recording\":true") == NULL);
+  free(body);
+  ASSERT_EQ_INT(ui->n, 1);
+  etch__ui_free(ui);
+  tb_free(&tr);
+  unlink(final);
 }

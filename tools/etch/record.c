@@ -376,6 +376,26 @@ static int rec_run_program(const record_args *ra, opts *o, rec_plan *pl,
   return rc;
 }
 
+/*
+ * A trace recorded into the store (no -o) is written as it is recorded,
+ * so that etch ls lists it and etch ui follows it while it grows: a
+ * program's processes every second (as --write-period 1s; not with
+ * --flight, which keeps the rings for a death instead, nor --malloc,
+ * which streams on its own), a session of the service (no --config) with
+ * write_into_file every second. --no-live turns it off.
+ */
+enum { kLiveWritePeriodMs = 1000 };
+
+static void rec_live_default(record_args *ra, const rec_plan *pl) {
+  if (ra->no_live || ra->so.list || pl->out_path != pl->def) return;
+  if (ra->service) {
+    ra->so.write_as_it_goes = !ra->so.config_path;
+  } else if (!ra->write_period && !ra->flight && !ra->malloc_trace) {
+    ra->write_period = ra->write_period_default = true;
+    ra->write_period_ms = kLiveWritePeriodMs;
+  }
+}
+
 /* etch record: its options parsed and checked, where the trace goes
  * planned, then the service's session or the program run. */
 static int cmd_record(int argc, char **argv) {
@@ -388,6 +408,7 @@ static int cmd_record(int argc, char **argv) {
   rec_plan pl = {0};
   rc = rec_check(cmd, &ra, &o, preload, sizeof preload);
   if (!rc) rc = rec_plan_output(&ra, &o, &pl);
+  if (!rc) rec_live_default(&ra, &pl);
   if (!rc)
     rc = ra.service ? rec_run_service(&ra, &o, &pl)
                     : rec_run_program(&ra, &o, &pl, preload);
@@ -450,6 +471,12 @@ static const cli_opt kRecordOpts[] = {
      "records a long run, and a process that is\n"
      "killed leaves its trace up to the last write",
      CLI_FN(rec_write_period)},
+    {0, "--no-live", NULL,
+     "a trace into the store (no -o) is written as it\n"
+     "is recorded, every second, so that etch ls and\n"
+     "etch ui see it grow (with --system: the\n"
+     "service's write_into_file); this turns that off",
+     CLI_BOOL(record_args, no_live)},
     CLI_PARA("\n"
              "Through a tracing service (etchd, or Perfetto's traced): every\n"
              "producer connected to it lands in one trace. Only --system (or\n"

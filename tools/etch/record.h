@@ -29,8 +29,11 @@ typedef struct record_args {
   bool flight;       /* --flight */
   bool buffer_opt;   /* --buffer given */
   const char *fill; /* --ring, --discard */
-  bool write_period;          /* --write-period given */
+  bool write_period;          /* --write-period given, or the default */
   uint32_t write_period_ms;
+  /* The default write period (a trace into the store, kLiveWritePeriodMs)
+   * rather than --write-period's; --no-live: none. */
+  bool write_period_default, no_live;
   bool per_process; /* --per-process: a file for each process */
   uint32_t sample_hz; /* --sample[=HZ]: ETCH_SAMPLE; 0: not given */
 } record_args;

@@ -135,7 +135,8 @@ void rec_environment(const record_args *ra, const char *out_path,
   if (ra->write_period) {
     char ms[24];
     snprintf(ms, sizeof ms, "%u", (unsigned)ra->write_period_ms);
-    setenv("ETCH_WRITE_PERIOD_MS", ms, 1);
+    /* The default's gives way to the environment's. */
+    setenv("ETCH_WRITE_PERIOD_MS", ms, !ra->write_period_default);
   }
   if (ra->flight) { /* each process its own, in the run directory */
     char fp[PATH_MAX + 16];

@@ -233,6 +233,11 @@ static int build_config(const rec_service_opts *o, etch__pb_buf *out,
     }
   }
   tc->duration_ms = o->duration_ms;
+  if (o->write_as_it_goes) {
+    tc->write_into_file = true;
+    tc->file_write_period_ms = 1000;
+    *into_file = true;
+  }
   etch__trace_config_encode(tc, out);
   free(tc);
   return ETCH_OK;

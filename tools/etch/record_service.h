@@ -14,6 +14,10 @@ typedef struct rec_service_opts {
   uint32_t buffer_kb;      /* 0: 32 MiB */
   bool discard;            /* else ring */
   bool list;               /* only show the service's state */
+  /* Into the store (no -o, no --config): the service writes the trace
+   * into its part as it goes (write_into_file, every second), so that it
+   * is listed, and can be followed, while it is recorded. */
+  bool write_as_it_goes;
   char **argv;             /* a program to run in system mode, or NULL */
 } rec_service_opts;
 
