@@ -18,6 +18,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <time.h>
 
 #include "base/base.h"
 
@@ -173,8 +175,10 @@ void etch__tw_id(etch__tw *w, idx_t col, int64_t id) {
  * query per flush.) A chunk goes back to the filler at the next call, when
  * DuckDB is done with it. The token names a live pipe in a registry: the
  * function refuses any other, so SQL that calls it cannot reach freed
- * memory. The pipe's thread allocates nothing of etch's and reports a
- * failure by the text in `msg`, turned into an error by the filler.
+ * memory; the token is random, so that SQL run on the database while an
+ * import runs cannot guess a live one either. The pipe's thread allocates
+ * nothing of etch's and reports a failure by the text in `msg`, turned
+ * into an error by the filler.
  */
 
 enum { kPipeChunks = 64 };
@@ -200,14 +204,39 @@ struct etch__tw_pipe {
   etch__tw_pipe *next; /* in the registry */
 };
 
-/* The live pipes, by token. */
+/* The live pipes, by token. A token is 62 random bits, so that SQL run on
+ * the same database while an import runs cannot name a live pipe by
+ * guessing (a count from 1, as before, was guessed at the first try). */
 static pthread_mutex_t g_pipes_mu = PTHREAD_MUTEX_INITIALIZER;
 static etch__tw_pipe *g_pipes;
-static int64_t g_pipe_tokens;
+
+static etch__tw_pipe *pipes_find_locked(int64_t token) {
+  etch__tw_pipe *p = g_pipes;
+  while (p && p->token != token) p = p->next;
+  return p;
+}
+
+/* A new token: from getrandom, or (where it fails) the clock and an
+ * address mixed, which is still no count; positive, not a live one's. */
+static int64_t pipe_token(void) {
+  for (;;) {
+    uint64_t t = 0;
+    if (getrandom(&t, sizeof t, 0) != (ssize_t)sizeof t) {
+      struct timespec ts;
+      clock_gettime(CLOCK_MONOTONIC, &ts);
+      t = ((uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec) ^
+          (uint64_t)(uintptr_t)&t;
+      t *= 0x9e3779b97f4a7c15u;
+      t ^= t >> 29;
+    }
+    int64_t token = (int64_t)(t >> 2);
+    if (token > 0 && !pipes_find_locked(token)) return token;
+  }
+}
 
 static void pipes_add(etch__tw_pipe *p) {
   pthread_mutex_lock(&g_pipes_mu);
-  p->token = ++g_pipe_tokens;
+  p->token = pipe_token();
   p->next = g_pipes;
   g_pipes = p;
   pthread_mutex_unlock(&g_pipes_mu);
@@ -225,8 +254,7 @@ static void pipes_remove(etch__tw_pipe *p) {
 
 static etch__tw_pipe *pipes_find(int64_t token) {
   pthread_mutex_lock(&g_pipes_mu);
-  etch__tw_pipe *p = g_pipes;
-  while (p && p->token != token) p = p->next;
+  etch__tw_pipe *p = pipes_find_locked(token);
   pthread_mutex_unlock(&g_pipes_mu);
   return p;
 }

@@ -721,6 +721,33 @@ TEST(piped_writer_function_refuses_other_tokens) {
   etch__db_close(db);
 }
 
+/* SQL run on the database while a pipe is live cannot name it by
+ * guessing: its token is random, not a count (the first pipe of a process
+ * had token 1, the next 2, ...). DESCRIBE binds the function without
+ * running it. */
+TEST(piped_writer_token_is_not_guessable) {
+  etch__db *db = qt_new_db();
+  ASSERT_OK(etch__db_exec(db, "CREATE TABLE t(a BIGINT);"));
+  static const etch__col kCols[] = {ETCH__COL_I64};
+  etch__tw w[2];
+  ASSERT_OK(etch__tw_open_piped(&w[0], db, NULL, "t", kCols, 1));
+  ASSERT_OK(etch__tw_open_piped(&w[1], db, NULL, "t", kCols, 1));
+  for (int64_t i = -2; i <= 4096; i++) {
+    char sql[96];
+    snprintf(sql, sizeof sql, "DESCRIBE SELECT * FROM etch__pipe(%lld)",
+             (long long)i);
+    ASSERT_EQ_INT(etch__db_exec(db, sql), ETCH_ESQL);
+    ASSERT_TRUE(strstr(etch_last_error(), "not an import's pipe") != NULL);
+  }
+  for (int k = 0; k < 2; k++) {
+    etch__tw_i64(&w[k], 0, k + 1);
+    etch__tw_end_row(&w[k]);
+    ASSERT_OK(etch__tw_finish(&w[k]));
+  }
+  QT_ASSERT(db, "SELECT count(*) AS n, sum(a) AS s FROM t", "n,s\n2,3\n");
+  etch__db_close(db);
+}
+
 /* While an import runs, DuckDB writes each row group into the file as
  * soon as it is full (write_buffer_row_group_count 1, not 5: a 10 M-event
  * first query peaked at 272 MB, 196 MB with it), and the setting is given
