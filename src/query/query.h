@@ -256,6 +256,23 @@ bool etch__import_live_recording(const etch__import_live *l);
 uint64_t etch__import_live_restarts(const etch__import_live *l);
 void etch__import_live_close(etch__import_live *l);
 
+/*
+ * A live import between two steps saved as bytes (*out, etch__vec_free
+ * when done), and restored into a new live import of the same file on the
+ * same tables (those the saved one wrote, as it left them), which then
+ * steps on as the saved one would have (import_save.c, reader/save.c): for
+ * `etch query` on a trace being recorded, a process each time (cache.c).
+ * Saving: ETCH_EUNSUPPORTED for what is not saved (call stacks, samples,
+ * custom events, several machines). Restoring: ETCH_EFORMAT for bytes
+ * that are not a whole, consistent save, ETCH_ESTATE for another file or
+ * one cut shorter; the tables are then to be built again.
+ */
+struct etch_vec;
+int etch__import_live_save(const etch__import_live *l, struct etch_vec *out);
+int etch__import_live_restore(etch__import_live **out, etch__db *db,
+                              const char *path, const etch__import_opts *opts,
+                              const void *state, size_t len);
+
 /* What an import to a sink read (etch__query_import_sink). */
 typedef struct etch__import_result {
   etch__import_counts counts;
