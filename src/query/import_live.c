@@ -415,6 +415,13 @@ bool etch__import_live_recording(const etch__import_live *l) {
   return st.recording;
 }
 
+uint64_t etch__import_live_offset(const etch__import_live *l) {
+  etch_reader_stats st;
+  if (!l || !l->r) return 0;
+  etch_reader_get_stats(l->r, &st);
+  return st.truncated_bytes ? st.truncated_offset : st.bytes;
+}
+
 uint64_t etch__import_live_restarts(const etch__import_live *l) {
   return l ? l->restarts : 0;
 }

@@ -50,6 +50,9 @@ int etch__db_open_existing(etch__db **out, const char *path, bool read_only);
  * error of the close, if any. NULL is a no-op. */
 int etch__db_close(etch__db *db);
 duckdb_connection etch__db_con(const etch__db *db);
+/* `fd` (a lock's) closed when the database is, after it (cache.c: the
+ * cache of a trace being recorded, held while it is open). */
+void etch__db_hold_fd(etch__db *db, int fd);
 /* Whether the database is a file (not in memory). */
 bool etch__db_is_file(const etch__db *db);
 /* A second connection to the database (duckdb_disconnect when done). */
@@ -143,6 +146,11 @@ typedef struct etch__import_opts {
    * for the same bytes whatever the order tracks are delivered in, read
    * at once or read on (import_live.c). Set by etch__query_import_*. */
   bool reader_ids;
+  /* etch__query_open_cached on a trace being recorded: its cache is read
+   * on across processes (the tables and the live import's state kept in
+   * a cache of the recording, under a lock held while the database is
+   * open: cache.c) instead of the trace read into memory each time. */
+  bool read_on;
 } etch__import_opts;
 
 /* Counts of what an import produced. */
@@ -254,6 +262,9 @@ int etch__import_live_open(etch__import_live **out, etch__db *db,
 int etch__import_live_step(etch__import_live *l, bool *changed);
 bool etch__import_live_recording(const etch__import_live *l);
 uint64_t etch__import_live_restarts(const etch__import_live *l);
+/* The offset the live import has read the file to (the end of its last
+ * whole packet). */
+uint64_t etch__import_live_offset(const etch__import_live *l);
 void etch__import_live_close(etch__import_live *l);
 
 /*
