@@ -473,8 +473,10 @@ static int live_open(const char *trace, const char *dir,
   if (have && etch__db_open_existing(&db, file, false) == ETCH_OK &&
       live_resume(db, trace, fd, size, &o, &row, &l)) {
     row.from = row.to; /* this import reads on from there */
+    uint64_t restarts = etch__import_live_restarts(l);
     rc = etch__db_exec(db, "DELETE FROM etch_live;");
     if (!rc) rc = etch__import_live_step(l, NULL);
+    if (etch__import_live_restarts(l) != restarts) row.from = 0;
   } else {
     etch__db_close(db);
     db = NULL;
