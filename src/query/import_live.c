@@ -306,6 +306,7 @@ static int live_alloc(etch__import_live **out, etch__db *db,
   l->opts.reader_ids = true;
   l->opts.allow_truncated = true;
   l->opts.progress = false;
+  l->opts.live = true;
   *out = l;
   return ETCH_OK;
 }

@@ -146,6 +146,11 @@ typedef struct etch__import_opts {
    * for the same bytes whatever the order tracks are delivered in, read
    * at once or read on (import_live.c). Set by etch__query_import_*. */
   bool reader_ids;
+  /* Importer only: a live import (import_live.c, set by it). DuckDB's
+   * settings are left as they are (kImportSettings, import.c): setting
+   * `threads` between two steps, while the row writers' pipes are open,
+   * waits for a worker thread that may be blocked in a pipe, forever. */
+  bool live;
   /* etch__query_open_cached on a trace being recorded: its cache is read
    * on across processes (the tables and the live import's state kept in
    * a cache of the recording, under a lock held while the database is
