@@ -29,10 +29,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "base/base.h"
+#include "base/containers.h"
 #include "base/envvars.h"
 #include "base/sys.h"
 #include "query/query.h"
@@ -266,11 +268,312 @@ int etch__query_cache_file(const char *trace, const char *cache_dir,
   return ETCH_OK;
 }
 
+/* ---- a trace being recorded: read on from one query to the next ---------------- */
+
+enum { kHeadBytes = 4096, kTailBytes = 1024 };
+
+/* A hash of bytes [at, at + n) of `fd`; false when they are not all there. */
+static bool hash_range(int fd, uint64_t at, size_t n, uint64_t *h) {
+  unsigned char buf[kHeadBytes];
+  if (n > sizeof buf) return false;
+  ssize_t got = n ? etch__sys_pread(fd, buf, n, (off_t)at) : 0;
+  if (got < 0 || (size_t)got != n) return false;
+  *h = etch__hash_bytes(buf, n, 0x6574636863616368ull);
+  return true;
+}
+
+/* What the cache of a recording keeps beside the tables (table
+ * etch_live): etch's version, the trace's first bytes' hash, where the
+ * last import read from and to and the hash of the bytes before `to`, and
+ * the live import's state (hex; NULL once the recording has ended). */
+typedef struct live_row {
+  char key[160];
+  uint64_t head_len, head, from, to, tail;
+  char *state; /* malloc'd hex, or NULL */
+} live_row;
+
+static void live_key(char *buf, size_t n) {
+  snprintf(buf, n, "etch %s tables %s live 1", ETCH_VERSION_STRING,
+           ETCH__QUERY_SCHEMA_VERSION);
+}
+
+static bool live_row_read(etch__db *db, live_row *row) {
+  memset(row, 0, sizeof *row);
+  etch__res r;
+  if (etch__res_query(db,
+                      "SELECT key, head_len, CAST(head AS VARCHAR), read_from, "
+                      "read_to, CAST(tail AS VARCHAR), state FROM etch_live",
+                      "cache", &r))
+    return false;
+  bool ok = false;
+  if (etch__res_next(&r)) {
+    size_t n;
+    const char *k = etch__res_str(&r, 0, &n);
+    if (k && n < sizeof row->key) {
+      memcpy(row->key, k, n);
+      row->key[n] = '\0';
+      row->head_len = (uint64_t)etch__res_i64(&r, 1);
+      char *h = etch__res_strdup(&r, 2), *t = etch__res_strdup(&r, 5);
+      row->head = h ? strtoull(h, NULL, 10) : 0;
+      row->tail = t ? strtoull(t, NULL, 10) : 0;
+      free(h);
+      free(t);
+      row->from = (uint64_t)etch__res_i64(&r, 3);
+      row->to = (uint64_t)etch__res_i64(&r, 4);
+      row->state = etch__res_strdup(&r, 6);
+      ok = true;
+    }
+  }
+  if (etch__res_close(&r)) ok = false;
+  return ok;
+}
+
+/* The state's bytes from hex; false for anything but pairs of hex digits. */
+static bool unhex(const char *hex, etch_vec *out) {
+  size_t n = strlen(hex);
+  if (n % 2 || etch__vec_reserve(out, n / 2 + 1)) return false;
+  for (size_t i = 0; i < n; i += 2) {
+    int v = 0;
+    for (int j = 0; j < 2; j++) {
+      char c = hex[i + j];
+      int d = c >= '0' && c <= '9'   ? c - '0'
+              : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                                     : -1;
+      if (d < 0) return false;
+      v = v * 16 + d;
+    }
+    out->data[out->len++] = (uint8_t)v;
+  }
+  return true;
+}
+
+/* etch_live written again: the last import's bytes, and `state` (NULL:
+ * none, the recording has ended). */
+static int live_row_write(etch__db *db, const live_row *row,
+                          const etch_vec *state) {
+  etch_vec sql = {0};
+  FILE *f = etch__vec_file(&sql);
+  if (!f) return etch__error(ETCH_ENOMEM, "out of memory");
+  fprintf(f,
+          "DELETE FROM etch_live; INSERT INTO etch_live VALUES ('%s', %" PRIu64
+          ", %" PRIu64 ", %" PRIu64 ", %" PRIu64 ", %" PRIu64 ", ",
+          row->key, row->head_len, row->head, row->from, row->to, row->tail);
+  if (state) {
+    fputc('\'', f);
+    for (size_t i = 0; i < state->len; i++)
+      fprintf(f, "%02x", state->data[i]);
+    fputs("');", f);
+  } else {
+    fputs("NULL);", f);
+  }
+  int rc = fclose(f) == 0 ? etch__vec_cstr(&sql)
+                          : etch__error(ETCH_ENOMEM, "out of memory");
+  if (!rc) rc = etch__db_exec(db, (const char *)sql.data);
+  etch__vec_free(&sql);
+  return rc;
+}
+
+static void unlink_db(const char *file) {
+  char wal[4400];
+  unlink(file);
+  snprintf(wal, sizeof wal, "%s.wal", file);
+  unlink(wal);
+}
+
+/* Whether the cache `db` of the recording open as `fd` (`size` bytes) is
+ * of these bytes, as they were read: its state restored into *l then. */
+static bool live_resume(etch__db *db, const char *trace, int fd,
+                        uint64_t size, const etch__import_opts *o,
+                        live_row *row, etch__import_live **l) {
+  *l = NULL;
+  char want[160];
+  live_key(want, sizeof want);
+  uint64_t h;
+  if (!live_row_read(db, row) || strcmp(row->key, want) || !row->state)
+    return false;
+  if (row->head_len > size || row->to > size ||
+      !hash_range(fd, 0, (size_t)row->head_len, &h) || h != row->head) {
+    if (!o->quiet)
+      fprintf(stderr, "etch: note: %s was replaced or cut shorter since "
+                      "its cache was written: it is read again\n", trace);
+    return false;
+  }
+  uint64_t tail_at = row->to > kTailBytes ? row->to - kTailBytes : 0;
+  if (!hash_range(fd, tail_at, (size_t)(row->to - tail_at), &h) ||
+      h != row->tail) {
+    if (!o->quiet)
+      fprintf(stderr, "etch: note: %s changed in what was already read: "
+                      "it is read again\n", trace);
+    return false;
+  }
+  etch_vec bytes = {0};
+  int rc = unhex(row->state, &bytes)
+               ? etch__import_live_restore(l, db, trace, o, bytes.data,
+                                           bytes.len)
+               : etch__error(ETCH_EFORMAT, "not hex");
+  etch__vec_free(&bytes);
+  if (rc && !o->quiet)
+    fprintf(stderr, "etch: note: the cache of %s is unusable (%s): it is "
+                    "read again\n", trace, etch_last_error());
+  return !rc;
+}
+
+/*
+ * The cache of a recording: `file` (dir/live-HASH.duckdb, HASH of the
+ * trace's device and inode), under the lock of file.lock. Its state is
+ * restored and what was appended since is read on; or the trace is read
+ * whole into a new one. Then: still recording, *out is it, open, the lock
+ * held until it is closed; ended, it becomes the trace's ordinary cache
+ * (*done, *out NULL: the caller opens that).
+ */
+static int live_open(const char *trace, const char *dir,
+                     const etch__import_opts *opts, etch__db **out) {
+  *out = NULL;
+  etch__import_opts o = *opts;
+  o.all_args = true;
+  o.progress = false;
+  int fd = etch__sys_open(trace, O_RDONLY | O_CLOEXEC, 0);
+  struct stat sb;
+  if (fd < 0 || fstat(fd, &sb) != 0) {
+    int rc = etch__error(ETCH_EIO, "%s: %s", trace, strerror(errno));
+    if (fd >= 0) close(fd);
+    return rc;
+  }
+  char id[64], file[4200], lock[4300];
+  snprintf(id, sizeof id, "%" PRIu64 " %" PRIu64, (uint64_t)sb.st_dev,
+           (uint64_t)sb.st_ino);
+  snprintf(file, sizeof file, "%s/live-%016" PRIx64 ".duckdb", dir,
+           etch__hash_bytes(id, strlen(id), 0));
+  snprintf(lock, sizeof lock, "%s.lock", file);
+  if (!etch__file_recording(fd) && access(file, F_OK) != 0) {
+    close(fd); /* not a recording, nor one that just ended */
+    return ETCH_OK;
+  }
+  int lk = etch__sys_open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  /* Two queries at once: the second waits for the first to be done. */
+  if (lk < 0 || flock(lk, LOCK_EX) != 0) {
+    int rc = etch__error(ETCH_EIO, "%s: %s", lock, strerror(errno));
+    if (lk >= 0) close(lk);
+    close(fd);
+    return rc;
+  }
+  bool recording = etch__file_recording(fd);
+  if (fstat(fd, &sb) != 0) recording = false;
+  uint64_t size = (uint64_t)sb.st_size;
+  etch__db *db = NULL;
+  etch__import_live *l = NULL;
+  live_row row = {0};
+  int rc = ETCH_OK;
+  bool have = access(file, F_OK) == 0;
+  if (!recording && !have) { /* ended, and another query made its cache */
+    close(lk);
+    close(fd);
+    return ETCH_OK;
+  }
+  if (have && etch__db_open_existing(&db, file, false) == ETCH_OK &&
+      live_resume(db, trace, fd, size, &o, &row, &l)) {
+    row.from = row.to; /* this import reads on from there */
+    uint64_t restarts = etch__import_live_restarts(l);
+    rc = etch__db_exec(db, "DELETE FROM etch_live;");
+    if (!rc) rc = etch__import_live_step(l, NULL);
+    if (etch__import_live_restarts(l) != restarts) row.from = 0;
+  } else {
+    etch__db_close(db);
+    db = NULL;
+    unlink_db(file);
+    row.from = 0;
+    rc = etch__db_open(&db, file);
+    if (!rc) rc = etch__db_exec(db, "CREATE TABLE etch_live(key VARCHAR, "
+                                    "head_len BIGINT, head UBIGINT, "
+                                    "read_from BIGINT, read_to BIGINT, "
+                                    "tail UBIGINT, state VARCHAR);");
+    if (!rc) rc = etch__import_live_open(&l, db, trace, &o);
+  }
+  free(row.state);
+  row.state = NULL;
+  bool still = false;
+  if (!rc) {
+    still = etch__import_live_recording(l);
+    uint64_t to = etch__import_live_offset(l);
+    uint64_t tail_at = to > kTailBytes ? to - kTailBytes : 0;
+    live_key(row.key, sizeof row.key);
+    row.from = row.from <= to ? row.from : 0;
+    row.head_len = to < kHeadBytes ? to : kHeadBytes;
+    if (!hash_range(fd, 0, (size_t)row.head_len, &row.head) ||
+        !hash_range(fd, tail_at, (size_t)(to - tail_at), &row.tail))
+      rc = etch__error(ETCH_EIO, "%s: cannot read", trace);
+    row.to = to;
+  }
+  if (!rc && still) {
+    etch_vec state = {0};
+    int src = etch__import_live_save(l, &state);
+    if (src == ETCH_EUNSUPPORTED) {
+      /* Not saved: the next query reads the trace again. */
+      rc = live_row_write(db, &row, NULL);
+    } else {
+      rc = src;
+      if (!rc) rc = live_row_write(db, &row, &state);
+    }
+    etch__vec_free(&state);
+  } else if (!rc) {
+    /* Ended: the trace's ordinary cache, which the caller opens. */
+    trace_key k = {0};
+    bool rec = false;
+    char key[256], name[256], final[4200];
+    rc = live_row_write(db, &row, NULL);
+    if (!rc) rc = key_of(trace, &k, &rec);
+    key_text(&k, true, key, sizeof key);
+    key_text(&k, false, name, sizeof name);
+    snprintf(final, sizeof final, "%s/%016" PRIx64 ".duckdb", dir,
+             etch__hash_bytes(name, strlen(name), 0));
+    if (!rc) {
+      char sql[512];
+      snprintf(sql, sizeof sql,
+               "CREATE TABLE etch_cache(key VARCHAR); "
+               "INSERT INTO etch_cache VALUES ('%s');",
+               key);
+      rc = etch__db_exec(db, sql);
+    }
+    etch__import_live_close(l);
+    l = NULL;
+    int crc = etch__db_close(db);
+    db = NULL;
+    if (!rc) rc = crc;
+    if (!rc && etch__sys_rename(file, final) != 0)
+      rc = etch__error(ETCH_EIO, "cache %s: %s", final, strerror(errno));
+    if (rc) unlink_db(file);
+  }
+  etch__import_live_close(l);
+  close(fd);
+  if (rc || !still) {
+    etch__db_close(db);
+    close(lk);
+    return rc;
+  }
+  etch__db_hold_fd(db, lk);
+  *out = db;
+  return ETCH_OK;
+}
+
 int etch__query_open_cached(const char *trace, const char *cache_dir,
                             const etch__import_opts *opts, etch__db **out,
                             bool *imported) {
   *out = NULL;
   char file[4200];
+  if (opts && opts->read_on) {
+    char dir[4096];
+    int drc = cache_dir ? (snprintf(dir, sizeof dir, "%s", cache_dir) <
+                                   (int)sizeof dir
+                               ? ETCH_OK
+                               : ETCH_EINVAL)
+                        : etch__cache_dir(dir, sizeof dir);
+    if (!drc) drc = etch__mkdirs(dir, "cache directory");
+    if (!drc) {
+      int rc = live_open(trace, dir, opts, out);
+      if (imported) *imported = *out != NULL;
+      if (rc || *out) return rc;
+    }
+  }
   int rc = etch__query_cache_file(trace, cache_dir, opts, file, sizeof file,
                                   imported);
   if (rc) return rc;

@@ -17,7 +17,14 @@ struct etch__db {
   duckdb_database db;
   duckdb_connection con;
   bool file; /* not in memory */
+  bool holds_fd; /* held_fd is closed with it (etch__db_hold_fd) */
+  int held_fd;
 };
+
+void etch__db_hold_fd(etch__db *db, int fd) {
+  db->holds_fd = true;
+  db->held_fd = fd;
+}
 
 bool etch__db_is_file(const etch__db *db) { return db->file; }
 
@@ -102,6 +109,7 @@ int etch__db_close(etch__db *db) {
   if (!db) return ETCH_OK;
   duckdb_disconnect(&db->con);
   duckdb_close(&db->db);
+  if (db->holds_fd) close(db->held_fd);
   free(db);
   return ETCH_OK;
 }

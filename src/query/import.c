@@ -689,10 +689,13 @@ static int settings_reset(etch__importer *imp) {
   return rc;
 }
 
-/* kImportSettings set, what each was kept for settings_reset. None on a
- * database whose configuration is locked (etch ui's, which a live import
- * steps): they make the import cheaper, not different. */
+/* kImportSettings set, what each was kept for settings_reset. None for a
+ * live import (etch__import_opts.live: its row writers' pipes stay open
+ * between steps, and setting threads then can wait forever for a worker
+ * blocked in one) nor on a database whose configuration is locked (etch
+ * ui's): they make the import cheaper, not different. */
 static int settings_import(etch__importer *imp) {
+  if (imp->opts.live) return ETCH_OK;
   etch__res lk;
   int lrc = etch__res_query(
       imp->db, "SELECT CAST(current_setting('lock_configuration') AS VARCHAR)",

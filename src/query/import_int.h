@@ -264,4 +264,13 @@ void etch__import_samples_free(etch__importer *imp);
 bool etch__import_samples_stats(const etch__importer *imp,
                                 etch__stats_data *d);
 
+/* A live importer between two steps as bytes, and back into a new live
+ * importer on the same tables (import_save.c; reader/save.h's encoding):
+ * ETCH_EUNSUPPORTED for state not saved, ETCH_EFORMAT for bytes that are
+ * not a whole, consistent save. */
+struct etch__sv_w;
+struct etch__sv_r;
+int etch__imp_save(const etch__importer *imp, struct etch__sv_w *w);
+int etch__imp_restore(etch__importer *imp, struct etch__sv_r *in);
+
 #endif /* ETCH_QUERY_IMPORT_INT_H */

@@ -36,6 +36,7 @@
 
 #include "query/import_int.h"
 #include "reader/reader_priv.h"
+#include "reader/save.h"
 
 struct etch__import_live {
   etch__db *db;
@@ -250,14 +251,13 @@ static int step_write(etch__import_live *l) {
   return rc;
 }
 
-/* A cold read of the file as it is now, into emptied tables. */
-static int live_start(etch__import_live *l) {
+/* A new reader and importer on the file, set up, not run. */
+static int live_new(etch__import_live *l) {
   etch__importer_free(l->imp);
   etch_reader_close(l->r);
   l->imp = NULL;
   l->r = NULL;
-  int rc = empty_all(l->db);
-  if (!rc) rc = etch_reader_open_file(&l->r, l->path);
+  int rc = etch_reader_open_file(&l->r, l->path);
   if (!rc) rc = etch__importer_new(&l->imp, l->db, NULL, &l->opts);
   if (rc) return rc;
   l->imp->live = true;
@@ -269,6 +269,13 @@ static int live_start(etch__import_live *l) {
   etch__reader_set_idle_tracks(l->r, etch__importer_track_idle);
   if (!rc) rc = etch_reader_on(l->r, NULL, NULL, on_event, l->imp);
   if (!rc) rc = etch_reader_on_sample(l->r, etch__import_on_sample, l->imp);
+  return rc;
+}
+
+/* A cold read of the file as it is now, into emptied tables. */
+static int live_start(etch__import_live *l) {
+  int rc = empty_all(l->db);
+  if (!rc) rc = live_new(l);
   if (!rc) rc = etch_reader_run(l->r);
   if (!rc && etch__reader_went_back(l->r) && !l->hold_all) {
     l->hold_all = true;
@@ -279,8 +286,9 @@ static int live_start(etch__import_live *l) {
   return rc ? rc : prc;
 }
 
-int etch__import_live_open(etch__import_live **out, etch__db *db,
-                           const char *path, const etch__import_opts *opts) {
+/* A live import of `path` into `db`, not yet read. */
+static int live_alloc(etch__import_live **out, etch__db *db,
+                      const char *path, const etch__import_opts *opts) {
   *out = NULL;
   if (!db || !path)
     return etch__error(ETCH_EINVAL, "import: a live import needs a "
@@ -298,8 +306,73 @@ int etch__import_live_open(etch__import_live **out, etch__db *db,
   l->opts.reader_ids = true;
   l->opts.allow_truncated = true;
   l->opts.progress = false;
-  int rc = etch__query_schema_create(db, NULL);
+  l->opts.live = true;
+  *out = l;
+  return ETCH_OK;
+}
+
+int etch__import_live_open(etch__import_live **out, etch__db *db,
+                           const char *path, const etch__import_opts *opts) {
+  etch__import_live *l;
+  int rc = live_alloc(&l, db, path, opts);
+  if (rc) return rc;
+  rc = etch__query_schema_create(db, NULL);
   if (!rc) rc = live_start(l);
+  if (rc) {
+    etch__import_live_close(l);
+    return rc;
+  }
+  *out = l;
+  return ETCH_OK;
+}
+
+#define LIVE_MAGIC 0x4556494c48435445ull /* "ETCHLIVE" */
+#define LIVE_VERSION 1u
+
+int etch__import_live_save(const etch__import_live *l, etch_vec *out) {
+  if (!l || !l->imp || !l->r)
+    return etch__error(ETCH_ESTATE, "import: no live import to save");
+  etch__sv_w w = {0};
+  etch__sv_u64(&w, LIVE_MAGIC);
+  etch__sv_u32(&w, LIVE_VERSION);
+  etch__sv_u8(&w, l->hold_all);
+  etch__sv_u64(&w, l->restarts);
+  int rc = etch__reader_save(l->r, &w);
+  if (!rc) rc = etch__imp_save(l->imp, &w);
+  etch__sv_u64(&w, LIVE_MAGIC);
+  if (!rc && w.oom) rc = etch__error(ETCH_ENOMEM, "import: out of memory");
+  if (rc) {
+    etch__vec_free(&w.v);
+    return rc;
+  }
+  *out = w.v;
+  return ETCH_OK;
+}
+
+int etch__import_live_restore(etch__import_live **out, etch__db *db,
+                              const char *path, const etch__import_opts *opts,
+                              const void *state, size_t len) {
+  etch__import_live *l;
+  int rc = live_alloc(&l, db, path, opts);
+  if (rc) return rc;
+  etch__sv_r in = {.p = (const uint8_t *)state, .left = len};
+  if (etch__sv_get_u64(&in) != LIVE_MAGIC ||
+      etch__sv_get_u32(&in) != LIVE_VERSION) {
+    etch__import_live_close(l);
+    return etch__error(ETCH_EFORMAT, "saved import: not a saved live import "
+                                     "of this version");
+  }
+  l->hold_all = etch__sv_get_bool(&in);
+  l->restarts = etch__sv_get_u64(&in);
+  rc = in.bad ? etch__error(ETCH_EFORMAT, "saved import: cut short")
+              : live_new(l);
+  if (!rc) rc = etch__reader_restore(l->r, &in);
+  if (!rc) rc = etch__imp_restore(l->imp, &in);
+  if (!rc && (etch__sv_get_u64(&in) != LIVE_MAGIC || in.bad || in.left))
+    rc = etch__error(ETCH_EFORMAT, "saved import: cut short or followed by "
+                                   "more");
+  int prc = l->imp ? etch__imp_pause(l->imp) : ETCH_OK;
+  if (!rc) rc = prc;
   if (rc) {
     etch__import_live_close(l);
     return rc;
@@ -341,6 +414,13 @@ bool etch__import_live_recording(const etch__import_live *l) {
   if (!l || !l->r) return false;
   etch_reader_get_stats(l->r, &st);
   return st.recording;
+}
+
+uint64_t etch__import_live_offset(const etch__import_live *l) {
+  etch_reader_stats st;
+  if (!l || !l->r) return 0;
+  etch_reader_get_stats(l->r, &st);
+  return st.truncated_bytes ? st.truncated_offset : st.bytes;
 }
 
 uint64_t etch__import_live_restarts(const etch__import_live *l) {

@@ -50,6 +50,9 @@ int etch__db_open_existing(etch__db **out, const char *path, bool read_only);
  * error of the close, if any. NULL is a no-op. */
 int etch__db_close(etch__db *db);
 duckdb_connection etch__db_con(const etch__db *db);
+/* `fd` (a lock's) closed when the database is, after it (cache.c: the
+ * cache of a trace being recorded, held while it is open). */
+void etch__db_hold_fd(etch__db *db, int fd);
 /* Whether the database is a file (not in memory). */
 bool etch__db_is_file(const etch__db *db);
 /* A second connection to the database (duckdb_disconnect when done). */
@@ -143,6 +146,16 @@ typedef struct etch__import_opts {
    * for the same bytes whatever the order tracks are delivered in, read
    * at once or read on (import_live.c). Set by etch__query_import_*. */
   bool reader_ids;
+  /* Importer only: a live import (import_live.c, set by it). DuckDB's
+   * settings are left as they are (kImportSettings, import.c): setting
+   * `threads` between two steps, while the row writers' pipes are open,
+   * waits for a worker thread that may be blocked in a pipe, forever. */
+  bool live;
+  /* etch__query_open_cached on a trace being recorded: its cache is read
+   * on across processes (the tables and the live import's state kept in
+   * a cache of the recording, under a lock held while the database is
+   * open: cache.c) instead of the trace read into memory each time. */
+  bool read_on;
 } etch__import_opts;
 
 /* Counts of what an import produced. */
@@ -254,7 +267,27 @@ int etch__import_live_open(etch__import_live **out, etch__db *db,
 int etch__import_live_step(etch__import_live *l, bool *changed);
 bool etch__import_live_recording(const etch__import_live *l);
 uint64_t etch__import_live_restarts(const etch__import_live *l);
+/* The offset the live import has read the file to (the end of its last
+ * whole packet). */
+uint64_t etch__import_live_offset(const etch__import_live *l);
 void etch__import_live_close(etch__import_live *l);
+
+/*
+ * A live import between two steps saved as bytes (*out, etch__vec_free
+ * when done), and restored into a new live import of the same file on the
+ * same tables (those the saved one wrote, as it left them), which then
+ * steps on as the saved one would have (import_save.c, reader/save.c): for
+ * `etch query` on a trace being recorded, a process each time (cache.c).
+ * Saving: ETCH_EUNSUPPORTED for what is not saved (call stacks, samples,
+ * custom events, several machines). Restoring: ETCH_EFORMAT for bytes
+ * that are not a whole, consistent save, ETCH_ESTATE for another file or
+ * one cut shorter; the tables are then to be built again.
+ */
+struct etch_vec;
+int etch__import_live_save(const etch__import_live *l, struct etch_vec *out);
+int etch__import_live_restore(etch__import_live **out, etch__db *db,
+                              const char *path, const etch__import_opts *opts,
+                              const void *state, size_t len);
 
 /* What an import to a sink read (etch__query_import_sink). */
 typedef struct etch__import_result {

@@ -485,6 +485,65 @@ int etch__rows_flush(etch__rows *r, bool flows_again) {
   return rc;
 }
 
+void etch__rows_get_ids(const etch__rows *r, int64_t ids[4]) {
+  ids[0] = r->counter_id;
+  ids[1] = r->arg_id;
+  ids[2] = r->flow_id;
+  ids[3] = r->next_id;
+}
+
+int etch__rows_set_ids(etch__rows *r, const int64_t ids[4]) {
+  for (int i = 0; i < 4; i++)
+    if (ids[i] < 0 || ids[i] > INT64_MAX / 2)
+      return etch__error(ETCH_EFORMAT, "import: saved row ids out of range");
+  if (ids[3] < 1 || r->max_id)
+    return etch__error(ETCH_EFORMAT, "import: saved row ids out of range");
+  r->counter_id = ids[0];
+  r->arg_id = ids[1];
+  r->flow_id = ids[2];
+  r->next_id = ids[3];
+  r->max_id = ids[3] - 1;
+  return ETCH_OK;
+}
+
+int etch__rows_get_keys(const etch__rows *r, bool args, const char ***pairs,
+                        size_t *n) {
+  const pair_map *m = args ? &r->arg_keys : &r->slice_keys;
+  *pairs = NULL;
+  *n = 0;
+  if (!m->n) return ETCH_OK;
+  const char **p = etch__calloc(2 * m->n, sizeof *p);
+  if (!p) return etch__error(ETCH_ENOMEM, "import: out of memory");
+  for (size_t i = 0; i < m->cap; i++) {
+    const str_pair *s = &m->slot[i];
+    if (!s->id || (size_t)s->id > m->n) continue;
+    p[2 * (s->id - 1)] = s->a;
+    p[2 * s->id - 1] = s->b;
+  }
+  *pairs = p;
+  *n = m->n;
+  return ETCH_OK;
+}
+
+int etch__rows_add_key(etch__rows *r, bool args, const char *a,
+                       const char *b) {
+  pair_map *m = args ? &r->arg_keys : &r->slice_keys;
+  if (args) {
+    if (!a || !b || !r->arg_strings_ok)
+      return etch__error(ETCH_EFORMAT, "import: a saved arg key without text");
+    a = etch__strpool_get(&r->arg_strings, a, strlen(a));
+    b = etch__strpool_get(&r->arg_strings, b, strlen(b));
+    if (!a || !b) return etch__error(ETCH_ENOMEM, "import: out of memory");
+  }
+  if ((m->n + 1) * 2 > m->cap && !pairs_grow(m))
+    return etch__error(ETCH_ENOMEM, "import: out of memory");
+  size_t i = pair_slot(m->slot, m->cap, a, b);
+  if (m->slot[i].id)
+    return etch__error(ETCH_EFORMAT, "import: a saved key twice");
+  m->slot[i] = (str_pair){a, b, (int64_t)++m->n};
+  return ETCH_OK;
+}
+
 void etch__rows_free(etch__rows *r) {
   if (!r) return;
   for (int i = 0; i < kTables; i++) etch__tw_free(&r->t[i]);

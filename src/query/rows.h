@@ -55,4 +55,21 @@ int etch__rows_close(etch__rows *r);
 int etch__rows_open(etch__rows *r);
 void etch__rows_free(etch__rows *r);
 
+/*
+ * A live import saved between processes (import_save.c), after a flush:
+ * the ids handed out (counter, arg, flow, next slice), and the keys of
+ * slice_name (`args` false) or arg_key: *n of them, pairs[2 * (id - 1)]
+ * and pairs[2 * id - 1] the key with that id (malloc'd, freed by the
+ * caller; NULL with *n 0 when none, or out of memory: ETCH_ENOMEM).
+ * Restoring into rows just made: the ids set, then each key in id order
+ * (an arg key's strings pooled here, a slice key's kept as given: the
+ * importer's); ETCH_EFORMAT for a key twice or ids out of range.
+ */
+void etch__rows_get_ids(const etch__rows *r, int64_t ids[4]);
+int etch__rows_set_ids(etch__rows *r, const int64_t ids[4]);
+int etch__rows_get_keys(const etch__rows *r, bool args, const char ***pairs,
+                        size_t *n);
+int etch__rows_add_key(etch__rows *r, bool args, const char *a,
+                       const char *b);
+
 #endif /* ETCH_QUERY_ROWS_H */

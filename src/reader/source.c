@@ -165,6 +165,7 @@ int etch__rd_parse_records(etch_reader *r, const rd_src *src, size_t len) {
 
 int etch__rd_parse_records_at(etch_reader *r, const rd_src *src, size_t from,
                               size_t len) {
+  if (!src->start) return 0; /* an empty file: nothing mapped */
   const uint8_t *start = src->start, *p = start + from, *end = start + len;
   while (p < end && !r->stop) {
     if (ETCH_LIKELY(r->fast)) {

@@ -1193,14 +1193,14 @@ TEST(ls_lists_an_in_process_recording_as_recording) {
           "SELECT count(*) AS n FROM slice WHERE name = 'step'");
   ASSERT_EQ_INT(r.status, 0);
   ASSERT_EQ_STR(r.out, "n\n4\n");
-  ASSERT_CONTAINS(r.err, "is still being recorded");
   done(&r);
   r = RUN("query", "--csv", in(dir, name),
           "SELECT value FROM stats WHERE name = 'trace_recording'");
   ASSERT_EQ_STR(r.out, "value\n1\n");
   done(&r);
   char *caches2 = cache_state();
-  ASSERT_EQ_STR(caches2, caches); /* no cache made of it */
+  /* etch query reads on: a cache of the recording (analysis.md). */
+  ASSERT_TRUE(strstr(caches2, "live-") != NULL);
   free(caches);
   free(caches2);
 

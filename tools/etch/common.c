@@ -78,7 +78,8 @@ int load(const char *path, const char *db_path, bool all_args,
   etch__import_opts o = {.all_args = all_args,
                          .progress = isatty(STDERR_FILENO) != 0,
                          .allow_truncated = !g_strict,
-                         .strict = g_strict};
+                         .strict = g_strict,
+                         .read_on = true};
   int st;
   if (!db_path && all_args && !g_no_cache && !g_strict) {
     /* The tables from the trace's cache (built by the first query). */
