@@ -155,9 +155,13 @@ static int build(const char *trace, const char *tmp, const char *key,
   return rc;
 }
 
-int etch__query_cache_file(const char *trace, const char *cache_dir,
-                           const etch__import_opts *opts, char *file,
-                           size_t nfile, bool *imported) {
+/* etch__query_cache_file; with `keep`, a cache found whole is handed on
+ * open (read-only) in *keep instead of closed, so that a query opens the
+ * database once: an open of DuckDB's file is most of a cached query's
+ * time (the catalog, the functions it registers). */
+static int cache_file(const char *trace, const char *cache_dir,
+                      const etch__import_opts *opts, char *file,
+                      size_t nfile, bool *imported, etch__db **keep) {
   file[0] = '\0';
   if (imported) *imported = false;
   etch__import_opts o = opts ? *opts : (etch__import_opts){0};
@@ -234,7 +238,10 @@ int etch__query_cache_file(const char *trace, const char *cache_dir,
           etch__query_warn_malformed(trace, (uint64_t)bad, NULL);
         etch__res_close(&r);
       }
-      etch__db_close(db);
+      if (keep)
+        *keep = db;
+      else
+        etch__db_close(db);
       return ETCH_OK;
     }
     /* Another version of etch wrote it (or another trace hashed to the
@@ -254,7 +261,7 @@ int etch__query_cache_file(const char *trace, const char *cache_dir,
   if (!rc && etch__sys_rename(tmp, file) != 0)
     rc = etch__error(ETCH_EIO, "cache %s: %s", file, strerror(errno));
   if (rc) {
-    int keep = rc;
+    int code = rc;
     char msg[1024];
     snprintf(msg, sizeof msg, "%s", etch_last_error());
     unlink(tmp);
@@ -262,7 +269,7 @@ int etch__query_cache_file(const char *trace, const char *cache_dir,
     snprintf(wal, sizeof wal, "%s.wal", tmp);
     unlink(wal);
     file[0] = '\0';
-    return etch__error(keep, "%s", msg);
+    return etch__error(code, "%s", msg);
   }
   if (imported) *imported = true;
   return ETCH_OK;
@@ -555,6 +562,12 @@ static int live_open(const char *trace, const char *dir,
   return ETCH_OK;
 }
 
+int etch__query_cache_file(const char *trace, const char *cache_dir,
+                           const etch__import_opts *opts, char *file,
+                           size_t nfile, bool *imported) {
+  return cache_file(trace, cache_dir, opts, file, nfile, imported, NULL);
+}
+
 int etch__query_open_cached(const char *trace, const char *cache_dir,
                             const etch__import_opts *opts, etch__db **out,
                             bool *imported) {
@@ -574,9 +587,10 @@ int etch__query_open_cached(const char *trace, const char *cache_dir,
       if (rc || *out) return rc;
     }
   }
-  int rc = etch__query_cache_file(trace, cache_dir, opts, file, sizeof file,
-                                  imported);
+  int rc = cache_file(trace, cache_dir, opts, file, sizeof file, imported,
+                      out);
   if (rc) return rc;
+  if (*out) return ETCH_OK; /* the cache, found whole and kept open */
   if (file[0]) return etch__db_open_existing(out, file, true);
   /* No cache to be had: the trace is read into memory. */
   if (imported) *imported = true;
