@@ -663,8 +663,8 @@ TEST(record_write_period_keeps_a_killed_programs_trace) {
   ASSERT_EQ_INT(r.status, 1);
   ASSERT_CONTAINS(r.err, "was killed by signal 9 (Killed)");
   ASSERT_CONTAINS(r.err, "did not finish its trace: it holds what the "
-                         "process wrote up to its last write (--write-period "
-                         "3600000 ms)");
+                         "process wrote up to its last write (it wrote "
+                         "every 3600000 ms)");
   done(&r);
   /* Its 5000 steps are there, and the work slice around them. */
   assert_steps(trace, 5000);

@@ -306,7 +306,7 @@ rec_tally rec_report(rec_proc *procs, size_t n, const rec_exit *ex,
       if (p->streamed)
         fprintf(stderr, "etch: %s (pid %ld) did not finish its trace: it "
                         "holds what the process wrote up to its last write "
-                        "(--write-period %u ms)\n",
+                        "(it wrote every %u ms)\n",
                 p->comm, p->pid, (unsigned)write_period_ms);
       if (p->recovered)
         fprintf(stderr, "etch: %s (pid %ld): its trace is what its flight "
