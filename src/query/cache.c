@@ -549,6 +549,10 @@ static int live_open(const char *trace, const char *dir,
     if (!rc && etch__sys_rename(file, final) != 0)
       rc = etch__error(ETCH_EIO, "cache %s: %s", final, strerror(errno));
     if (rc) unlink_db(file);
+    /* The lock goes too, taken away while held: a query waiting on it
+     * finds, once it has it, no recording and no recording's cache, and
+     * so does one that makes the file anew. */
+    unlink(lock);
   }
   etch__import_live_close(l);
   close(fd);
