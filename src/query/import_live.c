@@ -220,7 +220,7 @@ static int step_write(etch__import_live *l) {
   etch__importer_machines(imp, r);
   /* This read's closed slices, counters and args in; flows again. */
   int rc = etch__rows_flush(imp->rows, true);
-  if (!rc) rc = etch__db_exec(l->db, "DELETE FROM slice_data WHERE dur = -1;");
+  if (!rc) rc = etch__db_exec(l->db, "DELETE FROM slice_rows WHERE x.dur = -1;");
   if (!rc) rc = etch__db_exec(l->db, "DELETE FROM flow;");
   if (!rc)
     rc = empty_tables(l->db, kRewritten, ETCH_ARRAY_SIZE(kRewritten));

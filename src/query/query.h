@@ -103,7 +103,7 @@ const char *etch__query_table_name(size_t i, size_t *len);
  * slice), as etch__query_table_name. */
 const char *etch__query_stored_table_name(size_t i, size_t *len);
 /* The version of the tables' layout, part of a cache's key. */
-#define ETCH__QUERY_SCHEMA_VERSION "10"
+#define ETCH__QUERY_SCHEMA_VERSION "11"
 /* The CREATE VIEW statements of the views over track. */
 const char *etch__query_views_sql(void);
 

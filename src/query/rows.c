@@ -73,6 +73,12 @@ static const etch__col kSliceCols[] = {
 static const etch__col kSliceDataCols[] = {
     ETCH__COL_I64, ETCH__COL_I64, ETCH__COL_I64, ETCH__COL_I64, ETCH__COL_I64,
     ETCH__COL_I64, ETCH__COL_I64, ETCH__COL_I64, ETCH__COL_I64};
+/* slice_data's columns (id, ts, dur, track_id, key_id, depth, parent_id,
+ * arg_set_id, self_dur) as slice_rows stores them: ts, and the rest in
+ * one STRUCT (schema.c says why). */
+static const char kSliceRowsSelect[] =
+    "c1, {'id': c0, 'dur': c2, 'track_id': c3, 'key_id': c4, 'depth': c5,"
+    " 'parent_id': c6, 'arg_set_id': c7, 'self_dur': c8}";
 static const etch__col kSliceNameCols[] = {ETCH__COL_I64, ETCH__COL_STR,
                                            ETCH__COL_STR};
 static const etch__col kCounterCols[] = {ETCH__COL_I64, ETCH__COL_I64,
@@ -105,8 +111,9 @@ static int rows_open_all(etch__rows *r, etch__db *db, const char *catalog,
   /* Most of an import's DuckDB time is slice_data's: its chunks are
    * appended on a thread of their own while the reader goes on. */
   if (!rc && !sink)
-    rc = etch__tw_open_piped(&r->t[T_SLICE], db, catalog, "slice_data",
-                             kSliceDataCols, ETCH_ARRAY_SIZE(kSliceDataCols));
+    rc = etch__tw_open_piped_as(&r->t[T_SLICE], db, catalog, "slice_rows",
+                                kSliceRowsSelect, kSliceDataCols,
+                                ETCH_ARRAY_SIZE(kSliceDataCols));
   if (!rc && !sink)
     rc = rows_open(&r->t[T_SLICE_NAME], db, catalog, sink, "slice_name",
                    kSliceNameCols, ETCH_ARRAY_SIZE(kSliceNameCols));

@@ -485,10 +485,13 @@ static size_t quote_ident(char *out, const char *name) {
   return k;
 }
 
-/* "INSERT INTO catalog.table SELECT * FROM etch__pipe(token)". */
+/* "INSERT INTO catalog.table SELECT * FROM etch__pipe(token)", or the
+ * SELECT list `select` in place of `*`. */
 static char *insert_sql(const char *catalog, const char *table,
-                        int64_t token) {
-  size_t cap = 2 * (strlen(table) + (catalog ? strlen(catalog) : 0)) + 96;
+                        const char *select, int64_t token) {
+  if (!select) select = "*";
+  size_t cap = 2 * (strlen(table) + (catalog ? strlen(catalog) : 0)) +
+               strlen(select) + 96;
   char *s = etch__malloc(cap);
   if (!s) return NULL;
   size_t k = (size_t)snprintf(s, cap, "INSERT INTO ");
@@ -497,7 +500,7 @@ static char *insert_sql(const char *catalog, const char *table,
     s[k++] = '.';
   }
   k += quote_ident(s + k, table);
-  snprintf(s + k, cap - k, " SELECT * FROM etch__pipe(%lld)",
+  snprintf(s + k, cap - k, " SELECT %s FROM etch__pipe(%lld)", select,
            (long long)token);
   return s;
 }
@@ -505,6 +508,12 @@ static char *insert_sql(const char *catalog, const char *table,
 int etch__tw_open_piped(etch__tw *w, etch__db *db, const char *catalog,
                         const char *table, const etch__col *kinds,
                         size_t ncols) {
+  return etch__tw_open_piped_as(w, db, catalog, table, NULL, kinds, ncols);
+}
+
+int etch__tw_open_piped_as(etch__tw *w, etch__db *db, const char *catalog,
+                           const char *table, const char *select,
+                           const etch__col *kinds, size_t ncols) {
   memset(w, 0, sizeof *w);
   if (ncols > kTwMaxCols) return etch__error(ETCH_EINVAL, "too many columns");
   etch__tw_pipe *p = etch__calloc(1, sizeof *p);
@@ -515,7 +524,7 @@ int etch__tw_open_piped(etch__tw *w, etch__db *db, const char *catalog,
   p->ncols = ncols;
   pipes_add(p);
   w->pipe = p;
-  p->insert = insert_sql(catalog, table, p->token);
+  p->insert = insert_sql(catalog, table, select, p->token);
   int rc = p->insert ? etch__db_connect(db, &p->con)
                      : etch__error(ETCH_ENOMEM, "import: out of memory");
   if (!rc) pipe_fn_register(p);

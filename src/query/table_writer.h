@@ -53,6 +53,12 @@ int etch__tw_open(etch__tw *w, etch__db *db, const char *catalog,
 int etch__tw_open_piped(etch__tw *w, etch__db *db, const char *catalog,
                         const char *table, const etch__col *kinds,
                         size_t ncols);
+/* etch__tw_open_piped, the row inserted as the SELECT list `select` (a
+ * constant text over the pipe's columns c0, c1, ...) makes it: a table
+ * whose columns are not the writer's (a STRUCT of several). */
+int etch__tw_open_piped_as(etch__tw *w, etch__db *db, const char *catalog,
+                           const char *table, const char *select,
+                           const etch__col *kinds, size_t ncols);
 /* Starts writing `table`'s rows (a static string) to `sink`. */
 int etch__tw_open_sink(etch__tw *w, const etch__row_sink *sink,
                        const char *table, const etch__col *kinds,

@@ -134,7 +134,7 @@ TEST(cache_of_another_version_is_rebuilt) {
   etch__db *db;
   ASSERT_OK(etch__db_open_existing(&db, file, false));
   ASSERT_OK(etch__db_exec(db, "UPDATE etch_cache SET key = key || 'x'; "
-                              "DELETE FROM slice_data;"));
+                              "DELETE FROM slice_rows;"));
   etch__db_close(db);
   char *got = cached_query(trace, dir, kCount, &imported);
   ASSERT_EQ_STR(got, "name,n\nwork,2\n");

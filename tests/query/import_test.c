@@ -777,7 +777,9 @@ TEST(import_writes_each_row_group_when_full) {
 /* Into a file, the import leaves RLE out of DuckDB's choice of a
  * compression (its analysis is a twentieth of the import's CPU) for the
  * row groups it writes, and sets the choice back after: slice_data's
- * track_id, in two long runs here, is bit-packed instead. */
+ * track_id, in two long runs here, is bit-packed instead. It is stored
+ * as the third field of slice_rows' STRUCT x (column path [1, 3]: the
+ * STRUCT's validity is [1, 0], its fields [1, 1] on). */
 TEST(import_writes_its_row_groups_without_rle) {
   enum { kPerTrack = 70000 };
   char *path = tmp_db_path("no_rle.duckdb");
@@ -808,9 +810,9 @@ TEST(import_writes_its_row_groups_without_rle) {
             "n,t\n140000,2\n");
   /* The first row group (122,880 rows) was written by the import. */
   QT_ASSERT(db,
-            "SELECT compression AS c FROM pragma_storage_info('slice_data') "
-            "WHERE row_group_id = 0 AND column_name = 'track_id' "
-            "AND segment_type = 'BIGINT'",
+            "SELECT compression AS c FROM pragma_storage_info('slice_rows') "
+            "WHERE row_group_id = 0 AND column_name = 'x' "
+            "AND column_path = '[1, 3]' AND segment_type = 'BIGINT'",
             "c\nBitPacking\n");
   etch__db_close(db);
   free(path);

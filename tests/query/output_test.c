@@ -369,7 +369,8 @@ TEST(shell_statements_over_lines_and_dot_commands) {
   /* The name column is as wide as the longest name,
    * __intrinsic_track_event_callstacks (34). */
   static const char *const kRows[][2] = {{"slice", "view"},
-                                         {"slice_data", "table"},
+                                         {"slice_data", "view"},
+                                         {"slice_rows", "table"},
                                          {"thread_track", "view"},
                                          {"process_counter_track", "view"},
                                          {"stack_profile_frame", "table"}};

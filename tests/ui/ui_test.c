@@ -365,7 +365,7 @@ TEST(ui_api_sql_reads_only) {
   static const char *const kRefused[] = {
       "insert into stats values ('x', 0, 'info', 'trace', 1, '')",
       "delete from slice",
-      "with x as (select 1) delete from slice_data",
+      "with x as (select 1) delete from slice_rows",
       "with x as (select 1) insert into stats select * from stats",
       "copy (select 1) to 'out.csv'",
       "attach 'other.duckdb' as o",
