@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <time.h>
 
 static inline uint64_t bench_now_ns(void) {
@@ -30,15 +31,39 @@ typedef struct bench_thread {
   pthread_barrier_t *start;
   const bench_job *job;
   uint64_t ns;
+  uint64_t cpu_ns; /* the thread's own CPU time (user + system) in body */
+  long waits;      /* its voluntary context switches in body: waits */
 } bench_thread;
+
+/* Of the last bench_threads_once: the most CPU time a thread took per
+ * operation (ns), and the voluntary context switches of all its threads
+ * (each a wait: for a lock, or for room in a tracer's full buffer). */
+static double bench_last_cpu_per_op;
+static long bench_last_waits;
+
+static inline void bench_thread_usage(uint64_t *cpu_ns, long *waits) {
+  struct rusage ru;
+  getrusage(RUSAGE_THREAD, &ru);
+  *cpu_ns = ((uint64_t)ru.ru_utime.tv_sec + (uint64_t)ru.ru_stime.tv_sec) *
+                1000000000ull +
+            ((uint64_t)ru.ru_utime.tv_usec + (uint64_t)ru.ru_stime.tv_usec) *
+                1000ull;
+  *waits = ru.ru_nvcsw;
+}
 
 static void *bench_thread_main(void *arg) {
   bench_thread *t = (bench_thread *)arg;
   if (t->job->warm) t->job->warm(t->job->what);
   pthread_barrier_wait(t->start);
+  uint64_t c0, c1;
+  long w0, w1;
+  bench_thread_usage(&c0, &w0);
   uint64_t t0 = bench_now_ns();
   t->job->body(t->job->what);
   t->ns = bench_now_ns() - t0;
+  bench_thread_usage(&c1, &w1);
+  t->cpu_ns = c1 - c0;
+  t->waits = w1 - w0;
   return NULL;
 }
 
@@ -50,14 +75,18 @@ static inline double bench_threads_once(int threads, const bench_job *job,
   pthread_t th[4];
   bench_thread t[4];
   for (int i = 0; i < threads; i++) {
-    t[i] = (bench_thread){&b, job, 0};
+    t[i] = (bench_thread){&b, job, 0, 0, 0};
     pthread_create(&th[i], NULL, bench_thread_main, &t[i]);
   }
-  uint64_t worst = 0;
+  uint64_t worst = 0, worst_cpu = 0;
+  bench_last_waits = 0;
   for (int i = 0; i < threads; i++) {
     pthread_join(th[i], NULL);
     if (t[i].ns > worst) worst = t[i].ns;
+    if (t[i].cpu_ns > worst_cpu) worst_cpu = t[i].cpu_ns;
+    bench_last_waits += t[i].waits;
   }
+  bench_last_cpu_per_op = (double)worst_cpu / (double)ops;
   pthread_barrier_destroy(&b);
   return (double)worst / (double)ops;
 }

@@ -60,17 +60,26 @@ static void split_body(int what) {
   __atomic_add_fetch(&split_ns[1], in_free, __ATOMIC_RELAXED);
 }
 
-/* `bench_malloc PAIRS pairs`: only the pairs, on 1 and 4 threads, and the
- * process's peak memory (scripts/bench.sh's side-by-side run with
+/* `bench_malloc PAIRS pairs`: only the pairs, on 1 and 4 threads, the
+ * threads' CPU time and waits, and the process's peak memory (scripts/bench.sh's side-by-side run with
  * heaptrack). */
 static int pairs_only(void) {
   const bench_job job = {NULL, pairs_body, 0};
   const int threads[] = {1, 4};
   for (int t = 0; t < 2; t++) {
-    double v[5];
-    for (int k = 0; k < 5; k++)
+    double v[5], cpu[5];
+    long waits = 0;
+    for (int k = 0; k < 5; k++) {
       v[k] = bench_threads_once(threads[t], &job, pairs);
+      cpu[k] = bench_last_cpu_per_op;
+      waits += bench_last_waits;
+    }
     printf("%d %.1f\n", threads[t], bench_median(v, 5));
+    /* The program threads' own CPU time per pair (the busiest thread's,
+     * median of the 5 runs) and their waits (voluntary context switches,
+     * all 5 runs): wall time above CPU time is time spent waiting. */
+    printf("cpu %d %.1f\n", threads[t], bench_median(cpu, 5));
+    printf("waits %d %ld\n", threads[t], waits);
   }
   struct rusage ru;
   getrusage(RUSAGE_SELF, &ru);

@@ -108,12 +108,24 @@ typedef struct etch_mem_symbol {
 } etch_mem_symbol;
 typedef bool (*etch_mem_symbolizer)(void *ctx, uintptr_t pc,
                                     etch_mem_symbol *out);
-ETCH_API ETCH__ADDR_ONLY(1) void etch_mem_alloc_stack(const void *ptr,
-                                                      size_t size,
-                                                      etch_mem_tag *tag,
-                                                      const uintptr_t *pcs,
-                                                      uint32_t n);
+ETCH_API ETCH__ADDR_ONLY(1) uint32_t etch_mem_alloc_stack(const void *ptr,
+                                                          size_t size,
+                                                          etch_mem_tag *tag,
+                                                          const uintptr_t *pcs,
+                                                          uint32_t n);
 ETCH_API void etch_mem_set_symbolizer(etch_mem_symbolizer fn, void *ctx);
+/* etch_mem_alloc_stack returns the stack's id (0 when the allocation was
+ * not reported, or has no stack), valid for the life of the process;
+ * etch_mem_alloc_stack_id reports an allocation with a stack so
+ * identified, the frames neither hashed nor looked up again. For an
+ * allocator that knows an allocation has the stack of an earlier one
+ * (libetch_malloc.so: when the stack words its last walk from the same
+ * place read are unchanged). An id etch_mem_alloc_stack did not return
+ * reports the allocation without a stack. */
+ETCH_API ETCH__ADDR_ONLY(1) void etch_mem_alloc_stack_id(const void *ptr,
+                                                         size_t size,
+                                                         etch_mem_tag *tag,
+                                                         uint32_t stack_id);
 
 static inline void etch__mem_scope_end(etch_mem_tag **previous) {
   etch_mem_scope_pop(*previous);

@@ -613,30 +613,68 @@ NO_ASAN ETCH_INLINE bool span_read(const span *sp, uint64_t a, uint64_t *out) {
   return true;
 }
 
-/* The walk, made twice (`direct` a constant): reading a span inline, or
- * through the caller's reader. */
+/* A span read that the memo keeps (false, and the memo emptied, when it
+ * is full). */
+NO_ASAN ETCH_INLINE bool span_read_kept(const span *sp, uint64_t a,
+                                        uint64_t *out, etch_unwind_memo *memo) {
+  if (!span_read(sp, a, out)) return false;
+  if (ETCH_UNLIKELY(memo->nreads == ETCH_UNWIND_MEMO_READS)) {
+    memo->len = 0; /* too long to keep: the walk goes on, unkept */
+    return true;
+  }
+  memo->read[memo->nreads].off = a - sp->lo;
+  memo->read[memo->nreads++].val = *out;
+  return true;
+}
+
+/* The walk, made three times (`direct` and `memo` constants): reading a
+ * span inline, the same keeping what it reads in `memo`, or through the
+ * caller's reader. */
 NO_ASAN ETCH_INLINE uint32_t walk(etch_unwinder *u, const etch_unwind_regs *regs,
                                   etch_unwind_read_fn read, void *ctx,
-                                  const span *m, bool direct, uint64_t *pcs,
+                                  const span *m, bool direct,
+                                  etch_unwind_memo *memo, uint64_t *pcs,
                                   uint32_t max) {
   uint64_t pc = regs->ip, sp = regs->sp, bp = regs->bp;
   uint32_t n = 0;
-#define READ(a, o) (direct ? span_read(m, (a), (o)) : read(ctx, (a), (o)))
+#define READ(a, o)                                                     \
+  (memo ? span_read_kept(m, (a), (o), memo)                            \
+        : direct ? span_read(m, (a), (o)) : read(ctx, (a), (o)))
   /* A return address is the instruction after the call: its rule is the
    * call's (pc - 1), but for the frame the registers came from. */
   uint64_t look = pc;
+  /* With a memo: the read bp came from (-1: the registers'), and the
+   * reads the walk's frames depend on (every return address; a saved bp
+   * only when a later frame's rule uses bp). The others are dropped from
+   * the memo at the end: a bp saved and never used changes nothing. */
+  int bp_src = -1;
+  uint64_t keep = 0;
+#define LAST() (memo->nreads - 1)
   while (n < max && pc) {
     pcs[n++] = pc;
     frule r = rule_for(u, look);
     uint64_t cfa, ra, nbp = bp;
+    if (memo && (r.kind == K_BP || r.kind == K_NONE)) {
+      if (bp_src < 0)
+        memo->bp_used = true;
+      else
+        keep |= 1ull << bp_src;
+    }
     if (ETCH_LIKELY(r.kind == K_SP || r.kind == K_BP)) {
       cfa = (r.kind == K_SP ? sp : bp) + (uint64_t)(int64_t)r.cfa;
       if (!READ(cfa + (uint64_t)(int64_t)r.ra, &ra)) break;
-      if (r.bp && !READ(cfa + (uint64_t)(int64_t)r.bp, &nbp)) break;
+      if (memo) keep |= 1ull << LAST();
+      if (r.bp) {
+        if (!READ(cfa + (uint64_t)(int64_t)r.bp, &nbp)) break;
+        if (memo) bp_src = (int)LAST();
+      }
     } else if (r.kind == K_NONE) {
       /* No rule: code without unwind tables, walked through bp if it
        * points at a frame above this one. */
-      if (bp <= sp || bp & 7 || !READ(bp + 8, &ra) || !READ(bp, &nbp)) break;
+      if (bp <= sp || bp & 7 || !READ(bp + 8, &ra)) break;
+      if (memo) keep |= 1ull << LAST();
+      if (!READ(bp, &nbp)) break;
+      if (memo) bp_src = (int)LAST();
       cfa = bp + 16;
     } else {
       break;
@@ -647,6 +685,13 @@ NO_ASAN ETCH_INLINE uint32_t walk(etch_unwinder *u, const etch_unwind_regs *regs
     pc = ra;
     look = ra - 1;
   }
+  if (memo && memo->len) {
+    uint32_t j = 0;
+    for (uint32_t i = 0; i < memo->nreads; i++)
+      if (keep >> i & 1) memo->read[j++] = memo->read[i];
+    memo->nreads = j;
+  }
+#undef LAST
 #undef READ
   return n;
 }
@@ -662,9 +707,29 @@ NO_ASAN uint32_t etch__unwind(etch_unwinder *u, const etch_unwind_regs *regs,
       return 1;
     }
     span m = {mem->addr, mem->len - 8, mem->data};
-    return walk(u, regs, NULL, NULL, &m, true, pcs, max);
+    return walk(u, regs, NULL, NULL, &m, true, NULL, pcs, max);
   }
-  return walk(u, regs, read, ctx, NULL, false, pcs, max);
+  return walk(u, regs, read, ctx, NULL, false, NULL, pcs, max);
+}
+
+NO_ASAN uint32_t etch__unwind_memo_walk(etch_unwinder *u,
+                                        const etch_unwind_regs *regs,
+                                        const etch_unwind_mem *mem,
+                                        etch_unwind_memo *memo, uint64_t *pcs,
+                                        uint32_t max) {
+  memo->len = 0;
+  if (mem->len < 8) /* nothing to read: not kept */
+    return etch__unwind(u, regs, etch__unwind_read_mem, (void *)mem, pcs, max);
+  memo->ip = regs->ip;
+  memo->sp = regs->sp;
+  memo->bp = regs->bp;
+  memo->lo = mem->addr;
+  memo->max = max;
+  memo->nreads = 0;
+  memo->bp_used = false;
+  memo->len = mem->len; /* emptied again if the walk reads too much */
+  span m = {mem->addr, mem->len - 8, mem->data};
+  return walk(u, regs, NULL, NULL, &m, true, memo, pcs, max);
 }
 
 NO_ASAN bool etch__unwind_read_mem(void *ctx, uint64_t addr, uint64_t *out) {

@@ -68,6 +68,56 @@ typedef struct etch_unwind_mem {
 
 bool etch__unwind_read_mem(void *ctx, uint64_t addr, uint64_t *out);
 
+/*
+ * A walk remembered. A walk is a function of the registers it starts from,
+ * the span of stack it may read and the words it reads there (each
+ * address's rule is fixed): when those are all as they were, its frames
+ * are the same. etch__unwind_memo_walk is etch__unwind over a live stack
+ * that also keeps in `memo` the words it read (a walk of at most
+ * ETCH_UNWIND_MEMO_READS reads; a longer one leaves the memo empty);
+ * etch__unwind_memo_same says whether a walk from `r` over `m` would give
+ * the memo's frames again, reading only those words (a few instructions a
+ * frame instead of a walk's rule lookups). The memo does not keep the
+ * frames: the caller keeps what it made of them in `user` (libetch_malloc:
+ * the stack's interned id, so that an allocation made again from the same
+ * place neither walks nor hashes its stack).
+ */
+#define ETCH_UNWIND_MEMO_READS 64 /* the walk's reads a bitmask can mark */
+typedef struct etch_unwind_memo {
+  uint64_t ip, sp, bp, lo, len; /* the registers and the span; len 0: empty */
+  uint32_t max, nreads;
+  bool bp_used; /* the walk used bp as the registers gave it */
+  uint64_t user; /* the caller's, for the walk it remembers */
+  struct {
+    uint64_t off, val; /* the word at lo + off was val */
+  } read[ETCH_UNWIND_MEMO_READS];
+} etch_unwind_memo;
+
+uint32_t etch__unwind_memo_walk(etch_unwinder *u, const etch_unwind_regs *r,
+                                const etch_unwind_mem *m,
+                                etch_unwind_memo *memo, uint64_t *pcs,
+                                uint32_t max);
+
+/* Inline: it is the whole cost of an allocation made again from the same
+ * place. The stack is read as the walk reads it (no bounds: each address
+ * was inside the same span when the walk read it). */
+__attribute__((no_sanitize_address)) static inline bool
+etch__unwind_memo_same(const etch_unwind_memo *memo,
+                       const etch_unwind_regs *r, const etch_unwind_mem *m,
+                       uint32_t max) {
+  if (memo->ip != r->ip || memo->sp != r->sp ||
+      (memo->bp_used && memo->bp != r->bp) ||
+      memo->lo != m->addr || memo->len != m->len || memo->max != max ||
+      !m->len)
+    return false;
+  for (uint32_t i = 0; i < memo->nreads; i++) {
+    uint64_t v;
+    __builtin_memcpy(&v, m->data + memo->read[i].off, 8);
+    if (v != memo->read[i].val) return false;
+  }
+  return true;
+}
+
 etch_unwind_stats etch__unwinder_stats(etch_unwinder *u);
 
 /* fork(): the lock that a cache miss takes, held across it (before, and

@@ -612,3 +612,35 @@ TEST(allocations_carry_interned_stacks_named_at_stop) {
   etch_session_free(s);
   etch_mem_set_symbolizer(NULL, NULL);
 }
+
+/* etch_mem_alloc_stack gives the stack's id (0 when nothing recorded the
+ * allocation), the same for the same frames; allocations reported with
+ * that id carry that stack, as libetch_malloc.so reports an allocation
+ * made again from the same place; an id never given reports no stack. */
+TEST(allocations_reported_by_stack_id_carry_that_stack) {
+  uintptr_t a = (uintptr_t)stack_fn_a + 1, b = (uintptr_t)stack_fn_b + 1;
+  const uintptr_t st[2] = {a, b}, other[2] = {b, a};
+  ASSERT_EQ_U64(etch_mem_alloc_stack(arena, 16, NULL, st, 2), 0);
+  etch_session *s = start_session(
+      "categories=memory;compression=none;reset_interval_ms=0");
+  uint32_t id = etch_mem_alloc_stack(arena, 16, NULL, st, 2);
+  ASSERT_TRUE(id != 0);
+  ASSERT_EQ_U64(etch_mem_alloc_stack(arena + 16, 16, NULL, st, 2), id);
+  uint32_t id2 = etch_mem_alloc_stack(arena + 32, 16, NULL, other, 2);
+  ASSERT_TRUE(id2 != 0 && id2 != id);
+  for (int i = 3; i < 100; i++)
+    etch_mem_alloc_stack_id(arena + 16 * i, 16, NULL, i % 2 ? id : id2);
+  etch_mem_alloc_stack_id(arena + 16 * 100, 16, NULL, 0xfffff0u);
+  for (int i = 0; i <= 100; i++) etch_mem_free(arena + 16 * i);
+  ASSERT_OK(etch_session_stop(s));
+  uint8_t *data;
+  size_t len;
+  ASSERT_OK(etch_session_read(s, &data, &len));
+  stack_counts c;
+  count_stacks(data, len, &c);
+  ASSERT_EQ_U64(c.with_stack, 100); /* not the one with an unknown id */
+  ASSERT_EQ_U64(c.callstacks, 2);
+  ASSERT_EQ_U64(c.frames, 2);
+  free(data);
+  etch_session_free(s);
+}

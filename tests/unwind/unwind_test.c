@@ -183,6 +183,91 @@ TEST(short_copies_strange_addresses_and_max_end_the_stack) {
   etch__unwinder_free(p.u);
 }
 
+/* The registers and a copy of the stack at probe_keep's call. */
+typedef struct kept {
+  etch_unwind_regs r;
+  uint8_t copy[64 * 1024];
+  size_t len;
+} kept;
+
+__attribute__((noinline)) static int probe_keep(void *vctx, int depth) {
+  kept *k = (kept *)vctx;
+  __asm__ volatile("lea 0(%%rip), %0\n\tmov %%rsp, %1\n\tmov %%rbp, %2"
+                   : "=r"(k->r.ip), "=r"(k->r.sp), "=r"(k->r.bp));
+  uint64_t top = stack_top();
+  k->len = top - k->r.sp < sizeof k->copy ? top - k->r.sp : sizeof k->copy;
+  copy_stack(k->copy, (const volatile uint8_t *)(uintptr_t)k->r.sp, k->len);
+  return depth;
+}
+
+TEST(a_memo_knows_a_walk_over_the_same_words_and_no_other) {
+  etch_unwinder *u;
+  ASSERT_OK(etch__unwinder_new(&u));
+  kept *k = (kept *)calloc(1, sizeof *k);
+  ASSERT_TRUE(k != NULL);
+  chain_a(probe_keep, k, 5);
+  etch_unwind_mem m = {k->r.sp, k->copy, k->len};
+  uint64_t want[MAXF], got[MAXF];
+  uint32_t n = etch__unwind(u, &k->r, etch__unwind_read_mem, &m, want, MAXF);
+  ASSERT_TRUE(n >= 5);
+  etch_unwind_memo memo;
+  memset(&memo, 0xa5, sizeof memo); /* what was there before: no matter */
+  /* The walk that keeps a memo gives the walk's frames. */
+  ASSERT_EQ_U64(etch__unwind_memo_walk(u, &k->r, &m, &memo, got, MAXF), n);
+  ASSERT_TRUE(memcmp(got, want, n * sizeof want[0]) == 0);
+  ASSERT_TRUE(memo.nreads >= n - 1 && memo.nreads <= 2 * n);
+  ASSERT_TRUE(etch__unwind_memo_same(&memo, &k->r, &m, MAXF));
+  /* Another max, another sp or another span: not the same walk. */
+  ASSERT_TRUE(!etch__unwind_memo_same(&memo, &k->r, &m, MAXF - 1));
+  etch_unwind_regs r2 = k->r;
+  r2.sp += 8;
+  ASSERT_TRUE(!etch__unwind_memo_same(&memo, &r2, &m, MAXF));
+  etch_unwind_mem m2 = {k->r.sp, k->copy, k->len - 8};
+  ASSERT_TRUE(!etch__unwind_memo_same(&memo, &k->r, &m2, MAXF));
+  /* Each word the memo keeps changed: not the same; back: the same. */
+  for (uint32_t i = 0; i < memo.nreads; i++) {
+    uint64_t off = memo.read[i].off, w;
+    ASSERT_TRUE(off + 8 <= k->len);
+    memcpy(&w, k->copy + off, 8);
+    ASSERT_EQ_U64(w, memo.read[i].val);
+    uint64_t other = w ^ 0x10;
+    memcpy(k->copy + off, &other, 8);
+    ASSERT_TRUE(!etch__unwind_memo_same(&memo, &k->r, &m, MAXF));
+    memcpy(k->copy + off, &w, 8);
+    ASSERT_TRUE(etch__unwind_memo_same(&memo, &k->r, &m, MAXF));
+  }
+  /* Every other word of the first 4 KiB changed: the memo says the same,
+   * and a walk agrees with it. */
+  size_t span = k->len < 4096 ? k->len : 4096;
+  for (size_t off = 0; off + 8 <= span; off += 8) {
+    bool read = false;
+    for (uint32_t i = 0; i < memo.nreads; i++) read |= memo.read[i].off == off;
+    if (!read) k->copy[off] ^= 0x5a;
+  }
+  ASSERT_TRUE(etch__unwind_memo_same(&memo, &k->r, &m, MAXF));
+  ASSERT_EQ_U64(etch__unwind(u, &k->r, etch__unwind_read_mem, &m, got, MAXF),
+                n);
+  ASSERT_TRUE(memcmp(got, want, n * sizeof want[0]) == 0);
+  /* A walk through bp (an address in no object): the memo depends on bp
+   * as the registers gave it. */
+  uint64_t frames[8] = {0};
+  uint64_t base = (uint64_t)(uintptr_t)frames;
+  frames[2] = base + 48; /* the frame at frames[2]: bp, return address */
+  frames[3] = 16;
+  frames[6] = 0; /* the next: its bp and a return address of 0 */
+  frames[7] = 0;
+  etch_unwind_mem fm = {base, (const uint8_t *)frames, sizeof frames};
+  etch_unwind_regs fr = {16, base, base + 16};
+  uint32_t fn = etch__unwind_memo_walk(u, &fr, &fm, &memo, got, MAXF);
+  ASSERT_EQ_U64(fn, 2);
+  ASSERT_TRUE(memo.bp_used);
+  ASSERT_TRUE(etch__unwind_memo_same(&memo, &fr, &fm, MAXF));
+  fr.bp = base + 8;
+  ASSERT_TRUE(!etch__unwind_memo_same(&memo, &fr, &fm, MAXF));
+  free(k);
+  etch__unwinder_free(u);
+}
+
 TEST(unwinds_through_a_library_loaded_after_the_unwinder) {
   probe_ctx p = {0};
   ASSERT_OK(etch__unwinder_new(&p.u));

@@ -20,6 +20,10 @@
  * return address's unwind rule, correct for code without frame pointers;
  * bench/memory/bench_unwind.c compares it with libunwind and the others),
  * the preload's own frames left out; ETCH_MALLOC_STACKS=0 turns stacks off.
+ * An allocation made again from where one of the thread's last walks
+ * started, over the same stack words that walk read, has that walk's stack
+ * (etch__unwind_memo_same): it is reported by the stack's id, with no walk
+ * and no hash of its frames.
  * A thread's stack is bounded by what pthread_getattr_np says (read once
  * per thread): an allocation made on another stack (a coroutine's, a
  * signal's alternate stack) has no call stack. The frames are never named
@@ -65,6 +69,38 @@ static __thread int in_report __attribute__((tls_model("initial-exec")));
 static __thread uintptr_t stack_lo __attribute__((tls_model("initial-exec")));
 static __thread uintptr_t stack_hi __attribute__((tls_model("initial-exec")));
 
+/* This thread's last walks, MEMOS of them by where they started
+ * (etch__unwind_memo_same): an allocation made again from the same place
+ * with the same callers, the common case in a loop, reads the few stack
+ * words its walk read instead of walking, and reports the stack by its id
+ * instead of hashing its frames. Made on the thread's first allocation
+ * with a stack, freed when it exits; NULL when it could not be made. */
+#define MEMOS 4
+static __thread etch_unwind_memo *memos
+    __attribute__((tls_model("initial-exec")));
+static __thread bool memos_done __attribute__((tls_model("initial-exec")));
+static pthread_key_t memos_key;
+static bool memos_keyed;
+
+static void memos_free(void *m) {
+  memos = NULL;
+  memos_done = true; /* not made again while the thread ends */
+  real_free(m);
+}
+
+static __attribute__((noinline)) etch_unwind_memo *memos_make(void) {
+  if (memos_done || !memos_keyed) return NULL;
+  memos_done = true;
+  etch_unwind_memo *m = (etch_unwind_memo *)real_malloc(MEMOS * sizeof *m);
+  if (!m) return NULL;
+  for (int i = 0; i < MEMOS; i++) m[i].len = 0; /* empty */
+  if (pthread_setspecific(memos_key, m)) {
+    real_free(m);
+    return NULL;
+  }
+  return memos = m;
+}
+
 static __attribute__((noinline)) void find_stack(void) {
   pthread_attr_t a;
   void *lo;
@@ -95,8 +131,11 @@ static inline bool own_frame(uintptr_t f, uintptr_t below) {
  * frames are not those two (a wrapper that called report_alloc through a
  * tail call), the walk starts in report_alloc, and report_alloc leaves the
  * library's frames out. Inline in report_alloc: its frame is `f`. */
+#define STACK_SAME UINT32_MAX /* take_stack: the memo's stack, in *memo */
+
 static inline __attribute__((always_inline)) uint32_t
-take_stack(uintptr_t f, uint64_t *pcs, uint32_t max) {
+take_stack(uintptr_t f, uint64_t *pcs, uint32_t max,
+           etch_unwind_memo **memo) {
 #if defined(__x86_64__)
   etch_unwind_regs r;
   __asm__ volatile("lea 0(%%rip), %0\n\tmov %%rsp, %1"
@@ -114,11 +153,18 @@ take_stack(uintptr_t f, uint64_t *pcs, uint32_t max) {
   }
   etch_unwind_mem m = {r.sp, (const uint8_t *)(uintptr_t)r.sp,
                        stack_hi - r.sp};
-  return etch__unwind(unwinder, &r, etch__unwind_read_mem, &m, pcs, max);
+  etch_unwind_memo *all = ETCH_LIKELY(memos != NULL) ? memos : memos_make();
+  if (!all)
+    return etch__unwind(unwinder, &r, etch__unwind_read_mem, &m, pcs, max);
+  etch_unwind_memo *mo = &all[(r.ip >> 4 ^ r.sp >> 4) % MEMOS];
+  *memo = mo;
+  if (etch__unwind_memo_same(mo, &r, &m, max)) return STACK_SAME;
+  return etch__unwind_memo_walk(unwinder, &r, &m, mo, pcs, max);
 #else
   (void)f;
   (void)pcs;
   (void)max;
+  (void)memo;
   return 0;
 #endif
 }
@@ -130,12 +176,25 @@ static __attribute__((noinline)) void report_alloc(void *p, size_t n) {
   in_report = 1;
   if (stacks) {
     uint64_t pcs[STACK_MAX + 4];
+    etch_unwind_memo *mo = NULL;
     uint32_t k = take_stack((uintptr_t)__builtin_frame_address(0), pcs,
-                            STACK_MAX + 4);
-    uint32_t skip = 0;
-    while (skip < k && pcs[skip] >= self_lo && pcs[skip] < self_hi) skip++;
-    etch_mem_alloc_stack(p, n, NULL, (const uintptr_t *)(pcs + skip),
-                         k - skip);
+                            STACK_MAX + 4, &mo);
+    if (k == STACK_SAME) {
+      etch_mem_alloc_stack_id(p, n, NULL, (uint32_t)mo->user);
+    } else {
+      uint32_t skip = 0;
+      while (skip < k && pcs[skip] >= self_lo && pcs[skip] < self_hi) skip++;
+      uint32_t id = etch_mem_alloc_stack(
+          p, n, NULL, (const uintptr_t *)(pcs + skip), k - skip);
+      /* Kept only with its id: an allocation not reported (or whose
+       * stack could not be interned) walks again next time. */
+      if (mo) {
+        if (id)
+          mo->user = id;
+        else
+          mo->len = 0;
+      }
+    }
   } else {
     etch_mem_alloc(p, n);
   }
@@ -354,6 +413,7 @@ __attribute__((constructor)) static void etch_malloc_init(void) {
   if (dladdr((void *)report_alloc, &self))
     dl_iterate_phdr(find_self, self.dli_fbase);
   if (stacks && etch__unwinder_new(&unwinder) != 0) stacks = 0;
+  if (stacks) memos_keyed = !pthread_key_create(&memos_key, memos_free);
   etch_init();
   atexit(stop_reporting);
   pthread_atfork(before_fork, after_fork_parent, after_fork_child);

@@ -470,6 +470,10 @@ struct etch_writer {
     uint32_t gen;
   } da_cache[64];
   uint32_t reset_gen;
+  /* A memory event's two arg keys ("ptr", "size"), both interned since the
+   * last reset: valid while mem_gen is reset_gen + 1 (track_event.c,
+   * mem_fast: one check a memory event instead of a cache lookup a key). */
+  uint32_t mem_gen, mem_ptr_iid, mem_size_iid;
   etch_vec scratch;           /* the general path encodes packets here */
   /*
    * Slices on the thread track across lost events (track_event.c and

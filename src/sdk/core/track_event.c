@@ -895,14 +895,29 @@ void etch__emit(etch_site *site, uintptr_t mask, const etch_extra *extras,
  */
 static const char mem_ptr_key[] = "ptr", mem_size_key[] = "size";
 
+/* The two keys' iids from the arg-key cache, kept in the writer for the
+ * events after this one when both are there. */
+static ETCH_NOINLINE bool mem_keys(etch_writer *w, bool has_size,
+                                   uint32_t *pi, uint32_t *si) {
+  if (!key_iid(w, mem_ptr_key, pi)) return false;
+  if (!key_iid(w, mem_size_key, si)) return !has_size; /* a free needs none */
+  w->mem_ptr_iid = *pi;
+  w->mem_size_iid = *si;
+  w->mem_gen = w->reset_gen + 1;
+  return true;
+}
+
 ETCH_INLINE bool mem_fast(etch_site *site, uintptr_t mask, const void *ptr,
                           uint64_t size, bool has_size, uint32_t stack,
                           uint64_t ticks) {
   etch_writer *w = etch__tls.w[etch__mask_slot[mask]];
   uint32_t pi, si = 0;
-  if (!key_iid(w, mem_ptr_key, &pi) ||
-      (has_size && !key_iid(w, mem_size_key, &si)))
+  if (ETCH_LIKELY(w->mem_gen == w->reset_gen + 1)) {
+    pi = w->mem_ptr_iid;
+    si = w->mem_size_iid;
+  } else if (!mem_keys(w, has_size, &pi, &si)) {
     return false;
+  }
   /* A stack new to the sequence: the general path writes it first. */
   if (stack && !etch__bitset_has(&w->seen_stacks, stack)) return false;
   args_frame f;

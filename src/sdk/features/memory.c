@@ -473,12 +473,22 @@ void etch_mem_alloc_tagged(const void *ptr, size_t size, etch_mem_tag *tag) {
   mt.in = false;
 }
 
-void etch_mem_alloc_stack(const void *ptr, size_t size, etch_mem_tag *tag,
-                          const uintptr_t *pcs, uint32_t n) {
+uint32_t etch_mem_alloc_stack(const void *ptr, size_t size,
+                              etch_mem_tag *tag, const uintptr_t *pcs,
+                              uint32_t n) {
   uint32_t mask = report_begin((uintptr_t)ptr);
-  if (!mask) return;
+  if (!mask) return 0;
   uint32_t stack = pcs ? etch__stack_intern(pcs, n) : 0;
   report_alloc(mask, ptr, size, tag ? tag : current_tag(), stack);
+  mt.in = false;
+  return stack;
+}
+
+void etch_mem_alloc_stack_id(const void *ptr, size_t size, etch_mem_tag *tag,
+                             uint32_t stack_id) {
+  uint32_t mask = report_begin((uintptr_t)ptr);
+  if (!mask) return;
+  report_alloc(mask, ptr, size, tag ? tag : current_tag(), stack_id);
   mt.in = false;
 }
 
