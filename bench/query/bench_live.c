@@ -24,6 +24,12 @@
  *
  *   bench_query_live TRACE [STEPS (default 60)]
  *
+ * With BENCH_LIVE_ONLY=on only the live import is run, into a database
+ * file with a 256 MB memory limit as etch ui's: to profile its steps
+ * alone (perf, callgrind); it then prints every
+ * step's CPU and events, and the CPU per million events of the steps
+ * after the first (the first is a cold read of what is there).
+ *
  * The appends come as fast as the measurements allow, not once a second:
  * what is measured is the CPU a query costs at each size, which is what a
  * query every second for STEPS seconds costs.
@@ -139,7 +145,17 @@ int main(int argc, char **argv) {
   etch__db *live_db;
   etch__import_live *live;
   etch__import_opts lo = {.all_args = true};
-  if (etch__db_open(&live_db, NULL) != ETCH_OK ||
+  /* Only the live import: its database a file with DuckDB's memory
+   * limited, as etch ui keeps a live trace's (src/ui/live.c). */
+  const char *only = getenv("BENCH_LIVE_ONLY");
+  bool only_on = only && !strcmp(only, "on");
+  char live_file[4200] = "";
+  if (only_on) snprintf(live_file, sizeof live_file, "%s.duckdb", path);
+  if (etch__db_open(&live_db, only_on ? live_file : NULL) != ETCH_OK ||
+      (only_on &&
+       etch__db_exec(live_db, "SET memory_limit = '256MB';") != ETCH_OK) ||
+      (only_on && getenv("BENCH_LIVE_SQL") &&
+       etch__db_exec(live_db, getenv("BENCH_LIVE_SQL")) != ETCH_OK) ||
       etch__import_live_open(&live, live_db, path, &lo) != ETCH_OK) {
     fprintf(stderr, "live import: %s\n", etch_last_error());
     return 1;
@@ -156,6 +172,47 @@ int main(int argc, char **argv) {
          "read cold s", "read on s", "import on s", "query on s");
   size_t done = 0;
   uint64_t cold_n = 0;
+  if (only_on) {
+    double on_cpu = 0;
+    int64_t on_events = 0, before = 0;
+    for (int i = 1; i <= steps; i++) {
+      size_t upto = i == steps ? total : total / (size_t)steps * (size_t)i;
+      if (write(w, src + done, upto - done) != (ssize_t)(upto - done)) {
+        perror("write");
+        return 1;
+      }
+      done = upto;
+      double t0 = cpu_now();
+      if (etch__import_live_step(live, NULL) != ETCH_OK) {
+        fprintf(stderr, "import on: %s\n", etch_last_error());
+        return 1;
+      }
+      double c = cpu_now() - t0;
+      int64_t ev = 0;
+      if (etch__query_ints(live_db,
+                           "SELECT CAST(value AS BIGINT) FROM stats"
+                           " WHERE name = 'track_events'",
+                           NULL, 0, &ev, 1) != ETCH_OK)
+        ev = -1;
+      printf("step %d: %zu bytes, %.4f s CPU, %lld events\n", i, done, c,
+             (long long)(ev - before));
+      if (i > 1) {
+        on_cpu += c;
+        on_events += ev - before;
+      }
+      before = ev;
+    }
+    if (on_events > 0)
+      printf("import on: %.4f s CPU per million events (steps 2-%d)\n",
+             on_cpu / ((double)on_events / 1e6), steps);
+    etch__import_live_close(live);
+    etch__db_close(live_db);
+    etch_reader_close(kept);
+    unlink(path);
+    unlink(live_file);
+    rmdir(cache);
+    return 0;
+  }
   for (int i = 1; i <= steps; i++) {
     size_t upto = i == steps ? total : total / (size_t)steps * (size_t)i;
     if (write(w, src + done, upto - done) != (ssize_t)(upto - done)) {

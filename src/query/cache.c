@@ -18,6 +18,11 @@
  * warning is given again on each open; --strict does not use the cache (the
  * command line reads the trace, and fails, instead).
  *
+ * A recording etch ui followed (src/ui/live.c) or etch query read on
+ * (live_open below) ends with tables that are a cold import's of the
+ * finished file: that database is made its cache as it is (adopt), not
+ * built again.
+ *
  * A cache is written under a temporary name and renamed when complete:
  * another etch never opens half of one, and two that build the same one at
  * once each rename a whole file. Caches are opened read-only.
@@ -426,6 +431,67 @@ static bool live_resume(etch__db *db, const char *trace, int fd,
 }
 
 /*
+ * `db` (the file `db_file`, the tables of the whole of `trace`) made the
+ * trace's ordinary cache in `dir`: its key written into it, closed and
+ * renamed to the cache's name (into `final`). With `expect` (size,
+ * mtime_ns): ETCH_ESTATE, nothing written, unless the trace is still
+ * that and no longer recorded. `db` is closed in every case.
+ */
+static int adopt(etch__db *db, const char *db_file, const char *trace,
+                 const char *dir, const int64_t *expect, char *final,
+                 size_t nfinal) {
+  trace_key k = {0};
+  bool rec = false;
+  char key[256], name[256];
+  final[0] = '\0';
+  int rc = key_of(trace, &k, &rec);
+  if (!rc && expect &&
+      (rec || k.size != (uint64_t)expect[0] || k.mtime_ns != expect[1]))
+    rc = etch__error(ETCH_ESTATE, "%s: changed since it was read", trace);
+  key_text(&k, true, key, sizeof key);
+  key_text(&k, false, name, sizeof name);
+  if (!rc && (size_t)snprintf(final, nfinal, "%s/%016" PRIx64 ".duckdb", dir,
+                              etch__hash_bytes(name, strlen(name), 0)) >=
+                 nfinal)
+    rc = etch__error(ETCH_EINVAL, "cache: path too long");
+  if (!rc) {
+    char sql[512];
+    snprintf(sql, sizeof sql,
+             "CREATE TABLE etch_cache(key VARCHAR); "
+             "INSERT INTO etch_cache VALUES ('%s'); CHECKPOINT;",
+             key);
+    rc = etch__db_exec(db, sql);
+  }
+  int crc = etch__db_close(db);
+  if (!rc) rc = crc;
+  /* Over a cache another etch built meanwhile: the same tables. */
+  if (!rc && etch__sys_rename(db_file, final) != 0)
+    rc = etch__error(ETCH_EIO, "cache %s: %s", final, strerror(errno));
+  if (rc) final[0] = '\0';
+  return rc;
+}
+
+int etch__query_cache_adopt(etch__db *db, const char *db_file,
+                            const char *trace, const char *cache_dir,
+                            int64_t size, int64_t mtime_ns, char *file,
+                            size_t nfile) {
+  char dir[4096];
+  int rc = cache_dir ? (snprintf(dir, sizeof dir, "%s", cache_dir) <
+                                (int)sizeof dir
+                            ? ETCH_OK
+                            : etch__error(ETCH_EINVAL, "cache: path too long"))
+                     : etch__cache_dir(dir, sizeof dir);
+  if (!rc) rc = etch__mkdirs(dir, "cache directory");
+  if (rc) {
+    file[0] = '\0';
+    etch__db_close(db);
+    return rc;
+  }
+  int64_t expect[2] = {size, mtime_ns};
+  return adopt(db, db_file, trace, dir, expect, file, nfile);
+}
+
+/*
  * The cache of a recording: `file` (dir/live-HASH.duckdb, HASH of the
  * trace's device and inode), under the lock of file.lock. Its state is
  * restored and what was appended since is read on; or the trace is read
@@ -524,30 +590,16 @@ static int live_open(const char *trace, const char *dir,
     etch__vec_free(&state);
   } else if (!rc) {
     /* Ended: the trace's ordinary cache, which the caller opens. */
-    trace_key k = {0};
-    bool rec = false;
-    char key[256], name[256], final[4200];
+    char final[4200];
     rc = live_row_write(db, &row, NULL);
-    if (!rc) rc = key_of(trace, &k, &rec);
-    key_text(&k, true, key, sizeof key);
-    key_text(&k, false, name, sizeof name);
-    snprintf(final, sizeof final, "%s/%016" PRIx64 ".duckdb", dir,
-             etch__hash_bytes(name, strlen(name), 0));
-    if (!rc) {
-      char sql[512];
-      snprintf(sql, sizeof sql,
-               "CREATE TABLE etch_cache(key VARCHAR); "
-               "INSERT INTO etch_cache VALUES ('%s');",
-               key);
-      rc = etch__db_exec(db, sql);
-    }
     etch__import_live_close(l);
     l = NULL;
-    int crc = etch__db_close(db);
+    if (!rc) {
+      rc = adopt(db, file, trace, dir, NULL, final, sizeof final);
+    } else {
+      etch__db_close(db);
+    }
     db = NULL;
-    if (!rc) rc = crc;
-    if (!rc && etch__sys_rename(file, final) != 0)
-      rc = etch__error(ETCH_EIO, "cache %s: %s", final, strerror(errno));
     if (rc) unlink_db(file);
     /* The lock goes too, taken away while held: a query waiting on it
      * finds, once it has it, no recording and no recording's cache, and

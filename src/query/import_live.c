@@ -427,6 +427,21 @@ uint64_t etch__import_live_restarts(const etch__import_live *l) {
   return l ? l->restarts : 0;
 }
 
+int etch__import_live_set_path(etch__import_live *l, const char *path) {
+  if (!l || !path)
+    return etch__error(ETCH_EINVAL, "import: no live import or path");
+  char *p = etch__strdup(path);
+  if (!p) return etch__error(ETCH_ENOMEM, "import: out of memory");
+  int rc = l->r ? etch__reader_set_path(l->r, path) : ETCH_OK;
+  if (rc) {
+    free(p);
+    return rc;
+  }
+  free(l->path);
+  l->path = p;
+  return ETCH_OK;
+}
+
 void etch__import_live_close(etch__import_live *l) {
   if (!l) return;
   etch__importer_free(l->imp);

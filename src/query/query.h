@@ -270,6 +270,9 @@ uint64_t etch__import_live_restarts(const etch__import_live *l);
 /* The offset the live import has read the file to (the end of its last
  * whole packet). */
 uint64_t etch__import_live_offset(const etch__import_live *l);
+/* The file is now at `path` (renamed by its recorder when whole: the
+ * same file); the next steps read it there. */
+int etch__import_live_set_path(etch__import_live *l, const char *path);
 void etch__import_live_close(etch__import_live *l);
 
 /*
@@ -288,6 +291,22 @@ int etch__import_live_save(const etch__import_live *l, struct etch_vec *out);
 int etch__import_live_restore(etch__import_live **out, etch__db *db,
                               const char *path, const etch__import_opts *opts,
                               const void *state, size_t len);
+
+/*
+ * `db`, the database file `db_file` holding the tables a cold import of
+ * the whole trace `trace` makes (a live import that read it to its end,
+ * its writer gone), made the trace's ordinary cache in `cache_dir` (NULL:
+ * the default directory), the one etch__query_cache_file would have
+ * built: its key written into it (table etch_cache), closed, renamed to
+ * the cache's name (into `file`). The trace must be as it was read,
+ * `size` bytes modified at `mtime_ns` and no longer recorded; else
+ * ETCH_ESTATE and nothing is written. `db` is closed in every case;
+ * `db_file` is the caller's to remove on an error.
+ */
+int etch__query_cache_adopt(etch__db *db, const char *db_file,
+                            const char *trace, const char *cache_dir,
+                            int64_t size, int64_t mtime_ns, char *file,
+                            size_t nfile);
 
 /* What an import to a sink read (etch__query_import_sink). */
 typedef struct etch__import_result {

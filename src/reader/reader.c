@@ -470,6 +470,16 @@ int etch__reader_resume(etch_reader *r, bool *grew) {
   return rc;
 }
 
+int etch__reader_set_path(etch_reader *r, const char *path) {
+  if (!r || !r->name || !path)
+    return etch__error(ETCH_ESTATE, "reader: not a file read");
+  char *p = etch__strdup(path);
+  if (!p) return etch__error(ETCH_ENOMEM, "out of memory");
+  free(r->name);
+  r->name = p;
+  return ETCH_OK;
+}
+
 /* ---- a stream of packets ------------------------------------------------------------------ */
 
 int etch_reader_open_stream(etch_reader **out) {

@@ -107,5 +107,8 @@ bool etch__file_recording(int fd);
  * reported as truncated as etch_reader_run does.
  */
 int etch__reader_resume(etch_reader *r, bool *grew);
+/* The file a reader reads on from is now at `path` (renamed: the same
+ * file, which etch__reader_resume still checks by device and inode). */
+int etch__reader_set_path(etch_reader *r, const char *path);
 
 #endif /* ETCH_READER_PRIV_H */

@@ -165,8 +165,9 @@ int etch__ui_live_open(etch__ui *ui, etch__ui_trace *t, int64_t size,
  * Brings a live trace's tables up to the bytes on disk: when its file
  * changed (or its writer let go) they are read again and swapped in,
  * everything computed from the old ones forgotten, t->generation bumped
- * and *changed set. A trace whose writer has let go is read whole one last
- * time and is live no more. Nothing for a trace that is not live. On an
+ * and *changed set. A trace whose writer has let go is read to its end
+ * one last time, its live database made its cache (live.c), and is live
+ * no more. Nothing for a trace that is not live. On an
  * error the tables in hand stay.
  */
 int etch__ui_trace_refresh(etch__ui *ui, etch__ui_trace *t, bool *changed);

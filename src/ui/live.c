@@ -6,7 +6,7 @@
  * the lock buffer/sink.h describes) is live: opened once
  * (etch__ui_live_open), stepped on demand (etch__ui_trace_refresh: the
  * page's /api/live, about once a second), closed when the recording ends
- * (after one last step, which reads the file whole) or when the app ends.
+ * (after one last step, which reads to the end) or when the app ends.
  *
  * The tables are kept up by the query part's live import
  * (etch__import_live_*, src/query/import_live.c), held here for as long
@@ -18,10 +18,14 @@
  * DuckDB's memory limit set (kLiveMemory): its tables go to disk as they
  * grow, so the process's memory stays bounded however long the trace is
  * recorded. Each step is one transaction there: a step that fails leaves
- * the tables of the step before. When the writer lets go, the file is
- * opened one last time the ordinary way, through the cache on disk, that
- * database is swapped in and the live one removed. Without a cache
- * directory the live database is in memory.
+ * the tables of the step before. When the writer lets go, one last step
+ * reads to the end: the tables are then those a cold import of the
+ * finished file makes, and the live database becomes the file's ordinary
+ * cache (the one the query part would have built for it, named by its
+ * key: cache.c), opened from there; `etch query` of the finished trace
+ * then opens it without reading the trace. Without a cache directory the
+ * live database is in memory, and stays so. Only when that fails is the
+ * file read whole again the ordinary way.
  *
  * The server answers one request at a time (server.c): nothing else uses
  * the trace's tables while a step swaps them; the flame graph ahead, the
@@ -265,6 +269,64 @@ bool etch__ui_live_due(const etch__ui_trace *t) {
   return now_ns() - t->live->done_ns >= t->live->cost_ns;
 }
 
+/* One step of the live import into the trace's tables, and their counts
+ * taken. */
+static int live_step(etch__ui_live *l, etch__ui_trace *t) {
+  /* A part given its name meanwhile (follow_rename): read there. */
+  int rc = etch__import_live_set_path(l->imp, t->path);
+  if (!rc) rc = etch__import_live_step(l->imp, NULL);
+  int64_t n[2];
+  if (!rc)
+    rc = etch__query_ints(t->db,
+                          "SELECT (SELECT count(*) FROM slice_data),"
+                          " (SELECT count(*) FROM flow)",
+                          NULL, 0, n, 2);
+  if (rc) return rc;
+  t->slices = n[0];
+  t->flows = n[1];
+  t->max_dur = etch__ui_max_dur(t->db);
+  return ETCH_OK;
+}
+
+/*
+ * The recording ended and the live import has read the file to its end
+ * (`size` bytes, modified at `mtime_ns`): its tables are those a cold
+ * import of the file makes, so they are kept rather than read again. A
+ * live database that is a file becomes the trace's ordinary cache
+ * (etch__query_cache_adopt: the one the query part would build for the
+ * finished file, which etch query then opens as it is) and is opened
+ * from there, read-only; one in memory stays as it is. On an error the
+ * live import is closed and the trace is still marked recorded: the
+ * caller reads the file the ordinary way.
+ */
+static int live_finish(etch__ui *ui, etch__ui_live *l, etch__ui_trace *t,
+                       int64_t size, int64_t mtime_ns) {
+  etch__import_live_close(l->imp);
+  l->imp = NULL;
+  if (!l->db_path[0]) {
+    t->recording = false;
+    return ETCH_OK;
+  }
+  etch__db *db = t->db;
+  t->db = NULL; /* closed by the adoption, whatever comes of it */
+  char file[4200];
+  int rc = etch__query_cache_adopt(db, l->db_path, t->path, ui->cache_dir,
+                                   size, mtime_ns, file, sizeof file);
+  if (rc) return rc; /* the live database removed with l */
+  l->db_path[0] = '\0'; /* the cache's now */
+  etch__ui_tables tb;
+  db = NULL;
+  rc = etch__db_open_existing(&db, file, true);
+  if (!rc) rc = etch__ui_tables_of(db, &tb);
+  if (rc) {
+    etch__db_close(db);
+    return rc;
+  }
+  tb.imported = t->imported;
+  etch__ui_trace_take(t, &tb);
+  return ETCH_OK;
+}
+
 int etch__ui_trace_refresh(etch__ui *ui, etch__ui_trace *t, bool *changed) {
   *changed = false;
   etch__ui_live *l = t->live;
@@ -282,19 +344,20 @@ int etch__ui_trace_refresh(etch__ui *ui, etch__ui_trace *t, bool *changed) {
   if (rec && size == l->size && mtime == l->mtime_ns) return ETCH_OK;
   if (!rec && part_publishing(t->path)) return ETCH_OK;
   int64_t t0 = now_ns();
-  if (rec && l->imp) {
-    /* Reads on into the tables in hand: what was computed from them (the
-     * flame graph ahead reads them from a thread of its own) goes first. */
+  if (l->imp) {
+    /* Reads on into the tables in hand (the last time when the writer
+     * has let go): what was computed from them (the flame graph ahead
+     * reads them from a thread of its own) goes first. */
     etch__ui_trace_forget(t);
-    bool grew = false;
-    rc = etch__import_live_step(l->imp, &grew);
-    int64_t n[2];
-    if (!rc)
-      rc = etch__query_ints(t->db,
-                            "SELECT (SELECT count(*) FROM slice_data),"
-                            " (SELECT count(*) FROM flow)",
-                            NULL, 0, n, 2);
-    if (rc) {
+    rc = live_step(l, t);
+    if (!rc && !rec) {
+      /* Finished: the tables in hand, as a cold import of the whole file
+       * makes them, become its cache; if that fails, the file is read
+       * the ordinary way below. */
+      rc = live_finish(ui, l, t, size, mtime);
+      if (rc == ETCH_ENOMEM) return rc;
+      if (rc) etch__error_clear();
+    } else if (rc) {
       /* The step may have written part of what it read (the rows go in
        * on connections of their own), and the live import has read past
        * it: the tables are read again at once, whole, into a new
@@ -303,20 +366,23 @@ int etch__ui_trace_refresh(etch__ui *ui, etch__ui_trace *t, bool *changed) {
       else etch__ui_trace_forget(t);
       return rc;
     }
-    t->slices = n[0];
-    t->flows = n[1];
-    t->max_dur = etch__ui_max_dur(t->db);
   } else if (rec) {
     /* The last step failed: the file read again, whole. */
     rc = live_start(l, t);
     if (rc) return rc;
-  } else {
-    /* The writer let go (or there is no live import): the file read whole
-     * the ordinary way, its cache written, and swapped in. */
+  }
+  if (!rec && t->recording) {
+    /* The writer let go and the live import could not finish: the file
+     * read whole the ordinary way, its cache written, and swapped in. */
     etch__ui_tables tb;
     /* Quiet: the first open said it once; not once a second. */
     rc = etch__ui_open_tables(ui, t->path, true, &tb);
-    if (rc) return rc; /* the tables in hand stay */
+    if (rc) {
+      /* The tables in hand stay; none (given to a cache that could not
+       * be made): the trace is opened again at the next request. */
+      if (!t->db) etch__ui_live_close(t);
+      return rc;
+    }
     etch__ui_trace_take(t, &tb);
   }
   t->generation++;

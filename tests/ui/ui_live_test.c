@@ -4,8 +4,10 @@
  * the trace a piece at a time, cut anywhere (inside packets too); after
  * each piece a refresh of the ui's trace gives the tables a cold open of
  * the same bytes gives, /api/live says so (recording, a new generation,
- * the slice count); the writer ends, one last refresh reads the file
- * whole and the trace is live no more.
+ * the slice count); the writer ends, one last refresh reads to the end,
+ * the live database becomes the finished file's cache (every table what
+ * a cold import makes; etch query opens it without reading the trace) and
+ * the trace is live no more.
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -16,6 +18,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../query/query_test_util.h"
 #include "test.h"
 #include "ui/app.h"
 #include "ui_trace.h"
@@ -65,6 +68,11 @@ static int call(etch__ui *ui, const char *path, const char *id, char **body) {
   fclose(f);
   return st;
 }
+
+static void same_as_cold(etch__db *db, const char *path);
+static void served_from_cache(const char *path, const char *cache,
+                              uint64_t live_ino);
+static uint64_t db_inode(const char *dir);
 
 static void write_all(int fd, const uint8_t *p, size_t n) {
   while (n) {
@@ -375,6 +383,10 @@ TEST(ui_store_part_being_recorded_is_listed_opened_live_and_followed) {
   /* The rest written; the recorder (this process, alive) names it and
    * lets go. */
   write_all(fd, data + len / 2, len - len / 2);
+  char live[4300];
+  snprintf(live, sizeof live, "%s/live", cache);
+  uint64_t live_ino = db_inode(live);
+  ASSERT_TRUE(live_ino != 0);
   ASSERT_EQ_INT(rename(part, final), 0);
   close(fd);
   bool changed = false;
@@ -393,7 +405,177 @@ TEST(ui_store_part_being_recorded_is_listed_opened_live_and_followed) {
   ASSERT_TRUE(strstr(body, "\"recording\":true") == NULL);
   free(body);
   ASSERT_EQ_INT(ui->n, 1);
+  /* The live database became the cache of the file under its name. */
+  same_as_cold(t->db, final);
   etch__ui_free(ui);
+  served_from_cache(final, cache, live_ino);
   tb_free(&tr);
   unlink(final);
+}
+
+/* Every table as queries see it, each sorted on all its columns. args.id
+ * follows the order events came in (query.h): left out. */
+static char *dump(etch__db *db) {
+  char *all = NULL;
+  size_t n = 0;
+  FILE *f = open_memstream(&all, &n);
+  ASSERT_TRUE(f != NULL);
+  size_t len;
+  const char *t;
+  for (size_t i = 0; (t = etch__query_table_name(i, &len)); i++) {
+    char sql[256];
+    bool is_args = len == 4 && memcmp(t, "args", 4) == 0;
+    snprintf(sql, sizeof sql, "SELECT *%s FROM %.*s ORDER BY ALL",
+             is_args ? " EXCLUDE (id)" : "", (int)len, t);
+    char *got = qt_query(db, sql);
+    fprintf(f, "== %.*s\n%s", (int)len, t, got);
+    free(got);
+  }
+  fclose(f);
+  return all;
+}
+
+/* Every table of `db` is what a cold import of the file `path` makes. */
+static void same_as_cold(etch__db *db, const char *path) {
+  etch__db *cold;
+  ASSERT_OK(etch__db_open(&cold, NULL));
+  etch__import_opts o = {.all_args = true, .allow_truncated = true,
+                         .quiet = true};
+  ASSERT_OK(etch__query_import_file(cold, NULL, path, &o, NULL));
+  char *want = dump(cold), *got = dump(db);
+  etch__db_close(cold);
+  if (strcmp(want, got) != 0)
+    FAIL("--- cold ---\n%s--- after the recording ---\n%s", want, got);
+  ASSERT_TRUE(strstr(want, "== slice\n") != NULL);
+  free(want);
+  free(got);
+}
+
+/* The inode of the one database in `dir` (0: none, or more than one). */
+static uint64_t db_inode(const char *dir) {
+  DIR *d = opendir(dir);
+  if (!d) return 0;
+  uint64_t ino = 0;
+  int n = 0;
+  struct dirent *e;
+  while ((e = readdir(d))) {
+    size_t k = strlen(e->d_name);
+    if (e->d_name[0] == '.' || k <= 7 || strcmp(e->d_name + k - 7, ".duckdb"))
+      continue;
+    char p[8192];
+    struct stat sb;
+    snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+    if (stat(p, &sb) == 0) ino = (uint64_t)sb.st_ino;
+    n++;
+  }
+  closedir(d);
+  return n == 1 ? ino : 0;
+}
+
+/* The finished file's cache in `cache`, as etch query finds it: it is
+ * there (not imported), the only database there, and what a cold import
+ * makes; so is what etch query on the trace opens (read on: how it opens
+ * a trace that may be recorded). `live_ino`: the inode of the live
+ * database it was (0: not checked). */
+static void served_from_cache(const char *path, const char *cache,
+                              uint64_t live_ino) {
+  etch__import_opts o = {.all_args = true, .allow_truncated = true,
+                         .quiet = true};
+  char file[4200];
+  bool imported = true;
+  ASSERT_OK(etch__query_cache_file(path, cache, &o, file, sizeof file,
+                                   &imported));
+  ASSERT_FALSE(imported);
+  ASSERT_TRUE(file[0] != '\0');
+  ASSERT_EQ_INT(files_in(cache, false), 1);
+  /* That database is the live one, moved: not another import. */
+  struct stat sb;
+  ASSERT_EQ_INT(stat(file, &sb), 0);
+  if (live_ino) ASSERT_EQ_INT((uint64_t)sb.st_ino, live_ino);
+  o.read_on = true;
+  etch__db *db = NULL;
+  imported = true;
+  ASSERT_OK(etch__query_open_cached(path, cache, &o, &db, &imported));
+  ASSERT_FALSE(imported);
+  same_as_cold(db, path);
+  etch__db_close(db);
+  ASSERT_EQ_INT(files_in(cache, false), 1);
+}
+
+/* The recording ends: one last step reads to the end, and the live
+ * database, a file, becomes the finished file's ordinary cache (moved out
+ * of CACHE/live, opened from there), which a query then opens as it is;
+ * without a cache directory (one that cannot be made) it is in memory
+ * and stays there. Either way every table is what a cold import of the
+ * finished file makes. */
+TEST(ui_live_trace_ended_becomes_the_cache_of_the_file) {
+  tb tr;
+  tb_init(&tr);
+  ui_zone_trace(&tr);
+  const uint8_t *data = tb_data(&tr);
+  size_t len = tb_len(&tr);
+  char path[4096], cache[4200], live[4300], blocker[4096];
+  snprintf(path, sizeof path, "%s/ended.pftrace", etch_test_tmpdir());
+  snprintf(blocker, sizeof blocker, "%s/ended_not_a_dir", etch_test_tmpdir());
+  int bfd = open(blocker, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  ASSERT_TRUE(bfd >= 0);
+  close(bfd);
+  for (int round = 0; round < 2; round++) {
+    if (round == 0)
+      snprintf(cache, sizeof cache, "%s/ended_cache", etch_test_tmpdir());
+    else /* under a file: never made */
+      snprintf(cache, sizeof cache, "%s/cache", blocker);
+    snprintf(live, sizeof live, "%s/live", cache);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    ASSERT_TRUE(fd >= 0);
+    struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
+    ASSERT_EQ_INT(fcntl(fd, F_OFD_SETLK, &fl), 0);
+    write_all(fd, data, len / 3);
+    etch__ui *ui;
+    ASSERT_OK(etch__ui_new(&ui));
+    ASSERT_OK(etch__ui_set_cache_dir(ui, cache));
+    ASSERT_OK(etch__ui_add_path(ui, path));
+    etch__ui_trace *t = &ui->t[0];
+    char *body = NULL;
+    ASSERT_EQ_INT(call(ui, "/api/trace", t->id, &body), 200);
+    free(body);
+    ASSERT_TRUE(t->live != NULL);
+    ASSERT_EQ_INT(etch__db_is_file(t->db), round == 0);
+    bool changed = false;
+    write_all(fd, data + len / 3, len / 3);
+    ASSERT_OK(etch__ui_trace_refresh(ui, t, &changed));
+    ASSERT_TRUE(changed);
+    /* The rest, and the writer lets go: one last step. */
+    write_all(fd, data + 2 * (len / 3), len - 2 * (len / 3));
+    uint64_t live_ino = db_inode(live);
+    ASSERT_EQ_INT(live_ino != 0, round == 0);
+    close(fd);
+    uint64_t gen = t->generation;
+    ASSERT_OK(etch__ui_trace_refresh(ui, t, &changed));
+    ASSERT_TRUE(changed);
+    ASSERT_EQ_INT(t->generation, gen + 1);
+    ASSERT_TRUE(t->live == NULL);
+    ASSERT_FALSE(t->recording);
+    ASSERT_EQ_INT(t->slices, 101);
+    same_as_cold(t->db, path);
+    ASSERT_EQ_INT(files_in(live, true), 0);
+    if (round == 0) {
+      ASSERT_TRUE(etch__db_is_file(t->db));
+      ASSERT_EQ_INT(call(ui, "/api/trace", t->id, &body), 200);
+      ASSERT_TRUE(strstr(body, "\"recording\":false,") != NULL);
+      free(body);
+      etch__ui_free(ui);
+      served_from_cache(path, cache, live_ino);
+    } else {
+      ASSERT_FALSE(etch__db_is_file(t->db));
+      ASSERT_EQ_INT(call(ui, "/api/live", t->id, &body), 200);
+      ASSERT_TRUE(strstr(body, "{\"recording\":false,") == body);
+      ASSERT_TRUE(strstr(body, "\"slices\":101,") != NULL);
+      free(body);
+      etch__ui_free(ui);
+    }
+  }
+  unlink(blocker);
+  tb_free(&tr);
+  unlink(path);
 }
