@@ -426,8 +426,9 @@ static const cli_opt kRecordOpts[] = {
      CLI_FN(rec_categories)},
     {0, "--malloc", NULL,
      "trace the program's allocations (preloads\n"
-     "libetch_malloc.so; see etch leaks), in a 64MB\n"
-     "buffer that keeps the earliest events when full",
+     "libetch_malloc.so; see etch leaks), streamed to\n"
+     "the trace as they come: a full buffer makes the\n"
+     "program wait, so that none is lost",
      CLI_BOOL(record_args, malloc_trace)},
     {0, "--sample", NULL,
      "sample the call stacks of every thread of the\n"
@@ -457,12 +458,13 @@ static const cli_opt kRecordOpts[] = {
     CLI_PARA("\n"),
     {0, "--buffer", "SIZE",
      "the program's trace buffer (ETCH_BUFFER_KB;\n"
-     "default 8MB, 64MB with --malloc; 16KB to 4GB)",
+     "default 8MB, 16MB with --malloc; 16KB to 4GB)",
      CLI_FN(rec_buffer)},
     {0, "--ring", NULL,
      "when the buffer is full: overwrite the oldest\n"
      "(ETCH_FILL=ring, the default) or keep the\n"
-     "first (discard, the default with --malloc)",
+     "first (discard; with --malloc the program\n"
+     "waits instead unless --discard is given)",
      CLI_FN(rec_ring), .shown = "--ring, --discard"},
     {0, "--discard", NULL, NULL, CLI_FN(rec_discard)},
     {0, "--write-period", "DURATION",
