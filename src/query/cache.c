@@ -138,6 +138,28 @@ static bool cache_matches(etch__db *db, const char *want) {
   return !etch__res_close(&r) && ok;
 }
 
+/* The cache directory (`cache_dir`, else etch__cache_dir's) into dir[n],
+ * made if it is not there. */
+static int cache_dir_made(const char *cache_dir, char *dir, size_t n) {
+  int rc = cache_dir ? (snprintf(dir, n, "%s", cache_dir) < (int)n
+                            ? ETCH_OK
+                            : etch__error(ETCH_EINVAL, "cache: path too long"))
+                     : etch__cache_dir(dir, n);
+  return rc ? rc : etch__mkdirs(dir, "cache directory");
+}
+
+/* The mark of a whole cache: its key in table etch_cache (written last,
+ * checked at each open); with `checkpoint`, written through to the file
+ * before it is renamed into place. */
+static int write_key(etch__db *db, const char *key, bool checkpoint) {
+  char sql[512];
+  snprintf(sql, sizeof sql,
+           "CREATE TABLE etch_cache(key VARCHAR); "
+           "INSERT INTO etch_cache VALUES ('%s');%s",
+           key, checkpoint ? " CHECKPOINT;" : "");
+  return etch__db_exec(db, sql);
+}
+
 /* Imports the trace into the new file `tmp`; *unwritable when the file
  * could not be made (a cache directory that is not writable). */
 static int build(const char *trace, const char *tmp, const char *key,
@@ -147,14 +169,7 @@ static int build(const char *trace, const char *tmp, const char *key,
   *unwritable = rc != ETCH_OK;
   if (rc) return rc;
   rc = etch__query_import_file(db, NULL, trace, o, NULL);
-  if (!rc) {
-    char sql[512];
-    snprintf(sql, sizeof sql,
-             "CREATE TABLE etch_cache(key VARCHAR); "
-             "INSERT INTO etch_cache VALUES ('%s');",
-             key);
-    rc = etch__db_exec(db, sql);
-  }
+  if (!rc) rc = write_key(db, key, false);
   int crc = etch__db_close(db);
   if (!rc) rc = crc;
   return rc;
@@ -172,12 +187,7 @@ static int cache_file(const char *trace, const char *cache_dir,
   etch__import_opts o = opts ? *opts : (etch__import_opts){0};
   o.all_args = true;
   char dir[4096];
-  int rc = cache_dir ? (snprintf(dir, sizeof dir, "%s", cache_dir) <
-                                (int)sizeof dir
-                            ? ETCH_OK
-                            : etch__error(ETCH_EINVAL, "cache: path too long"))
-                     : etch__cache_dir(dir, sizeof dir);
-  if (!rc) rc = etch__mkdirs(dir, "cache directory");
+  int rc = cache_dir_made(cache_dir, dir, sizeof dir);
   if (rc) {
     if (!o.quiet)
       fprintf(stderr, "etch: warning: no cache (%s): the trace is read "
@@ -454,14 +464,7 @@ static int adopt(etch__db *db, const char *db_file, const char *trace,
                               etch__hash_bytes(name, strlen(name), 0)) >=
                  nfinal)
     rc = etch__error(ETCH_EINVAL, "cache: path too long");
-  if (!rc) {
-    char sql[512];
-    snprintf(sql, sizeof sql,
-             "CREATE TABLE etch_cache(key VARCHAR); "
-             "INSERT INTO etch_cache VALUES ('%s'); CHECKPOINT;",
-             key);
-    rc = etch__db_exec(db, sql);
-  }
+  if (!rc) rc = write_key(db, key, true);
   int crc = etch__db_close(db);
   if (!rc) rc = crc;
   /* Over a cache another etch built meanwhile: the same tables. */
@@ -476,12 +479,7 @@ int etch__query_cache_adopt(etch__db *db, const char *db_file,
                             int64_t size, int64_t mtime_ns, char *file,
                             size_t nfile) {
   char dir[4096];
-  int rc = cache_dir ? (snprintf(dir, sizeof dir, "%s", cache_dir) <
-                                (int)sizeof dir
-                            ? ETCH_OK
-                            : etch__error(ETCH_EINVAL, "cache: path too long"))
-                     : etch__cache_dir(dir, sizeof dir);
-  if (!rc) rc = etch__mkdirs(dir, "cache directory");
+  int rc = cache_dir_made(cache_dir, dir, sizeof dir);
   if (rc) {
     file[0] = '\0';
     etch__db_close(db);
@@ -631,12 +629,7 @@ int etch__query_open_cached(const char *trace, const char *cache_dir,
   char file[4200];
   if (opts && opts->read_on) {
     char dir[4096];
-    int drc = cache_dir ? (snprintf(dir, sizeof dir, "%s", cache_dir) <
-                                   (int)sizeof dir
-                               ? ETCH_OK
-                               : ETCH_EINVAL)
-                        : etch__cache_dir(dir, sizeof dir);
-    if (!drc) drc = etch__mkdirs(dir, "cache directory");
+    int drc = cache_dir_made(cache_dir, dir, sizeof dir);
     if (!drc) {
       int rc = live_open(trace, dir, opts, out);
       if (imported) *imported = *out != NULL;
